@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Sets up a machine to build pipeline-run and builds it.
+#
+#   bash .ci/setup.sh [BUILD_DIR]      (default BUILD_DIR: build)
+#
+# 1. Installs the Debian packages the build needs when any is missing
+#    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson).
+# 2. Configures BUILD_DIR with meson (once) and builds it with ninja.
+# The CUDA backend is built when nvcc, cuDNN and cuBLAS are found
+# (-Dcuda=auto); pass MESON_ARGS="-Dcuda=disabled" to skip it.
+# With CI=true, compiler warnings are errors.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+build=${1:-build}
+
+packages=(gcc pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq >&2 || true
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# nvcc usually lives outside PATH.
+if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+args=(${MESON_ARGS:-})
+if [ "${CI:-}" = "true" ]; then args+=(-Dwerror=true); fi
+if [ ! -f "$build/build.ninja" ]; then
+  meson setup "$build" "${args[@]}" >&2
+fi
+ninja -C "$build" >&2

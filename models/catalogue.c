@@ -1,0 +1,97 @@
+/* catalogue.c - model config defaults and the per-unit cost catalogue of a ResNet. */
+#include "models/catalogue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/resnet.h"
+#include "models/unit.h"
+
+pp_status pp_model_config_default(const char *name, pp_model_config *cfg, pp_error *err)
+{
+    static const struct {
+        const char *name;
+        int depth;
+    } known[] = {{"resnet18", 18}, {"resnet34", 34}, {"resnet50", 50}, {"resnet101", 101},
+                 {"resnet152", 152}};
+    memset(cfg, 0, sizeof *cfg);
+    if (!name) return pp_error_set(err, PP_ERR_INPUT, "no model name");
+    cfg->num_classes = 1000;
+    cfg->in_channels = 3;
+    cfg->stem = PP_STEM_IMAGENET;
+    cfg->image_h = cfg->image_w = 224;
+    if (strcmp(name, "delay") == 0) {
+        cfg->kind = PP_MODEL_DELAY;
+        snprintf(cfg->name, sizeof cfg->name, "delay");
+        cfg->num_classes = 10;
+        cfg->n_forward_ms = cfg->n_backward_ms = 1;
+        cfg->forward_ms[0] = 1.0;
+        cfg->backward_ms[0] = 2.0;
+        return PP_OK;
+    }
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        if (strcmp(name, known[i].name) == 0) {
+            cfg->kind = PP_MODEL_RESNET;
+            cfg->depth = known[i].depth;
+            snprintf(cfg->name, sizeof cfg->name, "%s", known[i].name);
+            return PP_OK;
+        }
+    }
+    return pp_error_set(err, PP_ERR_INPUT,
+                        "unknown model '%s' (expected resnet18, resnet34, resnet50, resnet101, "
+                        "resnet152 or delay)",
+                        name);
+}
+
+pp_status pp_catalogue_build(const pp_model_config *cfg, pp_catalogue *out, pp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (cfg->kind == PP_MODEL_DELAY)
+        return pp_error_set(err, PP_ERR_INPUT, "the delay model has no layer catalogue");
+    if (cfg->image_h < 1 || cfg->image_w < 1)
+        return pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is not positive", cfg->image_h,
+                            cfg->image_w);
+    pp_unit_spec *specs;
+    int n;
+    PP_TRY(pp_resnet_units(cfg, &specs, &n, err));
+    pp_unit_info *units = calloc((size_t)n, sizeof *units);
+    if (!units) {
+        free(specs);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (catalogue)");
+    }
+    int ndim = 4;
+    int64_t shape[PP_MAX_DIMS] = {1, cfg->in_channels, cfg->image_h, cfg->image_w};
+    for (int i = 0; i < n; i++) {
+        int64_t next[PP_MAX_DIMS];
+        pp_status s = pp_unit_costs(&specs[i], ndim, shape, &units[i], err);
+        if (s == PP_OK) s = pp_unit_output_shape(&specs[i], ndim, shape, &ndim, next, err);
+        if (s == PP_OK) memcpy(shape, next, sizeof shape);
+        if (s != PP_OK) {
+            pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is too small for %s (at %s)",
+                         cfg->image_h, cfg->image_w, cfg->name, specs[i].name);
+            free(specs);
+            free(units);
+            return PP_ERR_INPUT;
+        }
+    }
+    free(specs);
+    out->n = n;
+    out->units = units;
+    return PP_OK;
+}
+
+void pp_catalogue_free(pp_catalogue *cat)
+{
+    if (!cat) return;
+    free(cat->units);
+    cat->units = NULL;
+    cat->n = 0;
+}
+
+int pp_catalogue_find(const pp_catalogue *cat, const char *name)
+{
+    for (int i = 0; i < cat->n; i++)
+        if (strcmp(cat->units[i].name, name) == 0) return i;
+    return -1;
+}

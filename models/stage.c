@@ -1,0 +1,285 @@
+/*
+ * stage.c - a contiguous range of units on one device: chained forward and
+ * backward, shape propagation and the named-tensor views.
+ */
+#include "models/stage.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/resnet.h"
+
+struct pp_stage {
+    pp_device_ctx *dev;
+    int n;                          /* units */
+    pp_unit **units;                /* n, owned */
+    int in_ndim;
+    int64_t in_sample[PP_MAX_DIMS]; /* input shape with batch 1 */
+    int n_params, n_buffers, n_state;
+    const pp_named_tensor **params; /* views into the units */
+    const pp_named_tensor **buffers;
+    const pp_named_tensor **state;
+};
+
+void pp_stage_free(pp_stage *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) pp_unit_free(s->units[i]);
+    free(s->units);
+    free(s->params);
+    free(s->buffers);
+    free(s->state);
+    free(s);
+}
+
+static pp_status index_state(pp_stage *s, pp_error *err)
+{
+    int total = 0;
+    for (int i = 0; i < s->n; i++) total += pp_unit_state_count(s->units[i]);
+    size_t cap = (size_t)(total ? total : 1);
+    s->params = calloc(cap, sizeof *s->params);
+    s->buffers = calloc(cap, sizeof *s->buffers);
+    s->state = calloc(cap, sizeof *s->state);
+    if (!s->params || !s->buffers || !s->state)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (stage tensor lists)");
+    for (int i = 0; i < s->n; i++) {
+        for (int j = 0; j < pp_unit_state_count(s->units[i]); j++) {
+            const pp_named_tensor *t = pp_unit_state(s->units[i], j);
+            s->state[s->n_state++] = t;
+            if (t->grad)
+                s->params[s->n_params++] = t;
+            else
+                s->buffers[s->n_buffers++] = t;
+        }
+    }
+    return PP_OK;
+}
+
+pp_status pp_stage_new_from_specs(const pp_unit_spec *specs, int n, uint64_t seed, int in_ndim,
+                                  const int64_t *sample_shape, pp_device_ctx *dev,
+                                  pp_stage **out, pp_error *err)
+{
+    *out = NULL;
+    if (!specs || n < 1 || !dev || !sample_shape || in_ndim < 1 || in_ndim > PP_MAX_DIMS ||
+        sample_shape[0] != 1)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "stage: need at least one unit, a device and a per-sample input "
+                            "shape");
+    int ndim = in_ndim;
+    int64_t shape[PP_MAX_DIMS] = {1, 1, 1, 1}, next[PP_MAX_DIMS];
+    memcpy(shape, sample_shape, (size_t)in_ndim * sizeof *shape);
+    for (int i = 0; i < n; i++) {
+        PP_TRY(pp_unit_output_shape(&specs[i], ndim, shape, &ndim, next, err));
+        memcpy(shape, next, sizeof shape);
+    }
+    pp_stage *s = calloc(1, sizeof *s);
+    if (!s) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stage)");
+    s->dev = dev;
+    s->in_ndim = in_ndim;
+    for (int i = 0; i < PP_MAX_DIMS; i++) s->in_sample[i] = i < in_ndim ? sample_shape[i] : 1;
+    s->units = calloc((size_t)n, sizeof *s->units);
+    pp_status st = s->units ? PP_OK : pp_error_set(err, PP_ERR_OOM, "out of host memory (stage)");
+    for (int i = 0; i < n && st == PP_OK; i++) {
+        st = pp_unit_new(&specs[i], seed, dev, &s->units[i], err);
+        if (st == PP_OK) s->n++;
+    }
+    if (st == PP_OK) st = index_state(s, err);
+    if (st != PP_OK) {
+        pp_stage_free(s);
+        return st;
+    }
+    *out = s;
+    return PP_OK;
+}
+
+pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int last,
+                       pp_device_ctx *dev, pp_stage **out, pp_error *err)
+{
+    *out = NULL;
+    pp_unit_spec *specs;
+    int n;
+    PP_TRY(pp_resnet_units(cfg, &specs, &n, err));
+    pp_status st = PP_OK;
+    if (first < 0 || last < first || last >= n)
+        st = pp_error_set(err, PP_ERR_INPUT, "stage unit range [%d, %d] not within [0, %d] of %s",
+                          first, last, n - 1, cfg->name);
+    int ndim = 4;
+    int64_t shape[PP_MAX_DIMS] = {1, cfg->in_channels, cfg->image_h, cfg->image_w};
+    int64_t next[PP_MAX_DIMS];
+    for (int i = 0; i < first && st == PP_OK; i++) {
+        st = pp_unit_output_shape(&specs[i], ndim, shape, &ndim, next, err);
+        if (st == PP_OK)
+            memcpy(shape, next, sizeof shape);
+        else
+            st = pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is too small for %s (at %s)",
+                              cfg->image_h, cfg->image_w, cfg->name, specs[i].name);
+    }
+    if (st == PP_OK) {
+        st = pp_stage_new_from_specs(specs + first, last - first + 1, seed, ndim, shape, dev, out,
+                                     err);
+        if (st == PP_ERR_INVALID)
+            st = pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is too small for %s",
+                              cfg->image_h, cfg->image_w, cfg->name);
+    }
+    free(specs);
+    return st;
+}
+
+pp_device_ctx *pp_stage_device(const pp_stage *s)
+{
+    return s->dev;
+}
+
+int pp_stage_unit_count(const pp_stage *s)
+{
+    return s->n;
+}
+
+pp_unit *pp_stage_unit(const pp_stage *s, int i)
+{
+    return i >= 0 && i < s->n ? s->units[i] : NULL;
+}
+
+pp_status pp_stage_input_shape(const pp_stage *s, int mb_size, int *ndim, int64_t *shape,
+                               pp_error *err)
+{
+    if (mb_size < 1)
+        return pp_error_set(err, PP_ERR_INVALID, "micro-batch size %d is not positive", mb_size);
+    *ndim = s->in_ndim;
+    memcpy(shape, s->in_sample, sizeof s->in_sample);
+    shape[0] = mb_size;
+    return PP_OK;
+}
+
+pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64_t *shape,
+                                pp_error *err)
+{
+    int64_t cur[PP_MAX_DIMS], next[PP_MAX_DIMS];
+    PP_TRY(pp_stage_input_shape(s, mb_size, ndim, cur, err));
+    for (int i = 0; i < s->n; i++) {
+        PP_TRY(pp_unit_output_shape(pp_unit_get_spec(s->units[i]), *ndim, cur, ndim, next, err));
+        memcpy(cur, next, sizeof cur);
+    }
+    memcpy(shape, cur, sizeof cur);
+    return PP_OK;
+}
+
+void pp_stage_release(pp_stage *s, int mb)
+{
+    for (int i = 0; i < s->n; i++) pp_unit_release(s->units[i], mb);
+}
+
+int pp_stage_in_flight(const pp_stage *s)
+{
+    return s->n ? pp_unit_in_flight(s->units[0]) : 0;
+}
+
+pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
+                           bool train, pp_error *err)
+{
+    if (!x || !y) return pp_error_set(err, PP_ERR_INVALID, "stage forward: NULL tensor");
+    if (train && pp_unit_saved_input(s->units[0], mb, NULL, NULL))
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "stage forward: micro-batch %d is already in flight", mb);
+    pp_tensor bufs[2] = {{0}, {0}};
+    const pp_tensor *cur = x;
+    pp_status st = PP_OK;
+    for (int i = 0; i < s->n && st == PP_OK; i++) {
+        pp_tensor *out = y;
+        if (i < s->n - 1) {
+            int ndim;
+            int64_t shape[PP_MAX_DIMS];
+            out = &bufs[i % 2];
+            st = pp_unit_output_shape(pp_unit_get_spec(s->units[i]), cur->ndim, cur->shape, &ndim,
+                                      shape, err);
+            if (st == PP_OK) st = pp_tensor_alloc(out, s->dev, PP_F32, ndim, shape, err);
+        }
+        if (st == PP_OK) st = pp_unit_forward(s->units[i], ex, mb, cur, out, train, err);
+        /* the unit has copied what it keeps: its input is no longer needed */
+        if (cur != x) pp_tensor_free((pp_tensor *)cur);
+        cur = out;
+    }
+    pp_tensor_free(&bufs[0]);
+    pp_tensor_free(&bufs[1]);
+    if (st != PP_OK && train) pp_stage_release(s, mb);
+    return st;
+}
+
+pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
+                            pp_error *err)
+{
+    if (!dy) return pp_error_set(err, PP_ERR_INVALID, "stage backward: NULL dy");
+    pp_tensor bufs[2] = {{0}, {0}};
+    const pp_tensor *g = dy;
+    pp_status st = PP_OK;
+    for (int i = s->n - 1; i >= 0 && st == PP_OK; i--) {
+        pp_tensor *din = dx;
+        if (i > 0) {
+            int ndim;
+            int64_t shape[PP_MAX_DIMS];
+            din = &bufs[i % 2];
+            if (!pp_unit_saved_input(s->units[i], mb, &ndim, shape))
+                st = pp_error_set(err, PP_ERR_INVALID,
+                                  "stage backward: micro-batch %d has no training forward in "
+                                  "flight in %s",
+                                  mb, pp_unit_name(s->units[i]));
+            if (st == PP_OK) st = pp_tensor_alloc(din, s->dev, PP_F32, ndim, shape, err);
+        }
+        if (st == PP_OK) st = pp_unit_backward(s->units[i], ex, mb, g, din, err);
+        if (g != dy) pp_tensor_free((pp_tensor *)g);
+        g = din;
+    }
+    pp_tensor_free(&bufs[0]);
+    pp_tensor_free(&bufs[1]);
+    if (st != PP_OK) pp_stage_release(s, mb);
+    return st;
+}
+
+int pp_stage_param_count(const pp_stage *s)
+{
+    return s->n_params;
+}
+
+const pp_named_tensor *pp_stage_param(const pp_stage *s, int i)
+{
+    return i >= 0 && i < s->n_params ? s->params[i] : NULL;
+}
+
+int pp_stage_buffer_count(const pp_stage *s)
+{
+    return s->n_buffers;
+}
+
+const pp_named_tensor *pp_stage_buffer(const pp_stage *s, int i)
+{
+    return i >= 0 && i < s->n_buffers ? s->buffers[i] : NULL;
+}
+
+int pp_stage_state_count(const pp_stage *s)
+{
+    return s->n_state;
+}
+
+const pp_named_tensor *pp_stage_state(const pp_stage *s, int i)
+{
+    return i >= 0 && i < s->n_state ? s->state[i] : NULL;
+}
+
+int64_t pp_stage_num_params(const pp_stage *s)
+{
+    int64_t total = 0;
+    for (int i = 0; i < s->n_params; i++) total += pp_tensor_numel(s->params[i]->value);
+    return total;
+}
+
+pp_status pp_stage_zero_grads(pp_stage *s, pp_exec *ex, pp_error *err)
+{
+    for (int i = 0; i < s->n; i++) PP_TRY(pp_unit_zero_grads(s->units[i], ex, err));
+    return PP_OK;
+}
+
+pp_status pp_stage_sync_buffers(pp_stage *s, pp_error *err)
+{
+    for (int i = 0; i < s->n; i++) PP_TRY(pp_unit_sync_buffers(s->units[i], err));
+    return PP_OK;
+}

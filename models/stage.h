@@ -1,0 +1,95 @@
+/*
+ * stage.h - a model stage: a contiguous range [first, last] of a model's units
+ * placed on one device, run as one piece by the pipeline.
+ *
+ * Forward runs the units in order, backward in reverse, for one micro-batch
+ * index mb at a time; several micro-batches may be in flight (see unit.h).
+ * Intermediate activations between units live only during the call (each unit
+ * keeps its own copy of what its backward needs, allocated on the stage's
+ * device and freed by that micro-batch's backward or pp_stage_release).
+ * The loss is not part of a stage: the pipeline puts softmax cross-entropy
+ * after the last stage.
+ *
+ * Ownership and threading: a stage owns its units. It is not thread-safe: use
+ * it from one thread (its stream's worker) at a time. Ops run on the exec the
+ * caller passes, which must be on the stage's device.
+ */
+#ifndef PP_MODELS_STAGE_H
+#define PP_MODELS_STAGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "models/catalogue.h"
+#include "models/unit.h"
+#include "runtime/core/exec.h"
+#include "runtime/core/tensor.h"
+
+typedef struct pp_stage pp_stage;
+
+/* Builds units first..last (indices into the model's unit order, the same as
+ * pp_catalogue_build's) of a ResNet config on dev, initialised from seed (the
+ * values do not depend on the split). The stage's input is the model input
+ * (N, in_channels, image_h, image_w) propagated through units 0..first-1.
+ * PP_ERR_INPUT for a bad range, a non-ResNet config or too small an image. */
+pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int last,
+                       pp_device_ctx *dev, pp_stage **out, pp_error *err);
+
+/* Builds a stage from explicit unit specs (n >= 1, in order) taking inputs of
+ * per-sample shape sample_shape (sample_shape[0] == 1, in_ndim dims). For
+ * embedding applications, the delay model and tests (e.g. narrow blocks). */
+pp_status pp_stage_new_from_specs(const pp_unit_spec *specs, int n, uint64_t seed, int in_ndim,
+                                  const int64_t *sample_shape, pp_device_ctx *dev,
+                                  pp_stage **out, pp_error *err);
+
+/* Frees the stage, its units and all saved state. NULL is ok. */
+void pp_stage_free(pp_stage *s);
+
+pp_device_ctx *pp_stage_device(const pp_stage *s);
+int pp_stage_unit_count(const pp_stage *s);
+pp_unit *pp_stage_unit(const pp_stage *s, int i);
+
+/* Shapes of the stage's input and output for a micro-batch of mb_size
+ * samples; shape has PP_MAX_DIMS entries (unused ones are 1). */
+pp_status pp_stage_input_shape(const pp_stage *s, int mb_size, int *ndim, int64_t *shape,
+                               pp_error *err);
+pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64_t *shape,
+                                pp_error *err);
+
+/* Forward of micro-batch mb: y (allocated by the caller with the output
+ * shape for x's batch size) = stage(x). x is read only during the call. See
+ * pp_unit_forward for train. On failure nothing of mb stays saved. */
+pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
+                           bool train, pp_error *err);
+
+/* Backward of micro-batch mb: dx = dL/dx (skipped when dx is NULL, as for the
+ * first stage), parameter gradients += (in stage order). Frees mb's saved
+ * state in every unit, also on failure. */
+pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
+                            pp_error *err);
+
+/* Drops mb's saved state without a backward. */
+void pp_stage_release(pp_stage *s, int mb);
+/* Number of micro-batches with saved state. */
+int pp_stage_in_flight(const pp_stage *s);
+
+/* Named tensors, pointers valid for the stage's lifetime:
+ *   params  - learnable parameters (grad non-NULL), network order;
+ *   buffers - running_mean, running_var, num_batches_tracked, network order;
+ *   state   - both, in torchvision state_dict order (what a checkpoint holds). */
+int pp_stage_param_count(const pp_stage *s);
+const pp_named_tensor *pp_stage_param(const pp_stage *s, int i);
+int pp_stage_buffer_count(const pp_stage *s);
+const pp_named_tensor *pp_stage_buffer(const pp_stage *s, int i);
+int pp_stage_state_count(const pp_stage *s);
+const pp_named_tensor *pp_stage_state(const pp_stage *s, int i);
+/* Number of learnable scalars. */
+int64_t pp_stage_num_params(const pp_stage *s);
+
+/* Sets every gradient to zero in ex's stream order. */
+pp_status pp_stage_zero_grads(pp_stage *s, pp_exec *ex, pp_error *err);
+
+/* See pp_unit_sync_buffers: call with the stage idle before reading buffers. */
+pp_status pp_stage_sync_buffers(pp_stage *s, pp_error *err);
+
+#endif

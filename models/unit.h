@@ -1,0 +1,146 @@
+/*
+ * unit.h - layer units: one torchvision module at plan granularity (conv1,
+ * bn1, relu, maxpool, layer1.0 ... layer4.N, avgpool, fc) with its parameters,
+ * buffers, gradients, forward and backward.
+ *
+ * All compute goes through the checked op API (runtime/core/ops.h) on the exec
+ * the caller passes, so the same code runs on every backend; on CUDA the calls
+ * enqueue work on the exec's stream and return.
+ *
+ * Micro-batches: a training forward for micro-batch index mb keeps what the
+ * backward of that micro-batch needs (copies, allocated on the unit's device
+ * with pp_tensor_alloc so per-device accounting sees them) until
+ * pp_unit_backward(mb) or pp_unit_release(mb) frees it. Any number of
+ * micro-batches may be in flight at once, in any order. Inference forwards
+ * (train = false) keep nothing.
+ *
+ * Tensors: activations are f32, (N, C, H, W) for images and (N, F) after
+ * avgpool. The caller allocates y (forward) and dx (backward) with the shapes
+ * pp_unit_output_shape gives; x and dy are only read during the call.
+ * Parameter gradients accumulate (+=) in the order backwards are called.
+ *
+ * Ownership and threading: a unit owns its parameters, gradients, buffers and
+ * saved state. A unit is not thread-safe: use it from one thread (one stream)
+ * at a time.
+ */
+#ifndef PP_MODELS_UNIT_H
+#define PP_MODELS_UNIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "models/catalogue.h"
+#include "runtime/core/exec.h"
+#include "runtime/core/status.h"
+#include "runtime/core/tensor.h"
+
+typedef enum pp_unit_kind {
+    PP_UNIT_CONV = 0,    /* bias-free conv (the stem's conv1) */
+    PP_UNIT_BN,          /* batch norm (bn1) */
+    PP_UNIT_RELU,        /* relu */
+    PP_UNIT_MAXPOOL,     /* max pool (imagenet stem's maxpool) */
+    PP_UNIT_IDENTITY,    /* identity (the cifar stem's maxpool) */
+    PP_UNIT_BASIC,       /* BasicBlock: 3x3, 3x3, expansion 1 */
+    PP_UNIT_BOTTLENECK,  /* Bottleneck v1.5: 1x1, 3x3 (stride), 1x1, expansion 4 */
+    PP_UNIT_AVGPOOL,     /* adaptive average pool to 1x1, flattened: (N,C,H,W) -> (N,C) */
+    PP_UNIT_FC,          /* linear layer with bias */
+    PP_UNIT_DELAY,       /* delay model: sleeps, passes a small activation; no parameters */
+} pp_unit_kind;
+
+/* What a unit is: enough to build it and to cost it. */
+typedef struct pp_unit_spec {
+    pp_unit_kind kind;
+    char name[32];        /* torchvision module name: "conv1", "layer3.2", "fc" */
+    int in_c;             /* input channels (features for fc; unused for delay) */
+    int out_c;            /* output channels (classes for fc; features for delay) */
+    int planes;           /* blocks: width of the inner convs (out_c = planes * expansion) */
+    int kernel;           /* conv and maxpool kernel size */
+    int stride;           /* conv, maxpool, blocks (applied to the 3x3 conv) */
+    int pad;              /* conv and maxpool padding */
+    bool downsample;      /* blocks: 1x1 conv (stride) + BN on the identity path */
+    double forward_ms;    /* delay: time spent in each forward */
+    double backward_ms;   /* delay: time spent in each backward */
+} pp_unit_spec;
+
+/* One entry of a unit's state: a parameter or a buffer under its torchvision
+ * state_dict name. value and grad are owned by the unit and live as long as
+ * it; grad (same shape, dtype and device) is non-NULL exactly for learnable
+ * parameters. Buffers: running_mean, running_var (F32, (C)) and
+ * num_batches_tracked (I64 scalar, ndim 0). */
+typedef struct pp_named_tensor {
+    const char *name;     /* e.g. "layer1.0.downsample.1.running_var" */
+    pp_tensor *value;
+    pp_tensor *grad;
+} pp_named_tensor;
+
+typedef struct pp_unit pp_unit;
+
+/* Builds a unit on dev and initialises it as torchvision does: conv weights
+ * Kaiming normal (fan_out, relu), BN weight 1, bias 0, running mean 0,
+ * running variance 1, num_batches_tracked 0; linear weight and bias uniform
+ * (-1/sqrt(in), 1/sqrt(in)). Each tensor draws from a stream derived from
+ * seed and its full name, so values do not depend on the stage split.
+ * Gradients start at zero. Synchronous. */
+pp_status pp_unit_new(const pp_unit_spec *spec, uint64_t seed, pp_device_ctx *dev, pp_unit **out,
+                      pp_error *err);
+/* Frees the unit, its tensors and every micro-batch's saved state. NULL is ok. */
+void pp_unit_free(pp_unit *u);
+
+const char *pp_unit_name(const pp_unit *u);
+const pp_unit_spec *pp_unit_get_spec(const pp_unit *u);
+pp_device_ctx *pp_unit_device(const pp_unit *u);
+
+/* State in torchvision state_dict order (each module's parameters, then its
+ * buffers, modules in registration order). 0 <= i < pp_unit_state_count(u). */
+int pp_unit_state_count(const pp_unit *u);
+const pp_named_tensor *pp_unit_state(const pp_unit *u, int i);
+
+/* Output shape for an input shape (dimension 0 is the batch). PP_ERR_INVALID
+ * when the input does not fit the unit (wrong rank or channels, too small). */
+pp_status pp_unit_output_shape(const pp_unit_spec *spec, int in_ndim, const int64_t *in_shape,
+                               int *out_ndim, int64_t *out_shape, pp_error *err);
+
+/* Per-sample costs of a unit for a per-sample input shape (in_shape[0] == 1):
+ * fwd_macs, fwd_flops, param_count, param_bytes, act_bytes (bytes the
+ * training forward keeps until backward, per sample), act_fixed_bytes (kept
+ * per micro-batch whatever its size: batch-norm statistics) and out_bytes.
+ * The name is copied from the spec. These match what pp_unit_forward
+ * allocates, byte for byte. */
+pp_status pp_unit_costs(const pp_unit_spec *spec, int in_ndim, const int64_t *in_shape,
+                        pp_unit_info *info, pp_error *err);
+
+/* Forward of micro-batch mb (mb >= 0). y must have the output shape. In
+ * training mode batch norm uses and updates batch statistics (running stats
+ * with momentum 0.1, unbiased variance; num_batches_tracked + 1) and the unit
+ * keeps what backward needs; forwarding an mb that is still in flight is
+ * PP_ERR_INVALID. With train = false batch norm uses running statistics and
+ * nothing is kept. */
+pp_status pp_unit_forward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
+                          bool train, pp_error *err);
+
+/* Backward of micro-batch mb: dx = dL/dx (skipped when dx is NULL, e.g. for
+ * the first unit of the net), parameter gradients += dL/dparam. Frees the
+ * micro-batch's saved state. PP_ERR_INVALID if mb has no training forward in
+ * flight. */
+pp_status pp_unit_backward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
+                           pp_error *err);
+
+/* Drops the saved state of mb without a backward (no-op if none). */
+void pp_unit_release(pp_unit *u, int mb);
+/* Number of micro-batches with saved state. */
+int pp_unit_in_flight(const pp_unit *u);
+/* True when mb has saved state; then *ndim and shape (PP_MAX_DIMS entries)
+ * receive the shape of the input its forward was given. Either may be NULL. */
+bool pp_unit_saved_input(const pp_unit *u, int mb, int *ndim, int64_t *shape);
+
+/* Sets every gradient to zero, in ex's stream order. */
+pp_status pp_unit_zero_grads(pp_unit *u, pp_exec *ex, pp_error *err);
+
+/* Brings num_batches_tracked buffers up to date. On CPU devices they are
+ * updated by each forward already; on other devices the count is kept on the
+ * host and written here (synchronously). Call it while no forward of this unit
+ * is running, before reading buffers (e.g. to save a checkpoint). Writing a
+ * buffer directly (loading a checkpoint) is fine after this call. */
+pp_status pp_unit_sync_buffers(pp_unit *u, pp_error *err);
+
+#endif

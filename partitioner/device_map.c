@@ -1,0 +1,143 @@
+/*
+ * device_map.c - pp_plan_apply_device_map: "A=B[,C=D]" remapping of plan
+ * devices (`--device-map`), with exact and wildcard ("cuda:*") sources.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "partitioner/plan.h"
+
+#define MAP_MAX_RULES 64
+
+typedef struct map_rule {
+    bool wildcard;          /* source is "KIND:*" */
+    pp_device_id from;      /* wildcard: only kind is used */
+    bool keep_index;        /* target is a kind: keep the source's index */
+    pp_device_id to;        /* keep_index: only kind is used */
+} map_rule;
+
+/* "cpu", "cuda", "cpu:*", "cuda:*" -> kind; false otherwise. */
+static bool parse_kind(const char *s, bool star_only, pp_device_kind *kind)
+{
+    static const struct {
+        const char *name;
+        pp_device_kind kind;
+        bool star;
+    } kinds[] = {{"cpu:*", PP_DEVICE_CPU, true},
+                 {"cuda:*", PP_DEVICE_CUDA, true},
+                 {"cpu", PP_DEVICE_CPU, false},
+                 {"cuda", PP_DEVICE_CUDA, false}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if ((kinds[i].star || !star_only) && strcmp(s, kinds[i].name) == 0) {
+            *kind = kinds[i].kind;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Copies s[0..n) without surrounding spaces into buf (size bn); false when too long. */
+static bool trimmed(const char *s, size_t n, char *buf, size_t bn)
+{
+    while (n && (*s == ' ' || *s == '\t')) {
+        s++;
+        n--;
+    }
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
+    if (n >= bn) return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return true;
+}
+
+static pp_status parse_map(const char *map, map_rule *rules, int *n_rules, pp_error *err)
+{
+    *n_rules = 0;
+    const char *p = map;
+    int index = 0;
+    for (;;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char entry[64];
+        index++;
+        if (!trimmed(p, n, entry, sizeof entry))
+            return pp_error_set(err, PP_ERR_INPUT, "device map entry %d is too long", index);
+        if (!entry[0])
+            return pp_error_set(err, PP_ERR_INPUT,
+                                "device map entry %d is empty (expected FROM=TO, e.g. "
+                                "cuda:1=cuda:0)",
+                                index);
+        char *eq = strchr(entry, '=');
+        if (!eq || strchr(eq + 1, '='))
+            return pp_error_set(err, PP_ERR_INPUT,
+                                "device map entry '%s' must have the form FROM=TO (e.g. "
+                                "cuda:1=cuda:0 or cuda:*=cpu)",
+                                entry);
+        if (*n_rules == MAP_MAX_RULES)
+            return pp_error_set(err, PP_ERR_INPUT, "device map has more than %d entries",
+                                MAP_MAX_RULES);
+        *eq = '\0';
+        char from[32], to[32];
+        if (!trimmed(entry, strlen(entry), from, sizeof from) ||
+            !trimmed(eq + 1, strlen(eq + 1), to, sizeof to))
+            return pp_error_set(err, PP_ERR_INPUT, "device map entry %d is too long", index);
+        map_rule r = {0};
+        pp_error e;
+        if (parse_kind(from, true, &r.from.kind)) {
+            r.wildcard = true;
+        } else if (pp_device_id_parse(from, &r.from, &e) != PP_OK) {
+            return pp_error_set(err, PP_ERR_INPUT, "device map entry '%s=%s': %s", from, to,
+                                e.msg);
+        }
+        if (r.wildcard && parse_kind(to, false, &r.to.kind)) {
+            r.keep_index = true;
+        } else if (!r.wildcard && parse_kind(to, true, &r.to.kind)) {
+            return pp_error_set(err, PP_ERR_INPUT,
+                                "device map entry '%s=%s': a wildcard target needs a wildcard "
+                                "source such as %s:*",
+                                from, to, r.from.kind == PP_DEVICE_CUDA ? "cuda" : "cpu");
+        } else if (pp_device_id_parse(to, &r.to, &e) != PP_OK) {
+            return pp_error_set(err, PP_ERR_INPUT, "device map entry '%s=%s': %s", from, to,
+                                e.msg);
+        }
+        for (int i = 0; i < *n_rules; i++) {
+            const map_rule *o = &rules[i];
+            if (o->wildcard == r.wildcard && o->from.kind == r.from.kind &&
+                (r.wildcard || o->from.index == r.from.index))
+                return pp_error_set(err, PP_ERR_INPUT, "device map names %s twice", from);
+        }
+        rules[(*n_rules)++] = r;
+        if (!end) break;
+        p = end + 1;
+    }
+    return PP_OK;
+}
+
+static pp_device_id map_device(const map_rule *rules, int n, pp_device_id id)
+{
+    for (int i = 0; i < n; i++)
+        if (!rules[i].wildcard && pp_device_id_equal(rules[i].from, id)) return rules[i].to;
+    for (int i = 0; i < n; i++) {
+        if (rules[i].wildcard && rules[i].from.kind == id.kind) {
+            if (!rules[i].keep_index) return rules[i].to;
+            pp_device_id out = {rules[i].to.kind, id.index};
+            return out;
+        }
+    }
+    return id;
+}
+
+pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err)
+{
+    if (!plan || !map) return pp_error_set(err, PP_ERR_INVALID, "device map: NULL argument");
+    map_rule rules[MAP_MAX_RULES];
+    int n = 0;
+    PP_TRY(parse_map(map, rules, &n, err));
+    for (int s = 0; s < plan->n_stages; s++) {
+        pp_plan_stage *st = &plan->stages[s];
+        st->device = map_device(rules, n, st->device);
+        pp_device_id_format(st->device, st->device_name, sizeof st->device_name);
+    }
+    return PP_OK;
+}

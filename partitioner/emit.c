@@ -1,0 +1,212 @@
+/* emit.c - pp_plan -> plan YAML text that reads back to the same plan. */
+#include "partitioner/emit.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "partitioner/plan_internal.h"
+
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(text *t, const char *fmt, ...)
+{
+    if (t->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            t->oom = true;
+            return;
+        }
+        if ((size_t)k < t->cap - t->len) {
+            t->len += (size_t)k;
+            return;
+        }
+        size_t cap = t->cap * 2 + (size_t)k + 1;
+        char *b = realloc(t->buf, cap);
+        if (!b) {
+            t->oom = true;
+            return;
+        }
+        t->buf = b;
+        t->cap = cap;
+    }
+}
+
+/* A YAML double-quoted string. */
+static void put_quoted(text *t, const char *s)
+{
+    put(t, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            put(t, "\\%c", *p);
+        else if (*p < 0x20 || *p == 0x7f)
+            put(t, "\\x%02x", *p);
+        else
+            put(t, "%c", *p);
+    }
+    put(t, "\"");
+}
+
+static void put_double(text *t, double v)
+{
+    char b[40];
+    pp_plan_double_format(v, b, sizeof b);
+    put(t, "%s", b);
+}
+
+static void put_doubles(text *t, const double *v, int n)
+{
+    put(t, "[");
+    for (int i = 0; i < n; i++) {
+        if (i) put(t, ", ");
+        put_double(t, v[i]);
+    }
+    put(t, "]");
+}
+
+/* A plain scalar is safe for names made of these characters. */
+static bool plain_safe(const char *s)
+{
+    if (!*s) return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              *s == '_' || *s == '.' || *s == '-'))
+            return false;
+    return true;
+}
+
+static void emit_model(text *t, const pp_plan *p)
+{
+    const pp_model_config *m = &p->model;
+    put(t, "model:\n  name: %s\n  num_classes: %d\n  in_channels: %d\n", m->name, m->num_classes,
+        m->in_channels);
+    if (m->kind == PP_MODEL_DELAY) {
+        put(t, "  forward_ms: ");
+        if (m->n_forward_ms == 1)
+            put_double(t, m->forward_ms[0]);
+        else
+            put_doubles(t, m->forward_ms, m->n_forward_ms);
+        put(t, "\n  backward_ms: ");
+        if (m->n_backward_ms == 1)
+            put_double(t, m->backward_ms[0]);
+        else
+            put_doubles(t, m->backward_ms, m->n_backward_ms);
+        put(t, "\n");
+    } else {
+        put(t, "  stem: %s\n", m->stem == PP_STEM_CIFAR ? "cifar" : "imagenet");
+    }
+}
+
+static void emit_data(text *t, const pp_plan *p)
+{
+    const pp_plan_data *d = &p->data;
+    put(t, "data:\n  format: %s\n", pp_plan_data_format_name(d->format));
+    switch (d->format) {
+    case PP_PLAN_DATA_SYNTHETIC:
+        put(t, "  image_size: [%d, %d]\n  num_classes: %d\n", p->model.image_h, p->model.image_w,
+            d->num_classes);
+        break;
+    case PP_PLAN_DATA_IDX:
+        put(t, "  images: ");
+        put_quoted(t, d->images ? d->images : "");
+        put(t, "\n  labels: ");
+        put_quoted(t, d->labels ? d->labels : "");
+        put(t, "\n");
+        break;
+    case PP_PLAN_DATA_CIFAR10:
+        put(t, "  files:\n");
+        for (int i = 0; i < d->n_files; i++) {
+            put(t, "    - ");
+            put_quoted(t, d->files[i] ? d->files[i] : "");
+            put(t, "\n");
+        }
+        break;
+    }
+    put(t, "  shuffle: %s\n", d->shuffle ? "true" : "false");
+    if (d->has_norm) {
+        put(t, "  mean: ");
+        put_doubles(t, d->mean, p->model.in_channels);
+        put(t, "\n  std: ");
+        put_doubles(t, d->std, p->model.in_channels);
+        put(t, "\n");
+    }
+}
+
+static void emit_stages(text *t, const pp_plan *p)
+{
+    put(t, "stages:\n");
+    for (int s = 0; s < p->n_stages; s++) {
+        const pp_plan_stage *st = &p->stages[s];
+        put(t, "  - device: %s\n", st->device_name);
+        if (st->memory_bytes > 0) {
+            char b[40];
+            pp_plan_size_format(st->memory_bytes, b, sizeof b);
+            put(t, "    memory: %s\n", b);
+        }
+        if (p->model.kind == PP_MODEL_DELAY || st->first < 0) continue;
+        put(t, "    layers: [");
+        for (int u = st->first; u <= st->last;) {
+            char name[64];
+            u = pp_plan_spell_item(&p->catalogue, u, st->last, name, sizeof name);
+            if (name[0] && plain_safe(name))
+                put(t, "%s", name);
+            else
+                put_quoted(t, name);
+            if (u <= st->last) put(t, ", ");
+        }
+        put(t, "]\n");
+    }
+}
+
+pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
+{
+    if (!p || !out) return pp_error_set(err, PP_ERR_INVALID, "pp_plan_emit: NULL argument");
+    *out = NULL;
+    if (p->stages_auto)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "the plan's automatic stages are not resolved yet");
+    for (int s = 0; s < p->n_stages; s++)
+        if (p->model.kind != PP_MODEL_DELAY &&
+            (p->stages[s].first < 0 || p->stages[s].last >= p->catalogue.n ||
+             p->stages[s].first > p->stages[s].last))
+            return pp_error_set(err, PP_ERR_INVALID, "stage %d has no valid unit range", s);
+    text t = {0};
+    t.cap = 2048;
+    t.buf = malloc(t.cap);
+    if (!t.buf) return pp_error_set(err, PP_ERR_OOM, "pp_plan_emit: out of host memory");
+    t.buf[0] = '\0';
+    emit_model(&t, p);
+    if (p->batch_by_micro)
+        put(&t, "batch:\n  size: %d\n  micro_batches: %d\n", p->batch_size, p->micro_batches);
+    else
+        put(&t, "batch:\n  size: %d\n  split_size: %d\n", p->batch_size, p->split_size);
+    put(&t, "schedule: %s\nprecision: fp32\n", pp_plan_schedule_name(p->schedule));
+    put(&t, "optimizer:\n  type: sgd\n  lr: ");
+    put_double(&t, p->optimizer.lr);
+    put(&t, "\n  momentum: ");
+    put_double(&t, p->optimizer.momentum);
+    put(&t, "\n  weight_decay: ");
+    put_double(&t, p->optimizer.weight_decay);
+    put(&t, "\n  nesterov: %s\n", p->optimizer.nesterov ? "true" : "false");
+    emit_data(&t, p);
+    put(&t, "seed: %llu\nsteps: %d\n", (unsigned long long)p->seed, p->steps);
+    emit_stages(&t, p);
+    if (t.oom) {
+        free(t.buf);
+        return pp_error_set(err, PP_ERR_OOM, "pp_plan_emit: out of host memory");
+    }
+    *out = t.buf;
+    if (len) *len = t.len;
+    return PP_OK;
+}

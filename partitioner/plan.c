@@ -1,0 +1,726 @@
+/*
+ * plan.c - plan YAML -> pp_plan: schema walk, types, ranges, defaults, data
+ * paths, micro-batch sizes. Stages and layer names are resolved in
+ * plan_stages.c, typed values in plan_walk.c. Problems go to a pp_diag; the
+ * walk goes on after most of them so one run reports as many as practical,
+ * and they are sorted into file order.
+ */
+#include "partitioner/plan.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "partitioner/plan_internal.h"
+#include "partitioner/plan_walk.h"
+
+/* ------------------------------------------------------------------ */
+/* names                                                                */
+
+const char *pp_plan_schedule_name(pp_plan_schedule s)
+{
+    return s == PP_PLAN_SCHEDULE_1F1B ? "1f1b" : "gpipe";
+}
+
+const char *pp_plan_data_format_name(pp_plan_data_format f)
+{
+    switch (f) {
+    case PP_PLAN_DATA_IDX: return "idx";
+    case PP_PLAN_DATA_CIFAR10: return "cifar10";
+    default: return "synthetic";
+    }
+}
+
+const char *pp_plan_balance_name(pp_plan_balance b)
+{
+    switch (b) {
+    case PP_PLAN_BALANCE_TIME: return "time";
+    case PP_PLAN_BALANCE_FLOPS: return "flops";
+    case PP_PLAN_BALANCE_MEMORY: return "memory";
+    default: return "none";
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* model                                                                */
+
+static const char *const k_model_names[] = {"resnet18",  "resnet34",  "resnet50",
+                                            "resnet101", "resnet152", "delay"};
+
+/* Number or list of numbers (delay times); n_out is 1 for a number. */
+static void walk_delay_times(pp_walk *w, const pp_ynode *n, const char *what, double *vals,
+                             int *n_out, bool *is_list)
+{
+    *n_out = 0;
+    *is_list = false;
+    if (n && n->kind == PP_YNODE_SEQ) {
+        *is_list = true;
+        if (n->n == 0) {
+            pp_walk_error(w, n, "%s must not be an empty list", what);
+            return;
+        }
+        if (n->n > PP_MAX_DELAY_STAGES) {
+            pp_walk_error(w, n, "%s has %d values; at most %d stages are supported", what, n->n,
+                          PP_MAX_DELAY_STAGES);
+            return;
+        }
+        bool ok = true;
+        for (int i = 0; i < n->n; i++)
+            ok &= pp_walk_num(w, n->kids[i], what, 0.0, 1e6, &vals[i]);
+        if (ok) *n_out = n->n;
+        return;
+    }
+    if (n && n->kind == PP_YNODE_SCALAR && !pp_ynode_is_null(n)) {
+        if (pp_walk_num(w, n, what, 0.0, 1e6, &vals[0])) *n_out = 1;
+        return;
+    }
+    pp_walk_error(w, n, "%s must be a number of milliseconds or a list of them, got %s", what,
+                  pp_walk_describe(n));
+}
+
+static void walk_model(pp_walk *w, const pp_ynode *n)
+{
+    enum { K_NAME, K_CLASSES, K_CHANNELS, K_STEM, K_FWD, K_BWD, K_N };
+    static const char *const keys[K_N] = {"name",       "num_classes", "in_channels",
+                                          "stem",       "forward_ms",  "backward_ms"};
+    const pp_ynode *f[K_N];
+    pp_plan *p = w->plan;
+    p->model_mark = pp_walk_mark(n);
+    if (!pp_walk_map(w, n, "model", keys, K_N, f)) return;
+    if (!f[K_NAME]) {
+        pp_walk_error(w, n, "model needs a name (resnet18, resnet34, resnet50, resnet101, "
+                            "resnet152 or delay)");
+        return;
+    }
+    int which = pp_walk_choice(w, f[K_NAME], "model", k_model_names, 6,
+                               "resnet18, resnet34, resnet50, resnet101, resnet152 or delay");
+    if (which < 0) return;
+    pp_model_config *cfg = &p->model;
+    pp_error e;
+    if (pp_model_config_default(k_model_names[which], cfg, &e) != PP_OK) {
+        pp_walk_error(w, f[K_NAME], "%s", e.msg);
+        return;
+    }
+    w->model_ok = true;
+    bool delay = cfg->kind == PP_MODEL_DELAY;
+    if (f[K_CLASSES] &&
+        !pp_walk_int32(w, f[K_CLASSES], "model.num_classes", 1, 1000000, &cfg->num_classes))
+        w->model_ok = false;
+    if (f[K_CHANNELS] && !pp_walk_int32(w, f[K_CHANNELS], "model.in_channels", 1,
+                                        PP_PLAN_MAX_CHANNELS, &cfg->in_channels))
+        w->model_ok = false;
+    if (f[K_STEM]) {
+        static const char *const stems[] = {"imagenet", "cifar"};
+        if (delay) {
+            pp_walk_error(w, f[K_STEM], "model.stem applies only to ResNet models");
+        } else {
+            int s = pp_walk_choice(w, f[K_STEM], "model.stem", stems, 2, "imagenet or cifar");
+            if (s >= 0)
+                cfg->stem = s == 1 ? PP_STEM_CIFAR : PP_STEM_IMAGENET;
+            else
+                w->model_ok = false;
+        }
+    }
+    if (!delay) {
+        if (f[K_FWD]) pp_walk_error(w, f[K_FWD], "model.forward_ms applies only to the delay model");
+        if (f[K_BWD])
+            pp_walk_error(w, f[K_BWD], "model.backward_ms applies only to the delay model");
+        return;
+    }
+    p->forward_ms_mark = pp_walk_mark(f[K_FWD]);
+    p->backward_ms_mark = pp_walk_mark(f[K_BWD]);
+    if (f[K_FWD])
+        walk_delay_times(w, f[K_FWD], "model.forward_ms", cfg->forward_ms, &cfg->n_forward_ms,
+                         &w->forward_is_list);
+    if (f[K_BWD])
+        walk_delay_times(w, f[K_BWD], "model.backward_ms", cfg->backward_ms, &cfg->n_backward_ms,
+                         &w->backward_is_list);
+    w->forward_node = f[K_FWD];
+    w->backward_node = f[K_BWD];
+}
+
+/* ------------------------------------------------------------------ */
+/* batch                                                                */
+
+static void walk_batch(pp_walk *w, const pp_ynode *n)
+{
+    enum { K_SIZE, K_SPLIT, K_MICRO, K_N };
+    static const char *const keys[K_N] = {"size", "split_size", "micro_batches"};
+    const pp_ynode *f[K_N];
+    pp_plan *p = w->plan;
+    p->batch_mark = pp_walk_mark(n);
+    if (!pp_walk_map(w, n, "batch", keys, K_N, f)) return;
+    int size = 0, split = 0, micro = 0;
+    bool ok = true;
+    if (!f[K_SIZE]) {
+        pp_walk_error(w, n, "batch needs a size");
+        ok = false;
+    } else if (!pp_walk_int32(w, f[K_SIZE], "batch.size", 1, PP_PLAN_MAX_BATCH, &size)) {
+        ok = false;
+    }
+    if (f[K_SPLIT] && f[K_MICRO]) {
+        pp_walk_error(w, f[K_MICRO],
+                      "batch takes split_size or micro_batches, not both");
+        return;
+    }
+    if (!f[K_SPLIT] && !f[K_MICRO]) {
+        pp_walk_error(w, n, "batch needs split_size (micro-batch size) or micro_batches");
+        return;
+    }
+    if (f[K_SPLIT]) {
+        if (!pp_walk_int32(w, f[K_SPLIT], "batch.split_size", 1, PP_PLAN_MAX_BATCH, &split))
+            return;
+        if (ok && split > size) {
+            pp_walk_error(w, f[K_SPLIT], "batch.split_size (%d) is larger than batch.size (%d)",
+                          split, size);
+            return;
+        }
+    } else {
+        if (!pp_walk_int32(w, f[K_MICRO], "batch.micro_batches", 1, PP_PLAN_MAX_BATCH, &micro))
+            return;
+        if (ok && micro > size) {
+            pp_walk_error(w, f[K_MICRO],
+                          "batch.micro_batches (%d) is larger than batch.size (%d)", micro, size);
+            return;
+        }
+    }
+    if (!ok) return;
+    int m = split ? (size + split - 1) / split : micro;
+    int *sizes = malloc((size_t)m * sizeof *sizes);
+    if (!sizes) {
+        w->oom = true;
+        return;
+    }
+    if (split) {
+        for (int i = 0; i < m; i++) sizes[i] = i + 1 < m ? split : size - split * (m - 1);
+    } else {
+        int base = size / m, extra = size % m;
+        for (int i = 0; i < m; i++) sizes[i] = base + (i < extra);
+        split = base + (extra > 0);
+    }
+    p->batch_size = size;
+    p->split_size = split;
+    p->micro_batches = m;
+    p->batch_by_micro = micro > 0;
+    p->micro_sizes = sizes;
+    w->batch_ok = true;
+}
+
+/* ------------------------------------------------------------------ */
+/* optimizer                                                            */
+
+static void walk_optimizer(pp_walk *w, const pp_ynode *n)
+{
+    enum { K_TYPE, K_LR, K_MOM, K_WD, K_NESTEROV, K_N };
+    static const char *const keys[K_N] = {"type", "lr", "momentum", "weight_decay", "nesterov"};
+    const pp_ynode *f[K_N];
+    pp_plan_sgd *o = &w->plan->optimizer;
+    o->mark = pp_walk_mark(n);
+    if (!pp_walk_map(w, n, "optimizer", keys, K_N, f)) return;
+    if (f[K_TYPE]) {
+        static const char *const types[] = {"sgd"};
+        pp_walk_choice(w, f[K_TYPE], "optimizer.type", types, 1, "sgd");
+    }
+    if (f[K_LR]) pp_walk_num(w, f[K_LR], "optimizer.lr", 0.0, 1e12, &o->lr);
+    bool mom_ok = true;
+    if (f[K_MOM]) mom_ok = pp_walk_num(w, f[K_MOM], "optimizer.momentum", 0.0, 1e12, &o->momentum);
+    if (f[K_WD]) pp_walk_num(w, f[K_WD], "optimizer.weight_decay", 0.0, 1e12, &o->weight_decay);
+    if (f[K_NESTEROV] && pp_walk_bool(w, f[K_NESTEROV], "optimizer.nesterov", &o->nesterov) &&
+        o->nesterov && mom_ok && !(o->momentum > 0))
+        pp_walk_error(w, f[K_NESTEROV], "optimizer.nesterov needs momentum > 0");
+}
+
+/* ------------------------------------------------------------------ */
+/* data                                                                 */
+
+/* Resolves a data path against the plan's folder, checks that it is a
+ * readable file and returns its absolute path (malloc'd), or NULL after
+ * reporting the problem at n. */
+static char *data_path(pp_walk *w, const pp_ynode *n, const char *what)
+{
+    const char *rel;
+    if (!pp_walk_str(w, n, what, &rel)) return NULL;
+    size_t need = strlen(w->dir) + strlen(rel) + 2;
+    char *joined = malloc(need);
+    if (!joined) {
+        w->oom = true;
+        return NULL;
+    }
+    if (rel[0] == '/')
+        snprintf(joined, need, "%s", rel);
+    else
+        snprintf(joined, need, "%s/%s", w->dir, rel);
+    struct stat sb;
+    char *abs = NULL;
+    if (stat(joined, &sb) != 0) {
+        pp_walk_error(w, n, "%s: cannot open '%.200s': %s", what, joined, strerror(errno));
+    } else if (S_ISDIR(sb.st_mode)) {
+        pp_walk_error(w, n, "%s: '%.200s' is a folder, not a file", what, joined);
+    } else if (access(joined, R_OK) != 0) {
+        pp_walk_error(w, n, "%s: cannot read '%.200s': %s", what, joined, strerror(errno));
+    } else {
+        abs = realpath(joined, NULL);
+        if (!abs) pp_walk_error(w, n, "%s: cannot resolve '%.200s': %s", what, joined,
+                                strerror(errno));
+    }
+    free(joined);
+    return abs;
+}
+
+/* Best effort: the image size from an IDX header ((N,H,W) or (N,C,H,W));
+ * leaves h/w alone when the header is not one of those. */
+static void idx_image_size(const char *path, int *h, int *w)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    unsigned char hdr[4 + 16];
+    size_t got = fread(hdr, 1, sizeof hdr, f);
+    fclose(f);
+    if (got < 4 || hdr[0] != 0 || hdr[1] != 0 || hdr[2] != 0x08) return;
+    int nd = hdr[3];
+    if ((nd != 3 && nd != 4) || got < 4 + 4 * (size_t)nd) return;
+    uint32_t dims[4];
+    for (int i = 0; i < nd; i++) {
+        const unsigned char *b = hdr + 4 + 4 * i;
+        dims[i] = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+    }
+    uint32_t hh = dims[nd - 2], ww = dims[nd - 1];
+    if (hh >= 1 && hh <= 8192 && ww >= 1 && ww <= 8192) {
+        *h = (int)hh;
+        *w = (int)ww;
+    }
+}
+
+static bool walk_norm(pp_walk *w, const pp_ynode *n, const char *what, double *vals, bool is_std)
+{
+    int c = w->plan->model.in_channels;
+    if (!n || n->kind != PP_YNODE_SEQ) {
+        pp_walk_error(w, n, "%s must be a list of %d numbers (one per input channel), got %s",
+                      what, c, pp_walk_describe(n));
+        return false;
+    }
+    if (n->n != c) {
+        pp_walk_error(w, n, "%s has %d value%s but the model has %d input channel%s", what,
+                      n->n, n->n == 1 ? "" : "s", c, c == 1 ? "" : "s");
+        return false;
+    }
+    bool ok = true;
+    for (int i = 0; i < n->n; i++) {
+        if (!pp_walk_num(w, n->kids[i], what, is_std ? 0.0 : -1e12, 1e12, &vals[i])) {
+            ok = false;
+        } else if (is_std && !(vals[i] > 0)) {
+            pp_walk_error(w, n->kids[i], "%s values must be positive, got %g", what, vals[i]);
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static void walk_data(pp_walk *w, const pp_ynode *n)
+{
+    enum { K_FORMAT, K_SIZE, K_IMAGES, K_LABELS, K_FILES, K_SHUFFLE, K_MEAN, K_STD, K_CLASSES,
+           K_N };
+    static const char *const keys[K_N] = {"format",  "image_size", "images", "labels",
+                                          "files",   "shuffle",    "mean",   "std",
+                                          "num_classes"};
+    const pp_ynode *f[K_N];
+    pp_plan *p = w->plan;
+    pp_plan_data *d = &p->data;
+    d->mark = pp_walk_mark(n);
+    if (!pp_walk_map(w, n, "data", keys, K_N, f)) {
+        w->size_ok = false;
+        return;
+    }
+    int format = 0;
+    if (f[K_FORMAT]) {
+        static const char *const formats[] = {"synthetic", "idx", "cifar10"};
+        format = pp_walk_choice(w, f[K_FORMAT], "data.format", formats, 3,
+                                "synthetic, idx or cifar10");
+        if (format < 0) {
+            w->size_ok = false;
+            return;
+        }
+    }
+    d->format = (pp_plan_data_format)format;
+    const char *fmt = pp_plan_data_format_name(d->format);
+    /* keys that belong to other formats */
+    static const struct {
+        int key;
+        unsigned formats; /* bit per format */
+    } owners[] = {{K_SIZE, 1u}, {K_CLASSES, 1u}, {K_IMAGES, 2u}, {K_LABELS, 2u}, {K_FILES, 4u}};
+    for (size_t i = 0; i < sizeof owners / sizeof owners[0]; i++) {
+        if (f[owners[i].key] && !(owners[i].formats & (1u << format))) {
+            const char *only = owners[i].formats == 1u   ? "synthetic"
+                               : owners[i].formats == 2u ? "idx"
+                                                         : "cifar10";
+            pp_walk_error(w, f[owners[i].key], "data.%s applies only to format %s, not %s",
+                          keys[owners[i].key], only, fmt);
+            f[owners[i].key] = NULL;
+        }
+    }
+    if (d->format == PP_PLAN_DATA_SYNTHETIC) {
+        const pp_ynode *s = f[K_SIZE];
+        if (s) {
+            w->size_node = s;
+            if (s->kind != PP_YNODE_SEQ || s->n != 2) {
+                pp_walk_error(w, s, "data.image_size must be a list [height, width], got %s",
+                              s->kind == PP_YNODE_SEQ ? "a list of another length"
+                                                      : pp_walk_describe(s));
+                w->size_ok = false;
+            } else {
+                int hh, ww;
+                bool ok = pp_walk_int32(w, s->kids[0], "data.image_size height", 1, 8192, &hh);
+                ok &= pp_walk_int32(w, s->kids[1], "data.image_size width", 1, 8192, &ww);
+                if (ok) {
+                    p->model.image_h = hh;
+                    p->model.image_w = ww;
+                } else {
+                    w->size_ok = false;
+                }
+            }
+        }
+        if (f[K_CLASSES]) w->data_classes_node = f[K_CLASSES];
+    } else if (d->format == PP_PLAN_DATA_IDX) {
+        if (!f[K_IMAGES]) pp_walk_error(w, n, "data format idx needs images (an IDX file)");
+        if (!f[K_LABELS]) pp_walk_error(w, n, "data format idx needs labels (an IDX file)");
+        if (f[K_IMAGES]) {
+            d->images_mark = pp_walk_mark(f[K_IMAGES]);
+            d->images = data_path(w, f[K_IMAGES], "data.images");
+            if (d->images) idx_image_size(d->images, &p->model.image_h, &p->model.image_w);
+        }
+        if (f[K_LABELS]) {
+            d->labels_mark = pp_walk_mark(f[K_LABELS]);
+            d->labels = data_path(w, f[K_LABELS], "data.labels");
+        }
+    } else {
+        p->model.image_h = p->model.image_w = 32;
+        const pp_ynode *fl = f[K_FILES];
+        if (!fl) {
+            pp_walk_error(w, n, "data format cifar10 needs files (a list of batch files)");
+        } else if (fl->kind != PP_YNODE_SEQ || fl->n == 0) {
+            pp_walk_error(w, fl, "data.files must be a non-empty list of paths, got %s",
+                          fl->kind == PP_YNODE_SEQ ? "an empty list" : pp_walk_describe(fl));
+        } else if (fl->n > 1024) {
+            pp_walk_error(w, fl, "data.files has %d entries (at most 1024)", fl->n);
+        } else {
+            d->files = calloc((size_t)fl->n, sizeof *d->files);
+            d->files_marks = calloc((size_t)fl->n, sizeof *d->files_marks);
+            if (!d->files || !d->files_marks) {
+                w->oom = true;
+                return;
+            }
+            d->n_files = fl->n;
+            for (int i = 0; i < fl->n; i++) {
+                d->files_marks[i] = pp_walk_mark(fl->kids[i]);
+                d->files[i] = data_path(w, fl->kids[i], "data.files");
+            }
+        }
+    }
+    if (f[K_SHUFFLE]) pp_walk_bool(w, f[K_SHUFFLE], "data.shuffle", &d->shuffle);
+    if (f[K_MEAN] && !f[K_STD]) pp_walk_error(w, f[K_MEAN], "data.mean needs data.std as well");
+    if (f[K_STD] && !f[K_MEAN]) pp_walk_error(w, f[K_STD], "data.std needs data.mean as well");
+    if (f[K_MEAN] && f[K_STD] && w->model_ok) {
+        bool ok = walk_norm(w, f[K_MEAN], "data.mean", d->mean, false);
+        ok &= walk_norm(w, f[K_STD], "data.std", d->std, true);
+        d->has_norm = ok;
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* top level                                                            */
+
+static void walk_root(pp_walk *w, const pp_ynode *root)
+{
+    enum { K_MODEL, K_BATCH, K_SCHEDULE, K_PRECISION, K_OPTIMIZER, K_DATA, K_SEED, K_STEPS,
+           K_STAGES, K_DEVICES, K_BALANCE, K_N };
+    static const char *const keys[K_N] = {"model", "batch",  "schedule", "precision",
+                                          "optimizer", "data", "seed",   "steps",
+                                          "stages", "devices", "balance"};
+    const pp_ynode *f[K_N];
+    pp_plan *p = w->plan;
+    if (pp_ynode_is_null(root)) {
+        pp_walk_error(w, NULL, "the plan is empty");
+        return;
+    }
+    if (root->kind != PP_YNODE_MAP) {
+        pp_walk_error(w, root, "a plan must be a mapping of sections (model, batch, stages...), "
+                               "got %s",
+                      pp_walk_describe(root));
+        return;
+    }
+    pp_walk_map(w, root, "the plan", keys, K_N, f);
+
+    /* defaults */
+    p->schedule = PP_PLAN_SCHEDULE_GPIPE;
+    p->precision = PP_PLAN_PRECISION_FP32;
+    p->optimizer.lr = 0.1;
+    p->data.format = PP_PLAN_DATA_SYNTHETIC;
+    p->steps = 1;
+    w->size_ok = true;
+
+    if (f[K_MODEL])
+        walk_model(w, f[K_MODEL]);
+    else
+        pp_walk_error(w, NULL, "the plan has no model section");
+    if (f[K_DATA]) walk_data(w, f[K_DATA]);
+    if (w->model_ok) {
+        p->data.num_classes = p->model.num_classes;
+        if (w->data_classes_node)
+            pp_walk_int32(w, w->data_classes_node, "data.num_classes", 1, p->model.num_classes,
+                          &p->data.num_classes);
+    }
+    if (f[K_BATCH])
+        walk_batch(w, f[K_BATCH]);
+    else
+        pp_walk_error(w, NULL, "the plan has no batch section");
+    if (f[K_SCHEDULE]) {
+        static const char *const names[] = {"gpipe", "1f1b"};
+        p->schedule_mark = pp_walk_mark(f[K_SCHEDULE]);
+        int s = pp_walk_choice(w, f[K_SCHEDULE], "schedule", names, 2, "gpipe or 1f1b");
+        if (s >= 0) p->schedule = (pp_plan_schedule)s;
+    }
+    if (f[K_PRECISION]) {
+        const char *s;
+        if (pp_walk_str(w, f[K_PRECISION], "precision", &s) && strcmp(s, "fp32") != 0) {
+            if (!strcmp(s, "bf16") || !strcmp(s, "fp16"))
+                pp_walk_error(w, f[K_PRECISION], "precision %s is not supported yet (use fp32)",
+                              s);
+            else
+                pp_walk_error(w, f[K_PRECISION], "unknown precision '%.64s' (expected fp32)", s);
+        }
+    }
+    if (f[K_OPTIMIZER]) walk_optimizer(w, f[K_OPTIMIZER]);
+    if (f[K_SEED]) {
+        int64_t seed;
+        if (pp_walk_int(w, f[K_SEED], "seed", 0, INT64_MAX, &seed)) p->seed = (uint64_t)seed;
+    }
+    if (f[K_STEPS]) pp_walk_int32(w, f[K_STEPS], "steps", 1, PP_PLAN_MAX_STEPS, &p->steps);
+
+    /* the catalogue the stages are resolved against */
+    if (w->model_ok && p->model.kind == PP_MODEL_RESNET && w->size_ok) {
+        pp_error e;
+        if (pp_catalogue_build(&p->model, &p->catalogue, &e) == PP_OK) {
+            w->catalogue_ok = true;
+        } else {
+            memset(&p->catalogue, 0, sizeof p->catalogue);
+            pp_walk_error(w, w->size_node ? w->size_node : f[K_MODEL], "%s", e.msg);
+        }
+    }
+    pp_walk_stages(w, f[K_STAGES], f[K_DEVICES], f[K_BALANCE]);
+}
+
+/* Stable sort of the diagnostics from index first on into file order;
+ * problems without a position stay in front, in the order found. */
+static void sort_items(pp_diag *d, int first)
+{
+    if (!d) return;
+    int kept = d->count < PP_DIAG_MAX ? d->count : PP_DIAG_MAX;
+    for (int i = first + 1; i < kept; i++) {
+        pp_diag_item tmp = d->items[i];
+        int j = i;
+        while (j > first && (d->items[j - 1].line > tmp.line ||
+                             (d->items[j - 1].line == tmp.line && d->items[j - 1].col > tmp.col))) {
+            d->items[j] = d->items[j - 1];
+            j--;
+        }
+        d->items[j] = tmp;
+    }
+}
+
+/* Folder of a path, "." when it has none. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    size_t n = (size_t)(slash - path);
+    char *d = malloc(n + 1);
+    if (!d) return NULL;
+    memcpy(d, path, n);
+    d[n] = '\0';
+    return d;
+}
+
+pp_status pp_plan_parse_string(const char *name, const char *text, size_t len, pp_plan **out,
+                               pp_diag *diag)
+{
+    if (out) *out = NULL;
+    if (!name) name = "<plan>";
+    if (!out || (!text && len)) {
+        return pp_diag_add(diag, PP_ERR_INVALID, name, 0, 0,
+                           "pp_plan_parse_string: NULL output or text");
+    }
+    pp_ytree tree;
+    pp_status st = pp_ytree_parse(name, text ? text : "", len, &tree, diag);
+    if (st != PP_OK) {
+        pp_ytree_free(&tree);
+        return st;
+    }
+    pp_plan *p = calloc(1, sizeof *p);
+    char *dir = dir_of(name);
+    char *path = strdup(name);
+    if (!p || !dir || !path) {
+        free(p);
+        free(dir);
+        free(path);
+        pp_ytree_free(&tree);
+        return pp_diag_add(diag, PP_ERR_OOM, name, 0, 0, "out of memory (plan)");
+    }
+    p->path = path;
+    int first_item = diag ? diag->count : 0;
+    pp_walk w;
+    memset(&w, 0, sizeof w);
+    w.file = name;
+    w.dir = dir;
+    w.diag = diag;
+    w.plan = p;
+    walk_root(&w, tree.root);
+    pp_ytree_free(&tree);
+    free(dir);
+    if (w.oom) {
+        pp_plan_free(p);
+        return pp_diag_add(diag, PP_ERR_OOM, name, 0, 0, "out of memory (plan)");
+    }
+    if (w.errors) {
+        pp_plan_free(p);
+        sort_items(diag, first_item);
+        return PP_ERR_INPUT;
+    }
+    *out = p;
+    return PP_OK;
+}
+
+pp_status pp_plan_load(const char *path, pp_plan **out, pp_diag *diag)
+{
+    if (out) *out = NULL;
+    if (!path || !out)
+        return pp_diag_add(diag, PP_ERR_INVALID, "<plan>", 0, 0,
+                           "pp_plan_load: NULL path or output");
+    FILE *f = fopen(path, "rb");
+    if (!f) return pp_diag_add(diag, PP_ERR_INPUT, path, 0, 0, "cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fclose(f);
+        return pp_diag_add(diag, PP_ERR_INPUT, path, 0, 0, "is a folder, not a plan file");
+    }
+    size_t cap = PP_YAML_MAX_BYTES + 1;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return pp_diag_add(diag, PP_ERR_OOM, path, 0, 0, "out of memory (plan text)");
+    }
+    size_t len = fread(buf, 1, cap, f);
+    int read_err = ferror(f);
+    int saved = errno;
+    fclose(f);
+    pp_status st;
+    if (read_err)
+        st = pp_diag_add(diag, PP_ERR_INPUT, path, 0, 0, "cannot read: %s", strerror(saved));
+    else if (len > PP_YAML_MAX_BYTES)
+        st = pp_diag_add(diag, PP_ERR_INPUT, path, 0, 0,
+                         "the plan is too large (more than %u bytes)", PP_YAML_MAX_BYTES);
+    else
+        st = pp_plan_parse_string(path, buf, len, out, diag);
+    free(buf);
+    return st;
+}
+
+void pp_plan_free(pp_plan *p)
+{
+    if (!p) return;
+    free(p->path);
+    free(p->micro_sizes);
+    free(p->data.images);
+    free(p->data.labels);
+    for (int i = 0; i < p->data.n_files; i++) free(p->data.files[i]);
+    free(p->data.files);
+    free(p->data.files_marks);
+    if (p->catalogue.units) pp_catalogue_free(&p->catalogue);
+    free(p);
+}
+
+/* ------------------------------------------------------------------ */
+/* equality                                                             */
+
+#define DIFF(...)                                                                 \
+    do {                                                                          \
+        if (why && why_n) snprintf(why, why_n, __VA_ARGS__);                      \
+        return false;                                                             \
+    } while (0)
+
+static bool str_eq(const char *a, const char *b)
+{
+    if (!a || !b) return a == b;
+    return strcmp(a, b) == 0;
+}
+
+bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
+{
+    if (why && why_n) why[0] = '\0';
+    const pp_model_config *ma = &a->model, *mb = &b->model;
+    if (ma->kind != mb->kind || strcmp(ma->name, mb->name) != 0)
+        DIFF("model %s vs %s", ma->name, mb->name);
+    if (ma->num_classes != mb->num_classes || ma->in_channels != mb->in_channels)
+        DIFF("model classes/channels %d/%d vs %d/%d", ma->num_classes, ma->in_channels,
+             mb->num_classes, mb->in_channels);
+    if (ma->kind == PP_MODEL_RESNET && (ma->stem != mb->stem || ma->depth != mb->depth))
+        DIFF("model stem/depth differ");
+    if (ma->image_h != mb->image_h || ma->image_w != mb->image_w)
+        DIFF("image size %dx%d vs %dx%d", ma->image_h, ma->image_w, mb->image_h, mb->image_w);
+    if (ma->n_forward_ms != mb->n_forward_ms || ma->n_backward_ms != mb->n_backward_ms)
+        DIFF("delay time counts differ");
+    for (int i = 0; i < ma->n_forward_ms; i++)
+        if (ma->forward_ms[i] != mb->forward_ms[i]) DIFF("forward_ms[%d] differs", i);
+    for (int i = 0; i < ma->n_backward_ms; i++)
+        if (ma->backward_ms[i] != mb->backward_ms[i]) DIFF("backward_ms[%d] differs", i);
+    if (a->catalogue.n != b->catalogue.n)
+        DIFF("catalogue units %d vs %d", a->catalogue.n, b->catalogue.n);
+    if (a->batch_size != b->batch_size || a->split_size != b->split_size ||
+        a->micro_batches != b->micro_batches || a->batch_by_micro != b->batch_by_micro)
+        DIFF("batch %d/%d/%d vs %d/%d/%d", a->batch_size, a->split_size, a->micro_batches,
+             b->batch_size, b->split_size, b->micro_batches);
+    for (int i = 0; i < a->micro_batches; i++)
+        if (a->micro_sizes[i] != b->micro_sizes[i]) DIFF("micro-batch %d size differs", i);
+    if (a->schedule != b->schedule) DIFF("schedule differs");
+    if (a->precision != b->precision) DIFF("precision differs");
+    const pp_plan_sgd *oa = &a->optimizer, *ob = &b->optimizer;
+    if (oa->lr != ob->lr || oa->momentum != ob->momentum || oa->weight_decay != ob->weight_decay ||
+        oa->nesterov != ob->nesterov)
+        DIFF("optimizer differs");
+    const pp_plan_data *da = &a->data, *db = &b->data;
+    if (da->format != db->format) DIFF("data format differs");
+    if (da->num_classes != db->num_classes) DIFF("data.num_classes differs");
+    if (!str_eq(da->images, db->images) || !str_eq(da->labels, db->labels))
+        DIFF("data paths differ");
+    if (da->n_files != db->n_files) DIFF("data.files counts differ");
+    for (int i = 0; i < da->n_files; i++)
+        if (!str_eq(da->files[i], db->files[i])) DIFF("data.files[%d] differs", i);
+    if (da->shuffle != db->shuffle) DIFF("data.shuffle differs");
+    if (da->has_norm != db->has_norm) DIFF("data mean/std presence differs");
+    if (da->has_norm)
+        for (int i = 0; i < ma->in_channels; i++)
+            if (da->mean[i] != db->mean[i] || da->std[i] != db->std[i])
+                DIFF("data mean/std[%d] differs", i);
+    if (a->seed != b->seed) DIFF("seed differs");
+    if (a->steps != b->steps) DIFF("steps %d vs %d", a->steps, b->steps);
+    if (a->stages_auto != b->stages_auto) DIFF("automatic stages resolved in one plan only");
+    if (a->stages_auto && a->balance != b->balance) DIFF("balance differs");
+    if (a->n_stages != b->n_stages) DIFF("stage count %d vs %d", a->n_stages, b->n_stages);
+    for (int i = 0; i < a->n_stages; i++) {
+        const pp_plan_stage *sa = &a->stages[i], *sb = &b->stages[i];
+        if (!pp_device_id_equal(sa->device, sb->device) ||
+            strcmp(sa->device_name, sb->device_name) != 0)
+            DIFF("stage %d device %s vs %s", i, sa->device_name, sb->device_name);
+        if (sa->first != sb->first || sa->last != sb->last)
+            DIFF("stage %d units [%d, %d] vs [%d, %d]", i, sa->first, sa->last, sb->first,
+                 sb->last);
+        if (sa->memory_bytes != sb->memory_bytes) DIFF("stage %d memory differs", i);
+    }
+    return true;
+}

@@ -1,0 +1,195 @@
+/*
+ * plan.h - the plan: what a plan YAML file (ARCHITECTURE.md §3) resolves to,
+ * and the functions that read, check, compare and remap it.
+ *
+ * A pp_plan is plain data. It owns its heap strings, its micro-batch size
+ * list and the layer catalogue its stages were resolved against; free it with
+ * pp_plan_free. Every field that came from the file keeps the 1-based
+ * line/column of its YAML node (pp_mark; 0/0 when not from a file) so later
+ * checks (the runtime's device checks, data loaders) can report
+ * "FILE:LINE:COL: message". Functions here are reentrant; a plan is not
+ * shared between threads while it is being modified.
+ *
+ * Defaults for keys a plan leaves out: schedule gpipe, precision fp32,
+ * optimizer sgd (lr 0.1, momentum 0, weight_decay 0, nesterov false),
+ * data synthetic at the model's input size, seed 0, steps 1. `model`,
+ * `batch` and `stages` are required.
+ *
+ * Micro-batches: with `split_size: s` the batch of B samples is cut into
+ * chunks of s (the last one smaller): B=8, s=3 -> 3,3,2. With
+ * `micro_batches: m` it is cut into m chunks whose sizes differ by at most one,
+ * larger first (torch.tensor_split): B=9, m=4 -> 3,2,2,2; split_size is then
+ * the largest chunk. micro_sizes is authoritative.
+ */
+#ifndef PP_PARTITIONER_PLAN_H
+#define PP_PARTITIONER_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/catalogue.h"
+#include "partitioner/diag.h"
+#include "runtime/core/device.h"
+#include "runtime/core/status.h"
+
+#define PP_PLAN_MAX_STAGES PP_MAX_DELAY_STAGES
+#define PP_PLAN_MAX_CHANNELS 64
+#define PP_PLAN_MAX_BATCH (1 << 20)
+#define PP_PLAN_MAX_STEPS 1000000000
+
+typedef struct pp_mark {
+    int line, col; /* 1-based; 0, 0 when the value was not read from a file */
+} pp_mark;
+
+typedef enum pp_plan_schedule {
+    PP_PLAN_SCHEDULE_GPIPE = 0,
+    PP_PLAN_SCHEDULE_1F1B = 1,
+} pp_plan_schedule;
+
+typedef enum pp_plan_precision {
+    PP_PLAN_PRECISION_FP32 = 0,
+} pp_plan_precision;
+
+typedef enum pp_plan_data_format {
+    PP_PLAN_DATA_SYNTHETIC = 0,
+    PP_PLAN_DATA_IDX = 1,
+    PP_PLAN_DATA_CIFAR10 = 2,
+} pp_plan_data_format;
+
+typedef enum pp_plan_balance {
+    PP_PLAN_BALANCE_NONE = 0,   /* explicit stages */
+    PP_PLAN_BALANCE_TIME = 1,   /* measured per-unit times, given by the caller */
+    PP_PLAN_BALANCE_FLOPS = 2,  /* catalogue forward FLOPs */
+    PP_PLAN_BALANCE_MEMORY = 3, /* catalogue parameter + activation bytes */
+} pp_plan_balance;
+
+typedef struct pp_plan_sgd {
+    double lr;                  /* >= 0 */
+    double momentum;            /* >= 0 */
+    double weight_decay;        /* >= 0 */
+    bool nesterov;              /* requires momentum > 0 */
+    pp_mark mark;               /* the optimizer mapping */
+} pp_plan_sgd;
+
+typedef struct pp_plan_data {
+    pp_plan_data_format format;
+    int image_h, image_w;       /* synthetic: image_size; cifar10: 32x32; idx: from the file
+                                 * header when readable, else the model default */
+    int num_classes;            /* synthetic: labels in [0, num_classes); = model's by default */
+    char *images, *labels;      /* idx: absolute paths (resolved against the plan's folder) */
+    pp_mark images_mark, labels_mark;
+    int n_files;                /* cifar10: number of batch files */
+    char **files;               /* cifar10: n_files absolute paths */
+    pp_mark *files_marks;       /* cifar10: n_files marks */
+    bool shuffle;
+    bool has_norm;              /* mean/std given (in_channels values each) */
+    double mean[PP_PLAN_MAX_CHANNELS];
+    double std[PP_PLAN_MAX_CHANNELS];
+    pp_mark mark;               /* the data mapping */
+} pp_plan_data;
+
+typedef struct pp_plan_stage {
+    pp_device_id device;
+    char device_name[16];       /* canonical "cpu:N" / "cuda:N" */
+    pp_mark device_mark;        /* the device node (kept through device maps) */
+    int first, last;            /* inclusive unit range into the catalogue; -1, -1 for the
+                                 * delay model and for unresolved automatic stages */
+    int64_t memory_bytes;       /* capacity for this stage from `memory:`; 0 = unlimited */
+    pp_mark mark;               /* the stage (or device-list entry) node */
+    pp_mark layers_mark;        /* the layers node; 0/0 when none */
+} pp_plan_stage;
+
+typedef struct pp_plan {
+    char *path;                 /* the plan file as given (or the name passed to parse) */
+
+    pp_model_config model;      /* name, classes, channels, stem, image size, delay times */
+    pp_mark model_mark;
+    pp_mark forward_ms_mark, backward_ms_mark; /* delay model */
+    pp_catalogue catalogue;     /* units of the model (n = 0 for the delay model); owned */
+
+    int batch_size;             /* global mini-batch, 1..PP_PLAN_MAX_BATCH */
+    int split_size;             /* largest micro-batch */
+    int micro_batches;          /* number of micro-batches */
+    bool batch_by_micro;        /* the plan gave micro_batches (else split_size) */
+    int *micro_sizes;           /* micro_batches entries, summing to batch_size; owned */
+    pp_mark batch_mark;
+
+    pp_plan_schedule schedule;
+    pp_mark schedule_mark;
+    pp_plan_precision precision;
+    pp_plan_sgd optimizer;
+    pp_plan_data data;
+    uint64_t seed;
+    int steps;                  /* 1..PP_PLAN_MAX_STEPS */
+
+    int n_stages;               /* 1..PP_PLAN_MAX_STAGES */
+    pp_plan_stage stages[PP_PLAN_MAX_STAGES];
+    bool stages_auto;           /* `stages: auto` not yet resolved (first/last are -1) */
+    pp_plan_balance balance;    /* how automatic stages are (or were) chosen */
+    pp_mark stages_mark;
+} pp_plan;
+
+/* Reads and checks the plan file at path. On success *out is a new plan
+ * (free with pp_plan_free). On failure *out is NULL, the problems are in diag
+ * (several where practical, each "FILE:LINE:COL: message") and the status is
+ * PP_ERR_INPUT (PP_ERR_OOM when out of memory). Files larger than 1 MiB,
+ * YAML aliases, more than one document and deep nesting are rejected.
+ * Relative data paths are resolved against the plan file's folder and must
+ * exist and be readable; their contents are not read (except the IDX header
+ * for the input size). Automatic stages stay unresolved (stages_auto) except
+ * for the delay model, whose stages are the devices. */
+pp_status pp_plan_load(const char *path, pp_plan **out, pp_diag *diag);
+
+/* As pp_plan_load, from len bytes of text; name is used in messages and its
+ * folder for relative data paths (the current folder when it has none). */
+pp_status pp_plan_parse_string(const char *name, const char *text, size_t len, pp_plan **out,
+                               pp_diag *diag);
+
+/* Frees a plan and everything it owns. plan may be NULL. */
+void pp_plan_free(pp_plan *plan);
+
+/* Resolves `stages: auto`: chooses contiguous, non-empty unit ranges, one per
+ * device, that minimise the largest stage cost within each stage's memory
+ * (see balance.h). cat is the catalogue to balance (NULL: the plan's own).
+ * unit_costs has cat->n entries and is required for `balance: time` (per-unit
+ * measured milliseconds, forward + backward); for flops and memory it may be
+ * NULL (the catalogue's metadata is used) or override them. A plan whose
+ * stages are explicit is left unchanged. PP_ERR_INPUT with a message naming
+ * the device when no partition fits; PP_ERR_INVALID for API misuse. */
+pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const double *unit_costs,
+                               pp_error *err);
+
+/* Estimated bytes a unit range needs on its device: parameters, gradients and
+ * momentum (when used), plus kept activations for `in_flight` micro-batches of
+ * split_size samples. The estimate the memory check of pp_plan_resolve_auto uses. */
+int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, int in_flight);
+
+/* Micro-batches a stage holds at once under the plan's schedule (gpipe: all
+ * of them; 1f1b: min(m, S - stage)). */
+int pp_plan_in_flight(const pp_plan *plan, int stage);
+
+/* Remaps devices: map is "A=B[,C=D...]" where A is a device (cpu:N, cuda:N)
+ * or a wildcard (cpu:*, cuda:*) and B is a device, or a kind (cpu, cuda,
+ * cpu:*, cuda:*) for a wildcard source, which keeps the index: "cuda:*=cpu"
+ * maps cuda:N to cpu:N. Exact sources take precedence over wildcards; every
+ * device is mapped once (no chaining). On a syntax error the plan is left
+ * unchanged and PP_ERR_INPUT names the bad entry. */
+pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err);
+
+/* Semantic equality of two plans (ignores path and marks). When they differ
+ * and why is non-NULL, writes the first difference there. */
+bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n);
+
+/* Writes the units first..last in the compact form plans use, joined with
+ * ", " ("conv1, bn1, relu, maxpool, layer1, layer2.0"): a whole "layerN"
+ * when the range holds every block of it. Empty for a bad range. Returns buf. */
+const char *pp_plan_spell_units(const pp_catalogue *cat, int first, int last, char *buf,
+                                size_t n);
+
+/* Static names: "gpipe", "1f1b"; "synthetic", ...; "time", ... */
+const char *pp_plan_schedule_name(pp_plan_schedule s);
+const char *pp_plan_data_format_name(pp_plan_data_format f);
+const char *pp_plan_balance_name(pp_plan_balance b);
+
+#endif

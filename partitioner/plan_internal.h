@@ -1,0 +1,30 @@
+/*
+ * plan_internal.h - internal helpers shared by the partitioner's .c files:
+ * byte sizes with units, shortest round-tripping doubles, path joining.
+ */
+#ifndef PP_PARTITIONER_PLAN_INTERNAL_H
+#define PP_PARTITIONER_PLAN_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PP_PLAN_MAX_MEMORY_BYTES ((int64_t)1 << 60)
+
+/* Parses "123", "40GiB", "1.5 GB", "512MiB" into bytes (1 .. 2^60).
+ * Returns 0 on success, -1 on a syntax error, -2 when out of range. */
+int pp_plan_size_parse(const char *s, int64_t *out);
+
+/* Formats bytes exactly: "40GiB", "512MiB", "4KiB" or a plain integer. */
+void pp_plan_size_format(int64_t bytes, char *buf, size_t n);
+
+/* Shortest "%.Ng" form of v that reads back as exactly v. */
+void pp_plan_double_format(double v, char *buf, size_t n);
+
+/* Spells the layer-list item that starts at unit u of a stage ending at unit
+ * last: the whole group ("layer3") when u starts a group that ends at or
+ * before last, else the unit's own name. Writes it to name and returns the
+ * unit after the item. */
+struct pp_catalogue;
+int pp_plan_spell_item(const struct pp_catalogue *cat, int u, int last, char *name, size_t n);
+
+#endif

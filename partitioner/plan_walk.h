@@ -1,0 +1,59 @@
+/*
+ * plan_walk.h - internal: the state of one plan walk over a YAML tree and the
+ * typed getters that report "FILE:LINE:COL: message" problems. Shared by
+ * plan.c (sections) and plan_stages.c (stages and layer names).
+ */
+#ifndef PP_PARTITIONER_PLAN_WALK_H
+#define PP_PARTITIONER_PLAN_WALK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "partitioner/plan.h"
+#include "partitioner/yaml_tree.h"
+
+#define PP_WALK_MAX_KEYS 16
+
+typedef struct pp_walk {
+    const char *file;          /* name used in messages */
+    const char *dir;           /* folder relative data paths are resolved against */
+    pp_diag *diag;
+    pp_plan *plan;             /* being filled */
+    int errors;                /* problems reported so far */
+    bool oom;
+    bool model_ok;             /* plan->model is usable */
+    bool batch_ok;             /* batch sizes are usable */
+    bool size_ok;              /* the input size is usable */
+    bool catalogue_ok;         /* plan->catalogue was built */
+    bool forward_is_list, backward_is_list;
+    const pp_ynode *forward_node, *backward_node; /* delay times */
+    const pp_ynode *size_node;                    /* data.image_size */
+    const pp_ynode *data_classes_node;            /* data.num_classes */
+} pp_walk;
+
+void pp_walk_error(pp_walk *w, const pp_ynode *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+pp_mark pp_walk_mark(const pp_ynode *n);
+const char *pp_walk_describe(const pp_ynode *n);
+
+/* Checks that n is a mapping whose keys are among keys (reporting unknown and
+ * duplicate keys); found[k] receives the value of keys[k] or NULL. False when
+ * n is not a mapping. n_keys <= PP_WALK_MAX_KEYS. */
+bool pp_walk_map(pp_walk *w, const pp_ynode *n, const char *what, const char *const *keys,
+                 int n_keys, const pp_ynode **found);
+bool pp_walk_str(pp_walk *w, const pp_ynode *n, const char *what, const char **out);
+bool pp_walk_int(pp_walk *w, const pp_ynode *n, const char *what, int64_t lo, int64_t hi,
+                 int64_t *out);
+bool pp_walk_int32(pp_walk *w, const pp_ynode *n, const char *what, int lo, int hi, int *out);
+bool pp_walk_num(pp_walk *w, const pp_ynode *n, const char *what, double lo, double hi,
+                 double *out);
+bool pp_walk_bool(pp_walk *w, const pp_ynode *n, const char *what, bool *out);
+/* Index of the string value among names, or -1 after reporting. */
+int pp_walk_choice(pp_walk *w, const pp_ynode *n, const char *what, const char *const *names,
+                   int n_names, const char *expected);
+
+/* plan_stages.c: `stages` (list or auto), `devices`, `balance`; any may be NULL. */
+void pp_walk_stages(pp_walk *w, const pp_ynode *stages, const pp_ynode *devices,
+                    const pp_ynode *balance);
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * checkpoint.h - safetensors checkpoints: atomic writing, validated reading.
+ *
+ * File format (safetensors):
+ *   8 bytes   N, the header length, unsigned little-endian
+ *   N bytes   JSON header: {"__metadata__": {str: str}, (optional)
+ *                           "<name>": {"dtype": "F32", "shape": [..],
+ *                                      "data_offsets": [begin, end]}, ...}
+ *   rest      raw little-endian tensor data; offsets are relative to its start
+ *
+ * The writer is canonical: "__metadata__" first (keys sorted), then tensors
+ * sorted by name (strcmp order) with their data laid out in that order, the
+ * header compact JSON padded with spaces to a multiple of 8 bytes (as the
+ * reference implementation pads). Equal inputs give equal bytes, so
+ * save -> load -> save reproduces a file exactly.
+ *
+ * Tensor names are the caller's, unchanged (torchvision state_dict names such
+ * as "layer3.2.bn1.running_var"; optimizer state under "optimizer.momentum.*").
+ * Tensors may live on any device; data moves through pp_tensor_to_host /
+ * pp_tensor_from_host, so the caller must have synchronised the streams that
+ * write them. Every dtype of pp_dtype is accepted (F32, BF16, F16, I64, I32,
+ * U8); ranks 0..PP_MAX_DIMS.
+ *
+ * Errors: a malformed or mismatching file is PP_ERR_INPUT with a message that
+ * starts with the path as given; failures of the file system while writing
+ * are PP_ERR_IO; bad arguments are PP_ERR_INVALID.
+ * Thread safety: the functions share no state; distinct calls may run
+ * concurrently on distinct files and tensors.
+ */
+#ifndef PP_CHECKPOINT_H
+#define PP_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/core/status.h"
+#include "runtime/core/tensor.h"
+
+/* Largest accepted header, as in the reference implementation. */
+#define PP_CHECKPOINT_MAX_HEADER 100000000ull
+
+/* A tensor and its checkpoint name. Both are borrowed from the caller. */
+typedef struct pp_ckpt_tensor {
+    const char *name;
+    pp_tensor *tensor;
+} pp_ckpt_tensor;
+
+/* One "__metadata__" entry (borrowed strings when passed in; owned by the
+ * pp_checkpoint_info when read back). */
+typedef struct pp_checkpoint_meta {
+    const char *key;
+    const char *value;
+} pp_checkpoint_meta;
+
+/* Writes tensors[0..n) and the metadata to path atomically: the data goes to
+ * a temporary file in the same directory, which is flushed, fsync'ed and
+ * renamed over path, then the directory is fsync'ed. On any failure before
+ * the rename, path is untouched and the temporary file is removed (a failure
+ * to sync the directory is reported after the new file is in place).
+ * Names must be non-empty, distinct, valid UTF-8 and not "__metadata__";
+ * metadata keys distinct. */
+pp_status pp_checkpoint_save(const char *path, const pp_ckpt_tensor *tensors, size_t n,
+                             const pp_checkpoint_meta *meta, size_t n_meta, pp_error *err);
+
+/* Loads path into tensors[0..n): each must be present in the file with the
+ * same dtype and shape, e.g.
+ *   "ckpt.safetensors: tensor 'layer3.2.bn1.running_var': shape [256] expected [512]".
+ * Tensors in the file that are not in the list are an error unless
+ * allow_extra (e.g. optimizer state that the caller does not want).
+ * The whole file is validated, and every expected tensor checked, before any
+ * tensor is written; a read failure after that may leave tensors partly
+ * loaded. Errors are PP_ERR_INPUT (PP_ERR_INVALID for bad arguments). */
+pp_status pp_checkpoint_load(const char *path, const pp_ckpt_tensor *tensors, size_t n,
+                             bool allow_extra, pp_error *err);
+
+/* One tensor of a file as its header describes it. */
+typedef struct pp_checkpoint_entry {
+    char *name;                 /* owned by the pp_checkpoint_info */
+    pp_dtype dtype;
+    int ndim;
+    int64_t shape[PP_MAX_DIMS]; /* unused entries are 1 */
+    uint64_t begin, end;        /* data_offsets, relative to the data section */
+} pp_checkpoint_entry;
+
+/* The validated header of a file. Entries are sorted by name, metadata by key. */
+typedef struct pp_checkpoint_info {
+    pp_checkpoint_entry *entries;
+    size_t n;
+    pp_checkpoint_meta *meta;   /* strings owned by this struct */
+    size_t n_meta;
+    uint64_t data_offset;       /* 8 + header length: where the data section starts */
+} pp_checkpoint_info;
+
+/* Reads and validates the header of path (and that the file holds exactly the
+ * data the header describes). On success the caller owns *info and releases
+ * it with pp_checkpoint_info_free; on failure *info is zeroed. */
+pp_status pp_checkpoint_list(const char *path, pp_checkpoint_info *info, pp_error *err);
+void pp_checkpoint_info_free(pp_checkpoint_info *info);
+
+/* The entry named name, or NULL. */
+const pp_checkpoint_entry *pp_checkpoint_info_find(const pp_checkpoint_info *info,
+                                                   const char *name);
+/* The metadata value of key, or NULL. */
+const char *pp_checkpoint_info_meta(const pp_checkpoint_info *info, const char *key);
+
+#endif

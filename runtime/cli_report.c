@@ -1,0 +1,315 @@
+/* cli_report.c - tables, JSON, CSV and SVG output of the pipeline-run program. */
+#include "runtime/cli_report.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+const char *pp_cli_bytes(double bytes, char *buf, size_t n)
+{
+    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4) {
+        bytes /= 1024;
+        u++;
+    }
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+    return buf;
+}
+
+void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p)
+{
+    pp_pipeline_report r;
+    pp_pipeline_report_get(p, &r);
+    int n = pp_pipeline_stage_count(p);
+    fprintf(f, "\n%-5s  %-8s  %-40s  %11s  %9s  %9s  %5s  %10s\n", "stage", "device", "layers",
+            "params", "fwd ms", "bwd ms", "busy", "peak mem");
+    for (int s = 0; s < n; s++) {
+        pp_stage_report sr;
+        pp_pipeline_stage_report(p, s, &sr);
+        char layers[41];
+        const char *l = sr.layers[0] ? sr.layers : "(delay)";
+        if (strlen(l) > 40)
+            snprintf(layers, sizeof layers, "%.37s...", l);
+        else
+            snprintf(layers, sizeof layers, "%s", l);
+        char mem[32];
+        fprintf(f, "%-5d  %-8s  %-40s  %11lld  %9.2f  %9.2f  %4.0f%%  %10s\n", s, sr.device,
+                layers, (long long)sr.params, sr.forward_ms, sr.backward_ms, 100 * sr.busy_frac,
+                pp_cli_bytes((double)sr.peak_bytes, mem, sizeof mem));
+    }
+    char cb[32];
+    fprintf(f, "\n%s, %s, batch %d = %d micro-batch%s of <= %d, %d step%s\n", plan->model.name,
+            pp_plan_schedule_name(plan->schedule), plan->batch_size, plan->micro_batches,
+            plan->micro_batches == 1 ? "" : "es", plan->split_size, r.steps,
+            r.steps == 1 ? "" : "s");
+    fprintf(f, "throughput   %.1f images/s\n", r.images_per_s);
+    fprintf(f, "step time    %.1f ms median (min %.1f, max %.1f%s)\n", r.step_ms_median,
+            r.step_ms_min, r.step_ms_max, r.steps > 1 ? ", first step excluded" : "");
+    fprintf(f, "bubble       %.1f%% measured, %.1f%% predicted (predicted step %.1f ms)\n",
+            100 * r.bubble_frac, 100 * r.bubble_frac_predicted, r.predicted_step_ms);
+    if (n > 1)
+        fprintf(f, "copies       %s per step, %.2f ms\n",
+                pp_cli_bytes((double)r.copy_bytes, cb, sizeof cb), r.copy_ms);
+}
+
+static json_t *json_num(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const double *losses,
+                       int n_losses)
+{
+    pp_pipeline_report r;
+    pp_pipeline_report_get(p, &r);
+    json_t *o = json_object();
+    json_t *lj = json_array();
+    json_t *stages = json_array();
+    if (!o || !lj || !stages) return false;
+    json_object_set_new(o, "plan", json_string(plan->path));
+    json_object_set_new(o, "model", json_string(plan->model.name));
+    json_object_set_new(o, "schedule", json_string(pp_plan_schedule_name(plan->schedule)));
+    json_object_set_new(o, "batch_size", json_integer(plan->batch_size));
+    json_object_set_new(o, "split_size", json_integer(plan->split_size));
+    json_object_set_new(o, "micro_batches", json_integer(plan->micro_batches));
+    json_object_set_new(o, "steps", json_integer(r.steps));
+    json_object_set_new(o, "step_ms",
+                        json_pack("{s:o, s:o, s:o}", "median", json_num(r.step_ms_median), "min",
+                                  json_num(r.step_ms_min), "max", json_num(r.step_ms_max)));
+    json_object_set_new(o, "images_per_s", json_num(r.images_per_s));
+    json_object_set_new(o, "predicted_step_ms", json_num(r.predicted_step_ms));
+    json_object_set_new(o, "bubble_frac", json_num(r.bubble_frac));
+    json_object_set_new(o, "bubble_frac_predicted", json_num(r.bubble_frac_predicted));
+    for (int i = 0; i < n_losses; i++) json_array_append_new(lj, json_num(losses[i]));
+    json_object_set_new(o, "losses", lj);
+    for (int s = 0; s < pp_pipeline_stage_count(p); s++) {
+        pp_stage_report sr;
+        pp_pipeline_stage_report(p, s, &sr);
+        json_t *layers = json_array();
+        char buf[sizeof sr.layers];
+        memcpy(buf, sr.layers, sizeof buf);
+        for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", "))
+            json_array_append_new(layers, json_string(tok));
+        json_array_append_new(
+            stages, json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:I, s:i}", "device", sr.device,
+                              "layers", layers, "params", (json_int_t)sr.params, "forward_ms",
+                              json_num(sr.forward_ms), "backward_ms", json_num(sr.backward_ms),
+                              "busy_frac", json_num(sr.busy_frac), "peak_bytes",
+                              (json_int_t)sr.peak_bytes, "max_in_flight", sr.max_in_flight));
+    }
+    json_object_set_new(o, "stages", stages);
+    json_object_set_new(o, "copies", json_pack("{s:I, s:o}", "bytes", (json_int_t)r.copy_bytes,
+                                               "ms", json_num(r.copy_ms)));
+    int rc = json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    fputc('\n', f);
+    json_decref(o);
+    return rc == 0;
+}
+
+bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, double step_ms, double bubble,
+                                  const double *fwd_ms, const double *bwd_ms)
+{
+    json_t *o = json_object();
+    json_t *stages = json_array();
+    if (!o || !stages) return false;
+    json_object_set_new(o, "plan", json_string(plan->path));
+    json_object_set_new(o, "model", json_string(plan->model.name));
+    json_object_set_new(o, "schedule", json_string(pp_plan_schedule_name(plan->schedule)));
+    json_object_set_new(o, "batch_size", json_integer(plan->batch_size));
+    json_object_set_new(o, "split_size", json_integer(plan->split_size));
+    json_object_set_new(o, "micro_batches", json_integer(plan->micro_batches));
+    json_object_set_new(o, "predicted_step_ms", json_num(step_ms));
+    json_object_set_new(o, "bubble_frac_predicted", json_num(bubble));
+    json_object_set_new(o, "images_per_s_predicted",
+                        json_num(step_ms > 0 ? plan->batch_size * 1000.0 / step_ms : 0));
+    for (int s = 0; s < plan->n_stages; s++)
+        json_array_append_new(stages, json_pack("{s:s, s:o, s:o}", "device",
+                                                plan->stages[s].device_name, "forward_ms",
+                                                json_num(fwd_ms[s]), "backward_ms",
+                                                json_num(bwd_ms[s])));
+    json_object_set_new(o, "stages", stages);
+    int rc = json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    fputc('\n', f);
+    json_decref(o);
+    return rc == 0;
+}
+
+void pp_cli_progress(FILE *f, int done, int total, double loss, double images_per_s,
+                     double seconds_left)
+{
+    const int width = 24;
+    int fill = total > 0 ? done * width / total : width;
+    char bar[32];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
+    bar[width] = '\0';
+    int left = seconds_left > 0 && seconds_left < 1e7 ? (int)(seconds_left + 0.5) : 0;
+    fprintf(f, "\r\033[K step %d/%d [%s] loss %.4f | %.1f img/s | %d:%02d left", done, total, bar,
+            loss, images_per_s, left / 60, left % 60);
+    fflush(f);
+}
+
+void pp_cli_print_sweep(FILE *f, const pp_sweep_row *rows, int n)
+{
+    fprintf(f, "%10s  %13s  %12s  %10s  %12s  %10s  %10s\n", "split_size", "micro_batches",
+            "step ms", "images/s", "predicted ms", "bubble", "predicted");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%10d  %13d  %12.1f  %10.1f  %12.1f  %9.1f%%  %9.1f%%\n", rows[i].split_size,
+                rows[i].micro_batches, rows[i].step_ms, rows[i].images_per_s,
+                rows[i].predicted_step_ms, 100 * rows[i].bubble, 100 * rows[i].bubble_predicted);
+}
+
+bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    fprintf(f, "split_size,micro_batches,step_ms,images_per_s,predicted_step_ms,bubble_frac,"
+               "bubble_frac_predicted,loss\n");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%d,%d,%.3f,%.3f,%.3f,%.5f,%.5f,%.6f\n", rows[i].split_size,
+                rows[i].micro_batches, rows[i].step_ms, rows[i].images_per_s,
+                rows[i].predicted_step_ms, rows[i].bubble, rows[i].bubble_predicted,
+                rows[i].loss);
+    return fclose(f) == 0;
+}
+
+bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n)
+{
+    json_t *o = json_object();
+    json_t *arr = json_array();
+    if (!o || !arr) return false;
+    json_object_set_new(o, "plan", json_string(plan->path));
+    json_object_set_new(o, "model", json_string(plan->model.name));
+    json_object_set_new(o, "schedule", json_string(pp_plan_schedule_name(plan->schedule)));
+    json_object_set_new(o, "batch_size", json_integer(plan->batch_size));
+    for (int i = 0; i < n; i++)
+        json_array_append_new(
+            arr, json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o}", "split_size",
+                           rows[i].split_size, "micro_batches", rows[i].micro_batches, "step_ms",
+                           json_num(rows[i].step_ms), "images_per_s",
+                           json_num(rows[i].images_per_s), "predicted_step_ms",
+                           json_num(rows[i].predicted_step_ms), "bubble_frac",
+                           json_num(rows[i].bubble), "bubble_frac_predicted",
+                           json_num(rows[i].bubble_predicted)));
+    json_object_set_new(o, "sweep", arr);
+    int rc = json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    fputc('\n', f);
+    json_decref(o);
+    return rc == 0;
+}
+
+/* A "nice" axis maximum: 1, 2 or 5 times a power of ten, >= v. */
+static double nice_max(double v)
+{
+    if (!(v > 0)) return 1;
+    double p = pow(10, floor(log10(v)));
+    for (int i = 0; i < 3; i++) {
+        double m = (double[]){1, 2, 5}[i] * p;
+        if (m >= v) return m;
+    }
+    return 10 * p;
+}
+
+static void xml_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_row *rows, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    const double W = 720, H = 440, L = 80, R = 80, T = 50, B = 60;
+    const double pw = W - L - R, ph = H - T - B;
+    double xmax = 1, ymax = 0;
+    for (int i = 0; i < n; i++) {
+        if (rows[i].split_size > xmax) xmax = rows[i].split_size;
+        if (rows[i].images_per_s > ymax) ymax = rows[i].images_per_s;
+    }
+    ymax = nice_max(ymax * 1.05);
+    /* log2 x axis when the sizes span a wide range, else linear */
+    bool logx = xmax >= 16;
+    double xmin = logx ? 1 : 0;
+#define XPOS(v) (L + pw * (logx ? log2((double)(v)) / log2(xmax > 1 ? xmax : 2) \
+                                : ((double)(v) - xmin) / (xmax - xmin)))
+#define YPOS(v) (T + ph * (1 - (v) / ymax))
+#define BPOS(v) (T + ph * (1 - (v)))
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">", W / 2);
+    xml_escape(f, title);
+    fprintf(f, ": throughput and bubble against split size</text>\n");
+    /* grid and left axis */
+    for (int i = 0; i <= 5; i++) {
+        double v = ymax * i / 5, y = YPOS(v);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L,
+                y, L + pw, y);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n", L - 6, y + 4,
+                v);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#b34\">%.0f%%</text>\n", L + pw + 6,
+                y + 4, 100.0 * i / 5);
+    }
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+               "stroke=\"#333\"/>\n",
+            L, T, pw, ph);
+    for (int i = 0; i < n; i++) {
+        double x = XPOS(rows[i].split_size);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n", x, T + ph + 18,
+                rows[i].split_size);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">split size (samples per "
+               "micro-batch%s)</text>\n",
+            L + pw / 2, H - 16, logx ? ", log scale" : "");
+    fprintf(f, "<text transform=\"translate(22 %.1f) rotate(-90)\" text-anchor=\"middle\" "
+               "fill=\"#1f5fa8\">images/s</text>\n",
+            T + ph / 2);
+    fprintf(f, "<text transform=\"translate(%.1f %.1f) rotate(90)\" text-anchor=\"middle\" "
+               "fill=\"#b34\">bubble</text>\n",
+            W - 20, T + ph / 2);
+    /* series */
+    const struct {
+        const char *color, *dash, *label;
+        int which;
+    } series[] = {{"#1f5fa8", "", "images/s (measured)", 0},
+                  {"#b34", "", "bubble (measured)", 1},
+                  {"#b34", "6 4", "bubble (predicted)", 2}};
+    for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s%s%s points=\"",
+                series[k].color, series[k].dash[0] ? " stroke-dasharray=\"" : "", series[k].dash,
+                series[k].dash[0] ? "\"" : "");
+        for (int i = 0; i < n; i++) {
+            double v = series[k].which == 0   ? YPOS(rows[i].images_per_s)
+                       : series[k].which == 1 ? BPOS(rows[i].bubble)
+                                              : BPOS(rows[i].bubble_predicted);
+            fprintf(f, "%.1f,%.1f ", XPOS(rows[i].split_size), v);
+        }
+        fprintf(f, "\"/>\n");
+        for (int i = 0; i < n && series[k].which < 2; i++) {
+            double v = series[k].which == 0 ? YPOS(rows[i].images_per_s) : BPOS(rows[i].bubble);
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                    XPOS(rows[i].split_size), v, series[k].color);
+        }
+        double ly = T + 14 + 16.0 * (double)k;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                   "stroke-width=\"2\"%s%s%s/>\n",
+                L + 10, ly, L + 34, ly, series[k].color,
+                series[k].dash[0] ? " stroke-dasharray=\"" : "", series[k].dash,
+                series[k].dash[0] ? "\"" : "");
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", L + 40, ly + 4, series[k].label);
+    }
+#undef XPOS
+#undef YPOS
+#undef BPOS
+    fprintf(f, "</svg>\n");
+    return fclose(f) == 0;
+}

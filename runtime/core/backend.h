@@ -1,0 +1,115 @@
+/*
+ * backend.h - the seam between the checked op API (ops.c) and a backend.
+ *
+ * A backend is a table of functions over raw device pointers and explicit
+ * dimensions. Callers (ops.c, device.c, tensor.c, streams/) have already
+ * checked shapes, dtypes and devices; a backend only reports failures of its
+ * own (out of memory, library errors) through err. Contracts per op are those
+ * of ops.h. Entries that a backend cannot provide are NULL and the caller
+ * reports PP_ERR_UNSUPPORTED.
+ *
+ * The backend is chosen per device kind at build time: runtime/cpu always,
+ * runtime/cuda when meson's `cuda` option enables it (otherwise
+ * pp_backend_cuda() returns NULL).
+ */
+#ifndef PP_BACKEND_H
+#define PP_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec.h"
+#include "ops.h"
+
+typedef struct pp_backend_ops {
+    const char *name; /* "cpu", "cuda" */
+
+    /* device lifetime: create backend-private state for dev (dev->backend) */
+    pp_status (*device_init)(pp_device_ctx *dev, pp_error *err);
+    void (*device_destroy)(pp_device_ctx *dev);
+
+    /* memory (accounting is done by the caller) */
+    pp_status (*alloc)(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
+    void (*free)(pp_device_ctx *dev, void *ptr);
+    /* synchronous copies, for setup and tests */
+    pp_status (*copy_from_host)(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
+                                pp_error *err);
+    pp_status (*copy_to_host)(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
+                              pp_error *err);
+
+    /* exec (per-stream) state */
+    pp_status (*exec_init)(pp_exec *ex, pp_error *err);
+    void (*exec_destroy)(pp_exec *ex);
+    pp_status (*exec_sync)(pp_exec *ex, pp_error *err);
+    /* stream-ordered allocation for workspaces; may equal alloc/free on CPU */
+    pp_status (*alloc_async)(pp_exec *ex, size_t bytes, void **ptr, pp_error *err);
+    void (*free_async)(pp_exec *ex, void *ptr);
+
+    /* kernels (stream ordered on ex) */
+    pp_status (*conv2d_forward)(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
+                                const float *w, float *y, pp_error *err);
+    pp_status (*conv2d_backward_data)(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
+                                      const float *w, float *dx, pp_error *err);
+    pp_status (*conv2d_backward_filter)(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
+                                        const float *dy, float *dw, pp_error *err);
+
+    pp_status (*batchnorm_forward_train)(pp_exec *ex, const pp_bn_desc *d, const float *x,
+                                         const float *gamma, const float *beta,
+                                         float *running_mean, float *running_var, float *y,
+                                         float *save_mean, float *save_invstd, pp_error *err);
+    pp_status (*batchnorm_forward_infer)(pp_exec *ex, const pp_bn_desc *d, const float *x,
+                                         const float *gamma, const float *beta,
+                                         const float *running_mean, const float *running_var,
+                                         float *y, pp_error *err);
+    pp_status (*batchnorm_backward)(pp_exec *ex, const pp_bn_desc *d, const float *x,
+                                    const float *dy, const float *gamma, const float *save_mean,
+                                    const float *save_invstd, float *dx, float *dgamma,
+                                    float *dbeta, pp_error *err);
+
+    pp_status (*relu_forward)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+    pp_status (*relu_backward)(pp_exec *ex, int64_t n, const float *y, const float *dy, float *dx,
+                               pp_error *err);
+    pp_status (*add)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                     pp_error *err);
+    pp_status (*accumulate)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+    /* bytes-level copy and zero within the device */
+    pp_status (*copy)(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err);
+    pp_status (*zero)(pp_exec *ex, size_t bytes, void *dst, pp_error *err);
+
+    pp_status (*maxpool_forward)(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
+                                 int32_t *idx, pp_error *err);
+    pp_status (*maxpool_backward)(pp_exec *ex, const pp_pool_desc *d, const float *x,
+                                  const float *y, const float *dy, const int32_t *idx, float *dx,
+                                  pp_error *err);
+    /* x (n*c planes of hw elements) -> y (n*c) */
+    pp_status (*avgpool_forward)(pp_exec *ex, int64_t planes, int64_t hw, const float *x, float *y,
+                                 pp_error *err);
+    pp_status (*avgpool_backward)(pp_exec *ex, int64_t planes, int64_t hw, const float *dy,
+                                  float *dx, pp_error *err);
+
+    /* x (n,in), w (out,in), b (out), y (n,out) */
+    pp_status (*linear_forward)(pp_exec *ex, int n, int in, int out, const float *x,
+                                const float *w, const float *b, float *y, pp_error *err);
+    /* dx may be NULL */
+    pp_status (*linear_backward)(pp_exec *ex, int n, int in, int out, const float *x,
+                                 const float *w, const float *dy, float *dx, float *dw, float *db,
+                                 pp_error *err);
+
+    pp_status (*softmax_xent)(pp_exec *ex, int n, int classes, const float *logits,
+                              const int32_t *labels, float divisor, float *loss, int32_t *correct,
+                              float *dlogits, pp_error *err);
+
+    pp_status (*sgd_update)(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
+                            const float *grad, float *momentum_buf, pp_error *err);
+
+    pp_status (*delay)(pp_exec *ex, double ms, pp_error *err);
+} pp_backend_ops;
+
+/* The CPU backend (runtime/cpu). Never NULL. */
+const pp_backend_ops *pp_backend_cpu(void);
+/* The CUDA backend (runtime/cuda), or NULL when built without CUDA. */
+const pp_backend_ops *pp_backend_cuda(void);
+/* Number of visible CUDA devices as the CUDA backend sees them (0 without it). */
+int pp_backend_cuda_device_count(void);
+
+#endif

@@ -1,0 +1,178 @@
+/* device.c - device ids, the registry of device contexts, memory accounting. */
+#include "device.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+#define PP_MAX_DEVICE_INDEX 1024
+
+pp_status pp_device_id_parse(const char *s, pp_device_id *out, pp_error *err)
+{
+    if (!s) return pp_error_set(err, PP_ERR_INPUT, "missing device name");
+    const char *rest;
+    pp_device_id id;
+    if (strncmp(s, "cpu", 3) == 0) {
+        id.kind = PP_DEVICE_CPU;
+        rest = s + 3;
+    } else if (strncmp(s, "cuda", 4) == 0) {
+        id.kind = PP_DEVICE_CUDA;
+        rest = s + 4;
+    } else {
+        return pp_error_set(err, PP_ERR_INPUT,
+                            "bad device '%s': expected cpu:N or cuda:N", s);
+    }
+    if (*rest == '\0') {
+        id.index = 0;
+    } else {
+        if (*rest != ':' || rest[1] < '0' || rest[1] > '9')
+            return pp_error_set(err, PP_ERR_INPUT,
+                                "bad device '%s': expected cpu:N or cuda:N", s);
+        char *end;
+        errno = 0;
+        long v = strtol(rest + 1, &end, 10);
+        if (*end != '\0' || errno != 0 || v < 0 || v >= PP_MAX_DEVICE_INDEX)
+            return pp_error_set(err, PP_ERR_INPUT,
+                                "bad device '%s': index must be an integer in [0, %d)", s,
+                                PP_MAX_DEVICE_INDEX);
+        id.index = (int)v;
+    }
+    *out = id;
+    return PP_OK;
+}
+
+const char *pp_device_id_format(pp_device_id id, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s:%d", id.kind == PP_DEVICE_CUDA ? "cuda" : "cpu", id.index);
+    return buf;
+}
+
+bool pp_device_id_equal(pp_device_id a, pp_device_id b)
+{
+    return a.kind == b.kind && a.index == b.index;
+}
+
+struct pp_registry {
+    pp_device_ctx *devs[2][PP_MAX_DEVICE_INDEX];
+};
+
+pp_status pp_registry_new(pp_registry **out, pp_error *err)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) return pp_error_set(err, PP_ERR_OOM, "out of host memory (device registry)");
+    return PP_OK;
+}
+
+void pp_registry_free(pp_registry *reg)
+{
+    if (!reg) return;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < PP_MAX_DEVICE_INDEX; i++) {
+            pp_device_ctx *d = reg->devs[k][i];
+            if (!d) continue;
+            if (d->ops->device_destroy) d->ops->device_destroy(d);
+            free(d);
+        }
+    free(reg);
+}
+
+int pp_cuda_device_count(void)
+{
+    return pp_backend_cuda_device_count();
+}
+
+pp_status pp_registry_get(pp_registry *reg, pp_device_id id, pp_device_ctx **out, pp_error *err)
+{
+    if (id.index < 0 || id.index >= PP_MAX_DEVICE_INDEX)
+        return pp_error_set(err, PP_ERR_INPUT, "device index %d out of range", id.index);
+    pp_device_ctx **slot = &reg->devs[id.kind == PP_DEVICE_CUDA][id.index];
+    if (*slot) {
+        *out = *slot;
+        return PP_OK;
+    }
+    const pp_backend_ops *ops;
+    char name[16];
+    pp_device_id_format(id, name, sizeof name);
+    if (id.kind == PP_DEVICE_CUDA) {
+        ops = pp_backend_cuda();
+        if (!ops)
+            return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                                "device %s: this build has no CUDA backend (rebuild with "
+                                "-Dcuda=enabled, or remap with --device-map cuda:*=cpu)",
+                                name);
+        int n = pp_backend_cuda_device_count();
+        if (id.index >= n)
+            return pp_error_set(err, PP_ERR_INPUT,
+                                "device %s does not exist (%d CUDA device%s visible; remap with "
+                                "--device-map)",
+                                name, n, n == 1 ? "" : "s");
+    } else {
+        ops = pp_backend_cpu();
+    }
+    pp_device_ctx *d = calloc(1, sizeof *d);
+    if (!d) return pp_error_set(err, PP_ERR_OOM, "out of host memory (device context)");
+    d->id = id;
+    memcpy(d->name, name, sizeof d->name);
+    d->ops = ops;
+    atomic_init(&d->bytes_in_use, 0);
+    atomic_init(&d->bytes_peak, 0);
+    if (ops->device_init) {
+        pp_status s = ops->device_init(d, err);
+        if (s != PP_OK) {
+            free(d);
+            return s;
+        }
+    }
+    *slot = d;
+    *out = d;
+    return PP_OK;
+}
+
+pp_status pp_device_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
+{
+    *ptr = NULL;
+    if (bytes == 0) return PP_OK;
+    size_t now = atomic_fetch_add(&dev->bytes_in_use, bytes) + bytes;
+    if (dev->bytes_limit && now > dev->bytes_limit) {
+        atomic_fetch_sub(&dev->bytes_in_use, bytes);
+        return pp_error_set(err, PP_ERR_OOM,
+                            "%s: out of memory allocating %zu bytes (%zu in use, limit %zu)",
+                            dev->name, bytes, now - bytes, dev->bytes_limit);
+    }
+    pp_status s = dev->ops->alloc(dev, bytes, ptr, err);
+    if (s != PP_OK) {
+        atomic_fetch_sub(&dev->bytes_in_use, bytes);
+        *ptr = NULL;
+        return s;
+    }
+    size_t peak = atomic_load(&dev->bytes_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&dev->bytes_peak, &peak, now)) {
+    }
+    return PP_OK;
+}
+
+void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes)
+{
+    if (!ptr) return;
+    dev->ops->free(dev, ptr);
+    atomic_fetch_sub(&dev->bytes_in_use, bytes);
+}
+
+void pp_device_reset_peak(pp_device_ctx *dev)
+{
+    atomic_store(&dev->bytes_peak, atomic_load(&dev->bytes_in_use));
+}
+
+size_t pp_device_peak_bytes(const pp_device_ctx *dev)
+{
+    return atomic_load(&((pp_device_ctx *)dev)->bytes_peak);
+}
+
+size_t pp_device_bytes_in_use(const pp_device_ctx *dev)
+{
+    return atomic_load(&((pp_device_ctx *)dev)->bytes_in_use);
+}

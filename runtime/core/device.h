@@ -1,0 +1,78 @@
+/*
+ * device.h - logical devices, the registry that owns their contexts, and
+ * per-device memory accounting.
+ *
+ * A logical device is "cpu:N" or "cuda:N". Several cpu:N are distinct logical
+ * devices that share host memory (each has its own accounting), which lets any
+ * plan run on a machine without a GPU.
+ *
+ * Ownership: a pp_registry owns every pp_device_ctx it hands out; contexts live
+ * until pp_registry_free. Thread safety: pp_registry_get is not thread-safe
+ * (call it while setting up); memory accounting and allocation through a
+ * context are thread-safe.
+ */
+#ifndef PP_DEVICE_H
+#define PP_DEVICE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "status.h"
+
+typedef enum pp_device_kind {
+    PP_DEVICE_CPU = 0,
+    PP_DEVICE_CUDA = 1,
+} pp_device_kind;
+
+typedef struct pp_device_id {
+    pp_device_kind kind;
+    int index;
+} pp_device_id;
+
+/* Parses "cpu:N" or "cuda:N" (N a non-negative decimal integer < 1024).
+ * "cpu" alone means cpu:0. Returns PP_ERR_INPUT with a message otherwise. */
+pp_status pp_device_id_parse(const char *s, pp_device_id *out, pp_error *err);
+
+/* Writes "cpu:N" / "cuda:N" into buf (at least 16 bytes); returns buf. */
+const char *pp_device_id_format(pp_device_id id, char *buf, size_t n);
+
+bool pp_device_id_equal(pp_device_id a, pp_device_id b);
+
+struct pp_backend_ops;
+
+/* Per-device context: backend, memory counters, backend-private state. */
+typedef struct pp_device_ctx {
+    pp_device_id id;
+    char name[16];                     /* "cpu:0", "cuda:1" */
+    const struct pp_backend_ops *ops;  /* kernels and memory of this backend */
+    void *backend;                     /* backend-private state (handles), owned by ops */
+    atomic_size_t bytes_in_use;        /* bytes currently allocated through this context */
+    atomic_size_t bytes_peak;          /* high-water mark of bytes_in_use */
+    size_t bytes_limit;                /* 0 = unlimited; allocations beyond fail with PP_ERR_OOM */
+} pp_device_ctx;
+
+typedef struct pp_registry pp_registry;
+
+pp_status pp_registry_new(pp_registry **out, pp_error *err);
+void pp_registry_free(pp_registry *reg);
+
+/* Returns the context of a device, creating it on first use. Fails with
+ * PP_ERR_INPUT if the device does not exist (no such GPU) and
+ * PP_ERR_UNSUPPORTED if its backend was not built. */
+pp_status pp_registry_get(pp_registry *reg, pp_device_id id, pp_device_ctx **out, pp_error *err);
+
+/* Number of CUDA devices visible (0 when the CUDA backend is absent or no GPU). */
+int pp_cuda_device_count(void);
+
+/* Raw device memory through the accounting. pp_device_alloc returns memory
+ * aligned to 64 bytes (CPU) or 256 bytes (CUDA); size 0 gives NULL and OK. */
+pp_status pp_device_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
+void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes);
+
+/* Resets the peak to the current usage (for per-step peak measurements). */
+void pp_device_reset_peak(pp_device_ctx *dev);
+size_t pp_device_peak_bytes(const pp_device_ctx *dev);
+size_t pp_device_bytes_in_use(const pp_device_ctx *dev);
+
+#endif

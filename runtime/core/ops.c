@@ -1,0 +1,426 @@
+/*
+ * ops.c - boundary checks of the op API, then dispatch to the exec's backend.
+ * Every check names the op and the offending tensor with its shape.
+ */
+#include "ops.h"
+
+#include <stddef.h>
+
+#include "backend.h"
+
+/* A tensor is acceptable for an op when it has data (or no elements), the
+ * expected dtype, lives on the exec's device and has the expected shape. */
+static pp_status check(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
+                       pp_dtype dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                       pp_error *err)
+{
+    if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: %s is NULL", op, what);
+    if (t->dtype != dtype)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s has dtype %s, expected %s", op, what,
+                            pp_dtype_name(t->dtype), pp_dtype_name(dtype));
+    if (t->dev != ex->dev)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s is on %s, the op runs on %s", op, what,
+                            t->dev ? t->dev->name : "no device", ex->dev->name);
+    const int64_t want[4] = {d0, d1, d2, d3};
+    bool ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == want[i];
+    if (!ok) {
+        char have[64];
+        pp_tensor expect = {.ndim = ndim, .shape = {d0, d1, d2, d3}};
+        char exp[64];
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s has shape %s, expected %s", op, what,
+                            pp_tensor_shape_str(t, have, sizeof have),
+                            pp_tensor_shape_str(&expect, exp, sizeof exp));
+    }
+    if (!t->data && pp_tensor_numel(t) > 0)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s has no data", op, what);
+    return PP_OK;
+}
+
+static pp_status check_like(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
+                            const pp_tensor *like, pp_error *err)
+{
+    if (!like) return pp_error_set(err, PP_ERR_INVALID, "%s: reference tensor is NULL", op);
+    return check(ex, op, what, t, like->dtype, like->ndim, like->shape[0], like->shape[1],
+                 like->shape[2], like->shape[3], err);
+}
+
+static pp_status unsupported(pp_exec *ex, const char *op, pp_error *err)
+{
+    return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: not provided by the %s backend", op,
+                        ex->dev->ops->name);
+}
+
+#define DISPATCH(fn, ...)                                                          \
+    (ex->dev->ops->fn ? ex->dev->ops->fn(ex, __VA_ARGS__) : unsupported(ex, #fn, err))
+
+static pp_status check_exec(pp_exec *ex, const char *op, pp_error *err)
+{
+    if (!ex || !ex->dev) return pp_error_set(err, PP_ERR_INVALID, "%s: no exec context", op);
+    return PP_OK;
+}
+
+pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
+                              int stride, int pad, pp_error *err)
+{
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0 || k <= 0 || kernel <= 0 || stride <= 0 || pad < 0)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "conv2d: bad geometry n=%d c=%d h=%d w=%d k=%d kernel=%d stride=%d "
+                            "pad=%d",
+                            n, c, h, w, k, kernel, stride, pad);
+    int p = (h + 2 * pad - kernel) / stride + 1;
+    int q = (w + 2 * pad - kernel) / stride + 1;
+    if (h + 2 * pad < kernel || w + 2 * pad < kernel || p <= 0 || q <= 0)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "conv2d: %dx%d input with padding %d is smaller than the %dx%d kernel",
+                            h, w, pad, kernel, kernel);
+    *d = (pp_conv2d_desc){n, c, h, w, k, kernel, kernel, stride, stride, pad, pad, p, q};
+    return PP_OK;
+}
+
+pp_status pp_pool_desc_init(pp_pool_desc *d, int n, int c, int h, int w, int kernel, int stride,
+                            int pad, pp_error *err)
+{
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0 || kernel <= 0 || stride <= 0 || pad < 0 ||
+        2 * pad > kernel)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "pool: bad geometry n=%d c=%d h=%d w=%d kernel=%d stride=%d pad=%d",
+                            n, c, h, w, kernel, stride, pad);
+    if (h + 2 * pad < kernel || w + 2 * pad < kernel)
+        return pp_error_set(err, PP_ERR_INVALID, "pool: %dx%d input is smaller than the kernel",
+                            h, w);
+    int p = (h + 2 * pad - kernel) / stride + 1;
+    int q = (w + 2 * pad - kernel) / stride + 1;
+    *d = (pp_pool_desc){n, c, h, w, kernel, stride, pad, p, q};
+    return PP_OK;
+}
+
+static pp_status check_conv(pp_exec *ex, const char *op, const pp_conv2d_desc *d, pp_error *err)
+{
+    PP_TRY(check_exec(ex, op, err));
+    if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
+    if (d->n <= 0 || d->c <= 0 || d->k <= 0 || d->p <= 0 || d->q <= 0 || d->stride_h <= 0 ||
+        d->stride_w <= 0 || d->pad_h < 0 || d->pad_w < 0 || d->r <= 0 || d->s <= 0 ||
+        d->p != (d->h + 2 * d->pad_h - d->r) / d->stride_h + 1 ||
+        d->q != (d->w + 2 * d->pad_w - d->s) / d->stride_w + 1)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: inconsistent descriptor", op);
+    return PP_OK;
+}
+
+pp_status pp_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *x,
+                            const pp_tensor *w, pp_tensor *y, pp_error *err)
+{
+    const char *op = "conv2d_forward";
+    PP_TRY(check_conv(ex, op, d, err));
+    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "w", w, PP_F32, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(check(ex, op, "y", y, PP_F32, 4, d->n, d->k, d->p, d->q, err));
+    return DISPATCH(conv2d_forward, d, x->data, w->data, y->data, err);
+}
+
+pp_status pp_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *dy,
+                                  const pp_tensor *w, pp_tensor *dx, pp_error *err)
+{
+    const char *op = "conv2d_backward_data";
+    PP_TRY(check_conv(ex, op, d, err));
+    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(check(ex, op, "w", w, PP_F32, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(check(ex, op, "dx", dx, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    return DISPATCH(conv2d_backward_data, d, dy->data, w->data, dx->data, err);
+}
+
+pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *x,
+                                    const pp_tensor *dy, pp_tensor *dw, pp_error *err)
+{
+    const char *op = "conv2d_backward_filter";
+    PP_TRY(check_conv(ex, op, d, err));
+    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(check(ex, op, "dw", dw, PP_F32, 4, d->k, d->c, d->r, d->s, err));
+    return DISPATCH(conv2d_backward_filter, d, x->data, dy->data, dw->data, err);
+}
+
+static pp_status check_bn(pp_exec *ex, const char *op, const pp_bn_desc *d, pp_error *err)
+{
+    PP_TRY(check_exec(ex, op, err));
+    if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
+    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || !(d->eps > 0) ||
+        !(d->momentum >= 0 && d->momentum <= 1))
+        return pp_error_set(err, PP_ERR_INVALID, "%s: bad descriptor", op);
+    return PP_OK;
+}
+
+#define CHECK_C(name, t) PP_TRY(check(ex, op, name, t, PP_F32, 1, d->c, 1, 1, 1, err))
+
+pp_status pp_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                     const pp_tensor *gamma, const pp_tensor *beta,
+                                     pp_tensor *running_mean, pp_tensor *running_var,
+                                     pp_tensor *y, pp_tensor *save_mean, pp_tensor *save_invstd,
+                                     pp_error *err)
+{
+    const char *op = "batchnorm_forward_train";
+    PP_TRY(check_bn(ex, op, d, err));
+    if ((int64_t)d->n * d->h * d->w < 2)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "%s: training batch norm needs more than one value per channel "
+                            "(input %dx%dx%dx%d)",
+                            op, d->n, d->c, d->h, d->w);
+    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check_like(ex, op, "y", y, x, err));
+    CHECK_C("gamma", gamma);
+    CHECK_C("beta", beta);
+    CHECK_C("running_mean", running_mean);
+    CHECK_C("running_var", running_var);
+    CHECK_C("save_mean", save_mean);
+    CHECK_C("save_invstd", save_invstd);
+    return DISPATCH(batchnorm_forward_train, d, x->data, gamma->data, beta->data,
+                    running_mean->data, running_var->data, y->data, save_mean->data,
+                    save_invstd->data, err);
+}
+
+pp_status pp_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                     const pp_tensor *gamma, const pp_tensor *beta,
+                                     const pp_tensor *running_mean, const pp_tensor *running_var,
+                                     pp_tensor *y, pp_error *err)
+{
+    const char *op = "batchnorm_forward_infer";
+    PP_TRY(check_bn(ex, op, d, err));
+    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check_like(ex, op, "y", y, x, err));
+    CHECK_C("gamma", gamma);
+    CHECK_C("beta", beta);
+    CHECK_C("running_mean", running_mean);
+    CHECK_C("running_var", running_var);
+    return DISPATCH(batchnorm_forward_infer, d, x->data, gamma->data, beta->data,
+                    running_mean->data, running_var->data, y->data, err);
+}
+
+pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                const pp_tensor *dy, const pp_tensor *gamma,
+                                const pp_tensor *save_mean, const pp_tensor *save_invstd,
+                                pp_tensor *dx, pp_tensor *dgamma, pp_tensor *dbeta, pp_error *err)
+{
+    const char *op = "batchnorm_backward";
+    PP_TRY(check_bn(ex, op, d, err));
+    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check_like(ex, op, "dy", dy, x, err));
+    PP_TRY(check_like(ex, op, "dx", dx, x, err));
+    CHECK_C("gamma", gamma);
+    CHECK_C("save_mean", save_mean);
+    CHECK_C("save_invstd", save_invstd);
+    CHECK_C("dgamma", dgamma);
+    CHECK_C("dbeta", dbeta);
+    return DISPATCH(batchnorm_backward, d, x->data, dy->data, gamma->data, save_mean->data,
+                    save_invstd->data, dx->data, dgamma->data, dbeta->data, err);
+}
+
+static pp_status check_f32(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
+                           pp_error *err)
+{
+    if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: %s is NULL", op, what);
+    return check(ex, op, what, t, PP_F32, t->ndim, t->shape[0], t->shape[1], t->shape[2],
+                 t->shape[3], err);
+}
+
+pp_status pp_relu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    const char *op = "relu_forward";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_f32(ex, op, "x", x, err));
+    PP_TRY(check_like(ex, op, "y", y, x, err));
+    return DISPATCH(relu_forward, pp_tensor_numel(x), x->data, y->data, err);
+}
+
+pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
+                           pp_error *err)
+{
+    const char *op = "relu_backward";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_f32(ex, op, "y", y, err));
+    PP_TRY(check_like(ex, op, "dy", dy, y, err));
+    PP_TRY(check_like(ex, op, "dx", dx, y, err));
+    return DISPATCH(relu_backward, pp_tensor_numel(y), y->data, dy->data, dx->data, err);
+}
+
+pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err)
+{
+    const char *op = "add";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_f32(ex, op, "a", a, err));
+    PP_TRY(check_like(ex, op, "b", b, a, err));
+    PP_TRY(check_like(ex, op, "y", y, a, err));
+    return DISPATCH(add, pp_tensor_numel(a), a->data, b->data, y->data, err);
+}
+
+pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    const char *op = "accumulate";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_f32(ex, op, "x", x, err));
+    PP_TRY(check_like(ex, op, "y", y, x, err));
+    return DISPATCH(accumulate, pp_tensor_numel(x), x->data, y->data, err);
+}
+
+pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    const char *op = "copy";
+    PP_TRY(check_exec(ex, op, err));
+    if (!x || !y) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor", op);
+    PP_TRY(check(ex, op, "x", x, x->dtype, x->ndim, x->shape[0], x->shape[1], x->shape[2],
+                 x->shape[3], err));
+    PP_TRY(check_like(ex, op, "y", y, x, err));
+    if (x->data == y->data) return PP_OK;
+    return DISPATCH(copy, pp_tensor_bytes(x), x->data, y->data, err);
+}
+
+pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err)
+{
+    const char *op = "zero";
+    PP_TRY(check_exec(ex, op, err));
+    if (!y) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor", op);
+    PP_TRY(check(ex, op, "y", y, y->dtype, y->ndim, y->shape[0], y->shape[1], y->shape[2],
+                 y->shape[3], err));
+    return DISPATCH(zero, pp_tensor_bytes(y), y->data, err);
+}
+
+static pp_status check_pool(pp_exec *ex, const char *op, const pp_pool_desc *d, pp_error *err)
+{
+    PP_TRY(check_exec(ex, op, err));
+    if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
+    if (d->n <= 0 || d->c <= 0 || d->kernel <= 0 || d->stride <= 0 || d->pad < 0 ||
+        2 * d->pad > d->kernel || d->p != (d->h + 2 * d->pad - d->kernel) / d->stride + 1 ||
+        d->q != (d->w + 2 * d->pad - d->kernel) / d->stride + 1 || d->p <= 0 || d->q <= 0)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: inconsistent descriptor", op);
+    return PP_OK;
+}
+
+pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x, pp_tensor *y,
+                             pp_tensor *idx, pp_error *err)
+{
+    const char *op = "maxpool_forward";
+    PP_TRY(check_pool(ex, op, d, err));
+    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "y", y, PP_F32, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
+    return DISPATCH(maxpool_forward, d, x->data, y->data, idx->data, err);
+}
+
+pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x,
+                              const pp_tensor *y, const pp_tensor *dy, const pp_tensor *idx,
+                              pp_tensor *dx, pp_error *err)
+{
+    const char *op = "maxpool_backward";
+    PP_TRY(check_pool(ex, op, d, err));
+    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "y", y, PP_F32, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(check(ex, op, "dx", dx, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    return DISPATCH(maxpool_backward, d, x->data, y->data, dy->data, idx->data, dx->data, err);
+}
+
+pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    const char *op = "avgpool_forward";
+    PP_TRY(check_exec(ex, op, err));
+    if (!x || x->ndim != 4)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: x must be 4-D (N,C,H,W)", op);
+    PP_TRY(check_f32(ex, op, "x", x, err));
+    PP_TRY(check(ex, op, "y", y, PP_F32, 2, x->shape[0], x->shape[1], 1, 1, err));
+    return DISPATCH(avgpool_forward, x->shape[0] * x->shape[1], x->shape[2] * x->shape[3],
+                    x->data, y->data, err);
+}
+
+pp_status pp_avgpool_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dx, pp_error *err)
+{
+    const char *op = "avgpool_backward";
+    PP_TRY(check_exec(ex, op, err));
+    if (!dx || dx->ndim != 4)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: dx must be 4-D (N,C,H,W)", op);
+    PP_TRY(check_f32(ex, op, "dx", dx, err));
+    PP_TRY(check(ex, op, "dy", dy, PP_F32, 2, dx->shape[0], dx->shape[1], 1, 1, err));
+    return DISPATCH(avgpool_backward, dx->shape[0] * dx->shape[1], dx->shape[2] * dx->shape[3],
+                    dy->data, dx->data, err);
+}
+
+pp_status pp_linear_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
+                            const pp_tensor *b, pp_tensor *y, pp_error *err)
+{
+    const char *op = "linear_forward";
+    PP_TRY(check_exec(ex, op, err));
+    if (!x || x->ndim != 2 || !w || w->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: x and w must be 2-D", op);
+    int64_t n = x->shape[0], in = x->shape[1], out = w->shape[0];
+    PP_TRY(check(ex, op, "x", x, PP_F32, 2, n, in, 1, 1, err));
+    PP_TRY(check(ex, op, "w", w, PP_F32, 2, out, in, 1, 1, err));
+    PP_TRY(check(ex, op, "b", b, PP_F32, 1, out, 1, 1, 1, err));
+    PP_TRY(check(ex, op, "y", y, PP_F32, 2, n, out, 1, 1, err));
+    return DISPATCH(linear_forward, (int)n, (int)in, (int)out, x->data, w->data, b->data, y->data,
+                    err);
+}
+
+pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
+                             const pp_tensor *dy, pp_tensor *dx, pp_tensor *dw, pp_tensor *db,
+                             pp_error *err)
+{
+    const char *op = "linear_backward";
+    PP_TRY(check_exec(ex, op, err));
+    if (!x || x->ndim != 2 || !w || w->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: x and w must be 2-D", op);
+    int64_t n = x->shape[0], in = x->shape[1], out = w->shape[0];
+    PP_TRY(check(ex, op, "x", x, PP_F32, 2, n, in, 1, 1, err));
+    PP_TRY(check(ex, op, "w", w, PP_F32, 2, out, in, 1, 1, err));
+    PP_TRY(check(ex, op, "dy", dy, PP_F32, 2, n, out, 1, 1, err));
+    if (dx) PP_TRY(check(ex, op, "dx", dx, PP_F32, 2, n, in, 1, 1, err));
+    PP_TRY(check(ex, op, "dw", dw, PP_F32, 2, out, in, 1, 1, err));
+    PP_TRY(check(ex, op, "db", db, PP_F32, 1, out, 1, 1, 1, err));
+    return DISPATCH(linear_backward, (int)n, (int)in, (int)out, x->data, w->data, dy->data,
+                    dx ? dx->data : NULL, dw->data, db->data, err);
+}
+
+pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,
+                          float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
+                          pp_error *err)
+{
+    const char *op = "softmax_xent";
+    PP_TRY(check_exec(ex, op, err));
+    if (!logits || logits->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: logits must be 2-D (N,CLASSES)", op);
+    if (!(divisor > 0))
+        return pp_error_set(err, PP_ERR_INVALID, "%s: divisor must be positive", op);
+    int64_t n = logits->shape[0], classes = logits->shape[1];
+    PP_TRY(check(ex, op, "logits", logits, PP_F32, 2, n, classes, 1, 1, err));
+    PP_TRY(check(ex, op, "labels", labels, PP_I32, 1, n, 1, 1, 1, err));
+    PP_TRY(check(ex, op, "loss", loss, PP_F32, 0, 1, 1, 1, 1, err));
+    PP_TRY(check(ex, op, "correct", correct, PP_I32, 0, 1, 1, 1, 1, err));
+    PP_TRY(check_like(ex, op, "dlogits", dlogits, logits, err));
+    return DISPATCH(softmax_xent, (int)n, (int)classes, logits->data, labels->data, divisor,
+                    loss->data, correct->data, dlogits->data, err);
+}
+
+pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, const pp_tensor *grad,
+                        pp_tensor *momentum_buf, pp_error *err)
+{
+    const char *op = "sgd_update";
+    PP_TRY(check_exec(ex, op, err));
+    if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
+    if (!(d->lr >= 0) || !(d->momentum >= 0) || !(d->weight_decay >= 0))
+        return pp_error_set(err, PP_ERR_INVALID, "%s: lr, momentum and weight decay must be >= 0",
+                            op);
+    if (d->nesterov && d->momentum <= 0)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: Nesterov momentum requires momentum > 0",
+                            op);
+    PP_TRY(check_f32(ex, op, "param", param, err));
+    PP_TRY(check_like(ex, op, "grad", grad, param, err));
+    if (d->momentum != 0) PP_TRY(check_like(ex, op, "momentum_buf", momentum_buf, param, err));
+    return DISPATCH(sgd_update, d, pp_tensor_numel(param), param->data, grad->data,
+                    d->momentum != 0 ? momentum_buf->data : NULL, err);
+}
+
+pp_status pp_delay(pp_exec *ex, double ms, pp_error *err)
+{
+    PP_TRY(check_exec(ex, "delay", err));
+    if (!(ms >= 0) || ms > 3.6e6)
+        return pp_error_set(err, PP_ERR_INVALID, "delay: %g ms is not in [0, 3600000]", ms);
+    return DISPATCH(delay, ms, err);
+}

@@ -1,0 +1,158 @@
+/*
+ * ops.h - the checked op API models compute with.
+ *
+ * Each op is a forward/backward pair taking an exec (device + stream), a small
+ * descriptor with explicit dimensions, and tensors. These functions check
+ * dtypes, shapes and devices at the boundary, return PP_ERR_INVALID with a
+ * message on mismatch, then dispatch to the exec's backend (runtime/cpu or
+ * runtime/cuda), which trusts its arguments.
+ *
+ * Contracts (all ops):
+ *   - f32 NCHW tensors, contiguous; every tensor on ex->dev.
+ *   - Outputs and activation gradients are overwritten (=).
+ *   - Parameter gradients (dw, dgamma, dbeta, db) are accumulated (+=), so
+ *     micro-batch gradients sum in the order backward is called.
+ *   - Work runs in ex's stream order; on CUDA the call returns before the work
+ *     is done.
+ */
+#ifndef PP_OPS_H
+#define PP_OPS_H
+
+#include <stdbool.h>
+
+#include "exec.h"
+#include "tensor.h"
+
+/* ---- descriptors -------------------------------------------------------- */
+
+typedef struct pp_conv2d_desc {
+    int n, c, h, w;        /* input  (N, C, H, W) */
+    int k, r, s;           /* filter (K, C, R, S): K outputs, R x S kernel */
+    int stride_h, stride_w;
+    int pad_h, pad_w;
+    int p, q;              /* output (N, K, P, Q), filled by pp_conv2d_desc_init */
+} pp_conv2d_desc;
+
+/* Fills d for a square kernel/stride/padding; returns PP_ERR_INVALID if the
+ * output would be empty or a dimension is not positive. */
+pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
+                              int stride, int pad, pp_error *err);
+
+typedef struct pp_bn_desc {
+    int n, c, h, w;        /* input (N, C, H, W); statistics per channel over N*H*W */
+    float eps;             /* 1e-5 in ResNet */
+    float momentum;        /* 0.1: running = (1-momentum)*running + momentum*batch */
+} pp_bn_desc;
+
+typedef struct pp_pool_desc {
+    int n, c, h, w;        /* input */
+    int kernel, stride, pad;
+    int p, q;              /* output, filled by pp_pool_desc_init */
+} pp_pool_desc;
+
+pp_status pp_pool_desc_init(pp_pool_desc *d, int n, int c, int h, int w, int kernel, int stride,
+                            int pad, pp_error *err);
+
+typedef struct pp_sgd_desc {
+    float lr, momentum, weight_decay;
+    bool nesterov;
+    bool first_step;       /* true on the first step: momentum buffer = gradient */
+} pp_sgd_desc;
+
+/* ---- convolution (no bias) ---------------------------------------------- */
+/* x (N,C,H,W), w (K,C,R,S), y (N,K,P,Q) */
+pp_status pp_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *x,
+                            const pp_tensor *w, pp_tensor *y, pp_error *err);
+/* dx = conv_transpose(dy, w) */
+pp_status pp_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *dy,
+                                  const pp_tensor *w, pp_tensor *dx, pp_error *err);
+/* dw += correlation(x, dy) */
+pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *x,
+                                    const pp_tensor *dy, pp_tensor *dw, pp_error *err);
+
+/* ---- batch norm ---------------------------------------------------------- */
+/* Training: normalises with batch statistics, writes save_mean/save_invstd (C)
+ * for backward, and updates running_mean/running_var (C) with momentum, using
+ * the unbiased batch variance (N*H*W / (N*H*W - 1)) as PyTorch does. */
+pp_status pp_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                     const pp_tensor *gamma, const pp_tensor *beta,
+                                     pp_tensor *running_mean, pp_tensor *running_var,
+                                     pp_tensor *y, pp_tensor *save_mean, pp_tensor *save_invstd,
+                                     pp_error *err);
+/* Inference: normalises with running statistics. */
+pp_status pp_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                     const pp_tensor *gamma, const pp_tensor *beta,
+                                     const pp_tensor *running_mean, const pp_tensor *running_var,
+                                     pp_tensor *y, pp_error *err);
+/* dx =; dgamma +=; dbeta += (training-mode backward through batch statistics). */
+pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                const pp_tensor *dy, const pp_tensor *gamma,
+                                const pp_tensor *save_mean, const pp_tensor *save_invstd,
+                                pp_tensor *dx, pp_tensor *dgamma, pp_tensor *dbeta,
+                                pp_error *err);
+
+/* ---- elementwise ---------------------------------------------------------- */
+/* y = max(x, 0); y may be x. */
+pp_status pp_relu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* dx = dy where y > 0 else 0; dx may be dy. */
+pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
+                           pp_error *err);
+/* y = a + b (residual add); y may alias a or b. */
+pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err);
+/* y += x */
+pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* y = x (same device) */
+pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* y = 0 */
+pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err);
+
+/* ---- pooling ----------------------------------------------------------------- */
+/* Max pool; idx (I32, same shape as y) receives the flat h*W+w argmax within
+ * each input plane (first maximum wins, as PyTorch). The CUDA backend may
+ * leave idx unused and recompute from x and y in backward. */
+pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x, pp_tensor *y,
+                             pp_tensor *idx, pp_error *err);
+/* dx = scatter of dy to the argmax positions (dx fully overwritten). */
+pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x,
+                              const pp_tensor *y, const pp_tensor *dy, const pp_tensor *idx,
+                              pp_tensor *dx, pp_error *err);
+/* Adaptive average pool to 1x1: x (N,C,H,W) -> y (N,C). */
+pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* dy (N,C) -> dx (N,C,H,W), each element dy/(H*W). */
+pp_status pp_avgpool_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dx, pp_error *err);
+
+/* ---- linear ----------------------------------------------------------------- */
+/* x (N,IN), w (OUT,IN), b (OUT), y (N,OUT): y = x w^T + b */
+pp_status pp_linear_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
+                            const pp_tensor *b, pp_tensor *y, pp_error *err);
+/* dx = dy w (skipped if dx is NULL); dw += dy^T x; db += sum_n dy */
+pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
+                             const pp_tensor *dy, pp_tensor *dx, pp_tensor *dw, pp_tensor *db,
+                             pp_error *err);
+
+/* ---- loss ----------------------------------------------------------------- */
+/* Softmax cross-entropy over logits (N,CLASSES) with labels (I32, N).
+ * loss (F32, scalar) = sum_n -log softmax(logits_n)[label_n] / divisor;
+ * correct (I32, scalar) = number of n whose argmax equals the label;
+ * dlogits (N,CLASSES) = (softmax - onehot) / divisor. loss and correct live on
+ * ex->dev. A label outside [0, CLASSES) is PP_ERR_INPUT (checked on the host
+ * for CPU; the CUDA kernel clamps and reports through correct = -1). */
+pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,
+                          float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
+                          pp_error *err);
+
+/* ---- optimizer ------------------------------------------------------------- */
+/* torch.optim.SGD on one parameter tensor (dampening 0):
+ *   g = grad + weight_decay * param
+ *   if momentum != 0: buf = first_step ? g : momentum * buf + g
+ *                     g = nesterov ? g + momentum * buf : buf
+ *   param -= lr * g
+ * momentum_buf may be NULL when momentum == 0. grad is not modified. */
+pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, const pp_tensor *grad,
+                        pp_tensor *momentum_buf, pp_error *err);
+
+/* ---- misc ------------------------------------------------------------------- */
+/* Busy-waits or sleeps for ms milliseconds in stream order (delay model). */
+pp_status pp_delay(pp_exec *ex, double ms, pp_error *err);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * tensor.h - dense tensors (up to 4-D, row-major, NCHW for images) on a device.
+ *
+ * A pp_tensor is a small value type: a data pointer, dtype, shape and the
+ * device that holds the data. It either owns its storage (made by
+ * pp_tensor_alloc, released by pp_tensor_free) or is a view into another
+ * tensor's storage (pp_tensor_view0), which must outlive the view; freeing a
+ * view is a no-op. Tensors are not reference counted: ownership is explicit.
+ * Thread safety: none of its own; synchronise through streams and events.
+ */
+#ifndef PP_TENSOR_H
+#define PP_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device.h"
+#include "status.h"
+
+typedef enum pp_dtype {
+    PP_F32 = 0,
+    PP_BF16,
+    PP_F16,
+    PP_I64,
+    PP_I32,
+    PP_U8,
+} pp_dtype;
+
+size_t pp_dtype_size(pp_dtype t);
+const char *pp_dtype_name(pp_dtype t); /* "F32", "BF16", ... (safetensors spelling) */
+
+#define PP_MAX_DIMS 4
+
+typedef struct pp_tensor {
+    void *data;                  /* device pointer; NULL for an empty tensor */
+    pp_dtype dtype;
+    int ndim;                    /* 0..4; ndim 0 is a scalar */
+    int64_t shape[PP_MAX_DIMS];  /* unused entries are 1 */
+    pp_device_ctx *dev;          /* where data lives */
+    bool owns;                   /* true: pp_tensor_free releases data */
+} pp_tensor;
+
+/* Allocates an uninitialised tensor on dev. On failure *t is zeroed. */
+pp_status pp_tensor_alloc(pp_tensor *t, pp_device_ctx *dev, pp_dtype dtype, int ndim,
+                          const int64_t *shape, pp_error *err);
+/* Same, then fills with zeros (synchronously, on the calling thread). */
+pp_status pp_tensor_zeros(pp_tensor *t, pp_device_ctx *dev, pp_dtype dtype, int ndim,
+                          const int64_t *shape, pp_error *err);
+/* Releases owned storage and zeroes *t. Safe on a zeroed tensor and on views. */
+void pp_tensor_free(pp_tensor *t);
+
+/* A view of rows [start, start+len) along dimension 0. */
+pp_tensor pp_tensor_view0(const pp_tensor *t, int64_t start, int64_t len);
+/* A view of the same data with another shape of equal element count. */
+pp_status pp_tensor_reshape(const pp_tensor *t, int ndim, const int64_t *shape, pp_tensor *out,
+                            pp_error *err);
+
+int64_t pp_tensor_numel(const pp_tensor *t);
+size_t pp_tensor_bytes(const pp_tensor *t);
+bool pp_tensor_same_shape(const pp_tensor *a, const pp_tensor *b);
+/* Formats the shape as "[2, 3, 4, 4]" into buf; returns buf. */
+const char *pp_tensor_shape_str(const pp_tensor *t, char *buf, size_t n);
+
+/* Synchronous host <-> device copies (blocking; for setup, tests, checkpoints). */
+pp_status pp_tensor_from_host(pp_tensor *t, const void *src, size_t bytes, pp_error *err);
+pp_status pp_tensor_to_host(const pp_tensor *t, void *dst, size_t bytes, pp_error *err);
+
+#endif

@@ -1,0 +1,104 @@
+/*
+ * pool.c - CPU max pooling (with argmax indices) and global average pooling.
+ *
+ * Max pool: padded positions never win; within a window the first maximum in
+ * row-major order wins and a NaN wins over anything, the last NaN if several
+ * (PyTorch's rule: take v when v > max or v is NaN). idx holds
+ * the flat ih*W+iw position inside the input plane. Average pool sums in
+ * double. Single-threaded and deterministic.
+ */
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "reduce.h"
+
+/* Range [*q0, *q1) of output columns q whose input column q*stride - pad + j
+ * lies inside [0, w). */
+static void pool_valid_range(const pp_pool_desc *d, int j, int *q0, int *q1)
+{
+    int lo = d->pad - j, hi = d->w - 1 + d->pad - j;
+    int a = lo <= 0 ? 0 : (lo + d->stride - 1) / d->stride;
+    int b = hi < 0 ? 0 : hi / d->stride + 1;
+    *q0 = a < d->q ? a : d->q;
+    *q1 = b < d->q ? b : d->q;
+    if (*q1 < *q0) *q1 = *q0;
+}
+
+/* One output row: the window maxima of every column q are updated together,
+ * visiting the window in row-major order, so each column's first maximum
+ * wins and the loop over q has no carried dependency. */
+static void maxpool_row(const pp_pool_desc *d, const float *xp, int p, float *restrict yr,
+                        int32_t *restrict ir)
+{
+    int h0 = p * d->stride - d->pad, h1 = h0 + d->kernel;
+    if (h0 < 0) h0 = 0;
+    if (h1 > d->h) h1 = d->h;
+    for (int q = 0; q < d->q; q++) {
+        int w0 = q * d->stride - d->pad;
+        if (w0 < 0) w0 = 0;
+        yr[q] = xp[(size_t)h0 * d->w + w0];
+        ir[q] = h0 * d->w + w0;
+    }
+    for (int ih = h0; ih < h1; ih++) {
+        const float *row = xp + (size_t)ih * d->w;
+        for (int j = 0; j < d->kernel; j++) {
+            int q0, q1;
+            pool_valid_range(d, j, &q0, &q1);
+            for (int q = q0; q < q1; q++) {
+                int iw = q * d->stride - d->pad + j;
+                float v = row[iw];
+                /* branch-free select; v != v is isnan(v) */
+                int take = (v > yr[q]) | (v != v);
+                yr[q] = take ? v : yr[q];
+                ir[q] = take ? ih * d->w + iw : ir[q];
+            }
+        }
+    }
+}
+
+pp_status pp_cpu_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
+                                 int32_t *idx, pp_error *err)
+{
+    const size_t planes = (size_t)d->n * d->c;
+    const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    for (size_t pl = 0; pl < planes; pl++)
+        for (int p = 0; p < d->p; p++)
+            maxpool_row(d, x + pl * hw, p, y + pl * pq + (size_t)p * d->q,
+                        idx + pl * pq + (size_t)p * d->q);
+    return PP_OK;
+}
+
+pp_status pp_cpu_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const float *x,
+                                  const float *y, const float *dy, const int32_t *idx, float *dx,
+                                  pp_error *err)
+{
+    const size_t planes = (size_t)d->n * d->c;
+    const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    memset(dx, 0, sizeof(float) * planes * hw);
+    for (size_t pl = 0; pl < planes; pl++) {
+        float *dxp = dx + pl * hw;
+        const float *dyp = dy + pl * pq;
+        const int32_t *ip = idx + pl * pq;
+        for (size_t o = 0; o < pq; o++) dxp[ip[o]] += dyp[o];
+    }
+    return PP_OK;
+}
+
+pp_status pp_cpu_avgpool_forward(pp_exec *ex, int64_t planes, int64_t hw, const float *x, float *y,
+                                 pp_error *err)
+{
+    for (int64_t pl = 0; pl < planes; pl++)
+        y[pl] = (float)(pp_sum_f32(x + pl * hw, (size_t)hw) / (double)hw);
+    return PP_OK;
+}
+
+pp_status pp_cpu_avgpool_backward(pp_exec *ex, int64_t planes, int64_t hw, const float *dy,
+                                  float *dx, pp_error *err)
+{
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float g = (float)((double)dy[pl] / (double)hw);
+        float *out = dx + pl * hw;
+        for (int64_t i = 0; i < hw; i++) out[i] = g;
+    }
+    return PP_OK;
+}

@@ -1,0 +1,394 @@
+/*
+ * cuda_backend.c - the CUDA backend's table: devices, stream-ordered memory,
+ * execs (per-stream cuDNN/cuBLAS state), synchronous copies and the ops that
+ * run the backend's own kernels (cuda_kernels.cu). Convolution, batch norm and
+ * pooling live in cuda_dnn.c, the fully connected layer in cuda_blas.c.
+ *
+ * Memory: every allocation comes from the device's default memory pool with
+ * its release threshold at UINT64_MAX, so freed memory stays cached and a
+ * steady-state step makes no cudaMalloc/cudaFree. Device-level alloc/free
+ * (tensors) are ordered on the device's private stream and made safe for any
+ * stream (alloc waits for the allocation; free first waits for the device);
+ * workspaces use alloc_async/free_async in the exec's stream order.
+ *
+ * Threading: device-level entries may be called from any thread; an exec is
+ * used by one thread at a time (its stream's owner). Every entry makes its
+ * device current on the calling thread first.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "cuda_kernels.h"
+
+/* ---- error reporting ------------------------------------------------------ */
+
+static const char *dev_name(const pp_device_ctx *dev)
+{
+    return dev ? dev->name : "cuda";
+}
+
+pp_status pp_cuda_fail_rt(cudaError_t code, const char *call, const char *file, int line,
+                          const pp_device_ctx *dev, pp_error *err)
+{
+    pp_status s = code == cudaErrorMemoryAllocation ? PP_ERR_OOM : PP_ERR_BACKEND;
+    return pp_error_set(err, s, "%s: %s failed: %s (%s) at %s:%d", dev_name(dev), call,
+                        cudaGetErrorName(code), cudaGetErrorString(code), file, line);
+}
+
+pp_status pp_cuda_fail_dnn(cudnnStatus_t code, const char *call, const char *file, int line,
+                           const pp_device_ctx *dev, pp_error *err)
+{
+    pp_status s = (code == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                   code == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+                      ? PP_ERR_OOM
+                      : PP_ERR_BACKEND;
+    return pp_error_set(err, s, "%s: %s failed: %s at %s:%d", dev_name(dev), call,
+                        cudnnGetErrorString(code), file, line);
+}
+
+pp_status pp_cuda_fail_blas(cublasStatus_t code, const char *call, const char *file, int line,
+                            const pp_device_ctx *dev, pp_error *err)
+{
+    pp_status s = code == CUBLAS_STATUS_ALLOC_FAILED ? PP_ERR_OOM : PP_ERR_BACKEND;
+    return pp_error_set(err, s, "%s: %s failed: %s (%s) at %s:%d", dev_name(dev), call,
+                        cublasGetStatusName(code), cublasGetStatusString(code), file, line);
+}
+
+/* ---- devices -------------------------------------------------------------- */
+
+pp_status pp_cuda_set_device(const pp_device_ctx *dev, pp_error *err)
+{
+    return PP_CUDA(dev, err, cudaSetDevice(dev->id.index));
+}
+
+int pp_backend_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+static void cuda_device_destroy(pp_device_ctx *dev)
+{
+    pp_cuda_device *cd = pp_cuda_dev(dev);
+    if (!cd) return;
+    if (PP_CUDA(dev, NULL, cudaSetDevice(cd->ordinal)) == PP_OK && cd->stream) {
+        (void)PP_CUDA(dev, NULL, cudaStreamSynchronize(cd->stream));
+        (void)PP_CUDA(dev, NULL, cudaStreamDestroy(cd->stream));
+    }
+    free(cd);
+    dev->backend = NULL;
+}
+
+static pp_status cuda_device_init(pp_device_ctx *dev, pp_error *err)
+{
+    pp_cuda_device *cd = calloc(1, sizeof *cd);
+    if (!cd) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", dev->name);
+    cd->ordinal = dev->id.index;
+    dev->backend = cd;
+    int pools = 0;
+    uint64_t threshold = UINT64_MAX;
+    pp_status s = PP_CUDA(dev, err, cudaSetDevice(cd->ordinal));
+    if (s == PP_OK)
+        s = PP_CUDA(dev, err, cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported,
+                                                     cd->ordinal));
+    if (s == PP_OK && !pools)
+        s = pp_error_set(err, PP_ERR_UNSUPPORTED,
+                         "%s: the device or driver does not support stream-ordered memory pools",
+                         dev->name);
+    if (s == PP_OK)
+        s = PP_CUDA(dev, err, cudaDeviceGetAttribute(&cd->sm_count,
+                                                     cudaDevAttrMultiProcessorCount, cd->ordinal));
+    if (s == PP_OK) s = PP_CUDA(dev, err, cudaDeviceGetDefaultMemPool(&cd->pool, cd->ordinal));
+    if (s == PP_OK)
+        s = PP_CUDA(dev, err, cudaMemPoolSetAttribute(cd->pool, cudaMemPoolAttrReleaseThreshold,
+                                                      &threshold));
+    if (s == PP_OK)
+        s = PP_CUDA(dev, err, cudaStreamCreateWithFlags(&cd->stream, cudaStreamNonBlocking));
+    if (s != PP_OK) {
+        cuda_device_destroy(dev);
+        return s;
+    }
+    return PP_OK;
+}
+
+/* ---- memory and synchronous copies ------------------------------------------ */
+
+static pp_status cuda_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
+{
+    pp_cuda_device *cd = pp_cuda_dev(dev);
+    *ptr = NULL;
+    PP_TRY(pp_cuda_set_device(dev, err));
+    PP_TRY(PP_CUDA(dev, err, cudaMallocAsync(ptr, bytes, cd->stream)));
+    pp_status s = PP_CUDA(dev, err, cudaStreamSynchronize(cd->stream));
+    if (s != PP_OK) *ptr = NULL;
+    return s;
+}
+
+static void cuda_free(pp_device_ctx *dev, void *ptr)
+{
+    pp_cuda_device *cd = pp_cuda_dev(dev);
+    if (!ptr || pp_cuda_set_device(dev, NULL) != PP_OK) return;
+    /* Work on any stream may still use ptr: wait for it, as cudaFree does. */
+    (void)PP_CUDA(dev, NULL, cudaDeviceSynchronize());
+    (void)PP_CUDA(dev, NULL, cudaFreeAsync(ptr, cd->stream));
+}
+
+/* Synchronous copies wait for all work on the device first, so they see (and
+ * do not race with) everything enqueued before them, as on the CPU backend. */
+static pp_status cuda_copy_sync(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
+                                enum cudaMemcpyKind kind, pp_error *err)
+{
+    pp_cuda_device *cd = pp_cuda_dev(dev);
+    if (bytes == 0) return PP_OK;
+    PP_TRY(pp_cuda_set_device(dev, err));
+    PP_TRY(PP_CUDA(dev, err, cudaDeviceSynchronize()));
+    PP_TRY(PP_CUDA(dev, err, cudaMemcpyAsync(dst, src, bytes, kind, cd->stream)));
+    return PP_CUDA(dev, err, cudaStreamSynchronize(cd->stream));
+}
+
+static pp_status cuda_copy_from_host(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
+                                     pp_error *err)
+{
+    return cuda_copy_sync(dev, dst, src, bytes, cudaMemcpyHostToDevice, err);
+}
+
+static pp_status cuda_copy_to_host(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
+                                   pp_error *err)
+{
+    return cuda_copy_sync(dev, dst, src, bytes, cudaMemcpyDeviceToHost, err);
+}
+
+/* ---- execs ------------------------------------------------------------------ */
+
+static pp_status cuda_exec_init(pp_exec *ex, pp_error *err)
+{
+    pp_cuda_exec *ce = calloc(1, sizeof *ce);
+    if (!ce) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", ex->dev->name);
+    ce->stream = ex->native_stream ? (cudaStream_t)ex->native_stream
+                                   : pp_cuda_dev(ex->dev)->stream;
+    ex->backend_state = ce;
+    return PP_OK;
+}
+
+static void cuda_exec_destroy(pp_exec *ex)
+{
+    pp_cuda_exec *ce = pp_cuda_ex(ex);
+    if (!ce) return;
+    if (pp_cuda_set_device(ex->dev, NULL) == PP_OK) {
+        pp_cuda_dnn_cache_free(ex);
+        if (ce->dnn) (void)PP_CUDA(ex->dev, NULL, cudnnDestroy(ce->dnn));
+        if (ce->blas) (void)PP_CUDA(ex->dev, NULL, cublasDestroy(ce->blas));
+    }
+    free(ce);
+    ex->backend_state = NULL;
+}
+
+pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_exec **out,
+                             pp_error *err)
+{
+    pp_cuda_exec *ce = pp_cuda_ex(ex);
+    pp_device_ctx *dev = ex->dev;
+    PP_TRY(pp_cuda_set_device(dev, err));
+    if (need_dnn && !ce->dnn) {
+        PP_TRY(PP_CUDA(dev, err, cudnnCreate(&ce->dnn)));
+        PP_TRY(PP_CUDA(dev, err, cudnnSetStream(ce->dnn, ce->stream)));
+    }
+    if (need_blas && !ce->blas) {
+        PP_TRY(PP_CUDA(dev, err, cublasCreate(&ce->blas)));
+        PP_TRY(PP_CUDA(dev, err, cublasSetStream(ce->blas, ce->stream)));
+        /* fp32 without TF32: the default math mode never uses TF32 tensor cores */
+        PP_TRY(PP_CUDA(dev, err, cublasSetMathMode(ce->blas, CUBLAS_DEFAULT_MATH)));
+        PP_TRY(PP_CUDA(dev, err, cublasSetPointerMode(ce->blas, CUBLAS_POINTER_MODE_HOST)));
+    }
+    *out = ce;
+    return PP_OK;
+}
+
+static pp_status cuda_exec_sync(pp_exec *ex, pp_error *err)
+{
+    PP_TRY(pp_cuda_set_device(ex->dev, err));
+    return PP_CUDA(ex->dev, err, cudaStreamSynchronize(pp_cuda_ex(ex)->stream));
+}
+
+static pp_status cuda_alloc_async(pp_exec *ex, size_t bytes, void **ptr, pp_error *err)
+{
+    *ptr = NULL;
+    PP_TRY(pp_cuda_set_device(ex->dev, err));
+    return PP_CUDA(ex->dev, err, cudaMallocAsync(ptr, bytes, pp_cuda_ex(ex)->stream));
+}
+
+static void cuda_free_async(pp_exec *ex, void *ptr)
+{
+    if (!ptr || pp_cuda_set_device(ex->dev, NULL) != PP_OK) return;
+    (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(ptr, pp_cuda_ex(ex)->stream));
+}
+
+unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block)
+{
+    const int64_t cap = (int64_t)pp_cuda_dev(ex->dev)->sm_count * 16;
+    int64_t g = (n + block - 1) / block;
+    if (g > cap) g = cap;
+    return g < 1 ? 1u : (unsigned)g;
+}
+
+/* ---- elementwise and small ops -------------------------------------------- */
+
+#define BEGIN(ex, ce, err)                                     \
+    pp_cuda_exec *ce;                                          \
+    PP_TRY(pp_cuda_exec_begin((ex), 0, 0, &ce, (err)))
+
+static pp_status cuda_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y,
+                                   pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_relu_forward(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
+                                               x, y));
+}
+
+static pp_status cuda_relu_backward(pp_exec *ex, int64_t n, const float *y, const float *dy,
+                                    float *dx, pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_relu_backward(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK),
+                                                n, y, dy, dx));
+}
+
+static pp_status cuda_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                          pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_add(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n, a, b,
+                                      y));
+}
+
+static pp_status cuda_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_accumulate(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
+                                             x, y));
+}
+
+static pp_status cuda_copy(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err)
+{
+    if (bytes == 0 || src == dst) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ce->stream));
+}
+
+static pp_status cuda_zero(pp_exec *ex, size_t bytes, void *dst, pp_error *err)
+{
+    if (bytes == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err, cudaMemsetAsync(dst, 0, bytes, ce->stream));
+}
+
+static pp_status cuda_avgpool_forward(pp_exec *ex, int64_t planes, int64_t hw, const float *x,
+                                      float *y, pp_error *err)
+{
+    if (planes == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err, pp_cuda_launch_avgpool_forward(ce->stream, planes, hw, x, y));
+}
+
+static pp_status cuda_avgpool_backward(pp_exec *ex, int64_t planes, int64_t hw, const float *dy,
+                                       float *dx, pp_error *err)
+{
+    if (planes == 0 || hw == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_avgpool_backward(
+                       ce->stream, pp_cuda_grid(ex, planes * hw, PP_CUDA_BLOCK), planes, hw, dy,
+                       dx));
+}
+
+static pp_status cuda_softmax_xent(pp_exec *ex, int n, int classes, const float *logits,
+                                   const int32_t *labels, float divisor, float *loss,
+                                   int32_t *correct, float *dlogits, pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    if (n == 0) {
+        PP_TRY(PP_CUDA(ex->dev, err, cudaMemsetAsync(loss, 0, sizeof(float), ce->stream)));
+        return PP_CUDA(ex->dev, err, cudaMemsetAsync(correct, 0, sizeof(int32_t), ce->stream));
+    }
+    void *ws;
+    PP_TRY(pp_exec_workspace(ex, (size_t)n * (sizeof(double) + sizeof(int32_t)), &ws, err));
+    double *row_loss = ws;
+    int32_t *row_correct = (int32_t *)(row_loss + n);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_softmax_xent(ce->stream, n, classes, logits, labels, divisor,
+                                               row_loss, row_correct, loss, correct, dlogits));
+}
+
+static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
+                                 const float *grad, float *momentum_buf, pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_sgd(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n, d->lr,
+                                      d->momentum, d->weight_decay, d->nesterov, d->first_step,
+                                      param, grad, momentum_buf));
+}
+
+static pp_status cuda_delay(pp_exec *ex, double ms, pp_error *err)
+{
+    if (!(ms > 0)) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err, pp_cuda_launch_delay(ce->stream, (uint64_t)(ms * 1e6)));
+}
+
+static const pp_backend_ops cuda_ops = {
+    .name = "cuda",
+    .device_init = cuda_device_init,
+    .device_destroy = cuda_device_destroy,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .copy_from_host = cuda_copy_from_host,
+    .copy_to_host = cuda_copy_to_host,
+    .exec_init = cuda_exec_init,
+    .exec_destroy = cuda_exec_destroy,
+    .exec_sync = cuda_exec_sync,
+    .alloc_async = cuda_alloc_async,
+    .free_async = cuda_free_async,
+    .conv2d_forward = pp_cuda_conv2d_forward,
+    .conv2d_backward_data = pp_cuda_conv2d_backward_data,
+    .conv2d_backward_filter = pp_cuda_conv2d_backward_filter,
+    .batchnorm_forward_train = pp_cuda_batchnorm_forward_train,
+    .batchnorm_forward_infer = pp_cuda_batchnorm_forward_infer,
+    .batchnorm_backward = pp_cuda_batchnorm_backward,
+    .relu_forward = cuda_relu_forward,
+    .relu_backward = cuda_relu_backward,
+    .add = cuda_add,
+    .accumulate = cuda_accumulate,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+    .maxpool_forward = pp_cuda_maxpool_forward,
+    .maxpool_backward = pp_cuda_maxpool_backward,
+    .avgpool_forward = cuda_avgpool_forward,
+    .avgpool_backward = cuda_avgpool_backward,
+    .linear_forward = pp_cuda_linear_forward,
+    .linear_backward = pp_cuda_linear_backward,
+    .softmax_xent = cuda_softmax_xent,
+    .sgd_update = cuda_sgd_update,
+    .delay = cuda_delay,
+};
+
+const pp_backend_ops *pp_backend_cuda(void)
+{
+    return &cuda_ops;
+}

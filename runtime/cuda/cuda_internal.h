@@ -1,0 +1,162 @@
+/*
+ * cuda_internal.h - state and the error-check macro shared by the CUDA
+ * backend's C files in runtime/cuda and by streams/stream_cuda.c.
+ *
+ * Every CUDA runtime, cuDNN and cuBLAS call goes through PP_CUDA, which turns
+ * a failure into a pp_status (PP_ERR_OOM for out-of-memory codes,
+ * PP_ERR_BACKEND otherwise) and a message naming the call, the device, the
+ * library's error name, file and line. Kernel launchers in cuda_kernels.cu
+ * return cudaGetLastError() so launches are checked the same way.
+ *
+ * State: pp_cuda_device (dev->backend) is created by device_init and lives
+ * until device_destroy; pp_cuda_exec (ex->backend_state) belongs to one exec,
+ * which belongs to one stream, so it is never used by two threads at once.
+ */
+#ifndef PP_CUDA_INTERNAL_H
+#define PP_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "runtime/core/backend.h"
+
+typedef struct pp_cuda_device {
+    int ordinal;          /* CUDA device ordinal (== dev->id.index) */
+    int sm_count;         /* multiprocessors, for sizing grids */
+    cudaMemPool_t pool;   /* the device's default pool, release threshold UINT64_MAX */
+    cudaStream_t stream;  /* private non-blocking stream: device-level allocations and
+                             synchronous copies, and execs made without a native stream */
+} pp_cuda_device;
+
+/* One cached convolution geometry: descriptors and the algorithms chosen once. */
+typedef struct pp_cuda_conv_plan {
+    pp_conv2d_desc key;
+    cudnnTensorDescriptor_t x_desc, y_desc;
+    cudnnFilterDescriptor_t w_desc;
+    cudnnConvolutionDescriptor_t conv_desc;
+    int have_fwd, have_bwd_data, have_bwd_filter;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    size_t fwd_ws, bwd_data_ws, bwd_filter_ws; /* workspace bytes of each chosen algorithm */
+} pp_cuda_conv_plan;
+
+/* One cached 4-D f32 tensor descriptor (batch norm, pooling). */
+typedef struct pp_cuda_tensor_desc {
+    int n, c, h, w;
+    cudnnTensorDescriptor_t desc;
+} pp_cuda_tensor_desc;
+
+typedef struct pp_cuda_pool_plan {
+    int kernel, stride, pad;
+    cudnnPoolingDescriptor_t desc;
+} pp_cuda_pool_plan;
+
+typedef struct pp_cuda_exec {
+    cudaStream_t stream;    /* ex->native_stream, or the device's private stream */
+    cudnnHandle_t dnn;      /* created on first use, bound to stream */
+    cublasHandle_t blas;    /* created on first use, bound to stream */
+    pp_cuda_conv_plan *conv;     /* grows on new shapes (first step only) */
+    int n_conv, cap_conv;
+    pp_cuda_tensor_desc *tdesc;
+    int n_tdesc, cap_tdesc;
+    pp_cuda_pool_plan *pool;
+    int n_pool, cap_pool;
+} pp_cuda_exec;
+
+/* ---- checking ------------------------------------------------------------- */
+
+pp_status pp_cuda_fail_rt(cudaError_t code, const char *call, const char *file, int line,
+                          const pp_device_ctx *dev, pp_error *err);
+pp_status pp_cuda_fail_dnn(cudnnStatus_t code, const char *call, const char *file, int line,
+                           const pp_device_ctx *dev, pp_error *err);
+pp_status pp_cuda_fail_blas(cublasStatus_t code, const char *call, const char *file, int line,
+                            const pp_device_ctx *dev, pp_error *err);
+
+static inline pp_status pp_cuda_status_rt(cudaError_t code, const char *call, const char *file,
+                                          int line, const pp_device_ctx *dev, pp_error *err)
+{
+    return code == cudaSuccess ? PP_OK : pp_cuda_fail_rt(code, call, file, line, dev, err);
+}
+
+static inline pp_status pp_cuda_status_dnn(cudnnStatus_t code, const char *call, const char *file,
+                                           int line, const pp_device_ctx *dev, pp_error *err)
+{
+    return code == CUDNN_STATUS_SUCCESS ? PP_OK
+                                        : pp_cuda_fail_dnn(code, call, file, line, dev, err);
+}
+
+static inline pp_status pp_cuda_status_blas(cublasStatus_t code, const char *call,
+                                            const char *file, int line, const pp_device_ctx *dev,
+                                            pp_error *err)
+{
+    return code == CUBLAS_STATUS_SUCCESS ? PP_OK
+                                         : pp_cuda_fail_blas(code, call, file, line, dev, err);
+}
+
+/* PP_CUDA(dev, err, call): evaluates call (a cudaError_t, cudnnStatus_t or
+ * cublasStatus_t) and yields PP_OK or the failure status with err filled.
+ * dev (may be NULL) names the device in the message. */
+#define PP_CUDA(dev, err, call)                                                           \
+    _Generic((call), cudaError_t: pp_cuda_status_rt, cudnnStatus_t: pp_cuda_status_dnn, \
+             cublasStatus_t: pp_cuda_status_blas)((call), #call, __FILE__, __LINE__, (dev), (err))
+
+/* ---- shared helpers (cuda_backend.c) -------------------------------------- */
+
+static inline pp_cuda_device *pp_cuda_dev(const pp_device_ctx *dev)
+{
+    return (pp_cuda_device *)dev->backend;
+}
+
+static inline pp_cuda_exec *pp_cuda_ex(const pp_exec *ex)
+{
+    return (pp_cuda_exec *)ex->backend_state;
+}
+
+/* Makes dev the calling thread's current CUDA device. */
+pp_status pp_cuda_set_device(const pp_device_ctx *dev, pp_error *err);
+
+/* Makes ex's device current and returns its state; creates the cuDNN (need_dnn)
+ * and cuBLAS (need_blas) handles on first use, bound to the exec's stream. */
+pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_exec **out,
+                             pp_error *err);
+
+/* Grid size for n elements with block threads, for grid-stride kernels. */
+unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block);
+
+/* ---- cuDNN / cuBLAS ops (cuda_dnn.c, cuda_blas.c) ---------------------------- */
+
+pp_status pp_cuda_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
+                                 const float *w, float *y, pp_error *err);
+pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
+                                       const float *w, float *dx, pp_error *err);
+pp_status pp_cuda_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
+                                         const float *dy, float *dw, pp_error *err);
+pp_status pp_cuda_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const float *x,
+                                          const float *gamma, const float *beta,
+                                          float *running_mean, float *running_var, float *y,
+                                          float *save_mean, float *save_invstd, pp_error *err);
+pp_status pp_cuda_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const float *x,
+                                          const float *gamma, const float *beta,
+                                          const float *running_mean, const float *running_var,
+                                          float *y, pp_error *err);
+pp_status pp_cuda_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const float *x,
+                                     const float *dy, const float *gamma, const float *save_mean,
+                                     const float *save_invstd, float *dx, float *dgamma,
+                                     float *dbeta, pp_error *err);
+pp_status pp_cuda_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
+                                  int32_t *idx, pp_error *err);
+pp_status pp_cuda_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const float *x,
+                                   const float *y, const float *dy, const int32_t *idx, float *dx,
+                                   pp_error *err);
+/* Releases the descriptor caches of an exec (cuda_dnn.c). */
+void pp_cuda_dnn_cache_free(pp_exec *ex);
+
+pp_status pp_cuda_linear_forward(pp_exec *ex, int n, int in, int out, const float *x,
+                                 const float *w, const float *b, float *y, pp_error *err);
+pp_status pp_cuda_linear_backward(pp_exec *ex, int n, int in, int out, const float *x,
+                                  const float *w, const float *dy, float *dx, float *dw,
+                                  float *db, pp_error *err);
+
+#endif

@@ -1,0 +1,280 @@
+/*
+ * cuda_kernels.cu - the CUDA backend's own kernels: elementwise ops, bias,
+ * adaptive average pooling, softmax cross-entropy, SGD and the delay spin.
+ * runtime/cpu is the reference each kernel must match (see ops.h for the
+ * contracts). Reductions that produce a single value (loss, bias gradient)
+ * run in a fixed order, so results are deterministic run to run.
+ */
+#include "cuda_kernels.h"
+
+namespace {
+
+__global__ void relu_forward_k(int64_t n, const float *x, float *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void relu_backward_k(int64_t n, const float *y, const float *dy, float *dx)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void add_k(int64_t n, const float *a, const float *b, float *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = a[i] + b[i];
+}
+
+__global__ void accumulate_k(int64_t n, const float *x, float *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+
+__global__ void bias_add_k(int64_t rows, int64_t cols, const float *b, float *y)
+{
+    const int64_t n = rows * cols;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += b[i % cols];
+}
+
+/* one thread per column; rows summed in order */
+__global__ void bias_backward_k(int64_t rows, int64_t cols, const float *dy, float *db)
+{
+    const int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (j >= cols) return;
+    double s = 0.0;
+    for (int64_t r = 0; r < rows; r++) s += dy[r * cols + j];
+    db[j] += (float)s;
+}
+
+/* one warp per plane */
+__global__ void avgpool_forward_k(int64_t planes, int64_t hw, const float *x, float *y)
+{
+    const int64_t p = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (p >= planes) return;
+    const float *xp = x + p * hw;
+    double s = 0.0;
+    for (int64_t i = lane; i < hw; i += 32) s += xp[i];
+    for (int off = 16; off > 0; off /= 2) s += __shfl_down_sync(0xffffffffu, s, off);
+    if (lane == 0) y[p] = (float)(s / (double)hw);
+}
+
+__global__ void avgpool_backward_k(int64_t planes, int64_t hw, const float *dy, float *dx)
+{
+    const int64_t n = planes * hw;
+    const float inv = 1.0f / (float)hw;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        dx[i] = dy[i / hw] * inv;
+}
+
+/* One block per row: max and first argmax, log-sum-exp (double), gradient. */
+__global__ void softmax_xent_rows_k(int classes, const float *logits, const int32_t *labels,
+                                    float divisor, double *row_loss, int32_t *row_correct,
+                                    float *dlogits)
+{
+    __shared__ float s_max[PP_CUDA_BLOCK];
+    __shared__ int s_arg[PP_CUDA_BLOCK];
+    __shared__ double s_sum[PP_CUDA_BLOCK];
+    const int row = blockIdx.x, tid = threadIdx.x;
+    const float *z = logits + (int64_t)row * classes;
+    float *g = dlogits + (int64_t)row * classes;
+
+    float m = -INFINITY;
+    int arg = classes;
+    for (int j = tid; j < classes; j += blockDim.x)
+        if (arg == classes || z[j] > m) {
+            m = z[j];
+            arg = j;
+        }
+    s_max[tid] = m;
+    s_arg[tid] = arg;
+    __syncthreads();
+    for (int off = blockDim.x / 2; off > 0; off /= 2) {
+        if (tid < off) {
+            const float om = s_max[tid + off];
+            const int oa = s_arg[tid + off];
+            if (oa < classes && (s_arg[tid] == classes || om > s_max[tid] ||
+                                 (om == s_max[tid] && oa < s_arg[tid]))) {
+                s_max[tid] = om;
+                s_arg[tid] = oa;
+            }
+        }
+        __syncthreads();
+    }
+    const float zmax = s_max[0];
+    const int amax = s_arg[0];
+
+    double se = 0.0;
+    for (int j = tid; j < classes; j += blockDim.x) se += exp((double)z[j] - (double)zmax);
+    s_sum[tid] = se;
+    __syncthreads();
+    for (int off = blockDim.x / 2; off > 0; off /= 2) {
+        if (tid < off) s_sum[tid] += s_sum[tid + off];
+        __syncthreads();
+    }
+    se = s_sum[0];
+
+    int label = labels[row];
+    const bool bad = label < 0 || label >= classes;
+    if (bad) label = label < 0 ? 0 : classes - 1;
+    const double inv_div = 1.0 / (double)divisor;
+    const double scale = inv_div / se;
+    for (int j = tid; j < classes; j += blockDim.x) {
+        const double p = exp((double)z[j] - (double)zmax);
+        g[j] = (float)(j == label ? (p / se - 1.0) * inv_div : p * scale);
+    }
+    if (tid == 0) {
+        row_loss[row] = (double)zmax + log(se) - (double)z[label];
+        row_correct[row] = bad ? -1 : (amax == label);
+    }
+}
+
+/* single thread: in-order sums, so the loss is deterministic */
+__global__ void softmax_xent_total_k(int n, float divisor, const double *row_loss,
+                                     const int32_t *row_correct, float *loss, int32_t *correct)
+{
+    double total = 0.0;
+    int32_t hits = 0;
+    bool bad = false;
+    for (int i = 0; i < n; i++) {
+        total += row_loss[i];
+        if (row_correct[i] < 0)
+            bad = true;
+        else
+            hits += row_correct[i];
+    }
+    *loss = (float)(total / (double)divisor);
+    *correct = bad ? -1 : hits;
+}
+
+__global__ void sgd_k(int64_t n, float lr, float mu, float wd, int nesterov, int first_step,
+                      float *param, const float *grad, float *buf)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float g = grad[i] + wd * param[i];
+        if (mu != 0.0f) {
+            const float b = first_step ? g : mu * buf[i] + g;
+            buf[i] = b;
+            g = nesterov ? g + mu * b : b;
+        }
+        param[i] -= lr * g;
+    }
+}
+
+__device__ uint64_t global_ns()
+{
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__global__ void delay_k(uint64_t ns)
+{
+    const uint64_t start = global_ns();
+    while (global_ns() - start < ns) {
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+cudaError_t pp_cuda_launch_relu_forward(cudaStream_t s, unsigned grid, int64_t n, const float *x,
+                                        float *y)
+{
+    relu_forward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_relu_backward(cudaStream_t s, unsigned grid, int64_t n, const float *y,
+                                         const float *dy, float *dx)
+{
+    relu_backward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, y, dy, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_add(cudaStream_t s, unsigned grid, int64_t n, const float *a,
+                               const float *b, float *y)
+{
+    add_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, a, b, y);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_accumulate(cudaStream_t s, unsigned grid, int64_t n, const float *x,
+                                      float *y)
+{
+    accumulate_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_bias_add(cudaStream_t s, unsigned grid, int64_t rows, int64_t cols,
+                                    const float *b, float *y)
+{
+    bias_add_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(rows, cols, b, y);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_bias_backward(cudaStream_t s, int64_t rows, int64_t cols,
+                                         const float *dy, float *db)
+{
+    const unsigned grid = (unsigned)((cols + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK);
+    bias_backward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(rows, cols, dy, db);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_avgpool_forward(cudaStream_t s, int64_t planes, int64_t hw,
+                                           const float *x, float *y)
+{
+    const int64_t threads = planes * 32;
+    const unsigned grid = (unsigned)((threads + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK);
+    avgpool_forward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(planes, hw, x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_avgpool_backward(cudaStream_t s, unsigned grid, int64_t planes,
+                                            int64_t hw, const float *dy, float *dx)
+{
+    avgpool_backward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(planes, hw, dy, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
+                                        const int32_t *labels, float divisor, double *row_loss,
+                                        int32_t *row_correct, float *loss, int32_t *correct,
+                                        float *dlogits)
+{
+    softmax_xent_rows_k<<<n, PP_CUDA_BLOCK, 0, s>>>(classes, logits, labels, divisor, row_loss,
+                                                    row_correct, dlogits);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    softmax_xent_total_k<<<1, 1, 0, s>>>(n, divisor, row_loss, row_correct, loss, correct);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_sgd(cudaStream_t s, unsigned grid, int64_t n, float lr, float momentum,
+                               float weight_decay, int nesterov, int first_step, float *param,
+                               const float *grad, float *momentum_buf)
+{
+    sgd_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, lr, momentum, weight_decay, nesterov, first_step,
+                                         param, grad, momentum_buf);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_delay(cudaStream_t s, uint64_t ns)
+{
+    delay_k<<<1, 1, 0, s>>>(ns);
+    return cudaGetLastError();
+}
+
+} // extern "C"

@@ -1,0 +1,65 @@
+/*
+ * cuda_kernels.h - launchers of the backend's own CUDA kernels (cuda_kernels.cu).
+ *
+ * Each launcher enqueues its kernel on stream (on the calling thread's current
+ * device) and returns cudaGetLastError(), to be checked with PP_CUDA. Shapes
+ * and contracts are those of runtime/core/ops.h; pointers are device memory.
+ * grid is the number of blocks for grid-stride kernels (pp_cuda_grid).
+ */
+#ifndef PP_CUDA_KERNELS_H
+#define PP_CUDA_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PP_CUDA_BLOCK 256
+
+/* y = max(x, 0); y may be x */
+cudaError_t pp_cuda_launch_relu_forward(cudaStream_t s, unsigned grid, int64_t n, const float *x,
+                                        float *y);
+/* dx = y > 0 ? dy : 0; dx may be dy */
+cudaError_t pp_cuda_launch_relu_backward(cudaStream_t s, unsigned grid, int64_t n, const float *y,
+                                         const float *dy, float *dx);
+/* y = a + b; y may alias a or b */
+cudaError_t pp_cuda_launch_add(cudaStream_t s, unsigned grid, int64_t n, const float *a,
+                               const float *b, float *y);
+/* y += x */
+cudaError_t pp_cuda_launch_accumulate(cudaStream_t s, unsigned grid, int64_t n, const float *x,
+                                      float *y);
+/* y (rows, cols) += b (cols) broadcast over rows */
+cudaError_t pp_cuda_launch_bias_add(cudaStream_t s, unsigned grid, int64_t rows, int64_t cols,
+                                    const float *b, float *y);
+/* db (cols) += sum over rows of dy (rows, cols), rows summed in order */
+cudaError_t pp_cuda_launch_bias_backward(cudaStream_t s, int64_t rows, int64_t cols,
+                                         const float *dy, float *db);
+/* y[p] = mean of x[p*hw .. p*hw+hw) */
+cudaError_t pp_cuda_launch_avgpool_forward(cudaStream_t s, int64_t planes, int64_t hw,
+                                           const float *x, float *y);
+/* dx[i] = dy[i / hw] / hw */
+cudaError_t pp_cuda_launch_avgpool_backward(cudaStream_t s, unsigned grid, int64_t planes,
+                                            int64_t hw, const float *dy, float *dx);
+/* Softmax cross-entropy. row_loss (n doubles) and row_correct (n ints) are
+ * scratch; loss/correct get the in-order sums (correct = -1 if a label was
+ * outside [0, classes)). */
+cudaError_t pp_cuda_launch_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
+                                        const int32_t *labels, float divisor, double *row_loss,
+                                        int32_t *row_correct, float *loss, int32_t *correct,
+                                        float *dlogits);
+/* torch.optim.SGD on n elements (see pp_sgd_update); momentum_buf NULL when
+ * momentum == 0. */
+cudaError_t pp_cuda_launch_sgd(cudaStream_t s, unsigned grid, int64_t n, float lr, float momentum,
+                               float weight_decay, int nesterov, int first_step, float *param,
+                               const float *grad, float *momentum_buf);
+/* Occupies the stream for ns nanoseconds of GPU time (one thread spinning on
+ * %globaltimer). */
+cudaError_t pp_cuda_launch_delay(cudaStream_t s, uint64_t ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,435 @@
+/*
+ * data.c - IDX, CIFAR-10 and synthetic data sources (see data.h).
+ *
+ * IDX and CIFAR files are read whole into host memory at open and validated
+ * there; a batch is then a gather of u8 samples through a per-channel lookup
+ * table (u8 -> (u8/255 - mean) / std, computed in float as PyTorch's
+ * ToTensor + Normalize do). Synthetic samples are generated from counter-based
+ * hashes, so any sample can be produced without producing the others.
+ */
+#include "runtime/data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CIFAR_SIDE 32
+#define CIFAR_IMAGE (3 * CIFAR_SIDE * CIFAR_SIDE)
+#define CIFAR_RECORD (1 + CIFAR_IMAGE)
+#define CIFAR_CLASSES 10
+#define MAX_SAMPLE_BYTES ((int64_t)1 << 28)
+
+struct pp_data {
+    pp_data_format format;
+    int c, h, w, classes;
+    int64_t n;              /* samples */
+    int64_t sample_bytes;   /* c * h * w */
+    uint8_t *pixels;        /* n * sample_bytes (idx, cifar10) */
+    uint8_t *labels;        /* n (idx, cifar10) */
+    void *raw[2];           /* buffers that pixels/labels point into */
+    float *lut;             /* c * 256: pixel value per channel and byte */
+    uint8_t *scratch;       /* sample_bytes: one synthetic sample */
+    bool shuffle;
+    uint64_t seed;
+    uint32_t *perm;         /* n: permutation of perm_epoch, or NULL */
+    int64_t perm_epoch;
+};
+
+/* ---- hashing (splitmix64 finaliser, chained) ---------------------------------- */
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+enum { TAG_LABEL = 1, TAG_PATTERN = 2, TAG_NOISE = 3, TAG_PERM = 4 };
+
+static uint64_t hash4(uint64_t seed, uint64_t tag, uint64_t a, uint64_t b)
+{
+    return mix64(mix64(mix64(mix64(seed) ^ tag) ^ a) ^ b);
+}
+
+/* ---- files ------------------------------------------------------------------ */
+
+static pp_status read_file(const char *path, uint8_t **buf, int64_t *size, pp_error *err)
+{
+    *buf = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return pp_error_set(err, PP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    pp_status s = PP_OK;
+    if (fstat(fd, &st) != 0) {
+        s = pp_error_set(err, PP_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        s = pp_error_set(err, PP_ERR_INPUT, "%s: not a regular file", path);
+    } else {
+        *buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
+        if (!*buf)
+            s = pp_error_set(err, PP_ERR_OOM, "%s: out of host memory (%lld bytes)", path,
+                             (long long)st.st_size);
+        size_t done = 0;
+        while (s == PP_OK && done < (size_t)st.st_size) {
+            ssize_t r = read(fd, *buf + done, (size_t)st.st_size - done);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0)
+                s = pp_error_set(err, PP_ERR_IO, "%s: read failed: %s", path, strerror(errno));
+            else if (r == 0)
+                s = pp_error_set(err, PP_ERR_INPUT, "%s: file shrank while reading", path);
+            else
+                done += (size_t)r;
+        }
+        *size = (int64_t)done;
+    }
+    close(fd);
+    if (s != PP_OK) {
+        free(*buf);
+        *buf = NULL;
+    }
+    return s;
+}
+
+/* Parses an IDX header of unsigned bytes; dims[0..*nd) and the data start. */
+static pp_status idx_header(const char *path, const uint8_t *buf, int64_t size, int min_nd,
+                            int max_nd, const char *what, int64_t *dims, int *nd,
+                            int64_t *data_off, pp_error *err)
+{
+    if (size < 4)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: file too short (%lld bytes) for an IDX header",
+                            path, (long long)size);
+    if (buf[0] != 0 || buf[1] != 0)
+        return pp_error_set(err, PP_ERR_INPUT,
+                            "%s: not an IDX file (magic %02x %02x %02x %02x, expected 00 00 08 "
+                            "0N)",
+                            path, buf[0], buf[1], buf[2], buf[3]);
+    if (buf[2] != 0x08)
+        return pp_error_set(err, PP_ERR_INPUT,
+                            "%s: IDX element type 0x%02x is not unsigned byte (0x08)", path,
+                            buf[2]);
+    *nd = buf[3];
+    if (*nd < min_nd || *nd > max_nd)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: IDX %s file has %d dimensions, expected %s",
+                            path, what, *nd, min_nd == max_nd ? "1 (N)" : "3 (N,H,W) or 4 (N,C,H,W)");
+    *data_off = 4 + 4 * (int64_t)*nd;
+    if (size < *data_off)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: file too short (%lld bytes) for its IDX header",
+                            path, (long long)size);
+    int64_t total = 1;
+    for (int i = 0; i < *nd; i++) {
+        const uint8_t *p = buf + 4 + 4 * i;
+        dims[i] = ((int64_t)p[0] << 24) | ((int64_t)p[1] << 16) | ((int64_t)p[2] << 8) | p[3];
+        if (dims[i] == 0)
+            return pp_error_set(err, PP_ERR_INPUT, "%s: IDX dimension %d is 0", path, i);
+        if (i > 0 && dims[i] > 65535)
+            return pp_error_set(err, PP_ERR_INPUT, "%s: IDX dimension %d (%lld) too large", path,
+                                i, (long long)dims[i]);
+        total *= dims[i]; /* at most 2^32 * 2^48: fits */
+        if (total > ((int64_t)1 << 46))
+            return pp_error_set(err, PP_ERR_INPUT, "%s: IDX dims describe too much data", path);
+    }
+    if (size != *data_off + total)
+        return pp_error_set(err, PP_ERR_INPUT,
+                            "%s: file is %lld bytes but its IDX header describes %lld (%s)", path,
+                            (long long)size, (long long)(*data_off + total),
+                            size < *data_off + total ? "truncated" : "trailing bytes");
+    return PP_OK;
+}
+
+static pp_status open_idx(pp_data *d, const pp_data_config *cfg, pp_error *err)
+{
+    uint8_t *ibuf, *lbuf;
+    int64_t isize, lsize, idims[4], ldims[1], ioff, loff;
+    int ind, lnd;
+    PP_TRY(read_file(cfg->images, &ibuf, &isize, err));
+    d->raw[0] = ibuf;
+    PP_TRY(idx_header(cfg->images, ibuf, isize, 3, 4, "image", idims, &ind, &ioff, err));
+    PP_TRY(read_file(cfg->labels, &lbuf, &lsize, err));
+    d->raw[1] = lbuf;
+    PP_TRY(idx_header(cfg->labels, lbuf, lsize, 1, 1, "label", ldims, &lnd, &loff, err));
+    if (ldims[0] != idims[0])
+        return pp_error_set(err, PP_ERR_INPUT, "%s: %lld labels for the %lld images of %s",
+                            cfg->labels, (long long)ldims[0], (long long)idims[0], cfg->images);
+    d->n = idims[0];
+    d->c = ind == 4 ? (int)idims[1] : 1;
+    d->h = (int)idims[ind - 2];
+    d->w = (int)idims[ind - 1];
+    d->pixels = ibuf + ioff;
+    d->labels = lbuf + loff;
+    int max_label = 0;
+    for (int64_t i = 0; i < d->n; i++)
+        if (d->labels[i] > max_label) max_label = d->labels[i];
+    d->classes = cfg->classes > 0 ? cfg->classes : max_label + 1;
+    if (max_label >= d->classes) {
+        int64_t i = 0;
+        while (d->labels[i] < d->classes) i++;
+        return pp_error_set(err, PP_ERR_INPUT, "%s: label %d of sample %lld is not below the %d "
+                            "classes", cfg->labels, d->labels[i], (long long)i, d->classes);
+    }
+    return PP_OK;
+}
+
+static pp_status open_cifar(pp_data *d, const pp_data_config *cfg, pp_error *err)
+{
+    if (cfg->n_files < 1 || cfg->n_files > PP_DATA_MAX_FILES)
+        return pp_error_set(err, PP_ERR_INPUT, "data: cifar10 needs 1 to %d batch files, got %d",
+                            PP_DATA_MAX_FILES, cfg->n_files);
+    if (cfg->classes != 0 && cfg->classes != CIFAR_CLASSES)
+        return pp_error_set(err, PP_ERR_INPUT, "data: cifar10 has %d classes, not %d",
+                            CIFAR_CLASSES, cfg->classes);
+    uint8_t *bufs[PP_DATA_MAX_FILES] = {0};
+    int64_t sizes[PP_DATA_MAX_FILES] = {0};
+    pp_status s = PP_OK;
+    int64_t n = 0;
+    for (int f = 0; f < cfg->n_files && s == PP_OK; f++) {
+        s = read_file(cfg->files[f], &bufs[f], &sizes[f], err);
+        if (s == PP_OK && (sizes[f] == 0 || sizes[f] % CIFAR_RECORD != 0))
+            s = pp_error_set(err, PP_ERR_INPUT,
+                             "%s: size %lld is not a positive multiple of the %d-byte CIFAR-10 "
+                             "record (1 label byte + 3x32x32 image)",
+                             cfg->files[f], (long long)sizes[f], CIFAR_RECORD);
+        for (int64_t r = 0; s == PP_OK && r < sizes[f] / CIFAR_RECORD; r++) {
+            uint8_t label = bufs[f][r * CIFAR_RECORD];
+            if (label >= CIFAR_CLASSES)
+                s = pp_error_set(err, PP_ERR_INPUT,
+                                 "%s: record %lld has label %d, not below %d (not a CIFAR-10 "
+                                 "batch? CIFAR-100 is not supported)",
+                                 cfg->files[f], (long long)r, label, CIFAR_CLASSES);
+        }
+        n += sizes[f] / CIFAR_RECORD;
+    }
+    if (s == PP_OK) {
+        d->raw[0] = malloc((size_t)n * CIFAR_IMAGE);
+        d->raw[1] = malloc((size_t)n);
+        if (!d->raw[0] || !d->raw[1])
+            s = pp_error_set(err, PP_ERR_OOM, "data: out of host memory for %lld CIFAR images",
+                             (long long)n);
+    }
+    if (s == PP_OK) {
+        d->pixels = d->raw[0];
+        d->labels = d->raw[1];
+        int64_t k = 0;
+        for (int f = 0; f < cfg->n_files; f++) {
+            for (int64_t r = 0; r < sizes[f] / CIFAR_RECORD; r++, k++) {
+                const uint8_t *rec = bufs[f] + r * CIFAR_RECORD;
+                d->labels[k] = rec[0];
+                memcpy(d->pixels + k * CIFAR_IMAGE, rec + 1, CIFAR_IMAGE);
+            }
+        }
+        d->n = n;
+        d->c = 3;
+        d->h = d->w = CIFAR_SIDE;
+        d->classes = CIFAR_CLASSES;
+    }
+    for (int f = 0; f < cfg->n_files; f++) free(bufs[f]);
+    return s;
+}
+
+static pp_status open_synthetic(pp_data *d, const pp_data_config *cfg, pp_error *err)
+{
+    if (cfg->channels <= 0 || cfg->height <= 0 || cfg->width <= 0 ||
+        (int64_t)cfg->channels * cfg->height * cfg->width > MAX_SAMPLE_BYTES)
+        return pp_error_set(err, PP_ERR_INPUT, "data: synthetic image shape %dx%dx%d is invalid",
+                            cfg->channels, cfg->height, cfg->width);
+    if (cfg->classes < 1 || cfg->classes > 1000000)
+        return pp_error_set(err, PP_ERR_INPUT, "data: synthetic classes %d not in [1, 1000000]",
+                            cfg->classes);
+    if (cfg->samples < 0 || cfg->samples > (int64_t)UINT32_MAX)
+        return pp_error_set(err, PP_ERR_INPUT, "data: synthetic samples %lld not in [0, %u]",
+                            (long long)cfg->samples, UINT32_MAX);
+    d->c = cfg->channels;
+    d->h = cfg->height;
+    d->w = cfg->width;
+    d->classes = cfg->classes;
+    d->n = cfg->samples ? cfg->samples : PP_DATA_SYNTHETIC_SAMPLES;
+    d->scratch = malloc((size_t)d->c * (size_t)d->h * (size_t)d->w);
+    if (!d->scratch) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory");
+    return PP_OK;
+}
+
+/* Builds the lookup table from the normalisation settings once C is known. */
+static pp_status build_lut(pp_data *d, const pp_data_config *cfg, pp_error *err)
+{
+    if (cfg->n_mean < 0 || cfg->n_mean > PP_DATA_MAX_CHANNELS ||
+        (cfg->n_mean > 1 && cfg->n_mean != d->c))
+        return pp_error_set(err, PP_ERR_INPUT, "data: %d mean values for %d-channel images "
+                            "(give 1 or %d)", cfg->n_mean, d->c, d->c);
+    if (cfg->n_std < 0 || cfg->n_std > PP_DATA_MAX_CHANNELS ||
+        (cfg->n_std > 1 && cfg->n_std != d->c))
+        return pp_error_set(err, PP_ERR_INPUT, "data: %d std values for %d-channel images "
+                            "(give 1 or %d)", cfg->n_std, d->c, d->c);
+    for (int i = 0; i < cfg->n_mean; i++)
+        if (!isfinite(cfg->mean[i]))
+            return pp_error_set(err, PP_ERR_INPUT, "data: mean[%d] is not finite", i);
+    for (int i = 0; i < cfg->n_std; i++)
+        if (!(cfg->std[i] > 0) || !isfinite(cfg->std[i]))
+            return pp_error_set(err, PP_ERR_INPUT, "data: std[%d] = %g must be positive", i,
+                                (double)cfg->std[i]);
+    d->lut = malloc((size_t)d->c * 256 * sizeof *d->lut);
+    if (!d->lut) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory");
+    for (int c = 0; c < d->c; c++) {
+        float mean = cfg->n_mean == 0 ? 0.0f : cfg->mean[cfg->n_mean == 1 ? 0 : c];
+        float std = cfg->n_std == 0 ? 1.0f : cfg->std[cfg->n_std == 1 ? 0 : c];
+        for (int v = 0; v < 256; v++) d->lut[c * 256 + v] = ((float)v / 255.0f - mean) / std;
+    }
+    return PP_OK;
+}
+
+void pp_data_config_init(pp_data_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->format = PP_DATA_SYNTHETIC;
+    cfg->channels = 3;
+    cfg->height = 32;
+    cfg->width = 32;
+    cfg->classes = 10;
+    cfg->seed = 1;
+}
+
+pp_status pp_data_open(const pp_data_config *cfg, pp_data **out, pp_error *err)
+{
+    if (!out) return pp_error_set(err, PP_ERR_INVALID, "data: NULL output");
+    *out = NULL;
+    if (!cfg) return pp_error_set(err, PP_ERR_INVALID, "data: NULL configuration");
+    pp_data *d = calloc(1, sizeof *d);
+    if (!d) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory");
+    d->format = cfg->format;
+    d->shuffle = cfg->shuffle;
+    d->seed = cfg->seed;
+    d->perm_epoch = -1;
+    pp_status s;
+    switch (cfg->format) {
+    case PP_DATA_IDX: s = open_idx(d, cfg, err); break;
+    case PP_DATA_CIFAR10: s = open_cifar(d, cfg, err); break;
+    case PP_DATA_SYNTHETIC: s = open_synthetic(d, cfg, err); break;
+    default: s = pp_error_set(err, PP_ERR_INPUT, "data: unknown format %d", (int)cfg->format);
+    }
+    if (s == PP_OK) {
+        d->sample_bytes = (int64_t)d->c * d->h * d->w;
+        if (d->sample_bytes > MAX_SAMPLE_BYTES)
+            s = pp_error_set(err, PP_ERR_INPUT, "data: images of %dx%dx%d are too large", d->c,
+                             d->h, d->w);
+        else if (d->n > (int64_t)UINT32_MAX)
+            s = pp_error_set(err, PP_ERR_INPUT, "data: %lld samples exceed the limit",
+                             (long long)d->n);
+    }
+    if (s == PP_OK) s = build_lut(d, cfg, err);
+    if (s != PP_OK) {
+        pp_data_close(d);
+        return s;
+    }
+    *out = d;
+    return PP_OK;
+}
+
+void pp_data_close(pp_data *src)
+{
+    if (!src) return;
+    free(src->raw[0]);
+    free(src->raw[1]);
+    free(src->lut);
+    free(src->scratch);
+    free(src->perm);
+    free(src);
+}
+
+void pp_data_shape(const pp_data *src, int *c, int *h, int *w, int *classes)
+{
+    if (c) *c = src->c;
+    if (h) *h = src->h;
+    if (w) *w = src->w;
+    if (classes) *classes = src->classes;
+}
+
+int64_t pp_data_size(const pp_data *src) { return src->n; }
+
+/* Fisher-Yates with a counter-based generator seeded by (seed, epoch). */
+static pp_status make_perm(pp_data *d, int64_t epoch, pp_error *err)
+{
+    if (!d->perm) {
+        d->perm = malloc((size_t)d->n * sizeof *d->perm);
+        if (!d->perm) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory (shuffle)");
+    }
+    for (int64_t i = 0; i < d->n; i++) d->perm[i] = (uint32_t)i;
+    for (int64_t i = d->n - 1; i > 0; i--) {
+        uint64_t r = hash4(d->seed, TAG_PERM, (uint64_t)epoch, (uint64_t)i);
+        int64_t j = (int64_t)(((unsigned __int128)r * (uint64_t)(i + 1)) >> 64);
+        uint32_t t = d->perm[i];
+        d->perm[i] = d->perm[j];
+        d->perm[j] = t;
+    }
+    d->perm_epoch = epoch;
+    return PP_OK;
+}
+
+static pp_status sample_at(pp_data *d, int64_t pos, int64_t *idx, pp_error *err)
+{
+    int64_t r = pos % d->n;
+    if (!d->shuffle) {
+        *idx = r;
+        return PP_OK;
+    }
+    int64_t epoch = pos / d->n;
+    if (epoch != d->perm_epoch) PP_TRY(make_perm(d, epoch, err));
+    *idx = d->perm[r];
+    return PP_OK;
+}
+
+int64_t pp_data_sample_index(pp_data *src, int64_t pos)
+{
+    int64_t idx = -1;
+    if (!src || pos < 0 || sample_at(src, pos, &idx, NULL) != PP_OK) return -1;
+    return idx;
+}
+
+static int synthetic_sample(pp_data *d, int64_t i, uint8_t *out)
+{
+    int label = (int)(hash4(d->seed, TAG_LABEL, (uint64_t)i, 0) % (uint64_t)d->classes);
+    uint64_t pat = 0, noise = 0;
+    for (int64_t q = 0; q < d->sample_bytes; q++) {
+        if ((q & 7) == 0) {
+            pat = hash4(d->seed, TAG_PATTERN, (uint64_t)label, (uint64_t)(q >> 3));
+            noise = hash4(d->seed, TAG_NOISE, (uint64_t)i, (uint64_t)(q >> 3));
+        }
+        int shift = (int)(q & 7) * 8;
+        out[q] = (uint8_t)((((pat >> shift) & 0xff) + ((noise >> shift) & 0xff)) / 2);
+    }
+    return label;
+}
+
+pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, int32_t *labels,
+                        pp_error *err)
+{
+    if (!src || !images || !labels)
+        return pp_error_set(err, PP_ERR_INVALID, "data: NULL source or output buffer");
+    if (step < 0 || batch <= 0 || step > (INT64_MAX - batch) / batch)
+        return pp_error_set(err, PP_ERR_INVALID, "data: bad step %lld or batch %d",
+                            (long long)step, batch);
+    const int64_t hw = (int64_t)src->h * src->w;
+    for (int j = 0; j < batch; j++) {
+        int64_t idx;
+        PP_TRY(sample_at(src, step * batch + j, &idx, err));
+        const uint8_t *px;
+        if (src->format == PP_DATA_SYNTHETIC) {
+            labels[j] = synthetic_sample(src, idx, src->scratch);
+            px = src->scratch;
+        } else {
+            labels[j] = src->labels[idx];
+            px = src->pixels + idx * src->sample_bytes;
+        }
+        float *dst = images + (int64_t)j * src->sample_bytes;
+        for (int c = 0; c < src->c; c++) {
+            const float *lut = src->lut + c * 256;
+            const uint8_t *p = px + c * hw;
+            float *o = dst + c * hw;
+            for (int64_t k = 0; k < hw; k++) o[k] = lut[p[k]];
+        }
+    }
+    return PP_OK;
+}

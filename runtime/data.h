@@ -1,0 +1,100 @@
+/*
+ * data.h - data sets that produce training batches on the host.
+ *
+ * A pp_data source serves images as f32 NCHW and labels as int32 from one of:
+ *   - IDX files (the MNIST/Fashion-MNIST format): images uint8 with dims
+ *     (N, H, W) (one channel) or (N, C, H, W); labels uint8 with dims (N).
+ *   - CIFAR-10 binary batches: records of 1 label byte + 3072 bytes of a
+ *     3x32x32 CHW image; one or several files, concatenated in the order given.
+ *   - a synthetic, learnable task: sample i of seed s has label
+ *     hash(s, i) mod classes and pixels (pattern[label] + noise(s, i)) / 2,
+ *     where pattern[c] is a fixed random u8 image per class and noise a fresh
+ *     random u8 image per sample. Deterministic for (seed, sample index).
+ * Pixels are u8 / 255, then (x - mean[c]) / std[c] per channel.
+ *
+ * Batches: with shuffle off, step k holds samples (k*B + j) mod N for
+ * j = 0..B-1 (wrapping around at the end of the data set). With shuffle on,
+ * position p = k*B + j is sample perm_e[p mod N] of epoch e = p / N, where
+ * perm_e is a permutation seeded by (seed, e). A batch depends only on
+ * (config, step, batch size), never on earlier calls.
+ *
+ * Errors: unreadable or malformed files are PP_ERR_INPUT with a message that
+ * starts with the file's path; a bad configuration is PP_ERR_INPUT; bad
+ * arguments PP_ERR_INVALID.
+ * Ownership: pp_data_open loads IDX and CIFAR files into host memory, owned
+ * by the source until pp_data_close. Thread safety: pp_data_batch caches the
+ * current epoch's permutation, so one source serves one thread at a time.
+ */
+#ifndef PP_DATA_H
+#define PP_DATA_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/core/status.h"
+
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+#define PP_DATA_MAX_FILES 8      /* CIFAR-10 batch files */
+#define PP_DATA_MAX_CHANNELS 16  /* mean/std entries */
+#define PP_DATA_SYNTHETIC_SAMPLES 50000 /* synthetic data set size when samples is 0 */
+
+typedef enum pp_data_format {
+    PP_DATA_SYNTHETIC = 0,
+    PP_DATA_IDX = 1,
+    PP_DATA_CIFAR10 = 2,
+} pp_data_format;
+
+/* Plain data, filled by the plan parser; paths are used as given (the parser
+ * resolves them relative to the plan). Start from pp_data_config_init. */
+typedef struct pp_data_config {
+    pp_data_format format;
+    /* idx */
+    char images[PATH_MAX];                  /* IDX image file */
+    char labels[PATH_MAX];                  /* IDX label file */
+    /* cifar10 */
+    int n_files;                            /* 1..PP_DATA_MAX_FILES */
+    char files[PP_DATA_MAX_FILES][PATH_MAX];
+    /* synthetic */
+    int channels, height, width;            /* image shape (default 3 x 32 x 32) */
+    int64_t samples;                        /* data set size N; 0 = PP_DATA_SYNTHETIC_SAMPLES */
+    /* all formats */
+    int classes;   /* synthetic: number of classes (default 10); idx: 0 = max label + 1,
+                      otherwise every label must be < classes; cifar10: 0 or 10 */
+    int n_mean;    /* 0 (mean 0), 1 (same for every channel) or C entries */
+    float mean[PP_DATA_MAX_CHANNELS];
+    int n_std;     /* 0 (std 1), 1 or C entries; each > 0 */
+    float std[PP_DATA_MAX_CHANNELS];
+    bool shuffle;
+    uint64_t seed;
+} pp_data_config;
+
+typedef struct pp_data pp_data;
+
+/* Defaults: synthetic, 3 x 32 x 32, 10 classes, no normalisation, no
+ * shuffle, seed 1. */
+void pp_data_config_init(pp_data_config *cfg);
+
+/* Validates cfg, opens and validates the files (magic, dims, sizes, labels
+ * in range). The source does not keep a pointer to cfg. */
+pp_status pp_data_open(const pp_data_config *cfg, pp_data **out, pp_error *err);
+void pp_data_close(pp_data *src);
+
+/* Sample shape and number of classes. Any output pointer may be NULL. */
+void pp_data_shape(const pp_data *src, int *c, int *h, int *w, int *classes);
+/* Number of samples N (the epoch length). */
+int64_t pp_data_size(const pp_data *src);
+
+/* Fills images (batch * C * H * W floats, NCHW) and labels (batch int32s)
+ * with the batch of step (see the top of this file). step >= 0, batch > 0. */
+pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, int32_t *labels,
+                        pp_error *err);
+
+/* The data set index of the sample at position pos (>= 0) of the stream of
+ * samples (pos = step * batch + j): for tests and tracing. */
+int64_t pp_data_sample_index(pp_data *src, int64_t pos);
+
+#endif

@@ -1,0 +1,404 @@
+/*
+ * main.c - the pipeline-run command-line program (ARCHITECTURE.md §6).
+ *
+ * Exit codes: 0 success; 2 bad input (plan, arguments, data or checkpoint
+ * files) with "FILE:LINE:COL: message"; 1 runtime failure; 130 when stopped
+ * by SIGINT (after saving the checkpoint asked for with --save).
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "partitioner/emit.h"
+#include "partitioner/plan.h"
+#include "runtime/cli_report.h"
+#include "runtime/pipeline.h"
+#include "streams/schedule.h"
+#include "streams/stream.h"
+
+#define PP_VERSION_STRING "0.1.0"
+#define MAX_SWEEP 64
+
+typedef struct cli_args {
+    const char *plan;
+    int steps;            /* 0: the plan's */
+    bool validate, json, simulate, weights_only;
+    const char *trace, *load, *save, *device_map, *csv, *svg;
+    int sweep[MAX_SWEEP];
+    int n_sweep;
+} cli_args;
+
+static volatile sig_atomic_t g_stop;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: pipeline-run PLAN.yaml [options]\n"
+          "\n"
+          "Trains the network a partition plan describes, split into pipeline stages.\n"
+          "\n"
+          "options:\n"
+          "  --steps N           override the plan's step count\n"
+          "  --validate          check the plan, print it resolved (YAML), run nothing\n"
+          "  --simulate          predict step time and bubble from the cost model, run nothing\n"
+          "  --json              print one JSON summary on stdout (human output goes to stderr)\n"
+          "  --trace FILE        write a Chrome trace (open in Perfetto or chrome://tracing)\n"
+          "  --load FILE         start from a safetensors checkpoint (torchvision names)\n"
+          "  --save FILE         write a safetensors checkpoint at the end (or on Ctrl-C)\n"
+          "  --weights-only      with --save: leave the optimizer state out of the file\n"
+          "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda:*=cpu\n"
+          "  --sweep-split LIST  run once per split size (e.g. 1,2,4,8) and print a table\n"
+          "  --csv FILE          with --sweep-split: write the table as CSV\n"
+          "  --svg FILE          with --sweep-split: write a chart of images/s and bubble\n"
+          "  -h, --help          show this help\n"
+          "  -V, --version       show the version\n"
+          "\n"
+          "exit status: 0 ok, 1 runtime failure, 2 bad input, 130 interrupted\n",
+          f);
+}
+
+static int bad_args(const char *fmt, const char *what)
+{
+    fprintf(stderr, "pipeline-run: ");
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\n(see pipeline-run --help)\n");
+    return 2;
+}
+
+static bool parse_int(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < lo || v > hi) return false;
+    *out = (int)v;
+    return true;
+}
+
+static int parse_args(int argc, char **argv, cli_args *a)
+{
+    enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
+           O_SVG, O_SIM, O_WEIGHTS };
+    static const struct option opts[] = {
+        {"steps", required_argument, 0, O_STEPS},
+        {"validate", no_argument, 0, O_VALIDATE},
+        {"json", no_argument, 0, O_JSON},
+        {"trace", required_argument, 0, O_TRACE},
+        {"load", required_argument, 0, O_LOAD},
+        {"save", required_argument, 0, O_SAVE},
+        {"weights-only", no_argument, 0, O_WEIGHTS},
+        {"device-map", required_argument, 0, O_MAP},
+        {"sweep-split", required_argument, 0, O_SWEEP},
+        {"csv", required_argument, 0, O_CSV},
+        {"svg", required_argument, 0, O_SVG},
+        {"simulate", no_argument, 0, O_SIM},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    memset(a, 0, sizeof *a);
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
+        switch (c) {
+        case O_STEPS:
+            if (!parse_int(optarg, 1, PP_PLAN_MAX_STEPS, &a->steps))
+                return bad_args("--steps: '%s' is not a positive integer", optarg);
+            break;
+        case O_VALIDATE: a->validate = true; break;
+        case O_JSON: a->json = true; break;
+        case O_SIM: a->simulate = true; break;
+        case O_WEIGHTS: a->weights_only = true; break;
+        case O_TRACE: a->trace = optarg; break;
+        case O_LOAD: a->load = optarg; break;
+        case O_SAVE: a->save = optarg; break;
+        case O_MAP: a->device_map = optarg; break;
+        case O_CSV: a->csv = optarg; break;
+        case O_SVG: a->svg = optarg; break;
+        case O_SWEEP: {
+            char buf[512];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                if (a->n_sweep == MAX_SWEEP)
+                    return bad_args("--sweep-split: at most 64 sizes (got '%s')", optarg);
+                if (!parse_int(tok, 1, PP_PLAN_MAX_BATCH, &a->sweep[a->n_sweep++]))
+                    return bad_args("--sweep-split: '%s' is not a list of positive integers",
+                                    optarg);
+            }
+            if (a->n_sweep == 0) return bad_args("--sweep-split: empty list '%s'", optarg);
+            break;
+        }
+        case 'h': usage(stdout); exit(0);
+        case 'V': printf("pipeline-run %s\n", PP_VERSION_STRING); exit(0);
+        case ':': return bad_args("option %s needs a value", argv[optind - 1]);
+        default: return bad_args("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc) return bad_args("%s", "missing PLAN.yaml");
+    if (optind + 1 < argc) return bad_args("unexpected argument '%s'", argv[optind + 1]);
+    a->plan = argv[optind];
+    if ((a->csv || a->svg) && !a->n_sweep)
+        return bad_args("%s needs --sweep-split", a->csv ? "--csv" : "--svg");
+    if (a->weights_only && !a->save) return bad_args("%s needs --save", "--weights-only");
+    if (a->validate + a->simulate + (a->n_sweep > 0) > 1)
+        return bad_args("%s", "--validate, --simulate and --sweep-split exclude each other");
+    return 0;
+}
+
+/* Maps a library status to the exit code. */
+static int fail(const pp_error *err)
+{
+    fprintf(stderr, "pipeline-run: %s\n", err->msg);
+    switch (err->code) {
+    case PP_ERR_INPUT: return 2;
+    default: return 1;
+    }
+}
+
+/* Re-cuts the plan's batch into micro-batches of split samples. */
+static int set_split(pp_plan *plan, int split, pp_error *err)
+{
+    if (split > plan->batch_size) {
+        pp_error_set(err, PP_ERR_INPUT, "--sweep-split: split size %d exceeds the batch size %d",
+                     split, plan->batch_size);
+        return 2;
+    }
+    int m = (plan->batch_size + split - 1) / split;
+    int *sizes = malloc((size_t)m * sizeof(int));
+    if (!sizes) {
+        pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        return 1;
+    }
+    if (pp_microbatch_sizes(plan->batch_size, split, sizes, m, &m, err) != PP_OK) {
+        free(sizes);
+        return 2;
+    }
+    free(plan->micro_sizes);
+    plan->micro_sizes = sizes;
+    plan->micro_batches = m;
+    plan->split_size = split;
+    plan->batch_by_micro = false;
+    return 0;
+}
+
+typedef struct run_result {
+    double *losses;
+    int n_losses;
+    bool interrupted;
+} run_result;
+
+/* Runs plan->steps steps on p with progress on stderr. */
+static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progress,
+                     run_result *rr, pp_error *err)
+{
+    rr->losses = calloc((size_t)steps, sizeof(double));
+    if (!rr->losses) {
+        pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        return 1;
+    }
+    int64_t t0 = pp_stream_clock_ns();
+    for (int i = 0; i < steps; i++) {
+        if (g_stop) {
+            rr->interrupted = true;
+            break;
+        }
+        pp_step_result r;
+        pp_status s = pp_pipeline_step(p, &r, err);
+        if (s != PP_OK) {
+            if (progress) fputc('\n', stderr);
+            return s == PP_ERR_INPUT ? 2 : 1;
+        }
+        rr->losses[rr->n_losses++] = r.loss;
+        if (progress) {
+            double elapsed = (double)(pp_stream_clock_ns() - t0) / 1e9;
+            double per_step = elapsed / (i + 1);
+            pp_cli_progress(stderr, i + 1, steps, r.loss,
+                            r.step_ms > 0 ? plan->batch_size * 1000.0 / r.step_ms : 0,
+                            per_step * (steps - i - 1));
+        }
+    }
+    if (progress) fputc('\n', stderr);
+    return 0;
+}
+
+static int do_validate(const pp_plan *plan)
+{
+    char *text;
+    size_t len;
+    pp_error err;
+    if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
+    fwrite(text, 1, len, stdout);
+    free(text);
+    fprintf(stderr, "%s: valid plan (%d stage%s)\n", plan->path, plan->n_stages,
+            plan->n_stages == 1 ? "" : "s");
+    return 0;
+}
+
+static int do_simulate(const pp_plan *plan, bool json)
+{
+    double step_ms, bubble, f[PP_PLAN_MAX_STAGES], b[PP_PLAN_MAX_STAGES];
+    pp_error err;
+    if (pp_pipeline_predict(plan, &step_ms, &bubble, f, b, &err) != PP_OK) return fail(&err);
+    FILE *out = json ? stderr : stdout;
+    fprintf(out, "%-5s  %-8s  %12s  %12s\n", "stage", "device", "fwd ms/mb", "bwd ms/mb");
+    for (int s = 0; s < plan->n_stages; s++)
+        fprintf(out, "%-5d  %-8s  %12.2f  %12.2f\n", s, plan->stages[s].device_name, f[s], b[s]);
+    fprintf(out, "predicted: %.1f ms per step, %.1f images/s, bubble %.1f%% (%s, %d micro-batches)\n",
+            step_ms, step_ms > 0 ? plan->batch_size * 1000.0 / step_ms : 0, 100 * bubble,
+            pp_plan_schedule_name(plan->schedule), plan->micro_batches);
+    if (plan->model.kind != PP_MODEL_DELAY)
+        fprintf(out, "(ResNet costs are catalogue FLOPs at a nominal device rate: compare "
+                     "shapes, not absolute times)\n");
+    if (json && !pp_cli_print_simulation_json(stdout, plan, step_ms, bubble, f, b)) return 1;
+    return 0;
+}
+
+static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
+{
+    pp_sweep_row rows[MAX_SWEEP];
+    pp_error err;
+    FILE *human = a->json ? stderr : stdout;
+    for (int i = 0; i < a->n_sweep; i++) {
+        int rc = set_split(plan, a->sweep[i], &err);
+        if (rc) return fprintf(stderr, "pipeline-run: %s\n", err.msg), rc;
+        pp_pipeline *p;
+        if (pp_pipeline_new(plan, NULL, &p, &err) != PP_OK) return fail(&err);
+        if (a->load && pp_pipeline_load(p, a->load, &err) != PP_OK) {
+            pp_pipeline_free(p);
+            return fail(&err);
+        }
+        fprintf(stderr, "split_size %d (%d micro-batches)\n", plan->split_size,
+                plan->micro_batches);
+        run_result rr = {0};
+        rc = run_steps(p, plan, steps, isatty(2), &rr, &err);
+        if (rc) {
+            free(rr.losses);
+            pp_pipeline_free(p);
+            return fprintf(stderr, "pipeline-run: %s\n", err.msg), rc;
+        }
+        pp_pipeline_report r;
+        pp_pipeline_report_get(p, &r);
+        rows[i] = (pp_sweep_row){plan->split_size, plan->micro_batches, r.step_ms_median,
+                                 r.images_per_s, r.predicted_step_ms, r.bubble_frac,
+                                 r.bubble_frac_predicted,
+                                 rr.n_losses ? rr.losses[rr.n_losses - 1] : 0};
+        free(rr.losses);
+        pp_pipeline_free(p);
+        if (rr.interrupted) {
+            fprintf(stderr, "pipeline-run: interrupted\n");
+            return 130;
+        }
+    }
+    pp_cli_print_sweep(human, rows, a->n_sweep);
+    if (a->csv && !pp_cli_write_sweep_csv(a->csv, rows, a->n_sweep)) {
+        fprintf(stderr, "pipeline-run: cannot write %s\n", a->csv);
+        return 1;
+    }
+    if (a->svg && !pp_cli_write_sweep_svg(a->svg, plan->path, rows, a->n_sweep)) {
+        fprintf(stderr, "pipeline-run: cannot write %s\n", a->svg);
+        return 1;
+    }
+    if (a->json && !pp_cli_sweep_json(stdout, plan, rows, a->n_sweep)) return 1;
+    return 0;
+}
+
+static int do_train(const pp_plan *plan, const cli_args *a, int steps)
+{
+    pp_error err;
+    pp_pipeline *p;
+    pp_pipeline_options opts = {.keep_trace = a->trace != NULL};
+    if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) return fail(&err);
+    if (a->load && pp_pipeline_load(p, a->load, &err) != PP_OK) {
+        pp_pipeline_free(p);
+        return fail(&err);
+    }
+    FILE *human = a->json ? stderr : stdout;
+    fprintf(stderr, "%s: %s on %d stage%s, %s, batch %d in %d micro-batch%s, %d step%s\n",
+            plan->path, plan->model.name, plan->n_stages, plan->n_stages == 1 ? "" : "s",
+            pp_plan_schedule_name(plan->schedule), plan->batch_size, plan->micro_batches,
+            plan->micro_batches == 1 ? "" : "es", steps, steps == 1 ? "" : "s");
+    run_result rr = {0};
+    int rc = run_steps(p, plan, steps, isatty(2), &rr, &err);
+    if (rc) {
+        fprintf(stderr, "pipeline-run: %s\n", err.msg);
+    }
+    /* a consistent checkpoint: after a whole step (also when interrupted) */
+    if (a->save && (rc == 0 || rr.n_losses > 0)) {
+        pp_error serr;
+        if (pp_pipeline_save(p, a->save, !a->weights_only, &serr) != PP_OK) {
+            fprintf(stderr, "pipeline-run: %s\n", serr.msg);
+            if (!rc) rc = serr.code == PP_ERR_INPUT ? 2 : 1;
+        } else {
+            fprintf(stderr, "saved %s after step %lld\n", a->save,
+                    (long long)pp_pipeline_steps_done(p));
+        }
+    }
+    if (a->trace && rr.n_losses > 0) {
+        pp_error terr;
+        if (pp_pipeline_write_trace(p, a->trace, &terr) != PP_OK) {
+            fprintf(stderr, "pipeline-run: %s\n", terr.msg);
+            if (!rc) rc = 1;
+        }
+    }
+    if (rr.n_losses > 0) {
+        pp_cli_print_summary(human, plan, p);
+        if (a->json && !pp_cli_print_json(stdout, plan, p, rr.losses, rr.n_losses) && !rc) rc = 1;
+    }
+    if (rr.interrupted && !rc) {
+        fprintf(stderr, "pipeline-run: interrupted after %d step%s\n", rr.n_losses,
+                rr.n_losses == 1 ? "" : "s");
+        rc = 130;
+    }
+    free(rr.losses);
+    pp_pipeline_free(p);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    cli_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc;
+
+    pp_plan *plan;
+    pp_diag diag;
+    pp_diag_clear(&diag);
+    if (pp_plan_load(a.plan, &plan, &diag) != PP_OK) {
+        char buf[PP_DIAG_MAX * PP_DIAG_TEXT_MAX];
+        fprintf(stderr, "%s\n", pp_diag_format(&diag, buf, sizeof buf));
+        return diag.count && diag.items[0].code != PP_ERR_INPUT ? 1 : 2;
+    }
+    pp_error err;
+    if (a.device_map && pp_plan_apply_device_map(plan, a.device_map, &err) != PP_OK) {
+        pp_plan_free(plan);
+        return fail(&err);
+    }
+    if (pp_pipeline_resolve_plan(plan, &err) != PP_OK) {
+        pp_plan_free(plan);
+        return fail(&err);
+    }
+    int steps = a.steps ? a.steps : plan->steps;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+
+    if (a.validate)
+        rc = do_validate(plan);
+    else if (a.simulate)
+        rc = do_simulate(plan, a.json);
+    else if (a.n_sweep)
+        rc = do_sweep(plan, &a, steps);
+    else
+        rc = do_train(plan, &a, steps);
+    pp_plan_free(plan);
+    return rc;
+}

@@ -1,0 +1,793 @@
+/*
+ * pipeline.c - assembles plan, devices, stages, data, schedule, executor and
+ * optimizer, and runs training steps (see pipeline.h for the contract).
+ */
+#include "runtime/pipeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/delay.h"
+#include "models/stage.h"
+#include "runtime/checkpoint.h"
+#include "runtime/core/ops.h"
+#include "runtime/data.h"
+#include "runtime/optimizer.h"
+#include "streams/executor.h"
+#include "streams/schedule.h"
+#include "streams/simulate.h"
+
+/* One plan stage: its model stage plus what the loss and input need. */
+typedef struct pipe_stage {
+    struct pp_pipeline *p;
+    int index;
+    pp_device_ctx *dev;
+    pp_stage *model;
+    int max_in_flight;
+    char layers[256];            /* the plan's compact spelling ("layer1, layer2.0") */
+    /* per-step timings, one entry per step run */
+    double *fwd_ms, *bwd_ms, *busy;
+} pipe_stage;
+
+struct pp_pipeline {
+    pp_registry *reg;
+    pp_model_config model;
+    int batch;
+    int m;                       /* micro-batches */
+    int *mb_sizes;               /* (m) */
+    int *mb_offsets;             /* (m) first sample of each micro-batch */
+    int classes;
+    int in_c, in_h, in_w;
+    int n_stages;
+    pipe_stage *stages;          /* (n_stages) */
+    pp_stage_desc *descs;        /* (n_stages) for the executor */
+    pp_schedule schedule;
+    pp_executor *exec;
+    pp_optimizer *opt;
+    pp_param_ref *params;
+    int n_params;
+    pp_data *data;
+    float *host_images;          /* (B, C, H, W) */
+    int32_t *host_labels;        /* (B) */
+    pp_tensor images;            /* (B, C, H, W) on stage 0's device */
+    pp_tensor labels;            /* (B) I32 on the last stage's device */
+    pp_tensor losses;            /* (m) F32 on the last device: loss of each micro-batch */
+    pp_tensor corrects;          /* (m) I32 on the last device */
+    pp_tensor dlogits;           /* (B, classes) on the last device */
+    int64_t steps_done;
+    int steps_run;               /* steps run by this object (for the report) */
+    int steps_cap;
+    double *step_ms;             /* (steps_run) whole step */
+    double *bubble;              /* (steps_run) */
+    double *copy_ms;             /* (steps_run) */
+    size_t copy_bytes;
+    bool keep_trace;
+    int slots;
+    pp_step_stats *trace;        /* kept steps (keep_trace) */
+    int n_trace;
+};
+
+static const pp_stage_ops pipe_stage_ops;
+
+/* ---- stage callbacks ------------------------------------------------------ */
+
+static pp_status cb_out_shape(void *user, int mb_size, pp_tensor *shape_only, pp_error *err)
+{
+    pipe_stage *st = user;
+    memset(shape_only, 0, sizeof *shape_only);
+    shape_only->dtype = PP_F32;
+    return pp_stage_output_shape(st->model, mb_size, &shape_only->ndim, shape_only->shape, err);
+}
+
+static pp_tensor scalar_view(const pp_tensor *vec, int i)
+{
+    pp_tensor v = pp_tensor_view0(vec, i, 1);
+    v.ndim = 0;
+    v.shape[0] = 1;
+    return v;
+}
+
+static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const pp_tensor *in,
+                            pp_tensor *out, pp_error *err)
+{
+    pipe_stage *st = user;
+    struct pp_pipeline *p = st->p;
+    int off = p->mb_offsets[mb];
+    pp_tensor x;
+    if (!in) {
+        x = pp_tensor_view0(&p->images, off, mb_size);
+        in = &x;
+    }
+    PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, true, err));
+    int held = pp_stage_in_flight(st->model);
+    if (held > st->max_in_flight) st->max_in_flight = held;
+    if (st->index != p->n_stages - 1) return PP_OK;
+
+    pp_tensor logits;
+    PP_TRY(pp_tensor_reshape(out, 2, (int64_t[]){mb_size, pp_tensor_numel(out) / mb_size},
+                             &logits, err));
+    pp_tensor labels = pp_tensor_view0(&p->labels, off, mb_size);
+    pp_tensor loss = scalar_view(&p->losses, mb);
+    pp_tensor correct = scalar_view(&p->corrects, mb);
+    pp_tensor dlogits = pp_tensor_view0(&p->dlogits, off, mb_size);
+    return pp_softmax_xent(ex, &logits, &labels, (float)p->batch, &loss, &correct, &dlogits, err);
+}
+
+static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
+                             const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
+{
+    pipe_stage *st = user;
+    struct pp_pipeline *p = st->p;
+    pp_tensor dy;
+    if (!grad_out) {
+        pp_tensor rows = pp_tensor_view0(&p->dlogits, p->mb_offsets[mb], mb_size);
+        int ndim;
+        int64_t shape[PP_MAX_DIMS];
+        PP_TRY(pp_stage_output_shape(st->model, mb_size, &ndim, shape, err));
+        PP_TRY(pp_tensor_reshape(&rows, ndim, shape, &dy, err));
+        grad_out = &dy;
+    }
+    return pp_stage_backward(st->model, ex, mb, grad_out, grad_in, err);
+}
+
+static const pp_stage_ops pipe_stage_ops = {
+    .out_shape = cb_out_shape,
+    .forward = cb_forward,
+    .backward = cb_backward,
+    .step = NULL,
+};
+
+/* ---- construction ---------------------------------------------------------- */
+
+static pp_status plan_error(const pp_plan *plan, pp_mark mark, pp_error *err, pp_status code,
+                            const char *msg)
+{
+    if (mark.line > 0)
+        return pp_error_set(err, code, "%s:%d:%d: %s", plan->path, mark.line, mark.col, msg);
+    return pp_error_set(err, code, "%s: %s", plan->path, msg);
+}
+
+static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
+{
+    pp_data_config cfg;
+    pp_data_config_init(&cfg);
+    const pp_plan_data *d = &plan->data;
+    cfg.seed = plan->seed;
+    cfg.shuffle = d->shuffle;
+    switch (d->format) {
+    case PP_PLAN_DATA_SYNTHETIC:
+        cfg.format = PP_DATA_SYNTHETIC;
+        cfg.channels = plan->model.in_channels;
+        cfg.height = plan->model.image_h;
+        cfg.width = plan->model.image_w;
+        cfg.classes = d->num_classes > 0 ? d->num_classes : plan->model.num_classes;
+        break;
+    case PP_PLAN_DATA_IDX:
+        cfg.format = PP_DATA_IDX;
+        snprintf(cfg.images, sizeof cfg.images, "%s", d->images);
+        snprintf(cfg.labels, sizeof cfg.labels, "%s", d->labels);
+        break;
+    case PP_PLAN_DATA_CIFAR10:
+        cfg.format = PP_DATA_CIFAR10;
+        if (d->n_files > PP_DATA_MAX_FILES)
+            return plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many cifar10 files");
+        cfg.n_files = d->n_files;
+        for (int i = 0; i < d->n_files; i++)
+            snprintf(cfg.files[i], sizeof cfg.files[i], "%s", d->files[i]);
+        break;
+    }
+    if (d->has_norm) {
+        int c = plan->model.in_channels;
+        if (c > PP_DATA_MAX_CHANNELS)
+            return plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many channels for mean/std");
+        cfg.n_mean = cfg.n_std = c;
+        for (int i = 0; i < c; i++) {
+            cfg.mean[i] = (float)d->mean[i];
+            cfg.std[i] = (float)d->std[i];
+        }
+    }
+    pp_status s = pp_data_open(&cfg, &p->data, err);
+    if (s != PP_OK) {
+        if (s == PP_ERR_INPUT && d->mark.line > 0)
+            pp_error_prefix(err, "%s:%d:%d", plan->path, d->mark.line, d->mark.col);
+        return s;
+    }
+    int c, h, w, classes;
+    pp_data_shape(p->data, &c, &h, &w, &classes);
+    if (c != plan->model.in_channels) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the data has %d channel%s but model.in_channels is %d", c,
+                 c == 1 ? "" : "s", plan->model.in_channels);
+        return plan_error(plan, d->mark, err, PP_ERR_INPUT, msg);
+    }
+    if (classes > plan->model.num_classes) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "the data has labels up to %d but model.num_classes is %d",
+                 classes - 1, plan->model.num_classes);
+        return plan_error(plan, d->mark, err, PP_ERR_INPUT, msg);
+    }
+    p->in_c = c;
+    p->in_h = h;
+    p->in_w = w;
+    return PP_OK;
+}
+
+static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
+{
+    size_t img = (size_t)p->batch * p->in_c * p->in_h * p->in_w;
+    p->host_images = malloc(img * sizeof(float));
+    p->host_labels = malloc((size_t)p->batch * sizeof(int32_t));
+    if (!p->host_images || !p->host_labels)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory for a batch of %d images",
+                            p->batch);
+    pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
+    PP_TRY(pp_tensor_alloc(&p->images, first, PP_F32, 4,
+                           (int64_t[]){p->batch, p->in_c, p->in_h, p->in_w}, err));
+    PP_TRY(pp_tensor_alloc(&p->labels, last, PP_I32, 1, (int64_t[]){p->batch}, err));
+    PP_TRY(pp_tensor_zeros(&p->losses, last, PP_F32, 1, (int64_t[]){p->m}, err));
+    PP_TRY(pp_tensor_zeros(&p->corrects, last, PP_I32, 1, (int64_t[]){p->m}, err));
+    PP_TRY(pp_tensor_alloc(&p->dlogits, last, PP_F32, 2, (int64_t[]){p->batch, p->classes}, err));
+    return PP_OK;
+}
+
+static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
+{
+    p->n_stages = plan->n_stages;
+    p->stages = calloc((size_t)p->n_stages, sizeof *p->stages);
+    p->descs = calloc((size_t)p->n_stages, sizeof *p->descs);
+    if (!p->stages || !p->descs) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    int n_params = 0;
+    for (int s = 0; s < p->n_stages; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        pipe_stage *st = &p->stages[s];
+        st->p = p;
+        st->index = s;
+        pp_status rc = pp_registry_get(p->reg, ps->device, &st->dev, err);
+        if (rc != PP_OK) {
+            if (ps->device_mark.line > 0)
+                pp_error_prefix(err, "%s:%d:%d: stage %d", plan->path, ps->device_mark.line,
+                                ps->device_mark.col, s);
+            return rc == PP_ERR_UNSUPPORTED ? PP_ERR_INPUT : rc;
+        }
+        if (p->model.kind == PP_MODEL_DELAY)
+            rc = pp_delay_stage_new(&p->model, s, st->dev, &st->model, err);
+        else
+            rc = pp_stage_new(&p->model, plan->seed, ps->first, ps->last, st->dev, &st->model,
+                              err);
+        if (rc != PP_OK) return pp_error_prefix(err, "stage %d (%s)", s, st->dev->name);
+        if (p->model.kind != PP_MODEL_DELAY)
+            pp_plan_spell_units(&plan->catalogue, ps->first, ps->last, st->layers,
+                                sizeof st->layers);
+        p->descs[s] = (pp_stage_desc){.dev = st->dev, .ops = &pipe_stage_ops, .user = st};
+        n_params += pp_stage_param_count(st->model);
+    }
+
+    /* the last stage's output feeds the loss: it must be (N, classes) */
+    int ndim;
+    int64_t shape[PP_MAX_DIMS];
+    PP_TRY(pp_stage_output_shape(p->stages[p->n_stages - 1].model, 1, &ndim, shape, err));
+    int64_t per_sample = 1;
+    for (int i = 1; i < ndim; i++) per_sample *= shape[i];
+    if (per_sample != p->classes)
+        return plan_error(plan, plan->stages[p->n_stages - 1].layers_mark, err, PP_ERR_INPUT,
+                          "the last stage must end with fc (its output feeds the loss)");
+
+    p->params = calloc((size_t)(n_params ? n_params : 1), sizeof *p->params);
+    if (!p->params) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    for (int s = 0; s < p->n_stages; s++) {
+        pp_stage *m = p->stages[s].model;
+        for (int i = 0; i < pp_stage_param_count(m); i++) {
+            const pp_named_tensor *nt = pp_stage_param(m, i);
+            p->params[p->n_params++] = (pp_param_ref){nt->name, nt->value, nt->grad};
+        }
+    }
+    pp_sgd_config sgd = {
+        .lr = (float)plan->optimizer.lr,
+        .momentum = (float)plan->optimizer.momentum,
+        .weight_decay = (float)plan->optimizer.weight_decay,
+        .nesterov = plan->optimizer.nesterov,
+    };
+    return pp_optimizer_new(&p->opt, &sgd, p->params, (size_t)p->n_params, err);
+}
+
+pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
+                          pp_error *err)
+{
+    *out = NULL;
+    if (!plan) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_new: NULL plan");
+    if (plan->stages_auto)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "pp_pipeline_new: the plan's automatic stages are not resolved "
+                            "(call pp_pipeline_resolve_plan first)");
+    struct pp_pipeline *p = calloc(1, sizeof *p);
+    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    if (opts) {
+        p->keep_trace = opts->keep_trace;
+        p->slots = opts->slots;
+    }
+    p->model = plan->model;
+    p->batch = plan->batch_size;
+    p->m = plan->micro_batches;
+    p->classes = plan->model.num_classes;
+    pp_status s = PP_ERR_OOM;
+    p->mb_sizes = malloc((size_t)p->m * sizeof(int));
+    p->mb_offsets = malloc((size_t)p->m * sizeof(int));
+    if (!p->mb_sizes || !p->mb_offsets) {
+        pp_error_set(err, s, "out of host memory");
+        goto fail;
+    }
+    for (int i = 0, off = 0; i < p->m; off += plan->micro_sizes[i], i++) {
+        p->mb_sizes[i] = plan->micro_sizes[i];
+        p->mb_offsets[i] = off;
+    }
+    if ((s = pp_registry_new(&p->reg, err)) != PP_OK) goto fail;
+    if ((s = open_data(p, plan, err)) != PP_OK) goto fail;
+    p->model.image_h = p->in_h;
+    p->model.image_w = p->in_w;
+    if ((s = build_stages(p, plan, err)) != PP_OK) goto fail;
+    if ((s = alloc_buffers(p, err)) != PP_OK) goto fail;
+    pp_schedule_kind kind =
+        plan->schedule == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
+    if ((s = pp_schedule_build(&p->schedule, kind, p->n_stages, p->m, p->mb_sizes, err)) != PP_OK)
+        goto fail;
+    if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
+    *out = p;
+    return PP_OK;
+fail:
+    pp_pipeline_free(p);
+    return s;
+}
+
+void pp_pipeline_free(pp_pipeline *p)
+{
+    if (!p) return;
+    pp_executor_free(p->exec);
+    pp_schedule_free(&p->schedule);
+    pp_optimizer_free(p->opt);
+    for (int s = 0; p->stages && s < p->n_stages; s++) {
+        pp_stage_free(p->stages[s].model);
+        free(p->stages[s].fwd_ms);
+        free(p->stages[s].bwd_ms);
+        free(p->stages[s].busy);
+    }
+    pp_tensor_free(&p->images);
+    pp_tensor_free(&p->labels);
+    pp_tensor_free(&p->losses);
+    pp_tensor_free(&p->corrects);
+    pp_tensor_free(&p->dlogits);
+    for (int i = 0; i < p->n_trace; i++) pp_step_stats_free(&p->trace[i]);
+    free(p->trace);
+    pp_data_close(p->data);
+    pp_registry_free(p->reg);
+    free(p->host_images);
+    free(p->host_labels);
+    free(p->params);
+    free(p->stages);
+    free(p->descs);
+    free(p->mb_sizes);
+    free(p->mb_offsets);
+    free(p->step_ms);
+    free(p->bubble);
+    free(p->copy_ms);
+    free(p);
+}
+
+/* ---- stepping --------------------------------------------------------------- */
+
+static pp_status grow_history(struct pp_pipeline *p, pp_error *err)
+{
+    if (p->steps_run < p->steps_cap) return PP_OK;
+    int cap = p->steps_cap ? 2 * p->steps_cap : 16;
+    double **arrays[] = {&p->step_ms, &p->bubble, &p->copy_ms};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        double *a = realloc(*arrays[i], (size_t)cap * sizeof(double));
+        if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        *arrays[i] = a;
+    }
+    for (int s = 0; s < p->n_stages; s++) {
+        double **sa[] = {&p->stages[s].fwd_ms, &p->stages[s].bwd_ms, &p->stages[s].busy};
+        for (size_t i = 0; i < sizeof sa / sizeof sa[0]; i++) {
+            double *a = realloc(*sa[i], (size_t)cap * sizeof(double));
+            if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+            *sa[i] = a;
+        }
+    }
+    p->steps_cap = cap;
+    return PP_OK;
+}
+
+/* Mean forward and backward time of one micro-batch on each stage, from the
+ * spans of a step ("F3 stage1", "B0 stage0"). */
+static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
+{
+    for (int s = 0; s < p->n_stages; s++) {
+        double f = 0, b = 0;
+        int nf = 0, nb = 0;
+        for (int i = 0; i < st->n_spans; i++) {
+            const pp_trace_span *sp = &st->spans[i];
+            if (sp->lane != s) continue;
+            double ms = (double)(sp->end_ns - sp->start_ns) / 1e6;
+            if (sp->name[0] == 'F') f += ms, nf++;
+            else if (sp->name[0] == 'B') b += ms, nb++;
+        }
+        pipe_stage *ps = &p->stages[s];
+        ps->fwd_ms[p->steps_run] = nf ? f / nf : 0;
+        ps->bwd_ms[p->steps_run] = nb ? b / nb : 0;
+        ps->busy[p->steps_run] = st->busy_frac[s];
+    }
+}
+
+static pp_status check_loss(struct pp_pipeline *p, const float *losses, pp_error *err)
+{
+    for (int i = 0; i < p->m; i++) {
+        if (isfinite(losses[i])) continue;
+        const pipe_stage *last = &p->stages[p->n_stages - 1];
+        return pp_error_set(err, PP_ERR_NUMERIC,
+                            "stage %d (%s) micro-batch %d: the loss is %s at step %lld "
+                            "(lower the learning rate, or check the data)",
+                            last->index, last->dev->name, i, isnan(losses[i]) ? "NaN" : "infinite",
+                            (long long)p->steps_done);
+    }
+    return PP_OK;
+}
+
+pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
+{
+    int64_t t0 = pp_stream_clock_ns();
+    PP_TRY(grow_history(p, err));
+    PP_TRY(pp_data_batch(p->data, p->steps_done, p->batch, p->host_images, p->host_labels, err));
+    PP_TRY(pp_tensor_from_host(&p->images, p->host_images, pp_tensor_bytes(&p->images), err));
+    PP_TRY(pp_tensor_from_host(&p->labels, p->host_labels, pp_tensor_bytes(&p->labels), err));
+    PP_TRY(pp_optimizer_zero_grad(p->opt, NULL, NULL, err));
+
+    pp_step_stats stats;
+    memset(&stats, 0, sizeof stats);
+    PP_TRY(pp_executor_run(p->exec, &p->schedule, &stats, err));
+
+    float losses[p->m];
+    int32_t corrects[p->m];
+    pp_status s = pp_tensor_to_host(&p->losses, losses, sizeof losses, err);
+    if (s == PP_OK) s = pp_tensor_to_host(&p->corrects, corrects, sizeof corrects, err);
+    if (s == PP_OK) s = check_loss(p, losses, err);
+    if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
+    if (s != PP_OK) {
+        pp_step_stats_free(&stats);
+        return s;
+    }
+    float loss = 0;
+    int64_t correct = 0;
+    for (int i = 0; i < p->m; i++) {
+        loss += losses[i];
+        correct += corrects[i];
+    }
+    double ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
+    stage_times(p, &stats);
+    p->step_ms[p->steps_run] = ms;
+    p->bubble[p->steps_run] = stats.bubble;
+    p->copy_ms[p->steps_run] = stats.copy_ms;
+    p->copy_bytes = stats.copy_bytes;
+    if (res) {
+        res->step = p->steps_done;
+        res->loss = loss;
+        res->accuracy = (double)correct / p->batch;
+        res->step_ms = ms;
+        res->bubble = stats.bubble;
+    }
+    p->steps_run++;
+    p->steps_done++;
+    if (p->keep_trace) {
+        pp_step_stats *t = realloc(p->trace, (size_t)(p->n_trace + 1) * sizeof *t);
+        if (!t) {
+            pp_step_stats_free(&stats);
+            return pp_error_set(err, PP_ERR_OOM, "out of host memory keeping the trace");
+        }
+        p->trace = t;
+        p->trace[p->n_trace++] = stats;
+    } else {
+        pp_step_stats_free(&stats);
+    }
+    return PP_OK;
+}
+
+int64_t pp_pipeline_steps_done(const pp_pipeline *p)
+{
+    return p->steps_done;
+}
+
+int pp_pipeline_stage_count(const pp_pipeline *p)
+{
+    return p->n_stages;
+}
+
+/* ---- reports ------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[first..n) (first = 1 when n > 1: the warm-up step is excluded). */
+static double median_after_warmup(const double *v, int n)
+{
+    if (n <= 0) return 0;
+    int first = n > 1 ? 1 : 0;
+    int k = n - first;
+    double tmp[k];
+    memcpy(tmp, v + first, (size_t)k * sizeof(double));
+    qsort(tmp, (size_t)k, sizeof(double), cmp_double);
+    return k % 2 ? tmp[k / 2] : 0.5 * (tmp[k / 2 - 1] + tmp[k / 2]);
+}
+
+void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out)
+{
+    memset(out, 0, sizeof *out);
+    if (stage < 0 || stage >= p->n_stages) return;
+    const pipe_stage *st = &p->stages[stage];
+    snprintf(out->device, sizeof out->device, "%s", st->dev->name);
+    out->params = pp_stage_num_params(st->model);
+    snprintf(out->layers, sizeof out->layers, "%s", st->layers);
+    out->forward_ms = median_after_warmup(st->fwd_ms, p->steps_run);
+    out->backward_ms = median_after_warmup(st->bwd_ms, p->steps_run);
+    out->busy_frac = median_after_warmup(st->busy, p->steps_run);
+    out->peak_bytes = pp_device_peak_bytes(st->dev);
+    out->max_in_flight = st->max_in_flight;
+}
+
+/* Simulates the pipeline's schedule with per-stage costs of one micro-batch of
+ * split_size samples. */
+static pp_status simulate(const pp_schedule *sched, int n, const double *f, const double *b,
+                          const double *copy, int ref_mb, int slots, double *step_ms,
+                          double *bubble, pp_error *err)
+{
+    pp_sim_costs c = {
+        .stages = n,
+        .forward_ms = f,
+        .backward_ms = b,
+        .copy_act_ms = n > 1 ? copy : NULL,
+        .copy_grad_ms = n > 1 ? copy : NULL,
+        .ref_mb_size = ref_mb,
+        .slots = slots,
+    };
+    pp_sim_result r;
+    PP_TRY(pp_simulate(sched, &c, &r, err));
+    *step_ms = r.step_ms;
+    *bubble = r.bubble;
+    pp_sim_result_free(&r);
+    return PP_OK;
+}
+
+void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
+{
+    memset(out, 0, sizeof *out);
+    int n = p->steps_run;
+    out->steps = n;
+    if (n == 0) return;
+    int first = n > 1 ? 1 : 0;
+    out->step_ms_min = out->step_ms_max = p->step_ms[first];
+    for (int i = first; i < n; i++) {
+        if (p->step_ms[i] < out->step_ms_min) out->step_ms_min = p->step_ms[i];
+        if (p->step_ms[i] > out->step_ms_max) out->step_ms_max = p->step_ms[i];
+    }
+    out->step_ms_median = median_after_warmup(p->step_ms, n);
+    out->images_per_s = out->step_ms_median > 0 ? p->batch * 1000.0 / out->step_ms_median : 0;
+    out->bubble_frac = median_after_warmup(p->bubble, n);
+    out->copy_bytes = p->copy_bytes;
+    out->copy_ms = median_after_warmup(p->copy_ms, n);
+
+    /* predicted from the measured per-stage costs of one micro-batch */
+    double f[p->n_stages], b[p->n_stages], copy[p->n_stages];
+    int copies = p->n_stages > 1 ? 2 * (p->n_stages - 1) * p->m : 1;
+    for (int s = 0; s < p->n_stages; s++) {
+        f[s] = median_after_warmup(p->stages[s].fwd_ms, n);
+        b[s] = median_after_warmup(p->stages[s].bwd_ms, n);
+        copy[s] = out->copy_ms / copies;
+    }
+    pp_error err;
+    if (simulate(&p->schedule, p->n_stages, f, b, copy, 0, p->slots, &out->predicted_step_ms,
+                 &out->bubble_frac_predicted, &err) != PP_OK) {
+        out->predicted_step_ms = 0;
+        out->bubble_frac_predicted = 0;
+    }
+}
+
+size_t pp_pipeline_format_schedule(const pp_pipeline *p, char *buf, size_t n)
+{
+    return pp_schedule_format(&p->schedule, false, buf, n);
+}
+
+pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err)
+{
+    if (!p->keep_trace)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "pp_pipeline_write_trace: the pipeline was made without keep_trace");
+    return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+}
+
+/* ---- checkpoints ---------------------------------------------------------------- */
+
+/* Every parameter and buffer of every stage, as checkpoint entries. *out is
+ * malloc'ed with room for extra more entries. */
+static pp_status state_list(struct pp_pipeline *p, size_t extra, pp_ckpt_tensor **out, size_t *n,
+                            pp_error *err)
+{
+    size_t total = 0;
+    for (int s = 0; s < p->n_stages; s++) {
+        PP_TRY(pp_stage_sync_buffers(p->stages[s].model, err));
+        total += (size_t)pp_stage_state_count(p->stages[s].model);
+    }
+    pp_ckpt_tensor *list = calloc(total + extra + 1, sizeof *list);
+    if (!list) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    size_t k = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int i = 0; i < pp_stage_state_count(p->stages[s].model); i++) {
+            const pp_named_tensor *nt = pp_stage_state(p->stages[s].model, i);
+            list[k++] = (pp_ckpt_tensor){nt->name, nt->value};
+        }
+    *out = list;
+    *n = k;
+    return PP_OK;
+}
+
+pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
+{
+    size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    pp_ckpt_tensor *list;
+    size_t n;
+    PP_TRY(state_list(p, n_opt, &list, &n, err));
+    if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
+    char steps[32];
+    snprintf(steps, sizeof steps, "%lld", (long long)p->steps_done);
+    pp_checkpoint_meta meta[] = {{"format", "pt"}, {"pipeline-run.steps", steps}};
+    size_t n_meta = sizeof meta / sizeof meta[0];
+    pp_status s = pp_checkpoint_save(path, list, n, meta, n_meta, err);
+    free(list);
+    return s;
+}
+
+pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
+{
+    pp_checkpoint_info info;
+    PP_TRY(pp_checkpoint_list(path, &info, err));
+    bool has_opt = false;
+    for (size_t i = 0; i < info.n && !has_opt; i++)
+        has_opt = strncmp(info.entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX,
+                          strlen(PP_OPTIMIZER_MOMENTUM_PREFIX)) == 0;
+    const char *steps = pp_checkpoint_info_meta(&info, "pipeline-run.steps");
+    long long steps_done = steps ? atoll(steps) : 0;
+    pp_checkpoint_info_free(&info);
+
+    pp_status s = PP_OK;
+    if (has_opt && pp_optimizer_config(p->opt).momentum != 0) s = pp_optimizer_alloc_state(p->opt, err);
+    size_t n_opt = has_opt ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    pp_ckpt_tensor *list = NULL;
+    size_t n = 0;
+    if (s == PP_OK) s = state_list(p, n_opt, &list, &n, err);
+    if (s == PP_OK) {
+        if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
+        /* optimizer state of another configuration (e.g. momentum 0) is ignored */
+        s = pp_checkpoint_load(path, list, n, true, err);
+    }
+    free(list);
+    if (s != PP_OK) {
+        pp_optimizer_reset_state(p->opt);
+        return s;
+    }
+    if (!has_opt) pp_optimizer_reset_state(p->opt);
+    p->steps_done = steps_done > 0 ? steps_done : 0;
+    pp_optimizer_set_steps(p->opt, has_opt ? p->steps_done : 0);
+    return PP_OK;
+}
+
+/* ---- planning ---------------------------------------------------------------------- */
+
+#define NOMINAL_CPU_GFLOPS 50.0
+#define NOMINAL_CUDA_GFLOPS 20000.0
+#define NOMINAL_COPY_GBPS 10.0
+
+pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
+                              double *stage_forward_ms, double *stage_backward_ms, pp_error *err)
+{
+    int n = plan->n_stages;
+    if (plan->stages_auto)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_predict: unresolved stages");
+    double f[PP_PLAN_MAX_STAGES], b[PP_PLAN_MAX_STAGES], copy[PP_PLAN_MAX_STAGES];
+    int mb = plan->split_size;
+    for (int s = 0; s < n; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        copy[s] = 0;
+        if (plan->model.kind == PP_MODEL_DELAY) {
+            const pp_model_config *m = &plan->model;
+            f[s] = m->forward_ms[m->n_forward_ms > 1 ? s : 0];
+            b[s] = m->backward_ms[m->n_backward_ms > 1 ? s : 0];
+            continue;
+        }
+        double gflops = ps->device.kind == PP_DEVICE_CUDA ? NOMINAL_CUDA_GFLOPS
+                                                          : NOMINAL_CPU_GFLOPS;
+        double flops = 0;
+        for (int u = ps->first; u <= ps->last; u++)
+            flops += (double)plan->catalogue.units[u].fwd_flops;
+        f[s] = flops * mb / (gflops * 1e6);
+        b[s] = 2 * f[s];
+        if (s + 1 < n)
+            copy[s] = (double)plan->catalogue.units[ps->last].out_bytes * mb /
+                      (NOMINAL_COPY_GBPS * 1e6);
+    }
+    pp_schedule sched;
+    pp_schedule_kind kind =
+        plan->schedule == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
+    PP_TRY(pp_schedule_build(&sched, kind, n, plan->micro_batches, plan->micro_sizes, err));
+    pp_status s = simulate(&sched, n, f, b, copy, plan->model.kind == PP_MODEL_DELAY ? 0 : mb, 0,
+                           step_ms, bubble, err);
+    pp_schedule_free(&sched);
+    if (s == PP_OK) {
+        if (stage_forward_ms) memcpy(stage_forward_ms, f, (size_t)n * sizeof(double));
+        if (stage_backward_ms) memcpy(stage_backward_ms, b, (size_t)n * sizeof(double));
+    }
+    return s;
+}
+
+/* Per-unit forward + backward time of one micro-batch on dev, in ms: each unit
+ * runs as a one-unit stage, once to warm up and then `reps` times. */
+static pp_status profile_units(const pp_plan *plan, pp_device_ctx *dev, double *cost,
+                               pp_error *err)
+{
+    const int reps = 2;
+    int mb = plan->split_size;
+    pp_exec ex;
+    PP_TRY(pp_exec_init(&ex, dev, NULL, err));
+    pp_status s = PP_OK;
+    for (int u = 0; u < plan->catalogue.n && s == PP_OK; u++) {
+        pp_stage *st = NULL;
+        pp_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
+        int in_nd, out_nd;
+        int64_t in_shape[PP_MAX_DIMS], out_shape[PP_MAX_DIMS];
+        s = pp_stage_new(&plan->model, plan->seed, u, u, dev, &st, err);
+        if (s == PP_OK) s = pp_stage_input_shape(st, mb, &in_nd, in_shape, err);
+        if (s == PP_OK) s = pp_stage_output_shape(st, mb, &out_nd, out_shape, err);
+        if (s == PP_OK) s = pp_tensor_zeros(&x, dev, PP_F32, in_nd, in_shape, err);
+        if (s == PP_OK) s = pp_tensor_zeros(&dx, dev, PP_F32, in_nd, in_shape, err);
+        if (s == PP_OK) s = pp_tensor_zeros(&y, dev, PP_F32, out_nd, out_shape, err);
+        if (s == PP_OK) s = pp_tensor_zeros(&dy, dev, PP_F32, out_nd, out_shape, err);
+        int64_t t0 = 0;
+        for (int r = 0; r <= reps && s == PP_OK; r++) {
+            if (r == 1) {
+                s = pp_exec_sync(&ex, err);
+                t0 = pp_stream_clock_ns();
+            }
+            if (s == PP_OK) s = pp_stage_forward(st, &ex, 0, &x, &y, true, err);
+            if (s == PP_OK) s = pp_stage_backward(st, &ex, 0, &dy, &dx, err);
+        }
+        if (s == PP_OK) s = pp_exec_sync(&ex, err);
+        if (s == PP_OK) cost[u] = (double)(pp_stream_clock_ns() - t0) / 1e6 / reps;
+        pp_tensor_free(&x);
+        pp_tensor_free(&y);
+        pp_tensor_free(&dx);
+        pp_tensor_free(&dy);
+        pp_stage_free(st);
+    }
+    pp_exec_destroy(&ex);
+    return s;
+}
+
+pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
+{
+    if (!plan->stages_auto) return PP_OK;
+    if (plan->balance != PP_PLAN_BALANCE_TIME) return pp_plan_resolve_auto(plan, NULL, NULL, err);
+
+    double *cost = calloc((size_t)plan->catalogue.n + 1, sizeof *cost);
+    pp_registry *reg = NULL;
+    pp_device_ctx *dev = NULL;
+    if (!cost) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    pp_status s = pp_registry_new(&reg, err);
+    if (s == PP_OK) s = pp_registry_get(reg, plan->stages[0].device, &dev, err);
+    if (s == PP_OK) {
+        s = profile_units(plan, dev, cost, err);
+    }
+    if (s == PP_OK) s = pp_plan_resolve_auto(plan, NULL, cost, err);
+    pp_registry_free(reg);
+    free(cost);
+    return s;
+}

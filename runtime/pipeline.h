@@ -1,0 +1,126 @@
+/*
+ * pipeline.h - the pipeline object: a plan made runnable.
+ *
+ * A pipeline assembles everything a plan names: the devices, one model stage
+ * per plan stage (ResNet units or the delay model), the data source, the
+ * schedule (GPipe or 1F1B over the plan's micro-batches), the executor that
+ * runs it with explicit copies between stages, and one SGD optimizer over the
+ * parameters of every stage. pp_pipeline_step trains on one mini-batch:
+ *
+ *   1. read the step's batch from the data source and place the images on
+ *      stage 0's device and the labels on the last stage's device;
+ *   2. zero every gradient;
+ *   3. run the schedule: forwards and backwards of every micro-batch, the
+ *      loss (softmax cross-entropy summed over the micro-batch and divided by
+ *      the global batch size) after the last stage, gradients accumulated in
+ *      micro-batch order 0..m-1;
+ *   4. one optimizer step over all parameters.
+ *
+ * Results therefore do not depend on the schedule or on the number of stages
+ * (bitwise on the CPU backend).
+ *
+ * Errors: bad plans or data are PP_ERR_INPUT with "FILE:LINE:COL: message"
+ * where the plan gives a place; runtime failures name the stage, device and
+ * micro-batch ("stage 1 (cpu:1) micro-batch 3: ..."); a NaN or infinite loss
+ * is PP_ERR_NUMERIC.
+ *
+ * Ownership: the pipeline copies what it needs from the plan (which may be
+ * freed afterwards) and owns every device context, stage, buffer and stream.
+ * Threading: one host thread drives a pipeline; internally stages run on
+ * their own streams. A pipeline may be stepped any number of times.
+ */
+#ifndef PP_PIPELINE_H
+#define PP_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "partitioner/plan.h"
+#include "runtime/core/status.h"
+
+typedef struct pp_pipeline pp_pipeline;
+
+typedef struct pp_pipeline_options {
+    bool keep_trace;   /* keep every step's timed spans for pp_pipeline_write_trace */
+    int slots;         /* executor buffers per boundary and direction; 0 = default (2) */
+} pp_pipeline_options;
+
+/* What one step did. */
+typedef struct pp_step_result {
+    int64_t step;      /* 0-based index of the step just run */
+    double loss;       /* mean cross-entropy over the mini-batch */
+    double accuracy;   /* fraction of the mini-batch classified correctly (before the update) */
+    double step_ms;    /* wall time of the whole step (data, schedule, optimizer) */
+    double bubble;     /* measured idle fraction of the stages during the schedule */
+} pp_step_result;
+
+/* Per-stage figures, aggregated over the steps run so far (the first step is
+ * excluded when more than one has run). */
+typedef struct pp_stage_report {
+    char device[16];          /* "cpu:1", "cuda:0" */
+    char layers[256];         /* "conv1, bn1, relu, maxpool, layer1, layer2" ("delay" model: "") */
+    int64_t params;           /* learnable scalars */
+    double forward_ms;        /* median forward time of one micro-batch */
+    double backward_ms;       /* median backward time of one micro-batch */
+    double busy_frac;         /* median fraction of the step the stage computed */
+    size_t peak_bytes;        /* high-water mark of memory on the stage's device */
+    int max_in_flight;        /* most micro-batches whose activations were held at once */
+} pp_stage_report;
+
+typedef struct pp_pipeline_report {
+    int steps;                    /* steps run */
+    double step_ms_median, step_ms_min, step_ms_max; /* first step excluded when steps > 1 */
+    double images_per_s;          /* batch size / median step time */
+    double bubble_frac;           /* median measured bubble */
+    double predicted_step_ms;     /* simulator, from the measured per-stage costs */
+    double bubble_frac_predicted; /* simulator */
+    size_t copy_bytes;            /* per step, all boundary copies */
+    double copy_ms;               /* per step, median total copy time */
+} pp_pipeline_report;
+
+/* Builds the pipeline of a resolved plan (explicit stages; see
+ * pp_pipeline_resolve_plan for `stages: auto`). Devices must exist. */
+pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
+                          pp_error *err);
+void pp_pipeline_free(pp_pipeline *p);
+
+/* Resolves `stages: auto` in place: flops and memory balance from the model's
+ * cost metadata, time balance by timing each unit's forward and backward on
+ * the plan's first device for a few micro-batches. No-op for explicit stages. */
+pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err);
+
+/* Trains on the next mini-batch (step index = steps run so far). res may be NULL. */
+pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err);
+
+/* Steps run so far (including steps restored by pp_pipeline_load). */
+int64_t pp_pipeline_steps_done(const pp_pipeline *p);
+
+int pp_pipeline_stage_count(const pp_pipeline *p);
+void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out);
+void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out);
+
+/* Writes every parameter and buffer under its torchvision state_dict name,
+ * plus (with_optimizer) the momentum buffers as "optimizer.momentum.<name>",
+ * to a safetensors file, atomically. */
+pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err);
+/* Loads a safetensors file written by pp_pipeline_save or from torchvision's
+ * state_dict: every parameter and buffer must be present with the right
+ * shape and dtype; optimizer state is restored when present. PP_ERR_INPUT
+ * naming the file and tensor otherwise. */
+pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err);
+
+/* Writes the kept spans (options.keep_trace) as a Chrome trace. */
+pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err);
+
+/* The plan's schedule, printed one line per stage ("stage 0: F0 F1 B0 ..."). */
+size_t pp_pipeline_format_schedule(const pp_pipeline *p, char *buf, size_t n);
+
+/* Predicts one step of plan from cost estimates, running nothing: the delay
+ * model's given times; for ResNet the catalogue's FLOPs at a nominal rate per
+ * backend (cpu 50 GFLOP/s, cuda 20 TFLOP/s; backward = 2x forward) and
+ * copies at a nominal bandwidth. */
+pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
+                              double *stage_forward_ms, double *stage_backward_ms, pp_error *err);
+
+#endif

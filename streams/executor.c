@@ -1,0 +1,619 @@
+/*
+ * executor.c - enqueues a lowered schedule (program.h) on the stage and copy
+ * streams with events between them, waits once, and collects the timings.
+ *
+ * Pass 1 (host, before the clock starts): validate and lower the schedule,
+ * ask every stage for its output shapes, size the boundary buffers and the
+ * per-lane event pools. Pass 2: enqueue every item in issue order: waits for
+ * its dependencies on other lanes, the work, and an event record if a later
+ * item waits for it. Pass 3: synchronize every stream, pick the first error,
+ * gather records into stats.
+ */
+#include "streams/executor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "streams/program.h"
+
+#define PP_DEFAULT_SLOTS 2
+
+typedef struct lane_events {
+    pp_event **ev;
+    int n, cap;
+} lane_events;
+
+typedef struct boundary_buf {
+    size_t bytes;              /* capacity of every slot below */
+    void **act_send;           /* (slots) on stage b's device */
+    void **act_recv;           /* (slots) on stage b+1's device */
+    void **grad_send;          /* (slots) on stage b+1's device */
+    void **grad_recv;          /* (slots) on stage b's device */
+} boundary_buf;
+
+typedef struct run_item {
+    pp_executor *ex;
+    const pp_prog_item *it;
+} run_item;
+
+struct pp_executor {
+    int S;
+    int min_slots;
+    pp_stage_desc *stages;     /* (S) */
+    int n_lanes;               /* 3S - 2 */
+    pp_stream **lanes;         /* (n_lanes) */
+    pp_device_ctx **lane_dev;  /* (n_lanes) */
+    lane_events *events;       /* (n_lanes) pools, grown on demand */
+    int slots;                 /* slots allocated in bufs (0: none yet) */
+    boundary_buf *bufs;        /* (S-1) */
+    size_t last_bytes;
+    void *last_out;            /* last stage's output buffer */
+
+    /* per run */
+    const pp_schedule *sched;
+    pp_tensor *shapes;         /* (S*m) output shape of stage s for micro-batch i */
+    int shapes_cap;
+};
+
+pp_stream *pp_executor_stage_stream(pp_executor *ex, int stage)
+{
+    return stage >= 0 && stage < ex->S ? ex->lanes[stage] : NULL;
+}
+
+static void free_slots(pp_device_ctx *dev, void **p, int n, size_t bytes)
+{
+    if (!p) return;
+    for (int k = 0; k < n; k++)
+        if (p[k]) pp_device_free(dev, p[k], bytes);
+    free(p);
+}
+
+static void free_buffers(pp_executor *ex)
+{
+    if (ex->bufs) {
+        for (int b = 0; b < ex->S - 1; b++) {
+            boundary_buf *bb = &ex->bufs[b];
+            pp_device_ctx *lo = ex->stages[b].dev, *hi = ex->stages[b + 1].dev;
+            free_slots(lo, bb->act_send, ex->slots, bb->bytes);
+            free_slots(hi, bb->act_recv, ex->slots, bb->bytes);
+            free_slots(hi, bb->grad_send, ex->slots, bb->bytes);
+            free_slots(lo, bb->grad_recv, ex->slots, bb->bytes);
+            memset(bb, 0, sizeof *bb);
+        }
+    }
+    if (ex->last_out) pp_device_free(ex->stages[ex->S - 1].dev, ex->last_out, ex->last_bytes);
+    ex->last_out = NULL;
+    ex->last_bytes = 0;
+    ex->slots = 0;
+}
+
+void pp_executor_free(pp_executor *ex)
+{
+    if (!ex) return;
+    if (ex->lanes)
+        for (int l = 0; l < ex->n_lanes; l++) pp_stream_free(ex->lanes[l]);
+    if (ex->events)
+        for (int l = 0; l < ex->n_lanes; l++) {
+            for (int k = 0; k < ex->events[l].n; k++) pp_event_free(ex->events[l].ev[k]);
+            free(ex->events[l].ev);
+        }
+    if (ex->stages) free_buffers(ex);
+    free(ex->bufs);
+    free(ex->events);
+    free(ex->lanes);
+    free(ex->lane_dev);
+    free(ex->shapes);
+    free(ex->stages);
+    free(ex);
+}
+
+/* The device whose copy stream moves data from src to dst: the receiver's,
+ * except that a CUDA device does the transfers between it and the host. */
+static pp_device_ctx *copy_device(pp_device_ctx *src, pp_device_ctx *dst)
+{
+    if (dst->id.kind == PP_DEVICE_CPU && src->id.kind == PP_DEVICE_CUDA) return src;
+    return dst;
+}
+
+pp_status pp_executor_new(const pp_stage_desc *stages, int n, int slots, pp_executor **out,
+                          pp_error *err)
+{
+    *out = NULL;
+    if (n < 1 || !stages)
+        return pp_error_set(err, PP_ERR_INVALID, "executor: need at least one stage");
+    for (int s = 0; s < n; s++) {
+        const pp_stage_ops *o = stages[s].ops;
+        if (!stages[s].dev || !o || !o->out_shape || !o->forward || !o->backward)
+            return pp_error_set(err, PP_ERR_INVALID,
+                                "executor: stage %d lacks a device or a required callback", s);
+    }
+    pp_executor *ex = calloc(1, sizeof *ex);
+    if (!ex) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
+    ex->S = n;
+    ex->min_slots = slots > 0 ? slots : PP_DEFAULT_SLOTS;
+    ex->n_lanes = 3 * n - 2;
+    ex->stages = malloc((size_t)n * sizeof *ex->stages);
+    ex->lanes = calloc((size_t)ex->n_lanes, sizeof *ex->lanes);
+    ex->lane_dev = calloc((size_t)ex->n_lanes, sizeof *ex->lane_dev);
+    ex->events = calloc((size_t)ex->n_lanes, sizeof *ex->events);
+    ex->bufs = n > 1 ? calloc((size_t)(n - 1), sizeof *ex->bufs) : NULL;
+    if (!ex->stages || !ex->lanes || !ex->lane_dev || !ex->events || (n > 1 && !ex->bufs)) {
+        pp_executor_free(ex);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
+    }
+    memcpy(ex->stages, stages, (size_t)n * sizeof *stages);
+    for (int l = 0; l < ex->n_lanes; l++) {
+        char name[32];
+        pp_stream_kind kind = PP_STREAM_COPY;
+        if (l < n) {
+            snprintf(name, sizeof name, "stage%d", l);
+            kind = PP_STREAM_COMPUTE;
+            ex->lane_dev[l] = stages[l].dev;
+        } else if (l < 2 * n - 1) {
+            int b = l - n;
+            snprintf(name, sizeof name, "act s%d->s%d", b, b + 1);
+            ex->lane_dev[l] = copy_device(stages[b].dev, stages[b + 1].dev);
+        } else {
+            int b = l - (2 * n - 1);
+            snprintf(name, sizeof name, "grad s%d->s%d", b + 1, b);
+            ex->lane_dev[l] = copy_device(stages[b + 1].dev, stages[b].dev);
+        }
+        pp_status st = pp_stream_new(ex->lane_dev[l], kind, name, &ex->lanes[l], err);
+        if (st != PP_OK) {
+            pp_executor_free(ex);
+            return st;
+        }
+    }
+    *out = ex;
+    return PP_OK;
+}
+
+/* ---- pass 1: shapes, buffers, events -------------------------------------- */
+
+static pp_status alloc_slots(pp_device_ctx *dev, void ***p, int n, size_t bytes, pp_error *err)
+{
+    *p = calloc((size_t)n, sizeof **p);
+    if (!*p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor buffers)");
+    for (int k = 0; k < n; k++) PP_TRY(pp_device_alloc(dev, bytes, &(*p)[k], err));
+    return PP_OK;
+}
+
+static pp_status query_shapes(pp_executor *ex, const pp_schedule *s, pp_error *err)
+{
+    int S = ex->S, m = s->micro_batches;
+    if (S * m > ex->shapes_cap) {
+        pp_tensor *t = realloc(ex->shapes, (size_t)(S * m) * sizeof *t);
+        if (!t) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor shapes)");
+        ex->shapes = t;
+        ex->shapes_cap = S * m;
+    }
+    for (int st = 0; st < S; st++) {
+        for (int i = 0; i < m; i++) {
+            pp_tensor *t = &ex->shapes[st * m + i];
+            int j = 0;
+            while (j < i && s->mb_sizes[j] != s->mb_sizes[i]) j++;
+            if (j < i) {
+                *t = ex->shapes[st * m + j];
+                continue;
+            }
+            memset(t, 0, sizeof *t);
+            for (int d = 0; d < PP_MAX_DIMS; d++) t->shape[d] = 1;
+            pp_status rc = ex->stages[st].ops->out_shape(ex->stages[st].user, s->mb_sizes[i], t,
+                                                         err);
+            if (rc != PP_OK)
+                return pp_error_prefix(err, "stage %d (%s) output shape for %d samples", st,
+                                       ex->stages[st].dev->name, s->mb_sizes[i]);
+            if (t->ndim < 0 || t->ndim > PP_MAX_DIMS)
+                return pp_error_set(err, PP_ERR_INVALID,
+                                    "stage %d (%s): output shape with %d dimensions", st,
+                                    ex->stages[st].dev->name, t->ndim);
+            t->data = NULL;
+            t->owns = false;
+            t->dev = NULL;
+        }
+    }
+    return PP_OK;
+}
+
+static size_t max_bytes(const pp_executor *ex, int st, int m)
+{
+    size_t mx = 0;
+    for (int i = 0; i < m; i++) {
+        size_t b = pp_tensor_bytes(&ex->shapes[st * m + i]);
+        if (b > mx) mx = b;
+    }
+    return mx;
+}
+
+static pp_status ensure_buffers(pp_executor *ex, int slots, int m, pp_error *err)
+{
+    int S = ex->S;
+    bool ok = ex->slots >= slots && ex->last_bytes >= max_bytes(ex, S - 1, m);
+    for (int b = 0; ok && b < S - 1; b++) ok = ex->bufs[b].bytes >= max_bytes(ex, b, m);
+    if (ok) return PP_OK;
+    int n = slots > ex->slots ? slots : ex->slots;
+    free_buffers(ex);
+    ex->slots = n;
+    for (int b = 0; b < S - 1; b++) {
+        boundary_buf *bb = &ex->bufs[b];
+        bb->bytes = max_bytes(ex, b, m);
+        if (bb->bytes == 0) bb->bytes = 1;
+        pp_device_ctx *lo = ex->stages[b].dev, *hi = ex->stages[b + 1].dev;
+        pp_status st = alloc_slots(lo, &bb->act_send, n, bb->bytes, err);
+        if (st == PP_OK) st = alloc_slots(hi, &bb->act_recv, n, bb->bytes, err);
+        if (st == PP_OK) st = alloc_slots(hi, &bb->grad_send, n, bb->bytes, err);
+        if (st == PP_OK) st = alloc_slots(lo, &bb->grad_recv, n, bb->bytes, err);
+        if (st != PP_OK) {
+            free_buffers(ex);
+            return st;
+        }
+    }
+    ex->last_bytes = max_bytes(ex, S - 1, m);
+    if (ex->last_bytes == 0) ex->last_bytes = 1;
+    pp_status st = pp_device_alloc(ex->stages[S - 1].dev, ex->last_bytes, &ex->last_out, err);
+    if (st != PP_OK) free_buffers(ex);
+    return st;
+}
+
+static pp_status ensure_events(pp_executor *ex, const pp_program *p, pp_error *err)
+{
+    int *need = calloc((size_t)ex->n_lanes, sizeof *need);
+    if (!need) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor events)");
+    for (int k = 0; k < p->n_items; k++)
+        if (p->items[k].waited) need[p->items[k].lane]++;
+    pp_status st = PP_OK;
+    for (int l = 0; l < ex->n_lanes && st == PP_OK; l++) {
+        lane_events *le = &ex->events[l];
+        if (need[l] > le->cap) {
+            pp_event **e = realloc(le->ev, (size_t)need[l] * sizeof *e);
+            if (!e) {
+                st = pp_error_set(err, PP_ERR_OOM, "out of host memory (executor events)");
+                break;
+            }
+            le->ev = e;
+            le->cap = need[l];
+        }
+        while (le->n < need[l] && st == PP_OK) {
+            st = pp_event_new(ex->lane_dev[l], &le->ev[le->n], err);
+            if (st == PP_OK) le->n++;
+        }
+    }
+    free(need);
+    return st;
+}
+
+/* ---- pass 2: the work items ------------------------------------------------ */
+
+static pp_tensor view_of(const pp_tensor *shape, void *data, pp_device_ctx *dev)
+{
+    pp_tensor t = *shape;
+    t.data = data;
+    t.dev = dev;
+    t.owns = false;
+    return t;
+}
+
+static pp_status run_forward(pp_exec *x, void *arg, pp_error *err)
+{
+    const run_item *r = arg;
+    pp_executor *ex = r->ex;
+    int st = r->it->stage, i = r->it->mb, m = ex->sched->micro_batches, k = i % ex->slots;
+    const pp_stage_desc *sd = &ex->stages[st];
+    pp_tensor in, out;
+    if (st > 0)
+        in = view_of(&ex->shapes[(st - 1) * m + i], ex->bufs[st - 1].act_recv[k], sd->dev);
+    out = view_of(&ex->shapes[st * m + i],
+                  st < ex->S - 1 ? ex->bufs[st].act_send[k] : ex->last_out, sd->dev);
+    pp_status rc = sd->ops->forward(sd->user, x, i, ex->sched->mb_sizes[i], st > 0 ? &in : NULL,
+                                    &out, err);
+    if (rc != PP_OK) {
+        if (err->code == PP_OK) err->code = rc;
+        pp_error_prefix(err, "stage %d (%s) micro-batch %d", st, sd->dev->name, i);
+    }
+    return rc;
+}
+
+static pp_status run_backward(pp_exec *x, void *arg, pp_error *err)
+{
+    const run_item *r = arg;
+    pp_executor *ex = r->ex;
+    int st = r->it->stage, i = r->it->mb, m = ex->sched->micro_batches, k = i % ex->slots;
+    const pp_stage_desc *sd = &ex->stages[st];
+    pp_tensor gout, gin;
+    if (st < ex->S - 1)
+        gout = view_of(&ex->shapes[st * m + i], ex->bufs[st].grad_recv[k], sd->dev);
+    if (st > 0)
+        gin = view_of(&ex->shapes[(st - 1) * m + i], ex->bufs[st - 1].grad_send[k], sd->dev);
+    pp_status rc = sd->ops->backward(sd->user, x, i, ex->sched->mb_sizes[i],
+                                     st < ex->S - 1 ? &gout : NULL, st > 0 ? &gin : NULL, err);
+    if (rc != PP_OK) {
+        if (err->code == PP_OK) err->code = rc;
+        pp_error_prefix(err, "stage %d (%s) micro-batch %d", st, sd->dev->name, i);
+    }
+    return rc;
+}
+
+static pp_status run_step(pp_exec *x, void *arg, pp_error *err)
+{
+    const run_item *r = arg;
+    int st = r->it->stage;
+    const pp_stage_desc *sd = &r->ex->stages[st];
+    pp_status rc = sd->ops->step(sd->user, x, err);
+    if (rc != PP_OK) {
+        if (err->code == PP_OK) err->code = rc;
+        pp_error_prefix(err, "stage %d (%s) step", st, sd->dev->name);
+    }
+    return rc;
+}
+
+static pp_status enqueue_copy(pp_executor *ex, const pp_prog_item *it, const char *label,
+                              pp_error *err)
+{
+    int b = it->stage, i = it->mb, m = ex->sched->micro_batches, k = i % ex->slots;
+    boundary_buf *bb = &ex->bufs[b];
+    size_t bytes = pp_tensor_bytes(&ex->shapes[b * m + i]);
+    pp_device_ctx *lo = ex->stages[b].dev, *hi = ex->stages[b + 1].dev;
+    pp_stream *s = ex->lanes[it->lane];
+    pp_status rc;
+    if (it->kind == PP_PROG_COPY_ACT)
+        rc = pp_stream_copy(s, bb->act_recv[k], hi, bb->act_send[k], lo, bytes, label, err);
+    else
+        rc = pp_stream_copy(s, bb->grad_recv[k], lo, bb->grad_send[k], hi, bytes, label, err);
+    if (rc != PP_OK) pp_error_prefix(err, "%s (%s)", label, pp_stream_device(s)->name);
+    return rc;
+}
+
+static pp_status enqueue_all(pp_executor *ex, const pp_program *p, run_item *items,
+                             pp_event **item_ev, pp_error *err)
+{
+    int *used = calloc((size_t)ex->n_lanes, sizeof *used);
+    if (!used) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
+    pp_status rc = PP_OK;
+    for (int k = 0; k < p->n_items && rc == PP_OK; k++) {
+        const pp_prog_item *it = &p->items[k];
+        pp_stream *s = ex->lanes[it->lane];
+        for (int d = 0; d < it->ndeps && rc == PP_OK; d++)
+            rc = pp_stream_wait_event(s, item_ev[it->deps[d]], err);
+        if (rc != PP_OK) break;
+        char label[PP_STREAM_LABEL_MAX];
+        pp_prog_item_label(it, label, sizeof label);
+        items[k] = (run_item){ex, it};
+        switch (it->kind) {
+        case PP_PROG_F: rc = pp_stream_launch(s, label, run_forward, &items[k], err); break;
+        case PP_PROG_B: rc = pp_stream_launch(s, label, run_backward, &items[k], err); break;
+        case PP_PROG_STEP:
+            if (ex->stages[it->stage].ops->step)
+                rc = pp_stream_launch(s, label, run_step, &items[k], err);
+            break;
+        case PP_PROG_COPY_ACT:
+        case PP_PROG_COPY_GRAD: rc = enqueue_copy(ex, it, label, err); break;
+        }
+        if (rc == PP_OK && it->waited) {
+            item_ev[k] = ex->events[it->lane].ev[used[it->lane]++];
+            rc = pp_event_record(item_ev[k], s, err);
+        }
+    }
+    free(used);
+    return rc;
+}
+
+/* ---- pass 3: results ------------------------------------------------------- */
+
+void pp_step_stats_free(pp_step_stats *st)
+{
+    if (!st) return;
+    free(st->busy_ms);
+    free(st->busy_frac);
+    free(st->lanes);
+    free(st->spans);
+    memset(st, 0, sizeof *st);
+}
+
+static pp_status collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int slots,
+                               pp_step_stats *out, pp_error *err)
+{
+    int S = ex->S;
+    memset(out, 0, sizeof *out);
+    size_t total = 0;
+    for (int l = 0; l < ex->n_lanes; l++) {
+        const pp_stream_record *r;
+        size_t n;
+        PP_TRY(pp_stream_records(ex->lanes[l], &r, &n, err));
+        total += n;
+    }
+    out->busy_ms = calloc((size_t)S, sizeof *out->busy_ms);
+    out->busy_frac = calloc((size_t)S, sizeof *out->busy_frac);
+    size_t n_lanes = ex->n_lanes > 0 ? (size_t)ex->n_lanes : 1;
+    out->lanes = calloc(n_lanes, sizeof *out->lanes);
+    out->spans = malloc((total ? total : 1) * sizeof *out->spans);
+    if (!out->busy_ms || !out->busy_frac || !out->lanes || !out->spans) {
+        pp_step_stats_free(out);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (step stats)");
+    }
+    out->stages = S;
+    out->micro_batches = ex->sched->micro_batches;
+    out->slots = slots;
+    out->t0_ns = t0;
+    out->step_ms = (double)(t1 - t0) / 1e6;
+    out->n_lanes = ex->n_lanes;
+    for (int l = 0; l < ex->n_lanes; l++) {
+        pp_stream *s = ex->lanes[l];
+        pp_trace_lane *ln = &out->lanes[l];
+        snprintf(ln->name, sizeof ln->name, "%s", pp_stream_name(s));
+        snprintf(ln->device, sizeof ln->device, "%s", pp_stream_device(s)->name);
+        ln->kind = pp_stream_get_kind(s);
+        const pp_stream_record *r;
+        size_t n;
+        PP_TRY(pp_stream_records(s, &r, &n, err));
+        for (size_t j = 0; j < n; j++) {
+            pp_trace_span *sp = &out->spans[out->n_spans++];
+            memcpy(sp->name, r[j].label, sizeof sp->name);
+            sp->lane = l;
+            sp->start_ns = r[j].start_ns;
+            sp->end_ns = r[j].end_ns;
+            sp->bytes = r[j].bytes;
+            double ms = (double)(r[j].end_ns - r[j].start_ns) / 1e6;
+            if (l < S) {
+                out->busy_ms[l] += ms;
+            } else {
+                out->copy_ms += ms;
+                out->copy_bytes += r[j].bytes;
+            }
+        }
+    }
+    out->n_actions = out->n_spans;
+    double busy = 0.0;
+    for (int s = 0; s < S; s++) {
+        out->busy_frac[s] = out->step_ms > 0 ? out->busy_ms[s] / out->step_ms : 0.0;
+        busy += out->busy_ms[s];
+    }
+    out->bubble = out->step_ms > 0 ? 1.0 - busy / ((double)S * out->step_ms) : 0.0;
+    return PP_OK;
+}
+
+/* Waits for every lane; returns the earliest error (the root cause) and
+ * resets errors and records so the executor can run again. */
+static pp_status finish(pp_executor *ex, pp_error *err)
+{
+    pp_status first = PP_OK;
+    int64_t first_ns = 0;
+    for (int l = 0; l < ex->n_lanes; l++) {
+        pp_error e;
+        int64_t when = 0;
+        pp_stream_synchronize(ex->lanes[l], NULL);
+        pp_status rc = pp_stream_error(ex->lanes[l], &e, &when);
+        if (rc != PP_OK && (first == PP_OK || when < first_ns)) {
+            first = rc;
+            first_ns = when;
+            if (err) *err = e;
+        }
+    }
+    if (first != PP_OK)
+        for (int l = 0; l < ex->n_lanes; l++) {
+            pp_stream_clear_error(ex->lanes[l]);
+            pp_stream_records_clear(ex->lanes[l]);
+        }
+    return first;
+}
+
+pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *stats,
+                          pp_error *err)
+{
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!s || s->stages != ex->S)
+        return pp_error_set(err, PP_ERR_INVALID, "executor: schedule for %d stages, executor has %d",
+                            s ? s->stages : 0, ex->S);
+    pp_program p;
+    PP_TRY(pp_program_build(s, ex->min_slots, &p, err));
+    ex->sched = s;
+    pp_status rc = query_shapes(ex, s, err);
+    if (rc == PP_OK) rc = ensure_buffers(ex, p.slots, s->micro_batches, err);
+    if (rc == PP_OK) rc = ensure_events(ex, &p, err);
+    run_item *items = NULL;
+    pp_event **item_ev = NULL;
+    if (rc == PP_OK) {
+        items = malloc((size_t)p.n_items * sizeof *items);
+        item_ev = calloc((size_t)p.n_items, sizeof *item_ev);
+        if (!items || !item_ev) rc = pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
+    }
+    if (rc != PP_OK) {
+        free(items);
+        free(item_ev);
+        pp_program_free(&p);
+        return rc;
+    }
+    for (int l = 0; l < ex->n_lanes; l++) pp_stream_records_clear(ex->lanes[l]);
+
+    int64_t t0 = pp_stream_clock_ns();
+    pp_error enq_err;
+    pp_error_clear(&enq_err);
+    pp_status enq = enqueue_all(ex, &p, items, item_ev, &enq_err);
+    pp_status run = finish(ex, err);
+    int64_t t1 = pp_stream_clock_ns();
+    if (enq != PP_OK) {
+        for (int l = 0; l < ex->n_lanes; l++) {
+            pp_stream_clear_error(ex->lanes[l]);
+            pp_stream_records_clear(ex->lanes[l]);
+        }
+        if (err) *err = enq_err;
+        rc = enq;
+    } else if (run != PP_OK) {
+        rc = run;
+    } else if (stats) {
+        rc = collect_stats(ex, t0, t1, p.slots, stats, err);
+    }
+    free(items);
+    free(item_ev);
+    pp_program_free(&p);
+    ex->sched = NULL;
+    return rc;
+}
+
+/* ---- Chrome trace ----------------------------------------------------------- */
+
+static void json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+pp_status pp_trace_write_chrome(const char *path, const pp_step_stats *steps, int n_steps,
+                                pp_error *err)
+{
+    if (!path || (n_steps > 0 && !steps))
+        return pp_error_set(err, PP_ERR_INVALID, "trace: missing path or steps");
+    FILE *f = fopen(path, "w");
+    if (!f) return pp_error_set(err, PP_ERR_IO, "%s: cannot open for writing", path);
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
+    bool first = true;
+    int64_t origin = n_steps > 0 ? steps[0].t0_ns : 0;
+    if (n_steps > 0) {
+        /* processes are devices, numbered in order of first appearance */
+        const pp_step_stats *st0 = &steps[0];
+        for (int l = 0; l < st0->n_lanes; l++) {
+            int pid = 0;
+            while (pid < l && strcmp(st0->lanes[pid].device, st0->lanes[l].device) != 0) pid++;
+            if (pid == l) {
+                fprintf(f, "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, "
+                           "\"tid\": 0, \"args\": {\"name\": ", first ? "" : ",\n", l);
+                json_string(f, st0->lanes[l].device);
+                fprintf(f, "}}");
+                first = false;
+            }
+            fprintf(f, ",\n{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, "
+                       "\"args\": {\"name\": ", pid, l);
+            json_string(f, st0->lanes[l].name);
+            fprintf(f, "}}");
+            fprintf(f, ",\n{\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": %d, "
+                       "\"tid\": %d, \"args\": {\"sort_index\": %d}}", pid, l, l);
+        }
+    }
+    for (int k = 0; k < n_steps; k++) {
+        const pp_step_stats *st = &steps[k];
+        for (int j = 0; j < st->n_spans; j++) {
+            const pp_trace_span *sp = &st->spans[j];
+            int l = sp->lane, pid = 0;
+            while (pid < l && strcmp(st->lanes[pid].device, st->lanes[l].device) != 0) pid++;
+            fprintf(f, "%s{\"ph\": \"X\", \"name\": ", first ? "" : ",\n");
+            first = false;
+            json_string(f, sp->name);
+            fprintf(f, ", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, "
+                       "\"dur\": %.3f, \"args\": {\"step\": %d, \"bytes\": %zu}}",
+                    st->lanes[l].kind == PP_STREAM_COPY ? "copy" : "compute", pid, l,
+                    (double)(sp->start_ns - origin) / 1e3,
+                    (double)(sp->end_ns - sp->start_ns) / 1e3, k, sp->bytes);
+        }
+    }
+    fprintf(f, "\n]}\n");
+    bool bad = ferror(f) != 0;
+    if (fclose(f) != 0) bad = true;
+    if (bad) return pp_error_set(err, PP_ERR_IO, "%s: write failed", path);
+    return PP_OK;
+}

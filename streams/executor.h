@@ -1,0 +1,134 @@
+/*
+ * executor.h - runs one training step of a schedule over S stages.
+ *
+ * The executor knows no model: a stage is a device plus the callbacks of
+ * pp_stage_ops and an opaque user pointer. Per stage it owns one compute
+ * stream (stages that share a device still get separate streams); per stage
+ * boundary it owns a copy stream for activations and one for gradients, each
+ * on the receiving stage's device (on the CUDA side when the other side is a
+ * CPU device, since only CUDA streams copy between host and GPU), and
+ * `slots` buffers (default 2) per boundary, direction and side, so the copy
+ * of micro-batch i+1 overlaps compute on i. A slot is reused only after the
+ * events guarding it (copy done reading the sender's slot, consumer done
+ * reading the receiver's slot) have completed.
+ *
+ * A step is enqueued whole, ahead of execution, with events between streams;
+ * the host blocks only at the end. On the CPU backend callbacks run on the
+ * stream worker threads; on CUDA they run on the host thread at enqueue time
+ * and enqueue asynchronous work on ex. Either way a callback must do its work
+ * through ex (or synchronously on CPU) and must not assume other stages' work
+ * has run. Callbacks of different stages may run concurrently; callbacks of
+ * one stage never do, and run in the stage's schedule order.
+ */
+#ifndef PP_EXECUTOR_H
+#define PP_EXECUTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/core/device.h"
+#include "runtime/core/exec.h"
+#include "runtime/core/status.h"
+#include "runtime/core/tensor.h"
+#include "streams/schedule.h"
+#include "streams/stream.h"
+
+/*
+ * What a stage provides. Tensors handed to callbacks are views into executor
+ * buffers on the stage's device, valid only for the duration of the call in
+ * stream order: a stage copies (on ex) what it keeps, e.g. the inputs its
+ * backward needs. mb is the micro-batch index (0..m-1), mb_size its samples.
+ */
+typedef struct pp_stage_ops {
+    /* Fills shape_only (dtype, ndim, shape; data NULL) with the stage's output
+     * activation for a micro-batch of mb_size samples. Called on the host
+     * before the step, once per distinct size. The next stage's input and the
+     * gradients across the boundary have this shape. Required. */
+    pp_status (*out_shape)(void *user, int mb_size, pp_tensor *shape_only, pp_error *err);
+    /* out = f(in). in is NULL on stage 0 (the stage sources its own input,
+     * e.g. micro-batch mb of its data). out is always provided, on the last
+     * stage too (where the stage computes its loss from it). Required. */
+    pp_status (*forward)(void *user, pp_exec *ex, int mb, int mb_size, const pp_tensor *in,
+                         pp_tensor *out, pp_error *err);
+    /* grad_in = d loss / d in (overwritten), parameter gradients += (in the
+     * order backward is called: 0..m-1). grad_out is NULL on the last stage
+     * (the stage starts from its loss); grad_in is NULL on stage 0. Required. */
+    pp_status (*backward)(void *user, pp_exec *ex, int mb, int mb_size,
+                          const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err);
+    /* Optional (may be NULL): run by the STEP action after the stage's last
+     * backward. A pipeline usually runs one optimizer over all stages itself
+     * after pp_executor_run returns instead. */
+    pp_status (*step)(void *user, pp_exec *ex, pp_error *err);
+} pp_stage_ops;
+
+typedef struct pp_stage_desc {
+    pp_device_ctx *dev;        /* where the stage computes */
+    const pp_stage_ops *ops;   /* must outlive the executor */
+    void *user;                /* passed to every callback */
+} pp_stage_desc;
+
+/* One lane of the trace: a stream of the executor. */
+typedef struct pp_trace_lane {
+    char name[32];             /* "stage1", "act s0->s1", "grad s1->s0" */
+    char device[16];           /* "cpu:1" */
+    pp_stream_kind kind;
+} pp_trace_lane;
+
+/* One timed item on a lane. */
+typedef struct pp_trace_span {
+    char name[PP_STREAM_LABEL_MAX]; /* "F3 stage1", "copy act 3 s0->s1", "STEP stage0" */
+    int lane;
+    int64_t start_ns, end_ns;  /* pp_stream_clock_ns */
+    size_t bytes;              /* copies */
+} pp_trace_span;
+
+/* Measurements of one step. Caller-owned; release with pp_step_stats_free. */
+typedef struct pp_step_stats {
+    int stages;
+    int micro_batches;
+    int slots;                 /* buffers per boundary and direction used */
+    int64_t t0_ns;             /* host clock when the step started enqueuing */
+    double step_ms;            /* wall time: first enqueue to last completion */
+    double *busy_ms;           /* (S) compute time per stage (F, B, STEP) */
+    double *busy_frac;         /* (S) busy_ms / step_ms */
+    double bubble;             /* 1 - sum(busy_ms) / (S * step_ms) */
+    size_t copy_bytes;         /* all boundary copies */
+    double copy_ms;            /* sum of copy durations */
+    int n_actions;             /* compute items and copies executed */
+    int n_lanes;
+    pp_trace_lane *lanes;      /* (n_lanes): stages 0..S-1, then act copies, grad copies */
+    int n_spans;
+    pp_trace_span *spans;      /* (n_spans) per lane, in execution order */
+} pp_step_stats;
+
+typedef struct pp_executor pp_executor;
+
+/* Creates streams for n stages (copied descriptors). slots: buffers per
+ * boundary and direction, 0 for the default 2; the executor uses more when a
+ * schedule needs them to make progress. */
+pp_status pp_executor_new(const pp_stage_desc *stages, int n, int slots, pp_executor **out,
+                          pp_error *err);
+/* Frees streams, events and buffers. NULL is a no-op. */
+void pp_executor_free(pp_executor *ex);
+
+/* Runs one step of s (validated first; s->stages must equal n) and waits for
+ * it. On success fills *stats if stats is non-NULL (pp_step_stats_free it).
+ * On failure returns the first failing action's error, its message prefixed
+ * "stage 1 (cpu:1) micro-batch 3: " (copies: "copy act 3 s0->s1 (cpu:1): "),
+ * and the executor stays usable. */
+pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *stats,
+                          pp_error *err);
+
+/* The compute stream of a stage, e.g. to run its optimizer after the step in
+ * stream order. Owned by the executor. */
+pp_stream *pp_executor_stage_stream(pp_executor *ex, int stage);
+
+void pp_step_stats_free(pp_step_stats *st);
+
+/* Writes a Chrome trace-event JSON file (open in Perfetto or
+ * chrome://tracing): one process per device, one thread per stream, one
+ * complete ("X") event per span, times relative to steps[0].t0_ns. */
+pp_status pp_trace_write_chrome(const char *path, const pp_step_stats *steps, int n_steps,
+                                pp_error *err);
+
+#endif

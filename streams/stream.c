@@ -1,0 +1,200 @@
+/*
+ * stream.c - the public stream/event API: argument checks and dispatch to the
+ * backend implementation chosen by the device kind (stream_impl.h).
+ */
+#include "streams/stream.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "streams/stream_impl.h"
+
+int64_t pp_stream_clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static pp_status impl_for(pp_device_ctx *dev, const pp_stream_impl **out, pp_error *err)
+{
+    if (!dev) return pp_error_set(err, PP_ERR_INVALID, "stream: no device given");
+    const pp_stream_impl *impl =
+        dev->id.kind == PP_DEVICE_CUDA ? pp_stream_impl_cuda() : pp_stream_impl_cpu();
+    if (!impl)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "%s: streams on CUDA devices need the CUDA backend, which this "
+                            "build does not include",
+                            dev->name);
+    *out = impl;
+    return PP_OK;
+}
+
+pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *name,
+                        pp_stream **out, pp_error *err)
+{
+    *out = NULL;
+    const pp_stream_impl *impl = NULL;
+    PP_TRY(impl_for(dev, &impl, err));
+    if (kind != PP_STREAM_COMPUTE && kind != PP_STREAM_COPY)
+        return pp_error_set(err, PP_ERR_INVALID, "stream: bad kind %d", (int)kind);
+    pp_stream *s = calloc(1, sizeof *s);
+    if (!s) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream)");
+    s->impl = impl;
+    s->dev = dev;
+    s->kind = kind;
+    snprintf(s->name, sizeof s->name, "%s", name ? name : dev->name);
+    pp_status st = impl->stream_init(s, err);
+    if (st != PP_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return PP_OK;
+}
+
+void pp_stream_free(pp_stream *s)
+{
+    if (!s) return;
+    s->impl->stream_destroy(s);
+    free(s);
+}
+
+pp_device_ctx *pp_stream_device(const pp_stream *s)
+{
+    return s->dev;
+}
+
+pp_stream_kind pp_stream_get_kind(const pp_stream *s)
+{
+    return s->kind;
+}
+
+const char *pp_stream_name(const pp_stream *s)
+{
+    return s->name;
+}
+
+pp_status pp_stream_launch(pp_stream *s, const char *label, pp_stream_fn fn, void *arg,
+                           pp_error *err)
+{
+    if (!s || !fn) return pp_error_set(err, PP_ERR_INVALID, "stream launch: null stream or fn");
+    return s->impl->launch(s, label, fn, arg, err);
+}
+
+pp_status pp_stream_copy(pp_stream *s, void *dst, pp_device_ctx *dst_dev, const void *src,
+                         pp_device_ctx *src_dev, size_t bytes, const char *label,
+                         pp_error *err)
+{
+    if (!s || !dst_dev || !src_dev)
+        return pp_error_set(err, PP_ERR_INVALID, "stream copy: null stream or device");
+    if (bytes == 0) return PP_OK;
+    if (!dst || !src)
+        return pp_error_set(err, PP_ERR_INVALID, "stream copy on %s: null pointer", s->name);
+    uintptr_t d = (uintptr_t)dst, r = (uintptr_t)src;
+    if (d < r + bytes && r < d + bytes)
+        return pp_error_set(err, PP_ERR_INVALID, "stream copy on %s: regions overlap",
+                            s->name);
+    pp_copy_args c = {dst, dst_dev, src, src_dev, bytes};
+    return s->impl->copy(s, &c, label, err);
+}
+
+pp_status pp_stream_copy_tensor(pp_stream *s, pp_tensor *dst, const pp_tensor *src,
+                                const char *label, pp_error *err)
+{
+    if (!dst || !src) return pp_error_set(err, PP_ERR_INVALID, "stream copy: null tensor");
+    if (dst->dtype != src->dtype || pp_tensor_numel(dst) != pp_tensor_numel(src)) {
+        char a[64], b[64];
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "stream copy: %s %s into %s %s: dtype or size differs",
+                            pp_dtype_name(src->dtype), pp_tensor_shape_str(src, a, sizeof a),
+                            pp_dtype_name(dst->dtype), pp_tensor_shape_str(dst, b, sizeof b));
+    }
+    return pp_stream_copy(s, dst->data, dst->dev, src->data, src->dev, pp_tensor_bytes(src),
+                          label, err);
+}
+
+pp_status pp_stream_synchronize(pp_stream *s, pp_error *err)
+{
+    if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream synchronize: null stream");
+    return s->impl->synchronize(s, err);
+}
+
+pp_status pp_stream_error(pp_stream *s, pp_error *err, int64_t *when_ns)
+{
+    if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream error: null stream");
+    return s->impl->error(s, err, when_ns);
+}
+
+void pp_stream_clear_error(pp_stream *s)
+{
+    if (s) s->impl->clear_error(s);
+}
+
+pp_status pp_stream_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
+                            pp_error *err)
+{
+    if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream records: null stream");
+    return s->impl->records(s, recs, n, err);
+}
+
+void pp_stream_records_clear(pp_stream *s)
+{
+    if (s) s->impl->records_clear(s);
+}
+
+pp_status pp_event_new(pp_device_ctx *dev, pp_event **out, pp_error *err)
+{
+    *out = NULL;
+    const pp_stream_impl *impl = NULL;
+    PP_TRY(impl_for(dev, &impl, err));
+    pp_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return pp_error_set(err, PP_ERR_OOM, "out of host memory (event)");
+    ev->impl = impl;
+    ev->dev = dev;
+    pp_status st = impl->event_init(ev, err);
+    if (st != PP_OK) {
+        free(ev);
+        return st;
+    }
+    *out = ev;
+    return PP_OK;
+}
+
+void pp_event_free(pp_event *ev)
+{
+    if (!ev) return;
+    ev->impl->event_destroy(ev);
+    free(ev);
+}
+
+pp_status pp_event_record(pp_event *ev, pp_stream *s, pp_error *err)
+{
+    if (!ev || !s) return pp_error_set(err, PP_ERR_INVALID, "event record: null event or stream");
+    if (ev->impl != s->impl)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "event record: event of %s recorded on stream '%s' of %s",
+                            ev->dev->name, s->name, s->dev->name);
+    return ev->impl->event_record(ev, s, err);
+}
+
+pp_status pp_stream_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
+{
+    if (!ev || !s) return pp_error_set(err, PP_ERR_INVALID, "stream wait: null event or stream");
+    return s->impl->wait_event(s, ev, err);
+}
+
+pp_status pp_event_query(pp_event *ev, bool *done, pp_error *err)
+{
+    if (!ev || !done) return pp_error_set(err, PP_ERR_INVALID, "event query: null argument");
+    return ev->impl->event_query(ev, done, err);
+}
+
+pp_status pp_event_synchronize(pp_event *ev, pp_error *err)
+{
+    if (!ev) return pp_error_set(err, PP_ERR_INVALID, "event synchronize: null event");
+    return ev->impl->event_synchronize(ev, err);
+}

@@ -1,0 +1,503 @@
+/*
+ * stream_cuda.c - streams, events and copies on CUDA devices (stream_impl.h).
+ *
+ * A stream is a non-blocking cudaStream_t on its device with its own pp_exec
+ * bound to it. pp_stream_launch calls fn at once on the calling host thread;
+ * fn enqueues asynchronous work through the exec. Each launched or copied item
+ * is bracketed by a pair of timing events; records() resolves them after
+ * synchronize against a host-clock reference taken at that point. Timing
+ * events are recycled by records_clear, so a steady state creates none.
+ * Events are cudaEvent_t (timing disabled). Copies between devices use
+ * cudaMemcpyPeerAsync, with peer access (and pool access for stream-ordered
+ * allocations) enabled where cudaDeviceCanAccessPeer allows; copies within a
+ * device or with the host use cudaMemcpyAsync.
+ *
+ * Errors: host-side failures (fn's status, a failed enqueue) and failures
+ * reported by the CUDA runtime at synchronize are sticky as stream.h says; an
+ * event remembers its stream's sticky error when recorded, and a stream
+ * waiting for it inherits that error. The error is guarded by a mutex because
+ * a wait for a foreign (CPU) event resolves on CUDA's host-callback thread.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/cuda/cuda_internal.h"
+#include "streams/stream_impl.h"
+
+typedef struct timed_item {
+    char label[PP_STREAM_LABEL_MAX];
+    pp_record_kind kind;
+    size_t bytes;
+    cudaEvent_t start, end;
+} timed_item;
+
+typedef struct cuda_stream {
+    cudaStream_t st;
+    pthread_mutex_t mu;
+    pp_error error;          /* (mu) sticky error; code PP_OK if none */
+    int64_t error_ns;        /* (mu) when it first occurred */
+    timed_item *items;       /* items enqueued since the last records_clear */
+    size_t nitems, capitems;
+    cudaEvent_t *spare;      /* recycled timing events */
+    size_t nspare, capspare;
+    pp_stream_record *recs;  /* resolved records of items[0 .. nrec) */
+    size_t nrec, caprec;
+} cuda_stream;
+
+typedef struct cuda_event {
+    cudaEvent_t ev;
+    bool recorded;
+    pp_error error;          /* the recording stream's sticky error at record time */
+    int64_t error_ns;
+} cuda_event;
+
+/* A wait for a foreign event, run on CUDA's host-callback thread. */
+typedef struct foreign_wait {
+    pp_stream *s;
+    pp_event *ev;
+} foreign_wait;
+
+static void set_error(cuda_stream *cs, const pp_error *e, int64_t when_ns)
+{
+    pthread_mutex_lock(&cs->mu);
+    if (cs->error.code == PP_OK) {
+        cs->error = *e;
+        if (cs->error.code == PP_OK) cs->error.code = PP_ERR_INTERNAL;
+        cs->error_ns = when_ns;
+    }
+    pthread_mutex_unlock(&cs->mu);
+}
+
+static bool has_error(cuda_stream *cs)
+{
+    pthread_mutex_lock(&cs->mu);
+    bool bad = cs->error.code != PP_OK;
+    pthread_mutex_unlock(&cs->mu);
+    return bad;
+}
+
+/* Keeps a host-side failure of an item as the stream's sticky error; like a
+ * failing kernel, it surfaces at synchronize, so the enqueue itself succeeds. */
+static pp_status fail_item(pp_stream *s, const pp_error *e)
+{
+    set_error(s->state, e, pp_stream_clock_ns());
+    return PP_OK;
+}
+
+/* ---- timing events ------------------------------------------------------------ */
+
+static pp_status take_event(pp_stream *s, cudaEvent_t *out, pp_error *err)
+{
+    cuda_stream *cs = s->state;
+    if (cs->nspare) {
+        *out = cs->spare[--cs->nspare];
+        return PP_OK;
+    }
+    return PP_CUDA(s->dev, err, cudaEventCreate(out));
+}
+
+/* Starts a timed item: a start event on the stream; returns its slot. */
+static pp_status item_begin(pp_stream *s, const char *label, pp_record_kind kind, size_t bytes,
+                            timed_item **out, pp_error *err)
+{
+    cuda_stream *cs = s->state;
+    if (cs->nitems == cs->capitems) {
+        size_t cap = cs->capitems ? 2 * cs->capitems : 64;
+        timed_item *p = realloc(cs->items, cap * sizeof *p);
+        if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+        cs->items = p;
+        cs->capitems = cap;
+    }
+    timed_item *it = &cs->items[cs->nitems];
+    memset(it, 0, sizeof *it);
+    snprintf(it->label, sizeof it->label, "%s", label ? label : "");
+    it->kind = kind;
+    it->bytes = bytes;
+    PP_TRY(take_event(s, &it->start, err));
+    pp_status st = take_event(s, &it->end, err);
+    if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventRecord(it->start, cs->st));
+    if (st != PP_OK) {
+        cs->spare[cs->nspare++] = it->start; /* capacity: spares never exceed 2 * items */
+        if (it->end) cs->spare[cs->nspare++] = it->end;
+        return st;
+    }
+    cs->nitems++;
+    *out = it;
+    return PP_OK;
+}
+
+static pp_status item_end(pp_stream *s, timed_item *it, pp_error *err)
+{
+    cuda_stream *cs = s->state;
+    return PP_CUDA(s->dev, err, cudaEventRecord(it->end, cs->st));
+}
+
+/* Keeps room for every timing event in the spare list, so recycling never fails. */
+static pp_status reserve_spares(cuda_stream *cs, pp_stream *s, pp_error *err)
+{
+    size_t need = 2 * (cs->nitems + 1) + cs->nspare;
+    if (need <= cs->capspare) return PP_OK;
+    size_t cap = cs->capspare ? cs->capspare : 128;
+    while (cap < need) cap *= 2;
+    cudaEvent_t *p = realloc(cs->spare, cap * sizeof *p);
+    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+    cs->spare = p;
+    cs->capspare = cap;
+    return PP_OK;
+}
+
+/* ---- streams ------------------------------------------------------------------- */
+
+static void cuda_stream_destroy(pp_stream *s)
+{
+    cuda_stream *cs = s->state;
+    if (!cs) return;
+    if (pp_cuda_set_device(s->dev, NULL) == PP_OK) {
+        if (cs->st) (void)PP_CUDA(s->dev, NULL, cudaStreamSynchronize(cs->st));
+        pp_exec_destroy(&s->exec);
+        for (size_t i = 0; i < cs->nitems; i++) {
+            (void)PP_CUDA(s->dev, NULL, cudaEventDestroy(cs->items[i].start));
+            (void)PP_CUDA(s->dev, NULL, cudaEventDestroy(cs->items[i].end));
+        }
+        for (size_t i = 0; i < cs->nspare; i++)
+            (void)PP_CUDA(s->dev, NULL, cudaEventDestroy(cs->spare[i]));
+        if (cs->st) (void)PP_CUDA(s->dev, NULL, cudaStreamDestroy(cs->st));
+    }
+    pthread_mutex_destroy(&cs->mu);
+    free(cs->items);
+    free(cs->spare);
+    free(cs->recs);
+    free(cs);
+    s->state = NULL;
+}
+
+static pp_status cuda_stream_init(pp_stream *s, pp_error *err)
+{
+    cuda_stream *cs = calloc(1, sizeof *cs);
+    if (!cs) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+    pthread_mutex_init(&cs->mu, NULL);
+    s->state = cs;
+    pp_status st = pp_cuda_set_device(s->dev, err);
+    if (st == PP_OK)
+        st = PP_CUDA(s->dev, err, cudaStreamCreateWithFlags(&cs->st, cudaStreamNonBlocking));
+    if (st == PP_OK) st = pp_exec_init(&s->exec, s->dev, cs->st, err);
+    if (st != PP_OK) {
+        cuda_stream_destroy(s);
+        return st;
+    }
+    return PP_OK;
+}
+
+static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, void *arg,
+                             pp_error *err)
+{
+    cuda_stream *cs = s->state;
+    if (has_error(cs)) return PP_OK; /* skipped: the stream already failed */
+    pp_error e;
+    e.code = PP_OK;
+    e.msg[0] = '\0';
+    timed_item *it;
+    pp_status st = pp_cuda_set_device(s->dev, &e);
+    if (st == PP_OK) st = reserve_spares(cs, s, &e);
+    if (st == PP_OK) st = item_begin(s, label, PP_RECORD_LAUNCH, 0, &it, &e);
+    if (st == PP_OK) {
+        st = fn(&s->exec, arg, &e);
+        /* fn may have switched devices; the end event belongs to this stream's */
+        pp_error e2;
+        pp_status end = pp_cuda_set_device(s->dev, &e2);
+        if (end == PP_OK) end = item_end(s, it, &e2);
+        if (st == PP_OK && end != PP_OK) {
+            st = end;
+            e = e2;
+        }
+    }
+    if (st != PP_OK) {
+        if (label && label[0]) pp_error_prefix(&e, "%s on stream '%s'", label, s->name);
+        return fail_item(s, &e);
+    }
+    return PP_OK;
+}
+
+/* Enables direct access from device `from` to device `to` (peer mappings and
+ * the stream-ordered pool of `to`) when the hardware allows; returns whether
+ * it is enabled. Already-enabled access counts as success. */
+static bool enable_peer(pp_device_ctx *from, pp_device_ctx *to)
+{
+    int can = 0;
+    int a = from->id.index, b = to->id.index;
+    if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();
+    } else if (PP_CUDA(from, NULL, e) != PP_OK) {
+        return false;
+    }
+    struct cudaMemAccessDesc desc = {.location = {.type = cudaMemLocationTypeDevice, .id = a},
+                                     .flags = cudaMemAccessFlagsProtReadWrite};
+    return PP_CUDA(to, NULL, cudaMemPoolSetAccess(pp_cuda_dev(to)->pool, &desc, 1)) == PP_OK;
+}
+
+static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *label,
+                           pp_error *err)
+{
+    cuda_stream *cs = s->state;
+    if (has_error(cs)) return PP_OK;
+    pp_error e;
+    e.code = PP_OK;
+    e.msg[0] = '\0';
+    timed_item *it;
+    const bool src_gpu = c->src_dev->id.kind == PP_DEVICE_CUDA;
+    const bool dst_gpu = c->dst_dev->id.kind == PP_DEVICE_CUDA;
+    pp_status st = pp_cuda_set_device(s->dev, &e);
+    if (st == PP_OK && src_gpu && dst_gpu && c->src_dev != c->dst_dev) {
+        pp_cuda_device *sd = pp_cuda_dev(c->src_dev), *dd = pp_cuda_dev(c->dst_dev);
+        if (!sd || !dd)
+            st = pp_error_set(&e, PP_ERR_INVALID, "copy on stream '%s': device not initialised",
+                              s->name);
+        else {
+            (void)enable_peer(s->dev, s->dev == c->src_dev ? c->dst_dev : c->src_dev);
+            st = pp_cuda_set_device(s->dev, &e);
+        }
+    }
+    if (st == PP_OK) st = reserve_spares(cs, s, &e);
+    if (st == PP_OK) st = item_begin(s, label, PP_RECORD_COPY, c->bytes, &it, &e);
+    if (st == PP_OK) {
+        if (src_gpu && dst_gpu && c->src_dev != c->dst_dev)
+            st = PP_CUDA(s->dev, &e,
+                         cudaMemcpyPeerAsync(c->dst, c->dst_dev->id.index, c->src,
+                                             c->src_dev->id.index, c->bytes, cs->st));
+        else
+            st = PP_CUDA(s->dev, &e,
+                         cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, cs->st));
+        if (st == PP_OK) st = item_end(s, it, &e);
+    }
+    if (st != PP_OK) {
+        pp_error_prefix(&e, "copy %s on stream '%s'", label ? label : "", s->name);
+        return fail_item(s, &e);
+    }
+    return PP_OK;
+}
+
+static pp_status cuda_error(pp_stream *s, pp_error *err, int64_t *when_ns)
+{
+    cuda_stream *cs = s->state;
+    pthread_mutex_lock(&cs->mu);
+    pp_status st = cs->error.code;
+    if (st != PP_OK) {
+        if (err) *err = cs->error;
+        if (when_ns) *when_ns = cs->error_ns;
+    }
+    pthread_mutex_unlock(&cs->mu);
+    return st;
+}
+
+static pp_status cuda_synchronize(pp_stream *s, pp_error *err)
+{
+    cuda_stream *cs = s->state;
+    pp_error e;
+    pp_status st = pp_cuda_set_device(s->dev, &e);
+    if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaStreamSynchronize(cs->st));
+    if (st != PP_OK) {
+        pp_error_prefix(&e, "stream '%s'", s->name);
+        set_error(cs, &e, pp_stream_clock_ns());
+    }
+    return cuda_error(s, err, NULL);
+}
+
+static void cuda_clear_error(pp_stream *s)
+{
+    cuda_stream *cs = s->state;
+    pthread_mutex_lock(&cs->mu);
+    cs->error.code = PP_OK;
+    cs->error.msg[0] = '\0';
+    cs->error_ns = 0;
+    pthread_mutex_unlock(&cs->mu);
+}
+
+static pp_status cuda_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
+                              pp_error *err)
+{
+    cuda_stream *cs = s->state;
+    *recs = cs->recs;
+    *n = 0;
+    if (cs->nitems > cs->nrec) {
+        if (cs->nitems > cs->caprec) {
+            pp_stream_record *p = realloc(cs->recs, cs->capitems * sizeof *p);
+            if (!p)
+                return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')",
+                                    s->name);
+            cs->recs = p;
+            cs->caprec = cs->capitems;
+        }
+        /* host-clock reference: an event completed now, read with the host clock */
+        cudaEvent_t ref;
+        PP_TRY(pp_cuda_set_device(s->dev, err));
+        PP_TRY(take_event(s, &ref, err));
+        pp_status st = PP_CUDA(s->dev, err, cudaEventRecord(ref, cs->st));
+        if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventSynchronize(ref));
+        const int64_t host_ref = pp_stream_clock_ns();
+        for (size_t i = cs->nrec; st == PP_OK && i < cs->nitems; i++) {
+            const timed_item *it = &cs->items[i];
+            float to_start = 0, to_end = 0;
+            st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_start, it->start, ref));
+            if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_end, it->end, ref));
+            if (st != PP_OK) break;
+            pp_stream_record *r = &cs->recs[i];
+            memcpy(r->label, it->label, sizeof r->label);
+            r->kind = it->kind;
+            r->bytes = it->bytes;
+            r->start_ns = host_ref - (int64_t)((double)to_start * 1e6);
+            r->end_ns = host_ref - (int64_t)((double)to_end * 1e6);
+            cs->nrec = i + 1;
+        }
+        cs->spare[cs->nspare++] = ref;
+        PP_TRY(st);
+        *recs = cs->recs;
+    }
+    *n = cs->nrec;
+    return PP_OK;
+}
+
+static void cuda_records_clear(pp_stream *s)
+{
+    cuda_stream *cs = s->state;
+    for (size_t i = 0; i < cs->nitems; i++) {
+        cs->spare[cs->nspare++] = cs->items[i].start;
+        cs->spare[cs->nspare++] = cs->items[i].end;
+    }
+    cs->nitems = 0;
+    cs->nrec = 0;
+}
+
+/* ---- events ----------------------------------------------------------------------- */
+
+static void cuda_event_destroy(pp_event *ev)
+{
+    cuda_event *ce = ev->state;
+    if (!ce) return;
+    if (ce->ev && pp_cuda_set_device(ev->dev, NULL) == PP_OK)
+        (void)PP_CUDA(ev->dev, NULL, cudaEventDestroy(ce->ev));
+    free(ce);
+    ev->state = NULL;
+}
+
+static pp_status cuda_event_init(pp_event *ev, pp_error *err)
+{
+    cuda_event *ce = calloc(1, sizeof *ce);
+    if (!ce) return pp_error_set(err, PP_ERR_OOM, "out of host memory (event)");
+    ev->state = ce;
+    pp_status st = pp_cuda_set_device(ev->dev, err);
+    if (st == PP_OK)
+        st = PP_CUDA(ev->dev, err, cudaEventCreateWithFlags(&ce->ev, cudaEventDisableTiming));
+    if (st != PP_OK) cuda_event_destroy(ev);
+    return st;
+}
+
+static pp_status cuda_event_record(pp_event *ev, pp_stream *s, pp_error *err)
+{
+    cuda_event *ce = ev->state;
+    cuda_stream *cs = s->state;
+    PP_TRY(pp_cuda_set_device(s->dev, err));
+    PP_TRY(PP_CUDA(s->dev, err, cudaEventRecord(ce->ev, cs->st)));
+    ce->recorded = true;
+    ce->error.code = PP_OK;
+    ce->error_ns = 0;
+    pthread_mutex_lock(&cs->mu);
+    if (cs->error.code != PP_OK) {
+        ce->error = cs->error;
+        ce->error_ns = cs->error_ns;
+    }
+    pthread_mutex_unlock(&cs->mu);
+    return PP_OK;
+}
+
+static void CUDART_CB foreign_wait_cb(void *p)
+{
+    foreign_wait *w = p;
+    pp_error e;
+    e.code = PP_OK;
+    if (w->ev->impl->event_synchronize(w->ev, &e) != PP_OK)
+        set_error(w->s->state, &e, pp_stream_clock_ns());
+    free(w);
+}
+
+static pp_status cuda_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
+{
+    cuda_stream *cs = s->state;
+    PP_TRY(pp_cuda_set_device(s->dev, err));
+    if (ev->impl != s->impl) {
+        foreign_wait *w = malloc(sizeof *w);
+        if (!w) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+        w->s = s;
+        w->ev = ev;
+        pp_status st = PP_CUDA(s->dev, err, cudaLaunchHostFunc(cs->st, foreign_wait_cb, w));
+        if (st != PP_OK) free(w);
+        return st;
+    }
+    cuda_event *ce = ev->state;
+    if (!ce->recorded) return PP_OK;
+    if (ce->error.code != PP_OK) set_error(cs, &ce->error, ce->error_ns);
+    return PP_CUDA(s->dev, err, cudaStreamWaitEvent(cs->st, ce->ev, 0));
+}
+
+static pp_status cuda_event_query(pp_event *ev, bool *done, pp_error *err)
+{
+    cuda_event *ce = ev->state;
+    *done = true;
+    if (!ce->recorded) return PP_OK;
+    PP_TRY(pp_cuda_set_device(ev->dev, err));
+    cudaError_t e = cudaEventQuery(ce->ev);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        *done = false;
+        return PP_OK;
+    }
+    PP_TRY(PP_CUDA(ev->dev, err, e));
+    if (ce->error.code != PP_OK) {
+        if (err) *err = ce->error;
+        return ce->error.code;
+    }
+    return PP_OK;
+}
+
+static pp_status cuda_event_synchronize(pp_event *ev, pp_error *err)
+{
+    cuda_event *ce = ev->state;
+    if (!ce->recorded) return PP_OK;
+    PP_TRY(pp_cuda_set_device(ev->dev, err));
+    PP_TRY(PP_CUDA(ev->dev, err, cudaEventSynchronize(ce->ev)));
+    if (ce->error.code != PP_OK) {
+        if (err) *err = ce->error;
+        return ce->error.code;
+    }
+    return PP_OK;
+}
+
+static const pp_stream_impl cuda_impl = {
+    .name = "cuda",
+    .stream_init = cuda_stream_init,
+    .stream_destroy = cuda_stream_destroy,
+    .launch = cuda_launch,
+    .copy = cuda_copy,
+    .synchronize = cuda_synchronize,
+    .error = cuda_error,
+    .clear_error = cuda_clear_error,
+    .records = cuda_records,
+    .records_clear = cuda_records_clear,
+    .event_init = cuda_event_init,
+    .event_destroy = cuda_event_destroy,
+    .event_record = cuda_event_record,
+    .wait_event = cuda_wait_event,
+    .event_query = cuda_event_query,
+    .event_synchronize = cuda_event_synchronize,
+};
+
+const pp_stream_impl *pp_stream_impl_cuda(void)
+{
+    return &cuda_impl;
+}

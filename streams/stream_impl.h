@@ -1,0 +1,79 @@
+/*
+ * stream_impl.h - the seam between stream.c (checks, dispatch) and a stream
+ * backend (stream_cpu.c; stream_cuda.c in CUDA builds).
+ *
+ * stream.c owns the generic handle fields and checks arguments; a backend
+ * owns `state` and implements the semantics documented in stream.h. Every
+ * entry is required. Contracts beyond stream.h:
+ *   - stream_init fills s->state and initialises s->exec for s->dev with the
+ *     backend's native stream (pp_exec_init); stream_destroy drains pending
+ *     work, then releases both.
+ *   - wait_event may receive an event of another backend (a CPU stream
+ *     waiting for a CUDA event or the reverse). It then falls back to the
+ *     event's own event_synchronize, called when the waiting stream reaches
+ *     the wait; a backend that cannot do that returns PP_ERR_UNSUPPORTED.
+ *   - Sticky errors: the first failure is kept with its time
+ *     (pp_stream_clock_ns) and reported by error(); clear_error resets it.
+ *   - records returns the timing records of completed items (CUDA: resolved
+ *     from timed events against a host-clock reference at that point).
+ */
+#ifndef PP_STREAM_IMPL_H
+#define PP_STREAM_IMPL_H
+
+#include "streams/stream.h"
+
+struct pp_stream_impl;
+
+struct pp_stream {
+    const struct pp_stream_impl *impl;
+    pp_device_ctx *dev;
+    pp_stream_kind kind;
+    char name[32];
+    pp_exec exec;  /* the stream's own exec; used by its work only */
+    void *state;   /* backend-private */
+};
+
+struct pp_event {
+    const struct pp_stream_impl *impl;
+    pp_device_ctx *dev;
+    void *state;   /* backend-private */
+};
+
+/* One copy, already checked by stream.c (non-overlapping, bytes > 0). */
+typedef struct pp_copy_args {
+    void *dst;
+    pp_device_ctx *dst_dev;
+    const void *src;
+    pp_device_ctx *src_dev;
+    size_t bytes;
+} pp_copy_args;
+
+typedef struct pp_stream_impl {
+    const char *name; /* "cpu", "cuda" */
+
+    pp_status (*stream_init)(pp_stream *s, pp_error *err);
+    void (*stream_destroy)(pp_stream *s);
+    pp_status (*launch)(pp_stream *s, const char *label, pp_stream_fn fn, void *arg,
+                        pp_error *err);
+    pp_status (*copy)(pp_stream *s, const pp_copy_args *c, const char *label, pp_error *err);
+    pp_status (*synchronize)(pp_stream *s, pp_error *err);
+    pp_status (*error)(pp_stream *s, pp_error *err, int64_t *when_ns);
+    void (*clear_error)(pp_stream *s);
+    pp_status (*records)(pp_stream *s, const pp_stream_record **recs, size_t *n, pp_error *err);
+    void (*records_clear)(pp_stream *s);
+
+    pp_status (*event_init)(pp_event *ev, pp_error *err);
+    void (*event_destroy)(pp_event *ev);
+    pp_status (*event_record)(pp_event *ev, pp_stream *s, pp_error *err);
+    pp_status (*wait_event)(pp_stream *s, pp_event *ev, pp_error *err);
+    pp_status (*event_query)(pp_event *ev, bool *done, pp_error *err);
+    pp_status (*event_synchronize)(pp_event *ev, pp_error *err);
+} pp_stream_impl;
+
+/* The CPU implementation (stream_cpu.c). Never NULL. */
+const pp_stream_impl *pp_stream_impl_cpu(void);
+/* The CUDA implementation (stream_cuda.c), or NULL in builds without CUDA
+ * (stream_cuda_absent.c). */
+const pp_stream_impl *pp_stream_impl_cuda(void);
+
+#endif

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# bundle.sh - build with the CUDA backend and collect what tests/gpu/run-all.sh
+# needs on a GPU machine into one folder (default .gpu-bundle/, ignored by git):
+#   bin/        pipeline-run, every test and benchmark executable
+#   lib/        the non-system shared libraries they load (ldd), e.g. libyaml,
+#               OpenBLAS, jansson; CUDA libraries too with --with-cuda-libs
+#   tests.tsv   suite, name, executable, timeout and arguments of each meson test
+#   plans/      examples/plans
+#   run-all.sh  the runner
+# Usage: tests/gpu/bundle.sh [--build DIR] [--out DIR] [--arch sm_90] [--with-cuda-libs]
+# cuDNN and cuBLAS are left out by default: the GPU machine has them (CUDA
+# toolkit or PyTorch's nvidia-* wheels) and they are large. The driver
+# (libcuda) is never bundled.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=$root/build-gpu-bundle
+out=$root/.gpu-bundle
+arch=sm_90
+cuda_libs=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        --build) build=$2; shift 2 ;;
+        --out) out=$2; shift 2 ;;
+        --arch) arch=$2; shift 2 ;;
+        --with-cuda-libs) cuda_libs=1; shift ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        *) echo "bundle.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+
+if [ ! -f "$build/build.ninja" ]; then
+    meson setup "$build" "$root" -Dcuda=enabled -Dgpu_arch="$arch" -Dbuildtype=release
+fi
+ninja -C "$build"
+
+rm -rf "$out"
+mkdir -p "$out/bin" "$out/lib" "$out/plans"
+
+# Tests as meson knows them: suite, name, executable, timeout, arguments.
+meson introspect --tests "$build" | python3 -c '
+import json, os, sys, shutil
+tests = json.load(sys.stdin)
+out = sys.argv[1]
+with open(os.path.join(out, "tests.tsv"), "w") as f:
+    for t in tests:
+        exe = t["cmd"][0]
+        shutil.copy2(exe, os.path.join(out, "bin"))
+        suite = t["suite"][0].split(":")[-1] if t["suite"] else "default"
+        f.write("\t".join([suite, t["name"], os.path.basename(exe), str(t.get("timeout") or 60)]
+                          + t["cmd"][1:]) + "\n")
+' "$out"
+meson introspect --benchmarks "$build" | python3 -c '
+import json, os, sys, shutil
+for t in json.load(sys.stdin):
+    shutil.copy2(t["cmd"][0], os.path.join(sys.argv[1], "bin"))
+' "$out"
+cp "$build/pipeline-run" "$out/bin/"
+cp -r "$root/examples/plans/." "$out/plans/" 2>/dev/null || true
+cp "$root/tests/gpu/run-all.sh" "$out/"
+
+# Shared libraries: everything ldd resolves except the C runtime, the CUDA
+# driver and (unless asked) the CUDA libraries.
+skip='^(libc|libm|libdl|librt|libpthread|ld-linux[^ ]*|libgcc_s|libstdc\+\+|libcuda|libnvidia[^ ]*)\.so'
+cuda='^(libcudart|libcudnn[^ ]*|libcublas|libcublasLt|libnvrtc[^ ]*|libnvJitLink|libcufft|libcurand)\.so'
+want() { # file
+    local base; base=$(basename "$1")
+    [[ $base =~ $skip ]] && return 1
+    [[ $cuda_libs = 0 && $base =~ $cuda ]] && return 1
+    return 0
+}
+copy_deps() { # binary or library
+    ldd "$1" 2>/dev/null | awk '/=> \// { print $3 }' | while read -r lib; do
+        want "$lib" || continue
+        [ -e "$out/lib/$(basename "$lib")" ] && continue
+        cp -L "$lib" "$out/lib/"
+        copy_deps "$lib"
+    done
+}
+for f in "$out"/bin/*; do copy_deps "$f"; done
+if [ $cuda_libs = 1 ]; then
+    # cuDNN and cuBLASLt load parts of themselves with dlopen: ldd cannot see them.
+    for lib in "$(dirname "$(ldd "$out/bin/pipeline-run" | awk '/libcudnn.so/ { print $3 }')")"/libcudnn*.so.*[0-9]; do
+        [ -e "$lib" ] && cp -L "$lib" "$out/lib/" && copy_deps "$lib"
+    done
+fi
+missing=$(for f in "$out"/bin/*; do LD_LIBRARY_PATH=$out/lib ldd "$f" | grep 'not found' || true; done | sort -u)
+[ -n "$missing" ] && echo "bundle.sh: unresolved here: $missing" >&2
+echo "bundle: $out ($(du -sh "$out" | cut -f1)); on the GPU machine run: $(basename "$out")/run-all.sh $(basename "$out")"

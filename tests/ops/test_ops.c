@@ -1,0 +1,1071 @@
+/*
+ * test_ops.c - every op of the CPU backend through the checked API
+ * (runtime/core/ops.h): forward against naive double-precision references,
+ * backward against central finite differences of those references, the
+ * accumulate (+=) contract of parameter gradients, batch norm running
+ * statistics, SGD against hand-computed steps, determinism, and the
+ * boundary checks (bad shape, dtype, device, NULL -> PP_ERR_INVALID).
+ *
+ * Tensors live on cpu:0, whose memory is host memory, so the test reads and
+ * writes tensor data directly.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/core/device.h"
+#include "runtime/core/exec.h"
+#include "runtime/core/ops.h"
+#include "runtime/core/tensor.h"
+#include "tests/check.h"
+
+/* ---- environment and helpers -------------------------------------------- */
+
+static pp_registry *g_reg;
+static pp_device_ctx *g_dev;  /* cpu:0: where every op runs */
+static pp_device_ctx *g_dev1; /* cpu:1: for the wrong-device checks */
+static pp_exec g_ex;
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+/* Uniform in [-1, 1) (splitmix64). */
+static double urand(void)
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static pp_tensor tnew_on(pp_device_ctx *dev, pp_dtype dt, int ndim, int64_t d0, int64_t d1,
+                         int64_t d2, int64_t d3)
+{
+    pp_tensor t;
+    pp_error err;
+    const int64_t shape[4] = {d0, d1, d2, d3};
+    pp_status s = pp_tensor_zeros(&t, dev, dt, ndim, shape, &err);
+    if (s != PP_OK) {
+        fprintf(stderr, "tensor allocation failed: %s\n", err.msg);
+        exit(1);
+    }
+    return t;
+}
+
+static pp_tensor tnew(int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
+{
+    return tnew_on(g_dev, PP_F32, ndim, d0, d1, d2, d3);
+}
+
+static float *fp(const pp_tensor *t) { return (float *)t->data; }
+static size_t numel(const pp_tensor *t) { return (size_t)pp_tensor_numel(t); }
+
+/* Fills t with offset + scale * U[-1,1) and returns a double copy (caller frees). */
+static double *fill(pp_tensor *t, double offset, double scale)
+{
+    size_t n = numel(t);
+    double *d = malloc(sizeof(double) * (n ? n : 1));
+    for (size_t i = 0; i < n; i++) {
+        fp(t)[i] = (float)(offset + scale * urand());
+        d[i] = fp(t)[i];
+    }
+    return d;
+}
+
+static double *dalloc(size_t n) { return calloc(n ? n : 1, sizeof(double)); }
+
+/* Largest |a[i]| (at least 1), the scale the relative tolerances refer to. */
+static double scale_of(const double *a, size_t n)
+{
+    double m = 1.0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+/* Checks |got - want| <= rtol * max(1, max|want|) elementwise; reports the worst. */
+static void check_close(const char *what, const float *got, const double *want, size_t n,
+                        double rtol)
+{
+    double sc = scale_of(want, n), worst = 0.0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]);
+        if (!(e <= worst)) {
+            worst = e;
+            wi = i;
+        }
+    }
+    CHECK_MSG(worst <= rtol * sc, "%s: element %zu is %.9g, expected %.9g (error %.3g > %.3g)",
+              what, wi, n ? (double)got[wi] : 0.0, n ? want[wi] : 0.0, worst, rtol * sc);
+}
+
+/* Finite differences. A scalar function L of some double arrays is evaluated
+ * through a callback; fd_grad fills g[i] = dL/dv[i] by central differences
+ * for a subset of i (at most FD_MAX_POINTS, evenly strided with a random
+ * offset) and marks the checked entries in mask. */
+typedef double (*scalar_fn)(void *ctx);
+
+#define FD_MAX_POINTS 400
+
+static void fd_grad(scalar_fn f, void *ctx, double *v, size_t n, double h, double *g,
+                    unsigned char *mask)
+{
+    size_t step = n > FD_MAX_POINTS ? (n + FD_MAX_POINTS - 1) / FD_MAX_POINTS : 1;
+    size_t start = step > 1 ? (size_t)((urand() + 1.0) * 0.5 * (double)step) % step : 0;
+    for (size_t i = 0; i < n; i++) {
+        mask[i] = i >= start && (i - start) % step == 0;
+        if (!mask[i]) continue;
+        double s = v[i];
+        v[i] = s + h;
+        double lp = f(ctx);
+        v[i] = s - h;
+        double lm = f(ctx);
+        v[i] = s;
+        g[i] = (lp - lm) / (2.0 * h);
+    }
+}
+
+/* Compares an analytic gradient (float, minus an initial value base when the
+ * op accumulates) with the finite-difference one on the masked entries.
+ *
+ * Tolerance: each gradient entry is a float sum of up to ~2300 products of
+ * values in [-1, 1] (conv dw over N*P*Q positions) or, for batch norm and
+ * softmax, a few O(1) terms. Blocked float summation of terms with random
+ * signs errs by about sqrt(K) * 2^-24 of the terms' size, ~1e-6 of the
+ * gradient's scale here (the largest error seen over these cases is 1.1e-6).
+ * The finite differences are taken on the double reference and are exact to
+ * ~1e-9 (bilinear ops) or O(h^2) ~ 1e-8 (batch norm, pooling, softmax). A
+ * wrong index or formula gives an O(1e-1..1) relative error, so 2e-5 of the
+ * gradient's scale sits more than an order of magnitude from both. */
+#define GRAD_RTOL 2e-5
+
+static void check_grad(const char *what, const float *got, const double *base, const double *fd,
+                       const unsigned char *mask, size_t n)
+{
+    double sc = 1.0, worst = 0.0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++)
+        if (mask[i]) sc = fmax(sc, fabs(fd[i]));
+    for (size_t i = 0; i < n; i++) {
+        if (!mask[i]) continue;
+        double g = (double)got[i] - (base ? base[i] : 0.0);
+        double e = fabs(g - fd[i]);
+        if (!(e <= worst)) {
+            worst = e;
+            wi = i;
+        }
+    }
+    CHECK_MSG(worst <= GRAD_RTOL * sc, "%s: element %zu is %.9g, finite differences give %.9g",
+              what, wi, (double)got[wi] - (base ? base[wi] : 0.0), fd[wi]);
+}
+
+static double dot_r(const double *y, const double *r, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += y[i] * r[i];
+    return s;
+}
+
+/* ---- convolution ------------------------------------------------------------ */
+
+static void ref_conv(const pp_conv2d_desc *d, const double *x, const double *w, double *y)
+{
+    for (int n = 0; n < d->n; n++)
+        for (int k = 0; k < d->k; k++)
+            for (int p = 0; p < d->p; p++)
+                for (int q = 0; q < d->q; q++) {
+                    double s = 0.0;
+                    for (int c = 0; c < d->c; c++)
+                        for (int r = 0; r < d->r; r++)
+                            for (int t = 0; t < d->s; t++) {
+                                int ih = p * d->stride_h - d->pad_h + r;
+                                int iw = q * d->stride_w - d->pad_w + t;
+                                if (ih < 0 || ih >= d->h || iw < 0 || iw >= d->w) continue;
+                                s += x[(((size_t)n * d->c + c) * d->h + ih) * d->w + iw] *
+                                     w[(((size_t)k * d->c + c) * d->r + r) * d->s + t];
+                            }
+                    y[(((size_t)n * d->k + k) * d->p + p) * d->q + q] = s;
+                }
+}
+
+/* sum over y of |x| * |w| per output: the scale of the forward rounding error */
+static void ref_conv_abs(const pp_conv2d_desc *d, const double *x, const double *w, double *y)
+{
+    size_t nx = (size_t)d->n * d->c * d->h * d->w, nw = (size_t)d->k * d->c * d->r * d->s;
+    double *ax = dalloc(nx), *aw = dalloc(nw);
+    for (size_t i = 0; i < nx; i++) ax[i] = fabs(x[i]);
+    for (size_t i = 0; i < nw; i++) aw[i] = fabs(w[i]);
+    ref_conv(d, ax, aw, y);
+    free(ax);
+    free(aw);
+}
+
+typedef struct conv_ctx {
+    const pp_conv2d_desc *d;
+    double *x, *w, *r, *y;
+    size_t ny;
+} conv_ctx;
+
+static double conv_loss(void *p)
+{
+    conv_ctx *c = p;
+    ref_conv(c->d, c->x, c->w, c->y);
+    return dot_r(c->y, c->r, c->ny);
+}
+
+typedef struct conv_case {
+    int n, c, h, w, k, r, s, sh, sw, ph, pw;
+    const char *what;
+} conv_case;
+
+static void test_conv(void)
+{
+    /* Covers the code paths of conv2d.c: one sample per GEMM when P*Q >= 512
+     * (pointwise 1x1/1 convs as a direct GEMM on the input, others through
+     * im2col), and several samples per GEMM when P*Q is small (pointwise or
+     * not), including a last partial group (45 = 21 + 21 + 3 samples). */
+    static const conv_case cases[] = {
+        {2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, "3x3/1 pad 1, non-square input"},
+        {2, 3, 9, 7, 5, 3, 3, 2, 2, 1, 1, "3x3/2 pad 1"},
+        {1, 3, 13, 11, 4, 7, 7, 2, 2, 3, 3, "7x7/2 pad 3 (stem)"},
+        {3, 5, 6, 5, 6, 1, 1, 1, 1, 0, 0, "1x1/1 pointwise, grouped"},
+        {2, 4, 7, 7, 3, 1, 1, 2, 2, 0, 0, "1x1/2 downsample"},
+        {2, 2, 5, 8, 3, 3, 3, 1, 1, 2, 2, "3x3/1 pad 2"},
+        {1, 2, 4, 5, 2, 3, 3, 1, 1, 3, 3, "3x3/1 pad 3 (all-padding rows)"},
+        {2, 3, 11, 10, 4, 7, 7, 1, 1, 0, 0, "7x7/1 no padding"},
+        {1, 2, 9, 9, 3, 3, 1, 2, 1, 1, 0, "3x1 kernel, strides 2x1"},
+        {2, 2, 34, 33, 3, 3, 3, 1, 1, 1, 1, "3x3/1, P*Q >= 512 (one sample per GEMM)"},
+        {2, 3, 40, 30, 4, 1, 1, 1, 1, 0, 0, "1x1/1 with H*W >= 512 (direct GEMM)"},
+        {45, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, "3x3/1, 45 samples of 5x5 (grouped GEMMs)"},
+        {3, 4, 8, 6, 5, 3, 3, 2, 2, 0, 0, "3x3/2 no padding, odd output"},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const conv_case *cc = &cases[ci];
+        pp_conv2d_desc d = {cc->n, cc->c, cc->h, cc->w, cc->k, cc->r, cc->s, cc->sh, cc->sw,
+                            cc->ph, cc->pw, 0, 0};
+        d.p = (d.h + 2 * d.pad_h - d.r) / d.stride_h + 1;
+        d.q = (d.w + 2 * d.pad_w - d.s) / d.stride_w + 1;
+        pp_error err;
+        char name[128];
+
+        pp_tensor x = tnew(4, d.n, d.c, d.h, d.w), w = tnew(4, d.k, d.c, d.r, d.s);
+        pp_tensor y = tnew(4, d.n, d.k, d.p, d.q), y2 = tnew(4, d.n, d.k, d.p, d.q);
+        pp_tensor dy = tnew(4, d.n, d.k, d.p, d.q), dx = tnew(4, d.n, d.c, d.h, d.w);
+        pp_tensor dw = tnew(4, d.k, d.c, d.r, d.s);
+        size_t nx = numel(&x), nw = numel(&w), ny = numel(&y);
+        double *xd = fill(&x, 0.0, 1.0), *wd = fill(&w, 0.0, 1.0), *rd = fill(&dy, 0.0, 1.0);
+        double *dw0 = fill(&dw, 0.0, 1.0);
+        double *yref = dalloc(ny), *yabs = dalloc(ny);
+
+        /* forward: each output is a sum of K = C*R*S products; recursive float
+         * summation errs by at most K * 2^-24 of sum |x||w| (plus one rounding
+         * of each product), so allow (K + 2) * 2^-24 of that sum. */
+        CHECK_OK(pp_conv2d_forward(&g_ex, &d, &x, &w, &y, &err), &err);
+        ref_conv(&d, xd, wd, yref);
+        ref_conv_abs(&d, xd, wd, yabs);
+        double bound = (double)(d.c * d.r * d.s + 2) * ldexp(1.0, -24);
+        size_t bad = 0, first_bad = 0;
+        for (size_t i = 0; i < ny; i++)
+            if (!(fabs((double)fp(&y)[i] - yref[i]) <= bound * yabs[i] + 1e-30)) {
+                if (!bad) first_bad = i;
+                bad++;
+            }
+        CHECK_MSG(bad == 0, "conv forward [%s]: %zu outputs off, first #%zu: %.9g vs %.9g",
+                  cc->what, bad, first_bad, (double)fp(&y)[first_bad], yref[first_bad]);
+        CHECK_OK(pp_conv2d_forward(&g_ex, &d, &x, &w, &y2, &err), &err);
+        CHECK_MSG(memcmp(y.data, y2.data, ny * sizeof(float)) == 0,
+                  "conv forward [%s] is not deterministic", cc->what);
+
+        /* backward against finite differences of L = sum(y * r), r = dy */
+        conv_ctx ctx = {&d, xd, wd, rd, dalloc(ny), ny};
+        double *g = dalloc(nx > nw ? nx : nw);
+        unsigned char *mask = malloc(nx > nw ? nx : nw);
+
+        memset(dx.data, 0x7f, nx * sizeof(float)); /* overwritten, not accumulated */
+        CHECK_OK(pp_conv2d_backward_data(&g_ex, &d, &dy, &w, &dx, &err), &err);
+        fd_grad(conv_loss, &ctx, xd, nx, 1e-3, g, mask);
+        snprintf(name, sizeof name, "conv dx [%s]", cc->what);
+        check_grad(name, fp(&dx), NULL, g, mask, nx);
+
+        /* dw starts at dw0: backward-filter must add to it */
+        CHECK_OK(pp_conv2d_backward_filter(&g_ex, &d, &x, &dy, &dw, &err), &err);
+        fd_grad(conv_loss, &ctx, wd, nw, 1e-3, g, mask);
+        snprintf(name, sizeof name, "conv dw += [%s]", cc->what);
+        check_grad(name, fp(&dw), dw0, g, mask, nw);
+        /* a second call adds the same gradient again */
+        for (size_t i = 0; i < nw; i++) dw0[i] += g[i];
+        CHECK_OK(pp_conv2d_backward_filter(&g_ex, &d, &x, &dy, &dw, &err), &err);
+        snprintf(name, sizeof name, "conv dw twice [%s]", cc->what);
+        check_grad(name, fp(&dw), dw0, g, mask, nw);
+
+        free(ctx.y);
+        free(g);
+        free(mask);
+        free(xd);
+        free(wd);
+        free(rd);
+        free(dw0);
+        free(yref);
+        free(yabs);
+        pp_tensor_free(&x);
+        pp_tensor_free(&w);
+        pp_tensor_free(&y);
+        pp_tensor_free(&y2);
+        pp_tensor_free(&dy);
+        pp_tensor_free(&dx);
+        pp_tensor_free(&dw);
+    }
+}
+
+/* Repeated calls give the same bits, with one OpenBLAS thread and with two,
+ * on shapes big enough for OpenBLAS to use its threads. (Different thread
+ * counts may round differently: OpenBLAS picks its kernels by thread count.) */
+static void test_conv_repeat(void)
+{
+    static const int shapes[][6] = {
+        /* n, c, hw, k, kernel, stride */
+        {4, 64, 28, 96, 3, 1}, {2, 32, 30, 64, 1, 1}, {16, 96, 7, 200, 1, 1}, {3, 16, 20, 48, 7, 2},
+    };
+    int threads = openblas_get_num_threads();
+    for (int nt = 1; nt <= 2; nt++) {
+        openblas_set_num_threads(nt);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int *sh = shapes[si];
+            pp_conv2d_desc d;
+            pp_error err;
+            CHECK_OK(pp_conv2d_desc_init(&d, sh[0], sh[1], sh[2], sh[2], sh[3], sh[4], sh[5],
+                                         sh[4] / 2, &err),
+                     &err);
+            pp_tensor x = tnew(4, d.n, d.c, d.h, d.w), w = tnew(4, d.k, d.c, d.r, d.s);
+            pp_tensor dy = tnew(4, d.n, d.k, d.p, d.q);
+            free(fill(&x, 0, 1));
+            free(fill(&w, 0, 1));
+            free(fill(&dy, 0, 1));
+            pp_tensor out[2][3];
+            for (int t = 0; t < 2; t++) {
+                out[t][0] = tnew(4, d.n, d.k, d.p, d.q);
+                out[t][1] = tnew(4, d.n, d.c, d.h, d.w);
+                out[t][2] = tnew(4, d.k, d.c, d.r, d.s);
+                CHECK_OK(pp_conv2d_forward(&g_ex, &d, &x, &w, &out[t][0], &err), &err);
+                CHECK_OK(pp_conv2d_backward_data(&g_ex, &d, &dy, &w, &out[t][1], &err), &err);
+                CHECK_OK(pp_conv2d_backward_filter(&g_ex, &d, &x, &dy, &out[t][2], &err), &err);
+            }
+            for (int o = 0; o < 3; o++)
+                CHECK_MSG(memcmp(out[0][o].data, out[1][o].data, pp_tensor_bytes(&out[0][o])) == 0,
+                          "conv shape %zu op %d, %d threads: repeated calls differ", si, o, nt);
+            for (int t = 0; t < 2; t++)
+                for (int o = 0; o < 3; o++) pp_tensor_free(&out[t][o]);
+            pp_tensor_free(&x);
+            pp_tensor_free(&w);
+            pp_tensor_free(&dy);
+        }
+    }
+    openblas_set_num_threads(threads);
+}
+
+/* ---- batch norm ------------------------------------------------------------- */
+
+typedef struct bn_ctx {
+    const pp_bn_desc *d;
+    double *x, *gamma, *beta, *r, *y;
+    size_t ny;
+} bn_ctx;
+
+/* Training-mode batch norm in double; optionally returns mean and biased variance. */
+static void ref_bn(const pp_bn_desc *d, const double *x, const double *gamma, const double *beta,
+                   double *y, double *mean_out, double *var_out)
+{
+    size_t hw = (size_t)d->h * d->w;
+    double m = (double)d->n * (double)hw;
+    for (int c = 0; c < d->c; c++) {
+        double s = 0.0, sq = 0.0;
+        for (int n = 0; n < d->n; n++)
+            for (size_t i = 0; i < hw; i++) s += x[((size_t)n * d->c + c) * hw + i];
+        double mean = s / m;
+        for (int n = 0; n < d->n; n++)
+            for (size_t i = 0; i < hw; i++) {
+                double t = x[((size_t)n * d->c + c) * hw + i] - mean;
+                sq += t * t;
+            }
+        double var = sq / m, invstd = 1.0 / sqrt(var + d->eps);
+        if (mean_out) mean_out[c] = mean;
+        if (var_out) var_out[c] = var;
+        for (int n = 0; n < d->n; n++)
+            for (size_t i = 0; i < hw; i++) {
+                size_t o = ((size_t)n * d->c + c) * hw + i;
+                y[o] = (x[o] - mean) * invstd * gamma[c] + beta[c];
+            }
+    }
+}
+
+static double bn_loss(void *p)
+{
+    bn_ctx *c = p;
+    ref_bn(c->d, c->x, c->gamma, c->beta, c->y, NULL, NULL);
+    return dot_r(c->y, c->r, c->ny);
+}
+
+static void test_batchnorm(void)
+{
+    static const struct {
+        int n, c, h, w;
+        double offset;
+    } cases[] = {
+        {2, 3, 4, 5, 0.0}, {1, 2, 3, 3, 2.0}, {4, 2, 1, 1, -1.0}, {3, 4, 7, 6, 3.0},
+        {2, 1, 9, 11, 0.5},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        pp_bn_desc d = {cases[ci].n, cases[ci].c, cases[ci].h, cases[ci].w, 1e-5f, 0.1f};
+        pp_error err;
+        char name[96];
+        snprintf(name, sizeof name, "bn %dx%dx%dx%d", d.n, d.c, d.h, d.w);
+        pp_tensor x = tnew(4, d.n, d.c, d.h, d.w), y = tnew(4, d.n, d.c, d.h, d.w);
+        pp_tensor y2 = tnew(4, d.n, d.c, d.h, d.w);
+        pp_tensor dy = tnew(4, d.n, d.c, d.h, d.w), dx = tnew(4, d.n, d.c, d.h, d.w);
+        pp_tensor gamma = tnew(1, d.c, 1, 1, 1), beta = tnew(1, d.c, 1, 1, 1);
+        pp_tensor rm = tnew(1, d.c, 1, 1, 1), rv = tnew(1, d.c, 1, 1, 1);
+        pp_tensor sm = tnew(1, d.c, 1, 1, 1), si = tnew(1, d.c, 1, 1, 1);
+        pp_tensor dg = tnew(1, d.c, 1, 1, 1), db = tnew(1, d.c, 1, 1, 1);
+        size_t nx = numel(&x), nc = (size_t)d.c;
+        double *xd = fill(&x, cases[ci].offset, 1.0), *gd = fill(&gamma, 1.0, 0.5);
+        double *bd = fill(&beta, 0.0, 0.5), *rd = fill(&dy, 0.0, 1.0);
+        double *rm0 = fill(&rm, 0.0, 1.0), *rv0 = fill(&rv, 1.5, 0.5);
+        double *dg0 = fill(&dg, 0.0, 1.0), *db0 = fill(&db, 0.0, 1.0);
+        double *yref = dalloc(nx), *mean = dalloc(nc), *var = dalloc(nc), *want = dalloc(nc);
+
+        CHECK_OK(pp_batchnorm_forward_train(&g_ex, &d, &x, &gamma, &beta, &rm, &rv, &y, &sm, &si,
+                                            &err),
+                 &err);
+        ref_bn(&d, xd, gd, bd, yref, mean, var);
+        /* y = x * alpha + beta' in float: a few roundings of values of size
+         * |x * alpha| <= ~10 here, so 1e-5 of the output scale is generous. */
+        check_close(name, fp(&y), yref, nx, 1e-5);
+        check_close("bn save_mean", fp(&sm), mean, nc, 1e-6);
+        for (size_t c = 0; c < nc; c++) want[c] = 1.0 / sqrt(var[c] + 1e-5);
+        check_close("bn save_invstd", fp(&si), want, nc, 1e-6);
+        /* running = 0.9 * running + 0.1 * batch, with the unbiased variance */
+        double m = (double)d.n * d.h * d.w;
+        for (size_t c = 0; c < nc; c++) want[c] = 0.9 * rm0[c] + 0.1 * mean[c];
+        check_close("bn running_mean", fp(&rm), want, nc, 1e-6);
+        for (size_t c = 0; c < nc; c++) want[c] = 0.9 * rv0[c] + 0.1 * var[c] * m / (m - 1.0);
+        check_close("bn running_var", fp(&rv), want, nc, 1e-6);
+
+        /* determinism: the same call on the same inputs gives the same bits */
+        float *rm1 = malloc(nc * sizeof(float)), *rv1 = malloc(nc * sizeof(float));
+        memcpy(rm1, rm.data, nc * sizeof(float));
+        memcpy(rv1, rv.data, nc * sizeof(float));
+        for (size_t c = 0; c < nc; c++) {
+            fp(&rm)[c] = (float)rm0[c];
+            fp(&rv)[c] = (float)rv0[c];
+        }
+        CHECK_OK(pp_batchnorm_forward_train(&g_ex, &d, &x, &gamma, &beta, &rm, &rv, &y2, &sm, &si,
+                                            &err),
+                 &err);
+        CHECK_MSG(memcmp(y.data, y2.data, nx * sizeof(float)) == 0 &&
+                      memcmp(rm.data, rm1, nc * sizeof(float)) == 0 &&
+                      memcmp(rv.data, rv1, nc * sizeof(float)) == 0,
+                  "%s: forward is not deterministic", name);
+        free(rm1);
+        free(rv1);
+
+        /* backward: dx =, dgamma +=, dbeta += against finite differences */
+        bn_ctx ctx = {&d, xd, gd, bd, rd, dalloc(nx), nx};
+        double *g = dalloc(nx);
+        unsigned char *mask = malloc(nx);
+        CHECK_OK(pp_batchnorm_backward(&g_ex, &d, &x, &dy, &gamma, &sm, &si, &dx, &dg, &db, &err),
+                 &err);
+        fd_grad(bn_loss, &ctx, xd, nx, 1e-5, g, mask);
+        check_grad("bn dx", fp(&dx), NULL, g, mask, nx);
+        fd_grad(bn_loss, &ctx, gd, nc, 1e-5, g, mask);
+        check_grad("bn dgamma +=", fp(&dg), dg0, g, mask, nc);
+        fd_grad(bn_loss, &ctx, bd, nc, 1e-5, g, mask);
+        check_grad("bn dbeta +=", fp(&db), db0, g, mask, nc);
+
+        /* inference uses the running statistics */
+        for (size_t c = 0; c < nc; c++) {
+            double inv = 1.0 / sqrt((double)fp(&rv)[c] + 1e-5);
+            for (int n = 0; n < d.n; n++)
+                for (int i = 0; i < d.h * d.w; i++) {
+                    size_t o = ((size_t)n * d.c + c) * d.h * d.w + i;
+                    yref[o] = (xd[o] - fp(&rm)[c]) * inv * gd[c] + bd[c];
+                }
+        }
+        CHECK_OK(pp_batchnorm_forward_infer(&g_ex, &d, &x, &gamma, &beta, &rm, &rv, &y, &err),
+                 &err);
+        check_close("bn infer", fp(&y), yref, nx, 1e-5);
+
+        free(ctx.y);
+        free(g);
+        free(mask);
+        double *arrs[] = {xd, gd, bd, rd, rm0, rv0, dg0, db0, yref, mean, var, want};
+        for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) free(arrs[i]);
+        pp_tensor *ts[] = {&x, &y, &y2, &dy, &dx, &gamma, &beta, &rm, &rv, &sm, &si, &dg, &db};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+}
+
+/* ---- pooling ------------------------------------------------------------------ */
+
+typedef struct pool_ctx {
+    const pp_pool_desc *d;
+    double *x, *r, *y;
+    size_t ny;
+} pool_ctx;
+
+static void ref_maxpool(const pp_pool_desc *d, const double *x, double *y, int32_t *idx)
+{
+    for (int pl = 0; pl < d->n * d->c; pl++)
+        for (int p = 0; p < d->p; p++)
+            for (int q = 0; q < d->q; q++) {
+                double m = -INFINITY;
+                int best = -1;
+                for (int i = 0; i < d->kernel; i++)
+                    for (int j = 0; j < d->kernel; j++) {
+                        int ih = p * d->stride - d->pad + i, iw = q * d->stride - d->pad + j;
+                        if (ih < 0 || ih >= d->h || iw < 0 || iw >= d->w) continue;
+                        double v = x[((size_t)pl * d->h + ih) * d->w + iw];
+                        if (v > m || isnan(v)) { /* PyTorch's rule: the last NaN wins */
+                            m = v;
+                            best = ih * d->w + iw;
+                        }
+                    }
+                size_t o = ((size_t)pl * d->p + p) * d->q + q;
+                y[o] = m;
+                if (idx) idx[o] = best;
+            }
+}
+
+static double maxpool_loss(void *p)
+{
+    pool_ctx *c = p;
+    ref_maxpool(c->d, c->x, c->y, NULL);
+    return dot_r(c->y, c->r, c->ny);
+}
+
+static void test_maxpool(void)
+{
+    static const struct {
+        int n, c, h, w, kernel, stride, pad;
+        int fill_kind; /* 0 random, 1 all equal (ties), 2 all negative, 3 with NaNs */
+    } cases[] = {
+        {2, 3, 9, 8, 3, 2, 1, 0}, {1, 2, 7, 7, 2, 2, 0, 0}, {1, 1, 5, 6, 3, 1, 1, 0},
+        {2, 2, 6, 5, 1, 1, 0, 0}, {1, 2, 10, 7, 3, 3, 1, 0}, {1, 2, 6, 7, 3, 2, 1, 1},
+        {1, 2, 5, 5, 3, 2, 1, 2}, {1, 1, 6, 6, 3, 1, 1, 3},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        pp_pool_desc d;
+        pp_error err;
+        CHECK_OK(pp_pool_desc_init(&d, cases[ci].n, cases[ci].c, cases[ci].h, cases[ci].w,
+                                   cases[ci].kernel, cases[ci].stride, cases[ci].pad, &err),
+                 &err);
+        pp_tensor x = tnew(4, d.n, d.c, d.h, d.w), y = tnew(4, d.n, d.c, d.p, d.q);
+        pp_tensor idx = tnew_on(g_dev, PP_I32, 4, d.n, d.c, d.p, d.q);
+        pp_tensor dy = tnew(4, d.n, d.c, d.p, d.q), dx = tnew(4, d.n, d.c, d.h, d.w);
+        size_t nx = numel(&x), ny = numel(&y);
+        double *xd = fill(&x, 0.0, 1.0), *rd = fill(&dy, 0.0, 1.0);
+        if (cases[ci].fill_kind == 1)
+            for (size_t i = 0; i < nx; i++) xd[i] = fp(&x)[i] = 0.25f;
+        if (cases[ci].fill_kind == 2)
+            for (size_t i = 0; i < nx; i++) xd[i] = fp(&x)[i] = (float)(-1.5 - 0.5 * urand());
+        if (cases[ci].fill_kind == 3) /* two NaNs sharing some windows */
+            for (size_t i = 7; i <= 8; i++) xd[i] = fp(&x)[i] = NAN;
+        double *yref = dalloc(ny);
+        int32_t *iref = calloc(ny, sizeof(int32_t));
+        ref_maxpool(&d, xd, yref, iref);
+        CHECK_OK(pp_maxpool_forward(&g_ex, &d, &x, &y, &idx, &err), &err);
+        size_t bad = 0;
+        for (size_t i = 0; i < ny; i++)
+            bad += ((double)fp(&y)[i] != yref[i] && !(isnan(fp(&y)[i]) && isnan(yref[i]))) ||
+                   ((int32_t *)idx.data)[i] != iref[i];
+        CHECK_MSG(bad == 0, "maxpool case %zu: %zu outputs or indices differ", ci, bad);
+
+        memset(dx.data, 0x7f, nx * sizeof(float));
+        CHECK_OK(pp_maxpool_backward(&g_ex, &d, &x, &y, &dy, &idx, &dx, &err), &err);
+        if (cases[ci].fill_kind == 1 || cases[ci].fill_kind == 3) {
+            /* ties (NaNs): all gradient goes to the first (last NaN) element of each window */
+            double *want = dalloc(nx);
+            for (size_t i = 0; i < ny; i++)
+                want[(i / ((size_t)d.p * d.q)) * d.h * d.w + (size_t)iref[i]] += rd[i];
+            check_close("maxpool ties dx", fp(&dx), want, nx, 1e-6);
+            free(want);
+        } else {
+            pool_ctx ctx = {&d, xd, rd, dalloc(ny), ny};
+            double *g = dalloc(nx);
+            unsigned char *mask = malloc(nx);
+            fd_grad(maxpool_loss, &ctx, xd, nx, 1e-6, g, mask);
+            check_grad("maxpool dx", fp(&dx), NULL, g, mask, nx);
+            free(ctx.y);
+            free(g);
+            free(mask);
+        }
+        free(xd);
+        free(rd);
+        free(yref);
+        free(iref);
+        pp_tensor *ts[] = {&x, &y, &idx, &dy, &dx};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+}
+
+static void test_avgpool(void)
+{
+    static const int cases[][4] = {{2, 3, 5, 7}, {1, 4, 1, 1}, {2, 2, 7, 7}, {3, 5, 3, 11}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int n = cases[ci][0], c = cases[ci][1], h = cases[ci][2], w = cases[ci][3];
+        pp_error err;
+        pp_tensor x = tnew(4, n, c, h, w), y = tnew(2, n, c, 1, 1);
+        pp_tensor dy = tnew(2, n, c, 1, 1), dx = tnew(4, n, c, h, w);
+        double *xd = fill(&x, 0.5, 1.0), *rd = fill(&dy, 0.0, 1.0);
+        size_t planes = (size_t)n * c, hw = (size_t)h * w;
+        double *want = dalloc(planes), *gwant = dalloc(planes * hw);
+        for (size_t p = 0; p < planes; p++) {
+            for (size_t i = 0; i < hw; i++) want[p] += xd[p * hw + i];
+            want[p] /= (double)hw;
+            /* L = sum_p y_p r_p is linear: dL/dx = r_p / hw exactly */
+            for (size_t i = 0; i < hw; i++) gwant[p * hw + i] = rd[p] / (double)hw;
+        }
+        CHECK_OK(pp_avgpool_forward(&g_ex, &x, &y, &err), &err);
+        check_close("avgpool forward", fp(&y), want, planes, 1e-6);
+        CHECK_OK(pp_avgpool_backward(&g_ex, &dy, &dx, &err), &err);
+        check_close("avgpool backward", fp(&dx), gwant, planes * hw, 1e-6);
+        free(xd);
+        free(rd);
+        free(want);
+        free(gwant);
+        pp_tensor *ts[] = {&x, &y, &dy, &dx};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+}
+
+/* ---- linear ------------------------------------------------------------------- */
+
+typedef struct lin_ctx {
+    int n, in, out;
+    double *x, *w, *b, *r, *y;
+} lin_ctx;
+
+static void ref_linear(const lin_ctx *c, double *y)
+{
+    for (int i = 0; i < c->n; i++)
+        for (int o = 0; o < c->out; o++) {
+            double s = c->b[o];
+            for (int j = 0; j < c->in; j++) s += c->x[(size_t)i * c->in + j] * c->w[(size_t)o * c->in + j];
+            y[(size_t)i * c->out + o] = s;
+        }
+}
+
+static double linear_loss(void *p)
+{
+    lin_ctx *c = p;
+    ref_linear(c, c->y);
+    return dot_r(c->y, c->r, (size_t)c->n * c->out);
+}
+
+static void test_linear(void)
+{
+    static const int cases[][3] = {{3, 5, 4}, {1, 7, 10}, {5, 33, 17}, {8, 64, 3}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int n = cases[ci][0], in = cases[ci][1], out = cases[ci][2];
+        pp_error err;
+        pp_tensor x = tnew(2, n, in, 1, 1), w = tnew(2, out, in, 1, 1), b = tnew(1, out, 1, 1, 1);
+        pp_tensor y = tnew(2, n, out, 1, 1), dy = tnew(2, n, out, 1, 1);
+        pp_tensor dx = tnew(2, n, in, 1, 1), dw = tnew(2, out, in, 1, 1);
+        pp_tensor db = tnew(1, out, 1, 1, 1);
+        lin_ctx c = {n, in, out, fill(&x, 0, 1), fill(&w, 0, 1), fill(&b, 0, 1), fill(&dy, 0, 1),
+                     dalloc((size_t)n * out)};
+        double *dw0 = fill(&dw, 0, 1), *db0 = fill(&db, 0, 1);
+        double *yref = dalloc((size_t)n * out);
+        ref_linear(&c, yref);
+        CHECK_OK(pp_linear_forward(&g_ex, &x, &w, &b, &y, &err), &err);
+        check_close("linear forward", fp(&y), yref, (size_t)n * out, 1e-5);
+
+        memset(dx.data, 0x7f, numel(&dx) * sizeof(float));
+        CHECK_OK(pp_linear_backward(&g_ex, &x, &w, &dy, &dx, &dw, &db, &err), &err);
+        size_t big = (size_t)out * in > (size_t)n * in ? (size_t)out * in : (size_t)n * in;
+        double *g = dalloc(big);
+        unsigned char *mask = malloc(big);
+        fd_grad(linear_loss, &c, c.x, numel(&x), 1e-3, g, mask);
+        check_grad("linear dx", fp(&dx), NULL, g, mask, numel(&x));
+        fd_grad(linear_loss, &c, c.w, numel(&w), 1e-3, g, mask);
+        check_grad("linear dw +=", fp(&dw), dw0, g, mask, numel(&w));
+        fd_grad(linear_loss, &c, c.b, numel(&b), 1e-3, g, mask);
+        check_grad("linear db +=", fp(&db), db0, g, mask, numel(&b));
+        /* dx may be omitted; dw and db still accumulate */
+        for (size_t i = 0; i < numel(&b); i++) db0[i] += g[i];
+        CHECK_OK(pp_linear_backward(&g_ex, &x, &w, &dy, NULL, &dw, &db, &err), &err);
+        check_grad("linear db twice", fp(&db), db0, g, mask, numel(&b));
+
+        free(g);
+        free(mask);
+        double *arrs[] = {c.x, c.w, c.b, c.r, c.y, dw0, db0, yref};
+        for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) free(arrs[i]);
+        pp_tensor *ts[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+}
+
+/* ---- softmax cross-entropy ------------------------------------------------------ */
+
+typedef struct xent_ctx {
+    int n, classes;
+    double *z;
+    const int32_t *labels;
+    double divisor;
+} xent_ctx;
+
+static double xent_loss(void *p)
+{
+    xent_ctx *c = p;
+    double total = 0.0;
+    for (int i = 0; i < c->n; i++) {
+        const double *z = c->z + (size_t)i * c->classes;
+        double m = z[0], s = 0.0;
+        for (int j = 1; j < c->classes; j++) m = fmax(m, z[j]);
+        for (int j = 0; j < c->classes; j++) s += exp(z[j] - m);
+        total += m + log(s) - z[c->labels[i]];
+    }
+    return total / c->divisor;
+}
+
+static void test_softmax_xent(void)
+{
+    static const struct {
+        int n, classes;
+        float divisor;
+        double offset, scale;
+    } cases[] = {
+        {4, 10, 4.0f, 0.0, 3.0}, {1, 3, 1.0f, 0.0, 1.0}, {7, 1000, 16.0f, 0.0, 4.0},
+        {3, 5, 8.0f, 1000.0, 2.0}, /* large logits: must not overflow */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int n = cases[ci].n, k = cases[ci].classes;
+        pp_error err;
+        pp_tensor z = tnew(2, n, k, 1, 1), dz = tnew(2, n, k, 1, 1);
+        pp_tensor lab = tnew_on(g_dev, PP_I32, 1, n, 1, 1, 1);
+        pp_tensor loss = tnew_on(g_dev, PP_F32, 0, 1, 1, 1, 1);
+        pp_tensor corr = tnew_on(g_dev, PP_I32, 0, 1, 1, 1, 1);
+        double *zd = fill(&z, cases[ci].offset, cases[ci].scale);
+        int32_t *labels = lab.data;
+        int hits = 0;
+        for (int i = 0; i < n; i++) {
+            labels[i] = (int32_t)((urand() + 1.0) * 0.5 * k) % k;
+            if (i == 0) { /* make sample 0 correct: its label is its first argmax */
+                int a = 0;
+                for (int j = 1; j < k; j++)
+                    if (zd[j] > zd[a]) a = j;
+                labels[0] = a;
+            }
+            int a = 0;
+            for (int j = 1; j < k; j++)
+                if (zd[(size_t)i * k + j] > zd[(size_t)i * k + a]) a = j;
+            hits += a == labels[i];
+        }
+        xent_ctx c = {n, k, zd, labels, cases[ci].divisor};
+        CHECK_OK(pp_softmax_xent(&g_ex, &z, &lab, cases[ci].divisor, &loss, &corr, &dz, &err),
+                 &err);
+        double want = xent_loss(&c);
+        CHECK_MSG(fabs(*fp(&loss) - want) <= 1e-6 * fmax(1.0, fabs(want)),
+                  "xent loss %.9g, expected %.9g", (double)*fp(&loss), want);
+        CHECK_MSG(*(int32_t *)corr.data == hits, "xent correct %d, expected %d",
+                  *(int32_t *)corr.data, hits);
+        CHECK(hits >= 1);
+        size_t nz = numel(&z);
+        double *g = dalloc(nz);
+        unsigned char *mask = malloc(nz);
+        fd_grad(xent_loss, &c, zd, nz, 1e-5, g, mask);
+        /* gradients are O(1/divisor); compare relative to a unit scale */
+        check_grad("xent dlogits", fp(&dz), NULL, g, mask, nz);
+        free(g);
+        free(mask);
+        free(zd);
+        pp_tensor *ts[] = {&z, &dz, &lab, &loss, &corr};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+
+    /* labels out of range are bad input, reported before anything is written */
+    static const int32_t bad_labels[] = {-1, 10, 1000};
+    for (size_t i = 0; i < sizeof bad_labels / sizeof bad_labels[0]; i++) {
+        pp_error err;
+        pp_tensor z = tnew(2, 2, 10, 1, 1), dz = tnew(2, 2, 10, 1, 1);
+        pp_tensor lab = tnew_on(g_dev, PP_I32, 1, 2, 1, 1, 1);
+        pp_tensor loss = tnew_on(g_dev, PP_F32, 0, 1, 1, 1, 1);
+        pp_tensor corr = tnew_on(g_dev, PP_I32, 0, 1, 1, 1, 1);
+        ((int32_t *)lab.data)[0] = 3;
+        ((int32_t *)lab.data)[1] = bad_labels[i];
+        *fp(&loss) = 42.0f;
+        pp_status s = pp_softmax_xent(&g_ex, &z, &lab, 2.0f, &loss, &corr, &dz, &err);
+        CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, "label") != NULL,
+                  "label %d: status %s, message '%s'", (int)bad_labels[i], pp_status_name(s),
+                  s != PP_OK ? err.msg : "");
+        CHECK(*fp(&loss) == 42.0f);
+        pp_tensor *ts[] = {&z, &dz, &lab, &loss, &corr};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+    }
+}
+
+/* ---- elementwise ----------------------------------------------------------------- */
+
+static void test_elementwise(void)
+{
+    pp_error err;
+    const int64_t n = 1003; /* not a multiple of any vector width */
+    pp_tensor a = tnew(1, n, 1, 1, 1), b = tnew(1, n, 1, 1, 1), y = tnew(1, n, 1, 1, 1);
+    double *ad = fill(&a, 0.0, 1.0), *bd = fill(&b, 0.0, 1.0);
+    double *want = dalloc((size_t)n);
+
+    CHECK_OK(pp_relu_forward(&g_ex, &a, &y, &err), &err);
+    for (int64_t i = 0; i < n; i++) want[i] = ad[i] > 0 ? ad[i] : 0.0;
+    check_close("relu", fp(&y), want, (size_t)n, 0.0);
+    /* backward masks by y > 0; in place on the gradient */
+    pp_tensor g = tnew(1, n, 1, 1, 1);
+    memcpy(g.data, b.data, (size_t)n * sizeof(float));
+    CHECK_OK(pp_relu_backward(&g_ex, &y, &g, &g, &err), &err);
+    for (int64_t i = 0; i < n; i++) want[i] = ad[i] > 0 ? bd[i] : 0.0;
+    check_close("relu backward in place", fp(&g), want, (size_t)n, 0.0);
+    /* forward in place */
+    CHECK_OK(pp_relu_forward(&g_ex, &g, &g, &err), &err);
+    for (int64_t i = 0; i < n; i++) want[i] = want[i] > 0 ? want[i] : 0.0;
+    check_close("relu in place", fp(&g), want, (size_t)n, 0.0);
+
+    CHECK_OK(pp_add(&g_ex, &a, &b, &y, &err), &err);
+    for (int64_t i = 0; i < n; i++) want[i] = (double)((float)ad[i] + (float)bd[i]);
+    check_close("add", fp(&y), want, (size_t)n, 0.0);
+    CHECK_OK(pp_add(&g_ex, &a, &b, &a, &err), &err); /* y aliases a */
+    check_close("add in place", fp(&a), want, (size_t)n, 0.0);
+    CHECK_OK(pp_accumulate(&g_ex, &b, &a, &err), &err);
+    for (int64_t i = 0; i < n; i++) want[i] = (double)((float)want[i] + (float)bd[i]);
+    check_close("accumulate", fp(&a), want, (size_t)n, 0.0);
+
+    CHECK_OK(pp_copy(&g_ex, &b, &y, &err), &err);
+    CHECK(memcmp(y.data, b.data, (size_t)n * sizeof(float)) == 0);
+    CHECK_OK(pp_zero(&g_ex, &y, &err), &err);
+    for (int64_t i = 0; i < n; i++) want[i] = 0.0;
+    check_close("zero", fp(&y), want, (size_t)n, 0.0);
+
+    free(ad);
+    free(bd);
+    free(want);
+    pp_tensor_free(&a);
+    pp_tensor_free(&b);
+    pp_tensor_free(&y);
+    pp_tensor_free(&g);
+}
+
+/* ---- SGD --------------------------------------------------------------------------- */
+
+static void test_sgd(void)
+{
+    /* Two steps on param [1, -2] with gradient [0.5, 0.25] each step; the
+     * expected values are worked out by hand from torch.optim.SGD's rules. */
+    static const struct {
+        const char *what;
+        float lr, momentum, wd;
+        bool nesterov;
+        float after1[2], after2[2];
+    } cases[] = {
+        /* p -= 0.1 * g */
+        {"plain", 0.1f, 0.0f, 0.0f, false, {0.95f, -2.025f}, {0.9f, -2.05f}},
+        /* g' = g + 0.01 p: [0.51, 0.23] -> [0.949, -2.023]; then
+         * [0.5 + 0.00949, 0.25 - 0.02023] = [0.50949, 0.22977] -> [0.898051, -2.045977] */
+        {"weight decay", 0.1f, 0.0f, 0.01f, false, {0.949f, -2.023f}, {0.898051f, -2.045977f}},
+        /* buf = g = [0.5, 0.25] -> [0.95, -2.025]; buf = 0.9 buf + g = [0.95, 0.475]
+         * -> [0.855, -2.0725] */
+        {"momentum", 0.1f, 0.9f, 0.0f, false, {0.95f, -2.025f}, {0.855f, -2.0725f}},
+        /* buf = [0.5, 0.25]; g = g + 0.9 buf = [0.95, 0.475] -> [0.905, -2.0475];
+         * buf = [0.95, 0.475]; g = [0.5 + 0.855, 0.25 + 0.4275] -> [0.7695, -2.11525] */
+        {"nesterov", 0.1f, 0.9f, 0.0f, true, {0.905f, -2.0475f}, {0.7695f, -2.11525f}},
+        /* g' = [0.6, 0.05], buf = g' -> [0.94, -2.005]; g' = [0.594, 0.0495],
+         * buf = [0.54 + 0.594, 0.045 + 0.0495] = [1.134, 0.0945] -> [0.8266, -2.01445] */
+        {"momentum + weight decay", 0.1f, 0.9f, 0.1f, false, {0.94f, -2.005f},
+         {0.8266f, -2.01445f}},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        pp_error err;
+        pp_tensor p = tnew(1, 2, 1, 1, 1), g = tnew(1, 2, 1, 1, 1), buf = tnew(1, 2, 1, 1, 1);
+        fp(&p)[0] = 1.0f;
+        fp(&p)[1] = -2.0f;
+        fp(&g)[0] = 0.5f;
+        fp(&g)[1] = 0.25f;
+        fp(&buf)[0] = fp(&buf)[1] = 123.0f; /* must be ignored on the first step */
+        pp_sgd_desc d = {cases[ci].lr, cases[ci].momentum, cases[ci].wd, cases[ci].nesterov, true};
+        pp_tensor *bufp = cases[ci].momentum != 0 ? &buf : NULL;
+        CHECK_OK(pp_sgd_update(&g_ex, &d, &p, &g, bufp, &err), &err);
+        for (int i = 0; i < 2; i++)
+            CHECK_MSG(fabsf(fp(&p)[i] - cases[ci].after1[i]) <= 1e-6f, "sgd %s step 1: %.8g vs %.8g",
+                      cases[ci].what, (double)fp(&p)[i], (double)cases[ci].after1[i]);
+        d.first_step = false;
+        CHECK_OK(pp_sgd_update(&g_ex, &d, &p, &g, bufp, &err), &err);
+        for (int i = 0; i < 2; i++)
+            CHECK_MSG(fabsf(fp(&p)[i] - cases[ci].after2[i]) <= 1e-6f, "sgd %s step 2: %.8g vs %.8g",
+                      cases[ci].what, (double)fp(&p)[i], (double)cases[ci].after2[i]);
+        CHECK(fp(&g)[0] == 0.5f && fp(&g)[1] == 0.25f); /* grad is read only */
+        pp_tensor_free(&p);
+        pp_tensor_free(&g);
+        pp_tensor_free(&buf);
+    }
+}
+
+/* ---- boundary checks through the checked API ------------------------------------- */
+
+typedef enum misuse {
+    MISUSE_CONV_Y_SHAPE,
+    MISUSE_CONV_X_DTYPE,
+    MISUSE_CONV_W_DEVICE,
+    MISUSE_CONV_X_NULL,
+    MISUSE_CONV_BAD_DESC,
+    MISUSE_CONV_DESC_INIT,
+    MISUSE_BN_SINGLE_VALUE,
+    MISUSE_BN_GAMMA_SHAPE,
+    MISUSE_RELU_SHAPE,
+    MISUSE_ADD_DTYPE,
+    MISUSE_POOL_IDX_DTYPE,
+    MISUSE_AVGPOOL_RANK,
+    MISUSE_LINEAR_BIAS,
+    MISUSE_XENT_LABEL_DTYPE,
+    MISUSE_XENT_DIVISOR,
+    MISUSE_SGD_NESTEROV,
+    MISUSE_SGD_NO_BUFFER,
+} misuse;
+
+static pp_status run_misuse(misuse m, pp_error *err)
+{
+    pp_conv2d_desc cd;
+    pp_conv2d_desc_init(&cd, 2, 3, 8, 8, 4, 3, 1, 1, NULL);
+    pp_tensor x = tnew(4, 2, 3, 8, 8), w = tnew(4, 4, 3, 3, 3), y = tnew(4, 2, 4, 8, 8);
+    pp_tensor small = tnew(4, 2, 4, 7, 8), xi = tnew_on(g_dev, PP_I32, 4, 2, 3, 8, 8);
+    pp_tensor w1 = tnew_on(g_dev1, PP_F32, 4, 4, 3, 3, 3);
+    pp_tensor v3 = tnew(1, 3, 1, 1, 1), v4 = tnew(1, 4, 1, 1, 1);
+    pp_tensor lab = tnew(1, 2, 1, 1, 1), scalar = tnew(0, 1, 1, 1, 1);
+    pp_tensor iscalar = tnew_on(g_dev, PP_I32, 0, 1, 1, 1, 1);
+    pp_tensor logits = tnew(2, 2, 5, 1, 1);
+    pp_status s = PP_OK;
+    switch (m) {
+    case MISUSE_CONV_Y_SHAPE: s = pp_conv2d_forward(&g_ex, &cd, &x, &w, &small, err); break;
+    case MISUSE_CONV_X_DTYPE: s = pp_conv2d_forward(&g_ex, &cd, &xi, &w, &y, err); break;
+    case MISUSE_CONV_W_DEVICE: s = pp_conv2d_backward_data(&g_ex, &cd, &y, &w1, &x, err); break;
+    case MISUSE_CONV_X_NULL: s = pp_conv2d_backward_filter(&g_ex, &cd, NULL, &y, &w, err); break;
+    case MISUSE_CONV_BAD_DESC:
+        cd.p = 9;
+        s = pp_conv2d_forward(&g_ex, &cd, &x, &w, &y, err);
+        break;
+    case MISUSE_CONV_DESC_INIT:
+        s = pp_conv2d_desc_init(&cd, 2, 3, 2, 2, 4, 7, 1, 1, err);
+        break;
+    case MISUSE_BN_SINGLE_VALUE: {
+        pp_bn_desc bd = {1, 3, 1, 1, 1e-5f, 0.1f};
+        pp_tensor x1 = tnew(4, 1, 3, 1, 1), y1 = tnew(4, 1, 3, 1, 1);
+        s = pp_batchnorm_forward_train(&g_ex, &bd, &x1, &v3, &v3, &v3, &v3, &y1, &v3, &v3, err);
+        pp_tensor_free(&x1);
+        pp_tensor_free(&y1);
+        break;
+    }
+    case MISUSE_BN_GAMMA_SHAPE: {
+        pp_bn_desc bd = {2, 3, 8, 8, 1e-5f, 0.1f};
+        s = pp_batchnorm_forward_train(&g_ex, &bd, &x, &v4, &v3, &v3, &v3, &x, &v3, &v3, err);
+        break;
+    }
+    case MISUSE_RELU_SHAPE: s = pp_relu_forward(&g_ex, &y, &small, err); break;
+    case MISUSE_ADD_DTYPE: s = pp_add(&g_ex, &x, &xi, &x, err); break;
+    case MISUSE_POOL_IDX_DTYPE: {
+        pp_pool_desc pd;
+        pp_pool_desc_init(&pd, 2, 3, 8, 8, 2, 2, 0, NULL);
+        pp_tensor py = tnew(4, 2, 3, 4, 4), pidx = tnew(4, 2, 3, 4, 4);
+        s = pp_maxpool_forward(&g_ex, &pd, &x, &py, &pidx, err);
+        pp_tensor_free(&py);
+        pp_tensor_free(&pidx);
+        break;
+    }
+    case MISUSE_AVGPOOL_RANK: s = pp_avgpool_forward(&g_ex, &v3, &v3, err); break;
+    case MISUSE_LINEAR_BIAS: {
+        pp_tensor lw = tnew(2, 4, 5, 1, 1), ly = tnew(2, 2, 4, 1, 1);
+        s = pp_linear_forward(&g_ex, &logits, &lw, &v3, &ly, err);
+        pp_tensor_free(&lw);
+        pp_tensor_free(&ly);
+        break;
+    }
+    case MISUSE_XENT_LABEL_DTYPE:
+        s = pp_softmax_xent(&g_ex, &logits, &lab, 2.0f, &scalar, &iscalar, &logits, err);
+        break;
+    case MISUSE_XENT_DIVISOR: {
+        pp_tensor il = tnew_on(g_dev, PP_I32, 1, 2, 1, 1, 1);
+        s = pp_softmax_xent(&g_ex, &logits, &il, 0.0f, &scalar, &iscalar, &logits, err);
+        pp_tensor_free(&il);
+        break;
+    }
+    case MISUSE_SGD_NESTEROV: {
+        pp_sgd_desc sd = {0.1f, 0.0f, 0.0f, true, true};
+        s = pp_sgd_update(&g_ex, &sd, &v3, &v3, NULL, err);
+        break;
+    }
+    case MISUSE_SGD_NO_BUFFER: {
+        pp_sgd_desc sd = {0.1f, 0.9f, 0.0f, false, true};
+        s = pp_sgd_update(&g_ex, &sd, &v3, &v3, NULL, err);
+        break;
+    }
+    }
+    pp_tensor *ts[] = {&x, &w, &y, &small, &xi, &w1, &v3, &v4, &lab, &scalar, &iscalar, &logits};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    return s;
+}
+
+static void test_boundaries(void)
+{
+    static const struct {
+        misuse m;
+        const char *needle; /* a fragment the message must contain */
+    } cases[] = {
+        {MISUSE_CONV_Y_SHAPE, "y has shape [2, 4, 7, 8], expected [2, 4, 8, 8]"},
+        {MISUSE_CONV_X_DTYPE, "x has dtype I32"},
+        {MISUSE_CONV_W_DEVICE, "w is on cpu:1"},
+        {MISUSE_CONV_X_NULL, "x is NULL"},
+        {MISUSE_CONV_BAD_DESC, "inconsistent descriptor"},
+        {MISUSE_CONV_DESC_INIT, "smaller than"},
+        {MISUSE_BN_SINGLE_VALUE, "more than one value"},
+        {MISUSE_BN_GAMMA_SHAPE, "gamma has shape [4]"},
+        {MISUSE_RELU_SHAPE, "relu_forward: y has shape"},
+        {MISUSE_ADD_DTYPE, "b has dtype I32"},
+        {MISUSE_POOL_IDX_DTYPE, "idx has dtype F32"},
+        {MISUSE_AVGPOOL_RANK, "4-D"},
+        {MISUSE_LINEAR_BIAS, "b has shape [3]"},
+        {MISUSE_XENT_LABEL_DTYPE, "labels has dtype F32"},
+        {MISUSE_XENT_DIVISOR, "divisor"},
+        {MISUSE_SGD_NESTEROV, "Nesterov"},
+        {MISUSE_SGD_NO_BUFFER, "momentum_buf"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_error err;
+        pp_error_clear(&err);
+        pp_status s = run_misuse(cases[i].m, &err);
+        CHECK_MSG(s == PP_ERR_INVALID && strstr(err.msg, cases[i].needle) != NULL,
+                  "misuse %zu: status %s, message '%s', expected '%s'", i, pp_status_name(s),
+                  err.msg, cases[i].needle);
+    }
+}
+
+int main(void)
+{
+    pp_error err;
+    if (pp_registry_new(&g_reg, &err) != PP_OK ||
+        pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 0}, &g_dev, &err) != PP_OK ||
+        pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 1}, &g_dev1, &err) != PP_OK ||
+        pp_exec_init(&g_ex, g_dev, NULL, &err) != PP_OK) {
+        fprintf(stderr, "setup failed: %s\n", err.msg);
+        return 1;
+    }
+    test_conv();
+    test_conv_repeat();
+    test_batchnorm();
+    test_maxpool();
+    test_avgpool();
+    test_linear();
+    test_softmax_xent();
+    test_elementwise();
+    test_sgd();
+    test_boundaries();
+    pp_exec_destroy(&g_ex);
+    CHECK(pp_device_bytes_in_use(g_dev) == 0 && pp_device_bytes_in_use(g_dev1) == 0);
+    pp_registry_free(g_reg);
+    return check_summary("test_ops");
+}

@@ -1,0 +1,464 @@
+/*
+ * test_executor.c - the executor on synthetic stages: exact results and
+ * gradient accumulation order for GPipe and 1F1B over several stage counts,
+ * micro-batch counts and uneven splits; stats and the Chrome trace; the
+ * first error with stage, device and micro-batch; and sleeping stages whose
+ * measured step time must match the simulator's prediction.
+ *
+ * A toy stage s multiplies its input elementwise by a weight w_s; backward
+ * multiplies the gradient by w_s and accumulates dw_s += sum(grad_out * in).
+ * The last stage's loss is sum(out) / batch. The reference runs the same
+ * arithmetic sequentially in micro-batch order, so results match bitwise.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/core/device.h"
+#include "runtime/core/ops.h"
+#include "streams/executor.h"
+#include "streams/schedule.h"
+#include "streams/simulate.h"
+#include "tests/check.h"
+
+enum { D = 4, MAX_MB = 32, MAX_SIZE = 4 };
+
+typedef struct toy_stage {
+    int index, S, batch;
+    pp_device_ctx *dev;
+    float w, dw;
+    float saved[MAX_MB][MAX_SIZE * D]; /* inputs kept for backward */
+    int mb_start[MAX_MB];              /* first global sample of each micro-batch */
+    float out_sum[MAX_MB];             /* last stage: sum of outputs */
+    int b_order[MAX_MB], nb;
+    int f_count[MAX_MB];
+    int steps;
+    int bad_args;
+    int fail_mb;                       /* forward fails at this micro-batch; -1: never */
+    double fwd_ms, bwd_ms;             /* > 0: sleep in stream order */
+} toy_stage;
+
+static float input_value(int sample, int d)
+{
+    return (float)(sample % 7 + 1) * 0.5f + (float)d * 0.25f;
+}
+
+/* The arithmetic shared by the stages and the reference. */
+static __attribute__((noinline)) void toy_forward_math(const float *in, float w, int n, float *out)
+{
+    for (int k = 0; k < n; k++) out[k] = in[k] * w;
+}
+
+static __attribute__((noinline)) float toy_backward_math(const float *in, const float *g, float w,
+                                                         int n, float *gin, float dw)
+{
+    for (int k = 0; k < n; k++) {
+        if (gin) gin[k] = g[k] * w;
+        dw += g[k] * in[k];
+    }
+    return dw;
+}
+
+static pp_status toy_out_shape(void *user, int mb_size, pp_tensor *t, pp_error *err)
+{
+    t->dtype = PP_F32;
+    t->ndim = 2;
+    t->shape[0] = mb_size;
+    t->shape[1] = D;
+    return PP_OK;
+}
+
+static int shape_ok(const toy_stage *ts, const pp_tensor *t, int mb_size)
+{
+    return t && t->data && t->dev == ts->dev && t->ndim == 2 && t->shape[0] == mb_size &&
+           t->shape[1] == D && t->dtype == PP_F32;
+}
+
+static pp_status toy_forward(void *user, pp_exec *ex, int mb, int mb_size, const pp_tensor *in,
+                             pp_tensor *out, pp_error *err)
+{
+    toy_stage *ts = user;
+    if (ts->fwd_ms > 0) PP_TRY(pp_delay(ex, ts->fwd_ms, err));
+    if (mb == ts->fail_mb) return pp_error_set(err, PP_ERR_NUMERIC, "loss is NaN");
+    if (ex->dev != ts->dev || (ts->index == 0) != (in == NULL) || !shape_ok(ts, out, mb_size) ||
+        (in && !shape_ok(ts, in, mb_size)) || mb_size > MAX_SIZE)
+        ts->bad_args++;
+    ts->f_count[mb]++;
+    int n = mb_size * D;
+    if (ts->index == 0) {
+        for (int j = 0; j < mb_size; j++)
+            for (int d = 0; d < D; d++) ts->saved[mb][j * D + d] = input_value(ts->mb_start[mb] + j, d);
+    } else {
+        memcpy(ts->saved[mb], in->data, (size_t)n * sizeof(float));
+    }
+    toy_forward_math(ts->saved[mb], ts->w, n, out->data);
+    if (ts->index == ts->S - 1) {
+        float s = 0;
+        for (int k = 0; k < n; k++) s += ((float *)out->data)[k];
+        ts->out_sum[mb] = s;
+    }
+    return PP_OK;
+}
+
+static pp_status toy_backward(void *user, pp_exec *ex, int mb, int mb_size,
+                              const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
+{
+    toy_stage *ts = user;
+    if (ts->bwd_ms > 0) PP_TRY(pp_delay(ex, ts->bwd_ms, err));
+    if ((ts->index == ts->S - 1) != (grad_out == NULL) || (ts->index == 0) != (grad_in == NULL) ||
+        (grad_out && !shape_ok(ts, grad_out, mb_size)) ||
+        (grad_in && !shape_ok(ts, grad_in, mb_size)))
+        ts->bad_args++;
+    int n = mb_size * D;
+    float g[MAX_SIZE * D];
+    if (grad_out) memcpy(g, grad_out->data, (size_t)n * sizeof(float));
+    else
+        for (int k = 0; k < n; k++) g[k] = 1.0f / (float)ts->batch;
+    ts->dw = toy_backward_math(ts->saved[mb], g, ts->w, n, grad_in ? grad_in->data : NULL, ts->dw);
+    ts->b_order[ts->nb++] = mb;
+    return PP_OK;
+}
+
+static pp_status toy_step(void *user, pp_exec *ex, pp_error *err)
+{
+    toy_stage *ts = user;
+    ts->steps++;
+    return PP_OK;
+}
+
+static const pp_stage_ops toy_ops = {toy_out_shape, toy_forward, toy_backward, toy_step};
+
+static pp_registry *reg;
+static pp_device_ctx *cpus[4];
+
+static void setup_stages(toy_stage *st, pp_stage_desc *desc, int S, const int *dev_of,
+                         const pp_schedule *s)
+{
+    int batch = 0;
+    for (int i = 0; i < s->micro_batches; i++) batch += s->mb_sizes[i];
+    for (int k = 0; k < S; k++) {
+        memset(&st[k], 0, sizeof st[k]);
+        st[k].index = k;
+        st[k].S = S;
+        st[k].batch = batch;
+        st[k].dev = cpus[dev_of[k]];
+        st[k].w = 1.0f + 0.5f * (float)k;
+        st[k].fail_mb = -1;
+        for (int i = 0, g = 0; i < s->micro_batches; g += s->mb_sizes[i], i++) st[k].mb_start[i] = g;
+        desc[k] = (pp_stage_desc){st[k].dev, &toy_ops, &st[k]};
+    }
+}
+
+/* Sequential reference: expected dw per stage and last-stage output sums. */
+static void reference(const pp_schedule *s, const toy_stage *st, float *dw, float *out_sum)
+{
+    int S = s->stages, batch = st[0].batch;
+    for (int k = 0; k < S; k++) dw[k] = 0.0f;
+    for (int i = 0; i < s->micro_batches; i++) {
+        int n = s->mb_sizes[i] * D;
+        float act[8][MAX_SIZE * D];
+        float x[MAX_SIZE * D];
+        for (int j = 0; j < s->mb_sizes[i]; j++)
+            for (int d = 0; d < D; d++) x[j * D + d] = input_value(st[0].mb_start[i] + j, d);
+        const float *in = x;
+        float ins[8][MAX_SIZE * D];
+        for (int k = 0; k < S; k++) {
+            memcpy(ins[k], in, (size_t)n * sizeof(float));
+            toy_forward_math(ins[k], st[k].w, n, act[k]);
+            in = act[k];
+        }
+        float sum = 0;
+        for (int k = 0; k < n; k++) sum += act[S - 1][k];
+        out_sum[i] = sum;
+        float g[MAX_SIZE * D], gin[MAX_SIZE * D];
+        for (int k = 0; k < n; k++) g[k] = 1.0f / (float)batch;
+        for (int k = S - 1; k >= 0; k--) {
+            dw[k] = toy_backward_math(ins[k], g, st[k].w, n, k > 0 ? gin : NULL, dw[k]);
+            if (k > 0) memcpy(g, gin, sizeof g);
+        }
+    }
+}
+
+static void test_exact(void)
+{
+    static const struct {
+        int S;
+        int dev_of[4];
+    } layouts[] = {
+        {1, {0}}, {2, {0, 1}}, {3, {0, 0, 1}}, {4, {0, 1, 2, 3}},
+    };
+    static const int ms[] = {1, 2, 3, 5, 8};
+    int runs = 0;
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++)
+        for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+            for (int kind = 0; kind < 2; kind++) {
+                int S = layouts[l].S, m = ms[mi];
+                int sizes[MAX_MB];
+                for (int i = 0; i < m; i++) sizes[i] = i == m - 1 && m > 1 ? 2 : 3;
+                pp_schedule s;
+                pp_error err;
+                CHECK_OK(pp_schedule_build(&s, (pp_schedule_kind)kind, S, m, sizes, &err), &err);
+                toy_stage st[4];
+                pp_stage_desc desc[4];
+                setup_stages(st, desc, S, layouts[l].dev_of, &s);
+                pp_executor *ex;
+                CHECK_OK(pp_executor_new(desc, S, 0, &ex, &err), &err);
+                float dw[4], out_sum[MAX_MB];
+                reference(&s, st, dw, out_sum);
+                /* two steps through the same executor: buffers and events are reused */
+                for (int rep = 0; rep < 2; rep++) {
+                    for (int k = 0; k < S; k++) {
+                        st[k].dw = 0.0f;
+                        st[k].nb = 0;
+                    }
+                    pp_step_stats stats;
+                    CHECK_OK(pp_executor_run(ex, &s, &stats, &err), &err);
+                    runs++;
+                    for (int k = 0; k < S; k++) {
+                        CHECK_MSG(st[k].dw == dw[k], "%s S=%d m=%d stage %d: dw %.9g want %.9g",
+                                  s.name, S, m, k, st[k].dw, dw[k]);
+                        int ordered = st[k].nb == m;
+                        for (int i = 0; i < st[k].nb; i++) ordered &= st[k].b_order[i] == i;
+                        CHECK_MSG(ordered, "%s S=%d m=%d stage %d: backward order", s.name, S,
+                                  m, k);
+                        CHECK(st[k].bad_args == 0 && st[k].steps == rep + 1);
+                    }
+                    for (int i = 0; i < m; i++) CHECK(st[S - 1].out_sum[i] == out_sum[i]);
+                    /* stats: one span per F/B/STEP and per copy */
+                    int want_spans = S * (2 * m + 1) + 2 * (S - 1) * m;
+                    CHECK_MSG(stats.n_spans == want_spans, "spans %d want %d", stats.n_spans,
+                              want_spans);
+                    CHECK(stats.n_lanes == 3 * S - 2 && stats.slots == 2);
+                    size_t want_bytes = 0;
+                    for (int i = 0; i < m; i++) want_bytes += (size_t)sizes[i] * D * sizeof(float);
+                    CHECK(stats.copy_bytes == 2 * (size_t)(S - 1) * want_bytes);
+                    CHECK(stats.step_ms > 0 && stats.bubble >= 0 && stats.bubble < 1);
+                    /* each stage's lane runs its compute actions in schedule order */
+                    for (int k = 0; k < S; k++) {
+                        int p = 0, ok = 1;
+                        for (int j = 0; j < stats.n_spans; j++) {
+                            if (stats.spans[j].lane != k) continue;
+                            while (p < s.n_actions[k] && s.actions[k][p].kind != PP_ACT_F &&
+                                   s.actions[k][p].kind != PP_ACT_B &&
+                                   s.actions[k][p].kind != PP_ACT_STEP)
+                                p++;
+                            char want[48];
+                            pp_action a = s.actions[k][p++];
+                            if (a.kind == PP_ACT_STEP) snprintf(want, sizeof want, "STEP stage%d", k);
+                            else snprintf(want, sizeof want, "%s%d stage%d",
+                                          a.kind == PP_ACT_F ? "F" : "B", a.mb, k);
+                            ok &= strcmp(stats.spans[j].name, want) == 0;
+                        }
+                        CHECK_MSG(ok, "%s S=%d m=%d stage %d: lane order", s.name, S, m, k);
+                    }
+                    pp_step_stats_free(&stats);
+                }
+                pp_executor_free(ex);
+                pp_schedule_free(&s);
+            }
+    CHECK(runs == 80);
+}
+
+static void test_error(void)
+{
+    pp_schedule s;
+    pp_error err;
+    CHECK_OK(pp_schedule_build(&s, PP_SCHEDULE_1F1B, 3, 6, NULL, &err), &err);
+    toy_stage st[3];
+    pp_stage_desc desc[3];
+    setup_stages(st, desc, 3, (int[]){0, 1, 2}, &s);
+    st[1].fail_mb = 2;
+    pp_executor *ex;
+    CHECK_OK(pp_executor_new(desc, 3, 0, &ex, &err), &err);
+    pp_step_stats stats;
+    pp_status rc = pp_executor_run(ex, &s, &stats, &err);
+    CHECK(rc == PP_ERR_NUMERIC);
+    CHECK_MSG(strcmp(err.msg, "stage 1 (cpu:1) micro-batch 2: loss is NaN") == 0, "%s", err.msg);
+    CHECK(st[2].f_count[2] == 0 && st[2].f_count[1] == 1);
+    CHECK(stats.n_spans == 0 && stats.spans == NULL);
+
+    /* the executor is usable again */
+    st[1].fail_mb = -1;
+    float dw[3], out_sum[MAX_MB];
+    reference(&s, st, dw, out_sum);
+    for (int k = 0; k < 3; k++) {
+        st[k].dw = 0.0f;
+        st[k].nb = 0;
+    }
+    CHECK_OK(pp_executor_run(ex, &s, NULL, &err), &err);
+    for (int k = 0; k < 3; k++) CHECK(st[k].dw == dw[k]);
+
+    /* a schedule for another stage count is refused, as is an invalid one */
+    pp_schedule other;
+    CHECK_OK(pp_schedule_build(&other, PP_SCHEDULE_GPIPE, 2, 2, NULL, &err), &err);
+    CHECK(pp_executor_run(ex, &other, NULL, &err) == PP_ERR_INVALID);
+    pp_schedule_free(&other);
+    CHECK_OK(pp_schedule_init(&other, "broken", 3, 1, NULL, &err), &err);
+    CHECK(pp_executor_run(ex, &other, NULL, &err) == PP_ERR_INVALID);
+    pp_schedule_free(&other);
+    pp_executor_free(ex);
+    pp_schedule_free(&s);
+
+    pp_stage_desc none = {cpus[0], NULL, NULL};
+    CHECK(pp_executor_new(&none, 1, 0, &ex, &err) == PP_ERR_INVALID);
+}
+
+static void test_trace(void)
+{
+    pp_schedule s;
+    pp_error err;
+    CHECK_OK(pp_schedule_build(&s, PP_SCHEDULE_1F1B, 2, 3, NULL, &err), &err);
+    toy_stage st[2];
+    pp_stage_desc desc[2];
+    setup_stages(st, desc, 2, (int[]){0, 1}, &s);
+    pp_executor *ex;
+    CHECK_OK(pp_executor_new(desc, 2, 0, &ex, &err), &err);
+    pp_step_stats steps[2];
+    CHECK_OK(pp_executor_run(ex, &s, &steps[0], &err), &err);
+    CHECK_OK(pp_executor_run(ex, &s, &steps[1], &err), &err);
+    char path[] = "/tmp/pp_trace_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        close(fd);
+        CHECK_OK(pp_trace_write_chrome(path, steps, 2, &err), &err);
+        json_error_t jerr;
+        json_t *root = json_load_file(path, 0, &jerr);
+        CHECK_MSG(root != NULL, "trace is not JSON: %s", jerr.text);
+        if (root) {
+            json_t *evs = json_object_get(root, "traceEvents");
+            int x = 0, names = 0, f0 = 0, threads = 0;
+            size_t i;
+            json_t *e;
+            json_array_foreach(evs, i, e) {
+                const char *ph = json_string_value(json_object_get(e, "ph"));
+                const char *name = json_string_value(json_object_get(e, "name"));
+                if (ph && strcmp(ph, "X") == 0) {
+                    x++;
+                    if (name && strcmp(name, "F0 stage0") == 0) f0++;
+                    CHECK(json_number_value(json_object_get(e, "dur")) >= 0);
+                } else if (name && strcmp(name, "process_name") == 0) {
+                    names++;
+                } else if (name && strcmp(name, "thread_name") == 0) {
+                    threads++;
+                }
+            }
+            CHECK(x == steps[0].n_spans + steps[1].n_spans);
+            CHECK(f0 == 2 && names == 2 && threads == 4);
+            json_decref(root);
+        }
+        unlink(path);
+    }
+    CHECK(pp_trace_write_chrome("/nonexistent-dir/trace.json", steps, 2, &err) == PP_ERR_IO);
+    pp_step_stats_free(&steps[0]);
+    pp_step_stats_free(&steps[1]);
+    pp_executor_free(ex);
+    pp_schedule_free(&s);
+}
+
+/* Mean measured forward and backward duration per stage, from the spans. */
+static void measured_costs(const pp_step_stats *st, double *fw, double *bw)
+{
+    for (int k = 0; k < st->stages; k++) {
+        double sf = 0, sb = 0;
+        int nf = 0, nbk = 0;
+        for (int j = 0; j < st->n_spans; j++) {
+            const pp_trace_span *sp = &st->spans[j];
+            if (sp->lane != k) continue;
+            double ms = (double)(sp->end_ns - sp->start_ns) / 1e6;
+            if (sp->name[0] == 'F') sf += ms, nf++;
+            if (sp->name[0] == 'B') sb += ms, nbk++;
+        }
+        fw[k] = nf ? sf / nf : 0;
+        bw[k] = nbk ? sb / nbk : 0;
+    }
+}
+
+/*
+ * Sleeping stages: the measured step against the simulator. Sleeps overshoot
+ * by a varying amount on a loaded machine, so the check re-predicts from the
+ * measured mean durations of each stage's F and B (what the schedule had to
+ * work with) and takes the best of 3 steps; up to 3 attempts absorb bursts of
+ * load. The prediction from the nominal costs is printed alongside.
+ */
+static void test_timing(void)
+{
+    const double f = 2.0, b = 4.0;
+    static const int Ss[] = {2, 4}, ms[] = {1, 4, 8};
+    fprintf(stderr, "schedule  S  m  nominal_ms  predicted_ms  measured_ms  bubble_pred  bubble_meas\n");
+    for (int kind = 0; kind < 2; kind++)
+        for (size_t si = 0; si < 2; si++)
+            for (size_t mi = 0; mi < 3; mi++) {
+                int S = Ss[si], m = ms[mi];
+                pp_schedule s;
+                pp_error err;
+                CHECK_OK(pp_schedule_build(&s, (pp_schedule_kind)kind, S, m, NULL, &err), &err);
+                toy_stage st[4];
+                pp_stage_desc desc[4];
+                setup_stages(st, desc, S, (int[]){0, 1, 2, 3}, &s);
+                double fw[4], bw[4];
+                for (int k = 0; k < S; k++) {
+                    st[k].fwd_ms = fw[k] = f;
+                    st[k].bwd_ms = bw[k] = b;
+                }
+                pp_sim_costs c = {.stages = S, .forward_ms = fw, .backward_ms = bw};
+                pp_sim_result nominal;
+                CHECK_OK(pp_simulate(&s, &c, &nominal, &err), &err);
+                pp_executor *ex;
+                CHECK_OK(pp_executor_new(desc, S, 0, &ex, &err), &err);
+                bool ok = false;
+                double meas = 0, pred = 0, bub_meas = 0, bub_pred = 0;
+                for (int attempt = 0; attempt < 3 && !ok; attempt++) {
+                    meas = 1e30;
+                    for (int r = 0; r < 3; r++) {
+                        pp_step_stats stats;
+                        for (int k = 0; k < S; k++) st[k].nb = 0;
+                        CHECK_OK(pp_executor_run(ex, &s, &stats, &err), &err);
+                        if (stats.step_ms < meas) {
+                            meas = stats.step_ms;
+                            bub_meas = stats.bubble;
+                            double mf[4], mb[4];
+                            measured_costs(&stats, mf, mb);
+                            pp_sim_costs mc = {.stages = S, .forward_ms = mf, .backward_ms = mb};
+                            pp_sim_result p;
+                            CHECK_OK(pp_simulate(&s, &mc, &p, &err), &err);
+                            pred = p.step_ms;
+                            bub_pred = p.bubble;
+                            pp_sim_result_free(&p);
+                        }
+                        pp_step_stats_free(&stats);
+                    }
+                    ok = fabs(meas - pred) <= 0.15 * pred + 1.0 && fabs(bub_meas - bub_pred) <= 0.1;
+                }
+                fprintf(stderr, "%-8s %2d %2d  %10.2f  %12.2f  %11.2f  %11.3f  %11.3f\n", s.name, S,
+                        m, nominal.step_ms, pred, meas, bub_pred, bub_meas);
+                CHECK_MSG(ok, "%s S=%d m=%d: measured %.2f ms (bubble %.3f), predicted %.2f ms "
+                          "(bubble %.3f)", s.name, S, m, meas, bub_meas, pred, bub_pred);
+                /* sleeps never undershoot */
+                CHECK(meas >= nominal.step_ms * 0.99);
+                pp_sim_result_free(&nominal);
+                pp_executor_free(ex);
+                pp_schedule_free(&s);
+            }
+}
+
+int main(void)
+{
+    pp_error err;
+    if (pp_registry_new(&reg, &err) != PP_OK) return 1;
+    for (int i = 0; i < 4; i++)
+        if (pp_registry_get(reg, (pp_device_id){PP_DEVICE_CPU, i}, &cpus[i], &err) != PP_OK) {
+            fprintf(stderr, "setup: %s\n", err.msg);
+            return 1;
+        }
+    test_exact();
+    test_error();
+    test_trace();
+    test_timing();
+    for (int i = 0; i < 4; i++) CHECK(pp_device_bytes_in_use(cpus[i]) == 0);
+    pp_registry_free(reg);
+    return check_summary("executor");
+}
