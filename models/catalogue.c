@@ -13,7 +13,10 @@ pp_status pp_model_config_default(const char *name, pp_model_config *cfg, pp_err
     static const struct {
         const char *name;
         int depth;
-    } known[] = {{"resnet18", 18}, {"resnet34", 34}, {"resnet50", 50}, {"resnet101", 101},
+    } known[] = {{"resnet18", 18},
+                 {"resnet34", 34},
+                 {"resnet50", 50},
+                 {"resnet101", 101},
                  {"resnet152", 152}};
     memset(cfg, 0, sizeof *cfg);
     if (!name) return pp_error_set(err, PP_ERR_INPUT, "no model name");

@@ -3,8 +3,7 @@
 
 #include <stdio.h>
 
-static pp_status pick(const char *what, int n, const double *ms, int k, double *out,
-                      pp_error *err)
+static pp_status pick(const char *what, int n, const double *ms, int k, double *out, pp_error *err)
 {
     if (n < 1 || n > PP_MAX_DELAY_STAGES || (n > 1 && k >= n))
         return pp_error_set(err, PP_ERR_INPUT, "delay model: no %s time for stage %d (%d given)",

@@ -12,7 +12,7 @@ typedef struct arch {
 } arch;
 
 static const arch archs[] = {
-    {18, false, {2, 2, 2, 2}},  {34, false, {3, 4, 6, 3}},   {50, true, {3, 4, 6, 3}},
+    {18, false, {2, 2, 2, 2}},  {34, false, {3, 4, 6, 3}},  {50, true, {3, 4, 6, 3}},
     {101, true, {3, 4, 23, 3}}, {152, true, {3, 8, 36, 3}},
 };
 
@@ -33,8 +33,8 @@ pp_status pp_resnet_units(const pp_model_config *cfg, pp_unit_spec **specs, int 
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         if (archs[i].depth == cfg->depth) a = &archs[i];
     if (!a)
-        return pp_error_set(err, PP_ERR_INPUT,
-                            "ResNet depth %d is not one of 18, 34, 50, 101, 152", cfg->depth);
+        return pp_error_set(err, PP_ERR_INPUT, "ResNet depth %d is not one of 18, 34, 50, 101, 152",
+                            cfg->depth);
     if (cfg->num_classes < 1 || cfg->in_channels < 1)
         return pp_error_set(err, PP_ERR_INPUT,
                             "model needs num_classes >= 1 and in_channels >= 1 (got %d, %d)",

@@ -15,7 +15,7 @@
 
 typedef struct pp_rng {
     uint64_t s[4];
-    bool have_spare;  /* Box-Muller produces pairs; the second is kept here */
+    bool have_spare; /* Box-Muller produces pairs; the second is kept here */
     double spare;
 } pp_rng;
 

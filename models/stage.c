@@ -11,8 +11,8 @@
 
 struct pp_stage {
     pp_device_ctx *dev;
-    int n;                          /* units */
-    pp_unit **units;                /* n, owned */
+    int n;           /* units */
+    pp_unit **units; /* n, owned */
     int in_ndim;
     int64_t in_sample[PP_MAX_DIMS]; /* input shape with batch 1 */
     int n_params, n_buffers, n_state;
@@ -56,8 +56,8 @@ static pp_status index_state(pp_stage *s, pp_error *err)
 }
 
 pp_status pp_stage_new_from_specs(const pp_unit_spec *specs, int n, uint64_t seed, int in_ndim,
-                                  const int64_t *sample_shape, pp_device_ctx *dev,
-                                  pp_stage **out, pp_error *err)
+                                  const int64_t *sample_shape, pp_device_ctx *dev, pp_stage **out,
+                                  pp_error *err)
 {
     *out = NULL;
     if (!specs || n < 1 || !dev || !sample_shape || in_ndim < 1 || in_ndim > PP_MAX_DIMS ||
@@ -96,6 +96,10 @@ pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int
                        pp_device_ctx *dev, pp_stage **out, pp_error *err)
 {
     *out = NULL;
+    if (!dev) return pp_error_set(err, PP_ERR_INVALID, "stage: no device");
+    if (cfg->image_h < 1 || cfg->image_w < 1)
+        return pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is not positive", cfg->image_h,
+                            cfg->image_w);
     pp_unit_spec *specs;
     int n;
     PP_TRY(pp_resnet_units(cfg, &specs, &n, err));
@@ -103,10 +107,17 @@ pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int
     if (first < 0 || last < first || last >= n)
         st = pp_error_set(err, PP_ERR_INPUT, "stage unit range [%d, %d] not within [0, %d] of %s",
                           first, last, n - 1, cfg->name);
-    int ndim = 4;
+    /* the stage's input is the model input carried through units 0..first-1;
+     * every unit up to last must fit the image */
+    int ndim = 4, in_ndim = 4;
     int64_t shape[PP_MAX_DIMS] = {1, cfg->in_channels, cfg->image_h, cfg->image_w};
-    int64_t next[PP_MAX_DIMS];
-    for (int i = 0; i < first && st == PP_OK; i++) {
+    int64_t in_shape[PP_MAX_DIMS], next[PP_MAX_DIMS];
+    memcpy(in_shape, shape, sizeof shape);
+    for (int i = 0; i <= last && st == PP_OK; i++) {
+        if (i == first) {
+            in_ndim = ndim;
+            memcpy(in_shape, shape, sizeof shape);
+        }
         st = pp_unit_output_shape(&specs[i], ndim, shape, &ndim, next, err);
         if (st == PP_OK)
             memcpy(shape, next, sizeof shape);
@@ -114,13 +125,9 @@ pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int
             st = pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is too small for %s (at %s)",
                               cfg->image_h, cfg->image_w, cfg->name, specs[i].name);
     }
-    if (st == PP_OK) {
-        st = pp_stage_new_from_specs(specs + first, last - first + 1, seed, ndim, shape, dev, out,
-                                     err);
-        if (st == PP_ERR_INVALID)
-            st = pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is too small for %s",
-                              cfg->image_h, cfg->image_w, cfg->name);
-    }
+    if (st == PP_OK)
+        st = pp_stage_new_from_specs(specs + first, last - first + 1, seed, in_ndim, in_shape, dev,
+                                     out, err);
     free(specs);
     return st;
 }

@@ -39,8 +39,8 @@ pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int
  * per-sample shape sample_shape (sample_shape[0] == 1, in_ndim dims). For
  * embedding applications, the delay model and tests (e.g. narrow blocks). */
 pp_status pp_stage_new_from_specs(const pp_unit_spec *specs, int n, uint64_t seed, int in_ndim,
-                                  const int64_t *sample_shape, pp_device_ctx *dev,
-                                  pp_stage **out, pp_error *err);
+                                  const int64_t *sample_shape, pp_device_ctx *dev, pp_stage **out,
+                                  pp_error *err);
 
 /* Frees the stage, its units and all saved state. NULL is ok. */
 void pp_stage_free(pp_stage *s);
@@ -89,7 +89,8 @@ int64_t pp_stage_num_params(const pp_stage *s);
 /* Sets every gradient to zero in ex's stream order. */
 pp_status pp_stage_zero_grads(pp_stage *s, pp_exec *ex, pp_error *err);
 
-/* See pp_unit_sync_buffers: call with the stage idle before reading buffers. */
+/* See pp_unit_sync_buffers: call with the stage idle before reading or
+ * writing buffers (checkpoint save or load). */
 pp_status pp_stage_sync_buffers(pp_stage *s, pp_error *err);
 
 #endif

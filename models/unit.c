@@ -50,7 +50,7 @@ typedef struct conv_layer {
 } conv_layer;
 
 typedef struct bn_layer {
-    int e;           /* entries e..e+4: weight, bias, running_mean, running_var, num_batches_tracked */
+    int e; /* entries e..e+4: weight, bias, running_mean, running_var, num_batches_tracked */
     int c;
     int64_t pending; /* training forwards not yet added to num_batches_tracked (non-CPU devices) */
 } bn_layer;
@@ -63,10 +63,10 @@ struct pp_unit {
     pp_tensor value[MAX_ENTRIES];
     pp_tensor grad[MAX_ENTRIES];
     pp_named_tensor entry[MAX_ENTRIES];
-    int n_main;          /* blocks: main-path (conv, bn) pairs */
-    conv_layer conv[4];  /* stem conv at 0; blocks: main path 0..n_main-1, downsample at DS */
-    bn_layer bn[4];      /* stem bn at 0; blocks as conv */
-    int fc_w, fc_b;      /* fc entries */
+    int n_main;             /* blocks: main-path (conv, bn) pairs */
+    conv_layer conv[4];     /* stem conv at 0; blocks: main path 0..n_main-1, downsample at DS */
+    bn_layer bn[4];         /* stem bn at 0; blocks as conv */
+    int fc_w, fc_b;         /* fc entries */
     pp_tensor dl_w, dl_b;   /* delay: fixed (D,1) and (D) mixing, not parameters */
     pp_tensor dl_dw, dl_db; /* delay: scratch gradients of those, discarded */
     slot *slots;
@@ -126,9 +126,10 @@ static pp_status add_entry(pp_unit *u, const char *module, const char *leaf, pp_
     if (u->n_entries >= MAX_ENTRIES)
         return pp_error_set(err, PP_ERR_INTERNAL, "%s: too many tensors", u->spec.name);
     int e = u->n_entries;
-    int len = module && *module
-                  ? snprintf(u->names[e], sizeof u->names[e], "%s.%s.%s", u->spec.name, module, leaf)
-                  : snprintf(u->names[e], sizeof u->names[e], "%s.%s", u->spec.name, leaf);
+    int len =
+        module && *module
+            ? snprintf(u->names[e], sizeof u->names[e], "%s.%s.%s", u->spec.name, module, leaf)
+            : snprintf(u->names[e], sizeof u->names[e], "%s.%s", u->spec.name, leaf);
     if (len < 0 || (size_t)len >= sizeof u->names[e])
         return pp_error_set(err, PP_ERR_INVALID, "%s: tensor name too long", u->spec.name);
     PP_TRY(pp_tensor_alloc(&u->value[e], u->dev, dtype, ndim, shape, err));
@@ -149,8 +150,8 @@ static pp_status fill_entry(pp_unit *u, int e, fill_kind how, double a, uint64_t
     int64_t n = pp_tensor_numel(t);
     size_t bytes = pp_tensor_bytes(t);
     void *host = malloc(bytes ? bytes : 1);
-    if (!host) return pp_error_set(err, PP_ERR_OOM, "out of host memory initialising %s",
-                                   u->names[e]);
+    if (!host)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory initialising %s", u->names[e]);
     if (t->dtype == PP_I64) {
         int64_t *p = host;
         for (int64_t i = 0; i < n; i++) p[i] = (int64_t)a;
@@ -171,8 +172,8 @@ static pp_status fill_entry(pp_unit *u, int e, fill_kind how, double a, uint64_t
     return s;
 }
 
-static pp_status add_conv(pp_unit *u, int slot_i, const char *module, int cin, int cout,
-                          int kernel, int stride, int pad, uint64_t seed, pp_error *err)
+static pp_status add_conv(pp_unit *u, int slot_i, const char *module, int cin, int cout, int kernel,
+                          int stride, int pad, uint64_t seed, pp_error *err)
 {
     conv_layer *c = &u->conv[slot_i];
     *c = (conv_layer){0, cin, cout, kernel, stride, pad};
@@ -358,11 +359,11 @@ const pp_named_tensor *pp_unit_state(const pp_unit *u, int i)
 
 /* ---- shapes and costs ------------------------------------------------------- */
 
-static pp_status shape_error(const pp_unit_spec *s, int ndim, const int64_t *shape,
-                             const char *why, pp_error *err)
+static pp_status shape_error(const pp_unit_spec *s, int ndim, const int64_t *shape, const char *why,
+                             pp_error *err)
 {
-    pp_tensor t = {.ndim = ndim};
-    for (int i = 0; i < ndim && i < PP_MAX_DIMS; i++) t.shape[i] = shape[i];
+    pp_tensor t = {.ndim = ndim < 0 ? 0 : ndim > PP_MAX_DIMS ? PP_MAX_DIMS : ndim};
+    for (int i = 0; i < t.ndim; i++) t.shape[i] = shape[i];
     char buf[64];
     return pp_error_set(err, PP_ERR_INVALID, "%s (%s): input %s %s", s->name, kind_name(s->kind),
                         pp_tensor_shape_str(&t, buf, sizeof buf), why);
@@ -373,12 +374,11 @@ static int64_t conv_out(int64_t h, int kernel, int stride, int pad)
     return h + 2 * pad < kernel ? 0 : (h + 2 * pad - kernel) / stride + 1;
 }
 
-pp_status pp_unit_output_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in,
-                               int *out_ndim, int64_t *out, pp_error *err)
+pp_status pp_unit_output_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                               int64_t *out, pp_error *err)
 {
     if (in_ndim < 1 || in_ndim > PP_MAX_DIMS || in[0] < 1)
-        return shape_error(s, in_ndim < 0 ? 0 : in_ndim > 4 ? 4 : in_ndim, in,
-                           "has no batch dimension", err);
+        return shape_error(s, in_ndim, in, "has no batch dimension", err);
     for (int i = 0; i < PP_MAX_DIMS; i++) out[i] = 1;
     out[0] = in[0];
     if (s->kind == PP_UNIT_DELAY) {
@@ -483,12 +483,12 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
             macs += conv_out_e * mc[i][0] * mc[i][2] * mc[i][2];
             params += mc[i][1] * mc[i][0] * mc[i][2] * mc[i][2] + 2 * mc[i][1];
             buffer_bytes += 2 * 4 * mc[i][1] + bn_buffers;
-            elementwise += 2 * conv_out_e;                  /* batch norm */
-            kept += conv_out_e;                             /* conv output */
-            kept_fixed += 2 * 4 * mc[i][1];                 /* batch-norm statistics */
+            elementwise += 2 * conv_out_e;  /* batch norm */
+            kept += conv_out_e;             /* conv output */
+            kept_fixed += 2 * 4 * mc[i][1]; /* batch-norm statistics */
             if (i < nm - 1) {
-                elementwise += conv_out_e;                  /* relu */
-                kept += conv_out_e;                         /* relu output */
+                elementwise += conv_out_e; /* relu */
+                kept += conv_out_e;        /* relu output */
             }
         }
         if (s->downsample) {
@@ -553,8 +553,12 @@ static pp_status conv_bwd(pp_unit *u, pp_exec *ex, const conv_layer *c, const pp
 
 static pp_bn_desc bn_desc(const pp_tensor *x)
 {
-    return (pp_bn_desc){(int)x->shape[0], (int)x->shape[1], (int)x->shape[2], (int)x->shape[3],
-                        BN_EPS, BN_MOMENTUM};
+    return (pp_bn_desc){.n = (int)x->shape[0],
+                        .c = (int)x->shape[1],
+                        .h = (int)x->shape[2],
+                        .w = (int)x->shape[3],
+                        .eps = BN_EPS,
+                        .momentum = BN_MOMENTUM};
 }
 
 /* Adds one training forward to num_batches_tracked: at once on CPU devices
@@ -582,13 +586,12 @@ static pp_status bn_fwd(pp_unit *u, pp_exec *ex, int i, const pp_tensor *x, pp_t
     bn_layer *b = &u->bn[i];
     pp_tensor *v = &u->value[b->e];
     pp_bn_desc d = bn_desc(x);
-    if (!train)
-        return pp_batchnorm_forward_infer(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, err);
+    if (!train) return pp_batchnorm_forward_infer(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, err);
     const int64_t c = b->c;
     PP_TRY(pp_tensor_alloc(&s->t[S_MEAN0 + i], u->dev, PP_F32, 1, &c, err));
     PP_TRY(pp_tensor_alloc(&s->t[S_INV0 + i], u->dev, PP_F32, 1, &c, err));
-    PP_TRY(pp_batchnorm_forward_train(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y,
-                                      &s->t[S_MEAN0 + i], &s->t[S_INV0 + i], err));
+    PP_TRY(pp_batchnorm_forward_train(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, &s->t[S_MEAN0 + i],
+                                      &s->t[S_INV0 + i], err));
     return bn_count(u, b, err);
 }
 
@@ -603,8 +606,8 @@ static pp_status bn_bwd(pp_unit *u, pp_exec *ex, int i, const pp_tensor *x, cons
 
 /* ---- blocks -------------------------------------------------------------------- */
 
-static pp_status block_forward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor *x,
-                               pp_tensor *y, bool train, pp_error *err)
+static pp_status block_forward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor *x, pp_tensor *y,
+                               bool train, pp_error *err)
 {
     pp_tensor last = {0}, ds = {0};
     pp_status st = PP_OK;
@@ -734,8 +737,8 @@ static pp_status kind_forward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor 
     return pp_error_set(err, PP_ERR_INTERNAL, "unknown unit kind");
 }
 
-static pp_status kind_backward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor *dy,
-                               pp_tensor *dx, pp_error *err)
+static pp_status kind_backward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor *dy, pp_tensor *dx,
+                               pp_error *err)
 {
     switch (u->spec.kind) {
     case PP_UNIT_CONV: return conv_bwd(u, ex, &u->conv[0], &s->t[S_X], dy, dx, err);
@@ -772,8 +775,8 @@ static pp_status kind_backward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor
         if (st == PP_OK) st = pp_zero(ex, &u->dl_dw, err);
         if (st == PP_OK) st = pp_zero(ex, &u->dl_db, err);
         if (st == PP_OK)
-            st = pp_linear_backward(ex, &s->t[S_X], &u->dl_w, dy, &dmean, &u->dl_dw, &u->dl_db,
-                                    err);
+            st =
+                pp_linear_backward(ex, &s->t[S_X], &u->dl_w, dy, &dmean, &u->dl_dw, &u->dl_db, err);
         if (st == PP_OK) st = delay_view(dx, &v, err);
         if (st == PP_OK) st = pp_avgpool_backward(ex, &dmean, &v, err);
         pp_tensor_free(&dmean);
@@ -807,8 +810,7 @@ static pp_status check_tensor(const pp_unit *u, const char *what, const pp_tenso
 static pp_status get_slot(pp_unit *u, int mb, slot **out, pp_error *err)
 {
     if (mb < 0 || mb >= MAX_MB)
-        return pp_error_set(err, PP_ERR_INVALID, "micro-batch index %d not in [0, %d)", mb,
-                            MAX_MB);
+        return pp_error_set(err, PP_ERR_INVALID, "micro-batch index %d not in [0, %d)", mb, MAX_MB);
     if (mb >= u->n_slots) {
         int n = u->n_slots ? u->n_slots : 4;
         while (n <= mb) n *= 2;
@@ -864,8 +866,8 @@ pp_status pp_unit_forward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *x, p
     return st;
 }
 
-static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy,
-                               pp_tensor *dx, pp_error *err)
+static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
+                               pp_error *err)
 {
     if (!ex || ex->dev != u->dev)
         return pp_error_set(err, PP_ERR_INVALID, "exec is not on the unit's device %s",

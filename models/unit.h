@@ -35,31 +35,31 @@
 #include "runtime/core/tensor.h"
 
 typedef enum pp_unit_kind {
-    PP_UNIT_CONV = 0,    /* bias-free conv (the stem's conv1) */
-    PP_UNIT_BN,          /* batch norm (bn1) */
-    PP_UNIT_RELU,        /* relu */
-    PP_UNIT_MAXPOOL,     /* max pool (imagenet stem's maxpool) */
-    PP_UNIT_IDENTITY,    /* identity (the cifar stem's maxpool) */
-    PP_UNIT_BASIC,       /* BasicBlock: 3x3, 3x3, expansion 1 */
-    PP_UNIT_BOTTLENECK,  /* Bottleneck v1.5: 1x1, 3x3 (stride), 1x1, expansion 4 */
-    PP_UNIT_AVGPOOL,     /* adaptive average pool to 1x1, flattened: (N,C,H,W) -> (N,C) */
-    PP_UNIT_FC,          /* linear layer with bias */
-    PP_UNIT_DELAY,       /* delay model: sleeps, passes a small activation; no parameters */
+    PP_UNIT_CONV = 0,   /* bias-free conv (the stem's conv1) */
+    PP_UNIT_BN,         /* batch norm (bn1) */
+    PP_UNIT_RELU,       /* relu */
+    PP_UNIT_MAXPOOL,    /* max pool (imagenet stem's maxpool) */
+    PP_UNIT_IDENTITY,   /* identity (the cifar stem's maxpool) */
+    PP_UNIT_BASIC,      /* BasicBlock: 3x3, 3x3, expansion 1 */
+    PP_UNIT_BOTTLENECK, /* Bottleneck v1.5: 1x1, 3x3 (stride), 1x1, expansion 4 */
+    PP_UNIT_AVGPOOL,    /* adaptive average pool to 1x1, flattened: (N,C,H,W) -> (N,C) */
+    PP_UNIT_FC,         /* linear layer with bias */
+    PP_UNIT_DELAY,      /* delay model: sleeps, passes a small activation; no parameters */
 } pp_unit_kind;
 
 /* What a unit is: enough to build it and to cost it. */
 typedef struct pp_unit_spec {
     pp_unit_kind kind;
-    char name[32];        /* torchvision module name: "conv1", "layer3.2", "fc" */
-    int in_c;             /* input channels (features for fc; unused for delay) */
-    int out_c;            /* output channels (classes for fc; features for delay) */
-    int planes;           /* blocks: width of the inner convs (out_c = planes * expansion) */
-    int kernel;           /* conv and maxpool kernel size */
-    int stride;           /* conv, maxpool, blocks (applied to the 3x3 conv) */
-    int pad;              /* conv and maxpool padding */
-    bool downsample;      /* blocks: 1x1 conv (stride) + BN on the identity path */
-    double forward_ms;    /* delay: time spent in each forward */
-    double backward_ms;   /* delay: time spent in each backward */
+    char name[32];      /* torchvision module name: "conv1", "layer3.2", "fc" */
+    int in_c;           /* input channels (features for fc; unused for delay) */
+    int out_c;          /* output channels (classes for fc; features for delay) */
+    int planes;         /* blocks: width of the inner convs (out_c = planes * expansion) */
+    int kernel;         /* conv and maxpool kernel size */
+    int stride;         /* conv, maxpool, blocks (applied to the 3x3 conv) */
+    int pad;            /* conv and maxpool padding */
+    bool downsample;    /* blocks: 1x1 conv (stride) + BN on the identity path */
+    double forward_ms;  /* delay: time spent in each forward */
+    double backward_ms; /* delay: time spent in each backward */
 } pp_unit_spec;
 
 /* One entry of a unit's state: a parameter or a buffer under its torchvision
@@ -68,7 +68,7 @@ typedef struct pp_unit_spec {
  * parameters. Buffers: running_mean, running_var (F32, (C)) and
  * num_batches_tracked (I64 scalar, ndim 0). */
 typedef struct pp_named_tensor {
-    const char *name;     /* e.g. "layer1.0.downsample.1.running_var" */
+    const char *name; /* e.g. "layer1.0.downsample.1.running_var" */
     pp_tensor *value;
     pp_tensor *grad;
 } pp_named_tensor;
@@ -136,11 +136,13 @@ bool pp_unit_saved_input(const pp_unit *u, int mb, int *ndim, int64_t *shape);
 /* Sets every gradient to zero, in ex's stream order. */
 pp_status pp_unit_zero_grads(pp_unit *u, pp_exec *ex, pp_error *err);
 
-/* Brings num_batches_tracked buffers up to date. On CPU devices they are
- * updated by each forward already; on other devices the count is kept on the
- * host and written here (synchronously). Call it while no forward of this unit
- * is running, before reading buffers (e.g. to save a checkpoint). Writing a
- * buffer directly (loading a checkpoint) is fine after this call. */
+/* Brings num_batches_tracked buffers up to date. On CPU devices each training
+ * forward updates them already; on other devices the count is kept on the
+ * host (a stream-ordered integer update would need an op the API lacks, and a
+ * host round trip per batch norm would stall the stream) and added here,
+ * synchronously. Call it while no op of this unit is in flight, before
+ * reading buffers (saving a checkpoint) and before writing them (loading
+ * one), so that no pending count is added to loaded values. */
 pp_status pp_unit_sync_buffers(pp_unit *u, pp_error *err);
 
 #endif

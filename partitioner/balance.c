@@ -203,9 +203,9 @@ int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, 
     for (int u = first; u <= last && u < cat->n; u++) {
         if (u < 0) continue;
         fixed += cat->units[u].param_bytes;
-        act += cat->units[u].act_bytes;
+        act += cat->units[u].act_bytes * plan->split_size + cat->units[u].act_fixed_bytes;
     }
-    return fixed * param_copies(plan) + act * (int64_t)plan->split_size * in_flight;
+    return fixed * param_copies(plan) + act * in_flight;
 }
 
 pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const double *unit_costs,
@@ -216,6 +216,10 @@ pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const dou
     if (!cat) cat = &plan->catalogue;
     if (cat->n < 1 || !cat->units)
         return pp_error_set(err, PP_ERR_INVALID, "resolve_auto: the catalogue is empty");
+    if (plan->catalogue.n > 0 && cat->n != plan->catalogue.n)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "resolve_auto: the catalogue has %d units but the plan's model has %d",
+                            cat->n, plan->catalogue.n);
     if (plan->balance == PP_PLAN_BALANCE_TIME && !unit_costs)
         return pp_error_set(err, PP_ERR_INVALID,
                             "balance: time needs measured per-unit costs (profile the units "
@@ -236,7 +240,7 @@ pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const dou
     for (int u = 0; u < n; u++) {
         const pp_unit_info *ui = &cat->units[u];
         fixed[u] = (double)ui->param_bytes * copies;
-        flight[u] = (double)ui->act_bytes * plan->split_size;
+        flight[u] = (double)ui->act_bytes * plan->split_size + (double)ui->act_fixed_bytes;
         if (unit_costs)
             cost[u] = unit_costs[u];
         else if (plan->balance == PP_PLAN_BALANCE_MEMORY)

@@ -12,8 +12,9 @@
  *
  * Defaults for keys a plan leaves out: schedule gpipe, precision fp32,
  * optimizer sgd (lr 0.1, momentum 0, weight_decay 0, nesterov false),
- * data synthetic at the model's input size, seed 0, steps 1. `model`,
- * `batch` and `stages` are required.
+ * data synthetic at the model's input size, seed 0, steps 1; model fields
+ * (classes, channels, stem, delay times) as pp_model_config_default gives
+ * them. `model` (with a name), `batch` and `stages` are required.
  *
  * Micro-batches: with `split_size: s` the batch of B samples is cut into
  * chunks of s (the last one smaller): B=8, s=3 -> 3,3,2. With
@@ -151,7 +152,8 @@ void pp_plan_free(pp_plan *plan);
 
 /* Resolves `stages: auto`: chooses contiguous, non-empty unit ranges, one per
  * device, that minimise the largest stage cost within each stage's memory
- * (see balance.h). cat is the catalogue to balance (NULL: the plan's own).
+ * (see balance.h). cat is the catalogue to balance (NULL: the plan's own; else
+ * one with the same units, e.g. with measured metadata).
  * unit_costs has cat->n entries and is required for `balance: time` (per-unit
  * measured milliseconds, forward + backward); for flops and memory it may be
  * NULL (the catalogue's metadata is used) or override them. A plan whose
@@ -161,8 +163,10 @@ pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const dou
                                pp_error *err);
 
 /* Estimated bytes a unit range needs on its device: parameters, gradients and
- * momentum (when used), plus kept activations for `in_flight` micro-batches of
- * split_size samples. The estimate the memory check of pp_plan_resolve_auto uses. */
+ * momentum (when used), plus what backward keeps (act_bytes x split_size +
+ * act_fixed_bytes per unit) for `in_flight` micro-batches. The estimate the
+ * memory check of pp_plan_resolve_auto uses; `balance: memory` balances the
+ * same quantity for one micro-batch. */
 int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, int in_flight);
 
 /* Micro-batches a stage holds at once under the plan's schedule (gpipe: all

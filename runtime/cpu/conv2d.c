@@ -21,7 +21,7 @@
 #include "cpu_kernels.h"
 
 /* Minimum number of GEMM columns (samples x P*Q) worth batching towards. */
-#define CONV_MIN_COLS 512
+#define CONV_MIN_COLS 1024
 
 static int is_pointwise(const pp_conv2d_desc *d)
 {

@@ -62,8 +62,8 @@ static double now_ms(void)
 
 static pp_unit_spec spec_conv(const char *name, int in, int out, int k, int stride, int pad)
 {
-    pp_unit_spec s = {.kind = PP_UNIT_CONV, .in_c = in, .out_c = out, .kernel = k,
-                      .stride = stride, .pad = pad};
+    pp_unit_spec s = {
+        .kind = PP_UNIT_CONV, .in_c = in, .out_c = out, .kernel = k, .stride = stride, .pad = pad};
     snprintf(s.name, sizeof s.name, "%s", name);
     return s;
 }
@@ -82,9 +82,12 @@ static pp_unit_spec spec_simple(pp_unit_kind kind, const char *name, int c)
 
 static pp_unit_spec spec_block(pp_unit_kind kind, int in, int planes, int stride, bool ds)
 {
-    pp_unit_spec s = {.kind = kind, .in_c = in, .planes = planes,
+    pp_unit_spec s = {.kind = kind,
+                      .in_c = in,
+                      .planes = planes,
                       .out_c = kind == PP_UNIT_BOTTLENECK ? 4 * planes : planes,
-                      .stride = stride, .downsample = ds};
+                      .stride = stride,
+                      .downsample = ds};
     snprintf(s.name, sizeof s.name, "layer1.0");
     return s;
 }
@@ -121,8 +124,8 @@ typedef struct fd_stats {
  * up to 12 coordinates. A relu or max-pool kink inside [-eps, eps] makes the
  * two one-sided differences disagree; such coordinates are counted apart
  * (not a smooth point to compare at). l0 is the unperturbed loss. */
-static void fd_tensor(pp_stage *st, pp_tensor *t, const float *an, const pp_tensor *x,
-                      pp_tensor *y, const float *r, double l0, uint64_t seed, fd_stats *fs)
+static void fd_tensor(pp_stage *st, pp_tensor *t, const float *an, const pp_tensor *x, pp_tensor *y,
+                      const float *r, double l0, uint64_t seed, fd_stats *fs)
 {
     const double eps = 1e-3;
     int64_t n = pp_tensor_numel(t);
@@ -230,23 +233,46 @@ static void test_finite_differences(void)
 {
     const fd_case cases[] = {
         {"basic, identity", 1, {spec_block(PP_UNIT_BASIC, 4, 4, 1, false)}, 4, {2, 4, 8, 8}},
-        {"basic, downsample stride 2", 1, {spec_block(PP_UNIT_BASIC, 3, 5, 2, true)}, 4,
+        {"basic, downsample stride 2",
+         1,
+         {spec_block(PP_UNIT_BASIC, 3, 5, 2, true)},
+         4,
          {2, 3, 8, 8}},
-        {"bottleneck, identity", 1, {spec_block(PP_UNIT_BOTTLENECK, 8, 2, 1, false)}, 4,
+        {"bottleneck, identity",
+         1,
+         {spec_block(PP_UNIT_BOTTLENECK, 8, 2, 1, false)},
+         4,
          {2, 8, 6, 6}},
-        {"bottleneck, downsample stride 2", 1, {spec_block(PP_UNIT_BOTTLENECK, 4, 3, 2, true)},
-         4, {2, 4, 8, 8}},
-        {"bottleneck, downsample stride 1", 1, {spec_block(PP_UNIT_BOTTLENECK, 4, 2, 1, true)},
-         4, {2, 4, 6, 6}},
-        {"stem conv1 7x7/2 + bn1", 2,
-         {spec_conv("conv1", 3, 4, 7, 2, 3), spec_simple(PP_UNIT_BN, "bn1", 4)}, 4, {2, 3, 8, 8}},
-        {"stem conv1 3x3/1 + bn1 (cifar)", 2,
-         {spec_conv("conv1", 3, 4, 3, 1, 1), spec_simple(PP_UNIT_BN, "bn1", 4)}, 4, {2, 3, 8, 8}},
-        {"bn1 + relu + maxpool", 3,
+        {"bottleneck, downsample stride 2",
+         1,
+         {spec_block(PP_UNIT_BOTTLENECK, 4, 3, 2, true)},
+         4,
+         {2, 4, 8, 8}},
+        {"bottleneck, downsample stride 1",
+         1,
+         {spec_block(PP_UNIT_BOTTLENECK, 4, 2, 1, true)},
+         4,
+         {2, 4, 6, 6}},
+        {"stem conv1 7x7/2 + bn1",
+         2,
+         {spec_conv("conv1", 3, 4, 7, 2, 3), spec_simple(PP_UNIT_BN, "bn1", 4)},
+         4,
+         {2, 3, 8, 8}},
+        {"stem conv1 3x3/1 + bn1 (cifar)",
+         2,
+         {spec_conv("conv1", 3, 4, 3, 1, 1), spec_simple(PP_UNIT_BN, "bn1", 4)},
+         4,
+         {2, 3, 8, 8}},
+        {"bn1 + relu + maxpool",
+         3,
          {spec_simple(PP_UNIT_BN, "bn1", 3), spec_simple(PP_UNIT_RELU, "relu", 3),
           spec_simple(PP_UNIT_MAXPOOL, "maxpool", 3)},
-         4, {2, 3, 8, 8}},
-        {"avgpool + fc", 2, {spec_simple(PP_UNIT_AVGPOOL, "avgpool", 6), spec_fc(6, 5)}, 4,
+         4,
+         {2, 3, 8, 8}},
+        {"avgpool + fc",
+         2,
+         {spec_simple(PP_UNIT_AVGPOOL, "avgpool", 6), spec_fc(6, 5)},
+         4,
          {2, 6, 3, 3}},
         {"fc", 1, {spec_fc(7, 4)}, 2, {3, 7, 1, 1}},
     };
@@ -284,8 +310,8 @@ static void test_catalogue_counts(void)
         double g = (double)macs / 1e9;
         fprintf(stderr, "  %-9s %9lld params, %6.3f GMACs, %6.3f GFLOPs forward per sample\n",
                 cases[i].name, (long long)params, g, (double)flops / 1e9);
-        CHECK_MSG(fabs(g - cases[i].gmacs) < 0.01 * cases[i].gmacs, "%s: %.3f GMACs",
-                  cases[i].name, g);
+        CHECK_MSG(fabs(g - cases[i].gmacs) < 0.01 * cases[i].gmacs, "%s: %.3f GMACs", cases[i].name,
+                  g);
         CHECK(flops > 2 * macs && flops < 2 * macs + macs / 20);
         CHECK(strcmp(cat.units[0].name, "conv1") == 0 && strcmp(cat.units[3].name, "maxpool") == 0);
         CHECK(strcmp(cat.units[4].name, "layer1.0") == 0);
@@ -313,7 +339,8 @@ static void test_catalogue_counts(void)
     CHECK(b1->param_count == 128 && b1->param_bytes == 4 * 256 + 8);
     CHECK(b1->act_fixed_bytes == 2 * 4 * 64);
     const pp_unit_info *mp = &cat.units[3];
-    CHECK(mp->out_bytes == 4LL * 64 * 56 * 56 && mp->act_bytes == 4LL * 64 * (112 * 112 + 2 * 56 * 56));
+    CHECK(mp->out_bytes == 4LL * 64 * 56 * 56 &&
+          mp->act_bytes == 4LL * 64 * (112 * 112 + 2 * 56 * 56));
     const pp_unit_info *fc = &cat.units[cat.n - 1];
     CHECK(fc->param_count == 2048 * 1000 + 1000 && fc->fwd_macs == 2048 * 1000);
     CHECK(fc->out_bytes == 4000 && fc->act_bytes == 4 * 2048);
@@ -414,9 +441,10 @@ static void test_state_dict(void)
         for (int i = 0; i < cat.n; i++) cat_bytes += cat.units[i].param_bytes;
         CHECK_MSG(bytes == cat_bytes, "%lld vs %lld", (long long)bytes, (long long)cat_bytes);
         /* torchvision state_dict order at the start and the end */
-        static const char *head[] = {"conv1.weight", "bn1.weight", "bn1.bias", "bn1.running_mean",
-                                     "bn1.running_var", "bn1.num_batches_tracked",
-                                     "layer1.0.conv1.weight", "layer1.0.bn1.weight"};
+        static const char *head[] = {
+            "conv1.weight",          "bn1.weight",         "bn1.bias",
+            "bn1.running_mean",      "bn1.running_var",    "bn1.num_batches_tracked",
+            "layer1.0.conv1.weight", "layer1.0.bn1.weight"};
         for (int i = 0; i < 8; i++)
             CHECK_MSG(strcmp(pp_stage_state(st, i)->name, head[i]) == 0, "state %d is %s", i,
                       pp_stage_state(st, i)->name);
@@ -426,21 +454,24 @@ static void test_state_dict(void)
         pp_catalogue_free(&cat);
 
         if (c == 1) {
-            static const char *names[] = {"layer3.2.bn1.running_var", "layer1.0.downsample.0.weight",
-                                          "layer1.0.downsample.1.num_batches_tracked",
-                                          "layer4.2.bn3.num_batches_tracked", "layer2.3.conv3.weight"};
+            static const char *names[] = {
+                "layer3.2.bn1.running_var", "layer1.0.downsample.0.weight",
+                "layer1.0.downsample.1.num_batches_tracked", "layer4.2.bn3.num_batches_tracked",
+                "layer2.3.conv3.weight"};
             for (int i = 0; i < 5; i++) CHECK_MSG(find_state(st, names[i]), "%s", names[i]);
             CHECK(find_state(st, "layer1.1.downsample.0.weight") == NULL);
             CHECK(find_state(st, "layer3.2.conv3.bias") == NULL);
             int ds = 0;
-            for (int i = 0; i < n; i++) ds += strstr(pp_stage_state(st, i)->name, "downsample") != NULL;
+            for (int i = 0; i < n; i++)
+                ds += strstr(pp_stage_state(st, i)->name, "downsample") != NULL;
             CHECK(ds == 4 * 6);
             /* a bottleneck's order: conv1, bn1, conv2, bn2, conv3, bn3, downsample.0, .1 */
             int i0 = -1;
             for (int i = 0; i < n; i++)
                 if (strcmp(pp_stage_state(st, i)->name, "layer2.0.conv1.weight") == 0) i0 = i;
             CHECK(i0 > 0 && strcmp(pp_stage_state(st, i0 + 6)->name, "layer2.0.conv2.weight") == 0);
-            CHECK(i0 > 0 && strcmp(pp_stage_state(st, i0 + 12)->name, "layer2.0.conv3.weight") == 0);
+            CHECK(i0 > 0 &&
+                  strcmp(pp_stage_state(st, i0 + 12)->name, "layer2.0.conv3.weight") == 0);
             CHECK(i0 > 0 &&
                   strcmp(pp_stage_state(st, i0 + 18)->name, "layer2.0.downsample.0.weight") == 0);
             CHECK(i0 > 0 &&
@@ -466,13 +497,16 @@ static void test_state_dict(void)
             static const struct {
                 const char *name;
                 float v;
-            } consts[] = {{"layer3.1.bn2.weight", 1}, {"layer3.1.bn2.bias", 0},
-                          {"layer3.1.bn2.running_mean", 0}, {"layer3.1.bn2.running_var", 1}};
+            } consts[] = {{"layer3.1.bn2.weight", 1},
+                          {"layer3.1.bn2.bias", 0},
+                          {"layer3.1.bn2.running_mean", 0},
+                          {"layer3.1.bn2.running_var", 1}};
             for (int k = 0; k < 4; k++) {
                 w = find_state(st, consts[k].name);
                 h = host_copy(w->value);
                 bool ok = true;
-                for (int64_t i = 0; i < pp_tensor_numel(w->value); i++) ok = ok && h[i] == consts[k].v;
+                for (int64_t i = 0; i < pp_tensor_numel(w->value); i++)
+                    ok = ok && h[i] == consts[k].v;
                 CHECK_MSG(ok, "%s", consts[k].name);
                 free(h);
             }
@@ -506,7 +540,8 @@ static void test_split_init(void)
         int na = pp_stage_state_count(a);
         const pp_named_tensor *p = i < na ? pp_stage_state(a, i) : pp_stage_state(b, i - na);
         float *hw = host_copy(w->value), *hp = host_copy(p->value);
-        if (strcmp(w->name, p->name) != 0 || pp_tensor_bytes(w->value) != pp_tensor_bytes(p->value) ||
+        if (strcmp(w->name, p->name) != 0 ||
+            pp_tensor_bytes(w->value) != pp_tensor_bytes(p->value) ||
             memcmp(hw, hp, pp_tensor_bytes(w->value)) != 0)
             mismatches++;
         free(hw);
@@ -516,7 +551,8 @@ static void test_split_init(void)
     /* another seed gives other weights */
     CHECK_OK(pp_stage_new(&cfg, 43, l3, 21, dev, &other, &err), &err);
     if (other) {
-        float *h1 = host_copy(pp_stage_param(b, 0)->value), *h2 = host_copy(pp_stage_param(other, 0)->value);
+        float *h1 = host_copy(pp_stage_param(b, 0)->value),
+              *h2 = host_copy(pp_stage_param(other, 0)->value);
         CHECK(memcmp(h1, h2, pp_tensor_bytes(pp_stage_param(b, 0)->value)) != 0);
         free(h1);
         free(h2);
@@ -649,8 +685,8 @@ static void test_split_forward(const char *model)
     free(h2);
     int64_t count = 0;
     CHECK_OK(pp_stage_sync_buffers(whole, &err), &err);
-    CHECK_OK(pp_tensor_to_host(find_state(whole, "layer4.1.bn2.num_batches_tracked")->value,
-                               &count, 8, &err),
+    CHECK_OK(pp_tensor_to_host(find_state(whole, "layer4.1.bn2.num_batches_tracked")->value, &count,
+                               8, &err),
              &err);
     CHECK(count == 1);
     fprintf(stderr, "  %s cifar 32x32 batch 2: forward %.0f ms, backward %.0f ms, kept %.1f MB\n",
@@ -661,6 +697,46 @@ static void test_split_forward(const char *model)
     pp_stage_free(whole);
     pp_stage_free(a);
     pp_stage_free(b);
+}
+
+/* imagenet stem (max pool with saved indices), whole resnet18 at 64x64: the
+ * bytes kept equal the catalogue's; a first-stage backward (no dx) frees them. */
+static void test_kept_imagenet(void)
+{
+    pp_model_config cfg;
+    pp_error err;
+    CHECK_OK(pp_model_config_default("resnet18", &cfg, &err), &err);
+    cfg.image_h = cfg.image_w = 64;
+    pp_stage *st = NULL;
+    CHECK_OK(pp_stage_new(&cfg, 3, 0, 13, dev, &st, &err), &err);
+    if (!st) return;
+    pp_tensor x, y;
+    int nd;
+    int64_t s[4];
+    CHECK_OK(pp_stage_input_shape(st, 2, &nd, s, &err), &err);
+    CHECK_OK(pp_tensor_zeros(&x, dev, PP_F32, nd, s, &err), &err);
+    CHECK_OK(pp_stage_output_shape(st, 2, &nd, s, &err), &err);
+    CHECK_OK(pp_tensor_zeros(&y, dev, PP_F32, nd, s, &err), &err);
+    float *h = host_copy(&x);
+    fill_normal(h, pp_tensor_numel(&x), 40, 1.0);
+    host_store(&x, h);
+    free(h);
+    int64_t base = used();
+    CHECK_OK(pp_stage_forward(st, &ex, 0, &x, &y, true, &err), &err);
+    CHECK_MSG(used() - base == kept_bytes(&cfg, 0, 13, 2), "kept %lld, catalogue %lld",
+              (long long)(used() - base), (long long)kept_bytes(&cfg, 0, 13, 2));
+    CHECK_OK(pp_stage_backward(st, &ex, 0, &y, NULL, &err), &err);
+    CHECK(used() == base);
+    const pp_named_tensor *g = pp_stage_param(st, 0);
+    CHECK(strcmp(g->name, "conv1.weight") == 0);
+    h = host_copy(g->grad);
+    double sum = 0;
+    for (int64_t i = 0; i < pp_tensor_numel(g->grad); i++) sum += fabs(h[i]);
+    CHECK(sum > 0 && isfinite(sum));
+    free(h);
+    pp_tensor_free(&x);
+    pp_tensor_free(&y);
+    pp_stage_free(st);
 }
 
 /* Several micro-batches in flight (as 1F1B keeps them), released in any order;
@@ -693,9 +769,11 @@ static void test_micro_batches(void)
     CHECK(ynd == 4 && ys[1] == 128 && ys[2] == 8);
     CHECK_OK(pp_stage_input_shape(st, 3, &nd, s, &err), &err);
     CHECK_OK(alloc_shape(&dx, nd, s, &err), &err);
-    CHECK_OK(pp_tensor_zeros(&dy, dev, PP_F32, ynd, (int64_t[]){3, ys[1], ys[2], ys[3]}, &err), &err);
+    CHECK_OK(pp_tensor_zeros(&dy, dev, PP_F32, ynd, (int64_t[]){3, ys[1], ys[2], ys[3]}, &err),
+             &err);
     int64_t base = used();
-    for (int m = 0; m < 3; m++) CHECK_OK(pp_stage_forward(st, &ex, m, &x[m], &y[m], true, &err), &err);
+    for (int m = 0; m < 3; m++)
+        CHECK_OK(pp_stage_forward(st, &ex, m, &x[m], &y[m], true, &err), &err);
     CHECK(pp_stage_in_flight(st) == 3);
     int64_t want = kept_bytes(&cfg, 4, 7, 3) * 2 + kept_bytes(&cfg, 4, 7, 2);
     CHECK_MSG(used() - base == want, "kept %lld, want %lld", (long long)(used() - base),
@@ -829,7 +907,8 @@ static void test_delay(void)
             CHECK(fabs(ha[n * 3 + j] - (mean / (j + 1) + 0.01 * j)) < 1e-6);
             amean += ha[n * 3 + j] / 3.0;
         }
-        for (int j = 0; j < 3; j++) CHECK(fabs(hy[n * 3 + j] - (amean / (j + 1) + 0.01 * j)) < 1e-5);
+        for (int j = 0; j < 3; j++)
+            CHECK(fabs(hy[n * 3 + j] - (amean / (j + 1) + 0.01 * j)) < 1e-5);
     }
     const float hdy[6] = {1, 2, 3, -1, 0, 6};
     host_store(&dy, hdy);
@@ -889,8 +968,10 @@ static void test_unit_specs(void)
     int ds = 0;
     for (int i = 0; i < n; i++) ds += specs[i].downsample;
     CHECK(ds == 4);
-    CHECK(specs[4].downsample && specs[4].stride == 1 && specs[4].in_c == 64 && specs[4].out_c == 256);
-    CHECK(specs[7].downsample && specs[7].stride == 2 && specs[7].in_c == 256 && specs[7].planes == 128);
+    CHECK(specs[4].downsample && specs[4].stride == 1 && specs[4].in_c == 64 &&
+          specs[4].out_c == 256);
+    CHECK(specs[7].downsample && specs[7].stride == 2 && specs[7].in_c == 256 &&
+          specs[7].planes == 128);
     CHECK(specs[0].kernel == 7 && specs[0].stride == 2 && specs[3].kind == PP_UNIT_MAXPOOL);
     free(specs);
     CHECK_OK(pp_model_config_default("resnet18", &cfg, &err), &err);
@@ -925,6 +1006,7 @@ int main(void)
     test_finite_differences();
     test_bn_running_stats();
     test_micro_batches();
+    test_kept_imagenet();
     test_state_dict();
     test_split_init();
     test_split_forward("resnet18");

@@ -222,10 +222,10 @@ typedef struct conv_case {
 
 static void test_conv(void)
 {
-    /* Covers the code paths of conv2d.c: one sample per GEMM when P*Q >= 512
+    /* Covers the code paths of conv2d.c: one sample per GEMM when P*Q >= 1024
      * (pointwise 1x1/1 convs as a direct GEMM on the input, others through
      * im2col), and several samples per GEMM when P*Q is small (pointwise or
-     * not), including a last partial group (45 = 21 + 21 + 3 samples). */
+     * not), including a last partial group (45 = 41 + 4 samples). */
     static const conv_case cases[] = {
         {2, 3, 7, 9, 4, 3, 3, 1, 1, 1, 1, "3x3/1 pad 1, non-square input"},
         {2, 3, 9, 7, 5, 3, 3, 2, 2, 1, 1, "3x3/2 pad 1"},
@@ -236,8 +236,8 @@ static void test_conv(void)
         {1, 2, 4, 5, 2, 3, 3, 1, 1, 3, 3, "3x3/1 pad 3 (all-padding rows)"},
         {2, 3, 11, 10, 4, 7, 7, 1, 1, 0, 0, "7x7/1 no padding"},
         {1, 2, 9, 9, 3, 3, 1, 2, 1, 1, 0, "3x1 kernel, strides 2x1"},
-        {2, 2, 34, 33, 3, 3, 3, 1, 1, 1, 1, "3x3/1, P*Q >= 512 (one sample per GEMM)"},
-        {2, 3, 40, 30, 4, 1, 1, 1, 1, 0, 0, "1x1/1 with H*W >= 512 (direct GEMM)"},
+        {2, 2, 34, 33, 3, 3, 3, 1, 1, 1, 1, "3x3/1, P*Q >= 1024 (one sample per GEMM)"},
+        {2, 3, 40, 30, 4, 1, 1, 1, 1, 0, 0, "1x1/1 with H*W >= 1024 (direct GEMM)"},
         {45, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, "3x3/1, 45 samples of 5x5 (grouped GEMMs)"},
         {3, 4, 8, 6, 5, 3, 3, 2, 2, 0, 0, "3x3/2 no padding, odd output"},
     };

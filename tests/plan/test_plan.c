@@ -535,10 +535,11 @@ static void test_plan_fields(void)
     int64_t params = 0, act = 0;
     for (int u = 0; u <= 10; u++) {
         params += p->catalogue.units[u].param_bytes;
-        act += p->catalogue.units[u].act_bytes;
+        act += p->catalogue.units[u].act_bytes * 4 + p->catalogue.units[u].act_fixed_bytes;
     }
+    CHECK(params > 0 && act > 0);
     CHECK(pp_plan_in_flight(p, 0) == 2 && pp_plan_in_flight(p, 1) == 1);
-    CHECK(pp_plan_stage_memory_estimate(p, 0, 10, 2) == params * 3 + act * 4 * 2);
+    CHECK(pp_plan_stage_memory_estimate(p, 0, 10, 2) == params * 3 + act * 2);
     pp_plan_free(p);
 }
 
@@ -875,6 +876,41 @@ static void test_sizes(void)
     }
 }
 
+/* pp_plan_load reads a file and resolves data paths against its folder. */
+static void test_load_file(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/resnet50_idx.yaml", dir);
+    pp_plan *p = NULL;
+    pp_diag d;
+    pp_diag_clear(&d);
+    char msg[2048];
+    CHECK_MSG(pp_plan_load(path, &p, &d) == PP_OK, "%s", pp_diag_format(&d, msg, sizeof msg));
+    if (!p) return;
+    CHECK(strcmp(p->path, path) == 0);
+    CHECK(p->model.in_channels == 1 && p->model.image_h == 32 && p->catalogue.n == 22);
+    CHECK(p->data.labels && strstr(p->data.labels, "/tests/plan/data/labels.idx") != NULL);
+    CHECK(p->data.labels_mark.line == 13 && p->data.labels_mark.col == 11);
+    CHECK(p->stages[0].layers_mark.line == 16 && p->stages[0].layers_mark.col == 13);
+    CHECK(p->stages[1].first == 11 && p->micro_batches == 2 && p->micro_sizes[1] == 1);
+    check_round_trip("resnet50_idx.yaml", p);
+
+    /* a catalogue of another model is refused by resolve_auto */
+    pp_plan *a = NULL;
+    const char *text = "model: {name: resnet18}\nbatch: {size: 2, split_size: 1}\n"
+                       "stages: auto\ndevices: [cpu:0, cpu:1]\nbalance: flops\n";
+    CHECK(parse(text, strlen(text), &a, &d) == PP_OK);
+    if (a) {
+        pp_error err;
+        CHECK(pp_plan_resolve_auto(a, &p->catalogue, NULL, &err) == PP_ERR_INVALID);
+        CHECK(a->stages_auto);
+        CHECK_OK(pp_plan_resolve_auto(a, NULL, NULL, &err), &err);
+        CHECK_OK(pp_plan_resolve_auto(a, NULL, NULL, &err), &err); /* resolved: no-op */
+    }
+    pp_plan_free(a);
+    pp_plan_free(p);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".";
@@ -889,5 +925,6 @@ int main(int argc, char **argv)
     test_auto_plans();
     test_device_map();
     test_sizes();
+    test_load_file(dir);
     return check_summary("test_plan");
 }

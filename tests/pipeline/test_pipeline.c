@@ -1,0 +1,281 @@
+/*
+ * test_pipeline.c - properties of the assembled pipeline on the CPU backend:
+ *   - equivalence: ResNet-50 split into 1, 2 and 4 stages on cpu:0..3, under
+ *     GPipe and 1F1B, with uneven micro-batches and with fewer micro-batches
+ *     than stages, saves bitwise-identical checkpoints after several steps;
+ *   - memory: 1F1B stage s holds at most min(m, S - s) micro-batches of
+ *     activations, GPipe all m, and stage 0's peak memory shows it;
+ *   - learning: a small ResNet on the synthetic task lowers its loss and
+ *     beats chance accuracy;
+ *   - checkpoints: save, load into a fresh pipeline, and continuing gives the
+ *     same weights as not stopping.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "partitioner/plan.h"
+#include "runtime/pipeline.h"
+#include "tests/check.h"
+
+static char tmpdir[] = "/tmp/pp-pipeline-XXXXXX";
+
+/* Stage layouts of ResNet-50 for 1, 2 and 4 stages. */
+static const char *layout(int stages)
+{
+    switch (stages) {
+    case 1:
+        return "  - device: cpu:0\n"
+               "    layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, avgpool, "
+               "fc]\n";
+    case 2:
+        return "  - device: cpu:0\n"
+               "    layers: [conv1, bn1, relu, maxpool, layer1, layer2]\n"
+               "  - device: cpu:1\n"
+               "    layers: [layer3, layer4, avgpool, fc]\n";
+    default:
+        return "  - device: cpu:0\n"
+               "    layers: [conv1, bn1, relu, maxpool, layer1]\n"
+               "  - device: cpu:1\n"
+               "    layers: [layer2, layer3.0]\n"
+               "  - device: cpu:2\n"
+               "    layers: [layer3.1, layer3.2, layer3.3, layer3.4, layer3.5]\n"
+               "  - device: cpu:3\n"
+               "    layers: [layer4, avgpool, fc]\n";
+    }
+}
+
+static pp_plan *make_plan(const char *model, int batch, int split, const char *schedule,
+                          const char *stages, int image, int steps)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "model: {name: %s, num_classes: 10, stem: cifar}\n"
+             "batch: {size: %d, split_size: %d}\n"
+             "schedule: %s\n"
+             "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
+             "data: {format: synthetic, image_size: [%d, %d]}\n"
+             "seed: 3\n"
+             "steps: %d\n"
+             "stages:\n%s",
+             model, batch, split, schedule, image, image, steps, stages);
+    pp_plan *plan = NULL;
+    pp_diag diag;
+    pp_diag_clear(&diag);
+    pp_status s = pp_plan_parse_string("test.yaml", text, strlen(text), &plan, &diag);
+    char buf[4096];
+    CHECK_MSG(s == PP_OK, "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
+    return plan;
+}
+
+static unsigned char *read_file(const char *path, size_t *n)
+{
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)len + 1);
+    *n = fread(buf, 1, (size_t)len, f);
+    fclose(f);
+    return buf;
+}
+
+/* Trains plan for its steps and saves to path; returns the last loss. */
+static double train_and_save(const pp_plan *plan, const char *path, pp_pipeline **keep)
+{
+    pp_error err;
+    pp_pipeline *p = NULL;
+    double loss = -1;
+    CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
+    if (!p) return loss;
+    for (int i = 0; i < plan->steps; i++) {
+        pp_step_result r;
+        CHECK_OK(pp_pipeline_step(p, &r, &err), &err);
+        loss = r.loss;
+    }
+    if (path) CHECK_OK(pp_pipeline_save(p, path, true, &err), &err);
+    if (keep)
+        *keep = p;
+    else
+        pp_pipeline_free(p);
+    return loss;
+}
+
+static void test_equivalence(void)
+{
+    static const struct {
+        int stages;
+        const char *schedule;
+        int split;
+    } cases[] = {
+        /* reference first: 1 stage, 8 = 3 + 3 + 2 */
+        {1, "gpipe", 3}, {1, "1f1b", 3}, {2, "gpipe", 3}, {2, "1f1b", 3},
+        {4, "gpipe", 3}, {4, "1f1b", 3},
+        /* m = 2 < S = 4 */
+        {1, "gpipe", 4}, {4, "1f1b", 4}, {4, "gpipe", 4}, {2, "1f1b", 4},
+    };
+    unsigned char *ref = NULL;
+    size_t ref_n = 0;
+    double ref_loss = 0;
+    int ref_split = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_plan *plan = make_plan("resnet50", 8, cases[i].split, cases[i].schedule,
+                                  layout(cases[i].stages), 16, 2);
+        if (!plan) continue;
+        char path[256];
+        snprintf(path, sizeof path, "%s/eq%zu.safetensors", tmpdir, i);
+        double loss = train_and_save(plan, path, NULL);
+        size_t n = 0;
+        unsigned char *bytes = read_file(path, &n);
+        CHECK(bytes != NULL && n > 90000000);
+        if (cases[i].split != ref_split) {
+            free(ref);
+            ref = bytes;
+            ref_n = n;
+            ref_loss = loss;
+            ref_split = cases[i].split;
+            fprintf(stderr, "reference: 1 stage, split %d, loss %.6f\n", ref_split, loss);
+        } else {
+            bool same = bytes && n == ref_n && memcmp(bytes, ref, n) == 0;
+            CHECK_MSG(same, "%d stages %s split %d: checkpoint differs from 1 stage",
+                      cases[i].stages, cases[i].schedule, cases[i].split);
+            CHECK_MSG(loss == ref_loss, "%d stages %s: loss %.9g vs %.9g", cases[i].stages,
+                      cases[i].schedule, loss, ref_loss);
+            fprintf(stderr, "%d stages %-5s split %d: %s, loss %.6f\n", cases[i].stages,
+                    cases[i].schedule, cases[i].split, same ? "bitwise equal" : "DIFFERENT", loss);
+            free(bytes);
+        }
+        unlink(path);
+        pp_plan_free(plan);
+    }
+    free(ref);
+}
+
+static void test_memory(void)
+{
+    const int S = 4, m = 8;
+    size_t peak0[2] = {0, 0};
+    const char *schedules[2] = {"gpipe", "1f1b"};
+    for (int k = 0; k < 2; k++) {
+        pp_plan *plan = make_plan("resnet50", 16, 2, schedules[k], layout(S), 16, 1);
+        if (!plan) continue;
+        pp_pipeline *p = NULL;
+        train_and_save(plan, NULL, &p);
+        if (!p) {
+            pp_plan_free(plan);
+            continue;
+        }
+        for (int s = 0; s < S; s++) {
+            pp_stage_report r;
+            pp_pipeline_stage_report(p, s, &r);
+            int bound = k == 0 ? m : (m < S - s ? m : S - s);
+            CHECK_MSG(r.max_in_flight == bound, "%s stage %d held %d micro-batches, expected %d",
+                      schedules[k], s, r.max_in_flight, bound);
+            fprintf(stderr, "%-5s stage %d: %d micro-batches in flight at most, peak %.1f MiB\n",
+                    schedules[k], s, r.max_in_flight, (double)r.peak_bytes / (1 << 20));
+            if (s == 0) peak0[k] = r.peak_bytes;
+        }
+        pp_pipeline_free(p);
+        pp_plan_free(plan);
+    }
+    /* stage 0 keeps 8 micro-batches under GPipe and 4 under 1F1B */
+    CHECK_MSG(peak0[1] < peak0[0], "1f1b stage-0 peak %zu not below gpipe's %zu", peak0[1],
+              peak0[0]);
+}
+
+static void test_learning(void)
+{
+    pp_plan *plan = make_plan("resnet18", 32, 8, "1f1b",
+                              "  - device: cpu:0\n    layers: [conv1, bn1, relu, maxpool, layer1, "
+                              "layer2]\n  - device: cpu:1\n    layers: [layer3, layer4, avgpool, "
+                              "fc]\n",
+                              16, 25);
+    if (!plan) return;
+    pp_error err;
+    pp_pipeline *p = NULL;
+    CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
+    if (!p) return;
+    double first_loss = 0, last_loss = 0, acc_late = 0;
+    int late = 0;
+    for (int i = 0; i < plan->steps; i++) {
+        pp_step_result r;
+        CHECK_OK(pp_pipeline_step(p, &r, &err), &err);
+        if (i == 0) first_loss = r.loss;
+        last_loss = r.loss;
+        if (i >= plan->steps - 5) acc_late += r.accuracy, late++;
+    }
+    acc_late /= late;
+    fprintf(stderr, "learning: loss %.3f -> %.3f, accuracy over the last 5 steps %.2f\n",
+            first_loss, last_loss, acc_late);
+    CHECK_MSG(last_loss < 0.5 * first_loss, "loss %.3f -> %.3f", first_loss, last_loss);
+    CHECK_MSG(acc_late > 0.5, "accuracy %.2f (chance 0.1)", acc_late);
+    pp_pipeline_free(p);
+    pp_plan_free(plan);
+}
+
+static void test_resume(void)
+{
+    const char *stages = layout(2);
+    pp_plan *straight = make_plan("resnet18", 8, 4, "1f1b", stages, 16, 4);
+    pp_plan *first = make_plan("resnet18", 8, 4, "1f1b", stages, 16, 2);
+    if (!straight || !first) return;
+    char a[256], b[256], c[256];
+    snprintf(a, sizeof a, "%s/straight.safetensors", tmpdir);
+    snprintf(b, sizeof b, "%s/half.safetensors", tmpdir);
+    snprintf(c, sizeof c, "%s/resumed.safetensors", tmpdir);
+    train_and_save(straight, a, NULL);
+    train_and_save(first, b, NULL);
+    pp_error err;
+    pp_pipeline *p = NULL;
+    CHECK_OK(pp_pipeline_new(first, NULL, &p, &err), &err);
+    if (p) {
+        CHECK_OK(pp_pipeline_load(p, b, &err), &err);
+        CHECK(pp_pipeline_steps_done(p) == 2);
+        for (int i = 0; i < 2; i++) CHECK_OK(pp_pipeline_step(p, NULL, &err), &err);
+        CHECK_OK(pp_pipeline_save(p, c, true, &err), &err);
+        pp_pipeline_free(p);
+    }
+    size_t na, nc;
+    unsigned char *ba = read_file(a, &na), *bc = read_file(c, &nc);
+    CHECK_MSG(ba && bc && na == nc && memcmp(ba, bc, na) == 0,
+              "4 straight steps differ from 2 + save + load + 2");
+    free(ba);
+    free(bc);
+
+    /* a checkpoint of another model is refused with the file and tensor named */
+    pp_plan *other = make_plan("resnet34", 8, 4, "1f1b", stages, 16, 1);
+    if (other) {
+        CHECK_OK(pp_pipeline_new(other, NULL, &p, &err), &err);
+        if (p) {
+            pp_status s = pp_pipeline_load(p, a, &err);
+            CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, "straight.safetensors") &&
+                          strstr(err.msg, "layer"),
+                      "loading a resnet18 file into resnet34: %s", err.msg);
+            pp_pipeline_free(p);
+        }
+        pp_plan_free(other);
+    }
+    unlink(a);
+    unlink(b);
+    unlink(c);
+    pp_plan_free(straight);
+    pp_plan_free(first);
+}
+
+int main(int argc, char **argv)
+{
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    const char *only = argc > 1 ? argv[1] : "";
+    if (!*only || !strcmp(only, "equivalence")) test_equivalence();
+    if (!*only || !strcmp(only, "memory")) test_memory();
+    if (!*only || !strcmp(only, "learning")) test_learning();
+    if (!*only || !strcmp(only, "resume")) test_resume();
+    rmdir(tmpdir);
+    return check_summary("pipeline");
+}
