@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the pipeline-run program: every option of the CLI
+contract, exit codes and message formats, JSON keys and types, traces, sweeps,
+checkpoints and SIGINT. Usage: test_cli.py PIPELINE_RUN SOURCE_ROOT"""
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+BIN, ROOT = sys.argv[1], sys.argv[2]
+PLANS = os.path.join(ROOT, "examples", "plans")
+failures = 0
+checks = 0
+
+
+def check(cond, what):
+    global failures, checks
+    checks += 1
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}", file=sys.stderr)
+
+
+def run(*args, timeout=240, **kw):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout, **kw)
+
+
+TMP = tempfile.mkdtemp(prefix="pp-cli-")
+
+
+def write(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+DELAY = write("delay.yaml", """\
+model: {name: delay, num_classes: 4, forward_ms: 2, backward_ms: 4}
+batch: {size: 8, split_size: 2}
+schedule: 1f1b
+data: {format: synthetic, image_size: [4, 4]}
+steps: 3
+stages:
+  - device: cpu:0
+  - device: cpu:1
+  - device: cpu:2
+""")
+
+TINY = write("tiny.yaml", """\
+model: {name: resnet18, num_classes: 10, stem: cifar}
+batch: {size: 4, split_size: 2}
+schedule: gpipe
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+data: {format: synthetic, image_size: [8, 8]}
+steps: 2
+stages:
+  - device: cpu:0
+    layers: [conv1, bn1, relu, maxpool, layer1, layer2]
+  - device: cpu:1
+    layers: [layer3, layer4, avgpool, fc]
+""")
+
+
+def test_help_version():
+    r = run("--help")
+    check(r.returncode == 0 and "--sweep-split" in r.stdout and "--device-map" in r.stdout,
+          "--help lists the options")
+    r = run("--version")
+    check(r.returncode == 0 and re.match(r"pipeline-run \d+\.\d+\.\d+", r.stdout), "--version")
+
+
+def test_bad_arguments():
+    cases = [
+        ([], "missing PLAN"),
+        ([DELAY, "--bogus"], "unknown option"),
+        ([DELAY, "--steps", "abc"], "--steps"),
+        ([DELAY, "--steps", "0"], "--steps"),
+        ([DELAY, "--steps"], "needs a value"),
+        ([DELAY, "--csv", "x.csv"], "--csv needs --sweep-split"),
+        ([DELAY, "--sweep-split", "1,x"], "--sweep-split"),
+        ([DELAY, "--validate", "--simulate"], "exclude"),
+        ([DELAY, "extra.yaml"], "unexpected argument"),
+        ([DELAY, "--device-map", "cuda:0"], "device"),
+        ([os.path.join(TMP, "missing.yaml")], "missing.yaml"),
+    ]
+    for args, fragment in cases:
+        r = run(*args)
+        check(r.returncode == 2, f"{args}: exit {r.returncode}, want 2 ({r.stderr.strip()})")
+        check(fragment in r.stderr, f"{args}: message {r.stderr.strip()!r} lacks {fragment!r}")
+
+
+def test_bad_plans():
+    cases = [
+        ("model: {name: resnet51}\n", 1, 15),
+        ("model: {name: resnet50}\nbatch: {size: 8, split_size: 3}\nstages:\n"
+         "  - device: cpu:0\n    layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, avgpool]\n",
+         5, 73),
+        ("model: {name: resnet50}\nbatch: {size: 8, split_size: 3}\nbogus: 1\nstages:\n"
+         "  - device: cpu:0\n    layers: [conv1]\n", 3, 1),
+    ]
+    for i, (text, line, col) in enumerate(cases):
+        path = write(f"bad{i}.yaml", text)
+        r = run(path)
+        check(r.returncode == 2, f"bad plan {i}: exit {r.returncode}")
+        m = re.search(re.escape(path) + r":(\d+):(\d+): ", r.stderr)
+        check(m is not None, f"bad plan {i}: no FILE:LINE:COL in {r.stderr!r}")
+        if m:
+            check((int(m.group(1)), int(m.group(2))) == (line, col),
+                  f"bad plan {i}: position {m.group(1)}:{m.group(2)}, want {line}:{col}")
+    # a GPU plan on a machine without one: exit 2 at the device node, unless a GPU exists
+    r = run(os.path.join(PLANS, "resnet50-2gpu.yaml"), "--steps", "1", timeout=600)
+    if r.returncode != 0:
+        check(r.returncode == 2, f"cuda plan without GPU: exit {r.returncode}")
+        check(re.search(r"resnet50-2gpu.yaml:\d+:\d+: .*cuda:0", r.stderr) is not None,
+              f"cuda plan without GPU: message {r.stderr!r}")
+
+
+def test_validate_roundtrip():
+    for name in sorted(os.listdir(PLANS)):
+        path = os.path.join(PLANS, name)
+        r = run(path, "--validate")
+        check(r.returncode == 0, f"--validate {name}: exit {r.returncode}: {r.stderr}")
+        again = write("again-" + name, r.stdout)
+        r2 = run(again, "--validate")
+        check(r2.returncode == 0 and r2.stdout == r.stdout,
+              f"--validate {name}: the printed plan does not parse back to itself")
+    r = run(os.path.join(PLANS, "resnet50-2gpu.yaml"), "--validate", "--device-map", "cuda:*=cpu")
+    check(r.returncode == 0 and "cpu:0" in r.stdout and "cpu:1" in r.stdout
+          and "cuda" not in r.stdout, "--device-map cuda:*=cpu remaps every stage")
+    r = run(os.path.join(PLANS, "auto-balance-cpu.yaml"), "--validate")
+    check(r.returncode == 0 and r.stdout.count("device:") == 2 and "auto" not in r.stdout,
+          "stages: auto resolves to explicit stages")
+
+
+def test_simulate():
+    r = run(DELAY, "--simulate", "--json")
+    check(r.returncode == 0, f"--simulate: exit {r.returncode} {r.stderr}")
+    o = json.loads(r.stdout)
+    # uniform stages, no copy cost: (m + S - 1)(f + b) = (4 + 2) * 6 ms
+    check(abs(o["predicted_step_ms"] - 36.0) < 1e-6, f"--simulate step {o['predicted_step_ms']}")
+    check(abs(o["bubble_frac_predicted"] - 2 / 6) < 1e-9, "--simulate bubble (S-1)/(m+S-1)")
+
+
+def test_json_and_trace():
+    trace = os.path.join(TMP, "trace.json")
+    r = run(DELAY, "--json", "--trace", trace)
+    check(r.returncode == 0, f"--json: exit {r.returncode} {r.stderr}")
+    o = json.loads(r.stdout)
+    types = {"plan": str, "model": str, "schedule": str, "batch_size": int, "split_size": int,
+             "micro_batches": int, "steps": int, "step_ms": dict, "images_per_s": float,
+             "predicted_step_ms": float, "bubble_frac": float, "bubble_frac_predicted": float,
+             "losses": list, "stages": list, "copies": dict}
+    for k, t in types.items():
+        check(k in o and isinstance(o[k], t), f"JSON key {k} of type {t.__name__}: {o.get(k)!r}")
+    check(o["micro_batches"] == 4 and o["steps"] == 3 and len(o["losses"]) == 3, "JSON counts")
+    check(set(o["step_ms"]) == {"median", "min", "max"}, "step_ms keys")
+    check(o["step_ms"]["min"] <= o["step_ms"]["median"] <= o["step_ms"]["max"], "step_ms order")
+    check(set(o["copies"]) == {"bytes", "ms"} and o["copies"]["bytes"] > 0, "copies")
+    check(len(o["stages"]) == 3, "three stages")
+    for s in o["stages"]:
+        for k in ("device", "layers", "params", "forward_ms", "backward_ms", "busy_frac",
+                  "peak_bytes"):
+            check(k in s, f"stage key {k}")
+        check(abs(s["forward_ms"] - 2) < 1.0 and abs(s["backward_ms"] - 4) < 1.5,
+              f"delay stage times {s['forward_ms']}, {s['backward_ms']}")
+    # steady state (6 ms per micro-batch per stage): (4 + 3 - 1) * 6 = 36 ms
+    check(30 < o["predicted_step_ms"] < 50, f"predicted {o['predicted_step_ms']}")
+    check(abs(o["step_ms"]["median"] - o["predicted_step_ms"]) < 0.25 * o["predicted_step_ms"],
+          f"measured {o['step_ms']['median']} vs predicted {o['predicted_step_ms']}")
+    with open(trace) as f:
+        t = json.load(f)
+    events = t["traceEvents"] if isinstance(t, dict) else t
+    names = [e.get("name", "") for e in events if e.get("ph") == "X"]
+    for stage in range(3):
+        for kind in "FB":
+            check(any(re.fullmatch(f"{kind}\\d+ stage{stage}", n) for n in names),
+                  f"trace has {kind} events of stage {stage}")
+    check(any("copy" in n for n in names), "trace shows copies")
+    check(all("ts" in e and "dur" in e for e in events if e.get("ph") == "X"), "X events timed")
+
+
+def test_sweep():
+    csv_path, svg_path = os.path.join(TMP, "s.csv"), os.path.join(TMP, "s.svg")
+    r = run(DELAY, "--sweep-split", "1,2,4,8", "--steps", "2", "--csv", csv_path, "--svg",
+            svg_path)
+    check(r.returncode == 0, f"--sweep-split: exit {r.returncode} {r.stderr}")
+    check("split_size" in r.stdout and r.stdout.count("\n") >= 5, "sweep table printed")
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    check([int(r["split_size"]) for r in rows] == [1, 2, 4, 8], "CSV rows per split size")
+    check([int(r["micro_batches"]) for r in rows] == [8, 4, 2, 1], "CSV micro-batch counts")
+    for row in rows:
+        m = int(row["micro_batches"])
+        check(abs(float(row["bubble_frac_predicted"]) - 2 / (m + 2)) < 0.05,
+              f"CSV predicted bubble for m={m}")
+    root = ET.parse(svg_path).getroot()
+    check(root.tag.endswith("svg"), "SVG root")
+    check(len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) >= 2, "SVG series")
+    check(b"images/s" in open(svg_path, "rb").read(), "SVG axis label")
+    r = run(DELAY, "--sweep-split", "16")
+    check(r.returncode == 2 and "exceeds the batch size" in r.stderr, "sweep split > batch")
+
+
+def test_checkpoints():
+    a, b = os.path.join(TMP, "a.safetensors"), os.path.join(TMP, "b.safetensors")
+    r = run(TINY, "--save", a, "--json")
+    check(r.returncode == 0 and os.path.exists(a), f"--save: {r.returncode} {r.stderr}")
+    loss_a = json.loads(r.stdout)["losses"]
+    r = run(TINY, "--load", a, "--save", b, "--json", "--steps", "1")
+    check(r.returncode == 0, f"--load: {r.returncode} {r.stderr}")
+    with open(a, "rb") as f:
+        header = json.loads(f.read(8 + int.from_bytes(open(a, "rb").read(8), "little"))[8:])
+    check("layer3.1.bn2.running_var" in header and header["bn1.num_batches_tracked"]["dtype"]
+          == "I64", "torchvision names and I64 num_batches_tracked")
+    check(any(k.startswith("optimizer.momentum.") for k in header), "optimizer state saved")
+    w = os.path.join(TMP, "w.safetensors")
+    check(run(TINY, "--save", w, "--weights-only", "--steps", "1").returncode == 0,
+          "--weights-only")
+    hw = json.loads(open(w, "rb").read()[8:8 + int.from_bytes(open(w, "rb").read(8), "little")])
+    check(not any(k.startswith("optimizer.") for k in hw), "--weights-only has no optimizer")
+    # corrupt, truncated and mismatching files: exit 2 naming the file
+    data = open(a, "rb").read()
+    bad = {"trunc.safetensors": data[: len(data) // 2],
+           "hdr.safetensors": data[:8] + b"{not json" + data[17:],
+           "len.safetensors": (10 ** 12).to_bytes(8, "little") + data[8:]}
+    for name, content in bad.items():
+        path = os.path.join(TMP, name)
+        open(path, "wb").write(content)
+        r = run(TINY, "--load", path, "--steps", "1")
+        check(r.returncode == 2 and name in r.stderr, f"{name}: exit {r.returncode} {r.stderr}")
+    r34 = write("r34.yaml", open(TINY).read().replace("resnet18", "resnet34"))
+    r = run(r34, "--load", a, "--steps", "1")
+    check(r.returncode == 2 and "a.safetensors" in r.stderr and "tensor" in r.stderr,
+          f"resnet18 file into resnet34: {r.stderr}")
+    check(loss_a and all(x > 0 for x in loss_a), "losses positive")
+
+
+def test_sigint():
+    path = os.path.join(TMP, "int.safetensors")
+    slow = write("slow.yaml", open(DELAY).read().replace("steps: 3", "steps: 100000"))
+    p = subprocess.Popen([BIN, slow, "--save", path], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    check(p.returncode == 130, f"SIGINT: exit {p.returncode} {err}")
+    check(os.path.exists(path) and "interrupted" in err, "SIGINT saves a checkpoint first")
+    r = run(DELAY, "--load", path, "--steps", "1")
+    check(r.returncode == 0, f"the interrupted checkpoint loads: {r.stderr}")
+
+
+def test_nan_loss():
+    nan = write("nan.yaml", open(TINY).read().replace("lr: 0.05", "lr: 1.0e+10")
+                .replace("steps: 2", "steps: 6"))
+    r = run(nan)
+    check(r.returncode == 1, f"NaN loss: exit {r.returncode}")
+    check(re.search(r"stage 1 \(cpu:1\) micro-batch \d+: the loss is (NaN|infinite)", r.stderr)
+          is not None, f"NaN loss message: {r.stderr!r}")
+
+
+for t in [test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
+          test_simulate, test_json_and_trace, test_sweep, test_checkpoints, test_sigint,
+          test_nan_loss]:
+    t0 = time.time()
+    t()
+    print(f"{t.__name__}: {time.time() - t0:.1f} s", file=sys.stderr)
+print(f"cli: {checks} checks, {failures} failed", file=sys.stderr)
+sys.exit(1 if failures else 0)
