@@ -285,10 +285,16 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
         }
         pp_pipeline_report r;
         pp_pipeline_report_get(p, &r);
-        rows[i] = (pp_sweep_row){plan->split_size, plan->micro_batches, r.step_ms_median,
-                                 r.images_per_s, r.predicted_step_ms, r.bubble_frac,
-                                 r.bubble_frac_predicted,
-                                 rr.n_losses ? rr.losses[rr.n_losses - 1] : 0};
+        rows[i] = (pp_sweep_row){
+            .split_size = plan->split_size,
+            .micro_batches = plan->micro_batches,
+            .step_ms = r.step_ms_median,
+            .images_per_s = r.images_per_s,
+            .bubble = r.bubble_frac,
+            .predicted_step_ms = r.predicted_step_ms,
+            .bubble_predicted = r.bubble_frac_predicted,
+            .loss = rr.n_losses ? rr.losses[rr.n_losses - 1] : 0,
+        };
         free(rr.losses);
         pp_pipeline_free(p);
         if (rr.interrupted) {

@@ -198,6 +198,9 @@ def test_sweep():
     check([int(r["micro_batches"]) for r in rows] == [8, 4, 2, 1], "CSV micro-batch counts")
     for row in rows:
         m = int(row["micro_batches"])
+        step, pred = float(row["step_ms"]), float(row["predicted_step_ms"])
+        check(0 <= float(row["bubble_frac"]) < 1, f"CSV measured bubble for m={m}")
+        check(abs(step - pred) < 0.25 * pred, f"CSV step {step} vs predicted {pred} for m={m}")
         check(abs(float(row["bubble_frac_predicted"]) - 2 / (m + 2)) < 0.05,
               f"CSV predicted bubble for m={m}")
     root = ET.parse(svg_path).getroot()
