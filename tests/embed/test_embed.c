@@ -1,0 +1,246 @@
+/*
+ * test_embed.c - the embedding contract of runtime/pipeline_run.h, seen from
+ * an application that includes only that header:
+ *   - version: the macros, PP_VERSION_NUMBER and pp_version() agree;
+ *   - status returns: bad plans give PP_ERR_INPUT with "NAME:LINE:COL: ...",
+ *     a missing checkpoint PP_ERR_INPUT naming the file; nothing is printed;
+ *   - ownership: the plan is freed right after pp_pipeline_new and the
+ *     pipeline keeps working (AddressSanitizer watches);
+ *   - threading: two pipelines driven from two threads at once give the same
+ *     losses, bitwise, as one pipeline run alone (no global state; clean
+ *     under ThreadSanitizer);
+ *   - custom stages: an error returned by a stage callback comes back from
+ *     pp_executor_run with the stage, device and micro-batch, and the
+ *     executor stays usable.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/pipeline_run.h"
+#include "runtime/pipeline_run.h" /* include guards: a second include is harmless */
+#include "tests/check.h"
+
+enum { STEPS = 2 };
+
+static const char tiny_plan[] =
+    "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+    "batch: {size: 4, split_size: 2}\n"
+    "schedule: 1f1b\n"
+    "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+    "data: {format: synthetic, image_size: [8, 8]}\n"
+    "seed: 5\n"
+    "stages:\n"
+    "  - device: cpu:0\n"
+    "    layers: [conv1, bn1, relu, maxpool, layer1, layer2]\n"
+    "  - device: cpu:1\n"
+    "    layers: [layer3, layer4, avgpool, fc]\n";
+
+static void test_version(void)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%d.%d.%d", PP_VERSION_MAJOR, PP_VERSION_MINOR, PP_VERSION_PATCH);
+    CHECK(strcmp(buf, PP_VERSION_STRING) == 0);
+    CHECK(strcmp(pp_version(), PP_VERSION_STRING) == 0);
+    CHECK(PP_VERSION_NUMBER == PP_VERSION_MAJOR * 10000 + PP_VERSION_MINOR * 100 + PP_VERSION_PATCH);
+    CHECK(PP_VERSION_NUMBER > 0);
+}
+
+/* Bad plans: status and the place of the first problem. */
+static void test_plan_errors(void)
+{
+    static const struct {
+        const char *text;
+        const char *prefix; /* start of the first diagnostic */
+    } cases[] = {
+        {"model: {name: resnet18}\nbatch: {size: 0, split_size: 1}\nstages:\n  - device: cpu:0\n"
+         "    layers: [conv1]\n",
+         "bad.yaml:2:"},
+        {"model: {name: resnet7}\nbatch: {size: 4, split_size: 2}\nstages:\n  - device: cpu:0\n",
+         "bad.yaml:1:"},
+        {"model: {name: resnet18, num_classes: 10, stem: cifar}\nbatch: {size: 4, split_size: 2}\n"
+         "stages:\n  - device: gpu:0\n    layers: [conv1]\n",
+         "bad.yaml:4:"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_diag diag;
+        pp_diag_clear(&diag);
+        static pp_plan sentinel;
+        pp_plan *plan = &sentinel; /* must be reset to NULL on failure */
+        pp_status s = pp_plan_parse_string("bad.yaml", cases[i].text, strlen(cases[i].text), &plan,
+                                           &diag);
+        CHECK_MSG(s == PP_ERR_INPUT, "case %zu: %s", i, pp_status_name(s));
+        CHECK(plan == NULL);
+        CHECK_MSG(diag.count >= 1 &&
+                      strncmp(diag.items[0].text, cases[i].prefix, strlen(cases[i].prefix)) == 0,
+                  "case %zu: '%s' does not start with '%s'", i,
+                  diag.count ? diag.items[0].text : "", cases[i].prefix);
+        pp_error err;
+        pp_error_clear(&err);
+        CHECK(pp_diag_to_error(&diag, &err) == PP_ERR_INPUT && strstr(err.msg, "bad.yaml:"));
+    }
+}
+
+static pp_status make_pipeline(pp_pipeline **out, pp_error *err)
+{
+    pp_diag diag;
+    pp_diag_clear(&diag);
+    pp_plan *plan = NULL;
+    pp_status s = pp_plan_parse_string("tiny.yaml", tiny_plan, sizeof tiny_plan - 1, &plan, &diag);
+    if (s != PP_OK) return pp_diag_to_error(&diag, err);
+    s = pp_pipeline_resolve_plan(plan, err);
+    if (s == PP_OK) s = pp_pipeline_new(plan, NULL, out, err);
+    pp_plan_free(plan); /* the pipeline keeps its own copy */
+    return s;
+}
+
+typedef struct run_arg {
+    double loss[STEPS];
+    pp_status status;
+    pp_error err;
+} run_arg;
+
+static void *run_pipeline(void *p)
+{
+    run_arg *a = p;
+    pp_pipeline *pipe = NULL;
+    pp_error_clear(&a->err);
+    a->status = make_pipeline(&pipe, &a->err);
+    for (int i = 0; a->status == PP_OK && i < STEPS; i++) {
+        pp_step_result r;
+        a->status = pp_pipeline_step(pipe, &r, &a->err);
+        if (a->status == PP_OK) a->loss[i] = r.loss;
+    }
+    pp_pipeline_free(pipe);
+    return NULL;
+}
+
+static void test_pipeline_api(void)
+{
+    pp_error err;
+    pp_error_clear(&err);
+    pp_pipeline *pipe = NULL;
+    CHECK_OK(make_pipeline(&pipe, &err), &err);
+    if (!pipe) return;
+    CHECK(pp_pipeline_stage_count(pipe) == 2);
+    for (int i = 0; i < STEPS; i++) {
+        pp_step_result r;
+        CHECK_OK(pp_pipeline_step(pipe, &r, &err), &err);
+        CHECK(r.step == i && r.loss > 0 && r.loss < 10 && r.step_ms > 0);
+    }
+    CHECK(pp_pipeline_steps_done(pipe) == STEPS);
+    pp_pipeline_report rep;
+    pp_pipeline_report_get(pipe, &rep);
+    CHECK(rep.steps == STEPS && rep.step_ms_median > 0 && rep.images_per_s > 0);
+    CHECK(rep.bubble_frac >= 0 && rep.bubble_frac < 1 && rep.copy_bytes > 0);
+    int64_t params = 0;
+    for (int k = 0; k < 2; k++) {
+        pp_stage_report st;
+        pp_pipeline_stage_report(pipe, k, &st);
+        CHECK(strcmp(st.device, k == 0 ? "cpu:0" : "cpu:1") == 0);
+        CHECK(st.forward_ms > 0 && st.backward_ms > 0 && st.peak_bytes > 0);
+        params += st.params;
+    }
+    /* ResNet-18 with a 3x3 CIFAR stem and 10 classes (torchvision's count). */
+    CHECK_MSG(params == 11173962, "params %lld", (long long)params);
+
+    pp_error_clear(&err);
+    pp_status s = pp_pipeline_load(pipe, "/nonexistent/ckpt.safetensors", &err);
+    CHECK(s == PP_ERR_INPUT && strstr(err.msg, "/nonexistent/ckpt.safetensors"));
+    CHECK(pp_pipeline_steps_done(pipe) == STEPS);
+    pp_pipeline_free(pipe);
+}
+
+/* Two pipelines on two threads at once, against one run alone. */
+static void test_threads(void)
+{
+    run_arg alone, a[2];
+    run_pipeline(&alone);
+    CHECK_MSG(alone.status == PP_OK, "%s", alone.err.msg);
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) CHECK(pthread_create(&th[t], NULL, run_pipeline, &a[t]) == 0);
+    for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < 2; t++) {
+        CHECK_MSG(a[t].status == PP_OK, "thread %d: %s", t, a[t].err.msg);
+        for (int i = 0; a[t].status == PP_OK && i < STEPS; i++)
+            CHECK_MSG(a[t].loss[i] == alone.loss[i], "thread %d step %d: loss %.9g, alone %.9g", t,
+                      i, a[t].loss[i], alone.loss[i]);
+    }
+}
+
+/* A custom stage that passes its input through and fails on request. */
+typedef struct fail_stage {
+    int index;
+    int fail_mb; /* forward of this micro-batch fails; -1: never */
+} fail_stage;
+
+static pp_status fs_shape(void *user, int mb_size, pp_tensor *t, pp_error *err)
+{
+    t->dtype = PP_F32;
+    t->ndim = 2;
+    t->shape[0] = mb_size;
+    t->shape[1] = 3;
+    return PP_OK;
+}
+
+static pp_status fs_forward(void *user, pp_exec *ex, int mb, int mb_size, const pp_tensor *in,
+                            pp_tensor *out, pp_error *err)
+{
+    fail_stage *fs = user;
+    if (mb == fs->fail_mb) return pp_error_set(err, PP_ERR_NUMERIC, "loss is NaN");
+    return in ? pp_copy(ex, in, out, err) : pp_zero(ex, out, err);
+}
+
+static pp_status fs_backward(void *user, pp_exec *ex, int mb, int mb_size,
+                             const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
+{
+    if (!grad_in) return PP_OK;
+    return grad_out ? pp_copy(ex, grad_out, grad_in, err) : pp_zero(ex, grad_in, err);
+}
+
+static const pp_stage_ops fail_ops = {fs_shape, fs_forward, fs_backward, NULL};
+
+static void test_stage_error(void)
+{
+    pp_error err;
+    pp_error_clear(&err);
+    pp_registry *reg = NULL;
+    pp_executor *exec = NULL;
+    pp_schedule sched = {0};
+    pp_device_ctx *dev[2] = {NULL, NULL};
+    fail_stage fs[2] = {{0, -1}, {1, 2}};
+    CHECK_OK(pp_registry_new(&reg, &err), &err);
+    for (int i = 0; reg && i < 2; i++)
+        CHECK_OK(pp_registry_get(reg, (pp_device_id){PP_DEVICE_CPU, i}, &dev[i], &err), &err);
+    if (!dev[0] || !dev[1]) {
+        pp_registry_free(reg);
+        return;
+    }
+    pp_stage_desc desc[2] = {{dev[0], &fail_ops, &fs[0]}, {dev[1], &fail_ops, &fs[1]}};
+    CHECK_OK(pp_executor_new(desc, 2, 0, &exec, &err), &err);
+    CHECK_OK(pp_schedule_build(&sched, PP_SCHEDULE_GPIPE, 2, 4, NULL, &err), &err);
+    if (exec && sched.stages == 2) {
+        pp_status s = pp_executor_run(exec, &sched, NULL, &err);
+        CHECK(s == PP_ERR_NUMERIC);
+        CHECK_MSG(strstr(err.msg, "stage 1 (cpu:1) micro-batch 2") && strstr(err.msg, "loss is NaN"),
+                  "message: %s", err.msg);
+        fs[1].fail_mb = -1;
+        pp_step_stats stats;
+        CHECK_OK(pp_executor_run(exec, &sched, &stats, &err), &err);
+        CHECK(stats.stages == 2 && stats.micro_batches == 4);
+        pp_step_stats_free(&stats);
+    }
+    pp_schedule_free(&sched);
+    pp_executor_free(exec);
+    pp_registry_free(reg);
+}
+
+int main(void)
+{
+    test_version();
+    test_plan_errors();
+    test_pipeline_api();
+    test_threads();
+    test_stage_error();
+    return check_summary("embed");
+}
