@@ -17,6 +17,7 @@
 
 #include "partitioner/plan_internal.h"
 #include "partitioner/plan_walk.h"
+#include "runtime/core/path.h"
 
 /* ------------------------------------------------------------------ */
 /* names                                                                */
@@ -531,20 +532,6 @@ static void sort_items(pp_diag *d, int first)
     }
 }
 
-/* Folder of a path, "." when it has none. */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash) return strdup(".");
-    if (slash == path) return strdup("/");
-    size_t n = (size_t)(slash - path);
-    char *d = malloc(n + 1);
-    if (!d) return NULL;
-    memcpy(d, path, n);
-    d[n] = '\0';
-    return d;
-}
-
 pp_status pp_plan_parse_string(const char *name, const char *text, size_t len, pp_plan **out,
                                pp_diag *diag)
 {
@@ -561,7 +548,7 @@ pp_status pp_plan_parse_string(const char *name, const char *text, size_t len, p
         return st;
     }
     pp_plan *p = calloc(1, sizeof *p);
-    char *dir = dir_of(name);
+    char *dir = pp_path_dir(name);
     char *path = strdup(name);
     if (!p || !dir || !path) {
         free(p);

@@ -6,6 +6,7 @@
  * checkpoint.h for the format and the error contract.
  */
 #include "runtime/checkpoint.h"
+#include "runtime/core/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -651,20 +652,6 @@ static pp_status write_all(FILE *f, const void *p, size_t n, const char *tmp, pp
     return PP_OK;
 }
 
-/* Directory part of path ("." when it has none); malloc'ed. */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash) return strdup(".");
-    if (slash == path) return strdup("/");
-    size_t n = (size_t)(slash - path);
-    char *d = malloc(n + 1);
-    if (!d) return NULL;
-    memcpy(d, path, n);
-    d[n] = '\0';
-    return d;
-}
-
 pp_status pp_checkpoint_save(const char *path, const pp_ckpt_tensor *tensors, size_t n,
                              const pp_checkpoint_meta *meta, size_t n_meta, pp_error *err)
 {
@@ -686,7 +673,7 @@ pp_status pp_checkpoint_save(const char *path, const pp_ckpt_tensor *tensors, si
             max_bytes = pp_tensor_bytes(sorted[i]->tensor);
     buf = malloc(max_bytes ? max_bytes : 1);
     tmp = malloc(strlen(path) + 16);
-    dir = dir_of(path);
+    dir = pp_path_dir(path);
     if (!buf || !tmp || !dir) {
         s = pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
         goto out;

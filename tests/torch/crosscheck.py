@@ -1,31 +1,42 @@
 """crosscheck.py - pipeline-run against PyTorch/torchvision, weights both ways.
 
-Usage: python3 crosscheck.py PIPELINE_RUN [--keep DIR]
+Usage: /usr/bin/python3 crosscheck.py PIPELINE_RUN [--keep DIR]
 
-(a) torchvision -> pipeline-run. A torchvision ResNet-50 (10 classes, its own
-    initialisation with BN affine parameters and running statistics perturbed
-    so that every tensor matters) is written as safetensors and loaded by
-    pipeline-run, which trains STEPS steps on a plan with two stages (cpu:0,
-    cpu:1), 1F1B, two micro-batches, SGD with momentum and weight decay, on an
-    IDX data set written here (uint8, normalised with mean/std by both sides
-    the same way). The same steps run in PyTorch in float32 and in float64:
-    micro-batches fed one after the other, loss_i = CE summed over the
-    micro-batch / B, gradients accumulated, BN in training mode (running
-    statistics updated per micro-batch), one SGD step per mini-batch.
-    Every tensor of our checkpoint is compared with the float64 result: the
-    error of a tensor is max|ours - ref| / max|ref - initial| (the error of
-    its update, the part a step computes; for BN running statistics the same),
-    reported per group (stage part x tensor kind) next to float32 PyTorch's own
-    error against float64. Ours must be within FACTOR of PyTorch fp32's in
-    every group; num_batches_tracked must be equal; the losses of --json must
-    match PyTorch's to a relative 1e-4.
-(b) pipeline-run -> torchvision. The checkpoint we saved with --weights-only
-    loads into torchvision with load_state_dict(strict=True), every name,
-    shape and dtype as torchvision's; in training mode on the next batch it
-    gives (float64) the loss our run printed for that step, which our run
-    computed from those same weights.
+The plan: ResNet-50 (10 classes, imagenet stem) on two stages (cpu:0: stem,
+layer1, layer2; cpu:1: layer3, layer4, avgpool, fc), 1F1B, batch 8 in two
+micro-batches of 4, SGD (lr, momentum 0.9, weight decay 1e-4), IDX data
+written here (uint8 3x64x64, normalised (u8/255 - mean)/std in float32 exactly
+as the data source does). PyTorch runs the same semantics: micro-batches fed
+one after the other, loss_i = CE summed over the micro-batch / B, gradients
+accumulated, BN in training mode (running statistics updated per micro-batch),
+one torch.optim.SGD step per mini-batch; in float32 and in float64.
 
-Exit status: 0 pass, 1 fail, 77 skip (no torch/torchvision/numpy).
+(a) torchvision -> pipeline-run. A torchvision initialisation (BN affine
+    parameters and running statistics perturbed so that every tensor matters)
+    is written as safetensors and loaded with --load.
+    Step 1: our checkpoint after one step (with the momentum buffers) against
+    PyTorch float64 from the same weights. Step 2 (momentum in use): our
+    checkpoint after two steps against one PyTorch float64 step started from
+    our step-1 weights and momentum buffers (one step from equal states: the
+    loss surface of a small-batch BN net amplifies rounding differences
+    chaotically over several steps, in float32 PyTorch as much as here).
+    The error of a tensor is max|x - ref64| / max|ref64 - before| (the error of
+    what the step changed; for momentum buffers, max|x - ref64| / max|ref64|),
+    reported as the maximum over each group (network part x tensor kind) next
+    to float32 PyTorch's own error against the same float64 reference. Ours
+    must be within FACTOR of PyTorch fp32's in every group, plus an absolute
+    floor for groups whose error is at rounding level. num_batches_tracked
+    must be equal (I64), the losses of --json within LOSS_RTOL of float64.
+    Resume: --load of the step-1 checkpoint (with optimizer state) and one
+    more step must reproduce the two-step run bitwise.
+(b) pipeline-run -> torchvision. The checkpoints we save with --weights-only
+    load into torchvision with load_state_dict(strict=True), every name, shape
+    and dtype as torchvision's own state_dict; in training mode on the next
+    batch our step-1 weights give (float64) the loss our run printed for step 2,
+    which it computed from those same weights. (pipeline-run has no evaluation
+    mode, so logits are compared through that training-mode loss.)
+
+Exit status: 0 pass, 1 fail, 2 usage, 77 skip (no torch/torchvision/numpy).
 """
 
 import json
@@ -51,12 +62,13 @@ CLASSES = 10
 BATCH = 8
 SPLIT = 4
 IMAGE = 64
-STEPS = int(os.environ.get("CC_STEPS", "2"))
-LR, MOMENTUM, WD = float(os.environ.get("CC_LR", "0.05")), 0.9, 1e-4
+LR, MOMENTUM, WD = 0.01, 0.9, 1e-4
 MEAN = [0.485, 0.456, 0.406]
 STD = [0.229, 0.224, 0.225]
 FACTOR = 10.0
+FLOOR = 1e-5        # absolute allowance for groups at rounding level (e.g. fc.bias)
 LOSS_RTOL = 1e-4
+MOM_PREFIX = "optimizer.momentum."
 
 PLAN = """\
 model:
@@ -81,7 +93,7 @@ data:
   mean: {mean}
   std: {std}
 seed: 1
-steps: {steps}
+steps: 1
 stages:
   - device: cpu:0
     layers: [conv1, bn1, relu, maxpool, layer1, layer2]
@@ -114,7 +126,7 @@ def normalise(u8):
     return (v - m) / s
 
 
-def make_model(seed):
+def make_init(seed):
     torch.manual_seed(seed)
     m = torchvision.models.resnet50(num_classes=CLASSES)
     g = torch.Generator().manual_seed(seed + 1)
@@ -127,52 +139,60 @@ def make_model(seed):
                 mod.running_mean.copy_(0.1 * torch.randn(c, generator=g))
                 mod.running_var.copy_(1.0 + 0.2 * torch.rand(c, generator=g))
                 mod.num_batches_tracked.fill_(3)
-    return m
+    return {k: v.detach().numpy().copy() for k, v in m.state_dict().items()}
 
 
-def state_np(model):
-    return {k: v.detach().cpu().numpy().copy() for k, v in model.state_dict().items()}
-
-
-def torch_train(state, dtype, x_all, y_all, steps, first_step=0):
-    """Our semantics in PyTorch; returns (state dict of numpy, losses)."""
+def build(state, dtype):
+    """A torchvision ResNet-50 in training mode holding the weights of state."""
     m = torchvision.models.resnet50(num_classes=CLASSES)
-    m.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()}, strict=True)
-    m = m.to(dtype)
-    m.train()
+    m.load_state_dict({k: torch.from_numpy(state[k].copy()) for k in m.state_dict()},
+                      strict=True)
+    return m.to(dtype).train()
+
+
+def torch_step(state, dtype, x, y):
+    """One step of our semantics in PyTorch from state (weights and, when it
+    holds optimizer.momentum.*, momentum buffers). Returns (state after the
+    step with its momentum buffers, in float64, and the loss)."""
+    m = build(state, dtype)
     opt = torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
-    losses = []
-    for step in range(first_step, first_step + steps):
-        opt.zero_grad(set_to_none=True)
-        x = torch.from_numpy(x_all[step * BATCH:(step + 1) * BATCH]).to(dtype)
-        y = torch.from_numpy(y_all[step * BATCH:(step + 1) * BATCH]).long()
-        total = 0.0
-        for i in range(0, BATCH, SPLIT):
-            out = m(x[i:i + SPLIT])
-            loss = F.cross_entropy(out, y[i:i + SPLIT], reduction="sum") / BATCH
-            loss.backward()
-            total += float(loss.detach())
-        opt.step()
-        losses.append(total)
-    return state_np(m), losses
+    for name, p in m.named_parameters():
+        if MOM_PREFIX + name in state:
+            opt.state[p]["momentum_buffer"] = torch.from_numpy(
+                state[MOM_PREFIX + name].copy()).to(dtype)
+    opt.zero_grad(set_to_none=True)
+    xt = torch.from_numpy(x).to(dtype)
+    yt = torch.from_numpy(y).long()
+    total = 0.0
+    for i in range(0, len(x), SPLIT):
+        loss = F.cross_entropy(m(xt[i:i + SPLIT]), yt[i:i + SPLIT], reduction="sum") / len(x)
+        loss.backward()
+        total += float(loss.detach())
+    opt.step()
+    out = {k: v.detach().numpy().astype(np.float64) if v.is_floating_point() else v.numpy()
+           for k, v in m.state_dict().items()}
+    for name, p in m.named_parameters():
+        out[MOM_PREFIX + name] = opt.state[p]["momentum_buffer"].numpy().astype(np.float64)
+    return out, total
 
 
 def torch_loss(state, dtype, x, y):
-    """Training-mode forward loss of a state on one mini-batch (micro-batched)."""
-    m = torchvision.models.resnet50(num_classes=CLASSES)
-    m.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()}, strict=True)
-    m = m.to(dtype).train()
+    """Training-mode loss of a state on one mini-batch (micro-batched)."""
+    m = build(state, dtype)
     total = 0.0
     with torch.no_grad():
-        for i in range(0, BATCH, SPLIT):
+        for i in range(0, len(x), SPLIT):
             out = m(torch.from_numpy(x[i:i + SPLIT]).to(dtype))
             total += float(F.cross_entropy(out, torch.from_numpy(y[i:i + SPLIT]).long(),
-                                           reduction="sum") / BATCH)
+                                           reduction="sum") / len(x))
     return total
 
 
 def group_of(name):
-    """(part, kind): stem/layerN/fc x conv/downsample/bn.weight/.../fc."""
+    """(part, kind): part stem/layer1..4/fc/momentum, kind conv/bn.*/fc.*."""
+    mom = name.startswith(MOM_PREFIX)
+    if mom:
+        name = name[len(MOM_PREFIX):]
     part = name.split(".")[0]
     if part in ("conv1", "bn1"):
         part = "stem"
@@ -186,138 +206,172 @@ def group_of(name):
         kind = "conv.weight"
     else:
         kind = "bn." + leaf
-    return part, kind
+    return ("momentum " + part if mom else part), kind
 
 
-def rel_update_err(x, ref, init):
-    scale = np.max(np.abs(ref - init))
-    if scale == 0:
-        scale = np.max(np.abs(ref))
-    if scale == 0:
-        return float(np.max(np.abs(x - ref)))
-    return float(np.max(np.abs(x.astype(np.float64) - ref)) / scale)
+def rel_err(x, ref, before):
+    """max|x - ref| / max|ref - before| (before None: / max|ref|)."""
+    diff = float(np.max(np.abs(x.astype(np.float64) - ref)))
+    scale = float(np.max(np.abs(ref - before))) if before is not None else 0.0
+    if scale == 0.0:
+        scale = float(np.max(np.abs(ref)))
+    return diff / scale if scale > 0 else diff
 
 
-def run_ours(exe, work, load, save, steps):
-    cmd = [exe, os.path.join(work, "plan.yaml"), "--load", load, "--steps", str(steps),
-           "--save", save, "--weights-only", "--json"]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        print("command:", " ".join(cmd))
-        print(r.stderr)
-        raise SystemExit(1)
-    return json.loads(r.stdout)
-
-
-def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        return 2
-    exe = os.path.abspath(sys.argv[1])
-    keep = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--keep" else None
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    tmp = None
-    if keep:
-        os.makedirs(keep, exist_ok=True)
-        work = keep
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="pp-torch-")
-        work = tmp.name
-
-    rng = np.random.default_rng(7)
-    n = BATCH * (STEPS + 1)
-    images = rng.integers(0, 256, size=(n, 3, IMAGE, IMAGE), dtype=np.uint8)
-    labels = rng.integers(0, CLASSES, size=(n,), dtype=np.uint8)
-    write_idx(os.path.join(work, "images.idx"), images)
-    write_idx(os.path.join(work, "labels.idx"), labels)
-    with open(os.path.join(work, "plan.yaml"), "w") as f:
-        f.write(PLAN.format(classes=CLASSES, batch=BATCH, split=SPLIT, lr=LR, momentum=MOMENTUM,
-                            wd=WD, mean=json.dumps(MEAN), std=json.dumps(STD), steps=STEPS))
-    x = normalise(images)
-    y = labels.astype(np.int64)
-
-    init = state_np(make_model(1))
-    init_path = os.path.join(work, "init.safetensors")
-    st.save(init_path, init)
-    init64 = {k: v.astype(np.float64) if v.dtype == np.float32 else v for k, v in init.items()}
-
-    # ---- (a) torchvision -> ours: STEPS steps on both sides ----
-    out_path = os.path.join(work, "out.safetensors")
-    summary = run_ours(exe, work, init_path, out_path, STEPS)
-    ours, _ = st.load(out_path)
-    ref64, loss64 = torch_train(init, torch.float64, x, y, STEPS)
-    ref32, loss32 = torch_train(init, torch.float32, x, y, STEPS)
-
-    check(sorted(ours) == sorted(init), f"our checkpoint has torchvision's {len(init)} names")
+def compare(title, ours, ref64, ref32, before):
+    """Per-group table of ours and torch fp32 against ref64; asserts FACTOR."""
     groups = {}
-    for name in sorted(init):
+    for name in sorted(ref64):
         if name.endswith("num_batches_tracked"):
             continue
-        g = group_of(name)
-        e_ours = rel_update_err(ours[name], ref64[name], init64[name])
-        e_t32 = rel_update_err(ref32[name], ref64[name], init64[name])
-        a = groups.setdefault(g, [0.0, 0.0, 0, ""])
-        if e_ours > a[0]:
-            a[0], a[3] = e_ours, name
-        a[1] = max(a[1], e_t32)
+        b = None if name.startswith(MOM_PREFIX) else before[name].astype(np.float64)
+        if name not in ours:
+            check(False, f"{title}: {name} missing from our checkpoint")
+            continue
+        eo = rel_err(ours[name], ref64[name], b)
+        et = rel_err(ref32[name], ref64[name], b)
+        a = groups.setdefault(group_of(name), [0.0, 0.0, 0, ""])
+        if eo >= a[0]:
+            a[0], a[3] = eo, name
+        a[1] = max(a[1], et)
         a[2] += 1
-    print(f"\nmax relative error of the update after {STEPS} steps vs PyTorch float64 "
-          f"(max|x-ref64| / max|ref64-initial| per tensor, max over the group)")
-    print(f"{'part':7s} {'kind':20s} {'n':>3s} {'ours fp32':>10s} {'torch fp32':>10s} "
+    print(f"\n{title}: max relative error vs PyTorch float64 per group")
+    print(f"{'part':16s} {'kind':16s} {'n':>3s} {'ours fp32':>10s} {'torch fp32':>10s} "
           f"{'ratio':>6s}  worst tensor (ours)")
-    worst_ratio = 0.0
     for (part, kind), (eo, et, cnt, wname) in sorted(groups.items()):
-        ratio = eo / et if et > 0 else float("inf") if eo > 0 else 1.0
-        worst_ratio = max(worst_ratio, ratio)
-        print(f"{part:7s} {kind:20s} {cnt:3d} {eo:10.2e} {et:10.2e} {ratio:6.2f}  {wname}")
-    print()
-    for (part, kind), (eo, et, _, wname) in sorted(groups.items()):
-        check(eo <= FACTOR * et + 1e-12,
-              f"{part} {kind}: ours {eo:.2e} <= {FACTOR:g} x torch fp32 {et:.2e}")
-    for name in sorted(init):
-        if name.endswith("num_batches_tracked"):
-            want = int(ref64[name].reshape(-1)[0])
-            got = ours[name]
-            if got.dtype != np.int64 or int(got.reshape(-1)[0]) != want:
-                check(False, f"{name}: {got.dtype} {got.reshape(-1)} != int64 {want}")
-                break
-    else:
-        check(True, f"num_batches_tracked int64 = {int(ref64['bn1.num_batches_tracked'])} "
-                    f"everywhere (3 + {STEPS} steps x {BATCH // SPLIT} micro-batches)")
-    losses = summary["losses"]
-    for s in range(STEPS):
-        rel = abs(losses[s] - loss64[s]) / abs(loss64[s])
-        rel32 = abs(loss32[s] - loss64[s]) / abs(loss64[s])
-        check(rel <= LOSS_RTOL, f"loss[{s}] ours {losses[s]:.7f} torch fp64 {loss64[s]:.7f} "
-                                f"torch fp32 {loss32[s]:.7f} (rel ours {rel:.1e}, torch fp32 "
-                                f"{rel32:.1e})")
+        ratio = eo / et if et > 0 else 0.0
+        print(f"{part:16s} {kind:16s} {cnt:3d} {eo:10.2e} {et:10.2e} {ratio:6.2f}  {wname}")
+    bad = [(g, v) for g, v in sorted(groups.items()) if v[0] > FACTOR * v[1] + FLOOR]
+    worst = max(groups.items(), key=lambda kv: kv[1][0] / max(kv[1][1], 1e-30))
+    check(not bad, f"{title}: every group within {FACTOR:g}x torch fp32 (+{FLOOR:g}); worst "
+                   f"ratio {worst[1][0] / max(worst[1][1], 1e-30):.2f} ({' '.join(worst[0])})"
+          + "".join(f"; {' '.join(g)}: {v[0]:.2e} vs {v[1]:.2e}" for g, v in bad))
 
-    # ---- (b) ours -> torchvision: strict load, same loss, one more step ----
-    ck1 = os.path.join(work, "step1.safetensors")
-    s1 = run_ours(exe, work, init_path, ck1, 1)
-    saved, _ = st.load(ck1)
+
+def check_tracked(title, ours, want):
+    names = [k for k in ours if k.endswith("num_batches_tracked")]
+    bad = [k for k in names if ours[k].dtype != np.int64 or ours[k].shape != ()
+           or int(ours[k]) != want]
+    check(len(names) == 53 and not bad,
+          f"{title}: num_batches_tracked is an I64 scalar = {want} in all {len(names)} BN layers"
+          + (f" (wrong: {bad[0]} = {ours[bad[0]]!r})" if bad else ""))
+
+
+def check_loss(title, ours, ref64, ref32):
+    rel = abs(ours - ref64) / abs(ref64)
+    rel32 = abs(ref32 - ref64) / abs(ref64)
+    check(rel <= LOSS_RTOL, f"{title}: ours {ours:.7f}, torch fp64 {ref64:.7f}, fp32 "
+                            f"{ref32:.7f} (rel. error ours {rel:.1e}, torch fp32 {rel32:.1e})")
+
+
+def check_torchvision_layout(title, saved):
     tv = torchvision.models.resnet50(num_classes=CLASSES).state_dict()
     bad = [k for k in tv if k not in saved or tuple(saved[k].shape) != tuple(tv[k].shape)
            or saved[k].dtype != tv[k].numpy().dtype]
-    check(not bad and len(saved) == len(tv),
-          f"step-1 checkpoint: {len(saved)} tensors, names/shapes/dtypes as torchvision's"
-          + (f" (mismatch: {bad[:3]})" if bad else ""))
+    extra = [k for k in saved if k not in tv]
+    check(not bad and not extra,
+          f"{title}: {len(saved)} tensors with torchvision's names, shapes and dtypes"
+          + (f" (mismatch {bad[:3]}, extra {extra[:3]})" if bad or extra else ""))
     m = torchvision.models.resnet50(num_classes=CLASSES)
     try:
         m.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in saved.items()}, strict=True)
-        check(True, "load_state_dict(strict=True) accepts our checkpoint")
+        check(True, f"{title}: torchvision load_state_dict(strict=True) accepts it")
     except RuntimeError as e:
-        check(False, f"load_state_dict(strict=True): {e}")
-    xb, yb = x[BATCH:2 * BATCH], y[BATCH:2 * BATCH]
-    l64 = torch_loss(saved, torch.float64, xb, yb)
-    rel = abs(l64 - losses[1]) / abs(l64)
-    check(rel <= LOSS_RTOL, f"our step-1 weights in torchvision: loss on batch 1 {l64:.7f}, "
-                            f"ours printed {losses[1]:.7f} (rel {rel:.1e})")
-    check(abs(s1["losses"][0] - losses[0]) == 0, "1-step and 2-step runs agree on loss[0] bitwise")
+        check(False, f"{title}: load_state_dict(strict=True): {e}")
+
+
+class Runner:
+    def __init__(self, exe, work):
+        self.exe, self.work = exe, work
+
+    def __call__(self, load, steps, save, weights_only):
+        cmd = [self.exe, os.path.join(self.work, "plan.yaml"), "--load", load,
+               "--steps", str(steps), "--save", save, "--json"]
+        if weights_only:
+            cmd.append("--weights-only")
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            print("command failed:", " ".join(cmd))
+            print(r.stderr)
+            raise SystemExit(1)
+        tensors, meta = st.load(save)
+        return json.loads(r.stdout), tensors, meta
+
+
+def main():
+    if len(sys.argv) not in (2, 4) or (len(sys.argv) == 4 and sys.argv[2] != "--keep"):
+        print(__doc__)
+        return 2
+    exe = os.path.abspath(sys.argv[1])
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    tmp = None
+    if len(sys.argv) == 4:
+        work = sys.argv[3]
+        os.makedirs(work, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="pp-torch-")
+        work = tmp.name
+    path = lambda name: os.path.join(work, name)  # noqa: E731
+
+    rng = np.random.default_rng(7)
+    images = rng.integers(0, 256, size=(2 * BATCH, 3, IMAGE, IMAGE), dtype=np.uint8)
+    labels = rng.integers(0, CLASSES, size=(2 * BATCH,), dtype=np.uint8)
+    write_idx(path("images.idx"), images)
+    write_idx(path("labels.idx"), labels)
+    with open(path("plan.yaml"), "w") as f:
+        f.write(PLAN.format(classes=CLASSES, batch=BATCH, split=SPLIT, lr=LR, momentum=MOMENTUM,
+                            wd=WD, mean=json.dumps(MEAN), std=json.dumps(STD)))
+    x = normalise(images)
+    y = labels.astype(np.int64)
+    x0, y0, x1, y1 = x[:BATCH], y[:BATCH], x[BATCH:], y[BATCH:]
+    run = Runner(exe, work)
+
+    init = make_init(1)
+    st.save(path("init.safetensors"), init)
+
+    # ---- (a) step 1 from torchvision's weights ----
+    j1, ours1, meta1 = run(path("init.safetensors"), 1, path("step1.safetensors"), False)
+    ref64, loss64 = torch_step(init, torch.float64, x0, y0)
+    ref32, loss32 = torch_step(init, torch.float32, x0, y0)
+    check(sorted(ours1) == sorted(ref64),
+          f"step-1 checkpoint: {len(init)} torchvision tensors + "
+          f"{len(ref64) - len(init)} momentum buffers under {MOM_PREFIX}*")
+    check(meta1.get("pipeline-run.steps") == "1", "step-1 checkpoint metadata: 1 step done")
+    compare("step 1 (from torchvision)", ours1, ref64, ref32, init)
+    check_tracked("step 1", ours1, 3 + BATCH // SPLIT)
+    check_loss("step 1 loss (--json losses[0])", j1["losses"][0], loss64, loss32)
+
+    # ---- (a) step 2, momentum in use, from our step-1 state ----
+    j2, ours2, _ = run(path("init.safetensors"), 2, path("step2.safetensors"), True)
+    start = {k: v for k, v in ours1.items()}
+    ref64b, loss64b = torch_step(start, torch.float64, x1, y1)
+    ref32b, loss32b = torch_step(start, torch.float32, x1, y1)
+    ref64b = {k: v for k, v in ref64b.items() if not k.startswith(MOM_PREFIX)}
+    compare("step 2 (from our step-1 weights and momentum)", ours2, ref64b, ref32b, ours1)
+    check_tracked("step 2", ours2, 3 + 2 * BATCH // SPLIT)
+    check(j2["losses"][0] == j1["losses"][0], "two-step run repeats the one-step loss bitwise")
+    check_loss("step 2 loss (--json losses[1])", j2["losses"][1], loss64b, loss32b)
+
+    # ---- (a) resume: step-1 checkpoint + one step == two steps, bitwise ----
+    _, resumed, _ = run(path("step1.safetensors"), 1, path("resumed.safetensors"), True)
+    diff = [k for k in ours2 if k not in resumed or ours2[k].tobytes() != resumed[k].tobytes()]
+    check(not diff and len(resumed) == len(ours2),
+          "resume from the step-1 checkpoint reproduces the two-step run bitwise"
+          + (f" (differ: {diff[:3]})" if diff else ""))
+
+    # ---- (b) ours -> torchvision ----
+    _, w1, _ = run(path("init.safetensors"), 1, path("step1-weights.safetensors"), True)
+    check_torchvision_layout("step-1 --weights-only checkpoint", w1)
+    check_torchvision_layout("step-2 --weights-only checkpoint", ours2)
+    l64 = torch_loss(w1, torch.float64, x1, y1)
+    rel = abs(l64 - j2["losses"][1]) / abs(l64)
+    check(rel <= LOSS_RTOL, f"our step-1 weights in torchvision (train mode, batch 2): loss "
+                            f"{l64:.7f}; ours printed {j2['losses'][1]:.7f} (rel {rel:.1e})")
     return 1 if failures else 0
 
 
 if __name__ == "__main__":
     rc = main()
-    print(f"\n{len(failures)} failure(s)" if rc else "\nall checks passed")
+    if rc != 2:
+        print(f"\n{len(failures)} failure(s)" if rc else "\nall checks passed")
     sys.exit(rc)
