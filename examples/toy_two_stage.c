@@ -7,9 +7,10 @@
  *
  * A batch of 20 random inputs is cut into micro-batches of 5 and run with the
  * 1F1B schedule; the executor copies activations and gradients between the
- * devices; one SGD optimizer updates the parameters of both stages. The
- * program prints the loss of every step and exits 1 if the loss did not
- * decrease (0 on success, 2 on a library error).
+ * devices; one SGD optimizer (lr 0.05, momentum 0.9) updates the parameters
+ * of both stages after every step. The program prints the loss of every
+ * step and exits 1 if the loss did not decrease (0 on success, 2 on a
+ * library error).
  *
  * The stage callbacks compute with the op API (runtime/core/ops.h) on the
  * pp_exec they are given; only the MSE loss is a plain loop, which reads the
@@ -121,7 +122,7 @@ static float normal(uint64_t *state)
     return (float)(sqrt(-2.0 * log(1.0 - u)) * cos(6.283185307179586 * v));
 }
 
-/* Allocates t on dev and fills it from host values (n floats). */
+/* Allocates t (rows x cols, or rows when cols is 0) on dev and fills it from host. */
 static pp_status tensor_from(pp_tensor *t, pp_device_ctx *dev, int64_t rows, int64_t cols,
                              const float *host, pp_error *err)
 {
@@ -130,7 +131,9 @@ static pp_status tensor_from(pp_tensor *t, pp_device_ctx *dev, int64_t rows, int
     return pp_tensor_from_host(t, host, pp_tensor_bytes(t), err);
 }
 
-/* Linear(in, out) initialised as torch.nn.Linear: U(-1/sqrt(in), 1/sqrt(in)). */
+/* A stage's Linear(in, out), initialised as torch.nn.Linear does
+ * (U(-1/sqrt(in), 1/sqrt(in))), its data (random normal inputs on stage 0,
+ * targets on stage 1) and the buffers its callbacks keep. */
 static pp_status stage_init(toy_stage *st, int index, pp_device_ctx *dev, int in, int out,
                             uint64_t *rng, pp_error *err)
 {

@@ -249,7 +249,9 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
             if (ps->device_mark.line > 0)
                 pp_error_prefix(err, "%s:%d:%d: stage %d", plan->path, ps->device_mark.line,
                                 ps->device_mark.col, s);
-            return rc == PP_ERR_UNSUPPORTED ? PP_ERR_INPUT : rc;
+            /* a device this build or machine cannot provide is a plan problem */
+            if (rc == PP_ERR_UNSUPPORTED) err->code = rc = PP_ERR_INPUT;
+            return rc;
         }
         if (p->model.kind == PP_MODEL_DELAY)
             rc = pp_delay_stage_new(&p->model, s, st->dev, &st->model, err);

@@ -12,6 +12,10 @@
  * The last line, "median_ms N", is for scripts. OpenBLAS's thread count comes
  * from the environment (OPENBLAS_NUM_THREADS). A benchmark, not a test: it
  * asserts nothing beyond the calls succeeding.
+ *
+ * Linked with an op profiler (bench_step_ops: tests/torch/op_profile.c), the
+ * weak hooks below are defined: the profile is reset after the warm-up and
+ * printed, per timed step, before the last line.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,10 @@
 #include "runtime/pipeline.h"
 
 #define WARMUP_STEPS 2
+
+/* Defined only when an op profiler is linked in. */
+void pp_bench_profile_reset(void) __attribute__((weak));
+void pp_bench_profile_print(int steps, double mean_step_ms) __attribute__((weak));
 #define MAX_STEPS 1000
 
 static const char plan_fmt[] =
@@ -102,6 +110,7 @@ int main(int argc, char **argv)
     pp_step_result r = {0};
     int rc = 0;
     for (int i = 0; i < WARMUP_STEPS + steps; i++) {
+        if (i == WARMUP_STEPS && pp_bench_profile_reset) pp_bench_profile_reset();
         double t0 = now_ms();
         if (pp_pipeline_step(p, &r, &err) != PP_OK) {
             fprintf(stderr, "bench_step: step %d: %s\n", i, err.msg);
@@ -113,6 +122,8 @@ int main(int argc, char **argv)
     pp_pipeline_free(p);
     if (rc) return rc;
 
+    double sum = 0;
+    for (int i = 0; i < steps; i++) sum += times[i];
     qsort(times, (size_t)steps, sizeof times[0], cmp_double);
     double median = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
     const char *thr = getenv("OPENBLAS_NUM_THREADS");
@@ -120,6 +131,7 @@ int main(int argc, char **argv)
            batch, image, image, thr ? thr : "default");
     printf("%d timed steps after %d warm-up: median %.1f ms, min %.1f, max %.1f; last loss %.4f\n",
            steps, WARMUP_STEPS, median, times[0], times[steps - 1], r.loss);
+    if (pp_bench_profile_print) pp_bench_profile_print(steps, sum / steps);
     printf("median_ms %.3f\n", median);
     return 0;
 }

@@ -168,7 +168,8 @@ def test_json_and_trace():
         for k in ("device", "layers", "params", "forward_ms", "backward_ms", "busy_frac",
                   "peak_bytes"):
             check(k in s, f"stage key {k}")
-        check(abs(s["forward_ms"] - 2) < 1.0 and abs(s["backward_ms"] - 4) < 1.5,
+        # sleeps overshoot on a loaded machine or under sanitizers, never undershoot
+        check(2 <= s["forward_ms"] < 4.5 and 4 <= s["backward_ms"] < 6.5,
               f"delay stage times {s['forward_ms']}, {s['backward_ms']}")
     # steady state (6 ms per micro-batch per stage): (4 + 3 - 1) * 6 = 36 ms
     check(30 < o["predicted_step_ms"] < 50, f"predicted {o['predicted_step_ms']}")
