@@ -535,6 +535,7 @@ static void sort_items(pp_diag *d, int first)
 pp_status pp_plan_parse_string(const char *name, const char *text, size_t len, pp_plan **out,
                                pp_diag *diag)
 {
+    pp_diag_clear(diag);
     if (out) *out = NULL;
     if (!name) name = "<plan>";
     if (!out || (!text && len)) {
@@ -583,6 +584,7 @@ pp_status pp_plan_parse_string(const char *name, const char *text, size_t len, p
 
 pp_status pp_plan_load(const char *path, pp_plan **out, pp_diag *diag)
 {
+    pp_diag_clear(diag);
     if (out) *out = NULL;
     if (!path || !out)
         return pp_diag_add(diag, PP_ERR_INVALID, "<plan>", 0, 0,

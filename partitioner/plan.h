@@ -132,7 +132,8 @@ typedef struct pp_plan {
 } pp_plan;
 
 /* Reads and checks the plan file at path. On success *out is a new plan
- * (free with pp_plan_free). On failure *out is NULL, the problems are in diag
+ * (free with pp_plan_free). diag is cleared first. On failure *out is NULL,
+ * the problems are in diag
  * (several where practical, each "FILE:LINE:COL: message") and the status is
  * PP_ERR_INPUT (PP_ERR_OOM when out of memory). Files larger than 1 MiB,
  * YAML aliases, more than one document and deep nesting are rejected.

@@ -96,8 +96,12 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err);
 /* Steps run so far (including steps restored by pp_pipeline_load). */
 int64_t pp_pipeline_steps_done(const pp_pipeline *p);
 
+/* Number of stages (the plan's). */
 int pp_pipeline_stage_count(const pp_pipeline *p);
+/* Fills *out with the figures of stage 0..count-1 (all zero for an index out
+ * of range). */
 void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out);
+/* Fills *out with the pipeline's figures so far (all zero before the first step). */
 void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out);
 
 /* Writes every parameter and buffer under its torchvision state_dict name,

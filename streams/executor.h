@@ -123,6 +123,7 @@ pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *
  * stream order. Owned by the executor. */
 pp_stream *pp_executor_stage_stream(pp_executor *ex, int stage);
 
+/* Releases the arrays of *st and zeroes it. Safe on a zeroed struct. */
 void pp_step_stats_free(pp_step_stats *st);
 
 /* Writes a Chrome trace-event JSON file (open in Perfetto or

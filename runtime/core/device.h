@@ -37,6 +37,7 @@ pp_status pp_device_id_parse(const char *s, pp_device_id *out, pp_error *err);
 /* Writes "cpu:N" / "cuda:N" into buf (at least 16 bytes); returns buf. */
 const char *pp_device_id_format(pp_device_id id, char *buf, size_t n);
 
+/* True when a and b name the same logical device. */
 bool pp_device_id_equal(pp_device_id a, pp_device_id b);
 
 struct pp_backend_ops;
@@ -54,6 +55,8 @@ typedef struct pp_device_ctx {
 
 typedef struct pp_registry pp_registry;
 
+/* A registry with no device opened yet. Free it (and every context it made)
+ * with pp_registry_free, after everything that uses its devices. */
 pp_status pp_registry_new(pp_registry **out, pp_error *err);
 void pp_registry_free(pp_registry *reg);
 

@@ -50,6 +50,8 @@ typedef struct pp_pool_desc {
     int p, q;              /* output, filled by pp_pool_desc_init */
 } pp_pool_desc;
 
+/* Fills d for a square pooling window; PP_ERR_INVALID for a window larger
+ * than the padded input or padding over half the window. */
 pp_status pp_pool_desc_init(pp_pool_desc *d, int n, int c, int h, int w, int kernel, int stride,
                             int pad, pp_error *err);
 

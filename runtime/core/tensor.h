@@ -27,8 +27,10 @@ typedef enum pp_dtype {
     PP_U8,
 } pp_dtype;
 
+/* Bytes per element of a dtype. */
 size_t pp_dtype_size(pp_dtype t);
-const char *pp_dtype_name(pp_dtype t); /* "F32", "BF16", ... (safetensors spelling) */
+/* "F32", "BF16", ... (the safetensors spelling). */
+const char *pp_dtype_name(pp_dtype t);
 
 #define PP_MAX_DIMS 4
 
@@ -56,8 +58,11 @@ pp_tensor pp_tensor_view0(const pp_tensor *t, int64_t start, int64_t len);
 pp_status pp_tensor_reshape(const pp_tensor *t, int ndim, const int64_t *shape, pp_tensor *out,
                             pp_error *err);
 
+/* Number of elements (1 for a scalar). */
 int64_t pp_tensor_numel(const pp_tensor *t);
+/* Bytes of data: elements times the dtype's size. */
 size_t pp_tensor_bytes(const pp_tensor *t);
+/* True when a and b have the same rank and dimensions (dtype not compared). */
 bool pp_tensor_same_shape(const pp_tensor *a, const pp_tensor *b);
 /* Formats the shape as "[2, 3, 4, 4]" into buf; returns buf. */
 const char *pp_tensor_shape_str(const pp_tensor *t, char *buf, size_t n);
