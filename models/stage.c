@@ -199,7 +199,7 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
             out = &bufs[i % 2];
             st = pp_unit_output_shape(pp_unit_get_spec(s->units[i]), cur->ndim, cur->shape, &ndim,
                                       shape, err);
-            if (st == PP_OK) st = pp_tensor_alloc(out, s->dev, PP_F32, ndim, shape, err);
+            if (st == PP_OK) st = pp_tensor_alloc_on(out, ex, PP_F32, ndim, shape, err);
         }
         if (st == PP_OK) st = pp_unit_forward(s->units[i], ex, mb, cur, out, train, err);
         /* the unit has copied what it keeps: its input is no longer needed */
@@ -230,7 +230,7 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
                                   "stage backward: micro-batch %d has no training forward in "
                                   "flight in %s",
                                   mb, pp_unit_name(s->units[i]));
-            if (st == PP_OK) st = pp_tensor_alloc(din, s->dev, PP_F32, ndim, shape, err);
+            if (st == PP_OK) st = pp_tensor_alloc_on(din, ex, PP_F32, ndim, shape, err);
         }
         if (st == PP_OK) st = pp_unit_backward(s->units[i], ex, mb, g, din, err);
         if (g != dy) pp_tensor_free((pp_tensor *)g);

@@ -93,21 +93,24 @@ static const char *kind_name(pp_unit_kind k)
     return "?";
 }
 
-static pp_status alloc4(pp_tensor *t, pp_device_ctx *dev, int64_t n, int64_t c, int64_t h,
-                        int64_t w, pp_error *err)
+/* Per-micro-batch tensors (saved state and temporaries) are allocated in the
+ * stream order of the exec the unit runs on, so freeing them never waits for
+ * the device. */
+static pp_status alloc4(pp_tensor *t, pp_exec *ex, int64_t n, int64_t c, int64_t h, int64_t w,
+                        pp_error *err)
 {
-    return pp_tensor_alloc(t, dev, PP_F32, 4, (int64_t[]){n, c, h, w}, err);
+    return pp_tensor_alloc_on(t, ex, PP_F32, 4, (int64_t[]){n, c, h, w}, err);
 }
 
-static pp_status alloc_like(pp_tensor *t, const pp_tensor *like, pp_error *err)
+static pp_status alloc_like(pp_tensor *t, pp_exec *ex, const pp_tensor *like, pp_error *err)
 {
-    return pp_tensor_alloc(t, like->dev, like->dtype, like->ndim, like->shape, err);
+    return pp_tensor_alloc_on(t, ex, like->dtype, like->ndim, like->shape, err);
 }
 
 /* Allocates dst like src and copies src into it, in ex's stream order. */
 static pp_status save_copy(pp_exec *ex, const pp_tensor *src, pp_tensor *dst, pp_error *err)
 {
-    PP_TRY(alloc_like(dst, src, err));
+    PP_TRY(alloc_like(dst, ex, src, err));
     return pp_copy(ex, src, dst, err);
 }
 
@@ -536,7 +539,7 @@ static pp_status conv_fwd(pp_unit *u, pp_exec *ex, const conv_layer *c, const pp
 {
     pp_conv2d_desc d;
     PP_TRY(conv_desc(c, x, &d, err));
-    if (alloc) PP_TRY(alloc4(y, u->dev, d.n, d.k, d.p, d.q, err));
+    if (alloc) PP_TRY(alloc4(y, ex, d.n, d.k, d.p, d.q, err));
     return pp_conv2d_forward(ex, &d, x, &u->value[c->e], y, err);
 }
 
@@ -588,8 +591,8 @@ static pp_status bn_fwd(pp_unit *u, pp_exec *ex, int i, const pp_tensor *x, pp_t
     pp_bn_desc d = bn_desc(x);
     if (!train) return pp_batchnorm_forward_infer(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, err);
     const int64_t c = b->c;
-    PP_TRY(pp_tensor_alloc(&s->t[S_MEAN0 + i], u->dev, PP_F32, 1, &c, err));
-    PP_TRY(pp_tensor_alloc(&s->t[S_INV0 + i], u->dev, PP_F32, 1, &c, err));
+    PP_TRY(pp_tensor_alloc_on(&s->t[S_MEAN0 + i], ex, PP_F32, 1, &c, err));
+    PP_TRY(pp_tensor_alloc_on(&s->t[S_INV0 + i], ex, PP_F32, 1, &c, err));
     PP_TRY(pp_batchnorm_forward_train(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, &s->t[S_MEAN0 + i],
                                       &s->t[S_INV0 + i], err));
     return bn_count(u, b, err);
@@ -617,7 +620,7 @@ static pp_status block_forward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor
         pp_tensor *c = &s->t[S_C0 + i];
         pp_tensor *a = i < n - 1 ? &s->t[S_A0 + i] : &last;
         st = conv_fwd(u, ex, &u->conv[i], in, c, true, err);
-        if (st == PP_OK) st = alloc_like(a, c, err);
+        if (st == PP_OK) st = alloc_like(a, ex, c, err);
         if (st == PP_OK) st = bn_fwd(u, ex, i, c, a, train, s, err);
         if (st == PP_OK && i < n - 1) st = pp_relu_forward(ex, a, a, err);
         in = a;
@@ -625,7 +628,7 @@ static pp_status block_forward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor
     const pp_tensor *identity = x;
     if (st == PP_OK && u->spec.downsample) {
         st = conv_fwd(u, ex, &u->conv[DS], x, &s->t[S_CD], true, err);
-        if (st == PP_OK) st = alloc_like(&ds, &s->t[S_CD], err);
+        if (st == PP_OK) st = alloc_like(&ds, ex, &s->t[S_CD], err);
         if (st == PP_OK) st = bn_fwd(u, ex, DS, &s->t[S_CD], &ds, train, s, err);
         identity = &ds;
     }
@@ -644,12 +647,12 @@ static pp_status block_backward(pp_unit *u, pp_exec *ex, slot *s, const pp_tenso
     pp_tensor g = {0}, dcd = {0}, didentity = {0}, d = {0}, dc = {0};
     const pp_tensor *x = &s->t[S_X];
     /* g = dL/d(bn_last + identity) */
-    pp_status st = alloc_like(&g, &s->t[S_OUT], err);
+    pp_status st = alloc_like(&g, ex, &s->t[S_OUT], err);
     if (st == PP_OK) st = pp_relu_backward(ex, &s->t[S_OUT], dy, &g, err);
     if (st == PP_OK && u->spec.downsample) {
-        st = alloc_like(&dcd, &s->t[S_CD], err);
+        st = alloc_like(&dcd, ex, &s->t[S_CD], err);
         if (st == PP_OK) st = bn_bwd(u, ex, DS, &s->t[S_CD], &g, s, &dcd, err);
-        if (st == PP_OK && dx) st = alloc_like(&didentity, x, err);
+        if (st == PP_OK && dx) st = alloc_like(&didentity, ex, x, err);
         if (st == PP_OK) st = conv_bwd(u, ex, &u->conv[DS], x, &dcd, dx ? &didentity : NULL, err);
         pp_tensor_free(&dcd);
     }
@@ -660,13 +663,13 @@ static pp_status block_backward(pp_unit *u, pp_exec *ex, slot *s, const pp_tenso
             st = pp_relu_backward(ex, &s->t[S_A0 + i], &d, &d, err);
             dcur = &d;
         }
-        if (st == PP_OK) st = alloc_like(&dc, &s->t[S_C0 + i], err);
+        if (st == PP_OK) st = alloc_like(&dc, ex, &s->t[S_C0 + i], err);
         if (st == PP_OK) st = bn_bwd(u, ex, i, &s->t[S_C0 + i], dcur, s, &dc, err);
         pp_tensor_free(&d);
         const pp_tensor *in = i > 0 ? &s->t[S_A0 + i - 1] : x;
         pp_tensor *din = NULL;
         if (i > 0) {
-            if (st == PP_OK) st = alloc_like(&d, in, err);
+            if (st == PP_OK) st = alloc_like(&d, ex, in, err);
             din = &d;
         } else {
             din = dx;
@@ -712,7 +715,7 @@ static pp_status kind_forward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor 
     case PP_UNIT_MAXPOOL: {
         pp_pool_desc d;
         PP_TRY(pool_desc(u, x, &d, err));
-        PP_TRY(pp_tensor_alloc(&s->t[S_C0], u->dev, PP_I32, 4, y->shape, err));
+        PP_TRY(pp_tensor_alloc_on(&s->t[S_C0], ex, PP_I32, 4, y->shape, err));
         PP_TRY(pp_maxpool_forward(ex, &d, x, y, &s->t[S_C0], err));
         if (!train) return PP_OK;
         PP_TRY(save_copy(ex, x, &s->t[S_X], err));
@@ -729,7 +732,7 @@ static pp_status kind_forward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor 
         PP_TRY(pp_delay(ex, u->spec.forward_ms, err));
         pp_tensor v;
         PP_TRY(delay_view(x, &v, err));
-        PP_TRY(pp_tensor_alloc(&s->t[S_X], u->dev, PP_F32, 2, (int64_t[]){x->shape[0], 1}, err));
+        PP_TRY(pp_tensor_alloc_on(&s->t[S_X], ex, PP_F32, 2, (int64_t[]){x->shape[0], 1}, err));
         PP_TRY(pp_avgpool_forward(ex, &v, &s->t[S_X], err));
         return pp_linear_forward(ex, &s->t[S_X], &u->dl_w, &u->dl_b, y, err);
     }
@@ -746,7 +749,7 @@ static pp_status kind_backward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor
         pp_tensor tmp = {0};
         pp_tensor *out = dx;
         if (!out) {
-            PP_TRY(alloc_like(&tmp, &s->t[S_X], err));
+            PP_TRY(alloc_like(&tmp, ex, &s->t[S_X], err));
             out = &tmp;
         }
         pp_status st = bn_bwd(u, ex, 0, &s->t[S_X], dy, s, out, err);
@@ -771,7 +774,7 @@ static pp_status kind_backward(pp_unit *u, pp_exec *ex, slot *s, const pp_tensor
         PP_TRY(pp_delay(ex, u->spec.backward_ms, err));
         if (!dx) return PP_OK;
         pp_tensor dmean = {0}, v;
-        pp_status st = pp_tensor_alloc(&dmean, u->dev, PP_F32, 2, s->t[S_X].shape, err);
+        pp_status st = pp_tensor_alloc_on(&dmean, ex, PP_F32, 2, s->t[S_X].shape, err);
         if (st == PP_OK) st = pp_zero(ex, &u->dl_dw, err);
         if (st == PP_OK) st = pp_zero(ex, &u->dl_db, err);
         if (st == PP_OK)

@@ -22,20 +22,22 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p)
     pp_pipeline_report r;
     pp_pipeline_report_get(p, &r);
     int n = pp_pipeline_stage_count(p);
-    fprintf(f, "\n%-5s  %-8s  %-40s  %11s  %9s  %9s  %5s  %10s\n", "stage", "device", "layers",
-            "params", "fwd ms", "bwd ms", "busy", "peak mem");
+    int width = 6; /* the layers column fits the longest list */
     for (int s = 0; s < n; s++) {
         pp_stage_report sr;
         pp_pipeline_stage_report(p, s, &sr);
-        char layers[41];
-        const char *l = sr.layers[0] ? sr.layers : "(delay)";
-        if (strlen(l) > 40)
-            snprintf(layers, sizeof layers, "%.37s...", l);
-        else
-            snprintf(layers, sizeof layers, "%s", l);
+        int len = (int)strlen(sr.layers);
+        if (len > width) width = len;
+    }
+    fprintf(f, "\n%-5s  %-8s  %-*s  %11s  %9s  %9s  %5s  %10s\n", "stage", "device", width,
+            "layers", "params", "fwd ms", "bwd ms", "busy", "peak mem");
+    for (int s = 0; s < n; s++) {
+        pp_stage_report sr;
+        pp_pipeline_stage_report(p, s, &sr);
         char mem[32];
-        fprintf(f, "%-5d  %-8s  %-40s  %11lld  %9.2f  %9.2f  %4.0f%%  %10s\n", s, sr.device,
-                layers, (long long)sr.params, sr.forward_ms, sr.backward_ms, 100 * sr.busy_frac,
+        fprintf(f, "%-5d  %-8s  %-*s  %11lld  %9.2f  %9.2f  %4.0f%%  %10s\n", s, sr.device, width,
+                sr.layers[0] ? sr.layers : "(delay)", (long long)sr.params, sr.forward_ms,
+                sr.backward_ms, 100 * sr.busy_frac,
                 pp_cli_bytes((double)sr.peak_bytes, mem, sizeof mem));
     }
     char cb[32];

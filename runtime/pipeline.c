@@ -345,15 +345,17 @@ fail:
 void pp_pipeline_free(pp_pipeline *p)
 {
     if (!p) return;
-    pp_executor_free(p->exec);
-    pp_schedule_free(&p->schedule);
-    pp_optimizer_free(p->opt);
+    /* stages first: state a failed step left saved is released on the
+     * executor's streams, which must still exist */
     for (int s = 0; p->stages && s < p->n_stages; s++) {
         pp_stage_free(p->stages[s].model);
         free(p->stages[s].fwd_ms);
         free(p->stages[s].bwd_ms);
         free(p->stages[s].busy);
     }
+    pp_executor_free(p->exec);
+    pp_schedule_free(&p->schedule);
+    pp_optimizer_free(p->opt);
     pp_tensor_free(&p->images);
     pp_tensor_free(&p->labels);
     pp_tensor_free(&p->losses);

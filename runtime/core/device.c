@@ -132,10 +132,8 @@ pp_status pp_registry_get(pp_registry *reg, pp_device_id id, pp_device_ctx **out
     return PP_OK;
 }
 
-pp_status pp_device_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
+pp_status pp_device_account(pp_device_ctx *dev, size_t bytes, pp_error *err)
 {
-    *ptr = NULL;
-    if (bytes == 0) return PP_OK;
     size_t now = atomic_fetch_add(&dev->bytes_in_use, bytes) + bytes;
     if (dev->bytes_limit && now > dev->bytes_limit) {
         atomic_fetch_sub(&dev->bytes_in_use, bytes);
@@ -143,23 +141,35 @@ pp_status pp_device_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error
                             "%s: out of memory allocating %zu bytes (%zu in use, limit %zu)",
                             dev->name, bytes, now - bytes, dev->bytes_limit);
     }
-    pp_status s = dev->ops->alloc(dev, bytes, ptr, err);
-    if (s != PP_OK) {
-        atomic_fetch_sub(&dev->bytes_in_use, bytes);
-        *ptr = NULL;
-        return s;
-    }
     size_t peak = atomic_load(&dev->bytes_peak);
     while (now > peak && !atomic_compare_exchange_weak(&dev->bytes_peak, &peak, now)) {
     }
     return PP_OK;
 }
 
+void pp_device_unaccount(pp_device_ctx *dev, size_t bytes)
+{
+    atomic_fetch_sub(&dev->bytes_in_use, bytes);
+}
+
+pp_status pp_device_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
+{
+    *ptr = NULL;
+    if (bytes == 0) return PP_OK;
+    PP_TRY(pp_device_account(dev, bytes, err));
+    pp_status s = dev->ops->alloc(dev, bytes, ptr, err);
+    if (s != PP_OK) {
+        pp_device_unaccount(dev, bytes);
+        *ptr = NULL;
+    }
+    return s;
+}
+
 void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes)
 {
     if (!ptr) return;
     dev->ops->free(dev, ptr);
-    atomic_fetch_sub(&dev->bytes_in_use, bytes);
+    pp_device_unaccount(dev, bytes);
 }
 
 void pp_device_reset_peak(pp_device_ctx *dev)

@@ -73,6 +73,11 @@ int pp_cuda_device_count(void);
 pp_status pp_device_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
 void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes);
 
+/* Accounting without allocation, for memory a backend hands out itself
+ * (stream-ordered pools): account fails with PP_ERR_OOM beyond bytes_limit. */
+pp_status pp_device_account(pp_device_ctx *dev, size_t bytes, pp_error *err);
+void pp_device_unaccount(pp_device_ctx *dev, size_t bytes);
+
 /* Resets the peak to the current usage (for per-step peak measurements). */
 void pp_device_reset_peak(pp_device_ctx *dev);
 size_t pp_device_peak_bytes(const pp_device_ctx *dev);

@@ -19,7 +19,7 @@ void pp_exec_destroy(pp_exec *ex)
     if (!ex || !ex->dev) return;
     if (ex->ws) {
         ex->dev->ops->free_async(ex, ex->ws);
-        atomic_fetch_sub(&ex->dev->bytes_in_use, ex->ws_bytes);
+        pp_device_unaccount(ex->dev, ex->ws_bytes);
     }
     if (ex->dev->ops->exec_destroy) ex->dev->ops->exec_destroy(ex);
     memset(ex, 0, sizeof *ex);
@@ -35,24 +35,16 @@ pp_status pp_exec_workspace(pp_exec *ex, size_t bytes, void **ptr, pp_error *err
     size_t grow = bytes + bytes / 4;
     if (ex->ws) {
         dev->ops->free_async(ex, ex->ws);
-        atomic_fetch_sub(&dev->bytes_in_use, ex->ws_bytes);
+        pp_device_unaccount(dev, ex->ws_bytes);
         ex->ws = NULL;
         ex->ws_bytes = 0;
     }
-    size_t now = atomic_fetch_add(&dev->bytes_in_use, grow) + grow;
-    if (dev->bytes_limit && now > dev->bytes_limit) {
-        atomic_fetch_sub(&dev->bytes_in_use, grow);
-        return pp_error_set(err, PP_ERR_OOM, "%s: out of memory for a %zu-byte workspace",
-                            dev->name, grow);
-    }
+    PP_TRY(pp_device_account(dev, grow, err));
     pp_status s = dev->ops->alloc_async(ex, grow, &ex->ws, err);
     if (s != PP_OK) {
-        atomic_fetch_sub(&dev->bytes_in_use, grow);
+        pp_device_unaccount(dev, grow);
         ex->ws = NULL;
         return s;
-    }
-    size_t peak = atomic_load(&dev->bytes_peak);
-    while (now > peak && !atomic_compare_exchange_weak(&dev->bytes_peak, &peak, now)) {
     }
     ex->ws_bytes = grow;
     *ptr = ex->ws;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "exec.h"
 
 size_t pp_dtype_size(pp_dtype t)
 {
@@ -90,6 +91,28 @@ pp_status pp_tensor_alloc(pp_tensor *t, pp_device_ctx *dev, pp_dtype dtype, int 
     return PP_OK;
 }
 
+pp_status pp_tensor_alloc_on(pp_tensor *t, pp_exec *ex, pp_dtype dtype, int ndim,
+                             const int64_t *shape, pp_error *err)
+{
+    memset(t, 0, sizeof *t);
+    pp_device_ctx *dev = ex->dev;
+    pp_tensor tmp = {.dtype = dtype, .dev = dev};
+    PP_TRY(set_shape(&tmp, ndim, shape, err));
+    size_t bytes = pp_tensor_bytes(&tmp);
+    if (bytes) {
+        PP_TRY(pp_device_account(dev, bytes, err));
+        pp_status s = dev->ops->alloc_async(ex, bytes, &tmp.data, err);
+        if (s != PP_OK) {
+            pp_device_unaccount(dev, bytes);
+            return s;
+        }
+    }
+    tmp.owns = true;
+    tmp.stream = ex;
+    *t = tmp;
+    return PP_OK;
+}
+
 pp_status pp_tensor_zeros(pp_tensor *t, pp_device_ctx *dev, pp_dtype dtype, int ndim,
                           const int64_t *shape, pp_error *err)
 {
@@ -108,7 +131,14 @@ pp_status pp_tensor_zeros(pp_tensor *t, pp_device_ctx *dev, pp_dtype dtype, int 
 void pp_tensor_free(pp_tensor *t)
 {
     if (!t) return;
-    if (t->owns && t->data) pp_device_free(t->dev, t->data, pp_tensor_bytes(t));
+    if (t->owns && t->data) {
+        if (t->stream) {
+            t->dev->ops->free_async(t->stream, t->data);
+            pp_device_unaccount(t->dev, pp_tensor_bytes(t));
+        } else {
+            pp_device_free(t->dev, t->data, pp_tensor_bytes(t));
+        }
+    }
     memset(t, 0, sizeof *t);
 }
 

@@ -41,15 +41,25 @@ typedef struct pp_tensor {
     int64_t shape[PP_MAX_DIMS];  /* unused entries are 1 */
     pp_device_ctx *dev;          /* where data lives */
     bool owns;                   /* true: pp_tensor_free releases data */
+    struct pp_exec *stream;      /* non-NULL: allocated in this exec's stream order
+                                  * (pp_tensor_alloc_on) and released in it */
 } pp_tensor;
 
 /* Allocates an uninitialised tensor on dev. On failure *t is zeroed. */
 pp_status pp_tensor_alloc(pp_tensor *t, pp_device_ctx *dev, pp_dtype dtype, int ndim,
                           const int64_t *shape, pp_error *err);
+/* Allocates in ex's stream order: on CUDA the memory comes from the device's
+ * pool on ex's stream and pp_tensor_free returns it there, without waiting
+ * for the device (work enqueued on ex later may reuse it). For tensors that
+ * live between ops of one stream, such as activations saved for backward. ex
+ * must outlive the tensor. On the CPU backend this is pp_tensor_alloc. */
+pp_status pp_tensor_alloc_on(pp_tensor *t, struct pp_exec *ex, pp_dtype dtype, int ndim,
+                             const int64_t *shape, pp_error *err);
 /* Same, then fills with zeros (synchronously, on the calling thread). */
 pp_status pp_tensor_zeros(pp_tensor *t, pp_device_ctx *dev, pp_dtype dtype, int ndim,
                           const int64_t *shape, pp_error *err);
-/* Releases owned storage and zeroes *t. Safe on a zeroed tensor and on views. */
+/* Releases owned storage and zeroes *t (in the allocating exec's stream order
+ * for pp_tensor_alloc_on). Safe on a zeroed tensor and on views. */
 void pp_tensor_free(pp_tensor *t);
 
 /* A view of rows [start, start+len) along dimension 0. */
