@@ -365,7 +365,7 @@ def main():
     check_torchvision_layout("step-2 --weights-only checkpoint", ours2)
     l64 = torch_loss(w1, torch.float64, x1, y1)
     rel = abs(l64 - j2["losses"][1]) / abs(l64)
-    check(rel <= LOSS_RTOL, f"our step-1 weights in torchvision (train mode, batch 2): loss "
+    check(rel <= LOSS_RTOL, f"our step-1 weights in torchvision (train mode, second batch): loss "
                             f"{l64:.7f}; ours printed {j2['losses'][1]:.7f} (rel {rel:.1e})")
     return 1 if failures else 0
 
