@@ -13,7 +13,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-BIN, ROOT = sys.argv[1], sys.argv[2]
+BIN, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 PLANS = os.path.join(ROOT, "examples", "plans")
 failures = 0
 checks = 0
@@ -269,7 +269,42 @@ def test_nan_loss():
           is not None, f"NaN loss message: {r.stderr!r}")
 
 
-for t in [test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
+def test_data_formats():
+    data = os.path.join(ROOT, "tests", "plan", "data")
+    idx = os.path.join(ROOT, "tests", "plan", "resnet50_idx.yaml")
+    r = run(idx, "--device-map", "cuda:*=cpu", "--steps", "1")
+    # micro-batches of one 32x32 image leave 1x1 planes at layer4: batch norm refuses, as
+    # PyTorch does, naming the stage, device, micro-batch and layer
+    check(r.returncode == 1 and re.search(r"stage 1 \(cpu:1\) micro-batch 0: layer4\.0 .*more "
+                                          r"than one value per channel", r.stderr) is not None,
+          f"idx plan with 1-sample micro-batches: exit {r.returncode} {r.stderr}")
+    r = run(write("idx.yaml", open(idx).read().replace("micro_batches: 2", "micro_batches: 1")
+                  .replace("data/", os.path.join(data, ""))),
+            "--device-map", "cuda:*=cpu", "--steps", "1", "--json")
+    check(r.returncode == 0, f"idx plan: exit {r.returncode} {r.stderr}")
+    cifar = write("cifar.yaml", f"""\
+model: {{name: resnet18, num_classes: 10, stem: cifar}}
+batch: {{size: 2, split_size: 1}}
+data: {{format: cifar10, files: [{data}/data_batch_1.bin, {data}/data_batch_2.bin],
+        mean: [0.5, 0.5, 0.5], std: [0.25, 0.25, 0.25]}}
+stages:
+  - device: cpu:0
+    layers: [conv1, bn1, relu, maxpool, layer1, layer2]
+  - device: cpu:1
+    layers: [layer3, layer4, avgpool, fc]
+""")
+    r = run(cifar, "--steps", "2", "--json")
+    check(r.returncode == 0 and len(json.loads(r.stdout or "{}").get("losses", [])) == 2,
+          f"cifar10 plan: exit {r.returncode} {r.stderr}")
+    # a corrupt data file is bad input naming the file, not a crash
+    bad = os.path.join(TMP, "bad_batch.bin")
+    open(bad, "wb").write(b"\x07" * 100)
+    r = run(write("badcifar.yaml", open(cifar).read().replace(f"{data}/data_batch_2.bin", bad)),
+            "--steps", "1")
+    check(r.returncode == 2 and "bad_batch.bin" in r.stderr, f"corrupt cifar file: {r.stderr}")
+
+
+for t in [test_data_formats, test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
           test_simulate, test_json_and_trace, test_sweep, test_checkpoints, test_sigint,
           test_nan_loss]:
     t0 = time.time()
