@@ -6,6 +6,9 @@
 #               OpenBLAS, jansson; CUDA libraries too with --with-cuda-libs
 #   tests.tsv   suite, name, executable, timeout and arguments of each meson test
 #   plans/      examples/plans
+#   gpu/        the PyTorch side: torch_eager.py, tutorial.py, torch_common.py
+#   tools/      libcuda_count.so, the LD_PRELOAD allocation counter
+#               (tests/gpu/cuda_count.c, checked here by cuda_count_test.sh)
 #   run-all.sh  the runner
 # Usage: tests/gpu/bundle.sh [--build DIR] [--out DIR] [--arch sm_90] [--with-cuda-libs]
 # cuDNN and cuBLAS are left out by default: the GPU machine has them (CUDA
@@ -24,7 +27,7 @@ while [ $# -gt 0 ]; do
         --out) out=$2; shift 2 ;;
         --arch) arch=$2; shift 2 ;;
         --with-cuda-libs) cuda_libs=1; shift ;;
-        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
         *) echo "bundle.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -35,7 +38,7 @@ fi
 ninja -C "$build"
 
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib" "$out/plans"
+mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/gpu" "$out/tools"
 
 # Tests as meson knows them: suite, name, executable, timeout, arguments.
 meson introspect --tests "$build" | python3 -c '
@@ -58,6 +61,23 @@ for t in json.load(sys.stdin):
 cp "$build/pipeline-run" "$out/bin/"
 cp -r "$root/examples/plans/." "$out/plans/" 2>/dev/null || true
 cp "$root/tests/gpu/run-all.sh" "$out/"
+cp "$root"/tests/gpu/*.py "$out/gpu/"
+
+# The allocation counter, built for this machine's (and the GPU machine's)
+# x86-64 glibc, and checked against a stand-in libcudart. A failed check is
+# reported, not fatal: run-all.sh then reports the counts as failed.
+cc=${CC:-cc}
+if "$cc" -std=c11 -O2 -Wall -Wextra -Werror -shared -fPIC -o "$out/tools/libcuda_count.so" \
+    "$root/tests/gpu/cuda_count.c" -ldl; then
+    cp "$root/tests/gpu/cuda_count.c" "$root/tests/gpu/cuda_count_test.sh" "$out/tools/"
+    if ! "$root/tests/gpu/cuda_count_test.sh" "$out/tools/libcuda_count.so" >"$out/tools/cuda_count_test.log" 2>&1; then
+        echo "bundle.sh: WARNING: the interposer self-test failed (see $out/tools/cuda_count_test.log)" >&2
+    fi
+    tail -1 "$out/tools/cuda_count_test.log"
+else
+    echo "bundle.sh: WARNING: could not build tests/gpu/cuda_count.c" >&2
+    rm -f "$out/tools/libcuda_count.so"
+fi
 
 # Shared libraries: everything ldd resolves except the C runtime, the CUDA
 # driver and (unless asked) the CUDA libraries.
@@ -70,7 +90,7 @@ want() { # file
     return 0
 }
 copy_deps() { # binary or library
-    ldd "$1" 2>/dev/null | awk '/=> \// { print $3 }' | while read -r lib; do
+    { ldd "$1" 2>/dev/null || true; } | awk '/=> \// { print $3 }' | while read -r lib; do
         want "$lib" || continue
         [ -e "$out/lib/$(basename "$lib")" ] && continue
         cp -L "$lib" "$out/lib/"
@@ -84,6 +104,6 @@ if [ $cuda_libs = 1 ]; then
         [ -e "$lib" ] && cp -L "$lib" "$out/lib/" && copy_deps "$lib"
     done
 fi
-missing=$(for f in "$out"/bin/*; do LD_LIBRARY_PATH=$out/lib ldd "$f" | grep 'not found' || true; done | sort -u)
+missing=$(for f in "$out"/bin/*; do LD_LIBRARY_PATH=$out/lib ldd "$f" 2>/dev/null | grep 'not found' || true; done | sort -u)
 [ -n "$missing" ] && echo "bundle.sh: unresolved here: $missing" >&2
-echo "bundle: $out ($(du -sh "$out" | cut -f1)); on the GPU machine run: $(basename "$out")/run-all.sh $(basename "$out")"
+echo "bundle: $out ($(du -sh "$out" | cut -f1)); on the GPU machine run: $(basename "$out")/run-all.sh $(basename "$out") (or in two parts: see its header)"

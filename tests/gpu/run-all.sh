@@ -1,21 +1,56 @@
 #!/usr/bin/env bash
 # run-all.sh - one run on a GPU machine: check the libraries, run the CUDA test
 # suite, benchmark pipeline-run against PyTorch eager ResNet-50 at the same
-# batch size, image size and precision, and print a table last.
+# batch size, image size and precision, check how it scales with stages on one
+# GPU, count CUDA allocations in steady-state steps, repeat the PyTorch
+# model-parallel tutorial's split-size experiment, and print a table last.
 #
 # Usage: run-all.sh BUNDLE [options]     (BUNDLE made by tests/gpu/bundle.sh)
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20) --all      run every test suite
 #   --torch-steps N  timed PyTorch steps (default 20, after 5 warm-up steps)
-# Precision: fp32 everywhere, TF32 off (cuDNN FMA math, cuBLAS default math;
-# torch.backends.{cuda.matmul,cudnn}.allow_tf32 = False).
-# Writes logs and JSON under BUNDLE/results-<time>/. Never changes GPU
-# settings (clocks, power, compute mode, MIG).
+#   --part 1|2|all   which part to run (default all; see below)
+#   --results DIR    write into DIR instead of a new BUNDLE/results-<time>;
+#                    `latest` is the newest BUNDLE/results-*; the final table
+#                    then holds the rows of earlier parts written there too
+#   --copy-to DIR    copy the results folder into DIR at the end
+#   --budget S       start nothing new after S seconds (default 540 a part,
+#                    1140 for all); what is left is reported as skipped
+#   --tutorial-steps N   pipeline-run steps per split in the tutorial sweep (8)
+#   --dry-run-cpu    exercise the whole script on a machine without a GPU:
+#                    every device mapped to cpu:0, tiny sizes, PyTorch on cpu
+#                    (set PYTHON to a python3 with torch)
+#
+# Parts (each under 10 minutes of an H100 at default settings):
+#   part 1: libraries; CUDA test suite; fp32 images/s, ours 1 stage vs PyTorch
+#           eager (cudnn.benchmark off and on); 1, 2 and 4 stages on cuda:0
+#           with the same micro-batches (batch 128, split 32) and their ratios
+#   part 2: libraries; cudaMalloc/cudaFree calls per 10 steady-state steps
+#           (LD_PRELOAD interposer, 1 and 2 stages); the tutorial's experiment
+#           (examples/plans/tutorial-layer2.yaml --sweep-split against
+#           tests/gpu/tutorial.py's ModelParallel/PipelineParallelResNet50)
+# Two invocations of under 10 minutes each, the second adding to the first's
+# results (a folder outside the bundle survives the bundle being copied again):
+#   BUNDLE/run-all.sh BUNDLE --part 1 --results /tmp/pp-gpu-results --copy-to "$OUT"
+#   BUNDLE/run-all.sh BUNDLE --part 2 --results /tmp/pp-gpu-results --copy-to "$OUT"
+#
+# Precision: fp32 everywhere, TF32 off (ours: CUDNN_FMA_MATH convolutions,
+# CUBLAS_DEFAULT_MATH; PyTorch: fp32_precision "ieee", or allow_tf32 False on
+# older versions). NVIDIA_TF32_OVERRIDE is reported, never set.
+# Writes logs, JSON, CSV, the sweep chart and summary.txt under the results
+# folder; every figure in the table comes with the command that produced it
+# (run from BUNDLE, LD_LIBRARY_PATH as printed under "libraries"). A piece
+# that fails is reported and the run goes on. Never changes GPU settings
+# (clocks, power, compute mode, MIG). Exit status 1 when a test or a step
+# failed, else 0.
 set -uo pipefail
 
-bundle=${1:?usage: run-all.sh BUNDLE [--batch N] [--size N] [--steps N] [--torch-steps N] [--all]}
+usage() { sed -n '2,35p' "$0"; }
+bundle=${1:-}
+if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
-batch=128 size=224 steps=20 tsteps=20 all=0
+batch=128 size=224 steps=20 tsteps=20 all=0 part=all results="" copy_to="" budget="" dry=0
+tut_steps=8
 while [ $# -gt 0 ]; do
     case $1 in
         --batch) batch=$2; shift 2 ;;
@@ -23,26 +58,186 @@ while [ $# -gt 0 ]; do
         --steps) steps=$2; shift 2 ;;
         --torch-steps) tsteps=$2; shift 2 ;;
         --all) all=1; shift ;;
-        *) echo "run-all.sh: unknown argument $1" >&2; exit 2 ;;
+        --part) part=$2; shift 2 ;;
+        --results) results=$2; shift 2 ;;
+        --copy-to) copy_to=$2; shift 2 ;;
+        --budget) budget=$2; shift 2 ;;
+        --tutorial-steps) tut_steps=$2; shift 2 ;;
+        --dry-run-cpu) dry=1; shift ;;
+        *) echo "run-all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-bundle=$(cd "$bundle" && pwd)
-res=$bundle/results-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$res"
-rows=()     # table rows: "what|result|detail"
-row() { rows+=("$1|$2|$3"); }
+case $part in 1|2|all) ;; *) echo "run-all.sh: --part must be 1, 2 or all" >&2; exit 2 ;; esac
+[ -n "$budget" ] || { [ "$part" = all ] && budget=1140 || budget=540; }
+py=${PYTHON:-python3}
 
+# The tutorial's experiment: batch 120 of 128x128, split sizes 1 to 60.
+tut_batch=120 tut_size=128 tut_splits=1,3,5,8,10,12,20,40,60
+tut_number=3 tut_repeat=5 twarm=5
+if [ $dry = 1 ]; then
+    batch=8 size=32 steps=3 tsteps=2 twarm=1 tut_steps=2
+    tut_batch=24 tut_size=64 tut_splits=1,3,8,12 tut_number=1 tut_repeat=2
+fi
+
+bundle=$(cd "$bundle" && pwd) || exit 2
+bin=$bundle/bin
+if [ "$results" = latest ]; then
+    results=$(find "$bundle" -maxdepth 1 -type d -name 'results-*' | sort | tail -1)
+    [ -n "$results" ] || echo "run-all.sh: no earlier results folder; starting a new one"
+fi
+res=${results:-$bundle/results-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$res" || exit 1
+res=$(cd "$res" && pwd)
+rows_file=$res/rows.tsv
+t_start=$SECONDS
+failures=0
+echo "results: $res (part $part, budget ${budget}s)"
+
+# ---- helpers -----------------------------------------------------------------
+
+left() { echo $((budget - (SECONDS - t_start))); }
+
+# Shortens a command for the table: paths relative to BUNDLE.
+show() {
+    local s out=""
+    for s in "$@"; do
+        s=${s//$bundle\//}
+        case $s in LD_LIBRARY_PATH=*) s='LD_LIBRARY_PATH=(as run-all.sh was given)' ;; esac
+        case $s in *[[:space:]\'\"*\$]*) s="'$s'" ;; esac
+        out+="$s "
+    done
+    echo "${out% }"
+}
+
+# row WHAT RESULT FIGURE [COMMAND]: one line of the final table (rows.tsv;
+# tab-separated, so no field but the last may be empty).
+row() {
+    local clean=() f
+    for f in "$1" "$2" "${3:--}" "${4:-}"; do clean+=("$(printf '%s' "$f" | tr '\t\n' '  ')"); done
+    printf 'part %s\t%s\t%s\t%s\t%s\n' "$cur_part" "${clean[@]}" >>"$rows_file"
+    case $2 in FAIL*|MISSING*) failures=$((failures + 1)) ;; esac
+}
+
+# run NAME CAP CMD...: runs CMD (from BUNDLE) with stdout to NAME.out and
+# stderr to NAME.log, limited to CAP seconds or what is left of the budget.
+# Sets last_cmd. Returns CMD's status, 124 on timeout, 200 when skipped.
+last_cmd=""
+run() {
+    local name=$1 cap=$2 l
+    shift 2
+    last_cmd=$(show "$@")
+    l=$(left)
+    if [ "$l" -lt 30 ]; then
+        echo "skipped: $last_cmd (time budget spent)"
+        echo "skipped: time budget spent" >"$res/$name.log"
+        return 200
+    fi
+    [ "$cap" -gt $((l - 15)) ] && cap=$((l - 15))
+    printf '%s\n' "$last_cmd" >"$res/$name.cmd"
+    echo "\$ $last_cmd"
+    (cd "$bundle" && timeout -k 10 "$cap" "$@") >"$res/$name.out" 2>"$res/$name.log"
+}
+
+# why RC NAME: a short reason for a failed run.
+why() {
+    case $1 in
+        124|137) echo "timed out" ;;
+        200) echo "skipped: time budget spent" ;;
+        *) tail -n 3 "$res/$2.log" 2>/dev/null | tr '\n' ' ' | cut -c1-200 ;;
+    esac
+}
+result_of() { [ "$1" = 200 ] && echo SKIPPED || echo "FAIL($1)"; }
+
+# jget FILE EXPR: a value from a JSON file (EXPR in Python over j), or "".
+jget() {
+    "$py" - "$1" "$2" 2>/dev/null <<'PY' || true
+import json, sys
+try:
+    j = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+    v = eval(sys.argv[2], {"j": j})
+    print(("%.1f" % v) if isinstance(v, float) else v)
+except Exception:
+    pass
+PY
+}
+
+# ratio A B: A / B to two decimals, or "".
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }'; }
+# ge X LIMIT: "ok" when X >= LIMIT, "BELOW" otherwise, "FAIL(no figure)" without X.
+ge() { awk -v x="$1" -v l="$2" 'BEGIN { if (x == "") print "FAIL(no figure)"; else if (x + 0 >= l + 0) print "ok"; else print "BELOW" }'; }
+
+# pipeline-run's device map: everything on one GPU (or on cpu:0 in a dry run).
+map_all() { [ $dry = 1 ] && echo "cuda:*=cpu:0" || echo "cuda:*=cuda:0"; }
+
+# plan_for NAME BATCH SPLIT STEPS SIZE STAGES: writes $res/NAME.yaml.
+plan_for() {
+    cat >"$res/$1.yaml" <<YAML
+model: {name: resnet50, num_classes: 1000, in_channels: 3, stem: imagenet}
+batch: {size: $2, split_size: $3}
+schedule: 1f1b
+precision: fp32
+optimizer: {type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0001, nesterov: false}
+data: {format: synthetic, image_size: [$5, $5]}
+seed: 1
+steps: $4
+stages:
+$6
+YAML
+}
+stages1="  - {device: cuda:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, avgpool, fc]}"
+stages2="  - {device: cuda:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2]}
+  - {device: cuda:1, layers: [layer3, layer4, avgpool, fc]}"
+# The cuts of examples/plans/resnet50-4gpu.yaml.
+stages4="  - {device: cuda:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2.0]}
+  - {device: cuda:1, layers: [layer2.1, layer2.2, layer2.3, layer3.0, layer3.1]}
+  - {device: cuda:2, layers: [layer3.2, layer3.3, layer3.4, layer3.5]}
+  - {device: cuda:3, layers: [layer4, avgpool, fc]}"
+
+# pr NAME PLAN [ARGS...]: pipeline-run PLAN --json; sets pr_ips and pr_fig.
+pr_ips="" pr_fig=""
+pr() {
+    local name=$1 plan=$2 rc
+    shift 2
+    pr_ips="" pr_fig=""
+    run "pr-$name" 240 "$bin/pipeline-run" "$plan" --json "$@"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        pr_fig=$(why $rc "pr-$name")
+        echo "pipeline-run $name: $(result_of $rc): $pr_fig"
+        return $rc
+    fi
+    pr_ips=$(jget "$res/pr-$name.out" 'j["images_per_s"]')
+    pr_fig=$(jget "$res/pr-$name.out" '"%.1f img/s, %.1f ms/step median (min %.1f), %d micro-batch(es) of %d, bubble %.2f" % (j["images_per_s"], j["step_ms"]["median"], j["step_ms"]["min"], j["micro_batches"], j["split_size"], j["bubble_frac"])')
+    echo "pipeline-run $name: $pr_fig"
+    if [ -z "$pr_ips" ]; then
+        pr_fig="no JSON summary on stdout (see pr-$name.out)"
+        return 1
+    fi
+}
+
+# ---- machine and libraries (every part) -----------------------------------------
+
+cur_part=$part
 echo "== machine"
-gpu="none"
+gpu="none" driver="none"
 if command -v nvidia-smi >/dev/null 2>&1; then
-    gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
-    nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm,power.limit \
-        --format=csv
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+    driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.max.sm,power.limit,compute_mode \
+        --format=csv 2>&1 | tee "$res/nvidia-smi.txt"
 else
     echo "nvidia-smi not found"
 fi
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
+    ngpu=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c . || true)
+fi
+[ $dry = 1 ] && ngpu=0
+echo "visible GPUs: $ngpu"
 command -v nvcc >/dev/null 2>&1 && nvcc --version | tail -1
-python3 - <<'PY' 2>&1 | tee "$res/python.txt"
+tf32_env=${NVIDIA_TF32_OVERRIDE-unset}
+echo "NVIDIA_TF32_OVERRIDE=$tf32_env"
+"$py" - >"$res/python.txt" 2>&1 <<'PY'
 try:
     import torch, torchvision
     print("torch", torch.__version__, "torchvision", torchvision.__version__,
@@ -51,10 +246,11 @@ try:
 except Exception as e:
     print("torch unavailable:", e)
 PY
+cat "$res/python.txt"
 
 echo "== libraries"
 libdirs=$bundle/lib
-pylibs=$(python3 - 2>/dev/null <<'PY'
+pylibs=$("$py" - 2>/dev/null <<'PY'
 import os
 dirs = []
 for mod in ("nvidia.cudnn", "nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cuda_nvrtc",
@@ -73,137 +269,304 @@ PY
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
     [ -d "$d" ] && libdirs=$libdirs:$d
 done
+# PyTorch runs with the library path it was given, as it is normally run.
+if [ -n "${LD_LIBRARY_PATH+x}" ]; then
+    pyrun=(env "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" "$py")
+else
+    pyrun=(env -u LD_LIBRARY_PATH "$py")
+fi
 export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-missing=$(for f in "$bundle"/bin/*; do ldd "$f" | grep 'not found'; done | sort -u)
+echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee "$res/env.txt"
+missing=$(for f in "$bin"/*; do ldd "$f" 2>/dev/null | grep 'not found'; done | sort -u)
+cudart=$(ldd "$bin/pipeline-run" 2>/dev/null | awk '/libcudart\.so/ { print $1 " => " $3 }')
+echo "pipeline-run needs: ${cudart:-no shared libcudart (the allocation counter cannot see it)}"
 if [ -n "$missing" ]; then
     echo "missing libraries:"; echo "$missing"
-    row "libraries" "MISSING" "$(echo "$missing" | awk '{print $1}' | tr '\n' ' ')"
+    row "libraries" "MISSING" "$(echo "$missing" | awk '{print $1}' | tr '\n' ' ')" "ldd bin/*"
 else
     for l in libcudart libcudnn.so libcublas.so; do
-        ldd "$bundle/bin/test_cuda_ops" | grep -m1 "$l" || true
+        ldd "$bin/pipeline-run" | grep -m1 "$l" || true
     done
-    row "libraries" "ok" "$(ldd "$bundle/bin/test_cuda_ops" | awk '/libcudnn.so/ {print $3}')"
+    row "libraries" "ok" "$(ldd "$bin/pipeline-run" | awk '/libcudnn.so|libcublas.so|libcudart.so/ {print $3}' | tr '\n' ' ')" "ldd bin/pipeline-run"
 fi
 
-echo "== tests"
-pass=0 fail=0 skip=0
-while IFS=$'\t' read -r suite name exe timeout args; do
-    [ "$all" = 1 ] || [ "$suite" = cuda ] || continue
-    log=$res/test-$name.log
-    # shellcheck disable=SC2086
-    (cd "$bundle/bin" && timeout "$timeout" "./$exe" $args) >"$log" 2>&1
-    rc=$?
-    case $rc in
-        0) pass=$((pass + 1)); r=PASS ;;
-        77) skip=$((skip + 1)); r=SKIP ;;
-        *) fail=$((fail + 1)); r="FAIL($rc)" ;;
-    esac
-    printf '%-8s %-24s %s\n' "$r" "$suite/$name" "$(tail -1 "$log")"
-    row "test $suite/$name" "$r" "$(tail -1 "$log")"
-done <"$bundle/tests.tsv"
-echo "$pass passed, $fail failed, $skip skipped"
+# ---- part 1: tests, fp32 throughput against PyTorch, stages on one GPU -----------
 
-echo "== benchmark: pipeline-run (fp32, batch $batch, ${size}x$size, $steps steps)"
-ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-plan_for() { # name stages-yaml split
-    cat >"$res/$1.yaml" <<YAML
-model: {name: resnet50, num_classes: 1000, in_channels: 3, stem: imagenet}
-batch: {size: $batch, split_size: $3}
-schedule: 1f1b
-precision: fp32
-optimizer: {type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0001, nesterov: false}
-data: {format: synthetic, image_size: [$size, $size]}
-seed: 1
-steps: $steps
-stages:
-$2
-YAML
-}
-one="  - {device: cuda:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, avgpool, fc]}"
-two="  - {device: cuda:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2]}
-  - {device: cuda:1, layers: [layer3, layer4, avgpool, fc]}"
-plan_for r50-1stage-full "$one" "$batch"
-plan_for r50-1stage-split32 "$one" 32
-plan_for r50-2stage-split32 "$two" 32
-map=()
-[ "$ngpu" -lt 2 ] && map=(--device-map cuda:1=cuda:0)
-plans=("$res"/r50-*.yaml)
-for p in "$bundle"/plans/*.yaml; do
-    [ -e "$p" ] && grep -q 'cuda:' "$p" && grep -q resnet50 "$p" && plans+=("$p")
-done
-for p in "${plans[@]}"; do
-    name=$(basename "$p" .yaml)
-    "$bundle/bin/pipeline-run" "$p" --json --steps "$steps" "${map[@]}" \
-        >"$res/pr-$name.json" 2>"$res/pr-$name.log"
-    rc=$?
-    if [ $rc -ne 0 ]; then
-        row "pipeline-run $name" "FAIL($rc)" "$(tail -1 "$res/pr-$name.log")"
-        continue
-    fi
-    summary=$(python3 -c '
-import json, sys
-j = json.load(open(sys.argv[1]))
-s = j.get("step_ms", {})
-print("%.1f ms/step (min %.1f), %.0f img/s, split %s, bubble %.2f" % (s.get("median", 0),
-      s.get("min", 0), j.get("images_per_s", 0), j.get("split_size"), j.get("bubble_frac", 0)))
-' "$res/pr-$name.json" 2>&1)
-    echo "$name: $summary"
-    row "pipeline-run $name" "ok" "$summary"
-done
+part1() {
+    cur_part=1
+    echo "== tests"
+    local pass=0 fail=0 skip=0 suite name exe timeout args log rc r l
+    while IFS=$'\t' read -r suite name exe timeout args; do
+        [ "$all" = 1 ] || [ "$suite" = cuda ] || continue
+        log=$res/test-$name.log
+        l=$(left)
+        if [ "$l" -lt 60 ]; then
+            row "test $suite/$name" "SKIPPED" "time budget spent" "bin/$exe $args"
+            continue
+        fi
+        [ "$timeout" -gt $((l - 45)) ] && timeout=$((l - 45))
+        # shellcheck disable=SC2086
+        (cd "$bin" && timeout -k 10 "$timeout" "./$exe" $args) >"$log" 2>&1
+        rc=$?
+        case $rc in
+            0) pass=$((pass + 1)); r=PASS ;;
+            77) skip=$((skip + 1)); r=SKIP ;;
+            *) fail=$((fail + 1)); r="FAIL($rc)" ;;
+        esac
+        printf '%-8s %-24s %s\n' "$r" "$suite/$name" "$(tail -1 "$log")"
+        row "test $suite/$name" "$r" "$(tail -1 "$log")" "cd bin && ./$exe $args"
+    done <"$bundle/tests.tsv"
+    echo "$pass passed, $fail failed, $skip skipped"
 
-echo "== benchmark: PyTorch eager torchvision resnet50 (fp32, TF32 off, batch $batch, ${size}x$size)"
-for bench in 0 1; do
-    out=$(python3 - "$batch" "$size" "$tsteps" "$bench" 2>&1 <<'PY'
-import statistics, sys
-import torch, torchvision
-batch, size, steps, bench = (int(a) for a in sys.argv[1:5])
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
-torch.backends.cudnn.benchmark = bool(bench)
-dev = torch.device("cuda:0")
-torch.manual_seed(1)
-model = torchvision.models.resnet50(num_classes=1000).to(dev).train()
-opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
-loss_fn = torch.nn.CrossEntropyLoss()
-x = torch.randn(batch, 3, size, size, device=dev)
-y = torch.randint(0, 1000, (batch,), device=dev)
-def step():
-    opt.zero_grad(set_to_none=True)
-    loss = loss_fn(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-for _ in range(5):
-    step()
-torch.cuda.synchronize()
-times = []
-for _ in range(steps):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    step()
-    b.record()
-    b.synchronize()
-    times.append(a.elapsed_time(b))
-med = statistics.median(times)
-print("%.1f ms/step (min %.1f), %.0f img/s, peak %.1f GiB" % (med, min(times),
-      batch * 1000.0 / med, torch.cuda.max_memory_allocated() / 2**30))
-PY
-)
-    rc=$?
-    echo "cudnn.benchmark=$bench: $out" | tail -1
-    if [ $rc -eq 0 ]; then
-        row "torch eager cudnn.benchmark=$bench" "ok" "$(echo "$out" | tail -1)"
+    echo "== fp32 throughput: pipeline-run 1 stage vs PyTorch eager (batch $batch, ${size}x$size)"
+    local map; map=$(map_all)
+    plan_for r50-1stage-full "$batch" "$batch" "$steps" "$size" "$stages1"
+    local ours=""
+    if pr 1stage-full "$res/r50-1stage-full.yaml" --steps "$steps" --device-map "$map"; then
+        ours=$pr_ips
+        row "ours fp32 1 stage, batch $batch" ok "$pr_fig" "$last_cmd"
     else
-        row "torch eager cudnn.benchmark=$bench" "FAIL($rc)" "$(echo "$out" | tail -1)"
+        row "ours fp32 1 stage, batch $batch" "$(result_of $?)" "$pr_fig" "$last_cmd"
     fi
-done
+    local tdev=cuda:0 bench out ips
+    [ $dry = 1 ] && tdev=cpu
+    for bench in 0 1; do
+        run "torch-eager-bench$bench" 240 "${pyrun[@]}" "$bundle/gpu/torch_eager.py" --batch "$batch" \
+            --size "$size" --steps "$tsteps" --warmup "$twarm" --cudnn-benchmark $bench --device "$tdev"
+        rc=$?
+        out=$(tail -n 2 "$res/torch-eager-bench$bench.out" 2>/dev/null | head -1)
+        if [ $rc -eq 0 ]; then
+            echo "torch eager cudnn.benchmark=$bench: $out"
+            ips=$(jget "$res/torch-eager-bench$bench.out" 'j["images_per_s"]')
+            [ $bench = 0 ] && torch_precision=$(jget "$res/torch-eager-bench$bench.out" 'j["precision"]')
+            row "torch eager fp32, cudnn.benchmark=$bench" ok "$out" "$last_cmd"
+            local rt; rt=$(ratio "$ours" "$ips")
+            row "  ours / torch eager (benchmark=$bench)" "$(ge "$rt" 1.0)" \
+                "${rt:-?} (goal >= 1.00): ${ours:-?} / ${ips:-?} img/s" ""
+        else
+            echo "torch eager cudnn.benchmark=$bench: $(result_of $rc): $(why $rc "torch-eager-bench$bench")"
+            row "torch eager fp32, cudnn.benchmark=$bench" "$(result_of $rc)" \
+                "$(why $rc "torch-eager-bench$bench")" "$last_cmd"
+        fi
+    done
 
-echo
-echo "== summary: $gpu; fp32, TF32 off; batch $batch, ${size}x$size; medians over timed steps"
-printf '%-40s %-9s %s\n' "what" "result" "detail"
-for r in "${rows[@]}"; do
-    IFS='|' read -r a b c <<<"$r"
-    printf '%-40s %-9s %s\n' "$a" "$b" "$c"
-done | tee "$res/summary.txt"
-[ "$fail" -eq 0 ]
+    local split=32 s one="" ips_s
+    [ $dry = 1 ] && split=2
+    echo "== stages on one GPU: 1, 2 and 4 stages, batch $batch in micro-batches of $split"
+    plan_for r50-1stage-split$split "$batch" $split "$steps" "$size" "$stages1"
+    plan_for r50-2stage-split$split "$batch" $split "$steps" "$size" "$stages2"
+    plan_for r50-4stage-split$split "$batch" $split "$steps" "$size" "$stages4"
+    for s in 1 2 4; do
+        if pr "${s}stage-split$split" "$res/r50-${s}stage-split$split.yaml" --steps "$steps" \
+            --device-map "$map"; then
+            ips_s=$pr_ips
+            row "ours $s stage(s) on one GPU, split $split" ok "$pr_fig" "$last_cmd"
+            if [ $s = 1 ]; then
+                one=$ips_s
+            else
+                local rt; rt=$(ratio "$ips_s" "$one")
+                row "  $s stages / 1 stage" "$(ge "$rt" 0.95)" \
+                    "${rt:-?} (goal >= 0.95): ${ips_s:-?} / ${one:-?} img/s" ""
+            fi
+        else
+            row "ours $s stage(s) on one GPU, split $split" "$(result_of $?)" "$pr_fig" "$last_cmd"
+        fi
+    done
+}
+
+# ---- part 2: allocation counts, the tutorial's experiment ------------------------
+
+# counts_of FILE: the pipeline-run line of an interposer output file.
+counts_of() { grep '^cuda_count prog=pipeline-run ' "$1" 2>/dev/null | tail -1; }
+# field LINE KEY
+field() { echo "$1" | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k { v = $2 } END { print v + 0 }'; }
+
+part2() {
+    cur_part=2
+    echo "== cudaMalloc/cudaFree in steady-state steps (LD_PRELOAD interposer)"
+    local lib=$bundle/tools/libcuda_count.so map split=32 s n rc
+    map=$(map_all)
+    [ $dry = 1 ] && split=2
+    if [ ! -f "$lib" ]; then
+        row "cudaMalloc count" "FAIL(no interposer)" "$lib missing (bundle.sh builds it)" ""
+    elif [ -z "$cudart" ]; then
+        row "cudaMalloc count" "FAIL(static cudart)" "pipeline-run does not load libcudart.so: calls cannot be interposed" "ldd bin/pipeline-run"
+    else
+        plan_for r50-1stage-split$split "$batch" $split "$steps" "$size" "$stages1"
+        plan_for r50-2stage-split$split "$batch" $split "$steps" "$size" "$stages2"
+        for s in 1 2; do
+            local c3="" c13="" cmd13=""
+            for n in 3 13; do
+                rm -f "$res/counts-${s}stage-$n.txt"
+                run "count-${s}stage-$n" 180 env LD_PRELOAD="$lib" \
+                    PP_CUDA_COUNT_OUT="$res/counts-${s}stage-$n.txt" \
+                    "$bin/pipeline-run" "$res/r50-${s}stage-split$split.yaml" --steps $n \
+                    --device-map "$map" --json
+                rc=$?
+                if [ $rc -ne 0 ]; then
+                    row "cudaMalloc count, $s stage(s), $n steps" "$(result_of $rc)" \
+                        "$(why $rc "count-${s}stage-$n")" "$last_cmd"
+                    continue 2
+                fi
+                [ $n = 3 ] && c3=$(counts_of "$res/counts-${s}stage-$n.txt")
+                [ $n = 13 ] && { c13=$(counts_of "$res/counts-${s}stage-$n.txt"); cmd13=$last_cmd; }
+            done
+            if [ -z "$c3" ] || [ -z "$c13" ]; then
+                row "cudaMalloc per 10 steps, $s stage(s)" "FAIL(no counts)" \
+                    "the interposer wrote nothing (not preloaded?)" "$cmd13"
+                continue
+            fi
+            local k d fig="" bad=0
+            for k in cudaMalloc cudaFree cudaMallocHost cudaHostAlloc cudaFreeHost cudaMallocManaged \
+                cudaMallocAsync cudaFreeAsync cudaMallocFromPoolAsync cudaDeviceSynchronize \
+                cudaStreamSynchronize; do
+                d=$(( $(field "$c13" "$k") - $(field "$c3" "$k") ))
+                fig+="$k $d, "
+                case $k in cudaMalloc|cudaFree|cudaMallocHost|cudaHostAlloc|cudaFreeHost|cudaMallocManaged)
+                    [ "$d" -ne 0 ] && bad=1 ;;
+                esac
+            done
+            local total_async; total_async=$(field "$c13" cudaMallocAsync)
+            local verdict=ok
+            [ $bad = 1 ] && verdict="FAIL(allocates)"
+            if [ "$total_async" -eq 0 ] && [ "$(field "$c13" cudaMalloc)" -eq 0 ]; then
+                verdict="FAIL(not intercepted)"
+                fig="no allocation call seen at all (13 steps): the interposer did not see the runtime; $fig"
+            fi
+            echo "$s stage(s), per 10 steady-state steps: ${fig%, }"
+            row "CUDA allocation calls per 10 steps, $s stage(s)" "$verdict" \
+                "${fig%, } (13 steps minus 3 steps; goal cudaMalloc = cudaFree = 0; async pool calls allowed)" \
+                "$cmd13 (and --steps 3)"
+        done
+    fi
+
+    echo "== the tutorial's experiment: cut after layer2, batch $tut_batch, ${tut_size}x$tut_size"
+    local plan=$bundle/plans/tutorial-layer2.yaml tmap=() tdevs=cuda:0,cuda:0
+    if [ $dry = 1 ]; then
+        tmap=(--device-map "cuda:*=cpu:0")
+        tdevs=cpu
+        if [ -f "$plan" ]; then
+            sed -e "s/^  size: 120$/  size: $tut_batch/" \
+                -e "s/image_size: \[128, 128\]/image_size: [$tut_size, $tut_size]/" \
+                "$plan" >"$res/tutorial-layer2-dry.yaml"
+            plan=$res/tutorial-layer2-dry.yaml
+        fi
+    elif [ "$ngpu" -ge 2 ]; then
+        tdevs=cuda:0,cuda:1
+    else
+        tmap=(--device-map cuda:1=cuda:0)
+    fi
+    local ours_json=() sweep_ok=0
+    if [ ! -f "$plan" ]; then
+        row "tutorial sweep (ours)" "FAIL(no plan)" "$plan missing" ""
+    else
+        run tutorial-ours 420 "$bin/pipeline-run" "$plan" "${tmap[@]}" --steps "$tut_steps" \
+            --sweep-split "$tut_splits" --csv "$res/tutorial-ours.csv" \
+            --svg "$res/tutorial-ours.svg" --json
+        rc=$?
+        if [ $rc -eq 0 ]; then
+            sweep_ok=1
+            ours_json+=("$res/tutorial-ours.out")
+            row "tutorial sweep (ours), chart tutorial-ours.svg" ok \
+                "$(jget "$res/tutorial-ours.out" '", ".join("%d: %.0f img/s" % (r["split_size"], r["images_per_s"]) for r in j["sweep"])')" \
+                "$last_cmd"
+        else
+            row "tutorial sweep (ours)" "$(result_of $rc)" "$(why $rc tutorial-ours)" "$last_cmd"
+        fi
+        # A runtime failure (one split size out of memory, say) ends a sweep:
+        # then measure the split sizes one by one.
+        if [ $sweep_ok = 0 ] && [ $rc = 1 ]; then
+            echo "the sweep failed: running each split size alone"
+            local sp
+            for sp in ${tut_splits//,/ }; do
+                run "tutorial-ours-$sp" 120 "$bin/pipeline-run" "$plan" "${tmap[@]}" \
+                    --steps "$tut_steps" --sweep-split "$sp" --json
+                rc=$?
+                if [ $rc -eq 0 ]; then
+                    ours_json+=("$res/tutorial-ours-$sp.out")
+                else
+                    row "tutorial (ours) split $sp" "$(result_of $rc)" "$(why $rc "tutorial-ours-$sp")" "$last_cmd"
+                fi
+            done
+        fi
+        run tutorial-ours-nopipe 120 "$bin/pipeline-run" "$plan" "${tmap[@]}" --steps "$tut_steps" \
+            --sweep-split "$tut_batch" --json
+        rc=$?
+        if [ $rc -eq 0 ]; then
+            ours_json+=("$res/tutorial-ours-nopipe.out")
+            row "tutorial (ours) split $tut_batch, no pipelining" ok \
+                "$(jget "$res/tutorial-ours-nopipe.out" '"%.1f img/s, %.1f ms/step" % (j["sweep"][0]["images_per_s"], j["sweep"][0]["step_ms"])')" \
+                "$last_cmd"
+        else
+            row "tutorial (ours) split $tut_batch, no pipelining" "$(result_of $rc)" \
+                "$(why $rc tutorial-ours-nopipe)" "$last_cmd"
+        fi
+    fi
+    local oargs=() f
+    for f in "${ours_json[@]}"; do oargs+=(--ours "$f"); done
+    run tutorial-torch 420 "${pyrun[@]}" "$bundle/gpu/tutorial.py" --devices "$tdevs" --batch "$tut_batch" \
+        --size "$tut_size" --splits "$tut_splits" --number "$tut_number" --repeat "$tut_repeat" \
+        --csv "$res/tutorial-torch.csv" --combined "$res/tutorial-combined.csv" "${oargs[@]}"
+    rc=$?
+    local tcmd=$last_cmd
+    if [ -s "$res/tutorial-torch.out" ]; then
+        cat "$res/tutorial-torch.out"
+    fi
+    if [ $rc -ne 0 ]; then
+        row "tutorial (PyTorch)" "$(result_of $rc)" "$(why $rc tutorial-torch)" "$tcmd"
+    fi
+    if [ -s "$res/tutorial-torch.csv" ]; then
+        local name sp mb d0 d1 med ips
+        while IFS=, read -r name sp mb d0 d1 _ _ _ med _ ips _; do
+            [ "$name" = model ] && continue
+            [ "$name" = PipelineParallelResNet50 ] && continue
+            row "tutorial $name ($d0, $d1)" "$([ -n "$ips" ] && echo ok || echo FAIL)" \
+                "${ips:-?} img/s, ${med:-?} ms/batch median" "$tcmd"
+        done <"$res/tutorial-torch.csv"
+    fi
+    if [ -s "$res/tutorial-combined.csv" ]; then
+        local o t r note
+        while IFS=, read -r sp mb o t r note; do
+            [ "$sp" = split_size ] && continue
+            row "tutorial split $sp ($mb micro-batches)${note:+, $note}" \
+                "$([ -n "$r" ] && echo ok || echo "FAIL(missing)")" \
+                "ours ${o:-?} img/s, tutorial ${t:-?} img/s, ratio $([ -n "$r" ] && printf '%.2f' "$r" || echo '?')" \
+                "$tcmd"
+        done <"$res/tutorial-combined.csv"
+    fi
+}
+
+torch_precision=""
+case $part in
+    1) part1 ;;
+    2) part2 ;;
+    all) part1; part2 ;;
+esac
+
+# ---- the table ------------------------------------------------------------------
+
+{
+    echo
+    echo "== summary: ${gpu}, driver ${driver}, $ngpu GPU(s) visible"
+    echo "   precision: fp32, TF32 off (ours: CUDNN_FMA_MATH + CUBLAS_DEFAULT_MATH; PyTorch: ${torch_precision:-fp32_precision ieee / allow_tf32 False}); NVIDIA_TF32_OVERRIDE=$tf32_env"
+    echo "   batch $batch, ${size}x$size, SGD; tutorial batch $tut_batch, ${tut_size}x$tut_size; medians over timed steps (CUDA events)"
+    echo "   commands run from the bundle folder; results in $res"
+    [ $dry = 1 ] && echo "   DRY RUN ON THE CPU: the figures mean nothing"
+    printf '%-6s  %-52s %-16s %s\n' "part" "what" "result" "figure"
+    prev=""
+    while IFS=$'\t' read -r p what result figure cmd; do
+        printf '%-6s  %-52s %-16s %s\n' "${p#part }" "$what" "$result" "$figure"
+        if [ -n "$cmd" ] && [ "$cmd" = "$prev" ]; then
+            printf '%-6s    $ (the same command)\n' ""
+        elif [ -n "$cmd" ]; then
+            printf '%-6s    $ %s\n' "" "$cmd"
+        fi
+        prev=$cmd
+    done <"$rows_file"
+    echo "($(( SECONDS - t_start )) s this invocation, $failures failed item(s))"
+} | tee "$res/summary.txt"
+
+if [ -n "$copy_to" ]; then
+    mkdir -p "$copy_to" && cp -r "$res" "$copy_to/" && echo "copied to $copy_to/$(basename "$res")"
+fi
+[ "$failures" -eq 0 ]

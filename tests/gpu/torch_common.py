@@ -1,0 +1,89 @@
+"""torch_common.py - what the PyTorch side of the GPU benchmarks shares.
+
+- ieee_fp32(): fp32 without TF32 for cuBLAS and cuDNN, through the settings
+  this PyTorch has (fp32_precision = "ieee" from 2.9 on, allow_tf32 = False
+  before), and a one-line description of the effective state.
+- Timer: elapsed milliseconds of a region, with CUDA events on CUDA devices
+  (several devices: the first waits for the others' work before its end
+  event) and perf_counter on the CPU.
+- parse_devices(): "auto" | "cpu" | "cuda:0[,cuda:1]" into two device names.
+
+Only reads and sets per-process PyTorch flags; never touches the GPU's own
+settings.
+"""
+import statistics
+import time
+
+
+def ieee_fp32(torch):
+    """Turns TF32 off for matmul and convolution; returns a description."""
+    done = []
+    if hasattr(torch.backends, "fp32_precision"):
+        try:
+            torch.backends.fp32_precision = "ieee"
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+            torch.backends.cudnn.fp32_precision = "ieee"
+            torch.backends.cudnn.conv.fp32_precision = "ieee"
+            done.append("fp32_precision: matmul %s, cudnn.conv %s" % (
+                torch.backends.cuda.matmul.fp32_precision,
+                torch.backends.cudnn.conv.fp32_precision))
+        except (AttributeError, RuntimeError, ValueError) as e:
+            done.append("fp32_precision failed (%s)" % e)
+    if not done or "failed" in done[0]:
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            done.append("allow_tf32: matmul %s, cudnn %s" % (
+                torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
+        except (AttributeError, RuntimeError, ValueError) as e:
+            done.append("allow_tf32 failed (%s)" % e)
+            return "TF32 UNKNOWN (" + "; ".join(done) + ")"
+    return "TF32 off (" + "; ".join(done) + ")"
+
+
+def parse_devices(spec, torch):
+    """Two device names for the tutorial's seq1 and seq2."""
+    if spec == "auto":
+        if not torch.cuda.is_available():
+            return "cpu", "cpu"
+        return ("cuda:0", "cuda:1") if torch.cuda.device_count() >= 2 else ("cuda:0", "cuda:0")
+    parts = [p.strip() for p in spec.split(",") if p.strip()]
+    if len(parts) == 1:
+        return parts[0], parts[0]
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    raise ValueError("--devices: expected one or two devices, got %r" % spec)
+
+
+class Timer:
+    """Times a region on the given devices: start(), then stop() -> ms."""
+
+    def __init__(self, torch, devices):
+        self.torch = torch
+        self.cuda = [torch.device(d) for d in dict.fromkeys(devices)
+                     if torch.device(d).type == "cuda"]
+
+    def start(self):
+        if self.cuda:
+            self.a = self.torch.cuda.Event(enable_timing=True)
+            self.a.record(self.torch.cuda.current_stream(self.cuda[0]))
+        else:
+            self.t0 = time.perf_counter()
+
+    def stop(self):
+        torch = self.torch
+        if not self.cuda:
+            return (time.perf_counter() - self.t0) * 1e3
+        first = torch.cuda.current_stream(self.cuda[0])
+        for d in self.cuda[1:]:
+            e = torch.cuda.Event()
+            e.record(torch.cuda.current_stream(d))
+            first.wait_event(e)
+        b = torch.cuda.Event(enable_timing=True)
+        b.record(first)
+        b.synchronize()
+        return self.a.elapsed_time(b)
+
+
+def median_min(values):
+    return statistics.median(values), min(values)
