@@ -1,27 +1,47 @@
 /*
- * conv2d.c - CPU convolution (no bias, NCHW, f32) as im2col/col2im + sgemm.
+ * conv2d.c - CPU convolution (no bias, NCHW, f32) as im2col/col2im + sgemm,
+ * split into GEMM tiles that the device's worker pool runs in parallel.
  *
- * Per sample, forward is Y (K, P*Q) = W (K, C*R*S) x col (C*R*S, P*Q), where
- * col is the im2col unfolding of the input; backward-data is
- * dcol = W^T x dY followed by col2im; backward-filter is dW += dY x col^T.
- * A 1x1 stride-1 unpadded ("pointwise") convolution skips im2col: the input
- * plane itself is the col matrix.
- * When P*Q is small, several samples share one GEMM: their columns sit side
- * by side in one (C*R*S, nb*P*Q) buffer (for a pointwise convolution, the
- * input planes copied side by side) and the output is scattered back.
+ * With CRS = C*R*S rows of unfolded input ("col") per output position:
+ *   forward          Y (K, cols)   = W (K, CRS) x col (CRS, cols)
+ *   backward-data    dcol (CRS, cols) = W^T x dY (K, cols), then col2im
+ *   backward-filter  dW (K, CRS)  += dY (K, cols) x col^T (cols, CRS)
+ * A 1x1 stride-1 unpadded ("pointwise") convolution needs no unfolding: the
+ * input planes of one sample are its col matrix.
  *
- * Buffers come from the exec's workspace (no allocation per call). The GEMMs
- * run on OpenBLAS threads; the grouping depends on the shape only, so results
- * are bitwise reproducible for a given OpenBLAS thread count (OpenBLAS may
- * round differently with another thread count).
+ * Tiling. The output columns (samples x output positions) are cut into
+ * column blocks: a block is a run of output rows of one sample when a plane
+ * is wide (P*Q >= TILE_COLS), or a run of whole samples side by side
+ * otherwise. The other GEMM dimension is cut into row blocks when there are
+ * too few column blocks to keep several threads busy. Every cut, and so every
+ * sgemm call and the order of every sum, depends on the shape only; each tile
+ * writes its own part of the output. Results are therefore bitwise identical
+ * whatever the number of threads (and whichever thread runs a tile).
+ * Backward-filter reduces over all columns: its tiles cut dW, and when dW is
+ * too small to give enough tiles, the columns too; the partial sums are then
+ * added to dW in chunk order.
+ *
+ * Memory: unfolded blocks, gathered planes and partial sums live in the exec
+ * workspace: a shared part plus one scratch area per pool thread. sgemm runs
+ * single-threaded (the backend sets OpenBLAS to one thread); the parallelism
+ * is ours.
  */
 #include <cblas.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_pool.h"
 
-/* Minimum number of GEMM columns (samples x P*Q) worth batching towards. */
-#define CONV_MIN_COLS 1024
+/* Target output columns per GEMM tile. */
+#define TILE_COLS 512
+/* Fewest rows of a row block. */
+#define TILE_ROWS_MIN 64
+/* Tiles an op aims for (a shape property, not a thread count). */
+#define TILES_TARGET 8
+/* Cap on the shared unfolded buffer of one pass (floats). */
+#define SHARED_MAX_FLOATS ((size_t)4 << 20)
+/* Fewest reduction columns per partial sum in backward-filter. */
+#define REDUCE_CHUNK_MIN 1024
 
 static int is_pointwise(const pp_conv2d_desc *d)
 {
@@ -29,14 +49,19 @@ static int is_pointwise(const pp_conv2d_desc *d)
            d->pad_w == 0;
 }
 
-/* Samples per GEMM: 1 when one plane already gives a wide GEMM, otherwise
- * enough samples to reach CONV_MIN_COLS columns (at most n). */
-static int conv_batch(const pp_conv2d_desc *d)
+static size_t round_up(size_t v, size_t a)
 {
-    int pq = d->p * d->q;
-    if (pq >= CONV_MIN_COLS) return 1;
-    int nb = (CONV_MIN_COLS + pq - 1) / pq;
-    return nb < d->n ? nb : d->n;
+    return (v + a - 1) / a * a;
+}
+
+static int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
+
+static int clamp_int(int v, int lo, int hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
 }
 
 /* Range [*q0, *q1) of output columns whose input column q*stride - pad + s
@@ -54,109 +79,169 @@ static void valid_range(int q_out, int stride, int pad, int s, int w, int *q0, i
     *q1 = b;
 }
 
-/* col (C*R*S rows, P*Q columns, row stride ld) = unfolding of one sample x (C,H,W). */
-static void im2col(const pp_conv2d_desc *d, const float *x, float *col, size_t ld)
+/* Rows of channels [c0, c1) of col (CRS rows, (p1-p0)*Q columns from
+ * column 0, row stride ld) = the unfolding of output rows [p0, p1) of one
+ * sample x (C,H,W). */
+static void im2col_part(const pp_conv2d_desc *d, const float *x, int c0, int c1, int p0, int p1,
+                        float *col, size_t ld)
 {
-    const int sh = d->stride_h, sw = d->stride_w;
-    for (int c = 0; c < d->c; c++) {
+    const int sh = d->stride_h, sw = d->stride_w, q = d->q;
+    for (int c = c0; c < c1; c++) {
         const float *xc = x + (size_t)c * d->h * d->w;
         for (int r = 0; r < d->r; r++) {
             for (int s = 0; s < d->s; s++) {
                 float *row = col + ((size_t)(c * d->r + r) * d->s + s) * ld;
                 int q0, q1;
-                valid_range(d->q, sw, d->pad_w, s, d->w, &q0, &q1);
-                for (int p = 0; p < d->p; p++) {
-                    float *dst = row + (size_t)p * d->q;
+                valid_range(q, sw, d->pad_w, s, d->w, &q0, &q1);
+                for (int p = p0; p < p1; p++) {
+                    float *dst = row + (size_t)(p - p0) * q;
                     int ih = p * sh - d->pad_h + r;
-                    if (ih < 0 || ih >= d->h) {
-                        memset(dst, 0, sizeof(float) * (size_t)d->q);
+                    if (ih < 0 || ih >= d->h || q1 == q0) {
+                        for (int j = 0; j < q; j++) dst[j] = 0.0f;
                         continue;
                     }
-                    for (int q = 0; q < q0; q++) dst[q] = 0.0f;
-                    for (int q = q1; q < d->q; q++) dst[q] = 0.0f;
-                    if (q1 == q0) continue;
                     const float *src = xc + (size_t)ih * d->w + (q0 * sw - d->pad_w + s);
+                    for (int j = 0; j < q0; j++) dst[j] = 0.0f;
                     if (sw == 1) {
-                        memcpy(dst + q0, src, sizeof(float) * (size_t)(q1 - q0));
+                        for (int j = q0; j < q1; j++) dst[j] = src[j - q0];
                     } else {
-                        for (int q = q0; q < q1; q++) dst[q] = src[(size_t)(q - q0) * sw];
+                        for (int j = q0; j < q1; j++) dst[j] = src[(size_t)(j - q0) * sw];
                     }
+                    for (int j = q1; j < q; j++) dst[j] = 0.0f;
                 }
             }
         }
     }
 }
 
-/* dx (C,H,W) += fold of col (C*R*S rows, P*Q columns, row stride ld). */
-static void col2im(const pp_conv2d_desc *d, const float *col, size_t ld, float *dx)
+static void im2col_rows(const pp_conv2d_desc *d, const float *x, int p0, int p1, float *col,
+                        size_t ld)
+{
+    im2col_part(d, x, 0, d->c, p0, p1, col, ld);
+}
+
+/* dxc (H,W) = fold of the R*S rows of one channel (P*Q columns, row stride
+ * ld): zeroed, then accumulated in (r, s, p, q) order. */
+static void col2im_channel(const pp_conv2d_desc *d, const float *col, size_t ld, float *dxc)
 {
     const int sh = d->stride_h, sw = d->stride_w;
-    for (int c = 0; c < d->c; c++) {
-        float *dxc = dx + (size_t)c * d->h * d->w;
-        for (int r = 0; r < d->r; r++) {
-            for (int s = 0; s < d->s; s++) {
-                const float *row = col + ((size_t)(c * d->r + r) * d->s + s) * ld;
-                int q0, q1;
-                valid_range(d->q, sw, d->pad_w, s, d->w, &q0, &q1);
-                for (int p = 0; p < d->p; p++) {
-                    int ih = p * sh - d->pad_h + r;
-                    if (ih < 0 || ih >= d->h || q1 == q0) continue;
-                    const float *src = row + (size_t)p * d->q;
-                    float *dst = dxc + (size_t)ih * d->w + (q0 * sw - d->pad_w + s);
-                    if (sw == 1) {
-                        for (int q = q0; q < q1; q++) dst[q - q0] += src[q];
-                    } else {
-                        for (int q = q0; q < q1; q++) dst[(size_t)(q - q0) * sw] += src[q];
-                    }
+    memset(dxc, 0, sizeof(float) * (size_t)d->h * d->w);
+    for (int r = 0; r < d->r; r++) {
+        for (int s = 0; s < d->s; s++) {
+            const float *row = col + (size_t)(r * d->s + s) * ld;
+            int q0, q1;
+            valid_range(d->q, sw, d->pad_w, s, d->w, &q0, &q1);
+            if (q1 == q0) continue;
+            for (int p = 0; p < d->p; p++) {
+                int ih = p * sh - d->pad_h + r;
+                if (ih < 0 || ih >= d->h) continue;
+                const float *src = row + (size_t)p * d->q;
+                float *dst = dxc + (size_t)ih * d->w + (q0 * sw - d->pad_w + s);
+                if (sw == 1) {
+                    for (int j = q0; j < q1; j++) dst[j - q0] += src[j];
+                } else {
+                    for (int j = q0; j < q1; j++) dst[(size_t)(j - q0) * sw] += src[j];
                 }
             }
         }
     }
 }
 
-/* Copies rows of nb planes side by side: dst (rows, nb*len) from src planes
- * (nb planes of rows*len, plane i at src + i*plane_stride). */
-static void gather_planes(const float *src, size_t plane_stride, int nb, int rows, size_t len,
-                          float *dst)
+/* dst (rows, m*len, row stride ld) = rows of m planes side by side; plane i
+ * starts at src + i*plane_stride and has rows of len (row stride len). */
+static void gather_planes(const float *src, size_t plane_stride, int m, int rows, size_t len,
+                          float *dst, size_t ld)
 {
     for (int k = 0; k < rows; k++)
-        for (int i = 0; i < nb; i++)
-            memcpy(dst + ((size_t)k * nb + i) * len, src + i * plane_stride + (size_t)k * len,
+        for (int i = 0; i < m; i++)
+            memcpy(dst + (size_t)k * ld + (size_t)i * len, src + i * plane_stride + (size_t)k * len,
                    sizeof(float) * len);
 }
 
 /* The inverse of gather_planes. */
-static void scatter_planes(const float *src, int nb, int rows, size_t len, float *dst,
+static void scatter_planes(const float *src, size_t ld, int m, int rows, size_t len, float *dst,
                            size_t plane_stride)
 {
     for (int k = 0; k < rows; k++)
-        for (int i = 0; i < nb; i++)
-            memcpy(dst + i * plane_stride + (size_t)k * len, src + ((size_t)k * nb + i) * len,
+        for (int i = 0; i < m; i++)
+            memcpy(dst + i * plane_stride + (size_t)k * len, src + (size_t)k * ld + (size_t)i * len,
                    sizeof(float) * len);
 }
 
-/* col (C*R*S, m*P*Q) = the unfoldings of m consecutive samples of x, side by
- * side; for a pointwise convolution that is a copy of the input planes. */
-static void unfold(const pp_conv2d_desc *d, const float *x, int m, float *col)
+static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
-    const size_t pq = (size_t)d->p * d->q, x_stride = (size_t)d->c * d->h * d->w;
-    if (is_pointwise(d)) {
-        gather_planes(x, x_stride, m, d->c, pq, col);
-        return;
-    }
-    for (int i = 0; i < m; i++) im2col(d, x + i * x_stride, col + i * pq, (size_t)m * pq);
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
-/* dx (m consecutive samples) = the folds of col (C*R*S, m*P*Q), overwriting dx. */
-static void fold(const pp_conv2d_desc *d, const float *col, int m, float *dx)
+/* ---- column blocks -------------------------------------------------------------- */
+
+typedef struct col_blocks {
+    int spb;      /* samples per block (1 when a sample is split) */
+    int rpb;      /* output rows per block */
+    int bps;      /* blocks per sample (1 unless a sample is split) */
+    int count;    /* blocks in all */
+    int max_cols; /* columns of the widest block */
+} col_blocks;
+
+typedef struct col_block {
+    int n0, m;  /* samples [n0, n0+m) */
+    int p0, p1; /* output rows [p0, p1) of each */
+    int cols;   /* m * (p1-p0) * Q */
+} col_block;
+
+/* Cuts the N*P*Q output columns into blocks of about TILE_COLS; a sample is
+ * split into runs of output rows only when split_ok. */
+static col_blocks col_blocks_make(const pp_conv2d_desc *d, int split_ok)
 {
-    const size_t pq = (size_t)d->p * d->q, x_stride = (size_t)d->c * d->h * d->w;
-    if (is_pointwise(d)) {
-        scatter_planes(col, m, d->c, pq, dx, x_stride);
-        return;
+    col_blocks b;
+    const int pq = d->p * d->q;
+    if (pq >= TILE_COLS) {
+        b.spb = 1;
+        b.rpb = split_ok ? clamp_int(TILE_COLS / d->q, 1, d->p) : d->p;
+        b.bps = (d->p + b.rpb - 1) / b.rpb;
+        b.count = d->n * b.bps;
+        b.max_cols = b.rpb * d->q;
+    } else {
+        b.spb = min_int((TILE_COLS + pq - 1) / pq, d->n);
+        b.rpb = d->p;
+        b.bps = 1;
+        b.count = (d->n + b.spb - 1) / b.spb;
+        b.max_cols = b.spb * pq;
     }
-    memset(dx, 0, sizeof(float) * x_stride * (size_t)m);
-    for (int i = 0; i < m; i++) col2im(d, col + i * pq, (size_t)m * pq, dx + i * x_stride);
+    return b;
+}
+
+static col_block col_block_get(const pp_conv2d_desc *d, const col_blocks *b, int i)
+{
+    col_block c;
+    if (b->bps > 1 || b->spb == 1) {
+        c.n0 = i / b->bps;
+        c.m = 1;
+        c.p0 = (i % b->bps) * b->rpb;
+        c.p1 = min_int(c.p0 + b->rpb, d->p);
+    } else {
+        c.n0 = i * b->spb;
+        c.m = min_int(b->spb, d->n - c.n0);
+        c.p0 = 0;
+        c.p1 = d->p;
+    }
+    c.cols = c.m * (c.p1 - c.p0) * d->q;
+    return c;
+}
+
+/* Row blocks of `units` units of `unit_rows` rows each (channels of R*S rows
+ * for backward-data, single rows otherwise): enough blocks to reach
+ * TILES_TARGET tiles with `col_count` column blocks, none under TILE_ROWS_MIN
+ * rows. Returns the units per block. */
+static int row_block_units(int units, int unit_rows, int col_count)
+{
+    int want = (TILES_TARGET + col_count - 1) / col_count;
+    int most = units * unit_rows / TILE_ROWS_MIN;
+    int blocks = clamp_int(want, 1, most < 1 ? 1 : most);
+    int per = (units + blocks - 1) / blocks;
+    if (unit_rows == 1 && per < units) per = (int)round_up((size_t)per, 16);
+    return per < units ? per : units;
 }
 
 static pp_status workspace(pp_exec *ex, size_t floats, float **ptr, pp_error *err)
@@ -167,117 +252,367 @@ static pp_status workspace(pp_exec *ex, size_t floats, float **ptr, pp_error *er
     return PP_OK;
 }
 
+/* ---- forward ---------------------------------------------------------------------- */
+
+typedef struct fwd_ctx {
+    const pp_conv2d_desc *d;
+    const float *x, *w;
+    float *y;
+    col_blocks cb;
+    int crs, kpb, mblocks; /* output channels per row block, row blocks */
+    float *panels;         /* shared unfolded blocks (two-pass mode), or NULL */
+    size_t panel_stride;   /* floats per panel */
+    int first_block;       /* column block of panel 0 */
+    float *scratch;        /* per worker */
+    size_t scratch_stride;
+} fwd_ctx;
+
+/* Unfolds column block b into dst (CRS, cols); returns the B operand and its
+ * row stride, which for a pointwise block of one sample is x itself. */
+static const float *fwd_operand(const fwd_ctx *c, const col_block *blk, float *dst, int *ld)
+{
+    const pp_conv2d_desc *d = c->d;
+    const size_t x_stride = (size_t)d->c * d->h * d->w, pq = (size_t)d->p * d->q;
+    const float *xs = c->x + (size_t)blk->n0 * x_stride;
+    if (is_pointwise(d)) {
+        if (blk->m == 1) {
+            *ld = (int)pq;
+            return xs + (size_t)blk->p0 * d->q;
+        }
+        gather_planes(xs, x_stride, blk->m, d->c, pq, dst, (size_t)blk->cols);
+    } else {
+        int rows = blk->p1 - blk->p0;
+        for (int i = 0; i < blk->m; i++)
+            im2col_rows(d, xs + i * x_stride, blk->p0, blk->p1, dst + (size_t)i * rows * d->q,
+                        (size_t)blk->cols);
+    }
+    *ld = blk->cols;
+    return dst;
+}
+
+/* Output channels [k0, k1) of column block b: GEMM into y directly for one
+ * sample, or into out and then scattered to the samples' planes. */
+static void fwd_tile(const fwd_ctx *c, const col_block *blk, const float *bmat, int ldb, int k0,
+                     int k1, float *out)
+{
+    const pp_conv2d_desc *d = c->d;
+    const size_t pq = (size_t)d->p * d->q, y_stride = (size_t)d->k * pq;
+    float *ys = c->y + (size_t)blk->n0 * y_stride + (size_t)k0 * pq;
+    const float *wk = c->w + (size_t)k0 * c->crs;
+    if (blk->m == 1) {
+        gemm(CblasNoTrans, CblasNoTrans, k1 - k0, blk->cols, c->crs, wk, c->crs, bmat, ldb, 0.0f,
+             ys + (size_t)blk->p0 * d->q, (int)pq);
+        return;
+    }
+    gemm(CblasNoTrans, CblasNoTrans, k1 - k0, blk->cols, c->crs, wk, c->crs, bmat, ldb, 0.0f, out,
+         blk->cols);
+    scatter_planes(out, (size_t)blk->cols, blk->m, k1 - k0, pq, ys, y_stride);
+}
+
+/* One-pass task: column block t, every output channel. */
+static void fwd_fused_task(void *arg, int64_t t, int worker)
+{
+    const fwd_ctx *c = arg;
+    col_block blk = col_block_get(c->d, &c->cb, (int)t);
+    float *col = c->scratch + (size_t)worker * c->scratch_stride;
+    float *out = col + round_up((size_t)c->crs * c->cb.max_cols, 16);
+    int ldb;
+    const float *bmat = fwd_operand(c, &blk, col, &ldb);
+    fwd_tile(c, &blk, bmat, ldb, 0, c->d->k, out);
+}
+
+/* Two-pass, pass 1: unfold channels [k*UNFOLD_PARTS.. of column block
+ * first_block + t / UNFOLD_PARTS into panel t / UNFOLD_PARTS. */
+#define UNFOLD_PARTS 8
+static void fwd_unfold_task(void *arg, int64_t t, int worker)
+{
+    const fwd_ctx *c = arg;
+    const pp_conv2d_desc *d = c->d;
+    int panel = (int)(t / UNFOLD_PARTS), part = (int)(t % UNFOLD_PARTS);
+    col_block blk = col_block_get(d, &c->cb, c->first_block + panel);
+    float *dst = c->panels + (size_t)panel * c->panel_stride;
+    (void)worker;
+    if (is_pointwise(d)) {
+        if (part == 0) {
+            int ld;
+            (void)fwd_operand(c, &blk, dst, &ld);
+        }
+        return;
+    }
+    int per = (d->c + UNFOLD_PARTS - 1) / UNFOLD_PARTS;
+    int c0 = part * per, c1 = min_int(c0 + per, d->c);
+    const size_t x_stride = (size_t)d->c * d->h * d->w;
+    int rows = blk.p1 - blk.p0;
+    for (int i = 0; i < blk.m && c0 < c1; i++)
+        im2col_part(d, c->x + (size_t)(blk.n0 + i) * x_stride, c0, c1, blk.p0, blk.p1,
+                    dst + (size_t)i * rows * d->q, (size_t)blk.cols);
+}
+
+/* Two-pass, pass 2: tile t = (panel, row block). */
+static void fwd_tile_task(void *arg, int64_t t, int worker)
+{
+    const fwd_ctx *c = arg;
+    int panel = (int)(t / c->mblocks), mb = (int)(t % c->mblocks);
+    col_block blk = col_block_get(c->d, &c->cb, c->first_block + panel);
+    float *out = c->scratch + (size_t)worker * c->scratch_stride;
+    int ldb;
+    const float *bmat;
+    if (is_pointwise(c->d) && blk.m == 1) {
+        bmat = fwd_operand(c, &blk, NULL, &ldb);
+    } else {
+        bmat = c->panels + (size_t)panel * c->panel_stride;
+        ldb = blk.cols;
+    }
+    int k0 = mb * c->kpb, k1 = min_int(k0 + c->kpb, c->d->k);
+    fwd_tile(c, &blk, bmat, ldb, k0, k1, out);
+}
+
 pp_status pp_cpu_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                 const float *w, float *y, pp_error *err)
 {
-    const int crs = d->c * d->r * d->s;
-    const size_t pq = (size_t)d->p * d->q, hw = (size_t)d->h * d->w;
-    const size_t x_stride = (size_t)d->c * hw, y_stride = (size_t)d->k * pq;
-    const int nb = conv_batch(d);
+    fwd_ctx c = {.d = d, .x = x, .w = w, .y = y, .crs = d->c * d->r * d->s};
+    c.cb = col_blocks_make(d, 1);
+    c.kpb = row_block_units(d->k, 1, c.cb.count);
+    c.mblocks = (d->k + c.kpb - 1) / c.kpb;
+    const size_t threads = (size_t)pp_cpu_threads(ex);
+    const size_t col_floats = round_up((size_t)c.crs * c.cb.max_cols, 16);
+    const size_t out_floats = round_up((size_t)d->k * c.cb.max_cols, 16);
 
-    if (nb == 1 && is_pointwise(d)) {
-        for (int n = 0; n < d->n; n++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, (int)pq, d->c, 1.0f, w,
-                        d->c, x + n * x_stride, (int)hw, 0.0f, y + n * y_stride, (int)pq);
+    if (c.mblocks == 1) {
+        c.scratch_stride = col_floats + out_floats;
+        PP_TRY(workspace(ex, threads * c.scratch_stride, &c.scratch, err));
+        pp_cpu_parallel(ex, c.cb.count, fwd_fused_task, &c);
         return PP_OK;
     }
-    if (nb == 1) {
-        float *col;
-        PP_TRY(workspace(ex, (size_t)crs * pq, &col, err));
-        for (int n = 0; n < d->n; n++) {
-            im2col(d, x + n * x_stride, col, pq);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, (int)pq, crs, 1.0f, w,
-                        crs, col, (int)pq, 0.0f, y + n * y_stride, (int)pq);
-        }
-        return PP_OK;
+    /* Two passes per group of column blocks: unfold into shared panels, then
+     * tiles of (panel, row block). */
+    const int pointwise_direct = is_pointwise(d) && c.cb.spb == 1;
+    c.panel_stride = pointwise_direct ? 0 : col_floats;
+    int per_group = c.cb.count;
+    if (c.panel_stride) {
+        size_t fit = SHARED_MAX_FLOATS / c.panel_stride;
+        per_group = clamp_int(fit > (size_t)c.cb.count ? c.cb.count : (int)fit, 1, c.cb.count);
     }
-    float *col;
-    PP_TRY(workspace(ex, ((size_t)crs + d->k) * nb * pq, &col, err));
-    float *out = col + (size_t)crs * nb * pq;
-    for (int n0 = 0; n0 < d->n; n0 += nb) {
-        int m = d->n - n0 < nb ? d->n - n0 : nb;
-        size_t cols = (size_t)m * pq;
-        unfold(d, x + n0 * x_stride, m, col);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d->k, (int)cols, crs, 1.0f, w,
-                    crs, col, (int)cols, 0.0f, out, (int)cols);
-        scatter_planes(out, m, d->k, pq, y + n0 * y_stride, y_stride);
+    c.scratch_stride = out_floats;
+    float *ws;
+    PP_TRY(workspace(ex, (size_t)per_group * c.panel_stride + threads * c.scratch_stride, &ws,
+                     err));
+    c.panels = ws;
+    c.scratch = ws + (size_t)per_group * c.panel_stride;
+    for (int g = 0; g < c.cb.count; g += per_group) {
+        int blocks = min_int(per_group, c.cb.count - g);
+        c.first_block = g;
+        if (!pointwise_direct) pp_cpu_parallel(ex, (int64_t)blocks * UNFOLD_PARTS, fwd_unfold_task, &c);
+        pp_cpu_parallel(ex, (int64_t)blocks * c.mblocks, fwd_tile_task, &c);
     }
     return PP_OK;
+}
+
+/* ---- backward-data ------------------------------------------------------------------ */
+
+typedef struct bwd_data_ctx {
+    const pp_conv2d_desc *d;
+    const float *dy, *w;
+    float *dx;
+    col_blocks cb;
+    int crs, rs, cpb, cblocks; /* input channels per row block, row blocks */
+    float *scratch;
+    size_t scratch_stride;
+    size_t dyb_floats; /* gathered dY part of a scratch area */
+} bwd_data_ctx;
+
+/* Tile t = (column block, channel block): dcol rows of channels [c0, c1) for
+ * the block's samples, folded into those channels of dx. */
+static void bwd_data_task(void *arg, int64_t t, int worker)
+{
+    const bwd_data_ctx *c = arg;
+    const pp_conv2d_desc *d = c->d;
+    const size_t pq = (size_t)d->p * d->q, hw = (size_t)d->h * d->w;
+    const size_t x_stride = (size_t)d->c * hw, y_stride = (size_t)d->k * pq;
+    col_block blk = col_block_get(d, &c->cb, (int)(t / c->cblocks));
+    int cbi = (int)(t % c->cblocks);
+    int c0 = cbi * c->cpb, c1 = min_int(c0 + c->cpb, d->c);
+    int rows = (c1 - c0) * c->rs;
+    float *dyb = c->scratch + (size_t)worker * c->scratch_stride;
+    float *dcol = dyb + c->dyb_floats;
+    const float *dys = c->dy + (size_t)blk.n0 * y_stride;
+    const float *bmat = dys + (size_t)blk.p0 * d->q;
+    int ldb = (int)pq;
+    if (blk.m > 1) {
+        gather_planes(dys, y_stride, blk.m, d->k, pq, dyb, (size_t)blk.cols);
+        bmat = dyb;
+        ldb = blk.cols;
+    }
+    float *dxs = c->dx + (size_t)blk.n0 * x_stride + (size_t)c0 * hw;
+    if (is_pointwise(d) && blk.m == 1) {
+        gemm(CblasTrans, CblasNoTrans, rows, blk.cols, d->k, c->w + (size_t)c0 * c->rs, c->crs,
+             bmat, ldb, 0.0f, dxs + (size_t)blk.p0 * d->q, (int)hw);
+        return;
+    }
+    gemm(CblasTrans, CblasNoTrans, rows, blk.cols, d->k, c->w + (size_t)c0 * c->rs, c->crs, bmat,
+         ldb, 0.0f, dcol, blk.cols);
+    if (is_pointwise(d)) {
+        scatter_planes(dcol, (size_t)blk.cols, blk.m, rows, pq, dxs, x_stride);
+        return;
+    }
+    for (int i = 0; i < blk.m; i++)
+        for (int ch = 0; ch < c1 - c0; ch++)
+            col2im_channel(d, dcol + (size_t)ch * c->rs * blk.cols + (size_t)i * pq,
+                           (size_t)blk.cols, dxs + i * x_stride + (size_t)ch * hw);
 }
 
 pp_status pp_cpu_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
                                       const float *w, float *dx, pp_error *err)
 {
-    const int crs = d->c * d->r * d->s;
-    const size_t pq = (size_t)d->p * d->q, hw = (size_t)d->h * d->w;
-    const size_t x_stride = (size_t)d->c * hw, y_stride = (size_t)d->k * pq;
-    const int nb = conv_batch(d);
-
-    if (nb == 1 && is_pointwise(d)) {
-        for (int n = 0; n < d->n; n++)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d->c, (int)pq, d->k, 1.0f, w,
-                        d->c, dy + n * y_stride, (int)pq, 0.0f, dx + n * x_stride, (int)hw);
-        return PP_OK;
-    }
-    if (nb == 1) {
-        float *col;
-        PP_TRY(workspace(ex, (size_t)crs * pq, &col, err));
-        for (int n = 0; n < d->n; n++) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, (int)pq, d->k, 1.0f, w,
-                        crs, dy + n * y_stride, (int)pq, 0.0f, col, (int)pq);
-            memset(dx + n * x_stride, 0, sizeof(float) * x_stride);
-            col2im(d, col, pq, dx + n * x_stride);
-        }
-        return PP_OK;
-    }
-    float *col;
-    PP_TRY(workspace(ex, ((size_t)crs + d->k) * nb * pq, &col, err));
-    float *dyb = col + (size_t)crs * nb * pq;
-    for (int n0 = 0; n0 < d->n; n0 += nb) {
-        int m = d->n - n0 < nb ? d->n - n0 : nb;
-        size_t cols = (size_t)m * pq;
-        gather_planes(dy + n0 * y_stride, y_stride, m, d->k, pq, dyb);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crs, (int)cols, d->k, 1.0f, w, crs,
-                    dyb, (int)cols, 0.0f, col, (int)cols);
-        fold(d, col, m, dx + n0 * x_stride);
-    }
+    bwd_data_ctx c = {.d = d, .dy = dy, .w = w, .dx = dx, .rs = d->r * d->s};
+    c.crs = d->c * c.rs;
+    /* col2im of neighbouring output rows overlaps: split samples only when
+     * pointwise. */
+    c.cb = col_blocks_make(d, is_pointwise(d));
+    c.cpb = row_block_units(d->c, c.rs, c.cb.count);
+    c.cblocks = (d->c + c.cpb - 1) / c.cpb;
+    const size_t threads = (size_t)pp_cpu_threads(ex);
+    c.dyb_floats = c.cb.spb > 1 ? round_up((size_t)d->k * c.cb.max_cols, 16) : 0;
+    c.scratch_stride = c.dyb_floats + round_up((size_t)c.cpb * c.rs * c.cb.max_cols, 16);
+    PP_TRY(workspace(ex, threads * c.scratch_stride, &c.scratch, err));
+    pp_cpu_parallel(ex, (int64_t)c.cb.count * c.cblocks, bwd_data_task, &c);
     return PP_OK;
+}
+
+/* ---- backward-filter ---------------------------------------------------------------- */
+
+typedef struct bwd_filter_ctx {
+    const pp_conv2d_desc *d;
+    const float *x, *dy;
+    float *dw;
+    int crs;
+    int n0, m;          /* samples of the current group */
+    const float *colm;  /* (CRS, cols) unfolded group, row stride ldc */
+    const float *dym;   /* (K, cols) gathered dY of the group, row stride ldd */
+    int ldc, ldd, cols;
+    float *col_buf, *dy_buf; /* where pass 1 writes them */
+    int kpb, kblocks;        /* dW rows per block */
+    int npb, nblocks;        /* dW columns per block */
+    int chunks, chunk_cols;  /* reduction chunks (1: accumulate into dW directly) */
+    float *partial;          /* chunks x (K, CRS) when chunks > 1 */
+} bwd_filter_ctx;
+
+/* Pass 1: unfold sample t of the group and gather its dY. */
+static void bwd_filter_unfold_task(void *arg, int64_t t, int worker)
+{
+    const bwd_filter_ctx *c = arg;
+    const pp_conv2d_desc *d = c->d;
+    const size_t pq = (size_t)d->p * d->q;
+    const size_t x_stride = (size_t)d->c * d->h * d->w, y_stride = (size_t)d->k * pq;
+    const int n = c->n0 + (int)t;
+    (void)worker;
+    if (is_pointwise(d))
+        gather_planes(c->x + n * x_stride, x_stride, 1, d->c, pq, c->col_buf + (size_t)t * pq,
+                      (size_t)c->cols);
+    else
+        im2col_rows(d, c->x + n * x_stride, 0, d->p, c->col_buf + (size_t)t * pq,
+                    (size_t)c->cols);
+    gather_planes(c->dy + n * y_stride, y_stride, 1, d->k, pq, c->dy_buf + (size_t)t * pq,
+                  (size_t)c->cols);
+}
+
+/* Pass 2: tile t = (chunk, row block, column block) of dW. */
+static void bwd_filter_tile_task(void *arg, int64_t t, int worker)
+{
+    const bwd_filter_ctx *c = arg;
+    (void)worker;
+    int nb = (int)(t % c->nblocks);
+    int kb = (int)(t / c->nblocks % c->kblocks);
+    int ch = (int)(t / c->nblocks / c->kblocks);
+    int k0 = kb * c->kpb, k1 = min_int(k0 + c->kpb, c->d->k);
+    int j0 = nb * c->npb, j1 = min_int(j0 + c->npb, c->crs);
+    int r0 = ch * c->chunk_cols, r1 = min_int(r0 + c->chunk_cols, c->cols);
+    if (r1 <= r0) { /* an empty chunk of a short last group */
+        float *p = c->partial + (size_t)ch * c->d->k * c->crs;
+        for (int k = k0; k < k1; k++)
+            memset(p + (size_t)k * c->crs + j0, 0, sizeof(float) * (size_t)(j1 - j0));
+        return;
+    }
+    const float *a = c->dym + (size_t)k0 * c->ldd + r0;
+    const float *b = c->colm + (size_t)j0 * c->ldc + r0;
+    if (c->chunks == 1) {
+        gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 1.0f,
+             c->dw + (size_t)k0 * c->crs + j0, c->crs);
+    } else {
+        float *p = c->partial + (size_t)ch * c->d->k * c->crs;
+        gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 0.0f,
+             p + (size_t)k0 * c->crs + j0, c->crs);
+    }
+}
+
+/* Pass 3 (chunks > 1): dW row t += the partial sums in chunk order. */
+static void bwd_filter_reduce_task(void *arg, int64_t t, int worker)
+{
+    const bwd_filter_ctx *c = arg;
+    (void)worker;
+    const size_t len = (size_t)c->crs, plane = (size_t)c->d->k * c->crs;
+    float *dw = c->dw + (size_t)t * len;
+    const float *p = c->partial + (size_t)t * len;
+    for (size_t j = 0; j < len; j++) {
+        float s = p[j];
+        for (int ch = 1; ch < c->chunks; ch++) s += p[(size_t)ch * plane + j];
+        dw[j] += s;
+    }
 }
 
 pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                         const float *dy, float *dw, pp_error *err)
 {
-    const int crs = d->c * d->r * d->s;
-    const size_t pq = (size_t)d->p * d->q, hw = (size_t)d->h * d->w;
-    const size_t x_stride = (size_t)d->c * hw, y_stride = (size_t)d->k * pq;
-    const int nb = conv_batch(d);
+    bwd_filter_ctx c = {.d = d, .x = x, .dy = dy, .dw = dw, .crs = d->c * d->r * d->s};
+    const size_t pq = (size_t)d->p * d->q;
+    const size_t x_stride = (size_t)d->c * d->h * d->w, y_stride = (size_t)d->k * pq;
+    /* samples per group: as many as fit the shared buffers (at least one) */
+    size_t per_sample = ((size_t)c.crs + d->k) * pq;
+    int spg = clamp_int((int)(SHARED_MAX_FLOATS / per_sample), 1, d->n);
+    const int direct = is_pointwise(d) && spg == 1;
 
-    if (nb == 1 && is_pointwise(d)) {
-        for (int n = 0; n < d->n; n++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->k, d->c, (int)pq, 1.0f,
-                        dy + n * y_stride, (int)pq, x + n * x_stride, (int)hw, 1.0f, dw, d->c);
-        return PP_OK;
+    c.npb = c.crs;
+    c.nblocks = 1;
+    if (c.crs >= 2 * 256) {
+        c.nblocks = min_int(c.crs / 256, TILES_TARGET);
+        c.npb = (int)round_up((size_t)(c.crs + c.nblocks - 1) / c.nblocks, 16);
+        c.nblocks = (c.crs + c.npb - 1) / c.npb;
     }
-    if (nb == 1) {
-        float *col;
-        PP_TRY(workspace(ex, (size_t)crs * pq, &col, err));
-        for (int n = 0; n < d->n; n++) {
-            im2col(d, x + n * x_stride, col, pq);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->k, crs, (int)pq, 1.0f,
-                        dy + n * y_stride, (int)pq, col, (int)pq, 1.0f, dw, crs);
+    c.kpb = row_block_units(d->k, 1, c.nblocks);
+    c.kblocks = (d->k + c.kpb - 1) / c.kpb;
+    const int tiles = c.kblocks * c.nblocks;
+    const int group_cols = spg * (int)pq;
+    c.chunks = 1;
+    if (tiles < TILES_TARGET)
+        c.chunks = clamp_int(min_int((TILES_TARGET + tiles - 1) / tiles,
+                                     group_cols / REDUCE_CHUNK_MIN),
+                             1, TILES_TARGET);
+
+    size_t shared = direct ? 0 : round_up((size_t)c.crs * group_cols, 16) + (size_t)d->k * group_cols;
+    size_t partial = c.chunks > 1 ? (size_t)c.chunks * d->k * c.crs : 0;
+    float *ws;
+    PP_TRY(workspace(ex, shared + partial, &ws, err));
+    c.col_buf = ws;
+    c.dy_buf = ws + (direct ? 0 : round_up((size_t)c.crs * group_cols, 16));
+    c.partial = ws + shared;
+
+    for (int n0 = 0; n0 < d->n; n0 += spg) {
+        c.n0 = n0;
+        c.m = min_int(spg, d->n - n0);
+        c.cols = c.m * (int)pq;
+        if (direct) {
+            c.colm = x + n0 * x_stride;
+            c.dym = dy + n0 * y_stride;
+            c.ldc = c.ldd = (int)pq;
+        } else {
+            pp_cpu_parallel(ex, c.m, bwd_filter_unfold_task, &c);
+            c.colm = c.col_buf;
+            c.dym = c.dy_buf;
+            c.ldc = c.ldd = c.cols;
         }
-        return PP_OK;
-    }
-    float *col;
-    PP_TRY(workspace(ex, ((size_t)crs + d->k) * nb * pq, &col, err));
-    float *dyb = col + (size_t)crs * nb * pq;
-    for (int n0 = 0; n0 < d->n; n0 += nb) {
-        int m = d->n - n0 < nb ? d->n - n0 : nb;
-        size_t cols = (size_t)m * pq;
-        gather_planes(dy + n0 * y_stride, y_stride, m, d->k, pq, dyb);
-        unfold(d, x + n0 * x_stride, m, col);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->k, crs, (int)cols, 1.0f, dyb,
-                    (int)cols, col, (int)cols, 1.0f, dw, crs);
+        c.chunk_cols = (c.cols + c.chunks - 1) / c.chunks;
+        pp_cpu_parallel(ex, (int64_t)c.chunks * tiles, bwd_filter_tile_task, &c);
+        if (c.chunks > 1) pp_cpu_parallel(ex, d->k, bwd_filter_reduce_task, &c);
     }
     return PP_OK;
 }

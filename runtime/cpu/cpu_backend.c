@@ -1,18 +1,73 @@
 /*
- * cpu_backend.c - the CPU backend's table: host memory, execs and the kernels
- * of the other files in runtime/cpu. Ops run synchronously on the calling thread.
+ * cpu_backend.c - the CPU backend's table: host memory, execs, the device's
+ * worker pool and the kernels of the other files in runtime/cpu.
+ *
+ * Ops run synchronously on the calling thread (a stream's worker), which
+ * shares their work with the device's pool (cpu_pool.h; dev->backend, made in
+ * device_init): PP_CPU_THREADS threads, by default one per online CPU.
+ * Host memory comes through the device's block cache (cpu_cache.h).
+ *
+ * OpenBLAS: the first CPU device sets OpenBLAS to one thread for the whole
+ * process (openblas_set_num_threads(1), once). Kernels cut their GEMMs into
+ * tiles by shape and run the tiles on the pool, so results do not depend on
+ * the thread count, and OpenBLAS's own threads (which spin between calls)
+ * no longer compete with the pool. OPENBLAS_NUM_THREADS has no effect on
+ * this backend; code elsewhere in the process that calls cblas directly then
+ * runs single-threaded unless it sets the thread count itself.
  */
+#include <cblas.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "cpu_kernels.h"
+#include "cpu_device.h"
 #include "runtime/core/backend.h"
+
+/* Byte ranges of zero and copy handed to one task. */
+#define BYTES_PER_TASK ((size_t)1 << 20)
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_single_thread(void)
+{
+    openblas_set_num_threads(1);
+}
+
+static pp_status cpu_device_init(pp_device_ctx *dev, pp_error *err)
+{
+    int threads;
+    PP_TRY(pp_cpu_pool_threads_from_env(&threads, err));
+    pthread_once(&blas_once, blas_single_thread);
+    pp_cpu_device *cd = calloc(1, sizeof *cd);
+    if (!cd) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory (device state)", dev->name);
+    pp_status s = pp_cpu_pool_new(threads, &cd->pool, err);
+    if (s != PP_OK) {
+        free(cd);
+        return s;
+    }
+    pp_cpu_cache_init(&cd->cache);
+    dev->backend = cd;
+    return PP_OK;
+}
+
+static void cpu_device_destroy(pp_device_ctx *dev)
+{
+    pp_cpu_device *cd = pp_cpu_device_of(dev);
+    if (!cd) return;
+    pp_cpu_pool_free(cd->pool);
+    pp_cpu_cache_destroy(&cd->cache);
+    free(cd);
+    dev->backend = NULL;
+}
 
 static pp_status cpu_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
 {
-    size_t rounded = (bytes + 63) & ~(size_t)63;
-    *ptr = aligned_alloc(64, rounded);
+    pp_cpu_device *cd = pp_cpu_device_of(dev);
+    *ptr = cd ? pp_cpu_cache_alloc(&cd->cache, bytes)
+              : aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     if (!*ptr)
         return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory allocating %zu bytes",
                             dev->name, bytes);
@@ -21,7 +76,11 @@ static pp_status cpu_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_erro
 
 static void cpu_free(pp_device_ctx *dev, void *ptr)
 {
-    free(ptr);
+    pp_cpu_device *cd = pp_cpu_device_of(dev);
+    if (cd)
+        pp_cpu_cache_free(&cd->cache, ptr);
+    else
+        free(ptr);
 }
 
 static pp_status cpu_copy_host(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
@@ -38,18 +97,49 @@ static pp_status cpu_alloc_async(pp_exec *ex, size_t bytes, void **ptr, pp_error
 
 static void cpu_free_async(pp_exec *ex, void *ptr)
 {
-    free(ptr);
+    cpu_free(ex->dev, ptr);
+}
+
+typedef struct bytes_job {
+    const char *src; /* NULL: zero */
+    char *dst;
+    size_t bytes;
+} bytes_job;
+
+static void bytes_task(void *arg, int64_t t, int worker)
+{
+    const bytes_job *j = arg;
+    (void)worker;
+    size_t off = (size_t)t * BYTES_PER_TASK;
+    size_t len = j->bytes - off < BYTES_PER_TASK ? j->bytes - off : BYTES_PER_TASK;
+    if (j->src)
+        memcpy(j->dst + off, j->src + off, len);
+    else
+        memset(j->dst + off, 0, len);
+}
+
+static int64_t bytes_tasks(size_t bytes)
+{
+    return (int64_t)((bytes + BYTES_PER_TASK - 1) / BYTES_PER_TASK);
 }
 
 static pp_status cpu_copy(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err)
 {
-    memmove(dst, src, bytes);
+    const char *s = src;
+    char *d = dst;
+    if (s < d + bytes && d < s + bytes) { /* overlapping: one ordered move */
+        memmove(dst, src, bytes);
+        return PP_OK;
+    }
+    bytes_job j = {.src = s, .dst = d, .bytes = bytes};
+    pp_cpu_parallel(ex, bytes_tasks(bytes), bytes_task, &j);
     return PP_OK;
 }
 
 static pp_status cpu_zero(pp_exec *ex, size_t bytes, void *dst, pp_error *err)
 {
-    memset(dst, 0, bytes);
+    bytes_job j = {.src = NULL, .dst = dst, .bytes = bytes};
+    pp_cpu_parallel(ex, bytes_tasks(bytes), bytes_task, &j);
     return PP_OK;
 }
 
@@ -64,6 +154,8 @@ static pp_status cpu_delay(pp_exec *ex, double ms, pp_error *err)
 
 static const pp_backend_ops cpu_ops = {
     .name = "cpu",
+    .device_init = cpu_device_init,
+    .device_destroy = cpu_device_destroy,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .copy_from_host = cpu_copy_host,

@@ -1,32 +1,79 @@
 /*
  * elementwise.c - CPU ReLU, residual add and accumulate (f32, flat arrays).
- * Plain loops the compiler vectorises; in-place use (y == x, dx == dy,
- * y == a or b) is allowed because each element is read before it is written.
+ * Plain loops the compiler vectorises, over fixed ranges of ELEMS_PER_TASK
+ * elements run on the device's pool (each element is computed alone, so the
+ * split cannot change a result). In-place use (y == x, dx == dy, y == a or b)
+ * is allowed because each element is read before it is written.
  */
 #include "cpu_kernels.h"
+#include "cpu_pool.h"
+
+#define ELEMS_PER_TASK ((int64_t)1 << 16)
+
+typedef enum ew_kind { EW_RELU, EW_RELU_BACKWARD, EW_ADD, EW_ACCUMULATE } ew_kind;
+
+typedef struct ew_job {
+    ew_kind kind;
+    int64_t n;
+    const float *a, *b; /* inputs: x; y, dy; a, b; x */
+    float *y;           /* output */
+} ew_job;
+
+static void ew_task(void *arg, int64_t t, int worker)
+{
+    const ew_job *j = arg;
+    (void)worker;
+    const int64_t i0 = t * ELEMS_PER_TASK;
+    const int64_t n = j->n - i0 < ELEMS_PER_TASK ? j->n - i0 : ELEMS_PER_TASK;
+    const float *a = j->a + i0, *b = j->b ? j->b + i0 : NULL;
+    float *y = j->y + i0;
+    switch (j->kind) {
+    case EW_RELU:
+        for (int64_t i = 0; i < n; i++) y[i] = a[i] > 0.0f ? a[i] : 0.0f;
+        break;
+    case EW_RELU_BACKWARD:
+        for (int64_t i = 0; i < n; i++) y[i] = a[i] > 0.0f ? b[i] : 0.0f;
+        break;
+    case EW_ADD:
+        for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+        break;
+    case EW_ACCUMULATE:
+        for (int64_t i = 0; i < n; i++) y[i] += a[i];
+        break;
+    }
+}
+
+static void ew_run(pp_exec *ex, ew_job *j)
+{
+    pp_cpu_parallel(ex, (j->n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, ew_task, j);
+}
 
 pp_status pp_cpu_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err)
 {
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    ew_job j = {.kind = EW_RELU, .n = n, .a = x, .y = y};
+    ew_run(ex, &j);
     return PP_OK;
 }
 
 pp_status pp_cpu_relu_backward(pp_exec *ex, int64_t n, const float *y, const float *dy, float *dx,
                                pp_error *err)
 {
-    for (int64_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    ew_job j = {.kind = EW_RELU_BACKWARD, .n = n, .a = y, .b = dy, .y = dx};
+    ew_run(ex, &j);
     return PP_OK;
 }
 
 pp_status pp_cpu_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                      pp_error *err)
 {
-    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+    ew_job j = {.kind = EW_ADD, .n = n, .a = a, .b = b, .y = y};
+    ew_run(ex, &j);
     return PP_OK;
 }
 
 pp_status pp_cpu_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err)
 {
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+    ew_job j = {.kind = EW_ACCUMULATE, .n = n, .a = x, .y = y};
+    ew_run(ex, &j);
     return PP_OK;
 }

@@ -5,11 +5,13 @@
  * row-major order wins and a NaN wins over anything, the last NaN if several
  * (PyTorch's rule: take v when v > max or v is NaN). idx holds
  * the flat ih*W+iw position inside the input plane. Average pool sums in
- * double. Single-threaded and deterministic.
+ * double. Max pooling runs fixed runs of planes on the device's pool (planes
+ * are independent); average pooling is single-threaded. Deterministic.
  */
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_pool.h"
 #include "reduce.h"
 
 /* Range [*q0, *q1) of output columns q whose input column q*stride - pad + j
@@ -56,15 +58,59 @@ static void maxpool_row(const pp_pool_desc *d, const float *xp, int p, float *re
     }
 }
 
+/* Planes handed to one task. */
+#define POOL_PLANES_PER_TASK 16
+
+typedef struct maxpool_job {
+    const pp_pool_desc *d;
+    const float *x, *dy;
+    float *y, *dx;
+    int32_t *idx_out;
+    const int32_t *idx;
+    size_t planes;
+} maxpool_job;
+
+static void maxpool_forward_task(void *arg, int64_t t, int worker)
+{
+    const maxpool_job *j = arg;
+    const pp_pool_desc *d = j->d;
+    (void)worker;
+    const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    size_t p0 = (size_t)t * POOL_PLANES_PER_TASK;
+    size_t p1 = p0 + POOL_PLANES_PER_TASK < j->planes ? p0 + POOL_PLANES_PER_TASK : j->planes;
+    for (size_t pl = p0; pl < p1; pl++)
+        for (int p = 0; p < d->p; p++)
+            maxpool_row(d, j->x + pl * hw, p, j->y + pl * pq + (size_t)p * d->q,
+                        j->idx_out + pl * pq + (size_t)p * d->q);
+}
+
+static void maxpool_backward_task(void *arg, int64_t t, int worker)
+{
+    const maxpool_job *j = arg;
+    const pp_pool_desc *d = j->d;
+    (void)worker;
+    const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    size_t p0 = (size_t)t * POOL_PLANES_PER_TASK;
+    size_t p1 = p0 + POOL_PLANES_PER_TASK < j->planes ? p0 + POOL_PLANES_PER_TASK : j->planes;
+    memset(j->dx + p0 * hw, 0, sizeof(float) * (p1 - p0) * hw);
+    for (size_t pl = p0; pl < p1; pl++) {
+        float *dxp = j->dx + pl * hw;
+        const float *dyp = j->dy + pl * pq;
+        const int32_t *ip = j->idx + pl * pq;
+        for (size_t o = 0; o < pq; o++) dxp[ip[o]] += dyp[o];
+    }
+}
+
+static int64_t maxpool_tasks(size_t planes)
+{
+    return (int64_t)((planes + POOL_PLANES_PER_TASK - 1) / POOL_PLANES_PER_TASK);
+}
+
 pp_status pp_cpu_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
                                  int32_t *idx, pp_error *err)
 {
-    const size_t planes = (size_t)d->n * d->c;
-    const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
-    for (size_t pl = 0; pl < planes; pl++)
-        for (int p = 0; p < d->p; p++)
-            maxpool_row(d, x + pl * hw, p, y + pl * pq + (size_t)p * d->q,
-                        idx + pl * pq + (size_t)p * d->q);
+    maxpool_job j = {.d = d, .x = x, .y = y, .idx_out = idx, .planes = (size_t)d->n * d->c};
+    pp_cpu_parallel(ex, maxpool_tasks(j.planes), maxpool_forward_task, &j);
     return PP_OK;
 }
 
@@ -72,15 +118,9 @@ pp_status pp_cpu_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const floa
                                   const float *y, const float *dy, const int32_t *idx, float *dx,
                                   pp_error *err)
 {
-    const size_t planes = (size_t)d->n * d->c;
-    const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
-    memset(dx, 0, sizeof(float) * planes * hw);
-    for (size_t pl = 0; pl < planes; pl++) {
-        float *dxp = dx + pl * hw;
-        const float *dyp = dy + pl * pq;
-        const int32_t *ip = idx + pl * pq;
-        for (size_t o = 0; o < pq; o++) dxp[ip[o]] += dyp[o];
-    }
+    maxpool_job j = {.d = d, .x = x, .dy = dy, .dx = dx, .idx = idx,
+                     .planes = (size_t)d->n * d->c};
+    pp_cpu_parallel(ex, maxpool_tasks(j.planes), maxpool_backward_task, &j);
     return PP_OK;
 }
 
