@@ -5,7 +5,7 @@
 # Usage: tests/bench/bench_step_vs_torch.sh BENCH_STEP [STEPS [THREADS]]
 #   BENCH_STEP  the built bench_step executable (BUILD/tests/torch/bench_step)
 #   STEPS       timed steps after 2 warm-up steps (default 10)
-#   THREADS     threads for both sides (default 2): OPENBLAS_NUM_THREADS for
+#   THREADS     threads for both sides (default 2): PP_CPU_THREADS for
 #               ours, torch.set_num_threads for PyTorch
 #
 # Both run batch 16, 3x64x64, 1000 classes, ResNet-50 with the imagenet stem,
@@ -58,7 +58,7 @@ ours_all=""
 torch_all=""
 r=0
 while [ "$r" -lt "$rounds" ]; do
-    o=$(OPENBLAS_NUM_THREADS=$threads "$bench" "$steps" | awk '/^median_ms/ {print $2}')
+    o=$(PP_CPU_THREADS=$threads "$bench" "$steps" | awk '/^median_ms/ {print $2}')
     t=$(torch_bench | awk '/^median_ms/ {print $2}')
     echo "round $((r + 1)): ours $o ms, pytorch $t ms"
     ours_all="$ours_all $o"
