@@ -6,11 +6,13 @@
  * ask every stage for its output shapes, size the boundary buffers and the
  * per-lane event pools. Pass 2: enqueue every item in issue order: waits for
  * its dependencies on other lanes, the work, and an event record if a later
- * item waits for it. Pass 3: synchronize every stream, pick the first error,
- * gather records into stats.
+ * item waits for it (the CPU backend folds such a wait-launch-record triple
+ * into one queue item). Pass 3: synchronize every stream, pick the first
+ * error, gather records into stats.
  */
 #include "streams/executor.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,6 +395,11 @@ static pp_status enqueue_all(pp_executor *ex, const pp_program *p, run_item *ite
             item_ev[k] = ex->events[it->lane].ev[used[it->lane]++];
             rc = pp_event_record(item_ev[k], s, err);
         }
+        /* The first item depends on nothing and starts the step. A CPU
+         * stream's worker is often woken onto this very processor: let it
+         * start now rather than after the rest of the step is enqueued
+         * (measured: 100-300 us later at S = 8). */
+        if (k == 0) sched_yield();
     }
     free(used);
     return rc;

@@ -104,10 +104,10 @@ int main(int argc, char **argv)
     /* 3. executor steps over empty stages */
     printf("executor, empty stages (median over %d steps):\n", steps);
     printf("schedule  S   m  actions  step_us  us_per_action\n");
-    static const int Ss[] = {1, 2, 4, 8}, ms[] = {8, 32};
+    static const int Ss[] = {1, 2, 4, 8}, ms[] = {1, 8, 32};
     for (int kind = 0; kind < 2; kind++)
         for (size_t si = 0; si < 4; si++)
-            for (size_t mi = 0; mi < 2; mi++) {
+            for (size_t mi = 0; mi < 3; mi++) {
                 int S = Ss[si], m = ms[mi];
                 pp_schedule s;
                 if (pp_schedule_build(&s, (pp_schedule_kind)kind, S, m, NULL, &err) != PP_OK)

@@ -1,8 +1,8 @@
 /*
  * test_streams.c - streams and events (FIFO order, cross-stream events, sticky
- * and inherited errors, copies ordered by events), schedules (generators for
- * all small S and m, printable form, rejected hand-made lists) and the
- * simulator (closed forms).
+ * and inherited errors, waits folded into the next item, copies ordered by
+ * events), schedules (generators for all small S and m, printable form,
+ * rejected hand-made lists) and the simulator (closed forms).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -154,6 +154,106 @@ static void test_events(void)
 
     pp_event_free(ev);
     pp_stream_free(a);
+    pp_stream_free(b);
+}
+
+/* Holds its stream until *release is set (or 5 s pass); notes a timeout. */
+typedef struct hold_arg {
+    atomic_int *release;
+    atomic_int *timed_out;
+} hold_arg;
+
+static pp_status hold(pp_exec *ex, void *arg, pp_error *err)
+{
+    hold_arg *h = arg;
+    int64_t end = pp_stream_clock_ns() + 5000000000LL;
+    while (!atomic_load(h->release)) {
+        if (pp_stream_clock_ns() > end) {
+            atomic_store(h->timed_out, 1);
+            break;
+        }
+        PP_TRY(pp_delay(ex, 0.2, err));
+    }
+    return PP_OK;
+}
+
+typedef struct all_arg {
+    atomic_int *flags;
+    int n;
+    atomic_int *count;        /* flags seen set */
+} all_arg;
+
+static pp_status count_set(pp_exec *ex, void *arg, pp_error *err)
+{
+    all_arg *a = arg;
+    int c = 0;
+    for (int k = 0; k < a->n; k++) c += atomic_load(&a->flags[k]) != 0;
+    atomic_store(a->count, c);
+    return PP_OK;
+}
+
+/* Waits enqueued before a launch may share its queue item; an event recorded
+ * in between must still complete with the waits, not with the launch. */
+static void test_waits_before_work(void)
+{
+    pp_error err;
+    enum { NSRC = 6 };
+    pp_stream *src[NSRC], *b;
+    pp_event *ev[NSRC], *eb;
+    for (int k = 0; k < NSRC; k++) {
+        CHECK_OK(pp_stream_new(k % 2 ? cpu1 : cpu0, PP_STREAM_COMPUTE, "src", &src[k], &err), &err);
+        CHECK_OK(pp_event_new(cpu0, &ev[k], &err), &err);
+    }
+    CHECK_OK(pp_stream_new(cpu1, PP_STREAM_COMPUTE, "b", &b, &err), &err);
+    CHECK_OK(pp_event_new(cpu1, &eb, &err), &err);
+
+    /* wait, record, launch: the record covers the wait only */
+    atomic_int flag = 0, release = 0, timed_out = 0;
+    flag_arg w = {&flag, 1, 30.0, NULL};
+    hold_arg h = {&release, &timed_out};
+    CHECK_OK(pp_stream_launch(src[0], "slow write", delay_then_set, &w, &err), &err);
+    CHECK_OK(pp_event_record(ev[0], src[0], &err), &err);
+    CHECK_OK(pp_stream_wait_event(b, ev[0], &err), &err);
+    CHECK_OK(pp_event_record(eb, b, &err), &err);
+    CHECK_OK(pp_stream_launch(b, "held", hold, &h, &err), &err);
+    CHECK_OK(pp_event_synchronize(eb, &err), &err);
+    CHECK(atomic_load(&flag) == 1);
+    atomic_store(&release, 1);
+    CHECK_OK(pp_stream_synchronize(b, &err), &err);
+    CHECK(atomic_load(&timed_out) == 0);
+
+    /* more waits than one item holds, two of them on the same stream with
+     * different points, then one launch: it sees every write */
+    static const double delay_ms[NSRC] = {40.0, 5.0, 25.0, 10.0, 35.0, 15.0};
+    atomic_int flags[NSRC + 1];
+    flag_arg fw[NSRC + 1];
+    atomic_int count = -1;
+    all_arg all = {flags, NSRC + 1, &count};
+    for (int k = 0; k <= NSRC; k++) atomic_init(&flags[k], 0);
+    for (int k = 0; k < NSRC; k++) {
+        fw[k] = (flag_arg){&flags[k], 1, delay_ms[k], NULL};
+        CHECK_OK(pp_stream_launch(src[k], "write", delay_then_set, &fw[k], &err), &err);
+        CHECK_OK(pp_event_record(ev[k], src[k], &err), &err);
+        CHECK_OK(pp_stream_wait_event(b, ev[k], &err), &err);
+    }
+    fw[NSRC] = (flag_arg){&flags[NSRC], 1, 30.0, NULL};
+    CHECK_OK(pp_stream_launch(src[1], "later write", delay_then_set, &fw[NSRC], &err), &err);
+    CHECK_OK(pp_event_record(ev[1], src[1], &err), &err);
+    CHECK_OK(pp_stream_wait_event(b, ev[1], &err), &err);
+    CHECK_OK(pp_stream_launch(b, "count", count_set, &all, &err), &err);
+    CHECK_OK(pp_stream_synchronize(b, &err), &err);
+    CHECK(atomic_load(&count) == NSRC + 1);
+
+    const pp_stream_record *r;
+    size_t n;
+    CHECK_OK(pp_stream_records(b, &r, &n, &err), &err);
+    CHECK(n == 2 && strcmp(r[0].label, "held") == 0 && strcmp(r[1].label, "count") == 0);
+
+    for (int k = 0; k < NSRC; k++) {
+        pp_event_free(ev[k]);
+        pp_stream_free(src[k]);
+    }
+    pp_event_free(eb);
     pp_stream_free(b);
 }
 
@@ -642,6 +742,7 @@ int main(void)
     }
     test_fifo();
     test_events();
+    test_waits_before_work();
     test_sticky_errors();
     test_copies_ordered();
     test_stream_misuse();
