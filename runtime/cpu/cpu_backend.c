@@ -18,6 +18,7 @@
 #include <cblas.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -143,11 +144,26 @@ static pp_status cpu_zero(pp_exec *ex, size_t bytes, void *dst, pp_error *err)
     return PP_OK;
 }
 
+/* Sleeps to an absolute deadline less a margin, then yields until the
+ * deadline: a plain sleep overshoots by tens of microseconds, which would
+ * skew the delay model against the simulator. */
+#define DELAY_SPIN_NS 100000
+
 static pp_status cpu_delay(pp_exec *ex, double ms, pp_error *err)
 {
-    struct timespec ts = {.tv_sec = (time_t)(ms / 1000.0),
-                          .tv_nsec = (long)((ms - 1000.0 * (double)(time_t)(ms / 1000.0)) * 1e6)};
-    while (nanosleep(&ts, &ts) != 0) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t deadline = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + (int64_t)(ms * 1e6);
+    int64_t wake = deadline - DELAY_SPIN_NS;
+    struct timespec until = {.tv_sec = (time_t)(wake / 1000000000),
+                             .tv_nsec = (long)(wake % 1000000000)};
+    if (wake > (int64_t)now.tv_sec * 1000000000 + now.tv_nsec)
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) != 0) {
+        }
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((int64_t)now.tv_sec * 1000000000 + now.tv_nsec >= deadline) break;
+        sched_yield();
     }
     return PP_OK;
 }
