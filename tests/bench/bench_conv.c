@@ -11,13 +11,17 @@
  *   forward          Y (Kout, NPQ)  = W (Kout, CRS) x col (CRS, NPQ)
  *   backward-data    dcol (CRS, NPQ) = W^T (CRS, Kout) x dY (Kout, NPQ)
  *   backward-filter  dW (Kout, CRS) += dY (Kout, NPQ) x col^T (NPQ, CRS)
- * and each op's rate as a fraction of its GEMM's. Every one counts
+ * and each op's rate as a fraction of its GEMM's. The reference GEMMs run on
+ * OpenBLAS with one thread per online CPU (the convolutions use the CPU
+ * backend's pool of the same size, which keeps OpenBLAS itself at one
+ * thread). Every one counts
  * 2 * Kout * NPQ * CRS flops. The last line sums the time of all 53
  * convolutions of one ResNet-50 step. A benchmark, not a test: it asserts
  * nothing.
  */
 #include <cblas.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -80,6 +84,7 @@ typedef struct bench_ctx {
     pp_tensor *x, *w, *y;
     float *ga, *gb, *gc; /* GEMM operands, each big enough for all three GEMMs */
     int kout, npq, crs;
+    int gemm_threads; /* OpenBLAS threads for the reference GEMMs */
 } bench_ctx;
 
 static int run_op(bench_ctx *b, int op, pp_error *err)
@@ -89,6 +94,11 @@ static int run_op(bench_ctx *b, int op, pp_error *err)
     case OP_BWD_DATA: return pp_conv2d_backward_data(b->ex, b->d, b->y, b->w, b->x, err) != PP_OK;
     case OP_BWD_FILTER:
         return pp_conv2d_backward_filter(b->ex, b->d, b->x, b->y, b->w, err) != PP_OK;
+    default: break;
+    }
+    /* the reference: OpenBLAS's own threading over every CPU */
+    openblas_set_num_threads(b->gemm_threads);
+    switch (op) {
     case OP_GEMM_FWD:
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, b->kout, b->npq, b->crs, 1.0f,
                     b->ga, b->crs, b->gb, b->npq, 0.0f, b->gc, b->npq);
@@ -100,13 +110,16 @@ static int run_op(bench_ctx *b, int op, pp_error *err)
     default:
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, b->kout, b->crs, b->npq, 1.0f,
                     b->gc, b->npq, b->gb, b->npq, 1.0f, b->ga, b->crs);
-        return 0;
+        break;
     }
+    openblas_set_num_threads(1);
+    return 0;
 }
 
 /* Fills t[op] with the best time of reps calls of every op, after one
  * warm-up call each. The ops take turns within each repetition, so load from
- * other processes affects the convolutions and their GEMMs alike. */
+ * other processes affects the convolutions and their GEMMs alike; each round
+ * starts after a pause that lets OpenBLAS's spinning threads go idle. */
 static int time_ops(bench_ctx *b, int reps, double *t, pp_error *err)
 {
     for (int op = 0; op < OP_COUNT; op++) {
@@ -115,6 +128,9 @@ static int time_ops(bench_ctx *b, int reps, double *t, pp_error *err)
     }
     for (int r = 0; r < reps; r++)
         for (int op = 0; op < OP_COUNT; op++) {
+            /* OpenBLAS's threads spin for a while after a threaded GEMM: let
+             * them go idle before timing a convolution on the pool */
+            if (op == 0) usleep(200000);
             double t0 = now_s();
             if (run_op(b, op, err)) return 1;
             double dt = now_s() - t0;
@@ -141,8 +157,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "setup failed: %s\n", err.msg);
         return 1;
     }
-    printf("conv2d on cpu, batch %d, best of %d, OpenBLAS %d threads\n", batch, reps,
-           openblas_get_num_threads());
+    int gemm_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (gemm_threads < 1) gemm_threads = 1;
+    printf("conv2d on cpu, batch %d, best of %d; reference sgemm on %d OpenBLAS threads\n", batch,
+           reps, gemm_threads);
     printf("%-21s %5s %6s %5s | %5s %5s %5s | %5s %5s %5s | %4s %4s %4s\n", "shape", "Kout",
            "NPQ", "CRS", "fwd", "bwd-d", "bwd-f", "fwd", "bwd-d", "bwd-f", "fwd", "bwd-d",
            "bwd-f");
@@ -164,7 +182,7 @@ int main(int argc, char **argv)
                                                                   sh->kernel};
         int64_t ys[4] = {batch, sh->k, d.p, d.q};
         bench_ctx b = {&ex, &d, &x, &w, &y, NULL, NULL, NULL, sh->k, batch * d.p * d.q,
-                       sh->c * sh->kernel * sh->kernel};
+                       sh->c * sh->kernel * sh->kernel, gemm_threads};
         size_t na = (size_t)b.kout * b.crs, nb = (size_t)b.crs * b.npq,
                nc = (size_t)b.kout * b.npq;
         if (pp_tensor_alloc(&x, dev, PP_F32, 4, xs, &err) != PP_OK ||
