@@ -60,19 +60,36 @@ static json_t *json_num(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* The keys every JSON output starts with: what ran. */
+static json_t *plan_object(const pp_plan *plan)
+{
+    json_t *o = json_object();
+    if (!o) return NULL;
+    json_object_set_new(o, "plan", json_string(plan->path));
+    json_object_set_new(o, "model", json_string(plan->model.name));
+    json_object_set_new(o, "schedule", json_string(pp_plan_schedule_name(plan->schedule)));
+    json_object_set_new(o, "batch_size", json_integer(plan->batch_size));
+    return o;
+}
+
+/* Writes o on one line and releases it. */
+static bool dump(FILE *f, json_t *o)
+{
+    int rc = json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    fputc('\n', f);
+    json_decref(o);
+    return rc == 0;
+}
+
 bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const double *losses,
                        int n_losses)
 {
     pp_pipeline_report r;
     pp_pipeline_report_get(p, &r);
-    json_t *o = json_object();
+    json_t *o = plan_object(plan);
     json_t *lj = json_array();
     json_t *stages = json_array();
     if (!o || !lj || !stages) return false;
-    json_object_set_new(o, "plan", json_string(plan->path));
-    json_object_set_new(o, "model", json_string(plan->model.name));
-    json_object_set_new(o, "schedule", json_string(pp_plan_schedule_name(plan->schedule)));
-    json_object_set_new(o, "batch_size", json_integer(plan->batch_size));
     json_object_set_new(o, "split_size", json_integer(plan->split_size));
     json_object_set_new(o, "micro_batches", json_integer(plan->micro_batches));
     json_object_set_new(o, "steps", json_integer(r.steps));
@@ -103,22 +120,15 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
     json_object_set_new(o, "stages", stages);
     json_object_set_new(o, "copies", json_pack("{s:I, s:o}", "bytes", (json_int_t)r.copy_bytes,
                                                "ms", json_num(r.copy_ms)));
-    int rc = json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    fputc('\n', f);
-    json_decref(o);
-    return rc == 0;
+    return dump(f, o);
 }
 
 bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, double step_ms, double bubble,
                                   const double *fwd_ms, const double *bwd_ms)
 {
-    json_t *o = json_object();
+    json_t *o = plan_object(plan);
     json_t *stages = json_array();
     if (!o || !stages) return false;
-    json_object_set_new(o, "plan", json_string(plan->path));
-    json_object_set_new(o, "model", json_string(plan->model.name));
-    json_object_set_new(o, "schedule", json_string(pp_plan_schedule_name(plan->schedule)));
-    json_object_set_new(o, "batch_size", json_integer(plan->batch_size));
     json_object_set_new(o, "split_size", json_integer(plan->split_size));
     json_object_set_new(o, "micro_batches", json_integer(plan->micro_batches));
     json_object_set_new(o, "predicted_step_ms", json_num(step_ms));
@@ -131,10 +141,7 @@ bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, double step_ms, 
                                                 json_num(fwd_ms[s]), "backward_ms",
                                                 json_num(bwd_ms[s])));
     json_object_set_new(o, "stages", stages);
-    int rc = json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    fputc('\n', f);
-    json_decref(o);
-    return rc == 0;
+    return dump(f, o);
 }
 
 void pp_cli_progress(FILE *f, int done, int total, double loss, double images_per_s,
@@ -177,13 +184,9 @@ bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n)
 
 bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n)
 {
-    json_t *o = json_object();
+    json_t *o = plan_object(plan);
     json_t *arr = json_array();
     if (!o || !arr) return false;
-    json_object_set_new(o, "plan", json_string(plan->path));
-    json_object_set_new(o, "model", json_string(plan->model.name));
-    json_object_set_new(o, "schedule", json_string(pp_plan_schedule_name(plan->schedule)));
-    json_object_set_new(o, "batch_size", json_integer(plan->batch_size));
     for (int i = 0; i < n; i++)
         json_array_append_new(
             arr, json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o}", "split_size",
@@ -194,10 +197,7 @@ bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, i
                            json_num(rows[i].bubble), "bubble_frac_predicted",
                            json_num(rows[i].bubble_predicted)));
     json_object_set_new(o, "sweep", arr);
-    int rc = json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    fputc('\n', f);
-    json_decref(o);
-    return rc == 0;
+    return dump(f, o);
 }
 
 /* A "nice" axis maximum: 1, 2 or 5 times a power of ten, >= v. */
