@@ -232,19 +232,14 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
     return PP_OK;
 }
 
-static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
+/* Opens every stage's device and applies the plan's memory caps: a stage's
+ * `memory:` caps its device; a device shared by several stages gets the sum of
+ * their caps (no cap when one of them has none). */
+static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
-    p->n_stages = plan->n_stages;
-    p->stages = calloc((size_t)p->n_stages, sizeof *p->stages);
-    p->descs = calloc((size_t)p->n_stages, sizeof *p->descs);
-    if (!p->stages || !p->descs) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    int n_params = 0;
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
-        pipe_stage *st = &p->stages[s];
-        st->p = p;
-        st->index = s;
-        pp_status rc = pp_registry_get(p->reg, ps->device, &st->dev, err);
+        pp_status rc = pp_registry_get(p->reg, ps->device, &p->stages[s].dev, err);
         if (rc != PP_OK) {
             if (ps->device_mark.line > 0)
                 pp_error_prefix(err, "%s:%d:%d: stage %d", plan->path, ps->device_mark.line,
@@ -253,6 +248,34 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
             if (rc == PP_ERR_UNSUPPORTED) err->code = rc = PP_ERR_INPUT;
             return rc;
         }
+    }
+    for (int s = 0; s < p->n_stages; s++) {
+        size_t cap = 0;
+        bool capped = true;
+        for (int t = 0; t < p->n_stages; t++) {
+            if (p->stages[t].dev != p->stages[s].dev) continue;
+            capped = capped && plan->stages[t].memory_bytes > 0;
+            cap += (size_t)plan->stages[t].memory_bytes;
+        }
+        p->stages[s].dev->bytes_limit = capped ? cap : 0;
+    }
+    return PP_OK;
+}
+
+static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
+{
+    p->n_stages = plan->n_stages;
+    p->stages = calloc((size_t)p->n_stages, sizeof *p->stages);
+    p->descs = calloc((size_t)p->n_stages, sizeof *p->descs);
+    if (!p->stages || !p->descs) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    PP_TRY(open_devices(p, plan, err));
+    int n_params = 0;
+    for (int s = 0; s < p->n_stages; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        pipe_stage *st = &p->stages[s];
+        st->p = p;
+        st->index = s;
+        pp_status rc;
         if (p->model.kind == PP_MODEL_DELAY)
             rc = pp_delay_stage_new(&p->model, s, st->dev, &st->model, err);
         else

@@ -304,7 +304,19 @@ stages:
     check(r.returncode == 2 and "bad_batch.bin" in r.stderr, f"corrupt cifar file: {r.stderr}")
 
 
-for t in [test_data_formats, test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
+def test_memory_cap():
+    capped = write("capped.yaml", open(TINY).read().replace(
+        "  - device: cpu:1\n", "  - device: cpu:1\n    memory: 8MiB\n"))
+    r = run(capped, "--steps", "1")
+    check(r.returncode == 1 and re.search(r"stage 1 \(cpu:1\): .*cpu:1: out of memory allocating "
+                                          r"\d+ bytes .*limit 8388608", r.stderr) is not None,
+          f"a stage's memory cap: exit {r.returncode} {r.stderr}")
+    roomy = write("roomy.yaml", open(TINY).read().replace(
+        "  - device: cpu:1\n", "  - device: cpu:1\n    memory: 4GiB\n"))
+    check(run(roomy, "--steps", "1").returncode == 0, "a generous memory cap runs")
+
+
+for t in [test_memory_cap, test_data_formats, test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
           test_simulate, test_json_and_trace, test_sweep, test_checkpoints, test_sigint,
           test_nan_loss]:
     t0 = time.time()
