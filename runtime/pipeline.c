@@ -51,6 +51,8 @@ struct pp_pipeline {
     pp_data *data;
     float *host_images;          /* (B, C, H, W) */
     int32_t *host_labels;        /* (B) */
+    float *host_losses;          /* (m) loss of each micro-batch, read back after a step */
+    int32_t *host_corrects;      /* (m) */
     pp_tensor images;            /* (B, C, H, W) on stage 0's device */
     pp_tensor labels;            /* (B) I32 on the last stage's device */
     pp_tensor losses;            /* (m) F32 on the last device: loss of each micro-batch */
@@ -219,7 +221,9 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
     size_t img = (size_t)p->batch * p->in_c * p->in_h * p->in_w;
     p->host_images = malloc(img * sizeof(float));
     p->host_labels = malloc((size_t)p->batch * sizeof(int32_t));
-    if (!p->host_images || !p->host_labels)
+    p->host_losses = malloc((size_t)p->m * sizeof(float));
+    p->host_corrects = malloc((size_t)p->m * sizeof(int32_t));
+    if (!p->host_images || !p->host_labels || !p->host_losses || !p->host_corrects)
         return pp_error_set(err, PP_ERR_OOM, "out of host memory for a batch of %d images",
                             p->batch);
     pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
@@ -390,6 +394,8 @@ void pp_pipeline_free(pp_pipeline *p)
     pp_registry_free(p->reg);
     free(p->host_images);
     free(p->host_labels);
+    free(p->host_losses);
+    free(p->host_corrects);
     free(p->params);
     free(p->stages);
     free(p->descs);
@@ -473,10 +479,11 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     memset(&stats, 0, sizeof stats);
     PP_TRY(pp_executor_run(p->exec, &p->schedule, &stats, err));
 
-    float losses[p->m];
-    int32_t corrects[p->m];
-    pp_status s = pp_tensor_to_host(&p->losses, losses, sizeof losses, err);
-    if (s == PP_OK) s = pp_tensor_to_host(&p->corrects, corrects, sizeof corrects, err);
+    float *losses = p->host_losses;
+    int32_t *corrects = p->host_corrects;
+    pp_status s = pp_tensor_to_host(&p->losses, losses, (size_t)p->m * sizeof *losses, err);
+    if (s == PP_OK)
+        s = pp_tensor_to_host(&p->corrects, corrects, (size_t)p->m * sizeof *corrects, err);
     if (s == PP_OK) s = check_loss(p, losses, err);
     if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
     if (s != PP_OK) {
@@ -542,10 +549,13 @@ static double median_after_warmup(const double *v, int n)
     if (n <= 0) return 0;
     int first = n > 1 ? 1 : 0;
     int k = n - first;
-    double tmp[k];
+    double *tmp = malloc((size_t)k * sizeof(double));
+    if (!tmp) return v[n - 1]; /* out of memory: the latest value stands in */
     memcpy(tmp, v + first, (size_t)k * sizeof(double));
     qsort(tmp, (size_t)k, sizeof(double), cmp_double);
-    return k % 2 ? tmp[k / 2] : 0.5 * (tmp[k / 2 - 1] + tmp[k / 2]);
+    double m = k % 2 ? tmp[k / 2] : 0.5 * (tmp[k / 2 - 1] + tmp[k / 2]);
+    free(tmp);
+    return m;
 }
 
 void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out)

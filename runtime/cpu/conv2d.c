@@ -19,7 +19,10 @@
  * whatever the number of threads (and whichever thread runs a tile).
  * Backward-filter reduces over all columns: its tiles cut dW, and when dW is
  * too small to give enough tiles, the columns too; the partial sums are then
- * added to dW in chunk order.
+ * added to dW in chunk order. A pointwise convolution with large planes
+ * ("per-sample mode") reads x and dY in place: a tile runs one GEMM per
+ * sample of its chunk (a chunk is then a run of whole samples), accumulating
+ * with beta = 1 in sample order.
  *
  * Memory: unfolded blocks, gathered planes and partial sums live in the exec
  * workspace: a shared part plus one scratch area per pool thread. sgemm runs
@@ -42,6 +45,12 @@
 #define SHARED_MAX_FLOATS ((size_t)4 << 20)
 /* Fewest reduction columns per partial sum in backward-filter. */
 #define REDUCE_CHUNK_MIN 1024
+/* Fewest output positions per sample for which pointwise backward-filter
+ * runs one GEMM per sample on the tensors in place rather than on gathered
+ * copies (the copies cost as much as the GEMM when C and K are small). */
+#define DIRECT_MIN_PQ 512
+/* Fewest dW rows of a backward-filter tile in per-sample mode. */
+#define DIRECT_ROWS_MIN 128
 
 static int is_pointwise(const pp_conv2d_desc *d)
 {
@@ -494,6 +503,7 @@ typedef struct bwd_filter_ctx {
     int kpb, kblocks;        /* dW rows per block */
     int npb, nblocks;        /* dW columns per block */
     int chunks, chunk_cols;  /* reduction chunks (1: accumulate into dW directly) */
+    int per_sample;          /* per-sample mode: chunk_cols counts samples */
     float *partial;          /* chunks x (K, CRS) when chunks > 1 */
 } bwd_filter_ctx;
 
@@ -526,11 +536,28 @@ static void bwd_filter_tile_task(void *arg, int64_t t, int worker)
     int ch = (int)(t / c->nblocks / c->kblocks);
     int k0 = kb * c->kpb, k1 = min_int(k0 + c->kpb, c->d->k);
     int j0 = nb * c->npb, j1 = min_int(j0 + c->npb, c->crs);
-    int r0 = ch * c->chunk_cols, r1 = min_int(r0 + c->chunk_cols, c->cols);
+    int r0 = ch * c->chunk_cols, r1 = min_int(r0 + c->chunk_cols, c->per_sample ? c->m : c->cols);
     if (r1 <= r0) { /* an empty chunk of a short last group */
         float *p = c->partial + (size_t)ch * c->d->k * c->crs;
         for (int k = k0; k < k1; k++)
             memset(p + (size_t)k * c->crs + j0, 0, sizeof(float) * (size_t)(j1 - j0));
+        return;
+    }
+    if (c->per_sample) {
+        /* samples [r0, r1) of the group, one GEMM each, in sample order */
+        const pp_conv2d_desc *d = c->d;
+        const size_t pq = (size_t)d->p * d->q;
+        const size_t x_stride = (size_t)d->c * d->h * d->w, y_stride = (size_t)d->k * pq;
+        float *out = c->chunks == 1 ? c->dw : c->partial + (size_t)ch * d->k * c->crs;
+        float beta = c->chunks == 1 ? 1.0f : 0.0f;
+        out += (size_t)k0 * c->crs + j0;
+        for (int s = r0; s < r1; s++) {
+            const int n = c->n0 + s;
+            gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, (int)pq,
+                 c->dy + n * y_stride + (size_t)k0 * pq, (int)pq,
+                 c->x + n * x_stride + (size_t)j0 * pq, (int)pq, beta, out, c->crs);
+            beta = 1.0f;
+        }
         return;
     }
     const float *a = c->dym + (size_t)k0 * c->ldd + r0;
@@ -569,7 +596,9 @@ pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, co
     /* samples per group: as many as fit the shared buffers (at least one) */
     size_t per_sample = ((size_t)c.crs + d->k) * pq;
     int spg = clamp_int((int)(SHARED_MAX_FLOATS / per_sample), 1, d->n);
-    const int direct = is_pointwise(d) && spg == 1;
+    const int direct = is_pointwise(d) && (spg == 1 || pq >= DIRECT_MIN_PQ);
+    if (direct) spg = d->n;
+    c.per_sample = direct;
 
     c.npb = c.crs;
     c.nblocks = 1;
@@ -578,15 +607,26 @@ pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, co
         c.npb = (int)round_up((size_t)(c.crs + c.nblocks - 1) / c.nblocks, 16);
         c.nblocks = (c.crs + c.npb - 1) / c.npb;
     }
-    c.kpb = row_block_units(d->k, 1, c.nblocks);
+    if (direct) {
+        /* long row blocks; whole samples make up the rest of the tiles */
+        int want = (TILES_TARGET + c.nblocks - 1) / c.nblocks;
+        int blocks = clamp_int(want, 1, d->k / DIRECT_ROWS_MIN < 1 ? 1 : d->k / DIRECT_ROWS_MIN);
+        c.kpb = min_int((int)round_up((size_t)(d->k + blocks - 1) / blocks, 16), d->k);
+    } else {
+        c.kpb = row_block_units(d->k, 1, c.nblocks);
+    }
     c.kblocks = (d->k + c.kpb - 1) / c.kpb;
     const int tiles = c.kblocks * c.nblocks;
     const int group_cols = spg * (int)pq;
     c.chunks = 1;
     if (tiles < TILES_TARGET)
         c.chunks = clamp_int(min_int((TILES_TARGET + tiles - 1) / tiles,
-                                     group_cols / REDUCE_CHUNK_MIN),
+                                     direct ? d->n : group_cols / REDUCE_CHUNK_MIN),
                              1, TILES_TARGET);
+    if (direct) {
+        c.chunk_cols = (d->n + c.chunks - 1) / c.chunks;
+        c.chunks = (d->n + c.chunk_cols - 1) / c.chunk_cols;
+    }
 
     size_t shared = direct ? 0 : round_up((size_t)c.crs * group_cols, 16) + (size_t)d->k * group_cols;
     size_t partial = c.chunks > 1 ? (size_t)c.chunks * d->k * c.crs : 0;
@@ -600,17 +640,13 @@ pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, co
         c.n0 = n0;
         c.m = min_int(spg, d->n - n0);
         c.cols = c.m * (int)pq;
-        if (direct) {
-            c.colm = x + n0 * x_stride;
-            c.dym = dy + n0 * y_stride;
-            c.ldc = c.ldd = (int)pq;
-        } else {
+        if (!direct) {
             pp_cpu_parallel(ex, c.m, bwd_filter_unfold_task, &c);
             c.colm = c.col_buf;
             c.dym = c.dy_buf;
             c.ldc = c.ldd = c.cols;
+            c.chunk_cols = (c.cols + c.chunks - 1) / c.chunks;
         }
-        c.chunk_cols = (c.cols + c.chunks - 1) / c.chunks;
         pp_cpu_parallel(ex, (int64_t)c.chunks * tiles, bwd_filter_tile_task, &c);
         if (c.chunks > 1) pp_cpu_parallel(ex, d->k, bwd_filter_reduce_task, &c);
     }
