@@ -19,10 +19,11 @@
  * whatever the number of threads (and whichever thread runs a tile).
  * Backward-filter reduces over all columns: its tiles cut dW, and when dW is
  * too small to give enough tiles, the columns too; the partial sums are then
- * added to dW in chunk order. A pointwise convolution with large planes
- * ("per-sample mode") reads x and dY in place: a tile runs one GEMM per
- * sample of its chunk (a chunk is then a run of whole samples), accumulating
- * with beta = 1 in sample order.
+ * added to dW in chunk order. With large output planes ("per-sample mode")
+ * dY is read in place, and so is x when pointwise (otherwise each sample is
+ * unfolded on its own): a tile runs one GEMM per sample of its chunk (a chunk
+ * is then a run of whole samples), accumulating with beta = 1 in sample
+ * order.
  *
  * Memory: unfolded blocks, gathered planes and partial sums live in the exec
  * workspace: a shared part plus one scratch area per pool thread. sgemm runs
@@ -45,11 +46,12 @@
 #define SHARED_MAX_FLOATS ((size_t)4 << 20)
 /* Fewest reduction columns per partial sum in backward-filter. */
 #define REDUCE_CHUNK_MIN 1024
-/* Fewest output positions per sample for which pointwise backward-filter
- * runs one GEMM per sample on the tensors in place rather than on gathered
- * copies (the copies cost as much as the GEMM when C and K are small). */
-#define DIRECT_MIN_PQ 512
-/* Fewest dW rows of a backward-filter tile in per-sample mode. */
+/* Fewest output positions per sample for which backward-filter runs one
+ * GEMM per sample on dY in place rather than on gathered copies of a group of
+ * samples (the copies cost as much as the GEMM when C and K are small). */
+#define DIRECT_MIN_PQ 128
+/* Fewest dW rows of a backward-filter row block in per-sample mode (all K
+ * rows when K is smaller). */
 #define DIRECT_ROWS_MIN 128
 
 static int is_pointwise(const pp_conv2d_desc *d)
@@ -507,7 +509,8 @@ typedef struct bwd_filter_ctx {
     float *partial;          /* chunks x (K, CRS) when chunks > 1 */
 } bwd_filter_ctx;
 
-/* Pass 1: unfold sample t of the group and gather its dY. */
+/* Pass 1: unfold sample t of the group and gather its dY (in per-sample
+ * mode, only unfold it). */
 static void bwd_filter_unfold_task(void *arg, int64_t t, int worker)
 {
     const bwd_filter_ctx *c = arg;
@@ -516,6 +519,10 @@ static void bwd_filter_unfold_task(void *arg, int64_t t, int worker)
     const size_t x_stride = (size_t)d->c * d->h * d->w, y_stride = (size_t)d->k * pq;
     const int n = c->n0 + (int)t;
     (void)worker;
+    if (c->per_sample) { /* sample t alone, (CRS, PQ) */
+        im2col_rows(d, c->x + n * x_stride, 0, d->p, c->col_buf + (size_t)t * c->crs * pq, pq);
+        return;
+    }
     if (is_pointwise(d))
         gather_planes(c->x + n * x_stride, x_stride, 1, d->c, pq, c->col_buf + (size_t)t * pq,
                       (size_t)c->cols);
@@ -536,7 +543,8 @@ static void bwd_filter_tile_task(void *arg, int64_t t, int worker)
     int ch = (int)(t / c->nblocks / c->kblocks);
     int k0 = kb * c->kpb, k1 = min_int(k0 + c->kpb, c->d->k);
     int j0 = nb * c->npb, j1 = min_int(j0 + c->npb, c->crs);
-    int r0 = ch * c->chunk_cols, r1 = min_int(r0 + c->chunk_cols, c->per_sample ? c->m : c->cols);
+    int len = c->per_sample ? c->m : c->cols;
+    int r0 = ch * c->chunk_cols, r1 = min_int(r0 + c->chunk_cols, len);
     if (r1 <= r0) { /* an empty chunk of a short last group */
         float *p = c->partial + (size_t)ch * c->d->k * c->crs;
         for (int k = k0; k < k1; k++)
@@ -553,9 +561,11 @@ static void bwd_filter_tile_task(void *arg, int64_t t, int worker)
         out += (size_t)k0 * c->crs + j0;
         for (int s = r0; s < r1; s++) {
             const int n = c->n0 + s;
+            const float *col = is_pointwise(d) ? c->x + n * x_stride
+                                               : c->col_buf + (size_t)s * c->crs * pq;
             gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, (int)pq,
-                 c->dy + n * y_stride + (size_t)k0 * pq, (int)pq,
-                 c->x + n * x_stride + (size_t)j0 * pq, (int)pq, beta, out, c->crs);
+                 c->dy + n * y_stride + (size_t)k0 * pq, (int)pq, col + (size_t)j0 * pq,
+                 (int)pq, beta, out, c->crs);
             beta = 1.0f;
         }
         return;
@@ -592,12 +602,15 @@ pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, co
 {
     bwd_filter_ctx c = {.d = d, .x = x, .dy = dy, .dw = dw, .crs = d->c * d->r * d->s};
     const size_t pq = (size_t)d->p * d->q;
-    const size_t x_stride = (size_t)d->c * d->h * d->w, y_stride = (size_t)d->k * pq;
+    const int pointwise = is_pointwise(d);
     /* samples per group: as many as fit the shared buffers (at least one) */
     size_t per_sample = ((size_t)c.crs + d->k) * pq;
     int spg = clamp_int((int)(SHARED_MAX_FLOATS / per_sample), 1, d->n);
-    const int direct = is_pointwise(d) && (spg == 1 || pq >= DIRECT_MIN_PQ);
-    if (direct) spg = d->n;
+    const int direct = pq >= DIRECT_MIN_PQ || (pointwise && spg == 1);
+    if (direct) /* only the unfolded x is buffered, and not even that when pointwise */
+        spg = pointwise ? d->n : clamp_int((int)(SHARED_MAX_FLOATS / (c.crs * pq)), 1, d->n);
+    const int groups = (d->n + spg - 1) / spg;
+    spg = (d->n + groups - 1) / groups; /* groups of about equal size */
     c.per_sample = direct;
 
     c.npb = c.crs;
@@ -621,27 +634,28 @@ pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, co
     c.chunks = 1;
     if (tiles < TILES_TARGET)
         c.chunks = clamp_int(min_int((TILES_TARGET + tiles - 1) / tiles,
-                                     direct ? d->n : group_cols / REDUCE_CHUNK_MIN),
+                                     direct ? spg : group_cols / REDUCE_CHUNK_MIN),
                              1, TILES_TARGET);
     if (direct) {
-        c.chunk_cols = (d->n + c.chunks - 1) / c.chunks;
-        c.chunks = (d->n + c.chunk_cols - 1) / c.chunk_cols;
+        c.chunk_cols = (spg + c.chunks - 1) / c.chunks;
+        c.chunks = (spg + c.chunk_cols - 1) / c.chunk_cols;
     }
 
-    size_t shared = direct ? 0 : round_up((size_t)c.crs * group_cols, 16) + (size_t)d->k * group_cols;
+    size_t col_floats = pointwise && direct ? 0 : round_up((size_t)c.crs * group_cols, 16);
+    size_t shared = col_floats + (direct ? 0 : (size_t)d->k * group_cols);
     size_t partial = c.chunks > 1 ? (size_t)c.chunks * d->k * c.crs : 0;
     float *ws;
     PP_TRY(workspace(ex, shared + partial, &ws, err));
     c.col_buf = ws;
-    c.dy_buf = ws + (direct ? 0 : round_up((size_t)c.crs * group_cols, 16));
+    c.dy_buf = ws + col_floats;
     c.partial = ws + shared;
 
     for (int n0 = 0; n0 < d->n; n0 += spg) {
         c.n0 = n0;
         c.m = min_int(spg, d->n - n0);
         c.cols = c.m * (int)pq;
+        if (!(direct && pointwise)) pp_cpu_parallel(ex, c.m, bwd_filter_unfold_task, &c);
         if (!direct) {
-            pp_cpu_parallel(ex, c.m, bwd_filter_unfold_task, &c);
             c.colm = c.col_buf;
             c.dym = c.dy_buf;
             c.ldc = c.ldd = c.cols;

@@ -91,6 +91,8 @@ static const conv_case conv_cases[] = {
     {9, 96, 4, 160, 1, 2, 1},   /* strided 1x1, short last block */
     {12, 512, 7, 128, 3, 1, 0}, /* unfolding in several groups */
     {3, 64, 56, 64, 3, 1, 0},   /* bwd-filter in groups of samples */
+    {2, 512, 12, 512, 1, 1, 1}, /* bwd-filter per sample, x and dY read in place */
+    {3, 64, 24, 512, 3, 1, 1},  /* bwd-filter per sample, each sample unfolded alone */
 };
 
 static double conv_x(const float *x, const pp_conv2d_desc *d, int n, int c, int ih, int iw)
