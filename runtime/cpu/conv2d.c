@@ -11,8 +11,10 @@
  *
  * Tiling. The output columns (samples x output positions) are cut into
  * column blocks: a block is a run of output rows of one sample when a plane
- * is wide (P*Q >= TILE_COLS), or a run of whole samples side by side
- * otherwise. The other GEMM dimension is cut into row blocks when there are
+ * is wide (P*Q >= TILE_COLS), a whole sample when the convolution is
+ * pointwise and the planes are not small (P*Q >= DIRECT_MIN_PQ: the GEMM then
+ * reads and writes the tensors in place), or a run of whole samples side by
+ * side otherwise; runs and sample groups are cut to about equal size. The other GEMM dimension is cut into row blocks when there are
  * too few column blocks to keep several threads busy. Every cut, and so every
  * sgemm call and the order of every sum, depends on the shape only; each tile
  * writes its own part of the output. Results are therefore bitwise identical
@@ -207,17 +209,23 @@ static col_blocks col_blocks_make(const pp_conv2d_desc *d, int split_ok)
 {
     col_blocks b;
     const int pq = d->p * d->q;
-    if (pq >= TILE_COLS) {
+    /* a pointwise block of one sample is x (or dY) itself: no gathering */
+    if (pq >= TILE_COLS || (is_pointwise(d) && pq >= DIRECT_MIN_PQ)) {
+        /* runs of about equal length; none when a pointwise block needs no
+         * buffer and the samples alone give enough blocks */
+        int runs = (pq + TILE_COLS - 1) / TILE_COLS;
+        if (!split_ok || (is_pointwise(d) && d->n >= TILES_TARGET)) runs = 1;
         b.spb = 1;
-        b.rpb = split_ok ? clamp_int(TILE_COLS / d->q, 1, d->p) : d->p;
+        b.rpb = (d->p + runs - 1) / runs;
         b.bps = (d->p + b.rpb - 1) / b.rpb;
         b.count = d->n * b.bps;
         b.max_cols = b.rpb * d->q;
     } else {
         b.spb = min_int((TILE_COLS + pq - 1) / pq, d->n);
+        b.count = (d->n + b.spb - 1) / b.spb;
+        b.spb = (d->n + b.count - 1) / b.count; /* blocks of about equal size */
         b.rpb = d->p;
         b.bps = 1;
-        b.count = (d->n + b.spb - 1) / b.spb;
         b.max_cols = b.spb * pq;
     }
     return b;

@@ -86,7 +86,8 @@ static const conv_case conv_cases[] = {
     {4, 3, 64, 64, 7, 2, 1},    /* planes split into row runs; split bwd-filter reduction */
     {6, 64, 16, 64, 3, 1, 1},   /* several samples per GEMM */
     {8, 256, 4, 256, 3, 1, 1},  /* two passes: shared unfolding, row blocks */
-    {16, 64, 16, 96, 1, 1, 1},  /* pointwise, samples side by side */
+    {16, 64, 16, 96, 1, 1, 1},  /* pointwise, one whole plane per block, in place */
+    {16, 64, 7, 80, 1, 1, 1},   /* pointwise, samples side by side in equal blocks */
     {5, 32, 40, 48, 1, 1, 1},   /* pointwise, planes split into row runs */
     {9, 96, 4, 160, 1, 2, 1},   /* strided 1x1, short last block */
     {12, 512, 7, 128, 3, 1, 0}, /* unfolding in several groups */
