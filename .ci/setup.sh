@@ -15,7 +15,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
 build=${1:-build}
 
-packages=(gcc pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev)
+packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

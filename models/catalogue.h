@@ -14,6 +14,10 @@
 
 #include "runtime/core/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum pp_stem {
     PP_STEM_IMAGENET = 0, /* 7x7/2 conv, BN, ReLU, 3x3/2 max pool */
     PP_STEM_CIFAR = 1,    /* 3x3/1 conv, BN, ReLU, no max pool (maxpool is identity) */
@@ -71,5 +75,9 @@ void pp_catalogue_free(pp_catalogue *cat);
 
 /* Index of a unit by exact name, or -1. */
 int pp_catalogue_find(const pp_catalogue *cat, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -15,6 +15,10 @@
 
 #include "runtime/core/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define PP_DIAG_MAX 32
 #define PP_DIAG_TEXT_MAX 512
 
@@ -47,5 +51,9 @@ const char *pp_diag_format(const pp_diag *d, char *buf, size_t n);
 /* Copies the problems into a pp_error (code of the first problem; message as
  * pp_diag_format). Returns that code, or PP_OK when d is empty. */
 pp_status pp_diag_to_error(const pp_diag *d, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

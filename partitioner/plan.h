@@ -34,6 +34,10 @@
 #include "runtime/core/device.h"
 #include "runtime/core/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define PP_PLAN_MAX_STAGES PP_MAX_DELAY_STAGES
 #define PP_PLAN_MAX_CHANNELS 64
 #define PP_PLAN_MAX_BATCH (1 << 20)
@@ -196,5 +200,9 @@ const char *pp_plan_spell_units(const pp_catalogue *cat, int first, int last, ch
 const char *pp_plan_schedule_name(pp_plan_schedule s);
 const char *pp_plan_data_format_name(pp_plan_data_format f);
 const char *pp_plan_balance_name(pp_plan_balance b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -37,6 +37,10 @@
 #include "runtime/core/status.h"
 #include "runtime/core/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Largest accepted header, as in the reference implementation. */
 #define PP_CHECKPOINT_MAX_HEADER 100000000ull
 
@@ -103,5 +107,9 @@ const pp_checkpoint_entry *pp_checkpoint_info_find(const pp_checkpoint_info *inf
                                                    const char *name);
 /* The metadata value of key, or NULL. */
 const char *pp_checkpoint_info_meta(const pp_checkpoint_info *info, const char *key);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

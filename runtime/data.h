@@ -34,6 +34,10 @@
 
 #include "runtime/core/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #ifndef PATH_MAX
 #define PATH_MAX 4096
 #endif
@@ -96,5 +100,9 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, in
 /* The data set index of the sample at position pos (>= 0) of the stream of
  * samples (pos = step * batch + j): for tests and tracing. */
 int64_t pp_data_sample_index(pp_data *src, int64_t pos);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -36,6 +36,10 @@
 #include "runtime/core/status.h"
 #include "runtime/core/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Prefix of the checkpoint names of momentum buffers. */
 #define PP_OPTIMIZER_MOMENTUM_PREFIX "optimizer.momentum."
 
@@ -108,5 +112,9 @@ pp_status pp_optimizer_alloc_state(pp_optimizer *opt, pp_error *err);
 /* Frees the momentum buffers and sets the step count to 0: the next step
  * starts afresh (buf = g). */
 void pp_optimizer_reset_state(pp_optimizer *opt);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -39,6 +39,10 @@
 #include "partitioner/plan.h"
 #include "runtime/core/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct pp_pipeline pp_pipeline;
 
 typedef struct pp_pipeline_options {
@@ -126,5 +130,9 @@ size_t pp_pipeline_format_schedule(const pp_pipeline *p, char *buf, size_t n);
  * copies at a nominal bandwidth. */
 pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
                               double *stage_forward_ms, double *stage_backward_ms, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

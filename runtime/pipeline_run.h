@@ -128,4 +128,12 @@
 #include "partitioner/plan.h"
 #include "runtime/pipeline.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
 #endif

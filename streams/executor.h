@@ -33,6 +33,10 @@
 #include "streams/schedule.h"
 #include "streams/stream.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /*
  * What a stage provides. Tensors handed to callbacks are views into executor
  * buffers on the stage's device, valid only for the duration of the call in
@@ -131,5 +135,9 @@ void pp_step_stats_free(pp_step_stats *st);
  * complete ("X") event per span, times relative to steps[0].t0_ns. */
 pp_status pp_trace_write_chrome(const char *path, const pp_step_stats *steps, int n_steps,
                                 pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

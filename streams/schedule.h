@@ -30,6 +30,10 @@
 
 #include "runtime/core/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum pp_action_kind {
     PP_ACT_F = 0,
     PP_ACT_B,
@@ -97,5 +101,9 @@ size_t pp_schedule_format(const pp_schedule *s, bool with_comm, char *buf, size_
 
 /* Writes one action as in the printable form ("F3", "send_grad2", "STEP"). */
 const char *pp_action_format(pp_action a, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

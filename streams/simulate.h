@@ -18,6 +18,10 @@
 #include "runtime/core/status.h"
 #include "streams/schedule.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct pp_sim_costs {
     int stages;                 /* must equal the schedule's S */
     const double *forward_ms;   /* (S) forward of one micro-batch on each stage */
@@ -52,5 +56,9 @@ typedef struct pp_sim_result {
 pp_status pp_simulate(const pp_schedule *s, const pp_sim_costs *c, pp_sim_result *res,
                       pp_error *err);
 void pp_sim_result_free(pp_sim_result *res);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -38,6 +38,10 @@
 #include "runtime/core/status.h"
 #include "runtime/core/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum pp_stream_kind {
     PP_STREAM_COMPUTE = 0, /* kernels of a stage */
     PP_STREAM_COPY = 1,    /* transfers between devices */
@@ -137,5 +141,9 @@ pp_status pp_event_query(pp_event *ev, bool *done, pp_error *err);
 /* Blocks until the recorded point has completed; returns the recorded
  * stream's error if that work failed. */
 pp_status pp_event_synchronize(pp_event *ev, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

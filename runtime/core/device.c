@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,19 @@ struct pp_registry {
     pp_device_ctx *devs[2][PP_MAX_DEVICE_INDEX];
 };
 
+/* A context and its byte counters (kept out of the public struct so that
+ * the public headers need no C11 atomics). */
+typedef struct device_entry {
+    pp_device_ctx ctx; /* first: a context's address is its entry's */
+    atomic_size_t bytes_in_use;
+    atomic_size_t bytes_peak;
+} device_entry;
+
+static device_entry *entry_of(pp_device_ctx *dev)
+{
+    return (device_entry *)dev;
+}
+
 pp_status pp_registry_new(pp_registry **out, pp_error *err)
 {
     *out = calloc(1, sizeof **out);
@@ -75,7 +89,7 @@ void pp_registry_free(pp_registry *reg)
             pp_device_ctx *d = reg->devs[k][i];
             if (!d) continue;
             if (d->ops->device_destroy) d->ops->device_destroy(d);
-            free(d);
+            free(entry_of(d));
         }
     free(reg);
 }
@@ -113,17 +127,18 @@ pp_status pp_registry_get(pp_registry *reg, pp_device_id id, pp_device_ctx **out
     } else {
         ops = pp_backend_cpu();
     }
-    pp_device_ctx *d = calloc(1, sizeof *d);
-    if (!d) return pp_error_set(err, PP_ERR_OOM, "out of host memory (device context)");
+    device_entry *e = calloc(1, sizeof *e);
+    if (!e) return pp_error_set(err, PP_ERR_OOM, "out of host memory (device context)");
+    pp_device_ctx *d = &e->ctx;
     d->id = id;
     memcpy(d->name, name, sizeof d->name);
     d->ops = ops;
-    atomic_init(&d->bytes_in_use, 0);
-    atomic_init(&d->bytes_peak, 0);
+    atomic_init(&e->bytes_in_use, 0);
+    atomic_init(&e->bytes_peak, 0);
     if (ops->device_init) {
         pp_status s = ops->device_init(d, err);
         if (s != PP_OK) {
-            free(d);
+            free(e);
             return s;
         }
     }
@@ -134,22 +149,23 @@ pp_status pp_registry_get(pp_registry *reg, pp_device_id id, pp_device_ctx **out
 
 pp_status pp_device_account(pp_device_ctx *dev, size_t bytes, pp_error *err)
 {
-    size_t now = atomic_fetch_add(&dev->bytes_in_use, bytes) + bytes;
+    device_entry *e = entry_of(dev);
+    size_t now = atomic_fetch_add(&e->bytes_in_use, bytes) + bytes;
     if (dev->bytes_limit && now > dev->bytes_limit) {
-        atomic_fetch_sub(&dev->bytes_in_use, bytes);
+        atomic_fetch_sub(&e->bytes_in_use, bytes);
         return pp_error_set(err, PP_ERR_OOM,
                             "%s: out of memory allocating %zu bytes (%zu in use, limit %zu)",
                             dev->name, bytes, now - bytes, dev->bytes_limit);
     }
-    size_t peak = atomic_load(&dev->bytes_peak);
-    while (now > peak && !atomic_compare_exchange_weak(&dev->bytes_peak, &peak, now)) {
+    size_t peak = atomic_load(&e->bytes_peak);
+    while (now > peak && !atomic_compare_exchange_weak(&e->bytes_peak, &peak, now)) {
     }
     return PP_OK;
 }
 
 void pp_device_unaccount(pp_device_ctx *dev, size_t bytes)
 {
-    atomic_fetch_sub(&dev->bytes_in_use, bytes);
+    atomic_fetch_sub(&entry_of(dev)->bytes_in_use, bytes);
 }
 
 pp_status pp_device_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
@@ -174,15 +190,16 @@ void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes)
 
 void pp_device_reset_peak(pp_device_ctx *dev)
 {
-    atomic_store(&dev->bytes_peak, atomic_load(&dev->bytes_in_use));
+    device_entry *e = entry_of(dev);
+    atomic_store(&e->bytes_peak, atomic_load(&e->bytes_in_use));
 }
 
 size_t pp_device_peak_bytes(const pp_device_ctx *dev)
 {
-    return atomic_load(&((pp_device_ctx *)dev)->bytes_peak);
+    return atomic_load(&entry_of((pp_device_ctx *)dev)->bytes_peak);
 }
 
 size_t pp_device_bytes_in_use(const pp_device_ctx *dev)
 {
-    return atomic_load(&((pp_device_ctx *)dev)->bytes_in_use);
+    return atomic_load(&entry_of((pp_device_ctx *)dev)->bytes_in_use);
 }

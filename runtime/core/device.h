@@ -14,11 +14,14 @@
 #ifndef PP_DEVICE_H
 #define PP_DEVICE_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef enum pp_device_kind {
     PP_DEVICE_CPU = 0,
@@ -48,8 +51,6 @@ typedef struct pp_device_ctx {
     char name[16];                     /* "cpu:0", "cuda:1" */
     const struct pp_backend_ops *ops;  /* kernels and memory of this backend */
     void *backend;                     /* backend-private state (handles), owned by ops */
-    atomic_size_t bytes_in_use;        /* bytes currently allocated through this context */
-    atomic_size_t bytes_peak;          /* high-water mark of bytes_in_use */
     size_t bytes_limit;                /* 0 = unlimited; allocations beyond fail with PP_ERR_OOM */
 } pp_device_ctx;
 
@@ -82,5 +83,9 @@ void pp_device_unaccount(pp_device_ctx *dev, size_t bytes);
 void pp_device_reset_peak(pp_device_ctx *dev);
 size_t pp_device_peak_bytes(const pp_device_ctx *dev);
 size_t pp_device_bytes_in_use(const pp_device_ctx *dev);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 #include "device.h"
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct pp_exec {
     pp_device_ctx *dev;
     void *native_stream;   /* cudaStream_t on CUDA; NULL on CPU */
@@ -38,5 +42,9 @@ pp_status pp_exec_workspace(pp_exec *ex, size_t bytes, void **ptr, pp_error *err
 
 /* Waits until all work enqueued on this exec has finished (no-op on CPU). */
 pp_status pp_exec_sync(pp_exec *ex, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

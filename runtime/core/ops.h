@@ -23,6 +23,10 @@
 #include "exec.h"
 #include "tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- descriptors -------------------------------------------------------- */
 
 typedef struct pp_conv2d_desc {
@@ -156,5 +160,9 @@ pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, con
 /* ---- misc ------------------------------------------------------------------- */
 /* Busy-waits or sleeps for ms milliseconds in stream order (delay model). */
 pp_status pp_delay(pp_exec *ex, double ms, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

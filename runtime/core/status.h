@@ -11,6 +11,10 @@
 
 #include <stdarg.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum pp_status {
     PP_OK = 0,
     PP_ERR_INPUT,       /* bad input: plan, arguments, data or checkpoint files (exit 2) */
@@ -54,5 +58,9 @@ const char *pp_status_name(pp_status s);
         pp_status pp_try_s_ = (expr);                                        \
         if (pp_try_s_ != PP_OK) return pp_try_s_;                            \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,10 @@
 #include "device.h"
 #include "status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum pp_dtype {
     PP_F32 = 0,
     PP_BF16,
@@ -80,5 +84,9 @@ const char *pp_tensor_shape_str(const pp_tensor *t, char *buf, size_t n);
 /* Synchronous host <-> device copies (blocking; for setup, tests, checkpoints). */
 pp_status pp_tensor_from_host(pp_tensor *t, const void *src, size_t bytes, pp_error *err);
 pp_status pp_tensor_to_host(const pp_tensor *t, void *dst, size_t bytes, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
