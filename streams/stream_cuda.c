@@ -48,6 +48,8 @@ typedef struct cuda_stream {
 
 typedef struct cuda_event {
     cudaEvent_t ev;
+    pp_device_ctx *on;       /* the device ev was created on (CUDA records an event
+                                only on a stream of its own device) */
     bool recorded;
     pp_error error;          /* the recording stream's sticky error at record time */
     int64_t error_ns;
@@ -274,7 +276,14 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
         else
             st = PP_CUDA(s->dev, &e,
                          cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, cs->st));
-        if (st == PP_OK) st = item_end(s, it, &e);
+        /* the end event is recorded even after a failure, as for launches, so that
+         * records() never reads an item whose end event was not recorded */
+        pp_error e2;
+        pp_status end = item_end(s, it, &e2);
+        if (st == PP_OK && end != PP_OK) {
+            st = end;
+            e = e2;
+        }
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "copy %s on stream '%s'", label ? label : "", s->name);
@@ -337,6 +346,8 @@ static pp_status cuda_records(pp_stream *s, const pp_stream_record **recs, size_
         /* host-clock reference: an event completed now, read with the host clock */
         cudaEvent_t ref;
         PP_TRY(pp_cuda_set_device(s->dev, err));
+        /* ref may be a new event that goes to the spares below: keep room for it */
+        PP_TRY(reserve_spares(cs, s, err));
         PP_TRY(take_event(s, &ref, err));
         pp_status st = PP_CUDA(s->dev, err, cudaEventRecord(ref, cs->st));
         if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventSynchronize(ref));
@@ -380,8 +391,8 @@ static void cuda_event_destroy(pp_event *ev)
 {
     cuda_event *ce = ev->state;
     if (!ce) return;
-    if (ce->ev && pp_cuda_set_device(ev->dev, NULL) == PP_OK)
-        (void)PP_CUDA(ev->dev, NULL, cudaEventDestroy(ce->ev));
+    if (ce->ev && pp_cuda_set_device(ce->on, NULL) == PP_OK)
+        (void)PP_CUDA(ce->on, NULL, cudaEventDestroy(ce->ev));
     free(ce);
     ev->state = NULL;
 }
@@ -391,6 +402,7 @@ static pp_status cuda_event_init(pp_event *ev, pp_error *err)
     cuda_event *ce = calloc(1, sizeof *ce);
     if (!ce) return pp_error_set(err, PP_ERR_OOM, "out of host memory (event)");
     ev->state = ce;
+    ce->on = ev->dev;
     pp_status st = pp_cuda_set_device(ev->dev, err);
     if (st == PP_OK)
         st = PP_CUDA(ev->dev, err, cudaEventCreateWithFlags(&ce->ev, cudaEventDisableTiming));
@@ -403,6 +415,18 @@ static pp_status cuda_event_record(pp_event *ev, pp_stream *s, pp_error *err)
     cuda_event *ce = ev->state;
     cuda_stream *cs = s->state;
     PP_TRY(pp_cuda_set_device(s->dev, err));
+    if (ce->on != s->dev) {
+        /* stream.h allows recording on a stream of another device; CUDA does not:
+         * move the event to that device. Waits already enqueued keep the old one,
+         * which CUDA releases once they are done. */
+        cudaEvent_t moved;
+        PP_TRY(PP_CUDA(s->dev, err, cudaEventCreateWithFlags(&moved, cudaEventDisableTiming)));
+        if (pp_cuda_set_device(ce->on, NULL) == PP_OK)
+            (void)PP_CUDA(ce->on, NULL, cudaEventDestroy(ce->ev));
+        ce->ev = moved;
+        ce->on = s->dev;
+        PP_TRY(pp_cuda_set_device(s->dev, err));
+    }
     PP_TRY(PP_CUDA(s->dev, err, cudaEventRecord(ce->ev, cs->st)));
     ce->recorded = true;
     ce->error.code = PP_OK;
@@ -450,14 +474,14 @@ static pp_status cuda_event_query(pp_event *ev, bool *done, pp_error *err)
     cuda_event *ce = ev->state;
     *done = true;
     if (!ce->recorded) return PP_OK;
-    PP_TRY(pp_cuda_set_device(ev->dev, err));
+    PP_TRY(pp_cuda_set_device(ce->on, err));
     cudaError_t e = cudaEventQuery(ce->ev);
     if (e == cudaErrorNotReady) {
         (void)cudaGetLastError();
         *done = false;
         return PP_OK;
     }
-    PP_TRY(PP_CUDA(ev->dev, err, e));
+    PP_TRY(PP_CUDA(ce->on, err, e));
     if (ce->error.code != PP_OK) {
         if (err) *err = ce->error;
         return ce->error.code;
@@ -469,8 +493,8 @@ static pp_status cuda_event_synchronize(pp_event *ev, pp_error *err)
 {
     cuda_event *ce = ev->state;
     if (!ce->recorded) return PP_OK;
-    PP_TRY(pp_cuda_set_device(ev->dev, err));
-    PP_TRY(PP_CUDA(ev->dev, err, cudaEventSynchronize(ce->ev)));
+    PP_TRY(pp_cuda_set_device(ce->on, err));
+    PP_TRY(PP_CUDA(ce->on, err, cudaEventSynchronize(ce->ev)));
     if (ce->error.code != PP_OK) {
         if (err) *err = ce->error;
         return ce->error.code;

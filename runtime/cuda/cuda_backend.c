@@ -33,6 +33,9 @@ pp_status pp_cuda_fail_rt(cudaError_t code, const char *call, const char *file, 
                           const pp_device_ctx *dev, pp_error *err)
 {
     pp_status s = code == cudaErrorMemoryAllocation ? PP_ERR_OOM : PP_ERR_BACKEND;
+    /* The failure is reported here: clear it from the thread's last error, or the
+     * next kernel launcher's cudaGetLastError() would report it again. */
+    (void)cudaGetLastError();
     return pp_error_set(err, s, "%s: %s failed: %s (%s) at %s:%d", dev_name(dev), call,
                         cudaGetErrorName(code), cudaGetErrorString(code), file, line);
 }
@@ -195,16 +198,31 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
     pp_cuda_exec *ce = pp_cuda_ex(ex);
     pp_device_ctx *dev = ex->dev;
     PP_TRY(pp_cuda_set_device(dev, err));
+    /* A handle is kept only once it is fully set up: one left half-configured
+     * (not bound to the exec's stream) would run later work on the wrong stream. */
     if (need_dnn && !ce->dnn) {
-        PP_TRY(PP_CUDA(dev, err, cudnnCreate(&ce->dnn)));
-        PP_TRY(PP_CUDA(dev, err, cudnnSetStream(ce->dnn, ce->stream)));
+        cudnnHandle_t h;
+        PP_TRY(PP_CUDA(dev, err, cudnnCreate(&h)));
+        pp_status s = PP_CUDA(dev, err, cudnnSetStream(h, ce->stream));
+        if (s != PP_OK) {
+            (void)PP_CUDA(dev, NULL, cudnnDestroy(h));
+            return s;
+        }
+        ce->dnn = h;
     }
     if (need_blas && !ce->blas) {
-        PP_TRY(PP_CUDA(dev, err, cublasCreate(&ce->blas)));
-        PP_TRY(PP_CUDA(dev, err, cublasSetStream(ce->blas, ce->stream)));
+        cublasHandle_t h;
+        PP_TRY(PP_CUDA(dev, err, cublasCreate(&h)));
+        pp_status s = PP_CUDA(dev, err, cublasSetStream(h, ce->stream));
         /* fp32 without TF32: the default math mode never uses TF32 tensor cores */
-        PP_TRY(PP_CUDA(dev, err, cublasSetMathMode(ce->blas, CUBLAS_DEFAULT_MATH)));
-        PP_TRY(PP_CUDA(dev, err, cublasSetPointerMode(ce->blas, CUBLAS_POINTER_MODE_HOST)));
+        if (s == PP_OK) s = PP_CUDA(dev, err, cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+        if (s == PP_OK)
+            s = PP_CUDA(dev, err, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+        if (s != PP_OK) {
+            (void)PP_CUDA(dev, NULL, cublasDestroy(h));
+            return s;
+        }
+        ce->blas = h;
     }
     *out = ce;
     return PP_OK;

@@ -606,6 +606,57 @@ static void test_streams(rig *r)
     free(back);
 }
 
+static pp_status noop_fn(pp_exec *ex, void *arg, pp_error *err)
+{
+    return PP_OK;
+}
+
+/* Timing-event recycling: 64 items on a fresh stream fill its spare-event list
+ * exactly; records() then adds its reference event, which records_clear() must
+ * still have room for. And an event of one GPU recorded on another GPU's stream
+ * (stream.h allows it; CUDA records an event only on its own device's streams). */
+static void test_stream_events_reuse(rig *r)
+{
+    pp_error err;
+    pp_stream *s = NULL;
+    CHECK_OK(pp_stream_new(r->gpu, PP_STREAM_COMPUTE, "records", &s, &err), &err);
+    if (!s) return;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 64; i++)
+            CHECK_OK(pp_stream_launch(s, "noop", noop_fn, NULL, &err), &err);
+        CHECK_OK(pp_stream_synchronize(s, &err), &err);
+        const pp_stream_record *recs;
+        size_t n = 0;
+        CHECK_OK(pp_stream_records(s, &recs, &n, &err), &err);
+        CHECK_MSG(n == 64, "round %d: %zu records, expected 64", round, n);
+        pp_stream_records_clear(s);
+    }
+
+    if (pp_cuda_device_count() > 1) {
+        pp_device_ctx *g1;
+        pp_stream *s1 = NULL;
+        pp_event *ev = NULL;
+        CHECK_OK(pp_registry_get(r->reg, (pp_device_id){PP_DEVICE_CUDA, 1}, &g1, &err), &err);
+        CHECK_OK(pp_stream_new(g1, PP_STREAM_COMPUTE, "gpu1", &s1, &err), &err);
+        CHECK_OK(pp_event_new(r->gpu, &ev, &err), &err);
+        if (s1 && ev) {
+            CHECK_OK(pp_stream_launch(s1, "noop", noop_fn, NULL, &err), &err);
+            CHECK_OK(pp_event_record(ev, s1, &err), &err);
+            CHECK_OK(pp_stream_wait_event(s, ev, &err), &err);
+            CHECK_OK(pp_stream_synchronize(s, &err), &err);
+            CHECK_OK(pp_event_synchronize(ev, &err), &err);
+            bool done = false;
+            CHECK_OK(pp_event_query(ev, &done, &err), &err);
+            CHECK(done);
+            CHECK_OK(pp_event_record(ev, s, &err), &err); /* and back to its own device */
+            CHECK_OK(pp_event_synchronize(ev, &err), &err);
+        }
+        pp_event_free(ev);
+        pp_stream_free(s1);
+    }
+    pp_stream_free(s);
+}
+
 /* ---- errors ---------------------------------------------------------------------- */
 
 static void test_errors(rig *r)
@@ -649,6 +700,7 @@ int main(void)
     test_delay(&r);
     test_steady_state(&r);
     test_streams(&r);
+    test_stream_events_reuse(&r);
     test_errors(&r);
 
     pp_exec_destroy(&r.ecpu);
