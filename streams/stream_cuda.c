@@ -33,6 +33,10 @@ typedef struct timed_item {
     cudaEvent_t start, end;
 } timed_item;
 
+/* GPUs (by index) whose peer-access outcome a copy stream remembers; copies to
+ * higher indices try to enable it on every copy. */
+#define PEER_CACHE 64
+
 typedef struct cuda_stream {
     cudaStream_t st;
     pthread_mutex_t mu;
@@ -44,6 +48,8 @@ typedef struct cuda_stream {
     size_t nspare, capspare;
     pp_stream_record *recs;  /* resolved records of items[0 .. nrec) */
     size_t nrec, caprec;
+    signed char peer[PEER_CACHE]; /* by the other GPU's index: 0 peer access not tried
+                                     yet, 1 enabled, -1 not possible */
 } cuda_stream;
 
 typedef struct cuda_event {
@@ -262,7 +268,12 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
             st = pp_error_set(&e, PP_ERR_INVALID, "copy on stream '%s': device not initialised",
                               s->name);
         else {
-            (void)enable_peer(s->dev, s->dev == c->src_dev ? c->dst_dev : c->src_dev);
+            pp_device_ctx *other = s->dev == c->src_dev ? c->dst_dev : c->src_dev;
+            int oi = other->id.index;
+            if (oi >= PEER_CACHE || cs->peer[oi] == 0) { /* three driver calls: once */
+                bool ok = enable_peer(s->dev, other);
+                if (oi < PEER_CACHE) cs->peer[oi] = ok ? 1 : -1;
+            }
             st = pp_cuda_set_device(s->dev, &e);
         }
     }
