@@ -70,14 +70,21 @@ typedef struct maxpool_job {
     size_t planes;
 } maxpool_job;
 
+/* Planes [*p0, *p1) of task t. */
+static void task_planes(const maxpool_job *j, int64_t t, size_t *p0, size_t *p1)
+{
+    *p0 = (size_t)t * POOL_PLANES_PER_TASK;
+    *p1 = *p0 + POOL_PLANES_PER_TASK < j->planes ? *p0 + POOL_PLANES_PER_TASK : j->planes;
+}
+
 static void maxpool_forward_task(void *arg, int64_t t, int worker)
 {
     const maxpool_job *j = arg;
     const pp_pool_desc *d = j->d;
     (void)worker;
     const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
-    size_t p0 = (size_t)t * POOL_PLANES_PER_TASK;
-    size_t p1 = p0 + POOL_PLANES_PER_TASK < j->planes ? p0 + POOL_PLANES_PER_TASK : j->planes;
+    size_t p0, p1;
+    task_planes(j, t, &p0, &p1);
     for (size_t pl = p0; pl < p1; pl++)
         for (int p = 0; p < d->p; p++)
             maxpool_row(d, j->x + pl * hw, p, j->y + pl * pq + (size_t)p * d->q,
@@ -90,8 +97,8 @@ static void maxpool_backward_task(void *arg, int64_t t, int worker)
     const pp_pool_desc *d = j->d;
     (void)worker;
     const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
-    size_t p0 = (size_t)t * POOL_PLANES_PER_TASK;
-    size_t p1 = p0 + POOL_PLANES_PER_TASK < j->planes ? p0 + POOL_PLANES_PER_TASK : j->planes;
+    size_t p0, p1;
+    task_planes(j, t, &p0, &p1);
     memset(j->dx + p0 * hw, 0, sizeof(float) * (p1 - p0) * hw);
     for (size_t pl = p0; pl < p1; pl++) {
         float *dxp = j->dx + pl * hw;
