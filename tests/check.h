@@ -3,11 +3,14 @@
  * A failed CHECK prints file:line and the condition and counts a failure;
  * the test keeps going so one run shows every failure. check_summary()
  * prints the totals and returns the exit code (0 pass, 1 fail).
+ * Also the file helpers several tests share: a scratch directory and
+ * whole-file reads.
  */
 #ifndef PP_TESTS_CHECK_H
 #define PP_TESTS_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "runtime/core/status.h"
 
@@ -39,6 +42,32 @@ static inline int check_summary(const char *name)
 {
     fprintf(stderr, "%s: %d checks, %d failed\n", name, check_total_, check_failures_);
     return check_failures_ ? 1 : 0;
+}
+
+/* Makes a fresh directory $TMPDIR/NAME.XXXXXX (/tmp when TMPDIR is unset) into
+ * buf; returns buf, or NULL (with a message) when it cannot. */
+static inline char *check_mkdtemp(char *buf, size_t n, const char *name)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(buf, n, "%s/%s.XXXXXX", base && *base ? base : "/tmp", name);
+    if (mkdtemp(buf)) return buf;
+    perror("mkdtemp");
+    return NULL;
+}
+
+/* The whole file, malloc'ed (NULL if absent); *n its size. */
+static inline unsigned char *check_read_file(const char *path, size_t *n)
+{
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc(size > 0 ? (size_t)size : 1);
+    if (buf) *n = fread(buf, 1, size > 0 ? (size_t)size : 0, f);
+    fclose(f);
+    return buf;
 }
 
 #endif

@@ -125,8 +125,8 @@ int main(void)
         fprintf(stderr, "no CUDA device: skipped\n");
         return 77;
     }
-    char dir[] = "/tmp/pp-cuda-pipeline-XXXXXX";
-    if (!mkdtemp(dir)) return 1;
+    char dir[200];
+    if (!check_mkdtemp(dir, sizeof dir, "pp-cuda-pipeline")) return 1;
     char cpu[256], gpu[3][256], worst[64] = "";
     double cpu_loss[2] = {0}, gpu_loss[3][2] = {{0}};
     snprintf(cpu, sizeof cpu, "%s/cpu.safetensors", dir);

@@ -41,21 +41,6 @@ static void write_bytes(const char *path, const void *data, size_t n)
     fclose(f);
 }
 
-/* The whole file, malloc'ed (NULL if absent); *n its size. */
-static unsigned char *read_bytes(const char *path, size_t *n)
-{
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc(size > 0 ? (size_t)size : 1);
-    *n = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    return buf;
-}
-
 /* Number of entries of tmpdir whose name contains frag. */
 static int count_files_with(const char *frag)
 {
@@ -351,7 +336,7 @@ static void test_ckpt_roundtrip(void)
     CHECK_OK(pp_checkpoint_load(p1, dst.list, 4, false, &err), &err);
     CHECK_OK(pp_checkpoint_save(p2, dst.list, 4, meta, 2, &err), &err);
     size_t n1, n2;
-    unsigned char *b1 = read_bytes(p1, &n1), *b2 = read_bytes(p2, &n2);
+    unsigned char *b1 = check_read_file(p1, &n1), *b2 = check_read_file(p2, &n2);
     CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0);
 
     /* layout: header length multiple of 8, metadata first, tensors by name */
@@ -398,7 +383,7 @@ static void test_ckpt_roundtrip(void)
     /* without metadata; no temporary files left behind */
     CHECK_OK(pp_checkpoint_save(p2, src.list, 4, NULL, 0, &err), &err);
     free(b2);
-    b2 = read_bytes(p2, &n2);
+    b2 = check_read_file(p2, &n2);
     CHECK(b2 && n2 > 9 && memcmp(b2 + 8, "{\"bn1.num", 9) == 0);
     CHECK(count_files_with(".tmp-") == 0);
     struct stat st;
@@ -418,7 +403,7 @@ static void test_ckpt_roundtrip(void)
     s = pp_checkpoint_save(p2, badutf, 1, NULL, 0, &err);
     CHECK_MSG(s == PP_ERR_INVALID && strstr(err.msg, "UTF-8"), "%s", err.msg);
     size_t n3;
-    unsigned char *b3 = read_bytes(p2, &n3);
+    unsigned char *b3 = check_read_file(p2, &n3);
     CHECK(b3 && n3 == n2 && memcmp(b2, b3, n2) == 0);
     free(b3);
 
@@ -495,7 +480,7 @@ static void test_ckpt_refusals(void)
 
     /* malformed files */
     size_t ngood;
-    unsigned char *gb = read_bytes(good, &ngood);
+    unsigned char *gb = check_read_file(good, &ngood);
     const unsigned char zeros[16] = {0};
     const struct {
         const char *what;
@@ -590,7 +575,7 @@ static void test_ckpt_atomic(void)
     ckpt_set_init(&src, false);
     CHECK_OK(pp_checkpoint_save(path, src.list, 2, NULL, 0, &err), &err);
     size_t n0;
-    unsigned char *before = read_bytes(path, &n0);
+    unsigned char *before = check_read_file(path, &n0);
 
     /* 1. the directory does not exist */
     pp_status s = pp_checkpoint_save(nodir, src.list, 4, NULL, 0, &err);
@@ -607,7 +592,7 @@ static void test_ckpt_atomic(void)
     signal(SIGXFSZ, prev);
     CHECK_MSG(s == PP_ERR_IO, "size-limited write: %s: %s", pp_status_name(s), err.msg);
     size_t n1;
-    unsigned char *after = read_bytes(path, &n1);
+    unsigned char *after = check_read_file(path, &n1);
     CHECK(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
     free(after);
 
@@ -1025,12 +1010,7 @@ static void test_shuffle(void)
 
 int main(void)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/test_io.XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!check_mkdtemp(tmpdir, sizeof tmpdir, "test_io")) return 1;
     pp_error err;
     CHECK_OK(pp_registry_new(&reg, &err), &err);
     CHECK_OK(pp_registry_get(reg, (pp_device_id){PP_DEVICE_CPU, 0}, &cpu0, &err), &err);

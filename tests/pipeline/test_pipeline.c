@@ -19,7 +19,7 @@
 #include "runtime/pipeline.h"
 #include "tests/check.h"
 
-static char tmpdir[] = "/tmp/pp-pipeline-XXXXXX";
+static char tmpdir[200];
 
 /* Stage layouts of ResNet-50 for 1, 2 and 4 stages. */
 static const char *layout(int stages)
@@ -69,20 +69,6 @@ static pp_plan *make_plan(const char *model, int batch, int split, const char *s
     return plan;
 }
 
-static unsigned char *read_file(const char *path, size_t *n)
-{
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)len + 1);
-    *n = fread(buf, 1, (size_t)len, f);
-    fclose(f);
-    return buf;
-}
-
 /* Trains plan for its steps and saves to path; returns the last loss. */
 static double train_and_save(const pp_plan *plan, const char *path, pp_pipeline **keep)
 {
@@ -129,7 +115,7 @@ static void test_equivalence(void)
         snprintf(path, sizeof path, "%s/eq%zu.safetensors", tmpdir, i);
         double loss = train_and_save(plan, path, NULL);
         size_t n = 0;
-        unsigned char *bytes = read_file(path, &n);
+        unsigned char *bytes = check_read_file(path, &n);
         CHECK(bytes != NULL && n > 90000000);
         if (cases[i].split != ref_split) {
             free(ref);
@@ -239,7 +225,7 @@ static void test_resume(void)
         pp_pipeline_free(p);
     }
     size_t na, nc;
-    unsigned char *ba = read_file(a, &na), *bc = read_file(c, &nc);
+    unsigned char *ba = check_read_file(a, &na), *bc = check_read_file(c, &nc);
     CHECK_MSG(ba && bc && na == nc && memcmp(ba, bc, na) == 0,
               "4 straight steps differ from 2 + save + load + 2");
     free(ba);
@@ -267,10 +253,7 @@ static void test_resume(void)
 
 int main(int argc, char **argv)
 {
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!check_mkdtemp(tmpdir, sizeof tmpdir, "pp-pipeline")) return 1;
     const char *only = argc > 1 ? argv[1] : "";
     if (!*only || !strcmp(only, "equivalence")) test_equivalence();
     if (!*only || !strcmp(only, "memory")) test_memory();
