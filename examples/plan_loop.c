@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runtime/pipeline_run.h"
+#include "pipeline/pipeline_run.h"
 
 int main(int argc, char **argv)
 {

@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/pipeline_run.h"
+#include "pipeline/pipeline_run.h"
 
 enum { S = 4, BATCH = 8, IN = 32, HIDDEN = 64, CLASSES = 10, STEPS = 20 };
 static const int widths[S + 1] = {IN, HIDDEN, HIDDEN, HIDDEN, CLASSES};

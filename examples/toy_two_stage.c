@@ -24,7 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runtime/pipeline_run.h"
+#include "pipeline/pipeline_run.h"
 
 enum { BATCH = 20, SPLIT = 5, IN = 10, HIDDEN = 10, OUT = 5 };
 

@@ -13,10 +13,18 @@
 
 #include "partitioner/plan.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Writes plan as YAML into a new NUL-terminated string *out (the caller frees
  * it with free()); *len (may be NULL) receives its length. PP_ERR_INVALID when
  * the plan still has unresolved automatic stages (pp_plan_resolve_auto first);
  * PP_ERR_OOM. */
 pp_status pp_plan_emit(const pp_plan *plan, char **out, size_t *len, pp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

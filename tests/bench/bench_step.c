@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "partitioner/plan.h"
-#include "runtime/pipeline.h"
+#include "pipeline/pipeline.h"
 
 #define WARMUP_STEPS 2
 

@@ -21,7 +21,7 @@
 #include "partitioner/plan.h"
 #include "runtime/checkpoint.h"
 #include "runtime/core/device.h"
-#include "runtime/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "tests/check.h"
 
 static const char *layouts[] = {

@@ -1,6 +1,6 @@
 // The public headers from C++: they compile as C++ (no C-only constructs in
 // declarations), declare C linkage, and the library links and runs.
-#include "runtime/pipeline_run.h"
+#include "pipeline/pipeline_run.h"
 
 #include <cstdio>
 #include <cstring>

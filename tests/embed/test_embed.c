@@ -1,5 +1,5 @@
 /*
- * test_embed.c - the embedding contract of runtime/pipeline_run.h, seen from
+ * test_embed.c - the embedding contract of pipeline/pipeline_run.h, seen from
  * an application that includes only that header:
  *   - version: the macros, PP_VERSION_NUMBER and pp_version() agree;
  *   - status returns: bad plans give PP_ERR_INPUT with "NAME:LINE:COL: ...",
@@ -18,8 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/pipeline_run.h"
-#include "runtime/pipeline_run.h" /* include guards: a second include is harmless */
+#include "pipeline/pipeline_run.h"
+#include "pipeline/pipeline_run.h" /* include guards: a second include is harmless */
 #include "tests/check.h"
 
 enum { STEPS = 2 };

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "partitioner/plan.h"
-#include "runtime/pipeline.h"
+#include "pipeline/pipeline.h"
 #include "tests/check.h"
 
 static char tmpdir[200];

@@ -2,7 +2,7 @@
  * pipeline.c - assembles plan, devices, stages, data, schedule, executor and
  * optimizer, and runs training steps (see pipeline.h for the contract).
  */
-#include "runtime/pipeline.h"
+#include "pipeline/pipeline.h"
 
 #include <math.h>
 #include <stdio.h>

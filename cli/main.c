@@ -14,8 +14,8 @@
 
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
-#include "runtime/cli_report.h"
-#include "runtime/pipeline.h"
+#include "cli/report.h"
+#include "pipeline/pipeline.h"
 #include "streams/schedule.h"
 #include "streams/stream.h"
 

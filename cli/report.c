@@ -1,5 +1,5 @@
-/* cli_report.c - tables, JSON, CSV and SVG output of the pipeline-run program. */
-#include "runtime/cli_report.h"
+/* report.c - tables, JSON, CSV and SVG output of the pipeline-run program. */
+#include "cli/report.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * cli_report.h - what the pipeline-run program prints: the per-stage table,
+ * report.h - what the pipeline-run program prints: the per-stage table,
  * the JSON summary, the progress line, and a split-size sweep as a table,
  * CSV and SVG chart. Output only; no training logic.
  */
@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "partitioner/plan.h"
-#include "runtime/pipeline.h"
+#include "pipeline/pipeline.h"
 
 /* One row of a split-size sweep. */
 typedef struct pp_sweep_row {

@@ -2,7 +2,7 @@
  * pipeline_run.h - the embedding API in one include: pipeline-run's plans,
  * pipeline, streams, schedules, executor and optimizer inside a C program.
  *
- *     #include "runtime/pipeline_run.h"
+ *     #include "pipeline/pipeline_run.h"
  *     cc app.c $(pkg-config --cflags --libs pipeline-run)
  *
  * This header declares nothing of its own beyond the version; it includes the
@@ -14,7 +14,8 @@
  * High level: a plan made runnable (a ResNet or the delay model, from YAML).
  *   partitioner/plan.h   pp_plan_load, pp_plan_parse_string, pp_plan_free,
  *                        pp_plan_apply_device_map
- *   runtime/pipeline.h   pp_pipeline_resolve_plan (stages: auto), pp_pipeline_new,
+ *   partitioner/emit.h   pp_plan_emit (a resolved plan back as YAML)
+ *   pipeline/pipeline.h  pp_pipeline_resolve_plan (stages: auto), pp_pipeline_new,
  *                        pp_pipeline_step, pp_pipeline_report_get,
  *                        pp_pipeline_stage_report, pp_pipeline_save / _load
  *                        (safetensors checkpoints), pp_pipeline_write_trace,
@@ -125,8 +126,9 @@
 #include "runtime/data.h"
 #include "runtime/optimizer.h"
 
+#include "partitioner/emit.h"
 #include "partitioner/plan.h"
-#include "runtime/pipeline.h"
+#include "pipeline/pipeline.h"
 
 #ifdef __cplusplus
 extern "C" {
