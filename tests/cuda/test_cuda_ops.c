@@ -394,7 +394,7 @@ typedef struct step_bufs {
     pp_conv2d_desc cd;
     pp_bn_desc bd;
     pp_tensor x, w, y, dy, dx, dw, g, b, rm, rv, sm, si, z, feat, fw, fb, logits, dlogits,
-        dfeat, dfw, dfb, labels, loss, correct, buf, dg, db;
+        dfeat, dfw, dfb, labels, loss, correct, buf, dg, db, dxin;
 } step_bufs;
 
 static pp_status train_step(pp_exec *ex, step_bufs *t, bool first, pp_error *err)
@@ -414,7 +414,7 @@ static pp_status train_step(pp_exec *ex, step_bufs *t, bool first, pp_error *err
     PP_TRY(pp_relu_backward(ex, &t->z, &t->dy, &t->dy, err));
     PP_TRY(pp_batchnorm_backward(ex, &t->bd, &t->y, &t->dy, &t->g, &t->sm, &t->si, &t->dx,
                                  &t->dg, &t->db, err));
-    PP_TRY(pp_conv2d_backward_data(ex, &t->cd, &t->dx, &t->w, &t->y, err));
+    PP_TRY(pp_conv2d_backward_data(ex, &t->cd, &t->dx, &t->w, &t->dxin, err));
     PP_TRY(pp_conv2d_backward_filter(ex, &t->cd, &t->x, &t->dx, &t->dw, err));
     PP_TRY(pp_sgd_update(ex, &sgd, &t->w, &t->dw, &t->buf, err));
     return pp_exec_sync(ex, err);
@@ -440,6 +440,7 @@ static void test_steady_state(rig *r)
         {&t.dfeat, 2, f, PP_F32},  {&t.dfw, 2, fw, PP_F32},    {&t.dfb, 1, c10, PP_F32},
         {&t.labels, 1, xs, PP_I32}, {&t.loss, 0, NULL, PP_F32}, {&t.correct, 0, NULL, PP_I32},
         {&t.buf, 4, ws, PP_F32},   {&t.dg, 1, c16, PP_F32},    {&t.db, 1, c16, PP_F32},
+        {&t.dxin, 4, xs, PP_F32},
     };
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         CHECK_OK(pp_tensor_zeros(all[i].t, g, all[i].dt, all[i].nd, all[i].s, &err), &err);

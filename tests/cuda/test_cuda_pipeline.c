@@ -2,15 +2,27 @@
  * test_cuda_pipeline.c - ResNet-50 training steps on cuda:0, in 1, 2 and 4
  * stages sharing the GPU, against the same plan on the CPU backend.
  *
- * After two steps (SGD with momentum, so the momentum buffers hold the last
- * gradient plus the decayed previous one) every parameter, buffer and
- * momentum tensor of each CUDA run must match the CPU run within a norm-wise
- * relative error of 2e-2 per tensor: fp32 ResNet-50 gradients carry about
- * 1e-2 relative rounding noise between two correct implementations that sum
- * in different orders (cuDNN vs im2col+GEMM). The CUDA runs among themselves
- * (1, 2, 4 stages) share kernels and must agree far more closely (1e-4), and
- * every run's losses must agree with the CPU's within 1e-3 relative.
- * Exits 77 (skip) without a GPU.
+ * The step is well conditioned (lr 0.001, as the PyTorch cross-check uses):
+ * the loss moves by a fraction of a percent, so rounding differences between
+ * two correct implementations stay of the order of fp32 rounding instead of
+ * being amplified (a large learning rate made the loss jump from 2.6 to 19 in
+ * one step, where tiny differences grew to order one).
+ *
+ * What is compared is what the steps changed, not the tensors themselves
+ * (with a small learning rate the tensors are nearly their initial values,
+ * and a comparison of values could not fail): for every parameter and
+ * running statistic, update = value after two steps - initial value; for the
+ * momentum buffers (pure gradient sums) the buffers. Per tensor, the
+ * norm-wise relative difference of the CUDA update to the CPU update must be
+ * at most 1e-2: fp32 gradients of ResNet-50 summed in different orders
+ * (cuDNN's implicit GEMM vs im2col + OpenBLAS, batch norm reductions of
+ * different shapes) differ by about 1e-4..1e-3 relative, and batch norm over
+ * small planes (layer4 is 4x4 at 32x32) amplifies that by up to ten. The
+ * CUDA runs among themselves (1, 2, 4 stages) use the same kernels; cuDNN's
+ * backward-filter kernels accumulate with atomics and are not bitwise
+ * deterministic, so they must agree within 1e-3. Losses agree with the CPU's
+ * within 1e-4 relative (forward only, before and after one small update);
+ * num_batches_tracked counts are equal. Exits 77 (skip) without a GPU.
  */
 #include <math.h>
 #include <stdio.h>
@@ -43,8 +55,10 @@ static const char *layouts[] = {
 
 /* Runs 2 steps of ResNet-50 (cifar stem, 32x32, batch 8 in micro-batches of
  * 4) with the given layout on kind ("cpu" or "cuda"), saves to path, returns
- * the losses. */
-static void run(int layout, const char *kind, const char *path, double losses[2])
+ * the losses; saves the initial state to init_path first when it is not
+ * NULL. */
+static void run(int layout, const char *kind, const char *init_path, const char *path,
+                double losses[2])
 {
     char stages[1024], text[4096];
     snprintf(stages, sizeof stages, layouts[layout], kind, kind, kind, kind);
@@ -52,7 +66,7 @@ static void run(int layout, const char *kind, const char *path, double losses[2]
              "model: {name: resnet50, num_classes: 10, stem: cifar}\n"
              "batch: {size: 8, split_size: 4}\n"
              "schedule: 1f1b\n"
-             "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
+             "optimizer: {type: sgd, lr: 0.001, momentum: 0.9, weight_decay: 0.0001}\n"
              "data: {format: synthetic, image_size: [32, 32]}\n"
              "seed: 5\nsteps: 2\nstages:\n%s",
              stages);
@@ -65,6 +79,7 @@ static void run(int layout, const char *kind, const char *path, double losses[2]
     if (!plan) return;
     pp_pipeline *p = NULL;
     CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
+    if (p && init_path) CHECK_OK(pp_pipeline_save(p, init_path, true, &err), &err);
     for (int i = 0; p && i < 2; i++) {
         pp_step_result r;
         CHECK_OK(pp_pipeline_step(p, &r, &err), &err);
@@ -75,31 +90,53 @@ static void run(int layout, const char *kind, const char *path, double losses[2]
     pp_plan_free(plan);
 }
 
-/* Largest per-tensor norm-wise relative difference of the F32 tensors of two
- * checkpoints with the same tensors; I64 tensors must be equal. */
-static double compare(const char *a, const char *b, char *worst, size_t n)
+/* Reads tensor i of a checkpoint (malloc'd; NULL on failure). */
+static unsigned char *read_entry(FILE *f, const pp_checkpoint_info *info, size_t i)
 {
-    pp_checkpoint_info ia, ib;
+    const pp_checkpoint_entry *e = &info->entries[i];
+    size_t bytes = (size_t)(e->end - e->begin);
+    unsigned char *d = malloc(bytes + 1);
+    if (d && fseek(f, (long)(info->data_offset + e->begin), SEEK_SET) == 0 &&
+        fread(d, 1, bytes, f) == bytes)
+        return d;
+    free(d);
+    return NULL;
+}
+
+/* Largest per-tensor norm-wise relative difference between the updates of two
+ * checkpoints a and b with the same tensors: a - init against b - init for
+ * parameters and buffers, the values themselves for momentum buffers
+ * ("optimizer.momentum.*", zero at the start). I64 tensors must be equal. */
+static double compare(const char *a, const char *b, const char *init, char *worst, size_t n)
+{
+    pp_checkpoint_info ia, ib, i0;
     pp_error err;
     double max_rel = 0;
     CHECK_OK(pp_checkpoint_list(a, &ia, &err), &err);
     CHECK_OK(pp_checkpoint_list(b, &ib, &err), &err);
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    CHECK(fa && fb && ia.n == ib.n);
-    for (size_t i = 0; fa && fb && i < ia.n && i < ib.n; i++) {
+    CHECK_OK(pp_checkpoint_list(init, &i0, &err), &err);
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb"), *f0 = fopen(init, "rb");
+    CHECK(fa && fb && f0 && ia.n == ib.n);
+    for (size_t i = 0; fa && fb && f0 && i < ia.n && i < ib.n; i++) {
         const pp_checkpoint_entry *ea = &ia.entries[i], *eb = &ib.entries[i];
         CHECK(strcmp(ea->name, eb->name) == 0 && ea->end - ea->begin == eb->end - eb->begin);
         size_t bytes = (size_t)(ea->end - ea->begin);
-        unsigned char *da = malloc(bytes + 1), *db = malloc(bytes + 1);
-        fseek(fa, (long)(ia.data_offset + ea->begin), SEEK_SET);
-        fseek(fb, (long)(ib.data_offset + eb->begin), SEEK_SET);
-        CHECK(fread(da, 1, bytes, fa) == bytes && fread(db, 1, bytes, fb) == bytes);
+        unsigned char *da = read_entry(fa, &ia, i), *db = read_entry(fb, &ib, i), *d0 = NULL;
+        bool momentum = strncmp(ea->name, "optimizer.", 10) == 0;
+        for (size_t j = 0; !momentum && j < i0.n; j++)
+            if (strcmp(i0.entries[j].name, ea->name) == 0) d0 = read_entry(f0, &i0, j);
+        CHECK_MSG(da && db && (momentum || d0), "%s: cannot read", ea->name);
+        if (!da || !db || (!momentum && !d0)) {
+            free(da), free(db), free(d0);
+            continue;
+        }
         if (ea->dtype == PP_F32) {
-            const float *x = (const float *)da, *y = (const float *)db;
+            const float *x = (const float *)da, *y = (const float *)db, *z = (const float *)d0;
             double num = 0, den = 0;
             for (size_t k = 0; k < bytes / 4; k++) {
-                num += ((double)x[k] - y[k]) * ((double)x[k] - y[k]);
-                den += (double)y[k] * y[k];
+                double ux = z ? (double)x[k] - z[k] : x[k], uy = z ? (double)y[k] - z[k] : y[k];
+                num += (ux - uy) * (ux - uy);
+                den += uy * uy;
             }
             double rel = den > 0 ? sqrt(num / den) : sqrt(num);
             if (rel > max_rel) {
@@ -111,11 +148,14 @@ static double compare(const char *a, const char *b, char *worst, size_t n)
         }
         free(da);
         free(db);
+        free(d0);
     }
     if (fa) fclose(fa);
     if (fb) fclose(fb);
+    if (f0) fclose(f0);
     pp_checkpoint_info_free(&ia);
     pp_checkpoint_info_free(&ib);
+    pp_checkpoint_info_free(&i0);
     return max_rel;
 }
 
@@ -127,31 +167,33 @@ int main(void)
     }
     char dir[200];
     if (!check_mkdtemp(dir, sizeof dir, "pp-cuda-pipeline")) return 1;
-    char cpu[256], gpu[3][256], worst[64] = "";
+    char cpu[256], init[256], gpu[3][256], worst[64] = "";
     double cpu_loss[2] = {0}, gpu_loss[3][2] = {{0}};
     snprintf(cpu, sizeof cpu, "%s/cpu.safetensors", dir);
-    run(0, "cpu", cpu, cpu_loss);
+    snprintf(init, sizeof init, "%s/init.safetensors", dir);
+    run(0, "cpu", init, cpu, cpu_loss);
     const int stages[3] = {1, 2, 4};
     for (int l = 0; l < 3; l++) {
         snprintf(gpu[l], sizeof gpu[l], "%s/cuda%d.safetensors", dir, stages[l]);
-        run(l, "cuda", gpu[l], gpu_loss[l]);
+        run(l, "cuda", NULL, gpu[l], gpu_loss[l]);
         for (int i = 0; i < 2; i++)
-            CHECK_MSG(fabs(gpu_loss[l][i] - cpu_loss[i]) <= 1e-3 * fabs(cpu_loss[i]),
+            CHECK_MSG(fabs(gpu_loss[l][i] - cpu_loss[i]) <= 1e-4 * fabs(cpu_loss[i]),
                       "%d stages step %d: loss %.7f on cuda, %.7f on cpu", stages[l], i,
                       gpu_loss[l][i], cpu_loss[i]);
-        double rel = compare(gpu[l], cpu, worst, sizeof worst);
+        double rel = compare(gpu[l], cpu, init, worst, sizeof worst);
         fprintf(stderr, "cuda %d stage%s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), largest "
-                        "relative difference %.2e (%s)\n",
+                        "relative difference of the updates %.2e (%s)\n",
                 stages[l], stages[l] == 1 ? "" : "s", gpu_loss[l][0], gpu_loss[l][1],
                 cpu_loss[0], cpu_loss[1], rel, worst);
-        CHECK_MSG(rel <= 2e-2, "%d stages vs cpu: %.2e at %s", stages[l], rel, worst);
+        CHECK_MSG(rel <= 1e-2, "%d stages vs cpu: %.2e at %s", stages[l], rel, worst);
         if (l > 0) {
-            rel = compare(gpu[l], gpu[0], worst, sizeof worst);
+            rel = compare(gpu[l], gpu[0], init, worst, sizeof worst);
             fprintf(stderr, "cuda %d stages vs 1 stage: %.2e (%s)\n", stages[l], rel, worst);
-            CHECK_MSG(rel <= 1e-4, "cuda %d stages vs 1: %.2e at %s", stages[l], rel, worst);
+            CHECK_MSG(rel <= 1e-3, "cuda %d stages vs 1: %.2e at %s", stages[l], rel, worst);
         }
     }
     unlink(cpu);
+    unlink(init);
     for (int l = 0; l < 3; l++) unlink(gpu[l]);
     rmdir(dir);
     return check_summary("cuda_pipeline");
