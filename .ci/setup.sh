@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets up a machine to build pipeline-run and builds it.
 #
-#   bash .ci/setup.sh [BUILD_DIR]      (default BUILD_DIR: build)
+#   bash .ci/setup.sh [--tests] [BUILD_DIR]      (default BUILD_DIR: build)
 #
 # 1. Installs the Debian packages the build needs when any is missing
-#    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson).
+#    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson); with
+#    --tests also what the test suite checks against (PyTorch and torchvision
+#    for the cross-checks).
 # 2. Configures BUILD_DIR with meson (once) and builds it with ninja.
 # The CUDA backend is built when nvcc, cuDNN and cuBLAS are found
 # (-Dcuda=auto); pass MESON_ARGS="-Dcuda=disabled" to skip it.
@@ -13,9 +15,12 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
+tests=0
+if [ "${1:-}" = --tests ]; then tests=1; shift; fi
 build=${1:-build}
 
 packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev)
+if [ $tests = 1 ]; then packages+=(python3-torch python3-torchvision python3-numpy); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
