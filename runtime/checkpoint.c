@@ -659,10 +659,9 @@ pp_status pp_checkpoint_save(const char *path, const pp_ckpt_tensor *tensors, si
     if (n_meta > 0 && !meta) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL metadata", path);
     const pp_ckpt_tensor **sorted;
     PP_TRY(sort_named(path, tensors, n, &sorted, err));
-    char *header = NULL, *tmp = NULL, *dir = NULL;
+    char *header = NULL;
     void *buf = NULL;
-    FILE *f = NULL;
-    int fd = -1;
+    pp_atomic_file af = {0};
     size_t hlen = 0;
     pp_status s = build_header(path, sorted, n, meta, n_meta, &header, &hlen, err);
     if (s != PP_OK) goto out;
@@ -672,31 +671,16 @@ pp_status pp_checkpoint_save(const char *path, const pp_ckpt_tensor *tensors, si
         if (pp_tensor_bytes(sorted[i]->tensor) > max_bytes)
             max_bytes = pp_tensor_bytes(sorted[i]->tensor);
     buf = malloc(max_bytes ? max_bytes : 1);
-    tmp = malloc(strlen(path) + 16);
-    dir = pp_path_dir(path);
-    if (!buf || !tmp || !dir) {
+    if (!buf) {
         s = pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
         goto out;
     }
-    sprintf(tmp, "%s.tmp-XXXXXX", path);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot create a temporary file: %s", path,
-                         strerror(errno));
-        free(tmp);
-        tmp = NULL;
-        goto out;
-    }
-    if (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "wb"))) {
-        s = pp_error_set(err, PP_ERR_IO, "%s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    fd = -1; /* owned by f now */
+    if ((s = pp_atomic_open(&af, path, err)) != PP_OK) goto out;
 
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    if ((s = write_all(f, lenbuf, 8, tmp, err)) != PP_OK) goto out;
-    if ((s = write_all(f, header, hlen, tmp, err)) != PP_OK) goto out;
+    if ((s = write_all(af.f, lenbuf, 8, af.tmp, err)) != PP_OK) goto out;
+    if ((s = write_all(af.f, header, hlen, af.tmp, err)) != PP_OK) goto out;
     for (size_t i = 0; i < n; i++) {
         const pp_tensor *t = sorted[i]->tensor;
         size_t bytes = pp_tensor_bytes(t);
@@ -704,38 +688,11 @@ pp_status pp_checkpoint_save(const char *path, const pp_ckpt_tensor *tensors, si
             pp_error_prefix(err, "%s: tensor '%s'", path, sorted[i]->name);
             goto out;
         }
-        if ((s = write_all(f, buf, bytes, tmp, err)) != PP_OK) goto out;
+        if ((s = write_all(af.f, buf, bytes, af.tmp, err)) != PP_OK) goto out;
     }
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot flush: %s", tmp, strerror(errno));
-        goto out;
-    }
-    int rc = fclose(f);
-    f = NULL;
-    if (rc != 0) {
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot close: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (rename(tmp, path) != 0) {
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot rename the temporary file into place: %s",
-                         path, strerror(errno));
-        goto out;
-    }
-    free(tmp);
-    tmp = NULL; /* renamed: nothing to remove */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0 || fsync(dfd) != 0)
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot sync directory '%s': %s", path, dir,
-                         strerror(errno));
-    if (dfd >= 0) close(dfd);
+    s = pp_atomic_commit(&af, err);
 out:
-    if (f) fclose(f);
-    if (fd >= 0) close(fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
-    free(dir);
+    pp_atomic_abort(&af);
     free(buf);
     free(header);
     free(sorted);

@@ -47,8 +47,13 @@ pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *nam
     s->dev = dev;
     s->kind = kind;
     snprintf(s->name, sizeof s->name, "%s", name ? name : dev->name);
+    if (pthread_mutex_init(&s->err_mu, NULL) != 0) {
+        free(s);
+        return pp_error_set(err, PP_ERR_OOM, "stream '%s': cannot create a mutex", s->name);
+    }
     pp_status st = impl->stream_init(s, err);
     if (st != PP_OK) {
+        pthread_mutex_destroy(&s->err_mu);
         free(s);
         return st;
     }
@@ -60,6 +65,7 @@ void pp_stream_free(pp_stream *s)
 {
     if (!s) return;
     s->impl->stream_destroy(s);
+    pthread_mutex_destroy(&s->err_mu);
     free(s);
 }
 
@@ -123,15 +129,47 @@ pp_status pp_stream_synchronize(pp_stream *s, pp_error *err)
     return s->impl->synchronize(s, err);
 }
 
+void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq)
+{
+    pthread_mutex_lock(&s->err_mu);
+    if (s->error.code == PP_OK) {
+        s->error = *e;
+        if (s->error.code == PP_OK) s->error.code = PP_ERR_INTERNAL;
+        s->error_ns = when_ns;
+        s->error_seq = seq;
+    }
+    pthread_mutex_unlock(&s->err_mu);
+}
+
+bool pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns)
+{
+    pthread_mutex_lock(&s->err_mu);
+    bool failed = s->error.code != PP_OK && s->error_seq <= seq_max;
+    if (failed) {
+        if (err) *err = s->error;
+        if (when_ns) *when_ns = s->error_ns;
+    }
+    pthread_mutex_unlock(&s->err_mu);
+    return failed;
+}
+
 pp_status pp_stream_error(pp_stream *s, pp_error *err, int64_t *when_ns)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream error: null stream");
-    return s->impl->error(s, err, when_ns);
+    pp_error e;
+    if (!pp_stream_get_error(s, UINT64_MAX, &e, when_ns)) return PP_OK;
+    if (err) *err = e;
+    return e.code;
 }
 
 void pp_stream_clear_error(pp_stream *s)
 {
-    if (s) s->impl->clear_error(s);
+    if (!s) return;
+    pthread_mutex_lock(&s->err_mu);
+    pp_error_clear(&s->error);
+    s->error_ns = 0;
+    s->error_seq = 0;
+    pthread_mutex_unlock(&s->err_mu);
 }
 
 pp_status pp_stream_records(pp_stream *s, const pp_stream_record **recs, size_t *n,

@@ -91,9 +91,6 @@ typedef struct cpu_stream {
     bool sleeping;                   /* (mu) worker waits on work_cv, not yet kicked */
     cpu_waiter *waiters;             /* (mu) threads blocked on completed */
     uint64_t min_target;             /* (mu) smallest target among waiters */
-    pp_error error;                  /* (mu) sticky error; error.code PP_OK if none */
-    int64_t error_ns;                /* (mu) when it first occurred */
-    uint64_t error_seq;              /* (mu) 1-based index of the item that failed */
     pp_stream_record *recs;          /* (mu) records of completed items */
     size_t nrec, caprec;             /* (mu) */
 } cpu_stream;
@@ -194,16 +191,6 @@ static void post_waiters(cpu_waiter **wake)
     *wake = NULL;
 }
 
-/* Sets the sticky error under mu if none is set yet. */
-static void set_error_locked(cpu_stream *cs, const pp_error *e, int64_t when_ns, uint64_t seq)
-{
-    if (cs->error.code != PP_OK) return;
-    cs->error = *e;
-    if (cs->error.code == PP_OK) cs->error.code = PP_ERR_INTERNAL;
-    cs->error_ns = when_ns;
-    cs->error_seq = seq;
-}
-
 /* Waits until src has completed target items (spinning briefly first); on
  * return *inherit holds src's error if the awaited work failed. Called
  * without holding any stream mutex. */
@@ -212,11 +199,8 @@ static void wait_point(cpu_stream *src, uint64_t target, pp_error *inherit, int6
     spin_for_point(src, target);
     pthread_mutex_lock(&src->mu);
     wait_completed_locked(src, target);
-    if (src->error.code != PP_OK && src->error_seq <= target) {
-        *inherit = src->error;
-        *when_ns = src->error_ns;
-    }
     pthread_mutex_unlock(&src->mu);
+    (void)pp_stream_get_error(src->owner, target, inherit, when_ns);
 }
 
 static void push_record_locked(cpu_stream *cs, const cpu_item *it, int64_t t0, int64_t t1)
@@ -307,7 +291,7 @@ static void *worker_main(void *p)
         cs->head = (cs->head + 1) % cs->cap;
         cs->count--;
         if (cs->count == 0) cs->tail_open = false;
-        bool skip = cs->error.code != PP_OK;
+        bool skip = pp_stream_get_error(s, UINT64_MAX, NULL, NULL);
         uint64_t seq = atomic_load_explicit(&cs->completed, memory_order_relaxed) + 1;
         pthread_mutex_unlock(&cs->mu);
         post_waiters(&wake);
@@ -319,7 +303,7 @@ static void *worker_main(void *p)
         if (!skip) st = run_item(s, &it, &e, &t0, &t1, &when);
 
         pthread_mutex_lock(&cs->mu);
-        if (st != PP_OK) set_error_locked(cs, &e, when, seq);
+        if (st != PP_OK) pp_stream_set_error(s, &e, when, seq);
         else if (!skip && (it.kind == CPU_ITEM_LAUNCH || it.kind == CPU_ITEM_COPY))
             push_record_locked(cs, &it, t0, t1);
         atomic_store_explicit(&cs->completed, seq, memory_order_release);
@@ -484,33 +468,8 @@ static pp_status cpu_synchronize(pp_stream *s, pp_error *err)
     spin_for_point(cs, target);
     pthread_mutex_lock(&cs->mu);
     wait_completed_locked(cs, target);
-    pp_status st = cs->error.code;
-    if (st != PP_OK && err) *err = cs->error;
     pthread_mutex_unlock(&cs->mu);
-    return st;
-}
-
-static pp_status cpu_error(pp_stream *s, pp_error *err, int64_t *when_ns)
-{
-    cpu_stream *cs = s->state;
-    pthread_mutex_lock(&cs->mu);
-    pp_status st = cs->error.code;
-    if (st != PP_OK) {
-        if (err) *err = cs->error;
-        if (when_ns) *when_ns = cs->error_ns;
-    }
-    pthread_mutex_unlock(&cs->mu);
-    return st;
-}
-
-static void cpu_clear_error(pp_stream *s)
-{
-    cpu_stream *cs = s->state;
-    pthread_mutex_lock(&cs->mu);
-    pp_error_clear(&cs->error);
-    cs->error_ns = 0;
-    cs->error_seq = 0;
-    pthread_mutex_unlock(&cs->mu);
+    return pp_stream_error(s, err, NULL);
 }
 
 static pp_status cpu_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
@@ -591,16 +550,6 @@ static pp_status cpu_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
     return st;
 }
 
-static pp_status event_error(cpu_stream *src, uint64_t target, pp_error *err)
-{
-    pp_status st = PP_OK;
-    if (src->error.code != PP_OK && src->error_seq <= target) {
-        st = src->error.code;
-        if (err) *err = src->error;
-    }
-    return st;
-}
-
 static pp_status cpu_event_query(pp_event *ev, bool *done, pp_error *err)
 {
     cpu_event *ce = ev->state;
@@ -610,9 +559,11 @@ static pp_status cpu_event_query(pp_event *ev, bool *done, pp_error *err)
     }
     pthread_mutex_lock(&ce->src->mu);
     *done = atomic_load_explicit(&ce->src->completed, memory_order_relaxed) >= ce->target;
-    pp_status st = *done ? event_error(ce->src, ce->target, err) : PP_OK;
     pthread_mutex_unlock(&ce->src->mu);
-    return st;
+    pp_error e;
+    if (!*done || !pp_stream_get_error(ce->src->owner, ce->target, &e, NULL)) return PP_OK;
+    if (err) *err = e;
+    return e.code;
 }
 
 static pp_status cpu_event_synchronize(pp_event *ev, pp_error *err)
@@ -634,8 +585,6 @@ static const pp_stream_impl cpu_impl = {
     .launch = cpu_launch,
     .copy = cpu_copy,
     .synchronize = cpu_synchronize,
-    .error = cpu_error,
-    .clear_error = cpu_clear_error,
     .records = cpu_records,
     .records_clear = cpu_records_clear,
     .event_init = cpu_event_init,

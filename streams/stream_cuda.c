@@ -15,10 +15,10 @@
  * Errors: host-side failures (fn's status, a failed enqueue) and failures
  * reported by the CUDA runtime at synchronize are sticky as stream.h says; an
  * event remembers its stream's sticky error when recorded, and a stream
- * waiting for it inherits that error. The error is guarded by a mutex because
- * a wait for a foreign (CPU) event resolves on CUDA's host-callback thread.
+ * waiting for it inherits that error. The error lives in the generic handle
+ * (stream_impl.h), under its own mutex, because a wait for a foreign (CPU)
+ * event resolves on CUDA's host-callback thread.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,9 +39,6 @@ typedef struct timed_item {
 
 typedef struct cuda_stream {
     cudaStream_t st;
-    pthread_mutex_t mu;
-    pp_error error;          /* (mu) sticky error; code PP_OK if none */
-    int64_t error_ns;        /* (mu) when it first occurred */
     timed_item *items;       /* items enqueued since the last records_clear */
     size_t nitems, capitems;
     cudaEvent_t *spare;      /* recycled timing events */
@@ -67,30 +64,11 @@ typedef struct foreign_wait {
     pp_event *ev;
 } foreign_wait;
 
-static void set_error(cuda_stream *cs, const pp_error *e, int64_t when_ns)
-{
-    pthread_mutex_lock(&cs->mu);
-    if (cs->error.code == PP_OK) {
-        cs->error = *e;
-        if (cs->error.code == PP_OK) cs->error.code = PP_ERR_INTERNAL;
-        cs->error_ns = when_ns;
-    }
-    pthread_mutex_unlock(&cs->mu);
-}
-
-static bool has_error(cuda_stream *cs)
-{
-    pthread_mutex_lock(&cs->mu);
-    bool bad = cs->error.code != PP_OK;
-    pthread_mutex_unlock(&cs->mu);
-    return bad;
-}
-
 /* Keeps a host-side failure of an item as the stream's sticky error; like a
  * failing kernel, it surfaces at synchronize, so the enqueue itself succeeds. */
 static pp_status fail_item(pp_stream *s, const pp_error *e)
 {
-    set_error(s->state, e, pp_stream_clock_ns());
+    pp_stream_set_error(s, e, pp_stream_clock_ns(), 0);
     return PP_OK;
 }
 
@@ -173,7 +151,6 @@ static void cuda_stream_destroy(pp_stream *s)
             (void)PP_CUDA(s->dev, NULL, cudaEventDestroy(cs->spare[i]));
         if (cs->st) (void)PP_CUDA(s->dev, NULL, cudaStreamDestroy(cs->st));
     }
-    pthread_mutex_destroy(&cs->mu);
     free(cs->items);
     free(cs->spare);
     free(cs->recs);
@@ -185,7 +162,6 @@ static pp_status cuda_stream_init(pp_stream *s, pp_error *err)
 {
     cuda_stream *cs = calloc(1, sizeof *cs);
     if (!cs) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
-    pthread_mutex_init(&cs->mu, NULL);
     s->state = cs;
     pp_status st = pp_cuda_set_device(s->dev, err);
     if (st == PP_OK)
@@ -202,7 +178,8 @@ static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, v
                              pp_error *err)
 {
     cuda_stream *cs = s->state;
-    if (has_error(cs)) return PP_OK; /* skipped: the stream already failed */
+    /* skipped: the stream already failed */
+    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL)) return PP_OK;
     pp_error e;
     e.code = PP_OK;
     e.msg[0] = '\0';
@@ -254,7 +231,7 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
                            pp_error *err)
 {
     cuda_stream *cs = s->state;
-    if (has_error(cs)) return PP_OK;
+    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL)) return PP_OK;
     pp_error e;
     e.code = PP_OK;
     e.msg[0] = '\0';
@@ -303,19 +280,6 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
     return PP_OK;
 }
 
-static pp_status cuda_error(pp_stream *s, pp_error *err, int64_t *when_ns)
-{
-    cuda_stream *cs = s->state;
-    pthread_mutex_lock(&cs->mu);
-    pp_status st = cs->error.code;
-    if (st != PP_OK) {
-        if (err) *err = cs->error;
-        if (when_ns) *when_ns = cs->error_ns;
-    }
-    pthread_mutex_unlock(&cs->mu);
-    return st;
-}
-
 static pp_status cuda_synchronize(pp_stream *s, pp_error *err)
 {
     cuda_stream *cs = s->state;
@@ -324,19 +288,9 @@ static pp_status cuda_synchronize(pp_stream *s, pp_error *err)
     if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaStreamSynchronize(cs->st));
     if (st != PP_OK) {
         pp_error_prefix(&e, "stream '%s'", s->name);
-        set_error(cs, &e, pp_stream_clock_ns());
+        pp_stream_set_error(s, &e, pp_stream_clock_ns(), 0);
     }
-    return cuda_error(s, err, NULL);
-}
-
-static void cuda_clear_error(pp_stream *s)
-{
-    cuda_stream *cs = s->state;
-    pthread_mutex_lock(&cs->mu);
-    cs->error.code = PP_OK;
-    cs->error.msg[0] = '\0';
-    cs->error_ns = 0;
-    pthread_mutex_unlock(&cs->mu);
+    return pp_stream_error(s, err, NULL);
 }
 
 static pp_status cuda_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
@@ -442,12 +396,7 @@ static pp_status cuda_event_record(pp_event *ev, pp_stream *s, pp_error *err)
     ce->recorded = true;
     ce->error.code = PP_OK;
     ce->error_ns = 0;
-    pthread_mutex_lock(&cs->mu);
-    if (cs->error.code != PP_OK) {
-        ce->error = cs->error;
-        ce->error_ns = cs->error_ns;
-    }
-    pthread_mutex_unlock(&cs->mu);
+    (void)pp_stream_get_error(s, UINT64_MAX, &ce->error, &ce->error_ns);
     return PP_OK;
 }
 
@@ -457,7 +406,7 @@ static void CUDART_CB foreign_wait_cb(void *p)
     pp_error e;
     e.code = PP_OK;
     if (w->ev->impl->event_synchronize(w->ev, &e) != PP_OK)
-        set_error(w->s->state, &e, pp_stream_clock_ns());
+        pp_stream_set_error(w->s, &e, pp_stream_clock_ns(), 0);
     free(w);
 }
 
@@ -476,7 +425,7 @@ static pp_status cuda_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
     }
     cuda_event *ce = ev->state;
     if (!ce->recorded) return PP_OK;
-    if (ce->error.code != PP_OK) set_error(cs, &ce->error, ce->error_ns);
+    if (ce->error.code != PP_OK) pp_stream_set_error(s, &ce->error, ce->error_ns, 0);
     return PP_CUDA(s->dev, err, cudaStreamWaitEvent(cs->st, ce->ev, 0));
 }
 
@@ -520,8 +469,6 @@ static const pp_stream_impl cuda_impl = {
     .launch = cuda_launch,
     .copy = cuda_copy,
     .synchronize = cuda_synchronize,
-    .error = cuda_error,
-    .clear_error = cuda_clear_error,
     .records = cuda_records,
     .records_clear = cuda_records_clear,
     .event_init = cuda_event_init,

@@ -12,13 +12,19 @@
  *     waiting for a CUDA event or the reverse). It then falls back to the
  *     event's own event_synchronize, called when the waiting stream reaches
  *     the wait; a backend that cannot do that returns PP_ERR_UNSUPPORTED.
- *   - Sticky errors: the first failure is kept with its time
- *     (pp_stream_clock_ns) and reported by error(); clear_error resets it.
+ *   - Sticky errors live in the generic handle (below), shared by every
+ *     backend: a backend reports the first failure of an item with
+ *     pp_stream_set_error and asks pp_stream_get_error before running work;
+ *     pp_stream_error and pp_stream_clear_error need no backend entry.
  *   - records returns the timing records of completed items (CUDA: resolved
  *     from timed events against a host-clock reference at that point).
  */
 #ifndef PP_STREAM_IMPL_H
 #define PP_STREAM_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "streams/stream.h"
 
@@ -31,6 +37,13 @@ struct pp_stream {
     char name[32];
     pp_exec exec;  /* the stream's own exec; used by its work only */
     void *state;   /* backend-private */
+    /* The sticky error (stream.h). err_mu is a leaf lock: backends may take it
+     * while holding their own, never the reverse. */
+    pthread_mutex_t err_mu;
+    pp_error error;     /* (err_mu) first failure; code PP_OK if none */
+    int64_t error_ns;   /* (err_mu) when it occurred (pp_stream_clock_ns) */
+    uint64_t error_seq; /* (err_mu) backend's position of the failed item (CPU: 1-based
+                           item index), so waits on earlier points do not inherit it */
 };
 
 struct pp_event {
@@ -57,8 +70,6 @@ typedef struct pp_stream_impl {
                         pp_error *err);
     pp_status (*copy)(pp_stream *s, const pp_copy_args *c, const char *label, pp_error *err);
     pp_status (*synchronize)(pp_stream *s, pp_error *err);
-    pp_status (*error)(pp_stream *s, pp_error *err, int64_t *when_ns);
-    void (*clear_error)(pp_stream *s);
     pp_status (*records)(pp_stream *s, const pp_stream_record **recs, size_t *n, pp_error *err);
     void (*records_clear)(pp_stream *s);
 
@@ -69,6 +80,14 @@ typedef struct pp_stream_impl {
     pp_status (*event_query)(pp_event *ev, bool *done, pp_error *err);
     pp_status (*event_synchronize)(pp_event *ev, pp_error *err);
 } pp_stream_impl;
+
+/* Keeps e (a PP_OK code becomes PP_ERR_INTERNAL), its time and the item's
+ * position seq as s's sticky error, unless s already has one. Thread-safe. */
+void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq);
+
+/* True when s has a sticky error set at a position <= seq_max (UINT64_MAX:
+ * any); then *err and *when_ns (each may be NULL) receive it. Thread-safe. */
+bool pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns);
 
 /* The CPU implementation (stream_cpu.c). Never NULL. */
 const pp_stream_impl *pp_stream_impl_cpu(void);

@@ -1,0 +1,87 @@
+/*
+ * trace.c - the Chrome trace-event writer (pp_trace_write_chrome, declared in
+ * executor.h with the step statistics it writes).
+ *
+ * Format (Perfetto, chrome://tracing): {"displayTimeUnit": "ms",
+ * "traceEvents": [...]}; one process per device (pid = index of the device's
+ * first lane, named by "process_name" metadata), one thread per lane (stream;
+ * "thread_name" and "thread_sort_index" metadata), and one complete ("X")
+ * event per span with ts and dur in microseconds from steps[0].t0_ns, cat
+ * "compute" or "copy", args {step, bytes}. The file is built with jansson and
+ * replaced atomically, so a reader never sees half a trace.
+ */
+#include <jansson.h>
+#include <string.h>
+
+#include "runtime/core/path.h"
+#include "streams/executor.h"
+
+/* The pid of lane l: the first lane on the same device. */
+static int lane_pid(const pp_step_stats *st, int l)
+{
+    int pid = 0;
+    while (pid < l && strcmp(st->lanes[pid].device, st->lanes[l].device) != 0) pid++;
+    return pid;
+}
+
+static json_t *metadata(const char *what, int pid, int tid, json_t *args)
+{
+    return json_pack("{s:s, s:s, s:i, s:i, s:o}", "ph", "M", "name", what, "pid", pid, "tid", tid,
+                     "args", args);
+}
+
+/* Appends the events of every step to events; false when out of memory. */
+static bool add_events(json_t *events, const pp_step_stats *steps, int n_steps)
+{
+    int rc = 0;
+    const pp_step_stats *st0 = &steps[0];
+    for (int l = 0; l < st0->n_lanes; l++) {
+        int pid = lane_pid(st0, l);
+        if (pid == l)
+            rc |= json_array_append_new(
+                events, metadata("process_name", l, 0,
+                                 json_pack("{s:s}", "name", st0->lanes[l].device)));
+        rc |= json_array_append_new(
+            events,
+            metadata("thread_name", pid, l, json_pack("{s:s}", "name", st0->lanes[l].name)));
+        rc |= json_array_append_new(
+            events, metadata("thread_sort_index", pid, l, json_pack("{s:i}", "sort_index", l)));
+    }
+    const int64_t origin = st0->t0_ns;
+    for (int k = 0; k < n_steps; k++) {
+        const pp_step_stats *st = &steps[k];
+        for (int j = 0; j < st->n_spans; j++) {
+            const pp_trace_span *sp = &st->spans[j];
+            int l = sp->lane;
+            json_t *ev = json_pack(
+                "{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:{s:i, s:I}}", "ph", "X", "name", sp->name,
+                "cat", st->lanes[l].kind == PP_STREAM_COPY ? "copy" : "compute", "pid",
+                lane_pid(st, l), "tid", l, "ts", (double)(sp->start_ns - origin) / 1e3, "dur",
+                (double)(sp->end_ns - sp->start_ns) / 1e3, "args", "step", k, "bytes",
+                (json_int_t)sp->bytes);
+            rc |= json_array_append_new(events, ev);
+        }
+    }
+    return rc == 0;
+}
+
+pp_status pp_trace_write_chrome(const char *path, const pp_step_stats *steps, int n_steps,
+                                pp_error *err)
+{
+    if (!path || (n_steps > 0 && !steps))
+        return pp_error_set(err, PP_ERR_INVALID, "trace: missing path or steps");
+    json_t *events = json_array();
+    json_t *root = json_pack("{s:s, s:o}", "displayTimeUnit", "ms", "traceEvents", events);
+    if (!root || (n_steps > 0 && !add_events(events, steps, n_steps))) {
+        json_decref(root);
+        return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory building the trace", path);
+    }
+    pp_atomic_file af;
+    pp_status s = pp_atomic_open(&af, path, err);
+    if (s == PP_OK && json_dumpf(root, af.f, JSON_PRESERVE_ORDER | JSON_INDENT(0)) != 0)
+        s = pp_error_set(err, PP_ERR_IO, "%s: write failed", af.tmp);
+    if (s == PP_OK) s = pp_atomic_commit(&af, err);
+    pp_atomic_abort(&af);
+    json_decref(root);
+    return s;
+}
