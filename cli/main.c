@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/version.h"
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
 #include "cli/report.h"
@@ -19,7 +20,6 @@
 #include "streams/schedule.h"
 #include "streams/stream.h"
 
-#define PP_VERSION_STRING "0.1.0"
 #define MAX_SWEEP 64
 
 typedef struct cli_args {
@@ -136,7 +136,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
             break;
         }
         case 'h': usage(stdout); exit(0);
-        case 'V': printf("pipeline-run %s\n", PP_VERSION_STRING); exit(0);
+        case 'V': printf("pipeline-run %s\n", pp_version()); exit(0);
         case ':': return bad_args("option %s needs a value", argv[optind - 1]);
         default: return bad_args("unknown option '%s'", argv[optind - 1]);
         }

@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *pp_cli_bytes(double bytes, char *buf, size_t n)
@@ -17,16 +18,33 @@ const char *pp_cli_bytes(double bytes, char *buf, size_t n)
     return buf;
 }
 
+/* A stage's layer items joined with ", " (malloc'd; NULL when out of memory). */
+static char *join_layers(const pp_stage_report *sr)
+{
+    size_t len = 1;
+    for (int i = 0; i < sr->n_layers; i++) len += strlen(sr->layers[i]) + 2;
+    char *s = malloc(len);
+    if (!s) return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < sr->n_layers; i++) {
+        if (i) strcat(s, ", ");
+        strcat(s, sr->layers[i]);
+    }
+    return s;
+}
+
 void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p)
 {
     pp_pipeline_report r;
     pp_pipeline_report_get(p, &r);
     int n = pp_pipeline_stage_count(p);
     int width = 6; /* the layers column fits the longest list */
-    for (int s = 0; s < n; s++) {
+    char *lists[PP_PLAN_MAX_STAGES] = {0};
+    for (int s = 0; s < n && s < PP_PLAN_MAX_STAGES; s++) {
         pp_stage_report sr;
         pp_pipeline_stage_report(p, s, &sr);
-        int len = (int)strlen(sr.layers);
+        lists[s] = join_layers(&sr);
+        int len = lists[s] ? (int)strlen(lists[s]) : 0;
         if (len > width) width = len;
     }
     fprintf(f, "\n%-5s  %-8s  %-*s  %11s  %9s  %9s  %5s  %10s\n", "stage", "device", width,
@@ -35,11 +53,13 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p)
         pp_stage_report sr;
         pp_pipeline_stage_report(p, s, &sr);
         char mem[32];
+        const char *list = s < PP_PLAN_MAX_STAGES && lists[s] && lists[s][0] ? lists[s] : "(delay)";
         fprintf(f, "%-5d  %-8s  %-*s  %11lld  %9.2f  %9.2f  %4.0f%%  %10s\n", s, sr.device, width,
-                sr.layers[0] ? sr.layers : "(delay)", (long long)sr.params, sr.forward_ms,
+                list, (long long)sr.params, sr.forward_ms,
                 sr.backward_ms, 100 * sr.busy_frac,
                 pp_cli_bytes((double)sr.peak_bytes, mem, sizeof mem));
     }
+    for (int s = 0; s < n && s < PP_PLAN_MAX_STAGES; s++) free(lists[s]);
     char cb[32];
     fprintf(f, "\n%s, %s, batch %d = %d micro-batch%s of <= %d, %d step%s\n", plan->model.name,
             pp_plan_schedule_name(plan->schedule), plan->batch_size, plan->micro_batches,
@@ -106,10 +126,8 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
         pp_stage_report sr;
         pp_pipeline_stage_report(p, s, &sr);
         json_t *layers = json_array();
-        char buf[sizeof sr.layers];
-        memcpy(buf, sr.layers, sizeof buf);
-        for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", "))
-            json_array_append_new(layers, json_string(tok));
+        for (int i = 0; i < sr.n_layers; i++)
+            json_array_append_new(layers, json_string(sr.layers[i]));
         json_array_append_new(
             stages, json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:I, s:i}", "device", sr.device,
                               "layers", layers, "params", (json_int_t)sr.params, "forward_ms",

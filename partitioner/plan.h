@@ -190,6 +190,13 @@ pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err
  * and why is non-NULL, writes the first difference there. */
 bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n);
 
+/* Spells the layer-list item that starts at unit u of a stage ending at unit
+ * last: the whole group ("layer3") when u starts a group that ends at or
+ * before last, else the unit's own name. Writes it to name (n bytes) and
+ * returns the unit after the item, so a loop from first while u <= last
+ * lists a stage's items. */
+int pp_plan_spell_item(const pp_catalogue *cat, int u, int last, char *name, size_t n);
+
 /* Writes the units first..last in the compact form plans use, joined with
  * ", " ("conv1, bn1, relu, maxpool, layer1, layer2.0"): a whole "layerN"
  * when the range holds every block of it. Empty for a bad range. Returns buf. */

@@ -20,11 +20,5 @@ void pp_plan_size_format(int64_t bytes, char *buf, size_t n);
 /* Shortest "%.Ng" form of v that reads back as exactly v. */
 void pp_plan_double_format(double v, char *buf, size_t n);
 
-/* Spells the layer-list item that starts at unit u of a stage ending at unit
- * last: the whole group ("layer3") when u starts a group that ends at or
- * before last, else the unit's own name. Writes it to name and returns the
- * unit after the item. */
-struct pp_catalogue;
-int pp_plan_spell_item(const struct pp_catalogue *cat, int u, int last, char *name, size_t n);
 
 #endif

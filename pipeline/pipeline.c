@@ -26,7 +26,9 @@ typedef struct pipe_stage {
     pp_device_ctx *dev;
     pp_stage *model;
     int max_in_flight;
-    char layers[256];            /* the plan's compact spelling ("layer1, layer2.0") */
+    int n_layers;                /* items of the plan's compact spelling */
+    char (*layer_names)[32];     /* (n_layers) "layer1", "layer2.0" */
+    const char **layers;         /* (n_layers) pointers into layer_names */
     /* per-step timings, one entry per step run */
     double *fwd_ms, *bwd_ms, *busy;
 } pipe_stage;
@@ -266,6 +268,23 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
     return PP_OK;
 }
 
+/* The stage's layer list in the plan's compact spelling, one item each. */
+static pp_status spell_layers(pipe_stage *st, const pp_catalogue *cat, const pp_plan_stage *ps,
+                              pp_error *err)
+{
+    int n = ps->last - ps->first + 1; /* at most one item per unit */
+    st->layer_names = calloc((size_t)n, sizeof *st->layer_names);
+    st->layers = calloc((size_t)n, sizeof *st->layers);
+    if (!st->layer_names || !st->layers)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (layer names)");
+    for (int u = ps->first; u <= ps->last && st->n_layers < n; st->n_layers++) {
+        u = pp_plan_spell_item(cat, u, ps->last, st->layer_names[st->n_layers],
+                               sizeof st->layer_names[0]);
+        st->layers[st->n_layers] = st->layer_names[st->n_layers];
+    }
+    return PP_OK;
+}
+
 static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
     p->n_stages = plan->n_stages;
@@ -286,9 +305,7 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
             rc = pp_stage_new(&p->model, plan->seed, ps->first, ps->last, st->dev, &st->model,
                               err);
         if (rc != PP_OK) return pp_error_prefix(err, "stage %d (%s)", s, st->dev->name);
-        if (p->model.kind != PP_MODEL_DELAY)
-            pp_plan_spell_units(&plan->catalogue, ps->first, ps->last, st->layers,
-                                sizeof st->layers);
+        if (p->model.kind != PP_MODEL_DELAY) PP_TRY(spell_layers(st, &plan->catalogue, ps, err));
         p->descs[s] = (pp_stage_desc){.dev = st->dev, .ops = &pipe_stage_ops, .user = st};
         n_params += pp_stage_param_count(st->model);
     }
@@ -376,6 +393,8 @@ void pp_pipeline_free(pp_pipeline *p)
      * executor's streams, which must still exist */
     for (int s = 0; p->stages && s < p->n_stages; s++) {
         pp_stage_free(p->stages[s].model);
+        free(p->stages[s].layer_names);
+        free(p->stages[s].layers);
         free(p->stages[s].fwd_ms);
         free(p->stages[s].bwd_ms);
         free(p->stages[s].busy);
@@ -565,7 +584,8 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     const pipe_stage *st = &p->stages[stage];
     snprintf(out->device, sizeof out->device, "%s", st->dev->name);
     out->params = pp_stage_num_params(st->model);
-    snprintf(out->layers, sizeof out->layers, "%s", st->layers);
+    out->n_layers = st->n_layers;
+    out->layers = st->layers;
     out->forward_ms = median_after_warmup(st->fwd_ms, p->steps_run);
     out->backward_ms = median_after_warmup(st->bwd_ms, p->steps_run);
     out->busy_frac = median_after_warmup(st->busy, p->steps_run);

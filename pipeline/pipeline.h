@@ -63,7 +63,10 @@ typedef struct pp_step_result {
  * excluded when more than one has run). */
 typedef struct pp_stage_report {
     char device[16];          /* "cpu:1", "cuda:0" */
-    char layers[256];         /* "conv1, bn1, relu, maxpool, layer1, layer2" ("delay" model: "") */
+    int n_layers;             /* items of the plan's layer list (0 for the delay model) */
+    const char *const *layers; /* (n_layers) "conv1", ..., "layer1", "layer2.0": the plan's
+                                  compact spelling; owned by the pipeline, valid until
+                                  pp_pipeline_free */
     int64_t params;           /* learnable scalars */
     double forward_ms;        /* median forward time of one micro-batch */
     double backward_ms;       /* median backward time of one micro-batch */
