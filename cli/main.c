@@ -162,32 +162,6 @@ static int fail(const pp_error *err)
     }
 }
 
-/* Re-cuts the plan's batch into micro-batches of split samples. */
-static int set_split(pp_plan *plan, int split, pp_error *err)
-{
-    if (split > plan->batch_size) {
-        pp_error_set(err, PP_ERR_INPUT, "--sweep-split: split size %d exceeds the batch size %d",
-                     split, plan->batch_size);
-        return 2;
-    }
-    int m = (plan->batch_size + split - 1) / split;
-    int *sizes = malloc((size_t)m * sizeof(int));
-    if (!sizes) {
-        pp_error_set(err, PP_ERR_OOM, "out of host memory");
-        return 1;
-    }
-    if (pp_microbatch_sizes(plan->batch_size, split, sizes, m, &m, err) != PP_OK) {
-        free(sizes);
-        return 2;
-    }
-    free(plan->micro_sizes);
-    plan->micro_sizes = sizes;
-    plan->micro_batches = m;
-    plan->split_size = split;
-    plan->batch_by_micro = false;
-    return 0;
-}
-
 typedef struct run_result {
     double *losses;
     int n_losses;
@@ -266,8 +240,10 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
     pp_error err;
     FILE *human = a->json ? stderr : stdout;
     for (int i = 0; i < a->n_sweep; i++) {
-        int rc = set_split(plan, a->sweep[i], &err);
-        if (rc) return fprintf(stderr, "pipeline-run: %s\n", err.msg), rc;
+        if (pp_plan_split(plan, a->sweep[i], 0, &err) != PP_OK) {
+            pp_error_prefix(&err, "--sweep-split");
+            return fail(&err);
+        }
         pp_pipeline *p;
         if (pp_pipeline_new(plan, NULL, &p, &err) != PP_OK) return fail(&err);
         if (a->load && pp_pipeline_load(p, a->load, &err) != PP_OK) {
@@ -277,7 +253,7 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "split_size %d (%d micro-batches)\n", plan->split_size,
                 plan->micro_batches);
         run_result rr = {0};
-        rc = run_steps(p, plan, steps, isatty(2), &rr, &err);
+        int rc = run_steps(p, plan, steps, isatty(2), &rr, &err);
         if (rc) {
             free(rr.losses);
             pp_pipeline_free(p);

@@ -7,6 +7,8 @@
  */
 #include "partitioner/plan.h"
 
+#include "runtime/core/batch_split.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -147,6 +149,28 @@ static void walk_model(pp_walk *w, const pp_ynode *n)
 /* ------------------------------------------------------------------ */
 /* batch                                                                */
 
+pp_status pp_plan_split(pp_plan *p, int split_size, int micro_batches, pp_error *err)
+{
+    if (!p) return pp_error_set(err, PP_ERR_INVALID, "plan split: NULL plan");
+    if ((split_size > 0) == (micro_batches > 0))
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "plan split: give a split size or a number of micro-batches");
+    int n = split_size > 0 ? split_size : micro_batches;
+    if (n > p->batch_size)
+        return pp_error_set(err, PP_ERR_INPUT, "%s %d exceeds the batch size %d",
+                            split_size > 0 ? "split size" : "micro-batch count", n,
+                            p->batch_size);
+    int m = pp_batch_split_count(p->batch_size, split_size, micro_batches);
+    int *sizes = malloc((size_t)m * sizeof *sizes);
+    if (!sizes) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    free(p->micro_sizes);
+    p->micro_sizes = sizes;
+    p->split_size = pp_batch_split_sizes(p->batch_size, split_size, micro_batches, sizes);
+    p->micro_batches = m;
+    p->batch_by_micro = micro_batches > 0;
+    return PP_OK;
+}
+
 static void walk_batch(pp_walk *w, const pp_ynode *n)
 {
     enum { K_SIZE, K_SPLIT, K_MICRO, K_N };
@@ -190,24 +214,11 @@ static void walk_batch(pp_walk *w, const pp_ynode *n)
         }
     }
     if (!ok) return;
-    int m = split ? (size + split - 1) / split : micro;
-    int *sizes = malloc((size_t)m * sizeof *sizes);
-    if (!sizes) {
+    p->batch_size = size;
+    if (pp_plan_split(p, split, micro, NULL) != PP_OK) {
         w->oom = true;
         return;
     }
-    if (split) {
-        for (int i = 0; i < m; i++) sizes[i] = i + 1 < m ? split : size - split * (m - 1);
-    } else {
-        int base = size / m, extra = size % m;
-        for (int i = 0; i < m; i++) sizes[i] = base + (i < extra);
-        split = base + (extra > 0);
-    }
-    p->batch_size = size;
-    p->split_size = split;
-    p->micro_batches = m;
-    p->batch_by_micro = micro > 0;
-    p->micro_sizes = sizes;
     w->batch_ok = true;
 }
 

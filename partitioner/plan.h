@@ -190,6 +190,14 @@ pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err
  * and why is non-NULL, writes the first difference there. */
 bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n);
 
+/* Cuts the plan's batch anew (the one rule of ARCHITECTURE.md section 4):
+ * into micro-batches of split_size (split_size > 0, micro_batches 0) or into
+ * micro_batches pieces (split_size 0). Updates split_size, micro_batches,
+ * micro_sizes and batch_by_micro; the plan is unchanged on failure.
+ * PP_ERR_INPUT when the size or count exceeds the batch, PP_ERR_INVALID
+ * when not exactly one of the two is positive. For split-size sweeps. */
+pp_status pp_plan_split(pp_plan *plan, int split_size, int micro_batches, pp_error *err);
+
 /* Spells the layer-list item that starts at unit u of a stage ending at unit
  * last: the whole group ("layer3") when u starts a group that ends at or
  * before last, else the unit's own name. Writes it to name (n bytes) and

@@ -4,6 +4,8 @@
  */
 #include "streams/schedule.h"
 
+#include "runtime/core/batch_split.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,12 +47,11 @@ pp_status pp_microbatch_sizes(int batch, int split_size, int *sizes, int cap, in
         return pp_error_set(err, PP_ERR_INPUT,
                             "batch size %d and split size %d must be positive", batch,
                             split_size);
-    int count = (batch + split_size - 1) / split_size;
+    int count = pp_batch_split_count(batch, split_size, 0);
     if (count > cap)
         return pp_error_set(err, PP_ERR_INVALID, "%d micro-batches do not fit in %d entries",
                             count, cap);
-    for (int i = 0; i < count; i++)
-        sizes[i] = i < count - 1 ? split_size : batch - split_size * (count - 1);
+    pp_batch_split_sizes(batch, split_size, 0, sizes);
     *m = count;
     return PP_OK;
 }
