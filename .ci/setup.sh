@@ -4,7 +4,7 @@
 #   bash .ci/setup.sh [--tests] [BUILD_DIR]      (default BUILD_DIR: build)
 #
 # 1. Installs the Debian packages the build needs when any is missing
-#    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson); with
+#    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson, zlib); with
 #    --tests also what the test suite checks against (PyTorch and torchvision
 #    for the cross-checks).
 # 2. Configures BUILD_DIR with meson (once) and builds it with ninja.
@@ -19,7 +19,7 @@ tests=0
 if [ "${1:-}" = --tests ]; then tests=1; shift; fi
 build=${1:-build}
 
-packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev)
+packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev zlib1g-dev)
 if [ $tests = 1 ]; then packages+=(python3-torch python3-torchvision python3-numpy); fi
 missing=()
 for p in "${packages[@]}"; do

@@ -8,6 +8,7 @@
 #include "partitioner/plan.h"
 
 #include "runtime/core/batch_split.h"
+#include "runtime/idx.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -283,28 +284,16 @@ static char *data_path(pp_walk *w, const pp_ynode *n, const char *what)
     return abs;
 }
 
-/* Best effort: the image size from an IDX header ((N,H,W) or (N,C,H,W));
- * leaves h/w alone when the header is not one of those. */
+/* Best effort: the image size from an IDX header ((N,H,W) or (N,C,H,W),
+ * plain or gzip-compressed); leaves h/w alone when the file is not one of
+ * those (opening the data source reports why, naming the file). */
 static void idx_image_size(const char *path, int *h, int *w)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
-    unsigned char hdr[4 + 16];
-    size_t got = fread(hdr, 1, sizeof hdr, f);
-    fclose(f);
-    if (got < 4 || hdr[0] != 0 || hdr[1] != 0 || hdr[2] != 0x08) return;
-    int nd = hdr[3];
-    if ((nd != 3 && nd != 4) || got < 4 + 4 * (size_t)nd) return;
-    uint32_t dims[4];
-    for (int i = 0; i < nd; i++) {
-        const unsigned char *b = hdr + 4 + 4 * i;
-        dims[i] = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
-    }
-    uint32_t hh = dims[nd - 2], ww = dims[nd - 1];
-    if (hh >= 1 && hh <= 8192 && ww >= 1 && ww <= 8192) {
-        *h = (int)hh;
-        *w = (int)ww;
-    }
+    int nd;
+    int64_t dims[PP_IDX_MAX_DIMS];
+    if (pp_idx_peek(path, 3, 4, "image", &nd, dims, NULL) != PP_OK) return;
+    *h = (int)dims[nd - 2];
+    *w = (int)dims[nd - 1];
 }
 
 static bool walk_norm(pp_walk *w, const pp_ynode *n, const char *what, double *vals, bool is_std)

@@ -9,6 +9,8 @@
  */
 #include "runtime/data.h"
 
+#include "runtime/idx.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -58,101 +60,15 @@ static uint64_t hash4(uint64_t seed, uint64_t tag, uint64_t a, uint64_t b)
 
 /* ---- files ------------------------------------------------------------------ */
 
-static pp_status read_file(const char *path, uint8_t **buf, int64_t *size, pp_error *err)
-{
-    *buf = NULL;
-    *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return pp_error_set(err, PP_ERR_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    pp_status s = PP_OK;
-    if (fstat(fd, &st) != 0) {
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    } else if (!S_ISREG(st.st_mode)) {
-        s = pp_error_set(err, PP_ERR_INPUT, "%s: not a regular file", path);
-    } else {
-        *buf = malloc(st.st_size > 0 ? (size_t)st.st_size : 1);
-        if (!*buf)
-            s = pp_error_set(err, PP_ERR_OOM, "%s: out of host memory (%lld bytes)", path,
-                             (long long)st.st_size);
-        size_t done = 0;
-        while (s == PP_OK && done < (size_t)st.st_size) {
-            ssize_t r = read(fd, *buf + done, (size_t)st.st_size - done);
-            if (r < 0 && errno == EINTR) continue;
-            if (r < 0)
-                s = pp_error_set(err, PP_ERR_IO, "%s: read failed: %s", path, strerror(errno));
-            else if (r == 0)
-                s = pp_error_set(err, PP_ERR_INPUT, "%s: file shrank while reading", path);
-            else
-                done += (size_t)r;
-        }
-        *size = (int64_t)done;
-    }
-    close(fd);
-    if (s != PP_OK) {
-        free(*buf);
-        *buf = NULL;
-    }
-    return s;
-}
-
-/* Parses an IDX header of unsigned bytes; dims[0..*nd) and the data start. */
-static pp_status idx_header(const char *path, const uint8_t *buf, int64_t size, int min_nd,
-                            int max_nd, const char *what, int64_t *dims, int *nd,
-                            int64_t *data_off, pp_error *err)
-{
-    if (size < 4)
-        return pp_error_set(err, PP_ERR_INPUT, "%s: file too short (%lld bytes) for an IDX header",
-                            path, (long long)size);
-    if (buf[0] != 0 || buf[1] != 0)
-        return pp_error_set(err, PP_ERR_INPUT,
-                            "%s: not an IDX file (magic %02x %02x %02x %02x, expected 00 00 08 "
-                            "0N)",
-                            path, buf[0], buf[1], buf[2], buf[3]);
-    if (buf[2] != 0x08)
-        return pp_error_set(err, PP_ERR_INPUT,
-                            "%s: IDX element type 0x%02x is not unsigned byte (0x08)", path,
-                            buf[2]);
-    *nd = buf[3];
-    if (*nd < min_nd || *nd > max_nd)
-        return pp_error_set(err, PP_ERR_INPUT, "%s: IDX %s file has %d dimensions, expected %s",
-                            path, what, *nd, min_nd == max_nd ? "1 (N)" : "3 (N,H,W) or 4 (N,C,H,W)");
-    *data_off = 4 + 4 * (int64_t)*nd;
-    if (size < *data_off)
-        return pp_error_set(err, PP_ERR_INPUT, "%s: file too short (%lld bytes) for its IDX header",
-                            path, (long long)size);
-    int64_t total = 1;
-    for (int i = 0; i < *nd; i++) {
-        const uint8_t *p = buf + 4 + 4 * i;
-        dims[i] = ((int64_t)p[0] << 24) | ((int64_t)p[1] << 16) | ((int64_t)p[2] << 8) | p[3];
-        if (dims[i] == 0)
-            return pp_error_set(err, PP_ERR_INPUT, "%s: IDX dimension %d is 0", path, i);
-        if (i > 0 && dims[i] > 65535)
-            return pp_error_set(err, PP_ERR_INPUT, "%s: IDX dimension %d (%lld) too large", path,
-                                i, (long long)dims[i]);
-        total *= dims[i]; /* at most 2^32 * 2^48: fits */
-        if (total > ((int64_t)1 << 46))
-            return pp_error_set(err, PP_ERR_INPUT, "%s: IDX dims describe too much data", path);
-    }
-    if (size != *data_off + total)
-        return pp_error_set(err, PP_ERR_INPUT,
-                            "%s: file is %lld bytes but its IDX header describes %lld (%s)", path,
-                            (long long)size, (long long)(*data_off + total),
-                            size < *data_off + total ? "truncated" : "trailing bytes");
-    return PP_OK;
-}
-
 static pp_status open_idx(pp_data *d, const pp_data_config *cfg, pp_error *err)
 {
-    uint8_t *ibuf, *lbuf;
-    int64_t isize, lsize, idims[4], ldims[1], ioff, loff;
-    int ind, lnd;
-    PP_TRY(read_file(cfg->images, &ibuf, &isize, err));
-    d->raw[0] = ibuf;
-    PP_TRY(idx_header(cfg->images, ibuf, isize, 3, 4, "image", idims, &ind, &ioff, err));
-    PP_TRY(read_file(cfg->labels, &lbuf, &lsize, err));
-    d->raw[1] = lbuf;
-    PP_TRY(idx_header(cfg->labels, lbuf, lsize, 1, 1, "label", ldims, &lnd, &loff, err));
+    pp_idx images, labels;
+    PP_TRY(pp_idx_read(cfg->images, 3, 4, "image", &images, err));
+    d->raw[0] = images.buf; /* freed by pp_data_close */
+    PP_TRY(pp_idx_read(cfg->labels, 1, 1, "label", &labels, err));
+    d->raw[1] = labels.buf;
+    const int64_t *idims = images.dims, *ldims = labels.dims;
+    const int ind = images.nd;
     if (ldims[0] != idims[0])
         return pp_error_set(err, PP_ERR_INPUT, "%s: %lld labels for the %lld images of %s",
                             cfg->labels, (long long)ldims[0], (long long)idims[0], cfg->images);
@@ -160,8 +76,8 @@ static pp_status open_idx(pp_data *d, const pp_data_config *cfg, pp_error *err)
     d->c = ind == 4 ? (int)idims[1] : 1;
     d->h = (int)idims[ind - 2];
     d->w = (int)idims[ind - 1];
-    d->pixels = ibuf + ioff;
-    d->labels = lbuf + loff;
+    d->pixels = (uint8_t *)images.data;
+    d->labels = (uint8_t *)labels.data;
     int max_label = 0;
     for (int64_t i = 0; i < d->n; i++)
         if (d->labels[i] > max_label) max_label = d->labels[i];
@@ -188,7 +104,7 @@ static pp_status open_cifar(pp_data *d, const pp_data_config *cfg, pp_error *err
     pp_status s = PP_OK;
     int64_t n = 0;
     for (int f = 0; f < cfg->n_files && s == PP_OK; f++) {
-        s = read_file(cfg->files[f], &bufs[f], &sizes[f], err);
+        s = pp_file_read_all(cfg->files[f], &bufs[f], &sizes[f], err);
         if (s == PP_OK && (sizes[f] == 0 || sizes[f] % CIFAR_RECORD != 0))
             s = pp_error_set(err, PP_ERR_INPUT,
                              "%s: size %lld is not a positive multiple of the %d-byte CIFAR-10 "

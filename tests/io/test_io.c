@@ -791,6 +791,95 @@ static void test_idx(void)
     CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, "absent.idx: cannot open"), "%s", err.msg);
 }
 
+/* gzip-compressed IDX (as Debian ships Fashion-MNIST): the same batches as the
+ * plain files; truncated or corrupt streams, a count mismatch and a label out
+ * of range are PP_ERR_INPUT naming the file(s). */
+static void gzip_file(const char *src, const char *dst, size_t keep)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "gzip -c '%s' > '%s'", src, dst);
+    CHECK(system(cmd) == 0);
+    if (keep) CHECK(truncate(dst, (off_t)keep) == 0);
+}
+
+static void test_idx_gzip(void)
+{
+    pp_error err;
+    static pp_data_config plain, gz;
+    char ip[512], lp[512], igz[520], lgz[520], cut[520], lab3[512];
+    tmp_path("gz-img.idx", ip, sizeof ip);
+    tmp_path("gz-lab.idx", lp, sizeof lp);
+    snprintf(igz, sizeof igz, "%s.gz", ip);
+    snprintf(lgz, sizeof lgz, "%s.gz", lp);
+    enum { N = 300 };
+    static uint8_t img[N * 28 * 28], lab[N];
+    for (int i = 0; i < N; i++) {
+        lab[i] = (uint8_t)(i % 10);
+        for (int k = 0; k < 28 * 28; k++) img[i * 784 + k] = pix(i, k);
+    }
+    write_idx(ip, 3, (uint32_t[]){N, 28, 28}, img, sizeof img, 0x08, 0, 0);
+    write_idx(lp, 1, (uint32_t[]){N}, lab, N, 0x08, 0, 0);
+    gzip_file(ip, igz, 0);
+    gzip_file(lp, lgz, 0);
+    pp_data_config_init(&plain);
+    plain.format = PP_DATA_IDX;
+    plain.shuffle = true;
+    snprintf(plain.images, sizeof plain.images, "%s", ip);
+    snprintf(plain.labels, sizeof plain.labels, "%s", lp);
+    gz = plain;
+    snprintf(gz.images, sizeof gz.images, "%s", igz);
+    snprintf(gz.labels, sizeof gz.labels, "%s", lgz);
+    pp_data *a = NULL, *b = NULL;
+    CHECK_OK(pp_data_open(&plain, &a, &err), &err);
+    CHECK_OK(pp_data_open(&gz, &b, &err), &err);
+    if (a && b) {
+        CHECK(pp_data_size(b) == N);
+        static float xa[64 * 784], xb[64 * 784];
+        int32_t ya[64], yb[64];
+        for (int step = 0; step < 7; step++) {
+            CHECK_OK(pp_data_batch(a, step, 64, xa, ya, &err), &err);
+            CHECK_OK(pp_data_batch(b, step, 64, xb, yb, &err), &err);
+            CHECK_MSG(memcmp(xa, xb, sizeof xa) == 0 && memcmp(ya, yb, sizeof ya) == 0,
+                      "gzip batch %d differs", step);
+        }
+    }
+    pp_data_close(a);
+    pp_data_close(b);
+
+    /* a truncated stream */
+    tmp_path("cut-img.idx.gz", cut, sizeof cut);
+    struct stat st;
+    CHECK(stat(igz, &st) == 0);
+    gzip_file(ip, cut, (size_t)st.st_size / 2);
+    pp_data_config bad = gz;
+    snprintf(bad.images, sizeof bad.images, "%s", cut);
+    pp_status s = pp_data_open(&bad, &b, &err);
+    CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, "cut-img.idx.gz") &&
+                  strstr(err.msg, "truncated"),
+              "truncated gzip: %s", err.msg);
+    /* a gzip stream with a corrupt body */
+    gzip_file(ip, cut, 0);
+    FILE *f = fopen(cut, "r+b");
+    CHECK(f && fseek(f, 40, SEEK_SET) == 0 && fwrite("\xff\xff\xff\xff", 1, 4, f) == 4);
+    if (f) fclose(f);
+    s = pp_data_open(&bad, &b, &err);
+    CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, "cut-img.idx.gz"), "corrupt gzip: %s", err.msg);
+    /* labels that do not match the images in count, named both */
+    tmp_path("gz-lab3.idx", lab3, sizeof lab3);
+    write_idx(lab3, 1, (uint32_t[]){3}, lab, 3, 0x08, 0, 0);
+    bad = gz;
+    snprintf(bad.labels, sizeof bad.labels, "%s", lab3);
+    s = pp_data_open(&bad, &b, &err);
+    CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, "gz-lab3.idx") && strstr(err.msg, "gz-img.idx"),
+              "count mismatch: %s", err.msg);
+    /* a label outside num_classes */
+    bad = gz;
+    bad.classes = 5;
+    s = pp_data_open(&bad, &b, &err);
+    CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, "gz-lab.idx.gz") && strstr(err.msg, "label 5"),
+              "label range: %s", err.msg);
+}
+
 static void test_cifar(void)
 {
     pp_error err;
@@ -1023,6 +1112,7 @@ int main(void)
     test_ckpt_refusals();
     test_ckpt_atomic();
     test_idx();
+    test_idx_gzip();
     test_cifar();
     test_synthetic();
     test_shuffle();
