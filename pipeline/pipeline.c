@@ -143,6 +143,23 @@ static const pp_stage_ops pipe_stage_ops = {
     .step = NULL,
 };
 
+/* ---- plan enums -> runtime enums: the one place that maps them ------------------ */
+
+static pp_schedule_kind schedule_kind(pp_plan_schedule s)
+{
+    return s == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
+}
+
+static pp_data_format data_format(pp_plan_data_format f)
+{
+    switch (f) {
+    case PP_PLAN_DATA_IDX: return PP_DATA_IDX;
+    case PP_PLAN_DATA_CIFAR10: return PP_DATA_CIFAR10;
+    case PP_PLAN_DATA_SYNTHETIC: break;
+    }
+    return PP_DATA_SYNTHETIC;
+}
+
 /* ---- construction ---------------------------------------------------------- */
 
 static pp_status plan_error(const pp_plan *plan, pp_mark mark, pp_error *err, pp_status code,
@@ -160,21 +177,19 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     const pp_plan_data *d = &plan->data;
     cfg.seed = plan->seed;
     cfg.shuffle = d->shuffle;
+    cfg.format = data_format(d->format);
     switch (d->format) {
     case PP_PLAN_DATA_SYNTHETIC:
-        cfg.format = PP_DATA_SYNTHETIC;
         cfg.channels = plan->model.in_channels;
         cfg.height = plan->model.image_h;
         cfg.width = plan->model.image_w;
         cfg.classes = d->num_classes > 0 ? d->num_classes : plan->model.num_classes;
         break;
     case PP_PLAN_DATA_IDX:
-        cfg.format = PP_DATA_IDX;
         snprintf(cfg.images, sizeof cfg.images, "%s", d->images);
         snprintf(cfg.labels, sizeof cfg.labels, "%s", d->labels);
         break;
     case PP_PLAN_DATA_CIFAR10:
-        cfg.format = PP_DATA_CIFAR10;
         if (d->n_files > PP_DATA_MAX_FILES)
             return plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many cifar10 files");
         cfg.n_files = d->n_files;
@@ -374,8 +389,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     p->model.image_w = p->in_w;
     if ((s = build_stages(p, plan, err)) != PP_OK) goto fail;
     if ((s = alloc_buffers(p, err)) != PP_OK) goto fail;
-    pp_schedule_kind kind =
-        plan->schedule == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
+    pp_schedule_kind kind = schedule_kind(plan->schedule);
     if ((s = pp_schedule_build(&p->schedule, kind, p->n_stages, p->m, p->mb_sizes, err)) != PP_OK)
         goto fail;
     if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
@@ -773,8 +787,7 @@ pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubb
                       (NOMINAL_COPY_GBPS * 1e6);
     }
     pp_schedule sched;
-    pp_schedule_kind kind =
-        plan->schedule == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
+    pp_schedule_kind kind = schedule_kind(plan->schedule);
     PP_TRY(pp_schedule_build(&sched, kind, n, plan->micro_batches, plan->micro_sizes, err));
     pp_status s = simulate(&sched, n, f, b, copy, plan->model.kind == PP_MODEL_DELAY ? 0 : mb, 0,
                            step_ms, bubble, err);
