@@ -1,7 +1,9 @@
 /*
  * unit.h - layer units: one torchvision module at plan granularity (conv1,
  * bn1, relu, maxpool, layer1.0 ... layer4.N, avgpool, fc) with its parameters,
- * buffers, gradients, forward and backward.
+ * buffers, gradients, forward and backward. Each kind is a table of functions
+ * in its own file (unit_kind.h lists them); this interface is the same for
+ * all.
  *
  * All compute goes through the checked op API (runtime/core/ops.h) on the exec
  * the caller passes, so the same code runs on every backend; on CUDA the calls
@@ -104,8 +106,10 @@ pp_status pp_unit_output_shape(const pp_unit_spec *spec, int in_ndim, const int6
  * fwd_macs, fwd_flops, param_count, param_bytes, act_bytes (bytes the
  * training forward keeps until backward, per sample), act_fixed_bytes (kept
  * per micro-batch whatever its size: batch-norm statistics) and out_bytes.
- * The name is copied from the spec. These match what pp_unit_forward
- * allocates, byte for byte. */
+ * The name is copied from the spec. Parameter figures come from the
+ * declarations that build the unit and activation figures from the list of
+ * tensors a training forward allocates, so they equal what pp_unit_new and
+ * pp_unit_forward allocate. */
 pp_status pp_unit_costs(const pp_unit_spec *spec, int in_ndim, const int64_t *in_shape,
                         pp_unit_info *info, pp_error *err);
 
@@ -136,13 +140,13 @@ bool pp_unit_saved_input(const pp_unit *u, int mb, int *ndim, int64_t *shape);
 /* Sets every gradient to zero, in ex's stream order. */
 pp_status pp_unit_zero_grads(pp_unit *u, pp_exec *ex, pp_error *err);
 
-/* Brings num_batches_tracked buffers up to date. On CPU devices each training
- * forward updates them already; on other devices the count is kept on the
- * host (a stream-ordered integer update would need an op the API lacks, and a
- * host round trip per batch norm would stall the stream) and added here,
- * synchronously. Call it while no op of this unit is in flight, before
- * reading buffers (saving a checkpoint) and before writing them (loading
- * one), so that no pending count is added to loaded values. */
+/* Brings num_batches_tracked buffers up to date. Training forwards count
+ * batch norms on the host (on every backend: a stream-ordered integer update
+ * would cost a launch per batch norm and a host round trip would stall the
+ * stream); this adds the counts, synchronously. Call it while no op of this
+ * unit is in flight, before reading buffers (saving a checkpoint) and before
+ * writing them (loading one), so that no pending count is added to loaded
+ * values. */
 pp_status pp_unit_sync_buffers(pp_unit *u, pp_error *err);
 
 #endif

@@ -17,6 +17,7 @@
 #include "models/stage.h"
 #include "models/unit.h"
 #include "runtime/core/device.h"
+#include "runtime/core/ops.h"
 #include "runtime/core/exec.h"
 #include "runtime/core/tensor.h"
 #include "tests/check.h"
@@ -699,6 +700,76 @@ static void test_split_forward(const char *model)
     pp_stage_free(b);
 }
 
+/* The cost model is what forward keeps: for every unit kind, the device bytes a
+ * training forward leaves allocated until backward (measured through the
+ * device's accounting) equal act_bytes * N + act_fixed_bytes of pp_unit_costs,
+ * for two batch sizes; the parameter bytes equal what the unit allocated. */
+static void test_costs_match_forward(void)
+{
+    pp_unit_spec delay = {.kind = PP_UNIT_DELAY, .in_c = 1, .out_c = 7};
+    snprintf(delay.name, sizeof delay.name, "delay0");
+    struct {
+        pp_unit_spec spec;
+        int ndim;
+        int64_t sample[4]; /* per-sample input shape, batch 1 */
+    } cases[] = {
+        {spec_conv("conv1", 3, 8, 7, 2, 3), 4, {1, 3, 20, 18}},
+        {spec_simple(PP_UNIT_BN, "bn1", 8), 4, {1, 8, 10, 9}},
+        {spec_simple(PP_UNIT_RELU, "relu", 8), 4, {1, 8, 10, 9}},
+        {spec_simple(PP_UNIT_MAXPOOL, "maxpool", 8), 4, {1, 8, 10, 9}},
+        {spec_simple(PP_UNIT_IDENTITY, "maxpool", 8), 4, {1, 8, 10, 9}},
+        {spec_simple(PP_UNIT_AVGPOOL, "avgpool", 8), 4, {1, 8, 5, 3}},
+        {spec_block(PP_UNIT_BASIC, 8, 8, 1, false), 4, {1, 8, 9, 7}},
+        {spec_block(PP_UNIT_BASIC, 8, 16, 2, true), 4, {1, 8, 9, 7}},
+        {spec_block(PP_UNIT_BOTTLENECK, 16, 4, 1, false), 4, {1, 16, 9, 7}},
+        {spec_block(PP_UNIT_BOTTLENECK, 8, 4, 2, true), 4, {1, 8, 9, 7}},
+        {spec_fc(12, 5), 2, {1, 12, 1, 1}},
+        {delay, 4, {1, 3, 4, 4}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        pp_error err;
+        const pp_unit_spec *spec = &cases[c].spec;
+        pp_unit_info info;
+        CHECK_OK(pp_unit_costs(spec, cases[c].ndim, cases[c].sample, &info, &err), &err);
+        size_t before_new = pp_device_bytes_in_use(dev);
+        pp_unit *u = NULL;
+        CHECK_OK(pp_unit_new(spec, 1, dev, &u, &err), &err);
+        if (!u) continue;
+        int64_t state = 0;
+        for (int i = 0; i < pp_unit_state_count(u); i++)
+            state += (int64_t)pp_tensor_bytes(pp_unit_state(u, i)->value);
+        CHECK_MSG(state == info.param_bytes, "%s: state %lld bytes, costed %lld", spec->name,
+                  (long long)state, (long long)info.param_bytes);
+        if (spec->kind != PP_UNIT_DELAY) /* + gradients of the parameters */
+            CHECK(pp_device_bytes_in_use(dev) - before_new ==
+                  (size_t)(info.param_bytes + 4 * info.param_count));
+        for (int64_t n = 1; n <= 3; n += 2) {
+            int64_t in[4], out[4];
+            int out_ndim;
+            memcpy(in, cases[c].sample, sizeof in);
+            in[0] = n;
+            CHECK_OK(pp_unit_output_shape(spec, cases[c].ndim, in, &out_ndim, out, &err), &err);
+            pp_tensor x, y;
+            CHECK_OK(alloc_shape(&x, cases[c].ndim, in, &err), &err);
+            CHECK_OK(alloc_shape(&y, out_ndim, out, &err), &err);
+            CHECK_OK(pp_zero(&ex, &x, &err), &err);
+            size_t before = pp_device_bytes_in_use(dev);
+            CHECK_OK(pp_unit_forward(u, &ex, 0, &x, &y, true, &err), &err);
+            int64_t kept = (int64_t)(pp_device_bytes_in_use(dev) - before);
+            int64_t costed = info.act_bytes * n + info.act_fixed_bytes;
+            CHECK_MSG(kept == costed, "%s (%s), batch %lld: forward keeps %lld bytes, costed %lld",
+                      spec->name, c < 6 ? "simple" : "block/fc/delay", (long long)n,
+                      (long long)kept, (long long)costed);
+            pp_unit_release(u, 0);
+            CHECK(pp_device_bytes_in_use(dev) == before);
+            pp_tensor_free(&x);
+            pp_tensor_free(&y);
+        }
+        pp_unit_free(u);
+        CHECK(pp_device_bytes_in_use(dev) == before_new);
+    }
+}
+
 /* imagenet stem (max pool with saved indices), whole resnet18 at 64x64: the
  * bytes kept equal the catalogue's; a first-stage backward (no dx) frees them. */
 static void test_kept_imagenet(void)
@@ -839,11 +910,15 @@ static void test_bn_running_stats(void)
     CHECK(fabsf(rv[0] - (0.9f + 0.1f * 5.0f / 3.0f)) < 1e-6f && fabsf(rv[1] - 0.9f) < 1e-6f);
     int64_t count = 0;
     CHECK_OK(pp_tensor_to_host(pp_unit_state(u, 4)->value, &count, 8, &err), &err);
+    CHECK(count == 0); /* counted on the host until the buffers are synced */
+    CHECK_OK(pp_unit_sync_buffers(u, &err), &err);
+    CHECK_OK(pp_tensor_to_host(pp_unit_state(u, 4)->value, &count, 8, &err), &err);
     CHECK(count == 1);
     CHECK_OK(pp_unit_forward(u, &ex, 0, &x, &y, false, &err), &err);
     float hy[8];
     CHECK_OK(pp_tensor_to_host(&y, hy, sizeof hy, &err), &err);
     CHECK(fabsf(hy[0] - (1.0f - rm[0]) / sqrtf(rv[0] + 1e-5f)) < 1e-5f);
+    CHECK_OK(pp_unit_sync_buffers(u, &err), &err); /* inference counts nothing */
     CHECK_OK(pp_tensor_to_host(pp_unit_state(u, 4)->value, &count, 8, &err), &err);
     CHECK(count == 1 && pp_unit_in_flight(u) == 0);
     pp_tensor_free(&x);
@@ -1007,6 +1082,7 @@ int main(void)
     test_bn_running_stats();
     test_micro_batches();
     test_kept_imagenet();
+    test_costs_match_forward();
     test_state_dict();
     test_split_init();
     test_split_forward("resnet18");

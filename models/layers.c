@@ -1,0 +1,203 @@
+/*
+ * layers.c - the pieces unit kinds share: declaring and initialising named
+ * parameters and buffers, the conv and batch-norm layers inside units, and
+ * the saved-list helpers (unit_kind.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "models/rng.h"
+#include "models/unit_kind.h"
+
+#define BN_EPS 1e-5f
+#define BN_MOMENTUM 0.1f
+
+/* ---- declarations ------------------------------------------------------------- */
+
+/* Fills entry e on the host, from the stream of (seed, name), and uploads it. */
+static pp_status fill_entry(pp_unit *u, int e, pp_fill how, double a, uint64_t seed,
+                            pp_error *err)
+{
+    pp_tensor *t = &u->value[e];
+    int64_t n = pp_tensor_numel(t);
+    size_t bytes = pp_tensor_bytes(t);
+    void *host = malloc(bytes ? bytes : 1);
+    if (!host)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory initialising %s", u->names[e]);
+    if (t->dtype == PP_I64) {
+        int64_t *p = host;
+        for (int64_t i = 0; i < n; i++) p[i] = (int64_t)a;
+    } else {
+        float *p = host;
+        pp_rng rng;
+        pp_rng_init(&rng, seed, u->names[e]);
+        for (int64_t i = 0; i < n; i++) {
+            switch (how) {
+            case PP_FILL_NORMAL: p[i] = (float)(a * pp_rng_normal(&rng)); break;
+            case PP_FILL_UNIFORM: p[i] = (float)(a * (2.0 * pp_rng_uniform(&rng) - 1.0)); break;
+            case PP_FILL_CONST: p[i] = (float)a; break;
+            }
+        }
+    }
+    pp_status s = pp_tensor_from_host(t, host, bytes, err);
+    free(host);
+    return s;
+}
+
+pp_status pp_unit_declare(pp_unit *u, const char *module, const char *leaf, pp_dtype dtype,
+                          int ndim, const int64_t *shape, bool learnable, pp_fill fill, double a,
+                          uint64_t seed, int *index, pp_error *err)
+{
+    if (u->n_entries >= PP_UNIT_MAX_ENTRIES)
+        return pp_error_set(err, PP_ERR_INTERNAL, "%s: too many tensors", u->spec.name);
+    int e = u->n_entries;
+    int len =
+        module && *module
+            ? snprintf(u->names[e], sizeof u->names[e], "%s.%s.%s", u->spec.name, module, leaf)
+            : snprintf(u->names[e], sizeof u->names[e], "%s.%s", u->spec.name, leaf);
+    if (len < 0 || (size_t)len >= sizeof u->names[e])
+        return pp_error_set(err, PP_ERR_INVALID, "%s: tensor name too long", u->spec.name);
+    if (index) *index = e;
+    if (!u->dev) { /* counting mode: the shape is all that is needed */
+        pp_tensor *t = &u->value[e];
+        *t = (pp_tensor){.dtype = dtype, .ndim = ndim};
+        for (int i = 0; i < PP_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 1;
+        u->entry[e] = (pp_named_tensor){u->names[e], t, learnable ? &u->grad[e] : NULL};
+        u->n_entries++;
+        return PP_OK;
+    }
+    PP_TRY(pp_tensor_alloc(&u->value[e], u->dev, dtype, ndim, shape, err));
+    u->n_entries++;
+    if (learnable) PP_TRY(pp_tensor_zeros(&u->grad[e], u->dev, dtype, ndim, shape, err));
+    u->entry[e] = (pp_named_tensor){u->names[e], &u->value[e], learnable ? &u->grad[e] : NULL};
+    return fill_entry(u, e, fill, a, seed, err);
+}
+
+pp_status pp_unit_add_conv(pp_unit *u, pp_conv_layer *c, const char *module, int cin, int cout,
+                           int kernel, int stride, int pad, uint64_t seed, pp_error *err)
+{
+    *c = (pp_conv_layer){0, cin, cout, kernel, stride, pad};
+    /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
+    double fan_out = (double)cout * kernel * kernel;
+    return pp_unit_declare(u, module, "weight", PP_F32, 4, (int64_t[]){cout, cin, kernel, kernel},
+                           true, PP_FILL_NORMAL, sqrt(2.0 / fan_out), seed, &c->e, err);
+}
+
+pp_status pp_unit_add_bn(pp_unit *u, pp_bn_layer *b, const char *module, int c, uint64_t seed,
+                         pp_error *err)
+{
+    if (u->n_bn >= PP_UNIT_MAX_BN)
+        return pp_error_set(err, PP_ERR_INTERNAL, "%s: too many batch norms", u->spec.name);
+    *b = (pp_bn_layer){0, c, 0};
+    const int64_t shape[1] = {c};
+    static const char *const leaf[5] = {"weight", "bias", "running_mean", "running_var",
+                                        "num_batches_tracked"};
+    static const double init[5] = {1.0, 0.0, 0.0, 1.0, 0.0};
+    for (int i = 0; i < 5; i++)
+        PP_TRY(pp_unit_declare(u, module, leaf[i], i == 4 ? PP_I64 : PP_F32, i == 4 ? 0 : 1, shape,
+                               i < 2, PP_FILL_CONST, init[i], seed, i == 0 ? &b->e : NULL, err));
+    u->bn[u->n_bn++] = b;
+    return PP_OK;
+}
+
+/* ---- shapes and saved lists ------------------------------------------------------- */
+
+int64_t pp_unit_window_out(int64_t h, int kernel, int stride, int pad)
+{
+    return h + 2 * pad < kernel ? 0 : (h + 2 * pad - kernel) / stride + 1;
+}
+
+bool pp_unit_window_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int cout,
+                          int kernel, int stride, int pad, int *out_ndim, int64_t *out,
+                          const char **why)
+{
+    if (in_ndim != 4 || in[1] != s->in_c || in[2] < 1 || in[3] < 1) {
+        *why = "does not have the unit's channels (N, C, H, W)";
+        return false;
+    }
+    *out_ndim = 4;
+    out[1] = cout;
+    out[2] = pp_unit_window_out(in[2], kernel, stride, pad);
+    out[3] = pp_unit_window_out(in[3], kernel, stride, pad);
+    if (out[2] < 1 || out[3] < 1) {
+        *why = "is too small";
+        return false;
+    }
+    return true;
+}
+
+void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
+                  const int64_t *shape)
+{
+    if (l->n >= PP_UNIT_MAX_SAVED) return; /* the kinds stay far below; unit.c checks */
+    pp_saved_tensor *s = &l->item[l->n++];
+    *s = (pp_saved_tensor){.t = field, .dtype = dtype, .ndim = ndim};
+    for (int i = 0; i < PP_MAX_DIMS; i++) s->shape[i] = i < ndim ? shape[i] : 1;
+}
+
+pp_status pp_unit_alloc_like(pp_tensor *t, pp_exec *ex, const pp_tensor *like, pp_error *err)
+{
+    return pp_tensor_alloc_on(t, ex, like->dtype, like->ndim, like->shape, err);
+}
+
+/* ---- conv and batch-norm layers ---------------------------------------------------- */
+
+static pp_status conv_desc(const pp_conv_layer *c, const pp_tensor *x, pp_conv2d_desc *d,
+                           pp_error *err)
+{
+    return pp_conv2d_desc_init(d, (int)x->shape[0], (int)x->shape[1], (int)x->shape[2],
+                               (int)x->shape[3], c->cout, c->kernel, c->stride, c->pad, err);
+}
+
+pp_status pp_conv_layer_forward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    pp_conv2d_desc d;
+    PP_TRY(conv_desc(c, x, &d, err));
+    return pp_conv2d_forward(ex, &d, x, &u->value[c->e], y, err);
+}
+
+pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                 const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
+                                 pp_error *err)
+{
+    pp_conv2d_desc d;
+    PP_TRY(conv_desc(c, x, &d, err));
+    PP_TRY(pp_conv2d_backward_filter(ex, &d, x, dy, &u->grad[c->e], err));
+    if (dx) PP_TRY(pp_conv2d_backward_data(ex, &d, dy, &u->value[c->e], dx, err));
+    return PP_OK;
+}
+
+static pp_bn_desc bn_desc(const pp_tensor *x)
+{
+    return (pp_bn_desc){.n = (int)x->shape[0],
+                        .c = (int)x->shape[1],
+                        .h = (int)x->shape[2],
+                        .w = (int)x->shape[3],
+                        .eps = BN_EPS,
+                        .momentum = BN_MOMENTUM};
+}
+
+pp_status pp_bn_layer_forward(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_tensor *x,
+                              pp_tensor *y, pp_tensor *mean, pp_tensor *invstd, pp_error *err)
+{
+    pp_tensor *v = &u->value[b->e];
+    pp_bn_desc d = bn_desc(x);
+    if (!mean) return pp_batchnorm_forward_infer(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, err);
+    PP_TRY(pp_batchnorm_forward_train(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, mean, invstd,
+                                      err));
+    /* num_batches_tracked: counted on the host, added by pp_unit_sync_buffers (an
+     * integer op in stream order would cost a launch per batch norm) */
+    b->pending++;
+    return PP_OK;
+}
+
+pp_status pp_bn_layer_backward(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, const pp_tensor *x,
+                               const pp_tensor *dy, const pp_tensor *mean,
+                               const pp_tensor *invstd, pp_tensor *dx, pp_error *err)
+{
+    pp_bn_desc d = bn_desc(x);
+    return pp_batchnorm_backward(ex, &d, x, dy, &u->value[b->e], mean, invstd, dx,
+                                 &u->grad[b->e], &u->grad[b->e + 1], err);
+}

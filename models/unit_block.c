@@ -1,0 +1,287 @@
+/*
+ * unit_block.c - torchvision's residual blocks as units: BasicBlock (3x3,
+ * 3x3; expansion 1) and Bottleneck v1.5 (1x1, 3x3 with the stride, 1x1;
+ * expansion 4).
+ *
+ * A block is a chain of n_main (conv, bn) pairs with a ReLU after every pair
+ * but the last, then out = relu(bn_last + identity), where identity is x or
+ * downsample(x) = bn(conv1x1/stride(x)).
+ */
+#include <string.h>
+
+#include "models/unit_kind.h"
+
+#define MAX_MAIN 3
+#define DS 3 /* index of the downsample conv and bn */
+
+typedef struct block_impl {
+    int n_main;                 /* main-path (conv, bn) pairs: 2 or 3 */
+    pp_conv_layer conv[4];      /* main path 0..n_main-1, downsample at DS */
+    pp_bn_layer bn[4];
+} block_impl;
+
+/* What a training forward keeps for backward. */
+typedef struct block_saved {
+    pp_tensor x;                     /* the block input */
+    pp_tensor conv_out[MAX_MAIN];    /* each main conv's output (its batch norm's input) */
+    pp_tensor relu_out[MAX_MAIN - 1]; /* each inner ReLU's output (the next conv's input) */
+    pp_tensor ds_conv_out;           /* the downsample conv's output */
+    pp_tensor out;                   /* the block output (gates the final ReLU) */
+    pp_tensor mean[4], invstd[4];    /* (C) batch statistics of each batch norm */
+} block_saved;
+
+static bool check(const pp_unit_spec *s, int expansion)
+{
+    return s->in_c > 0 && s->planes > 0 && s->out_c == expansion * s->planes && s->stride > 0 &&
+           (s->downsample || (s->stride == 1 && s->in_c == s->out_c));
+}
+
+static bool basic_check(const pp_unit_spec *s)
+{
+    return check(s, 1);
+}
+
+static bool bottleneck_check(const pp_unit_spec *s)
+{
+    return check(s, 4);
+}
+
+static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                  int64_t *out, const char **why)
+{
+    return pp_unit_window_shape(s, in_ndim, in, s->out_c, 3, s->stride, 1, out_ndim, out, why);
+}
+
+static pp_status add_downsample(pp_unit *u, block_impl *b, uint64_t seed, pp_error *err)
+{
+    const pp_unit_spec *s = &u->spec;
+    if (!s->downsample) return PP_OK;
+    PP_TRY(pp_unit_add_conv(u, &b->conv[DS], "downsample.0", s->in_c, s->out_c, 1, s->stride, 0,
+                            seed, err));
+    return pp_unit_add_bn(u, &b->bn[DS], "downsample.1", s->out_c, seed, err);
+}
+
+static pp_status basic_build(pp_unit *u, uint64_t seed, pp_error *err)
+{
+    const pp_unit_spec *s = &u->spec;
+    block_impl *b = u->impl;
+    b->n_main = 2;
+    PP_TRY(pp_unit_add_conv(u, &b->conv[0], "conv1", s->in_c, s->planes, 3, s->stride, 1, seed,
+                            err));
+    PP_TRY(pp_unit_add_bn(u, &b->bn[0], "bn1", s->planes, seed, err));
+    PP_TRY(pp_unit_add_conv(u, &b->conv[1], "conv2", s->planes, s->planes, 3, 1, 1, seed, err));
+    PP_TRY(pp_unit_add_bn(u, &b->bn[1], "bn2", s->planes, seed, err));
+    return add_downsample(u, b, seed, err);
+}
+
+static pp_status bottleneck_build(pp_unit *u, uint64_t seed, pp_error *err)
+{
+    const pp_unit_spec *s = &u->spec;
+    block_impl *b = u->impl;
+    b->n_main = 3;
+    PP_TRY(pp_unit_add_conv(u, &b->conv[0], "conv1", s->in_c, s->planes, 1, 1, 0, seed, err));
+    PP_TRY(pp_unit_add_bn(u, &b->bn[0], "bn1", s->planes, seed, err));
+    PP_TRY(pp_unit_add_conv(u, &b->conv[1], "conv2", s->planes, s->planes, 3, s->stride, 1, seed,
+                            err));
+    PP_TRY(pp_unit_add_bn(u, &b->bn[1], "bn2", s->planes, seed, err));
+    PP_TRY(pp_unit_add_conv(u, &b->conv[2], "conv3", s->planes, s->out_c, 1, 1, 0, seed, err));
+    PP_TRY(pp_unit_add_bn(u, &b->bn[2], "bn3", s->out_c, seed, err));
+    return add_downsample(u, b, seed, err);
+}
+
+/* Output shape of conv layer c for an (N, C, H, W) input shape. */
+static void conv_shape(const pp_conv_layer *c, const int64_t *in, int64_t *out)
+{
+    out[0] = in[0];
+    out[1] = c->cout;
+    out[2] = pp_unit_window_out(in[2], c->kernel, c->stride, c->pad);
+    out[3] = pp_unit_window_out(in[3], c->kernel, c->stride, c->pad);
+}
+
+static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
+{
+    const block_impl *b = u->impl;
+    block_saved *s = sv;
+    int64_t cur[PP_MAX_DIMS], next[PP_MAX_DIMS];
+    memcpy(cur, in, sizeof cur);
+    pp_saved_add(l, &s->x, PP_F32, 4, in);
+    for (int i = 0; i < b->n_main; i++) {
+        conv_shape(&b->conv[i], cur, next);
+        pp_saved_add(l, &s->conv_out[i], PP_F32, 4, next);
+        if (i < b->n_main - 1) pp_saved_add(l, &s->relu_out[i], PP_F32, 4, next);
+        memcpy(cur, next, sizeof cur);
+    }
+    if (u->spec.downsample) pp_saved_add(l, &s->ds_conv_out, PP_F32, 4, cur);
+    pp_saved_add(l, &s->out, PP_F32, 4, cur);
+    for (int i = 0; i < 4; i++) {
+        if (i >= b->n_main && !(i == DS && u->spec.downsample)) continue;
+        const int64_t c = b->bn[i].c;
+        pp_saved_add(l, &s->mean[i], PP_F32, 1, &c);
+        pp_saved_add(l, &s->invstd[i], PP_F32, 1, &c);
+    }
+}
+
+static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
+                  int64_t *macs, int64_t *elementwise)
+{
+    const bool bottle = s->kind == PP_UNIT_BOTTLENECK;
+    const int64_t hw = in[2] * in[3], pq = out[2] * out[3];
+    const int64_t p = s->planes, o = s->out_c, c = s->in_c;
+    const int64_t out_e = o * pq;
+    /* per main conv: input channels, output channels, kernel, output spatial size */
+    const int64_t mc[3][4] = {
+        {c, p, bottle ? 1 : 3, bottle ? hw : pq},
+        {p, bottle ? p : o, 3, pq},
+        {p, o, 1, pq},
+    };
+    const int nm = bottle ? 3 : 2;
+    for (int i = 0; i < nm; i++) {
+        int64_t conv_out_e = mc[i][1] * mc[i][3];
+        *macs += conv_out_e * mc[i][0] * mc[i][2] * mc[i][2];
+        *elementwise += 2 * conv_out_e;                /* batch norm */
+        if (i < nm - 1) *elementwise += conv_out_e;    /* relu */
+    }
+    if (s->downsample) {
+        *macs += out_e * c;
+        *elementwise += 2 * out_e;
+    }
+    *elementwise += 2 * out_e; /* residual add, relu */
+}
+
+/* Allocates t with the shape of like unless it is already allocated (training
+ * forwards find their saved tensors allocated; inference allocates them here
+ * as temporaries). */
+static pp_status ensure_like(pp_tensor *t, pp_exec *ex, const int64_t *shape, pp_error *err)
+{
+    return t->data ? PP_OK : pp_tensor_alloc_on(t, ex, PP_F32, 4, shape, err);
+}
+
+static pp_status forward_into(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
+                              block_saved *s, bool train, pp_error *err)
+{
+    block_impl *b = u->impl;
+    pp_tensor last = {0}, ds = {0};
+    pp_status st = PP_OK;
+    const pp_tensor *in = x;
+    const int n = b->n_main;
+    for (int i = 0; i < n && st == PP_OK; i++) {
+        pp_tensor *c = &s->conv_out[i];
+        pp_tensor *a = i < n - 1 ? &s->relu_out[i] : &last;
+        int64_t shape[PP_MAX_DIMS];
+        conv_shape(&b->conv[i], in->shape, shape);
+        st = ensure_like(c, ex, shape, err);
+        if (st == PP_OK) st = pp_conv_layer_forward(u, ex, &b->conv[i], in, c, err);
+        if (st == PP_OK) st = ensure_like(a, ex, shape, err);
+        if (st == PP_OK)
+            st = pp_bn_layer_forward(u, ex, &b->bn[i], c, a, train ? &s->mean[i] : NULL,
+                                     train ? &s->invstd[i] : NULL, err);
+        if (st == PP_OK && i < n - 1) st = pp_relu_forward(ex, a, a, err);
+        in = a;
+    }
+    const pp_tensor *identity = x;
+    if (st == PP_OK && u->spec.downsample) {
+        st = ensure_like(&s->ds_conv_out, ex, y->shape, err);
+        if (st == PP_OK) st = pp_conv_layer_forward(u, ex, &b->conv[DS], x, &s->ds_conv_out, err);
+        if (st == PP_OK) st = pp_unit_alloc_like(&ds, ex, &s->ds_conv_out, err);
+        if (st == PP_OK)
+            st = pp_bn_layer_forward(u, ex, &b->bn[DS], &s->ds_conv_out, &ds,
+                                     train ? &s->mean[DS] : NULL, train ? &s->invstd[DS] : NULL,
+                                     err);
+        identity = &ds;
+    }
+    if (st == PP_OK) st = pp_add(ex, &last, identity, y, err);
+    if (st == PP_OK) st = pp_relu_forward(ex, y, y, err);
+    if (st == PP_OK && train) st = pp_copy(ex, x, &s->x, err);
+    if (st == PP_OK && train) st = pp_copy(ex, y, &s->out, err);
+    pp_tensor_free(&last);
+    pp_tensor_free(&ds);
+    return st;
+}
+
+static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *sv,
+                         pp_error *err)
+{
+    if (sv) return forward_into(u, ex, x, y, sv, true, err);
+    block_saved tmp = {0}; /* inference: the intermediate tensors are temporaries */
+    pp_status st = forward_into(u, ex, x, y, &tmp, false, err);
+    for (int i = 0; i < MAX_MAIN; i++) pp_tensor_free(&tmp.conv_out[i]);
+    for (int i = 0; i < MAX_MAIN - 1; i++) pp_tensor_free(&tmp.relu_out[i]);
+    pp_tensor_free(&tmp.ds_conv_out);
+    return st;
+}
+
+static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
+                          pp_error *err)
+{
+    block_impl *b = u->impl;
+    block_saved *s = sv;
+    pp_tensor g = {0}, dcd = {0}, didentity = {0}, d = {0}, dc = {0};
+    const pp_tensor *x = &s->x;
+    /* g = dL/d(bn_last + identity) */
+    pp_status st = pp_unit_alloc_like(&g, ex, &s->out, err);
+    if (st == PP_OK) st = pp_relu_backward(ex, &s->out, dy, &g, err);
+    if (st == PP_OK && u->spec.downsample) {
+        st = pp_unit_alloc_like(&dcd, ex, &s->ds_conv_out, err);
+        if (st == PP_OK)
+            st = pp_bn_layer_backward(u, ex, &b->bn[DS], &s->ds_conv_out, &g, &s->mean[DS],
+                                      &s->invstd[DS], &dcd, err);
+        if (st == PP_OK && dx) st = pp_unit_alloc_like(&didentity, ex, x, err);
+        if (st == PP_OK)
+            st = pp_conv_layer_backward(u, ex, &b->conv[DS], x, &dcd, dx ? &didentity : NULL, err);
+        pp_tensor_free(&dcd);
+    }
+    /* d holds dL/d(relu output i) for i < n-1; the last pair's gradient is g */
+    for (int i = b->n_main - 1; i >= 0 && st == PP_OK; i--) {
+        const pp_tensor *dcur = &g;
+        if (i < b->n_main - 1) {
+            st = pp_relu_backward(ex, &s->relu_out[i], &d, &d, err);
+            dcur = &d;
+        }
+        if (st == PP_OK) st = pp_unit_alloc_like(&dc, ex, &s->conv_out[i], err);
+        if (st == PP_OK)
+            st = pp_bn_layer_backward(u, ex, &b->bn[i], &s->conv_out[i], dcur, &s->mean[i],
+                                      &s->invstd[i], &dc, err);
+        pp_tensor_free(&d);
+        const pp_tensor *in = i > 0 ? &s->relu_out[i - 1] : x;
+        pp_tensor *din = NULL;
+        if (i > 0) {
+            if (st == PP_OK) st = pp_unit_alloc_like(&d, ex, in, err);
+            din = &d;
+        } else {
+            din = dx;
+        }
+        if (st == PP_OK) st = pp_conv_layer_backward(u, ex, &b->conv[i], in, &dc, din, err);
+        pp_tensor_free(&dc);
+    }
+    if (st == PP_OK && dx) st = pp_accumulate(ex, u->spec.downsample ? &didentity : &g, dx, err);
+    pp_tensor_free(&d);
+    pp_tensor_free(&g);
+    pp_tensor_free(&didentity);
+    return st;
+}
+
+const pp_unit_kind_ops pp_unit_basic_ops = {
+    .name = "basic block",
+    .impl_size = sizeof(block_impl),
+    .saved_size = sizeof(block_saved),
+    .check = basic_check,
+    .shape = shape,
+    .build = basic_build,
+    .saved = saved,
+    .flops = flops,
+    .forward = forward,
+    .backward = backward,
+};
+
+const pp_unit_kind_ops pp_unit_bottleneck_ops = {
+    .name = "bottleneck block",
+    .impl_size = sizeof(block_impl),
+    .saved_size = sizeof(block_saved),
+    .check = bottleneck_check,
+    .shape = shape,
+    .build = bottleneck_build,
+    .saved = saved,
+    .flops = flops,
+    .forward = forward,
+    .backward = backward,
+};

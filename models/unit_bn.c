@@ -1,0 +1,82 @@
+/* unit_bn.c - a batch norm (the stem's bn1) as a unit. */
+#include "models/unit_kind.h"
+
+typedef struct bn_impl {
+    pp_bn_layer bn;
+} bn_impl;
+
+typedef struct bn_saved {
+    pp_tensor x;           /* the input */
+    pp_tensor mean, invstd; /* (C) batch statistics */
+} bn_saved;
+
+static bool check(const pp_unit_spec *s)
+{
+    return s->in_c > 0;
+}
+
+static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                  int64_t *out, const char **why)
+{
+    return pp_unit_window_shape(s, in_ndim, in, s->in_c, 1, 1, 0, out_ndim, out, why);
+}
+
+static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
+{
+    bn_impl *b = u->impl;
+    return pp_unit_add_bn(u, &b->bn, NULL, u->spec.in_c, seed, err);
+}
+
+static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
+{
+    bn_saved *s = sv;
+    const int64_t c = u->spec.in_c;
+    pp_saved_add(l, &s->x, PP_F32, in_ndim, in);
+    pp_saved_add(l, &s->mean, PP_F32, 1, &c);
+    pp_saved_add(l, &s->invstd, PP_F32, 1, &c);
+}
+
+static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
+                  int64_t *macs, int64_t *elementwise)
+{
+    *elementwise = 2 * in[1] * in[2] * in[3];
+}
+
+static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *sv,
+                         pp_error *err)
+{
+    bn_impl *b = u->impl;
+    bn_saved *s = sv;
+    PP_TRY(pp_bn_layer_forward(u, ex, &b->bn, x, y, s ? &s->mean : NULL, s ? &s->invstd : NULL,
+                               err));
+    return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
+}
+
+static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
+                          pp_error *err)
+{
+    bn_impl *b = u->impl;
+    bn_saved *s = sv;
+    pp_tensor tmp = {0};
+    pp_tensor *out = dx;
+    if (!out) { /* the parameter gradients still need dx's computation */
+        PP_TRY(pp_unit_alloc_like(&tmp, ex, &s->x, err));
+        out = &tmp;
+    }
+    pp_status st = pp_bn_layer_backward(u, ex, &b->bn, &s->x, dy, &s->mean, &s->invstd, out, err);
+    pp_tensor_free(&tmp);
+    return st;
+}
+
+const pp_unit_kind_ops pp_unit_bn_ops = {
+    .name = "batch norm",
+    .impl_size = sizeof(bn_impl),
+    .saved_size = sizeof(bn_saved),
+    .check = check,
+    .shape = shape,
+    .build = build,
+    .saved = saved,
+    .flops = flops,
+    .forward = forward,
+    .backward = backward,
+};

@@ -1,0 +1,72 @@
+/* unit_conv.c - the stem's bias-free convolution (conv1) as a unit. */
+#include "models/unit_kind.h"
+
+typedef struct conv_impl {
+    pp_conv_layer conv;
+} conv_impl;
+
+typedef struct conv_saved {
+    pp_tensor x; /* the input */
+} conv_saved;
+
+static bool check(const pp_unit_spec *s)
+{
+    return s->in_c > 0 && s->out_c > 0 && s->kernel > 0 && s->stride > 0 && s->pad >= 0;
+}
+
+static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                  int64_t *out, const char **why)
+{
+    return pp_unit_window_shape(s, in_ndim, in, s->out_c, s->kernel, s->stride, s->pad, out_ndim,
+                                out, why);
+}
+
+static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
+{
+    const pp_unit_spec *s = &u->spec;
+    conv_impl *c = u->impl;
+    return pp_unit_add_conv(u, &c->conv, NULL, s->in_c, s->out_c, s->kernel, s->stride, s->pad,
+                            seed, err);
+}
+
+static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
+{
+    conv_saved *s = sv;
+    pp_saved_add(l, &s->x, PP_F32, in_ndim, in);
+}
+
+static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
+                  int64_t *macs, int64_t *elementwise)
+{
+    *macs = out[1] * out[2] * out[3] * s->in_c * s->kernel * s->kernel;
+}
+
+static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *sv,
+                         pp_error *err)
+{
+    conv_impl *c = u->impl;
+    conv_saved *s = sv;
+    PP_TRY(pp_conv_layer_forward(u, ex, &c->conv, x, y, err));
+    return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
+}
+
+static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
+                          pp_error *err)
+{
+    conv_impl *c = u->impl;
+    conv_saved *s = sv;
+    return pp_conv_layer_backward(u, ex, &c->conv, &s->x, dy, dx, err);
+}
+
+const pp_unit_kind_ops pp_unit_conv_ops = {
+    .name = "conv",
+    .impl_size = sizeof(conv_impl),
+    .saved_size = sizeof(conv_saved),
+    .check = check,
+    .shape = shape,
+    .build = build,
+    .saved = saved,
+    .flops = flops,
+    .forward = forward,
+    .backward = backward,
+};

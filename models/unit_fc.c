@@ -1,0 +1,85 @@
+/* unit_fc.c - the linear layer with bias (fc) as a unit: (N, in) -> (N, out). */
+#include <math.h>
+
+#include "models/unit_kind.h"
+
+typedef struct fc_impl {
+    int w, b; /* entries: weight (out, in), bias (out) */
+} fc_impl;
+
+typedef struct fc_saved {
+    pp_tensor x; /* the input */
+} fc_saved;
+
+static bool check(const pp_unit_spec *s)
+{
+    return s->in_c > 0 && s->out_c > 0;
+}
+
+static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                  int64_t *out, const char **why)
+{
+    if (in_ndim != 2 || in[1] != s->in_c) {
+        *why = "is not (N, in_features)";
+        return false;
+    }
+    *out_ndim = 2;
+    out[1] = s->out_c;
+    return true;
+}
+
+static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
+{
+    const pp_unit_spec *s = &u->spec;
+    fc_impl *f = u->impl;
+    /* torch.nn.Linear: weight and bias uniform(-1/sqrt(in), 1/sqrt(in)) */
+    double bound = 1.0 / sqrt((double)s->in_c);
+    PP_TRY(pp_unit_declare(u, NULL, "weight", PP_F32, 2, (int64_t[]){s->out_c, s->in_c}, true,
+                           PP_FILL_UNIFORM, bound, seed, &f->w, err));
+    return pp_unit_declare(u, NULL, "bias", PP_F32, 1, (int64_t[]){s->out_c}, true,
+                           PP_FILL_UNIFORM, bound, seed, &f->b, err);
+}
+
+static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
+{
+    fc_saved *s = sv;
+    pp_saved_add(l, &s->x, PP_F32, in_ndim, in);
+}
+
+static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
+                  int64_t *macs, int64_t *elementwise)
+{
+    *macs = (int64_t)s->in_c * s->out_c;
+    *elementwise = s->out_c;
+}
+
+static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *sv,
+                         pp_error *err)
+{
+    fc_impl *f = u->impl;
+    fc_saved *s = sv;
+    PP_TRY(pp_linear_forward(ex, x, &u->value[f->w], &u->value[f->b], y, err));
+    return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
+}
+
+static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
+                          pp_error *err)
+{
+    fc_impl *f = u->impl;
+    fc_saved *s = sv;
+    return pp_linear_backward(ex, &s->x, &u->value[f->w], dy, dx, &u->grad[f->w],
+                              &u->grad[f->b], err);
+}
+
+const pp_unit_kind_ops pp_unit_fc_ops = {
+    .name = "linear",
+    .impl_size = sizeof(fc_impl),
+    .saved_size = sizeof(fc_saved),
+    .check = check,
+    .shape = shape,
+    .build = build,
+    .saved = saved,
+    .flops = flops,
+    .forward = forward,
+    .backward = backward,
+};

@@ -1,0 +1,186 @@
+/*
+ * unit_kind.h - the seam between the generic unit code (unit.c) and the unit
+ * kinds (unit_conv.c, unit_bn.c, unit_relu.c, unit_pool.c, unit_block.c,
+ * unit_fc.c, unit_delay.c). Internal to models/.
+ *
+ * A kind is a table of functions, looked up once per unit from its spec's
+ * kind (pp_unit_kind_ops_of). unit.c owns everything a kind has in common:
+ * the named parameters and buffers (declared through pp_unit_declare), the
+ * per-micro-batch saved state, argument checks and error prefixes. A kind
+ * describes:
+ *   - check:    whether a spec is well formed;
+ *   - shape:    the output shape for an input shape (input already checked to
+ *               have a batch dimension);
+ *   - build:    its parameters and buffers, in torchvision state_dict order,
+ *               through the declaration helpers below, into its private
+ *               layout (impl, impl_size bytes, zeroed). The same build runs in
+ *               counting mode (u->dev == NULL: nothing is allocated or
+ *               initialised) to cost the unit, so parameter counts and bytes
+ *               come from the declarations that allocate them;
+ *   - saved:    the tensors a training forward keeps for backward, for an
+ *               input shape: each a field of the kind's saved struct
+ *               (saved_size bytes) with its dtype and shape. unit.c allocates
+ *               exactly this list before forward (in the exec's stream order)
+ *               and frees it after backward, and pp_unit_costs sums the same
+ *               list, so the cost model cannot drift from what forward keeps;
+ *   - flops:    forward multiply-adds and elementwise operations per sample;
+ *   - forward:  y = unit(x); saved is NULL for inference (batch norm then uses
+ *               running statistics) and otherwise holds the allocated list,
+ *               which forward fills;
+ *   - backward: dx (NULL: not needed) and parameter gradients (+=) from dy and
+ *               the saved state.
+ * Kinds compute only through the op API on the exec they are given and never
+ * ask which backend they run on.
+ */
+#ifndef PP_MODELS_UNIT_KIND_H
+#define PP_MODELS_UNIT_KIND_H
+
+#include "models/unit.h"
+#include "runtime/core/ops.h"
+
+#define PP_UNIT_MAX_ENTRIES 24 /* bottleneck: 4 convs + 4 BNs x 5 */
+#define PP_UNIT_MAX_SAVED 24   /* tensors a training forward may keep */
+#define PP_UNIT_MAX_BN 4       /* batch norms per unit */
+
+/* One tensor a training forward keeps: where it goes and what it is. */
+typedef struct pp_saved_tensor {
+    pp_tensor *t;  /* field of the kind's saved struct */
+    pp_dtype dtype;
+    int ndim;
+    int64_t shape[PP_MAX_DIMS];
+} pp_saved_tensor;
+
+/* Collects a kind's saved list. */
+typedef struct pp_saved_list {
+    int n;
+    pp_saved_tensor item[PP_UNIT_MAX_SAVED];
+} pp_saved_list;
+
+/* A batch norm inside a unit: its five entries and the training forwards not
+ * yet added to num_batches_tracked (added by pp_unit_sync_buffers). */
+typedef struct pp_bn_layer {
+    int e; /* entries e..e+4: weight, bias, running_mean, running_var, num_batches_tracked */
+    int c;
+    int64_t pending;
+} pp_bn_layer;
+
+/* A bias-free convolution inside a unit. */
+typedef struct pp_conv_layer {
+    int e; /* entry of the weight (K, C, R, S) */
+    int cin, cout, kernel, stride, pad;
+} pp_conv_layer;
+
+typedef struct pp_unit_kind_ops {
+    const char *name;   /* "conv", "bottleneck block" */
+    size_t impl_size;   /* the kind's parameter layout (pp_unit.impl) */
+    size_t saved_size;  /* the kind's saved struct */
+    bool (*check)(const pp_unit_spec *s);
+    /* out (PP_MAX_DIMS, prefilled with 1 and the batch); false: the input does
+     * not fit (why: a short reason for the message) */
+    bool (*shape)(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                  int64_t *out, const char **why);
+    pp_status (*build)(pp_unit *u, uint64_t seed, pp_error *err);
+    void (*saved)(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
+                  pp_saved_list *list);
+    void (*flops)(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
+                  int64_t *macs, int64_t *elementwise);
+    pp_status (*forward)(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *saved,
+                         pp_error *err);
+    pp_status (*backward)(pp_unit *u, pp_exec *ex, void *saved, const pp_tensor *dy,
+                          pp_tensor *dx, pp_error *err);
+    void (*release)(pp_unit *u); /* frees what build made besides entries; may be NULL */
+} pp_unit_kind_ops;
+
+/* Per-micro-batch state of one training forward. */
+typedef struct pp_unit_slot {
+    bool live;
+    void *saved;          /* the kind's saved struct (saved_size bytes) */
+    pp_saved_list list;   /* its tensors, as allocated */
+    int in_ndim;
+    int64_t in_shape[PP_MAX_DIMS];
+} pp_unit_slot;
+
+struct pp_unit {
+    pp_unit_spec spec;
+    const pp_unit_kind_ops *ops;
+    pp_device_ctx *dev;   /* NULL: counting mode (costs), nothing allocated */
+    void *impl;           /* the kind's layout (impl_size bytes) */
+    int n_entries;
+    char names[PP_UNIT_MAX_ENTRIES][64];
+    pp_tensor value[PP_UNIT_MAX_ENTRIES];
+    pp_tensor grad[PP_UNIT_MAX_ENTRIES];
+    pp_named_tensor entry[PP_UNIT_MAX_ENTRIES];
+    int n_bn;
+    pp_bn_layer *bn[PP_UNIT_MAX_BN]; /* into impl */
+    pp_unit_slot *slots;
+    int n_slots;
+    int in_flight;
+};
+
+/* The table of a kind; NULL for an unknown kind. */
+const pp_unit_kind_ops *pp_unit_kind_ops_of(pp_unit_kind kind);
+
+extern const pp_unit_kind_ops pp_unit_conv_ops, pp_unit_bn_ops, pp_unit_relu_ops,
+    pp_unit_maxpool_ops, pp_unit_identity_ops, pp_unit_avgpool_ops, pp_unit_basic_ops,
+    pp_unit_bottleneck_ops, pp_unit_fc_ops, pp_unit_delay_ops;
+
+/* ---- declarations (build) ------------------------------------------------------ */
+
+typedef enum pp_fill { PP_FILL_NORMAL, PP_FILL_UNIFORM, PP_FILL_CONST } pp_fill;
+
+/* Declares entry "<unit>.<module>.<leaf>" (module may be NULL or ""), a
+ * parameter when learnable (with a zeroed gradient), else a buffer, filled
+ * from the stream of (seed, name): normal(0, a), uniform(-a, a) or the
+ * constant a. In counting mode only the shape is recorded. *index may be
+ * NULL. */
+pp_status pp_unit_declare(pp_unit *u, const char *module, const char *leaf, pp_dtype dtype,
+                          int ndim, const int64_t *shape, bool learnable, pp_fill fill, double a,
+                          uint64_t seed, int *index, pp_error *err);
+
+/* A conv layer (weight Kaiming normal, fan_out, relu) and a batch norm
+ * (weight 1, bias 0, running mean 0, variance 1, count 0), as torchvision
+ * initialises them. */
+pp_status pp_unit_add_conv(pp_unit *u, pp_conv_layer *c, const char *module, int cin, int cout,
+                           int kernel, int stride, int pad, uint64_t seed, pp_error *err);
+pp_status pp_unit_add_bn(pp_unit *u, pp_bn_layer *b, const char *module, int c, uint64_t seed,
+                         pp_error *err);
+
+/* ---- shapes and the saved list --------------------------------------------------- */
+
+/* Output size of a convolution or pooling window along one dimension; 0 when
+ * the input is too small. */
+int64_t pp_unit_window_out(int64_t h, int kernel, int stride, int pad);
+
+/* Output shape of a window op (conv, pooling) with cout channels on an image
+ * input (N, in_c, H, W); false with *why when the input is not such an image
+ * or is too small. out is (N, cout, P, Q). */
+bool pp_unit_window_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int cout,
+                          int kernel, int stride, int pad, int *out_ndim, int64_t *out,
+                          const char **why);
+
+/* Appends (field, dtype, shape) to the list. */
+void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
+                  const int64_t *shape);
+
+/* ---- compute pieces shared by kinds (layers.c) ---------------------------------------- */
+
+/* y = conv(x) into an allocated y (shape (N, cout, P, Q)). */
+pp_status pp_conv_layer_forward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* dw += corr(x, dy); dx = conv_transpose(dy) when dx is not NULL. */
+pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                 const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
+                                 pp_error *err);
+/* y = bn(x) into an allocated y. Training (mean, invstd allocated, (C)):
+ * batch statistics, running statistics updated, one pending count; else
+ * (mean == NULL) running statistics. */
+pp_status pp_bn_layer_forward(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_tensor *x,
+                              pp_tensor *y, pp_tensor *mean, pp_tensor *invstd, pp_error *err);
+pp_status pp_bn_layer_backward(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, const pp_tensor *x,
+                               const pp_tensor *dy, const pp_tensor *mean,
+                               const pp_tensor *invstd, pp_tensor *dx, pp_error *err);
+
+/* Allocates t like `like` (dtype and shape) in ex's stream order. */
+pp_status pp_unit_alloc_like(pp_tensor *t, pp_exec *ex, const pp_tensor *like, pp_error *err);
+
+#endif

@@ -1,0 +1,61 @@
+/* unit_relu.c - the stem's ReLU as a unit. */
+#include "models/unit_kind.h"
+
+typedef struct relu_saved {
+    pp_tensor y; /* the output (its sign gates the gradient) */
+} relu_saved;
+
+static bool check(const pp_unit_spec *s)
+{
+    return s->in_c > 0;
+}
+
+static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                  int64_t *out, const char **why)
+{
+    return pp_unit_window_shape(s, in_ndim, in, s->in_c, 1, 1, 0, out_ndim, out, why);
+}
+
+static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
+{
+    return PP_OK;
+}
+
+static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
+{
+    relu_saved *s = sv;
+    pp_saved_add(l, &s->y, PP_F32, in_ndim, in);
+}
+
+static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
+                  int64_t *macs, int64_t *elementwise)
+{
+    *elementwise = in[1] * in[2] * in[3];
+}
+
+static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *sv,
+                         pp_error *err)
+{
+    relu_saved *s = sv;
+    PP_TRY(pp_relu_forward(ex, x, y, err));
+    return s ? pp_copy(ex, y, &s->y, err) : PP_OK;
+}
+
+static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
+                          pp_error *err)
+{
+    relu_saved *s = sv;
+    return dx ? pp_relu_backward(ex, &s->y, dy, dx, err) : PP_OK;
+}
+
+const pp_unit_kind_ops pp_unit_relu_ops = {
+    .name = "relu",
+    .saved_size = sizeof(relu_saved),
+    .check = check,
+    .shape = shape,
+    .build = build,
+    .saved = saved,
+    .flops = flops,
+    .forward = forward,
+    .backward = backward,
+};
