@@ -127,6 +127,34 @@ bool pp_unit_window_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in,
     return true;
 }
 
+bool pp_unit_check_channels(const pp_unit_spec *s)
+{
+    return s->in_c > 0;
+}
+
+bool pp_unit_same_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                        int64_t *out, const char **why)
+{
+    return pp_unit_window_shape(s, in_ndim, in, s->in_c, 1, 1, 0, out_ndim, out, why);
+}
+
+pp_status pp_unit_build_nothing(pp_unit *u, uint64_t seed, pp_error *err)
+{
+    return PP_OK;
+}
+
+void pp_unit_saved_nothing(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
+                           pp_saved_list *l)
+{
+}
+
+void pp_unit_keep_input(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
+                         pp_saved_list *l)
+{
+    pp_input_saved *s = saved;
+    pp_saved_add(l, &s->x, PP_F32, in_ndim, in);
+}
+
 void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
                   const int64_t *shape)
 {

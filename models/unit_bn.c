@@ -10,17 +10,6 @@ typedef struct bn_saved {
     pp_tensor mean, invstd; /* (C) batch statistics */
 } bn_saved;
 
-static bool check(const pp_unit_spec *s)
-{
-    return s->in_c > 0;
-}
-
-static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
-                  int64_t *out, const char **why)
-{
-    return pp_unit_window_shape(s, in_ndim, in, s->in_c, 1, 1, 0, out_ndim, out, why);
-}
-
 static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
 {
     bn_impl *b = u->impl;
@@ -72,8 +61,8 @@ const pp_unit_kind_ops pp_unit_bn_ops = {
     .name = "batch norm",
     .impl_size = sizeof(bn_impl),
     .saved_size = sizeof(bn_saved),
-    .check = check,
-    .shape = shape,
+    .check = pp_unit_check_channels,
+    .shape = pp_unit_same_shape,
     .build = build,
     .saved = saved,
     .flops = flops,

@@ -5,10 +5,6 @@ typedef struct conv_impl {
     pp_conv_layer conv;
 } conv_impl;
 
-typedef struct conv_saved {
-    pp_tensor x; /* the input */
-} conv_saved;
-
 static bool check(const pp_unit_spec *s)
 {
     return s->in_c > 0 && s->out_c > 0 && s->kernel > 0 && s->stride > 0 && s->pad >= 0;
@@ -29,12 +25,6 @@ static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
                             seed, err);
 }
 
-static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
-{
-    conv_saved *s = sv;
-    pp_saved_add(l, &s->x, PP_F32, in_ndim, in);
-}
-
 static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
                   int64_t *macs, int64_t *elementwise)
 {
@@ -45,7 +35,7 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
                          pp_error *err)
 {
     conv_impl *c = u->impl;
-    conv_saved *s = sv;
+    pp_input_saved *s = sv;
     PP_TRY(pp_conv_layer_forward(u, ex, &c->conv, x, y, err));
     return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
 }
@@ -54,18 +44,18 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
                           pp_error *err)
 {
     conv_impl *c = u->impl;
-    conv_saved *s = sv;
+    pp_input_saved *s = sv;
     return pp_conv_layer_backward(u, ex, &c->conv, &s->x, dy, dx, err);
 }
 
 const pp_unit_kind_ops pp_unit_conv_ops = {
     .name = "conv",
     .impl_size = sizeof(conv_impl),
-    .saved_size = sizeof(conv_saved),
+    .saved_size = sizeof(pp_input_saved),
     .check = check,
     .shape = shape,
     .build = build,
-    .saved = saved,
+    .saved = pp_unit_keep_input,
     .flops = flops,
     .forward = forward,
     .backward = backward,

@@ -7,10 +7,6 @@ typedef struct fc_impl {
     int w, b; /* entries: weight (out, in), bias (out) */
 } fc_impl;
 
-typedef struct fc_saved {
-    pp_tensor x; /* the input */
-} fc_saved;
-
 static bool check(const pp_unit_spec *s)
 {
     return s->in_c > 0 && s->out_c > 0;
@@ -40,12 +36,6 @@ static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
                            PP_FILL_UNIFORM, bound, seed, &f->b, err);
 }
 
-static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
-{
-    fc_saved *s = sv;
-    pp_saved_add(l, &s->x, PP_F32, in_ndim, in);
-}
-
 static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
                   int64_t *macs, int64_t *elementwise)
 {
@@ -57,7 +47,7 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
                          pp_error *err)
 {
     fc_impl *f = u->impl;
-    fc_saved *s = sv;
+    pp_input_saved *s = sv;
     PP_TRY(pp_linear_forward(ex, x, &u->value[f->w], &u->value[f->b], y, err));
     return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
 }
@@ -66,7 +56,7 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
                           pp_error *err)
 {
     fc_impl *f = u->impl;
-    fc_saved *s = sv;
+    pp_input_saved *s = sv;
     return pp_linear_backward(ex, &s->x, &u->value[f->w], dy, dx, &u->grad[f->w],
                               &u->grad[f->b], err);
 }
@@ -74,11 +64,11 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
 const pp_unit_kind_ops pp_unit_fc_ops = {
     .name = "linear",
     .impl_size = sizeof(fc_impl),
-    .saved_size = sizeof(fc_saved),
+    .saved_size = sizeof(pp_input_saved),
     .check = check,
     .shape = shape,
     .build = build,
-    .saved = saved,
+    .saved = pp_unit_keep_input,
     .flops = flops,
     .forward = forward,
     .backward = backward,

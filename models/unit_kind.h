@@ -158,6 +158,21 @@ bool pp_unit_window_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in,
                           int kernel, int stride, int pad, int *out_ndim, int64_t *out,
                           const char **why);
 
+/* Helpers for kinds whose entries would otherwise repeat one another:
+ * check that in_c > 0; output shape = input shape (images); no parameters;
+ * nothing saved; and the saved state of kinds that keep only their input. */
+bool pp_unit_check_channels(const pp_unit_spec *s);
+bool pp_unit_same_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                        int64_t *out, const char **why);
+pp_status pp_unit_build_nothing(pp_unit *u, uint64_t seed, pp_error *err);
+void pp_unit_saved_nothing(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
+                           pp_saved_list *l);
+typedef struct pp_input_saved {
+    pp_tensor x; /* the input */
+} pp_input_saved;
+void pp_unit_keep_input(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
+                         pp_saved_list *l);
+
 /* Appends (field, dtype, shape) to the list. */
 void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
                   const int64_t *shape);

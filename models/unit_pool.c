@@ -6,27 +6,6 @@
  */
 #include "models/unit_kind.h"
 
-static bool check_channels(const pp_unit_spec *s)
-{
-    return s->in_c > 0;
-}
-
-static pp_status build_nothing(pp_unit *u, uint64_t seed, pp_error *err)
-{
-    return PP_OK;
-}
-
-static void saved_nothing(const pp_unit *u, int in_ndim, const int64_t *in, void *sv,
-                          pp_saved_list *l)
-{
-}
-
-static bool same_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
-                       int64_t *out, const char **why)
-{
-    return pp_unit_window_shape(s, in_ndim, in, s->in_c, 1, 1, 0, out_ndim, out, why);
-}
-
 /* ---- max pool ---------------------------------------------------------------------- */
 
 typedef struct maxpool_saved {
@@ -102,7 +81,7 @@ const pp_unit_kind_ops pp_unit_maxpool_ops = {
     .saved_size = sizeof(maxpool_saved),
     .check = maxpool_check,
     .shape = maxpool_shape,
-    .build = build_nothing,
+    .build = pp_unit_build_nothing,
     .saved = maxpool_saved_list,
     .flops = maxpool_flops,
     .forward = maxpool_forward,
@@ -130,10 +109,10 @@ static pp_status identity_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_t
 
 const pp_unit_kind_ops pp_unit_identity_ops = {
     .name = "identity",
-    .check = check_channels,
-    .shape = same_shape,
-    .build = build_nothing,
-    .saved = saved_nothing,
+    .check = pp_unit_check_channels,
+    .shape = pp_unit_same_shape,
+    .build = pp_unit_build_nothing,
+    .saved = pp_unit_saved_nothing,
     .flops = identity_flops,
     .forward = identity_forward,
     .backward = identity_backward,
@@ -144,7 +123,7 @@ const pp_unit_kind_ops pp_unit_identity_ops = {
 static bool avgpool_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
                           int64_t *out, const char **why)
 {
-    if (!same_shape(s, in_ndim, in, out_ndim, out, why)) return false;
+    if (!pp_unit_same_shape(s, in_ndim, in, out_ndim, out, why)) return false;
     *out_ndim = 2;
     out[2] = out[3] = 1;
     return true;
@@ -170,10 +149,10 @@ static pp_status avgpool_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_te
 
 const pp_unit_kind_ops pp_unit_avgpool_ops = {
     .name = "average pool",
-    .check = check_channels,
+    .check = pp_unit_check_channels,
     .shape = avgpool_shape,
-    .build = build_nothing,
-    .saved = saved_nothing,
+    .build = pp_unit_build_nothing,
+    .saved = pp_unit_saved_nothing,
     .flops = avgpool_flops,
     .forward = avgpool_forward,
     .backward = avgpool_backward,

@@ -5,22 +5,6 @@ typedef struct relu_saved {
     pp_tensor y; /* the output (its sign gates the gradient) */
 } relu_saved;
 
-static bool check(const pp_unit_spec *s)
-{
-    return s->in_c > 0;
-}
-
-static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
-                  int64_t *out, const char **why)
-{
-    return pp_unit_window_shape(s, in_ndim, in, s->in_c, 1, 1, 0, out_ndim, out, why);
-}
-
-static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
-{
-    return PP_OK;
-}
-
 static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
 {
     relu_saved *s = sv;
@@ -51,9 +35,9 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
 const pp_unit_kind_ops pp_unit_relu_ops = {
     .name = "relu",
     .saved_size = sizeof(relu_saved),
-    .check = check,
-    .shape = shape,
-    .build = build,
+    .check = pp_unit_check_channels,
+    .shape = pp_unit_same_shape,
+    .build = pp_unit_build_nothing,
     .saved = saved,
     .flops = flops,
     .forward = forward,
