@@ -322,15 +322,24 @@ static int synthetic_sample(pp_data *d, int64_t i, uint8_t *out)
 pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, int32_t *labels,
                         pp_error *err)
 {
-    if (!src || !images || !labels)
-        return pp_error_set(err, PP_ERR_INVALID, "data: NULL source or output buffer");
     if (step < 0 || batch <= 0 || step > (INT64_MAX - batch) / batch)
         return pp_error_set(err, PP_ERR_INVALID, "data: bad step %lld or batch %d",
                             (long long)step, batch);
+    return pp_data_read(src, step * batch, batch, images, labels, err);
+}
+
+pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
+                       pp_error *err)
+{
+    if (!src || !images || !labels)
+        return pp_error_set(err, PP_ERR_INVALID, "data: NULL source or output buffer");
+    if (pos < 0 || count <= 0 || pos > INT64_MAX - count)
+        return pp_error_set(err, PP_ERR_INVALID, "data: bad position %lld or count %d",
+                            (long long)pos, count);
     const int64_t hw = (int64_t)src->h * src->w;
-    for (int j = 0; j < batch; j++) {
+    for (int j = 0; j < count; j++) {
         int64_t idx;
-        PP_TRY(sample_at(src, step * batch + j, &idx, err));
+        PP_TRY(sample_at(src, pos + j, &idx, err));
         const uint8_t *px;
         if (src->format == PP_DATA_SYNTHETIC) {
             labels[j] = synthetic_sample(src, idx, src->scratch);

@@ -97,6 +97,13 @@ int64_t pp_data_size(const pp_data *src);
 pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, int32_t *labels,
                         pp_error *err);
 
+/* Fills images and labels with the count samples at positions pos ..
+ * pos + count - 1 of the stream of samples (pos = epoch * N + i reads the
+ * i-th sample of that epoch's order): how epochs with a partial last batch
+ * and evaluation passes read. pos >= 0, count > 0. */
+pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
+                       pp_error *err);
+
 /* The data set index of the sample at position pos (>= 0) of the stream of
  * samples (pos = step * batch + j): for tests and tracing. */
 int64_t pp_data_sample_index(pp_data *src, int64_t pos);

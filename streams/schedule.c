@@ -23,7 +23,7 @@ static const char *const kind_short[] = {
 
 const char *pp_schedule_kind_name(pp_schedule_kind k)
 {
-    return k == PP_SCHEDULE_1F1B ? "1f1b" : "gpipe";
+    return k == PP_SCHEDULE_1F1B ? "1f1b" : k == PP_SCHEDULE_FORWARD ? "forward" : "gpipe";
 }
 
 pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out, pp_error *err)
@@ -36,7 +36,12 @@ pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out, pp_err
         *out = PP_SCHEDULE_1F1B;
         return PP_OK;
     }
-    return pp_error_set(err, PP_ERR_INPUT, "unknown schedule '%s': expected gpipe or 1f1b",
+    if (name && strcmp(name, "forward") == 0) {
+        *out = PP_SCHEDULE_FORWARD;
+        return PP_OK;
+    }
+    return pp_error_set(err, PP_ERR_INPUT,
+                        "unknown schedule '%s': expected gpipe, 1f1b or forward",
                         name ? name : "");
 }
 
@@ -134,7 +139,12 @@ static pp_status push_backward(pp_schedule *s, int st, int i, pp_error *err)
 static pp_status build_lists(pp_schedule *s, pp_schedule_kind kind, pp_error *err)
 {
     int S = s->stages, m = s->micro_batches;
+    s->forward_only = kind == PP_SCHEDULE_FORWARD;
     for (int st = 0; st < S; st++) {
+        if (kind == PP_SCHEDULE_FORWARD) {
+            for (int i = 0; i < m; i++) PP_TRY(push_forward(s, st, i, err));
+            continue; /* no backward, no STEP */
+        }
         if (kind == PP_SCHEDULE_GPIPE) {
             for (int i = 0; i < m; i++) PP_TRY(push_forward(s, st, i, err));
             for (int i = 0; i < m; i++) PP_TRY(push_backward(s, st, i, err));
@@ -200,6 +210,11 @@ static pp_status check_stage(const pp_schedule *s, int st, int *pos, pp_error *e
         if ((unsigned)a[p].kind > PP_ACT_STEP)
             return pp_error_set(err, PP_ERR_INVALID, "stage %d: unknown action kind %d at "
                                 "position %d", st, (int)a[p].kind, p);
+        if (s->forward_only && a[p].kind != PP_ACT_F && a[p].kind != PP_ACT_SEND_ACT &&
+            a[p].kind != PP_ACT_RECV_ACT)
+            return pp_error_set(err, PP_ERR_INVALID,
+                                "stage %d: %s at position %d in a forward-only schedule", st,
+                                pp_action_format(a[p], b1, sizeof b1), p);
         if (a[p].kind == PP_ACT_STEP) {
             if (step_pos >= 0)
                 return pp_error_set(err, PP_ERR_INVALID, "stage %d: STEP twice", st);
@@ -231,14 +246,16 @@ static pp_status check_stage(const pp_schedule *s, int st, int *pos, pp_error *e
             next_b++;
         }
     }
-    if (step_pos < 0) return pp_error_set(err, PP_ERR_INVALID, "stage %d: no STEP", st);
-    if (step_pos != n - 1)
+    if (step_pos < 0 && !s->forward_only)
+        return pp_error_set(err, PP_ERR_INVALID, "stage %d: no STEP", st);
+    if (step_pos >= 0 && step_pos != n - 1)
         return pp_error_set(err, PP_ERR_INVALID, "stage %d: STEP at position %d is not last",
                             st, step_pos);
     for (int i = 0; i < m; i++) {
         int f = pos[POS_F * m + i], b = pos[POS_B * m + i];
         if (f < 0) return pp_error_set(err, PP_ERR_INVALID, "stage %d: no F%d", st, i);
-        if (b < 0) return pp_error_set(err, PP_ERR_INVALID, "stage %d: no B%d", st, i);
+        if (s->forward_only) b = n; /* no backward: only the activation rules apply */
+        else if (b < 0) return pp_error_set(err, PP_ERR_INVALID, "stage %d: no B%d", st, i);
         if (b < f)
             return pp_error_set(err, PP_ERR_INVALID, "stage %d: B%d at position %d before F%d",
                                 st, i, b, i);
@@ -256,7 +273,7 @@ static pp_status check_stage(const pp_schedule *s, int st, int *pos, pp_error *e
         };
         for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
             bool applies = rules[r].needs == 0 ? st > 0 : st < S - 1;
-            if (!applies) continue;
+            if (!applies || (s->forward_only && rules[r].partner == POS_B)) continue;
             int q = pos[rules[r].k * m + i], partner = pos[rules[r].partner * m + i];
             pp_action act = {rules[r].kind, i};
             pp_action pa = {rules[r].partner == POS_F ? PP_ACT_F : PP_ACT_B, i};

@@ -17,7 +17,10 @@
  * SEND_ACT(i) after it, RECV_GRAD(i) before B(i) and SEND_GRAD(i) after it,
  * exactly once each where a neighbour exists and never where none does; STEP
  * once, last; and the lists run to completion with blocking receives (no
- * deadlock across stages).
+ * deadlock across stages). A forward-only schedule (forward_only, built with
+ * PP_SCHEDULE_FORWARD) has instead F(i) exactly once for each i with its
+ * RECV_ACT and SEND_ACT, and no B, gradient action or STEP: an evaluation or
+ * inference pass through the same stages.
  *
  * Ownership: a pp_schedule is caller-owned; the generators and
  * pp_schedule_init fill it, pp_schedule_free releases its arrays.
@@ -52,10 +55,12 @@ typedef struct pp_action {
 typedef enum pp_schedule_kind {
     PP_SCHEDULE_GPIPE = 0, /* all forwards, then all backwards (fill-drain) */
     PP_SCHEDULE_1F1B,      /* warm-up forwards, one-forward-one-backward, cool-down */
+    PP_SCHEDULE_FORWARD,   /* forwards only, pipelined (evaluation, inference) */
 } pp_schedule_kind;
 
 typedef struct pp_schedule {
-    char name[16];        /* "gpipe", "1f1b" or what pp_schedule_init was given */
+    char name[16];        /* "gpipe", "1f1b", "forward" or what pp_schedule_init was given */
+    bool forward_only;    /* a forward-only schedule: F, RECV_ACT and SEND_ACT only */
     int stages;           /* S >= 1 */
     int micro_batches;    /* m >= 1 */
     int *mb_sizes;        /* (m) samples in each micro-batch */
@@ -64,7 +69,7 @@ typedef struct pp_schedule {
     pp_action **actions;  /* (S) per stage, n_actions[s] actions in order */
 } pp_schedule;
 
-/* Name <-> kind: "gpipe", "1f1b". Parse fails with PP_ERR_INPUT. */
+/* Name <-> kind: "gpipe", "1f1b", "forward". Parse fails with PP_ERR_INPUT. */
 const char *pp_schedule_kind_name(pp_schedule_kind k);
 pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out, pp_error *err);
 

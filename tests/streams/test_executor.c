@@ -152,6 +152,7 @@ static void setup_stages(toy_stage *st, pp_stage_desc *desc, int S, const int *d
     }
 }
 
+
 /* Sequential reference: expected dw per stage and last-stage output sums. */
 static void reference(const pp_schedule *s, const toy_stage *st, float *dw, float *out_sum)
 {
@@ -445,6 +446,47 @@ static void test_timing(void)
             }
 }
 
+/* A forward-only schedule (evaluation, inference) validates, runs every
+ * forward once per stage in any placement, no backward or step, and gives the
+ * reference outputs; schedules that mix in a backward are refused. */
+static void test_forward_only(void)
+{
+    static const int placements[][4] = {{0, 1, 2, 3}, {0, 0, 1, 1}, {0, 0, 0, 0}};
+    for (int S = 1; S <= 4; S++)
+        for (int m = 1; m <= 6; m += 5)
+            for (size_t pl = 0; pl < sizeof placements / sizeof placements[0]; pl++) {
+                pp_error err;
+                pp_schedule s;
+                int sizes[8];
+                for (int i = 0; i < m; i++) sizes[i] = 1 + i % 3;
+                CHECK_OK(pp_schedule_build(&s, PP_SCHEDULE_FORWARD, S, m, sizes, &err), &err);
+                CHECK(s.forward_only && strcmp(s.name, "forward") == 0);
+                CHECK_OK(pp_schedule_validate(&s, &err), &err);
+                toy_stage st[4];
+                pp_stage_desc desc[4];
+                setup_stages(st, desc, S, placements[pl], &s);
+                pp_executor *ex = NULL;
+                CHECK_OK(pp_executor_new(desc, S, 0, &ex, &err), &err);
+                pp_step_stats stats;
+                CHECK_OK(pp_executor_run(ex, &s, &stats, &err), &err);
+                float dw[4], out_sum[8];
+                reference(&s, st, dw, out_sum);
+                for (int k = 0; k < S; k++) {
+                    CHECK(st[k].nb == 0 && st[k].steps == 0 && st[k].bad_args == 0);
+                    for (int i = 0; i < m; i++) CHECK(st[k].f_count[i] == 1);
+                }
+                for (int i = 0; i < m; i++)
+                    CHECK_MSG(st[S - 1].out_sum[i] == out_sum[i], "S %d m %d mb %d", S, m, i);
+                pp_step_stats_free(&stats);
+                pp_executor_free(ex);
+                /* a backward in a forward-only schedule is refused */
+                CHECK_OK(pp_schedule_push(&s, 0, PP_ACT_B, 0, &err), &err);
+                CHECK(pp_schedule_validate(&s, &err) == PP_ERR_INVALID &&
+                      strstr(err.msg, "forward-only"));
+                pp_schedule_free(&s);
+            }
+}
+
 int main(void)
 {
     pp_error err;
@@ -455,6 +497,7 @@ int main(void)
             return 1;
         }
     test_exact();
+    test_forward_only();
     test_error();
     test_trace();
     test_timing();
