@@ -169,6 +169,25 @@ static void emit_stages(text *t, const pp_plan *p)
     }
 }
 
+static void emit_lr_schedule(text *t, const pp_lr_schedule *l)
+{
+    if (l->kind == PP_LR_CONSTANT) return;
+    put(t, "  lr_schedule:\n    type: %s\n", pp_lr_kind_name(l->kind));
+    if (l->kind == PP_LR_STEP) {
+        put(t, "    milestones: [");
+        for (int i = 0; i < l->n_milestones; i++) put(t, "%s%d", i ? ", " : "", l->milestones[i]);
+        put(t, "]\n    gamma: ");
+        put_double(t, l->gamma);
+        put(t, "\n");
+        return;
+    }
+    put(t, "    warmup: %d\n    warmup_start_factor: ", l->warmup);
+    put_double(t, l->warmup_start_factor);
+    put(t, "\n    min_lr: ");
+    put_double(t, l->eta_min);
+    put(t, "\n");
+}
+
 pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
 {
     if (!p || !out) return pp_error_set(err, PP_ERR_INVALID, "pp_plan_emit: NULL argument");
@@ -199,8 +218,19 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
     put(&t, "\n  weight_decay: ");
     put_double(&t, p->optimizer.weight_decay);
     put(&t, "\n  nesterov: %s\n", p->optimizer.nesterov ? "true" : "false");
+    emit_lr_schedule(&t, &p->lr_schedule);
     emit_data(&t, p);
-    put(&t, "seed: %llu\nsteps: %d\n", (unsigned long long)p->seed, p->steps);
+    if (p->epochs)
+        put(&t, "seed: %llu\nepochs: %d\n", (unsigned long long)p->seed, p->epochs);
+    else
+        put(&t, "seed: %llu\nsteps: %d\n", (unsigned long long)p->seed, p->steps);
+    if (p->eval.enabled) {
+        put(&t, "eval:\n  images: ");
+        put_quoted(&t, p->eval.images ? p->eval.images : "");
+        put(&t, "\n  labels: ");
+        put_quoted(&t, p->eval.labels ? p->eval.labels : "");
+        put(&t, "\n  batch_size: %d\n  every: %d\n", p->eval.batch_size, p->eval.every);
+    }
     emit_stages(&t, p);
     if (t.oom) {
         free(t.buf);

@@ -226,10 +226,71 @@ static void walk_batch(pp_walk *w, const pp_ynode *n)
 /* ------------------------------------------------------------------ */
 /* optimizer                                                            */
 
+/* optimizer.lr_schedule: {type: constant|step|cosine, milestones, gamma, warmup,
+ * warmup_start_factor, min_lr}; checked against the run length in walk_root. */
+static void walk_lr_schedule(pp_walk *w, const pp_ynode *n)
+{
+    enum { K_TYPE, K_MILESTONES, K_GAMMA, K_WARMUP, K_START, K_MIN, K_N };
+    static const char *const keys[K_N] = {"type",   "milestones",          "gamma",
+                                          "warmup", "warmup_start_factor", "min_lr"};
+    const pp_ynode *f[K_N];
+    pp_lr_schedule *l = &w->plan->lr_schedule;
+    w->plan->lr_schedule_mark = pp_walk_mark(n);
+    if (!pp_walk_map(w, n, "optimizer.lr_schedule", keys, K_N, f)) return;
+    static const char *const types[] = {"constant", "step", "cosine"};
+    int type = f[K_TYPE] ? pp_walk_choice(w, f[K_TYPE], "optimizer.lr_schedule.type", types, 3,
+                                          "constant, step or cosine")
+                         : -1;
+    if (!f[K_TYPE]) pp_walk_error(w, n, "optimizer.lr_schedule needs a type (constant, step or "
+                                        "cosine)");
+    if (type < 0) return;
+    l->kind = (pp_lr_kind)type;
+    l->gamma = 0.1;
+    l->warmup_start_factor = 1.0 / 3.0; /* torch.optim.lr_scheduler.LinearLR's default */
+    const pp_ynode *only_step[] = {f[K_MILESTONES], f[K_GAMMA]};
+    const pp_ynode *only_cos[] = {f[K_WARMUP], f[K_START], f[K_MIN]};
+    for (int i = 0; i < 2; i++)
+        if (only_step[i] && l->kind != PP_LR_STEP)
+            pp_walk_error(w, only_step[i], "%s applies to lr_schedule type step only",
+                          i ? "gamma" : "milestones");
+    for (int i = 0; i < 3; i++)
+        if (only_cos[i] && l->kind != PP_LR_COSINE)
+            pp_walk_error(w, only_cos[i], "%s applies to lr_schedule type cosine only",
+                          keys[K_WARMUP + i]);
+    if (l->kind == PP_LR_STEP) {
+        const pp_ynode *m = f[K_MILESTONES];
+        if (!m || m->kind != PP_YNODE_SEQ) {
+            pp_walk_error(w, m ? m : n, "lr_schedule type step needs milestones: a list of "
+                                        "increasing epochs (or steps)");
+        } else if (m->n > PP_LR_MAX_MILESTONES) {
+            pp_walk_error(w, m, "at most %d milestones", PP_LR_MAX_MILESTONES);
+        } else {
+            for (int i = 0; i < m->n; i++) {
+                int v;
+                if (!pp_walk_int32(w, m->kids[i], "milestone", 1, PP_PLAN_MAX_STEPS, &v)) continue;
+                if (l->n_milestones > 0 && v <= l->milestones[l->n_milestones - 1])
+                    pp_walk_error(w, m->kids[i], "milestones must increase (%d after %d)", v,
+                                  l->milestones[l->n_milestones - 1]);
+                l->milestones[l->n_milestones++] = v;
+            }
+        }
+        if (f[K_GAMMA]) pp_walk_num(w, f[K_GAMMA], "lr_schedule.gamma", 1e-12, 1e12, &l->gamma);
+    }
+    if (l->kind == PP_LR_COSINE) {
+        if (f[K_WARMUP])
+            pp_walk_int32(w, f[K_WARMUP], "lr_schedule.warmup", 0, PP_PLAN_MAX_STEPS, &l->warmup);
+        if (f[K_START])
+            pp_walk_num(w, f[K_START], "lr_schedule.warmup_start_factor", 1e-12, 1.0,
+                        &l->warmup_start_factor);
+        if (f[K_MIN]) pp_walk_num(w, f[K_MIN], "lr_schedule.min_lr", 0.0, 1e12, &l->eta_min);
+    }
+}
+
 static void walk_optimizer(pp_walk *w, const pp_ynode *n)
 {
-    enum { K_TYPE, K_LR, K_MOM, K_WD, K_NESTEROV, K_N };
-    static const char *const keys[K_N] = {"type", "lr", "momentum", "weight_decay", "nesterov"};
+    enum { K_TYPE, K_LR, K_MOM, K_WD, K_NESTEROV, K_SCHED, K_N };
+    static const char *const keys[K_N] = {"type",     "lr",       "momentum",
+                                          "weight_decay", "nesterov", "lr_schedule"};
     const pp_ynode *f[K_N];
     pp_plan_sgd *o = &w->plan->optimizer;
     o->mark = pp_walk_mark(n);
@@ -245,6 +306,7 @@ static void walk_optimizer(pp_walk *w, const pp_ynode *n)
     if (f[K_NESTEROV] && pp_walk_bool(w, f[K_NESTEROV], "optimizer.nesterov", &o->nesterov) &&
         o->nesterov && mom_ok && !(o->momentum > 0))
         pp_walk_error(w, f[K_NESTEROV], "optimizer.nesterov needs momentum > 0");
+    if (f[K_SCHED]) walk_lr_schedule(w, f[K_SCHED]);
 }
 
 /* ------------------------------------------------------------------ */
@@ -434,13 +496,42 @@ static void walk_data(pp_walk *w, const pp_ynode *n)
 /* ------------------------------------------------------------------ */
 /* top level                                                            */
 
+/* ------------------------------------------------------------------ */
+/* eval                                                                 */
+
+static void walk_eval(pp_walk *w, const pp_ynode *n)
+{
+    enum { K_IMAGES, K_LABELS, K_BATCH, K_EVERY, K_N };
+    static const char *const keys[K_N] = {"images", "labels", "batch_size", "every"};
+    const pp_ynode *f[K_N];
+    pp_plan_eval *e = &w->plan->eval;
+    e->mark = pp_walk_mark(n);
+    e->every = 1;
+    if (!pp_walk_map(w, n, "eval", keys, K_N, f)) return;
+    e->enabled = true;
+    if (!f[K_IMAGES]) pp_walk_error(w, n, "eval needs images (an IDX file, may be gzipped)");
+    if (!f[K_LABELS]) pp_walk_error(w, n, "eval needs labels (an IDX file, may be gzipped)");
+    if (f[K_IMAGES]) {
+        e->images_mark = pp_walk_mark(f[K_IMAGES]);
+        e->images = data_path(w, f[K_IMAGES], "eval.images");
+    }
+    if (f[K_LABELS]) {
+        e->labels_mark = pp_walk_mark(f[K_LABELS]);
+        e->labels = data_path(w, f[K_LABELS], "eval.labels");
+    }
+    if (f[K_BATCH])
+        pp_walk_int32(w, f[K_BATCH], "eval.batch_size", 1, PP_PLAN_MAX_BATCH, &e->batch_size);
+    if (f[K_EVERY]) pp_walk_int32(w, f[K_EVERY], "eval.every", 1, PP_PLAN_MAX_STEPS, &e->every);
+}
+
 static void walk_root(pp_walk *w, const pp_ynode *root)
 {
     enum { K_MODEL, K_BATCH, K_SCHEDULE, K_PRECISION, K_OPTIMIZER, K_DATA, K_SEED, K_STEPS,
-           K_STAGES, K_DEVICES, K_BALANCE, K_N };
-    static const char *const keys[K_N] = {"model", "batch",  "schedule", "precision",
+           K_EPOCHS, K_EVAL, K_STAGES, K_DEVICES, K_BALANCE, K_N };
+    static const char *const keys[K_N] = {"model",  "batch",  "schedule", "precision",
                                           "optimizer", "data", "seed",   "steps",
-                                          "stages", "devices", "balance"};
+                                          "epochs", "eval",   "stages",   "devices",
+                                          "balance"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     if (pp_ynode_is_null(root)) {
@@ -499,7 +590,25 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
         int64_t seed;
         if (pp_walk_int(w, f[K_SEED], "seed", 0, INT64_MAX, &seed)) p->seed = (uint64_t)seed;
     }
-    if (f[K_STEPS]) pp_walk_int32(w, f[K_STEPS], "steps", 1, PP_PLAN_MAX_STEPS, &p->steps);
+    if (f[K_STEPS] && f[K_EPOCHS])
+        pp_walk_error(w, f[K_EPOCHS], "give steps or epochs, not both");
+    else if (f[K_STEPS])
+        pp_walk_int32(w, f[K_STEPS], "steps", 1, PP_PLAN_MAX_STEPS, &p->steps);
+    else if (f[K_EPOCHS]) {
+        p->epochs_mark = pp_walk_mark(f[K_EPOCHS]);
+        if (pp_walk_int32(w, f[K_EPOCHS], "epochs", 1, PP_PLAN_MAX_EPOCHS, &p->epochs))
+            p->steps = 0;
+    }
+    if (f[K_EVAL]) walk_eval(w, f[K_EVAL]);
+    if (p->eval.enabled && p->eval.batch_size == 0) p->eval.batch_size = p->batch_size;
+    /* the learning-rate schedule over the run's periods (epochs or steps) */
+    p->lr_schedule.base_lr = p->optimizer.lr;
+    if (p->lr_schedule.kind == PP_LR_COSINE) p->lr_schedule.total = p->epochs ? p->epochs : p->steps;
+    if (p->lr_schedule.kind != PP_LR_CONSTANT && p->optimizer.lr > 0) {
+        pp_error e;
+        if (pp_lr_schedule_check(&p->lr_schedule, &e) != PP_OK)
+            pp_walk_error(w, f[K_OPTIMIZER], "optimizer.%s", e.msg);
+    }
 
     /* the catalogue the stages are resolved against */
     if (w->model_ok && p->model.kind == PP_MODEL_RESNET && w->size_ok) {
@@ -625,6 +734,8 @@ void pp_plan_free(pp_plan *p)
     free(p->micro_sizes);
     free(p->data.images);
     free(p->data.labels);
+    free(p->eval.images);
+    free(p->eval.labels);
     for (int i = 0; i < p->data.n_files; i++) free(p->data.files[i]);
     free(p->data.files);
     free(p->data.files_marks);
@@ -696,6 +807,19 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
                 DIFF("data mean/std[%d] differs", i);
     if (a->seed != b->seed) DIFF("seed differs");
     if (a->steps != b->steps) DIFF("steps %d vs %d", a->steps, b->steps);
+    if (a->epochs != b->epochs) DIFF("epochs %d vs %d", a->epochs, b->epochs);
+    const pp_lr_schedule *la = &a->lr_schedule, *lb = &b->lr_schedule;
+    bool lr_same = la->kind == lb->kind && la->base_lr == lb->base_lr &&
+                   la->n_milestones == lb->n_milestones && la->gamma == lb->gamma &&
+                   la->total == lb->total && la->warmup == lb->warmup &&
+                   la->warmup_start_factor == lb->warmup_start_factor && la->eta_min == lb->eta_min;
+    for (int i = 0; lr_same && i < la->n_milestones; i++)
+        lr_same = la->milestones[i] == lb->milestones[i];
+    if (!lr_same) DIFF("lr_schedule differs");
+    const pp_plan_eval *ea = &a->eval, *eb = &b->eval;
+    if (ea->enabled != eb->enabled || ea->batch_size != eb->batch_size || ea->every != eb->every ||
+        !str_eq(ea->images, eb->images) || !str_eq(ea->labels, eb->labels))
+        DIFF("eval differs");
     if (a->stages_auto != b->stages_auto) DIFF("automatic stages resolved in one plan only");
     if (a->stages_auto && a->balance != b->balance) DIFF("balance differs");
     if (a->n_stages != b->n_stages) DIFF("stage count %d vs %d", a->n_stages, b->n_stages);

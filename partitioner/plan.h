@@ -33,6 +33,7 @@
 #include "partitioner/diag.h"
 #include "runtime/core/device.h"
 #include "runtime/core/status.h"
+#include "runtime/lr_schedule.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,7 @@ extern "C" {
 #define PP_PLAN_MAX_CHANNELS 64
 #define PP_PLAN_MAX_BATCH (1 << 20)
 #define PP_PLAN_MAX_STEPS 1000000000
+#define PP_PLAN_MAX_EPOCHS 100000
 
 typedef struct pp_mark {
     int line, col; /* 1-based; 0, 0 when the value was not read from a file */
@@ -94,6 +96,16 @@ typedef struct pp_plan_data {
     pp_mark mark;               /* the data mapping */
 } pp_plan_data;
 
+/* `eval:` - a test set evaluated with batch norm in inference mode (running
+ * statistics) through a forward-only pipelined schedule over the same stages. */
+typedef struct pp_plan_eval {
+    bool enabled;               /* the plan has an eval section */
+    char *images, *labels;      /* IDX files (plain or gzip), absolute paths */
+    pp_mark images_mark, labels_mark, mark;
+    int batch_size;             /* default: batch.size */
+    int every;                  /* evaluate after every K-th epoch (steps: every K steps); default 1 */
+} pp_plan_eval;
+
 typedef struct pp_plan_stage {
     pp_device_id device;
     char device_name[16];       /* canonical "cpu:N" / "cuda:N" */
@@ -124,9 +136,15 @@ typedef struct pp_plan {
     pp_mark schedule_mark;
     pp_plan_precision precision;
     pp_plan_sgd optimizer;
+    pp_lr_schedule lr_schedule; /* `optimizer.lr_schedule`; base_lr = optimizer.lr; periods
+                                 * are epochs with `epochs`, steps otherwise */
+    pp_mark lr_schedule_mark;
     pp_plan_data data;
+    pp_plan_eval eval;
     uint64_t seed;
-    int steps;                  /* 1..PP_PLAN_MAX_STEPS */
+    int steps;                  /* 1..PP_PLAN_MAX_STEPS (0 when the plan gives epochs) */
+    int epochs;                 /* `epochs: N` (passes over the training data), else 0 */
+    pp_mark epochs_mark;
 
     int n_stages;               /* 1..PP_PLAN_MAX_STAGES */
     pp_plan_stage stages[PP_PLAN_MAX_STAGES];

@@ -36,6 +36,7 @@
  *   streams/simulate.h      predicted step time and bubble from stage costs
  *   runtime/optimizer.h     pp_optimizer: one SGD over the parameters of every
  *                           stage, on whatever devices they live
+ *   runtime/lr_schedule.h   learning-rate schedules (torch.optim.lr_scheduler values)
  *   runtime/checkpoint.h    safetensors read/write of named tensors
  *   runtime/data.h          IDX, CIFAR-10 and synthetic batch sources
  *
@@ -124,6 +125,7 @@
 
 #include "runtime/checkpoint.h"
 #include "runtime/data.h"
+#include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"
 
 #include "partitioner/emit.h"
