@@ -5,6 +5,7 @@
  * files) with "FILE:LINE:COL: message"; 1 runtime failure; 130 when stopped
  * by SIGINT (after saving the checkpoint asked for with --save).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,8 +26,8 @@
 typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
-    bool validate, json, simulate, weights_only;
-    const char *trace, *load, *save, *device_map, *csv, *svg;
+    bool validate, json, simulate, weights_only, eval_only;
+    const char *trace, *load, *save, *device_map, *csv, *svg, *metrics;
     int sweep[MAX_SWEEP];
     int n_sweep;
 } cli_args;
@@ -58,6 +59,8 @@ static void usage(FILE *f)
           "  --sweep-split LIST  run once per split size (e.g. 1,2,4,8) and print a table\n"
           "  --csv FILE          with --sweep-split: write the table as CSV\n"
           "  --svg FILE          with --sweep-split: write a chart of images/s and bubble\n"
+          "  --metrics FILE      write a CSV row per step and per evaluation\n"
+          "  --eval-only         with --load: evaluate the checkpoint on the plan's eval data\n"
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n"
           "\n"
@@ -85,7 +88,7 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
 static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
-           O_SVG, O_SIM, O_WEIGHTS };
+           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -99,6 +102,8 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"csv", required_argument, 0, O_CSV},
         {"svg", required_argument, 0, O_SVG},
         {"simulate", no_argument, 0, O_SIM},
+        {"metrics", required_argument, 0, O_METRICS},
+        {"eval-only", no_argument, 0, O_EVAL_ONLY},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -122,6 +127,8 @@ static int parse_args(int argc, char **argv, cli_args *a)
         case O_MAP: a->device_map = optarg; break;
         case O_CSV: a->csv = optarg; break;
         case O_SVG: a->svg = optarg; break;
+        case O_METRICS: a->metrics = optarg; break;
+        case O_EVAL_ONLY: a->eval_only = true; break;
         case O_SWEEP: {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", optarg);
@@ -147,8 +154,10 @@ static int parse_args(int argc, char **argv, cli_args *a)
     if ((a->csv || a->svg) && !a->n_sweep)
         return bad_args("%s needs --sweep-split", a->csv ? "--csv" : "--svg");
     if (a->weights_only && !a->save) return bad_args("%s needs --save", "--weights-only");
-    if (a->validate + a->simulate + (a->n_sweep > 0) > 1)
-        return bad_args("%s", "--validate, --simulate and --sweep-split exclude each other");
+    if (a->validate + a->simulate + (a->n_sweep > 0) + a->eval_only > 1)
+        return bad_args("%s", "--validate, --simulate, --sweep-split and --eval-only exclude each "
+                              "other");
+    if (a->eval_only && !a->load) return bad_args("%s needs --load", "--eval-only");
     return 0;
 }
 
@@ -166,18 +175,61 @@ typedef struct run_result {
     double *losses;
     int n_losses;
     bool interrupted;
+    pp_epoch_row *epochs;      /* one per completed epoch (plans with epochs) */
+    int n_epochs;
+    bool evaluated;
+    pp_eval_result last_eval;  /* the last evaluation */
 } run_result;
 
-/* Runs plan->steps steps on p with progress on stderr. */
-static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progress,
+static void run_result_free(run_result *rr)
+{
+    free(rr->losses);
+    free(rr->epochs);
+}
+
+/* Running sums of one epoch. */
+typedef struct epoch_acc {
+    double loss_sum, correct_sum, ms;
+    int64_t samples;
+} epoch_acc;
+
+static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, int batch, double lr,
+                        double loss, double acc, double seconds, double images_per_s)
+{
+    if (!m) return;
+    fprintf(m, "%s,%lld,%lld,%d,%.9g,%.9g,%.9g,%.6f,%.3f\n", kind, (long long)epoch,
+            (long long)step, batch, lr, loss, acc, seconds, images_per_s);
+    fflush(m);
+}
+
+/* Evaluates and records the result; returns an exit code. */
+static int evaluate(pp_pipeline *p, run_result *rr, FILE *metrics, int64_t epoch, int64_t step,
+                    pp_error *err)
+{
+    pp_status s = pp_pipeline_evaluate(p, &rr->last_eval, err);
+    if (s != PP_OK) return s == PP_ERR_INPUT ? 2 : 1;
+    rr->evaluated = true;
+    metrics_row(metrics, "eval", epoch, step, (int)rr->last_eval.samples, 0,
+                rr->last_eval.loss, rr->last_eval.accuracy, rr->last_eval.seconds,
+                rr->last_eval.images_per_s);
+    return 0;
+}
+
+/* Runs `steps` steps on p with progress on stderr. With epochs, a line per
+ * epoch (and the plan's evaluation every eval.every epochs); with steps, one
+ * evaluation at the end when the plan has an eval section. */
+static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progress, FILE *metrics,
                      run_result *rr, pp_error *err)
 {
     rr->losses = calloc((size_t)steps, sizeof(double));
-    if (!rr->losses) {
+    int max_epochs = plan->epochs > 0 ? plan->epochs + 1 : 1;
+    rr->epochs = calloc((size_t)max_epochs, sizeof *rr->epochs);
+    if (!rr->losses || !rr->epochs) {
         pp_error_set(err, PP_ERR_OOM, "out of host memory");
         return 1;
     }
     int64_t t0 = pp_stream_clock_ns();
+    epoch_acc acc = {0};
     for (int i = 0; i < steps; i++) {
         if (g_stop) {
             rr->interrupted = true;
@@ -190,15 +242,43 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
             return s == PP_ERR_INPUT ? 2 : 1;
         }
         rr->losses[rr->n_losses++] = r.loss;
+        acc.loss_sum += r.loss * r.batch;
+        acc.correct_sum += r.accuracy * r.batch;
+        acc.samples += r.batch;
+        acc.ms += r.step_ms;
+        metrics_row(metrics, "step", r.epoch + 1, r.step + 1, r.batch, r.lr, r.loss, r.accuracy,
+                    r.step_ms / 1e3, r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0);
         if (progress) {
             double elapsed = (double)(pp_stream_clock_ns() - t0) / 1e9;
             double per_step = elapsed / (i + 1);
             pp_cli_progress(stderr, i + 1, steps, r.loss,
-                            r.step_ms > 0 ? plan->batch_size * 1000.0 / r.step_ms : 0,
+                            r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0,
                             per_step * (steps - i - 1));
         }
+        if (!r.epoch_end) continue;
+        if (progress) fputc('\n', stderr);
+        pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs - 1 ? rr->n_epochs++ : 0];
+        *row = (pp_epoch_row){.epoch = (int)r.epoch + 1,
+                              .train_loss = acc.loss_sum / (double)acc.samples,
+                              .train_acc = acc.correct_sum / (double)acc.samples,
+                              .seconds = acc.ms / 1e3,
+                              .images_per_s = acc.ms > 0 ? acc.samples * 1000.0 / acc.ms : 0};
+        acc = (epoch_acc){0};
+        bool due = pp_pipeline_has_eval(p) &&
+                   ((r.epoch + 1) % plan->eval.every == 0 || i == steps - 1);
+        if (due) {
+            int rc = evaluate(p, rr, metrics, r.epoch + 1, r.step + 1, err);
+            if (rc) return rc;
+            row->evaluated = true;
+            row->test_loss = rr->last_eval.loss;
+            row->test_acc = rr->last_eval.accuracy;
+            row->eval_images_per_s = rr->last_eval.images_per_s;
+        }
+        pp_cli_print_epoch(stderr, row, plan->epochs);
     }
     if (progress) fputc('\n', stderr);
+    if (!plan->epochs && !rr->interrupted && rr->n_losses > 0 && pp_pipeline_has_eval(p))
+        return evaluate(p, rr, metrics, 0, pp_pipeline_steps_done(p), err);
     return 0;
 }
 
@@ -253,9 +333,9 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "split_size %d (%d micro-batches)\n", plan->split_size,
                 plan->micro_batches);
         run_result rr = {0};
-        int rc = run_steps(p, plan, steps, isatty(2), &rr, &err);
+        int rc = run_steps(p, plan, steps, isatty(2), NULL, &rr, &err);
         if (rc) {
-            free(rr.losses);
+            run_result_free(&rr);
             pp_pipeline_free(p);
             return fprintf(stderr, "pipeline-run: %s\n", err.msg), rc;
         }
@@ -271,7 +351,7 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
             .bubble_predicted = r.bubble_frac_predicted,
             .loss = rr.n_losses ? rr.losses[rr.n_losses - 1] : 0,
         };
-        free(rr.losses);
+        run_result_free(&rr);
         pp_pipeline_free(p);
         if (rr.interrupted) {
             fprintf(stderr, "pipeline-run: interrupted\n");
@@ -291,6 +371,30 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
     return 0;
 }
 
+static int do_eval_only(const pp_plan *plan, const cli_args *a)
+{
+    pp_error err;
+    pp_pipeline *p;
+    if (!plan->eval.enabled) {
+        fprintf(stderr, "pipeline-run: %s: --eval-only needs an eval section in the plan\n",
+                plan->path);
+        return 2;
+    }
+    if (pp_pipeline_new(plan, NULL, &p, &err) != PP_OK) return fail(&err);
+    pp_eval_result e;
+    int rc = 0;
+    if (pp_pipeline_load(p, a->load, &err) != PP_OK || pp_pipeline_evaluate(p, &e, &err) != PP_OK)
+        rc = fail(&err);
+    if (!rc) {
+        fprintf(a->json ? stderr : stdout,
+                "%s: test loss %.4f, accuracy %.4f (%lld images, %.1f s, %.0f images/s)\n",
+                a->load, e.loss, e.accuracy, (long long)e.samples, e.seconds, e.images_per_s);
+        if (a->json && !pp_cli_print_eval_json(stdout, plan, &e)) rc = 1;
+    }
+    pp_pipeline_free(p);
+    return rc;
+}
+
 static int do_train(const pp_plan *plan, const cli_args *a, int steps)
 {
     pp_error err;
@@ -301,13 +405,34 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         pp_pipeline_free(p);
         return fail(&err);
     }
+    if (!steps) { /* epochs: whole passes over the data, from where a loaded run stopped */
+        int64_t total = (int64_t)plan->epochs * pp_pipeline_steps_per_epoch(p) -
+                        pp_pipeline_steps_done(p);
+        steps = total > PP_PLAN_MAX_STEPS ? PP_PLAN_MAX_STEPS : total > 0 ? (int)total : 0;
+    }
+    FILE *metrics = NULL;
+    if (a->metrics && !(metrics = fopen(a->metrics, "w"))) {
+        fprintf(stderr, "pipeline-run: %s: cannot open for writing: %s\n", a->metrics,
+                strerror(errno));
+        pp_pipeline_free(p);
+        return 2;
+    }
+    if (metrics) fputs("kind,epoch,step,batch,lr,loss,accuracy,seconds,images_per_s\n", metrics);
     FILE *human = a->json ? stderr : stdout;
-    fprintf(stderr, "%s: %s on %d stage%s, %s, batch %d in %d micro-batch%s, %d step%s\n",
+    char epochs[64] = "";
+    if (plan->epochs)
+        snprintf(epochs, sizeof epochs, " (%d epoch%s of %lld)", plan->epochs,
+                 plan->epochs == 1 ? "" : "s", (long long)pp_pipeline_steps_per_epoch(p));
+    fprintf(stderr, "%s: %s on %d stage%s, %s, batch %d in %d micro-batch%s, %d step%s%s\n",
             plan->path, plan->model.name, plan->n_stages, plan->n_stages == 1 ? "" : "s",
             pp_plan_schedule_name(plan->schedule), plan->batch_size, plan->micro_batches,
-            plan->micro_batches == 1 ? "" : "es", steps, steps == 1 ? "" : "s");
+            plan->micro_batches == 1 ? "" : "es", steps, steps == 1 ? "" : "s", epochs);
     run_result rr = {0};
-    int rc = run_steps(p, plan, steps, isatty(2), &rr, &err);
+    int rc = run_steps(p, plan, steps, isatty(2), metrics, &rr, &err);
+    if (metrics && fclose(metrics) != 0 && !rc) {
+        fprintf(stderr, "pipeline-run: %s: write failed\n", a->metrics);
+        rc = 1;
+    }
     if (rc) {
         fprintf(stderr, "pipeline-run: %s\n", err.msg);
     }
@@ -330,15 +455,19 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         }
     }
     if (rr.n_losses > 0) {
-        pp_cli_print_summary(human, plan, p);
-        if (a->json && !pp_cli_print_json(stdout, plan, p, rr.losses, rr.n_losses) && !rc) rc = 1;
+        const pp_eval_result *ev = rr.evaluated ? &rr.last_eval : NULL;
+        pp_cli_print_summary(human, plan, p, rr.losses, rr.n_losses, ev);
+        if (a->json &&
+            !pp_cli_print_json(stdout, plan, p, rr.losses, rr.n_losses, rr.epochs, rr.n_epochs, ev) &&
+            !rc)
+            rc = 1;
     }
     if (rr.interrupted && !rc) {
         fprintf(stderr, "pipeline-run: interrupted after %d step%s\n", rr.n_losses,
                 rr.n_losses == 1 ? "" : "s");
         rc = 130;
     }
-    free(rr.losses);
+    run_result_free(&rr);
     pp_pipeline_free(p);
     return rc;
 }
@@ -377,8 +506,10 @@ int main(int argc, char **argv)
         rc = do_validate(plan);
     else if (a.simulate)
         rc = do_simulate(plan, a.json);
+    else if (a.eval_only)
+        rc = do_eval_only(plan, &a);
     else if (a.n_sweep)
-        rc = do_sweep(plan, &a, steps);
+        rc = do_sweep(plan, &a, steps ? steps : 1);
     else
         rc = do_train(plan, &a, steps);
     pp_plan_free(plan);

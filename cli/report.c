@@ -33,7 +33,18 @@ static char *join_layers(const pp_stage_report *sr)
     return s;
 }
 
-void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p)
+void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs)
+{
+    fprintf(f, "epoch %*d/%d  train loss %.4f  train acc %.4f", epochs >= 10 ? 2 : 1, row->epoch,
+            epochs, row->train_loss, row->train_acc);
+    if (row->evaluated)
+        fprintf(f, "  test loss %.4f  test acc %.4f", row->test_loss, row->test_acc);
+    fprintf(f, "  %.1f s  %.0f img/s\n", row->seconds, row->images_per_s);
+    fflush(f);
+}
+
+void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
+                          const double *losses, int n_losses, const pp_eval_result *last_eval)
 {
     pp_pipeline_report r;
     pp_pipeline_report_get(p, &r);
@@ -73,6 +84,22 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p)
     if (n > 1)
         fprintf(f, "copies       %s per step, %.2f ms\n",
                 pp_cli_bytes((double)r.copy_bytes, cb, sizeof cb), r.copy_ms);
+    if (n_losses > 0)
+        fprintf(f, "loss         %.4f first step, %.4f last step\n", losses[0],
+                losses[n_losses - 1]);
+    if (last_eval)
+        fprintf(f, "test         loss %.4f, accuracy %.4f (%lld images, %.0f images/s)\n",
+                last_eval->loss, last_eval->accuracy, (long long)last_eval->samples,
+                last_eval->images_per_s);
+}
+
+static json_t *json_num(double v);
+
+static json_t *eval_object(const pp_eval_result *e)
+{
+    return json_pack("{s:I, s:o, s:o, s:o, s:o}", "samples", (json_int_t)e->samples, "loss",
+                     json_num(e->loss), "accuracy", json_num(e->accuracy), "seconds",
+                     json_num(e->seconds), "images_per_s", json_num(e->images_per_s));
 }
 
 static json_t *json_num(double v)
@@ -102,7 +129,8 @@ static bool dump(FILE *f, json_t *o)
 }
 
 bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const double *losses,
-                       int n_losses)
+                       int n_losses, const pp_epoch_row *epochs, int n_epochs,
+                       const pp_eval_result *last_eval)
 {
     pp_pipeline_report r;
     pp_pipeline_report_get(p, &r);
@@ -138,6 +166,29 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
     json_object_set_new(o, "stages", stages);
     json_object_set_new(o, "copies", json_pack("{s:I, s:o}", "bytes", (json_int_t)r.copy_bytes,
                                                "ms", json_num(r.copy_ms)));
+    if (n_epochs > 0) {
+        json_t *ej = json_array();
+        for (int i = 0; i < n_epochs; i++) {
+            const pp_epoch_row *e = &epochs[i];
+            json_t *row = json_pack("{s:i, s:o, s:o, s:o}", "epoch", e->epoch, "train_loss",
+                                    json_num(e->train_loss), "train_acc", json_num(e->train_acc),
+                                    "seconds", json_num(e->seconds));
+            json_object_set_new(row, "test_loss", e->evaluated ? json_num(e->test_loss) : json_null());
+            json_object_set_new(row, "test_acc", e->evaluated ? json_num(e->test_acc) : json_null());
+            json_object_set_new(row, "images_per_s", json_num(e->images_per_s));
+            json_array_append_new(ej, row);
+        }
+        json_object_set_new(o, "epochs", ej);
+    }
+    if (last_eval) json_object_set_new(o, "eval", eval_object(last_eval));
+    return dump(f, o);
+}
+
+bool pp_cli_print_eval_json(FILE *f, const pp_plan *plan, const pp_eval_result *e)
+{
+    json_t *o = plan_object(plan);
+    if (!o) return false;
+    json_object_set_new(o, "eval", eval_object(e));
     return dump(f, o);
 }
 

@@ -24,13 +24,35 @@ typedef struct pp_sweep_row {
     double loss;              /* last step */
 } pp_sweep_row;
 
-/* The human summary: one row per stage, then throughput and bubble. */
-void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p);
+/* One epoch of training (and its evaluation when the plan has one). */
+typedef struct pp_epoch_row {
+    int epoch;                /* 1-based */
+    double train_loss;        /* mean over the epoch's samples */
+    double train_acc;         /* over the epoch's samples, before each step's update */
+    bool evaluated;
+    double test_loss, test_acc;
+    double seconds;           /* training time of the epoch (evaluation excluded) */
+    double images_per_s;      /* training */
+    double eval_images_per_s; /* pipelined inference */
+} pp_epoch_row;
+
+/* The human summary: one row per stage, then throughput and bubble, the
+ * first and last loss and, with an evaluation, the last test accuracy. */
+void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
+                          const double *losses, int n_losses, const pp_eval_result *last_eval);
+
+/* "epoch 3/10  train loss 0.4123  test loss 0.3950  test acc 0.8612  12.3 s  4878 img/s" */
+void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs);
 
 /* The JSON summary object (ARCHITECTURE.md §6) on one line, with a newline.
- * losses has n_losses entries. Returns false when out of memory. */
+ * losses has n_losses entries, epochs n_epochs (the key is left out when 0),
+ * last_eval may be NULL. Returns false when out of memory. */
 bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const double *losses,
-                       int n_losses);
+                       int n_losses, const pp_epoch_row *epochs, int n_epochs,
+                       const pp_eval_result *last_eval);
+
+/* JSON for --eval-only. */
+bool pp_cli_print_eval_json(FILE *f, const pp_plan *plan, const pp_eval_result *e);
 
 /* JSON for --simulate: the predicted step. */
 bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, double step_ms, double bubble,

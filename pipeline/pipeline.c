@@ -12,6 +12,7 @@
 #include "models/delay.h"
 #include "models/stage.h"
 #include "runtime/checkpoint.h"
+#include "runtime/core/batch_split.h"
 #include "runtime/core/ops.h"
 #include "runtime/data.h"
 #include "runtime/optimizer.h"
@@ -32,6 +33,24 @@ typedef struct pipe_stage {
     /* per-step timings, one entry per step run */
     double *fwd_ms, *bwd_ms, *busy;
 } pipe_stage;
+
+/* One way of running a batch of a given size: its micro-batches (the plan's
+ * rule) and the schedule over them. */
+typedef struct batch_run {
+    int batch, m;
+    int *sizes;                  /* (m) */
+    int *offsets;                /* (m) first sample of each micro-batch */
+    pp_schedule sched;
+} batch_run;
+
+/* What the stage callbacks work on during a pp_executor_run. */
+typedef struct run_io {
+    const batch_run *run;
+    bool train;                  /* false: evaluation (batch norm running statistics) */
+    pp_tensor *images, *labels;  /* on stage 0's / the last device */
+    pp_tensor *losses, *corrects, *dlogits; /* on the last device */
+    float divisor;               /* the loss is summed over a micro-batch and divided by it */
+} run_io;
 
 struct pp_pipeline {
     pp_registry *reg;
@@ -71,6 +90,28 @@ struct pp_pipeline {
     int slots;
     pp_step_stats *trace;        /* kept steps (keep_trace) */
     int n_trace;
+
+    /* split rule of the plan, for batches of other sizes */
+    int split_size, micro_batches; /* one of them > 0 */
+    pp_schedule_kind kind;
+    run_io io;                   /* the current run's buffers */
+    batch_run full;              /* the training batch (views of mb_sizes, mb_offsets, schedule) */
+    batch_run tail;              /* an epoch's partial last batch (built on first use) */
+    int64_t data_size;           /* training samples N */
+    int epochs;                  /* plan epochs (0: steps) */
+    pp_lr_schedule lr;
+    double cur_lr;
+
+    /* evaluation (plan eval section) */
+    pp_data *eval_data;
+    int eval_batch;
+    int64_t eval_size;
+    batch_run eval_full, eval_tail;
+    float *host_eval_images;
+    int32_t *host_eval_labels;
+    float *host_eval_losses;
+    int32_t *host_eval_corrects;
+    pp_tensor eval_images, eval_labels, eval_losses, eval_corrects, eval_dlogits;
 };
 
 static const pp_stage_ops pipe_stage_ops;
@@ -98,13 +139,14 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
 {
     pipe_stage *st = user;
     struct pp_pipeline *p = st->p;
-    int off = p->mb_offsets[mb];
+    const run_io *io = &p->io;
+    int off = io->run->offsets[mb];
     pp_tensor x;
     if (!in) {
-        x = pp_tensor_view0(&p->images, off, mb_size);
+        x = pp_tensor_view0(io->images, off, mb_size);
         in = &x;
     }
-    PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, true, err));
+    PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, io->train, err));
     int held = pp_stage_in_flight(st->model);
     if (held > st->max_in_flight) st->max_in_flight = held;
     if (st->index != p->n_stages - 1) return PP_OK;
@@ -112,11 +154,11 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     pp_tensor logits;
     PP_TRY(pp_tensor_reshape(out, 2, (int64_t[]){mb_size, pp_tensor_numel(out) / mb_size},
                              &logits, err));
-    pp_tensor labels = pp_tensor_view0(&p->labels, off, mb_size);
-    pp_tensor loss = scalar_view(&p->losses, mb);
-    pp_tensor correct = scalar_view(&p->corrects, mb);
-    pp_tensor dlogits = pp_tensor_view0(&p->dlogits, off, mb_size);
-    return pp_softmax_xent(ex, &logits, &labels, (float)p->batch, &loss, &correct, &dlogits, err);
+    pp_tensor labels = pp_tensor_view0(io->labels, off, mb_size);
+    pp_tensor loss = scalar_view(io->losses, mb);
+    pp_tensor correct = scalar_view(io->corrects, mb);
+    pp_tensor dlogits = pp_tensor_view0(io->dlogits, off, mb_size);
+    return pp_softmax_xent(ex, &logits, &labels, io->divisor, &loss, &correct, &dlogits, err);
 }
 
 static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
@@ -126,7 +168,7 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
     struct pp_pipeline *p = st->p;
     pp_tensor dy;
     if (!grad_out) {
-        pp_tensor rows = pp_tensor_view0(&p->dlogits, p->mb_offsets[mb], mb_size);
+        pp_tensor rows = pp_tensor_view0(p->io.dlogits, p->io.run->offsets[mb], mb_size);
         int ndim;
         int64_t shape[PP_MAX_DIMS];
         PP_TRY(pp_stage_output_shape(st->model, mb_size, &ndim, shape, err));
@@ -170,6 +212,57 @@ static pp_status plan_error(const pp_plan *plan, pp_mark mark, pp_error *err, pp
     return pp_error_set(err, code, "%s: %s", plan->path, msg);
 }
 
+/* ---- batches of other sizes --------------------------------------------------- */
+
+static void batch_run_free(batch_run *r)
+{
+    free(r->sizes);
+    free(r->offsets);
+    pp_schedule_free(&r->sched);
+    memset(r, 0, sizeof *r);
+}
+
+/* Cuts a batch of `batch` samples by the plan's rule (fewer pieces when the
+ * batch is smaller than the number of micro-batches asked for) and builds
+ * the schedule of kind over them. */
+static pp_status batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
+                                pp_schedule_kind kind, pp_error *err)
+{
+    batch_run_free(r);
+    int micro = p->micro_batches > batch ? batch : p->micro_batches;
+    int split = p->split_size > 0 && micro == 0 ? p->split_size : 0;
+    r->batch = batch;
+    r->m = pp_batch_split_count(batch, split, micro);
+    r->sizes = malloc((size_t)r->m * sizeof *r->sizes);
+    r->offsets = malloc((size_t)r->m * sizeof *r->offsets);
+    if (!r->sizes || !r->offsets) {
+        batch_run_free(r);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    }
+    pp_batch_split_sizes(batch, split, micro, r->sizes);
+    for (int i = 0, off = 0; i < r->m; off += r->sizes[i], i++) r->offsets[i] = off;
+    pp_status s = pp_schedule_build(&r->sched, kind, p->n_stages, r->m, r->sizes, err);
+    if (s != PP_OK) batch_run_free(r);
+    return s;
+}
+
+/* The data config of the plan's normalisation (mean/std); NULL plan data
+ * fields are left to the caller. */
+static pp_status norm_config(const pp_plan *plan, pp_data_config *cfg, pp_error *err)
+{
+    const pp_plan_data *d = &plan->data;
+    if (!d->has_norm) return PP_OK;
+    int c = plan->model.in_channels;
+    if (c > PP_DATA_MAX_CHANNELS)
+        return plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many channels for mean/std");
+    cfg->n_mean = cfg->n_std = c;
+    for (int i = 0; i < c; i++) {
+        cfg->mean[i] = (float)d->mean[i];
+        cfg->std[i] = (float)d->std[i];
+    }
+    return PP_OK;
+}
+
 static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
     pp_data_config cfg;
@@ -197,16 +290,7 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
             snprintf(cfg.files[i], sizeof cfg.files[i], "%s", d->files[i]);
         break;
     }
-    if (d->has_norm) {
-        int c = plan->model.in_channels;
-        if (c > PP_DATA_MAX_CHANNELS)
-            return plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many channels for mean/std");
-        cfg.n_mean = cfg.n_std = c;
-        for (int i = 0; i < c; i++) {
-            cfg.mean[i] = (float)d->mean[i];
-            cfg.std[i] = (float)d->std[i];
-        }
-    }
+    PP_TRY(norm_config(plan, &cfg, err));
     pp_status s = pp_data_open(&cfg, &p->data, err);
     if (s != PP_OK) {
         if (s == PP_ERR_INPUT && d->mark.line > 0)
@@ -230,7 +314,59 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     p->in_c = c;
     p->in_h = h;
     p->in_w = w;
+    p->data_size = pp_data_size(p->data);
     return PP_OK;
+}
+
+/* The eval section's test set: IDX files, normalised like the training data,
+ * labels below num_classes, images of the training shape. */
+static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
+{
+    const pp_plan_eval *e = &plan->eval;
+    if (!e->enabled) return PP_OK;
+    pp_data_config cfg;
+    pp_data_config_init(&cfg);
+    cfg.format = PP_DATA_IDX;
+    cfg.classes = plan->model.num_classes;
+    snprintf(cfg.images, sizeof cfg.images, "%s", e->images ? e->images : "");
+    snprintf(cfg.labels, sizeof cfg.labels, "%s", e->labels ? e->labels : "");
+    PP_TRY(norm_config(plan, &cfg, err));
+    pp_status s = pp_data_open(&cfg, &p->eval_data, err);
+    if (s != PP_OK) {
+        if (s == PP_ERR_INPUT && e->mark.line > 0)
+            pp_error_prefix(err, "%s:%d:%d: eval", plan->path, e->mark.line, e->mark.col);
+        return s;
+    }
+    int c, h, w;
+    pp_data_shape(p->eval_data, &c, &h, &w, NULL);
+    if (c != p->in_c || h != p->in_h || w != p->in_w) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "eval: %s holds %dx%dx%d images, the training data %dx%dx%d",
+                 e->images, c, h, w, p->in_c, p->in_h, p->in_w);
+        return plan_error(plan, e->mark, err, PP_ERR_INPUT, msg);
+    }
+    p->eval_size = pp_data_size(p->eval_data);
+    p->eval_batch = e->batch_size > 0 ? e->batch_size : p->batch;
+    if (p->eval_batch > p->eval_size) p->eval_batch = (int)p->eval_size;
+    size_t img = (size_t)p->eval_batch * p->in_c * p->in_h * p->in_w;
+    PP_TRY(batch_run_make(p, &p->eval_full, p->eval_batch, PP_SCHEDULE_FORWARD, err));
+    int m = p->eval_full.m;
+    p->host_eval_images = malloc(img * sizeof(float));
+    p->host_eval_labels = malloc((size_t)p->eval_batch * sizeof(int32_t));
+    p->host_eval_losses = malloc((size_t)m * sizeof(float));
+    p->host_eval_corrects = malloc((size_t)m * sizeof(int32_t));
+    if (!p->host_eval_images || !p->host_eval_labels || !p->host_eval_losses ||
+        !p->host_eval_corrects)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory for %d evaluation images",
+                            p->eval_batch);
+    pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
+    PP_TRY(pp_tensor_alloc(&p->eval_images, first, PP_F32, 4,
+                           (int64_t[]){p->eval_batch, p->in_c, p->in_h, p->in_w}, err));
+    PP_TRY(pp_tensor_alloc(&p->eval_labels, last, PP_I32, 1, (int64_t[]){p->eval_batch}, err));
+    PP_TRY(pp_tensor_zeros(&p->eval_losses, last, PP_F32, 1, (int64_t[]){m}, err));
+    PP_TRY(pp_tensor_zeros(&p->eval_corrects, last, PP_I32, 1, (int64_t[]){m}, err));
+    return pp_tensor_alloc(&p->eval_dlogits, last, PP_F32, 2,
+                           (int64_t[]){p->eval_batch, p->classes}, err);
 }
 
 static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
@@ -389,9 +525,18 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     p->model.image_w = p->in_w;
     if ((s = build_stages(p, plan, err)) != PP_OK) goto fail;
     if ((s = alloc_buffers(p, err)) != PP_OK) goto fail;
-    pp_schedule_kind kind = schedule_kind(plan->schedule);
-    if ((s = pp_schedule_build(&p->schedule, kind, p->n_stages, p->m, p->mb_sizes, err)) != PP_OK)
+    p->kind = schedule_kind(plan->schedule);
+    p->split_size = plan->batch_by_micro ? 0 : plan->split_size;
+    p->micro_batches = plan->batch_by_micro ? plan->micro_batches : 0;
+    p->epochs = plan->epochs;
+    p->lr = plan->lr_schedule;
+    p->cur_lr = plan->optimizer.lr;
+    if ((s = pp_schedule_build(&p->schedule, p->kind, p->n_stages, p->m, p->mb_sizes, err)) !=
+        PP_OK)
         goto fail;
+    p->full = (batch_run){.batch = p->batch, .m = p->m, .sizes = p->mb_sizes,
+                          .offsets = p->mb_offsets, .sched = p->schedule};
+    if ((s = open_eval(p, plan, err)) != PP_OK) goto fail;
     if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
     *out = p;
     return PP_OK;
@@ -415,6 +560,19 @@ void pp_pipeline_free(pp_pipeline *p)
     }
     pp_executor_free(p->exec);
     pp_schedule_free(&p->schedule);
+    batch_run_free(&p->tail);
+    batch_run_free(&p->eval_full);
+    batch_run_free(&p->eval_tail);
+    pp_data_close(p->eval_data);
+    free(p->host_eval_images);
+    free(p->host_eval_labels);
+    free(p->host_eval_losses);
+    free(p->host_eval_corrects);
+    pp_tensor_free(&p->eval_images);
+    pp_tensor_free(&p->eval_labels);
+    pp_tensor_free(&p->eval_losses);
+    pp_tensor_free(&p->eval_corrects);
+    pp_tensor_free(&p->eval_dlogits);
     pp_optimizer_free(p->opt);
     pp_tensor_free(&p->images);
     pp_tensor_free(&p->labels);
@@ -485,9 +643,9 @@ static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
     }
 }
 
-static pp_status check_loss(struct pp_pipeline *p, const float *losses, pp_error *err)
+static pp_status check_loss(struct pp_pipeline *p, const float *losses, int m, pp_error *err)
 {
-    for (int i = 0; i < p->m; i++) {
+    for (int i = 0; i < m; i++) {
         if (isfinite(losses[i])) continue;
         const pipe_stage *last = &p->stages[p->n_stages - 1];
         return pp_error_set(err, PP_ERR_NUMERIC,
@@ -499,35 +657,93 @@ static pp_status check_loss(struct pp_pipeline *p, const float *losses, pp_error
     return PP_OK;
 }
 
+int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p)
+{
+    return (p->data_size + p->batch - 1) / p->batch;
+}
+
+/* Where step k reads (positions pos .. pos+count-1 of the data stream) and
+ * its epoch: with epochs, every epoch is one pass over the data with a
+ * partial last batch; with steps, batches follow one another (wrapping). */
+static void step_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, int *count,
+                        int64_t *epoch)
+{
+    int64_t spe = pp_pipeline_steps_per_epoch(p);
+    *epoch = k / spe;
+    if (!p->epochs) {
+        *pos = k * p->batch;
+        *count = p->batch;
+        return;
+    }
+    int64_t s = k % spe;
+    *pos = *epoch * p->data_size + s * p->batch;
+    int64_t left = p->data_size - s * p->batch;
+    *count = left < p->batch ? (int)left : p->batch;
+}
+
+/* Copies the first count samples of a host batch into images and labels. */
+static pp_status upload(pp_tensor *images, pp_tensor *labels, const float *host_images,
+                        const int32_t *host_labels, int count, pp_error *err)
+{
+    pp_tensor iv = pp_tensor_view0(images, 0, count), lv = pp_tensor_view0(labels, 0, count);
+    PP_TRY(pp_tensor_from_host(&iv, host_images, pp_tensor_bytes(&iv), err));
+    return pp_tensor_from_host(&lv, host_labels, pp_tensor_bytes(&lv), err);
+}
+
+/* Reads a run's losses and correct counts (synchronous) and sums them. */
+static pp_status read_losses(struct pp_pipeline *p, const run_io *io, float *losses,
+                             int32_t *corrects, double *loss, int64_t *correct, pp_error *err)
+{
+    int m = io->run->m;
+    pp_tensor lv = pp_tensor_view0(io->losses, 0, m), cv = pp_tensor_view0(io->corrects, 0, m);
+    PP_TRY(pp_tensor_to_host(&lv, losses, (size_t)m * sizeof *losses, err));
+    PP_TRY(pp_tensor_to_host(&cv, corrects, (size_t)m * sizeof *corrects, err));
+    PP_TRY(check_loss(p, losses, m, err));
+    float sum = 0;
+    int64_t c = 0;
+    for (int i = 0; i < m; i++) {
+        sum += losses[i];
+        c += corrects[i];
+    }
+    *loss = sum;
+    *correct = c;
+    return PP_OK;
+}
+
 pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
     int64_t t0 = pp_stream_clock_ns();
     PP_TRY(grow_history(p, err));
-    PP_TRY(pp_data_batch(p->data, p->steps_done, p->batch, p->host_images, p->host_labels, err));
-    PP_TRY(pp_tensor_from_host(&p->images, p->host_images, pp_tensor_bytes(&p->images), err));
-    PP_TRY(pp_tensor_from_host(&p->labels, p->host_labels, pp_tensor_bytes(&p->labels), err));
+    int64_t pos, epoch;
+    int count;
+    step_window(p, p->steps_done, &pos, &count, &epoch);
+    const batch_run *run = &p->full;
+    if (count != p->batch) {
+        if (p->tail.batch != count) PP_TRY(batch_run_make(p, &p->tail, count, p->kind, err));
+        run = &p->tail;
+    }
+    if (p->lr.kind != PP_LR_CONSTANT) {
+        p->cur_lr = pp_lr_at(&p->lr, (int)(p->epochs ? epoch : p->steps_done));
+        pp_optimizer_set_lr(p->opt, (float)p->cur_lr);
+    }
+    PP_TRY(pp_data_read(p->data, pos, count, p->host_images, p->host_labels, err));
+    PP_TRY(upload(&p->images, &p->labels, p->host_images, p->host_labels, count, err));
     PP_TRY(pp_optimizer_zero_grad(p->opt, NULL, NULL, err));
 
+    p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
+                     .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
+                     .divisor = (float)count};
     pp_step_stats stats;
     memset(&stats, 0, sizeof stats);
-    PP_TRY(pp_executor_run(p->exec, &p->schedule, &stats, err));
+    PP_TRY(pp_executor_run(p->exec, &run->sched, &stats, err));
 
-    float *losses = p->host_losses;
-    int32_t *corrects = p->host_corrects;
-    pp_status s = pp_tensor_to_host(&p->losses, losses, (size_t)p->m * sizeof *losses, err);
-    if (s == PP_OK)
-        s = pp_tensor_to_host(&p->corrects, corrects, (size_t)p->m * sizeof *corrects, err);
-    if (s == PP_OK) s = check_loss(p, losses, err);
+    double loss = 0;
+    int64_t correct = 0;
+    pp_status s = read_losses(p, &p->io, p->host_losses, p->host_corrects, &loss, &correct, err);
     if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
     if (s != PP_OK) {
         pp_step_stats_free(&stats);
         return s;
-    }
-    float loss = 0;
-    int64_t correct = 0;
-    for (int i = 0; i < p->m; i++) {
-        loss += losses[i];
-        correct += corrects[i];
     }
     double ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
     stage_times(p, &stats);
@@ -538,9 +754,13 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     if (res) {
         res->step = p->steps_done;
         res->loss = loss;
-        res->accuracy = (double)correct / p->batch;
+        res->accuracy = (double)correct / count;
         res->step_ms = ms;
         res->bubble = stats.bubble;
+        res->epoch = epoch;
+        res->batch = count;
+        res->lr = p->cur_lr;
+        res->epoch_end = p->epochs && (p->steps_done + 1) % pp_pipeline_steps_per_epoch(p) == 0;
     }
     p->steps_run++;
     p->steps_done++;
@@ -555,6 +775,51 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     } else {
         pp_step_stats_free(&stats);
     }
+    return PP_OK;
+}
+
+bool pp_pipeline_has_eval(const pp_pipeline *p)
+{
+    return p && p->eval_data;
+}
+
+pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!p->eval_data)
+        return pp_error_set(err, PP_ERR_INVALID, "evaluate: the plan has no eval section");
+    int64_t t0 = pp_stream_clock_ns();
+    double loss = 0;
+    int64_t correct = 0;
+    for (int64_t pos = 0; pos < p->eval_size; pos += p->eval_batch) {
+        int count = p->eval_size - pos < p->eval_batch ? (int)(p->eval_size - pos) : p->eval_batch;
+        const batch_run *run = &p->eval_full;
+        if (count != p->eval_batch) {
+            if (p->eval_tail.batch != count)
+                PP_TRY(batch_run_make(p, &p->eval_tail, count, PP_SCHEDULE_FORWARD, err));
+            run = &p->eval_tail;
+        }
+        PP_TRY(pp_data_read(p->eval_data, pos, count, p->host_eval_images, p->host_eval_labels,
+                            err));
+        PP_TRY(upload(&p->eval_images, &p->eval_labels, p->host_eval_images, p->host_eval_labels,
+                      count, err));
+        p->io = (run_io){.run = run, .train = false, .images = &p->eval_images,
+                         .labels = &p->eval_labels, .losses = &p->eval_losses,
+                         .corrects = &p->eval_corrects, .dlogits = &p->eval_dlogits,
+                         .divisor = 1.0f};
+        PP_TRY(pp_executor_run(p->exec, &run->sched, NULL, err));
+        double l;
+        int64_t c;
+        PP_TRY(read_losses(p, &p->io, p->host_eval_losses, p->host_eval_corrects, &l, &c, err));
+        loss += l;
+        correct += c;
+    }
+    double secs = (double)(pp_stream_clock_ns() - t0) / 1e9;
+    out->samples = p->eval_size;
+    out->loss = loss / (double)p->eval_size;
+    out->accuracy = (double)correct / (double)p->eval_size;
+    out->seconds = secs;
+    out->images_per_s = secs > 0 ? (double)p->eval_size / secs : 0;
     return PP_OK;
 }
 

@@ -7,8 +7,11 @@
  * runs it with explicit copies between stages, and one SGD optimizer over the
  * parameters of every stage. pp_pipeline_step trains on one mini-batch:
  *
- *   1. read the step's batch from the data source and place the images on
- *      stage 0's device and the labels on the last stage's device;
+ *   1. read the step's batch from the data source (with `epochs`, every epoch
+ *      is one pass over the data, its last batch holding the rest, cut into
+ *      micro-batches by the plan's rule) and place the images on stage 0's
+ *      device and the labels on the last stage's device; set the learning
+ *      rate of the plan's schedule for the step's epoch (or step);
  *   2. zero every gradient;
  *   3. run the schedule: forwards and backwards of every micro-batch, the
  *      loss (softmax cross-entropy summed over the micro-batch and divided by
@@ -57,7 +60,20 @@ typedef struct pp_step_result {
     double accuracy;   /* fraction of the mini-batch classified correctly (before the update) */
     double step_ms;    /* wall time of the whole step (data, schedule, optimizer) */
     double bubble;     /* measured idle fraction of the stages during the schedule */
+    int64_t epoch;     /* 0-based epoch of the step (with steps: step / steps per epoch) */
+    int batch;         /* samples in the step (an epoch's last batch may be smaller) */
+    double lr;         /* learning rate the step used */
+    bool epoch_end;    /* the plan trains for epochs and this step ended one */
 } pp_step_result;
+
+/* One pass over the plan's eval data. */
+typedef struct pp_eval_result {
+    int64_t samples;   /* test samples */
+    double loss;       /* mean cross-entropy */
+    double accuracy;   /* top-1 */
+    double seconds;    /* wall time of the pass */
+    double images_per_s; /* pipelined inference throughput */
+} pp_eval_result;
 
 /* Per-stage figures, aggregated over the steps run so far (the first step is
  * excluded when more than one has run). */
@@ -99,6 +115,19 @@ pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err);
 
 /* Trains on the next mini-batch (step index = steps run so far). res may be NULL. */
 pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err);
+
+/* Steps in one epoch: ceil(N / batch) for N training samples (with epochs,
+ * the last one holds the rest). */
+int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p);
+
+/* True when the plan has an eval section. */
+bool pp_pipeline_has_eval(const pp_pipeline *p);
+
+/* Evaluates on the eval data: every test sample once, in batches of
+ * eval.batch_size through a forward-only pipelined schedule over the same
+ * stages, batch norm in inference mode (running statistics), nothing
+ * trained. PP_ERR_INVALID without an eval section. */
+pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err);
 
 /* Steps run so far (including steps restored by pp_pipeline_load). */
 int64_t pp_pipeline_steps_done(const pp_pipeline *p);
