@@ -279,6 +279,7 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
         cfg.classes = d->num_classes > 0 ? d->num_classes : plan->model.num_classes;
         break;
     case PP_PLAN_DATA_IDX:
+        cfg.classes = plan->model.num_classes; /* every label must be below it */
         snprintf(cfg.images, sizeof cfg.images, "%s", d->images);
         snprintf(cfg.labels, sizeof cfg.labels, "%s", d->labels);
         break;
