@@ -271,7 +271,8 @@ static void walk_lr_schedule(pp_walk *w, const pp_ynode *n)
                 if (l->n_milestones > 0 && v <= l->milestones[l->n_milestones - 1])
                     pp_walk_error(w, m->kids[i], "milestones must increase (%d after %d)", v,
                                   l->milestones[l->n_milestones - 1]);
-                l->milestones[l->n_milestones++] = v;
+                else
+                    l->milestones[l->n_milestones++] = v;
             }
         }
         if (f[K_GAMMA]) pp_walk_num(w, f[K_GAMMA], "lr_schedule.gamma", 1e-12, 1e12, &l->gamma);
