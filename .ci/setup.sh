@@ -6,7 +6,7 @@
 # 1. Installs the Debian packages the build needs when any is missing
 #    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson, zlib); with
 #    --tests also what the test suite checks against (PyTorch and torchvision
-#    for the cross-checks).
+#    for the cross-checks, Debian's Fashion-MNIST for the training tests).
 # 2. Configures BUILD_DIR with meson (once) and builds it with ninja.
 # The CUDA backend is built when nvcc, cuDNN and cuBLAS are found
 # (-Dcuda=auto); pass MESON_ARGS="-Dcuda=disabled" to skip it.
@@ -20,7 +20,9 @@ if [ "${1:-}" = --tests ]; then tests=1; shift; fi
 build=${1:-build}
 
 packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev zlib1g-dev)
-if [ $tests = 1 ]; then packages+=(python3-torch python3-torchvision python3-numpy); fi
+if [ $tests = 1 ]; then
+  packages+=(python3-torch python3-torchvision python3-numpy dataset-fashion-mnist)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
