@@ -318,26 +318,40 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
 {
     pp_sweep_row rows[MAX_SWEEP];
     pp_error err;
+    int failed = 0;
     FILE *human = a->json ? stderr : stdout;
     for (int i = 0; i < a->n_sweep; i++) {
         if (pp_plan_split(plan, a->sweep[i], 0, &err) != PP_OK) {
             pp_error_prefix(&err, "--sweep-split");
             return fail(&err);
         }
-        pp_pipeline *p;
-        if (pp_pipeline_new(plan, NULL, &p, &err) != PP_OK) return fail(&err);
-        if (a->load && pp_pipeline_load(p, a->load, &err) != PP_OK) {
+        fprintf(stderr, "split_size %d (%d micro-batches)\n", plan->split_size,
+                plan->micro_batches);
+        pp_pipeline *p = NULL;
+        pp_status st = pp_pipeline_new(plan, NULL, &p, &err);
+        if (st == PP_OK && a->load) st = pp_pipeline_load(p, a->load, &err);
+        if (st == PP_ERR_INPUT) { /* bad plan, data or checkpoint: no split size can run */
             pp_pipeline_free(p);
             return fail(&err);
         }
-        fprintf(stderr, "split_size %d (%d micro-batches)\n", plan->split_size,
-                plan->micro_batches);
         run_result rr = {0};
-        int rc = run_steps(p, plan, steps, isatty(2), NULL, &rr, &err);
-        if (rc) {
+        int rc = st == PP_OK ? run_steps(p, plan, steps, isatty(2), NULL, &rr, &err) : 1;
+        if (rc == 2) {
             run_result_free(&rr);
             pp_pipeline_free(p);
             return fprintf(stderr, "pipeline-run: %s\n", err.msg), rc;
+        }
+        if (rc) { /* this split size cannot run (e.g. batch norm over one value): go on */
+            fprintf(stderr, "pipeline-run: split size %d failed: %s\n", plan->split_size,
+                    err.msg);
+            rows[i] = (pp_sweep_row){.split_size = plan->split_size,
+                                     .micro_batches = plan->micro_batches,
+                                     .failed = true};
+            snprintf(rows[i].error, sizeof rows[i].error, "%.150s", err.msg);
+            failed++;
+            run_result_free(&rr);
+            pp_pipeline_free(p);
+            continue;
         }
         pp_pipeline_report r;
         pp_pipeline_report_get(p, &r);
@@ -368,7 +382,7 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
         return 1;
     }
     if (a->json && !pp_cli_sweep_json(stdout, plan, rows, a->n_sweep)) return 1;
-    return 0;
+    return failed == a->n_sweep ? 1 : 0; /* some split size ran: the sweep is a result */
 }
 
 static int do_eval_only(const pp_plan *plan, const cli_args *a)

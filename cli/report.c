@@ -231,10 +231,16 @@ void pp_cli_print_sweep(FILE *f, const pp_sweep_row *rows, int n)
 {
     fprintf(f, "%10s  %13s  %12s  %10s  %12s  %10s  %10s\n", "split_size", "micro_batches",
             "step ms", "images/s", "predicted ms", "bubble", "predicted");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (rows[i].failed) {
+            fprintf(f, "%10d  %13d  failed: %s\n", rows[i].split_size, rows[i].micro_batches,
+                    rows[i].error);
+            continue;
+        }
         fprintf(f, "%10d  %13d  %12.1f  %10.1f  %12.1f  %9.1f%%  %9.1f%%\n", rows[i].split_size,
                 rows[i].micro_batches, rows[i].step_ms, rows[i].images_per_s,
                 rows[i].predicted_step_ms, 100 * rows[i].bubble, 100 * rows[i].bubble_predicted);
+    }
 }
 
 bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n)
@@ -242,12 +248,19 @@ bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n)
     FILE *f = fopen(path, "w");
     if (!f) return false;
     fprintf(f, "split_size,micro_batches,step_ms,images_per_s,predicted_step_ms,bubble_frac,"
-               "bubble_frac_predicted,loss\n");
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%d,%d,%.3f,%.3f,%.3f,%.5f,%.5f,%.6f\n", rows[i].split_size,
+               "bubble_frac_predicted,loss,error\n");
+    for (int i = 0; i < n; i++) {
+        if (rows[i].failed) { /* the error as one quoted field */
+            fprintf(f, "%d,%d,,,,,,,\"", rows[i].split_size, rows[i].micro_batches);
+            for (const char *c = rows[i].error; *c; c++) fputs(*c == '"' ? "\"\"" : (char[]){*c, 0}, f);
+            fputs("\"\n", f);
+            continue;
+        }
+        fprintf(f, "%d,%d,%.3f,%.3f,%.3f,%.5f,%.5f,%.6f,\n", rows[i].split_size,
                 rows[i].micro_batches, rows[i].step_ms, rows[i].images_per_s,
                 rows[i].predicted_step_ms, rows[i].bubble, rows[i].bubble_predicted,
                 rows[i].loss);
+    }
     return fclose(f) == 0;
 }
 
@@ -256,15 +269,20 @@ bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, i
     json_t *o = plan_object(plan);
     json_t *arr = json_array();
     if (!o || !arr) return false;
-    for (int i = 0; i < n; i++)
-        json_array_append_new(
-            arr, json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o}", "split_size",
-                           rows[i].split_size, "micro_batches", rows[i].micro_batches, "step_ms",
-                           json_num(rows[i].step_ms), "images_per_s",
-                           json_num(rows[i].images_per_s), "predicted_step_ms",
-                           json_num(rows[i].predicted_step_ms), "bubble_frac",
-                           json_num(rows[i].bubble), "bubble_frac_predicted",
-                           json_num(rows[i].bubble_predicted)));
+    for (int i = 0; i < n; i++) {
+        json_t *row = rows[i].failed
+                          ? json_pack("{s:i, s:i, s:s}", "split_size", rows[i].split_size,
+                                      "micro_batches", rows[i].micro_batches, "error",
+                                      rows[i].error)
+                          : json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o}", "split_size",
+                                      rows[i].split_size, "micro_batches", rows[i].micro_batches,
+                                      "step_ms", json_num(rows[i].step_ms), "images_per_s",
+                                      json_num(rows[i].images_per_s), "predicted_step_ms",
+                                      json_num(rows[i].predicted_step_ms), "bubble_frac",
+                                      json_num(rows[i].bubble), "bubble_frac_predicted",
+                                      json_num(rows[i].bubble_predicted));
+        json_array_append_new(arr, row);
+    }
     json_object_set_new(o, "sweep", arr);
     return dump(f, o);
 }
@@ -337,6 +355,16 @@ bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_
         double x = XPOS(rows[i].split_size);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n", x, T + ph + 18,
                 rows[i].split_size);
+        if (!rows[i].failed) continue; /* a split size that could not run: a cross, and why */
+        fprintf(f, "<g stroke=\"#c00\" stroke-width=\"2\"><line x1=\"%.1f\" y1=\"%.1f\" "
+                   "x2=\"%.1f\" y2=\"%.1f\"/><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" "
+                   "y2=\"%.1f\"/></g>\n",
+                x - 5, T + ph - 15, x + 5, T + ph - 5, x - 5, T + ph - 5, x + 5, T + ph - 15);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c00\" text-anchor=\"middle\" "
+                   "font-size=\"10\">failed<title>",
+                x, T + ph - 20);
+        xml_escape(f, rows[i].error);
+        fprintf(f, "</title></text>\n");
     }
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">split size (samples per "
                "micro-batch%s)</text>\n",
@@ -359,6 +387,7 @@ bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_
                 series[k].color, series[k].dash[0] ? " stroke-dasharray=\"" : "", series[k].dash,
                 series[k].dash[0] ? "\"" : "");
         for (int i = 0; i < n; i++) {
+            if (rows[i].failed) continue;
             double v = series[k].which == 0   ? YPOS(rows[i].images_per_s)
                        : series[k].which == 1 ? BPOS(rows[i].bubble)
                                               : BPOS(rows[i].bubble_predicted);
@@ -366,6 +395,7 @@ bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_
         }
         fprintf(f, "\"/>\n");
         for (int i = 0; i < n && series[k].which < 2; i++) {
+            if (rows[i].failed) continue;
             double v = series[k].which == 0 ? YPOS(rows[i].images_per_s) : BPOS(rows[i].bubble);
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
                     XPOS(rows[i].split_size), v, series[k].color);

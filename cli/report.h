@@ -22,6 +22,8 @@ typedef struct pp_sweep_row {
     double predicted_step_ms; /* simulator from measured stage costs */
     double bubble_predicted;
     double loss;              /* last step */
+    bool failed;              /* this split size could not run (error says why) */
+    char error[160];
 } pp_sweep_row;
 
 /* One epoch of training (and its evaluation when the plan has one). */

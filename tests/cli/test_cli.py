@@ -407,9 +407,31 @@ stages:
                                           r.stderr) is not None, f"steps and epochs: {r.stderr}")
 
 
+def test_sweep_past_failure():
+    """a split size that cannot run (batch norm over one value per channel at layer4) is
+    marked in the table, CSV, SVG and JSON, and the sweep goes on"""
+    data = os.path.join(ROOT, "tests", "plan", "data")
+    plan = write("sweepfail.yaml", open(os.path.join(ROOT, "tests", "plan", "resnet50_idx.yaml"))
+                 .read().replace("data/", os.path.join(data, "")))
+    csv_path, svg_path = os.path.join(TMP, "fail.csv"), os.path.join(TMP, "fail.svg")
+    r = run(plan, "--device-map", "cuda:*=cpu", "--sweep-split", "1,2", "--steps", "1",
+            "--csv", csv_path, "--svg", svg_path, "--json")
+    check(r.returncode == 0, f"sweep past a failing split: exit {r.returncode} {r.stderr}")
+    rows = list(csv.DictReader(open(csv_path))) if os.path.exists(csv_path) else []
+    check(len(rows) == 2 and "more than one value" in rows[0]["error"] and rows[0]["step_ms"] == ""
+          and rows[1]["error"] == "" and float(rows[1]["images_per_s"]) > 0, f"CSV rows: {rows}")
+    check("failed: stage 1 (cpu:1)" in r.stderr, "table marks the failed split")
+    sweep = json.loads(r.stdout or "{}").get("sweep", [])
+    check(len(sweep) == 2 and "error" in sweep[0] and "images_per_s" in sweep[1], f"JSON: {sweep}")
+    svg = ET.parse(svg_path).getroot() if os.path.exists(svg_path) else None
+    check(svg is not None and "failed" in ET.tostring(svg, encoding="unicode"), "SVG marks it")
+    r = run(plan, "--device-map", "cuda:*=cpu", "--sweep-split", "1", "--steps", "1")
+    check(r.returncode == 1, f"a sweep where every split fails: exit {r.returncode}")
+
+
 for t in [test_memory_cap, test_data_formats, test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
           test_simulate, test_json_and_trace, test_sweep, test_checkpoints, test_sigint,
-          test_nan_loss, test_epochs_eval]:
+          test_nan_loss, test_epochs_eval, test_sweep_past_failure]:
     t0 = time.time()
     t()
     print(f"{t.__name__}: {time.time() - t0:.1f} s", file=sys.stderr)
