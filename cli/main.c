@@ -27,7 +27,7 @@ typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
     bool validate, json, simulate, weights_only, eval_only;
-    const char *trace, *load, *save, *device_map, *csv, *svg, *metrics;
+    const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot;
     int sweep[MAX_SWEEP];
     int n_sweep;
 } cli_args;
@@ -60,6 +60,7 @@ static void usage(FILE *f)
           "  --csv FILE          with --sweep-split: write the table as CSV\n"
           "  --svg FILE          with --sweep-split: write a chart of images/s and bubble\n"
           "  --metrics FILE      write a CSV row per step and per evaluation\n"
+          "  --plot FILE         with epochs: an SVG of loss and test accuracy per epoch\n"
           "  --eval-only         with --load: evaluate the checkpoint on the plan's eval data\n"
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n"
@@ -88,7 +89,7 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
 static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
-           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY };
+           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -104,6 +105,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"simulate", no_argument, 0, O_SIM},
         {"metrics", required_argument, 0, O_METRICS},
         {"eval-only", no_argument, 0, O_EVAL_ONLY},
+        {"plot", required_argument, 0, O_PLOT},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -129,6 +131,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         case O_SVG: a->svg = optarg; break;
         case O_METRICS: a->metrics = optarg; break;
         case O_EVAL_ONLY: a->eval_only = true; break;
+        case O_PLOT: a->plot = optarg; break;
         case O_SWEEP: {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", optarg);
@@ -158,6 +161,8 @@ static int parse_args(int argc, char **argv, cli_args *a)
         return bad_args("%s", "--validate, --simulate, --sweep-split and --eval-only exclude each "
                               "other");
     if (a->eval_only && !a->load) return bad_args("%s needs --load", "--eval-only");
+    if (a->plot && (a->validate || a->simulate || a->n_sweep || a->eval_only))
+        return bad_args("%s applies to training runs", "--plot");
     return 0;
 }
 
@@ -467,6 +472,11 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
             fprintf(stderr, "pipeline-run: %s\n", terr.msg);
             if (!rc) rc = 1;
         }
+    }
+    if (a->plot && rr.n_epochs > 0 &&
+        !pp_cli_write_training_svg(a->plot, plan->path, rr.epochs, rr.n_epochs)) {
+        fprintf(stderr, "pipeline-run: cannot write %s\n", a->plot);
+        if (!rc) rc = 1;
     }
     if (rr.n_losses > 0) {
         const pp_eval_result *ev = rr.evaluated ? &rr.last_eval : NULL;

@@ -414,3 +414,84 @@ bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_
     fprintf(f, "</svg>\n");
     return fclose(f) == 0;
 }
+
+bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epoch_row *rows,
+                               int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    const double W = 720, H = 440, L = 80, R = 80, T = 50, B = 60;
+    const double pw = W - L - R, ph = H - T - B;
+    double ymax = 0;
+    for (int i = 0; i < n; i++) {
+        if (rows[i].train_loss > ymax) ymax = rows[i].train_loss;
+        if (rows[i].evaluated && rows[i].test_loss > ymax) ymax = rows[i].test_loss;
+    }
+    ymax = nice_max(ymax * 1.05);
+    const int emax = n > 1 ? rows[n - 1].epoch : 2, emin = n > 1 ? rows[0].epoch : 1;
+#define XPOS(e) (L + pw * ((double)(e) - emin) / (double)(emax > emin ? emax - emin : 1))
+#define YPOS(v) (T + ph * (1 - (v) / ymax))
+#define APOS(v) (T + ph * (1 - (v)))
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            W, H, W, H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">", W / 2);
+    xml_escape(f, title);
+    fprintf(f, ": loss and test accuracy per epoch</text>\n");
+    for (int i = 0; i <= 5; i++) {
+        double v = ymax * i / 5, y = YPOS(v);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L,
+                y, L + pw, y);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", L - 6, y + 4,
+                v);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#2a7\">%.1f</text>\n", L + pw + 6, y + 4,
+                i / 5.0);
+    }
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+               "stroke=\"#333\"/>\n",
+            L, T, pw, ph);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
+                XPOS(rows[i].epoch), T + ph + 18, rows[i].epoch);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">epoch</text>\n", L + pw / 2,
+            H - 16);
+    fprintf(f, "<text transform=\"translate(22 %.1f) rotate(-90)\" text-anchor=\"middle\">loss"
+               "</text>\n",
+            T + ph / 2);
+    fprintf(f, "<text transform=\"translate(%.1f %.1f) rotate(90)\" text-anchor=\"middle\" "
+               "fill=\"#2a7\">test accuracy</text>\n",
+            W - 20, T + ph / 2);
+    const struct {
+        const char *color, *dash, *label;
+        int which; /* 0 train loss, 1 test loss, 2 test accuracy */
+    } series[] = {{"#1f5fa8", "", "train loss", 0},
+                  {"#b34", "6 4", "test loss", 1},
+                  {"#2a7", "", "test accuracy", 2}};
+    for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s%s%s points=\"",
+                series[k].color, series[k].dash[0] ? " stroke-dasharray=\"" : "", series[k].dash,
+                series[k].dash[0] ? "\"" : "");
+        for (int i = 0; i < n; i++) {
+            if (series[k].which > 0 && !rows[i].evaluated) continue;
+            double v = series[k].which == 0   ? YPOS(rows[i].train_loss)
+                       : series[k].which == 1 ? YPOS(rows[i].test_loss)
+                                              : APOS(rows[i].test_acc);
+            fprintf(f, "%.1f,%.1f ", XPOS(rows[i].epoch), v);
+        }
+        fprintf(f, "\"/>\n");
+        double ly = T + 14 + 16.0 * (double)k;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                   "stroke-width=\"2\"%s%s%s/>\n",
+                L + pw - 150, ly, L + pw - 126, ly, series[k].color,
+                series[k].dash[0] ? " stroke-dasharray=\"" : "", series[k].dash,
+                series[k].dash[0] ? "\"" : "");
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", L + pw - 120, ly + 4,
+                series[k].label);
+    }
+#undef XPOS
+#undef YPOS
+#undef APOS
+    fprintf(f, "</svg>\n");
+    return fclose(f) == 0;
+}

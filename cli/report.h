@@ -53,6 +53,11 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
                        int n_losses, const pp_epoch_row *epochs, int n_epochs,
                        const pp_eval_result *last_eval);
 
+/* An SVG chart of training: train loss and test loss (left axis) and test
+ * accuracy (right axis, 0..1) per epoch, the picture d2l draws. */
+bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epoch_row *rows,
+                               int n);
+
 /* JSON for --eval-only. */
 bool pp_cli_print_eval_json(FILE *f, const pp_plan *plan, const pp_eval_result *e);
 

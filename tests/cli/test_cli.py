@@ -361,11 +361,16 @@ stages:
     plan = write("epochs.yaml", plan_text)
     metrics = os.path.join(TMP, "metrics.csv")
     ckpt = os.path.join(TMP, "epochs.safetensors")
-    r = run(plan, "--json", "--metrics", metrics, "--save", ckpt)
+    plot = os.path.join(TMP, "training.svg")
+    r = run(plan, "--json", "--metrics", metrics, "--save", ckpt, "--plot", plot)
     check(r.returncode == 0, f"epochs plan: exit {r.returncode} {r.stderr}")
     check(len(re.findall(r"^epoch [12]/2 +train loss [\d.]+ +train acc [\d.]+ +test loss [\d.]+ +"
                          r"test acc [\d.]+", r.stderr, re.M)) == 2, f"epoch lines: {r.stderr}")
     check("(2 epochs of 3)" in r.stderr, "steps per epoch announced")
+    svg = ET.parse(plot).getroot() if os.path.exists(plot) else None
+    lines = [e for e in (svg.iter() if svg is not None else []) if e.tag.endswith("polyline")]
+    check(len(lines) == 3 and all(len(e.get("points", "").split()) == 2 for e in lines),
+          "--plot: train loss, test loss and test accuracy over 2 epochs")
     out = json.loads(r.stdout or "{}")
     eps = out.get("epochs", [])
     check(len(eps) == 2 and all(set(e) >= {"epoch", "train_loss", "test_loss", "test_acc",
