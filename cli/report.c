@@ -312,16 +312,92 @@ static void xml_escape(FILE *f, const char *s)
     }
 }
 
+/* ---- SVG charts ------------------------------------------------------------------ */
+
+/* The frame the charts share: a 720 x 440 picture, a plot area, the title, a
+ * grid of five lines with left labels and right (0..1 scaled) labels. */
+typedef struct chart {
+    FILE *f;
+    double W, H, L, T, pw, ph;
+} chart;
+
+static void chart_begin(chart *c, FILE *f, const char *title, const char *what)
+{
+    *c = (chart){f, 720, 440, 80, 50, 720 - 80 - 80, 440 - 50 - 60};
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
+            c->W, c->H, c->W, c->H);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">", c->W / 2);
+    xml_escape(f, title);
+    fprintf(f, ": %s</text>\n", what);
+}
+
+/* Grid lines at ymax * i / 5 labelled with left_fmt (a double), the right axis
+ * labelled right_scale * i / 5 with right_fmt in right_color; the frame; the
+ * x and both y axis names. */
+static void chart_axes(const chart *c, double ymax, const char *left_fmt, const char *right_fmt,
+                       double right_scale, const char *xlabel, const char *left,
+                       const char *left_color, const char *right, const char *right_color)
+{
+    FILE *f = c->f;
+    for (int i = 0; i <= 5; i++) {
+        double y = c->T + c->ph * (1 - i / 5.0);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
+                c->L, y, c->L + c->pw, y);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">", c->L - 6, y + 4);
+        fprintf(f, left_fmt, ymax * i / 5);
+        fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">", c->L + c->pw + 6,
+                y + 4, right_color);
+        fprintf(f, right_fmt, right_scale * i / 5);
+        fprintf(f, "</text>\n");
+    }
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+               "stroke=\"#333\"/>\n",
+            c->L, c->T, c->pw, c->ph);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+            c->L + c->pw / 2, c->H - 16, xlabel);
+    fprintf(f, "<text transform=\"translate(22 %.1f) rotate(-90)\" text-anchor=\"middle\" "
+               "fill=\"%s\">%s</text>\n",
+            c->T + c->ph / 2, left_color, left);
+    fprintf(f, "<text transform=\"translate(%.1f %.1f) rotate(90)\" text-anchor=\"middle\" "
+               "fill=\"%s\">%s</text>\n",
+            c->W - 20, c->T + c->ph / 2, right_color, right);
+}
+
+/* A series' style and its legend entry (the k-th, at x). */
+typedef struct chart_series {
+    const char *color, *dash, *label;
+    int which;
+} chart_series;
+
+static void series_open(const chart *c, const chart_series *s)
+{
+    fprintf(c->f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s%s%s points=\"",
+            s->color, s->dash[0] ? " stroke-dasharray=\"" : "", s->dash, s->dash[0] ? "\"" : "");
+}
+
+static void series_legend(const chart *c, const chart_series *s, int k, double x)
+{
+    double ly = c->T + 14 + 16.0 * k;
+    fprintf(c->f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                  "stroke-width=\"2\"%s%s%s/>\n",
+            x, ly, x + 24, ly, s->color, s->dash[0] ? " stroke-dasharray=\"" : "", s->dash,
+            s->dash[0] ? "\"" : "");
+    fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", x + 30, ly + 4, s->label);
+}
+
 bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_row *rows, int n)
 {
     FILE *f = fopen(path, "w");
     if (!f) return false;
-    const double W = 720, H = 440, L = 80, R = 80, T = 50, B = 60;
-    const double pw = W - L - R, ph = H - T - B;
+    chart c;
+    chart_begin(&c, f, title, "throughput and bubble against split size");
+    const double L = c.L, T = c.T, pw = c.pw, ph = c.ph;
     double xmax = 1, ymax = 0;
     for (int i = 0; i < n; i++) {
         if (rows[i].split_size > xmax) xmax = rows[i].split_size;
-        if (rows[i].images_per_s > ymax) ymax = rows[i].images_per_s;
+        if (!rows[i].failed && rows[i].images_per_s > ymax) ymax = rows[i].images_per_s;
     }
     ymax = nice_max(ymax * 1.05);
     /* log2 x axis when the sizes span a wide range, else linear */
@@ -331,26 +407,9 @@ bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_
                                 : ((double)(v) - xmin) / (xmax - xmin)))
 #define YPOS(v) (T + ph * (1 - (v) / ymax))
 #define BPOS(v) (T + ph * (1 - (v)))
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            W, H, W, H);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">", W / 2);
-    xml_escape(f, title);
-    fprintf(f, ": throughput and bubble against split size</text>\n");
-    /* grid and left axis */
-    for (int i = 0; i <= 5; i++) {
-        double v = ymax * i / 5, y = YPOS(v);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L,
-                y, L + pw, y);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.0f</text>\n", L - 6, y + 4,
-                v);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#b34\">%.0f%%</text>\n", L + pw + 6,
-                y + 4, 100.0 * i / 5);
-    }
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-               "stroke=\"#333\"/>\n",
-            L, T, pw, ph);
+    chart_axes(&c, ymax, "%.0f", "%.0f%%", 100, logx ? "split size (samples per micro-batch, log scale)"
+                                                    : "split size (samples per micro-batch)",
+               "images/s", "#1f5fa8", "bubble", "#b34");
     for (int i = 0; i < n; i++) {
         double x = XPOS(rows[i].split_size);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n", x, T + ph + 18,
@@ -366,26 +425,11 @@ bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_
         xml_escape(f, rows[i].error);
         fprintf(f, "</title></text>\n");
     }
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">split size (samples per "
-               "micro-batch%s)</text>\n",
-            L + pw / 2, H - 16, logx ? ", log scale" : "");
-    fprintf(f, "<text transform=\"translate(22 %.1f) rotate(-90)\" text-anchor=\"middle\" "
-               "fill=\"#1f5fa8\">images/s</text>\n",
-            T + ph / 2);
-    fprintf(f, "<text transform=\"translate(%.1f %.1f) rotate(90)\" text-anchor=\"middle\" "
-               "fill=\"#b34\">bubble</text>\n",
-            W - 20, T + ph / 2);
-    /* series */
-    const struct {
-        const char *color, *dash, *label;
-        int which;
-    } series[] = {{"#1f5fa8", "", "images/s (measured)", 0},
-                  {"#b34", "", "bubble (measured)", 1},
-                  {"#b34", "6 4", "bubble (predicted)", 2}};
-    for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s%s%s points=\"",
-                series[k].color, series[k].dash[0] ? " stroke-dasharray=\"" : "", series[k].dash,
-                series[k].dash[0] ? "\"" : "");
+    static const chart_series series[] = {{"#1f5fa8", "", "images/s (measured)", 0},
+                                          {"#b34", "", "bubble (measured)", 1},
+                                          {"#b34", "6 4", "bubble (predicted)", 2}};
+    for (int k = 0; k < 3; k++) {
+        series_open(&c, &series[k]);
         for (int i = 0; i < n; i++) {
             if (rows[i].failed) continue;
             double v = series[k].which == 0   ? YPOS(rows[i].images_per_s)
@@ -400,13 +444,7 @@ bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
                     XPOS(rows[i].split_size), v, series[k].color);
         }
-        double ly = T + 14 + 16.0 * (double)k;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"2\"%s%s%s/>\n",
-                L + 10, ly, L + 34, ly, series[k].color,
-                series[k].dash[0] ? " stroke-dasharray=\"" : "", series[k].dash,
-                series[k].dash[0] ? "\"" : "");
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", L + 40, ly + 4, series[k].label);
+        series_legend(&c, &series[k], k, L + 10);
     }
 #undef XPOS
 #undef YPOS
@@ -420,8 +458,9 @@ bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epo
 {
     FILE *f = fopen(path, "w");
     if (!f) return false;
-    const double W = 720, H = 440, L = 80, R = 80, T = 50, B = 60;
-    const double pw = W - L - R, ph = H - T - B;
+    chart c;
+    chart_begin(&c, f, title, "loss and test accuracy per epoch");
+    const double L = c.L, T = c.T, pw = c.pw, ph = c.ph;
     double ymax = 0;
     for (int i = 0; i < n; i++) {
         if (rows[i].train_loss > ymax) ymax = rows[i].train_loss;
@@ -432,46 +471,15 @@ bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epo
 #define XPOS(e) (L + pw * ((double)(e) - emin) / (double)(emax > emin ? emax - emin : 1))
 #define YPOS(v) (T + ph * (1 - (v) / ymax))
 #define APOS(v) (T + ph * (1 - (v)))
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n",
-            W, H, W, H);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"%.0f\" y=\"24\" font-size=\"15\" text-anchor=\"middle\">", W / 2);
-    xml_escape(f, title);
-    fprintf(f, ": loss and test accuracy per epoch</text>\n");
-    for (int i = 0; i <= 5; i++) {
-        double v = ymax * i / 5, y = YPOS(v);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", L,
-                y, L + pw, y);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n", L - 6, y + 4,
-                v);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#2a7\">%.1f</text>\n", L + pw + 6, y + 4,
-                i / 5.0);
-    }
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-               "stroke=\"#333\"/>\n",
-            L, T, pw, ph);
+    chart_axes(&c, ymax, "%.2f", "%.1f", 1, "epoch", "loss", "#333", "test accuracy", "#2a7");
     for (int i = 0; i < n; i++)
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%d</text>\n",
                 XPOS(rows[i].epoch), T + ph + 18, rows[i].epoch);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">epoch</text>\n", L + pw / 2,
-            H - 16);
-    fprintf(f, "<text transform=\"translate(22 %.1f) rotate(-90)\" text-anchor=\"middle\">loss"
-               "</text>\n",
-            T + ph / 2);
-    fprintf(f, "<text transform=\"translate(%.1f %.1f) rotate(90)\" text-anchor=\"middle\" "
-               "fill=\"#2a7\">test accuracy</text>\n",
-            W - 20, T + ph / 2);
-    const struct {
-        const char *color, *dash, *label;
-        int which; /* 0 train loss, 1 test loss, 2 test accuracy */
-    } series[] = {{"#1f5fa8", "", "train loss", 0},
-                  {"#b34", "6 4", "test loss", 1},
-                  {"#2a7", "", "test accuracy", 2}};
-    for (size_t k = 0; k < sizeof series / sizeof series[0]; k++) {
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s%s%s points=\"",
-                series[k].color, series[k].dash[0] ? " stroke-dasharray=\"" : "", series[k].dash,
-                series[k].dash[0] ? "\"" : "");
+    static const chart_series series[] = {{"#1f5fa8", "", "train loss", 0},
+                                          {"#b34", "6 4", "test loss", 1},
+                                          {"#2a7", "", "test accuracy", 2}};
+    for (int k = 0; k < 3; k++) {
+        series_open(&c, &series[k]);
         for (int i = 0; i < n; i++) {
             if (series[k].which > 0 && !rows[i].evaluated) continue;
             double v = series[k].which == 0   ? YPOS(rows[i].train_loss)
@@ -480,14 +488,7 @@ bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epo
             fprintf(f, "%.1f,%.1f ", XPOS(rows[i].epoch), v);
         }
         fprintf(f, "\"/>\n");
-        double ly = T + 14 + 16.0 * (double)k;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"2\"%s%s%s/>\n",
-                L + pw - 150, ly, L + pw - 126, ly, series[k].color,
-                series[k].dash[0] ? " stroke-dasharray=\"" : "", series[k].dash,
-                series[k].dash[0] ? "\"" : "");
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", L + pw - 120, ly + 4,
-                series[k].label);
+        series_legend(&c, &series[k], k, L + pw - 150);
     }
 #undef XPOS
 #undef YPOS
