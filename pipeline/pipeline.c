@@ -5,6 +5,7 @@
 #include "pipeline/pipeline.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,7 @@ struct pp_pipeline {
 };
 
 static const pp_stage_ops pipe_stage_ops;
+static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err);
 
 /* ---- stage callbacks ------------------------------------------------------ */
 
@@ -499,6 +501,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         return pp_error_set(err, PP_ERR_INVALID,
                             "pp_pipeline_new: the plan's automatic stages are not resolved "
                             "(call pp_pipeline_resolve_plan first)");
+    PP_TRY(check_cudnn_limits(plan, err));
     struct pp_pipeline *p = calloc(1, sizeof *p);
     if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     if (opts) {
@@ -1108,10 +1111,49 @@ static pp_status profile_units(const pp_plan *plan, pp_device_ctx *dev, double *
     return s;
 }
 
+/* cuDNN describes a tensor with int dimensions and strides: a tensor of more
+ * than 2^31 - 1 elements cannot be described (cudnnSetTensor4dDescriptor
+ * fails with CUDNN_STATUS_NOT_SUPPORTED). Checks every unit placed on a CUDA
+ * device for its largest activation (input or output) at the plan's largest
+ * micro-batch, from the catalogue, before anything is allocated, and names
+ * the stage, layer, limit and the split size that would fit. */
+#define CUDNN_MAX_ELEMENTS ((int64_t)INT32_MAX)
+
+static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err)
+{
+    if (plan->model.kind != PP_MODEL_RESNET || plan->stages_auto) return PP_OK;
+    const pp_catalogue *cat = &plan->catalogue;
+    int64_t in = (int64_t)plan->model.in_channels * plan->model.image_h * plan->model.image_w;
+    for (int s = 0; s < plan->n_stages; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        for (int u = ps->first; u >= 0 && u <= ps->last && u < cat->n; u++) {
+            int64_t out = cat->units[u].out_bytes / 4;
+            int64_t per_sample = in > out ? in : out;
+            in = out;
+            if (ps->device.kind != PP_DEVICE_CUDA ||
+                per_sample * plan->split_size <= CUDNN_MAX_ELEMENTS)
+                continue;
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "stage %d (%s): %s holds %lld elements per sample, %lld in a micro-batch "
+                     "of %d: over cuDNN's limit of %lld elements per tensor; lower "
+                     "batch.split_size to at most %lld",
+                     s, ps->device_name, cat->units[u].name, (long long)per_sample,
+                     (long long)(per_sample * plan->split_size), plan->split_size,
+                     (long long)CUDNN_MAX_ELEMENTS, (long long)(CUDNN_MAX_ELEMENTS / per_sample));
+            return plan_error(plan, plan->batch_mark, err, PP_ERR_INPUT, msg);
+        }
+    }
+    return PP_OK;
+}
+
 pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
 {
-    if (!plan->stages_auto) return PP_OK;
-    if (plan->balance != PP_PLAN_BALANCE_TIME) return pp_plan_resolve_auto(plan, NULL, NULL, err);
+    if (!plan->stages_auto) return check_cudnn_limits(plan, err);
+    if (plan->balance != PP_PLAN_BALANCE_TIME) {
+        PP_TRY(pp_plan_resolve_auto(plan, NULL, NULL, err));
+        return check_cudnn_limits(plan, err);
+    }
 
     double *cost = calloc((size_t)plan->catalogue.n + 1, sizeof *cost);
     pp_registry *reg = NULL;
@@ -1125,5 +1167,5 @@ pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
     if (s == PP_OK) s = pp_plan_resolve_auto(plan, NULL, cost, err);
     pp_registry_free(reg);
     free(cost);
-    return s;
+    return s == PP_OK ? check_cudnn_limits(plan, err) : s;
 }

@@ -434,9 +434,36 @@ def test_sweep_past_failure():
     check(r.returncode == 1, f"a sweep where every split fails: exit {r.returncode}")
 
 
+def test_cudnn_limit():
+    """a micro-batch whose activations cuDNN cannot describe (over 2^31 - 1 elements) is refused
+    when the plan is resolved, naming the stage, layer and limit and the split size that fits"""
+    text = """\
+model: {name: resnet50}
+batch: {size: 4096, split_size: %d}
+data: {format: synthetic, image_size: [224, 224]}
+stages:
+  - device: cuda:0
+    layers: [conv1, bn1, relu, maxpool, layer1, layer2]
+  - device: cuda:1
+    layers: [layer3, layer4, avgpool, fc]
+"""
+    r = run(write("cudnn-limit.yaml", text % 4096), "--validate")
+    check(r.returncode == 2 and re.search(
+        r"cudnn-limit.yaml:2:8: stage 0 \(cuda:0\): conv1 holds 802816 elements per sample, "
+        r"3288334336 in a micro-batch of 4096: over cuDNN's limit of 2147483647 elements per "
+        r"tensor; lower batch.split_size to at most 2674", r.stderr) is not None,
+          f"cuDNN tensor limit: exit {r.returncode} {r.stderr}")
+    check(run(write("cudnn-fits.yaml", text % 2674), "--validate").returncode == 0,
+          "split_size 2674 fits")
+    check(run(write("cudnn-over.yaml", text % 2675), "--validate").returncode == 2,
+          "split_size 2675 does not")
+    r = run(write("cudnn-cpu.yaml", text % 4096), "--validate", "--device-map", "cuda:*=cpu")
+    check(r.returncode == 0, f"the limit is cuDNN's: CPU stages have none: {r.stderr}")
+
+
 for t in [test_memory_cap, test_data_formats, test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
           test_simulate, test_json_and_trace, test_sweep, test_checkpoints, test_sigint,
-          test_nan_loss, test_epochs_eval, test_sweep_past_failure]:
+          test_nan_loss, test_epochs_eval, test_sweep_past_failure, test_cudnn_limit]:
     t0 = time.time()
     t()
     print(f"{t.__name__}: {time.time() - t0:.1f} s", file=sys.stderr)
