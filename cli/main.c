@@ -18,6 +18,8 @@
 #include "partitioner/plan.h"
 #include "cli/report.h"
 #include "pipeline/pipeline.h"
+#include "runtime/checkpoint.h"
+#include "runtime/optimizer.h"
 #include "streams/schedule.h"
 #include "streams/stream.h"
 
@@ -27,7 +29,7 @@ typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
     bool validate, json, simulate, weights_only, eval_only;
-    const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot;
+    const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
     int sweep[MAX_SWEEP];
     int n_sweep;
 } cli_args;
@@ -55,6 +57,8 @@ static void usage(FILE *f)
           "  --load FILE         start from a safetensors checkpoint (torchvision names)\n"
           "  --save FILE         write a safetensors checkpoint at the end (or on Ctrl-C)\n"
           "  --weights-only      with --save: leave the optimizer state out of the file\n"
+          "  --resume FILE       continue a run from its checkpoint (epoch, step, optimizer,\n"
+          "                      learning-rate schedule and data order)\n"
           "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda:*=cpu\n"
           "  --sweep-split LIST  run once per split size (e.g. 1,2,4,8) and print a table\n"
           "  --csv FILE          with --sweep-split: write the table as CSV\n"
@@ -89,7 +93,7 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
 static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
-           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT };
+           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -106,6 +110,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"metrics", required_argument, 0, O_METRICS},
         {"eval-only", no_argument, 0, O_EVAL_ONLY},
         {"plot", required_argument, 0, O_PLOT},
+        {"resume", required_argument, 0, O_RESUME},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -132,6 +137,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         case O_METRICS: a->metrics = optarg; break;
         case O_EVAL_ONLY: a->eval_only = true; break;
         case O_PLOT: a->plot = optarg; break;
+        case O_RESUME: a->resume = optarg; break;
         case O_SWEEP: {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", optarg);
@@ -161,6 +167,9 @@ static int parse_args(int argc, char **argv, cli_args *a)
         return bad_args("%s", "--validate, --simulate, --sweep-split and --eval-only exclude each "
                               "other");
     if (a->eval_only && !a->load) return bad_args("%s needs --load", "--eval-only");
+    if (a->resume && a->load) return bad_args("%s", "--resume and --load exclude each other");
+    if (a->resume && (a->validate || a->simulate || a->n_sweep || a->eval_only))
+        return bad_args("%s applies to training runs", "--resume");
     if (a->plot && (a->validate || a->simulate || a->n_sweep || a->eval_only))
         return bad_args("%s applies to training runs", "--plot");
     return 0;
@@ -207,6 +216,45 @@ static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, 
     fflush(m);
 }
 
+/* Periodic checkpoints (the plan's checkpoint section): the files this run
+ * wrote, oldest first, so that only the newest `keep` stay. */
+typedef struct ckpt_ring {
+    char **paths;
+    int n;
+} ckpt_ring;
+
+static int periodic_save(pp_pipeline *p, const pp_plan *plan, ckpt_ring *ring, int64_t number,
+                         pp_error *err)
+{
+    const pp_plan_checkpoint *c = &plan->checkpoint;
+    const char *tag = plan->epochs ? "{epoch}" : "{step}";
+    const char *at = strstr(c->path, tag);
+    if (!at) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%.*s%lld%s", (int)(at - c->path), c->path, (long long)number,
+             at + strlen(tag));
+    if (pp_pipeline_save(p, path, true, err) != PP_OK) return err->code == PP_ERR_INPUT ? 2 : 1;
+    fprintf(stderr, "saved %s\n", path);
+    char **grown = realloc(ring->paths, (size_t)(ring->n + 1) * sizeof *grown);
+    char *copy = strdup(path);
+    if (!grown || !copy) {
+        free(copy);
+        if (grown) ring->paths = grown;
+        pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        return 1;
+    }
+    ring->paths = grown;
+    ring->paths[ring->n++] = copy;
+    while (c->keep > 0 && ring->n > c->keep) { /* drop the oldest this run wrote */
+        if (unlink(ring->paths[0]) != 0 && errno != ENOENT)
+            fprintf(stderr, "pipeline-run: cannot remove %s: %s\n", ring->paths[0],
+                    strerror(errno));
+        free(ring->paths[0]);
+        memmove(ring->paths, ring->paths + 1, (size_t)(--ring->n) * sizeof *ring->paths);
+    }
+    return 0;
+}
+
 /* Evaluates and records the result; returns an exit code. */
 static int evaluate(pp_pipeline *p, run_result *rr, FILE *metrics, int64_t epoch, int64_t step,
                     pp_error *err)
@@ -235,7 +283,9 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
     }
     int64_t t0 = pp_stream_clock_ns();
     epoch_acc acc = {0};
-    for (int i = 0; i < steps; i++) {
+    ckpt_ring ring = {0};
+    int rc = 0;
+    for (int i = 0; i < steps && !rc; i++) {
         if (g_stop) {
             rr->interrupted = true;
             break;
@@ -260,6 +310,8 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
                             r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0,
                             per_step * (steps - i - 1));
         }
+        if (plan->checkpoint.enabled && !plan->epochs && (r.step + 1) % plan->checkpoint.every == 0)
+            rc = periodic_save(p, plan, &ring, r.step + 1, err);
         if (!r.epoch_end) continue;
         if (progress) fputc('\n', stderr);
         pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs - 1 ? rr->n_epochs++ : 0];
@@ -272,15 +324,20 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
         bool due = pp_pipeline_has_eval(p) &&
                    ((r.epoch + 1) % plan->eval.every == 0 || i == steps - 1);
         if (due) {
-            int rc = evaluate(p, rr, metrics, r.epoch + 1, r.step + 1, err);
-            if (rc) return rc;
+            rc = evaluate(p, rr, metrics, r.epoch + 1, r.step + 1, err);
+            if (rc) break;
             row->evaluated = true;
             row->test_loss = rr->last_eval.loss;
             row->test_acc = rr->last_eval.accuracy;
             row->eval_images_per_s = rr->last_eval.images_per_s;
         }
         pp_cli_print_epoch(stderr, row, plan->epochs);
+        if (plan->checkpoint.enabled && (r.epoch + 1) % plan->checkpoint.every == 0)
+            rc = periodic_save(p, plan, &ring, r.epoch + 1, err);
     }
+    for (int k = 0; k < ring.n; k++) free(ring.paths[k]);
+    free(ring.paths);
+    if (rc) return rc;
     if (progress) fputc('\n', stderr);
     if (!plan->epochs && !rr->interrupted && rr->n_losses > 0 && pp_pipeline_has_eval(p))
         return evaluate(p, rr, metrics, 0, pp_pipeline_steps_done(p), err);
@@ -419,12 +476,40 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     pp_error err;
     pp_pipeline *p;
     pp_pipeline_options opts = {.keep_trace = a->trace != NULL};
+    if (a->resume && plan->optimizer.momentum != 0) { /* resuming needs the momentum buffers */
+        pp_checkpoint_info info;
+        if (pp_checkpoint_list(a->resume, &info, &err) != PP_OK) return fail(&err);
+        bool has_opt = false;
+        for (size_t i = 0; i < info.n && !has_opt; i++)
+            has_opt = strncmp(info.entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX,
+                              strlen(PP_OPTIMIZER_MOMENTUM_PREFIX)) == 0;
+        pp_checkpoint_info_free(&info);
+        if (!has_opt) {
+            fprintf(stderr, "pipeline-run: %s: no optimizer state (saved with --weights-only?); "
+                            "--resume needs it, --load starts from the weights alone\n",
+                    a->resume);
+            return 2;
+        }
+    }
     if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) return fail(&err);
-    if (a->load && pp_pipeline_load(p, a->load, &err) != PP_OK) {
+    const char *from = a->resume ? a->resume : a->load;
+    if (from && pp_pipeline_load(p, from, &err) != PP_OK) {
         pp_pipeline_free(p);
         return fail(&err);
     }
-    if (!steps) { /* epochs: whole passes over the data, from where a loaded run stopped */
+    if (a->resume) {
+        int64_t done = pp_pipeline_steps_done(p), spe = pp_pipeline_steps_per_epoch(p);
+        if (plan->epochs)
+            fprintf(stderr, "resuming %s after step %lld (epoch %lld of %d)\n", a->resume,
+                    (long long)done, (long long)(done / spe), plan->epochs);
+        else
+            fprintf(stderr, "resuming %s after step %lld\n", a->resume, (long long)done);
+        if (!plan->epochs && a->steps == 0) { /* the plan's steps count from the start */
+            int64_t left = (int64_t)plan->steps - done;
+            steps = left > 0 ? (int)left : 0;
+        }
+    }
+    if (!steps && plan->epochs) { /* whole passes, from where a loaded run stopped */
         int64_t total = (int64_t)plan->epochs * pp_pipeline_steps_per_epoch(p) -
                         pp_pipeline_steps_done(p);
         steps = total > PP_PLAN_MAX_STEPS ? PP_PLAN_MAX_STEPS : total > 0 ? (int)total : 0;

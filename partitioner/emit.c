@@ -231,6 +231,11 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
         put_quoted(&t, p->eval.labels ? p->eval.labels : "");
         put(&t, "\n  batch_size: %d\n  every: %d\n", p->eval.batch_size, p->eval.every);
     }
+    if (p->checkpoint.enabled) {
+        put(&t, "checkpoint:\n  every: %d\n  path: ", p->checkpoint.every);
+        put_quoted(&t, p->checkpoint.path ? p->checkpoint.path : "");
+        put(&t, "\n  keep: %d\n", p->checkpoint.keep);
+    }
     emit_stages(&t, p);
     if (t.oom) {
         free(t.buf);

@@ -525,14 +525,36 @@ static void walk_eval(pp_walk *w, const pp_ynode *n)
     if (f[K_EVERY]) pp_walk_int32(w, f[K_EVERY], "eval.every", 1, PP_PLAN_MAX_STEPS, &e->every);
 }
 
+static void walk_checkpoint(pp_walk *w, const pp_ynode *n, bool epochs)
+{
+    enum { K_EVERY, K_PATH, K_KEEP, K_N };
+    static const char *const keys[K_N] = {"every", "path", "keep"};
+    const pp_ynode *f[K_N];
+    pp_plan_checkpoint *c = &w->plan->checkpoint;
+    c->mark = pp_walk_mark(n);
+    c->every = 1;
+    c->keep = 3;
+    if (!pp_walk_map(w, n, "checkpoint", keys, K_N, f)) return;
+    c->enabled = true;
+    const char *tag = epochs ? "{epoch}" : "{step}";
+    const char *path = epochs ? "checkpoint-{epoch}.safetensors" : "checkpoint-{step}.safetensors";
+    if (f[K_PATH] && pp_walk_str(w, f[K_PATH], "checkpoint.path", &path) && !strstr(path, tag))
+        pp_walk_error(w, f[K_PATH], "checkpoint.path must contain %s (where the %s goes)", tag,
+                      epochs ? "epoch" : "step");
+    c->path = strdup(path);
+    if (!c->path) w->oom = true;
+    if (f[K_EVERY]) pp_walk_int32(w, f[K_EVERY], "checkpoint.every", 1, PP_PLAN_MAX_STEPS, &c->every);
+    if (f[K_KEEP]) pp_walk_int32(w, f[K_KEEP], "checkpoint.keep", 0, 1000000, &c->keep);
+}
+
 static void walk_root(pp_walk *w, const pp_ynode *root)
 {
     enum { K_MODEL, K_BATCH, K_SCHEDULE, K_PRECISION, K_OPTIMIZER, K_DATA, K_SEED, K_STEPS,
-           K_EPOCHS, K_EVAL, K_STAGES, K_DEVICES, K_BALANCE, K_N };
-    static const char *const keys[K_N] = {"model",  "batch",  "schedule", "precision",
-                                          "optimizer", "data", "seed",   "steps",
-                                          "epochs", "eval",   "stages",   "devices",
-                                          "balance"};
+           K_EPOCHS, K_EVAL, K_CKPT, K_STAGES, K_DEVICES, K_BALANCE, K_N };
+    static const char *const keys[K_N] = {"model",      "batch",  "schedule", "precision",
+                                          "optimizer",  "data",   "seed",     "steps",
+                                          "epochs",     "eval",   "checkpoint", "stages",
+                                          "devices",    "balance"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     if (pp_ynode_is_null(root)) {
@@ -601,6 +623,7 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
             p->steps = 0;
     }
     if (f[K_EVAL]) walk_eval(w, f[K_EVAL]);
+    if (f[K_CKPT]) walk_checkpoint(w, f[K_CKPT], f[K_EPOCHS] != NULL);
     if (p->eval.enabled && p->eval.batch_size == 0) p->eval.batch_size = p->batch_size;
     /* the learning-rate schedule over the run's periods (epochs or steps) */
     p->lr_schedule.base_lr = p->optimizer.lr;
@@ -737,6 +760,7 @@ void pp_plan_free(pp_plan *p)
     free(p->data.labels);
     free(p->eval.images);
     free(p->eval.labels);
+    free(p->checkpoint.path);
     for (int i = 0; i < p->data.n_files; i++) free(p->data.files[i]);
     free(p->data.files);
     free(p->data.files_marks);
@@ -821,6 +845,10 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
     if (ea->enabled != eb->enabled || ea->batch_size != eb->batch_size || ea->every != eb->every ||
         !str_eq(ea->images, eb->images) || !str_eq(ea->labels, eb->labels))
         DIFF("eval differs");
+    const pp_plan_checkpoint *ca = &a->checkpoint, *cb = &b->checkpoint;
+    if (ca->enabled != cb->enabled || ca->every != cb->every || ca->keep != cb->keep ||
+        !str_eq(ca->path, cb->path))
+        DIFF("checkpoint differs");
     if (a->stages_auto != b->stages_auto) DIFF("automatic stages resolved in one plan only");
     if (a->stages_auto && a->balance != b->balance) DIFF("balance differs");
     if (a->n_stages != b->n_stages) DIFF("stage count %d vs %d", a->n_stages, b->n_stages);

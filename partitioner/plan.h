@@ -106,6 +106,18 @@ typedef struct pp_plan_eval {
     int every;                  /* evaluate after every K-th epoch (steps: every K steps); default 1 */
 } pp_plan_eval;
 
+/* `checkpoint:` - periodic checkpoints during training (with optimizer state,
+ * so a run resumes from them exactly). */
+typedef struct pp_plan_checkpoint {
+    bool enabled;
+    int every;                  /* after every K-th epoch (steps: every K steps); default 1 */
+    char *path;                 /* with "{epoch}" (steps: "{step}") replaced by the number;
+                                 * relative paths are relative to the current folder */
+    int keep;                   /* keep the newest K files, delete older ones; 0 keeps all;
+                                 * default 3 */
+    pp_mark mark;
+} pp_plan_checkpoint;
+
 typedef struct pp_plan_stage {
     pp_device_id device;
     char device_name[16];       /* canonical "cpu:N" / "cuda:N" */
@@ -141,6 +153,7 @@ typedef struct pp_plan {
     pp_mark lr_schedule_mark;
     pp_plan_data data;
     pp_plan_eval eval;
+    pp_plan_checkpoint checkpoint;
     uint64_t seed;
     int steps;                  /* 1..PP_PLAN_MAX_STEPS (0 when the plan gives epochs) */
     int epochs;                 /* `epochs: N` (passes over the training data), else 0 */

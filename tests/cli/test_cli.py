@@ -392,6 +392,33 @@ stages:
           f"--eval-only reproduces the last evaluation: {r.returncode} {r.stderr} {ev}")
     r = run(plan, "--eval-only")
     check(r.returncode == 2 and "--eval-only needs --load" in r.stderr, "--eval-only without --load")
+    # periodic checkpoints and --resume: 1 epoch + resume 1 epoch is bitwise 2 epochs straight
+    ckdir = os.path.join(TMP, "ck")
+    os.makedirs(ckdir, exist_ok=True)
+    ck_text = plan_text + f"checkpoint: {{every: 1, path: '{ckdir}/ck-{{epoch}}.safetensors', keep: 2}}\n"
+    straight = os.path.join(TMP, "straight.safetensors")
+    r = run(write("ck.yaml", ck_text), "--save", straight)
+    check(r.returncode == 0 and sorted(os.listdir(ckdir)) == ["ck-1.safetensors", "ck-2.safetensors"],
+          f"checkpoint every epoch: {r.returncode} {os.listdir(ckdir)} {r.stderr}")
+    resumed = os.path.join(TMP, "resumed.safetensors")
+    r = run(write("ck2.yaml", plan_text), "--resume", os.path.join(ckdir, "ck-1.safetensors"),
+            "--save", resumed, "--json")
+    check(r.returncode == 0 and "resuming" in r.stderr and "epoch 2/2" in r.stderr and
+          "epoch 1/2" not in r.stderr, f"--resume after epoch 1: {r.returncode} {r.stderr}")
+    same = os.path.exists(resumed) and open(resumed, "rb").read() == open(straight, "rb").read()
+    check(same, "resumed run saves the bitwise same checkpoint as the uninterrupted one")
+    check(open(os.path.join(ckdir, "ck-2.safetensors"), "rb").read() == open(straight, "rb").read(),
+          "the epoch-2 checkpoint equals the final save")
+    for f in os.listdir(ckdir):
+        os.unlink(os.path.join(ckdir, f))
+    r = run(write("ck3.yaml", ck_text.replace("keep: 2", "keep: 1")))
+    check(r.returncode == 0 and os.listdir(ckdir) == ["ck-2.safetensors"], f"keep 1: {os.listdir(ckdir)}")
+    weights = os.path.join(TMP, "weights.safetensors")
+    run(plan, "--steps", "1", "--save", weights, "--weights-only")
+    r = run(plan, "--resume", weights)
+    check(r.returncode == 2 and "no optimizer state" in r.stderr, f"--resume of weights: {r.stderr}")
+    r = run(write("ck4.yaml", plan_text + "checkpoint: {path: nowhere.safetensors}\n"))
+    check(r.returncode == 2 and "must contain {epoch}" in r.stderr, f"checkpoint path: {r.stderr}")
     # bad data files: exit 2, naming them
     cut = os.path.join(TMP, "cut.idx.gz")
     open(cut, "wb").write(open(files["train_images"], "rb").read()[:300])
