@@ -175,6 +175,18 @@ static int parse_args(int argc, char **argv, cli_args *a)
     return 0;
 }
 
+/* precision tf32 asks for tensor-core math on CUDA; CPU devices compute IEEE
+ * fp32 either way: say so once. */
+static void note_precision(const pp_plan *plan)
+{
+    if (plan->precision != PP_PLAN_PRECISION_TF32) return;
+    for (int s = 0; s < plan->n_stages; s++)
+        if (plan->stages[s].device.kind == PP_DEVICE_CPU) {
+            fprintf(stderr, "precision tf32: stages on CPU devices compute in IEEE fp32\n");
+            return;
+        }
+}
+
 /* Maps a library status to the exit code. */
 static int fail(const pp_error *err)
 {
@@ -611,6 +623,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
+    if (!a.validate && !a.simulate) note_precision(plan);
     if (a.validate)
         rc = do_validate(plan);
     else if (a.simulate)

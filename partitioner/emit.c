@@ -210,7 +210,8 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
         put(&t, "batch:\n  size: %d\n  micro_batches: %d\n", p->batch_size, p->micro_batches);
     else
         put(&t, "batch:\n  size: %d\n  split_size: %d\n", p->batch_size, p->split_size);
-    put(&t, "schedule: %s\nprecision: fp32\n", pp_plan_schedule_name(p->schedule));
+    put(&t, "schedule: %s\nprecision: %s\n", pp_plan_schedule_name(p->schedule),
+        p->precision == PP_PLAN_PRECISION_TF32 ? "tf32" : "fp32");
     put(&t, "optimizer:\n  type: sgd\n  lr: ");
     put_double(&t, p->optimizer.lr);
     put(&t, "\n  momentum: ");

@@ -601,11 +601,14 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
     if (f[K_PRECISION]) {
         const char *s;
         if (pp_walk_str(w, f[K_PRECISION], "precision", &s) && strcmp(s, "fp32") != 0) {
-            if (!strcmp(s, "bf16") || !strcmp(s, "fp16"))
-                pp_walk_error(w, f[K_PRECISION], "precision %s is not supported yet (use fp32)",
-                              s);
+            if (!strcmp(s, "tf32"))
+                p->precision = PP_PLAN_PRECISION_TF32;
+            else if (!strcmp(s, "bf16") || !strcmp(s, "fp16"))
+                pp_walk_error(w, f[K_PRECISION],
+                              "precision %s is not supported yet (use fp32 or tf32)", s);
             else
-                pp_walk_error(w, f[K_PRECISION], "unknown precision '%.64s' (expected fp32)", s);
+                pp_walk_error(w, f[K_PRECISION],
+                              "unknown precision '%.64s' (expected fp32 or tf32)", s);
         }
     }
     if (f[K_OPTIMIZER]) walk_optimizer(w, f[K_OPTIMIZER]);

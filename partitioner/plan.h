@@ -55,7 +55,9 @@ typedef enum pp_plan_schedule {
 } pp_plan_schedule;
 
 typedef enum pp_plan_precision {
-    PP_PLAN_PRECISION_FP32 = 0,
+    PP_PLAN_PRECISION_FP32 = 0, /* IEEE fp32 */
+    PP_PLAN_PRECISION_TF32 = 1, /* TF32 tensor-core math for convolutions and GEMMs on CUDA;
+                                   fp32 on the CPU backend */
 } pp_plan_precision;
 
 typedef enum pp_plan_data_format {

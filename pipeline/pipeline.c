@@ -418,6 +418,8 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
             cap += (size_t)plan->stages[t].memory_bytes;
         }
         p->stages[s].dev->bytes_limit = capped ? cap : 0;
+        p->stages[s].dev->math = plan->precision == PP_PLAN_PRECISION_TF32 ? PP_MATH_TF32
+                                                                           : PP_MATH_FP32;
     }
     return PP_OK;
 }

@@ -45,6 +45,13 @@ bool pp_device_id_equal(pp_device_id a, pp_device_id b);
 
 struct pp_backend_ops;
 
+/* How a device computes fp32 convolutions and GEMMs. */
+typedef enum pp_math_mode {
+    PP_MATH_FP32 = 0, /* IEEE fp32 (CUDA: CUDNN_FMA_MATH, CUBLAS_DEFAULT_MATH) */
+    PP_MATH_TF32 = 1, /* CUDA: TF32 tensor-core math for convolutions and GEMMs (10-bit
+                         mantissa inputs, fp32 accumulation); CPU: computes as fp32 */
+} pp_math_mode;
+
 /* Per-device context: backend, memory counters, backend-private state. */
 typedef struct pp_device_ctx {
     pp_device_id id;
@@ -52,6 +59,9 @@ typedef struct pp_device_ctx {
     const struct pp_backend_ops *ops;  /* kernels and memory of this backend */
     void *backend;                     /* backend-private state (handles), owned by ops */
     size_t bytes_limit;                /* 0 = unlimited; allocations beyond fail with PP_ERR_OOM */
+    pp_math_mode math;                 /* set before the first op on the device (the CUDA
+                                          backend reads it when it creates handles and
+                                          convolution plans) */
 } pp_device_ctx;
 
 typedef struct pp_registry pp_registry;

@@ -214,8 +214,11 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
         cublasHandle_t h;
         PP_TRY(PP_CUDA(dev, err, cublasCreate(&h)));
         pp_status s = PP_CUDA(dev, err, cublasSetStream(h, ce->stream));
-        /* fp32 without TF32: the default math mode never uses TF32 tensor cores */
-        if (s == PP_OK) s = PP_CUDA(dev, err, cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+        /* fp32: the default math mode never uses TF32 tensor cores; tf32 allows them */
+        if (s == PP_OK)
+            s = PP_CUDA(dev, err,
+                        cublasSetMathMode(h, dev->math == PP_MATH_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                       : CUBLAS_DEFAULT_MATH));
         if (s == PP_OK)
             s = PP_CUDA(dev, err, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
         if (s != PP_OK) {

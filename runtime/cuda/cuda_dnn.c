@@ -80,7 +80,7 @@ static pp_status conv_plan(pp_exec *ex, pp_cuda_exec *ce, const pp_conv2d_desc *
                            pp_cuda_conv_plan **out, pp_error *err)
 {
     for (int i = 0; i < ce->n_conv; i++)
-        if (memcmp(&ce->conv[i].key, d, sizeof *d) == 0) {
+        if (memcmp(&ce->conv[i].key, d, sizeof *d) == 0 && ce->conv[i].math == (int)ex->dev->math) {
             *out = &ce->conv[i];
             return PP_OK;
         }
@@ -110,7 +110,10 @@ static pp_status conv_plan(pp_exec *ex, pp_cuda_exec *ce, const pp_conv2d_desc *
                                                     d->stride_h, d->stride_w, 1, 1,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     if (s == PP_OK)
-        s = PP_CUDA(dev, err, cudnnSetConvolutionMathType(p->conv_desc, CUDNN_FMA_MATH));
+        s = PP_CUDA(dev, err,
+                    cudnnSetConvolutionMathType(p->conv_desc, dev->math == PP_MATH_TF32
+                                                                  ? CUDNN_TENSOR_OP_MATH
+                                                                  : CUDNN_FMA_MATH));
     int on = 0, oc = 0, oh = 0, ow = 0;
     if (s == PP_OK)
         s = PP_CUDA(dev, err,
@@ -127,31 +130,41 @@ static pp_status conv_plan(pp_exec *ex, pp_cuda_exec *ce, const pp_conv2d_desc *
         return s;
     }
     p->key = *d;
+    p->math = (int)dev->math;
     ce->n_conv++;
     *out = p;
     return PP_OK;
 }
 
 /* Index of the algorithm to use among count heuristic results: the first that
- * succeeds within the workspace limit, preferring CUDNN_FMA_MATH; -1 if none. */
-#define PICK_ALGO(perf, count, out)                                                        \
-    do {                                                                                   \
-        (out) = -1;                                                                        \
-        for (int pass_ = 0; pass_ < 2 && (out) < 0; pass_++)                               \
-            for (int i_ = 0; i_ < (count) && (out) < 0; i_++)                              \
-                if ((perf)[i_].status == CUDNN_STATUS_SUCCESS &&                           \
-                    (perf)[i_].memory <= PP_CUDA_CONV_WS_MAX &&                            \
-                    (perf)[i_].mathType ==                                                 \
-                        (pass_ == 0 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH))                \
-                    (out) = i_;                                                            \
+ * succeeds within the workspace limit, preferring CUDNN_FMA_MATH (IEEE fp32;
+ * then CUDNN_DEFAULT_MATH), or under TF32 tensor-op math (then the others);
+ * -1 if none. */
+#define PICK_ALGO(dev, perf, count, out)                                                    \
+    do {                                                                                    \
+        static const cudnnMathType_t fp32_[] = {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH};          \
+        static const cudnnMathType_t tf32_[] = {CUDNN_TENSOR_OP_MATH,                         \
+                                                CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION,        \
+                                                CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH};          \
+        const bool tf32 = (dev)->math == PP_MATH_TF32;                                      \
+        const cudnnMathType_t *order_ = tf32 ? tf32_ : fp32_;                               \
+        const int passes_ = tf32 ? 4 : 2;                                                   \
+        (out) = -1;                                                                         \
+        for (int pass_ = 0; pass_ < passes_ && (out) < 0; pass_++)                          \
+            for (int i_ = 0; i_ < (count) && (out) < 0; i_++)                               \
+                if ((perf)[i_].status == CUDNN_STATUS_SUCCESS &&                            \
+                    (perf)[i_].memory <= PP_CUDA_CONV_WS_MAX &&                             \
+                    (perf)[i_].mathType == order_[pass_])                                   \
+                    (out) = i_;                                                             \
     } while (0)
 
 static pp_status no_algo(pp_exec *ex, const char *what, const pp_conv2d_desc *d, pp_error *err)
 {
     return pp_error_set(err, PP_ERR_BACKEND,
-                        "%s: cuDNN offers no fp32 (non-TF32) %s algorithm within %zu MiB of "
+                        "%s: cuDNN offers no %s %s algorithm within %zu MiB of "
                         "workspace for x %dx%dx%dx%d, w %dx%dx%dx%d, stride %d, pad %d",
-                        ex->dev->name, what, PP_CUDA_CONV_WS_MAX >> 20, d->n, d->c, d->h, d->w,
+                        ex->dev->name, ex->dev->math == PP_MATH_TF32 ? "tf32" : "fp32 (non-TF32)",
+                        what, PP_CUDA_CONV_WS_MAX >> 20, d->n, d->c, d->h, d->w,
                         d->k, d->c, d->r, d->s, d->stride_h, d->pad_h);
 }
 
@@ -171,7 +184,7 @@ pp_status pp_cuda_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const flo
                        cudnnGetConvolutionForwardAlgorithm_v7(
                            ce->dnn, p->x_desc, p->w_desc, p->conv_desc, p->y_desc,
                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf)));
-        PICK_ALGO(perf, count, pick);
+        PICK_ALGO(ex->dev, perf, count, pick);
         if (pick < 0) return no_algo(ex, "forward convolution", d, err);
         p->fwd = perf[pick].algo;
         PP_TRY(PP_CUDA(ex->dev, err,
@@ -202,7 +215,7 @@ pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, con
                        cudnnGetConvolutionBackwardDataAlgorithm_v7(
                            ce->dnn, p->w_desc, p->y_desc, p->conv_desc, p->x_desc,
                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf)));
-        PICK_ALGO(perf, count, pick);
+        PICK_ALGO(ex->dev, perf, count, pick);
         if (pick < 0) return no_algo(ex, "backward-data convolution", d, err);
         p->bwd_data = perf[pick].algo;
         PP_TRY(PP_CUDA(ex->dev, err,
@@ -233,7 +246,7 @@ pp_status pp_cuda_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, c
                        cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                            ce->dnn, p->x_desc, p->y_desc, p->conv_desc, p->w_desc,
                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf)));
-        PICK_ALGO(perf, count, pick);
+        PICK_ALGO(ex->dev, perf, count, pick);
         if (pick < 0) return no_algo(ex, "backward-filter convolution", d, err);
         p->bwd_filter = perf[pick].algo;
         PP_TRY(PP_CUDA(ex->dev, err,

@@ -32,6 +32,7 @@ typedef struct pp_cuda_device {
 /* One cached convolution geometry: descriptors and the algorithms chosen once. */
 typedef struct pp_cuda_conv_plan {
     pp_conv2d_desc key;
+    int math;             /* the device's pp_math_mode when the plan was made */
     cudnnTensorDescriptor_t x_desc, y_desc;
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;

@@ -488,9 +488,25 @@ stages:
     check(r.returncode == 0, f"the limit is cuDNN's: CPU stages have none: {r.stderr}")
 
 
+def test_tf32_on_cpu():
+    """precision tf32 is accepted, round-trips through --validate, and on CPU devices says once
+    that it computes fp32: the run equals the fp32 one bitwise"""
+    tf32 = write("tf32.yaml", open(TINY).read().replace("schedule: gpipe", "schedule: gpipe\nprecision: tf32"))
+    r = run(tf32, "--validate")
+    check(r.returncode == 0 and "precision: tf32" in r.stdout, f"tf32 --validate: {r.stderr}")
+    a, b = os.path.join(TMP, "fp32.safetensors"), os.path.join(TMP, "tf32.safetensors")
+    run(TINY, "--steps", "2", "--save", a)
+    r = run(tf32, "--steps", "2", "--save", b)
+    check(r.returncode == 0 and r.stderr.count("precision tf32: stages on CPU devices compute in "
+                                              "IEEE fp32") == 1, f"tf32 note once: {r.stderr}")
+    check(os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read(),
+          "tf32 on the CPU backend equals fp32 bitwise")
+
+
 for t in [test_memory_cap, test_data_formats, test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
           test_simulate, test_json_and_trace, test_sweep, test_checkpoints, test_sigint,
-          test_nan_loss, test_epochs_eval, test_sweep_past_failure, test_cudnn_limit]:
+          test_nan_loss, test_epochs_eval, test_sweep_past_failure, test_cudnn_limit,
+          test_tf32_on_cpu]:
     t0 = time.time()
     t()
     print(f"{t.__name__}: {time.time() - t0:.1f} s", file=sys.stderr)

@@ -89,7 +89,7 @@ static const struct bad_case {
     {"micro_batches too many", L_MODEL "batch: {size: 4, micro_batches: 5}\n" L_STAGES L_S0 L_S1,
      2, 33, "batch.micro_batches (5) is larger than batch.size (4)"},
     {"unknown schedule", BASE "schedule: zigzag\n", 6, 11, "unknown schedule 'zigzag'"},
-    {"bf16", BASE "precision: bf16\n", 6, 12, "precision bf16 is not supported yet"},
+    {"bf16", BASE "precision: bf16\n", 6, 12, "precision bf16 is not supported yet (use fp32 or tf32)"},
     {"unknown precision", BASE "precision: fp8\n", 6, 12, "unknown precision 'fp8'"},
     {"negative lr", BASE "optimizer: {lr: -0.1}\n", 6, 17,
      "optimizer.lr must not be negative, got -0.1"},
