@@ -196,34 +196,65 @@ pp_status pp_optimizer_zero_grad(pp_optimizer *opt, pp_exec_for_device_fn exec_f
     return sync_internal(opt, exec_for, s, err);
 }
 
+/* Updates params [i0, i1) (one device, one first-step state) in one multi-tensor
+ * call on ex. */
+static pp_status step_run(pp_optimizer *opt, pp_exec *ex, size_t i0, size_t i1, bool use_momentum,
+                          pp_error *err)
+{
+    enum { CHUNK = 64 };
+    pp_tensor *p[CHUNK], *b[CHUNK];
+    const pp_tensor *g[CHUNK];
+    pp_sgd_desc d = {
+        .lr = opt->cfg.lr,
+        .momentum = opt->cfg.momentum,
+        .weight_decay = opt->cfg.weight_decay,
+        .nesterov = opt->cfg.nesterov,
+        .first_step = !opt->params[i0].has_state,
+    };
+    for (size_t c0 = i0; c0 < i1; c0 += CHUNK) {
+        int k = i1 - c0 < CHUNK ? (int)(i1 - c0) : CHUNK;
+        for (int j = 0; j < k; j++) {
+            opt_param *q = &opt->params[c0 + (size_t)j];
+            p[j] = q->param;
+            g[j] = q->grad;
+            b[j] = use_momentum ? &q->buf : NULL;
+        }
+        pp_status s = pp_sgd_update_multi(ex, &d, k, p, g, use_momentum ? b : NULL, err);
+        if (s != PP_OK)
+            return pp_error_prefix(err, "optimizer: step of the parameters from '%s'",
+                                   opt->params[c0].name);
+    }
+    return PP_OK;
+}
+
 pp_status pp_optimizer_step(pp_optimizer *opt, pp_exec_for_device_fn exec_for, void *user,
                             pp_error *err)
 {
     if (!opt) return pp_error_set(err, PP_ERR_INVALID, "optimizer: NULL handle");
     bool use_momentum = opt->cfg.momentum != 0;
     pp_status s = PP_OK;
+    /* momentum buffers first, lazily, on each parameter's device */
     for (size_t i = 0; i < opt->n && s == PP_OK; i++) {
         opt_param *p = &opt->params[i];
-        pp_exec *ex;
-        s = exec_for_dev(opt, exec_for, user, p->param->dev, &ex, err);
-        if (s == PP_OK && use_momentum && !p->buf.dev)
+        if (use_momentum && !p->buf.dev)
             s = pp_tensor_alloc(&p->buf, p->param->dev, PP_F32, p->param->ndim, p->param->shape,
                                 err);
-        if (s == PP_OK) {
-            pp_sgd_desc d = {
-                .lr = opt->cfg.lr,
-                .momentum = opt->cfg.momentum,
-                .weight_decay = opt->cfg.weight_decay,
-                .nesterov = opt->cfg.nesterov,
-                .first_step = !p->has_state,
-            };
-            s = pp_sgd_update(ex, &d, p->param, p->grad, use_momentum ? &p->buf : NULL, err);
-        }
-        if (s == PP_OK)
-            p->has_state = use_momentum;
-        else
-            pp_error_prefix(err, "optimizer: step of '%s'", p->name);
+        if (s != PP_OK) pp_error_prefix(err, "optimizer: step of '%s'", p->name);
     }
+    /* then one multi-tensor update per run of parameters on one device with one state */
+    for (size_t i0 = 0; i0 < opt->n && s == PP_OK;) {
+        size_t i1 = i0 + 1;
+        while (i1 < opt->n && opt->params[i1].param->dev == opt->params[i0].param->dev &&
+               opt->params[i1].has_state == opt->params[i0].has_state)
+            i1++;
+        pp_exec *ex;
+        s = exec_for_dev(opt, exec_for, user, opt->params[i0].param->dev, &ex, err);
+        if (s == PP_OK) s = step_run(opt, ex, i0, i1, use_momentum, err);
+        else pp_error_prefix(err, "optimizer: step of '%s'", opt->params[i0].name);
+        i0 = i1;
+    }
+    if (s == PP_OK)
+        for (size_t i = 0; i < opt->n; i++) opt->params[i].has_state = use_momentum;
     s = sync_internal(opt, exec_for, s, err);
     if (s == PP_OK) opt->steps++;
     return s;

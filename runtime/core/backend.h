@@ -101,6 +101,11 @@ typedef struct pp_backend_ops {
 
     pp_status (*sgd_update)(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
                             const float *grad, float *momentum_buf, pp_error *err);
+    /* optional: count tensors of sizes[i] elements at once (buf[i] NULL when momentum
+     * is 0); NULL entry: the caller runs sgd_update per tensor */
+    pp_status (*sgd_update_multi)(pp_exec *ex, const pp_sgd_desc *d, int count,
+                                  float *const *param, const float *const *grad,
+                                  float *const *buf, const int64_t *sizes, pp_error *err);
 
     pp_status (*delay)(pp_exec *ex, double ms, pp_error *err);
 } pp_backend_ops;

@@ -398,11 +398,8 @@ pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor 
                     loss->data, correct->data, dlogits->data, err);
 }
 
-pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, const pp_tensor *grad,
-                        pp_tensor *momentum_buf, pp_error *err)
+static pp_status check_sgd_desc(const char *op, const pp_sgd_desc *d, pp_error *err)
 {
-    const char *op = "sgd_update";
-    PP_TRY(check_exec(ex, op, err));
     if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
     if (!(d->lr >= 0) || !(d->momentum >= 0) || !(d->weight_decay >= 0))
         return pp_error_set(err, PP_ERR_INVALID, "%s: lr, momentum and weight decay must be >= 0",
@@ -410,11 +407,65 @@ pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, con
     if (d->nesterov && d->momentum <= 0)
         return pp_error_set(err, PP_ERR_INVALID, "%s: Nesterov momentum requires momentum > 0",
                             op);
+    return PP_OK;
+}
+
+static pp_status check_sgd_tensors(pp_exec *ex, const char *op, const pp_sgd_desc *d,
+                                   const pp_tensor *param, const pp_tensor *grad,
+                                   const pp_tensor *momentum_buf, pp_error *err)
+{
     PP_TRY(check_f32(ex, op, "param", param, err));
     PP_TRY(check_like(ex, op, "grad", grad, param, err));
     if (d->momentum != 0) PP_TRY(check_like(ex, op, "momentum_buf", momentum_buf, param, err));
+    return PP_OK;
+}
+
+pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, const pp_tensor *grad,
+                        pp_tensor *momentum_buf, pp_error *err)
+{
+    const char *op = "sgd_update";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_sgd_desc(op, d, err));
+    PP_TRY(check_sgd_tensors(ex, op, d, param, grad, momentum_buf, err));
     return DISPATCH(sgd_update, d, pp_tensor_numel(param), param->data, grad->data,
                     d->momentum != 0 ? momentum_buf->data : NULL, err);
+}
+
+pp_status pp_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int n, pp_tensor *const *params,
+                              const pp_tensor *const *grads, pp_tensor *const *bufs,
+                              pp_error *err)
+{
+    const char *op = "sgd_update_multi";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_sgd_desc(op, d, err));
+    if (n < 0 || (n > 0 && (!params || !grads || (d->momentum != 0 && !bufs))))
+        return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor list", op);
+    for (int i = 0; i < n; i++) {
+        pp_status s = check_sgd_tensors(ex, op, d, params[i], grads[i],
+                                        d->momentum != 0 ? bufs[i] : NULL, err);
+        if (s != PP_OK) return pp_error_prefix(err, "tensor %d", i);
+    }
+    if (!ex->dev->ops->sgd_update_multi) { /* one call per tensor, same arithmetic */
+        for (int i = 0; i < n; i++)
+            PP_TRY(DISPATCH(sgd_update, d, pp_tensor_numel(params[i]), params[i]->data,
+                            grads[i]->data, d->momentum != 0 ? bufs[i]->data : NULL, err));
+        return PP_OK;
+    }
+    enum { CHUNK = 256 };
+    float *p[CHUNK], *b[CHUNK];
+    const float *g[CHUNK];
+    int64_t sizes[CHUNK];
+    for (int i0 = 0; i0 < n; i0 += CHUNK) {
+        int k = n - i0 < CHUNK ? n - i0 : CHUNK;
+        for (int i = 0; i < k; i++) {
+            p[i] = params[i0 + i]->data;
+            g[i] = grads[i0 + i]->data;
+            b[i] = d->momentum != 0 ? bufs[i0 + i]->data : NULL;
+            sizes[i] = pp_tensor_numel(params[i0 + i]);
+        }
+        PP_TRY(ex->dev->ops->sgd_update_multi(ex, d, k, p, g, b, sizes, err));
+    }
+    return PP_OK;
 }
 
 pp_status pp_delay(pp_exec *ex, double ms, pp_error *err)

@@ -157,6 +157,15 @@ pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor 
 pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, const pp_tensor *grad,
                         pp_tensor *momentum_buf, pp_error *err);
 
+/* pp_sgd_update over n parameter tensors of one device at once (one kernel
+ * launch per group of tensors on CUDA instead of one per tensor): params[i],
+ * grads[i] and (momentum != 0) bufs[i] as for pp_sgd_update, all with the
+ * same descriptor; each tensor is checked as there. Results are identical to
+ * n calls of pp_sgd_update. bufs may be NULL when momentum == 0. */
+pp_status pp_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int n, pp_tensor *const *params,
+                              const pp_tensor *const *grads, pp_tensor *const *bufs,
+                              pp_error *err);
+
 /* ---- misc ------------------------------------------------------------------- */
 /* Busy-waits or sleeps for ms milliseconds in stream order (delay model). */
 pp_status pp_delay(pp_exec *ex, double ms, pp_error *err);

@@ -366,6 +366,37 @@ static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, f
                                       param, grad, momentum_buf));
 }
 
+/* One launch per PP_CUDA_SGD_MULTI tensors; the grid's x dimension covers the
+ * largest tensor of the group (grid-stride loops take the rest). */
+static pp_status cuda_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int count,
+                                       float *const *param, const float *const *grad,
+                                       float *const *buf, const int64_t *sizes, pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    for (int i0 = 0; i0 < count; i0 += PP_CUDA_SGD_MULTI) {
+        int k = count - i0 < PP_CUDA_SGD_MULTI ? count - i0 : PP_CUDA_SGD_MULTI;
+        pp_cuda_sgd_list list;
+        memset(&list, 0, sizeof list);
+        int64_t largest = 0;
+        for (int i = 0; i < k; i++) {
+            list.param[i] = param[i0 + i];
+            list.grad[i] = grad[i0 + i];
+            list.buf[i] = buf[i0 + i];
+            list.n[i] = sizes[i0 + i];
+            if (sizes[i0 + i] > largest) largest = sizes[i0 + i];
+        }
+        if (largest == 0) continue;
+        unsigned grid_x = pp_cuda_grid(ex, largest, PP_CUDA_BLOCK);
+        /* the y dimension multiplies the blocks: keep about the same total */
+        unsigned per = grid_x / (unsigned)k;
+        grid_x = per > 0 ? per : 1;
+        PP_TRY(PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_sgd_multi(ce->stream, grid_x, k, &list, d->lr, d->momentum,
+                                                d->weight_decay, d->nesterov, d->first_step)));
+    }
+    return PP_OK;
+}
+
 static pp_status cuda_delay(pp_exec *ex, double ms, pp_error *err)
 {
     if (!(ms > 0)) return PP_OK;
@@ -406,6 +437,7 @@ static const pp_backend_ops cuda_ops = {
     .linear_backward = pp_cuda_linear_backward,
     .softmax_xent = cuda_softmax_xent,
     .sgd_update = cuda_sgd_update,
+    .sgd_update_multi = cuda_sgd_update_multi,
     .delay = cuda_delay,
 };
 

@@ -157,19 +157,38 @@ __global__ void softmax_xent_total_k(int n, float divisor, const double *row_los
     *correct = bad ? -1 : hits;
 }
 
+/* One element of torch.optim.SGD (see pp_sgd_update). */
+__device__ __forceinline__ void sgd_one(int64_t i, float lr, float mu, float wd, int nesterov,
+                                        int first_step, float *param, const float *grad,
+                                        float *buf)
+{
+    float g = grad[i] + wd * param[i];
+    if (mu != 0.0f) {
+        const float b = first_step ? g : mu * buf[i] + g;
+        buf[i] = b;
+        g = nesterov ? g + mu * b : b;
+    }
+    param[i] -= lr * g;
+}
+
 __global__ void sgd_k(int64_t n, float lr, float mu, float wd, int nesterov, int first_step,
                       float *param, const float *grad, float *buf)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        float g = grad[i] + wd * param[i];
-        if (mu != 0.0f) {
-            const float b = first_step ? g : mu * buf[i] + g;
-            buf[i] = b;
-            g = nesterov ? g + mu * b : b;
-        }
-        param[i] -= lr * g;
-    }
+         i += (int64_t)gridDim.x * blockDim.x)
+        sgd_one(i, lr, mu, wd, nesterov, first_step, param, grad, buf);
+}
+
+__global__ void sgd_multi_k(const pp_cuda_sgd_list list, float lr, float mu, float wd,
+                            int nesterov, int first_step)
+{
+    const int t = blockIdx.y;
+    const int64_t n = list.n[t];
+    float *param = list.param[t], *buf = list.buf[t];
+    const float *grad = list.grad[t];
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        sgd_one(i, lr, mu, wd, nesterov, first_step, param, grad, buf);
 }
 
 __device__ uint64_t global_ns()
@@ -268,6 +287,17 @@ cudaError_t pp_cuda_launch_sgd(cudaStream_t s, unsigned grid, int64_t n, float l
 {
     sgd_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, lr, momentum, weight_decay, nesterov, first_step,
                                          param, grad, momentum_buf);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_sgd_multi(cudaStream_t s, unsigned grid_x, int count,
+                                     const pp_cuda_sgd_list *list, float lr, float momentum,
+                                     float weight_decay, int nesterov, int first_step)
+{
+    if (count <= 0) return cudaSuccess;
+    dim3 grid(grid_x, (unsigned)count);
+    sgd_multi_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(*list, lr, momentum, weight_decay, nesterov,
+                                                first_step);
     return cudaGetLastError();
 }
 

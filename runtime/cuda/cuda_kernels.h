@@ -51,6 +51,24 @@ cudaError_t pp_cuda_launch_softmax_xent(cudaStream_t s, int n, int classes, cons
                                         float *dlogits);
 /* torch.optim.SGD on n elements (see pp_sgd_update); momentum_buf NULL when
  * momentum == 0. */
+/* The tensors of one multi-tensor SGD launch, passed by value as the kernel's
+ * parameter (no host-to-device upload, so the launch can be captured in a CUDA
+ * graph); 64 tensors keep it at 2 KiB, under every toolchain's parameter limit. */
+#define PP_CUDA_SGD_MULTI 64
+typedef struct pp_cuda_sgd_list {
+    float *param[PP_CUDA_SGD_MULTI];
+    const float *grad[PP_CUDA_SGD_MULTI];
+    float *buf[PP_CUDA_SGD_MULTI]; /* NULL entries when momentum is 0 */
+    int64_t n[PP_CUDA_SGD_MULTI];
+} pp_cuda_sgd_list;
+
+/* torch.optim.SGD on count (<= PP_CUDA_SGD_MULTI) tensors in one launch: a
+ * grid of grid_x x count blocks, blockIdx.y picks the tensor; the arithmetic
+ * of pp_cuda_launch_sgd. */
+cudaError_t pp_cuda_launch_sgd_multi(cudaStream_t s, unsigned grid_x, int count,
+                                     const pp_cuda_sgd_list *list, float lr, float momentum,
+                                     float weight_decay, int nesterov, int first_step);
+
 cudaError_t pp_cuda_launch_sgd(cudaStream_t s, unsigned grid, int64_t n, float lr, float momentum,
                                float weight_decay, int nesterov, int first_step, float *param,
                                const float *grad, float *momentum_buf);

@@ -368,6 +368,49 @@ static void test_sgd(rig *r)
     }
 }
 
+/* The multi-tensor SGD (one launch per 64 tensors) equals the per-tensor
+ * kernel on the GPU bit for bit (same arithmetic), over 70 tensors of odd
+ * sizes, and the CPU backend within TOL_FWD. */
+static void test_sgd_multi(rig *r)
+{
+    pp_error e;
+    enum { T = 70 };
+    const pp_sgd_desc d = {0.05f, 0.9f, 1e-4f, true, false};
+    pair p[T], g[T], b[T];
+    pp_tensor q[T], c[T];
+    pp_tensor *ps[T], *bs[T];
+    const pp_tensor *gs[T];
+    for (int i = 0; i < T; i++) {
+        const int64_t s[1] = {1 + (i * 37) % 3001};
+        p[i] = pair_rand(r, 1, s, -1, 1), g[i] = pair_rand(r, 1, s, -1, 1);
+        b[i] = pair_rand(r, 1, s, -1, 1);
+        CHECK_OK(pp_tensor_alloc(&q[i], r->gpu, PP_F32, 1, s, &e), &e);
+        CHECK_OK(pp_tensor_alloc(&c[i], r->gpu, PP_F32, 1, s, &e), &e);
+        CHECK_OK(pp_copy(&r->egpu, &p[i].g, &q[i], &e), &e);
+        CHECK_OK(pp_copy(&r->egpu, &b[i].g, &c[i], &e), &e);
+        ps[i] = &q[i], bs[i] = &c[i], gs[i] = &g[i].g;
+    }
+    for (int step = 0; step < 2; step++) {
+        for (int i = 0; i < T; i++)
+            BOTH(r, pp_sgd_update(ex, &d, &p[i].c, &g[i].c, &b[i].c, err),
+                 pp_sgd_update(ex, &d, &p[i].g, &g[i].g, &b[i].g, err));
+        CHECK_OK(pp_sgd_update_multi(&r->egpu, &d, T, ps, gs, bs, &e), &e);
+    }
+    CHECK_OK(pp_exec_sync(&r->egpu, &e), &e);
+    for (int i = 0; i < T; i++) {
+        size_t bytes = pp_tensor_bytes(&q[i]);
+        float *a = malloc(bytes), *m = malloc(bytes);
+        CHECK_OK(pp_tensor_to_host(&p[i].g, a, bytes, &e), &e);
+        CHECK_OK(pp_tensor_to_host(&q[i], m, bytes, &e), &e);
+        CHECK_MSG(memcmp(a, m, bytes) == 0, "sgd_update_multi tensor %d differs from sgd_update",
+                  i);
+        free(a), free(m);
+        CHECK_CLOSE(r, &p[i], TOL_FWD, "sgd_update on cuda vs cpu, tensor %d", i);
+        pair_free(&p[i]), pair_free(&g[i]), pair_free(&b[i]);
+        pp_tensor_free(&q[i]), pp_tensor_free(&c[i]);
+    }
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -698,6 +741,7 @@ int main(void)
     test_linear(&r);
     test_softmax_xent(&r);
     test_sgd(&r);
+    test_sgd_multi(&r);
     test_delay(&r);
     test_steady_state(&r);
     test_streams(&r);

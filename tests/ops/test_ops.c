@@ -907,6 +907,65 @@ static void test_sgd(void)
     }
 }
 
+/* pp_sgd_update_multi equals pp_sgd_update per tensor, bit for bit, for every
+ * kind of step (several sizes, with and without momentum, Nesterov, first and
+ * later steps), and refuses a bad tensor naming its index. */
+static void test_sgd_multi(void)
+{
+    static const pp_sgd_desc descs[] = {
+        {0.1f, 0.0f, 0.0f, false, true},   {0.1f, 0.9f, 1e-4f, false, true},
+        {0.05f, 0.9f, 1e-4f, false, false}, {0.1f, 0.9f, 5e-4f, true, false},
+    };
+    enum { T = 70 }; /* more than one CUDA launch group of 64 */
+    pp_error err;
+    for (size_t c = 0; c < sizeof descs / sizeof descs[0]; c++) {
+        pp_tensor pa[T], pb[T], g[T], ba[T], bb[T];
+        pp_tensor *pas[T], *pbs[T], *bbs[T];
+        const pp_tensor *gs[T];
+        for (int i = 0; i < T; i++) {
+            int64_t n = 1 + (i * 37) % 301;
+            pa[i] = tnew(1, n, 1, 1, 1);
+            g[i] = tnew(1, n, 1, 1, 1);
+            ba[i] = tnew(1, n, 1, 1, 1);
+            free(fill(&pa[i], 0, 1));
+            free(fill(&g[i], 0, 1));
+            free(fill(&ba[i], 0, 1));
+            pb[i] = tnew(1, n, 1, 1, 1);
+            bb[i] = tnew(1, n, 1, 1, 1);
+            memcpy(pb[i].data, pa[i].data, pp_tensor_bytes(&pa[i]));
+            memcpy(bb[i].data, ba[i].data, pp_tensor_bytes(&ba[i]));
+            pas[i] = &pa[i], pbs[i] = &pb[i], bbs[i] = &bb[i], gs[i] = &g[i];
+        }
+        for (int step = 0; step < 2; step++) {
+            for (int i = 0; i < T; i++)
+                CHECK_OK(pp_sgd_update(&g_ex, &descs[c], pas[i], gs[i], &ba[i], &err), &err);
+            CHECK_OK(pp_sgd_update_multi(&g_ex, &descs[c], T, pbs, gs,
+                                         descs[c].momentum != 0 ? bbs : NULL, &err),
+                     &err);
+        }
+        for (int i = 0; i < T; i++) {
+            CHECK_MSG(memcmp(pa[i].data, pb[i].data, pp_tensor_bytes(&pa[i])) == 0,
+                      "sgd_update_multi case %zu tensor %d: params differ from sgd_update", c, i);
+            if (descs[c].momentum != 0)
+                CHECK_MSG(memcmp(ba[i].data, bb[i].data, pp_tensor_bytes(&ba[i])) == 0,
+                          "sgd_update_multi case %zu tensor %d: momentum differs", c, i);
+        }
+        /* a gradient of the wrong shape is refused, naming the tensor */
+        pp_tensor wrong = tnew(1, 2, 1, 1, 1);
+        const pp_tensor *saved = gs[5];
+        gs[5] = &wrong;
+        pp_status s = pp_sgd_update_multi(&g_ex, &descs[c], T, pbs, gs, bbs, &err);
+        CHECK_MSG(s == PP_ERR_INVALID && strstr(err.msg, "tensor 5"), "bad tensor: %s", err.msg);
+        gs[5] = saved;
+        pp_tensor_free(&wrong);
+        for (int i = 0; i < T; i++) {
+            pp_tensor_free(&pa[i]), pp_tensor_free(&pb[i]), pp_tensor_free(&g[i]);
+            pp_tensor_free(&ba[i]), pp_tensor_free(&bb[i]);
+        }
+    }
+    CHECK(pp_sgd_update_multi(&g_ex, &descs[0], 0, NULL, NULL, NULL, &err) == PP_OK);
+}
+
 /* ---- boundary checks through the checked API ------------------------------------- */
 
 typedef enum misuse {
@@ -1063,6 +1122,7 @@ int main(void)
     test_softmax_xent();
     test_elementwise();
     test_sgd();
+    test_sgd_multi();
     test_boundaries();
     pp_exec_destroy(&g_ex);
     CHECK(pp_device_bytes_in_use(g_dev) == 0 && pp_device_bytes_in_use(g_dev1) == 0);
