@@ -214,11 +214,6 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
         cublasHandle_t h;
         PP_TRY(PP_CUDA(dev, err, cublasCreate(&h)));
         pp_status s = PP_CUDA(dev, err, cublasSetStream(h, ce->stream));
-        /* fp32: the default math mode never uses TF32 tensor cores; tf32 allows them */
-        if (s == PP_OK)
-            s = PP_CUDA(dev, err,
-                        cublasSetMathMode(h, dev->math == PP_MATH_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                       : CUBLAS_DEFAULT_MATH));
         if (s == PP_OK)
             s = PP_CUDA(dev, err, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
         if (s != PP_OK) {
@@ -226,6 +221,17 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
             return s;
         }
         ce->blas = h;
+        ce->blas_math = -1;
+    }
+    /* The handle follows the device's math mode. fp32: CUBLAS_DEFAULT_MATH keeps
+     * the precision asked for (sgemm never uses TF32 in it); tf32 allows TF32
+     * tensor cores. */
+    if (need_blas && ce->blas_math != (int)dev->math) {
+        PP_TRY(PP_CUDA(dev, err,
+                       cublasSetMathMode(ce->blas, dev->math == PP_MATH_TF32
+                                                       ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                       : CUBLAS_DEFAULT_MATH)));
+        ce->blas_math = (int)dev->math;
     }
     *out = ce;
     return PP_OK;

@@ -58,6 +58,7 @@ typedef struct pp_cuda_exec {
     cudaStream_t stream;    /* ex->native_stream, or the device's private stream */
     cudnnHandle_t dnn;      /* created on first use, bound to stream */
     cublasHandle_t blas;    /* created on first use, bound to stream */
+    int blas_math;          /* the pp_math_mode blas is set to (-1: not yet) */
     pp_cuda_conv_plan *conv;     /* grows on new shapes (first step only) */
     int n_conv, cap_conv;
     pp_cuda_tensor_desc *tdesc;

@@ -106,10 +106,36 @@ static void test_views(void)
     pp_registry_free(reg);
 }
 
+/* The math mode round-trips on a CPU device; unknown modes are refused and
+ * leave it unchanged. (That tf32 computes as fp32 on the CPU, bit for bit,
+ * is checked op by op in tests/ops.) */
+static void test_math_mode(void)
+{
+    pp_registry *reg;
+    pp_error err;
+    CHECK_OK(pp_registry_new(&reg, &err), &err);
+    pp_device_ctx *c0, *c1;
+    CHECK_OK(pp_registry_get(reg, (pp_device_id){PP_DEVICE_CPU, 0}, &c0, &err), &err);
+    CHECK_OK(pp_registry_get(reg, (pp_device_id){PP_DEVICE_CPU, 1}, &c1, &err), &err);
+    CHECK(pp_device_math(c0) == PP_MATH_FP32);
+    CHECK_OK(pp_device_set_math(c0, PP_MATH_TF32, &err), &err);
+    CHECK(pp_device_math(c0) == PP_MATH_TF32 && c0->math == PP_MATH_TF32);
+    CHECK(pp_device_math(c1) == PP_MATH_FP32); /* per device */
+    pp_status s = pp_device_set_math(c0, (pp_math_mode)7, &err);
+    CHECK(s == PP_ERR_INVALID && strstr(err.msg, "cpu:0") && strstr(err.msg, "7"));
+    CHECK(pp_device_math(c0) == PP_MATH_TF32);
+    CHECK(pp_device_set_math(NULL, PP_MATH_FP32, &err) == PP_ERR_INVALID);
+    CHECK(pp_device_math(NULL) == PP_MATH_FP32);
+    CHECK_OK(pp_device_set_math(c0, PP_MATH_FP32, &err), &err);
+    CHECK(pp_device_math(c0) == PP_MATH_FP32);
+    pp_registry_free(reg);
+}
+
 int main(void)
 {
     test_device_parse();
     test_registry_and_memory();
     test_views();
+    test_math_mode();
     return check_summary("core");
 }

@@ -966,6 +966,45 @@ static void test_sgd_multi(void)
     CHECK(pp_sgd_update_multi(&g_ex, &descs[0], 0, NULL, NULL, NULL, &err) == PP_OK);
 }
 
+/* ---- math mode ------------------------------------------------------------------ */
+
+/* tf32 runs as fp32 on the CPU: convolutions and the linear layer give the
+ * same bits in both modes. */
+static void test_math_mode_cpu(void)
+{
+    pp_error err;
+    pp_conv2d_desc d;
+    CHECK_OK(pp_conv2d_desc_init(&d, 2, 5, 9, 9, 6, 3, 2, 1, &err), &err);
+    pp_tensor x = tnew(4, d.n, d.c, d.h, d.w), w = tnew(4, d.k, d.c, d.r, d.s);
+    pp_tensor dy = tnew(4, d.n, d.k, d.p, d.q);
+    pp_tensor lx = tnew(2, 3, 17, 1, 1), lw = tnew(2, 5, 17, 1, 1), lb = tnew(1, 5, 1, 1, 1);
+    pp_tensor ldy = tnew(2, 3, 5, 1, 1);
+    pp_tensor *ins[] = {&x, &w, &dy, &lx, &lw, &lb, &ldy};
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++) free(fill(ins[i], 0.0, 1.0));
+    enum { OUTS = 7 };
+    pp_tensor out[2][OUTS];
+    for (int m = 0; m < 2; m++) {
+        CHECK_OK(pp_device_set_math(g_dev, m ? PP_MATH_TF32 : PP_MATH_FP32, &err), &err);
+        pp_tensor *o = out[m];
+        o[0] = tnew(4, d.n, d.k, d.p, d.q), o[1] = tnew(4, d.n, d.c, d.h, d.w);
+        o[2] = tnew(4, d.k, d.c, d.r, d.s), o[3] = tnew(2, 3, 5, 1, 1);
+        o[4] = tnew(2, 3, 17, 1, 1), o[5] = tnew(2, 5, 17, 1, 1), o[6] = tnew(1, 5, 1, 1, 1);
+        CHECK_OK(pp_conv2d_forward(&g_ex, &d, &x, &w, &o[0], &err), &err);
+        CHECK_OK(pp_conv2d_backward_data(&g_ex, &d, &dy, &w, &o[1], &err), &err);
+        CHECK_OK(pp_conv2d_backward_filter(&g_ex, &d, &x, &dy, &o[2], &err), &err);
+        CHECK_OK(pp_linear_forward(&g_ex, &lx, &lw, &lb, &o[3], &err), &err);
+        CHECK_OK(pp_linear_backward(&g_ex, &lx, &lw, &ldy, &o[4], &o[5], &o[6], &err), &err);
+    }
+    CHECK_OK(pp_device_set_math(g_dev, PP_MATH_FP32, &err), &err);
+    for (int i = 0; i < OUTS; i++) {
+        CHECK_MSG(memcmp(out[0][i].data, out[1][i].data, pp_tensor_bytes(&out[0][i])) == 0,
+                  "output %d differs between fp32 and tf32 on the CPU", i);
+        pp_tensor_free(&out[0][i]);
+        pp_tensor_free(&out[1][i]);
+    }
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++) pp_tensor_free(ins[i]);
+}
+
 /* ---- boundary checks through the checked API ------------------------------------- */
 
 typedef enum misuse {
@@ -1123,6 +1162,7 @@ int main(void)
     test_elementwise();
     test_sgd();
     test_sgd_multi();
+    test_math_mode_cpu();
     test_boundaries();
     pp_exec_destroy(&g_ex);
     CHECK(pp_device_bytes_in_use(g_dev) == 0 && pp_device_bytes_in_use(g_dev1) == 0);
