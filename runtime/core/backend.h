@@ -52,6 +52,11 @@ typedef struct pp_backend_ops {
                                       const float *w, float *dx, pp_error *err);
     pp_status (*conv2d_backward_filter)(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                         const float *dy, float *dw, pp_error *err);
+    /* dx += conv_transpose(dy, w): the sum backward_data then accumulate give (the
+     * CPU backend's bit for bit) */
+    pp_status (*conv2d_backward_data_accumulate)(pp_exec *ex, const pp_conv2d_desc *d,
+                                                 const float *dy, const float *w, float *dx,
+                                                 pp_error *err);
 
     pp_status (*batchnorm_forward_train)(pp_exec *ex, const pp_bn_desc *d, const float *x,
                                          const float *gamma, const float *beta,

@@ -140,6 +140,18 @@ pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const 
     return DISPATCH(conv2d_backward_filter, d, x->data, dy->data, dw->data, err);
 }
 
+pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                             const pp_tensor *dy, const pp_tensor *w,
+                                             pp_tensor *dx, pp_error *err)
+{
+    const char *op = "conv2d_backward_data_accumulate";
+    PP_TRY(check_conv(ex, op, d, err));
+    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(check(ex, op, "w", w, PP_F32, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(check(ex, op, "dx", dx, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    return DISPATCH(conv2d_backward_data_accumulate, d, dy->data, w->data, dx->data, err);
+}
+
 static pp_status check_bn(pp_exec *ex, const char *op, const pp_bn_desc *d, pp_error *err)
 {
     PP_TRY(check_exec(ex, op, err));

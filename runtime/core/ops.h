@@ -72,6 +72,16 @@ pp_status pp_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const pp_tenso
 /* dx = conv_transpose(dy, w) */
 pp_status pp_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *dy,
                                   const pp_tensor *w, pp_tensor *dx, pp_error *err);
+/* dx += conv_transpose(dy, w): the data gradient added to what dx holds, for
+ * a tensor that gathers the gradients of several branches (a residual
+ * block's input: let the identity branch's gradient be written into dx
+ * first, then the main branch's convolution adds its part, which saves the
+ * separate pp_accumulate pass over dx). The same sum as
+ * pp_conv2d_backward_data into a temporary, then pp_accumulate into dx (on
+ * the CPU backend bit for bit; on CUDA, cuDNN's blend with beta = 1). */
+pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                             const pp_tensor *dy, const pp_tensor *w,
+                                             pp_tensor *dx, pp_error *err);
 /* dw += correlation(x, dy) */
 pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *x,
                                     const pp_tensor *dy, pp_tensor *dw, pp_error *err);

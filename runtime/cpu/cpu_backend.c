@@ -184,6 +184,7 @@ static const pp_backend_ops cpu_ops = {
     .conv2d_forward = pp_cpu_conv2d_forward,
     .conv2d_backward_data = pp_cpu_conv2d_backward_data,
     .conv2d_backward_filter = pp_cpu_conv2d_backward_filter,
+    .conv2d_backward_data_accumulate = pp_cpu_conv2d_backward_data_accumulate,
     .batchnorm_forward_train = pp_cpu_batchnorm_forward_train,
     .batchnorm_forward_infer = pp_cpu_batchnorm_forward_infer,
     .batchnorm_backward = pp_cpu_batchnorm_backward,

@@ -426,6 +426,7 @@ static const pp_backend_ops cuda_ops = {
     .conv2d_forward = pp_cuda_conv2d_forward,
     .conv2d_backward_data = pp_cuda_conv2d_backward_data,
     .conv2d_backward_filter = pp_cuda_conv2d_backward_filter,
+    .conv2d_backward_data_accumulate = pp_cuda_conv2d_backward_data_accumulate,
     .batchnorm_forward_train = pp_cuda_batchnorm_forward_train,
     .batchnorm_forward_infer = pp_cuda_batchnorm_forward_infer,
     .batchnorm_backward = pp_cuda_batchnorm_backward,

@@ -201,8 +201,9 @@ pp_status pp_cuda_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const flo
                                            y));
 }
 
-pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
-                                       const float *w, float *dx, pp_error *err)
+/* dx = beta * dx + conv_transpose(dy, w), beta 0 or 1 */
+static pp_status conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
+                                      const float *w, const float *beta, float *dx, pp_error *err)
 {
     pp_cuda_exec *ce;
     pp_cuda_conv_plan *p;
@@ -229,7 +230,21 @@ pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, con
     return PP_CUDA(ex->dev, err,
                    cudnnConvolutionBackwardData(ce->dnn, &one, p->w_desc, w, p->y_desc, dy,
                                                 p->conv_desc, p->bwd_data, ws, p->bwd_data_ws,
-                                                &zero, p->x_desc, dx));
+                                                beta, p->x_desc, dx));
+}
+
+pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
+                                       const float *w, float *dx, pp_error *err)
+{
+    return conv2d_backward_data(ex, d, dy, w, &zero, dx, err);
+}
+
+/* beta = 1: cuDNN adds the result to dx */
+pp_status pp_cuda_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                                  const float *dy, const float *w, float *dx,
+                                                  pp_error *err)
+{
+    return conv2d_backward_data(ex, d, dy, w, &one, dx, err);
 }
 
 pp_status pp_cuda_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x,

@@ -133,6 +133,9 @@ pp_status pp_cuda_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const flo
                                  const float *w, float *y, pp_error *err);
 pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
                                        const float *w, float *dx, pp_error *err);
+pp_status pp_cuda_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                                  const float *dy, const float *w, float *dx,
+                                                  pp_error *err);
 pp_status pp_cuda_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, pp_error *err);
 pp_status pp_cuda_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const float *x,

@@ -156,6 +156,10 @@ static void test_conv(rig *r)
         BOTH(r, pp_conv2d_backward_data(ex, &d, &dy.c, &w.c, &dx.c, err),
              pp_conv2d_backward_data(ex, &d, &dy.g, &w.g, &dx.g, err));
         CHECK_CLOSE(r, &dx, TOL_BWD, "conv backward data case %zu", i);
+        /* dx += the same gradient: cuDNN's beta = 1 against the CPU's sum */
+        BOTH(r, pp_conv2d_backward_data_accumulate(ex, &d, &dy.c, &w.c, &dx.c, err),
+             pp_conv2d_backward_data_accumulate(ex, &d, &dy.g, &w.g, &dx.g, err));
+        CHECK_CLOSE(r, &dx, TOL_BWD, "conv backward data accumulate case %zu", i);
         for (int rep = 0; rep < 2; rep++)
             BOTH(r, pp_conv2d_backward_filter(ex, &d, &x.c, &dy.c, &dw.c, err),
                  pp_conv2d_backward_filter(ex, &d, &x.g, &dy.g, &dw.g, err));

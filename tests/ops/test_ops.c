@@ -365,6 +365,45 @@ static void test_conv_repeat(void)
     openblas_set_num_threads(threads);
 }
 
+/* dx += conv_transpose(dy, w) gives the bits of backward-data into a
+ * temporary and then accumulate, on every code path of conv2d.c (im2col and
+ * col2im per sample or per group of samples, pointwise direct or grouped),
+ * whatever dx held before. */
+static void test_conv_backward_data_accumulate(void)
+{
+    static const int shapes[][8] = {
+        /* n, c, h, w, k, kernel, stride, pad */
+        {2, 3, 7, 9, 4, 3, 1, 1},   {2, 2, 34, 33, 3, 3, 1, 1}, {45, 2, 5, 5, 3, 3, 1, 1},
+        {3, 5, 6, 5, 6, 1, 1, 0},   {2, 3, 40, 30, 4, 1, 1, 0}, {2, 4, 7, 7, 3, 1, 2, 0},
+        {1, 3, 13, 11, 4, 7, 2, 3}, {2, 32, 30, 30, 64, 1, 1, 0}, {16, 96, 7, 7, 200, 1, 1, 0},
+        {4, 64, 28, 28, 96, 3, 1, 1},
+    };
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int *sh = shapes[si];
+        pp_conv2d_desc d;
+        pp_error err;
+        CHECK_OK(pp_conv2d_desc_init(&d, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], sh[6], sh[7],
+                                     &err),
+                 &err);
+        pp_tensor w = tnew(4, d.k, d.c, d.r, d.s), dy = tnew(4, d.n, d.k, d.p, d.q);
+        pp_tensor dx = tnew(4, d.n, d.c, d.h, d.w), want = tnew(4, d.n, d.c, d.h, d.w);
+        pp_tensor got = tnew(4, d.n, d.c, d.h, d.w);
+        free(fill(&w, 0, 1));
+        free(fill(&dy, 0, 1));
+        free(fill(&want, 0, 2)); /* what dx held before */
+        memcpy(got.data, want.data, pp_tensor_bytes(&want));
+        CHECK_OK(pp_conv2d_backward_data(&g_ex, &d, &dy, &w, &dx, &err), &err);
+        CHECK_OK(pp_accumulate(&g_ex, &dx, &want, &err), &err);
+        CHECK_OK(pp_conv2d_backward_data_accumulate(&g_ex, &d, &dy, &w, &got, &err), &err);
+        CHECK_MSG(memcmp(got.data, want.data, pp_tensor_bytes(&want)) == 0,
+                  "conv backward-data accumulate, shape %zu: differs from backward-data + "
+                  "accumulate",
+                  si);
+        pp_tensor *ts[] = {&w, &dy, &dx, &want, &got};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+}
+
 /* ---- batch norm ------------------------------------------------------------- */
 
 typedef struct bn_ctx {
@@ -1154,6 +1193,7 @@ int main(void)
     }
     test_conv();
     test_conv_repeat();
+    test_conv_backward_data_accumulate();
     test_batchnorm();
     test_maxpool();
     test_avgpool();
