@@ -77,6 +77,8 @@ typedef struct pp_backend_ops {
     pp_status (*add)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                      pp_error *err);
     pp_status (*accumulate)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+    pp_status (*add_relu)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                          pp_error *err);
     /* bytes-level copy and zero within the device */
     pp_status (*copy)(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err);
     pp_status (*zero)(pp_exec *ex, size_t bytes, void *dst, pp_error *err);

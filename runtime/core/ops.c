@@ -273,6 +273,17 @@ pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error 
     return DISPATCH(accumulate, pp_tensor_numel(x), x->data, y->data, err);
 }
 
+pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y,
+                      pp_error *err)
+{
+    const char *op = "add_relu";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_f32(ex, op, "a", a, err));
+    PP_TRY(check_like(ex, op, "b", b, a, err));
+    PP_TRY(check_like(ex, op, "y", y, a, err));
+    return DISPATCH(add_relu, pp_tensor_numel(a), a->data, b->data, y->data, err);
+}
+
 pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "copy";

@@ -117,6 +117,12 @@ pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy,
 pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err);
 /* y += x */
 pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* y = max(a + b, 0): a residual add and its ReLU in one pass, bit for bit
+ * pp_add then pp_relu_forward; y may alias a or b. Its backward is
+ * pp_relu_backward(y, dy, g): g = dy where y > 0, the gradient of both a and
+ * b (no separate op is needed). */
+pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y,
+                      pp_error *err);
 /* y = x (same device) */
 pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
 /* y = 0 */

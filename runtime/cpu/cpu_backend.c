@@ -192,6 +192,7 @@ static const pp_backend_ops cpu_ops = {
     .relu_backward = pp_cpu_relu_backward,
     .add = pp_cpu_add,
     .accumulate = pp_cpu_accumulate,
+    .add_relu = pp_cpu_add_relu,
     .maxpool_forward = pp_cpu_maxpool_forward,
     .maxpool_backward = pp_cpu_maxpool_backward,
     .avgpool_forward = pp_cpu_avgpool_forward,

@@ -256,9 +256,14 @@ static void cuda_free_async(pp_exec *ex, void *ptr)
     (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(ptr, pp_cuda_ex(ex)->stream));
 }
 
+unsigned pp_cuda_max_grid(const pp_exec *ex)
+{
+    return (unsigned)pp_cuda_dev(ex->dev)->sm_count * 16;
+}
+
 unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block)
 {
-    const int64_t cap = (int64_t)pp_cuda_dev(ex->dev)->sm_count * 16;
+    const int64_t cap = pp_cuda_max_grid(ex);
     int64_t g = (n + block - 1) / block;
     if (g > cap) g = cap;
     return g < 1 ? 1u : (unsigned)g;
@@ -270,43 +275,43 @@ unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block)
     pp_cuda_exec *ce;                                          \
     PP_TRY(pp_cuda_exec_begin((ex), 0, 0, &ce, (err)))
 
-static pp_status cuda_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y,
-                                   pp_error *err)
+static pp_status cuda_elementwise(pp_exec *ex, pp_cuda_ew_kind kind, int64_t n, const float *a,
+                                  const float *b, float *y, pp_error *err)
 {
     if (n == 0) return PP_OK;
     BEGIN(ex, ce, err);
     return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_relu_forward(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
-                                               x, y));
+                   pp_cuda_launch_elementwise(ce->stream, pp_cuda_max_grid(ex), kind, n, a, b, y));
+}
+
+static pp_status cuda_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y,
+                                   pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_RELU, n, x, NULL, y, err);
 }
 
 static pp_status cuda_relu_backward(pp_exec *ex, int64_t n, const float *y, const float *dy,
                                     float *dx, pp_error *err)
 {
-    if (n == 0) return PP_OK;
-    BEGIN(ex, ce, err);
-    return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_relu_backward(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK),
-                                                n, y, dy, dx));
+    return cuda_elementwise(ex, PP_CUDA_EW_RELU_BACKWARD, n, y, dy, dx, err);
 }
 
 static pp_status cuda_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                           pp_error *err)
 {
-    if (n == 0) return PP_OK;
-    BEGIN(ex, ce, err);
-    return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_add(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n, a, b,
-                                      y));
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD, n, a, b, y, err);
 }
 
+/* y += x is y = x + y (a sum of two floats does not depend on their order) */
 static pp_status cuda_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err)
 {
-    if (n == 0) return PP_OK;
-    BEGIN(ex, ce, err);
-    return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_accumulate(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
-                                             x, y));
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD, n, x, y, y, err);
+}
+
+static pp_status cuda_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                               pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD_RELU, n, a, b, y, err);
 }
 
 static pp_status cuda_copy(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err)
@@ -434,6 +439,7 @@ static const pp_backend_ops cuda_ops = {
     .relu_backward = cuda_relu_backward,
     .add = cuda_add,
     .accumulate = cuda_accumulate,
+    .add_relu = cuda_add_relu,
     .copy = cuda_copy,
     .zero = cuda_zero,
     .maxpool_forward = pp_cuda_maxpool_forward,

@@ -124,6 +124,8 @@ pp_status pp_cuda_set_device(const pp_device_ctx *dev, pp_error *err);
 pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_exec **out,
                              pp_error *err);
 
+/* The most blocks a grid-stride kernel is given (16 per multiprocessor). */
+unsigned pp_cuda_max_grid(const pp_exec *ex);
 /* Grid size for n elements with block threads, for grid-stride kernels. */
 unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block);
 

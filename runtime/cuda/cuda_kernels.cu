@@ -9,32 +9,69 @@
 
 namespace {
 
-__global__ void relu_forward_k(int64_t n, const float *x, float *y)
+/* ---- elementwise: y[i] = op(a[i], b[i]) ------------------------------------- */
+
+struct relu_op {
+    __device__ float operator()(float a, float) const { return a > 0.0f ? a : 0.0f; }
+};
+struct relu_backward_op {
+    __device__ float operator()(float y, float dy) const { return y > 0.0f ? dy : 0.0f; }
+};
+struct add_op {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct add_relu_op {
+    __device__ float operator()(float a, float b) const
+    {
+        const float s = a + b;
+        return s > 0.0f ? s : 0.0f;
+    }
+};
+
+/* Single floats; b is NULL for unary ops. */
+template <class Op>
+__global__ void ew_k(int64_t n, const float *a, const float *b, float *y, Op op)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = op(a[i], b ? b[i] : 0.0f);
 }
 
-__global__ void relu_backward_k(int64_t n, const float *y, const float *dy, float *dx)
+/* float4s over the first 4 * n4 elements, then the tail (< 4) elements by the
+ * first threads of the grid. Every pointer is 16-byte aligned. Each thread
+ * reads an element before writing it, so y may alias a or b. */
+template <class Op>
+__global__ void ew_vec_k(int64_t n4, int tail, const float *a, const float *b, float *y, Op op)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const float4 *a4 = reinterpret_cast<const float4 *>(a);
+    const float4 *b4 = reinterpret_cast<const float4 *>(b);
+    float4 *y4 = reinterpret_cast<float4 *>(y);
+    for (int64_t i = tid; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+        const float4 u = a4[i];
+        const float4 v = b ? b4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        y4[i] = make_float4(op(u.x, v.x), op(u.y, v.y), op(u.z, v.z), op(u.w, v.w));
+    }
+    if (tid < tail) {
+        const int64_t i = 4 * n4 + tid;
+        y[i] = op(a[i], b ? b[i] : 0.0f);
+    }
 }
 
-__global__ void add_k(int64_t n, const float *a, const float *b, float *y)
+template <class Op>
+cudaError_t ew_launch(cudaStream_t s, unsigned max_grid, int64_t n, const float *a,
+                      const float *b, float *y, Op op)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = a[i] + b[i];
-}
-
-__global__ void accumulate_k(int64_t n, const float *x, float *y)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        y[i] += x[i];
+    const bool vec = (((uintptr_t)a | (uintptr_t)b | (uintptr_t)y) & 15) == 0;
+    const int64_t units = vec ? (n + 3) / 4 : n;
+    int64_t grid = (units + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK;
+    if (grid > (int64_t)max_grid) grid = max_grid;
+    if (grid < 1) grid = 1;
+    if (vec)
+        ew_vec_k<<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(n / 4, (int)(n % 4), a, b, y, op);
+    else
+        ew_k<<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(n, a, b, y, op);
+    return cudaGetLastError();
 }
 
 __global__ void bias_add_k(int64_t rows, int64_t cols, const float *b, float *y)
@@ -209,32 +246,17 @@ __global__ void delay_k(uint64_t ns)
 
 extern "C" {
 
-cudaError_t pp_cuda_launch_relu_forward(cudaStream_t s, unsigned grid, int64_t n, const float *x,
-                                        float *y)
+cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cuda_ew_kind kind,
+                                       int64_t n, const float *a, const float *b, float *y)
 {
-    relu_forward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
-    return cudaGetLastError();
-}
-
-cudaError_t pp_cuda_launch_relu_backward(cudaStream_t s, unsigned grid, int64_t n, const float *y,
-                                         const float *dy, float *dx)
-{
-    relu_backward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, y, dy, dx);
-    return cudaGetLastError();
-}
-
-cudaError_t pp_cuda_launch_add(cudaStream_t s, unsigned grid, int64_t n, const float *a,
-                               const float *b, float *y)
-{
-    add_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, a, b, y);
-    return cudaGetLastError();
-}
-
-cudaError_t pp_cuda_launch_accumulate(cudaStream_t s, unsigned grid, int64_t n, const float *x,
-                                      float *y)
-{
-    accumulate_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
-    return cudaGetLastError();
+    if (n <= 0) return cudaSuccess;
+    switch (kind) {
+    case PP_CUDA_EW_RELU: return ew_launch(s, max_grid, n, a, nullptr, y, relu_op());
+    case PP_CUDA_EW_RELU_BACKWARD: return ew_launch(s, max_grid, n, a, b, y, relu_backward_op());
+    case PP_CUDA_EW_ADD: return ew_launch(s, max_grid, n, a, b, y, add_op());
+    case PP_CUDA_EW_ADD_RELU: return ew_launch(s, max_grid, n, a, b, y, add_relu_op());
+    }
+    return cudaErrorInvalidValue;
 }
 
 cudaError_t pp_cuda_launch_bias_add(cudaStream_t s, unsigned grid, int64_t rows, int64_t cols,

@@ -18,18 +18,21 @@ extern "C" {
 
 #define PP_CUDA_BLOCK 256
 
-/* y = max(x, 0); y may be x */
-cudaError_t pp_cuda_launch_relu_forward(cudaStream_t s, unsigned grid, int64_t n, const float *x,
-                                        float *y);
-/* dx = y > 0 ? dy : 0; dx may be dy */
-cudaError_t pp_cuda_launch_relu_backward(cudaStream_t s, unsigned grid, int64_t n, const float *y,
-                                         const float *dy, float *dx);
-/* y = a + b; y may alias a or b */
-cudaError_t pp_cuda_launch_add(cudaStream_t s, unsigned grid, int64_t n, const float *a,
-                               const float *b, float *y);
-/* y += x */
-cudaError_t pp_cuda_launch_accumulate(cudaStream_t s, unsigned grid, int64_t n, const float *x,
-                                      float *y);
+/* The elementwise ops, y[i] = op(a[i], b[i]) over n elements (b unused by
+ * the unary ops); y may alias a or b. */
+typedef enum pp_cuda_ew_kind {
+    PP_CUDA_EW_RELU,          /* y = max(a, 0) */
+    PP_CUDA_EW_RELU_BACKWARD, /* y = a > 0 ? b : 0 (a: the forward output, b: its gradient) */
+    PP_CUDA_EW_ADD,           /* y = a + b (accumulate: a = x, b = y) */
+    PP_CUDA_EW_ADD_RELU,      /* y = max(a + b, 0), the sum rounded first as pp_add does */
+} pp_cuda_ew_kind;
+
+/* One launch of at most max_grid blocks. When a, b and y are 16-byte aligned,
+ * the kernel moves float4s (n / 4 of them, then the n % 4 last elements one
+ * by one); otherwise single floats. Each element is computed alone and the
+ * same way on both paths, so results do not depend on which runs. */
+cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cuda_ew_kind kind,
+                                       int64_t n, const float *a, const float *b, float *y);
 /* y (rows, cols) += b (cols) broadcast over rows */
 cudaError_t pp_cuda_launch_bias_add(cudaStream_t s, unsigned grid, int64_t rows, int64_t cols,
                                     const float *b, float *y);

@@ -254,32 +254,53 @@ static void test_pool(rig *r)
 
 /* ---- elementwise --------------------------------------------------------------- */
 
+/* Rows [off, off + len) of p on both devices (a view: p keeps the storage). */
+static pair pair_view(const pair *p, int64_t off, int64_t len)
+{
+    return (pair){pp_tensor_view0(&p->c, off, len), pp_tensor_view0(&p->g, off, len)};
+}
+
+/* Every kernel against the CPU bit for bit, on sizes around the float4 width
+ * and on views one element off 16-byte alignment (the single-float path). */
 static void test_elementwise(rig *r)
 {
-    static const int64_t sizes[] = {1, 255, 4096, 100003};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        const int64_t s[1] = {sizes[i]};
-        pair a = pair_rand(r, 1, s, -1, 1), b = pair_rand(r, 1, s, -1, 1);
-        pair y = pair_rand(r, 1, s, 0, 0), dy = pair_rand(r, 1, s, -1, 1);
-        pair dx = pair_rand(r, 1, s, 0, 0);
+    static const int64_t sizes[] = {1, 3, 4, 5, 255, 4096, 100003};
+    for (size_t i = 0; i < 2 * sizeof sizes / sizeof sizes[0]; i++) {
+        const int64_t n = sizes[i / 2], off = (int64_t)(i % 2); /* odd i: misaligned views */
+        const int64_t s[1] = {n + off};
+        pair sa = pair_rand(r, 1, s, -1, 1), sb = pair_rand(r, 1, s, -1, 1);
+        pair sy = pair_rand(r, 1, s, 0, 0), sdy = pair_rand(r, 1, s, -1, 1);
+        pair sdx = pair_rand(r, 1, s, 0, 0);
+        pair a = pair_view(&sa, off, n), b = pair_view(&sb, off, n), y = pair_view(&sy, off, n);
+        pair dy = pair_view(&sdy, off, n), dx = pair_view(&sdx, off, n);
+        char tag[48];
+        snprintf(tag, sizeof tag, "n=%lld offset=%lld", (long long)n, (long long)off);
         BOTH(r, pp_relu_forward(ex, &a.c, &y.c, err), pp_relu_forward(ex, &a.g, &y.g, err));
-        CHECK_CLOSE(r, &y, 0.0, "relu forward n=%lld", (long long)sizes[i]);
+        CHECK_CLOSE(r, &y, 0.0, "relu forward %s", tag);
         BOTH(r, pp_relu_backward(ex, &y.c, &dy.c, &dx.c, err),
              pp_relu_backward(ex, &y.g, &dy.g, &dx.g, err));
-        CHECK_CLOSE(r, &dx, 0.0, "relu backward n=%lld", (long long)sizes[i]);
+        CHECK_CLOSE(r, &dx, 0.0, "relu backward %s", tag);
         BOTH(r, pp_relu_forward(ex, &b.c, &b.c, err), pp_relu_forward(ex, &b.g, &b.g, err));
-        CHECK_CLOSE(r, &b, 0.0, "relu forward in place n=%lld", (long long)sizes[i]);
+        CHECK_CLOSE(r, &b, 0.0, "relu forward in place %s", tag);
         BOTH(r, pp_add(ex, &a.c, &dy.c, &y.c, err), pp_add(ex, &a.g, &dy.g, &y.g, err));
-        CHECK_CLOSE(r, &y, 0.0, "add n=%lld", (long long)sizes[i]);
+        CHECK_CLOSE(r, &y, 0.0, "add %s", tag);
         BOTH(r, pp_add(ex, &a.c, &y.c, &y.c, err), pp_add(ex, &a.g, &y.g, &y.g, err));
-        CHECK_CLOSE(r, &y, 0.0, "add aliased n=%lld", (long long)sizes[i]);
+        CHECK_CLOSE(r, &y, 0.0, "add aliased %s", tag);
         BOTH(r, pp_accumulate(ex, &a.c, &dx.c, err), pp_accumulate(ex, &a.g, &dx.g, err));
-        CHECK_CLOSE(r, &dx, 0.0, "accumulate n=%lld", (long long)sizes[i]);
+        CHECK_CLOSE(r, &dx, 0.0, "accumulate %s", tag);
         BOTH(r, pp_copy(ex, &dy.c, &a.c, err), pp_copy(ex, &dy.g, &a.g, err));
-        CHECK_CLOSE(r, &a, 0.0, "copy n=%lld", (long long)sizes[i]);
+        CHECK_CLOSE(r, &a, 0.0, "copy %s", tag);
+        BOTH(r, pp_add_relu(ex, &a.c, &dy.c, &y.c, err), pp_add_relu(ex, &a.g, &dy.g, &y.g, err));
+        CHECK_CLOSE(r, &y, 0.0, "add_relu %s", tag);
+        BOTH(r, pp_add_relu(ex, &y.c, &dx.c, &dx.c, err),
+             pp_add_relu(ex, &y.g, &dx.g, &dx.g, err));
+        CHECK_CLOSE(r, &dx, 0.0, "add_relu aliased %s", tag);
         BOTH(r, pp_zero(ex, &a.c, err), pp_zero(ex, &a.g, err));
-        CHECK_CLOSE(r, &a, 0.0, "zero n=%lld", (long long)sizes[i]);
-        pair_free(&a), pair_free(&b), pair_free(&y), pair_free(&dy), pair_free(&dx);
+        CHECK_CLOSE(r, &a, 0.0, "zero %s", tag);
+        /* the whole storage: the element before a misaligned view is untouched */
+        CHECK_CLOSE(r, &sa, 0.0, "storage around views %s", tag);
+        CHECK_CLOSE(r, &sdx, 0.0, "storage around views %s", tag);
+        pair_free(&sa), pair_free(&sb), pair_free(&sy), pair_free(&sdy), pair_free(&sdx);
     }
 }
 

@@ -877,6 +877,26 @@ static void test_elementwise(void)
     for (int64_t i = 0; i < n; i++) want[i] = (double)((float)want[i] + (float)bd[i]);
     check_close("accumulate", fp(&a), want, (size_t)n, 0.0);
 
+    /* add + ReLU in one op: the reference, and the bits of pp_add then pp_relu_forward
+     * (a and b fresh: a was overwritten above) */
+    free(ad);
+    free(bd);
+    ad = fill(&a, 0.0, 1.0), bd = fill(&b, 0.0, 1.0);
+    pp_tensor two = tnew(1, n, 1, 1, 1);
+    CHECK_OK(pp_add_relu(&g_ex, &a, &b, &y, &err), &err);
+    for (int64_t i = 0; i < n; i++) {
+        double s2 = (double)((float)ad[i] + (float)bd[i]);
+        want[i] = s2 > 0 ? s2 : 0.0;
+    }
+    check_close("add_relu", fp(&y), want, (size_t)n, 0.0);
+    CHECK_OK(pp_add(&g_ex, &a, &b, &two, &err), &err);
+    CHECK_OK(pp_relu_forward(&g_ex, &two, &two, &err), &err);
+    CHECK(memcmp(two.data, y.data, (size_t)n * sizeof(float)) == 0);
+    memcpy(two.data, b.data, (size_t)n * sizeof(float));
+    CHECK_OK(pp_add_relu(&g_ex, &a, &two, &two, &err), &err); /* y aliases b */
+    CHECK(memcmp(two.data, y.data, (size_t)n * sizeof(float)) == 0);
+    pp_tensor_free(&two);
+
     CHECK_OK(pp_copy(&g_ex, &b, &y, &err), &err);
     CHECK(memcmp(y.data, b.data, (size_t)n * sizeof(float)) == 0);
     CHECK_OK(pp_zero(&g_ex, &y, &err), &err);
@@ -890,6 +910,50 @@ static void test_elementwise(void)
     pp_tensor_free(&b);
     pp_tensor_free(&y);
     pp_tensor_free(&g);
+}
+
+/* The backward of y = relu(a + b) is pp_relu_backward(y, dy): the gradient of
+ * a and of b, against finite differences of L = sum(dy * relu(a + b)). Points
+ * within 2h of the kink (a + b = 0) are skipped: there the function is not
+ * differentiable and central differences straddle it. */
+typedef struct add_relu_ctx {
+    double *a, *b, *r;
+    size_t n;
+} add_relu_ctx;
+
+static double add_relu_loss(void *p)
+{
+    add_relu_ctx *c = p;
+    double l = 0.0;
+    for (size_t i = 0; i < c->n; i++) {
+        double s = c->a[i] + c->b[i];
+        l += (s > 0 ? s : 0.0) * c->r[i];
+    }
+    return l;
+}
+
+static void test_add_relu_backward(void)
+{
+    pp_error err;
+    const double h = 1e-3;
+    const size_t n = 777;
+    pp_tensor a = tnew(4, 3, 7, 37, 1), b = tnew(4, 3, 7, 37, 1), y = tnew(4, 3, 7, 37, 1);
+    pp_tensor dy = tnew(4, 3, 7, 37, 1), g = tnew(4, 3, 7, 37, 1);
+    add_relu_ctx c = {fill(&a, 0, 1), fill(&b, 0, 1), fill(&dy, 0, 1), n};
+    CHECK_OK(pp_add_relu(&g_ex, &a, &b, &y, &err), &err);
+    CHECK_OK(pp_relu_backward(&g_ex, &y, &dy, &g, &err), &err);
+    double *fd = dalloc(n);
+    unsigned char *mask = malloc(n);
+    for (int which = 0; which < 2; which++) {
+        fd_grad(add_relu_loss, &c, which ? c.b : c.a, n, h, fd, mask);
+        for (size_t i = 0; i < n; i++)
+            if (fabs(c.a[i] + c.b[i]) < 2 * h) mask[i] = 0;
+        check_grad(which ? "add_relu backward (b)" : "add_relu backward (a)", fp(&g), NULL, fd,
+                   mask, n);
+    }
+    free(fd), free(mask), free(c.a), free(c.b), free(c.r);
+    pp_tensor *ts[] = {&a, &b, &y, &dy, &g};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
 }
 
 /* ---- SGD --------------------------------------------------------------------------- */
@@ -1200,6 +1264,7 @@ int main(void)
     test_linear();
     test_softmax_xent();
     test_elementwise();
+    test_add_relu_backward();
     test_sgd();
     test_sgd_multi();
     test_math_mode_cpu();
