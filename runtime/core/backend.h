@@ -82,6 +82,10 @@ typedef struct pp_backend_ops {
     /* bytes-level copy and zero within the device */
     pp_status (*copy)(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err);
     pp_status (*zero)(pp_exec *ex, size_t bytes, void *dst, pp_error *err);
+    /* optional: count buffers of bytes[i] bytes at once; NULL entry: the caller
+     * runs zero per buffer */
+    pp_status (*zero_multi)(pp_exec *ex, int count, void *const *dst, const size_t *bytes,
+                            pp_error *err);
 
     pp_status (*maxpool_forward)(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
                                  int32_t *idx, pp_error *err);

@@ -377,33 +377,59 @@ static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, f
                                       param, grad, momentum_buf));
 }
 
-/* One launch per PP_CUDA_SGD_MULTI tensors; the grid's x dimension covers the
- * largest tensor of the group (grid-stride loops take the rest). */
+/* Tiles of a multi-tensor launch: units (elements or bytes) in tiles of tile. */
+static int32_t multi_tiles(int64_t units, int64_t tile)
+{
+    return (int32_t)((units + tile - 1) / tile);
+}
+
+/* One launch per PP_CUDA_SGD_MULTI non-empty tensors. */
 static pp_status cuda_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int count,
                                        float *const *param, const float *const *grad,
                                        float *const *buf, const int64_t *sizes, pp_error *err)
 {
     BEGIN(ex, ce, err);
-    for (int i0 = 0; i0 < count; i0 += PP_CUDA_SGD_MULTI) {
-        int k = count - i0 < PP_CUDA_SGD_MULTI ? count - i0 : PP_CUDA_SGD_MULTI;
-        pp_cuda_sgd_list list;
-        memset(&list, 0, sizeof list);
-        int64_t largest = 0;
-        for (int i = 0; i < k; i++) {
-            list.param[i] = param[i0 + i];
-            list.grad[i] = grad[i0 + i];
-            list.buf[i] = buf[i0 + i];
-            list.n[i] = sizes[i0 + i];
-            if (sizes[i0 + i] > largest) largest = sizes[i0 + i];
+    pp_cuda_sgd_list list;
+    memset(&list, 0, sizeof list);
+    for (int i = 0; i <= count; i++) {
+        if (list.count == PP_CUDA_SGD_MULTI || (i == count && list.count > 0)) {
+            PP_TRY(PP_CUDA(ex->dev, err,
+                           pp_cuda_launch_sgd_multi(ce->stream, pp_cuda_max_grid(ex), &list,
+                                                    d->lr, d->momentum, d->weight_decay,
+                                                    d->nesterov, d->first_step)));
+            memset(&list, 0, sizeof list);
         }
-        if (largest == 0) continue;
-        unsigned grid_x = pp_cuda_grid(ex, largest, PP_CUDA_BLOCK);
-        /* the y dimension multiplies the blocks: keep about the same total */
-        unsigned per = grid_x / (unsigned)k;
-        grid_x = per > 0 ? per : 1;
-        PP_TRY(PP_CUDA(ex->dev, err,
-                       pp_cuda_launch_sgd_multi(ce->stream, grid_x, k, &list, d->lr, d->momentum,
-                                                d->weight_decay, d->nesterov, d->first_step)));
+        if (i == count || sizes[i] == 0) continue;
+        const int k = list.count++;
+        list.param[k] = param[i];
+        list.grad[k] = grad[i];
+        list.buf[k] = buf[i];
+        list.n[k] = sizes[i];
+        list.first_tile[k] = list.tiles;
+        list.tiles += multi_tiles(sizes[i], PP_CUDA_MULTI_TILE);
+    }
+    return PP_OK;
+}
+
+/* One launch per PP_CUDA_ZERO_MULTI non-empty buffers. */
+static pp_status cuda_zero_multi(pp_exec *ex, int count, void *const *dst, const size_t *bytes,
+                                 pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    pp_cuda_zero_list list;
+    memset(&list, 0, sizeof list);
+    for (int i = 0; i <= count; i++) {
+        if (list.count == PP_CUDA_ZERO_MULTI || (i == count && list.count > 0)) {
+            PP_TRY(PP_CUDA(ex->dev, err,
+                           pp_cuda_launch_zero_multi(ce->stream, pp_cuda_max_grid(ex), &list)));
+            memset(&list, 0, sizeof list);
+        }
+        if (i == count || bytes[i] == 0) continue;
+        const int k = list.count++;
+        list.ptr[k] = dst[i];
+        list.bytes[k] = (int64_t)bytes[i];
+        list.first_tile[k] = list.tiles;
+        list.tiles += multi_tiles((int64_t)bytes[i], PP_CUDA_ZERO_TILE_BYTES);
     }
     return PP_OK;
 }
@@ -442,6 +468,7 @@ static const pp_backend_ops cuda_ops = {
     .add_relu = cuda_add_relu,
     .copy = cuda_copy,
     .zero = cuda_zero,
+    .zero_multi = cuda_zero_multi,
     .maxpool_forward = pp_cuda_maxpool_forward,
     .maxpool_backward = pp_cuda_maxpool_backward,
     .avgpool_forward = cuda_avgpool_forward,

@@ -956,6 +956,47 @@ static void test_add_relu_backward(void)
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
 }
 
+/* pp_zero_multi clears tensors of every dtype and odd sizes, views at odd
+ * offsets included, without touching their neighbours, and names a bad tensor
+ * by its index. */
+static void test_zero_multi(void)
+{
+    pp_error err;
+    enum { T = 9 };
+    static const pp_dtype dts[T] = {PP_F32, PP_I32, PP_U8, PP_BF16, PP_I64,
+                                    PP_F32, PP_U8,  PP_F32, PP_BF16};
+    static const int64_t sizes[T] = {1, 3, 7, 5, 2, 70001, 4099, 0, 1};
+    pp_tensor store[T], views[T];
+    pp_tensor *ys[T];
+    for (int i = 0; i < T; i++) {
+        store[i] = tnew_on(g_dev, dts[i], 1, sizes[i] + 2, 1, 1, 1);
+        memset(store[i].data, 0xab, pp_tensor_bytes(&store[i]));
+        views[i] = pp_tensor_view0(&store[i], 1, sizes[i]); /* misaligned by one element */
+        ys[i] = &views[i];
+    }
+    CHECK_OK(pp_zero_multi(&g_ex, T, ys, &err), &err);
+    for (int i = 0; i < T; i++) {
+        const unsigned char *p = store[i].data;
+        size_t es = pp_dtype_size(dts[i]), nb = pp_tensor_bytes(&store[i]);
+        size_t bad = 0;
+        for (size_t k = 0; k < nb; k++) {
+            int inside = k >= es && k < nb - es;
+            bad += inside ? p[k] != 0 : p[k] != 0xab;
+        }
+        CHECK_MSG(bad == 0, "zero_multi tensor %d (%s, %lld elements): %zu bytes wrong", i,
+                  pp_dtype_name(dts[i]), (long long)sizes[i], bad);
+    }
+    pp_tensor other = tnew_on(g_dev1, PP_F32, 1, 4, 1, 1, 1);
+    ys[4] = &other;
+    pp_status s = pp_zero_multi(&g_ex, T, ys, &err);
+    CHECK_MSG(s == PP_ERR_INVALID && strstr(err.msg, "tensor 4") && strstr(err.msg, "cpu:1"),
+              "bad tensor: %s", err.msg);
+    CHECK(pp_zero_multi(&g_ex, 0, NULL, &err) == PP_OK);
+    CHECK(pp_zero_multi(&g_ex, 1, NULL, &err) == PP_ERR_INVALID);
+    pp_tensor_free(&other);
+    for (int i = 0; i < T; i++) pp_tensor_free(&store[i]);
+}
+
 /* ---- SGD --------------------------------------------------------------------------- */
 
 static void test_sgd(void)
@@ -1019,7 +1060,7 @@ static void test_sgd_multi(void)
         {0.1f, 0.0f, 0.0f, false, true},   {0.1f, 0.9f, 1e-4f, false, true},
         {0.05f, 0.9f, 1e-4f, false, false}, {0.1f, 0.9f, 5e-4f, true, false},
     };
-    enum { T = 70 }; /* more than one CUDA launch group of 64 */
+    enum { T = 200 }; /* more than one CUDA launch of 96 tensors */
     pp_error err;
     for (size_t c = 0; c < sizeof descs / sizeof descs[0]; c++) {
         pp_tensor pa[T], pb[T], g[T], ba[T], bb[T];
@@ -1265,6 +1306,7 @@ int main(void)
     test_softmax_xent();
     test_elementwise();
     test_add_relu_backward();
+    test_zero_multi();
     test_sgd();
     test_sgd_multi();
     test_math_mode_cpu();
