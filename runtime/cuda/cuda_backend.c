@@ -16,6 +16,7 @@
  * device current on the calling thread first.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,8 +85,23 @@ static void cuda_device_destroy(pp_device_ctx *dev)
         (void)PP_CUDA(dev, NULL, cudaStreamSynchronize(cd->stream));
         (void)PP_CUDA(dev, NULL, cudaStreamDestroy(cd->stream));
     }
+    pp_algo_cache_destroy(&cd->algos);
     free(cd);
     dev->backend = NULL;
+}
+
+/* The convolution algorithm settings: PP_CUDNN_FIND (measure or not) and
+ * PP_CUDNN_CACHE (the cache file; unset or empty: none), the GPU's name and
+ * cuDNN's version for the cache's keys. */
+static pp_status algo_init(pp_device_ctx *dev, pp_cuda_device *cd, pp_error *err)
+{
+    PP_TRY(pp_algo_cache_init(&cd->algos, getenv("PP_CUDNN_CACHE"), err));
+    PP_TRY(pp_algo_find_from_env(&cd->find, err));
+    struct cudaDeviceProp prop;
+    PP_TRY(PP_CUDA(dev, err, cudaGetDeviceProperties(&prop, cd->ordinal)));
+    snprintf(cd->gpu_name, sizeof cd->gpu_name, "%.*s", (int)sizeof cd->gpu_name - 1, prop.name);
+    cd->cudnn_version = (int)cudnnGetVersion();
+    return PP_OK;
 }
 
 static pp_status cuda_device_init(pp_device_ctx *dev, pp_error *err)
@@ -96,7 +112,8 @@ static pp_status cuda_device_init(pp_device_ctx *dev, pp_error *err)
     dev->backend = cd;
     int pools = 0;
     uint64_t threshold = UINT64_MAX;
-    pp_status s = PP_CUDA(dev, err, cudaSetDevice(cd->ordinal));
+    pp_status s = algo_init(dev, cd, err);
+    if (s == PP_OK) s = PP_CUDA(dev, err, cudaSetDevice(cd->ordinal));
     if (s == PP_OK)
         s = PP_CUDA(dev, err, cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported,
                                                      cd->ordinal));

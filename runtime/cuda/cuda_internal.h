@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "algo_cache.h"
 #include "runtime/core/backend.h"
 
 typedef struct pp_cuda_device {
@@ -27,20 +28,31 @@ typedef struct pp_cuda_device {
     cudaMemPool_t pool;   /* the device's default pool, release threshold UINT64_MAX */
     cudaStream_t stream;  /* private non-blocking stream: device-level allocations and
                              synchronous copies, and execs made without a native stream */
+    char gpu_name[PP_ALGO_GPU_MAX]; /* cudaDeviceProp.name, for the algorithm cache */
+    int cudnn_version;    /* cudnnGetVersion() */
+    bool find;            /* measure convolution algorithms (PP_CUDNN_FIND, default on) */
+    pp_algo_cache algos;  /* the algorithms chosen on this device, shared by its execs;
+                             file from PP_CUDNN_CACHE */
 } pp_cuda_device;
 
-/* One cached convolution geometry: descriptors and the algorithms chosen once. */
+/* The algorithm of one direction of a convolution plan. */
+typedef struct pp_cuda_conv_algo {
+    bool have;            /* chosen */
+    int algo;             /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
+    cudnnMathType_t math; /* what the descriptor is set to when it runs */
+    size_t ws;            /* workspace bytes */
+} pp_cuda_conv_algo;
+
+/* One cached convolution geometry: descriptors and the algorithm of each
+ * direction, chosen at its first use. */
 typedef struct pp_cuda_conv_plan {
     pp_conv2d_desc key;
     int math;             /* the device's pp_math_mode when the plan was made */
     cudnnTensorDescriptor_t x_desc, y_desc;
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;
-    int have_fwd, have_bwd_data, have_bwd_filter;
-    cudnnConvolutionFwdAlgo_t fwd;
-    cudnnConvolutionBwdDataAlgo_t bwd_data;
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    size_t fwd_ws, bwd_data_ws, bwd_filter_ws; /* workspace bytes of each chosen algorithm */
+    cudnnMathType_t desc_math;   /* the math type conv_desc holds now */
+    pp_cuda_conv_algo algo[3];   /* by pp_algo_dir */
 } pp_cuda_conv_plan;
 
 /* One cached 4-D f32 tensor descriptor (batch norm, pooling). */
