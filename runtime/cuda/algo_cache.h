@@ -120,7 +120,7 @@ void pp_algo_cache_remove(pp_algo_cache *c, const pp_algo_key *key);
 pp_algo_stats pp_algo_cache_stats(pp_algo_cache *c);
 
 /* PP_CUDNN_FIND: unset or "1" measures algorithms (*on = true), "0" uses
- * cuDNN's heuristics only; anything else is PP_ERR_INPUT. */
+ * cuDNN's heuristics only (and no cache); anything else is PP_ERR_INPUT. */
 pp_status pp_algo_find_from_env(bool *on, pp_error *err);
 
 #endif

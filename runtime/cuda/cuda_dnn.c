@@ -8,16 +8,17 @@
  *   1. a choice stored already (by another exec, or read from the file) is
  *      used when cuDNN accepts it for this shape (its workspace size query
  *      succeeds within PP_CUDA_CONV_WS_MAX);
- *   2. otherwise, unless PP_CUDNN_FIND=0, every algorithm is timed on the
+ *   2. otherwise every algorithm is timed on the
  *      call's own tensors with cudnnFindConvolution*AlgorithmEx (as
  *      torch.backends.cudnn.benchmark does); a call that accumulates into
  *      its output (dw, and dx in the accumulating backward-data) measures
  *      into scratch instead; the workspace offered is the largest any
  *      algorithm asks for within the limit. Both are allocated for the
  *      measurement only. The fastest acceptable result is stored;
- *   3. otherwise (measurement off or failed) cuDNN's heuristics
+ *   3. otherwise (measurement failed) cuDNN's heuristics
  *      (cudnnGet*Algorithm_v7): the first algorithm within the limit, by
  *      math type preference.
+ * PP_CUDNN_FIND=0 skips 1 and 2: heuristics only, the cache unused.
  * Acceptable math: in fp32 mode only CUDNN_FMA_MATH results (IEEE fp32; the
  * descriptor always holds CUDNN_FMA_MATH, since CUDNN_DEFAULT_MATH permits
  * TF32 on Ampere and later); in tf32 mode tensor-op, default or FMA math, the
@@ -256,6 +257,59 @@ static size_t out_bytes(const pp_conv2d_desc *d, pp_algo_dir dir)
     return n * sizeof(float);
 }
 
+/* cuDNN's algorithms for dir into perf (*n of them, best first): timed on
+ * the tensors of args with ws_bytes of workspace at ws when args is given
+ * (cudnnFind*AlgorithmEx), its heuristics otherwise (cudnnGet*Algorithm_v7).
+ * *call names the cuDNN function for messages. */
+static cudnnStatus_t query(pp_cuda_exec *ce, const pp_cuda_conv_plan *p, pp_algo_dir dir,
+                           const conv_args *args, void *ws, size_t ws_bytes, algo_perf *perf,
+                           int *n, const char **call)
+{
+    cudnnStatus_t st;
+    *n = 0;
+    switch (dir) {
+    case PP_ALGO_FWD: {
+        cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        const int want = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+        *call = args ? "cudnnFindConvolutionForwardAlgorithmEx"
+                     : "cudnnGetConvolutionForwardAlgorithm_v7";
+        st = args ? cudnnFindConvolutionForwardAlgorithmEx(
+                        ce->dnn, p->x_desc, args->a, p->w_desc, args->b, p->conv_desc,
+                        p->y_desc, args->out, want, n, r, ws, ws_bytes)
+                  : cudnnGetConvolutionForwardAlgorithm_v7(ce->dnn, p->x_desc, p->w_desc,
+                                                           p->conv_desc, p->y_desc, want, n, r);
+        COPY_PERF(perf, r, *n);
+        return st;
+    }
+    case PP_ALGO_BWD_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        const int want = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+        *call = args ? "cudnnFindConvolutionBackwardDataAlgorithmEx"
+                     : "cudnnGetConvolutionBackwardDataAlgorithm_v7";
+        st = args ? cudnnFindConvolutionBackwardDataAlgorithmEx(
+                        ce->dnn, p->w_desc, args->a, p->y_desc, args->b, p->conv_desc,
+                        p->x_desc, args->out, want, n, r, ws, ws_bytes)
+                  : cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                        ce->dnn, p->w_desc, p->y_desc, p->conv_desc, p->x_desc, want, n, r);
+        COPY_PERF(perf, r, *n);
+        return st;
+    }
+    case PP_ALGO_BWD_FILTER:
+        break;
+    }
+    cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    const int want = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+    *call = args ? "cudnnFindConvolutionBackwardFilterAlgorithmEx"
+                 : "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
+    st = args ? cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                    ce->dnn, p->x_desc, args->a, p->y_desc, args->b, p->conv_desc, p->w_desc,
+                    args->out, want, n, r, ws, ws_bytes)
+              : cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                    ce->dnn, p->x_desc, p->y_desc, p->conv_desc, p->w_desc, want, n, r);
+    COPY_PERF(perf, r, *n);
+    return st;
+}
+
 /* Times every algorithm of dir on the call's tensors; *out gets the fastest
  * acceptable one. */
 static pp_status measure(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp_algo_dir dir,
@@ -279,34 +333,16 @@ static pp_status measure(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp
     pp_status s = bytes ? PP_CUDA(dev, err, cudaMallocAsync(&tmp, bytes, ce->stream)) : PP_OK;
     /* the inputs and the allocation are ready for any stream cuDNN may use */
     if (s == PP_OK) s = PP_CUDA(dev, err, cudaStreamSynchronize(ce->stream));
-    void *ws = tmp ? (char *)tmp + scratch : NULL;
-    void *o = args->out ? args->out : tmp;
+    /* measuring overwrites the output: the call's own, or the scratch */
+    const conv_args on = {args->a, args->b, args->out ? args->out : tmp};
     algo_perf perf[ALGO_PERF_MAX];
     int n = 0;
-    if (s == PP_OK && dir == PP_ALGO_FWD) {
-        cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        s = PP_CUDA(dev, err,
-                    cudnnFindConvolutionForwardAlgorithmEx(
-                        ce->dnn, p->x_desc, args->a, p->w_desc, args->b, p->conv_desc,
-                        p->y_desc, o, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, r, ws,
-                        ws_bytes));
-        COPY_PERF(perf, r, n);
-    } else if (s == PP_OK && dir == PP_ALGO_BWD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        s = PP_CUDA(dev, err,
-                    cudnnFindConvolutionBackwardDataAlgorithmEx(
-                        ce->dnn, p->w_desc, args->a, p->y_desc, args->b, p->conv_desc,
-                        p->x_desc, o, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, r, ws,
-                        ws_bytes));
-        COPY_PERF(perf, r, n);
-    } else if (s == PP_OK) {
-        cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        s = PP_CUDA(dev, err,
-                    cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                        ce->dnn, p->x_desc, args->a, p->y_desc, args->b, p->conv_desc,
-                        p->w_desc, o, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, r, ws,
-                        ws_bytes));
-        COPY_PERF(perf, r, n);
+    const char *call = "";
+    if (s == PP_OK) {
+        cudnnStatus_t st = query(ce, p, dir, &on, tmp ? (char *)tmp + scratch : NULL, ws_bytes,
+                                 perf, &n, &call);
+        if (st != CUDNN_STATUS_SUCCESS)
+            s = pp_cuda_fail_dnn(st, call, __FILE__, __LINE__, dev, err);
     }
     if (tmp) {
         (void)PP_CUDA(dev, NULL, cudaStreamSynchronize(ce->stream));
@@ -339,28 +375,10 @@ static pp_status heuristic(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, 
     PP_TRY(set_desc_math(ex, p, base_math(dev), err));
     algo_perf perf[ALGO_PERF_MAX];
     int n = 0;
-    if (dir == PP_ALGO_FWD) {
-        cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        PP_TRY(PP_CUDA(dev, err,
-                       cudnnGetConvolutionForwardAlgorithm_v7(
-                           ce->dnn, p->x_desc, p->w_desc, p->conv_desc, p->y_desc,
-                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, r)));
-        COPY_PERF(perf, r, n);
-    } else if (dir == PP_ALGO_BWD_DATA) {
-        cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        PP_TRY(PP_CUDA(dev, err,
-                       cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                           ce->dnn, p->w_desc, p->y_desc, p->conv_desc, p->x_desc,
-                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, r)));
-        COPY_PERF(perf, r, n);
-    } else {
-        cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        PP_TRY(PP_CUDA(dev, err,
-                       cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                           ce->dnn, p->x_desc, p->y_desc, p->conv_desc, p->w_desc,
-                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, r)));
-        COPY_PERF(perf, r, n);
-    }
+    const char *call = "";
+    cudnnStatus_t st = query(ce, p, dir, NULL, NULL, 0, perf, &n, &call);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return pp_cuda_fail_dnn(st, call, __FILE__, __LINE__, dev, err);
     static const cudnnMathType_t fp32_order[] = {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH};
     static const cudnnMathType_t tf32_order[] = {CUDNN_TENSOR_OP_MATH, CUDNN_DEFAULT_MATH,
                                                  CUDNN_FMA_MATH};
@@ -391,23 +409,21 @@ static pp_status heuristic(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, 
 static pp_status conv_algo(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp_algo_dir dir,
                            const conv_args *args, pp_error *err)
 {
-    if (!p->algo[dir].have) {
-        pp_cuda_device *cd = pp_cuda_dev(ex->dev);
+    pp_cuda_device *cd = pp_cuda_dev(ex->dev);
+    if (!p->algo[dir].have && cd->find) {
         pp_algo_key key;
         pp_algo_key_make(&key, cd->gpu_name, cd->cudnn_version, ex->dev->math, dir, &p->key);
         pp_algo_choice c;
         pp_error tmp;
-        bool done = false;
-        if (pp_algo_cache_find(&cd->algos, &key, &c)) {
-            done = use_algo(ex, ce, p, dir, c.algo, c.math_type, &tmp) == PP_OK;
-            if (!done) pp_algo_cache_remove(&cd->algos, &key); /* refused here: measure again */
-        }
-        if (!done && cd->find && measure(ex, ce, p, dir, args, &c, &tmp) == PP_OK) {
+        if (pp_algo_cache_find(&cd->algos, &key, &c) &&
+            use_algo(ex, ce, p, dir, c.algo, c.math_type, &tmp) != PP_OK)
+            pp_algo_cache_remove(&cd->algos, &key); /* refused here: measure again */
+        if (!p->algo[dir].have && measure(ex, ce, p, dir, args, &c, &tmp) == PP_OK) {
             pp_algo_cache_insert(&cd->algos, &key, &c); /* c: whichever was stored first */
-            done = use_algo(ex, ce, p, dir, c.algo, c.math_type, &tmp) == PP_OK;
+            (void)use_algo(ex, ce, p, dir, c.algo, c.math_type, &tmp);
         }
-        if (!done) PP_TRY(heuristic(ex, ce, p, dir, err));
     }
+    if (!p->algo[dir].have) PP_TRY(heuristic(ex, ce, p, dir, err));
     return set_desc_math(ex, p, p->algo[dir].math, err);
 }
 

@@ -236,7 +236,8 @@ static int entry_lines(const char *path)
 
 /* Algorithms are measured once per shape, direction and mode on a device and
  * shared by its execs; PP_CUDNN_CACHE keeps them for the next device context
- * (no measurement then); PP_CUDNN_FIND=0 measures nothing; a foreign cache
+ * (no measurement then); PP_CUDNN_FIND=0 measures nothing and leaves the cache
+ * alone; a foreign cache
  * file is left alone; a bad PP_CUDNN_FIND is refused when the device opens.
  * Every run's results match the CPU. */
 static void test_algo_cache(rig *r)
@@ -273,8 +274,12 @@ static void test_algo_cache(rig *r)
     st = algo_run(r, &d, false, true);
     CHECK_MSG(st.inserted == 1 && entry_lines(path) == 4, "tf32 run: inserted %d, %d entries",
               st.inserted, entry_lines(path));
-    /* 4. heuristics only: nothing stored, results still right */
+    /* 4. heuristics only: the cache neither read nor written, results still right */
     setenv("PP_CUDNN_FIND", "0", 1);
+    st = algo_run(r, &d, false, false);
+    CHECK_MSG(st.inserted == 0 && st.hits == 0 && st.file_entries == 0 && entry_lines(path) == 4,
+              "PP_CUDNN_FIND=0: inserted %d, hits %d, file entries %d", st.inserted, st.hits,
+              st.file_entries);
     st = algo_run(r, &d2, false, false);
     CHECK_MSG(st.inserted == 0 && entry_lines(path) == 4, "PP_CUDNN_FIND=0: inserted %d",
               st.inserted);
@@ -327,20 +332,12 @@ int main(void)
     /* the cache tests set these themselves; start from the defaults */
     unsetenv("PP_CUDNN_CACHE");
     unsetenv("PP_CUDNN_FIND");
-    rig r = {.rng = 4242};
-    pp_error err;
-    CHECK_OK(pp_registry_new(&r.reg, &err), &err);
-    CHECK_OK(pp_registry_get(r.reg, (pp_device_id){PP_DEVICE_CPU, 0}, &r.cpu, &err), &err);
-    CHECK_OK(pp_registry_get(r.reg, (pp_device_id){PP_DEVICE_CUDA, 0}, &r.gpu, &err), &err);
-    if (check_failures_) return check_summary("test_cuda_math");
-    CHECK_OK(pp_exec_init(&r.ecpu, r.cpu, NULL, &err), &err);
-    CHECK_OK(pp_exec_init(&r.egpu, r.gpu, NULL, &err), &err);
+    rig r;
+    if (!rig_open(&r, 4242)) return check_summary("test_cuda_math");
 
     test_tf32(&r);
     test_algo_cache(&r);
 
-    pp_exec_destroy(&r.ecpu);
-    pp_exec_destroy(&r.egpu);
-    pp_registry_free(r.reg);
+    rig_close(&r);
     return check_summary("test_cuda_math");
 }
