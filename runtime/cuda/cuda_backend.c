@@ -394,10 +394,15 @@ static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, f
                                       param, grad, momentum_buf));
 }
 
-/* Tiles of a multi-tensor launch: units (elements or bytes) in tiles of tile. */
-static int32_t multi_tiles(int64_t units, int64_t tile)
+/* Appends a tensor of units (elements or bytes) to a multi-tensor list, cut
+ * in tiles of tile units: its index in the list. */
+static int multi_add(int32_t *first_tile, int32_t *count, int32_t *tiles, int64_t units,
+                     int64_t tile)
 {
-    return (int32_t)((units + tile - 1) / tile);
+    const int k = (*count)++;
+    first_tile[k] = *tiles;
+    *tiles += (int32_t)((units + tile - 1) / tile);
+    return k;
 }
 
 /* One launch per PP_CUDA_SGD_MULTI non-empty tensors. */
@@ -409,7 +414,7 @@ static pp_status cuda_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int co
     pp_cuda_sgd_list list;
     memset(&list, 0, sizeof list);
     for (int i = 0; i <= count; i++) {
-        if (list.count == PP_CUDA_SGD_MULTI || (i == count && list.count > 0)) {
+        if (i == count || list.count == PP_CUDA_SGD_MULTI) {
             PP_TRY(PP_CUDA(ex->dev, err,
                            pp_cuda_launch_sgd_multi(ce->stream, pp_cuda_max_grid(ex), &list,
                                                     d->lr, d->momentum, d->weight_decay,
@@ -417,13 +422,12 @@ static pp_status cuda_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int co
             memset(&list, 0, sizeof list);
         }
         if (i == count || sizes[i] == 0) continue;
-        const int k = list.count++;
+        const int k = multi_add(list.first_tile, &list.count, &list.tiles, sizes[i],
+                                PP_CUDA_MULTI_TILE);
         list.param[k] = param[i];
         list.grad[k] = grad[i];
         list.buf[k] = buf[i];
         list.n[k] = sizes[i];
-        list.first_tile[k] = list.tiles;
-        list.tiles += multi_tiles(sizes[i], PP_CUDA_MULTI_TILE);
     }
     return PP_OK;
 }
@@ -436,17 +440,16 @@ static pp_status cuda_zero_multi(pp_exec *ex, int count, void *const *dst, const
     pp_cuda_zero_list list;
     memset(&list, 0, sizeof list);
     for (int i = 0; i <= count; i++) {
-        if (list.count == PP_CUDA_ZERO_MULTI || (i == count && list.count > 0)) {
+        if (i == count || list.count == PP_CUDA_ZERO_MULTI) {
             PP_TRY(PP_CUDA(ex->dev, err,
                            pp_cuda_launch_zero_multi(ce->stream, pp_cuda_max_grid(ex), &list)));
             memset(&list, 0, sizeof list);
         }
         if (i == count || bytes[i] == 0) continue;
-        const int k = list.count++;
+        const int k = multi_add(list.first_tile, &list.count, &list.tiles, (int64_t)bytes[i],
+                                PP_CUDA_ZERO_TILE_BYTES);
         list.ptr[k] = dst[i];
         list.bytes[k] = (int64_t)bytes[i];
-        list.first_tile[k] = list.tiles;
-        list.tiles += multi_tiles((int64_t)bytes[i], PP_CUDA_ZERO_TILE_BYTES);
     }
     return PP_OK;
 }

@@ -142,4 +142,27 @@ static bool pair_bitwise(const pair *p)
     return same;
 }
 
+/* Opens cpu:0 and cuda:0 of a new registry with an exec each; false (after
+ * counting the failure) when that fails. */
+static bool rig_open(rig *r, uint64_t seed)
+{
+    pp_error err;
+    *r = (rig){.rng = seed};
+    CHECK_OK(pp_registry_new(&r->reg, &err), &err);
+    if (!r->reg) return false;
+    CHECK_OK(pp_registry_get(r->reg, (pp_device_id){PP_DEVICE_CPU, 0}, &r->cpu, &err), &err);
+    CHECK_OK(pp_registry_get(r->reg, (pp_device_id){PP_DEVICE_CUDA, 0}, &r->gpu, &err), &err);
+    if (!r->cpu || !r->gpu) return false;
+    CHECK_OK(pp_exec_init(&r->ecpu, r->cpu, NULL, &err), &err);
+    CHECK_OK(pp_exec_init(&r->egpu, r->gpu, NULL, &err), &err);
+    return true;
+}
+
+static void rig_close(rig *r)
+{
+    pp_exec_destroy(&r->ecpu);
+    pp_exec_destroy(&r->egpu);
+    pp_registry_free(r->reg);
+}
+
 #endif

@@ -698,14 +698,8 @@ int main(void)
         fprintf(stderr, "test_cuda_ops: no CUDA device visible, skipping\n");
         return 77;
     }
-    rig r = {.rng = 12345};
-    pp_error err;
-    CHECK_OK(pp_registry_new(&r.reg, &err), &err);
-    CHECK_OK(pp_registry_get(r.reg, (pp_device_id){PP_DEVICE_CPU, 0}, &r.cpu, &err), &err);
-    CHECK_OK(pp_registry_get(r.reg, (pp_device_id){PP_DEVICE_CUDA, 0}, &r.gpu, &err), &err);
-    if (check_failures_) return check_summary("test_cuda_ops");
-    CHECK_OK(pp_exec_init(&r.ecpu, r.cpu, NULL, &err), &err);
-    CHECK_OK(pp_exec_init(&r.egpu, r.gpu, NULL, &err), &err);
+    rig r;
+    if (!rig_open(&r, 12345)) return check_summary("test_cuda_ops");
 
     test_conv(&r);
     test_batchnorm(&r);
@@ -722,8 +716,6 @@ int main(void)
     test_stream_events_reuse(&r);
     test_errors(&r);
 
-    pp_exec_destroy(&r.ecpu);
-    pp_exec_destroy(&r.egpu);
-    pp_registry_free(r.reg);
+    rig_close(&r);
     return check_summary("test_cuda_ops");
 }
