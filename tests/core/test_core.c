@@ -381,7 +381,8 @@ static void *race_thread(void *p)
 {
     race_arg *r = p;
     for (int i = 0; i < 64; i++) {
-        pp_conv2d_desc d = conv_of(1 + i, 3, 8, 4, 3, 1, 1);
+        pp_conv2d_desc d; /* no CHECK here: the counters are the main thread's */
+        pp_conv2d_desc_init(&d, 1 + i, 3, 8, 8, 4, 3, 1, 1, NULL);
         pp_algo_key k;
         pp_algo_key_make(&k, "GPU", 1, PP_MATH_FP32, PP_ALGO_FWD, &d);
         pp_algo_choice ch = {r->id, 3, 1.0f}, got;
