@@ -142,6 +142,21 @@ static bool pair_bitwise(const pair *p)
     return same;
 }
 
+/* A square convolution of a test's table. */
+typedef struct conv_case {
+    int n, c, h, w, k, kernel, stride, pad;
+} conv_case;
+
+static pp_conv2d_desc conv_of(const conv_case *cc)
+{
+    pp_conv2d_desc d;
+    pp_error err;
+    CHECK_OK(pp_conv2d_desc_init(&d, cc->n, cc->c, cc->h, cc->w, cc->k, cc->kernel, cc->stride,
+                                 cc->pad, &err),
+             &err);
+    return d;
+}
+
 /* Opens cpu:0 and cuda:0 of a new registry with an exec each; false (after
  * counting the failure) when that fails. */
 static bool rig_open(rig *r, uint64_t seed)

@@ -74,17 +74,13 @@ static double check_tf32(rig *r, const pair *p, const pp_tensor *mag, const char
  * seen: around 1e-4 to 1e-3 when tensor cores ran TF32, 1e-7 if they did not. */
 static void test_tf32(rig *r)
 {
-    static const struct { int n, c, h, w, k, kernel, stride, pad; } cases[] = {
+    static const conv_case cases[] = {
         {8, 64, 14, 14, 64, 3, 1, 1}, {4, 64, 28, 28, 256, 1, 1, 0}, {2, 3, 23, 23, 8, 7, 2, 3}};
     pp_error e;
     CHECK_OK(pp_device_set_math(r->gpu, PP_MATH_TF32, &e), &e);
     double seen = 0.0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        pp_conv2d_desc d;
-        CHECK_OK(pp_conv2d_desc_init(&d, cases[i].n, cases[i].c, cases[i].h, cases[i].w,
-                                     cases[i].k, cases[i].kernel, cases[i].stride, cases[i].pad,
-                                     &e),
-                 &e);
+        pp_conv2d_desc d = conv_of(&cases[i]);
         pair x = pair_rand(r, 4, (int64_t[]){d.n, d.c, d.h, d.w}, -1, 1);
         pair w = pair_rand(r, 4, (int64_t[]){d.k, d.c, d.r, d.s}, -0.5f, 0.5f);
         pair dy = pair_rand(r, 4, (int64_t[]){d.n, d.k, d.p, d.q}, -1, 1);

@@ -29,7 +29,7 @@
 
 static void test_conv(rig *r)
 {
-    static const struct { int n, c, h, w, k, kernel, stride, pad; } cases[] = {
+    static const conv_case cases[] = {
         {2, 3, 23, 23, 8, 7, 2, 3},  /* stem */
         {2, 16, 9, 9, 16, 3, 1, 1},  /* 3x3 */
         {2, 16, 8, 8, 32, 1, 2, 0},  /* downsample 1x1/2 */
@@ -37,12 +37,7 @@ static void test_conv(rig *r)
         {1, 64, 4, 4, 256, 1, 1, 0}, /* bottleneck expand */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        pp_conv2d_desc d;
-        pp_error pe;
-        CHECK_OK(pp_conv2d_desc_init(&d, cases[i].n, cases[i].c, cases[i].h, cases[i].w,
-                                     cases[i].k, cases[i].kernel, cases[i].stride, cases[i].pad,
-                                     &pe),
-                 &pe);
+        pp_conv2d_desc d = conv_of(&cases[i]);
         pair x = pair_rand(r, 4, (int64_t[]){d.n, d.c, d.h, d.w}, -1, 1);
         pair w = pair_rand(r, 4, (int64_t[]){d.k, d.c, d.r, d.s}, -0.5f, 0.5f);
         pair y = pair_rand(r, 4, (int64_t[]){d.n, d.k, d.p, d.q}, 0, 0);
