@@ -172,7 +172,9 @@ pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor 
  *   if momentum != 0: buf = first_step ? g : momentum * buf + g
  *                     g = nesterov ? g + momentum * buf : buf
  *   param -= lr * g
- * momentum_buf may be NULL when momentum == 0. grad is not modified. */
+ * momentum_buf may be NULL when momentum == 0. grad is not modified. Every
+ * product and sum is rounded on its own (no fused multiply-add), in this
+ * order, so the CPU and CUDA backends give the same bits. */
 pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, const pp_tensor *grad,
                         pp_tensor *momentum_buf, pp_error *err);
 
