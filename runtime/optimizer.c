@@ -3,7 +3,11 @@
  *
  * Per parameter the optimizer keeps its momentum buffer (allocated on the
  * parameter's device at its first step) and whether that buffer holds state
- * yet; the per-element arithmetic is pp_sgd_update's.
+ * yet; the per-element arithmetic is pp_sgd_update's. A step makes one
+ * pp_sgd_update_multi call per device (and per first-step state), zero_grad
+ * one pp_zero_multi per device: on CUDA a few kernel launches per device
+ * instead of one per tensor. Parameters are independent, so grouping them
+ * changes no result.
  */
 #include "runtime/optimizer.h"
 
@@ -34,6 +38,11 @@ struct pp_optimizer {
     int64_t steps;
     dev_exec *execs;    /* internal execs, one per device met (at most n) */
     size_t n_execs;
+    /* scratch for the multi-tensor calls (n each) */
+    size_t *group;      /* indexes of the parameters of one group */
+    bool *grouped;      /* parameter already in an earlier group of this call */
+    pp_tensor **group_a, **group_b; /* tensors of the group (params or grads; buffers) */
+    const pp_tensor **group_g;      /* gradients of the group */
 };
 
 static pp_status check_config(const pp_sgd_config *c, pp_error *err)
@@ -109,7 +118,14 @@ pp_status pp_optimizer_new(pp_optimizer **out, const pp_sgd_config *cfg, const p
     opt->cfg = *cfg;
     opt->params = calloc(n ? n : 1, sizeof *opt->params);
     opt->execs = calloc(n ? n : 1, sizeof *opt->execs);
-    if (!opt->params || !opt->execs) goto oom;
+    opt->group = calloc(n ? n : 1, sizeof *opt->group);
+    opt->group_a = calloc(n ? n : 1, sizeof *opt->group_a);
+    opt->group_b = calloc(n ? n : 1, sizeof *opt->group_b);
+    opt->group_g = calloc(n ? n : 1, sizeof *opt->group_g);
+    opt->grouped = calloc(n ? n : 1, sizeof *opt->grouped);
+    if (!opt->params || !opt->execs || !opt->group || !opt->group_a || !opt->group_b ||
+        !opt->group_g || !opt->grouped)
+        goto oom;
     for (size_t i = 0; i < n; i++) {
         opt_param *p = &opt->params[i];
         size_t len = strlen(params[i].name);
@@ -140,6 +156,11 @@ void pp_optimizer_free(pp_optimizer *opt)
     for (size_t i = 0; i < opt->n_execs; i++) pp_exec_destroy(&opt->execs[i].ex);
     free(opt->params);
     free(opt->execs);
+    free(opt->group);
+    free(opt->group_a);
+    free(opt->group_b);
+    free(opt->group_g);
+    free(opt->grouped);
     free(opt);
 }
 
@@ -181,50 +202,45 @@ static pp_status sync_internal(pp_optimizer *opt, pp_exec_for_device_fn fn, pp_s
     return s;
 }
 
+/* The next group of one multi-tensor call: the parameters not yet grouped
+ * that live on the first such parameter's device and, when by_state, share
+ * its has_state, in parameter order (indexes in opt->group). Returns the
+ * group's size, 0 when every parameter is grouped. */
+static size_t next_group(pp_optimizer *opt, bool by_state)
+{
+    size_t i0 = 0;
+    while (i0 < opt->n && opt->grouped[i0]) i0++;
+    size_t k = 0;
+    for (size_t i = i0; i < opt->n; i++) {
+        const opt_param *q = &opt->params[i], *p0 = &opt->params[i0];
+        if (opt->grouped[i] || q->param->dev != p0->param->dev ||
+            (by_state && q->has_state != p0->has_state))
+            continue;
+        opt->grouped[i] = true;
+        opt->group[k++] = i;
+    }
+    return k;
+}
+
 pp_status pp_optimizer_zero_grad(pp_optimizer *opt, pp_exec_for_device_fn exec_for, void *user,
                                  pp_error *err)
 {
     if (!opt) return pp_error_set(err, PP_ERR_INVALID, "optimizer: NULL handle");
+    memset(opt->grouped, 0, opt->n * sizeof *opt->grouped);
     pp_status s = PP_OK;
-    for (size_t i = 0; i < opt->n && s == PP_OK; i++) {
-        opt_param *p = &opt->params[i];
+    size_t k;
+    /* one multi-tensor zeroing per device (a parameter and its gradient share it) */
+    while (s == PP_OK && (k = next_group(opt, false)) > 0) {
+        pp_device_ctx *dev = opt->params[opt->group[0]].grad->dev;
+        for (size_t j = 0; j < k; j++) opt->group_a[j] = opt->params[opt->group[j]].grad;
         pp_exec *ex;
-        s = exec_for_dev(opt, exec_for, user, p->grad->dev, &ex, err);
-        if (s == PP_OK) s = pp_zero(ex, p->grad, err);
-        if (s != PP_OK) pp_error_prefix(err, "optimizer: zero_grad '%s'", p->name);
+        s = exec_for_dev(opt, exec_for, user, dev, &ex, err);
+        if (s == PP_OK) s = pp_zero_multi(ex, (int)k, opt->group_a, err);
+        if (s != PP_OK)
+            pp_error_prefix(err, "optimizer: zero_grad of the %zu gradients on %s from '%s'", k,
+                            dev->name, opt->params[opt->group[0]].name);
     }
     return sync_internal(opt, exec_for, s, err);
-}
-
-/* Updates params [i0, i1) (one device, one first-step state) in one multi-tensor
- * call on ex. */
-static pp_status step_run(pp_optimizer *opt, pp_exec *ex, size_t i0, size_t i1, bool use_momentum,
-                          pp_error *err)
-{
-    enum { CHUNK = 64 };
-    pp_tensor *p[CHUNK], *b[CHUNK];
-    const pp_tensor *g[CHUNK];
-    pp_sgd_desc d = {
-        .lr = opt->cfg.lr,
-        .momentum = opt->cfg.momentum,
-        .weight_decay = opt->cfg.weight_decay,
-        .nesterov = opt->cfg.nesterov,
-        .first_step = !opt->params[i0].has_state,
-    };
-    for (size_t c0 = i0; c0 < i1; c0 += CHUNK) {
-        int k = i1 - c0 < CHUNK ? (int)(i1 - c0) : CHUNK;
-        for (int j = 0; j < k; j++) {
-            opt_param *q = &opt->params[c0 + (size_t)j];
-            p[j] = q->param;
-            g[j] = q->grad;
-            b[j] = use_momentum ? &q->buf : NULL;
-        }
-        pp_status s = pp_sgd_update_multi(ex, &d, k, p, g, use_momentum ? b : NULL, err);
-        if (s != PP_OK)
-            return pp_error_prefix(err, "optimizer: step of the parameters from '%s'",
-                                   opt->params[c0].name);
-    }
-    return PP_OK;
 }
 
 pp_status pp_optimizer_step(pp_optimizer *opt, pp_exec_for_device_fn exec_for, void *user,
@@ -241,17 +257,34 @@ pp_status pp_optimizer_step(pp_optimizer *opt, pp_exec_for_device_fn exec_for, v
                                 err);
         if (s != PP_OK) pp_error_prefix(err, "optimizer: step of '%s'", p->name);
     }
-    /* then one multi-tensor update per run of parameters on one device with one state */
-    for (size_t i0 = 0; i0 < opt->n && s == PP_OK;) {
-        size_t i1 = i0 + 1;
-        while (i1 < opt->n && opt->params[i1].param->dev == opt->params[i0].param->dev &&
-               opt->params[i1].has_state == opt->params[i0].has_state)
-            i1++;
+    /* then one multi-tensor update per device (and first-step state: parameters
+     * whose buffers hold no state yet take buf = g) */
+    memset(opt->grouped, 0, opt->n * sizeof *opt->grouped);
+    size_t k;
+    while (s == PP_OK && (k = next_group(opt, true)) > 0) {
+        const opt_param *p0 = &opt->params[opt->group[0]];
+        pp_device_ctx *dev = p0->param->dev;
+        for (size_t j = 0; j < k; j++) {
+            opt_param *q = &opt->params[opt->group[j]];
+            opt->group_a[j] = q->param;
+            opt->group_g[j] = q->grad;
+            opt->group_b[j] = &q->buf;
+        }
+        const pp_sgd_desc d = {
+            .lr = opt->cfg.lr,
+            .momentum = opt->cfg.momentum,
+            .weight_decay = opt->cfg.weight_decay,
+            .nesterov = opt->cfg.nesterov,
+            .first_step = !p0->has_state,
+        };
         pp_exec *ex;
-        s = exec_for_dev(opt, exec_for, user, opt->params[i0].param->dev, &ex, err);
-        if (s == PP_OK) s = step_run(opt, ex, i0, i1, use_momentum, err);
-        else pp_error_prefix(err, "optimizer: step of '%s'", opt->params[i0].name);
-        i0 = i1;
+        s = exec_for_dev(opt, exec_for, user, dev, &ex, err);
+        if (s == PP_OK)
+            s = pp_sgd_update_multi(ex, &d, (int)k, opt->group_a, opt->group_g,
+                                    use_momentum ? opt->group_b : NULL, err);
+        if (s != PP_OK)
+            pp_error_prefix(err, "optimizer: step of the %zu parameters on %s from '%s'", k,
+                            dev->name, p0->name);
     }
     if (s == PP_OK)
         for (size_t i = 0; i < opt->n; i++) opt->params[i].has_state = use_momentum;

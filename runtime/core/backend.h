@@ -52,6 +52,11 @@ typedef struct pp_backend_ops {
                                       const float *w, float *dx, pp_error *err);
     pp_status (*conv2d_backward_filter)(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                         const float *dy, float *dw, pp_error *err);
+    /* dx += conv_transpose(dy, w): the sum backward_data then accumulate give (the
+     * CPU backend's bit for bit) */
+    pp_status (*conv2d_backward_data_accumulate)(pp_exec *ex, const pp_conv2d_desc *d,
+                                                 const float *dy, const float *w, float *dx,
+                                                 pp_error *err);
 
     pp_status (*batchnorm_forward_train)(pp_exec *ex, const pp_bn_desc *d, const float *x,
                                          const float *gamma, const float *beta,
@@ -72,9 +77,15 @@ typedef struct pp_backend_ops {
     pp_status (*add)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                      pp_error *err);
     pp_status (*accumulate)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+    pp_status (*add_relu)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                          pp_error *err);
     /* bytes-level copy and zero within the device */
     pp_status (*copy)(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err);
     pp_status (*zero)(pp_exec *ex, size_t bytes, void *dst, pp_error *err);
+    /* optional: count buffers of bytes[i] bytes at once; NULL entry: the caller
+     * runs zero per buffer */
+    pp_status (*zero_multi)(pp_exec *ex, int count, void *const *dst, const size_t *bytes,
+                            pp_error *err);
 
     pp_status (*maxpool_forward)(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
                                  int32_t *idx, pp_error *err);

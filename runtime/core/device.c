@@ -147,6 +147,20 @@ pp_status pp_registry_get(pp_registry *reg, pp_device_id id, pp_device_ctx **out
     return PP_OK;
 }
 
+pp_status pp_device_set_math(pp_device_ctx *dev, pp_math_mode mode, pp_error *err)
+{
+    if (!dev) return pp_error_set(err, PP_ERR_INVALID, "set math: NULL device");
+    if (mode != PP_MATH_FP32 && mode != PP_MATH_TF32)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: unknown math mode %d", dev->name, (int)mode);
+    dev->math = mode;
+    return PP_OK;
+}
+
+pp_math_mode pp_device_math(const pp_device_ctx *dev)
+{
+    return dev ? dev->math : PP_MATH_FP32;
+}
+
 pp_status pp_device_account(pp_device_ctx *dev, size_t bytes, pp_error *err)
 {
     device_entry *e = entry_of(dev);

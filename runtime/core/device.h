@@ -59,9 +59,8 @@ typedef struct pp_device_ctx {
     const struct pp_backend_ops *ops;  /* kernels and memory of this backend */
     void *backend;                     /* backend-private state (handles), owned by ops */
     size_t bytes_limit;                /* 0 = unlimited; allocations beyond fail with PP_ERR_OOM */
-    pp_math_mode math;                 /* set before the first op on the device (the CUDA
-                                          backend reads it when it creates handles and
-                                          convolution plans) */
+    pp_math_mode math;                 /* read by every convolution and GEMM; change it
+                                          with pp_device_set_math */
 } pp_device_ctx;
 
 typedef struct pp_registry pp_registry;
@@ -78,6 +77,19 @@ pp_status pp_registry_get(pp_registry *reg, pp_device_id id, pp_device_ctx **out
 
 /* Number of CUDA devices visible (0 when the CUDA backend is absent or no GPU). */
 int pp_cuda_device_count(void);
+
+/* Sets how dev computes fp32 convolutions and GEMMs (the fully connected
+ * layer) from the next op on; everything else is IEEE fp32 in both modes.
+ * PP_MATH_TF32 on a CUDA device: cuDNN convolutions with tensor-op math
+ * (algorithms measured or chosen per mode) and cuBLAS with
+ * CUBLAS_TF32_TENSOR_OP_MATH; results then differ from fp32 by about 2^-10
+ * of the operands' scale. On a CPU device either mode is accepted and
+ * computes IEEE fp32: tf32 runs as fp32 on the CPU, bit for bit.
+ * Thread safety: call while no op of the device is running (at setup or
+ * between steps). PP_ERR_INVALID for an unknown mode or a NULL device. */
+pp_status pp_device_set_math(pp_device_ctx *dev, pp_math_mode mode, pp_error *err);
+/* The device's current math mode (PP_MATH_FP32 until set). */
+pp_math_mode pp_device_math(const pp_device_ctx *dev);
 
 /* Raw device memory through the accounting. pp_device_alloc returns memory
  * aligned to 64 bytes (CPU) or 256 bytes (CUDA); size 0 gives NULL and OK. */

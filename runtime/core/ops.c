@@ -140,6 +140,18 @@ pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const 
     return DISPATCH(conv2d_backward_filter, d, x->data, dy->data, dw->data, err);
 }
 
+pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                             const pp_tensor *dy, const pp_tensor *w,
+                                             pp_tensor *dx, pp_error *err)
+{
+    const char *op = "conv2d_backward_data_accumulate";
+    PP_TRY(check_conv(ex, op, d, err));
+    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(check(ex, op, "w", w, PP_F32, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(check(ex, op, "dx", dx, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    return DISPATCH(conv2d_backward_data_accumulate, d, dy->data, w->data, dx->data, err);
+}
+
 static pp_status check_bn(pp_exec *ex, const char *op, const pp_bn_desc *d, pp_error *err)
 {
     PP_TRY(check_exec(ex, op, err));
@@ -261,13 +273,32 @@ pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error 
     return DISPATCH(accumulate, pp_tensor_numel(x), x->data, y->data, err);
 }
 
+pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y,
+                      pp_error *err)
+{
+    const char *op = "add_relu";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_f32(ex, op, "a", a, err));
+    PP_TRY(check_like(ex, op, "b", b, a, err));
+    PP_TRY(check_like(ex, op, "y", y, a, err));
+    return DISPATCH(add_relu, pp_tensor_numel(a), a->data, b->data, y->data, err);
+}
+
+/* Any dtype and shape, on ex's device, with data. */
+static pp_status check_any(pp_exec *ex, const char *op, const char *what, const pp_tensor *y,
+                           pp_error *err)
+{
+    if (!y) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor", op);
+    return check(ex, op, what, y, y->dtype, y->ndim, y->shape[0], y->shape[1], y->shape[2],
+                 y->shape[3], err);
+}
+
 pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "copy";
     PP_TRY(check_exec(ex, op, err));
     if (!x || !y) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor", op);
-    PP_TRY(check(ex, op, "x", x, x->dtype, x->ndim, x->shape[0], x->shape[1], x->shape[2],
-                 x->shape[3], err));
+    PP_TRY(check_any(ex, op, "x", x, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
     if (x->data == y->data) return PP_OK;
     return DISPATCH(copy, pp_tensor_bytes(x), x->data, y->data, err);
@@ -277,10 +308,38 @@ pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err)
 {
     const char *op = "zero";
     PP_TRY(check_exec(ex, op, err));
-    if (!y) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor", op);
-    PP_TRY(check(ex, op, "y", y, y->dtype, y->ndim, y->shape[0], y->shape[1], y->shape[2],
-                 y->shape[3], err));
+    PP_TRY(check_any(ex, op, "y", y, err));
     return DISPATCH(zero, pp_tensor_bytes(y), y->data, err);
+}
+
+/* Host-side groups of a multi-tensor call handed to a backend at once. */
+enum { MULTI_CHUNK = 256 };
+
+pp_status pp_zero_multi(pp_exec *ex, int n, pp_tensor *const *ys, pp_error *err)
+{
+    const char *op = "zero_multi";
+    PP_TRY(check_exec(ex, op, err));
+    if (n < 0 || (n > 0 && !ys))
+        return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor list", op);
+    for (int i = 0; i < n; i++)
+        if (check_any(ex, op, "y", ys[i], err) != PP_OK)
+            return pp_error_prefix(err, "tensor %d", i);
+    if (!ex->dev->ops->zero_multi) {
+        for (int i = 0; i < n; i++)
+            PP_TRY(DISPATCH(zero, pp_tensor_bytes(ys[i]), ys[i]->data, err));
+        return PP_OK;
+    }
+    void *dst[MULTI_CHUNK];
+    size_t bytes[MULTI_CHUNK];
+    for (int i0 = 0; i0 < n; i0 += MULTI_CHUNK) {
+        int k = n - i0 < MULTI_CHUNK ? n - i0 : MULTI_CHUNK;
+        for (int i = 0; i < k; i++) {
+            dst[i] = ys[i0 + i]->data;
+            bytes[i] = pp_tensor_bytes(ys[i0 + i]);
+        }
+        PP_TRY(ex->dev->ops->zero_multi(ex, k, dst, bytes, err));
+    }
+    return PP_OK;
 }
 
 static pp_status check_pool(pp_exec *ex, const char *op, const pp_pool_desc *d, pp_error *err)
@@ -451,12 +510,11 @@ pp_status pp_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int n, pp_tenso
                             grads[i]->data, d->momentum != 0 ? bufs[i]->data : NULL, err));
         return PP_OK;
     }
-    enum { CHUNK = 256 };
-    float *p[CHUNK], *b[CHUNK];
-    const float *g[CHUNK];
-    int64_t sizes[CHUNK];
-    for (int i0 = 0; i0 < n; i0 += CHUNK) {
-        int k = n - i0 < CHUNK ? n - i0 : CHUNK;
+    float *p[MULTI_CHUNK], *b[MULTI_CHUNK];
+    const float *g[MULTI_CHUNK];
+    int64_t sizes[MULTI_CHUNK];
+    for (int i0 = 0; i0 < n; i0 += MULTI_CHUNK) {
+        int k = n - i0 < MULTI_CHUNK ? n - i0 : MULTI_CHUNK;
         for (int i = 0; i < k; i++) {
             p[i] = params[i0 + i]->data;
             g[i] = grads[i0 + i]->data;

@@ -72,6 +72,16 @@ pp_status pp_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const pp_tenso
 /* dx = conv_transpose(dy, w) */
 pp_status pp_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *dy,
                                   const pp_tensor *w, pp_tensor *dx, pp_error *err);
+/* dx += conv_transpose(dy, w): the data gradient added to what dx holds, for
+ * a tensor that gathers the gradients of several branches (a residual
+ * block's input: let the identity branch's gradient be written into dx
+ * first, then the main branch's convolution adds its part, which saves the
+ * separate pp_accumulate pass over dx). The same sum as
+ * pp_conv2d_backward_data into a temporary, then pp_accumulate into dx (on
+ * the CPU backend bit for bit; on CUDA, cuDNN's blend with beta = 1). */
+pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                             const pp_tensor *dy, const pp_tensor *w,
+                                             pp_tensor *dx, pp_error *err);
 /* dw += correlation(x, dy) */
 pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *x,
                                     const pp_tensor *dy, pp_tensor *dw, pp_error *err);
@@ -107,10 +117,19 @@ pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy,
 pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err);
 /* y += x */
 pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* y = max(a + b, 0): a residual add and its ReLU in one pass, bit for bit
+ * pp_add then pp_relu_forward; y may alias a or b. Its backward is
+ * pp_relu_backward(y, dy, g): g = dy where y > 0, the gradient of both a and
+ * b (no separate op is needed). */
+pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y,
+                      pp_error *err);
 /* y = x (same device) */
 pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
 /* y = 0 */
 pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err);
+/* ys[i] = 0 for n tensors of any dtype on ex's device (CUDA: one launch per
+ * 192 tensors instead of one memset each); each is checked as by pp_zero. */
+pp_status pp_zero_multi(pp_exec *ex, int n, pp_tensor *const *ys, pp_error *err);
 
 /* ---- pooling ----------------------------------------------------------------- */
 /* Max pool; idx (I32, same shape as y) receives the flat h*W+w argmax within
@@ -153,12 +172,14 @@ pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor 
  *   if momentum != 0: buf = first_step ? g : momentum * buf + g
  *                     g = nesterov ? g + momentum * buf : buf
  *   param -= lr * g
- * momentum_buf may be NULL when momentum == 0. grad is not modified. */
+ * momentum_buf may be NULL when momentum == 0. grad is not modified. Every
+ * product and sum is rounded on its own (no fused multiply-add), in this
+ * order, so the CPU and CUDA backends give the same bits. */
 pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, const pp_tensor *grad,
                         pp_tensor *momentum_buf, pp_error *err);
 
-/* pp_sgd_update over n parameter tensors of one device at once (one kernel
- * launch per group of tensors on CUDA instead of one per tensor): params[i],
+/* pp_sgd_update over n parameter tensors of one device at once (CUDA: one
+ * kernel launch per 96 tensors instead of one per tensor): params[i],
  * grads[i] and (momentum != 0) bufs[i] as for pp_sgd_update, all with the
  * same descriptor; each tensor is checked as there. Results are identical to
  * n calls of pp_sgd_update. bufs may be NULL when momentum == 0. */

@@ -171,14 +171,25 @@ static void gather_planes(const float *src, size_t plane_stride, int m, int rows
                    sizeof(float) * len);
 }
 
-/* The inverse of gather_planes. */
+/* dst[0..len) += src[0..len) */
+static void add_into(const float *src, size_t len, float *dst)
+{
+    for (size_t j = 0; j < len; j++) dst[j] += src[j];
+}
+
+/* The inverse of gather_planes; with accumulate, added to dst. */
 static void scatter_planes(const float *src, size_t ld, int m, int rows, size_t len, float *dst,
-                           size_t plane_stride)
+                           size_t plane_stride, int accumulate)
 {
     for (int k = 0; k < rows; k++)
-        for (int i = 0; i < m; i++)
-            memcpy(dst + i * plane_stride + (size_t)k * len, src + (size_t)k * ld + (size_t)i * len,
-                   sizeof(float) * len);
+        for (int i = 0; i < m; i++) {
+            const float *from = src + (size_t)k * ld + (size_t)i * len;
+            float *to = dst + i * plane_stride + (size_t)k * len;
+            if (accumulate)
+                add_into(from, len, to);
+            else
+                memcpy(to, from, sizeof(float) * len);
+        }
 }
 
 static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float *a,
@@ -325,7 +336,7 @@ static void fwd_tile(const fwd_ctx *c, const col_block *blk, const float *bmat, 
     }
     gemm(CblasNoTrans, CblasNoTrans, k1 - k0, blk->cols, c->crs, wk, c->crs, bmat, ldb, 0.0f, out,
          blk->cols);
-    scatter_planes(out, (size_t)blk->cols, blk->m, k1 - k0, pq, ys, y_stride);
+    scatter_planes(out, (size_t)blk->cols, blk->m, k1 - k0, pq, ys, y_stride, 0);
 }
 
 /* One-pass task: column block t, every output channel. */
@@ -433,15 +444,19 @@ typedef struct bwd_data_ctx {
     const pp_conv2d_desc *d;
     const float *dy, *w;
     float *dx;
+    int accumulate; /* dx += the result (each element computed as without, then added) */
     col_blocks cb;
     int crs, rs, cpb, cblocks; /* input channels per row block, row blocks */
     float *scratch;
     size_t scratch_stride;
-    size_t dyb_floats; /* gathered dY part of a scratch area */
+    size_t dyb_floats;  /* gathered dY part of a scratch area */
+    size_t dcol_floats; /* then dcol; then, accumulating, one folded plane */
 } bwd_data_ctx;
 
 /* Tile t = (column block, channel block): dcol rows of channels [c0, c1) for
- * the block's samples, folded into those channels of dx. */
+ * the block's samples, folded into those channels of dx. Accumulating, each
+ * result goes to scratch first and is then added to dx, so that it is
+ * rounded exactly as when written directly. */
 static void bwd_data_task(void *arg, int64_t t, int worker)
 {
     const bwd_data_ctx *c = arg;
@@ -463,27 +478,42 @@ static void bwd_data_task(void *arg, int64_t t, int worker)
         ldb = blk.cols;
     }
     float *dxs = c->dx + (size_t)blk.n0 * x_stride + (size_t)c0 * hw;
-    if (is_pointwise(d) && blk.m == 1) {
+    if (is_pointwise(d) && blk.m == 1 && !c->accumulate) {
         gemm(CblasTrans, CblasNoTrans, rows, blk.cols, d->k, c->w + (size_t)c0 * c->rs, c->crs,
              bmat, ldb, 0.0f, dxs + (size_t)blk.p0 * d->q, (int)hw);
         return;
     }
     gemm(CblasTrans, CblasNoTrans, rows, blk.cols, d->k, c->w + (size_t)c0 * c->rs, c->crs, bmat,
          ldb, 0.0f, dcol, blk.cols);
-    if (is_pointwise(d)) {
-        scatter_planes(dcol, (size_t)blk.cols, blk.m, rows, pq, dxs, x_stride);
+    if (is_pointwise(d) && blk.m == 1) { /* accumulating: rows of dcol into the block's rows */
+        for (int ch = 0; ch < rows; ch++)
+            add_into(dcol + (size_t)ch * blk.cols, (size_t)blk.cols,
+                     dxs + (size_t)ch * hw + (size_t)blk.p0 * d->q);
         return;
     }
+    if (is_pointwise(d)) {
+        scatter_planes(dcol, (size_t)blk.cols, blk.m, rows, pq, dxs, x_stride, c->accumulate);
+        return;
+    }
+    float *plane = dcol + c->dcol_floats;
     for (int i = 0; i < blk.m; i++)
-        for (int ch = 0; ch < c1 - c0; ch++)
-            col2im_channel(d, dcol + (size_t)ch * c->rs * blk.cols + (size_t)i * pq,
-                           (size_t)blk.cols, dxs + i * x_stride + (size_t)ch * hw);
+        for (int ch = 0; ch < c1 - c0; ch++) {
+            const float *col = dcol + (size_t)ch * c->rs * blk.cols + (size_t)i * pq;
+            float *dxc = dxs + i * x_stride + (size_t)ch * hw;
+            if (!c->accumulate) {
+                col2im_channel(d, col, (size_t)blk.cols, dxc);
+                continue;
+            }
+            col2im_channel(d, col, (size_t)blk.cols, plane);
+            add_into(plane, hw, dxc);
+        }
 }
 
-pp_status pp_cpu_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
-                                      const float *w, float *dx, pp_error *err)
+static pp_status backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
+                               const float *w, float *dx, int accumulate, pp_error *err)
 {
-    bwd_data_ctx c = {.d = d, .dy = dy, .w = w, .dx = dx, .rs = d->r * d->s};
+    bwd_data_ctx c = {.d = d, .dy = dy, .w = w, .dx = dx, .accumulate = accumulate,
+                      .rs = d->r * d->s};
     c.crs = d->c * c.rs;
     /* col2im of neighbouring output rows overlaps: split samples only when
      * pointwise. */
@@ -492,10 +522,25 @@ pp_status pp_cpu_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, cons
     c.cblocks = (d->c + c.cpb - 1) / c.cpb;
     const size_t threads = (size_t)pp_cpu_threads(ex);
     c.dyb_floats = c.cb.spb > 1 ? round_up((size_t)d->k * c.cb.max_cols, 16) : 0;
-    c.scratch_stride = c.dyb_floats + round_up((size_t)c.cpb * c.rs * c.cb.max_cols, 16);
+    c.dcol_floats = round_up((size_t)c.cpb * c.rs * c.cb.max_cols, 16);
+    const size_t plane = accumulate ? round_up((size_t)d->h * d->w, 16) : 0;
+    c.scratch_stride = c.dyb_floats + c.dcol_floats + plane;
     PP_TRY(workspace(ex, threads * c.scratch_stride, &c.scratch, err));
     pp_cpu_parallel(ex, (int64_t)c.cb.count * c.cblocks, bwd_data_task, &c);
     return PP_OK;
+}
+
+pp_status pp_cpu_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
+                                      const float *w, float *dx, pp_error *err)
+{
+    return backward_data(ex, d, dy, w, dx, 0, err);
+}
+
+pp_status pp_cpu_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                                 const float *dy, const float *w, float *dx,
+                                                 pp_error *err)
+{
+    return backward_data(ex, d, dy, w, dx, 1, err);
 }
 
 /* ---- backward-filter ---------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 
 pp_status pp_cpu_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const float *x, const float *w, float *y, pp_error *err);
 pp_status pp_cpu_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy, const float *w, float *dx, pp_error *err);
+pp_status pp_cpu_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d, const float *dy, const float *w, float *dx, pp_error *err);
 pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x, const float *dy, float *dw, pp_error *err);
 pp_status pp_cpu_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *gamma, const float *beta, float *running_mean, float *running_var, float *y, float *save_mean, float *save_invstd, pp_error *err);
 pp_status pp_cpu_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *gamma, const float *beta, const float *running_mean, const float *running_var, float *y, pp_error *err);
@@ -20,6 +21,7 @@ pp_status pp_cpu_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y, 
 pp_status pp_cpu_relu_backward(pp_exec *ex, int64_t n, const float *y, const float *dy, float *dx, pp_error *err);
 pp_status pp_cpu_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+pp_status pp_cpu_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y, int32_t *idx, pp_error *err);
 pp_status pp_cpu_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const float *x, const float *y, const float *dy, const int32_t *idx, float *dx, pp_error *err);
 pp_status pp_cpu_avgpool_forward(pp_exec *ex, int64_t planes, int64_t hw, const float *x, float *y, pp_error *err);

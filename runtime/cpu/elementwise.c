@@ -1,5 +1,6 @@
 /*
- * elementwise.c - CPU ReLU, residual add and accumulate (f32, flat arrays).
+ * elementwise.c - CPU ReLU, residual add (with or without its ReLU) and
+ * accumulate (f32, flat arrays).
  * Plain loops the compiler vectorises, over fixed ranges of ELEMS_PER_TASK
  * elements run on the device's pool (each element is computed alone, so the
  * split cannot change a result). In-place use (y == x, dx == dy, y == a or b)
@@ -10,12 +11,12 @@
 
 #define ELEMS_PER_TASK ((int64_t)1 << 16)
 
-typedef enum ew_kind { EW_RELU, EW_RELU_BACKWARD, EW_ADD, EW_ACCUMULATE } ew_kind;
+typedef enum ew_kind { EW_RELU, EW_RELU_BACKWARD, EW_ADD, EW_ACCUMULATE, EW_ADD_RELU } ew_kind;
 
 typedef struct ew_job {
     ew_kind kind;
     int64_t n;
-    const float *a, *b; /* inputs: x; y, dy; a, b; x */
+    const float *a, *b; /* inputs: x; y, dy; a, b; x; a, b */
     float *y;           /* output */
 } ew_job;
 
@@ -39,6 +40,12 @@ static void ew_task(void *arg, int64_t t, int worker)
         break;
     case EW_ACCUMULATE:
         for (int64_t i = 0; i < n; i++) y[i] += a[i];
+        break;
+    case EW_ADD_RELU: /* the float sum, then the ReLU of EW_RELU */
+        for (int64_t i = 0; i < n; i++) {
+            const float s = a[i] + b[i];
+            y[i] = s > 0.0f ? s : 0.0f;
+        }
         break;
     }
 }
@@ -74,6 +81,14 @@ pp_status pp_cpu_add(pp_exec *ex, int64_t n, const float *a, const float *b, flo
 pp_status pp_cpu_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err)
 {
     ew_job j = {.kind = EW_ACCUMULATE, .n = n, .a = x, .y = y};
+    ew_run(ex, &j);
+    return PP_OK;
+}
+
+pp_status pp_cpu_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                          pp_error *err)
+{
+    ew_job j = {.kind = EW_ADD_RELU, .n = n, .a = a, .b = b, .y = y};
     ew_run(ex, &j);
     return PP_OK;
 }

@@ -16,6 +16,7 @@
  * device current on the calling thread first.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,8 +85,23 @@ static void cuda_device_destroy(pp_device_ctx *dev)
         (void)PP_CUDA(dev, NULL, cudaStreamSynchronize(cd->stream));
         (void)PP_CUDA(dev, NULL, cudaStreamDestroy(cd->stream));
     }
+    pp_algo_cache_destroy(&cd->algos);
     free(cd);
     dev->backend = NULL;
+}
+
+/* The convolution algorithm settings: PP_CUDNN_FIND (measure or not) and
+ * PP_CUDNN_CACHE (the cache file; unset or empty: none), the GPU's name and
+ * cuDNN's version for the cache's keys. */
+static pp_status algo_init(pp_device_ctx *dev, pp_cuda_device *cd, pp_error *err)
+{
+    PP_TRY(pp_algo_cache_init(&cd->algos, getenv("PP_CUDNN_CACHE"), err));
+    PP_TRY(pp_algo_find_from_env(&cd->find, err));
+    struct cudaDeviceProp prop;
+    PP_TRY(PP_CUDA(dev, err, cudaGetDeviceProperties(&prop, cd->ordinal)));
+    snprintf(cd->gpu_name, sizeof cd->gpu_name, "%.*s", (int)sizeof cd->gpu_name - 1, prop.name);
+    cd->cudnn_version = (int)cudnnGetVersion();
+    return PP_OK;
 }
 
 static pp_status cuda_device_init(pp_device_ctx *dev, pp_error *err)
@@ -96,7 +112,8 @@ static pp_status cuda_device_init(pp_device_ctx *dev, pp_error *err)
     dev->backend = cd;
     int pools = 0;
     uint64_t threshold = UINT64_MAX;
-    pp_status s = PP_CUDA(dev, err, cudaSetDevice(cd->ordinal));
+    pp_status s = algo_init(dev, cd, err);
+    if (s == PP_OK) s = PP_CUDA(dev, err, cudaSetDevice(cd->ordinal));
     if (s == PP_OK)
         s = PP_CUDA(dev, err, cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported,
                                                      cd->ordinal));
@@ -214,11 +231,6 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
         cublasHandle_t h;
         PP_TRY(PP_CUDA(dev, err, cublasCreate(&h)));
         pp_status s = PP_CUDA(dev, err, cublasSetStream(h, ce->stream));
-        /* fp32: the default math mode never uses TF32 tensor cores; tf32 allows them */
-        if (s == PP_OK)
-            s = PP_CUDA(dev, err,
-                        cublasSetMathMode(h, dev->math == PP_MATH_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                       : CUBLAS_DEFAULT_MATH));
         if (s == PP_OK)
             s = PP_CUDA(dev, err, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
         if (s != PP_OK) {
@@ -226,6 +238,17 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
             return s;
         }
         ce->blas = h;
+        ce->blas_math = -1;
+    }
+    /* The handle follows the device's math mode. fp32: CUBLAS_DEFAULT_MATH keeps
+     * the precision asked for (sgemm never uses TF32 in it); tf32 allows TF32
+     * tensor cores. */
+    if (need_blas && ce->blas_math != (int)dev->math) {
+        PP_TRY(PP_CUDA(dev, err,
+                       cublasSetMathMode(ce->blas, dev->math == PP_MATH_TF32
+                                                       ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                       : CUBLAS_DEFAULT_MATH)));
+        ce->blas_math = (int)dev->math;
     }
     *out = ce;
     return PP_OK;
@@ -250,9 +273,14 @@ static void cuda_free_async(pp_exec *ex, void *ptr)
     (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(ptr, pp_cuda_ex(ex)->stream));
 }
 
+unsigned pp_cuda_max_grid(const pp_exec *ex)
+{
+    return (unsigned)pp_cuda_dev(ex->dev)->sm_count * 16;
+}
+
 unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block)
 {
-    const int64_t cap = (int64_t)pp_cuda_dev(ex->dev)->sm_count * 16;
+    const int64_t cap = pp_cuda_max_grid(ex);
     int64_t g = (n + block - 1) / block;
     if (g > cap) g = cap;
     return g < 1 ? 1u : (unsigned)g;
@@ -264,43 +292,43 @@ unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block)
     pp_cuda_exec *ce;                                          \
     PP_TRY(pp_cuda_exec_begin((ex), 0, 0, &ce, (err)))
 
-static pp_status cuda_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y,
-                                   pp_error *err)
+static pp_status cuda_elementwise(pp_exec *ex, pp_cuda_ew_kind kind, int64_t n, const float *a,
+                                  const float *b, float *y, pp_error *err)
 {
     if (n == 0) return PP_OK;
     BEGIN(ex, ce, err);
     return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_relu_forward(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
-                                               x, y));
+                   pp_cuda_launch_elementwise(ce->stream, pp_cuda_max_grid(ex), kind, n, a, b, y));
+}
+
+static pp_status cuda_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y,
+                                   pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_RELU, n, x, NULL, y, err);
 }
 
 static pp_status cuda_relu_backward(pp_exec *ex, int64_t n, const float *y, const float *dy,
                                     float *dx, pp_error *err)
 {
-    if (n == 0) return PP_OK;
-    BEGIN(ex, ce, err);
-    return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_relu_backward(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK),
-                                                n, y, dy, dx));
+    return cuda_elementwise(ex, PP_CUDA_EW_RELU_BACKWARD, n, y, dy, dx, err);
 }
 
 static pp_status cuda_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                           pp_error *err)
 {
-    if (n == 0) return PP_OK;
-    BEGIN(ex, ce, err);
-    return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_add(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n, a, b,
-                                      y));
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD, n, a, b, y, err);
 }
 
+/* y += x is y = x + y (a sum of two floats does not depend on their order) */
 static pp_status cuda_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err)
 {
-    if (n == 0) return PP_OK;
-    BEGIN(ex, ce, err);
-    return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_accumulate(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
-                                             x, y));
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD, n, x, y, y, err);
+}
+
+static pp_status cuda_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                               pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD_RELU, n, a, b, y, err);
 }
 
 static pp_status cuda_copy(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err)
@@ -366,33 +394,62 @@ static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, f
                                       param, grad, momentum_buf));
 }
 
-/* One launch per PP_CUDA_SGD_MULTI tensors; the grid's x dimension covers the
- * largest tensor of the group (grid-stride loops take the rest). */
+/* Appends a tensor of units (elements or bytes) to a multi-tensor list, cut
+ * in tiles of tile units: its index in the list. */
+static int multi_add(int32_t *first_tile, int32_t *count, int32_t *tiles, int64_t units,
+                     int64_t tile)
+{
+    const int k = (*count)++;
+    first_tile[k] = *tiles;
+    *tiles += (int32_t)((units + tile - 1) / tile);
+    return k;
+}
+
+/* One launch per PP_CUDA_SGD_MULTI non-empty tensors. */
 static pp_status cuda_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int count,
                                        float *const *param, const float *const *grad,
                                        float *const *buf, const int64_t *sizes, pp_error *err)
 {
     BEGIN(ex, ce, err);
-    for (int i0 = 0; i0 < count; i0 += PP_CUDA_SGD_MULTI) {
-        int k = count - i0 < PP_CUDA_SGD_MULTI ? count - i0 : PP_CUDA_SGD_MULTI;
-        pp_cuda_sgd_list list;
-        memset(&list, 0, sizeof list);
-        int64_t largest = 0;
-        for (int i = 0; i < k; i++) {
-            list.param[i] = param[i0 + i];
-            list.grad[i] = grad[i0 + i];
-            list.buf[i] = buf[i0 + i];
-            list.n[i] = sizes[i0 + i];
-            if (sizes[i0 + i] > largest) largest = sizes[i0 + i];
+    pp_cuda_sgd_list list;
+    memset(&list, 0, sizeof list);
+    for (int i = 0; i <= count; i++) {
+        if (i == count || list.count == PP_CUDA_SGD_MULTI) {
+            PP_TRY(PP_CUDA(ex->dev, err,
+                           pp_cuda_launch_sgd_multi(ce->stream, pp_cuda_max_grid(ex), &list,
+                                                    d->lr, d->momentum, d->weight_decay,
+                                                    d->nesterov, d->first_step)));
+            memset(&list, 0, sizeof list);
         }
-        if (largest == 0) continue;
-        unsigned grid_x = pp_cuda_grid(ex, largest, PP_CUDA_BLOCK);
-        /* the y dimension multiplies the blocks: keep about the same total */
-        unsigned per = grid_x / (unsigned)k;
-        grid_x = per > 0 ? per : 1;
-        PP_TRY(PP_CUDA(ex->dev, err,
-                       pp_cuda_launch_sgd_multi(ce->stream, grid_x, k, &list, d->lr, d->momentum,
-                                                d->weight_decay, d->nesterov, d->first_step)));
+        if (i == count || sizes[i] == 0) continue;
+        const int k = multi_add(list.first_tile, &list.count, &list.tiles, sizes[i],
+                                PP_CUDA_MULTI_TILE);
+        list.param[k] = param[i];
+        list.grad[k] = grad[i];
+        list.buf[k] = buf[i];
+        list.n[k] = sizes[i];
+    }
+    return PP_OK;
+}
+
+/* One launch per PP_CUDA_ZERO_MULTI non-empty buffers. */
+static pp_status cuda_zero_multi(pp_exec *ex, int count, void *const *dst, const size_t *bytes,
+                                 pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    pp_cuda_zero_list list;
+    memset(&list, 0, sizeof list);
+    for (int i = 0; i <= count; i++) {
+        if (i == count || list.count == PP_CUDA_ZERO_MULTI) {
+            PP_TRY(PP_CUDA(ex->dev, err,
+                           pp_cuda_launch_zero_multi(ce->stream, pp_cuda_max_grid(ex), &list)));
+            memset(&list, 0, sizeof list);
+        }
+        if (i == count || bytes[i] == 0) continue;
+        const int k = multi_add(list.first_tile, &list.count, &list.tiles, (int64_t)bytes[i],
+                                PP_CUDA_ZERO_TILE_BYTES);
+        list.ptr[k] = dst[i];
+        list.bytes[k] = (int64_t)bytes[i];
     }
     return PP_OK;
 }
@@ -420,6 +477,7 @@ static const pp_backend_ops cuda_ops = {
     .conv2d_forward = pp_cuda_conv2d_forward,
     .conv2d_backward_data = pp_cuda_conv2d_backward_data,
     .conv2d_backward_filter = pp_cuda_conv2d_backward_filter,
+    .conv2d_backward_data_accumulate = pp_cuda_conv2d_backward_data_accumulate,
     .batchnorm_forward_train = pp_cuda_batchnorm_forward_train,
     .batchnorm_forward_infer = pp_cuda_batchnorm_forward_infer,
     .batchnorm_backward = pp_cuda_batchnorm_backward,
@@ -427,8 +485,10 @@ static const pp_backend_ops cuda_ops = {
     .relu_backward = cuda_relu_backward,
     .add = cuda_add,
     .accumulate = cuda_accumulate,
+    .add_relu = cuda_add_relu,
     .copy = cuda_copy,
     .zero = cuda_zero,
+    .zero_multi = cuda_zero_multi,
     .maxpool_forward = pp_cuda_maxpool_forward,
     .maxpool_backward = pp_cuda_maxpool_backward,
     .avgpool_forward = cuda_avgpool_forward,

@@ -1,17 +1,37 @@
 /*
  * cuda_dnn.c - convolution, batch norm and max pooling through cuDNN.
  *
- * Per exec, descriptors are cached by geometry, and the convolution
- * algorithms are chosen once per shape and direction with cuDNN's heuristics
- * (cudnnGet*Algorithm_v7): the first algorithm that succeeds, uses FMA math
- * (fp32 without TF32: CUDNN_FMA_MATH, since CUDNN_DEFAULT_MATH permits TF32 on
- * Ampere and later) and needs at most PP_CUDA_CONV_WS_MAX bytes of workspace.
- * Workspace comes from pp_exec_workspace, so after the first step of a run no
- * allocation happens here.
+ * Per exec, descriptors are cached by geometry. Per device, each
+ * convolution's algorithm is chosen once per shape, direction and math mode,
+ * at its first use, and shared by the device's execs (pp_cuda_device.algos,
+ * which may keep them in a file, see algo_cache.h):
+ *   1. a choice stored already (by another exec, or read from the file) is
+ *      used when cuDNN accepts it for this shape (its workspace size query
+ *      succeeds within PP_CUDA_CONV_WS_MAX);
+ *   2. otherwise every algorithm is timed on the
+ *      call's own tensors with cudnnFindConvolution*AlgorithmEx (as
+ *      torch.backends.cudnn.benchmark does); a call that accumulates into
+ *      its output (dw, and dx in the accumulating backward-data) measures
+ *      into scratch instead; the workspace offered is the largest any
+ *      algorithm asks for within the limit. Both are allocated for the
+ *      measurement only. The fastest acceptable result is stored;
+ *   3. otherwise (measurement failed) cuDNN's heuristics
+ *      (cudnnGet*Algorithm_v7): the first algorithm within the limit, by
+ *      math type preference.
+ * PP_CUDNN_FIND=0 skips 1 and 2: heuristics only, the cache unused.
+ * Acceptable math: in fp32 mode only CUDNN_FMA_MATH results (IEEE fp32; the
+ * descriptor always holds CUDNN_FMA_MATH, since CUDNN_DEFAULT_MATH permits
+ * TF32 on Ampere and later); in tf32 mode tensor-op, default or FMA math, the
+ * descriptor set to the chosen result's math type before each call, never
+ * CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (that converts to half precision).
+ * Measuring synchronises the exec's stream once per new shape, so the first
+ * step must not be captured into a CUDA graph. Workspace for running comes
+ * from pp_exec_workspace: after the first step no allocation happens here.
  *
  * Contracts are those of ops.h: outputs are overwritten (beta = 0), dw, dgamma
- * and dbeta accumulate (beta = 1). Max pooling leaves idx unused: backward
- * recomputes the argmax from x and y.
+ * and dbeta accumulate (beta = 1), and so does dx in
+ * pp_cuda_conv2d_backward_data_accumulate. Max pooling leaves idx unused:
+ * backward recomputes the argmax from x and y.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +96,12 @@ static void conv_plan_free(pp_exec *ex, pp_cuda_conv_plan *p)
         (void)PP_CUDA(ex->dev, NULL, cudnnDestroyConvolutionDescriptor(p->conv_desc));
 }
 
+/* The math type a mode measures and asks heuristics with. */
+static cudnnMathType_t base_math(const pp_device_ctx *dev)
+{
+    return dev->math == PP_MATH_TF32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+}
+
 static pp_status conv_plan(pp_exec *ex, pp_cuda_exec *ce, const pp_conv2d_desc *d,
                            pp_cuda_conv_plan **out, pp_error *err)
 {
@@ -109,11 +135,8 @@ static pp_status conv_plan(pp_exec *ex, pp_cuda_exec *ce, const pp_conv2d_desc *
                     cudnnSetConvolution2dDescriptor(p->conv_desc, d->pad_h, d->pad_w,
                                                     d->stride_h, d->stride_w, 1, 1,
                                                     CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    if (s == PP_OK)
-        s = PP_CUDA(dev, err,
-                    cudnnSetConvolutionMathType(p->conv_desc, dev->math == PP_MATH_TF32
-                                                                  ? CUDNN_TENSOR_OP_MATH
-                                                                  : CUDNN_FMA_MATH));
+    p->desc_math = base_math(dev);
+    if (s == PP_OK) s = PP_CUDA(dev, err, cudnnSetConvolutionMathType(p->conv_desc, p->desc_math));
     int on = 0, oc = 0, oh = 0, ow = 0;
     if (s == PP_OK)
         s = PP_CUDA(dev, err,
@@ -136,36 +159,272 @@ static pp_status conv_plan(pp_exec *ex, pp_cuda_exec *ce, const pp_conv2d_desc *
     return PP_OK;
 }
 
-/* Index of the algorithm to use among count heuristic results: the first that
- * succeeds within the workspace limit, preferring CUDNN_FMA_MATH (IEEE fp32;
- * then CUDNN_DEFAULT_MATH), or under TF32 tensor-op math (then the others);
- * -1 if none. */
-#define PICK_ALGO(dev, perf, count, out)                                                    \
-    do {                                                                                    \
-        static const cudnnMathType_t fp32_[] = {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH};          \
-        static const cudnnMathType_t tf32_[] = {CUDNN_TENSOR_OP_MATH,                         \
-                                                CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION,        \
-                                                CUDNN_DEFAULT_MATH, CUDNN_FMA_MATH};          \
-        const bool tf32 = (dev)->math == PP_MATH_TF32;                                      \
-        const cudnnMathType_t *order_ = tf32 ? tf32_ : fp32_;                               \
-        const int passes_ = tf32 ? 4 : 2;                                                   \
-        (out) = -1;                                                                         \
-        for (int pass_ = 0; pass_ < passes_ && (out) < 0; pass_++)                          \
-            for (int i_ = 0; i_ < (count) && (out) < 0; i_++)                               \
-                if ((perf)[i_].status == CUDNN_STATUS_SUCCESS &&                            \
-                    (perf)[i_].memory <= PP_CUDA_CONV_WS_MAX &&                             \
-                    (perf)[i_].mathType == order_[pass_])                                   \
-                    (out) = i_;                                                             \
-    } while (0)
-
-static pp_status no_algo(pp_exec *ex, const char *what, const pp_conv2d_desc *d, pp_error *err)
+static pp_status set_desc_math(pp_exec *ex, pp_cuda_conv_plan *p, cudnnMathType_t m,
+                               pp_error *err)
 {
+    if (p->desc_math == m) return PP_OK;
+    PP_TRY(PP_CUDA(ex->dev, err, cudnnSetConvolutionMathType(p->conv_desc, m)));
+    p->desc_math = m;
+    return PP_OK;
+}
+
+/* ---- algorithm choice --------------------------------------------------------- */
+
+static const char *const dir_what[] = {"forward", "backward-data", "backward-filter"};
+
+static int algo_count(pp_algo_dir dir)
+{
+    return dir == PP_ALGO_FWD        ? CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+           : dir == PP_ALGO_BWD_DATA ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
+                                     : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+}
+
+/* Workspace bytes of algorithm algo with the descriptor's current math. */
+static cudnnStatus_t ws_size(pp_cuda_exec *ce, const pp_cuda_conv_plan *p, pp_algo_dir dir,
+                             int algo, size_t *bytes)
+{
+    switch (dir) {
+    case PP_ALGO_FWD:
+        return cudnnGetConvolutionForwardWorkspaceSize(ce->dnn, p->x_desc, p->w_desc,
+                                                       p->conv_desc, p->y_desc,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, bytes);
+    case PP_ALGO_BWD_DATA:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            ce->dnn, p->w_desc, p->y_desc, p->conv_desc, p->x_desc,
+            (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+    case PP_ALGO_BWD_FILTER:
+        break;
+    }
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(ce->dnn, p->x_desc, p->y_desc,
+                                                          p->conv_desc, p->w_desc,
+                                                          (cudnnConvolutionBwdFilterAlgo_t)algo,
+                                                          bytes);
+}
+
+/* One result of cudnnFind*Ex or cudnnGet*_v7, whatever the direction. */
+typedef struct algo_perf {
+    int algo;
+    cudnnStatus_t status;
+    float time;
+    size_t memory;
+    cudnnMathType_t math;
+} algo_perf;
+
+#define ALGO_PERF_MAX 16
+#define COPY_PERF(dst, src, n)                                                               \
+    for (int i_ = 0; i_ < (n) && i_ < ALGO_PERF_MAX; i_++)                                   \
+    (dst)[i_] = (algo_perf){(int)(src)[i_].algo, (src)[i_].status, (src)[i_].time,           \
+                           (src)[i_].memory, (src)[i_].mathType}
+
+/* Makes algo with math type math the plan's choice for dir, if cuDNN accepts
+ * it here: an algorithm of the direction, math acceptable in the device's
+ * mode, and a workspace within PP_CUDA_CONV_WS_MAX. */
+static pp_status use_algo(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp_algo_dir dir,
+                          int algo, int math, pp_error *err)
+{
+    const bool tf32 = ex->dev->math == PP_MATH_TF32;
+    if (algo < 0 || algo >= algo_count(dir) ||
+        !(tf32 ? math == CUDNN_TENSOR_OP_MATH || math == CUDNN_DEFAULT_MATH ||
+                     math == CUDNN_FMA_MATH
+               : math == CUDNN_FMA_MATH))
+        return pp_error_set(err, PP_ERR_BACKEND, "%s: %s algorithm %d with math type %d "
+                            "does not apply", ex->dev->name, dir_what[dir], algo, math);
+    PP_TRY(set_desc_math(ex, p, (cudnnMathType_t)math, err));
+    size_t bytes = 0;
+    PP_TRY(PP_CUDA(ex->dev, err, ws_size(ce, p, dir, algo, &bytes)));
+    if (bytes > PP_CUDA_CONV_WS_MAX)
+        return pp_error_set(err, PP_ERR_BACKEND, "%s: %s algorithm %d needs %zu bytes of "
+                            "workspace", ex->dev->name, dir_what[dir], algo, bytes);
+    p->algo[dir] = (pp_cuda_conv_algo){true, algo, (cudnnMathType_t)math, bytes};
+    return PP_OK;
+}
+
+/* The operands of the call that chooses an algorithm, measured on:
+ * forward x, w, y; backward-data w, dy, dx; backward-filter x, dy. out is
+ * NULL when the call accumulates into its output (dw; dx when accumulating):
+ * measuring, which overwrites its output, then writes into scratch. */
+typedef struct conv_args {
+    const void *a, *b;
+    void *out;
+} conv_args;
+
+/* Bytes of the output of dir. */
+static size_t out_bytes(const pp_conv2d_desc *d, pp_algo_dir dir)
+{
+    size_t n = dir == PP_ALGO_FWD        ? (size_t)d->n * d->k * d->p * d->q
+               : dir == PP_ALGO_BWD_DATA ? (size_t)d->n * d->c * d->h * d->w
+                                         : (size_t)d->k * d->c * d->r * d->s;
+    return n * sizeof(float);
+}
+
+/* cuDNN's algorithms for dir into perf (*n of them, best first): timed on
+ * the tensors of args with ws_bytes of workspace at ws when args is given
+ * (cudnnFind*AlgorithmEx), its heuristics otherwise (cudnnGet*Algorithm_v7).
+ * *call names the cuDNN function for messages. */
+static cudnnStatus_t query(pp_cuda_exec *ce, const pp_cuda_conv_plan *p, pp_algo_dir dir,
+                           const conv_args *args, void *ws, size_t ws_bytes, algo_perf *perf,
+                           int *n, const char **call)
+{
+    cudnnStatus_t st;
+    *n = 0;
+    switch (dir) {
+    case PP_ALGO_FWD: {
+        cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        const int want = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+        *call = args ? "cudnnFindConvolutionForwardAlgorithmEx"
+                     : "cudnnGetConvolutionForwardAlgorithm_v7";
+        st = args ? cudnnFindConvolutionForwardAlgorithmEx(
+                        ce->dnn, p->x_desc, args->a, p->w_desc, args->b, p->conv_desc,
+                        p->y_desc, args->out, want, n, r, ws, ws_bytes)
+                  : cudnnGetConvolutionForwardAlgorithm_v7(ce->dnn, p->x_desc, p->w_desc,
+                                                           p->conv_desc, p->y_desc, want, n, r);
+        COPY_PERF(perf, r, *n);
+        return st;
+    }
+    case PP_ALGO_BWD_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        const int want = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+        *call = args ? "cudnnFindConvolutionBackwardDataAlgorithmEx"
+                     : "cudnnGetConvolutionBackwardDataAlgorithm_v7";
+        st = args ? cudnnFindConvolutionBackwardDataAlgorithmEx(
+                        ce->dnn, p->w_desc, args->a, p->y_desc, args->b, p->conv_desc,
+                        p->x_desc, args->out, want, n, r, ws, ws_bytes)
+                  : cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                        ce->dnn, p->w_desc, p->y_desc, p->conv_desc, p->x_desc, want, n, r);
+        COPY_PERF(perf, r, *n);
+        return st;
+    }
+    case PP_ALGO_BWD_FILTER:
+        break;
+    }
+    cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    const int want = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+    *call = args ? "cudnnFindConvolutionBackwardFilterAlgorithmEx"
+                 : "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
+    st = args ? cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                    ce->dnn, p->x_desc, args->a, p->y_desc, args->b, p->conv_desc, p->w_desc,
+                    args->out, want, n, r, ws, ws_bytes)
+              : cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                    ce->dnn, p->x_desc, p->y_desc, p->conv_desc, p->w_desc, want, n, r);
+    COPY_PERF(perf, r, *n);
+    return st;
+}
+
+/* Times every algorithm of dir on the call's tensors; *out gets the fastest
+ * acceptable one. */
+static pp_status measure(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp_algo_dir dir,
+                         const conv_args *args, pp_algo_choice *out, pp_error *err)
+{
+    pp_device_ctx *dev = ex->dev;
+    const bool tf32 = dev->math == PP_MATH_TF32;
+    PP_TRY(set_desc_math(ex, p, base_math(dev), err));
+    size_t ws_bytes = 0;
+    for (int a = 0; a < algo_count(dir); a++) {
+        size_t b = 0;
+        if (ws_size(ce, p, dir, a, &b) == CUDNN_STATUS_SUCCESS && b <= PP_CUDA_CONV_WS_MAX &&
+            b > ws_bytes)
+            ws_bytes = b;
+    }
+    /* the output's scratch first, when the call accumulates into its output */
+    const size_t scratch = args->out ? 0 : (out_bytes(&p->key, dir) + 255) & ~(size_t)255;
+    const size_t bytes = scratch + ws_bytes;
+    void *tmp = NULL;
+    PP_TRY(pp_device_account(dev, bytes, err));
+    pp_status s = bytes ? PP_CUDA(dev, err, cudaMallocAsync(&tmp, bytes, ce->stream)) : PP_OK;
+    /* the inputs and the allocation are ready for any stream cuDNN may use */
+    if (s == PP_OK) s = PP_CUDA(dev, err, cudaStreamSynchronize(ce->stream));
+    /* measuring overwrites the output: the call's own, or the scratch */
+    const conv_args on = {args->a, args->b, args->out ? args->out : tmp};
+    algo_perf perf[ALGO_PERF_MAX];
+    int n = 0;
+    const char *call = "";
+    if (s == PP_OK) {
+        cudnnStatus_t st = query(ce, p, dir, &on, tmp ? (char *)tmp + scratch : NULL, ws_bytes,
+                                 perf, &n, &call);
+        if (st != CUDNN_STATUS_SUCCESS)
+            s = pp_cuda_fail_dnn(st, call, __FILE__, __LINE__, dev, err);
+    }
+    if (tmp) {
+        (void)PP_CUDA(dev, NULL, cudaStreamSynchronize(ce->stream));
+        (void)PP_CUDA(dev, NULL, cudaFreeAsync(tmp, ce->stream));
+    }
+    pp_device_unaccount(dev, bytes);
+    if (s != PP_OK) return s;
+    /* results come fastest first */
+    for (int i = 0; i < n && i < ALGO_PERF_MAX; i++) {
+        const algo_perf *r = &perf[i];
+        bool math_ok = tf32 ? r->math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
+                            : r->math == CUDNN_FMA_MATH;
+        if (r->status == CUDNN_STATUS_SUCCESS && r->memory <= ws_bytes && math_ok) {
+            *out = (pp_algo_choice){r->algo, (int)r->math, r->time};
+            return PP_OK;
+        }
+    }
+    return pp_error_set(err, PP_ERR_BACKEND, "%s: no %s algorithm ran in measurement",
+                        dev->name, dir_what[dir]);
+}
+
+/* cuDNN's heuristic pick: the first result within the workspace limit whose
+ * math type comes first in the mode's order. In fp32 mode the descriptor
+ * stays at CUDNN_FMA_MATH whatever the result reports. */
+static pp_status heuristic(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp_algo_dir dir,
+                           pp_error *err)
+{
+    pp_device_ctx *dev = ex->dev;
+    const bool tf32 = dev->math == PP_MATH_TF32;
+    PP_TRY(set_desc_math(ex, p, base_math(dev), err));
+    algo_perf perf[ALGO_PERF_MAX];
+    int n = 0;
+    const char *call = "";
+    cudnnStatus_t st = query(ce, p, dir, NULL, NULL, 0, perf, &n, &call);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return pp_cuda_fail_dnn(st, call, __FILE__, __LINE__, dev, err);
+    static const cudnnMathType_t fp32_order[] = {CUDNN_FMA_MATH, CUDNN_DEFAULT_MATH};
+    static const cudnnMathType_t tf32_order[] = {CUDNN_TENSOR_OP_MATH, CUDNN_DEFAULT_MATH,
+                                                 CUDNN_FMA_MATH};
+    const cudnnMathType_t *order = tf32 ? tf32_order : fp32_order;
+    const int passes = tf32 ? 3 : 2;
+    for (int pass = 0; pass < passes; pass++)
+        for (int i = 0; i < n && i < ALGO_PERF_MAX; i++) {
+            const algo_perf *r = &perf[i];
+            if (r->status != CUDNN_STATUS_SUCCESS || r->memory > PP_CUDA_CONV_WS_MAX ||
+                r->math != order[pass])
+                continue;
+            pp_error tmp;
+            if (use_algo(ex, ce, p, dir, r->algo, tf32 ? (int)r->math : CUDNN_FMA_MATH, &tmp) ==
+                PP_OK)
+                return PP_OK;
+        }
+    const pp_conv2d_desc *d = &p->key;
     return pp_error_set(err, PP_ERR_BACKEND,
-                        "%s: cuDNN offers no %s %s algorithm within %zu MiB of "
+                        "%s: cuDNN offers no %s %s convolution algorithm within %zu MiB of "
                         "workspace for x %dx%dx%dx%d, w %dx%dx%dx%d, stride %d, pad %d",
-                        ex->dev->name, ex->dev->math == PP_MATH_TF32 ? "tf32" : "fp32 (non-TF32)",
-                        what, PP_CUDA_CONV_WS_MAX >> 20, d->n, d->c, d->h, d->w,
-                        d->k, d->c, d->r, d->s, d->stride_h, d->pad_h);
+                        dev->name, tf32 ? "tf32" : "fp32 (non-TF32)", dir_what[dir],
+                        PP_CUDA_CONV_WS_MAX >> 20, d->n, d->c, d->h, d->w, d->k, d->c, d->r,
+                        d->s, d->stride_h, d->pad_h);
+}
+
+/* The plan's algorithm for dir, chosen at its first use (see the top of this
+ * file), with the descriptor's math type set for it. */
+static pp_status conv_algo(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp_algo_dir dir,
+                           const conv_args *args, pp_error *err)
+{
+    pp_cuda_device *cd = pp_cuda_dev(ex->dev);
+    if (!p->algo[dir].have && cd->find) {
+        pp_algo_key key;
+        pp_algo_key_make(&key, cd->gpu_name, cd->cudnn_version, ex->dev->math, dir, &p->key);
+        pp_algo_choice c;
+        pp_error tmp;
+        if (pp_algo_cache_find(&cd->algos, &key, &c) &&
+            use_algo(ex, ce, p, dir, c.algo, c.math_type, &tmp) != PP_OK)
+            pp_algo_cache_remove(&cd->algos, &key); /* refused here: measure again */
+        if (!p->algo[dir].have && measure(ex, ce, p, dir, args, &c, &tmp) == PP_OK) {
+            pp_algo_cache_insert(&cd->algos, &key, &c); /* c: whichever was stored first */
+            (void)use_algo(ex, ce, p, dir, c.algo, c.math_type, &tmp);
+        }
+    }
+    if (!p->algo[dir].have) PP_TRY(heuristic(ex, ce, p, dir, err));
+    return set_desc_math(ex, p, p->algo[dir].math, err);
 }
 
 /* ---- convolution ------------------------------------------------------------- */
@@ -177,59 +436,48 @@ pp_status pp_cuda_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const flo
     pp_cuda_conv_plan *p;
     PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
     PP_TRY(conv_plan(ex, ce, d, &p, err));
-    if (!p->have_fwd) {
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        int count = 0, pick;
-        PP_TRY(PP_CUDA(ex->dev, err,
-                       cudnnGetConvolutionForwardAlgorithm_v7(
-                           ce->dnn, p->x_desc, p->w_desc, p->conv_desc, p->y_desc,
-                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf)));
-        PICK_ALGO(ex->dev, perf, count, pick);
-        if (pick < 0) return no_algo(ex, "forward convolution", d, err);
-        p->fwd = perf[pick].algo;
-        PP_TRY(PP_CUDA(ex->dev, err,
-                       cudnnGetConvolutionForwardWorkspaceSize(ce->dnn, p->x_desc, p->w_desc,
-                                                               p->conv_desc, p->y_desc, p->fwd,
-                                                               &p->fwd_ws)));
-        p->have_fwd = 1;
-    }
+    PP_TRY(conv_algo(ex, ce, p, PP_ALGO_FWD, &(conv_args){x, w, y}, err));
+    const pp_cuda_conv_algo *a = &p->algo[PP_ALGO_FWD];
     void *ws;
-    PP_TRY(pp_exec_workspace(ex, p->fwd_ws, &ws, err));
+    PP_TRY(pp_exec_workspace(ex, a->ws, &ws, err));
     return PP_CUDA(ex->dev, err,
                    cudnnConvolutionForward(ce->dnn, &one, p->x_desc, x, p->w_desc, w,
-                                           p->conv_desc, p->fwd, ws, p->fwd_ws, &zero, p->y_desc,
-                                           y));
+                                           p->conv_desc, (cudnnConvolutionFwdAlgo_t)a->algo, ws,
+                                           a->ws, &zero, p->y_desc, y));
 }
 
-pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
-                                       const float *w, float *dx, pp_error *err)
+/* dx = beta * dx + conv_transpose(dy, w), beta 0 or 1 */
+static pp_status conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
+                                      const float *w, const float *beta, float *dx, pp_error *err)
 {
     pp_cuda_exec *ce;
     pp_cuda_conv_plan *p;
     PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
     PP_TRY(conv_plan(ex, ce, d, &p, err));
-    if (!p->have_bwd_data) {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        int count = 0, pick;
-        PP_TRY(PP_CUDA(ex->dev, err,
-                       cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                           ce->dnn, p->w_desc, p->y_desc, p->conv_desc, p->x_desc,
-                           CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf)));
-        PICK_ALGO(ex->dev, perf, count, pick);
-        if (pick < 0) return no_algo(ex, "backward-data convolution", d, err);
-        p->bwd_data = perf[pick].algo;
-        PP_TRY(PP_CUDA(ex->dev, err,
-                       cudnnGetConvolutionBackwardDataWorkspaceSize(
-                           ce->dnn, p->w_desc, p->y_desc, p->conv_desc, p->x_desc, p->bwd_data,
-                           &p->bwd_data_ws)));
-        p->have_bwd_data = 1;
-    }
+    const bool acc = *beta != 0.0f;
+    PP_TRY(conv_algo(ex, ce, p, PP_ALGO_BWD_DATA, &(conv_args){w, dy, acc ? NULL : dx}, err));
+    const pp_cuda_conv_algo *a = &p->algo[PP_ALGO_BWD_DATA];
     void *ws;
-    PP_TRY(pp_exec_workspace(ex, p->bwd_data_ws, &ws, err));
+    PP_TRY(pp_exec_workspace(ex, a->ws, &ws, err));
     return PP_CUDA(ex->dev, err,
                    cudnnConvolutionBackwardData(ce->dnn, &one, p->w_desc, w, p->y_desc, dy,
-                                                p->conv_desc, p->bwd_data, ws, p->bwd_data_ws,
-                                                &zero, p->x_desc, dx));
+                                                p->conv_desc,
+                                                (cudnnConvolutionBwdDataAlgo_t)a->algo, ws, a->ws,
+                                                beta, p->x_desc, dx));
+}
+
+pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
+                                       const float *w, float *dx, pp_error *err)
+{
+    return conv2d_backward_data(ex, d, dy, w, &zero, dx, err);
+}
+
+/* beta = 1: cuDNN adds the result to dx */
+pp_status pp_cuda_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                                  const float *dy, const float *w, float *dx,
+                                                  pp_error *err)
+{
+    return conv2d_backward_data(ex, d, dy, w, &one, dx, err);
 }
 
 pp_status pp_cuda_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
@@ -239,29 +487,16 @@ pp_status pp_cuda_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, c
     pp_cuda_conv_plan *p;
     PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
     PP_TRY(conv_plan(ex, ce, d, &p, err));
-    if (!p->have_bwd_filter) {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        int count = 0, pick;
-        PP_TRY(PP_CUDA(ex->dev, err,
-                       cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                           ce->dnn, p->x_desc, p->y_desc, p->conv_desc, p->w_desc,
-                           CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf)));
-        PICK_ALGO(ex->dev, perf, count, pick);
-        if (pick < 0) return no_algo(ex, "backward-filter convolution", d, err);
-        p->bwd_filter = perf[pick].algo;
-        PP_TRY(PP_CUDA(ex->dev, err,
-                       cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                           ce->dnn, p->x_desc, p->y_desc, p->conv_desc, p->w_desc, p->bwd_filter,
-                           &p->bwd_filter_ws)));
-        p->have_bwd_filter = 1;
-    }
+    PP_TRY(conv_algo(ex, ce, p, PP_ALGO_BWD_FILTER, &(conv_args){x, dy, NULL}, err));
+    const pp_cuda_conv_algo *a = &p->algo[PP_ALGO_BWD_FILTER];
     void *ws;
-    PP_TRY(pp_exec_workspace(ex, p->bwd_filter_ws, &ws, err));
+    PP_TRY(pp_exec_workspace(ex, a->ws, &ws, err));
     /* beta = 1: dw accumulates over micro-batches */
     return PP_CUDA(ex->dev, err,
                    cudnnConvolutionBackwardFilter(ce->dnn, &one, p->x_desc, x, p->y_desc, dy,
-                                                  p->conv_desc, p->bwd_filter, ws,
-                                                  p->bwd_filter_ws, &one, p->w_desc, dw));
+                                                  p->conv_desc,
+                                                  (cudnnConvolutionBwdFilterAlgo_t)a->algo, ws,
+                                                  a->ws, &one, p->w_desc, dw));
 }
 
 /* ---- batch norm ------------------------------------------------------------- */

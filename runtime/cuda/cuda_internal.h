@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "algo_cache.h"
 #include "runtime/core/backend.h"
 
 typedef struct pp_cuda_device {
@@ -27,20 +28,31 @@ typedef struct pp_cuda_device {
     cudaMemPool_t pool;   /* the device's default pool, release threshold UINT64_MAX */
     cudaStream_t stream;  /* private non-blocking stream: device-level allocations and
                              synchronous copies, and execs made without a native stream */
+    char gpu_name[PP_ALGO_GPU_MAX]; /* cudaDeviceProp.name, for the algorithm cache */
+    int cudnn_version;    /* cudnnGetVersion() */
+    bool find;            /* measure convolution algorithms (PP_CUDNN_FIND, default on) */
+    pp_algo_cache algos;  /* the algorithms chosen on this device, shared by its execs;
+                             file from PP_CUDNN_CACHE */
 } pp_cuda_device;
 
-/* One cached convolution geometry: descriptors and the algorithms chosen once. */
+/* The algorithm of one direction of a convolution plan. */
+typedef struct pp_cuda_conv_algo {
+    bool have;            /* chosen */
+    int algo;             /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
+    cudnnMathType_t math; /* what the descriptor is set to when it runs */
+    size_t ws;            /* workspace bytes */
+} pp_cuda_conv_algo;
+
+/* One cached convolution geometry: descriptors and the algorithm of each
+ * direction, chosen at its first use. */
 typedef struct pp_cuda_conv_plan {
     pp_conv2d_desc key;
     int math;             /* the device's pp_math_mode when the plan was made */
     cudnnTensorDescriptor_t x_desc, y_desc;
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;
-    int have_fwd, have_bwd_data, have_bwd_filter;
-    cudnnConvolutionFwdAlgo_t fwd;
-    cudnnConvolutionBwdDataAlgo_t bwd_data;
-    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
-    size_t fwd_ws, bwd_data_ws, bwd_filter_ws; /* workspace bytes of each chosen algorithm */
+    cudnnMathType_t desc_math;   /* the math type conv_desc holds now */
+    pp_cuda_conv_algo algo[3];   /* by pp_algo_dir */
 } pp_cuda_conv_plan;
 
 /* One cached 4-D f32 tensor descriptor (batch norm, pooling). */
@@ -58,6 +70,7 @@ typedef struct pp_cuda_exec {
     cudaStream_t stream;    /* ex->native_stream, or the device's private stream */
     cudnnHandle_t dnn;      /* created on first use, bound to stream */
     cublasHandle_t blas;    /* created on first use, bound to stream */
+    int blas_math;          /* the pp_math_mode blas is set to (-1: not yet) */
     pp_cuda_conv_plan *conv;     /* grows on new shapes (first step only) */
     int n_conv, cap_conv;
     pp_cuda_tensor_desc *tdesc;
@@ -123,6 +136,8 @@ pp_status pp_cuda_set_device(const pp_device_ctx *dev, pp_error *err);
 pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_exec **out,
                              pp_error *err);
 
+/* The most blocks a grid-stride kernel is given (16 per multiprocessor). */
+unsigned pp_cuda_max_grid(const pp_exec *ex);
 /* Grid size for n elements with block threads, for grid-stride kernels. */
 unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block);
 
@@ -132,6 +147,9 @@ pp_status pp_cuda_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const flo
                                  const float *w, float *y, pp_error *err);
 pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
                                        const float *w, float *dx, pp_error *err);
+pp_status pp_cuda_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                                  const float *dy, const float *w, float *dx,
+                                                  pp_error *err);
 pp_status pp_cuda_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                          const float *dy, float *dw, pp_error *err);
 pp_status pp_cuda_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const float *x,

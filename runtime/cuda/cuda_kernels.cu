@@ -1,6 +1,7 @@
 /*
  * cuda_kernels.cu - the CUDA backend's own kernels: elementwise ops, bias,
- * adaptive average pooling, softmax cross-entropy, SGD and the delay spin.
+ * adaptive average pooling, softmax cross-entropy, SGD, zeroing and the delay
+ * spin.
  * runtime/cpu is the reference each kernel must match (see ops.h for the
  * contracts). Reductions that produce a single value (loss, bias gradient)
  * run in a fixed order, so results are deterministic run to run.
@@ -9,32 +10,69 @@
 
 namespace {
 
-__global__ void relu_forward_k(int64_t n, const float *x, float *y)
+/* ---- elementwise: y[i] = op(a[i], b[i]) ------------------------------------- */
+
+struct relu_op {
+    __device__ float operator()(float a, float) const { return a > 0.0f ? a : 0.0f; }
+};
+struct relu_backward_op {
+    __device__ float operator()(float y, float dy) const { return y > 0.0f ? dy : 0.0f; }
+};
+struct add_op {
+    __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct add_relu_op {
+    __device__ float operator()(float a, float b) const
+    {
+        const float s = a + b;
+        return s > 0.0f ? s : 0.0f;
+    }
+};
+
+/* Single floats; b is NULL for unary ops. */
+template <class Op>
+__global__ void ew_k(int64_t n, const float *a, const float *b, float *y, Op op)
 {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        y[i] = op(a[i], b ? b[i] : 0.0f);
 }
 
-__global__ void relu_backward_k(int64_t n, const float *y, const float *dy, float *dx)
+/* float4s over the first 4 * n4 elements, then the tail (< 4) elements by the
+ * first threads of the grid. Every pointer is 16-byte aligned. Each thread
+ * reads an element before writing it, so y may alias a or b. */
+template <class Op>
+__global__ void ew_vec_k(int64_t n4, int tail, const float *a, const float *b, float *y, Op op)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    const float4 *a4 = reinterpret_cast<const float4 *>(a);
+    const float4 *b4 = reinterpret_cast<const float4 *>(b);
+    float4 *y4 = reinterpret_cast<float4 *>(y);
+    for (int64_t i = tid; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+        const float4 u = a4[i];
+        const float4 v = b ? b4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        y4[i] = make_float4(op(u.x, v.x), op(u.y, v.y), op(u.z, v.z), op(u.w, v.w));
+    }
+    if (tid < tail) {
+        const int64_t i = 4 * n4 + tid;
+        y[i] = op(a[i], b ? b[i] : 0.0f);
+    }
 }
 
-__global__ void add_k(int64_t n, const float *a, const float *b, float *y)
+template <class Op>
+cudaError_t ew_launch(cudaStream_t s, unsigned max_grid, int64_t n, const float *a,
+                      const float *b, float *y, Op op)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        y[i] = a[i] + b[i];
-}
-
-__global__ void accumulate_k(int64_t n, const float *x, float *y)
-{
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        y[i] += x[i];
+    const bool vec = (((uintptr_t)a | (uintptr_t)b | (uintptr_t)y) & 15) == 0;
+    const int64_t units = vec ? (n + 3) / 4 : n;
+    int64_t grid = (units + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK;
+    if (grid > (int64_t)max_grid) grid = max_grid;
+    if (grid < 1) grid = 1;
+    if (vec)
+        ew_vec_k<<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(n / 4, (int)(n % 4), a, b, y, op);
+    else
+        ew_k<<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(n, a, b, y, op);
+    return cudaGetLastError();
 }
 
 __global__ void bias_add_k(int64_t rows, int64_t cols, const float *b, float *y)
@@ -157,38 +195,110 @@ __global__ void softmax_xent_total_k(int n, float divisor, const double *row_los
     *correct = bad ? -1 : hits;
 }
 
-/* One element of torch.optim.SGD (see pp_sgd_update). */
-__device__ __forceinline__ void sgd_one(int64_t i, float lr, float mu, float wd, int nesterov,
-                                        int first_step, float *param, const float *grad,
-                                        float *buf)
+/* ---- SGD and zeroing ------------------------------------------------------------ */
+
+struct sgd_args {
+    float lr, mu, wd;
+    int nesterov, first_step;
+};
+
+/* One element of torch.optim.SGD (see pp_sgd_update) in runtime/cpu/sgd.c's
+ * order. __fmul_rn/__fadd_rn/__fsub_rn round each operation and are never
+ * contracted into FMAs, so the result is the CPU backend's, bit for bit. buf
+ * is read only after the first step and written only with momentum. */
+__device__ __forceinline__ void sgd_elem(const sgd_args &a, float &p, float grad, float &buf)
 {
-    float g = grad[i] + wd * param[i];
-    if (mu != 0.0f) {
-        const float b = first_step ? g : mu * buf[i] + g;
-        buf[i] = b;
-        g = nesterov ? g + mu * b : b;
+    float g = __fadd_rn(grad, __fmul_rn(a.wd, p));
+    if (a.mu != 0.0f) {
+        const float b = a.first_step ? g : __fadd_rn(__fmul_rn(a.mu, buf), g);
+        buf = b;
+        g = a.nesterov ? __fadd_rn(g, __fmul_rn(a.mu, b)) : b;
     }
-    param[i] -= lr * g;
+    p = __fsub_rn(p, __fmul_rn(a.lr, g));
 }
 
-__global__ void sgd_k(int64_t n, float lr, float mu, float wd, int nesterov, int first_step,
-                      float *param, const float *grad, float *buf)
+/* Elements [i0, i1) of one tensor, by the threads of a block (or of the grid). */
+__device__ __forceinline__ void sgd_scalar(const sgd_args &a, int64_t i0, int64_t i1,
+                                           int64_t first, int64_t stride, float *param,
+                                           const float *grad, float *buf)
 {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        sgd_one(i, lr, mu, wd, nesterov, first_step, param, grad, buf);
+    for (int64_t i = i0 + first; i < i1; i += stride) {
+        float p = param[i], b = 0.0f;
+        if (a.mu != 0.0f && !a.first_step) b = buf[i];
+        sgd_elem(a, p, grad[i], b);
+        param[i] = p;
+        if (a.mu != 0.0f) buf[i] = b;
+    }
 }
 
-__global__ void sgd_multi_k(const pp_cuda_sgd_list list, float lr, float mu, float wd,
-                            int nesterov, int first_step)
+__global__ void sgd_k(int64_t n, sgd_args a, float *param, const float *grad, float *buf)
 {
-    const int t = blockIdx.y;
-    const int64_t n = list.n[t];
-    float *param = list.param[t], *buf = list.buf[t];
-    const float *grad = list.grad[t];
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x)
-        sgd_one(i, lr, mu, wd, nesterov, first_step, param, grad, buf);
+    sgd_scalar(a, 0, n, blockIdx.x * (int64_t)blockDim.x + threadIdx.x,
+               (int64_t)gridDim.x * blockDim.x, param, grad, buf);
+}
+
+/* The tensor of tile t: the last one whose first tile is <= t (every listed
+ * tensor has at least one tile). The same for every thread of a block. */
+__device__ __forceinline__ int tile_owner(const int32_t *first_tile, int count, int32_t t)
+{
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (first_tile[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+__global__ void sgd_multi_k(const pp_cuda_sgd_list list, sgd_args a)
+{
+    for (int32_t t = blockIdx.x; t < list.tiles; t += gridDim.x) {
+        const int j = tile_owner(list.first_tile, list.count, t);
+        const int64_t n = list.n[j];
+        const int64_t i0 = (int64_t)(t - list.first_tile[j]) * PP_CUDA_MULTI_TILE;
+        const int64_t i1 = n - i0 < PP_CUDA_MULTI_TILE ? n : i0 + PP_CUDA_MULTI_TILE;
+        float *param = list.param[j], *buf = list.buf[j];
+        const float *grad = list.grad[j];
+        int64_t v1 = i0; /* end of the float4 part; i0 is a multiple of 4 */
+        if ((((uintptr_t)param | (uintptr_t)grad | (uintptr_t)buf) & 15) == 0) {
+            v1 = i0 + ((i1 - i0) & ~(int64_t)3);
+            for (int64_t i = i0 + 4 * (int64_t)threadIdx.x; i < v1; i += 4 * (int64_t)blockDim.x) {
+                float4 p = *reinterpret_cast<float4 *>(param + i);
+                const float4 g = *reinterpret_cast<const float4 *>(grad + i);
+                float4 b = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (a.mu != 0.0f && !a.first_step) b = *reinterpret_cast<const float4 *>(buf + i);
+                sgd_elem(a, p.x, g.x, b.x);
+                sgd_elem(a, p.y, g.y, b.y);
+                sgd_elem(a, p.z, g.z, b.z);
+                sgd_elem(a, p.w, g.w, b.w);
+                *reinterpret_cast<float4 *>(param + i) = p;
+                if (a.mu != 0.0f) *reinterpret_cast<float4 *>(buf + i) = b;
+            }
+        }
+        sgd_scalar(a, v1, i1, threadIdx.x, blockDim.x, param, grad, buf);
+    }
+}
+
+__global__ void zero_multi_k(const pp_cuda_zero_list list)
+{
+    for (int32_t t = blockIdx.x; t < list.tiles; t += gridDim.x) {
+        const int j = tile_owner(list.first_tile, list.count, t);
+        const int64_t bytes = list.bytes[j];
+        const int64_t i0 = (int64_t)(t - list.first_tile[j]) * PP_CUDA_ZERO_TILE_BYTES;
+        const int64_t i1 =
+            bytes - i0 < PP_CUDA_ZERO_TILE_BYTES ? bytes : i0 + PP_CUDA_ZERO_TILE_BYTES;
+        unsigned char *p = static_cast<unsigned char *>(list.ptr[j]);
+        /* head bytes up to a 16-byte boundary, 16-byte stores, tail bytes */
+        int64_t v0 = i0 + (int64_t)((16 - ((uintptr_t)(p + i0) & 15)) & 15);
+        if (v0 > i1) v0 = i1;
+        const int64_t v1 = v0 + ((i1 - v0) & ~(int64_t)15);
+        if (i0 + (int64_t)threadIdx.x < v0) p[i0 + threadIdx.x] = 0;
+        for (int64_t i = v0 + 16 * (int64_t)threadIdx.x; i < v1; i += 16 * (int64_t)blockDim.x)
+            *reinterpret_cast<uint4 *>(p + i) = make_uint4(0u, 0u, 0u, 0u);
+        if (v1 + (int64_t)threadIdx.x < i1) p[v1 + threadIdx.x] = 0;
+    }
 }
 
 __device__ uint64_t global_ns()
@@ -209,32 +319,17 @@ __global__ void delay_k(uint64_t ns)
 
 extern "C" {
 
-cudaError_t pp_cuda_launch_relu_forward(cudaStream_t s, unsigned grid, int64_t n, const float *x,
-                                        float *y)
+cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cuda_ew_kind kind,
+                                       int64_t n, const float *a, const float *b, float *y)
 {
-    relu_forward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
-    return cudaGetLastError();
-}
-
-cudaError_t pp_cuda_launch_relu_backward(cudaStream_t s, unsigned grid, int64_t n, const float *y,
-                                         const float *dy, float *dx)
-{
-    relu_backward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, y, dy, dx);
-    return cudaGetLastError();
-}
-
-cudaError_t pp_cuda_launch_add(cudaStream_t s, unsigned grid, int64_t n, const float *a,
-                               const float *b, float *y)
-{
-    add_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, a, b, y);
-    return cudaGetLastError();
-}
-
-cudaError_t pp_cuda_launch_accumulate(cudaStream_t s, unsigned grid, int64_t n, const float *x,
-                                      float *y)
-{
-    accumulate_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
-    return cudaGetLastError();
+    if (n <= 0) return cudaSuccess;
+    switch (kind) {
+    case PP_CUDA_EW_RELU: return ew_launch(s, max_grid, n, a, nullptr, y, relu_op());
+    case PP_CUDA_EW_RELU_BACKWARD: return ew_launch(s, max_grid, n, a, b, y, relu_backward_op());
+    case PP_CUDA_EW_ADD: return ew_launch(s, max_grid, n, a, b, y, add_op());
+    case PP_CUDA_EW_ADD_RELU: return ew_launch(s, max_grid, n, a, b, y, add_relu_op());
+    }
+    return cudaErrorInvalidValue;
 }
 
 cudaError_t pp_cuda_launch_bias_add(cudaStream_t s, unsigned grid, int64_t rows, int64_t cols,
@@ -285,19 +380,32 @@ cudaError_t pp_cuda_launch_sgd(cudaStream_t s, unsigned grid, int64_t n, float l
                                float weight_decay, int nesterov, int first_step, float *param,
                                const float *grad, float *momentum_buf)
 {
-    sgd_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, lr, momentum, weight_decay, nesterov, first_step,
-                                         param, grad, momentum_buf);
+    const sgd_args a = {lr, momentum, weight_decay, nesterov, first_step};
+    sgd_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, a, param, grad, momentum_buf);
     return cudaGetLastError();
 }
 
-cudaError_t pp_cuda_launch_sgd_multi(cudaStream_t s, unsigned grid_x, int count,
+/* Both lists, with the other parameters, fit the 4 KiB kernel-parameter limit. */
+static_assert(sizeof(pp_cuda_sgd_list) + sizeof(sgd_args) <= 4000, "SGD list too large");
+static_assert(sizeof(pp_cuda_zero_list) <= 4000, "zero list too large");
+
+cudaError_t pp_cuda_launch_sgd_multi(cudaStream_t s, unsigned max_grid,
                                      const pp_cuda_sgd_list *list, float lr, float momentum,
                                      float weight_decay, int nesterov, int first_step)
 {
-    if (count <= 0) return cudaSuccess;
-    dim3 grid(grid_x, (unsigned)count);
-    sgd_multi_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(*list, lr, momentum, weight_decay, nesterov,
-                                                first_step);
+    if (list->count <= 0 || list->tiles <= 0) return cudaSuccess;
+    const sgd_args a = {lr, momentum, weight_decay, nesterov, first_step};
+    const unsigned grid = (unsigned)list->tiles < max_grid ? (unsigned)list->tiles : max_grid;
+    sgd_multi_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(*list, a);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_zero_multi(cudaStream_t s, unsigned max_grid,
+                                      const pp_cuda_zero_list *list)
+{
+    if (list->count <= 0 || list->tiles <= 0) return cudaSuccess;
+    const unsigned grid = (unsigned)list->tiles < max_grid ? (unsigned)list->tiles : max_grid;
+    zero_multi_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(*list);
     return cudaGetLastError();
 }
 

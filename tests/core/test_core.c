@@ -1,9 +1,16 @@
-/* test_core.c - device ids, registry, memory accounting, tensors and views. */
+/* test_core.c - device ids, registry, memory accounting, tensors and views,
+ * the math mode, and the CUDA backend's algorithm cache and its file (plain
+ * C, checked without a GPU). */
+#include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/core/device.h"
 #include "runtime/core/tensor.h"
+#include "runtime/cuda/algo_cache.h"
 #include "tests/check.h"
 
 static void test_device_parse(void)
@@ -106,10 +113,343 @@ static void test_views(void)
     pp_registry_free(reg);
 }
 
+/* The math mode round-trips on a CPU device; unknown modes are refused and
+ * leave it unchanged. (That tf32 computes as fp32 on the CPU, bit for bit,
+ * is checked op by op in tests/ops.) */
+static void test_math_mode(void)
+{
+    pp_registry *reg;
+    pp_error err;
+    CHECK_OK(pp_registry_new(&reg, &err), &err);
+    pp_device_ctx *c0, *c1;
+    CHECK_OK(pp_registry_get(reg, (pp_device_id){PP_DEVICE_CPU, 0}, &c0, &err), &err);
+    CHECK_OK(pp_registry_get(reg, (pp_device_id){PP_DEVICE_CPU, 1}, &c1, &err), &err);
+    CHECK(pp_device_math(c0) == PP_MATH_FP32);
+    CHECK_OK(pp_device_set_math(c0, PP_MATH_TF32, &err), &err);
+    CHECK(pp_device_math(c0) == PP_MATH_TF32 && c0->math == PP_MATH_TF32);
+    CHECK(pp_device_math(c1) == PP_MATH_FP32); /* per device */
+    pp_status s = pp_device_set_math(c0, (pp_math_mode)7, &err);
+    CHECK(s == PP_ERR_INVALID && strstr(err.msg, "cpu:0") && strstr(err.msg, "7"));
+    CHECK(pp_device_math(c0) == PP_MATH_TF32);
+    CHECK(pp_device_set_math(NULL, PP_MATH_FP32, &err) == PP_ERR_INVALID);
+    CHECK(pp_device_math(NULL) == PP_MATH_FP32);
+    CHECK_OK(pp_device_set_math(c0, PP_MATH_FP32, &err), &err);
+    CHECK(pp_device_math(c0) == PP_MATH_FP32);
+    pp_registry_free(reg);
+}
+
+/* ---- the algorithm cache ----------------------------------------------------- */
+
+static pp_conv2d_desc conv_of(int n, int c, int hw, int k, int kernel, int stride, int pad)
+{
+    pp_conv2d_desc d;
+    pp_error err;
+    CHECK_OK(pp_conv2d_desc_init(&d, n, c, hw, hw, k, kernel, stride, pad, &err), &err);
+    return d;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        perror(path);
+        return;
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Number of directory entries besides . and .. */
+static int dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_algo_key(void)
+{
+    pp_conv2d_desc d = conv_of(8, 64, 56, 256, 1, 1, 0);
+    pp_algo_key k;
+    pp_algo_key_make(&k, "NVIDIA\tH100\n80GB", 91900, PP_MATH_TF32, PP_ALGO_BWD_DATA, &d);
+    CHECK(strcmp(k.gpu, "NVIDIA_H100_80GB") == 0);
+    CHECK(k.cudnn == 91900 && k.math == PP_MATH_TF32 && k.dir == PP_ALGO_BWD_DATA);
+    CHECK(k.geom[0] == 8 && k.geom[1] == 64 && k.geom[4] == 256 && k.geom[10] == 0);
+    pp_algo_key_make(&k, "", 1, PP_MATH_FP32, PP_ALGO_FWD, &d);
+    CHECK(strcmp(k.gpu, "unknown") == 0);
+    char longname[200];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    pp_algo_key_make(&k, longname, 1, PP_MATH_FP32, PP_ALGO_FWD, &d);
+    CHECK(strlen(k.gpu) == PP_ALGO_GPU_MAX - 1);
+}
+
+/* Lookups, first-wins insertion and removal without a file. */
+static void test_algo_cache_memory(void)
+{
+    pp_algo_cache c;
+    pp_error err;
+    CHECK_OK(pp_algo_cache_init(&c, NULL, &err), &err);
+    pp_conv2d_desc d = conv_of(2, 3, 9, 4, 3, 1, 1);
+    pp_algo_key k, k2;
+    pp_algo_key_make(&k, "GPU A", 90000, PP_MATH_FP32, PP_ALGO_FWD, &d);
+    pp_algo_key_make(&k2, "GPU A", 90000, PP_MATH_TF32, PP_ALGO_FWD, &d); /* another mode */
+    pp_algo_choice got = {0}, mine = {1, 3, 0.5f}, later = {6, 3, 0.25f};
+    CHECK(!pp_algo_cache_find(&c, &k, &got));
+    pp_algo_cache_insert(&c, &k, &mine);
+    CHECK(pp_algo_cache_find(&c, &k, &got) && got.algo == 1 && got.math_type == 3);
+    CHECK(!pp_algo_cache_find(&c, &k2, &got));
+    pp_algo_cache_insert(&c, &k, &later); /* the first choice wins and is handed back */
+    CHECK(later.algo == 1 && later.ms == 0.5f);
+    pp_algo_cache_remove(&c, &k);
+    CHECK(!pp_algo_cache_find(&c, &k, &got));
+    pp_algo_choice again = {6, 3, 0.25f};
+    pp_algo_cache_insert(&c, &k, &again);
+    CHECK(pp_algo_cache_find(&c, &k, &got) && got.algo == 6);
+    pp_algo_stats st = pp_algo_cache_stats(&c);
+    CHECK(st.inserted == 2 && st.hits == 2 && st.saves == 0 && !st.foreign);
+    pp_algo_cache_destroy(&c);
+}
+
+#define ENTRY_FWD "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.125\n"
+
+/* The file: written atomically after each new entry, read back by a fresh
+ * cache, merged with what other writers added, bad lines skipped, foreign
+ * files left alone, write failures counted. */
+static void test_algo_cache_file(void)
+{
+    char dir[256], path[320], other[320];
+    if (!check_mkdtemp(dir, sizeof dir, "pp-algo-cache")) {
+        CHECK(0);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/algos.txt", dir);
+    pp_error err;
+    pp_conv2d_desc d1 = conv_of(2, 3, 9, 4, 3, 1, 1), d2 = conv_of(8, 64, 56, 256, 1, 1, 0);
+    pp_algo_key ka, kb, kc, kd, ke;
+    pp_algo_key_make(&ka, "NVIDIA H100 80GB HBM3", 91900, PP_MATH_FP32, PP_ALGO_FWD, &d1);
+    pp_algo_key_make(&kb, "NVIDIA H100 80GB HBM3", 91900, PP_MATH_FP32, PP_ALGO_BWD_DATA, &d1);
+    pp_algo_key_make(&kc, "NVIDIA H100 80GB HBM3", 91900, PP_MATH_TF32, PP_ALGO_BWD_FILTER, &d2);
+    pp_algo_key_make(&kd, "NVIDIA H200", 91900, PP_MATH_FP32, PP_ALGO_FWD, &d2);
+    pp_algo_key_make(&ke, "NVIDIA H100 80GB HBM3", 91000, PP_MATH_FP32, PP_ALGO_FWD, &d1);
+    pp_algo_choice ca = {1, 3, 0.0412f}, cb = {4, 3, 1.5f}, cc = {0, 1, 2e-3f};
+    pp_algo_choice cd = {7, 3, 0.0f}, ce = {2, 3, 3.0f}, got;
+
+    /* 1. a new file, written after each entry, no temporary left behind */
+    pp_algo_cache a, b;
+    CHECK_OK(pp_algo_cache_init(&a, path, &err), &err);
+    CHECK(!pp_algo_cache_find(&a, &ka, &got));
+    pp_algo_cache_insert(&a, &ka, &ca);
+    pp_algo_cache_insert(&a, &kb, &cb);
+    pp_algo_cache_insert(&a, &kc, &cc);
+    pp_algo_stats st = pp_algo_cache_stats(&a);
+    CHECK_MSG(st.saves == 3 && st.save_failures == 0, "saves %d, failures %d (%s)", st.saves,
+              st.save_failures, st.save_error);
+    CHECK(dir_entries(dir) == 1);
+    size_t n;
+    unsigned char *text = check_read_file(path, &n);
+    const char *header = PP_ALGO_FILE_HEADER "\n";
+    CHECK(text && n > strlen(header) && memcmp(text, header, strlen(header)) == 0);
+    CHECK(text && strstr((char *)text, "NVIDIA H100 80GB HBM3\t91900\ttf32\tbwd_filter\t8 64 56 56 "
+                                        "256 1 1 1 1 0 0\t0\t1\t0.002\n"));
+    free(text);
+
+    /* 2. a fresh cache reads it at its first lookup */
+    CHECK_OK(pp_algo_cache_init(&b, path, &err), &err);
+    CHECK(pp_algo_cache_find(&b, &kc, &got) && got.algo == 0 && got.math_type == 1);
+    CHECK(pp_algo_cache_find(&b, &ka, &got) && got.algo == 1);
+    CHECK(got.ms > 0.0411f && got.ms < 0.0413f); /* printed with 6 digits */
+    CHECK(!pp_algo_cache_find(&b, &ke, &got)); /* another cuDNN version */
+    st = pp_algo_cache_stats(&b);
+    CHECK(st.file_entries == 3 && st.bad_lines == 0 && st.hits == 2 && !st.foreign);
+
+    /* 3. writers merge: b adds kd, then a (which never saw kd) adds ke */
+    pp_algo_cache_insert(&b, &kd, &cd);
+    pp_algo_cache_insert(&a, &ke, &ce);
+    pp_algo_cache c;
+    CHECK_OK(pp_algo_cache_init(&c, path, &err), &err);
+    CHECK(pp_algo_cache_find(&c, &kd, &got) && got.algo == 7);
+    CHECK(pp_algo_cache_find(&c, &ke, &got) && got.algo == 2);
+    st = pp_algo_cache_stats(&c);
+    CHECK_MSG(st.file_entries == 5, "merged file holds %d entries", st.file_entries);
+    pp_algo_cache_destroy(&a);
+    pp_algo_cache_destroy(&b);
+    pp_algo_cache_destroy(&c);
+
+    /* 4. bad lines are skipped, the good ones used; duplicates: the first wins;
+     * the next write keeps only what parsed */
+    write_text(path, PP_ALGO_FILE_HEADER "\r\n"
+               "# a comment\n"
+               "\n"
+               ENTRY_FWD
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t5\t3\t0.5\n" /* duplicate */
+               "GPU X\t90100\ttf32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t6\t1\t0.5\r\n" /* CRLF */
+               "GPU X\t90100\tfp16\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\n"
+               "GPU X\t90100\tfp32\tsideways\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1\t1\t3\t0.5\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1 1\t1\t3\t0.5\n"
+               "GPU X\t90100\tfp32\tfwd\t0 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 -1 1\t1\t3\t0.5\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1  1\t1\t3\t0.5\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 99999999999\t1\t3\t0.5\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t64\t3\t0.5\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t4\t0.5\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\tnan\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t-1\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\textra\n"
+               "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1x\t3\t0.5\n"
+               "\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\n"
+               "GPU X\t0\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\n"
+               "GPU X 90100 fp32 fwd 2 3 9 9 4 3 3 1 1 1 1 1 3 0.5\n"
+               "\x01\x02\xff garbage\n"
+               "GPU X\t90100\tfp32\tfwd"); /* cut short, no end of line */
+    CHECK_OK(pp_algo_cache_init(&a, path, &err), &err);
+    pp_algo_key kx, ky;
+    pp_algo_key_make(&kx, "GPU X", 90100, PP_MATH_FP32, PP_ALGO_FWD, &d1);
+    pp_algo_key_make(&ky, "GPU X", 90100, PP_MATH_TF32, PP_ALGO_FWD, &d1);
+    CHECK(pp_algo_cache_find(&a, &kx, &got) && got.algo == 1 && got.ms == 0.125f);
+    CHECK(pp_algo_cache_find(&a, &ky, &got) && got.algo == 6 && got.math_type == 1);
+    st = pp_algo_cache_stats(&a);
+    CHECK_MSG(st.file_entries == 2 && st.bad_lines == 19 && !st.foreign,
+              "entries %d, bad lines %d", st.file_entries, st.bad_lines);
+    pp_algo_cache_insert(&a, &ka, &ca);
+    pp_algo_cache_destroy(&a);
+    CHECK_OK(pp_algo_cache_init(&b, path, &err), &err);
+    CHECK(pp_algo_cache_find(&b, &kx, &got));
+    st = pp_algo_cache_stats(&b);
+    CHECK(st.file_entries == 3 && st.bad_lines == 0);
+    pp_algo_cache_destroy(&b);
+
+    /* 5. a foreign file is neither used nor replaced; so is a folder */
+    static const char *const foreign[] = {"hello world\n" ENTRY_FWD,
+                                          "# pipeline-run cudnn algorithms 2\n" ENTRY_FWD,
+                                          ENTRY_FWD};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        write_text(path, foreign[i]);
+        CHECK_OK(pp_algo_cache_init(&a, path, &err), &err);
+        CHECK(!pp_algo_cache_find(&a, &kx, &got));
+        pp_algo_cache_insert(&a, &ka, &ca);
+        st = pp_algo_cache_stats(&a);
+        CHECK(st.foreign && st.saves == 0 && st.save_failures == 0 && st.inserted == 1);
+        text = check_read_file(path, &n);
+        CHECK_MSG(text && n == strlen(foreign[i]) && memcmp(text, foreign[i], n) == 0,
+                  "foreign file %zu was changed", i);
+        free(text);
+        pp_algo_cache_destroy(&a);
+    }
+    snprintf(other, sizeof other, "%s/folder", dir);
+    CHECK(mkdir(other, 0755) == 0);
+    CHECK_OK(pp_algo_cache_init(&a, other, &err), &err);
+    pp_algo_cache_insert(&a, &ka, &ca);
+    CHECK(pp_algo_cache_stats(&a).foreign && pp_algo_cache_find(&a, &ka, &got));
+    pp_algo_cache_destroy(&a);
+    rmdir(other);
+
+    /* 6. an empty file is an empty cache; a path that cannot be written is counted */
+    write_text(path, "");
+    CHECK_OK(pp_algo_cache_init(&a, path, &err), &err);
+    pp_algo_cache_insert(&a, &ka, &ca);
+    st = pp_algo_cache_stats(&a);
+    CHECK(!st.foreign && st.saves == 1);
+    pp_algo_cache_destroy(&a);
+    snprintf(other, sizeof other, "%s/missing/algos.txt", dir);
+    CHECK_OK(pp_algo_cache_init(&a, other, &err), &err);
+    pp_algo_cache_insert(&a, &ka, &ca);
+    st = pp_algo_cache_stats(&a);
+    CHECK_MSG(st.save_failures == 1 && strstr(st.save_error, "missing"), "failures %d: %s",
+              st.save_failures, st.save_error);
+    CHECK(pp_algo_cache_find(&a, &ka, &got)); /* still cached in memory */
+    pp_algo_cache_destroy(&a);
+
+    unlink(path);
+    CHECK(dir_entries(dir) == 0);
+    rmdir(dir);
+}
+
+/* Execs of one device insert the same keys from several threads: each key
+ * ends with one choice, the one every thread was handed back. */
+typedef struct race_arg {
+    pp_algo_cache *c;
+    int id;
+    int seen[64];
+} race_arg;
+
+static void *race_thread(void *p)
+{
+    race_arg *r = p;
+    for (int i = 0; i < 64; i++) {
+        pp_conv2d_desc d; /* no CHECK here: the counters are the main thread's */
+        pp_conv2d_desc_init(&d, 1 + i, 3, 8, 8, 4, 3, 1, 1, NULL);
+        pp_algo_key k;
+        pp_algo_key_make(&k, "GPU", 1, PP_MATH_FP32, PP_ALGO_FWD, &d);
+        pp_algo_choice ch = {r->id, 3, 1.0f}, got;
+        if (!pp_algo_cache_find(r->c, &k, &got)) {
+            pp_algo_cache_insert(r->c, &k, &ch);
+            got = ch;
+        }
+        r->seen[i] = got.algo;
+    }
+    return NULL;
+}
+
+static void test_algo_cache_threads(void)
+{
+    pp_algo_cache c;
+    pp_error err;
+    CHECK_OK(pp_algo_cache_init(&c, NULL, &err), &err);
+    enum { THREADS = 4 };
+    pthread_t th[THREADS];
+    race_arg args[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        args[t] = (race_arg){.c = &c, .id = t};
+        pthread_create(&th[t], NULL, race_thread, &args[t]);
+    }
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    int differ = 0;
+    for (int i = 0; i < 64; i++)
+        for (int t = 1; t < THREADS; t++) differ += args[t].seen[i] != args[0].seen[i];
+    CHECK_MSG(differ == 0, "%d choices differ between threads", differ);
+    CHECK(pp_algo_cache_stats(&c).inserted == 64);
+    pp_algo_cache_destroy(&c);
+}
+
+static void test_algo_find_env(void)
+{
+    static const struct {
+        const char *value; /* NULL: unset */
+        pp_status status;
+        bool on;
+    } cases[] = {{NULL, PP_OK, true}, {"1", PP_OK, true}, {"0", PP_OK, false},
+                 {"yes", PP_ERR_INPUT, true}, {"", PP_ERR_INPUT, true}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value)
+            setenv("PP_CUDNN_FIND", cases[i].value, 1);
+        else
+            unsetenv("PP_CUDNN_FIND");
+        bool on = !cases[i].on;
+        pp_error err;
+        pp_status s = pp_algo_find_from_env(&on, &err);
+        CHECK_MSG(s == cases[i].status && (s != PP_OK || on == cases[i].on),
+                  "PP_CUDNN_FIND=%s: %s", cases[i].value ? cases[i].value : "(unset)",
+                  pp_status_name(s));
+        if (s != PP_OK) CHECK(strstr(err.msg, "PP_CUDNN_FIND") != NULL);
+    }
+    unsetenv("PP_CUDNN_FIND");
+}
+
 int main(void)
 {
     test_device_parse();
     test_registry_and_memory();
     test_views();
+    test_math_mode();
+    test_algo_key();
+    test_algo_cache_memory();
+    test_algo_cache_file();
+    test_algo_cache_threads();
+    test_algo_find_env();
     return check_summary("core");
 }

@@ -18,8 +18,10 @@
  * (cuDNN's implicit GEMM vs im2col + OpenBLAS, batch norm reductions of
  * different shapes) differ by about 1e-4..1e-3 relative, and batch norm over
  * small planes (layer4 is 4x4 at 32x32) amplifies that by up to ten. The
- * CUDA runs among themselves (1, 2, 4 stages) use the same kernels; cuDNN's
- * backward-filter kernels accumulate with atomics and are not bitwise
+ * CUDA runs among themselves (1, 2, 4 stages) use the same kernels (the
+ * convolution algorithms the first run measures are kept in a
+ * PP_CUDNN_CACHE file that the others read, so every run uses the same);
+ * cuDNN's backward-filter kernels accumulate with atomics and are not bitwise
  * deterministic, so they must agree within 1e-3. Losses agree with the CPU's
  * within 1e-4 relative (forward only, before and after one small update);
  * num_batches_tracked counts are equal. Exits 77 (skip) without a GPU.
@@ -167,7 +169,10 @@ int main(void)
     }
     char dir[200];
     if (!check_mkdtemp(dir, sizeof dir, "pp-cuda-pipeline")) return 1;
-    char cpu[256], init[256], gpu[3][256], worst[64] = "";
+    char cpu[256], init[256], gpu[3][256], algos[256], worst[64] = "";
+    snprintf(algos, sizeof algos, "%s/cudnn-algos.txt", dir);
+    setenv("PP_CUDNN_CACHE", algos, 1);
+    unsetenv("PP_CUDNN_FIND");
     double cpu_loss[2] = {0}, gpu_loss[3][2] = {{0}};
     snprintf(cpu, sizeof cpu, "%s/cpu.safetensors", dir);
     snprintf(init, sizeof init, "%s/init.safetensors", dir);
@@ -195,6 +200,7 @@ int main(void)
     unlink(cpu);
     unlink(init);
     for (int l = 0; l < 3; l++) unlink(gpu[l]);
+    unlink(algos);
     rmdir(dir);
     return check_summary("cuda_pipeline");
 }

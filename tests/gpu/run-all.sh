@@ -24,7 +24,9 @@
 # Parts (each under 10 minutes of an H100 at default settings):
 #   part 1: libraries; CUDA test suite; fp32 images/s, ours 1 stage vs PyTorch
 #           eager (cudnn.benchmark off and on); 1, 2 and 4 stages on cuda:0
-#           with the same micro-batches (batch 128, split 32) and their ratios
+#           with the same micro-batches (batch 128, split 32) and their ratios;
+#           ours with cuDNN's heuristic algorithms (PP_CUDNN_FIND=0) against
+#           measured ones; tf32 images/s, ours 1 stage vs PyTorch eager TF32
 #   part 2: libraries; cudaMalloc/cudaFree calls per 10 steady-state steps
 #           (LD_PRELOAD interposer, 1 and 2 stages); the tutorial's experiment
 #           (examples/plans/tutorial-layer2.yaml --sweep-split against
@@ -34,9 +36,13 @@
 #   BUNDLE/run-all.sh BUNDLE --part 1 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 2 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #
-# Precision: fp32 everywhere, TF32 off (ours: CUDNN_FMA_MATH convolutions,
+# Precision: fp32, TF32 off (ours: CUDNN_FMA_MATH convolutions,
 # CUBLAS_DEFAULT_MATH; PyTorch: fp32_precision "ieee", or allow_tf32 False on
-# older versions). NVIDIA_TF32_OVERRIDE is reported, never set.
+# older versions), except the rows marked tf32 (TF32 on for both: ours
+# `precision: tf32`, PyTorch fp32_precision "tf32"). NVIDIA_TF32_OVERRIDE is
+# reported, never set. Our runs measure convolution algorithms (as PyTorch's
+# cudnn.benchmark does) and share them through PP_CUDNN_CACHE=RESULTS/cudnn-algos.txt,
+# which stays in the results as the record of the algorithms chosen.
 # Writes logs, JSON, CSV, the sweep chart and summary.txt under the results
 # folder; every figure in the table comes with the command that produced it
 # (run from BUNDLE, LD_LIBRARY_PATH as printed under "libraries"). A piece
@@ -45,7 +51,7 @@
 # failed, else 0.
 set -uo pipefail
 
-usage() { sed -n '2,35p' "$0"; }
+usage() { sed -n '2,37p' "$0"; }
 bundle=${1:-}
 if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
@@ -169,13 +175,13 @@ ge() { awk -v x="$1" -v l="$2" 'BEGIN { if (x == "") print "FAIL(no figure)"; el
 # pipeline-run's device map: everything on one GPU (or on cpu:0 in a dry run).
 map_all() { [ $dry = 1 ] && echo "cuda:*=cpu:0" || echo "cuda:*=cuda:0"; }
 
-# plan_for NAME BATCH SPLIT STEPS SIZE STAGES: writes $res/NAME.yaml.
+# plan_for NAME BATCH SPLIT STEPS SIZE STAGES [PRECISION]: writes $res/NAME.yaml.
 plan_for() {
     cat >"$res/$1.yaml" <<YAML
 model: {name: resnet50, num_classes: 1000, in_channels: 3, stem: imagenet}
 batch: {size: $2, split_size: $3}
 schedule: 1f1b
-precision: fp32
+precision: ${7:-fp32}
 optimizer: {type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0001, nesterov: false}
 data: {format: synthetic, image_size: [$5, $5]}
 seed: 1
@@ -194,12 +200,17 @@ stages4="  - {device: cuda:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2
   - {device: cuda:3, layers: [layer4, avgpool, fc]}"
 
 # pr NAME PLAN [ARGS...]: pipeline-run PLAN --json; sets pr_ips and pr_fig.
-pr_ips="" pr_fig=""
+# Variables in the array pr_env (VAR=VALUE) go to its environment.
+pr_ips="" pr_fig="" pr_env=()
 pr() {
     local name=$1 plan=$2 rc
     shift 2
     pr_ips="" pr_fig=""
-    run "pr-$name" 240 "$bin/pipeline-run" "$plan" --json "$@"
+    if [ ${#pr_env[@]} -gt 0 ]; then
+        run "pr-$name" 240 env "${pr_env[@]}" "$bin/pipeline-run" "$plan" --json "$@"
+    else
+        run "pr-$name" 240 "$bin/pipeline-run" "$plan" --json "$@"
+    fi
     rc=$?
     if [ $rc -ne 0 ]; then
         pr_fig=$(why $rc "pr-$name")
@@ -277,6 +288,11 @@ else
 fi
 export LD_LIBRARY_PATH=$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee "$res/env.txt"
+# the convolution algorithms our runs measure, shared between them and kept
+# (not by the tests and the allocation counts: they measure on their own)
+export PP_CUDNN_CACHE=$res/cudnn-algos.txt
+unset PP_CUDNN_FIND
+echo "PP_CUDNN_CACHE=$PP_CUDNN_CACHE" | tee -a "$res/env.txt"
 missing=$(for f in "$bin"/*; do ldd "$f" 2>/dev/null | grep 'not found'; done | sort -u)
 cudart=$(ldd "$bin/pipeline-run" 2>/dev/null | awk '/libcudart\.so/ { print $1 " => " $3 }')
 echo "pipeline-run needs: ${cudart:-no shared libcudart (the allocation counter cannot see it)}"
@@ -306,7 +322,7 @@ part1() {
         fi
         [ "$timeout" -gt $((l - 45)) ] && timeout=$((l - 45))
         # shellcheck disable=SC2086
-        (cd "$bin" && timeout -k 10 "$timeout" "./$exe" $args) >"$log" 2>&1
+        (cd "$bin" && timeout -k 10 "$timeout" env -u PP_CUDNN_CACHE "./$exe" $args) >"$log" 2>&1
         rc=$?
         case $rc in
             0) pass=$((pass + 1)); r=PASS ;;
@@ -372,6 +388,44 @@ part1() {
             row "ours $s stage(s) on one GPU, split $split" "$(result_of $?)" "$pr_fig" "$last_cmd"
         fi
     done
+
+    echo "== convolution algorithms: cuDNN's heuristics (PP_CUDNN_FIND=0) against measured"
+    pr_env=(PP_CUDNN_FIND=0)
+    if pr 1stage-full-heuristics "$res/r50-1stage-full.yaml" --steps "$steps" --device-map "$map"
+    then
+        row "ours fp32 1 stage, heuristic algorithms" ok "$pr_fig" "$last_cmd"
+        local rt; rt=$(ratio "$ours" "$pr_ips")
+        row "  measured / heuristic algorithms" "info" "${rt:-?}: ${ours:-?} / ${pr_ips:-?} img/s" ""
+    else
+        row "ours fp32 1 stage, heuristic algorithms" "$(result_of $?)" "$pr_fig" "$last_cmd"
+    fi
+    pr_env=()
+
+    echo "== tf32 throughput: pipeline-run 1 stage vs PyTorch eager TF32 (cudnn.benchmark on)"
+    local ours_tf32=""
+    plan_for r50-1stage-full-tf32 "$batch" "$batch" "$steps" "$size" "$stages1" tf32
+    if pr 1stage-full-tf32 "$res/r50-1stage-full-tf32.yaml" --steps "$steps" --device-map "$map"
+    then
+        ours_tf32=$pr_ips
+        row "ours tf32 1 stage, batch $batch" ok "$pr_fig" "$last_cmd"
+    else
+        row "ours tf32 1 stage, batch $batch" "$(result_of $?)" "$pr_fig" "$last_cmd"
+    fi
+    run torch-eager-tf32 240 "${pyrun[@]}" "$bundle/gpu/torch_eager.py" --batch "$batch" \
+        --size "$size" --steps "$tsteps" --warmup "$twarm" --cudnn-benchmark 1 --device "$tdev" \
+        --precision tf32
+    rc=$?
+    out=$(tail -n 2 "$res/torch-eager-tf32.out" 2>/dev/null | head -1)
+    if [ $rc -eq 0 ]; then
+        ips=$(jget "$res/torch-eager-tf32.out" 'j["images_per_s"]')
+        row "torch eager tf32, cudnn.benchmark=1" ok "$out" "$last_cmd"
+        local rt; rt=$(ratio "$ours_tf32" "$ips")
+        row "  ours / torch eager tf32" "$(ge "$rt" 1.0)" \
+            "${rt:-?} (goal >= 1.00): ${ours_tf32:-?} / ${ips:-?} img/s" ""
+    else
+        row "torch eager tf32, cudnn.benchmark=1" "$(result_of $rc)" "$(why $rc torch-eager-tf32)" \
+            "$last_cmd"
+    fi
 }
 
 # ---- part 2: allocation counts, the tutorial's experiment ------------------------
@@ -398,7 +452,9 @@ part2() {
             local c3="" c13="" cmd13=""
             for n in 3 13; do
                 rm -f "$res/counts-${s}stage-$n.txt"
-                run "count-${s}stage-$n" 180 env LD_PRELOAD="$lib" \
+                # no shared algorithm file: both runs measure in their first step,
+                # so the difference between them is the steady state
+                run "count-${s}stage-$n" 180 env -u PP_CUDNN_CACHE LD_PRELOAD="$lib" \
                     PP_CUDA_COUNT_OUT="$res/counts-${s}stage-$n.txt" \
                     "$bin/pipeline-run" "$res/r50-${s}stage-split$split.yaml" --steps $n \
                     --device-map "$map" --json
@@ -548,7 +604,8 @@ esac
 {
     echo
     echo "== summary: ${gpu}, driver ${driver}, $ngpu GPU(s) visible"
-    echo "   precision: fp32, TF32 off (ours: CUDNN_FMA_MATH + CUBLAS_DEFAULT_MATH; PyTorch: ${torch_precision:-fp32_precision ieee / allow_tf32 False}); NVIDIA_TF32_OVERRIDE=$tf32_env"
+    echo "   precision: fp32, TF32 off (ours: CUDNN_FMA_MATH + CUBLAS_DEFAULT_MATH; PyTorch: ${torch_precision:-fp32_precision ieee / allow_tf32 False}), except rows marked tf32; NVIDIA_TF32_OVERRIDE=$tf32_env"
+    echo "   ours: convolution algorithms measured per shape (PP_CUDNN_CACHE=$res/cudnn-algos.txt) unless a row says heuristic"
     echo "   batch $batch, ${size}x$size, SGD; tutorial batch $tut_batch, ${tut_size}x$tut_size; medians over timed steps (CUDA events)"
     echo "   commands run from the bundle folder; results in $res"
     [ $dry = 1 ] && echo "   DRY RUN ON THE CPU: the figures mean nothing"

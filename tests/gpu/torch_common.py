@@ -1,8 +1,9 @@
 """torch_common.py - what the PyTorch side of the GPU benchmarks shares.
 
-- ieee_fp32(): fp32 without TF32 for cuBLAS and cuDNN, through the settings
-  this PyTorch has (fp32_precision = "ieee" from 2.9 on, allow_tf32 = False
-  before), and a one-line description of the effective state.
+- fp32_math() / ieee_fp32(): fp32 with or without TF32 for cuBLAS and cuDNN,
+  through the settings this PyTorch has (fp32_precision "ieee" or "tf32" from
+  2.9 on, allow_tf32 before), and a one-line description of the effective
+  state.
 - Timer: elapsed milliseconds of a region, with CUDA events on CUDA devices
   (several devices: the first waits for the others' work before its end
   event) and perf_counter on the CPU.
@@ -15,15 +16,17 @@ import statistics
 import time
 
 
-def ieee_fp32(torch):
-    """Turns TF32 off for matmul and convolution; returns a description."""
+def fp32_math(torch, mode="ieee"):
+    """How fp32 matmuls and convolutions compute: "ieee" turns TF32 off, "tf32"
+    allows it; returns a description of the effective state."""
+    tf32 = mode == "tf32"
     done = []
     if hasattr(torch.backends, "fp32_precision"):
         try:
-            torch.backends.fp32_precision = "ieee"
-            torch.backends.cuda.matmul.fp32_precision = "ieee"
-            torch.backends.cudnn.fp32_precision = "ieee"
-            torch.backends.cudnn.conv.fp32_precision = "ieee"
+            torch.backends.fp32_precision = mode
+            torch.backends.cuda.matmul.fp32_precision = mode
+            torch.backends.cudnn.fp32_precision = mode
+            torch.backends.cudnn.conv.fp32_precision = mode
             done.append("fp32_precision: matmul %s, cudnn.conv %s" % (
                 torch.backends.cuda.matmul.fp32_precision,
                 torch.backends.cudnn.conv.fp32_precision))
@@ -31,14 +34,19 @@ def ieee_fp32(torch):
             done.append("fp32_precision failed (%s)" % e)
     if not done or "failed" in done[0]:
         try:
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
             done.append("allow_tf32: matmul %s, cudnn %s" % (
                 torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32))
         except (AttributeError, RuntimeError, ValueError) as e:
             done.append("allow_tf32 failed (%s)" % e)
             return "TF32 UNKNOWN (" + "; ".join(done) + ")"
-    return "TF32 off (" + "; ".join(done) + ")"
+    return ("TF32 on (" if tf32 else "TF32 off (") + "; ".join(done) + ")"
+
+
+def ieee_fp32(torch):
+    """Turns TF32 off for matmul and convolution; returns a description."""
+    return fp32_math(torch, "ieee")
 
 
 def parse_devices(spec, torch):

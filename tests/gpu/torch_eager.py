@@ -4,14 +4,14 @@ the reference pipeline-run's fp32 throughput is compared with.
 
 One process, one device: SGD (lr 0.1, momentum 0.9, weight decay 1e-4),
 cross-entropy, BN in training mode, a fixed random batch resident on the
-device, fp32 with TF32 off. After --warmup steps, each of --steps steps is
+device, fp32 with TF32 off (or on, with --precision tf32). After --warmup steps, each of --steps steps is
 timed alone (CUDA events on CUDA, perf_counter on the CPU); prints a human
 line and, last, one JSON line:
   {"images_per_s", "step_ms": {"median", "min"}, "batch", "size",
    "cudnn_benchmark", "precision", "peak_gib", "device", "torch"}
 
 Usage: torch_eager.py [--batch 128] [--size 224] [--steps 20] [--warmup 5]
-                      [--cudnn-benchmark 0|1] [--device cuda:0]
+                      [--cudnn-benchmark 0|1] [--device cuda:0] [--precision fp32|tf32]
 """
 import argparse
 import json
@@ -21,7 +21,7 @@ import torch
 import torchvision
 
 sys.dont_write_bytecode = True  # importing torch_common leaves no __pycache__
-from torch_common import Timer, ieee_fp32, median_min
+from torch_common import Timer, fp32_math, median_min
 
 
 def main():
@@ -32,9 +32,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--cudnn-benchmark", type=int, choices=(0, 1), default=0)
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--precision", choices=("fp32", "tf32"), default="fp32")
     a = ap.parse_args()
 
-    precision = ieee_fp32(torch)
+    precision = fp32_math(torch, "tf32" if a.precision == "tf32" else "ieee")
     torch.backends.cudnn.benchmark = bool(a.cudnn_benchmark)
     dev = torch.device(a.device)
     torch.manual_seed(1)

@@ -365,6 +365,45 @@ static void test_conv_repeat(void)
     openblas_set_num_threads(threads);
 }
 
+/* dx += conv_transpose(dy, w) gives the bits of backward-data into a
+ * temporary and then accumulate, on every code path of conv2d.c (im2col and
+ * col2im per sample or per group of samples, pointwise direct or grouped),
+ * whatever dx held before. */
+static void test_conv_backward_data_accumulate(void)
+{
+    static const int shapes[][8] = {
+        /* n, c, h, w, k, kernel, stride, pad */
+        {2, 3, 7, 9, 4, 3, 1, 1},   {2, 2, 34, 33, 3, 3, 1, 1}, {45, 2, 5, 5, 3, 3, 1, 1},
+        {3, 5, 6, 5, 6, 1, 1, 0},   {2, 3, 40, 30, 4, 1, 1, 0}, {2, 4, 7, 7, 3, 1, 2, 0},
+        {1, 3, 13, 11, 4, 7, 2, 3}, {2, 32, 30, 30, 64, 1, 1, 0}, {16, 96, 7, 7, 200, 1, 1, 0},
+        {4, 64, 28, 28, 96, 3, 1, 1},
+    };
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int *sh = shapes[si];
+        pp_conv2d_desc d;
+        pp_error err;
+        CHECK_OK(pp_conv2d_desc_init(&d, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], sh[6], sh[7],
+                                     &err),
+                 &err);
+        pp_tensor w = tnew(4, d.k, d.c, d.r, d.s), dy = tnew(4, d.n, d.k, d.p, d.q);
+        pp_tensor dx = tnew(4, d.n, d.c, d.h, d.w), want = tnew(4, d.n, d.c, d.h, d.w);
+        pp_tensor got = tnew(4, d.n, d.c, d.h, d.w);
+        free(fill(&w, 0, 1));
+        free(fill(&dy, 0, 1));
+        free(fill(&want, 0, 2)); /* what dx held before */
+        memcpy(got.data, want.data, pp_tensor_bytes(&want));
+        CHECK_OK(pp_conv2d_backward_data(&g_ex, &d, &dy, &w, &dx, &err), &err);
+        CHECK_OK(pp_accumulate(&g_ex, &dx, &want, &err), &err);
+        CHECK_OK(pp_conv2d_backward_data_accumulate(&g_ex, &d, &dy, &w, &got, &err), &err);
+        CHECK_MSG(memcmp(got.data, want.data, pp_tensor_bytes(&want)) == 0,
+                  "conv backward-data accumulate, shape %zu: differs from backward-data + "
+                  "accumulate",
+                  si);
+        pp_tensor *ts[] = {&w, &dy, &dx, &want, &got};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+}
+
 /* ---- batch norm ------------------------------------------------------------- */
 
 typedef struct bn_ctx {
@@ -838,6 +877,26 @@ static void test_elementwise(void)
     for (int64_t i = 0; i < n; i++) want[i] = (double)((float)want[i] + (float)bd[i]);
     check_close("accumulate", fp(&a), want, (size_t)n, 0.0);
 
+    /* add + ReLU in one op: the reference, and the bits of pp_add then pp_relu_forward
+     * (a and b fresh: a was overwritten above) */
+    free(ad);
+    free(bd);
+    ad = fill(&a, 0.0, 1.0), bd = fill(&b, 0.0, 1.0);
+    pp_tensor two = tnew(1, n, 1, 1, 1);
+    CHECK_OK(pp_add_relu(&g_ex, &a, &b, &y, &err), &err);
+    for (int64_t i = 0; i < n; i++) {
+        double s2 = (double)((float)ad[i] + (float)bd[i]);
+        want[i] = s2 > 0 ? s2 : 0.0;
+    }
+    check_close("add_relu", fp(&y), want, (size_t)n, 0.0);
+    CHECK_OK(pp_add(&g_ex, &a, &b, &two, &err), &err);
+    CHECK_OK(pp_relu_forward(&g_ex, &two, &two, &err), &err);
+    CHECK(memcmp(two.data, y.data, (size_t)n * sizeof(float)) == 0);
+    memcpy(two.data, b.data, (size_t)n * sizeof(float));
+    CHECK_OK(pp_add_relu(&g_ex, &a, &two, &two, &err), &err); /* y aliases b */
+    CHECK(memcmp(two.data, y.data, (size_t)n * sizeof(float)) == 0);
+    pp_tensor_free(&two);
+
     CHECK_OK(pp_copy(&g_ex, &b, &y, &err), &err);
     CHECK(memcmp(y.data, b.data, (size_t)n * sizeof(float)) == 0);
     CHECK_OK(pp_zero(&g_ex, &y, &err), &err);
@@ -851,6 +910,91 @@ static void test_elementwise(void)
     pp_tensor_free(&b);
     pp_tensor_free(&y);
     pp_tensor_free(&g);
+}
+
+/* The backward of y = relu(a + b) is pp_relu_backward(y, dy): the gradient of
+ * a and of b, against finite differences of L = sum(dy * relu(a + b)). Points
+ * within 2h of the kink (a + b = 0) are skipped: there the function is not
+ * differentiable and central differences straddle it. */
+typedef struct add_relu_ctx {
+    double *a, *b, *r;
+    size_t n;
+} add_relu_ctx;
+
+static double add_relu_loss(void *p)
+{
+    add_relu_ctx *c = p;
+    double l = 0.0;
+    for (size_t i = 0; i < c->n; i++) {
+        double s = c->a[i] + c->b[i];
+        l += (s > 0 ? s : 0.0) * c->r[i];
+    }
+    return l;
+}
+
+static void test_add_relu_backward(void)
+{
+    pp_error err;
+    const double h = 1e-3;
+    const size_t n = 777;
+    pp_tensor a = tnew(4, 3, 7, 37, 1), b = tnew(4, 3, 7, 37, 1), y = tnew(4, 3, 7, 37, 1);
+    pp_tensor dy = tnew(4, 3, 7, 37, 1), g = tnew(4, 3, 7, 37, 1);
+    add_relu_ctx c = {fill(&a, 0, 1), fill(&b, 0, 1), fill(&dy, 0, 1), n};
+    CHECK_OK(pp_add_relu(&g_ex, &a, &b, &y, &err), &err);
+    CHECK_OK(pp_relu_backward(&g_ex, &y, &dy, &g, &err), &err);
+    double *fd = dalloc(n);
+    unsigned char *mask = malloc(n);
+    for (int which = 0; which < 2; which++) {
+        fd_grad(add_relu_loss, &c, which ? c.b : c.a, n, h, fd, mask);
+        for (size_t i = 0; i < n; i++)
+            if (fabs(c.a[i] + c.b[i]) < 2 * h) mask[i] = 0;
+        check_grad(which ? "add_relu backward (b)" : "add_relu backward (a)", fp(&g), NULL, fd,
+                   mask, n);
+    }
+    free(fd), free(mask), free(c.a), free(c.b), free(c.r);
+    pp_tensor *ts[] = {&a, &b, &y, &dy, &g};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+}
+
+/* pp_zero_multi clears tensors of every dtype and odd sizes, views at odd
+ * offsets included, without touching their neighbours, and names a bad tensor
+ * by its index. */
+static void test_zero_multi(void)
+{
+    pp_error err;
+    enum { T = 9 };
+    static const pp_dtype dts[T] = {PP_F32, PP_I32, PP_U8, PP_BF16, PP_I64,
+                                    PP_F32, PP_U8,  PP_F32, PP_BF16};
+    static const int64_t sizes[T] = {1, 3, 7, 5, 2, 70001, 4099, 0, 1};
+    pp_tensor store[T], views[T];
+    pp_tensor *ys[T];
+    for (int i = 0; i < T; i++) {
+        store[i] = tnew_on(g_dev, dts[i], 1, sizes[i] + 2, 1, 1, 1);
+        memset(store[i].data, 0xab, pp_tensor_bytes(&store[i]));
+        views[i] = pp_tensor_view0(&store[i], 1, sizes[i]); /* misaligned by one element */
+        ys[i] = &views[i];
+    }
+    CHECK_OK(pp_zero_multi(&g_ex, T, ys, &err), &err);
+    for (int i = 0; i < T; i++) {
+        const unsigned char *p = store[i].data;
+        size_t es = pp_dtype_size(dts[i]), nb = pp_tensor_bytes(&store[i]);
+        size_t bad = 0;
+        for (size_t k = 0; k < nb; k++) {
+            int inside = k >= es && k < nb - es;
+            bad += inside ? p[k] != 0 : p[k] != 0xab;
+        }
+        CHECK_MSG(bad == 0, "zero_multi tensor %d (%s, %lld elements): %zu bytes wrong", i,
+                  pp_dtype_name(dts[i]), (long long)sizes[i], bad);
+    }
+    pp_tensor other = tnew_on(g_dev1, PP_F32, 1, 4, 1, 1, 1);
+    ys[4] = &other;
+    pp_status s = pp_zero_multi(&g_ex, T, ys, &err);
+    CHECK_MSG(s == PP_ERR_INVALID && strstr(err.msg, "tensor 4") && strstr(err.msg, "cpu:1"),
+              "bad tensor: %s", err.msg);
+    CHECK(pp_zero_multi(&g_ex, 0, NULL, &err) == PP_OK);
+    CHECK(pp_zero_multi(&g_ex, 1, NULL, &err) == PP_ERR_INVALID);
+    pp_tensor_free(&other);
+    for (int i = 0; i < T; i++) pp_tensor_free(&store[i]);
 }
 
 /* ---- SGD --------------------------------------------------------------------------- */
@@ -916,7 +1060,7 @@ static void test_sgd_multi(void)
         {0.1f, 0.0f, 0.0f, false, true},   {0.1f, 0.9f, 1e-4f, false, true},
         {0.05f, 0.9f, 1e-4f, false, false}, {0.1f, 0.9f, 5e-4f, true, false},
     };
-    enum { T = 70 }; /* more than one CUDA launch group of 64 */
+    enum { T = 200 }; /* more than one CUDA launch of 96 tensors */
     pp_error err;
     for (size_t c = 0; c < sizeof descs / sizeof descs[0]; c++) {
         pp_tensor pa[T], pb[T], g[T], ba[T], bb[T];
@@ -964,6 +1108,45 @@ static void test_sgd_multi(void)
         }
     }
     CHECK(pp_sgd_update_multi(&g_ex, &descs[0], 0, NULL, NULL, NULL, &err) == PP_OK);
+}
+
+/* ---- math mode ------------------------------------------------------------------ */
+
+/* tf32 runs as fp32 on the CPU: convolutions and the linear layer give the
+ * same bits in both modes. */
+static void test_math_mode_cpu(void)
+{
+    pp_error err;
+    pp_conv2d_desc d;
+    CHECK_OK(pp_conv2d_desc_init(&d, 2, 5, 9, 9, 6, 3, 2, 1, &err), &err);
+    pp_tensor x = tnew(4, d.n, d.c, d.h, d.w), w = tnew(4, d.k, d.c, d.r, d.s);
+    pp_tensor dy = tnew(4, d.n, d.k, d.p, d.q);
+    pp_tensor lx = tnew(2, 3, 17, 1, 1), lw = tnew(2, 5, 17, 1, 1), lb = tnew(1, 5, 1, 1, 1);
+    pp_tensor ldy = tnew(2, 3, 5, 1, 1);
+    pp_tensor *ins[] = {&x, &w, &dy, &lx, &lw, &lb, &ldy};
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++) free(fill(ins[i], 0.0, 1.0));
+    enum { OUTS = 7 };
+    pp_tensor out[2][OUTS];
+    for (int m = 0; m < 2; m++) {
+        CHECK_OK(pp_device_set_math(g_dev, m ? PP_MATH_TF32 : PP_MATH_FP32, &err), &err);
+        pp_tensor *o = out[m];
+        o[0] = tnew(4, d.n, d.k, d.p, d.q), o[1] = tnew(4, d.n, d.c, d.h, d.w);
+        o[2] = tnew(4, d.k, d.c, d.r, d.s), o[3] = tnew(2, 3, 5, 1, 1);
+        o[4] = tnew(2, 3, 17, 1, 1), o[5] = tnew(2, 5, 17, 1, 1), o[6] = tnew(1, 5, 1, 1, 1);
+        CHECK_OK(pp_conv2d_forward(&g_ex, &d, &x, &w, &o[0], &err), &err);
+        CHECK_OK(pp_conv2d_backward_data(&g_ex, &d, &dy, &w, &o[1], &err), &err);
+        CHECK_OK(pp_conv2d_backward_filter(&g_ex, &d, &x, &dy, &o[2], &err), &err);
+        CHECK_OK(pp_linear_forward(&g_ex, &lx, &lw, &lb, &o[3], &err), &err);
+        CHECK_OK(pp_linear_backward(&g_ex, &lx, &lw, &ldy, &o[4], &o[5], &o[6], &err), &err);
+    }
+    CHECK_OK(pp_device_set_math(g_dev, PP_MATH_FP32, &err), &err);
+    for (int i = 0; i < OUTS; i++) {
+        CHECK_MSG(memcmp(out[0][i].data, out[1][i].data, pp_tensor_bytes(&out[0][i])) == 0,
+                  "output %d differs between fp32 and tf32 on the CPU", i);
+        pp_tensor_free(&out[0][i]);
+        pp_tensor_free(&out[1][i]);
+    }
+    for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++) pp_tensor_free(ins[i]);
 }
 
 /* ---- boundary checks through the checked API ------------------------------------- */
@@ -1115,14 +1298,18 @@ int main(void)
     }
     test_conv();
     test_conv_repeat();
+    test_conv_backward_data_accumulate();
     test_batchnorm();
     test_maxpool();
     test_avgpool();
     test_linear();
     test_softmax_xent();
     test_elementwise();
+    test_add_relu_backward();
+    test_zero_multi();
     test_sgd();
     test_sgd_multi();
+    test_math_mode_cpu();
     test_boundaries();
     pp_exec_destroy(&g_ex);
     CHECK(pp_device_bytes_in_use(g_dev) == 0 && pp_device_bytes_in_use(g_dev1) == 0);

@@ -1,0 +1,126 @@
+/*
+ * algo_cache.h - the convolution algorithms a CUDA device has chosen, shared
+ * by all its execs, and the optional file that keeps them across runs.
+ *
+ * Plain C without CUDA headers (algorithms and cuDNN math types are kept as
+ * the integers of their enums), built with or without the CUDA backend, so
+ * that the file format is tested on machines without a GPU.
+ *
+ * An entry maps a key (GPU name, cuDNN version, the device's math mode, the
+ * direction and the convolution's geometry) to a choice (algorithm, cuDNN
+ * math type, measured milliseconds). The first choice stored for a key wins:
+ * an exec that measured the same shape at the same time as another adopts
+ * the stored one, so every exec of a device runs one algorithm per shape.
+ *
+ * The file is plain text, one entry per line, fields separated by one tab:
+ *
+ *   # pipeline-run cudnn algorithms 1
+ *   GPU  CUDNN  MATH  DIRECTION  N C H W K R S STRIDE_H STRIDE_W PAD_H PAD_W  ALGO  MATH_TYPE  MS
+ *
+ * for example "NVIDIA H100 80GB HBM3<TAB>91900<TAB>fp32<TAB>fwd<TAB>32 64 56
+ * 56 64 1 1 1 1 0 0<TAB>1<TAB>3<TAB>0.0412". MATH is fp32 or tf32;
+ * DIRECTION is fwd, bwd_data or bwd_filter; ALGO and MATH_TYPE are the
+ * values of cudnnConvolution*Algo_t and cudnnMathType_t; MS is what the
+ * measurement took (information only). The first line must be the header
+ * above; further lines starting with '#', and empty lines, are ignored.
+ *
+ * Reading happens once, at the first lookup. A missing or empty file is an
+ * empty cache. A file that cannot be read, is larger than PP_ALGO_FILE_MAX or does
+ * not start with the header is foreign: it is neither used nor ever
+ * replaced. Entry lines that do not parse are skipped and counted; the rest
+ * are used (the CUDA backend still checks every stored choice with cuDNN
+ * before running it, and measures again when cuDNN refuses it).
+ * Writing happens after each new entry: the file's current entries are merged
+ * in first (another process or device may have added some), then the whole
+ * cache replaces the file atomically (runtime/core/path.h). Write failures are
+ * counted, never fatal: the file only saves measurements.
+ *
+ * Thread safety: every function taking a pp_algo_cache locks its mutex
+ * (execs of one device run on different threads); the file is read and
+ * written under it. No function reports through pp_error except init.
+ */
+#ifndef PP_ALGO_CACHE_H
+#define PP_ALGO_CACHE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runtime/core/ops.h"
+
+#define PP_ALGO_FILE_HEADER "# pipeline-run cudnn algorithms 1"
+#define PP_ALGO_FILE_MAX ((size_t)16 << 20) /* bytes */
+#define PP_ALGO_GPU_MAX 64                  /* bytes of a GPU name with its terminator */
+#define PP_ALGO_GEOM 11                     /* n c h w k r s stride_h stride_w pad_h pad_w */
+
+typedef enum pp_algo_dir {
+    PP_ALGO_FWD = 0,
+    PP_ALGO_BWD_DATA = 1,
+    PP_ALGO_BWD_FILTER = 2,
+} pp_algo_dir;
+
+/* Compared as bytes: made by pp_algo_key_make or the parser only. */
+typedef struct pp_algo_key {
+    char gpu[PP_ALGO_GPU_MAX]; /* printable, no tab; zero-padded */
+    int cudnn;                 /* cudnnGetVersion() */
+    int math;                  /* pp_math_mode */
+    int dir;                   /* pp_algo_dir */
+    int geom[PP_ALGO_GEOM];
+} pp_algo_key;
+
+typedef struct pp_algo_choice {
+    int algo;      /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
+    int math_type; /* cudnnMathType_t */
+    float ms;      /* measured time of one call */
+} pp_algo_choice;
+
+typedef struct pp_algo_stats {
+    int file_entries;  /* entries read from the file */
+    int bad_lines;     /* lines of the file skipped because they did not parse */
+    bool foreign;      /* the file is not a cache file: not used, not replaced */
+    int inserted;      /* new entries stored (measured here) */
+    int hits;          /* lookups answered */
+    int saves;         /* successful writes of the file */
+    int save_failures; /* failed writes; save_error holds the last message */
+    char save_error[256]; /* (cut to fit) */
+} pp_algo_stats;
+
+typedef struct pp_algo_entry pp_algo_entry;
+
+typedef struct pp_algo_cache {
+    pthread_mutex_t lock;
+    char *path;              /* NULL: no file */
+    bool loaded;             /* the file has been read (or there is none) */
+    pp_algo_entry *entries;  /* n of cap, in insertion order */
+    int n, cap;
+    pp_algo_stats stats;
+} pp_algo_cache;
+
+/* The key of convolution d in direction dir on a GPU named gpu. The name is
+ * cleaned for the file: tabs and control characters become '_', it is cut
+ * to PP_ALGO_GPU_MAX - 1 bytes, and an empty name becomes "unknown". */
+void pp_algo_key_make(pp_algo_key *key, const char *gpu, int cudnn, pp_math_mode math,
+                      pp_algo_dir dir, const pp_conv2d_desc *d);
+
+/* An empty cache that reads and writes path (copied; NULL or "" for none).
+ * PP_ERR_OOM when out of host memory. */
+pp_status pp_algo_cache_init(pp_algo_cache *c, const char *path, pp_error *err);
+void pp_algo_cache_destroy(pp_algo_cache *c);
+
+/* The stored choice for key, reading the file first if it has not been
+ * read yet; false when there is none. */
+bool pp_algo_cache_find(pp_algo_cache *c, const pp_algo_key *key, pp_algo_choice *out);
+/* Stores *choice for key unless a choice is stored already; either way
+ * *choice becomes the stored one. A new entry is written to the file. */
+void pp_algo_cache_insert(pp_algo_cache *c, const pp_algo_key *key, pp_algo_choice *choice);
+/* Forgets the choice for key (one cuDNN refused), so that a new one can be
+ * stored. */
+void pp_algo_cache_remove(pp_algo_cache *c, const pp_algo_key *key);
+
+pp_algo_stats pp_algo_cache_stats(pp_algo_cache *c);
+
+/* PP_CUDNN_FIND: unset or "1" measures algorithms (*on = true), "0" uses
+ * cuDNN's heuristics only (and no cache); anything else is PP_ERR_INPUT. */
+pp_status pp_algo_find_from_env(bool *on, pp_error *err);
+
+#endif
