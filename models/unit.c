@@ -137,9 +137,10 @@ const pp_named_tensor *pp_unit_state(const pp_unit *u, int i)
 pp_status pp_unit_output_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
                                int64_t *out, pp_error *err)
 {
-    const pp_unit_kind_ops *ops = pp_unit_kind_ops_of(s->kind);
+    const pp_unit_kind_ops *ops;
+    PP_TRY(check_spec(s, &ops, err)); /* a bad spec (stride 0) has no shape arithmetic */
     const char *why = "has no batch dimension";
-    bool ok = ops && in_ndim >= 1 && in_ndim <= PP_MAX_DIMS && in[0] >= 1;
+    bool ok = in_ndim >= 1 && in_ndim <= PP_MAX_DIMS && in[0] >= 1;
     if (ok) {
         for (int i = 0; i < PP_MAX_DIMS; i++) out[i] = 1;
         out[0] = in[0];
@@ -149,8 +150,8 @@ pp_status pp_unit_output_shape(const pp_unit_spec *s, int in_ndim, const int64_t
     pp_tensor t = {.ndim = in_ndim < 0 ? 0 : in_ndim > PP_MAX_DIMS ? PP_MAX_DIMS : in_ndim};
     for (int i = 0; i < t.ndim; i++) t.shape[i] = in[i];
     char buf[64];
-    return pp_error_set(err, PP_ERR_INVALID, "%s (%s): input %s %s", s->name,
-                        ops ? ops->name : "?", pp_tensor_shape_str(&t, buf, sizeof buf), why);
+    return pp_error_set(err, PP_ERR_INVALID, "%s (%s): input %s %s", s->name, ops->name,
+                        pp_tensor_shape_str(&t, buf, sizeof buf), why);
 }
 
 static int64_t list_bytes(const pp_saved_list *l)
