@@ -158,7 +158,10 @@ void pp_unit_keep_input(const pp_unit *u, int in_ndim, const int64_t *in, void *
 void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
                   const int64_t *shape)
 {
-    if (l->n >= PP_UNIT_MAX_SAVED) return; /* the kinds stay far below; unit.c checks */
+    if (l->n >= PP_UNIT_MAX_SAVED) {
+        l->overflow = true;
+        return;
+    }
     pp_saved_tensor *s = &l->item[l->n++];
     *s = (pp_saved_tensor){.t = field, .dtype = dtype, .ndim = ndim};
     for (int i = 0; i < PP_MAX_DIMS; i++) s->shape[i] = i < ndim ? shape[i] : 1;

@@ -137,9 +137,10 @@ const pp_named_tensor *pp_unit_state(const pp_unit *u, int i)
 pp_status pp_unit_output_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
                                int64_t *out, pp_error *err)
 {
-    const pp_unit_kind_ops *ops = pp_unit_kind_ops_of(s->kind);
+    const pp_unit_kind_ops *ops;
+    PP_TRY(check_spec(s, &ops, err)); /* a bad spec (stride 0) has no shape arithmetic */
     const char *why = "has no batch dimension";
-    bool ok = ops && in_ndim >= 1 && in_ndim <= PP_MAX_DIMS && in[0] >= 1;
+    bool ok = in_ndim >= 1 && in_ndim <= PP_MAX_DIMS && in[0] >= 1;
     if (ok) {
         for (int i = 0; i < PP_MAX_DIMS; i++) out[i] = 1;
         out[0] = in[0];
@@ -149,8 +150,8 @@ pp_status pp_unit_output_shape(const pp_unit_spec *s, int in_ndim, const int64_t
     pp_tensor t = {.ndim = in_ndim < 0 ? 0 : in_ndim > PP_MAX_DIMS ? PP_MAX_DIMS : in_ndim};
     for (int i = 0; i < t.ndim; i++) t.shape[i] = in[i];
     char buf[64];
-    return pp_error_set(err, PP_ERR_INVALID, "%s (%s): input %s %s", s->name,
-                        ops ? ops->name : "?", pp_tensor_shape_str(&t, buf, sizeof buf), why);
+    return pp_error_set(err, PP_ERR_INVALID, "%s (%s): input %s %s", s->name, ops->name,
+                        pp_tensor_shape_str(&t, buf, sizeof buf), why);
 }
 
 static int64_t list_bytes(const pp_saved_list *l)
@@ -164,17 +165,30 @@ static int64_t list_bytes(const pp_saved_list *l)
     return bytes;
 }
 
+/* The kind's saved list for an input shape, its fields in saved. */
+static pp_status saved_list(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
+                            pp_saved_list *l, pp_error *err)
+{
+    *l = (pp_saved_list){0};
+    u->ops->saved(u, in_ndim, in, saved, l);
+    if (l->overflow)
+        return pp_error_set(err, PP_ERR_INTERNAL, "%s: more than %d saved tensors", u->spec.name,
+                            PP_UNIT_MAX_SAVED);
+    return PP_OK;
+}
+
 /* Bytes a training forward keeps for an input of batch n (the per-sample
  * shape in[1..]). */
-static int64_t saved_bytes(const pp_unit *u, int in_ndim, const int64_t *in, int64_t n,
-                           void *scratch)
+static pp_status saved_bytes(const pp_unit *u, int in_ndim, const int64_t *in, int64_t n,
+                             void *scratch, int64_t *bytes, pp_error *err)
 {
     int64_t shape[PP_MAX_DIMS];
     memcpy(shape, in, sizeof shape);
     shape[0] = n;
-    pp_saved_list l = {0};
-    u->ops->saved(u, in_ndim, shape, scratch, &l);
-    return list_bytes(&l);
+    pp_saved_list l;
+    PP_TRY(saved_list(u, in_ndim, shape, scratch, &l, err));
+    *bytes = list_bytes(&l);
+    return PP_OK;
 }
 
 static int64_t numel(int ndim, const int64_t *shape)
@@ -204,8 +218,9 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
         if (u->entry[i].grad) info->param_count += pp_tensor_numel(&u->value[i]);
     }
     /* bytes(N) = per_sample * N + fixed */
-    int64_t b1 = saved_bytes(u, in_ndim, in, 1, scratch);
-    int64_t b2 = saved_bytes(u, in_ndim, in, 2, scratch);
+    int64_t b1 = 0, b2 = 0;
+    pp_status st = saved_bytes(u, in_ndim, in, 1, scratch, &b1, err);
+    if (st == PP_OK) st = saved_bytes(u, in_ndim, in, 2, scratch, &b2, err);
     info->act_bytes = b2 - b1;
     info->act_fixed_bytes = 2 * b1 - b2;
     int64_t macs = 0, elementwise = 0;
@@ -215,7 +230,7 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
     info->out_bytes = 4 * (numel(out_ndim, out) / in[0]);
     free(scratch);
     pp_unit_free(u);
-    return PP_OK;
+    return st;
 }
 
 /* ---- forward / backward -------------------------------------------------------------- */
@@ -263,8 +278,8 @@ static pp_status slot_alloc(pp_unit *u, pp_exec *ex, pp_unit_slot *s, const pp_t
 {
     s->saved = calloc(1, u->ops->saved_size ? u->ops->saved_size : 1);
     if (!s->saved) return pp_error_set(err, PP_ERR_OOM, "out of host memory (saved state)");
-    pp_saved_list l = {0};
-    u->ops->saved(u, x->ndim, x->shape, s->saved, &l);
+    pp_saved_list l;
+    PP_TRY(saved_list(u, x->ndim, x->shape, s->saved, &l, err));
     for (int i = 0; i < l.n; i++) {
         const pp_saved_tensor *it = &l.item[i];
         PP_TRY(pp_tensor_alloc_on(it->t, ex, it->dtype, it->ndim, it->shape, err));

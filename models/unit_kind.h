@@ -54,6 +54,7 @@ typedef struct pp_saved_tensor {
 typedef struct pp_saved_list {
     int n;
     pp_saved_tensor item[PP_UNIT_MAX_SAVED];
+    bool overflow; /* an item beyond PP_UNIT_MAX_SAVED was dropped (unit.c refuses the list) */
 } pp_saved_list;
 
 /* A batch norm inside a unit: its five entries and the training forwards not
@@ -173,7 +174,7 @@ typedef struct pp_input_saved {
 void pp_unit_keep_input(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
                          pp_saved_list *l);
 
-/* Appends (field, dtype, shape) to the list. */
+/* Appends (field, dtype, shape) to the list (sets overflow when it is full). */
 void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
                   const int64_t *shape);
 

@@ -1064,6 +1064,20 @@ static void test_unit_specs(void)
     CHECK(pp_unit_new(&bad, 1, dev, &u, &err) == PP_ERR_INVALID && !u);
     bad = spec_conv("conv1", 3, 0, 3, 1, 1);
     CHECK(pp_unit_new(&bad, 1, dev, &u, &err) == PP_ERR_INVALID && !u);
+    /* ... by shapes and costs too, before any window arithmetic (stride 0) */
+    const int64_t in[4] = {1, 3, 8, 8};
+    int out_ndim;
+    int64_t out[4];
+    pp_unit_info info;
+    const pp_unit_spec bad_specs[] = {spec_conv("conv1", 3, 8, 3, 0, 1),
+                                      {.kind = (pp_unit_kind)42, .name = "x", .in_c = 3}};
+    for (int i = 0; i < 2; i++) {
+        CHECK(pp_unit_output_shape(&bad_specs[i], 4, in, &out_ndim, out, &err) ==
+              PP_ERR_INVALID);
+        CHECK_MSG(strstr(err.msg, i == 0 ? "bad conv spec" : "unknown kind 42") != NULL, "%s",
+                  err.msg);
+        CHECK(pp_unit_costs(&bad_specs[i], 4, in, &info, &err) == PP_ERR_INVALID);
+    }
 }
 
 int main(void)
