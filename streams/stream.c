@@ -48,8 +48,10 @@ pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *nam
     s->kind = kind;
     snprintf(s->name, sizeof s->name, "%s", name ? name : dev->name);
     if (pthread_mutex_init(&s->err_mu, NULL) != 0) {
+        pp_status st = pp_error_set(err, PP_ERR_OOM, "stream '%s': cannot create a mutex",
+                                    s->name);
         free(s);
-        return pp_error_set(err, PP_ERR_OOM, "stream '%s': cannot create a mutex", s->name);
+        return st;
     }
     pp_status st = impl->stream_init(s, err);
     if (st != PP_OK) {
