@@ -47,7 +47,7 @@ pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *nam
     s->dev = dev;
     s->kind = kind;
     snprintf(s->name, sizeof s->name, "%s", name ? name : dev->name);
-    if (pthread_mutex_init(&s->err_mu, NULL) != 0) {
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
         pp_status st = pp_error_set(err, PP_ERR_OOM, "stream '%s': cannot create a mutex",
                                     s->name);
         free(s);
@@ -55,7 +55,7 @@ pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *nam
     }
     pp_status st = impl->stream_init(s, err);
     if (st != PP_OK) {
-        pthread_mutex_destroy(&s->err_mu);
+        pthread_mutex_destroy(&s->mu);
         free(s);
         return st;
     }
@@ -67,7 +67,8 @@ void pp_stream_free(pp_stream *s)
 {
     if (!s) return;
     s->impl->stream_destroy(s);
-    pthread_mutex_destroy(&s->err_mu);
+    pthread_mutex_destroy(&s->mu);
+    free(s->recs);
     free(s);
 }
 
@@ -133,25 +134,25 @@ pp_status pp_stream_synchronize(pp_stream *s, pp_error *err)
 
 void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq)
 {
-    pthread_mutex_lock(&s->err_mu);
+    pthread_mutex_lock(&s->mu);
     if (s->error.code == PP_OK) {
         s->error = *e;
         if (s->error.code == PP_OK) s->error.code = PP_ERR_INTERNAL;
         s->error_ns = when_ns;
         s->error_seq = seq;
     }
-    pthread_mutex_unlock(&s->err_mu);
+    pthread_mutex_unlock(&s->mu);
 }
 
 bool pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns)
 {
-    pthread_mutex_lock(&s->err_mu);
+    pthread_mutex_lock(&s->mu);
     bool failed = s->error.code != PP_OK && s->error_seq <= seq_max;
     if (failed) {
         if (err) *err = s->error;
         if (when_ns) *when_ns = s->error_ns;
     }
-    pthread_mutex_unlock(&s->err_mu);
+    pthread_mutex_unlock(&s->mu);
     return failed;
 }
 
@@ -167,23 +168,68 @@ pp_status pp_stream_error(pp_stream *s, pp_error *err, int64_t *when_ns)
 void pp_stream_clear_error(pp_stream *s)
 {
     if (!s) return;
-    pthread_mutex_lock(&s->err_mu);
+    pthread_mutex_lock(&s->mu);
     pp_error_clear(&s->error);
     s->error_ns = 0;
     s->error_seq = 0;
-    pthread_mutex_unlock(&s->err_mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void *pp_stream_grow(void *buf, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap) return buf;
+    size_t ncap = *cap ? *cap : 64;
+    while (ncap < need) ncap *= 2;
+    void *p = realloc(buf, ncap * size);
+    if (p) *cap = ncap;
+    return p;
+}
+
+void pp_stream_record_init(pp_stream_record *r, const char *label, pp_record_kind kind,
+                           size_t bytes)
+{
+    size_t n = label ? strnlen(label, sizeof r->label - 1) : 0;
+    memcpy(r->label, label ? label : "", n);
+    r->label[n] = '\0';
+    r->kind = kind;
+    r->start_ns = r->end_ns = 0;
+    r->bytes = bytes;
+}
+
+pp_status pp_stream_push_record(pp_stream *s, const pp_stream_record *r, pp_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    pp_stream_record *recs = pp_stream_grow(s->recs, &s->caprec, s->nrec + 1, sizeof *recs);
+    if (recs) {
+        s->recs = recs;
+        s->recs[s->nrec++] = *r;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!recs)
+        return pp_error_set(err, PP_ERR_OOM, "stream '%s': out of host memory (timing records)",
+                            s->name);
+    return PP_OK;
 }
 
 pp_status pp_stream_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
                             pp_error *err)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream records: null stream");
-    return s->impl->records(s, recs, n, err);
+    if (s->impl->records_resolve) PP_TRY(s->impl->records_resolve(s, err));
+    pthread_mutex_lock(&s->mu);
+    *recs = s->recs;
+    *n = s->nrec;
+    pthread_mutex_unlock(&s->mu);
+    return PP_OK;
 }
 
 void pp_stream_records_clear(pp_stream *s)
 {
-    if (s) s->impl->records_clear(s);
+    if (!s) return;
+    if (s->impl->records_clear) s->impl->records_clear(s);
+    pthread_mutex_lock(&s->mu);
+    s->nrec = 0;
+    pthread_mutex_unlock(&s->mu);
 }
 
 pp_status pp_event_new(pp_device_ctx *dev, pp_event **out, pp_error *err)

@@ -4,9 +4,10 @@
  * A stream is a non-blocking cudaStream_t on its device with its own pp_exec
  * bound to it. pp_stream_launch calls fn at once on the calling host thread;
  * fn enqueues asynchronous work through the exec. Each launched or copied item
- * is bracketed by a pair of timing events; records() resolves them after
- * synchronize against a host-clock reference taken at that point. Timing
- * events are recycled by records_clear, so a steady state creates none.
+ * is bracketed by a pair of timing events; records_resolve turns them into
+ * the generic handle's records after synchronize, against a host-clock
+ * reference taken at that point. Timing events are recycled by
+ * records_clear, so a steady state creates none.
  * Events are cudaEvent_t (timing disabled). Copies between devices use
  * cudaMemcpyPeerAsync, with peer access (and pool access for stream-ordered
  * allocations) enabled where cudaDeviceCanAccessPeer allows; copies within a
@@ -19,17 +20,13 @@
  * (stream_impl.h), under its own mutex, because a wait for a foreign (CPU)
  * event resolves on CUDA's host-callback thread.
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "runtime/cuda/cuda_internal.h"
 #include "streams/stream_impl.h"
 
 typedef struct timed_item {
-    char label[PP_STREAM_LABEL_MAX];
-    pp_record_kind kind;
-    size_t bytes;
+    pp_stream_record rec;    /* label, kind, bytes; times once resolved */
     cudaEvent_t start, end;
 } timed_item;
 
@@ -41,10 +38,9 @@ typedef struct cuda_stream {
     cudaStream_t st;
     timed_item *items;       /* items enqueued since the last records_clear */
     size_t nitems, capitems;
+    size_t nresolved;        /* items[0 .. nresolved) are in the generic records */
     cudaEvent_t *spare;      /* recycled timing events */
     size_t nspare, capspare;
-    pp_stream_record *recs;  /* resolved records of items[0 .. nrec) */
-    size_t nrec, caprec;
     signed char peer[PEER_CACHE]; /* by the other GPU's index: 0 peer access not tried
                                      yet, 1 enabled, -1 not possible */
 } cuda_stream;
@@ -89,18 +85,12 @@ static pp_status item_begin(pp_stream *s, const char *label, pp_record_kind kind
                             timed_item **out, pp_error *err)
 {
     cuda_stream *cs = s->state;
-    if (cs->nitems == cs->capitems) {
-        size_t cap = cs->capitems ? 2 * cs->capitems : 64;
-        timed_item *p = realloc(cs->items, cap * sizeof *p);
-        if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
-        cs->items = p;
-        cs->capitems = cap;
-    }
+    timed_item *p = pp_stream_grow(cs->items, &cs->capitems, cs->nitems + 1, sizeof *p);
+    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+    cs->items = p;
     timed_item *it = &cs->items[cs->nitems];
-    memset(it, 0, sizeof *it);
-    snprintf(it->label, sizeof it->label, "%s", label ? label : "");
-    it->kind = kind;
-    it->bytes = bytes;
+    pp_stream_record_init(&it->rec, label, kind, bytes);
+    it->start = it->end = NULL;
     PP_TRY(take_event(s, &it->start, err));
     pp_status st = take_event(s, &it->end, err);
     if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventRecord(it->start, cs->st));
@@ -124,13 +114,9 @@ static pp_status item_end(pp_stream *s, timed_item *it, pp_error *err)
 static pp_status reserve_spares(cuda_stream *cs, pp_stream *s, pp_error *err)
 {
     size_t need = 2 * (cs->nitems + 1) + cs->nspare;
-    if (need <= cs->capspare) return PP_OK;
-    size_t cap = cs->capspare ? cs->capspare : 128;
-    while (cap < need) cap *= 2;
-    cudaEvent_t *p = realloc(cs->spare, cap * sizeof *p);
+    cudaEvent_t *p = pp_stream_grow(cs->spare, &cs->capspare, need, sizeof *p);
     if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
     cs->spare = p;
-    cs->capspare = cap;
     return PP_OK;
 }
 
@@ -153,7 +139,6 @@ static void cuda_stream_destroy(pp_stream *s)
     }
     free(cs->items);
     free(cs->spare);
-    free(cs->recs);
     free(cs);
     s->state = NULL;
 }
@@ -293,50 +278,34 @@ static pp_status cuda_synchronize(pp_stream *s, pp_error *err)
     return pp_stream_error(s, err, NULL);
 }
 
-static pp_status cuda_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
-                              pp_error *err)
+/* Adds the records of the items completed since the last call, their times
+ * read against a host-clock reference: an event completed now, read with the
+ * host clock. */
+static pp_status cuda_records_resolve(pp_stream *s, pp_error *err)
 {
     cuda_stream *cs = s->state;
-    *recs = cs->recs;
-    *n = 0;
-    if (cs->nitems > cs->nrec) {
-        if (cs->nitems > cs->caprec) {
-            pp_stream_record *p = realloc(cs->recs, cs->capitems * sizeof *p);
-            if (!p)
-                return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')",
-                                    s->name);
-            cs->recs = p;
-            cs->caprec = cs->capitems;
-        }
-        /* host-clock reference: an event completed now, read with the host clock */
-        cudaEvent_t ref;
-        PP_TRY(pp_cuda_set_device(s->dev, err));
-        /* ref may be a new event that goes to the spares below: keep room for it */
-        PP_TRY(reserve_spares(cs, s, err));
-        PP_TRY(take_event(s, &ref, err));
-        pp_status st = PP_CUDA(s->dev, err, cudaEventRecord(ref, cs->st));
-        if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventSynchronize(ref));
-        const int64_t host_ref = pp_stream_clock_ns();
-        for (size_t i = cs->nrec; st == PP_OK && i < cs->nitems; i++) {
-            const timed_item *it = &cs->items[i];
-            float to_start = 0, to_end = 0;
-            st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_start, it->start, ref));
-            if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_end, it->end, ref));
-            if (st != PP_OK) break;
-            pp_stream_record *r = &cs->recs[i];
-            memcpy(r->label, it->label, sizeof r->label);
-            r->kind = it->kind;
-            r->bytes = it->bytes;
-            r->start_ns = host_ref - (int64_t)((double)to_start * 1e6);
-            r->end_ns = host_ref - (int64_t)((double)to_end * 1e6);
-            cs->nrec = i + 1;
-        }
-        cs->spare[cs->nspare++] = ref;
-        PP_TRY(st);
-        *recs = cs->recs;
+    if (cs->nresolved == cs->nitems) return PP_OK;
+    cudaEvent_t ref;
+    PP_TRY(pp_cuda_set_device(s->dev, err));
+    /* ref may be a new event that goes to the spares below: keep room for it */
+    PP_TRY(reserve_spares(cs, s, err));
+    PP_TRY(take_event(s, &ref, err));
+    pp_status st = PP_CUDA(s->dev, err, cudaEventRecord(ref, cs->st));
+    if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventSynchronize(ref));
+    const int64_t host_ref = pp_stream_clock_ns();
+    while (st == PP_OK && cs->nresolved < cs->nitems) {
+        timed_item *it = &cs->items[cs->nresolved];
+        float to_start = 0, to_end = 0;
+        st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_start, it->start, ref));
+        if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_end, it->end, ref));
+        if (st != PP_OK) break;
+        it->rec.start_ns = host_ref - (int64_t)((double)to_start * 1e6);
+        it->rec.end_ns = host_ref - (int64_t)((double)to_end * 1e6);
+        st = pp_stream_push_record(s, &it->rec, err);
+        if (st == PP_OK) cs->nresolved++;
     }
-    *n = cs->nrec;
-    return PP_OK;
+    cs->spare[cs->nspare++] = ref;
+    return st;
 }
 
 static void cuda_records_clear(pp_stream *s)
@@ -347,7 +316,7 @@ static void cuda_records_clear(pp_stream *s)
         cs->spare[cs->nspare++] = cs->items[i].end;
     }
     cs->nitems = 0;
-    cs->nrec = 0;
+    cs->nresolved = 0;
 }
 
 /* ---- events ----------------------------------------------------------------------- */
@@ -469,7 +438,7 @@ static const pp_stream_impl cuda_impl = {
     .launch = cuda_launch,
     .copy = cuda_copy,
     .synchronize = cuda_synchronize,
-    .records = cuda_records,
+    .records_resolve = cuda_records_resolve,
     .records_clear = cuda_records_clear,
     .event_init = cuda_event_init,
     .event_destroy = cuda_event_destroy,

@@ -3,8 +3,9 @@
  * backend (stream_cpu.c; stream_cuda.c in CUDA builds).
  *
  * stream.c owns the generic handle fields and checks arguments; a backend
- * owns `state` and implements the semantics documented in stream.h. Every
- * entry is required. Contracts beyond stream.h:
+ * owns `state` and implements the semantics documented in stream.h. Entries
+ * marked optional may be NULL; the others are required. Contracts beyond
+ * stream.h:
  *   - stream_init fills s->state and initialises s->exec for s->dev with the
  *     backend's native stream (pp_exec_init); stream_destroy drains pending
  *     work, then releases both.
@@ -16,8 +17,12 @@
  *     backend: a backend reports the first failure of an item with
  *     pp_stream_set_error and asks pp_stream_get_error before running work;
  *     pp_stream_error and pp_stream_clear_error need no backend entry.
- *   - records returns the timing records of completed items (CUDA: resolved
- *     from timed events against a host-clock reference at that point).
+ *   - Timing records live in the generic handle too: a backend adds the
+ *     record of each completed item with pp_stream_push_record. records_resolve
+ *     (optional) is called by pp_stream_records first, for a backend that
+ *     learns the times only then (CUDA: timed events read against a
+ *     host-clock reference); records_clear (optional) releases what a backend
+ *     keeps per item before the records are dropped.
  */
 #ifndef PP_STREAM_IMPL_H
 #define PP_STREAM_IMPL_H
@@ -37,13 +42,15 @@ struct pp_stream {
     char name[32];
     pp_exec exec;  /* the stream's own exec; used by its work only */
     void *state;   /* backend-private */
-    /* The sticky error (stream.h). err_mu is a leaf lock: backends may take it
-     * while holding their own, never the reverse. */
-    pthread_mutex_t err_mu;
-    pp_error error;     /* (err_mu) first failure; code PP_OK if none */
-    int64_t error_ns;   /* (err_mu) when it occurred (pp_stream_clock_ns) */
-    uint64_t error_seq; /* (err_mu) backend's position of the failed item (CPU: 1-based
+    /* The sticky error and the timing records (stream.h). mu is a leaf lock:
+     * backends may take it while holding their own, never the reverse. */
+    pthread_mutex_t mu;
+    pp_error error;     /* (mu) first failure; code PP_OK if none */
+    int64_t error_ns;   /* (mu) when it occurred (pp_stream_clock_ns) */
+    uint64_t error_seq; /* (mu) backend's position of the failed item (CPU: 1-based
                            item index), so waits on earlier points do not inherit it */
+    pp_stream_record *recs; /* (mu) records of completed items, oldest first */
+    size_t nrec, caprec;    /* (mu) */
 };
 
 struct pp_event {
@@ -70,8 +77,8 @@ typedef struct pp_stream_impl {
                         pp_error *err);
     pp_status (*copy)(pp_stream *s, const pp_copy_args *c, const char *label, pp_error *err);
     pp_status (*synchronize)(pp_stream *s, pp_error *err);
-    pp_status (*records)(pp_stream *s, const pp_stream_record **recs, size_t *n, pp_error *err);
-    void (*records_clear)(pp_stream *s);
+    pp_status (*records_resolve)(pp_stream *s, pp_error *err); /* optional */
+    void (*records_clear)(pp_stream *s);                        /* optional */
 
     pp_status (*event_init)(pp_event *ev, pp_error *err);
     void (*event_destroy)(pp_event *ev);
@@ -88,6 +95,19 @@ void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint6
 /* True when s has a sticky error set at a position <= seq_max (UINT64_MAX:
  * any); then *err and *when_ns (each may be NULL) receive it. Thread-safe. */
 bool pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns);
+
+/* Fills r for an item about to be enqueued: label (may be NULL) truncated to
+ * PP_STREAM_LABEL_MAX - 1 characters, kind, bytes; times zero. */
+void pp_stream_record_init(pp_stream_record *r, const char *label, pp_record_kind kind,
+                           size_t bytes);
+/* Appends a completed item's record to s's records. Thread-safe. Fails only
+ * out of host memory; the record is then dropped. */
+pp_status pp_stream_push_record(pp_stream *s, const pp_stream_record *r, pp_error *err);
+
+/* buf (an array of *cap elements of size bytes) grown to hold at least need
+ * elements, doubling from 64, and *cap updated; buf itself when it already
+ * fits; NULL out of host memory (buf and *cap unchanged). */
+void *pp_stream_grow(void *buf, size_t *cap, size_t need, size_t size);
 
 /* The CPU implementation (stream_cpu.c). Never NULL. */
 const pp_stream_impl *pp_stream_impl_cpu(void);
