@@ -129,7 +129,8 @@ pp_status pp_stream_copy_tensor(pp_stream *s, pp_tensor *dst, const pp_tensor *s
 pp_status pp_stream_synchronize(pp_stream *s, pp_error *err)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream synchronize: null stream");
-    return s->impl->synchronize(s, err);
+    s->impl->synchronize(s);
+    return pp_stream_error(s, err, NULL);
 }
 
 void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq)
@@ -144,25 +145,22 @@ void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint6
     pthread_mutex_unlock(&s->mu);
 }
 
-bool pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns)
+pp_status pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns)
 {
     pthread_mutex_lock(&s->mu);
-    bool failed = s->error.code != PP_OK && s->error_seq <= seq_max;
-    if (failed) {
+    pp_status code = s->error_seq <= seq_max ? s->error.code : PP_OK;
+    if (code != PP_OK) {
         if (err) *err = s->error;
         if (when_ns) *when_ns = s->error_ns;
     }
     pthread_mutex_unlock(&s->mu);
-    return failed;
+    return code;
 }
 
 pp_status pp_stream_error(pp_stream *s, pp_error *err, int64_t *when_ns)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream error: null stream");
-    pp_error e;
-    if (!pp_stream_get_error(s, UINT64_MAX, &e, when_ns)) return PP_OK;
-    if (err) *err = e;
-    return e.code;
+    return pp_stream_get_error(s, UINT64_MAX, err, when_ns);
 }
 
 void pp_stream_clear_error(pp_stream *s)

@@ -188,16 +188,23 @@ static void post_waiters(cpu_waiter **wake)
     *wake = NULL;
 }
 
-/* Waits until src has completed target items (spinning briefly first); on
- * return *inherit holds src's error if the awaited work failed. Called
+/* Waits until cs has completed target items, spinning briefly first. Called
  * without holding any stream mutex. */
-static void wait_point(cpu_stream *src, uint64_t target, pp_error *inherit, int64_t *when_ns)
+static void wait_completed(cpu_stream *cs, uint64_t target)
 {
-    spin_for_point(src, target);
-    pthread_mutex_lock(&src->mu);
-    wait_completed_locked(src, target);
-    pthread_mutex_unlock(&src->mu);
-    (void)pp_stream_get_error(src->owner, target, inherit, when_ns);
+    spin_for_point(cs, target);
+    pthread_mutex_lock(&cs->mu);
+    wait_completed_locked(cs, target);
+    pthread_mutex_unlock(&cs->mu);
+}
+
+/* Waits until src has completed target items; returns src's error if the
+ * awaited work failed (then *inherit and *when_ns, each may be NULL, receive
+ * it). Called without holding any stream mutex. */
+static pp_status wait_point(cpu_stream *src, uint64_t target, pp_error *inherit, int64_t *when_ns)
+{
+    wait_completed(src, target);
+    return pp_stream_get_error(src->owner, target, inherit, when_ns);
 }
 
 /* Timed sleeps of a worker (the delay op, backends' waits) wake up on time:
@@ -214,10 +221,8 @@ static void precise_timers(void)
  * describe a failure. */
 static pp_status run_item(pp_stream *s, cpu_item *it, pp_error *e, int64_t *when)
 {
-    for (int k = 0; k < it->nwaits; k++) {
-        wait_point(it->waits[k].src, it->waits[k].target, e, when);
-        if (e->code != PP_OK) return e->code;
-    }
+    for (int k = 0; k < it->nwaits; k++)
+        if (wait_point(it->waits[k].src, it->waits[k].target, e, when) != PP_OK) return e->code;
     pp_status st = PP_OK;
     switch (it->kind) {
     case CPU_ITEM_NONE:
@@ -271,7 +276,7 @@ static void *worker_main(void *p)
         cs->head = (cs->head + 1) % cs->cap;
         cs->count--;
         if (cs->count == 0) cs->tail_open = false;
-        bool skip = pp_stream_get_error(s, UINT64_MAX, NULL, NULL);
+        bool skip = pp_stream_get_error(s, UINT64_MAX, NULL, NULL) != PP_OK;
         uint64_t seq = atomic_load_explicit(&cs->completed, memory_order_relaxed) + 1;
         pthread_mutex_unlock(&cs->mu);
         post_waiters(&wake);
@@ -431,15 +436,10 @@ static pp_status cpu_copy(pp_stream *s, const pp_copy_args *c, const char *label
     return enqueue_work(s, &it, err);
 }
 
-static pp_status cpu_synchronize(pp_stream *s, pp_error *err)
+static void cpu_synchronize(pp_stream *s)
 {
     cpu_stream *cs = s->state;
-    uint64_t target = atomic_load_explicit(&cs->enqueued, memory_order_relaxed);
-    spin_for_point(cs, target);
-    pthread_mutex_lock(&cs->mu);
-    wait_completed_locked(cs, target);
-    pthread_mutex_unlock(&cs->mu);
-    return pp_stream_error(s, err, NULL);
+    wait_completed(cs, atomic_load_explicit(&cs->enqueued, memory_order_relaxed));
 }
 
 static pp_status cpu_event_init(pp_event *ev, pp_error *err)
@@ -511,22 +511,14 @@ static pp_status cpu_event_query(pp_event *ev, bool *done, pp_error *err)
     pthread_mutex_lock(&ce->src->mu);
     *done = atomic_load_explicit(&ce->src->completed, memory_order_relaxed) >= ce->target;
     pthread_mutex_unlock(&ce->src->mu);
-    pp_error e;
-    if (!*done || !pp_stream_get_error(ce->src->owner, ce->target, &e, NULL)) return PP_OK;
-    if (err) *err = e;
-    return e.code;
+    return *done ? pp_stream_get_error(ce->src->owner, ce->target, err, NULL) : PP_OK;
 }
 
 static pp_status cpu_event_synchronize(pp_event *ev, pp_error *err)
 {
     cpu_event *ce = ev->state;
     if (!ce->src) return PP_OK;
-    pp_error e;
-    int64_t when = 0;
-    e.code = PP_OK;
-    wait_point(ce->src, ce->target, &e, &when);
-    if (e.code != PP_OK && err) *err = e;
-    return e.code;
+    return wait_point(ce->src, ce->target, err, NULL);
 }
 
 static const pp_stream_impl cpu_impl = {

@@ -60,12 +60,10 @@ typedef struct foreign_wait {
     pp_event *ev;
 } foreign_wait;
 
-/* Keeps a host-side failure of an item as the stream's sticky error; like a
- * failing kernel, it surfaces at synchronize, so the enqueue itself succeeds. */
-static pp_status fail_item(pp_stream *s, const pp_error *e)
+/* Keeps a failure found on the host now as s's sticky error. */
+static void fail_now(pp_stream *s, const pp_error *e)
 {
     pp_stream_set_error(s, e, pp_stream_clock_ns(), 0);
-    return PP_OK;
 }
 
 /* ---- timing events ------------------------------------------------------------ */
@@ -164,10 +162,9 @@ static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, v
 {
     cuda_stream *cs = s->state;
     /* skipped: the stream already failed */
-    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL)) return PP_OK;
+    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL) != PP_OK) return PP_OK;
     pp_error e;
-    e.code = PP_OK;
-    e.msg[0] = '\0';
+    pp_error_clear(&e);
     timed_item *it;
     pp_status st = pp_cuda_set_device(s->dev, &e);
     if (st == PP_OK) st = reserve_spares(cs, s, &e);
@@ -183,9 +180,11 @@ static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, v
             e = e2;
         }
     }
+    /* like a failing kernel, a host-side failure surfaces at synchronize, so
+     * the enqueue itself succeeds */
     if (st != PP_OK) {
         if (label && label[0]) pp_error_prefix(&e, "%s on stream '%s'", label, s->name);
-        return fail_item(s, &e);
+        fail_now(s, &e);
     }
     return PP_OK;
 }
@@ -216,10 +215,9 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
                            pp_error *err)
 {
     cuda_stream *cs = s->state;
-    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL)) return PP_OK;
+    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL) != PP_OK) return PP_OK;
     pp_error e;
-    e.code = PP_OK;
-    e.msg[0] = '\0';
+    pp_error_clear(&e);
     timed_item *it;
     const bool src_gpu = c->src_dev->id.kind == PP_DEVICE_CUDA;
     const bool dst_gpu = c->dst_dev->id.kind == PP_DEVICE_CUDA;
@@ -260,12 +258,12 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "copy %s on stream '%s'", label ? label : "", s->name);
-        return fail_item(s, &e);
+        fail_now(s, &e);
     }
     return PP_OK;
 }
 
-static pp_status cuda_synchronize(pp_stream *s, pp_error *err)
+static void cuda_synchronize(pp_stream *s)
 {
     cuda_stream *cs = s->state;
     pp_error e;
@@ -273,9 +271,8 @@ static pp_status cuda_synchronize(pp_stream *s, pp_error *err)
     if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaStreamSynchronize(cs->st));
     if (st != PP_OK) {
         pp_error_prefix(&e, "stream '%s'", s->name);
-        pp_stream_set_error(s, &e, pp_stream_clock_ns(), 0);
+        fail_now(s, &e);
     }
-    return pp_stream_error(s, err, NULL);
 }
 
 /* Adds the records of the items completed since the last call, their times
@@ -363,7 +360,7 @@ static pp_status cuda_event_record(pp_event *ev, pp_stream *s, pp_error *err)
     }
     PP_TRY(PP_CUDA(s->dev, err, cudaEventRecord(ce->ev, cs->st)));
     ce->recorded = true;
-    ce->error.code = PP_OK;
+    pp_error_clear(&ce->error);
     ce->error_ns = 0;
     (void)pp_stream_get_error(s, UINT64_MAX, &ce->error, &ce->error_ns);
     return PP_OK;
@@ -373,9 +370,8 @@ static void CUDART_CB foreign_wait_cb(void *p)
 {
     foreign_wait *w = p;
     pp_error e;
-    e.code = PP_OK;
-    if (w->ev->impl->event_synchronize(w->ev, &e) != PP_OK)
-        pp_stream_set_error(w->s, &e, pp_stream_clock_ns(), 0);
+    pp_error_clear(&e);
+    if (w->ev->impl->event_synchronize(w->ev, &e) != PP_OK) fail_now(w->s, &e);
     free(w);
 }
 

@@ -9,6 +9,8 @@
  *   - stream_init fills s->state and initialises s->exec for s->dev with the
  *     backend's native stream (pp_exec_init); stream_destroy drains pending
  *     work, then releases both.
+ *   - synchronize waits for the enqueued work and keeps a failure it finds
+ *     as the sticky error; stream.c then returns the sticky error.
  *   - wait_event may receive an event of another backend (a CPU stream
  *     waiting for a CUDA event or the reverse). It then falls back to the
  *     event's own event_synchronize, called when the waiting stream reaches
@@ -76,7 +78,7 @@ typedef struct pp_stream_impl {
     pp_status (*launch)(pp_stream *s, const char *label, pp_stream_fn fn, void *arg,
                         pp_error *err);
     pp_status (*copy)(pp_stream *s, const pp_copy_args *c, const char *label, pp_error *err);
-    pp_status (*synchronize)(pp_stream *s, pp_error *err);
+    void (*synchronize)(pp_stream *s);
     pp_status (*records_resolve)(pp_stream *s, pp_error *err); /* optional */
     void (*records_clear)(pp_stream *s);                        /* optional */
 
@@ -92,9 +94,10 @@ typedef struct pp_stream_impl {
  * position seq as s's sticky error, unless s already has one. Thread-safe. */
 void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq);
 
-/* True when s has a sticky error set at a position <= seq_max (UINT64_MAX:
- * any); then *err and *when_ns (each may be NULL) receive it. Thread-safe. */
-bool pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns);
+/* The code of s's sticky error if it was set at a position <= seq_max
+ * (UINT64_MAX: any), else PP_OK; when there is one, *err and *when_ns (each
+ * may be NULL) receive it. Thread-safe. */
+pp_status pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns);
 
 /* Fills r for an item about to be enqueued: label (may be NULL) truncated to
  * PP_STREAM_LABEL_MAX - 1 characters, kind, bytes; times zero. */
