@@ -262,23 +262,32 @@ pp_status pp_event_record(pp_event *ev, pp_stream *s, pp_error *err)
         return pp_error_set(err, PP_ERR_INVALID,
                             "event record: event of %s recorded on stream '%s' of %s",
                             ev->dev->name, s->name, s->dev->name);
-    return ev->impl->event_record(ev, s, err);
+    PP_TRY(ev->impl->event_record(ev, s, err));
+    ev->recorded = true;
+    return PP_OK;
 }
 
 pp_status pp_stream_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
 {
     if (!ev || !s) return pp_error_set(err, PP_ERR_INVALID, "stream wait: null event or stream");
+    if (!ev->recorded) return PP_OK;
+    if (ev->impl != s->impl) return s->impl->wait_foreign(s, ev, err);
     return s->impl->wait_event(s, ev, err);
 }
 
 pp_status pp_event_query(pp_event *ev, bool *done, pp_error *err)
 {
     if (!ev || !done) return pp_error_set(err, PP_ERR_INVALID, "event query: null argument");
+    if (!ev->recorded) {
+        *done = true;
+        return PP_OK;
+    }
     return ev->impl->event_query(ev, done, err);
 }
 
 pp_status pp_event_synchronize(pp_event *ev, pp_error *err)
 {
     if (!ev) return pp_error_set(err, PP_ERR_INVALID, "event synchronize: null event");
+    if (!ev->recorded) return PP_OK;
     return ev->impl->event_synchronize(ev, err);
 }

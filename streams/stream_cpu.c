@@ -94,7 +94,7 @@ typedef struct cpu_stream {
 } cpu_stream;
 
 typedef struct cpu_event {
-    cpu_stream *src;   /* NULL until recorded */
+    cpu_stream *src;   /* the stream it was last recorded on */
     uint64_t target;   /* complete when src->completed >= target */
 } cpu_event;
 
@@ -471,17 +471,9 @@ static pp_status cpu_event_record(pp_event *ev, pp_stream *s, pp_error *err)
 static pp_status cpu_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
 {
     cpu_stream *cs = s->state;
-    cpu_item it = {.kind = CPU_ITEM_NONE};
-    if (ev->impl != s->impl) {
-        it.kind = CPU_ITEM_WAIT_FOREIGN;
-        it.foreign = ev;
-        pthread_mutex_lock(&cs->mu);
-        pp_status st = enqueue_locked(s, &it, false, err);
-        unlock_and_kick(cs);
-        return st;
-    }
     cpu_event *ce = ev->state;
-    if (!ce->src || ce->src == cs) return PP_OK; /* never recorded, or FIFO already orders it */
+    if (ce->src == cs) return PP_OK; /* FIFO already orders it */
+    cpu_item it = {.kind = CPU_ITEM_NONE};
     cpu_point pt = {ce->src, ce->target};
     pthread_mutex_lock(&cs->mu);
     cpu_item *tail = open_tail_locked(cs);
@@ -492,7 +484,6 @@ static pp_status cpu_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
         if (k == tail->nwaits) tail->waits[tail->nwaits++] = pt;
         else if (tail->waits[k].target < pt.target) tail->waits[k].target = pt.target;
     } else {
-        it.kind = CPU_ITEM_NONE;
         it.nwaits = 1;
         it.waits[0] = pt;
         st = enqueue_locked(s, &it, true, err);
@@ -501,13 +492,19 @@ static pp_status cpu_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
     return st;
 }
 
+static pp_status cpu_wait_foreign(pp_stream *s, pp_event *ev, pp_error *err)
+{
+    cpu_stream *cs = s->state;
+    cpu_item it = {.kind = CPU_ITEM_WAIT_FOREIGN, .foreign = ev};
+    pthread_mutex_lock(&cs->mu);
+    pp_status st = enqueue_locked(s, &it, false, err);
+    unlock_and_kick(cs);
+    return st;
+}
+
 static pp_status cpu_event_query(pp_event *ev, bool *done, pp_error *err)
 {
     cpu_event *ce = ev->state;
-    if (!ce->src) {
-        *done = true;
-        return PP_OK;
-    }
     pthread_mutex_lock(&ce->src->mu);
     *done = atomic_load_explicit(&ce->src->completed, memory_order_relaxed) >= ce->target;
     pthread_mutex_unlock(&ce->src->mu);
@@ -517,7 +514,6 @@ static pp_status cpu_event_query(pp_event *ev, bool *done, pp_error *err)
 static pp_status cpu_event_synchronize(pp_event *ev, pp_error *err)
 {
     cpu_event *ce = ev->state;
-    if (!ce->src) return PP_OK;
     return wait_point(ce->src, ce->target, err, NULL);
 }
 
@@ -532,6 +528,7 @@ static const pp_stream_impl cpu_impl = {
     .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,
     .wait_event = cpu_wait_event,
+    .wait_foreign = cpu_wait_foreign,
     .event_query = cpu_event_query,
     .event_synchronize = cpu_event_synchronize,
 };

@@ -49,7 +49,6 @@ typedef struct cuda_event {
     cudaEvent_t ev;
     pp_device_ctx *on;       /* the device ev was created on (CUDA records an event
                                 only on a stream of its own device) */
-    bool recorded;
     pp_error error;          /* the recording stream's sticky error at record time */
     int64_t error_ns;
 } cuda_event;
@@ -359,7 +358,6 @@ static pp_status cuda_event_record(pp_event *ev, pp_stream *s, pp_error *err)
         PP_TRY(pp_cuda_set_device(s->dev, err));
     }
     PP_TRY(PP_CUDA(s->dev, err, cudaEventRecord(ce->ev, cs->st)));
-    ce->recorded = true;
     pp_error_clear(&ce->error);
     ce->error_ns = 0;
     (void)pp_stream_get_error(s, UINT64_MAX, &ce->error, &ce->error_ns);
@@ -375,30 +373,40 @@ static void CUDART_CB foreign_wait_cb(void *p)
     free(w);
 }
 
-static pp_status cuda_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
+static pp_status cuda_wait_foreign(pp_stream *s, pp_event *ev, pp_error *err)
 {
     cuda_stream *cs = s->state;
     PP_TRY(pp_cuda_set_device(s->dev, err));
-    if (ev->impl != s->impl) {
-        foreign_wait *w = malloc(sizeof *w);
-        if (!w) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
-        w->s = s;
-        w->ev = ev;
-        pp_status st = PP_CUDA(s->dev, err, cudaLaunchHostFunc(cs->st, foreign_wait_cb, w));
-        if (st != PP_OK) free(w);
-        return st;
-    }
+    foreign_wait *w = malloc(sizeof *w);
+    if (!w) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+    w->s = s;
+    w->ev = ev;
+    pp_status st = PP_CUDA(s->dev, err, cudaLaunchHostFunc(cs->st, foreign_wait_cb, w));
+    if (st != PP_OK) free(w);
+    return st;
+}
+
+static pp_status cuda_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
+{
+    cuda_stream *cs = s->state;
     cuda_event *ce = ev->state;
-    if (!ce->recorded) return PP_OK;
+    PP_TRY(pp_cuda_set_device(s->dev, err));
     if (ce->error.code != PP_OK) pp_stream_set_error(s, &ce->error, ce->error_ns, 0);
     return PP_CUDA(s->dev, err, cudaStreamWaitEvent(cs->st, ce->ev, 0));
+}
+
+/* The event's status once its point has completed: the recording stream's
+ * sticky error at record time, if any. */
+static pp_status recorded_error(const cuda_event *ce, pp_error *err)
+{
+    if (ce->error.code != PP_OK && err) *err = ce->error;
+    return ce->error.code;
 }
 
 static pp_status cuda_event_query(pp_event *ev, bool *done, pp_error *err)
 {
     cuda_event *ce = ev->state;
     *done = true;
-    if (!ce->recorded) return PP_OK;
     PP_TRY(pp_cuda_set_device(ce->on, err));
     cudaError_t e = cudaEventQuery(ce->ev);
     if (e == cudaErrorNotReady) {
@@ -407,24 +415,15 @@ static pp_status cuda_event_query(pp_event *ev, bool *done, pp_error *err)
         return PP_OK;
     }
     PP_TRY(PP_CUDA(ce->on, err, e));
-    if (ce->error.code != PP_OK) {
-        if (err) *err = ce->error;
-        return ce->error.code;
-    }
-    return PP_OK;
+    return recorded_error(ce, err);
 }
 
 static pp_status cuda_event_synchronize(pp_event *ev, pp_error *err)
 {
     cuda_event *ce = ev->state;
-    if (!ce->recorded) return PP_OK;
     PP_TRY(pp_cuda_set_device(ce->on, err));
     PP_TRY(PP_CUDA(ce->on, err, cudaEventSynchronize(ce->ev)));
-    if (ce->error.code != PP_OK) {
-        if (err) *err = ce->error;
-        return ce->error.code;
-    }
-    return PP_OK;
+    return recorded_error(ce, err);
 }
 
 static const pp_stream_impl cuda_impl = {
@@ -440,6 +439,7 @@ static const pp_stream_impl cuda_impl = {
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,
     .wait_event = cuda_wait_event,
+    .wait_foreign = cuda_wait_foreign,
     .event_query = cuda_event_query,
     .event_synchronize = cuda_event_synchronize,
 };

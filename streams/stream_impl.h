@@ -11,10 +11,15 @@
  *     work, then releases both.
  *   - synchronize waits for the enqueued work and keeps a failure it finds
  *     as the sticky error; stream.c then returns the sticky error.
- *   - wait_event may receive an event of another backend (a CPU stream
- *     waiting for a CUDA event or the reverse). It then falls back to the
- *     event's own event_synchronize, called when the waiting stream reaches
- *     the wait; a backend that cannot do that returns PP_ERR_UNSUPPORTED.
+ *   - Events: stream.c marks an event recorded once event_record succeeds
+ *     and answers for a never-recorded one itself (complete, nothing to wait
+ *     for), so the event and wait entries below only see recorded events.
+ *   - wait_event gets an event of s's own backend, wait_foreign one of
+ *     another backend (a CPU stream waiting for a CUDA event or the
+ *     reverse). The foreign fallback calls the event's own event_synchronize
+ *     when the waiting stream reaches the wait, and a failure it returns
+ *     becomes the waiting stream's sticky error; a backend that cannot do
+ *     that returns PP_ERR_UNSUPPORTED.
  *   - Sticky errors live in the generic handle (below), shared by every
  *     backend: a backend reports the first failure of an item with
  *     pp_stream_set_error and asks pp_stream_get_error before running work;
@@ -58,6 +63,7 @@ struct pp_stream {
 struct pp_event {
     const struct pp_stream_impl *impl;
     pp_device_ctx *dev;
+    bool recorded; /* event_record succeeded at least once (host thread only) */
     void *state;   /* backend-private */
 };
 
@@ -86,6 +92,7 @@ typedef struct pp_stream_impl {
     void (*event_destroy)(pp_event *ev);
     pp_status (*event_record)(pp_event *ev, pp_stream *s, pp_error *err);
     pp_status (*wait_event)(pp_stream *s, pp_event *ev, pp_error *err);
+    pp_status (*wait_foreign)(pp_stream *s, pp_event *ev, pp_error *err);
     pp_status (*event_query)(pp_event *ev, bool *done, pp_error *err);
     pp_status (*event_synchronize)(pp_event *ev, pp_error *err);
 } pp_stream_impl;
