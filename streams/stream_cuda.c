@@ -77,11 +77,24 @@ static pp_status take_event(pp_stream *s, cudaEvent_t *out, pp_error *err)
     return PP_CUDA(s->dev, err, cudaEventCreate(out));
 }
 
-/* Starts a timed item: a start event on the stream; returns its slot. */
+/* Keeps room for every timing event in the spare list, so recycling never fails. */
+static pp_status reserve_spares(cuda_stream *cs, pp_stream *s, pp_error *err)
+{
+    size_t need = 2 * (cs->nitems + 1) + cs->nspare;
+    cudaEvent_t *p = pp_stream_grow(cs->spare, &cs->capspare, need, sizeof *p);
+    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+    cs->spare = p;
+    return PP_OK;
+}
+
+/* Starts a timed item: makes s's device current and records a start event on
+ * the stream; returns its slot. */
 static pp_status item_begin(pp_stream *s, const char *label, pp_record_kind kind, size_t bytes,
                             timed_item **out, pp_error *err)
 {
     cuda_stream *cs = s->state;
+    PP_TRY(pp_cuda_set_device(s->dev, err));
+    PP_TRY(reserve_spares(cs, s, err));
     timed_item *p = pp_stream_grow(cs->items, &cs->capitems, cs->nitems + 1, sizeof *p);
     if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
     cs->items = p;
@@ -101,20 +114,19 @@ static pp_status item_begin(pp_stream *s, const char *label, pp_record_kind kind
     return PP_OK;
 }
 
-static pp_status item_end(pp_stream *s, timed_item *it, pp_error *err)
+/* Ends a timed item whose work returned st (its error in *e): records the
+ * end event even after a failure, so that records_resolve never reads an item
+ * whose end was not recorded, on s's device (the work may have switched
+ * devices). Returns st, or the end's failure (then in *e) when st is PP_OK. */
+static pp_status item_end(pp_stream *s, timed_item *it, pp_status st, pp_error *e)
 {
     cuda_stream *cs = s->state;
-    return PP_CUDA(s->dev, err, cudaEventRecord(it->end, cs->st));
-}
-
-/* Keeps room for every timing event in the spare list, so recycling never fails. */
-static pp_status reserve_spares(cuda_stream *cs, pp_stream *s, pp_error *err)
-{
-    size_t need = 2 * (cs->nitems + 1) + cs->nspare;
-    cudaEvent_t *p = pp_stream_grow(cs->spare, &cs->capspare, need, sizeof *p);
-    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
-    cs->spare = p;
-    return PP_OK;
+    pp_error e2;
+    pp_status end = pp_cuda_set_device(s->dev, &e2);
+    if (end == PP_OK) end = PP_CUDA(s->dev, &e2, cudaEventRecord(it->end, cs->st));
+    if (st != PP_OK || end == PP_OK) return st;
+    *e = e2;
+    return end;
 }
 
 /* ---- streams ------------------------------------------------------------------- */
@@ -159,25 +171,15 @@ static pp_status cuda_stream_init(pp_stream *s, pp_error *err)
 static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, void *arg,
                              pp_error *err)
 {
-    cuda_stream *cs = s->state;
     /* skipped: the stream already failed */
     if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL) != PP_OK) return PP_OK;
     pp_error e;
     pp_error_clear(&e);
-    timed_item *it;
-    pp_status st = pp_cuda_set_device(s->dev, &e);
-    if (st == PP_OK) st = reserve_spares(cs, s, &e);
-    if (st == PP_OK) st = item_begin(s, label, PP_RECORD_LAUNCH, 0, &it, &e);
+    timed_item *it = NULL;
+    pp_status st = item_begin(s, label, PP_RECORD_LAUNCH, 0, &it, &e);
     if (st == PP_OK) {
         st = fn(&s->exec, arg, &e);
-        /* fn may have switched devices; the end event belongs to this stream's */
-        pp_error e2;
-        pp_status end = pp_cuda_set_device(s->dev, &e2);
-        if (end == PP_OK) end = item_end(s, it, &e2);
-        if (st == PP_OK && end != PP_OK) {
-            st = end;
-            e = e2;
-        }
+        st = item_end(s, it, st, &e);
     }
     /* like a failing kernel, a host-side failure surfaces at synchronize, so
      * the enqueue itself succeeds */
@@ -210,6 +212,25 @@ static bool enable_peer(pp_device_ctx *from, pp_device_ctx *to)
     return PP_CUDA(to, NULL, cudaMemPoolSetAccess(pp_cuda_dev(to)->pool, &desc, 1)) == PP_OK;
 }
 
+/* Before a copy between two GPUs on s: enables peer access between s's device
+ * and the other one where the hardware allows, trying once per other GPU
+ * (three driver calls). */
+static pp_status prepare_peer_copy(pp_stream *s, const pp_copy_args *c, pp_error *e)
+{
+    cuda_stream *cs = s->state;
+    PP_TRY(pp_cuda_set_device(s->dev, e));
+    if (!pp_cuda_dev(c->src_dev) || !pp_cuda_dev(c->dst_dev))
+        return pp_error_set(e, PP_ERR_INVALID, "copy on stream '%s': device not initialised",
+                            s->name);
+    pp_device_ctx *other = s->dev == c->src_dev ? c->dst_dev : c->src_dev;
+    int oi = other->id.index;
+    if (oi >= PEER_CACHE || cs->peer[oi] == 0) {
+        bool ok = enable_peer(s->dev, other);
+        if (oi < PEER_CACHE) cs->peer[oi] = ok ? 1 : -1;
+    }
+    return PP_OK;
+}
+
 static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *label,
                            pp_error *err)
 {
@@ -217,43 +238,20 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
     if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL) != PP_OK) return PP_OK;
     pp_error e;
     pp_error_clear(&e);
-    timed_item *it;
-    const bool src_gpu = c->src_dev->id.kind == PP_DEVICE_CUDA;
-    const bool dst_gpu = c->dst_dev->id.kind == PP_DEVICE_CUDA;
-    pp_status st = pp_cuda_set_device(s->dev, &e);
-    if (st == PP_OK && src_gpu && dst_gpu && c->src_dev != c->dst_dev) {
-        pp_cuda_device *sd = pp_cuda_dev(c->src_dev), *dd = pp_cuda_dev(c->dst_dev);
-        if (!sd || !dd)
-            st = pp_error_set(&e, PP_ERR_INVALID, "copy on stream '%s': device not initialised",
-                              s->name);
-        else {
-            pp_device_ctx *other = s->dev == c->src_dev ? c->dst_dev : c->src_dev;
-            int oi = other->id.index;
-            if (oi >= PEER_CACHE || cs->peer[oi] == 0) { /* three driver calls: once */
-                bool ok = enable_peer(s->dev, other);
-                if (oi < PEER_CACHE) cs->peer[oi] = ok ? 1 : -1;
-            }
-            st = pp_cuda_set_device(s->dev, &e);
-        }
-    }
-    if (st == PP_OK) st = reserve_spares(cs, s, &e);
+    timed_item *it = NULL;
+    const bool peer = c->src_dev->id.kind == PP_DEVICE_CUDA &&
+                      c->dst_dev->id.kind == PP_DEVICE_CUDA && c->src_dev != c->dst_dev;
+    pp_status st = peer ? prepare_peer_copy(s, c, &e) : PP_OK;
     if (st == PP_OK) st = item_begin(s, label, PP_RECORD_COPY, c->bytes, &it, &e);
     if (st == PP_OK) {
-        if (src_gpu && dst_gpu && c->src_dev != c->dst_dev)
+        if (peer)
             st = PP_CUDA(s->dev, &e,
                          cudaMemcpyPeerAsync(c->dst, c->dst_dev->id.index, c->src,
                                              c->src_dev->id.index, c->bytes, cs->st));
         else
             st = PP_CUDA(s->dev, &e,
                          cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, cs->st));
-        /* the end event is recorded even after a failure, as for launches, so that
-         * records() never reads an item whose end event was not recorded */
-        pp_error e2;
-        pp_status end = item_end(s, it, &e2);
-        if (st == PP_OK && end != PP_OK) {
-            st = end;
-            e = e2;
-        }
+        st = item_end(s, it, st, &e);
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "copy %s on stream '%s'", label ? label : "", s->name);
