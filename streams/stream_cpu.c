@@ -366,6 +366,19 @@ static pp_status enqueue_work(pp_stream *s, cpu_item *w, pp_error *err)
     return st;
 }
 
+/* Releases what cpu_stream_init made, once the worker has stopped (or never
+ * started). */
+static void release(pp_stream *s)
+{
+    cpu_stream *cs = s->state;
+    pthread_cond_destroy(&cs->work_cv);
+    pthread_mutex_destroy(&cs->mu);
+    pp_exec_destroy(&s->exec);
+    free(cs->ring);
+    free(cs);
+    s->state = NULL;
+}
+
 static pp_status cpu_stream_init(pp_stream *s, pp_error *err)
 {
     cpu_stream *cs = calloc(1, sizeof *cs);
@@ -389,12 +402,7 @@ static pp_status cpu_stream_init(pp_stream *s, pp_error *err)
     pthread_cond_init(&cs->work_cv, NULL);
     s->state = cs;
     if (pthread_create(&cs->thread, NULL, worker_main, cs) != 0) {
-        pthread_cond_destroy(&cs->work_cv);
-        pthread_mutex_destroy(&cs->mu);
-        pp_exec_destroy(&s->exec);
-        free(cs->ring);
-        free(cs);
-        s->state = NULL;
+        release(s);
         return pp_error_set(err, PP_ERR_BACKEND, "stream '%s': cannot start a worker thread",
                             s->name);
     }
@@ -409,12 +417,7 @@ static void cpu_stream_destroy(pp_stream *s)
     pthread_cond_signal(&cs->work_cv);
     pthread_mutex_unlock(&cs->mu);
     pthread_join(cs->thread, NULL);
-    pthread_cond_destroy(&cs->work_cv);
-    pthread_mutex_destroy(&cs->mu);
-    pp_exec_destroy(&s->exec);
-    free(cs->ring);
-    free(cs);
-    s->state = NULL;
+    release(s);
 }
 
 static pp_status cpu_launch(pp_stream *s, const char *label, pp_stream_fn fn, void *arg,
