@@ -1,6 +1,8 @@
 /*
- * stream.c - the public stream/event API: argument checks and dispatch to the
- * backend implementation chosen by the device kind (stream_impl.h).
+ * stream.c - the public stream/event API: argument checks, dispatch to the
+ * backend implementation chosen by the device kind, and what every backend
+ * shares (stream_impl.h): the sticky error, the timing records, event
+ * bookkeeping.
  */
 #include "streams/stream.h"
 
@@ -19,11 +21,23 @@ int64_t pp_stream_clock_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The stream implementation of a device kind: the one place that maps one to
+ * the other (a new kind without a case here fails to build with -Wswitch).
+ * The op table of the kind, pp_backend_ops, lives in runtime/, below this
+ * folder, so it cannot hold these entries. NULL when not built. */
+static const pp_stream_impl *impl_of_kind(pp_device_kind kind)
+{
+    switch (kind) {
+    case PP_DEVICE_CPU: return pp_stream_impl_cpu();
+    case PP_DEVICE_CUDA: return pp_stream_impl_cuda();
+    }
+    return NULL;
+}
+
 static pp_status impl_for(pp_device_ctx *dev, const pp_stream_impl **out, pp_error *err)
 {
     if (!dev) return pp_error_set(err, PP_ERR_INVALID, "stream: no device given");
-    const pp_stream_impl *impl =
-        dev->id.kind == PP_DEVICE_CUDA ? pp_stream_impl_cuda() : pp_stream_impl_cpu();
+    const pp_stream_impl *impl = impl_of_kind(dev->id.kind);
     if (!impl)
         return pp_error_set(err, PP_ERR_UNSUPPORTED,
                             "%s: streams on CUDA devices need the CUDA backend, which this "
