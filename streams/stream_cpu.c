@@ -285,8 +285,8 @@ static void *worker_main(void *p)
         int64_t when = 0;
         pp_error_clear(&e);
         if (!skip) st = run_item(s, &it, &e, &when);
-        /* out of memory, the timing record is dropped, not the work; it is in
-         * place before the item counts as completed */
+        /* before the item counts as completed, so that a synchronized host
+         * finds it; out of host memory, the record is dropped, not the work */
         if (st == PP_OK && !skip && (it.kind == CPU_ITEM_LAUNCH || it.kind == CPU_ITEM_COPY))
             (void)pp_stream_push_record(s, &it.rec, NULL);
 
