@@ -1,6 +1,8 @@
 /*
- * stream.c - the public stream/event API: argument checks and dispatch to the
- * backend implementation chosen by the device kind (stream_impl.h).
+ * stream.c - the public stream/event API: argument checks, dispatch to the
+ * backend implementation chosen by the device kind, and what every backend
+ * shares (stream_impl.h): the sticky error, the timing records, event
+ * bookkeeping.
  */
 #include "streams/stream.h"
 
@@ -19,11 +21,23 @@ int64_t pp_stream_clock_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The stream implementation of a device kind: the one place that maps one to
+ * the other (a new kind without a case here fails to build with -Wswitch).
+ * The op table of the kind, pp_backend_ops, lives in runtime/, below this
+ * folder, so it cannot hold these entries. NULL when not built. */
+static const pp_stream_impl *impl_of_kind(pp_device_kind kind)
+{
+    switch (kind) {
+    case PP_DEVICE_CPU: return pp_stream_impl_cpu();
+    case PP_DEVICE_CUDA: return pp_stream_impl_cuda();
+    }
+    return NULL;
+}
+
 static pp_status impl_for(pp_device_ctx *dev, const pp_stream_impl **out, pp_error *err)
 {
     if (!dev) return pp_error_set(err, PP_ERR_INVALID, "stream: no device given");
-    const pp_stream_impl *impl =
-        dev->id.kind == PP_DEVICE_CUDA ? pp_stream_impl_cuda() : pp_stream_impl_cpu();
+    const pp_stream_impl *impl = impl_of_kind(dev->id.kind);
     if (!impl)
         return pp_error_set(err, PP_ERR_UNSUPPORTED,
                             "%s: streams on CUDA devices need the CUDA backend, which this "
@@ -47,13 +61,15 @@ pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *nam
     s->dev = dev;
     s->kind = kind;
     snprintf(s->name, sizeof s->name, "%s", name ? name : dev->name);
-    if (pthread_mutex_init(&s->err_mu, NULL) != 0) {
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        pp_status st = pp_error_set(err, PP_ERR_OOM, "stream '%s': cannot create a mutex",
+                                    s->name);
         free(s);
-        return pp_error_set(err, PP_ERR_OOM, "stream '%s': cannot create a mutex", s->name);
+        return st;
     }
     pp_status st = impl->stream_init(s, err);
     if (st != PP_OK) {
-        pthread_mutex_destroy(&s->err_mu);
+        pthread_mutex_destroy(&s->mu);
         free(s);
         return st;
     }
@@ -65,7 +81,8 @@ void pp_stream_free(pp_stream *s)
 {
     if (!s) return;
     s->impl->stream_destroy(s);
-    pthread_mutex_destroy(&s->err_mu);
+    pthread_mutex_destroy(&s->mu);
+    free(s->recs);
     free(s);
 }
 
@@ -126,62 +143,105 @@ pp_status pp_stream_copy_tensor(pp_stream *s, pp_tensor *dst, const pp_tensor *s
 pp_status pp_stream_synchronize(pp_stream *s, pp_error *err)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream synchronize: null stream");
-    return s->impl->synchronize(s, err);
+    s->impl->synchronize(s);
+    return pp_stream_error(s, err, NULL);
 }
 
 void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq)
 {
-    pthread_mutex_lock(&s->err_mu);
+    pthread_mutex_lock(&s->mu);
     if (s->error.code == PP_OK) {
         s->error = *e;
         if (s->error.code == PP_OK) s->error.code = PP_ERR_INTERNAL;
         s->error_ns = when_ns;
         s->error_seq = seq;
     }
-    pthread_mutex_unlock(&s->err_mu);
+    pthread_mutex_unlock(&s->mu);
 }
 
-bool pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns)
+pp_status pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns)
 {
-    pthread_mutex_lock(&s->err_mu);
-    bool failed = s->error.code != PP_OK && s->error_seq <= seq_max;
-    if (failed) {
+    pthread_mutex_lock(&s->mu);
+    pp_status code = s->error_seq <= seq_max ? s->error.code : PP_OK;
+    if (code != PP_OK) {
         if (err) *err = s->error;
         if (when_ns) *when_ns = s->error_ns;
     }
-    pthread_mutex_unlock(&s->err_mu);
-    return failed;
+    pthread_mutex_unlock(&s->mu);
+    return code;
 }
 
 pp_status pp_stream_error(pp_stream *s, pp_error *err, int64_t *when_ns)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream error: null stream");
-    pp_error e;
-    if (!pp_stream_get_error(s, UINT64_MAX, &e, when_ns)) return PP_OK;
-    if (err) *err = e;
-    return e.code;
+    return pp_stream_get_error(s, UINT64_MAX, err, when_ns);
 }
 
 void pp_stream_clear_error(pp_stream *s)
 {
     if (!s) return;
-    pthread_mutex_lock(&s->err_mu);
+    pthread_mutex_lock(&s->mu);
     pp_error_clear(&s->error);
     s->error_ns = 0;
     s->error_seq = 0;
-    pthread_mutex_unlock(&s->err_mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void *pp_stream_grow(void *buf, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap) return buf;
+    size_t ncap = *cap ? *cap : 64;
+    while (ncap < need) ncap *= 2;
+    void *p = realloc(buf, ncap * size);
+    if (p) *cap = ncap;
+    return p;
+}
+
+void pp_stream_record_init(pp_stream_record *r, const char *label, pp_record_kind kind,
+                           size_t bytes)
+{
+    size_t n = label ? strnlen(label, sizeof r->label - 1) : 0;
+    memcpy(r->label, label ? label : "", n);
+    r->label[n] = '\0';
+    r->kind = kind;
+    r->start_ns = r->end_ns = 0;
+    r->bytes = bytes;
+}
+
+pp_status pp_stream_push_record(pp_stream *s, const pp_stream_record *r, pp_error *err)
+{
+    pthread_mutex_lock(&s->mu);
+    pp_stream_record *recs = pp_stream_grow(s->recs, &s->caprec, s->nrec + 1, sizeof *recs);
+    if (recs) {
+        s->recs = recs;
+        s->recs[s->nrec++] = *r;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!recs)
+        return pp_error_set(err, PP_ERR_OOM, "stream '%s': out of host memory (timing records)",
+                            s->name);
+    return PP_OK;
 }
 
 pp_status pp_stream_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
                             pp_error *err)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream records: null stream");
-    return s->impl->records(s, recs, n, err);
+    if (s->impl->records_resolve) PP_TRY(s->impl->records_resolve(s, err));
+    pthread_mutex_lock(&s->mu);
+    *recs = s->recs;
+    *n = s->nrec;
+    pthread_mutex_unlock(&s->mu);
+    return PP_OK;
 }
 
 void pp_stream_records_clear(pp_stream *s)
 {
-    if (s) s->impl->records_clear(s);
+    if (!s) return;
+    if (s->impl->records_clear) s->impl->records_clear(s);
+    pthread_mutex_lock(&s->mu);
+    s->nrec = 0;
+    pthread_mutex_unlock(&s->mu);
 }
 
 pp_status pp_event_new(pp_device_ctx *dev, pp_event **out, pp_error *err)
@@ -216,23 +276,32 @@ pp_status pp_event_record(pp_event *ev, pp_stream *s, pp_error *err)
         return pp_error_set(err, PP_ERR_INVALID,
                             "event record: event of %s recorded on stream '%s' of %s",
                             ev->dev->name, s->name, s->dev->name);
-    return ev->impl->event_record(ev, s, err);
+    PP_TRY(ev->impl->event_record(ev, s, err));
+    ev->recorded = true;
+    return PP_OK;
 }
 
 pp_status pp_stream_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
 {
     if (!ev || !s) return pp_error_set(err, PP_ERR_INVALID, "stream wait: null event or stream");
+    if (!ev->recorded) return PP_OK;
+    if (ev->impl != s->impl) return s->impl->wait_foreign(s, ev, err);
     return s->impl->wait_event(s, ev, err);
 }
 
 pp_status pp_event_query(pp_event *ev, bool *done, pp_error *err)
 {
     if (!ev || !done) return pp_error_set(err, PP_ERR_INVALID, "event query: null argument");
+    if (!ev->recorded) {
+        *done = true;
+        return PP_OK;
+    }
     return ev->impl->event_query(ev, done, err);
 }
 
 pp_status pp_event_synchronize(pp_event *ev, pp_error *err)
 {
     if (!ev) return pp_error_set(err, PP_ERR_INVALID, "event synchronize: null event");
+    if (!ev->recorded) return PP_OK;
     return ev->impl->event_synchronize(ev, err);
 }

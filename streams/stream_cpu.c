@@ -8,9 +8,9 @@
  * points that precede its work: pp_stream_wait_event followed by a launch or
  * a copy becomes one item, unless an event was recorded in between (the
  * record must then see the waits complete before the work). The ring grows
- * by doubling when full and is never shrunk, and timing records go into a
- * buffer that is reused after records_clear, so steady-state launches
- * allocate nothing.
+ * by doubling when full and is never shrunk, and the worker adds each item's
+ * timing record to the generic handle's records (reused after records_clear),
+ * so steady-state launches allocate nothing.
  *
  * Waking: a thread that waits for a point registers a waiter (the count it
  * waits for and a semaphore) on the source stream; the worker that reaches
@@ -65,7 +65,7 @@ typedef struct cpu_item {
     void *arg;
     pp_copy_args copy;
     pp_event *foreign;
-    char label[PP_STREAM_LABEL_MAX];
+    pp_stream_record rec; /* launches and copies: label, kind, bytes; times when run */
 } cpu_item;
 
 /* A thread blocked until a stream reaches target; lives on its stack. The
@@ -91,17 +91,14 @@ typedef struct cpu_stream {
     bool sleeping;                   /* (mu) worker waits on work_cv, not yet kicked */
     cpu_waiter *waiters;             /* (mu) threads blocked on completed */
     uint64_t min_target;             /* (mu) smallest target among waiters */
-    pp_stream_record *recs;          /* (mu) records of completed items */
-    size_t nrec, caprec;             /* (mu) */
 } cpu_stream;
 
 typedef struct cpu_event {
-    cpu_stream *src;   /* NULL until recorded */
+    cpu_stream *src;   /* the stream it was last recorded on */
     uint64_t target;   /* complete when src->completed >= target */
 } cpu_event;
 
 #define CPU_RING_INITIAL 64
-#define CPU_RECORDS_INITIAL 64
 /* Longest spin before blocking. A few microseconds covers the host's next
  * enqueue and an empty item on another stream; longer spins measured no
  * better and only burn a processor that computing stages need. */
@@ -191,33 +188,23 @@ static void post_waiters(cpu_waiter **wake)
     *wake = NULL;
 }
 
-/* Waits until src has completed target items (spinning briefly first); on
- * return *inherit holds src's error if the awaited work failed. Called
+/* Waits until cs has completed target items, spinning briefly first. Called
  * without holding any stream mutex. */
-static void wait_point(cpu_stream *src, uint64_t target, pp_error *inherit, int64_t *when_ns)
+static void wait_completed(cpu_stream *cs, uint64_t target)
 {
-    spin_for_point(src, target);
-    pthread_mutex_lock(&src->mu);
-    wait_completed_locked(src, target);
-    pthread_mutex_unlock(&src->mu);
-    (void)pp_stream_get_error(src->owner, target, inherit, when_ns);
+    spin_for_point(cs, target);
+    pthread_mutex_lock(&cs->mu);
+    wait_completed_locked(cs, target);
+    pthread_mutex_unlock(&cs->mu);
 }
 
-static void push_record_locked(cpu_stream *cs, const cpu_item *it, int64_t t0, int64_t t1)
+/* Waits until src has completed target items; returns src's error if the
+ * awaited work failed (then *inherit and *when_ns, each may be NULL, receive
+ * it). Called without holding any stream mutex. */
+static pp_status wait_point(cpu_stream *src, uint64_t target, pp_error *inherit, int64_t *when_ns)
 {
-    if (cs->nrec == cs->caprec) {
-        size_t ncap = cs->caprec ? 2 * cs->caprec : CPU_RECORDS_INITIAL;
-        pp_stream_record *r = realloc(cs->recs, ncap * sizeof *r);
-        if (!r) return; /* out of memory: the timing record is dropped, the work is not */
-        cs->recs = r;
-        cs->caprec = ncap;
-    }
-    pp_stream_record *r = &cs->recs[cs->nrec++];
-    memcpy(r->label, it->label, sizeof r->label);
-    r->kind = it->kind == CPU_ITEM_COPY ? PP_RECORD_COPY : PP_RECORD_LAUNCH;
-    r->start_ns = t0;
-    r->end_ns = t1;
-    r->bytes = it->kind == CPU_ITEM_COPY ? it->copy.bytes : 0;
+    wait_completed(src, target);
+    return pp_stream_get_error(src->owner, target, inherit, when_ns);
 }
 
 /* Timed sleeps of a worker (the delay op, backends' waits) wake up on time:
@@ -230,29 +217,27 @@ static void precise_timers(void)
 }
 
 /* Runs one popped item: its waits, then its work (unless a wait inherited an
- * error). Returns the item's status; e, *t0, *t1, *when describe it. */
-static pp_status run_item(pp_stream *s, const cpu_item *it, pp_error *e, int64_t *t0,
-                          int64_t *t1, int64_t *when)
+ * error), timing the work in it->rec. Returns the item's status; e and *when
+ * describe a failure. */
+static pp_status run_item(pp_stream *s, cpu_item *it, pp_error *e, int64_t *when)
 {
-    for (int k = 0; k < it->nwaits; k++) {
-        wait_point(it->waits[k].src, it->waits[k].target, e, when);
-        if (e->code != PP_OK) return e->code;
-    }
+    for (int k = 0; k < it->nwaits; k++)
+        if (wait_point(it->waits[k].src, it->waits[k].target, e, when) != PP_OK) return e->code;
     pp_status st = PP_OK;
     switch (it->kind) {
     case CPU_ITEM_NONE:
         break;
     case CPU_ITEM_LAUNCH:
-        *t0 = pp_stream_clock_ns();
+        it->rec.start_ns = pp_stream_clock_ns();
         st = it->fn(&s->exec, it->arg, e);
-        *t1 = pp_stream_clock_ns();
+        it->rec.end_ns = pp_stream_clock_ns();
         if (st != PP_OK && e->code == PP_OK) e->code = st;
-        *when = *t1;
+        *when = it->rec.end_ns;
         break;
     case CPU_ITEM_COPY:
-        *t0 = pp_stream_clock_ns();
+        it->rec.start_ns = pp_stream_clock_ns();
         memcpy(it->copy.dst, it->copy.src, it->copy.bytes);
-        *t1 = pp_stream_clock_ns();
+        it->rec.end_ns = pp_stream_clock_ns();
         break;
     case CPU_ITEM_WAIT_FOREIGN:
         st = it->foreign->impl->event_synchronize(it->foreign, e);
@@ -291,21 +276,22 @@ static void *worker_main(void *p)
         cs->head = (cs->head + 1) % cs->cap;
         cs->count--;
         if (cs->count == 0) cs->tail_open = false;
-        bool skip = pp_stream_get_error(s, UINT64_MAX, NULL, NULL);
+        bool skip = pp_stream_get_error(s, UINT64_MAX, NULL, NULL) != PP_OK;
         uint64_t seq = atomic_load_explicit(&cs->completed, memory_order_relaxed) + 1;
         pthread_mutex_unlock(&cs->mu);
         post_waiters(&wake);
 
         pp_status st = PP_OK;
-        int64_t t0 = 0, t1 = 0, when = 0;
-        e.code = PP_OK;
-        e.msg[0] = '\0';
-        if (!skip) st = run_item(s, &it, &e, &t0, &t1, &when);
+        int64_t when = 0;
+        pp_error_clear(&e);
+        if (!skip) st = run_item(s, &it, &e, &when);
+        /* before the item counts as completed, so that a synchronized host
+         * finds it; out of host memory, the record is dropped, not the work */
+        if (st == PP_OK && !skip && (it.kind == CPU_ITEM_LAUNCH || it.kind == CPU_ITEM_COPY))
+            (void)pp_stream_push_record(s, &it.rec, NULL);
 
         pthread_mutex_lock(&cs->mu);
         if (st != PP_OK) pp_stream_set_error(s, &e, when, seq);
-        else if (!skip && (it.kind == CPU_ITEM_LAUNCH || it.kind == CPU_ITEM_COPY))
-            push_record_locked(cs, &it, t0, t1);
         atomic_store_explicit(&cs->completed, seq, memory_order_release);
         take_reached_locked(cs, &wake);
     }
@@ -357,20 +343,9 @@ static void unlock_and_kick(cpu_stream *cs)
     if (kick) pthread_cond_signal(&cs->work_cv);
 }
 
-static void set_label(cpu_item *it, const char *label)
-{
-    if (label) {
-        size_t n = strnlen(label, sizeof it->label - 1);
-        memcpy(it->label, label, n);
-        it->label[n] = '\0';
-    } else {
-        it->label[0] = '\0';
-    }
-}
-
-/* Enqueues work (a launch or a copy described by w, label unset): merged
- * into a pending waits-only tail item when there is one. */
-static pp_status enqueue_work(pp_stream *s, cpu_item *w, const char *label, pp_error *err)
+/* Enqueues work (a launch or a copy described by w, its record filled):
+ * merged into a pending waits-only tail item when there is one. */
+static pp_status enqueue_work(pp_stream *s, cpu_item *w, pp_error *err)
 {
     cpu_stream *cs = s->state;
     pthread_mutex_lock(&cs->mu);
@@ -381,15 +356,27 @@ static pp_status enqueue_work(pp_stream *s, cpu_item *w, const char *label, pp_e
         tail->fn = w->fn;
         tail->arg = w->arg;
         tail->copy = w->copy;
-        set_label(tail, label);
+        tail->rec = w->rec;
         cs->tail_open = false;
     } else {
         w->nwaits = 0;
-        set_label(w, label);
         st = enqueue_locked(s, w, false, err);
     }
     unlock_and_kick(cs);
     return st;
+}
+
+/* Releases what cpu_stream_init made, once the worker has stopped (or never
+ * started). */
+static void release(pp_stream *s)
+{
+    cpu_stream *cs = s->state;
+    pthread_cond_destroy(&cs->work_cv);
+    pthread_mutex_destroy(&cs->mu);
+    pp_exec_destroy(&s->exec);
+    free(cs->ring);
+    free(cs);
+    s->state = NULL;
 }
 
 static pp_status cpu_stream_init(pp_stream *s, pp_error *err)
@@ -415,12 +402,7 @@ static pp_status cpu_stream_init(pp_stream *s, pp_error *err)
     pthread_cond_init(&cs->work_cv, NULL);
     s->state = cs;
     if (pthread_create(&cs->thread, NULL, worker_main, cs) != 0) {
-        pthread_cond_destroy(&cs->work_cv);
-        pthread_mutex_destroy(&cs->mu);
-        pp_exec_destroy(&s->exec);
-        free(cs->ring);
-        free(cs);
-        s->state = NULL;
+        release(s);
         return pp_error_set(err, PP_ERR_BACKEND, "stream '%s': cannot start a worker thread",
                             s->name);
     }
@@ -435,20 +417,15 @@ static void cpu_stream_destroy(pp_stream *s)
     pthread_cond_signal(&cs->work_cv);
     pthread_mutex_unlock(&cs->mu);
     pthread_join(cs->thread, NULL);
-    pthread_cond_destroy(&cs->work_cv);
-    pthread_mutex_destroy(&cs->mu);
-    pp_exec_destroy(&s->exec);
-    free(cs->recs);
-    free(cs->ring);
-    free(cs);
-    s->state = NULL;
+    release(s);
 }
 
 static pp_status cpu_launch(pp_stream *s, const char *label, pp_stream_fn fn, void *arg,
                             pp_error *err)
 {
     cpu_item it = {.kind = CPU_ITEM_LAUNCH, .fn = fn, .arg = arg};
-    return enqueue_work(s, &it, label, err);
+    pp_stream_record_init(&it.rec, label, PP_RECORD_LAUNCH, 0);
+    return enqueue_work(s, &it, err);
 }
 
 static pp_status cpu_copy(pp_stream *s, const pp_copy_args *c, const char *label, pp_error *err)
@@ -458,37 +435,14 @@ static pp_status cpu_copy(pp_stream *s, const pp_copy_args *c, const char *label
                             "stream '%s' (%s): cannot copy %s -> %s on a CPU stream", s->name,
                             s->dev->name, c->src_dev->name, c->dst_dev->name);
     cpu_item it = {.kind = CPU_ITEM_COPY, .copy = *c};
-    return enqueue_work(s, &it, label, err);
+    pp_stream_record_init(&it.rec, label, PP_RECORD_COPY, c->bytes);
+    return enqueue_work(s, &it, err);
 }
 
-static pp_status cpu_synchronize(pp_stream *s, pp_error *err)
+static void cpu_synchronize(pp_stream *s)
 {
     cpu_stream *cs = s->state;
-    uint64_t target = atomic_load_explicit(&cs->enqueued, memory_order_relaxed);
-    spin_for_point(cs, target);
-    pthread_mutex_lock(&cs->mu);
-    wait_completed_locked(cs, target);
-    pthread_mutex_unlock(&cs->mu);
-    return pp_stream_error(s, err, NULL);
-}
-
-static pp_status cpu_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
-                             pp_error *err)
-{
-    cpu_stream *cs = s->state;
-    pthread_mutex_lock(&cs->mu);
-    *recs = cs->recs;
-    *n = cs->nrec;
-    pthread_mutex_unlock(&cs->mu);
-    return PP_OK;
-}
-
-static void cpu_records_clear(pp_stream *s)
-{
-    cpu_stream *cs = s->state;
-    pthread_mutex_lock(&cs->mu);
-    cs->nrec = 0;
-    pthread_mutex_unlock(&cs->mu);
+    wait_completed(cs, atomic_load_explicit(&cs->enqueued, memory_order_relaxed));
 }
 
 static pp_status cpu_event_init(pp_event *ev, pp_error *err)
@@ -520,17 +474,9 @@ static pp_status cpu_event_record(pp_event *ev, pp_stream *s, pp_error *err)
 static pp_status cpu_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
 {
     cpu_stream *cs = s->state;
-    cpu_item it = {.kind = CPU_ITEM_NONE};
-    if (ev->impl != s->impl) {
-        it.kind = CPU_ITEM_WAIT_FOREIGN;
-        it.foreign = ev;
-        pthread_mutex_lock(&cs->mu);
-        pp_status st = enqueue_locked(s, &it, false, err);
-        unlock_and_kick(cs);
-        return st;
-    }
     cpu_event *ce = ev->state;
-    if (!ce->src || ce->src == cs) return PP_OK; /* never recorded, or FIFO already orders it */
+    if (ce->src == cs) return PP_OK; /* FIFO already orders it */
+    cpu_item it = {.kind = CPU_ITEM_NONE};
     cpu_point pt = {ce->src, ce->target};
     pthread_mutex_lock(&cs->mu);
     cpu_item *tail = open_tail_locked(cs);
@@ -541,7 +487,6 @@ static pp_status cpu_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
         if (k == tail->nwaits) tail->waits[tail->nwaits++] = pt;
         else if (tail->waits[k].target < pt.target) tail->waits[k].target = pt.target;
     } else {
-        it.kind = CPU_ITEM_NONE;
         it.nwaits = 1;
         it.waits[0] = pt;
         st = enqueue_locked(s, &it, true, err);
@@ -550,32 +495,29 @@ static pp_status cpu_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
     return st;
 }
 
+static pp_status cpu_wait_foreign(pp_stream *s, pp_event *ev, pp_error *err)
+{
+    cpu_stream *cs = s->state;
+    cpu_item it = {.kind = CPU_ITEM_WAIT_FOREIGN, .foreign = ev};
+    pthread_mutex_lock(&cs->mu);
+    pp_status st = enqueue_locked(s, &it, false, err);
+    unlock_and_kick(cs);
+    return st;
+}
+
 static pp_status cpu_event_query(pp_event *ev, bool *done, pp_error *err)
 {
     cpu_event *ce = ev->state;
-    if (!ce->src) {
-        *done = true;
-        return PP_OK;
-    }
     pthread_mutex_lock(&ce->src->mu);
     *done = atomic_load_explicit(&ce->src->completed, memory_order_relaxed) >= ce->target;
     pthread_mutex_unlock(&ce->src->mu);
-    pp_error e;
-    if (!*done || !pp_stream_get_error(ce->src->owner, ce->target, &e, NULL)) return PP_OK;
-    if (err) *err = e;
-    return e.code;
+    return *done ? pp_stream_get_error(ce->src->owner, ce->target, err, NULL) : PP_OK;
 }
 
 static pp_status cpu_event_synchronize(pp_event *ev, pp_error *err)
 {
     cpu_event *ce = ev->state;
-    if (!ce->src) return PP_OK;
-    pp_error e;
-    int64_t when = 0;
-    e.code = PP_OK;
-    wait_point(ce->src, ce->target, &e, &when);
-    if (e.code != PP_OK && err) *err = e;
-    return e.code;
+    return wait_point(ce->src, ce->target, err, NULL);
 }
 
 static const pp_stream_impl cpu_impl = {
@@ -585,12 +527,11 @@ static const pp_stream_impl cpu_impl = {
     .launch = cpu_launch,
     .copy = cpu_copy,
     .synchronize = cpu_synchronize,
-    .records = cpu_records,
-    .records_clear = cpu_records_clear,
     .event_init = cpu_event_init,
     .event_destroy = cpu_event_destroy,
     .event_record = cpu_event_record,
     .wait_event = cpu_wait_event,
+    .wait_foreign = cpu_wait_foreign,
     .event_query = cpu_event_query,
     .event_synchronize = cpu_event_synchronize,
 };

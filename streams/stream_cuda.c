@@ -4,9 +4,10 @@
  * A stream is a non-blocking cudaStream_t on its device with its own pp_exec
  * bound to it. pp_stream_launch calls fn at once on the calling host thread;
  * fn enqueues asynchronous work through the exec. Each launched or copied item
- * is bracketed by a pair of timing events; records() resolves them after
- * synchronize against a host-clock reference taken at that point. Timing
- * events are recycled by records_clear, so a steady state creates none.
+ * is bracketed by a pair of timing events; records_resolve turns them into
+ * the generic handle's records after synchronize, against a host-clock
+ * reference taken at that point. Timing events are recycled by
+ * records_clear, so a steady state creates none.
  * Events are cudaEvent_t (timing disabled). Copies between devices use
  * cudaMemcpyPeerAsync, with peer access (and pool access for stream-ordered
  * allocations) enabled where cudaDeviceCanAccessPeer allows; copies within a
@@ -19,17 +20,13 @@
  * (stream_impl.h), under its own mutex, because a wait for a foreign (CPU)
  * event resolves on CUDA's host-callback thread.
  */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "runtime/cuda/cuda_internal.h"
 #include "streams/stream_impl.h"
 
 typedef struct timed_item {
-    char label[PP_STREAM_LABEL_MAX];
-    pp_record_kind kind;
-    size_t bytes;
+    pp_stream_record rec;    /* label, kind, bytes; times once resolved */
     cudaEvent_t start, end;
 } timed_item;
 
@@ -41,10 +38,9 @@ typedef struct cuda_stream {
     cudaStream_t st;
     timed_item *items;       /* items enqueued since the last records_clear */
     size_t nitems, capitems;
+    size_t nresolved;        /* items[0 .. nresolved) are in the generic records */
     cudaEvent_t *spare;      /* recycled timing events */
     size_t nspare, capspare;
-    pp_stream_record *recs;  /* resolved records of items[0 .. nrec) */
-    size_t nrec, caprec;
     signed char peer[PEER_CACHE]; /* by the other GPU's index: 0 peer access not tried
                                      yet, 1 enabled, -1 not possible */
 } cuda_stream;
@@ -53,7 +49,6 @@ typedef struct cuda_event {
     cudaEvent_t ev;
     pp_device_ctx *on;       /* the device ev was created on (CUDA records an event
                                 only on a stream of its own device) */
-    bool recorded;
     pp_error error;          /* the recording stream's sticky error at record time */
     int64_t error_ns;
 } cuda_event;
@@ -64,12 +59,10 @@ typedef struct foreign_wait {
     pp_event *ev;
 } foreign_wait;
 
-/* Keeps a host-side failure of an item as the stream's sticky error; like a
- * failing kernel, it surfaces at synchronize, so the enqueue itself succeeds. */
-static pp_status fail_item(pp_stream *s, const pp_error *e)
+/* Keeps a failure found on the host now as s's sticky error. */
+static void fail_now(pp_stream *s, const pp_error *e)
 {
     pp_stream_set_error(s, e, pp_stream_clock_ns(), 0);
-    return PP_OK;
 }
 
 /* ---- timing events ------------------------------------------------------------ */
@@ -84,23 +77,30 @@ static pp_status take_event(pp_stream *s, cudaEvent_t *out, pp_error *err)
     return PP_CUDA(s->dev, err, cudaEventCreate(out));
 }
 
-/* Starts a timed item: a start event on the stream; returns its slot. */
+/* Keeps room for every timing event in the spare list, so recycling never fails. */
+static pp_status reserve_spares(cuda_stream *cs, pp_stream *s, pp_error *err)
+{
+    size_t need = 2 * (cs->nitems + 1) + cs->nspare;
+    cudaEvent_t *p = pp_stream_grow(cs->spare, &cs->capspare, need, sizeof *p);
+    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+    cs->spare = p;
+    return PP_OK;
+}
+
+/* Starts a timed item: makes s's device current and records a start event on
+ * the stream; returns its slot. */
 static pp_status item_begin(pp_stream *s, const char *label, pp_record_kind kind, size_t bytes,
                             timed_item **out, pp_error *err)
 {
     cuda_stream *cs = s->state;
-    if (cs->nitems == cs->capitems) {
-        size_t cap = cs->capitems ? 2 * cs->capitems : 64;
-        timed_item *p = realloc(cs->items, cap * sizeof *p);
-        if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
-        cs->items = p;
-        cs->capitems = cap;
-    }
+    PP_TRY(pp_cuda_set_device(s->dev, err));
+    PP_TRY(reserve_spares(cs, s, err));
+    timed_item *p = pp_stream_grow(cs->items, &cs->capitems, cs->nitems + 1, sizeof *p);
+    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+    cs->items = p;
     timed_item *it = &cs->items[cs->nitems];
-    memset(it, 0, sizeof *it);
-    snprintf(it->label, sizeof it->label, "%s", label ? label : "");
-    it->kind = kind;
-    it->bytes = bytes;
+    pp_stream_record_init(&it->rec, label, kind, bytes);
+    it->start = it->end = NULL;
     PP_TRY(take_event(s, &it->start, err));
     pp_status st = take_event(s, &it->end, err);
     if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventRecord(it->start, cs->st));
@@ -114,24 +114,19 @@ static pp_status item_begin(pp_stream *s, const char *label, pp_record_kind kind
     return PP_OK;
 }
 
-static pp_status item_end(pp_stream *s, timed_item *it, pp_error *err)
+/* Ends a timed item whose work returned st (its error in *e): records the
+ * end event even after a failure, so that records_resolve never reads an item
+ * whose end was not recorded, on s's device (the work may have switched
+ * devices). Returns st, or the end's failure (then in *e) when st is PP_OK. */
+static pp_status item_end(pp_stream *s, timed_item *it, pp_status st, pp_error *e)
 {
     cuda_stream *cs = s->state;
-    return PP_CUDA(s->dev, err, cudaEventRecord(it->end, cs->st));
-}
-
-/* Keeps room for every timing event in the spare list, so recycling never fails. */
-static pp_status reserve_spares(cuda_stream *cs, pp_stream *s, pp_error *err)
-{
-    size_t need = 2 * (cs->nitems + 1) + cs->nspare;
-    if (need <= cs->capspare) return PP_OK;
-    size_t cap = cs->capspare ? cs->capspare : 128;
-    while (cap < need) cap *= 2;
-    cudaEvent_t *p = realloc(cs->spare, cap * sizeof *p);
-    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
-    cs->spare = p;
-    cs->capspare = cap;
-    return PP_OK;
+    pp_error e2;
+    pp_status end = pp_cuda_set_device(s->dev, &e2);
+    if (end == PP_OK) end = PP_CUDA(s->dev, &e2, cudaEventRecord(it->end, cs->st));
+    if (st != PP_OK || end == PP_OK) return st;
+    *e = e2;
+    return end;
 }
 
 /* ---- streams ------------------------------------------------------------------- */
@@ -153,7 +148,6 @@ static void cuda_stream_destroy(pp_stream *s)
     }
     free(cs->items);
     free(cs->spare);
-    free(cs->recs);
     free(cs);
     s->state = NULL;
 }
@@ -177,30 +171,21 @@ static pp_status cuda_stream_init(pp_stream *s, pp_error *err)
 static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, void *arg,
                              pp_error *err)
 {
-    cuda_stream *cs = s->state;
     /* skipped: the stream already failed */
-    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL)) return PP_OK;
+    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL) != PP_OK) return PP_OK;
     pp_error e;
-    e.code = PP_OK;
-    e.msg[0] = '\0';
-    timed_item *it;
-    pp_status st = pp_cuda_set_device(s->dev, &e);
-    if (st == PP_OK) st = reserve_spares(cs, s, &e);
-    if (st == PP_OK) st = item_begin(s, label, PP_RECORD_LAUNCH, 0, &it, &e);
+    pp_error_clear(&e);
+    timed_item *it = NULL;
+    pp_status st = item_begin(s, label, PP_RECORD_LAUNCH, 0, &it, &e);
     if (st == PP_OK) {
         st = fn(&s->exec, arg, &e);
-        /* fn may have switched devices; the end event belongs to this stream's */
-        pp_error e2;
-        pp_status end = pp_cuda_set_device(s->dev, &e2);
-        if (end == PP_OK) end = item_end(s, it, &e2);
-        if (st == PP_OK && end != PP_OK) {
-            st = end;
-            e = e2;
-        }
+        st = item_end(s, it, st, &e);
     }
+    /* like a failing kernel, a host-side failure surfaces at synchronize, so
+     * the enqueue itself succeeds */
     if (st != PP_OK) {
         if (label && label[0]) pp_error_prefix(&e, "%s on stream '%s'", label, s->name);
-        return fail_item(s, &e);
+        fail_now(s, &e);
     }
     return PP_OK;
 }
@@ -227,60 +212,55 @@ static bool enable_peer(pp_device_ctx *from, pp_device_ctx *to)
     return PP_CUDA(to, NULL, cudaMemPoolSetAccess(pp_cuda_dev(to)->pool, &desc, 1)) == PP_OK;
 }
 
+/* Before a copy between two GPUs on s: enables peer access between s's device
+ * and the other one where the hardware allows, trying once per other GPU
+ * (three driver calls). */
+static pp_status prepare_peer_copy(pp_stream *s, const pp_copy_args *c, pp_error *e)
+{
+    cuda_stream *cs = s->state;
+    PP_TRY(pp_cuda_set_device(s->dev, e));
+    if (!pp_cuda_dev(c->src_dev) || !pp_cuda_dev(c->dst_dev))
+        return pp_error_set(e, PP_ERR_INVALID, "copy on stream '%s': device not initialised",
+                            s->name);
+    pp_device_ctx *other = s->dev == c->src_dev ? c->dst_dev : c->src_dev;
+    int oi = other->id.index;
+    if (oi >= PEER_CACHE || cs->peer[oi] == 0) {
+        bool ok = enable_peer(s->dev, other);
+        if (oi < PEER_CACHE) cs->peer[oi] = ok ? 1 : -1;
+    }
+    return PP_OK;
+}
+
 static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *label,
                            pp_error *err)
 {
     cuda_stream *cs = s->state;
-    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL)) return PP_OK;
+    if (pp_stream_get_error(s, UINT64_MAX, NULL, NULL) != PP_OK) return PP_OK;
     pp_error e;
-    e.code = PP_OK;
-    e.msg[0] = '\0';
-    timed_item *it;
-    const bool src_gpu = c->src_dev->id.kind == PP_DEVICE_CUDA;
-    const bool dst_gpu = c->dst_dev->id.kind == PP_DEVICE_CUDA;
-    pp_status st = pp_cuda_set_device(s->dev, &e);
-    if (st == PP_OK && src_gpu && dst_gpu && c->src_dev != c->dst_dev) {
-        pp_cuda_device *sd = pp_cuda_dev(c->src_dev), *dd = pp_cuda_dev(c->dst_dev);
-        if (!sd || !dd)
-            st = pp_error_set(&e, PP_ERR_INVALID, "copy on stream '%s': device not initialised",
-                              s->name);
-        else {
-            pp_device_ctx *other = s->dev == c->src_dev ? c->dst_dev : c->src_dev;
-            int oi = other->id.index;
-            if (oi >= PEER_CACHE || cs->peer[oi] == 0) { /* three driver calls: once */
-                bool ok = enable_peer(s->dev, other);
-                if (oi < PEER_CACHE) cs->peer[oi] = ok ? 1 : -1;
-            }
-            st = pp_cuda_set_device(s->dev, &e);
-        }
-    }
-    if (st == PP_OK) st = reserve_spares(cs, s, &e);
+    pp_error_clear(&e);
+    timed_item *it = NULL;
+    const bool peer = c->src_dev->id.kind == PP_DEVICE_CUDA &&
+                      c->dst_dev->id.kind == PP_DEVICE_CUDA && c->src_dev != c->dst_dev;
+    pp_status st = peer ? prepare_peer_copy(s, c, &e) : PP_OK;
     if (st == PP_OK) st = item_begin(s, label, PP_RECORD_COPY, c->bytes, &it, &e);
     if (st == PP_OK) {
-        if (src_gpu && dst_gpu && c->src_dev != c->dst_dev)
+        if (peer)
             st = PP_CUDA(s->dev, &e,
                          cudaMemcpyPeerAsync(c->dst, c->dst_dev->id.index, c->src,
                                              c->src_dev->id.index, c->bytes, cs->st));
         else
             st = PP_CUDA(s->dev, &e,
                          cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, cs->st));
-        /* the end event is recorded even after a failure, as for launches, so that
-         * records() never reads an item whose end event was not recorded */
-        pp_error e2;
-        pp_status end = item_end(s, it, &e2);
-        if (st == PP_OK && end != PP_OK) {
-            st = end;
-            e = e2;
-        }
+        st = item_end(s, it, st, &e);
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "copy %s on stream '%s'", label ? label : "", s->name);
-        return fail_item(s, &e);
+        fail_now(s, &e);
     }
     return PP_OK;
 }
 
-static pp_status cuda_synchronize(pp_stream *s, pp_error *err)
+static void cuda_synchronize(pp_stream *s)
 {
     cuda_stream *cs = s->state;
     pp_error e;
@@ -288,55 +268,38 @@ static pp_status cuda_synchronize(pp_stream *s, pp_error *err)
     if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaStreamSynchronize(cs->st));
     if (st != PP_OK) {
         pp_error_prefix(&e, "stream '%s'", s->name);
-        pp_stream_set_error(s, &e, pp_stream_clock_ns(), 0);
+        fail_now(s, &e);
     }
-    return pp_stream_error(s, err, NULL);
 }
 
-static pp_status cuda_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
-                              pp_error *err)
+/* Adds the records of the items completed since the last call, their times
+ * read against a host-clock reference: an event completed now, read with the
+ * host clock. */
+static pp_status cuda_records_resolve(pp_stream *s, pp_error *err)
 {
     cuda_stream *cs = s->state;
-    *recs = cs->recs;
-    *n = 0;
-    if (cs->nitems > cs->nrec) {
-        if (cs->nitems > cs->caprec) {
-            pp_stream_record *p = realloc(cs->recs, cs->capitems * sizeof *p);
-            if (!p)
-                return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')",
-                                    s->name);
-            cs->recs = p;
-            cs->caprec = cs->capitems;
-        }
-        /* host-clock reference: an event completed now, read with the host clock */
-        cudaEvent_t ref;
-        PP_TRY(pp_cuda_set_device(s->dev, err));
-        /* ref may be a new event that goes to the spares below: keep room for it */
-        PP_TRY(reserve_spares(cs, s, err));
-        PP_TRY(take_event(s, &ref, err));
-        pp_status st = PP_CUDA(s->dev, err, cudaEventRecord(ref, cs->st));
-        if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventSynchronize(ref));
-        const int64_t host_ref = pp_stream_clock_ns();
-        for (size_t i = cs->nrec; st == PP_OK && i < cs->nitems; i++) {
-            const timed_item *it = &cs->items[i];
-            float to_start = 0, to_end = 0;
-            st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_start, it->start, ref));
-            if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_end, it->end, ref));
-            if (st != PP_OK) break;
-            pp_stream_record *r = &cs->recs[i];
-            memcpy(r->label, it->label, sizeof r->label);
-            r->kind = it->kind;
-            r->bytes = it->bytes;
-            r->start_ns = host_ref - (int64_t)((double)to_start * 1e6);
-            r->end_ns = host_ref - (int64_t)((double)to_end * 1e6);
-            cs->nrec = i + 1;
-        }
-        cs->spare[cs->nspare++] = ref;
-        PP_TRY(st);
-        *recs = cs->recs;
+    if (cs->nresolved == cs->nitems) return PP_OK;
+    cudaEvent_t ref;
+    PP_TRY(pp_cuda_set_device(s->dev, err));
+    /* ref may be a new event that goes to the spares below: keep room for it */
+    PP_TRY(reserve_spares(cs, s, err));
+    PP_TRY(take_event(s, &ref, err));
+    pp_status st = PP_CUDA(s->dev, err, cudaEventRecord(ref, cs->st));
+    if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventSynchronize(ref));
+    const int64_t host_ref = pp_stream_clock_ns();
+    while (st == PP_OK && cs->nresolved < cs->nitems) {
+        timed_item *it = &cs->items[cs->nresolved];
+        float to_start = 0, to_end = 0;
+        st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_start, it->start, ref));
+        if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_end, it->end, ref));
+        if (st != PP_OK) break;
+        it->rec.start_ns = host_ref - (int64_t)((double)to_start * 1e6);
+        it->rec.end_ns = host_ref - (int64_t)((double)to_end * 1e6);
+        st = pp_stream_push_record(s, &it->rec, err);
+        if (st == PP_OK) cs->nresolved++;
     }
-    *n = cs->nrec;
-    return PP_OK;
+    cs->spare[cs->nspare++] = ref;
+    return st;
 }
 
 static void cuda_records_clear(pp_stream *s)
@@ -347,7 +310,7 @@ static void cuda_records_clear(pp_stream *s)
         cs->spare[cs->nspare++] = cs->items[i].end;
     }
     cs->nitems = 0;
-    cs->nrec = 0;
+    cs->nresolved = 0;
 }
 
 /* ---- events ----------------------------------------------------------------------- */
@@ -393,8 +356,7 @@ static pp_status cuda_event_record(pp_event *ev, pp_stream *s, pp_error *err)
         PP_TRY(pp_cuda_set_device(s->dev, err));
     }
     PP_TRY(PP_CUDA(s->dev, err, cudaEventRecord(ce->ev, cs->st)));
-    ce->recorded = true;
-    ce->error.code = PP_OK;
+    pp_error_clear(&ce->error);
     ce->error_ns = 0;
     (void)pp_stream_get_error(s, UINT64_MAX, &ce->error, &ce->error_ns);
     return PP_OK;
@@ -404,36 +366,45 @@ static void CUDART_CB foreign_wait_cb(void *p)
 {
     foreign_wait *w = p;
     pp_error e;
-    e.code = PP_OK;
-    if (w->ev->impl->event_synchronize(w->ev, &e) != PP_OK)
-        pp_stream_set_error(w->s, &e, pp_stream_clock_ns(), 0);
+    pp_error_clear(&e);
+    if (w->ev->impl->event_synchronize(w->ev, &e) != PP_OK) fail_now(w->s, &e);
     free(w);
+}
+
+static pp_status cuda_wait_foreign(pp_stream *s, pp_event *ev, pp_error *err)
+{
+    cuda_stream *cs = s->state;
+    PP_TRY(pp_cuda_set_device(s->dev, err));
+    foreign_wait *w = malloc(sizeof *w);
+    if (!w) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
+    w->s = s;
+    w->ev = ev;
+    pp_status st = PP_CUDA(s->dev, err, cudaLaunchHostFunc(cs->st, foreign_wait_cb, w));
+    if (st != PP_OK) free(w);
+    return st;
 }
 
 static pp_status cuda_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
 {
     cuda_stream *cs = s->state;
-    PP_TRY(pp_cuda_set_device(s->dev, err));
-    if (ev->impl != s->impl) {
-        foreign_wait *w = malloc(sizeof *w);
-        if (!w) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream '%s')", s->name);
-        w->s = s;
-        w->ev = ev;
-        pp_status st = PP_CUDA(s->dev, err, cudaLaunchHostFunc(cs->st, foreign_wait_cb, w));
-        if (st != PP_OK) free(w);
-        return st;
-    }
     cuda_event *ce = ev->state;
-    if (!ce->recorded) return PP_OK;
+    PP_TRY(pp_cuda_set_device(s->dev, err));
     if (ce->error.code != PP_OK) pp_stream_set_error(s, &ce->error, ce->error_ns, 0);
     return PP_CUDA(s->dev, err, cudaStreamWaitEvent(cs->st, ce->ev, 0));
+}
+
+/* The event's status once its point has completed: the recording stream's
+ * sticky error at record time, if any. */
+static pp_status recorded_error(const cuda_event *ce, pp_error *err)
+{
+    if (ce->error.code != PP_OK && err) *err = ce->error;
+    return ce->error.code;
 }
 
 static pp_status cuda_event_query(pp_event *ev, bool *done, pp_error *err)
 {
     cuda_event *ce = ev->state;
     *done = true;
-    if (!ce->recorded) return PP_OK;
     PP_TRY(pp_cuda_set_device(ce->on, err));
     cudaError_t e = cudaEventQuery(ce->ev);
     if (e == cudaErrorNotReady) {
@@ -442,24 +413,15 @@ static pp_status cuda_event_query(pp_event *ev, bool *done, pp_error *err)
         return PP_OK;
     }
     PP_TRY(PP_CUDA(ce->on, err, e));
-    if (ce->error.code != PP_OK) {
-        if (err) *err = ce->error;
-        return ce->error.code;
-    }
-    return PP_OK;
+    return recorded_error(ce, err);
 }
 
 static pp_status cuda_event_synchronize(pp_event *ev, pp_error *err)
 {
     cuda_event *ce = ev->state;
-    if (!ce->recorded) return PP_OK;
     PP_TRY(pp_cuda_set_device(ce->on, err));
     PP_TRY(PP_CUDA(ce->on, err, cudaEventSynchronize(ce->ev)));
-    if (ce->error.code != PP_OK) {
-        if (err) *err = ce->error;
-        return ce->error.code;
-    }
-    return PP_OK;
+    return recorded_error(ce, err);
 }
 
 static const pp_stream_impl cuda_impl = {
@@ -469,12 +431,13 @@ static const pp_stream_impl cuda_impl = {
     .launch = cuda_launch,
     .copy = cuda_copy,
     .synchronize = cuda_synchronize,
-    .records = cuda_records,
+    .records_resolve = cuda_records_resolve,
     .records_clear = cuda_records_clear,
     .event_init = cuda_event_init,
     .event_destroy = cuda_event_destroy,
     .event_record = cuda_event_record,
     .wait_event = cuda_wait_event,
+    .wait_foreign = cuda_wait_foreign,
     .event_query = cuda_event_query,
     .event_synchronize = cuda_event_synchronize,
 };

@@ -3,21 +3,33 @@
  * backend (stream_cpu.c; stream_cuda.c in CUDA builds).
  *
  * stream.c owns the generic handle fields and checks arguments; a backend
- * owns `state` and implements the semantics documented in stream.h. Every
- * entry is required. Contracts beyond stream.h:
+ * owns `state` and implements the semantics documented in stream.h. Entries
+ * marked optional may be NULL; the others are required. Contracts beyond
+ * stream.h:
  *   - stream_init fills s->state and initialises s->exec for s->dev with the
  *     backend's native stream (pp_exec_init); stream_destroy drains pending
  *     work, then releases both.
- *   - wait_event may receive an event of another backend (a CPU stream
- *     waiting for a CUDA event or the reverse). It then falls back to the
- *     event's own event_synchronize, called when the waiting stream reaches
- *     the wait; a backend that cannot do that returns PP_ERR_UNSUPPORTED.
+ *   - synchronize waits for the enqueued work and keeps a failure it finds
+ *     as the sticky error; stream.c then returns the sticky error.
+ *   - Events: stream.c marks an event recorded once event_record succeeds
+ *     and answers for a never-recorded one itself (complete, nothing to wait
+ *     for), so the event and wait entries below only see recorded events.
+ *   - wait_event gets an event of s's own backend, wait_foreign one of
+ *     another backend (a CPU stream waiting for a CUDA event or the
+ *     reverse). The foreign fallback calls the event's own event_synchronize
+ *     when the waiting stream reaches the wait, and a failure it returns
+ *     becomes the waiting stream's sticky error; a backend that cannot do
+ *     that returns PP_ERR_UNSUPPORTED.
  *   - Sticky errors live in the generic handle (below), shared by every
  *     backend: a backend reports the first failure of an item with
  *     pp_stream_set_error and asks pp_stream_get_error before running work;
  *     pp_stream_error and pp_stream_clear_error need no backend entry.
- *   - records returns the timing records of completed items (CUDA: resolved
- *     from timed events against a host-clock reference at that point).
+ *   - Timing records live in the generic handle too: a backend adds the
+ *     record of each completed item with pp_stream_push_record. records_resolve
+ *     (optional) is called by pp_stream_records first, for a backend that
+ *     learns the times only then (CUDA: timed events read against a
+ *     host-clock reference); records_clear (optional) releases what a backend
+ *     keeps per item before the records are dropped.
  */
 #ifndef PP_STREAM_IMPL_H
 #define PP_STREAM_IMPL_H
@@ -37,18 +49,21 @@ struct pp_stream {
     char name[32];
     pp_exec exec;  /* the stream's own exec; used by its work only */
     void *state;   /* backend-private */
-    /* The sticky error (stream.h). err_mu is a leaf lock: backends may take it
-     * while holding their own, never the reverse. */
-    pthread_mutex_t err_mu;
-    pp_error error;     /* (err_mu) first failure; code PP_OK if none */
-    int64_t error_ns;   /* (err_mu) when it occurred (pp_stream_clock_ns) */
-    uint64_t error_seq; /* (err_mu) backend's position of the failed item (CPU: 1-based
+    /* The sticky error and the timing records (stream.h). mu is a leaf lock:
+     * backends may take it while holding their own, never the reverse. */
+    pthread_mutex_t mu;
+    pp_error error;     /* (mu) first failure; code PP_OK if none */
+    int64_t error_ns;   /* (mu) when it occurred (pp_stream_clock_ns) */
+    uint64_t error_seq; /* (mu) backend's position of the failed item (CPU: 1-based
                            item index), so waits on earlier points do not inherit it */
+    pp_stream_record *recs; /* (mu) records of completed items, oldest first */
+    size_t nrec, caprec;    /* (mu) */
 };
 
 struct pp_event {
     const struct pp_stream_impl *impl;
     pp_device_ctx *dev;
+    bool recorded; /* event_record succeeded at least once (host thread only) */
     void *state;   /* backend-private */
 };
 
@@ -69,14 +84,15 @@ typedef struct pp_stream_impl {
     pp_status (*launch)(pp_stream *s, const char *label, pp_stream_fn fn, void *arg,
                         pp_error *err);
     pp_status (*copy)(pp_stream *s, const pp_copy_args *c, const char *label, pp_error *err);
-    pp_status (*synchronize)(pp_stream *s, pp_error *err);
-    pp_status (*records)(pp_stream *s, const pp_stream_record **recs, size_t *n, pp_error *err);
-    void (*records_clear)(pp_stream *s);
+    void (*synchronize)(pp_stream *s);
+    pp_status (*records_resolve)(pp_stream *s, pp_error *err); /* optional */
+    void (*records_clear)(pp_stream *s);                        /* optional */
 
     pp_status (*event_init)(pp_event *ev, pp_error *err);
     void (*event_destroy)(pp_event *ev);
     pp_status (*event_record)(pp_event *ev, pp_stream *s, pp_error *err);
     pp_status (*wait_event)(pp_stream *s, pp_event *ev, pp_error *err);
+    pp_status (*wait_foreign)(pp_stream *s, pp_event *ev, pp_error *err);
     pp_status (*event_query)(pp_event *ev, bool *done, pp_error *err);
     pp_status (*event_synchronize)(pp_event *ev, pp_error *err);
 } pp_stream_impl;
@@ -85,9 +101,23 @@ typedef struct pp_stream_impl {
  * position seq as s's sticky error, unless s already has one. Thread-safe. */
 void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq);
 
-/* True when s has a sticky error set at a position <= seq_max (UINT64_MAX:
- * any); then *err and *when_ns (each may be NULL) receive it. Thread-safe. */
-bool pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns);
+/* The code of s's sticky error if it was set at a position <= seq_max
+ * (UINT64_MAX: any), else PP_OK; when there is one, *err and *when_ns (each
+ * may be NULL) receive it. Thread-safe. */
+pp_status pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns);
+
+/* Fills r for an item about to be enqueued: label (may be NULL) truncated to
+ * PP_STREAM_LABEL_MAX - 1 characters, kind, bytes; times zero. */
+void pp_stream_record_init(pp_stream_record *r, const char *label, pp_record_kind kind,
+                           size_t bytes);
+/* Appends a completed item's record to s's records. Thread-safe. Fails only
+ * out of host memory; the record is then dropped. */
+pp_status pp_stream_push_record(pp_stream *s, const pp_stream_record *r, pp_error *err);
+
+/* buf (an array of *cap elements of size bytes) grown to hold at least need
+ * elements, doubling from 64, and *cap updated; buf itself when it already
+ * fits; NULL out of host memory (buf and *cap unchanged). */
+void *pp_stream_grow(void *buf, size_t *cap, size_t need, size_t size);
 
 /* The CPU implementation (stream_cpu.c). Never NULL. */
 const pp_stream_impl *pp_stream_impl_cpu(void);

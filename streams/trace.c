@@ -68,8 +68,12 @@ static bool add_events(json_t *events, const pp_step_stats *steps, int n_steps)
 pp_status pp_trace_write_chrome(const char *path, const pp_step_stats *steps, int n_steps,
                                 pp_error *err)
 {
-    if (!path || (n_steps > 0 && !steps))
-        return pp_error_set(err, PP_ERR_INVALID, "trace: missing path or steps");
+    if (!path) return pp_error_set(err, PP_ERR_INVALID, "trace: no path given");
+    if (n_steps < 0)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: negative step count (%d)", path, n_steps);
+    if (n_steps > 0 && !steps)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %d steps asked for, none given", path,
+                            n_steps);
     json_t *events = json_array();
     json_t *root = json_pack("{s:s, s:o}", "displayTimeUnit", "ms", "traceEvents", events);
     if (!root || (n_steps > 0 && !add_events(events, steps, n_steps))) {

@@ -1,9 +1,10 @@
 /*
  * test_executor.c - the executor on synthetic stages: exact results and
  * gradient accumulation order for GPipe and 1F1B over several stage counts,
- * micro-batch counts and uneven splits; stats and the Chrome trace; the
- * first error with stage, device and micro-batch; and sleeping stages whose
- * measured step time must match the simulator's prediction.
+ * micro-batch counts and uneven splits; stats and the Chrome trace (its JSON
+ * field by field from hand-made steps); the first error with stage, device
+ * and micro-batch; and sleeping stages whose measured step time must match
+ * the simulator's prediction.
  *
  * A toy stage s multiplies its input elementwise by a weight w_s; backward
  * multiplies the gradient by w_s and accumulates dw_s += sum(grad_out * in).
@@ -360,6 +361,156 @@ static void test_trace(void)
     pp_schedule_free(&s);
 }
 
+/* The trace's JSON, field by field, from hand-made steps with known times:
+ * metadata naming each device (process) and stream (thread, one per lane),
+ * then one complete event per span with ts and dur in microseconds from
+ * steps[0].t0_ns; lanes on one device share that device's pid (the index of
+ * its first lane). */
+typedef struct trace_meta {
+    const char *what; /* process_name, thread_name, thread_sort_index */
+    int pid, tid;
+    const char *name; /* args.name; NULL: args.sort_index == tid */
+} trace_meta;
+
+typedef struct trace_x {
+    const char *name, *cat;
+    int pid, tid;
+    double ts, dur; /* microseconds */
+    int step;
+    json_int_t bytes;
+} trace_x;
+
+static void check_trace_file(const char *path, const trace_meta *meta, int n_meta,
+                             const trace_x *xs, int n_x)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    CHECK_MSG(root != NULL, "%s is not JSON: %s", path, jerr.text);
+    if (!root) return;
+    CHECK(json_object_size(root) == 2);
+    CHECK(strcmp(json_string_value(json_object_get(root, "displayTimeUnit")), "ms") == 0);
+    json_t *evs = json_object_get(root, "traceEvents");
+    CHECK_MSG(json_array_size(evs) == (size_t)(n_meta + n_x), "%zu events",
+              json_array_size(evs));
+    for (int i = 0; i < n_meta && (size_t)i < json_array_size(evs); i++) {
+        const trace_meta *m = &meta[i];
+        json_t *e = json_array_get(evs, (size_t)i), *args = json_object_get(e, "args");
+        CHECK_MSG(json_object_size(e) == 5 && json_object_size(args) == 1, "metadata %d", i);
+        CHECK(strcmp(json_string_value(json_object_get(e, "ph")), "M") == 0);
+        CHECK_MSG(strcmp(json_string_value(json_object_get(e, "name")), m->what) == 0,
+                  "metadata %d is %s, not %s", i, json_string_value(json_object_get(e, "name")),
+                  m->what);
+        CHECK_MSG(json_integer_value(json_object_get(e, "pid")) == m->pid &&
+                      json_integer_value(json_object_get(e, "tid")) == m->tid,
+                  "metadata %d (%s): pid %d tid %d expected", i, m->what, m->pid, m->tid);
+        if (m->name)
+            CHECK_MSG(strcmp(json_string_value(json_object_get(args, "name")), m->name) == 0,
+                      "metadata %d: name %s expected", i, m->name);
+        else
+            CHECK(json_integer_value(json_object_get(args, "sort_index")) == m->tid);
+    }
+    for (int i = 0; i < n_x && (size_t)(n_meta + i) < json_array_size(evs); i++) {
+        const trace_x *x = &xs[i];
+        json_t *e = json_array_get(evs, (size_t)(n_meta + i)), *args = json_object_get(e, "args");
+        CHECK_MSG(json_object_size(e) == 8 && json_object_size(args) == 2, "span %d: keys", i);
+        CHECK(strcmp(json_string_value(json_object_get(e, "ph")), "X") == 0);
+        CHECK_MSG(strcmp(json_string_value(json_object_get(e, "name")), x->name) == 0 &&
+                      strcmp(json_string_value(json_object_get(e, "cat")), x->cat) == 0,
+                  "span %d: %s (%s) expected", i, x->name, x->cat);
+        CHECK_MSG(json_integer_value(json_object_get(e, "pid")) == x->pid &&
+                      json_integer_value(json_object_get(e, "tid")) == x->tid,
+                  "span %d (%s): pid %d tid %d expected", i, x->name, x->pid, x->tid);
+        double ts = json_number_value(json_object_get(e, "ts"));
+        double dur = json_number_value(json_object_get(e, "dur"));
+        CHECK_MSG(fabs(ts - x->ts) < 1e-9 && fabs(dur - x->dur) < 1e-9,
+                  "span %d (%s): ts %.3f dur %.3f, expected %.3f %.3f", i, x->name, ts, dur,
+                  x->ts, x->dur);
+        CHECK_MSG(json_integer_value(json_object_get(args, "step")) == x->step &&
+                      json_integer_value(json_object_get(args, "bytes")) == x->bytes,
+                  "span %d (%s): step %d bytes %lld expected", i, x->name, x->step,
+                  (long long)x->bytes);
+    }
+    json_decref(root);
+}
+
+static void test_trace_shape(void)
+{
+    pp_trace_lane lanes[] = {
+        {"stage0", "cpu:0", PP_STREAM_COMPUTE},
+        {"stage1", "cpu:1", PP_STREAM_COMPUTE},
+        {"act s0->s1", "cpu:1", PP_STREAM_COPY},
+        {"grad s1->s0", "cpu:0", PP_STREAM_COPY},
+    };
+    pp_trace_span spans0[] = {
+        {"F0 stage0", 0, 1002000, 1502000, 0},
+        {"copy act 0 s0->s1", 2, 1503000, 1503250, 4096},
+        {"F0 stage1", 1, 1504000, 2004000, 0},
+        {"B0 stage1", 1, 2004000, 3004000, 0},
+        {"copy grad 0 s1->s0", 3, 3005000, 3005500, 2048},
+        {"B0 stage0", 0, 3006000, 4006000, 0},
+    };
+    pp_trace_span spans1[] = {
+        {"F0 stage0", 0, 5000500, 5001000, 0},
+        {"STEP stage1", 1, 5002000, 5002001, 0},
+    };
+    pp_step_stats steps[2] = {
+        {.t0_ns = 1000000, .n_lanes = 4, .lanes = lanes, .n_spans = 6, .spans = spans0},
+        {.t0_ns = 5000000, .n_lanes = 4, .lanes = lanes, .n_spans = 2, .spans = spans1},
+    };
+    const trace_meta meta[] = {
+        {"process_name", 0, 0, "cpu:0"},
+        {"thread_name", 0, 0, "stage0"},
+        {"thread_sort_index", 0, 0, NULL},
+        {"process_name", 1, 0, "cpu:1"},
+        {"thread_name", 1, 1, "stage1"},
+        {"thread_sort_index", 1, 1, NULL},
+        {"thread_name", 1, 2, "act s0->s1"},
+        {"thread_sort_index", 1, 2, NULL},
+        {"thread_name", 0, 3, "grad s1->s0"},
+        {"thread_sort_index", 0, 3, NULL},
+    };
+    const trace_x xs[] = {
+        {"F0 stage0", "compute", 0, 0, 2.0, 500.0, 0, 0},
+        {"copy act 0 s0->s1", "copy", 1, 2, 503.0, 0.25, 0, 4096},
+        {"F0 stage1", "compute", 1, 1, 504.0, 500.0, 0, 0},
+        {"B0 stage1", "compute", 1, 1, 1004.0, 1000.0, 0, 0},
+        {"copy grad 0 s1->s0", "copy", 0, 3, 2005.0, 0.5, 0, 2048},
+        {"B0 stage0", "compute", 0, 0, 2006.0, 1000.0, 0, 0},
+        {"F0 stage0", "compute", 0, 0, 4000.5, 0.5, 1, 0},
+        {"STEP stage1", "compute", 1, 1, 4002.0, 0.001, 1, 0},
+    };
+    char dir[256], path[300];
+    if (!check_mkdtemp(dir, sizeof dir, "pp_trace")) {
+        CHECK(false);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    pp_error err;
+    CHECK_OK(pp_trace_write_chrome(path, steps, 2, &err), &err);
+    check_trace_file(path, meta, 10, xs, 8);
+    /* written again: replaced whole, and no temporary file is left beside it */
+    CHECK_OK(pp_trace_write_chrome(path, steps, 1, &err), &err);
+    check_trace_file(path, meta, 10, xs, 6);
+    CHECK_OK(pp_trace_write_chrome(path, NULL, 0, &err), &err);
+    check_trace_file(path, meta, 0, xs, 0);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "test \"$(ls -A '%s')\" = trace.json", dir);
+    CHECK_MSG(system(cmd) == 0, "%s holds more than trace.json", dir);
+
+    /* every error names the path */
+    CHECK(pp_trace_write_chrome(NULL, steps, 2, &err) == PP_ERR_INVALID);
+    CHECK(pp_trace_write_chrome(path, NULL, 2, &err) == PP_ERR_INVALID &&
+          strstr(err.msg, path) != NULL);
+    CHECK(pp_trace_write_chrome(path, steps, -1, &err) == PP_ERR_INVALID &&
+          strstr(err.msg, path) != NULL);
+    snprintf(path, sizeof path, "%s/missing/trace.json", dir);
+    CHECK(pp_trace_write_chrome(path, steps, 2, &err) == PP_ERR_IO &&
+          strstr(err.msg, path) != NULL);
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    unlink(path);
+    CHECK_MSG(rmdir(dir) == 0, "%s: not empty after the failed writes", dir);
+}
+
 /* Mean measured forward and backward duration per stage, from the spans. */
 static void measured_costs(const pp_step_stats *st, double *fw, double *bw)
 {
@@ -500,6 +651,7 @@ int main(void)
     test_forward_only();
     test_error();
     test_trace();
+    test_trace_shape();
     test_timing();
     for (int i = 0; i < 4; i++) CHECK(pp_device_bytes_in_use(cpus[i]) == 0);
     pp_registry_free(reg);

@@ -1,8 +1,9 @@
 /*
  * test_streams.c - streams and events (FIFO order, cross-stream events, sticky
- * and inherited errors, waits folded into the next item, copies ordered by
- * events), schedules (generators for all small S and m, printable form,
- * rejected hand-made lists) and the simulator (closed forms).
+ * and inherited errors, waits folded into the next item, waits for another
+ * backend's event, copies ordered by events), schedules (generators for all
+ * small S and m, printable form, rejected hand-made lists) and the simulator
+ * (closed forms).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -321,6 +322,68 @@ static void test_sticky_errors(void)
     pp_event_free(ev);
     pp_stream_free(a);
     pp_stream_free(b);
+}
+
+/* A stand-in for another backend's event: its event_synchronize is all that
+ * a CPU stream's foreign wait calls. It notes when it runs and what it saw. */
+typedef struct foreign_state {
+    atomic_int calls;
+    atomic_int *flag; /* read when the wait runs */
+    atomic_int seen;
+    pp_status result;
+} foreign_state;
+
+static pp_status foreign_synchronize(pp_event *ev, pp_error *err)
+{
+    foreign_state *f = ev->state;
+    atomic_fetch_add(&f->calls, 1);
+    atomic_store(&f->seen, atomic_load(f->flag));
+    if (f->result != PP_OK) return pp_error_set(err, f->result, "foreign device lost");
+    return PP_OK;
+}
+
+static const pp_stream_impl foreign_impl = {.name = "foreign",
+                                            .event_synchronize = foreign_synchronize};
+
+/* A wait for an event of another backend: nothing for a never-recorded one;
+ * otherwise the event's own synchronize, run in stream order, whose failure
+ * becomes the waiting stream's sticky error. */
+static void test_foreign_waits(void)
+{
+    pp_error err;
+    pp_stream *s;
+    CHECK_OK(pp_stream_new(cpu0, PP_STREAM_COMPUTE, "s", &s, &err), &err);
+    atomic_int flag = 0, seen = -1;
+    foreign_state fs = {.flag = &flag, .result = PP_OK};
+    atomic_init(&fs.calls, 0);
+    atomic_init(&fs.seen, -1);
+    pp_event ev = {.impl = &foreign_impl, .dev = cpu1, .state = &fs};
+
+    CHECK_OK(pp_stream_wait_event(s, &ev, &err), &err);
+    CHECK_OK(pp_stream_synchronize(s, &err), &err);
+    CHECK(atomic_load(&fs.calls) == 0);
+
+    ev.recorded = true;
+    flag_arg w = {&flag, 3, 30.0, NULL}, r = {&flag, 0, 0.0, &seen};
+    CHECK_OK(pp_stream_launch(s, "write", delay_then_set, &w, &err), &err);
+    CHECK_OK(pp_stream_wait_event(s, &ev, &err), &err);
+    CHECK_OK(pp_stream_launch(s, "read", observe, &r, &err), &err);
+    CHECK_OK(pp_stream_synchronize(s, &err), &err);
+    CHECK(atomic_load(&fs.calls) == 1 && atomic_load(&fs.seen) == 3 && atomic_load(&seen) == 3);
+    const pp_stream_record *rec;
+    size_t n;
+    CHECK_OK(pp_stream_records(s, &rec, &n, &err), &err);
+    CHECK(n == 2 && strcmp(rec[0].label, "write") == 0 && strcmp(rec[1].label, "read") == 0);
+
+    fs.result = PP_ERR_BACKEND;
+    int count = 0;
+    count_arg ok = {&count, PP_OK};
+    CHECK_OK(pp_stream_wait_event(s, &ev, &err), &err);
+    CHECK_OK(pp_stream_launch(s, "skipped", count_or_fail, &ok, &err), &err);
+    CHECK(pp_stream_synchronize(s, &err) == PP_ERR_BACKEND &&
+          strcmp(err.msg, "foreign device lost") == 0);
+    CHECK(count == 0 && atomic_load(&fs.calls) == 2);
+    pp_stream_free(s);
 }
 
 typedef struct fill_arg {
@@ -744,6 +807,7 @@ int main(void)
     test_events();
     test_waits_before_work();
     test_sticky_errors();
+    test_foreign_waits();
     test_copies_ordered();
     test_stream_misuse();
     test_schedule_generators();
