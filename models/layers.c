@@ -200,6 +200,16 @@ pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c
     return PP_OK;
 }
 
+pp_status pp_conv_layer_backward_accumulate(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                            const pp_tensor *x, const pp_tensor *dy,
+                                            pp_tensor *dx, pp_error *err)
+{
+    pp_conv2d_desc d;
+    PP_TRY(conv_desc(c, x, &d, err));
+    PP_TRY(pp_conv2d_backward_filter(ex, &d, x, dy, &u->grad[c->e], err));
+    return pp_conv2d_backward_data_accumulate(ex, &d, dy, &u->value[c->e], dx, err);
+}
+
 static pp_bn_desc bn_desc(const pp_tensor *x)
 {
     return (pp_bn_desc){.n = (int)x->shape[0],

@@ -189,8 +189,7 @@ static pp_status forward_into(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_te
                                      err);
         identity = &ds;
     }
-    if (st == PP_OK) st = pp_add(ex, &last, identity, y, err);
-    if (st == PP_OK) st = pp_relu_forward(ex, y, y, err);
+    if (st == PP_OK) st = pp_add_relu(ex, &last, identity, y, err);
     if (st == PP_OK && train) st = pp_copy(ex, x, &s->x, err);
     if (st == PP_OK && train) st = pp_copy(ex, y, &s->out, err);
     pp_tensor_free(&last);
@@ -215,20 +214,22 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
 {
     block_impl *b = u->impl;
     block_saved *s = sv;
-    pp_tensor g = {0}, dcd = {0}, didentity = {0}, d = {0}, dc = {0};
+    pp_tensor g = {0}, dcd = {0}, d = {0}, dc = {0};
     const pp_tensor *x = &s->x;
-    /* g = dL/d(bn_last + identity) */
+    /* g = dL/d(bn_last + identity), the gradient of both branches' outputs */
     pp_status st = pp_unit_alloc_like(&g, ex, &s->out, err);
     if (st == PP_OK) st = pp_relu_backward(ex, &s->out, dy, &g, err);
+    /* The identity branch's gradient goes into dx first; the main branch's
+     * first convolution then adds its own (no separate accumulate pass). */
     if (st == PP_OK && u->spec.downsample) {
         st = pp_unit_alloc_like(&dcd, ex, &s->ds_conv_out, err);
         if (st == PP_OK)
             st = pp_bn_layer_backward(u, ex, &b->bn[DS], &s->ds_conv_out, &g, &s->mean[DS],
                                       &s->invstd[DS], &dcd, err);
-        if (st == PP_OK && dx) st = pp_unit_alloc_like(&didentity, ex, x, err);
-        if (st == PP_OK)
-            st = pp_conv_layer_backward(u, ex, &b->conv[DS], x, &dcd, dx ? &didentity : NULL, err);
+        if (st == PP_OK) st = pp_conv_layer_backward(u, ex, &b->conv[DS], x, &dcd, dx, err);
         pp_tensor_free(&dcd);
+    } else if (st == PP_OK && dx) {
+        st = pp_copy(ex, &g, dx, err);
     }
     /* d holds dL/d(relu output i) for i < n-1; the last pair's gradient is g */
     for (int i = b->n_main - 1; i >= 0 && st == PP_OK; i--) {
@@ -242,21 +243,20 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
             st = pp_bn_layer_backward(u, ex, &b->bn[i], &s->conv_out[i], dcur, &s->mean[i],
                                       &s->invstd[i], &dc, err);
         pp_tensor_free(&d);
-        const pp_tensor *in = i > 0 ? &s->relu_out[i - 1] : x;
-        pp_tensor *din = NULL;
+        if (st != PP_OK) break;
         if (i > 0) {
-            if (st == PP_OK) st = pp_unit_alloc_like(&d, ex, in, err);
-            din = &d;
+            const pp_tensor *in = &s->relu_out[i - 1];
+            st = pp_unit_alloc_like(&d, ex, in, err);
+            if (st == PP_OK) st = pp_conv_layer_backward(u, ex, &b->conv[i], in, &dc, &d, err);
+        } else if (dx) {
+            st = pp_conv_layer_backward_accumulate(u, ex, &b->conv[0], x, &dc, dx, err);
         } else {
-            din = dx;
+            st = pp_conv_layer_backward(u, ex, &b->conv[0], x, &dc, NULL, err);
         }
-        if (st == PP_OK) st = pp_conv_layer_backward(u, ex, &b->conv[i], in, &dc, din, err);
         pp_tensor_free(&dc);
     }
-    if (st == PP_OK && dx) st = pp_accumulate(ex, u->spec.downsample ? &didentity : &g, dx, err);
     pp_tensor_free(&d);
     pp_tensor_free(&g);
-    pp_tensor_free(&didentity);
     return st;
 }
 

@@ -187,6 +187,11 @@ pp_status pp_conv_layer_forward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
 pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
                                  const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
                                  pp_error *err);
+/* As pp_conv_layer_backward, but dx += conv_transpose(dy): dx already holds
+ * another branch's gradient (a residual block's identity path). */
+pp_status pp_conv_layer_backward_accumulate(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                            const pp_tensor *x, const pp_tensor *dy,
+                                            pp_tensor *dx, pp_error *err);
 /* y = bn(x) into an allocated y. Training (mean, invstd allocated, (C)):
  * batch statistics, running statistics updated, one pending count; else
  * (mean == NULL) running statistics. */
