@@ -74,6 +74,10 @@ typedef struct pp_backend_ops {
     pp_status (*relu_forward)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
     pp_status (*relu_backward)(pp_exec *ex, int64_t n, const float *y, const float *dy, float *dx,
                                pp_error *err);
+    pp_status (*sigmoid_forward)(pp_exec *ex, int64_t n, const float *x, float *y,
+                                 pp_error *err);
+    pp_status (*sigmoid_backward)(pp_exec *ex, int64_t n, const float *y, const float *dy,
+                                  float *dx, pp_error *err);
     pp_status (*add)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                      pp_error *err);
     pp_status (*accumulate)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
@@ -97,6 +101,17 @@ typedef struct pp_backend_ops {
                                  pp_error *err);
     pp_status (*avgpool_backward)(pp_exec *ex, int64_t planes, int64_t hw, const float *dy,
                                   float *dx, pp_error *err);
+
+    /* window average pool (count_include_pad): x (n,c,h,w) -> y (n,c,p,q) */
+    pp_status (*avgpool2d_forward)(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
+                                   pp_error *err);
+    pp_status (*avgpool2d_backward)(pp_exec *ex, const pp_pool_desc *d, const float *dy,
+                                    float *dx, pp_error *err);
+    /* y (n, c, hw) += b (c); db (c) += sum over n and hw of dy */
+    pp_status (*channel_bias_forward)(pp_exec *ex, int64_t n, int64_t c, int64_t hw,
+                                      const float *b, float *y, pp_error *err);
+    pp_status (*channel_bias_backward)(pp_exec *ex, int64_t n, int64_t c, int64_t hw,
+                                       const float *dy, float *db, pp_error *err);
 
     /* x (n,in), w (out,in), b (out), y (n,out) */
     pp_status (*linear_forward)(pp_exec *ex, int n, int in, int out, const float *x,

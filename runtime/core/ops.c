@@ -254,6 +254,26 @@ pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy,
     return DISPATCH(relu_backward, pp_tensor_numel(y), y->data, dy->data, dx->data, err);
 }
 
+pp_status pp_sigmoid_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    const char *op = "sigmoid_forward";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_f32(ex, op, "x", x, err));
+    PP_TRY(check_like(ex, op, "y", y, x, err));
+    return DISPATCH(sigmoid_forward, pp_tensor_numel(x), x->data, y->data, err);
+}
+
+pp_status pp_sigmoid_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
+                              pp_error *err)
+{
+    const char *op = "sigmoid_backward";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_f32(ex, op, "y", y, err));
+    PP_TRY(check_like(ex, op, "dy", dy, y, err));
+    PP_TRY(check_like(ex, op, "dx", dx, y, err));
+    return DISPATCH(sigmoid_backward, pp_tensor_numel(y), y->data, dy->data, dx->data, err);
+}
+
 pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err)
 {
     const char *op = "add";
@@ -400,6 +420,54 @@ pp_status pp_avgpool_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dx, p
     PP_TRY(check(ex, op, "dy", dy, PP_F32, 2, dx->shape[0], dx->shape[1], 1, 1, err));
     return DISPATCH(avgpool_backward, dx->shape[0] * dx->shape[1], dx->shape[2] * dx->shape[3],
                     dy->data, dx->data, err);
+}
+
+pp_status pp_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x,
+                               pp_tensor *y, pp_error *err)
+{
+    const char *op = "avgpool2d_forward";
+    PP_TRY(check_pool(ex, op, d, err));
+    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "y", y, PP_F32, 4, d->n, d->c, d->p, d->q, err));
+    return DISPATCH(avgpool2d_forward, d, x->data, y->data, err);
+}
+
+pp_status pp_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *dy,
+                                pp_tensor *dx, pp_error *err)
+{
+    const char *op = "avgpool2d_backward";
+    PP_TRY(check_pool(ex, op, d, err));
+    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(check(ex, op, "dx", dx, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    return DISPATCH(avgpool2d_backward, d, dy->data, dx->data, err);
+}
+
+/* A 4-D (N,C,H,W) f32 tensor and a (C) bias on ex's device. */
+static pp_status check_channel_bias(pp_exec *ex, const char *op, const pp_tensor *t,
+                                    const char *what, const pp_tensor *b, const char *bwhat,
+                                    pp_error *err)
+{
+    PP_TRY(check_exec(ex, op, err));
+    if (!t || t->ndim != 4)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 4-D (N,C,H,W)", op, what);
+    PP_TRY(check_f32(ex, op, what, t, err));
+    return check(ex, op, bwhat, b, PP_F32, 1, t->shape[1], 1, 1, 1, err);
+}
+
+pp_status pp_channel_bias_forward(pp_exec *ex, const pp_tensor *b, pp_tensor *y, pp_error *err)
+{
+    const char *op = "channel_bias_forward";
+    PP_TRY(check_channel_bias(ex, op, y, "y", b, "b", err));
+    return DISPATCH(channel_bias_forward, y->shape[0], y->shape[1], y->shape[2] * y->shape[3],
+                    b->data, y->data, err);
+}
+
+pp_status pp_channel_bias_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *db, pp_error *err)
+{
+    const char *op = "channel_bias_backward";
+    PP_TRY(check_channel_bias(ex, op, dy, "dy", db, "db", err));
+    return DISPATCH(channel_bias_backward, dy->shape[0], dy->shape[1],
+                    dy->shape[2] * dy->shape[3], dy->data, db->data, err);
 }
 
 pp_status pp_linear_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,

@@ -113,6 +113,11 @@ pp_status pp_relu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_erro
 /* dx = dy where y > 0 else 0; dx may be dy. */
 pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
                            pp_error *err);
+/* y = 1 / (1 + exp(-x)); y may be x. */
+pp_status pp_sigmoid_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* dx = dy * y * (1 - y) from the forward's output y; dx may be dy. */
+pp_status pp_sigmoid_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
+                              pp_error *err);
 /* y = a + b (residual add); y may alias a or b. */
 pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err);
 /* y += x */
@@ -145,6 +150,23 @@ pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tenso
 pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
 /* dy (N,C) -> dx (N,C,H,W), each element dy/(H*W). */
 pp_status pp_avgpool_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dx, pp_error *err);
+
+/* Average pool over square windows (torch.nn.AvgPool2d, ceil_mode false,
+ * count_include_pad true): y = sum of the window's inputs / the window's size
+ * clipped to the padded input (padded positions count as zeros). */
+pp_status pp_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x,
+                               pp_tensor *y, pp_error *err);
+/* dx = each window's dy / its size, summed over the windows covering each
+ * input (dx fully overwritten). */
+pp_status pp_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *dy,
+                                pp_tensor *dx, pp_error *err);
+
+/* ---- per-channel bias (a convolution's bias) ---------------------------------- */
+/* y (N,C,H,W) += b (C) broadcast over N, H, W. */
+pp_status pp_channel_bias_forward(pp_exec *ex, const pp_tensor *b, pp_tensor *y, pp_error *err);
+/* db (C) += sum over N, H, W of dy (N,C,H,W). */
+pp_status pp_channel_bias_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *db,
+                                   pp_error *err);
 
 /* ---- linear ----------------------------------------------------------------- */
 /* x (N,IN), w (OUT,IN), b (OUT), y (N,OUT): y = x w^T + b */

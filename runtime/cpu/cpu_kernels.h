@@ -19,6 +19,8 @@ pp_status pp_cpu_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const
 pp_status pp_cpu_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *dy, const float *gamma, const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta, pp_error *err);
 pp_status pp_cpu_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
 pp_status pp_cpu_relu_backward(pp_exec *ex, int64_t n, const float *y, const float *dy, float *dx, pp_error *err);
+pp_status pp_cpu_sigmoid_forward(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+pp_status pp_cpu_sigmoid_backward(pp_exec *ex, int64_t n, const float *y, const float *dy, float *dx, pp_error *err);
 pp_status pp_cpu_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
 pp_status pp_cpu_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y, pp_error *err);
@@ -26,6 +28,10 @@ pp_status pp_cpu_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const float
 pp_status pp_cpu_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const float *x, const float *y, const float *dy, const int32_t *idx, float *dx, pp_error *err);
 pp_status pp_cpu_avgpool_forward(pp_exec *ex, int64_t planes, int64_t hw, const float *x, float *y, pp_error *err);
 pp_status pp_cpu_avgpool_backward(pp_exec *ex, int64_t planes, int64_t hw, const float *dy, float *dx, pp_error *err);
+pp_status pp_cpu_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y, pp_error *err);
+pp_status pp_cpu_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const float *dy, float *dx, pp_error *err);
+pp_status pp_cpu_channel_bias_forward(pp_exec *ex, int64_t n, int64_t c, int64_t hw, const float *b, float *y, pp_error *err);
+pp_status pp_cpu_channel_bias_backward(pp_exec *ex, int64_t n, int64_t c, int64_t hw, const float *dy, float *db, pp_error *err);
 pp_status pp_cpu_linear_forward(pp_exec *ex, int n, int in, int out, const float *x, const float *w, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_linear_backward(pp_exec *ex, int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, pp_error *err);
 pp_status pp_cpu_softmax_xent(pp_exec *ex, int n, int classes, const float *logits, const int32_t *labels, float divisor, float *loss, int32_t *correct, float *dlogits, pp_error *err);

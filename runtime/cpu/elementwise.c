@@ -1,22 +1,32 @@
 /*
- * elementwise.c - CPU ReLU, residual add (with or without its ReLU) and
- * accumulate (f32, flat arrays).
+ * elementwise.c - CPU ReLU, sigmoid, residual add (with or without its ReLU)
+ * and accumulate (f32, flat arrays).
  * Plain loops the compiler vectorises, over fixed ranges of ELEMS_PER_TASK
  * elements run on the device's pool (each element is computed alone, so the
  * split cannot change a result). In-place use (y == x, dx == dy, y == a or b)
  * is allowed because each element is read before it is written.
  */
+#include <math.h>
+
 #include "cpu_kernels.h"
 #include "cpu_pool.h"
 
 #define ELEMS_PER_TASK ((int64_t)1 << 16)
 
-typedef enum ew_kind { EW_RELU, EW_RELU_BACKWARD, EW_ADD, EW_ACCUMULATE, EW_ADD_RELU } ew_kind;
+typedef enum ew_kind {
+    EW_RELU,
+    EW_RELU_BACKWARD,
+    EW_SIGMOID,
+    EW_SIGMOID_BACKWARD,
+    EW_ADD,
+    EW_ACCUMULATE,
+    EW_ADD_RELU,
+} ew_kind;
 
 typedef struct ew_job {
     ew_kind kind;
     int64_t n;
-    const float *a, *b; /* inputs: x; y, dy; a, b; x; a, b */
+    const float *a, *b; /* inputs: x; y, dy; x; y, dy; a, b; x; a, b */
     float *y;           /* output */
 } ew_job;
 
@@ -34,6 +44,12 @@ static void ew_task(void *arg, int64_t t, int worker)
         break;
     case EW_RELU_BACKWARD:
         for (int64_t i = 0; i < n; i++) y[i] = a[i] > 0.0f ? b[i] : 0.0f;
+        break;
+    case EW_SIGMOID:
+        for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-a[i]));
+        break;
+    case EW_SIGMOID_BACKWARD: /* dy * (1 - y) * y, PyTorch's order */
+        for (int64_t i = 0; i < n; i++) y[i] = b[i] * (1.0f - a[i]) * a[i];
         break;
     case EW_ADD:
         for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
@@ -66,6 +82,21 @@ pp_status pp_cpu_relu_backward(pp_exec *ex, int64_t n, const float *y, const flo
                                pp_error *err)
 {
     ew_job j = {.kind = EW_RELU_BACKWARD, .n = n, .a = y, .b = dy, .y = dx};
+    ew_run(ex, &j);
+    return PP_OK;
+}
+
+pp_status pp_cpu_sigmoid_forward(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err)
+{
+    ew_job j = {.kind = EW_SIGMOID, .n = n, .a = x, .y = y};
+    ew_run(ex, &j);
+    return PP_OK;
+}
+
+pp_status pp_cpu_sigmoid_backward(pp_exec *ex, int64_t n, const float *y, const float *dy,
+                                  float *dx, pp_error *err)
+{
+    ew_job j = {.kind = EW_SIGMOID_BACKWARD, .n = n, .a = y, .b = dy, .y = dx};
     ew_run(ex, &j);
     return PP_OK;
 }

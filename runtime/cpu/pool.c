@@ -1,12 +1,15 @@
 /*
- * pool.c - CPU max pooling (with argmax indices) and global average pooling.
+ * pool.c - CPU max pooling (with argmax indices), window average pooling and
+ * global average pooling.
  *
  * Max pool: padded positions never win; within a window the first maximum in
  * row-major order wins and a NaN wins over anything, the last NaN if several
  * (PyTorch's rule: take v when v > max or v is NaN). idx holds
  * the flat ih*W+iw position inside the input plane. Average pool sums in
- * double. Max pooling runs fixed runs of planes on the device's pool (planes
- * are independent); average pooling is single-threaded. Deterministic.
+ * double. Window average pooling divides by the window's size clipped to the
+ * padded input (PyTorch's count_include_pad). Max and window average pooling
+ * run fixed runs of planes on the device's pool (planes are independent);
+ * global average pooling is single-threaded. Deterministic.
  */
 #include <string.h>
 
@@ -147,5 +150,92 @@ pp_status pp_cpu_avgpool_backward(pp_exec *ex, int64_t planes, int64_t hw, const
         float *out = dx + pl * hw;
         for (int64_t i = 0; i < hw; i++) out[i] = g;
     }
+    return PP_OK;
+}
+
+/* ---- window average pool ---------------------------------------------------- */
+
+/* The window of output (p, q): rows [*h0, *h1) and columns [*w0, *w1) of the
+ * input, and the divisor (the window clipped to the padded input). */
+static int avg_window(const pp_pool_desc *d, int p, int q, int *h0, int *h1, int *w0, int *w1)
+{
+    int hs = p * d->stride - d->pad, ws = q * d->stride - d->pad;
+    int he = hs + d->kernel, we = ws + d->kernel;
+    if (he > d->h + d->pad) he = d->h + d->pad;
+    if (we > d->w + d->pad) we = d->w + d->pad;
+    int size = (he - hs) * (we - ws);
+    *h0 = hs < 0 ? 0 : hs;
+    *w0 = ws < 0 ? 0 : ws;
+    *h1 = he > d->h ? d->h : he;
+    *w1 = we > d->w ? d->w : we;
+    return size;
+}
+
+typedef struct avgpool2d_job {
+    const pp_pool_desc *d;
+    const float *x; /* forward: x; backward: dy */
+    float *y;       /* forward: y; backward: dx */
+    size_t planes;
+} avgpool2d_job;
+
+static void avgpool2d_forward_task(void *arg, int64_t t, int worker)
+{
+    const avgpool2d_job *j = arg;
+    const pp_pool_desc *d = j->d;
+    (void)worker;
+    const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    size_t p0 = (size_t)t * POOL_PLANES_PER_TASK, p1 = p0 + POOL_PLANES_PER_TASK;
+    if (p1 > j->planes) p1 = j->planes;
+    for (size_t pl = p0; pl < p1; pl++) {
+        const float *xp = j->x + pl * hw;
+        float *yp = j->y + pl * pq;
+        for (int p = 0; p < d->p; p++)
+            for (int q = 0; q < d->q; q++) {
+                int h0, h1, w0, w1;
+                int size = avg_window(d, p, q, &h0, &h1, &w0, &w1);
+                double sum = 0.0;
+                for (int ih = h0; ih < h1; ih++)
+                    for (int iw = w0; iw < w1; iw++) sum += (double)xp[(size_t)ih * d->w + iw];
+                yp[(size_t)p * d->q + q] = (float)(sum / size);
+            }
+    }
+}
+
+static void avgpool2d_backward_task(void *arg, int64_t t, int worker)
+{
+    const avgpool2d_job *j = arg;
+    const pp_pool_desc *d = j->d;
+    (void)worker;
+    const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
+    size_t p0 = (size_t)t * POOL_PLANES_PER_TASK, p1 = p0 + POOL_PLANES_PER_TASK;
+    if (p1 > j->planes) p1 = j->planes;
+    memset(j->y + p0 * hw, 0, sizeof(float) * (p1 - p0) * hw);
+    for (size_t pl = p0; pl < p1; pl++) {
+        const float *dyp = j->x + pl * pq;
+        float *dxp = j->y + pl * hw;
+        for (int p = 0; p < d->p; p++)
+            for (int q = 0; q < d->q; q++) {
+                int h0, h1, w0, w1;
+                int size = avg_window(d, p, q, &h0, &h1, &w0, &w1);
+                const float g = dyp[(size_t)p * d->q + q] / (float)size;
+                for (int ih = h0; ih < h1; ih++)
+                    for (int iw = w0; iw < w1; iw++) dxp[(size_t)ih * d->w + iw] += g;
+            }
+    }
+}
+
+pp_status pp_cpu_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
+                                   pp_error *err)
+{
+    avgpool2d_job j = {.d = d, .x = x, .y = y, .planes = (size_t)d->n * d->c};
+    pp_cpu_parallel(ex, maxpool_tasks(j.planes), avgpool2d_forward_task, &j);
+    return PP_OK;
+}
+
+pp_status pp_cpu_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const float *dy,
+                                    float *dx, pp_error *err)
+{
+    avgpool2d_job j = {.d = d, .x = dy, .y = dx, .planes = (size_t)d->n * d->c};
+    pp_cpu_parallel(ex, maxpool_tasks(j.planes), avgpool2d_backward_task, &j);
     return PP_OK;
 }

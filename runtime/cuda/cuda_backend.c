@@ -313,6 +313,18 @@ static pp_status cuda_relu_backward(pp_exec *ex, int64_t n, const float *y, cons
     return cuda_elementwise(ex, PP_CUDA_EW_RELU_BACKWARD, n, y, dy, dx, err);
 }
 
+static pp_status cuda_sigmoid_forward(pp_exec *ex, int64_t n, const float *x, float *y,
+                                      pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_SIGMOID, n, x, NULL, y, err);
+}
+
+static pp_status cuda_sigmoid_backward(pp_exec *ex, int64_t n, const float *y, const float *dy,
+                                       float *dx, pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_SIGMOID_BACKWARD, n, y, dy, dx, err);
+}
+
 static pp_status cuda_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                           pp_error *err)
 {
@@ -363,6 +375,52 @@ static pp_status cuda_avgpool_backward(pp_exec *ex, int64_t planes, int64_t hw, 
                    pp_cuda_launch_avgpool_backward(
                        ce->stream, pp_cuda_grid(ex, planes * hw, PP_CUDA_BLOCK), planes, hw, dy,
                        dx));
+}
+
+static pp_cuda_pool_geom pool_geom(const pp_pool_desc *d)
+{
+    return (pp_cuda_pool_geom){.planes = d->n * d->c, .h = d->h, .w = d->w, .p = d->p,
+                               .q = d->q, .kernel = d->kernel, .stride = d->stride,
+                               .pad = d->pad};
+}
+
+static pp_status cuda_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const float *x,
+                                        float *y, pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    const int64_t total = (int64_t)d->n * d->c * d->p * d->q;
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_avgpool2d_forward(
+                       ce->stream, pp_cuda_grid(ex, total, PP_CUDA_BLOCK), pool_geom(d), x, y));
+}
+
+static pp_status cuda_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const float *dy,
+                                         float *dx, pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    const int64_t total = (int64_t)d->n * d->c * d->h * d->w;
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_avgpool2d_backward(
+                       ce->stream, pp_cuda_grid(ex, total, PP_CUDA_BLOCK), pool_geom(d), dy, dx));
+}
+
+static pp_status cuda_channel_bias_forward(pp_exec *ex, int64_t n, int64_t c, int64_t hw,
+                                           const float *b, float *y, pp_error *err)
+{
+    if (n * c * hw == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_channel_bias_add(
+                       ce->stream, pp_cuda_grid(ex, n * c * hw, PP_CUDA_BLOCK), n, c, hw, b, y));
+}
+
+static pp_status cuda_channel_bias_backward(pp_exec *ex, int64_t n, int64_t c, int64_t hw,
+                                            const float *dy, float *db, pp_error *err)
+{
+    if (c == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_channel_bias_backward(ce->stream, n, c, hw, dy, db));
 }
 
 static pp_status cuda_softmax_xent(pp_exec *ex, int n, int classes, const float *logits,
@@ -486,6 +544,12 @@ static const pp_backend_ops cuda_ops = {
     .add = cuda_add,
     .accumulate = cuda_accumulate,
     .add_relu = cuda_add_relu,
+    .sigmoid_forward = cuda_sigmoid_forward,
+    .sigmoid_backward = cuda_sigmoid_backward,
+    .avgpool2d_forward = cuda_avgpool2d_forward,
+    .avgpool2d_backward = cuda_avgpool2d_backward,
+    .channel_bias_forward = cuda_channel_bias_forward,
+    .channel_bias_backward = cuda_channel_bias_backward,
     .copy = cuda_copy,
     .zero = cuda_zero,
     .zero_multi = cuda_zero_multi,

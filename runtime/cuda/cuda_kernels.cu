@@ -1,6 +1,6 @@
 /*
- * cuda_kernels.cu - the CUDA backend's own kernels: elementwise ops, bias,
- * adaptive average pooling, softmax cross-entropy, SGD, zeroing and the delay
+ * cuda_kernels.cu - the CUDA backend's own kernels: elementwise ops, bias
+ * (linear and per-channel), adaptive and window average pooling, softmax cross-entropy, SGD, zeroing and the delay
  * spin.
  * runtime/cpu is the reference each kernel must match (see ops.h for the
  * contracts). Reductions that produce a single value (loss, bias gradient)
@@ -17,6 +17,12 @@ struct relu_op {
 };
 struct relu_backward_op {
     __device__ float operator()(float y, float dy) const { return y > 0.0f ? dy : 0.0f; }
+};
+struct sigmoid_op {
+    __device__ float operator()(float a, float) const { return 1.0f / (1.0f + expf(-a)); }
+};
+struct sigmoid_backward_op { /* dy * (1 - y) * y, the CPU's order */
+    __device__ float operator()(float y, float dy) const { return dy * (1.0f - y) * y; }
 };
 struct add_op {
     __device__ float operator()(float a, float b) const { return a + b; }
@@ -91,6 +97,103 @@ __global__ void bias_backward_k(int64_t rows, int64_t cols, const float *dy, flo
     double s = 0.0;
     for (int64_t r = 0; r < rows; r++) s += dy[r * cols + j];
     db[j] += (float)s;
+}
+
+/* y (n, c, hw) += b (c) */
+__global__ void channel_bias_add_k(int64_t total, int64_t c, int64_t hw, const float *b, float *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += b[(i / hw) % c];
+}
+
+/* One block per channel: each thread sums its strided elements of the
+ * channel's planes in order (double), then a fixed tree over the block, so
+ * the result does not change run to run. */
+__global__ void channel_bias_backward_k(int64_t n, int64_t c, int64_t hw, const float *dy,
+                                        float *db)
+{
+    __shared__ double part[PP_CUDA_BLOCK];
+    const int64_t ch = blockIdx.x;
+    const int64_t per_channel = n * hw;
+    double s = 0.0;
+    for (int64_t k = threadIdx.x; k < per_channel; k += blockDim.x) {
+        const int64_t img = k / hw, i = k % hw;
+        s += dy[(img * c + ch) * hw + i];
+    }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int half = PP_CUDA_BLOCK / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) db[ch] += (float)part[0];
+}
+
+/* The window of output (p, q) as the CPU backend computes it: its size
+ * clipped to the padded input (count_include_pad) and its rows and columns
+ * clipped to the input. */
+struct avg_window {
+    int h0, h1, w0, w1, size;
+};
+
+__device__ avg_window avg_window_of(int h, int w, int kernel, int stride, int pad, int p, int q)
+{
+    const int hs = p * stride - pad, ws = q * stride - pad;
+    int he = hs + kernel, we = ws + kernel;
+    if (he > h + pad) he = h + pad;
+    if (we > w + pad) we = w + pad;
+    avg_window a;
+    a.size = (he - hs) * (we - ws);
+    a.h0 = hs < 0 ? 0 : hs;
+    a.w0 = ws < 0 ? 0 : ws;
+    a.h1 = he > h ? h : he;
+    a.w1 = we > w ? w : we;
+    return a;
+}
+
+/* one thread per output, the window summed in row-major order (double) */
+__global__ void avgpool2d_forward_k(pp_cuda_pool_geom g, const float *x, float *y)
+{
+    const int64_t total = (int64_t)g.planes * g.p * g.q;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int q = (int)(i % g.q), p = (int)((i / g.q) % g.p);
+        const int64_t plane = i / ((int64_t)g.p * g.q);
+        const avg_window a = avg_window_of(g.h, g.w, g.kernel, g.stride, g.pad, p, q);
+        const float *xp = x + plane * g.h * g.w;
+        double s = 0.0;
+        for (int ih = a.h0; ih < a.h1; ih++)
+            for (int iw = a.w0; iw < a.w1; iw++) s += xp[(int64_t)ih * g.w + iw];
+        y[i] = (float)(s / a.size);
+    }
+}
+
+/* one thread per input element, gathering the windows that cover it in the
+ * order the CPU backend scatters them (p, then q, ascending) */
+__global__ void avgpool2d_backward_k(pp_cuda_pool_geom g, const float *dy, float *dx)
+{
+    const int64_t total = (int64_t)g.planes * g.h * g.w;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int iw = (int)(i % g.w), ih = (int)((i / g.w) % g.h);
+        const int64_t plane = i / ((int64_t)g.h * g.w);
+        /* p covers ih when p*stride - pad <= ih < p*stride - pad + kernel */
+        int p0 = ih + g.pad - g.kernel + 1, q0 = iw + g.pad - g.kernel + 1;
+        p0 = p0 <= 0 ? 0 : (p0 + g.stride - 1) / g.stride;
+        q0 = q0 <= 0 ? 0 : (q0 + g.stride - 1) / g.stride;
+        int p1 = (ih + g.pad) / g.stride + 1, q1 = (iw + g.pad) / g.stride + 1;
+        if (p1 > g.p) p1 = g.p;
+        if (q1 > g.q) q1 = g.q;
+        const float *dyp = dy + plane * g.p * g.q;
+        float acc = 0.0f;
+        for (int p = p0; p < p1; p++)
+            for (int q = q0; q < q1; q++) {
+                const avg_window a = avg_window_of(g.h, g.w, g.kernel, g.stride, g.pad, p, q);
+                acc += dyp[(int64_t)p * g.q + q] / (float)a.size;
+            }
+        dx[i] = acc;
+    }
 }
 
 /* one warp per plane */
@@ -326,6 +429,9 @@ cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cud
     switch (kind) {
     case PP_CUDA_EW_RELU: return ew_launch(s, max_grid, n, a, nullptr, y, relu_op());
     case PP_CUDA_EW_RELU_BACKWARD: return ew_launch(s, max_grid, n, a, b, y, relu_backward_op());
+    case PP_CUDA_EW_SIGMOID: return ew_launch(s, max_grid, n, a, nullptr, y, sigmoid_op());
+    case PP_CUDA_EW_SIGMOID_BACKWARD:
+        return ew_launch(s, max_grid, n, a, b, y, sigmoid_backward_op());
     case PP_CUDA_EW_ADD: return ew_launch(s, max_grid, n, a, b, y, add_op());
     case PP_CUDA_EW_ADD_RELU: return ew_launch(s, max_grid, n, a, b, y, add_relu_op());
     }
@@ -344,6 +450,34 @@ cudaError_t pp_cuda_launch_bias_backward(cudaStream_t s, int64_t rows, int64_t c
 {
     const unsigned grid = (unsigned)((cols + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK);
     bias_backward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(rows, cols, dy, db);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_channel_bias_add(cudaStream_t s, unsigned grid, int64_t n, int64_t c,
+                                           int64_t hw, const float *b, float *y)
+{
+    channel_bias_add_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n * c * hw, c, hw, b, y);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_channel_bias_backward(cudaStream_t s, int64_t n, int64_t c, int64_t hw,
+                                                 const float *dy, float *db)
+{
+    channel_bias_backward_k<<<(unsigned)c, PP_CUDA_BLOCK, 0, s>>>(n, c, hw, dy, db);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_avgpool2d_forward(cudaStream_t s, unsigned grid, pp_cuda_pool_geom g,
+                                             const float *x, float *y)
+{
+    avgpool2d_forward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(g, x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_avgpool2d_backward(cudaStream_t s, unsigned grid, pp_cuda_pool_geom g,
+                                              const float *dy, float *dx)
+{
+    avgpool2d_backward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(g, dy, dx);
     return cudaGetLastError();
 }
 

@@ -23,6 +23,8 @@ extern "C" {
 typedef enum pp_cuda_ew_kind {
     PP_CUDA_EW_RELU,          /* y = max(a, 0) */
     PP_CUDA_EW_RELU_BACKWARD, /* y = a > 0 ? b : 0 (a: the forward output, b: its gradient) */
+    PP_CUDA_EW_SIGMOID,       /* y = 1 / (1 + exp(-a)) */
+    PP_CUDA_EW_SIGMOID_BACKWARD, /* y = b * (1 - a) * a (a: the forward output, b: its gradient) */
     PP_CUDA_EW_ADD,           /* y = a + b (accumulate: a = x, b = y) */
     PP_CUDA_EW_ADD_RELU,      /* y = max(a + b, 0), the sum rounded first as pp_add does */
 } pp_cuda_ew_kind;
@@ -39,6 +41,22 @@ cudaError_t pp_cuda_launch_bias_add(cudaStream_t s, unsigned grid, int64_t rows,
 /* db (cols) += sum over rows of dy (rows, cols), rows summed in order */
 cudaError_t pp_cuda_launch_bias_backward(cudaStream_t s, int64_t rows, int64_t cols,
                                          const float *dy, float *db);
+/* y (n, c, hw) += b (c) */
+cudaError_t pp_cuda_launch_channel_bias_add(cudaStream_t s, unsigned grid, int64_t n, int64_t c,
+                                           int64_t hw, const float *b, float *y);
+/* db (c) += sum over n and hw of dy (n, c, hw); one block per channel, in a
+ * fixed order */
+cudaError_t pp_cuda_launch_channel_bias_backward(cudaStream_t s, int64_t n, int64_t c, int64_t hw,
+                                                 const float *dy, float *db);
+/* Window average pooling (count_include_pad) over planes of h x w into p x q. */
+typedef struct pp_cuda_pool_geom {
+    int planes, h, w, p, q, kernel, stride, pad;
+} pp_cuda_pool_geom;
+cudaError_t pp_cuda_launch_avgpool2d_forward(cudaStream_t s, unsigned grid, pp_cuda_pool_geom g,
+                                             const float *x, float *y);
+/* dx fully written: each input gathers the windows covering it */
+cudaError_t pp_cuda_launch_avgpool2d_backward(cudaStream_t s, unsigned grid, pp_cuda_pool_geom g,
+                                              const float *dy, float *dx);
 /* y[p] = mean of x[p*hw .. p*hw+hw) */
 cudaError_t pp_cuda_launch_avgpool_forward(cudaStream_t s, int64_t planes, int64_t hw,
                                            const float *x, float *y);

@@ -678,6 +678,104 @@ static void test_avgpool(void)
     }
 }
 
+/* Window average pooling as torch.nn.AvgPool2d(kernel, stride, padding) with
+ * count_include_pad: the divisor is the window clipped to the padded input. */
+static void ref_avgpool2d(const pp_pool_desc *d, const double *x, double *y)
+{
+    for (int pl = 0; pl < d->n * d->c; pl++)
+        for (int p = 0; p < d->p; p++)
+            for (int q = 0; q < d->q; q++) {
+                int hs = p * d->stride - d->pad, ws = q * d->stride - d->pad;
+                int he = hs + d->kernel < d->h + d->pad ? hs + d->kernel : d->h + d->pad;
+                int we = ws + d->kernel < d->w + d->pad ? ws + d->kernel : d->w + d->pad;
+                double s = 0.0;
+                for (int ih = hs; ih < he; ih++)
+                    for (int iw = ws; iw < we; iw++)
+                        if (ih >= 0 && ih < d->h && iw >= 0 && iw < d->w)
+                            s += x[((size_t)pl * d->h + ih) * d->w + iw];
+                y[((size_t)pl * d->p + p) * d->q + q] = s / ((he - hs) * (we - ws));
+            }
+}
+
+static double avgpool2d_loss(void *p)
+{
+    pool_ctx *c = p;
+    ref_avgpool2d(c->d, c->x, c->y);
+    return dot_r(c->y, c->r, c->ny);
+}
+
+static void test_avgpool2d(void)
+{
+    static const int cases[][7] = {
+        /* n, c, h, w, kernel, stride, pad */
+        {2, 3, 8, 8, 2, 2, 0},  /* LeNet's pools */
+        {1, 2, 9, 7, 2, 2, 0},  /* odd sizes: the last row and column dropped */
+        {2, 2, 7, 7, 3, 2, 1},  /* padded windows, divisor counts the padding */
+        {1, 3, 5, 6, 3, 1, 1},  /* overlapping windows */
+        {1, 1, 6, 6, 4, 3, 2},  /* windows clipped at the padded border */
+        {3, 4, 1, 1, 1, 1, 0},  /* identity */
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int *k = cases[ci];
+        pp_pool_desc d;
+        pp_error err;
+        CHECK_OK(pp_pool_desc_init(&d, k[0], k[1], k[2], k[3], k[4], k[5], k[6], &err), &err);
+        pp_tensor x = tnew(4, d.n, d.c, d.h, d.w), y = tnew(4, d.n, d.c, d.p, d.q);
+        pp_tensor dy = tnew(4, d.n, d.c, d.p, d.q), dx = tnew(4, d.n, d.c, d.h, d.w);
+        size_t nx = numel(&x), ny = numel(&y);
+        double *xd = fill(&x, 0.0, 1.0), *rd = fill(&dy, 0.0, 1.0), *yref = dalloc(ny);
+        ref_avgpool2d(&d, xd, yref);
+        CHECK_OK(pp_avgpool2d_forward(&g_ex, &d, &x, &y, &err), &err);
+        check_close("avgpool2d forward", fp(&y), yref, ny, 1e-6);
+        memset(dx.data, 0x7f, nx * sizeof(float)); /* fully overwritten */
+        CHECK_OK(pp_avgpool2d_backward(&g_ex, &d, &dy, &dx, &err), &err);
+        pool_ctx ctx = {&d, xd, rd, dalloc(ny), ny};
+        double *g = dalloc(nx);
+        unsigned char *mask = malloc(nx);
+        fd_grad(avgpool2d_loss, &ctx, xd, nx, 1e-3, g, mask);
+        check_grad("avgpool2d dx", fp(&dx), NULL, g, mask, nx);
+        free(ctx.y), free(g), free(mask), free(xd), free(rd), free(yref);
+        pp_tensor *ts[] = {&x, &y, &dy, &dx};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+}
+
+/* ---- per-channel bias ------------------------------------------------------------ */
+
+static void test_channel_bias(void)
+{
+    static const int cases[][4] = {{2, 3, 5, 7}, {1, 20, 24, 24}, {4, 1, 1, 1}, {3, 17, 2, 9}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int n = cases[ci][0], c = cases[ci][1], h = cases[ci][2], w = cases[ci][3];
+        pp_error err;
+        pp_tensor y = tnew(4, n, c, h, w), b = tnew(1, c, 1, 1, 1), db = tnew(1, c, 1, 1, 1);
+        size_t ny = numel(&y), hw = (size_t)h * w;
+        double *yd = fill(&y, 0.0, 1.0), *bd = fill(&b, 0.0, 1.0), *db0 = fill(&db, 0.0, 1.0);
+        double *want = dalloc(ny), *dbw = dalloc((size_t)c);
+        for (size_t i = 0; i < ny; i++) want[i] = (double)((float)yd[i] + (float)bd[(i / hw) % c]);
+        CHECK_OK(pp_channel_bias_forward(&g_ex, &b, &y, &err), &err);
+        check_close("channel bias forward", fp(&y), want, ny, 0.0); /* one float add each */
+        /* backward: L = sum(y * dy) is linear in b, dL/db_c = sum over n, hw of dy */
+        for (size_t i = 0; i < ny; i++) dbw[(i / hw) % c] += yd[i];
+        for (int i = 0; i < c; i++) dbw[i] += db0[i];
+        pp_tensor dy = tnew(4, n, c, h, w);
+        for (size_t i = 0; i < ny; i++) fp(&dy)[i] = (float)yd[i];
+        CHECK_OK(pp_channel_bias_backward(&g_ex, &dy, &db, &err), &err);
+        check_close("channel bias backward +=", fp(&db), dbw, (size_t)c, 1e-6);
+        free(yd), free(bd), free(db0), free(want), free(dbw);
+        pp_tensor *ts[] = {&y, &b, &db, &dy};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+    /* a bias of the wrong length is refused */
+    pp_error err;
+    pp_tensor y = tnew(4, 2, 3, 4, 4), b = tnew(1, 4, 1, 1, 1);
+    CHECK(pp_channel_bias_forward(&g_ex, &b, &y, &err) == PP_ERR_INVALID);
+    pp_tensor y2 = tnew(2, 2, 3, 1, 1), b3 = tnew(1, 3, 1, 1, 1);
+    CHECK(pp_channel_bias_backward(&g_ex, &y2, &b3, &err) == PP_ERR_INVALID &&
+          strstr(err.msg, "4-D"));
+    pp_tensor_free(&y), pp_tensor_free(&b), pp_tensor_free(&y2), pp_tensor_free(&b3);
+}
+
 /* ---- linear ------------------------------------------------------------------- */
 
 typedef struct lin_ctx {
@@ -910,6 +1008,49 @@ static void test_elementwise(void)
     pp_tensor_free(&b);
     pp_tensor_free(&y);
     pp_tensor_free(&g);
+}
+
+/* Sigmoid against the double reference, its backward from the forward's
+ * output against finite differences of L = sum(dy * sigmoid(x)), in place. */
+typedef struct sigmoid_ctx {
+    double *x, *r;
+    size_t n;
+} sigmoid_ctx;
+
+static double sigmoid_loss(void *p)
+{
+    sigmoid_ctx *c = p;
+    double l = 0.0;
+    for (size_t i = 0; i < c->n; i++) l += c->r[i] / (1.0 + exp(-c->x[i]));
+    return l;
+}
+
+static void test_sigmoid(void)
+{
+    pp_error err;
+    const size_t n = 1003;
+    pp_tensor x = tnew(2, 17, 59, 1, 1), y = tnew(2, 17, 59, 1, 1), dy = tnew(2, 17, 59, 1, 1);
+    double *xd = fill(&x, 0.0, 8.0), *rd = fill(&dy, 0.0, 1.0), *want = dalloc(n);
+    fp(&x)[0] = 100.0f, xd[0] = 100.0; /* saturates to 1 */
+    fp(&x)[1] = -100.0f, xd[1] = -100.0; /* to 0, not NaN */
+    for (size_t i = 0; i < n; i++) want[i] = 1.0 / (1.0 + exp(-xd[i]));
+    CHECK_OK(pp_sigmoid_forward(&g_ex, &x, &y, &err), &err);
+    /* expf and one division: a few ulp of a value in (0, 1) */
+    check_close("sigmoid", fp(&y), want, n, 1e-6);
+    CHECK(fp(&y)[0] == 1.0f && fp(&y)[1] >= 0.0f && fp(&y)[1] < 1e-30f);
+    sigmoid_ctx c = {xd, rd, n};
+    double *g = dalloc(n);
+    unsigned char *mask = malloc(n);
+    fd_grad(sigmoid_loss, &c, xd, n, 1e-4, g, mask);
+    CHECK_OK(pp_sigmoid_backward(&g_ex, &y, &dy, &dy, &err), &err); /* dx aliases dy */
+    check_grad("sigmoid backward", fp(&dy), NULL, g, mask, n);
+    pp_tensor z = tnew(2, 17, 59, 1, 1);
+    memcpy(z.data, x.data, n * sizeof(float));
+    CHECK_OK(pp_sigmoid_forward(&g_ex, &z, &z, &err), &err); /* in place */
+    CHECK(memcmp(z.data, y.data, n * sizeof(float)) == 0);
+    free(xd), free(rd), free(want), free(g), free(mask);
+    pp_tensor *ts[] = {&x, &y, &dy, &z};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
 }
 
 /* The backward of y = relu(a + b) is pp_relu_backward(y, dy): the gradient of
@@ -1302,10 +1443,13 @@ int main(void)
     test_batchnorm();
     test_maxpool();
     test_avgpool();
+    test_avgpool2d();
+    test_channel_bias();
     test_linear();
     test_softmax_xent();
     test_elementwise();
     test_add_relu_backward();
+    test_sigmoid();
     test_zero_multi();
     test_sgd();
     test_sgd_multi();
