@@ -382,7 +382,7 @@ static int do_simulate(const pp_plan *plan, bool json)
             step_ms, step_ms > 0 ? plan->batch_size * 1000.0 / step_ms : 0, 100 * bubble,
             pp_plan_schedule_name(plan->schedule), plan->micro_batches);
     if (plan->model.kind != PP_MODEL_DELAY)
-        fprintf(out, "(ResNet costs are catalogue FLOPs at a nominal device rate: compare "
+        fprintf(out, "(layer costs are catalogue FLOPs at a nominal device rate: compare "
                      "shapes, not absolute times)\n");
     if (json && !pp_cli_print_simulation_json(stdout, plan, step_ms, bubble, f, b)) return 1;
     return 0;

@@ -1,11 +1,12 @@
-/* catalogue.c - model config defaults and the per-unit cost catalogue of a ResNet. */
+/* catalogue.c - model config defaults and the per-unit cost catalogue of a
+ * ResNet or sequential model. */
 #include "models/catalogue.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/resnet.h"
+#include "models/model.h"
 #include "models/unit.h"
 
 pp_status pp_model_config_default(const char *name, pp_model_config *cfg, pp_error *err)
@@ -24,6 +25,12 @@ pp_status pp_model_config_default(const char *name, pp_model_config *cfg, pp_err
     cfg->in_channels = 3;
     cfg->stem = PP_STEM_IMAGENET;
     cfg->image_h = cfg->image_w = 224;
+    if (strcmp(name, "sequential") == 0) { /* layers, and so classes, come from the plan */
+        cfg->kind = PP_MODEL_SEQUENTIAL;
+        snprintf(cfg->name, sizeof cfg->name, "sequential");
+        cfg->num_classes = 0;
+        return PP_OK;
+    }
     if (strcmp(name, "delay") == 0) {
         cfg->kind = PP_MODEL_DELAY;
         snprintf(cfg->name, sizeof cfg->name, "delay");
@@ -43,13 +50,20 @@ pp_status pp_model_config_default(const char *name, pp_model_config *cfg, pp_err
     }
     return pp_error_set(err, PP_ERR_INPUT,
                         "unknown model '%s' (expected resnet18, resnet34, resnet50, resnet101, "
-                        "resnet152 or delay)",
+                        "resnet152, sequential or delay)",
                         name);
 }
 
 pp_status pp_catalogue_build(const pp_model_config *cfg, pp_catalogue *out, pp_error *err)
 {
+    return pp_catalogue_build_at(cfg, out, NULL, err);
+}
+
+pp_status pp_catalogue_build_at(const pp_model_config *cfg, pp_catalogue *out, int *bad_layer,
+                                pp_error *err)
+{
     memset(out, 0, sizeof *out);
+    if (bad_layer) *bad_layer = -1;
     if (cfg->kind == PP_MODEL_DELAY)
         return pp_error_set(err, PP_ERR_INPUT, "the delay model has no layer catalogue");
     if (cfg->image_h < 1 || cfg->image_w < 1)
@@ -57,7 +71,7 @@ pp_status pp_catalogue_build(const pp_model_config *cfg, pp_catalogue *out, pp_e
                             cfg->image_w);
     pp_unit_spec *specs;
     int n;
-    PP_TRY(pp_resnet_units(cfg, &specs, &n, err));
+    PP_TRY(pp_model_units(cfg, &specs, &n, bad_layer, err));
     pp_unit_info *units = calloc((size_t)n, sizeof *units);
     if (!units) {
         free(specs);

@@ -10,6 +10,7 @@
 #ifndef PP_MODELS_CATALOGUE_H
 #define PP_MODELS_CATALOGUE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "runtime/core/status.h"
@@ -26,9 +27,41 @@ typedef enum pp_stem {
 typedef enum pp_model_kind {
     PP_MODEL_RESNET = 0,
     PP_MODEL_DELAY = 1,
+    PP_MODEL_SEQUENTIAL = 2, /* layers listed in the plan */
 } pp_model_kind;
 
 #define PP_MAX_DELAY_STAGES 64
+#define PP_MAX_SEQ_LAYERS 128
+#define PP_SEQ_NAME_MAX 32 /* bytes of a layer name, NUL included */
+
+/* The layer types of a sequential model (torch.nn's modules of the same names). */
+typedef enum pp_seq_type {
+    PP_SEQ_CONV = 0,  /* Conv2d(out_channels, kernel, stride, padding, bias) */
+    PP_SEQ_BATCHNORM, /* BatchNorm2d over images, BatchNorm1d over features */
+    PP_SEQ_RELU,
+    PP_SEQ_SIGMOID,
+    PP_SEQ_MAXPOOL,   /* MaxPool2d(kernel, stride, padding) */
+    PP_SEQ_AVGPOOL,   /* AvgPool2d(kernel, stride, padding), count_include_pad */
+    PP_SEQ_GLOBAL_AVGPOOL, /* AdaptiveAvgPool2d(1) then flatten: (N, C, H, W) -> (N, C) */
+    PP_SEQ_FLATTEN,   /* Flatten(): (N, C, H, W) -> (N, C*H*W) */
+    PP_SEQ_LINEAR,    /* Linear(out_features), with bias */
+} pp_seq_type;
+
+/* One layer of a sequential model. Its input size comes from the layer before
+ * (the model's in_channels and image size for the first). */
+typedef struct pp_seq_layer {
+    char name[PP_SEQ_NAME_MAX]; /* module name: parameters are "<name>.weight", ... */
+    pp_seq_type type;
+    int out;          /* conv: out_channels; linear: out_features */
+    int kernel, stride, pad; /* conv and pools (stride defaults: conv 1, pools kernel) */
+    bool bias;        /* conv (default true; linear always has one) */
+} pp_seq_layer;
+
+/* How a sequential model's conv and linear weights start. */
+typedef enum pp_seq_init {
+    PP_SEQ_INIT_TORCH = 0, /* PyTorch's defaults (uniform +-1/sqrt(fan_in), bias too) */
+    PP_SEQ_INIT_NORMAL,    /* weight normal(0, init_std), bias 0 */
+} pp_seq_init;
 
 /* What a plan's `model:` section and `data.image_size` resolve to. */
 typedef struct pp_model_config {
@@ -43,6 +76,11 @@ typedef struct pp_model_config {
     int n_forward_ms, n_backward_ms;
     double forward_ms[PP_MAX_DELAY_STAGES];
     double backward_ms[PP_MAX_DELAY_STAGES];
+    /* sequential model: its layers in order; num_classes is the last one's width */
+    int n_layers;
+    pp_seq_layer layers[PP_MAX_SEQ_LAYERS];
+    pp_seq_init init;
+    double init_std;
 } pp_model_config;
 
 typedef struct pp_unit_info {
@@ -68,9 +106,13 @@ typedef struct pp_catalogue {
  * unknown name. */
 pp_status pp_model_config_default(const char *name, pp_model_config *cfg, pp_error *err);
 
-/* Builds the catalogue of a ResNet config. PP_ERR_INPUT if the input size is
- * too small for the network. The caller frees it with pp_catalogue_free. */
+/* Builds the catalogue of a ResNet or sequential config. PP_ERR_INPUT if the
+ * input size is too small for the network or a layer does not fit the one
+ * before it (*bad_layer, when not NULL, then receives that layer's index, else
+ * -1). The caller frees it with pp_catalogue_free. */
 pp_status pp_catalogue_build(const pp_model_config *cfg, pp_catalogue *out, pp_error *err);
+pp_status pp_catalogue_build_at(const pp_model_config *cfg, pp_catalogue *out, int *bad_layer,
+                                pp_error *err);
 void pp_catalogue_free(pp_catalogue *cat);
 
 /* Index of a unit by exact name, or -1. */

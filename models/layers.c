@@ -77,11 +77,36 @@ pp_status pp_unit_declare(pp_unit *u, const char *module, const char *leaf, pp_d
 pp_status pp_unit_add_conv(pp_unit *u, pp_conv_layer *c, const char *module, int cin, int cout,
                            int kernel, int stride, int pad, uint64_t seed, pp_error *err)
 {
-    *c = (pp_conv_layer){0, cin, cout, kernel, stride, pad};
+    *c = (pp_conv_layer){
+        .e = 0, .cin = cin, .cout = cout, .kernel = kernel, .stride = stride, .pad = pad};
     /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
     double fan_out = (double)cout * kernel * kernel;
     return pp_unit_declare(u, module, "weight", PP_F32, 4, (int64_t[]){cout, cin, kernel, kernel},
                            true, PP_FILL_NORMAL, sqrt(2.0 / fan_out), seed, &c->e, err);
+}
+
+pp_status pp_unit_add_conv_spec(pp_unit *u, pp_conv_layer *c, uint64_t seed, pp_error *err)
+{
+    const pp_unit_spec *s = &u->spec;
+    if (s->init == PP_INIT_MODEL && !s->bias)
+        return pp_unit_add_conv(u, c, NULL, s->in_c, s->out_c, s->kernel, s->stride, s->pad, seed,
+                                err);
+    *c = (pp_conv_layer){0, s->in_c, s->out_c, s->kernel, s->stride, s->pad, s->bias, 0};
+    const double fan_in = (double)s->in_c * s->kernel * s->kernel;
+    pp_fill wfill = PP_FILL_UNIFORM, bfill = PP_FILL_UNIFORM;
+    double wa = 1.0 / sqrt(fan_in), ba = wa;
+    if (s->init == PP_INIT_NORMAL) {
+        wfill = PP_FILL_NORMAL, wa = s->init_std;
+        bfill = PP_FILL_CONST, ba = 0.0;
+    } else if (s->init == PP_INIT_MODEL) { /* torchvision's conv rule, PyTorch's bias */
+        wfill = PP_FILL_NORMAL, wa = sqrt(2.0 / ((double)s->out_c * s->kernel * s->kernel));
+    }
+    PP_TRY(pp_unit_declare(u, NULL, "weight", PP_F32, 4,
+                           (int64_t[]){s->out_c, s->in_c, s->kernel, s->kernel}, true, wfill, wa,
+                           seed, &c->e, err));
+    if (!s->bias) return PP_OK;
+    return pp_unit_declare(u, NULL, "bias", PP_F32, 1, (int64_t[]){s->out_c}, true, bfill, ba,
+                           seed, &c->b, err);
 }
 
 pp_status pp_unit_add_bn(pp_unit *u, pp_bn_layer *b, const char *module, int c, uint64_t seed,
@@ -125,6 +150,29 @@ bool pp_unit_window_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in,
         return false;
     }
     return true;
+}
+
+bool pp_unit_elementwise_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in,
+                               int *out_ndim, int64_t *out, const char **why)
+{
+    if (in_ndim == 4) return pp_unit_same_shape(s, in_ndim, in, out_ndim, out, why);
+    if (in_ndim != 2 || in[1] != s->in_c) {
+        *why = "does not have the unit's channels ((N, C) or (N, C, H, W))";
+        return false;
+    }
+    *out_ndim = 2;
+    out[1] = in[1];
+    return true;
+}
+
+pp_tensor pp_unit_as_image(const pp_tensor *t)
+{
+    pp_tensor v = *t;
+    if (v.ndim == 2) {
+        v.ndim = 4;
+        v.shape[2] = v.shape[3] = 1;
+    }
+    return v;
 }
 
 bool pp_unit_check_channels(const pp_unit_spec *s)
@@ -186,7 +234,8 @@ pp_status pp_conv_layer_forward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
 {
     pp_conv2d_desc d;
     PP_TRY(conv_desc(c, x, &d, err));
-    return pp_conv2d_forward(ex, &d, x, &u->value[c->e], y, err);
+    PP_TRY(pp_conv2d_forward(ex, &d, x, &u->value[c->e], y, err));
+    return c->has_bias ? pp_channel_bias_forward(ex, &u->value[c->b], y, err) : PP_OK;
 }
 
 pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
@@ -196,6 +245,7 @@ pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c
     pp_conv2d_desc d;
     PP_TRY(conv_desc(c, x, &d, err));
     PP_TRY(pp_conv2d_backward_filter(ex, &d, x, dy, &u->grad[c->e], err));
+    if (c->has_bias) PP_TRY(pp_channel_bias_backward(ex, dy, &u->grad[c->b], err));
     if (dx) PP_TRY(pp_conv2d_backward_data(ex, &d, dy, &u->value[c->e], dx, err));
     return PP_OK;
 }
@@ -207,6 +257,7 @@ pp_status pp_conv_layer_backward_accumulate(pp_unit *u, pp_exec *ex, const pp_co
     pp_conv2d_desc d;
     PP_TRY(conv_desc(c, x, &d, err));
     PP_TRY(pp_conv2d_backward_filter(ex, &d, x, dy, &u->grad[c->e], err));
+    if (c->has_bias) PP_TRY(pp_channel_bias_backward(ex, dy, &u->grad[c->b], err));
     return pp_conv2d_backward_data_accumulate(ex, &d, dy, &u->value[c->e], dx, err);
 }
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/resnet.h"
+#include "models/model.h"
 
 struct pp_stage {
     pp_device_ctx *dev;
@@ -102,7 +102,7 @@ pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int
                             cfg->image_w);
     pp_unit_spec *specs;
     int n;
-    PP_TRY(pp_resnet_units(cfg, &specs, &n, err));
+    PP_TRY(pp_model_units(cfg, &specs, &n, NULL, err));
     pp_status st = PP_OK;
     if (first < 0 || last < first || last >= n)
         st = pp_error_set(err, PP_ERR_INPUT, "stage unit range [%d, %d] not within [0, %d] of %s",

@@ -25,6 +25,9 @@ const pp_unit_kind_ops *pp_unit_kind_ops_of(pp_unit_kind kind)
         [PP_UNIT_AVGPOOL] = &pp_unit_avgpool_ops,
         [PP_UNIT_FC] = &pp_unit_fc_ops,
         [PP_UNIT_DELAY] = &pp_unit_delay_ops,
+        [PP_UNIT_SIGMOID] = &pp_unit_sigmoid_ops,
+        [PP_UNIT_AVGPOOL2D] = &pp_unit_avgpool2d_ops,
+        [PP_UNIT_FLATTEN] = &pp_unit_flatten_ops,
     };
     if ((unsigned)kind >= sizeof table / sizeof table[0]) return NULL;
     return table[kind];

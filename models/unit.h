@@ -17,7 +17,7 @@
  * (train = false) keep nothing.
  *
  * Tensors: activations are f32, (N, C, H, W) for images and (N, F) after
- * avgpool. The caller allocates y (forward) and dx (backward) with the shapes
+ * avgpool or flatten (batch norm, ReLU and sigmoid take either). The caller allocates y (forward) and dx (backward) with the shapes
  * pp_unit_output_shape gives; x and dy are only read during the call.
  * Parameter gradients accumulate (+=) in the order backwards are called.
  *
@@ -47,7 +47,19 @@ typedef enum pp_unit_kind {
     PP_UNIT_AVGPOOL,    /* adaptive average pool to 1x1, flattened: (N,C,H,W) -> (N,C) */
     PP_UNIT_FC,         /* linear layer with bias */
     PP_UNIT_DELAY,      /* delay model: sleeps, passes a small activation; no parameters */
+    PP_UNIT_SIGMOID,    /* logistic sigmoid, any shape (N, C, ...) */
+    PP_UNIT_AVGPOOL2D,  /* average pool over kernel x kernel windows (count_include_pad) */
+    PP_UNIT_FLATTEN,    /* (N, C, H, W) -> (N, C*H*W); (N, F) passes unchanged */
 } pp_unit_kind;
+
+/* How a unit's convolution and linear weights start. */
+typedef enum pp_unit_init {
+    PP_INIT_MODEL = 0, /* the model family's rule: torchvision's for ResNet (conv Kaiming
+                          normal, fan_out; linear weight and bias uniform +-1/sqrt(in)) */
+    PP_INIT_TORCH,     /* PyTorch's layer defaults: conv and linear weight and bias uniform
+                          +-1/sqrt(fan_in) (kaiming_uniform_ with a = sqrt(5)) */
+    PP_INIT_NORMAL,    /* weight normal(0, init_std), bias 0 */
+} pp_unit_init;
 
 /* What a unit is: enough to build it and to cost it. */
 typedef struct pp_unit_spec {
@@ -62,6 +74,9 @@ typedef struct pp_unit_spec {
     bool downsample;    /* blocks: 1x1 conv (stride) + BN on the identity path */
     double forward_ms;  /* delay: time spent in each forward */
     double backward_ms; /* delay: time spent in each backward */
+    bool bias;          /* conv: has a bias (ResNet's convs have none; fc always has one) */
+    pp_unit_init init;  /* conv and linear weights */
+    double init_std;    /* PP_INIT_NORMAL's standard deviation */
 } pp_unit_spec;
 
 /* One entry of a unit's state: a parameter or a buffer under its torchvision

@@ -1,4 +1,6 @@
-/* unit_bn.c - a batch norm (the stem's bn1) as a unit. */
+/* unit_bn.c - a batch norm as a unit: over the channels of images (the stem's
+ * bn1, BatchNorm2d) or over the features of (N, F) (BatchNorm1d), which runs as
+ * images of 1x1. */
 #include "models/unit_kind.h"
 
 typedef struct bn_impl {
@@ -36,8 +38,10 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
 {
     bn_impl *b = u->impl;
     bn_saved *s = sv;
-    PP_TRY(pp_bn_layer_forward(u, ex, &b->bn, x, y, s ? &s->mean : NULL, s ? &s->invstd : NULL,
-                               err));
+    const pp_tensor x4 = pp_unit_as_image(x);
+    pp_tensor y4 = pp_unit_as_image(y);
+    PP_TRY(pp_bn_layer_forward(u, ex, &b->bn, &x4, &y4, s ? &s->mean : NULL,
+                               s ? &s->invstd : NULL, err));
     return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
 }
 
@@ -52,7 +56,10 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
         PP_TRY(pp_unit_alloc_like(&tmp, ex, &s->x, err));
         out = &tmp;
     }
-    pp_status st = pp_bn_layer_backward(u, ex, &b->bn, &s->x, dy, &s->mean, &s->invstd, out, err);
+    const pp_tensor x4 = pp_unit_as_image(&s->x), dy4 = pp_unit_as_image(dy);
+    pp_tensor out4 = pp_unit_as_image(out);
+    pp_status st =
+        pp_bn_layer_backward(u, ex, &b->bn, &x4, &dy4, &s->mean, &s->invstd, &out4, err);
     pp_tensor_free(&tmp);
     return st;
 }
@@ -62,7 +69,7 @@ const pp_unit_kind_ops pp_unit_bn_ops = {
     .impl_size = sizeof(bn_impl),
     .saved_size = sizeof(bn_saved),
     .check = pp_unit_check_channels,
-    .shape = pp_unit_same_shape,
+    .shape = pp_unit_elementwise_shape,
     .build = build,
     .saved = saved,
     .flops = flops,

@@ -1,4 +1,5 @@
-/* unit_conv.c - the stem's bias-free convolution (conv1) as a unit. */
+/* unit_conv.c - a convolution as a unit: ResNet's bias-free stem (conv1), or a
+ * layer of a sequential model with its bias and initialisation rule. */
 #include "models/unit_kind.h"
 
 typedef struct conv_impl {
@@ -7,7 +8,8 @@ typedef struct conv_impl {
 
 static bool check(const pp_unit_spec *s)
 {
-    return s->in_c > 0 && s->out_c > 0 && s->kernel > 0 && s->stride > 0 && s->pad >= 0;
+    return s->in_c > 0 && s->out_c > 0 && s->kernel > 0 && s->stride > 0 && s->pad >= 0 &&
+           (s->init != PP_INIT_NORMAL || s->init_std > 0);
 }
 
 static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
@@ -19,16 +21,15 @@ static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *ou
 
 static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
 {
-    const pp_unit_spec *s = &u->spec;
     conv_impl *c = u->impl;
-    return pp_unit_add_conv(u, &c->conv, NULL, s->in_c, s->out_c, s->kernel, s->stride, s->pad,
-                            seed, err);
+    return pp_unit_add_conv_spec(u, &c->conv, seed, err);
 }
 
 static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
                   int64_t *macs, int64_t *elementwise)
 {
     *macs = out[1] * out[2] * out[3] * s->in_c * s->kernel * s->kernel;
+    if (s->bias) *elementwise = out[1] * out[2] * out[3];
 }
 
 static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *sv,

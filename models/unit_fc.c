@@ -9,7 +9,7 @@ typedef struct fc_impl {
 
 static bool check(const pp_unit_spec *s)
 {
-    return s->in_c > 0 && s->out_c > 0;
+    return s->in_c > 0 && s->out_c > 0 && (s->init != PP_INIT_NORMAL || s->init_std > 0);
 }
 
 static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
@@ -28,12 +28,16 @@ static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
 {
     const pp_unit_spec *s = &u->spec;
     fc_impl *f = u->impl;
-    /* torch.nn.Linear: weight and bias uniform(-1/sqrt(in), 1/sqrt(in)) */
+    /* torch.nn.Linear (torchvision keeps it): weight and bias uniform(-1/sqrt(in),
+     * 1/sqrt(in)); or weight normal(0, std) and bias 0 */
+    const bool normal = s->init == PP_INIT_NORMAL;
     double bound = 1.0 / sqrt((double)s->in_c);
     PP_TRY(pp_unit_declare(u, NULL, "weight", PP_F32, 2, (int64_t[]){s->out_c, s->in_c}, true,
-                           PP_FILL_UNIFORM, bound, seed, &f->w, err));
+                           normal ? PP_FILL_NORMAL : PP_FILL_UNIFORM, normal ? s->init_std : bound,
+                           seed, &f->w, err));
     return pp_unit_declare(u, NULL, "bias", PP_F32, 1, (int64_t[]){s->out_c}, true,
-                           PP_FILL_UNIFORM, bound, seed, &f->b, err);
+                           normal ? PP_FILL_CONST : PP_FILL_UNIFORM, normal ? 0.0 : bound, seed,
+                           &f->b, err);
 }
 
 static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,

@@ -65,10 +65,12 @@ typedef struct pp_bn_layer {
     int64_t pending;
 } pp_bn_layer;
 
-/* A bias-free convolution inside a unit. */
+/* A convolution inside a unit, bias-free unless has_bias. */
 typedef struct pp_conv_layer {
     int e; /* entry of the weight (K, C, R, S) */
     int cin, cout, kernel, stride, pad;
+    bool has_bias;
+    int b; /* entry of the bias (K) when has_bias */
 } pp_conv_layer;
 
 typedef struct pp_unit_kind_ops {
@@ -123,7 +125,8 @@ const pp_unit_kind_ops *pp_unit_kind_ops_of(pp_unit_kind kind);
 
 extern const pp_unit_kind_ops pp_unit_conv_ops, pp_unit_bn_ops, pp_unit_relu_ops,
     pp_unit_maxpool_ops, pp_unit_identity_ops, pp_unit_avgpool_ops, pp_unit_basic_ops,
-    pp_unit_bottleneck_ops, pp_unit_fc_ops, pp_unit_delay_ops;
+    pp_unit_bottleneck_ops, pp_unit_fc_ops, pp_unit_delay_ops, pp_unit_sigmoid_ops,
+    pp_unit_avgpool2d_ops, pp_unit_flatten_ops;
 
 /* ---- declarations (build) ------------------------------------------------------ */
 
@@ -145,6 +148,9 @@ pp_status pp_unit_add_conv(pp_unit *u, pp_conv_layer *c, const char *module, int
                            int kernel, int stride, int pad, uint64_t seed, pp_error *err);
 pp_status pp_unit_add_bn(pp_unit *u, pp_bn_layer *b, const char *module, int c, uint64_t seed,
                          pp_error *err);
+/* A convolution (and its bias when the spec asks for one) initialised by the
+ * spec's rule (pp_unit_init; PP_INIT_MODEL is pp_unit_add_conv's). */
+pp_status pp_unit_add_conv_spec(pp_unit *u, pp_conv_layer *c, uint64_t seed, pp_error *err);
 
 /* ---- shapes and the saved list --------------------------------------------------- */
 
@@ -165,6 +171,13 @@ bool pp_unit_window_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in,
 bool pp_unit_check_channels(const pp_unit_spec *s);
 bool pp_unit_same_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
                         int64_t *out, const char **why);
+/* Elementwise kinds: output shape = input shape for (N, C) or (N, C, H, W)
+ * with C = in_c. */
+bool pp_unit_elementwise_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in,
+                               int *out_ndim, int64_t *out, const char **why);
+/* A 4-D (N, C, 1, 1) view of a 2-D (N, C) tensor (4-D tensors unchanged), for
+ * the image ops batch norm runs on. */
+pp_tensor pp_unit_as_image(const pp_tensor *t);
 pp_status pp_unit_build_nothing(pp_unit *u, uint64_t seed, pp_error *err);
 void pp_unit_saved_nothing(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
                            pp_saved_list *l);

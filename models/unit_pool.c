@@ -1,6 +1,7 @@
 /*
- * unit_pool.c - pooling units: the imagenet stem's max pool, the adaptive
- * average pool to 1x1 before fc (flattened to (N, C)), and the identity that
+ * unit_pool.c - pooling and reshaping units: max pool (the imagenet stem's and
+ * a sequential model's), the adaptive average pool to 1x1 before fc
+ * (flattened to (N, C)), window average pool, flatten, and the identity that
  * stands in for the cifar stem's absent max pool (it keeps the name maxpool so
  * plans are the same for both stems).
  */
@@ -156,4 +157,89 @@ const pp_unit_kind_ops pp_unit_avgpool_ops = {
     .flops = avgpool_flops,
     .forward = avgpool_forward,
     .backward = avgpool_backward,
+};
+
+/* ---- window average pool ------------------------------------------------------------ */
+
+/* Nothing is saved: backward needs only the input's shape, which dx has. */
+static void avgpool2d_flops(const pp_unit_spec *s, int in_ndim, const int64_t *in,
+                            const int64_t *out, int64_t *macs, int64_t *elementwise)
+{
+    *elementwise = out[1] * out[2] * out[3] * s->kernel * s->kernel;
+}
+
+static pp_status avgpool2d_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
+                                   void *sv, pp_error *err)
+{
+    pp_pool_desc d;
+    PP_TRY(pool_desc(u, x, &d, err));
+    return pp_avgpool2d_forward(ex, &d, x, y, err);
+}
+
+static pp_status avgpool2d_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
+                                    pp_tensor *dx, pp_error *err)
+{
+    if (!dx) return PP_OK;
+    pp_pool_desc d;
+    PP_TRY(pool_desc(u, dx, &d, err));
+    return pp_avgpool2d_backward(ex, &d, dy, dx, err);
+}
+
+const pp_unit_kind_ops pp_unit_avgpool2d_ops = {
+    .name = "average pool",
+    .check = maxpool_check,
+    .shape = maxpool_shape,
+    .build = pp_unit_build_nothing,
+    .saved = pp_unit_saved_nothing,
+    .flops = avgpool2d_flops,
+    .forward = avgpool2d_forward,
+    .backward = avgpool2d_backward,
+};
+
+/* ---- flatten ---------------------------------------------------------------------------- */
+
+/* (N, C, H, W) -> (N, C*H*W) in memory order, as torch.flatten(x, 1) */
+static bool flatten_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
+                          int64_t *out, const char **why)
+{
+    if (!pp_unit_elementwise_shape(s, in_ndim, in, out_ndim, out, why)) return false;
+    *out_ndim = 2;
+    out[1] = in_ndim == 4 ? in[1] * in[2] * in[3] : in[1];
+    out[2] = out[3] = 1;
+    return true;
+}
+
+/* t's data under another shape of as many elements */
+static pp_tensor reshaped(const pp_tensor *t, const pp_tensor *like)
+{
+    pp_tensor v = *t;
+    v.ndim = like->ndim;
+    for (int i = 0; i < PP_MAX_DIMS; i++) v.shape[i] = like->shape[i];
+    return v;
+}
+
+static pp_status flatten_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
+                                 void *sv, pp_error *err)
+{
+    const pp_tensor xv = reshaped(x, y);
+    return pp_copy(ex, &xv, y, err);
+}
+
+static pp_status flatten_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
+                                  pp_tensor *dx, pp_error *err)
+{
+    if (!dx) return PP_OK;
+    const pp_tensor dyv = reshaped(dy, dx);
+    return pp_copy(ex, &dyv, dx, err);
+}
+
+const pp_unit_kind_ops pp_unit_flatten_ops = {
+    .name = "flatten",
+    .check = pp_unit_check_channels,
+    .shape = flatten_shape,
+    .build = pp_unit_build_nothing,
+    .saved = pp_unit_saved_nothing,
+    .flops = identity_flops,
+    .forward = flatten_forward,
+    .backward = flatten_backward,
 };

@@ -1,4 +1,4 @@
-/* unit_relu.c - the stem's ReLU as a unit. */
+/* unit_relu.c - ReLU and sigmoid as units (images or features). */
 #include "models/unit_kind.h"
 
 typedef struct relu_saved {
@@ -36,10 +36,45 @@ const pp_unit_kind_ops pp_unit_relu_ops = {
     .name = "relu",
     .saved_size = sizeof(relu_saved),
     .check = pp_unit_check_channels,
-    .shape = pp_unit_same_shape,
+    .shape = pp_unit_elementwise_shape,
     .build = pp_unit_build_nothing,
     .saved = saved,
     .flops = flops,
     .forward = forward,
     .backward = backward,
+};
+
+/* ---- sigmoid ------------------------------------------------------------------------ */
+
+static pp_status sigmoid_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
+                                 void *sv, pp_error *err)
+{
+    relu_saved *s = sv; /* the output again: the gradient is dy * y * (1 - y) */
+    PP_TRY(pp_sigmoid_forward(ex, x, y, err));
+    return s ? pp_copy(ex, y, &s->y, err) : PP_OK;
+}
+
+static pp_status sigmoid_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
+                                  pp_tensor *dx, pp_error *err)
+{
+    relu_saved *s = sv;
+    return dx ? pp_sigmoid_backward(ex, &s->y, dy, dx, err) : PP_OK;
+}
+
+static void sigmoid_flops(const pp_unit_spec *s, int in_ndim, const int64_t *in,
+                          const int64_t *out, int64_t *macs, int64_t *elementwise)
+{
+    *elementwise = 4 * in[1] * in[2] * in[3]; /* exp, add, divide, negate */
+}
+
+const pp_unit_kind_ops pp_unit_sigmoid_ops = {
+    .name = "sigmoid",
+    .saved_size = sizeof(relu_saved),
+    .check = pp_unit_check_channels,
+    .shape = pp_unit_elementwise_shape,
+    .build = pp_unit_build_nothing,
+    .saved = saved,
+    .flops = sigmoid_flops,
+    .forward = sigmoid_forward,
+    .backward = sigmoid_backward,
 };

@@ -103,6 +103,26 @@ static void emit_model(text *t, const pp_plan *p)
         else
             put_doubles(t, m->backward_ms, m->n_backward_ms);
         put(t, "\n");
+    } else if (m->kind == PP_MODEL_SEQUENTIAL) {
+        static const char *const types[] = {"conv",    "batchnorm",      "relu",
+                                            "sigmoid", "maxpool",        "avgpool",
+                                            "global_avgpool", "flatten", "linear"};
+        if (m->init == PP_SEQ_INIT_NORMAL) {
+            put(t, "  init: normal\n  init_std: ");
+            put_double(t, m->init_std);
+            put(t, "\n");
+        }
+        put(t, "  layers:\n");
+        for (int i = 0; i < m->n_layers; i++) {
+            const pp_seq_layer *l = &m->layers[i];
+            put(t, "    - {name: %s, type: %s", l->name, types[l->type]);
+            if (l->type == PP_SEQ_CONV) put(t, ", out_channels: %d", l->out);
+            if (l->type == PP_SEQ_LINEAR) put(t, ", out_features: %d", l->out);
+            if (l->type == PP_SEQ_CONV || l->type == PP_SEQ_MAXPOOL || l->type == PP_SEQ_AVGPOOL)
+                put(t, ", kernel: %d, stride: %d, padding: %d", l->kernel, l->stride, l->pad);
+            if (l->type == PP_SEQ_CONV) put(t, ", bias: %s", l->bias ? "true" : "false");
+            put(t, "}\n");
+        }
     } else {
         put(t, "  stem: %s\n", m->stem == PP_STEM_CIFAR ? "cifar" : "imagenet");
     }

@@ -29,6 +29,8 @@ typedef struct pp_walk {
     const pp_ynode *forward_node, *backward_node; /* delay times */
     const pp_ynode *size_node;                    /* data.image_size */
     const pp_ynode *data_classes_node;            /* data.num_classes */
+    const pp_ynode *layers_node;                  /* model.layers (sequential) */
+    const pp_ynode *classes_node;                 /* model.num_classes */
 } pp_walk;
 
 void pp_walk_error(pp_walk *w, const pp_ynode *n, const char *fmt, ...)

@@ -1123,7 +1123,7 @@ static pp_status profile_units(const pp_plan *plan, pp_device_ctx *dev, double *
 
 static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err)
 {
-    if (plan->model.kind != PP_MODEL_RESNET || plan->stages_auto) return PP_OK;
+    if (plan->model.kind == PP_MODEL_DELAY || plan->stages_auto) return PP_OK;
     const pp_catalogue *cat = &plan->catalogue;
     int64_t in = (int64_t)plan->model.in_channels * plan->model.image_h * plan->model.image_w;
     for (int s = 0; s < plan->n_stages; s++) {

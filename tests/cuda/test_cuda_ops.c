@@ -144,6 +144,45 @@ static void test_pool(rig *r)
          pp_avgpool_backward(ex, &dy.g, &dx.g, err));
     CHECK_CLOSE(r, &dx, TOL_BWD, "avgpool backward");
     pair_free(&x), pair_free(&y), pair_free(&dy), pair_free(&dx);
+    /* window average pooling (count_include_pad), LeNet's and padded windows */
+    static const struct { int n, c, h, w, kernel, stride, pad; } avg[] = {
+        {4, 20, 26, 26, 2, 2, 0}, {2, 3, 9, 7, 3, 2, 1}, {1, 2, 6, 6, 4, 3, 2}};
+    for (size_t i = 0; i < sizeof avg / sizeof avg[0]; i++) {
+        pp_pool_desc d;
+        pp_error pe;
+        CHECK_OK(pp_pool_desc_init(&d, avg[i].n, avg[i].c, avg[i].h, avg[i].w, avg[i].kernel,
+                                   avg[i].stride, avg[i].pad, &pe),
+                 &pe);
+        const int64_t as[4] = {d.n, d.c, d.h, d.w}, bs[4] = {d.n, d.c, d.p, d.q};
+        pair ax = pair_rand(r, 4, as, -1, 1), ay = pair_rand(r, 4, bs, 0, 0);
+        pair ady = pair_rand(r, 4, bs, -1, 1), adx = pair_rand(r, 4, as, 5, 5);
+        BOTH(r, pp_avgpool2d_forward(ex, &d, &ax.c, &ay.c, err),
+             pp_avgpool2d_forward(ex, &d, &ax.g, &ay.g, err));
+        CHECK_CLOSE(r, &ay, TOL_FWD, "avgpool2d forward case %zu", i);
+        BOTH(r, pp_avgpool2d_backward(ex, &d, &ady.c, &adx.c, err),
+             pp_avgpool2d_backward(ex, &d, &ady.g, &adx.g, err));
+        CHECK_CLOSE(r, &adx, TOL_BWD, "avgpool2d backward case %zu", i);
+        pair_free(&ax), pair_free(&ay), pair_free(&ady), pair_free(&adx);
+    }
+}
+
+/* ---- per-channel bias -------------------------------------------------------------- */
+
+static void test_channel_bias(rig *r)
+{
+    static const int64_t shapes[][4] = {{256, 20, 24, 24}, {3, 5, 7, 9}, {1, 300, 1, 1}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int64_t cs[1] = {shapes[i][1]};
+        pair y = pair_rand(r, 4, shapes[i], -1, 1), b = pair_rand(r, 1, cs, -1, 1);
+        pair db = pair_rand(r, 1, cs, -1, 1);
+        BOTH(r, pp_channel_bias_forward(ex, &b.c, &y.c, err),
+             pp_channel_bias_forward(ex, &b.g, &y.g, err));
+        CHECK_CLOSE(r, &y, 0.0, "channel bias forward case %zu (one float add)", i);
+        BOTH(r, pp_channel_bias_backward(ex, &y.c, &db.c, err),
+             pp_channel_bias_backward(ex, &y.g, &db.g, err));
+        CHECK_CLOSE(r, &db, TOL_BWD, "channel bias backward case %zu", i);
+        pair_free(&y), pair_free(&b), pair_free(&db);
+    }
 }
 
 /* ---- elementwise --------------------------------------------------------------- */
@@ -183,6 +222,12 @@ static void test_elementwise(rig *r)
         BOTH(r, pp_add_relu(ex, &y.c, &dx.c, &dx.c, err),
              pp_add_relu(ex, &y.g, &dx.g, &dx.g, err));
         CHECK_CLOSE(r, &dx, 0.0, "add_relu aliased %s", tag);
+        /* sigmoid: expf may differ by an ulp between the CPU's libm and CUDA */
+        BOTH(r, pp_sigmoid_forward(ex, &a.c, &y.c, err), pp_sigmoid_forward(ex, &a.g, &y.g, err));
+        CHECK_CLOSE(r, &y, 1e-6, "sigmoid forward %s", tag);
+        BOTH(r, pp_sigmoid_backward(ex, &y.c, &dy.c, &dx.c, err),
+             pp_sigmoid_backward(ex, &y.g, &dy.g, &dx.g, err));
+        CHECK_CLOSE(r, &dx, 1e-6, "sigmoid backward %s", tag);
         BOTH(r, pp_zero(ex, &a.c, err), pp_zero(ex, &a.g, err));
         CHECK_CLOSE(r, &a, 0.0, "zero %s", tag);
         /* the whole storage: the element before a misaligned view is untouched */
@@ -699,6 +744,7 @@ int main(void)
     test_conv(&r);
     test_batchnorm(&r);
     test_pool(&r);
+    test_channel_bias(&r);
     test_elementwise(&r);
     test_linear(&r);
     test_softmax_xent(&r);

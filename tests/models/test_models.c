@@ -100,6 +100,25 @@ static pp_unit_spec spec_fc(int in, int out)
     return s;
 }
 
+/* A sequential model's layer units: a conv with bias (PyTorch's init), a
+ * window average pool, a sigmoid, a flatten. */
+static pp_unit_spec spec_conv_bias(const char *name, int in, int out, int k, int stride, int pad)
+{
+    pp_unit_spec s = spec_conv(name, in, out, k, stride, pad);
+    s.bias = true;
+    s.init = PP_INIT_TORCH;
+    return s;
+}
+
+static pp_unit_spec spec_window(pp_unit_kind kind, const char *name, int c, int k, int stride,
+                                int pad)
+{
+    pp_unit_spec s = {.kind = kind, .in_c = c, .out_c = c, .kernel = k, .stride = stride,
+                      .pad = pad};
+    snprintf(s.name, sizeof s.name, "%s", name);
+    return s;
+}
+
 /* ---- finite differences ---------------------------------------------------- */
 
 /* L = sum(r * stage(x)) in double, from a training forward (batch statistics)
@@ -276,6 +295,24 @@ static void test_finite_differences(void)
          4,
          {2, 6, 3, 3}},
         {"fc", 1, {spec_fc(7, 4)}, 2, {3, 7, 1, 1}},
+        {"conv+bias, sigmoid, avgpool 3/2 pad 1",
+         3,
+         {spec_conv_bias("c1", 2, 3, 3, 1, 1), spec_simple(PP_UNIT_SIGMOID, "s1", 3),
+          spec_window(PP_UNIT_AVGPOOL2D, "a1", 3, 3, 2, 1)},
+         4,
+         {2, 2, 7, 7}},
+        {"flatten + fc + bn1d + relu",
+         4,
+         {spec_simple(PP_UNIT_FLATTEN, "fl", 3), spec_fc(12, 5),
+          spec_simple(PP_UNIT_BN, "b1", 5), spec_simple(PP_UNIT_RELU, "r1", 5)},
+         4,
+         {3, 3, 2, 2}},
+        {"maxpool 2/2 + sigmoid on features",
+         3,
+         {spec_window(PP_UNIT_MAXPOOL, "p1", 2, 2, 2, 0), spec_simple(PP_UNIT_FLATTEN, "fl", 2),
+          spec_simple(PP_UNIT_SIGMOID, "s2", 18)},
+         4,
+         {2, 2, 6, 7}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) fd_check(&cases[i]);
 }
@@ -725,6 +762,12 @@ static void test_costs_match_forward(void)
         {spec_block(PP_UNIT_BOTTLENECK, 8, 4, 2, true), 4, {1, 8, 9, 7}},
         {spec_fc(12, 5), 2, {1, 12, 1, 1}},
         {delay, 4, {1, 3, 4, 4}},
+        {spec_conv_bias("c1", 3, 8, 5, 1, 2), 4, {1, 3, 12, 11}},
+        {spec_simple(PP_UNIT_SIGMOID, "s1", 8), 4, {1, 8, 10, 9}},
+        {spec_simple(PP_UNIT_SIGMOID, "s2", 8), 2, {1, 8, 1, 1}},
+        {spec_window(PP_UNIT_AVGPOOL2D, "a1", 8, 2, 2, 0), 4, {1, 8, 10, 9}},
+        {spec_simple(PP_UNIT_FLATTEN, "fl", 8), 4, {1, 8, 5, 3}},
+        {spec_simple(PP_UNIT_RELU, "r2", 8), 2, {1, 8, 1, 1}},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         pp_error err;

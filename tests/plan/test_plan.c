@@ -36,6 +36,16 @@ static pp_status parse(const char *text, size_t len, pp_plan **out, pp_diag *d)
 
 #define R50_S0 "  - {device: cpu:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3.0]}\n"
 
+/* A valid sequential plan: c1 conv 3x3 on 1x8x8, flatten, linear to 3 classes. */
+#define S_MODEL "model:\n  name: sequential\n  in_channels: 1\n  layers:\n"
+#define S_L0 "    - {name: c1, type: conv, out_channels: 4, kernel: 3}\n"
+#define S_L1 "    - {name: f, type: flatten}\n"
+#define S_L2 "    - {name: fc, type: linear, out_features: 3}\n"
+#define S_DATA "data: {image_size: [8, 8]}\n"
+#define S_REST S_DATA L_BATCH L_STAGES "  - {device: cpu:0, layers: [c1, f, fc]}\n"
+/* the same after a one-layer list (the layer under test, on its own) */
+#define S_REST1 S_DATA L_BATCH L_STAGES "  - {device: cpu:0, layers: [c1]}\n"
+
 static const struct bad_case {
     const char *name;
     const char *text;
@@ -239,6 +249,42 @@ static const struct bad_case {
                             "maxpool, layer1, layer2]}\n" L_S1,
      4, 29, "is out of range"},
     {"complex key", BASE "? [a, b]\n: 1\n", 6, 3, "keys in the plan must be names"},
+    /* sequential models: layers are checked where they stand */
+    {"seq linear on images", S_MODEL "    - {name: fc, type: linear, out_features: 3}\n" S_REST1,
+     5, 7, "layer 'fc' (linear) needs features (N, F), gets (N, 1, 8, 8): put a flatten"},
+    {"seq unknown type", S_MODEL "    - {name: c1, type: dense}\n" S_REST1, 5, 24,
+     "unknown layer type 'dense'"},
+    {"seq conv without out_channels", S_MODEL "    - {name: c1, type: conv, kernel: 3}\n" S_REST1,
+     5, 7, "layer 'c1' (conv) needs out_channels"},
+    {"seq key of another type", S_MODEL "    - {name: r, type: relu, kernel: 3}\n" S_REST1, 5,
+     37, "layer 'r' (relu) takes no kernel"},
+    {"seq duplicate name", S_MODEL S_L0 "    - {name: c1, type: flatten}\n" S_L2 S_REST, 6, 7,
+     "layer name 'c1' is used twice (layers 0 and 1)"},
+    {"seq bad name", S_MODEL "    - {name: a.b, type: relu}\n" S_REST1, 5, 14,
+     "layer name 'a.b' must be 1 to 31 letters, digits or '_'"},
+    {"seq window too large", S_MODEL "    - {name: c1, type: conv, out_channels: 4, kernel: 9}\n"
+                             S_L1 S_L2 S_REST,
+     5, 7, "layer 'c1' (conv): its 9x9 window (padding 0) does not fit its input (N, 1, 8, 8)"},
+    {"seq padding over half", S_MODEL "    - {name: p, type: maxpool, kernel: 2, padding: 2}\n"
+                              S_REST1,
+     5, 52, "layer 'p' padding is too large: 2 (at most 1)"},
+    {"seq ends in images", S_MODEL S_L0 S_REST1, 5, 7,
+     "the last layer 'c1' gives (N, 4, 6, 6); a classifier ends in (N, classes)"},
+    {"seq classes disagree", "model:\n  name: sequential\n  num_classes: 5\n  in_channels: 1\n"
+                             "  layers:\n" S_L0 S_L1 S_L2 S_REST,
+     3, 16, "model.num_classes is 5 but the last layer 'fc' gives 3 outputs"},
+    {"seq without layers", "model: {name: sequential}\n" S_REST1, 1, 8,
+     "a sequential model needs layers"},
+    {"seq empty layers", "model: {name: sequential, layers: []}\n" S_REST1, 1, 35,
+     "model.layers must be a non-empty list of layers, got an empty list"},
+    {"layers on resnet", "model: {name: resnet18, layers: []}\n" L_BATCH L_STAGES L_S0 L_S1, 1,
+     33, "model.layers applies only to the sequential model"},
+    {"seq normal without std", "model:\n  name: sequential\n  init: normal\n  layers:\n" S_L0 S_L1
+                               S_L2 S_REST,
+     3, 9, "model.init normal needs init_std"},
+    {"seq unknown stage layer", S_MODEL S_L0 S_L1 S_L2 S_DATA L_BATCH L_STAGES
+                                "  - {device: cpu:0, layers: [c1, flat, fc]}\n",
+     11, 34, "unknown layer 'flat' in sequential"},
 };
 
 static void test_bad_plans(void)
@@ -468,6 +514,29 @@ static void test_valid_plans(void)
                               "layer2.4, layer2.5, layer2.6, layer2.7, layer3, layer4, avgpool, "
                               "fc]}\n",
          4 + 3 + 8 + 36 + 3 + 2, 2, 5, 5, 1, {5}, 7},
+        {"sequential lenet", "model:\n  name: sequential\n  in_channels: 1\n  init: normal\n"
+                             "  init_std: 0.01\n  layers:\n"
+                             "    - {type: conv, out_channels: 20, kernel: 5}\n"
+                             "    - {type: maxpool, kernel: 2}\n    - {type: relu}\n"
+                             "    - {name: conv2, type: conv, out_channels: 50, kernel: 5, "
+                             "bias: false}\n"
+                             "    - {type: avgpool, kernel: 3, stride: 2, padding: 1}\n"
+                             "    - {type: sigmoid}\n    - {type: batchnorm}\n"
+                             "    - {type: flatten}\n    - {type: linear, out_features: 500}\n"
+                             "    - {type: batchnorm}\n    - {type: relu}\n"
+                             "    - {name: out, type: linear, out_features: 10}\n"
+                             "data: {image_size: [28, 28]}\nbatch: {size: 6, split_size: 4}\n"
+                             "stages:\n  - {device: cpu:0, layers: ['0', '1', '2', conv2]}\n"
+                             "  - {device: cpu:1, layers: ['4', '5', '6', '7', '8', '9', '10', "
+                             "out]}\n",
+         12, 2, 6, 4, 2, {4, 2}, 3},
+        {"sequential global pool", "model:\n  name: sequential\n  layers:\n"
+                                   "    - {name: c, type: conv, out_channels: 8, kernel: 3, "
+                                   "stride: 2, padding: 1}\n"
+                                   "    - {name: g, type: global_avgpool}\n"
+                                   "data: {image_size: [32, 32]}\nbatch: {size: 2, split_size: 2}\n"
+                                   "stages:\n  - {device: cpu:0, layers: [c, g]}\n",
+         2, 1, 2, 2, 1, {2}, 1},
         {"delay scalar", "model: {name: delay, forward_ms: 2.5, backward_ms: 5}\n"
                          "batch: {size: 8, micro_batches: 8}\n"
                          "stages:\n  - {device: cpu:0}\n  - {device: cpu:1}\n"
