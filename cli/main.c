@@ -402,7 +402,18 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "split_size %d (%d micro-batches)\n", plan->split_size,
                 plan->micro_batches);
         pp_pipeline *p = NULL;
-        pp_status st = pp_pipeline_new(plan, NULL, &p, &err);
+        pp_status st = pp_plan_check_micro_batches(plan, &err);
+        if (st != PP_OK) { /* this split size cannot train (batch norm over one value): go on */
+            fprintf(stderr, "pipeline-run: split size %d cannot run: %s\n", plan->split_size,
+                    err.msg);
+            rows[i] = (pp_sweep_row){.split_size = plan->split_size,
+                                     .micro_batches = plan->micro_batches,
+                                     .failed = true};
+            snprintf(rows[i].error, sizeof rows[i].error, "%.150s", err.msg);
+            failed++;
+            continue;
+        }
+        st = pp_pipeline_new(plan, NULL, &p, &err);
         if (st == PP_OK && a->load) st = pp_pipeline_load(p, a->load, &err);
         if (st == PP_ERR_INPUT) { /* bad plan, data or checkpoint: no split size can run */
             pp_pipeline_free(p);

@@ -94,6 +94,8 @@ typedef struct pp_unit_info {
     int64_t act_fixed_bytes; /* bytes kept for backward per micro-batch whatever its size
                                (batch-norm saved statistics) */
     int64_t out_bytes;      /* bytes of the output activation, per sample */
+    int min_batch;          /* smallest micro-batch a training forward accepts: 2 where a
+                               batch norm sees one value per channel per sample */
 } pp_unit_info;
 
 typedef struct pp_catalogue {

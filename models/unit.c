@@ -231,6 +231,10 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
     info->fwd_macs = macs;
     info->fwd_flops = 2 * macs + elementwise;
     info->out_bytes = 4 * (numel(out_ndim, out) / in[0]);
+    /* training batch norm needs two values per channel; a unit's batch norms see
+     * at least its output's plane (blocks narrow towards it) */
+    const int64_t plane = out_ndim == 4 ? out[2] * out[3] : 1;
+    info->min_batch = u->n_bn > 0 && plane == 1 ? 2 : 1;
     free(scratch);
     pp_unit_free(u);
     return st;

@@ -311,6 +311,19 @@ static void walk_model(pp_walk *w, const pp_ynode *n)
 /* ------------------------------------------------------------------ */
 /* batch                                                                */
 
+/* Index of a unit that cannot train on the plan's smallest micro-batch (a
+ * batch norm over one value per channel), or -1; *smallest receives that
+ * size. */
+static int min_batch_unit(const pp_plan *p, int *smallest)
+{
+    *smallest = p->batch_size;
+    for (int m = 0; m < p->micro_batches; m++)
+        if (p->micro_sizes[m] < *smallest) *smallest = p->micro_sizes[m];
+    for (int u = 0; u < p->catalogue.n; u++)
+        if (*smallest < p->catalogue.units[u].min_batch) return u;
+    return -1;
+}
+
 pp_status pp_plan_split(pp_plan *p, int split_size, int micro_batches, pp_error *err)
 {
     if (!p) return pp_error_set(err, PP_ERR_INVALID, "plan split: NULL plan");
@@ -331,6 +344,31 @@ pp_status pp_plan_split(pp_plan *p, int split_size, int micro_batches, pp_error 
     p->micro_batches = m;
     p->batch_by_micro = micro_batches > 0;
     return PP_OK;
+}
+
+/* The min-batch problem of a plan as a message; false when there is none. */
+static bool min_batch_message(const pp_plan *p, char *msg, size_t n)
+{
+    int smallest, u = min_batch_unit(p, &smallest);
+    if (u < 0) return false;
+    char how[48];
+    snprintf(how, sizeof how, "%s %d", p->batch_by_micro ? "into" : "by",
+             p->batch_by_micro ? p->micro_batches : p->split_size);
+    snprintf(msg, n,
+             "batch %d split %s gives a micro-batch of %d sample%s, and layer '%s' (batch norm "
+             "over one value per channel per sample) needs at least %d to train: choose "
+             "another split",
+             p->batch_size, how, smallest, smallest == 1 ? "" : "s", p->catalogue.units[u].name,
+             p->catalogue.units[u].min_batch);
+    return true;
+}
+
+pp_status pp_plan_check_micro_batches(const pp_plan *p, pp_error *err)
+{
+    char msg[400];
+    if (!p) return pp_error_set(err, PP_ERR_INVALID, "plan check: NULL plan");
+    if (!min_batch_message(p, msg, sizeof msg)) return PP_OK;
+    return pp_error_set(err, PP_ERR_INPUT, "%s", msg);
 }
 
 static void walk_batch(pp_walk *w, const pp_ynode *n)
@@ -843,6 +881,9 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
             pp_walk_error(w, w->size_node ? w->size_node : f[K_MODEL], "%s", e.msg);
         }
     }
+    char msg[400];
+    if (w->catalogue_ok && w->batch_ok && p->micro_sizes && min_batch_message(p, msg, sizeof msg))
+        pp_walk_error(w, f[K_BATCH], "%s", msg);
     pp_walk_stages(w, f[K_STAGES], f[K_DEVICES], f[K_BALANCE]);
 }
 

@@ -231,6 +231,12 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n);
  * when not exactly one of the two is positive. For split-size sweeps. */
 pp_status pp_plan_split(pp_plan *plan, int split_size, int micro_batches, pp_error *err);
 
+/* Whether every unit can train on the plan's micro-batches: PP_ERR_INPUT
+ * naming the batch, split and layer when a micro-batch is smaller than a
+ * unit accepts (a batch norm over one value per channel needs two samples).
+ * Plans are checked when parsed; call it after pp_plan_split. */
+pp_status pp_plan_check_micro_batches(const pp_plan *plan, pp_error *err);
+
 /* Spells the layer-list item that starts at unit u of a stage ending at unit
  * last: the whole group ("layer3") when u starts a group that ends at or
  * before last, else the unit's own name. Writes it to name (n bytes) and

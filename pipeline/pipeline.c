@@ -504,6 +504,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
                             "pp_pipeline_new: the plan's automatic stages are not resolved "
                             "(call pp_pipeline_resolve_plan first)");
     PP_TRY(check_cudnn_limits(plan, err));
+    PP_TRY(pp_plan_check_micro_batches(plan, err));
     struct pp_pipeline *p = calloc(1, sizeof *p);
     if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     if (opts) {

@@ -144,6 +144,72 @@ static void test_equivalence(void)
     free(ref);
 }
 
+/* A sequential model of every layer type, 1, 2 and 3 stages (cuts after a
+ * batch norm, inside the pooling run, before the linear layers), both
+ * schedules: checkpoints bitwise equal to the 1-stage run. */
+static void test_equivalence_sequential(void)
+{
+    static const char *const stages[] = {
+        "  - {device: cpu:0, layers: [c1, b1, r1, p1, c2, s1, a1, fl, f1, b2, r2, f2]}\n",
+        "  - {device: cpu:0, layers: [c1, b1]}\n"
+        "  - {device: cpu:1, layers: [r1, p1, c2, s1, a1, fl, f1, b2, r2, f2]}\n",
+        "  - {device: cpu:0, layers: [c1, b1, r1, p1]}\n"
+        "  - {device: cpu:1, layers: [c2, s1, a1]}\n"
+        "  - {device: cpu:2, layers: [fl, f1, b2, r2, f2]}\n",
+    };
+    static const char *const schedules[] = {"gpipe", "1f1b"};
+    unsigned char *ref = NULL;
+    size_t ref_n = 0;
+    double ref_loss = 0;
+    for (int k = 0; k < 6; k++) {
+        char text[4096];
+        snprintf(text, sizeof text,
+                 "model:\n  name: sequential\n  in_channels: 2\n  layers:\n"
+                 "    - {name: c1, type: conv, out_channels: 6, kernel: 3, padding: 1}\n"
+                 "    - {name: b1, type: batchnorm}\n    - {name: r1, type: relu}\n"
+                 "    - {name: p1, type: maxpool, kernel: 3, stride: 2, padding: 1}\n"
+                 "    - {name: c2, type: conv, out_channels: 8, kernel: 3, bias: false}\n"
+                 "    - {name: s1, type: sigmoid}\n"
+                 "    - {name: a1, type: avgpool, kernel: 2, padding: 1}\n"
+                 "    - {name: fl, type: flatten}\n"
+                 "    - {name: f1, type: linear, out_features: 12}\n"
+                 "    - {name: b2, type: batchnorm}\n    - {name: r2, type: relu}\n"
+                 "    - {name: f2, type: linear, out_features: 5}\n"
+                 "batch: {size: 10, split_size: 4}\nschedule: %s\n"
+                 "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
+                 "data: {format: synthetic, image_size: [16, 16]}\nseed: 5\nsteps: 3\n"
+                 "stages:\n%s",
+                 schedules[k % 2], stages[k / 2]);
+        pp_plan *plan = NULL;
+        pp_diag diag;
+        pp_diag_clear(&diag);
+        char buf[4096];
+        pp_status s = pp_plan_parse_string("seq.yaml", text, strlen(text), &plan, &diag);
+        CHECK_MSG(s == PP_OK, "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
+        if (!plan) continue;
+        char path[256];
+        snprintf(path, sizeof path, "%s/seq%d.safetensors", tmpdir, k);
+        double loss = train_and_save(plan, path, NULL);
+        size_t n = 0;
+        unsigned char *bytes = check_read_file(path, &n);
+        CHECK(bytes != NULL && n > 4000);
+        if (k == 0) {
+            ref = bytes, ref_n = n, ref_loss = loss;
+        } else {
+            bool same = bytes && n == ref_n && memcmp(bytes, ref, n) == 0;
+            CHECK_MSG(same && loss == ref_loss, "sequential, %d stages %s: %s, loss %.9g vs %.9g",
+                      k / 2 + 1, schedules[k % 2], same ? "same bytes" : "checkpoint differs",
+                      loss, ref_loss);
+            free(bytes);
+        }
+        unlink(path);
+        pp_plan_free(plan);
+    }
+    fprintf(stderr, "sequential: 1, 2, 3 stages x gpipe, 1f1b bitwise equal, loss %.6f\n",
+            ref_loss);
+    free(ref);
+}
+
 static void test_memory(void)
 {
     const int S = 4, m = 8;
@@ -396,6 +462,7 @@ int main(int argc, char **argv)
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "pp-pipeline")) return 1;
     const char *only = argc > 1 ? argv[1] : "";
     if (!*only || !strcmp(only, "equivalence")) test_equivalence();
+    if (!*only || !strcmp(only, "sequential")) test_equivalence_sequential();
     if (!*only || !strcmp(only, "memory")) test_memory();
     if (!*only || !strcmp(only, "learning")) test_learning();
     if (!*only || !strcmp(only, "resume")) test_resume();

@@ -282,6 +282,11 @@ static const struct bad_case {
     {"seq normal without std", "model:\n  name: sequential\n  init: normal\n  layers:\n" S_L0 S_L1
                                S_L2 S_REST,
      3, 9, "model.init normal needs init_std"},
+    {"seq batch norm over one value", S_MODEL S_L0 S_L1 S_L2
+     "    - {name: bn, type: batchnorm}\n" S_DATA "batch: {size: 5, split_size: 2}\n" L_STAGES
+     "  - {device: cpu:0, layers: [c1, f, fc, bn]}\n",
+     10, 8, "batch 5 split by 2 gives a micro-batch of 1 sample, and layer 'bn' (batch norm over "
+            "one value per channel per sample) needs at least 2 to train"},
     {"seq unknown stage layer", S_MODEL S_L0 S_L1 S_L2 S_DATA L_BATCH L_STAGES
                                 "  - {device: cpu:0, layers: [c1, flat, fc]}\n",
      11, 34, "unknown layer 'flat' in sequential"},
@@ -982,7 +987,7 @@ static void test_load_file(const char *dir)
     CHECK(p->data.labels && strstr(p->data.labels, "/tests/plan/data/labels.idx") != NULL);
     CHECK(p->data.labels_mark.line == 13 && p->data.labels_mark.col == 11);
     CHECK(p->stages[0].layers_mark.line == 16 && p->stages[0].layers_mark.col == 13);
-    CHECK(p->stages[1].first == 11 && p->micro_batches == 2 && p->micro_sizes[1] == 1);
+    CHECK(p->stages[1].first == 11 && p->micro_batches == 1 && p->micro_sizes[0] == 2);
     check_round_trip("resnet50_idx.yaml", p);
 
     /* a catalogue of another model is refused by resolve_auto */
