@@ -54,6 +54,7 @@ typedef struct run_io {
 } run_io;
 
 struct pp_pipeline {
+    char broken[256];            /* why a step or evaluation failed midway; "" while usable */
     pp_registry *reg;
     pp_model_config model;
     int batch;
@@ -717,8 +718,28 @@ static pp_status read_losses(struct pp_pipeline *p, const run_io *io, float *los
     return PP_OK;
 }
 
+/* A failure while micro-batches are in flight leaves saved state, stream
+ * errors and half-applied updates behind: the pipeline refuses further work
+ * with the first failure's message rather than run on from that state. */
+static pp_status mark_broken(pp_pipeline *p, pp_status s, const pp_error *err)
+{
+    if (s != PP_OK && !p->broken[0])
+        snprintf(p->broken, sizeof p->broken, "%.255s", err && err->msg[0] ? err->msg : "failed");
+    return s;
+}
+
+static pp_status check_usable(const pp_pipeline *p, const char *what, pp_error *err)
+{
+    if (!p->broken[0]) return PP_OK;
+    return pp_error_set(err, PP_ERR_INVALID,
+                        "%s: an earlier step or evaluation of this pipeline failed (%.200s); "
+                        "free it and create a new one (or --load a checkpoint)",
+                        what, p->broken);
+}
+
 pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
+    PP_TRY(check_usable(p, "step", err));
     int64_t t0 = pp_stream_clock_ns();
     PP_TRY(grow_history(p, err));
     int64_t pos, epoch;
@@ -742,7 +763,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
                      .divisor = (float)count};
     pp_step_stats stats;
     memset(&stats, 0, sizeof stats);
-    PP_TRY(pp_executor_run(p->exec, &run->sched, &stats, err));
+    PP_TRY(mark_broken(p, pp_executor_run(p->exec, &run->sched, &stats, err), err));
 
     double loss = 0;
     int64_t correct = 0;
@@ -750,7 +771,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
     if (s != PP_OK) {
         pp_step_stats_free(&stats);
-        return s;
+        return mark_broken(p, s, err);
     }
     double ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
     stage_times(p, &stats);
@@ -795,6 +816,7 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
     memset(out, 0, sizeof *out);
     if (!p->eval_data)
         return pp_error_set(err, PP_ERR_INVALID, "evaluate: the plan has no eval section");
+    PP_TRY(check_usable(p, "evaluate", err));
     int64_t t0 = pp_stream_clock_ns();
     double loss = 0;
     int64_t correct = 0;
@@ -814,10 +836,12 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
                          .labels = &p->eval_labels, .losses = &p->eval_losses,
                          .corrects = &p->eval_corrects, .dlogits = &p->eval_dlogits,
                          .divisor = 1.0f};
-        PP_TRY(pp_executor_run(p->exec, &run->sched, NULL, err));
+        PP_TRY(mark_broken(p, pp_executor_run(p->exec, &run->sched, NULL, err), err));
         double l;
         int64_t c;
-        PP_TRY(read_losses(p, &p->io, p->host_eval_losses, p->host_eval_corrects, &l, &c, err));
+        PP_TRY(mark_broken(
+            p, read_losses(p, &p->io, p->host_eval_losses, p->host_eval_corrects, &l, &c, err),
+            err));
         loss += l;
         correct += c;
     }

@@ -210,6 +210,46 @@ static void test_equivalence_sequential(void)
     free(ref);
 }
 
+/* A step that fails midway (here a NaN loss from a huge learning rate) leaves
+ * the pipeline refusing further steps and evaluations with that failure's
+ * message, instead of running on from half-done state. */
+static void test_failed_step(void)
+{
+    const char *text =
+        "model:\n  name: sequential\n  layers:\n"
+        "    - {name: c, type: conv, out_channels: 4, kernel: 3}\n"
+        "    - {name: f, type: flatten}\n    - {name: fc, type: linear, out_features: 3}\n"
+        "batch: {size: 4, split_size: 2}\noptimizer: {lr: 1.0e+10, momentum: 0.9}\n"
+        "data: {format: synthetic, image_size: [6, 6]}\nsteps: 20\n"
+        "stages:\n  - {device: cpu:0, layers: [c]}\n  - {device: cpu:1, layers: [f, fc]}\n";
+    pp_plan *plan = NULL;
+    pp_diag diag;
+    pp_diag_clear(&diag);
+    char buf[2048];
+    pp_status s = pp_plan_parse_string("nan.yaml", text, strlen(text), &plan, &diag);
+    CHECK_MSG(s == PP_OK, "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
+    if (!plan) return;
+    pp_error err;
+    pp_pipeline *p = NULL;
+    CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
+    int failed_at = -1;
+    for (int i = 0; p && i < plan->steps && failed_at < 0; i++) {
+        pp_step_result r;
+        if (pp_pipeline_step(p, &r, &err) != PP_OK) failed_at = i;
+    }
+    CHECK_MSG(failed_at > 0 && strstr(err.msg, "NaN") != NULL, "no NaN failure (step %d: %s)",
+              failed_at, err.msg);
+    char first[sizeof err.msg];
+    snprintf(first, sizeof first, "%s", err.msg);
+    pp_step_result r;
+    CHECK(p && pp_pipeline_step(p, &r, &err) == PP_ERR_INVALID);
+    CHECK_MSG(strstr(err.msg, "an earlier step or evaluation of this pipeline failed") &&
+                  strstr(err.msg, first),
+              "after a failed step: %s", err.msg);
+    pp_pipeline_free(p);
+    pp_plan_free(plan);
+}
+
 static void test_memory(void)
 {
     const int S = 4, m = 8;
@@ -463,6 +503,7 @@ int main(int argc, char **argv)
     const char *only = argc > 1 ? argv[1] : "";
     if (!*only || !strcmp(only, "equivalence")) test_equivalence();
     if (!*only || !strcmp(only, "sequential")) test_equivalence_sequential();
+    if (!*only || !strcmp(only, "failed")) test_failed_step();
     if (!*only || !strcmp(only, "memory")) test_memory();
     if (!*only || !strcmp(only, "learning")) test_learning();
     if (!*only || !strcmp(only, "resume")) test_resume();
