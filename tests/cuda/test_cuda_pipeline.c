@@ -1,6 +1,7 @@
 /*
  * test_cuda_pipeline.c - ResNet-50 training steps on cuda:0, in 1, 2 and 4
- * stages sharing the GPU, against the same plan on the CPU backend.
+ * stages sharing the GPU, against the same plan on the CPU backend; then a
+ * sequential model of every layer type in 1 and 2 stages, the same way.
  *
  * The step is well conditioned (lr 0.001, as the PyTorch cross-check uses):
  * the loss moves by a fraction of a percent, so rounding differences between
@@ -59,6 +60,9 @@ static const char *layouts[] = {
  * 4) with the given layout on kind ("cpu" or "cuda"), saves to path, returns
  * the losses; saves the initial state to init_path first when it is not
  * NULL. */
+static void run_text(const char *text, const char *init_path, const char *path,
+                     double losses[2]);
+
 static void run(int layout, const char *kind, const char *init_path, const char *path,
                 double losses[2])
 {
@@ -72,6 +76,47 @@ static void run(int layout, const char *kind, const char *init_path, const char 
              "data: {format: synthetic, image_size: [32, 32]}\n"
              "seed: 5\nsteps: 2\nstages:\n%s",
              stages);
+    run_text(text, init_path, path, losses);
+}
+
+/* A sequential model of every layer type (conv with and without bias, batch
+ * norm over images and features, ReLU, sigmoid, max and average pools with
+ * padding, flatten, linear) on one or two stages of kind. */
+static void run_sequential(int n_stages, const char *kind, const char *init_path,
+                           const char *path, double losses[2])
+{
+    char stages[512], text[4096];
+    if (n_stages == 1)
+        snprintf(stages, sizeof stages,
+                 "  - {device: %s:0, layers: [c1, b1, r1, p1, c2, s1, a1, fl, f1, b2, r2, f2]}\n",
+                 kind);
+    else
+        snprintf(stages, sizeof stages,
+                 "  - {device: %s:0, layers: [c1, b1, r1, p1, c2]}\n"
+                 "  - {device: %s:0, layers: [s1, a1, fl, f1, b2, r2, f2]}\n",
+                 kind, kind);
+    snprintf(text, sizeof text,
+             "model:\n  name: sequential\n  in_channels: 3\n  layers:\n"
+             "    - {name: c1, type: conv, out_channels: 16, kernel: 5, padding: 2}\n"
+             "    - {name: b1, type: batchnorm}\n    - {name: r1, type: relu}\n"
+             "    - {name: p1, type: maxpool, kernel: 3, stride: 2, padding: 1}\n"
+             "    - {name: c2, type: conv, out_channels: 24, kernel: 3, bias: false}\n"
+             "    - {name: s1, type: sigmoid}\n"
+             "    - {name: a1, type: avgpool, kernel: 2, padding: 1}\n"
+             "    - {name: fl, type: flatten}\n"
+             "    - {name: f1, type: linear, out_features: 64}\n"
+             "    - {name: b2, type: batchnorm}\n    - {name: r2, type: relu}\n"
+             "    - {name: f2, type: linear, out_features: 10}\n"
+             "batch: {size: 32, split_size: 16}\nschedule: 1f1b\n"
+             "optimizer: {type: sgd, lr: 0.001, momentum: 0.9, weight_decay: 0.0001}\n"
+             "data: {format: synthetic, image_size: [28, 28]}\n"
+             "seed: 5\nsteps: 2\nstages:\n%s",
+             stages);
+    run_text(text, init_path, path, losses);
+}
+
+static void run_text(const char *text, const char *init_path, const char *path, double losses[2])
+{
     pp_plan *plan = NULL;
     pp_diag diag;
     pp_error err;
@@ -196,6 +241,21 @@ int main(void)
             fprintf(stderr, "cuda %d stages vs 1 stage: %.2e (%s)\n", stages[l], rel, worst);
             CHECK_MSG(rel <= 1e-3, "cuda %d stages vs 1: %.2e at %s", stages[l], rel, worst);
         }
+    }
+    /* the sequential model's kernels (bias, sigmoid, window average pool) in a step */
+    run_sequential(1, "cpu", init, cpu, cpu_loss);
+    for (int l = 0; l < 2; l++) {
+        run_sequential(l + 1, "cuda", NULL, gpu[l], gpu_loss[l]);
+        for (int i = 0; i < 2; i++)
+            CHECK_MSG(fabs(gpu_loss[l][i] - cpu_loss[i]) <= 1e-4 * fabs(cpu_loss[i]),
+                      "sequential, %d stages, step %d: loss %.7f on cuda, %.7f on cpu", l + 1,
+                      i, gpu_loss[l][i], cpu_loss[i]);
+        double rel = compare(gpu[l], cpu, init, worst, sizeof worst);
+        fprintf(stderr, "sequential, cuda %d stage%s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), "
+                        "largest relative difference of the updates %.2e (%s)\n",
+                l + 1, l ? "s" : "", gpu_loss[l][0], gpu_loss[l][1], cpu_loss[0], cpu_loss[1],
+                rel, worst);
+        CHECK_MSG(rel <= 1e-2, "sequential, %d stages vs cpu: %.2e at %s", l + 1, rel, worst);
     }
     unlink(cpu);
     unlink(init);

@@ -9,8 +9,11 @@
 #   gpu/        the PyTorch side: torch_eager.py, tutorial.py, torch_common.py
 #   tools/      libcuda_count.so, the LD_PRELOAD allocation counter
 #               (tests/gpu/cuda_count.c, checked here by cuda_count_test.sh)
+#   data/       Debian's Fashion-MNIST (dataset-fashion-mnist) when installed here,
+#               for run-all.sh's training part (about 30 MB; --no-data leaves it out)
 #   run-all.sh  the runner
 # Usage: tests/gpu/bundle.sh [--build DIR] [--out DIR] [--arch sm_90] [--with-cuda-libs]
+#                            [--no-data]
 # cuDNN and cuBLAS are left out by default: the GPU machine has them (CUDA
 # toolkit or PyTorch's nvidia-* wheels) and they are large. The driver
 # (libcuda) is never bundled.
@@ -21,13 +24,15 @@ build=$root/build-gpu-bundle
 out=$root/.gpu-bundle
 arch=sm_90
 cuda_libs=0
+with_data=1
 while [ $# -gt 0 ]; do
     case $1 in
         --build) build=$2; shift 2 ;;
         --out) out=$2; shift 2 ;;
         --arch) arch=$2; shift 2 ;;
         --with-cuda-libs) cuda_libs=1; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        --no-data) with_data=0; shift ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "bundle.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -61,6 +66,11 @@ for t in json.load(sys.stdin):
 cp "$build/pipeline-run" "$out/bin/"
 cp -r "$root/examples/plans/." "$out/plans/" 2>/dev/null || true
 cp "$root/tests/gpu/run-all.sh" "$out/"
+fashion=/usr/share/datasets/fashion-mnist
+if [ $with_data = 1 ] && [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
+    mkdir -p "$out/data/fashion-mnist"
+    cp "$fashion"/*-ubyte.gz "$out/data/fashion-mnist/"
+fi
 cp "$root"/tests/gpu/*.py "$out/gpu/"
 
 # The allocation counter, built for this machine's (and the GPU machine's)

@@ -9,7 +9,7 @@
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20) --all      run every test suite
 #   --torch-steps N  timed PyTorch steps (default 20, after 5 warm-up steps)
-#   --part 1|2|all   which part to run (default all; see below)
+#   --part 1|2|3|all which part to run (default all; see below)
 #   --results DIR    write into DIR instead of a new BUNDLE/results-<time>;
 #                    `latest` is the newest BUNDLE/results-*; the final table
 #                    then holds the rows of earlier parts written there too
@@ -31,10 +31,17 @@
 #           (LD_PRELOAD interposer, 1 and 2 stages); the tutorial's experiment
 #           (examples/plans/tutorial-layer2.yaml --sweep-split against
 #           tests/gpu/tutorial.py's ModelParallel/PipelineParallelResNet50)
-# Two invocations of under 10 minutes each, the second adding to the first's
-# results (a folder outside the bundle survives the bundle being copied again):
+#   part 3: training on Fashion-MNIST (BUNDLE/data, copied by bundle.sh from
+#           Debian's dataset-fashion-mnist): examples/plans/fashion-mnist-
+#           resnet18.yaml and fashion-mnist-lenet.yaml for their 10 epochs on
+#           cuda:0 (both stages on one GPU): test accuracy after the last
+#           epoch (goals 0.90 and 0.89) and training seconds per epoch
+#           (ResNet-18's goal: 5 s)
+# Invocations of under 10 minutes each, each adding to the first's results
+# (a folder outside the bundle survives the bundle being copied again):
 #   BUNDLE/run-all.sh BUNDLE --part 1 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 2 --results /tmp/pp-gpu-results --copy-to "$OUT"
+#   BUNDLE/run-all.sh BUNDLE --part 3 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #
 # Precision: fp32, TF32 off (ours: CUDNN_FMA_MATH convolutions,
 # CUBLAS_DEFAULT_MATH; PyTorch: fp32_precision "ieee", or allow_tf32 False on
@@ -51,7 +58,7 @@
 # failed, else 0.
 set -uo pipefail
 
-usage() { sed -n '2,37p' "$0"; }
+usage() { sed -n '2,44p' "$0"; }
 bundle=${1:-}
 if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
@@ -73,8 +80,8 @@ while [ $# -gt 0 ]; do
         *) echo "run-all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-case $part in 1|2|all) ;; *) echo "run-all.sh: --part must be 1, 2 or all" >&2; exit 2 ;; esac
-[ -n "$budget" ] || { [ "$part" = all ] && budget=1140 || budget=540; }
+case $part in 1|2|3|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3 or all" >&2; exit 2 ;; esac
+[ -n "$budget" ] || { [ "$part" = all ] && budget=1700 || budget=540; }
 py=${PYTHON:-python3}
 
 # The tutorial's experiment: batch 120 of 128x128, split sizes 1 to 60.
@@ -171,6 +178,9 @@ PY
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2f", a / b }'; }
 # ge X LIMIT: "ok" when X >= LIMIT, "BELOW" otherwise, "FAIL(no figure)" without X.
 ge() { awk -v x="$1" -v l="$2" 'BEGIN { if (x == "") print "FAIL(no figure)"; else if (x + 0 >= l + 0) print "ok"; else print "BELOW" }'; }
+
+# le X LIMIT: "ok" when X <= LIMIT, "ABOVE" otherwise, "FAIL(no figure)" without X.
+le() { awk -v x="$1" -v l="$2" 'BEGIN { if (x == "") print "FAIL(no figure)"; else if (x + 0 <= l + 0) print "ok"; else print "ABOVE" }'; }
 
 # pipeline-run's device map: everything on one GPU (or on cpu:0 in a dry run).
 map_all() { [ $dry = 1 ] && echo "cuda:*=cpu:0" || echo "cuda:*=cuda:0"; }
@@ -592,11 +602,81 @@ part2() {
     fi
 }
 
+# ---- part 3: training on Fashion-MNIST ------------------------------------------
+
+# train_plan NAME EXAMPLE: $res/NAME.yaml from plans/EXAMPLE with the data paths of
+# BUNDLE/data (in a dry run: subsets of 512 training and 256 test images, 2 epochs).
+train_plan() {
+    local data=$bundle/data/fashion-mnist
+    if [ $dry = 1 ]; then
+        "$py" - "$data" "$res/dry-data" <<'PY'
+import gzip, os, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(dst, exist_ok=True)
+for name, n in (("train-images-idx3-ubyte.gz", 512), ("train-labels-idx1-ubyte.gz", 512),
+                ("t10k-images-idx3-ubyte.gz", 256), ("t10k-labels-idx1-ubyte.gz", 256)):
+    d = gzip.open(os.path.join(src, name)).read()
+    nd = d[3]
+    dims = list(struct.unpack(">" + "I" * nd, d[4:4 + 4 * nd]))
+    per = 1
+    for x in dims[1:]:
+        per *= x
+    off = 4 + 4 * nd
+    dims[0] = n
+    with gzip.open(os.path.join(dst, name), "wb") as f:
+        f.write(d[:4] + struct.pack(">" + "I" * nd, *dims) + d[off:off + n * per])
+PY
+        data=$res/dry-data
+    fi
+    sed -e "s|/usr/share/datasets/fashion-mnist|$data|" "$bundle/plans/$2" >"$res/$1.yaml"
+    [ $dry = 1 ] && sed -i -e 's/^epochs: .*/epochs: 2/' "$res/$1.yaml"
+}
+
+part3() {
+    cur_part=3
+    echo "== training on Fashion-MNIST"
+    if [ ! -f "$bundle/data/fashion-mnist/train-images-idx3-ubyte.gz" ]; then
+        row "Fashion-MNIST training" "MISSING" "$bundle/data/fashion-mnist (bundle.sh copies Debian's dataset-fashion-mnist)" ""
+        return
+    fi
+    local map name example goal_acc goal_s rc acc sec ips
+    [ $dry = 1 ] && map="cpu:*=cpu:0" || map="cpu:*=cuda:0"
+    for name in resnet18 lenet; do
+        if [ $name = resnet18 ]; then
+            example=fashion-mnist-resnet18.yaml goal_acc=0.90 goal_s=5
+        else
+            example=fashion-mnist-lenet.yaml goal_acc=0.89 goal_s=""
+        fi
+        train_plan "train-$name" "$example"
+        run "train-$name" 540 "$bin/pipeline-run" "$res/train-$name.yaml" --device-map "$map" \
+            --json --plot "$res/train-$name.svg"
+        rc=$?
+        if [ $rc -ne 0 ]; then
+            row "$name Fashion-MNIST, 10 epochs on one GPU" "$(result_of $rc)" "$(why $rc "train-$name")" "$last_cmd"
+            continue
+        fi
+        acc=$(jget "$res/train-$name.out" '"%.4f" % j["epochs"][-1]["test_acc"]')
+        sec=$(jget "$res/train-$name.out" 'sum(e["seconds"] for e in j["epochs"]) / len(j["epochs"])')
+        ips=$(jget "$res/train-$name.out" 'j["images_per_s"]')
+        echo "$name: test accuracy $acc, ${sec} s per epoch, ${ips} img/s"
+        row "$name Fashion-MNIST test accuracy (goal $goal_acc)" "$(ge "$acc" $goal_acc)" \
+            "$acc after the last epoch" "$last_cmd"
+        if [ -n "$goal_s" ]; then
+            row "$name Fashion-MNIST s/epoch (goal $goal_s)" "$(le "$sec" $goal_s)" \
+                "$sec s per epoch, $ips img/s training" "$last_cmd"
+        else
+            row "$name Fashion-MNIST s/epoch" "$([ -n "$sec" ] && echo ok || echo 'FAIL(no figure)')" \
+                "$sec s per epoch, $ips img/s training" "$last_cmd"
+        fi
+    done
+}
+
 torch_precision=""
 case $part in
     1) part1 ;;
     2) part2 ;;
-    all) part1; part2 ;;
+    3) part3 ;;
+    all) part1; part2; part3 ;;
 esac
 
 # ---- the table ------------------------------------------------------------------
