@@ -1,6 +1,7 @@
 /*
  * cuda_count.c - an LD_PRELOAD interposer that counts the CUDA runtime's
- * allocation calls (and device/stream synchronisations) a process makes.
+ * allocation calls (and the host's waits: device, stream and event
+ * synchronisations and synchronous cudaMemcpy) a process makes.
  *
  *   cc -O2 -shared -fPIC -o libcuda_count.so cuda_count.c -ldl
  *   LD_PRELOAD=./libcuda_count.so PP_CUDA_COUNT_OUT=counts.txt pipeline-run plan.yaml
@@ -54,6 +55,8 @@ enum counter {
     C_HOST_UNREGISTER,
     C_DEVICE_SYNCHRONIZE,
     C_STREAM_SYNCHRONIZE,
+    C_EVENT_SYNCHRONIZE,
+    C_MEMCPY,
     C_COUNT
 };
 
@@ -61,7 +64,7 @@ static const char *const counter_names[C_COUNT] = {
     "cudaMalloc",         "cudaFree",           "cudaMallocAsync",       "cudaFreeAsync",
     "cudaMallocFromPoolAsync", "cudaMallocHost", "cudaHostAlloc",        "cudaFreeHost",
     "cudaMallocManaged",  "cudaMallocPitch",    "cudaHostRegister",      "cudaHostUnregister",
-    "cudaDeviceSynchronize", "cudaStreamSynchronize",
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
 };
 
 static _Atomic unsigned long long g_calls[C_COUNT];
@@ -87,6 +90,9 @@ enum symbol {
     S_DEVICE_SYNCHRONIZE,
     S_STREAM_SYNCHRONIZE,
     S_STREAM_SYNCHRONIZE_PTSZ,
+    S_EVENT_SYNCHRONIZE,
+    S_MEMCPY,
+    S_MEMCPY_PTDS,
     S_COUNT
 };
 
@@ -109,6 +115,9 @@ static const char *const symbol_names[S_COUNT] = {
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",
     "cudaStreamSynchronize_ptsz",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy_ptds",
 };
 
 static void *_Atomic g_real[S_COUNT];
@@ -141,6 +150,7 @@ typedef int (*fn_p_n_pool_s)(void **, size_t, void *, void *);
 typedef int (*fn_p_n_u)(void **, size_t, unsigned);
 typedef int (*fn_p_pitch_w_h)(void **, size_t *, size_t, size_t);
 typedef int (*fn_v_n_u)(void *, size_t, unsigned);
+typedef int (*fn_v_cv_n_k)(void *, const void *, size_t, int);
 
 /* Defines wrapper NAME(PARAMS) counting under counter C with BYTES bytes and
  * forwarding ARGS to symbol S of type T. */
@@ -186,6 +196,13 @@ WRAP(cudaStreamSynchronize, fn_v, S_STREAM_SYNCHRONIZE, C_STREAM_SYNCHRONIZE, 0,
      (stream))
 WRAP(cudaStreamSynchronize_ptsz, fn_v, S_STREAM_SYNCHRONIZE_PTSZ, C_STREAM_SYNCHRONIZE, 0,
      (void *stream), (stream))
+WRAP(cudaEventSynchronize, fn_v, S_EVENT_SYNCHRONIZE, C_EVENT_SYNCHRONIZE, 0, (void *event),
+     (event))
+/* cudaMemcpy waits for the host: a synchronisation as well as a copy */
+WRAP(cudaMemcpy, fn_v_cv_n_k, S_MEMCPY, C_MEMCPY, n,
+     (void *dst, const void *src, size_t n, int kind), (dst, src, n, kind))
+WRAP(cudaMemcpy_ptds, fn_v_cv_n_k, S_MEMCPY_PTDS, C_MEMCPY, n,
+     (void *dst, const void *src, size_t n, int kind), (dst, src, n, kind))
 
 /* Appends the counts line to PP_CUDA_COUNT_OUT (or stderr) with one write(),
  * so lines of concurrent processes do not interleave. */

@@ -42,6 +42,8 @@ int cudaHostAlloc(void **p, size_t n, unsigned f) { __atomic_add_fetch(&fake_cal
 int cudaFreeHost(void *p) { __atomic_add_fetch(&fake_calls, 1, 0); return p ? 0 : 1; }
 int cudaDeviceSynchronize(void) { __atomic_add_fetch(&fake_calls, 1, 0); return 0; }
 int cudaStreamSynchronize(void *s) { __atomic_add_fetch(&fake_calls, 1, 0); return s ? 0 : 1; }
+int cudaEventSynchronize(void *e) { __atomic_add_fetch(&fake_calls, 1, 0); return e ? 0 : 1; }
+int cudaMemcpy(void *d, const void *s, size_t n, int k) { __atomic_add_fetch(&fake_calls, 1, 0); return d && s && n ? k : 1; }
 EOF
 cat >"$tmp/fake.map" <<'EOF'
 libcudart.so.13 { global: *; };
@@ -61,6 +63,8 @@ int cudaHostAlloc(void **p, size_t n, unsigned f);
 int cudaFreeHost(void *p);
 int cudaDeviceSynchronize(void);
 int cudaStreamSynchronize(void *s);
+int cudaEventSynchronize(void *e);
+int cudaMemcpy(void *d, const void *s, size_t n, int k);
 extern int fake_calls;
 #define THREADS 4
 #define PER_THREAD 2500
@@ -90,6 +94,9 @@ int main(void)
     bad |= cudaFreeHost(p) != 0;
     bad |= cudaDeviceSynchronize() != 0;
     bad |= cudaStreamSynchronize(&stream_obj) != 0;
+    bad |= cudaEventSynchronize(&stream_obj) != 0;
+    bad |= cudaEventSynchronize(&stream_obj) != 0;
+    bad |= cudaMemcpy(&stream_obj, &stream_obj, 64, 2) != 2;
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, worker, NULL);
     for (int i = 0; i < THREADS; i++) {
@@ -119,7 +126,7 @@ check "versioned reference" 1 "$(nm -D --undefined-only "$tmp/prog" | grep -c 'c
 
 # Without the interposer: the stand-in sees every call, nothing is reported.
 out=$("$tmp/prog" 2>"$tmp/err0")
-calls=$((3 + 4 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 4 * 2500 * 2))
+calls=$((3 + 4 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2 + 1 + 4 * 2500 * 2))
 check "plain run" "fake_calls=$calls bad=0" "$out"
 check "plain run reports nothing" 0 "$(grep -c cuda_count "$tmp/err0" || true)"
 
@@ -143,6 +150,9 @@ check cudaFreeHost 1 "$(field cudaFreeHost)"
 check cudaMallocManaged 0 "$(field cudaMallocManaged)"
 check cudaDeviceSynchronize 1 "$(field cudaDeviceSynchronize)"
 check cudaStreamSynchronize 1 "$(field cudaStreamSynchronize)"
+check cudaEventSynchronize 2 "$(field cudaEventSynchronize)"
+check cudaMemcpy 1 "$(field cudaMemcpy)"
+check cudaMemcpy.bytes 64 "$(field cudaMemcpy.bytes)"
 
 # A second process appends its own line.
 env LD_PRELOAD="$lib" PP_CUDA_COUNT_OUT="$tmp/counts" "$tmp/prog" >/dev/null

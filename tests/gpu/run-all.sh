@@ -483,13 +483,16 @@ part2() {
                 continue
             fi
             local k d fig="" bad=0
+            local syncs=0
             for k in cudaMalloc cudaFree cudaMallocHost cudaHostAlloc cudaFreeHost cudaMallocManaged \
                 cudaMallocAsync cudaFreeAsync cudaMallocFromPoolAsync cudaDeviceSynchronize \
-                cudaStreamSynchronize; do
+                cudaStreamSynchronize cudaEventSynchronize cudaMemcpy; do
                 d=$(( $(field "$c13" "$k") - $(field "$c3" "$k") ))
                 fig+="$k $d, "
                 case $k in cudaMalloc|cudaFree|cudaMallocHost|cudaHostAlloc|cudaFreeHost|cudaMallocManaged)
                     [ "$d" -ne 0 ] && bad=1 ;;
+                    cudaDeviceSynchronize|cudaStreamSynchronize|cudaEventSynchronize|cudaMemcpy)
+                    syncs=$((syncs + d)) ;;
                 esac
             done
             local total_async; total_async=$(field "$c13" cudaMallocAsync)
@@ -502,6 +505,11 @@ part2() {
             echo "$s stage(s), per 10 steady-state steps: ${fig%, }"
             row "CUDA allocation calls per 10 steps, $s stage(s)" "$verdict" \
                 "${fig%, } (13 steps minus 3 steps; goal cudaMalloc = cudaFree = 0; async pool calls allowed)" \
+                "$cmd13 (and --steps 3)"
+            # host waits (device, stream, event synchronisations, synchronous copies)
+            row "host synchronisations per steady step, $s stage(s)" \
+                "$(le "$(awk -v n=$syncs 'BEGIN { printf "%.1f", n / 10 }')" 1)" \
+                "$(awk -v n=$syncs 'BEGIN { printf "%.1f", n / 10 }') per step ($syncs in 10; goal at most 1)" \
                 "$cmd13 (and --steps 3)"
         done
     fi
