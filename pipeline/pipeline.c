@@ -51,6 +51,15 @@ typedef struct run_io {
     pp_tensor *images, *labels;  /* on stage 0's / the last device */
     pp_tensor *losses, *corrects, *dlogits; /* on the last device */
     float divisor;               /* the loss is summed over a micro-batch and divided by it */
+    /* Host side, in memory the devices copy without staging (page-locked on
+     * CUDA): each micro-batch's images and labels are copied in by the stage
+     * that uses them, in its stream order, and its loss and correct count
+     * copied out after the loss, so a step needs no synchronous copy; the
+     * host reads the losses once the executor has finished. */
+    const float *host_images;    /* (batch, C, H, W) */
+    const int32_t *host_labels;  /* (batch) */
+    float *host_losses;          /* (m) */
+    int32_t *host_corrects;      /* (m) */
 } run_io;
 
 struct pp_pipeline {
@@ -147,6 +156,8 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     pp_tensor x;
     if (!in) {
         x = pp_tensor_view0(io->images, off, mb_size);
+        const size_t per_sample = (size_t)(pp_tensor_numel(io->images) / io->images->shape[0]);
+        PP_TRY(pp_copy_from_host(ex, io->host_images + (size_t)off * per_sample, &x, err));
         in = &x;
     }
     PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, io->train, err));
@@ -161,7 +172,10 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     pp_tensor loss = scalar_view(io->losses, mb);
     pp_tensor correct = scalar_view(io->corrects, mb);
     pp_tensor dlogits = pp_tensor_view0(io->dlogits, off, mb_size);
-    return pp_softmax_xent(ex, &logits, &labels, io->divisor, &loss, &correct, &dlogits, err);
+    PP_TRY(pp_copy_from_host(ex, io->host_labels + off, &labels, err));
+    PP_TRY(pp_softmax_xent(ex, &logits, &labels, io->divisor, &loss, &correct, &dlogits, err));
+    PP_TRY(pp_copy_to_host(ex, &loss, io->host_losses + mb, err));
+    return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);
 }
 
 static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
@@ -355,15 +369,14 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     size_t img = (size_t)p->eval_batch * p->in_c * p->in_h * p->in_w;
     PP_TRY(batch_run_make(p, &p->eval_full, p->eval_batch, PP_SCHEDULE_FORWARD, err));
     int m = p->eval_full.m;
-    p->host_eval_images = malloc(img * sizeof(float));
-    p->host_eval_labels = malloc((size_t)p->eval_batch * sizeof(int32_t));
-    p->host_eval_losses = malloc((size_t)m * sizeof(float));
-    p->host_eval_corrects = malloc((size_t)m * sizeof(int32_t));
-    if (!p->host_eval_images || !p->host_eval_labels || !p->host_eval_losses ||
-        !p->host_eval_corrects)
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory for %d evaluation images",
-                            p->eval_batch);
     pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
+    PP_TRY(pp_device_host_alloc(first, img * sizeof(float), (void **)&p->host_eval_images, err));
+    PP_TRY(pp_device_host_alloc(last, (size_t)p->eval_batch * sizeof(int32_t),
+                                (void **)&p->host_eval_labels, err));
+    PP_TRY(pp_device_host_alloc(last, (size_t)m * sizeof(float), (void **)&p->host_eval_losses,
+                                err));
+    PP_TRY(pp_device_host_alloc(last, (size_t)m * sizeof(int32_t),
+                                (void **)&p->host_eval_corrects, err));
     PP_TRY(pp_tensor_alloc(&p->eval_images, first, PP_F32, 4,
                            (int64_t[]){p->eval_batch, p->in_c, p->in_h, p->in_w}, err));
     PP_TRY(pp_tensor_alloc(&p->eval_labels, last, PP_I32, 1, (int64_t[]){p->eval_batch}, err));
@@ -376,14 +389,14 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
 static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
 {
     size_t img = (size_t)p->batch * p->in_c * p->in_h * p->in_w;
-    p->host_images = malloc(img * sizeof(float));
-    p->host_labels = malloc((size_t)p->batch * sizeof(int32_t));
-    p->host_losses = malloc((size_t)p->m * sizeof(float));
-    p->host_corrects = malloc((size_t)p->m * sizeof(int32_t));
-    if (!p->host_images || !p->host_labels || !p->host_losses || !p->host_corrects)
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory for a batch of %d images",
-                            p->batch);
     pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
+    PP_TRY(pp_device_host_alloc(first, img * sizeof(float), (void **)&p->host_images, err));
+    PP_TRY(pp_device_host_alloc(last, (size_t)p->batch * sizeof(int32_t),
+                                (void **)&p->host_labels, err));
+    PP_TRY(pp_device_host_alloc(last, (size_t)p->m * sizeof(float), (void **)&p->host_losses,
+                                err));
+    PP_TRY(pp_device_host_alloc(last, (size_t)p->m * sizeof(int32_t), (void **)&p->host_corrects,
+                                err));
     PP_TRY(pp_tensor_alloc(&p->images, first, PP_F32, 4,
                            (int64_t[]){p->batch, p->in_c, p->in_h, p->in_w}, err));
     PP_TRY(pp_tensor_alloc(&p->labels, last, PP_I32, 1, (int64_t[]){p->batch}, err));
@@ -553,6 +566,30 @@ fail:
     return s;
 }
 
+/* The page-locked host buffers go back to the devices they were taken from
+ * (before the devices close). */
+static void free_host_buffers(struct pp_pipeline *p)
+{
+    if (!p->stages || p->n_stages < 1) return;
+    pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
+    if (first) {
+        pp_device_host_free(first, p->host_images);
+        pp_device_host_free(first, p->host_eval_images);
+    }
+    if (last) {
+        pp_device_host_free(last, p->host_labels);
+        pp_device_host_free(last, p->host_losses);
+        pp_device_host_free(last, p->host_corrects);
+        pp_device_host_free(last, p->host_eval_labels);
+        pp_device_host_free(last, p->host_eval_losses);
+        pp_device_host_free(last, p->host_eval_corrects);
+    }
+    p->host_images = p->host_eval_images = NULL;
+    p->host_labels = p->host_eval_labels = NULL;
+    p->host_losses = p->host_eval_losses = NULL;
+    p->host_corrects = p->host_eval_corrects = NULL;
+}
+
 void pp_pipeline_free(pp_pipeline *p)
 {
     if (!p) return;
@@ -572,10 +609,7 @@ void pp_pipeline_free(pp_pipeline *p)
     batch_run_free(&p->eval_full);
     batch_run_free(&p->eval_tail);
     pp_data_close(p->eval_data);
-    free(p->host_eval_images);
-    free(p->host_eval_labels);
-    free(p->host_eval_losses);
-    free(p->host_eval_corrects);
+    free_host_buffers(p);
     pp_tensor_free(&p->eval_images);
     pp_tensor_free(&p->eval_labels);
     pp_tensor_free(&p->eval_losses);
@@ -591,10 +625,6 @@ void pp_pipeline_free(pp_pipeline *p)
     free(p->trace);
     pp_data_close(p->data);
     pp_registry_free(p->reg);
-    free(p->host_images);
-    free(p->host_labels);
-    free(p->host_losses);
-    free(p->host_corrects);
     free(p->params);
     free(p->stages);
     free(p->descs);
@@ -689,23 +719,14 @@ static void step_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, in
     *count = left < p->batch ? (int)left : p->batch;
 }
 
-/* Copies the first count samples of a host batch into images and labels. */
-static pp_status upload(pp_tensor *images, pp_tensor *labels, const float *host_images,
-                        const int32_t *host_labels, int count, pp_error *err)
-{
-    pp_tensor iv = pp_tensor_view0(images, 0, count), lv = pp_tensor_view0(labels, 0, count);
-    PP_TRY(pp_tensor_from_host(&iv, host_images, pp_tensor_bytes(&iv), err));
-    return pp_tensor_from_host(&lv, host_labels, pp_tensor_bytes(&lv), err);
-}
-
-/* Reads a run's losses and correct counts (synchronous) and sums them. */
-static pp_status read_losses(struct pp_pipeline *p, const run_io *io, float *losses,
-                             int32_t *corrects, double *loss, int64_t *correct, pp_error *err)
+/* Sums a finished run's losses and correct counts, which the last stage
+ * copied to the host after each micro-batch's loss. */
+static pp_status read_losses(struct pp_pipeline *p, const run_io *io, double *loss,
+                             int64_t *correct, pp_error *err)
 {
     int m = io->run->m;
-    pp_tensor lv = pp_tensor_view0(io->losses, 0, m), cv = pp_tensor_view0(io->corrects, 0, m);
-    PP_TRY(pp_tensor_to_host(&lv, losses, (size_t)m * sizeof *losses, err));
-    PP_TRY(pp_tensor_to_host(&cv, corrects, (size_t)m * sizeof *corrects, err));
+    const float *losses = io->host_losses;
+    const int32_t *corrects = io->host_corrects;
     PP_TRY(check_loss(p, losses, m, err));
     float sum = 0;
     int64_t c = 0;
@@ -755,19 +776,20 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
         pp_optimizer_set_lr(p->opt, (float)p->cur_lr);
     }
     PP_TRY(pp_data_read(p->data, pos, count, p->host_images, p->host_labels, err));
-    PP_TRY(upload(&p->images, &p->labels, p->host_images, p->host_labels, count, err));
     PP_TRY(pp_optimizer_zero_grad(p->opt, NULL, NULL, err));
 
     p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
                      .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
-                     .divisor = (float)count};
+                     .divisor = (float)count, .host_images = p->host_images,
+                     .host_labels = p->host_labels, .host_losses = p->host_losses,
+                     .host_corrects = p->host_corrects};
     pp_step_stats stats;
     memset(&stats, 0, sizeof stats);
     PP_TRY(mark_broken(p, pp_executor_run(p->exec, &run->sched, &stats, err), err));
 
     double loss = 0;
     int64_t correct = 0;
-    pp_status s = read_losses(p, &p->io, p->host_losses, p->host_corrects, &loss, &correct, err);
+    pp_status s = read_losses(p, &p->io, &loss, &correct, err);
     if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
     if (s != PP_OK) {
         pp_step_stats_free(&stats);
@@ -830,18 +852,16 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
         }
         PP_TRY(pp_data_read(p->eval_data, pos, count, p->host_eval_images, p->host_eval_labels,
                             err));
-        PP_TRY(upload(&p->eval_images, &p->eval_labels, p->host_eval_images, p->host_eval_labels,
-                      count, err));
         p->io = (run_io){.run = run, .train = false, .images = &p->eval_images,
                          .labels = &p->eval_labels, .losses = &p->eval_losses,
                          .corrects = &p->eval_corrects, .dlogits = &p->eval_dlogits,
-                         .divisor = 1.0f};
+                         .divisor = 1.0f, .host_images = p->host_eval_images,
+                         .host_labels = p->host_eval_labels, .host_losses = p->host_eval_losses,
+                         .host_corrects = p->host_eval_corrects};
         PP_TRY(mark_broken(p, pp_executor_run(p->exec, &run->sched, NULL, err), err));
         double l;
         int64_t c;
-        PP_TRY(mark_broken(
-            p, read_losses(p, &p->io, p->host_eval_losses, p->host_eval_corrects, &l, &c, err),
-            err));
+        PP_TRY(mark_broken(p, read_losses(p, &p->io, &l, &c, err), err));
         loss += l;
         correct += c;
     }

@@ -37,6 +37,11 @@ typedef struct pp_backend_ops {
     pp_status (*copy_to_host)(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
                               pp_error *err);
 
+    /* optional: host memory the device copies without staging (CUDA: page-locked);
+     * NULL entries: aligned malloc/free */
+    pp_status (*host_alloc)(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
+    void (*host_free)(pp_device_ctx *dev, void *ptr);
+
     /* exec (per-stream) state */
     pp_status (*exec_init)(pp_exec *ex, pp_error *err);
     void (*exec_destroy)(pp_exec *ex);
@@ -83,6 +88,12 @@ typedef struct pp_backend_ops {
     pp_status (*accumulate)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
     pp_status (*add_relu)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                           pp_error *err);
+    /* stream-ordered copies between host memory and the device (the host memory
+     * must stay valid until the exec's work up to here has run) */
+    pp_status (*copy_from_host_async)(pp_exec *ex, void *dst, const void *src, size_t bytes,
+                                      pp_error *err);
+    pp_status (*copy_to_host_async)(pp_exec *ex, void *dst, const void *src, size_t bytes,
+                                    pp_error *err);
     /* bytes-level copy and zero within the device */
     pp_status (*copy)(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err);
     pp_status (*zero)(pp_exec *ex, size_t bytes, void *dst, pp_error *err);

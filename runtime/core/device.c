@@ -202,6 +202,28 @@ void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes)
     pp_device_unaccount(dev, bytes);
 }
 
+pp_status pp_device_host_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
+{
+    *ptr = NULL;
+    if (bytes == 0) return PP_OK;
+    if (dev->ops->host_alloc) return dev->ops->host_alloc(dev, bytes, ptr, err);
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes) != 0)
+        return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory (%zu bytes)", dev->name,
+                            bytes);
+    *ptr = p;
+    return PP_OK;
+}
+
+void pp_device_host_free(pp_device_ctx *dev, void *ptr)
+{
+    if (!ptr) return;
+    if (dev->ops->host_free)
+        dev->ops->host_free(dev, ptr);
+    else
+        free(ptr);
+}
+
 void pp_device_reset_peak(pp_device_ctx *dev)
 {
     device_entry *e = entry_of(dev);

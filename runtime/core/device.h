@@ -96,6 +96,13 @@ pp_math_mode pp_device_math(const pp_device_ctx *dev);
 pp_status pp_device_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
 void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes);
 
+/* Host memory the device copies to and from without staging: page-locked on
+ * CUDA (cudaMallocHost, so stream-ordered copies run asynchronously), plain
+ * aligned memory on the CPU. Not counted as device memory. size 0 gives NULL
+ * and OK; pp_device_host_free(dev, NULL) does nothing. */
+pp_status pp_device_host_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
+void pp_device_host_free(pp_device_ctx *dev, void *ptr);
+
 /* Accounting without allocation, for memory a backend hands out itself
  * (stream-ordered pools): account fails with PP_ERR_OOM beyond bytes_limit. */
 pp_status pp_device_account(pp_device_ctx *dev, size_t bytes, pp_error *err);

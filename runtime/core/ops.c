@@ -324,6 +324,28 @@ pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
     return DISPATCH(copy, pp_tensor_bytes(x), x->data, y->data, err);
 }
 
+pp_status pp_copy_from_host(pp_exec *ex, const void *src, pp_tensor *y, pp_error *err)
+{
+    const char *op = "copy_from_host";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_any(ex, op, "y", y, err));
+    size_t bytes = pp_tensor_bytes(y);
+    if (bytes == 0) return PP_OK;
+    if (!src) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL host source", op);
+    return DISPATCH(copy_from_host_async, y->data, src, bytes, err);
+}
+
+pp_status pp_copy_to_host(pp_exec *ex, const pp_tensor *x, void *dst, pp_error *err)
+{
+    const char *op = "copy_to_host";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_any(ex, op, "x", x, err));
+    size_t bytes = pp_tensor_bytes(x);
+    if (bytes == 0) return PP_OK;
+    if (!dst) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL host destination", op);
+    return DISPATCH(copy_to_host_async, dst, x->data, bytes, err);
+}
+
 pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err)
 {
     const char *op = "zero";

@@ -130,6 +130,14 @@ pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_te
                       pp_error *err);
 /* y = x (same device) */
 pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* y = the first pp_tensor_bytes(y) bytes at host src, in ex's stream order
+ * (src must stay unchanged until the exec's work up to here has run: after
+ * its stream or exec is synchronised). With page-locked memory from
+ * pp_device_host_alloc the CUDA copy runs without the host waiting. */
+pp_status pp_copy_from_host(pp_exec *ex, const void *src, pp_tensor *y, pp_error *err);
+/* host dst = x's bytes, in ex's stream order: dst holds them once the exec's
+ * work up to here has run (read it after synchronising). */
+pp_status pp_copy_to_host(pp_exec *ex, const pp_tensor *x, void *dst, pp_error *err);
 /* y = 0 */
 pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err);
 /* ys[i] = 0 for n tensors of any dtype on ex's device (CUDA: one launch per

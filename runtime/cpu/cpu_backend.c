@@ -137,6 +137,20 @@ static pp_status cpu_copy(pp_exec *ex, size_t bytes, const void *src, void *dst,
     return PP_OK;
 }
 
+/* Host and device memory are the same on the CPU: the stream-ordered host
+ * copies are the device copy, run where the exec's work runs. */
+static pp_status cpu_copy_from_host_async(pp_exec *ex, void *dst, const void *src, size_t bytes,
+                                          pp_error *err)
+{
+    return cpu_copy(ex, bytes, src, dst, err);
+}
+
+static pp_status cpu_copy_to_host_async(pp_exec *ex, void *dst, const void *src, size_t bytes,
+                                        pp_error *err)
+{
+    return cpu_copy(ex, bytes, src, dst, err);
+}
+
 static pp_status cpu_zero(pp_exec *ex, size_t bytes, void *dst, pp_error *err)
 {
     bytes_job j = {.src = NULL, .dst = dst, .bytes = bytes};
@@ -179,6 +193,8 @@ static const pp_backend_ops cpu_ops = {
     .alloc_async = cpu_alloc_async,
     .free_async = cpu_free_async,
     .copy = cpu_copy,
+    .copy_from_host_async = cpu_copy_from_host_async,
+    .copy_to_host_async = cpu_copy_to_host_async,
     .zero = cpu_zero,
     .delay = cpu_delay,
     .conv2d_forward = pp_cpu_conv2d_forward,

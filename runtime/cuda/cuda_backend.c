@@ -184,6 +184,24 @@ static pp_status cuda_copy_to_host(pp_device_ctx *dev, void *dst, const void *sr
     return cuda_copy_sync(dev, dst, src, bytes, cudaMemcpyDeviceToHost, err);
 }
 
+/* Page-locked host memory: stream-ordered copies from and to it run without the
+ * host waiting (copies from pageable memory are staged and block the host). */
+static pp_status cuda_host_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
+{
+    *ptr = NULL;
+    PP_TRY(pp_cuda_set_device(dev, err));
+    pp_status s = PP_CUDA(dev, err, cudaMallocHost(ptr, bytes));
+    if (s != PP_OK) *ptr = NULL;
+    return s;
+}
+
+static void cuda_host_free(pp_device_ctx *dev, void *ptr)
+{
+    if (!ptr) return;
+    /* cudaFreeHost waits for the device: called only when buffers are released */
+    (void)PP_CUDA(dev, NULL, cudaFreeHost(ptr));
+}
+
 /* ---- execs ------------------------------------------------------------------ */
 
 static pp_status cuda_exec_init(pp_exec *ex, pp_error *err)
@@ -349,6 +367,24 @@ static pp_status cuda_copy(pp_exec *ex, size_t bytes, const void *src, void *dst
     BEGIN(ex, ce, err);
     return PP_CUDA(ex->dev, err,
                    cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ce->stream));
+}
+
+static pp_status cuda_copy_from_host_async(pp_exec *ex, void *dst, const void *src,
+                                           size_t bytes, pp_error *err)
+{
+    if (bytes == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ce->stream));
+}
+
+static pp_status cuda_copy_to_host_async(pp_exec *ex, void *dst, const void *src, size_t bytes,
+                                         pp_error *err)
+{
+    if (bytes == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ce->stream));
 }
 
 static pp_status cuda_zero(pp_exec *ex, size_t bytes, void *dst, pp_error *err)
@@ -525,6 +561,8 @@ static const pp_backend_ops cuda_ops = {
     .device_destroy = cuda_device_destroy,
     .alloc = cuda_alloc,
     .free = cuda_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .copy_from_host = cuda_copy_from_host,
     .copy_to_host = cuda_copy_to_host,
     .exec_init = cuda_exec_init,
@@ -551,6 +589,8 @@ static const pp_backend_ops cuda_ops = {
     .channel_bias_forward = cuda_channel_bias_forward,
     .channel_bias_backward = cuda_channel_bias_backward,
     .copy = cuda_copy,
+    .copy_from_host_async = cuda_copy_from_host_async,
+    .copy_to_host_async = cuda_copy_to_host_async,
     .zero = cuda_zero,
     .zero_multi = cuda_zero_multi,
     .maxpool_forward = pp_cuda_maxpool_forward,
