@@ -28,6 +28,8 @@ typedef struct pipe_stage {
     pp_device_ctx *dev;
     pp_stage *model;
     int max_in_flight;
+    pp_tensor **grads;           /* (n_grads) the stage's parameter gradients */
+    int n_grads;
     int n_layers;                /* items of the plan's compact spelling */
     char (*layer_names)[32];     /* (n_layers) "layer1", "layer2.0" */
     const char **layers;         /* (n_layers) pointers into layer_names */
@@ -184,6 +186,10 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
     pipe_stage *st = user;
     struct pp_pipeline *p = st->p;
     pp_tensor dy;
+    /* The step's gradients start from zero in the stage's own stream order, at
+     * its first backward (micro-batches go backward in order 0..m-1): one
+     * multi-tensor zeroing, no wait for another stream. */
+    if (mb == 0) PP_TRY(pp_zero_multi(ex, st->n_grads, st->grads, err));
     if (!grad_out) {
         pp_tensor rows = pp_tensor_view0(p->io.dlogits, p->io.run->offsets[mb], mb_size);
         int ndim;
@@ -493,10 +499,14 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     p->params = calloc((size_t)(n_params ? n_params : 1), sizeof *p->params);
     if (!p->params) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     for (int s = 0; s < p->n_stages; s++) {
-        pp_stage *m = p->stages[s].model;
+        pipe_stage *st = &p->stages[s];
+        pp_stage *m = st->model;
+        st->grads = calloc((size_t)pp_stage_param_count(m) + 1, sizeof *st->grads);
+        if (!st->grads) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
         for (int i = 0; i < pp_stage_param_count(m); i++) {
             const pp_named_tensor *nt = pp_stage_param(m, i);
             p->params[p->n_params++] = (pp_param_ref){nt->name, nt->value, nt->grad};
+            st->grads[st->n_grads++] = nt->grad;
         }
     }
     pp_sgd_config sgd = {
@@ -602,6 +612,7 @@ void pp_pipeline_free(pp_pipeline *p)
         free(p->stages[s].fwd_ms);
         free(p->stages[s].bwd_ms);
         free(p->stages[s].busy);
+        free(p->stages[s].grads);
     }
     pp_executor_free(p->exec);
     pp_schedule_free(&p->schedule);
@@ -776,7 +787,6 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
         pp_optimizer_set_lr(p->opt, (float)p->cur_lr);
     }
     PP_TRY(pp_data_read(p->data, pos, count, p->host_images, p->host_labels, err));
-    PP_TRY(pp_optimizer_zero_grad(p->opt, NULL, NULL, err));
 
     p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
                      .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
