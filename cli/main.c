@@ -36,6 +36,23 @@ typedef struct cli_args {
 
 static volatile sig_atomic_t g_stop;
 
+/* The job this process belongs to (one process unless started by mpirun).
+ * Rank 0 speaks for the job; other ranks' stdout and stderr go to /dev/null
+ * and only their errors reach g_err (the original stderr), as "rank R: ...". */
+static pp_comm *g_comm;
+static FILE *g_err;
+
+/* Prints an error message of this process. */
+static void print_error(const char *msg)
+{
+    FILE *f = g_err ? g_err : stderr;
+    if (pp_comm_size(g_comm) > 1)
+        fprintf(f, "pipeline-run: rank %d: %s\n", pp_comm_rank(g_comm), msg);
+    else
+        fprintf(f, "pipeline-run: %s\n", msg);
+    fflush(f);
+}
+
 static void on_sigint(int sig)
 {
     (void)sig;
@@ -190,7 +207,7 @@ static void note_precision(const pp_plan *plan)
 /* Maps a library status to the exit code. */
 static int fail(const pp_error *err)
 {
-    fprintf(stderr, "pipeline-run: %s\n", err->msg);
+    print_error(err->msg);
     switch (err->code) {
     case PP_ERR_INPUT: return 2;
     default: return 1;
@@ -479,7 +496,8 @@ static int do_eval_only(const pp_plan *plan, const cli_args *a)
                 plan->path);
         return 2;
     }
-    if (pp_pipeline_new(plan, NULL, &p, &err) != PP_OK) return fail(&err);
+    pp_pipeline_options opts = {.comm = g_comm};
+    if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) return fail(&err);
     pp_eval_result e;
     int rc = 0;
     if (pp_pipeline_load(p, a->load, &err) != PP_OK || pp_pipeline_evaluate(p, &e, &err) != PP_OK)
@@ -498,7 +516,7 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
 {
     pp_error err;
     pp_pipeline *p;
-    pp_pipeline_options opts = {.keep_trace = a->trace != NULL};
+    pp_pipeline_options opts = {.keep_trace = a->trace != NULL, .comm = g_comm};
     if (a->resume && plan->optimizer.momentum != 0) { /* resuming needs the momentum buffers */
         pp_checkpoint_info info;
         if (pp_checkpoint_list(a->resume, &info, &err) != PP_OK) return fail(&err);
@@ -560,14 +578,12 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "pipeline-run: %s: write failed\n", a->metrics);
         rc = 1;
     }
-    if (rc) {
-        fprintf(stderr, "pipeline-run: %s\n", err.msg);
-    }
+    if (rc) print_error(err.msg);
     /* a consistent checkpoint: after a whole step (also when interrupted) */
     if (a->save && (rc == 0 || rr.n_losses > 0)) {
         pp_error serr;
         if (pp_pipeline_save(p, a->save, !a->weights_only, &serr) != PP_OK) {
-            fprintf(stderr, "pipeline-run: %s\n", serr.msg);
+            print_error(serr.msg);
             if (!rc) rc = serr.code == PP_ERR_INPUT ? 2 : 1;
         } else {
             fprintf(stderr, "saved %s after step %lld\n", a->save,
@@ -604,7 +620,39 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     return rc;
 }
 
+/* Joins the job: MPI first (it may take arguments of its own), then ranks
+ * other than 0 fall silent except for their errors. */
+static int join_job(int *argc, char ***argv)
+{
+    pp_error err;
+    if (pp_comm_init(argc, argv, &g_comm, &err) != PP_OK) {
+        fprintf(stderr, "pipeline-run: %s\n", err.msg);
+        return 1;
+    }
+    if (pp_comm_rank(g_comm) == 0) return 0;
+    int fd = dup(2);
+    if (fd >= 0) g_err = fdopen(fd, "w");
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) {
+        print_error("cannot redirect output to /dev/null");
+        return 1;
+    }
+    return 0;
+}
+
+static int run(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    int rc = join_job(&argc, &argv);
+    if (!rc) rc = run(argc, argv);
+    /* a failing rank ends the whole job: the others may wait on it */
+    if (rc && pp_comm_size(g_comm) > 1) pp_comm_abort(g_comm, rc, NULL);
+    pp_comm_free(g_comm);
+    if (g_err) fclose(g_err);
+    return rc;
+}
+
+static int run(int argc, char **argv)
 {
     cli_args a;
     int rc = parse_args(argc, argv, &a);
@@ -641,6 +689,8 @@ int main(int argc, char **argv)
         rc = do_simulate(plan, a.json);
     else if (a.eval_only)
         rc = do_eval_only(plan, &a);
+    else if (a.n_sweep && pp_comm_size(g_comm) > 1)
+        rc = bad_args("%s runs in one process (start it without mpirun)", "--sweep-split");
     else if (a.n_sweep)
         rc = do_sweep(plan, &a, steps ? steps : 1);
     else

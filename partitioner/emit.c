@@ -168,7 +168,10 @@ static void emit_stages(text *t, const pp_plan *p)
     put(t, "stages:\n");
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *st = &p->stages[s];
-        put(t, "  - device: %s\n", st->device_name);
+        if (st->rank > 0)
+            put(t, "  - device: rank%d:%s\n", st->rank, st->device_name);
+        else
+            put(t, "  - device: %s\n", st->device_name);
         if (st->memory_bytes > 0) {
             char b[40];
             pp_plan_size_format(st->memory_bytes, b, sizeof b);

@@ -1106,6 +1106,7 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
         if (!pp_device_id_equal(sa->device, sb->device) ||
             strcmp(sa->device_name, sb->device_name) != 0)
             DIFF("stage %d device %s vs %s", i, sa->device_name, sb->device_name);
+        if (sa->rank != sb->rank) DIFF("stage %d rank %d vs %d", i, sa->rank, sb->rank);
         if (sa->first != sb->first || sa->last != sb->last)
             DIFF("stage %d units [%d, %d] vs [%d, %d]", i, sa->first, sa->last, sb->first,
                  sb->last);

@@ -120,9 +120,13 @@ typedef struct pp_plan_checkpoint {
     pp_mark mark;
 } pp_plan_checkpoint;
 
+#define PP_PLAN_MAX_RANKS 4096
+
 typedef struct pp_plan_stage {
+    int rank;                   /* the process of the job that runs the stage: `rankN:` before
+                                 * the device ("rank1:cpu:0"); 0 when the device has none */
     pp_device_id device;
-    char device_name[16];       /* canonical "cpu:N" / "cuda:N" */
+    char device_name[16];       /* canonical "cpu:N" / "cuda:N" (without the rank) */
     pp_mark device_mark;        /* the device node (kept through device maps) */
     int first, last;            /* inclusive unit range into the catalogue; -1, -1 for the
                                  * delay model and for unresolved automatic stages */

@@ -116,10 +116,35 @@ static bool resolve_layer(pp_walk *w, const pp_ynode *n, const char *name, int *
 /* ------------------------------------------------------------------ */
 /* devices and memory                                                   */
 
+/* "rankN:" before a device names the process of the job that runs it. */
+static bool walk_rank(pp_walk *w, const pp_ynode *n, const char **s, int *rank)
+{
+    *rank = 0;
+    if (strncmp(*s, "rank", 4) != 0) return true;
+    const char *p = *s + 4;
+    long r = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 9) r = r * 10 + (*p++ - '0'), digits++;
+    if (digits == 0 || *p != ':') {
+        pp_walk_error(w, n, "device '%.64s': a device of another process is written rankN:DEVICE "
+                      "(e.g. rank1:cpu:0)", *s);
+        return false;
+    }
+    if (r >= PP_PLAN_MAX_RANKS) {
+        pp_walk_error(w, n, "device '%.64s': rank %ld is out of range (0..%d)", *s, r,
+                      PP_PLAN_MAX_RANKS - 1);
+        return false;
+    }
+    *rank = (int)r;
+    *s = p + 1;
+    return true;
+}
+
 static bool walk_device(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
 {
     const char *s;
     if (!pp_walk_str(w, n, "device", &s)) return false;
+    if (!walk_rank(w, n, &s, &st->rank)) return false;
     pp_error e;
     pp_device_id id;
     if (pp_device_id_parse(s, &id, &e) != PP_OK) {

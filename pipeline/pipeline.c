@@ -28,6 +28,8 @@ typedef struct pipe_stage {
     pp_device_ctx *dev;
     pp_stage *model;
     int max_in_flight;
+    size_t peak_bytes;           /* another rank's stage: its device's peak, as last reported */
+    char device_name[16];        /* the plan's device (another rank's stage runs elsewhere) */
     int n_layers;                /* items of the plan's compact spelling */
     char (*layer_names)[32];     /* (n_layers) "layer1", "layer2.0" */
     const char **layers;         /* (n_layers) pointers into layer_names */
@@ -55,6 +57,9 @@ typedef struct run_io {
 
 struct pp_pipeline {
     char broken[256];            /* why a step or evaluation failed midway; "" while usable */
+    pp_comm *comm;               /* the job (NULL: one process) */
+    int rank;                    /* this process's rank in it (0 without one) */
+    int *stage_rank;             /* (n_stages) the rank that runs each stage */
     pp_registry *reg;
     pp_model_config model;
     int batch;
@@ -118,6 +123,12 @@ struct pp_pipeline {
 
 static const pp_stage_ops pipe_stage_ops;
 static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err);
+
+/* Whether stage s runs in this process. */
+static bool stage_here(const struct pp_pipeline *p, int s)
+{
+    return p->stage_rank[s] == p->rank;
+}
 
 /* ---- stage callbacks ------------------------------------------------------ */
 
@@ -398,9 +409,32 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
  * their caps (no cap when one of them has none). */
 static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
+    int size = pp_comm_size(p->comm);
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
-        pp_status rc = pp_registry_get(p->reg, ps->device, &p->stages[s].dev, err);
+        char msg[320];
+        if (ps->rank >= size) {
+            snprintf(msg, sizeof msg, "stage %d is on rank %d, but the job has %d process%s "
+                     "(ranks 0..%d; start it with mpirun -np %d)", s, ps->rank, size,
+                     size == 1 ? "" : "es", size - 1, ps->rank + 1);
+            return plan_error(plan, ps->device_mark, err, PP_ERR_INPUT, msg);
+        }
+        bool cross = (s > 0 && plan->stages[s - 1].rank != ps->rank) ||
+                     (s + 1 < p->n_stages && plan->stages[s + 1].rank != ps->rank);
+        if (cross && ps->device.kind != PP_DEVICE_CPU) {
+            snprintf(msg, sizeof msg, "stage %d (%s) exchanges with a stage of another process: "
+                     "stages on different processes pass activations through host memory, so "
+                     "both sides of such a boundary need cpu devices", s, ps->device_name);
+            return plan_error(plan, ps->device_mark, err, PP_ERR_INPUT, msg);
+        }
+        p->stage_rank[s] = ps->rank;
+    }
+    for (int s = 0; s < p->n_stages; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        /* another process's stage: its model is built on this process's
+         * first CPU as a stand-in (output shapes, checkpoints), never run */
+        pp_device_id id = stage_here(p, s) ? ps->device : (pp_device_id){PP_DEVICE_CPU, 0};
+        pp_status rc = pp_registry_get(p->reg, id, &p->stages[s].dev, err);
         if (rc != PP_OK) {
             if (ps->device_mark.line > 0)
                 pp_error_prefix(err, "%s:%d:%d: stage %d", plan->path, ps->device_mark.line,
@@ -413,8 +447,9 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
     for (int s = 0; s < p->n_stages; s++) {
         size_t cap = 0;
         bool capped = true;
+        if (!stage_here(p, s)) continue;
         for (int t = 0; t < p->n_stages; t++) {
-            if (p->stages[t].dev != p->stages[s].dev) continue;
+            if (p->stages[t].dev != p->stages[s].dev || !stage_here(p, t)) continue;
             capped = capped && plan->stages[t].memory_bytes > 0;
             cap += (size_t)plan->stages[t].memory_bytes;
         }
@@ -447,7 +482,9 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     p->n_stages = plan->n_stages;
     p->stages = calloc((size_t)p->n_stages, sizeof *p->stages);
     p->descs = calloc((size_t)p->n_stages, sizeof *p->descs);
-    if (!p->stages || !p->descs) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    p->stage_rank = calloc((size_t)p->n_stages, sizeof *p->stage_rank);
+    if (!p->stages || !p->descs || !p->stage_rank)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     PP_TRY(open_devices(p, plan, err));
     int n_params = 0;
     for (int s = 0; s < p->n_stages; s++) {
@@ -455,6 +492,7 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
         pipe_stage *st = &p->stages[s];
         st->p = p;
         st->index = s;
+        snprintf(st->device_name, sizeof st->device_name, "%s", ps->device_name);
         pp_status rc;
         if (p->model.kind == PP_MODEL_DELAY)
             rc = pp_delay_stage_new(&p->model, s, st->dev, &st->model, err);
@@ -477,9 +515,11 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
         return plan_error(plan, plan->stages[p->n_stages - 1].layers_mark, err, PP_ERR_INPUT,
                           "the last stage must end with fc (its output feeds the loss)");
 
+    /* the optimizer updates this process's stages */
     p->params = calloc((size_t)(n_params ? n_params : 1), sizeof *p->params);
     if (!p->params) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     for (int s = 0; s < p->n_stages; s++) {
+        if (!stage_here(p, s)) continue;
         pp_stage *m = p->stages[s].model;
         for (int i = 0; i < pp_stage_param_count(m); i++) {
             const pp_named_tensor *nt = pp_stage_param(m, i);
@@ -511,7 +551,9 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     if (opts) {
         p->keep_trace = opts->keep_trace;
         p->slots = opts->slots;
+        p->comm = opts->comm;
     }
+    p->rank = pp_comm_rank(p->comm);
     p->model = plan->model;
     p->batch = plan->batch_size;
     p->m = plan->micro_batches;
@@ -546,6 +588,9 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
                           .offsets = p->mb_offsets, .sched = p->schedule};
     if ((s = open_eval(p, plan, err)) != PP_OK) goto fail;
     if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
+    if (pp_comm_size(p->comm) > 1 &&
+        (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
+        goto fail;
     *out = p;
     return PP_OK;
 fail:
@@ -598,6 +643,7 @@ void pp_pipeline_free(pp_pipeline *p)
     free(p->params);
     free(p->stages);
     free(p->descs);
+    free(p->stage_rank);
     free(p->mb_sizes);
     free(p->mb_offsets);
     free(p->step_ms);
@@ -651,6 +697,35 @@ static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
     }
 }
 
+/* In a job of several processes each measures only its own stages: every
+ * stage's figures of the step travel from its rank to all others, so every
+ * rank reports all stages. */
+static pp_status share_stage_times(struct pp_pipeline *p, pp_error *err)
+{
+    if (pp_comm_size(p->comm) < 2) return PP_OK;
+    int k = p->steps_run;
+    for (int s = 0; s < p->n_stages; s++) {
+        pipe_stage *st = &p->stages[s];
+        struct {
+            double fwd, bwd, busy;
+            int64_t peak;
+            int64_t in_flight;
+        } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], (int64_t)pp_device_peak_bytes(st->dev),
+               st->max_in_flight};
+        PP_TRY(pp_comm_broadcast(p->comm, p->stage_rank[s], &v, sizeof v, err));
+        st->fwd_ms[k] = v.fwd;
+        st->bwd_ms[k] = v.bwd;
+        st->busy[k] = v.busy;
+        st->peak_bytes = (size_t)v.peak;
+        st->max_in_flight = (int)v.in_flight;
+    }
+    /* the bubble of the whole pipeline, not of this process's stages */
+    double busy = 0;
+    for (int s = 0; s < p->n_stages; s++) busy += p->stages[s].busy[k];
+    p->bubble[k] = 1.0 - busy / p->n_stages;
+    return PP_OK;
+}
+
 static pp_status check_loss(struct pp_pipeline *p, const float *losses, int m, pp_error *err)
 {
     for (int i = 0; i < m; i++) {
@@ -702,10 +777,19 @@ static pp_status upload(pp_tensor *images, pp_tensor *labels, const float *host_
 static pp_status read_losses(struct pp_pipeline *p, const run_io *io, float *losses,
                              int32_t *corrects, double *loss, int64_t *correct, pp_error *err)
 {
-    int m = io->run->m;
+    int m = io->run->m, last = p->n_stages - 1;
     pp_tensor lv = pp_tensor_view0(io->losses, 0, m), cv = pp_tensor_view0(io->corrects, 0, m);
-    PP_TRY(pp_tensor_to_host(&lv, losses, (size_t)m * sizeof *losses, err));
-    PP_TRY(pp_tensor_to_host(&cv, corrects, (size_t)m * sizeof *corrects, err));
+    if (stage_here(p, last)) {
+        PP_TRY(pp_tensor_to_host(&lv, losses, (size_t)m * sizeof *losses, err));
+        PP_TRY(pp_tensor_to_host(&cv, corrects, (size_t)m * sizeof *corrects, err));
+    }
+    /* the last stage's process tells every other one */
+    if (pp_comm_size(p->comm) > 1) {
+        PP_TRY(pp_comm_broadcast(p->comm, p->stage_rank[last], losses, (size_t)m * sizeof *losses,
+                                 err));
+        PP_TRY(pp_comm_broadcast(p->comm, p->stage_rank[last], corrects,
+                                 (size_t)m * sizeof *corrects, err));
+    }
     PP_TRY(check_loss(p, losses, m, err));
     float sum = 0;
     int64_t c = 0;
@@ -775,8 +859,12 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     }
     double ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
     stage_times(p, &stats);
+    if ((s = share_stage_times(p, err)) != PP_OK) {
+        pp_step_stats_free(&stats);
+        return mark_broken(p, s, err);
+    }
     p->step_ms[p->steps_run] = ms;
-    p->bubble[p->steps_run] = stats.bubble;
+    if (pp_comm_size(p->comm) < 2) p->bubble[p->steps_run] = stats.bubble;
     p->copy_ms[p->steps_run] = stats.copy_ms;
     p->copy_bytes = stats.copy_bytes;
     if (res) {
@@ -784,7 +872,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
         res->loss = loss;
         res->accuracy = (double)correct / count;
         res->step_ms = ms;
-        res->bubble = stats.bubble;
+        res->bubble = p->bubble[p->steps_run];
         res->epoch = epoch;
         res->batch = count;
         res->lr = p->cur_lr;
@@ -892,14 +980,18 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     memset(out, 0, sizeof *out);
     if (stage < 0 || stage >= p->n_stages) return;
     const pipe_stage *st = &p->stages[stage];
-    snprintf(out->device, sizeof out->device, "%s", st->dev->name);
+    out->rank = p->stage_rank[stage];
+    if (stage_here(p, stage))
+        snprintf(out->device, sizeof out->device, "%s", st->dev->name);
+    else
+        snprintf(out->device, sizeof out->device, "%s", st->device_name);
     out->params = pp_stage_num_params(st->model);
     out->n_layers = st->n_layers;
     out->layers = st->layers;
     out->forward_ms = median_after_warmup(st->fwd_ms, p->steps_run);
     out->backward_ms = median_after_warmup(st->bwd_ms, p->steps_run);
     out->busy_frac = median_after_warmup(st->busy, p->steps_run);
-    out->peak_bytes = pp_device_peak_bytes(st->dev);
+    out->peak_bytes = stage_here(p, stage) ? pp_device_peak_bytes(st->dev) : st->peak_bytes;
     out->max_in_flight = st->max_in_flight;
 }
 
@@ -942,6 +1034,7 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->images_per_s = out->step_ms_median > 0 ? p->batch * 1000.0 / out->step_ms_median : 0;
     out->bubble_frac = median_after_warmup(p->bubble, n);
     out->copy_bytes = p->copy_bytes;
+    out->ranks = pp_comm_size(p->comm);
     out->copy_ms = median_after_warmup(p->copy_ms, n);
 
     /* predicted from the measured per-stage costs of one micro-batch */
@@ -998,13 +1091,140 @@ static pp_status state_list(struct pp_pipeline *p, size_t extra, pp_ckpt_tensor 
     return PP_OK;
 }
 
-pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
+/* ---- checkpoints of a job of several processes ---------------------------------- */
+
+#define TAG_CKPT 30000 /* above the executor's boundary tags (2 x stages) */
+
+/* Moves a tensor's bytes from rank `from` to rank 0 through host memory. */
+static pp_status gather_tensor(struct pp_pipeline *p, int from, pp_tensor *t, pp_error *err)
+{
+    size_t bytes = pp_tensor_bytes(t);
+    void *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+    pp_status s;
+    if (p->rank == from) {
+        s = pp_tensor_to_host(t, tmp, bytes, err);
+        if (s == PP_OK) s = pp_comm_send(p->comm, 0, TAG_CKPT, tmp, bytes, err);
+    } else {
+        s = pp_comm_recv(p->comm, from, TAG_CKPT, tmp, bytes, err);
+        if (s == PP_OK) s = pp_tensor_from_host(t, tmp, bytes, err);
+    }
+    free(tmp);
+    return s;
+}
+
+/* Momentum buffers of other ranks' stages, gathered on rank 0 into host
+ * tensors it owns (names and tensors freed by free_remote_state). */
+typedef struct remote_state {
+    size_t n;
+    pp_ckpt_tensor *list;
+    pp_tensor *tensors;
+} remote_state;
+
+static void free_remote_state(remote_state *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        free((char *)r->list[i].name);
+        pp_tensor_free(&r->tensors[i]);
+    }
+    free(r->list);
+    free(r->tensors);
+    memset(r, 0, sizeof *r);
+}
+
+/* The momentum entry of parameter `name` in this process's optimizer. */
+static pp_tensor *momentum_of(const pp_ckpt_tensor *opt, size_t n, const char *name)
+{
+    size_t k = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(opt[i].name + k, name) == 0) return opt[i].tensor;
+    return NULL;
+}
+
+/* Brings every other rank's stage to rank 0: parameters and buffers into the
+ * stand-in models there, and (with_optimizer) momentum buffers into *rs.
+ * Every rank calls it; stages are visited in order, one sender at a time. */
+static pp_status gather_state(struct pp_pipeline *p, bool with_optimizer, remote_state *rs,
+                              pp_error *err)
+{
+    memset(rs, 0, sizeof *rs);
+    size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    pp_ckpt_tensor *opt = calloc(n_opt + 1, sizeof *opt);
+    if (!opt) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+    if (n_opt) pp_optimizer_state(p->opt, opt, n_opt);
+    size_t cap = 0;
+    for (int s = 0; s < p->n_stages; s++) cap += (size_t)pp_stage_param_count(p->stages[s].model);
+    if (p->rank == 0 && with_optimizer) {
+        rs->list = calloc(cap + 1, sizeof *rs->list);
+        rs->tensors = calloc(cap + 1, sizeof *rs->tensors);
+        if (!rs->list || !rs->tensors) {
+            free(opt);
+            return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+        }
+    }
+    pp_status st = PP_OK;
+    for (int s = 0; s < p->n_stages && st == PP_OK; s++) {
+        int from = p->stage_rank[s];
+        if (from == 0 || (p->rank != 0 && p->rank != from)) continue;
+        pp_stage *m = p->stages[s].model;
+        if (p->rank == from) st = pp_stage_sync_buffers(m, err);
+        for (int i = 0; st == PP_OK && i < pp_stage_state_count(m); i++)
+            st = gather_tensor(p, from, pp_stage_state(m, i)->value, err);
+        for (int i = 0; st == PP_OK && with_optimizer && i < pp_stage_param_count(m); i++) {
+            const pp_named_tensor *nt = pp_stage_param(m, i);
+            pp_tensor *mom = p->rank == from ? momentum_of(opt, n_opt, nt->name) : NULL;
+            int32_t has = mom != NULL;
+            if (p->rank == from)
+                st = pp_comm_send(p->comm, 0, TAG_CKPT, &has, sizeof has, err);
+            else
+                st = pp_comm_recv(p->comm, from, TAG_CKPT, &has, sizeof has, err);
+            if (st != PP_OK || !has) continue;
+            if (p->rank == 0) {
+                pp_tensor *t = &rs->tensors[rs->n];
+                size_t len = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX) + strlen(nt->name) + 1;
+                char *name = malloc(len);
+                if (!name) {
+                    st = pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+                    break;
+                }
+                snprintf(name, len, "%s%s", PP_OPTIMIZER_MOMENTUM_PREFIX, nt->name);
+                rs->list[rs->n] = (pp_ckpt_tensor){name, t};
+                st = pp_tensor_alloc(t, nt->value->dev, nt->value->dtype, nt->value->ndim,
+                                     nt->value->shape, err);
+                rs->n++;
+                mom = t;
+            }
+            if (st == PP_OK) st = gather_tensor(p, from, mom, err);
+        }
+    }
+    free(opt);
+    return st;
+}
+
+/* Every rank returns rank 0's outcome of writing the file. */
+static pp_status share_outcome(struct pp_pipeline *p, pp_status s, pp_error *err)
+{
+    struct {
+        int32_t code;
+        char msg[PP_ERROR_MSG_MAX];
+    } o = {(int32_t)s, ""};
+    if (p->rank == 0 && s != PP_OK) snprintf(o.msg, sizeof o.msg, "%s", err->msg);
+    PP_TRY(pp_comm_broadcast(p->comm, 0, &o, sizeof o, err));
+    if (o.code == PP_OK) return PP_OK;
+    if (p->rank != 0) pp_error_set(err, (pp_status)o.code, "%s (rank 0)", o.msg);
+    return (pp_status)o.code;
+}
+
+static pp_status save_file(pp_pipeline *p, const char *path, bool with_optimizer,
+                           const remote_state *rs, pp_error *err)
 {
     size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    size_t n_remote = rs ? rs->n : 0;
     pp_ckpt_tensor *list;
     size_t n;
-    PP_TRY(state_list(p, n_opt, &list, &n, err));
+    PP_TRY(state_list(p, n_opt + n_remote, &list, &n, err));
     if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
+    for (size_t i = 0; i < n_remote; i++) list[n++] = rs->list[i];
     char steps[32];
     snprintf(steps, sizeof steps, "%lld", (long long)p->steps_done);
     pp_checkpoint_meta meta[] = {{"format", "pt"}, {"pipeline-run.steps", steps}};
@@ -1012,6 +1232,26 @@ pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer
     pp_status s = pp_checkpoint_save(path, list, n, meta, n_meta, err);
     free(list);
     return s;
+}
+
+pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
+{
+    if (pp_comm_size(p->comm) < 2) return save_file(p, path, with_optimizer, NULL, err);
+    /* a job of several processes: rank 0 gathers the whole model and writes
+     * it; the others wait for its outcome */
+    remote_state rs;
+    pp_status s = gather_state(p, with_optimizer, &rs, err);
+    if (s != PP_OK) {
+        free_remote_state(&rs);
+        return s;
+    }
+    if (p->rank == 0) {
+        /* rank 0's stand-ins of other ranks' stages now hold their state;
+         * local stages are synchronised by state_list */
+        s = save_file(p, path, with_optimizer, &rs, err);
+    }
+    free_remote_state(&rs);
+    return share_outcome(p, s, err);
 }
 
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
