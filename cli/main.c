@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -274,8 +275,9 @@ static int periodic_save(pp_pipeline *p, const pp_plan *plan, ckpt_ring *ring, i
     }
     ring->paths = grown;
     ring->paths[ring->n++] = copy;
-    while (c->keep > 0 && ring->n > c->keep) { /* drop the oldest this run wrote */
-        if (unlink(ring->paths[0]) != 0 && errno != ENOENT)
+    /* drop the oldest this run wrote (rank 0 wrote them) */
+    while (c->keep > 0 && ring->n > c->keep) {
+        if (pp_comm_rank(g_comm) == 0 && unlink(ring->paths[0]) != 0 && errno != ENOENT)
             fprintf(stderr, "pipeline-run: cannot remove %s: %s\n", ring->paths[0],
                     strerror(errno));
         free(ring->paths[0]);
@@ -641,12 +643,63 @@ static int join_job(int *argc, char ***argv)
 
 static int run(int argc, char **argv);
 
+/* Every rank of a job must run the same plan with the same options: each
+ * hashes its resolved plan (as --validate prints it) with the options that
+ * shape the run, and compares with rank 0's. Exit 2 on every rank, naming the
+ * ranks that differ, before any work starts. */
+static int check_same_plan(const pp_plan *plan, const cli_args *a, int steps)
+{
+    int size = pp_comm_size(g_comm), rank = pp_comm_rank(g_comm);
+    if (size < 2) return 0;
+    char *text;
+    size_t len;
+    pp_error err;
+    if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
+    char opts[512];
+    int n = snprintf(opts, sizeof opts, "\nsteps %d load %s resume %s eval-only %d save %s",
+                     steps, a->load ? a->load : "-", a->resume ? a->resume : "-", a->eval_only,
+                     a->save ? a->save : "-");
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+    for (int i = 0; i < n && i < (int)sizeof opts; i++)
+        h = (h ^ (unsigned char)opts[i]) * 1099511628211ull;
+    free(text);
+    uint64_t h0 = h;
+    float *differs = calloc((size_t)size, sizeof *differs);
+    if (!differs) return 1;
+    pp_status s = pp_comm_broadcast(g_comm, 0, &h0, sizeof h0, &err);
+    differs[rank] = h != h0;
+    if (s == PP_OK) s = pp_comm_allreduce_sum_f32(g_comm, differs, (size_t)size, &err);
+    if (s != PP_OK) {
+        free(differs);
+        return fail(&err);
+    }
+    char list[256] = "";
+    size_t used = 0;
+    for (int r = 0; r < size && used + 16 < sizeof list; r++)
+        if (differs[r] > 0) used += (size_t)snprintf(list + used, sizeof list - used, "%s%d",
+                                                     used ? ", " : "", r);
+    free(differs);
+    if (!used) return 0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s: rank%s %s started with another plan or other options than "
+             "rank 0 (plan hash %016llx here, %016llx on rank 0): every rank of a job must run "
+             "the same plan", plan->path, strchr(list, ',') ? "s" : "", list,
+             (unsigned long long)h, (unsigned long long)h0);
+    print_error(msg);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     int rc = join_job(&argc, &argv);
     if (!rc) rc = run(argc, argv);
-    /* a failing rank ends the whole job: the others may wait on it */
-    if (rc && pp_comm_size(g_comm) > 1) pp_comm_abort(g_comm, rc, NULL);
+    /* A rank that failed at run time ends the whole job: the others may wait
+     * on it. Bad input (exit 2: the plan, its ranks, the plan hash) is found
+     * by every rank alike before any transfer, so each leaves normally (two
+     * ranks aborting at once can crash Open MPI's launcher); a rank alone in
+     * its input error stalls the others at most their transfer timeout. */
+    if (rc && rc != 2 && pp_comm_size(g_comm) > 1) pp_comm_abort(g_comm, rc, NULL);
     pp_comm_free(g_comm);
     if (g_err) fclose(g_err);
     return rc;
@@ -683,6 +736,10 @@ static int run(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
 
     if (!a.validate && !a.simulate) note_precision(plan);
+    if (!a.validate && !a.simulate && (rc = check_same_plan(plan, &a, steps)) != 0) {
+        pp_plan_free(plan);
+        return rc;
+    }
     if (a.validate)
         rc = do_validate(plan);
     else if (a.simulate)

@@ -178,6 +178,7 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
     }
     json_object_set_new(o, "stages", stages);
     json_object_set_new(o, "ranks", json_integer(r.ranks));
+    json_object_set_new(o, "replicas", json_integer(r.replicas));
     json_object_set_new(o, "copies", json_pack("{s:I, s:o}", "bytes", (json_int_t)r.copy_bytes,
                                                "ms", json_num(r.copy_ms)));
     if (n_epochs > 0) {

@@ -59,7 +59,15 @@ struct pp_pipeline {
     char broken[256];            /* why a step or evaluation failed midway; "" while usable */
     pp_comm *comm;               /* the job (NULL: one process) */
     int rank;                    /* this process's rank in it (0 without one) */
-    int *stage_rank;             /* (n_stages) the rank that runs each stage */
+    int *stage_rank;             /* (n_stages) the rank that runs each stage of this replica */
+    int *home_rank;              /* (n_stages) ... of the replica rank 0 belongs to: it
+                                  * speaks for all (figures, checkpoints) */
+    int replicas, replica;       /* replicas of the plan; the one this process belongs to */
+    int rep_batch;               /* this replica's piece of a full batch */
+    int *rep_rank;               /* (replicas x n_stages) rank of stage s in replica r at
+                                  * [r * n_stages + s] */
+    float *grad_buf;             /* (grad_n) every stage's gradients, summed over replicas */
+    size_t grad_n;
     pp_registry *reg;
     pp_model_config model;
     int batch;
@@ -128,6 +136,34 @@ static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err);
 static bool stage_here(const struct pp_pipeline *p, int s)
 {
     return p->stage_rank[s] == p->rank;
+}
+
+/* The replica whose stages include one on this rank; -1 when none does. */
+static int replica_of(const pp_plan *plan, int rank)
+{
+    int R = plan->replicas > 1 ? plan->replicas : 1;
+    for (int r = 0; r < R; r++)
+        for (int s = 0; s < plan->n_stages; s++)
+            if ((r ? plan->stages[s].replica_rank[r] : plan->stages[s].rank) == rank) return r;
+    return -1;
+}
+
+/* Rank of stage s in replica r. */
+static int rank_in(const pp_plan *plan, int s, int r)
+{
+    return r ? plan->stages[s].replica_rank[r] : plan->stages[s].rank;
+}
+
+/* Piece r of a batch of `count` samples cut over the replicas (the
+ * micro-batch rule by count): its first sample and size. */
+static void replica_piece(int count, int replicas, int r, int *off, int *size)
+{
+    int sizes[PP_PLAN_MAX_REPLICAS];
+    int R = replicas > count ? count : replicas;
+    pp_batch_split_sizes(count, 0, R, sizes);
+    *off = 0;
+    *size = r < R ? sizes[r] : 0;
+    for (int i = 0; i < r && i < R; i++) *off += sizes[i];
 }
 
 /* ---- stage callbacks ------------------------------------------------------ */
@@ -410,30 +446,50 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
 static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
     int size = pp_comm_size(p->comm);
+    char msg[320];
+    for (int r = 0; r < p->replicas; r++)
+        for (int s = 0; s < p->n_stages; s++) {
+            const pp_plan_stage *ps = &plan->stages[s];
+            int rank = rank_in(plan, s, r);
+            if (rank < size) continue;
+            snprintf(msg, sizeof msg, "stage %d%s is on rank %d, but the job has %d process%s "
+                     "(ranks 0..%d; start it with mpirun -np %d)", s,
+                     p->replicas > 1 ? (r ? " of a replica" : " of replica 0") : "", rank, size,
+                     size == 1 ? "" : "es", size - 1, rank + 1);
+            return plan_error(plan, r ? ps->replica_mark[r] : ps->device_mark, err, PP_ERR_INPUT,
+                              msg);
+        }
+    /* every rank finds the same idle ranks, so all stop alike */
+    for (int rank = 0; rank < size; rank++) {
+        if (replica_of(plan, rank) >= 0) continue;
+        snprintf(msg, sizeof msg, "rank %d of %d runs no stage: every process of the job needs "
+                 "one (start it with fewer processes)", rank, size);
+        return plan_error(plan, plan->stages_mark, err, PP_ERR_INPUT, msg);
+    }
+    for (int r = 0; r < p->replicas; r++)
+        for (int s = 0; s < p->n_stages; s++) p->rep_rank[r * p->n_stages + s] = rank_in(plan, s, r);
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
-        char msg[320];
-        if (ps->rank >= size) {
-            snprintf(msg, sizeof msg, "stage %d is on rank %d, but the job has %d process%s "
-                     "(ranks 0..%d; start it with mpirun -np %d)", s, ps->rank, size,
-                     size == 1 ? "" : "es", size - 1, ps->rank + 1);
-            return plan_error(plan, ps->device_mark, err, PP_ERR_INPUT, msg);
-        }
-        bool cross = (s > 0 && plan->stages[s - 1].rank != ps->rank) ||
-                     (s + 1 < p->n_stages && plan->stages[s + 1].rank != ps->rank);
-        if (cross && ps->device.kind != PP_DEVICE_CPU) {
+        int rank = rank_in(plan, s, p->replica);
+        pp_device_id dev = p->replica ? ps->replica_device[p->replica] : ps->device;
+        bool cross = (s > 0 && rank_in(plan, s - 1, p->replica) != rank) ||
+                     (s + 1 < p->n_stages && rank_in(plan, s + 1, p->replica) != rank);
+        if (cross && dev.kind != PP_DEVICE_CPU) {
             snprintf(msg, sizeof msg, "stage %d (%s) exchanges with a stage of another process: "
                      "stages on different processes pass activations through host memory, so "
                      "both sides of such a boundary need cpu devices", s, ps->device_name);
-            return plan_error(plan, ps->device_mark, err, PP_ERR_INPUT, msg);
+            return plan_error(plan, p->replica ? ps->replica_mark[p->replica] : ps->device_mark,
+                              err, PP_ERR_INPUT, msg);
         }
-        p->stage_rank[s] = ps->rank;
+        p->stage_rank[s] = rank;
+        p->home_rank[s] = rank_in(plan, s, replica_of(plan, 0) > 0 ? replica_of(plan, 0) : 0);
     }
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
         /* another process's stage: its model is built on this process's
          * first CPU as a stand-in (output shapes, checkpoints), never run */
-        pp_device_id id = stage_here(p, s) ? ps->device : (pp_device_id){PP_DEVICE_CPU, 0};
+        pp_device_id mine = p->replica ? ps->replica_device[p->replica] : ps->device;
+        pp_device_id id = stage_here(p, s) ? mine : (pp_device_id){PP_DEVICE_CPU, 0};
         pp_status rc = pp_registry_get(p->reg, id, &p->stages[s].dev, err);
         if (rc != PP_OK) {
             if (ps->device_mark.line > 0)
@@ -483,7 +539,9 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     p->stages = calloc((size_t)p->n_stages, sizeof *p->stages);
     p->descs = calloc((size_t)p->n_stages, sizeof *p->descs);
     p->stage_rank = calloc((size_t)p->n_stages, sizeof *p->stage_rank);
-    if (!p->stages || !p->descs || !p->stage_rank)
+    p->home_rank = calloc((size_t)p->n_stages, sizeof *p->home_rank);
+    p->rep_rank = calloc((size_t)(p->n_stages * p->replicas), sizeof *p->rep_rank);
+    if (!p->stages || !p->descs || !p->stage_rank || !p->home_rank || !p->rep_rank)
         return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     PP_TRY(open_devices(p, plan, err));
     int n_params = 0;
@@ -535,6 +593,101 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     return pp_optimizer_new(&p->opt, &sgd, p->params, (size_t)p->n_params, err);
 }
 
+/* The host buffer in which replicas sum their gradients: every stage's
+ * parameters in stage order (each rank fills its own stages, zeros elsewhere,
+ * so the sum over all ranks is the sum over replicas). */
+static pp_status alloc_grad_sum(struct pp_pipeline *p, pp_error *err)
+{
+    if (p->replicas < 2) return PP_OK;
+    size_t n = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
+            const pp_named_tensor *nt = pp_stage_param(p->stages[s].model, i);
+            if (nt->grad->dtype != PP_F32)
+                return pp_error_set(err, PP_ERR_UNSUPPORTED, "replicas: gradient %s is %s; "
+                                    "replicas sum fp32 gradients", nt->name,
+                                    pp_dtype_name(nt->grad->dtype));
+            n += (size_t)pp_tensor_numel(nt->grad);
+        }
+    p->grad_n = n;
+    p->grad_buf = malloc((n ? n : 1) * sizeof *p->grad_buf);
+    if (!p->grad_buf) return pp_error_set(err, PP_ERR_OOM, "out of host memory (gradient sum)");
+    return PP_OK;
+}
+
+#define TAG_BUFFERS 30001
+
+/* Gives every replica the batch-norm statistics (and the parameters, equal
+ * anyway) of rank 0's replica, as DDP's broadcast_buffers does: each replica
+ * updated its running statistics from its own micro-batches. Before an
+ * evaluation and a checkpoint; every rank calls it. */
+static pp_status sync_replica_state(struct pp_pipeline *p, pp_error *err)
+{
+    if (p->replicas < 2) return PP_OK;
+    int home = -1;
+    for (int r = 0; r < p->replicas && home < 0; r++)
+        for (int s = 0; s < p->n_stages; s++)
+            if (p->rep_rank[r * p->n_stages + s] == 0) home = r;
+    for (int s = 0; s < p->n_stages; s++) {
+        pp_stage *m = p->stages[s].model;
+        int from = p->home_rank[s];
+        bool send = p->rank == from, recv = stage_here(p, s) && p->replica != home;
+        if (!send && !recv) continue;
+        PP_TRY(pp_stage_sync_buffers(m, err));
+        for (int i = 0; i < pp_stage_state_count(m); i++) {
+            pp_tensor *t = pp_stage_state(m, i)->value;
+            size_t bytes = pp_tensor_bytes(t);
+            void *tmp = malloc(bytes ? bytes : 1);
+            if (!tmp) return pp_error_set(err, PP_ERR_OOM, "out of host memory (replicas)");
+            pp_status st = PP_OK;
+            if (send) {
+                st = pp_tensor_to_host(t, tmp, bytes, err);
+                for (int r = 0; st == PP_OK && r < p->replicas; r++)
+                    if (r != home)
+                        st = pp_comm_send(p->comm, p->rep_rank[r * p->n_stages + s], TAG_BUFFERS,
+                                          tmp, bytes, err);
+            } else {
+                st = pp_comm_recv(p->comm, from, TAG_BUFFERS, tmp, bytes, err);
+                if (st == PP_OK) st = pp_tensor_from_host(t, tmp, bytes, err);
+            }
+            free(tmp);
+            PP_TRY(st);
+        }
+    }
+    return PP_OK;
+}
+
+/* Sums the parameter gradients over the replicas (allreduce), so that every
+ * replica's optimizer applies the same update. After the whole backward of
+ * this replica; the sum is formed on rank 0 and broadcast, so every replica
+ * gets the same bits. */
+static pp_status sum_replica_grads(struct pp_pipeline *p, pp_error *err)
+{
+    if (p->replicas < 2) return PP_OK;
+    size_t off = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
+            pp_tensor *g = pp_stage_param(p->stages[s].model, i)->grad;
+            size_t n = (size_t)pp_tensor_numel(g);
+            if (stage_here(p, s))
+                PP_TRY(pp_tensor_to_host(g, p->grad_buf + off, n * sizeof(float), err));
+            else
+                memset(p->grad_buf + off, 0, n * sizeof(float));
+            off += n;
+        }
+    PP_TRY(pp_comm_allreduce_sum_f32(p->comm, p->grad_buf, p->grad_n, err));
+    off = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
+            pp_tensor *g = pp_stage_param(p->stages[s].model, i)->grad;
+            size_t n = (size_t)pp_tensor_numel(g);
+            if (stage_here(p, s))
+                PP_TRY(pp_tensor_from_host(g, p->grad_buf + off, n * sizeof(float), err));
+            off += n;
+        }
+    return PP_OK;
+}
+
 pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
                           pp_error *err)
 {
@@ -554,9 +707,22 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         p->comm = opts->comm;
     }
     p->rank = pp_comm_rank(p->comm);
+    p->replicas = plan->replicas > 1 ? plan->replicas : 1;
+    p->replica = replica_of(plan, p->rank);
     p->model = plan->model;
     p->batch = plan->batch_size;
     p->m = plan->micro_batches;
+    p->rep_batch = p->batch;
+    int rep_off = 0, rep_micro = 0, rep_split = 0;
+    if (p->replicas > 1) { /* this replica's piece, cut by the plan's micro-batch rule */
+        replica_piece(p->batch, p->replicas, p->replica > 0 ? p->replica : 0, &rep_off,
+                      &p->rep_batch);
+        rep_micro = plan->batch_by_micro ? (plan->micro_batches < p->rep_batch
+                                                ? plan->micro_batches : p->rep_batch) : 0;
+        rep_split = rep_micro ? 0 : plan->split_size;
+        p->m = pp_batch_split_count(p->rep_batch, rep_split, rep_micro);
+        (void)rep_off;
+    }
     p->classes = plan->model.num_classes;
     pp_status s = PP_ERR_OOM;
     p->mb_sizes = malloc((size_t)p->m * sizeof(int));
@@ -565,10 +731,11 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         pp_error_set(err, s, "out of host memory");
         goto fail;
     }
-    for (int i = 0, off = 0; i < p->m; off += plan->micro_sizes[i], i++) {
-        p->mb_sizes[i] = plan->micro_sizes[i];
-        p->mb_offsets[i] = off;
-    }
+    if (p->replicas > 1)
+        pp_batch_split_sizes(p->rep_batch, rep_split, rep_micro, p->mb_sizes);
+    else
+        memcpy(p->mb_sizes, plan->micro_sizes, (size_t)p->m * sizeof(int));
+    for (int i = 0, off = 0; i < p->m; off += p->mb_sizes[i], i++) p->mb_offsets[i] = off;
     if ((s = pp_registry_new(&p->reg, err)) != PP_OK) goto fail;
     if ((s = open_data(p, plan, err)) != PP_OK) goto fail;
     p->model.image_h = p->in_h;
@@ -584,10 +751,11 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     if ((s = pp_schedule_build(&p->schedule, p->kind, p->n_stages, p->m, p->mb_sizes, err)) !=
         PP_OK)
         goto fail;
-    p->full = (batch_run){.batch = p->batch, .m = p->m, .sizes = p->mb_sizes,
+    p->full = (batch_run){.batch = p->rep_batch, .m = p->m, .sizes = p->mb_sizes,
                           .offsets = p->mb_offsets, .sched = p->schedule};
     if ((s = open_eval(p, plan, err)) != PP_OK) goto fail;
     if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
+    if ((s = alloc_grad_sum(p, err)) != PP_OK) goto fail;
     if (pp_comm_size(p->comm) > 1 &&
         (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
         goto fail;
@@ -644,6 +812,9 @@ void pp_pipeline_free(pp_pipeline *p)
     free(p->stages);
     free(p->descs);
     free(p->stage_rank);
+    free(p->home_rank);
+    free(p->rep_rank);
+    free(p->grad_buf);
     free(p->mb_sizes);
     free(p->mb_offsets);
     free(p->step_ms);
@@ -712,7 +883,7 @@ static pp_status share_stage_times(struct pp_pipeline *p, pp_error *err)
             int64_t in_flight;
         } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], (int64_t)pp_device_peak_bytes(st->dev),
                st->max_in_flight};
-        PP_TRY(pp_comm_broadcast(p->comm, p->stage_rank[s], &v, sizeof v, err));
+        PP_TRY(pp_comm_broadcast(p->comm, p->home_rank[s], &v, sizeof v, err));
         st->fwd_ms[k] = v.fwd;
         st->bwd_ms[k] = v.bwd;
         st->busy[k] = v.busy;
@@ -779,24 +950,32 @@ static pp_status read_losses(struct pp_pipeline *p, const run_io *io, float *los
 {
     int m = io->run->m, last = p->n_stages - 1;
     pp_tensor lv = pp_tensor_view0(io->losses, 0, m), cv = pp_tensor_view0(io->corrects, 0, m);
+    float sum = 0;
+    int64_t c = 0;
+    pp_status bad = PP_OK;
     if (stage_here(p, last)) {
         PP_TRY(pp_tensor_to_host(&lv, losses, (size_t)m * sizeof *losses, err));
         PP_TRY(pp_tensor_to_host(&cv, corrects, (size_t)m * sizeof *corrects, err));
+        bad = check_loss(p, losses, m, err);
+        for (int i = 0; i < m; i++) {
+            sum += losses[i];
+            c += corrects[i];
+        }
     }
-    /* the last stage's process tells every other one */
+    /* the last stage's process of each replica tells every process: sums
+     * over replicas (one replica: its sum plus zeros, the same bits) */
     if (pp_comm_size(p->comm) > 1) {
-        PP_TRY(pp_comm_broadcast(p->comm, p->stage_rank[last], losses, (size_t)m * sizeof *losses,
-                                 err));
-        PP_TRY(pp_comm_broadcast(p->comm, p->stage_rank[last], corrects,
-                                 (size_t)m * sizeof *corrects, err));
+        float v[3] = {stage_here(p, last) ? sum : 0.0f, stage_here(p, last) ? (float)c : 0.0f,
+                      bad != PP_OK ? 1.0f : 0.0f};
+        PP_TRY(pp_comm_allreduce_sum_f32(p->comm, v, 3, err));
+        if (bad == PP_OK && v[2] > 0)
+            return pp_error_set(err, PP_ERR_NUMERIC, "the loss of another process's last stage "
+                                "is not finite at step %lld (see its message; lower the learning "
+                                "rate, or check the data)", (long long)p->steps_done);
+        sum = v[0];
+        c = (int64_t)v[1];
     }
-    PP_TRY(check_loss(p, losses, m, err));
-    float sum = 0;
-    int64_t c = 0;
-    for (int i = 0; i < m; i++) {
-        sum += losses[i];
-        c += corrects[i];
-    }
+    if (bad != PP_OK) return bad;
     *loss = sum;
     *correct = c;
     return PP_OK;
@@ -829,17 +1008,27 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     int64_t pos, epoch;
     int count;
     step_window(p, p->steps_done, &pos, &count, &epoch);
+    /* this replica's piece of the batch (all of it without replicas) */
+    int rep_off = 0, rep_count = count;
+    if (p->replicas > 1) {
+        replica_piece(count, p->replicas, p->replica, &rep_off, &rep_count);
+        if (rep_count == 0)
+            return pp_error_set(err, PP_ERR_INPUT, "a batch of %d samples cannot feed %d "
+                                "replicas (the epoch's last batch is too small; choose a batch "
+                                "size that divides the data set)", count, p->replicas);
+    }
     const batch_run *run = &p->full;
-    if (count != p->batch) {
-        if (p->tail.batch != count) PP_TRY(batch_run_make(p, &p->tail, count, p->kind, err));
+    if (rep_count != p->rep_batch) {
+        if (p->tail.batch != rep_count)
+            PP_TRY(batch_run_make(p, &p->tail, rep_count, p->kind, err));
         run = &p->tail;
     }
     if (p->lr.kind != PP_LR_CONSTANT) {
         p->cur_lr = pp_lr_at(&p->lr, (int)(p->epochs ? epoch : p->steps_done));
         pp_optimizer_set_lr(p->opt, (float)p->cur_lr);
     }
-    PP_TRY(pp_data_read(p->data, pos, count, p->host_images, p->host_labels, err));
-    PP_TRY(upload(&p->images, &p->labels, p->host_images, p->host_labels, count, err));
+    PP_TRY(pp_data_read(p->data, pos + rep_off, rep_count, p->host_images, p->host_labels, err));
+    PP_TRY(upload(&p->images, &p->labels, p->host_images, p->host_labels, rep_count, err));
     PP_TRY(pp_optimizer_zero_grad(p->opt, NULL, NULL, err));
 
     p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
@@ -852,6 +1041,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     double loss = 0;
     int64_t correct = 0;
     pp_status s = read_losses(p, &p->io, p->host_losses, p->host_corrects, &loss, &correct, err);
+    if (s == PP_OK) s = sum_replica_grads(p, err);
     if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
     if (s != PP_OK) {
         pp_step_stats_free(&stats);
@@ -905,6 +1095,7 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
     if (!p->eval_data)
         return pp_error_set(err, PP_ERR_INVALID, "evaluate: the plan has no eval section");
     PP_TRY(check_usable(p, "evaluate", err));
+    PP_TRY(mark_broken(p, sync_replica_state(p, err), err));
     int64_t t0 = pp_stream_clock_ns();
     double loss = 0;
     int64_t correct = 0;
@@ -933,6 +1124,9 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
         loss += l;
         correct += c;
     }
+    /* every replica evaluated the whole test set */
+    loss /= p->replicas;
+    correct /= p->replicas;
     double secs = (double)(pp_stream_clock_ns() - t0) / 1e9;
     out->samples = p->eval_size;
     out->loss = loss / (double)p->eval_size;
@@ -1035,6 +1229,7 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->bubble_frac = median_after_warmup(p->bubble, n);
     out->copy_bytes = p->copy_bytes;
     out->ranks = pp_comm_size(p->comm);
+    out->replicas = p->replicas;
     out->copy_ms = median_after_warmup(p->copy_ms, n);
 
     /* predicted from the measured per-stage costs of one micro-batch */
@@ -1164,7 +1359,7 @@ static pp_status gather_state(struct pp_pipeline *p, bool with_optimizer, remote
     }
     pp_status st = PP_OK;
     for (int s = 0; s < p->n_stages && st == PP_OK; s++) {
-        int from = p->stage_rank[s];
+        int from = p->home_rank[s];
         if (from == 0 || (p->rank != 0 && p->rank != from)) continue;
         pp_stage *m = p->stages[s].model;
         if (p->rank == from) st = pp_stage_sync_buffers(m, err);
@@ -1240,7 +1435,9 @@ pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer
     /* a job of several processes: rank 0 gathers the whole model and writes
      * it; the others wait for its outcome */
     remote_state rs;
-    pp_status s = gather_state(p, with_optimizer, &rs, err);
+    memset(&rs, 0, sizeof rs);
+    pp_status s = sync_replica_state(p, err);
+    if (s == PP_OK) s = gather_state(p, with_optimizer, &rs, err);
     if (s != PP_OK) {
         free_remote_state(&rs);
         return s;

@@ -110,6 +110,8 @@ typedef struct pp_pipeline_report {
     double copy_ms;               /* per step, median total copy time (this process's copies
                                      and messages) */
     int ranks;                    /* processes of the job (1 without mpirun) */
+    int replicas;                 /* data-parallel replicas of the pipeline (plan `replicas`);
+                                     the stage figures are those of rank 0's replica */
 } pp_pipeline_report;
 
 /* Builds the pipeline of a resolved plan (explicit stages; see

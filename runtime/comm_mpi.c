@@ -7,14 +7,15 @@
  * nothing and needs no MPI runtime at all.
  *
  * Every transfer and collective is started non-blocking and completed by
- * wait_until (MPI_Test with short sleeps), which gives up after the comm's
- * timeout: a dead or stalled peer turns into an error naming it instead of
+ * wait_until (MPI_Test, yielding the processor between tests, then short
+ * sleeps on long waits), which gives up after the comm's timeout: a dead or stalled peer turns into an error naming it instead of
  * a hang. Errors are returned (MPI_ERRORS_RETURN on MPI_COMM_WORLD).
  *
  * The float sum is MPI_Reduce to rank 0 followed by MPI_Bcast, so every rank
  * holds the bits rank 0 formed, whichever reduction algorithm MPI picks.
  */
 #include <mpi.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -87,6 +88,7 @@ static pp_status wait_until(pp_comm *c, MPI_Request *req, req_kind kind, MPI_Sta
 {
     double start = now_s();
     long sleep_ns = 1000;
+    int spins = 0;
     for (;;) {
         int done = 0;
         int rc = MPI_Test(req, &done, st);
@@ -101,9 +103,16 @@ static pp_status wait_until(pp_comm *c, MPI_Request *req, req_kind kind, MPI_Sta
             return pp_error_set(err, PP_ERR_BACKEND, "rank %d: %s: nothing within %g s (the "
                                 "process may have stopped)", c->rank, head, c->timeout_s);
         }
+        /* MPI progresses a transfer (a long one is cut into fragments) only
+         * inside MPI calls: test often, yielding the processor meanwhile,
+         * and sleep briefly only once the wait is long */
+        if (++spins < 2000) {
+            sched_yield();
+            continue;
+        }
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000) sleep_ns *= 2;
+        if (sleep_ns < 100000) sleep_ns *= 2;
     }
 }
 
