@@ -4,12 +4,14 @@
 #   bash .ci/setup.sh [--tests] [BUILD_DIR]      (default BUILD_DIR: build)
 #
 # 1. Installs the Debian packages the build needs when any is missing
-#    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson, zlib); with
+#    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson, zlib,
+#    Open MPI for jobs of several processes and their tests); with
 #    --tests also what the test suite checks against (PyTorch and torchvision
 #    for the cross-checks, Debian's Fashion-MNIST for the training tests).
 # 2. Configures BUILD_DIR with meson (once) and builds it with ninja.
 # The CUDA backend is built when nvcc, cuDNN and cuBLAS are found
-# (-Dcuda=auto); pass MESON_ARGS="-Dcuda=disabled" to skip it.
+# (-Dcuda=auto); pass MESON_ARGS="-Dcuda=disabled" to skip it. MPI likewise
+# (-Dmpi=auto; -Dmpi=disabled builds jobs of one process only).
 # With CI=true, compiler warnings are errors.
 set -euo pipefail
 
@@ -19,7 +21,8 @@ tests=0
 if [ "${1:-}" = --tests ]; then tests=1; shift; fi
 build=${1:-build}
 
-packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev zlib1g-dev)
+packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev zlib1g-dev
+  openmpi-bin libopenmpi-dev)
 if [ $tests = 1 ]; then
   packages+=(python3-torch python3-torchvision python3-numpy dataset-fashion-mnist)
 fi

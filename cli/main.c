@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,23 @@ typedef struct cli_args {
 } cli_args;
 
 static volatile sig_atomic_t g_stop;
+
+/* The job this process belongs to (one process unless started by mpirun).
+ * Rank 0 speaks for the job; other ranks' stdout and stderr go to /dev/null
+ * and only their errors reach g_err (the original stderr), as "rank R: ...". */
+static pp_comm *g_comm;
+static FILE *g_err;
+
+/* Prints an error message of this process. */
+static void print_error(const char *msg)
+{
+    FILE *f = g_err ? g_err : stderr;
+    if (pp_comm_size(g_comm) > 1)
+        fprintf(f, "pipeline-run: rank %d: %s\n", pp_comm_rank(g_comm), msg);
+    else
+        fprintf(f, "pipeline-run: %s\n", msg);
+    fflush(f);
+}
 
 static void on_sigint(int sig)
 {
@@ -190,7 +208,7 @@ static void note_precision(const pp_plan *plan)
 /* Maps a library status to the exit code. */
 static int fail(const pp_error *err)
 {
-    fprintf(stderr, "pipeline-run: %s\n", err->msg);
+    print_error(err->msg);
     switch (err->code) {
     case PP_ERR_INPUT: return 2;
     default: return 1;
@@ -257,8 +275,9 @@ static int periodic_save(pp_pipeline *p, const pp_plan *plan, ckpt_ring *ring, i
     }
     ring->paths = grown;
     ring->paths[ring->n++] = copy;
-    while (c->keep > 0 && ring->n > c->keep) { /* drop the oldest this run wrote */
-        if (unlink(ring->paths[0]) != 0 && errno != ENOENT)
+    /* drop the oldest this run wrote (rank 0 wrote them) */
+    while (c->keep > 0 && ring->n > c->keep) {
+        if (pp_comm_rank(g_comm) == 0 && unlink(ring->paths[0]) != 0 && errno != ENOENT)
             fprintf(stderr, "pipeline-run: cannot remove %s: %s\n", ring->paths[0],
                     strerror(errno));
         free(ring->paths[0]);
@@ -479,7 +498,8 @@ static int do_eval_only(const pp_plan *plan, const cli_args *a)
                 plan->path);
         return 2;
     }
-    if (pp_pipeline_new(plan, NULL, &p, &err) != PP_OK) return fail(&err);
+    pp_pipeline_options opts = {.comm = g_comm};
+    if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) return fail(&err);
     pp_eval_result e;
     int rc = 0;
     if (pp_pipeline_load(p, a->load, &err) != PP_OK || pp_pipeline_evaluate(p, &e, &err) != PP_OK)
@@ -498,7 +518,7 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
 {
     pp_error err;
     pp_pipeline *p;
-    pp_pipeline_options opts = {.keep_trace = a->trace != NULL};
+    pp_pipeline_options opts = {.keep_trace = a->trace != NULL, .comm = g_comm};
     if (a->resume && plan->optimizer.momentum != 0) { /* resuming needs the momentum buffers */
         pp_checkpoint_info info;
         if (pp_checkpoint_list(a->resume, &info, &err) != PP_OK) return fail(&err);
@@ -560,14 +580,12 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "pipeline-run: %s: write failed\n", a->metrics);
         rc = 1;
     }
-    if (rc) {
-        fprintf(stderr, "pipeline-run: %s\n", err.msg);
-    }
+    if (rc) print_error(err.msg);
     /* a consistent checkpoint: after a whole step (also when interrupted) */
     if (a->save && (rc == 0 || rr.n_losses > 0)) {
         pp_error serr;
         if (pp_pipeline_save(p, a->save, !a->weights_only, &serr) != PP_OK) {
-            fprintf(stderr, "pipeline-run: %s\n", serr.msg);
+            print_error(serr.msg);
             if (!rc) rc = serr.code == PP_ERR_INPUT ? 2 : 1;
         } else {
             fprintf(stderr, "saved %s after step %lld\n", a->save,
@@ -604,7 +622,90 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     return rc;
 }
 
+/* Joins the job: MPI first (it may take arguments of its own), then ranks
+ * other than 0 fall silent except for their errors. */
+static int join_job(int *argc, char ***argv)
+{
+    pp_error err;
+    if (pp_comm_init(argc, argv, &g_comm, &err) != PP_OK) {
+        fprintf(stderr, "pipeline-run: %s\n", err.msg);
+        return 1;
+    }
+    if (pp_comm_rank(g_comm) == 0) return 0;
+    int fd = dup(2);
+    if (fd >= 0) g_err = fdopen(fd, "w");
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) {
+        print_error("cannot redirect output to /dev/null");
+        return 1;
+    }
+    return 0;
+}
+
+static int run(int argc, char **argv);
+
+/* Every rank of a job must run the same plan with the same options: each
+ * hashes its resolved plan (as --validate prints it) with the options that
+ * shape the run, and compares with rank 0's. Exit 2 on every rank, naming the
+ * ranks that differ, before any work starts. */
+static int check_same_plan(const pp_plan *plan, const cli_args *a, int steps)
+{
+    int size = pp_comm_size(g_comm), rank = pp_comm_rank(g_comm);
+    if (size < 2) return 0;
+    char *text;
+    size_t len;
+    pp_error err;
+    if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
+    char opts[512];
+    int n = snprintf(opts, sizeof opts, "\nsteps %d load %s resume %s eval-only %d save %s",
+                     steps, a->load ? a->load : "-", a->resume ? a->resume : "-", a->eval_only,
+                     a->save ? a->save : "-");
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
+    for (int i = 0; i < n && i < (int)sizeof opts; i++)
+        h = (h ^ (unsigned char)opts[i]) * 1099511628211ull;
+    free(text);
+    uint64_t h0 = h;
+    float *differs = calloc((size_t)size, sizeof *differs);
+    if (!differs) return 1;
+    pp_status s = pp_comm_broadcast(g_comm, 0, &h0, sizeof h0, &err);
+    differs[rank] = h != h0;
+    if (s == PP_OK) s = pp_comm_allreduce_sum_f32(g_comm, differs, (size_t)size, &err);
+    if (s != PP_OK) {
+        free(differs);
+        return fail(&err);
+    }
+    char list[256] = "";
+    size_t used = 0;
+    for (int r = 0; r < size && used + 16 < sizeof list; r++)
+        if (differs[r] > 0) used += (size_t)snprintf(list + used, sizeof list - used, "%s%d",
+                                                     used ? ", " : "", r);
+    free(differs);
+    if (!used) return 0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s: rank%s %s started with another plan or other options than "
+             "rank 0 (plan hash %016llx here, %016llx on rank 0): every rank of a job must run "
+             "the same plan", plan->path, strchr(list, ',') ? "s" : "", list,
+             (unsigned long long)h, (unsigned long long)h0);
+    print_error(msg);
+    return 2;
+}
+
 int main(int argc, char **argv)
+{
+    int rc = join_job(&argc, &argv);
+    if (!rc) rc = run(argc, argv);
+    /* A rank that failed at run time ends the whole job: the others may wait
+     * on it. Bad input (exit 2: the plan, its ranks, the plan hash) is found
+     * by every rank alike before any transfer, so each leaves normally (two
+     * ranks aborting at once can crash Open MPI's launcher); a rank alone in
+     * its input error stalls the others at most their transfer timeout. */
+    if (rc && rc != 2 && pp_comm_size(g_comm) > 1) pp_comm_abort(g_comm, rc, NULL);
+    pp_comm_free(g_comm);
+    if (g_err) fclose(g_err);
+    return rc;
+}
+
+static int run(int argc, char **argv)
 {
     cli_args a;
     int rc = parse_args(argc, argv, &a);
@@ -635,12 +736,18 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
 
     if (!a.validate && !a.simulate) note_precision(plan);
+    if (!a.validate && !a.simulate && (rc = check_same_plan(plan, &a, steps)) != 0) {
+        pp_plan_free(plan);
+        return rc;
+    }
     if (a.validate)
         rc = do_validate(plan);
     else if (a.simulate)
         rc = do_simulate(plan, a.json);
     else if (a.eval_only)
         rc = do_eval_only(plan, &a);
+    else if (a.n_sweep && pp_comm_size(g_comm) > 1)
+        rc = bad_args("%s runs in one process (start it without mpirun)", "--sweep-split");
     else if (a.n_sweep)
         rc = do_sweep(plan, &a, steps ? steps : 1);
     else

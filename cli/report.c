@@ -58,14 +58,26 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
         int len = lists[s] ? (int)strlen(lists[s]) : 0;
         if (len > width) width = len;
     }
-    fprintf(f, "\n%-5s  %-8s  %-*s  %11s  %9s  %9s  %5s  %10s\n", "stage", "device", width,
-            "layers", "params", "fwd ms", "bwd ms", "busy", "peak mem");
+    int dev_width = 8; /* "rank1:cpu:0" in a job of several processes */
     for (int s = 0; s < n; s++) {
         pp_stage_report sr;
         pp_pipeline_stage_report(p, s, &sr);
-        char mem[32];
+        char dev[32];
+        int len = snprintf(dev, sizeof dev, "rank%d:%s", sr.rank, sr.device);
+        if (r.ranks > 1 && len > dev_width) dev_width = len;
+    }
+    fprintf(f, "\n%-5s  %-*s  %-*s  %11s  %9s  %9s  %5s  %10s\n", "stage", dev_width, "device",
+            width, "layers", "params", "fwd ms", "bwd ms", "busy", "peak mem");
+    for (int s = 0; s < n; s++) {
+        pp_stage_report sr;
+        pp_pipeline_stage_report(p, s, &sr);
+        char mem[32], dev[32];
+        if (r.ranks > 1)
+            snprintf(dev, sizeof dev, "rank%d:%s", sr.rank, sr.device);
+        else
+            snprintf(dev, sizeof dev, "%s", sr.device);
         const char *list = s < PP_PLAN_MAX_STAGES && lists[s] && lists[s][0] ? lists[s] : "(delay)";
-        fprintf(f, "%-5d  %-8s  %-*s  %11lld  %9.2f  %9.2f  %4.0f%%  %10s\n", s, sr.device, width,
+        fprintf(f, "%-5d  %-*s  %-*s  %11lld  %9.2f  %9.2f  %4.0f%%  %10s\n", s, dev_width, dev, width,
                 list, (long long)sr.params, sr.forward_ms,
                 sr.backward_ms, 100 * sr.busy_frac,
                 pp_cli_bytes((double)sr.peak_bytes, mem, sizeof mem));
@@ -157,13 +169,16 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
         for (int i = 0; i < sr.n_layers; i++)
             json_array_append_new(layers, json_string(sr.layers[i]));
         json_array_append_new(
-            stages, json_pack("{s:s, s:o, s:I, s:o, s:o, s:o, s:I, s:i}", "device", sr.device,
+            stages, json_pack("{s:s, s:i, s:o, s:I, s:o, s:o, s:o, s:I, s:i}", "device", sr.device,
+                              "rank", sr.rank,
                               "layers", layers, "params", (json_int_t)sr.params, "forward_ms",
                               json_num(sr.forward_ms), "backward_ms", json_num(sr.backward_ms),
                               "busy_frac", json_num(sr.busy_frac), "peak_bytes",
                               (json_int_t)sr.peak_bytes, "max_in_flight", sr.max_in_flight));
     }
     json_object_set_new(o, "stages", stages);
+    json_object_set_new(o, "ranks", json_integer(r.ranks));
+    json_object_set_new(o, "replicas", json_integer(r.replicas));
     json_object_set_new(o, "copies", json_pack("{s:I, s:o}", "bytes", (json_int_t)r.copy_bytes,
                                                "ms", json_num(r.copy_ms)));
     if (n_epochs > 0) {

@@ -138,6 +138,9 @@ pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err
         pp_plan_stage *st = &plan->stages[s];
         st->device = map_device(rules, n, st->device);
         pp_device_id_format(st->device, st->device_name, sizeof st->device_name);
+        st->replica_device[0] = st->device;
+        for (int r = 1; r < plan->replicas && r < PP_PLAN_MAX_REPLICAS; r++)
+            st->replica_device[r] = map_device(rules, n, st->replica_device[r]);
     }
     return PP_OK;
 }

@@ -165,10 +165,21 @@ static void emit_data(text *t, const pp_plan *p)
 
 static void emit_stages(text *t, const pp_plan *p)
 {
+    if (p->replicas > 1) put(t, "replicas: %d\n", p->replicas);
     put(t, "stages:\n");
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *st = &p->stages[s];
-        put(t, "  - device: %s\n", st->device_name);
+        put(t, "  - device: %s", p->replicas > 1 ? "[" : "");
+        for (int r = 0; r < (p->replicas > 1 ? p->replicas : 1); r++) {
+            char name[16];
+            pp_device_id_format(r ? st->replica_device[r] : st->device, name, sizeof name);
+            int rank = r ? st->replica_rank[r] : st->rank;
+            if (rank > 0)
+                put(t, "%srank%d:%s", r ? ", " : "", rank, name);
+            else
+                put(t, "%s%s", r ? ", " : "", name);
+        }
+        put(t, "%s\n", p->replicas > 1 ? "]" : "");
         if (st->memory_bytes > 0) {
             char b[40];
             pp_plan_size_format(st->memory_bytes, b, sizeof b);

@@ -783,11 +783,11 @@ static void walk_checkpoint(pp_walk *w, const pp_ynode *n, bool epochs)
 static void walk_root(pp_walk *w, const pp_ynode *root)
 {
     enum { K_MODEL, K_BATCH, K_SCHEDULE, K_PRECISION, K_OPTIMIZER, K_DATA, K_SEED, K_STEPS,
-           K_EPOCHS, K_EVAL, K_CKPT, K_STAGES, K_DEVICES, K_BALANCE, K_N };
+           K_EPOCHS, K_EVAL, K_CKPT, K_STAGES, K_DEVICES, K_BALANCE, K_REPLICAS, K_N };
     static const char *const keys[K_N] = {"model",      "batch",  "schedule", "precision",
                                           "optimizer",  "data",   "seed",     "steps",
                                           "epochs",     "eval",   "checkpoint", "stages",
-                                          "devices",    "balance"};
+                                          "devices",    "balance", "replicas"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     if (pp_ynode_is_null(root)) {
@@ -808,6 +808,7 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
     p->optimizer.lr = 0.1;
     p->data.format = PP_PLAN_DATA_SYNTHETIC;
     p->steps = 1;
+    p->replicas = 1;
     w->size_ok = true;
 
     if (f[K_MODEL])
@@ -884,6 +885,13 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
     char msg[400];
     if (w->catalogue_ok && w->batch_ok && p->micro_sizes && min_batch_message(p, msg, sizeof msg))
         pp_walk_error(w, f[K_BATCH], "%s", msg);
+    if (f[K_REPLICAS]) {
+        p->replicas_mark = pp_walk_mark(f[K_REPLICAS]);
+        if (pp_walk_int32(w, f[K_REPLICAS], "replicas", 1, PP_PLAN_MAX_REPLICAS, &p->replicas) &&
+            w->batch_ok && p->replicas > p->batch_size)
+            pp_walk_error(w, f[K_REPLICAS], "replicas: %d exceeds the batch size %d (every "
+                          "replica needs a sample)", p->replicas, p->batch_size);
+    }
     pp_walk_stages(w, f[K_STAGES], f[K_DEVICES], f[K_BALANCE]);
 }
 
@@ -1101,11 +1109,17 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
     if (a->stages_auto != b->stages_auto) DIFF("automatic stages resolved in one plan only");
     if (a->stages_auto && a->balance != b->balance) DIFF("balance differs");
     if (a->n_stages != b->n_stages) DIFF("stage count %d vs %d", a->n_stages, b->n_stages);
+    if (a->replicas != b->replicas) DIFF("replicas %d vs %d", a->replicas, b->replicas);
     for (int i = 0; i < a->n_stages; i++) {
         const pp_plan_stage *sa = &a->stages[i], *sb = &b->stages[i];
         if (!pp_device_id_equal(sa->device, sb->device) ||
             strcmp(sa->device_name, sb->device_name) != 0)
             DIFF("stage %d device %s vs %s", i, sa->device_name, sb->device_name);
+        if (sa->rank != sb->rank) DIFF("stage %d rank %d vs %d", i, sa->rank, sb->rank);
+        for (int r = 1; r < a->replicas && r < b->replicas; r++)
+            if (sa->replica_rank[r] != sb->replica_rank[r] ||
+                !pp_device_id_equal(sa->replica_device[r], sb->replica_device[r]))
+                DIFF("stage %d replica %d device differs", i, r);
         if (sa->first != sb->first || sa->last != sb->last)
             DIFF("stage %d units [%d, %d] vs [%d, %d]", i, sa->first, sa->last, sb->first,
                  sb->last);

@@ -120,15 +120,25 @@ typedef struct pp_plan_checkpoint {
     pp_mark mark;
 } pp_plan_checkpoint;
 
+#define PP_PLAN_MAX_RANKS 4096
+#define PP_PLAN_MAX_REPLICAS 64
+
 typedef struct pp_plan_stage {
+    int rank;                   /* the process of the job that runs the stage: `rankN:` before
+                                 * the device ("rank1:cpu:0"); 0 when the device has none */
     pp_device_id device;
-    char device_name[16];       /* canonical "cpu:N" / "cuda:N" */
+    char device_name[16];       /* canonical "cpu:N" / "cuda:N" (without the rank) */
     pp_mark device_mark;        /* the device node (kept through device maps) */
     int first, last;            /* inclusive unit range into the catalogue; -1, -1 for the
                                  * delay model and for unresolved automatic stages */
     int64_t memory_bytes;       /* capacity for this stage from `memory:`; 0 = unlimited */
     pp_mark mark;               /* the stage (or device-list entry) node */
     pp_mark layers_mark;        /* the layers node; 0/0 when none */
+    /* with `replicas: R` (R > 1) `device` is a list of R devices, one per replica; entry 0 is
+     * also in rank/device/device_name/device_mark above. With R = 1 entry 0 only. */
+    int replica_rank[PP_PLAN_MAX_REPLICAS];
+    pp_device_id replica_device[PP_PLAN_MAX_REPLICAS];
+    pp_mark replica_mark[PP_PLAN_MAX_REPLICAS];
 } pp_plan_stage;
 
 typedef struct pp_plan {
@@ -161,6 +171,11 @@ typedef struct pp_plan {
     int epochs;                 /* `epochs: N` (passes over the training data), else 0 */
     pp_mark epochs_mark;
 
+    int replicas;               /* data-parallel copies of the pipeline (`replicas: R`, default
+                                 * 1): the batch is cut into R pieces by the micro-batch rule
+                                 * (by count), each replica runs its piece on its own ranks,
+                                 * and gradients are summed over replicas before the step */
+    pp_mark replicas_mark;
     int n_stages;               /* 1..PP_PLAN_MAX_STAGES */
     pp_plan_stage stages[PP_PLAN_MAX_STAGES];
     bool stages_auto;           /* `stages: auto` not yet resolved (first/last are -1) */

@@ -116,10 +116,35 @@ static bool resolve_layer(pp_walk *w, const pp_ynode *n, const char *name, int *
 /* ------------------------------------------------------------------ */
 /* devices and memory                                                   */
 
+/* "rankN:" before a device names the process of the job that runs it. */
+static bool walk_rank(pp_walk *w, const pp_ynode *n, const char **s, int *rank)
+{
+    *rank = 0;
+    if (strncmp(*s, "rank", 4) != 0) return true;
+    const char *p = *s + 4;
+    long r = 0;
+    int digits = 0;
+    while (*p >= '0' && *p <= '9' && digits < 9) r = r * 10 + (*p++ - '0'), digits++;
+    if (digits == 0 || *p != ':') {
+        pp_walk_error(w, n, "device '%.64s': a device of another process is written rankN:DEVICE "
+                      "(e.g. rank1:cpu:0)", *s);
+        return false;
+    }
+    if (r >= PP_PLAN_MAX_RANKS) {
+        pp_walk_error(w, n, "device '%.64s': rank %ld is out of range (0..%d)", *s, r,
+                      PP_PLAN_MAX_RANKS - 1);
+        return false;
+    }
+    *rank = (int)r;
+    *s = p + 1;
+    return true;
+}
+
 static bool walk_device(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
 {
     const char *s;
     if (!pp_walk_str(w, n, "device", &s)) return false;
+    if (!walk_rank(w, n, &s, &st->rank)) return false;
     pp_error e;
     pp_device_id id;
     if (pp_device_id_parse(s, &id, &e) != PP_OK) {
@@ -129,8 +154,55 @@ static bool walk_device(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
     st->device = id;
     pp_device_id_format(id, st->device_name, sizeof st->device_name);
     st->device_mark = pp_walk_mark(n);
+    st->replica_rank[0] = st->rank;
+    st->replica_device[0] = id;
+    st->replica_mark[0] = st->device_mark;
     return true;
 }
+
+/* A stage's `device`: one device, or with `replicas: R` a list of R devices
+ * (one per replica, replica 0 first). */
+static bool walk_stage_device(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
+{
+    int R = w->plan->replicas;
+    if (R == 1 && n->kind == PP_YNODE_SEQ) {
+        pp_walk_error(w, n, "a list of devices needs replicas: N (one device per replica)");
+        return false;
+    }
+    if (R == 1) return walk_device(w, n, st);
+    if (n->kind != PP_YNODE_SEQ || n->n != R) {
+        pp_walk_error(w, n, "with replicas: %d, device must be a list of %d devices (one per "
+                      "replica, e.g. [cpu:0, rank1:cpu:0]), got %s", R, R,
+                      n->kind == PP_YNODE_SEQ ? "a list of another length" : pp_walk_describe(n));
+        return false;
+    }
+    pp_plan_stage one = {0};
+    for (int r = R - 1; r >= 0; r--) {
+        memset(&one, 0, sizeof one);
+        if (!walk_device(w, n->kids[r], &one)) return false;
+        st->replica_rank[r] = one.rank;
+        st->replica_device[r] = one.device;
+        st->replica_mark[r] = one.device_mark;
+    }
+    st->rank = one.rank;
+    st->device = one.device;
+    memcpy(st->device_name, one.device_name, sizeof st->device_name);
+    st->device_mark = one.device_mark;
+    /* each process runs the stages of one replica at most (no in-process
+     * replicas): compare with this and the earlier stages */
+    int i = (int)(st - w->plan->stages);
+    for (int r = 0; r < R; r++)
+        for (int t = 0; t <= i; t++)
+            for (int q = 0; q < R; q++)
+                if (q != r && w->plan->stages[t].replica_rank[q] == st->replica_rank[r]) {
+                    pp_walk_error(w, n->kids[r], "stage %d of replica %d is on rank %d, which "
+                                  "runs stage %d of replica %d: every replica needs processes "
+                                  "of its own", i, r, st->replica_rank[r], t, q);
+                    return false;
+                }
+    return true;
+}
+
 
 static bool walk_memory(pp_walk *w, const pp_ynode *n, int64_t *out)
 {
@@ -348,7 +420,7 @@ static void walk_explicit(pp_walk *w, const pp_ynode *n)
             continue;
         }
         if (f[K_DEVICE])
-            walk_device(w, f[K_DEVICE], st);
+            walk_stage_device(w, f[K_DEVICE], st);
         else
             pp_walk_error(w, n->kids[i], "stage %d needs a device", i);
         if (f[K_MEMORY]) walk_memory(w, f[K_MEMORY], &st->memory_bytes);
@@ -465,6 +537,11 @@ void pp_walk_stages(pp_walk *w, const pp_ynode *stages, const pp_ynode *devices,
     }
     p->stages_mark = pp_walk_mark(stages);
     if (stages->kind == PP_YNODE_SCALAR && !stages->quoted && strcmp(stages->str, "auto") == 0) {
+        if (p->replicas > 1) {
+            pp_walk_error(w, stages, "replicas need explicit stages (a list of {device, layers} "
+                          "with one device per replica)");
+            return;
+        }
         walk_auto(w, stages, devices, balance);
         return;
     }

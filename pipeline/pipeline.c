@@ -28,8 +28,10 @@ typedef struct pipe_stage {
     pp_device_ctx *dev;
     pp_stage *model;
     int max_in_flight;
-    pp_tensor **grads;           /* (n_grads) the stage's parameter gradients */
+    pp_tensor **grads;           /* (n_grads) the stage's parameter gradients (this rank's) */
     int n_grads;
+    size_t peak_bytes;           /* another rank's stage: its device's peak, as last reported */
+    char device_name[16];        /* the plan's device (another rank's stage runs elsewhere) */
     int n_layers;                /* items of the plan's compact spelling */
     char (*layer_names)[32];     /* (n_layers) "layer1", "layer2.0" */
     const char **layers;         /* (n_layers) pointers into layer_names */
@@ -66,6 +68,17 @@ typedef struct run_io {
 
 struct pp_pipeline {
     char broken[256];            /* why a step or evaluation failed midway; "" while usable */
+    pp_comm *comm;               /* the job (NULL: one process) */
+    int rank;                    /* this process's rank in it (0 without one) */
+    int *stage_rank;             /* (n_stages) the rank that runs each stage of this replica */
+    int *home_rank;              /* (n_stages) ... of the replica rank 0 belongs to: it
+                                  * speaks for all (figures, checkpoints) */
+    int replicas, replica;       /* replicas of the plan; the one this process belongs to */
+    int rep_batch;               /* this replica's piece of a full batch */
+    int *rep_rank;               /* (replicas x n_stages) rank of stage s in replica r at
+                                  * [r * n_stages + s] */
+    float *grad_buf;             /* (grad_n) every stage's gradients, summed over replicas */
+    size_t grad_n;
     pp_registry *reg;
     pp_model_config model;
     int batch;
@@ -129,6 +142,40 @@ struct pp_pipeline {
 
 static const pp_stage_ops pipe_stage_ops;
 static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err);
+
+/* Whether stage s runs in this process. */
+static bool stage_here(const struct pp_pipeline *p, int s)
+{
+    return p->stage_rank[s] == p->rank;
+}
+
+/* The replica whose stages include one on this rank; -1 when none does. */
+static int replica_of(const pp_plan *plan, int rank)
+{
+    int R = plan->replicas > 1 ? plan->replicas : 1;
+    for (int r = 0; r < R; r++)
+        for (int s = 0; s < plan->n_stages; s++)
+            if ((r ? plan->stages[s].replica_rank[r] : plan->stages[s].rank) == rank) return r;
+    return -1;
+}
+
+/* Rank of stage s in replica r. */
+static int rank_in(const pp_plan *plan, int s, int r)
+{
+    return r ? plan->stages[s].replica_rank[r] : plan->stages[s].rank;
+}
+
+/* Piece r of a batch of `count` samples cut over the replicas (the
+ * micro-batch rule by count): its first sample and size. */
+static void replica_piece(int count, int replicas, int r, int *off, int *size)
+{
+    int sizes[PP_PLAN_MAX_REPLICAS];
+    int R = replicas > count ? count : replicas;
+    pp_batch_split_sizes(count, 0, R, sizes);
+    *off = 0;
+    *size = r < R ? sizes[r] : 0;
+    for (int i = 0; i < r && i < R; i++) *off += sizes[i];
+}
 
 /* ---- stage callbacks ------------------------------------------------------ */
 
@@ -417,9 +464,52 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
  * their caps (no cap when one of them has none). */
 static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
+    int size = pp_comm_size(p->comm);
+    char msg[320];
+    for (int r = 0; r < p->replicas; r++)
+        for (int s = 0; s < p->n_stages; s++) {
+            const pp_plan_stage *ps = &plan->stages[s];
+            int rank = rank_in(plan, s, r);
+            if (rank < size) continue;
+            snprintf(msg, sizeof msg, "stage %d%s is on rank %d, but the job has %d process%s "
+                     "(ranks 0..%d; start it with mpirun -np %d)", s,
+                     p->replicas > 1 ? (r ? " of a replica" : " of replica 0") : "", rank, size,
+                     size == 1 ? "" : "es", size - 1, rank + 1);
+            return plan_error(plan, r ? ps->replica_mark[r] : ps->device_mark, err, PP_ERR_INPUT,
+                              msg);
+        }
+    /* every rank finds the same idle ranks, so all stop alike */
+    for (int rank = 0; rank < size; rank++) {
+        if (replica_of(plan, rank) >= 0) continue;
+        snprintf(msg, sizeof msg, "rank %d of %d runs no stage: every process of the job needs "
+                 "one (start it with fewer processes)", rank, size);
+        return plan_error(plan, plan->stages_mark, err, PP_ERR_INPUT, msg);
+    }
+    for (int r = 0; r < p->replicas; r++)
+        for (int s = 0; s < p->n_stages; s++) p->rep_rank[r * p->n_stages + s] = rank_in(plan, s, r);
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
-        pp_status rc = pp_registry_get(p->reg, ps->device, &p->stages[s].dev, err);
+        int rank = rank_in(plan, s, p->replica);
+        pp_device_id dev = p->replica ? ps->replica_device[p->replica] : ps->device;
+        bool cross = (s > 0 && rank_in(plan, s - 1, p->replica) != rank) ||
+                     (s + 1 < p->n_stages && rank_in(plan, s + 1, p->replica) != rank);
+        if (cross && dev.kind != PP_DEVICE_CPU) {
+            snprintf(msg, sizeof msg, "stage %d (%s) exchanges with a stage of another process: "
+                     "stages on different processes pass activations through host memory, so "
+                     "both sides of such a boundary need cpu devices", s, ps->device_name);
+            return plan_error(plan, p->replica ? ps->replica_mark[p->replica] : ps->device_mark,
+                              err, PP_ERR_INPUT, msg);
+        }
+        p->stage_rank[s] = rank;
+        p->home_rank[s] = rank_in(plan, s, replica_of(plan, 0) > 0 ? replica_of(plan, 0) : 0);
+    }
+    for (int s = 0; s < p->n_stages; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        /* another process's stage: its model is built on this process's
+         * first CPU as a stand-in (output shapes, checkpoints), never run */
+        pp_device_id mine = p->replica ? ps->replica_device[p->replica] : ps->device;
+        pp_device_id id = stage_here(p, s) ? mine : (pp_device_id){PP_DEVICE_CPU, 0};
+        pp_status rc = pp_registry_get(p->reg, id, &p->stages[s].dev, err);
         if (rc != PP_OK) {
             if (ps->device_mark.line > 0)
                 pp_error_prefix(err, "%s:%d:%d: stage %d", plan->path, ps->device_mark.line,
@@ -432,8 +522,9 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
     for (int s = 0; s < p->n_stages; s++) {
         size_t cap = 0;
         bool capped = true;
+        if (!stage_here(p, s)) continue;
         for (int t = 0; t < p->n_stages; t++) {
-            if (p->stages[t].dev != p->stages[s].dev) continue;
+            if (p->stages[t].dev != p->stages[s].dev || !stage_here(p, t)) continue;
             capped = capped && plan->stages[t].memory_bytes > 0;
             cap += (size_t)plan->stages[t].memory_bytes;
         }
@@ -466,7 +557,11 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     p->n_stages = plan->n_stages;
     p->stages = calloc((size_t)p->n_stages, sizeof *p->stages);
     p->descs = calloc((size_t)p->n_stages, sizeof *p->descs);
-    if (!p->stages || !p->descs) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    p->stage_rank = calloc((size_t)p->n_stages, sizeof *p->stage_rank);
+    p->home_rank = calloc((size_t)p->n_stages, sizeof *p->home_rank);
+    p->rep_rank = calloc((size_t)(p->n_stages * p->replicas), sizeof *p->rep_rank);
+    if (!p->stages || !p->descs || !p->stage_rank || !p->home_rank || !p->rep_rank)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     PP_TRY(open_devices(p, plan, err));
     int n_params = 0;
     for (int s = 0; s < p->n_stages; s++) {
@@ -474,6 +569,7 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
         pipe_stage *st = &p->stages[s];
         st->p = p;
         st->index = s;
+        snprintf(st->device_name, sizeof st->device_name, "%s", ps->device_name);
         pp_status rc;
         if (p->model.kind == PP_MODEL_DELAY)
             rc = pp_delay_stage_new(&p->model, s, st->dev, &st->model, err);
@@ -496,9 +592,11 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
         return plan_error(plan, plan->stages[p->n_stages - 1].layers_mark, err, PP_ERR_INPUT,
                           "the last stage must end with fc (its output feeds the loss)");
 
+    /* the optimizer updates this process's stages */
     p->params = calloc((size_t)(n_params ? n_params : 1), sizeof *p->params);
     if (!p->params) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     for (int s = 0; s < p->n_stages; s++) {
+        if (!stage_here(p, s)) continue;
         pipe_stage *st = &p->stages[s];
         pp_stage *m = st->model;
         st->grads = calloc((size_t)pp_stage_param_count(m) + 1, sizeof *st->grads);
@@ -518,6 +616,101 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     return pp_optimizer_new(&p->opt, &sgd, p->params, (size_t)p->n_params, err);
 }
 
+/* The host buffer in which replicas sum their gradients: every stage's
+ * parameters in stage order (each rank fills its own stages, zeros elsewhere,
+ * so the sum over all ranks is the sum over replicas). */
+static pp_status alloc_grad_sum(struct pp_pipeline *p, pp_error *err)
+{
+    if (p->replicas < 2) return PP_OK;
+    size_t n = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
+            const pp_named_tensor *nt = pp_stage_param(p->stages[s].model, i);
+            if (nt->grad->dtype != PP_F32)
+                return pp_error_set(err, PP_ERR_UNSUPPORTED, "replicas: gradient %s is %s; "
+                                    "replicas sum fp32 gradients", nt->name,
+                                    pp_dtype_name(nt->grad->dtype));
+            n += (size_t)pp_tensor_numel(nt->grad);
+        }
+    p->grad_n = n;
+    p->grad_buf = malloc((n ? n : 1) * sizeof *p->grad_buf);
+    if (!p->grad_buf) return pp_error_set(err, PP_ERR_OOM, "out of host memory (gradient sum)");
+    return PP_OK;
+}
+
+#define TAG_BUFFERS 30001
+
+/* Gives every replica the batch-norm statistics (and the parameters, equal
+ * anyway) of rank 0's replica, as DDP's broadcast_buffers does: each replica
+ * updated its running statistics from its own micro-batches. Before an
+ * evaluation and a checkpoint; every rank calls it. */
+static pp_status sync_replica_state(struct pp_pipeline *p, pp_error *err)
+{
+    if (p->replicas < 2) return PP_OK;
+    int home = -1;
+    for (int r = 0; r < p->replicas && home < 0; r++)
+        for (int s = 0; s < p->n_stages; s++)
+            if (p->rep_rank[r * p->n_stages + s] == 0) home = r;
+    for (int s = 0; s < p->n_stages; s++) {
+        pp_stage *m = p->stages[s].model;
+        int from = p->home_rank[s];
+        bool send = p->rank == from, recv = stage_here(p, s) && p->replica != home;
+        if (!send && !recv) continue;
+        PP_TRY(pp_stage_sync_buffers(m, err));
+        for (int i = 0; i < pp_stage_state_count(m); i++) {
+            pp_tensor *t = pp_stage_state(m, i)->value;
+            size_t bytes = pp_tensor_bytes(t);
+            void *tmp = malloc(bytes ? bytes : 1);
+            if (!tmp) return pp_error_set(err, PP_ERR_OOM, "out of host memory (replicas)");
+            pp_status st = PP_OK;
+            if (send) {
+                st = pp_tensor_to_host(t, tmp, bytes, err);
+                for (int r = 0; st == PP_OK && r < p->replicas; r++)
+                    if (r != home)
+                        st = pp_comm_send(p->comm, p->rep_rank[r * p->n_stages + s], TAG_BUFFERS,
+                                          tmp, bytes, err);
+            } else {
+                st = pp_comm_recv(p->comm, from, TAG_BUFFERS, tmp, bytes, err);
+                if (st == PP_OK) st = pp_tensor_from_host(t, tmp, bytes, err);
+            }
+            free(tmp);
+            PP_TRY(st);
+        }
+    }
+    return PP_OK;
+}
+
+/* Sums the parameter gradients over the replicas (allreduce), so that every
+ * replica's optimizer applies the same update. After the whole backward of
+ * this replica; the sum is formed on rank 0 and broadcast, so every replica
+ * gets the same bits. */
+static pp_status sum_replica_grads(struct pp_pipeline *p, pp_error *err)
+{
+    if (p->replicas < 2) return PP_OK;
+    size_t off = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
+            pp_tensor *g = pp_stage_param(p->stages[s].model, i)->grad;
+            size_t n = (size_t)pp_tensor_numel(g);
+            if (stage_here(p, s))
+                PP_TRY(pp_tensor_to_host(g, p->grad_buf + off, n * sizeof(float), err));
+            else
+                memset(p->grad_buf + off, 0, n * sizeof(float));
+            off += n;
+        }
+    PP_TRY(pp_comm_allreduce_sum_f32(p->comm, p->grad_buf, p->grad_n, err));
+    off = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
+            pp_tensor *g = pp_stage_param(p->stages[s].model, i)->grad;
+            size_t n = (size_t)pp_tensor_numel(g);
+            if (stage_here(p, s))
+                PP_TRY(pp_tensor_from_host(g, p->grad_buf + off, n * sizeof(float), err));
+            off += n;
+        }
+    return PP_OK;
+}
+
 pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
                           pp_error *err)
 {
@@ -534,10 +727,25 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     if (opts) {
         p->keep_trace = opts->keep_trace;
         p->slots = opts->slots;
+        p->comm = opts->comm;
     }
+    p->rank = pp_comm_rank(p->comm);
+    p->replicas = plan->replicas > 1 ? plan->replicas : 1;
+    p->replica = replica_of(plan, p->rank);
     p->model = plan->model;
     p->batch = plan->batch_size;
     p->m = plan->micro_batches;
+    p->rep_batch = p->batch;
+    int rep_off = 0, rep_micro = 0, rep_split = 0;
+    if (p->replicas > 1) { /* this replica's piece, cut by the plan's micro-batch rule */
+        replica_piece(p->batch, p->replicas, p->replica > 0 ? p->replica : 0, &rep_off,
+                      &p->rep_batch);
+        rep_micro = plan->batch_by_micro ? (plan->micro_batches < p->rep_batch
+                                                ? plan->micro_batches : p->rep_batch) : 0;
+        rep_split = rep_micro ? 0 : plan->split_size;
+        p->m = pp_batch_split_count(p->rep_batch, rep_split, rep_micro);
+        (void)rep_off;
+    }
     p->classes = plan->model.num_classes;
     pp_status s = PP_ERR_OOM;
     p->mb_sizes = malloc((size_t)p->m * sizeof(int));
@@ -546,10 +754,11 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         pp_error_set(err, s, "out of host memory");
         goto fail;
     }
-    for (int i = 0, off = 0; i < p->m; off += plan->micro_sizes[i], i++) {
-        p->mb_sizes[i] = plan->micro_sizes[i];
-        p->mb_offsets[i] = off;
-    }
+    if (p->replicas > 1)
+        pp_batch_split_sizes(p->rep_batch, rep_split, rep_micro, p->mb_sizes);
+    else
+        memcpy(p->mb_sizes, plan->micro_sizes, (size_t)p->m * sizeof(int));
+    for (int i = 0, off = 0; i < p->m; off += p->mb_sizes[i], i++) p->mb_offsets[i] = off;
     if ((s = pp_registry_new(&p->reg, err)) != PP_OK) goto fail;
     if ((s = open_data(p, plan, err)) != PP_OK) goto fail;
     p->model.image_h = p->in_h;
@@ -565,10 +774,14 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     if ((s = pp_schedule_build(&p->schedule, p->kind, p->n_stages, p->m, p->mb_sizes, err)) !=
         PP_OK)
         goto fail;
-    p->full = (batch_run){.batch = p->batch, .m = p->m, .sizes = p->mb_sizes,
+    p->full = (batch_run){.batch = p->rep_batch, .m = p->m, .sizes = p->mb_sizes,
                           .offsets = p->mb_offsets, .sched = p->schedule};
     if ((s = open_eval(p, plan, err)) != PP_OK) goto fail;
     if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
+    if ((s = alloc_grad_sum(p, err)) != PP_OK) goto fail;
+    if (pp_comm_size(p->comm) > 1 &&
+        (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
+        goto fail;
     *out = p;
     return PP_OK;
 fail:
@@ -639,6 +852,10 @@ void pp_pipeline_free(pp_pipeline *p)
     free(p->params);
     free(p->stages);
     free(p->descs);
+    free(p->stage_rank);
+    free(p->home_rank);
+    free(p->rep_rank);
+    free(p->grad_buf);
     free(p->mb_sizes);
     free(p->mb_offsets);
     free(p->step_ms);
@@ -692,6 +909,35 @@ static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
     }
 }
 
+/* In a job of several processes each measures only its own stages: every
+ * stage's figures of the step travel from its rank to all others, so every
+ * rank reports all stages. */
+static pp_status share_stage_times(struct pp_pipeline *p, pp_error *err)
+{
+    if (pp_comm_size(p->comm) < 2) return PP_OK;
+    int k = p->steps_run;
+    for (int s = 0; s < p->n_stages; s++) {
+        pipe_stage *st = &p->stages[s];
+        struct {
+            double fwd, bwd, busy;
+            int64_t peak;
+            int64_t in_flight;
+        } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], (int64_t)pp_device_peak_bytes(st->dev),
+               st->max_in_flight};
+        PP_TRY(pp_comm_broadcast(p->comm, p->home_rank[s], &v, sizeof v, err));
+        st->fwd_ms[k] = v.fwd;
+        st->bwd_ms[k] = v.bwd;
+        st->busy[k] = v.busy;
+        st->peak_bytes = (size_t)v.peak;
+        st->max_in_flight = (int)v.in_flight;
+    }
+    /* the bubble of the whole pipeline, not of this process's stages */
+    double busy = 0;
+    for (int s = 0; s < p->n_stages; s++) busy += p->stages[s].busy[k];
+    p->bubble[k] = 1.0 - busy / p->n_stages;
+    return PP_OK;
+}
+
 static pp_status check_loss(struct pp_pipeline *p, const float *losses, int m, pp_error *err)
 {
     for (int i = 0; i < m; i++) {
@@ -735,16 +981,33 @@ static void step_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, in
 static pp_status read_losses(struct pp_pipeline *p, const run_io *io, double *loss,
                              int64_t *correct, pp_error *err)
 {
-    int m = io->run->m;
+    int m = io->run->m, last = p->n_stages - 1;
     const float *losses = io->host_losses;
     const int32_t *corrects = io->host_corrects;
-    PP_TRY(check_loss(p, losses, m, err));
     float sum = 0;
     int64_t c = 0;
-    for (int i = 0; i < m; i++) {
-        sum += losses[i];
-        c += corrects[i];
+    pp_status bad = PP_OK;
+    if (stage_here(p, last)) { /* its stream copied them to the host, in order */
+        bad = check_loss(p, losses, m, err);
+        for (int i = 0; i < m; i++) {
+            sum += losses[i];
+            c += corrects[i];
+        }
     }
+    /* the last stage's process of each replica tells every process: sums
+     * over replicas (one replica: its sum plus zeros, the same bits) */
+    if (pp_comm_size(p->comm) > 1) {
+        float v[3] = {stage_here(p, last) ? sum : 0.0f, stage_here(p, last) ? (float)c : 0.0f,
+                      bad != PP_OK ? 1.0f : 0.0f};
+        PP_TRY(pp_comm_allreduce_sum_f32(p->comm, v, 3, err));
+        if (bad == PP_OK && v[2] > 0)
+            return pp_error_set(err, PP_ERR_NUMERIC, "the loss of another process's last stage "
+                                "is not finite at step %lld (see its message; lower the learning "
+                                "rate, or check the data)", (long long)p->steps_done);
+        sum = v[0];
+        c = (int64_t)v[1];
+    }
+    if (bad != PP_OK) return bad;
     *loss = sum;
     *correct = c;
     return PP_OK;
@@ -777,16 +1040,26 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     int64_t pos, epoch;
     int count;
     step_window(p, p->steps_done, &pos, &count, &epoch);
+    /* this replica's piece of the batch (all of it without replicas) */
+    int rep_off = 0, rep_count = count;
+    if (p->replicas > 1) {
+        replica_piece(count, p->replicas, p->replica, &rep_off, &rep_count);
+        if (rep_count == 0)
+            return pp_error_set(err, PP_ERR_INPUT, "a batch of %d samples cannot feed %d "
+                                "replicas (the epoch's last batch is too small; choose a batch "
+                                "size that divides the data set)", count, p->replicas);
+    }
     const batch_run *run = &p->full;
-    if (count != p->batch) {
-        if (p->tail.batch != count) PP_TRY(batch_run_make(p, &p->tail, count, p->kind, err));
+    if (rep_count != p->rep_batch) {
+        if (p->tail.batch != rep_count)
+            PP_TRY(batch_run_make(p, &p->tail, rep_count, p->kind, err));
         run = &p->tail;
     }
     if (p->lr.kind != PP_LR_CONSTANT) {
         p->cur_lr = pp_lr_at(&p->lr, (int)(p->epochs ? epoch : p->steps_done));
         pp_optimizer_set_lr(p->opt, (float)p->cur_lr);
     }
-    PP_TRY(pp_data_read(p->data, pos, count, p->host_images, p->host_labels, err));
+    PP_TRY(pp_data_read(p->data, pos + rep_off, rep_count, p->host_images, p->host_labels, err));
 
     p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
                      .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
@@ -800,6 +1073,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     double loss = 0;
     int64_t correct = 0;
     pp_status s = read_losses(p, &p->io, &loss, &correct, err);
+    if (s == PP_OK) s = sum_replica_grads(p, err);
     if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
     if (s != PP_OK) {
         pp_step_stats_free(&stats);
@@ -807,8 +1081,12 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     }
     double ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
     stage_times(p, &stats);
+    if ((s = share_stage_times(p, err)) != PP_OK) {
+        pp_step_stats_free(&stats);
+        return mark_broken(p, s, err);
+    }
     p->step_ms[p->steps_run] = ms;
-    p->bubble[p->steps_run] = stats.bubble;
+    if (pp_comm_size(p->comm) < 2) p->bubble[p->steps_run] = stats.bubble;
     p->copy_ms[p->steps_run] = stats.copy_ms;
     p->copy_bytes = stats.copy_bytes;
     if (res) {
@@ -816,7 +1094,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
         res->loss = loss;
         res->accuracy = (double)correct / count;
         res->step_ms = ms;
-        res->bubble = stats.bubble;
+        res->bubble = p->bubble[p->steps_run];
         res->epoch = epoch;
         res->batch = count;
         res->lr = p->cur_lr;
@@ -849,6 +1127,7 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
     if (!p->eval_data)
         return pp_error_set(err, PP_ERR_INVALID, "evaluate: the plan has no eval section");
     PP_TRY(check_usable(p, "evaluate", err));
+    PP_TRY(mark_broken(p, sync_replica_state(p, err), err));
     int64_t t0 = pp_stream_clock_ns();
     double loss = 0;
     int64_t correct = 0;
@@ -875,6 +1154,9 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
         loss += l;
         correct += c;
     }
+    /* every replica evaluated the whole test set */
+    loss /= p->replicas;
+    correct /= p->replicas;
     double secs = (double)(pp_stream_clock_ns() - t0) / 1e9;
     out->samples = p->eval_size;
     out->loss = loss / (double)p->eval_size;
@@ -922,14 +1204,18 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     memset(out, 0, sizeof *out);
     if (stage < 0 || stage >= p->n_stages) return;
     const pipe_stage *st = &p->stages[stage];
-    snprintf(out->device, sizeof out->device, "%s", st->dev->name);
+    out->rank = p->stage_rank[stage];
+    if (stage_here(p, stage))
+        snprintf(out->device, sizeof out->device, "%s", st->dev->name);
+    else
+        snprintf(out->device, sizeof out->device, "%s", st->device_name);
     out->params = pp_stage_num_params(st->model);
     out->n_layers = st->n_layers;
     out->layers = st->layers;
     out->forward_ms = median_after_warmup(st->fwd_ms, p->steps_run);
     out->backward_ms = median_after_warmup(st->bwd_ms, p->steps_run);
     out->busy_frac = median_after_warmup(st->busy, p->steps_run);
-    out->peak_bytes = pp_device_peak_bytes(st->dev);
+    out->peak_bytes = stage_here(p, stage) ? pp_device_peak_bytes(st->dev) : st->peak_bytes;
     out->max_in_flight = st->max_in_flight;
 }
 
@@ -972,6 +1258,8 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->images_per_s = out->step_ms_median > 0 ? p->batch * 1000.0 / out->step_ms_median : 0;
     out->bubble_frac = median_after_warmup(p->bubble, n);
     out->copy_bytes = p->copy_bytes;
+    out->ranks = pp_comm_size(p->comm);
+    out->replicas = p->replicas;
     out->copy_ms = median_after_warmup(p->copy_ms, n);
 
     /* predicted from the measured per-stage costs of one micro-batch */
@@ -1028,13 +1316,140 @@ static pp_status state_list(struct pp_pipeline *p, size_t extra, pp_ckpt_tensor 
     return PP_OK;
 }
 
-pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
+/* ---- checkpoints of a job of several processes ---------------------------------- */
+
+#define TAG_CKPT 30000 /* above the executor's boundary tags (2 x stages) */
+
+/* Moves a tensor's bytes from rank `from` to rank 0 through host memory. */
+static pp_status gather_tensor(struct pp_pipeline *p, int from, pp_tensor *t, pp_error *err)
+{
+    size_t bytes = pp_tensor_bytes(t);
+    void *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+    pp_status s;
+    if (p->rank == from) {
+        s = pp_tensor_to_host(t, tmp, bytes, err);
+        if (s == PP_OK) s = pp_comm_send(p->comm, 0, TAG_CKPT, tmp, bytes, err);
+    } else {
+        s = pp_comm_recv(p->comm, from, TAG_CKPT, tmp, bytes, err);
+        if (s == PP_OK) s = pp_tensor_from_host(t, tmp, bytes, err);
+    }
+    free(tmp);
+    return s;
+}
+
+/* Momentum buffers of other ranks' stages, gathered on rank 0 into host
+ * tensors it owns (names and tensors freed by free_remote_state). */
+typedef struct remote_state {
+    size_t n;
+    pp_ckpt_tensor *list;
+    pp_tensor *tensors;
+} remote_state;
+
+static void free_remote_state(remote_state *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        free((char *)r->list[i].name);
+        pp_tensor_free(&r->tensors[i]);
+    }
+    free(r->list);
+    free(r->tensors);
+    memset(r, 0, sizeof *r);
+}
+
+/* The momentum entry of parameter `name` in this process's optimizer. */
+static pp_tensor *momentum_of(const pp_ckpt_tensor *opt, size_t n, const char *name)
+{
+    size_t k = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(opt[i].name + k, name) == 0) return opt[i].tensor;
+    return NULL;
+}
+
+/* Brings every other rank's stage to rank 0: parameters and buffers into the
+ * stand-in models there, and (with_optimizer) momentum buffers into *rs.
+ * Every rank calls it; stages are visited in order, one sender at a time. */
+static pp_status gather_state(struct pp_pipeline *p, bool with_optimizer, remote_state *rs,
+                              pp_error *err)
+{
+    memset(rs, 0, sizeof *rs);
+    size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    pp_ckpt_tensor *opt = calloc(n_opt + 1, sizeof *opt);
+    if (!opt) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+    if (n_opt) pp_optimizer_state(p->opt, opt, n_opt);
+    size_t cap = 0;
+    for (int s = 0; s < p->n_stages; s++) cap += (size_t)pp_stage_param_count(p->stages[s].model);
+    if (p->rank == 0 && with_optimizer) {
+        rs->list = calloc(cap + 1, sizeof *rs->list);
+        rs->tensors = calloc(cap + 1, sizeof *rs->tensors);
+        if (!rs->list || !rs->tensors) {
+            free(opt);
+            return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+        }
+    }
+    pp_status st = PP_OK;
+    for (int s = 0; s < p->n_stages && st == PP_OK; s++) {
+        int from = p->home_rank[s];
+        if (from == 0 || (p->rank != 0 && p->rank != from)) continue;
+        pp_stage *m = p->stages[s].model;
+        if (p->rank == from) st = pp_stage_sync_buffers(m, err);
+        for (int i = 0; st == PP_OK && i < pp_stage_state_count(m); i++)
+            st = gather_tensor(p, from, pp_stage_state(m, i)->value, err);
+        for (int i = 0; st == PP_OK && with_optimizer && i < pp_stage_param_count(m); i++) {
+            const pp_named_tensor *nt = pp_stage_param(m, i);
+            pp_tensor *mom = p->rank == from ? momentum_of(opt, n_opt, nt->name) : NULL;
+            int32_t has = mom != NULL;
+            if (p->rank == from)
+                st = pp_comm_send(p->comm, 0, TAG_CKPT, &has, sizeof has, err);
+            else
+                st = pp_comm_recv(p->comm, from, TAG_CKPT, &has, sizeof has, err);
+            if (st != PP_OK || !has) continue;
+            if (p->rank == 0) {
+                pp_tensor *t = &rs->tensors[rs->n];
+                size_t len = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX) + strlen(nt->name) + 1;
+                char *name = malloc(len);
+                if (!name) {
+                    st = pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+                    break;
+                }
+                snprintf(name, len, "%s%s", PP_OPTIMIZER_MOMENTUM_PREFIX, nt->name);
+                rs->list[rs->n] = (pp_ckpt_tensor){name, t};
+                st = pp_tensor_alloc(t, nt->value->dev, nt->value->dtype, nt->value->ndim,
+                                     nt->value->shape, err);
+                rs->n++;
+                mom = t;
+            }
+            if (st == PP_OK) st = gather_tensor(p, from, mom, err);
+        }
+    }
+    free(opt);
+    return st;
+}
+
+/* Every rank returns rank 0's outcome of writing the file. */
+static pp_status share_outcome(struct pp_pipeline *p, pp_status s, pp_error *err)
+{
+    struct {
+        int32_t code;
+        char msg[PP_ERROR_MSG_MAX];
+    } o = {(int32_t)s, ""};
+    if (p->rank == 0 && s != PP_OK) snprintf(o.msg, sizeof o.msg, "%s", err->msg);
+    PP_TRY(pp_comm_broadcast(p->comm, 0, &o, sizeof o, err));
+    if (o.code == PP_OK) return PP_OK;
+    if (p->rank != 0) pp_error_set(err, (pp_status)o.code, "%s (rank 0)", o.msg);
+    return (pp_status)o.code;
+}
+
+static pp_status save_file(pp_pipeline *p, const char *path, bool with_optimizer,
+                           const remote_state *rs, pp_error *err)
 {
     size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    size_t n_remote = rs ? rs->n : 0;
     pp_ckpt_tensor *list;
     size_t n;
-    PP_TRY(state_list(p, n_opt, &list, &n, err));
+    PP_TRY(state_list(p, n_opt + n_remote, &list, &n, err));
     if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
+    for (size_t i = 0; i < n_remote; i++) list[n++] = rs->list[i];
     char steps[32];
     snprintf(steps, sizeof steps, "%lld", (long long)p->steps_done);
     pp_checkpoint_meta meta[] = {{"format", "pt"}, {"pipeline-run.steps", steps}};
@@ -1042,6 +1457,28 @@ pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer
     pp_status s = pp_checkpoint_save(path, list, n, meta, n_meta, err);
     free(list);
     return s;
+}
+
+pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
+{
+    if (pp_comm_size(p->comm) < 2) return save_file(p, path, with_optimizer, NULL, err);
+    /* a job of several processes: rank 0 gathers the whole model and writes
+     * it; the others wait for its outcome */
+    remote_state rs;
+    memset(&rs, 0, sizeof rs);
+    pp_status s = sync_replica_state(p, err);
+    if (s == PP_OK) s = gather_state(p, with_optimizer, &rs, err);
+    if (s != PP_OK) {
+        free_remote_state(&rs);
+        return s;
+    }
+    if (p->rank == 0) {
+        /* rank 0's stand-ins of other ranks' stages now hold their state;
+         * local stages are synchronised by state_list */
+        s = save_file(p, path, with_optimizer, &rs, err);
+    }
+    free_remote_state(&rs);
+    return share_outcome(p, s, err);
 }
 
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)

@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "partitioner/plan.h"
+#include "runtime/comm.h"
 #include "runtime/core/status.h"
 
 #ifdef __cplusplus
@@ -51,6 +52,12 @@ typedef struct pp_pipeline pp_pipeline;
 typedef struct pp_pipeline_options {
     bool keep_trace;   /* keep every step's timed spans for pp_pipeline_write_trace */
     int slots;         /* executor buffers per boundary and direction; 0 = default (2) */
+    pp_comm *comm;     /* the job this process belongs to (pp_comm_init), for plans whose
+                        * stages name other ranks ("rank1:cpu:0"); NULL: one process. Every
+                        * rank builds the pipeline from the same plan and calls step,
+                        * evaluate, save and load in the same order; each runs its own
+                        * stages and updates their parameters, and every rank gets the
+                        * losses. Must outlive the pipeline. */
 } pp_pipeline_options;
 
 /* What one step did. */
@@ -78,7 +85,8 @@ typedef struct pp_eval_result {
 /* Per-stage figures, aggregated over the steps run so far (the first step is
  * excluded when more than one has run). */
 typedef struct pp_stage_report {
-    char device[16];          /* "cpu:1", "cuda:0" */
+    char device[16];          /* "cpu:1", "cuda:0" (without the rank) */
+    int rank;                 /* the process of the job that runs the stage (0 in one process) */
     int n_layers;             /* items of the plan's layer list (0 for the delay model) */
     const char *const *layers; /* (n_layers) "conv1", ..., "layer1", "layer2.0": the plan's
                                   compact spelling; owned by the pipeline, valid until
@@ -99,7 +107,11 @@ typedef struct pp_pipeline_report {
     double predicted_step_ms;     /* simulator, from the measured per-stage costs */
     double bubble_frac_predicted; /* simulator */
     size_t copy_bytes;            /* per step, all boundary copies */
-    double copy_ms;               /* per step, median total copy time */
+    double copy_ms;               /* per step, median total copy time (this process's copies
+                                     and messages) */
+    int ranks;                    /* processes of the job (1 without mpirun) */
+    int replicas;                 /* data-parallel replicas of the pipeline (plan `replicas`);
+                                     the stage figures are those of rank 0's replica */
 } pp_pipeline_report;
 
 /* Builds the pipeline of a resolved plan (explicit stages; see

@@ -124,6 +124,7 @@
 #include "streams/stream.h"
 
 #include "runtime/checkpoint.h"
+#include "runtime/comm.h"
 #include "runtime/data.h"
 #include "runtime/lr_schedule.h"
 #include "runtime/optimizer.h"

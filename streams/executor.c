@@ -52,11 +52,21 @@ struct pp_executor {
     size_t last_bytes;
     void *last_out;            /* last stage's output buffer */
 
+    /* stages on several processes (pp_executor_set_ranks); NULL: all local */
+    pp_comm *comm;
+    int *ranks;                /* (S) */
+
     /* per run */
     const pp_schedule *sched;
     pp_tensor *shapes;         /* (S*m) output shape of stage s for micro-batch i */
     int shapes_cap;
 };
+
+/* Whether stage st runs in this process. */
+static bool local(const pp_executor *ex, int st)
+{
+    return !ex->ranks || ex->ranks[st] == pp_comm_rank(ex->comm);
+}
 
 pp_stream *pp_executor_stage_stream(pp_executor *ex, int stage)
 {
@@ -106,6 +116,7 @@ void pp_executor_free(pp_executor *ex)
     free(ex->lanes);
     free(ex->lane_dev);
     free(ex->shapes);
+    free(ex->ranks);
     free(ex->stages);
     free(ex);
 }
@@ -171,10 +182,44 @@ pp_status pp_executor_new(const pp_stage_desc *stages, int n, int slots, pp_exec
     return PP_OK;
 }
 
+pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks, int n,
+                                pp_error *err)
+{
+    if (!ex || (comm && !ranks) || (comm && n != ex->S))
+        return pp_error_set(err, PP_ERR_INVALID, "executor: ranks for %d stages, executor has %d",
+                            n, ex ? ex->S : 0);
+    if (ex->slots)
+        return pp_error_set(err, PP_ERR_INVALID, "executor: ranks set after the first run");
+    free(ex->ranks);
+    ex->ranks = NULL;
+    ex->comm = NULL;
+    if (!comm) return PP_OK;
+    for (int s = 0; s < n; s++)
+        if (ranks[s] < 0 || ranks[s] >= pp_comm_size(comm))
+            return pp_error_set(err, PP_ERR_INVALID, "executor: stage %d on rank %d, the job has "
+                                "%d process%s", s, ranks[s], pp_comm_size(comm),
+                                pp_comm_size(comm) == 1 ? "" : "es");
+    for (int b = 0; b + 1 < n; b++)
+        if (ranks[b] != ranks[b + 1] && (ex->stages[b].dev->id.kind != PP_DEVICE_CPU ||
+                                         ex->stages[b + 1].dev->id.kind != PP_DEVICE_CPU))
+            return pp_error_set(err, PP_ERR_INVALID, "executor: stages %d and %d are on ranks %d "
+                                "and %d: stages on different processes exchange through host "
+                                "memory, so both need CPU devices", b, b + 1, ranks[b],
+                                ranks[b + 1]);
+    ex->ranks = malloc((size_t)n * sizeof *ex->ranks);
+    if (!ex->ranks) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
+    memcpy(ex->ranks, ranks, (size_t)n * sizeof *ranks);
+    ex->comm = comm;
+    return PP_OK;
+}
+
 /* ---- pass 1: shapes, buffers, events -------------------------------------- */
 
-static pp_status alloc_slots(pp_device_ctx *dev, void ***p, int n, size_t bytes, pp_error *err)
+/* Slots of a side that lives in another process stay NULL. */
+static pp_status alloc_slots(pp_device_ctx *dev, void ***p, int n, size_t bytes, bool here,
+                             pp_error *err)
 {
+    if (!here) return PP_OK;
     *p = calloc((size_t)n, sizeof **p);
     if (!*p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor buffers)");
     for (int k = 0; k < n; k++) PP_TRY(pp_device_alloc(dev, bytes, &(*p)[k], err));
@@ -242,10 +287,11 @@ static pp_status ensure_buffers(pp_executor *ex, int slots, int m, pp_error *err
         bb->bytes = max_bytes(ex, b, m);
         if (bb->bytes == 0) bb->bytes = 1;
         pp_device_ctx *lo = ex->stages[b].dev, *hi = ex->stages[b + 1].dev;
-        pp_status st = alloc_slots(lo, &bb->act_send, n, bb->bytes, err);
-        if (st == PP_OK) st = alloc_slots(hi, &bb->act_recv, n, bb->bytes, err);
-        if (st == PP_OK) st = alloc_slots(hi, &bb->grad_send, n, bb->bytes, err);
-        if (st == PP_OK) st = alloc_slots(lo, &bb->grad_recv, n, bb->bytes, err);
+        bool lo_here = local(ex, b), hi_here = local(ex, b + 1);
+        pp_status st = alloc_slots(lo, &bb->act_send, n, bb->bytes, lo_here, err);
+        if (st == PP_OK) st = alloc_slots(hi, &bb->act_recv, n, bb->bytes, hi_here, err);
+        if (st == PP_OK) st = alloc_slots(hi, &bb->grad_send, n, bb->bytes, hi_here, err);
+        if (st == PP_OK) st = alloc_slots(lo, &bb->grad_recv, n, bb->bytes, lo_here, err);
         if (st != PP_OK) {
             free_buffers(ex);
             return st;
@@ -253,6 +299,7 @@ static pp_status ensure_buffers(pp_executor *ex, int slots, int m, pp_error *err
     }
     ex->last_bytes = max_bytes(ex, S - 1, m);
     if (ex->last_bytes == 0) ex->last_bytes = 1;
+    if (!local(ex, S - 1)) return PP_OK;
     pp_status st = pp_device_alloc(ex->stages[S - 1].dev, ex->last_bytes, &ex->last_out, err);
     if (st != PP_OK) free_buffers(ex);
     return st;
@@ -349,8 +396,36 @@ static pp_status run_step(pp_exec *x, void *arg, pp_error *err)
     return rc;
 }
 
-static pp_status enqueue_copy(pp_executor *ex, const pp_prog_item *it, const char *label,
-                              pp_error *err)
+/* A boundary copy between two processes: this side's half of it, a send or
+ * a receive of one slot (see pp_executor_set_ranks). */
+static pp_status run_message(pp_exec *x, void *arg, pp_error *err)
+{
+    const run_item *r = arg;
+    pp_executor *ex = r->ex;
+    const pp_prog_item *it = r->it;
+    int b = it->stage, i = it->mb, m = ex->sched->micro_batches, k = i % ex->slots;
+    boundary_buf *bb = &ex->bufs[b];
+    size_t bytes = pp_tensor_bytes(&ex->shapes[b * m + i]);
+    bool act = it->kind == PP_PROG_COPY_ACT;
+    int from = act ? b : b + 1, to = act ? b + 1 : b;
+    int tag = (act ? 0 : ex->S) + b;
+    pp_status rc;
+    if (local(ex, from))
+        rc = pp_comm_send(ex->comm, ex->ranks[to], tag, act ? bb->act_send[k] : bb->grad_send[k],
+                          bytes, err);
+    else
+        rc = pp_comm_recv(ex->comm, ex->ranks[from], tag, act ? bb->act_recv[k] : bb->grad_recv[k],
+                          bytes, err);
+    if (rc != PP_OK) {
+        if (err->code == PP_OK) err->code = rc;
+        pp_error_prefix(err, "%s micro-batch %d stage %d -> %d", act ? "activation" : "gradient",
+                        i, from, to);
+    }
+    return rc;
+}
+
+static pp_status enqueue_copy(pp_executor *ex, const pp_prog_item *it, run_item *item,
+                              const char *label, pp_error *err)
 {
     int b = it->stage, i = it->mb, m = ex->sched->micro_batches, k = i % ex->slots;
     boundary_buf *bb = &ex->bufs[b];
@@ -358,12 +433,23 @@ static pp_status enqueue_copy(pp_executor *ex, const pp_prog_item *it, const cha
     pp_device_ctx *lo = ex->stages[b].dev, *hi = ex->stages[b + 1].dev;
     pp_stream *s = ex->lanes[it->lane];
     pp_status rc;
-    if (it->kind == PP_PROG_COPY_ACT)
+    if (local(ex, b) != local(ex, b + 1))
+        rc = pp_stream_launch(s, label, run_message, item, err);
+    else if (it->kind == PP_PROG_COPY_ACT)
         rc = pp_stream_copy(s, bb->act_recv[k], hi, bb->act_send[k], lo, bytes, label, err);
     else
         rc = pp_stream_copy(s, bb->grad_recv[k], lo, bb->grad_send[k], hi, bytes, label, err);
     if (rc != PP_OK) pp_error_prefix(err, "%s (%s)", label, pp_stream_device(s)->name);
     return rc;
+}
+
+/* Whether this process runs (its half of) an item: a stage's own actions
+ * where the stage is local, a copy where either side is. */
+static bool item_here(const pp_executor *ex, const pp_prog_item *it)
+{
+    if (it->kind == PP_PROG_COPY_ACT || it->kind == PP_PROG_COPY_GRAD)
+        return local(ex, it->stage) || local(ex, it->stage + 1);
+    return local(ex, it->stage);
 }
 
 static pp_status enqueue_all(pp_executor *ex, const pp_program *p, run_item *items,
@@ -375,8 +461,11 @@ static pp_status enqueue_all(pp_executor *ex, const pp_program *p, run_item *ite
     for (int k = 0; k < p->n_items && rc == PP_OK; k++) {
         const pp_prog_item *it = &p->items[k];
         pp_stream *s = ex->lanes[it->lane];
+        if (!item_here(ex, it)) continue;
+        /* a dependency on another process's item is kept by its message */
         for (int d = 0; d < it->ndeps && rc == PP_OK; d++)
-            rc = pp_stream_wait_event(s, item_ev[it->deps[d]], err);
+            if (item_here(ex, &p->items[it->deps[d]]))
+                rc = pp_stream_wait_event(s, item_ev[it->deps[d]], err);
         if (rc != PP_OK) break;
         char label[PP_STREAM_LABEL_MAX];
         pp_prog_item_label(it, label, sizeof label);
@@ -389,7 +478,7 @@ static pp_status enqueue_all(pp_executor *ex, const pp_program *p, run_item *ite
                 rc = pp_stream_launch(s, label, run_step, &items[k], err);
             break;
         case PP_PROG_COPY_ACT:
-        case PP_PROG_COPY_GRAD: rc = enqueue_copy(ex, it, label, err); break;
+        case PP_PROG_COPY_GRAD: rc = enqueue_copy(ex, it, &items[k], label, err); break;
         }
         if (rc == PP_OK && it->waited) {
             item_ev[k] = ex->events[it->lane].ev[used[it->lane]++];

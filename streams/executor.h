@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "runtime/comm.h"
 #include "runtime/core/device.h"
 #include "runtime/core/exec.h"
 #include "runtime/core/status.h"
@@ -115,11 +116,27 @@ pp_status pp_executor_new(const pp_stage_desc *stages, int n, int slots, pp_exec
 /* Frees streams, events and buffers. NULL is a no-op. */
 void pp_executor_free(pp_executor *ex);
 
+/* Spreads the stages over the processes of a job: stage s runs on rank
+ * ranks[s] of comm (copied; n entries, the executor's stage count). Each
+ * process runs the same schedule but only its own stages' actions: the
+ * callbacks of other ranks' stages are never called (their out_shape still
+ * is, for buffer sizes), and a boundary between two ranks is a message
+ * (pp_comm_send on the sender's copy lane, pp_comm_recv on the receiver's,
+ * in micro-batch order, one tag per boundary and direction) ordered by the
+ * same events as an in-process copy. Both sides of such a boundary must be
+ * CPU devices (host memory); PP_ERR_INVALID otherwise, or when a rank is
+ * outside the job. A stage's device descriptor of another rank is only a
+ * placeholder (no buffers are allocated for it). comm must outlive the
+ * executor; call before the first run. NULL comm: every stage is local. */
+pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks, int n,
+                                pp_error *err);
+
 /* Runs one step of s (validated first; s->stages must equal n) and waits for
  * it. On success fills *stats if stats is non-NULL (pp_step_stats_free it).
  * On failure returns the first failing action's error, its message prefixed
  * "stage 1 (cpu:1) micro-batch 3: " (copies: "copy act 3 s0->s1 (cpu:1): "),
- * and the executor stays usable. */
+ * and the executor stays usable. With stages on several ranks, every rank
+ * calls it with the same schedule; stats then hold this rank's lanes only. */
 pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *stats,
                           pp_error *err);
 

@@ -23,6 +23,18 @@ static double item_cost(const pp_schedule *s, const pp_sim_costs *c, const pp_pr
     return 0.0;
 }
 
+double pp_sim_message_ms(double bytes, double gbps, double latency_ms)
+{
+    return latency_ms + (gbps > 0 ? bytes / (gbps * 1e9) * 1e3 : 0.0);
+}
+
+double pp_sim_allreduce_ms(double bytes, int r, double gbps, double latency_ms)
+{
+    if (r <= 1) return 0.0;
+    double rounds = 2.0 * (r - 1);
+    return rounds * latency_ms + (gbps > 0 ? rounds / r * bytes / (gbps * 1e9) * 1e3 : 0.0);
+}
+
 void pp_sim_result_free(pp_sim_result *res)
 {
     if (!res) return;
@@ -40,6 +52,9 @@ pp_status pp_simulate(const pp_schedule *s, const pp_sim_costs *c, pp_sim_result
     if (c->stages != s->stages)
         return pp_error_set(err, PP_ERR_INVALID, "simulate: costs for %d stages, schedule has %d",
                             c->stages, s->stages);
+    if (c->replicas > 1 && (!c->grad_bytes || !(c->link_gbps > 0) || c->link_latency_ms < 0))
+        return pp_error_set(err, PP_ERR_INVALID, "simulate: replicas need grad_bytes, a "
+                            "positive link_gbps and a latency >= 0");
     pp_program p;
     PP_TRY(pp_program_build(s, c->slots > 0 ? c->slots : PP_DEFAULT_SLOTS, &p, err));
     double *lane_end = calloc((size_t)p.n_lanes, sizeof *lane_end);
@@ -71,6 +86,19 @@ pp_status pp_simulate(const pp_schedule *s, const pp_sim_costs *c, pp_sim_result
         out->lane = it->lane;
         out->start_ms = start;
         out->end_ms = end[k];
+    }
+    /* replicas: each stage's gradient sum after its last backward, on its own lane */
+    if (c->replicas > 1) {
+        for (int st = 0; st < s->stages; st++) {
+            double last_b = 0.0;
+            for (int k = 0; k < p.n_items; k++)
+                if (p.items[k].kind == PP_PROG_B && p.items[k].stage == st && end[k] > last_b)
+                    last_b = end[k];
+            double ar = pp_sim_allreduce_ms(c->grad_bytes[st], c->replicas, c->link_gbps,
+                                            c->link_latency_ms);
+            res->allreduce_ms += ar;
+            if (last_b + ar > step) step = last_b + ar;
+        }
     }
     res->step_ms = step;
     double busy = 0.0;

@@ -11,6 +11,13 @@
  *
  * For S uniform stages (forward f, backward b, no copy cost) both GPipe and
  * 1F1B give step = (m + S - 1)(f + b) and bubble = (S - 1)/(m + S - 1).
+ *
+ * Jobs of several processes: a boundary between two processes is a message,
+ * costed by pp_sim_message_ms (pass it as that boundary's copy cost). With
+ * replicas > 1, each stage's gradients are summed over the replicas by a ring
+ * allreduce (pp_sim_allreduce_ms) on a lane of the stage's own that starts
+ * when the stage's last backward ends, so it overlaps the earlier stages'
+ * backward; the step ends when the last sum does.
  */
 #ifndef PP_SIMULATE_H
 #define PP_SIMULATE_H
@@ -33,7 +40,20 @@ typedef struct pp_sim_costs {
                                    linearly with each micro-batch's size; 0: per micro-batch */
     int slots;                  /* buffers per boundary and direction, as the executor's
                                    (0 = the executor's default, 2) */
+    int replicas;               /* data-parallel replicas; <= 1: no gradient sum */
+    const double *grad_bytes;   /* (S) bytes of each stage's parameter gradients (replicas) */
+    double link_gbps;           /* bandwidth between processes, GB/s (1e9 bytes/s), > 0 */
+    double link_latency_ms;     /* latency of one message between processes */
 } pp_sim_costs;
+
+/* Milliseconds to send one message of bytes over a link: latency + bytes /
+ * bandwidth. */
+double pp_sim_message_ms(double bytes, double gbps, double latency_ms);
+
+/* Milliseconds of a ring allreduce of bytes over r processes: 2(r-1)/r x
+ * bytes / bandwidth, plus 2(r-1) messages' latency (reduce-scatter then
+ * all-gather, r-1 rounds each). 0 for r <= 1. */
+double pp_sim_allreduce_ms(double bytes, int r, double gbps, double latency_ms);
 
 /* One predicted item, for predicted traces. */
 typedef struct pp_sim_item {
@@ -47,6 +67,7 @@ typedef struct pp_sim_result {
     double bubble;              /* 1 - sum(busy_ms) / (S * step_ms) */
     int stages;
     double *busy_ms;            /* (S) compute time per stage */
+    double allreduce_ms;        /* replicas: the sum of every stage's allreduce time (0 without) */
     int n_items;
     pp_sim_item *items;         /* (n_items) in issue order */
 } pp_sim_result;

@@ -1,0 +1,162 @@
+/*
+ * comm.c - the job-wide communication API of comm.h: argument checks, the job
+ * of one process, chunking of long transfers and tensor wrappers, over the
+ * backend built (comm_mpi.c or comm_single.c, see comm_impl.h).
+ */
+#include "runtime/comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "runtime/comm_impl.h"
+
+bool pp_comm_built_with_mpi(void) { return pp_comm_impl_built(); }
+
+pp_status pp_comm_init(int *argc, char ***argv, pp_comm **out, pp_error *err)
+{
+    if (!out) return pp_error_set(err, PP_ERR_INVALID, "pp_comm_init: out is NULL");
+    *out = NULL;
+    pp_comm *c = calloc(1, sizeof *c);
+    if (!c) return pp_error_set(err, PP_ERR_OOM, "pp_comm_init: out of host memory");
+    c->timeout_s = PP_COMM_TIMEOUT_DEFAULT_S;
+    pp_status s = pp_comm_impl_init(argc, argv, c, err);
+    if (s != PP_OK) {
+        free(c);
+        return s;
+    }
+    *out = c;
+    return PP_OK;
+}
+
+void pp_comm_free(pp_comm *c)
+{
+    if (!c) return;
+    if (c->mpi) pp_comm_impl_finalize(c);
+    free(c);
+}
+
+int pp_comm_rank(const pp_comm *c) { return c ? c->rank : 0; }
+int pp_comm_size(const pp_comm *c) { return c ? c->size : 1; }
+bool pp_comm_thread_safe(const pp_comm *c) { return !c || c->thread_multiple; }
+
+pp_status pp_comm_set_timeout(pp_comm *c, double seconds, pp_error *err)
+{
+    if (!c) return pp_error_set(err, PP_ERR_INVALID, "pp_comm_set_timeout: comm is NULL");
+    if (!(seconds >= 0))
+        return pp_error_set(err, PP_ERR_INVALID, "communication timeout must be >= 0 seconds, "
+                            "got %g", seconds);
+    c->timeout_s = seconds;
+    return PP_OK;
+}
+
+/* The checks every point-to-point call shares. */
+static pp_status check_p2p(const pp_comm *c, const char *what, int peer, int tag,
+                           const void *buf, size_t bytes, pp_error *err)
+{
+    if (!c) return pp_error_set(err, PP_ERR_INVALID, "%s: comm is NULL", what);
+    if (peer < 0 || peer >= c->size)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: rank %d does not exist (the job has %d "
+                            "process%s)", what, peer, c->size, c->size == 1 ? "" : "es");
+    if (peer == c->rank)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: rank %d to itself", what, peer);
+    if (tag < 0 || tag > PP_COMM_TAG_MAX)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: tag %d outside 0..%d", what, tag,
+                            PP_COMM_TAG_MAX);
+    if (!buf && bytes)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: buffer is NULL", what);
+    return PP_OK;
+}
+
+pp_status pp_comm_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
+                       pp_error *err)
+{
+    PP_TRY(check_p2p(c, "send", peer, tag, buf, bytes, err));
+    const char *p = buf;
+    size_t done = 0;
+    do {
+        size_t n = bytes - done < PP_COMM_CHUNK ? bytes - done : PP_COMM_CHUNK;
+        PP_TRY(pp_comm_impl_send(c, peer, tag, p + done, n, err));
+        done += n;
+    } while (done < bytes);
+    return PP_OK;
+}
+
+pp_status pp_comm_recv(pp_comm *c, int peer, int tag, void *buf, size_t bytes, pp_error *err)
+{
+    PP_TRY(check_p2p(c, "receive", peer, tag, buf, bytes, err));
+    char *p = buf;
+    size_t done = 0;
+    do {
+        size_t n = bytes - done < PP_COMM_CHUNK ? bytes - done : PP_COMM_CHUNK;
+        PP_TRY(pp_comm_impl_recv(c, peer, tag, p + done, n, err));
+        done += n;
+    } while (done < bytes);
+    return PP_OK;
+}
+
+static pp_status check_host_tensor(const pp_tensor *t, const char *what, pp_error *err)
+{
+    if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: tensor is NULL", what);
+    if (t->dev && t->dev->id.kind != PP_DEVICE_CPU)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: the tensor is not in host memory", what);
+    return PP_OK;
+}
+
+pp_status pp_comm_send_tensor(pp_comm *c, int peer, int tag, const pp_tensor *t, pp_error *err)
+{
+    PP_TRY(check_host_tensor(t, "send", err));
+    return pp_comm_send(c, peer, tag, t->data, pp_tensor_bytes(t), err);
+}
+
+pp_status pp_comm_recv_tensor(pp_comm *c, int peer, int tag, pp_tensor *t, pp_error *err)
+{
+    PP_TRY(check_host_tensor(t, "receive", err));
+    return pp_comm_recv(c, peer, tag, t->data, pp_tensor_bytes(t), err);
+}
+
+pp_status pp_comm_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_error *err)
+{
+    if (!c) return pp_error_set(err, PP_ERR_INVALID, "allreduce: comm is NULL");
+    if (!buf && n) return pp_error_set(err, PP_ERR_INVALID, "allreduce: buffer is NULL");
+    if (c->size == 1) return PP_OK;
+    size_t chunk = PP_COMM_CHUNK / sizeof(float), done = 0;
+    while (done < n) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        PP_TRY(pp_comm_impl_allreduce_sum_f32(c, buf + done, k, err));
+        done += k;
+    }
+    return PP_OK;
+}
+
+pp_status pp_comm_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err)
+{
+    if (!c) return pp_error_set(err, PP_ERR_INVALID, "broadcast: comm is NULL");
+    if (root < 0 || root >= c->size)
+        return pp_error_set(err, PP_ERR_INVALID, "broadcast: rank %d does not exist (the job "
+                            "has %d process%s)", root, c->size, c->size == 1 ? "" : "es");
+    if (!buf && bytes) return pp_error_set(err, PP_ERR_INVALID, "broadcast: buffer is NULL");
+    if (c->size == 1) return PP_OK;
+    char *p = buf;
+    size_t done = 0;
+    while (done < bytes) {
+        size_t n = bytes - done < PP_COMM_CHUNK ? bytes - done : PP_COMM_CHUNK;
+        PP_TRY(pp_comm_impl_broadcast(c, root, p + done, n, err));
+        done += n;
+    }
+    return PP_OK;
+}
+
+pp_status pp_comm_barrier(pp_comm *c, pp_error *err)
+{
+    if (!c) return pp_error_set(err, PP_ERR_INVALID, "barrier: comm is NULL");
+    if (c->size == 1) return PP_OK;
+    return pp_comm_impl_barrier(c, err);
+}
+
+void pp_comm_abort(pp_comm *c, int code, const char *msg)
+{
+    if (msg) fprintf(stderr, "rank %d: %s\n", pp_comm_rank(c), msg);
+    fflush(stderr);
+    if (c && c->mpi && c->size > 1) pp_comm_impl_abort(c, code);
+    exit(code);
+}

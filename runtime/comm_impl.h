@@ -1,0 +1,40 @@
+/*
+ * comm_impl.h - what runtime/comm.c asks of a communication backend. Exactly
+ * one backend is built: comm_mpi.c (meson option `mpi` found) or
+ * comm_single.c. comm.c checks every argument and handles the job of one
+ * process itself, so the pp_comm_impl_* transfer functions are only called
+ * with c->mpi true, a valid peer or root, and bytes <= PP_COMM_CHUNK.
+ */
+#ifndef PP_COMM_IMPL_H
+#define PP_COMM_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runtime/comm.h"
+
+/* Largest single message (MPI counts are int); longer transfers are cut into
+ * chunks of this size, sent in order under the same tag. */
+#define PP_COMM_CHUNK ((size_t)1 << 30)
+
+struct pp_comm {
+    int rank, size;
+    bool mpi;              /* MPI was initialised by this process (finalize on free) */
+    bool thread_multiple;  /* MPI_THREAD_MULTIPLE provided (always true without MPI) */
+    double timeout_s;      /* point-to-point and collective wait limit; 0: none */
+};
+
+bool pp_comm_impl_built(void);
+/* Fills rank, size, mpi, thread_multiple; c->timeout_s is already set. */
+pp_status pp_comm_impl_init(int *argc, char ***argv, pp_comm *c, pp_error *err);
+void pp_comm_impl_finalize(pp_comm *c);
+pp_status pp_comm_impl_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
+                            pp_error *err);
+pp_status pp_comm_impl_recv(pp_comm *c, int peer, int tag, void *buf, size_t bytes,
+                            pp_error *err);
+pp_status pp_comm_impl_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_error *err);
+pp_status pp_comm_impl_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err);
+pp_status pp_comm_impl_barrier(pp_comm *c, pp_error *err);
+void pp_comm_impl_abort(pp_comm *c, int code) __attribute__((noreturn));
+
+#endif

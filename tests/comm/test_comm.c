@@ -1,0 +1,173 @@
+/*
+ * test_comm.c - the communication layer (runtime/comm.h).
+ *
+ *   test_comm              a job of one process: rank 0 of 1, argument
+ *                          checks, no-op collectives, no peers
+ *   test_comm --job        run by mpirun with 2 or more ranks (comm_mpi.sh):
+ *                          tensors around a ring, chunk-sized and empty
+ *                          messages, a size mismatch, tags kept apart,
+ *                          sum and broadcast identical on every rank,
+ *                          a receive that times out naming its peer
+ * --job exits 77 (skip) in a build without MPI.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/comm.h"
+#include "runtime/core/device.h"
+#include "tests/check.h"
+
+static void test_single(void)
+{
+    pp_error err;
+    pp_comm *c = NULL;
+    CHECK_OK(pp_comm_init(NULL, NULL, &c, &err), &err);
+    if (!c) return;
+    CHECK(pp_comm_rank(c) == 0);
+    CHECK(pp_comm_size(c) == 1);
+    CHECK(pp_comm_thread_safe(c));
+    float x[3] = {1.5f, -2.0f, 3.25f};
+    CHECK_OK(pp_comm_allreduce_sum_f32(c, x, 3, &err), &err);
+    CHECK(x[0] == 1.5f && x[1] == -2.0f && x[2] == 3.25f);
+    CHECK_OK(pp_comm_broadcast(c, 0, x, sizeof x, &err), &err);
+    CHECK_OK(pp_comm_barrier(c, &err), &err);
+    CHECK(pp_comm_send(c, 1, 0, x, sizeof x, &err) == PP_ERR_INVALID);
+    CHECK_MSG(strstr(err.msg, "rank 1 does not exist (the job has 1 process)"), "%s", err.msg);
+    CHECK(pp_comm_recv(c, 0, 0, x, sizeof x, &err) == PP_ERR_INVALID);
+    CHECK_MSG(strstr(err.msg, "to itself"), "%s", err.msg);
+    CHECK(pp_comm_send(c, 0, -1, x, sizeof x, &err) == PP_ERR_INVALID);
+    CHECK(pp_comm_broadcast(c, 2, x, sizeof x, &err) == PP_ERR_INVALID);
+    CHECK(pp_comm_allreduce_sum_f32(c, NULL, 3, &err) == PP_ERR_INVALID);
+    CHECK(pp_comm_set_timeout(c, -1, &err) == PP_ERR_INVALID);
+    CHECK_OK(pp_comm_set_timeout(c, 0, &err), &err);
+    CHECK(pp_comm_rank(NULL) == 0 && pp_comm_size(NULL) == 1);
+    pp_comm_free(c);
+    pp_comm_free(NULL);
+}
+
+/* A value every rank can compute for element i of rank r's contribution. */
+static float value(int r, size_t i) { return (float)((r + 1) * 0.1) + (float)(i % 97) * 1e-3f; }
+
+static void test_job(pp_comm *c)
+{
+    pp_error err;
+    int rank = pp_comm_rank(c), size = pp_comm_size(c);
+    int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+    CHECK(size >= 2);
+    CHECK(pp_comm_thread_safe(c));
+
+    /* 1. A CPU tensor around the ring (send first on even ranks). */
+    pp_registry *reg = NULL;
+    pp_device_ctx *cpu = NULL;
+    CHECK_OK(pp_registry_new(&reg, &err), &err);
+    pp_device_id id = {PP_DEVICE_CPU, 0};
+    CHECK_OK(pp_registry_get(reg, id, &cpu, &err), &err);
+    int64_t shape[4] = {2, 3, 4, 5};
+    pp_tensor a, b;
+    CHECK_OK(pp_tensor_alloc(&a, cpu, PP_F32, 4, shape, &err), &err);
+    CHECK_OK(pp_tensor_alloc(&b, cpu, PP_F32, 4, shape, &err), &err);
+    float *pa = a.data, *pb = b.data;
+    for (int i = 0; i < 120; i++) pa[i] = value(rank, (size_t)i);
+    if (rank % 2 == 0) {
+        CHECK_OK(pp_comm_send_tensor(c, next, 1, &a, &err), &err);
+        CHECK_OK(pp_comm_recv_tensor(c, prev, 1, &b, &err), &err);
+    } else {
+        CHECK_OK(pp_comm_recv_tensor(c, prev, 1, &b, &err), &err);
+        CHECK_OK(pp_comm_send_tensor(c, next, 1, &a, &err), &err);
+    }
+    int bad = 0;
+    for (int i = 0; i < 120; i++) bad += pb[i] != value(prev, (size_t)i);
+    CHECK_MSG(bad == 0, "rank %d: %d elements differ from rank %d's", rank, bad, prev);
+
+    /* 2. Tags keep messages apart: rank 0 sends tag 3 then tag 2, rank 1
+     * receives tag 2 first. Then an empty message and a size mismatch. */
+    if (rank == 0) {
+        int v3 = 33, v2 = 22;
+        CHECK_OK(pp_comm_send(c, 1, 3, &v3, sizeof v3, &err), &err);
+        CHECK_OK(pp_comm_send(c, 1, 2, &v2, sizeof v2, &err), &err);
+        CHECK_OK(pp_comm_send(c, 1, 4, NULL, 0, &err), &err);
+        double d = 1.0;
+        CHECK_OK(pp_comm_send(c, 1, 5, &d, sizeof d, &err), &err);
+    } else if (rank == 1) {
+        int v2 = 0, v3 = 0;
+        CHECK_OK(pp_comm_recv(c, 0, 2, &v2, sizeof v2, &err), &err);
+        CHECK_OK(pp_comm_recv(c, 0, 3, &v3, sizeof v3, &err), &err);
+        CHECK(v2 == 22 && v3 == 33);
+        CHECK_OK(pp_comm_recv(c, 0, 4, NULL, 0, &err), &err);
+        char small[16];
+        pp_status s = pp_comm_recv(c, 0, 5, small, 4, &err);
+        CHECK_MSG(s == PP_ERR_BACKEND, "size mismatch -> %s", pp_status_name(s));
+        CHECK_MSG(strstr(err.msg, "rank 1:") && strstr(err.msg, "rank 0"), "%s", err.msg);
+    }
+    CHECK_OK(pp_comm_barrier(c, &err), &err);
+
+    /* 3. The sum: one element per rank-dependent value, larger than one
+     * reduction segment, identical on every rank. */
+    size_t n = 100003;
+    float *x = malloc(n * sizeof *x);
+    double *want = malloc(n * sizeof *want);
+    CHECK(x && want);
+    if (!x || !want) return;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = value(rank, i);
+        want[i] = 0;
+        for (int r = 0; r < size; r++) want[i] += value(r, i);
+    }
+    CHECK_OK(pp_comm_allreduce_sum_f32(c, x, n, &err), &err);
+    bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += fabs(x[i] - want[i]) > 1e-6 * (fabs(want[i]) + 1) * size;
+    CHECK_MSG(bad == 0, "rank %d: %d sums wrong", rank, bad);
+    /* Same bits everywhere: rank 0 broadcasts its result, every rank compares. */
+    float *ref = malloc(n * sizeof *ref);
+    CHECK(ref);
+    if (!ref) return;
+    memcpy(ref, x, n * sizeof *x);
+    CHECK_OK(pp_comm_broadcast(c, 0, ref, n * sizeof *ref, &err), &err);
+    CHECK_MSG(memcmp(ref, x, n * sizeof *x) == 0, "rank %d: sum differs from rank 0's bits",
+              rank);
+    free(ref);
+    free(want);
+    free(x);
+
+    /* 4. A receive nobody answers times out naming the peer. */
+    CHECK_OK(pp_comm_set_timeout(c, 0.3, &err), &err);
+    if (rank == size - 1) {
+        int v = 0;
+        pp_status s = pp_comm_recv(c, 0, 9, &v, sizeof v, &err);
+        CHECK_MSG(s == PP_ERR_BACKEND, "unanswered receive -> %s", pp_status_name(s));
+        CHECK_MSG(strstr(err.msg, "receive from rank 0") && strstr(err.msg, "within 0.3 s"),
+                  "%s", err.msg);
+    }
+    CHECK_OK(pp_comm_set_timeout(c, PP_COMM_TIMEOUT_DEFAULT_S, &err), &err);
+    CHECK_OK(pp_comm_barrier(c, &err), &err);
+    pp_tensor_free(&a);
+    pp_tensor_free(&b);
+    pp_registry_free(reg);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--job") == 0) {
+        if (!pp_comm_built_with_mpi()) {
+            fprintf(stderr, "test_comm: built without MPI\n");
+            return 77;
+        }
+        pp_error err;
+        pp_comm *c = NULL;
+        if (pp_comm_init(&argc, &argv, &c, &err) != PP_OK) {
+            fprintf(stderr, "test_comm: %s\n", err.msg);
+            return 1;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "comm (rank %d of %d)", pp_comm_rank(c), pp_comm_size(c));
+        test_job(c);
+        int rc = check_summary(name);
+        pp_comm_free(c);
+        return rc;
+    }
+    test_single();
+    return check_summary("comm");
+}

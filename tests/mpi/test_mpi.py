@@ -1,0 +1,300 @@
+#!/usr/bin/env python3
+"""Jobs of several processes (mpirun -np N pipeline-run plan.yaml) against the
+same plans in one process, on CPU devices of this machine.
+
+Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
+
+- two_rank.yaml (stage 1 on rank 1) under 2 processes equals two_stage.yaml
+  in one process bit for bit: losses and the checkpoint file (parameters,
+  buffers and momentum, written by rank 0);
+- three stages on ranks 0, 1, 0 (a rank holding two non-adjacent stages),
+  the same;
+- the 2-process checkpoint loads into 1 process and into 2, and training
+  continues identically;
+- replicas.yaml (2 replicas x 2 stages, 4 processes) against two_stage.yaml:
+  the first loss equal bit for bit (the same parameters see the same
+  micro-batches); after one step every parameter and momentum buffer within
+  1e-6 of its tensor's largest magnitude: the replicas add two partial
+  gradient sums where one process accumulates four micro-batches in turn,
+  so the gradients differ by float rounding only (a few ulps of 2^-23 =
+  1.2e-7; measured 1.3e-7). Over three steps this plan's training is
+  unstable (lr 0.05 on 8 random images; the loss rises), which amplifies
+  rounding, so the three losses are held to 1e-5 relative (measured 2e-7).
+  Batch-norm statistics are those of rank 0's replica (as DDP's
+  broadcast_buffers): it counted 2 micro-batches per step where one
+  process counts 4;
+- faults: a rank killed mid-run ends the job within 30 s, with an error
+  naming it; ranks started with different plans refuse at start (exit 2,
+  naming the rank, before any step);
+- plan errors: a rank outside the job exits 2 at FILE:LINE:COL from every
+  rank (and in one process), a malformed rankN: prefix too, and CUDA devices
+  next to another process are refused; --validate writes the rank back.
+Exits 77 (skip) where mpirun is missing or the build has no MPI."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BIN, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+HERE = os.path.join(ROOT, "tests", "mpi")
+MPIRUN = [os.path.join(ROOT, "tests", "comm", "mpirun.sh")]
+failures = 0
+checks = 0
+
+
+def check(cond, what):
+    global failures, checks
+    checks += 1
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}", file=sys.stderr)
+
+
+def run(*args, np=0, timeout=240):
+    cmd = ["bash", *MPIRUN, str(np), BIN, *args] if np else [BIN, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+if not shutil.which("mpirun") and not shutil.which("mpiexec"):
+    print("test_mpi: no mpirun: skipped", file=sys.stderr)
+    sys.exit(77)
+probe = run(os.path.join(HERE, "two_rank.yaml"), "--steps", "1", np=2)
+if "rank 1" in probe.stderr and "job has 1 process" in probe.stderr:
+    print("test_mpi: built without MPI: skipped", file=sys.stderr)
+    sys.exit(77)
+
+TMP = tempfile.mkdtemp(prefix="pp-mpi-")
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def plan_text(name):
+    with open(os.path.join(HERE, name)) as f:
+        return f.read()
+
+
+def write(name, text):
+    with open(path(name), "w") as f:
+        f.write(text)
+    return path(name)
+
+
+def train(plan, np=0, extra=()):
+    r = run(plan, "--json", *extra, np=np)
+    check(r.returncode == 0, f"{os.path.basename(plan)} np={np} {' '.join(extra)}: exit "
+          f"{r.returncode}\n{r.stderr[-3000:]}")
+    try:
+        return json.loads(r.stdout)
+    except json.JSONDecodeError:
+        check(False, f"{plan}: no JSON on stdout: {r.stdout[-500:]!r}")
+        return {}
+
+
+def same_file(a, b, what):
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        check(fa.read() == fb.read(), f"{what}: {a} and {b} differ")
+
+
+# 1. Two stages over two processes, bit for bit.
+one = train(os.path.join(HERE, "two_stage.yaml"), extra=("--save", path("one.st")))
+two = train(os.path.join(HERE, "two_rank.yaml"), np=2, extra=("--save", path("two.st")))
+check(one.get("losses") == two.get("losses") and len(one.get("losses", [])) == 3,
+      f"losses: {one.get('losses')} vs {two.get('losses')}")
+same_file(path("one.st"), path("two.st"), "checkpoint of 1 vs 2 processes")
+check(two.get("ranks") == 2 and one.get("ranks") == 1, f"ranks {one.get('ranks')} {two.get('ranks')}")
+check([s.get("rank") for s in two.get("stages", [])] == [0, 1], "stage ranks in JSON")
+check(all(s.get("forward_ms", 0) > 0 and s.get("peak_bytes", 0) > 0 for s in two.get("stages", [])),
+      "rank 0 reports the figures of rank 1's stage")
+
+# 2. Three stages on ranks 0, 1, 0.
+three = plan_text("two_stage.yaml").replace(
+    "  - device: cpu:1\n    layers: [layer3, layer4, avgpool, fc]",
+    "  - device: cpu:1\n    layers: [layer3]\n  - device: cpu:2\n    layers: [layer4, avgpool, fc]")
+ref3 = train(write("three.yaml", three), extra=("--save", path("three.st")))
+spread = three.replace("device: cpu:1", "device: rank1:cpu:0").replace("device: cpu:2",
+                                                                        "device: cpu:1")
+got3 = train(write("three_ranks.yaml", spread), np=2, extra=("--save", path("three_ranks.st")))
+check(ref3.get("losses") == got3.get("losses"), f"3 stages on ranks 0,1,0: {got3.get('losses')}")
+check(ref3.get("losses") == one.get("losses"), "3 stages equal 2 stages")
+same_file(path("three.st"), path("three_ranks.st"), "checkpoint of ranks 0,1,0")
+
+# 3. The 2-process checkpoint loads anywhere: one more step in 1 and in 2 processes.
+a = train(os.path.join(HERE, "two_stage.yaml"), extra=("--load", path("two.st"), "--steps", "2"))
+b = train(os.path.join(HERE, "two_rank.yaml"), np=2,
+          extra=("--load", path("two.st"), "--steps", "2"))
+check(a.get("losses") == b.get("losses") and len(a.get("losses", [])) == 2,
+      f"after loading: {a.get('losses')} vs {b.get('losses')}")
+check(a.get("losses", [0])[0] != one["losses"][0] if one.get("losses") else False,
+      "the loaded run starts from the trained weights")
+
+# 4. Replicas: 2 x 2 stages over 4 processes against 1 replica.
+def tensors(file):
+    import struct
+    from array import array
+    with open(file, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in head.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        if t["dtype"] == "F32":
+            out[name] = array("f", data[b:e])
+        else:
+            out[name] = data[b:e]
+    return out
+
+
+rep = train(os.path.join(HERE, "replicas.yaml"), np=4, extra=("--save", path("rep.st")))
+ref, got = one.get("losses", []), rep.get("losses", [])
+check(len(got) == 3 and got[0] == ref[0], f"replicas: first loss {got[:1]} vs {ref[:1]}")
+check(len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(ref, got)),
+      f"replicas: losses {got} vs {ref}")
+check(rep.get("replicas") == 2 and rep.get("ranks") == 4 and one.get("replicas") == 1,
+      f"replicas/ranks in JSON: {rep.get('replicas')} {rep.get('ranks')}")
+train(os.path.join(HERE, "two_stage.yaml"), extra=("--save", path("one1.st"), "--steps", "1"))
+train(os.path.join(HERE, "replicas.yaml"), np=4, extra=("--save", path("rep1.st"), "--steps", "1"))
+a, b = tensors(path("one1.st")), tensors(path("rep1.st"))
+check(sorted(a) == sorted(b), "replicas: the checkpoint holds the same tensors")
+worst = ""
+for name in a:
+    if name not in b:
+        continue
+    if name.endswith("num_batches_tracked"):
+        import struct
+        na, nb = struct.unpack("<q", a[name])[0], struct.unpack("<q", b[name])[0]
+        check((na, nb) == (4, 2), f"replicas: {name} {na} and {nb}, expected 4 and 2")
+        continue
+    if "running_" in name:
+        continue
+    scale = max(max((abs(v) for v in a[name]), default=0.0), 1e-3)
+    diff = max((abs(x - y) for x, y in zip(a[name], b[name])), default=0.0)
+    if diff > 1e-6 * scale:
+        worst += f" {name} ({diff:.3g} of {scale:.3g})"
+check(not worst, f"replicas: tensors beyond 1e-6 relative:{worst[:600]}")
+# the replicas' checkpoint loads into one process, and the one-process one into 4
+r1 = train(os.path.join(HERE, "two_stage.yaml"), extra=("--load", path("rep.st"), "--steps", "1"))
+r4 = train(os.path.join(HERE, "replicas.yaml"), np=4,
+           extra=("--load", path("rep.st"), "--steps", "1"))
+check(r1.get("losses") == r4.get("losses") and len(r1.get("losses", [])) == 1,
+      f"replicas' checkpoint in 1 and 4 processes: {r1.get('losses')} vs {r4.get('losses')}")
+
+rp = plan_text("replicas.yaml")
+for text, msg, np in [
+        (rp.replace("[cpu:0, rank2:cpu:0]", "[cpu:0, rank1:cpu:0]"),
+         "stage 1 of replica 0 is on rank 1, which runs stage 0 of replica 1", 0),
+        (rp.replace("[cpu:0, rank2:cpu:0]", "[cpu:0]"), "device must be a list of 2 devices", 0),
+        (rp.replace("[cpu:0, rank2:cpu:0]", "cpu:0"), "device must be a list of 2 devices", 0),
+        (rp.replace("replicas: 2", "replicas: 9"), "replicas: 9 exceeds the batch size 8", 0),
+        (plan_text("two_rank.yaml").replace("rank1:cpu:0", "[rank1:cpu:0, rank2:cpu:0]"),
+         "a list of devices needs replicas: N", 0)]:
+    p = write("bad_replicas.yaml", text)
+    r = run(p, "--validate", np=np)
+    check(r.returncode == 2 and re.search(r"bad_replicas.yaml:\d+:\d+: .*" + re.escape(msg),
+                                          r.stderr), f"{msg}: exit {r.returncode}: {r.stderr[-500:]}")
+r = run(os.path.join(HERE, "replicas.yaml"), np=5, timeout=60)
+check(r.returncode == 2 and "rank 4 of 5 runs no stage" in r.stderr,
+      f"an idle rank: {r.returncode} {r.stderr[-600:]}")
+r = run(os.path.join(HERE, "replicas.yaml"), np=3, timeout=60)
+check(r.returncode == 2 and "replicas.yaml:14:27: stage 1 of a replica is on rank 3" in r.stderr,
+      f"replicas over too few processes: {r.returncode} {r.stderr[-600:]}")
+
+# 5. Plan errors.
+bad = write("bad_rank.yaml", plan_text("two_rank.yaml").replace("rank1:cpu:0", "rank2:cpu:0"))
+line, col = 12, 13
+for np in (0, 2):
+    r = run(bad, np=np, timeout=60)
+    check(r.returncode == 2, f"rank 2 with np={np}: exit {r.returncode}: {r.stderr[-800:]}")
+    check(f"{bad}:{line}:{col}: stage 1 is on rank 2" in r.stderr,
+          f"rank 2 with np={np}: message {r.stderr[-800:]}")
+r = run(os.path.join(HERE, "two_rank.yaml"))
+check(r.returncode == 2 and "start it with mpirun -np 2" in r.stderr,
+      f"two_rank.yaml in one process: {r.returncode} {r.stderr[-500:]}")
+for spelled, msg in [("rankx:cpu:0", "a device of another process is written rankN:DEVICE"),
+                     ("rank1cpu:0", "a device of another process is written rankN:DEVICE"),
+                     ("rank99999:cpu:0", "rank 99999 is out of range"),
+                     ("rank1:gpu:0", "")]:
+    p = write("bad_syntax.yaml", plan_text("two_rank.yaml").replace("rank1:cpu:0", spelled))
+    r = run(p, "--validate")
+    check(r.returncode == 2 and re.search(rf"bad_syntax.yaml:{line}:{col}: .*{re.escape(msg)}",
+                                          r.stderr),
+          f"{spelled}: exit {r.returncode}: {r.stderr[-500:]}")
+cuda = write("cuda_next.yaml", plan_text("two_rank.yaml").replace("rank1:cpu:0", "rank1:cuda:0"))
+r = run(cuda, np=2, timeout=60)
+check(r.returncode == 2 and f"{line}:{col}: stage 1 (cuda:0) exchanges with a stage of another "
+      "process" in r.stderr, f"cuda next to another process: {r.returncode} {r.stderr[-800:]}")
+r = run(os.path.join(HERE, "two_rank.yaml"), "--validate")
+check(r.returncode == 0 and "- device: rank1:cpu:0" in r.stdout, f"--validate: {r.stdout[-400:]}")
+r = run(os.path.join(HERE, "two_rank.yaml"), "--sweep-split", "2,4", np=2, timeout=60)
+check(r.returncode == 2 and "--sweep-split runs in one process" in r.stderr,
+      f"sweep in a job: {r.returncode} {r.stderr[-400:]}")
+
+# 6. Faults.
+import signal
+import time
+
+
+def rank_pids(parent, rank):
+    """Processes below parent (mpirun) whose MPI rank is rank."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env and ppid == parent:
+            found.append(int(d))
+    return found
+
+
+job = subprocess.Popen(["bash", *MPIRUN, "2", BIN, os.path.join(HERE, "two_rank.yaml"),
+                        "--steps", "100000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+victims = []
+deadline = time.time() + 60
+while not victims and time.time() < deadline and job.poll() is None:
+    time.sleep(0.5)
+    victims = rank_pids(job.pid, 1)
+time.sleep(3)  # into the steps
+check(victims, "killed rank: found rank 1's process")
+if victims:
+    os.kill(victims[0], signal.SIGKILL)
+    t0 = time.time()
+    try:
+        out, errs = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        out, errs = job.communicate()
+    took = time.time() - t0
+    check(job.returncode != 0 and took < 30, f"killed rank: exit {job.returncode} after {took:.1f} s")
+    check(re.search(r"rank 1\b", errs), f"killed rank: the error names rank 1: {errs[-800:]}")
+else:
+    job.kill()
+    job.communicate()
+
+other = write("other.yaml", plan_text("two_rank.yaml").replace("lr: 0.05", "lr: 0.06"))
+r = subprocess.run(["bash", *MPIRUN, "1", BIN, os.path.join(HERE, "two_rank.yaml"), ":", "-np",
+                    "1", BIN, other], capture_output=True, text=True, timeout=120)
+check(r.returncode == 2 and "rank 1 started with another plan or other options than rank 0"
+      in r.stderr, f"mismatched plans: {r.returncode} {r.stderr[-800:]}")
+r = subprocess.run(["bash", *MPIRUN, "1", BIN, os.path.join(HERE, "two_rank.yaml"), ":", "-np",
+                    "1", BIN, os.path.join(HERE, "two_rank.yaml"), "--steps", "2"],
+                   capture_output=True, text=True, timeout=120)
+check(r.returncode == 2 and "rank 1 started with another plan or other options" in r.stderr,
+      f"mismatched options: {r.returncode} {r.stderr[-800:]}")
+
+shutil.rmtree(TMP, ignore_errors=True)
+print(f"test_mpi: {checks} checks, {failures} failed", file=sys.stderr)
+sys.exit(1 if failures else 0)
