@@ -15,22 +15,23 @@
 
 #include "backend.h"
 
+/* The dtype argument of check for tensors that may be F32 or BF16 (check
+ * takes an int so that this is no pp_dtype value). */
+#define ACT (-1)
+
 /* A tensor is acceptable for an op when it has data (or no elements), the
  * expected dtype, lives on the exec's device and has the expected shape. */
-/* The dtype argument of check for tensors that may be F32 or BF16. */
-#define ACT ((pp_dtype)-1)
-
 static pp_status check(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
-                       pp_dtype dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                       int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
                        pp_error *err)
 {
     if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: %s is NULL", op, what);
     if (dtype == ACT && t->dtype != PP_F32 && t->dtype != PP_BF16)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s has dtype %s, expected F32 or BF16", op,
                             what, pp_dtype_name(t->dtype));
-    if (dtype != ACT && t->dtype != dtype)
+    if (dtype != ACT && (int)t->dtype != dtype)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s has dtype %s, expected %s", op, what,
-                            pp_dtype_name(t->dtype), pp_dtype_name(dtype));
+                            pp_dtype_name(t->dtype), pp_dtype_name((pp_dtype)dtype));
     if (t->dev != ex->dev)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s is on %s, the op runs on %s", op, what,
                             t->dev ? t->dev->name : "no device", ex->dev->name);
