@@ -31,6 +31,11 @@ const char *pp_plan_schedule_name(pp_plan_schedule s)
     return s == PP_PLAN_SCHEDULE_1F1B ? "1f1b" : "gpipe";
 }
 
+const char *pp_plan_precision_name(pp_plan_precision p)
+{
+    return p == PP_PLAN_PRECISION_TF32 ? "tf32" : p == PP_PLAN_PRECISION_BF16 ? "bf16" : "fp32";
+}
+
 const char *pp_plan_data_format_name(pp_plan_data_format f)
 {
     switch (f) {

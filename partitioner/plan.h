@@ -256,6 +256,8 @@ const char *pp_plan_spell_units(const pp_catalogue *cat, int first, int last, ch
 
 /* Static names: "gpipe", "1f1b"; "synthetic", ...; "time", ... */
 const char *pp_plan_schedule_name(pp_plan_schedule s);
+/* "fp32", "tf32", "bf16" */
+const char *pp_plan_precision_name(pp_plan_precision p);
 const char *pp_plan_data_format_name(pp_plan_data_format f);
 const char *pp_plan_balance_name(pp_plan_balance b);
 

@@ -404,8 +404,9 @@ static void test_accuracy(void)
                                 int hh = p * d->stride_h - d->pad_h + r;
                                 int ww = q * d->stride_w - d->pad_w + t;
                                 if (hh < 0 || hh >= d->h || ww < 0 || ww >= d->w) continue;
-                                double xv = ((float *)x.data)[((n * d->c + c) * d->h + hh) * d->w + ww];
-                                double wv = ((float *)w.data)[((k * d->c + c) * d->r + r) * d->s + t];
+                                const float *xp = x.data, *wp = w.data;
+                                double xv = xp[((n * d->c + c) * d->h + hh) * d->w + ww];
+                                double wv = wp[((k * d->c + c) * d->r + r) * d->s + t];
                                 s += xv * wv;
                                 a += fabs(xv * wv);
                             }
