@@ -570,9 +570,12 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     if (plan->epochs)
         snprintf(epochs, sizeof epochs, " (%d epoch%s of %lld)", plan->epochs,
                  plan->epochs == 1 ? "" : "s", (long long)pp_pipeline_steps_per_epoch(p));
-    fprintf(stderr, "%s: %s on %d stage%s, %s, batch %d in %d micro-batch%s, %d step%s%s\n",
+    char precision[16] = ""; /* named unless fp32 */
+    if (plan->precision != PP_PLAN_PRECISION_FP32)
+        snprintf(precision, sizeof precision, ", %s", pp_plan_precision_name(plan->precision));
+    fprintf(stderr, "%s: %s on %d stage%s, %s%s, batch %d in %d micro-batch%s, %d step%s%s\n",
             plan->path, plan->model.name, plan->n_stages, plan->n_stages == 1 ? "" : "s",
-            pp_plan_schedule_name(plan->schedule), plan->batch_size, plan->micro_batches,
+            pp_plan_schedule_name(plan->schedule), precision, plan->batch_size, plan->micro_batches,
             plan->micro_batches == 1 ? "" : "es", steps, steps == 1 ? "" : "s", epochs);
     run_result rr = {0};
     int rc = run_steps(p, plan, steps, isatty(2), metrics, &rr, &err);

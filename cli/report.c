@@ -127,6 +127,7 @@ static json_t *plan_object(const pp_plan *plan)
     json_object_set_new(o, "plan", json_string(plan->path));
     json_object_set_new(o, "model", json_string(plan->model.name));
     json_object_set_new(o, "schedule", json_string(pp_plan_schedule_name(plan->schedule)));
+    json_object_set_new(o, "precision", json_string(pp_plan_precision_name(plan->precision)));
     json_object_set_new(o, "batch_size", json_integer(plan->batch_size));
     return o;
 }

@@ -81,6 +81,9 @@ typedef struct pp_model_config {
     pp_seq_layer layers[PP_MAX_SEQ_LAYERS];
     pp_seq_init init;
     double init_std;
+    /* bf16 mixed precision (the plan's precision: bf16): every unit's spec gets
+     * bf16, and the last unit's f32_out (pp_model_units); not for delay */
+    bool bf16;
 } pp_model_config;
 
 typedef struct pp_unit_info {

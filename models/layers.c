@@ -200,7 +200,7 @@ void pp_unit_keep_input(const pp_unit *u, int in_ndim, const int64_t *in, void *
                          pp_saved_list *l)
 {
     pp_input_saved *s = saved;
-    pp_saved_add(l, &s->x, PP_F32, in_ndim, in);
+    pp_saved_add(l, &s->x, pp_unit_act_dtype(u), in_ndim, in);
 }
 
 void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
@@ -213,6 +213,24 @@ void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
     pp_saved_tensor *s = &l->item[l->n++];
     *s = (pp_saved_tensor){.t = field, .dtype = dtype, .ndim = ndim};
     for (int i = 0; i < PP_MAX_DIMS; i++) s->shape[i] = i < ndim ? shape[i] : 1;
+}
+
+pp_dtype pp_unit_act_dtype(const pp_unit *u)
+{
+    return pp_unit_spec_in_dtype(&u->spec);
+}
+
+pp_status pp_unit_weight_like(pp_unit *u, pp_exec *ex, int e, const pp_tensor *x, pp_tensor *w,
+                              pp_error *err)
+{
+    *w = u->value[e];
+    w->owns = false;
+    w->stream = NULL;
+    if (x->dtype == w->dtype) return PP_OK;
+    PP_TRY(pp_tensor_alloc_on(w, ex, x->dtype, u->value[e].ndim, u->value[e].shape, err));
+    pp_status st = pp_cast(ex, &u->value[e], w, err);
+    if (st != PP_OK) pp_tensor_free(w);
+    return st;
 }
 
 pp_status pp_unit_alloc_like(pp_tensor *t, pp_exec *ex, const pp_tensor *like, pp_error *err)
@@ -233,8 +251,12 @@ pp_status pp_conv_layer_forward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
                                 const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     pp_conv2d_desc d;
+    pp_tensor w;
     PP_TRY(conv_desc(c, x, &d, err));
-    PP_TRY(pp_conv2d_forward(ex, &d, x, &u->value[c->e], y, err));
+    PP_TRY(pp_unit_weight_like(u, ex, c->e, x, &w, err));
+    pp_status st = pp_conv2d_forward(ex, &d, x, &w, y, err);
+    pp_tensor_free(&w);
+    PP_TRY(st);
     return c->has_bias ? pp_channel_bias_forward(ex, &u->value[c->b], y, err) : PP_OK;
 }
 
@@ -246,8 +268,12 @@ pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c
     PP_TRY(conv_desc(c, x, &d, err));
     PP_TRY(pp_conv2d_backward_filter(ex, &d, x, dy, &u->grad[c->e], err));
     if (c->has_bias) PP_TRY(pp_channel_bias_backward(ex, dy, &u->grad[c->b], err));
-    if (dx) PP_TRY(pp_conv2d_backward_data(ex, &d, dy, &u->value[c->e], dx, err));
-    return PP_OK;
+    if (!dx) return PP_OK;
+    pp_tensor w;
+    PP_TRY(pp_unit_weight_like(u, ex, c->e, dy, &w, err));
+    pp_status st = pp_conv2d_backward_data(ex, &d, dy, &w, dx, err);
+    pp_tensor_free(&w);
+    return st;
 }
 
 pp_status pp_conv_layer_backward_accumulate(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
@@ -258,7 +284,11 @@ pp_status pp_conv_layer_backward_accumulate(pp_unit *u, pp_exec *ex, const pp_co
     PP_TRY(conv_desc(c, x, &d, err));
     PP_TRY(pp_conv2d_backward_filter(ex, &d, x, dy, &u->grad[c->e], err));
     if (c->has_bias) PP_TRY(pp_channel_bias_backward(ex, dy, &u->grad[c->b], err));
-    return pp_conv2d_backward_data_accumulate(ex, &d, dy, &u->value[c->e], dx, err);
+    pp_tensor w;
+    PP_TRY(pp_unit_weight_like(u, ex, c->e, dy, &w, err));
+    pp_status st = pp_conv2d_backward_data_accumulate(ex, &d, dy, &w, dx, err);
+    pp_tensor_free(&w);
+    return st;
 }
 
 static pp_bn_desc bn_desc(const pp_tensor *x)

@@ -158,6 +158,13 @@ pp_status pp_model_units(const pp_model_config *cfg, pp_unit_spec **specs, int *
                          int *bad_layer, pp_error *err)
 {
     if (bad_layer) *bad_layer = -1;
-    if (cfg->kind == PP_MODEL_SEQUENTIAL) return pp_sequential_units(cfg, specs, n, bad_layer, err);
-    return pp_resnet_units(cfg, specs, n, err);
+    pp_status st = cfg->kind == PP_MODEL_SEQUENTIAL
+                       ? pp_sequential_units(cfg, specs, n, bad_layer, err)
+                       : pp_resnet_units(cfg, specs, n, err);
+    if (st != PP_OK || !cfg->bf16 || cfg->kind == PP_MODEL_DELAY) return st;
+    /* bf16: activations in bf16 throughout; a final linear layer's logits in f32
+     * (any other last layer hands bf16 to the loss, which widens it) */
+    for (int i = 0; i < *n; i++) (*specs)[i].bf16 = true;
+    if ((*specs)[*n - 1].kind == PP_UNIT_FC) (*specs)[*n - 1].f32_out = true;
+    return PP_OK;
 }

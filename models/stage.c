@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "models/model.h"
+#include "runtime/core/ops.h"
 
 struct pp_stage {
     pp_device_ctx *dev;
@@ -171,6 +172,11 @@ pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64
     return PP_OK;
 }
 
+pp_dtype pp_stage_output_dtype(const pp_stage *s)
+{
+    return pp_unit_spec_out_dtype(pp_unit_get_spec(s->units[s->n - 1]));
+}
+
 void pp_stage_release(pp_stage *s, int mb)
 {
     for (int i = 0; i < s->n; i++) pp_unit_release(s->units[i], mb);
@@ -188,26 +194,34 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
     if (train && pp_unit_saved_input(s->units[0], mb, NULL, NULL))
         return pp_error_set(err, PP_ERR_INVALID,
                             "stage forward: micro-batch %d is already in flight", mb);
-    pp_tensor bufs[2] = {{0}, {0}};
+    pp_tensor bufs[2] = {{0}, {0}}, in = {0};
     const pp_tensor *cur = x;
     pp_status st = PP_OK;
+    const pp_dtype in_dtype = pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0]));
+    if (x->dtype != in_dtype) {
+        st = pp_tensor_alloc_on(&in, ex, in_dtype, x->ndim, x->shape, err);
+        if (st == PP_OK) st = pp_cast(ex, x, &in, err);
+        cur = &in;
+    }
     for (int i = 0; i < s->n && st == PP_OK; i++) {
         pp_tensor *out = y;
         if (i < s->n - 1) {
+            const pp_unit_spec *spec = pp_unit_get_spec(s->units[i]);
             int ndim;
             int64_t shape[PP_MAX_DIMS];
             out = &bufs[i % 2];
-            st = pp_unit_output_shape(pp_unit_get_spec(s->units[i]), cur->ndim, cur->shape, &ndim,
-                                      shape, err);
-            if (st == PP_OK) st = pp_tensor_alloc_on(out, ex, PP_F32, ndim, shape, err);
+            st = pp_unit_output_shape(spec, cur->ndim, cur->shape, &ndim, shape, err);
+            if (st == PP_OK)
+                st = pp_tensor_alloc_on(out, ex, pp_unit_spec_out_dtype(spec), ndim, shape, err);
         }
         if (st == PP_OK) st = pp_unit_forward(s->units[i], ex, mb, cur, out, train, err);
         /* the unit has copied what it keeps: its input is no longer needed */
-        if (cur != x) pp_tensor_free((pp_tensor *)cur);
+        if (cur != x && cur != &in) pp_tensor_free((pp_tensor *)cur);
         cur = out;
     }
     pp_tensor_free(&bufs[0]);
     pp_tensor_free(&bufs[1]);
+    pp_tensor_free(&in);
     if (st != PP_OK && train) pp_stage_release(s, mb);
     return st;
 }
@@ -216,11 +230,17 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
                             pp_error *err)
 {
     if (!dy) return pp_error_set(err, PP_ERR_INVALID, "stage backward: NULL dy");
-    pp_tensor bufs[2] = {{0}, {0}};
+    pp_tensor bufs[2] = {{0}, {0}}, din0 = {0};
     const pp_tensor *g = dy;
     pp_status st = PP_OK;
+    const pp_dtype in_dtype = pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0]));
     for (int i = s->n - 1; i >= 0 && st == PP_OK; i--) {
         pp_tensor *din = dx;
+        if (i == 0 && dx && dx->dtype != in_dtype) { /* converted at the end */
+            din = &din0;
+            st = pp_tensor_alloc_on(din, ex, in_dtype, dx->ndim, dx->shape, err);
+            if (st != PP_OK) break;
+        }
         if (i > 0) {
             int ndim;
             int64_t shape[PP_MAX_DIMS];
@@ -230,14 +250,19 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
                                   "stage backward: micro-batch %d has no training forward in "
                                   "flight in %s",
                                   mb, pp_unit_name(s->units[i]));
-            if (st == PP_OK) st = pp_tensor_alloc_on(din, ex, PP_F32, ndim, shape, err);
+            if (st == PP_OK)
+                st = pp_tensor_alloc_on(
+                    din, ex, pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[i])), ndim, shape,
+                    err);
         }
         if (st == PP_OK) st = pp_unit_backward(s->units[i], ex, mb, g, din, err);
         if (g != dy) pp_tensor_free((pp_tensor *)g);
         g = din;
     }
+    if (st == PP_OK && din0.data) st = pp_cast(ex, &din0, dx, err);
     pp_tensor_free(&bufs[0]);
     pp_tensor_free(&bufs[1]);
+    pp_tensor_free(&din0);
     if (st != PP_OK) pp_stage_release(s, mb);
     return st;
 }

@@ -55,16 +55,21 @@ pp_status pp_stage_input_shape(const pp_stage *s, int mb_size, int *ndim, int64_
                                pp_error *err);
 pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64_t *shape,
                                 pp_error *err);
+/* The dtype of the stage's output (and of its gradient dy): its last unit's
+ * (BF16 in bf16 mixed precision, F32 for the logits of a final linear layer). */
+pp_dtype pp_stage_output_dtype(const pp_stage *s);
 
 /* Forward of micro-batch mb: y (allocated by the caller with the output
- * shape for x's batch size) = stage(x). x is read only during the call. See
- * pp_unit_forward for train. On failure nothing of mb stays saved. */
+ * shape for x's batch size and pp_stage_output_dtype) = stage(x). x is read
+ * only during the call; an F32 x to bf16 units (the model's input images) is
+ * rounded to bf16 first. See pp_unit_forward for train. On failure nothing
+ * of mb stays saved. */
 pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
                            bool train, pp_error *err);
 
 /* Backward of micro-batch mb: dx = dL/dx (skipped when dx is NULL, as for the
- * first stage), parameter gradients += (in stage order). Frees mb's saved
- * state in every unit, also on failure. */
+ * first stage; F32 or the first unit's input dtype), parameter gradients +=
+ * (in stage order). Frees mb's saved state in every unit, also on failure. */
 pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
                             pp_error *err);
 

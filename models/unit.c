@@ -230,7 +230,8 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
     u->ops->flops(s, in_ndim, in, out, &macs, &elementwise);
     info->fwd_macs = macs;
     info->fwd_flops = 2 * macs + elementwise;
-    info->out_bytes = 4 * (numel(out_ndim, out) / in[0]);
+    info->out_bytes = (int64_t)pp_dtype_size(pp_unit_spec_out_dtype(s)) *
+                      (numel(out_ndim, out) / in[0]);
     /* training batch norm needs two values per channel; a unit's batch norms see
      * at least its output's plane (blocks narrow towards it) */
     const int64_t plane = out_ndim == 4 ? out[2] * out[3] : 1;
@@ -242,13 +243,24 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
 
 /* ---- forward / backward -------------------------------------------------------------- */
 
-static pp_status check_tensor(const pp_unit *u, const char *what, const pp_tensor *t, int ndim,
-                              const int64_t *shape, pp_error *err)
+pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec)
+{
+    return spec->bf16 ? PP_BF16 : PP_F32;
+}
+
+pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec)
+{
+    return spec->bf16 && !spec->f32_out ? PP_BF16 : PP_F32;
+}
+
+static pp_status check_tensor(const pp_unit *u, const char *what, const pp_tensor *t,
+                              pp_dtype dtype, int ndim, const int64_t *shape, pp_error *err)
 {
     if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s is NULL", what);
-    if (t->dtype != PP_F32 || t->dev != u->dev)
-        return pp_error_set(err, PP_ERR_INVALID, "%s must be F32 on %s (is %s on %s)", what,
-                            u->dev->name, pp_dtype_name(t->dtype), t->dev ? t->dev->name : "none");
+    if (t->dtype != dtype || t->dev != u->dev)
+        return pp_error_set(err, PP_ERR_INVALID, "%s must be %s on %s (is %s on %s)", what,
+                            pp_dtype_name(dtype), u->dev->name, pp_dtype_name(t->dtype),
+                            t->dev ? t->dev->name : "none");
     if (ndim < 0) return PP_OK;
     pp_tensor want = {.ndim = ndim};
     for (int i = 0; i < ndim; i++) want.shape[i] = shape[i];
@@ -301,11 +313,11 @@ static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *
     if (!ex || ex->dev != u->dev)
         return pp_error_set(err, PP_ERR_INVALID, "exec is not on the unit's device %s",
                             u->dev->name);
-    PP_TRY(check_tensor(u, "x", x, -1, NULL, err));
+    PP_TRY(check_tensor(u, "x", x, pp_unit_spec_in_dtype(&u->spec), -1, NULL, err));
     int out_ndim;
     int64_t out[PP_MAX_DIMS];
     PP_TRY(pp_unit_output_shape(&u->spec, x->ndim, x->shape, &out_ndim, out, err));
-    PP_TRY(check_tensor(u, "y", y, out_ndim, out, err));
+    PP_TRY(check_tensor(u, "y", y, pp_unit_spec_out_dtype(&u->spec), out_ndim, out, err));
     if (!train) return u->ops->forward(u, ex, x, y, NULL, err);
     pp_unit_slot *s = NULL;
     PP_TRY(get_slot(u, mb, &s, err));
@@ -349,8 +361,10 @@ static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor 
     int out_ndim;
     int64_t out[PP_MAX_DIMS];
     PP_TRY(pp_unit_output_shape(&u->spec, s->in_ndim, s->in_shape, &out_ndim, out, err));
-    PP_TRY(check_tensor(u, "dy", dy, out_ndim, out, err));
-    if (dx) PP_TRY(check_tensor(u, "dx", dx, s->in_ndim, s->in_shape, err));
+    PP_TRY(check_tensor(u, "dy", dy, pp_unit_spec_out_dtype(&u->spec), out_ndim, out, err));
+    if (dx)
+        PP_TRY(check_tensor(u, "dx", dx, pp_unit_spec_in_dtype(&u->spec), s->in_ndim,
+                            s->in_shape, err));
     pp_status st = u->ops->backward(u, ex, s->saved, dy, dx, err);
     slot_clear(s);
     u->in_flight--;

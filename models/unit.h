@@ -17,7 +17,12 @@
  * (train = false) keep nothing.
  *
  * Tensors: activations are f32, (N, C, H, W) for images and (N, F) after
- * avgpool or flatten (batch norm, ReLU and sigmoid take either). The caller allocates y (forward) and dx (backward) with the shapes
+ * avgpool or flatten (batch norm, ReLU and sigmoid take either). With
+ * spec.bf16 (mixed precision) a unit's input, its output and their
+ * gradients are BF16 (pp_unit_spec_in_dtype, pp_unit_spec_out_dtype), as is
+ * what it keeps of them for backward; parameters, their gradients and
+ * batch-norm statistics stay F32, and convolutions and linear layers run on
+ * bf16 copies of their weights. The caller allocates y (forward) and dx (backward) with the shapes
  * pp_unit_output_shape gives; x and dy are only read during the call.
  * Parameter gradients accumulate (+=) in the order backwards are called.
  *
@@ -77,7 +82,15 @@ typedef struct pp_unit_spec {
     bool bias;          /* conv: has a bias (ResNet's convs have none; fc always has one) */
     pp_unit_init init;  /* conv and linear weights */
     double init_std;    /* PP_INIT_NORMAL's standard deviation */
+    bool bf16;          /* mixed precision: activations and their gradients BF16 */
+    bool f32_out;       /* with bf16, a linear layer: the output (logits) and its
+                           gradient stay F32 */
 } pp_unit_spec;
+
+/* The dtype of a unit's input and of its output (and of their gradients):
+ * F32, or BF16 with spec.bf16 (the output F32 again with f32_out). */
+pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec);
+pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec);
 
 /* One entry of a unit's state: a parameter or a buffer under its torchvision
  * state_dict name. value and grad are owned by the unit and live as long as

@@ -104,15 +104,16 @@ static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp
     block_saved *s = sv;
     int64_t cur[PP_MAX_DIMS], next[PP_MAX_DIMS];
     memcpy(cur, in, sizeof cur);
-    pp_saved_add(l, &s->x, PP_F32, 4, in);
+    const pp_dtype act = pp_unit_act_dtype(u);
+    pp_saved_add(l, &s->x, act, 4, in);
     for (int i = 0; i < b->n_main; i++) {
         conv_shape(&b->conv[i], cur, next);
-        pp_saved_add(l, &s->conv_out[i], PP_F32, 4, next);
-        if (i < b->n_main - 1) pp_saved_add(l, &s->relu_out[i], PP_F32, 4, next);
+        pp_saved_add(l, &s->conv_out[i], act, 4, next);
+        if (i < b->n_main - 1) pp_saved_add(l, &s->relu_out[i], act, 4, next);
         memcpy(cur, next, sizeof cur);
     }
-    if (u->spec.downsample) pp_saved_add(l, &s->ds_conv_out, PP_F32, 4, cur);
-    pp_saved_add(l, &s->out, PP_F32, 4, cur);
+    if (u->spec.downsample) pp_saved_add(l, &s->ds_conv_out, act, 4, cur);
+    pp_saved_add(l, &s->out, act, 4, cur);
     for (int i = 0; i < 4; i++) {
         if (i >= b->n_main && !(i == DS && u->spec.downsample)) continue;
         const int64_t c = b->bn[i].c;
@@ -148,12 +149,13 @@ static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const i
     *elementwise += 2 * out_e; /* residual add, relu */
 }
 
-/* Allocates t with the shape of like unless it is already allocated (training
+/* Allocates t (x's dtype, the given shape) unless it is already allocated (training
  * forwards find their saved tensors allocated; inference allocates them here
  * as temporaries). */
-static pp_status ensure_like(pp_tensor *t, pp_exec *ex, const int64_t *shape, pp_error *err)
+static pp_status ensure_like(pp_tensor *t, pp_exec *ex, const pp_tensor *x, const int64_t *shape,
+                             pp_error *err)
 {
-    return t->data ? PP_OK : pp_tensor_alloc_on(t, ex, PP_F32, 4, shape, err);
+    return t->data ? PP_OK : pp_tensor_alloc_on(t, ex, x->dtype, 4, shape, err);
 }
 
 static pp_status forward_into(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
@@ -169,9 +171,9 @@ static pp_status forward_into(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_te
         pp_tensor *a = i < n - 1 ? &s->relu_out[i] : &last;
         int64_t shape[PP_MAX_DIMS];
         conv_shape(&b->conv[i], in->shape, shape);
-        st = ensure_like(c, ex, shape, err);
+        st = ensure_like(c, ex, x, shape, err);
         if (st == PP_OK) st = pp_conv_layer_forward(u, ex, &b->conv[i], in, c, err);
-        if (st == PP_OK) st = ensure_like(a, ex, shape, err);
+        if (st == PP_OK) st = ensure_like(a, ex, x, shape, err);
         if (st == PP_OK)
             st = pp_bn_layer_forward(u, ex, &b->bn[i], c, a, train ? &s->mean[i] : NULL,
                                      train ? &s->invstd[i] : NULL, err);
@@ -180,7 +182,7 @@ static pp_status forward_into(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_te
     }
     const pp_tensor *identity = x;
     if (st == PP_OK && u->spec.downsample) {
-        st = ensure_like(&s->ds_conv_out, ex, y->shape, err);
+        st = ensure_like(&s->ds_conv_out, ex, x, y->shape, err);
         if (st == PP_OK) st = pp_conv_layer_forward(u, ex, &b->conv[DS], x, &s->ds_conv_out, err);
         if (st == PP_OK) st = pp_unit_alloc_like(&ds, ex, &s->ds_conv_out, err);
         if (st == PP_OK)

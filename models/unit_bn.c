@@ -22,7 +22,7 @@ static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp
 {
     bn_saved *s = sv;
     const int64_t c = u->spec.in_c;
-    pp_saved_add(l, &s->x, PP_F32, in_ndim, in);
+    pp_saved_add(l, &s->x, pp_unit_act_dtype(u), in_ndim, in);
     pp_saved_add(l, &s->mean, PP_F32, 1, &c);
     pp_saved_add(l, &s->invstd, PP_F32, 1, &c);
 }

@@ -52,7 +52,11 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
 {
     fc_impl *f = u->impl;
     pp_input_saved *s = sv;
-    PP_TRY(pp_linear_forward(ex, x, &u->value[f->w], &u->value[f->b], y, err));
+    pp_tensor w;
+    PP_TRY(pp_unit_weight_like(u, ex, f->w, x, &w, err));
+    pp_status st = pp_linear_forward(ex, x, &w, &u->value[f->b], y, err);
+    pp_tensor_free(&w);
+    PP_TRY(st);
     return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
 }
 
@@ -61,8 +65,11 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
 {
     fc_impl *f = u->impl;
     pp_input_saved *s = sv;
-    return pp_linear_backward(ex, &s->x, &u->value[f->w], dy, dx, &u->grad[f->w],
-                              &u->grad[f->b], err);
+    pp_tensor w;
+    PP_TRY(pp_unit_weight_like(u, ex, f->w, &s->x, &w, err));
+    pp_status st = pp_linear_backward(ex, &s->x, &w, dy, dx, &u->grad[f->w], &u->grad[f->b], err);
+    pp_tensor_free(&w);
+    return st;
 }
 
 const pp_unit_kind_ops pp_unit_fc_ops = {

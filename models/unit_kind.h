@@ -214,6 +214,17 @@ pp_status pp_bn_layer_backward(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, co
                                const pp_tensor *dy, const pp_tensor *mean,
                                const pp_tensor *invstd, pp_tensor *dx, pp_error *err);
 
+/* The dtype of the unit's activations: what its saved lists and
+ * temporaries hold (pp_unit_spec_in_dtype). */
+pp_dtype pp_unit_act_dtype(const pp_unit *u);
+
+/* Entry e (a convolution's or linear layer's F32 weight) in the dtype of x:
+ * the entry itself for an F32 x, else a bf16 copy made in ex's stream order
+ * (rounded to nearest even). Free *w with pp_tensor_free after use (a no-op
+ * for the entry itself). */
+pp_status pp_unit_weight_like(pp_unit *u, pp_exec *ex, int e, const pp_tensor *x, pp_tensor *w,
+                              pp_error *err);
+
 /* Allocates t like `like` (dtype and shape) in ex's stream order. */
 pp_status pp_unit_alloc_like(pp_tensor *t, pp_exec *ex, const pp_tensor *like, pp_error *err);
 

@@ -34,8 +34,8 @@ static void maxpool_saved_list(const pp_unit *u, int in_ndim, const int64_t *in,
     int64_t out[PP_MAX_DIMS] = {in[0], 1, 1, 1};
     const char *why;
     if (!maxpool_shape(&u->spec, in_ndim, in, &out_ndim, out, &why)) return;
-    pp_saved_add(l, &s->x, PP_F32, in_ndim, in);
-    pp_saved_add(l, &s->y, PP_F32, out_ndim, out);
+    pp_saved_add(l, &s->x, pp_unit_act_dtype(u), in_ndim, in);
+    pp_saved_add(l, &s->y, pp_unit_act_dtype(u), out_ndim, out);
     pp_saved_add(l, &s->idx, PP_I32, out_ndim, out);
 }
 

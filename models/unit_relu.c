@@ -8,7 +8,7 @@ typedef struct relu_saved {
 static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
 {
     relu_saved *s = sv;
-    pp_saved_add(l, &s->y, PP_F32, in_ndim, in);
+    pp_saved_add(l, &s->y, pp_unit_act_dtype(u), in_ndim, in);
 }
 
 static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,

@@ -31,6 +31,11 @@ const char *pp_plan_schedule_name(pp_plan_schedule s)
     return s == PP_PLAN_SCHEDULE_1F1B ? "1f1b" : "gpipe";
 }
 
+const char *pp_plan_precision_name(pp_plan_precision p)
+{
+    return p == PP_PLAN_PRECISION_TF32 ? "tf32" : p == PP_PLAN_PRECISION_BF16 ? "bf16" : "fp32";
+}
+
 const char *pp_plan_data_format_name(pp_plan_data_format f)
 {
     switch (f) {
@@ -838,12 +843,14 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
         if (pp_walk_str(w, f[K_PRECISION], "precision", &s) && strcmp(s, "fp32") != 0) {
             if (!strcmp(s, "tf32"))
                 p->precision = PP_PLAN_PRECISION_TF32;
-            else if (!strcmp(s, "bf16") || !strcmp(s, "fp16"))
+            else if (!strcmp(s, "bf16"))
+                p->precision = PP_PLAN_PRECISION_BF16;
+            else if (!strcmp(s, "fp16"))
                 pp_walk_error(w, f[K_PRECISION],
-                              "precision %s is not supported yet (use fp32 or tf32)", s);
+                              "precision fp16 is not supported yet (use fp32, tf32 or bf16)");
             else
                 pp_walk_error(w, f[K_PRECISION],
-                              "unknown precision '%.64s' (expected fp32 or tf32)", s);
+                              "unknown precision '%.64s' (expected fp32, tf32 or bf16)", s);
         }
     }
     if (f[K_OPTIMIZER]) walk_optimizer(w, f[K_OPTIMIZER]);

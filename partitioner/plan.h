@@ -58,6 +58,10 @@ typedef enum pp_plan_precision {
     PP_PLAN_PRECISION_FP32 = 0, /* IEEE fp32 */
     PP_PLAN_PRECISION_TF32 = 1, /* TF32 tensor-core math for convolutions and GEMMs on CUDA;
                                    fp32 on the CPU backend */
+    PP_PLAN_PRECISION_BF16 = 2, /* mixed: fp32 master weights, gradients, optimizer state and
+                                   batch-norm statistics; activations, and convolution and
+                                   linear inputs and weights in bf16, accumulating in fp32;
+                                   logits and loss in fp32; no loss scaling */
 } pp_plan_precision;
 
 typedef enum pp_plan_data_format {
@@ -267,6 +271,8 @@ const char *pp_plan_spell_units(const pp_catalogue *cat, int first, int last, ch
 
 /* Static names: "gpipe", "1f1b"; "synthetic", ...; "time", ... */
 const char *pp_plan_schedule_name(pp_plan_schedule s);
+/* "fp32", "tf32", "bf16" */
+const char *pp_plan_precision_name(pp_plan_precision p);
 const char *pp_plan_data_format_name(pp_plan_data_format f);
 const char *pp_plan_balance_name(pp_plan_balance b);
 

@@ -183,7 +183,7 @@ static pp_status cb_out_shape(void *user, int mb_size, pp_tensor *shape_only, pp
 {
     pipe_stage *st = user;
     memset(shape_only, 0, sizeof *shape_only);
-    shape_only->dtype = PP_F32;
+    shape_only->dtype = pp_stage_output_dtype(st->model);
     return pp_stage_output_shape(st->model, mb_size, &shape_only->ndim, shape_only->shape, err);
 }
 
@@ -193,6 +193,22 @@ static pp_tensor scalar_view(const pp_tensor *vec, int i)
     v.ndim = 0;
     v.shape[0] = 1;
     return v;
+}
+
+/* pp_softmax_xent on f32 logits: bf16 logits (a bf16 model not ending in a
+ * linear layer) are widened first. */
+static pp_status xent_f32(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,
+                         float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
+                         pp_error *err)
+{
+    if (logits->dtype == PP_F32)
+        return pp_softmax_xent(ex, logits, labels, divisor, loss, correct, dlogits, err);
+    pp_tensor wide;
+    PP_TRY(pp_tensor_alloc_on(&wide, ex, PP_F32, logits->ndim, logits->shape, err));
+    pp_status s = pp_cast(ex, logits, &wide, err);
+    if (s == PP_OK) s = pp_softmax_xent(ex, &wide, labels, divisor, loss, correct, dlogits, err);
+    pp_tensor_free(&wide);
+    return s;
 }
 
 static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const pp_tensor *in,
@@ -222,7 +238,7 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     pp_tensor correct = scalar_view(io->corrects, mb);
     pp_tensor dlogits = pp_tensor_view0(io->dlogits, off, mb_size);
     PP_TRY(pp_copy_from_host(ex, io->host_labels + off, &labels, err));
-    PP_TRY(pp_softmax_xent(ex, &logits, &labels, io->divisor, &loss, &correct, &dlogits, err));
+    PP_TRY(xent_f32(ex, &logits, &labels, io->divisor, &loss, &correct, &dlogits, err));
     PP_TRY(pp_copy_to_host(ex, &loss, io->host_losses + mb, err));
     return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);
 }
@@ -232,7 +248,7 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
 {
     pipe_stage *st = user;
     struct pp_pipeline *p = st->p;
-    pp_tensor dy;
+    pp_tensor dy, narrow = {0};
     /* The step's gradients start from zero in the stage's own stream order, at
      * its first backward (micro-batches go backward in order 0..m-1): one
      * multi-tensor zeroing, no wait for another stream. */
@@ -244,8 +260,20 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
         PP_TRY(pp_stage_output_shape(st->model, mb_size, &ndim, shape, err));
         PP_TRY(pp_tensor_reshape(&rows, ndim, shape, &dy, err));
         grad_out = &dy;
+        if (pp_stage_output_dtype(st->model) != PP_F32) { /* bf16 logits: bf16 gradient */
+            PP_TRY(pp_tensor_alloc_on(&narrow, ex, pp_stage_output_dtype(st->model), ndim, shape,
+                                      err));
+            pp_status s = pp_cast(ex, &dy, &narrow, err);
+            if (s != PP_OK) {
+                pp_tensor_free(&narrow);
+                return s;
+            }
+            grad_out = &narrow;
+        }
     }
-    return pp_stage_backward(st->model, ex, mb, grad_out, grad_in, err);
+    pp_status s = pp_stage_backward(st->model, ex, mb, grad_out, grad_in, err);
+    pp_tensor_free(&narrow);
+    return s;
 }
 
 static const pp_stage_ops pipe_stage_ops = {
@@ -733,6 +761,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     p->replicas = plan->replicas > 1 ? plan->replicas : 1;
     p->replica = replica_of(plan, p->rank);
     p->model = plan->model;
+    p->model.bf16 = plan->precision == PP_PLAN_PRECISION_BF16;
     p->batch = plan->batch_size;
     p->m = plan->micro_batches;
     p->rep_batch = p->batch;

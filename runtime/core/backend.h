@@ -102,6 +102,13 @@ typedef struct pp_backend_ops {
     pp_status (*zero_multi)(pp_exec *ex, int count, void *const *dst, const size_t *bytes,
                             pp_error *err);
 
+    /* y = x rounded to bf16 (nearest, ties to even; NaN quiet), and back
+     * (exact); n elements, y may not alias x */
+    pp_status (*bf16_from_f32)(pp_exec *ex, int64_t n, const float *x, uint16_t *y,
+                               pp_error *err);
+    pp_status (*f32_from_bf16)(pp_exec *ex, int64_t n, const uint16_t *x, float *y,
+                               pp_error *err);
+
     pp_status (*maxpool_forward)(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
                                  int32_t *idx, pp_error *err);
     pp_status (*maxpool_backward)(pp_exec *ex, const pp_pool_desc *d, const float *x,

@@ -1,6 +1,13 @@
 /*
  * ops.c - boundary checks of the op API, then dispatch to the exec's backend.
  * Every check names the op and the offending tensor with its shape.
+ *
+ * bf16 operands: where ops.h allows BF16 (activations, their gradients and
+ * the bf16 copies of weights), backends still compute in f32: each bf16
+ * input is widened (exactly) into a stream-ordered f32 temporary, each bf16
+ * output is computed into one and rounded to nearest even when the op ends.
+ * An op on bf16 tensors therefore gives the f32 op's result on the bf16
+ * values, rounded once on output. With no bf16 operand nothing changes.
  */
 #include "ops.h"
 
@@ -8,16 +15,23 @@
 
 #include "backend.h"
 
+/* The dtype argument of check for tensors that may be F32 or BF16 (check
+ * takes an int so that this is no pp_dtype value). */
+#define ACT (-1)
+
 /* A tensor is acceptable for an op when it has data (or no elements), the
  * expected dtype, lives on the exec's device and has the expected shape. */
 static pp_status check(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
-                       pp_dtype dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                       int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
                        pp_error *err)
 {
     if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: %s is NULL", op, what);
-    if (t->dtype != dtype)
+    if (dtype == ACT && t->dtype != PP_F32 && t->dtype != PP_BF16)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s has dtype %s, expected F32 or BF16", op,
+                            what, pp_dtype_name(t->dtype));
+    if (dtype != ACT && (int)t->dtype != dtype)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s has dtype %s, expected %s", op, what,
-                            pp_dtype_name(t->dtype), pp_dtype_name(dtype));
+                            pp_dtype_name(t->dtype), pp_dtype_name((pp_dtype)dtype));
     if (t->dev != ex->dev)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s is on %s, the op runs on %s", op, what,
                             t->dev ? t->dev->name : "no device", ex->dev->name);
@@ -59,6 +73,65 @@ static pp_status check_exec(pp_exec *ex, const char *op, pp_error *err)
     if (!ex || !ex->dev) return pp_error_set(err, PP_ERR_INVALID, "%s: no exec context", op);
     return PP_OK;
 }
+
+/* The f32 stand-ins of one op's bf16 operands. An operand passed twice (an
+ * in-place op: y == x) shares one stand-in. */
+enum { WIDE_MAX = 6 };
+typedef struct wide {
+    int n;
+    struct {
+        void *data;    /* the bf16 operand's data */
+        pp_tensor f32; /* its stand-in */
+        bool out;      /* rounded back into data when the op ends */
+    } e[WIDE_MAX];
+    pp_status st;      /* the first failure; later calls do nothing */
+} wide;
+
+/* The f32 data to hand the backend for t: t's own for an f32 tensor, else a
+ * stand-in, holding t's values when t is read (an input, or an output the op
+ * accumulates into). */
+static void *wide_get(wide *v, pp_exec *ex, const pp_tensor *t, bool out, bool read,
+                      pp_error *err)
+{
+    if (!t || t->dtype != PP_BF16) return t ? t->data : NULL;
+    if (v->st != PP_OK) return NULL;
+    for (int i = 0; i < v->n; i++)
+        if (v->e[i].data == t->data) {
+            v->e[i].out |= out;
+            return v->e[i].f32.data;
+        }
+    if (v->n == WIDE_MAX) {
+        v->st = pp_error_set(err, PP_ERR_INVALID, "too many bf16 operands");
+        return NULL;
+    }
+    int i = v->n++;
+    v->e[i].data = t->data;
+    v->e[i].out = out;
+    v->st = pp_tensor_alloc_on(&v->e[i].f32, ex, PP_F32, t->ndim, t->shape, err);
+    if (v->st == PP_OK && (!out || read))
+        v->st = DISPATCH(f32_from_bf16, pp_tensor_numel(t), t->data, v->e[i].f32.data, err);
+    return v->st == PP_OK ? v->e[i].f32.data : NULL;
+}
+
+#define WIDE_IN(v, t) wide_get(&(v), ex, (t), false, true, err)
+#define WIDE_OUT(v, t) wide_get(&(v), ex, (t), true, false, err)
+#define WIDE_INOUT(v, t) wide_get(&(v), ex, (t), true, true, err)
+
+/* Rounds the outputs back when the op (st) succeeded and frees the
+ * stand-ins; the first failure wins. */
+static pp_status wide_end(wide *v, pp_exec *ex, pp_status st, pp_error *err)
+{
+    for (int i = 0; i < v->n; i++) {
+        if (st == PP_OK && v->e[i].out)
+            st = DISPATCH(bf16_from_f32, pp_tensor_numel(&v->e[i].f32), v->e[i].f32.data,
+                          v->e[i].data, err);
+        pp_tensor_free(&v->e[i].f32);
+    }
+    return st;
+}
+
+/* Runs call once every stand-in is ready, then wide_end. */
+#define WIDE_RUN(v, call) wide_end(&(v), ex, (v).st == PP_OK ? (call) : (v).st, err)
 
 pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
                               int stride, int pad, pp_error *err)
@@ -112,10 +185,13 @@ pp_status pp_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const pp_tenso
 {
     const char *op = "conv2d_forward";
     PP_TRY(check_conv(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "w", w, PP_F32, 4, d->k, d->c, d->r, d->s, err));
-    PP_TRY(check(ex, op, "y", y, PP_F32, 4, d->n, d->k, d->p, d->q, err));
-    return DISPATCH(conv2d_forward, d, x->data, w->data, y->data, err);
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->k, d->p, d->q, err));
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(conv2d_forward, d, xd, wd, yd, err));
 }
 
 pp_status pp_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *dy,
@@ -123,10 +199,13 @@ pp_status pp_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const pp
 {
     const char *op = "conv2d_backward_data";
     PP_TRY(check_conv(ex, op, d, err));
-    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->k, d->p, d->q, err));
-    PP_TRY(check(ex, op, "w", w, PP_F32, 4, d->k, d->c, d->r, d->s, err));
-    PP_TRY(check(ex, op, "dx", dx, PP_F32, 4, d->n, d->c, d->h, d->w, err));
-    return DISPATCH(conv2d_backward_data, d, dy->data, w->data, dx->data, err);
+    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    wide v = {0};
+    const float *dyd = WIDE_IN(v, dy), *wd = WIDE_IN(v, w);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(conv2d_backward_data, d, dyd, wd, dxd, err));
 }
 
 pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *x,
@@ -134,10 +213,12 @@ pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const 
 {
     const char *op = "conv2d_backward_filter";
     PP_TRY(check_conv(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
     PP_TRY(check(ex, op, "dw", dw, PP_F32, 4, d->k, d->c, d->r, d->s, err));
-    return DISPATCH(conv2d_backward_filter, d, x->data, dy->data, dw->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
+    return WIDE_RUN(v, DISPATCH(conv2d_backward_filter, d, xd, dyd, dw->data, err));
 }
 
 pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
@@ -146,10 +227,13 @@ pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *
 {
     const char *op = "conv2d_backward_data_accumulate";
     PP_TRY(check_conv(ex, op, d, err));
-    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->k, d->p, d->q, err));
-    PP_TRY(check(ex, op, "w", w, PP_F32, 4, d->k, d->c, d->r, d->s, err));
-    PP_TRY(check(ex, op, "dx", dx, PP_F32, 4, d->n, d->c, d->h, d->w, err));
-    return DISPATCH(conv2d_backward_data_accumulate, d, dy->data, w->data, dx->data, err);
+    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    wide v = {0};
+    const float *dyd = WIDE_IN(v, dy), *wd = WIDE_IN(v, w);
+    float *dxd = WIDE_INOUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(conv2d_backward_data_accumulate, d, dyd, wd, dxd, err));
 }
 
 static pp_status check_bn(pp_exec *ex, const char *op, const pp_bn_desc *d, pp_error *err)
@@ -177,7 +261,7 @@ pp_status pp_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const pp_
                             "%s: training batch norm needs more than one value per channel "
                             "(input %dx%dx%dx%d)",
                             op, d->n, d->c, d->h, d->w);
-    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
     CHECK_C("gamma", gamma);
     CHECK_C("beta", beta);
@@ -185,9 +269,12 @@ pp_status pp_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const pp_
     CHECK_C("running_var", running_var);
     CHECK_C("save_mean", save_mean);
     CHECK_C("save_invstd", save_invstd);
-    return DISPATCH(batchnorm_forward_train, d, x->data, gamma->data, beta->data,
-                    running_mean->data, running_var->data, y->data, save_mean->data,
-                    save_invstd->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(batchnorm_forward_train, d, xd, gamma->data, beta->data,
+                                running_mean->data, running_var->data, yd, save_mean->data,
+                                save_invstd->data, err));
 }
 
 pp_status pp_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
@@ -197,14 +284,17 @@ pp_status pp_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const pp_
 {
     const char *op = "batchnorm_forward_infer";
     PP_TRY(check_bn(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
     CHECK_C("gamma", gamma);
     CHECK_C("beta", beta);
     CHECK_C("running_mean", running_mean);
     CHECK_C("running_var", running_var);
-    return DISPATCH(batchnorm_forward_infer, d, x->data, gamma->data, beta->data,
-                    running_mean->data, running_var->data, y->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(batchnorm_forward_infer, d, xd, gamma->data, beta->data,
+                                running_mean->data, running_var->data, yd, err));
 }
 
 pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
@@ -214,7 +304,7 @@ pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tenso
 {
     const char *op = "batchnorm_backward";
     PP_TRY(check_bn(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
     PP_TRY(check_like(ex, op, "dy", dy, x, err));
     PP_TRY(check_like(ex, op, "dx", dx, x, err));
     CHECK_C("gamma", gamma);
@@ -222,8 +312,11 @@ pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tenso
     CHECK_C("save_invstd", save_invstd);
     CHECK_C("dgamma", dgamma);
     CHECK_C("dbeta", dbeta);
-    return DISPATCH(batchnorm_backward, d, x->data, dy->data, gamma->data, save_mean->data,
-                    save_invstd->data, dx->data, dgamma->data, dbeta->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(batchnorm_backward, d, xd, dyd, gamma->data, save_mean->data,
+                                save_invstd->data, dxd, dgamma->data, dbeta->data, err));
 }
 
 static pp_status check_f32(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
@@ -234,13 +327,25 @@ static pp_status check_f32(pp_exec *ex, const char *op, const char *what, const 
                  t->shape[3], err);
 }
 
+/* F32 or BF16, any shape. */
+static pp_status check_act(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
+                           pp_error *err)
+{
+    if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: %s is NULL", op, what);
+    return check(ex, op, what, t, ACT, t->ndim, t->shape[0], t->shape[1], t->shape[2],
+                 t->shape[3], err);
+}
+
 pp_status pp_relu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "relu_forward";
     PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_f32(ex, op, "x", x, err));
+    PP_TRY(check_act(ex, op, "x", x, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
-    return DISPATCH(relu_forward, pp_tensor_numel(x), x->data, y->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(relu_forward, pp_tensor_numel(x), xd, yd, err));
 }
 
 pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
@@ -248,19 +353,25 @@ pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy,
 {
     const char *op = "relu_backward";
     PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_f32(ex, op, "y", y, err));
+    PP_TRY(check_act(ex, op, "y", y, err));
     PP_TRY(check_like(ex, op, "dy", dy, y, err));
     PP_TRY(check_like(ex, op, "dx", dx, y, err));
-    return DISPATCH(relu_backward, pp_tensor_numel(y), y->data, dy->data, dx->data, err);
+    wide v = {0};
+    const float *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(relu_backward, pp_tensor_numel(y), yd, dyd, dxd, err));
 }
 
 pp_status pp_sigmoid_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "sigmoid_forward";
     PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_f32(ex, op, "x", x, err));
+    PP_TRY(check_act(ex, op, "x", x, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
-    return DISPATCH(sigmoid_forward, pp_tensor_numel(x), x->data, y->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(sigmoid_forward, pp_tensor_numel(x), xd, yd, err));
 }
 
 pp_status pp_sigmoid_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
@@ -268,29 +379,38 @@ pp_status pp_sigmoid_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *
 {
     const char *op = "sigmoid_backward";
     PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_f32(ex, op, "y", y, err));
+    PP_TRY(check_act(ex, op, "y", y, err));
     PP_TRY(check_like(ex, op, "dy", dy, y, err));
     PP_TRY(check_like(ex, op, "dx", dx, y, err));
-    return DISPATCH(sigmoid_backward, pp_tensor_numel(y), y->data, dy->data, dx->data, err);
+    wide v = {0};
+    const float *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(sigmoid_backward, pp_tensor_numel(y), yd, dyd, dxd, err));
 }
 
 pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err)
 {
     const char *op = "add";
     PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_f32(ex, op, "a", a, err));
+    PP_TRY(check_act(ex, op, "a", a, err));
     PP_TRY(check_like(ex, op, "b", b, a, err));
     PP_TRY(check_like(ex, op, "y", y, a, err));
-    return DISPATCH(add, pp_tensor_numel(a), a->data, b->data, y->data, err);
+    wide v = {0};
+    const float *ad = WIDE_IN(v, a), *bd = WIDE_IN(v, b);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(add, pp_tensor_numel(a), ad, bd, yd, err));
 }
 
 pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "accumulate";
     PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_f32(ex, op, "x", x, err));
+    PP_TRY(check_act(ex, op, "x", x, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
-    return DISPATCH(accumulate, pp_tensor_numel(x), x->data, y->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_INOUT(v, y);
+    return WIDE_RUN(v, DISPATCH(accumulate, pp_tensor_numel(x), xd, yd, err));
 }
 
 pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y,
@@ -298,10 +418,13 @@ pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_te
 {
     const char *op = "add_relu";
     PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_f32(ex, op, "a", a, err));
+    PP_TRY(check_act(ex, op, "a", a, err));
     PP_TRY(check_like(ex, op, "b", b, a, err));
     PP_TRY(check_like(ex, op, "y", y, a, err));
-    return DISPATCH(add_relu, pp_tensor_numel(a), a->data, b->data, y->data, err);
+    wide v = {0};
+    const float *ad = WIDE_IN(v, a), *bd = WIDE_IN(v, b);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(add_relu, pp_tensor_numel(a), ad, bd, yd, err));
 }
 
 /* Any dtype and shape, on ex's device, with data. */
@@ -354,6 +477,19 @@ pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err)
     return DISPATCH(zero, pp_tensor_bytes(y), y->data, err);
 }
 
+pp_status pp_cast(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    const char *op = "cast";
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_act(ex, op, "x", x, err));
+    PP_TRY(check(ex, op, "y", y, ACT, x->ndim, x->shape[0], x->shape[1], x->shape[2],
+                 x->shape[3], err));
+    if (x->dtype == y->dtype) return pp_copy(ex, x, y, err);
+    if (x->dtype == PP_F32)
+        return DISPATCH(bf16_from_f32, pp_tensor_numel(x), x->data, y->data, err);
+    return DISPATCH(f32_from_bf16, pp_tensor_numel(x), x->data, y->data, err);
+}
+
 /* Host-side groups of a multi-tensor call handed to a backend at once. */
 enum { MULTI_CHUNK = 256 };
 
@@ -400,10 +536,13 @@ pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor
 {
     const char *op = "maxpool_forward";
     PP_TRY(check_pool(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "y", y, PP_F32, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
     PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
-    return DISPATCH(maxpool_forward, d, x->data, y->data, idx->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(maxpool_forward, d, xd, yd, idx->data, err));
 }
 
 pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x,
@@ -412,12 +551,15 @@ pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tenso
 {
     const char *op = "maxpool_backward";
     PP_TRY(check_pool(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "y", y, PP_F32, 4, d->n, d->c, d->p, d->q, err));
-    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->c, d->p, d->q, err));
     PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
-    PP_TRY(check(ex, op, "dx", dx, PP_F32, 4, d->n, d->c, d->h, d->w, err));
-    return DISPATCH(maxpool_backward, d, x->data, y->data, dy->data, idx->data, dx->data, err);
+    PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(maxpool_backward, d, xd, yd, dyd, idx->data, dxd, err));
 }
 
 pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
@@ -426,10 +568,13 @@ pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_e
     PP_TRY(check_exec(ex, op, err));
     if (!x || x->ndim != 4)
         return pp_error_set(err, PP_ERR_INVALID, "%s: x must be 4-D (N,C,H,W)", op);
-    PP_TRY(check_f32(ex, op, "x", x, err));
-    PP_TRY(check(ex, op, "y", y, PP_F32, 2, x->shape[0], x->shape[1], 1, 1, err));
-    return DISPATCH(avgpool_forward, x->shape[0] * x->shape[1], x->shape[2] * x->shape[3],
-                    x->data, y->data, err);
+    PP_TRY(check_act(ex, op, "x", x, err));
+    PP_TRY(check(ex, op, "y", y, ACT, 2, x->shape[0], x->shape[1], 1, 1, err));
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(avgpool_forward, x->shape[0] * x->shape[1],
+                                x->shape[2] * x->shape[3], xd, yd, err));
 }
 
 pp_status pp_avgpool_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dx, pp_error *err)
@@ -438,10 +583,13 @@ pp_status pp_avgpool_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dx, p
     PP_TRY(check_exec(ex, op, err));
     if (!dx || dx->ndim != 4)
         return pp_error_set(err, PP_ERR_INVALID, "%s: dx must be 4-D (N,C,H,W)", op);
-    PP_TRY(check_f32(ex, op, "dx", dx, err));
-    PP_TRY(check(ex, op, "dy", dy, PP_F32, 2, dx->shape[0], dx->shape[1], 1, 1, err));
-    return DISPATCH(avgpool_backward, dx->shape[0] * dx->shape[1], dx->shape[2] * dx->shape[3],
-                    dy->data, dx->data, err);
+    PP_TRY(check_act(ex, op, "dx", dx, err));
+    PP_TRY(check(ex, op, "dy", dy, ACT, 2, dx->shape[0], dx->shape[1], 1, 1, err));
+    wide v = {0};
+    const float *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(avgpool_backward, dx->shape[0] * dx->shape[1],
+                                dx->shape[2] * dx->shape[3], dyd, dxd, err));
 }
 
 pp_status pp_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x,
@@ -449,9 +597,12 @@ pp_status pp_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tens
 {
     const char *op = "avgpool2d_forward";
     PP_TRY(check_pool(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, PP_F32, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "y", y, PP_F32, 4, d->n, d->c, d->p, d->q, err));
-    return DISPATCH(avgpool2d_forward, d, x->data, y->data, err);
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(avgpool2d_forward, d, xd, yd, err));
 }
 
 pp_status pp_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *dy,
@@ -459,9 +610,12 @@ pp_status pp_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const pp_ten
 {
     const char *op = "avgpool2d_backward";
     PP_TRY(check_pool(ex, op, d, err));
-    PP_TRY(check(ex, op, "dy", dy, PP_F32, 4, d->n, d->c, d->p, d->q, err));
-    PP_TRY(check(ex, op, "dx", dx, PP_F32, 4, d->n, d->c, d->h, d->w, err));
-    return DISPATCH(avgpool2d_backward, d, dy->data, dx->data, err);
+    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    wide v = {0};
+    const float *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(avgpool2d_backward, d, dyd, dxd, err));
 }
 
 /* A 4-D (N,C,H,W) f32 tensor and a (C) bias on ex's device. */
@@ -472,7 +626,7 @@ static pp_status check_channel_bias(pp_exec *ex, const char *op, const pp_tensor
     PP_TRY(check_exec(ex, op, err));
     if (!t || t->ndim != 4)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 4-D (N,C,H,W)", op, what);
-    PP_TRY(check_f32(ex, op, what, t, err));
+    PP_TRY(check_act(ex, op, what, t, err));
     return check(ex, op, bwhat, b, PP_F32, 1, t->shape[1], 1, 1, 1, err);
 }
 
@@ -480,16 +634,20 @@ pp_status pp_channel_bias_forward(pp_exec *ex, const pp_tensor *b, pp_tensor *y,
 {
     const char *op = "channel_bias_forward";
     PP_TRY(check_channel_bias(ex, op, y, "y", b, "b", err));
-    return DISPATCH(channel_bias_forward, y->shape[0], y->shape[1], y->shape[2] * y->shape[3],
-                    b->data, y->data, err);
+    wide v = {0};
+    float *yd = WIDE_INOUT(v, y);
+    return WIDE_RUN(v, DISPATCH(channel_bias_forward, y->shape[0], y->shape[1],
+                                y->shape[2] * y->shape[3], b->data, yd, err));
 }
 
 pp_status pp_channel_bias_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *db, pp_error *err)
 {
     const char *op = "channel_bias_backward";
     PP_TRY(check_channel_bias(ex, op, dy, "dy", db, "db", err));
-    return DISPATCH(channel_bias_backward, dy->shape[0], dy->shape[1],
-                    dy->shape[2] * dy->shape[3], dy->data, db->data, err);
+    wide v = {0};
+    const float *dyd = WIDE_IN(v, dy);
+    return WIDE_RUN(v, DISPATCH(channel_bias_backward, dy->shape[0], dy->shape[1],
+                                dy->shape[2] * dy->shape[3], dyd, db->data, err));
 }
 
 pp_status pp_linear_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
@@ -500,12 +658,15 @@ pp_status pp_linear_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
     if (!x || x->ndim != 2 || !w || w->ndim != 2)
         return pp_error_set(err, PP_ERR_INVALID, "%s: x and w must be 2-D", op);
     int64_t n = x->shape[0], in = x->shape[1], out = w->shape[0];
-    PP_TRY(check(ex, op, "x", x, PP_F32, 2, n, in, 1, 1, err));
-    PP_TRY(check(ex, op, "w", w, PP_F32, 2, out, in, 1, 1, err));
+    PP_TRY(check(ex, op, "x", x, ACT, 2, n, in, 1, 1, err));
+    PP_TRY(check(ex, op, "w", w, ACT, 2, out, in, 1, 1, err));
     PP_TRY(check(ex, op, "b", b, PP_F32, 1, out, 1, 1, 1, err));
-    PP_TRY(check(ex, op, "y", y, PP_F32, 2, n, out, 1, 1, err));
-    return DISPATCH(linear_forward, (int)n, (int)in, (int)out, x->data, w->data, b->data, y->data,
-                    err);
+    PP_TRY(check(ex, op, "y", y, ACT, 2, n, out, 1, 1, err));
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(linear_forward, (int)n, (int)in, (int)out, xd, wd, b->data, yd,
+                                err));
 }
 
 pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
@@ -517,14 +678,17 @@ pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w
     if (!x || x->ndim != 2 || !w || w->ndim != 2)
         return pp_error_set(err, PP_ERR_INVALID, "%s: x and w must be 2-D", op);
     int64_t n = x->shape[0], in = x->shape[1], out = w->shape[0];
-    PP_TRY(check(ex, op, "x", x, PP_F32, 2, n, in, 1, 1, err));
-    PP_TRY(check(ex, op, "w", w, PP_F32, 2, out, in, 1, 1, err));
-    PP_TRY(check(ex, op, "dy", dy, PP_F32, 2, n, out, 1, 1, err));
-    if (dx) PP_TRY(check(ex, op, "dx", dx, PP_F32, 2, n, in, 1, 1, err));
+    PP_TRY(check(ex, op, "x", x, ACT, 2, n, in, 1, 1, err));
+    PP_TRY(check(ex, op, "w", w, ACT, 2, out, in, 1, 1, err));
+    PP_TRY(check(ex, op, "dy", dy, ACT, 2, n, out, 1, 1, err));
+    if (dx) PP_TRY(check(ex, op, "dx", dx, ACT, 2, n, in, 1, 1, err));
     PP_TRY(check(ex, op, "dw", dw, PP_F32, 2, out, in, 1, 1, err));
     PP_TRY(check(ex, op, "db", db, PP_F32, 1, out, 1, 1, 1, err));
-    return DISPATCH(linear_backward, (int)n, (int)in, (int)out, x->data, w->data, dy->data,
-                    dx ? dx->data : NULL, dw->data, db->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w), *dyd = WIDE_IN(v, dy);
+    float *dxd = dx ? WIDE_OUT(v, dx) : NULL;
+    return WIDE_RUN(v, DISPATCH(linear_backward, (int)n, (int)in, (int)out, xd, wd, dyd, dxd,
+                                dw->data, db->data, err));
 }
 
 pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,

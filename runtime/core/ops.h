@@ -9,6 +9,14 @@
  *
  * Contracts (all ops):
  *   - f32 NCHW tensors, contiguous; every tensor on ex->dev.
+ *   - bf16 mixed precision: activations, their gradients and the weights of
+ *     convolutions and linear layers may be BF16 instead (x, y, dx, dy, w,
+ *     and the elementwise ops' operands); parameter gradients (dw, db,
+ *     dgamma, dbeta), batch-norm parameters and statistics, biases, logits,
+ *     the loss and the optimizer's tensors are always F32. Arithmetic is f32
+ *     on the exact values of bf16 inputs (sums accumulate in f32), and a bf16
+ *     output is the f32 result rounded to nearest, ties to even. A tensor
+ *     checked "like" another must have its dtype too.
  *   - Outputs and activation gradients are overwritten (=).
  *   - Parameter gradients (dw, dgamma, dbeta, db) are accumulated (+=), so
  *     micro-batch gradients sum in the order backward is called.
@@ -140,6 +148,9 @@ pp_status pp_copy_from_host(pp_exec *ex, const void *src, pp_tensor *y, pp_error
 pp_status pp_copy_to_host(pp_exec *ex, const pp_tensor *x, void *dst, pp_error *err);
 /* y = 0 */
 pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err);
+/* y = x converted between F32 and BF16 (same shape; rounded to nearest,
+ * ties to even, towards BF16; exact towards F32; a copy for equal dtypes). */
+pp_status pp_cast(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
 /* ys[i] = 0 for n tensors of any dtype on ex's device (CUDA: one launch per
  * 192 tensors instead of one memset each); each is checked as by pp_zero. */
 pp_status pp_zero_multi(pp_exec *ex, int n, pp_tensor *const *ys, pp_error *err);

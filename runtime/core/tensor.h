@@ -36,6 +36,12 @@ size_t pp_dtype_size(pp_dtype t);
 /* "F32", "BF16", ... (the safetensors spelling). */
 const char *pp_dtype_name(pp_dtype t);
 
+/* bf16 <-> f32 on the host. pp_bf16_from_f32 rounds to nearest, ties to
+ * even (NaN stays a quiet NaN of the same sign, infinities stay infinite);
+ * pp_f32_from_bf16 is exact. The CPU and CUDA kernels round the same way. */
+uint16_t pp_bf16_from_f32(float f);
+float pp_f32_from_bf16(uint16_t h);
+
 #define PP_MAX_DIMS 4
 
 typedef struct pp_tensor {

@@ -1,6 +1,6 @@
 /*
  * elementwise.c - CPU ReLU, sigmoid, residual add (with or without its ReLU)
- * and accumulate (f32, flat arrays).
+ * and accumulate (f32, flat arrays); conversions between f32 and bf16.
  * Plain loops the compiler vectorises, over fixed ranges of ELEMS_PER_TASK
  * elements run on the device's pool (each element is computed alone, so the
  * split cannot change a result). In-place use (y == x, dx == dy, y == a or b)
@@ -121,5 +121,42 @@ pp_status pp_cpu_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b
 {
     ew_job j = {.kind = EW_ADD_RELU, .n = n, .a = a, .b = b, .y = y};
     ew_run(ex, &j);
+    return PP_OK;
+}
+
+/* The conversions, over the same task ranges. */
+typedef struct cast_job {
+    int64_t n;
+    const float *f;  /* bf16_from_f32: input */
+    uint16_t *h;     /* bf16_from_f32: output */
+    const uint16_t *hin;
+    float *fout;
+} cast_job;
+
+static void cast_task(void *arg, int64_t t, int worker)
+{
+    const cast_job *j = arg;
+    (void)worker;
+    const int64_t i0 = t * ELEMS_PER_TASK;
+    const int64_t n = j->n - i0 < ELEMS_PER_TASK ? j->n - i0 : ELEMS_PER_TASK;
+    if (j->f)
+        for (int64_t i = i0; i < i0 + n; i++) j->h[i] = pp_bf16_from_f32(j->f[i]);
+    else
+        for (int64_t i = i0; i < i0 + n; i++) j->fout[i] = pp_f32_from_bf16(j->hin[i]);
+}
+
+pp_status pp_cpu_bf16_from_f32(pp_exec *ex, int64_t n, const float *x, uint16_t *y, pp_error *err)
+{
+    (void)err;
+    cast_job j = {.n = n, .f = x, .h = y};
+    pp_cpu_parallel(ex, (n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, cast_task, &j);
+    return PP_OK;
+}
+
+pp_status pp_cpu_f32_from_bf16(pp_exec *ex, int64_t n, const uint16_t *x, float *y, pp_error *err)
+{
+    (void)err;
+    cast_job j = {.n = n, .hin = x, .fout = y};
+    pp_cpu_parallel(ex, (n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, cast_task, &j);
     return PP_OK;
 }

@@ -355,6 +355,26 @@ static pp_status cuda_accumulate(pp_exec *ex, int64_t n, const float *x, float *
     return cuda_elementwise(ex, PP_CUDA_EW_ADD, n, x, y, y, err);
 }
 
+static pp_status cuda_bf16_from_f32(pp_exec *ex, int64_t n, const float *x, uint16_t *y,
+                                   pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_bf16_from_f32(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
+                                                x, y));
+}
+
+static pp_status cuda_f32_from_bf16(pp_exec *ex, int64_t n, const uint16_t *x, float *y,
+                                   pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_f32_from_bf16(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
+                                                x, y));
+}
+
 static pp_status cuda_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                                pp_error *err)
 {
@@ -582,6 +602,8 @@ static const pp_backend_ops cuda_ops = {
     .add = cuda_add,
     .accumulate = cuda_accumulate,
     .add_relu = cuda_add_relu,
+    .bf16_from_f32 = cuda_bf16_from_f32,
+    .f32_from_bf16 = cuda_f32_from_bf16,
     .sigmoid_forward = cuda_sigmoid_forward,
     .sigmoid_backward = cuda_sigmoid_backward,
     .avgpool2d_forward = cuda_avgpool2d_forward,

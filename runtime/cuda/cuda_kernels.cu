@@ -418,9 +418,48 @@ __global__ void delay_k(uint64_t ns)
     }
 }
 
+/* The bits of pp_bf16_from_f32 (runtime/core/tensor.c), integer arithmetic
+ * only so that no rounding mode or flush-to-zero setting can change them. */
+__global__ void bf16_from_f32_k(int64_t n, const float *x, uint16_t *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        uint32_t u = __float_as_uint(x[i]);
+        if ((u & 0x7fffffffu) > 0x7f800000u) {
+            y[i] = (uint16_t)((u >> 16) | 0x40u);
+        } else {
+            u += 0x7fffu + ((u >> 16) & 1u);
+            y[i] = (uint16_t)(u >> 16);
+        }
+    }
+}
+
+__global__ void f32_from_bf16_k(int64_t n, const uint16_t *x, float *y)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = __uint_as_float((uint32_t)x[i] << 16);
+}
+
 } // namespace
 
 extern "C" {
+
+cudaError_t pp_cuda_launch_bf16_from_f32(cudaStream_t s, unsigned grid, int64_t n, const float *x,
+                                         uint16_t *y)
+{
+    if (n <= 0) return cudaSuccess;
+    bf16_from_f32_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_f32_from_bf16(cudaStream_t s, unsigned grid, int64_t n,
+                                         const uint16_t *x, float *y)
+{
+    if (n <= 0) return cudaSuccess;
+    f32_from_bf16_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
+    return cudaGetLastError();
+}
 
 cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cuda_ew_kind kind,
                                        int64_t n, const float *a, const float *b, float *y)

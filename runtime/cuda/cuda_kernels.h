@@ -35,6 +35,12 @@ typedef enum pp_cuda_ew_kind {
  * same way on both paths, so results do not depend on which runs. */
 cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cuda_ew_kind kind,
                                        int64_t n, const float *a, const float *b, float *y);
+/* y = bf16 of x (nearest, ties to even; NaN quiet: pp_bf16_from_f32's bits) and
+ * back (exact), n elements as raw 16-bit patterns */
+cudaError_t pp_cuda_launch_bf16_from_f32(cudaStream_t s, unsigned grid, int64_t n, const float *x,
+                                         uint16_t *y);
+cudaError_t pp_cuda_launch_f32_from_bf16(cudaStream_t s, unsigned grid, int64_t n,
+                                         const uint16_t *x, float *y);
 /* y (rows, cols) += b (cols) broadcast over rows */
 cudaError_t pp_cuda_launch_bias_add(cudaStream_t s, unsigned grid, int64_t rows, int64_t cols,
                                     const float *b, float *y);

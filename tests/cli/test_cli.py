@@ -156,7 +156,8 @@ def test_json_and_trace():
     r = run(DELAY, "--json", "--trace", trace)
     check(r.returncode == 0, f"--json: exit {r.returncode} {r.stderr}")
     o = json.loads(r.stdout)
-    types = {"plan": str, "model": str, "schedule": str, "batch_size": int, "split_size": int,
+    types = {"plan": str, "model": str, "schedule": str, "precision": str, "batch_size": int,
+             "split_size": int,
              "micro_batches": int, "steps": int, "step_ms": dict, "images_per_s": float,
              "predicted_step_ms": float, "bubble_frac": float, "bubble_frac_predicted": float,
              "losses": list, "stages": list, "copies": dict}

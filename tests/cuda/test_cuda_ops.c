@@ -237,6 +237,85 @@ static void test_elementwise(rig *r)
     }
 }
 
+/* ---- bf16 mixed precision ----------------------------------------------------------- */
+
+/* A bf16 pair holding f's values rounded (pp_cast on each device). */
+static pair pair_bf16_of(rig *r, const pair *f)
+{
+    pair h;
+    pp_error e;
+    CHECK_OK(pp_tensor_alloc(&h.c, r->cpu, PP_BF16, f->c.ndim, f->c.shape, &e), &e);
+    CHECK_OK(pp_tensor_alloc(&h.g, r->gpu, PP_BF16, f->c.ndim, f->c.shape, &e), &e);
+    BOTH(r, pp_cast(ex, &f->c, &h.c, err), pp_cast(ex, &f->g, &h.g, err));
+    return h;
+}
+
+/* Conversions bit for bit as the CPU's (specials included); ops on bf16
+ * operands as on the CPU: exact ones bitwise, sums within one bf16 step
+ * (2^-7 relative: f32 sums in another order may round the other way). */
+static void test_bf16(rig *r)
+{
+    const int64_t n = 100003;
+    pair f = pair_rand(r, 1, (int64_t[]){n}, -3, 3);
+    static const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x7f7fffffu, 0x7f800001u,
+                                        0xffa00000u, 0x00000001u, 0x00400000u, 0x80000000u};
+    pp_error e;
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
+        pp_tensor vc = pp_tensor_view0(&f.c, (int64_t)i, 1);
+        pp_tensor vg = pp_tensor_view0(&f.g, (int64_t)i, 1);
+        CHECK_OK(pp_tensor_from_host(&vc, &specials[i], 4, &e), &e);
+        CHECK_OK(pp_tensor_from_host(&vg, &specials[i], 4, &e), &e);
+    }
+    pair h = pair_bf16_of(r, &f);
+    CHECK_OK(pp_exec_sync(&r->egpu, &e), &e);
+    CHECK_MSG(pair_bitwise(&h), "bf16 rounding differs from the CPU's");
+    pair back = pair_rand(r, 1, (int64_t[]){n}, 0, 0);
+    BOTH(r, pp_cast(ex, &h.c, &back.c, err), pp_cast(ex, &h.g, &back.g, err));
+    CHECK_OK(pp_exec_sync(&r->egpu, &e), &e);
+    CHECK_MSG(pair_bitwise(&back), "bf16 widening differs from the CPU's");
+    BOTH(r, pp_relu_forward(ex, &h.c, &h.c, err), pp_relu_forward(ex, &h.g, &h.g, err));
+    CHECK_OK(pp_exec_sync(&r->egpu, &e), &e);
+    CHECK_MSG(pair_bitwise(&h), "bf16 relu in place differs from the CPU's");
+    pair_free(&f), pair_free(&h), pair_free(&back);
+
+    /* conv forward and backward data in bf16, the filter gradient in f32 */
+    const conv_case cc = {4, 16, 14, 14, 32, 3, 1, 1};
+    const pp_conv2d_desc d = conv_of(&cc);
+    pair x = pair_rand(r, 4, (int64_t[]){d.n, d.c, d.h, d.w}, -1, 1);
+    pair w = pair_rand(r, 4, (int64_t[]){d.k, d.c, d.r, d.s}, -0.2f, 0.2f);
+    pair dy = pair_rand(r, 4, (int64_t[]){d.n, d.k, d.p, d.q}, -1, 1);
+    pair dw = pair_rand(r, 4, (int64_t[]){d.k, d.c, d.r, d.s}, 0, 0);
+    pair xh = pair_bf16_of(r, &x), wh = pair_bf16_of(r, &w), dyh = pair_bf16_of(r, &dy);
+    pair yh = pair_bf16_of(r, &dy), dxh = pair_bf16_of(r, &x);
+    pair y32 = pair_rand(r, 4, (int64_t[]){d.n, d.k, d.p, d.q}, 0, 0);
+    pair dx32 = pair_rand(r, 4, (int64_t[]){d.n, d.c, d.h, d.w}, 0, 0);
+    BOTH(r, pp_conv2d_forward(ex, &d, &xh.c, &wh.c, &yh.c, err),
+         pp_conv2d_forward(ex, &d, &xh.g, &wh.g, &yh.g, err));
+    BOTH(r, pp_cast(ex, &yh.c, &y32.c, err), pp_cast(ex, &yh.g, &y32.g, err));
+    CHECK_CLOSE(r, &y32, 0x1p-7, "bf16 conv forward");
+    BOTH(r, pp_conv2d_backward_data(ex, &d, &dyh.c, &wh.c, &dxh.c, err),
+         pp_conv2d_backward_data(ex, &d, &dyh.g, &wh.g, &dxh.g, err));
+    BOTH(r, pp_cast(ex, &dxh.c, &dx32.c, err), pp_cast(ex, &dxh.g, &dx32.g, err));
+    CHECK_CLOSE(r, &dx32, 0x1p-7, "bf16 conv backward data");
+    BOTH(r, pp_conv2d_backward_filter(ex, &d, &xh.c, &dyh.c, &dw.c, err),
+         pp_conv2d_backward_filter(ex, &d, &xh.g, &dyh.g, &dw.g, err));
+    CHECK_CLOSE(r, &dw, TOL_BWD, "bf16 conv backward filter (f32 dw)");
+    pair *all[] = {&x, &w, &dy, &dw, &xh, &wh, &dyh, &yh, &dxh, &y32, &dx32};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+
+    /* linear: bf16 input and weight, f32 logits */
+    pair lx = pair_rand(r, 2, (int64_t[]){8, 64}, -1, 1);
+    pair lw = pair_rand(r, 2, (int64_t[]){10, 64}, -0.1f, 0.1f);
+    pair lb = pair_rand(r, 1, (int64_t[]){10}, -1, 1);
+    pair ly = pair_rand(r, 2, (int64_t[]){8, 10}, 0, 0);
+    pair lxh = pair_bf16_of(r, &lx), lwh = pair_bf16_of(r, &lw);
+    BOTH(r, pp_linear_forward(ex, &lxh.c, &lwh.c, &lb.c, &ly.c, err),
+         pp_linear_forward(ex, &lxh.g, &lwh.g, &lb.g, &ly.g, err));
+    CHECK_CLOSE(r, &ly, TOL_FWD, "bf16 linear forward (f32 logits)");
+    pair *lall[] = {&lx, &lw, &lb, &ly, &lxh, &lwh};
+    for (size_t k = 0; k < sizeof lall / sizeof lall[0]; k++) pair_free(lall[k]);
+}
+
 /* ---- linear, loss, optimizer ------------------------------------------------------ */
 
 static void test_linear(rig *r)
@@ -777,6 +856,7 @@ int main(void)
     test_host_copies(&r);
     test_elementwise(&r);
     test_linear(&r);
+    test_bf16(&r);
     test_softmax_xent(&r);
     test_sgd(&r);
     test_sgd_multi(&r);

@@ -3,6 +3,8 @@
  *   - equivalence: ResNet-50 split into 1, 2 and 4 stages on cpu:0..3, under
  *     GPipe and 1F1B, with uneven micro-batches and with fewer micro-batches
  *     than stages, saves bitwise-identical checkpoints after several steps;
+ *     the same in bf16 mixed precision (which must differ from fp32 and keep
+ *     fp32 checkpoints), and for a sequential model of every layer type;
  *   - memory: 1F1B stage s holds at most min(m, S - s) micro-batches of
  *     activations, GPipe all m, and stage 0's peak memory shows it;
  *   - learning: a small ResNet on the synthetic task lowers its loss and
@@ -14,6 +16,7 @@
  *     evaluation changes no state, and 1, 2 and 4 stages agree bitwise on
  *     losses, test results and checkpoints.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,7 @@
 #include "tests/check.h"
 
 static char tmpdir[200];
+static const char *g_precision = "fp32"; /* the plans' precision */
 
 /* Stage layouts of ResNet-50 for 1, 2 and 4 stages. */
 static const char *layout(int stages)
@@ -58,12 +62,13 @@ static pp_plan *make_plan(const char *model, int batch, int split, const char *s
              "model: {name: %s, num_classes: 10, stem: cifar}\n"
              "batch: {size: %d, split_size: %d}\n"
              "schedule: %s\n"
+             "precision: %s\n"
              "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
              "data: {format: synthetic, image_size: [%d, %d]}\n"
              "seed: 3\n"
              "steps: %d\n"
              "stages:\n%s",
-             model, batch, split, schedule, image, image, steps, stages);
+             model, batch, split, schedule, g_precision, image, image, steps, stages);
     pp_plan *plan = NULL;
     pp_diag diag;
     pp_diag_clear(&diag);
@@ -94,24 +99,23 @@ static double train_and_save(const pp_plan *plan, const char *path, pp_pipeline 
     return loss;
 }
 
-static void test_equivalence(void)
+typedef struct eq_case {
+    int stages;
+    const char *schedule;
+    int split;
+} eq_case;
+
+/* Trains each case and compares its checkpoint with the case's 1-stage
+ * reference (the first case of each split); returns the first reference's
+ * checkpoint (caller frees) through first, its size through first_n. */
+static void run_equivalence(const eq_case *cases, size_t n_cases, unsigned char **first,
+                            size_t *first_n)
 {
-    static const struct {
-        int stages;
-        const char *schedule;
-        int split;
-    } cases[] = {
-        /* reference first: 1 stage, 8 = 3 + 3 + 2 */
-        {1, "gpipe", 3}, {1, "1f1b", 3}, {2, "gpipe", 3}, {2, "1f1b", 3},
-        {4, "gpipe", 3}, {4, "1f1b", 3},
-        /* m = 2 < S = 4 */
-        {1, "gpipe", 4}, {4, "1f1b", 4}, {4, "gpipe", 4}, {2, "1f1b", 4},
-    };
     unsigned char *ref = NULL;
     size_t ref_n = 0;
     double ref_loss = 0;
     int ref_split = 0;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (size_t i = 0; i < n_cases; i++) {
         pp_plan *plan = make_plan("resnet50", 8, cases[i].split, cases[i].schedule,
                                   layout(cases[i].stages), 16, 2);
         if (!plan) continue;
@@ -122,12 +126,17 @@ static void test_equivalence(void)
         unsigned char *bytes = check_read_file(path, &n);
         CHECK(bytes != NULL && n > 90000000);
         if (cases[i].split != ref_split) {
-            free(ref);
+            if (!first || ref != *first) free(ref);
+            if (first && !*first) {
+                *first = bytes;
+                *first_n = n;
+            }
             ref = bytes;
             ref_n = n;
             ref_loss = loss;
             ref_split = cases[i].split;
-            fprintf(stderr, "reference: 1 stage, split %d, loss %.6f\n", ref_split, loss);
+            fprintf(stderr, "%s reference: 1 stage, split %d, loss %.6f\n", g_precision,
+                    ref_split, loss);
         } else {
             bool same = bytes && n == ref_n && memcmp(bytes, ref, n) == 0;
             CHECK_MSG(same, "%d stages %s split %d: checkpoint differs from 1 stage",
@@ -141,13 +150,47 @@ static void test_equivalence(void)
         unlink(path);
         pp_plan_free(plan);
     }
-    free(ref);
+    if (!first || ref != *first) free(ref);
+}
+
+static void test_equivalence(void)
+{
+    static const eq_case cases[] = {
+        /* reference first: 1 stage, 8 = 3 + 3 + 2 */
+        {1, "gpipe", 3}, {1, "1f1b", 3}, {2, "gpipe", 3}, {2, "1f1b", 3},
+        {4, "gpipe", 3}, {4, "1f1b", 3},
+        /* m = 2 < S = 4 */
+        {1, "gpipe", 4}, {4, "1f1b", 4}, {4, "gpipe", 4}, {2, "1f1b", 4},
+    };
+    run_equivalence(cases, sizeof cases / sizeof cases[0], NULL, NULL);
+}
+
+/* bf16: 1, 2 and 4 stages bitwise equal as in fp32; the checkpoint (fp32
+ * master weights, same names and size) differs from the fp32 run's. */
+static void test_equivalence_bf16(void)
+{
+    static const eq_case cases[] = {
+        {1, "gpipe", 3}, {2, "1f1b", 3}, {4, "gpipe", 3}, {4, "1f1b", 3},
+        {1, "1f1b", 4}, {4, "gpipe", 4},
+    };
+    unsigned char *fp32 = NULL, *bf16 = NULL;
+    size_t fp32_n = 0, bf16_n = 0;
+    run_equivalence(cases, 1, &fp32, &fp32_n);
+    g_precision = "bf16";
+    run_equivalence(cases, sizeof cases / sizeof cases[0], &bf16, &bf16_n);
+    g_precision = "fp32";
+    CHECK_MSG(fp32 && bf16 && fp32_n == bf16_n, "bf16 checkpoint has %zu bytes, fp32 %zu", bf16_n,
+              fp32_n);
+    CHECK_MSG(fp32 && bf16 && fp32_n == bf16_n && memcmp(fp32, bf16, fp32_n) != 0,
+              "the bf16 run trained exactly as the fp32 run");
+    free(fp32);
+    free(bf16);
 }
 
 /* A sequential model of every layer type, 1, 2 and 3 stages (cuts after a
  * batch norm, inside the pooling run, before the linear layers), both
  * schedules: checkpoints bitwise equal to the 1-stage run. */
-static void test_equivalence_sequential(void)
+static void test_equivalence_sequential(const char *precision)
 {
     static const char *const stages[] = {
         "  - {device: cpu:0, layers: [c1, b1, r1, p1, c2, s1, a1, fl, f1, b2, r2, f2]}\n",
@@ -175,11 +218,11 @@ static void test_equivalence_sequential(void)
                  "    - {name: f1, type: linear, out_features: 12}\n"
                  "    - {name: b2, type: batchnorm}\n    - {name: r2, type: relu}\n"
                  "    - {name: f2, type: linear, out_features: 5}\n"
-                 "batch: {size: 10, split_size: 4}\nschedule: %s\n"
+                 "batch: {size: 10, split_size: 4}\nschedule: %s\nprecision: %s\n"
                  "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
                  "data: {format: synthetic, image_size: [16, 16]}\nseed: 5\nsteps: 3\n"
                  "stages:\n%s",
-                 schedules[k % 2], stages[k / 2]);
+                 schedules[k % 2], precision, stages[k / 2]);
         pp_plan *plan = NULL;
         pp_diag diag;
         pp_diag_clear(&diag);
@@ -205,8 +248,67 @@ static void test_equivalence_sequential(void)
         unlink(path);
         pp_plan_free(plan);
     }
-    fprintf(stderr, "sequential: 1, 2, 3 stages x gpipe, 1f1b bitwise equal, loss %.6f\n",
-            ref_loss);
+    fprintf(stderr, "sequential %s: 1, 2, 3 stages x gpipe, 1f1b bitwise equal, loss %.6f\n",
+            precision, ref_loss);
+    free(ref);
+}
+
+/* bf16 with a last layer other than linear (global average pooling): its bf16
+ * output is widened for the loss and the loss gradient rounded back. 1 and 2
+ * stages save equal checkpoints; the first loss (forward only, same initial
+ * weights) is within a few bf16 steps of the fp32 run's. */
+static void test_bf16_pooled_logits(void)
+{
+    static const char *const stages[] = {
+        "  - {device: cpu:0, layers: [c1, b1, r1, c2, gap]}\n",
+        "  - {device: cpu:0, layers: [c1, b1]}\n  - {device: cpu:1, layers: [r1, c2, gap]}\n",
+    };
+    static const char *const precision[] = {"bf16", "bf16", "fp32"};
+    unsigned char *ref = NULL;
+    size_t ref_n = 0;
+    double first[3] = {0};
+    for (int k = 0; k < 3; k++) {
+        char text[2048];
+        snprintf(text, sizeof text,
+                 "model:\n  name: sequential\n  in_channels: 2\n  layers:\n"
+                 "    - {name: c1, type: conv, out_channels: 6, kernel: 3, padding: 1}\n"
+                 "    - {name: b1, type: batchnorm}\n    - {name: r1, type: relu}\n"
+                 "    - {name: c2, type: conv, out_channels: 5, kernel: 3}\n"
+                 "    - {name: gap, type: global_avgpool}\n"
+                 "batch: {size: 8, split_size: 3}\nschedule: 1f1b\nprecision: %s\n"
+                 "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+                 "data: {format: synthetic, image_size: [8, 8]}\nseed: 2\nsteps: 1\n"
+                 "stages:\n%s",
+                 precision[k], stages[k == 1]);
+        pp_plan *plan = NULL;
+        pp_diag diag;
+        pp_diag_clear(&diag);
+        char buf[4096];
+        pp_status s = pp_plan_parse_string("gap.yaml", text, strlen(text), &plan, &diag);
+        CHECK_MSG(s == PP_OK, "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
+        if (!plan) continue;
+        char path[256];
+        snprintf(path, sizeof path, "%s/gap%d.safetensors", tmpdir, k);
+        first[k] = train_and_save(plan, path, NULL);
+        size_t n = 0;
+        unsigned char *bytes = check_read_file(path, &n);
+        if (k == 0) {
+            ref = bytes, ref_n = n;
+        } else if (k == 1) {
+            CHECK_MSG(bytes && n == ref_n && memcmp(bytes, ref, n) == 0,
+                      "bf16 pooled logits: 2 stages differ from 1");
+            free(bytes);
+        } else {
+            free(bytes);
+        }
+        unlink(path);
+        pp_plan_free(plan);
+    }
+    CHECK_MSG(first[0] == first[1] && fabs(first[0] - first[2]) <= 0x1p-5 * fabs(first[2]),
+              "bf16 pooled logits: losses %.7f (1 stage), %.7f (2 stages), fp32 %.7f", first[0],
+              first[1], first[2]);
+    fprintf(stderr, "bf16 pooled logits: loss %.6f (fp32 %.6f), 1 and 2 stages bitwise equal\n",
+            first[0], first[2]);
     free(ref);
 }
 
@@ -502,7 +604,10 @@ int main(int argc, char **argv)
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "pp-pipeline")) return 1;
     const char *only = argc > 1 ? argv[1] : "";
     if (!*only || !strcmp(only, "equivalence")) test_equivalence();
-    if (!*only || !strcmp(only, "sequential")) test_equivalence_sequential();
+    if (!*only || !strcmp(only, "bf16")) test_equivalence_bf16();
+    if (!*only || !strcmp(only, "sequential")) test_equivalence_sequential("fp32");
+    if (!*only || !strcmp(only, "sequential-bf16")) test_equivalence_sequential("bf16");
+    if (!*only || !strcmp(only, "bf16-pooled")) test_bf16_pooled_logits();
     if (!*only || !strcmp(only, "failed")) test_failed_step();
     if (!*only || !strcmp(only, "memory")) test_memory();
     if (!*only || !strcmp(only, "learning")) test_learning();

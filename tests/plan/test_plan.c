@@ -99,7 +99,7 @@ static const struct bad_case {
     {"micro_batches too many", L_MODEL "batch: {size: 4, micro_batches: 5}\n" L_STAGES L_S0 L_S1,
      2, 33, "batch.micro_batches (5) is larger than batch.size (4)"},
     {"unknown schedule", BASE "schedule: zigzag\n", 6, 11, "unknown schedule 'zigzag'"},
-    {"bf16", BASE "precision: bf16\n", 6, 12, "precision bf16 is not supported yet (use fp32 or tf32)"},
+    {"fp16", BASE "precision: fp16\n", 6, 12, "precision fp16 is not supported yet (use fp32, tf32 or bf16)"},
     {"unknown precision", BASE "precision: fp8\n", 6, 12, "unknown precision 'fp8'"},
     {"negative lr", BASE "optimizer: {lr: -0.1}\n", 6, 17,
      "optimizer.lr must not be negative, got -0.1"},
@@ -585,6 +585,34 @@ static void test_valid_plans(void)
 }
 
 /* Field values of the fullest plan, and marks. */
+/* precision: each value parses to its enum and survives emit -> parse. */
+static void test_precision(void)
+{
+    static const struct {
+        const char *text;
+        pp_plan_precision want;
+    } cases[] = {
+        {"", PP_PLAN_PRECISION_FP32},
+        {"precision: fp32\n", PP_PLAN_PRECISION_FP32},
+        {"precision: tf32\n", PP_PLAN_PRECISION_TF32},
+        {"precision: bf16\n", PP_PLAN_PRECISION_BF16},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "%s%s", BASE, cases[i].text);
+        pp_plan *p = NULL;
+        pp_diag d;
+        char msg[2048];
+        CHECK_MSG(parse(text, strlen(text), &p, &d) == PP_OK, "%s",
+                  pp_diag_format(&d, msg, sizeof msg));
+        if (!p) continue;
+        CHECK_MSG(p->precision == cases[i].want, "[%s] precision %d, expected %d",
+                  cases[i].text, (int)p->precision, (int)cases[i].want);
+        check_round_trip(cases[i].text, p);
+        pp_plan_free(p);
+    }
+}
+
 static void test_plan_fields(void)
 {
     const char *text = "model:\n  name: resnet50\n  num_classes: 10\n"
@@ -1015,6 +1043,7 @@ int main(int argc, char **argv)
     test_hostile();
     test_valid_plans();
     test_plan_fields();
+    test_precision();
     test_balance_random();
     test_balance_errors();
     test_auto_plans();

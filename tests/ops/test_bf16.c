@@ -1,0 +1,473 @@
+/*
+ * test_bf16.c - bf16 mixed precision in the op API (runtime/core/ops.h) on the
+ * CPU backend:
+ *   1. rounding: f32 -> bf16 to nearest, ties to even (NaN quiet, overflow to
+ *      infinity, subnormals kept), bf16 -> f32 exact; the host functions and
+ *      pp_cast agree bit for bit;
+ *   2. the contract of every op that takes bf16 operands: its result is the f32
+ *      op's on the same (bf16-representable) values, bf16 outputs rounded once
+ *      to nearest even, f32 outputs (parameter gradients) bit for bit, in-place
+ *      use included;
+ *   3. accuracy against double references on the unrounded f32 inputs, with
+ *      bounds derived from bf16's 8-bit significand (7 bits stored; unit
+ *      roundoff u = 2^-8): a
+ *      sum of K products of two rounded inputs errs by at most
+ *      (2u + u^2 + (K + 2) 2^-24) sum|x||w|, plus u |y| for the rounded output.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/core/device.h"
+#include "runtime/core/exec.h"
+#include "runtime/core/ops.h"
+#include "runtime/core/tensor.h"
+#include "tests/check.h"
+
+static pp_registry *g_reg;
+static pp_device_ctx *g_dev;
+static pp_exec g_ex;
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+
+static double urand(void)
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 4503599627370496.0 - 1.0;
+}
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static pp_tensor talloc(pp_dtype dt, int ndim, const int64_t *shape)
+{
+    pp_tensor t;
+    pp_error err;
+    if (pp_tensor_zeros(&t, g_dev, dt, ndim, shape, &err) != PP_OK) {
+        fprintf(stderr, "allocation failed: %s\n", err.msg);
+        exit(1);
+    }
+    return t;
+}
+
+/* ---- 1. rounding --------------------------------------------------------------- */
+
+static void test_rounding(void)
+{
+    static const struct {
+        uint32_t in;
+        uint16_t out;
+        const char *what;
+    } cases[] = {
+        {0x3f800000u, 0x3f80, "1"},
+        {0x3f808000u, 0x3f80, "1 + 2^-8: a tie, to even (down)"},
+        {0x3f818000u, 0x3f82, "1 + 3 2^-8: a tie, to even (up)"},
+        {0x3f808001u, 0x3f81, "just above a tie: up"},
+        {0x3f807fffu, 0x3f80, "just below a tie: down"},
+        {0xbf80c000u, 0xbf81, "-(1 + 1.5 2^-7): away from zero"},
+        {0x80000000u, 0x8000, "-0"},
+        {0x00000001u, 0x0000, "smallest subnormal: to zero"},
+        {0x00400000u, 0x0040, "a subnormal kept"},
+        {0x7f7fffffu, 0x7f80, "largest float: overflows to infinity"},
+        {0x7f7f0000u, 0x7f7f, "largest bf16"},
+        {0x7f800000u, 0x7f80, "infinity"},
+        {0xff800000u, 0xff80, "-infinity"},
+        {0x7fc00000u, 0x7fc0, "quiet NaN"},
+        {0x7f800001u, 0x7fc0, "signalling NaN with low payload: stays NaN, quiet"},
+        {0xffa00000u, 0xffe0, "negative signalling NaN: quiet, sign kept"},
+    };
+    const int n = (int)(sizeof cases / sizeof cases[0]);
+    pp_tensor f = talloc(PP_F32, 1, (int64_t[]){n}), h = talloc(PP_BF16, 1, (int64_t[]){n});
+    pp_tensor back = talloc(PP_F32, 1, (int64_t[]){n});
+    for (int i = 0; i < n; i++) ((float *)f.data)[i] = from_bits(cases[i].in);
+    pp_error err;
+    CHECK_OK(pp_cast(&g_ex, &f, &h, &err), &err);
+    CHECK_OK(pp_cast(&g_ex, &h, &back, &err), &err);
+    for (int i = 0; i < n; i++) {
+        uint16_t host = pp_bf16_from_f32(from_bits(cases[i].in));
+        uint16_t dev = ((uint16_t *)h.data)[i];
+        CHECK_MSG(host == cases[i].out, "%s: host rounds %08x to %04x, expected %04x",
+                  cases[i].what, cases[i].in, host, cases[i].out);
+        CHECK_MSG(dev == cases[i].out, "%s: pp_cast rounds %08x to %04x, expected %04x",
+                  cases[i].what, cases[i].in, dev, cases[i].out);
+        CHECK_MSG(bits(((float *)back.data)[i]) == (uint32_t)cases[i].out << 16,
+                  "%s: widening is not exact", cases[i].what);
+        CHECK(bits(pp_f32_from_bf16(cases[i].out)) == (uint32_t)cases[i].out << 16);
+    }
+    /* nearest: over random values the rounding error is at most half a step */
+    int worst_ok = 1;
+    for (int i = 0; i < 100000; i++) {
+        float x = (float)(ldexp(urand(), (int)(urand() * 60)));
+        double r = pp_f32_from_bf16(pp_bf16_from_f32(x));
+        if (x != 0 && !(fabs(r - x) <= ldexp(fabs(x), -8))) worst_ok = 0;
+    }
+    CHECK_MSG(worst_ok, "a rounding error exceeds 2^-8 relative");
+    /* bad casts are refused */
+    pp_tensor i32 = talloc(PP_I32, 1, (int64_t[]){n}), shorter = talloc(PP_F32, 1, (int64_t[]){2});
+    CHECK(pp_cast(&g_ex, &i32, &h, &err) == PP_ERR_INVALID);
+    CHECK(pp_cast(&g_ex, &h, &shorter, &err) == PP_ERR_INVALID);
+    pp_tensor_free(&i32);
+    pp_tensor_free(&shorter);
+    pp_tensor_free(&f);
+    pp_tensor_free(&h);
+    pp_tensor_free(&back);
+}
+
+/* ---- 2. the contract, op by op ------------------------------------------------------- */
+
+enum { MAX_OPS = 8 };
+
+/* An operand: 'a' may be BF16 (an activation or weight copy), 'f' is always
+ * F32 (parameter gradients, statistics, biases), 'i' is I32 (argmax). */
+typedef struct operand {
+    char kind;
+    int ndim;
+    int64_t shape[4];
+} operand;
+
+typedef pp_status (*op_run)(pp_exec *ex, const void *desc, pp_tensor **t, pp_error *err);
+
+typedef struct op_case {
+    const char *what;
+    op_run run;
+    const void *desc;
+    int n;
+    operand o[MAX_OPS];
+    int alias_of[MAX_OPS]; /* -1, or the operand this one is (in-place use); 0 = none */
+} op_case;
+
+static const pp_conv2d_desc CONV = {2, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1, 4, 3};
+static const pp_bn_desc BN = {3, 4, 5, 3, 1e-5f, 0.1f};
+static const pp_pool_desc POOL = {2, 3, 7, 6, 3, 2, 1, 4, 3};
+
+static pp_status r_conv_fwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_conv2d_forward(ex, d, t[0], t[1], t[2], err);
+}
+static pp_status r_conv_bwd_data(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_conv2d_backward_data(ex, d, t[0], t[1], t[2], err);
+}
+static pp_status r_conv_bwd_data_acc(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_conv2d_backward_data_accumulate(ex, d, t[0], t[1], t[2], err);
+}
+static pp_status r_conv_bwd_filter(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_conv2d_backward_filter(ex, d, t[0], t[1], t[2], err);
+}
+static pp_status r_bn_train(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_batchnorm_forward_train(ex, d, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], err);
+}
+static pp_status r_bn_infer(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_batchnorm_forward_infer(ex, d, t[0], t[1], t[2], t[3], t[4], t[5], err);
+}
+static pp_status r_bn_bwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_batchnorm_backward(ex, d, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], err);
+}
+static pp_status r_relu(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_relu_forward(ex, t[0], t[1], err);
+}
+static pp_status r_relu_bwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_relu_backward(ex, t[0], t[1], t[2], err);
+}
+static pp_status r_sigmoid(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_sigmoid_forward(ex, t[0], t[1], err);
+}
+static pp_status r_sigmoid_bwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_sigmoid_backward(ex, t[0], t[1], t[2], err);
+}
+static pp_status r_add(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_add(ex, t[0], t[1], t[2], err);
+}
+static pp_status r_add_relu(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_add_relu(ex, t[0], t[1], t[2], err);
+}
+static pp_status r_accumulate(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_accumulate(ex, t[0], t[1], err);
+}
+static pp_status r_maxpool(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_maxpool_forward(ex, d, t[0], t[1], t[2], err);
+}
+static pp_status r_maxpool_bwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    /* x, y, idx come from a forward on the same x */
+    PP_TRY(pp_maxpool_forward(ex, d, t[0], t[1], t[2], err));
+    return pp_maxpool_backward(ex, d, t[0], t[1], t[3], t[2], t[4], err);
+}
+static pp_status r_avgpool(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_avgpool_forward(ex, t[0], t[1], err);
+}
+static pp_status r_avgpool_bwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_avgpool_backward(ex, t[0], t[1], err);
+}
+static pp_status r_avgpool2d(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_avgpool2d_forward(ex, d, t[0], t[1], err);
+}
+static pp_status r_avgpool2d_bwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_avgpool2d_backward(ex, d, t[0], t[1], err);
+}
+static pp_status r_bias(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_channel_bias_forward(ex, t[0], t[1], err);
+}
+static pp_status r_bias_bwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_channel_bias_backward(ex, t[0], t[1], err);
+}
+static pp_status r_linear(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_linear_forward(ex, t[0], t[1], t[2], t[3], err);
+}
+static pp_status r_linear_bwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_linear_backward(ex, t[0], t[1], t[2], t[3], t[4], t[5], err);
+}
+
+#define A4(a, b, c, d) {'a', 4, {a, b, c, d}}
+#define F1(c) {'f', 1, {c, 1, 1, 1}}
+#define X4 A4(2, 3, 7, 6)       /* CONV's and POOL's input */
+#define Y4 A4(2, 4, 4, 3)       /* CONV's output */
+#define P4 A4(2, 3, 4, 3)       /* POOL's output */
+#define B4 A4(3, 4, 5, 3)       /* BN's tensors */
+#define E4 A4(2, 3, 5, 4)       /* elementwise operands */
+
+static const op_case CASES[] = {
+    {"conv2d_forward", r_conv_fwd, &CONV, 3, {X4, A4(4, 3, 3, 3), Y4}, {0}},
+    {"conv2d_forward, f32 input and bf16 weights", r_conv_fwd, &CONV, 3,
+     {{'f', 4, {2, 3, 7, 6}}, A4(4, 3, 3, 3), Y4}, {0}},
+    {"conv2d_forward, f32 output (logits-like)", r_conv_fwd, &CONV, 3,
+     {X4, A4(4, 3, 3, 3), {'f', 4, {2, 4, 4, 3}}}, {0}},
+    {"conv2d_backward_data", r_conv_bwd_data, &CONV, 3, {Y4, A4(4, 3, 3, 3), X4}, {0}},
+    {"conv2d_backward_data_accumulate", r_conv_bwd_data_acc, &CONV, 3,
+     {Y4, A4(4, 3, 3, 3), X4}, {0}},
+    {"conv2d_backward_filter (dw f32 +=)", r_conv_bwd_filter, &CONV, 3,
+     {X4, Y4, {'f', 4, {4, 3, 3, 3}}}, {0}},
+    {"batchnorm_forward_train", r_bn_train, &BN, 8,
+     {B4, F1(4), F1(4), F1(4), {'f', 1, {4, 1, 1, 1}}, B4, F1(4), F1(4)}, {0}},
+    {"batchnorm_forward_infer", r_bn_infer, &BN, 6, {B4, F1(4), F1(4), F1(4), F1(4), B4}, {0}},
+    {"batchnorm_backward", r_bn_bwd, &BN, 8, {B4, B4, F1(4), F1(4), F1(4), B4, F1(4), F1(4)},
+     {0}},
+    {"relu_forward", r_relu, NULL, 2, {E4, E4}, {0}},
+    {"relu_forward in place", r_relu, NULL, 2, {E4, E4}, {0, 1}},
+    {"relu_backward", r_relu_bwd, NULL, 3, {E4, E4, E4}, {0}},
+    {"relu_backward in place", r_relu_bwd, NULL, 3, {E4, E4, E4}, {0, 0, 2}},
+    {"sigmoid_forward", r_sigmoid, NULL, 2, {E4, E4}, {0}},
+    {"sigmoid_backward", r_sigmoid_bwd, NULL, 3, {E4, E4, E4}, {0}},
+    {"add", r_add, NULL, 3, {E4, E4, E4}, {0}},
+    {"add into b", r_add, NULL, 3, {E4, E4, E4}, {0, 0, 2}},
+    {"add_relu into a", r_add_relu, NULL, 3, {E4, E4, E4}, {0, 0, 1}},
+    {"accumulate", r_accumulate, NULL, 2, {E4, E4}, {0}},
+    {"maxpool_forward", r_maxpool, &POOL, 3, {X4, P4, {'i', 4, {2, 3, 4, 3}}}, {0}},
+    {"maxpool_backward", r_maxpool_bwd, &POOL, 5, {X4, P4, {'i', 4, {2, 3, 4, 3}}, P4, X4},
+     {0}},
+    {"avgpool_forward", r_avgpool, NULL, 2, {E4, {'a', 2, {2, 3, 1, 1}}}, {0}},
+    {"avgpool_backward", r_avgpool_bwd, NULL, 2, {{'a', 2, {2, 3, 1, 1}}, E4}, {0}},
+    {"avgpool2d_forward", r_avgpool2d, &POOL, 2, {X4, P4}, {0}},
+    {"avgpool2d_backward", r_avgpool2d_bwd, &POOL, 2, {P4, X4}, {0}},
+    {"channel_bias_forward (y +=)", r_bias, NULL, 2, {F1(3), E4}, {0}},
+    {"channel_bias_backward (db f32 +=)", r_bias_bwd, NULL, 2, {E4, F1(3)}, {0}},
+    {"linear_forward, f32 logits", r_linear, NULL, 4,
+     {{'a', 2, {5, 7, 1, 1}}, {'a', 2, {3, 7, 1, 1}}, F1(3), {'f', 2, {5, 3, 1, 1}}}, {0}},
+    {"linear_forward, bf16 output", r_linear, NULL, 4,
+     {{'a', 2, {5, 7, 1, 1}}, {'a', 2, {3, 7, 1, 1}}, F1(3), {'a', 2, {5, 3, 1, 1}}}, {0}},
+    {"linear_backward, f32 dy", r_linear_bwd, NULL, 6,
+     {{'a', 2, {5, 7, 1, 1}}, {'a', 2, {3, 7, 1, 1}}, {'f', 2, {5, 3, 1, 1}},
+      {'a', 2, {5, 7, 1, 1}}, {'f', 2, {3, 7, 1, 1}}, F1(3)},
+     {0}},
+};
+
+/* Runs one case twice: every operand F32 (holding bf16-representable values
+ * where the operand may be bf16), then with the 'a' operands BF16; each
+ * result must be the first run's, rounded to bf16 for 'a' operands. */
+static void check_case(const op_case *c)
+{
+    pp_tensor f[MAX_OPS], h[MAX_OPS];
+    pp_tensor *tf[MAX_OPS], *th[MAX_OPS];
+    pp_error err;
+    for (int i = 0; i < c->n; i++) {
+        const operand *o = &c->o[i];
+        tf[i] = &f[i];
+        th[i] = &h[i];
+        if (c->alias_of[i] > 0) { /* operand i is operand alias_of - 1 */
+            tf[i] = tf[c->alias_of[i] - 1];
+            th[i] = th[c->alias_of[i] - 1];
+            continue;
+        }
+        f[i] = talloc(o->kind == 'i' ? PP_I32 : PP_F32, o->ndim, o->shape);
+        h[i] = talloc(o->kind == 'a' ? PP_BF16 : o->kind == 'i' ? PP_I32 : PP_F32, o->ndim,
+                      o->shape);
+        const int64_t n = pp_tensor_numel(&f[i]);
+        for (int64_t k = 0; k < n && o->kind != 'i'; k++) {
+            float v = (float)(urand() * 2.0);
+            if (o->kind == 'a') v = pp_f32_from_bf16(pp_bf16_from_f32(v));
+            /* variances and inverse deviations must be positive */
+            if (o->kind == 'f') v = fabsf(v) + 0.25f;
+            ((float *)f[i].data)[k] = v;
+        }
+        CHECK_OK(o->kind == 'a' ? pp_cast(&g_ex, &f[i], &h[i], &err)
+                                : pp_copy(&g_ex, &f[i], &h[i], &err),
+                 &err);
+    }
+    CHECK_OK(c->run(&g_ex, c->desc, tf, &err), &err);
+    pp_status s = c->run(&g_ex, c->desc, th, &err);
+    CHECK_MSG(s == PP_OK, "%s with bf16 operands: %s", c->what, err.msg);
+    for (int i = 0; i < c->n && s == PP_OK; i++) {
+        if (c->alias_of[i] > 0) continue;
+        const int64_t n = pp_tensor_numel(&f[i]);
+        int64_t bad = 0, first = -1;
+        for (int64_t k = 0; k < n; k++) {
+            bool ok;
+            if (c->o[i].kind == 'a')
+                ok = ((uint16_t *)h[i].data)[k] == pp_bf16_from_f32(((float *)f[i].data)[k]);
+            else
+                ok = ((uint32_t *)h[i].data)[k] == ((uint32_t *)f[i].data)[k];
+            if (!ok && !bad++) first = k;
+        }
+        CHECK_MSG(bad == 0, "%s: operand %d differs from the f32 op's result in %lld of %lld "
+                  "elements (first #%lld)",
+                  c->what, i, (long long)bad, (long long)n, (long long)first);
+    }
+    for (int i = 0; i < c->n; i++) {
+        if (c->alias_of[i] > 0) continue;
+        pp_tensor_free(&f[i]);
+        pp_tensor_free(&h[i]);
+    }
+}
+
+static void test_contract(void)
+{
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) check_case(&CASES[i]);
+}
+
+/* ---- 3. accuracy against double references ------------------------------------------- */
+
+/* conv forward and backward data, linear forward: bf16 results on unrounded
+ * inputs against double sums, within the bound of the header. */
+static void test_accuracy(void)
+{
+    const double u = ldexp(1.0, -8);
+    pp_error err;
+    /* conv forward: y = conv(x, w) with K = C R S = 27 products per output */
+    const pp_conv2d_desc *d = &CONV;
+    const int64_t xs[4] = {d->n, d->c, d->h, d->w}, ws[4] = {d->k, d->c, d->r, d->s},
+                  ys[4] = {d->n, d->k, d->p, d->q};
+    pp_tensor x = talloc(PP_F32, 4, xs), w = talloc(PP_F32, 4, ws);
+    pp_tensor xh = talloc(PP_BF16, 4, xs), wh = talloc(PP_BF16, 4, ws), yh = talloc(PP_BF16, 4, ys);
+    pp_tensor y32 = talloc(PP_F32, 4, ys);
+    for (int64_t i = 0; i < pp_tensor_numel(&x); i++) ((float *)x.data)[i] = (float)urand();
+    for (int64_t i = 0; i < pp_tensor_numel(&w); i++) ((float *)w.data)[i] = (float)urand();
+    CHECK_OK(pp_cast(&g_ex, &x, &xh, &err), &err);
+    CHECK_OK(pp_cast(&g_ex, &w, &wh, &err), &err);
+    CHECK_OK(pp_conv2d_forward(&g_ex, d, &xh, &wh, &yh, &err), &err);
+    CHECK_OK(pp_cast(&g_ex, &yh, &y32, &err), &err);
+    const int K = d->c * d->r * d->s;
+    double worst = 0;
+    int bad = 0;
+    for (int n = 0; n < d->n; n++)
+        for (int k = 0; k < d->k; k++)
+            for (int p = 0; p < d->p; p++)
+                for (int q = 0; q < d->q; q++) {
+                    double s = 0, a = 0;
+                    for (int c = 0; c < d->c; c++)
+                        for (int r = 0; r < d->r; r++)
+                            for (int t = 0; t < d->s; t++) {
+                                int hh = p * d->stride_h - d->pad_h + r;
+                                int ww = q * d->stride_w - d->pad_w + t;
+                                if (hh < 0 || hh >= d->h || ww < 0 || ww >= d->w) continue;
+                                const float *xp = x.data, *wp = w.data;
+                                double xv = xp[((n * d->c + c) * d->h + hh) * d->w + ww];
+                                double wv = wp[((k * d->c + c) * d->r + r) * d->s + t];
+                                s += xv * wv;
+                                a += fabs(xv * wv);
+                            }
+                    double got = ((float *)y32.data)[((n * d->k + k) * d->p + p) * d->q + q];
+                    double bound = (2 * u + u * u + (K + 2) * ldexp(1.0, -24)) * a +
+                                   u * (fabs(s) + 1e-30);
+                    double e = fabs(got - s);
+                    if (!(e <= bound)) bad++;
+                    if (a > 0) worst = fmax(worst, e / a);
+                }
+    CHECK_MSG(bad == 0, "conv forward: %d outputs beyond the bf16 bound (worst %.3g of sum|xw|)",
+              bad, worst);
+    /* the bound is not vacuous: bf16 errs well above f32's 2^-24 */
+    CHECK_MSG(worst > ldexp(1.0, -16), "conv forward: error %.3g looks like f32, not bf16", worst);
+    pp_tensor_free(&x);
+    pp_tensor_free(&w);
+    pp_tensor_free(&xh);
+    pp_tensor_free(&wh);
+    pp_tensor_free(&yh);
+    pp_tensor_free(&y32);
+}
+
+/* ---- 4. boundaries ----------------------------------------------------------------- */
+
+static void test_boundaries(void)
+{
+    pp_error err;
+    const int64_t s4[4] = {2, 3, 5, 4};
+    pp_tensor a = talloc(PP_BF16, 4, s4), b = talloc(PP_F32, 4, s4), i = talloc(PP_I32, 4, s4);
+    /* "like" operands must share the dtype */
+    CHECK(pp_add(&g_ex, &a, &b, &a, &err) == PP_ERR_INVALID);
+    CHECK(strstr(err.msg, "dtype") != NULL);
+    CHECK(pp_relu_forward(&g_ex, &i, &i, &err) == PP_ERR_INVALID);
+    CHECK(strstr(err.msg, "expected F32 or BF16") != NULL);
+    /* parameter gradients stay f32 */
+    pp_tensor db = talloc(PP_BF16, 1, (int64_t[]){3});
+    CHECK(pp_channel_bias_backward(&g_ex, &a, &db, &err) == PP_ERR_INVALID);
+    /* the loss takes f32 logits */
+    pp_tensor lg = talloc(PP_BF16, 2, (int64_t[]){2, 3}), lab = talloc(PP_I32, 1, (int64_t[]){2});
+    pp_tensor loss = talloc(PP_F32, 0, (int64_t[]){1}), cor = talloc(PP_I32, 0, (int64_t[]){1});
+    pp_tensor dl = talloc(PP_BF16, 2, (int64_t[]){2, 3});
+    CHECK(pp_softmax_xent(&g_ex, &lg, &lab, 1.0f, &loss, &cor, &dl, &err) == PP_ERR_INVALID);
+    pp_tensor *all[] = {&a, &b, &i, &db, &lg, &lab, &loss, &cor, &dl};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pp_tensor_free(all[k]);
+}
+
+int main(void)
+{
+    pp_error err;
+    if (pp_registry_new(&g_reg, &err) != PP_OK ||
+        pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 0}, &g_dev, &err) != PP_OK ||
+        pp_exec_init(&g_ex, g_dev, NULL, &err) != PP_OK) {
+        fprintf(stderr, "setup failed: %s\n", err.msg);
+        return 1;
+    }
+    test_rounding();
+    test_contract();
+    test_accuracy();
+    test_boundaries();
+    pp_exec_destroy(&g_ex);
+    CHECK(pp_device_bytes_in_use(g_dev) == 0);
+    pp_registry_free(g_reg);
+    return check_summary("test_bf16");
+}
