@@ -260,9 +260,11 @@ pp_status pp_conv_layer_forward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
     return c->has_bias ? pp_channel_bias_forward(ex, &u->value[c->b], y, err) : PP_OK;
 }
 
-pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
-                                 const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
-                                 pp_error *err)
+/* dw += corr(x, dy), the bias's gradient, and dx = (or, accumulate, +=)
+ * conv_transpose(dy) when dx is not NULL. */
+static pp_status conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                     const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
+                                     bool accumulate, pp_error *err)
 {
     pp_conv2d_desc d;
     PP_TRY(conv_desc(c, x, &d, err));
@@ -271,24 +273,24 @@ pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c
     if (!dx) return PP_OK;
     pp_tensor w;
     PP_TRY(pp_unit_weight_like(u, ex, c->e, dy, &w, err));
-    pp_status st = pp_conv2d_backward_data(ex, &d, dy, &w, dx, err);
+    pp_status st = accumulate ? pp_conv2d_backward_data_accumulate(ex, &d, dy, &w, dx, err)
+                              : pp_conv2d_backward_data(ex, &d, dy, &w, dx, err);
     pp_tensor_free(&w);
     return st;
+}
+
+pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                 const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
+                                 pp_error *err)
+{
+    return conv_layer_backward(u, ex, c, x, dy, dx, false, err);
 }
 
 pp_status pp_conv_layer_backward_accumulate(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
                                             const pp_tensor *x, const pp_tensor *dy,
                                             pp_tensor *dx, pp_error *err)
 {
-    pp_conv2d_desc d;
-    PP_TRY(conv_desc(c, x, &d, err));
-    PP_TRY(pp_conv2d_backward_filter(ex, &d, x, dy, &u->grad[c->e], err));
-    if (c->has_bias) PP_TRY(pp_channel_bias_backward(ex, dy, &u->grad[c->b], err));
-    pp_tensor w;
-    PP_TRY(pp_unit_weight_like(u, ex, c->e, dy, &w, err));
-    pp_status st = pp_conv2d_backward_data_accumulate(ex, &d, dy, &w, dx, err);
-    pp_tensor_free(&w);
-    return st;
+    return conv_layer_backward(u, ex, c, x, dy, dx, true, err);
 }
 
 static pp_bn_desc bn_desc(const pp_tensor *x)

@@ -210,6 +210,30 @@ static void walk_delay_times(pp_walk *w, const pp_ynode *n, const char *what, do
                   pp_walk_describe(n));
 }
 
+/* A sequential model's layers and initialisation. */
+static void walk_sequential(pp_walk *w, const pp_ynode *model, const pp_ynode *layers,
+                            const pp_ynode *init, const pp_ynode *std, pp_model_config *cfg)
+{
+    if (!layers) {
+        pp_walk_error(w, model, "a sequential model needs layers (a list of layers)");
+        w->model_ok = false;
+    } else {
+        walk_layers(w, layers, cfg);
+    }
+    if (init) {
+        static const char *const inits[] = {"default", "normal"};
+        int k = pp_walk_choice(w, init, "model.init", inits, 2, "default or normal");
+        if (k < 0) w->model_ok = false;
+        cfg->init = k == 1 ? PP_SEQ_INIT_NORMAL : PP_SEQ_INIT_TORCH;
+    }
+    if (cfg->init == PP_SEQ_INIT_NORMAL && !std)
+        pp_walk_error(w, init, "model.init normal needs init_std (e.g. 0.01)");
+    if (std && cfg->init != PP_SEQ_INIT_NORMAL)
+        pp_walk_error(w, std, "model.init_std applies only to init: normal");
+    else if (std && !pp_walk_num(w, std, "model.init_std", 1e-12, 1e6, &cfg->init_std))
+        w->model_ok = false;
+}
+
 static void walk_model(pp_walk *w, const pp_ynode *n)
 {
     enum { K_NAME, K_CLASSES, K_CHANNELS, K_STEM, K_FWD, K_BWD, K_LAYERS, K_INIT, K_STD, K_N };
@@ -235,47 +259,15 @@ static void walk_model(pp_walk *w, const pp_ynode *n)
     w->model_ok = true;
     bool delay = cfg->kind == PP_MODEL_DELAY;
     const bool seq = cfg->kind == PP_MODEL_SEQUENTIAL;
-    w->classes_node = f[K_CLASSES];
+    w->classes_node = f[K_CLASSES]; /* sequential: checked against the last layer later */
     if (seq) {
-        if (!f[K_LAYERS]) {
-            pp_walk_error(w, n, "a sequential model needs layers (a list of layers)");
-            w->model_ok = false;
-        } else {
-            walk_layers(w, f[K_LAYERS], cfg);
-        }
-        if (f[K_INIT]) {
-            static const char *const inits[] = {"default", "normal"};
-            int k = pp_walk_choice(w, f[K_INIT], "model.init", inits, 2, "default or normal");
-            if (k < 0) w->model_ok = false;
-            cfg->init = k == 1 ? PP_SEQ_INIT_NORMAL : PP_SEQ_INIT_TORCH;
-        }
-        if (cfg->init == PP_SEQ_INIT_NORMAL && !f[K_STD])
-            pp_walk_error(w, f[K_INIT], "model.init normal needs init_std (e.g. 0.01)");
-        if (f[K_STD] && cfg->init != PP_SEQ_INIT_NORMAL)
-            pp_walk_error(w, f[K_STD], "model.init_std applies only to init: normal");
-        else if (f[K_STD] &&
-                 !pp_walk_num(w, f[K_STD], "model.init_std", 1e-12, 1e6, &cfg->init_std))
-            w->model_ok = false;
-        /* num_classes follows from the last layer (checked once the input size is known) */
-        if (f[K_CLASSES] &&
-            !pp_walk_int32(w, f[K_CLASSES], "model.num_classes", 1, 1000000, &cfg->num_classes))
-            w->model_ok = false;
-        if (f[K_STEM]) pp_walk_error(w, f[K_STEM], "model.stem applies only to ResNet models");
+        walk_sequential(w, n, f[K_LAYERS], f[K_INIT], f[K_STD], cfg);
     } else {
         const int only[] = {K_LAYERS, K_INIT, K_STD};
         for (int i = 0; i < 3; i++)
             if (f[only[i]])
                 pp_walk_error(w, f[only[i]], "model.%s applies only to the sequential model",
                               keys[only[i]]);
-    }
-    if (seq) {
-        if (f[K_CHANNELS] && !pp_walk_int32(w, f[K_CHANNELS], "model.in_channels", 1,
-                                            PP_PLAN_MAX_CHANNELS, &cfg->in_channels))
-            w->model_ok = false;
-        if (f[K_FWD]) pp_walk_error(w, f[K_FWD], "model.forward_ms applies only to the delay model");
-        if (f[K_BWD])
-            pp_walk_error(w, f[K_BWD], "model.backward_ms applies only to the delay model");
-        return;
     }
     if (f[K_CLASSES] &&
         !pp_walk_int32(w, f[K_CLASSES], "model.num_classes", 1, 1000000, &cfg->num_classes))
@@ -285,7 +277,7 @@ static void walk_model(pp_walk *w, const pp_ynode *n)
         w->model_ok = false;
     if (f[K_STEM]) {
         static const char *const stems[] = {"imagenet", "cifar"};
-        if (delay) {
+        if (delay || seq) {
             pp_walk_error(w, f[K_STEM], "model.stem applies only to ResNet models");
         } else {
             int s = pp_walk_choice(w, f[K_STEM], "model.stem", stems, 2, "imagenet or cifar");

@@ -336,69 +336,69 @@ static pp_status check_act(pp_exec *ex, const char *op, const char *what, const 
                  t->shape[3], err);
 }
 
-pp_status pp_relu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+typedef pp_status (*ew1_fn)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+typedef pp_status (*ew2_fn)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                            pp_error *err);
+
+/* The backend's entry fn of ex's device, NULL when ex has none (check_exec reports it). */
+#define ENTRY(fn) (ex && ex->dev ? ex->dev->ops->fn : NULL)
+
+/* y = f(x) elementwise (f32 or bf16 activations, computed in f32). */
+static pp_status unary(pp_exec *ex, const char *op, ew1_fn fn, const pp_tensor *x, pp_tensor *y,
+                       pp_error *err)
 {
-    const char *op = "relu_forward";
     PP_TRY(check_exec(ex, op, err));
     PP_TRY(check_act(ex, op, "x", x, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
+    if (!fn) return unsupported(ex, op, err);
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
-    return WIDE_RUN(v, DISPATCH(relu_forward, pp_tensor_numel(x), xd, yd, err));
+    return WIDE_RUN(v, fn(ex, pp_tensor_numel(x), xd, yd, err));
+}
+
+/* y = f(a, b) elementwise; the names are those of the messages. */
+static pp_status binary(pp_exec *ex, const char *op, ew2_fn fn, const char *an,
+                        const pp_tensor *a, const char *bn, const pp_tensor *b, const char *yn,
+                        pp_tensor *y, pp_error *err)
+{
+    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(check_act(ex, op, an, a, err));
+    PP_TRY(check_like(ex, op, bn, b, a, err));
+    PP_TRY(check_like(ex, op, yn, y, a, err));
+    if (!fn) return unsupported(ex, op, err);
+    wide v = {0};
+    const float *ad = WIDE_IN(v, a), *bd = WIDE_IN(v, b);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, fn(ex, pp_tensor_numel(a), ad, bd, yd, err));
+}
+
+pp_status pp_relu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    return unary(ex, "relu_forward", ENTRY(relu_forward), x, y, err);
 }
 
 pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
                            pp_error *err)
 {
-    const char *op = "relu_backward";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_act(ex, op, "y", y, err));
-    PP_TRY(check_like(ex, op, "dy", dy, y, err));
-    PP_TRY(check_like(ex, op, "dx", dx, y, err));
-    wide v = {0};
-    const float *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
-    float *dxd = WIDE_OUT(v, dx);
-    return WIDE_RUN(v, DISPATCH(relu_backward, pp_tensor_numel(y), yd, dyd, dxd, err));
+    return binary(ex, "relu_backward", ENTRY(relu_backward), "y", y, "dy", dy, "dx", dx, err);
 }
 
 pp_status pp_sigmoid_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
-    const char *op = "sigmoid_forward";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_act(ex, op, "x", x, err));
-    PP_TRY(check_like(ex, op, "y", y, x, err));
-    wide v = {0};
-    const float *xd = WIDE_IN(v, x);
-    float *yd = WIDE_OUT(v, y);
-    return WIDE_RUN(v, DISPATCH(sigmoid_forward, pp_tensor_numel(x), xd, yd, err));
+    return unary(ex, "sigmoid_forward", ENTRY(sigmoid_forward), x, y, err);
 }
 
 pp_status pp_sigmoid_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
                               pp_error *err)
 {
-    const char *op = "sigmoid_backward";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_act(ex, op, "y", y, err));
-    PP_TRY(check_like(ex, op, "dy", dy, y, err));
-    PP_TRY(check_like(ex, op, "dx", dx, y, err));
-    wide v = {0};
-    const float *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
-    float *dxd = WIDE_OUT(v, dx);
-    return WIDE_RUN(v, DISPATCH(sigmoid_backward, pp_tensor_numel(y), yd, dyd, dxd, err));
+    return binary(ex, "sigmoid_backward", ENTRY(sigmoid_backward), "y", y, "dy", dy, "dx", dx,
+                  err);
 }
 
 pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err)
 {
-    const char *op = "add";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_act(ex, op, "a", a, err));
-    PP_TRY(check_like(ex, op, "b", b, a, err));
-    PP_TRY(check_like(ex, op, "y", y, a, err));
-    wide v = {0};
-    const float *ad = WIDE_IN(v, a), *bd = WIDE_IN(v, b);
-    float *yd = WIDE_OUT(v, y);
-    return WIDE_RUN(v, DISPATCH(add, pp_tensor_numel(a), ad, bd, yd, err));
+    return binary(ex, "add", ENTRY(add), "a", a, "b", b, "y", y, err);
 }
 
 pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
@@ -416,15 +416,7 @@ pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error 
 pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y,
                       pp_error *err)
 {
-    const char *op = "add_relu";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_act(ex, op, "a", a, err));
-    PP_TRY(check_like(ex, op, "b", b, a, err));
-    PP_TRY(check_like(ex, op, "y", y, a, err));
-    wide v = {0};
-    const float *ad = WIDE_IN(v, a), *bd = WIDE_IN(v, b);
-    float *yd = WIDE_OUT(v, y);
-    return WIDE_RUN(v, DISPATCH(add_relu, pp_tensor_numel(a), ad, bd, yd, err));
+    return binary(ex, "add_relu", ENTRY(add_relu), "a", a, "b", b, "y", y, err);
 }
 
 /* Any dtype and shape, on ex's device, with data. */

@@ -74,10 +74,11 @@ typedef struct maxpool_job {
 } maxpool_job;
 
 /* Planes [*p0, *p1) of task t. */
-static void task_planes(const maxpool_job *j, int64_t t, size_t *p0, size_t *p1)
+/* The planes [*p0, *p1) of task t over planes in all. */
+static void task_planes(size_t planes, int64_t t, size_t *p0, size_t *p1)
 {
     *p0 = (size_t)t * POOL_PLANES_PER_TASK;
-    *p1 = *p0 + POOL_PLANES_PER_TASK < j->planes ? *p0 + POOL_PLANES_PER_TASK : j->planes;
+    *p1 = *p0 + POOL_PLANES_PER_TASK < planes ? *p0 + POOL_PLANES_PER_TASK : planes;
 }
 
 static void maxpool_forward_task(void *arg, int64_t t, int worker)
@@ -87,7 +88,7 @@ static void maxpool_forward_task(void *arg, int64_t t, int worker)
     (void)worker;
     const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
     size_t p0, p1;
-    task_planes(j, t, &p0, &p1);
+    task_planes(j->planes, t, &p0, &p1);
     for (size_t pl = p0; pl < p1; pl++)
         for (int p = 0; p < d->p; p++)
             maxpool_row(d, j->x + pl * hw, p, j->y + pl * pq + (size_t)p * d->q,
@@ -101,7 +102,7 @@ static void maxpool_backward_task(void *arg, int64_t t, int worker)
     (void)worker;
     const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
     size_t p0, p1;
-    task_planes(j, t, &p0, &p1);
+    task_planes(j->planes, t, &p0, &p1);
     memset(j->dx + p0 * hw, 0, sizeof(float) * (p1 - p0) * hw);
     for (size_t pl = p0; pl < p1; pl++) {
         float *dxp = j->dx + pl * hw;
@@ -111,7 +112,7 @@ static void maxpool_backward_task(void *arg, int64_t t, int worker)
     }
 }
 
-static int64_t maxpool_tasks(size_t planes)
+static int64_t pool_tasks(size_t planes)
 {
     return (int64_t)((planes + POOL_PLANES_PER_TASK - 1) / POOL_PLANES_PER_TASK);
 }
@@ -120,7 +121,7 @@ pp_status pp_cpu_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const float
                                  int32_t *idx, pp_error *err)
 {
     maxpool_job j = {.d = d, .x = x, .y = y, .idx_out = idx, .planes = (size_t)d->n * d->c};
-    pp_cpu_parallel(ex, maxpool_tasks(j.planes), maxpool_forward_task, &j);
+    pp_cpu_parallel(ex, pool_tasks(j.planes), maxpool_forward_task, &j);
     return PP_OK;
 }
 
@@ -130,7 +131,7 @@ pp_status pp_cpu_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const floa
 {
     maxpool_job j = {.d = d, .x = x, .dy = dy, .dx = dx, .idx = idx,
                      .planes = (size_t)d->n * d->c};
-    pp_cpu_parallel(ex, maxpool_tasks(j.planes), maxpool_backward_task, &j);
+    pp_cpu_parallel(ex, pool_tasks(j.planes), maxpool_backward_task, &j);
     return PP_OK;
 }
 
@@ -184,8 +185,8 @@ static void avgpool2d_forward_task(void *arg, int64_t t, int worker)
     const pp_pool_desc *d = j->d;
     (void)worker;
     const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
-    size_t p0 = (size_t)t * POOL_PLANES_PER_TASK, p1 = p0 + POOL_PLANES_PER_TASK;
-    if (p1 > j->planes) p1 = j->planes;
+    size_t p0, p1;
+    task_planes(j->planes, t, &p0, &p1);
     for (size_t pl = p0; pl < p1; pl++) {
         const float *xp = j->x + pl * hw;
         float *yp = j->y + pl * pq;
@@ -207,8 +208,8 @@ static void avgpool2d_backward_task(void *arg, int64_t t, int worker)
     const pp_pool_desc *d = j->d;
     (void)worker;
     const size_t hw = (size_t)d->h * d->w, pq = (size_t)d->p * d->q;
-    size_t p0 = (size_t)t * POOL_PLANES_PER_TASK, p1 = p0 + POOL_PLANES_PER_TASK;
-    if (p1 > j->planes) p1 = j->planes;
+    size_t p0, p1;
+    task_planes(j->planes, t, &p0, &p1);
     memset(j->y + p0 * hw, 0, sizeof(float) * (p1 - p0) * hw);
     for (size_t pl = p0; pl < p1; pl++) {
         const float *dyp = j->x + pl * pq;
@@ -228,7 +229,7 @@ pp_status pp_cpu_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const flo
                                    pp_error *err)
 {
     avgpool2d_job j = {.d = d, .x = x, .y = y, .planes = (size_t)d->n * d->c};
-    pp_cpu_parallel(ex, maxpool_tasks(j.planes), avgpool2d_forward_task, &j);
+    pp_cpu_parallel(ex, pool_tasks(j.planes), avgpool2d_forward_task, &j);
     return PP_OK;
 }
 
@@ -236,6 +237,6 @@ pp_status pp_cpu_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const fl
                                     float *dx, pp_error *err)
 {
     avgpool2d_job j = {.d = d, .x = dy, .y = dx, .planes = (size_t)d->n * d->c};
-    pp_cpu_parallel(ex, maxpool_tasks(j.planes), avgpool2d_backward_task, &j);
+    pp_cpu_parallel(ex, pool_tasks(j.planes), avgpool2d_backward_task, &j);
     return PP_OK;
 }

@@ -48,6 +48,7 @@ except ImportError as e:  # the project's tests must not require PyTorch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
+from crosscheck import check, failures, rel_err, write_idx  # noqa: E402
 
 CLASSES, BATCH, SPLIT, IMAGE = 5, 8, 4, 16
 LR, MOMENTUM, WD = 0.05, 0.9, 1e-4
@@ -101,21 +102,9 @@ stages:
     layers: [f1, b2, r2, f2]
 """
 
-failures = []
 
 
-def check(ok, msg):
-    print(("ok    " if ok else "FAIL  ") + msg)
-    if not ok:
-        failures.append(msg)
 
-
-def write_idx(path, arr):
-    arr = np.ascontiguousarray(arr, dtype=np.uint8)
-    with open(path, "wb") as f:
-        f.write(bytes([0, 0, 8, arr.ndim]))
-        f.write(bytes(np.array(arr.shape, dtype=">u4").tobytes()))
-        f.write(arr.tobytes())
 
 
 def net():
@@ -164,12 +153,6 @@ def torch_step(state, dtype, x, y):
              for k, v in m.state_dict().items()}, total)
 
 
-def rel_err(x, ref, before):
-    diff = float(np.max(np.abs(x.astype(np.float64) - ref)))
-    scale = float(np.max(np.abs(ref - before)))
-    if scale == 0.0:
-        scale = float(np.max(np.abs(ref)))
-    return diff / scale if scale > 0 else diff
 
 
 def run(exe, work, *args):
