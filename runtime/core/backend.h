@@ -21,6 +21,30 @@
 #include "exec.h"
 #include "ops.h"
 
+/* The ops a backend may run natively on operands other than f32 NCHW (see
+ * pp_backend_ops.native). The tensors are passed in the order of the op's
+ * function in ops.h, outputs included (NULL where an optional one is absent). */
+typedef enum pp_native_op {
+    PP_NATIVE_CONV_FWD,          /* x, w, y                                  */
+    PP_NATIVE_CONV_DGRAD,        /* dy, w, dx                                */
+    PP_NATIVE_CONV_DGRAD_ACC,    /* dy, w, dx (dx +=)                        */
+    PP_NATIVE_CONV_WGRAD,        /* x, dy, dw (f32 NCHW, +=)                 */
+    PP_NATIVE_BN_TRAIN,          /* x, gamma, beta, rmean, rvar, y, smean, sinvstd */
+    PP_NATIVE_BN_INFER,          /* x, gamma, beta, rmean, rvar, y           */
+    PP_NATIVE_BN_BACKWARD,       /* x, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+    PP_NATIVE_RELU_FWD,          /* x, y                                     */
+    PP_NATIVE_RELU_BWD,          /* y, dy, dx                                */
+    PP_NATIVE_ADD,               /* a, b, y                                  */
+    PP_NATIVE_ACCUMULATE,        /* x, y (y +=)                              */
+    PP_NATIVE_ADD_RELU,          /* a, b, y                                  */
+    PP_NATIVE_MAXPOOL_FWD,       /* x, y, idx                                */
+    PP_NATIVE_MAXPOOL_BWD,       /* x, y, dy, idx, dx                        */
+    PP_NATIVE_AVGPOOL_FWD,       /* x (N,C,H,W), y (N,C)                     */
+    PP_NATIVE_AVGPOOL_BWD,       /* dy (N,C), dx (N,C,H,W)                   */
+    PP_NATIVE_LINEAR_FWD,        /* x, w, b, y                               */
+    PP_NATIVE_LINEAR_BWD,        /* x, w, dy, dx (may be NULL), dw, db       */
+} pp_native_op;
+
 typedef struct pp_backend_ops {
     const char *name; /* "cpu", "cuda" */
 
@@ -152,6 +176,24 @@ typedef struct pp_backend_ops {
                                   float *const *buf, const int64_t *sizes, pp_error *err);
 
     pp_status (*delay)(pp_exec *ex, double ms, pp_error *err);
+
+    /* Layout change of a 4-D tensor as n batched matrix transposes: each of the n
+     * rows x cols matrices of x (elements of elem bytes, 2 or 4) is written
+     * transposed to y (NCHW -> NHWC: rows C, cols H*W; NHWC -> NCHW: rows H*W,
+     * cols C). y may not alias x. */
+    pp_status (*transpose)(pp_exec *ex, int64_t n, int64_t rows, int64_t cols, size_t elem,
+                           const void *x, void *y, pp_error *err);
+
+    /* optional: runs op on its operands as they are when they are not all f32
+     * NCHW (bf16 data, NHWC layouts); desc is the op's descriptor (pp_conv2d_desc,
+     * pp_bn_desc, pp_pool_desc) or NULL. The result must equal, within the
+     * rounding of the f32 accumulation order, what ops.c's fallback gives: every
+     * operand converted to an f32 NCHW stand-in, the f32 entry above, each
+     * output rounded (bf16) and laid out back. Returns PP_ERR_UNSUPPORTED,
+     * having enqueued nothing, for a combination it does not run natively (the
+     * fallback then runs); NULL entry: always the fallback. */
+    pp_status (*native)(pp_exec *ex, pp_native_op op, const void *desc, pp_tensor *const *t,
+                        pp_error *err);
 } pp_backend_ops;
 
 /* The CPU backend (runtime/cpu). Never NULL. */

@@ -59,6 +59,23 @@ static pp_status check_like(pp_exec *ex, const char *op, const char *what, const
                  like->shape[2], like->shape[3], err);
 }
 
+/* For the elementwise ops: t's memory order must be like's. */
+static pp_status check_layout_like(const char *op, const char *what, const pp_tensor *t,
+                                   const pp_tensor *like, pp_error *err)
+{
+    pp_layout a = pp_tensor_effective_layout(t), b = pp_tensor_effective_layout(like);
+    if (a == b) return PP_OK;
+    return pp_error_set(err, PP_ERR_INVALID, "%s: %s is %s, the other operands %s", op, what,
+                        pp_layout_name(a), pp_layout_name(b));
+}
+
+/* Parameters and their gradients are NCHW (the checkpoint's order). */
+static pp_status check_nchw(const char *op, const char *what, const pp_tensor *t, pp_error *err)
+{
+    if (pp_tensor_effective_layout(t) == PP_NCHW) return PP_OK;
+    return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be NCHW", op, what);
+}
+
 static pp_status unsupported(pp_exec *ex, const char *op, pp_error *err)
 {
     return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: not provided by the %s backend", op,
@@ -74,26 +91,114 @@ static pp_status check_exec(pp_exec *ex, const char *op, pp_error *err)
     return PP_OK;
 }
 
-/* The f32 stand-ins of one op's bf16 operands. An operand passed twice (an
- * in-place op: y == x) shares one stand-in. */
-enum { WIDE_MAX = 6 };
+/* ---- operand adaptation ------------------------------------------------------
+ *
+ * The backends' f32 entries take f32 NCHW data. An op whose operands are all
+ * f32 NCHW calls them directly. Otherwise the backend's native entry may run
+ * the op on the operands as they are; where it has none or declines
+ * (PP_ERR_UNSUPPORTED), each other operand gets an f32 NCHW stand-in: bf16
+ * widened (exactly), NHWC transposed (exactly), and each output is rounded and
+ * laid out back when the op ends. Elementwise ops (layout-blind: every
+ * operand has the same layout) keep the layout and only widen. */
+
+/* Whether t needs a stand-in for the f32 NCHW entries (keep_layout: only
+ * its dtype counts). */
+static bool foreign(const pp_tensor *t, bool keep_layout)
+{
+    return t && (t->dtype == PP_BF16 ||
+                 (!keep_layout && pp_tensor_effective_layout(t) == PP_NHWC));
+}
+
+/* Offers op to the backend's native entry when one of the n tensors is
+ * foreign; *done tells whether it ran. */
+static pp_status try_native(pp_exec *ex, pp_native_op op, const void *desc, int n,
+                            pp_tensor *const *t, bool keep_layout, bool *done, pp_error *err)
+{
+    *done = false;
+    bool any = false;
+    for (int i = 0; i < n; i++) any |= foreign(t[i], keep_layout);
+    if (!any || !ex->dev->ops->native) return PP_OK;
+    pp_status st = ex->dev->ops->native(ex, op, desc, t, err);
+    if (st == PP_ERR_UNSUPPORTED) return PP_OK;
+    *done = true;
+    return st;
+}
+
+/* Returns from the calling op when the backend ran it natively. The tensor
+ * list is the op's in pp_native_op order. */
+#define NATIVE(op, desc, keep_layout, ...)                                                \
+    do {                                                                                  \
+        pp_tensor *const native_t_[] = {__VA_ARGS__};                                     \
+        bool native_done_;                                                                \
+        pp_status native_st_ = try_native(ex, (op), (desc), (int)(sizeof native_t_ /       \
+                                                                  sizeof native_t_[0]),   \
+                                          native_t_, (keep_layout), &native_done_, err);  \
+        if (native_done_ || native_st_ != PP_OK) return native_st_;                       \
+    } while (0)
+
+/* Casts away const for the native tensor list (the backend writes outputs only). */
+#define T(x) ((pp_tensor *)(x))
+
+enum { WIDE_MAX = 8 };
 typedef struct wide {
+    bool keep_layout;  /* elementwise op: stand-ins keep the operand's layout */
     int n;
     struct {
-        void *data;    /* the bf16 operand's data */
+        void *data;    /* the operand's data */
+        pp_tensor own; /* the operand (its dtype, shape, layout) */
         pp_tensor f32; /* its stand-in */
-        bool out;      /* rounded back into data when the op ends */
+        bool out;      /* written back into data when the op ends */
     } e[WIDE_MAX];
     pp_status st;      /* the first failure; later calls do nothing */
 } wide;
 
-/* The f32 data to hand the backend for t: t's own for an f32 tensor, else a
- * stand-in, holding t's values when t is read (an input, or an output the op
- * accumulates into). */
+/* y (layout to) = x (the other layout), n batches; shapes from t (4-D). */
+static pp_status relayout(pp_exec *ex, const pp_tensor *t, pp_layout to, const void *x, void *y,
+                          pp_error *err)
+{
+    int64_t c = t->shape[1], hw = t->shape[2] * t->shape[3];
+    int64_t rows = to == PP_NHWC ? c : hw, cols = to == PP_NHWC ? hw : c;
+    return DISPATCH(transpose, t->shape[0], rows, cols, pp_dtype_size(t->dtype), x, y, err);
+}
+
+/* stand-in (f32 NCHW, or f32 in t's layout with keep_layout) = t's values */
+static pp_status wide_fill(wide *v, pp_exec *ex, const pp_tensor *t, pp_tensor *f32,
+                           pp_error *err)
+{
+    bool nhwc = !v->keep_layout && pp_tensor_effective_layout(t) == PP_NHWC;
+    if (!nhwc) return DISPATCH(f32_from_bf16, pp_tensor_numel(t), t->data, f32->data, err);
+    if (t->dtype == PP_F32) return relayout(ex, t, PP_NCHW, t->data, f32->data, err);
+    pp_tensor tmp;
+    PP_TRY(pp_tensor_alloc_on(&tmp, ex, t->dtype, t->ndim, t->shape, err));
+    pp_status st = relayout(ex, t, PP_NCHW, t->data, tmp.data, err);
+    if (st == PP_OK) st = DISPATCH(f32_from_bf16, pp_tensor_numel(t), tmp.data, f32->data, err);
+    pp_tensor_free(&tmp);
+    return st;
+}
+
+/* t's data = the stand-in, rounded and laid out back */
+static pp_status wide_store(wide *v, pp_exec *ex, const pp_tensor *t, const pp_tensor *f32,
+                            pp_error *err)
+{
+    bool nhwc = !v->keep_layout && pp_tensor_effective_layout(t) == PP_NHWC;
+    if (!nhwc) return DISPATCH(bf16_from_f32, pp_tensor_numel(t), f32->data, t->data, err);
+    if (t->dtype == PP_F32) return relayout(ex, t, PP_NHWC, f32->data, t->data, err);
+    pp_tensor tmp;
+    PP_TRY(pp_tensor_alloc_on(&tmp, ex, t->dtype, t->ndim, t->shape, err));
+    pp_status st = DISPATCH(bf16_from_f32, pp_tensor_numel(t), f32->data, tmp.data, err);
+    if (st == PP_OK) st = relayout(ex, t, PP_NHWC, tmp.data, t->data, err);
+    pp_tensor_free(&tmp);
+    return st;
+}
+
+/* The f32 data to hand the backend for t: t's own for an f32 NCHW tensor,
+ * else a stand-in, holding t's values when t is read (an input, or an
+ * output the op accumulates into). An operand passed twice (an in-place op:
+ * y == x) shares one stand-in. */
 static void *wide_get(wide *v, pp_exec *ex, const pp_tensor *t, bool out, bool read,
                       pp_error *err)
 {
-    if (!t || t->dtype != PP_BF16) return t ? t->data : NULL;
+    if (!foreign(t, v->keep_layout)) return t ? t->data : NULL;
     if (v->st != PP_OK) return NULL;
     for (int i = 0; i < v->n; i++)
         if (v->e[i].data == t->data) {
@@ -101,15 +206,15 @@ static void *wide_get(wide *v, pp_exec *ex, const pp_tensor *t, bool out, bool r
             return v->e[i].f32.data;
         }
     if (v->n == WIDE_MAX) {
-        v->st = pp_error_set(err, PP_ERR_INVALID, "too many bf16 operands");
+        v->st = pp_error_set(err, PP_ERR_INVALID, "too many converted operands");
         return NULL;
     }
     int i = v->n++;
     v->e[i].data = t->data;
+    v->e[i].own = *t;
     v->e[i].out = out;
     v->st = pp_tensor_alloc_on(&v->e[i].f32, ex, PP_F32, t->ndim, t->shape, err);
-    if (v->st == PP_OK && (!out || read))
-        v->st = DISPATCH(f32_from_bf16, pp_tensor_numel(t), t->data, v->e[i].f32.data, err);
+    if (v->st == PP_OK && (!out || read)) v->st = wide_fill(v, ex, t, &v->e[i].f32, err);
     return v->st == PP_OK ? v->e[i].f32.data : NULL;
 }
 
@@ -117,14 +222,12 @@ static void *wide_get(wide *v, pp_exec *ex, const pp_tensor *t, bool out, bool r
 #define WIDE_OUT(v, t) wide_get(&(v), ex, (t), true, false, err)
 #define WIDE_INOUT(v, t) wide_get(&(v), ex, (t), true, true, err)
 
-/* Rounds the outputs back when the op (st) succeeded and frees the
+/* Writes the outputs back when the op (st) succeeded and frees the
  * stand-ins; the first failure wins. */
 static pp_status wide_end(wide *v, pp_exec *ex, pp_status st, pp_error *err)
 {
     for (int i = 0; i < v->n; i++) {
-        if (st == PP_OK && v->e[i].out)
-            st = DISPATCH(bf16_from_f32, pp_tensor_numel(&v->e[i].f32), v->e[i].f32.data,
-                          v->e[i].data, err);
+        if (st == PP_OK && v->e[i].out) st = wide_store(v, ex, &v->e[i].own, &v->e[i].f32, err);
         pp_tensor_free(&v->e[i].f32);
     }
     return st;
@@ -188,6 +291,7 @@ pp_status pp_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const pp_tenso
     PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
     PP_TRY(check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
     PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->k, d->p, d->q, err));
+    NATIVE(PP_NATIVE_CONV_FWD, d, false, T(x), T(w), y);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w);
     float *yd = WIDE_OUT(v, y);
@@ -202,6 +306,7 @@ pp_status pp_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const pp
     PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
     PP_TRY(check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
     PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    NATIVE(PP_NATIVE_CONV_DGRAD, d, false, T(dy), T(w), dx);
     wide v = {0};
     const float *dyd = WIDE_IN(v, dy), *wd = WIDE_IN(v, w);
     float *dxd = WIDE_OUT(v, dx);
@@ -216,6 +321,8 @@ pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const 
     PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
     PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
     PP_TRY(check(ex, op, "dw", dw, PP_F32, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(check_nchw(op, "dw", dw, err));
+    NATIVE(PP_NATIVE_CONV_WGRAD, d, false, T(x), T(dy), dw);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
     return WIDE_RUN(v, DISPATCH(conv2d_backward_filter, d, xd, dyd, dw->data, err));
@@ -230,6 +337,7 @@ pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *
     PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
     PP_TRY(check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
     PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    NATIVE(PP_NATIVE_CONV_DGRAD_ACC, d, false, T(dy), T(w), dx);
     wide v = {0};
     const float *dyd = WIDE_IN(v, dy), *wd = WIDE_IN(v, w);
     float *dxd = WIDE_INOUT(v, dx);
@@ -269,6 +377,8 @@ pp_status pp_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const pp_
     CHECK_C("running_var", running_var);
     CHECK_C("save_mean", save_mean);
     CHECK_C("save_invstd", save_invstd);
+    NATIVE(PP_NATIVE_BN_TRAIN, d, false, T(x), T(gamma), T(beta), running_mean, running_var, y,
+           save_mean, save_invstd);
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
@@ -290,6 +400,8 @@ pp_status pp_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const pp_
     CHECK_C("beta", beta);
     CHECK_C("running_mean", running_mean);
     CHECK_C("running_var", running_var);
+    NATIVE(PP_NATIVE_BN_INFER, d, false, T(x), T(gamma), T(beta), T(running_mean),
+           T(running_var), y);
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
@@ -312,6 +424,8 @@ pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tenso
     CHECK_C("save_invstd", save_invstd);
     CHECK_C("dgamma", dgamma);
     CHECK_C("dbeta", dbeta);
+    NATIVE(PP_NATIVE_BN_BACKWARD, d, false, T(x), T(dy), T(gamma), T(save_mean), T(save_invstd),
+           dx, dgamma, dbeta);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
     float *dxd = WIDE_OUT(v, dx);
@@ -344,21 +458,23 @@ typedef pp_status (*ew2_fn)(pp_exec *ex, int64_t n, const float *a, const float 
 #define ENTRY(fn) (ex && ex->dev ? ex->dev->ops->fn : NULL)
 
 /* y = f(x) elementwise (f32 or bf16 activations, computed in f32). */
-static pp_status unary(pp_exec *ex, const char *op, ew1_fn fn, const pp_tensor *x, pp_tensor *y,
-                       pp_error *err)
+static pp_status unary(pp_exec *ex, const char *op, ew1_fn fn, int nop, const pp_tensor *x,
+                       pp_tensor *y, pp_error *err)
 {
     PP_TRY(check_exec(ex, op, err));
     PP_TRY(check_act(ex, op, "x", x, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
+    PP_TRY(check_layout_like(op, "y", y, x, err));
     if (!fn) return unsupported(ex, op, err);
-    wide v = {0};
+    if (nop >= 0) NATIVE((pp_native_op)nop, NULL, true, T(x), y);
+    wide v = {.keep_layout = true};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
     return WIDE_RUN(v, fn(ex, pp_tensor_numel(x), xd, yd, err));
 }
 
 /* y = f(a, b) elementwise; the names are those of the messages. */
-static pp_status binary(pp_exec *ex, const char *op, ew2_fn fn, const char *an,
+static pp_status binary(pp_exec *ex, const char *op, ew2_fn fn, int nop, const char *an,
                         const pp_tensor *a, const char *bn, const pp_tensor *b, const char *yn,
                         pp_tensor *y, pp_error *err)
 {
@@ -366,8 +482,11 @@ static pp_status binary(pp_exec *ex, const char *op, ew2_fn fn, const char *an,
     PP_TRY(check_act(ex, op, an, a, err));
     PP_TRY(check_like(ex, op, bn, b, a, err));
     PP_TRY(check_like(ex, op, yn, y, a, err));
+    PP_TRY(check_layout_like(op, bn, b, a, err));
+    PP_TRY(check_layout_like(op, yn, y, a, err));
     if (!fn) return unsupported(ex, op, err);
-    wide v = {0};
+    if (nop >= 0) NATIVE((pp_native_op)nop, NULL, true, T(a), T(b), y);
+    wide v = {.keep_layout = true};
     const float *ad = WIDE_IN(v, a), *bd = WIDE_IN(v, b);
     float *yd = WIDE_OUT(v, y);
     return WIDE_RUN(v, fn(ex, pp_tensor_numel(a), ad, bd, yd, err));
@@ -375,30 +494,31 @@ static pp_status binary(pp_exec *ex, const char *op, ew2_fn fn, const char *an,
 
 pp_status pp_relu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
-    return unary(ex, "relu_forward", ENTRY(relu_forward), x, y, err);
+    return unary(ex, "relu_forward", ENTRY(relu_forward), PP_NATIVE_RELU_FWD, x, y, err);
 }
 
 pp_status pp_relu_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
                            pp_error *err)
 {
-    return binary(ex, "relu_backward", ENTRY(relu_backward), "y", y, "dy", dy, "dx", dx, err);
+    return binary(ex, "relu_backward", ENTRY(relu_backward), PP_NATIVE_RELU_BWD, "y", y, "dy",
+                  dy, "dx", dx, err);
 }
 
 pp_status pp_sigmoid_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
-    return unary(ex, "sigmoid_forward", ENTRY(sigmoid_forward), x, y, err);
+    return unary(ex, "sigmoid_forward", ENTRY(sigmoid_forward), -1, x, y, err);
 }
 
 pp_status pp_sigmoid_backward(pp_exec *ex, const pp_tensor *y, const pp_tensor *dy, pp_tensor *dx,
                               pp_error *err)
 {
-    return binary(ex, "sigmoid_backward", ENTRY(sigmoid_backward), "y", y, "dy", dy, "dx", dx,
-                  err);
+    return binary(ex, "sigmoid_backward", ENTRY(sigmoid_backward), -1, "y", y, "dy", dy, "dx",
+                  dx, err);
 }
 
 pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err)
 {
-    return binary(ex, "add", ENTRY(add), "a", a, "b", b, "y", y, err);
+    return binary(ex, "add", ENTRY(add), PP_NATIVE_ADD, "a", a, "b", b, "y", y, err);
 }
 
 pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
@@ -407,7 +527,9 @@ pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error 
     PP_TRY(check_exec(ex, op, err));
     PP_TRY(check_act(ex, op, "x", x, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
-    wide v = {0};
+    PP_TRY(check_layout_like(op, "y", y, x, err));
+    NATIVE(PP_NATIVE_ACCUMULATE, NULL, true, T(x), y);
+    wide v = {.keep_layout = true};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_INOUT(v, y);
     return WIDE_RUN(v, DISPATCH(accumulate, pp_tensor_numel(x), xd, yd, err));
@@ -416,7 +538,8 @@ pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error 
 pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y,
                       pp_error *err)
 {
-    return binary(ex, "add_relu", ENTRY(add_relu), "a", a, "b", b, "y", y, err);
+    return binary(ex, "add_relu", ENTRY(add_relu), PP_NATIVE_ADD_RELU, "a", a, "b", b, "y", y,
+                  err);
 }
 
 /* Any dtype and shape, on ex's device, with data. */
@@ -435,7 +558,12 @@ pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
     if (!x || !y) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor", op);
     PP_TRY(check_any(ex, op, "x", x, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
-    if (x->data == y->data) return PP_OK;
+    if (x->data == y->data) {
+        if (pp_tensor_effective_layout(x) == pp_tensor_effective_layout(y)) return PP_OK;
+        return pp_error_set(err, PP_ERR_INVALID, "%s: cannot change the layout in place", op);
+    }
+    if (pp_tensor_effective_layout(x) != pp_tensor_effective_layout(y))
+        return relayout(ex, x, pp_tensor_effective_layout(y), x->data, y->data, err);
     return DISPATCH(copy, pp_tensor_bytes(x), x->data, y->data, err);
 }
 
@@ -469,6 +597,14 @@ pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err)
     return DISPATCH(zero, pp_tensor_bytes(y), y->data, err);
 }
 
+/* y = x in y's dtype, element by element (the same layout) */
+static pp_status convert(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    if (x->dtype == PP_F32)
+        return DISPATCH(bf16_from_f32, pp_tensor_numel(x), x->data, y->data, err);
+    return DISPATCH(f32_from_bf16, pp_tensor_numel(x), x->data, y->data, err);
+}
+
 pp_status pp_cast(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "cast";
@@ -477,9 +613,15 @@ pp_status pp_cast(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
     PP_TRY(check(ex, op, "y", y, ACT, x->ndim, x->shape[0], x->shape[1], x->shape[2],
                  x->shape[3], err));
     if (x->dtype == y->dtype) return pp_copy(ex, x, y, err);
-    if (x->dtype == PP_F32)
-        return DISPATCH(bf16_from_f32, pp_tensor_numel(x), x->data, y->data, err);
-    return DISPATCH(f32_from_bf16, pp_tensor_numel(x), x->data, y->data, err);
+    if (pp_tensor_effective_layout(x) == pp_tensor_effective_layout(y)) return convert(ex, x, y, err);
+    /* another dtype and another layout: convert in x's layout, then lay out */
+    pp_tensor tmp;
+    PP_TRY(pp_tensor_alloc_on(&tmp, ex, y->dtype, x->ndim, x->shape, err));
+    tmp.layout = x->layout;
+    pp_status st = convert(ex, x, &tmp, err);
+    if (st == PP_OK) st = pp_copy(ex, &tmp, y, err);
+    pp_tensor_free(&tmp);
+    return st;
 }
 
 /* Host-side groups of a multi-tensor call handed to a backend at once. */
@@ -531,6 +673,7 @@ pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor
     PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
     PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
     PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
+    NATIVE(PP_NATIVE_MAXPOOL_FWD, d, false, T(x), y, idx);
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
@@ -548,6 +691,7 @@ pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tenso
     PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->c, d->p, d->q, err));
     PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
     PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    NATIVE(PP_NATIVE_MAXPOOL_BWD, d, false, T(x), T(y), T(dy), T(idx), dx);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
     float *dxd = WIDE_OUT(v, dx);
@@ -562,6 +706,7 @@ pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_e
         return pp_error_set(err, PP_ERR_INVALID, "%s: x must be 4-D (N,C,H,W)", op);
     PP_TRY(check_act(ex, op, "x", x, err));
     PP_TRY(check(ex, op, "y", y, ACT, 2, x->shape[0], x->shape[1], 1, 1, err));
+    NATIVE(PP_NATIVE_AVGPOOL_FWD, NULL, false, T(x), y);
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
@@ -577,6 +722,7 @@ pp_status pp_avgpool_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dx, p
         return pp_error_set(err, PP_ERR_INVALID, "%s: dx must be 4-D (N,C,H,W)", op);
     PP_TRY(check_act(ex, op, "dx", dx, err));
     PP_TRY(check(ex, op, "dy", dy, ACT, 2, dx->shape[0], dx->shape[1], 1, 1, err));
+    NATIVE(PP_NATIVE_AVGPOOL_BWD, NULL, false, T(dy), dx);
     wide v = {0};
     const float *dyd = WIDE_IN(v, dy);
     float *dxd = WIDE_OUT(v, dx);
@@ -654,6 +800,7 @@ pp_status pp_linear_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
     PP_TRY(check(ex, op, "w", w, ACT, 2, out, in, 1, 1, err));
     PP_TRY(check(ex, op, "b", b, PP_F32, 1, out, 1, 1, 1, err));
     PP_TRY(check(ex, op, "y", y, ACT, 2, n, out, 1, 1, err));
+    NATIVE(PP_NATIVE_LINEAR_FWD, NULL, false, T(x), T(w), T(b), y);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w);
     float *yd = WIDE_OUT(v, y);
@@ -676,6 +823,7 @@ pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w
     if (dx) PP_TRY(check(ex, op, "dx", dx, ACT, 2, n, in, 1, 1, err));
     PP_TRY(check(ex, op, "dw", dw, PP_F32, 2, out, in, 1, 1, err));
     PP_TRY(check(ex, op, "db", db, PP_F32, 1, out, 1, 1, 1, err));
+    NATIVE(PP_NATIVE_LINEAR_BWD, NULL, false, T(x), T(w), T(dy), dx, dw, db);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w), *dyd = WIDE_IN(v, dy);
     float *dxd = dx ? WIDE_OUT(v, dx) : NULL;

@@ -9,6 +9,12 @@
  *
  * Contracts (all ops):
  *   - f32 NCHW tensors, contiguous; every tensor on ex->dev.
+ *   - Layouts: a 4-D activation (and the bf16 copy of a convolution's
+ *     weights) may be NHWC instead (tensor.h); the result is the same as for
+ *     NCHW operands, laid out as the outputs are. The elementwise ops need
+ *     every operand in one layout; parameters, their gradients and the
+ *     optimizer's tensors are NCHW. Backends run such operands natively or
+ *     ops.c converts them (backend.h, native).
  *   - bf16 mixed precision: activations, their gradients and the weights of
  *     convolutions and linear layers may be BF16 instead (x, y, dx, dy, w,
  *     and the elementwise ops' operands); parameter gradients (dw, db,
@@ -136,7 +142,7 @@ pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error 
  * b (no separate op is needed). */
 pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor *y,
                       pp_error *err);
-/* y = x (same device) */
+/* y = x (same device); with another layout than x's, laid out anew */
 pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
 /* y = the first pp_tensor_bytes(y) bytes at host src, in ex's stream order
  * (src must stay unchanged until the exec's work up to here has run: after
@@ -149,7 +155,8 @@ pp_status pp_copy_to_host(pp_exec *ex, const pp_tensor *x, void *dst, pp_error *
 /* y = 0 */
 pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err);
 /* y = x converted between F32 and BF16 (same shape; rounded to nearest,
- * ties to even, towards BF16; exact towards F32; a copy for equal dtypes). */
+ * ties to even, towards BF16; exact towards F32; a copy for equal dtypes),
+ * and between the layouts of x and y. */
 pp_status pp_cast(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
 /* ys[i] = 0 for n tensors of any dtype on ex's device (CUDA: one launch per
  * 192 tensors instead of one memset each); each is checked as by pp_zero. */

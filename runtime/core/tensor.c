@@ -170,11 +170,30 @@ pp_tensor pp_tensor_view0(const pp_tensor *t, int64_t start, int64_t len)
     return v;
 }
 
+const char *pp_layout_name(pp_layout l)
+{
+    return l == PP_NHWC ? "NHWC" : "NCHW";
+}
+
+pp_layout pp_tensor_effective_layout(const pp_tensor *t)
+{
+    if (t->ndim != 4 || t->layout != PP_NHWC) return PP_NCHW;
+    return t->shape[1] == 1 || t->shape[2] * t->shape[3] == 1 ? PP_NCHW : PP_NHWC;
+}
+
 pp_status pp_tensor_reshape(const pp_tensor *t, int ndim, const int64_t *shape, pp_tensor *out,
                             pp_error *err)
 {
     pp_tensor v = *t;
     v.owns = false;
+    v.layout = PP_NCHW;
+    if (pp_tensor_effective_layout(t) != PP_NCHW) {
+        char a[64];
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "cannot reshape the NHWC tensor %s: convert it to NCHW first "
+                            "(pp_copy into an NCHW tensor)",
+                            pp_tensor_shape_str(t, a, sizeof a));
+    }
     PP_TRY(set_shape(&v, ndim, shape, err));
     if (pp_tensor_numel(&v) != pp_tensor_numel(t)) {
         char a[64], b[64];

@@ -1,6 +1,12 @@
 /*
  * tensor.h - dense tensors (up to 4-D, row-major, NCHW for images) on a device.
  *
+ * Layout: a 4-D tensor's shape is always given in the logical order
+ * (N, C, H, W) (filters: (K, C, R, S)); its layout says how the elements lie in
+ * memory: PP_NCHW (the default, row-major over the shape) or PP_NHWC
+ * (channels last: row-major over (N, H, W, C); filters (K, R, S, C)). Tensors
+ * of other ranks are always row-major and ignore the field.
+ *
  * A pp_tensor is a small value type: a data pointer, dtype, shape and the
  * device that holds the data. It either owns its storage (made by
  * pp_tensor_alloc, released by pp_tensor_free) or is a view into another
@@ -44,6 +50,14 @@ float pp_f32_from_bf16(uint16_t h);
 
 #define PP_MAX_DIMS 4
 
+typedef enum pp_layout {
+    PP_NCHW = 0, /* row-major over the shape */
+    PP_NHWC = 1, /* 4-D only: channels last */
+} pp_layout;
+
+/* "NCHW", "NHWC". */
+const char *pp_layout_name(pp_layout l);
+
 typedef struct pp_tensor {
     void *data;                  /* device pointer; NULL for an empty tensor */
     pp_dtype dtype;
@@ -53,6 +67,8 @@ typedef struct pp_tensor {
     bool owns;                   /* true: pp_tensor_free releases data */
     struct pp_exec *stream;      /* non-NULL: allocated in this exec's stream order
                                   * (pp_tensor_alloc_on) and released in it */
+    pp_layout layout;            /* memory order of a 4-D tensor (see above); the
+                                  * allocators make PP_NCHW, set it after allocating */
 } pp_tensor;
 
 /* Allocates an uninitialised tensor on dev. On failure *t is zeroed. */
@@ -74,7 +90,9 @@ void pp_tensor_free(pp_tensor *t);
 
 /* A view of rows [start, start+len) along dimension 0. */
 pp_tensor pp_tensor_view0(const pp_tensor *t, int64_t start, int64_t len);
-/* A view of the same data with another shape of equal element count. */
+/* A view of the same data with another shape of equal element count. An
+ * NHWC tensor may only be reshaped where its memory order equals NCHW's
+ * (H = W = 1, or C = 1); the view is NCHW. */
 pp_status pp_tensor_reshape(const pp_tensor *t, int ndim, const int64_t *shape, pp_tensor *out,
                             pp_error *err);
 
@@ -82,6 +100,9 @@ pp_status pp_tensor_reshape(const pp_tensor *t, int ndim, const int64_t *shape, 
 int64_t pp_tensor_numel(const pp_tensor *t);
 /* Bytes of data: elements times the dtype's size. */
 size_t pp_tensor_bytes(const pp_tensor *t);
+/* The layout t's memory order really has: PP_NCHW for tensors other than 4-D
+ * and for 4-D tensors whose two orders coincide (H = W = 1 or C = 1). */
+pp_layout pp_tensor_effective_layout(const pp_tensor *t);
 /* True when a and b have the same rank and dimensions (dtype not compared). */
 bool pp_tensor_same_shape(const pp_tensor *a, const pp_tensor *b);
 /* Formats the shape as "[2, 3, 4, 4]" into buf; returns buf. */

@@ -211,6 +211,7 @@ static const pp_backend_ops cpu_ops = {
     .add_relu = pp_cpu_add_relu,
     .bf16_from_f32 = pp_cpu_bf16_from_f32,
     .f32_from_bf16 = pp_cpu_f32_from_bf16,
+    .transpose = pp_cpu_transpose,
     .sigmoid_forward = pp_cpu_sigmoid_forward,
     .sigmoid_backward = pp_cpu_sigmoid_backward,
     .avgpool2d_forward = pp_cpu_avgpool2d_forward,

@@ -26,6 +26,8 @@ pp_status pp_cpu_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp
 pp_status pp_cpu_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_bf16_from_f32(pp_exec *ex, int64_t n, const float *x, uint16_t *y, pp_error *err);
 pp_status pp_cpu_f32_from_bf16(pp_exec *ex, int64_t n, const uint16_t *x, float *y, pp_error *err);
+pp_status pp_cpu_transpose(pp_exec *ex, int64_t n, int64_t rows, int64_t cols, size_t elem,
+                           const void *x, void *y, pp_error *err);
 pp_status pp_cpu_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y, int32_t *idx, pp_error *err);
 pp_status pp_cpu_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const float *x, const float *y, const float *dy, const int32_t *idx, float *dx, pp_error *err);
 pp_status pp_cpu_avgpool_forward(pp_exec *ex, int64_t planes, int64_t hw, const float *x, float *y, pp_error *err);

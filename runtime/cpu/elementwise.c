@@ -1,12 +1,14 @@
 /*
  * elementwise.c - CPU ReLU, sigmoid, residual add (with or without its ReLU)
- * and accumulate (f32, flat arrays); conversions between f32 and bf16.
+ * and accumulate (f32, flat arrays); conversions between f32 and bf16;
+ * batched transposes (layout changes).
  * Plain loops the compiler vectorises, over fixed ranges of ELEMS_PER_TASK
  * elements run on the device's pool (each element is computed alone, so the
  * split cannot change a result). In-place use (y == x, dx == dy, y == a or b)
  * is allowed because each element is read before it is written.
  */
 #include <math.h>
+#include <string.h>
 
 #include "cpu_kernels.h"
 #include "cpu_pool.h"
@@ -158,5 +160,45 @@ pp_status pp_cpu_f32_from_bf16(pp_exec *ex, int64_t n, const uint16_t *x, float 
     (void)err;
     cast_job j = {.n = n, .hin = x, .fout = y};
     pp_cpu_parallel(ex, (n + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK, cast_task, &j);
+    return PP_OK;
+}
+
+/* Batched transpose for layout changes: one task per (matrix, tile row) of
+ * TILE x TILE tiles, so reads and writes both stay within a few cache lines. */
+enum { TILE = 32 };
+
+typedef struct transpose_job {
+    int64_t rows, cols, tile_rows;
+    size_t elem;
+    const char *x;
+    char *y;
+} transpose_job;
+
+static void transpose_task(void *arg, int64_t t, int worker)
+{
+    const transpose_job *j = arg;
+    (void)worker;
+    const int64_t m = t / j->tile_rows, r0 = (t % j->tile_rows) * TILE;
+    const int64_t r1 = r0 + TILE < j->rows ? r0 + TILE : j->rows;
+    const size_t e = j->elem, plane = (size_t)(j->rows * j->cols) * e;
+    const char *x = j->x + (size_t)m * plane;
+    char *y = j->y + (size_t)m * plane;
+    for (int64_t c0 = 0; c0 < j->cols; c0 += TILE) {
+        const int64_t c1 = c0 + TILE < j->cols ? c0 + TILE : j->cols;
+        for (int64_t r = r0; r < r1; r++)
+            for (int64_t c = c0; c < c1; c++)
+                memcpy(y + (size_t)(c * j->rows + r) * e, x + (size_t)(r * j->cols + c) * e, e);
+    }
+}
+
+pp_status pp_cpu_transpose(pp_exec *ex, int64_t n, int64_t rows, int64_t cols, size_t elem,
+                           const void *x, void *y, pp_error *err)
+{
+    if (elem != 2 && elem != 4)
+        return pp_error_set(err, PP_ERR_INVALID, "transpose: %zu-byte elements", elem);
+    if (n <= 0 || rows <= 0 || cols <= 0) return PP_OK;
+    transpose_job j = {.rows = rows, .cols = cols, .tile_rows = (rows + TILE - 1) / TILE,
+                       .elem = elem, .x = x, .y = y};
+    pp_cpu_parallel(ex, n * j.tile_rows, transpose_task, &j);
     return PP_OK;
 }

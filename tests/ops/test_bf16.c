@@ -7,7 +7,8 @@
  *   2. the contract of every op that takes bf16 operands: its result is the f32
  *      op's on the same (bf16-representable) values, bf16 outputs rounded once
  *      to nearest even, f32 outputs (parameter gradients) bit for bit, in-place
- *      use included;
+ *      use included; the same with those operands NHWC (f32 and bf16): the
+ *      results, laid out back, are the NCHW op's bit for bit;
  *   3. accuracy against double references on the unrounded f32 inputs, with
  *      bounds derived from bf16's 8-bit significand (7 bits stored; unit
  *      roundoff u = 2^-8): a
@@ -306,14 +307,16 @@ static const op_case CASES[] = {
      {0}},
 };
 
-/* Runs one case twice: every operand F32 (holding bf16-representable values
- * where the operand may be bf16), then with the 'a' operands BF16; each
- * result must be the first run's, rounded to bf16 for 'a' operands. */
-static void check_case(const op_case *c)
+/* Runs one case twice: every operand F32 NCHW (holding bf16-representable
+ * values where the operand may be bf16), then with the 'a' operands of dtype
+ * act and, when 4-D, layout lay; each result must be the first run's (rounded
+ * to bf16 for bf16 'a' operands), whatever the layout. */
+static void check_case(const op_case *c, pp_dtype act, pp_layout lay)
 {
     pp_tensor f[MAX_OPS], h[MAX_OPS];
     pp_tensor *tf[MAX_OPS], *th[MAX_OPS];
     pp_error err;
+    const char *mode = act == PP_BF16 ? (lay == PP_NHWC ? "bf16 NHWC" : "bf16") : "f32 NHWC";
     for (int i = 0; i < c->n; i++) {
         const operand *o = &c->o[i];
         tf[i] = &f[i];
@@ -324,8 +327,9 @@ static void check_case(const op_case *c)
             continue;
         }
         f[i] = talloc(o->kind == 'i' ? PP_I32 : PP_F32, o->ndim, o->shape);
-        h[i] = talloc(o->kind == 'a' ? PP_BF16 : o->kind == 'i' ? PP_I32 : PP_F32, o->ndim,
+        h[i] = talloc(o->kind == 'a' ? act : o->kind == 'i' ? PP_I32 : PP_F32, o->ndim,
                       o->shape);
+        if (o->kind == 'a' && o->ndim == 4) h[i].layout = lay;
         const int64_t n = pp_tensor_numel(&f[i]);
         for (int64_t k = 0; k < n && o->kind != 'i'; k++) {
             float v = (float)(urand() * 2.0);
@@ -340,22 +344,26 @@ static void check_case(const op_case *c)
     }
     CHECK_OK(c->run(&g_ex, c->desc, tf, &err), &err);
     pp_status s = c->run(&g_ex, c->desc, th, &err);
-    CHECK_MSG(s == PP_OK, "%s with bf16 operands: %s", c->what, err.msg);
+    CHECK_MSG(s == PP_OK, "%s with %s operands: %s", c->what, mode, err.msg);
     for (int i = 0; i < c->n && s == PP_OK; i++) {
         if (c->alias_of[i] > 0) continue;
         const int64_t n = pp_tensor_numel(&f[i]);
+        /* h[i] back in f32 NCHW (exact) */
+        pp_tensor back = talloc(f[i].dtype, f[i].ndim, f[i].shape);
+        CHECK_OK(c->o[i].kind == 'a' ? pp_cast(&g_ex, &h[i], &back, &err)
+                                     : pp_copy(&g_ex, &h[i], &back, &err),
+                 &err);
         int64_t bad = 0, first = -1;
         for (int64_t k = 0; k < n; k++) {
-            bool ok;
-            if (c->o[i].kind == 'a')
-                ok = ((uint16_t *)h[i].data)[k] == pp_bf16_from_f32(((float *)f[i].data)[k]);
-            else
-                ok = ((uint32_t *)h[i].data)[k] == ((uint32_t *)f[i].data)[k];
-            if (!ok && !bad++) first = k;
+            uint32_t want = ((uint32_t *)f[i].data)[k];
+            if (c->o[i].kind == 'a' && act == PP_BF16)
+                want = (uint32_t)pp_bf16_from_f32(((float *)f[i].data)[k]) << 16;
+            if (((uint32_t *)back.data)[k] != want && !bad++) first = k;
         }
-        CHECK_MSG(bad == 0, "%s: operand %d differs from the f32 op's result in %lld of %lld "
-                  "elements (first #%lld)",
-                  c->what, i, (long long)bad, (long long)n, (long long)first);
+        CHECK_MSG(bad == 0, "%s (%s): operand %d differs from the f32 op's result in %lld of "
+                  "%lld elements (first #%lld)",
+                  c->what, mode, i, (long long)bad, (long long)n, (long long)first);
+        pp_tensor_free(&back);
     }
     for (int i = 0; i < c->n; i++) {
         if (c->alias_of[i] > 0) continue;
@@ -366,7 +374,11 @@ static void check_case(const op_case *c)
 
 static void test_contract(void)
 {
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) check_case(&CASES[i]);
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        check_case(&CASES[i], PP_BF16, PP_NCHW);
+        check_case(&CASES[i], PP_BF16, PP_NHWC);
+        check_case(&CASES[i], PP_F32, PP_NHWC);
+    }
 }
 
 /* ---- 3. accuracy against double references ------------------------------------------- */
@@ -429,7 +441,56 @@ static void test_accuracy(void)
     pp_tensor_free(&y32);
 }
 
-/* ---- 4. boundaries ----------------------------------------------------------------- */
+/* ---- 4. layouts: NHWC really is channels last ---------------------------------- */
+
+static void test_layout(void)
+{
+    pp_error err;
+    enum { N = 2, C = 5, H = 3, W = 4 };
+    const int64_t s4[4] = {N, C, H, W};
+    pp_tensor x = talloc(PP_F32, 4, s4), y = talloc(PP_F32, 4, s4), h = talloc(PP_BF16, 4, s4);
+    pp_tensor back = talloc(PP_F32, 4, s4);
+    y.layout = h.layout = PP_NHWC;
+    for (int i = 0; i < N * C * H * W; i++) ((float *)x.data)[i] = (float)i;
+    CHECK_OK(pp_copy(&g_ex, &x, &y, &err), &err);
+    CHECK_OK(pp_cast(&g_ex, &x, &h, &err), &err);
+    int bad = 0;
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++)
+            for (int i = 0; i < H; i++)
+                for (int j = 0; j < W; j++) {
+                    float want = (float)(((n * C + c) * H + i) * W + j);
+                    int at = ((n * H + i) * W + j) * C + c;
+                    bad += ((float *)y.data)[at] != want;
+                    bad += pp_f32_from_bf16(((uint16_t *)h.data)[at]) != want;
+                }
+    CHECK_MSG(bad == 0, "NHWC copies misplace %d elements", bad);
+    CHECK_OK(pp_cast(&g_ex, &h, &back, &err), &err);
+    CHECK(memcmp(back.data, x.data, pp_tensor_bytes(&x)) == 0);
+    /* elementwise ops take one layout; NHWC cannot be reshaped, in place relayout refused */
+    CHECK(pp_add(&g_ex, &x, &y, &x, &err) == PP_ERR_INVALID);
+    CHECK(strstr(err.msg, "NHWC") != NULL);
+    pp_tensor v;
+    CHECK(pp_tensor_reshape(&y, 2, (int64_t[]){N, C * H * W}, &v, &err) == PP_ERR_INVALID);
+    pp_tensor alias = x;
+    alias.layout = PP_NHWC;
+    alias.owns = false;
+    CHECK(pp_copy(&g_ex, &x, &alias, &err) == PP_ERR_INVALID);
+    /* where both orders coincide (H = W = 1) NHWC tensors reshape */
+    pp_tensor col = talloc(PP_F32, 4, (int64_t[]){N, C, 1, 1});
+    col.layout = PP_NHWC;
+    CHECK_OK(pp_tensor_reshape(&col, 2, (int64_t[]){N, C}, &v, &err), &err);
+    /* parameter gradients are NCHW */
+    const pp_conv2d_desc d3 = {N, C, H, W, C, 3, 1, 1, 1, 1, 0, H, W};
+    pp_tensor dw3 = talloc(PP_F32, 4, (int64_t[]){C, C, 3, 1});
+    dw3.layout = PP_NHWC;
+    CHECK(pp_conv2d_backward_filter(&g_ex, &d3, &x, &x, &dw3, &err) == PP_ERR_INVALID);
+    CHECK(strstr(err.msg, "NCHW") != NULL);
+    pp_tensor *all[] = {&x, &y, &h, &back, &col, &dw3};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pp_tensor_free(all[k]);
+}
+
+/* ---- 5. boundaries ----------------------------------------------------------------- */
 
 static void test_boundaries(void)
 {
@@ -465,6 +526,7 @@ int main(void)
     test_rounding();
     test_contract();
     test_accuracy();
+    test_layout();
     test_boundaries();
     pp_exec_destroy(&g_ex);
     CHECK(pp_device_bytes_in_use(g_dev) == 0);
