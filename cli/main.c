@@ -31,6 +31,7 @@ typedef struct cli_args {
     int steps;            /* 0: the plan's */
     bool validate, json, simulate, weights_only, eval_only;
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
+    pp_pipeline_layout layout; /* --layout */
     int sweep[MAX_SWEEP];
     int n_sweep;
 } cli_args;
@@ -84,6 +85,8 @@ static void usage(FILE *f)
           "  --metrics FILE      write a CSV row per step and per evaluation\n"
           "  --plot FILE         with epochs: an SVG of loss and test accuracy per epoch\n"
           "  --eval-only         with --load: evaluate the checkpoint on the plan's eval data\n"
+          "  --layout L          activations' memory order: auto (NHWC where a device runs\n"
+          "                      faster so: CUDA in bf16), nchw or nhwc; results do not change\n"
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n"
           "\n"
@@ -111,7 +114,7 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
 static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
-           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME };
+           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -129,6 +132,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"eval-only", no_argument, 0, O_EVAL_ONLY},
         {"plot", required_argument, 0, O_PLOT},
         {"resume", required_argument, 0, O_RESUME},
+        {"layout", required_argument, 0, O_LAYOUT},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -156,6 +160,12 @@ static int parse_args(int argc, char **argv, cli_args *a)
         case O_EVAL_ONLY: a->eval_only = true; break;
         case O_PLOT: a->plot = optarg; break;
         case O_RESUME: a->resume = optarg; break;
+        case O_LAYOUT:
+            if (!strcmp(optarg, "auto")) a->layout = PP_PIPELINE_LAYOUT_AUTO;
+            else if (!strcmp(optarg, "nchw")) a->layout = PP_PIPELINE_LAYOUT_NCHW;
+            else if (!strcmp(optarg, "nhwc")) a->layout = PP_PIPELINE_LAYOUT_NHWC;
+            else return bad_args("--layout: '%s' is not auto, nchw or nhwc", optarg);
+            break;
         case O_SWEEP: {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", optarg);
@@ -432,7 +442,8 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
             failed++;
             continue;
         }
-        st = pp_pipeline_new(plan, NULL, &p, &err);
+        const pp_pipeline_options opts = {.layout = a->layout};
+        st = pp_pipeline_new(plan, &opts, &p, &err);
         if (st == PP_OK && a->load) st = pp_pipeline_load(p, a->load, &err);
         if (st == PP_ERR_INPUT) { /* bad plan, data or checkpoint: no split size can run */
             pp_pipeline_free(p);
@@ -498,7 +509,7 @@ static int do_eval_only(const pp_plan *plan, const cli_args *a)
                 plan->path);
         return 2;
     }
-    pp_pipeline_options opts = {.comm = g_comm};
+    pp_pipeline_options opts = {.comm = g_comm, .layout = a->layout};
     if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) return fail(&err);
     pp_eval_result e;
     int rc = 0;
@@ -518,7 +529,8 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
 {
     pp_error err;
     pp_pipeline *p;
-    pp_pipeline_options opts = {.keep_trace = a->trace != NULL, .comm = g_comm};
+    pp_pipeline_options opts = {.keep_trace = a->trace != NULL, .comm = g_comm,
+                                .layout = a->layout};
     if (a->resume && plan->optimizer.momentum != 0) { /* resuming needs the momentum buffers */
         pp_checkpoint_info info;
         if (pp_checkpoint_list(a->resume, &info, &err) != PP_OK) return fail(&err);

@@ -84,6 +84,10 @@ typedef struct pp_model_config {
     /* bf16 mixed precision (the plan's precision: bf16): every unit's spec gets
      * bf16, and the last unit's f32_out (pp_model_units); not for delay */
     bool bf16;
+    /* activations (4-D) and the bf16 copies of convolution weights in NHWC memory
+     * order (runtime/core/tensor.h) instead of NCHW: set per stage by whoever builds
+     * it (the pipeline, for devices that compute faster so); results do not change */
+    bool nhwc;
 } pp_model_config;
 
 typedef struct pp_unit_info {

@@ -228,6 +228,7 @@ pp_status pp_unit_weight_like(pp_unit *u, pp_exec *ex, int e, const pp_tensor *x
     w->stream = NULL;
     if (x->dtype == w->dtype) return PP_OK;
     PP_TRY(pp_tensor_alloc_on(w, ex, x->dtype, u->value[e].ndim, u->value[e].shape, err));
+    w->layout = pp_unit_spec_layout(&u->spec, w->ndim); /* a conv's copy: KRSC with NHWC */
     pp_status st = pp_cast(ex, &u->value[e], w, err);
     if (st != PP_OK) pp_tensor_free(w);
     return st;
@@ -235,7 +236,9 @@ pp_status pp_unit_weight_like(pp_unit *u, pp_exec *ex, int e, const pp_tensor *x
 
 pp_status pp_unit_alloc_like(pp_tensor *t, pp_exec *ex, const pp_tensor *like, pp_error *err)
 {
-    return pp_tensor_alloc_on(t, ex, like->dtype, like->ndim, like->shape, err);
+    PP_TRY(pp_tensor_alloc_on(t, ex, like->dtype, like->ndim, like->shape, err));
+    t->layout = like->layout;
+    return PP_OK;
 }
 
 /* ---- conv and batch-norm layers ---------------------------------------------------- */

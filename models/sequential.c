@@ -161,7 +161,9 @@ pp_status pp_model_units(const pp_model_config *cfg, pp_unit_spec **specs, int *
     pp_status st = cfg->kind == PP_MODEL_SEQUENTIAL
                        ? pp_sequential_units(cfg, specs, n, bad_layer, err)
                        : pp_resnet_units(cfg, specs, n, err);
-    if (st != PP_OK || !cfg->bf16 || cfg->kind == PP_MODEL_DELAY) return st;
+    if (st != PP_OK || cfg->kind == PP_MODEL_DELAY) return st;
+    for (int i = 0; i < *n; i++) (*specs)[i].nhwc = cfg->nhwc;
+    if (!cfg->bf16) return PP_OK;
     /* bf16: activations in bf16 throughout; a final linear layer's logits in f32
      * (any other last layer hands bf16 to the loss, which widens it) */
     for (int i = 0; i < *n; i++) (*specs)[i].bf16 = true;

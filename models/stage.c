@@ -177,6 +177,30 @@ pp_dtype pp_stage_output_dtype(const pp_stage *s)
     return pp_unit_spec_out_dtype(pp_unit_get_spec(s->units[s->n - 1]));
 }
 
+pp_layout pp_stage_layout(const pp_stage *s, int ndim)
+{
+    return pp_unit_spec_layout(pp_unit_get_spec(s->units[0]), ndim);
+}
+
+/* Whether t must be converted to reach the units as dtype in the stage's
+ * layout (or be written back from them). */
+static bool foreign(const pp_stage *s, const pp_tensor *t, pp_dtype dtype)
+{
+    pp_tensor want = *t;
+    want.layout = pp_stage_layout(s, t->ndim);
+    return t->dtype != dtype ||
+           pp_tensor_effective_layout(t) != pp_tensor_effective_layout(&want);
+}
+
+/* An uninitialised tensor of t's shape, dtype and the stage's layout. */
+static pp_status alloc_as(const pp_stage *s, pp_exec *ex, pp_tensor *out, pp_dtype dtype,
+                          int ndim, const int64_t *shape, pp_error *err)
+{
+    PP_TRY(pp_tensor_alloc_on(out, ex, dtype, ndim, shape, err));
+    out->layout = pp_stage_layout(s, ndim);
+    return PP_OK;
+}
+
 void pp_stage_release(pp_stage *s, int mb)
 {
     for (int i = 0; i < s->n; i++) pp_unit_release(s->units[i], mb);
@@ -194,34 +218,35 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
     if (train && pp_unit_saved_input(s->units[0], mb, NULL, NULL))
         return pp_error_set(err, PP_ERR_INVALID,
                             "stage forward: micro-batch %d is already in flight", mb);
-    pp_tensor bufs[2] = {{0}, {0}}, in = {0};
+    pp_tensor bufs[2] = {{0}, {0}}, in = {0}, last = {0};
     const pp_tensor *cur = x;
     pp_status st = PP_OK;
     const pp_dtype in_dtype = pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0]));
-    if (x->dtype != in_dtype) {
-        st = pp_tensor_alloc_on(&in, ex, in_dtype, x->ndim, x->shape, err);
+    if (foreign(s, x, in_dtype)) { /* the input images of bf16 or NHWC units */
+        st = alloc_as(s, ex, &in, in_dtype, x->ndim, x->shape, err);
         if (st == PP_OK) st = pp_cast(ex, x, &in, err);
         cur = &in;
     }
     for (int i = 0; i < s->n && st == PP_OK; i++) {
         pp_tensor *out = y;
-        if (i < s->n - 1) {
+        if (i < s->n - 1 || foreign(s, y, y->dtype)) {
             const pp_unit_spec *spec = pp_unit_get_spec(s->units[i]);
             int ndim;
             int64_t shape[PP_MAX_DIMS];
-            out = &bufs[i % 2];
+            out = i < s->n - 1 ? &bufs[i % 2] : &last; /* last: y in another layout */
             st = pp_unit_output_shape(spec, cur->ndim, cur->shape, &ndim, shape, err);
-            if (st == PP_OK)
-                st = pp_tensor_alloc_on(out, ex, pp_unit_spec_out_dtype(spec), ndim, shape, err);
+            if (st == PP_OK) st = alloc_as(s, ex, out, pp_unit_spec_out_dtype(spec), ndim, shape, err);
         }
         if (st == PP_OK) st = pp_unit_forward(s->units[i], ex, mb, cur, out, train, err);
         /* the unit has copied what it keeps: its input is no longer needed */
         if (cur != x && cur != &in) pp_tensor_free((pp_tensor *)cur);
         cur = out;
     }
+    if (st == PP_OK && last.data) st = pp_copy(ex, &last, y, err);
     pp_tensor_free(&bufs[0]);
     pp_tensor_free(&bufs[1]);
     pp_tensor_free(&in);
+    pp_tensor_free(&last);
     if (st != PP_OK && train) pp_stage_release(s, mb);
     return st;
 }
@@ -230,15 +255,20 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
                             pp_error *err)
 {
     if (!dy) return pp_error_set(err, PP_ERR_INVALID, "stage backward: NULL dy");
-    pp_tensor bufs[2] = {{0}, {0}}, din0 = {0};
+    pp_tensor bufs[2] = {{0}, {0}}, din0 = {0}, dy0 = {0};
     const pp_tensor *g = dy;
     pp_status st = PP_OK;
     const pp_dtype in_dtype = pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0]));
+    if (foreign(s, dy, dy->dtype)) { /* a gradient from a neighbour of another layout */
+        st = alloc_as(s, ex, &dy0, dy->dtype, dy->ndim, dy->shape, err);
+        if (st == PP_OK) st = pp_copy(ex, dy, &dy0, err);
+        g = &dy0;
+    }
     for (int i = s->n - 1; i >= 0 && st == PP_OK; i--) {
         pp_tensor *din = dx;
-        if (i == 0 && dx && dx->dtype != in_dtype) { /* converted at the end */
+        if (i == 0 && dx && foreign(s, dx, in_dtype)) { /* converted at the end */
             din = &din0;
-            st = pp_tensor_alloc_on(din, ex, in_dtype, dx->ndim, dx->shape, err);
+            st = alloc_as(s, ex, din, in_dtype, dx->ndim, dx->shape, err);
             if (st != PP_OK) break;
         }
         if (i > 0) {
@@ -251,14 +281,14 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
                                   "flight in %s",
                                   mb, pp_unit_name(s->units[i]));
             if (st == PP_OK)
-                st = pp_tensor_alloc_on(
-                    din, ex, pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[i])), ndim, shape,
-                    err);
+                st = alloc_as(s, ex, din, pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[i])),
+                              ndim, shape, err);
         }
         if (st == PP_OK) st = pp_unit_backward(s->units[i], ex, mb, g, din, err);
         if (g != dy) pp_tensor_free((pp_tensor *)g);
         g = din;
     }
+    pp_tensor_free(&dy0);
     if (st == PP_OK && din0.data) st = pp_cast(ex, &din0, dx, err);
     pp_tensor_free(&bufs[0]);
     pp_tensor_free(&bufs[1]);

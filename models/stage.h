@@ -58,6 +58,9 @@ pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64
 /* The dtype of the stage's output (and of its gradient dy): its last unit's
  * (BF16 in bf16 mixed precision, F32 for the logits of a final linear layer). */
 pp_dtype pp_stage_output_dtype(const pp_stage *s);
+/* The layout of the stage's activations of rank ndim (pp_unit_spec_layout):
+ * its input and output may come in either layout and are converted. */
+pp_layout pp_stage_layout(const pp_stage *s, int ndim);
 
 /* Forward of micro-batch mb: y (allocated by the caller with the output
  * shape for x's batch size and pp_stage_output_dtype) = stage(x). x is read

@@ -253,6 +253,11 @@ pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec)
     return spec->bf16 && !spec->f32_out ? PP_BF16 : PP_F32;
 }
 
+pp_layout pp_unit_spec_layout(const pp_unit_spec *spec, int ndim)
+{
+    return spec->nhwc && ndim == 4 ? PP_NHWC : PP_NCHW;
+}
+
 static pp_status check_tensor(const pp_unit *u, const char *what, const pp_tensor *t,
                               pp_dtype dtype, int ndim, const int64_t *shape, pp_error *err)
 {
@@ -302,6 +307,8 @@ static pp_status slot_alloc(pp_unit *u, pp_exec *ex, pp_unit_slot *s, const pp_t
     for (int i = 0; i < l.n; i++) {
         const pp_saved_tensor *it = &l.item[i];
         PP_TRY(pp_tensor_alloc_on(it->t, ex, it->dtype, it->ndim, it->shape, err));
+        if (it->dtype == PP_F32 || it->dtype == PP_BF16)
+            it->t->layout = pp_unit_spec_layout(&u->spec, it->ndim);
         s->list.item[s->list.n++] = *it;
     }
     return PP_OK;

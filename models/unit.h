@@ -85,12 +85,17 @@ typedef struct pp_unit_spec {
     bool bf16;          /* mixed precision: activations and their gradients BF16 */
     bool f32_out;       /* with bf16, a linear layer: the output (logits) and its
                            gradient stay F32 */
+    bool nhwc;          /* 4-D activations, their gradients and the unit's temporaries
+                           NHWC (pp_unit_spec_layout); the unit accepts either layout */
 } pp_unit_spec;
 
 /* The dtype of a unit's input and of its output (and of their gradients):
  * F32, or BF16 with spec.bf16 (the output F32 again with f32_out). */
 pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec);
 pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec);
+/* The layout of the unit's activations of rank ndim: NHWC for 4-D ones with
+ * spec.nhwc, else NCHW. */
+pp_layout pp_unit_spec_layout(const pp_unit_spec *spec, int ndim);
 
 /* One entry of a unit's state: a parameter or a buffer under its torchvision
  * state_dict name. value and grad are owned by the unit and live as long as

@@ -155,7 +155,10 @@ static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const i
 static pp_status ensure_like(pp_tensor *t, pp_exec *ex, const pp_tensor *x, const int64_t *shape,
                              pp_error *err)
 {
-    return t->data ? PP_OK : pp_tensor_alloc_on(t, ex, x->dtype, 4, shape, err);
+    if (t->data) return PP_OK;
+    PP_TRY(pp_tensor_alloc_on(t, ex, x->dtype, 4, shape, err));
+    t->layout = x->layout;
+    return PP_OK;
 }
 
 static pp_status forward_into(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,

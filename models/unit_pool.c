@@ -209,20 +209,23 @@ static bool flatten_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in,
     return true;
 }
 
-/* t's data under another shape of as many elements */
+/* t's data under another shape of as many elements, in NCHW order */
 static pp_tensor reshaped(const pp_tensor *t, const pp_tensor *like)
 {
     pp_tensor v = *t;
     v.ndim = like->ndim;
     for (int i = 0; i < PP_MAX_DIMS; i++) v.shape[i] = like->shape[i];
+    v.layout = PP_NCHW;
     return v;
 }
 
+/* The 2-D side viewed in the 4-D shape, NCHW: copying between it and the 4-D
+ * side lays an NHWC tensor out in torch.flatten's order. */
 static pp_status flatten_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
                                  void *sv, pp_error *err)
 {
-    const pp_tensor xv = reshaped(x, y);
-    return pp_copy(ex, &xv, y, err);
+    pp_tensor yv = reshaped(y, x);
+    return pp_copy(ex, x, &yv, err);
 }
 
 static pp_status flatten_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,

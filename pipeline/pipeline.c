@@ -114,6 +114,7 @@ struct pp_pipeline {
     size_t copy_bytes;
     bool keep_trace;
     int slots;
+    pp_pipeline_layout layout; /* pp_pipeline_options.layout */
     pp_step_stats *trace;        /* kept steps (keep_trace) */
     int n_trace;
 
@@ -184,7 +185,9 @@ static pp_status cb_out_shape(void *user, int mb_size, pp_tensor *shape_only, pp
     pipe_stage *st = user;
     memset(shape_only, 0, sizeof *shape_only);
     shape_only->dtype = pp_stage_output_dtype(st->model);
-    return pp_stage_output_shape(st->model, mb_size, &shape_only->ndim, shape_only->shape, err);
+    PP_TRY(pp_stage_output_shape(st->model, mb_size, &shape_only->ndim, shape_only->shape, err));
+    shape_only->layout = pp_stage_layout(st->model, shape_only->ndim);
+    return PP_OK;
 }
 
 static pp_tensor scalar_view(const pp_tensor *vec, int i)
@@ -580,6 +583,16 @@ static pp_status spell_layers(pipe_stage *st, const pp_catalogue *cat, const pp_
     return PP_OK;
 }
 
+/* Whether a stage on dev keeps its activations NHWC (pp_pipeline_layout). */
+static bool stage_nhwc(const struct pp_pipeline *p, const pp_device_ctx *dev)
+{
+    switch (p->layout) {
+    case PP_PIPELINE_LAYOUT_NCHW: return false;
+    case PP_PIPELINE_LAYOUT_NHWC: return true;
+    default: return p->model.bf16 && pp_device_prefers_nhwc_bf16(dev);
+    }
+}
+
 static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
     p->n_stages = plan->n_stages;
@@ -599,11 +612,12 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
         st->index = s;
         snprintf(st->device_name, sizeof st->device_name, "%s", ps->device_name);
         pp_status rc;
+        pp_model_config cfg = p->model;
+        cfg.nhwc = stage_nhwc(p, st->dev);
         if (p->model.kind == PP_MODEL_DELAY)
             rc = pp_delay_stage_new(&p->model, s, st->dev, &st->model, err);
         else
-            rc = pp_stage_new(&p->model, plan->seed, ps->first, ps->last, st->dev, &st->model,
-                              err);
+            rc = pp_stage_new(&cfg, plan->seed, ps->first, ps->last, st->dev, &st->model, err);
         if (rc != PP_OK) return pp_error_prefix(err, "stage %d (%s)", s, st->dev->name);
         if (p->model.kind != PP_MODEL_DELAY) PP_TRY(spell_layers(st, &plan->catalogue, ps, err));
         p->descs[s] = (pp_stage_desc){.dev = st->dev, .ops = &pipe_stage_ops, .user = st};
@@ -756,6 +770,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         p->keep_trace = opts->keep_trace;
         p->slots = opts->slots;
         p->comm = opts->comm;
+        p->layout = opts->layout;
     }
     p->rank = pp_comm_rank(p->comm);
     p->replicas = plan->replicas > 1 ? plan->replicas : 1;

@@ -49,6 +49,14 @@ extern "C" {
 
 typedef struct pp_pipeline pp_pipeline;
 
+/* The memory order of the stages' 4-D activations (runtime/core/tensor.h). */
+typedef enum pp_pipeline_layout {
+    PP_PIPELINE_LAYOUT_AUTO = 0, /* NHWC on devices whose backend computes faster so in the
+                                  * plan's precision (CUDA in bf16), NCHW elsewhere */
+    PP_PIPELINE_LAYOUT_NCHW,     /* NCHW everywhere */
+    PP_PIPELINE_LAYOUT_NHWC,     /* NHWC everywhere (slower where a backend converts) */
+} pp_pipeline_layout;
+
 typedef struct pp_pipeline_options {
     bool keep_trace;   /* keep every step's timed spans for pp_pipeline_write_trace */
     int slots;         /* executor buffers per boundary and direction; 0 = default (2) */
@@ -58,6 +66,8 @@ typedef struct pp_pipeline_options {
                         * evaluate, save and load in the same order; each runs its own
                         * stages and updates their parameters, and every rank gets the
                         * losses. Must outlive the pipeline. */
+    pp_pipeline_layout layout; /* the layout of activations; results do not depend on it
+                        * (bit for bit on the CPU backend) */
 } pp_pipeline_options;
 
 /* What one step did. */

@@ -47,6 +47,8 @@ typedef enum pp_native_op {
 
 typedef struct pp_backend_ops {
     const char *name; /* "cpu", "cuda" */
+    /* bf16 activations run faster NHWC than NCHW here (natively, see native) */
+    bool prefers_nhwc_bf16;
 
     /* device lifetime: create backend-private state for dev (dev->backend) */
     pp_status (*device_init)(pp_device_ctx *dev, pp_error *err);

@@ -156,6 +156,11 @@ pp_status pp_device_set_math(pp_device_ctx *dev, pp_math_mode mode, pp_error *er
     return PP_OK;
 }
 
+bool pp_device_prefers_nhwc_bf16(const pp_device_ctx *dev)
+{
+    return dev->ops->prefers_nhwc_bf16;
+}
+
 pp_math_mode pp_device_math(const pp_device_ctx *dev)
 {
     return dev ? dev->math : PP_MATH_FP32;

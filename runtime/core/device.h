@@ -90,6 +90,8 @@ int pp_cuda_device_count(void);
 pp_status pp_device_set_math(pp_device_ctx *dev, pp_math_mode mode, pp_error *err);
 /* The device's current math mode (PP_MATH_FP32 until set). */
 pp_math_mode pp_device_math(const pp_device_ctx *dev);
+/* Whether bf16 activations compute faster in NHWC than NCHW on dev. */
+bool pp_device_prefers_nhwc_bf16(const pp_device_ctx *dev);
 
 /* Raw device memory through the accounting. pp_device_alloc returns memory
  * aligned to 64 bytes (CPU) or 256 bytes (CUDA); size 0 gives NULL and OK. */

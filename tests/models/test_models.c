@@ -633,8 +633,10 @@ static int64_t kept_bytes(const pp_model_config *cfg, int first, int last, int m
 }
 
 /* cifar stem, 32x32, batch 2: two chained stages equal one stage bitwise,
- * forward and backward (input gradient and every parameter gradient). */
-static void test_split_forward(const char *model)
+ * forward and backward (input gradient and every parameter gradient). With
+ * split_nhwc the two stages keep NHWC activations while every tensor they
+ * exchange (input, output, gradients) is NCHW, so each converts at both ends. */
+static void test_split_forward(const char *model, bool split_nhwc)
 {
     pp_model_config cfg;
     pp_error err;
@@ -648,8 +650,10 @@ static void test_split_forward(const char *model)
     pp_catalogue_free(&cat);
     pp_stage *whole = NULL, *a = NULL, *b = NULL;
     CHECK_OK(pp_stage_new(&cfg, 5, 0, last, dev, &whole, &err), &err);
-    CHECK_OK(pp_stage_new(&cfg, 5, 0, cut - 1, dev, &a, &err), &err);
-    CHECK_OK(pp_stage_new(&cfg, 5, cut, last, dev, &b, &err), &err);
+    pp_model_config split = cfg;
+    split.nhwc = split_nhwc;
+    CHECK_OK(pp_stage_new(&split, 5, 0, cut - 1, dev, &a, &err), &err);
+    CHECK_OK(pp_stage_new(&split, 5, cut, last, dev, &b, &err), &err);
     if (!whole || !a || !b) return;
     pp_tensor x, mid, y1, y2, dy, dmid, dx1, dx2;
     int nd;
@@ -727,8 +731,8 @@ static void test_split_forward(const char *model)
                                8, &err),
              &err);
     CHECK(count == 1);
-    fprintf(stderr, "  %s cifar 32x32 batch 2: forward %.0f ms, backward %.0f ms, kept %.1f MB\n",
-            model, t1 - t0, t3 - t2, (double)kept / 1e6);
+    fprintf(stderr, "  %s cifar 32x32 batch 2%s: forward %.0f ms, backward %.0f ms, kept %.1f MB\n",
+            model, split_nhwc ? ", split stages NHWC" : "", t1 - t0, t3 - t2, (double)kept / 1e6);
     free(hx);
     pp_tensor *all[] = {&x, &mid, &y1, &y2, &dy, &dmid, &dx1, &dx2};
     for (int i = 0; i < 8; i++) pp_tensor_free(all[i]);
@@ -1142,8 +1146,9 @@ int main(void)
     test_costs_match_forward();
     test_state_dict();
     test_split_init();
-    test_split_forward("resnet18");
-    test_split_forward("resnet50");
+    test_split_forward("resnet18", false);
+    test_split_forward("resnet50", false);
+    test_split_forward("resnet18", true);
     test_delay();
     pp_exec_destroy(&ex);
     pp_registry_free(reg);

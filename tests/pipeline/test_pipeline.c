@@ -28,6 +28,7 @@
 
 static char tmpdir[200];
 static const char *g_precision = "fp32"; /* the plans' precision */
+static pp_pipeline_layout g_layout = PP_PIPELINE_LAYOUT_AUTO; /* the runs' activations */
 
 /* Stage layouts of ResNet-50 for 1, 2 and 4 stages. */
 static const char *layout(int stages)
@@ -84,7 +85,8 @@ static double train_and_save(const pp_plan *plan, const char *path, pp_pipeline 
     pp_error err;
     pp_pipeline *p = NULL;
     double loss = -1;
-    CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
+    const pp_pipeline_options opts = {.layout = g_layout};
+    CHECK_OK(pp_pipeline_new(plan, &opts, &p, &err), &err);
     if (!p) return loss;
     for (int i = 0; i < plan->steps; i++) {
         pp_step_result r;
@@ -187,9 +189,37 @@ static void test_equivalence_bf16(void)
     free(bf16);
 }
 
+/* NHWC activations (and bf16 weight copies) give the NCHW run's results bit
+ * for bit on the CPU backend, whose ops run them through exact f32 NCHW
+ * stand-ins: 1, 2 and 4 stages in NHWC against the 1-stage NCHW run, fp32 and
+ * bf16. */
+static void test_nhwc(void)
+{
+    static const eq_case cases[] = {{1, "gpipe", 3}, {1, "gpipe", 3}, {2, "1f1b", 3},
+                                    {4, "gpipe", 3}};
+    static const char *const precisions[] = {"fp32", "bf16"};
+    for (int k = 0; k < 2; k++) {
+        g_precision = precisions[k];
+        unsigned char *nchw = NULL, *nhwc = NULL;
+        size_t nchw_n = 0, nhwc_n = 0;
+        g_layout = PP_PIPELINE_LAYOUT_NCHW;
+        run_equivalence(cases, 1, &nchw, &nchw_n);
+        g_layout = PP_PIPELINE_LAYOUT_NHWC;
+        run_equivalence(cases + 1, 3, &nhwc, &nhwc_n);
+        CHECK_MSG(nchw && nhwc && nchw_n == nhwc_n && memcmp(nchw, nhwc, nchw_n) == 0,
+                  "%s: the NHWC run's checkpoint differs from the NCHW run's", g_precision);
+        fprintf(stderr, "%s: NHWC 1, 2, 4 stages bitwise equal to NCHW\n", g_precision);
+        free(nchw);
+        free(nhwc);
+    }
+    g_precision = "fp32";
+    g_layout = PP_PIPELINE_LAYOUT_AUTO;
+}
+
 /* A sequential model of every layer type, 1, 2 and 3 stages (cuts after a
  * batch norm, inside the pooling run, before the linear layers), both
- * schedules: checkpoints bitwise equal to the 1-stage run. */
+ * schedules: checkpoints bitwise equal to the 1-stage NCHW run (the others
+ * in g_layout). */
 static void test_equivalence_sequential(const char *precision)
 {
     static const char *const stages[] = {
@@ -232,7 +262,10 @@ static void test_equivalence_sequential(const char *precision)
         if (!plan) continue;
         char path[256];
         snprintf(path, sizeof path, "%s/seq%d.safetensors", tmpdir, k);
+        const pp_pipeline_layout asked = g_layout;
+        if (k == 0) g_layout = PP_PIPELINE_LAYOUT_NCHW; /* the reference */
         double loss = train_and_save(plan, path, NULL);
+        g_layout = asked;
         size_t n = 0;
         unsigned char *bytes = check_read_file(path, &n);
         CHECK(bytes != NULL && n > 4000);
@@ -248,8 +281,8 @@ static void test_equivalence_sequential(const char *precision)
         unlink(path);
         pp_plan_free(plan);
     }
-    fprintf(stderr, "sequential %s: 1, 2, 3 stages x gpipe, 1f1b bitwise equal, loss %.6f\n",
-            precision, ref_loss);
+    fprintf(stderr, "sequential %s%s: 1, 2, 3 stages x gpipe, 1f1b bitwise equal, loss %.6f\n",
+            precision, g_layout == PP_PIPELINE_LAYOUT_NHWC ? " NHWC" : "", ref_loss);
     free(ref);
 }
 
@@ -608,6 +641,12 @@ int main(int argc, char **argv)
     if (!*only || !strcmp(only, "sequential")) test_equivalence_sequential("fp32");
     if (!*only || !strcmp(only, "sequential-bf16")) test_equivalence_sequential("bf16");
     if (!*only || !strcmp(only, "bf16-pooled")) test_bf16_pooled_logits();
+    if (!*only || !strcmp(only, "nhwc")) test_nhwc();
+    if (!*only || !strcmp(only, "sequential-nhwc")) {
+        g_layout = PP_PIPELINE_LAYOUT_NHWC; /* compared with the NCHW 1-stage run below */
+        test_equivalence_sequential("bf16");
+        g_layout = PP_PIPELINE_LAYOUT_AUTO;
+    }
     if (!*only || !strcmp(only, "failed")) test_failed_step();
     if (!*only || !strcmp(only, "memory")) test_memory();
     if (!*only || !strcmp(only, "learning")) test_learning();
