@@ -665,6 +665,32 @@ static pp_status check_pool(pp_exec *ex, const char *op, const pp_pool_desc *d, 
     return PP_OK;
 }
 
+/* The argmax tensor is laid out like y (whatever path computed it). The f32
+ * NCHW entries take it in NCHW order: *id is idx itself, or for an NHWC y a
+ * temporary (holding idx's values laid out NCHW when read). */
+static pp_status idx_nchw(pp_exec *ex, const pp_tensor *y, const pp_tensor *idx, bool read,
+                          pp_tensor *id, pp_error *err)
+{
+    *id = *idx;
+    id->owns = false;
+    if (pp_tensor_effective_layout(y) != PP_NHWC) return PP_OK;
+    PP_TRY(pp_tensor_alloc_on(id, ex, PP_I32, idx->ndim, idx->shape, err));
+    if (!read) return PP_OK;
+    pp_status st = relayout(ex, idx, PP_NCHW, idx->data, id->data, err);
+    if (st != PP_OK) pp_tensor_free(id);
+    return st;
+}
+
+/* Ends idx_nchw: writes a written temporary back laid out NHWC, frees it. */
+static pp_status idx_done(pp_exec *ex, pp_tensor *id, const pp_tensor *idx, bool written,
+                          pp_status st, pp_error *err)
+{
+    if (id->data == idx->data) return st;
+    if (st == PP_OK && written) st = relayout(ex, idx, PP_NHWC, id->data, idx->data, err);
+    pp_tensor_free(id);
+    return st;
+}
+
 pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x, pp_tensor *y,
                              pp_tensor *idx, pp_error *err)
 {
@@ -674,10 +700,13 @@ pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor
     PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
     PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
     NATIVE(PP_NATIVE_MAXPOOL_FWD, d, false, T(x), y, idx);
+    pp_tensor id;
+    PP_TRY(idx_nchw(ex, y, idx, false, &id, err));
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
-    return WIDE_RUN(v, DISPATCH(maxpool_forward, d, xd, yd, idx->data, err));
+    pp_status st = WIDE_RUN(v, DISPATCH(maxpool_forward, d, xd, yd, id.data, err));
+    return idx_done(ex, &id, idx, true, st, err);
 }
 
 pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x,
@@ -692,10 +721,13 @@ pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tenso
     PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
     PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
     NATIVE(PP_NATIVE_MAXPOOL_BWD, d, false, T(x), T(y), T(dy), T(idx), dx);
+    pp_tensor id;
+    PP_TRY(idx_nchw(ex, y, idx, true, &id, err));
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
     float *dxd = WIDE_OUT(v, dx);
-    return WIDE_RUN(v, DISPATCH(maxpool_backward, d, xd, yd, dyd, idx->data, dxd, err));
+    pp_status st = WIDE_RUN(v, DISPATCH(maxpool_backward, d, xd, yd, dyd, id.data, dxd, err));
+    return idx_done(ex, &id, idx, false, st, err);
 }
 
 pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)

@@ -163,9 +163,9 @@ pp_status pp_cast(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
 pp_status pp_zero_multi(pp_exec *ex, int n, pp_tensor *const *ys, pp_error *err);
 
 /* ---- pooling ----------------------------------------------------------------- */
-/* Max pool; idx (I32, same shape as y) receives the flat h*W+w argmax within
- * each input plane (first maximum wins, as PyTorch). The CUDA backend may
- * leave idx unused and recompute from x and y in backward. */
+/* Max pool; idx (I32, same shape as y, laid out like y) receives the flat
+ * h*W+w argmax within each input plane (first maximum wins, as PyTorch). The
+ * CUDA backend may leave idx unused and recompute from x and y in backward. */
 pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x, pp_tensor *y,
                              pp_tensor *idx, pp_error *err);
 /* dx = scatter of dy to the argmax positions (dx fully overwritten). */

@@ -625,6 +625,8 @@ static const pp_backend_ops cuda_ops = {
     .sgd_update = cuda_sgd_update,
     .sgd_update_multi = cuda_sgd_update_multi,
     .delay = cuda_delay,
+    .transpose = pp_cuda_transpose,
+    .native = pp_cuda_native,
 };
 
 const pp_backend_ops *pp_backend_cuda(void)

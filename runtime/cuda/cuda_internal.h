@@ -169,6 +169,11 @@ pp_status pp_cuda_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const floa
 pp_status pp_cuda_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const float *x,
                                    const float *y, const float *dy, const int32_t *idx, float *dx,
                                    pp_error *err);
+/* The native entry and the layout transposes (cuda_native.c, backend.h). */
+pp_status pp_cuda_native(pp_exec *ex, pp_native_op op, const void *desc, pp_tensor *const *t,
+                         pp_error *err);
+pp_status pp_cuda_transpose(pp_exec *ex, int64_t n, int64_t rows, int64_t cols, size_t elem,
+                            const void *x, void *y, pp_error *err);
 /* Releases the descriptor caches of an exec (cuda_dnn.c). */
 void pp_cuda_dnn_cache_free(pp_exec *ex);
 

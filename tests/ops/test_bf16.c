@@ -329,7 +329,8 @@ static void check_case(const op_case *c, pp_dtype act, pp_layout lay)
         f[i] = talloc(o->kind == 'i' ? PP_I32 : PP_F32, o->ndim, o->shape);
         h[i] = talloc(o->kind == 'a' ? act : o->kind == 'i' ? PP_I32 : PP_F32, o->ndim,
                       o->shape);
-        if (o->kind == 'a' && o->ndim == 4) h[i].layout = lay;
+        /* activations, and the argmax (laid out like the pooled output) */
+        if (o->kind != 'f' && o->ndim == 4) h[i].layout = lay;
         const int64_t n = pp_tensor_numel(&f[i]);
         for (int64_t k = 0; k < n && o->kind != 'i'; k++) {
             float v = (float)(urand() * 2.0);

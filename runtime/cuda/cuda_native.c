@@ -1,0 +1,160 @@
+/*
+ * cuda_native.c - the CUDA backend's native entry (backend.h): ops on bf16
+ * operands and NHWC layouts run by cuda_nhwc.cu's kernels, and the layout
+ * transposes. Combinations it does not run return PP_ERR_UNSUPPORTED so that
+ * ops.c converts the operands to f32 NCHW and calls the f32 entries.
+ *
+ * Memory order: a 4-D tensor is in NHWC order when its layout says so, or
+ * when both orders coincide (H = W = 1, or C = 1); the kernels need that
+ * order, whatever the layout field.
+ */
+#include "cuda_internal.h"
+#include "cuda_nhwc.h"
+
+static bool bf16(const pp_tensor *t)
+{
+    return t && t->dtype == PP_BF16;
+}
+
+static bool nhwc_order(const pp_tensor *t)
+{
+    return t && t->ndim == 4 &&
+           (t->layout == PP_NHWC || t->shape[1] == 1 || t->shape[2] * t->shape[3] == 1);
+}
+
+/* every tensor bf16 in NHWC order */
+static bool bf16_nhwc(int n, pp_tensor *const *t)
+{
+    for (int i = 0; i < n; i++)
+        if (!bf16(t[i]) || !nhwc_order(t[i])) return false;
+    return true;
+}
+
+static pp_status declined(pp_native_op op, pp_error *err)
+{
+    return pp_error_set(err, PP_ERR_UNSUPPORTED, "cuda: no native kernel for op %d here", (int)op);
+}
+
+pp_status pp_cuda_transpose(pp_exec *ex, int64_t n, int64_t rows, int64_t cols, size_t elem,
+                            const void *x, void *y, pp_error *err)
+{
+    if (elem != 2 && elem != 4)
+        return pp_error_set(err, PP_ERR_INVALID, "transpose: %zu-byte elements", elem);
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    return PP_CUDA(ex->dev, err, pp_cuda_launch_transpose(ce->stream, n, rows, cols, elem, x, y));
+}
+
+static pp_status elementwise(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_bf16_ew kind,
+                             const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err)
+{
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_bf16_elementwise(ce->stream, pp_cuda_max_grid(ex), kind,
+                                                   pp_tensor_numel(a), a->data,
+                                                   b ? b->data : NULL, y->data));
+}
+
+/* Scratch floats in ex's stream order, freed there after the launches. */
+static pp_status scratch(pp_exec *ex, pp_cuda_exec *ce, size_t floats, float **out, pp_error *err)
+{
+    void *p = NULL;
+    PP_TRY(PP_CUDA(ex->dev, err, cudaMallocAsync(&p, floats * sizeof(float), ce->stream)));
+    *out = p;
+    return PP_OK;
+}
+
+static void scratch_free(pp_exec *ex, pp_cuda_exec *ce, float *p)
+{
+    if (p) (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(p, ce->stream));
+}
+
+static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_bn_desc *d,
+                           pp_tensor *const *t, pp_error *err)
+{
+    const int64_t rows = (int64_t)d->n * d->h * d->w;
+    float *s = NULL;
+    PP_TRY(scratch(ex, ce, pp_cuda_bn_scratch_floats(rows, d->c), &s, err));
+    const unsigned g = pp_cuda_max_grid(ex);
+    cudaError_t rc;
+    if (op == PP_NATIVE_BN_TRAIN) /* x, gamma, beta, rmean, rvar, y, smean, sinvstd */
+        rc = pp_cuda_launch_bn_train_nhwc(ce->stream, g, rows, d->c, d->eps, d->momentum,
+                                          t[0]->data, t[1]->data, t[2]->data, t[3]->data,
+                                          t[4]->data, t[5]->data, t[6]->data, t[7]->data, s);
+    else if (op == PP_NATIVE_BN_INFER) /* x, gamma, beta, rmean, rvar, y */
+        rc = pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps, t[0]->data,
+                                          t[1]->data, t[2]->data, t[3]->data, t[4]->data,
+                                          t[5]->data, s);
+    else /* x, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+        rc = pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data, t[1]->data,
+                                             t[2]->data, t[3]->data, t[4]->data, t[5]->data,
+                                             t[6]->data, t[7]->data, s);
+    pp_status st = PP_CUDA(ex->dev, err, rc);
+    scratch_free(ex, ce, s);
+    return st;
+}
+
+static pp_cuda_pool_geom4 geom(const pp_pool_desc *d)
+{
+    return (pp_cuda_pool_geom4){d->n, d->c, d->h, d->w, d->p, d->q, d->kernel, d->stride, d->pad};
+}
+
+/* Whether op on t runs here (the layouts and dtypes its kernels take). */
+static bool supported(pp_native_op op, pp_tensor *const *t)
+{
+    switch (op) {
+    case PP_NATIVE_RELU_FWD:
+    case PP_NATIVE_ACCUMULATE: return bf16(t[0]) && bf16(t[1]);
+    case PP_NATIVE_RELU_BWD:
+    case PP_NATIVE_ADD:
+    case PP_NATIVE_ADD_RELU: return bf16(t[0]) && bf16(t[1]) && bf16(t[2]);
+    case PP_NATIVE_BN_TRAIN:
+    case PP_NATIVE_BN_INFER: return bf16_nhwc(1, t) && bf16_nhwc(1, t + 5);
+    case PP_NATIVE_BN_BACKWARD: return bf16_nhwc(2, t) && bf16_nhwc(1, t + 5);
+    case PP_NATIVE_MAXPOOL_FWD: return bf16_nhwc(2, t);
+    case PP_NATIVE_MAXPOOL_BWD: return bf16_nhwc(3, t) && bf16_nhwc(1, t + 4);
+    case PP_NATIVE_AVGPOOL_FWD: return bf16_nhwc(1, t);
+    case PP_NATIVE_AVGPOOL_BWD: return bf16_nhwc(1, t + 1);
+    default: return false;
+    }
+}
+
+pp_status pp_cuda_native(pp_exec *ex, pp_native_op op, const void *desc, pp_tensor *const *t,
+                         pp_error *err)
+{
+    if (!supported(op, t)) return declined(op, err);
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    const unsigned g = pp_cuda_max_grid(ex);
+    switch (op) {
+    case PP_NATIVE_RELU_FWD: return elementwise(ex, ce, PP_CUDA_BF16_RELU, t[0], NULL, t[1], err);
+    case PP_NATIVE_RELU_BWD:
+        return elementwise(ex, ce, PP_CUDA_BF16_RELU_BACKWARD, t[0], t[1], t[2], err);
+    case PP_NATIVE_ADD: return elementwise(ex, ce, PP_CUDA_BF16_ADD, t[0], t[1], t[2], err);
+    case PP_NATIVE_ADD_RELU:
+        return elementwise(ex, ce, PP_CUDA_BF16_ADD_RELU, t[0], t[1], t[2], err);
+    case PP_NATIVE_ACCUMULATE: /* y = x + y */
+        return elementwise(ex, ce, PP_CUDA_BF16_ADD, t[0], t[1], t[1], err);
+    case PP_NATIVE_BN_TRAIN:
+    case PP_NATIVE_BN_INFER:
+    case PP_NATIVE_BN_BACKWARD: return batchnorm(ex, ce, op, desc, t, err);
+    case PP_NATIVE_MAXPOOL_FWD: /* x, y, idx */
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_maxpool_nhwc(ce->stream, g, geom(desc), t[0]->data,
+                                                   t[1]->data, t[2]->data));
+    case PP_NATIVE_MAXPOOL_BWD: /* x, y, dy, idx, dx */
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_maxpool_backward_nhwc(ce->stream, g, geom(desc), t[2]->data,
+                                                            t[3]->data, t[4]->data));
+    case PP_NATIVE_AVGPOOL_FWD: /* x (N,C,H,W), y (N,C) */
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_gap_nhwc(ce->stream, g, t[0]->shape[0], (int)t[0]->shape[1],
+                                               t[0]->shape[2] * t[0]->shape[3], t[0]->data,
+                                               t[1]->data, bf16(t[1])));
+    case PP_NATIVE_AVGPOOL_BWD: /* dy (N,C), dx (N,C,H,W) */
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_gap_backward_nhwc(
+                           ce->stream, g, t[1]->shape[0], (int)t[1]->shape[1],
+                           t[1]->shape[2] * t[1]->shape[3], t[0]->data, bf16(t[0]), t[1]->data));
+    default: return declined(op, err);
+    }
+}
