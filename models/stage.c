@@ -235,7 +235,8 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
             int64_t shape[PP_MAX_DIMS];
             out = i < s->n - 1 ? &bufs[i % 2] : &last; /* last: y in another layout */
             st = pp_unit_output_shape(spec, cur->ndim, cur->shape, &ndim, shape, err);
-            if (st == PP_OK) st = alloc_as(s, ex, out, pp_unit_spec_out_dtype(spec), ndim, shape, err);
+            if (st == PP_OK)
+                st = alloc_as(s, ex, out, pp_unit_spec_out_dtype(spec), ndim, shape, err);
         }
         if (st == PP_OK) st = pp_unit_forward(s->units[i], ex, mb, cur, out, train, err);
         /* the unit has copied what it keeps: its input is no longer needed */

@@ -613,7 +613,8 @@ pp_status pp_cast(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
     PP_TRY(check(ex, op, "y", y, ACT, x->ndim, x->shape[0], x->shape[1], x->shape[2],
                  x->shape[3], err));
     if (x->dtype == y->dtype) return pp_copy(ex, x, y, err);
-    if (pp_tensor_effective_layout(x) == pp_tensor_effective_layout(y)) return convert(ex, x, y, err);
+    if (pp_tensor_effective_layout(x) == pp_tensor_effective_layout(y))
+        return convert(ex, x, y, err);
     /* another dtype and another layout: convert in x's layout, then lay out */
     pp_tensor tmp;
     PP_TRY(pp_tensor_alloc_on(&tmp, ex, y->dtype, x->ndim, x->shape, err));
