@@ -320,6 +320,28 @@ pp_status pp_bn_layer_forward(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_
     return PP_OK;
 }
 
+pp_status pp_bn_layer_forward_act(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_tensor *x,
+                                  const pp_tensor *add, bool relu, pp_tensor *y, pp_tensor *mean,
+                                  pp_tensor *invstd, pp_error *err)
+{
+    pp_tensor *v = &u->value[b->e];
+    pp_bn_desc d = bn_desc(x);
+    PP_TRY(pp_batchnorm_forward_act(ex, &d, mean != NULL, x, &v[0], &v[1], &v[2], &v[3], add,
+                                    relu, y, mean, invstd, err));
+    if (mean) b->pending++; /* as pp_bn_layer_forward */
+    return PP_OK;
+}
+
+pp_status pp_bn_layer_backward_relu(pp_unit *u, pp_exec *ex, const pp_bn_layer *b,
+                                    const pp_tensor *x, const pp_tensor *relu_y,
+                                    const pp_tensor *dy, const pp_tensor *mean,
+                                    const pp_tensor *invstd, pp_tensor *dx, pp_error *err)
+{
+    pp_bn_desc d = bn_desc(x);
+    return pp_batchnorm_backward_relu(ex, &d, x, relu_y, dy, &u->value[b->e], mean, invstd, dx,
+                                      &u->grad[b->e], &u->grad[b->e + 1], err);
+}
+
 pp_status pp_bn_layer_backward(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, const pp_tensor *x,
                                const pp_tensor *dy, const pp_tensor *mean,
                                const pp_tensor *invstd, pp_tensor *dx, pp_error *err)

@@ -165,22 +165,23 @@ static pp_status forward_into(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_te
                               block_saved *s, bool train, pp_error *err)
 {
     block_impl *b = u->impl;
-    pp_tensor last = {0}, ds = {0};
+    pp_tensor ds = {0};
     pp_status st = PP_OK;
     const pp_tensor *in = x;
     const int n = b->n_main;
     for (int i = 0; i < n && st == PP_OK; i++) {
         pp_tensor *c = &s->conv_out[i];
-        pp_tensor *a = i < n - 1 ? &s->relu_out[i] : &last;
+        pp_tensor *a = i < n - 1 ? &s->relu_out[i] : NULL;
         int64_t shape[PP_MAX_DIMS];
         conv_shape(&b->conv[i], in->shape, shape);
         st = ensure_like(c, ex, x, shape, err);
         if (st == PP_OK) st = pp_conv_layer_forward(u, ex, &b->conv[i], in, c, err);
+        if (i == n - 1) break; /* the last pair ends with the residual add, below */
         if (st == PP_OK) st = ensure_like(a, ex, x, shape, err);
         if (st == PP_OK)
-            st = pp_bn_layer_forward(u, ex, &b->bn[i], c, a, train ? &s->mean[i] : NULL,
-                                     train ? &s->invstd[i] : NULL, err);
-        if (st == PP_OK && i < n - 1) st = pp_relu_forward(ex, a, a, err);
+            st = pp_bn_layer_forward_act(u, ex, &b->bn[i], c, NULL, true, a,
+                                         train ? &s->mean[i] : NULL, train ? &s->invstd[i] : NULL,
+                                         err);
         in = a;
     }
     const pp_tensor *identity = x;
@@ -194,10 +195,13 @@ static pp_status forward_into(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_te
                                      err);
         identity = &ds;
     }
-    if (st == PP_OK) st = pp_add_relu(ex, &last, identity, y, err);
+    /* out = relu(bn_last(conv_out) + identity) */
+    if (st == PP_OK)
+        st = pp_bn_layer_forward_act(u, ex, &b->bn[n - 1], &s->conv_out[n - 1], identity, true, y,
+                                     train ? &s->mean[n - 1] : NULL,
+                                     train ? &s->invstd[n - 1] : NULL, err);
     if (st == PP_OK && train) st = pp_copy(ex, x, &s->x, err);
     if (st == PP_OK && train) st = pp_copy(ex, y, &s->out, err);
-    pp_tensor_free(&last);
     pp_tensor_free(&ds);
     return st;
 }
@@ -238,15 +242,13 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
     }
     /* d holds dL/d(relu output i) for i < n-1; the last pair's gradient is g */
     for (int i = b->n_main - 1; i >= 0 && st == PP_OK; i--) {
-        const pp_tensor *dcur = &g;
-        if (i < b->n_main - 1) {
-            st = pp_relu_backward(ex, &s->relu_out[i], &d, &d, err);
-            dcur = &d;
-        }
-        if (st == PP_OK) st = pp_unit_alloc_like(&dc, ex, &s->conv_out[i], err);
-        if (st == PP_OK)
-            st = pp_bn_layer_backward(u, ex, &b->bn[i], &s->conv_out[i], dcur, &s->mean[i],
+        st = pp_unit_alloc_like(&dc, ex, &s->conv_out[i], err);
+        if (st == PP_OK && i == b->n_main - 1) /* its ReLU is the block's, in g already */
+            st = pp_bn_layer_backward(u, ex, &b->bn[i], &s->conv_out[i], &g, &s->mean[i],
                                       &s->invstd[i], &dc, err);
+        else if (st == PP_OK)
+            st = pp_bn_layer_backward_relu(u, ex, &b->bn[i], &s->conv_out[i], &s->relu_out[i],
+                                           &d, &s->mean[i], &s->invstd[i], &dc, err);
         pp_tensor_free(&d);
         if (st != PP_OK) break;
         if (i > 0) {

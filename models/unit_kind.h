@@ -213,6 +213,16 @@ pp_status pp_bn_layer_forward(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_
 pp_status pp_bn_layer_backward(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, const pp_tensor *x,
                                const pp_tensor *dy, const pp_tensor *mean,
                                const pp_tensor *invstd, pp_tensor *dx, pp_error *err);
+/* y = relu?(bn(x) [+ add]) as one op (pp_batchnorm_forward_act): the same bits as
+ * pp_bn_layer_forward then pp_add_relu / pp_relu_forward; add may be NULL. */
+pp_status pp_bn_layer_forward_act(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_tensor *x,
+                                  const pp_tensor *add, bool relu, pp_tensor *y, pp_tensor *mean,
+                                  pp_tensor *invstd, pp_error *err);
+/* The backward of relu_y = relu(bn(x)) from dy, the gradient of relu_y. */
+pp_status pp_bn_layer_backward_relu(pp_unit *u, pp_exec *ex, const pp_bn_layer *b,
+                                    const pp_tensor *x, const pp_tensor *relu_y,
+                                    const pp_tensor *dy, const pp_tensor *mean,
+                                    const pp_tensor *invstd, pp_tensor *dx, pp_error *err);
 
 /* The dtype of the unit's activations: what its saved lists and
  * temporaries hold (pp_unit_spec_in_dtype). */

@@ -43,7 +43,16 @@ typedef enum pp_native_op {
     PP_NATIVE_AVGPOOL_BWD,       /* dy (N,C), dx (N,C,H,W)                   */
     PP_NATIVE_LINEAR_FWD,        /* x, w, b, y                               */
     PP_NATIVE_LINEAR_BWD,        /* x, w, dy, dx (may be NULL), dw, db       */
+    PP_NATIVE_BN_ACT,            /* x, gamma, beta, rmean, rvar, add (may be NULL), y, smean,
+                                    sinvstd; desc: pp_bn_act_desc           */
+    PP_NATIVE_BN_BACKWARD_RELU,  /* x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
 } pp_native_op;
+
+/* The descriptor of PP_NATIVE_BN_ACT (pp_batchnorm_forward_act). */
+typedef struct pp_bn_act_desc {
+    pp_bn_desc bn;
+    bool train, relu;
+} pp_bn_act_desc;
 
 typedef struct pp_backend_ops {
     const char *name; /* "cpu", "cuda" */

@@ -433,6 +433,76 @@ pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tenso
                                 save_invstd->data, dxd, dgamma->data, dbeta->data, err));
 }
 
+pp_status pp_batchnorm_forward_act(pp_exec *ex, const pp_bn_desc *d, bool train,
+                                   const pp_tensor *x, const pp_tensor *gamma,
+                                   const pp_tensor *beta, pp_tensor *running_mean,
+                                   pp_tensor *running_var, const pp_tensor *add, bool relu,
+                                   pp_tensor *y, pp_tensor *save_mean, pp_tensor *save_invstd,
+                                   pp_error *err)
+{
+    const char *op = "batchnorm_forward_act";
+    PP_TRY(check_bn(ex, op, d, err));
+    if (train && (int64_t)d->n * d->h * d->w < 2)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "%s: training batch norm needs more than one value per channel", op);
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check_like(ex, op, "y", y, x, err));
+    if (add) {
+        PP_TRY(check_like(ex, op, "add", add, y, err));
+        PP_TRY(check_layout_like(op, "add", add, y, err));
+    }
+    CHECK_C("gamma", gamma);
+    CHECK_C("beta", beta);
+    CHECK_C("running_mean", running_mean);
+    CHECK_C("running_var", running_var);
+    if (train) {
+        CHECK_C("save_mean", save_mean);
+        CHECK_C("save_invstd", save_invstd);
+    }
+    if (add || relu) {
+        const pp_bn_act_desc ad = {*d, train, relu};
+        NATIVE(PP_NATIVE_BN_ACT, &ad, false, T(x), T(gamma), T(beta), running_mean, running_var,
+               T(add), y, save_mean, save_invstd);
+    }
+    PP_TRY(train ? pp_batchnorm_forward_train(ex, d, x, gamma, beta, running_mean, running_var, y,
+                                              save_mean, save_invstd, err)
+                 : pp_batchnorm_forward_infer(ex, d, x, gamma, beta, running_mean, running_var, y,
+                                              err));
+    if (add) return relu ? pp_add_relu(ex, y, add, y, err) : pp_add(ex, y, add, y, err);
+    return relu ? pp_relu_forward(ex, y, y, err) : PP_OK;
+}
+
+pp_status pp_batchnorm_backward_relu(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                     const pp_tensor *relu_y, const pp_tensor *dy,
+                                     const pp_tensor *gamma, const pp_tensor *save_mean,
+                                     const pp_tensor *save_invstd, pp_tensor *dx,
+                                     pp_tensor *dgamma, pp_tensor *dbeta, pp_error *err)
+{
+    const char *op = "batchnorm_backward_relu";
+    PP_TRY(check_bn(ex, op, d, err));
+    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(check_like(ex, op, "relu_y", relu_y, x, err));
+    PP_TRY(check_like(ex, op, "dy", dy, x, err));
+    PP_TRY(check_layout_like(op, "dy", dy, relu_y, err));
+    PP_TRY(check_like(ex, op, "dx", dx, x, err));
+    CHECK_C("gamma", gamma);
+    CHECK_C("save_mean", save_mean);
+    CHECK_C("save_invstd", save_invstd);
+    CHECK_C("dgamma", dgamma);
+    CHECK_C("dbeta", dbeta);
+    NATIVE(PP_NATIVE_BN_BACKWARD_RELU, d, false, T(x), T(relu_y), T(dy), T(gamma), T(save_mean),
+           T(save_invstd), dx, dgamma, dbeta);
+    pp_tensor g;
+    PP_TRY(pp_tensor_alloc_on(&g, ex, dy->dtype, dy->ndim, dy->shape, err));
+    g.layout = dy->layout;
+    pp_status st = pp_relu_backward(ex, relu_y, dy, &g, err);
+    if (st == PP_OK)
+        st = pp_batchnorm_backward(ex, d, x, &g, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+                                   err);
+    pp_tensor_free(&g);
+    return st;
+}
+
 static pp_status check_f32(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
                            pp_error *err)
 {

@@ -120,6 +120,26 @@ pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tenso
                                 const pp_tensor *save_mean, const pp_tensor *save_invstd,
                                 pp_tensor *dx, pp_tensor *dgamma, pp_tensor *dbeta,
                                 pp_error *err);
+/* Batch norm with what follows it in a residual block, as one op:
+ *   y = relu?(bn(x) [+ add])
+ * where bn(x) is first rounded to y's dtype (add may be NULL, relu false):
+ * the bits of pp_batchnorm_forward_train (train) or _infer into y, then
+ * pp_add_relu, pp_add or pp_relu_forward in place. A backend may run it as
+ * one pass over the activations. add has y's dtype, shape and layout. */
+pp_status pp_batchnorm_forward_act(pp_exec *ex, const pp_bn_desc *d, bool train,
+                                   const pp_tensor *x, const pp_tensor *gamma,
+                                   const pp_tensor *beta, pp_tensor *running_mean,
+                                   pp_tensor *running_var, const pp_tensor *add, bool relu,
+                                   pp_tensor *y, pp_tensor *save_mean, pp_tensor *save_invstd,
+                                   pp_error *err);
+/* The backward of y = relu(bn(x)) from relu_y (that ReLU's output) and dy
+ * (the gradient of relu_y): the bits of pp_relu_backward into a temporary,
+ * then pp_batchnorm_backward. */
+pp_status pp_batchnorm_backward_relu(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                     const pp_tensor *relu_y, const pp_tensor *dy,
+                                     const pp_tensor *gamma, const pp_tensor *save_mean,
+                                     const pp_tensor *save_invstd, pp_tensor *dx,
+                                     pp_tensor *dgamma, pp_tensor *dbeta, pp_error *err);
 
 /* ---- elementwise ---------------------------------------------------------- */
 /* y = max(x, 0); y may be x. */

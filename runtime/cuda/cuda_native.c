@@ -68,26 +68,56 @@ static void scratch_free(pp_exec *ex, pp_cuda_exec *ce, float *p)
     if (p) (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(p, ce->stream));
 }
 
-static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_bn_desc *d,
+/* The batch norms: plain (BN_TRAIN, BN_INFER, BN_BACKWARD) and fused
+ * (BN_ACT: + add, ReLU; BN_BACKWARD_RELU), each as the kernels' passes. */
+static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const void *desc,
                            pp_tensor *const *t, pp_error *err)
 {
+    const pp_bn_act_desc plain = {op == PP_NATIVE_BN_ACT ? ((const pp_bn_act_desc *)desc)->bn
+                                                         : *(const pp_bn_desc *)desc,
+                                  op != PP_NATIVE_BN_INFER, false};
+    const pp_bn_act_desc *a = op == PP_NATIVE_BN_ACT ? desc : &plain;
+    const pp_bn_desc *d = &a->bn;
     const int64_t rows = (int64_t)d->n * d->h * d->w;
     float *s = NULL;
     PP_TRY(scratch(ex, ce, pp_cuda_bn_scratch_floats(rows, d->c), &s, err));
     const unsigned g = pp_cuda_max_grid(ex);
     cudaError_t rc;
-    if (op == PP_NATIVE_BN_TRAIN) /* x, gamma, beta, rmean, rvar, y, smean, sinvstd */
+    switch (op) {
+    case PP_NATIVE_BN_TRAIN: /* x, gamma, beta, rmean, rvar, y, smean, sinvstd */
         rc = pp_cuda_launch_bn_train_nhwc(ce->stream, g, rows, d->c, d->eps, d->momentum,
                                           t[0]->data, t[1]->data, t[2]->data, t[3]->data,
-                                          t[4]->data, t[5]->data, t[6]->data, t[7]->data, s);
-    else if (op == PP_NATIVE_BN_INFER) /* x, gamma, beta, rmean, rvar, y */
+                                          t[4]->data, NULL, false, t[5]->data, t[6]->data,
+                                          t[7]->data, s);
+        break;
+    case PP_NATIVE_BN_INFER: /* x, gamma, beta, rmean, rvar, y */
         rc = pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps, t[0]->data,
-                                          t[1]->data, t[2]->data, t[3]->data, t[4]->data,
-                                          t[5]->data, s);
-    else /* x, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+                                          t[1]->data, t[2]->data, t[3]->data, t[4]->data, NULL,
+                                          false, t[5]->data, s);
+        break;
+    case PP_NATIVE_BN_ACT: /* x, gamma, beta, rmean, rvar, add, y, smean, sinvstd */
+        rc = a->train ? pp_cuda_launch_bn_train_nhwc(
+                            ce->stream, g, rows, d->c, d->eps, d->momentum, t[0]->data,
+                            t[1]->data, t[2]->data, t[3]->data, t[4]->data,
+                            t[5] ? t[5]->data : NULL, a->relu, t[6]->data, t[7]->data,
+                            t[8]->data, s)
+                      : pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps,
+                                                     t[0]->data, t[1]->data, t[2]->data,
+                                                     t[3]->data, t[4]->data,
+                                                     t[5] ? t[5]->data : NULL, a->relu,
+                                                     t[6]->data, s);
+        break;
+    case PP_NATIVE_BN_BACKWARD: /* x, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
         rc = pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data, t[1]->data,
-                                             t[2]->data, t[3]->data, t[4]->data, t[5]->data,
-                                             t[6]->data, t[7]->data, s);
+                                             NULL, t[2]->data, t[3]->data, t[4]->data,
+                                             t[5]->data, t[6]->data, t[7]->data, s);
+        break;
+    default: /* BN_BACKWARD_RELU: x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+        rc = pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data, t[2]->data,
+                                             t[1]->data, t[3]->data, t[4]->data, t[5]->data,
+                                             t[6]->data, t[7]->data, t[8]->data, s);
+        break;
+    }
     pp_status st = PP_CUDA(ex->dev, err, rc);
     scratch_free(ex, ce, s);
     return st;
@@ -110,6 +140,9 @@ static bool supported(pp_native_op op, pp_tensor *const *t)
     case PP_NATIVE_BN_TRAIN:
     case PP_NATIVE_BN_INFER: return bf16_nhwc(1, t) && bf16_nhwc(1, t + 5);
     case PP_NATIVE_BN_BACKWARD: return bf16_nhwc(2, t) && bf16_nhwc(1, t + 5);
+    case PP_NATIVE_BN_ACT: return bf16_nhwc(1, t) && (!t[5] || bf16_nhwc(1, t + 5)) &&
+                                  bf16_nhwc(1, t + 6);
+    case PP_NATIVE_BN_BACKWARD_RELU: return bf16_nhwc(3, t) && bf16_nhwc(1, t + 6);
     case PP_NATIVE_MAXPOOL_FWD: return bf16_nhwc(2, t);
     case PP_NATIVE_MAXPOOL_BWD: return bf16_nhwc(3, t) && bf16_nhwc(1, t + 4);
     case PP_NATIVE_AVGPOOL_FWD: return bf16_nhwc(1, t);
@@ -136,7 +169,9 @@ pp_status pp_cuda_native(pp_exec *ex, pp_native_op op, const void *desc, pp_tens
         return elementwise(ex, ce, PP_CUDA_BF16_ADD, t[0], t[1], t[1], err);
     case PP_NATIVE_BN_TRAIN:
     case PP_NATIVE_BN_INFER:
-    case PP_NATIVE_BN_BACKWARD: return batchnorm(ex, ce, op, desc, t, err);
+    case PP_NATIVE_BN_BACKWARD:
+    case PP_NATIVE_BN_ACT:
+    case PP_NATIVE_BN_BACKWARD_RELU: return batchnorm(ex, ce, op, desc, t, err);
     case PP_NATIVE_MAXPOOL_FWD: /* x, y, idx */
         return PP_CUDA(ex->dev, err,
                        pp_cuda_launch_maxpool_nhwc(ce->stream, g, geom(desc), t[0]->data,

@@ -118,6 +118,24 @@ __global__ void bf16_ew_k(pp_cuda_bf16_ew kind, int64_t n, const uint16_t *a, co
 
 /* ---- batch norm over bf16 NHWC --------------------------------------------------------- */
 
+/* dy[i], or 0 where the ReLU output mask[i] (when given) is not positive: the
+ * bits pp_relu_backward gives */
+__device__ __forceinline__ float masked(const uint16_t *dy, const uint16_t *mask, int64_t i)
+{
+    return mask && !(widen(mask[i]) > 0.0f) ? 0.0f : widen(dy[i]);
+}
+
+/* the batch norm's bf16 output o, then + add and the ReLU as pp_add_relu,
+ * pp_add and pp_relu_forward give them */
+__device__ __forceinline__ uint16_t act(uint16_t o, const uint16_t *add, bool relu, int64_t i)
+{
+    if (!add && !relu) return o;
+    float v = widen(o);
+    if (add) v += widen(add[i]);
+    if (relu) v = v > 0.0f ? v : 0.0f;
+    return narrow(v);
+}
+
 enum { BN_CX = 32, BN_RY = 8 }; /* block: 32 channels x 8 rows */
 
 /* Per-block partial sums over the rows [g * chunk, (g + 1) * chunk) of one
@@ -129,8 +147,8 @@ enum { BN_CX = 32, BN_RY = 8 }; /* block: 32 channels x 8 rows */
 enum stats_kind { STATS_SUM, STATS_SQDEV, STATS_BWD };
 
 __global__ void bn_partial_k(stats_kind kind, int64_t rows, int c, int64_t chunk,
-                             const uint16_t *x, const uint16_t *dy, const float *mean,
-                             float *part1, float *part2)
+                             const uint16_t *x, const uint16_t *dy, const uint16_t *mask,
+                             const float *mean, float *part1, float *part2)
 {
     __shared__ float s1[BN_RY][BN_CX], s2[BN_RY][BN_CX];
     const int ch = blockIdx.x * BN_CX + threadIdx.x;
@@ -147,7 +165,7 @@ __global__ void bn_partial_k(stats_kind kind, int64_t rows, int c, int64_t chunk
                 const float d = v - m;
                 a += d * d;
             } else {
-                const float g = widen(dy[r * c + ch]);
+                const float g = masked(dy, mask, r * c + ch);
                 a += g;
                 b += g * (v - m);
             }
@@ -212,12 +230,13 @@ __global__ void bn_infer_coef_k(int c, float eps, const float *gamma, const floa
     coef[c + ch] = (float)((double)beta[ch] - running_mean[ch] * alpha);
 }
 
-/* y = round(x * alpha + beta) per channel (relu: then max(., 0)) */
-__global__ void bn_apply_k(int64_t n, int c, const uint16_t *x, const float *coef, uint16_t *y)
+/* y = round(x * alpha + beta) per channel, then act */
+__global__ void bn_apply_k(int64_t n, int c, const uint16_t *x, const float *coef,
+                           const uint16_t *add, bool relu, uint16_t *y)
 {
     for (int64_t i = gtid(); i < n; i += gstride()) {
         const int ch = (int)(i % c);
-        y[i] = narrow(widen(x[i]) * coef[ch] + coef[c + ch]);
+        y[i] = act(narrow(widen(x[i]) * coef[ch] + coef[c + ch]), add, relu, i);
     }
 }
 
@@ -239,12 +258,12 @@ __global__ void bn_finish_backward_k(int c, int groups, double m, const float *p
     coef[3 * c + ch] = mean[ch];
 }
 
-__global__ void bn_dx_k(int64_t n, int c, const uint16_t *x, const uint16_t *dy, const float *coef,
-                        uint16_t *dx)
+__global__ void bn_dx_k(int64_t n, int c, const uint16_t *x, const uint16_t *dy,
+                        const uint16_t *mask, const float *coef, uint16_t *dx)
 {
     for (int64_t i = gtid(); i < n; i += gstride()) {
         const int ch = (int)(i % c);
-        const float g = widen(dy[i]), v = widen(x[i]);
+        const float g = masked(dy, mask, i), v = widen(x[i]);
         dx[i] = narrow((g - coef[ch] - (v - coef[3 * c + ch]) * coef[c + ch]) * coef[2 * c + ch]);
     }
 }
@@ -417,7 +436,8 @@ static dim3 bn_grid(int c, int groups)
 cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
                                          float eps, float momentum, const uint16_t *x,
                                          const float *gamma, const float *beta,
-                                         float *running_mean, float *running_var, uint16_t *y,
+                                         float *running_mean, float *running_var,
+                                         const uint16_t *add, bool relu, uint16_t *y,
                                          float *save_mean, float *save_invstd, float *scratch)
 {
     int groups;
@@ -427,33 +447,34 @@ cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int6
     const dim3 block(BN_CX, BN_RY);
     const unsigned cg = (unsigned)((c + 127) / 128);
     bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(STATS_SUM, rows, c, chunk, x, nullptr,
-                                                      nullptr, part, nullptr);
+                                                      nullptr, nullptr, part, nullptr);
     bn_mean_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, part, save_mean);
     bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(STATS_SQDEV, rows, c, chunk, x, nullptr,
-                                                      save_mean, part, nullptr);
+                                                      nullptr, save_mean, part, nullptr);
     bn_finish_train_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, eps, momentum, part, save_mean,
                                          gamma, beta, running_mean, running_var, save_invstd,
                                          coef);
     const int64_t n = rows * c;
-    bn_apply_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, coef, y);
+    bn_apply_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, coef, add, relu, y);
     return cudaGetLastError();
 }
 
 cudaError_t pp_cuda_launch_bn_infer_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
                                          float eps, const uint16_t *x, const float *gamma,
                                          const float *beta, const float *running_mean,
-                                         const float *running_var, uint16_t *y, float *scratch)
+                                         const float *running_var, const uint16_t *add,
+                                         bool relu, uint16_t *y, float *scratch)
 {
     bn_infer_coef_k<<<(unsigned)((c + 127) / 128), 128, 0, s>>>(c, eps, gamma, beta, running_mean,
                                                                running_var, scratch);
     const int64_t n = rows * c;
-    bn_apply_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, scratch, y);
+    bn_apply_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, scratch, add, relu, y);
     return cudaGetLastError();
 }
 
 cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
                                             const uint16_t *x, const uint16_t *dy,
-                                            const float *gamma, const float *save_mean,
+                                            const uint16_t *relu_y, const float *gamma, const float *save_mean,
                                             const float *save_invstd, uint16_t *dx,
                                             float *dgamma, float *dbeta, float *scratch)
 {
@@ -462,13 +483,13 @@ cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, i
     bn_groups(rows, &groups, &chunk);
     float *part1 = scratch, *part2 = scratch + (size_t)groups * c;
     float *coef = scratch + 2 * (size_t)groups * c;
-    bn_partial_k<<<bn_grid(c, groups), dim3(BN_CX, BN_RY), 0, s>>>(STATS_BWD, rows, c, chunk, x,
-                                                                   dy, save_mean, part1, part2);
+    bn_partial_k<<<bn_grid(c, groups), dim3(BN_CX, BN_RY), 0, s>>>(
+        STATS_BWD, rows, c, chunk, x, dy, relu_y, save_mean, part1, part2);
     bn_finish_backward_k<<<(unsigned)((c + 127) / 128), 128, 0, s>>>(
         c, groups, (double)rows, part1, part2, save_mean, save_invstd, gamma, dgamma, dbeta,
         coef);
     const int64_t n = rows * c;
-    bn_dx_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, dy, coef, dx);
+    bn_dx_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, dy, relu_y, coef, dx);
     return cudaGetLastError();
 }
 

@@ -168,6 +168,10 @@ static const op_case BIG[] = {
      {BIGB, C64, C64, C64, C64, BIGB, C64, C64}, {0}, false},
     {"batchnorm_backward 4x64x30x30", r_bn_bwd, &BN_BIG, 8,
      {BIGB, BIGB, C64, C64, C64, BIGB, C64, C64}, {0}, false},
+    {"batchnorm_forward_act (add, relu) 4x64x30x30", r_bn_act_add_relu, &BN_BIG, 9,
+     {BIGB, C64, C64, C64, C64, BIGB, C64, C64, BIGB}, {0}, false},
+    {"batchnorm_backward_relu 4x64x30x30", r_bn_bwd_relu, &BN_BIG, 9,
+     {BIGB, BIGB, BIGB, C64, C64, C64, BIGB, C64, C64}, {0}, false},
     {"maxpool_backward 64 channels", r_maxpool_bwd, &POOL_BIG, 5, {BIGX, BIGP, BIGI, BIGP, BIGX},
      {0}, true},
     {"avgpool_forward 64 channels", r_avgpool, NULL, 2, {BIGX, {'a', 2, {2, 64, 1, 1}}}, {0},
@@ -234,6 +238,10 @@ int main(void)
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         check_case(&CASES[i], PP_NCHW);
         check_case(&CASES[i], PP_NHWC);
+    }
+    for (size_t i = 0; i < sizeof FUSED_ADD_CASES / sizeof FUSED_ADD_CASES[0]; i++) {
+        check_case(&FUSED_ADD_CASES[i], PP_NCHW);
+        check_case(&FUSED_ADD_CASES[i], PP_NHWC);
     }
     for (size_t i = 0; i < sizeof BIG / sizeof BIG[0]; i++) check_case(&BIG[i], PP_NHWC);
     pp_exec_destroy(&g_ecpu);

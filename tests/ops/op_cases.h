@@ -9,7 +9,7 @@
 
 #include "runtime/core/ops.h"
 
-enum { MAX_OPS = 8 };
+enum { MAX_OPS = 10 };
 
 /* An operand: 'a' may be BF16 (an activation or weight copy), 'f' is always
  * F32 (parameter gradients, statistics, biases), 'i' is I32 (argmax). */
@@ -62,6 +62,26 @@ static pp_status r_bn_infer(pp_exec *ex, const void *d, pp_tensor **t, pp_error 
 static pp_status r_bn_bwd(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
 {
     return pp_batchnorm_backward(ex, d, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], err);
+}
+static pp_status r_bn_act_relu(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_batchnorm_forward_act(ex, d, true, t[0], t[1], t[2], t[3], t[4], NULL, true, t[5],
+                                    t[6], t[7], err);
+}
+static pp_status r_bn_act_add_relu(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_batchnorm_forward_act(ex, d, true, t[0], t[1], t[2], t[3], t[4], t[8], true, t[5],
+                                    t[6], t[7], err);
+}
+static pp_status r_bn_act_infer_add(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_batchnorm_forward_act(ex, d, false, t[0], t[1], t[2], t[3], t[4], t[6], false,
+                                    t[5], NULL, NULL, err);
+}
+static pp_status r_bn_bwd_relu(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_batchnorm_backward_relu(ex, d, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8],
+                                      err);
 }
 static pp_status r_relu(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
 {
@@ -159,6 +179,10 @@ static const op_case CASES[] = {
      false},
     {"batchnorm_backward", r_bn_bwd, &BN, 8, {B4, B4, F1(4), F1(4), F1(4), B4, F1(4), F1(4)},
      {0}, false},
+    {"batchnorm_forward_act (relu)", r_bn_act_relu, &BN, 8,
+     {B4, F1(4), F1(4), F1(4), {'f', 1, {4, 1, 1, 1}}, B4, F1(4), F1(4)}, {0}, false},
+    {"batchnorm_backward_relu", r_bn_bwd_relu, &BN, 9,
+     {B4, B4, B4, F1(4), F1(4), F1(4), B4, F1(4), F1(4)}, {0}, false},
     {"relu_forward", r_relu, NULL, 2, {E4, E4}, {0}, true},
     {"relu_forward in place", r_relu, NULL, 2, {E4, E4}, {0, 1}, true},
     {"relu_backward", r_relu_bwd, NULL, 3, {E4, E4, E4}, {0}, true},
@@ -188,6 +212,16 @@ static const op_case CASES[] = {
      {{'a', 2, {5, 7, 1, 1}}, {'a', 2, {3, 7, 1, 1}}, {'f', 2, {5, 3, 1, 1}},
       {'a', 2, {5, 7, 1, 1}}, {'f', 2, {3, 7, 1, 1}}, F1(3)},
      {0}, false},
+};
+
+/* The fused batch norm with a residual add: its bf16 result rounds twice (the
+ * batch norm's output, then the sum), like the ops it fuses, so it is not the
+ * f32 op's result rounded once; test_bf16 checks it in f32 NHWC only. */
+static const op_case FUSED_ADD_CASES[] = {
+    {"batchnorm_forward_act (add, relu)", r_bn_act_add_relu, &BN, 9,
+     {B4, F1(4), F1(4), F1(4), {'f', 1, {4, 1, 1, 1}}, B4, F1(4), F1(4), B4}, {0}, false},
+    {"batchnorm_forward_act (inference, add)", r_bn_act_infer_add, &BN, 7,
+     {B4, F1(4), F1(4), F1(4), F1(4), B4, B4}, {0}, false},
 };
 
 #endif

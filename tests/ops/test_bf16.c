@@ -205,6 +205,8 @@ static void test_contract(void)
         check_case(&CASES[i], PP_BF16, PP_NHWC);
         check_case(&CASES[i], PP_F32, PP_NHWC);
     }
+    for (size_t i = 0; i < sizeof FUSED_ADD_CASES / sizeof FUSED_ADD_CASES[0]; i++)
+        check_case(&FUSED_ADD_CASES[i], PP_F32, PP_NHWC);
 }
 
 /* ---- 3. accuracy against double references ------------------------------------------- */
