@@ -115,6 +115,7 @@ struct pp_pipeline {
     bool keep_trace;
     int slots;
     pp_pipeline_layout layout; /* pp_pipeline_options.layout */
+    int profile_step;          /* PP_PROFILE_STEP, or -1 (profile_range) */
     pp_step_stats *trace;        /* kept steps (keep_trace) */
     int n_trace;
 
@@ -772,6 +773,8 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         p->comm = opts->comm;
         p->layout = opts->layout;
     }
+    const char *profile = getenv("PP_PROFILE_STEP");
+    p->profile_step = profile && *profile ? atoi(profile) : -1;
     p->rank = pp_comm_rank(p->comm);
     p->replicas = plan->replicas > 1 ? plan->replicas : 1;
     p->replica = replica_of(plan, p->rank);
@@ -1076,9 +1079,21 @@ static pp_status check_usable(const pp_pipeline *p, const char *what, pp_error *
                         what, p->broken);
 }
 
+/* PP_PROFILE_STEP=K: the step of index K (0-based, of this run) is the range
+ * an external profiler collects (ncu --profile-from-start off, nsys
+ * --capture-range=cudaProfilerApi), on every device of this process. */
+static pp_status profile_range(struct pp_pipeline *p, bool start, pp_error *err)
+{
+    if (p->profile_step != p->steps_run) return PP_OK;
+    for (int s = 0; s < p->n_stages; s++)
+        if (stage_here(p, s)) PP_TRY(pp_device_profiler(p->stages[s].dev, start, err));
+    return PP_OK;
+}
+
 pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
     PP_TRY(check_usable(p, "step", err));
+    PP_TRY(profile_range(p, true, err));
     int64_t t0 = pp_stream_clock_ns();
     PP_TRY(grow_history(p, err));
     int64_t pos, epoch;
@@ -1119,6 +1134,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     pp_status s = read_losses(p, &p->io, &loss, &correct, err);
     if (s == PP_OK) s = sum_replica_grads(p, err);
     if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
+    if (s == PP_OK) s = profile_range(p, false, err);
     if (s != PP_OK) {
         pp_step_stats_free(&stats);
         return mark_broken(p, s, err);

@@ -205,6 +205,11 @@ typedef struct pp_backend_ops {
      * fallback then runs); NULL entry: always the fallback. */
     pp_status (*native)(pp_exec *ex, pp_native_op op, const void *desc, pp_tensor *const *t,
                         pp_error *err);
+
+    /* optional: starts or stops the range an external profiler collects (CUDA:
+     * cudaProfilerStart/Stop, which `ncu --profile-from-start off` and
+     * `nsys --capture-range=cudaProfilerApi` follow); process-wide */
+    pp_status (*profiler)(pp_device_ctx *dev, bool start, pp_error *err);
 } pp_backend_ops;
 
 /* The CPU backend (runtime/cpu). Never NULL. */

@@ -156,6 +156,11 @@ pp_status pp_device_set_math(pp_device_ctx *dev, pp_math_mode mode, pp_error *er
     return PP_OK;
 }
 
+pp_status pp_device_profiler(pp_device_ctx *dev, bool start, pp_error *err)
+{
+    return dev->ops->profiler ? dev->ops->profiler(dev, start, err) : PP_OK;
+}
+
 bool pp_device_prefers_nhwc_bf16(const pp_device_ctx *dev)
 {
     return dev->ops->prefers_nhwc_bf16;

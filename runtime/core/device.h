@@ -90,6 +90,9 @@ int pp_cuda_device_count(void);
 pp_status pp_device_set_math(pp_device_ctx *dev, pp_math_mode mode, pp_error *err);
 /* The device's current math mode (PP_MATH_FP32 until set). */
 pp_math_mode pp_device_math(const pp_device_ctx *dev);
+/* Starts (start) or stops the range an external profiler collects, on dev's
+ * backend; a no-op where the backend has none (the CPU). */
+pp_status pp_device_profiler(pp_device_ctx *dev, bool start, pp_error *err);
 /* Whether bf16 activations compute faster in NHWC than NCHW on dev. */
 bool pp_device_prefers_nhwc_bf16(const pp_device_ctx *dev);
 

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_profiler_api.h>
+
 #include "cuda_internal.h"
 #include "cuda_kernels.h"
 
@@ -270,6 +272,13 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
     }
     *out = ce;
     return PP_OK;
+}
+
+static pp_status cuda_profiler(pp_device_ctx *dev, bool start, pp_error *err)
+{
+    PP_TRY(pp_cuda_set_device(dev, err));
+    if (start) return PP_CUDA(dev, err, cudaProfilerStart());
+    return PP_CUDA(dev, err, cudaProfilerStop());
 }
 
 static pp_status cuda_exec_sync(pp_exec *ex, pp_error *err)
@@ -626,6 +635,7 @@ static const pp_backend_ops cuda_ops = {
     .sgd_update_multi = cuda_sgd_update_multi,
     .delay = cuda_delay,
     .transpose = pp_cuda_transpose,
+    .profiler = cuda_profiler,
     .native = pp_cuda_native,
 };
 
