@@ -227,11 +227,22 @@ pp_status pp_unit_weight_like(pp_unit *u, pp_exec *ex, int e, const pp_tensor *x
     w->owns = false;
     w->stream = NULL;
     if (x->dtype == w->dtype) return PP_OK;
-    PP_TRY(pp_tensor_alloc_on(w, ex, x->dtype, u->value[e].ndim, u->value[e].shape, err));
-    w->layout = pp_unit_spec_layout(&u->spec, w->ndim); /* a conv's copy: KRSC with NHWC */
-    pp_status st = pp_cast(ex, &u->value[e], w, err);
-    if (st != PP_OK) pp_tensor_free(w);
-    return st;
+    pp_tensor *low = &u->low[e];
+    if (low->data && low->dtype != x->dtype) return pp_error_set(err, PP_ERR_INVALID,
+                                                                 "%s: weights in two dtypes",
+                                                                 u->names[e]);
+    if (!low->data) {
+        PP_TRY(pp_tensor_alloc(low, u->dev, x->dtype, w->ndim, w->shape, err));
+        low->layout = pp_unit_spec_layout(&u->spec, low->ndim); /* a conv's: KRSC with NHWC */
+        u->low_fresh[e] = false;
+    }
+    if (!u->low_fresh[e]) {
+        PP_TRY(pp_cast(ex, &u->value[e], low, err));
+        u->low_fresh[e] = true;
+    }
+    *w = *low;
+    w->owns = false;
+    return PP_OK;
 }
 
 pp_status pp_unit_alloc_like(pp_tensor *t, pp_exec *ex, const pp_tensor *like, pp_error *err)

@@ -346,3 +346,8 @@ pp_status pp_stage_sync_buffers(pp_stage *s, pp_error *err)
     for (int i = 0; i < s->n; i++) PP_TRY(pp_unit_sync_buffers(s->units[i], err));
     return PP_OK;
 }
+
+void pp_stage_params_changed(pp_stage *s)
+{
+    for (int i = 0; i < s->n; i++) pp_unit_params_changed(s->units[i]);
+}

@@ -101,4 +101,9 @@ pp_status pp_stage_zero_grads(pp_stage *s, pp_exec *ex, pp_error *err);
  * writing buffers (checkpoint save or load). */
 pp_status pp_stage_sync_buffers(pp_stage *s, pp_error *err);
 
+/* See pp_unit_params_changed: call after changing the stage's parameters
+ * (an optimizer step, a load, writing them through pp_stage_param) and
+ * before the next forward, in bf16 mixed precision. */
+void pp_stage_params_changed(pp_stage *s);
+
 #endif

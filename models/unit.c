@@ -94,6 +94,11 @@ static void slot_clear(pp_unit_slot *s)
     s->live = false;
 }
 
+void pp_unit_params_changed(pp_unit *u)
+{
+    memset(u->low_fresh, 0, sizeof u->low_fresh);
+}
+
 void pp_unit_free(pp_unit *u)
 {
     if (!u) return;
@@ -103,6 +108,7 @@ void pp_unit_free(pp_unit *u)
         for (int i = 0; i < u->n_entries; i++) {
             pp_tensor_free(&u->value[i]);
             pp_tensor_free(&u->grad[i]);
+            pp_tensor_free(&u->low[i]);
         }
         if (u->ops->release) u->ops->release(u);
     }
@@ -218,6 +224,9 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
     }
     for (int i = 0; i < u->n_entries; i++) {
         info->param_bytes += (int64_t)pp_tensor_bytes(&u->value[i]);
+        /* bf16: a copy of each conv and linear weight (pp_unit_weight_like) */
+        if (s->bf16 && u->entry[i].grad && u->value[i].ndim >= 2)
+            info->param_bytes += (int64_t)pp_tensor_numel(&u->value[i]) * 2;
         if (u->entry[i].grad) info->param_count += pp_tensor_numel(&u->value[i]);
     }
     /* bytes(N) = per_sample * N + fixed */

@@ -181,5 +181,10 @@ pp_status pp_unit_zero_grads(pp_unit *u, pp_exec *ex, pp_error *err);
  * writing them (loading one), so that no pending count is added to loaded
  * values. */
 pp_status pp_unit_sync_buffers(pp_unit *u, pp_error *err);
+/* Tells the unit its parameters changed (an optimizer step, a load): the
+ * bf16 copies of its weights (mixed precision) are made again at their next
+ * use. Until then every forward and backward reuses them, one copy per
+ * weight per step instead of one per call. */
+void pp_unit_params_changed(pp_unit *u);
 
 #endif

@@ -118,6 +118,10 @@ struct pp_unit {
     pp_unit_slot *slots;
     int n_slots;
     int in_flight;
+    /* bf16 mixed precision: each weight's bf16 copy (pp_unit_weight_like), made
+     * at its first use after pp_unit_params_changed and kept until the next */
+    pp_tensor low[PP_UNIT_MAX_ENTRIES];
+    bool low_fresh[PP_UNIT_MAX_ENTRIES];
 };
 
 /* The table of a kind; NULL for an unknown kind. */
@@ -229,9 +233,10 @@ pp_status pp_bn_layer_backward_relu(pp_unit *u, pp_exec *ex, const pp_bn_layer *
 pp_dtype pp_unit_act_dtype(const pp_unit *u);
 
 /* Entry e (a convolution's or linear layer's F32 weight) in the dtype of x:
- * the entry itself for an F32 x, else a bf16 copy made in ex's stream order
- * (rounded to nearest even). Free *w with pp_tensor_free after use (a no-op
- * for the entry itself). */
+ * the entry itself for an F32 x, else the unit's bf16 copy (rounded to
+ * nearest even, in the unit's layout), made in ex's stream order at its first
+ * use after pp_unit_params_changed; later calls in the same stream order
+ * reuse it. *w is a view: pp_tensor_free on it is a no-op. */
 pp_status pp_unit_weight_like(pp_unit *u, pp_exec *ex, int e, const pp_tensor *x, pp_tensor *w,
                               pp_error *err);
 
