@@ -1,7 +1,8 @@
 /*
  * plan_walk.h - internal: the state of one plan walk over a YAML tree and the
  * typed getters that report "FILE:LINE:COL: message" problems. Shared by
- * plan.c (sections) and plan_stages.c (stages and layer names).
+ * plan.c (sections), plan_model.c (the model) and plan_stages.c (stages and
+ * layer names).
  */
 #ifndef PP_PARTITIONER_PLAN_WALK_H
 #define PP_PARTITIONER_PLAN_WALK_H
@@ -53,6 +54,12 @@ bool pp_walk_bool(pp_walk *w, const pp_ynode *n, const char *what, bool *out);
 /* Index of the string value among names, or -1 after reporting. */
 int pp_walk_choice(pp_walk *w, const pp_ynode *n, const char *what, const char *const *names,
                    int n_names, const char *expected);
+
+/* plan_model.c: the `model` section into w->plan->model (n: the section,
+ * never NULL), and, once the input size is known, a sequential
+ * model's layers against it (builds w->plan->catalogue). */
+void pp_walk_model(pp_walk *w, const pp_ynode *n);
+void pp_walk_resolve_sequential(pp_walk *w, const pp_ynode *model);
 
 /* plan_stages.c: `stages` (list or auto), `devices`, `balance`; any may be NULL. */
 void pp_walk_stages(pp_walk *w, const pp_ynode *stages, const pp_ynode *devices,
