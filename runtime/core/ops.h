@@ -96,7 +96,10 @@ pp_status pp_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const pp
 pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
                                              const pp_tensor *dy, const pp_tensor *w,
                                              pp_tensor *dx, pp_error *err);
-/* dw += correlation(x, dy) */
+/* dw += correlation(x, dy). With bf16 x or dy (mixed precision) the
+ * correlation of this call is rounded to bf16 before it is added to the f32
+ * dw: the weight gradient tensor-core engines produce, and what
+ * torch.autocast's bf16 convolution hands to the f32 parameter. */
 pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const pp_tensor *x,
                                     const pp_tensor *dy, pp_tensor *dw, pp_error *err);
 

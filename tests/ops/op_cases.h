@@ -12,7 +12,9 @@
 enum { MAX_OPS = 10 };
 
 /* An operand: 'a' may be BF16 (an activation or weight copy), 'f' is always
- * F32 (parameter gradients, statistics, biases), 'i' is I32 (argmax). */
+ * F32 (parameter gradients, statistics, biases), 'i' is I32 (argmax), 'w'
+ * is an F32 convolution weight gradient starting from zero: with bf16
+ * operands it receives the f32 result rounded to bf16 (ops.h). */
 typedef struct operand {
     char kind;
     int ndim;
@@ -172,7 +174,7 @@ static const op_case CASES[] = {
     {"conv2d_backward_data_accumulate", r_conv_bwd_data_acc, &CONV, 3,
      {Y4, A4(4, 3, 3, 3), X4}, {0}, false},
     {"conv2d_backward_filter (dw f32 +=)", r_conv_bwd_filter, &CONV, 3,
-     {X4, Y4, {'f', 4, {4, 3, 3, 3}}}, {0}, false},
+     {X4, Y4, {'w', 4, {4, 3, 3, 3}}}, {0}, false},
     {"batchnorm_forward_train", r_bn_train, &BN, 8,
      {B4, F1(4), F1(4), F1(4), {'f', 1, {4, 1, 1, 1}}, B4, F1(4), F1(4)}, {0}, false},
     {"batchnorm_forward_infer", r_bn_infer, &BN, 6, {B4, F1(4), F1(4), F1(4), F1(4), B4}, {0},

@@ -155,9 +155,9 @@ static void check_case(const op_case *c, pp_dtype act, pp_layout lay)
         h[i] = talloc(o->kind == 'a' ? act : o->kind == 'i' ? PP_I32 : PP_F32, o->ndim,
                       o->shape);
         /* activations, and the argmax (laid out like the pooled output) */
-        if (o->kind != 'f' && o->ndim == 4) h[i].layout = lay;
+        if ((o->kind == 'a' || o->kind == 'i') && o->ndim == 4) h[i].layout = lay;
         const int64_t n = pp_tensor_numel(&f[i]);
-        for (int64_t k = 0; k < n && o->kind != 'i'; k++) {
+        for (int64_t k = 0; k < n && o->kind != 'i' && o->kind != 'w'; k++) {
             float v = (float)(urand() * 2.0);
             if (o->kind == 'a') v = pp_f32_from_bf16(pp_bf16_from_f32(v));
             /* variances and inverse deviations must be positive */
@@ -182,7 +182,7 @@ static void check_case(const op_case *c, pp_dtype act, pp_layout lay)
         int64_t bad = 0, first = -1;
         for (int64_t k = 0; k < n; k++) {
             uint32_t want = ((uint32_t *)f[i].data)[k];
-            if (c->o[i].kind == 'a' && act == PP_BF16)
+            if ((c->o[i].kind == 'a' || c->o[i].kind == 'w') && act == PP_BF16)
                 want = (uint32_t)pp_bf16_from_f32(((float *)f[i].data)[k]) << 16;
             if (((uint32_t *)back.data)[k] != want && !bad++) first = k;
         }
