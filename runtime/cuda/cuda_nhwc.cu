@@ -368,6 +368,29 @@ __global__ void gap_bwd_k(int64_t n, int c, int64_t hw, const void *dy, bool dy_
     }
 }
 
+/* ---- convolution helpers ------------------------------------------------------------ */
+
+/* y (rows, cp) = x (rows, c) with channels c..cp-1 zero */
+__global__ void pad_channels_k(int64_t rows, int c, int cp, const uint16_t *x, uint16_t *y)
+{
+    for (int64_t i = gtid(); i < rows * cp; i += gstride()) {
+        const int64_t r = i / cp;
+        const int ch = (int)(i % cp);
+        y[i] = ch < c ? x[r * c + ch] : (uint16_t)0;
+    }
+}
+
+/* dw (k, c, rs) += low (k, rs, cp) widened, channels < c */
+__global__ void wgrad_add_k(int k, int c, int rs, int cp, const uint16_t *low, float *dw)
+{
+    const int64_t n = (int64_t)k * c * rs;
+    for (int64_t i = gtid(); i < n; i += gstride()) {
+        const int64_t kk = i / ((int64_t)c * rs), rem = i % ((int64_t)c * rs);
+        const int ch = (int)(rem / rs), pos = (int)(rem % rs);
+        dw[i] += widen(low[(kk * rs + pos) * cp + ch]);
+    }
+}
+
 unsigned grid_for(int64_t n, unsigned max_grid)
 {
     const int64_t g = (n + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK;
@@ -526,6 +549,23 @@ cudaError_t pp_cuda_launch_gap_backward_nhwc(cudaStream_t s, unsigned max_grid, 
 {
     if (n * c * hw <= 0) return cudaSuccess;
     gap_bwd_k<<<grid_for(n * c * hw, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, hw, dy, dy_bf16, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_pad_channels(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
+                                        int cp, const uint16_t *x, uint16_t *y)
+{
+    if (rows * cp <= 0) return cudaSuccess;
+    pad_channels_k<<<grid_for(rows * cp, max_grid), PP_CUDA_BLOCK, 0, s>>>(rows, c, cp, x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_wgrad_add(cudaStream_t s, unsigned max_grid, int k, int c, int rs,
+                                     int cp, const uint16_t *low, float *dw)
+{
+    const int64_t n = (int64_t)k * c * rs;
+    if (n <= 0) return cudaSuccess;
+    wgrad_add_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(k, c, rs, cp, low, dw);
     return cudaGetLastError();
 }
 

@@ -77,6 +77,15 @@ cudaError_t pp_cuda_launch_gap_backward_nhwc(cudaStream_t s, unsigned max_grid, 
                                              int64_t hw, const void *dy, bool dy_bf16,
                                              uint16_t *dx);
 
+/* Convolution helpers: y (rows, cp) = x (rows, c) padded with zero channels
+ * (cp >= c: the stem's 3 input channels widened for tensor-core engines);
+ * dw (K, C, R*S; f32, the master gradient's order) += a bf16 weight gradient
+ * laid out (K, R*S, cp), its first c channels. */
+cudaError_t pp_cuda_launch_pad_channels(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
+                                        int cp, const uint16_t *x, uint16_t *y);
+cudaError_t pp_cuda_launch_wgrad_add(cudaStream_t s, unsigned max_grid, int k, int c, int rs,
+                                     int cp, const uint16_t *low, float *dw);
+
 #ifdef __cplusplus
 }
 #endif
