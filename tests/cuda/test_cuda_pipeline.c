@@ -1,6 +1,7 @@
 /*
  * test_cuda_pipeline.c - ResNet-50 training steps on cuda:0, in 1, 2 and 4
- * stages sharing the GPU, against the same plan on the CPU backend; then a
+ * stages sharing the GPU, against the same plan on the CPU backend; the same
+ * in bf16 (one CUDA stage, and a CUDA stage feeding a CPU stage); then a
  * sequential model of every layer type in 1 and 2 stages, the same way.
  *
  * The step is well conditioned (lr 0.001, as the PyTorch cross-check uses):
@@ -63,20 +64,30 @@ static const char *layouts[] = {
 static void run_text(const char *text, const char *init_path, const char *path,
                      double losses[2]);
 
-static void run(int layout, const char *kind, const char *init_path, const char *path,
-                double losses[2])
+static const char *g_precision = "fp32"; /* the plans' precision */
+
+static void run_stages(const char *stages, const char *init_path, const char *path,
+                       double losses[2])
 {
-    char stages[1024], text[4096];
-    snprintf(stages, sizeof stages, layouts[layout], kind, kind, kind, kind);
+    char text[4096];
     snprintf(text, sizeof text,
              "model: {name: resnet50, num_classes: 10, stem: cifar}\n"
              "batch: {size: 8, split_size: 4}\n"
              "schedule: 1f1b\n"
+             "precision: %s\n"
              "optimizer: {type: sgd, lr: 0.001, momentum: 0.9, weight_decay: 0.0001}\n"
              "data: {format: synthetic, image_size: [32, 32]}\n"
              "seed: 5\nsteps: 2\nstages:\n%s",
-             stages);
+             g_precision, stages);
     run_text(text, init_path, path, losses);
+}
+
+static void run(int layout, const char *kind, const char *init_path, const char *path,
+                double losses[2])
+{
+    char stages[1024];
+    snprintf(stages, sizeof stages, layouts[layout], kind, kind, kind, kind);
+    run_stages(stages, init_path, path, losses);
 }
 
 /* A sequential model of every layer type (conv with and without bias, batch
@@ -206,6 +217,48 @@ static double compare(const char *a, const char *b, const char *init, char *wors
     return max_rel;
 }
 
+/* bf16 mixed precision: cuda:0 (activations NHWC, the native bf16 kernels)
+ * against the CPU backend (NCHW), one stage, and two stages across the two
+ * backends (cuda:0 then cpu:0: the boundary changes layout both ways). Each
+ * bf16 rounding of two correct implementations may differ by one step (2^-8
+ * relative) where their f32 sums differ in the last bits, and batch norm over
+ * small planes amplifies differences about tenfold (see the fp32 tolerance
+ * above): updates must agree within 5e-2, losses (f32 from bf16 logits)
+ * within 1e-2 relative. */
+static void bf16_against_cpu(const char *dir, const char *init)
+{
+    char cpu[256], gpu[256], worst[64] = "";
+    double cpu_loss[2] = {0}, gpu_loss[2] = {0};
+    static const char *const names[2] = {"cuda:0", "cuda:0 + cpu:0"};
+    static const char *const stages[2] = {
+        "  - device: cuda:0\n"
+        "    layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, avgpool, fc]\n",
+        "  - device: cuda:0\n"
+        "    layers: [conv1, bn1, relu, maxpool, layer1, layer2]\n"
+        "  - device: cpu:0\n"
+        "    layers: [layer3, layer4, avgpool, fc]\n",
+    };
+    g_precision = "bf16";
+    snprintf(cpu, sizeof cpu, "%s/cpu-bf16.safetensors", dir);
+    snprintf(gpu, sizeof gpu, "%s/cuda-bf16.safetensors", dir);
+    run(0, "cpu", NULL, cpu, cpu_loss);
+    for (int k = 0; k < 2; k++) {
+        run_stages(stages[k], NULL, gpu, gpu_loss);
+        for (int i = 0; i < 2; i++)
+            CHECK_MSG(fabs(gpu_loss[i] - cpu_loss[i]) <= 1e-2 * fabs(cpu_loss[i]),
+                      "bf16 %s step %d: loss %.7f, cpu %.7f", names[k], i, gpu_loss[i],
+                      cpu_loss[i]);
+        double rel = compare(gpu, cpu, init, worst, sizeof worst);
+        fprintf(stderr, "bf16 %s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), largest relative "
+                        "difference of the updates %.2e (%s)\n",
+                names[k], gpu_loss[0], gpu_loss[1], cpu_loss[0], cpu_loss[1], rel, worst);
+        CHECK_MSG(rel <= 5e-2, "bf16 %s vs cpu: %.2e at %s", names[k], rel, worst);
+        unlink(gpu);
+    }
+    unlink(cpu);
+    g_precision = "fp32";
+}
+
 int main(void)
 {
     if (pp_cuda_device_count() == 0) {
@@ -242,6 +295,7 @@ int main(void)
             CHECK_MSG(rel <= 1e-3, "cuda %d stages vs 1: %.2e at %s", stages[l], rel, worst);
         }
     }
+    bf16_against_cpu(dir, init);
     /* the sequential model's kernels (bias, sigmoid, window average pool) in a step */
     run_sequential(1, "cpu", init, cpu, cpu_loss);
     for (int l = 0; l < 2; l++) {
