@@ -871,9 +871,9 @@ part4() {
             ips[auto$b]=$pr_ips
             step[auto$b]=$(jget "$res/pr-1stage-b$b-bf16.out" 'j["step_ms"]["median"]')
             cmd[auto$b]=$last_cmd
-            row "ours bf16 1 stage, batch $b, layout auto (NHWC)" ok "$pr_fig" "$last_cmd"
+            row "ours bf16 1 stage, batch $b, layout auto (NHWC on CUDA)" ok "$pr_fig" "$last_cmd"
         else
-            row "ours bf16 1 stage, batch $b, layout auto (NHWC)" "$(result_of $?)" "$pr_fig" "$last_cmd"
+            row "ours bf16 1 stage, batch $b, layout auto (NHWC on CUDA)" "$(result_of $?)" "$pr_fig" "$last_cmd"
         fi
         if te "eager-bf16-cl-b$b" "torch eager bf16 autocast channels_last, batch $b" \
             --batch "$b" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
@@ -980,10 +980,10 @@ SH
         fi
         fig=$(mem_fig "$bj" "$fj")
         echo "$s stage(s): ${fig:-no figure}"
-        row "peak memory bf16 / fp32, $s stage(s), batch $b1" \
+        row "peak memory bf16 / fp32, batch $b1, $s stage(s)$([ $s = 1 ] || echo ", split $split")" \
             "$([ -n "$fig" ] && echo ok || echo 'FAIL(no figure)')" \
-            "${fig:-a run above failed}$([ $s = 1 ] || echo " (split $split)")" \
-            "$([ $s = 1 ] && echo "${cmd[auto$b1]:-}" || echo "${cmd[bf16s$s]:-}") (and the fp32 plan)"
+            "${fig:-a run above failed}" \
+            "$([ $s = 1 ] && echo "${cmd[auto$b1]:-?}; ${cmd[fp32]:-?}" || echo "${cmd[bf16s$s]:-?}; ${cmd[fp32s$s]:-?}")"
     done
 
     echo "== kernels per step (ncu), 1 stage, batch $b1"
