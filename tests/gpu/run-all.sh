@@ -843,10 +843,17 @@ san() {
            elif [ $rc -ne 0 ]; then verdict="FAIL($rc)"
            else verdict=ok; fi ;;
     esac
+    # the first reports, or why the program failed
+    local what=""
+    if [ "${errs:-0}" -gt 0 ] 2>/dev/null; then
+        what=$(grep -h '^========= ' "$res/san-$tool-$name.out" "$res/san-$tool-$name.log" \
+            2>/dev/null | grep -v 'COMPUTE-SANITIZER\|SUMMARY' | head -n 2 | tr '\n' ' ' | cut -c1-240)
+    elif [ "$verdict" != ok ]; then
+        what=$(why $rc "san-$tool-$name")
+    fi
     echo "compute-sanitizer $tool, $label: $verdict"
     row "compute-sanitizer $tool, $label" "$verdict" \
-        "${errs:-?} errors${line:+; $line}; exit status $rc$([ "$verdict" = ok ] || echo ": $(why $rc "san-$tool-$name")")" \
-        "$last_cmd"
+        "${errs:-?} errors${line:+; $line}; exit status $rc${what:+: $what}" "$last_cmd"
 }
 
 part4() {
