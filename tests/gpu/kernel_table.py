@@ -97,6 +97,9 @@ def number(text):
         return None
 
 
+unknown_units = set()  # units of gpu__time_duration rows that could not be read
+
+
 def read_rows(path):
     """[(kernel id, kernel name, ms)] from one ncu output file."""
     try:
@@ -124,6 +127,8 @@ def read_rows(path):
                     continue
                 v = number(r[mval])
                 unit = r[munit].strip() if munit is not None and munit < len(r) else "nsecond"
+                if v is not None and unit not in UNIT_MS:
+                    unknown_units.add(unit)
                 if v is None or unit not in UNIT_MS:
                     continue
                 key = r[kid] if kid is not None else str(len(kernels))
@@ -137,8 +142,10 @@ def read_rows(path):
                     continue
                 v = number(r[mcol])
                 if v is None:
-                    if r[mcol].strip() in UNIT_MS:
-                        unit = r[mcol].strip()
+                    unit = r[mcol].strip()
+                    continue
+                if unit not in UNIT_MS:
+                    unknown_units.add(unit)
                     continue
                 key = r[kid] if kid is not None else str(len(kernels))
                 kernels[key] = (r[kname], v * UNIT_MS[unit])
@@ -158,7 +165,9 @@ def main():
             src = f
             break
     if not rows:
-        print("kernel_table.py: no %s kernel rows in %s" % (METRIC, ", ".join(a.files)),
+        print("kernel_table.py: no %s kernel rows in %s%s" % (
+            METRIC, ", ".join(a.files),
+            " (unknown units: %s)" % ", ".join(sorted(unknown_units)) if unknown_units else ""),
               file=sys.stderr)
         return 1
     fams = {f: [0, 0.0] for f in ORDER}

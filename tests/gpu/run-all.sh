@@ -790,7 +790,7 @@ ktable() {
         >"$res/kernels-$name.txt" 2>&1
     krc=$?
     if [ $krc -ne 0 ]; then
-        errs=$(grep -h '==ERROR==' "$res/ncu-$name.out" "$res/ncu-$name.log" 2>/dev/null | head -2 | tr '\n' ' ')
+        errs=$(grep -h '==ERROR==\|==WARNING==' "$res/ncu-$name.out" "$res/ncu-$name.log" 2>/dev/null | head -2 | tr '\n' ' ')
         [ $rc -eq 0 ] && rc=1
         row "kernels per step, $label (ncu)" "$(result_of $rc)" \
             "${errs:-no kernel rows: $(why $rc "ncu-$name")}" "$ncmd"
@@ -827,7 +827,7 @@ san() {
             "compute-sanitizer not found on PATH nor under /usr/local/cuda*" ""
         return
     fi
-    run "san-$tool-$name" 150 env "${san_env[@]}" "$sanitizer" --tool "$tool" "$@"
+    run "san-$tool-$name" 120 env "${san_env[@]}" "$sanitizer" --tool "$tool" "$@"
     rc=$?
     errs=$(grep -ho 'ERROR SUMMARY: [0-9]* error' "$res/san-$tool-$name.out" \
         "$res/san-$tool-$name.log" 2>/dev/null | tail -1 | awk '{ print $3 }')
@@ -922,17 +922,6 @@ part4() {
         done
     done
 
-    for b in $b1 $b2; do
-        echo "== torch.compile bf16 channels_last, batch $b"
-        if te "compile-bf16-cl-b$b" "torch.compile bf16 autocast channels_last, batch $b" \
-            --batch "$b" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
-            --channels-last --compile; then
-            rt=$(ratio "${ips[auto$b]:-}" "$te_ips")
-            row "  ours / torch.compile bf16 channels_last, batch $b" "$(ge "$rt" 1.0)" \
-                "${rt:-?} (goal >= 1.00): ${ips[auto$b]:-?} / ${te_ips:-?} img/s" ""
-        fi
-    done
-
     echo "== bf16 cross-check against PyTorch (float64 reference) on $tdev"
     # pipeline-run with this script's library path; PyTorch keeps the one it was given
     cat >"$res/pipeline-run.sh" <<SH
@@ -944,8 +933,8 @@ SH
     if [ ! -f "$check" ]; then
         row "bf16 cross-check on $tdev" "FAIL(missing)" "$check (bundle.sh copies tests/torch)" ""
     else
-        run bf16-check 360 "${pyrun[@]}" "$check" "$res/pipeline-run.sh" --device "$tdev" \
-            --keep "$res/bf16-check"
+        # (its checkpoints, about 1 GB, stay in a temporary folder)
+        run bf16-check 360 "${pyrun[@]}" "$check" "$res/pipeline-run.sh" --device "$tdev"
         rc=$?
         case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
         grep -E '^(FAIL|info) ' "$res/bf16-check.out" 2>/dev/null | cut -c1-200
@@ -998,6 +987,18 @@ SH
         "${step[auto$b1]:-}" "${cmd[auto$b1]:-}"
     ktable "fp32-b$b1" "fp32 1 stage, batch $b1" "$res/r50-1stage-b$b1-fp32.yaml" \
         "${step[fp32]:-}" "${cmd[fp32]:-}"
+
+    # last but the sanitizer: compiling takes the longest and varies most
+    for b in $b1 $b2; do
+        echo "== torch.compile bf16 channels_last, batch $b"
+        if te "compile-bf16-cl-b$b" "torch.compile bf16 autocast channels_last, batch $b" \
+            --batch "$b" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
+            --channels-last --compile; then
+            rt=$(ratio "${ips[auto$b]:-}" "$te_ips")
+            row "  ours / torch.compile bf16 channels_last, batch $b" "$(ge "$rt" 1.0)" \
+                "${rt:-?} (goal >= 1.00): ${ips[auto$b]:-?} / ${te_ips:-?} img/s" ""
+        fi
+    done
 
     echo "== compute-sanitizer: memcheck and racecheck"
     cat >"$res/r18-2stage-small-bf16.yaml" <<YAML
