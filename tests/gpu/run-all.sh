@@ -49,8 +49,9 @@
 #           autocast's error against float64); peak memory per stage, bf16
 #           against fp32 (--json peak_bytes, a device's high-water mark: stages
 #           sharing one GPU share one figure); one steady step's kernels under
-#           ncu (PP_PROFILE_STEP=3 of 4 steps, ncu --profile-from-start off)
-#           grouped by family by tests/gpu/kernel_table.py, for bf16 and fp32
+#           ncu (PP_PROFILE_STEP=3 of 4 steps, ncu --profile-from-start off
+#           --clock-control none --cache-control none: the clocks and caches
+#           of a plain run, no GPU setting changed) grouped by family by tests/gpu/kernel_table.py, for bf16 and fp32
 #           at batch B, and the GPU busy fraction (kernel ms / median step ms
 #           of the same plan without ncu); compute-sanitizer memcheck and
 #           racecheck over bin/test_cuda_native and a 2-step bf16 ResNet-18
@@ -83,7 +84,7 @@
 # failed, else 0.
 set -uo pipefail
 
-usage() { sed -n '2,83p' "$0"; }
+usage() { sed -n '2,85p' "$0"; }
 bundle=${1:-}
 if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
@@ -885,7 +886,6 @@ part4() {
         if te "eager-bf16-cl-b$b" "torch eager bf16 autocast channels_last, batch $b" \
             --batch "$b" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
             --channels-last; then
-            ips[eager$b]=$te_ips
             rt=$(ratio "${ips[auto$b]:-}" "$te_ips")
             row "  ours / torch eager bf16 channels_last, batch $b" "$(ge "$rt" 1.15)" \
                 "${rt:-?} (goal >= 1.15): ${ips[auto$b]:-?} / ${te_ips:-?} img/s" ""
