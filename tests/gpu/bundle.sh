@@ -6,7 +6,10 @@
 #               OpenBLAS, jansson; CUDA libraries too with --with-cuda-libs
 #   tests.tsv   suite, name, executable, timeout and arguments of each meson test
 #   plans/      examples/plans
-#   gpu/        the PyTorch side: torch_eager.py, tutorial.py, torch_common.py
+#   gpu/        the PyTorch side: torch_eager.py, tutorial.py, torch_common.py,
+#               and kernel_table.py (ncu's kernels grouped by family)
+#   torch/      bf16_check.py with crosscheck.py and st.py (the bf16 cross-check,
+#               run by run-all.sh on cuda:0)
 #   tools/      libcuda_count.so, the LD_PRELOAD allocation counter
 #               (tests/gpu/cuda_count.c, checked here by cuda_count_test.sh)
 #   data/       Debian's Fashion-MNIST (dataset-fashion-mnist) when installed here,
@@ -32,7 +35,7 @@ while [ $# -gt 0 ]; do
         --arch) arch=$2; shift 2 ;;
         --with-cuda-libs) cuda_libs=1; shift ;;
         --no-data) with_data=0; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "bundle.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -43,7 +46,7 @@ fi
 ninja -C "$build"
 
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/gpu" "$out/tools"
+mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/gpu" "$out/tools" "$out/torch"
 
 # Tests as meson knows them: suite, name, executable, timeout, arguments.
 meson introspect --tests "$build" | python3 -c '
@@ -72,6 +75,8 @@ if [ $with_data = 1 ] && [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
     cp "$fashion"/*-ubyte.gz "$out/data/fashion-mnist/"
 fi
 cp "$root"/tests/gpu/*.py "$out/gpu/"
+cp "$root"/tests/torch/bf16_check.py "$root"/tests/torch/crosscheck.py "$root"/tests/torch/st.py \
+    "$out/torch/"
 
 # The allocation counter, built for this machine's (and the GPU machine's)
 # x86-64 glibc, and checked against a stand-in libcudart. A failed check is

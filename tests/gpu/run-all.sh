@@ -3,19 +3,21 @@
 # suite, benchmark pipeline-run against PyTorch eager ResNet-50 at the same
 # batch size, image size and precision, check how it scales with stages on one
 # GPU, count CUDA allocations in steady-state steps, repeat the PyTorch
-# model-parallel tutorial's split-size experiment, and print a table last.
+# model-parallel tutorial's split-size experiment, train on Fashion-MNIST,
+# measure bf16 in NHWC against PyTorch's bf16 (eager and torch.compile) with
+# kernel tables per step and sanitizer checks, and print a table last.
 #
 # Usage: run-all.sh BUNDLE [options]     (BUNDLE made by tests/gpu/bundle.sh)
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20) --all      run every test suite
 #   --torch-steps N  timed PyTorch steps (default 20, after 5 warm-up steps)
-#   --part 1|2|3|all which part to run (default all; see below)
+#   --part 1|2|3|4|all  which part to run (default all; see below)
 #   --results DIR    write into DIR instead of a new BUNDLE/results-<time>;
 #                    `latest` is the newest BUNDLE/results-*; the final table
 #                    then holds the rows of earlier parts written there too
 #   --copy-to DIR    copy the results folder into DIR at the end
 #   --budget S       start nothing new after S seconds (default 540 a part,
-#                    1140 for all); what is left is reported as skipped
+#                    2240 for all); what is left is reported as skipped
 #   --tutorial-steps N   pipeline-run steps per split in the tutorial sweep (8)
 #   --dry-run-cpu    exercise the whole script on a machine without a GPU:
 #                    every device mapped to cpu:0, tiny sizes, PyTorch on cpu
@@ -37,16 +39,40 @@
 #           cuda:0 (both stages on one GPU): test accuracy after the last
 #           epoch (goals 0.90 and 0.89) and training seconds per epoch
 #           (ResNet-18's goal: 5 s)
+#   part 4: bf16 mixed precision (NHWC on CUDA) and the step's kernels:
+#           images/s at batch B and 2B (128, 256): ours 1 stage (--layout
+#           auto: NHWC, and --layout nchw), 2 and 4 stages on cuda:0 (split 32),
+#           PyTorch eager bf16 autocast channels_last (cudnn.benchmark on) and
+#           its torch.compile, with the goals ours / eager >= 1.15 and ours /
+#           compile >= 1.00; the bf16 cross-check on cuda:0
+#           (tests/torch/bf16_check.py --device cuda:0: ours within 3x PyTorch
+#           autocast's error against float64); peak memory per stage, bf16
+#           against fp32 (--json peak_bytes, a device's high-water mark: stages
+#           sharing one GPU share one figure); one steady step's kernels under
+#           ncu (PP_PROFILE_STEP=3 of 4 steps, ncu --profile-from-start off
+#           --clock-control none --cache-control none: the clocks and caches
+#           of a plain run, no GPU setting changed) grouped by family by tests/gpu/kernel_table.py, for bf16 and fp32
+#           at batch B, and the GPU busy fraction (kernel ms / median step ms
+#           of the same plan without ncu); compute-sanitizer memcheck and
+#           racecheck over bin/test_cuda_native and a 2-step bf16 ResNet-18
+#           plan (64x64, batch 8, 2 stages on cuda:0). ncu and
+#           compute-sanitizer rows read MISSING where the tools are not found
 # Invocations of under 10 minutes each, each adding to the first's results
 # (a folder outside the bundle survives the bundle being copied again):
 #   BUNDLE/run-all.sh BUNDLE --part 1 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 2 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 3 --results /tmp/pp-gpu-results --copy-to "$OUT"
+#   BUNDLE/run-all.sh BUNDLE --part 4 --results /tmp/pp-gpu-results --copy-to "$OUT"
+# Without a GPU (PYTHON: a python3 with torch and torchvision; part 3 needs the
+# bundle's data, part 4 none):
+#   tests/gpu/bundle.sh --no-data && .gpu-bundle/run-all.sh .gpu-bundle --part 4 --dry-run-cpu
 #
 # Precision: fp32, TF32 off (ours: CUDNN_FMA_MATH convolutions,
 # CUBLAS_DEFAULT_MATH; PyTorch: fp32_precision "ieee", or allow_tf32 False on
 # older versions), except the rows marked tf32 (TF32 on for both: ours
-# `precision: tf32`, PyTorch fp32_precision "tf32"). NVIDIA_TF32_OVERRIDE is
+# `precision: tf32`, PyTorch fp32_precision "tf32") and bf16 (ours `precision:
+# bf16`: bf16 activations, fp32 master weights; PyTorch torch.autocast bf16
+# around forward and loss, fp32 master weights). NVIDIA_TF32_OVERRIDE is
 # reported, never set. Our runs measure convolution algorithms (as PyTorch's
 # cudnn.benchmark does) and share them through PP_CUDNN_CACHE=RESULTS/cudnn-algos.txt,
 # which stays in the results as the record of the algorithms chosen.
@@ -58,7 +84,7 @@
 # failed, else 0.
 set -uo pipefail
 
-usage() { sed -n '2,44p' "$0"; }
+usage() { sed -n '2,85p' "$0"; }
 bundle=${1:-}
 if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
@@ -80,8 +106,8 @@ while [ $# -gt 0 ]; do
         *) echo "run-all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-case $part in 1|2|3|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3 or all" >&2; exit 2 ;; esac
-[ -n "$budget" ] || { [ "$part" = all ] && budget=1700 || budget=540; }
+case $part in 1|2|3|4|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3, 4 or all" >&2; exit 2 ;; esac
+[ -n "$budget" ] || { [ "$part" = all ] && budget=2240 || budget=540; }
 py=${PYTHON:-python3}
 
 # The tutorial's experiment: batch 120 of 128x128, split sizes 1 to 60.
@@ -679,12 +705,334 @@ part3() {
     done
 }
 
+# ---- part 4: bf16 in NHWC against PyTorch; kernels per step; checks ---------------
+
+ncu="" sanitizer=""
+# find_tool NAME PATTERN...: NAME on PATH, else the first file a pattern names.
+find_tool() {
+    local name=$1 f
+    shift
+    command -v "$name" 2>/dev/null && return
+    for f in "$@"; do
+        [ -x "$f" ] && { echo "$f"; return; }
+    done
+    return 0
+}
+
+# te NAME LABEL ARGS...: tests/gpu/torch_eager.py ARGS (batch and size given by the
+# caller) as one row; sets te_ips.
+te_ips=""
+te() {
+    local name=$1 label=$2 rc out cap=180
+    shift 2
+    te_ips=""
+    case " $* " in *" --compile "*) cap=240 ;; esac
+    run "torch-$name" $cap "${pyrun[@]}" "$bundle/gpu/torch_eager.py" --steps "$tsteps" \
+        --warmup "$twarm" "$@"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        echo "$label: $(result_of $rc): $(why $rc "torch-$name")"
+        row "$label" "$(result_of $rc)" "$(why $rc "torch-$name")" "$last_cmd"
+        return $rc
+    fi
+    out=$(tail -n 2 "$res/torch-$name.out" 2>/dev/null | head -1)
+    te_ips=$(jget "$res/torch-$name.out" 'j["images_per_s"]')
+    out+=$(jget "$res/torch-$name.out" '"; compiled in %.0f s" % j["compile_s"] if j.get("compile_s") else ""')
+    echo "$label: $out"
+    row "$label" "$([ -n "$te_ips" ] && echo ok || echo 'FAIL(no figure)')" "$out" "$last_cmd"
+}
+
+# mem_fig BF16_JSON FP32_JSON: peak memory per stage, bf16 against fp32, from --json.
+mem_fig() {
+    "$py" - "$1" "$2" 2>/dev/null <<'PY' || true
+import json, sys
+def load(p):
+    return json.loads(open(p).read().strip().splitlines()[-1])
+b, f = load(sys.argv[1]), load(sys.argv[2])
+gib = lambda n: n / 2.0**30
+ratio = lambda x, y: "%.2f" % (x / y) if y else "?"
+devs = [s["device"] for s in b["stages"]]
+if len(b["stages"]) > 1 and len(set(devs)) == 1:
+    pb, pf = b["stages"][0]["peak_bytes"], f["stages"][0]["peak_bytes"]
+    print("%s, all %d stages: bf16 %.2f GiB / fp32 %.2f GiB = %s (peak_bytes is a device's "
+          "high-water mark; the stages share %s, so this is the process-wide figure, not one "
+          "per stage)" % (devs[0], len(devs), gib(pb), gib(pf), ratio(pb, pf), devs[0]))
+else:
+    print(", ".join("stage %d (%s): bf16 %.2f GiB / fp32 %.2f GiB = %s" % (
+        i, sb["device"], gib(sb["peak_bytes"]), gib(sf["peak_bytes"]),
+        ratio(sb["peak_bytes"], sf["peak_bytes"]))
+        for i, (sb, sf) in enumerate(zip(b["stages"], f["stages"]))))
+PY
+}
+
+# ktable NAME LABEL PLAN STEP_MS STEP_CMD: one steady step (PP_PROFILE_STEP=3 of 4)
+# under ncu, grouped by tests/gpu/kernel_table.py; the busy fraction against
+# STEP_MS, the median step of the same plan without ncu (STEP_CMD).
+ktable() {
+    local name=$1 label=$2 plan=$3 step_ms=$4 step_cmd=$5 rc krc fig verdict errs
+    if [ $dry = 1 ]; then
+        row "kernels per step, $label (ncu)" "n/a" "not applicable in a dry run" ""
+        return
+    fi
+    if [ -z "$ncu" ]; then
+        row "kernels per step, $label (ncu)" "MISSING" \
+            "ncu (Nsight Compute) not found on PATH nor under /usr/local/cuda*, /opt/nvidia" ""
+        return
+    fi
+    # clocks and caches as the plain run has them: ncu changes no GPU setting
+    run "ncu-$name" 300 env PP_PROFILE_STEP=3 "$ncu" --profile-from-start off --csv \
+        --print-units base --clock-control none --cache-control none \
+        --metrics gpu__time_duration.sum "$bin/pipeline-run" "$plan" --steps 4 \
+        --device-map "$map" --json
+    rc=$?
+    local ncmd=$last_cmd
+    "$py" "$bundle/gpu/kernel_table.py" "$res/ncu-$name.out" "$res/ncu-$name.log" \
+        ${step_ms:+--step-ms "$step_ms"} --csv "$res/kernels-$name.csv" \
+        >"$res/kernels-$name.txt" 2>&1
+    krc=$?
+    if [ $krc -ne 0 ]; then
+        errs=$(grep -h '==ERROR==\|==WARNING==' "$res/ncu-$name.out" "$res/ncu-$name.log" 2>/dev/null | head -2 | tr '\n' ' ')
+        [ $rc -eq 0 ] && rc=1
+        row "kernels per step, $label (ncu)" "$(result_of $rc)" \
+            "${errs:-no kernel rows: $(why $rc "ncu-$name")}" "$ncmd"
+        return
+    fi
+    sed '$d' "$res/kernels-$name.txt"
+    fig=$(jget "$res/kernels-$name.txt" '"%d kernels, %.2f ms (count/ms): " % (j["kernels"], j["total_ms"]) + ", ".join("%s %d/%.2f" % (k, v["count"], v["ms"]) for k, v in j["families"].items())')
+    verdict=ok
+    [ $rc -ne 0 ] && verdict="FAIL($rc)"
+    row "kernels per step, $label (ncu)" "$verdict" "$fig (per kernel: kernels-$name.csv)" "$ncmd"
+    if [ -n "$step_ms" ]; then
+        row "  GPU busy fraction, $label" info \
+            "$(jget "$res/kernels-$name.txt" '"%.2f = %.2f ms of kernels / %.2f ms median step without ncu" % (j["busy_frac"], j["total_ms"], j["step_ms"])')" \
+            "$step_cmd"
+    else
+        row "  GPU busy fraction, $label" "FAIL(no step time)" \
+            "the same plan without ncu gave no median step" "$step_cmd"
+    fi
+}
+
+# san TOOL NAME LABEL CMD...: CMD under compute-sanitizer --tool TOOL (with the
+# variables of the array san_env in its environment); a row with the error count
+# of its summary.
+san_env=()
+san() {
+    local tool=$1 name=$2 label=$3 rc errs line verdict
+    shift 3
+    if [ $dry = 1 ]; then
+        row "compute-sanitizer $tool, $label" "n/a" "not applicable in a dry run" ""
+        return
+    fi
+    if [ -z "$sanitizer" ]; then
+        row "compute-sanitizer $tool, $label" "MISSING" \
+            "compute-sanitizer not found on PATH nor under /usr/local/cuda*" ""
+        return
+    fi
+    run "san-$tool-$name" 120 env "${san_env[@]}" "$sanitizer" --tool "$tool" "$@"
+    rc=$?
+    errs=$(grep -ho 'ERROR SUMMARY: [0-9]* error' "$res/san-$tool-$name.out" \
+        "$res/san-$tool-$name.log" 2>/dev/null | tail -1 | awk '{ print $3 }')
+    line=$(grep -ho 'RACECHECK SUMMARY: .*' "$res/san-$tool-$name.out" \
+        "$res/san-$tool-$name.log" 2>/dev/null | tail -1)
+    if [ -z "$errs" ] && [ -n "$line" ]; then
+        errs=$(echo "$line" | sed -n 's/.*(\([0-9]*\) error.*/\1/p')
+    fi
+    case $rc in
+        124|137|200) verdict=$(result_of $rc) ;;
+        *) if [ -z "$errs" ]; then verdict="FAIL(no summary)"
+           elif [ "$errs" -gt 0 ]; then verdict="FAIL($errs errors)"
+           elif [ $rc -ne 0 ]; then verdict="FAIL($rc)"
+           else verdict=ok; fi ;;
+    esac
+    # the first reports, or why the program failed
+    local what=""
+    if [ "${errs:-0}" -gt 0 ] 2>/dev/null; then
+        what=$(grep -h '^========= ' "$res/san-$tool-$name.out" "$res/san-$tool-$name.log" \
+            2>/dev/null | grep -v 'COMPUTE-SANITIZER\|SUMMARY' | head -n 2 | tr '\n' ' ' | cut -c1-240)
+    elif [ "$verdict" != ok ]; then
+        what=$(why $rc "san-$tool-$name")
+    fi
+    echo "compute-sanitizer $tool, $label: $verdict"
+    row "compute-sanitizer $tool, $label" "$verdict" \
+        "${errs:-?} errors${line:+; $line}; exit status $rc${what:+: $what}" "$last_cmd"
+}
+
+part4() {
+    cur_part=4
+    local map tdev=cuda:0 split=32 b b1=$batch b2=$((batch * 2)) s rt
+    local -A ips=() step=() cmd=()
+    map=$(map_all)
+    [ $dry = 1 ] && { tdev=cpu; split=2; }
+    ncu=$(find_tool ncu /usr/local/cuda/bin/ncu /usr/local/cuda/nsight-compute*/ncu \
+        /usr/local/cuda-*/nsight-compute*/ncu /opt/nvidia/nsight-compute/*/ncu)
+    sanitizer=$(find_tool compute-sanitizer /usr/local/cuda/bin/compute-sanitizer \
+        /usr/local/cuda/compute-sanitizer/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer)
+    echo "ncu: ${ncu:-not found}; compute-sanitizer: ${sanitizer:-not found}"
+
+    # ours: 1 stage (layout auto = NHWC for bf16 on CUDA, then NCHW), 2 and 4 stages
+    # in micro-batches of $split; PyTorch eager bf16 channels_last (cudnn.benchmark on)
+    for b in $b1 $b2; do
+        echo "== bf16 throughput, batch $b, ${size}x$size: pipeline-run vs PyTorch eager"
+        plan_for "r50-1stage-b$b-bf16" "$b" "$b" "$steps" "$size" "$stages1" bf16
+        if pr "1stage-b$b-bf16" "$res/r50-1stage-b$b-bf16.yaml" --steps "$steps" \
+            --device-map "$map" --layout auto; then
+            ips[auto$b]=$pr_ips
+            step[auto$b]=$(jget "$res/pr-1stage-b$b-bf16.out" 'j["step_ms"]["median"]')
+            cmd[auto$b]=$last_cmd
+            row "ours bf16 1 stage, batch $b, layout auto (NHWC on CUDA)" ok "$pr_fig" "$last_cmd"
+        else
+            row "ours bf16 1 stage, batch $b, layout auto (NHWC on CUDA)" "$(result_of $?)" "$pr_fig" "$last_cmd"
+        fi
+        if te "eager-bf16-cl-b$b" "torch eager bf16 autocast channels_last, batch $b" \
+            --batch "$b" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
+            --channels-last; then
+            rt=$(ratio "${ips[auto$b]:-}" "$te_ips")
+            row "  ours / torch eager bf16 channels_last, batch $b" "$(ge "$rt" 1.15)" \
+                "${rt:-?} (goal >= 1.15): ${ips[auto$b]:-?} / ${te_ips:-?} img/s" ""
+        fi
+    done
+    for b in $b1 $b2; do
+        echo "== bf16, batch $b: --layout nchw (what NHWC brings)"
+        if pr "1stage-b$b-bf16-nchw" "$res/r50-1stage-b$b-bf16.yaml" --steps "$steps" \
+            --device-map "$map" --layout nchw; then
+            row "ours bf16 1 stage, batch $b, --layout nchw" ok "$pr_fig" "$last_cmd"
+            rt=$(ratio "${ips[auto$b]:-}" "$pr_ips")
+            row "  NHWC (auto) / NCHW, batch $b" info \
+                "${rt:-?}: ${ips[auto$b]:-?} / ${pr_ips:-?} img/s" ""
+        else
+            row "ours bf16 1 stage, batch $b, --layout nchw" "$(result_of $?)" "$pr_fig" "$last_cmd"
+        fi
+    done
+    for b in $b1 $b2; do
+        echo "== bf16, batch $b: 2 and 4 stages on one GPU, micro-batches of $split"
+        for s in 2 4; do
+            local sv=stages$s
+            plan_for "r50-${s}stage-b$b-split$split-bf16" "$b" $split "$steps" "$size" "${!sv}" bf16
+            if pr "${s}stage-b$b-split$split-bf16" "$res/r50-${s}stage-b$b-split$split-bf16.yaml" \
+                --steps "$steps" --device-map "$map"; then
+                [ "$b" = "$b1" ] && cmd[bf16s$s]=$last_cmd
+                row "ours bf16 $s stages on one GPU, batch $b, split $split" ok "$pr_fig" "$last_cmd"
+                rt=$(ratio "$pr_ips" "${ips[auto$b]:-}")
+                row "  $s stages / 1 stage (whole batch), bf16, batch $b" info \
+                    "${rt:-?}: ${pr_ips:-?} / ${ips[auto$b]:-?} img/s" ""
+            else
+                row "ours bf16 $s stages on one GPU, batch $b, split $split" "$(result_of $?)" \
+                    "$pr_fig" "$last_cmd"
+            fi
+        done
+    done
+
+    echo "== bf16 cross-check against PyTorch (float64 reference) on $tdev"
+    # pipeline-run with this script's library path; PyTorch keeps the one it was given
+    cat >"$res/pipeline-run.sh" <<SH
+#!/bin/sh
+LD_LIBRARY_PATH='$LD_LIBRARY_PATH' exec '$bin/pipeline-run' "\$@"
+SH
+    chmod +x "$res/pipeline-run.sh"
+    local check=$bundle/torch/bf16_check.py rc verdict
+    if [ ! -f "$check" ]; then
+        row "bf16 cross-check on $tdev" "FAIL(missing)" "$check (bundle.sh copies tests/torch)" ""
+    else
+        # (its checkpoints, about 1 GB, stay in a temporary folder)
+        run bf16-check 360 "${pyrun[@]}" "$check" "$res/pipeline-run.sh" --device "$tdev"
+        rc=$?
+        case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
+        grep -E '^(FAIL|info) ' "$res/bf16-check.out" 2>/dev/null | cut -c1-200
+        tail -n 3 "$res/bf16-check.out" 2>/dev/null
+        row "bf16 cross-check on $tdev (1, 2, 4 stages)" \
+            "$verdict" \
+            "$(grep -m1 '^worst ratio' "$res/bf16-check.out" 2>/dev/null || why $rc bf16-check); $(tail -n 1 "$res/bf16-check.out" 2>/dev/null)" \
+            "$last_cmd"
+    fi
+
+    echo "== fp32 references (memory, busy fraction): 1 stage whole batch, 2 and 4 stages split $split"
+    plan_for "r50-1stage-b$b1-fp32" "$b1" "$b1" "$steps" "$size" "$stages1"
+    if pr "1stage-b$b1-fp32" "$res/r50-1stage-b$b1-fp32.yaml" --steps "$steps" --device-map "$map"
+    then
+        step[fp32]=$(jget "$res/pr-1stage-b$b1-fp32.out" 'j["step_ms"]["median"]')
+        cmd[fp32]=$last_cmd
+        row "ours fp32 1 stage, batch $b1" ok "$pr_fig" "$last_cmd"
+    else
+        row "ours fp32 1 stage, batch $b1" "$(result_of $?)" "$pr_fig" "$last_cmd"
+    fi
+    for s in 2 4; do
+        local sv=stages$s
+        plan_for "r50-${s}stage-b$b1-split$split-fp32" "$b1" $split 3 "$size" "${!sv}"
+        if pr "${s}stage-b$b1-split$split-fp32" "$res/r50-${s}stage-b$b1-split$split-fp32.yaml" \
+            --steps 3 --device-map "$map"; then
+            cmd[fp32s$s]=$last_cmd
+        else
+            row "ours fp32 $s stages, batch $b1, split $split (memory)" "$(result_of $?)" \
+                "$pr_fig" "$last_cmd"
+        fi
+    done
+    echo "== peak memory per stage, bf16 against fp32 (batch $b1)"
+    local bj fj fig
+    for s in 1 2 4; do
+        if [ $s = 1 ]; then
+            bj=$res/pr-1stage-b$b1-bf16.out fj=$res/pr-1stage-b$b1-fp32.out
+        else
+            bj=$res/pr-${s}stage-b$b1-split$split-bf16.out fj=$res/pr-${s}stage-b$b1-split$split-fp32.out
+        fi
+        fig=$(mem_fig "$bj" "$fj")
+        echo "$s stage(s): ${fig:-no figure}"
+        row "peak memory bf16 / fp32, batch $b1, $s stage(s)$([ $s = 1 ] || echo ", split $split")" \
+            "$([ -n "$fig" ] && echo ok || echo 'FAIL(no figure)')" \
+            "${fig:-a run above failed}" \
+            "$([ $s = 1 ] && echo "${cmd[auto$b1]:-?}; ${cmd[fp32]:-?}" || echo "${cmd[bf16s$s]:-?}; ${cmd[fp32s$s]:-?}")"
+    done
+
+    echo "== kernels per step (ncu), 1 stage, batch $b1"
+    ktable "bf16-b$b1" "bf16 1 stage, batch $b1" "$res/r50-1stage-b$b1-bf16.yaml" \
+        "${step[auto$b1]:-}" "${cmd[auto$b1]:-}"
+    ktable "fp32-b$b1" "fp32 1 stage, batch $b1" "$res/r50-1stage-b$b1-fp32.yaml" \
+        "${step[fp32]:-}" "${cmd[fp32]:-}"
+
+    # last but the sanitizer: compiling takes the longest and varies most
+    for b in $b1 $b2; do
+        echo "== torch.compile bf16 channels_last, batch $b"
+        if te "compile-bf16-cl-b$b" "torch.compile bf16 autocast channels_last, batch $b" \
+            --batch "$b" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
+            --channels-last --compile; then
+            rt=$(ratio "${ips[auto$b]:-}" "$te_ips")
+            row "  ours / torch.compile bf16 channels_last, batch $b" "$(ge "$rt" 1.0)" \
+                "${rt:-?} (goal >= 1.00): ${ips[auto$b]:-?} / ${te_ips:-?} img/s" ""
+        fi
+    done
+
+    echo "== compute-sanitizer: memcheck and racecheck"
+    cat >"$res/r18-2stage-small-bf16.yaml" <<YAML
+model: {name: resnet18, num_classes: 10, in_channels: 3, stem: imagenet}
+batch: {size: 8, split_size: 4}
+schedule: 1f1b
+precision: bf16
+optimizer: {type: sgd, lr: 0.01, momentum: 0.9, weight_decay: 0.0001, nesterov: false}
+data: {format: synthetic, image_size: [64, 64]}
+seed: 1
+steps: 2
+stages:
+$stages2
+YAML
+    local tool
+    for tool in memcheck racecheck; do
+        san_env=(-u PP_CUDNN_CACHE)
+        san $tool native "bin/test_cuda_native" "$bin/test_cuda_native"
+        # cuDNN's heuristic algorithms: measuring them under the tool takes long
+        san_env=(-u PP_CUDNN_CACHE PP_CUDNN_FIND=0)
+        san $tool plan "bf16 resnet18 plan, 2 stages" \
+            "$bin/pipeline-run" "$res/r18-2stage-small-bf16.yaml" --steps 2 \
+            --device-map "$map" --json
+    done
+    san_env=()
+}
+
 torch_precision=""
 case $part in
     1) part1 ;;
     2) part2 ;;
     3) part3 ;;
-    all) part1; part2; part3 ;;
+    4) part4 ;;
+    all) part1; part2; part3; part4 ;;
 esac
 
 # ---- the table ------------------------------------------------------------------
@@ -692,7 +1040,7 @@ esac
 {
     echo
     echo "== summary: ${gpu}, driver ${driver}, $ngpu GPU(s) visible"
-    echo "   precision: fp32, TF32 off (ours: CUDNN_FMA_MATH + CUBLAS_DEFAULT_MATH; PyTorch: ${torch_precision:-fp32_precision ieee / allow_tf32 False}), except rows marked tf32; NVIDIA_TF32_OVERRIDE=$tf32_env"
+    echo "   precision: fp32, TF32 off (ours: CUDNN_FMA_MATH + CUBLAS_DEFAULT_MATH; PyTorch: ${torch_precision:-fp32_precision ieee / allow_tf32 False}), except rows marked tf32 or bf16 (ours precision: bf16; PyTorch torch.autocast bf16); NVIDIA_TF32_OVERRIDE=$tf32_env"
     echo "   ours: convolution algorithms measured per shape (PP_CUDNN_CACHE=$res/cudnn-algos.txt) unless a row says heuristic"
     echo "   batch $batch, ${size}x$size, SGD; tutorial batch $tut_batch, ${tut_size}x$tut_size; medians over timed steps (CUDA events)"
     echo "   commands run from the bundle folder; results in $res"

@@ -1,27 +1,50 @@
 #!/usr/bin/env python3
-"""torch_eager.py - PyTorch eager training steps of torchvision's resnet50,
-the reference pipeline-run's fp32 throughput is compared with.
+"""torch_eager.py - PyTorch training steps of torchvision's resnet50, the
+reference pipeline-run's throughput is compared with.
 
 One process, one device: SGD (lr 0.1, momentum 0.9, weight decay 1e-4),
 cross-entropy, BN in training mode, a fixed random batch resident on the
-device, fp32 with TF32 off (or on, with --precision tf32). After --warmup steps, each of --steps steps is
-timed alone (CUDA events on CUDA, perf_counter on the CPU); prints a human
-line and, last, one JSON line:
+device. Precision: fp32 with TF32 off, or on with --precision tf32, or
+--precision bf16: forward and loss under torch.autocast(DEVICE_TYPE,
+dtype=torch.bfloat16), fp32 master weights and optimizer (what autocast
+leaves in fp32 runs with TF32 off). --channels-last puts the model and the
+input in torch.channels_last; --compile runs the model through
+torch.compile (compiled during the warm-up steps, at least 2; the time of
+the first step is reported as compile_s). After --warmup steps, each of
+--steps steps is timed alone (CUDA events on CUDA, perf_counter on the CPU);
+prints a human line and, last, one JSON line:
   {"images_per_s", "step_ms": {"median", "min"}, "batch", "size",
-   "cudnn_benchmark", "precision", "peak_gib", "device", "torch"}
+   "cudnn_benchmark", "precision", "autocast", "channels_last", "compile",
+   "compile_s", "peak_gib", "device", "torch"}
+When torch.compile is unavailable or fails, the last stderr line says why,
+the JSON line carries "error" and the exit status is 3.
 
 Usage: torch_eager.py [--batch 128] [--size 224] [--steps 20] [--warmup 5]
-                      [--cudnn-benchmark 0|1] [--device cuda:0] [--precision fp32|tf32]
+                      [--cudnn-benchmark 0|1] [--device cuda:0]
+                      [--precision fp32|tf32|bf16] [--channels-last] [--compile]
 """
 import argparse
 import json
 import sys
+import time
 
 import torch
 import torchvision
 
 sys.dont_write_bytecode = True  # importing torch_common leaves no __pycache__
 from torch_common import Timer, fp32_math, median_min
+
+
+def fail(a, what, err):
+    """Reports a failure (compile): a JSON line with "error", the reason as the
+    last stderr line, exit status 3."""
+    msg = "%s: %s" % (what, err)
+    print(json.dumps({"error": msg, "batch": a.batch, "size": a.size, "precision": a.precision,
+                      "channels_last": a.channels_last, "compile": a.compile,
+                      "device": a.device, "torch": torch.__version__}))
+    sys.stdout.flush()
+    print("torch_eager.py: " + msg.replace("\n", " ")[:400], file=sys.stderr)
+    return 3
 
 
 def main():
@@ -32,27 +55,56 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--cudnn-benchmark", type=int, choices=(0, 1), default=0)
     ap.add_argument("--device", default="cuda:0")
-    ap.add_argument("--precision", choices=("fp32", "tf32"), default="fp32")
+    ap.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32")
+    ap.add_argument("--channels-last", action="store_true")
+    ap.add_argument("--compile", action="store_true")
     a = ap.parse_args()
 
     precision = fp32_math(torch, "tf32" if a.precision == "tf32" else "ieee")
+    if a.precision == "bf16":
+        precision = "bf16 autocast; outside it " + precision
     torch.backends.cudnn.benchmark = bool(a.cudnn_benchmark)
     dev = torch.device(a.device)
+    fmt = torch.channels_last if a.channels_last else torch.contiguous_format
     torch.manual_seed(1)
-    model = torchvision.models.resnet50(num_classes=1000).to(dev).train()
+    model = torchvision.models.resnet50(num_classes=1000).to(dev, memory_format=fmt).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     loss_fn = torch.nn.CrossEntropyLoss()
-    x = torch.randn(a.batch, 3, a.size, a.size, device=dev)
+    x = torch.randn(a.batch, 3, a.size, a.size, device=dev).contiguous(memory_format=fmt)
     y = torch.randint(0, 1000, (a.batch,), device=dev)
+    net = model
+    if a.compile:
+        if not hasattr(torch, "compile"):
+            return fail(a, "torch.compile unavailable",
+                        "torch %s has no torch.compile (2.0 or later)" % torch.__version__)
+        try:
+            net = torch.compile(model)
+        except Exception as e:  # noqa: BLE001 - any failure is reported, not raised
+            return fail(a, "torch.compile failed", "%s: %s" % (type(e).__name__, e))
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
 
-    for _ in range(a.warmup):
-        step()
+    warmup = max(a.warmup, 2) if a.compile else a.warmup
+    compile_s = None
+    for i in range(warmup):
+        t0 = time.perf_counter()
+        try:
+            step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        except Exception as e:  # noqa: BLE001
+            if not a.compile:
+                raise
+            return fail(a, "torch.compile failed in warm-up step %d" % (i + 1),
+                        "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0]
+                                    if str(e).strip() else ""))
+        if i == 0 and a.compile:
+            compile_s = time.perf_counter() - t0
     timer = Timer(torch, [a.device])
     times = []
     for _ in range(a.steps):
@@ -61,14 +113,19 @@ def main():
         times.append(timer.stop())
     med, mn = median_min(times)
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else 0.0
-    print("torch %s, %s, cudnn.benchmark=%d, %s" % (torch.__version__, a.device,
-                                                   a.cudnn_benchmark, precision))
+    print("torch %s, %s, cudnn.benchmark=%d, %s%s%s" % (
+        torch.__version__, a.device, a.cudnn_benchmark, precision,
+        ", channels_last" if a.channels_last else "",
+        ", torch.compile (first step %.1f s)" % compile_s if a.compile else ""))
     print("%.1f ms/step (min %.1f), %.0f img/s, peak %.1f GiB" % (
         med, mn, a.batch * 1000.0 / med, peak))
     print(json.dumps({"images_per_s": a.batch * 1000.0 / med,
                       "step_ms": {"median": med, "min": mn}, "batch": a.batch, "size": a.size,
                       "cudnn_benchmark": a.cudnn_benchmark, "precision": precision,
-                      "peak_gib": peak, "device": a.device, "torch": torch.__version__}))
+                      "autocast": "bf16" if a.precision == "bf16" else None,
+                      "channels_last": a.channels_last, "compile": a.compile,
+                      "compile_s": compile_s, "peak_gib": peak, "device": a.device,
+                      "torch": torch.__version__}))
     return 0
 
 

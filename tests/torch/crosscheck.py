@@ -281,12 +281,14 @@ def check_torchvision_layout(title, saved):
 
 
 class Runner:
-    def __init__(self, exe, work):
-        self.exe, self.work = exe, work
+    """Runs pipeline-run on work/plan.yaml; extra: more arguments (--device-map)."""
+
+    def __init__(self, exe, work, extra=()):
+        self.exe, self.work, self.extra = exe, work, list(extra)
 
     def __call__(self, load, steps, save, weights_only):
         cmd = [self.exe, os.path.join(self.work, "plan.yaml"), "--load", load,
-               "--steps", str(steps), "--save", save, "--json"]
+               "--steps", str(steps), "--save", save, "--json"] + self.extra
         if weights_only:
             cmd.append("--weights-only")
         r = subprocess.run(cmd, capture_output=True, text=True)

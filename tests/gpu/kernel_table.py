@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""kernel_table.py - kernels of one profiled step, grouped by family.
+
+Reads what `ncu --csv --metrics gpu__time_duration.sum` printed (the details
+page: a row per kernel and metric; or --page raw: a row per kernel, a column
+per metric; other lines, such as ==PROF== messages or the program's own
+output, are skipped) and prints the launch count and milliseconds per family,
+the total, and last one JSON line:
+  {"kernels", "total_ms", "families": {FAMILY: {"count", "ms"}},
+   "top": [[NAME, FAMILY, COUNT, MS], ...] (the 15 longest kernel names),
+   "step_ms", "busy_frac" (with --step-ms: total kernel ms / step ms)}
+
+Families, first match wins, on the kernel's name (lower case):
+  conv wgrad, conv dgrad, conv fprop (cuDNN and CUTLASS convolution kernels
+  and their helpers), batch norm, pooling, transpose/cast, gemm (cuBLAS),
+  sgd, elementwise/relu/add, other (loss, anything unknown).
+
+Usage: kernel_table.py NCU_OUTPUT [NCU_OUTPUT...] [--step-ms MS] [--csv FILE]
+  several files: the first that holds kernel rows is read (ncu's log file,
+  then the captured stdout, say). --csv writes one row per kernel name.
+Exit status: 0, 1 when no kernel row was found, 2 usage.
+"""
+import argparse
+import csv
+import json
+import re
+import sys
+
+METRIC = "gpu__time_duration.sum"
+UNIT_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0,
+           "ms": 1.0, "second": 1e3, "s": 1e3}
+
+# (family, pattern over the lower-case kernel name); the first match wins
+FAMILIES = [
+    ("conv wgrad", r"wgrad|backward_filter|bwd_filter|convolve_.*filter"),
+    ("conv dgrad", r"dgrad|backward_data|bwd_data"),
+    ("conv fprop", r"fprop|convolve|conv2d|conv_fwd|winograd|fft2d|fft_|computeoffsets"
+                   r"|implicit_gemm|convolution"),
+    ("batch norm", r"(^|[^a-z])bn_|batchnorm|batch_norm|bn_fw|bn_bw|welford"),
+    ("pooling", r"pool|gap_(fwd|bwd)"),
+    ("transpose/cast", r"transpose|nchwtonhwc|nhwctonchw|bf16_from_f32|f32_from_bf16|cast"
+                       r"|convert|permute|tensor_transform|reorder"),
+    ("gemm", r"gemm|gemv|splitkreduce|cublas|dot_kernel|matmul"),
+    ("sgd", r"sgd|momentum|optimizer"),
+    ("elementwise/relu/add", r"(^|[^a-z])ew_|elementwise|relu|add|accum|bias|scale|zero"
+                             r"|fill|copy|axpy"),
+]
+ORDER = [f for f, _ in FAMILIES] + ["other"]
+_compiled = [(f, re.compile(p)) for f, p in FAMILIES]
+
+
+def base_name(name):
+    """The function name of a kernel: no 'void', namespace, template or arguments."""
+    n = name.strip()
+    if n.startswith("void "):
+        n = n[5:]
+    depth, out = 0, []
+    for ch in n:  # drop template arguments and the parameter list
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    n = "".join(out).strip()
+    return n.rsplit("::", 1)[-1] or name
+
+
+def short_name(name):
+    """base_name, with the template arguments where the name alone says nothing
+    (CUTLASS's and cuBLASLt's generic Kernel<...>)."""
+    b = base_name(name)
+    if len(b) > 8:
+        return b
+    n = name.strip()
+    n = n[5:] if n.startswith("void ") else n
+    cut = n.find("(")
+    return (n[:cut] if cut > 0 else n).strip()
+
+
+def family(name):
+    b = base_name(name).lower()
+    full = name.lower()
+    for fam, rx in _compiled:
+        if rx.search(b):
+            return fam
+    for fam, rx in _compiled:  # hints in namespaces and template arguments
+        if rx.search(full):
+            return fam
+    return "other"
+
+
+def number(text):
+    try:
+        return float(text.replace(",", "").strip())
+    except ValueError:
+        return None
+
+
+unknown_units = set()  # units of gpu__time_duration rows that could not be read
+
+
+def read_rows(path):
+    """[(kernel id, kernel name, ms)] from one ncu output file."""
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return []
+    lines = [ln for ln in lines if ln.startswith('"')]
+    rows = list(csv.reader(lines))
+    kernels = {}
+    i = 0
+    while i < len(rows):
+        head = rows[i]
+        i += 1
+        if "Kernel Name" not in head:
+            continue
+        col = {h: k for k, h in enumerate(head)}
+        kid = col.get("ID")
+        kname = col["Kernel Name"]
+        if "Metric Name" in col and "Metric Value" in col:  # details page
+            mname, mval, munit = col["Metric Name"], col["Metric Value"], col.get("Metric Unit")
+            while i < len(rows) and "Kernel Name" not in rows[i]:
+                r = rows[i]
+                i += 1
+                if len(r) <= max(mname, mval, kname) or r[mname] != METRIC:
+                    continue
+                v = number(r[mval])
+                unit = r[munit].strip() if munit is not None and munit < len(r) else "nsecond"
+                if v is not None and unit not in UNIT_MS:
+                    unknown_units.add(unit)
+                if v is None or unit not in UNIT_MS:
+                    continue
+                key = r[kid] if kid is not None else str(len(kernels))
+                kernels[key] = (r[kname], v * UNIT_MS[unit])
+        elif METRIC in col:  # raw page: a units row, then a row per kernel
+            mcol, unit = col[METRIC], "nsecond"
+            while i < len(rows) and "Kernel Name" not in rows[i]:
+                r = rows[i]
+                i += 1
+                if len(r) <= max(mcol, kname):
+                    continue
+                v = number(r[mcol])
+                if v is None:
+                    unit = r[mcol].strip()
+                    continue
+                if unit not in UNIT_MS:
+                    unknown_units.add(unit)
+                    continue
+                key = r[kid] if kid is not None else str(len(kernels))
+                kernels[key] = (r[kname], v * UNIT_MS[unit])
+    return [(k, n, ms) for k, (n, ms) in kernels.items()]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--step-ms", type=float)
+    ap.add_argument("--csv")
+    a = ap.parse_args()
+    rows, src = [], None
+    for f in a.files:
+        rows = read_rows(f)
+        if rows:
+            src = f
+            break
+    if not rows:
+        print("kernel_table.py: no %s kernel rows in %s%s" % (
+            METRIC, ", ".join(a.files),
+            " (unknown units: %s)" % ", ".join(sorted(unknown_units)) if unknown_units else ""),
+              file=sys.stderr)
+        return 1
+    fams = {f: [0, 0.0] for f in ORDER}
+    names = {}
+    for _, name, ms in rows:
+        fam = family(name)
+        fams[fam][0] += 1
+        fams[fam][1] += ms
+        e = names.setdefault(short_name(name), [fam, 0, 0.0])
+        e[1] += 1
+        e[2] += ms
+    total = sum(v[1] for v in fams.values())
+    print("kernels of one step (%s): %d launches, %.2f ms" % (src, len(rows), total))
+    print("%-22s %7s %10s %7s" % ("family", "count", "ms", "share"))
+    for f in ORDER:
+        c, ms = fams[f]
+        if c:
+            print("%-22s %7d %10.3f %6.1f%%" % (f, c, ms, 100.0 * ms / total if total else 0))
+    print("%-22s %7d %10.3f" % ("total", len(rows), total))
+    top = sorted(names.items(), key=lambda kv: -kv[1][2])
+    print("longest kernels:")
+    for n, (f, c, ms) in top[:15]:
+        print("  %9.3f ms %5d x  %-20s %s" % (ms, c, f, n[:110]))
+    out = {"kernels": len(rows), "total_ms": total,
+           "families": {f: {"count": c, "ms": ms} for f, (c, ms) in fams.items() if c},
+           "top": [[n, f, c, ms] for n, (f, c, ms) in top[:15]]}
+    if a.step_ms:
+        out["step_ms"] = a.step_ms
+        out["busy_frac"] = total / a.step_ms
+        print("GPU busy fraction: %.2f (%.2f ms of kernels / %.2f ms median step)" % (
+            total / a.step_ms, total, a.step_ms))
+    if a.csv:
+        with open(a.csv, "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["kernel", "family", "count", "ms"])
+            for n, (f, c, ms) in top:
+                w.writerow([n, f, c, "%.6f" % ms])
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
