@@ -11,13 +11,13 @@
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20) --all      run every test suite
 #   --torch-steps N  timed PyTorch steps (default 20, after 5 warm-up steps)
-#   --part 1|2|3|4|all  which part to run (default all; see below)
+#   --part 1|2|3|4|5|all  which part to run (default all; see below)
 #   --results DIR    write into DIR instead of a new BUNDLE/results-<time>;
 #                    `latest` is the newest BUNDLE/results-*; the final table
 #                    then holds the rows of earlier parts written there too
 #   --copy-to DIR    copy the results folder into DIR at the end
 #   --budget S       start nothing new after S seconds (default 540 a part,
-#                    2240 for all); what is left is reported as skipped
+#                    2780 for all); what is left is reported as skipped
 #   --tutorial-steps N   pipeline-run steps per split in the tutorial sweep (8)
 #   --dry-run-cpu    exercise the whole script on a machine without a GPU:
 #                    every device mapped to cpu:0, tiny sizes, PyTorch on cpu
@@ -39,12 +39,14 @@
 #           cuda:0 (both stages on one GPU): test accuracy after the last
 #           epoch (goals 0.90 and 0.89) and training seconds per epoch
 #           (ResNet-18's goal: 5 s)
-#   part 4: bf16 mixed precision (NHWC on CUDA) and the step's kernels:
-#           images/s at batch B and 2B (128, 256): ours 1 stage (--layout
-#           auto: NHWC, and --layout nchw), 2 and 4 stages on cuda:0 (split 32),
-#           PyTorch eager bf16 autocast channels_last (cudnn.benchmark on) and
-#           its torch.compile, with the goals ours / eager >= 1.15 and ours /
-#           compile >= 1.00; the bf16 cross-check on cuda:0
+#   part 4: bf16 mixed precision (NHWC on CUDA), speed: images/s at batch B
+#           and 2B (128, 256): ours 1 stage (--layout auto: NHWC, and --layout
+#           nchw), 2 and 4 stages on cuda:0 (split 32), PyTorch eager bf16
+#           autocast channels_last (cudnn.benchmark on) and its torch.compile,
+#           with the goals ours / eager >= 1.15 and ours / compile >= 1.00
+#   part 5: bf16 correctness and the step's kernels (reads part 4's runs from
+#           the same results folder, or runs the 1-stage plan itself): the
+#           bf16 cross-check on cuda:0
 #           (tests/torch/bf16_check.py --device cuda:0: ours within 3x PyTorch
 #           autocast's error against float64); peak memory per stage, bf16
 #           against fp32 (--json peak_bytes, a device's high-water mark: stages
@@ -63,8 +65,9 @@
 #   BUNDLE/run-all.sh BUNDLE --part 2 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 3 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 4 --results /tmp/pp-gpu-results --copy-to "$OUT"
+#   BUNDLE/run-all.sh BUNDLE --part 5 --results /tmp/pp-gpu-results --copy-to "$OUT"
 # Without a GPU (PYTHON: a python3 with torch and torchvision; part 3 needs the
-# bundle's data, part 4 none):
+# bundle's data, parts 4 and 5 none):
 #   tests/gpu/bundle.sh --no-data && .gpu-bundle/run-all.sh .gpu-bundle --part 4 --dry-run-cpu
 #
 # Precision: fp32, TF32 off (ours: CUDNN_FMA_MATH convolutions,
@@ -84,7 +87,7 @@
 # failed, else 0.
 set -uo pipefail
 
-usage() { sed -n '2,85p' "$0"; }
+usage() { sed -n '2,87p' "$0"; }
 bundle=${1:-}
 if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
@@ -106,8 +109,8 @@ while [ $# -gt 0 ]; do
         *) echo "run-all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-case $part in 1|2|3|4|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3, 4 or all" >&2; exit 2 ;; esac
-[ -n "$budget" ] || { [ "$part" = all ] && budget=2240 || budget=540; }
+case $part in 1|2|3|4|5|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3, 4, 5 or all" >&2; exit 2 ;; esac
+[ -n "$budget" ] || { [ "$part" = all ] && budget=2780 || budget=540; }
 py=${PYTHON:-python3}
 
 # The tutorial's experiment: batch 120 of 128x128, split sizes 1 to 60.
@@ -922,6 +925,51 @@ part4() {
         done
     done
 
+    # torch.compile last: compiling takes the longest and varies most
+    for b in $b1 $b2; do
+        echo "== torch.compile bf16 channels_last, batch $b"
+        if te "compile-bf16-cl-b$b" "torch.compile bf16 autocast channels_last, batch $b" \
+            --batch "$b" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
+            --channels-last --compile; then
+            rt=$(ratio "${ips[auto$b]:-}" "$te_ips")
+            row "  ours / torch.compile bf16 channels_last, batch $b" "$(ge "$rt" 1.0)" \
+                "${rt:-?} (goal >= 1.00): ${ips[auto$b]:-?} / ${te_ips:-?} img/s" ""
+        fi
+    done
+
+}
+
+# ---- part 5: correctness and diagnostics of bf16 on the GPU ----------------------
+
+# The bf16 runs of part 4 (when it ran into the same results folder): their
+# median step and command, or a run of the 1-stage plan here.
+bf16_run_of() {
+    local b=$1 f=$res/pr-1stage-b$1-bf16.out
+    if [ ! -s "$f" ]; then
+        plan_for "r50-1stage-b$b-bf16" "$b" "$b" "$steps" "$size" "$stages1" bf16
+        pr "1stage-b$b-bf16" "$res/r50-1stage-b$b-bf16.yaml" --steps "$steps" \
+            --device-map "$(map_all)" --layout auto >/dev/null
+    fi
+}
+
+part5() {
+    cur_part=5
+    local map tdev=cuda:0 split=32 b1=$batch s
+    local -A step=() cmd=()
+    map=$(map_all)
+    [ $dry = 1 ] && { tdev=cpu; split=2; }
+    ncu=$(find_tool ncu /usr/local/cuda/bin/ncu /usr/local/cuda/nsight-compute*/ncu \
+        /usr/local/cuda-*/nsight-compute*/ncu /opt/nvidia/nsight-compute/*/ncu)
+    sanitizer=$(find_tool compute-sanitizer /usr/local/cuda/bin/compute-sanitizer \
+        /usr/local/cuda/compute-sanitizer/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer)
+    echo "ncu: ${ncu:-not found}; compute-sanitizer: ${sanitizer:-not found}"
+    bf16_run_of "$b1"
+    step[auto$b1]=$(jget "$res/pr-1stage-b$b1-bf16.out" 'j["step_ms"]["median"]')
+    cmd[auto$b1]=$(cat "$res/pr-1stage-b$b1-bf16.cmd" 2>/dev/null)
+    for s in 2 4; do
+        cmd[bf16s$s]=$(cat "$res/pr-${s}stage-b$b1-split$split-bf16.cmd" 2>/dev/null)
+    done
+
     echo "== bf16 cross-check against PyTorch (float64 reference) on $tdev"
     # pipeline-run with this script's library path; PyTorch keeps the one it was given
     cat >"$res/pipeline-run.sh" <<SH
@@ -988,18 +1036,6 @@ SH
     ktable "fp32-b$b1" "fp32 1 stage, batch $b1" "$res/r50-1stage-b$b1-fp32.yaml" \
         "${step[fp32]:-}" "${cmd[fp32]:-}"
 
-    # last but the sanitizer: compiling takes the longest and varies most
-    for b in $b1 $b2; do
-        echo "== torch.compile bf16 channels_last, batch $b"
-        if te "compile-bf16-cl-b$b" "torch.compile bf16 autocast channels_last, batch $b" \
-            --batch "$b" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
-            --channels-last --compile; then
-            rt=$(ratio "${ips[auto$b]:-}" "$te_ips")
-            row "  ours / torch.compile bf16 channels_last, batch $b" "$(ge "$rt" 1.0)" \
-                "${rt:-?} (goal >= 1.00): ${ips[auto$b]:-?} / ${te_ips:-?} img/s" ""
-        fi
-    done
-
     echo "== compute-sanitizer: memcheck and racecheck"
     cat >"$res/r18-2stage-small-bf16.yaml" <<YAML
 model: {name: resnet18, num_classes: 10, in_channels: 3, stem: imagenet}
@@ -1032,7 +1068,8 @@ case $part in
     2) part2 ;;
     3) part3 ;;
     4) part4 ;;
-    all) part1; part2; part3; part4 ;;
+    5) part5 ;;
+    all) part1; part2; part3; part4; part5 ;;
 esac
 
 # ---- the table ------------------------------------------------------------------
