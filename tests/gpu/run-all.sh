@@ -941,15 +941,23 @@ part4() {
 
 # ---- part 5: correctness and diagnostics of bf16 on the GPU ----------------------
 
-# The bf16 runs of part 4 (when it ran into the same results folder): their
-# median step and command, or a run of the 1-stage plan here.
-bf16_run_of() {
-    local b=$1 f=$res/pr-1stage-b$1-bf16.out
-    if [ ! -s "$f" ]; then
+# The bf16 runs of part 4 at batch $1 in micro-batches of $2 (when it ran into
+# the same results folder), or the same runs here: 1 stage (its median step is
+# the busy fraction's), 2 and 4 stages (their memory).
+bf16_runs_of() {
+    local b=$1 split=$2 s sv
+    if [ ! -s "$res/pr-1stage-b$b-bf16.out" ]; then
         plan_for "r50-1stage-b$b-bf16" "$b" "$b" "$steps" "$size" "$stages1" bf16
         pr "1stage-b$b-bf16" "$res/r50-1stage-b$b-bf16.yaml" --steps "$steps" \
             --device-map "$(map_all)" --layout auto >/dev/null
     fi
+    for s in 2 4; do
+        [ -s "$res/pr-${s}stage-b$b-split$split-bf16.out" ] && continue
+        sv=stages$s
+        plan_for "r50-${s}stage-b$b-split$split-bf16" "$b" "$split" 3 "$size" "${!sv}" bf16
+        pr "${s}stage-b$b-split$split-bf16" "$res/r50-${s}stage-b$b-split$split-bf16.yaml" \
+            --steps 3 --device-map "$(map_all)" >/dev/null
+    done
 }
 
 part5() {
@@ -963,7 +971,7 @@ part5() {
     sanitizer=$(find_tool compute-sanitizer /usr/local/cuda/bin/compute-sanitizer \
         /usr/local/cuda/compute-sanitizer/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer)
     echo "ncu: ${ncu:-not found}; compute-sanitizer: ${sanitizer:-not found}"
-    bf16_run_of "$b1"
+    bf16_runs_of "$b1" "$split"
     step[auto$b1]=$(jget "$res/pr-1stage-b$b1-bf16.out" 'j["step_ms"]["median"]')
     cmd[auto$b1]=$(cat "$res/pr-1stage-b$b1-bf16.cmd" 2>/dev/null)
     for s in 2 4; do
