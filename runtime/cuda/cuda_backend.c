@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_blaslt.h"
+#include "cuda_gconv.h"
 #include "cuda_internal.h"
 #include "cuda_kernels.h"
 
@@ -220,6 +222,8 @@ static void cuda_exec_destroy(pp_exec *ex)
     if (!ce) return;
     if (pp_cuda_set_device(ex->dev, NULL) == PP_OK) {
         pp_cuda_dnn_cache_free(ex);
+        pp_cuda_gconv_cache_free(ex);
+        pp_cuda_lt_cache_free(ex);
         if (ce->dnn) (void)PP_CUDA(ex->dev, NULL, cudnnDestroy(ce->dnn));
         if (ce->blas) (void)PP_CUDA(ex->dev, NULL, cublasDestroy(ce->blas));
     }
