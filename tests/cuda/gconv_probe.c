@@ -5,7 +5,11 @@
  * engines found, refused and timed, the one chosen, its workspace and time
  * (pp_cuda_gconv_probe's lines), then a count of the rows that built.
  *
- *   gconv_probe [BATCH] [--tf32]      (BATCH default 128)
+ *   gconv_probe [BATCH] [--tf32] [--budget S]      (BATCH default 128)
+ *
+ * --budget S: start no new geometry after S seconds (plans of runtime-compiled
+ * engines can take a second each to finalize); those left are listed as
+ * skipped.
  *
  * Exits 77 when no CUDA device is visible, 1 when a row failed other than by
  * cuDNN having no engine for it (PP_ERR_UNSUPPORTED, which the caller's
@@ -14,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/core/device.h"
 #include "runtime/core/exec.h"
@@ -51,18 +56,29 @@ static const geom resnet50[] = {
     {"layer4 3x3", 512, 7, 7, 512, 3, 1, 1},
 };
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 int main(int argc, char **argv)
 {
     int batch = 128;
     bool tf32 = false;
+    double budget = 0.0; /* 0: none */
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--tf32") == 0)
+        if (strcmp(argv[i], "--tf32") == 0) {
             tf32 = true;
-        else if ((batch = atoi(argv[i])) <= 0) {
-            fprintf(stderr, "usage: gconv_probe [BATCH] [--tf32]\n");
+        } else if (strcmp(argv[i], "--budget") == 0 && i + 1 < argc) {
+            budget = atof(argv[++i]);
+        } else if ((batch = atoi(argv[i])) <= 0) {
+            fprintf(stderr, "usage: gconv_probe [BATCH] [--tf32] [--budget S]\n");
             return 2;
         }
     }
+    const double t0 = now_s();
     if (pp_cuda_device_count() == 0) {
         fprintf(stderr, "gconv_probe: no CUDA device visible, skipping\n");
         return 77;
@@ -80,9 +96,14 @@ int main(int argc, char **argv)
         return 1;
     }
     const int n = (int)(sizeof resnet50 / sizeof resnet50[0]);
-    int built = 0, unsupported = 0, failed = 0;
+    int built = 0, unsupported = 0, failed = 0, skipped = 0;
     for (int i = 0; i < n; i++) {
         const geom *g = &resnet50[i];
+        if (budget > 0 && now_s() - t0 > budget) {
+            printf("%s: skipped (time budget of %.0f s spent)\n", g->where, budget);
+            skipped++;
+            continue;
+        }
         pp_conv2d_desc d;
         if (pp_conv2d_desc_init(&d, batch, g->c, g->h, g->w, g->k, g->kernel, g->stride, g->pad,
                                 &err) != PP_OK) {
@@ -103,8 +124,8 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     printf("gconv_probe: batch %d: %d of %d geometries built in every direction, dtype and "
-           "layout; %d with a row cuDNN has no engine for; %d failed\n",
-           batch, built, n, unsupported, failed);
+           "layout; %d with a row cuDNN has no engine for; %d failed; %d skipped; %.0f s\n",
+           batch, built, n, unsupported, failed, skipped, now_s() - t0);
     pp_exec_destroy(&ex);
     pp_registry_free(reg);
     return failed ? 1 : 0;

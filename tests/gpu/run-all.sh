@@ -9,7 +9,7 @@
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20) --all      run every test suite
 #   --torch-steps N  timed PyTorch steps (default 20, after 5 warm-up steps)
-#   --part 1|2|3|all which part to run (default all; see below)
+#   --part 1|2|3|4|all  which part to run (default all; see below)
 #   --results DIR    write into DIR instead of a new BUNDLE/results-<time>;
 #                    `latest` is the newest BUNDLE/results-*; the final table
 #                    then holds the rows of earlier parts written there too
@@ -37,11 +37,17 @@
 #           cuda:0 (both stages on one GPU): test accuracy after the last
 #           epoch (goals 0.90 and 0.89) and training seconds per epoch
 #           (ResNet-18's goal: 5 s)
+#   part 4: the graph API support probe: for each of ResNet-50's convolution
+#           geometries at the batch size, every direction in bf16 and fp32
+#           (IEEE), NHWC and NCHW, what cuDNN's graph API offers (engines
+#           found, refused by numerical notes, timed; the one chosen and its
+#           time), from bin/gconv_probe; its table in gconv-probe.out
 # Invocations of under 10 minutes each, each adding to the first's results
 # (a folder outside the bundle survives the bundle being copied again):
 #   BUNDLE/run-all.sh BUNDLE --part 1 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 2 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 3 --results /tmp/pp-gpu-results --copy-to "$OUT"
+#   BUNDLE/run-all.sh BUNDLE --part 4 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #
 # Precision: fp32, TF32 off (ours: CUDNN_FMA_MATH convolutions,
 # CUBLAS_DEFAULT_MATH; PyTorch: fp32_precision "ieee", or allow_tf32 False on
@@ -58,7 +64,7 @@
 # failed, else 0.
 set -uo pipefail
 
-usage() { sed -n '2,44p' "$0"; }
+usage() { sed -n '2,50p' "$0"; }
 bundle=${1:-}
 if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
@@ -80,7 +86,7 @@ while [ $# -gt 0 ]; do
         *) echo "run-all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-case $part in 1|2|3|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3 or all" >&2; exit 2 ;; esac
+case $part in 1|2|3|4|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3, 4 or all" >&2; exit 2 ;; esac
 [ -n "$budget" ] || { [ "$part" = all ] && budget=1700 || budget=540; }
 py=${PYTHON:-python3}
 
@@ -679,12 +685,39 @@ part3() {
     done
 }
 
+# ---- part 4: the graph API support probe ---------------------------------------------
+
+part4() {
+    cur_part=4
+    echo "== graph API support probe: ResNet-50's convolutions, batch $batch (cuDNN backend API)"
+    local probe=$bin/gconv_probe rc last
+    if [ ! -x "$probe" ]; then
+        if [ $dry = 1 ]; then
+            row "graph API probe" "SKIPPED" "bin/gconv_probe not built (no CUDA backend)" ""
+        else
+            row "graph API probe" "MISSING" "bin/gconv_probe (bundle.sh collects it from the CUDA build)" ""
+        fi
+        return
+    fi
+    run gconv-probe 480 "$probe" "$batch" --budget 400
+    rc=$?
+    cat "$res/gconv-probe.out" 2>/dev/null
+    last=$(tail -n 1 "$res/gconv-probe.out" 2>/dev/null)
+    case $rc in
+        0) row "graph API probe, batch $batch (table: gconv-probe.out)" ok "$last" "$last_cmd" ;;
+        77) row "graph API probe" "SKIPPED" "no CUDA device visible" "$last_cmd" ;;
+        *) row "graph API probe, batch $batch (table: gconv-probe.out)" "$(result_of $rc)" \
+            "$last; $(why $rc gconv-probe)" "$last_cmd" ;;
+    esac
+}
+
 torch_precision=""
 case $part in
     1) part1 ;;
     2) part2 ;;
     3) part3 ;;
-    all) part1; part2; part3 ;;
+    4) part4 ;;
+    all) part1; part2; part3; part4 ;;
 esac
 
 # ---- the table ------------------------------------------------------------------
