@@ -253,9 +253,22 @@ static pp_status gemm(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gem
     void *ws;
     PP_TRY(pp_exec_workspace(ex, e->ws, &ws, err));
     const float alpha = 1.0f;
-    return PP_CUDA(ex->dev, err,
-                   cublasLtMatmul(c->handle, e->desc, &alpha, A, e->la, B, e->lb, &beta, D, e->lc,
-                                  D, e->lc, &e->algo, ws, e->ws, ce->stream));
+    cublasStatus_t st = cublasLtMatmul(c->handle, e->desc, &alpha, A, e->la, B, e->lb, &beta, D,
+                                       e->lc, D, e->lc, &e->algo, ws, e->ws, ce->stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) { /* the heuristic's algorithm refused at launch */
+        e->have = false;
+        char what[256];
+        describe(what, sizeof what, g);
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "%s: cublasLtMatmul refused the heuristic's algorithm for %s: %s",
+                            ex->dev->name, what, cublasLtGetStatusName(st));
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) return PP_OK;
+    pp_error e1;
+    char what[256];
+    pp_status s = PP_CUDA(ex->dev, &e1, st);
+    describe(what, sizeof what, g);
+    return pp_error_set(err, s, "%s (for %s)", e1.msg, what);
 }
 
 static pp_status begin(pp_exec *ex, int n, int in, int out, pp_cuda_exec **ce,

@@ -7,7 +7,8 @@
  *      NCHW order, strides giving the layout, not virtual, 16-byte aligned,
  *      unique ids 1, 2, 3; the convolution descriptor; the operation of the
  *      direction with alpha and beta; the operation graph;
- *   2. engine configs from heuristics mode A, else mode FALLBACK;
+ *   2. engine configs from heuristics mode A; when that fails or leaves no
+ *      plan, from mode FALLBACK;
  *   3. configs refused by their engines' numerical notes are skipped, the
  *      others finalized into execution plans until PP_GCONV_CANDIDATES are
  *      made (a config that does not finalize or wants more workspace than
@@ -78,6 +79,8 @@ typedef struct gbuild {
 
 static const char *const dir_name[] = {"fwd", "dgrad", "wgrad"};
 
+static void describe(char *buf, size_t n, const gconv_key *k);
+
 /* ---- checking --------------------------------------------------------------- */
 
 /* A failed cuDNN backend call: names call, descriptor and attribute, status,
@@ -85,8 +88,12 @@ static const char *const dir_name[] = {"fwd", "dgrad", "wgrad"};
 static pp_status gfail(const gbuild *g, cudnnStatus_t st, const char *call, const char *desc,
                        const char *attr, int line)
 {
-    char last[256] = "";
+    char last[256] = "", what[sizeof g->what];
     cudnnGetLastErrorString(last, sizeof last);
+    if (g->what[0])
+        snprintf(what, sizeof what, "%s", g->what);
+    else /* the steady-state call leaves it to the failure */
+        describe(what, sizeof what, g->key);
     /* CUDNN_STATUS_NOT_SUPPORTED and its sub-codes (3000 to 3999): cuDNN
      * cannot do this one, the caller's legacy path may */
     pp_status s = (st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
@@ -95,8 +102,7 @@ static pp_status gfail(const gbuild *g, cudnnStatus_t st, const char *call, cons
                                                                              : PP_ERR_BACKEND;
     return pp_error_set(g->err, s, "%s: %s(%s%s%s) failed: %s%s%s, for %s at %s:%d",
                         g->ex->dev->name, call, desc, attr ? ", " : "", attr ? attr : "",
-                        cudnnGetErrorString(st), last[0] ? ": " : "", last, g->what, __FILE__,
-                        line);
+                        cudnnGetErrorString(st), last[0] ? ": " : "", last, what, __FILE__, line);
 }
 
 #define GCHECK(g, call, desc, attr)                                                       \
@@ -600,7 +606,7 @@ static pp_status choose_plan(const gbuild *g, gconv_entry *e, const void *a, con
     int n = 0;
     pp_error why = {0};
     pp_status s = candidates_of(g, e, CUDNN_HEUR_MODE_A, cand, &n, &why);
-    if (s == PP_ERR_UNSUPPORTED) { /* mode A refused the graph: ask the fallback list */
+    if (s != PP_OK && s != PP_ERR_OOM) { /* mode A failed on the graph: ask the fallback list */
         if (g->err) why = *g->err;
         s = PP_OK;
     }
@@ -761,8 +767,7 @@ pp_status pp_cuda_gconv(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, 
     const gconv_key k = key_of(ex, d, dir, dt, nhwc, alpha, beta);
     gconv_entry *e;
     PP_TRY(entry_for(ex, ce, &k, a, b, out, &e, err));
-    gbuild g = {ex, ce, &e->key, "", err};
-    describe(g.what, sizeof g.what, &e->key);
+    gbuild g = {ex, ce, &e->key, "", err}; /* what: made by gfail if needed */
     void *ws;
     PP_TRY(pp_exec_workspace(ex, e->ws, &ws, err));
     return run_plan(&g, e->plan, a, b, out, ws);
