@@ -16,8 +16,8 @@
  *   4. each plan runs once untimed and once between two CUDA events; the
  *      fastest is kept with its workspace size, the rest destroyed.
  * Every descriptor of the entry, the chosen engine config included, lives
- * until the cache is freed (the plan may refer to them). Variant packs are made per call: they hold only the
- * pointers and are host-side objects.
+ * until the cache is freed (the plan may refer to them). Variant packs are
+ * made per call: they hold only the pointers and are host-side objects.
  *
  * Every failure names the cuDNN call, the descriptor and attribute, the
  * status, cuDNN's own last error message and the convolution (direction,
@@ -100,16 +100,11 @@ static pp_status gfail(const gbuild *g, cudnnStatus_t st, const char *call, cons
                    st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) ? PP_ERR_OOM
                   : ((int)st >= 3000 && (int)st < 4000)                      ? PP_ERR_UNSUPPORTED
                                                                              : PP_ERR_BACKEND;
-    return pp_error_set(g->err, s, "%s: %s(%s%s%s) failed: %s%s%s, for %s at %s:%d",
+    return pp_error_set(g->err, s, "%s: %s(%s%s%s) failed: %s (%d)%s%s, for %s at %s:%d",
                         g->ex->dev->name, call, desc, attr ? ", " : "", attr ? attr : "",
-                        cudnnGetErrorString(st), last[0] ? ": " : "", last, what, __FILE__, line);
+                        cudnnGetErrorString(st), (int)st, last[0] ? ": " : "", last, what,
+                        __FILE__, line);
 }
-
-#define GCHECK(g, call, desc, attr)                                                       \
-    do {                                                                                  \
-        cudnnStatus_t st_ = (call);                                                       \
-        if (st_ != CUDNN_STATUS_SUCCESS) return gfail((g), st_, #call, desc, attr, __LINE__); \
-    } while (0)
 
 /* cudnnBackendSetAttribute with the attribute's name in the message. */
 #define GSET(g, d, desc, attr, type, count, val)                                          \
@@ -299,8 +294,8 @@ static void cfgs_free(cfg_list *l)
 }
 
 /* The engine configs heuristics mode offers for graph, best first. */
-static pp_status heuristics(const gbuild *g, cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
-                            cfg_list *l)
+static pp_status heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
+                            cudnnBackendHeurMode_t mode, cfg_list *l)
 {
     const char *desc = mode == CUDNN_HEUR_MODE_A ? "engine heuristics (mode A)"
                                                  : "engine heuristics (mode FALLBACK)";
@@ -372,7 +367,8 @@ static pp_status engine_ok(const gbuild *g, cudnnBackendDescriptor_t cfg, bool *
                                       &nn, notes);
     }
     gdestroy(&eng);
-    if (st != CUDNN_STATUS_SUCCESS) return gfail(g, st, "cudnnBackendGetAttribute", desc, attr, __LINE__);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return gfail(g, st, "cudnnBackendGetAttribute", desc, attr, __LINE__);
     const bool tensor_ok = g->key->dt == PP_BF16 || g->key->math == PP_MATH_TF32;
     *ok = true;
     for (int64_t i = 0; i < nn && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
@@ -542,14 +538,22 @@ static pp_status candidates_of(const gbuild *g, gconv_entry *e, cudnnBackendHeur
     for (int i = 0; i < l.n && *n < PP_GCONV_CANDIDATES; i++) {
         bool ok;
         int64_t index;
-        s = engine_ok(g, l.cfg[i], &ok, &index);
-        if (s != PP_OK) break;
+        gbuild gi = *g;
+        gi.err = why; /* the last config's failure explains an empty list */
+        pp_status si = engine_ok(&gi, l.cfg[i], &ok, &index);
+        if (si == PP_ERR_OOM) {
+            if (g->err) *g->err = *why;
+            s = si;
+            break;
+        }
+        if (si != PP_OK) { /* its notes cannot be read: not used */
+            e->stats.failed++;
+            continue;
+        }
         if (!ok) {
             e->stats.refused++;
             continue;
         }
-        gbuild gi = *g;
-        gi.err = why; /* the last config's failure explains an empty list */
         candidate *c = &cand[*n];
         if (make_plan(&gi, l.cfg[i], &c->plan, &c->ws) != PP_OK) {
             e->stats.failed++;
@@ -818,7 +822,9 @@ static pp_status probe_one(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir di
     const void *a = dir == PP_GCONV_DGRAD ? buf[2] : buf[0];
     const void *b = dir == PP_GCONV_WGRAD ? buf[2] : buf[1];
     void *o = dir == PP_GCONV_FWD ? buf[2] : dir == PP_GCONV_DGRAD ? buf[0] : buf[1];
-    const char *dtn = dt == PP_BF16 ? "bf16" : pp_device_math(ex->dev) == PP_MATH_TF32 ? "fp32/tf32" : "fp32";
+    const char *dtn = dt == PP_BF16                                 ? "bf16"
+                      : pp_device_math(ex->dev) == PP_MATH_TF32 ? "fp32/tf32"
+                                                                : "fp32";
     fprintf(out, "  %-5s %-9s %s  ", dir_name[dir], dtn, nhwc ? "NHWC" : "NCHW");
     pp_status s = pp_cuda_gconv(ex, d, dir, dt, nhwc, a, b, o, 1.0f, 0.0f, err);
     pp_cuda_exec *ce = pp_cuda_ex(ex);
@@ -857,7 +863,8 @@ pp_status pp_cuda_gconv_probe(pp_exec *ex, const pp_conv2d_desc *d, FILE *out, p
     for (int i = 0; s == PP_OK && i < 3; i++) {
         s = ex->dev->ops->alloc_async(ex, bytes[i], &buf[i], err);
         /* 0x3c3c: about 0.0115 in bf16 and in fp32: small, not zero */
-        if (s == PP_OK) s = PP_CUDA(ex->dev, err, cudaMemsetAsync(buf[i], 0x3c, bytes[i], ce->stream));
+        if (s == PP_OK)
+            s = PP_CUDA(ex->dev, err, cudaMemsetAsync(buf[i], 0x3c, bytes[i], ce->stream));
     }
     fprintf(out, "graph API probe: x %dx%dx%dx%d, w %dx%dx%dx%d, stride %d, pad %d\n", d->n, d->c,
             d->h, d->w, d->k, d->c, d->r, d->s, d->stride_h, d->pad_h);

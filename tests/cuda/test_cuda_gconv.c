@@ -170,9 +170,9 @@ static double check_bound(const float *got, const float *want, int64_t n, double
             wi = i;
         }
     }
-    CHECK_MSG(worst <= 1.0, "%s: error %.3g of the bound at #%lld: %.9g, want %.9g (L %lld, max M %.4g)",
-              label, worst, (long long)wi, n ? got[wi] : 0.0, n ? want[wi] : 0.0, (long long)L,
-              mag);
+    CHECK_MSG(worst <= 1.0,
+              "%s: error %.3g of the bound at #%lld: %.9g, want %.9g (L %lld, max M %.4g)", label,
+              worst, (long long)wi, n ? got[wi] : 0.0, n ? want[wi] : 0.0, (long long)L, mag);
     return worst;
 }
 
@@ -272,7 +272,8 @@ static void gconv_case(rig *r, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dty
                         sizeof *tmp);
     float *o0 = rand_bf16(r, no, -1.0f, 1.0f);
     float *got = malloc((size_t)no * sizeof *got), *want = malloc((size_t)no * sizeof *want);
-    for (int64_t i = 0; i < no; i++) want[i] = alpha * ref[i] + (beta != 0.0f ? beta * o0[i] : 0.0f);
+    for (int64_t i = 0; i < no; i++)
+        want[i] = alpha * ref[i] + (beta != 0.0f ? beta * o0[i] : 0.0f);
     dbuf ga = dbuf_new(r, na, dt), gb = dbuf_new(r, nb, dt), go = dbuf_new(r, no, dt);
     to_layout(a, da, nhwc, tmp);
     dbuf_put(&ga, tmp, na, dt);
@@ -352,8 +353,9 @@ static void test_gconv(rig *r)
         free(w);
         free(dy);
     }
-    fprintf(stderr, "gconv: %d calls checked, %d refused (allowed), worst error %.3g of the bound\n",
-            t.ran, t.unsupported, t.worst);
+    fprintf(stderr,
+            "gconv: %d calls checked, %d refused (allowed), worst error %.3g of the bound\n", t.ran,
+            t.unsupported, t.worst);
     /* the rows every engine list covers (C multiple of 8) must have run */
     CHECK_MSG(t.ran >= 2 * 2 * 3 * 2 * 2 * 2, "gconv: only %d calls ran", t.ran);
 }
@@ -417,7 +419,8 @@ static void cpu_linear(rig *r, int n, int in, int out, const float *x, const flo
 
 static void lt_case(rig *r, int n, int in, int out)
 {
-    float *x = rand_bf16(r, (int64_t)n * in, -1, 1), *w = rand_bf16(r, (int64_t)out * in, -0.5f, 0.5f);
+    float *x = rand_bf16(r, (int64_t)n * in, -1, 1);
+    float *w = rand_bf16(r, (int64_t)out * in, -0.5f, 0.5f);
     float *b = rand_bf16(r, out, -1, 1), *dy = rand_bf16(r, (int64_t)n * out, -1, 1);
     float *dw0 = rand_bf16(r, (int64_t)out * in, -1, 1), *db0 = rand_bf16(r, out, -1, 1);
     float *zeros = calloc((size_t)out * in + out + 1, sizeof *zeros);
@@ -431,7 +434,8 @@ static void lt_case(rig *r, int n, int in, int out)
 
     dbuf gx = dbuf_new(r, (int64_t)n * in, PP_BF16), gw = dbuf_new(r, (int64_t)out * in, PP_BF16);
     dbuf gdy = dbuf_new(r, (int64_t)n * out, PP_BF16), gb = dbuf_new(r, out, PP_F32);
-    dbuf gy16 = dbuf_new(r, (int64_t)n * out, PP_BF16), gy32 = dbuf_new(r, (int64_t)n * out, PP_F32);
+    dbuf gy16 = dbuf_new(r, (int64_t)n * out, PP_BF16);
+    dbuf gy32 = dbuf_new(r, (int64_t)n * out, PP_F32);
     dbuf gdx = dbuf_new(r, (int64_t)n * in, PP_BF16), gdw = dbuf_new(r, (int64_t)out * in, PP_F32);
     dbuf gdb = dbuf_new(r, out, PP_F32);
     dbuf_put(&gx, x, (int64_t)n * in, PP_BF16);
@@ -464,7 +468,8 @@ static void lt_case(rig *r, int n, int in, int out)
     static const char *const names[3] = {"dx", "dw (+=)", "db (+=)"};
     for (int i = 1; i < 4; i++) {
         const pp_dtype dt = i == 1 ? PP_BF16 : PP_F32;
-        snprintf(label, sizeof label, "lt backward n %d in %d out %d, %s", n, in, out, names[i - 1]);
+        snprintf(label, sizeof label, "lt backward n %d in %d out %d, %s", n, in, out,
+                 names[i - 1]);
         dbuf_get(r, gout[i - 1], got, count[i], dt);
         check_bound(got, ref[i], count[i], max_of(mag[i], count[i]), len[i], 1.0, dt, label);
     }
