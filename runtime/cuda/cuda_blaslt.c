@@ -298,14 +298,21 @@ static pp_status forward_via_f32(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache
 {
     const int64_t total = (int64_t)n * out;
     float *tmp;
-    PP_TRY(ex->dev->ops->alloc_async(ex, (size_t)total * sizeof *tmp, (void **)&tmp, err));
+    const size_t bytes = (size_t)total * sizeof *tmp;
+    PP_TRY(pp_device_account(ex->dev, bytes, err));
+    pp_status s = ex->dev->ops->alloc_async(ex, bytes, (void **)&tmp, err);
+    if (s != PP_OK) {
+        pp_device_unaccount(ex->dev, bytes);
+        return s;
+    }
     lt_gemm g = fwd_gemm(n, in, out, true, true);
-    pp_status s = gemm(ex, ce, c, &g, w, x, tmp, bias, 0.0f, err);
+    s = gemm(ex, ce, c, &g, w, x, tmp, bias, 0.0f, err);
     if (s == PP_OK)
         s = PP_CUDA(ex->dev, err,
                     pp_cuda_launch_bf16_from_f32(ce->stream, pp_cuda_grid(ex, total, PP_CUDA_BLOCK),
                                                  total, tmp, y));
     ex->dev->ops->free_async(ex, tmp);
+    pp_device_unaccount(ex->dev, bytes);
     return s;
 }
 

@@ -139,6 +139,27 @@ static void gdestroy(cudnnBackendDescriptor_t *d)
     *d = NULL;
 }
 
+/* ---- stream-ordered scratch, counted in the device's memory ---------------- */
+
+static pp_status scratch_alloc(pp_exec *ex, size_t bytes, void **p, pp_error *err)
+{
+    *p = NULL;
+    PP_TRY(pp_device_account(ex->dev, bytes, err));
+    pp_status s = ex->dev->ops->alloc_async(ex, bytes, p, err);
+    if (s != PP_OK) {
+        pp_device_unaccount(ex->dev, bytes);
+        *p = NULL;
+    }
+    return s;
+}
+
+static void scratch_free(pp_exec *ex, void *p, size_t bytes)
+{
+    if (!p) return;
+    ex->dev->ops->free_async(ex, p);
+    pp_device_unaccount(ex->dev, bytes);
+}
+
 /* ---- phase 1: the operation graph ------------------------------------------- */
 
 /* dims (A,B,C,D) in NCHW order; strides of NCHW, or of NHWC when nhwc. */
@@ -583,10 +604,10 @@ static pp_status timing_out(const gbuild *g, size_t bytes, void **scratch)
     *scratch = NULL;
     if (g->key->beta == 0) return PP_OK; /* +0.0f only: -0.0f still reads out */
     pp_exec *ex = g->ex;
-    PP_TRY(ex->dev->ops->alloc_async(ex, bytes, scratch, g->err));
+    PP_TRY(scratch_alloc(ex, bytes, scratch, g->err));
     pp_status s = PP_CUDA(ex->dev, g->err, cudaMemsetAsync(*scratch, 0, bytes, g->ce->stream));
     if (s != PP_OK) {
-        ex->dev->ops->free_async(ex, *scratch);
+        scratch_free(ex, *scratch, bytes);
         *scratch = NULL;
     }
     return s;
@@ -631,10 +652,11 @@ static pp_status choose_plan(const gbuild *g, gconv_entry *e, const void *a, con
         return s;
     }
     void *scratch = NULL;
-    s = timing_out(g, out_bytes(g->key), &scratch);
+    const size_t scratch_bytes = out_bytes(g->key);
+    s = timing_out(g, scratch_bytes, &scratch);
     int best = -1;
     if (s == PP_OK) s = time_candidates(g, cand, n, a, b, scratch ? scratch : out, &best);
-    if (scratch) g->ex->dev->ops->free_async(g->ex, scratch);
+    scratch_free(g->ex, scratch, scratch_bytes);
     candidates_free(cand, n, s == PP_OK ? best : -1);
     if (s != PP_OK) return s;
     e->plan = cand[best].plan;
@@ -861,7 +883,7 @@ pp_status pp_cuda_gconv_probe(pp_exec *ex, const pp_conv2d_desc *d, FILE *out, p
     pp_cuda_exec *ce;
     PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
     for (int i = 0; s == PP_OK && i < 3; i++) {
-        s = ex->dev->ops->alloc_async(ex, bytes[i], &buf[i], err);
+        s = scratch_alloc(ex, bytes[i], &buf[i], err);
         /* 0x3c3c: about 0.0115 in bf16 and in fp32: small, not zero */
         if (s == PP_OK)
             s = PP_CUDA(ex->dev, err, cudaMemsetAsync(buf[i], 0x3c, bytes[i], ce->stream));
@@ -880,7 +902,6 @@ pp_status pp_cuda_gconv_probe(pp_exec *ex, const pp_conv2d_desc *d, FILE *out, p
                     if (err) *err = e;
                 }
             }
-    for (int i = 0; i < 3; i++)
-        if (buf[i]) ex->dev->ops->free_async(ex, buf[i]);
+    for (int i = 0; i < 3; i++) scratch_free(ex, buf[i], bytes[i]);
     return first;
 }
