@@ -153,12 +153,13 @@ static void dbuf_get(rig *r, const dbuf *b, float *h, int64_t n, pp_dtype dt)
 /* ---- the comparison ----------------------------------------------------------------------- */
 
 /* Checks got against want element by element within the bound above; mag is
- * the largest M of the tensor, L the sum length. Returns the worst error
+ * the largest M of the tensor, L the sum length, in_rel how far the engine
+ * may round its inputs (0 but in the TF32 test). Returns the worst error
  * relative to its bound (for the log). */
 static double check_bound(const float *got, const float *want, int64_t n, double mag, int64_t L,
-                          double alpha, pp_dtype dt, const char *label)
+                          double alpha, pp_dtype dt, double in_rel, const char *label)
 {
-    const double sum_tol = 4.0 * (double)L * ldexp(1.0, -24) * fabs(alpha) * mag;
+    const double sum_tol = 4.0 * ((double)L * ldexp(1.0, -24) + in_rel) * fabs(alpha) * mag;
     const double rel = dt == PP_BF16 ? ldexp(1.0, -8) : ldexp(1.0, -22);
     double worst = 0.0;
     int64_t wi = 0;
@@ -259,7 +260,7 @@ typedef struct gconv_tally {
  * checked. */
 static void gconv_case(rig *r, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt, bool nhwc,
                        float beta, const float *a, const float *b, const float *ref, double mag,
-                       bool may_refuse, gconv_tally *t)
+                       double in_rel, bool may_refuse, gconv_tally *t)
 {
     const float alpha = beta != 0.0f ? 2.0f : 1.0f;
     int64_t da[4], db[4], dout[4];
@@ -303,7 +304,7 @@ static void gconv_case(rig *r, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dty
         if (s != PP_OK) break;
         dbuf_get(r, &go, tmp, no, dt);
         from_layout(tmp, dout, nhwc, got);
-        double q = check_bound(got, want, no, mag, sum_length(d, dir), alpha, dt, label);
+        double q = check_bound(got, want, no, mag, sum_length(d, dir), alpha, dt, in_rel, label);
         t->worst = fmax(t->worst, q);
         t->ran++;
     }
@@ -343,7 +344,7 @@ static void test_gconv(rig *r)
                 for (int l = 0; l < 2; l++)
                     for (int be = 0; be < 2; be++)
                         gconv_case(r, &d, (pp_gconv_dir)dir, dt ? PP_F32 : PP_BF16, l == 0,
-                                   be ? 1.0f : 0.0f, a, b, ref, mag, may_refuse, &t);
+                                   be ? 1.0f : 0.0f, a, b, ref, mag, 0.0, may_refuse, &t);
             free(ref);
             free(aa);
             free(ab);
@@ -358,6 +359,55 @@ static void test_gconv(rig *r)
             t.unsupported, t.worst);
     /* the rows every engine list covers (C multiple of 8) must have run */
     CHECK_MSG(t.ran >= 2 * 2 * 3 * 2 * 2 * 2, "gconv: only %d calls ran", t.ran);
+}
+
+/* fp32 means IEEE fp32 unless the device is in tf32 mode: on inputs with all
+ * 24 bits, IEEE results stay within the fp32 bound above (4 * L * 2^-24 *
+ * max M; L = 16 for fwd and dgrad, 32 for wgrad here: at most 7.6e-6 of max
+ * M). A TF32 engine rounds inputs to 11 significant bits: a sum of L products
+ * is then off by about 2^-11 * M / sqrt(L), over 10 times that bound. In tf32
+ * mode the bound grows by 4 * 2^-9 * max M (as in test_cuda_math: each
+ * operand within 2^-10, a product within 2^-9), and the plans are made again
+ * (the key holds the mode). */
+static void test_gconv_fp32_modes(rig *r)
+{
+    const conv_case cc = {2, 16, 4, 4, 16, 1, 1, 0};
+    const pp_conv2d_desc d = conv_of(&cc);
+    float *x = malloc((size_t)count_of(&d, ROLE_X) * sizeof *x);
+    float *w = malloc((size_t)count_of(&d, ROLE_W) * sizeof *w);
+    float *dy = malloc((size_t)count_of(&d, ROLE_Y) * sizeof *dy);
+    for (int64_t i = 0; i < count_of(&d, ROLE_X); i++) x[i] = frand(r);
+    for (int64_t i = 0; i < count_of(&d, ROLE_W); i++) w[i] = 0.5f * frand(r);
+    for (int64_t i = 0; i < count_of(&d, ROLE_Y); i++) dy[i] = frand(r);
+    gconv_tally t = {0, 0, 0.0};
+    pp_error e;
+    for (int mode = 0; mode < 2; mode++) {
+        CHECK_OK(pp_device_set_math(r->gpu, mode ? PP_MATH_TF32 : PP_MATH_FP32, &e), &e);
+        for (int dir = 0; dir < 3; dir++) {
+            const float *a = dir == PP_GCONV_DGRAD ? dy : x;
+            const float *b = dir == PP_GCONV_WGRAD ? dy : w;
+            float *ref = cpu_conv(r, &d, (pp_gconv_dir)dir, a, b);
+            float *aa = abs_of(a, count_of(&d, role_a[dir]));
+            float *ab = abs_of(b, count_of(&d, role_b[dir]));
+            float *m = cpu_conv(r, &d, (pp_gconv_dir)dir, aa, ab);
+            const double mag = max_of(m, count_of(&d, role_out[dir]));
+            for (int l = 0; l < 2; l++)
+                gconv_case(r, &d, (pp_gconv_dir)dir, PP_F32, l == 0, 0.0f, a, b, ref, mag,
+                           mode ? ldexp(1.0, -9) : 0.0, false, &t);
+            free(ref);
+            free(aa);
+            free(ab);
+            free(m);
+        }
+    }
+    CHECK_OK(pp_device_set_math(r->gpu, PP_MATH_FP32, &e), &e);
+    CHECK_MSG(t.ran == 2 * 3 * 2 * 2, "gconv fp32 modes: %d calls ran", t.ran);
+    fprintf(stderr,
+            "gconv fp32 (IEEE, then tf32 mode): %d calls checked, worst error %.3g of the bound\n",
+            t.ran, t.worst);
+    free(x);
+    free(w);
+    free(dy);
 }
 
 /* Misuse: a bad dtype or direction is PP_ERR_INVALID, an unaligned pointer
@@ -459,7 +509,7 @@ static void lt_case(rig *r, int n, int in, int out)
         CHECK_OK(pp_cuda_lt_linear_forward(&r->egpu, n, in, out, gx.p, gw.p, gb.p, gy->p, f32, &e),
                  &e);
         dbuf_get(r, gy, got, count[0], dt);
-        check_bound(got, ref[0], count[0], max_of(mag[0], count[0]), len[0], 1.0, dt, label);
+        check_bound(got, ref[0], count[0], max_of(mag[0], count[0]), len[0], 1.0, dt, 0.0, label);
     }
     CHECK_OK(pp_cuda_lt_linear_backward(&r->egpu, n, in, out, gx.p, gw.p, gdy.p, gdx.p, gdw.p,
                                         gdb.p, &e),
@@ -471,7 +521,7 @@ static void lt_case(rig *r, int n, int in, int out)
         snprintf(label, sizeof label, "lt backward n %d in %d out %d, %s", n, in, out,
                  names[i - 1]);
         dbuf_get(r, gout[i - 1], got, count[i], dt);
-        check_bound(got, ref[i], count[i], max_of(mag[i], count[i]), len[i], 1.0, dt, label);
+        check_bound(got, ref[i], count[i], max_of(mag[i], count[i]), len[i], 1.0, dt, 0.0, label);
     }
     /* no bias and no gradients but dx: y = x w^T, dw and db untouched */
     float *ref_nb = malloc((size_t)count[0] * sizeof *ref_nb);
@@ -480,13 +530,14 @@ static void lt_case(rig *r, int n, int in, int out)
              &e);
     dbuf_get(r, &gy32, got, count[0], PP_F32);
     snprintf(label, sizeof label, "lt forward n %d in %d out %d, no bias", n, in, out);
-    check_bound(got, ref_nb, count[0], max_of(mag[0], count[0]), len[0] + 1, 1.0, PP_F32, label);
+    check_bound(got, ref_nb, count[0], max_of(mag[0], count[0]), len[0] + 1, 1.0, PP_F32, 0.0,
+                label);
     CHECK_OK(pp_cuda_lt_linear_backward(&r->egpu, n, in, out, gx.p, gw.p, gdy.p, gdx.p, NULL, NULL,
                                         &e),
              &e);
     dbuf_get(r, &gdw, got, count[2], PP_F32);
     snprintf(label, sizeof label, "lt backward n %d in %d out %d, dw untouched", n, in, out);
-    check_bound(got, ref[2], count[2], max_of(mag[2], count[2]), len[2], 1.0, PP_F32, label);
+    check_bound(got, ref[2], count[2], max_of(mag[2], count[2]), len[2], 1.0, PP_F32, 0.0, label);
 
     free(ref_nb);
     free(got);
@@ -518,6 +569,7 @@ int main(void)
 
     test_gconv_args(&r);
     test_gconv(&r);
+    test_gconv_fp32_modes(&r);
     test_lt_linear(&r);
 
     rig_close(&r);
