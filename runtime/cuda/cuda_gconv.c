@@ -810,98 +810,18 @@ void pp_cuda_gconv_cache_free(pp_exec *ex)
     ce->gconv = NULL;
 }
 
-/* ---- the support probe -------------------------------------------------------------- */
+/* ---- what a plan chose ------------------------------------------------------------ */
 
-/* Mean ms of 10 calls of e's plan on the probe's buffers. */
-static pp_status probe_mean(pp_exec *ex, pp_cuda_exec *ce, gconv_entry *e, const void *a,
-                            const void *b, void *out, float *ms, pp_error *err)
+bool pp_cuda_gconv_plan_info(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
+                             bool nhwc, float alpha, float beta, pp_gconv_plan_info *out)
 {
-    cudaEvent_t ev[2] = {NULL, NULL};
-    pp_status s = PP_CUDA(ex->dev, err, cudaEventCreate(&ev[0]));
-    if (s == PP_OK) s = PP_CUDA(ex->dev, err, cudaEventCreate(&ev[1]));
-    if (s == PP_OK) s = PP_CUDA(ex->dev, err, cudaEventRecord(ev[0], ce->stream));
-    const pp_conv2d_desc *d = &e->key.d;
-    float alpha, beta;
-    memcpy(&alpha, &e->key.alpha, sizeof alpha);
-    memcpy(&beta, &e->key.beta, sizeof beta);
-    for (int i = 0; s == PP_OK && i < 10; i++)
-        s = pp_cuda_gconv(ex, d, (pp_gconv_dir)e->key.dir, (pp_dtype)e->key.dt, e->key.nhwc, a, b,
-                          out, alpha, beta, err);
-    if (s == PP_OK) s = PP_CUDA(ex->dev, err, cudaEventRecord(ev[1], ce->stream));
-    if (s == PP_OK) s = PP_CUDA(ex->dev, err, cudaEventSynchronize(ev[1]));
-    if (s == PP_OK) s = PP_CUDA(ex->dev, err, cudaEventElapsedTime(ms, ev[0], ev[1]));
-    if (s == PP_OK) *ms /= 10.0f;
-    for (int i = 0; i < 2; i++)
-        if (ev[i]) (void)PP_CUDA(ex->dev, NULL, cudaEventDestroy(ev[i]));
-    return s;
-}
-
-/* One line of the probe. */
-static pp_status probe_one(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
-                           bool nhwc, void *buf[3], FILE *out, pp_error *err)
-{
-    /* buf: x, w, y sized for fp32 */
-    const void *a = dir == PP_GCONV_DGRAD ? buf[2] : buf[0];
-    const void *b = dir == PP_GCONV_WGRAD ? buf[2] : buf[1];
-    void *o = dir == PP_GCONV_FWD ? buf[2] : dir == PP_GCONV_DGRAD ? buf[0] : buf[1];
-    const char *dtn = dt == PP_BF16                                 ? "bf16"
-                      : pp_device_math(ex->dev) == PP_MATH_TF32 ? "fp32/tf32"
-                                                                : "fp32";
-    fprintf(out, "  %-5s %-9s %s  ", dir_name[dir], dtn, nhwc ? "NHWC" : "NCHW");
-    pp_status s = pp_cuda_gconv(ex, d, dir, dt, nhwc, a, b, o, 1.0f, 0.0f, err);
     pp_cuda_exec *ce = pp_cuda_ex(ex);
-    gconv_entry *e = NULL;
-    if (s == PP_OK) {
-        const gconv_key k = key_of(ex, d, dir, dt, nhwc, 1.0f, 0.0f);
-        e = cache_find(ce->gconv, &k);
-        if (!e) s = pp_error_set(err, PP_ERR_INTERNAL, "probe: plan not cached");
-    }
-    float mean = 0.0f;
-    if (s == PP_OK) s = probe_mean(ex, ce, e, a, b, o, &mean, err);
-    if (s != PP_OK) {
-        fprintf(out, "FAILED %s: %s\n", pp_status_name(s), err->msg);
-        fflush(out);
-        return s;
-    }
+    if (!ce || !ce->gconv) return false;
+    const gconv_key k = key_of(ex, d, dir, dt, nhwc, alpha, beta);
+    const gconv_entry *e = cache_find(ce->gconv, &k);
+    if (!e) return false;
     const gconv_stats *st = &e->stats;
-    fprintf(out,
-            "heuristics %s: %d configs, %d refused by notes, %d failed, %d timed; engine %lld, "
-            "workspace %zu B, %.4f ms first, %.4f ms mean of 10\n",
-            st->mode == CUDNN_HEUR_MODE_A ? "A" : "FALLBACK", st->found, st->refused, st->failed,
-            st->timed, (long long)st->engine, e->ws, st->ms, mean);
-    fflush(out);
-    return PP_OK;
-}
-
-pp_status pp_cuda_gconv_probe(pp_exec *ex, const pp_conv2d_desc *d, FILE *out, pp_error *err)
-{
-    const size_t bytes[3] = {(size_t)d->n * d->c * d->h * d->w * 4,
-                             (size_t)d->k * d->c * d->r * d->s * 4,
-                             (size_t)d->n * d->k * d->p * d->q * 4};
-    void *buf[3] = {NULL, NULL, NULL};
-    pp_status s = PP_OK;
-    pp_cuda_exec *ce;
-    PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
-    for (int i = 0; s == PP_OK && i < 3; i++) {
-        s = scratch_alloc(ex, bytes[i], &buf[i], err);
-        /* 0x3c3c: about 0.0115 in bf16 and in fp32: small, not zero */
-        if (s == PP_OK)
-            s = PP_CUDA(ex->dev, err, cudaMemsetAsync(buf[i], 0x3c, bytes[i], ce->stream));
-    }
-    fprintf(out, "graph API probe: x %dx%dx%dx%d, w %dx%dx%dx%d, stride %d, pad %d\n", d->n, d->c,
-            d->h, d->w, d->k, d->c, d->r, d->s, d->stride_h, d->pad_h);
-    pp_status first = s;
-    for (int dir = 0; s == PP_OK && dir < 3; dir++)
-        for (int t = 0; t < 2; t++)
-            for (int l = 0; l < 2; l++) {
-                pp_error e;
-                pp_status si = probe_one(ex, d, (pp_gconv_dir)dir, t ? PP_F32 : PP_BF16, l == 0,
-                                         buf, out, &e);
-                if (si != PP_OK && first == PP_OK) {
-                    first = si;
-                    if (err) *err = e;
-                }
-            }
-    for (int i = 0; i < 3; i++) scratch_free(ex, buf[i], bytes[i]);
-    return first;
+    *out = (pp_gconv_plan_info){st->mode == CUDNN_HEUR_MODE_FALLBACK, st->found, st->refused,
+                                st->failed, st->timed, (long long)st->engine, e->ws, st->ms};
+    return true;
 }

@@ -67,7 +67,24 @@ pp_status pp_cuda_gconv(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, 
  * call more than once. */
 void pp_cuda_gconv_cache_free(pp_exec *ex);
 
-/* The support probe: builds the plans of geometry d in every direction, in
+/* How a cached plan was chosen. */
+typedef struct pp_gconv_plan_info {
+    bool fallback;    /* the candidates came from heuristics mode FALLBACK, not mode A */
+    int found;        /* engine configs that mode offered */
+    int refused;      /* refused by numerical notes */
+    int failed;       /* did not finalize, or wanted more than PP_GCONV_WS_MAX */
+    int timed;        /* execution plans timed */
+    long long engine; /* the chosen engine's global index */
+    size_t ws;        /* its workspace bytes */
+    float ms;         /* its timed run at the first use */
+} pp_gconv_plan_info;
+
+/* *out for the plan ex has cached for these arguments (the device's current
+ * math mode); false when there is none. */
+bool pp_cuda_gconv_plan_info(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
+                             bool nhwc, float alpha, float beta, pp_gconv_plan_info *out);
+
+/* The support probe (cuda_gconv_probe.c): builds the plans of geometry d in every direction, in
  * bf16 and fp32 (the device's current math mode), NHWC and NCHW, on buffers
  * of its own, and writes one line per (direction, dtype, layout) to out:
  * engine configs found (and from which heuristics mode), refused by notes,
