@@ -302,6 +302,12 @@ static void gconv_case(rig *r, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dty
         }
         CHECK_MSG(s == PP_OK, "%s: %s: %s", label, pp_status_name(s), e.msg);
         if (s != PP_OK) break;
+        pp_gconv_plan_info info;
+        bool have = pp_cuda_gconv_plan_info(&r->egpu, d, dir, dt, nhwc, alpha, beta, &info);
+        CHECK_MSG(have && info.timed >= 1 && info.timed <= PP_GCONV_CANDIDATES &&
+                      info.engine >= 0 && info.ms >= 0.0f,
+                  "%s: plan info: cached %d, timed %d, engine %lld, %.4f ms", label, have,
+                  have ? info.timed : 0, have ? info.engine : -1LL, have ? (double)info.ms : 0.0);
         dbuf_get(r, &go, tmp, no, dt);
         from_layout(tmp, dout, nhwc, got);
         double q = check_bound(got, want, no, mag, sum_length(d, dir), alpha, dt, in_rel, label);
