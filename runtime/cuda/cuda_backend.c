@@ -2,7 +2,10 @@
  * cuda_backend.c - the CUDA backend's table: devices, stream-ordered memory,
  * execs (per-stream cuDNN/cuBLAS state), synchronous copies and the ops that
  * run the backend's own kernels (cuda_kernels.cu). Convolution, batch norm and
- * pooling live in cuda_dnn.c, the fully connected layer in cuda_blas.c.
+ * pooling live in cuda_dnn.c, the fully connected layer in cuda_blas.c;
+ * convolutions through cuDNN's graph API (bf16, NHWC) in cuda_gconv.c and the
+ * bf16 fully connected layer through cuBLASLt in cuda_blaslt.c, whose per-exec
+ * state the exec's destroy releases.
  *
  * Memory: every allocation comes from the device's default memory pool with
  * its release threshold at UINT64_MAX, so freed memory stays cached and a

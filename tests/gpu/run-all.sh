@@ -15,7 +15,7 @@
 #                    then holds the rows of earlier parts written there too
 #   --copy-to DIR    copy the results folder into DIR at the end
 #   --budget S       start nothing new after S seconds (default 540 a part,
-#                    1140 for all); what is left is reported as skipped
+#                    2200 for all); what is left is reported as skipped
 #   --tutorial-steps N   pipeline-run steps per split in the tutorial sweep (8)
 #   --dry-run-cpu    exercise the whole script on a machine without a GPU:
 #                    every device mapped to cpu:0, tiny sizes, PyTorch on cpu
@@ -87,7 +87,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 case $part in 1|2|3|4|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3, 4 or all" >&2; exit 2 ;; esac
-[ -n "$budget" ] || { [ "$part" = all ] && budget=1700 || budget=540; }
+[ -n "$budget" ] || { [ "$part" = all ] && budget=2200 || budget=540; }
 py=${PYTHON:-python3}
 
 # The tutorial's experiment: batch 120 of 128x128, split sizes 1 to 60.
