@@ -2,7 +2,10 @@
  * cuda_backend.c - the CUDA backend's table: devices, stream-ordered memory,
  * execs (per-stream cuDNN/cuBLAS state), synchronous copies and the ops that
  * run the backend's own kernels (cuda_kernels.cu). Convolution, batch norm and
- * pooling live in cuda_dnn.c, the fully connected layer in cuda_blas.c.
+ * pooling live in cuda_dnn.c, the fully connected layer in cuda_blas.c;
+ * convolutions through cuDNN's graph API (bf16, NHWC) in cuda_gconv.c and the
+ * bf16 fully connected layer through cuBLASLt in cuda_blaslt.c, whose per-exec
+ * state the exec's destroy releases.
  *
  * Memory: every allocation comes from the device's default memory pool with
  * its release threshold at UINT64_MAX, so freed memory stays cached and a
@@ -22,6 +25,8 @@
 
 #include <cuda_profiler_api.h>
 
+#include "cuda_blaslt.h"
+#include "cuda_gconv.h"
 #include "cuda_internal.h"
 #include "cuda_kernels.h"
 
@@ -222,6 +227,8 @@ static void cuda_exec_destroy(pp_exec *ex)
     if (!ce) return;
     if (pp_cuda_set_device(ex->dev, NULL) == PP_OK) {
         pp_cuda_dnn_cache_free(ex);
+        pp_cuda_gconv_cache_free(ex);
+        pp_cuda_lt_cache_free(ex);
         if (ce->dnn) (void)PP_CUDA(ex->dev, NULL, cudnnDestroy(ce->dnn));
         if (ce->blas) (void)PP_CUDA(ex->dev, NULL, cublasDestroy(ce->blas));
     }

@@ -66,6 +66,11 @@ typedef struct pp_cuda_pool_plan {
     cudnnPoolingDescriptor_t desc;
 } pp_cuda_pool_plan;
 
+/* Graph-API convolution plans (cuda_gconv.c) and cuBLASLt state
+ * (cuda_blaslt.c) of one exec, made at first use. */
+typedef struct pp_cuda_gconv_cache pp_cuda_gconv_cache;
+typedef struct pp_cuda_lt_cache pp_cuda_lt_cache;
+
 typedef struct pp_cuda_exec {
     cudaStream_t stream;    /* ex->native_stream, or the device's private stream */
     cudnnHandle_t dnn;      /* created on first use, bound to stream */
@@ -77,6 +82,8 @@ typedef struct pp_cuda_exec {
     int n_tdesc, cap_tdesc;
     pp_cuda_pool_plan *pool;
     int n_pool, cap_pool;
+    pp_cuda_gconv_cache *gconv;  /* NULL until the first graph convolution */
+    pp_cuda_lt_cache *lt;        /* NULL until the first cuBLASLt call */
 } pp_cuda_exec;
 
 /* ---- checking ------------------------------------------------------------- */

@@ -11,13 +11,13 @@
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20) --all      run every test suite
 #   --torch-steps N  timed PyTorch steps (default 20, after 5 warm-up steps)
-#   --part 1|2|3|4|5|all  which part to run (default all; see below)
+#   --part 1|2|3|4|5|6|all  which part to run (default all; see below)
 #   --results DIR    write into DIR instead of a new BUNDLE/results-<time>;
 #                    `latest` is the newest BUNDLE/results-*; the final table
 #                    then holds the rows of earlier parts written there too
 #   --copy-to DIR    copy the results folder into DIR at the end
 #   --budget S       start nothing new after S seconds (default 540 a part,
-#                    2780 for all); what is left is reported as skipped
+#                    3320 for all); what is left is reported as skipped
 #   --tutorial-steps N   pipeline-run steps per split in the tutorial sweep (8)
 #   --dry-run-cpu    exercise the whole script on a machine without a GPU:
 #                    every device mapped to cpu:0, tiny sizes, PyTorch on cpu
@@ -53,12 +53,17 @@
 #           sharing one GPU share one figure); one steady step's kernels under
 #           ncu (PP_PROFILE_STEP=3 of 4 steps, ncu --profile-from-start off
 #           --clock-control none --cache-control none: the clocks and caches
-#           of a plain run, no GPU setting changed) grouped by family by tests/gpu/kernel_table.py, for bf16 and fp32
-#           at batch B, and the GPU busy fraction (kernel ms / median step ms
+#           of a plain run, no GPU setting changed) grouped by family by
+#           tests/gpu/kernel_table.py, for bf16 and fp32 at batch B, and the GPU busy fraction (kernel ms / median step ms
 #           of the same plan without ncu); compute-sanitizer memcheck and
 #           racecheck over bin/test_cuda_native and a 2-step bf16 ResNet-18
 #           plan (64x64, batch 8, 2 stages on cuda:0). ncu and
 #           compute-sanitizer rows read MISSING where the tools are not found
+#   part 6: the graph API support probe: for each of ResNet-50's convolution
+#           geometries at the batch size, every direction in bf16 and fp32
+#           (IEEE), NHWC and NCHW, what cuDNN's graph API offers (engines
+#           found, refused by numerical notes, timed; the one chosen and its
+#           time), from bin/gconv_probe; its table in gconv-probe.out
 # Invocations of under 10 minutes each, each adding to the first's results
 # (a folder outside the bundle survives the bundle being copied again):
 #   BUNDLE/run-all.sh BUNDLE --part 1 --results /tmp/pp-gpu-results --copy-to "$OUT"
@@ -66,8 +71,9 @@
 #   BUNDLE/run-all.sh BUNDLE --part 3 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 4 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 5 --results /tmp/pp-gpu-results --copy-to "$OUT"
+#   BUNDLE/run-all.sh BUNDLE --part 6 --results /tmp/pp-gpu-results --copy-to "$OUT"
 # Without a GPU (PYTHON: a python3 with torch and torchvision; part 3 needs the
-# bundle's data, parts 4 and 5 none):
+# bundle's data, parts 4 to 6 none):
 #   tests/gpu/bundle.sh --no-data && .gpu-bundle/run-all.sh .gpu-bundle --part 4 --dry-run-cpu
 #
 # Precision: fp32, TF32 off (ours: CUDNN_FMA_MATH convolutions,
@@ -87,7 +93,7 @@
 # failed, else 0.
 set -uo pipefail
 
-usage() { sed -n '2,87p' "$0"; }
+usage() { sed -n '2,93p' "$0"; }
 bundle=${1:-}
 if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
@@ -109,8 +115,8 @@ while [ $# -gt 0 ]; do
         *) echo "run-all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-case $part in 1|2|3|4|5|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3, 4, 5 or all" >&2; exit 2 ;; esac
-[ -n "$budget" ] || { [ "$part" = all ] && budget=2780 || budget=540; }
+case $part in 1|2|3|4|5|6|all) ;; *) echo "run-all.sh: --part must be 1, 2, 3, 4, 5, 6 or all" >&2; exit 2 ;; esac
+[ -n "$budget" ] || { [ "$part" = all ] && budget=3320 || budget=540; }
 py=${PYTHON:-python3}
 
 # The tutorial's experiment: batch 120 of 128x128, split sizes 1 to 60.
@@ -1070,6 +1076,32 @@ YAML
     san_env=()
 }
 
+# ---- part 6: the graph API support probe ---------------------------------------------
+
+part6() {
+    cur_part=6
+    echo "== graph API support probe: ResNet-50's convolutions, batch $batch (cuDNN backend API)"
+    local probe=$bin/gconv_probe rc last
+    if [ ! -x "$probe" ]; then
+        if [ $dry = 1 ]; then
+            row "graph API probe" "SKIPPED" "bin/gconv_probe not built (no CUDA backend)" ""
+        else
+            row "graph API probe" "MISSING" "bin/gconv_probe (bundle.sh collects it from the CUDA build)" ""
+        fi
+        return
+    fi
+    run gconv-probe 480 "$probe" "$batch" --budget 400
+    rc=$?
+    cat "$res/gconv-probe.out" 2>/dev/null
+    last=$(tail -n 1 "$res/gconv-probe.out" 2>/dev/null)
+    case $rc in
+        0) row "graph API probe, batch $batch (table: gconv-probe.out)" ok "$last" "$last_cmd" ;;
+        77) row "graph API probe" "SKIPPED" "no CUDA device visible" "$last_cmd" ;;
+        *) row "graph API probe, batch $batch (table: gconv-probe.out)" "$(result_of $rc)" \
+            "$last; $(why $rc gconv-probe)" "$last_cmd" ;;
+    esac
+}
+
 torch_precision=""
 case $part in
     1) part1 ;;
@@ -1077,7 +1109,8 @@ case $part in
     3) part3 ;;
     4) part4 ;;
     5) part5 ;;
-    all) part1; part2; part3; part4; part5 ;;
+    6) part6 ;;
+    all) part1; part2; part3; part4; part5; part6 ;;
 esac
 
 # ---- the table ------------------------------------------------------------------

@@ -1,0 +1,827 @@
+/*
+ * cuda_gconv.c - convolutions through cuDNN's graph (backend) API: the
+ * contract is in cuda_gconv.h.
+ *
+ * A plan is made in numbered phases (make_entry):
+ *   1. tensor descriptors X (N,C,H,W), W (K,C,R,S), Y (N,K,P,Q), dims in
+ *      NCHW order, strides giving the layout, not virtual, 16-byte aligned,
+ *      unique ids 1, 2, 3; the convolution descriptor; the operation of the
+ *      direction with alpha and beta; the operation graph;
+ *   2. engine configs from heuristics mode A; when that fails or leaves no
+ *      plan, from mode FALLBACK;
+ *   3. configs refused by their engines' numerical notes are skipped, the
+ *      others finalized into execution plans until PP_GCONV_CANDIDATES are
+ *      made (a config that does not finalize or wants more workspace than
+ *      PP_GCONV_WS_MAX is skipped and counted);
+ *   4. each plan runs once untimed and once between two CUDA events; the
+ *      fastest is kept with its workspace size, the rest destroyed.
+ * Every descriptor of the entry, the chosen engine config included, lives
+ * until the cache is freed (the plan may refer to them). Variant packs are
+ * made per call: they hold only the pointers and are host-side objects.
+ *
+ * Every failure names the cuDNN call, the descriptor and attribute, the
+ * status, cuDNN's own last error message and the convolution (direction,
+ * dtype, layout, shapes).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cudnn_graph.h>
+
+#include "cuda_gconv.h"
+#include "cuda_internal.h"
+
+/* Unique ids of the graph's tensors. */
+enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
+/* Engine configs asked of the heuristics at most. */
+#define GCONV_HEUR_MAX 64
+
+typedef struct gconv_key {
+    pp_conv2d_desc d;
+    int dir, dt, nhwc, math;
+    uint32_t alpha, beta; /* bits of the floats */
+} gconv_key;
+
+/* How the plan was chosen (the probe prints it). */
+typedef struct gconv_stats {
+    int mode;          /* CUDNN_HEUR_MODE_A or CUDNN_HEUR_MODE_FALLBACK: where configs came from */
+    int found;         /* engine configs offered by that mode */
+    int refused;       /* refused by numerical notes */
+    int failed;        /* did not finalize, or wanted too much workspace */
+    int timed;         /* execution plans timed */
+    int64_t engine;    /* CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the chosen engine */
+    float ms;          /* its timed run */
+} gconv_stats;
+
+typedef struct gconv_entry {
+    gconv_key key;
+    cudnnBackendDescriptor_t tensor[3]; /* X, W, Y */
+    cudnnBackendDescriptor_t conv, op, graph;
+    cudnnBackendDescriptor_t cfg, plan; /* the chosen engine config and its plan */
+    size_t ws;                          /* workspace bytes of plan */
+    gconv_stats stats;
+} gconv_entry;
+
+struct pp_cuda_gconv_cache {
+    gconv_entry *e; /* grows on new keys (first step only) */
+    int n, cap;
+};
+
+/* What a plan is being made for, for messages. */
+typedef struct gbuild {
+    pp_exec *ex;
+    pp_cuda_exec *ce;
+    const gconv_key *key;
+    char what[200];
+    pp_error *err;
+} gbuild;
+
+static const char *const dir_name[] = {"fwd", "dgrad", "wgrad"};
+
+static void describe(char *buf, size_t n, const gconv_key *k);
+
+/* ---- checking --------------------------------------------------------------- */
+
+/* A failed cuDNN backend call: names call, descriptor and attribute, status,
+ * cuDNN's last error message and the convolution. */
+static pp_status gfail(const gbuild *g, cudnnStatus_t st, const char *call, const char *desc,
+                       const char *attr, int line)
+{
+    char last[256] = "", what[sizeof g->what];
+    cudnnGetLastErrorString(last, sizeof last);
+    if (g->what[0])
+        snprintf(what, sizeof what, "%s", g->what);
+    else /* the steady-state call leaves it to the failure */
+        describe(what, sizeof what, g->key);
+    /* CUDNN_STATUS_NOT_SUPPORTED and its sub-codes (3000 to 3999): cuDNN
+     * cannot do this one, the caller's legacy path may */
+    pp_status s = (st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                   st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) ? PP_ERR_OOM
+                  : ((int)st >= 3000 && (int)st < 4000)                      ? PP_ERR_UNSUPPORTED
+                                                                             : PP_ERR_BACKEND;
+    return pp_error_set(g->err, s, "%s: %s(%s%s%s) failed: %s (%d)%s%s, for %s at %s:%d",
+                        g->ex->dev->name, call, desc, attr ? ", " : "", attr ? attr : "",
+                        cudnnGetErrorString(st), (int)st, last[0] ? ": " : "", last, what,
+                        __FILE__, line);
+}
+
+/* cudnnBackendSetAttribute with the attribute's name in the message. */
+#define GSET(g, d, desc, attr, type, count, val)                                          \
+    do {                                                                                  \
+        cudnnStatus_t st_ = cudnnBackendSetAttribute((d), (attr), (type), (count), (val)); \
+        if (st_ != CUDNN_STATUS_SUCCESS)                                                  \
+            return gfail((g), st_, "cudnnBackendSetAttribute", desc, #attr, __LINE__);    \
+    } while (0)
+
+static pp_status gcreate(const gbuild *g, cudnnBackendDescriptorType_t type, const char *desc,
+                         cudnnBackendDescriptor_t *out)
+{
+    *out = NULL;
+    cudnnStatus_t st = cudnnBackendCreateDescriptor(type, out);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        *out = NULL;
+        return gfail(g, st, "cudnnBackendCreateDescriptor", desc, NULL, __LINE__);
+    }
+    return PP_OK;
+}
+
+static pp_status gfinalize(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc)
+{
+    cudnnStatus_t st = cudnnBackendFinalize(d);
+    return st == CUDNN_STATUS_SUCCESS ? PP_OK
+                                      : gfail(g, st, "cudnnBackendFinalize", desc, NULL, __LINE__);
+}
+
+static void gdestroy(cudnnBackendDescriptor_t *d)
+{
+    if (*d) (void)cudnnBackendDestroyDescriptor(*d);
+    *d = NULL;
+}
+
+/* ---- stream-ordered scratch, counted in the device's memory ---------------- */
+
+static pp_status scratch_alloc(pp_exec *ex, size_t bytes, void **p, pp_error *err)
+{
+    *p = NULL;
+    PP_TRY(pp_device_account(ex->dev, bytes, err));
+    pp_status s = ex->dev->ops->alloc_async(ex, bytes, p, err);
+    if (s != PP_OK) {
+        pp_device_unaccount(ex->dev, bytes);
+        *p = NULL;
+    }
+    return s;
+}
+
+static void scratch_free(pp_exec *ex, void *p, size_t bytes)
+{
+    if (!p) return;
+    ex->dev->ops->free_async(ex, p);
+    pp_device_unaccount(ex->dev, bytes);
+}
+
+/* ---- phase 1: the operation graph ------------------------------------------- */
+
+/* dims (A,B,C,D) in NCHW order; strides of NCHW, or of NHWC when nhwc. */
+static void dims_strides(int64_t a, int64_t b, int64_t c, int64_t d, bool nhwc, int64_t dims[4],
+                         int64_t strides[4])
+{
+    dims[0] = a;
+    dims[1] = b;
+    dims[2] = c;
+    dims[3] = d;
+    if (nhwc) {
+        strides[1] = 1;
+        strides[3] = b;
+        strides[2] = d * b;
+        strides[0] = c * d * b;
+    } else {
+        strides[3] = 1;
+        strides[2] = d;
+        strides[1] = c * d;
+        strides[0] = b * c * d;
+    }
+}
+
+static pp_status make_tensor(const gbuild *g, int64_t uid, const int64_t dims[4],
+                             const int64_t strides[4], cudnnBackendDescriptor_t *out)
+{
+    static const char *const names[] = {"", "tensor X", "tensor W", "tensor Y"};
+    const char *desc = names[uid];
+    cudnnDataType_t dt = g->key->dt == PP_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    const int64_t align = 16;
+    const bool virt = false;
+    PP_TRY(gcreate(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, desc, out));
+    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
+    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
+    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
+    return gfinalize(g, *out, desc);
+}
+
+static pp_status make_tensors(const gbuild *g, gconv_entry *e)
+{
+    const pp_conv2d_desc *d = &g->key->d;
+    const bool nhwc = g->key->nhwc;
+    int64_t dims[4], strides[4];
+    dims_strides(d->n, d->c, d->h, d->w, nhwc, dims, strides);
+    PP_TRY(make_tensor(g, UID_X, dims, strides, &e->tensor[0]));
+    dims_strides(d->k, d->c, d->r, d->s, nhwc, dims, strides);
+    PP_TRY(make_tensor(g, UID_W, dims, strides, &e->tensor[1]));
+    dims_strides(d->n, d->k, d->p, d->q, nhwc, dims, strides);
+    return make_tensor(g, UID_Y, dims, strides, &e->tensor[2]);
+}
+
+static pp_status make_conv(const gbuild *g, cudnnBackendDescriptor_t *out)
+{
+    const pp_conv2d_desc *d = &g->key->d;
+    const char *desc = "convolution descriptor";
+    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    const int64_t dims = 2, dil[2] = {1, 1}, stride[2] = {d->stride_h, d->stride_w},
+                  pad[2] = {d->pad_h, d->pad_w};
+    PP_TRY(gcreate(g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, desc, out));
+    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
+    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
+    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
+    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride);
+    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
+    return gfinalize(g, *out, desc);
+}
+
+/* The attributes of one direction's operation. */
+typedef struct op_attrs {
+    cudnnBackendDescriptorType_t type;
+    const char *desc;
+    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
+    const char *xn, *wn, *yn, *convn, *alphan, *betan;
+} op_attrs;
+
+#define OP_ATTRS(type, x, w, y, pre)                                                     \
+    {type,      #type,        x,          w,          y,          pre##_CONV_DESC,     \
+     pre##_ALPHA, pre##_BETA, #x,         #w,         #y,         #pre "_CONV_DESC",   \
+     #pre "_ALPHA", #pre "_BETA"}
+
+static const op_attrs ops_of[3] = {
+    OP_ATTRS(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD),
+    OP_ATTRS(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA),
+    OP_ATTRS(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER),
+};
+
+static pp_status set_desc_attr(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc,
+                               cudnnBackendAttributeName_t attr, const char *attrn,
+                               cudnnBackendAttributeType_t type, const void *val)
+{
+    cudnnStatus_t st = cudnnBackendSetAttribute(d, attr, type, 1, val);
+    return st == CUDNN_STATUS_SUCCESS
+               ? PP_OK
+               : gfail(g, st, "cudnnBackendSetAttribute", desc, attrn, __LINE__);
+}
+
+static pp_status make_op(const gbuild *g, gconv_entry *e)
+{
+    const op_attrs *a = &ops_of[g->key->dir];
+    float alpha, beta;
+    memcpy(&alpha, &g->key->alpha, sizeof alpha);
+    memcpy(&beta, &g->key->beta, sizeof beta);
+    PP_TRY(gcreate(g, a->type, a->desc, &e->op));
+    const cudnnBackendAttributeType_t bd = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    PP_TRY(set_desc_attr(g, e->op, a->desc, a->x, a->xn, bd, &e->tensor[0]));
+    PP_TRY(set_desc_attr(g, e->op, a->desc, a->w, a->wn, bd, &e->tensor[1]));
+    PP_TRY(set_desc_attr(g, e->op, a->desc, a->y, a->yn, bd, &e->tensor[2]));
+    PP_TRY(set_desc_attr(g, e->op, a->desc, a->conv, a->convn, bd, &e->conv));
+    /* compute type FLOAT: the scalars are floats */
+    PP_TRY(set_desc_attr(g, e->op, a->desc, a->alpha, a->alphan, CUDNN_TYPE_FLOAT, &alpha));
+    PP_TRY(set_desc_attr(g, e->op, a->desc, a->beta, a->betan, CUDNN_TYPE_FLOAT, &beta));
+    return gfinalize(g, e->op, a->desc);
+}
+
+static pp_status make_graph(const gbuild *g, gconv_entry *e)
+{
+    const char *desc = "operation graph";
+    cudnnHandle_t h = g->ce->dnn;
+    PP_TRY(gcreate(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, desc, &e->graph));
+    GSET(g, e->graph, desc, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+         &e->op);
+    GSET(g, e->graph, desc, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    return gfinalize(g, e->graph, desc);
+}
+
+/* ---- phase 2: heuristics ------------------------------------------------------ */
+
+typedef struct cfg_list {
+    cudnnBackendDescriptor_t cfg[GCONV_HEUR_MAX];
+    int n;
+} cfg_list;
+
+static void cfgs_free(cfg_list *l)
+{
+    for (int i = 0; i < GCONV_HEUR_MAX; i++) gdestroy(&l->cfg[i]);
+    l->n = 0;
+}
+
+/* The engine configs heuristics mode offers for graph, best first. */
+static pp_status heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
+                            cudnnBackendHeurMode_t mode, cfg_list *l)
+{
+    const char *desc = mode == CUDNN_HEUR_MODE_A ? "engine heuristics (mode A)"
+                                                 : "engine heuristics (mode FALLBACK)";
+    cudnnBackendDescriptor_t heur;
+    PP_TRY(gcreate(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, desc, &heur));
+    pp_status s = set_desc_attr(g, heur, desc, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                "CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH",
+                                CUDNN_TYPE_BACKEND_DESCRIPTOR, &graph);
+    if (s == PP_OK)
+        s = set_desc_attr(g, heur, desc, CUDNN_ATTR_ENGINEHEUR_MODE, "CUDNN_ATTR_ENGINEHEUR_MODE",
+                          CUDNN_TYPE_HEUR_MODE, &mode);
+    if (s == PP_OK) s = gfinalize(g, heur, desc);
+    int64_t avail = 0;
+    if (s == PP_OK) {
+        cudnnStatus_t st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &avail, NULL);
+        if (st != CUDNN_STATUS_SUCCESS)
+            s = gfail(g, st, "cudnnBackendGetAttribute", desc, "CUDNN_ATTR_ENGINEHEUR_RESULTS",
+                      __LINE__);
+    }
+    if (avail > GCONV_HEUR_MAX) avail = GCONV_HEUR_MAX;
+    for (int64_t i = 0; s == PP_OK && i < avail; i++)
+        s = gcreate(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config", &l->cfg[i]);
+    int64_t got = 0;
+    if (s == PP_OK && avail > 0) {
+        cudnnStatus_t st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, avail, &got,
+                                                    l->cfg);
+        if (st != CUDNN_STATUS_SUCCESS)
+            s = gfail(g, st, "cudnnBackendGetAttribute", desc, "CUDNN_ATTR_ENGINEHEUR_RESULTS",
+                      __LINE__);
+    }
+    gdestroy(&heur);
+    if (s != PP_OK) {
+        cfgs_free(l);
+        return s;
+    }
+    l->n = (int)(got < avail ? got : avail);
+    return PP_OK;
+}
+
+/* ---- phase 3: notes and plans ------------------------------------------------- */
+
+/* True when the engine of cfg may run this key (see cuda_gconv.h); *index
+ * gets its global index. */
+static pp_status engine_ok(const gbuild *g, cudnnBackendDescriptor_t cfg, bool *ok,
+                           int64_t *index)
+{
+    const char *desc = "engine of an engine config";
+    cudnnBackendDescriptor_t eng;
+    *ok = false;
+    *index = -1;
+    PP_TRY(gcreate(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, desc, &eng));
+    int64_t n = 0;
+    cudnnStatus_t st = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
+                                                CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng);
+    const char *attr = "CUDNN_ATTR_ENGINECFG_ENGINE";
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    int64_t nn = 0;
+    if (st == CUDNN_STATUS_SUCCESS) {
+        attr = "CUDNN_ATTR_ENGINE_GLOBAL_INDEX";
+        st = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                      index);
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        attr = "CUDNN_ATTR_ENGINE_NUMERICAL_NOTE";
+        st = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                      CUDNN_TYPE_NUMERICAL_NOTE, CUDNN_NUMERICAL_NOTE_TYPE_COUNT,
+                                      &nn, notes);
+    }
+    gdestroy(&eng);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return gfail(g, st, "cudnnBackendGetAttribute", desc, attr, __LINE__);
+    const bool tensor_ok = g->key->dt == PP_BF16 || g->key->math == PP_MATH_TF32;
+    *ok = true;
+    for (int64_t i = 0; i < nn && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+        if (notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS ||
+            notes[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION ||
+            (notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && !tensor_ok))
+            *ok = false;
+    return PP_OK;
+}
+
+/* An execution plan of cfg and its workspace. Fails (the caller skips the
+ * config) when it does not finalize or wants more than PP_GCONV_WS_MAX. */
+static pp_status make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
+                           cudnnBackendDescriptor_t *plan, size_t *ws)
+{
+    const char *desc = "execution plan";
+    cudnnHandle_t h = g->ce->dnn;
+    PP_TRY(gcreate(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, desc, plan));
+    pp_status s = set_desc_attr(g, *plan, desc, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                "CUDNN_ATTR_EXECUTION_PLAN_HANDLE", CUDNN_TYPE_HANDLE, &h);
+    if (s == PP_OK)
+        s = set_desc_attr(g, *plan, desc, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                          "CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG",
+                          CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg);
+    if (s == PP_OK) s = gfinalize(g, *plan, desc);
+    int64_t bytes = 0, n = 0;
+    if (s == PP_OK) {
+        cudnnStatus_t st = cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                    CUDNN_TYPE_INT64, 1, &n, &bytes);
+        if (st != CUDNN_STATUS_SUCCESS)
+            s = gfail(g, st, "cudnnBackendGetAttribute", desc,
+                      "CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE", __LINE__);
+    }
+    if (s == PP_OK && (bytes < 0 || (uint64_t)bytes > PP_GCONV_WS_MAX))
+        s = pp_error_set(g->err, PP_ERR_UNSUPPORTED,
+                         "%s: execution plan wants %lld bytes of workspace (at most %zu), for %s",
+                         g->ex->dev->name, (long long)bytes, PP_GCONV_WS_MAX, g->what);
+    if (s != PP_OK) {
+        gdestroy(plan);
+        return s;
+    }
+    *ws = (size_t)bytes;
+    return PP_OK;
+}
+
+/* ---- running ------------------------------------------------------------------- */
+
+/* Runs plan on the call's tensors (uids X, W, Y in the direction's roles). */
+static pp_status run_plan(const gbuild *g, cudnnBackendDescriptor_t plan, const void *a,
+                          const void *b, void *out, void *ws)
+{
+    void *x, *w, *y;
+    switch ((pp_gconv_dir)g->key->dir) {
+    case PP_GCONV_DGRAD: y = (void *)a; w = (void *)b; x = out; break;
+    case PP_GCONV_WGRAD: x = (void *)a; y = (void *)b; w = out; break;
+    case PP_GCONV_FWD:
+    default: x = (void *)a; w = (void *)b; y = out; break;
+    }
+    const char *desc = "variant pack";
+    int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *ptrs[3] = {x, w, y};
+    cudnnBackendDescriptor_t vp;
+    PP_TRY(gcreate(g, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, desc, &vp));
+    const char *attr = "CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS";
+    const char *call = "cudnnBackendSetAttribute";
+    cudnnStatus_t st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
+                                                CUDNN_TYPE_INT64, 3, uids);
+    if (st == CUDNN_STATUS_SUCCESS) {
+        attr = "CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS";
+        st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
+                                      CUDNN_TYPE_VOID_PTR, 3, ptrs);
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        attr = "CUDNN_ATTR_VARIANT_PACK_WORKSPACE";
+        st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR,
+                                      1, &ws);
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        call = "cudnnBackendFinalize";
+        attr = NULL;
+        st = cudnnBackendFinalize(vp);
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        call = "cudnnBackendExecute";
+        desc = "execution plan";
+        st = cudnnBackendExecute(g->ce->dnn, plan, vp);
+    }
+    gdestroy(&vp);
+    return st == CUDNN_STATUS_SUCCESS ? PP_OK : gfail(g, st, call, desc, attr, __LINE__);
+}
+
+/* ---- phase 4: timing --------------------------------------------------------------- */
+
+typedef struct candidate {
+    cudnnBackendDescriptor_t cfg, plan;
+    size_t ws;
+    int64_t engine;
+    float ms;
+} candidate;
+
+/* One untimed and one timed run of c between events ev[0], ev[1]. */
+static pp_status time_plan(const gbuild *g, candidate *c, const void *a, const void *b, void *out,
+                           cudaEvent_t ev[2])
+{
+    pp_device_ctx *dev = g->ex->dev;
+    void *ws;
+    PP_TRY(pp_exec_workspace(g->ex, c->ws, &ws, g->err));
+    PP_TRY(run_plan(g, c->plan, a, b, out, ws));
+    PP_TRY(PP_CUDA(dev, g->err, cudaEventRecord(ev[0], g->ce->stream)));
+    PP_TRY(run_plan(g, c->plan, a, b, out, ws));
+    PP_TRY(PP_CUDA(dev, g->err, cudaEventRecord(ev[1], g->ce->stream)));
+    PP_TRY(PP_CUDA(dev, g->err, cudaEventSynchronize(ev[1])));
+    return PP_CUDA(dev, g->err, cudaEventElapsedTime(&c->ms, ev[0], ev[1]));
+}
+
+/* Times the candidates; *best the fastest. A candidate that fails to run
+ * is dropped; the first failure is returned when none runs. */
+static pp_status time_candidates(const gbuild *g, candidate *cand, int n, const void *a,
+                                 const void *b, void *out, int *best)
+{
+    pp_device_ctx *dev = g->ex->dev;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    pp_status s = PP_CUDA(dev, g->err, cudaEventCreate(&ev[0]));
+    if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventCreate(&ev[1]));
+    *best = -1;
+    pp_status first = PP_OK;
+    for (int i = 0; s == PP_OK && i < n; i++) {
+        pp_error e;
+        gbuild gi = *g;
+        gi.err = &e;
+        cand[i].ms = -1.0f;
+        pp_status si = time_plan(&gi, &cand[i], a, b, out, ev);
+        if (si == PP_OK && (*best < 0 || cand[i].ms < cand[*best].ms)) *best = i;
+        if (si != PP_OK && first == PP_OK) {
+            first = si;
+            if (g->err) *g->err = e;
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (ev[i]) (void)PP_CUDA(dev, NULL, cudaEventDestroy(ev[i]));
+    if (s != PP_OK) return s;
+    return *best < 0 ? first : PP_OK;
+}
+
+/* ---- making an entry ------------------------------------------------------------- */
+
+static void entry_free(gconv_entry *e)
+{
+    gdestroy(&e->plan);
+    gdestroy(&e->cfg);
+    gdestroy(&e->graph);
+    gdestroy(&e->op);
+    gdestroy(&e->conv);
+    for (int i = 0; i < 3; i++) gdestroy(&e->tensor[i]);
+}
+
+/* Phases 2 and 3: up to PP_GCONV_CANDIDATES plans from heuristics mode. */
+static pp_status candidates_of(const gbuild *g, gconv_entry *e, cudnnBackendHeurMode_t mode,
+                               candidate *cand, int *n, pp_error *why)
+{
+    cfg_list l;
+    memset(&l, 0, sizeof l);
+    PP_TRY(heuristics(g, e->graph, mode, &l));
+    e->stats = (gconv_stats){.mode = (int)mode, .found = l.n, .engine = -1};
+    pp_status s = PP_OK;
+    *n = 0;
+    for (int i = 0; i < l.n && *n < PP_GCONV_CANDIDATES; i++) {
+        bool ok;
+        int64_t index;
+        gbuild gi = *g;
+        gi.err = why; /* the last config's failure explains an empty list */
+        pp_status si = engine_ok(&gi, l.cfg[i], &ok, &index);
+        if (si == PP_ERR_OOM) {
+            if (g->err) *g->err = *why;
+            s = si;
+            break;
+        }
+        if (si != PP_OK) { /* its notes cannot be read: not used */
+            e->stats.failed++;
+            continue;
+        }
+        if (!ok) {
+            e->stats.refused++;
+            continue;
+        }
+        candidate *c = &cand[*n];
+        if (make_plan(&gi, l.cfg[i], &c->plan, &c->ws) != PP_OK) {
+            e->stats.failed++;
+            continue;
+        }
+        c->engine = index;
+        c->cfg = l.cfg[i]; /* kept with its plan */
+        l.cfg[i] = NULL;
+        (*n)++;
+    }
+    cfgs_free(&l);
+    return s;
+}
+
+static void candidates_free(candidate *cand, int n, int keep)
+{
+    for (int i = 0; i < n; i++)
+        if (i != keep) {
+            gdestroy(&cand[i].plan);
+            gdestroy(&cand[i].cfg);
+        }
+}
+
+/* Scratch for timing a call with beta != 0: the output's bytes, zeroed. */
+static pp_status timing_out(const gbuild *g, size_t bytes, void **scratch)
+{
+    *scratch = NULL;
+    if (g->key->beta == 0) return PP_OK; /* +0.0f only: -0.0f still reads out */
+    pp_exec *ex = g->ex;
+    PP_TRY(scratch_alloc(ex, bytes, scratch, g->err));
+    pp_status s = PP_CUDA(ex->dev, g->err, cudaMemsetAsync(*scratch, 0, bytes, g->ce->stream));
+    if (s != PP_OK) {
+        scratch_free(ex, *scratch, bytes);
+        *scratch = NULL;
+    }
+    return s;
+}
+
+static size_t out_bytes(const gconv_key *k)
+{
+    const pp_conv2d_desc *d = &k->d;
+    size_t n = k->dir == PP_GCONV_FWD     ? (size_t)d->n * d->k * d->p * d->q
+               : k->dir == PP_GCONV_DGRAD ? (size_t)d->n * d->c * d->h * d->w
+                                          : (size_t)d->k * d->c * d->r * d->s;
+    return n * (k->dt == PP_BF16 ? 2 : 4);
+}
+
+/* Phases 2 to 4 for e, whose graph is made. */
+static pp_status choose_plan(const gbuild *g, gconv_entry *e, const void *a, const void *b,
+                             void *out)
+{
+    candidate cand[PP_GCONV_CANDIDATES];
+    memset(cand, 0, sizeof cand);
+    int n = 0;
+    pp_error why = {0};
+    pp_status s = candidates_of(g, e, CUDNN_HEUR_MODE_A, cand, &n, &why);
+    if (s != PP_OK && s != PP_ERR_OOM) { /* mode A failed on the graph: ask the fallback list */
+        if (g->err) why = *g->err;
+        s = PP_OK;
+    }
+    if (s == PP_OK && n == 0) {
+        gconv_stats a_stats = e->stats;
+        s = candidates_of(g, e, CUDNN_HEUR_MODE_FALLBACK, cand, &n, &why);
+        if (s == PP_OK && n == 0)
+            return pp_error_set(g->err, PP_ERR_UNSUPPORTED,
+                                "%s: cuDNN has no engine for %s: mode A offered %d (%d refused "
+                                "by numerical notes, %d did not finalize), fallback %d (%d "
+                                "refused, %d did not finalize)%s%s",
+                                g->ex->dev->name, g->what, a_stats.found, a_stats.refused,
+                                a_stats.failed, e->stats.found, e->stats.refused,
+                                e->stats.failed, why.msg[0] ? "; last failure: " : "", why.msg);
+    }
+    if (s != PP_OK) {
+        candidates_free(cand, n, -1);
+        return s;
+    }
+    void *scratch = NULL;
+    const size_t scratch_bytes = out_bytes(g->key);
+    s = timing_out(g, scratch_bytes, &scratch);
+    int best = -1;
+    if (s == PP_OK) s = time_candidates(g, cand, n, a, b, scratch ? scratch : out, &best);
+    scratch_free(g->ex, scratch, scratch_bytes);
+    candidates_free(cand, n, s == PP_OK ? best : -1);
+    if (s != PP_OK) return s;
+    e->plan = cand[best].plan;
+    e->cfg = cand[best].cfg;
+    e->ws = cand[best].ws;
+    e->stats.timed = n;
+    e->stats.engine = cand[best].engine;
+    e->stats.ms = cand[best].ms;
+    return PP_OK;
+}
+
+static void describe(char *buf, size_t n, const gconv_key *k)
+{
+    const pp_conv2d_desc *d = &k->d;
+    snprintf(buf, n,
+             "%s %s %s%s x %dx%dx%dx%d w %dx%dx%dx%d y %dx%dx%dx%d (NCHW order) stride %dx%d "
+             "pad %dx%d",
+             dir_name[k->dir], k->dt == PP_BF16 ? "bf16" : "fp32", k->nhwc ? "NHWC" : "NCHW",
+             k->dt == PP_F32 ? (k->math == PP_MATH_TF32 ? " (tf32 allowed)" : " (IEEE)") : "",
+             d->n, d->c, d->h, d->w, d->k, d->c, d->r, d->s, d->n, d->k, d->p, d->q, d->stride_h,
+             d->stride_w, d->pad_h, d->pad_w);
+}
+
+/* Phases 1 to 4: a new entry for key, chosen on the call's tensors. */
+static pp_status make_entry(pp_exec *ex, pp_cuda_exec *ce, const gconv_key *key, const void *a,
+                            const void *b, void *out, gconv_entry *e, pp_error *err)
+{
+    gbuild g = {ex, ce, key, "", err};
+    describe(g.what, sizeof g.what, key);
+    memset(e, 0, sizeof *e);
+    e->key = *key;
+    pp_status s = make_tensors(&g, e);
+    if (s == PP_OK) s = make_conv(&g, &e->conv);
+    if (s == PP_OK) s = make_op(&g, e);
+    if (s == PP_OK) s = make_graph(&g, e);
+    if (s == PP_OK) s = choose_plan(&g, e, a, b, out);
+    if (s != PP_OK) entry_free(e);
+    return s;
+}
+
+/* ---- the cache and the call ------------------------------------------------------ */
+
+static pp_status cache_of(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_gconv_cache **out,
+                          pp_error *err)
+{
+    if (!ce->gconv) {
+        ce->gconv = calloc(1, sizeof *ce->gconv);
+        if (!ce->gconv)
+            return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory (graph plans)",
+                                ex->dev->name);
+    }
+    *out = ce->gconv;
+    return PP_OK;
+}
+
+static gconv_entry *cache_find(pp_cuda_gconv_cache *c, const gconv_key *k)
+{
+    for (int i = 0; i < c->n; i++)
+        if (memcmp(&c->e[i].key, k, sizeof *k) == 0) return &c->e[i];
+    return NULL;
+}
+
+static pp_status cache_grow(pp_exec *ex, pp_cuda_gconv_cache *c, pp_error *err)
+{
+    if (c->n < c->cap) return PP_OK;
+    int ncap = c->cap ? 2 * c->cap : 16;
+    gconv_entry *p = realloc(c->e, (size_t)ncap * sizeof *p);
+    if (!p)
+        return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory (graph plans)",
+                            ex->dev->name);
+    c->e = p;
+    c->cap = ncap;
+    return PP_OK;
+}
+
+static pp_status check_args(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
+                            const void *a, const void *b, void *out, pp_error *err)
+{
+    if (!d || (int)dir < 0 || dir > PP_GCONV_WGRAD || (dt != PP_BF16 && dt != PP_F32))
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "%s: graph convolution: direction %d, dtype %d (want fwd, dgrad or "
+                            "wgrad; bf16 or fp32)",
+                            ex->dev->name, (int)dir, (int)dt);
+    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || d->k <= 0 || d->r <= 0 ||
+        d->s <= 0 || d->p <= 0 || d->q <= 0)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: graph convolution: empty geometry",
+                            ex->dev->name);
+    const void *ptr[3] = {a, b, out};
+    static const char *const names[3] = {"a", "b", "out"};
+    for (int i = 0; i < 3; i++)
+        if (!ptr[i] || ((uintptr_t)ptr[i] & 15))
+            return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                                "%s: graph convolution %s: %s = %p is not 16-byte aligned",
+                                ex->dev->name, dir_name[dir], names[i], ptr[i]);
+    return PP_OK;
+}
+
+static gconv_key key_of(const pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir,
+                        pp_dtype dt, bool nhwc, float alpha, float beta)
+{
+    gconv_key k;
+    memset(&k, 0, sizeof k); /* compared as bytes */
+    k.d = *d;
+    k.dir = (int)dir;
+    k.dt = (int)dt;
+    k.nhwc = nhwc;
+    k.math = (int)pp_device_math(ex->dev);
+    memcpy(&k.alpha, &alpha, sizeof alpha);
+    memcpy(&k.beta, &beta, sizeof beta);
+    return k;
+}
+
+/* The entry of the call, made at its first use. */
+static pp_status entry_for(pp_exec *ex, pp_cuda_exec *ce, const gconv_key *k, const void *a,
+                           const void *b, void *out, gconv_entry **e, pp_error *err)
+{
+    pp_cuda_gconv_cache *c = NULL;
+    PP_TRY(cache_of(ex, ce, &c, err));
+    *e = cache_find(c, k);
+    if (*e) return PP_OK;
+    PP_TRY(cache_grow(ex, c, err));
+    PP_TRY(make_entry(ex, ce, k, a, b, out, &c->e[c->n], err));
+    *e = &c->e[c->n++];
+    return PP_OK;
+}
+
+pp_status pp_cuda_gconv(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
+                        bool nhwc, const void *a, const void *b, void *out, float alpha,
+                        float beta, pp_error *err)
+{
+    PP_TRY(check_args(ex, d, dir, dt, a, b, out, err));
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
+    const gconv_key k = key_of(ex, d, dir, dt, nhwc, alpha, beta);
+    gconv_entry *e;
+    PP_TRY(entry_for(ex, ce, &k, a, b, out, &e, err));
+    gbuild g = {ex, ce, &e->key, "", err}; /* what: made by gfail if needed */
+    void *ws;
+    PP_TRY(pp_exec_workspace(ex, e->ws, &ws, err));
+    return run_plan(&g, e->plan, a, b, out, ws);
+}
+
+void pp_cuda_gconv_cache_free(pp_exec *ex)
+{
+    pp_cuda_exec *ce = ex ? pp_cuda_ex(ex) : NULL;
+    if (!ce || !ce->gconv) return;
+    pp_cuda_gconv_cache *c = ce->gconv;
+    for (int i = 0; i < c->n; i++) entry_free(&c->e[i]);
+    free(c->e);
+    free(c);
+    ce->gconv = NULL;
+}
+
+/* ---- what a plan chose ------------------------------------------------------------ */
+
+bool pp_cuda_gconv_plan_info(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
+                             bool nhwc, float alpha, float beta, pp_gconv_plan_info *out)
+{
+    pp_cuda_exec *ce = pp_cuda_ex(ex);
+    if (!ce || !ce->gconv) return false;
+    const gconv_key k = key_of(ex, d, dir, dt, nhwc, alpha, beta);
+    const gconv_entry *e = cache_find(ce->gconv, &k);
+    if (!e) return false;
+    const gconv_stats *st = &e->stats;
+    *out = (pp_gconv_plan_info){st->mode == CUDNN_HEUR_MODE_FALLBACK, st->found, st->refused,
+                                st->failed, st->timed, (long long)st->engine, e->ws, st->ms};
+    return true;
+}
