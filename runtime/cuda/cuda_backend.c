@@ -593,6 +593,7 @@ static pp_status cuda_delay(pp_exec *ex, double ms, pp_error *err)
 
 static const pp_backend_ops cuda_ops = {
     .name = "cuda",
+    .prefers_nhwc_bf16 = true, /* bf16 NHWC convolutions, batch norm and pooling run natively */
     .device_init = cuda_device_init,
     .device_destroy = cuda_device_destroy,
     .alloc = cuda_alloc,

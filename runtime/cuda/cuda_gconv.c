@@ -61,6 +61,9 @@ typedef struct gconv_entry {
     cudnnBackendDescriptor_t cfg, plan; /* the chosen engine config and its plan */
     size_t ws;                          /* workspace bytes of plan */
     gconv_stats stats;
+    bool unsupported;                   /* no acceptable engine: every call is refused at
+                                           once, with why (descriptors freed) */
+    char why[sizeof(((pp_error *)0)->msg)];
 } gconv_entry;
 
 struct pp_cuda_gconv_cache {
@@ -776,9 +779,20 @@ static pp_status entry_for(pp_exec *ex, pp_cuda_exec *ce, const gconv_key *k, co
     pp_cuda_gconv_cache *c = NULL;
     PP_TRY(cache_of(ex, ce, &c, err));
     *e = cache_find(c, k);
+    if (*e && (*e)->unsupported)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s", (*e)->why);
     if (*e) return PP_OK;
     PP_TRY(cache_grow(ex, c, err));
-    PP_TRY(make_entry(ex, ce, k, a, b, out, &c->e[c->n], err));
+    pp_status s = make_entry(ex, ce, k, a, b, out, &c->e[c->n], err);
+    if (s == PP_ERR_UNSUPPORTED) { /* remembered: later calls fall back without asking cuDNN */
+        gconv_entry *bad = &c->e[c->n++];
+        memset(bad, 0, sizeof *bad);
+        bad->key = *k;
+        bad->unsupported = true;
+        snprintf(bad->why, sizeof bad->why, "%s", err ? err->msg : "unsupported");
+        return s;
+    }
+    PP_TRY(s);
     *e = &c->e[c->n++];
     return PP_OK;
 }
@@ -819,7 +833,7 @@ bool pp_cuda_gconv_plan_info(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir 
     if (!ce || !ce->gconv) return false;
     const gconv_key k = key_of(ex, d, dir, dt, nhwc, alpha, beta);
     const gconv_entry *e = cache_find(ce->gconv, &k);
-    if (!e) return false;
+    if (!e || e->unsupported) return false;
     const gconv_stats *st = &e->stats;
     *out = (pp_gconv_plan_info){st->mode == CUDNN_HEUR_MODE_FALLBACK, st->found, st->refused,
                                 st->failed, st->timed, (long long)st->engine, e->ws, st->ms};

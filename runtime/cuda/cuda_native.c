@@ -1,13 +1,17 @@
 /*
  * cuda_native.c - the CUDA backend's native entry (backend.h): ops on bf16
- * operands and NHWC layouts run by cuda_nhwc.cu's kernels, and the layout
- * transposes. Combinations it does not run return PP_ERR_UNSUPPORTED so that
+ * operands and NHWC layouts: convolutions through cuDNN's graph API
+ * (cuda_gconv.c; the stem's 3 input channels padded to 8), the linear layer
+ * through cuBLASLt (cuda_blaslt.c), batch norm, pooling and elementwise ops
+ * by cuda_nhwc.cu's kernels; and the layout transposes. Combinations it does not run return PP_ERR_UNSUPPORTED so that
  * ops.c converts the operands to f32 NCHW and calls the f32 entries.
  *
  * Memory order: a 4-D tensor is in NHWC order when its layout says so, or
  * when both orders coincide (H = W = 1, or C = 1); the kernels need that
  * order, whatever the layout field.
  */
+#include "cuda_blaslt.h"
+#include "cuda_gconv.h"
 #include "cuda_internal.h"
 #include "cuda_nhwc.h"
 
@@ -128,6 +132,95 @@ static pp_cuda_pool_geom4 geom(const pp_pool_desc *d)
     return (pp_cuda_pool_geom4){d->n, d->c, d->h, d->w, d->p, d->q, d->kernel, d->stride, d->pad};
 }
 
+/* ---- convolutions through the graph API (cuda_gconv.c) ---------------------------- */
+
+/* Channels the stem's input is padded to: cuDNN's bf16 NHWC engines want
+ * C % 8 == 0 (tensor-core loads of 16 bytes). */
+static int padded_channels(int c)
+{
+    return (c + 7) / 8 * 8;
+}
+
+/* a bf16 NHWC weight (K, R, S, C) padded to cp channels, in ex's stream order */
+static pp_status pad(pp_exec *ex, pp_cuda_exec *ce, int64_t rows, int c, int cp, const void *x,
+                     void **out, pp_error *err)
+{
+    PP_TRY(PP_CUDA(ex->dev, err, cudaMallocAsync(out, (size_t)rows * cp * 2, ce->stream)));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_pad_channels(ce->stream, pp_cuda_max_grid(ex), rows, c, cp, x,
+                                               *out));
+}
+
+static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_conv2d_desc *d,
+                      pp_tensor *const *t, pp_error *err)
+{
+    pp_conv2d_desc dp = *d;
+    const int cp = padded_channels(d->c);
+    const bool padded = cp != d->c;
+    void *xp = NULL, *wp = NULL, *low = NULL;
+    pp_status st = PP_OK;
+    const unsigned g = pp_cuda_max_grid(ex);
+    dp.c = cp;
+    switch (op) {
+    case PP_NATIVE_CONV_FWD: /* x, w, y */
+        if (!padded)
+            return pp_cuda_gconv(ex, d, PP_GCONV_FWD, PP_BF16, true, t[0]->data, t[1]->data,
+                                 t[2]->data, 1.0f, 0.0f, err);
+        st = pad(ex, ce, (int64_t)d->n * d->h * d->w, d->c, cp, t[0]->data, &xp, err);
+        if (st == PP_OK)
+            st = pad(ex, ce, (int64_t)d->k * d->r * d->s, d->c, cp, t[1]->data, &wp, err);
+        if (st == PP_OK)
+            st = pp_cuda_gconv(ex, &dp, PP_GCONV_FWD, PP_BF16, true, xp, wp, t[2]->data, 1.0f,
+                               0.0f, err);
+        break;
+    case PP_NATIVE_CONV_DGRAD: /* dy, w, dx */
+    case PP_NATIVE_CONV_DGRAD_ACC:
+        if (padded) return declined(op, err); /* the stem's input gradient: never asked for */
+        return pp_cuda_gconv(ex, d, PP_GCONV_DGRAD, PP_BF16, true, t[0]->data, t[1]->data,
+                             t[2]->data, 1.0f, op == PP_NATIVE_CONV_DGRAD_ACC ? 1.0f : 0.0f, err);
+    default: /* CONV_WGRAD: x, dy, dw (f32 KCRS, +=): a bf16 KRSC gradient, then added */
+        if (padded)
+            st = pad(ex, ce, (int64_t)d->n * d->h * d->w, d->c, cp, t[0]->data, &xp, err);
+        if (st == PP_OK)
+            st = PP_CUDA(ex->dev, err,
+                         cudaMallocAsync(&low, (size_t)d->k * d->r * d->s * cp * 2, ce->stream));
+        if (st == PP_OK)
+            st = pp_cuda_gconv(ex, &dp, PP_GCONV_WGRAD, PP_BF16, true, padded ? xp : t[0]->data,
+                               t[1]->data, low, 1.0f, 0.0f, err);
+        if (st == PP_OK)
+            st = PP_CUDA(ex->dev, err,
+                         pp_cuda_launch_wgrad_add(ce->stream, g, d->k, d->c, d->r * d->s, cp, low,
+                                                  t[2]->data));
+        break;
+    }
+    void *tmp[3] = {xp, wp, low};
+    for (int i = 0; i < 3; i++)
+        if (tmp[i]) (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(tmp[i], ce->stream));
+    return st;
+}
+
+/* ---- the linear layer through cuBLASLt (cuda_blaslt.c) ------------------------------ */
+
+static pp_status linear(pp_exec *ex, pp_native_op op, pp_tensor *const *t, pp_error *err)
+{
+    const pp_tensor *x = t[0], *w = t[1];
+    const int n = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
+    if (op == PP_NATIVE_LINEAR_FWD) /* x, w, b, y */
+        return pp_cuda_lt_linear_forward(ex, n, in, out, x->data, w->data, t[2]->data,
+                                         t[3]->data, t[3]->dtype == PP_F32, err);
+    /* x, w, dy, dx (may be NULL), dw, db */
+    return pp_cuda_lt_linear_backward(ex, n, in, out, x->data, w->data, t[2]->data,
+                                      t[3] ? t[3]->data : NULL, t[4]->data, t[5]->data, err);
+}
+
+/* A convolution's bf16 weight copy in K,R,S,C order (NHWC layout, or orders
+ * that coincide). */
+static bool krsc(const pp_tensor *w)
+{
+    return bf16(w) && w->ndim == 4 &&
+           (w->layout == PP_NHWC || w->shape[1] == 1 || w->shape[2] * w->shape[3] == 1);
+}
+
 /* Whether op on t runs here (the layouts and dtypes its kernels take). */
 static bool supported(pp_native_op op, pp_tensor *const *t)
 {
@@ -147,6 +240,13 @@ static bool supported(pp_native_op op, pp_tensor *const *t)
     case PP_NATIVE_MAXPOOL_BWD: return bf16_nhwc(3, t) && bf16_nhwc(1, t + 4);
     case PP_NATIVE_AVGPOOL_FWD: return bf16_nhwc(1, t);
     case PP_NATIVE_AVGPOOL_BWD: return bf16_nhwc(1, t + 1);
+    case PP_NATIVE_CONV_FWD: /* x, w, y */
+    case PP_NATIVE_CONV_DGRAD: /* dy, w, dx */
+    case PP_NATIVE_CONV_DGRAD_ACC: return bf16_nhwc(1, t) && krsc(t[1]) && bf16_nhwc(1, t + 2);
+    case PP_NATIVE_CONV_WGRAD: return bf16_nhwc(2, t); /* x, dy; dw f32 */
+    case PP_NATIVE_LINEAR_FWD: return bf16(t[0]) && bf16(t[1]); /* y bf16 or f32 */
+    case PP_NATIVE_LINEAR_BWD: return bf16(t[0]) && bf16(t[1]) && bf16(t[2]) &&
+                                      (!t[3] || bf16(t[3]));
     default: return false;
     }
 }
@@ -190,6 +290,12 @@ pp_status pp_cuda_native(pp_exec *ex, pp_native_op op, const void *desc, pp_tens
                        pp_cuda_launch_gap_backward_nhwc(
                            ce->stream, g, t[1]->shape[0], (int)t[1]->shape[1],
                            t[1]->shape[2] * t[1]->shape[3], t[0]->data, bf16(t[0]), t[1]->data));
+    case PP_NATIVE_CONV_FWD:
+    case PP_NATIVE_CONV_DGRAD:
+    case PP_NATIVE_CONV_DGRAD_ACC:
+    case PP_NATIVE_CONV_WGRAD: return conv(ex, ce, op, desc, t, err);
+    case PP_NATIVE_LINEAR_FWD:
+    case PP_NATIVE_LINEAR_BWD: return linear(ex, op, t, err);
     default: return declined(op, err);
     }
 }
