@@ -130,7 +130,12 @@ static pp_status toy_step(void *user, pp_exec *ex, pp_error *err)
     return PP_OK;
 }
 
-static const pp_stage_ops toy_ops = {toy_out_shape, toy_forward, toy_backward, toy_step};
+static const pp_stage_ops toy_ops = {
+    .out_shape = toy_out_shape,
+    .forward = toy_forward,
+    .backward = toy_backward,
+    .step = toy_step,
+};
 
 static pp_registry *reg;
 static pp_device_ctx *cpus[4];
@@ -638,6 +643,81 @@ static void test_forward_only(void)
             }
 }
 
+/* Graphs (pp_executor_run_replayable) on the CPU's recorded graphs: a key's
+ * first run is eager, its second captured and launched, later ones replayed;
+ * every step gives the eager results bitwise, with one span per action, and
+ * a third key evicts the least recently used one. */
+static void test_graphs(void)
+{
+    static const int dev_of[4] = {0, 1, 0, 1};
+    int full[3] = {3, 3, 3}, tail[3] = {3, 2, 0}, other[2] = {2, 2};
+    for (int S = 1; S <= 4; S++)
+        for (int kind = 0; kind < 2; kind++) {
+            pp_error err;
+            pp_schedule s_full, s_tail, s_other;
+            CHECK_OK(pp_schedule_build(&s_full, (pp_schedule_kind)kind, S, 3, full, &err), &err);
+            CHECK_OK(pp_schedule_build(&s_tail, (pp_schedule_kind)kind, S, 2, tail, &err), &err);
+            CHECK_OK(pp_schedule_build(&s_other, (pp_schedule_kind)kind, S, 2, other, &err),
+                     &err);
+            toy_stage st[4];
+            pp_stage_desc desc[4];
+            setup_stages(st, desc, S, dev_of, &s_full);
+            pp_executor *ex;
+            CHECK_OK(pp_executor_new(desc, S, 0, &ex, &err), &err);
+            CHECK(!pp_executor_graphs(ex)); /* CPU lanes: off unless asked for */
+            pp_executor_set_graphs(ex, true);
+            /* steps: full full tail full tail full tail other full other tail; "other"
+             * evicts full (least recently used), full then evicts tail */
+            const pp_schedule *seq[] = {&s_full, &s_full, &s_tail, &s_full, &s_tail, &s_full,
+                                        &s_tail, &s_other, &s_full, &s_other, &s_tail};
+            const pp_step_graph want[] = {PP_STEP_EAGER, PP_STEP_CAPTURED, PP_STEP_EAGER,
+                                          PP_STEP_REPLAYED, PP_STEP_CAPTURED, PP_STEP_REPLAYED,
+                                          PP_STEP_REPLAYED, PP_STEP_EAGER, PP_STEP_EAGER,
+                                          PP_STEP_CAPTURED, PP_STEP_EAGER};
+            for (size_t k = 0; k < sizeof seq / sizeof seq[0]; k++) {
+                const pp_schedule *s = seq[k];
+                int m = s->micro_batches, batch = 0;
+                for (int i = 0; i < m; i++) batch += s->mb_sizes[i];
+                for (int j = 0; j < S; j++) {
+                    st[j].dw = 0.0f;
+                    st[j].nb = 0;
+                    st[j].batch = batch;
+                    st[j].steps = 0;
+                    for (int i = 0, g = 0; i < m; g += s->mb_sizes[i], i++)
+                        st[j].mb_start[i] = g + (int)k; /* new data every step */
+                }
+                float dw[4], out_sum[MAX_MB];
+                reference(s, st, dw, out_sum);
+                pp_step_stats stats;
+                CHECK_OK(pp_executor_run_replayable(ex, s, 0, &stats, &err), &err);
+                CHECK_MSG(stats.graph == want[k], "%s S=%d step %zu: ran as %d, want %d",
+                          s->name, S, k, (int)stats.graph, (int)want[k]);
+                CHECK(stats.graph_launches == (want[k] != PP_STEP_EAGER));
+                for (int j = 0; j < S; j++) {
+                    CHECK_MSG(st[j].dw == dw[j], "%s S=%d step %zu stage %d: dw %.9g want %.9g",
+                              s->name, S, k, j, st[j].dw, dw[j]);
+                    CHECK(st[j].nb == m && st[j].steps == 1 && st[j].bad_args == 0);
+                }
+                for (int i = 0; i < m; i++) CHECK(st[S - 1].out_sum[i] == out_sum[i]);
+                int want_spans = S * (2 * m + 1) + 2 * (S - 1) * m;
+                CHECK_MSG(stats.n_spans == want_spans, "step %zu: spans %d want %d", k,
+                          stats.n_spans, want_spans);
+                pp_step_stats_free(&stats);
+            }
+            CHECK(pp_executor_graph_refusal(ex) == NULL);
+            /* graphs off: eager again */
+            pp_executor_set_graphs(ex, false);
+            pp_step_stats stats;
+            CHECK_OK(pp_executor_run_replayable(ex, &s_full, 0, &stats, &err), &err);
+            CHECK(stats.graph == PP_STEP_EAGER && stats.graph_launches == 0);
+            pp_step_stats_free(&stats);
+            pp_executor_free(ex);
+            pp_schedule_free(&s_full);
+            pp_schedule_free(&s_tail);
+            pp_schedule_free(&s_other);
+        }
+}
+
 int main(void)
 {
     pp_error err;
@@ -648,6 +728,7 @@ int main(void)
             return 1;
         }
     test_exact();
+    test_graphs();
     test_forward_only();
     test_error();
     test_trace();
