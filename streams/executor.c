@@ -50,6 +50,7 @@ typedef struct exec_graph {
     int *sizes;                /* (m) */
     uint64_t last_use;
     unsigned buf_gen;          /* ex->buf_gen when captured */
+    unsigned ws_gen;           /* sum of the lanes' exec ws_gen when captured */
     pp_graph *g;               /* NULL: seen once (warm-up), not captured yet */
     pp_program prog;
     run_item *items;           /* (prog.n_items) */
@@ -776,6 +777,15 @@ static void stages_notify(pp_executor *ex, int what, const pp_schedule *s)
     }
 }
 
+/* The lanes' workspace generations: a change means a workspace a graph may
+ * use was reallocated. */
+static unsigned ws_gens(pp_executor *ex)
+{
+    unsigned g = 0;
+    for (int l = 0; l < ex->n_lanes; l++) g += pp_stream_exec(ex->lanes[l])->ws_gen;
+    return g;
+}
+
 /* Captures the prepared program p into eg (which then owns p and the items)
  * and returns PP_OK, or, when the capture is refused, returns its status with
  * the message in err and leaves the lanes idle and clean, p still the
@@ -787,6 +797,13 @@ static pp_status capture(pp_executor *ex, exec_graph *eg, pp_program *p, pp_erro
     PP_TRY(alloc_items(p, &items, &item_ev, err));
     for (int l = 0; l < ex->n_lanes; l++) pp_stream_records_clear(ex->lanes[l]);
     stages_notify(ex, 0, NULL);
+    unsigned *gen = malloc((size_t)ex->n_lanes * sizeof *gen);
+    if (!gen) {
+        free(items);
+        free(item_ev);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
+    }
+    for (int l = 0; l < ex->n_lanes; l++) gen[l] = pp_stream_exec(ex->lanes[l])->ws_gen;
     pp_status rc = pp_graph_capture_begin(ex->lanes, ex->n_lanes, err);
     pp_graph *g = NULL;
     if (rc == PP_OK) {
@@ -807,17 +824,25 @@ static pp_status capture(pp_executor *ex, exec_graph *eg, pp_program *p, pp_erro
     if (rc != PP_OK) {
         pp_graph_free(g);
         clear_lanes(ex);
+        /* a workspace grown inside a refused native capture was never allocated */
+        for (int l = 0; l < ex->n_lanes; l++) {
+            pp_exec *x = pp_stream_exec(ex->lanes[l]);
+            if (x->ws_gen != gen[l]) pp_exec_workspace_forget(x);
+        }
         stages_notify(ex, 1, NULL);
+        free(gen);
         free(items);
         free(item_ev);
         return rc;
     }
+    free(gen);
     eg->g = g;
     eg->prog = *p;
     memset(p, 0, sizeof *p);
     eg->items = items;
     eg->item_ev = item_ev;
     eg->buf_gen = ex->buf_gen;
+    eg->ws_gen = ws_gens(ex);
     return PP_OK;
 }
 
@@ -861,8 +886,22 @@ pp_status pp_executor_run_replayable(pp_executor *ex, const pp_schedule *s, int 
     if (stats) memset(stats, 0, sizeof *stats);
     pp_program p;
     PP_TRY(prepare(ex, s, &p, err));
-    for (int k = 0; k < EXEC_GRAPHS; k++) /* captured on buffers since freed */
-        if (ex->graphs[k].g && ex->graphs[k].buf_gen != ex->buf_gen) graph_drop(&ex->graphs[k]);
+    /* graphs captured on buffers since reallocated, or (native graphs, whose
+     * kernels hold the addresses) on workspaces since reallocated, are seen
+     * again: the next run of their key captures anew */
+    for (int k = 0; k < EXEC_GRAPHS; k++) {
+        exec_graph *c = &ex->graphs[k];
+        if (c->g && (c->buf_gen != ex->buf_gen ||
+                     (!pp_graph_replays_host(c->g) && c->ws_gen != ws_gens(ex)))) {
+            pp_graph_free(c->g);
+            c->g = NULL;
+            pp_program_free(&c->prog);
+            free(c->items);
+            free(c->item_ev);
+            c->items = NULL;
+            c->item_ev = NULL;
+        }
+    }
     exec_graph *eg = graph_find(ex, s, tag);
     pp_status rc = PP_OK;
     if (!eg) {

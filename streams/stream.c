@@ -86,6 +86,11 @@ void pp_stream_free(pp_stream *s)
     free(s);
 }
 
+pp_exec *pp_stream_exec(pp_stream *s)
+{
+    return &s->exec;
+}
+
 pp_device_ctx *pp_stream_device(const pp_stream *s)
 {
     return s->dev;

@@ -70,6 +70,8 @@ typedef struct pp_cuda_exec {
     cudaStream_t stream;    /* ex->native_stream, or the device's private stream */
     cudnnHandle_t dnn;      /* created on first use, bound to stream */
     cublasHandle_t blas;    /* created on first use, bound to stream */
+    void *blas_ws;          /* (PP_CUDA_BLAS_WS bytes) the workspace blas is given, so that
+                               cuBLAS allocates nothing itself (graph capture forbids it) */
     int blas_math;          /* the pp_math_mode blas is set to (-1: not yet) */
     pp_cuda_conv_plan *conv;     /* grows on new shapes (first step only) */
     int n_conv, cap_conv;
@@ -78,6 +80,9 @@ typedef struct pp_cuda_exec {
     pp_cuda_pool_plan *pool;
     int n_pool, cap_pool;
 } pp_cuda_exec;
+
+/* cuBLAS workspace per handle: what cuBLAS asks for on Hopper (32 MiB). */
+#define PP_CUDA_BLAS_WS ((size_t)32 << 20)
 
 /* ---- checking ------------------------------------------------------------- */
 
