@@ -9,6 +9,19 @@
  * item waits for it (the CPU backend folds such a wait-launch-record triple
  * into one queue item). Pass 3: synchronize every stream, pick the first
  * error, gather records into stats.
+ *
+ * Graphs (pp_executor_run_replayable): pass 2 of a whole step, over every
+ * lane, is captured as one graph (graph.h), not one graph per stage or per
+ * action. One graph keeps the schedule's cross-lane dependencies inside it
+ * exactly as the events express them eagerly, costs one launch per step, and
+ * its memory nodes can reuse activations' memory across stages of one device;
+ * per-stage graphs would need a launch and event waits per stage and
+ * boundary from the host again, which is the cost graphs remove. A replay
+ * then is passes 1 and 3 around one pp_graph_launch. Steps differ only in
+ * their data (written by the caller into the buffers the step reads) and
+ * their micro-batch sizes: each (tag, sizes) key has its own graph, and the
+ * first run of a key is eager so that whatever the callbacks set up on first
+ * use (handles, algorithm searches, workspaces) is not captured.
  */
 #include "streams/executor.h"
 
