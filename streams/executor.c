@@ -819,6 +819,7 @@ static pp_status capture(pp_executor *ex, exec_graph *eg, pp_program *p, pp_erro
     for (int l = 0; l < ex->n_lanes; l++) gen[l] = pp_stream_exec(ex->lanes[l])->ws_gen;
     pp_status rc = pp_graph_capture_begin(ex->lanes, ex->n_lanes, err);
     pp_graph *g = NULL;
+    if (rc != PP_OK) pp_error_prefix(err, "graph capture refused, running eagerly");
     if (rc == PP_OK) {
         pp_error enq_err;
         pp_error_clear(&enq_err);

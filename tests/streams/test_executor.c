@@ -21,6 +21,7 @@
 #include "runtime/core/device.h"
 #include "runtime/core/ops.h"
 #include "streams/executor.h"
+#include "streams/graph.h"
 #include "streams/schedule.h"
 #include "streams/simulate.h"
 #include "tests/check.h"
@@ -718,6 +719,82 @@ static void test_graphs(void)
         }
 }
 
+/* The refusal path: a stage's capture_begin hook starts a capture of its own
+ * on the executor's first lane, so the executor's capture is refused ("already
+ * capturing"); its capture_abandon hook ends that capture. The step then runs
+ * eagerly with exact results, the refusal is kept, graphs turn off, and the
+ * next steps are eager too. */
+static pp_executor *refuse_ex;
+static int refuse_begins, refuse_abandons;
+
+static void refuse_capture_begin(void *user)
+{
+    pp_stream *s = pp_executor_stage_stream(refuse_ex, 0);
+    pp_error err;
+    if (((toy_stage *)user)->index == 0 && pp_graph_capture_begin(&s, 1, &err) == PP_OK)
+        refuse_begins++;
+}
+
+static void refuse_capture_abandon(void *user)
+{
+    pp_stream *s = pp_executor_stage_stream(refuse_ex, 0);
+    pp_graph *g = NULL;
+    pp_error err;
+    if (((toy_stage *)user)->index != 0) return;
+    CHECK_OK(pp_graph_capture_end(&s, 1, &g, &err), &err);
+    pp_graph_free(g);
+    refuse_abandons++;
+}
+
+static const pp_stage_ops refuse_ops = {
+    .out_shape = toy_out_shape,
+    .forward = toy_forward,
+    .backward = toy_backward,
+    .step = toy_step,
+    .capture_begin = refuse_capture_begin,
+    .capture_abandon = refuse_capture_abandon,
+};
+
+static void test_graph_refused(void)
+{
+    static const int dev_of[2] = {0, 1};
+    int sizes[3] = {3, 3, 2};
+    pp_error err;
+    pp_schedule s;
+    CHECK_OK(pp_schedule_build(&s, PP_SCHEDULE_1F1B, 2, 3, sizes, &err), &err);
+    toy_stage st[2];
+    pp_stage_desc desc[2];
+    setup_stages(st, desc, 2, dev_of, &s);
+    for (int k = 0; k < 2; k++) desc[k].ops = &refuse_ops;
+    CHECK_OK(pp_executor_new(desc, 2, 0, &refuse_ex, &err), &err);
+    if (!refuse_ex) return;
+    pp_executor_set_graphs(refuse_ex, true);
+    float dw[2], out_sum[MAX_MB];
+    reference(&s, st, dw, out_sum);
+    for (int step = 0; step < 4; step++) {
+        for (int k = 0; k < 2; k++) {
+            st[k].dw = 0.0f;
+            st[k].nb = 0;
+        }
+        pp_step_stats stats;
+        CHECK_OK(pp_executor_run_replayable(refuse_ex, &s, 0, &stats, &err), &err);
+        CHECK_MSG(stats.graph == PP_STEP_EAGER && stats.graph_launches == 0,
+                  "step %d ran as %d", step, (int)stats.graph);
+        for (int k = 0; k < 2; k++)
+            CHECK_MSG(st[k].dw == dw[k] && st[k].nb == 3, "step %d stage %d: dw %.9g want %.9g",
+                      step, k, st[k].dw, dw[k]);
+        CHECK(stats.n_spans == 2 * (2 * 3 + 1) + 2 * 3);
+        pp_step_stats_free(&stats);
+    }
+    const char *why = pp_executor_graph_refusal(refuse_ex);
+    CHECK_MSG(why && strstr(why, "refused") && strstr(why, "already capturing"),
+              "refusal: %s", why ? why : "(none)");
+    CHECK(!pp_executor_graphs(refuse_ex) && refuse_begins == 1 && refuse_abandons == 1);
+    pp_executor_free(refuse_ex);
+    refuse_ex = NULL;
+    pp_schedule_free(&s);
+}
+
 int main(void)
 {
     pp_error err;
@@ -729,6 +806,7 @@ int main(void)
         }
     test_exact();
     test_graphs();
+    test_graph_refused();
     test_forward_only();
     test_error();
     test_trace();
