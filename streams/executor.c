@@ -860,10 +860,13 @@ static pp_status capture(pp_executor *ex, exec_graph *eg, pp_program *p, pp_erro
     return PP_OK;
 }
 
-/* Launches eg's graph and waits for it (passes 2 and 3 of a replay). */
+/* Launches eg's graph and waits for it (passes 2 and 3 of a replay).
+ * *refused is set when the launch itself was refused before any of its work
+ * was enqueued (the lanes are then clean and the step can run eagerly). */
 static pp_status launch(pp_executor *ex, exec_graph *eg, pp_step_graph how, pp_step_stats *stats,
-                        pp_error *err)
+                        bool *refused, pp_error *err)
 {
+    *refused = false;
     if (how == PP_STEP_REPLAYED)
         for (int l = 0; l < ex->n_lanes; l++) pp_stream_records_clear(ex->lanes[l]);
     /* the items point at the run's current schedule, equal to the captured one */
@@ -879,6 +882,7 @@ static pp_status launch(pp_executor *ex, exec_graph *eg, pp_step_graph how, pp_s
         clear_lanes(ex);
         if (err) *err = enq_err;
         rc = enq;
+        *refused = run == PP_OK;
     } else if (run != PP_OK) {
         rc = run;
     } else {
@@ -923,14 +927,25 @@ pp_status pp_executor_run_replayable(pp_executor *ex, const pp_schedule *s, int 
         if (rc == PP_OK) rc = run_eager(ex, &p, stats, err);
     } else if (eg->g) {
         eg->last_use = ++ex->uses;
-        rc = launch(ex, eg, PP_STEP_REPLAYED, stats, err);
+        bool refused;
+        rc = launch(ex, eg, PP_STEP_REPLAYED, stats, &refused, err);
     } else {
         eg->last_use = ++ex->uses;
         pp_error why;
         pp_error_clear(&why);
+        bool refused = true;
         if (capture(ex, eg, &p, &why) == PP_OK) {
-            rc = launch(ex, eg, PP_STEP_CAPTURED, stats, err);
-        } else {
+            rc = launch(ex, eg, PP_STEP_CAPTURED, stats, &refused, &why);
+            /* the first launch refused (e.g. no memory for the graph's
+             * allocations): nothing ran, undo the capture's host effects */
+            if (refused) {
+                pp_error_prefix(&why, "graph launch refused, running eagerly");
+                stages_notify(ex, 1, NULL);
+            } else if (rc != PP_OK && err) {
+                *err = why;
+            }
+        }
+        if (refused) {
             snprintf(ex->refusal, sizeof ex->refusal, "%.255s", why.msg);
             ex->graphs_on = false;
             graph_drop(eg);

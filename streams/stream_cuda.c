@@ -518,6 +518,15 @@ static pp_status cuda_graph_begin(pp_graph *g, pp_error *err)
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (graph)");
     }
     pp_stream *o = g->streams[0];
+    /* The graph's allocations come from the device's graph memory, not from the
+     * default pool, which keeps what eager steps freed (release threshold
+     * UINT64_MAX): give that back first, or the step's activations would be
+     * held twice. The streams are idle; the pool regrows if eager work needs it. */
+    for (int i = 0; i < g->n; i++) {
+        pp_device_ctx *dev = g->streams[i]->dev;
+        if (pp_cuda_dev(dev) && pp_cuda_set_device(dev, NULL) == PP_OK)
+            (void)PP_CUDA(dev, NULL, cudaMemPoolTrimTo(pp_cuda_dev(dev)->pool, 0));
+    }
     pp_status st = pp_cuda_set_device(o->dev, err);
     if (st == PP_OK)
         st = PP_CUDA(o->dev, err, cudaEventCreateWithFlags(&cg->fork, cudaEventDisableTiming));
@@ -732,12 +741,20 @@ static pp_status cuda_graph_launch(pp_graph *g, pp_error *err)
     for (int i = 0; i < g->n; i++) PP_TRY(lend_items(g, i, err));
     PP_TRY(pp_cuda_set_device(o->dev, err));
     PP_TRY(PP_CUDA(o->dev, err, cudaGraphLaunch(cg->exec, cstream(g, 0)->st)));
-    PP_TRY(PP_CUDA(o->dev, err, cudaEventRecord(cg->done, cstream(g, 0)->st)));
-    /* later work on any stream of the graph, and its synchronize, follow the launch */
-    for (int i = 1; i < g->n; i++) {
-        PP_TRY(pp_cuda_set_device(g->streams[i]->dev, err));
-        PP_TRY(PP_CUDA(g->streams[i]->dev, err,
-                       cudaStreamWaitEvent(cstream(g, i)->st, cg->done, 0)));
+    /* From here the work is enqueued: a failure is the streams' sticky error
+     * (as for failing work), not a refused launch. Later work on any stream of
+     * the graph, and its synchronize, follow the launch. */
+    pp_error e;
+    pp_status st = PP_CUDA(o->dev, &e, cudaEventRecord(cg->done, cstream(g, 0)->st));
+    for (int i = 1; i < g->n && st == PP_OK; i++) {
+        st = pp_cuda_set_device(g->streams[i]->dev, &e);
+        if (st == PP_OK)
+            st = PP_CUDA(g->streams[i]->dev, &e,
+                         cudaStreamWaitEvent(cstream(g, i)->st, cg->done, 0));
+    }
+    if (st != PP_OK) {
+        pp_error_prefix(&e, "graph launch on stream '%s'", o->name);
+        for (int i = 0; i < g->n; i++) fail_now(g->streams[i], &e);
     }
     return PP_OK;
 }
