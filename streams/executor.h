@@ -179,7 +179,11 @@ bool pp_executor_graphs(const pp_executor *ex);
  * apart runs whose frozen values differ). Eager runs with graphs off, in a
  * job of several processes, or when a capture was refused: the executor then
  * keeps the refusal's message (pp_executor_graph_refusal) and captures no
- * more. Graphs are dropped when the boundary buffers are reallocated. */
+ * more. Graphs are dropped when the boundary buffers are reallocated (and,
+ * on CUDA, when a lane's workspace is), and captured anew on the key's next
+ * run. stats->graph says how the step ran; its spans are those of an eager
+ * step, one per action (CUDA: the actions' timing events are event-record
+ * nodes of the graph, recorded again by every launch). */
 pp_status pp_executor_run_replayable(pp_executor *ex, const pp_schedule *s, int tag,
                                      pp_step_stats *stats, pp_error *err);
 
