@@ -471,7 +471,8 @@ static cuda_stream *cstream(const pp_graph *g, int i)
 
 static void destroy_event(pp_device_ctx *dev, cudaEvent_t *ev)
 {
-    if (*ev && pp_cuda_set_device(dev, NULL) == PP_OK) (void)PP_CUDA(dev, NULL, cudaEventDestroy(*ev));
+    if (*ev && pp_cuda_set_device(dev, NULL) == PP_OK)
+        (void)PP_CUDA(dev, NULL, cudaEventDestroy(*ev));
     *ev = NULL;
 }
 
@@ -541,7 +542,8 @@ static pp_status cuda_graph_begin(pp_graph *g, pp_error *err)
     for (int i = 1; i < g->n && st == PP_OK; i++) {
         st = pp_cuda_set_device(g->streams[i]->dev, err);
         if (st == PP_OK)
-            st = PP_CUDA(g->streams[i]->dev, err, cudaStreamWaitEvent(cstream(g, i)->st, cg->fork, 0));
+            st = PP_CUDA(g->streams[i]->dev, err,
+                         cudaStreamWaitEvent(cstream(g, i)->st, cg->fork, 0));
     }
     for (int i = 0; i < g->n; i++) cg->begin[i] = cstream(g, i)->nitems;
     if (st != PP_OK) {
