@@ -869,8 +869,6 @@ static pp_status launch(pp_executor *ex, exec_graph *eg, pp_step_graph how, pp_s
     *refused = false;
     if (how == PP_STEP_REPLAYED)
         for (int l = 0; l < ex->n_lanes; l++) pp_stream_records_clear(ex->lanes[l]);
-    /* the items point at the run's current schedule, equal to the captured one */
-    for (int k = 0; k < eg->prog.n_items; k++) eg->items[k].it = &eg->prog.items[k];
     int64_t t0 = pp_stream_clock_ns();
     pp_error enq_err;
     pp_error_clear(&enq_err);
