@@ -880,7 +880,7 @@ static pp_status launch(pp_executor *ex, exec_graph *eg, pp_step_graph how, pp_s
         clear_lanes(ex);
         if (err) *err = enq_err;
         rc = enq;
-        *refused = run == PP_OK;
+        *refused = run == PP_OK && !pp_graph_replays_host(eg->g); /* nothing ran */
     } else if (run != PP_OK) {
         rc = run;
     } else {

@@ -73,8 +73,12 @@ pp_status pp_graph_capture_begin(pp_stream *const *streams, int n, pp_error *err
  * out of memory). Either way the streams are no longer capturing. */
 pp_status pp_graph_capture_end(pp_stream *const *streams, int n, pp_graph **out, pp_error *err);
 
-/* Enqueues the captured work once more. Errors of the work surface at
- * synchronize, as for eager work. */
+/* Enqueues the captured work once more: the part captured on each stream
+ * follows what that stream holds already, and later work on any captured
+ * stream follows the whole launch. Errors of the work surface at
+ * synchronize, as for eager work. A failed return: on CUDA nothing was
+ * enqueued; a recorded graph may have enqueued the items before the failing
+ * one (as a failing enqueue in eager execution). */
 pp_status pp_graph_launch(pp_graph *g, pp_error *err);
 
 /* Whether a launch runs the captured functions again on the host (recorded

@@ -457,7 +457,8 @@ typedef struct cuda_graph {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     cudaEvent_t fork;        /* origin's device: forks the other streams into the capture */
-    cudaEvent_t *join;       /* (n) join[i] on stream i's device (i >= 1) */
+    cudaEvent_t *join;       /* (n) join[i] on stream i's device (i >= 1); at each launch,
+                                where stream i is before the launch (the origin waits) */
     cudaEvent_t done;        /* origin's device: recorded after each launch */
     size_t *begin;           /* (n) the stream's nitems when the capture began */
     timed_item **items;      /* (n) the captured items of each stream (events owned) */
@@ -741,6 +742,15 @@ static pp_status cuda_graph_launch(pp_graph *g, pp_error *err)
         if (pp_stream_get_error(g->streams[i], UINT64_MAX, NULL, NULL) != PP_OK)
             return PP_OK; /* skipped, like any work on a failed stream */
     for (int i = 0; i < g->n; i++) PP_TRY(lend_items(g, i, err));
+    /* the work captured on stream i follows what stream i holds already, as it
+     * would eagerly: the origin, where the graph runs, waits for every stream */
+    for (int i = 1; i < g->n; i++) {
+        pp_device_ctx *dev = g->streams[i]->dev;
+        PP_TRY(pp_cuda_set_device(dev, err));
+        PP_TRY(PP_CUDA(dev, err, cudaEventRecord(cg->join[i], cstream(g, i)->st)));
+        PP_TRY(pp_cuda_set_device(o->dev, err));
+        PP_TRY(PP_CUDA(o->dev, err, cudaStreamWaitEvent(cstream(g, 0)->st, cg->join[i], 0)));
+    }
     PP_TRY(pp_cuda_set_device(o->dev, err));
     PP_TRY(PP_CUDA(o->dev, err, cudaGraphLaunch(cg->exec, cstream(g, 0)->st)));
     /* From here the work is enqueued: a failure is the streams' sticky error
