@@ -370,8 +370,9 @@ static void test_trace(void)
 /* The trace's JSON, field by field, from hand-made steps with known times:
  * metadata naming each device (process) and stream (thread, one per lane),
  * then one complete event per span with ts and dur in microseconds from
- * steps[0].t0_ns; lanes on one device share that device's pid (the index of
- * its first lane). */
+ * steps[0].t0_ns, its step and bytes, and how its step ran (eager, captured or
+ * replayed from a graph); lanes on one device share that device's pid (the
+ * index of its first lane). */
 typedef struct trace_meta {
     const char *what; /* process_name, thread_name, thread_sort_index */
     int pid, tid;
@@ -384,6 +385,7 @@ typedef struct trace_x {
     double ts, dur; /* microseconds */
     int step;
     json_int_t bytes;
+    const char *graph; /* args.graph; NULL: "eager" */
 } trace_x;
 
 static void check_trace_file(const char *path, const trace_meta *meta, int n_meta,
@@ -418,7 +420,10 @@ static void check_trace_file(const char *path, const trace_meta *meta, int n_met
     for (int i = 0; i < n_x && (size_t)(n_meta + i) < json_array_size(evs); i++) {
         const trace_x *x = &xs[i];
         json_t *e = json_array_get(evs, (size_t)(n_meta + i)), *args = json_object_get(e, "args");
-        CHECK_MSG(json_object_size(e) == 8 && json_object_size(args) == 2, "span %d: keys", i);
+        CHECK_MSG(json_object_size(e) == 8 && json_object_size(args) == 3, "span %d: keys", i);
+        const char *graph = json_string_value(json_object_get(args, "graph"));
+        CHECK_MSG(graph && strcmp(graph, x->graph ? x->graph : "eager") == 0,
+                  "span %d: graph %s", i, graph ? graph : "(none)");
         CHECK(strcmp(json_string_value(json_object_get(e, "ph")), "X") == 0);
         CHECK_MSG(strcmp(json_string_value(json_object_get(e, "name")), x->name) == 0 &&
                       strcmp(json_string_value(json_object_get(e, "cat")), x->cat) == 0,
@@ -461,7 +466,8 @@ static void test_trace_shape(void)
     };
     pp_step_stats steps[2] = {
         {.t0_ns = 1000000, .n_lanes = 4, .lanes = lanes, .n_spans = 6, .spans = spans0},
-        {.t0_ns = 5000000, .n_lanes = 4, .lanes = lanes, .n_spans = 2, .spans = spans1},
+        {.t0_ns = 5000000, .n_lanes = 4, .lanes = lanes, .n_spans = 2, .spans = spans1,
+         .graph = PP_STEP_REPLAYED, .graph_launches = 1},
     };
     const trace_meta meta[] = {
         {"process_name", 0, 0, "cpu:0"},
@@ -476,14 +482,14 @@ static void test_trace_shape(void)
         {"thread_sort_index", 0, 3, NULL},
     };
     const trace_x xs[] = {
-        {"F0 stage0", "compute", 0, 0, 2.0, 500.0, 0, 0},
-        {"copy act 0 s0->s1", "copy", 1, 2, 503.0, 0.25, 0, 4096},
-        {"F0 stage1", "compute", 1, 1, 504.0, 500.0, 0, 0},
-        {"B0 stage1", "compute", 1, 1, 1004.0, 1000.0, 0, 0},
-        {"copy grad 0 s1->s0", "copy", 0, 3, 2005.0, 0.5, 0, 2048},
-        {"B0 stage0", "compute", 0, 0, 2006.0, 1000.0, 0, 0},
-        {"F0 stage0", "compute", 0, 0, 4000.5, 0.5, 1, 0},
-        {"STEP stage1", "compute", 1, 1, 4002.0, 0.001, 1, 0},
+        {"F0 stage0", "compute", 0, 0, 2.0, 500.0, 0, 0, NULL},
+        {"copy act 0 s0->s1", "copy", 1, 2, 503.0, 0.25, 0, 4096, NULL},
+        {"F0 stage1", "compute", 1, 1, 504.0, 500.0, 0, 0, NULL},
+        {"B0 stage1", "compute", 1, 1, 1004.0, 1000.0, 0, 0, NULL},
+        {"copy grad 0 s1->s0", "copy", 0, 3, 2005.0, 0.5, 0, 2048, NULL},
+        {"B0 stage0", "compute", 0, 0, 2006.0, 1000.0, 0, 0, NULL},
+        {"F0 stage0", "compute", 0, 0, 4000.5, 0.5, 1, 0, "replayed"},
+        {"STEP stage1", "compute", 1, 1, 4002.0, 0.001, 1, 0, "replayed"},
     };
     char dir[256], path[300];
     if (!check_mkdtemp(dir, sizeof dir, "pp_trace")) {
