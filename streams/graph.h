@@ -68,7 +68,7 @@ typedef struct pp_graph pp_graph;
  * On failure nothing is capturing. */
 pp_status pp_graph_capture_begin(pp_stream *const *streams, int n, pp_error *err);
 
-/* Ends the capture begun on the same streams (same order); *out receives
+/* Ends the capture begun on the same streams; *out receives
  * the graph, or NULL on failure: PP_ERR_UNSUPPORTED, refused (see above), or
  * out of memory, and the streams are no longer capturing; PP_ERR_INVALID
  * when the streams are not those of one capture, which then goes on. */
