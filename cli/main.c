@@ -30,6 +30,7 @@ typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
     bool validate, json, simulate, weights_only, eval_only;
+    int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
     pp_pipeline_layout layout; /* --layout */
     int sweep[MAX_SWEEP];
@@ -79,6 +80,8 @@ static void usage(FILE *f)
           "  --resume FILE       continue a run from its checkpoint (epoch, step, optimizer,\n"
           "                      learning-rate schedule and data order)\n"
           "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda:*=cpu\n"
+          "  --cuda-graphs on|off  replay each CUDA training step as graphs after the first\n"
+          "                      (default: the plan's cuda_graphs, or PP_CUDA_GRAPHS, else on)\n"
           "  --sweep-split LIST  run once per split size (e.g. 1,2,4,8) and print a table\n"
           "  --csv FILE          with --sweep-split: write the table as CSV\n"
           "  --svg FILE          with --sweep-split: write a chart of images/s and bubble\n"
@@ -114,7 +117,8 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
 static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
-           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT };
+           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
+           O_GRAPHS };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -133,6 +137,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"plot", required_argument, 0, O_PLOT},
         {"resume", required_argument, 0, O_RESUME},
         {"layout", required_argument, 0, O_LAYOUT},
+        {"cuda-graphs", required_argument, 0, O_GRAPHS},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -165,6 +170,11 @@ static int parse_args(int argc, char **argv, cli_args *a)
             else if (!strcmp(optarg, "nchw")) a->layout = PP_PIPELINE_LAYOUT_NCHW;
             else if (!strcmp(optarg, "nhwc")) a->layout = PP_PIPELINE_LAYOUT_NHWC;
             else return bad_args("--layout: '%s' is not auto, nchw or nhwc", optarg);
+            break;
+        case O_GRAPHS:
+            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+                return bad_args("--cuda-graphs: '%s' is not on or off", optarg);
+            a->graphs = strcmp(optarg, "on") ? PP_PIPELINE_GRAPHS_OFF : PP_PIPELINE_GRAPHS_ON;
             break;
         case O_SWEEP: {
             char buf[512];
@@ -530,7 +540,8 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     pp_error err;
     pp_pipeline *p;
     pp_pipeline_options opts = {.keep_trace = a->trace != NULL, .comm = g_comm,
-                                .layout = a->layout};
+                                .layout = a->layout,
+                                .graphs = (pp_pipeline_graphs)a->graphs};
     if (a->resume && plan->optimizer.momentum != 0) { /* resuming needs the momentum buffers */
         pp_checkpoint_info info;
         if (pp_checkpoint_list(a->resume, &info, &err) != PP_OK) return fail(&err);

@@ -96,6 +96,10 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
     if (n > 1)
         fprintf(f, "copies       %s per step, %.2f ms\n",
                 pp_cli_bytes((double)r.copy_bytes, cb, sizeof cb), r.copy_ms);
+    if (strcmp(r.graphs, "n/a") != 0)
+        fprintf(f, "cuda graphs  %s: %d step%s captured, %d replayed%s%s\n", r.graphs,
+                r.graph_captures, r.graph_captures == 1 ? "" : "s", r.graph_replays,
+                r.graph_refusal ? "; " : "", r.graph_refusal ? r.graph_refusal : "");
     if (n_losses > 0)
         fprintf(f, "loss         %.4f first step, %.4f last step\n", losses[0],
                 losses[n_losses - 1]);
@@ -180,6 +184,10 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
     json_object_set_new(o, "stages", stages);
     json_object_set_new(o, "ranks", json_integer(r.ranks));
     json_object_set_new(o, "replicas", json_integer(r.replicas));
+    json_object_set_new(o, "cuda_graphs",
+                        json_pack("{s:s, s:i, s:i, s:i, s:s?}", "mode", r.graphs, "captured",
+                                  r.graph_captures, "replayed", r.graph_replays, "launches",
+                                  r.graph_launches, "refused", r.graph_refusal));
     json_object_set_new(o, "copies", json_pack("{s:I, s:o}", "bytes", (json_int_t)r.copy_bytes,
                                                "ms", json_num(r.copy_ms)));
     if (n_epochs > 0) {

@@ -341,6 +341,33 @@ pp_status pp_stage_zero_grads(pp_stage *s, pp_exec *ex, pp_error *err)
     return PP_OK;
 }
 
+int pp_stage_batch_counts(const pp_stage *s, int64_t *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < s->n; i++) {
+        int k = pp_unit_batch_counts(s->units[i], out ? out + n : NULL,
+                                     out && cap > n ? cap - n : 0);
+        n += k;
+    }
+    return n;
+}
+
+void pp_stage_set_batch_counts(pp_stage *s, const int64_t *in, int n)
+{
+    int off = 0;
+    for (int i = 0; i < s->n; i++) {
+        int k = pp_unit_batch_counts(s->units[i], NULL, 0);
+        if (off + k > n) return;
+        pp_unit_set_batch_counts(s->units[i], in + off);
+        off += k;
+    }
+}
+
+void pp_stage_add_batches(pp_stage *s, int64_t n)
+{
+    for (int i = 0; i < s->n; i++) pp_unit_add_batches(s->units[i], n);
+}
+
 pp_status pp_stage_sync_buffers(pp_stage *s, pp_error *err)
 {
     for (int i = 0; i < s->n; i++) PP_TRY(pp_unit_sync_buffers(s->units[i], err));

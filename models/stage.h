@@ -106,4 +106,12 @@ pp_status pp_stage_sync_buffers(pp_stage *s, pp_error *err);
  * before the next forward, in bf16 mixed precision. */
 void pp_stage_params_changed(pp_stage *s);
 
+/* The batch norms' pending training-forward counts (pp_unit_batch_counts)
+ * over the stage's units, in network order: how many (out may be NULL with
+ * cap 0), read into out, replaced from in (n of them, as read), or each
+ * raised by n (a replay of n training forwards whose host side did not run). */
+int pp_stage_batch_counts(const pp_stage *s, int64_t *out, int cap);
+void pp_stage_set_batch_counts(pp_stage *s, const int64_t *in, int n);
+void pp_stage_add_batches(pp_stage *s, int64_t n);
+
 #endif

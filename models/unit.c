@@ -423,6 +423,22 @@ pp_status pp_unit_zero_grads(pp_unit *u, pp_exec *ex, pp_error *err)
     return PP_OK;
 }
 
+int pp_unit_batch_counts(const pp_unit *u, int64_t *out, int cap)
+{
+    for (int i = 0; i < u->n_bn && i < cap; i++) out[i] = u->bn[i]->pending;
+    return u->n_bn;
+}
+
+void pp_unit_set_batch_counts(pp_unit *u, const int64_t *in)
+{
+    for (int i = 0; i < u->n_bn; i++) u->bn[i]->pending = in[i];
+}
+
+void pp_unit_add_batches(pp_unit *u, int64_t n)
+{
+    for (int i = 0; i < u->n_bn; i++) u->bn[i]->pending += n;
+}
+
 pp_status pp_unit_sync_buffers(pp_unit *u, pp_error *err)
 {
     for (int i = 0; i < u->n_bn; i++) {

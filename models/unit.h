@@ -187,4 +187,13 @@ pp_status pp_unit_sync_buffers(pp_unit *u, pp_error *err);
  * weight per step instead of one per call. */
 void pp_unit_params_changed(pp_unit *u);
 
+/* The pending counts above, one per batch norm of u in network order: how
+ * many there are, copied into out (up to cap of them), replaced from in, or
+ * each raised by n. For a caller that replays captured device work without
+ * the forwards that counted it, or abandons a capture whose forwards counted
+ * work that never ran. */
+int pp_unit_batch_counts(const pp_unit *u, int64_t *out, int cap);
+void pp_unit_set_batch_counts(pp_unit *u, const int64_t *in);
+void pp_unit_add_batches(pp_unit *u, int64_t n);
+
 #endif

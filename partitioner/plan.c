@@ -497,11 +497,12 @@ static void walk_checkpoint(pp_walk *w, const pp_ynode *n, bool epochs)
 static void walk_root(pp_walk *w, const pp_ynode *root)
 {
     enum { K_MODEL, K_BATCH, K_SCHEDULE, K_PRECISION, K_OPTIMIZER, K_DATA, K_SEED, K_STEPS,
-           K_EPOCHS, K_EVAL, K_CKPT, K_STAGES, K_DEVICES, K_BALANCE, K_REPLICAS, K_N };
+           K_EPOCHS, K_EVAL, K_CKPT, K_STAGES, K_DEVICES, K_BALANCE, K_REPLICAS, K_GRAPHS,
+           K_N };
     static const char *const keys[K_N] = {"model",      "batch",  "schedule", "precision",
                                           "optimizer",  "data",   "seed",     "steps",
                                           "epochs",     "eval",   "checkpoint", "stages",
-                                          "devices",    "balance", "replicas"};
+                                          "devices",    "balance", "replicas", "cuda_graphs"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     if (pp_ynode_is_null(root)) {
@@ -519,6 +520,7 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
     /* defaults */
     p->schedule = PP_PLAN_SCHEDULE_GPIPE;
     p->precision = PP_PLAN_PRECISION_FP32;
+    p->cuda_graphs = true;
     p->optimizer.lr = 0.1;
     p->data.format = PP_PLAN_DATA_SYNTHETIC;
     p->steps = 1;
@@ -562,6 +564,11 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
                 pp_walk_error(w, f[K_PRECISION],
                               "unknown precision '%.64s' (expected fp32, tf32 or bf16)", s);
         }
+    }
+    if (f[K_GRAPHS]) {
+        static const char *const names[] = {"off", "on"};
+        int s = pp_walk_choice(w, f[K_GRAPHS], "cuda_graphs", names, 2, "on or off");
+        if (s >= 0) p->cuda_graphs = s == 1;
     }
     if (f[K_OPTIMIZER]) walk_optimizer(w, f[K_OPTIMIZER]);
     if (f[K_SEED]) {
@@ -786,6 +793,7 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
         if (a->micro_sizes[i] != b->micro_sizes[i]) DIFF("micro-batch %d size differs", i);
     if (a->schedule != b->schedule) DIFF("schedule differs");
     if (a->precision != b->precision) DIFF("precision differs");
+    if (a->cuda_graphs != b->cuda_graphs) DIFF("cuda_graphs differs");
     const pp_plan_sgd *oa = &a->optimizer, *ob = &b->optimizer;
     if (oa->lr != ob->lr || oa->momentum != ob->momentum || oa->weight_decay != ob->weight_decay ||
         oa->nesterov != ob->nesterov)

@@ -163,6 +163,9 @@ typedef struct pp_plan {
     pp_plan_schedule schedule;
     pp_mark schedule_mark;
     pp_plan_precision precision;
+    bool cuda_graphs;           /* `cuda_graphs: on|off` (default on): replay a step's CUDA
+                                 * work as a graph once its shapes are known; no effect on
+                                 * CPU stages */
     pp_plan_sgd optimizer;
     pp_lr_schedule lr_schedule; /* `optimizer.lr_schedule`; base_lr = optimizer.lr; periods
                                  * are epochs with `epochs`, steps otherwise */

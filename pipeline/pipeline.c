@@ -37,6 +37,10 @@ typedef struct pipe_stage {
     const char **layers;         /* (n_layers) pointers into layer_names */
     /* per-step timings, one entry per step run */
     double *fwd_ms, *bwd_ms, *busy;
+    /* graphs: the batch norms' pending counts when a capture began (to undo
+     * the capture's forwards if it is refused) */
+    int64_t *counts;             /* (n_counts) */
+    int n_counts;
 } pipe_stage;
 
 /* One way of running a batch of a given size: its micro-batches (the plan's
@@ -106,6 +110,8 @@ struct pp_pipeline {
     pp_tensor corrects;          /* (m) I32 on the last device */
     pp_tensor dlogits;           /* (B, classes) on the last device */
     int64_t steps_done;
+    int graphs_mode;             /* 0 n/a, 1 on, 2 off (pp_pipeline_report.graphs) */
+    int graph_captures, graph_replays, graph_launches;
     int steps_run;               /* steps run by this object (for the report) */
     int steps_cap;
     double *step_ms;             /* (steps_run) whole step */
@@ -280,11 +286,44 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
     return s;
 }
 
+/* Graphs (pp_executor_run_replayable). Training steps read everything that
+ * changes from one step to the next from buffers at fixed addresses: the
+ * pinned host images and labels the data source refills (copied in by the
+ * captured host-to-device copies), the device images, labels, losses and
+ * dlogits, the pinned host losses read after the step. The loss divisor (the
+ * global batch) is a kernel argument: it is the graph key's tag. The
+ * optimizer runs after the executor, outside any graph, so a learning-rate
+ * schedule needs nothing frozen. What the callbacks do on the host: batch
+ * norms count training forwards (pending num_batches_tracked), kept exact
+ * by the hooks below; saved activations are pushed and popped within a step. */
+static void cb_capture_begin(void *user)
+{
+    pipe_stage *st = user;
+    if (st->model) pp_stage_batch_counts(st->model, st->counts, st->n_counts);
+}
+
+static void cb_capture_abandon(void *user)
+{
+    pipe_stage *st = user;
+    if (!st->model) return;
+    pp_stage_set_batch_counts(st->model, st->counts, st->n_counts);
+    for (int i = 0; i < st->p->m; i++) pp_stage_release(st->model, i);
+}
+
+static void cb_replayed(void *user, const pp_schedule *s)
+{
+    pipe_stage *st = user;
+    if (st->model && st->p->io.train) pp_stage_add_batches(st->model, s->micro_batches);
+}
+
 static const pp_stage_ops pipe_stage_ops = {
     .out_shape = cb_out_shape,
     .forward = cb_forward,
     .backward = cb_backward,
     .step = NULL,
+    .capture_begin = cb_capture_begin,
+    .capture_abandon = cb_capture_abandon,
+    .replayed = cb_replayed,
 };
 
 /* ---- plan enums -> runtime enums: the one place that maps them ------------------ */
@@ -754,6 +793,37 @@ static pp_status sum_replica_grads(struct pp_pipeline *p, pp_error *err)
     return PP_OK;
 }
 
+/* Whether training steps use graphs (pp_pipeline_graphs), and room for each
+ * stage's batch-norm counts. */
+static pp_status setup_graphs(struct pp_pipeline *p, const pp_plan *plan, pp_pipeline_graphs mode,
+                              pp_error *err)
+{
+    bool on = plan->cuda_graphs;
+    const char *env = getenv("PP_CUDA_GRAPHS");
+    if (mode == PP_PIPELINE_GRAPHS_PLAN && env && env[0]) {
+        if (strcmp(env, "on") && strcmp(env, "off") && strcmp(env, "1") && strcmp(env, "0"))
+            return pp_error_set(err, PP_ERR_INPUT,
+                                "PP_CUDA_GRAPHS=%.32s: expected on or off (or 1 or 0)", env);
+        on = !strcmp(env, "on") || !strcmp(env, "1");
+    }
+    bool cuda = pp_comm_size(p->comm) < 2;
+    for (int s = 0; s < p->n_stages; s++)
+        if (p->stages[s].dev->id.kind != PP_DEVICE_CUDA) cuda = false;
+    if (mode == PP_PIPELINE_GRAPHS_FORCE) on = true, cuda = true;
+    if (mode == PP_PIPELINE_GRAPHS_ON) on = true;
+    if (mode == PP_PIPELINE_GRAPHS_OFF) on = false;
+    p->graphs_mode = !cuda ? 0 : on ? 1 : 2;
+    pp_executor_set_graphs(p->exec, p->graphs_mode == 1);
+    for (int s = 0; s < p->n_stages; s++) {
+        pipe_stage *st = &p->stages[s];
+        if (!st->model) continue;
+        st->n_counts = pp_stage_batch_counts(st->model, NULL, 0);
+        st->counts = calloc(st->n_counts > 0 ? (size_t)st->n_counts : 1, sizeof *st->counts);
+        if (!st->counts) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    }
+    return PP_OK;
+}
+
 pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
                           pp_error *err)
 {
@@ -829,6 +899,8 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     if (pp_comm_size(p->comm) > 1 &&
         (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
         goto fail;
+    if ((s = setup_graphs(p, plan, opts ? opts->graphs : PP_PIPELINE_GRAPHS_PLAN, err)) != PP_OK)
+        goto fail;
     *out = p;
     return PP_OK;
 fail:
@@ -873,6 +945,7 @@ void pp_pipeline_free(pp_pipeline *p)
         free(p->stages[s].bwd_ms);
         free(p->stages[s].busy);
         free(p->stages[s].grads);
+        free(p->stages[s].counts);
     }
     pp_executor_free(p->exec);
     pp_schedule_free(&p->schedule);
@@ -1138,7 +1211,12 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
                      .host_corrects = p->host_corrects};
     pp_step_stats stats;
     memset(&stats, 0, sizeof stats);
-    PP_TRY(mark_broken(p, pp_executor_run(p->exec, &run->sched, &stats, err), err));
+    PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, count, &stats, err),
+                       err));
+    p->graph_captures += stats.graph == PP_STEP_CAPTURED;
+    p->graph_replays += stats.graph == PP_STEP_REPLAYED;
+    p->graph_launches += stats.graph_launches;
+    if (p->graphs_mode == 1 && !pp_executor_graphs(p->exec)) p->graphs_mode = 2; /* refused */
 
     double loss = 0;
     int64_t correct = 0;
@@ -1333,6 +1411,11 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->ranks = pp_comm_size(p->comm);
     out->replicas = p->replicas;
     out->copy_ms = median_after_warmup(p->copy_ms, n);
+    out->graphs = p->graphs_mode == 1 ? "on" : p->graphs_mode == 2 ? "off" : "n/a";
+    out->graph_captures = p->graph_captures;
+    out->graph_replays = p->graph_replays;
+    out->graph_launches = p->graph_launches;
+    out->graph_refusal = pp_executor_graph_refusal(p->exec);
 
     /* predicted from the measured per-stage costs of one micro-batch */
     double f[p->n_stages], b[p->n_stages], copy[p->n_stages];

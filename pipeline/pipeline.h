@@ -57,6 +57,19 @@ typedef enum pp_pipeline_layout {
     PP_PIPELINE_LAYOUT_NHWC,     /* NHWC everywhere (slower where a backend converts) */
 } pp_pipeline_layout;
 
+/* Whether training steps replay their device work as graphs (graph.h):
+ * PLAN follows the plan's `cuda_graphs` (default on), overridden by the
+ * environment variable PP_CUDA_GRAPHS=on|off; ON and OFF override both.
+ * Graphs apply when every stage is on a CUDA device in one process, and are
+ * "not applicable" otherwise. FORCE uses them on any backend (CPU stages
+ * replay a recorded item list: for tests of the replay path). */
+typedef enum pp_pipeline_graphs {
+    PP_PIPELINE_GRAPHS_PLAN = 0,
+    PP_PIPELINE_GRAPHS_ON,
+    PP_PIPELINE_GRAPHS_OFF,
+    PP_PIPELINE_GRAPHS_FORCE,
+} pp_pipeline_graphs;
+
 typedef struct pp_pipeline_options {
     bool keep_trace;   /* keep every step's timed spans for pp_pipeline_write_trace */
     int slots;         /* executor buffers per boundary and direction; 0 = default (2) */
@@ -68,6 +81,8 @@ typedef struct pp_pipeline_options {
                         * losses. Must outlive the pipeline. */
     pp_pipeline_layout layout; /* the layout of activations; results do not depend on it
                         * (bit for bit on the CPU backend) */
+
+    pp_pipeline_graphs graphs; /* graph replay of training steps (default PLAN) */
 } pp_pipeline_options;
 
 /* What one step did. */
@@ -122,6 +137,14 @@ typedef struct pp_pipeline_report {
     int ranks;                    /* processes of the job (1 without mpirun) */
     int replicas;                 /* data-parallel replicas of the pipeline (plan `replicas`);
                                      the stage figures are those of rank 0's replica */
+    const char *graphs;           /* "on", "off" or "n/a" (not applicable: stages not all on
+                                     CUDA, or several processes); "off" also after a refused
+                                     capture (graph_refusal says why) */
+    int graph_captures;           /* steps captured into a graph (then launched) */
+    int graph_replays;            /* steps that launched a graph captured earlier */
+    int graph_launches;           /* graph launches over all steps */
+    const char *graph_refusal;    /* why a capture was refused and the steps ran eagerly,
+                                     or NULL; valid while the pipeline lives */
 } pp_pipeline_report;
 
 /* Builds the pipeline of a resolved plan (explicit stages; see

@@ -23,6 +23,7 @@
 #ifndef PP_EXECUTOR_H
 #define PP_EXECUTOR_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,19 @@ typedef struct pp_stage_ops {
      * backward. A pipeline usually runs one optimizer over all stages itself
      * after pp_executor_run returns instead. */
     pp_status (*step)(void *user, pp_exec *ex, pp_error *err);
+
+    /* Optional (may be NULL), for runs through pp_executor_run_replayable
+     * (graphs). capture_begin: a capture is about to run the callbacks of a
+     * step (on CUDA they run on the host while the device work is captured,
+     * not run). capture_abandon: that capture was refused; none of its device
+     * work ran: undo what the callbacks changed on the host since
+     * capture_begin (the executor then runs the step eagerly, calling the
+     * callbacks again). replayed: a graph launch ran the step's device work
+     * without calling forward and backward (CUDA); account for the host-side
+     * effects of the step's forwards and backwards, as if they had run. */
+    void (*capture_begin)(void *user);
+    void (*capture_abandon)(void *user);
+    void (*replayed)(void *user, const pp_schedule *s);
 } pp_stage_ops;
 
 typedef struct pp_stage_desc {
@@ -87,6 +101,13 @@ typedef struct pp_trace_span {
     size_t bytes;              /* copies */
 } pp_trace_span;
 
+/* How a step ran. */
+typedef enum pp_step_graph {
+    PP_STEP_EAGER = 0,         /* every item enqueued from the host */
+    PP_STEP_CAPTURED,          /* captured into a graph, then launched */
+    PP_STEP_REPLAYED,          /* a launch of a graph captured by an earlier step */
+} pp_step_graph;
+
 /* Measurements of one step. Caller-owned; release with pp_step_stats_free. */
 typedef struct pp_step_stats {
     int stages;
@@ -104,6 +125,8 @@ typedef struct pp_step_stats {
     pp_trace_lane *lanes;      /* (n_lanes): stages 0..S-1, then act copies, grad copies */
     int n_spans;
     pp_trace_span *spans;      /* (n_spans) per lane, in execution order */
+    pp_step_graph graph;       /* how the step ran (pp_executor_run_replayable) */
+    int graph_launches;        /* graph launches of the step (0 or 1) */
 } pp_step_stats;
 
 typedef struct pp_executor pp_executor;
@@ -139,6 +162,33 @@ pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks
  * calls it with the same schedule; stats then hold this rank's lanes only. */
 pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *stats,
                           pp_error *err);
+
+/* Graphs (graph.h) for pp_executor_run_replayable: on (the default for
+ * executors whose streams are all CUDA) or off. */
+void pp_executor_set_graphs(pp_executor *ex, bool on);
+bool pp_executor_graphs(const pp_executor *ex);
+
+/* Like pp_executor_run, for steps that repeat: the first run of a (tag,
+ * micro-batch sizes) key runs eagerly (a warm-up: handles, algorithms,
+ * workspaces and buffers settle), the second is captured into a graph and
+ * launched, later ones launch that graph. At most two keys keep a graph
+ * (e.g. an epoch's full and partial last batch); others run eagerly. The
+ * caller promises that runs of one key do the same device work on the same
+ * buffers, only their contents changing, and that callbacks read per-step
+ * values from buffers, not from arguments frozen at capture (tag tells
+ * apart runs whose frozen values differ). Eager runs with graphs off, in a
+ * job of several processes, or when a capture was refused: the executor then
+ * keeps the refusal's message (pp_executor_graph_refusal) and captures no
+ * more. Graphs are dropped when the boundary buffers are reallocated (and,
+ * on CUDA, when a lane's workspace is), and captured anew on the key's next
+ * run. stats->graph says how the step ran; its spans are those of an eager
+ * step, one per action (CUDA: the actions' timing events are event-record
+ * nodes of the graph, recorded again by every launch). */
+pp_status pp_executor_run_replayable(pp_executor *ex, const pp_schedule *s, int tag,
+                                     pp_step_stats *stats, pp_error *err);
+
+/* Why the last capture was refused, or NULL if none was. */
+const char *pp_executor_graph_refusal(const pp_executor *ex);
 
 /* The compute stream of a stage, e.g. to run its optimizer after the step in
  * stream order. Owned by the executor. */

@@ -86,6 +86,11 @@ void pp_stream_free(pp_stream *s)
     free(s);
 }
 
+pp_exec *pp_stream_exec(pp_stream *s)
+{
+    return &s->exec;
+}
+
 pp_device_ctx *pp_stream_device(const pp_stream *s)
 {
     return s->dev;
@@ -105,6 +110,13 @@ pp_status pp_stream_launch(pp_stream *s, const char *label, pp_stream_fn fn, voi
                            pp_error *err)
 {
     if (!s || !fn) return pp_error_set(err, PP_ERR_INVALID, "stream launch: null stream or fn");
+    if (s->capture && !s->capture->native) {
+        pp_graph_item it = {.kind = PP_GRAPH_ITEM_LAUNCH, .s = s, .fn = fn, .arg = arg};
+        pp_stream_record r;
+        pp_stream_record_init(&r, label, PP_RECORD_LAUNCH, 0);
+        memcpy(it.label, r.label, sizeof it.label);
+        return pp_graph_record(s, &it, err);
+    }
     return s->impl->launch(s, label, fn, arg, err);
 }
 
@@ -122,6 +134,13 @@ pp_status pp_stream_copy(pp_stream *s, void *dst, pp_device_ctx *dst_dev, const 
         return pp_error_set(err, PP_ERR_INVALID, "stream copy on %s: regions overlap",
                             s->name);
     pp_copy_args c = {dst, dst_dev, src, src_dev, bytes};
+    if (s->capture && !s->capture->native) {
+        pp_graph_item it = {.kind = PP_GRAPH_ITEM_COPY, .s = s, .copy = c};
+        pp_stream_record rec;
+        pp_stream_record_init(&rec, label, PP_RECORD_COPY, bytes);
+        memcpy(it.label, rec.label, sizeof it.label);
+        return pp_graph_record(s, &it, err);
+    }
     return s->impl->copy(s, &c, label, err);
 }
 
@@ -143,6 +162,9 @@ pp_status pp_stream_copy_tensor(pp_stream *s, pp_tensor *dst, const pp_tensor *s
 pp_status pp_stream_synchronize(pp_stream *s, pp_error *err)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream synchronize: null stream");
+    if (s->capture)
+        return pp_error_set(err, PP_ERR_INVALID, "stream '%s': synchronize during a graph capture",
+                            s->name);
     s->impl->synchronize(s);
     return pp_stream_error(s, err, NULL);
 }
@@ -276,6 +298,10 @@ pp_status pp_event_record(pp_event *ev, pp_stream *s, pp_error *err)
         return pp_error_set(err, PP_ERR_INVALID,
                             "event record: event of %s recorded on stream '%s' of %s",
                             ev->dev->name, s->name, s->dev->name);
+    if (s->capture && !s->capture->native) {
+        pp_graph_item it = {.kind = PP_GRAPH_ITEM_RECORD, .s = s, .ev = ev};
+        return pp_graph_record(s, &it, err);
+    }
     PP_TRY(ev->impl->event_record(ev, s, err));
     ev->recorded = true;
     return PP_OK;
@@ -284,6 +310,10 @@ pp_status pp_event_record(pp_event *ev, pp_stream *s, pp_error *err)
 pp_status pp_stream_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
 {
     if (!ev || !s) return pp_error_set(err, PP_ERR_INVALID, "stream wait: null event or stream");
+    if (s->capture && !s->capture->native) {
+        pp_graph_item it = {.kind = PP_GRAPH_ITEM_WAIT, .s = s, .ev = ev};
+        return pp_graph_record(s, &it, err);
+    }
     if (!ev->recorded) return PP_OK;
     if (ev->impl != s->impl) return s->impl->wait_foreign(s, ev, err);
     return s->impl->wait_event(s, ev, err);

@@ -82,6 +82,9 @@ pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *nam
 /* Waits for the stream's pending work, then releases it. NULL is a no-op. */
 void pp_stream_free(pp_stream *s);
 
+/* The stream's own exec, the one its launched functions receive. */
+pp_exec *pp_stream_exec(pp_stream *s);
+
 /* The device, kind and name a stream was created with. */
 pp_device_ctx *pp_stream_device(const pp_stream *s);
 pp_stream_kind pp_stream_get_kind(const pp_stream *s);

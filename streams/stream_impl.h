@@ -38,6 +38,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "streams/graph.h"
 #include "streams/stream.h"
 
 struct pp_stream_impl;
@@ -58,6 +59,8 @@ struct pp_stream {
                            item index), so waits on earlier points do not inherit it */
     pp_stream_record *recs; /* (mu) records of completed items, oldest first */
     size_t nrec, caprec;    /* (mu) */
+    pp_graph *capture;      /* the graph being captured on this stream, or NULL (host
+                               thread only; graph.c) */
 };
 
 struct pp_event {
@@ -67,6 +70,14 @@ struct pp_event {
     void *state;   /* backend-private */
 };
 
+/* One captured item of a recorded graph (graph.c). */
+typedef enum pp_graph_item_kind {
+    PP_GRAPH_ITEM_LAUNCH,
+    PP_GRAPH_ITEM_COPY,
+    PP_GRAPH_ITEM_RECORD,
+    PP_GRAPH_ITEM_WAIT,
+} pp_graph_item_kind;
+
 /* One copy, already checked by stream.c (non-overlapping, bytes > 0). */
 typedef struct pp_copy_args {
     void *dst;
@@ -75,6 +86,30 @@ typedef struct pp_copy_args {
     pp_device_ctx *src_dev;
     size_t bytes;
 } pp_copy_args;
+
+typedef struct pp_graph_item {
+    pp_graph_item_kind kind;
+    pp_stream *s;
+    pp_event *ev;                    /* RECORD, WAIT */
+    pp_stream_fn fn;                 /* LAUNCH */
+    void *arg;                       /* LAUNCH */
+    pp_copy_args copy;               /* COPY */
+    char label[PP_STREAM_LABEL_MAX]; /* LAUNCH, COPY */
+} pp_graph_item;
+
+/* A graph (graph.h). native: the backend's graph entries own `state`;
+ * otherwise items is the recorded list. */
+struct pp_graph {
+    const struct pp_stream_impl *impl;
+    bool native;
+    pp_stream **streams;      /* (n) streams[0] is the origin */
+    int n;
+    pp_graph_item *items;     /* (n_items) recorded graphs: in capture order */
+    size_t n_items, cap_items;
+    int n_work;               /* launches and copies captured */
+    pp_error fail;            /* the first failure during the capture (code PP_OK if none) */
+    void *state;              /* native graphs: backend-private */
+};
 
 typedef struct pp_stream_impl {
     const char *name; /* "cpu", "cuda" */
@@ -95,7 +130,24 @@ typedef struct pp_stream_impl {
     pp_status (*wait_foreign)(pp_stream *s, pp_event *ev, pp_error *err);
     pp_status (*event_query)(pp_event *ev, bool *done, pp_error *err);
     pp_status (*event_synchronize)(pp_event *ev, pp_error *err);
+
+    /* Native graphs (optional: all four or none; without them graph.c records
+     * items). graph_begin starts capturing on g->streams and sets g->state;
+     * graph_end ends it and on failure releases everything it made, leaves
+     * the streams out of capture and returns PP_ERR_UNSUPPORTED (refused) or
+     * another code, err naming the refused call. launch enqueues the graph;
+     * destroy releases g->state (NULL state: nothing to do). launch, copy
+     * and event_record of a capturing stream (s->capture set) capture their
+     * work; each captured launch or copy adds one to g->n_work. */
+    pp_status (*graph_begin)(pp_graph *g, pp_error *err);
+    pp_status (*graph_end)(pp_graph *g, pp_error *err);
+    pp_status (*graph_launch)(pp_graph *g, pp_error *err);
+    void (*graph_destroy)(pp_graph *g);
 } pp_stream_impl;
+
+/* A recorded graph's capture (graph.c): keeps it as item of s->capture, the
+ * first failure in s->capture->fail. Returns PP_OK or the failure. */
+pp_status pp_graph_record(pp_stream *s, const pp_graph_item *it, pp_error *err);
 
 /* Keeps e (a PP_OK code becomes PP_ERR_INTERNAL), its time and the item's
  * position seq as s's sticky error, unless s already has one. Thread-safe. */

@@ -48,17 +48,20 @@ static bool add_events(json_t *events, const pp_step_stats *steps, int n_steps)
             events, metadata("thread_sort_index", pid, l, json_pack("{s:i}", "sort_index", l)));
     }
     const int64_t origin = st0->t0_ns;
+    static const char *const how[] = {"eager", "captured", "replayed"};
     for (int k = 0; k < n_steps; k++) {
         const pp_step_stats *st = &steps[k];
+        const char *graph = (unsigned)st->graph < 3 ? how[st->graph] : "eager";
         for (int j = 0; j < st->n_spans; j++) {
             const pp_trace_span *sp = &st->spans[j];
             int l = sp->lane;
             json_t *ev = json_pack(
-                "{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:{s:i, s:I}}", "ph", "X", "name", sp->name,
+                "{s:s, s:s, s:s, s:i, s:i, s:f, s:f, s:{s:i, s:I, s:s}}", "ph", "X", "name",
+                sp->name,
                 "cat", st->lanes[l].kind == PP_STREAM_COPY ? "copy" : "compute", "pid",
                 lane_pid(st, l), "tid", l, "ts", (double)(sp->start_ns - origin) / 1e3, "dur",
                 (double)(sp->end_ns - sp->start_ns) / 1e3, "args", "step", k, "bytes",
-                (json_int_t)sp->bytes);
+                (json_int_t)sp->bytes, "graph", graph);
             rc |= json_array_append_new(events, ev);
         }
     }

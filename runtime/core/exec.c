@@ -47,8 +47,18 @@ pp_status pp_exec_workspace(pp_exec *ex, size_t bytes, void **ptr, pp_error *err
         return s;
     }
     ex->ws_bytes = grow;
+    ex->ws_gen++;
     *ptr = ex->ws;
     return PP_OK;
+}
+
+void pp_exec_workspace_forget(pp_exec *ex)
+{
+    if (!ex || !ex->ws) return;
+    pp_device_unaccount(ex->dev, ex->ws_bytes);
+    ex->ws = NULL;
+    ex->ws_bytes = 0;
+    ex->ws_gen++;
 }
 
 pp_status pp_exec_sync(pp_exec *ex, pp_error *err)

@@ -28,6 +28,8 @@ typedef struct pp_exec {
     void *backend_state;   /* per-stream backend state (cuDNN/cuBLAS handles); owned by the backend */
     void *ws;              /* workspace, device memory */
     size_t ws_bytes;
+    unsigned ws_gen;       /* bumped whenever ws is reallocated: work captured with the
+                              old one (a graph) must not run again */
 } pp_exec;
 
 /* Initialises an exec for dev on the given native stream (NULL on CPU: the
@@ -39,6 +41,11 @@ void pp_exec_destroy(pp_exec *ex);
 /* Returns workspace of at least bytes, growing it if needed (growth is stream
  * ordered on CUDA). *ptr is NULL when bytes is 0. */
 pp_status pp_exec_workspace(pp_exec *ex, size_t bytes, void **ptr, pp_error *err);
+
+/* Drops the workspace without freeing it (and bumps ws_gen): for a workspace
+ * whose allocation was captured into a graph that was then refused, so the
+ * memory never existed. */
+void pp_exec_workspace_forget(pp_exec *ex);
 
 /* Waits until all work enqueued on this exec has finished (no-op on CPU). */
 pp_status pp_exec_sync(pp_exec *ex, pp_error *err);

@@ -231,6 +231,7 @@ static void cuda_exec_destroy(pp_exec *ex)
         pp_cuda_lt_cache_free(ex);
         if (ce->dnn) (void)PP_CUDA(ex->dev, NULL, cudnnDestroy(ce->dnn));
         if (ce->blas) (void)PP_CUDA(ex->dev, NULL, cublasDestroy(ce->blas));
+        if (ce->blas_ws) (void)PP_CUDA(ex->dev, NULL, cudaFree(ce->blas_ws));
     }
     free(ce);
     ex->backend_state = NULL;
@@ -255,9 +256,13 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
         ce->dnn = h;
     }
     if (need_blas && !ce->blas) {
+        /* An explicit workspace, set once: cuBLAS then makes no allocation of its
+         * own on the stream, which a graph capture of the step would refuse. */
+        if (!ce->blas_ws) PP_TRY(PP_CUDA(dev, err, cudaMalloc(&ce->blas_ws, PP_CUDA_BLAS_WS)));
         cublasHandle_t h;
         PP_TRY(PP_CUDA(dev, err, cublasCreate(&h)));
         pp_status s = PP_CUDA(dev, err, cublasSetStream(h, ce->stream));
+        if (s == PP_OK) s = PP_CUDA(dev, err, cublasSetWorkspace(h, ce->blas_ws, PP_CUDA_BLAS_WS));
         if (s == PP_OK)
             s = PP_CUDA(dev, err, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
         if (s != PP_OK) {

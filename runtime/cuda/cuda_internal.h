@@ -75,6 +75,8 @@ typedef struct pp_cuda_exec {
     cudaStream_t stream;    /* ex->native_stream, or the device's private stream */
     cudnnHandle_t dnn;      /* created on first use, bound to stream */
     cublasHandle_t blas;    /* created on first use, bound to stream */
+    void *blas_ws;          /* (PP_CUDA_BLAS_WS bytes) the workspace blas is given, so that
+                               cuBLAS allocates nothing itself (graph capture forbids it) */
     int blas_math;          /* the pp_math_mode blas is set to (-1: not yet) */
     pp_cuda_conv_plan *conv;     /* grows on new shapes (first step only) */
     int n_conv, cap_conv;
@@ -85,6 +87,9 @@ typedef struct pp_cuda_exec {
     pp_cuda_gconv_cache *gconv;  /* NULL until the first graph convolution */
     pp_cuda_lt_cache *lt;        /* NULL until the first cuBLASLt call */
 } pp_cuda_exec;
+
+/* cuBLAS workspace per handle: what cuBLAS asks for on Hopper (32 MiB). */
+#define PP_CUDA_BLAS_WS ((size_t)32 << 20)
 
 /* ---- checking ------------------------------------------------------------- */
 

@@ -39,7 +39,12 @@ static pp_status empty_backward(void *user, pp_exec *ex, int mb, int mb_size,
     return PP_OK;
 }
 
-static const pp_stage_ops empty_ops = {empty_shape, empty_forward, empty_backward, NULL};
+static const pp_stage_ops empty_ops = {
+    .out_shape = empty_shape,
+    .forward = empty_forward,
+    .backward = empty_backward,
+    .step = NULL,
+};
 
 int main(int argc, char **argv)
 {

@@ -91,6 +91,7 @@ def test_bad_arguments():
         ([DELAY, "--validate", "--simulate"], "exclude"),
         ([DELAY, "extra.yaml"], "unexpected argument"),
         ([DELAY, "--device-map", "cuda:0"], "device"),
+        ([DELAY, "--cuda-graphs", "maybe"], "--cuda-graphs"),
         ([os.path.join(TMP, "missing.yaml")], "missing.yaml"),
     ]
     for args, fragment in cases:
@@ -168,6 +169,12 @@ def test_json_and_trace():
     check(o["step_ms"]["min"] <= o["step_ms"]["median"] <= o["step_ms"]["max"], "step_ms order")
     check(set(o["copies"]) == {"bytes", "ms"} and o["copies"]["bytes"] > 0, "copies")
     check(len(o["stages"]) == 3, "three stages")
+    # CPU stages: the graphs switch is not applicable, whatever it says
+    check(o.get("cuda_graphs") == {"mode": "n/a", "captured": 0, "replayed": 0, "launches": 0,
+                                   "refused": None}, f"cuda_graphs {o.get('cuda_graphs')}")
+    r2 = run(DELAY, "--json", "--steps", "2", "--cuda-graphs", "on")
+    check(r2.returncode == 0 and json.loads(r2.stdout)["cuda_graphs"]["mode"] == "n/a",
+          f"--cuda-graphs on with CPU stages: exit {r2.returncode}")
     for s in o["stages"]:
         for k in ("device", "layers", "params", "forward_ms", "backward_ms", "busy_frac",
                   "peak_bytes"):

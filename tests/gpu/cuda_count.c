@@ -1,7 +1,10 @@
 /*
  * cuda_count.c - an LD_PRELOAD interposer that counts the CUDA runtime's
  * allocation calls (and the host's waits: device, stream and event
- * synchronisations and synchronous cudaMemcpy) a process makes.
+ * synchronisations and synchronous cudaMemcpy) a process makes, and its
+ * launches: kernels launched through the runtime (cudaLaunchKernel: the
+ * backend's own kernels; cuDNN and cuBLAS launch theirs out of sight), graph
+ * launches (cudaGraphLaunch) and stream captures begun.
  *
  *   cc -O2 -shared -fPIC -o libcuda_count.so cuda_count.c -ldl
  *   LD_PRELOAD=./libcuda_count.so PP_CUDA_COUNT_OUT=counts.txt pipeline-run plan.yaml
@@ -57,6 +60,9 @@ enum counter {
     C_STREAM_SYNCHRONIZE,
     C_EVENT_SYNCHRONIZE,
     C_MEMCPY,
+    C_LAUNCH_KERNEL,
+    C_GRAPH_LAUNCH,
+    C_BEGIN_CAPTURE,
     C_COUNT
 };
 
@@ -65,6 +71,7 @@ static const char *const counter_names[C_COUNT] = {
     "cudaMallocFromPoolAsync", "cudaMallocHost", "cudaHostAlloc",        "cudaFreeHost",
     "cudaMallocManaged",  "cudaMallocPitch",    "cudaHostRegister",      "cudaHostUnregister",
     "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy",
+    "cudaLaunchKernel",   "cudaGraphLaunch",    "cudaStreamBeginCapture",
 };
 
 static _Atomic unsigned long long g_calls[C_COUNT];
@@ -93,6 +100,12 @@ enum symbol {
     S_EVENT_SYNCHRONIZE,
     S_MEMCPY,
     S_MEMCPY_PTDS,
+    S_LAUNCH_KERNEL,
+    S_LAUNCH_KERNEL_PTSZ,
+    S_GRAPH_LAUNCH,
+    S_GRAPH_LAUNCH_PTSZ,
+    S_BEGIN_CAPTURE,
+    S_BEGIN_CAPTURE_PTSZ,
     S_COUNT
 };
 
@@ -118,6 +131,12 @@ static const char *const symbol_names[S_COUNT] = {
     "cudaEventSynchronize",
     "cudaMemcpy",
     "cudaMemcpy_ptds",
+    "cudaLaunchKernel",
+    "cudaLaunchKernel_ptsz",
+    "cudaGraphLaunch",
+    "cudaGraphLaunch_ptsz",
+    "cudaStreamBeginCapture",
+    "cudaStreamBeginCapture_ptsz",
 };
 
 static void *_Atomic g_real[S_COUNT];
@@ -151,6 +170,12 @@ typedef int (*fn_p_n_u)(void **, size_t, unsigned);
 typedef int (*fn_p_pitch_w_h)(void **, size_t *, size_t, size_t);
 typedef int (*fn_v_n_u)(void *, size_t, unsigned);
 typedef int (*fn_v_cv_n_k)(void *, const void *, size_t, int);
+typedef int (*fn_v_i)(void *, int);
+/* dim3 as the ABI passes it: three unsigned ints by value */
+typedef struct dim3_abi {
+    unsigned x, y, z;
+} dim3_abi;
+typedef int (*fn_launch)(const void *, dim3_abi, dim3_abi, void **, size_t, void *);
 
 /* Defines wrapper NAME(PARAMS) counting under counter C with BYTES bytes and
  * forwarding ARGS to symbol S of type T. */
@@ -203,6 +228,21 @@ WRAP(cudaMemcpy, fn_v_cv_n_k, S_MEMCPY, C_MEMCPY, n,
      (void *dst, const void *src, size_t n, int kind), (dst, src, n, kind))
 WRAP(cudaMemcpy_ptds, fn_v_cv_n_k, S_MEMCPY_PTDS, C_MEMCPY, n,
      (void *dst, const void *src, size_t n, int kind), (dst, src, n, kind))
+
+WRAP(cudaLaunchKernel, fn_launch, S_LAUNCH_KERNEL, C_LAUNCH_KERNEL, 0,
+     (const void *f, dim3_abi g, dim3_abi b, void **args, size_t shm, void *stream),
+     (f, g, b, args, shm, stream))
+WRAP(cudaLaunchKernel_ptsz, fn_launch, S_LAUNCH_KERNEL_PTSZ, C_LAUNCH_KERNEL, 0,
+     (const void *f, dim3_abi g, dim3_abi b, void **args, size_t shm, void *stream),
+     (f, g, b, args, shm, stream))
+WRAP(cudaGraphLaunch, fn_v_s, S_GRAPH_LAUNCH, C_GRAPH_LAUNCH, 0, (void *exec, void *stream),
+     (exec, stream))
+WRAP(cudaGraphLaunch_ptsz, fn_v_s, S_GRAPH_LAUNCH_PTSZ, C_GRAPH_LAUNCH, 0,
+     (void *exec, void *stream), (exec, stream))
+WRAP(cudaStreamBeginCapture, fn_v_i, S_BEGIN_CAPTURE, C_BEGIN_CAPTURE, 0,
+     (void *stream, int mode), (stream, mode))
+WRAP(cudaStreamBeginCapture_ptsz, fn_v_i, S_BEGIN_CAPTURE_PTSZ, C_BEGIN_CAPTURE, 0,
+     (void *stream, int mode), (stream, mode))
 
 /* Appends the counts line to PP_CUDA_COUNT_OUT (or stderr) with one write(),
  * so lines of concurrent processes do not interleave. */

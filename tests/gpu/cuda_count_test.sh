@@ -44,6 +44,10 @@ int cudaDeviceSynchronize(void) { __atomic_add_fetch(&fake_calls, 1, 0); return 
 int cudaStreamSynchronize(void *s) { __atomic_add_fetch(&fake_calls, 1, 0); return s ? 0 : 1; }
 int cudaEventSynchronize(void *e) { __atomic_add_fetch(&fake_calls, 1, 0); return e ? 0 : 1; }
 int cudaMemcpy(void *d, const void *s, size_t n, int k) { __atomic_add_fetch(&fake_calls, 1, 0); return d && s && n ? k : 1; }
+typedef struct { unsigned x, y, z; } dim3;
+int cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t shm, void *s) { __atomic_add_fetch(&fake_calls, 1, 0); return f && a && s ? (int)(g.x + g.y + g.z + b.x + b.y + b.z + shm) : 1; }
+int cudaGraphLaunch(void *e, void *s) { __atomic_add_fetch(&fake_calls, 1, 0); return e && s ? 0 : 1; }
+int cudaStreamBeginCapture(void *s, int mode) { __atomic_add_fetch(&fake_calls, 1, 0); return s ? mode : 1; }
 EOF
 cat >"$tmp/fake.map" <<'EOF'
 libcudart.so.13 { global: *; };
@@ -65,6 +69,10 @@ int cudaDeviceSynchronize(void);
 int cudaStreamSynchronize(void *s);
 int cudaEventSynchronize(void *e);
 int cudaMemcpy(void *d, const void *s, size_t n, int k);
+typedef struct { unsigned x, y, z; } dim3;
+int cudaLaunchKernel(const void *f, dim3 g, dim3 b, void **a, size_t shm, void *s);
+int cudaGraphLaunch(void *e, void *s);
+int cudaStreamBeginCapture(void *s, int mode);
 extern int fake_calls;
 #define THREADS 4
 #define PER_THREAD 2500
@@ -97,6 +105,12 @@ int main(void)
     bad |= cudaEventSynchronize(&stream_obj) != 0;
     bad |= cudaEventSynchronize(&stream_obj) != 0;
     bad |= cudaMemcpy(&stream_obj, &stream_obj, 64, 2) != 2;
+    void *args[1] = {&stream_obj};
+    for (int i = 0; i < 5; i++) /* dim3 arguments arrive intact */
+        bad |= cudaLaunchKernel(&stream_obj, (dim3){1, 2, 3}, (dim3){4, 5, 6}, args, 7,
+                                &stream_obj) != 28;
+    for (int i = 0; i < 3; i++) bad |= cudaGraphLaunch(&stream_obj, &stream_obj) != 0;
+    bad |= cudaStreamBeginCapture(&stream_obj, 2) != 2;
     pthread_t t[THREADS];
     for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, worker, NULL);
     for (int i = 0; i < THREADS; i++) {
@@ -126,7 +140,7 @@ check "versioned reference" 1 "$(nm -D --undefined-only "$tmp/prog" | grep -c 'c
 
 # Without the interposer: the stand-in sees every call, nothing is reported.
 out=$("$tmp/prog" 2>"$tmp/err0")
-calls=$((3 + 4 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2 + 1 + 4 * 2500 * 2))
+calls=$((3 + 4 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 2 + 1 + 5 + 3 + 1 + 4 * 2500 * 2))
 check "plain run" "fake_calls=$calls bad=0" "$out"
 check "plain run reports nothing" 0 "$(grep -c cuda_count "$tmp/err0" || true)"
 
@@ -153,6 +167,9 @@ check cudaStreamSynchronize 1 "$(field cudaStreamSynchronize)"
 check cudaEventSynchronize 2 "$(field cudaEventSynchronize)"
 check cudaMemcpy 1 "$(field cudaMemcpy)"
 check cudaMemcpy.bytes 64 "$(field cudaMemcpy.bytes)"
+check cudaLaunchKernel 5 "$(field cudaLaunchKernel)"
+check cudaGraphLaunch 3 "$(field cudaGraphLaunch)"
+check cudaStreamBeginCapture 1 "$(field cudaStreamBeginCapture)"
 
 # A second process appends its own line.
 env LD_PRELOAD="$lib" PP_CUDA_COUNT_OUT="$tmp/counts" "$tmp/prog" >/dev/null

@@ -29,8 +29,10 @@
 #           with the same micro-batches (batch 128, split 32) and their ratios;
 #           ours with cuDNN's heuristic algorithms (PP_CUDNN_FIND=0) against
 #           measured ones; tf32 images/s, ours 1 stage vs PyTorch eager TF32
-#   part 2: libraries; cudaMalloc/cudaFree calls per 10 steady-state steps
-#           (LD_PRELOAD interposer, 1 and 2 stages); the tutorial's experiment
+#   part 2: libraries; cudaMalloc/cudaFree calls, host synchronisations, graph
+#           and kernel launches per steady-state step and images/s with CUDA
+#           graphs on and off (LD_PRELOAD interposer, 1 and 2 stages,
+#           --cuda-graphs on|off); the tutorial's experiment
 #           (examples/plans/tutorial-layer2.yaml --sweep-split against
 #           tests/gpu/tutorial.py's ModelParallel/PipelineParallelResNet50)
 #   part 3: training on Fashion-MNIST (BUNDLE/data, copied by bundle.sh from
@@ -93,7 +95,7 @@
 # failed, else 0.
 set -uo pipefail
 
-usage() { sed -n '2,93p' "$0"; }
+usage() { sed -n '2,95p' "$0"; }
 bundle=${1:-}
 if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
@@ -493,27 +495,32 @@ part2() {
     else
         plan_for r50-1stage-split$split "$batch" $split "$steps" "$size" "$stages1"
         plan_for r50-2stage-split$split "$batch" $split "$steps" "$size" "$stages2"
+        local g ips_on ips_off
         for s in 1 2; do
-            local c3="" c13="" cmd13=""
+          ips_on="" ips_off=""
+          # graphs on and off (--cuda-graphs): with them a steady step should be a
+          # few graph launches and no host wait but the step's end
+          for g in on off; do
+            local c3="" c13="" cmd13="" tag="${s}stage-graphs-$g"
             for n in 3 13; do
-                rm -f "$res/counts-${s}stage-$n.txt"
+                rm -f "$res/counts-$tag-$n.txt"
                 # no shared algorithm file: both runs measure in their first step,
                 # so the difference between them is the steady state
-                run "count-${s}stage-$n" 180 env -u PP_CUDNN_CACHE LD_PRELOAD="$lib" \
-                    PP_CUDA_COUNT_OUT="$res/counts-${s}stage-$n.txt" \
+                run "count-$tag-$n" 180 env -u PP_CUDNN_CACHE -u PP_CUDA_GRAPHS \
+                    LD_PRELOAD="$lib" PP_CUDA_COUNT_OUT="$res/counts-$tag-$n.txt" \
                     "$bin/pipeline-run" "$res/r50-${s}stage-split$split.yaml" --steps $n \
-                    --device-map "$map" --json
+                    --device-map "$map" --cuda-graphs $g --json
                 rc=$?
                 if [ $rc -ne 0 ]; then
-                    row "cudaMalloc count, $s stage(s), $n steps" "$(result_of $rc)" \
-                        "$(why $rc "count-${s}stage-$n")" "$last_cmd"
+                    row "cudaMalloc count, $s stage(s), $n steps, graphs $g" "$(result_of $rc)" \
+                        "$(why $rc "count-$tag-$n")" "$last_cmd"
                     continue 2
                 fi
-                [ $n = 3 ] && c3=$(counts_of "$res/counts-${s}stage-$n.txt")
-                [ $n = 13 ] && { c13=$(counts_of "$res/counts-${s}stage-$n.txt"); cmd13=$last_cmd; }
+                [ $n = 3 ] && c3=$(counts_of "$res/counts-$tag-$n.txt")
+                [ $n = 13 ] && { c13=$(counts_of "$res/counts-$tag-$n.txt"); cmd13=$last_cmd; }
             done
             if [ -z "$c3" ] || [ -z "$c13" ]; then
-                row "cudaMalloc per 10 steps, $s stage(s)" "FAIL(no counts)" \
+                row "cudaMalloc per 10 steps, $s stage(s), graphs $g" "FAIL(no counts)" \
                     "the interposer wrote nothing (not preloaded?)" "$cmd13"
                 continue
             fi
@@ -537,15 +544,44 @@ part2() {
                 verdict="FAIL(not intercepted)"
                 fig="no allocation call seen at all (13 steps): the interposer did not see the runtime; $fig"
             fi
-            echo "$s stage(s), per 10 steady-state steps: ${fig%, }"
-            row "CUDA allocation calls per 10 steps, $s stage(s)" "$verdict" \
+            echo "$s stage(s), graphs $g, per 10 steady-state steps: ${fig%, }"
+            row "CUDA allocation calls per 10 steps, $s stage(s), graphs $g" "$verdict" \
                 "${fig%, } (13 steps minus 3 steps; goal cudaMalloc = cudaFree = 0; async pool calls allowed)" \
                 "$cmd13 (and --steps 3)"
             # host waits (device, stream, event synchronisations, synchronous copies)
-            row "host synchronisations per steady step, $s stage(s)" \
+            row "host synchronisations per steady step, $s stage(s), graphs $g" \
                 "$(le "$(awk -v n=$syncs 'BEGIN { printf "%.1f", n / 10 }')" 1)" \
                 "$(awk -v n=$syncs 'BEGIN { printf "%.1f", n / 10 }') per step ($syncs in 10; goal at most 1)" \
                 "$cmd13 (and --steps 3)"
+            # launches: graph launches, the backend's own kernels through the
+            # runtime (cuDNN's and cuBLAS's are not seen), captures begun
+            local gl kl bc mode refused verdict_g per_g
+            gl=$(( $(field "$c13" cudaGraphLaunch) - $(field "$c3" cudaGraphLaunch) ))
+            kl=$(( $(field "$c13" cudaLaunchKernel) - $(field "$c3" cudaLaunchKernel) ))
+            bc=$(field "$c13" cudaStreamBeginCapture)
+            mode=$(jget "$res/count-$tag-13.out" 'j["cuda_graphs"]["mode"]')
+            refused=$(jget "$res/count-$tag-13.out" 'j["cuda_graphs"]["refused"] or ""')
+            per_g=$(awk -v n=$gl 'BEGIN { printf "%.1f", n / 10 }')
+            verdict_g=ok
+            if [ "$mode" = "n/a" ]; then
+                verdict_g=info
+            elif [ $g = on ] && [ "$gl" -lt 10 ]; then
+                verdict_g="FAIL(eager)"
+            elif [ $g = off ] && [ "$gl" -ne 0 ]; then
+                verdict_g="FAIL(graphs)"
+            fi
+            row "graph launches per steady step, $s stage(s), graphs $g" "$verdict_g" \
+                "$per_g graph launch(es) and $(awk -v n=$kl 'BEGIN { printf "%.1f", n / 10 }') runtime kernel launches per step, $bc capture(s) in 13 steps; mode ${mode:-?}${refused:+; refused: $refused}" \
+                "$cmd13 (and --steps 3)"
+            local ips; ips=$(jget "$res/count-$tag-13.out" 'j["images_per_s"]')
+            [ $g = on ] && ips_on=$ips || ips_off=$ips
+            row "images/s, $s stage(s), split $split, graphs $g" \
+                "$([ -n "$ips" ] && echo ok || echo 'FAIL(no figure)')" \
+                "${ips:-?} img/s (13 steps under the interposer, first excluded)" "$cmd13"
+          done
+          local rt; rt=$(ratio "$ips_on" "$ips_off")
+          row "  graphs on / off, $s stage(s)" "$([ -n "$rt" ] && echo info || echo 'FAIL(no figure)')" \
+              "${rt:-?}: ${ips_on:-?} / ${ips_off:-?} img/s" ""
         done
     fi
 

@@ -968,6 +968,20 @@ static void test_bn_running_stats(void)
     CHECK_OK(pp_unit_sync_buffers(u, &err), &err); /* inference counts nothing */
     CHECK_OK(pp_tensor_to_host(pp_unit_state(u, 4)->value, &count, 8, &err), &err);
     CHECK(count == 1 && pp_unit_in_flight(u) == 0);
+    /* the pending counts for graph replays: read, raised, restored, added */
+    int64_t pend[2] = {-1, -1};
+    CHECK(pp_unit_batch_counts(u, pend, 2) == 1 && pend[0] == 0);
+    CHECK_OK(pp_unit_forward(u, &ex, 0, &x, &y, true, &err), &err);
+    pp_unit_release(u, 0);
+    CHECK(pp_unit_batch_counts(u, pend, 2) == 1 && pend[0] == 1);
+    pp_unit_add_batches(u, 4); /* a replay of four training forwards */
+    CHECK(pp_unit_batch_counts(u, pend + 1, 1) == 1 && pend[1] == 5);
+    pp_unit_set_batch_counts(u, pend); /* a refused capture undone: back to 1 */
+    CHECK(pp_unit_batch_counts(u, NULL, 0) == 1);
+    pp_unit_add_batches(u, 2);
+    CHECK_OK(pp_unit_sync_buffers(u, &err), &err);
+    CHECK_OK(pp_tensor_to_host(pp_unit_state(u, 4)->value, &count, 8, &err), &err);
+    CHECK_MSG(count == 4, "num_batches_tracked %lld, want 1 + 1 + 2", (long long)count);
     pp_tensor_free(&x);
     pp_tensor_free(&y);
     pp_unit_free(u);

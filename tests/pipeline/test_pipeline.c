@@ -14,7 +14,10 @@
  *   - epochs and evaluation: every epoch is one pass with a partial last
  *     batch, the learning-rate schedule changes per epoch, the forward-only
  *     evaluation changes no state, and 1, 2 and 4 stages agree bitwise on
- *     losses, test results and checkpoints.
+ *     losses, test results and checkpoints;
+ *   - graphs: steps replayed from captured graphs (the CPU's recorded ones)
+ *     equal eager steps bitwise over epochs with a partial last batch and a
+ *     learning-rate schedule.
  */
 #include <math.h>
 #include <stdio.h>
@@ -634,6 +637,113 @@ static void test_epochs_eval(void)
     unlink(el);
 }
 
+/* Graph replay (pp_pipeline_options.graphs FORCE: the CPU's recorded graphs)
+ * against eager steps over three epochs of a partial last batch, with a
+ * learning-rate schedule changing each epoch and an evaluation after each:
+ * every loss, test result and the final checkpoint bitwise equal, the full
+ * batch captured at its second step and replayed after, the partial batch
+ * captured at its second occurrence and replayed at its third. The plan's
+ * cuda_graphs switch is accepted on CPU stages and reported not applicable. */
+static void test_graphs(void)
+{
+    char ti[256], tl[256], ei[256], el[256];
+    snprintf(ti, sizeof ti, "%s/g-train-images.idx", tmpdir);
+    snprintf(tl, sizeof tl, "%s/g-train-labels.idx", tmpdir);
+    snprintf(ei, sizeof ei, "%s/g-test-images.idx", tmpdir);
+    snprintf(el, sizeof el, "%s/g-test-labels.idx", tmpdir);
+    write_set(ti, tl, 34, 5);
+    write_set(ei, el, 12, 6);
+    enum { STEPS = 9 }; /* 3 epochs of 16, 16, 2 */
+    double loss[2][STEPS] = {{0}}, test[2][3][2] = {{{0}}};
+    unsigned char *ckpt[2] = {NULL, NULL};
+    size_t ckpt_n[2] = {0, 0};
+    static const pp_pipeline_graphs modes[3] = {PP_PIPELINE_GRAPHS_OFF, PP_PIPELINE_GRAPHS_FORCE,
+                                                PP_PIPELINE_GRAPHS_PLAN};
+    for (int k = 0; k < 3; k++) {
+        char text[4096], path[256];
+        snprintf(text, sizeof text,
+                 "model: {name: resnet18, num_classes: 4, in_channels: 1, stem: cifar}\n"
+                 "batch: {size: 16, split_size: 5}\n"
+                 "schedule: 1f1b\n"
+                 "cuda_graphs: %s\n"
+                 "optimizer:\n  lr: 0.05\n  momentum: 0.9\n  weight_decay: 0.0001\n"
+                 "  lr_schedule: {type: step, milestones: [1, 2], gamma: 0.5}\n"
+                 "data: {format: idx, images: %s, labels: %s, shuffle: true}\n"
+                 "seed: 7\nepochs: 3\n"
+                 "eval: {images: %s, labels: %s, batch_size: 5}\n"
+                 "stages:\n"
+                 "  - device: cpu:0\n    layers: [conv1, bn1, relu, maxpool, layer1, layer2]\n"
+                 "  - device: cpu:1\n    layers: [layer3, layer4, avgpool, fc]\n",
+                 k == 2 ? "on" : "off", ti, tl, ei, el);
+        pp_plan *plan = NULL;
+        pp_diag diag;
+        char buf[4096];
+        CHECK_MSG(pp_plan_parse_string("graphs.yaml", text, strlen(text), &plan, &diag) == PP_OK,
+                  "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
+        if (!plan) continue;
+        CHECK(plan->cuda_graphs == (k == 2));
+        pp_error err;
+        pp_pipeline *p = NULL;
+        pp_pipeline_options opts = {.graphs = modes[k]};
+        CHECK_OK(pp_pipeline_new(plan, &opts, &p, &err), &err);
+        if (!p) {
+            pp_plan_free(plan);
+            continue;
+        }
+        int r = k == 1 ? 1 : 0; /* results row: eager or replayed */
+        for (int i = 0; i < STEPS && k < 2; i++) {
+            pp_step_result res;
+            CHECK_OK(pp_pipeline_step(p, &res, &err), &err);
+            CHECK(res.batch == (i % 3 == 2 ? 2 : 16) && res.lr == 0.05 / (1 << (i / 3)));
+            loss[r][i] = res.loss;
+            if (i % 3 != 2) continue;
+            pp_eval_result e;
+            CHECK_OK(pp_pipeline_evaluate(p, &e, &err), &err);
+            CHECK(e.samples == 12);
+            test[r][i / 3][0] = e.loss;
+            test[r][i / 3][1] = e.accuracy;
+        }
+        pp_pipeline_report rep;
+        if (k == 2) { /* CPU stages: the plan's switch is not applicable */
+            pp_step_result res;
+            for (int i = 0; i < 3; i++) CHECK_OK(pp_pipeline_step(p, &res, &err), &err);
+            pp_pipeline_report_get(p, &rep);
+            CHECK_MSG(!strcmp(rep.graphs, "n/a") && rep.graph_launches == 0, "graphs %s",
+                      rep.graphs);
+        } else {
+            pp_pipeline_report_get(p, &rep);
+            CHECK_MSG(!strcmp(rep.graphs, k ? "on" : "n/a"), "graphs %s", rep.graphs);
+            CHECK_MSG(rep.graph_captures == 2 * k && rep.graph_replays == 5 * k &&
+                          rep.graph_launches == 7 * k && rep.graph_refusal == NULL,
+                      "mode %d: %d captured, %d replayed, %d launches", k, rep.graph_captures,
+                      rep.graph_replays, rep.graph_launches);
+            snprintf(path, sizeof path, "%s/graphs%d.safetensors", tmpdir, k);
+            CHECK_OK(pp_pipeline_save(p, path, true, &err), &err);
+            ckpt[k] = check_read_file(path, &ckpt_n[k]);
+            unlink(path);
+        }
+        pp_pipeline_free(p);
+        pp_plan_free(plan);
+    }
+    for (int i = 0; i < STEPS; i++)
+        CHECK_MSG(loss[0][i] == loss[1][i] && loss[0][i] > 0,
+                  "step %d: loss %.9g eager, %.9g replayed", i, loss[0][i], loss[1][i]);
+    for (int e = 0; e < 3; e++)
+        CHECK_MSG(test[0][e][0] == test[1][e][0] && test[0][e][1] == test[1][e][1],
+                  "epoch %d: test loss %.9g vs %.9g", e, test[0][e][0], test[1][e][0]);
+    CHECK_MSG(ckpt[0] && ckpt[1] && ckpt_n[0] == ckpt_n[1] &&
+                  memcmp(ckpt[0], ckpt[1], ckpt_n[0]) == 0,
+              "checkpoint after replayed steps differs from eager");
+    fprintf(stderr, "graphs: 9 steps replayed as eager, loss %.4f -> %.4f, test acc %.2f\n",
+            loss[1][0], loss[1][STEPS - 1], test[1][2][1]);
+    free(ckpt[0]);
+    free(ckpt[1]);
+    unlink(ti);
+    unlink(tl);
+    unlink(ei);
+    unlink(el);
+}
+
 int main(int argc, char **argv)
 {
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "pp-pipeline")) return 1;
@@ -654,6 +764,7 @@ int main(int argc, char **argv)
     if (!*only || !strcmp(only, "learning")) test_learning();
     if (!*only || !strcmp(only, "resume")) test_resume();
     if (!*only || !strcmp(only, "epochs")) test_epochs_eval();
+    if (!*only || !strcmp(only, "graphs")) test_graphs();
     rmdir(tmpdir);
     return check_summary("pipeline");
 }

@@ -101,6 +101,7 @@ static const struct bad_case {
     {"unknown schedule", BASE "schedule: zigzag\n", 6, 11, "unknown schedule 'zigzag'"},
     {"fp16", BASE "precision: fp16\n", 6, 12, "precision fp16 is not supported yet (use fp32, tf32 or bf16)"},
     {"unknown precision", BASE "precision: fp8\n", 6, 12, "unknown precision 'fp8'"},
+    {"cuda_graphs not on or off", BASE "cuda_graphs: maybe\n", 6, 14, "on or off"},
     {"negative lr", BASE "optimizer: {lr: -0.1}\n", 6, 17,
      "optimizer.lr must not be negative, got -0.1"},
     {"lr not a number", BASE "optimizer: {lr: fast}\n", 6, 17,
@@ -613,6 +614,33 @@ static void test_precision(void)
     }
 }
 
+/* cuda_graphs: on by default, on|off parse and survive emit -> parse. */
+static void test_cuda_graphs(void)
+{
+    static const struct {
+        const char *text;
+        bool want;
+    } cases[] = {
+        {"", true},
+        {"cuda_graphs: on\n", true},
+        {"cuda_graphs: off\n", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "%s%s", BASE, cases[i].text);
+        pp_plan *p = NULL;
+        pp_diag d;
+        char msg[2048];
+        CHECK_MSG(parse(text, strlen(text), &p, &d) == PP_OK, "%s",
+                  pp_diag_format(&d, msg, sizeof msg));
+        if (!p) continue;
+        CHECK_MSG(p->cuda_graphs == cases[i].want, "[%s] cuda_graphs %d", cases[i].text,
+                  (int)p->cuda_graphs);
+        check_round_trip(cases[i].text, p);
+        pp_plan_free(p);
+    }
+}
+
 static void test_plan_fields(void)
 {
     const char *text = "model:\n  name: resnet50\n  num_classes: 10\n"
@@ -1044,6 +1072,7 @@ int main(int argc, char **argv)
     test_valid_plans();
     test_plan_fields();
     test_precision();
+    test_cuda_graphs();
     test_balance_random();
     test_balance_errors();
     test_auto_plans();

@@ -21,6 +21,7 @@
 #include "runtime/core/device.h"
 #include "runtime/core/ops.h"
 #include "streams/executor.h"
+#include "streams/graph.h"
 #include "streams/schedule.h"
 #include "streams/simulate.h"
 #include "tests/check.h"
@@ -130,7 +131,12 @@ static pp_status toy_step(void *user, pp_exec *ex, pp_error *err)
     return PP_OK;
 }
 
-static const pp_stage_ops toy_ops = {toy_out_shape, toy_forward, toy_backward, toy_step};
+static const pp_stage_ops toy_ops = {
+    .out_shape = toy_out_shape,
+    .forward = toy_forward,
+    .backward = toy_backward,
+    .step = toy_step,
+};
 
 static pp_registry *reg;
 static pp_device_ctx *cpus[4];
@@ -364,8 +370,9 @@ static void test_trace(void)
 /* The trace's JSON, field by field, from hand-made steps with known times:
  * metadata naming each device (process) and stream (thread, one per lane),
  * then one complete event per span with ts and dur in microseconds from
- * steps[0].t0_ns; lanes on one device share that device's pid (the index of
- * its first lane). */
+ * steps[0].t0_ns, its step and bytes, and how its step ran (eager, captured or
+ * replayed from a graph); lanes on one device share that device's pid (the
+ * index of its first lane). */
 typedef struct trace_meta {
     const char *what; /* process_name, thread_name, thread_sort_index */
     int pid, tid;
@@ -378,6 +385,7 @@ typedef struct trace_x {
     double ts, dur; /* microseconds */
     int step;
     json_int_t bytes;
+    const char *graph; /* args.graph; NULL: "eager" */
 } trace_x;
 
 static void check_trace_file(const char *path, const trace_meta *meta, int n_meta,
@@ -412,7 +420,10 @@ static void check_trace_file(const char *path, const trace_meta *meta, int n_met
     for (int i = 0; i < n_x && (size_t)(n_meta + i) < json_array_size(evs); i++) {
         const trace_x *x = &xs[i];
         json_t *e = json_array_get(evs, (size_t)(n_meta + i)), *args = json_object_get(e, "args");
-        CHECK_MSG(json_object_size(e) == 8 && json_object_size(args) == 2, "span %d: keys", i);
+        CHECK_MSG(json_object_size(e) == 8 && json_object_size(args) == 3, "span %d: keys", i);
+        const char *graph = json_string_value(json_object_get(args, "graph"));
+        CHECK_MSG(graph && strcmp(graph, x->graph ? x->graph : "eager") == 0,
+                  "span %d: graph %s", i, graph ? graph : "(none)");
         CHECK(strcmp(json_string_value(json_object_get(e, "ph")), "X") == 0);
         CHECK_MSG(strcmp(json_string_value(json_object_get(e, "name")), x->name) == 0 &&
                       strcmp(json_string_value(json_object_get(e, "cat")), x->cat) == 0,
@@ -455,7 +466,8 @@ static void test_trace_shape(void)
     };
     pp_step_stats steps[2] = {
         {.t0_ns = 1000000, .n_lanes = 4, .lanes = lanes, .n_spans = 6, .spans = spans0},
-        {.t0_ns = 5000000, .n_lanes = 4, .lanes = lanes, .n_spans = 2, .spans = spans1},
+        {.t0_ns = 5000000, .n_lanes = 4, .lanes = lanes, .n_spans = 2, .spans = spans1,
+         .graph = PP_STEP_REPLAYED, .graph_launches = 1},
     };
     const trace_meta meta[] = {
         {"process_name", 0, 0, "cpu:0"},
@@ -470,14 +482,14 @@ static void test_trace_shape(void)
         {"thread_sort_index", 0, 3, NULL},
     };
     const trace_x xs[] = {
-        {"F0 stage0", "compute", 0, 0, 2.0, 500.0, 0, 0},
-        {"copy act 0 s0->s1", "copy", 1, 2, 503.0, 0.25, 0, 4096},
-        {"F0 stage1", "compute", 1, 1, 504.0, 500.0, 0, 0},
-        {"B0 stage1", "compute", 1, 1, 1004.0, 1000.0, 0, 0},
-        {"copy grad 0 s1->s0", "copy", 0, 3, 2005.0, 0.5, 0, 2048},
-        {"B0 stage0", "compute", 0, 0, 2006.0, 1000.0, 0, 0},
-        {"F0 stage0", "compute", 0, 0, 4000.5, 0.5, 1, 0},
-        {"STEP stage1", "compute", 1, 1, 4002.0, 0.001, 1, 0},
+        {"F0 stage0", "compute", 0, 0, 2.0, 500.0, 0, 0, NULL},
+        {"copy act 0 s0->s1", "copy", 1, 2, 503.0, 0.25, 0, 4096, NULL},
+        {"F0 stage1", "compute", 1, 1, 504.0, 500.0, 0, 0, NULL},
+        {"B0 stage1", "compute", 1, 1, 1004.0, 1000.0, 0, 0, NULL},
+        {"copy grad 0 s1->s0", "copy", 0, 3, 2005.0, 0.5, 0, 2048, NULL},
+        {"B0 stage0", "compute", 0, 0, 2006.0, 1000.0, 0, 0, NULL},
+        {"F0 stage0", "compute", 0, 0, 4000.5, 0.5, 1, 0, "replayed"},
+        {"STEP stage1", "compute", 1, 1, 4002.0, 0.001, 1, 0, "replayed"},
     };
     char dir[256], path[300];
     if (!check_mkdtemp(dir, sizeof dir, "pp_trace")) {
@@ -638,6 +650,157 @@ static void test_forward_only(void)
             }
 }
 
+/* Graphs (pp_executor_run_replayable) on the CPU's recorded graphs: a key's
+ * first run is eager, its second captured and launched, later ones replayed;
+ * every step gives the eager results bitwise, with one span per action, and
+ * a third key evicts the least recently used one. */
+static void test_graphs(void)
+{
+    static const int dev_of[4] = {0, 1, 0, 1};
+    int full[3] = {3, 3, 3}, tail[3] = {3, 2, 0}, other[2] = {2, 2};
+    for (int S = 1; S <= 4; S++)
+        for (int kind = 0; kind < 2; kind++) {
+            pp_error err;
+            pp_schedule s_full, s_tail, s_other;
+            CHECK_OK(pp_schedule_build(&s_full, (pp_schedule_kind)kind, S, 3, full, &err), &err);
+            CHECK_OK(pp_schedule_build(&s_tail, (pp_schedule_kind)kind, S, 2, tail, &err), &err);
+            CHECK_OK(pp_schedule_build(&s_other, (pp_schedule_kind)kind, S, 2, other, &err),
+                     &err);
+            toy_stage st[4];
+            pp_stage_desc desc[4];
+            setup_stages(st, desc, S, dev_of, &s_full);
+            pp_executor *ex;
+            CHECK_OK(pp_executor_new(desc, S, 0, &ex, &err), &err);
+            CHECK(!pp_executor_graphs(ex)); /* CPU lanes: off unless asked for */
+            pp_executor_set_graphs(ex, true);
+            /* steps: full full tail full tail full tail other full other tail; "other"
+             * evicts full (least recently used), full then evicts tail */
+            const pp_schedule *seq[] = {&s_full, &s_full, &s_tail, &s_full, &s_tail, &s_full,
+                                        &s_tail, &s_other, &s_full, &s_other, &s_tail};
+            const pp_step_graph want[] = {PP_STEP_EAGER, PP_STEP_CAPTURED, PP_STEP_EAGER,
+                                          PP_STEP_REPLAYED, PP_STEP_CAPTURED, PP_STEP_REPLAYED,
+                                          PP_STEP_REPLAYED, PP_STEP_EAGER, PP_STEP_EAGER,
+                                          PP_STEP_CAPTURED, PP_STEP_EAGER};
+            for (size_t k = 0; k < sizeof seq / sizeof seq[0]; k++) {
+                const pp_schedule *s = seq[k];
+                int m = s->micro_batches, batch = 0;
+                for (int i = 0; i < m; i++) batch += s->mb_sizes[i];
+                for (int j = 0; j < S; j++) {
+                    st[j].dw = 0.0f;
+                    st[j].nb = 0;
+                    st[j].batch = batch;
+                    st[j].steps = 0;
+                    for (int i = 0, g = 0; i < m; g += s->mb_sizes[i], i++)
+                        st[j].mb_start[i] = g + (int)k; /* new data every step */
+                }
+                float dw[4], out_sum[MAX_MB];
+                reference(s, st, dw, out_sum);
+                pp_step_stats stats;
+                CHECK_OK(pp_executor_run_replayable(ex, s, 0, &stats, &err), &err);
+                CHECK_MSG(stats.graph == want[k], "%s S=%d step %zu: ran as %d, want %d",
+                          s->name, S, k, (int)stats.graph, (int)want[k]);
+                CHECK(stats.graph_launches == (want[k] != PP_STEP_EAGER));
+                for (int j = 0; j < S; j++) {
+                    CHECK_MSG(st[j].dw == dw[j], "%s S=%d step %zu stage %d: dw %.9g want %.9g",
+                              s->name, S, k, j, st[j].dw, dw[j]);
+                    CHECK(st[j].nb == m && st[j].steps == 1 && st[j].bad_args == 0);
+                }
+                for (int i = 0; i < m; i++) CHECK(st[S - 1].out_sum[i] == out_sum[i]);
+                int want_spans = S * (2 * m + 1) + 2 * (S - 1) * m;
+                CHECK_MSG(stats.n_spans == want_spans, "step %zu: spans %d want %d", k,
+                          stats.n_spans, want_spans);
+                pp_step_stats_free(&stats);
+            }
+            CHECK(pp_executor_graph_refusal(ex) == NULL);
+            /* graphs off: eager again */
+            pp_executor_set_graphs(ex, false);
+            pp_step_stats stats;
+            CHECK_OK(pp_executor_run_replayable(ex, &s_full, 0, &stats, &err), &err);
+            CHECK(stats.graph == PP_STEP_EAGER && stats.graph_launches == 0);
+            pp_step_stats_free(&stats);
+            pp_executor_free(ex);
+            pp_schedule_free(&s_full);
+            pp_schedule_free(&s_tail);
+            pp_schedule_free(&s_other);
+        }
+}
+
+/* The refusal path: a stage's capture_begin hook starts a capture of its own
+ * on the executor's first lane, so the executor's capture is refused ("already
+ * capturing"); its capture_abandon hook ends that capture. The step then runs
+ * eagerly with exact results, the refusal is kept, graphs turn off, and the
+ * next steps are eager too. */
+static pp_executor *refuse_ex;
+static int refuse_begins, refuse_abandons;
+
+static void refuse_capture_begin(void *user)
+{
+    pp_stream *s = pp_executor_stage_stream(refuse_ex, 0);
+    pp_error err;
+    if (((toy_stage *)user)->index == 0 && pp_graph_capture_begin(&s, 1, &err) == PP_OK)
+        refuse_begins++;
+}
+
+static void refuse_capture_abandon(void *user)
+{
+    pp_stream *s = pp_executor_stage_stream(refuse_ex, 0);
+    pp_graph *g = NULL;
+    pp_error err;
+    if (((toy_stage *)user)->index != 0) return;
+    CHECK_OK(pp_graph_capture_end(&s, 1, &g, &err), &err);
+    pp_graph_free(g);
+    refuse_abandons++;
+}
+
+static const pp_stage_ops refuse_ops = {
+    .out_shape = toy_out_shape,
+    .forward = toy_forward,
+    .backward = toy_backward,
+    .step = toy_step,
+    .capture_begin = refuse_capture_begin,
+    .capture_abandon = refuse_capture_abandon,
+};
+
+static void test_graph_refused(void)
+{
+    static const int dev_of[2] = {0, 1};
+    int sizes[3] = {3, 3, 2};
+    pp_error err;
+    pp_schedule s;
+    CHECK_OK(pp_schedule_build(&s, PP_SCHEDULE_1F1B, 2, 3, sizes, &err), &err);
+    toy_stage st[2];
+    pp_stage_desc desc[2];
+    setup_stages(st, desc, 2, dev_of, &s);
+    for (int k = 0; k < 2; k++) desc[k].ops = &refuse_ops;
+    CHECK_OK(pp_executor_new(desc, 2, 0, &refuse_ex, &err), &err);
+    if (!refuse_ex) return;
+    pp_executor_set_graphs(refuse_ex, true);
+    float dw[2], out_sum[MAX_MB];
+    reference(&s, st, dw, out_sum);
+    for (int step = 0; step < 4; step++) {
+        for (int k = 0; k < 2; k++) {
+            st[k].dw = 0.0f;
+            st[k].nb = 0;
+        }
+        pp_step_stats stats;
+        CHECK_OK(pp_executor_run_replayable(refuse_ex, &s, 0, &stats, &err), &err);
+        CHECK_MSG(stats.graph == PP_STEP_EAGER && stats.graph_launches == 0,
+                  "step %d ran as %d", step, (int)stats.graph);
+        for (int k = 0; k < 2; k++)
+            CHECK_MSG(st[k].dw == dw[k] && st[k].nb == 3, "step %d stage %d: dw %.9g want %.9g",
+                      step, k, st[k].dw, dw[k]);
+        CHECK(stats.n_spans == 2 * (2 * 3 + 1) + 2 * 3);
+        pp_step_stats_free(&stats);
+    }
+    const char *why = pp_executor_graph_refusal(refuse_ex);
+    CHECK_MSG(why && strstr(why, "refused") && strstr(why, "already capturing"),
+              "refusal: %s", why ? why : "(none)");
+    CHECK(!pp_executor_graphs(refuse_ex) && refuse_begins == 1 && refuse_abandons == 1);
+    pp_executor_free(refuse_ex);
+    refuse_ex = NULL;
+    pp_schedule_free(&s);
+}
+
 int main(void)
 {
     pp_error err;
@@ -648,6 +811,8 @@ int main(void)
             return 1;
         }
     test_exact();
+    test_graphs();
+    test_graph_refused();
     test_forward_only();
     test_error();
     test_trace();

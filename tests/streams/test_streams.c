@@ -13,6 +13,7 @@
 
 #include "runtime/core/device.h"
 #include "runtime/core/ops.h"
+#include "streams/graph.h"
 #include "streams/program.h"
 #include "streams/schedule.h"
 #include "streams/simulate.h"
@@ -794,6 +795,97 @@ static void test_sim_costs(void)
     pp_schedule_free(&s);
 }
 
+typedef struct graph_log {
+    int seq[64];
+    int n;
+} graph_log;
+
+typedef struct graph_arg {
+    graph_log *log;
+    int value;
+    const int *src; /* when set: log *src instead of value */
+} graph_arg;
+
+static pp_status graph_append(pp_exec *ex, void *arg, pp_error *err)
+{
+    graph_arg *a = arg;
+    if (a->log->n < 64) a->log->seq[a->log->n++] = a->src ? *a->src : a->value;
+    return PP_OK;
+}
+
+/* Recorded graphs: a capture runs nothing; each launch runs the captured
+ * items again in order, across streams, with their waits and records, and
+ * reads the buffers' current contents; a wait for an event recorded outside
+ * the capture refuses it, leaving the streams usable. */
+static void test_graphs(void)
+{
+    pp_error err;
+    pp_stream *a, *b;
+    pp_event *ev, *outside;
+    CHECK_OK(pp_stream_new(cpu0, PP_STREAM_COMPUTE, "ga", &a, &err), &err);
+    CHECK_OK(pp_stream_new(cpu1, PP_STREAM_COPY, "gb", &b, &err), &err);
+    CHECK_OK(pp_event_new(cpu0, &ev, &err), &err);
+    CHECK_OK(pp_event_new(cpu0, &outside, &err), &err);
+    graph_log log = {{0}, 0};
+    int input = 7;
+    float src[4] = {1, 2, 3, 4}, dst[4] = {0};
+    graph_arg first = {&log, 1, NULL}, second = {&log, 0, &input};
+    pp_stream *both[2] = {a, b};
+    CHECK_OK(pp_graph_capture_begin(both, 2, &err), &err);
+    CHECK(pp_graph_capture_begin(both, 2, &err) == PP_ERR_INVALID); /* already capturing */
+    CHECK_OK(pp_stream_launch(a, "first", graph_append, &first, &err), &err);
+    CHECK_OK(pp_event_record(ev, a, &err), &err);
+    CHECK_OK(pp_stream_wait_event(b, ev, &err), &err);
+    CHECK_OK(pp_stream_copy(b, dst, cpu1, src, cpu0, sizeof src, "copy", &err), &err);
+    CHECK_OK(pp_stream_launch(b, "second", graph_append, &second, &err), &err);
+    CHECK(pp_stream_synchronize(a, &err) == PP_ERR_INVALID);
+    pp_graph *g = NULL;
+    CHECK_OK(pp_graph_capture_end(both, 2, &g, &err), &err);
+    CHECK(g && pp_graph_replays_host(g) && pp_graph_items(g) == 3);
+    CHECK(log.n == 0 && dst[0] == 0); /* nothing ran */
+    for (int rep = 0; rep < 3; rep++) {
+        input = 10 + rep;
+        src[0] = (float)(100 + rep);
+        CHECK_OK(pp_graph_launch(g, &err), &err);
+        CHECK_OK(pp_stream_synchronize(b, &err), &err);
+        CHECK_OK(pp_stream_synchronize(a, &err), &err);
+        CHECK(log.n == 2 * (rep + 1) && log.seq[2 * rep] == 1 && log.seq[2 * rep + 1] == 10 + rep);
+        CHECK(dst[0] == (float)(100 + rep) && dst[3] == 4);
+        const pp_stream_record *r;
+        size_t n;
+        CHECK_OK(pp_stream_records(b, &r, &n, &err), &err);
+        CHECK(n == 2 && strcmp(r[0].label, "copy") == 0 && r[0].bytes == sizeof src &&
+              strcmp(r[1].label, "second") == 0 && r[1].end_ns >= r[1].start_ns);
+        pp_stream_records_clear(a);
+        pp_stream_records_clear(b);
+    }
+    pp_graph_free(g);
+
+    /* refused: a wait for an event recorded before the capture */
+    CHECK_OK(pp_event_record(outside, a, &err), &err);
+    CHECK_OK(pp_stream_synchronize(a, &err), &err);
+    CHECK_OK(pp_graph_capture_begin(both, 2, &err), &err);
+    CHECK_OK(pp_stream_wait_event(b, outside, &err), &err);
+    CHECK_OK(pp_stream_launch(b, "second", graph_append, &second, &err), &err);
+    g = NULL;
+    CHECK(pp_graph_capture_end(both, 2, &g, &err) == PP_ERR_UNSUPPORTED && g == NULL);
+    CHECK_MSG(strstr(err.msg, "refused") && strstr(err.msg, "pp_stream_wait_event"), "%s",
+              err.msg);
+    int before = log.n;
+    CHECK_OK(pp_stream_launch(b, "after", graph_append, &first, &err), &err); /* eager again */
+    CHECK_OK(pp_stream_synchronize(b, &err), &err);
+    CHECK(log.n == before + 1);
+
+    /* streams of one capture only, not twice */
+    pp_stream *twice[2] = {a, a};
+    CHECK(pp_graph_capture_begin(twice, 2, &err) == PP_ERR_INVALID);
+    CHECK(pp_graph_capture_end(both, 2, &g, &err) == PP_ERR_INVALID && g == NULL);
+    pp_event_free(ev);
+    pp_event_free(outside);
+    pp_stream_free(a);
+    pp_stream_free(b);
+}
+
 int main(void)
 {
     pp_error err;
@@ -810,6 +902,7 @@ int main(void)
     test_foreign_waits();
     test_copies_ordered();
     test_stream_misuse();
+    test_graphs();
     test_schedule_generators();
     test_schedule_format();
     test_schedule_invalid();
