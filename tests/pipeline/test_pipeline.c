@@ -643,8 +643,10 @@ static void test_epochs_eval(void)
  * every loss, test result and the final checkpoint bitwise equal, the full
  * batch captured at its second step and replayed after, the partial batch
  * captured at its second occurrence and replayed at its third. The plan's
- * cuda_graphs switch is accepted on CPU stages and reported not applicable. */
-static void test_graphs(void)
+ * cuda_graphs switch is accepted on CPU stages and reported not applicable.
+ * Run in fp32, and in bf16 with NHWC activations (weight copies made in the
+ * captured step, layout conversions at the stages' ends). */
+static void test_graphs(const char *precision, pp_pipeline_layout layout)
 {
     char ti[256], tl[256], ei[256], el[256];
     snprintf(ti, sizeof ti, "%s/g-train-images.idx", tmpdir);
@@ -665,6 +667,7 @@ static void test_graphs(void)
                  "model: {name: resnet18, num_classes: 4, in_channels: 1, stem: cifar}\n"
                  "batch: {size: 16, split_size: 5}\n"
                  "schedule: 1f1b\n"
+                 "precision: %s\n"
                  "cuda_graphs: %s\n"
                  "optimizer:\n  lr: 0.05\n  momentum: 0.9\n  weight_decay: 0.0001\n"
                  "  lr_schedule: {type: step, milestones: [1, 2], gamma: 0.5}\n"
@@ -674,7 +677,7 @@ static void test_graphs(void)
                  "stages:\n"
                  "  - device: cpu:0\n    layers: [conv1, bn1, relu, maxpool, layer1, layer2]\n"
                  "  - device: cpu:1\n    layers: [layer3, layer4, avgpool, fc]\n",
-                 k == 2 ? "on" : "off", ti, tl, ei, el);
+                 precision, k == 2 ? "on" : "off", ti, tl, ei, el);
         pp_plan *plan = NULL;
         pp_diag diag;
         char buf[4096];
@@ -684,7 +687,7 @@ static void test_graphs(void)
         CHECK(plan->cuda_graphs == (k == 2));
         pp_error err;
         pp_pipeline *p = NULL;
-        pp_pipeline_options opts = {.graphs = modes[k]};
+        pp_pipeline_options opts = {.graphs = modes[k], .layout = layout};
         CHECK_OK(pp_pipeline_new(plan, &opts, &p, &err), &err);
         if (!p) {
             pp_plan_free(plan);
@@ -734,8 +737,9 @@ static void test_graphs(void)
     CHECK_MSG(ckpt[0] && ckpt[1] && ckpt_n[0] == ckpt_n[1] &&
                   memcmp(ckpt[0], ckpt[1], ckpt_n[0]) == 0,
               "checkpoint after replayed steps differs from eager");
-    fprintf(stderr, "graphs: 9 steps replayed as eager, loss %.4f -> %.4f, test acc %.2f\n",
-            loss[1][0], loss[1][STEPS - 1], test[1][2][1]);
+    fprintf(stderr, "graphs (%s%s): 9 steps replayed as eager, loss %.4f -> %.4f, test acc %.2f\n",
+            precision, layout == PP_PIPELINE_LAYOUT_NHWC ? " NHWC" : "", loss[1][0],
+            loss[1][STEPS - 1], test[1][2][1]);
     free(ckpt[0]);
     free(ckpt[1]);
     unlink(ti);
@@ -764,7 +768,8 @@ int main(int argc, char **argv)
     if (!*only || !strcmp(only, "learning")) test_learning();
     if (!*only || !strcmp(only, "resume")) test_resume();
     if (!*only || !strcmp(only, "epochs")) test_epochs_eval();
-    if (!*only || !strcmp(only, "graphs")) test_graphs();
+    if (!*only || !strcmp(only, "graphs")) test_graphs("fp32", PP_PIPELINE_LAYOUT_AUTO);
+    if (!*only || !strcmp(only, "graphs-bf16")) test_graphs("bf16", PP_PIPELINE_LAYOUT_NHWC);
     rmdir(tmpdir);
     return check_summary("pipeline");
 }
