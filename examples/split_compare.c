@@ -114,7 +114,7 @@ static pp_status mlp_backward(void *user, pp_exec *ex, int mb, int mb_size,
     return pp_linear_backward(ex, &x, &st->w, &g, grad_in, &st->dw, &st->db, err);
 }
 
-static const pp_stage_ops mlp_ops = {mlp_out_shape, mlp_forward, mlp_backward, NULL};
+static const pp_stage_ops mlp_ops = {mlp_out_shape, mlp_forward, mlp_backward, NULL, NULL};
 
 /* ---- host side ------------------------------------------------------------------ */
 

@@ -64,6 +64,16 @@ typedef struct pp_stage_ops {
      * backward. A pipeline usually runs one optimizer over all stages itself
      * after pp_executor_run returns instead. */
     pp_status (*step)(void *user, pp_exec *ex, pp_error *err);
+    /* Optional (may be NULL): run once per step that has backward actions,
+     * as soon as the stage's last backward of the step has completed, on a
+     * stream of its own ("grads s1", on the stage's device), so that it
+     * overlaps the backward still running on earlier stages: for work on
+     * the step's finished parameter gradients, e.g. summing them over
+     * data-parallel replicas (DDP's gradient buckets). On a CUDA device it
+     * runs on the host at enqueue time, like every callback, and must
+     * enqueue its work on ex. The stage's STEP action and the end of
+     * pp_executor_run wait for it; its failure is the run's. */
+    pp_status (*grads_ready)(void *user, pp_exec *ex, pp_error *err);
 } pp_stage_ops;
 
 typedef struct pp_stage_desc {
@@ -99,9 +109,11 @@ typedef struct pp_step_stats {
     double bubble;             /* 1 - sum(busy_ms) / (S * step_ms) */
     size_t copy_bytes;         /* all boundary copies */
     double copy_ms;            /* sum of copy durations */
+    double grads_ms;           /* sum of grads_ready durations */
     int n_actions;             /* compute items and copies executed */
     int n_lanes;
-    pp_trace_lane *lanes;      /* (n_lanes): stages 0..S-1, then act copies, grad copies */
+    pp_trace_lane *lanes;      /* (n_lanes): stages 0..S-1, then act copies, grad copies,
+                                * then one "grads sN" lane per stage with grads_ready */
     int n_spans;
     pp_trace_span *spans;      /* (n_spans) per lane, in execution order */
 } pp_step_stats;

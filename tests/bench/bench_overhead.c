@@ -39,7 +39,7 @@ static pp_status empty_backward(void *user, pp_exec *ex, int mb, int mb_size,
     return PP_OK;
 }
 
-static const pp_stage_ops empty_ops = {empty_shape, empty_forward, empty_backward, NULL};
+static const pp_stage_ops empty_ops = {empty_shape, empty_forward, empty_backward, NULL, NULL};
 
 int main(int argc, char **argv)
 {

@@ -52,7 +52,7 @@ static pp_status sleep_backward(void *user, pp_exec *ex, int mb, int mb_size,
     return pp_delay(ex, ((sleep_stage *)user)->bwd_ms, err);
 }
 
-static const pp_stage_ops sleep_ops = {sleep_shape, sleep_forward, sleep_backward, NULL};
+static const pp_stage_ops sleep_ops = {sleep_shape, sleep_forward, sleep_backward, NULL, NULL};
 
 /* Re-predicts one step from its measured mean F and B durations per stage. */
 static double predict_measured(const pp_schedule *s, const pp_step_stats *st, pp_error *err)

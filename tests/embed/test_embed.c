@@ -200,7 +200,7 @@ static pp_status fs_backward(void *user, pp_exec *ex, int mb, int mb_size,
     return grad_out ? pp_copy(ex, grad_out, grad_in, err) : pp_zero(ex, grad_in, err);
 }
 
-static const pp_stage_ops fail_ops = {fs_shape, fs_forward, fs_backward, NULL};
+static const pp_stage_ops fail_ops = {fs_shape, fs_forward, fs_backward, NULL, NULL};
 
 static void test_stage_error(void)
 {
