@@ -30,6 +30,7 @@ typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
     bool validate, json, simulate, weights_only, eval_only;
+    bool grads_whole;     /* --grad-allreduce whole */
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
     int sweep[MAX_SWEEP];
     int n_sweep;
@@ -84,6 +85,9 @@ static void usage(FILE *f)
           "  --metrics FILE      write a CSV row per step and per evaluation\n"
           "  --plot FILE         with epochs: an SVG of loss and test accuracy per epoch\n"
           "  --eval-only         with --load: evaluate the checkpoint on the plan's eval data\n"
+          "  --grad-allreduce M  replicas: buckets (default: each stage's gradients summed\n"
+          "                      over its replicas as soon as its backward is done) or whole\n"
+          "                      (every gradient in one sum after the whole backward)\n"
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n"
           "\n"
@@ -111,7 +115,8 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
 static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
-           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME };
+           O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME,
+           O_GRAD_ALLREDUCE };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -129,6 +134,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"eval-only", no_argument, 0, O_EVAL_ONLY},
         {"plot", required_argument, 0, O_PLOT},
         {"resume", required_argument, 0, O_RESUME},
+        {"grad-allreduce", required_argument, 0, O_GRAD_ALLREDUCE},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -156,6 +162,11 @@ static int parse_args(int argc, char **argv, cli_args *a)
         case O_EVAL_ONLY: a->eval_only = true; break;
         case O_PLOT: a->plot = optarg; break;
         case O_RESUME: a->resume = optarg; break;
+        case O_GRAD_ALLREDUCE:
+            if (strcmp(optarg, "buckets") != 0 && strcmp(optarg, "whole") != 0)
+                return bad_args("--grad-allreduce: '%s' is neither buckets nor whole", optarg);
+            a->grads_whole = strcmp(optarg, "whole") == 0;
+            break;
         case O_SWEEP: {
             char buf[512];
             snprintf(buf, sizeof buf, "%s", optarg);
@@ -518,7 +529,8 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
 {
     pp_error err;
     pp_pipeline *p;
-    pp_pipeline_options opts = {.keep_trace = a->trace != NULL, .comm = g_comm};
+    pp_pipeline_options opts = {.keep_trace = a->trace != NULL, .comm = g_comm,
+                                .grad_allreduce_whole = a->grads_whole};
     if (a->resume && plan->optimizer.momentum != 0) { /* resuming needs the momentum buffers */
         pp_checkpoint_info info;
         if (pp_checkpoint_list(a->resume, &info, &err) != PP_OK) return fail(&err);

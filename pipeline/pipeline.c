@@ -24,6 +24,7 @@
 
 static const pp_stage_ops pipe_stage_ops;
 static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err);
+static void name_rank_lanes(const pp_pipeline *p, pp_step_stats *st);
 
 /* ---- stage callbacks ------------------------------------------------------ */
 
@@ -124,11 +125,26 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
     return s;
 }
 
+/* Replicas: the stage's gradient bucket is summed over its replicas as soon
+ * as its backward of the step is done, while earlier stages still compute. */
+static pp_status cb_grads_ready(void *user, pp_exec *ex, pp_error *err)
+{
+    return pipe_sum_bucket(user, err);
+}
+
 static const pp_stage_ops pipe_stage_ops = {
     .out_shape = cb_out_shape,
     .forward = cb_forward,
     .backward = cb_backward,
     .step = NULL,
+};
+
+static const pp_stage_ops pipe_stage_ops_bucketed = {
+    .out_shape = cb_out_shape,
+    .forward = cb_forward,
+    .backward = cb_backward,
+    .step = NULL,
+    .grads_ready = cb_grads_ready,
 };
 
 /* ---- plan enums -> runtime enums: the one place that maps them ------------------ */
@@ -509,6 +525,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         p->keep_trace = opts->keep_trace;
         p->slots = opts->slots;
         p->comm = opts->comm;
+        p->grads_whole = opts->grad_allreduce_whole;
     }
     p->rank = pp_comm_rank(p->comm);
     p->replicas = plan->replicas > 1 ? plan->replicas : 1;
@@ -559,8 +576,10 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     p->full = (batch_run){.batch = p->rep_batch, .m = p->m, .sizes = p->mb_sizes,
                           .offsets = p->mb_offsets, .sched = p->schedule};
     if ((s = open_eval(p, plan, err)) != PP_OK) goto fail;
+    if ((s = pipe_replicas_init(p, err)) != PP_OK) goto fail;
+    for (int k = 0; k < p->n_stages; k++)
+        if (p->stages[k].bucket_in_lane) p->descs[k].ops = &pipe_stage_ops_bucketed;
     if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
-    if ((s = pipe_alloc_grad_sum(p, err)) != PP_OK) goto fail;
     if (pp_comm_size(p->comm) > 1 &&
         (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
         goto fail;
@@ -610,6 +629,7 @@ void pp_pipeline_free(pp_pipeline *p)
         free(p->stages[s].grads);
     }
     pp_executor_free(p->exec);
+    pipe_replicas_free(p);
     pp_schedule_free(&p->schedule);
     batch_run_free(&p->tail);
     batch_run_free(&p->eval_full);
@@ -637,7 +657,6 @@ void pp_pipeline_free(pp_pipeline *p)
     free(p->stage_rank);
     free(p->home_rank);
     free(p->rep_rank);
-    free(p->grad_buf);
     free(p->mb_sizes);
     free(p->mb_offsets);
     free(p->step_ms);
@@ -891,6 +910,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
             return pp_error_set(err, PP_ERR_OOM, "out of host memory keeping the trace");
         }
         p->trace = t;
+        name_rank_lanes(p, &stats);
         p->trace[p->n_trace++] = stats;
     } else {
         pp_step_stats_free(&stats);
@@ -1065,12 +1085,42 @@ size_t pp_pipeline_format_schedule(const pp_pipeline *p, char *buf, size_t n)
     return pp_schedule_format(&p->schedule, false, buf, n);
 }
 
+/* Rank R's trace file in a job: path with ".rankR" before its extension
+ * (run.json -> run.rank1.json), or after it when it has none. */
+static pp_status rank_path(const char *path, int rank, char *out, size_t n, pp_error *err)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    if (!dot || (slash && dot < slash) || dot == (slash ? slash + 1 : path))
+        dot = path + strlen(path);
+    int k = snprintf(out, n, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
+    if (k < 0 || (size_t)k >= n)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: path too long for rank %d's trace", path,
+                            rank);
+    return PP_OK;
+}
+
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err)
 {
     if (!p->keep_trace)
         return pp_error_set(err, PP_ERR_INVALID,
                             "pp_pipeline_write_trace: the pipeline was made without keep_trace");
-    return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+    if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_write_trace: no path");
+    if (p->rank == 0) return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+    char mine[4096];
+    PP_TRY(rank_path(path, p->rank, mine, sizeof mine, err));
+    return pp_trace_write_chrome(mine, p->trace, p->n_trace, err);
+}
+
+/* In a job, a kept step's lanes name their rank with their device
+ * ("rank1 cpu:0"), so each rank's trace says whose streams it holds. */
+static void name_rank_lanes(const pp_pipeline *p, pp_step_stats *st)
+{
+    if (pp_comm_size(p->comm) < 2) return;
+    for (int l = 0; l < st->n_lanes; l++) {
+        char dev[sizeof st->lanes[l].device];
+        memcpy(dev, st->lanes[l].device, sizeof dev);
+        snprintf(st->lanes[l].device, sizeof st->lanes[l].device, "rank%d %.9s", p->rank, dev);
+    }
 }
 
 /* ---- checkpoints ---------------------------------------------------------------- */

@@ -58,6 +58,12 @@ typedef struct pp_pipeline_options {
                         * evaluate, save and load in the same order; each runs its own
                         * stages and updates their parameters, and every rank gets the
                         * losses. Must outlive the pipeline. */
+    bool grad_allreduce_whole; /* replicas: sum every gradient in one allreduce over the
+                        * job after the whole backward, instead of (the default) one
+                        * bucket per stage over the ranks of that stage's replicas,
+                        * started as soon as the stage's backward is done (on CPU
+                        * devices; after the run on others). Both give every replica
+                        * the same bits; with two replicas the same sums. */
 } pp_pipeline_options;
 
 /* What one step did. */
@@ -162,7 +168,11 @@ pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer
  * naming the file and tensor otherwise. */
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err);
 
-/* Writes the kept spans (options.keep_trace) as a Chrome trace. */
+/* Writes the kept spans (options.keep_trace) as a Chrome trace: this
+ * process's streams. In a job of several processes every rank calls it and
+ * writes its own file: rank 0 path, rank R path with ".rankR" before the
+ * extension (run.json, run.rank1.json, ...); their devices read "rank1
+ * cpu:0". Each file's times start at that rank's first kept step. */
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err);
 
 /* The plan's schedule, printed one line per stage ("stage 0: F0 F1 B0 ..."). */

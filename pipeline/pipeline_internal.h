@@ -26,6 +26,12 @@ typedef struct pipe_stage {
     int max_in_flight;
     pp_tensor **grads;           /* (n_grads) the stage's parameter gradients (this rank's) */
     int n_grads;
+    /* replicas, one bucket per stage: the ranks holding this stage in every
+     * replica, and the stage's gradients in one host buffer summed over them */
+    pp_comm_group *group;        /* NULL: no replicas, or the stage runs elsewhere */
+    float *bucket;               /* (bucket_n) */
+    size_t bucket_n;
+    bool bucket_in_lane;         /* summed by the executor's grads_ready, during backward */
     size_t peak_bytes;           /* another rank's stage: its device's peak, as last reported */
     char device_name[16];        /* the plan's device (another rank's stage runs elsewhere) */
     int n_layers;                /* items of the plan's compact spelling */
@@ -73,6 +79,8 @@ struct pp_pipeline {
     int rep_batch;               /* this replica's piece of a full batch */
     int *rep_rank;               /* (replicas x n_stages) rank of stage s in replica r at
                                   * [r * n_stages + s] */
+    bool grads_whole;            /* replicas sum every gradient in grad_buf after the run
+                                  * (pp_pipeline_options.grad_allreduce_whole) */
     float *grad_buf;             /* (grad_n) every stage's gradients, summed over replicas */
     size_t grad_n;
     pp_registry *reg;
@@ -154,16 +162,26 @@ int pipe_rank_in(const pp_plan *plan, int s, int r);
  * micro-batch rule by count): its first sample and size. */
 void pipe_replica_piece(int count, int replicas, int r, int *off, int *size);
 
-/* The host buffer in which replicas sum their gradients (p->grad_buf);
- * nothing without replicas. PP_ERR_UNSUPPORTED for gradients not in fp32. */
-pp_status pipe_alloc_grad_sum(struct pp_pipeline *p, pp_error *err);
+/* What summing gradients over replicas needs; nothing without replicas.
+ * Buckets (the default): a group per stage (collective: every rank calls it
+ * in the same order) and a host buffer per stage of this rank, summed from
+ * the stage's grads_ready (bucket_in_lane: CPU stages, MPI threads allowed)
+ * or after the run; p->grads_whole: the one buffer of every gradient.
+ * PP_ERR_UNSUPPORTED for gradients not in fp32. Before pp_executor_new. */
+pp_status pipe_replicas_init(struct pp_pipeline *p, pp_error *err);
+void pipe_replicas_free(struct pp_pipeline *p);
+
+/* Sums stage st's gradients over its replicas, in replica order, through
+ * its bucket; every replica gets the same bits. */
+pp_status pipe_sum_bucket(pipe_stage *st, pp_error *err);
 
 /* Gives every replica the batch-norm statistics of rank 0's replica (before
  * an evaluation and a checkpoint); every rank calls it. */
 pp_status pipe_sync_replica_state(struct pp_pipeline *p, pp_error *err);
 
-/* Sums the parameter gradients over the replicas after this replica's whole
- * backward; every replica gets the same bits. Every rank calls it. */
+/* After this replica's run: sums the gradients not yet summed over the
+ * replicas (all of them with grads_whole; else the buckets summed outside
+ * the executor). Every replica gets the same bits. Every rank calls it. */
 pp_status pipe_sum_replica_grads(struct pp_pipeline *p, pp_error *err);
 
 #endif

@@ -38,13 +38,9 @@ void pipe_replica_piece(int count, int replicas, int r, int *off, int *size)
     for (int i = 0; i < r && i < R; i++) *off += sizes[i];
 }
 
-/* The host buffer in which replicas sum their gradients: every stage's
- * parameters in stage order (each rank fills its own stages, zeros elsewhere,
- * so the sum over all ranks is the sum over replicas). */
-pp_status pipe_alloc_grad_sum(struct pp_pipeline *p, pp_error *err)
+/* Every gradient must be fp32 (the sum is of floats). */
+static pp_status check_fp32_grads(const struct pp_pipeline *p, pp_error *err)
 {
-    if (p->replicas < 2) return PP_OK;
-    size_t n = 0;
     for (int s = 0; s < p->n_stages; s++)
         for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
             const pp_named_tensor *nt = pp_stage_param(p->stages[s].model, i);
@@ -52,11 +48,80 @@ pp_status pipe_alloc_grad_sum(struct pp_pipeline *p, pp_error *err)
                 return pp_error_set(err, PP_ERR_UNSUPPORTED, "replicas: gradient %s is %s; "
                                     "replicas sum fp32 gradients", nt->name,
                                     pp_dtype_name(nt->grad->dtype));
-            n += (size_t)pp_tensor_numel(nt->grad);
         }
+    return PP_OK;
+}
+
+/* The host buffer in which replicas sum all their gradients at once: every
+ * stage's parameters in stage order (each rank fills its own stages, zeros
+ * elsewhere, so the sum over all ranks is the sum over replicas). */
+static pp_status alloc_grad_sum(struct pp_pipeline *p, pp_error *err)
+{
+    size_t n = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++)
+            n += (size_t)pp_tensor_numel(pp_stage_param(p->stages[s].model, i)->grad);
     p->grad_n = n;
     p->grad_buf = malloc((n ? n : 1) * sizeof *p->grad_buf);
     if (!p->grad_buf) return pp_error_set(err, PP_ERR_OOM, "out of host memory (gradient sum)");
+    return PP_OK;
+}
+
+/* Stage s's group (the ranks of its replicas, in replica order) and, where
+ * it runs here, its bucket. Every rank calls it for every stage in order. */
+static pp_status make_bucket(struct pp_pipeline *p, int s, pp_error *err)
+{
+    pipe_stage *st = &p->stages[s];
+    pp_status rc = pp_comm_group_new(p->comm, stage_here(p, s), p->replica, &st->group, err);
+    if (rc != PP_OK) return pp_error_prefix(err, "stage %d (%s) replicas", s, st->device_name);
+    if (!stage_here(p, s)) return PP_OK;
+    for (int i = 0; i < st->n_grads; i++) st->bucket_n += (size_t)pp_tensor_numel(st->grads[i]);
+    st->bucket = malloc((st->bucket_n ? st->bucket_n : 1) * sizeof *st->bucket);
+    if (!st->bucket)
+        return pp_error_set(err, PP_ERR_OOM, "stage %d (%s): out of host memory (gradient "
+                            "bucket of %zu floats)", s, st->dev->name, st->bucket_n);
+    /* the executor's lanes are host threads on CPU devices; each stage's
+     * group then sums from its own thread, which MPI must allow */
+    st->bucket_in_lane = st->dev->id.kind == PP_DEVICE_CPU && pp_comm_thread_safe(p->comm);
+    return PP_OK;
+}
+
+pp_status pipe_replicas_init(struct pp_pipeline *p, pp_error *err)
+{
+    if (p->replicas < 2) return PP_OK;
+    PP_TRY(check_fp32_grads(p, err));
+    if (p->grads_whole) return alloc_grad_sum(p, err);
+    for (int s = 0; s < p->n_stages; s++) PP_TRY(make_bucket(p, s, err));
+    return PP_OK;
+}
+
+void pipe_replicas_free(struct pp_pipeline *p)
+{
+    for (int s = 0; p->stages && s < p->n_stages; s++) {
+        pp_comm_group_free(p->stages[s].group);
+        free(p->stages[s].bucket);
+        p->stages[s].group = NULL;
+        p->stages[s].bucket = NULL;
+    }
+    free(p->grad_buf);
+    p->grad_buf = NULL;
+}
+
+pp_status pipe_sum_bucket(pipe_stage *st, pp_error *err)
+{
+    size_t off = 0;
+    for (int i = 0; i < st->n_grads; i++) {
+        size_t n = (size_t)pp_tensor_numel(st->grads[i]);
+        PP_TRY(pp_tensor_to_host(st->grads[i], st->bucket + off, n * sizeof(float), err));
+        off += n;
+    }
+    PP_TRY(pp_comm_group_allreduce_sum_f32(st->group, st->bucket, st->bucket_n, err));
+    off = 0;
+    for (int i = 0; i < st->n_grads; i++) {
+        size_t n = (size_t)pp_tensor_numel(st->grads[i]);
+        PP_TRY(pp_tensor_from_host(st->grads[i], st->bucket + off, n * sizeof(float), err));
+        off += n;
+    }
     return PP_OK;
 }
 
@@ -102,13 +167,26 @@ pp_status pipe_sync_replica_state(struct pp_pipeline *p, pp_error *err)
     return PP_OK;
 }
 
-/* Sums the parameter gradients over the replicas (allreduce), so that every
- * replica's optimizer applies the same update. After the whole backward of
- * this replica; the sum is formed on rank 0 and broadcast, so every replica
- * gets the same bits. */
+/* Sums the parameter gradients over the replicas, so that every replica's
+ * optimizer applies the same update. With grads_whole, all of them in one
+ * allreduce over the job after the whole backward (formed on rank 0 and
+ * broadcast); else the buckets the executor did not sum during the run, one
+ * per stage over its group. Either way every replica gets the same bits. */
+static pp_status sum_buckets_left(struct pp_pipeline *p, pp_error *err)
+{
+    for (int s = 0; s < p->n_stages; s++) {
+        pipe_stage *st = &p->stages[s];
+        if (!stage_here(p, s) || st->bucket_in_lane) continue;
+        if (pipe_sum_bucket(st, err) != PP_OK)
+            return pp_error_prefix(err, "stage %d (%s) gradients", s, st->dev->name);
+    }
+    return PP_OK;
+}
+
 pp_status pipe_sum_replica_grads(struct pp_pipeline *p, pp_error *err)
 {
     if (p->replicas < 2) return PP_OK;
+    if (!p->grads_whole) return sum_buckets_left(p, err);
     size_t off = 0;
     for (int s = 0; s < p->n_stages; s++)
         for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {

@@ -23,6 +23,11 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   Batch-norm statistics are those of rank 0's replica (as DDP's
   broadcast_buffers): it counted 2 micro-batches per step where one
   process counts 4;
+- gradient buckets per stage (the default) against one allreduce of every
+  gradient (--grad-allreduce whole): the same checkpoint bits; the same
+  replicas over 2 processes (replicas_local.yaml) too, and each rank's
+  trace shows the last stage's bucket starting between the end of its own
+  last backward and the end of stage 0's (ordering, not durations);
 - faults: a rank killed mid-run ends the job within 30 s, with an error
   naming it; ranks started with different plans refuse at start (exit 2,
   naming the rank, before any step);
@@ -185,6 +190,46 @@ r4 = train(os.path.join(HERE, "replicas.yaml"), np=4,
            extra=("--load", path("rep.st"), "--steps", "1"))
 check(r1.get("losses") == r4.get("losses") and len(r1.get("losses", [])) == 1,
       f"replicas' checkpoint in 1 and 4 processes: {r1.get('losses')} vs {r4.get('losses')}")
+
+# Buckets (the default: each stage's gradients summed over its replicas as
+# soon as its backward is done) against one allreduce of every gradient after
+# the whole backward: with two replicas both form g0 + g1, the same bits.
+whole = train(os.path.join(HERE, "replicas.yaml"), np=4,
+              extra=("--save", path("rep_whole.st"), "--grad-allreduce", "whole"))
+check(whole.get("losses") == rep.get("losses"), f"buckets vs whole: {rep.get('losses')} vs "
+      f"{whole.get('losses')}")
+same_file(path("rep.st"), path("rep_whole.st"), "replicas: buckets vs one allreduce")
+# Both stages of a replica on one rank: the same sums, and each rank's trace
+# (run.json, run.rank1.json) shows the last stage's bucket starting while
+# stage 0's last backward still runs (after the last stage's own backward).
+loc = train(os.path.join(HERE, "replicas_local.yaml"), np=2,
+            extra=("--save", path("rep_local.st"), "--trace", path("run.json")))
+check(loc.get("losses") == rep.get("losses"), f"replicas_local: {loc.get('losses')}")
+same_file(path("rep.st"), path("rep_local.st"), "replicas on 2 vs 4 processes")
+for rank, name in [(0, "run.json"), (1, "run.rank1.json")]:
+    try:
+        with open(path(name)) as f:
+            events = json.load(f)["traceEvents"]
+    except (OSError, ValueError) as e:
+        check(False, f"rank {rank}'s trace {name}: {e}")
+        continue
+    procs = sorted(e["args"]["name"] for e in events if e.get("name") == "process_name")
+    check(procs == [f"rank{rank} cpu:0", f"rank{rank} cpu:1"], f"{name}: processes {procs}")
+    lanes = [e["args"]["name"] for e in events if e.get("name") == "thread_name"]
+    check("grads s0" in lanes and "grads s1" in lanes, f"{name}: lanes {lanes}")
+    spans = [e for e in events if e["ph"] == "X"]
+    for step in range(3):
+        mine = {e["name"]: e for e in spans if e["args"]["step"] == step}
+        g1, b1, b0 = mine.get("grads stage1"), mine.get("B1 stage1"), mine.get("B1 stage0")
+        check(g1 and b1 and b0, f"{name} step {step}: spans {sorted(mine)}")
+        if g1 and b1 and b0:
+            check(b1["ts"] + b1["dur"] <= g1["ts"] < b0["ts"] + b0["dur"],
+                  f"{name} step {step}: the last stage's bucket ({g1['ts']}) does not start "
+                  f"between its backward's end ({b1['ts'] + b1['dur']}) and stage 0's "
+                  f"({b0['ts'] + b0['dur']})")
+r = run(os.path.join(HERE, "replicas.yaml"), "--grad-allreduce", "all")
+check(r.returncode == 2 and "--grad-allreduce: 'all' is neither buckets nor whole" in r.stderr,
+      f"--grad-allreduce all: {r.returncode} {r.stderr[-300:]}")
 
 rp = plan_text("replicas.yaml")
 for text, msg, np in [
