@@ -662,6 +662,8 @@ void pp_pipeline_free(pp_pipeline *p)
     free(p->step_ms);
     free(p->bubble);
     free(p->copy_ms);
+    free(p->rep_step_ms);
+    free(p->rep_run_ms);
     free(p);
 }
 
@@ -685,7 +687,29 @@ static pp_status grow_history(struct pp_pipeline *p, pp_error *err)
             *sa[i] = a;
         }
     }
+    double **ra[] = {&p->rep_step_ms, &p->rep_run_ms};
+    for (size_t i = 0; i < sizeof ra / sizeof ra[0]; i++) {
+        double *a = realloc(*ra[i], (size_t)cap * (size_t)p->replicas * sizeof(double));
+        if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        *ra[i] = a;
+    }
     p->steps_cap = cap;
+    return PP_OK;
+}
+
+/* Step k's time and run time of every replica: each replica's first stage's
+ * rank tells every rank (in replica order, the same on all ranks). */
+static pp_status share_replica_times(struct pp_pipeline *p, double step_ms, double run_ms,
+                                     pp_error *err)
+{
+    int k = p->steps_run, R = p->replicas;
+    for (int r = 0; r < R; r++) {
+        double v[2] = {step_ms, run_ms};
+        if (R > 1) PP_TRY(pp_comm_broadcast(p->comm, p->rep_rank[r * p->n_stages], v, sizeof v,
+                                            err));
+        p->rep_step_ms[k * R + r] = v[0];
+        p->rep_run_ms[k * R + r] = v[1];
+    }
     return PP_OK;
 }
 
@@ -882,7 +906,8 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     }
     double ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
     stage_times(p, &stats);
-    if ((s = share_stage_times(p, err)) != PP_OK) {
+    if ((s = share_stage_times(p, err)) != PP_OK ||
+        (s = share_replica_times(p, ms, stats.step_ms, err)) != PP_OK) {
         pp_step_stats_free(&stats);
         return mark_broken(p, s, err);
     }
@@ -1019,6 +1044,35 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     out->busy_frac = median_after_warmup(st->busy, p->steps_run);
     out->peak_bytes = stage_here(p, stage) ? pp_device_peak_bytes(st->dev) : st->peak_bytes;
     out->max_in_flight = st->max_in_flight;
+}
+
+/* The median after warm-up of replica r's entries of v (steps_run x replicas). */
+static double replica_median(const pp_pipeline *p, const double *v, int r)
+{
+    int n = p->steps_run;
+    double col[n > 0 ? n : 1];
+    for (int k = 0; k < n; k++) col[k] = v[k * p->replicas + r];
+    return median_after_warmup(col, n);
+}
+
+void pp_pipeline_replica_report(const pp_pipeline *p, int replica, pp_replica_report *out)
+{
+    memset(out, 0, sizeof *out);
+    if (replica < 0 || replica >= p->replicas) return;
+    for (int s = 0; s < p->n_stages && s < PP_PLAN_MAX_STAGES; s++) {
+        int rank = p->rep_rank[replica * p->n_stages + s], seen = 0;
+        for (int i = 0; i < out->n_ranks; i++) seen |= out->ranks[i] == rank;
+        if (!seen) out->ranks[out->n_ranks++] = rank;
+    }
+    int off, size;
+    if (p->replicas > 1)
+        pipe_replica_piece(p->batch, p->replicas, replica, &off, &size);
+    else
+        size = p->batch;
+    out->batch = size;
+    out->step_ms = replica_median(p, p->rep_step_ms, replica);
+    out->run_ms = replica_median(p, p->rep_run_ms, replica);
+    out->images_per_s = out->step_ms > 0 ? size * 1000.0 / out->step_ms : 0;
 }
 
 /* Simulates the pipeline's schedule with per-stage costs of one micro-batch of

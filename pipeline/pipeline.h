@@ -120,6 +120,20 @@ typedef struct pp_pipeline_report {
                                      the stage figures are those of rank 0's replica */
 } pp_pipeline_report;
 
+/* Figures of one data-parallel replica (plan `replicas`), aggregated like
+ * pp_pipeline_report (median, first step excluded when more than one ran).
+ * Every rank reports every replica: each replica's figures travel from the
+ * rank of its first stage after each step. */
+typedef struct pp_replica_report {
+    int n_ranks;                  /* processes running its stages */
+    int ranks[PP_PLAN_MAX_STAGES]; /* (n_ranks) in stage order, each once */
+    int batch;                    /* its piece of the full batch */
+    double step_ms;               /* median whole step, as its first stage's rank measured it */
+    double run_ms;                /* median time of its schedule's run (forward, backward and
+                                     gradient buckets), without the optimizer and the losses */
+    double images_per_s;          /* batch / step_ms */
+} pp_replica_report;
+
 /* Builds the pipeline of a resolved plan (explicit stages; see
  * pp_pipeline_resolve_plan for `stages: auto`). Devices must exist. */
 pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
@@ -155,6 +169,8 @@ int pp_pipeline_stage_count(const pp_pipeline *p);
 /* Fills *out with the figures of stage 0..count-1 (all zero for an index out
  * of range). */
 void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out);
+/* Replica 0..replicas-1 (pp_pipeline_report.replicas); zeroed outside. */
+void pp_pipeline_replica_report(const pp_pipeline *p, int replica, pp_replica_report *out);
 /* Fills *out with the pipeline's figures so far (all zero before the first step). */
 void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out);
 

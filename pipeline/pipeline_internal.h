@@ -115,6 +115,8 @@ struct pp_pipeline {
     double *step_ms;             /* (steps_run) whole step */
     double *bubble;              /* (steps_run) */
     double *copy_ms;             /* (steps_run) */
+    double *rep_step_ms;         /* (steps_run x replicas) each replica's step, at [k * R + r] */
+    double *rep_run_ms;          /* (steps_run x replicas) each replica's executor run */
     size_t copy_bytes;
     bool keep_trace;
     int slots;

@@ -23,6 +23,8 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   Batch-norm statistics are those of rank 0's replica (as DDP's
   broadcast_buffers): it counted 2 micro-batches per step where one
   process counts 4;
+- a summary row and a JSON per_replica entry per replica (ranks, batch,
+  step and run times, images/s);
 - gradient buckets per stage (the default) against one allreduce of every
   gradient (--grad-allreduce whole): the same checkpoint bits; the same
   replicas over 2 processes (replicas_local.yaml) too, and each rank's
@@ -158,12 +160,23 @@ def tensors(file):
 
 
 rep = train(os.path.join(HERE, "replicas.yaml"), np=4, extra=("--save", path("rep.st")))
+r = run(os.path.join(HERE, "replicas.yaml"), "--steps", "1", np=4)
+check(r.returncode == 0 and re.search(r"replica +ranks +batch +step ms +run ms +images/s\n0 +0,1 +4 "
+                                      r".*\n1 +2,3 +4 ", r.stdout + r.stderr),
+      f"summary rows per replica: {r.stdout[-1200:]} {r.stderr[-600:]}")
 ref, got = one.get("losses", []), rep.get("losses", [])
 check(len(got) == 3 and got[0] == ref[0], f"replicas: first loss {got[:1]} vs {ref[:1]}")
 check(len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(ref, got)),
       f"replicas: losses {got} vs {ref}")
 check(rep.get("replicas") == 2 and rep.get("ranks") == 4 and one.get("replicas") == 1,
       f"replicas/ranks in JSON: {rep.get('replicas')} {rep.get('ranks')}")
+rows = rep.get("per_replica", [])
+check([(x.get("replica"), x.get("ranks"), x.get("batch")) for x in rows] ==
+      [(0, [0, 1], 4), (1, [2, 3], 4)], f"per_replica rows: {rows}")
+check(all(x.get("step_ms", 0) > 0 and 0 < x.get("run_ms", 0) <= x["step_ms"] and
+          abs(x.get("images_per_s", 0) - 4000.0 / x["step_ms"]) < 1e-6 * x["images_per_s"]
+          for x in rows), f"per_replica figures: {rows}")
+check("per_replica" not in one, "per_replica without replicas")
 train(os.path.join(HERE, "two_stage.yaml"), extra=("--save", path("one1.st"), "--steps", "1"))
 train(os.path.join(HERE, "replicas.yaml"), np=4, extra=("--save", path("rep1.st"), "--steps", "1"))
 a, b = tensors(path("one1.st")), tensors(path("rep1.st"))
