@@ -215,6 +215,25 @@ pp_status pp_comm_group_allreduce_sum_f32(pp_comm_group *g, float *buf, size_t n
     return PP_OK;
 }
 
+pp_status pp_comm_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                  pp_error *err)
+{
+    if (!g) return pp_error_set(err, PP_ERR_INVALID, "group broadcast: group is NULL");
+    if (root < 0 || root >= g->size)
+        return pp_error_set(err, PP_ERR_INVALID, "group broadcast: member %d does not exist (the "
+                            "group has %d)", root, g->size);
+    if (!buf && bytes) return pp_error_set(err, PP_ERR_INVALID, "group broadcast: buffer is NULL");
+    if (g->size == 1) return PP_OK;
+    char *p = buf;
+    size_t done = 0;
+    while (done < bytes) {
+        size_t n = bytes - done < PP_COMM_CHUNK ? bytes - done : PP_COMM_CHUNK;
+        PP_TRY(pp_comm_impl_group_broadcast(g, root, p + done, n, err));
+        done += n;
+    }
+    return PP_OK;
+}
+
 void pp_comm_abort(pp_comm *c, int code, const char *msg)
 {
     if (msg) fprintf(stderr, "rank %d: %s\n", pp_comm_rank(c), msg);

@@ -137,6 +137,10 @@ int pp_comm_group_job_rank(const pp_comm_group *g, int member); /* its rank in t
 pp_status pp_comm_group_allreduce_sum_f32(pp_comm_group *g, float *buf, size_t n,
                                           pp_error *err);
 
+/* Copies bytes of member root's buf into every other member's buf. */
+pp_status pp_comm_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                  pp_error *err);
+
 /* Ends the whole job at once with exit status code (MPI_Abort; exit without
  * MPI), after writing "rank R: msg" to stderr when msg is non-NULL. For a
  * rank that cannot go on while others may wait on it. Does not return. */

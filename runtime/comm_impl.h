@@ -52,6 +52,9 @@ pp_status pp_comm_impl_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error
 void pp_comm_impl_group_free(pp_comm_group *g);
 /* The ordered sum over g->size > 1 members, n <= PP_COMM_CHUNK / 4. */
 pp_status pp_comm_impl_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_error *err);
+/* Member root's bytes (<= PP_COMM_CHUNK) to every member, g->size > 1. */
+pp_status pp_comm_impl_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                       pp_error *err);
 void pp_comm_impl_abort(pp_comm *c, int code) __attribute__((noreturn));
 
 #endif

@@ -257,6 +257,18 @@ pp_status pp_comm_impl_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_
                       "group sum", root, err);
 }
 
+pp_status pp_comm_impl_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                       pp_error *err)
+{
+    MPI_Request req;
+    int from = g->job_rank[root];
+    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, *(MPI_Comm *)g->impl, &req);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(g->comm, err, rc, "%s from rank %d", "group broadcast", from);
+    return wait_until(g->comm, &req, REQ_COLLECTIVE, MPI_STATUS_IGNORE, "%s from rank %d",
+                      "group broadcast", from, err);
+}
+
 void pp_comm_impl_abort(pp_comm *c, int code)
 {
     MPI_Abort(MPI_COMM_WORLD, code);

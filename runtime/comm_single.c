@@ -60,4 +60,10 @@ pp_status pp_comm_impl_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_
     return no_peer(err);
 }
 
+pp_status pp_comm_impl_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                       pp_error *err)
+{
+    return no_peer(err);
+}
+
 void pp_comm_impl_abort(pp_comm *c, int code) { exit(code); }

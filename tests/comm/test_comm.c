@@ -216,6 +216,10 @@ static void test_groups(pp_comm *c)
                   pp_comm_group_job_rank(evens, 0), pp_comm_group_rank(evens));
     }
     if (!all) return;
+    int word = rank == size - 1 ? 4242 : -1;
+    CHECK_OK(pp_comm_group_broadcast(all, size - 1, &word, sizeof word, &err), &err);
+    CHECK_MSG(word == 4242, "rank %d: group broadcast gave %d", rank, word);
+    CHECK(pp_comm_group_broadcast(all, size, &word, sizeof word, &err) == PP_ERR_INVALID);
     group_run a = {.g = evens, .n = 4099, .rounds = 20}, b = {.g = all, .n = 1031, .rounds = 20};
     pthread_t ta;
     bool threaded = evens && pthread_create(&ta, NULL, group_sums, &a) == 0;
