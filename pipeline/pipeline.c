@@ -129,7 +129,7 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
  * as its backward of the step is done, while earlier stages still compute. */
 static pp_status cb_grads_ready(void *user, pp_exec *ex, pp_error *err)
 {
-    return pipe_sum_bucket(user, err);
+    return pipe_sum_bucket(user, ex, err);
 }
 
 static const pp_stage_ops pipe_stage_ops = {
@@ -843,8 +843,10 @@ static pp_status read_losses(struct pp_pipeline *p, const run_io *io, double *lo
  * with the first failure's message rather than run on from that state. */
 static pp_status mark_broken(pp_pipeline *p, pp_status s, const pp_error *err)
 {
-    if (s != PP_OK && !p->broken[0])
+    if (s != PP_OK && !p->broken[0]) {
         snprintf(p->broken, sizeof p->broken, "%.255s", err && err->msg[0] ? err->msg : "failed");
+        pipe_replicas_abort(p);
+    }
     return s;
 }
 

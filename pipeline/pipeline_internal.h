@@ -12,6 +12,7 @@
 
 #include "models/stage.h"
 #include "pipeline/pipeline.h"
+#include "runtime/comm_nccl.h"
 #include "runtime/data.h"
 #include "runtime/optimizer.h"
 #include "streams/executor.h"
@@ -32,6 +33,9 @@ typedef struct pipe_stage {
     float *bucket;               /* (bucket_n) */
     size_t bucket_n;
     bool bucket_in_lane;         /* summed by the executor's grads_ready, during backward */
+    pp_nccl *nccl;               /* CUDA stages: the group's NCCL communicator, which sums
+                                  * the gradients in place on the stage's gradient lane;
+                                  * NULL: the host path through bucket */
     size_t peak_bytes;           /* another rank's stage: its device's peak, as last reported */
     char device_name[16];        /* the plan's device (another rank's stage runs elsewhere) */
     int n_layers;                /* items of the plan's compact spelling */
@@ -173,9 +177,14 @@ void pipe_replica_piece(int count, int replicas, int r, int *off, int *size);
 pp_status pipe_replicas_init(struct pp_pipeline *p, pp_error *err);
 void pipe_replicas_free(struct pp_pipeline *p);
 
-/* Sums stage st's gradients over its replicas, in replica order, through
- * its bucket; every replica gets the same bits. */
-pp_status pipe_sum_bucket(pipe_stage *st, pp_error *err);
+/* Sums stage st's gradients over its replicas; every replica gets the same
+ * bits. Host path: through its bucket, in replica order. NCCL: enqueued on
+ * ex (the stage's gradient lane, after its backward). */
+pp_status pipe_sum_bucket(pipe_stage *st, pp_exec *ex, pp_error *err);
+
+/* After a fault: stops the stages' NCCL communicators (their peers may never
+ * join the pending sums). */
+void pipe_replicas_abort(struct pp_pipeline *p);
 
 /* Gives every replica the batch-norm statistics of rank 0's replica (before
  * an evaluation and a checkpoint); every rank calls it. */

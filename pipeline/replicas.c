@@ -67,14 +67,41 @@ static pp_status alloc_grad_sum(struct pp_pipeline *p, pp_error *err)
     return PP_OK;
 }
 
+/* Whether every member of stage s's group sums through NCCL: all want it
+ * (a CUDA stage in a build with NCCL), and all made the communicator (NCCL
+ * refuses, e.g., two members on one GPU: then all keep to the host path).
+ * Collective over the group, the same calls on every member. */
+static pp_status try_nccl(struct pp_pipeline *p, pipe_stage *st, pp_error *err)
+{
+    int size = pp_comm_group_size(st->group);
+    float want = st->dev->id.kind == PP_DEVICE_CUDA && pp_nccl_built() ? 1.0f : 0.0f;
+    PP_TRY(pp_comm_group_allreduce_sum_f32(st->group, &want, 1, err));
+    if (want != (float)size) return PP_OK;
+    pp_error why;
+    float failed = pp_nccl_new(st->group, st->dev, &st->nccl, &why) != PP_OK ? 1.0f : 0.0f;
+    PP_TRY(pp_comm_group_allreduce_sum_f32(st->group, &failed, 1, err));
+    if (failed > 0) {
+        pp_nccl_abort(st->nccl);
+        st->nccl = NULL;
+    }
+    return PP_OK;
+}
+
 /* Stage s's group (the ranks of its replicas, in replica order) and, where
- * it runs here, its bucket. Every rank calls it for every stage in order. */
+ * it runs here, its NCCL communicator or its host bucket. Every rank calls
+ * it for every stage in order. */
 static pp_status make_bucket(struct pp_pipeline *p, int s, pp_error *err)
 {
     pipe_stage *st = &p->stages[s];
     pp_status rc = pp_comm_group_new(p->comm, stage_here(p, s), p->replica, &st->group, err);
     if (rc != PP_OK) return pp_error_prefix(err, "stage %d (%s) replicas", s, st->device_name);
     if (!stage_here(p, s)) return PP_OK;
+    if (try_nccl(p, st, err) != PP_OK)
+        return pp_error_prefix(err, "stage %d (%s) replicas", s, st->dev->name);
+    if (st->nccl) {
+        st->bucket_in_lane = true;
+        return PP_OK;
+    }
     for (int i = 0; i < st->n_grads; i++) st->bucket_n += (size_t)pp_tensor_numel(st->grads[i]);
     st->bucket = malloc((st->bucket_n ? st->bucket_n : 1) * sizeof *st->bucket);
     if (!st->bucket)
@@ -95,9 +122,19 @@ pp_status pipe_replicas_init(struct pp_pipeline *p, pp_error *err)
     return PP_OK;
 }
 
+void pipe_replicas_abort(struct pp_pipeline *p)
+{
+    for (int s = 0; p->stages && s < p->n_stages; s++) {
+        pp_nccl_abort(p->stages[s].nccl);
+        p->stages[s].nccl = NULL;
+    }
+}
+
 void pipe_replicas_free(struct pp_pipeline *p)
 {
     for (int s = 0; p->stages && s < p->n_stages; s++) {
+        pp_nccl_free(p->stages[s].nccl);
+        p->stages[s].nccl = NULL;
         pp_comm_group_free(p->stages[s].group);
         free(p->stages[s].bucket);
         p->stages[s].group = NULL;
@@ -107,8 +144,29 @@ void pipe_replicas_free(struct pp_pipeline *p)
     p->grad_buf = NULL;
 }
 
-pp_status pipe_sum_bucket(pipe_stage *st, pp_error *err)
+/* The NCCL path: every gradient summed in place, as one NCCL group. */
+static pp_status sum_nccl(pipe_stage *st, pp_exec *ex, pp_error *err)
 {
+    float **bufs = malloc((size_t)(st->n_grads + 1) * sizeof *bufs);
+    size_t *ns = malloc((size_t)(st->n_grads + 1) * sizeof *ns);
+    pp_status rc = PP_OK;
+    if (!bufs || !ns) {
+        rc = pp_error_set(err, PP_ERR_OOM, "out of host memory (NCCL sum)");
+    } else {
+        for (int i = 0; i < st->n_grads; i++) {
+            bufs[i] = st->grads[i]->data;
+            ns[i] = (size_t)pp_tensor_numel(st->grads[i]);
+        }
+        rc = pp_nccl_allreduce_many_f32(st->nccl, ex, bufs, ns, st->n_grads, err);
+    }
+    free(bufs);
+    free(ns);
+    return rc;
+}
+
+pp_status pipe_sum_bucket(pipe_stage *st, pp_exec *ex, pp_error *err)
+{
+    if (st->nccl) return sum_nccl(st, ex, err);
     size_t off = 0;
     for (int i = 0; i < st->n_grads; i++) {
         size_t n = (size_t)pp_tensor_numel(st->grads[i]);
@@ -177,7 +235,7 @@ static pp_status sum_buckets_left(struct pp_pipeline *p, pp_error *err)
     for (int s = 0; s < p->n_stages; s++) {
         pipe_stage *st = &p->stages[s];
         if (!stage_here(p, s) || st->bucket_in_lane) continue;
-        if (pipe_sum_bucket(st, err) != PP_OK)
+        if (pipe_sum_bucket(st, NULL, err) != PP_OK)
             return pp_error_prefix(err, "stage %d (%s) gradients", s, st->dev->name);
     }
     return PP_OK;

@@ -30,6 +30,8 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   replicas over 2 processes (replicas_local.yaml) too, and each rank's
   trace shows the last stage's bucket starting between the end of its own
   last backward and the end of stage 0's (ordering, not durations);
+- where a GPU is visible, two CUDA replicas on two ranks (NCCL sums with
+  two GPUs, the host path when both share one);
 - faults: a rank killed mid-run ends the job within 30 s, with an error
   naming it; ranks started with different plans refuse at start (exit 2,
   naming the rank, before any step);
@@ -240,6 +242,27 @@ for rank, name in [(0, "run.json"), (1, "run.rank1.json")]:
                   f"{name} step {step}: the last stage's bucket ({g1['ts']}) does not start "
                   f"between its backward's end ({b1['ts'] + b1['dur']}) and stage 0's "
                   f"({b0['ts'] + b0['dur']})")
+# CUDA replicas (where a GPU is visible): two replicas of one CUDA stage on
+# two ranks. With two GPUs their buckets are NCCL sums on each stage's
+# gradient lane; two ranks on one GPU, which NCCL refuses, agree on the host
+# path instead. Either way the replicas train alike and report alike.
+gpu_plan = plan_text("two_stage.yaml").split("stages:")[0] + (
+    "replicas: 2\nstages:\n  - device: [cuda:0, rank1:cuda:@]\n    layers: [conv1, bn1, relu, "
+    "maxpool, layer1, layer2, layer3, layer4, avgpool, fc]\n")
+probe = run(write("gpu_probe.yaml", gpu_plan.replace("replicas: 2\n", "").replace(
+    "[cuda:0, rank1:cuda:@]", "cuda:0")), "--steps", "1", timeout=120)
+if probe.returncode == 0:
+    two_gpus = run(write("gpu_probe2.yaml", gpu_plan.replace("replicas: 2\n", "").replace(
+        "[cuda:0, rank1:cuda:@]", "cuda:1")), "--steps", "1", timeout=120).returncode == 0
+    g = train(write("gpu_replicas.yaml", gpu_plan.replace("@", "1" if two_gpus else "0")), np=2)
+    losses = g.get("losses", [])
+    check(len(losses) == 3 and all(x == x and abs(x) < 1e3 for x in losses),
+          f"CUDA replicas ({'two GPUs, NCCL' if two_gpus else 'one GPU, host path'}): {losses}")
+    check([x.get("ranks") for x in g.get("per_replica", [])] == [[0], [1]],
+          f"CUDA replicas: per_replica {g.get('per_replica')}")
+else:
+    print(f"test_mpi: no GPU ({probe.stderr.strip()[-200:]}): CUDA replicas skipped",
+          file=sys.stderr)
 r = run(os.path.join(HERE, "replicas.yaml"), "--grad-allreduce", "all")
 check(r.returncode == 2 and "--grad-allreduce: 'all' is neither buckets nor whole" in r.stderr,
       f"--grad-allreduce all: {r.returncode} {r.stderr[-300:]}")
