@@ -30,6 +30,8 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   replicas over 2 processes (replicas_local.yaml) too, and each rank's
   trace shows the last stage's bucket starting between the end of its own
   last backward and the end of stage 0's (ordering, not durations);
+- three replicas: two runs write the same checkpoint bits (sums in replica
+  order), each replica's piece of the batch reported;
 - where a GPU is visible, two CUDA replicas on two ranks (NCCL sums with
   two GPUs, the host path when both share one);
 - faults: a rank killed mid-run ends the job within 30 s, with an error
@@ -242,6 +244,19 @@ for rank, name in [(0, "run.json"), (1, "run.rank1.json")]:
                   f"{name} step {step}: the last stage's bucket ({g1['ts']}) does not start "
                   f"between its backward's end ({b1['ts'] + b1['dur']}) and stage 0's "
                   f"({b0['ts'] + b0['dur']})")
+# Three replicas (3 processes, both stages on each): the buckets' sums are
+# formed in replica order, so two runs write the same bits.
+three_rep = plan_text("replicas_local.yaml").replace("replicas: 2", "replicas: 3").replace(
+    "[cpu:0, rank1:cpu:0]", "[cpu:0, rank1:cpu:0, rank2:cpu:0]").replace(
+    "[cpu:1, rank1:cpu:1]", "[cpu:1, rank1:cpu:1, rank2:cpu:1]")
+t1 = train(write("three_rep.yaml", three_rep), np=3, extra=("--save", path("three_rep1.st")))
+t2 = train(path("three_rep.yaml"), np=3, extra=("--save", path("three_rep2.st")))
+check(t1.get("losses") == t2.get("losses") and len(t1.get("losses", [])) == 3,
+      f"3 replicas, two runs: {t1.get('losses')} vs {t2.get('losses')}")
+same_file(path("three_rep1.st"), path("three_rep2.st"), "3 replicas, two runs")
+check([x.get("batch") for x in t1.get("per_replica", [])] == [3, 3, 2],
+      f"3 replicas' pieces of the batch: {t1.get('per_replica')}")
+
 # CUDA replicas (where a GPU is visible): two replicas of one CUDA stage on
 # two ranks. With two GPUs their buckets are NCCL sums on each stage's
 # gradient lane; two ranks on one GPU, which NCCL refuses, agree on the host
