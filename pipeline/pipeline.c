@@ -385,10 +385,15 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
         pp_device_id dev = p->replica ? ps->replica_device[p->replica] : ps->device;
         bool cross = (s > 0 && pipe_rank_in(plan, s - 1, p->replica) != rank) ||
                      (s + 1 < p->n_stages && pipe_rank_in(plan, s + 1, p->replica) != rank);
-        if (cross && dev.kind != PP_DEVICE_CPU) {
+        bool linked = (s == 0 || pipe_rank_in(plan, s - 1, p->replica) == rank ||
+                       pipe_cuda_link(plan, s - 1, p->replica)) &&
+                      (s + 1 == p->n_stages || pipe_rank_in(plan, s + 1, p->replica) == rank ||
+                       pipe_cuda_link(plan, s, p->replica));
+        if (cross && dev.kind != PP_DEVICE_CPU && !linked) {
             snprintf(msg, sizeof msg, "stage %d (%s) exchanges with a stage of another process: "
                      "stages on different processes pass activations through host memory, so "
-                     "both sides of such a boundary need cpu devices", s, ps->device_name);
+                     "both sides of such a boundary need cpu devices (or cuda devices on both "
+                     "sides, in a build with NCCL)", s, ps->device_name);
             return plan_error(plan, p->replica ? ps->replica_mark[p->replica] : ps->device_mark,
                               err, PP_ERR_INPUT, msg);
         }
@@ -583,6 +588,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     if (pp_comm_size(p->comm) > 1 &&
         (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
         goto fail;
+    if ((s = pipe_links_init(p, plan, err)) != PP_OK) goto fail;
     *out = p;
     return PP_OK;
 fail:
@@ -630,6 +636,7 @@ void pp_pipeline_free(pp_pipeline *p)
     }
     pp_executor_free(p->exec);
     pipe_replicas_free(p);
+    pipe_links_free(p, false);
     pp_schedule_free(&p->schedule);
     batch_run_free(&p->tail);
     batch_run_free(&p->eval_full);
@@ -846,6 +853,7 @@ static pp_status mark_broken(pp_pipeline *p, pp_status s, const pp_error *err)
     if (s != PP_OK && !p->broken[0]) {
         snprintf(p->broken, sizeof p->broken, "%.255s", err && err->msg[0] ? err->msg : "failed");
         pipe_replicas_abort(p);
+        pipe_links_free(p, true);
     }
     return s;
 }

@@ -85,6 +85,9 @@ struct pp_pipeline {
                                   * [r * n_stages + s] */
     bool grads_whole;            /* replicas sum every gradient in grad_buf after the run
                                   * (pp_pipeline_options.grad_allreduce_whole) */
+    pp_comm_group **link_groups; /* (n_links) links.c: the two ranks of a boundary */
+    pp_nccl **link_nccl;         /* (n_links) their NCCL communicators */
+    int n_links;
     float *grad_buf;             /* (grad_n) every stage's gradients, summed over replicas */
     size_t grad_n;
     pp_registry *reg;
@@ -194,5 +197,23 @@ pp_status pipe_sync_replica_state(struct pp_pipeline *p, pp_error *err);
  * replicas (all of them with grads_whole; else the buckets summed outside
  * the executor). Every replica gets the same bits. Every rank calls it. */
 pp_status pipe_sum_replica_grads(struct pp_pipeline *p, pp_error *err);
+
+/* ---- links between ranks (links.c) ---------------------------------------- */
+
+/* The plan's device of stage s in replica r. */
+pp_device_id pipe_plan_device(const pp_plan *plan, int s, int r);
+
+/* Whether boundary b of replica r joins CUDA stages of two ranks, which an
+ * NCCL link carries (in a build with NCCL). */
+bool pipe_cuda_link(const pp_plan *plan, int b, int r);
+
+/* Makes the links of every such boundary (collective over the job: every
+ * rank calls it) and hands this rank's to the executor. After
+ * pp_executor_set_ranks. */
+pp_status pipe_links_init(struct pp_pipeline *p, const pp_plan *plan, pp_error *err);
+
+/* Frees the links; abort: stops their pending transfers (after a fault),
+ * and pipe_links_free(p, false) still frees the rest later. */
+void pipe_links_free(struct pp_pipeline *p, bool abort);
 
 #endif

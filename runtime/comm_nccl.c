@@ -19,6 +19,7 @@ struct pp_nccl {
     ncclComm_t comm;
     pp_device_ctx *dev;
     int job_rank;          /* for messages */
+    int rank, size;        /* this member's place; members */
 };
 
 bool pp_nccl_built(void) { return true; }
@@ -59,6 +60,8 @@ pp_status pp_nccl_new(pp_comm_group *g, pp_device_ctx *dev, pp_nccl **out, pp_er
     if (!nc) return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (NCCL)", rank);
     nc->dev = dev;
     nc->job_rank = rank;
+    nc->rank = pp_comm_group_rank(g);
+    nc->size = pp_comm_group_size(g);
     ncclResult_t r = ncclCommInitRank(&nc->comm, pp_comm_group_size(g), id,
                                       pp_comm_group_rank(g));
     if (r != ncclSuccess) {
@@ -103,6 +106,39 @@ pp_status pp_nccl_allreduce_many_f32(pp_nccl *nc, pp_exec *ex, float *const *buf
     if (r != ncclSuccess) return nccl_fail(err, nc->job_rank, nc->dev, "ncclAllReduce", r);
     if (end != ncclSuccess) return nccl_fail(err, nc->job_rank, nc->dev, "ncclGroupEnd", end);
     return PP_OK;
+}
+
+int pp_nccl_rank(const pp_nccl *nc) { return nc ? nc->rank : -1; }
+
+static pp_status check_peer(pp_nccl *nc, pp_exec *ex, int peer, const void *buf, size_t bytes,
+                            pp_error *err)
+{
+    PP_TRY(check_call(nc, ex, err));
+    if (peer < 0 || peer >= nc->size || peer == nc->rank)
+        return pp_error_set(err, PP_ERR_INVALID, "rank %d (%s): NCCL peer %d of %d members",
+                            nc->job_rank, nc->dev->name, peer, nc->size);
+    if (!buf && bytes)
+        return pp_error_set(err, PP_ERR_INVALID, "rank %d (%s): NCCL transfer: buffer is NULL",
+                            nc->job_rank, nc->dev->name);
+    return PP_OK;
+}
+
+pp_status pp_nccl_send(pp_nccl *nc, pp_exec *ex, int peer, const void *buf, size_t bytes,
+                       pp_error *err)
+{
+    PP_TRY(check_peer(nc, ex, peer, buf, bytes, err));
+    ncclResult_t r = ncclSend(buf, bytes, ncclUint8, peer, nc->comm,
+                              (cudaStream_t)ex->native_stream);
+    return r == ncclSuccess ? PP_OK : nccl_fail(err, nc->job_rank, nc->dev, "ncclSend", r);
+}
+
+pp_status pp_nccl_recv(pp_nccl *nc, pp_exec *ex, int peer, void *buf, size_t bytes,
+                       pp_error *err)
+{
+    PP_TRY(check_peer(nc, ex, peer, buf, bytes, err));
+    ncclResult_t r = ncclRecv(buf, bytes, ncclUint8, peer, nc->comm,
+                              (cudaStream_t)ex->native_stream);
+    return r == ncclSuccess ? PP_OK : nccl_fail(err, nc->job_rank, nc->dev, "ncclRecv", r);
 }
 
 void pp_nccl_abort(pp_nccl *nc)

@@ -7,7 +7,9 @@
  * others, and every member calls ncclCommInitRank on its device. A sum is
  * ncclAllReduce, enqueued on the caller's CUDA stream (so it runs after
  * what that stream already waits for, e.g. an event recorded after a
- * stage's backward); every member receives the same bits.
+ * stage's backward); every member receives the same bits. Sends and
+ * receives (ncclSend/ncclRecv) carry activations and gradients between CUDA
+ * stages of different ranks, on the copy stream of their boundary.
  *
  * NCCL refuses two members on one GPU in one communicator: such a group
  * (replicas sharing a GPU) gets PP_ERR_BACKEND from pp_nccl_new, and its
@@ -19,7 +21,6 @@
  *
  * Thread safety: one thread at a time per communicator; pp_nccl_abort may be
  * called from any thread to stop a communicator whose peers failed.
- * Not part of the installed API.
  */
 #ifndef PP_COMM_NCCL_H
 #define PP_COMM_NCCL_H
@@ -31,6 +32,10 @@
 #include "runtime/core/device.h"
 #include "runtime/core/exec.h"
 #include "runtime/core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct pp_nccl pp_nccl;
 
@@ -51,6 +56,17 @@ pp_status pp_nccl_allreduce_sum_f32(pp_nccl *nc, pp_exec *ex, float *buf, size_t
 pp_status pp_nccl_allreduce_many_f32(pp_nccl *nc, pp_exec *ex, float *const *bufs,
                                      const size_t *ns, int count, pp_error *err);
 
+/* This member's place in the communicator, 0..size-1 (-1 for NULL). */
+int pp_nccl_rank(const pp_nccl *nc);
+
+/* Enqueues on ex's CUDA stream a send of bytes from buf (device memory) to
+ * member peer, or a receive of exactly bytes from it into buf. Sends and
+ * receives between two members match in the order they were enqueued. */
+pp_status pp_nccl_send(pp_nccl *nc, pp_exec *ex, int peer, const void *buf, size_t bytes,
+                       pp_error *err);
+pp_status pp_nccl_recv(pp_nccl *nc, pp_exec *ex, int peer, void *buf, size_t bytes,
+                       pp_error *err);
+
 /* Stops the communicator's pending work (ncclCommAbort) and frees it: after
  * a fault, when peers may never join. NULL is a no-op. */
 void pp_nccl_abort(pp_nccl *nc);
@@ -58,5 +74,9 @@ void pp_nccl_abort(pp_nccl *nc);
 /* Frees the communicator (ncclCommDestroy) once its work is done. NULL is a
  * no-op. */
 void pp_nccl_free(pp_nccl *nc);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -29,5 +29,19 @@ pp_status pp_nccl_allreduce_many_f32(pp_nccl *nc, pp_exec *ex, float *const *buf
     return absent(err);
 }
 
+int pp_nccl_rank(const pp_nccl *nc) { return -1; }
+
+pp_status pp_nccl_send(pp_nccl *nc, pp_exec *ex, int peer, const void *buf, size_t bytes,
+                       pp_error *err)
+{
+    return absent(err);
+}
+
+pp_status pp_nccl_recv(pp_nccl *nc, pp_exec *ex, int peer, void *buf, size_t bytes,
+                       pp_error *err)
+{
+    return absent(err);
+}
+
 void pp_nccl_abort(pp_nccl *nc) {}
 void pp_nccl_free(pp_nccl *nc) {}

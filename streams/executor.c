@@ -59,6 +59,8 @@ struct pp_executor {
     /* stages on several processes (pp_executor_set_ranks); NULL: all local */
     pp_comm *comm;
     int *ranks;                /* (S) */
+    pp_nccl **links;           /* (2(S-1)): [b] activations, [S-1+b] gradients of boundary b
+                                * between ranks over NCCL; NULL: host messages */
 
     /* per run */
     const pp_schedule *sched;
@@ -126,6 +128,7 @@ void pp_executor_free(pp_executor *ex)
     free(ex->lane_dev);
     free(ex->shapes);
     free(ex->ranks);
+    free(ex->links);
     free(ex->stages);
     free(ex);
 }
@@ -237,17 +240,45 @@ pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks
             return pp_error_set(err, PP_ERR_INVALID, "executor: stage %d on rank %d, the job has "
                                 "%d process%s", s, ranks[s], pp_comm_size(comm),
                                 pp_comm_size(comm) == 1 ? "" : "es");
-    for (int b = 0; b + 1 < n; b++)
-        if (ranks[b] != ranks[b + 1] && (ex->stages[b].dev->id.kind != PP_DEVICE_CPU ||
-                                         ex->stages[b + 1].dev->id.kind != PP_DEVICE_CPU))
-            return pp_error_set(err, PP_ERR_INVALID, "executor: stages %d and %d are on ranks %d "
-                                "and %d: stages on different processes exchange through host "
-                                "memory, so both need CPU devices", b, b + 1, ranks[b],
-                                ranks[b + 1]);
     ex->ranks = malloc((size_t)n * sizeof *ex->ranks);
-    if (!ex->ranks) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
+    free(ex->links);
+    ex->links = n > 1 ? calloc((size_t)(2 * (n - 1)), sizeof *ex->links) : NULL;
+    if (!ex->ranks || (n > 1 && !ex->links))
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
     memcpy(ex->ranks, ranks, (size_t)n * sizeof *ranks);
     ex->comm = comm;
+    return PP_OK;
+}
+
+pp_status pp_executor_set_link(pp_executor *ex, int b, pp_nccl *act, pp_nccl *grad,
+                               pp_error *err)
+{
+    if (!ex || !ex->ranks || b < 0 || b >= ex->S - 1 || !act || !grad)
+        return pp_error_set(err, PP_ERR_INVALID, "executor: link for boundary %d needs ranks set "
+                            "first, a boundary 0..%d and two communicators", b,
+                            ex ? ex->S - 2 : -1);
+    if (ex->ranks[b] == ex->ranks[b + 1] || (!local(ex, b) && !local(ex, b + 1)))
+        return pp_error_set(err, PP_ERR_INVALID, "executor: boundary %d (ranks %d and %d) is no "
+                            "link of this rank", b, ex->ranks[b], ex->ranks[b + 1]);
+    if (ex->slots)
+        return pp_error_set(err, PP_ERR_INVALID, "executor: link set after the first run");
+    ex->links[b] = act;
+    ex->links[ex->S - 1 + b] = grad;
+    return PP_OK;
+}
+
+/* Every boundary between two ranks with a non-CPU side here has a link. */
+static pp_status check_links(const pp_executor *ex, pp_error *err)
+{
+    for (int b = 0; ex->ranks && b + 1 < ex->S; b++) {
+        if (ex->ranks[b] == ex->ranks[b + 1] || ex->links[b]) continue;
+        int mine = local(ex, b) ? b : b + 1;
+        if (!local(ex, mine) || ex->stages[mine].dev->id.kind == PP_DEVICE_CPU) continue;
+        return pp_error_set(err, PP_ERR_INVALID, "executor: stages %d and %d are on ranks %d and "
+                            "%d: stages on different processes exchange through host memory, so "
+                            "both need CPU devices (or an NCCL link between CUDA devices)", b,
+                            b + 1, ex->ranks[b], ex->ranks[b + 1]);
+    }
     return PP_OK;
 }
 
@@ -460,8 +491,15 @@ static pp_status run_message(pp_exec *x, void *arg, pp_error *err)
     bool act = it->kind == PP_PROG_COPY_ACT;
     int from = act ? b : b + 1, to = act ? b + 1 : b;
     int tag = (act ? 0 : ex->S) + b;
+    pp_nccl *link = ex->links[act ? b : ex->S - 1 + b];
     pp_status rc;
-    if (local(ex, from))
+    if (link && local(ex, from))
+        rc = pp_nccl_send(link, x, 1 - pp_nccl_rank(link), act ? bb->act_send[k] : bb->grad_send[k],
+                          bytes, err);
+    else if (link)
+        rc = pp_nccl_recv(link, x, 1 - pp_nccl_rank(link), act ? bb->act_recv[k] : bb->grad_recv[k],
+                          bytes, err);
+    else if (local(ex, from))
         rc = pp_comm_send(ex->comm, ex->ranks[to], tag, act ? bb->act_send[k] : bb->grad_send[k],
                           bytes, err);
     else
@@ -688,6 +726,7 @@ pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *
     if (!s || s->stages != ex->S)
         return pp_error_set(err, PP_ERR_INVALID, "executor: schedule for %d stages, executor has %d",
                             s ? s->stages : 0, ex->S);
+    PP_TRY(check_links(ex, err));
     pp_program p;
     PP_TRY(pp_program_build(s, ex->min_slots, &p, err));
     ex->sched = s;

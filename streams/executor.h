@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "runtime/comm.h"
+#include "runtime/comm_nccl.h"
 #include "runtime/core/device.h"
 #include "runtime/core/exec.h"
 #include "runtime/core/status.h"
@@ -136,12 +137,24 @@ void pp_executor_free(pp_executor *ex);
  * (pp_comm_send on the sender's copy lane, pp_comm_recv on the receiver's,
  * in micro-batch order, one tag per boundary and direction) ordered by the
  * same events as an in-process copy. Both sides of such a boundary must be
- * CPU devices (host memory); PP_ERR_INVALID otherwise, or when a rank is
- * outside the job. A stage's device descriptor of another rank is only a
+ * CPU devices (host memory), unless pp_executor_set_link makes it an NCCL
+ * link between CUDA devices (a run refuses it otherwise); PP_ERR_INVALID
+ * when a rank is outside the job. A stage's device descriptor of another rank is only a
  * placeholder (no buffers are allocated for it). comm must outlive the
  * executor; call before the first run. NULL comm: every stage is local. */
 pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks, int n,
                                 pp_error *err);
+
+/* Makes boundary b (stages b and b+1, on different ranks after
+ * pp_executor_set_ranks, this rank holding one of them on a CUDA device) a
+ * device-to-device link: activations travel over act and gradients over
+ * grad (NCCL communicators of the two ranks, see comm_nccl.h) with
+ * ncclSend/ncclRecv on the boundary's copy streams, ordered by the same
+ * events as any copy. Without a link such a boundary needs CPU devices on
+ * both sides (host messages); a run refuses it otherwise. Both must outlive
+ * the executor; call after pp_executor_set_ranks, before the first run. */
+pp_status pp_executor_set_link(pp_executor *ex, int b, pp_nccl *act, pp_nccl *grad,
+                               pp_error *err);
 
 /* Runs one step of s (validated first; s->stages must equal n) and waits for
  * it. On success fills *stats if stats is non-NULL (pp_step_stats_free it).

@@ -3,7 +3,8 @@
  * job of one rank (mpirun -np 1, or started by hand): the communicator is
  * made through the group's host communication, a sum over its one member
  * runs on a stream after the work already queued there and leaves the
- * values bit for bit, several sums go as one NCCL group, and misuse is an
+ * values bit for bit, several sums go as one NCCL group, and misuse (a
+ * stream of another device, a NULL buffer, a send to itself) is an
  * error naming rank and device, never a crash; a communicator is aborted
  * (the fault path). Exits 77 (skip) in a build without NCCL or where no
  * GPU is visible.
@@ -42,6 +43,25 @@ static pp_status add_into(pp_exec *ex, void *arg, pp_error *err)
 {
     add_job *j = arg;
     return pp_accumulate(ex, j->x, j->y, err);
+}
+
+/* A send or receive made with a stream's exec; its status is kept, the
+ * stream's own stays clean. */
+typedef struct p2p_job {
+    pp_nccl *nc;
+    int peer;
+    void *buf;
+    bool send;
+    pp_status rc;
+    pp_error err;
+} p2p_job;
+
+static pp_status run_p2p(pp_exec *ex, void *arg, pp_error *err)
+{
+    p2p_job *j = arg;
+    j->rc = j->send ? pp_nccl_send(j->nc, ex, j->peer, j->buf, 16, &j->err)
+                    : pp_nccl_recv(j->nc, ex, j->peer, j->buf, 16, &j->err);
+    return PP_OK;
 }
 
 static float value(size_t i) { return (float)(i % 101) * 0.37f - 11.0f; }
@@ -96,6 +116,16 @@ static void test_one_gpu(pp_comm *c, pp_device_ctx *gpu, pp_device_ctx *cpu)
     s = pp_nccl_allreduce_sum_f32(nc, &ex, NULL, 5, &err);
     CHECK_MSG(s == PP_ERR_INVALID, "%s: %s", pp_status_name(s), err.msg);
     CHECK(pp_nccl_allreduce_sum_f32(NULL, &ex, a.data, 5, &err) == PP_ERR_INVALID);
+    /* point to point: a member cannot send to itself, nor to one beyond */
+    CHECK(pp_nccl_rank(nc) == 0 && pp_nccl_rank(NULL) == -1);
+    p2p_job to_self = {.nc = nc, .peer = 0, .buf = a.data, .send = true};
+    p2p_job beyond = {.nc = nc, .peer = 1, .buf = a.data, .send = false};
+    CHECK_OK(pp_stream_launch(st, "send", run_p2p, &to_self, &err), &err);
+    CHECK_OK(pp_stream_launch(st, "recv", run_p2p, &beyond, &err), &err);
+    CHECK_OK(pp_stream_synchronize(st, &err), &err);
+    CHECK_MSG(to_self.rc == PP_ERR_INVALID && strstr(to_self.err.msg, "NCCL peer 0 of 1 members"),
+              "%s: %s", pp_status_name(to_self.rc), to_self.err.msg);
+    CHECK(beyond.rc == PP_ERR_INVALID);
     /* the fault path: a second communicator, aborted */
     pp_nccl *spare = NULL;
     CHECK_OK(pp_nccl_new(g, gpu, &spare, &err), &err);

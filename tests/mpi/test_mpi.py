@@ -33,7 +33,9 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
 - three replicas: two runs write the same checkpoint bits (sums in replica
   order), each replica's piece of the batch reported;
 - where a GPU is visible, two CUDA replicas on two ranks (NCCL sums with
-  two GPUs, the host path when both share one);
+  two GPUs, the host path when both share one), and two CUDA stages on two
+  ranks over an NCCL link (with two GPUs: the losses of one process; on one
+  GPU: refused, naming the link);
 - faults: a rank killed mid-run ends the job within 30 s, with an error
   naming it; ranks started with different plans refuse at start (exit 2,
   naming the rank, before any step);
@@ -275,6 +277,25 @@ if probe.returncode == 0:
           f"CUDA replicas ({'two GPUs, NCCL' if two_gpus else 'one GPU, host path'}): {losses}")
     check([x.get("ranks") for x in g.get("per_replica", [])] == [[0], [1]],
           f"CUDA replicas: per_replica {g.get('per_replica')}")
+    # Two CUDA stages on two ranks: an NCCL link carries activations and
+    # gradients. With two GPUs the losses follow one process's (the same
+    # kernels, so within rounding of the reduction order: 1e-5 relative);
+    # on one GPU NCCL refuses the link, and the error says so.
+    two_cuda = plan_text("two_stage.yaml").replace("device: cpu:0", "device: cuda:0").replace(
+        "device: cpu:1", "device: cuda:1" if two_gpus else "device: cuda:0")
+    ref = train(write("two_cuda.yaml", two_cuda))
+    second = "cuda:1" if two_gpus else "cuda:0"
+    linked = write("two_cuda_ranks.yaml", two_cuda.replace(
+        f"  - device: {second}\n    layers: [layer3", f"  - device: rank1:{second}\n    layers: [layer3"))
+    if two_gpus:
+        got = train(linked, np=2)
+        a, b = ref.get("losses", []), got.get("losses", [])
+        check(len(a) == 3 and len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)),
+              f"NCCL link: losses {b} vs one process {a}")
+    else:
+        r = run(linked, np=2, timeout=120)
+        check(r.returncode != 0 and "NCCL link (two ranks on one GPU cannot link)" in r.stderr,
+              f"NCCL link on one GPU: {r.returncode} {r.stderr[-800:]}")
 else:
     print(f"test_mpi: no GPU ({probe.stderr.strip()[-200:]}): CUDA replicas skipped",
           file=sys.stderr)
