@@ -672,9 +672,10 @@ static int check_same_plan(const pp_plan *plan, const cli_args *a, int steps)
     if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
     uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
     char opts[512];
-    int n = snprintf(opts, sizeof opts, "\nsteps %d load %s resume %s eval-only %d save %s",
-                     steps, a->load ? a->load : "-", a->resume ? a->resume : "-", a->eval_only,
-                     a->save ? a->save : "-");
+    int n = snprintf(opts, sizeof opts, "\nsteps %d load %s resume %s eval-only %d save %s "
+                     "grad-allreduce %s", steps, a->load ? a->load : "-",
+                     a->resume ? a->resume : "-", a->eval_only, a->save ? a->save : "-",
+                     a->grads_whole ? "whole" : "buckets");
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
     for (int i = 0; i < n && i < (int)sizeof opts; i++)
         h = (h ^ (unsigned char)opts[i]) * 1099511628211ull;

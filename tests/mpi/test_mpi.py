@@ -411,6 +411,11 @@ r = subprocess.run(["bash", *MPIRUN, "1", BIN, os.path.join(HERE, "two_rank.yaml
                    capture_output=True, text=True, timeout=120)
 check(r.returncode == 2 and "rank 1 started with another plan or other options" in r.stderr,
       f"mismatched options: {r.returncode} {r.stderr[-800:]}")
+r = subprocess.run(["bash", *MPIRUN, "1", BIN, os.path.join(HERE, "two_rank.yaml"), ":", "-np",
+                    "1", BIN, os.path.join(HERE, "two_rank.yaml"), "--grad-allreduce", "whole"],
+                   capture_output=True, text=True, timeout=120)
+check(r.returncode == 2 and "rank 1 started with another plan or other options" in r.stderr,
+      f"mismatched --grad-allreduce: {r.returncode} {r.stderr[-800:]}")
 
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"test_mpi: {checks} checks, {failures} failed", file=sys.stderr)
