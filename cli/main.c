@@ -31,6 +31,7 @@ typedef struct cli_args {
     int steps;            /* 0: the plan's */
     bool validate, json, simulate, weights_only, eval_only;
     int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
+    bool grads_whole;     /* --grad-allreduce whole */
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
     pp_pipeline_layout layout; /* --layout */
     int sweep[MAX_SWEEP];
@@ -90,6 +91,9 @@ static void usage(FILE *f)
           "  --eval-only         with --load: evaluate the checkpoint on the plan's eval data\n"
           "  --layout L          activations' memory order: auto (NHWC where a device runs\n"
           "                      faster so: CUDA in bf16), nchw or nhwc; results do not change\n"
+          "  --grad-allreduce M  replicas: buckets (default: each stage's gradients summed\n"
+          "                      over its replicas as soon as its backward is done) or whole\n"
+          "                      (every gradient in one sum after the whole backward)\n"
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n"
           "\n"
@@ -118,7 +122,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
-           O_GRAPHS };
+           O_GRAPHS, O_GRAD_ALLREDUCE };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -138,6 +142,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"resume", required_argument, 0, O_RESUME},
         {"layout", required_argument, 0, O_LAYOUT},
         {"cuda-graphs", required_argument, 0, O_GRAPHS},
+        {"grad-allreduce", required_argument, 0, O_GRAD_ALLREDUCE},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -175,6 +180,11 @@ static int parse_args(int argc, char **argv, cli_args *a)
             if (strcmp(optarg, "on") && strcmp(optarg, "off"))
                 return bad_args("--cuda-graphs: '%s' is not on or off", optarg);
             a->graphs = strcmp(optarg, "on") ? PP_PIPELINE_GRAPHS_OFF : PP_PIPELINE_GRAPHS_ON;
+            break;
+        case O_GRAD_ALLREDUCE:
+            if (strcmp(optarg, "buckets") != 0 && strcmp(optarg, "whole") != 0)
+                return bad_args("--grad-allreduce: '%s' is neither buckets nor whole", optarg);
+            a->grads_whole = strcmp(optarg, "whole") == 0;
             break;
         case O_SWEEP: {
             char buf[512];
@@ -541,7 +551,8 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     pp_pipeline *p;
     pp_pipeline_options opts = {.keep_trace = a->trace != NULL, .comm = g_comm,
                                 .layout = a->layout,
-                                .graphs = (pp_pipeline_graphs)a->graphs};
+                                .graphs = (pp_pipeline_graphs)a->graphs,
+                                .grad_allreduce_whole = a->grads_whole};
     if (a->resume && plan->optimizer.momentum != 0) { /* resuming needs the momentum buffers */
         pp_checkpoint_info info;
         if (pp_checkpoint_list(a->resume, &info, &err) != PP_OK) return fail(&err);
@@ -683,9 +694,10 @@ static int check_same_plan(const pp_plan *plan, const cli_args *a, int steps)
     if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
     uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
     char opts[512];
-    int n = snprintf(opts, sizeof opts, "\nsteps %d load %s resume %s eval-only %d save %s",
-                     steps, a->load ? a->load : "-", a->resume ? a->resume : "-", a->eval_only,
-                     a->save ? a->save : "-");
+    int n = snprintf(opts, sizeof opts, "\nsteps %d load %s resume %s eval-only %d save %s "
+                     "grad-allreduce %s", steps, a->load ? a->load : "-",
+                     a->resume ? a->resume : "-", a->eval_only, a->save ? a->save : "-",
+                     a->grads_whole ? "whole" : "buckets");
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
     for (int i = 0; i < n && i < (int)sizeof opts; i++)
         h = (h ^ (unsigned char)opts[i]) * 1099511628211ull;

@@ -43,6 +43,30 @@ void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs)
     fflush(f);
 }
 
+/* "0,1": the ranks of a replica. */
+static void join_ranks(const pp_replica_report *rr, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rr->n_ranks && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%d", i ? "," : "", rr->ranks[i]);
+}
+
+/* A row per data-parallel replica: its ranks, batch piece and times. */
+static void print_replicas(FILE *f, const pp_pipeline *p, int replicas)
+{
+    fprintf(f, "\n%-7s  %-12s  %5s  %9s  %9s  %9s\n", "replica", "ranks", "batch", "step ms",
+            "run ms", "images/s");
+    for (int k = 0; k < replicas; k++) {
+        pp_replica_report rr;
+        pp_pipeline_replica_report(p, k, &rr);
+        char ranks[64];
+        join_ranks(&rr, ranks, sizeof ranks);
+        fprintf(f, "%-7d  %-12s  %5d  %9.1f  %9.1f  %9.1f\n", k, ranks, rr.batch, rr.step_ms,
+                rr.run_ms, rr.images_per_s);
+    }
+}
+
 void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
                           const double *losses, int n_losses, const pp_eval_result *last_eval)
 {
@@ -83,6 +107,7 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
                 pp_cli_bytes((double)sr.peak_bytes, mem, sizeof mem));
     }
     for (int s = 0; s < n && s < PP_PLAN_MAX_STAGES; s++) free(lists[s]);
+    if (r.replicas > 1) print_replicas(f, p, r.replicas);
     char cb[32];
     fprintf(f, "\n%s, %s, batch %d = %d micro-batch%s of <= %d, %d step%s\n", plan->model.name,
             pp_plan_schedule_name(plan->schedule), plan->batch_size, plan->micro_batches,
@@ -124,6 +149,25 @@ static json_t *json_num(double v)
 }
 
 /* The keys every JSON output starts with: what ran. */
+/* per_replica: [{replica, ranks, batch, step_ms, run_ms, images_per_s}] */
+static json_t *replicas_array(const pp_pipeline *p, int replicas)
+{
+    json_t *a = json_array();
+    for (int k = 0; a && k < replicas; k++) {
+        pp_replica_report rr;
+        pp_pipeline_replica_report(p, k, &rr);
+        json_t *ranks = json_array();
+        for (int i = 0; ranks && i < rr.n_ranks; i++)
+            json_array_append_new(ranks, json_integer(rr.ranks[i]));
+        json_array_append_new(a, json_pack("{s:i, s:o, s:i, s:o, s:o, s:o}", "replica", k,
+                                           "ranks", ranks ? ranks : json_array(), "batch",
+                                           rr.batch, "step_ms", json_num(rr.step_ms), "run_ms",
+                                           json_num(rr.run_ms), "images_per_s",
+                                           json_num(rr.images_per_s)));
+    }
+    return a ? a : json_array();
+}
+
 static json_t *plan_object(const pp_plan *plan)
 {
     json_t *o = json_object();
@@ -188,6 +232,7 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
                         json_pack("{s:s, s:i, s:i, s:i, s:s?}", "mode", r.graphs, "captured",
                                   r.graph_captures, "replayed", r.graph_replays, "launches",
                                   r.graph_launches, "refused", r.graph_refusal));
+    if (r.replicas > 1) json_object_set_new(o, "per_replica", replicas_array(p, r.replicas));
     json_object_set_new(o, "copies", json_pack("{s:I, s:o}", "bytes", (json_int_t)r.copy_bytes,
                                                "ms", json_num(r.copy_ms)));
     if (n_epochs > 0) {

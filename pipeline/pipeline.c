@@ -3,6 +3,7 @@
  * optimizer, and runs training steps (see pipeline.h for the contract).
  */
 #include "pipeline/pipeline.h"
+#include "pipeline/pipeline_internal.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -21,169 +22,9 @@
 #include "streams/schedule.h"
 #include "streams/simulate.h"
 
-/* One plan stage: its model stage plus what the loss and input need. */
-typedef struct pipe_stage {
-    struct pp_pipeline *p;
-    int index;
-    pp_device_ctx *dev;
-    pp_stage *model;
-    int max_in_flight;
-    pp_tensor **grads;           /* (n_grads) the stage's parameter gradients (this rank's) */
-    int n_grads;
-    size_t peak_bytes;           /* another rank's stage: its device's peak, as last reported */
-    char device_name[16];        /* the plan's device (another rank's stage runs elsewhere) */
-    int n_layers;                /* items of the plan's compact spelling */
-    char (*layer_names)[32];     /* (n_layers) "layer1", "layer2.0" */
-    const char **layers;         /* (n_layers) pointers into layer_names */
-    /* per-step timings, one entry per step run */
-    double *fwd_ms, *bwd_ms, *busy;
-    /* graphs: the batch norms' pending counts when a capture began (to undo
-     * the capture's forwards if it is refused) */
-    int64_t *counts;             /* (n_counts) */
-    int n_counts;
-} pipe_stage;
-
-/* One way of running a batch of a given size: its micro-batches (the plan's
- * rule) and the schedule over them. */
-typedef struct batch_run {
-    int batch, m;
-    int *sizes;                  /* (m) */
-    int *offsets;                /* (m) first sample of each micro-batch */
-    pp_schedule sched;
-} batch_run;
-
-/* What the stage callbacks work on during a pp_executor_run. */
-typedef struct run_io {
-    const batch_run *run;
-    bool train;                  /* false: evaluation (batch norm running statistics) */
-    pp_tensor *images, *labels;  /* on stage 0's / the last device */
-    pp_tensor *losses, *corrects, *dlogits; /* on the last device */
-    float divisor;               /* the loss is summed over a micro-batch and divided by it */
-    /* Host side, in memory the devices copy without staging (page-locked on
-     * CUDA): each micro-batch's images and labels are copied in by the stage
-     * that uses them, in its stream order, and its loss and correct count
-     * copied out after the loss, so a step needs no synchronous copy; the
-     * host reads the losses once the executor has finished. */
-    const float *host_images;    /* (batch, C, H, W) */
-    const int32_t *host_labels;  /* (batch) */
-    float *host_losses;          /* (m) */
-    int32_t *host_corrects;      /* (m) */
-} run_io;
-
-struct pp_pipeline {
-    char broken[256];            /* why a step or evaluation failed midway; "" while usable */
-    pp_comm *comm;               /* the job (NULL: one process) */
-    int rank;                    /* this process's rank in it (0 without one) */
-    int *stage_rank;             /* (n_stages) the rank that runs each stage of this replica */
-    int *home_rank;              /* (n_stages) ... of the replica rank 0 belongs to: it
-                                  * speaks for all (figures, checkpoints) */
-    int replicas, replica;       /* replicas of the plan; the one this process belongs to */
-    int rep_batch;               /* this replica's piece of a full batch */
-    int *rep_rank;               /* (replicas x n_stages) rank of stage s in replica r at
-                                  * [r * n_stages + s] */
-    float *grad_buf;             /* (grad_n) every stage's gradients, summed over replicas */
-    size_t grad_n;
-    pp_registry *reg;
-    pp_model_config model;
-    int batch;
-    int m;                       /* micro-batches */
-    int *mb_sizes;               /* (m) */
-    int *mb_offsets;             /* (m) first sample of each micro-batch */
-    int classes;
-    int in_c, in_h, in_w;
-    int n_stages;
-    pipe_stage *stages;          /* (n_stages) */
-    pp_stage_desc *descs;        /* (n_stages) for the executor */
-    pp_schedule schedule;
-    pp_executor *exec;
-    pp_optimizer *opt;
-    pp_param_ref *params;
-    int n_params;
-    pp_data *data;
-    float *host_images;          /* (B, C, H, W) */
-    int32_t *host_labels;        /* (B) */
-    float *host_losses;          /* (m) loss of each micro-batch, read back after a step */
-    int32_t *host_corrects;      /* (m) */
-    pp_tensor images;            /* (B, C, H, W) on stage 0's device */
-    pp_tensor labels;            /* (B) I32 on the last stage's device */
-    pp_tensor losses;            /* (m) F32 on the last device: loss of each micro-batch */
-    pp_tensor corrects;          /* (m) I32 on the last device */
-    pp_tensor dlogits;           /* (B, classes) on the last device */
-    int64_t steps_done;
-    int graphs_mode;             /* 0 n/a, 1 on, 2 off (pp_pipeline_report.graphs) */
-    int graph_captures, graph_replays, graph_launches;
-    int steps_run;               /* steps run by this object (for the report) */
-    int steps_cap;
-    double *step_ms;             /* (steps_run) whole step */
-    double *bubble;              /* (steps_run) */
-    double *copy_ms;             /* (steps_run) */
-    size_t copy_bytes;
-    bool keep_trace;
-    int slots;
-    pp_pipeline_layout layout; /* pp_pipeline_options.layout */
-    int profile_step;          /* PP_PROFILE_STEP, or -1 (profile_range) */
-    pp_step_stats *trace;        /* kept steps (keep_trace) */
-    int n_trace;
-
-    /* split rule of the plan, for batches of other sizes */
-    int split_size, micro_batches; /* one of them > 0 */
-    pp_schedule_kind kind;
-    run_io io;                   /* the current run's buffers */
-    batch_run full;              /* the training batch (views of mb_sizes, mb_offsets, schedule) */
-    batch_run tail;              /* an epoch's partial last batch (built on first use) */
-    int64_t data_size;           /* training samples N */
-    int epochs;                  /* plan epochs (0: steps) */
-    pp_lr_schedule lr;
-    double cur_lr;
-
-    /* evaluation (plan eval section) */
-    pp_data *eval_data;
-    int eval_batch;
-    int64_t eval_size;
-    batch_run eval_full, eval_tail;
-    float *host_eval_images;
-    int32_t *host_eval_labels;
-    float *host_eval_losses;
-    int32_t *host_eval_corrects;
-    pp_tensor eval_images, eval_labels, eval_losses, eval_corrects, eval_dlogits;
-};
-
 static const pp_stage_ops pipe_stage_ops;
 static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err);
-
-/* Whether stage s runs in this process. */
-static bool stage_here(const struct pp_pipeline *p, int s)
-{
-    return p->stage_rank[s] == p->rank;
-}
-
-/* The replica whose stages include one on this rank; -1 when none does. */
-static int replica_of(const pp_plan *plan, int rank)
-{
-    int R = plan->replicas > 1 ? plan->replicas : 1;
-    for (int r = 0; r < R; r++)
-        for (int s = 0; s < plan->n_stages; s++)
-            if ((r ? plan->stages[s].replica_rank[r] : plan->stages[s].rank) == rank) return r;
-    return -1;
-}
-
-/* Rank of stage s in replica r. */
-static int rank_in(const pp_plan *plan, int s, int r)
-{
-    return r ? plan->stages[s].replica_rank[r] : plan->stages[s].rank;
-}
-
-/* Piece r of a batch of `count` samples cut over the replicas (the
- * micro-batch rule by count): its first sample and size. */
-static void replica_piece(int count, int replicas, int r, int *off, int *size)
-{
-    int sizes[PP_PLAN_MAX_REPLICAS];
-    int R = replicas > count ? count : replicas;
-    pp_batch_split_sizes(count, 0, R, sizes);
-    *off = 0;
-    *size = r < R ? sizes[r] : 0;
-    for (int i = 0; i < r && i < R; i++) *off += sizes[i];
-}
+static void name_rank_lanes(const pp_pipeline *p, pp_step_stats *st);
 
 /* ---- stage callbacks ------------------------------------------------------ */
 
@@ -316,6 +157,13 @@ static void cb_replayed(void *user, const pp_schedule *s)
     if (st->model && st->p->io.train) pp_stage_add_batches(st->model, s->micro_batches);
 }
 
+/* Replicas: the stage's gradient bucket is summed over its replicas as soon
+ * as its backward of the step is done, while earlier stages still compute. */
+static pp_status cb_grads_ready(void *user, pp_exec *ex, pp_error *err)
+{
+    return pipe_sum_bucket(user, ex, err);
+}
+
 static const pp_stage_ops pipe_stage_ops = {
     .out_shape = cb_out_shape,
     .forward = cb_forward,
@@ -324,6 +172,14 @@ static const pp_stage_ops pipe_stage_ops = {
     .capture_begin = cb_capture_begin,
     .capture_abandon = cb_capture_abandon,
     .replayed = cb_replayed,
+};
+
+static const pp_stage_ops pipe_stage_ops_bucketed = {
+    .out_shape = cb_out_shape,
+    .forward = cb_forward,
+    .backward = cb_backward,
+    .step = NULL,
+    .grads_ready = cb_grads_ready,
 };
 
 /* ---- plan enums -> runtime enums: the one place that maps them ------------------ */
@@ -540,7 +396,7 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
     for (int r = 0; r < p->replicas; r++)
         for (int s = 0; s < p->n_stages; s++) {
             const pp_plan_stage *ps = &plan->stages[s];
-            int rank = rank_in(plan, s, r);
+            int rank = pipe_rank_in(plan, s, r);
             if (rank < size) continue;
             snprintf(msg, sizeof msg, "stage %d%s is on rank %d, but the job has %d process%s "
                      "(ranks 0..%d; start it with mpirun -np %d)", s,
@@ -551,28 +407,33 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
         }
     /* every rank finds the same idle ranks, so all stop alike */
     for (int rank = 0; rank < size; rank++) {
-        if (replica_of(plan, rank) >= 0) continue;
+        if (pipe_replica_of(plan, rank) >= 0) continue;
         snprintf(msg, sizeof msg, "rank %d of %d runs no stage: every process of the job needs "
                  "one (start it with fewer processes)", rank, size);
         return plan_error(plan, plan->stages_mark, err, PP_ERR_INPUT, msg);
     }
     for (int r = 0; r < p->replicas; r++)
-        for (int s = 0; s < p->n_stages; s++) p->rep_rank[r * p->n_stages + s] = rank_in(plan, s, r);
+        for (int s = 0; s < p->n_stages; s++) p->rep_rank[r * p->n_stages + s] = pipe_rank_in(plan, s, r);
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
-        int rank = rank_in(plan, s, p->replica);
+        int rank = pipe_rank_in(plan, s, p->replica);
         pp_device_id dev = p->replica ? ps->replica_device[p->replica] : ps->device;
-        bool cross = (s > 0 && rank_in(plan, s - 1, p->replica) != rank) ||
-                     (s + 1 < p->n_stages && rank_in(plan, s + 1, p->replica) != rank);
-        if (cross && dev.kind != PP_DEVICE_CPU) {
+        bool cross = (s > 0 && pipe_rank_in(plan, s - 1, p->replica) != rank) ||
+                     (s + 1 < p->n_stages && pipe_rank_in(plan, s + 1, p->replica) != rank);
+        bool linked = (s == 0 || pipe_rank_in(plan, s - 1, p->replica) == rank ||
+                       pipe_cuda_link(plan, s - 1, p->replica)) &&
+                      (s + 1 == p->n_stages || pipe_rank_in(plan, s + 1, p->replica) == rank ||
+                       pipe_cuda_link(plan, s, p->replica));
+        if (cross && dev.kind != PP_DEVICE_CPU && !linked) {
             snprintf(msg, sizeof msg, "stage %d (%s) exchanges with a stage of another process: "
                      "stages on different processes pass activations through host memory, so "
-                     "both sides of such a boundary need cpu devices", s, ps->device_name);
+                     "both sides of such a boundary need cpu devices (or cuda devices on both "
+                     "sides, in a build with NCCL)", s, ps->device_name);
             return plan_error(plan, p->replica ? ps->replica_mark[p->replica] : ps->device_mark,
                               err, PP_ERR_INPUT, msg);
         }
         p->stage_rank[s] = rank;
-        p->home_rank[s] = rank_in(plan, s, replica_of(plan, 0) > 0 ? replica_of(plan, 0) : 0);
+        p->home_rank[s] = pipe_rank_in(plan, s, pipe_replica_of(plan, 0) > 0 ? pipe_replica_of(plan, 0) : 0);
     }
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
@@ -698,101 +559,6 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     return pp_optimizer_new(&p->opt, &sgd, p->params, (size_t)p->n_params, err);
 }
 
-/* The host buffer in which replicas sum their gradients: every stage's
- * parameters in stage order (each rank fills its own stages, zeros elsewhere,
- * so the sum over all ranks is the sum over replicas). */
-static pp_status alloc_grad_sum(struct pp_pipeline *p, pp_error *err)
-{
-    if (p->replicas < 2) return PP_OK;
-    size_t n = 0;
-    for (int s = 0; s < p->n_stages; s++)
-        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
-            const pp_named_tensor *nt = pp_stage_param(p->stages[s].model, i);
-            if (nt->grad->dtype != PP_F32)
-                return pp_error_set(err, PP_ERR_UNSUPPORTED, "replicas: gradient %s is %s; "
-                                    "replicas sum fp32 gradients", nt->name,
-                                    pp_dtype_name(nt->grad->dtype));
-            n += (size_t)pp_tensor_numel(nt->grad);
-        }
-    p->grad_n = n;
-    p->grad_buf = malloc((n ? n : 1) * sizeof *p->grad_buf);
-    if (!p->grad_buf) return pp_error_set(err, PP_ERR_OOM, "out of host memory (gradient sum)");
-    return PP_OK;
-}
-
-#define TAG_BUFFERS 30001
-
-/* Gives every replica the batch-norm statistics (and the parameters, equal
- * anyway) of rank 0's replica, as DDP's broadcast_buffers does: each replica
- * updated its running statistics from its own micro-batches. Before an
- * evaluation and a checkpoint; every rank calls it. */
-static pp_status sync_replica_state(struct pp_pipeline *p, pp_error *err)
-{
-    if (p->replicas < 2) return PP_OK;
-    int home = -1;
-    for (int r = 0; r < p->replicas && home < 0; r++)
-        for (int s = 0; s < p->n_stages; s++)
-            if (p->rep_rank[r * p->n_stages + s] == 0) home = r;
-    for (int s = 0; s < p->n_stages; s++) {
-        pp_stage *m = p->stages[s].model;
-        int from = p->home_rank[s];
-        bool send = p->rank == from, recv = stage_here(p, s) && p->replica != home;
-        if (!send && !recv) continue;
-        PP_TRY(pp_stage_sync_buffers(m, err));
-        for (int i = 0; i < pp_stage_state_count(m); i++) {
-            pp_tensor *t = pp_stage_state(m, i)->value;
-            size_t bytes = pp_tensor_bytes(t);
-            void *tmp = malloc(bytes ? bytes : 1);
-            if (!tmp) return pp_error_set(err, PP_ERR_OOM, "out of host memory (replicas)");
-            pp_status st = PP_OK;
-            if (send) {
-                st = pp_tensor_to_host(t, tmp, bytes, err);
-                for (int r = 0; st == PP_OK && r < p->replicas; r++)
-                    if (r != home)
-                        st = pp_comm_send(p->comm, p->rep_rank[r * p->n_stages + s], TAG_BUFFERS,
-                                          tmp, bytes, err);
-            } else {
-                st = pp_comm_recv(p->comm, from, TAG_BUFFERS, tmp, bytes, err);
-                if (st == PP_OK) st = pp_tensor_from_host(t, tmp, bytes, err);
-            }
-            free(tmp);
-            PP_TRY(st);
-        }
-    }
-    return PP_OK;
-}
-
-/* Sums the parameter gradients over the replicas (allreduce), so that every
- * replica's optimizer applies the same update. After the whole backward of
- * this replica; the sum is formed on rank 0 and broadcast, so every replica
- * gets the same bits. */
-static pp_status sum_replica_grads(struct pp_pipeline *p, pp_error *err)
-{
-    if (p->replicas < 2) return PP_OK;
-    size_t off = 0;
-    for (int s = 0; s < p->n_stages; s++)
-        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
-            pp_tensor *g = pp_stage_param(p->stages[s].model, i)->grad;
-            size_t n = (size_t)pp_tensor_numel(g);
-            if (stage_here(p, s))
-                PP_TRY(pp_tensor_to_host(g, p->grad_buf + off, n * sizeof(float), err));
-            else
-                memset(p->grad_buf + off, 0, n * sizeof(float));
-            off += n;
-        }
-    PP_TRY(pp_comm_allreduce_sum_f32(p->comm, p->grad_buf, p->grad_n, err));
-    off = 0;
-    for (int s = 0; s < p->n_stages; s++)
-        for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
-            pp_tensor *g = pp_stage_param(p->stages[s].model, i)->grad;
-            size_t n = (size_t)pp_tensor_numel(g);
-            if (stage_here(p, s))
-                PP_TRY(pp_tensor_from_host(g, p->grad_buf + off, n * sizeof(float), err));
-            off += n;
-        }
-    return PP_OK;
-}
-
 /* Whether training steps use graphs (pp_pipeline_graphs), and room for each
  * stage's batch-norm counts. */
 static pp_status setup_graphs(struct pp_pipeline *p, const pp_plan *plan, pp_pipeline_graphs mode,
@@ -842,12 +608,13 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         p->slots = opts->slots;
         p->comm = opts->comm;
         p->layout = opts->layout;
+        p->grads_whole = opts->grad_allreduce_whole;
     }
     const char *profile = getenv("PP_PROFILE_STEP");
     p->profile_step = profile && *profile ? atoi(profile) : -1;
     p->rank = pp_comm_rank(p->comm);
     p->replicas = plan->replicas > 1 ? plan->replicas : 1;
-    p->replica = replica_of(plan, p->rank);
+    p->replica = pipe_replica_of(plan, p->rank);
     p->model = plan->model;
     p->model.bf16 = plan->precision == PP_PLAN_PRECISION_BF16;
     p->batch = plan->batch_size;
@@ -855,7 +622,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     p->rep_batch = p->batch;
     int rep_off = 0, rep_micro = 0, rep_split = 0;
     if (p->replicas > 1) { /* this replica's piece, cut by the plan's micro-batch rule */
-        replica_piece(p->batch, p->replicas, p->replica > 0 ? p->replica : 0, &rep_off,
+        pipe_replica_piece(p->batch, p->replicas, p->replica > 0 ? p->replica : 0, &rep_off,
                       &p->rep_batch);
         rep_micro = plan->batch_by_micro ? (plan->micro_batches < p->rep_batch
                                                 ? plan->micro_batches : p->rep_batch) : 0;
@@ -894,11 +661,14 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     p->full = (batch_run){.batch = p->rep_batch, .m = p->m, .sizes = p->mb_sizes,
                           .offsets = p->mb_offsets, .sched = p->schedule};
     if ((s = open_eval(p, plan, err)) != PP_OK) goto fail;
+    if ((s = pipe_replicas_init(p, err)) != PP_OK) goto fail;
+    for (int k = 0; k < p->n_stages; k++)
+        if (p->stages[k].bucket_in_lane) p->descs[k].ops = &pipe_stage_ops_bucketed;
     if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
-    if ((s = alloc_grad_sum(p, err)) != PP_OK) goto fail;
     if (pp_comm_size(p->comm) > 1 &&
         (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
         goto fail;
+    if ((s = pipe_links_init(p, plan, err)) != PP_OK) goto fail;
     if ((s = setup_graphs(p, plan, opts ? opts->graphs : PP_PIPELINE_GRAPHS_PLAN, err)) != PP_OK)
         goto fail;
     *out = p;
@@ -948,6 +718,8 @@ void pp_pipeline_free(pp_pipeline *p)
         free(p->stages[s].counts);
     }
     pp_executor_free(p->exec);
+    pipe_replicas_free(p);
+    pipe_links_free(p, false);
     pp_schedule_free(&p->schedule);
     batch_run_free(&p->tail);
     batch_run_free(&p->eval_full);
@@ -975,12 +747,13 @@ void pp_pipeline_free(pp_pipeline *p)
     free(p->stage_rank);
     free(p->home_rank);
     free(p->rep_rank);
-    free(p->grad_buf);
     free(p->mb_sizes);
     free(p->mb_offsets);
     free(p->step_ms);
     free(p->bubble);
     free(p->copy_ms);
+    free(p->rep_step_ms);
+    free(p->rep_run_ms);
     free(p);
 }
 
@@ -1004,7 +777,29 @@ static pp_status grow_history(struct pp_pipeline *p, pp_error *err)
             *sa[i] = a;
         }
     }
+    double **ra[] = {&p->rep_step_ms, &p->rep_run_ms};
+    for (size_t i = 0; i < sizeof ra / sizeof ra[0]; i++) {
+        double *a = realloc(*ra[i], (size_t)cap * (size_t)p->replicas * sizeof(double));
+        if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        *ra[i] = a;
+    }
     p->steps_cap = cap;
+    return PP_OK;
+}
+
+/* Step k's time and run time of every replica: each replica's first stage's
+ * rank tells every rank (in replica order, the same on all ranks). */
+static pp_status share_replica_times(struct pp_pipeline *p, double step_ms, double run_ms,
+                                     pp_error *err)
+{
+    int k = p->steps_run, R = p->replicas;
+    for (int r = 0; r < R; r++) {
+        double v[2] = {step_ms, run_ms};
+        if (R > 1) PP_TRY(pp_comm_broadcast(p->comm, p->rep_rank[r * p->n_stages], v, sizeof v,
+                                            err));
+        p->rep_step_ms[k * R + r] = v[0];
+        p->rep_run_ms[k * R + r] = v[1];
+    }
     return PP_OK;
 }
 
@@ -1138,8 +933,11 @@ static pp_status read_losses(struct pp_pipeline *p, const run_io *io, double *lo
  * with the first failure's message rather than run on from that state. */
 static pp_status mark_broken(pp_pipeline *p, pp_status s, const pp_error *err)
 {
-    if (s != PP_OK && !p->broken[0])
+    if (s != PP_OK && !p->broken[0]) {
         snprintf(p->broken, sizeof p->broken, "%.255s", err && err->msg[0] ? err->msg : "failed");
+        pipe_replicas_abort(p);
+        pipe_links_free(p, true);
+    }
     return s;
 }
 
@@ -1186,7 +984,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     /* this replica's piece of the batch (all of it without replicas) */
     int rep_off = 0, rep_count = count;
     if (p->replicas > 1) {
-        replica_piece(count, p->replicas, p->replica, &rep_off, &rep_count);
+        pipe_replica_piece(count, p->replicas, p->replica, &rep_off, &rep_count);
         if (rep_count == 0)
             return pp_error_set(err, PP_ERR_INPUT, "a batch of %d samples cannot feed %d "
                                 "replicas (the epoch's last batch is too small; choose a batch "
@@ -1221,7 +1019,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     double loss = 0;
     int64_t correct = 0;
     pp_status s = read_losses(p, &p->io, &loss, &correct, err);
-    if (s == PP_OK) s = sum_replica_grads(p, err);
+    if (s == PP_OK) s = pipe_sum_replica_grads(p, err);
     if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
     if (s == PP_OK) s = profile_range(p, false, err);
     if (s != PP_OK) {
@@ -1230,7 +1028,8 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     }
     double ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
     stage_times(p, &stats);
-    if ((s = share_stage_times(p, err)) != PP_OK) {
+    if ((s = share_stage_times(p, err)) != PP_OK ||
+        (s = share_replica_times(p, ms, stats.step_ms, err)) != PP_OK) {
         pp_step_stats_free(&stats);
         return mark_broken(p, s, err);
     }
@@ -1258,6 +1057,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
             return pp_error_set(err, PP_ERR_OOM, "out of host memory keeping the trace");
         }
         p->trace = t;
+        name_rank_lanes(p, &stats);
         p->trace[p->n_trace++] = stats;
     } else {
         pp_step_stats_free(&stats);
@@ -1276,7 +1076,7 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
     if (!p->eval_data)
         return pp_error_set(err, PP_ERR_INVALID, "evaluate: the plan has no eval section");
     PP_TRY(check_usable(p, "evaluate", err));
-    PP_TRY(mark_broken(p, sync_replica_state(p, err), err));
+    PP_TRY(mark_broken(p, pipe_sync_replica_state(p, err), err));
     params_changed(p);
     int64_t t0 = pp_stream_clock_ns();
     double loss = 0;
@@ -1369,6 +1169,35 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     out->max_in_flight = st->max_in_flight;
 }
 
+/* The median after warm-up of replica r's entries of v (steps_run x replicas). */
+static double replica_median(const pp_pipeline *p, const double *v, int r)
+{
+    int n = p->steps_run;
+    double col[n > 0 ? n : 1];
+    for (int k = 0; k < n; k++) col[k] = v[k * p->replicas + r];
+    return median_after_warmup(col, n);
+}
+
+void pp_pipeline_replica_report(const pp_pipeline *p, int replica, pp_replica_report *out)
+{
+    memset(out, 0, sizeof *out);
+    if (replica < 0 || replica >= p->replicas) return;
+    for (int s = 0; s < p->n_stages && s < PP_PLAN_MAX_STAGES; s++) {
+        int rank = p->rep_rank[replica * p->n_stages + s], seen = 0;
+        for (int i = 0; i < out->n_ranks; i++) seen |= out->ranks[i] == rank;
+        if (!seen) out->ranks[out->n_ranks++] = rank;
+    }
+    int off, size;
+    if (p->replicas > 1)
+        pipe_replica_piece(p->batch, p->replicas, replica, &off, &size);
+    else
+        size = p->batch;
+    out->batch = size;
+    out->step_ms = replica_median(p, p->rep_step_ms, replica);
+    out->run_ms = replica_median(p, p->rep_run_ms, replica);
+    out->images_per_s = out->step_ms > 0 ? size * 1000.0 / out->step_ms : 0;
+}
+
 /* Simulates the pipeline's schedule with per-stage costs of one micro-batch of
  * split_size samples. */
 static pp_status simulate(const pp_schedule *sched, int n, const double *f, const double *b,
@@ -1438,12 +1267,42 @@ size_t pp_pipeline_format_schedule(const pp_pipeline *p, char *buf, size_t n)
     return pp_schedule_format(&p->schedule, false, buf, n);
 }
 
+/* Rank R's trace file in a job: path with ".rankR" before its extension
+ * (run.json -> run.rank1.json), or after it when it has none. */
+static pp_status rank_path(const char *path, int rank, char *out, size_t n, pp_error *err)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    if (!dot || (slash && dot < slash) || dot == (slash ? slash + 1 : path))
+        dot = path + strlen(path);
+    int k = snprintf(out, n, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
+    if (k < 0 || (size_t)k >= n)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: path too long for rank %d's trace", path,
+                            rank);
+    return PP_OK;
+}
+
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err)
 {
     if (!p->keep_trace)
         return pp_error_set(err, PP_ERR_INVALID,
                             "pp_pipeline_write_trace: the pipeline was made without keep_trace");
-    return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+    if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_write_trace: no path");
+    if (p->rank == 0) return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+    char mine[4096];
+    PP_TRY(rank_path(path, p->rank, mine, sizeof mine, err));
+    return pp_trace_write_chrome(mine, p->trace, p->n_trace, err);
+}
+
+/* In a job, a kept step's lanes name their rank with their device
+ * ("rank1 cpu:0"), so each rank's trace says whose streams it holds. */
+static void name_rank_lanes(const pp_pipeline *p, pp_step_stats *st)
+{
+    if (pp_comm_size(p->comm) < 2) return;
+    for (int l = 0; l < st->n_lanes; l++) {
+        char dev[sizeof st->lanes[l].device];
+        memcpy(dev, st->lanes[l].device, sizeof dev);
+        snprintf(st->lanes[l].device, sizeof st->lanes[l].device, "rank%d %.9s", p->rank, dev);
+    }
 }
 
 /* ---- checkpoints ---------------------------------------------------------------- */
@@ -1621,7 +1480,7 @@ pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer
      * it; the others wait for its outcome */
     remote_state rs;
     memset(&rs, 0, sizeof rs);
-    pp_status s = sync_replica_state(p, err);
+    pp_status s = pipe_sync_replica_state(p, err);
     if (s == PP_OK) s = gather_state(p, with_optimizer, &rs, err);
     if (s != PP_OK) {
         free_remote_state(&rs);

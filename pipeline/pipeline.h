@@ -83,6 +83,12 @@ typedef struct pp_pipeline_options {
                         * (bit for bit on the CPU backend) */
 
     pp_pipeline_graphs graphs; /* graph replay of training steps (default PLAN) */
+    bool grad_allreduce_whole; /* replicas: sum every gradient in one allreduce over the
+                        * job after the whole backward, instead of (the default) one
+                        * bucket per stage over the ranks of that stage's replicas,
+                        * started as soon as the stage's backward is done (on CPU
+                        * devices; after the run on others). Both give every replica
+                        * the same bits; with two replicas the same sums. */
 } pp_pipeline_options;
 
 /* What one step did. */
@@ -147,6 +153,20 @@ typedef struct pp_pipeline_report {
                                      or NULL; valid while the pipeline lives */
 } pp_pipeline_report;
 
+/* Figures of one data-parallel replica (plan `replicas`), aggregated like
+ * pp_pipeline_report (median, first step excluded when more than one ran).
+ * Every rank reports every replica: each replica's figures travel from the
+ * rank of its first stage after each step. */
+typedef struct pp_replica_report {
+    int n_ranks;                  /* processes running its stages */
+    int ranks[PP_PLAN_MAX_STAGES]; /* (n_ranks) in stage order, each once */
+    int batch;                    /* its piece of the full batch */
+    double step_ms;               /* median whole step, as its first stage's rank measured it */
+    double run_ms;                /* median time of its schedule's run (forward, backward and
+                                     gradient buckets), without the optimizer and the losses */
+    double images_per_s;          /* batch / step_ms */
+} pp_replica_report;
+
 /* Builds the pipeline of a resolved plan (explicit stages; see
  * pp_pipeline_resolve_plan for `stages: auto`). Devices must exist. */
 pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
@@ -182,6 +202,8 @@ int pp_pipeline_stage_count(const pp_pipeline *p);
 /* Fills *out with the figures of stage 0..count-1 (all zero for an index out
  * of range). */
 void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out);
+/* Replica 0..replicas-1 (pp_pipeline_report.replicas); zeroed outside. */
+void pp_pipeline_replica_report(const pp_pipeline *p, int replica, pp_replica_report *out);
 /* Fills *out with the pipeline's figures so far (all zero before the first step). */
 void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out);
 
@@ -195,7 +217,11 @@ pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer
  * naming the file and tensor otherwise. */
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err);
 
-/* Writes the kept spans (options.keep_trace) as a Chrome trace. */
+/* Writes the kept spans (options.keep_trace) as a Chrome trace: this
+ * process's streams. In a job of several processes every rank calls it and
+ * writes its own file: rank 0 path, rank R path with ".rankR" before the
+ * extension (run.json, run.rank1.json, ...); their devices read "rank1
+ * cpu:0". Each file's times start at that rank's first kept step. */
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err);
 
 /* The plan's schedule, printed one line per stage ("stage 0: F0 F1 B0 ..."). */

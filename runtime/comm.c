@@ -153,6 +153,87 @@ pp_status pp_comm_barrier(pp_comm *c, pp_error *err)
     return pp_comm_impl_barrier(c, err);
 }
 
+pp_status pp_comm_group_new(pp_comm *c, bool member, int key, pp_comm_group **out,
+                            pp_error *err)
+{
+    if (!c || !out) return pp_error_set(err, PP_ERR_INVALID, "group: comm or out is NULL");
+    *out = NULL;
+    pp_comm_group *g = NULL;
+    if (member) {
+        g = calloc(1, sizeof *g);
+        if (!g) return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (group)",
+                                    c->rank);
+        g->comm = c;
+    }
+    if (c->size > 1) {
+        pp_status s = pp_comm_impl_group_new(c, g, key, err);
+        if (s != PP_OK) {
+            pp_comm_group_free(g);
+            return s;
+        }
+    } else if (g) {
+        g->size = 1;
+        g->job_rank = malloc(sizeof *g->job_rank);
+        if (!g->job_rank) {
+            free(g);
+            return pp_error_set(err, PP_ERR_OOM, "rank 0: out of host memory (group)");
+        }
+        g->job_rank[0] = 0;
+    }
+    *out = g;
+    return PP_OK;
+}
+
+void pp_comm_group_free(pp_comm_group *g)
+{
+    if (!g) return;
+    if (g->impl) pp_comm_impl_group_free(g);
+    free(g->job_rank);
+    free(g->scratch);
+    free(g);
+}
+
+int pp_comm_group_size(const pp_comm_group *g) { return g ? g->size : 1; }
+int pp_comm_group_rank(const pp_comm_group *g) { return g ? g->rank : 0; }
+
+int pp_comm_group_job_rank(const pp_comm_group *g, int member)
+{
+    return g && member >= 0 && member < g->size ? g->job_rank[member] : -1;
+}
+
+pp_status pp_comm_group_allreduce_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_error *err)
+{
+    if (!g) return pp_error_set(err, PP_ERR_INVALID, "group sum: group is NULL");
+    if (!buf && n) return pp_error_set(err, PP_ERR_INVALID, "group sum: buffer is NULL");
+    if (g->size == 1) return PP_OK;
+    size_t chunk = PP_COMM_CHUNK / sizeof(float), done = 0;
+    while (done < n) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        PP_TRY(pp_comm_impl_group_sum_f32(g, buf + done, k, err));
+        done += k;
+    }
+    return PP_OK;
+}
+
+pp_status pp_comm_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                  pp_error *err)
+{
+    if (!g) return pp_error_set(err, PP_ERR_INVALID, "group broadcast: group is NULL");
+    if (root < 0 || root >= g->size)
+        return pp_error_set(err, PP_ERR_INVALID, "group broadcast: member %d does not exist (the "
+                            "group has %d)", root, g->size);
+    if (!buf && bytes) return pp_error_set(err, PP_ERR_INVALID, "group broadcast: buffer is NULL");
+    if (g->size == 1) return PP_OK;
+    char *p = buf;
+    size_t done = 0;
+    while (done < bytes) {
+        size_t n = bytes - done < PP_COMM_CHUNK ? bytes - done : PP_COMM_CHUNK;
+        PP_TRY(pp_comm_impl_group_broadcast(g, root, p + done, n, err));
+        done += n;
+    }
+    return PP_OK;
+}
+
 void pp_comm_abort(pp_comm *c, int code, const char *msg)
 {
     if (msg) fprintf(stderr, "rank %d: %s\n", pp_comm_rank(c), msg);

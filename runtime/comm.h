@@ -35,11 +35,20 @@
  * rank receives the same bits (the sum is formed once, then broadcast), so
  * ranks that apply the same update to the same parameters stay identical.
  *
+ * Groups: pp_comm_group_new makes, once, a sub-communicator of some ranks
+ * (MPI_Comm_split), e.g. the ranks that hold a replica of one pipeline
+ * stage. Its float sum is formed in member order on member 0 ((g0 + g1) +
+ * g2 ...) and broadcast, so the bits do not depend on MPI's reduction
+ * algorithm and every member gets the same ones.
+ *
  * Thread safety: with pp_comm_thread_safe true, any thread may send and
  * receive concurrently (distinct tags per concurrent pair); collectives
  * (allreduce, barrier, broadcast) are called by one thread per rank, in the
- * same order on every rank. pp_comm_init and pp_comm_free are not
- * thread-safe.
+ * same order on every rank. A group's collectives likewise (one thread at a
+ * time per group, the same order on every member), but different groups'
+ * collectives may run at the same time from different threads, alongside
+ * the job's own. pp_comm_init, pp_comm_free and pp_comm_group_new (called
+ * by one thread, the same way on every rank) are not thread-safe.
  */
 #ifndef PP_COMM_H
 #define PP_COMM_H
@@ -104,6 +113,33 @@ pp_status pp_comm_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_er
 
 /* Returns once every rank has called it. */
 pp_status pp_comm_barrier(pp_comm *c, pp_error *err);
+
+/* A set of ranks of the job with collectives of its own. */
+typedef struct pp_comm_group pp_comm_group;
+
+/* Collective over every rank of c (call it in the same order on all): the
+ * ranks passing member true form one group, its members ordered by key
+ * (ties: by rank). *out is the group on a member, NULL elsewhere; free with
+ * pp_comm_group_free (before pp_comm_free). Without MPI or in a job of one
+ * process the group is that process alone. */
+pp_status pp_comm_group_new(pp_comm *c, bool member, int key, pp_comm_group **out,
+                            pp_error *err);
+void pp_comm_group_free(pp_comm_group *g);  /* NULL is a no-op */
+
+int pp_comm_group_size(const pp_comm_group *g);  /* members, >= 1 */
+int pp_comm_group_rank(const pp_comm_group *g);  /* this member's place, 0..size-1 */
+int pp_comm_group_job_rank(const pp_comm_group *g, int member); /* its rank in the job; -1 */
+
+/* Sums buf[0..n) over the members in place: member 0 adds member 1's values
+ * to its own, then member 2's, and so on, then sends the sum to every
+ * member, so all get identical bits, the same on every run. A member that
+ * stopped makes the others fail after the comm's timeout, naming it. */
+pp_status pp_comm_group_allreduce_sum_f32(pp_comm_group *g, float *buf, size_t n,
+                                          pp_error *err);
+
+/* Copies bytes of member root's buf into every other member's buf. */
+pp_status pp_comm_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                  pp_error *err);
 
 /* Ends the whole job at once with exit status code (MPI_Abort; exit without
  * MPI), after writing "rank R: msg" to stderr when msg is non-NULL. For a

@@ -24,6 +24,16 @@ struct pp_comm {
     double timeout_s;      /* point-to-point and collective wait limit; 0: none */
 };
 
+/* A group (pp_comm_group_new). */
+struct pp_comm_group {
+    pp_comm *comm;
+    int rank, size;        /* this member's place; members */
+    int *job_rank;         /* (size) members' ranks in the job, in member order */
+    void *impl;            /* the backend's handle (MPI: an MPI_Comm); NULL when alone */
+    float *scratch;        /* (scratch_n) member 0's receive buffer for the sum */
+    size_t scratch_n;
+};
+
 bool pp_comm_impl_built(void);
 /* Fills rank, size, mpi, thread_multiple; c->timeout_s is already set. */
 pp_status pp_comm_impl_init(int *argc, char ***argv, pp_comm *c, pp_error *err);
@@ -35,6 +45,16 @@ pp_status pp_comm_impl_recv(pp_comm *c, int peer, int tag, void *buf, size_t byt
 pp_status pp_comm_impl_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_error *err);
 pp_status pp_comm_impl_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err);
 pp_status pp_comm_impl_barrier(pp_comm *c, pp_error *err);
+/* Called on every rank of a job of several processes (g NULL on ranks that
+ * are not members): makes the group and fills g's rank, size, job_rank and
+ * impl. */
+pp_status pp_comm_impl_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error *err);
+void pp_comm_impl_group_free(pp_comm_group *g);
+/* The ordered sum over g->size > 1 members, n <= PP_COMM_CHUNK / 4. */
+pp_status pp_comm_impl_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_error *err);
+/* Member root's bytes (<= PP_COMM_CHUNK) to every member, g->size > 1. */
+pp_status pp_comm_impl_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                       pp_error *err);
 void pp_comm_impl_abort(pp_comm *c, int code) __attribute__((noreturn));
 
 #endif

@@ -13,6 +13,9 @@
  *
  * The float sum is MPI_Reduce to rank 0 followed by MPI_Bcast, so every rank
  * holds the bits rank 0 formed, whichever reduction algorithm MPI picks.
+ * A group is an MPI_Comm_split of MPI_COMM_WORLD; its sum is formed by
+ * member 0 receiving the others' values in member order and adding them one
+ * after another (a fixed order, unlike MPI_Reduce's), then MPI_Bcast.
  */
 #include <mpi.h>
 #include <sched.h>
@@ -174,6 +177,96 @@ pp_status pp_comm_impl_barrier(pp_comm *c, pp_error *err)
     if (rc != MPI_SUCCESS) return mpi_fail(c, err, rc, "%s%.0d", "barrier", 0);
     return wait_until(c, &req, REQ_COLLECTIVE, MPI_STATUS_IGNORE, "%s%.0d", "barrier", 0,
                       err);
+}
+
+pp_status pp_comm_impl_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error *err)
+{
+    MPI_Comm sub = MPI_COMM_NULL;
+    int rc = MPI_Comm_split(MPI_COMM_WORLD, g ? 0 : MPI_UNDEFINED, key, &sub);
+    if (rc != MPI_SUCCESS) return mpi_fail(c, err, rc, "%s (key %d)", "making a group", key);
+    if (!g) return PP_OK;
+    MPI_Comm *h = malloc(sizeof *h);
+    if (!h) {
+        MPI_Comm_free(&sub);
+        return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (group)", c->rank);
+    }
+    *h = sub;
+    g->impl = h;
+    MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(sub, &g->rank);
+    MPI_Comm_size(sub, &g->size);
+    g->job_rank = malloc((size_t)g->size * sizeof *g->job_rank);
+    if (!g->job_rank)
+        return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (group)", c->rank);
+    MPI_Request req;
+    rc = MPI_Iallgather(&c->rank, 1, MPI_INT, g->job_rank, 1, MPI_INT, sub, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(c, err, rc, "%s (key %d)", "making a group", key);
+    return wait_until(c, &req, REQ_COLLECTIVE, MPI_STATUS_IGNORE, "%s (key %d)",
+                      "making a group", key, err);
+}
+
+void pp_comm_impl_group_free(pp_comm_group *g)
+{
+    MPI_Comm *h = g->impl;
+    MPI_Comm_free(h);
+    free(h);
+    g->impl = NULL;
+}
+
+/* Member 0's half of the ordered sum: the others' values, added in order. */
+static pp_status group_gather_add(pp_comm_group *g, MPI_Comm sub, float *buf, size_t n,
+                                  pp_error *err)
+{
+    pp_comm *c = g->comm;
+    if (g->scratch_n < n) {
+        float *t = realloc(g->scratch, n * sizeof *t);
+        if (!t) return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (group sum "
+                                    "of %zu floats)", c->rank, n);
+        g->scratch = t;
+        g->scratch_n = n;
+    }
+    for (int k = 1; k < g->size; k++) {
+        MPI_Request req;
+        int peer = g->job_rank[k];
+        int rc = MPI_Irecv(g->scratch, (int)n, MPI_FLOAT, k, 0, sub, &req);
+        if (rc != MPI_SUCCESS) return mpi_fail(c, err, rc, "%s from rank %d", "group sum", peer);
+        PP_TRY(wait_until(c, &req, REQ_RECV, MPI_STATUS_IGNORE, "%s from rank %d", "group sum",
+                          peer, err));
+        for (size_t i = 0; i < n; i++) buf[i] += g->scratch[i];
+    }
+    return PP_OK;
+}
+
+pp_status pp_comm_impl_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_error *err)
+{
+    pp_comm *c = g->comm;
+    MPI_Comm sub = *(MPI_Comm *)g->impl;
+    int root = g->job_rank[0];
+    MPI_Request req;
+    if (g->rank == 0) {
+        PP_TRY(group_gather_add(g, sub, buf, n, err));
+    } else {
+        int rc = MPI_Isend(buf, (int)n, MPI_FLOAT, 0, 0, sub, &req);
+        if (rc != MPI_SUCCESS) return mpi_fail(c, err, rc, "%s to rank %d", "group sum", root);
+        PP_TRY(wait_until(c, &req, REQ_SEND, MPI_STATUS_IGNORE, "%s to rank %d", "group sum",
+                          root, err));
+    }
+    int rc = MPI_Ibcast(buf, (int)n, MPI_FLOAT, 0, sub, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail(c, err, rc, "%s from rank %d", "group sum", root);
+    return wait_until(c, &req, REQ_COLLECTIVE, MPI_STATUS_IGNORE, "%s from rank %d",
+                      "group sum", root, err);
+}
+
+pp_status pp_comm_impl_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                       pp_error *err)
+{
+    MPI_Request req;
+    int from = g->job_rank[root];
+    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, *(MPI_Comm *)g->impl, &req);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(g->comm, err, rc, "%s from rank %d", "group broadcast", from);
+    return wait_until(g->comm, &req, REQ_COLLECTIVE, MPI_STATUS_IGNORE, "%s from rank %d",
+                      "group broadcast", from, err);
 }
 
 void pp_comm_impl_abort(pp_comm *c, int code)

@@ -48,4 +48,22 @@ pp_status pp_comm_impl_broadcast(pp_comm *c, int root, void *buf, size_t bytes, 
 
 pp_status pp_comm_impl_barrier(pp_comm *c, pp_error *err) { return no_peer(err); }
 
+pp_status pp_comm_impl_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error *err)
+{
+    return no_peer(err);
+}
+
+void pp_comm_impl_group_free(pp_comm_group *g) {}
+
+pp_status pp_comm_impl_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_error *err)
+{
+    return no_peer(err);
+}
+
+pp_status pp_comm_impl_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                       pp_error *err)
+{
+    return no_peer(err);
+}
+
 void pp_comm_impl_abort(pp_comm *c, int code) { exit(code); }

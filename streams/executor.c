@@ -7,8 +7,9 @@
  * per-lane event pools. Pass 2: enqueue every item in issue order: waits for
  * its dependencies on other lanes, the work, and an event record if a later
  * item waits for it (the CPU backend folds such a wait-launch-record triple
- * into one queue item). Pass 3: synchronize every stream, pick the first
- * error, gather records into stats.
+ * into one queue item); after a stage's last backward, its grads_ready
+ * callback on the stage's own gradient lane, ordered by an event. Pass 3:
+ * synchronize every stream, pick the first error, gather records into stats.
  *
  * Graphs (pp_executor_run_replayable): pass 2 of a whole step, over every
  * lane, is captured as one graph (graph.h), not one graph per stage or per
@@ -74,8 +75,11 @@ struct pp_executor {
     int S;
     int min_slots;
     pp_stage_desc *stages;     /* (S) */
-    int n_lanes;               /* 3S - 2 */
+    int n_lanes;               /* 3S - 2, plus one per stage with grads_ready */
     pp_stream **lanes;         /* (n_lanes) */
+    int *grads_lane;           /* (S) the stage's grads_ready lane; -1: none */
+    pp_event **grads_ev;       /* (S) after the stage's last backward (stage's device) */
+    pp_event **grads_done;     /* (S) after its grads_ready (stage's device) */
     pp_device_ctx **lane_dev;  /* (n_lanes) */
     lane_events *events;       /* (n_lanes) pools, grown on demand */
     int slots;                 /* slots allocated in bufs (0: none yet) */
@@ -86,6 +90,8 @@ struct pp_executor {
     /* stages on several processes (pp_executor_set_ranks); NULL: all local */
     pp_comm *comm;
     int *ranks;                /* (S) */
+    pp_nccl **links;           /* (2(S-1)): [b] activations, [S-1+b] gradients of boundary b
+                                * between ranks over NCCL; NULL: host messages */
 
     /* per run */
     const pp_schedule *sched;
@@ -159,13 +165,19 @@ void pp_executor_free(pp_executor *ex)
             for (int k = 0; k < ex->events[l].n; k++) pp_event_free(ex->events[l].ev[k]);
             free(ex->events[l].ev);
         }
+    for (int st = 0; st < ex->S && ex->grads_ev; st++) pp_event_free(ex->grads_ev[st]);
+    for (int st = 0; st < ex->S && ex->grads_done; st++) pp_event_free(ex->grads_done[st]);
     if (ex->stages) free_buffers(ex);
+    free(ex->grads_lane);
+    free(ex->grads_ev);
+    free(ex->grads_done);
     free(ex->bufs);
     free(ex->events);
     free(ex->lanes);
     free(ex->lane_dev);
     free(ex->shapes);
     free(ex->ranks);
+    free(ex->links);
     free(ex->stages);
     free(ex);
 }
@@ -176,6 +188,25 @@ static pp_device_ctx *copy_device(pp_device_ctx *src, pp_device_ctx *dst)
 {
     if (dst->id.kind == PP_DEVICE_CPU && src->id.kind == PP_DEVICE_CUDA) return src;
     return dst;
+}
+
+/* The lanes after the 3S - 2 of the boundaries: one per stage with a
+ * grads_ready callback, on the stage's device, and its two events. */
+static pp_status new_grads_lanes(pp_executor *ex, pp_error *err)
+{
+    int l = 3 * ex->S - 2;
+    for (int s = 0; s < ex->S; s++) {
+        ex->grads_lane[s] = -1;
+        if (!ex->stages[s].ops->grads_ready) continue;
+        char name[32];
+        snprintf(name, sizeof name, "grads s%d", s);
+        ex->lane_dev[l] = ex->stages[s].dev;
+        PP_TRY(pp_stream_new(ex->lane_dev[l], PP_STREAM_COPY, name, &ex->lanes[l], err));
+        PP_TRY(pp_event_new(ex->stages[s].dev, &ex->grads_ev[s], err));
+        PP_TRY(pp_event_new(ex->stages[s].dev, &ex->grads_done[s], err));
+        ex->grads_lane[s] = l++;
+    }
+    return PP_OK;
 }
 
 pp_status pp_executor_new(const pp_stage_desc *stages, int n, int slots, pp_executor **out,
@@ -195,17 +226,22 @@ pp_status pp_executor_new(const pp_stage_desc *stages, int n, int slots, pp_exec
     ex->S = n;
     ex->min_slots = slots > 0 ? slots : PP_DEFAULT_SLOTS;
     ex->n_lanes = 3 * n - 2;
+    for (int s = 0; s < n; s++) ex->n_lanes += stages[s].ops->grads_ready != NULL;
     ex->stages = malloc((size_t)n * sizeof *ex->stages);
+    ex->grads_lane = malloc((size_t)n * sizeof *ex->grads_lane);
+    ex->grads_ev = calloc((size_t)n, sizeof *ex->grads_ev);
+    ex->grads_done = calloc((size_t)n, sizeof *ex->grads_done);
     ex->lanes = calloc((size_t)ex->n_lanes, sizeof *ex->lanes);
     ex->lane_dev = calloc((size_t)ex->n_lanes, sizeof *ex->lane_dev);
     ex->events = calloc((size_t)ex->n_lanes, sizeof *ex->events);
     ex->bufs = n > 1 ? calloc((size_t)(n - 1), sizeof *ex->bufs) : NULL;
-    if (!ex->stages || !ex->lanes || !ex->lane_dev || !ex->events || (n > 1 && !ex->bufs)) {
+    if (!ex->stages || !ex->lanes || !ex->lane_dev || !ex->events || (n > 1 && !ex->bufs) ||
+        !ex->grads_lane || !ex->grads_ev || !ex->grads_done) {
         pp_executor_free(ex);
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
     }
     memcpy(ex->stages, stages, (size_t)n * sizeof *stages);
-    for (int l = 0; l < ex->n_lanes; l++) {
+    for (int l = 0; l < 3 * n - 2; l++) {
         char name[32];
         pp_stream_kind kind = PP_STREAM_COPY;
         if (l < n) {
@@ -226,6 +262,11 @@ pp_status pp_executor_new(const pp_stage_desc *stages, int n, int slots, pp_exec
             pp_executor_free(ex);
             return st;
         }
+    }
+    pp_status st = new_grads_lanes(ex, err);
+    if (st != PP_OK) {
+        pp_executor_free(ex);
+        return st;
     }
     ex->graphs_on = true;
     for (int l = 0; l < ex->n_lanes; l++)
@@ -251,17 +292,45 @@ pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks
             return pp_error_set(err, PP_ERR_INVALID, "executor: stage %d on rank %d, the job has "
                                 "%d process%s", s, ranks[s], pp_comm_size(comm),
                                 pp_comm_size(comm) == 1 ? "" : "es");
-    for (int b = 0; b + 1 < n; b++)
-        if (ranks[b] != ranks[b + 1] && (ex->stages[b].dev->id.kind != PP_DEVICE_CPU ||
-                                         ex->stages[b + 1].dev->id.kind != PP_DEVICE_CPU))
-            return pp_error_set(err, PP_ERR_INVALID, "executor: stages %d and %d are on ranks %d "
-                                "and %d: stages on different processes exchange through host "
-                                "memory, so both need CPU devices", b, b + 1, ranks[b],
-                                ranks[b + 1]);
     ex->ranks = malloc((size_t)n * sizeof *ex->ranks);
-    if (!ex->ranks) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
+    free(ex->links);
+    ex->links = n > 1 ? calloc((size_t)(2 * (n - 1)), sizeof *ex->links) : NULL;
+    if (!ex->ranks || (n > 1 && !ex->links))
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
     memcpy(ex->ranks, ranks, (size_t)n * sizeof *ranks);
     ex->comm = comm;
+    return PP_OK;
+}
+
+pp_status pp_executor_set_link(pp_executor *ex, int b, pp_nccl *act, pp_nccl *grad,
+                               pp_error *err)
+{
+    if (!ex || !ex->ranks || b < 0 || b >= ex->S - 1 || !act || !grad)
+        return pp_error_set(err, PP_ERR_INVALID, "executor: link for boundary %d needs ranks set "
+                            "first, a boundary 0..%d and two communicators", b,
+                            ex ? ex->S - 2 : -1);
+    if (ex->ranks[b] == ex->ranks[b + 1] || (!local(ex, b) && !local(ex, b + 1)))
+        return pp_error_set(err, PP_ERR_INVALID, "executor: boundary %d (ranks %d and %d) is no "
+                            "link of this rank", b, ex->ranks[b], ex->ranks[b + 1]);
+    if (ex->slots)
+        return pp_error_set(err, PP_ERR_INVALID, "executor: link set after the first run");
+    ex->links[b] = act;
+    ex->links[ex->S - 1 + b] = grad;
+    return PP_OK;
+}
+
+/* Every boundary between two ranks with a non-CPU side here has a link. */
+static pp_status check_links(const pp_executor *ex, pp_error *err)
+{
+    for (int b = 0; ex->ranks && b + 1 < ex->S; b++) {
+        if (ex->ranks[b] == ex->ranks[b + 1] || ex->links[b]) continue;
+        int mine = local(ex, b) ? b : b + 1;
+        if (!local(ex, mine) || ex->stages[mine].dev->id.kind == PP_DEVICE_CPU) continue;
+        return pp_error_set(err, PP_ERR_INVALID, "executor: stages %d and %d are on ranks %d and "
+                            "%d: stages on different processes exchange through host memory, so "
+                            "both need CPU devices (or an NCCL link between CUDA devices)", b,
+                            b + 1, ex->ranks[b], ex->ranks[b + 1]);
+    }
     return PP_OK;
 }
 
@@ -449,6 +518,19 @@ static pp_status run_step(pp_exec *x, void *arg, pp_error *err)
     return rc;
 }
 
+static pp_status run_grads_ready(pp_exec *x, void *arg, pp_error *err)
+{
+    const run_item *r = arg;
+    int st = r->it->stage;
+    const pp_stage_desc *sd = &r->ex->stages[st];
+    pp_status rc = sd->ops->grads_ready(sd->user, x, err);
+    if (rc != PP_OK) {
+        if (err->code == PP_OK) err->code = rc;
+        pp_error_prefix(err, "stage %d (%s) gradients", st, sd->dev->name);
+    }
+    return rc;
+}
+
 /* A boundary copy between two processes: this side's half of it, a send or
  * a receive of one slot (see pp_executor_set_ranks). */
 static pp_status run_message(pp_exec *x, void *arg, pp_error *err)
@@ -462,8 +544,15 @@ static pp_status run_message(pp_exec *x, void *arg, pp_error *err)
     bool act = it->kind == PP_PROG_COPY_ACT;
     int from = act ? b : b + 1, to = act ? b + 1 : b;
     int tag = (act ? 0 : ex->S) + b;
+    pp_nccl *link = ex->links[act ? b : ex->S - 1 + b];
     pp_status rc;
-    if (local(ex, from))
+    if (link && local(ex, from))
+        rc = pp_nccl_send(link, x, 1 - pp_nccl_rank(link), act ? bb->act_send[k] : bb->grad_send[k],
+                          bytes, err);
+    else if (link)
+        rc = pp_nccl_recv(link, x, 1 - pp_nccl_rank(link), act ? bb->act_recv[k] : bb->grad_recv[k],
+                          bytes, err);
+    else if (local(ex, from))
         rc = pp_comm_send(ex->comm, ex->ranks[to], tag, act ? bb->act_send[k] : bb->grad_send[k],
                           bytes, err);
     else
@@ -505,9 +594,38 @@ static bool item_here(const pp_executor *ex, const pp_prog_item *it)
     return local(ex, it->stage);
 }
 
+/* After item k, the last backward of its stage: the stage's grads_ready on
+ * its own lane, once the backward has completed. */
+static pp_status enqueue_grads_ready(pp_executor *ex, const pp_prog_item *it, run_item *item,
+                                     pp_error *err)
+{
+    int st = it->stage;
+    pp_stream *lane = ex->lanes[ex->grads_lane[st]];
+    char label[PP_STREAM_LABEL_MAX];
+    snprintf(label, sizeof label, "grads stage%d", st);
+    PP_TRY(pp_event_record(ex->grads_ev[st], ex->lanes[st], err));
+    PP_TRY(pp_stream_wait_event(lane, ex->grads_ev[st], err));
+    PP_TRY(pp_stream_launch(lane, label, run_grads_ready, item, err));
+    return pp_event_record(ex->grads_done[st], lane, err);
+}
+
+/* The index of each stage's last backward item in p (-1: none), for the
+ * stages with grads_ready that run here. */
+static void find_last_backward(const pp_executor *ex, const pp_program *p, int *last_b)
+{
+    for (int st = 0; st < ex->S; st++) last_b[st] = -1;
+    for (int k = 0; k < p->n_items; k++) {
+        const pp_prog_item *it = &p->items[k];
+        if (it->kind == PP_PROG_B && ex->grads_lane[it->stage] >= 0 && local(ex, it->stage))
+            last_b[it->stage] = k;
+    }
+}
+
 static pp_status enqueue_all(pp_executor *ex, const pp_program *p, run_item *items,
                              pp_event **item_ev, pp_error *err)
 {
+    int last_b[ex->S];
+    find_last_backward(ex, p, last_b);
     int *used = calloc((size_t)ex->n_lanes, sizeof *used);
     if (!used) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
     pp_status rc = PP_OK;
@@ -519,6 +637,10 @@ static pp_status enqueue_all(pp_executor *ex, const pp_program *p, run_item *ite
         for (int d = 0; d < it->ndeps && rc == PP_OK; d++)
             if (item_here(ex, &p->items[it->deps[d]]))
                 rc = pp_stream_wait_event(s, item_ev[it->deps[d]], err);
+        /* a stage's step comes after its gradients' grads_ready */
+        if (rc == PP_OK && it->kind == PP_PROG_STEP && last_b[it->stage] >= 0 &&
+            last_b[it->stage] < k)
+            rc = pp_stream_wait_event(s, ex->grads_done[it->stage], err);
         if (rc != PP_OK) break;
         char label[PP_STREAM_LABEL_MAX];
         pp_prog_item_label(it, label, sizeof label);
@@ -537,6 +659,8 @@ static pp_status enqueue_all(pp_executor *ex, const pp_program *p, run_item *ite
             item_ev[k] = ex->events[it->lane].ev[used[it->lane]++];
             rc = pp_event_record(item_ev[k], s, err);
         }
+        if (rc == PP_OK && k == last_b[it->stage] && it->kind == PP_PROG_B)
+            rc = enqueue_grads_ready(ex, it, &items[k], err);
         /* The first item depends on nothing and starts the step. A CPU
          * stream's worker is often woken onto this very processor: let it
          * start now rather than after the rest of the step is enqueued
@@ -605,6 +729,8 @@ static pp_status collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int slot
             double ms = (double)(r[j].end_ns - r[j].start_ns) / 1e6;
             if (l < S) {
                 out->busy_ms[l] += ms;
+            } else if (l >= 3 * S - 2) {
+                out->grads_ms += ms;
             } else {
                 out->copy_ms += ms;
                 out->copy_bytes += r[j].bytes;
@@ -652,6 +778,7 @@ static pp_status prepare(pp_executor *ex, const pp_schedule *s, pp_program *p, p
     if (!s || s->stages != ex->S)
         return pp_error_set(err, PP_ERR_INVALID, "executor: schedule for %d stages, executor has %d",
                             s ? s->stages : 0, ex->S);
+    PP_TRY(check_links(ex, err));
     PP_TRY(pp_program_build(s, ex->min_slots, p, err));
     ex->sched = s;
     pp_status rc = query_shapes(ex, s, err);

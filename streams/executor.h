@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "runtime/comm.h"
+#include "runtime/comm_nccl.h"
 #include "runtime/core/device.h"
 #include "runtime/core/exec.h"
 #include "runtime/core/status.h"
@@ -65,6 +66,16 @@ typedef struct pp_stage_ops {
      * backward. A pipeline usually runs one optimizer over all stages itself
      * after pp_executor_run returns instead. */
     pp_status (*step)(void *user, pp_exec *ex, pp_error *err);
+    /* Optional (may be NULL): run once per step that has backward actions,
+     * as soon as the stage's last backward of the step has completed, on a
+     * stream of its own ("grads s1", on the stage's device), so that it
+     * overlaps the backward still running on earlier stages: for work on
+     * the step's finished parameter gradients, e.g. summing them over
+     * data-parallel replicas (DDP's gradient buckets). On a CUDA device it
+     * runs on the host at enqueue time, like every callback, and must
+     * enqueue its work on ex. The stage's STEP action and the end of
+     * pp_executor_run wait for it; its failure is the run's. */
+    pp_status (*grads_ready)(void *user, pp_exec *ex, pp_error *err);
 
     /* Optional (may be NULL), for runs through pp_executor_run_replayable
      * (graphs). capture_begin: a capture is about to run the callbacks of a
@@ -120,9 +131,11 @@ typedef struct pp_step_stats {
     double bubble;             /* 1 - sum(busy_ms) / (S * step_ms) */
     size_t copy_bytes;         /* all boundary copies */
     double copy_ms;            /* sum of copy durations */
+    double grads_ms;           /* sum of grads_ready durations */
     int n_actions;             /* compute items and copies executed */
     int n_lanes;
-    pp_trace_lane *lanes;      /* (n_lanes): stages 0..S-1, then act copies, grad copies */
+    pp_trace_lane *lanes;      /* (n_lanes): stages 0..S-1, then act copies, grad copies,
+                                * then one "grads sN" lane per stage with grads_ready */
     int n_spans;
     pp_trace_span *spans;      /* (n_spans) per lane, in execution order */
     pp_step_graph graph;       /* how the step ran (pp_executor_run_replayable) */
@@ -147,12 +160,24 @@ void pp_executor_free(pp_executor *ex);
  * (pp_comm_send on the sender's copy lane, pp_comm_recv on the receiver's,
  * in micro-batch order, one tag per boundary and direction) ordered by the
  * same events as an in-process copy. Both sides of such a boundary must be
- * CPU devices (host memory); PP_ERR_INVALID otherwise, or when a rank is
- * outside the job. A stage's device descriptor of another rank is only a
+ * CPU devices (host memory), unless pp_executor_set_link makes it an NCCL
+ * link between CUDA devices (a run refuses it otherwise); PP_ERR_INVALID
+ * when a rank is outside the job. A stage's device descriptor of another rank is only a
  * placeholder (no buffers are allocated for it). comm must outlive the
  * executor; call before the first run. NULL comm: every stage is local. */
 pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks, int n,
                                 pp_error *err);
+
+/* Makes boundary b (stages b and b+1, on different ranks after
+ * pp_executor_set_ranks, this rank holding one of them on a CUDA device) a
+ * device-to-device link: activations travel over act and gradients over
+ * grad (NCCL communicators of the two ranks, see comm_nccl.h) with
+ * ncclSend/ncclRecv on the boundary's copy streams, ordered by the same
+ * events as any copy. Without a link such a boundary needs CPU devices on
+ * both sides (host messages); a run refuses it otherwise. Both must outlive
+ * the executor; call after pp_executor_set_ranks, before the first run. */
+pp_status pp_executor_set_link(pp_executor *ex, int b, pp_nccl *act, pp_nccl *grad,
+                               pp_error *err);
 
 /* Runs one step of s (validated first; s->stages must equal n) and waits for
  * it. On success fills *stats if stats is non-NULL (pp_step_stats_free it).

@@ -2,10 +2,12 @@
 """End-to-end tests of the pipeline-run program: every option of the CLI
 contract, exit codes and message formats, JSON keys and types, traces, sweeps,
 checkpoints and SIGINT. Usage: test_cli.py PIPELINE_RUN SOURCE_ROOT"""
+import atexit
 import csv
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +34,7 @@ def run(*args, timeout=240, **kw):
 
 
 TMP = tempfile.mkdtemp(prefix="pp-cli-")
+atexit.register(shutil.rmtree, TMP, True)  # about 1 GB of checkpoints: gone on any exit
 
 
 def write(name, text):

@@ -7,10 +7,14 @@
  *                          tensors around a ring, chunk-sized and empty
  *                          messages, a size mismatch, tags kept apart,
  *                          sum and broadcast identical on every rank,
- *                          a receive that times out naming its peer
+ *                          a receive that times out naming its peer;
+ *                          groups: members ordered by key, sums formed in
+ *                          member order (bitwise), two groups summing at
+ *                          once from two threads
  * --job exits 77 (skip) in a build without MPI.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,6 +47,17 @@ static void test_single(void)
     CHECK(pp_comm_set_timeout(c, -1, &err) == PP_ERR_INVALID);
     CHECK_OK(pp_comm_set_timeout(c, 0, &err), &err);
     CHECK(pp_comm_rank(NULL) == 0 && pp_comm_size(NULL) == 1);
+    pp_comm_group *g = NULL;
+    CHECK_OK(pp_comm_group_new(c, true, 5, &g, &err), &err);
+    CHECK(g && pp_comm_group_size(g) == 1 && pp_comm_group_rank(g) == 0 &&
+          pp_comm_group_job_rank(g, 0) == 0 && pp_comm_group_job_rank(g, 1) == -1);
+    CHECK_OK(pp_comm_group_allreduce_sum_f32(g, x, 3, &err), &err);
+    CHECK(x[0] == 1.5f && x[1] == -2.0f && x[2] == 3.25f);
+    CHECK(pp_comm_group_allreduce_sum_f32(NULL, x, 3, &err) == PP_ERR_INVALID);
+    pp_comm_group_free(g);
+    pp_comm_group *none = (pp_comm_group *)&err;
+    CHECK_OK(pp_comm_group_new(c, false, 0, &none, &err), &err);
+    CHECK(none == NULL);
     pp_comm_free(c);
     pp_comm_free(NULL);
 }
@@ -148,6 +163,80 @@ static void test_job(pp_comm *c)
     pp_registry_free(reg);
 }
 
+/* Values whose float sum depends on the order of the terms. */
+static float term(int r, size_t i) { return (r % 2 ? 3.0e7f : 1.0f) * (1.0f + (float)(i % 13) * 0.37f) + (float)r * 0.1f; }
+
+typedef struct group_run {
+    pp_comm_group *g;
+    size_t n;
+    int rounds;
+    int bad;        /* elements not equal to the sum in member order */
+    pp_status s;
+    pp_error err;
+} group_run;
+
+/* Sums term(member's rank) over g's members `rounds` times; each result
+ * must equal, bit for bit, the sum formed in member order. */
+static void *group_sums(void *arg)
+{
+    group_run *gr = arg;
+    float *x = malloc(gr->n * sizeof *x);
+    gr->s = x ? PP_OK : PP_ERR_OOM;
+    for (int k = 0; x && k < gr->rounds && gr->s == PP_OK; k++) {
+        int me = pp_comm_group_job_rank(gr->g, pp_comm_group_rank(gr->g));
+        for (size_t i = 0; i < gr->n; i++) x[i] = term(me + k, i);
+        gr->s = pp_comm_group_allreduce_sum_f32(gr->g, x, gr->n, &gr->err);
+        for (size_t i = 0; gr->s == PP_OK && i < gr->n; i++) {
+            float want = term(pp_comm_group_job_rank(gr->g, 0) + k, i);
+            for (int m = 1; m < pp_comm_group_size(gr->g); m++)
+                want += term(pp_comm_group_job_rank(gr->g, m) + k, i);
+            gr->bad += memcmp(&want, &x[i], sizeof want) != 0;
+        }
+    }
+    free(x);
+    return NULL;
+}
+
+/* Even ranks in reverse order, and every rank in order, summing at once. */
+static void test_groups(pp_comm *c)
+{
+    pp_error err;
+    int rank = pp_comm_rank(c), size = pp_comm_size(c);
+    pp_comm_group *evens = NULL, *all = NULL;
+    CHECK_OK(pp_comm_group_new(c, rank % 2 == 0, -rank, &evens, &err), &err);
+    CHECK_OK(pp_comm_group_new(c, true, rank, &all, &err), &err);
+    CHECK(all && pp_comm_group_size(all) == size && pp_comm_group_rank(all) == rank);
+    CHECK((evens != NULL) == (rank % 2 == 0));
+    if (evens) {
+        int n_even = (size + 1) / 2, top = 2 * (n_even - 1);
+        CHECK(pp_comm_group_size(evens) == n_even);
+        CHECK_MSG(pp_comm_group_job_rank(evens, 0) == top &&
+                  pp_comm_group_rank(evens) == (top - rank) / 2,
+                  "rank %d: members ordered by key: first %d, mine %d", rank,
+                  pp_comm_group_job_rank(evens, 0), pp_comm_group_rank(evens));
+    }
+    if (!all) return;
+    int word = rank == size - 1 ? 4242 : -1;
+    CHECK_OK(pp_comm_group_broadcast(all, size - 1, &word, sizeof word, &err), &err);
+    CHECK_MSG(word == 4242, "rank %d: group broadcast gave %d", rank, word);
+    CHECK(pp_comm_group_broadcast(all, size, &word, sizeof word, &err) == PP_ERR_INVALID);
+    group_run a = {.g = evens, .n = 4099, .rounds = 20}, b = {.g = all, .n = 1031, .rounds = 20};
+    pthread_t ta;
+    bool threaded = evens && pthread_create(&ta, NULL, group_sums, &a) == 0;
+    CHECK(threaded || !evens);
+    group_sums(&b);
+    if (threaded) pthread_join(ta, NULL);
+    CHECK_OK(b.s, &b.err);
+    CHECK_MSG(b.bad == 0, "rank %d: %d sums of all ranks not in member order", rank, b.bad);
+    if (evens) {
+        CHECK_OK(a.s, &a.err);
+        CHECK_MSG(a.bad == 0, "rank %d: %d sums of even ranks not in member order", rank, a.bad);
+    }
+    pp_comm_group_free(evens);
+    pp_comm_group_free(all);
+    CHECK_OK(pp_comm_barrier(c, &err), &err);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--job") == 0) {
@@ -164,6 +253,7 @@ int main(int argc, char **argv)
         char name[32];
         snprintf(name, sizeof name, "comm (rank %d of %d)", pp_comm_rank(c), pp_comm_size(c));
         test_job(c);
+        test_groups(c);
         int rc = check_summary(name);
         pp_comm_free(c);
         return rc;

@@ -23,6 +23,19 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   Batch-norm statistics are those of rank 0's replica (as DDP's
   broadcast_buffers): it counted 2 micro-batches per step where one
   process counts 4;
+- a summary row and a JSON per_replica entry per replica (ranks, batch,
+  step and run times, images/s);
+- gradient buckets per stage (the default) against one allreduce of every
+  gradient (--grad-allreduce whole): the same checkpoint bits; the same
+  replicas over 2 processes (replicas_local.yaml) too, and each rank's
+  trace shows the last stage's bucket starting between the end of its own
+  last backward and the end of stage 0's (ordering, not durations);
+- three replicas: two runs write the same checkpoint bits (sums in replica
+  order), each replica's piece of the batch reported;
+- where a GPU is visible, two CUDA replicas on two ranks (NCCL sums with
+  two GPUs, the host path when both share one), and two CUDA stages on two
+  ranks over an NCCL link (with two GPUs: the losses of one process; on one
+  GPU: refused, naming the link);
 - faults: a rank killed mid-run ends the job within 30 s, with an error
   naming it; ranks started with different plans refuse at start (exit 2,
   naming the rank, before any step);
@@ -153,12 +166,23 @@ def tensors(file):
 
 
 rep = train(os.path.join(HERE, "replicas.yaml"), np=4, extra=("--save", path("rep.st")))
+r = run(os.path.join(HERE, "replicas.yaml"), "--steps", "1", np=4)
+check(r.returncode == 0 and re.search(r"replica +ranks +batch +step ms +run ms +images/s\n0 +0,1 +4 "
+                                      r".*\n1 +2,3 +4 ", r.stdout + r.stderr),
+      f"summary rows per replica: {r.stdout[-1200:]} {r.stderr[-600:]}")
 ref, got = one.get("losses", []), rep.get("losses", [])
 check(len(got) == 3 and got[0] == ref[0], f"replicas: first loss {got[:1]} vs {ref[:1]}")
 check(len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(ref, got)),
       f"replicas: losses {got} vs {ref}")
 check(rep.get("replicas") == 2 and rep.get("ranks") == 4 and one.get("replicas") == 1,
       f"replicas/ranks in JSON: {rep.get('replicas')} {rep.get('ranks')}")
+rows = rep.get("per_replica", [])
+check([(x.get("replica"), x.get("ranks"), x.get("batch")) for x in rows] ==
+      [(0, [0, 1], 4), (1, [2, 3], 4)], f"per_replica rows: {rows}")
+check(all(x.get("step_ms", 0) > 0 and 0 < x.get("run_ms", 0) <= x["step_ms"] and
+          abs(x.get("images_per_s", 0) - 4000.0 / x["step_ms"]) < 1e-6 * x["images_per_s"]
+          for x in rows), f"per_replica figures: {rows}")
+check("per_replica" not in one, "per_replica without replicas")
 train(os.path.join(HERE, "two_stage.yaml"), extra=("--save", path("one1.st"), "--steps", "1"))
 train(os.path.join(HERE, "replicas.yaml"), np=4, extra=("--save", path("rep1.st"), "--steps", "1"))
 a, b = tensors(path("one1.st")), tensors(path("rep1.st"))
@@ -185,6 +209,99 @@ r4 = train(os.path.join(HERE, "replicas.yaml"), np=4,
            extra=("--load", path("rep.st"), "--steps", "1"))
 check(r1.get("losses") == r4.get("losses") and len(r1.get("losses", [])) == 1,
       f"replicas' checkpoint in 1 and 4 processes: {r1.get('losses')} vs {r4.get('losses')}")
+
+# Buckets (the default: each stage's gradients summed over its replicas as
+# soon as its backward is done) against one allreduce of every gradient after
+# the whole backward: with two replicas both form g0 + g1, the same bits.
+whole = train(os.path.join(HERE, "replicas.yaml"), np=4,
+              extra=("--save", path("rep_whole.st"), "--grad-allreduce", "whole"))
+check(whole.get("losses") == rep.get("losses"), f"buckets vs whole: {rep.get('losses')} vs "
+      f"{whole.get('losses')}")
+same_file(path("rep.st"), path("rep_whole.st"), "replicas: buckets vs one allreduce")
+# Both stages of a replica on one rank: the same sums, and each rank's trace
+# (run.json, run.rank1.json) shows the last stage's bucket starting while
+# stage 0's last backward still runs (after the last stage's own backward).
+loc = train(os.path.join(HERE, "replicas_local.yaml"), np=2,
+            extra=("--save", path("rep_local.st"), "--trace", path("run.json")))
+check(loc.get("losses") == rep.get("losses"), f"replicas_local: {loc.get('losses')}")
+same_file(path("rep.st"), path("rep_local.st"), "replicas on 2 vs 4 processes")
+for rank, name in [(0, "run.json"), (1, "run.rank1.json")]:
+    try:
+        with open(path(name)) as f:
+            events = json.load(f)["traceEvents"]
+    except (OSError, ValueError) as e:
+        check(False, f"rank {rank}'s trace {name}: {e}")
+        continue
+    procs = sorted(e["args"]["name"] for e in events if e.get("name") == "process_name")
+    check(procs == [f"rank{rank} cpu:0", f"rank{rank} cpu:1"], f"{name}: processes {procs}")
+    lanes = [e["args"]["name"] for e in events if e.get("name") == "thread_name"]
+    check("grads s0" in lanes and "grads s1" in lanes, f"{name}: lanes {lanes}")
+    spans = [e for e in events if e["ph"] == "X"]
+    for step in range(3):
+        mine = {e["name"]: e for e in spans if e["args"]["step"] == step}
+        g1, b1, b0 = mine.get("grads stage1"), mine.get("B1 stage1"), mine.get("B1 stage0")
+        check(g1 and b1 and b0, f"{name} step {step}: spans {sorted(mine)}")
+        if g1 and b1 and b0:
+            check(b1["ts"] + b1["dur"] <= g1["ts"] < b0["ts"] + b0["dur"],
+                  f"{name} step {step}: the last stage's bucket ({g1['ts']}) does not start "
+                  f"between its backward's end ({b1['ts'] + b1['dur']}) and stage 0's "
+                  f"({b0['ts'] + b0['dur']})")
+# Three replicas (3 processes, both stages on each): the buckets' sums are
+# formed in replica order, so two runs write the same bits.
+three_rep = plan_text("replicas_local.yaml").replace("replicas: 2", "replicas: 3").replace(
+    "[cpu:0, rank1:cpu:0]", "[cpu:0, rank1:cpu:0, rank2:cpu:0]").replace(
+    "[cpu:1, rank1:cpu:1]", "[cpu:1, rank1:cpu:1, rank2:cpu:1]")
+t1 = train(write("three_rep.yaml", three_rep), np=3, extra=("--save", path("three_rep1.st")))
+t2 = train(path("three_rep.yaml"), np=3, extra=("--save", path("three_rep2.st")))
+check(t1.get("losses") == t2.get("losses") and len(t1.get("losses", [])) == 3,
+      f"3 replicas, two runs: {t1.get('losses')} vs {t2.get('losses')}")
+same_file(path("three_rep1.st"), path("three_rep2.st"), "3 replicas, two runs")
+check([x.get("batch") for x in t1.get("per_replica", [])] == [3, 3, 2],
+      f"3 replicas' pieces of the batch: {t1.get('per_replica')}")
+
+# CUDA replicas (where a GPU is visible): two replicas of one CUDA stage on
+# two ranks. With two GPUs their buckets are NCCL sums on each stage's
+# gradient lane; two ranks on one GPU, which NCCL refuses, agree on the host
+# path instead. Either way the replicas train alike and report alike.
+gpu_plan = plan_text("two_stage.yaml").split("stages:")[0] + (
+    "replicas: 2\nstages:\n  - device: [cuda:0, rank1:cuda:@]\n    layers: [conv1, bn1, relu, "
+    "maxpool, layer1, layer2, layer3, layer4, avgpool, fc]\n")
+probe = run(write("gpu_probe.yaml", gpu_plan.replace("replicas: 2\n", "").replace(
+    "[cuda:0, rank1:cuda:@]", "cuda:0")), "--steps", "1", timeout=120)
+if probe.returncode == 0:
+    two_gpus = run(write("gpu_probe2.yaml", gpu_plan.replace("replicas: 2\n", "").replace(
+        "[cuda:0, rank1:cuda:@]", "cuda:1")), "--steps", "1", timeout=120).returncode == 0
+    g = train(write("gpu_replicas.yaml", gpu_plan.replace("@", "1" if two_gpus else "0")), np=2)
+    losses = g.get("losses", [])
+    check(len(losses) == 3 and all(x == x and abs(x) < 1e3 for x in losses),
+          f"CUDA replicas ({'two GPUs, NCCL' if two_gpus else 'one GPU, host path'}): {losses}")
+    check([x.get("ranks") for x in g.get("per_replica", [])] == [[0], [1]],
+          f"CUDA replicas: per_replica {g.get('per_replica')}")
+    # Two CUDA stages on two ranks: an NCCL link carries activations and
+    # gradients. With two GPUs the losses follow one process's (the same
+    # kernels, so within rounding of the reduction order: 1e-5 relative);
+    # on one GPU NCCL refuses the link, and the error says so.
+    two_cuda = plan_text("two_stage.yaml").replace("device: cpu:0", "device: cuda:0").replace(
+        "device: cpu:1", "device: cuda:1" if two_gpus else "device: cuda:0")
+    ref = train(write("two_cuda.yaml", two_cuda))
+    second = "cuda:1" if two_gpus else "cuda:0"
+    linked = write("two_cuda_ranks.yaml", two_cuda.replace(
+        f"  - device: {second}\n    layers: [layer3", f"  - device: rank1:{second}\n    layers: [layer3"))
+    if two_gpus:
+        got = train(linked, np=2)
+        a, b = ref.get("losses", []), got.get("losses", [])
+        check(len(a) == 3 and len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b)),
+              f"NCCL link: losses {b} vs one process {a}")
+    else:
+        r = run(linked, np=2, timeout=120)
+        check(r.returncode != 0 and "NCCL link (two ranks on one GPU cannot link)" in r.stderr,
+              f"NCCL link on one GPU: {r.returncode} {r.stderr[-800:]}")
+else:
+    print(f"test_mpi: no GPU ({probe.stderr.strip()[-200:]}): CUDA replicas skipped",
+          file=sys.stderr)
+r = run(os.path.join(HERE, "replicas.yaml"), "--grad-allreduce", "all")
+check(r.returncode == 2 and "--grad-allreduce: 'all' is neither buckets nor whole" in r.stderr,
+      f"--grad-allreduce all: {r.returncode} {r.stderr[-300:]}")
 
 rp = plan_text("replicas.yaml")
 for text, msg, np in [
@@ -294,6 +411,11 @@ r = subprocess.run(["bash", *MPIRUN, "1", BIN, os.path.join(HERE, "two_rank.yaml
                    capture_output=True, text=True, timeout=120)
 check(r.returncode == 2 and "rank 1 started with another plan or other options" in r.stderr,
       f"mismatched options: {r.returncode} {r.stderr[-800:]}")
+r = subprocess.run(["bash", *MPIRUN, "1", BIN, os.path.join(HERE, "two_rank.yaml"), ":", "-np",
+                    "1", BIN, os.path.join(HERE, "two_rank.yaml"), "--grad-allreduce", "whole"],
+                   capture_output=True, text=True, timeout=120)
+check(r.returncode == 2 and "rank 1 started with another plan or other options" in r.stderr,
+      f"mismatched --grad-allreduce: {r.returncode} {r.stderr[-800:]}")
 
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"test_mpi: {checks} checks, {failures} failed", file=sys.stderr)

@@ -4,7 +4,10 @@
  * micro-batch counts and uneven splits; stats and the Chrome trace (its JSON
  * field by field from hand-made steps); the first error with stage, device
  * and micro-batch; and sleeping stages whose measured step time must match
- * the simulator's prediction.
+ * the simulator's prediction; the grads_ready callback: after each stage's
+ * last backward, on its own lane, overlapping the earlier stages' backward
+ * (shown by making stage 0's last backward wait for the last stage's
+ * callback, which deadlocks, and fails after 30 s, unless they overlap).
  *
  * A toy stage s multiplies its input elementwise by a weight w_s; backward
  * multiplies the gradient by w_s and accumulates dw_s += sum(grad_out * in).
@@ -13,6 +16,7 @@
  */
 #include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +45,14 @@ typedef struct toy_stage {
     int bad_args;
     int fail_mb;                       /* forward fails at this micro-batch; -1: never */
     double fwd_ms, bwd_ms;             /* > 0: sleep in stream order */
+    /* grads_ready */
+    int hooks;                         /* calls */
+    int nb_at_hook;                    /* backwards done when it was last called */
+    float dw_at_hook;
+    bool fail_hook;
+    atomic_int *hook_flag;             /* set when grads_ready starts */
+    atomic_int *wait_flag;             /* last backward waits for it (<= 30 s) */
+    int saw_flag;                      /* ... and found it set */
 } toy_stage;
 
 static float input_value(int sample, int d)
@@ -128,6 +140,32 @@ static pp_status toy_step(void *user, pp_exec *ex, pp_error *err)
 {
     toy_stage *ts = user;
     ts->steps++;
+    if (ts->hook_flag && ts->hooks != ts->steps) ts->bad_args++; /* step before grads_ready */
+    return PP_OK;
+}
+
+static pp_status toy_grads_ready(void *user, pp_exec *ex, pp_error *err)
+{
+    toy_stage *ts = user;
+    if (ts->hook_flag) atomic_store(ts->hook_flag, 1);
+    ts->hooks++;
+    ts->nb_at_hook = ts->nb;
+    ts->dw_at_hook = ts->dw;
+    if (ex->dev != ts->dev) ts->bad_args++;
+    if (ts->fail_hook) return pp_error_set(err, PP_ERR_BACKEND, "sum failed");
+    return PP_OK;
+}
+
+/* The last backward of a stage with wait_flag: waits until the flag is set
+ * (another stage's grads_ready started), at most 30 s. */
+static pp_status toy_backward_waiting(void *user, pp_exec *ex, int mb, int mb_size,
+                                      const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
+{
+    toy_stage *ts = user;
+    PP_TRY(toy_backward(user, ex, mb, mb_size, grad_out, grad_in, err));
+    if (!ts->wait_flag || ts->mb_start[mb] + mb_size != ts->batch) return PP_OK;
+    for (int k = 0; k < 30000 && !atomic_load(ts->wait_flag); k++) usleep(1000);
+    ts->saw_flag = atomic_load(ts->wait_flag);
     return PP_OK;
 }
 
@@ -136,6 +174,13 @@ static const pp_stage_ops toy_ops = {
     .forward = toy_forward,
     .backward = toy_backward,
     .step = toy_step,
+};
+static const pp_stage_ops hook_ops = {
+    .out_shape = toy_out_shape,
+    .forward = toy_forward,
+    .backward = toy_backward_waiting,
+    .step = toy_step,
+    .grads_ready = toy_grads_ready,
 };
 
 static pp_registry *reg;
@@ -801,6 +846,92 @@ static void test_graph_refused(void)
     pp_schedule_free(&s);
 }
 
+/* The span named name on lane; NULL when none. */
+static const pp_trace_span *span_named(const pp_step_stats *st, const char *name)
+{
+    for (int j = 0; j < st->n_spans; j++)
+        if (strcmp(st->spans[j].name, name) == 0) return &st->spans[j];
+    return NULL;
+}
+
+static void test_grads_ready(void)
+{
+    enum { S = 3, M = 4 };
+    static const int dev_of[S] = {0, 1, 2};
+    int sizes[M] = {2, 2, 2, 1};
+    for (int kind = 0; kind < 2; kind++) {
+        pp_schedule s;
+        pp_error err;
+        CHECK_OK(pp_schedule_build(&s, (pp_schedule_kind)kind, S, M, sizes, &err), &err);
+        toy_stage st[S];
+        pp_stage_desc desc[S];
+        setup_stages(st, desc, S, dev_of, &s);
+        atomic_int flags[S];
+        for (int k = 0; k < S; k++) {
+            atomic_init(&flags[k], 0);
+            st[k].hook_flag = &flags[k];
+            desc[k].ops = &hook_ops;
+        }
+        st[0].wait_flag = &flags[S - 1];
+        float dw[S], out_sum[MAX_MB];
+        reference(&s, st, dw, out_sum);
+        pp_executor *ex;
+        CHECK_OK(pp_executor_new(desc, S, 0, &ex, &err), &err);
+        if (!ex) return;
+        for (int rep = 0; rep < 2; rep++) {
+            for (int k = 0; k < S; k++) {
+                st[k].dw = 0.0f;
+                st[k].nb = 0;
+                atomic_store(&flags[k], 0);
+            }
+            st[0].saw_flag = 0;
+            pp_step_stats stats;
+            CHECK_OK(pp_executor_run(ex, &s, &stats, &err), &err);
+            for (int k = 0; k < S; k++) {
+                CHECK_MSG(st[k].hooks == rep + 1 && st[k].nb_at_hook == M &&
+                          st[k].dw_at_hook == dw[k] && st[k].bad_args == 0,
+                          "%s stage %d: grads_ready %d calls, after %d backwards, dw %g of %g",
+                          s.name, k, st[k].hooks, st[k].nb_at_hook, st[k].dw_at_hook, dw[k]);
+            }
+            /* stage 0's last backward waited for the last stage's grads_ready */
+            CHECK_MSG(st[0].saw_flag == 1, "%s: the last stage's grads_ready did not start while "
+                      "stage 0's backward ran", s.name);
+            CHECK(stats.n_lanes == 4 * S - 2);
+            char last_b0[48];
+            snprintf(last_b0, sizeof last_b0, "B%d stage0", M - 1);
+            const pp_trace_span *g = span_named(&stats, "grads stage2"),
+                                *b0 = span_named(&stats, last_b0),
+                                *b2 = span_named(&stats, "B3 stage2");
+            CHECK(g && b0 && b2 && strcmp(stats.lanes[g->lane].name, "grads s2") == 0);
+            if (g && b0 && b2)
+                CHECK_MSG(g->start_ns >= b2->end_ns && g->start_ns < b0->end_ns,
+                          "%s: grads stage2 at %lld, after B3 stage2 (%lld), before B3 stage0 "
+                          "ends (%lld)", s.name, (long long)g->start_ns, (long long)b2->end_ns,
+                          (long long)b0->end_ns);
+            CHECK(stats.grads_ms >= 0 && stats.n_spans == S * (2 * M + 1) + 2 * (S - 1) * M + S);
+            pp_step_stats_free(&stats);
+        }
+        /* a failing grads_ready fails the run, naming the stage; the next run works */
+        st[0].wait_flag = NULL;
+        st[1].fail_hook = true;
+        pp_status rc = pp_executor_run(ex, &s, NULL, &err);
+        CHECK_MSG(rc == PP_ERR_BACKEND && strstr(err.msg, "stage 1 (cpu:1) gradients: sum failed"),
+                  "%s: %s", pp_status_name(rc), err.msg);
+        st[1].fail_hook = false;
+        for (int k = 0; k < S; k++) st[k].hooks = st[k].steps = 0;
+        CHECK_OK(pp_executor_run(ex, &s, NULL, &err), &err);
+        for (int k = 0; k < S; k++) CHECK(st[k].hooks == 1);
+        /* forward-only runs have no gradients */
+        pp_schedule fwd;
+        CHECK_OK(pp_schedule_build(&fwd, PP_SCHEDULE_FORWARD, S, M, sizes, &err), &err);
+        CHECK_OK(pp_executor_run(ex, &fwd, NULL, &err), &err);
+        for (int k = 0; k < S; k++) CHECK(st[k].hooks == 1);
+        pp_schedule_free(&fwd);
+        pp_executor_free(ex);
+        pp_schedule_free(&s);
+    }
+}
+
 int main(void)
 {
     pp_error err;
@@ -818,6 +949,7 @@ int main(void)
     test_trace();
     test_trace_shape();
     test_timing();
+    test_grads_ready();
     for (int i = 0; i < 4; i++) CHECK(pp_device_bytes_in_use(cpus[i]) == 0);
     pp_registry_free(reg);
     return check_summary("executor");

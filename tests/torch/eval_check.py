@@ -12,8 +12,10 @@ the same weights in float64 and float32 with model.eval(). The mean test loss
 must match float64 within 1e-5 relative (float32 PyTorch's own error is of
 that order) and the accuracy exactly. Exit 77 without torch.
 """
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,6 +75,7 @@ def main():
     images = rng.integers(0, 256, size=(N, 3, 32, 32), dtype=np.uint8)
     labels = rng.integers(0, CLASSES, size=(N,), dtype=np.uint8)
     work = tempfile.mkdtemp(prefix="pp-eval-")
+    atexit.register(shutil.rmtree, work, True)  # gone on any exit
     write_idx(os.path.join(work, "images.idx"), images)
     write_idx(os.path.join(work, "labels.idx"), labels)
     state = {k: v.detach().numpy() for k, v in model.state_dict().items()}

@@ -30,8 +30,10 @@ nn.Sequential's with these module names ("c1.weight", "b1.running_mean", ...).
 Exit status: 0 pass, 1 fail, 77 skip (no torch/numpy).
 """
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -178,6 +180,8 @@ def main():
     exe = os.path.abspath(sys.argv[1])
     keep = sys.argv[3] if len(sys.argv) > 3 and sys.argv[2] == "--keep" else None
     work = keep or tempfile.mkdtemp(prefix="seq_check.")
+    if not keep:
+        atexit.register(shutil.rmtree, work, True)  # gone on any exit
     os.makedirs(work, exist_ok=True)
     rng = np.random.default_rng(7)
     u8 = rng.integers(0, 256, size=(BATCH, IMAGE, IMAGE), dtype=np.uint8)

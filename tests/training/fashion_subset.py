@@ -6,9 +6,11 @@ Usage: python3 fashion_subset.py PIPELINE_RUN SOURCE_ROOT [--train N] [--test N]
 Exit 77 (skip) when Debian's dataset-fashion-mnist is not installed (the setup
 step's --tests installs it).
 """
+import atexit
 import gzip
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -39,6 +41,7 @@ def main():
         print(f"fashion_subset: {DATA} missing (dataset-fashion-mnist): skipped", file=sys.stderr)
         return 77
     tmp = tempfile.mkdtemp(prefix="pp-fashion-")
+    atexit.register(shutil.rmtree, tmp, True)  # gone on any exit
     plan = open(os.path.join(root, "examples", "plans", "fashion-mnist-resnet18.yaml")).read()
     for name, n in (("train", n_train), ("t10k", n_test)):
         for kind in ("images-idx3", "labels-idx1"):

@@ -17,9 +17,11 @@ Checks (exit 1): our final test accuracy at least --min-acc for every seed
 (default 0: report only). Exit 77 when Debian's dataset-fashion-mnist is not
 installed, or --torch is asked and PyTorch is not importable.
 """
+import atexit
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -79,6 +81,7 @@ def main():
         print("lenet_check: PyTorch not importable: skipped", file=sys.stderr)
         return 77
     work = tempfile.mkdtemp(prefix="lenet_check.")
+    atexit.register(shutil.rmtree, work, True)  # checkpoints and data: gone on any exit
     rows, failed = [], []
     for seed in seeds:
         o = ours(exe, root, recipe, epochs, seed, work)
