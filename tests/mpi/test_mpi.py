@@ -124,6 +124,20 @@ check([s.get("rank") for s in two.get("stages", [])] == [0, 1], "stage ranks in 
 check(all(s.get("forward_ms", 0) > 0 and s.get("peak_bytes", 0) > 0 for s in two.get("stages", [])),
       "rank 0 reports the figures of rank 1's stage")
 
+# 1b. The same in bf16 mixed precision (bf16 activations and gradients cross the
+# process boundary as messages): bit for bit, and not the fp32 run.
+bf16_plan = "schedule: 1f1b\nprecision: bf16\n"
+one_b = train(write("two_stage_bf16.yaml", plan_text("two_stage.yaml").replace(
+    "schedule: 1f1b\n", bf16_plan)), extra=("--save", path("one_bf16.st")))
+two_b = train(write("two_rank_bf16.yaml", plan_text("two_rank.yaml").replace(
+    "schedule: 1f1b\n", bf16_plan)), np=2, extra=("--save", path("two_bf16.st")))
+check(one_b.get("precision") == "bf16" and two_b.get("precision") == "bf16",
+      f"bf16 runs: {one_b.get('precision')} {two_b.get('precision')}")
+check(one_b.get("losses") == two_b.get("losses") and len(one_b.get("losses", [])) == 3,
+      f"bf16 losses: {one_b.get('losses')} vs {two_b.get('losses')}")
+check(one_b.get("losses") != one.get("losses"), "the bf16 run differs from the fp32 run")
+same_file(path("one_bf16.st"), path("two_bf16.st"), "bf16 checkpoint of 1 vs 2 processes")
+
 # 2. Three stages on ranks 0, 1, 0.
 three = plan_text("two_stage.yaml").replace(
     "  - device: cpu:1\n    layers: [layer3, layer4, avgpool, fc]",
