@@ -6,7 +6,7 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
 
 - two_rank.yaml (stage 1 on rank 1) under 2 processes equals two_stage.yaml
   in one process bit for bit: losses and the checkpoint file (parameters,
-  buffers and momentum, written by rank 0);
+  buffers and momentum, written by rank 0); the same in bf16;
 - three stages on ranks 0, 1, 0 (a rank holding two non-adjacent stages),
   the same;
 - the 2-process checkpoint loads into 1 process and into 2, and training
