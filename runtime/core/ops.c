@@ -161,32 +161,31 @@ static pp_status relayout(pp_exec *ex, const pp_tensor *t, pp_layout to, const v
     return DISPATCH(transpose, t->shape[0], rows, cols, pp_dtype_size(t->dtype), x, y, err);
 }
 
-/* stand-in (f32 NCHW, or f32 in t's layout with keep_layout) = t's values */
-static pp_status wide_fill(wide *v, pp_exec *ex, const pp_tensor *t, pp_tensor *f32,
-                           pp_error *err)
+/* Moves values between an operand t and its f32 stand-in (fill: into the
+ * stand-in, widening bf16 exactly and laying NHWC out as NCHW unless
+ * keep_layout; else back into t, rounding and laying out as t is). A bf16
+ * NHWC operand passes through a bf16 NCHW temporary. */
+static pp_status wide_move(wide *v, pp_exec *ex, const pp_tensor *t, const pp_tensor *f32,
+                           bool fill, pp_error *err)
 {
-    bool nhwc = !v->keep_layout && pp_tensor_effective_layout(t) == PP_NHWC;
-    if (!nhwc) return DISPATCH(f32_from_bf16, pp_tensor_numel(t), t->data, f32->data, err);
-    if (t->dtype == PP_F32) return relayout(ex, t, PP_NCHW, t->data, f32->data, err);
+    const bool nhwc = !v->keep_layout && pp_tensor_effective_layout(t) == PP_NHWC;
+    const int64_t n = pp_tensor_numel(t);
+    if (!nhwc)
+        return fill ? DISPATCH(f32_from_bf16, n, t->data, f32->data, err)
+                    : DISPATCH(bf16_from_f32, n, f32->data, t->data, err);
+    if (t->dtype == PP_F32)
+        return fill ? relayout(ex, t, PP_NCHW, t->data, f32->data, err)
+                    : relayout(ex, t, PP_NHWC, f32->data, t->data, err);
     pp_tensor tmp;
     PP_TRY(pp_tensor_alloc_on(&tmp, ex, t->dtype, t->ndim, t->shape, err));
-    pp_status st = relayout(ex, t, PP_NCHW, t->data, tmp.data, err);
-    if (st == PP_OK) st = DISPATCH(f32_from_bf16, pp_tensor_numel(t), tmp.data, f32->data, err);
-    pp_tensor_free(&tmp);
-    return st;
-}
-
-/* t's data = the stand-in, rounded and laid out back */
-static pp_status wide_store(wide *v, pp_exec *ex, const pp_tensor *t, const pp_tensor *f32,
-                            pp_error *err)
-{
-    bool nhwc = !v->keep_layout && pp_tensor_effective_layout(t) == PP_NHWC;
-    if (!nhwc) return DISPATCH(bf16_from_f32, pp_tensor_numel(t), f32->data, t->data, err);
-    if (t->dtype == PP_F32) return relayout(ex, t, PP_NHWC, f32->data, t->data, err);
-    pp_tensor tmp;
-    PP_TRY(pp_tensor_alloc_on(&tmp, ex, t->dtype, t->ndim, t->shape, err));
-    pp_status st = DISPATCH(bf16_from_f32, pp_tensor_numel(t), f32->data, tmp.data, err);
-    if (st == PP_OK) st = relayout(ex, t, PP_NHWC, tmp.data, t->data, err);
+    pp_status st;
+    if (fill) {
+        st = relayout(ex, t, PP_NCHW, t->data, tmp.data, err);
+        if (st == PP_OK) st = DISPATCH(f32_from_bf16, n, tmp.data, f32->data, err);
+    } else {
+        st = DISPATCH(bf16_from_f32, n, f32->data, tmp.data, err);
+        if (st == PP_OK) st = relayout(ex, t, PP_NHWC, tmp.data, t->data, err);
+    }
     pp_tensor_free(&tmp);
     return st;
 }
@@ -214,7 +213,7 @@ static void *wide_get(wide *v, pp_exec *ex, const pp_tensor *t, bool out, bool r
     v->e[i].own = *t;
     v->e[i].out = out;
     v->st = pp_tensor_alloc_on(&v->e[i].f32, ex, PP_F32, t->ndim, t->shape, err);
-    if (v->st == PP_OK && (!out || read)) v->st = wide_fill(v, ex, t, &v->e[i].f32, err);
+    if (v->st == PP_OK && (!out || read)) v->st = wide_move(v, ex, t, &v->e[i].f32, true, err);
     return v->st == PP_OK ? v->e[i].f32.data : NULL;
 }
 
@@ -227,7 +226,8 @@ static void *wide_get(wide *v, pp_exec *ex, const pp_tensor *t, bool out, bool r
 static pp_status wide_end(wide *v, pp_exec *ex, pp_status st, pp_error *err)
 {
     for (int i = 0; i < v->n; i++) {
-        if (st == PP_OK && v->e[i].out) st = wide_store(v, ex, &v->e[i].own, &v->e[i].f32, err);
+        if (st == PP_OK && v->e[i].out)
+            st = wide_move(v, ex, &v->e[i].own, &v->e[i].f32, false, err);
         pp_tensor_free(&v->e[i].f32);
     }
     return st;

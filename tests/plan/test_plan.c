@@ -585,7 +585,19 @@ static void test_valid_plans(void)
     }
 }
 
-/* Field values of the fullest plan, and marks. */
+/* BASE with extra appended, parsed (a failure is a failed check); NULL then. */
+static pp_plan *parse_with(const char *extra)
+{
+    char text[1024];
+    snprintf(text, sizeof text, "%s%s", BASE, extra);
+    pp_plan *p = NULL;
+    pp_diag d;
+    char msg[2048];
+    CHECK_MSG(parse(text, strlen(text), &p, &d) == PP_OK, "%s",
+              pp_diag_format(&d, msg, sizeof msg));
+    return p;
+}
+
 /* precision: each value parses to its enum and survives emit -> parse. */
 static void test_precision(void)
 {
@@ -599,13 +611,7 @@ static void test_precision(void)
         {"precision: bf16\n", PP_PLAN_PRECISION_BF16},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char text[1024];
-        snprintf(text, sizeof text, "%s%s", BASE, cases[i].text);
-        pp_plan *p = NULL;
-        pp_diag d;
-        char msg[2048];
-        CHECK_MSG(parse(text, strlen(text), &p, &d) == PP_OK, "%s",
-                  pp_diag_format(&d, msg, sizeof msg));
+        pp_plan *p = parse_with(cases[i].text);
         if (!p) continue;
         CHECK_MSG(p->precision == cases[i].want, "[%s] precision %d, expected %d",
                   cases[i].text, (int)p->precision, (int)cases[i].want);
@@ -626,13 +632,7 @@ static void test_cuda_graphs(void)
         {"cuda_graphs: off\n", false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char text[1024];
-        snprintf(text, sizeof text, "%s%s", BASE, cases[i].text);
-        pp_plan *p = NULL;
-        pp_diag d;
-        char msg[2048];
-        CHECK_MSG(parse(text, strlen(text), &p, &d) == PP_OK, "%s",
-                  pp_diag_format(&d, msg, sizeof msg));
+        pp_plan *p = parse_with(cases[i].text);
         if (!p) continue;
         CHECK_MSG(p->cuda_graphs == cases[i].want, "[%s] cuda_graphs %d", cases[i].text,
                   (int)p->cuda_graphs);
