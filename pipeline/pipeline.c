@@ -23,7 +23,6 @@
 #include "streams/simulate.h"
 
 static const pp_stage_ops pipe_stage_ops;
-static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err);
 static void name_rank_lanes(const pp_pipeline *p, pp_step_stats *st);
 
 /* ---- stage callbacks ------------------------------------------------------ */
@@ -184,11 +183,6 @@ static const pp_stage_ops pipe_stage_ops_bucketed = {
 
 /* ---- plan enums -> runtime enums: the one place that maps them ------------------ */
 
-static pp_schedule_kind schedule_kind(pp_plan_schedule s)
-{
-    return s == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
-}
-
 static pp_data_format data_format(pp_plan_data_format f)
 {
     switch (f) {
@@ -199,15 +193,6 @@ static pp_data_format data_format(pp_plan_data_format f)
     return PP_DATA_SYNTHETIC;
 }
 
-/* ---- construction ---------------------------------------------------------- */
-
-static pp_status plan_error(const pp_plan *plan, pp_mark mark, pp_error *err, pp_status code,
-                            const char *msg)
-{
-    if (mark.line > 0)
-        return pp_error_set(err, code, "%s:%d:%d: %s", plan->path, mark.line, mark.col, msg);
-    return pp_error_set(err, code, "%s: %s", plan->path, msg);
-}
 
 /* ---- batches of other sizes --------------------------------------------------- */
 
@@ -251,7 +236,7 @@ static pp_status norm_config(const pp_plan *plan, pp_data_config *cfg, pp_error 
     if (!d->has_norm) return PP_OK;
     int c = plan->model.in_channels;
     if (c > PP_DATA_MAX_CHANNELS)
-        return plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many channels for mean/std");
+        return pipe_plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many channels for mean/std");
     cfg->n_mean = cfg->n_std = c;
     for (int i = 0; i < c; i++) {
         cfg->mean[i] = (float)d->mean[i];
@@ -282,7 +267,7 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
         break;
     case PP_PLAN_DATA_CIFAR10:
         if (d->n_files > PP_DATA_MAX_FILES)
-            return plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many cifar10 files");
+            return pipe_plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many cifar10 files");
         cfg.n_files = d->n_files;
         for (int i = 0; i < d->n_files; i++)
             snprintf(cfg.files[i], sizeof cfg.files[i], "%s", d->files[i]);
@@ -301,13 +286,13 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
         char msg[256];
         snprintf(msg, sizeof msg, "the data has %d channel%s but model.in_channels is %d", c,
                  c == 1 ? "" : "s", plan->model.in_channels);
-        return plan_error(plan, d->mark, err, PP_ERR_INPUT, msg);
+        return pipe_plan_error(plan, d->mark, err, PP_ERR_INPUT, msg);
     }
     if (classes > plan->model.num_classes) {
         char msg[256];
         snprintf(msg, sizeof msg, "the data has labels up to %d but model.num_classes is %d",
                  classes - 1, plan->model.num_classes);
-        return plan_error(plan, d->mark, err, PP_ERR_INPUT, msg);
+        return pipe_plan_error(plan, d->mark, err, PP_ERR_INPUT, msg);
     }
     p->in_c = c;
     p->in_h = h;
@@ -341,7 +326,7 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
         char msg[512];
         snprintf(msg, sizeof msg, "eval: %s holds %dx%dx%d images, the training data %dx%dx%d",
                  e->images, c, h, w, p->in_c, p->in_h, p->in_w);
-        return plan_error(plan, e->mark, err, PP_ERR_INPUT, msg);
+        return pipe_plan_error(plan, e->mark, err, PP_ERR_INPUT, msg);
     }
     p->eval_size = pp_data_size(p->eval_data);
     p->eval_batch = e->batch_size > 0 ? e->batch_size : p->batch;
@@ -402,7 +387,7 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
                      "(ranks 0..%d; start it with mpirun -np %d)", s,
                      p->replicas > 1 ? (r ? " of a replica" : " of replica 0") : "", rank, size,
                      size == 1 ? "" : "es", size - 1, rank + 1);
-            return plan_error(plan, r ? ps->replica_mark[r] : ps->device_mark, err, PP_ERR_INPUT,
+            return pipe_plan_error(plan, r ? ps->replica_mark[r] : ps->device_mark, err, PP_ERR_INPUT,
                               msg);
         }
     /* every rank finds the same idle ranks, so all stop alike */
@@ -410,7 +395,7 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
         if (pipe_replica_of(plan, rank) >= 0) continue;
         snprintf(msg, sizeof msg, "rank %d of %d runs no stage: every process of the job needs "
                  "one (start it with fewer processes)", rank, size);
-        return plan_error(plan, plan->stages_mark, err, PP_ERR_INPUT, msg);
+        return pipe_plan_error(plan, plan->stages_mark, err, PP_ERR_INPUT, msg);
     }
     for (int r = 0; r < p->replicas; r++)
         for (int s = 0; s < p->n_stages; s++) p->rep_rank[r * p->n_stages + s] = pipe_rank_in(plan, s, r);
@@ -429,7 +414,7 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
                      "stages on different processes pass activations through host memory, so "
                      "both sides of such a boundary need cpu devices (or cuda devices on both "
                      "sides, in a build with NCCL)", s, ps->device_name);
-            return plan_error(plan, p->replica ? ps->replica_mark[p->replica] : ps->device_mark,
+            return pipe_plan_error(plan, p->replica ? ps->replica_mark[p->replica] : ps->device_mark,
                               err, PP_ERR_INPUT, msg);
         }
         p->stage_rank[s] = rank;
@@ -532,7 +517,7 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     int64_t per_sample = 1;
     for (int i = 1; i < ndim; i++) per_sample *= shape[i];
     if (per_sample != p->classes)
-        return plan_error(plan, plan->stages[p->n_stages - 1].layers_mark, err, PP_ERR_INPUT,
+        return pipe_plan_error(plan, plan->stages[p->n_stages - 1].layers_mark, err, PP_ERR_INPUT,
                           "the last stage must end with fc (its output feeds the loss)");
 
     /* the optimizer updates this process's stages */
@@ -599,7 +584,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         return pp_error_set(err, PP_ERR_INVALID,
                             "pp_pipeline_new: the plan's automatic stages are not resolved "
                             "(call pp_pipeline_resolve_plan first)");
-    PP_TRY(check_cudnn_limits(plan, err));
+    PP_TRY(pipe_check_cudnn_limits(plan, err));
     PP_TRY(pp_plan_check_micro_batches(plan, err));
     struct pp_pipeline *p = calloc(1, sizeof *p);
     if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
@@ -649,7 +634,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     p->model.image_w = p->in_w;
     if ((s = build_stages(p, plan, err)) != PP_OK) goto fail;
     if ((s = alloc_buffers(p, err)) != PP_OK) goto fail;
-    p->kind = schedule_kind(plan->schedule);
+    p->kind = pipe_schedule_kind(plan->schedule);
     p->split_size = plan->batch_by_micro ? 0 : plan->split_size;
     p->micro_batches = plan->batch_by_micro ? plan->micro_batches : 0;
     p->epochs = plan->epochs;
@@ -1198,29 +1183,6 @@ void pp_pipeline_replica_report(const pp_pipeline *p, int replica, pp_replica_re
     out->images_per_s = out->step_ms > 0 ? size * 1000.0 / out->step_ms : 0;
 }
 
-/* Simulates the pipeline's schedule with per-stage costs of one micro-batch of
- * split_size samples. */
-static pp_status simulate(const pp_schedule *sched, int n, const double *f, const double *b,
-                          const double *copy, int ref_mb, int slots, double *step_ms,
-                          double *bubble, pp_error *err)
-{
-    pp_sim_costs c = {
-        .stages = n,
-        .forward_ms = f,
-        .backward_ms = b,
-        .copy_act_ms = n > 1 ? copy : NULL,
-        .copy_grad_ms = n > 1 ? copy : NULL,
-        .ref_mb_size = ref_mb,
-        .slots = slots,
-    };
-    pp_sim_result r;
-    PP_TRY(pp_simulate(sched, &c, &r, err));
-    *step_ms = r.step_ms;
-    *bubble = r.bubble;
-    pp_sim_result_free(&r);
-    return PP_OK;
-}
-
 void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
 {
     memset(out, 0, sizeof *out);
@@ -1255,7 +1217,7 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
         copy[s] = out->copy_ms / copies;
     }
     pp_error err;
-    if (simulate(&p->schedule, p->n_stages, f, b, copy, 0, p->slots, &out->predicted_step_ms,
+    if (pipe_simulate(&p->schedule, p->n_stages, f, b, copy, 0, p->slots, &out->predicted_step_ms,
                  &out->bubble_frac_predicted, &err) != PP_OK) {
         out->predicted_step_ms = 0;
         out->bubble_frac_predicted = 0;
@@ -1303,377 +1265,4 @@ static void name_rank_lanes(const pp_pipeline *p, pp_step_stats *st)
         memcpy(dev, st->lanes[l].device, sizeof dev);
         snprintf(st->lanes[l].device, sizeof st->lanes[l].device, "rank%d %.9s", p->rank, dev);
     }
-}
-
-/* ---- checkpoints ---------------------------------------------------------------- */
-
-/* Every parameter and buffer of every stage, as checkpoint entries. *out is
- * malloc'ed with room for extra more entries. */
-static pp_status state_list(struct pp_pipeline *p, size_t extra, pp_ckpt_tensor **out, size_t *n,
-                            pp_error *err)
-{
-    size_t total = 0;
-    for (int s = 0; s < p->n_stages; s++) {
-        PP_TRY(pp_stage_sync_buffers(p->stages[s].model, err));
-        total += (size_t)pp_stage_state_count(p->stages[s].model);
-    }
-    pp_ckpt_tensor *list = calloc(total + extra + 1, sizeof *list);
-    if (!list) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    size_t k = 0;
-    for (int s = 0; s < p->n_stages; s++)
-        for (int i = 0; i < pp_stage_state_count(p->stages[s].model); i++) {
-            const pp_named_tensor *nt = pp_stage_state(p->stages[s].model, i);
-            list[k++] = (pp_ckpt_tensor){nt->name, nt->value};
-        }
-    *out = list;
-    *n = k;
-    return PP_OK;
-}
-
-/* ---- checkpoints of a job of several processes ---------------------------------- */
-
-#define TAG_CKPT 30000 /* above the executor's boundary tags (2 x stages) */
-
-/* Moves a tensor's bytes from rank `from` to rank 0 through host memory. */
-static pp_status gather_tensor(struct pp_pipeline *p, int from, pp_tensor *t, pp_error *err)
-{
-    size_t bytes = pp_tensor_bytes(t);
-    void *tmp = malloc(bytes ? bytes : 1);
-    if (!tmp) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
-    pp_status s;
-    if (p->rank == from) {
-        s = pp_tensor_to_host(t, tmp, bytes, err);
-        if (s == PP_OK) s = pp_comm_send(p->comm, 0, TAG_CKPT, tmp, bytes, err);
-    } else {
-        s = pp_comm_recv(p->comm, from, TAG_CKPT, tmp, bytes, err);
-        if (s == PP_OK) s = pp_tensor_from_host(t, tmp, bytes, err);
-    }
-    free(tmp);
-    return s;
-}
-
-/* Momentum buffers of other ranks' stages, gathered on rank 0 into host
- * tensors it owns (names and tensors freed by free_remote_state). */
-typedef struct remote_state {
-    size_t n;
-    pp_ckpt_tensor *list;
-    pp_tensor *tensors;
-} remote_state;
-
-static void free_remote_state(remote_state *r)
-{
-    for (size_t i = 0; i < r->n; i++) {
-        free((char *)r->list[i].name);
-        pp_tensor_free(&r->tensors[i]);
-    }
-    free(r->list);
-    free(r->tensors);
-    memset(r, 0, sizeof *r);
-}
-
-/* The momentum entry of parameter `name` in this process's optimizer. */
-static pp_tensor *momentum_of(const pp_ckpt_tensor *opt, size_t n, const char *name)
-{
-    size_t k = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX);
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(opt[i].name + k, name) == 0) return opt[i].tensor;
-    return NULL;
-}
-
-/* Brings every other rank's stage to rank 0: parameters and buffers into the
- * stand-in models there, and (with_optimizer) momentum buffers into *rs.
- * Every rank calls it; stages are visited in order, one sender at a time. */
-static pp_status gather_state(struct pp_pipeline *p, bool with_optimizer, remote_state *rs,
-                              pp_error *err)
-{
-    memset(rs, 0, sizeof *rs);
-    size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
-    pp_ckpt_tensor *opt = calloc(n_opt + 1, sizeof *opt);
-    if (!opt) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
-    if (n_opt) pp_optimizer_state(p->opt, opt, n_opt);
-    size_t cap = 0;
-    for (int s = 0; s < p->n_stages; s++) cap += (size_t)pp_stage_param_count(p->stages[s].model);
-    if (p->rank == 0 && with_optimizer) {
-        rs->list = calloc(cap + 1, sizeof *rs->list);
-        rs->tensors = calloc(cap + 1, sizeof *rs->tensors);
-        if (!rs->list || !rs->tensors) {
-            free(opt);
-            return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
-        }
-    }
-    pp_status st = PP_OK;
-    for (int s = 0; s < p->n_stages && st == PP_OK; s++) {
-        int from = p->home_rank[s];
-        if (from == 0 || (p->rank != 0 && p->rank != from)) continue;
-        pp_stage *m = p->stages[s].model;
-        if (p->rank == from) st = pp_stage_sync_buffers(m, err);
-        for (int i = 0; st == PP_OK && i < pp_stage_state_count(m); i++)
-            st = gather_tensor(p, from, pp_stage_state(m, i)->value, err);
-        for (int i = 0; st == PP_OK && with_optimizer && i < pp_stage_param_count(m); i++) {
-            const pp_named_tensor *nt = pp_stage_param(m, i);
-            pp_tensor *mom = p->rank == from ? momentum_of(opt, n_opt, nt->name) : NULL;
-            int32_t has = mom != NULL;
-            if (p->rank == from)
-                st = pp_comm_send(p->comm, 0, TAG_CKPT, &has, sizeof has, err);
-            else
-                st = pp_comm_recv(p->comm, from, TAG_CKPT, &has, sizeof has, err);
-            if (st != PP_OK || !has) continue;
-            if (p->rank == 0) {
-                pp_tensor *t = &rs->tensors[rs->n];
-                size_t len = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX) + strlen(nt->name) + 1;
-                char *name = malloc(len);
-                if (!name) {
-                    st = pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
-                    break;
-                }
-                snprintf(name, len, "%s%s", PP_OPTIMIZER_MOMENTUM_PREFIX, nt->name);
-                rs->list[rs->n] = (pp_ckpt_tensor){name, t};
-                st = pp_tensor_alloc(t, nt->value->dev, nt->value->dtype, nt->value->ndim,
-                                     nt->value->shape, err);
-                rs->n++;
-                mom = t;
-            }
-            if (st == PP_OK) st = gather_tensor(p, from, mom, err);
-        }
-    }
-    free(opt);
-    return st;
-}
-
-/* Every rank returns rank 0's outcome of writing the file. */
-static pp_status share_outcome(struct pp_pipeline *p, pp_status s, pp_error *err)
-{
-    struct {
-        int32_t code;
-        char msg[PP_ERROR_MSG_MAX];
-    } o = {(int32_t)s, ""};
-    if (p->rank == 0 && s != PP_OK) snprintf(o.msg, sizeof o.msg, "%s", err->msg);
-    PP_TRY(pp_comm_broadcast(p->comm, 0, &o, sizeof o, err));
-    if (o.code == PP_OK) return PP_OK;
-    if (p->rank != 0) pp_error_set(err, (pp_status)o.code, "%s (rank 0)", o.msg);
-    return (pp_status)o.code;
-}
-
-static pp_status save_file(pp_pipeline *p, const char *path, bool with_optimizer,
-                           const remote_state *rs, pp_error *err)
-{
-    size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
-    size_t n_remote = rs ? rs->n : 0;
-    pp_ckpt_tensor *list;
-    size_t n;
-    PP_TRY(state_list(p, n_opt + n_remote, &list, &n, err));
-    if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
-    for (size_t i = 0; i < n_remote; i++) list[n++] = rs->list[i];
-    char steps[32];
-    snprintf(steps, sizeof steps, "%lld", (long long)p->steps_done);
-    pp_checkpoint_meta meta[] = {{"format", "pt"}, {"pipeline-run.steps", steps}};
-    size_t n_meta = sizeof meta / sizeof meta[0];
-    pp_status s = pp_checkpoint_save(path, list, n, meta, n_meta, err);
-    free(list);
-    return s;
-}
-
-pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
-{
-    if (pp_comm_size(p->comm) < 2) return save_file(p, path, with_optimizer, NULL, err);
-    /* a job of several processes: rank 0 gathers the whole model and writes
-     * it; the others wait for its outcome */
-    remote_state rs;
-    memset(&rs, 0, sizeof rs);
-    pp_status s = pipe_sync_replica_state(p, err);
-    if (s == PP_OK) s = gather_state(p, with_optimizer, &rs, err);
-    if (s != PP_OK) {
-        free_remote_state(&rs);
-        return s;
-    }
-    if (p->rank == 0) {
-        /* rank 0's stand-ins of other ranks' stages now hold their state;
-         * local stages are synchronised by state_list */
-        s = save_file(p, path, with_optimizer, &rs, err);
-    }
-    free_remote_state(&rs);
-    return share_outcome(p, s, err);
-}
-
-pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
-{
-    pp_checkpoint_info info;
-    PP_TRY(pp_checkpoint_list(path, &info, err));
-    bool has_opt = false;
-    for (size_t i = 0; i < info.n && !has_opt; i++)
-        has_opt = strncmp(info.entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX,
-                          strlen(PP_OPTIMIZER_MOMENTUM_PREFIX)) == 0;
-    const char *steps = pp_checkpoint_info_meta(&info, "pipeline-run.steps");
-    long long steps_done = steps ? atoll(steps) : 0;
-    pp_checkpoint_info_free(&info);
-
-    pp_status s = PP_OK;
-    if (has_opt && pp_optimizer_config(p->opt).momentum != 0) s = pp_optimizer_alloc_state(p->opt, err);
-    size_t n_opt = has_opt ? pp_optimizer_state(p->opt, NULL, 0) : 0;
-    pp_ckpt_tensor *list = NULL;
-    size_t n = 0;
-    if (s == PP_OK) s = state_list(p, n_opt, &list, &n, err);
-    if (s == PP_OK) {
-        if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
-        /* optimizer state of another configuration (e.g. momentum 0) is ignored */
-        s = pp_checkpoint_load(path, list, n, true, err);
-    }
-    free(list);
-    if (s != PP_OK) {
-        pp_optimizer_reset_state(p->opt);
-        return s;
-    }
-    if (!has_opt) pp_optimizer_reset_state(p->opt);
-    p->steps_done = steps_done > 0 ? steps_done : 0;
-    pp_optimizer_set_steps(p->opt, has_opt ? p->steps_done : 0);
-    return PP_OK;
-}
-
-/* ---- planning ---------------------------------------------------------------------- */
-
-#define NOMINAL_CPU_GFLOPS 50.0
-#define NOMINAL_CUDA_GFLOPS 20000.0
-#define NOMINAL_COPY_GBPS 10.0
-
-pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
-                              double *stage_forward_ms, double *stage_backward_ms, pp_error *err)
-{
-    int n = plan->n_stages;
-    if (plan->stages_auto)
-        return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_predict: unresolved stages");
-    double f[PP_PLAN_MAX_STAGES], b[PP_PLAN_MAX_STAGES], copy[PP_PLAN_MAX_STAGES];
-    int mb = plan->split_size;
-    for (int s = 0; s < n; s++) {
-        const pp_plan_stage *ps = &plan->stages[s];
-        copy[s] = 0;
-        if (plan->model.kind == PP_MODEL_DELAY) {
-            const pp_model_config *m = &plan->model;
-            f[s] = m->forward_ms[m->n_forward_ms > 1 ? s : 0];
-            b[s] = m->backward_ms[m->n_backward_ms > 1 ? s : 0];
-            continue;
-        }
-        double gflops = ps->device.kind == PP_DEVICE_CUDA ? NOMINAL_CUDA_GFLOPS
-                                                          : NOMINAL_CPU_GFLOPS;
-        double flops = 0;
-        for (int u = ps->first; u <= ps->last; u++)
-            flops += (double)plan->catalogue.units[u].fwd_flops;
-        f[s] = flops * mb / (gflops * 1e6);
-        b[s] = 2 * f[s];
-        if (s + 1 < n)
-            copy[s] = (double)plan->catalogue.units[ps->last].out_bytes * mb /
-                      (NOMINAL_COPY_GBPS * 1e6);
-    }
-    pp_schedule sched;
-    pp_schedule_kind kind = schedule_kind(plan->schedule);
-    PP_TRY(pp_schedule_build(&sched, kind, n, plan->micro_batches, plan->micro_sizes, err));
-    pp_status s = simulate(&sched, n, f, b, copy, plan->model.kind == PP_MODEL_DELAY ? 0 : mb, 0,
-                           step_ms, bubble, err);
-    pp_schedule_free(&sched);
-    if (s == PP_OK) {
-        if (stage_forward_ms) memcpy(stage_forward_ms, f, (size_t)n * sizeof(double));
-        if (stage_backward_ms) memcpy(stage_backward_ms, b, (size_t)n * sizeof(double));
-    }
-    return s;
-}
-
-/* Per-unit forward + backward time of one micro-batch on dev, in ms: each unit
- * runs as a one-unit stage, once to warm up and then `reps` times. */
-static pp_status profile_units(const pp_plan *plan, pp_device_ctx *dev, double *cost,
-                               pp_error *err)
-{
-    const int reps = 2;
-    int mb = plan->split_size;
-    pp_exec ex;
-    PP_TRY(pp_exec_init(&ex, dev, NULL, err));
-    pp_status s = PP_OK;
-    for (int u = 0; u < plan->catalogue.n && s == PP_OK; u++) {
-        pp_stage *st = NULL;
-        pp_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
-        int in_nd, out_nd;
-        int64_t in_shape[PP_MAX_DIMS], out_shape[PP_MAX_DIMS];
-        s = pp_stage_new(&plan->model, plan->seed, u, u, dev, &st, err);
-        if (s == PP_OK) s = pp_stage_input_shape(st, mb, &in_nd, in_shape, err);
-        if (s == PP_OK) s = pp_stage_output_shape(st, mb, &out_nd, out_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&x, dev, PP_F32, in_nd, in_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&dx, dev, PP_F32, in_nd, in_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&y, dev, PP_F32, out_nd, out_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&dy, dev, PP_F32, out_nd, out_shape, err);
-        int64_t t0 = 0;
-        for (int r = 0; r <= reps && s == PP_OK; r++) {
-            if (r == 1) {
-                s = pp_exec_sync(&ex, err);
-                t0 = pp_stream_clock_ns();
-            }
-            if (s == PP_OK) s = pp_stage_forward(st, &ex, 0, &x, &y, true, err);
-            if (s == PP_OK) s = pp_stage_backward(st, &ex, 0, &dy, &dx, err);
-        }
-        if (s == PP_OK) s = pp_exec_sync(&ex, err);
-        if (s == PP_OK) cost[u] = (double)(pp_stream_clock_ns() - t0) / 1e6 / reps;
-        pp_tensor_free(&x);
-        pp_tensor_free(&y);
-        pp_tensor_free(&dx);
-        pp_tensor_free(&dy);
-        pp_stage_free(st);
-    }
-    pp_exec_destroy(&ex);
-    return s;
-}
-
-/* cuDNN describes a tensor with int dimensions and strides: a tensor of more
- * than 2^31 - 1 elements cannot be described (cudnnSetTensor4dDescriptor
- * fails with CUDNN_STATUS_NOT_SUPPORTED). Checks every unit placed on a CUDA
- * device for its largest activation (input or output) at the plan's largest
- * micro-batch, from the catalogue, before anything is allocated, and names
- * the stage, layer, limit and the split size that would fit. */
-#define CUDNN_MAX_ELEMENTS ((int64_t)INT32_MAX)
-
-static pp_status check_cudnn_limits(const pp_plan *plan, pp_error *err)
-{
-    if (plan->model.kind == PP_MODEL_DELAY || plan->stages_auto) return PP_OK;
-    const pp_catalogue *cat = &plan->catalogue;
-    int64_t in = (int64_t)plan->model.in_channels * plan->model.image_h * plan->model.image_w;
-    for (int s = 0; s < plan->n_stages; s++) {
-        const pp_plan_stage *ps = &plan->stages[s];
-        for (int u = ps->first; u >= 0 && u <= ps->last && u < cat->n; u++) {
-            int64_t out = cat->units[u].out_bytes / 4;
-            int64_t per_sample = in > out ? in : out;
-            in = out;
-            if (ps->device.kind != PP_DEVICE_CUDA ||
-                per_sample * plan->split_size <= CUDNN_MAX_ELEMENTS)
-                continue;
-            char msg[512];
-            snprintf(msg, sizeof msg,
-                     "stage %d (%s): %s holds %lld elements per sample, %lld in a micro-batch "
-                     "of %d: over cuDNN's limit of %lld elements per tensor; lower "
-                     "batch.split_size to at most %lld",
-                     s, ps->device_name, cat->units[u].name, (long long)per_sample,
-                     (long long)(per_sample * plan->split_size), plan->split_size,
-                     (long long)CUDNN_MAX_ELEMENTS, (long long)(CUDNN_MAX_ELEMENTS / per_sample));
-            return plan_error(plan, plan->batch_mark, err, PP_ERR_INPUT, msg);
-        }
-    }
-    return PP_OK;
-}
-
-pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
-{
-    if (!plan->stages_auto) return check_cudnn_limits(plan, err);
-    if (plan->balance != PP_PLAN_BALANCE_TIME) {
-        PP_TRY(pp_plan_resolve_auto(plan, NULL, NULL, err));
-        return check_cudnn_limits(plan, err);
-    }
-
-    double *cost = calloc((size_t)plan->catalogue.n + 1, sizeof *cost);
-    pp_registry *reg = NULL;
-    pp_device_ctx *dev = NULL;
-    if (!cost) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    pp_status s = pp_registry_new(&reg, err);
-    if (s == PP_OK) s = pp_registry_get(reg, plan->stages[0].device, &dev, err);
-    if (s == PP_OK) {
-        s = profile_units(plan, dev, cost, err);
-    }
-    if (s == PP_OK) s = pp_plan_resolve_auto(plan, NULL, cost, err);
-    pp_registry_free(reg);
-    free(cost);
-    return s == PP_OK ? check_cudnn_limits(plan, err) : s;
 }

@@ -167,6 +167,33 @@ static inline bool stage_here(const struct pp_pipeline *p, int s)
     return p->stage_rank[s] == p->rank;
 }
 
+/* ---- shared helpers ------------------------------------------------------------- */
+
+/* The plan's schedule as the runtime's. */
+static inline pp_schedule_kind pipe_schedule_kind(pp_plan_schedule s)
+{
+    return s == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
+}
+
+/* A plan error at mark ("FILE:LINE:COL: msg"; "FILE: msg" without a line). */
+static inline pp_status pipe_plan_error(const pp_plan *plan, pp_mark mark, pp_error *err, pp_status code,
+                            const char *msg)
+{
+    if (mark.line > 0)
+        return pp_error_set(err, code, "%s:%d:%d: %s", plan->path, mark.line, mark.col, msg);
+    return pp_error_set(err, code, "%s: %s", plan->path, msg);
+}
+
+/* Simulates sched with per-stage costs of one micro-batch of ref_mb samples
+ * (planning.c). */
+pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const double *b,
+                        const double *copy, int ref_mb, int slots, double *step_ms,
+                        double *bubble, pp_error *err);
+
+/* PP_ERR_INPUT at the plan's batch section when a micro-batch's tensors exceed
+ * what a cuDNN descriptor indexes (planning.c). */
+pp_status pipe_check_cudnn_limits(const pp_plan *plan, pp_error *err);
+
 /* ---- replicas (replicas.c) ------------------------------------------------ */
 
 /* The replica whose stages include one on this rank; -1 when none does. */

@@ -1,0 +1,244 @@
+/*
+ * checkpoints.c - a pipeline's state to and from safetensors files: every
+ * stage's parameters, buffers and (optionally) momentum under torchvision's
+ * names; in a job of several processes rank 0 gathers the other ranks'
+ * stages and writes the one file, atomically, and every rank loads its own
+ * stages from it.
+ */
+#include "pipeline/pipeline.h"
+#include "pipeline/pipeline_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/stage.h"
+#include "runtime/checkpoint.h"
+#include "runtime/comm.h"
+#include "runtime/optimizer.h"
+
+/* ---- checkpoints ---------------------------------------------------------------- */
+
+/* Every parameter and buffer of every stage, as checkpoint entries. *out is
+ * malloc'ed with room for extra more entries. */
+static pp_status state_list(struct pp_pipeline *p, size_t extra, pp_ckpt_tensor **out, size_t *n,
+                            pp_error *err)
+{
+    size_t total = 0;
+    for (int s = 0; s < p->n_stages; s++) {
+        PP_TRY(pp_stage_sync_buffers(p->stages[s].model, err));
+        total += (size_t)pp_stage_state_count(p->stages[s].model);
+    }
+    pp_ckpt_tensor *list = calloc(total + extra + 1, sizeof *list);
+    if (!list) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    size_t k = 0;
+    for (int s = 0; s < p->n_stages; s++)
+        for (int i = 0; i < pp_stage_state_count(p->stages[s].model); i++) {
+            const pp_named_tensor *nt = pp_stage_state(p->stages[s].model, i);
+            list[k++] = (pp_ckpt_tensor){nt->name, nt->value};
+        }
+    *out = list;
+    *n = k;
+    return PP_OK;
+}
+
+/* ---- checkpoints of a job of several processes ---------------------------------- */
+
+#define TAG_CKPT 30000 /* above the executor's boundary tags (2 x stages) */
+
+/* Moves a tensor's bytes from rank `from` to rank 0 through host memory. */
+static pp_status gather_tensor(struct pp_pipeline *p, int from, pp_tensor *t, pp_error *err)
+{
+    size_t bytes = pp_tensor_bytes(t);
+    void *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+    pp_status s;
+    if (p->rank == from) {
+        s = pp_tensor_to_host(t, tmp, bytes, err);
+        if (s == PP_OK) s = pp_comm_send(p->comm, 0, TAG_CKPT, tmp, bytes, err);
+    } else {
+        s = pp_comm_recv(p->comm, from, TAG_CKPT, tmp, bytes, err);
+        if (s == PP_OK) s = pp_tensor_from_host(t, tmp, bytes, err);
+    }
+    free(tmp);
+    return s;
+}
+
+/* Momentum buffers of other ranks' stages, gathered on rank 0 into host
+ * tensors it owns (names and tensors freed by free_remote_state). */
+typedef struct remote_state {
+    size_t n;
+    pp_ckpt_tensor *list;
+    pp_tensor *tensors;
+} remote_state;
+
+static void free_remote_state(remote_state *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        free((char *)r->list[i].name);
+        pp_tensor_free(&r->tensors[i]);
+    }
+    free(r->list);
+    free(r->tensors);
+    memset(r, 0, sizeof *r);
+}
+
+/* The momentum entry of parameter `name` in this process's optimizer. */
+static pp_tensor *momentum_of(const pp_ckpt_tensor *opt, size_t n, const char *name)
+{
+    size_t k = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(opt[i].name + k, name) == 0) return opt[i].tensor;
+    return NULL;
+}
+
+/* Brings every other rank's stage to rank 0: parameters and buffers into the
+ * stand-in models there, and (with_optimizer) momentum buffers into *rs.
+ * Every rank calls it; stages are visited in order, one sender at a time. */
+static pp_status gather_state(struct pp_pipeline *p, bool with_optimizer, remote_state *rs,
+                              pp_error *err)
+{
+    memset(rs, 0, sizeof *rs);
+    size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    pp_ckpt_tensor *opt = calloc(n_opt + 1, sizeof *opt);
+    if (!opt) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+    if (n_opt) pp_optimizer_state(p->opt, opt, n_opt);
+    size_t cap = 0;
+    for (int s = 0; s < p->n_stages; s++) cap += (size_t)pp_stage_param_count(p->stages[s].model);
+    if (p->rank == 0 && with_optimizer) {
+        rs->list = calloc(cap + 1, sizeof *rs->list);
+        rs->tensors = calloc(cap + 1, sizeof *rs->tensors);
+        if (!rs->list || !rs->tensors) {
+            free(opt);
+            return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+        }
+    }
+    pp_status st = PP_OK;
+    for (int s = 0; s < p->n_stages && st == PP_OK; s++) {
+        int from = p->home_rank[s];
+        if (from == 0 || (p->rank != 0 && p->rank != from)) continue;
+        pp_stage *m = p->stages[s].model;
+        if (p->rank == from) st = pp_stage_sync_buffers(m, err);
+        for (int i = 0; st == PP_OK && i < pp_stage_state_count(m); i++)
+            st = gather_tensor(p, from, pp_stage_state(m, i)->value, err);
+        for (int i = 0; st == PP_OK && with_optimizer && i < pp_stage_param_count(m); i++) {
+            const pp_named_tensor *nt = pp_stage_param(m, i);
+            pp_tensor *mom = p->rank == from ? momentum_of(opt, n_opt, nt->name) : NULL;
+            int32_t has = mom != NULL;
+            if (p->rank == from)
+                st = pp_comm_send(p->comm, 0, TAG_CKPT, &has, sizeof has, err);
+            else
+                st = pp_comm_recv(p->comm, from, TAG_CKPT, &has, sizeof has, err);
+            if (st != PP_OK || !has) continue;
+            if (p->rank == 0) {
+                pp_tensor *t = &rs->tensors[rs->n];
+                size_t len = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX) + strlen(nt->name) + 1;
+                char *name = malloc(len);
+                if (!name) {
+                    st = pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+                    break;
+                }
+                snprintf(name, len, "%s%s", PP_OPTIMIZER_MOMENTUM_PREFIX, nt->name);
+                rs->list[rs->n] = (pp_ckpt_tensor){name, t};
+                st = pp_tensor_alloc(t, nt->value->dev, nt->value->dtype, nt->value->ndim,
+                                     nt->value->shape, err);
+                rs->n++;
+                mom = t;
+            }
+            if (st == PP_OK) st = gather_tensor(p, from, mom, err);
+        }
+    }
+    free(opt);
+    return st;
+}
+
+/* Every rank returns rank 0's outcome of writing the file. */
+static pp_status share_outcome(struct pp_pipeline *p, pp_status s, pp_error *err)
+{
+    struct {
+        int32_t code;
+        char msg[PP_ERROR_MSG_MAX];
+    } o = {(int32_t)s, ""};
+    if (p->rank == 0 && s != PP_OK) snprintf(o.msg, sizeof o.msg, "%s", err->msg);
+    PP_TRY(pp_comm_broadcast(p->comm, 0, &o, sizeof o, err));
+    if (o.code == PP_OK) return PP_OK;
+    if (p->rank != 0) pp_error_set(err, (pp_status)o.code, "%s (rank 0)", o.msg);
+    return (pp_status)o.code;
+}
+
+static pp_status save_file(pp_pipeline *p, const char *path, bool with_optimizer,
+                           const remote_state *rs, pp_error *err)
+{
+    size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    size_t n_remote = rs ? rs->n : 0;
+    pp_ckpt_tensor *list;
+    size_t n;
+    PP_TRY(state_list(p, n_opt + n_remote, &list, &n, err));
+    if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
+    for (size_t i = 0; i < n_remote; i++) list[n++] = rs->list[i];
+    char steps[32];
+    snprintf(steps, sizeof steps, "%lld", (long long)p->steps_done);
+    pp_checkpoint_meta meta[] = {{"format", "pt"}, {"pipeline-run.steps", steps}};
+    size_t n_meta = sizeof meta / sizeof meta[0];
+    pp_status s = pp_checkpoint_save(path, list, n, meta, n_meta, err);
+    free(list);
+    return s;
+}
+
+pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
+{
+    if (pp_comm_size(p->comm) < 2) return save_file(p, path, with_optimizer, NULL, err);
+    /* a job of several processes: rank 0 gathers the whole model and writes
+     * it; the others wait for its outcome */
+    remote_state rs;
+    memset(&rs, 0, sizeof rs);
+    pp_status s = pipe_sync_replica_state(p, err);
+    if (s == PP_OK) s = gather_state(p, with_optimizer, &rs, err);
+    if (s != PP_OK) {
+        free_remote_state(&rs);
+        return s;
+    }
+    if (p->rank == 0) {
+        /* rank 0's stand-ins of other ranks' stages now hold their state;
+         * local stages are synchronised by state_list */
+        s = save_file(p, path, with_optimizer, &rs, err);
+    }
+    free_remote_state(&rs);
+    return share_outcome(p, s, err);
+}
+
+pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
+{
+    pp_checkpoint_info info;
+    PP_TRY(pp_checkpoint_list(path, &info, err));
+    bool has_opt = false;
+    for (size_t i = 0; i < info.n && !has_opt; i++)
+        has_opt = strncmp(info.entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX,
+                          strlen(PP_OPTIMIZER_MOMENTUM_PREFIX)) == 0;
+    const char *steps = pp_checkpoint_info_meta(&info, "pipeline-run.steps");
+    long long steps_done = steps ? atoll(steps) : 0;
+    pp_checkpoint_info_free(&info);
+
+    pp_status s = PP_OK;
+    if (has_opt && pp_optimizer_config(p->opt).momentum != 0) s = pp_optimizer_alloc_state(p->opt, err);
+    size_t n_opt = has_opt ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    pp_ckpt_tensor *list = NULL;
+    size_t n = 0;
+    if (s == PP_OK) s = state_list(p, n_opt, &list, &n, err);
+    if (s == PP_OK) {
+        if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
+        /* optimizer state of another configuration (e.g. momentum 0) is ignored */
+        s = pp_checkpoint_load(path, list, n, true, err);
+    }
+    free(list);
+    if (s != PP_OK) {
+        pp_optimizer_reset_state(p->opt);
+        return s;
+    }
+    if (!has_opt) pp_optimizer_reset_state(p->opt);
+    p->steps_done = steps_done > 0 ? steps_done : 0;
+    pp_optimizer_set_steps(p->opt, has_opt ? p->steps_done : 0);
+    return PP_OK;
+}
+

@@ -1,0 +1,190 @@
+/*
+ * planning.c - what a plan will do before it runs: the predicted step time
+ * and bubble from the cost model (the simulator), per-unit profiling on the
+ * plan's devices for `stages: auto`, and the cuDNN descriptor limit checked
+ * at resolution time.
+ */
+#include "pipeline/pipeline.h"
+#include "pipeline/pipeline_internal.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/stage.h"
+#include "runtime/core/ops.h"
+#include "streams/schedule.h"
+#include "streams/simulate.h"
+
+/* Simulates the pipeline's schedule with per-stage costs of one micro-batch of
+ * split_size samples. */
+pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const double *b,
+                          const double *copy, int ref_mb, int slots, double *step_ms,
+                          double *bubble, pp_error *err)
+{
+    pp_sim_costs c = {
+        .stages = n,
+        .forward_ms = f,
+        .backward_ms = b,
+        .copy_act_ms = n > 1 ? copy : NULL,
+        .copy_grad_ms = n > 1 ? copy : NULL,
+        .ref_mb_size = ref_mb,
+        .slots = slots,
+    };
+    pp_sim_result r;
+    PP_TRY(pp_simulate(sched, &c, &r, err));
+    *step_ms = r.step_ms;
+    *bubble = r.bubble;
+    pp_sim_result_free(&r);
+    return PP_OK;
+}
+
+/* ---- planning ---------------------------------------------------------------------- */
+
+#define NOMINAL_CPU_GFLOPS 50.0
+#define NOMINAL_CUDA_GFLOPS 20000.0
+#define NOMINAL_COPY_GBPS 10.0
+
+pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
+                              double *stage_forward_ms, double *stage_backward_ms, pp_error *err)
+{
+    int n = plan->n_stages;
+    if (plan->stages_auto)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_predict: unresolved stages");
+    double f[PP_PLAN_MAX_STAGES], b[PP_PLAN_MAX_STAGES], copy[PP_PLAN_MAX_STAGES];
+    int mb = plan->split_size;
+    for (int s = 0; s < n; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        copy[s] = 0;
+        if (plan->model.kind == PP_MODEL_DELAY) {
+            const pp_model_config *m = &plan->model;
+            f[s] = m->forward_ms[m->n_forward_ms > 1 ? s : 0];
+            b[s] = m->backward_ms[m->n_backward_ms > 1 ? s : 0];
+            continue;
+        }
+        double gflops = ps->device.kind == PP_DEVICE_CUDA ? NOMINAL_CUDA_GFLOPS
+                                                          : NOMINAL_CPU_GFLOPS;
+        double flops = 0;
+        for (int u = ps->first; u <= ps->last; u++)
+            flops += (double)plan->catalogue.units[u].fwd_flops;
+        f[s] = flops * mb / (gflops * 1e6);
+        b[s] = 2 * f[s];
+        if (s + 1 < n)
+            copy[s] = (double)plan->catalogue.units[ps->last].out_bytes * mb /
+                      (NOMINAL_COPY_GBPS * 1e6);
+    }
+    pp_schedule sched;
+    pp_schedule_kind kind = pipe_schedule_kind(plan->schedule);
+    PP_TRY(pp_schedule_build(&sched, kind, n, plan->micro_batches, plan->micro_sizes, err));
+    pp_status s = pipe_simulate(&sched, n, f, b, copy, plan->model.kind == PP_MODEL_DELAY ? 0 : mb, 0,
+                           step_ms, bubble, err);
+    pp_schedule_free(&sched);
+    if (s == PP_OK) {
+        if (stage_forward_ms) memcpy(stage_forward_ms, f, (size_t)n * sizeof(double));
+        if (stage_backward_ms) memcpy(stage_backward_ms, b, (size_t)n * sizeof(double));
+    }
+    return s;
+}
+
+/* Per-unit forward + backward time of one micro-batch on dev, in ms: each unit
+ * runs as a one-unit stage, once to warm up and then `reps` times. */
+static pp_status profile_units(const pp_plan *plan, pp_device_ctx *dev, double *cost,
+                               pp_error *err)
+{
+    const int reps = 2;
+    int mb = plan->split_size;
+    pp_exec ex;
+    PP_TRY(pp_exec_init(&ex, dev, NULL, err));
+    pp_status s = PP_OK;
+    for (int u = 0; u < plan->catalogue.n && s == PP_OK; u++) {
+        pp_stage *st = NULL;
+        pp_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
+        int in_nd, out_nd;
+        int64_t in_shape[PP_MAX_DIMS], out_shape[PP_MAX_DIMS];
+        s = pp_stage_new(&plan->model, plan->seed, u, u, dev, &st, err);
+        if (s == PP_OK) s = pp_stage_input_shape(st, mb, &in_nd, in_shape, err);
+        if (s == PP_OK) s = pp_stage_output_shape(st, mb, &out_nd, out_shape, err);
+        if (s == PP_OK) s = pp_tensor_zeros(&x, dev, PP_F32, in_nd, in_shape, err);
+        if (s == PP_OK) s = pp_tensor_zeros(&dx, dev, PP_F32, in_nd, in_shape, err);
+        if (s == PP_OK) s = pp_tensor_zeros(&y, dev, PP_F32, out_nd, out_shape, err);
+        if (s == PP_OK) s = pp_tensor_zeros(&dy, dev, PP_F32, out_nd, out_shape, err);
+        int64_t t0 = 0;
+        for (int r = 0; r <= reps && s == PP_OK; r++) {
+            if (r == 1) {
+                s = pp_exec_sync(&ex, err);
+                t0 = pp_stream_clock_ns();
+            }
+            if (s == PP_OK) s = pp_stage_forward(st, &ex, 0, &x, &y, true, err);
+            if (s == PP_OK) s = pp_stage_backward(st, &ex, 0, &dy, &dx, err);
+        }
+        if (s == PP_OK) s = pp_exec_sync(&ex, err);
+        if (s == PP_OK) cost[u] = (double)(pp_stream_clock_ns() - t0) / 1e6 / reps;
+        pp_tensor_free(&x);
+        pp_tensor_free(&y);
+        pp_tensor_free(&dx);
+        pp_tensor_free(&dy);
+        pp_stage_free(st);
+    }
+    pp_exec_destroy(&ex);
+    return s;
+}
+
+/* cuDNN describes a tensor with int dimensions and strides: a tensor of more
+ * than 2^31 - 1 elements cannot be described (cudnnSetTensor4dDescriptor
+ * fails with CUDNN_STATUS_NOT_SUPPORTED). Checks every unit placed on a CUDA
+ * device for its largest activation (input or output) at the plan's largest
+ * micro-batch, from the catalogue, before anything is allocated, and names
+ * the stage, layer, limit and the split size that would fit. */
+#define CUDNN_MAX_ELEMENTS ((int64_t)INT32_MAX)
+
+pp_status pipe_check_cudnn_limits(const pp_plan *plan, pp_error *err)
+{
+    if (plan->model.kind == PP_MODEL_DELAY || plan->stages_auto) return PP_OK;
+    const pp_catalogue *cat = &plan->catalogue;
+    int64_t in = (int64_t)plan->model.in_channels * plan->model.image_h * plan->model.image_w;
+    for (int s = 0; s < plan->n_stages; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        for (int u = ps->first; u >= 0 && u <= ps->last && u < cat->n; u++) {
+            int64_t out = cat->units[u].out_bytes / 4;
+            int64_t per_sample = in > out ? in : out;
+            in = out;
+            if (ps->device.kind != PP_DEVICE_CUDA ||
+                per_sample * plan->split_size <= CUDNN_MAX_ELEMENTS)
+                continue;
+            char msg[512];
+            snprintf(msg, sizeof msg,
+                     "stage %d (%s): %s holds %lld elements per sample, %lld in a micro-batch "
+                     "of %d: over cuDNN's limit of %lld elements per tensor; lower "
+                     "batch.split_size to at most %lld",
+                     s, ps->device_name, cat->units[u].name, (long long)per_sample,
+                     (long long)(per_sample * plan->split_size), plan->split_size,
+                     (long long)CUDNN_MAX_ELEMENTS, (long long)(CUDNN_MAX_ELEMENTS / per_sample));
+            return pipe_plan_error(plan, plan->batch_mark, err, PP_ERR_INPUT, msg);
+        }
+    }
+    return PP_OK;
+}
+
+pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
+{
+    if (!plan->stages_auto) return pipe_check_cudnn_limits(plan, err);
+    if (plan->balance != PP_PLAN_BALANCE_TIME) {
+        PP_TRY(pp_plan_resolve_auto(plan, NULL, NULL, err));
+        return pipe_check_cudnn_limits(plan, err);
+    }
+
+    double *cost = calloc((size_t)plan->catalogue.n + 1, sizeof *cost);
+    pp_registry *reg = NULL;
+    pp_device_ctx *dev = NULL;
+    if (!cost) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    pp_status s = pp_registry_new(&reg, err);
+    if (s == PP_OK) s = pp_registry_get(reg, plan->stages[0].device, &dev, err);
+    if (s == PP_OK) {
+        s = profile_units(plan, dev, cost, err);
+    }
+    if (s == PP_OK) s = pp_plan_resolve_auto(plan, NULL, cost, err);
+    pp_registry_free(reg);
+    free(cost);
+    return s == PP_OK ? pipe_check_cudnn_limits(plan, err) : s;
+}
