@@ -358,6 +358,9 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
     PP_TRY(pp_device_host_alloc(first, img * sizeof(float), (void **)&p->host_images, err));
     PP_TRY(pp_device_host_alloc(last, (size_t)p->batch * sizeof(int32_t),
                                 (void **)&p->host_labels, err));
+    PP_TRY(pp_device_host_alloc(first, img * sizeof(float), (void **)&p->host_images_b, err));
+    PP_TRY(pp_device_host_alloc(last, (size_t)p->batch * sizeof(int32_t),
+                                (void **)&p->host_labels_b, err));
     PP_TRY(pp_device_host_alloc(last, (size_t)p->m * sizeof(float), (void **)&p->host_losses,
                                 err));
     PP_TRY(pp_device_host_alloc(last, (size_t)p->m * sizeof(int32_t), (void **)&p->host_corrects,
@@ -634,6 +637,10 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     p->model.image_w = p->in_w;
     if ((s = build_stages(p, plan, err)) != PP_OK) goto fail;
     if ((s = alloc_buffers(p, err)) != PP_OK) goto fail;
+    if ((s = pipe_prefetch_new(p->data, (float *[2]){p->host_images, p->host_images_b},
+                               (int32_t *[2]){p->host_labels, p->host_labels_b}, &p->prefetch,
+                               err)) != PP_OK)
+        goto fail;
     p->kind = pipe_schedule_kind(plan->schedule);
     p->split_size = plan->batch_by_micro ? 0 : plan->split_size;
     p->micro_batches = plan->batch_by_micro ? plan->micro_batches : 0;
@@ -671,18 +678,20 @@ static void free_host_buffers(struct pp_pipeline *p)
     pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
     if (first) {
         pp_device_host_free(first, p->host_images);
+        pp_device_host_free(first, p->host_images_b);
         pp_device_host_free(first, p->host_eval_images);
     }
     if (last) {
         pp_device_host_free(last, p->host_labels);
+        pp_device_host_free(last, p->host_labels_b);
         pp_device_host_free(last, p->host_losses);
         pp_device_host_free(last, p->host_corrects);
         pp_device_host_free(last, p->host_eval_labels);
         pp_device_host_free(last, p->host_eval_losses);
         pp_device_host_free(last, p->host_eval_corrects);
     }
-    p->host_images = p->host_eval_images = NULL;
-    p->host_labels = p->host_eval_labels = NULL;
+    p->host_images = p->host_images_b = p->host_eval_images = NULL;
+    p->host_labels = p->host_labels_b = p->host_eval_labels = NULL;
     p->host_losses = p->host_eval_losses = NULL;
     p->host_corrects = p->host_eval_corrects = NULL;
 }
@@ -690,6 +699,7 @@ static void free_host_buffers(struct pp_pipeline *p)
 void pp_pipeline_free(pp_pipeline *p)
 {
     if (!p) return;
+    pipe_prefetch_free(p->prefetch); /* before the data source and buffers it reads into */
     /* stages first: state a failed step left saved is released on the
      * executor's streams, which must still exist */
     for (int s = 0; p->stages && s < p->n_stages; s++) {
@@ -876,6 +886,19 @@ static void step_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, in
     *count = left < p->batch ? (int)left : p->batch;
 }
 
+/* Step k's window (step_window) as this replica sees it: *pos is the first
+ * sample of its piece, *count the whole batch, *rep_count the piece (0 when
+ * the batch is too small to give every replica a sample). */
+static void replica_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, int *count,
+                           int *rep_count, int64_t *epoch)
+{
+    step_window(p, k, pos, count, epoch);
+    int rep_off = 0;
+    *rep_count = *count;
+    if (p->replicas > 1) pipe_replica_piece(*count, p->replicas, p->replica, &rep_off, rep_count);
+    *pos += rep_off;
+}
+
 /* Sums a finished run's losses and correct counts, which the last stage
  * copied to the host after each micro-batch's loss. */
 static pp_status read_losses(struct pp_pipeline *p, const run_io *io, double *loss,
@@ -963,18 +986,14 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
     params_changed(p); /* by the last step's update, or a load */
     int64_t t0 = pp_stream_clock_ns();
     PP_TRY(grow_history(p, err));
-    int64_t pos, epoch;
-    int count;
-    step_window(p, p->steps_done, &pos, &count, &epoch);
-    /* this replica's piece of the batch (all of it without replicas) */
-    int rep_off = 0, rep_count = count;
-    if (p->replicas > 1) {
-        pipe_replica_piece(count, p->replicas, p->replica, &rep_off, &rep_count);
-        if (rep_count == 0)
-            return pp_error_set(err, PP_ERR_INPUT, "a batch of %d samples cannot feed %d "
-                                "replicas (the epoch's last batch is too small; choose a batch "
-                                "size that divides the data set)", count, p->replicas);
-    }
+    int64_t pos, epoch, next_pos, next_epoch;
+    int count, rep_count, next_total, next_count;
+    replica_window(p, p->steps_done, &pos, &count, &rep_count, &epoch);
+    if (rep_count == 0)
+        return pp_error_set(err, PP_ERR_INPUT, "a batch of %d samples cannot feed %d "
+                            "replicas (the epoch's last batch is too small; choose a batch "
+                            "size that divides the data set)", count, p->replicas);
+    replica_window(p, p->steps_done + 1, &next_pos, &next_total, &next_count, &next_epoch);
     const batch_run *run = &p->full;
     if (rep_count != p->rep_batch) {
         if (p->tail.batch != rep_count)
@@ -985,16 +1004,24 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
         p->cur_lr = pp_lr_at(&p->lr, (int)(p->epochs ? epoch : p->steps_done));
         pp_optimizer_set_lr(p->opt, (float)p->cur_lr);
     }
-    PP_TRY(pp_data_read(p->data, pos + rep_off, rep_count, p->host_images, p->host_labels, err));
+    /* this step's batch (read during the last step), then the next one's read
+     * begins while this step runs */
+    float *host_images;
+    int32_t *host_labels;
+    int slot;
+    PP_TRY(pipe_prefetch_get(p->prefetch, pos, rep_count, next_pos, next_count, &host_images,
+                             &host_labels, &slot, err));
 
     p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
                      .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
-                     .divisor = (float)count, .host_images = p->host_images,
-                     .host_labels = p->host_labels, .host_losses = p->host_losses,
+                     .divisor = (float)count, .host_images = host_images,
+                     .host_labels = host_labels, .host_losses = p->host_losses,
                      .host_corrects = p->host_corrects};
     pp_step_stats stats;
     memset(&stats, 0, sizeof stats);
-    PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, count, &stats, err),
+    /* a graph copies from fixed host addresses: one per buffer set */
+    PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, 2 * count + slot,
+                                                     &stats, err),
                        err));
     p->graph_captures += stats.graph == PP_STEP_CAPTURED;
     p->graph_replays += stats.graph == PP_STEP_REPLAYED;

@@ -113,6 +113,9 @@ struct pp_pipeline {
     pp_data *data;
     float *host_images;          /* (B, C, H, W) */
     int32_t *host_labels;        /* (B) */
+    float *host_images_b;        /* the second set, which the next batch is read into */
+    int32_t *host_labels_b;
+    struct pipe_prefetch *prefetch; /* reads the next training batch during a step */
     float *host_losses;          /* (m) loss of each micro-batch, read back after a step */
     int32_t *host_corrects;      /* (m) */
     pp_tensor images;            /* (B, C, H, W) on stage 0's device */
@@ -193,6 +196,24 @@ pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const 
 /* PP_ERR_INPUT at the plan's batch section when a micro-batch's tensors exceed
  * what a cuDNN descriptor indexes (planning.c). */
 pp_status pipe_check_cudnn_limits(const pp_plan *plan, pp_error *err);
+
+/* ---- the next batch, read while a step runs (prefetch.c) ------------------- */
+
+typedef struct pipe_prefetch pipe_prefetch;
+
+/* A prefetcher over data filling the two host buffer sets images[i],
+ * labels[i] (borrowed; each holds a whole batch). */
+pp_status pipe_prefetch_new(pp_data *data, float *const images[2], int32_t *const labels[2],
+                            pipe_prefetch **out, pp_error *err);
+/* Waits for a pending read, stops the worker. NULL is a no-op. */
+void pipe_prefetch_free(pipe_prefetch *pf);
+/* The batch of count samples at pos in one of the sets (*slot: 0 or 1,
+ * alternating from call to call): the prefetched one when it is exactly
+ * that batch, else read now. Then starts reading (next_pos, next_count) into
+ * the other set on the worker (next_count <= 0: nothing). */
+pp_status pipe_prefetch_get(pipe_prefetch *pf, int64_t pos, int count, int64_t next_pos,
+                            int next_count, float **images, int32_t **labels, int *slot,
+                            pp_error *err);
 
 /* ---- replicas (replicas.c) ------------------------------------------------ */
 

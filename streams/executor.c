@@ -35,7 +35,7 @@
 #include "streams/program.h"
 
 #define PP_DEFAULT_SLOTS 2
-#define EXEC_GRAPHS 2
+#define EXEC_GRAPHS 4 /* keys alive at once: full and partial batch, two input buffer sets each */
 
 typedef struct lane_events {
     pp_event **ev;

@@ -196,8 +196,9 @@ bool pp_executor_graphs(const pp_executor *ex);
 /* Like pp_executor_run, for steps that repeat: the first run of a (tag,
  * micro-batch sizes) key runs eagerly (a warm-up: handles, algorithms,
  * workspaces and buffers settle), the second is captured into a graph and
- * launched, later ones launch that graph. At most two keys keep a graph
- * (e.g. an epoch's full and partial last batch); others run eagerly. The
+ * launched, later ones launch that graph. At most four keys keep a graph
+ * (e.g. an epoch's full and partial last batch, each from two host buffer
+ * sets); a new key evicts the least recently used one. The
  * caller promises that runs of one key do the same device work on the same
  * buffers, only their contents changing, and that callbacks read per-step
  * values from buffers, not from arguments frozen at capture (tag tells

@@ -698,7 +698,7 @@ static void test_forward_only(void)
 /* Graphs (pp_executor_run_replayable) on the CPU's recorded graphs: a key's
  * first run is eager, its second captured and launched, later ones replayed;
  * every step gives the eager results bitwise, with one span per action, and
- * a third key evicts the least recently used one. */
+ * a fifth key evicts the least recently used one. */
 static void test_graphs(void)
 {
     static const int dev_of[4] = {0, 1, 0, 1};
@@ -718,14 +718,18 @@ static void test_graphs(void)
             CHECK_OK(pp_executor_new(desc, S, 0, &ex, &err), &err);
             CHECK(!pp_executor_graphs(ex)); /* CPU lanes: off unless asked for */
             pp_executor_set_graphs(ex, true);
-            /* steps: full full tail full tail full tail other full other tail; "other"
-             * evicts full (least recently used), full then evicts tail */
-            const pp_schedule *seq[] = {&s_full, &s_full, &s_tail, &s_full, &s_tail, &s_full,
-                                        &s_tail, &s_other, &s_full, &s_other, &s_tail};
-            const pp_step_graph want[] = {PP_STEP_EAGER, PP_STEP_CAPTURED, PP_STEP_EAGER,
-                                          PP_STEP_REPLAYED, PP_STEP_CAPTURED, PP_STEP_REPLAYED,
-                                          PP_STEP_REPLAYED, PP_STEP_EAGER, PP_STEP_EAGER,
-                                          PP_STEP_CAPTURED, PP_STEP_EAGER};
+            /* keys A = (full, 0), B = (tail, 0), C = (full, 1), D = (tail, 1), E =
+             * (other, 0); four keep graphs. Steps: A A B A B C C D D E A E B: E evicts A
+             * (least recently used), A then evicts B, B then evicts C */
+            const pp_schedule *seq[] = {&s_full, &s_full, &s_tail, &s_full, &s_tail,
+                                        &s_full, &s_full, &s_tail, &s_tail, &s_other,
+                                        &s_full, &s_other, &s_tail};
+            const int tag[] = {0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0};
+            const pp_step_graph want[] = {PP_STEP_EAGER,    PP_STEP_CAPTURED, PP_STEP_EAGER,
+                                          PP_STEP_REPLAYED, PP_STEP_CAPTURED, PP_STEP_EAGER,
+                                          PP_STEP_CAPTURED, PP_STEP_EAGER,    PP_STEP_CAPTURED,
+                                          PP_STEP_EAGER,    PP_STEP_EAGER,    PP_STEP_CAPTURED,
+                                          PP_STEP_EAGER};
             for (size_t k = 0; k < sizeof seq / sizeof seq[0]; k++) {
                 const pp_schedule *s = seq[k];
                 int m = s->micro_batches, batch = 0;
@@ -741,7 +745,7 @@ static void test_graphs(void)
                 float dw[4], out_sum[MAX_MB];
                 reference(s, st, dw, out_sum);
                 pp_step_stats stats;
-                CHECK_OK(pp_executor_run_replayable(ex, s, 0, &stats, &err), &err);
+                CHECK_OK(pp_executor_run_replayable(ex, s, tag[k], &stats, &err), &err);
                 CHECK_MSG(stats.graph == want[k], "%s S=%d step %zu: ran as %d, want %d",
                           s->name, S, k, (int)stats.graph, (int)want[k]);
                 CHECK(stats.graph_launches == (want[k] != PP_STEP_EAGER));
