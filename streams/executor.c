@@ -465,6 +465,20 @@ static pp_tensor view_of(const pp_tensor *shape, void *data, pp_device_ctx *dev)
     return t;
 }
 
+/* A stage callback's failure rc named by its stage (and micro-batch mb, or
+ * what when mb < 0); PP_OK passes through. */
+static pp_status stage_failed(pp_status rc, const pp_stage_desc *sd, int st, int mb,
+                              const char *what, pp_error *err)
+{
+    if (rc == PP_OK) return rc;
+    if (err->code == PP_OK) err->code = rc;
+    if (mb >= 0)
+        pp_error_prefix(err, "stage %d (%s) micro-batch %d", st, sd->dev->name, mb);
+    else
+        pp_error_prefix(err, "stage %d (%s) %s", st, sd->dev->name, what ? what : "");
+    return rc;
+}
+
 static pp_status run_forward(pp_exec *x, void *arg, pp_error *err)
 {
     const run_item *r = arg;
@@ -478,11 +492,7 @@ static pp_status run_forward(pp_exec *x, void *arg, pp_error *err)
                   st < ex->S - 1 ? ex->bufs[st].act_send[k] : ex->last_out, sd->dev);
     pp_status rc = sd->ops->forward(sd->user, x, i, ex->sched->mb_sizes[i], st > 0 ? &in : NULL,
                                     &out, err);
-    if (rc != PP_OK) {
-        if (err->code == PP_OK) err->code = rc;
-        pp_error_prefix(err, "stage %d (%s) micro-batch %d", st, sd->dev->name, i);
-    }
-    return rc;
+    return stage_failed(rc, sd, st, i, NULL, err);
 }
 
 static pp_status run_backward(pp_exec *x, void *arg, pp_error *err)
@@ -498,11 +508,7 @@ static pp_status run_backward(pp_exec *x, void *arg, pp_error *err)
         gin = view_of(&ex->shapes[(st - 1) * m + i], ex->bufs[st - 1].grad_send[k], sd->dev);
     pp_status rc = sd->ops->backward(sd->user, x, i, ex->sched->mb_sizes[i],
                                      st < ex->S - 1 ? &gout : NULL, st > 0 ? &gin : NULL, err);
-    if (rc != PP_OK) {
-        if (err->code == PP_OK) err->code = rc;
-        pp_error_prefix(err, "stage %d (%s) micro-batch %d", st, sd->dev->name, i);
-    }
-    return rc;
+    return stage_failed(rc, sd, st, i, NULL, err);
 }
 
 static pp_status run_step(pp_exec *x, void *arg, pp_error *err)
@@ -510,12 +516,7 @@ static pp_status run_step(pp_exec *x, void *arg, pp_error *err)
     const run_item *r = arg;
     int st = r->it->stage;
     const pp_stage_desc *sd = &r->ex->stages[st];
-    pp_status rc = sd->ops->step(sd->user, x, err);
-    if (rc != PP_OK) {
-        if (err->code == PP_OK) err->code = rc;
-        pp_error_prefix(err, "stage %d (%s) step", st, sd->dev->name);
-    }
-    return rc;
+    return stage_failed(sd->ops->step(sd->user, x, err), sd, st, -1, "step", err);
 }
 
 static pp_status run_grads_ready(pp_exec *x, void *arg, pp_error *err)
@@ -523,12 +524,7 @@ static pp_status run_grads_ready(pp_exec *x, void *arg, pp_error *err)
     const run_item *r = arg;
     int st = r->it->stage;
     const pp_stage_desc *sd = &r->ex->stages[st];
-    pp_status rc = sd->ops->grads_ready(sd->user, x, err);
-    if (rc != PP_OK) {
-        if (err->code == PP_OK) err->code = rc;
-        pp_error_prefix(err, "stage %d (%s) gradients", st, sd->dev->name);
-    }
-    return rc;
+    return stage_failed(sd->ops->grads_ready(sd->user, x, err), sd, st, -1, "gradients", err);
 }
 
 /* A boundary copy between two processes: this side's half of it, a send or

@@ -424,6 +424,20 @@ pp_status pp_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const pp_
                                 running_mean->data, running_var->data, yd, err));
 }
 
+/* The per-channel tensors of a batch-norm backward. */
+static pp_status check_bn_backward_c(pp_exec *ex, const char *op, const pp_bn_desc *d,
+                                     const pp_tensor *gamma, const pp_tensor *save_mean,
+                                     const pp_tensor *save_invstd, const pp_tensor *dgamma,
+                                     const pp_tensor *dbeta, pp_error *err)
+{
+    CHECK_C("gamma", gamma);
+    CHECK_C("save_mean", save_mean);
+    CHECK_C("save_invstd", save_invstd);
+    CHECK_C("dgamma", dgamma);
+    CHECK_C("dbeta", dbeta);
+    return PP_OK;
+}
+
 pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
                                 const pp_tensor *dy, const pp_tensor *gamma,
                                 const pp_tensor *save_mean, const pp_tensor *save_invstd,
@@ -434,11 +448,7 @@ pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tenso
     PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
     PP_TRY(check_like(ex, op, "dy", dy, x, err));
     PP_TRY(check_like(ex, op, "dx", dx, x, err));
-    CHECK_C("gamma", gamma);
-    CHECK_C("save_mean", save_mean);
-    CHECK_C("save_invstd", save_invstd);
-    CHECK_C("dgamma", dgamma);
-    CHECK_C("dbeta", dbeta);
+    PP_TRY(check_bn_backward_c(ex, op, d, gamma, save_mean, save_invstd, dgamma, dbeta, err));
     NATIVE(PP_NATIVE_BN_BACKWARD, d, false, T(x), T(dy), T(gamma), T(save_mean), T(save_invstd),
            dx, dgamma, dbeta);
     wide v = {0};
@@ -500,11 +510,7 @@ pp_status pp_batchnorm_backward_relu(pp_exec *ex, const pp_bn_desc *d, const pp_
     PP_TRY(check_like(ex, op, "dy", dy, x, err));
     PP_TRY(check_layout_like(op, "dy", dy, relu_y, err));
     PP_TRY(check_like(ex, op, "dx", dx, x, err));
-    CHECK_C("gamma", gamma);
-    CHECK_C("save_mean", save_mean);
-    CHECK_C("save_invstd", save_invstd);
-    CHECK_C("dgamma", dgamma);
-    CHECK_C("dbeta", dbeta);
+    PP_TRY(check_bn_backward_c(ex, op, d, gamma, save_mean, save_invstd, dgamma, dbeta, err));
     NATIVE(PP_NATIVE_BN_BACKWARD_RELU, d, false, T(x), T(relu_y), T(dy), T(gamma), T(save_mean),
            T(save_invstd), dx, dgamma, dbeta);
     pp_tensor g;
