@@ -183,6 +183,8 @@ typedef struct pp_plan {
                                  * (by count), each replica runs its piece on its own ranks,
                                  * and gradients are summed over replicas before the step */
     pp_mark replicas_mark;
+    bool replicas_in_process;   /* R > 1 and no device names a rank: the job is one process
+                                 * that runs replica r as its rank r, on a thread of its own */
     int n_stages;               /* 1..PP_PLAN_MAX_STAGES */
     pp_plan_stage stages[PP_PLAN_MAX_STAGES];
     bool stages_auto;           /* `stages: auto` not yet resolved (first/last are -1) */

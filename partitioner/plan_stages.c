@@ -188,18 +188,6 @@ static bool walk_stage_device(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
     st->device = one.device;
     memcpy(st->device_name, one.device_name, sizeof st->device_name);
     st->device_mark = one.device_mark;
-    /* each process runs the stages of one replica at most (no in-process
-     * replicas): compare with this and the earlier stages */
-    int i = (int)(st - w->plan->stages);
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t <= i; t++)
-            for (int q = 0; q < R; q++)
-                if (q != r && w->plan->stages[t].replica_rank[q] == st->replica_rank[r]) {
-                    pp_walk_error(w, n->kids[r], "stage %d of replica %d is on rank %d, which "
-                                  "runs stage %d of replica %d: every replica needs processes "
-                                  "of its own", i, r, st->replica_rank[r], t, q);
-                    return false;
-                }
     return true;
 }
 
@@ -374,6 +362,42 @@ static void check_delay_counts(pp_walk *w)
 /* ------------------------------------------------------------------ */
 /* explicit stages                                                      */
 
+/* Replicas and processes: a plan that names no rank runs all its replicas
+ * in one process (each on a thread of its own, replicas_in_process); one
+ * that names ranks gives every replica processes of its own. */
+static void check_replica_ranks(pp_walk *w, const pp_ynode *n)
+{
+    pp_plan *p = w->plan;
+    int R = p->replicas, S = p->n_stages;
+    if (R < 2) return;
+    bool ranks = false;
+    for (int s = 0; s < S; s++)
+        for (int r = 0; r < R; r++) ranks |= p->stages[s].replica_rank[r] != 0;
+    if (!ranks) {
+        p->replicas_in_process = true;
+        return;
+    }
+    for (int i = 0; i < S; i++)
+        for (int r = 0; r < R; r++)
+            for (int t = 0; t <= i; t++)
+                for (int q = 0; q < R; q++) {
+                    if (q == r || p->stages[t].replica_rank[q] != p->stages[i].replica_rank[r])
+                        continue;
+                    const pp_ynode *dev = NULL;
+                    const pp_ynode *st = i < n->n ? n->kids[i] : NULL;
+                    for (int k = 0; st && st->kind == PP_YNODE_MAP && k < st->n; k++)
+                        if (st->kids[2 * k]->str && !strcmp(st->kids[2 * k]->str, "device"))
+                            dev = st->kids[2 * k + 1];
+                    pp_walk_error(w, dev && dev->kind == PP_YNODE_SEQ && r < dev->n ? dev->kids[r]
+                                                                                   : st,
+                                  "stage %d of replica %d is on rank %d, which runs stage %d of "
+                                  "replica %d: with ranks named, every replica needs processes "
+                                  "of its own (a plan that names no rank runs all its replicas "
+                                  "in one process)", i, r, p->stages[i].replica_rank[r], t, q);
+                    return;
+                }
+}
+
 static void walk_explicit(pp_walk *w, const pp_ynode *n)
 {
     pp_plan *p = w->plan;
@@ -471,6 +495,7 @@ static void walk_explicit(pp_walk *w, const pp_ynode *n)
     if (resolve && names_ok) check_coverage(w, items, n_items);
     free(items);
     if (delay) check_delay_counts(w);
+    check_replica_ranks(w, n);
 }
 
 /* ------------------------------------------------------------------ */

@@ -186,7 +186,7 @@ static pp_status save_file(pp_pipeline *p, const char *path, bool with_optimizer
     return s;
 }
 
-pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
+pp_status pipe_save_rank(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
 {
     if (pp_comm_size(p->comm) < 2) return save_file(p, path, with_optimizer, NULL, err);
     /* a job of several processes: rank 0 gathers the whole model and writes
@@ -208,7 +208,7 @@ pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer
     return share_outcome(p, s, err);
 }
 
-pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
+pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
 {
     pp_checkpoint_info info;
     PP_TRY(pp_checkpoint_list(path, &info, err));

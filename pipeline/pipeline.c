@@ -431,9 +431,9 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
         pp_device_id id = stage_here(p, s) ? mine : (pp_device_id){PP_DEVICE_CPU, 0};
         pp_status rc = pp_registry_get(p->reg, id, &p->stages[s].dev, err);
         if (rc != PP_OK) {
-            if (ps->device_mark.line > 0)
-                pp_error_prefix(err, "%s:%d:%d: stage %d", plan->path, ps->device_mark.line,
-                                ps->device_mark.col, s);
+            pp_mark at = p->replica > 0 ? ps->replica_mark[p->replica] : ps->device_mark;
+            if (at.line > 0)
+                pp_error_prefix(err, "%s:%d:%d: stage %d", plan->path, at.line, at.col, s);
             /* a device this build or machine cannot provide is a plan problem */
             if (rc == PP_ERR_UNSUPPORTED) err->code = rc = PP_ERR_INPUT;
             return rc;
@@ -578,7 +578,7 @@ static pp_status setup_graphs(struct pp_pipeline *p, const pp_plan *plan, pp_pip
     return PP_OK;
 }
 
-pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
+pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
                           pp_error *err)
 {
     *out = NULL;
@@ -602,6 +602,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     p->profile_step = profile && *profile ? atoi(profile) : -1;
     p->rank = pp_comm_rank(p->comm);
     p->replicas = plan->replicas > 1 ? plan->replicas : 1;
+    p->in_process = plan->replicas_in_process;
     p->replica = pipe_replica_of(plan, p->rank);
     p->model = plan->model;
     p->model.bf16 = plan->precision == PP_PLAN_PRECISION_BF16;
@@ -666,7 +667,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     *out = p;
     return PP_OK;
 fail:
-    pp_pipeline_free(p);
+    pipe_free_rank(p);
     return s;
 }
 
@@ -696,7 +697,7 @@ static void free_host_buffers(struct pp_pipeline *p)
     p->host_corrects = p->host_eval_corrects = NULL;
 }
 
-void pp_pipeline_free(pp_pipeline *p)
+void pipe_free_rank(pp_pipeline *p)
 {
     if (!p) return;
     pipe_prefetch_free(p->prefetch); /* before the data source and buffers it reads into */
@@ -979,7 +980,7 @@ static pp_status profile_range(struct pp_pipeline *p, bool start, pp_error *err)
     return PP_OK;
 }
 
-pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
+pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
     PP_TRY(check_usable(p, "step", err));
     PP_TRY(profile_range(p, true, err));
@@ -1082,7 +1083,7 @@ bool pp_pipeline_has_eval(const pp_pipeline *p)
     return p && p->eval_data;
 }
 
-pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err)
+pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
 {
     memset(out, 0, sizeof *out);
     if (!p->eval_data)
@@ -1195,7 +1196,7 @@ void pp_pipeline_replica_report(const pp_pipeline *p, int replica, pp_replica_re
     memset(out, 0, sizeof *out);
     if (replica < 0 || replica >= p->replicas) return;
     for (int s = 0; s < p->n_stages && s < PP_PLAN_MAX_STAGES; s++) {
-        int rank = p->rep_rank[replica * p->n_stages + s], seen = 0;
+        int rank = p->in_process ? 0 : p->rep_rank[replica * p->n_stages + s], seen = 0;
         for (int i = 0; i < out->n_ranks; i++) seen |= out->ranks[i] == rank;
         if (!seen) out->ranks[out->n_ranks++] = rank;
     }
@@ -1226,7 +1227,7 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->images_per_s = out->step_ms_median > 0 ? p->batch * 1000.0 / out->step_ms_median : 0;
     out->bubble_frac = median_after_warmup(p->bubble, n);
     out->copy_bytes = p->copy_bytes;
-    out->ranks = pp_comm_size(p->comm);
+    out->ranks = p->in_process ? 1 : pp_comm_size(p->comm);
     out->replicas = p->replicas;
     out->copy_ms = median_after_warmup(p->copy_ms, n);
     out->graphs = p->graphs_mode == 1 ? "on" : p->graphs_mode == 2 ? "off" : "n/a";
@@ -1270,7 +1271,7 @@ static pp_status rank_path(const char *path, int rank, char *out, size_t n, pp_e
     return PP_OK;
 }
 
-pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err)
+pp_status pipe_write_trace_rank(const pp_pipeline *p, const char *path, pp_error *err)
 {
     if (!p->keep_trace)
         return pp_error_set(err, PP_ERR_INVALID,

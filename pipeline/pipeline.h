@@ -78,7 +78,13 @@ typedef struct pp_pipeline_options {
                         * rank builds the pipeline from the same plan and calls step,
                         * evaluate, save and load in the same order; each runs its own
                         * stages and updates their parameters, and every rank gets the
-                        * losses. Must outlive the pipeline. */
+                        * losses. Must outlive the pipeline.
+                        * A plan with replicas whose devices name no rank runs them all in
+                        * this process: pp_pipeline_new then makes a job of threads itself
+                        * (one per replica, pp_comm_local_new) and every call below runs on
+                        * all of them, returning rank 0's results (comm NULL or a job of one
+                        * process). An embedder running its own threads may pass each a
+                        * rank of its own job of threads instead. */
     pp_pipeline_layout layout; /* the layout of activations; results do not depend on it
                         * (bit for bit on the CPU backend) */
 
@@ -140,7 +146,8 @@ typedef struct pp_pipeline_report {
     size_t copy_bytes;            /* per step, all boundary copies */
     double copy_ms;               /* per step, median total copy time (this process's copies
                                      and messages) */
-    int ranks;                    /* processes of the job (1 without mpirun) */
+    int ranks;                    /* processes of the job (1 without mpirun, and with
+                                     replicas in one process) */
     int replicas;                 /* data-parallel replicas of the pipeline (plan `replicas`);
                                      the stage figures are those of rank 0's replica */
     const char *graphs;           /* "on", "off" or "n/a" (not applicable: stages not all on
@@ -158,7 +165,8 @@ typedef struct pp_pipeline_report {
  * Every rank reports every replica: each replica's figures travel from the
  * rank of its first stage after each step. */
 typedef struct pp_replica_report {
-    int n_ranks;                  /* processes running its stages */
+    int n_ranks;                  /* processes running its stages (with replicas in one
+                                     process: 1, rank 0) */
     int ranks[PP_PLAN_MAX_STAGES]; /* (n_ranks) in stage order, each once */
     int batch;                    /* its piece of the full batch */
     double step_ms;               /* median whole step, as its first stage's rank measured it */

@@ -78,12 +78,16 @@ typedef struct run_io {
 
 struct pp_pipeline {
     char broken[256];            /* why a step or evaluation failed midway; "" while usable */
+    struct pipe_local *local;    /* replicas in this process (inprocess.c): the caller's
+                                  * pipeline is rank 0's and holds the others; NULL else */
     pp_comm *comm;               /* the job (NULL: one process) */
     int rank;                    /* this process's rank in it (0 without one) */
     int *stage_rank;             /* (n_stages) the rank that runs each stage of this replica */
     int *home_rank;              /* (n_stages) ... of the replica rank 0 belongs to: it
                                   * speaks for all (figures, checkpoints) */
     int replicas, replica;       /* replicas of the plan; the one this process belongs to */
+    bool in_process;             /* the replicas share one process: its ranks are threads
+                                  * (inprocess.c), and reports say one process */
     int rep_batch;               /* this replica's piece of a full batch */
     int *rep_rank;               /* (replicas x n_stages) rank of stage s in replica r at
                                   * [r * n_stages + s] */
@@ -219,6 +223,18 @@ pp_status pipe_prefetch_get(pipe_prefetch *pf, int64_t pos, int count, int64_t n
 
 /* The replica whose stages include one on this rank; -1 when none does. */
 int pipe_replica_of(const pp_plan *plan, int rank);
+
+/* One rank's pipeline (pipeline.c, checkpoints.c): what the public calls of
+ * the same names do for a job of processes; inprocess.c runs them on every
+ * rank of a job of threads when replicas share this process. */
+pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
+                        pp_error *err);
+void pipe_free_rank(pp_pipeline *p);
+pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err);
+pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err);
+pp_status pipe_save_rank(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err);
+pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err);
+pp_status pipe_write_trace_rank(const pp_pipeline *p, const char *path, pp_error *err);
 
 /* Rank of stage s in replica r. */
 int pipe_rank_in(const pp_plan *plan, int s, int r);

@@ -10,10 +10,13 @@
 #include "pipeline/pipeline_internal.h"
 #include "runtime/core/batch_split.h"
 
-/* The replica whose stages include one on this rank; -1 when none does. */
+/* The replica whose stages include one on this rank; -1 when none does.
+ * Replicas in one process (replicas_in_process): replica r is rank r of the
+ * process's job of threads. */
 int pipe_replica_of(const pp_plan *plan, int rank)
 {
     int R = plan->replicas > 1 ? plan->replicas : 1;
+    if (plan->replicas_in_process) return rank >= 0 && rank < R ? rank : -1;
     for (int r = 0; r < R; r++)
         for (int s = 0; s < plan->n_stages; s++)
             if ((r ? plan->stages[s].replica_rank[r] : plan->stages[s].rank) == rank) return r;
@@ -23,6 +26,7 @@ int pipe_replica_of(const pp_plan *plan, int rank)
 /* Rank of stage s in replica r. */
 int pipe_rank_in(const pp_plan *plan, int s, int r)
 {
+    if (plan->replicas_in_process) return r;
     return r ? plan->stages[s].replica_rank[r] : plan->stages[s].rank;
 }
 

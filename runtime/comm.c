@@ -1,7 +1,8 @@
 /*
  * comm.c - the job-wide communication API of comm.h: argument checks, the job
- * of one process, chunking of long transfers and tensor wrappers, over the
- * backend built (comm_mpi.c or comm_single.c, see comm_impl.h).
+ * of one rank, chunking of long transfers and tensor wrappers, over the job's
+ * backend (threads: comm_local.c; processes: comm_mpi.c or comm_single.c, see
+ * comm_impl.h).
  */
 #include "runtime/comm.h"
 
@@ -31,8 +32,23 @@ pp_status pp_comm_init(int *argc, char ***argv, pp_comm **out, pp_error *err)
 void pp_comm_free(pp_comm *c)
 {
     if (!c) return;
-    if (c->mpi) pp_comm_impl_finalize(c);
+    if (c->local)
+        pp_comm_local_release(c->local);
+    else if (c->mpi)
+        pp_comm_impl_finalize(c);
     free(c);
+}
+
+bool pp_comm_is_local(const pp_comm *c) { return c && c->local; }
+
+void pp_comm_mark_failed(pp_comm *c, const char *msg)
+{
+    if (c && c->local) pp_comm_local_mark_failed(c, msg);
+}
+
+bool pp_comm_first_failure(const pp_comm *c, int *rank, char *msg, size_t n)
+{
+    return c && c->local && rank && msg && pp_comm_local_failure(c, rank, msg, n);
 }
 
 int pp_comm_rank(const pp_comm *c) { return c ? c->rank : 0; }
@@ -48,6 +64,8 @@ pp_status pp_comm_set_timeout(pp_comm *c, double seconds, pp_error *err)
     c->timeout_s = seconds;
     return PP_OK;
 }
+
+double pp_comm_timeout(const pp_comm *c) { return c ? c->timeout_s : PP_COMM_TIMEOUT_DEFAULT_S; }
 
 /* The checks every point-to-point call shares. */
 static pp_status check_p2p(const pp_comm *c, const char *what, int peer, int tag,
@@ -67,31 +85,74 @@ static pp_status check_p2p(const pp_comm *c, const char *what, int peer, int tag
     return PP_OK;
 }
 
-pp_status pp_comm_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
-                       pp_error *err)
+/* One transfer of comm.h, cut into pieces of at most PP_COMM_CHUNK bytes
+ * (whole floats for sums) sent in order, each through the job's backend:
+ * threads (comm_local.c) or processes (comm_impl.h). */
+typedef enum xfer_op { X_SEND, X_RECV, X_SUM, X_BCAST, X_GSUM, X_GBCAST } xfer_op;
+
+typedef struct xfer {
+    xfer_op op;
+    pp_comm *c;
+    pp_comm_group *g;
+    int peer;  /* send, receive: the peer; broadcasts: the root */
+    int tag;
+} xfer;
+
+static pp_status xfer_piece(const xfer *x, char *p, size_t bytes, pp_error *err)
 {
-    PP_TRY(check_p2p(c, "send", peer, tag, buf, bytes, err));
-    const char *p = buf;
+    bool local = (x->g ? x->g->comm : x->c)->local != NULL;
+    float *f = (float *)(void *)p;
+    size_t n = bytes / sizeof(float);
+    switch (x->op) {
+    case X_SEND:
+        return local ? pp_comm_local_send(x->c, x->peer, x->tag, p, bytes, err)
+                     : pp_comm_impl_send(x->c, x->peer, x->tag, p, bytes, err);
+    case X_RECV:
+        return local ? pp_comm_local_recv(x->c, x->peer, x->tag, p, bytes, err)
+                     : pp_comm_impl_recv(x->c, x->peer, x->tag, p, bytes, err);
+    case X_SUM:
+        return local ? pp_comm_local_allreduce_sum_f32(x->c, f, n, err)
+                     : pp_comm_impl_allreduce_sum_f32(x->c, f, n, err);
+    case X_BCAST:
+        return local ? pp_comm_local_broadcast(x->c, x->peer, p, bytes, err)
+                     : pp_comm_impl_broadcast(x->c, x->peer, p, bytes, err);
+    case X_GSUM:
+        return local ? pp_comm_local_group_sum_f32(x->g, f, n, err)
+                     : pp_comm_impl_group_sum_f32(x->g, f, n, err);
+    case X_GBCAST:
+        return local ? pp_comm_local_group_broadcast(x->g, x->peer, p, bytes, err)
+                     : pp_comm_impl_group_broadcast(x->g, x->peer, p, bytes, err);
+    }
+    return pp_error_set(err, PP_ERR_INTERNAL, "comm: unknown transfer %d", (int)x->op);
+}
+
+/* The whole buffer in pieces; an empty message is still sent and received,
+ * an empty collective does nothing. */
+static pp_status xfer_all(const xfer *x, void *buf, size_t bytes, pp_error *err)
+{
+    bool p2p = x->op == X_SEND || x->op == X_RECV;
+    if (!bytes && !p2p) return PP_OK;
+    char *p = buf;
     size_t done = 0;
     do {
         size_t n = bytes - done < PP_COMM_CHUNK ? bytes - done : PP_COMM_CHUNK;
-        PP_TRY(pp_comm_impl_send(c, peer, tag, p + done, n, err));
+        PP_TRY(xfer_piece(x, p + done, n, err));
         done += n;
     } while (done < bytes);
     return PP_OK;
 }
 
+pp_status pp_comm_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
+                       pp_error *err)
+{
+    PP_TRY(check_p2p(c, "send", peer, tag, buf, bytes, err));
+    return xfer_all(&(xfer){X_SEND, c, NULL, peer, tag}, (void *)buf, bytes, err);
+}
+
 pp_status pp_comm_recv(pp_comm *c, int peer, int tag, void *buf, size_t bytes, pp_error *err)
 {
     PP_TRY(check_p2p(c, "receive", peer, tag, buf, bytes, err));
-    char *p = buf;
-    size_t done = 0;
-    do {
-        size_t n = bytes - done < PP_COMM_CHUNK ? bytes - done : PP_COMM_CHUNK;
-        PP_TRY(pp_comm_impl_recv(c, peer, tag, p + done, n, err));
-        done += n;
-    } while (done < bytes);
-    return PP_OK;
+    return xfer_all(&(xfer){X_RECV, c, NULL, peer, tag}, buf, bytes, err);
 }
 
 static pp_status check_host_tensor(const pp_tensor *t, const char *what, pp_error *err)
@@ -119,13 +180,7 @@ pp_status pp_comm_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_error *
     if (!c) return pp_error_set(err, PP_ERR_INVALID, "allreduce: comm is NULL");
     if (!buf && n) return pp_error_set(err, PP_ERR_INVALID, "allreduce: buffer is NULL");
     if (c->size == 1) return PP_OK;
-    size_t chunk = PP_COMM_CHUNK / sizeof(float), done = 0;
-    while (done < n) {
-        size_t k = n - done < chunk ? n - done : chunk;
-        PP_TRY(pp_comm_impl_allreduce_sum_f32(c, buf + done, k, err));
-        done += k;
-    }
-    return PP_OK;
+    return xfer_all(&(xfer){X_SUM, c, NULL, 0, 0}, buf, n * sizeof *buf, err);
 }
 
 pp_status pp_comm_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err)
@@ -136,21 +191,14 @@ pp_status pp_comm_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_er
                             "has %d process%s)", root, c->size, c->size == 1 ? "" : "es");
     if (!buf && bytes) return pp_error_set(err, PP_ERR_INVALID, "broadcast: buffer is NULL");
     if (c->size == 1) return PP_OK;
-    char *p = buf;
-    size_t done = 0;
-    while (done < bytes) {
-        size_t n = bytes - done < PP_COMM_CHUNK ? bytes - done : PP_COMM_CHUNK;
-        PP_TRY(pp_comm_impl_broadcast(c, root, p + done, n, err));
-        done += n;
-    }
-    return PP_OK;
+    return xfer_all(&(xfer){X_BCAST, c, NULL, root, 0}, buf, bytes, err);
 }
 
 pp_status pp_comm_barrier(pp_comm *c, pp_error *err)
 {
     if (!c) return pp_error_set(err, PP_ERR_INVALID, "barrier: comm is NULL");
     if (c->size == 1) return PP_OK;
-    return pp_comm_impl_barrier(c, err);
+    return c->local ? pp_comm_local_barrier(c, err) : pp_comm_impl_barrier(c, err);
 }
 
 pp_status pp_comm_group_new(pp_comm *c, bool member, int key, pp_comm_group **out,
@@ -166,7 +214,8 @@ pp_status pp_comm_group_new(pp_comm *c, bool member, int key, pp_comm_group **ou
         g->comm = c;
     }
     if (c->size > 1) {
-        pp_status s = pp_comm_impl_group_new(c, g, key, err);
+        pp_status s = c->local ? pp_comm_local_group_new(c, g, key, err)
+                               : pp_comm_impl_group_new(c, g, key, err);
         if (s != PP_OK) {
             pp_comm_group_free(g);
             return s;
@@ -187,7 +236,7 @@ pp_status pp_comm_group_new(pp_comm *c, bool member, int key, pp_comm_group **ou
 void pp_comm_group_free(pp_comm_group *g)
 {
     if (!g) return;
-    if (g->impl) pp_comm_impl_group_free(g);
+    if (g->impl && !g->comm->local) pp_comm_impl_group_free(g);
     free(g->job_rank);
     free(g->scratch);
     free(g);
@@ -206,13 +255,7 @@ pp_status pp_comm_group_allreduce_sum_f32(pp_comm_group *g, float *buf, size_t n
     if (!g) return pp_error_set(err, PP_ERR_INVALID, "group sum: group is NULL");
     if (!buf && n) return pp_error_set(err, PP_ERR_INVALID, "group sum: buffer is NULL");
     if (g->size == 1) return PP_OK;
-    size_t chunk = PP_COMM_CHUNK / sizeof(float), done = 0;
-    while (done < n) {
-        size_t k = n - done < chunk ? n - done : chunk;
-        PP_TRY(pp_comm_impl_group_sum_f32(g, buf + done, k, err));
-        done += k;
-    }
-    return PP_OK;
+    return xfer_all(&(xfer){X_GSUM, NULL, g, 0, 0}, buf, n * sizeof *buf, err);
 }
 
 pp_status pp_comm_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
@@ -224,14 +267,7 @@ pp_status pp_comm_group_broadcast(pp_comm_group *g, int root, void *buf, size_t 
                             "group has %d)", root, g->size);
     if (!buf && bytes) return pp_error_set(err, PP_ERR_INVALID, "group broadcast: buffer is NULL");
     if (g->size == 1) return PP_OK;
-    char *p = buf;
-    size_t done = 0;
-    while (done < bytes) {
-        size_t n = bytes - done < PP_COMM_CHUNK ? bytes - done : PP_COMM_CHUNK;
-        PP_TRY(pp_comm_impl_group_broadcast(g, root, p + done, n, err));
-        done += n;
-    }
-    return PP_OK;
+    return xfer_all(&(xfer){X_GBCAST, NULL, g, root, 0}, buf, bytes, err);
 }
 
 void pp_comm_abort(pp_comm *c, int code, const char *msg)

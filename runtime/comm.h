@@ -41,6 +41,12 @@
  * g2 ...) and broadcast, so the bits do not depend on MPI's reduction
  * algorithm and every member gets the same ones.
  *
+ * Jobs of threads: pp_comm_local_new makes the N ranks of a job inside this
+ * process, one pp_comm per rank, each used by its own thread as if it were a
+ * process (in-process data-parallel replicas). Messages are copied, sums
+ * are formed in the same order as between processes (identical bits), and
+ * pp_comm_mark_failed lets a failing rank end the others' waits at once.
+ *
  * Thread safety: with pp_comm_thread_safe true, any thread may send and
  * receive concurrently (distinct tags per concurrent pair); collectives
  * (allreduce, barrier, broadcast) are called by one thread per rank, in the
@@ -80,6 +86,24 @@ pp_status pp_comm_init(int *argc, char ***argv, pp_comm **out, pp_error *err);
 /* Leaves the job (MPI_Finalize once every rank gets here). c may be NULL. */
 void pp_comm_free(pp_comm *c);
 
+/* A job of `size` ranks (1..4096) that are threads of this process:
+ * comms[r] is rank r's comm, for one thread; free each with pp_comm_free
+ * (the job goes with the last). Timeouts as for processes. */
+pp_status pp_comm_local_new(int size, pp_comm **comms, pp_error *err);
+
+/* Whether c's ranks are threads of this process (pp_comm_local_new). */
+bool pp_comm_is_local(const pp_comm *c);
+
+/* In a job of threads: this rank failed (msg says why); every wait of the
+ * other ranks, current or later, fails at once naming it. The first rank
+ * to fail is kept. A no-op in a job of processes (they end it with
+ * pp_comm_abort). */
+void pp_comm_mark_failed(pp_comm *c, const char *msg);
+
+/* In a job of threads: whether a rank failed; if so the first one and its
+ * message (n bytes of msg at most). Always false in a job of processes. */
+bool pp_comm_first_failure(const pp_comm *c, int *rank, char *msg, size_t n);
+
 int pp_comm_rank(const pp_comm *c);  /* 0..size-1 */
 int pp_comm_size(const pp_comm *c);  /* >= 1 */
 
@@ -89,6 +113,7 @@ bool pp_comm_thread_safe(const pp_comm *c);
 /* Seconds a point-to-point transfer may wait for its peer; 0: for ever.
  * Negative values are PP_ERR_INVALID. */
 pp_status pp_comm_set_timeout(pp_comm *c, double seconds, pp_error *err);
+double pp_comm_timeout(const pp_comm *c);  /* the current limit; NULL: the default */
 
 /* Sends bytes from buf to rank peer (peer != own rank) with tag. Returns
  * when buf may be reused. */

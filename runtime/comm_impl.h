@@ -1,9 +1,11 @@
 /*
  * comm_impl.h - what runtime/comm.c asks of a communication backend. Exactly
- * one backend is built: comm_mpi.c (meson option `mpi` found) or
- * comm_single.c. comm.c checks every argument and handles the job of one
- * process itself, so the pp_comm_impl_* transfer functions are only called
- * with c->mpi true, a valid peer or root, and bytes <= PP_COMM_CHUNK.
+ * one backend between processes is built: comm_mpi.c (meson option `mpi`
+ * found) or comm_single.c; comm_local.c (jobs whose ranks are threads of one
+ * process) is always built. comm.c checks every argument and handles the job
+ * of one rank itself, so the transfer functions are only called with a job
+ * of several ranks (c->local set: the pp_comm_local_* ones, else c->mpi true:
+ * the pp_comm_impl_* ones), a valid peer or root, and bytes <= PP_COMM_CHUNK.
  */
 #ifndef PP_COMM_IMPL_H
 #define PP_COMM_IMPL_H
@@ -17,8 +19,12 @@
  * chunks of this size, sent in order under the same tag. */
 #define PP_COMM_CHUNK ((size_t)1 << 30)
 
+typedef struct pp_local_job pp_local_job;
+
 struct pp_comm {
     int rank, size;
+    pp_local_job *local;   /* a job of threads (comm_local.c); NULL: of processes */
+    int local_groups;      /* groups this rank made in its job of threads */
     bool mpi;              /* MPI was initialised by this process (finalize on free) */
     bool thread_multiple;  /* MPI_THREAD_MULTIPLE provided (always true without MPI) */
     double timeout_s;      /* point-to-point and collective wait limit; 0: none */
@@ -32,6 +38,7 @@ struct pp_comm_group {
     void *impl;            /* the backend's handle (MPI: an MPI_Comm); NULL when alone */
     float *scratch;        /* (scratch_n) member 0's receive buffer for the sum */
     size_t scratch_n;
+    int local_tag;         /* a job of threads: the first of the group's tags */
 };
 
 bool pp_comm_impl_built(void);
@@ -56,5 +63,23 @@ pp_status pp_comm_impl_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_
 pp_status pp_comm_impl_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
                                        pp_error *err);
 void pp_comm_impl_abort(pp_comm *c, int code) __attribute__((noreturn));
+
+/* comm_local.c: the same operations in a job of threads (any tag >= 0; the
+ * collectives use tags above PP_COMM_TAG_MAX). */
+pp_status pp_comm_local_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
+                             pp_error *err);
+pp_status pp_comm_local_recv(pp_comm *c, int peer, int tag, void *buf, size_t bytes,
+                             pp_error *err);
+pp_status pp_comm_local_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_error *err);
+pp_status pp_comm_local_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err);
+pp_status pp_comm_local_barrier(pp_comm *c, pp_error *err);
+pp_status pp_comm_local_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error *err);
+pp_status pp_comm_local_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_error *err);
+pp_status pp_comm_local_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                        pp_error *err);
+void pp_comm_local_mark_failed(pp_comm *c, const char *msg);
+bool pp_comm_local_failure(const pp_comm *c, int *rank, char *msg, size_t n);
+/* Drops one rank's hold on the job; the last frees it. */
+void pp_comm_local_release(pp_local_job *job);
 
 #endif

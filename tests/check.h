@@ -14,8 +14,9 @@
 
 #include "runtime/core/status.h"
 
-static int check_failures_;
-static int check_total_;
+/* atomic: tests that check from several threads count every check */
+static _Atomic int check_failures_;
+static _Atomic int check_total_;
 
 #define CHECK(cond) CHECK_MSG(cond, "%s", #cond)
 
@@ -40,8 +41,9 @@ static int check_total_;
 
 static inline int check_summary(const char *name)
 {
-    fprintf(stderr, "%s: %d checks, %d failed\n", name, check_total_, check_failures_);
-    return check_failures_ ? 1 : 0;
+    int failed = check_failures_;
+    fprintf(stderr, "%s: %d checks, %d failed\n", name, (int)check_total_, failed);
+    return failed ? 1 : 0;
 }
 
 /* Makes a fresh directory $TMPDIR/NAME.XXXXXX (/tmp when TMPDIR is unset) into

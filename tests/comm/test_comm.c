@@ -11,6 +11,9 @@
  *                          groups: members ordered by key, sums formed in
  *                          member order (bitwise), two groups summing at
  *                          once from two threads
+ *   (default, also)        the same job and group checks on jobs of 2, 3
+ *                          and 4 threads (pp_comm_local_new), and a rank
+ *                          that fails ending the others' waits at once
  * --job exits 77 (skip) in a build without MPI.
  */
 #include <math.h>
@@ -18,6 +21,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/comm.h"
 #include "runtime/core/device.h"
@@ -237,6 +241,75 @@ static void test_groups(pp_comm *c)
     CHECK_OK(pp_comm_barrier(c, &err), &err);
 }
 
+typedef struct thread_rank {
+    pp_comm *c;
+} thread_rank;
+
+static void *run_thread_rank(void *arg)
+{
+    thread_rank *t = arg;
+    test_job(t->c);
+    test_groups(t->c);
+    return NULL;
+}
+
+/* The job and group checks with ranks that are threads. */
+static void test_threads(int size)
+{
+    pp_error err;
+    pp_comm *comms[4] = {0};
+    CHECK_OK(pp_comm_local_new(size, comms, &err), &err);
+    if (!comms[0]) return;
+    CHECK(pp_comm_is_local(comms[0]) && pp_comm_size(comms[size - 1]) == size &&
+          pp_comm_rank(comms[size - 1]) == size - 1);
+    thread_rank t[4];
+    pthread_t th[4];
+    for (int r = 0; r < size; r++) {
+        t[r].c = comms[r];
+        CHECK(pthread_create(&th[r], NULL, run_thread_rank, &t[r]) == 0);
+    }
+    for (int r = 0; r < size; r++) pthread_join(th[r], NULL);
+    int rank = -1;
+    char msg[64];
+    CHECK(!pp_comm_first_failure(comms[0], &rank, msg, sizeof msg));
+    for (int r = 0; r < size; r++) pp_comm_free(comms[r]);
+    CHECK(pp_comm_local_new(0, comms, &err) == PP_ERR_INVALID);
+}
+
+static void *fail_soon(void *arg)
+{
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    pp_comm_mark_failed(arg, "out of memory in stage 1");
+    return NULL;
+}
+
+/* Rank 1 fails while rank 0 waits for it (timeout 60 s): the wait ends at
+ * once naming rank 1 and its reason, and so do later waits. */
+static void test_thread_failure(void)
+{
+    pp_error err;
+    pp_comm *comms[2] = {0};
+    CHECK_OK(pp_comm_local_new(2, comms, &err), &err);
+    if (!comms[0]) return;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, fail_soon, comms[1]) == 0);
+    float x[4] = {0};
+    pp_status s = pp_comm_allreduce_sum_f32(comms[0], x, 4, &err);
+    pthread_join(th, NULL);
+    CHECK_MSG(s == PP_ERR_BACKEND && strstr(err.msg, "rank 1 failed: out of memory in stage 1"),
+              "%s: %s", pp_status_name(s), err.msg);
+    CHECK(pp_comm_recv(comms[0], 1, 3, x, sizeof x, &err) == PP_ERR_BACKEND);
+    int rank = -1;
+    char msg[64];
+    CHECK(pp_comm_first_failure(comms[0], &rank, msg, sizeof msg) && rank == 1 &&
+          strcmp(msg, "out of memory in stage 1") == 0);
+    pp_comm_mark_failed(comms[0], "later");
+    CHECK(pp_comm_first_failure(comms[1], &rank, msg, sizeof msg) && rank == 1);
+    pp_comm_free(comms[1]);
+    pp_comm_free(comms[0]);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--job") == 0) {
@@ -259,5 +332,7 @@ int main(int argc, char **argv)
         return rc;
     }
     test_single();
+    for (int size = 2; size <= 4; size++) test_threads(size);
+    test_thread_failure();
     return check_summary("comm");
 }

@@ -9,6 +9,11 @@
  *   - threading: two pipelines driven from two threads at once give the same
  *     losses, bitwise, as one pipeline run alone (no global state; clean
  *     under ThreadSanitizer);
+ *   - replicas in one process: a plan with `replicas: 2` naming no rank runs
+ *     both replicas from one pp_pipeline_new (a thread each), the same bits
+ *     as an application running the two ranks of its own job of threads
+ *     (pp_comm_local_new, a pipeline per thread): losses and checkpoints;
+ *     the first loss that of one replica on the whole batch;
  *   - custom stages: an error returned by a stage callback comes back from
  *     pp_executor_run with the stage, device and micro-batch, and the
  *     executor stays usable.
@@ -170,6 +175,117 @@ static void test_threads(void)
     }
 }
 
+/* tiny_plan as two replicas in this process, each with both stages. */
+static pp_status make_replicated(const pp_pipeline_options *opts, pp_pipeline **out, pp_error *err)
+{
+    static const char text[] =
+        "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+        "batch: {size: 4, split_size: 2}\n"
+        "schedule: 1f1b\n"
+        "optimizer: {type: sgd, lr: 0.01, momentum: 0.9}\n"
+        "data: {format: synthetic, image_size: [8, 8]}\n"
+        "seed: 5\n"
+        "replicas: 2\n"
+        "stages:\n"
+        "  - device: [cpu:0, cpu:0]\n"
+        "    layers: [conv1, bn1, relu, maxpool, layer1, layer2]\n"
+        "  - device: [cpu:1, cpu:1]\n"
+        "    layers: [layer3, layer4, avgpool, fc]\n";
+    pp_diag diag;
+    pp_diag_clear(&diag);
+    pp_plan *plan = NULL;
+    pp_status s = pp_plan_parse_string("replicas.yaml", text, sizeof text - 1, &plan, &diag);
+    if (s != PP_OK) return pp_diag_to_error(&diag, err);
+    s = pp_pipeline_new(plan, opts, out, err);
+    pp_plan_free(plan);
+    return s;
+}
+
+typedef struct rank_arg {
+    pp_comm *comm;
+    const char *save;
+    double loss[STEPS];
+    pp_status status;
+    pp_error err;
+} rank_arg;
+
+/* One rank of the application's own job of threads. */
+static void *run_rank(void *p)
+{
+    rank_arg *a = p;
+    pp_pipeline *pipe = NULL;
+    pp_error_clear(&a->err);
+    pp_pipeline_options opts = {.comm = a->comm};
+    a->status = make_replicated(&opts, &pipe, &a->err);
+    for (int i = 0; a->status == PP_OK && i < STEPS; i++) {
+        pp_step_result r;
+        a->status = pp_pipeline_step(pipe, &r, &a->err);
+        if (a->status == PP_OK) a->loss[i] = r.loss;
+    }
+    if (a->status == PP_OK) a->status = pp_pipeline_save(pipe, a->save, true, &a->err);
+    pp_pipeline_free(pipe);
+    return NULL;
+}
+
+static void test_replicas_in_process(void)
+{
+    char dir[256], auto_path[300], own_path[300];
+    if (!check_mkdtemp(dir, sizeof dir, "embed-replicas")) return;
+    snprintf(auto_path, sizeof auto_path, "%s/auto.safetensors", dir);
+    snprintf(own_path, sizeof own_path, "%s/own.safetensors", dir);
+    pp_error err;
+    pp_error_clear(&err);
+    pp_pipeline *pipe = NULL;
+    double loss[STEPS] = {0};
+    CHECK_OK(make_replicated(NULL, &pipe, &err), &err);
+    for (int i = 0; pipe && i < STEPS; i++) {
+        pp_step_result r;
+        CHECK_OK(pp_pipeline_step(pipe, &r, &err), &err);
+        loss[i] = r.loss;
+        CHECK(r.batch == 4);
+    }
+    if (pipe) {
+        pp_pipeline_report rep;
+        pp_pipeline_report_get(pipe, &rep);
+        CHECK_MSG(rep.ranks == 1 && rep.replicas == 2, "ranks %d replicas %d", rep.ranks,
+                  rep.replicas);
+        pp_replica_report rr;
+        pp_pipeline_replica_report(pipe, 1, &rr);
+        CHECK(rr.batch == 2 && rr.step_ms > 0);
+        CHECK_OK(pp_pipeline_save(pipe, auto_path, true, &err), &err);
+    }
+    pp_pipeline_free(pipe);
+
+    pp_comm *comms[2] = {0};
+    CHECK_OK(pp_comm_local_new(2, comms, &err), &err);
+    rank_arg a[2] = {{.comm = comms[0], .save = own_path}, {.comm = comms[1], .save = own_path}};
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) CHECK(pthread_create(&th[t], NULL, run_rank, &a[t]) == 0);
+    for (int t = 0; t < 2; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < 2; t++) {
+        CHECK_MSG(a[t].status == PP_OK, "rank %d: %s", t, a[t].err.msg);
+        for (int i = 0; i < STEPS; i++)
+            CHECK_MSG(a[t].loss[i] == loss[i], "rank %d step %d: loss %.9g, in-process %.9g", t,
+                      i, a[t].loss[i], loss[i]);
+        pp_comm_free(comms[t]);
+    }
+    size_t na = 0, nb = 0;
+    unsigned char *fa = check_read_file(auto_path, &na), *fb = check_read_file(own_path, &nb);
+    CHECK_MSG(fa && fb && na == nb && memcmp(fa, fb, na) == 0,
+              "checkpoints of in-process replicas and of an own job of threads differ");
+    free(fa);
+    free(fb);
+    /* both replicas see half the batch with the same weights as one pipeline
+     * on the whole batch: the first loss is the same mean */
+    run_arg alone;
+    run_pipeline(&alone);
+    CHECK_MSG(alone.status == PP_OK && fabs(alone.loss[0] - loss[0]) <= 1e-6 * fabs(loss[0]),
+              "first loss: replicas %.9g, one pipeline %.9g", loss[0], alone.loss[0]);
+    remove(auto_path);
+    remove(own_path);
+    remove(dir);
+}
+
 /* A custom stage that passes its input through and fails on request. */
 typedef struct fail_stage {
     int index;
@@ -248,6 +364,7 @@ int main(void)
     test_plan_errors();
     test_pipeline_api();
     test_threads();
+    test_replicas_in_process();
     test_stage_error();
     return check_summary("embed");
 }

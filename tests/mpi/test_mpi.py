@@ -32,6 +32,12 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   last backward and the end of stage 0's (ordering, not durations);
 - three replicas: two runs write the same checkpoint bits (sums in replica
   order), each replica's piece of the batch reported;
+- replicas in one process (the same plans naming no rank; a thread per
+  replica): the checkpoint bits of the same replicas over processes (2 and 3
+  replicas, buckets and one allreduce), one process in the JSON, loading into
+  4 processes; a replica that cannot start ends the job within 30 s at its
+  device entry (exit 2); ranks named with replicas sharing a process, and an
+  in-process plan under mpirun, are plan errors;
 - where a GPU is visible, two CUDA replicas on two ranks (NCCL sums with
   two GPUs, the host path when both share one), and two CUDA stages on two
   ranks over an NCCL link (with two GPUs: the losses of one process; on one
@@ -272,6 +278,61 @@ check(t1.get("losses") == t2.get("losses") and len(t1.get("losses", [])) == 3,
 same_file(path("three_rep1.st"), path("three_rep2.st"), "3 replicas, two runs")
 check([x.get("batch") for x in t1.get("per_replica", [])] == [3, 3, 2],
       f"3 replicas' pieces of the batch: {t1.get('per_replica')}")
+
+# Replicas in one process (a plan that names no rank): one thread per
+# replica, the same sums in the same order, so the bits of the same replicas
+# over processes: 2 replicas (checkpoint and losses of 4 and 2 processes),
+# also with one allreduce of everything, and 3 replicas (checkpoint of 3
+# processes; the losses' sum over 3 replicas may round differently, MPI_Reduce
+# picks its order). The report says one process.
+def in_process(text):
+    return re.sub(r"rank\d+:", "", text)
+
+
+inp = train(write("inproc.yaml", in_process(plan_text("replicas_local.yaml"))),
+            extra=("--save", path("inproc.st")))
+check(inp.get("losses") == rep.get("losses"), f"in-process replicas: {inp.get('losses')} vs "
+      f"{rep.get('losses')}")
+same_file(path("rep.st"), path("inproc.st"), "2 replicas in one process vs 4 processes")
+check(inp.get("ranks") == 1 and inp.get("replicas") == 2, f"in-process ranks/replicas: "
+      f"{inp.get('ranks')} {inp.get('replicas')}")
+check([x.get("ranks") for x in inp.get("per_replica", [])] == [[0], [0]] and
+      all(x.get("step_ms", 0) > 0 for x in inp.get("per_replica", [])),
+      f"in-process per_replica: {inp.get('per_replica')}")
+train(path("inproc.yaml"), extra=("--save", path("inproc_whole.st"), "--grad-allreduce", "whole"))
+same_file(path("rep.st"), path("inproc_whole.st"), "in one process: buckets vs one allreduce")
+t3 = train(write("three_inproc.yaml", in_process(three_rep)), extra=("--save", path("three_in.st")))
+same_file(path("three_rep1.st"), path("three_in.st"), "3 replicas in one process vs 3 processes")
+check(all(abs(a - b) <= 1e-6 * abs(b) for a, b in zip(t3.get("losses", []), t1.get("losses", [])))
+      and len(t3.get("losses", [])) == 3, f"3 in-process losses {t3.get('losses')}")
+# ... and it loads, evaluates and resumes like any run: one more step from
+# the in-process checkpoint in one process and in 4.
+l1 = train(path("inproc.yaml"), extra=("--load", path("inproc.st"), "--steps", "1"))
+l4 = train(os.path.join(HERE, "replicas.yaml"), np=4,
+           extra=("--load", path("inproc.st"), "--steps", "1"))
+check(l1.get("losses") == l4.get("losses") and len(l1.get("losses", [])) == 1,
+      f"in-process after loading: {l1.get('losses')} vs {l4.get('losses')}")
+# A replica that cannot start ends the others' waits at once (they wait in a
+# collective with a 60 s timeout): an exit-2 error at the replica's own device
+# entry, well within the timeout.
+import time
+bad = in_process(plan_text("replicas_local.yaml")).replace("[cpu:1, cpu:1]", "[cpu:1, cuda:7]")
+t0 = time.monotonic()
+r = run(write("inproc_bad.yaml", bad))
+line = next(i + 1 for i, l in enumerate(bad.splitlines()) if "cuda:7" in l)
+col = bad.splitlines()[line - 1].index("cuda:7") + 1
+check(r.returncode == 2 and f"inproc_bad.yaml:{line}:{col}: stage 1" in r.stderr and
+      time.monotonic() - t0 < 30, f"a replica that cannot start: exit {r.returncode} after "
+      f"{time.monotonic() - t0:.1f} s: {r.stderr[-500:]}")
+# Replicas sharing a process with ranks named, and an in-process plan under
+# mpirun: plan errors (exit 2).
+mixed = plan_text("replicas_local.yaml").replace("[cpu:1, rank1:cpu:1]", "[cpu:1, cpu:1]")
+r = run(write("inproc_mixed.yaml", mixed))
+check(r.returncode == 2 and "with ranks named, every replica needs processes of its own" in
+      r.stderr and "inproc_mixed.yaml:" in r.stderr, f"mixed ranks: {r.returncode} {r.stderr[-400:]}")
+r = run(path("inproc.yaml"), np=2)
+check(r.returncode == 2 and "run in one process (no device names a rank), but the job has 2 "
+      "processes" in r.stderr, f"in-process plan under mpirun: {r.returncode} {r.stderr[-400:]}")
 
 # CUDA replicas (where a GPU is visible): two replicas of one CUDA stage on
 # two ranks. With two GPUs their buckets are NCCL sums on each stage's

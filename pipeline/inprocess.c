@@ -1,0 +1,243 @@
+/*
+ * inprocess.c - data-parallel replicas that share this process, and the
+ * public calls of pipeline.h that run on every rank of such a job.
+ *
+ * A plan with `replicas: R` whose devices name no rank (replicas_in_process)
+ * runs as a job of R threads (pp_comm_local_new): rank r builds replica r as
+ * a pipeline of its own, exactly as process r of an mpirun job would (its
+ * devices, data piece, executor, gradient buckets summed over the ranks of
+ * each stage in replica order), so R replicas in one process give the bits
+ * of R replicas over R processes. The pipeline the caller holds is rank 0's;
+ * every collective call on it (new, step, evaluate, save, load, write_trace,
+ * free) runs the same call on every rank at once, rank 0 on the caller's
+ * thread and the others on threads of their own, and returns when all have
+ * finished. Figures and reports are rank 0's, which hold every replica's
+ * (each step's times travel to all ranks).
+ *
+ * A rank whose call fails marks the job failed, so the others' waits end at
+ * once instead of at their timeout, and the caller gets the first failure's
+ * error ("replica r: ..." for r > 0, unless it is a plan error, which names
+ * the replica's device entry at FILE:LINE:COL).
+ *
+ * An embedder that runs its own threads may instead pass each rank of a job
+ * of threads in pp_pipeline_options.comm: each call then acts on that rank
+ * alone, as with processes.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/pipeline_internal.h"
+
+typedef struct pipe_local {
+    int n;                       /* ranks: one per replica */
+    pp_comm **comms;             /* (n) */
+    struct pp_pipeline **ranks;  /* (n) ranks[0] is the caller's pipeline */
+} pipe_local;
+
+/* One call on one rank. */
+typedef enum call_kind { CALL_NEW, CALL_STEP, CALL_EVAL, CALL_SAVE, CALL_LOAD, CALL_TRACE } call_kind;
+
+typedef struct rank_call {
+    call_kind kind;
+    int rank;
+    pipe_local *L;
+    /* arguments */
+    const pp_plan *plan;
+    pp_pipeline_options opts;
+    const char *path;
+    bool with_optimizer;
+    pp_step_result *step;
+    pp_eval_result *eval;
+    /* result */
+    pp_status st;
+    pp_error err;
+} rank_call;
+
+static void *run_call(void *arg)
+{
+    rank_call *c = arg;
+    struct pp_pipeline *p = c->L->ranks[c->rank];
+    switch (c->kind) {
+    case CALL_NEW:
+        c->st = pipe_new_rank(c->plan, &c->opts, &c->L->ranks[c->rank], &c->err);
+        break;
+    case CALL_STEP:
+        c->st = pipe_step_rank(p, c->step, &c->err);
+        break;
+    case CALL_EVAL:
+        c->st = pipe_evaluate_rank(p, c->eval, &c->err);
+        break;
+    case CALL_SAVE:
+        c->st = pipe_save_rank(p, c->path, c->with_optimizer, &c->err);
+        break;
+    case CALL_LOAD:
+        c->st = pipe_load_rank(p, c->path, &c->err);
+        break;
+    case CALL_TRACE:
+        c->st = pipe_write_trace_rank(p, c->path, &c->err);
+        break;
+    }
+    if (c->st != PP_OK) pp_comm_mark_failed(c->L->comms[c->rank], c->err.msg);
+    return NULL;
+}
+
+/* Runs `proto` on every rank at once (rank 0 on this thread) and returns the
+ * first failure, if any. Rank r > 0 gets its own step or evaluation result
+ * to fill (rank 0's are the caller's). */
+static pp_status run_all(pipe_local *L, const rank_call *proto, pp_error *err)
+{
+    int n = L->n;
+    rank_call *calls = calloc((size_t)n, sizeof *calls);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    bool *started = calloc((size_t)n, sizeof *started);
+    pp_step_result *steps = calloc((size_t)n, sizeof *steps);
+    pp_eval_result *evals = calloc((size_t)n, sizeof *evals);
+    pp_status s = PP_OK;
+    if (!calls || !th || !started || !steps || !evals) {
+        s = pp_error_set(err, PP_ERR_OOM, "out of host memory (replicas in one process)");
+        goto done;
+    }
+    for (int r = 0; r < n; r++) {
+        calls[r] = *proto;
+        calls[r].rank = r;
+        calls[r].L = L;
+        calls[r].opts.comm = L->comms[r];
+        if (r) {
+            calls[r].step = proto->step ? &steps[r] : NULL;
+            calls[r].eval = proto->eval ? &evals[r] : NULL;
+        }
+    }
+    for (int r = 1; r < n; r++) {
+        started[r] = pthread_create(&th[r], NULL, run_call, &calls[r]) == 0;
+        if (!started[r]) { /* the rank cannot run: the others must not wait for it */
+            calls[r].st = pp_error_set(&calls[r].err, PP_ERR_OOM, "cannot start the thread of "
+                                       "replica %d", r);
+            pp_comm_mark_failed(L->comms[r], calls[r].err.msg);
+        }
+    }
+    run_call(&calls[0]);
+    for (int r = 1; r < n; r++)
+        if (started[r]) pthread_join(th[r], NULL);
+    int first = -1;
+    char msg[8];
+    for (int r = 0; r < n && first < 0; r++)
+        if (calls[r].st != PP_OK) first = r;
+    int marked;
+    if (first >= 0 && pp_comm_first_failure(L->comms[0], &marked, msg, sizeof msg) &&
+        calls[marked].st != PP_OK)
+        first = marked;
+    if (first >= 0) {
+        *err = calls[first].err;
+        s = calls[first].st;
+        /* a plan error names its place (the replica's device entry) */
+        if (first > 0 && s != PP_ERR_INPUT) pp_error_prefix(err, "replica %d", first);
+    }
+done:
+    free(calls);
+    free(th);
+    free(started);
+    free(steps);
+    free(evals);
+    return s;
+}
+
+static void local_free(pipe_local *L)
+{
+    if (!L) return;
+    for (int r = 0; r < L->n; r++) {
+        if (L->ranks) pipe_free_rank(L->ranks[r]);
+        if (L->comms) pp_comm_free(L->comms[r]);
+    }
+    free(L->ranks);
+    free(L->comms);
+    free(L);
+}
+
+/* Whether pp_pipeline_new makes the job of threads itself. */
+static bool makes_local_job(const pp_plan *plan, const pp_pipeline_options *opts)
+{
+    return plan && plan->replicas_in_process && !(opts && pp_comm_is_local(opts->comm));
+}
+
+pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
+                          pp_error *err)
+{
+    if (!out) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_new: out is NULL");
+    if (!makes_local_job(plan, opts)) return pipe_new_rank(plan, opts, out, err);
+    *out = NULL;
+    int size = opts ? pp_comm_size(opts->comm) : 1;
+    if (size > 1) {
+        char msg[320];
+        snprintf(msg, sizeof msg, "the plan's %d replicas run in one process (no device names "
+                 "a rank), but the job has %d processes: start it without mpirun, or give "
+                 "each replica ranks of its own (e.g. [cpu:0, rank1:cpu:0])", plan->replicas,
+                 size);
+        return pipe_plan_error(plan, plan->replicas_mark, err, PP_ERR_INPUT, msg);
+    }
+    pipe_local *L = calloc(1, sizeof *L);
+    if (!L) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    L->n = plan->replicas;
+    L->comms = calloc((size_t)L->n, sizeof *L->comms);
+    L->ranks = calloc((size_t)L->n, sizeof *L->ranks);
+    pp_status s = L->comms && L->ranks ? pp_comm_local_new(L->n, L->comms, err)
+                                       : pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    if (s == PP_OK && opts && opts->comm) /* the process's own timeout holds for its threads */
+        for (int r = 0; r < L->n && s == PP_OK; r++)
+            s = pp_comm_set_timeout(L->comms[r], pp_comm_timeout(opts->comm), err);
+    rank_call proto = {.kind = CALL_NEW, .plan = plan};
+    if (opts) proto.opts = *opts;
+    if (s == PP_OK) s = run_all(L, &proto, err);
+    if (s != PP_OK) {
+        local_free(L);
+        return s;
+    }
+    L->ranks[0]->local = L;
+    *out = L->ranks[0];
+    return PP_OK;
+}
+
+void pp_pipeline_free(pp_pipeline *p)
+{
+    if (!p || !p->local) {
+        pipe_free_rank(p);
+        return;
+    }
+    pipe_local *L = p->local;
+    p->local = NULL;
+    local_free(L);
+}
+
+pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
+{
+    if (!p || !p->local) return pipe_step_rank(p, res, err);
+    pp_step_result mine;
+    return run_all(p->local, &(rank_call){.kind = CALL_STEP, .step = res ? res : &mine}, err);
+}
+
+pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err)
+{
+    if (!p || !p->local) return pipe_evaluate_rank(p, out, err);
+    pp_eval_result mine;
+    return run_all(p->local, &(rank_call){.kind = CALL_EVAL, .eval = out ? out : &mine}, err);
+}
+
+pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
+{
+    if (!p || !p->local) return pipe_save_rank(p, path, with_optimizer, err);
+    return run_all(p->local, &(rank_call){.kind = CALL_SAVE, .path = path,
+                                           .with_optimizer = with_optimizer}, err);
+}
+
+pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
+{
+    if (!p || !p->local) return pipe_load_rank(p, path, err);
+    return run_all(p->local, &(rank_call){.kind = CALL_LOAD, .path = path}, err);
+}
+
+pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err)
+{
+    if (!p || !p->local) return pipe_write_trace_rank(p, path, err);
+    return run_all(p->local, &(rank_call){.kind = CALL_TRACE, .path = path}, err);
+}
