@@ -2,10 +2,13 @@
  * comm_local.c - a job whose ranks are threads of this process
  * (pp_comm_local_new), for data-parallel replicas that share a process.
  *
- * A message is copied into a queue the job's ranks share under one lock; a
+ * A message goes into a queue the job's ranks share under one lock; a
  * receive takes the oldest message from its peer with its tag (so messages
  * of one pair and tag arrive in order, as MPI's do) and waits on a condition
- * variable up to the comm's timeout. Sends never block.
+ * variable up to the comm's timeout. Short messages are copied and the send
+ * returns; long ones are copied once, by the receiver from the sender's
+ * buffer, and the send waits for that (MPI's rendezvous: code that works
+ * between processes works here).
  *
  * Collectives are built from messages with tags above the user's range, in
  * the orders of the MPI backend: a float sum is formed on rank 0 (member 0 of
@@ -27,11 +30,20 @@
 
 #include "runtime/comm_impl.h"
 
+/* Messages up to this size are copied at once and the send returns (eager);
+ * longer ones are copied by the receiver straight from the sender's buffer,
+ * the send returning once it has (rendezvous, as MPI does for long
+ * messages): no allocation, and one copy, per message. */
+#define EAGER_BYTES ((size_t)64 << 10)
+
 typedef struct local_msg {
     struct local_msg *next;
     int src, dst, tag;
     size_t bytes;
-    unsigned char data[];
+    const void *data;      /* eager: inline below; rendezvous: the sender's buffer */
+    bool eager;
+    bool claimed, done;    /* rendezvous: a receiver took it, and has copied it */
+    unsigned char inline_data[];
 } local_msg;
 
 struct pp_local_job {
@@ -120,38 +132,91 @@ bool pp_comm_local_failure(const pp_comm *c, int *rank, char *msg, size_t n)
     return failed;
 }
 
-pp_status pp_comm_local_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
-                             pp_error *err)
+/* A deadline `seconds` from now on the job's clock. */
+static struct timespec deadline(double seconds)
 {
-    local_msg *m = malloc(sizeof *m + bytes);
-    if (!m)
-        return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (a message of %zu "
-                            "bytes to rank %d)", c->rank, bytes, peer);
-    *m = (local_msg){.src = c->rank, .dst = peer, .tag = tag, .bytes = bytes};
-    if (bytes) memcpy(m->data, buf, bytes);
-    pp_local_job *job = c->local;
-    pthread_mutex_lock(&job->mu);
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double at = (double)t.tv_sec + t.tv_nsec * 1e-9 + seconds;
+    t.tv_sec = (time_t)at;
+    t.tv_nsec = (long)((at - (double)t.tv_sec) * 1e9);
+    return t;
+}
+
+static void enqueue(pp_local_job *job, local_msg *m)
+{
     if (job->tail)
         job->tail->next = m;
     else
         job->head = m;
     job->tail = m;
     pthread_cond_broadcast(&job->cv);
-    pthread_mutex_unlock(&job->mu);
-    return PP_OK;
 }
 
-/* Takes the oldest message from peer to c's rank with tag out of the queue;
- * NULL when there is none. Under the job's lock. */
+/* Takes m out of the queue (it is in it). Under the job's lock. */
+static void unlink_msg(pp_local_job *job, local_msg *m)
+{
+    for (local_msg **at = &job->head, *prev = NULL; *at; prev = *at, at = &(*at)->next)
+        if (*at == m) {
+            *at = m->next;
+            if (job->tail == m) job->tail = prev;
+            return;
+        }
+}
+
+pp_status pp_comm_local_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
+                             pp_error *err)
+{
+    pp_local_job *job = c->local;
+    if (bytes <= EAGER_BYTES) {
+        local_msg *m = malloc(sizeof *m + bytes);
+        if (!m)
+            return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (a message of "
+                                "%zu bytes to rank %d)", c->rank, bytes, peer);
+        *m = (local_msg){.src = c->rank, .dst = peer, .tag = tag, .bytes = bytes, .eager = true};
+        if (bytes) memcpy(m->inline_data, buf, bytes);
+        m->data = m->inline_data;
+        pthread_mutex_lock(&job->mu);
+        enqueue(job, m);
+        pthread_mutex_unlock(&job->mu);
+        return PP_OK;
+    }
+    local_msg m = {.src = c->rank, .dst = peer, .tag = tag, .bytes = bytes, .data = buf};
+    struct timespec until = deadline(c->timeout_s);
+    pthread_mutex_lock(&job->mu);
+    enqueue(job, &m);
+    int rc = 0, failed = -1;
+    while (!m.done) {
+        /* once claimed, the receiver is copying from buf: wait for it */
+        if (!m.claimed && (job->failed >= 0 || rc == ETIMEDOUT)) {
+            unlink_msg(job, &m);
+            failed = job->failed;
+            break;
+        }
+        rc = c->timeout_s > 0 && !m.claimed
+                 ? pthread_cond_timedwait(&job->cv, &job->mu, &until)
+                 : pthread_cond_wait(&job->cv, &job->mu);
+    }
+    char why[sizeof job->why];
+    memcpy(why, job->why, sizeof why);
+    pthread_mutex_unlock(&job->mu);
+    if (m.done) return PP_OK;
+    if (failed >= 0)
+        return pp_error_set(err, PP_ERR_BACKEND, "rank %d: send to rank %d: rank %d failed: %s",
+                            c->rank, peer, failed, why);
+    return pp_error_set(err, PP_ERR_BACKEND, "rank %d: send to rank %d: nothing within %g s "
+                        "(the thread may have stopped)", c->rank, peer, c->timeout_s);
+}
+
+/* Takes the oldest message from src to dst with tag out of the queue; NULL
+ * when there is none. Under the job's lock. */
 static local_msg *take(pp_local_job *job, int src, int dst, int tag)
 {
-    for (local_msg **at = &job->head, *prev = NULL; *at; prev = *at, at = &(*at)->next) {
-        local_msg *m = *at;
-        if (m->src != src || m->dst != dst || m->tag != tag) continue;
-        *at = m->next;
-        if (job->tail == m) job->tail = prev;
-        return m;
-    }
+    for (local_msg *m = job->head; m; m = m->next)
+        if (m->src == src && m->dst == dst && m->tag == tag) {
+            unlink_msg(job, m);
+            return m;
+        }
     return NULL;
 }
 
@@ -159,11 +224,7 @@ pp_status pp_comm_local_recv(pp_comm *c, int peer, int tag, void *buf, size_t by
                              pp_error *err)
 {
     pp_local_job *job = c->local;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    double t = (double)until.tv_sec + until.tv_nsec * 1e-9 + c->timeout_s;
-    until.tv_sec = (time_t)t;
-    until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+    struct timespec until = deadline(c->timeout_s);
     pthread_mutex_lock(&job->mu);
     local_msg *m;
     int rc = 0;
@@ -173,6 +234,7 @@ pp_status pp_comm_local_recv(pp_comm *c, int peer, int tag, void *buf, size_t by
     int failed = job->failed;
     char why[sizeof job->why];
     memcpy(why, job->why, sizeof why);
+    if (m && !m->eager) m->claimed = true;
     pthread_mutex_unlock(&job->mu);
     if (!m && failed >= 0)
         return pp_error_set(err, PP_ERR_BACKEND, "rank %d: receive from rank %d: rank %d "
@@ -186,7 +248,14 @@ pp_status pp_comm_local_recv(pp_comm *c, int peer, int tag, void *buf, size_t by
                          "%zu bytes, got %zu", c->rank, peer, tag, bytes, m->bytes);
     else if (bytes)
         memcpy(buf, m->data, bytes);
-    free(m);
+    if (m->eager) {
+        free(m);
+        return s;
+    }
+    pthread_mutex_lock(&job->mu);
+    m->done = true; /* the sender may return (and m go) from here on */
+    pthread_cond_broadcast(&job->cv);
+    pthread_mutex_unlock(&job->mu);
     return s;
 }
 
