@@ -45,7 +45,8 @@
 #           and 2B (128, 256): ours 1 stage (--layout auto: NHWC, and --layout
 #           nchw), 2 and 4 stages on cuda:0 (split 32), PyTorch eager bf16
 #           autocast channels_last (cudnn.benchmark on) and its torch.compile,
-#           with the goals ours / eager >= 1.15 and ours / compile >= 1.00
+#           with the goals ours / eager >= 1.15 and ours / compile >= 1.00;
+#           2 data-parallel replicas sharing cuda:0 in one process (batch B)
 #   part 5: bf16 correctness and the step's kernels (reads part 4's runs from
 #           the same results folder, or runs the 1-stage plan itself): the
 #           bf16 cross-check on cuda:0
@@ -966,6 +967,21 @@ part4() {
             fi
         done
     done
+
+    # Two data-parallel replicas sharing cuda:0 in one process (a thread each;
+    # NCCL refuses two ranks on one GPU, so the gradients are summed through
+    # the host): they run, and what sharing the GPU costs against 1 replica.
+    plan_for "r50-2rep-b$b1-bf16" "$b1" "$((b1 / 2))" "$steps" "$size" \
+        "  - {device: [cuda:0, cuda:0], layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, avgpool, fc]}" bf16
+    sed -i 's/^stages:$/replicas: 2\nstages:/' "$res/r50-2rep-b$b1-bf16.yaml"
+    if pr "2rep-b$b1-bf16" "$res/r50-2rep-b$b1-bf16.yaml" --steps "$steps" --device-map "$map"; then
+        rt=$(ratio "$pr_ips" "${ips[auto$b1]:-}")
+        row "ours bf16 2 replicas on one GPU in one process, batch $b1" ok \
+            "$pr_fig; ${rt:-?} of 1 replica's ${ips[auto$b1]:-?} img/s" "$last_cmd"
+    else
+        row "ours bf16 2 replicas on one GPU in one process, batch $b1" "$(result_of $?)" \
+            "$pr_fig" "$last_cmd"
+    fi
 
     # torch.compile last: compiling takes the longest and varies most
     for b in $b1 $b2; do

@@ -39,7 +39,7 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   device entry (exit 2); ranks named with replicas sharing a process, and an
   in-process plan under mpirun, are plan errors;
 - where a GPU is visible, two CUDA replicas on two ranks (NCCL sums with
-  two GPUs, the host path when both share one), and two CUDA stages on two
+  two GPUs, the host path when both share one) and in one process, and two CUDA stages on two
   ranks over an NCCL link (with two GPUs: the losses of one process; on one
   GPU: refused, naming the link);
 - faults: a rank killed mid-run ends the job within 30 s, with an error
@@ -352,6 +352,15 @@ if probe.returncode == 0:
           f"CUDA replicas ({'two GPUs, NCCL' if two_gpus else 'one GPU, host path'}): {losses}")
     check([x.get("ranks") for x in g.get("per_replica", [])] == [[0], [1]],
           f"CUDA replicas: per_replica {g.get('per_replica')}")
+    # The same two replicas in one process (a thread each, both on cuda:0 or
+    # one per GPU): the sums of the two-process run (host path on one GPU,
+    # NCCL within the process on two), so the losses agree within the
+    # kernels' rounding.
+    gin = train(write("gpu_inproc.yaml", in_process(gpu_plan.replace(
+        "@", "1" if two_gpus else "0"))))
+    b = gin.get("losses", [])
+    check(len(b) == 3 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(losses, b)) and
+          gin.get("ranks") == 1, f"CUDA replicas in one process: {b} vs {losses}")
     # Two CUDA stages on two ranks: an NCCL link carries activations and
     # gradients. With two GPUs the losses follow one process's (the same
     # kernels, so within rounding of the reduction order: 1e-5 relative);
