@@ -106,17 +106,24 @@ typedef struct run_arg {
     pp_error err;
 } run_arg;
 
+/* STEPS steps of pipe (when status is PP_OK), their losses into loss. */
+static pp_status run_steps(pp_pipeline *pipe, pp_status status, double *loss, pp_error *err)
+{
+    for (int i = 0; status == PP_OK && i < STEPS; i++) {
+        pp_step_result r;
+        status = pp_pipeline_step(pipe, &r, err);
+        if (status == PP_OK) loss[i] = r.loss;
+    }
+    return status;
+}
+
 static void *run_pipeline(void *p)
 {
     run_arg *a = p;
     pp_pipeline *pipe = NULL;
     pp_error_clear(&a->err);
     a->status = make_pipeline(&pipe, &a->err);
-    for (int i = 0; a->status == PP_OK && i < STEPS; i++) {
-        pp_step_result r;
-        a->status = pp_pipeline_step(pipe, &r, &a->err);
-        if (a->status == PP_OK) a->loss[i] = r.loss;
-    }
+    a->status = run_steps(pipe, a->status, a->loss, &a->err);
     pp_pipeline_free(pipe);
     return NULL;
 }
@@ -217,11 +224,7 @@ static void *run_rank(void *p)
     pp_error_clear(&a->err);
     pp_pipeline_options opts = {.comm = a->comm};
     a->status = make_replicated(&opts, &pipe, &a->err);
-    for (int i = 0; a->status == PP_OK && i < STEPS; i++) {
-        pp_step_result r;
-        a->status = pp_pipeline_step(pipe, &r, &a->err);
-        if (a->status == PP_OK) a->loss[i] = r.loss;
-    }
+    a->status = run_steps(pipe, a->status, a->loss, &a->err);
     if (a->status == PP_OK) a->status = pp_pipeline_save(pipe, a->save, true, &a->err);
     pp_pipeline_free(pipe);
     return NULL;
