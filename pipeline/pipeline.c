@@ -21,6 +21,7 @@
 #include "streams/executor.h"
 #include "streams/schedule.h"
 #include "streams/simulate.h"
+#include "streams/trace.h"
 
 static const pp_stage_ops pipe_stage_ops;
 static void name_rank_lanes(const pp_pipeline *p, pp_step_stats *st);
@@ -661,6 +662,7 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
         (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
         goto fail;
     if ((s = pipe_links_init(p, plan, err)) != PP_OK) goto fail;
+    if ((s = pipe_clocks_sync(p, err)) != PP_OK) goto fail;
     if ((s = setup_graphs(p, plan, opts ? opts->graphs : PP_PIPELINE_GRAPHS_PLAN, err)) != PP_OK)
         goto fail;
     *out = p;
@@ -1276,10 +1278,15 @@ pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_err
         return pp_error_set(err, PP_ERR_INVALID,
                             "pp_pipeline_write_trace: the pipeline was made without keep_trace");
     if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_write_trace: no path");
-    if (p->rank == 0) return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+    if (pp_comm_size(p->comm) < 2) return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+    /* a job: every rank's file on rank 0's clock (clocks.c) */
+    pp_trace_clock clock = {.rank = p->rank, .offset_ns = p->clock_offset_ns,
+                            .uncertainty_ns = p->clock_uncertainty_ns,
+                            .origin_ns = p->clock_origin_ns};
     char mine[4096];
-    PP_TRY(rank_path(path, p->rank, mine, sizeof mine, err));
-    return pp_trace_write_chrome(mine, p->trace, p->n_trace, err);
+    if (p->rank > 0) PP_TRY(rank_path(path, p->rank, mine, sizeof mine, err));
+    return pp_trace_write_chrome_aligned(p->rank > 0 ? mine : path, p->trace, p->n_trace,
+                                         &clock, err);
 }
 
 /* In a job, a kept step's lanes name their rank with their device

@@ -221,7 +221,10 @@ pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err);
  * process's streams. In a job of several processes every rank calls it and
  * writes its own file: rank 0 path, rank R path with ".rankR" before the
  * extension (run.json, run.rank1.json, ...); their devices read "rank1
- * cpu:0". Each file's times start at that rank's first kept step. */
+ * cpu:0". In one process the times start at the first kept step; in a job
+ * every file is on rank 0's clock, from the instant the job synchronised
+ * its clocks when the pipeline was made (offsets estimated then, written
+ * with their uncertainty in each file's otherData: streams/trace.h). */
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err);
 
 /* The plan's schedule, printed one line per stage ("stage 0: F0 F1 B0 ..."). */

@@ -140,6 +140,10 @@ struct pp_pipeline {
     int profile_step;            /* PP_PROFILE_STEP, or -1 (profile_range) */
     pp_step_stats *trace;        /* kept steps (keep_trace) */
     int n_trace;
+    /* the job's time base for traces (clocks.c; all 0 in one process) */
+    int64_t clock_offset_ns;     /* rank 0's clock minus this rank's */
+    int64_t clock_uncertainty_ns; /* half the best round trip of the estimate */
+    int64_t clock_origin_ns;     /* time zero of the job's trace files, on rank 0's clock */
 
     /* split rule of the plan, for batches of other sizes */
     int split_size, micro_batches; /* one of them > 0 */
@@ -253,6 +257,13 @@ pp_status pipe_sync_replica_state(struct pp_pipeline *p, pp_error *err);
  * replicas (all of them with grads_whole; else the buckets summed outside
  * the executor). Every replica gets the same bits. Every rank calls it. */
 pp_status pipe_sum_replica_grads(struct pp_pipeline *p, pp_error *err);
+
+/* ---- the job's clocks (clocks.c) ------------------------------------------- */
+
+/* In a job of several processes: estimates this rank's clock offset to
+ * rank 0's and the job's trace origin (collective: every rank calls it once,
+ * after the comm exists). Nothing in one process. */
+pp_status pipe_clocks_sync(struct pp_pipeline *p, pp_error *err);
 
 /* ---- links between ranks (links.c) ---------------------------------------- */
 
