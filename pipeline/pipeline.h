@@ -126,6 +126,11 @@ typedef struct pp_stage_report {
     double forward_ms;        /* median forward time of one micro-batch */
     double backward_ms;       /* median backward time of one micro-batch */
     double busy_frac;         /* median fraction of the step the stage computed */
+    double grads_ms;          /* replicas: median time of the sum of the stage's gradients
+                                 over its replicas (the bucket's grads_ready span; with
+                                 --grad-allreduce whole, the one sum of every gradient of
+                                 the stage's rank), waiting for the slowest replica
+                                 included; 0 without replicas */
     size_t peak_bytes;        /* high-water mark of memory on the stage's device */
     int max_in_flight;        /* most micro-batches whose activations were held at once */
 } pp_stage_report;

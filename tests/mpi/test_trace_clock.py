@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Traces of jobs of several processes (mpirun -np N
+"""Traces and gradient-sum times of jobs of several processes (mpirun -np N
 pipeline-run plan.yaml --trace FILE), on CPU devices of this machine.
 
 Usage: test_trace_clock.py PIPELINE_RUN SOURCE_ROOT
@@ -13,7 +13,11 @@ Usage: test_trace_clock.py PIPELINE_RUN SOURCE_ROOT
   last backward starts (the activation goes 0 -> 1, its gradient 1 -> 0),
   within the uncertainty; no span starts before the origin;
 - a one-process run's trace is as before: no otherData, times from the
-  first step's start.
+  first step's start;
+- grads_ms per stage: > 0 for every stage with replicas (buckets summed
+  during the backward, and one allreduce after it with --grad-allreduce
+  whole), a "grads ms" column in the summary table; absent without
+  replicas.
 Exits 77 (skip) where mpirun is missing or the build has no MPI."""
 import json
 import os
@@ -120,6 +124,18 @@ one = load("one.json")
 check(sorted(one) == ["displayTimeUnit", "traceEvents"], f"one process: keys {sorted(one)}")
 ts = [e["ts"] for e in one.get("traceEvents", []) if e.get("ph") == "X"]
 check(ts and 0 <= min(ts) < 1e6, f"one process: first span at {min(ts or [-1])} us")
+
+# 3. grads_ms: the time of each stage's gradient sum over the replicas.
+for extra in [(), ("--grad-allreduce", "whole")]:
+    rep, err = train(os.path.join(HERE, "replicas_local.yaml"), np=2, extra=extra)
+    got = [s.get("grads_ms") for s in rep.get("stages", [])]
+    check(len(got) == 2 and all(isinstance(g, (int, float)) and g > 0 for g in got),
+          f"replicas {' '.join(extra)}: grads_ms {got}")
+    check("grads ms" in err, f"replicas {' '.join(extra)}: no grads ms column:\n{err[-1500:]}")
+two, err = train(os.path.join(HERE, "two_rank.yaml"), np=2)
+check(two.get("stages") and all("grads_ms" not in s for s in two["stages"]),
+      f"no replicas: grads_ms in {two.get('stages')}")
+check("grads ms" not in err, "no replicas: a grads ms column")
 
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"test_trace_clock: {checks} checks, {failures} failed", file=sys.stderr)
