@@ -90,8 +90,11 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
         int len = snprintf(dev, sizeof dev, "rank%d:%s", sr.rank, sr.device);
         if (r.ranks > 1 && len > dev_width) dev_width = len;
     }
-    fprintf(f, "\n%-5s  %-*s  %-*s  %11s  %9s  %9s  %5s  %10s\n", "stage", dev_width, "device",
-            width, "layers", "params", "fwd ms", "bwd ms", "busy", "peak mem");
+    /* replicas: the time of each stage's gradient sum over them */
+    const bool grads = r.replicas > 1;
+    fprintf(f, "\n%-5s  %-*s  %-*s  %11s  %9s  %9s  %5s  %10s%s\n", "stage", dev_width, "device",
+            width, "layers", "params", "fwd ms", "bwd ms", "busy", "peak mem",
+            grads ? "   grads ms" : "");
     for (int s = 0; s < n; s++) {
         pp_stage_report sr;
         pp_pipeline_stage_report(p, s, &sr);
@@ -101,10 +104,12 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
         else
             snprintf(dev, sizeof dev, "%s", sr.device);
         const char *list = s < PP_PLAN_MAX_STAGES && lists[s] && lists[s][0] ? lists[s] : "(delay)";
-        fprintf(f, "%-5d  %-*s  %-*s  %11lld  %9.2f  %9.2f  %4.0f%%  %10s\n", s, dev_width, dev, width,
+        fprintf(f, "%-5d  %-*s  %-*s  %11lld  %9.2f  %9.2f  %4.0f%%  %10s", s, dev_width, dev, width,
                 list, (long long)sr.params, sr.forward_ms,
                 sr.backward_ms, 100 * sr.busy_frac,
                 pp_cli_bytes((double)sr.peak_bytes, mem, sizeof mem));
+        if (grads) fprintf(f, "  %9.2f", sr.grads_ms);
+        fputc('\n', f);
     }
     for (int s = 0; s < n && s < PP_PLAN_MAX_STAGES; s++) free(lists[s]);
     if (r.replicas > 1) print_replicas(f, p, r.replicas);
@@ -217,13 +222,15 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
         json_t *layers = json_array();
         for (int i = 0; i < sr.n_layers; i++)
             json_array_append_new(layers, json_string(sr.layers[i]));
-        json_array_append_new(
-            stages, json_pack("{s:s, s:i, s:o, s:I, s:o, s:o, s:o, s:I, s:i}", "device", sr.device,
-                              "rank", sr.rank,
-                              "layers", layers, "params", (json_int_t)sr.params, "forward_ms",
-                              json_num(sr.forward_ms), "backward_ms", json_num(sr.backward_ms),
-                              "busy_frac", json_num(sr.busy_frac), "peak_bytes",
-                              (json_int_t)sr.peak_bytes, "max_in_flight", sr.max_in_flight));
+        json_t *so = json_pack("{s:s, s:i, s:o, s:I, s:o, s:o, s:o, s:I, s:i}", "device",
+                               sr.device, "rank", sr.rank,
+                               "layers", layers, "params", (json_int_t)sr.params, "forward_ms",
+                               json_num(sr.forward_ms), "backward_ms", json_num(sr.backward_ms),
+                               "busy_frac", json_num(sr.busy_frac), "peak_bytes",
+                               (json_int_t)sr.peak_bytes, "max_in_flight", sr.max_in_flight);
+        /* replicas: the stage's gradient sum over them (absent without) */
+        if (so && r.replicas > 1) json_object_set_new(so, "grads_ms", json_num(sr.grads_ms));
+        json_array_append_new(stages, so);
     }
     json_object_set_new(o, "stages", stages);
     json_object_set_new(o, "ranks", json_integer(r.ranks));

@@ -21,6 +21,7 @@
 #include "streams/executor.h"
 #include "streams/schedule.h"
 #include "streams/simulate.h"
+#include "streams/trace.h"
 
 static const pp_stage_ops pipe_stage_ops;
 static void name_rank_lanes(const pp_pipeline *p, pp_step_stats *st);
@@ -662,6 +663,7 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
         (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
         goto fail;
     if ((s = pipe_links_init(p, plan, err)) != PP_OK) goto fail;
+    if ((s = pipe_clocks_sync(p, err)) != PP_OK) goto fail;
     if ((s = setup_graphs(p, plan, opts ? opts->graphs : PP_PIPELINE_GRAPHS_PLAN, err)) != PP_OK)
         goto fail;
     *out = p;
@@ -766,7 +768,8 @@ static pp_status grow_history(struct pp_pipeline *p, pp_error *err)
         *arrays[i] = a;
     }
     for (int s = 0; s < p->n_stages; s++) {
-        double **sa[] = {&p->stages[s].fwd_ms, &p->stages[s].bwd_ms, &p->stages[s].busy};
+        double **sa[] = {&p->stages[s].fwd_ms, &p->stages[s].bwd_ms, &p->stages[s].busy,
+                         &p->stages[s].grads_ms};
         for (size_t i = 0; i < sizeof sa / sizeof sa[0]; i++) {
             double *a = realloc(*sa[i], (size_t)cap * sizeof(double));
             if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
@@ -800,16 +803,23 @@ static pp_status share_replica_times(struct pp_pipeline *p, double step_ms, doub
 }
 
 /* Mean forward and backward time of one micro-batch on each stage, from the
- * spans of a step ("F3 stage1", "B0 stage0"). */
+ * spans of a step ("F3 stage1", "B0 stage0"), and the time of its gradient
+ * sum over the replicas: its "grads sN" lane's spans plus what was summed
+ * after the run. */
 static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
 {
     for (int s = 0; s < p->n_stages; s++) {
-        double f = 0, b = 0;
+        double f = 0, b = 0, g = 0;
         int nf = 0, nb = 0;
+        char grads_lane[32];
+        snprintf(grads_lane, sizeof grads_lane, "grads s%d", s);
         for (int i = 0; i < st->n_spans; i++) {
             const pp_trace_span *sp = &st->spans[i];
-            if (sp->lane != s) continue;
             double ms = (double)(sp->end_ns - sp->start_ns) / 1e6;
+            if (sp->lane >= 0 && sp->lane < st->n_lanes &&
+                strcmp(st->lanes[sp->lane].name, grads_lane) == 0)
+                g += ms;
+            if (sp->lane != s) continue;
             if (sp->name[0] == 'F') f += ms, nf++;
             else if (sp->name[0] == 'B') b += ms, nb++;
         }
@@ -817,6 +827,7 @@ static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
         ps->fwd_ms[p->steps_run] = nf ? f / nf : 0;
         ps->bwd_ms[p->steps_run] = nb ? b / nb : 0;
         ps->busy[p->steps_run] = st->busy_frac[s];
+        ps->grads_ms[p->steps_run] = g + ps->grads_after_ms;
     }
 }
 
@@ -830,15 +841,16 @@ static pp_status share_stage_times(struct pp_pipeline *p, pp_error *err)
     for (int s = 0; s < p->n_stages; s++) {
         pipe_stage *st = &p->stages[s];
         struct {
-            double fwd, bwd, busy;
+            double fwd, bwd, busy, grads;
             int64_t peak;
             int64_t in_flight;
-        } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], (int64_t)pp_device_peak_bytes(st->dev),
-               st->max_in_flight};
+        } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], st->grads_ms[k],
+               (int64_t)pp_device_peak_bytes(st->dev), st->max_in_flight};
         PP_TRY(pp_comm_broadcast(p->comm, p->home_rank[s], &v, sizeof v, err));
         st->fwd_ms[k] = v.fwd;
         st->bwd_ms[k] = v.bwd;
         st->busy[k] = v.busy;
+        st->grads_ms[k] = v.grads;
         st->peak_bytes = (size_t)v.peak;
         st->max_in_flight = (int)v.in_flight;
     }
@@ -1178,6 +1190,7 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     out->forward_ms = median_after_warmup(st->fwd_ms, p->steps_run);
     out->backward_ms = median_after_warmup(st->bwd_ms, p->steps_run);
     out->busy_frac = median_after_warmup(st->busy, p->steps_run);
+    out->grads_ms = median_after_warmup(st->grads_ms, p->steps_run);
     out->peak_bytes = stage_here(p, stage) ? pp_device_peak_bytes(st->dev) : st->peak_bytes;
     out->max_in_flight = st->max_in_flight;
 }
@@ -1277,10 +1290,15 @@ pp_status pipe_write_trace_rank(const pp_pipeline *p, const char *path, pp_error
         return pp_error_set(err, PP_ERR_INVALID,
                             "pp_pipeline_write_trace: the pipeline was made without keep_trace");
     if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_write_trace: no path");
-    if (p->rank == 0) return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+    if (pp_comm_size(p->comm) < 2) return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+    /* a job: every rank's file on rank 0's clock (clocks.c) */
+    pp_trace_clock clock = {.rank = p->rank, .offset_ns = p->clock_offset_ns,
+                            .uncertainty_ns = p->clock_uncertainty_ns,
+                            .origin_ns = p->clock_origin_ns};
     char mine[4096];
-    PP_TRY(rank_path(path, p->rank, mine, sizeof mine, err));
-    return pp_trace_write_chrome(mine, p->trace, p->n_trace, err);
+    if (p->rank > 0) PP_TRY(rank_path(path, p->rank, mine, sizeof mine, err));
+    return pp_trace_write_chrome_aligned(p->rank > 0 ? mine : path, p->trace, p->n_trace,
+                                         &clock, err);
 }
 
 /* In a job, a kept step's lanes name their rank with their device

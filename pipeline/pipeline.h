@@ -132,6 +132,11 @@ typedef struct pp_stage_report {
     double forward_ms;        /* median forward time of one micro-batch */
     double backward_ms;       /* median backward time of one micro-batch */
     double busy_frac;         /* median fraction of the step the stage computed */
+    double grads_ms;          /* replicas: median time of the sum of the stage's gradients
+                                 over its replicas (the bucket's grads_ready span; with
+                                 --grad-allreduce whole, the one sum of every gradient of
+                                 the stage's rank), waiting for the slowest replica
+                                 included; 0 without replicas */
     size_t peak_bytes;        /* high-water mark of memory on the stage's device */
     int max_in_flight;        /* most micro-batches whose activations were held at once */
 } pp_stage_report;
@@ -229,7 +234,10 @@ pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err);
  * process's streams. In a job of several processes every rank calls it and
  * writes its own file: rank 0 path, rank R path with ".rankR" before the
  * extension (run.json, run.rank1.json, ...); their devices read "rank1
- * cpu:0". Each file's times start at that rank's first kept step. */
+ * cpu:0". In one process the times start at the first kept step; in a job
+ * every file is on rank 0's clock, from the instant the job synchronised
+ * its clocks when the pipeline was made (offsets estimated then, written
+ * with their uncertainty in each file's otherData: streams/trace.h). */
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err);
 
 /* The plan's schedule, printed one line per stage ("stage 0: F0 F1 B0 ..."). */

@@ -43,6 +43,10 @@ typedef struct pipe_stage {
     const char **layers;         /* (n_layers) pointers into layer_names */
     /* per-step timings, one entry per step run */
     double *fwd_ms, *bwd_ms, *busy;
+    double *grads_ms;            /* replicas: the sum of the stage's gradients over them
+                                  * (its grads_ready lane's span, or the wall time of the
+                                  * sum after the run); 0 without replicas */
+    double grads_after_ms;       /* this step's sum after the run (replicas.c), else 0 */
     /* graphs: the batch norms' pending counts when a capture began (to undo
      * the capture's forwards if it is refused) */
     int64_t *counts;             /* (n_counts) */
@@ -144,6 +148,10 @@ struct pp_pipeline {
     int profile_step;            /* PP_PROFILE_STEP, or -1 (profile_range) */
     pp_step_stats *trace;        /* kept steps (keep_trace) */
     int n_trace;
+    /* the job's time base for traces (clocks.c; all 0 in one process) */
+    int64_t clock_offset_ns;     /* rank 0's clock minus this rank's */
+    int64_t clock_uncertainty_ns; /* half the best round trip of the estimate */
+    int64_t clock_origin_ns;     /* time zero of the job's trace files, on rank 0's clock */
 
     /* split rule of the plan, for batches of other sizes */
     int split_size, micro_batches; /* one of them > 0 */
@@ -267,8 +275,16 @@ pp_status pipe_sync_replica_state(struct pp_pipeline *p, pp_error *err);
 
 /* After this replica's run: sums the gradients not yet summed over the
  * replicas (all of them with grads_whole; else the buckets summed outside
- * the executor). Every replica gets the same bits. Every rank calls it. */
+ * the executor). Every replica gets the same bits. Every rank calls it.
+ * Sets each stage's grads_after_ms (the time of its sum here, else 0). */
 pp_status pipe_sum_replica_grads(struct pp_pipeline *p, pp_error *err);
+
+/* ---- the job's clocks (clocks.c) ------------------------------------------- */
+
+/* In a job of several processes: estimates this rank's clock offset to
+ * rank 0's and the job's trace origin (collective: every rank calls it once,
+ * after the comm exists). Nothing in one process. */
+pp_status pipe_clocks_sync(struct pp_pipeline *p, pp_error *err);
 
 /* ---- links between ranks (links.c) ---------------------------------------- */
 

@@ -9,6 +9,7 @@
 
 #include "pipeline/pipeline_internal.h"
 #include "runtime/core/batch_split.h"
+#include "streams/stream.h"
 
 /* The replica whose stages include one on this rank; -1 when none does.
  * Replicas in one process (replicas_in_process): replica r is rank r of the
@@ -141,8 +142,10 @@ void pipe_replicas_free(struct pp_pipeline *p)
         p->stages[s].nccl = NULL;
         pp_comm_group_free(p->stages[s].group);
         free(p->stages[s].bucket);
+        free(p->stages[s].grads_ms); /* grown with the other timings (pipeline.c) */
         p->stages[s].group = NULL;
         p->stages[s].bucket = NULL;
+        p->stages[s].grads_ms = NULL;
     }
     free(p->grad_buf);
     p->grad_buf = NULL;
@@ -239,16 +242,17 @@ static pp_status sum_buckets_left(struct pp_pipeline *p, pp_error *err)
     for (int s = 0; s < p->n_stages; s++) {
         pipe_stage *st = &p->stages[s];
         if (!stage_here(p, s) || st->bucket_in_lane) continue;
+        int64_t t0 = pp_stream_clock_ns();
         if (pipe_sum_bucket(st, NULL, err) != PP_OK)
             return pp_error_prefix(err, "stage %d (%s) gradients", s, st->dev->name);
+        st->grads_after_ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
     }
     return PP_OK;
 }
 
-pp_status pipe_sum_replica_grads(struct pp_pipeline *p, pp_error *err)
+/* The one sum of every gradient (grads_whole). */
+static pp_status sum_whole(struct pp_pipeline *p, pp_error *err)
 {
-    if (p->replicas < 2) return PP_OK;
-    if (!p->grads_whole) return sum_buckets_left(p, err);
     size_t off = 0;
     for (int s = 0; s < p->n_stages; s++)
         for (int i = 0; i < pp_stage_param_count(p->stages[s].model); i++) {
@@ -270,5 +274,18 @@ pp_status pipe_sum_replica_grads(struct pp_pipeline *p, pp_error *err)
                 PP_TRY(pp_tensor_from_host(g, p->grad_buf + off, n * sizeof(float), err));
             off += n;
         }
+    return PP_OK;
+}
+
+pp_status pipe_sum_replica_grads(struct pp_pipeline *p, pp_error *err)
+{
+    for (int s = 0; s < p->n_stages; s++) p->stages[s].grads_after_ms = 0;
+    if (p->replicas < 2) return PP_OK;
+    if (!p->grads_whole) return sum_buckets_left(p, err);
+    int64_t t0 = pp_stream_clock_ns();
+    PP_TRY(sum_whole(p, err));
+    double ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
+    for (int s = 0; s < p->n_stages; s++)
+        if (stage_here(p, s)) p->stages[s].grads_after_ms = ms;
     return PP_OK;
 }

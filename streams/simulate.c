@@ -1,6 +1,7 @@
 /* simulate.c - list-scheduling prediction of a schedule's step (simulate.h). */
 #include "streams/simulate.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,38 @@ double pp_sim_allreduce_ms(double bytes, int r, double gbps, double latency_ms)
     return rounds * latency_ms + (gbps > 0 ? rounds / r * bytes / (gbps * 1e9) * 1e3 : 0.0);
 }
 
+double pp_sim_allreduce_hier_ms(double bytes, int local, int nodes, double intra_gbps,
+                                double intra_latency_ms, double inter_gbps,
+                                double inter_latency_ms)
+{
+    if (local < 1) local = 1;
+    return pp_sim_allreduce_ms(bytes, local, intra_gbps, intra_latency_ms) +
+           pp_sim_allreduce_ms(bytes / local, nodes, inter_gbps, inter_latency_ms);
+}
+
+/* Whether c's replicas span several nodes. */
+static bool several_nodes(const pp_sim_costs *c)
+{
+    return c->replicas_per_node > 0 && c->replicas_per_node < c->replicas;
+}
+
+double pp_sim_stage_allreduce_ms(const pp_sim_costs *c, double bytes,
+                                 pp_sim_allreduce_algo *used)
+{
+    if (used) *used = PP_SIM_ALLREDUCE_FLAT;
+    if (c->replicas <= 1) return 0.0;
+    if (!several_nodes(c))
+        return pp_sim_allreduce_ms(bytes, c->replicas, c->link_gbps, c->link_latency_ms);
+    double flat = pp_sim_allreduce_ms(bytes, c->replicas, c->node_gbps, c->node_latency_ms);
+    double hier = pp_sim_allreduce_hier_ms(bytes, c->replicas_per_node,
+                                           c->replicas / c->replicas_per_node, c->link_gbps,
+                                           c->link_latency_ms, c->node_gbps, c->node_latency_ms);
+    bool take_hier = c->allreduce == PP_SIM_ALLREDUCE_HIER ||
+                     (c->allreduce == PP_SIM_ALLREDUCE_AUTO && hier < flat);
+    if (used && take_hier) *used = PP_SIM_ALLREDUCE_HIER;
+    return take_hier ? hier : flat;
+}
+
 void pp_sim_result_free(pp_sim_result *res)
 {
     if (!res) return;
@@ -55,6 +88,15 @@ pp_status pp_simulate(const pp_schedule *s, const pp_sim_costs *c, pp_sim_result
     if (c->replicas > 1 && (!c->grad_bytes || !(c->link_gbps > 0) || c->link_latency_ms < 0))
         return pp_error_set(err, PP_ERR_INVALID, "simulate: replicas need grad_bytes, a "
                             "positive link_gbps and a latency >= 0");
+    if (c->replicas > 1 && several_nodes(c) &&
+        (c->replicas % c->replicas_per_node != 0 || !(c->node_gbps > 0) ||
+         c->node_latency_ms < 0))
+        return pp_error_set(err, PP_ERR_INVALID, "simulate: %d replicas, %d per node: the "
+                            "nodes must hold equal shares, and need a positive node_gbps and "
+                            "a node latency >= 0", c->replicas, c->replicas_per_node);
+    if ((unsigned)c->allreduce > PP_SIM_ALLREDUCE_HIER)
+        return pp_error_set(err, PP_ERR_INVALID, "simulate: unknown allreduce algorithm %d",
+                            (int)c->allreduce);
     pp_program p;
     PP_TRY(pp_program_build(s, c->slots > 0 ? c->slots : PP_DEFAULT_SLOTS, &p, err));
     double *lane_end = calloc((size_t)p.n_lanes, sizeof *lane_end);
@@ -94,9 +136,10 @@ pp_status pp_simulate(const pp_schedule *s, const pp_sim_costs *c, pp_sim_result
             for (int k = 0; k < p.n_items; k++)
                 if (p.items[k].kind == PP_PROG_B && p.items[k].stage == st && end[k] > last_b)
                     last_b = end[k];
-            double ar = pp_sim_allreduce_ms(c->grad_bytes[st], c->replicas, c->link_gbps,
-                                            c->link_latency_ms);
+            pp_sim_allreduce_algo used;
+            double ar = pp_sim_stage_allreduce_ms(c, c->grad_bytes[st], &used);
             res->allreduce_ms += ar;
+            res->hier_stages += used == PP_SIM_ALLREDUCE_HIER;
             if (last_b + ar > step) step = last_b + ar;
         }
     }

@@ -14,10 +14,36 @@
  *
  * Jobs of several processes: a boundary between two processes is a message,
  * costed by pp_sim_message_ms (pass it as that boundary's copy cost). With
- * replicas > 1, each stage's gradients are summed over the replicas by a ring
- * allreduce (pp_sim_allreduce_ms) on a lane of the stage's own that starts
- * when the stage's last backward ends, so it overlaps the earlier stages'
- * backward; the step ends when the last sum does.
+ * replicas > 1, each stage's gradients are summed over the replicas by an
+ * allreduce on a lane of the stage's own that starts when the stage's last
+ * backward ends, so it overlaps the earlier stages' backward; the step ends
+ * when the last sum does.
+ *
+ * The allreduce of B bytes over R replicas, with link bandwidths in bytes/ms
+ * and latencies per message (pp_sim_costs.allreduce picks the algorithm):
+ *
+ *   flat ring (pp_sim_allreduce_ms), every replica in one ring over the
+ *   slowest link it crosses (the node link when the replicas span several
+ *   nodes, else the link within the node):
+ *       ring(B, R, bw, lat) = 2(R-1)/R x B / bw + 2(R-1) x lat
+ *
+ *   hierarchical (pp_sim_allreduce_hier_ms), NCCL's pattern across nodes,
+ *   for R = L x N replicas, L in each of N nodes: reduce-scatter within each
+ *   node over the L local replicas (intra link), then each local replica
+ *   sums its shard of B/L with its counterparts of the other N - 1 nodes by
+ *   a ring over the node link (the L shards at once, each over its own
+ *   process's share of the network), then all-gather within the node:
+ *       hier(B, L, N) = 2(L-1)/L x B / bw_intra + 2(L-1) x lat_intra
+ *                     + 2(N-1)/N x (B/L) / bw_inter + 2(N-1) x lat_inter
+ *                     = ring(B, L, intra) + ring(B/L, N, inter)
+ *   With N = 1 it is the flat ring within the node; with L = 1 the flat
+ *   ring over the node link. It cuts the latency term from 2(R-1) messages
+ *   over the slow link to 2(N-1), and the bytes each process sends there by
+ *   L, at the price of the (fast) steps within the node.
+ *
+ *   automatic (the default): one node -> the flat ring within it; several
+ *   nodes -> the cheaper of the two for each stage's bytes, as NCCL picks
+ *   its algorithm by message size.
  */
 #ifndef PP_SIMULATE_H
 #define PP_SIMULATE_H
@@ -28,6 +54,13 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* How replicas sum their gradients (see the header). */
+typedef enum pp_sim_allreduce_algo {
+    PP_SIM_ALLREDUCE_AUTO = 0,  /* one node: flat; several: the cheaper per stage */
+    PP_SIM_ALLREDUCE_FLAT,      /* one ring over every replica */
+    PP_SIM_ALLREDUCE_HIER,      /* within the node, across nodes, within the node */
+} pp_sim_allreduce_algo;
 
 typedef struct pp_sim_costs {
     int stages;                 /* must equal the schedule's S */
@@ -42,8 +75,15 @@ typedef struct pp_sim_costs {
                                    (0 = the executor's default, 2) */
     int replicas;               /* data-parallel replicas; <= 1: no gradient sum */
     const double *grad_bytes;   /* (S) bytes of each stage's parameter gradients (replicas) */
-    double link_gbps;           /* bandwidth between processes, GB/s (1e9 bytes/s), > 0 */
+    double link_gbps;           /* bandwidth between processes, GB/s (1e9 bytes/s), > 0
+                                   (within a node, when replicas_per_node is set) */
     double link_latency_ms;     /* latency of one message between processes */
+    int replicas_per_node;      /* replicas of a stage that share a node; 0 or >= replicas:
+                                   all in one node (link_*); else it must divide replicas,
+                                   and the nodes are joined by node_* */
+    double node_gbps;           /* between nodes, per process, GB/s, > 0 (several nodes) */
+    double node_latency_ms;     /* latency of one message between nodes, >= 0 */
+    pp_sim_allreduce_algo allreduce; /* several nodes: which allreduce (AUTO: cheaper) */
 } pp_sim_costs;
 
 /* Milliseconds to send one message of bytes over a link: latency + bytes /
@@ -54,6 +94,19 @@ double pp_sim_message_ms(double bytes, double gbps, double latency_ms);
  * bytes / bandwidth, plus 2(r-1) messages' latency (reduce-scatter then
  * all-gather, r-1 rounds each). 0 for r <= 1. */
 double pp_sim_allreduce_ms(double bytes, int r, double gbps, double latency_ms);
+
+/* Milliseconds of a hierarchical allreduce of bytes over local x nodes
+ * processes (local in each node): ring(bytes, local, intra) +
+ * ring(bytes / local, nodes, inter), see the header. 0 for one process. */
+double pp_sim_allreduce_hier_ms(double bytes, int local, int nodes, double intra_gbps,
+                                double intra_latency_ms, double inter_gbps,
+                                double inter_latency_ms);
+
+/* Milliseconds of one stage's gradient sum of bytes over c's replicas, by
+ * c->allreduce over c's links; *used (may be NULL) says which algorithm was
+ * taken (FLAT or HIER). 0 without replicas. */
+double pp_sim_stage_allreduce_ms(const pp_sim_costs *c, double bytes,
+                                 pp_sim_allreduce_algo *used);
 
 /* One predicted item, for predicted traces. */
 typedef struct pp_sim_item {
@@ -68,6 +121,7 @@ typedef struct pp_sim_result {
     int stages;
     double *busy_ms;            /* (S) compute time per stage */
     double allreduce_ms;        /* replicas: the sum of every stage's allreduce time (0 without) */
+    int hier_stages;            /* replicas: stages whose sum took the hierarchical allreduce */
     int n_items;
     pp_sim_item *items;         /* (n_items) in issue order */
 } pp_sim_result;

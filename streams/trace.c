@@ -9,12 +9,17 @@
  * event per span with ts and dur in microseconds from steps[0].t0_ns, cat
  * "compute" or "copy", args {step, bytes}. The file is built with jansson and
  * replaced atomically, so a reader never sees half a trace.
+ *
+ * pp_trace_write_chrome_aligned (trace.h) writes a process of a job: the
+ * same events, times shifted onto rank 0's clock from the job's origin, and
+ * an "otherData" object with the clock offset and its uncertainty.
  */
 #include <jansson.h>
 #include <string.h>
 
 #include "runtime/core/path.h"
 #include "streams/executor.h"
+#include "streams/trace.h"
 
 /* The pid of lane l: the first lane on the same device. */
 static int lane_pid(const pp_step_stats *st, int l)
@@ -30,8 +35,9 @@ static json_t *metadata(const char *what, int pid, int tid, json_t *args)
                      "args", args);
 }
 
-/* Appends the events of every step to events; false when out of memory. */
-static bool add_events(json_t *events, const pp_step_stats *steps, int n_steps)
+/* Appends the events of every step to events, times in microseconds from
+ * origin (on this process's clock); false when out of memory. */
+static bool add_events(json_t *events, const pp_step_stats *steps, int n_steps, int64_t origin)
 {
     int rc = 0;
     const pp_step_stats *st0 = &steps[0];
@@ -47,7 +53,6 @@ static bool add_events(json_t *events, const pp_step_stats *steps, int n_steps)
         rc |= json_array_append_new(
             events, metadata("thread_sort_index", pid, l, json_pack("{s:i}", "sort_index", l)));
     }
-    const int64_t origin = st0->t0_ns;
     static const char *const how[] = {"eager", "captured", "replayed"};
     for (int k = 0; k < n_steps; k++) {
         const pp_step_stats *st = &steps[k];
@@ -68,8 +73,24 @@ static bool add_events(json_t *events, const pp_step_stats *steps, int n_steps)
     return rc == 0;
 }
 
+/* The otherData object of a job's file (see trace.h). */
+static json_t *clock_data(const pp_trace_clock *c)
+{
+    return json_pack("{s:i, s:i, s:f, s:f, s:s}", "rank", c->rank, "clock_reference_rank", 0,
+                     "clock_offset_us", (double)c->offset_ns / 1e3, "clock_uncertainty_us",
+                     (double)c->uncertainty_ns / 1e3, "time_origin",
+                     "rank 0's clock when the job synchronised its clocks (pipeline start)");
+}
+
 pp_status pp_trace_write_chrome(const char *path, const pp_step_stats *steps, int n_steps,
                                 pp_error *err)
+{
+    return pp_trace_write_chrome_aligned(path, steps, n_steps, NULL, err);
+}
+
+pp_status pp_trace_write_chrome_aligned(const char *path, const pp_step_stats *steps,
+                                        int n_steps, const pp_trace_clock *clock,
+                                        pp_error *err)
 {
     if (!path) return pp_error_set(err, PP_ERR_INVALID, "trace: no path given");
     if (n_steps < 0)
@@ -79,7 +100,13 @@ pp_status pp_trace_write_chrome(const char *path, const pp_step_stats *steps, in
                             n_steps);
     json_t *events = json_array();
     json_t *root = json_pack("{s:s, s:o}", "displayTimeUnit", "ms", "traceEvents", events);
-    if (!root || (n_steps > 0 && !add_events(events, steps, n_steps))) {
+    /* this process's clock reads origin_ns - offset_ns at the job's origin */
+    int64_t origin = clock ? clock->origin_ns - clock->offset_ns : n_steps > 0 ? steps[0].t0_ns : 0;
+    if (root && clock && json_object_set_new(root, "otherData", clock_data(clock)) != 0) {
+        json_decref(root);
+        root = NULL;
+    }
+    if (!root || (n_steps > 0 && !add_events(events, steps, n_steps, origin))) {
         json_decref(root);
         return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory building the trace", path);
     }

@@ -15,13 +15,21 @@
  *     takes 128 S images in micro-batches of 32 (m = 4 S), 1F1B.
  *   - A replica's stages sit in one node (S <= 8): activations and their
  *     gradients (bf16) move over NVLink, NVLINK GB/s and 5 us per message.
- *   - Each stage's fp32 gradients are summed over its R replicas by a ring
- *     allreduce (2 (R-1)/R bytes per GPU) that starts when the stage's last
- *     backward ends and overlaps the earlier stages' backward; over NVLink
- *     when the R replicas fit in one node (S R <= 8), else over the node's
- *     network at NET GB/s per GPU (400 Gb/s = 50 GB/s) and 10 us per message.
- *     A flat ring over the slowest link: NCCL's hierarchical and tree
- *     algorithms do better at 512 GPUs, so these are pessimistic there.
+ *   - Each stage's fp32 gradients are summed over its R replicas by an
+ *     allreduce that starts when the stage's last backward ends and overlaps
+ *     the earlier stages' backward. When the R replicas fit in one node
+ *     (S R <= 8): a ring over NVLink. Else each node holds L = 8 / S
+ *     replicas of the stage and N = R / L nodes take part, joined by the
+ *     network at NET GB/s per GPU (400 Gb/s = 50 GB/s) and 10 us per
+ *     message; two models, both printed (simulate.h has the formulas):
+ *       flat: one ring of all R replicas over the network,
+ *             2(R-1)/R x bytes / NET + 2(R-1) x 10 us;
+ *       hier: NCCL's pattern across nodes: reduce-scatter over NVLink
+ *             within the node, a ring of the node's shards (bytes / L)
+ *             across the N nodes over the network, all-gather over NVLink:
+ *             2(L-1)/L x bytes / NVLINK + 2(L-1) x 5 us
+ *             + 2(N-1)/N x bytes / L / NET + 2(N-1) x 10 us.
+ *     Tree algorithms (NCCL's other choice) are not modelled.
  *   - The optimizer step (SGD with momentum) reads and writes 5 fp32 words
  *     per parameter at HBM_GBPS (3350 GB/s).
  *
@@ -88,8 +96,12 @@ static int cut(const world *w, int s, stages *out, pp_error *err)
     return 0;
 }
 
-static int predict(const world *w, int s, int r, double *step_ms, double *bubble,
-                   double *allreduce_ms)
+/* One prediction: the step of S stages x R replicas, the gradient sums by algo. */
+typedef struct prediction {
+    double step_ms, bubble, allreduce_ms;
+} prediction;
+
+static int predict(const world *w, int s, int r, pp_sim_allreduce_algo algo, prediction *out)
 {
     pp_error err;
     stages st;
@@ -116,8 +128,12 @@ static int predict(const world *w, int s, int r, double *step_ms, double *bubble
         .ref_mb_size = MB,
         .replicas = r,
         .grad_bytes = st.grad_bytes,
-        .link_gbps = in_node ? w->nvlink_gbps : w->net_gbps,
-        .link_latency_ms = in_node ? NVLINK_LATENCY_MS : NET_LATENCY_MS,
+        .link_gbps = w->nvlink_gbps,
+        .link_latency_ms = NVLINK_LATENCY_MS,
+        .replicas_per_node = in_node ? 0 : GPUS_PER_NODE / s,
+        .node_gbps = w->net_gbps,
+        .node_latency_ms = NET_LATENCY_MS,
+        .allreduce = algo,
     };
     pp_sim_result res;
     pp_status rc = pp_simulate(&sched, &c, &res, &err);
@@ -126,9 +142,7 @@ static int predict(const world *w, int s, int r, double *step_ms, double *bubble
         fprintf(stderr, "bench_scaling: simulate: %s\n", err.msg);
         return -1;
     }
-    *step_ms = res.step_ms;
-    *bubble = res.bubble;
-    *allreduce_ms = res.allreduce_ms;
+    *out = (prediction){res.step_ms, res.bubble, res.allreduce_ms};
     pp_sim_result_free(&res);
     return 0;
 }
@@ -158,24 +172,34 @@ int main(int argc, char **argv)
     printf("one H100: %.0f images/s; NVLink %.0f GB/s; network %.0f GB/s per GPU; "
            "%d GPUs per node\n\n",
            w.one_gpu, w.nvlink_gbps, w.net_gbps, GPUS_PER_NODE);
-    printf("%5s  %6s  %8s  %8s  %8s  %9s  %11s  %10s\n", "GPUs", "stages", "replicas",
-           "batch", "step ms", "bubble %", "allreduce ms", "efficiency");
+    printf("allreduce: flat = one ring of all replicas over the slowest link; hier = within "
+           "the node over NVLink, across nodes over the network (the same within one node)\n\n");
+    printf("%5s  %6s  %8s  %8s  | %-34s | %-34s\n", "", "", "", "", "flat ring (PREDICTED)",
+           "hierarchical (PREDICTED)");
+    printf("%5s  %6s  %8s  %8s  | %7s  %6s  %9s  %6s | %7s  %6s  %9s  %6s\n", "GPUs", "stages",
+           "replicas", "batch", "step ms", "bubble", "allreduce", "eff.", "step ms", "bubble",
+           "allreduce", "eff.");
     static const int gpus[] = {8, 64, 512};
     static const int split[] = {1, 2, 4, 8};
     for (size_t g = 0; g < sizeof gpus / sizeof gpus[0]; g++) {
         for (size_t k = 0; k < sizeof split / sizeof split[0]; k++) {
             const int s = split[k], r = gpus[g] / s;
-            double step_ms, bubble, ar;
-            if (predict(&w, s, r, &step_ms, &bubble, &ar) != 0) {
+            prediction flat, hier;
+            if (predict(&w, s, r, PP_SIM_ALLREDUCE_FLAT, &flat) != 0 ||
+                predict(&w, s, r, PP_SIM_ALLREDUCE_HIER, &hier) != 0) {
                 pp_catalogue_free(&cat);
                 return 1;
             }
             const double batch = (double)PER_GPU * gpus[g];
-            const double images_s = batch * 1000.0 / step_ms;
-            printf("%5d  %6d  %8d  %8.0f  %8.1f  %9.1f  %11.2f  %9.1f%%\n", gpus[g], s, r, batch,
-                   step_ms, 100.0 * bubble, ar, 100.0 * images_s / (gpus[g] * w.one_gpu));
+            const double ideal = gpus[g] * w.one_gpu / 1000.0; /* images per ms */
+            printf("%5d  %6d  %8d  %8.0f  | %7.1f  %5.1f%%  %6.2f ms  %5.1f%% | %7.1f  %5.1f%%  "
+                   "%6.2f ms  %5.1f%%\n",
+                   gpus[g], s, r, batch, flat.step_ms, 100.0 * flat.bubble, flat.allreduce_ms,
+                   100.0 * batch / flat.step_ms / ideal, hier.step_ms, 100.0 * hier.bubble,
+                   hier.allreduce_ms, 100.0 * batch / hier.step_ms / ideal);
         }
     }
+    printf("\nallreduce: the sum over every stage of its gradient sum's time (per step)\n");
     pp_catalogue_free(&cat);
     return 0;
 fail:
