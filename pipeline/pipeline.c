@@ -1114,8 +1114,8 @@ pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
                 PP_TRY(batch_run_make(p, &p->eval_tail, count, PP_SCHEDULE_FORWARD, err));
             run = &p->eval_tail;
         }
-        PP_TRY(pp_data_read(p->eval_data, pos, count, p->host_eval_images, p->host_eval_labels,
-                            err));
+        PP_TRY(pipe_prefetch_read(p->prefetch, p->eval_data, pos, count, p->host_eval_images,
+                                  p->host_eval_labels, err));
         p->io = (run_io){.run = run, .train = false, .images = &p->eval_images,
                          .labels = &p->eval_labels, .losses = &p->eval_losses,
                          .corrects = &p->eval_corrects, .dlogits = &p->eval_dlogits,

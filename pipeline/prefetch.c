@@ -1,8 +1,8 @@
 /*
- * prefetch.c - the next training batch is read on a worker thread while the
- * current step runs, into the second of two host buffer sets (page-locked on
- * CUDA), so that the devices do not wait for the host to decode, generate or
- * normalise the data between steps.
+ * prefetch.c - the next training batch is read while the current step runs,
+ * into the second of two host buffer sets (page-locked on CUDA), so that the
+ * devices do not wait for the host to decode, generate or normalise the data
+ * between steps; and every batch is read on several threads.
  *
  * Buffers alternate step by step: step k uses set k % 2 (whether its batch
  * was prefetched or, on a miss, read at once), and the worker fills the other
@@ -11,8 +11,19 @@
  * the one asked for (position and count); otherwise it is dropped and read
  * again, so results never depend on prefetching. One job at a time; the
  * caller's thread never reads the data source while a job is pending.
+ *
+ * Threads: the prefetcher owns a data reader (runtime/data_reader.h) of
+ * PP_READ_THREADS threads (default: online CPUs, at most 8). The worker
+ * thread reads a prefetched batch through it (the worker is one of those
+ * threads), a miss is read through it on the caller's thread, and so are
+ * evaluation batches (pipe_prefetch_read). The reader spreads a batch's
+ * samples over its threads and gives the bytes one thread would, so the
+ * thread count never changes results. It reads one batch at a time: an
+ * evaluation read waits for a prefetch in progress to end.
  */
 #include "pipeline/pipeline_internal.h"
+
+#include "runtime/data_reader.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -20,6 +31,7 @@
 
 struct pipe_prefetch {
     pp_data *data;
+    pp_data_reader *reader;
     float *images[2];
     int32_t *labels[2];
     int last;                  /* the set the last step used */
@@ -49,7 +61,8 @@ static void *worker(void *arg)
         const int64_t pos = pf->pos;
         pthread_mutex_unlock(&pf->mu);
         pp_error err;
-        pp_status st = pp_data_read(pf->data, pos, count, pf->images[slot], pf->labels[slot], &err);
+        pp_status st = pp_data_reader_read(pf->reader, pf->data, pos, count, pf->images[slot],
+                                           pf->labels[slot], &err);
         pthread_mutex_lock(&pf->mu);
         pf->st = st;
         pf->err = err;
@@ -65,8 +78,15 @@ pp_status pipe_prefetch_new(pp_data *data, float *const images[2], int32_t *cons
                             pipe_prefetch **out, pp_error *err)
 {
     *out = NULL;
+    int threads;
+    PP_TRY(pp_data_reader_threads_from_env(&threads, err));
     pipe_prefetch *pf = calloc(1, sizeof *pf);
     if (!pf) return pp_error_set(err, PP_ERR_OOM, "out of host memory (prefetch)");
+    pp_status s = pp_data_reader_new(threads, &pf->reader, err);
+    if (s != PP_OK) {
+        free(pf);
+        return s;
+    }
     pf->data = data;
     for (int i = 0; i < 2; i++) {
         pf->images[i] = images[i];
@@ -94,6 +114,7 @@ void pipe_prefetch_free(pipe_prefetch *pf)
     pthread_cond_broadcast(&pf->cv);
     pthread_mutex_unlock(&pf->mu);
     if (pf->started) pthread_join(pf->thread, NULL);
+    pp_data_reader_free(pf->reader);
     pthread_cond_destroy(&pf->cv);
     pthread_mutex_destroy(&pf->mu);
     free(pf);
@@ -110,7 +131,9 @@ pp_status pipe_prefetch_get(pipe_prefetch *pf, int64_t pos, int count, int64_t n
                      pf->st == PP_OK;
     pf->done = false;
     pthread_mutex_unlock(&pf->mu);
-    if (!hit) PP_TRY(pp_data_read(pf->data, pos, count, pf->images[use], pf->labels[use], err));
+    if (!hit)
+        PP_TRY(pp_data_reader_read(pf->reader, pf->data, pos, count, pf->images[use],
+                                   pf->labels[use], err));
     pf->last = use;
     *images = pf->images[use];
     *labels = pf->labels[use];
@@ -128,4 +151,10 @@ pp_status pipe_prefetch_get(pipe_prefetch *pf, int64_t pos, int count, int64_t n
     pthread_cond_broadcast(&pf->cv);
     pthread_mutex_unlock(&pf->mu);
     return PP_OK;
+}
+
+pp_status pipe_prefetch_read(pipe_prefetch *pf, pp_data *src, int64_t pos, int count,
+                             float *images, int32_t *labels, pp_error *err)
+{
+    return pp_data_reader_read(pf->reader, src, pos, count, images, labels, err);
 }

@@ -6,6 +6,14 @@
  * table (u8 -> (u8/255 - mean) / std, computed in float as PyTorch's
  * ToTensor + Normalize do). Synthetic samples are generated from counter-based
  * hashes, so any sample can be produced without producing the others.
+ *
+ * Concurrent reads: after pp_data_open everything a read uses is read-only
+ * (files, lookup table, shape, seed) except the cache of shuffle
+ * permutations. That cache has PERM_SLOTS slots under a mutex; a read holds
+ * the slot of the epoch it is in (counted in `users`) while it gathers, and
+ * a slot is rebuilt for another epoch only when no read holds it (a read that
+ * finds every slot held waits for one). A read holds one slot at a time, so
+ * waiting cannot deadlock. Without shuffling no lock is taken.
  */
 #include "runtime/data.h"
 
@@ -14,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,6 +33,16 @@
 #define CIFAR_RECORD (1 + CIFAR_IMAGE)
 #define CIFAR_CLASSES 10
 #define MAX_SAMPLE_BYTES ((int64_t)1 << 28)
+#define PERM_SLOTS 2        /* epochs whose permutation is kept (a batch spans two) */
+#define SYNTH_CHUNK 4096    /* synthetic bytes generated per pass (a multiple of 8) */
+
+/* One cached shuffle permutation (under pp_data.perm_mu). */
+typedef struct perm_slot {
+    int64_t epoch;          /* -1: empty */
+    uint32_t *perm;         /* n entries, allocated on first use */
+    int users;              /* reads gathering through it now */
+    uint64_t last_use;      /* perm_clock at its last acquisition */
+} perm_slot;
 
 struct pp_data {
     pp_data_format format;
@@ -34,11 +53,12 @@ struct pp_data {
     uint8_t *labels;        /* n (idx, cifar10) */
     void *raw[2];           /* buffers that pixels/labels point into */
     float *lut;             /* c * 256: pixel value per channel and byte */
-    uint8_t *scratch;       /* sample_bytes: one synthetic sample */
     bool shuffle;
     uint64_t seed;
-    uint32_t *perm;         /* n: permutation of perm_epoch, or NULL */
-    int64_t perm_epoch;
+    pthread_mutex_t perm_mu;
+    pthread_cond_t perm_free; /* some slot's users dropped to 0 */
+    perm_slot perms[PERM_SLOTS];
+    uint64_t perm_clock;
 };
 
 /* ---- hashing (splitmix64 finaliser, chained) ---------------------------------- */
@@ -53,9 +73,16 @@ static uint64_t mix64(uint64_t x)
 
 enum { TAG_LABEL = 1, TAG_PATTERN = 2, TAG_NOISE = 3, TAG_PERM = 4 };
 
+/* hash4(seed, tag, a, b) = mix64(hash_key(seed, tag, a) ^ b): a key can be
+ * computed once for many b. */
+static uint64_t hash_key(uint64_t seed, uint64_t tag, uint64_t a)
+{
+    return mix64(mix64(mix64(seed) ^ tag) ^ a);
+}
+
 static uint64_t hash4(uint64_t seed, uint64_t tag, uint64_t a, uint64_t b)
 {
-    return mix64(mix64(mix64(mix64(seed) ^ tag) ^ a) ^ b);
+    return mix64(hash_key(seed, tag, a) ^ b);
 }
 
 /* ---- files ------------------------------------------------------------------ */
@@ -164,8 +191,6 @@ static pp_status open_synthetic(pp_data *d, const pp_data_config *cfg, pp_error 
     d->w = cfg->width;
     d->classes = cfg->classes;
     d->n = cfg->samples ? cfg->samples : PP_DATA_SYNTHETIC_SAMPLES;
-    d->scratch = malloc((size_t)d->c * (size_t)d->h * (size_t)d->w);
-    if (!d->scratch) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory");
     return PP_OK;
 }
 
@@ -218,7 +243,9 @@ pp_status pp_data_open(const pp_data_config *cfg, pp_data **out, pp_error *err)
     d->format = cfg->format;
     d->shuffle = cfg->shuffle;
     d->seed = cfg->seed;
-    d->perm_epoch = -1;
+    pthread_mutex_init(&d->perm_mu, NULL);
+    pthread_cond_init(&d->perm_free, NULL);
+    for (int i = 0; i < PERM_SLOTS; i++) d->perms[i].epoch = -1;
     pp_status s;
     switch (cfg->format) {
     case PP_DATA_IDX: s = open_idx(d, cfg, err); break;
@@ -250,8 +277,9 @@ void pp_data_close(pp_data *src)
     free(src->raw[0]);
     free(src->raw[1]);
     free(src->lut);
-    free(src->scratch);
-    free(src->perm);
+    for (int i = 0; i < PERM_SLOTS; i++) free(src->perms[i].perm);
+    pthread_cond_destroy(&src->perm_free);
+    pthread_mutex_destroy(&src->perm_mu);
     free(src);
 }
 
@@ -265,59 +293,127 @@ void pp_data_shape(const pp_data *src, int *c, int *h, int *w, int *classes)
 
 int64_t pp_data_size(const pp_data *src) { return src->n; }
 
-/* Fisher-Yates with a counter-based generator seeded by (seed, epoch). */
-static pp_status make_perm(pp_data *d, int64_t epoch, pp_error *err)
+
+/* ---- shuffling -------------------------------------------------------------- */
+
+/* Fisher-Yates with a counter-based generator seeded by (seed, epoch), into
+ * slot s (held under perm_mu, no users). */
+static pp_status make_perm(pp_data *d, perm_slot *s, int64_t epoch, pp_error *err)
 {
-    if (!d->perm) {
-        d->perm = malloc((size_t)d->n * sizeof *d->perm);
-        if (!d->perm) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory (shuffle)");
+    s->epoch = -1;
+    if (!s->perm) {
+        s->perm = malloc((size_t)d->n * sizeof *s->perm);
+        if (!s->perm) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory (shuffle)");
     }
-    for (int64_t i = 0; i < d->n; i++) d->perm[i] = (uint32_t)i;
+    uint32_t *perm = s->perm;
+    for (int64_t i = 0; i < d->n; i++) perm[i] = (uint32_t)i;
     for (int64_t i = d->n - 1; i > 0; i--) {
         uint64_t r = hash4(d->seed, TAG_PERM, (uint64_t)epoch, (uint64_t)i);
         int64_t j = (int64_t)(((unsigned __int128)r * (uint64_t)(i + 1)) >> 64);
-        uint32_t t = d->perm[i];
-        d->perm[i] = d->perm[j];
-        d->perm[j] = t;
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
     }
-    d->perm_epoch = epoch;
+    s->epoch = epoch;
     return PP_OK;
 }
 
-static pp_status sample_at(pp_data *d, int64_t pos, int64_t *idx, pp_error *err)
+/* The permutation of epoch, held in *slot until release_perm: the cached
+ * one, or one built into the least recently used slot no read holds. */
+static pp_status acquire_perm(pp_data *d, int64_t epoch, perm_slot **slot, pp_error *err)
 {
-    int64_t r = pos % d->n;
-    if (!d->shuffle) {
-        *idx = r;
-        return PP_OK;
+    pp_status st = PP_OK;
+    pthread_mutex_lock(&d->perm_mu);
+    perm_slot *s = NULL;
+    for (;;) {
+        perm_slot *idle = NULL;
+        for (int i = 0; i < PERM_SLOTS && !s; i++) {
+            perm_slot *t = &d->perms[i];
+            if (t->epoch == epoch)
+                s = t;
+            else if (t->users == 0 && (!idle || t->last_use < idle->last_use))
+                idle = t;
+        }
+        if (s) break;
+        if (idle) {
+            st = make_perm(d, idle, epoch, err);
+            if (st == PP_OK) s = idle;
+            break;
+        }
+        pthread_cond_wait(&d->perm_free, &d->perm_mu);
     }
-    int64_t epoch = pos / d->n;
-    if (epoch != d->perm_epoch) PP_TRY(make_perm(d, epoch, err));
-    *idx = d->perm[r];
-    return PP_OK;
+    if (s) {
+        s->users++;
+        s->last_use = ++d->perm_clock;
+    }
+    pthread_mutex_unlock(&d->perm_mu);
+    *slot = s;
+    return st;
+}
+
+static void release_perm(pp_data *d, perm_slot *s)
+{
+    pthread_mutex_lock(&d->perm_mu);
+    if (--s->users == 0) pthread_cond_broadcast(&d->perm_free);
+    pthread_mutex_unlock(&d->perm_mu);
 }
 
 int64_t pp_data_sample_index(pp_data *src, int64_t pos)
 {
-    int64_t idx = -1;
-    if (!src || pos < 0 || sample_at(src, pos, &idx, NULL) != PP_OK) return -1;
+    if (!src || pos < 0) return -1;
+    const int64_t r = pos % src->n;
+    if (!src->shuffle) return r;
+    perm_slot *s;
+    if (acquire_perm(src, pos / src->n, &s, NULL) != PP_OK) return -1;
+    const int64_t idx = s->perm[r];
+    release_perm(src, s);
     return idx;
 }
 
-static int synthetic_sample(pp_data *d, int64_t i, uint8_t *out)
+/* ---- samples ---------------------------------------------------------------- */
+
+/* Maps count bytes px (sample bytes q0 .. q0 + count - 1) through the lookup
+ * table of the channel of each byte into out. */
+static void normalise(const pp_data *d, const uint8_t *px, int64_t q0, int64_t count, float *out)
 {
-    int label = (int)(hash4(d->seed, TAG_LABEL, (uint64_t)i, 0) % (uint64_t)d->classes);
-    uint64_t pat = 0, noise = 0;
-    for (int64_t q = 0; q < d->sample_bytes; q++) {
-        if ((q & 7) == 0) {
-            pat = hash4(d->seed, TAG_PATTERN, (uint64_t)label, (uint64_t)(q >> 3));
-            noise = hash4(d->seed, TAG_NOISE, (uint64_t)i, (uint64_t)(q >> 3));
+    const int64_t hw = (int64_t)d->h * d->w;
+    int64_t c = q0 / hw, left = (c + 1) * hw - q0; /* bytes left in channel c */
+    for (int64_t k = 0; k < count;) {
+        const int64_t run = count - k < left ? count - k : left;
+        const float *lut = d->lut + c * 256;
+        for (int64_t t = 0; t < run; t++) out[k + t] = lut[px[k + t]];
+        k += run;
+        c++;
+        left = hw;
+    }
+}
+
+/* Writes synthetic sample i, normalised, to out (sample_bytes floats) and
+ * returns its label. Byte q is the floor average of byte q % 8 (from the
+ * least significant) of hash4(seed, PATTERN, label, q / 8) and of
+ * hash4(seed, NOISE, i, q / 8), computed 8 bytes at a time. */
+static int synthetic_sample(const pp_data *d, int64_t i, float *out)
+{
+    const int label = (int)(hash4(d->seed, TAG_LABEL, (uint64_t)i, 0) % (uint64_t)d->classes);
+    const uint64_t pat_key = hash_key(d->seed, TAG_PATTERN, (uint64_t)label);
+    const uint64_t noise_key = hash_key(d->seed, TAG_NOISE, (uint64_t)i);
+    uint8_t px[SYNTH_CHUNK];
+    for (int64_t q0 = 0; q0 < d->sample_bytes; q0 += SYNTH_CHUNK) {
+        const int64_t n = d->sample_bytes - q0 < SYNTH_CHUNK ? d->sample_bytes - q0 : SYNTH_CHUNK;
+        for (int64_t g = 0; g < n; g += 8) {
+            const uint64_t word = (uint64_t)(q0 + g) >> 3;
+            const uint64_t pat = mix64(pat_key ^ word), noise = mix64(noise_key ^ word);
+            /* per byte: (p + q) / 2 = (p & q) + (p ^ q) / 2, with no carry
+             * between bytes once each byte's low bit is cleared */
+            const uint64_t avg = (pat & noise) + (((pat ^ noise) & 0xFEFEFEFEFEFEFEFEull) >> 1);
+            for (int b = 0; b < 8; b++) px[g + b] = (uint8_t)(avg >> (8 * b));
         }
-        int shift = (int)(q & 7) * 8;
-        out[q] = (uint8_t)((((pat >> shift) & 0xff) + ((noise >> shift) & 0xff)) / 2);
+        normalise(d, px, q0, n, out + q0);
     }
     return label;
 }
+
+/* ---- batches ---------------------------------------------------------------- */
 
 pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, int32_t *labels,
                         pp_error *err)
@@ -336,25 +432,23 @@ pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int3
     if (pos < 0 || count <= 0 || pos > INT64_MAX - count)
         return pp_error_set(err, PP_ERR_INVALID, "data: bad position %lld or count %d",
                             (long long)pos, count);
-    const int64_t hw = (int64_t)src->h * src->w;
-    for (int j = 0; j < count; j++) {
-        int64_t idx;
-        PP_TRY(sample_at(src, pos + j, &idx, err));
-        const uint8_t *px;
-        if (src->format == PP_DATA_SYNTHETIC) {
-            labels[j] = synthetic_sample(src, idx, src->scratch);
-            px = src->scratch;
-        } else {
-            labels[j] = src->labels[idx];
-            px = src->pixels + idx * src->sample_bytes;
+    /* one segment per epoch the range touches */
+    for (int j = 0; j < count;) {
+        const int64_t epoch = (pos + j) / src->n, r = (pos + j) % src->n;
+        const int seg = count - j < src->n - r ? count - j : (int)(src->n - r);
+        perm_slot *slot = NULL;
+        if (src->shuffle) PP_TRY(acquire_perm(src, epoch, &slot, err));
+        for (int k = 0; k < seg; k++, j++) {
+            const int64_t idx = slot ? slot->perm[r + k] : r + k;
+            float *dst = images + (int64_t)j * src->sample_bytes;
+            if (src->format == PP_DATA_SYNTHETIC) {
+                labels[j] = synthetic_sample(src, idx, dst);
+            } else {
+                labels[j] = src->labels[idx];
+                normalise(src, src->pixels + idx * src->sample_bytes, 0, src->sample_bytes, dst);
+            }
         }
-        float *dst = images + (int64_t)j * src->sample_bytes;
-        for (int c = 0; c < src->c; c++) {
-            const float *lut = src->lut + c * 256;
-            const uint8_t *p = px + c * hw;
-            float *o = dst + c * hw;
-            for (int64_t k = 0; k < hw; k++) o[k] = lut[p[k]];
-        }
+        if (slot) release_perm(src, slot);
     }
     return PP_OK;
 }

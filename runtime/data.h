@@ -22,8 +22,12 @@
  * starts with the file's path; a bad configuration is PP_ERR_INPUT; bad
  * arguments PP_ERR_INVALID.
  * Ownership: pp_data_open loads IDX and CIFAR files into host memory, owned
- * by the source until pp_data_close. Thread safety: pp_data_batch caches the
- * current epoch's permutation, so one source serves one thread at a time.
+ * by the source until pp_data_close. Thread safety: pp_data_read,
+ * pp_data_batch and pp_data_sample_index may be called on one source from
+ * several threads at once (the shuffle permutations they share are cached
+ * under a lock); a batch read as several disjoint ranges on several threads
+ * is bit for bit the batch read by one call. Open and close are not
+ * concurrent with anything.
  */
 #ifndef PP_DATA_H
 #define PP_DATA_H
@@ -100,7 +104,10 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, in
 /* Fills images and labels with the count samples at positions pos ..
  * pos + count - 1 of the stream of samples (pos = epoch * N + i reads the
  * i-th sample of that epoch's order): how epochs with a partial last batch
- * and evaluation passes read. pos >= 0, count > 0. */
+ * and evaluation passes read. pos >= 0, count > 0. Each sample's values
+ * depend only on its position, so threads may fill disjoint parts of one
+ * batch: samples [pos + a, pos + b) go to images + a * C * H * W and
+ * labels + a. */
 pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
                        pp_error *err);
 

@@ -13,8 +13,9 @@
  *     same weights as not stopping;
  *   - epochs and evaluation: every epoch is one pass with a partial last
  *     batch, the learning-rate schedule changes per epoch, the forward-only
- *     evaluation changes no state, and 1, 2 and 4 stages agree bitwise on
- *     losses, test results and checkpoints;
+ *     evaluation changes no state, and 1, 2 and 4 stages (reading batches on
+ *     1, 3 and the default number of threads) agree bitwise on losses, test
+ *     results and checkpoints;
  *   - graphs: steps replayed from captured graphs (the CPU's recorded ones)
  *     equal eager steps bitwise over epochs with a partial last batch and a
  *     learning-rate schedule.
@@ -578,6 +579,16 @@ static void test_epochs_eval(void)
               plan->eval.batch_size == 7);
         pp_error err;
         pp_pipeline *p = NULL;
+        if (k == 0) { /* a malformed read thread count is refused */
+            setenv("PP_READ_THREADS", "zero", 1);
+            CHECK(pp_pipeline_new(plan, NULL, &p, &err) == PP_ERR_INPUT && !p &&
+                  strstr(err.msg, "PP_READ_THREADS"));
+        }
+        /* batches read on 1, 3 and the default number of threads agree */
+        if (k < 2)
+            setenv("PP_READ_THREADS", k == 0 ? "1" : "3", 1);
+        else
+            unsetenv("PP_READ_THREADS");
         CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
         if (!p) {
             pp_plan_free(plan);
