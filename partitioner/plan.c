@@ -2,7 +2,7 @@
  * plan.c - plan YAML -> pp_plan: schema walk, types, ranges, defaults, data
  * paths, micro-batch sizes. The model section is walked in plan_model.c,
  * stages and layer names are resolved in plan_stages.c, typed values in
- * plan_walk.c. Problems go to a pp_diag; the
+ * plan_walk.c; plan_equal.c compares two plans. Problems go to a pp_diag; the
  * walk goes on after most of them so one run reports as many as practical,
  * and they are sorted into file order.
  */
@@ -738,117 +738,4 @@ void pp_plan_free(pp_plan *p)
     free(p->data.files_marks);
     if (p->catalogue.units) pp_catalogue_free(&p->catalogue);
     free(p);
-}
-
-/* ------------------------------------------------------------------ */
-/* equality                                                             */
-
-#define DIFF(...)                                                                 \
-    do {                                                                          \
-        if (why && why_n) snprintf(why, why_n, __VA_ARGS__);                      \
-        return false;                                                             \
-    } while (0)
-
-static bool str_eq(const char *a, const char *b)
-{
-    if (!a || !b) return a == b;
-    return strcmp(a, b) == 0;
-}
-
-bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
-{
-    if (why && why_n) why[0] = '\0';
-    const pp_model_config *ma = &a->model, *mb = &b->model;
-    if (ma->kind != mb->kind || strcmp(ma->name, mb->name) != 0)
-        DIFF("model %s vs %s", ma->name, mb->name);
-    if (ma->num_classes != mb->num_classes || ma->in_channels != mb->in_channels)
-        DIFF("model classes/channels %d/%d vs %d/%d", ma->num_classes, ma->in_channels,
-             mb->num_classes, mb->in_channels);
-    if (ma->kind == PP_MODEL_RESNET && (ma->stem != mb->stem || ma->depth != mb->depth))
-        DIFF("model stem/depth differ");
-    if (ma->n_layers != mb->n_layers || ma->init != mb->init || ma->init_std != mb->init_std)
-        DIFF("sequential layer counts or initialisation differ");
-    for (int i = 0; i < ma->n_layers; i++) {
-        const pp_seq_layer *la = &ma->layers[i], *lb = &mb->layers[i];
-        if (strcmp(la->name, lb->name) != 0 || la->type != lb->type || la->out != lb->out ||
-            la->kernel != lb->kernel || la->stride != lb->stride || la->pad != lb->pad ||
-            la->bias != lb->bias)
-            DIFF("sequential layer %d differs ('%s' vs '%s')", i, la->name, lb->name);
-    }
-    if (ma->image_h != mb->image_h || ma->image_w != mb->image_w)
-        DIFF("image size %dx%d vs %dx%d", ma->image_h, ma->image_w, mb->image_h, mb->image_w);
-    if (ma->n_forward_ms != mb->n_forward_ms || ma->n_backward_ms != mb->n_backward_ms)
-        DIFF("delay time counts differ");
-    for (int i = 0; i < ma->n_forward_ms; i++)
-        if (ma->forward_ms[i] != mb->forward_ms[i]) DIFF("forward_ms[%d] differs", i);
-    for (int i = 0; i < ma->n_backward_ms; i++)
-        if (ma->backward_ms[i] != mb->backward_ms[i]) DIFF("backward_ms[%d] differs", i);
-    if (a->catalogue.n != b->catalogue.n)
-        DIFF("catalogue units %d vs %d", a->catalogue.n, b->catalogue.n);
-    if (a->batch_size != b->batch_size || a->split_size != b->split_size ||
-        a->micro_batches != b->micro_batches || a->batch_by_micro != b->batch_by_micro)
-        DIFF("batch %d/%d/%d vs %d/%d/%d", a->batch_size, a->split_size, a->micro_batches,
-             b->batch_size, b->split_size, b->micro_batches);
-    for (int i = 0; i < a->micro_batches; i++)
-        if (a->micro_sizes[i] != b->micro_sizes[i]) DIFF("micro-batch %d size differs", i);
-    if (a->schedule != b->schedule) DIFF("schedule differs");
-    if (a->precision != b->precision) DIFF("precision differs");
-    if (a->cuda_graphs != b->cuda_graphs) DIFF("cuda_graphs differs");
-    const pp_plan_sgd *oa = &a->optimizer, *ob = &b->optimizer;
-    if (oa->lr != ob->lr || oa->momentum != ob->momentum || oa->weight_decay != ob->weight_decay ||
-        oa->nesterov != ob->nesterov)
-        DIFF("optimizer differs");
-    const pp_plan_data *da = &a->data, *db = &b->data;
-    if (da->format != db->format) DIFF("data format differs");
-    if (da->num_classes != db->num_classes) DIFF("data.num_classes differs");
-    if (!str_eq(da->images, db->images) || !str_eq(da->labels, db->labels))
-        DIFF("data paths differ");
-    if (da->n_files != db->n_files) DIFF("data.files counts differ");
-    for (int i = 0; i < da->n_files; i++)
-        if (!str_eq(da->files[i], db->files[i])) DIFF("data.files[%d] differs", i);
-    if (da->shuffle != db->shuffle) DIFF("data.shuffle differs");
-    if (da->has_norm != db->has_norm) DIFF("data mean/std presence differs");
-    if (da->has_norm)
-        for (int i = 0; i < ma->in_channels; i++)
-            if (da->mean[i] != db->mean[i] || da->std[i] != db->std[i])
-                DIFF("data mean/std[%d] differs", i);
-    if (a->seed != b->seed) DIFF("seed differs");
-    if (a->steps != b->steps) DIFF("steps %d vs %d", a->steps, b->steps);
-    if (a->epochs != b->epochs) DIFF("epochs %d vs %d", a->epochs, b->epochs);
-    const pp_lr_schedule *la = &a->lr_schedule, *lb = &b->lr_schedule;
-    bool lr_same = la->kind == lb->kind && la->base_lr == lb->base_lr &&
-                   la->n_milestones == lb->n_milestones && la->gamma == lb->gamma &&
-                   la->total == lb->total && la->warmup == lb->warmup &&
-                   la->warmup_start_factor == lb->warmup_start_factor && la->eta_min == lb->eta_min;
-    for (int i = 0; lr_same && i < la->n_milestones; i++)
-        lr_same = la->milestones[i] == lb->milestones[i];
-    if (!lr_same) DIFF("lr_schedule differs");
-    const pp_plan_eval *ea = &a->eval, *eb = &b->eval;
-    if (ea->enabled != eb->enabled || ea->batch_size != eb->batch_size || ea->every != eb->every ||
-        !str_eq(ea->images, eb->images) || !str_eq(ea->labels, eb->labels))
-        DIFF("eval differs");
-    const pp_plan_checkpoint *ca = &a->checkpoint, *cb = &b->checkpoint;
-    if (ca->enabled != cb->enabled || ca->every != cb->every || ca->keep != cb->keep ||
-        !str_eq(ca->path, cb->path))
-        DIFF("checkpoint differs");
-    if (a->stages_auto != b->stages_auto) DIFF("automatic stages resolved in one plan only");
-    if (a->stages_auto && a->balance != b->balance) DIFF("balance differs");
-    if (a->n_stages != b->n_stages) DIFF("stage count %d vs %d", a->n_stages, b->n_stages);
-    if (a->replicas != b->replicas) DIFF("replicas %d vs %d", a->replicas, b->replicas);
-    for (int i = 0; i < a->n_stages; i++) {
-        const pp_plan_stage *sa = &a->stages[i], *sb = &b->stages[i];
-        if (!pp_device_id_equal(sa->device, sb->device) ||
-            strcmp(sa->device_name, sb->device_name) != 0)
-            DIFF("stage %d device %s vs %s", i, sa->device_name, sb->device_name);
-        if (sa->rank != sb->rank) DIFF("stage %d rank %d vs %d", i, sa->rank, sb->rank);
-        for (int r = 1; r < a->replicas && r < b->replicas; r++)
-            if (sa->replica_rank[r] != sb->replica_rank[r] ||
-                !pp_device_id_equal(sa->replica_device[r], sb->replica_device[r]))
-                DIFF("stage %d replica %d device differs", i, r);
-        if (sa->first != sb->first || sa->last != sb->last)
-            DIFF("stage %d units [%d, %d] vs [%d, %d]", i, sa->first, sa->last, sb->first,
-                 sb->last);
-        if (sa->memory_bytes != sb->memory_bytes) DIFF("stage %d memory differs", i);
-    }
-    return true;
 }

@@ -10,21 +10,10 @@
  * into one queue item); after a stage's last backward, its grads_ready
  * callback on the stage's own gradient lane, ordered by an event. Pass 3:
  * synchronize every stream, pick the first error, gather records into stats.
- *
- * Graphs (pp_executor_run_replayable): pass 2 of a whole step, over every
- * lane, is captured as one graph (graph.h), not one graph per stage or per
- * action. One graph keeps the schedule's cross-lane dependencies inside it
- * exactly as the events express them eagerly, costs one launch per step, and
- * its memory nodes can reuse activations' memory across stages of one device;
- * per-stage graphs would need a launch and event waits per stage and
- * boundary from the host again, which is the cost graphs remove. A replay
- * then is passes 1 and 3 around one pp_graph_launch. Steps differ only in
- * their data (written by the caller into the buffers the step reads) and
- * their micro-batch sizes: each (tag, sizes) key has its own graph, and the
- * first run of a key is eager so that whatever the callbacks set up on first
- * use (handles, algorithm searches, workspaces) is not captured.
+ * The graphs of pp_executor_run_replayable are in executor_graphs.c.
  */
 #include "streams/executor.h"
+#include "streams/executor_internal.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -35,76 +24,6 @@
 #include "streams/program.h"
 
 #define PP_DEFAULT_SLOTS 2
-#define EXEC_GRAPHS 4 /* keys alive at once: full and partial batch, two input buffer sets each */
-
-typedef struct lane_events {
-    pp_event **ev;
-    int n, cap;
-} lane_events;
-
-typedef struct boundary_buf {
-    size_t bytes;              /* capacity of every slot below */
-    void **act_send;           /* (slots) on stage b's device */
-    void **act_recv;           /* (slots) on stage b+1's device */
-    void **grad_send;          /* (slots) on stage b+1's device */
-    void **grad_recv;          /* (slots) on stage b's device */
-} boundary_buf;
-
-typedef struct run_item {
-    pp_executor *ex;
-    const pp_prog_item *it;
-} run_item;
-
-/* A step key of pp_executor_run_replayable and what its graph needs alive:
- * the lowered program and the items its launches point to (a recorded graph
- * calls run_forward etc. with them again at every launch). */
-typedef struct exec_graph {
-    bool used;
-    int tag, m;
-    int *sizes;                /* (m) */
-    uint64_t last_use;
-    unsigned buf_gen;          /* ex->buf_gen when captured */
-    unsigned ws_gen;           /* sum of the lanes' exec ws_gen when captured */
-    pp_graph *g;               /* NULL: seen once (warm-up), not captured yet */
-    pp_program prog;
-    run_item *items;           /* (prog.n_items) */
-    pp_event **item_ev;        /* (prog.n_items) */
-} exec_graph;
-
-struct pp_executor {
-    int S;
-    int min_slots;
-    pp_stage_desc *stages;     /* (S) */
-    int n_lanes;               /* 3S - 2, plus one per stage with grads_ready */
-    pp_stream **lanes;         /* (n_lanes) */
-    int *grads_lane;           /* (S) the stage's grads_ready lane; -1: none */
-    pp_event **grads_ev;       /* (S) after the stage's last backward (stage's device) */
-    pp_event **grads_done;     /* (S) after its grads_ready (stage's device) */
-    pp_device_ctx **lane_dev;  /* (n_lanes) */
-    lane_events *events;       /* (n_lanes) pools, grown on demand */
-    int slots;                 /* slots allocated in bufs (0: none yet) */
-    boundary_buf *bufs;        /* (S-1) */
-    size_t last_bytes;
-    void *last_out;            /* last stage's output buffer */
-
-    /* stages on several processes (pp_executor_set_ranks); NULL: all local */
-    pp_comm *comm;
-    int *ranks;                /* (S) */
-    pp_nccl **links;           /* (2(S-1)): [b] activations, [S-1+b] gradients of boundary b
-                                * between ranks over NCCL; NULL: host messages */
-
-    /* per run */
-    const pp_schedule *sched;
-    pp_tensor *shapes;         /* (S*m) output shape of stage s for micro-batch i */
-    int shapes_cap;
-
-    /* graphs (pp_executor_run_replayable) */
-    bool graphs_on;
-    unsigned buf_gen;          /* bumped whenever the boundary buffers are reallocated */
-    uint64_t uses;
-    exec_graph graphs[EXEC_GRAPHS];
-    char refusal[256];         /* why a capture was refused ("" if none) */
-};
 
 /* Whether stage st runs in this process. */
 static bool local(const pp_executor *ex, int st)
@@ -144,20 +63,10 @@ static void free_buffers(pp_executor *ex)
     ex->slots = 0;
 }
 
-static void graph_drop(exec_graph *eg)
-{
-    pp_graph_free(eg->g);
-    pp_program_free(&eg->prog);
-    free(eg->items);
-    free(eg->item_ev);
-    free(eg->sizes);
-    memset(eg, 0, sizeof *eg);
-}
-
 void pp_executor_free(pp_executor *ex)
 {
     if (!ex) return;
-    for (int k = 0; k < EXEC_GRAPHS; k++) graph_drop(&ex->graphs[k]);
+    for (int k = 0; k < EXEC_GRAPHS; k++) pp_executor_graph_drop(&ex->graphs[k]);
     if (ex->lanes)
         for (int l = 0; l < ex->n_lanes; l++) pp_stream_free(ex->lanes[l]);
     if (ex->events)
@@ -617,8 +526,8 @@ static void find_last_backward(const pp_executor *ex, const pp_program *p, int *
     }
 }
 
-static pp_status enqueue_all(pp_executor *ex, const pp_program *p, run_item *items,
-                             pp_event **item_ev, pp_error *err)
+pp_status pp_executor_enqueue_all(pp_executor *ex, const pp_program *p, run_item *items,
+                                  pp_event **item_ev, pp_error *err)
 {
     int last_b[ex->S];
     find_last_backward(ex, p, last_b);
@@ -679,8 +588,8 @@ void pp_step_stats_free(pp_step_stats *st)
     memset(st, 0, sizeof *st);
 }
 
-static pp_status collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int slots,
-                               pp_step_stats *out, pp_error *err)
+pp_status pp_executor_collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int slots,
+                                    pp_step_stats *out, pp_error *err)
 {
     int S = ex->S;
     memset(out, 0, sizeof *out);
@@ -745,7 +654,7 @@ static pp_status collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int slot
 
 /* Waits for every lane; returns the earliest error (the root cause) and
  * resets errors and records so the executor can run again. */
-static pp_status finish(pp_executor *ex, pp_error *err)
+pp_status pp_executor_finish(pp_executor *ex, pp_error *err)
 {
     pp_status first = PP_OK;
     int64_t first_ns = 0;
@@ -769,7 +678,8 @@ static pp_status finish(pp_executor *ex, pp_error *err)
 }
 
 /* Pass 1 for a run of s: the program, shapes, buffers and events. */
-static pp_status prepare(pp_executor *ex, const pp_schedule *s, pp_program *p, pp_error *err)
+pp_status pp_executor_prepare(pp_executor *ex, const pp_schedule *s, pp_program *p,
+                              pp_error *err)
 {
     if (!s || s->stages != ex->S)
         return pp_error_set(err, PP_ERR_INVALID, "executor: schedule for %d stages, executor has %d",
@@ -787,8 +697,8 @@ static pp_status prepare(pp_executor *ex, const pp_schedule *s, pp_program *p, p
     return rc;
 }
 
-static pp_status alloc_items(const pp_program *p, run_item **items, pp_event ***item_ev,
-                             pp_error *err)
+pp_status pp_executor_alloc_items(const pp_program *p, run_item **items, pp_event ***item_ev,
+                                  pp_error *err)
 {
     *items = malloc((size_t)p->n_items * sizeof **items);
     *item_ev = calloc((size_t)p->n_items, sizeof **item_ev);
@@ -800,7 +710,7 @@ static pp_status alloc_items(const pp_program *p, run_item **items, pp_event ***
     return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
 }
 
-static void clear_lanes(pp_executor *ex)
+void pp_executor_clear_lanes(pp_executor *ex)
 {
     for (int l = 0; l < ex->n_lanes; l++) {
         pp_stream_clear_error(ex->lanes[l]);
@@ -809,29 +719,29 @@ static void clear_lanes(pp_executor *ex)
 }
 
 /* Passes 2 and 3 of an eager run of the prepared program p. */
-static pp_status run_eager(pp_executor *ex, const pp_program *p, pp_step_stats *stats,
-                           pp_error *err)
+pp_status pp_executor_run_eager(pp_executor *ex, const pp_program *p, pp_step_stats *stats,
+                                pp_error *err)
 {
     run_item *items;
     pp_event **item_ev;
-    PP_TRY(alloc_items(p, &items, &item_ev, err));
+    PP_TRY(pp_executor_alloc_items(p, &items, &item_ev, err));
     for (int l = 0; l < ex->n_lanes; l++) pp_stream_records_clear(ex->lanes[l]);
 
     int64_t t0 = pp_stream_clock_ns();
     pp_error enq_err;
     pp_error_clear(&enq_err);
-    pp_status enq = enqueue_all(ex, p, items, item_ev, &enq_err);
-    pp_status run = finish(ex, err);
+    pp_status enq = pp_executor_enqueue_all(ex, p, items, item_ev, &enq_err);
+    pp_status run = pp_executor_finish(ex, err);
     int64_t t1 = pp_stream_clock_ns();
     pp_status rc = PP_OK;
     if (enq != PP_OK) {
-        clear_lanes(ex);
+        pp_executor_clear_lanes(ex);
         if (err) *err = enq_err;
         rc = enq;
     } else if (run != PP_OK) {
         rc = run;
     } else if (stats) {
-        rc = collect_stats(ex, t0, t1, p->slots, stats, err);
+        rc = pp_executor_collect_stats(ex, t0, t1, p->slots, stats, err);
     }
     free(items);
     free(item_ev);
@@ -843,236 +753,8 @@ pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *
 {
     if (stats) memset(stats, 0, sizeof *stats);
     pp_program p;
-    PP_TRY(prepare(ex, s, &p, err));
-    pp_status rc = run_eager(ex, &p, stats, err);
-    pp_program_free(&p);
-    ex->sched = NULL;
-    return rc;
-}
-
-/* ---- graphs ------------------------------------------------------------------ */
-
-void pp_executor_set_graphs(pp_executor *ex, bool on)
-{
-    if (ex) ex->graphs_on = on;
-}
-
-bool pp_executor_graphs(const pp_executor *ex)
-{
-    return ex && ex->graphs_on;
-}
-
-const char *pp_executor_graph_refusal(const pp_executor *ex)
-{
-    return ex && ex->refusal[0] ? ex->refusal : NULL;
-}
-
-/* The key's slot, or NULL. */
-static exec_graph *graph_find(pp_executor *ex, const pp_schedule *s, int tag)
-{
-    for (int k = 0; k < EXEC_GRAPHS; k++) {
-        exec_graph *eg = &ex->graphs[k];
-        if (eg->used && eg->tag == tag && eg->m == s->micro_batches &&
-            memcmp(eg->sizes, s->mb_sizes, (size_t)s->micro_batches * sizeof *eg->sizes) == 0)
-            return eg;
-    }
-    return NULL;
-}
-
-/* A slot for a new key, seen once: a free one or the least recently used. */
-static pp_status graph_add(pp_executor *ex, const pp_schedule *s, int tag, pp_error *err)
-{
-    exec_graph *eg = &ex->graphs[0];
-    for (int k = 0; k < EXEC_GRAPHS; k++) {
-        exec_graph *c = &ex->graphs[k];
-        if (!c->used) {
-            eg = c;
-            break;
-        }
-        if (c->last_use < eg->last_use) eg = c;
-    }
-    graph_drop(eg);
-    eg->sizes = malloc((size_t)s->micro_batches * sizeof *eg->sizes);
-    if (!eg->sizes) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor graphs)");
-    memcpy(eg->sizes, s->mb_sizes, (size_t)s->micro_batches * sizeof *eg->sizes);
-    eg->used = true;
-    eg->tag = tag;
-    eg->m = s->micro_batches;
-    eg->last_use = ++ex->uses;
-    return PP_OK;
-}
-
-static void stages_notify(pp_executor *ex, int what, const pp_schedule *s)
-{
-    for (int st = 0; st < ex->S; st++) {
-        const pp_stage_ops *o = ex->stages[st].ops;
-        void *u = ex->stages[st].user;
-        if (what == 0 && o->capture_begin) o->capture_begin(u);
-        if (what == 1 && o->capture_abandon) o->capture_abandon(u);
-        if (what == 2 && o->replayed) o->replayed(u, s);
-    }
-}
-
-/* The lanes' workspace generations: a change means a workspace a graph may
- * use was reallocated. */
-static unsigned ws_gens(pp_executor *ex)
-{
-    unsigned g = 0;
-    for (int l = 0; l < ex->n_lanes; l++) g += pp_stream_exec(ex->lanes[l])->ws_gen;
-    return g;
-}
-
-/* Captures the prepared program p into eg (which then owns p and the items)
- * and returns PP_OK, or, when the capture is refused, returns its status with
- * the message in err and leaves the lanes idle and clean, p still the
- * caller's. */
-static pp_status capture(pp_executor *ex, exec_graph *eg, pp_program *p, pp_error *err)
-{
-    run_item *items;
-    pp_event **item_ev;
-    PP_TRY(alloc_items(p, &items, &item_ev, err));
-    for (int l = 0; l < ex->n_lanes; l++) pp_stream_records_clear(ex->lanes[l]);
-    stages_notify(ex, 0, NULL);
-    unsigned *gen = malloc((size_t)ex->n_lanes * sizeof *gen);
-    if (!gen) {
-        free(items);
-        free(item_ev);
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
-    }
-    for (int l = 0; l < ex->n_lanes; l++) gen[l] = pp_stream_exec(ex->lanes[l])->ws_gen;
-    pp_status rc = pp_graph_capture_begin(ex->lanes, ex->n_lanes, err);
-    pp_graph *g = NULL;
-    if (rc != PP_OK) pp_error_prefix(err, "graph capture refused, running eagerly");
-    if (rc == PP_OK) {
-        pp_error enq_err;
-        pp_error_clear(&enq_err);
-        pp_status enq = enqueue_all(ex, p, items, item_ev, &enq_err);
-        rc = pp_graph_capture_end(ex->lanes, ex->n_lanes, &g, err);
-        /* a callback that failed while captured (CUDA: its error is sticky on
-         * its lane) refuses the capture too: the eager run reports it for real */
-        for (int l = 0; l < ex->n_lanes && rc == PP_OK && enq == PP_OK; l++)
-            if (pp_stream_error(ex->lanes[l], &enq_err, NULL) != PP_OK) enq = enq_err.code;
-        if (rc == PP_OK && enq != PP_OK) {
-            if (err) *err = enq_err;
-            pp_error_prefix(err, "graph capture refused, running eagerly");
-            rc = PP_ERR_UNSUPPORTED;
-        }
-    }
-    if (rc != PP_OK) {
-        pp_graph_free(g);
-        clear_lanes(ex);
-        /* a workspace grown inside a refused native capture was never allocated */
-        for (int l = 0; l < ex->n_lanes; l++) {
-            pp_exec *x = pp_stream_exec(ex->lanes[l]);
-            if (x->ws_gen != gen[l]) pp_exec_workspace_forget(x);
-        }
-        stages_notify(ex, 1, NULL);
-        free(gen);
-        free(items);
-        free(item_ev);
-        return rc;
-    }
-    free(gen);
-    eg->g = g;
-    eg->prog = *p;
-    memset(p, 0, sizeof *p);
-    eg->items = items;
-    eg->item_ev = item_ev;
-    eg->buf_gen = ex->buf_gen;
-    eg->ws_gen = ws_gens(ex);
-    return PP_OK;
-}
-
-/* Launches eg's graph and waits for it (passes 2 and 3 of a replay).
- * *refused is set when the launch itself was refused before any of its work
- * was enqueued (the lanes are then clean and the step can run eagerly). */
-static pp_status launch(pp_executor *ex, exec_graph *eg, pp_step_graph how, pp_step_stats *stats,
-                        bool *refused, pp_error *err)
-{
-    *refused = false;
-    if (how == PP_STEP_REPLAYED)
-        for (int l = 0; l < ex->n_lanes; l++) pp_stream_records_clear(ex->lanes[l]);
-    int64_t t0 = pp_stream_clock_ns();
-    pp_error enq_err;
-    pp_error_clear(&enq_err);
-    pp_status enq = pp_graph_launch(eg->g, &enq_err);
-    pp_status run = finish(ex, err);
-    int64_t t1 = pp_stream_clock_ns();
-    pp_status rc = PP_OK;
-    if (enq != PP_OK) {
-        clear_lanes(ex);
-        if (err) *err = enq_err;
-        rc = enq;
-        *refused = run == PP_OK && !pp_graph_replays_host(eg->g); /* nothing ran */
-    } else if (run != PP_OK) {
-        rc = run;
-    } else {
-        if (!pp_graph_replays_host(eg->g) && how == PP_STEP_REPLAYED)
-            stages_notify(ex, 2, ex->sched);
-        if (stats) {
-            rc = collect_stats(ex, t0, t1, eg->prog.slots, stats, err);
-            stats->graph = how;
-            stats->graph_launches = 1;
-        }
-    }
-    return rc;
-}
-
-pp_status pp_executor_run_replayable(pp_executor *ex, const pp_schedule *s, int tag,
-                                     pp_step_stats *stats, pp_error *err)
-{
-    if (!ex->graphs_on || ex->comm) return pp_executor_run(ex, s, stats, err);
-    if (stats) memset(stats, 0, sizeof *stats);
-    pp_program p;
-    PP_TRY(prepare(ex, s, &p, err));
-    /* graphs captured on buffers since reallocated, or (native graphs, whose
-     * kernels hold the addresses) on workspaces since reallocated, are seen
-     * again: the next run of their key captures anew */
-    for (int k = 0; k < EXEC_GRAPHS; k++) {
-        exec_graph *c = &ex->graphs[k];
-        if (c->g && (c->buf_gen != ex->buf_gen ||
-                     (!pp_graph_replays_host(c->g) && c->ws_gen != ws_gens(ex)))) {
-            pp_graph_free(c->g);
-            c->g = NULL;
-            pp_program_free(&c->prog);
-            free(c->items);
-            free(c->item_ev);
-            c->items = NULL;
-            c->item_ev = NULL;
-        }
-    }
-    exec_graph *eg = graph_find(ex, s, tag);
-    pp_status rc = PP_OK;
-    if (!eg) {
-        rc = graph_add(ex, s, tag, err);
-        if (rc == PP_OK) rc = run_eager(ex, &p, stats, err);
-    } else if (eg->g) {
-        eg->last_use = ++ex->uses;
-        bool refused;
-        rc = launch(ex, eg, PP_STEP_REPLAYED, stats, &refused, err);
-    } else {
-        eg->last_use = ++ex->uses;
-        pp_error why;
-        pp_error_clear(&why);
-        bool refused = true;
-        if (capture(ex, eg, &p, &why) == PP_OK) {
-            rc = launch(ex, eg, PP_STEP_CAPTURED, stats, &refused, &why);
-            /* the first launch refused (e.g. no memory for the graph's
-             * allocations): nothing ran, undo the capture's host effects */
-            if (refused) {
-                pp_error_prefix(&why, "graph launch refused, running eagerly");
-                stages_notify(ex, 1, NULL);
-            } else if (rc != PP_OK && err) {
-                *err = why;
-            }
-        }
-        if (refused) {
-            snprintf(ex->refusal, sizeof ex->refusal, "%.255s", why.msg);
-            ex->graphs_on = false;
-            graph_drop(eg);
-            rc = run_eager(ex, &p, stats, err);
-        }
-    }
+    PP_TRY(pp_executor_prepare(ex, s, &p, err));
+    pp_status rc = pp_executor_run_eager(ex, &p, stats, err);
     pp_program_free(&p);
     ex->sched = NULL;
     return rc;

@@ -198,9 +198,9 @@ typedef struct pp_backend_ops {
     /* optional: runs op on its operands as they are when they are not all f32
      * NCHW (bf16 data, NHWC layouts); desc is the op's descriptor (pp_conv2d_desc,
      * pp_bn_desc, pp_pool_desc) or NULL. The result must equal, within the
-     * rounding of the f32 accumulation order, what ops.c's fallback gives: every
-     * operand converted to an f32 NCHW stand-in, the f32 entry above, each
-     * output rounded (bf16) and laid out back. Returns PP_ERR_UNSUPPORTED,
+     * rounding of the f32 accumulation order, what ops.c's fallback (ops_adapt.c)
+     * gives: every operand converted to an f32 NCHW stand-in, the f32 entry
+     * above, each output rounded (bf16) and laid out back. Returns PP_ERR_UNSUPPORTED,
      * having enqueued nothing, for a combination it does not run natively (the
      * fallback then runs); NULL entry: always the fallback. */
     pp_status (*native)(pp_exec *ex, pp_native_op op, const void *desc, pp_tensor *const *t,

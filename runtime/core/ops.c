@@ -8,12 +8,15 @@
  * output is computed into one and rounded to nearest even when the op ends.
  * An op on bf16 tensors therefore gives the f32 op's result on the bf16
  * values, rounded once on output. With no bf16 operand nothing changes.
+ * The stand-ins and the offer to a backend's native entry are in
+ * ops_adapt.c.
  */
 #include "ops.h"
 
 #include <stddef.h>
 
 #include "backend.h"
+#include "ops_adapt.h"
 
 /* The dtype argument of check for tensors that may be F32 or BF16 (check
  * takes an int so that this is no pp_dtype value). */
@@ -76,165 +79,17 @@ static pp_status check_nchw(const char *op, const char *what, const pp_tensor *t
     return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be NCHW", op, what);
 }
 
-static pp_status unsupported(pp_exec *ex, const char *op, pp_error *err)
+pp_status pp_ops_unsupported(pp_exec *ex, const char *op, pp_error *err)
 {
     return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: not provided by the %s backend", op,
                         ex->dev->ops->name);
 }
-
-#define DISPATCH(fn, ...)                                                          \
-    (ex->dev->ops->fn ? ex->dev->ops->fn(ex, __VA_ARGS__) : unsupported(ex, #fn, err))
 
 static pp_status check_exec(pp_exec *ex, const char *op, pp_error *err)
 {
     if (!ex || !ex->dev) return pp_error_set(err, PP_ERR_INVALID, "%s: no exec context", op);
     return PP_OK;
 }
-
-/* ---- operand adaptation ------------------------------------------------------
- *
- * The backends' f32 entries take f32 NCHW data. An op whose operands are all
- * f32 NCHW calls them directly. Otherwise the backend's native entry may run
- * the op on the operands as they are; where it has none or declines
- * (PP_ERR_UNSUPPORTED), each other operand gets an f32 NCHW stand-in: bf16
- * widened (exactly), NHWC transposed (exactly), and each output is rounded and
- * laid out back when the op ends. Elementwise ops (layout-blind: every
- * operand has the same layout) keep the layout and only widen. */
-
-/* Whether t needs a stand-in for the f32 NCHW entries (keep_layout: only
- * its dtype counts). */
-static bool foreign(const pp_tensor *t, bool keep_layout)
-{
-    return t && (t->dtype == PP_BF16 ||
-                 (!keep_layout && pp_tensor_effective_layout(t) == PP_NHWC));
-}
-
-/* Offers op to the backend's native entry when one of the n tensors is
- * foreign; *done tells whether it ran. */
-static pp_status try_native(pp_exec *ex, pp_native_op op, const void *desc, int n,
-                            pp_tensor *const *t, bool keep_layout, bool *done, pp_error *err)
-{
-    *done = false;
-    bool any = false;
-    for (int i = 0; i < n; i++) any |= foreign(t[i], keep_layout);
-    if (!any || !ex->dev->ops->native) return PP_OK;
-    pp_status st = ex->dev->ops->native(ex, op, desc, t, err);
-    if (st == PP_ERR_UNSUPPORTED) return PP_OK;
-    *done = true;
-    return st;
-}
-
-/* Returns from the calling op when the backend ran it natively. The tensor
- * list is the op's in pp_native_op order. */
-#define NATIVE(op, desc, keep_layout, ...)                                                \
-    do {                                                                                  \
-        pp_tensor *const native_t_[] = {__VA_ARGS__};                                     \
-        bool native_done_;                                                                \
-        pp_status native_st_ = try_native(ex, (op), (desc), (int)(sizeof native_t_ /       \
-                                                                  sizeof native_t_[0]),   \
-                                          native_t_, (keep_layout), &native_done_, err);  \
-        if (native_done_ || native_st_ != PP_OK) return native_st_;                       \
-    } while (0)
-
-/* Casts away const for the native tensor list (the backend writes outputs only). */
-#define T(x) ((pp_tensor *)(x))
-
-enum { WIDE_MAX = 8 };
-typedef struct wide {
-    bool keep_layout;  /* elementwise op: stand-ins keep the operand's layout */
-    int n;
-    struct {
-        void *data;    /* the operand's data */
-        pp_tensor own; /* the operand (its dtype, shape, layout) */
-        pp_tensor f32; /* its stand-in */
-        bool out;      /* written back into data when the op ends */
-    } e[WIDE_MAX];
-    pp_status st;      /* the first failure; later calls do nothing */
-} wide;
-
-/* y (layout to) = x (the other layout), n batches; shapes from t (4-D). */
-static pp_status relayout(pp_exec *ex, const pp_tensor *t, pp_layout to, const void *x, void *y,
-                          pp_error *err)
-{
-    int64_t c = t->shape[1], hw = t->shape[2] * t->shape[3];
-    int64_t rows = to == PP_NHWC ? c : hw, cols = to == PP_NHWC ? hw : c;
-    return DISPATCH(transpose, t->shape[0], rows, cols, pp_dtype_size(t->dtype), x, y, err);
-}
-
-/* Moves values between an operand t and its f32 stand-in (fill: into the
- * stand-in, widening bf16 exactly and laying NHWC out as NCHW unless
- * keep_layout; else back into t, rounding and laying out as t is). A bf16
- * NHWC operand passes through a bf16 NCHW temporary. */
-static pp_status wide_move(wide *v, pp_exec *ex, const pp_tensor *t, const pp_tensor *f32,
-                           bool fill, pp_error *err)
-{
-    const bool nhwc = !v->keep_layout && pp_tensor_effective_layout(t) == PP_NHWC;
-    const int64_t n = pp_tensor_numel(t);
-    if (!nhwc)
-        return fill ? DISPATCH(f32_from_bf16, n, t->data, f32->data, err)
-                    : DISPATCH(bf16_from_f32, n, f32->data, t->data, err);
-    if (t->dtype == PP_F32)
-        return fill ? relayout(ex, t, PP_NCHW, t->data, f32->data, err)
-                    : relayout(ex, t, PP_NHWC, f32->data, t->data, err);
-    pp_tensor tmp;
-    PP_TRY(pp_tensor_alloc_on(&tmp, ex, t->dtype, t->ndim, t->shape, err));
-    pp_status st;
-    if (fill) {
-        st = relayout(ex, t, PP_NCHW, t->data, tmp.data, err);
-        if (st == PP_OK) st = DISPATCH(f32_from_bf16, n, tmp.data, f32->data, err);
-    } else {
-        st = DISPATCH(bf16_from_f32, n, f32->data, tmp.data, err);
-        if (st == PP_OK) st = relayout(ex, t, PP_NHWC, tmp.data, t->data, err);
-    }
-    pp_tensor_free(&tmp);
-    return st;
-}
-
-/* The f32 data to hand the backend for t: t's own for an f32 NCHW tensor,
- * else a stand-in, holding t's values when t is read (an input, or an
- * output the op accumulates into). An operand passed twice (an in-place op:
- * y == x) shares one stand-in. */
-static void *wide_get(wide *v, pp_exec *ex, const pp_tensor *t, bool out, bool read,
-                      pp_error *err)
-{
-    if (!foreign(t, v->keep_layout)) return t ? t->data : NULL;
-    if (v->st != PP_OK) return NULL;
-    for (int i = 0; i < v->n; i++)
-        if (v->e[i].data == t->data) {
-            v->e[i].out |= out;
-            return v->e[i].f32.data;
-        }
-    if (v->n == WIDE_MAX) {
-        v->st = pp_error_set(err, PP_ERR_INVALID, "too many converted operands");
-        return NULL;
-    }
-    int i = v->n++;
-    v->e[i].data = t->data;
-    v->e[i].own = *t;
-    v->e[i].out = out;
-    v->st = pp_tensor_alloc_on(&v->e[i].f32, ex, PP_F32, t->ndim, t->shape, err);
-    if (v->st == PP_OK && (!out || read)) v->st = wide_move(v, ex, t, &v->e[i].f32, true, err);
-    return v->st == PP_OK ? v->e[i].f32.data : NULL;
-}
-
-#define WIDE_IN(v, t) wide_get(&(v), ex, (t), false, true, err)
-#define WIDE_OUT(v, t) wide_get(&(v), ex, (t), true, false, err)
-#define WIDE_INOUT(v, t) wide_get(&(v), ex, (t), true, true, err)
-
-/* Writes the outputs back when the op (st) succeeded and frees the
- * stand-ins; the first failure wins. */
-static pp_status wide_end(wide *v, pp_exec *ex, pp_status st, pp_error *err)
-{
-    for (int i = 0; i < v->n; i++) {
-        if (st == PP_OK && v->e[i].out)
-            st = wide_move(v, ex, &v->e[i].own, &v->e[i].f32, false, err);
-        pp_tensor_free(&v->e[i].f32);
-    }
-    return st;
-}
-
-/* Runs call once every stand-in is ready, then wide_end. */
-#define WIDE_RUN(v, call) wide_end(&(v), ex, (v).st == PP_OK ? (call) : (v).st, err)
 
 pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
                               int stride, int pad, pp_error *err)
@@ -340,7 +195,7 @@ pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const 
     if (st == PP_OK) st = DISPATCH(accumulate, n, part.data, dw->data, err);
     pp_tensor_free(&low);
     pp_tensor_free(&part);
-    return wide_end(&v, ex, st, err);
+    return pp_ops_wide_end(&v, ex, st, err);
 }
 
 pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
@@ -556,7 +411,7 @@ static pp_status unary(pp_exec *ex, const char *op, ew1_fn fn, int nop, const pp
     PP_TRY(check_act(ex, op, "x", x, err));
     PP_TRY(check_like(ex, op, "y", y, x, err));
     PP_TRY(check_layout_like(op, "y", y, x, err));
-    if (!fn) return unsupported(ex, op, err);
+    if (!fn) return pp_ops_unsupported(ex, op, err);
     if (nop >= 0) NATIVE((pp_native_op)nop, NULL, true, T(x), y);
     wide v = {.keep_layout = true};
     const float *xd = WIDE_IN(v, x);
@@ -575,7 +430,7 @@ static pp_status binary(pp_exec *ex, const char *op, ew2_fn fn, int nop, const c
     PP_TRY(check_like(ex, op, yn, y, a, err));
     PP_TRY(check_layout_like(op, bn, b, a, err));
     PP_TRY(check_layout_like(op, yn, y, a, err));
-    if (!fn) return unsupported(ex, op, err);
+    if (!fn) return pp_ops_unsupported(ex, op, err);
     if (nop >= 0) NATIVE((pp_native_op)nop, NULL, true, T(a), T(b), y);
     wide v = {.keep_layout = true};
     const float *ad = WIDE_IN(v, a), *bd = WIDE_IN(v, b);
@@ -654,7 +509,7 @@ pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
         return pp_error_set(err, PP_ERR_INVALID, "%s: cannot change the layout in place", op);
     }
     if (pp_tensor_effective_layout(x) != pp_tensor_effective_layout(y))
-        return relayout(ex, x, pp_tensor_effective_layout(y), x->data, y->data, err);
+        return pp_ops_relayout(ex, x, pp_tensor_effective_layout(y), x->data, y->data, err);
     return DISPATCH(copy, pp_tensor_bytes(x), x->data, y->data, err);
 }
 
@@ -757,32 +612,6 @@ static pp_status check_pool(pp_exec *ex, const char *op, const pp_pool_desc *d, 
     return PP_OK;
 }
 
-/* The argmax tensor is laid out like y (whatever path computed it). The f32
- * NCHW entries take it in NCHW order: *id is idx itself, or for an NHWC y a
- * temporary (holding idx's values laid out NCHW when read). */
-static pp_status idx_nchw(pp_exec *ex, const pp_tensor *y, const pp_tensor *idx, bool read,
-                          pp_tensor *id, pp_error *err)
-{
-    *id = *idx;
-    id->owns = false;
-    if (pp_tensor_effective_layout(y) != PP_NHWC) return PP_OK;
-    PP_TRY(pp_tensor_alloc_on(id, ex, PP_I32, idx->ndim, idx->shape, err));
-    if (!read) return PP_OK;
-    pp_status st = relayout(ex, idx, PP_NCHW, idx->data, id->data, err);
-    if (st != PP_OK) pp_tensor_free(id);
-    return st;
-}
-
-/* Ends idx_nchw: writes a written temporary back laid out NHWC, frees it. */
-static pp_status idx_done(pp_exec *ex, pp_tensor *id, const pp_tensor *idx, bool written,
-                          pp_status st, pp_error *err)
-{
-    if (id->data == idx->data) return st;
-    if (st == PP_OK && written) st = relayout(ex, idx, PP_NHWC, id->data, idx->data, err);
-    pp_tensor_free(id);
-    return st;
-}
-
 pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x, pp_tensor *y,
                              pp_tensor *idx, pp_error *err)
 {
@@ -793,12 +622,12 @@ pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor
     PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
     NATIVE(PP_NATIVE_MAXPOOL_FWD, d, false, T(x), y, idx);
     pp_tensor id;
-    PP_TRY(idx_nchw(ex, y, idx, false, &id, err));
+    PP_TRY(pp_ops_idx_nchw(ex, y, idx, false, &id, err));
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
     pp_status st = WIDE_RUN(v, DISPATCH(maxpool_forward, d, xd, yd, id.data, err));
-    return idx_done(ex, &id, idx, true, st, err);
+    return pp_ops_idx_done(ex, &id, idx, true, st, err);
 }
 
 pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor *x,
@@ -814,12 +643,12 @@ pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tenso
     PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
     NATIVE(PP_NATIVE_MAXPOOL_BWD, d, false, T(x), T(y), T(dy), T(idx), dx);
     pp_tensor id;
-    PP_TRY(idx_nchw(ex, y, idx, true, &id, err));
+    PP_TRY(pp_ops_idx_nchw(ex, y, idx, true, &id, err));
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
     float *dxd = WIDE_OUT(v, dx);
     pp_status st = WIDE_RUN(v, DISPATCH(maxpool_backward, d, xd, yd, dyd, id.data, dxd, err));
-    return idx_done(ex, &id, idx, false, st, err);
+    return pp_ops_idx_done(ex, &id, idx, false, st, err);
 }
 
 pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)

@@ -2,7 +2,8 @@
  * cuda_gconv.c - convolutions through cuDNN's graph (backend) API: the
  * contract is in cuda_gconv.h.
  *
- * A plan is made in numbered phases (make_entry):
+ * A plan is made in numbered phases (make_entry; phase 1 in
+ * cuda_gconv_graph.c):
  *   1. tensor descriptors X (N,C,H,W), W (K,C,R,S), Y (N,K,P,Q), dims in
  *      NCHW order, strides giving the layout, not virtual, 16-byte aligned,
  *      unique ids 1, 2, 3; the convolution descriptor; the operation of the
@@ -30,55 +31,16 @@
 #include <cudnn_graph.h>
 
 #include "cuda_gconv.h"
+#include "cuda_gconv_internal.h"
 #include "cuda_internal.h"
 
-/* Unique ids of the graph's tensors. */
-enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
 /* Engine configs asked of the heuristics at most. */
 #define GCONV_HEUR_MAX 64
-
-typedef struct gconv_key {
-    pp_conv2d_desc d;
-    int dir, dt, nhwc, math;
-    uint32_t alpha, beta; /* bits of the floats */
-} gconv_key;
-
-/* How the plan was chosen (the probe prints it). */
-typedef struct gconv_stats {
-    int mode;          /* CUDNN_HEUR_MODE_A or CUDNN_HEUR_MODE_FALLBACK: where configs came from */
-    int found;         /* engine configs offered by that mode */
-    int refused;       /* refused by numerical notes */
-    int failed;        /* did not finalize, or wanted too much workspace */
-    int timed;         /* execution plans timed */
-    int64_t engine;    /* CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the chosen engine */
-    float ms;          /* its timed run */
-} gconv_stats;
-
-typedef struct gconv_entry {
-    gconv_key key;
-    cudnnBackendDescriptor_t tensor[3]; /* X, W, Y */
-    cudnnBackendDescriptor_t conv, op, graph;
-    cudnnBackendDescriptor_t cfg, plan; /* the chosen engine config and its plan */
-    size_t ws;                          /* workspace bytes of plan */
-    gconv_stats stats;
-    bool unsupported;                   /* no acceptable engine: every call is refused at
-                                           once, with why (descriptors freed) */
-    char why[sizeof(((pp_error *)0)->msg)];
-} gconv_entry;
 
 struct pp_cuda_gconv_cache {
     gconv_entry *e; /* grows on new keys (first step only) */
     int n, cap;
 };
-
-/* What a plan is being made for, for messages. */
-typedef struct gbuild {
-    pp_exec *ex;
-    pp_cuda_exec *ce;
-    const gconv_key *key;
-    char what[200];
-    pp_error *err;
-} gbuild;
 
 static const char *const dir_name[] = {"fwd", "dgrad", "wgrad"};
 
@@ -88,8 +50,8 @@ static void describe(char *buf, size_t n, const gconv_key *k);
 
 /* A failed cuDNN backend call: names call, descriptor and attribute, status,
  * cuDNN's last error message and the convolution. */
-static pp_status gfail(const gbuild *g, cudnnStatus_t st, const char *call, const char *desc,
-                       const char *attr, int line)
+pp_status pp_gconv_fail(const gbuild *g, cudnnStatus_t st, const char *call, const char *desc,
+                        const char *attr, const char *file, int line)
 {
     char last[256] = "", what[sizeof g->what];
     cudnnGetLastErrorString(last, sizeof last);
@@ -106,19 +68,11 @@ static pp_status gfail(const gbuild *g, cudnnStatus_t st, const char *call, cons
     return pp_error_set(g->err, s, "%s: %s(%s%s%s) failed: %s (%d)%s%s, for %s at %s:%d",
                         g->ex->dev->name, call, desc, attr ? ", " : "", attr ? attr : "",
                         cudnnGetErrorString(st), (int)st, last[0] ? ": " : "", last, what,
-                        __FILE__, line);
+                        file, line);
 }
 
-/* cudnnBackendSetAttribute with the attribute's name in the message. */
-#define GSET(g, d, desc, attr, type, count, val)                                          \
-    do {                                                                                  \
-        cudnnStatus_t st_ = cudnnBackendSetAttribute((d), (attr), (type), (count), (val)); \
-        if (st_ != CUDNN_STATUS_SUCCESS)                                                  \
-            return gfail((g), st_, "cudnnBackendSetAttribute", desc, #attr, __LINE__);    \
-    } while (0)
-
-static pp_status gcreate(const gbuild *g, cudnnBackendDescriptorType_t type, const char *desc,
-                         cudnnBackendDescriptor_t *out)
+pp_status pp_gconv_create(const gbuild *g, cudnnBackendDescriptorType_t type, const char *desc,
+                          cudnnBackendDescriptor_t *out)
 {
     *out = NULL;
     cudnnStatus_t st = cudnnBackendCreateDescriptor(type, out);
@@ -129,7 +83,7 @@ static pp_status gcreate(const gbuild *g, cudnnBackendDescriptorType_t type, con
     return PP_OK;
 }
 
-static pp_status gfinalize(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc)
+pp_status pp_gconv_finalize(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc)
 {
     cudnnStatus_t st = cudnnBackendFinalize(d);
     return st == CUDNN_STATUS_SUCCESS ? PP_OK
@@ -140,6 +94,16 @@ static void gdestroy(cudnnBackendDescriptor_t *d)
 {
     if (*d) (void)cudnnBackendDestroyDescriptor(*d);
     *d = NULL;
+}
+
+pp_status pp_gconv_set_attr(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc,
+                            cudnnBackendAttributeName_t attr, const char *attrn,
+                            cudnnBackendAttributeType_t type, const void *val)
+{
+    cudnnStatus_t st = cudnnBackendSetAttribute(d, attr, type, 1, val);
+    return st == CUDNN_STATUS_SUCCESS
+               ? PP_OK
+               : gfail(g, st, "cudnnBackendSetAttribute", desc, attrn, __LINE__);
 }
 
 /* ---- stream-ordered scratch, counted in the device's memory ---------------- */
@@ -163,147 +127,6 @@ static void scratch_free(pp_exec *ex, void *p, size_t bytes)
     pp_device_unaccount(ex->dev, bytes);
 }
 
-/* ---- phase 1: the operation graph ------------------------------------------- */
-
-/* dims (A,B,C,D) in NCHW order; strides of NCHW, or of NHWC when nhwc. */
-static void dims_strides(int64_t a, int64_t b, int64_t c, int64_t d, bool nhwc, int64_t dims[4],
-                         int64_t strides[4])
-{
-    dims[0] = a;
-    dims[1] = b;
-    dims[2] = c;
-    dims[3] = d;
-    if (nhwc) {
-        strides[1] = 1;
-        strides[3] = b;
-        strides[2] = d * b;
-        strides[0] = c * d * b;
-    } else {
-        strides[3] = 1;
-        strides[2] = d;
-        strides[1] = c * d;
-        strides[0] = b * c * d;
-    }
-}
-
-static pp_status make_tensor(const gbuild *g, int64_t uid, const int64_t dims[4],
-                             const int64_t strides[4], cudnnBackendDescriptor_t *out)
-{
-    static const char *const names[] = {"", "tensor X", "tensor W", "tensor Y"};
-    const char *desc = names[uid];
-    cudnnDataType_t dt = g->key->dt == PP_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
-    const int64_t align = 16;
-    const bool virt = false;
-    PP_TRY(gcreate(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, desc, out));
-    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt);
-    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-    GSET(g, *out, desc, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
-    return gfinalize(g, *out, desc);
-}
-
-static pp_status make_tensors(const gbuild *g, gconv_entry *e)
-{
-    const pp_conv2d_desc *d = &g->key->d;
-    const bool nhwc = g->key->nhwc;
-    int64_t dims[4], strides[4];
-    dims_strides(d->n, d->c, d->h, d->w, nhwc, dims, strides);
-    PP_TRY(make_tensor(g, UID_X, dims, strides, &e->tensor[0]));
-    dims_strides(d->k, d->c, d->r, d->s, nhwc, dims, strides);
-    PP_TRY(make_tensor(g, UID_W, dims, strides, &e->tensor[1]));
-    dims_strides(d->n, d->k, d->p, d->q, nhwc, dims, strides);
-    return make_tensor(g, UID_Y, dims, strides, &e->tensor[2]);
-}
-
-static pp_status make_conv(const gbuild *g, cudnnBackendDescriptor_t *out)
-{
-    const pp_conv2d_desc *d = &g->key->d;
-    const char *desc = "convolution descriptor";
-    const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-    const int64_t dims = 2, dil[2] = {1, 1}, stride[2] = {d->stride_h, d->stride_w},
-                  pad[2] = {d->pad_h, d->pad_w};
-    PP_TRY(gcreate(g, CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, desc, out));
-    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode);
-    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &dims);
-    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, dil);
-    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride);
-    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-    GSET(g, *out, desc, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad);
-    return gfinalize(g, *out, desc);
-}
-
-/* The attributes of one direction's operation. */
-typedef struct op_attrs {
-    cudnnBackendDescriptorType_t type;
-    const char *desc;
-    cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
-    const char *xn, *wn, *yn, *convn, *alphan, *betan;
-} op_attrs;
-
-#define OP_ATTRS(type, x, w, y, pre)                                                     \
-    {type,      #type,        x,          w,          y,          pre##_CONV_DESC,     \
-     pre##_ALPHA, pre##_BETA, #x,         #w,         #y,         #pre "_CONV_DESC",   \
-     #pre "_ALPHA", #pre "_BETA"}
-
-static const op_attrs ops_of[3] = {
-    OP_ATTRS(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD),
-    OP_ATTRS(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA),
-    OP_ATTRS(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-             CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER),
-};
-
-static pp_status set_desc_attr(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc,
-                               cudnnBackendAttributeName_t attr, const char *attrn,
-                               cudnnBackendAttributeType_t type, const void *val)
-{
-    cudnnStatus_t st = cudnnBackendSetAttribute(d, attr, type, 1, val);
-    return st == CUDNN_STATUS_SUCCESS
-               ? PP_OK
-               : gfail(g, st, "cudnnBackendSetAttribute", desc, attrn, __LINE__);
-}
-
-static pp_status make_op(const gbuild *g, gconv_entry *e)
-{
-    const op_attrs *a = &ops_of[g->key->dir];
-    float alpha, beta;
-    memcpy(&alpha, &g->key->alpha, sizeof alpha);
-    memcpy(&beta, &g->key->beta, sizeof beta);
-    PP_TRY(gcreate(g, a->type, a->desc, &e->op));
-    const cudnnBackendAttributeType_t bd = CUDNN_TYPE_BACKEND_DESCRIPTOR;
-    PP_TRY(set_desc_attr(g, e->op, a->desc, a->x, a->xn, bd, &e->tensor[0]));
-    PP_TRY(set_desc_attr(g, e->op, a->desc, a->w, a->wn, bd, &e->tensor[1]));
-    PP_TRY(set_desc_attr(g, e->op, a->desc, a->y, a->yn, bd, &e->tensor[2]));
-    PP_TRY(set_desc_attr(g, e->op, a->desc, a->conv, a->convn, bd, &e->conv));
-    /* compute type FLOAT: the scalars are floats */
-    PP_TRY(set_desc_attr(g, e->op, a->desc, a->alpha, a->alphan, CUDNN_TYPE_FLOAT, &alpha));
-    PP_TRY(set_desc_attr(g, e->op, a->desc, a->beta, a->betan, CUDNN_TYPE_FLOAT, &beta));
-    return gfinalize(g, e->op, a->desc);
-}
-
-static pp_status make_graph(const gbuild *g, gconv_entry *e)
-{
-    const char *desc = "operation graph";
-    cudnnHandle_t h = g->ce->dnn;
-    PP_TRY(gcreate(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, desc, &e->graph));
-    GSET(g, e->graph, desc, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-         &e->op);
-    GSET(g, e->graph, desc, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-    return gfinalize(g, e->graph, desc);
-}
-
 /* ---- phase 2: heuristics ------------------------------------------------------ */
 
 typedef struct cfg_list {
@@ -324,14 +147,14 @@ static pp_status heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
     const char *desc = mode == CUDNN_HEUR_MODE_A ? "engine heuristics (mode A)"
                                                  : "engine heuristics (mode FALLBACK)";
     cudnnBackendDescriptor_t heur;
-    PP_TRY(gcreate(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, desc, &heur));
-    pp_status s = set_desc_attr(g, heur, desc, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                "CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH",
-                                CUDNN_TYPE_BACKEND_DESCRIPTOR, &graph);
+    PP_TRY(pp_gconv_create(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, desc, &heur));
+    pp_status s = pp_gconv_set_attr(g, heur, desc, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                                    "CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH",
+                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, &graph);
     if (s == PP_OK)
-        s = set_desc_attr(g, heur, desc, CUDNN_ATTR_ENGINEHEUR_MODE, "CUDNN_ATTR_ENGINEHEUR_MODE",
-                          CUDNN_TYPE_HEUR_MODE, &mode);
-    if (s == PP_OK) s = gfinalize(g, heur, desc);
+        s = pp_gconv_set_attr(g, heur, desc, CUDNN_ATTR_ENGINEHEUR_MODE,
+                              "CUDNN_ATTR_ENGINEHEUR_MODE", CUDNN_TYPE_HEUR_MODE, &mode);
+    if (s == PP_OK) s = pp_gconv_finalize(g, heur, desc);
     int64_t avail = 0;
     if (s == PP_OK) {
         cudnnStatus_t st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
@@ -342,7 +165,7 @@ static pp_status heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
     }
     if (avail > GCONV_HEUR_MAX) avail = GCONV_HEUR_MAX;
     for (int64_t i = 0; s == PP_OK && i < avail; i++)
-        s = gcreate(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config", &l->cfg[i]);
+        s = pp_gconv_create(g, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, "engine config", &l->cfg[i]);
     int64_t got = 0;
     if (s == PP_OK && avail > 0) {
         cudnnStatus_t st = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS,
@@ -372,7 +195,7 @@ static pp_status engine_ok(const gbuild *g, cudnnBackendDescriptor_t cfg, bool *
     cudnnBackendDescriptor_t eng;
     *ok = false;
     *index = -1;
-    PP_TRY(gcreate(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, desc, &eng));
+    PP_TRY(pp_gconv_create(g, CUDNN_BACKEND_ENGINE_DESCRIPTOR, desc, &eng));
     int64_t n = 0;
     cudnnStatus_t st = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE,
                                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng);
@@ -410,14 +233,14 @@ static pp_status make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
 {
     const char *desc = "execution plan";
     cudnnHandle_t h = g->ce->dnn;
-    PP_TRY(gcreate(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, desc, plan));
-    pp_status s = set_desc_attr(g, *plan, desc, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
-                                "CUDNN_ATTR_EXECUTION_PLAN_HANDLE", CUDNN_TYPE_HANDLE, &h);
+    PP_TRY(pp_gconv_create(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, desc, plan));
+    pp_status s = pp_gconv_set_attr(g, *plan, desc, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
+                                    "CUDNN_ATTR_EXECUTION_PLAN_HANDLE", CUDNN_TYPE_HANDLE, &h);
     if (s == PP_OK)
-        s = set_desc_attr(g, *plan, desc, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                          "CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG",
-                          CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg);
-    if (s == PP_OK) s = gfinalize(g, *plan, desc);
+        s = pp_gconv_set_attr(g, *plan, desc, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                              "CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG",
+                              CUDNN_TYPE_BACKEND_DESCRIPTOR, &cfg);
+    if (s == PP_OK) s = pp_gconv_finalize(g, *plan, desc);
     int64_t bytes = 0, n = 0;
     if (s == PP_OK) {
         cudnnStatus_t st = cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
@@ -455,7 +278,7 @@ static pp_status run_plan(const gbuild *g, cudnnBackendDescriptor_t plan, const 
     int64_t uids[3] = {UID_X, UID_W, UID_Y};
     void *ptrs[3] = {x, w, y};
     cudnnBackendDescriptor_t vp;
-    PP_TRY(gcreate(g, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, desc, &vp));
+    PP_TRY(pp_gconv_create(g, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, desc, &vp));
     const char *attr = "CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS";
     const char *call = "cudnnBackendSetAttribute";
     cudnnStatus_t st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
@@ -691,10 +514,10 @@ static pp_status make_entry(pp_exec *ex, pp_cuda_exec *ce, const gconv_key *key,
     describe(g.what, sizeof g.what, key);
     memset(e, 0, sizeof *e);
     e->key = *key;
-    pp_status s = make_tensors(&g, e);
-    if (s == PP_OK) s = make_conv(&g, &e->conv);
-    if (s == PP_OK) s = make_op(&g, e);
-    if (s == PP_OK) s = make_graph(&g, e);
+    pp_status s = pp_gconv_make_tensors(&g, e);
+    if (s == PP_OK) s = pp_gconv_make_conv(&g, &e->conv);
+    if (s == PP_OK) s = pp_gconv_make_op(&g, e);
+    if (s == PP_OK) s = pp_gconv_make_graph(&g, e);
     if (s == PP_OK) s = choose_plan(&g, e, a, b, out);
     if (s != PP_OK) entry_free(e);
     return s;

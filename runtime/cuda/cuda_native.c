@@ -4,7 +4,8 @@
  * (cuda_gconv.c; the stem's 3 input channels padded to 8), the linear layer
  * through cuBLASLt (cuda_blaslt.c), batch norm, pooling and elementwise ops
  * by cuda_nhwc.cu's kernels; and the layout transposes. Combinations it does not run return PP_ERR_UNSUPPORTED so that
- * ops.c converts the operands to f32 NCHW and calls the f32 entries.
+ * ops.c converts the operands to f32 NCHW (ops_adapt.c) and calls the f32
+ * entries.
  *
  * Memory order: a 4-D tensor is in NHWC order when its layout says so, or
  * when both orders coincide (H = W = 1, or C = 1); the kernels need that

@@ -1,0 +1,125 @@
+/*
+ * executor_internal.h - the executor's state, shared by executor.c (passes
+ * 1 to 3 of a run: shapes, buffers and events; enqueueing; results) and
+ * executor_graphs.c (steps captured into graphs and replayed). Not
+ * installed; nothing outside streams/ includes it.
+ */
+#ifndef PP_EXECUTOR_INTERNAL_H
+#define PP_EXECUTOR_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "streams/executor.h"
+#include "streams/graph.h"
+#include "streams/program.h"
+
+#define EXEC_GRAPHS 4 /* keys alive at once: full and partial batch, two input buffer sets each */
+
+typedef struct lane_events {
+    pp_event **ev;
+    int n, cap;
+} lane_events;
+
+typedef struct boundary_buf {
+    size_t bytes;              /* capacity of every slot below */
+    void **act_send;           /* (slots) on stage b's device */
+    void **act_recv;           /* (slots) on stage b+1's device */
+    void **grad_send;          /* (slots) on stage b+1's device */
+    void **grad_recv;          /* (slots) on stage b's device */
+} boundary_buf;
+
+typedef struct run_item {
+    pp_executor *ex;
+    const pp_prog_item *it;
+} run_item;
+
+/* A step key of pp_executor_run_replayable and what its graph needs alive:
+ * the lowered program and the items its launches point to (a recorded graph
+ * calls run_forward etc. with them again at every launch). */
+typedef struct exec_graph {
+    bool used;
+    int tag, m;
+    int *sizes;                /* (m) */
+    uint64_t last_use;
+    unsigned buf_gen;          /* ex->buf_gen when captured */
+    unsigned ws_gen;           /* sum of the lanes' exec ws_gen when captured */
+    pp_graph *g;               /* NULL: seen once (warm-up), not captured yet */
+    pp_program prog;
+    run_item *items;           /* (prog.n_items) */
+    pp_event **item_ev;        /* (prog.n_items) */
+} exec_graph;
+
+struct pp_executor {
+    int S;
+    int min_slots;
+    pp_stage_desc *stages;     /* (S) */
+    int n_lanes;               /* 3S - 2, plus one per stage with grads_ready */
+    pp_stream **lanes;         /* (n_lanes) */
+    int *grads_lane;           /* (S) the stage's grads_ready lane; -1: none */
+    pp_event **grads_ev;       /* (S) after the stage's last backward (stage's device) */
+    pp_event **grads_done;     /* (S) after its grads_ready (stage's device) */
+    pp_device_ctx **lane_dev;  /* (n_lanes) */
+    lane_events *events;       /* (n_lanes) pools, grown on demand */
+    int slots;                 /* slots allocated in bufs (0: none yet) */
+    boundary_buf *bufs;        /* (S-1) */
+    size_t last_bytes;
+    void *last_out;            /* last stage's output buffer */
+
+    /* stages on several processes (pp_executor_set_ranks); NULL: all local */
+    pp_comm *comm;
+    int *ranks;                /* (S) */
+    pp_nccl **links;           /* (2(S-1)): [b] activations, [S-1+b] gradients of boundary b
+                                * between ranks over NCCL; NULL: host messages */
+
+    /* per run */
+    const pp_schedule *sched;
+    pp_tensor *shapes;         /* (S*m) output shape of stage s for micro-batch i */
+    int shapes_cap;
+
+    /* graphs (pp_executor_run_replayable) */
+    bool graphs_on;
+    unsigned buf_gen;          /* bumped whenever the boundary buffers are reallocated */
+    uint64_t uses;
+    exec_graph graphs[EXEC_GRAPHS];
+    char refusal[256];         /* why a capture was refused ("" if none) */
+};
+
+/* ---- executor.c ---------------------------------------------------------- */
+
+/* Pass 1 for a run of s: the program, shapes, buffers and events. On
+ * failure p is freed. */
+pp_status pp_executor_prepare(pp_executor *ex, const pp_schedule *s, pp_program *p,
+                              pp_error *err);
+
+/* Pass 2: enqueues every item of p on the lanes (items and item_ev: p's
+ * n_items each, see pp_executor_alloc_items). */
+pp_status pp_executor_enqueue_all(pp_executor *ex, const pp_program *p, run_item *items,
+                                  pp_event **item_ev, pp_error *err);
+
+/* Waits for every lane; returns the earliest error (the root cause) and
+ * resets errors and records so the executor can run again. */
+pp_status pp_executor_finish(pp_executor *ex, pp_error *err);
+
+/* Pass 3: the lanes' records between t0 and t1 as *out. */
+pp_status pp_executor_collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int slots,
+                                    pp_step_stats *out, pp_error *err);
+
+/* The items of p and their events (malloc'ed, the events NULL). */
+pp_status pp_executor_alloc_items(const pp_program *p, run_item **items, pp_event ***item_ev,
+                                  pp_error *err);
+
+/* Clears every lane's error and records. */
+void pp_executor_clear_lanes(pp_executor *ex);
+
+/* Passes 2 and 3 of an eager run of the prepared program p. */
+pp_status pp_executor_run_eager(pp_executor *ex, const pp_program *p, pp_step_stats *stats,
+                                pp_error *err);
+
+/* ---- executor_graphs.c ----------------------------------------------------- */
+
+/* Frees eg's graph, program and items and clears the slot. */
+void pp_executor_graph_drop(exec_graph *eg);
+
+#endif
