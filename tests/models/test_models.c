@@ -1071,9 +1071,11 @@ static void test_delay(void)
     CHECK(pp_stage_in_flight(s0) == 0 && pp_stage_in_flight(s1) == 0);
     const double want[4] = {30, 10, 40, 20};
     const double got[4] = {t1 - t0, t2 - t1, t4 - t3, t5 - t4};
+    /* at least the delay; the upper bound only catches a wrong unit (a
+     * loaded machine can hold a thread back by far more than the delay) */
     for (int i = 0; i < 4; i++)
-        CHECK_MSG(got[i] >= want[i] - 0.5 && got[i] < want[i] + 25, "delay %d: %.1f ms, want %.0f",
-                  i, got[i], want[i]);
+        CHECK_MSG(got[i] >= want[i] - 0.5 && got[i] < 10 * want[i] + 250,
+                  "delay %d: %.1f ms, want %.0f", i, got[i], want[i]);
     fprintf(stderr, "  delay: forward %.1f, %.1f ms; backward %.1f, %.1f ms\n", got[0], got[1],
             got[2], got[3]);
     pp_tensor *all[] = {&x, &a, &y, &dy, &da, &dx};
