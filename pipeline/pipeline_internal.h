@@ -237,9 +237,18 @@ pp_status pipe_prefetch_read(pipe_prefetch *pf, pp_data *src, int64_t pos, int c
 /* The replica whose stages include one on this rank; -1 when none does. */
 int pipe_replica_of(const pp_plan *plan, int rank);
 
-/* One rank's pipeline (pipeline.c, checkpoints.c): what the public calls of
- * the same names do for a job of processes; inprocess.c runs them on every
- * rank of a job of threads when replicas share this process. */
+/* The schedule and micro-batches of a batch of another size (pipeline.c):
+ * an epoch's partial last batch, evaluation batches. */
+pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
+                              pp_schedule_kind kind, pp_error *err);
+
+/* A kept step's lanes named with their rank in a job (report.c). */
+void pipe_name_rank_lanes(const pp_pipeline *p, pp_step_stats *st);
+
+/* One rank's pipeline (pipeline.c, step.c, checkpoints.c, report.c): what
+ * the public calls of the same names do for a job of processes; inprocess.c
+ * runs them on every rank of a job of threads when replicas share this
+ * process. */
 pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
                         pp_error *err);
 void pipe_free_rank(pp_pipeline *p);

@@ -1,0 +1,183 @@
+/*
+ * report.c - what a pipeline tells about its steps (pipeline.h): per-stage and
+ * per-replica figures (medians after warm-up), the schedule in text, and the
+ * Chrome trace of the kept steps (one file per rank in a job).
+ */
+#include "pipeline/pipeline.h"
+#include "pipeline/pipeline_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/stage.h"
+#include "runtime/core/ops.h"
+#include "runtime/data.h"
+#include "runtime/optimizer.h"
+#include "streams/executor.h"
+#include "streams/schedule.h"
+#include "streams/simulate.h"
+#include "streams/trace.h"
+
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[first..n) (first = 1 when n > 1: the warm-up step is excluded). */
+static double median_after_warmup(const double *v, int n)
+{
+    if (n <= 0) return 0;
+    int first = n > 1 ? 1 : 0;
+    int k = n - first;
+    double *tmp = malloc((size_t)k * sizeof(double));
+    if (!tmp) return v[n - 1]; /* out of memory: the latest value stands in */
+    memcpy(tmp, v + first, (size_t)k * sizeof(double));
+    qsort(tmp, (size_t)k, sizeof(double), cmp_double);
+    double m = k % 2 ? tmp[k / 2] : 0.5 * (tmp[k / 2 - 1] + tmp[k / 2]);
+    free(tmp);
+    return m;
+}
+
+void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out)
+{
+    memset(out, 0, sizeof *out);
+    if (stage < 0 || stage >= p->n_stages) return;
+    const pipe_stage *st = &p->stages[stage];
+    out->rank = p->stage_rank[stage];
+    if (stage_here(p, stage))
+        snprintf(out->device, sizeof out->device, "%s", st->dev->name);
+    else
+        snprintf(out->device, sizeof out->device, "%s", st->device_name);
+    out->params = pp_stage_num_params(st->model);
+    out->n_layers = st->n_layers;
+    out->layers = st->layers;
+    out->forward_ms = median_after_warmup(st->fwd_ms, p->steps_run);
+    out->backward_ms = median_after_warmup(st->bwd_ms, p->steps_run);
+    out->busy_frac = median_after_warmup(st->busy, p->steps_run);
+    out->grads_ms = median_after_warmup(st->grads_ms, p->steps_run);
+    out->peak_bytes = stage_here(p, stage) ? pp_device_peak_bytes(st->dev) : st->peak_bytes;
+    out->max_in_flight = st->max_in_flight;
+}
+
+/* The median after warm-up of replica r's entries of v (steps_run x replicas). */
+static double replica_median(const pp_pipeline *p, const double *v, int r)
+{
+    int n = p->steps_run;
+    double col[n > 0 ? n : 1];
+    for (int k = 0; k < n; k++) col[k] = v[k * p->replicas + r];
+    return median_after_warmup(col, n);
+}
+
+void pp_pipeline_replica_report(const pp_pipeline *p, int replica, pp_replica_report *out)
+{
+    memset(out, 0, sizeof *out);
+    if (replica < 0 || replica >= p->replicas) return;
+    for (int s = 0; s < p->n_stages && s < PP_PLAN_MAX_STAGES; s++) {
+        int rank = p->in_process ? 0 : p->rep_rank[replica * p->n_stages + s], seen = 0;
+        for (int i = 0; i < out->n_ranks; i++) seen |= out->ranks[i] == rank;
+        if (!seen) out->ranks[out->n_ranks++] = rank;
+    }
+    int off, size;
+    if (p->replicas > 1)
+        pipe_replica_piece(p->batch, p->replicas, replica, &off, &size);
+    else
+        size = p->batch;
+    out->batch = size;
+    out->step_ms = replica_median(p, p->rep_step_ms, replica);
+    out->run_ms = replica_median(p, p->rep_run_ms, replica);
+    out->images_per_s = out->step_ms > 0 ? size * 1000.0 / out->step_ms : 0;
+}
+
+void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
+{
+    memset(out, 0, sizeof *out);
+    int n = p->steps_run;
+    out->steps = n;
+    if (n == 0) return;
+    int first = n > 1 ? 1 : 0;
+    out->step_ms_min = out->step_ms_max = p->step_ms[first];
+    for (int i = first; i < n; i++) {
+        if (p->step_ms[i] < out->step_ms_min) out->step_ms_min = p->step_ms[i];
+        if (p->step_ms[i] > out->step_ms_max) out->step_ms_max = p->step_ms[i];
+    }
+    out->step_ms_median = median_after_warmup(p->step_ms, n);
+    out->images_per_s = out->step_ms_median > 0 ? p->batch * 1000.0 / out->step_ms_median : 0;
+    out->bubble_frac = median_after_warmup(p->bubble, n);
+    out->copy_bytes = p->copy_bytes;
+    out->ranks = p->in_process ? 1 : pp_comm_size(p->comm);
+    out->replicas = p->replicas;
+    out->copy_ms = median_after_warmup(p->copy_ms, n);
+    out->graphs = p->graphs_mode == 1 ? "on" : p->graphs_mode == 2 ? "off" : "n/a";
+    out->graph_captures = p->graph_captures;
+    out->graph_replays = p->graph_replays;
+    out->graph_launches = p->graph_launches;
+    out->graph_refusal = pp_executor_graph_refusal(p->exec);
+
+    /* predicted from the measured per-stage costs of one micro-batch */
+    double f[p->n_stages], b[p->n_stages], copy[p->n_stages];
+    int copies = p->n_stages > 1 ? 2 * (p->n_stages - 1) * p->m : 1;
+    for (int s = 0; s < p->n_stages; s++) {
+        f[s] = median_after_warmup(p->stages[s].fwd_ms, n);
+        b[s] = median_after_warmup(p->stages[s].bwd_ms, n);
+        copy[s] = out->copy_ms / copies;
+    }
+    pp_error err;
+    if (pipe_simulate(&p->schedule, p->n_stages, f, b, copy, 0, p->slots, &out->predicted_step_ms,
+                 &out->bubble_frac_predicted, &err) != PP_OK) {
+        out->predicted_step_ms = 0;
+        out->bubble_frac_predicted = 0;
+    }
+}
+
+size_t pp_pipeline_format_schedule(const pp_pipeline *p, char *buf, size_t n)
+{
+    return pp_schedule_format(&p->schedule, false, buf, n);
+}
+
+/* Rank R's trace file in a job: path with ".rankR" before its extension
+ * (run.json -> run.rank1.json), or after it when it has none. */
+static pp_status rank_path(const char *path, int rank, char *out, size_t n, pp_error *err)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    if (!dot || (slash && dot < slash) || dot == (slash ? slash + 1 : path))
+        dot = path + strlen(path);
+    int k = snprintf(out, n, "%.*s.rank%d%s", (int)(dot - path), path, rank, dot);
+    if (k < 0 || (size_t)k >= n)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: path too long for rank %d's trace", path,
+                            rank);
+    return PP_OK;
+}
+
+pp_status pipe_write_trace_rank(const pp_pipeline *p, const char *path, pp_error *err)
+{
+    if (!p->keep_trace)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "pp_pipeline_write_trace: the pipeline was made without keep_trace");
+    if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_write_trace: no path");
+    if (pp_comm_size(p->comm) < 2) return pp_trace_write_chrome(path, p->trace, p->n_trace, err);
+    /* a job: every rank's file on rank 0's clock (clocks.c) */
+    pp_trace_clock clock = {.rank = p->rank, .offset_ns = p->clock_offset_ns,
+                            .uncertainty_ns = p->clock_uncertainty_ns,
+                            .origin_ns = p->clock_origin_ns};
+    char mine[4096];
+    if (p->rank > 0) PP_TRY(rank_path(path, p->rank, mine, sizeof mine, err));
+    return pp_trace_write_chrome_aligned(p->rank > 0 ? mine : path, p->trace, p->n_trace,
+                                         &clock, err);
+}
+
+/* In a job, a kept step's lanes name their rank with their device
+ * ("rank1 cpu:0"), so each rank's trace says whose streams it holds. */
+void pipe_name_rank_lanes(const pp_pipeline *p, pp_step_stats *st)
+{
+    if (pp_comm_size(p->comm) < 2) return;
+    for (int l = 0; l < st->n_lanes; l++) {
+        char dev[sizeof st->lanes[l].device];
+        memcpy(dev, st->lanes[l].device, sizeof dev);
+        snprintf(st->lanes[l].device, sizeof st->lanes[l].device, "rank%d %.9s", p->rank, dev);
+    }
+}

@@ -1,0 +1,420 @@
+/*
+ * step.c - training steps and evaluation passes of a built pipeline (one
+ * rank's; inprocess.c runs them on every rank of a job of threads): the
+ * step's window of the data, the schedule's run on the executor, the losses,
+ * the replicas' gradient sums, the optimizer step and each step's figures.
+ */
+#include "pipeline/pipeline.h"
+#include "pipeline/pipeline_internal.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/stage.h"
+#include "runtime/core/ops.h"
+#include "runtime/data.h"
+#include "runtime/optimizer.h"
+#include "streams/executor.h"
+#include "streams/schedule.h"
+#include "streams/simulate.h"
+#include "streams/trace.h"
+
+/* ---- stepping --------------------------------------------------------------- */
+
+static pp_status grow_history(struct pp_pipeline *p, pp_error *err)
+{
+    if (p->steps_run < p->steps_cap) return PP_OK;
+    int cap = p->steps_cap ? 2 * p->steps_cap : 16;
+    double **arrays[] = {&p->step_ms, &p->bubble, &p->copy_ms};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        double *a = realloc(*arrays[i], (size_t)cap * sizeof(double));
+        if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        *arrays[i] = a;
+    }
+    for (int s = 0; s < p->n_stages; s++) {
+        double **sa[] = {&p->stages[s].fwd_ms, &p->stages[s].bwd_ms, &p->stages[s].busy,
+                         &p->stages[s].grads_ms};
+        for (size_t i = 0; i < sizeof sa / sizeof sa[0]; i++) {
+            double *a = realloc(*sa[i], (size_t)cap * sizeof(double));
+            if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+            *sa[i] = a;
+        }
+    }
+    double **ra[] = {&p->rep_step_ms, &p->rep_run_ms};
+    for (size_t i = 0; i < sizeof ra / sizeof ra[0]; i++) {
+        double *a = realloc(*ra[i], (size_t)cap * (size_t)p->replicas * sizeof(double));
+        if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        *ra[i] = a;
+    }
+    p->steps_cap = cap;
+    return PP_OK;
+}
+
+/* Step k's time and run time of every replica: each replica's first stage's
+ * rank tells every rank (in replica order, the same on all ranks). */
+static pp_status share_replica_times(struct pp_pipeline *p, double step_ms, double run_ms,
+                                     pp_error *err)
+{
+    int k = p->steps_run, R = p->replicas;
+    for (int r = 0; r < R; r++) {
+        double v[2] = {step_ms, run_ms};
+        if (R > 1) PP_TRY(pp_comm_broadcast(p->comm, p->rep_rank[r * p->n_stages], v, sizeof v,
+                                            err));
+        p->rep_step_ms[k * R + r] = v[0];
+        p->rep_run_ms[k * R + r] = v[1];
+    }
+    return PP_OK;
+}
+
+/* Mean forward and backward time of one micro-batch on each stage, from the
+ * spans of a step ("F3 stage1", "B0 stage0"), and the time of its gradient
+ * sum over the replicas: its "grads sN" lane's spans plus what was summed
+ * after the run. */
+static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
+{
+    for (int s = 0; s < p->n_stages; s++) {
+        double f = 0, b = 0, g = 0;
+        int nf = 0, nb = 0;
+        char grads_lane[32];
+        snprintf(grads_lane, sizeof grads_lane, "grads s%d", s);
+        for (int i = 0; i < st->n_spans; i++) {
+            const pp_trace_span *sp = &st->spans[i];
+            double ms = (double)(sp->end_ns - sp->start_ns) / 1e6;
+            if (sp->lane >= 0 && sp->lane < st->n_lanes &&
+                strcmp(st->lanes[sp->lane].name, grads_lane) == 0)
+                g += ms;
+            if (sp->lane != s) continue;
+            if (sp->name[0] == 'F') f += ms, nf++;
+            else if (sp->name[0] == 'B') b += ms, nb++;
+        }
+        pipe_stage *ps = &p->stages[s];
+        ps->fwd_ms[p->steps_run] = nf ? f / nf : 0;
+        ps->bwd_ms[p->steps_run] = nb ? b / nb : 0;
+        ps->busy[p->steps_run] = st->busy_frac[s];
+        ps->grads_ms[p->steps_run] = g + ps->grads_after_ms;
+    }
+}
+
+/* In a job of several processes each measures only its own stages: every
+ * stage's figures of the step travel from its rank to all others, so every
+ * rank reports all stages. */
+static pp_status share_stage_times(struct pp_pipeline *p, pp_error *err)
+{
+    if (pp_comm_size(p->comm) < 2) return PP_OK;
+    int k = p->steps_run;
+    for (int s = 0; s < p->n_stages; s++) {
+        pipe_stage *st = &p->stages[s];
+        struct {
+            double fwd, bwd, busy, grads;
+            int64_t peak;
+            int64_t in_flight;
+        } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], st->grads_ms[k],
+               (int64_t)pp_device_peak_bytes(st->dev), st->max_in_flight};
+        PP_TRY(pp_comm_broadcast(p->comm, p->home_rank[s], &v, sizeof v, err));
+        st->fwd_ms[k] = v.fwd;
+        st->bwd_ms[k] = v.bwd;
+        st->busy[k] = v.busy;
+        st->grads_ms[k] = v.grads;
+        st->peak_bytes = (size_t)v.peak;
+        st->max_in_flight = (int)v.in_flight;
+    }
+    /* the bubble of the whole pipeline, not of this process's stages */
+    double busy = 0;
+    for (int s = 0; s < p->n_stages; s++) busy += p->stages[s].busy[k];
+    p->bubble[k] = 1.0 - busy / p->n_stages;
+    return PP_OK;
+}
+
+static pp_status check_loss(struct pp_pipeline *p, const float *losses, int m, pp_error *err)
+{
+    for (int i = 0; i < m; i++) {
+        if (isfinite(losses[i])) continue;
+        const pipe_stage *last = &p->stages[p->n_stages - 1];
+        return pp_error_set(err, PP_ERR_NUMERIC,
+                            "stage %d (%s) micro-batch %d: the loss is %s at step %lld "
+                            "(lower the learning rate, or check the data)",
+                            last->index, last->dev->name, i, isnan(losses[i]) ? "NaN" : "infinite",
+                            (long long)p->steps_done);
+    }
+    return PP_OK;
+}
+
+int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p)
+{
+    return (p->data_size + p->batch - 1) / p->batch;
+}
+
+/* Where step k reads (positions pos .. pos+count-1 of the data stream) and
+ * its epoch: with epochs, every epoch is one pass over the data with a
+ * partial last batch; with steps, batches follow one another (wrapping). */
+static void step_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, int *count,
+                        int64_t *epoch)
+{
+    int64_t spe = pp_pipeline_steps_per_epoch(p);
+    *epoch = k / spe;
+    if (!p->epochs) {
+        *pos = k * p->batch;
+        *count = p->batch;
+        return;
+    }
+    int64_t s = k % spe;
+    *pos = *epoch * p->data_size + s * p->batch;
+    int64_t left = p->data_size - s * p->batch;
+    *count = left < p->batch ? (int)left : p->batch;
+}
+
+/* Step k's window (step_window) as this replica sees it: *pos is the first
+ * sample of its piece, *count the whole batch, *rep_count the piece (0 when
+ * the batch is too small to give every replica a sample). */
+static void replica_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, int *count,
+                           int *rep_count, int64_t *epoch)
+{
+    step_window(p, k, pos, count, epoch);
+    int rep_off = 0;
+    *rep_count = *count;
+    if (p->replicas > 1) pipe_replica_piece(*count, p->replicas, p->replica, &rep_off, rep_count);
+    *pos += rep_off;
+}
+
+/* Sums a finished run's losses and correct counts, which the last stage
+ * copied to the host after each micro-batch's loss. */
+static pp_status read_losses(struct pp_pipeline *p, const run_io *io, double *loss,
+                             int64_t *correct, pp_error *err)
+{
+    int m = io->run->m, last = p->n_stages - 1;
+    const float *losses = io->host_losses;
+    const int32_t *corrects = io->host_corrects;
+    float sum = 0;
+    int64_t c = 0;
+    pp_status bad = PP_OK;
+    if (stage_here(p, last)) { /* its stream copied them to the host, in order */
+        bad = check_loss(p, losses, m, err);
+        for (int i = 0; i < m; i++) {
+            sum += losses[i];
+            c += corrects[i];
+        }
+    }
+    /* the last stage's process of each replica tells every process: sums
+     * over replicas (one replica: its sum plus zeros, the same bits) */
+    if (pp_comm_size(p->comm) > 1) {
+        float v[3] = {stage_here(p, last) ? sum : 0.0f, stage_here(p, last) ? (float)c : 0.0f,
+                      bad != PP_OK ? 1.0f : 0.0f};
+        PP_TRY(pp_comm_allreduce_sum_f32(p->comm, v, 3, err));
+        if (bad == PP_OK && v[2] > 0)
+            return pp_error_set(err, PP_ERR_NUMERIC, "the loss of another process's last stage "
+                                "is not finite at step %lld (see its message; lower the learning "
+                                "rate, or check the data)", (long long)p->steps_done);
+        sum = v[0];
+        c = (int64_t)v[1];
+    }
+    if (bad != PP_OK) return bad;
+    *loss = sum;
+    *correct = c;
+    return PP_OK;
+}
+
+/* A failure while micro-batches are in flight leaves saved state, stream
+ * errors and half-applied updates behind: the pipeline refuses further work
+ * with the first failure's message rather than run on from that state. */
+static pp_status mark_broken(pp_pipeline *p, pp_status s, const pp_error *err)
+{
+    if (s != PP_OK && !p->broken[0]) {
+        snprintf(p->broken, sizeof p->broken, "%.255s", err && err->msg[0] ? err->msg : "failed");
+        pipe_replicas_abort(p);
+        pipe_links_free(p, true);
+    }
+    return s;
+}
+
+static pp_status check_usable(const pp_pipeline *p, const char *what, pp_error *err)
+{
+    if (!p->broken[0]) return PP_OK;
+    return pp_error_set(err, PP_ERR_INVALID,
+                        "%s: an earlier step or evaluation of this pipeline failed (%.200s); "
+                        "free it and create a new one (or --load a checkpoint)",
+                        what, p->broken);
+}
+
+/* The parameters may have changed since the stages last ran (an optimizer
+ * step, a load, the replicas' state shared): bf16 weight copies are made anew
+ * at their next use. */
+static void params_changed(struct pp_pipeline *p)
+{
+    for (int s = 0; s < p->n_stages; s++)
+        if (stage_here(p, s) && p->model.kind != PP_MODEL_DELAY)
+            pp_stage_params_changed(p->stages[s].model);
+}
+
+/* PP_PROFILE_STEP=K: the step of index K (0-based, of this run) is the range
+ * an external profiler collects (ncu --profile-from-start off, nsys
+ * --capture-range=cudaProfilerApi), on every device of this process. */
+static pp_status profile_range(struct pp_pipeline *p, bool start, pp_error *err)
+{
+    if (p->profile_step != p->steps_run) return PP_OK;
+    for (int s = 0; s < p->n_stages; s++)
+        if (stage_here(p, s)) PP_TRY(pp_device_profiler(p->stages[s].dev, start, err));
+    return PP_OK;
+}
+
+pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
+{
+    PP_TRY(check_usable(p, "step", err));
+    PP_TRY(profile_range(p, true, err));
+    params_changed(p); /* by the last step's update, or a load */
+    int64_t t0 = pp_stream_clock_ns();
+    PP_TRY(grow_history(p, err));
+    int64_t pos, epoch, next_pos, next_epoch;
+    int count, rep_count, next_total, next_count;
+    replica_window(p, p->steps_done, &pos, &count, &rep_count, &epoch);
+    if (rep_count == 0)
+        return pp_error_set(err, PP_ERR_INPUT, "a batch of %d samples cannot feed %d "
+                            "replicas (the epoch's last batch is too small; choose a batch "
+                            "size that divides the data set)", count, p->replicas);
+    replica_window(p, p->steps_done + 1, &next_pos, &next_total, &next_count, &next_epoch);
+    const batch_run *run = &p->full;
+    if (rep_count != p->rep_batch) {
+        if (p->tail.batch != rep_count)
+            PP_TRY(pipe_batch_run_make(p, &p->tail, rep_count, p->kind, err));
+        run = &p->tail;
+    }
+    if (p->lr.kind != PP_LR_CONSTANT) {
+        p->cur_lr = pp_lr_at(&p->lr, (int)(p->epochs ? epoch : p->steps_done));
+        pp_optimizer_set_lr(p->opt, (float)p->cur_lr);
+    }
+    /* this step's batch (read during the last step), then the next one's read
+     * begins while this step runs */
+    float *host_images;
+    int32_t *host_labels;
+    int slot;
+    PP_TRY(pipe_prefetch_get(p->prefetch, pos, rep_count, next_pos, next_count, &host_images,
+                             &host_labels, &slot, err));
+
+    p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
+                     .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
+                     .divisor = (float)count, .host_images = host_images,
+                     .host_labels = host_labels, .host_losses = p->host_losses,
+                     .host_corrects = p->host_corrects};
+    pp_step_stats stats;
+    memset(&stats, 0, sizeof stats);
+    /* a graph copies from fixed host addresses: one per buffer set */
+    PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, 2 * count + slot,
+                                                     &stats, err),
+                       err));
+    p->graph_captures += stats.graph == PP_STEP_CAPTURED;
+    p->graph_replays += stats.graph == PP_STEP_REPLAYED;
+    p->graph_launches += stats.graph_launches;
+    if (p->graphs_mode == 1 && !pp_executor_graphs(p->exec)) p->graphs_mode = 2; /* refused */
+
+    double loss = 0;
+    int64_t correct = 0;
+    pp_status s = read_losses(p, &p->io, &loss, &correct, err);
+    if (s == PP_OK) s = pipe_sum_replica_grads(p, err);
+    if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
+    if (s == PP_OK) s = profile_range(p, false, err);
+    if (s != PP_OK) {
+        pp_step_stats_free(&stats);
+        return mark_broken(p, s, err);
+    }
+    double ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
+    stage_times(p, &stats);
+    if ((s = share_stage_times(p, err)) != PP_OK ||
+        (s = share_replica_times(p, ms, stats.step_ms, err)) != PP_OK) {
+        pp_step_stats_free(&stats);
+        return mark_broken(p, s, err);
+    }
+    p->step_ms[p->steps_run] = ms;
+    if (pp_comm_size(p->comm) < 2) p->bubble[p->steps_run] = stats.bubble;
+    p->copy_ms[p->steps_run] = stats.copy_ms;
+    p->copy_bytes = stats.copy_bytes;
+    if (res) {
+        res->step = p->steps_done;
+        res->loss = loss;
+        res->accuracy = (double)correct / count;
+        res->step_ms = ms;
+        res->bubble = p->bubble[p->steps_run];
+        res->epoch = epoch;
+        res->batch = count;
+        res->lr = p->cur_lr;
+        res->epoch_end = p->epochs && (p->steps_done + 1) % pp_pipeline_steps_per_epoch(p) == 0;
+    }
+    p->steps_run++;
+    p->steps_done++;
+    if (p->keep_trace) {
+        pp_step_stats *t = realloc(p->trace, (size_t)(p->n_trace + 1) * sizeof *t);
+        if (!t) {
+            pp_step_stats_free(&stats);
+            return pp_error_set(err, PP_ERR_OOM, "out of host memory keeping the trace");
+        }
+        p->trace = t;
+        pipe_name_rank_lanes(p, &stats);
+        p->trace[p->n_trace++] = stats;
+    } else {
+        pp_step_stats_free(&stats);
+    }
+    return PP_OK;
+}
+
+bool pp_pipeline_has_eval(const pp_pipeline *p)
+{
+    return p && p->eval_data;
+}
+
+pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!p->eval_data)
+        return pp_error_set(err, PP_ERR_INVALID, "evaluate: the plan has no eval section");
+    PP_TRY(check_usable(p, "evaluate", err));
+    PP_TRY(mark_broken(p, pipe_sync_replica_state(p, err), err));
+    params_changed(p);
+    int64_t t0 = pp_stream_clock_ns();
+    double loss = 0;
+    int64_t correct = 0;
+    for (int64_t pos = 0; pos < p->eval_size; pos += p->eval_batch) {
+        int count = p->eval_size - pos < p->eval_batch ? (int)(p->eval_size - pos) : p->eval_batch;
+        const batch_run *run = &p->eval_full;
+        if (count != p->eval_batch) {
+            if (p->eval_tail.batch != count)
+                PP_TRY(pipe_batch_run_make(p, &p->eval_tail, count, PP_SCHEDULE_FORWARD, err));
+            run = &p->eval_tail;
+        }
+        PP_TRY(pipe_prefetch_read(p->prefetch, p->eval_data, pos, count, p->host_eval_images,
+                                  p->host_eval_labels, err));
+        p->io = (run_io){.run = run, .train = false, .images = &p->eval_images,
+                         .labels = &p->eval_labels, .losses = &p->eval_losses,
+                         .corrects = &p->eval_corrects, .dlogits = &p->eval_dlogits,
+                         .divisor = 1.0f, .host_images = p->host_eval_images,
+                         .host_labels = p->host_eval_labels, .host_losses = p->host_eval_losses,
+                         .host_corrects = p->host_eval_corrects};
+        PP_TRY(mark_broken(p, pp_executor_run(p->exec, &run->sched, NULL, err), err));
+        double l;
+        int64_t c;
+        PP_TRY(mark_broken(p, read_losses(p, &p->io, &l, &c, err), err));
+        loss += l;
+        correct += c;
+    }
+    /* every replica evaluated the whole test set */
+    loss /= p->replicas;
+    correct /= p->replicas;
+    double secs = (double)(pp_stream_clock_ns() - t0) / 1e9;
+    out->samples = p->eval_size;
+    out->loss = loss / (double)p->eval_size;
+    out->accuracy = (double)correct / (double)p->eval_size;
+    out->seconds = secs;
+    out->images_per_s = secs > 0 ? (double)p->eval_size / secs : 0;
+    return PP_OK;
+}
+
+int64_t pp_pipeline_steps_done(const pp_pipeline *p)
+{
+    return p->steps_done;
+}
+
+int pp_pipeline_stage_count(const pp_pipeline *p)
+{
+    return p->n_stages;
+}
+
