@@ -17,78 +17,14 @@
 
 #include "backend.h"
 #include "ops_adapt.h"
+#include "ops_check.h"
 
-/* The dtype argument of check for tensors that may be F32 or BF16 (check
- * takes an int so that this is no pp_dtype value). */
-#define ACT (-1)
-
-/* A tensor is acceptable for an op when it has data (or no elements), the
- * expected dtype, lives on the exec's device and has the expected shape. */
-static pp_status check(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
-                       int dtype, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3,
-                       pp_error *err)
-{
-    if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: %s is NULL", op, what);
-    if (dtype == ACT && t->dtype != PP_F32 && t->dtype != PP_BF16)
-        return pp_error_set(err, PP_ERR_INVALID, "%s: %s has dtype %s, expected F32 or BF16", op,
-                            what, pp_dtype_name(t->dtype));
-    if (dtype != ACT && (int)t->dtype != dtype)
-        return pp_error_set(err, PP_ERR_INVALID, "%s: %s has dtype %s, expected %s", op, what,
-                            pp_dtype_name(t->dtype), pp_dtype_name((pp_dtype)dtype));
-    if (t->dev != ex->dev)
-        return pp_error_set(err, PP_ERR_INVALID, "%s: %s is on %s, the op runs on %s", op, what,
-                            t->dev ? t->dev->name : "no device", ex->dev->name);
-    const int64_t want[4] = {d0, d1, d2, d3};
-    bool ok = t->ndim == ndim;
-    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == want[i];
-    if (!ok) {
-        char have[64];
-        pp_tensor expect = {.ndim = ndim, .shape = {d0, d1, d2, d3}};
-        char exp[64];
-        return pp_error_set(err, PP_ERR_INVALID, "%s: %s has shape %s, expected %s", op, what,
-                            pp_tensor_shape_str(t, have, sizeof have),
-                            pp_tensor_shape_str(&expect, exp, sizeof exp));
-    }
-    if (!t->data && pp_tensor_numel(t) > 0)
-        return pp_error_set(err, PP_ERR_INVALID, "%s: %s has no data", op, what);
-    return PP_OK;
-}
-
-static pp_status check_like(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
-                            const pp_tensor *like, pp_error *err)
-{
-    if (!like) return pp_error_set(err, PP_ERR_INVALID, "%s: reference tensor is NULL", op);
-    return check(ex, op, what, t, like->dtype, like->ndim, like->shape[0], like->shape[1],
-                 like->shape[2], like->shape[3], err);
-}
-
-/* For the elementwise ops: t's memory order must be like's. */
-static pp_status check_layout_like(const char *op, const char *what, const pp_tensor *t,
-                                   const pp_tensor *like, pp_error *err)
-{
-    pp_layout a = pp_tensor_effective_layout(t), b = pp_tensor_effective_layout(like);
-    if (a == b) return PP_OK;
-    return pp_error_set(err, PP_ERR_INVALID, "%s: %s is %s, the other operands %s", op, what,
-                        pp_layout_name(a), pp_layout_name(b));
-}
-
-/* Parameters and their gradients are NCHW (the checkpoint's order). */
-static pp_status check_nchw(const char *op, const char *what, const pp_tensor *t, pp_error *err)
-{
-    if (pp_tensor_effective_layout(t) == PP_NCHW) return PP_OK;
-    return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be NCHW", op, what);
-}
+#define ACT PP_OPS_ACT
 
 pp_status pp_ops_unsupported(pp_exec *ex, const char *op, pp_error *err)
 {
     return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: not provided by the %s backend", op,
                         ex->dev->ops->name);
-}
-
-static pp_status check_exec(pp_exec *ex, const char *op, pp_error *err)
-{
-    if (!ex || !ex->dev) return pp_error_set(err, PP_ERR_INVALID, "%s: no exec context", op);
-    return PP_OK;
 }
 
 pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
@@ -128,7 +64,7 @@ pp_status pp_pool_desc_init(pp_pool_desc *d, int n, int c, int h, int w, int ker
 
 static pp_status check_conv(pp_exec *ex, const char *op, const pp_conv2d_desc *d, pp_error *err)
 {
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
     if (d->n <= 0 || d->c <= 0 || d->k <= 0 || d->p <= 0 || d->q <= 0 || d->stride_h <= 0 ||
         d->stride_w <= 0 || d->pad_h < 0 || d->pad_w < 0 || d->r <= 0 || d->s <= 0 ||
@@ -143,9 +79,9 @@ pp_status pp_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const pp_tenso
 {
     const char *op = "conv2d_forward";
     PP_TRY(check_conv(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
-    PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, ACT, 4, d->n, d->k, d->p, d->q, err));
     NATIVE(PP_NATIVE_CONV_FWD, d, false, T(x), T(w), y);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w);
@@ -158,9 +94,9 @@ pp_status pp_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const pp
 {
     const char *op = "conv2d_backward_data";
     PP_TRY(check_conv(ex, op, d, err));
-    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
-    PP_TRY(check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
-    PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(pp_ops_check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
     NATIVE(PP_NATIVE_CONV_DGRAD, d, false, T(dy), T(w), dx);
     wide v = {0};
     const float *dyd = WIDE_IN(v, dy), *wd = WIDE_IN(v, w);
@@ -173,10 +109,10 @@ pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const 
 {
     const char *op = "conv2d_backward_filter";
     PP_TRY(check_conv(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
-    PP_TRY(check(ex, op, "dw", dw, PP_F32, 4, d->k, d->c, d->r, d->s, err));
-    PP_TRY(check_nchw(op, "dw", dw, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "dw", dw, PP_F32, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(pp_ops_check_nchw(op, "dw", dw, err));
     NATIVE(PP_NATIVE_CONV_WGRAD, d, false, T(x), T(dy), dw);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
@@ -204,9 +140,9 @@ pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *
 {
     const char *op = "conv2d_backward_data_accumulate";
     PP_TRY(check_conv(ex, op, d, err));
-    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
-    PP_TRY(check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
-    PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 4, d->n, d->k, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "w", w, ACT, 4, d->k, d->c, d->r, d->s, err));
+    PP_TRY(pp_ops_check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
     NATIVE(PP_NATIVE_CONV_DGRAD_ACC, d, false, T(dy), T(w), dx);
     wide v = {0};
     const float *dyd = WIDE_IN(v, dy), *wd = WIDE_IN(v, w);
@@ -216,7 +152,7 @@ pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *
 
 static pp_status check_bn(pp_exec *ex, const char *op, const pp_bn_desc *d, pp_error *err)
 {
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
     if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || !(d->eps > 0) ||
         !(d->momentum >= 0 && d->momentum <= 1))
@@ -224,7 +160,7 @@ static pp_status check_bn(pp_exec *ex, const char *op, const pp_bn_desc *d, pp_e
     return PP_OK;
 }
 
-#define CHECK_C(name, t) PP_TRY(check(ex, op, name, t, PP_F32, 1, d->c, 1, 1, 1, err))
+#define CHECK_C(name, t) PP_TRY(pp_ops_check(ex, op, name, t, PP_F32, 1, d->c, 1, 1, 1, err))
 
 pp_status pp_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
                                      const pp_tensor *gamma, const pp_tensor *beta,
@@ -239,8 +175,8 @@ pp_status pp_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const pp_
                             "%s: training batch norm needs more than one value per channel "
                             "(input %dx%dx%dx%d)",
                             op, d->n, d->c, d->h, d->w);
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check_like(ex, op, "y", y, x, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
     CHECK_C("gamma", gamma);
     CHECK_C("beta", beta);
     CHECK_C("running_mean", running_mean);
@@ -264,8 +200,8 @@ pp_status pp_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const pp_
 {
     const char *op = "batchnorm_forward_infer";
     PP_TRY(check_bn(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check_like(ex, op, "y", y, x, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
     CHECK_C("gamma", gamma);
     CHECK_C("beta", beta);
     CHECK_C("running_mean", running_mean);
@@ -300,9 +236,9 @@ pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tenso
 {
     const char *op = "batchnorm_backward";
     PP_TRY(check_bn(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check_like(ex, op, "dy", dy, x, err));
-    PP_TRY(check_like(ex, op, "dx", dx, x, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
     PP_TRY(check_bn_backward_c(ex, op, d, gamma, save_mean, save_invstd, dgamma, dbeta, err));
     NATIVE(PP_NATIVE_BN_BACKWARD, d, false, T(x), T(dy), T(gamma), T(save_mean), T(save_invstd),
            dx, dgamma, dbeta);
@@ -325,11 +261,11 @@ pp_status pp_batchnorm_forward_act(pp_exec *ex, const pp_bn_desc *d, bool train,
     if (train && (int64_t)d->n * d->h * d->w < 2)
         return pp_error_set(err, PP_ERR_INVALID,
                             "%s: training batch norm needs more than one value per channel", op);
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check_like(ex, op, "y", y, x, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
     if (add) {
-        PP_TRY(check_like(ex, op, "add", add, y, err));
-        PP_TRY(check_layout_like(op, "add", add, y, err));
+        PP_TRY(pp_ops_check_like(ex, op, "add", add, y, err));
+        PP_TRY(pp_ops_check_layout_like(op, "add", add, y, err));
     }
     CHECK_C("gamma", gamma);
     CHECK_C("beta", beta);
@@ -360,11 +296,11 @@ pp_status pp_batchnorm_backward_relu(pp_exec *ex, const pp_bn_desc *d, const pp_
 {
     const char *op = "batchnorm_backward_relu";
     PP_TRY(check_bn(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check_like(ex, op, "relu_y", relu_y, x, err));
-    PP_TRY(check_like(ex, op, "dy", dy, x, err));
-    PP_TRY(check_layout_like(op, "dy", dy, relu_y, err));
-    PP_TRY(check_like(ex, op, "dx", dx, x, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check_like(ex, op, "relu_y", relu_y, x, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
+    PP_TRY(pp_ops_check_layout_like(op, "dy", dy, relu_y, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
     PP_TRY(check_bn_backward_c(ex, op, d, gamma, save_mean, save_invstd, dgamma, dbeta, err));
     NATIVE(PP_NATIVE_BN_BACKWARD_RELU, d, false, T(x), T(relu_y), T(dy), T(gamma), T(save_mean),
            T(save_invstd), dx, dgamma, dbeta);
@@ -379,23 +315,6 @@ pp_status pp_batchnorm_backward_relu(pp_exec *ex, const pp_bn_desc *d, const pp_
     return st;
 }
 
-static pp_status check_f32(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
-                           pp_error *err)
-{
-    if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: %s is NULL", op, what);
-    return check(ex, op, what, t, PP_F32, t->ndim, t->shape[0], t->shape[1], t->shape[2],
-                 t->shape[3], err);
-}
-
-/* F32 or BF16, any shape. */
-static pp_status check_act(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
-                           pp_error *err)
-{
-    if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: %s is NULL", op, what);
-    return check(ex, op, what, t, ACT, t->ndim, t->shape[0], t->shape[1], t->shape[2],
-                 t->shape[3], err);
-}
-
 typedef pp_status (*ew1_fn)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
 typedef pp_status (*ew2_fn)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                             pp_error *err);
@@ -407,10 +326,10 @@ typedef pp_status (*ew2_fn)(pp_exec *ex, int64_t n, const float *a, const float 
 static pp_status unary(pp_exec *ex, const char *op, ew1_fn fn, int nop, const pp_tensor *x,
                        pp_tensor *y, pp_error *err)
 {
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_act(ex, op, "x", x, err));
-    PP_TRY(check_like(ex, op, "y", y, x, err));
-    PP_TRY(check_layout_like(op, "y", y, x, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_act(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
+    PP_TRY(pp_ops_check_layout_like(op, "y", y, x, err));
     if (!fn) return pp_ops_unsupported(ex, op, err);
     if (nop >= 0) NATIVE((pp_native_op)nop, NULL, true, T(x), y);
     wide v = {.keep_layout = true};
@@ -424,12 +343,12 @@ static pp_status binary(pp_exec *ex, const char *op, ew2_fn fn, int nop, const c
                         const pp_tensor *a, const char *bn, const pp_tensor *b, const char *yn,
                         pp_tensor *y, pp_error *err)
 {
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_act(ex, op, an, a, err));
-    PP_TRY(check_like(ex, op, bn, b, a, err));
-    PP_TRY(check_like(ex, op, yn, y, a, err));
-    PP_TRY(check_layout_like(op, bn, b, a, err));
-    PP_TRY(check_layout_like(op, yn, y, a, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_act(ex, op, an, a, err));
+    PP_TRY(pp_ops_check_like(ex, op, bn, b, a, err));
+    PP_TRY(pp_ops_check_like(ex, op, yn, y, a, err));
+    PP_TRY(pp_ops_check_layout_like(op, bn, b, a, err));
+    PP_TRY(pp_ops_check_layout_like(op, yn, y, a, err));
     if (!fn) return pp_ops_unsupported(ex, op, err);
     if (nop >= 0) NATIVE((pp_native_op)nop, NULL, true, T(a), T(b), y);
     wide v = {.keep_layout = true};
@@ -470,10 +389,10 @@ pp_status pp_add(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_tensor 
 pp_status pp_accumulate(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "accumulate";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_act(ex, op, "x", x, err));
-    PP_TRY(check_like(ex, op, "y", y, x, err));
-    PP_TRY(check_layout_like(op, "y", y, x, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_act(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
+    PP_TRY(pp_ops_check_layout_like(op, "y", y, x, err));
     NATIVE(PP_NATIVE_ACCUMULATE, NULL, true, T(x), y);
     wide v = {.keep_layout = true};
     const float *xd = WIDE_IN(v, x);
@@ -489,21 +408,13 @@ pp_status pp_add_relu(pp_exec *ex, const pp_tensor *a, const pp_tensor *b, pp_te
 }
 
 /* Any dtype and shape, on ex's device, with data. */
-static pp_status check_any(pp_exec *ex, const char *op, const char *what, const pp_tensor *y,
-                           pp_error *err)
-{
-    if (!y) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor", op);
-    return check(ex, op, what, y, y->dtype, y->ndim, y->shape[0], y->shape[1], y->shape[2],
-                 y->shape[3], err);
-}
-
 pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "copy";
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!x || !y) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor", op);
-    PP_TRY(check_any(ex, op, "x", x, err));
-    PP_TRY(check_like(ex, op, "y", y, x, err));
+    PP_TRY(pp_ops_check_any(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
     if (x->data == y->data) {
         if (pp_tensor_effective_layout(x) == pp_tensor_effective_layout(y)) return PP_OK;
         return pp_error_set(err, PP_ERR_INVALID, "%s: cannot change the layout in place", op);
@@ -516,8 +427,8 @@ pp_status pp_copy(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 pp_status pp_copy_from_host(pp_exec *ex, const void *src, pp_tensor *y, pp_error *err)
 {
     const char *op = "copy_from_host";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_any(ex, op, "y", y, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_any(ex, op, "y", y, err));
     size_t bytes = pp_tensor_bytes(y);
     if (bytes == 0) return PP_OK;
     if (!src) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL host source", op);
@@ -527,8 +438,8 @@ pp_status pp_copy_from_host(pp_exec *ex, const void *src, pp_tensor *y, pp_error
 pp_status pp_copy_to_host(pp_exec *ex, const pp_tensor *x, void *dst, pp_error *err)
 {
     const char *op = "copy_to_host";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_any(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_any(ex, op, "x", x, err));
     size_t bytes = pp_tensor_bytes(x);
     if (bytes == 0) return PP_OK;
     if (!dst) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL host destination", op);
@@ -538,8 +449,8 @@ pp_status pp_copy_to_host(pp_exec *ex, const pp_tensor *x, void *dst, pp_error *
 pp_status pp_zero(pp_exec *ex, pp_tensor *y, pp_error *err)
 {
     const char *op = "zero";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_any(ex, op, "y", y, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_any(ex, op, "y", y, err));
     return DISPATCH(zero, pp_tensor_bytes(y), y->data, err);
 }
 
@@ -554,10 +465,10 @@ static pp_status convert(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error
 pp_status pp_cast(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "cast";
-    PP_TRY(check_exec(ex, op, err));
-    PP_TRY(check_act(ex, op, "x", x, err));
-    PP_TRY(check(ex, op, "y", y, ACT, x->ndim, x->shape[0], x->shape[1], x->shape[2],
-                 x->shape[3], err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_act(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, ACT, x->ndim, x->shape[0], x->shape[1], x->shape[2],
+                        x->shape[3], err));
     if (x->dtype == y->dtype) return pp_copy(ex, x, y, err);
     if (pp_tensor_effective_layout(x) == pp_tensor_effective_layout(y))
         return convert(ex, x, y, err);
@@ -577,11 +488,11 @@ enum { MULTI_CHUNK = 256 };
 pp_status pp_zero_multi(pp_exec *ex, int n, pp_tensor *const *ys, pp_error *err)
 {
     const char *op = "zero_multi";
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (n < 0 || (n > 0 && !ys))
         return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor list", op);
     for (int i = 0; i < n; i++)
-        if (check_any(ex, op, "y", ys[i], err) != PP_OK)
+        if (pp_ops_check_any(ex, op, "y", ys[i], err) != PP_OK)
             return pp_error_prefix(err, "tensor %d", i);
     if (!ex->dev->ops->zero_multi) {
         for (int i = 0; i < n; i++)
@@ -603,7 +514,7 @@ pp_status pp_zero_multi(pp_exec *ex, int n, pp_tensor *const *ys, pp_error *err)
 
 static pp_status check_pool(pp_exec *ex, const char *op, const pp_pool_desc *d, pp_error *err)
 {
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
     if (d->n <= 0 || d->c <= 0 || d->kernel <= 0 || d->stride <= 0 || d->pad < 0 ||
         2 * d->pad > d->kernel || d->p != (d->h + 2 * d->pad - d->kernel) / d->stride + 1 ||
@@ -617,9 +528,9 @@ pp_status pp_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tensor
 {
     const char *op = "maxpool_forward";
     PP_TRY(check_pool(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
-    PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
     NATIVE(PP_NATIVE_MAXPOOL_FWD, d, false, T(x), y, idx);
     pp_tensor id;
     PP_TRY(pp_ops_idx_nchw(ex, y, idx, false, &id, err));
@@ -636,11 +547,11 @@ pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tenso
 {
     const char *op = "maxpool_backward";
     PP_TRY(check_pool(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
-    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->c, d->p, d->q, err));
-    PP_TRY(check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
-    PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "idx", idx, PP_I32, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
     NATIVE(PP_NATIVE_MAXPOOL_BWD, d, false, T(x), T(y), T(dy), T(idx), dx);
     pp_tensor id;
     PP_TRY(pp_ops_idx_nchw(ex, y, idx, true, &id, err));
@@ -654,11 +565,11 @@ pp_status pp_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const pp_tenso
 pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
 {
     const char *op = "avgpool_forward";
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!x || x->ndim != 4)
         return pp_error_set(err, PP_ERR_INVALID, "%s: x must be 4-D (N,C,H,W)", op);
-    PP_TRY(check_act(ex, op, "x", x, err));
-    PP_TRY(check(ex, op, "y", y, ACT, 2, x->shape[0], x->shape[1], 1, 1, err));
+    PP_TRY(pp_ops_check_act(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, ACT, 2, x->shape[0], x->shape[1], 1, 1, err));
     NATIVE(PP_NATIVE_AVGPOOL_FWD, NULL, false, T(x), y);
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
@@ -670,11 +581,11 @@ pp_status pp_avgpool_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_e
 pp_status pp_avgpool_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dx, pp_error *err)
 {
     const char *op = "avgpool_backward";
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!dx || dx->ndim != 4)
         return pp_error_set(err, PP_ERR_INVALID, "%s: dx must be 4-D (N,C,H,W)", op);
-    PP_TRY(check_act(ex, op, "dx", dx, err));
-    PP_TRY(check(ex, op, "dy", dy, ACT, 2, dx->shape[0], dx->shape[1], 1, 1, err));
+    PP_TRY(pp_ops_check_act(ex, op, "dx", dx, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 2, dx->shape[0], dx->shape[1], 1, 1, err));
     NATIVE(PP_NATIVE_AVGPOOL_BWD, NULL, false, T(dy), dx);
     wide v = {0};
     const float *dyd = WIDE_IN(v, dy);
@@ -688,8 +599,8 @@ pp_status pp_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const pp_tens
 {
     const char *op = "avgpool2d_forward";
     PP_TRY(check_pool(ex, op, d, err));
-    PP_TRY(check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
-    PP_TRY(check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, ACT, 4, d->n, d->c, d->p, d->q, err));
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
@@ -701,8 +612,8 @@ pp_status pp_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const pp_ten
 {
     const char *op = "avgpool2d_backward";
     PP_TRY(check_pool(ex, op, d, err));
-    PP_TRY(check(ex, op, "dy", dy, ACT, 4, d->n, d->c, d->p, d->q, err));
-    PP_TRY(check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 4, d->n, d->c, d->p, d->q, err));
+    PP_TRY(pp_ops_check(ex, op, "dx", dx, ACT, 4, d->n, d->c, d->h, d->w, err));
     wide v = {0};
     const float *dyd = WIDE_IN(v, dy);
     float *dxd = WIDE_OUT(v, dx);
@@ -714,11 +625,11 @@ static pp_status check_channel_bias(pp_exec *ex, const char *op, const pp_tensor
                                     const char *what, const pp_tensor *b, const char *bwhat,
                                     pp_error *err)
 {
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!t || t->ndim != 4)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 4-D (N,C,H,W)", op, what);
-    PP_TRY(check_act(ex, op, what, t, err));
-    return check(ex, op, bwhat, b, PP_F32, 1, t->shape[1], 1, 1, 1, err);
+    PP_TRY(pp_ops_check_act(ex, op, what, t, err));
+    return pp_ops_check(ex, op, bwhat, b, PP_F32, 1, t->shape[1], 1, 1, 1, err);
 }
 
 pp_status pp_channel_bias_forward(pp_exec *ex, const pp_tensor *b, pp_tensor *y, pp_error *err)
@@ -745,14 +656,14 @@ pp_status pp_linear_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
                             const pp_tensor *b, pp_tensor *y, pp_error *err)
 {
     const char *op = "linear_forward";
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!x || x->ndim != 2 || !w || w->ndim != 2)
         return pp_error_set(err, PP_ERR_INVALID, "%s: x and w must be 2-D", op);
     int64_t n = x->shape[0], in = x->shape[1], out = w->shape[0];
-    PP_TRY(check(ex, op, "x", x, ACT, 2, n, in, 1, 1, err));
-    PP_TRY(check(ex, op, "w", w, ACT, 2, out, in, 1, 1, err));
-    PP_TRY(check(ex, op, "b", b, PP_F32, 1, out, 1, 1, 1, err));
-    PP_TRY(check(ex, op, "y", y, ACT, 2, n, out, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 2, n, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "w", w, ACT, 2, out, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "b", b, PP_F32, 1, out, 1, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, ACT, 2, n, out, 1, 1, err));
     NATIVE(PP_NATIVE_LINEAR_FWD, NULL, false, T(x), T(w), T(b), y);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w);
@@ -766,16 +677,16 @@ pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w
                              pp_error *err)
 {
     const char *op = "linear_backward";
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!x || x->ndim != 2 || !w || w->ndim != 2)
         return pp_error_set(err, PP_ERR_INVALID, "%s: x and w must be 2-D", op);
     int64_t n = x->shape[0], in = x->shape[1], out = w->shape[0];
-    PP_TRY(check(ex, op, "x", x, ACT, 2, n, in, 1, 1, err));
-    PP_TRY(check(ex, op, "w", w, ACT, 2, out, in, 1, 1, err));
-    PP_TRY(check(ex, op, "dy", dy, ACT, 2, n, out, 1, 1, err));
-    if (dx) PP_TRY(check(ex, op, "dx", dx, ACT, 2, n, in, 1, 1, err));
-    PP_TRY(check(ex, op, "dw", dw, PP_F32, 2, out, in, 1, 1, err));
-    PP_TRY(check(ex, op, "db", db, PP_F32, 1, out, 1, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 2, n, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "w", w, ACT, 2, out, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 2, n, out, 1, 1, err));
+    if (dx) PP_TRY(pp_ops_check(ex, op, "dx", dx, ACT, 2, n, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dw", dw, PP_F32, 2, out, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "db", db, PP_F32, 1, out, 1, 1, 1, err));
     NATIVE(PP_NATIVE_LINEAR_BWD, NULL, false, T(x), T(w), T(dy), dx, dw, db);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w), *dyd = WIDE_IN(v, dy);
@@ -789,17 +700,17 @@ pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor 
                           pp_error *err)
 {
     const char *op = "softmax_xent";
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!logits || logits->ndim != 2)
         return pp_error_set(err, PP_ERR_INVALID, "%s: logits must be 2-D (N,CLASSES)", op);
     if (!(divisor > 0))
         return pp_error_set(err, PP_ERR_INVALID, "%s: divisor must be positive", op);
     int64_t n = logits->shape[0], classes = logits->shape[1];
-    PP_TRY(check(ex, op, "logits", logits, PP_F32, 2, n, classes, 1, 1, err));
-    PP_TRY(check(ex, op, "labels", labels, PP_I32, 1, n, 1, 1, 1, err));
-    PP_TRY(check(ex, op, "loss", loss, PP_F32, 0, 1, 1, 1, 1, err));
-    PP_TRY(check(ex, op, "correct", correct, PP_I32, 0, 1, 1, 1, 1, err));
-    PP_TRY(check_like(ex, op, "dlogits", dlogits, logits, err));
+    PP_TRY(pp_ops_check(ex, op, "logits", logits, PP_F32, 2, n, classes, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "labels", labels, PP_I32, 1, n, 1, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "loss", loss, PP_F32, 0, 1, 1, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "correct", correct, PP_I32, 0, 1, 1, 1, 1, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dlogits", dlogits, logits, err));
     return DISPATCH(softmax_xent, (int)n, (int)classes, logits->data, labels->data, divisor,
                     loss->data, correct->data, dlogits->data, err);
 }
@@ -820,9 +731,10 @@ static pp_status check_sgd_tensors(pp_exec *ex, const char *op, const pp_sgd_des
                                    const pp_tensor *param, const pp_tensor *grad,
                                    const pp_tensor *momentum_buf, pp_error *err)
 {
-    PP_TRY(check_f32(ex, op, "param", param, err));
-    PP_TRY(check_like(ex, op, "grad", grad, param, err));
-    if (d->momentum != 0) PP_TRY(check_like(ex, op, "momentum_buf", momentum_buf, param, err));
+    PP_TRY(pp_ops_check_f32(ex, op, "param", param, err));
+    PP_TRY(pp_ops_check_like(ex, op, "grad", grad, param, err));
+    if (d->momentum != 0)
+        PP_TRY(pp_ops_check_like(ex, op, "momentum_buf", momentum_buf, param, err));
     return PP_OK;
 }
 
@@ -830,7 +742,7 @@ pp_status pp_sgd_update(pp_exec *ex, const pp_sgd_desc *d, pp_tensor *param, con
                         pp_tensor *momentum_buf, pp_error *err)
 {
     const char *op = "sgd_update";
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     PP_TRY(check_sgd_desc(op, d, err));
     PP_TRY(check_sgd_tensors(ex, op, d, param, grad, momentum_buf, err));
     return DISPATCH(sgd_update, d, pp_tensor_numel(param), param->data, grad->data,
@@ -842,7 +754,7 @@ pp_status pp_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int n, pp_tenso
                               pp_error *err)
 {
     const char *op = "sgd_update_multi";
-    PP_TRY(check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_exec(ex, op, err));
     PP_TRY(check_sgd_desc(op, d, err));
     if (n < 0 || (n > 0 && (!params || !grads || (d->momentum != 0 && !bufs))))
         return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor list", op);
@@ -875,7 +787,7 @@ pp_status pp_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int n, pp_tenso
 
 pp_status pp_delay(pp_exec *ex, double ms, pp_error *err)
 {
-    PP_TRY(check_exec(ex, "delay", err));
+    PP_TRY(pp_ops_check_exec(ex, "delay", err));
     if (!(ms >= 0) || ms > 3.6e6)
         return pp_error_set(err, PP_ERR_INVALID, "delay: %g ms is not in [0, 3600000]", ms);
     return DISPATCH(delay, ms, err);
