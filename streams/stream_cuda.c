@@ -59,8 +59,8 @@ typedef struct cuda_stream {
     size_t nspare, capspare;
     signed char peer[PEER_CACHE]; /* by the other GPU's index: 0 peer access not tried
                                      yet, 1 enabled, -1 not possible */
-    cudaEvent_t sync_ev;     /* recorded by each synchronize at the stream's end */
-    uint64_t syncs;          /* synchronizes so far: the generation of sync_ev */
+    cudaEvent_t sync_ev;     /* recorded at the stream's end by a synchronize that waits */
+    uint64_t syncs;          /* synchronizes so far: an anchor's generation */
 } cuda_stream;
 
 typedef struct cuda_event {
@@ -335,26 +335,27 @@ static bool get_anchor(pp_stream *s, cudaEvent_t *ev, int64_t *host_ns)
     return ok;
 }
 
-/* Waits for s's work through an event recorded at its end. When the host
- * has to wait, it sees the event complete: that event and the host's time
- * become the device's time anchor, against which records_resolve reads every
- * stream's timing events without another wait. A stream that had ended
- * already needs no wait at all, so an executor that synchronizes its streams
- * in turn waits once for the one that ends last and merely checks the others
- * (one host synchronization per device per step). */
+/* Waits for s's work. A stream whose work has all completed (cudaStreamQuery)
+ * needs no wait. Otherwise the host waits for an event recorded at the
+ * stream's end and sees it complete: that event and the host's time become
+ * the device's time anchor, against which records_resolve reads every
+ * stream's timing events without another wait. So an executor that
+ * synchronizes its streams in turn waits once, for the one that ends last,
+ * and merely checks the others: one host synchronization per device and
+ * step. */
 static void cuda_synchronize(pp_stream *s)
 {
     cuda_stream *cs = s->state;
     pp_error e;
     pp_status st = pp_cuda_set_device(s->dev, &e);
-    if (st == PP_OK && !cs->sync_ev) st = PP_CUDA(s->dev, &e, cudaEventCreate(&cs->sync_ev));
-    if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaEventRecord(cs->sync_ev, cs->st));
     if (st == PP_OK) {
-        cs->syncs++;
-        cudaError_t q = cudaEventQuery(cs->sync_ev);
+        cs->syncs++; /* an anchor this stream set is older than this call from here on */
+        cudaError_t q = cudaStreamQuery(cs->st);
         if (q == cudaErrorNotReady) {
             (void)cudaGetLastError(); /* not an error: no later check may see it */
-            st = PP_CUDA(s->dev, &e, cudaEventSynchronize(cs->sync_ev));
+            if (!cs->sync_ev) st = PP_CUDA(s->dev, &e, cudaEventCreate(&cs->sync_ev));
+            if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaEventRecord(cs->sync_ev, cs->st));
+            if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaEventSynchronize(cs->sync_ev));
             if (st == PP_OK) set_anchor(s, pp_stream_clock_ns());
         } else if (q != cudaSuccess) {
             st = PP_CUDA(s->dev, &e, q); /* the stream's work failed */
