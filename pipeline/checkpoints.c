@@ -188,6 +188,7 @@ static pp_status save_file(pp_pipeline *p, const char *path, bool with_optimizer
 
 pp_status pipe_save_rank(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
 {
+    PP_TRY(pipe_settle(p, err)); /* the last update, before reading parameters */
     if (pp_comm_size(p->comm) < 2) return save_file(p, path, with_optimizer, NULL, err);
     /* a job of several processes: rank 0 gathers the whole model and writes
      * it; the others wait for its outcome */
@@ -210,6 +211,7 @@ pp_status pipe_save_rank(pp_pipeline *p, const char *path, bool with_optimizer, 
 
 pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
 {
+    PP_TRY(pipe_settle(p, err)); /* the last update, before writing parameters */
     pp_checkpoint_info info;
     PP_TRY(pp_checkpoint_list(path, &info, err));
     bool has_opt = false;

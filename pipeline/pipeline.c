@@ -659,6 +659,10 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
     for (int k = 0; k < p->n_stages; k++)
         if (p->stages[k].bucket_in_lane) p->descs[k].ops = &pipe_stage_ops_bucketed;
     if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
+    for (int k = 0; k < p->n_stages; k++) /* the optimizer's mark on its stream (step.c) */
+        if (stage_here(p, k) &&
+            (s = pp_event_new(p->stages[k].dev, &p->stages[k].opt_done, err)) != PP_OK)
+            goto fail;
     if (pp_comm_size(p->comm) > 1 &&
         (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
         goto fail;
@@ -715,7 +719,8 @@ void pipe_free_rank(pp_pipeline *p)
         free(p->stages[s].grads);
         free(p->stages[s].counts);
     }
-    pp_executor_free(p->exec);
+    pp_executor_free(p->exec); /* waits for the streams: the events are free to go */
+    for (int s = 0; p->stages && s < p->n_stages; s++) pp_event_free(p->stages[s].opt_done);
     pipe_replicas_free(p);
     pipe_links_free(p, false);
     pp_schedule_free(&p->schedule);

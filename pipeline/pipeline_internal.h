@@ -47,6 +47,8 @@ typedef struct pipe_stage {
                                   * (its grads_ready lane's span, or the wall time of the
                                   * sum after the run); 0 without replicas */
     double grads_after_ms;       /* this step's sum after the run (replicas.c), else 0 */
+    pp_event *opt_done;          /* recorded on this stage's compute stream after the
+                                  * optimizer's work for its device went there (step.c) */
     /* graphs: the batch norms' pending counts when a capture began (to undo
      * the capture's forwards if it is refused) */
     int64_t *counts;             /* (n_counts) */
@@ -82,6 +84,9 @@ typedef struct run_io {
 
 struct pp_pipeline {
     char broken[256];            /* why a step or evaluation failed midway; "" while usable */
+    bool opt_pending;            /* the last step's optimizer may still run on the stages'
+                                  * streams (CUDA): pipe_settle before the host reads or
+                                  * writes parameters */
     struct pipe_local *local;    /* replicas in this process (inprocess.c): the caller's
                                   * pipeline is rank 0's and holds the others; NULL else */
     pp_comm *comm;               /* the job (NULL: one process) */
@@ -241,6 +246,10 @@ int pipe_replica_of(const pp_plan *plan, int rank);
  * an epoch's partial last batch, evaluation batches. */
 pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
                               pp_schedule_kind kind, pp_error *err);
+
+/* Waits for the last step's optimizer on the stages' streams, if it may
+ * still run (step.c): before the host reads or writes parameters. */
+pp_status pipe_settle(struct pp_pipeline *p, pp_error *err);
 
 /* A kept step's lanes named with their rank in a job (report.c). */
 void pipe_name_rank_lanes(const pp_pipeline *p, pp_step_stats *st);

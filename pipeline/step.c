@@ -259,6 +259,53 @@ static pp_status profile_range(struct pp_pipeline *p, bool start, pp_error *err)
     return PP_OK;
 }
 
+/* The first of this rank's stages on dev, -1 when none is. */
+static int first_stage_on(const struct pp_pipeline *p, const pp_device_ctx *dev)
+{
+    for (int s = 0; s < p->n_stages; s++)
+        if (stage_here(p, s) && p->stages[s].dev == dev) return s;
+    return -1;
+}
+
+/* The optimizer's work for a device goes on the compute stream of this
+ * rank's first stage on it, behind the step's work there, and the host does
+ * not wait for it: every stage's stream waits for it instead (an event), so
+ * the next step's work on any of them, a graph launch included, comes after
+ * the update. The host waits only where it touches parameters (pipe_settle).
+ * On the CPU backend a stream's exec runs the update at once on this thread,
+ * as before. */
+static pp_exec *opt_exec_for(void *user, pp_device_ctx *dev)
+{
+    struct pp_pipeline *p = user;
+    int s = first_stage_on(p, dev);
+    return s < 0 ? NULL : pp_stream_exec(pp_executor_stage_stream(p->exec, s));
+}
+
+static pp_status optimizer_step(struct pp_pipeline *p, pp_error *err)
+{
+    PP_TRY(pp_optimizer_step(p->opt, opt_exec_for, p, err));
+    p->opt_pending = true;
+    for (int s = 0; s < p->n_stages; s++) {
+        if (!stage_here(p, s) || first_stage_on(p, p->stages[s].dev) != s) continue;
+        pipe_stage *st = &p->stages[s];
+        PP_TRY(pp_event_record(st->opt_done, pp_executor_stage_stream(p->exec, s), err));
+        for (int t = 0; t < p->n_stages; t++)
+            if (t != s && stage_here(p, t))
+                PP_TRY(pp_stream_wait_event(pp_executor_stage_stream(p->exec, t), st->opt_done,
+                                            err));
+    }
+    return PP_OK;
+}
+
+pp_status pipe_settle(struct pp_pipeline *p, pp_error *err)
+{
+    if (!p->opt_pending) return PP_OK;
+    for (int s = 0; s < p->n_stages; s++)
+        if (stage_here(p, s)) PP_TRY(pp_stream_synchronize(pp_executor_stage_stream(p->exec, s), err));
+    p->opt_pending = false;
+    return PP_OK;
+}
+
 pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
     PP_TRY(check_usable(p, "step", err));
@@ -303,6 +350,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, 2 * count + slot,
                                                      &stats, err),
                        err));
+    p->opt_pending = false; /* the run came after the last update on every stream, and ended */
     p->graph_captures += stats.graph == PP_STEP_CAPTURED;
     p->graph_replays += stats.graph == PP_STEP_REPLAYED;
     p->graph_launches += stats.graph_launches;
@@ -312,7 +360,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     int64_t correct = 0;
     pp_status s = read_losses(p, &p->io, &loss, &correct, err);
     if (s == PP_OK) s = pipe_sum_replica_grads(p, err);
-    if (s == PP_OK) s = pp_optimizer_step(p->opt, NULL, NULL, err);
+    if (s == PP_OK) s = optimizer_step(p, err);
     if (s == PP_OK) s = profile_range(p, false, err);
     if (s != PP_OK) {
         pp_step_stats_free(&stats);
@@ -364,6 +412,7 @@ bool pp_pipeline_has_eval(const pp_pipeline *p)
 
 pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
 {
+    PP_TRY(pipe_settle(p, err));
     memset(out, 0, sizeof *out);
     if (!p->eval_data)
         return pp_error_set(err, PP_ERR_INVALID, "evaluate: the plan has no eval section");

@@ -6,7 +6,9 @@
  * fn enqueues asynchronous work through the exec. Each launched or copied item
  * is bracketed by a pair of timing events; records_resolve turns them into
  * the generic handle's records after synchronize, against a host-clock
- * reference taken at that point. Timing events are recycled by
+ * reference: the device's time anchor (an event whose completion a
+ * synchronize waited for and saw, see cuda_synchronize), else an event
+ * completed at that point. Timing events are recycled by
  * records_clear, so a steady state creates none.
  * Events are cudaEvent_t (timing disabled).
  *
@@ -57,6 +59,8 @@ typedef struct cuda_stream {
     size_t nspare, capspare;
     signed char peer[PEER_CACHE]; /* by the other GPU's index: 0 peer access not tried
                                      yet, 1 enabled, -1 not possible */
+    cudaEvent_t sync_ev;     /* recorded at the stream's end by a synchronize that waits */
+    uint64_t syncs;          /* synchronizes so far: an anchor's generation */
 } cuda_stream;
 
 typedef struct cuda_event {
@@ -154,6 +158,8 @@ static pp_status item_end(pp_stream *s, timed_item *it, pp_status st, pp_error *
 
 /* ---- streams ------------------------------------------------------------------- */
 
+static void drop_anchor(pp_stream *s);
+
 static void cuda_stream_destroy(pp_stream *s)
 {
     cuda_stream *cs = s->state;
@@ -168,6 +174,8 @@ static void cuda_stream_destroy(pp_stream *s)
         }
         for (size_t i = 0; i < cs->nspare; i++)
             (void)PP_CUDA(s->dev, NULL, cudaEventDestroy(cs->spare[i]));
+        drop_anchor(s);
+        if (cs->sync_ev) (void)PP_CUDA(s->dev, NULL, cudaEventDestroy(cs->sync_ev));
         if (cs->st) (void)PP_CUDA(s->dev, NULL, cudaStreamDestroy(cs->st));
     }
     free(cs->items);
@@ -286,12 +294,73 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
     return PP_OK;
 }
 
+/* ---- the device's time anchor ---------------------------------------------------- */
+
+/* s's sync_ev, whose completion the host has just seen at host_ns, becomes
+ * its device's time anchor. */
+static void set_anchor(pp_stream *s, int64_t host_ns)
+{
+    cuda_stream *cs = s->state;
+    pp_cuda_device *cd = pp_cuda_dev(s->dev);
+    pthread_mutex_lock(&cd->anchor_mu);
+    cd->anchor_owner = cs;
+    cd->anchor_gen = cs->syncs;
+    cd->anchor_ev = cs->sync_ev;
+    cd->anchor_ns = host_ns;
+    pthread_mutex_unlock(&cd->anchor_mu);
+}
+
+/* A stream that goes takes its anchor with it. */
+static void drop_anchor(pp_stream *s)
+{
+    pp_cuda_device *cd = pp_cuda_dev(s->dev);
+    if (!cd) return;
+    pthread_mutex_lock(&cd->anchor_mu);
+    if (cd->anchor_owner == s->state) cd->anchor_owner = NULL;
+    pthread_mutex_unlock(&cd->anchor_mu);
+}
+
+/* The device's anchor, if one stands: its event and host time. */
+static bool get_anchor(pp_stream *s, cudaEvent_t *ev, int64_t *host_ns)
+{
+    pp_cuda_device *cd = pp_cuda_dev(s->dev);
+    pthread_mutex_lock(&cd->anchor_mu);
+    const cuda_stream *owner = cd->anchor_owner;
+    bool ok = owner && owner->syncs == cd->anchor_gen;
+    if (ok) {
+        *ev = cd->anchor_ev;
+        *host_ns = cd->anchor_ns;
+    }
+    pthread_mutex_unlock(&cd->anchor_mu);
+    return ok;
+}
+
+/* Waits for s's work. A stream whose work has all completed (cudaStreamQuery)
+ * needs no wait. Otherwise the host waits for an event recorded at the
+ * stream's end and sees it complete: that event and the host's time become
+ * the device's time anchor, against which records_resolve reads every
+ * stream's timing events without another wait. So an executor that
+ * synchronizes its streams in turn waits once, for the one that ends last,
+ * and merely checks the others: one host synchronization per device and
+ * step. */
 static void cuda_synchronize(pp_stream *s)
 {
     cuda_stream *cs = s->state;
     pp_error e;
     pp_status st = pp_cuda_set_device(s->dev, &e);
-    if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaStreamSynchronize(cs->st));
+    if (st == PP_OK) {
+        cs->syncs++; /* an anchor this stream set is older than this call from here on */
+        cudaError_t q = cudaStreamQuery(cs->st);
+        if (q == cudaErrorNotReady) {
+            (void)cudaGetLastError(); /* not an error: no later check may see it */
+            if (!cs->sync_ev) st = PP_CUDA(s->dev, &e, cudaEventCreate(&cs->sync_ev));
+            if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaEventRecord(cs->sync_ev, cs->st));
+            if (st == PP_OK) st = PP_CUDA(s->dev, &e, cudaEventSynchronize(cs->sync_ev));
+            if (st == PP_OK) set_anchor(s, pp_stream_clock_ns());
+        } else if (q != cudaSuccess) {
+            st = PP_CUDA(s->dev, &e, q); /* the stream's work failed */
+        }
+    }
     if (st != PP_OK) {
         pp_error_prefix(&e, "stream '%s'", s->name);
         fail_now(s, &e);
@@ -299,20 +368,26 @@ static void cuda_synchronize(pp_stream *s)
 }
 
 /* Adds the records of the items completed since the last call, their times
- * read against a host-clock reference: an event completed now, read with the
- * host clock. */
+ * read against a host-clock reference: the device's time anchor (set by the
+ * synchronize that waited), else an event completed now, read with the host
+ * clock. cudaEventElapsedTime compares events of any streams of one device. */
 static pp_status cuda_records_resolve(pp_stream *s, pp_error *err)
 {
     cuda_stream *cs = s->state;
     if (cs->nresolved == cs->nitems) return PP_OK;
     cudaEvent_t ref;
+    int64_t host_ref;
     PP_TRY(pp_cuda_set_device(s->dev, err));
-    /* ref may be a new event that goes to the spares below: keep room for it */
-    PP_TRY(reserve_spares(cs, s, err));
-    PP_TRY(take_event(s, &ref, err));
-    pp_status st = PP_CUDA(s->dev, err, cudaEventRecord(ref, cs->st));
-    if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventSynchronize(ref));
-    const int64_t host_ref = pp_stream_clock_ns();
+    pp_status st = PP_OK;
+    bool own = !get_anchor(s, &ref, &host_ref);
+    if (own) { /* no anchor on the device: an event completed now, read with the host clock */
+        /* ref may be a new event that goes to the spares below: keep room for it */
+        PP_TRY(reserve_spares(cs, s, err));
+        PP_TRY(take_event(s, &ref, err));
+        st = PP_CUDA(s->dev, err, cudaEventRecord(ref, cs->st));
+        if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventSynchronize(ref));
+        host_ref = pp_stream_clock_ns();
+    }
     while (st == PP_OK && cs->nresolved < cs->nitems) {
         timed_item *it = &cs->items[cs->nresolved];
         float to_start = 0, to_end = 0;
@@ -324,7 +399,7 @@ static pp_status cuda_records_resolve(pp_stream *s, pp_error *err)
         st = pp_stream_push_record(s, &it->rec, err);
         if (st == PP_OK) cs->nresolved++;
     }
-    cs->spare[cs->nspare++] = ref;
+    if (own) cs->spare[cs->nspare++] = ref;
     return st;
 }
 

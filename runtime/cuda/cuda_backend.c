@@ -93,6 +93,7 @@ static void cuda_device_destroy(pp_device_ctx *dev)
         (void)PP_CUDA(dev, NULL, cudaStreamDestroy(cd->stream));
     }
     pp_algo_cache_destroy(&cd->algos);
+    pthread_mutex_destroy(&cd->anchor_mu);
     free(cd);
     dev->backend = NULL;
 }
@@ -116,6 +117,7 @@ static pp_status cuda_device_init(pp_device_ctx *dev, pp_error *err)
     pp_cuda_device *cd = calloc(1, sizeof *cd);
     if (!cd) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", dev->name);
     cd->ordinal = dev->id.index;
+    pthread_mutex_init(&cd->anchor_mu, NULL);
     dev->backend = cd;
     int pools = 0;
     uint64_t threshold = UINT64_MAX;

@@ -15,6 +15,9 @@
 #ifndef PP_CUDA_INTERNAL_H
 #define PP_CUDA_INTERNAL_H
 
+#include <pthread.h>
+#include <stdint.h>
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -33,6 +36,16 @@ typedef struct pp_cuda_device {
     bool find;            /* measure convolution algorithms (PP_CUDNN_FIND, default on) */
     pp_algo_cache algos;  /* the algorithms chosen on this device, shared by its execs;
                              file from PP_CUDNN_CACHE */
+    /* The device's time anchor (streams/stream_cuda.c): an event whose
+     * completion the host saw when it happened (a synchronize that waited
+     * for it), with that host time; every stream of the device reads its
+     * timing events against it. Owned by a stream (anchor_owner), valid
+     * while that stream's synchronize count is anchor_gen. Under anchor_mu. */
+    pthread_mutex_t anchor_mu;
+    const void *anchor_owner;
+    uint64_t anchor_gen;
+    cudaEvent_t anchor_ev;
+    int64_t anchor_ns;
 } pp_cuda_device;
 
 /* The algorithm of one direction of a convolution plan. */
