@@ -32,6 +32,7 @@ pp_status pp_comm_init(int *argc, char ***argv, pp_comm **out, pp_error *err)
 void pp_comm_free(pp_comm *c)
 {
     if (!c) return;
+    free(c->local_scratch);
     if (c->local)
         pp_comm_local_release(c->local);
     else if (c->mpi)

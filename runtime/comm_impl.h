@@ -25,6 +25,9 @@ struct pp_comm {
     int rank, size;
     pp_local_job *local;   /* a job of threads (comm_local.c); NULL: of processes */
     int local_groups;      /* groups this rank made in its job of threads */
+    float *local_scratch;  /* (local_scratch_n) rank 0's receive buffer for the job's sums,
+                              kept between them (fresh pages are slow) */
+    size_t local_scratch_n;
     bool mpi;              /* MPI was initialised by this process (finalize on free) */
     bool thread_multiple;  /* MPI_THREAD_MULTIPLE provided (always true without MPI) */
     double timeout_s;      /* point-to-point and collective wait limit; 0: none */

@@ -50,6 +50,7 @@ struct pp_local_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;     /* a message arrived, or a rank failed */
     int size, refs;
+    int *ranks;            /* (size) 0..size-1: the job as a member list */
     local_msg *head, *tail;
     int failed;            /* the first rank that failed; -1: none */
     char why[200];
@@ -78,6 +79,12 @@ pp_status pp_comm_local_new(int size, pp_comm **comms, pp_error *err)
     pthread_condattr_destroy(&ca);
     job->size = size;
     job->failed = -1;
+    job->ranks = malloc((size_t)size * sizeof *job->ranks);
+    if (!job->ranks) {
+        pp_comm_local_release(job); /* refs 0: the last hold */
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (a job of threads)");
+    }
+    for (int r = 0; r < size; r++) job->ranks[r] = r;
     for (int r = 0; r < size; r++) {
         comms[r] = calloc(1, sizeof *comms[r]);
         if (!comms[r]) {
@@ -104,6 +111,7 @@ void pp_comm_local_release(pp_local_job *job)
     }
     pthread_cond_destroy(&job->cv);
     pthread_mutex_destroy(&job->mu);
+    free(job->ranks);
     free(job);
 }
 
@@ -285,26 +293,10 @@ static pp_status ordered_sum(pp_comm *c, const int *members, int n, int me, int 
     return PP_OK;
 }
 
-/* The job's ranks 0..size-1 as a member list. */
-static int *all_ranks(pp_comm *c, pp_error *err)
-{
-    int *r = malloc((size_t)c->size * sizeof *r);
-    if (!r) pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory", c->rank);
-    for (int i = 0; r && i < c->size; i++) r[i] = i;
-    return r;
-}
-
 pp_status pp_comm_local_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_error *err)
 {
-    int *ranks = all_ranks(c, err);
-    if (!ranks) return err->code;
-    float *scratch = NULL;
-    size_t scratch_n = 0;
-    pp_status s = ordered_sum(c, ranks, c->size, c->rank, TAG_SUM, TAG_SUM_OUT, buf, n, &scratch,
-                              &scratch_n, err);
-    free(scratch);
-    free(ranks);
-    return s;
+    return ordered_sum(c, c->local->ranks, c->size, c->rank, TAG_SUM, TAG_SUM_OUT, buf, n,
+                       &c->local_scratch, &c->local_scratch_n, err);
 }
 
 static pp_status bcast(pp_comm *c, const int *members, int n, int me, int root, int tag,
@@ -318,11 +310,7 @@ static pp_status bcast(pp_comm *c, const int *members, int n, int me, int root, 
 
 pp_status pp_comm_local_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err)
 {
-    int *ranks = all_ranks(c, err);
-    if (!ranks) return err->code;
-    pp_status s = bcast(c, ranks, c->size, c->rank, root, TAG_BCAST, buf, bytes, err);
-    free(ranks);
-    return s;
+    return bcast(c, c->local->ranks, c->size, c->rank, root, TAG_BCAST, buf, bytes, err);
 }
 
 pp_status pp_comm_local_barrier(pp_comm *c, pp_error *err)
