@@ -106,6 +106,19 @@ void pp_catalogue_free(pp_catalogue *cat)
     cat->n = 0;
 }
 
+int64_t pp_catalogue_kept_bytes(const pp_catalogue *cat, int first, int last, int64_t n)
+{
+    int64_t b = 0;
+    if (first < 0) first = 0;
+    for (int i = first; i <= last && i < cat->n; i++) {
+        const pp_unit_info *u = &cat->units[i];
+        b += u->act_bytes * n + u->act_fixed_bytes;
+        if (i > first && u->keeps_input && cat->units[i - 1].keeps_output)
+            b -= cat->units[i - 1].out_bytes * n;
+    }
+    return b;
+}
+
 int pp_catalogue_find(const pp_catalogue *cat, const char *name)
 {
     for (int i = 0; i < cat->n; i++)

@@ -101,6 +101,10 @@ typedef struct pp_unit_info {
     int64_t act_fixed_bytes; /* bytes kept for backward per micro-batch whatever its size
                                (batch-norm saved statistics) */
     int64_t out_bytes;      /* bytes of the output activation, per sample */
+    bool keeps_input;       /* act_bytes include the unit's input activation ... */
+    bool keeps_output;      /* ... its output activation (in a stage, one tensor serves a
+                               unit keeping its output and the next keeping its input:
+                               pp_catalogue_kept_bytes) */
     int min_batch;          /* smallest micro-batch a training forward accepts: 2 where a
                                batch norm sees one value per channel per sample */
 } pp_unit_info;
@@ -123,6 +127,11 @@ pp_status pp_catalogue_build(const pp_model_config *cfg, pp_catalogue *out, pp_e
 pp_status pp_catalogue_build_at(const pp_model_config *cfg, pp_catalogue *out, int *bad_layer,
                                 pp_error *err);
 void pp_catalogue_free(pp_catalogue *cat);
+
+/* Bytes a training forward of units first..last, run as one stage, keeps for
+ * a micro-batch of n samples: each unit's act_bytes * n + act_fixed_bytes,
+ * less the activations two neighbours both keep (one tensor, shared). */
+int64_t pp_catalogue_kept_bytes(const pp_catalogue *cat, int first, int last, int64_t n);
 
 /* Index of a unit by exact name, or -1. */
 int pp_catalogue_find(const pp_catalogue *cat, const char *name);

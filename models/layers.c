@@ -200,19 +200,25 @@ void pp_unit_keep_input(const pp_unit *u, int in_ndim, const int64_t *in, void *
                          pp_saved_list *l)
 {
     pp_input_saved *s = saved;
-    pp_saved_add(l, &s->x, pp_unit_act_dtype(u), in_ndim, in);
+    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, pp_unit_act_dtype(u), in_ndim, in);
 }
 
-void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
-                  const int64_t *shape)
+void pp_saved_add_io(pp_saved_list *l, pp_tensor *field, pp_saved_from from, pp_dtype dtype,
+                     int ndim, const int64_t *shape)
 {
     if (l->n >= PP_UNIT_MAX_SAVED) {
         l->overflow = true;
         return;
     }
     pp_saved_tensor *s = &l->item[l->n++];
-    *s = (pp_saved_tensor){.t = field, .dtype = dtype, .ndim = ndim};
+    *s = (pp_saved_tensor){.t = field, .from = from, .dtype = dtype, .ndim = ndim};
     for (int i = 0; i < PP_MAX_DIMS; i++) s->shape[i] = i < ndim ? shape[i] : 1;
+}
+
+void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
+                  const int64_t *shape)
+{
+    pp_saved_add_io(l, field, PP_SAVED_NEW, dtype, ndim, shape);
 }
 
 pp_dtype pp_unit_act_dtype(const pp_unit *u)

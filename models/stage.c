@@ -192,6 +192,12 @@ static bool foreign(const pp_stage *s, const pp_tensor *t, pp_dtype dtype)
            pp_tensor_effective_layout(t) != pp_tensor_effective_layout(&want);
 }
 
+/* Whether units i and i+1 run as one (a batch norm and the ReLU after it). */
+static bool fused_pair(const pp_stage *s, int i)
+{
+    return i + 1 < s->n && pp_unit_fuses_relu(s->units[i], s->units[i + 1]);
+}
+
 /* An uninitialised tensor of t's shape, dtype and the stage's layout. */
 static pp_status alloc_as(const pp_stage *s, pp_exec *ex, pp_tensor *out, pp_dtype dtype,
                           int ndim, const int64_t *shape, pp_error *err)
@@ -218,36 +224,55 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
     if (train && pp_unit_saved_input(s->units[0], mb, NULL, NULL))
         return pp_error_set(err, PP_ERR_INVALID,
                             "stage forward: micro-batch %d is already in flight", mb);
-    pp_tensor bufs[2] = {{0}, {0}}, in = {0}, last = {0};
+    /* Every activation the stage makes (the converted input, those between
+     * units, the output before its conversion) is shared with the units on
+     * either side, which keep a reference instead of a copy; the stage drops
+     * its own once the next unit has run. x and y belong to the caller. */
+    pp_unit_act *cur_a = NULL, *out_a = NULL;
     const pp_tensor *cur = x;
     pp_status st = PP_OK;
     const pp_dtype in_dtype = pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0]));
     if (foreign(s, x, in_dtype)) { /* the input images of bf16 or NHWC units */
+        pp_tensor in = {0};
         st = alloc_as(s, ex, &in, in_dtype, x->ndim, x->shape, err);
         if (st == PP_OK) st = pp_cast(ex, x, &in, err);
-        cur = &in;
+        if (st == PP_OK) st = pp_unit_act_new(&in, &cur_a, err);
+        pp_tensor_free(&in);
+        if (st == PP_OK) cur = pp_unit_act_tensor(cur_a);
     }
     for (int i = 0; i < s->n && st == PP_OK; i++) {
+        /* a batch norm and the ReLU after it run as one (units i and j) */
+        const bool pair = fused_pair(s, i);
+        const int j = pair ? i + 1 : i;
         pp_tensor *out = y;
-        if (i < s->n - 1 || foreign(s, y, y->dtype)) {
-            const pp_unit_spec *spec = pp_unit_get_spec(s->units[i]);
+        out_a = NULL;
+        if (j < s->n - 1 || foreign(s, y, y->dtype)) { /* else the last unit writes y */
+            const pp_unit_spec *spec = pp_unit_get_spec(s->units[j]);
             int ndim;
             int64_t shape[PP_MAX_DIMS];
-            out = i < s->n - 1 ? &bufs[i % 2] : &last; /* last: y in another layout */
+            pp_tensor t = {0};
             st = pp_unit_output_shape(spec, cur->ndim, cur->shape, &ndim, shape, err);
             if (st == PP_OK)
-                st = alloc_as(s, ex, out, pp_unit_spec_out_dtype(spec), ndim, shape, err);
+                st = alloc_as(s, ex, &t, pp_unit_spec_out_dtype(spec), ndim, shape, err);
+            if (st == PP_OK) st = pp_unit_act_new(&t, &out_a, err);
+            if (st != PP_OK) break;
+            out = pp_unit_act_tensor(out_a);
         }
-        if (st == PP_OK) st = pp_unit_forward(s->units[i], ex, mb, cur, out, train, err);
-        /* the unit has copied what it keeps: its input is no longer needed */
-        if (cur != x && cur != &in) pp_tensor_free((pp_tensor *)cur);
+        if (pair)
+            st = pp_unit_forward_relu_pair(s->units[i], s->units[j], ex, mb, cur_a, cur, out_a, out,
+                                           train, err);
+        else
+            st = pp_unit_forward_shared(s->units[i], ex, mb, cur_a, cur, out_a, out, train, err);
+        i = j;
+        pp_unit_act_drop(cur_a); /* the unit holds what it keeps of its input */
+        cur_a = out_a;
+        out_a = NULL;
         cur = out;
     }
-    if (st == PP_OK && last.data) st = pp_copy(ex, &last, y, err);
-    pp_tensor_free(&bufs[0]);
-    pp_tensor_free(&bufs[1]);
-    pp_tensor_free(&in);
-    pp_tensor_free(&last);
+    /* the last output in another layout or dtype than y's */
+    if (st == PP_OK && cur_a) st = pp_copy(ex, pp_unit_act_tensor(cur_a), y, err);
+    pp_unit_act_drop(cur_a);
+    pp_unit_act_drop(out_a);
     if (st != PP_OK && train) pp_stage_release(s, mb);
     return st;
 }
@@ -265,7 +290,11 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
         if (st == PP_OK) st = pp_copy(ex, dy, &dy0, err);
         g = &dy0;
     }
-    for (int i = s->n - 1; i >= 0 && st == PP_OK; i--) {
+    int turn = 0; /* din alternates between bufs[0] and bufs[1]: g is the other */
+    for (int j = s->n - 1; j >= 0 && st == PP_OK; j--) {
+        /* units i..j: one unit, or a batch norm and its ReLU run as one */
+        const bool pair = j > 0 && fused_pair(s, j - 1);
+        const int i = pair ? j - 1 : j;
         pp_tensor *din = dx;
         if (i == 0 && dx && foreign(s, dx, in_dtype)) { /* converted at the end */
             din = &din0;
@@ -275,7 +304,7 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
         if (i > 0) {
             int ndim;
             int64_t shape[PP_MAX_DIMS];
-            din = &bufs[i % 2];
+            din = &bufs[turn++ % 2];
             if (!pp_unit_saved_input(s->units[i], mb, &ndim, shape))
                 st = pp_error_set(err, PP_ERR_INVALID,
                                   "stage backward: micro-batch %d has no training forward in "
@@ -285,9 +314,13 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
                 st = alloc_as(s, ex, din, pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[i])),
                               ndim, shape, err);
         }
-        if (st == PP_OK) st = pp_unit_backward(s->units[i], ex, mb, g, din, err);
+        if (st == PP_OK && pair)
+            st = pp_unit_backward_relu_pair(s->units[i], s->units[j], ex, mb, g, din, err);
+        else if (st == PP_OK)
+            st = pp_unit_backward(s->units[i], ex, mb, g, din, err);
         if (g != dy) pp_tensor_free((pp_tensor *)g);
         g = din;
+        j = i;
     }
     pp_tensor_free(&dy0);
     if (st == PP_OK && din0.data) st = pp_cast(ex, &din0, dx, err);

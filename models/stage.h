@@ -4,9 +4,11 @@
  *
  * Forward runs the units in order, backward in reverse, for one micro-batch
  * index mb at a time; several micro-batches may be in flight (see unit.h).
- * Intermediate activations between units live only during the call (each unit
- * keeps its own copy of what its backward needs, allocated on the stage's
- * device and freed by that micro-batch's backward or pp_stage_release).
+ * Intermediate activations between units live during the call, and after it
+ * only while a unit keeps them for its backward (a unit keeping its input and
+ * the one before keeping its output share one tensor, unit.h); what units keep
+ * is allocated on the stage's device and freed by that micro-batch's backward
+ * or pp_stage_release.
  * The loss is not part of a stage: the pipeline puts softmax cross-entropy
  * after the last stage.
  *

@@ -85,9 +85,50 @@ pp_status pp_unit_new(const pp_unit_spec *spec, uint64_t seed, pp_device_ctx *de
     return unit_make(spec, seed, dev, out, err);
 }
 
+/* ---- shared activations --------------------------------------------------------- */
+
+struct pp_unit_act {
+    pp_tensor t;
+    int refs;
+};
+
+pp_status pp_unit_act_new(pp_tensor *t, pp_unit_act **out, pp_error *err)
+{
+    *out = calloc(1, sizeof **out);
+    if (!*out) {
+        pp_tensor_free(t);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (activation)");
+    }
+    (*out)->t = *t;
+    (*out)->refs = 1;
+    *t = (pp_tensor){0};
+    return PP_OK;
+}
+
+pp_tensor *pp_unit_act_tensor(pp_unit_act *a)
+{
+    return &a->t;
+}
+
+void pp_unit_act_drop(pp_unit_act *a)
+{
+    if (!a || --a->refs > 0) return;
+    pp_tensor_free(&a->t);
+    free(a);
+}
+
 static void slot_clear(pp_unit_slot *s)
 {
-    for (int i = 0; i < s->list.n; i++) pp_tensor_free(s->list.item[i].t);
+    for (int i = 0; i < s->list.n; i++) {
+        pp_saved_tensor *it = &s->list.item[i];
+        if (it->held) { /* a view of a shared activation */
+            pp_unit_act_drop(it->held);
+            it->held = NULL;
+            *it->t = (pp_tensor){0};
+        } else {
+            pp_tensor_free(it->t);
+        }
+    }
     free(s->saved);
     s->saved = NULL;
     s->list.n = 0;
@@ -200,6 +241,16 @@ static pp_status saved_bytes(const pp_unit *u, int in_ndim, const int64_t *in, i
     return PP_OK;
 }
 
+/* Whether the saved list keeps the unit's input or output. */
+static void saved_io(const pp_saved_list *l, bool *input, bool *output)
+{
+    *input = *output = false;
+    for (int i = 0; i < l->n; i++) {
+        if (l->item[i].from == PP_SAVED_INPUT) *input = true;
+        if (l->item[i].from == PP_SAVED_OUTPUT) *output = true;
+    }
+}
+
 static int64_t numel(int ndim, const int64_t *shape)
 {
     int64_t n = 1;
@@ -235,6 +286,9 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
     if (st == PP_OK) st = saved_bytes(u, in_ndim, in, 2, scratch, &b2, err);
     info->act_bytes = b2 - b1;
     info->act_fixed_bytes = 2 * b1 - b2;
+    pp_saved_list l;
+    if (st == PP_OK) st = saved_list(u, in_ndim, in, scratch, &l, err);
+    if (st == PP_OK) saved_io(&l, &info->keeps_input, &info->keeps_output);
     int64_t macs = 0, elementwise = 0;
     u->ops->flops(s, in_ndim, in, out, &macs, &elementwise);
     info->fwd_macs = macs;
@@ -304,8 +358,32 @@ static pp_status get_slot(pp_unit *u, int mb, pp_unit_slot **out, pp_error *err)
     return PP_OK;
 }
 
-/* Allocates the kind's saved struct and every tensor of its saved list for
- * input x, in ex's stream order. */
+/* Allocates one tensor of the saved list in ex's stream order, in the unit's
+ * layout. */
+static pp_status saved_alloc(const pp_unit *u, pp_exec *ex, const pp_saved_tensor *it,
+                             pp_error *err)
+{
+    PP_TRY(pp_tensor_alloc_on(it->t, ex, it->dtype, it->ndim, it->shape, err));
+    if (it->dtype == PP_F32 || it->dtype == PP_BF16)
+        it->t->layout = pp_unit_spec_layout(&u->spec, it->ndim);
+    return PP_OK;
+}
+
+/* Whether t can stand for the copy saved_alloc would make of it: the same
+ * dtype, shape and memory order. */
+static bool shareable(const pp_unit *u, const pp_saved_tensor *it, const pp_tensor *t)
+{
+    pp_tensor want = {.dtype = it->dtype, .ndim = it->ndim};
+    memcpy(want.shape, it->shape, sizeof want.shape);
+    if (it->dtype == PP_F32 || it->dtype == PP_BF16)
+        want.layout = pp_unit_spec_layout(&u->spec, it->ndim);
+    return t->data && t->dtype == want.dtype && t->dev == u->dev && pp_tensor_same_shape(t, &want) &&
+           pp_tensor_effective_layout(t) == pp_tensor_effective_layout(&want);
+}
+
+/* Allocates the kind's saved struct and the tensors of its saved list the
+ * kind's forward writes, for input x, in ex's stream order (its input and
+ * output are kept after the forward: slot_keep_io). */
 static pp_status slot_alloc(pp_unit *u, pp_exec *ex, pp_unit_slot *s, const pp_tensor *x,
                             pp_error *err)
 {
@@ -315,17 +393,45 @@ static pp_status slot_alloc(pp_unit *u, pp_exec *ex, pp_unit_slot *s, const pp_t
     PP_TRY(saved_list(u, x->ndim, x->shape, s->saved, &l, err));
     for (int i = 0; i < l.n; i++) {
         const pp_saved_tensor *it = &l.item[i];
-        PP_TRY(pp_tensor_alloc_on(it->t, ex, it->dtype, it->ndim, it->shape, err));
-        if (it->dtype == PP_F32 || it->dtype == PP_BF16)
-            it->t->layout = pp_unit_spec_layout(&u->spec, it->ndim);
         s->list.item[s->list.n++] = *it;
+        if (it->from == PP_SAVED_NEW) PP_TRY(saved_alloc(u, ex, it, err));
     }
     return PP_OK;
 }
 
-static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
-                              bool train, pp_error *err)
+/* After a successful training forward: keeps the input x and output y where
+ * the saved list asks for them, sharing xa or ya where they match what a copy
+ * would be. */
+static pp_status slot_keep_io(pp_unit *u, pp_exec *ex, pp_unit_slot *s, pp_unit_act *xa,
+                              const pp_tensor *x, pp_unit_act *ya, const pp_tensor *y,
+                              pp_error *err)
 {
+    for (int i = 0; i < s->list.n; i++) {
+        pp_saved_tensor *it = &s->list.item[i];
+        if (it->from == PP_SAVED_NEW) continue;
+        pp_unit_act *a = it->from == PP_SAVED_INPUT ? xa : ya;
+        const pp_tensor *src = it->from == PP_SAVED_INPUT ? x : y;
+        if (a && shareable(u, it, src)) {
+            *it->t = *src;
+            it->t->owns = false;
+            it->t->stream = NULL;
+            it->held = a;
+            a->refs++;
+            continue;
+        }
+        PP_TRY(saved_alloc(u, ex, it, err));
+        PP_TRY(pp_copy(ex, src, it->t, err));
+    }
+    return PP_OK;
+}
+
+/* A forward of u (with relu: the kind's forward_relu). */
+static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
+                              const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
+                              bool relu, pp_error *err)
+{
+    if ((xa && x != &xa->t) || (ya && y != &ya->t))
+        return pp_error_set(err, PP_ERR_INVALID, "a shared activation is not the tensor passed");
     if (!ex || ex->dev != u->dev)
         return pp_error_set(err, PP_ERR_INVALID, "exec is not on the unit's device %s",
                             u->dev->name);
@@ -334,7 +440,9 @@ static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *
     int64_t out[PP_MAX_DIMS];
     PP_TRY(pp_unit_output_shape(&u->spec, x->ndim, x->shape, &out_ndim, out, err));
     PP_TRY(check_tensor(u, "y", y, pp_unit_spec_out_dtype(&u->spec), out_ndim, out, err));
-    if (!train) return u->ops->forward(u, ex, x, y, NULL, err);
+    pp_status (*fwd)(pp_unit *, pp_exec *, const pp_tensor *, pp_tensor *, void *, pp_error *) =
+        relu ? u->ops->forward_relu : u->ops->forward;
+    if (!train) return fwd(u, ex, x, y, NULL, err);
     pp_unit_slot *s = NULL;
     PP_TRY(get_slot(u, mb, &s, err));
     if (s->live)
@@ -343,7 +451,8 @@ static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *
                             "backward)",
                             mb);
     pp_status st = slot_alloc(u, ex, s, x, err);
-    if (st == PP_OK) st = u->ops->forward(u, ex, x, y, s->saved, err);
+    if (st == PP_OK) st = fwd(u, ex, x, y, s->saved, err);
+    if (st == PP_OK) st = slot_keep_io(u, ex, s, xa, x, ya, y, err);
     if (st != PP_OK) {
         slot_clear(s);
         return st;
@@ -359,13 +468,24 @@ pp_status pp_unit_forward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *x, p
                           bool train, pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward: NULL unit");
-    pp_status st = forward_impl(u, ex, mb, x, y, train, err);
+    pp_status st = forward_impl(u, ex, mb, NULL, x, NULL, y, train, false, err);
     if (st != PP_OK) pp_error_prefix(err, "%s forward (micro-batch %d)", u->spec.name, mb);
     return st;
 }
 
+pp_status pp_unit_forward_shared(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
+                                 const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
+                                 pp_error *err)
+{
+    if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward_shared: NULL unit");
+    pp_status st = forward_impl(u, ex, mb, xa, x, ya, y, train, false, err);
+    if (st != PP_OK) pp_error_prefix(err, "%s forward (micro-batch %d)", u->spec.name, mb);
+    return st;
+}
+
+/* A backward of u (with relu_y: the kind's backward_relu). */
 static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
-                               pp_error *err)
+                               const pp_tensor *relu_y, pp_error *err)
 {
     if (!ex || ex->dev != u->dev)
         return pp_error_set(err, PP_ERR_INVALID, "exec is not on the unit's device %s",
@@ -381,7 +501,8 @@ static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor 
     if (dx)
         PP_TRY(check_tensor(u, "dx", dx, pp_unit_spec_in_dtype(&u->spec), s->in_ndim,
                             s->in_shape, err));
-    pp_status st = u->ops->backward(u, ex, s->saved, dy, dx, err);
+    pp_status st = relu_y ? u->ops->backward_relu(u, ex, s->saved, relu_y, dy, dx, err)
+                          : u->ops->backward(u, ex, s->saved, dy, dx, err);
     slot_clear(s);
     u->in_flight--;
     return st;
@@ -391,8 +512,99 @@ pp_status pp_unit_backward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy,
                            pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward: NULL unit");
-    pp_status st = backward_impl(u, ex, mb, dy, dx, err);
+    pp_status st = backward_impl(u, ex, mb, dy, dx, NULL, err);
     if (st != PP_OK) pp_error_prefix(err, "%s backward (micro-batch %d)", u->spec.name, mb);
+    return st;
+}
+
+bool pp_unit_fuses_relu(const pp_unit *u, const pp_unit *next)
+{
+    return u && next && u->ops->forward_relu && u->ops->backward_relu &&
+           next->spec.kind == PP_UNIT_RELU && next->dev == u->dev &&
+           pp_unit_spec_out_dtype(&u->spec) == pp_unit_spec_in_dtype(&next->spec) &&
+           u->spec.nhwc == next->spec.nhwc;
+}
+
+/* The ReLU of a fused pair: its training forward's state for output y, as if
+ * it had run (what it keeps is its output). */
+static pp_status relu_slot_open(pp_unit *relu, pp_exec *ex, pp_unit_slot *s, pp_unit_act *ya,
+                                const pp_tensor *y, pp_error *err)
+{
+    pp_status st = slot_alloc(relu, ex, s, y, err);
+    if (st == PP_OK) st = slot_keep_io(relu, ex, s, NULL, y, ya, y, err);
+    if (st != PP_OK) {
+        slot_clear(s);
+        return st;
+    }
+    s->live = true;
+    s->in_ndim = y->ndim;
+    memcpy(s->in_shape, y->shape, sizeof s->in_shape);
+    relu->in_flight++;
+    return PP_OK;
+}
+
+static pp_status forward_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb, pp_unit_act *xa,
+                              const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
+                              pp_error *err)
+{
+    if (!pp_unit_fuses_relu(u, relu))
+        return pp_error_set(err, PP_ERR_INVALID, "not a unit and a ReLU that run as one");
+    pp_unit_slot *rs = NULL;
+    if (train) {
+        PP_TRY(get_slot(relu, mb, &rs, err));
+        if (rs->live)
+            return pp_error_set(err, PP_ERR_INVALID,
+                                "micro-batch %d is already in flight in %s", mb, relu->spec.name);
+    }
+    PP_TRY(forward_impl(u, ex, mb, xa, x, ya, y, train, true, err));
+    if (!train) return PP_OK;
+    pp_status st = relu_slot_open(relu, ex, rs, ya, y, err);
+    if (st != PP_OK) pp_unit_release(u, mb);
+    return st;
+}
+
+pp_status pp_unit_forward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
+                                    pp_unit_act *xa, const pp_tensor *x, pp_unit_act *ya,
+                                    pp_tensor *y, bool train, pp_error *err)
+{
+    if (!u || !relu) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward_relu_pair: NULL unit");
+    pp_status st = forward_pair(u, relu, ex, mb, xa, x, ya, y, train, err);
+    if (st != PP_OK)
+        pp_error_prefix(err, "%s and %s forward (micro-batch %d)", u->spec.name, relu->spec.name,
+                        mb);
+    return st;
+}
+
+static pp_status backward_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb, const pp_tensor *dy,
+                               pp_tensor *dx, pp_error *err)
+{
+    if (!pp_unit_fuses_relu(u, relu))
+        return pp_error_set(err, PP_ERR_INVALID, "not a unit and a ReLU that run as one");
+    if (mb < 0 || mb >= relu->n_slots || !relu->slots[mb].live)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "micro-batch %d has no training forward in flight in %s", mb,
+                            relu->spec.name);
+    pp_unit_slot *rs = &relu->slots[mb];
+    const pp_tensor *relu_y = NULL;
+    for (int i = 0; i < rs->list.n; i++)
+        if (rs->list.item[i].from == PP_SAVED_OUTPUT) relu_y = rs->list.item[i].t;
+    pp_status st = relu_y ? backward_impl(u, ex, mb, dy, dx, relu_y, err)
+                          : pp_error_set(err, PP_ERR_INTERNAL, "%s keeps no output",
+                                         relu->spec.name);
+    slot_clear(rs);
+    relu->in_flight--;
+    return st;
+}
+
+pp_status pp_unit_backward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
+                                     const pp_tensor *dy, pp_tensor *dx, pp_error *err)
+{
+    if (!u || !relu)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_relu_pair: NULL unit");
+    pp_status st = backward_pair(u, relu, ex, mb, dy, dx, err);
+    if (st != PP_OK)
+        pp_error_prefix(err, "%s and %s backward (micro-batch %d)", u->spec.name,
+                        relu->spec.name, mb);
     return st;
 }
 

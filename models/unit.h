@@ -10,11 +10,15 @@
  * enqueue work on the exec's stream and return.
  *
  * Micro-batches: a training forward for micro-batch index mb keeps what the
- * backward of that micro-batch needs (copies, allocated on the unit's device
- * with pp_tensor_alloc so per-device accounting sees them) until
- * pp_unit_backward(mb) or pp_unit_release(mb) frees it. Any number of
- * micro-batches may be in flight at once, in any order. Inference forwards
- * (train = false) keep nothing.
+ * backward of that micro-batch needs (allocated on the unit's device with
+ * pp_tensor_alloc_on so per-device accounting sees them) until
+ * pp_unit_backward(mb) or pp_unit_release(mb) frees it. What it keeps of its
+ * own input or output is a copy, unless the caller shares that activation
+ * (pp_unit_forward_shared): then the unit keeps a reference instead, so two
+ * neighbouring units that both keep the activation between them hold one
+ * tensor and nobody spends a pass copying it. Any number of micro-batches may
+ * be in flight at once, in any order. Inference forwards (train = false) keep
+ * nothing.
  *
  * Tensors: activations are f32, (N, C, H, W) for images and (N, F) after
  * avgpool or flatten (batch norm, ReLU and sigmoid take either). With
@@ -155,12 +159,54 @@ pp_status pp_unit_costs(const pp_unit_spec *spec, int in_ndim, const int64_t *in
 pp_status pp_unit_forward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
                           bool train, pp_error *err);
 
+/* An activation shared by the code that chains units (a stage) with the units
+ * that keep it: a tensor owned by the activation and freed, in the stream
+ * order of the exec that allocated it, when the last reference goes. The
+ * creator holds the first reference; each training forward that keeps it adds
+ * one, dropped with that micro-batch's saved state. Neither the creator nor a
+ * unit writes the tensor once it has been shared with a forward as its input
+ * or output (the unit that produces it writes it during that forward). Not
+ * thread-safe on its own: a micro-batch's forward, backward and release are
+ * ordered by the stream that runs them. */
+typedef struct pp_unit_act pp_unit_act;
+/* Takes ownership of *t (which is zeroed) into a new activation; on failure *t
+ * is freed. */
+pp_status pp_unit_act_new(pp_tensor *t, pp_unit_act **out, pp_error *err);
+/* The activation's tensor (to pass as x or y). */
+pp_tensor *pp_unit_act_tensor(pp_unit_act *a);
+/* Drops one reference; NULL is ok. */
+void pp_unit_act_drop(pp_unit_act *a);
+
+/* pp_unit_forward with x and/or y shared (xa, ya; either may be NULL, and
+ * where given, x is pp_unit_act_tensor(xa) and y pp_unit_act_tensor(ya)). A
+ * training forward keeps a reference to a shared activation it keeps, where
+ * its dtype, shape and memory order are those it would copy into; else a
+ * copy. Results are the same bits as pp_unit_forward's. */
+pp_status pp_unit_forward_shared(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
+                                 const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
+                                 pp_error *err);
+
 /* Backward of micro-batch mb: dx = dL/dx (skipped when dx is NULL, e.g. for
  * the first unit of the net), parameter gradients += dL/dparam. Frees the
  * micro-batch's saved state. PP_ERR_INVALID if mb has no training forward in
  * flight. */
 pp_status pp_unit_backward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
                            pp_error *err);
+
+/* A unit followed by a ReLU unit, run as one pass over the activations where
+ * pp_unit_fuses_relu(u, relu) (a batch norm and the ReLU after it, as in
+ * ResNet's stem): y = relu(u(x)) in one op, with the bits of u's forward then
+ * relu's, and afterwards each unit in flight for mb as if both had run (what
+ * each keeps: u its input, relu its output y). The backward takes dy, the
+ * gradient of relu's output, and gives dx, the gradient of u's input, in one
+ * op with the bits of relu's backward then u's; it ends mb in both. Either
+ * unit's pp_unit_release still works on its own. */
+bool pp_unit_fuses_relu(const pp_unit *u, const pp_unit *relu);
+pp_status pp_unit_forward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
+                                    pp_unit_act *xa, const pp_tensor *x, pp_unit_act *ya,
+                                    pp_tensor *y, bool train, pp_error *err);
+pp_status pp_unit_backward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
+                                     const pp_tensor *dy, pp_tensor *dx, pp_error *err);
 
 /* Drops the saved state of mb without a backward (no-op if none). */
 void pp_unit_release(pp_unit *u, int mb);

@@ -105,7 +105,7 @@ static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp
     int64_t cur[PP_MAX_DIMS], next[PP_MAX_DIMS];
     memcpy(cur, in, sizeof cur);
     const pp_dtype act = pp_unit_act_dtype(u);
-    pp_saved_add(l, &s->x, act, 4, in);
+    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, act, 4, in);
     for (int i = 0; i < b->n_main; i++) {
         conv_shape(&b->conv[i], cur, next);
         pp_saved_add(l, &s->conv_out[i], act, 4, next);
@@ -113,7 +113,7 @@ static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp
         memcpy(cur, next, sizeof cur);
     }
     if (u->spec.downsample) pp_saved_add(l, &s->ds_conv_out, act, 4, cur);
-    pp_saved_add(l, &s->out, act, 4, cur);
+    pp_saved_add_io(l, &s->out, PP_SAVED_OUTPUT, act, 4, cur);
     for (int i = 0; i < 4; i++) {
         if (i >= b->n_main && !(i == DS && u->spec.downsample)) continue;
         const int64_t c = b->bn[i].c;
@@ -200,8 +200,6 @@ static pp_status forward_into(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_te
         st = pp_bn_layer_forward_act(u, ex, &b->bn[n - 1], &s->conv_out[n - 1], identity, true, y,
                                      train ? &s->mean[n - 1] : NULL,
                                      train ? &s->invstd[n - 1] : NULL, err);
-    if (st == PP_OK && train) st = pp_copy(ex, x, &s->x, err);
-    if (st == PP_OK && train) st = pp_copy(ex, y, &s->out, err);
     pp_tensor_free(&ds);
     return st;
 }

@@ -22,7 +22,7 @@ static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp
 {
     bn_saved *s = sv;
     const int64_t c = u->spec.in_c;
-    pp_saved_add(l, &s->x, pp_unit_act_dtype(u), in_ndim, in);
+    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, pp_unit_act_dtype(u), in_ndim, in);
     pp_saved_add(l, &s->mean, PP_F32, 1, &c);
     pp_saved_add(l, &s->invstd, PP_F32, 1, &c);
 }
@@ -40,16 +40,28 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
     bn_saved *s = sv;
     const pp_tensor x4 = pp_unit_as_image(x);
     pp_tensor y4 = pp_unit_as_image(y);
-    PP_TRY(pp_bn_layer_forward(u, ex, &b->bn, &x4, &y4, s ? &s->mean : NULL,
-                               s ? &s->invstd : NULL, err));
-    return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
+    return pp_bn_layer_forward(u, ex, &b->bn, &x4, &y4, s ? &s->mean : NULL,
+                               s ? &s->invstd : NULL, err);
 }
 
-static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
-                          pp_error *err)
+/* The forward followed by a ReLU, as one pass: y = relu(bn(x)). */
+static pp_status forward_relu(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
+                              void *sv, pp_error *err)
 {
     bn_impl *b = u->impl;
     bn_saved *s = sv;
+    const pp_tensor x4 = pp_unit_as_image(x);
+    pp_tensor y4 = pp_unit_as_image(y);
+    return pp_bn_layer_forward_act(u, ex, &b->bn, &x4, NULL, true, &y4, s ? &s->mean : NULL,
+                                   s ? &s->invstd : NULL, err);
+}
+
+/* dx from dy, the gradient of the output or, with relu_y, of relu_y =
+ * relu(output). */
+static pp_status backward_from(pp_unit *u, pp_exec *ex, bn_saved *s, const pp_tensor *relu_y,
+                               const pp_tensor *dy, pp_tensor *dx, pp_error *err)
+{
+    bn_impl *b = u->impl;
     pp_tensor tmp = {0};
     pp_tensor *out = dx;
     if (!out) { /* the parameter gradients still need dx's computation */
@@ -58,10 +70,28 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
     }
     const pp_tensor x4 = pp_unit_as_image(&s->x), dy4 = pp_unit_as_image(dy);
     pp_tensor out4 = pp_unit_as_image(out);
-    pp_status st =
-        pp_bn_layer_backward(u, ex, &b->bn, &x4, &dy4, &s->mean, &s->invstd, &out4, err);
+    pp_status st;
+    if (relu_y) {
+        const pp_tensor r4 = pp_unit_as_image(relu_y);
+        st = pp_bn_layer_backward_relu(u, ex, &b->bn, &x4, &r4, &dy4, &s->mean, &s->invstd, &out4,
+                                       err);
+    } else {
+        st = pp_bn_layer_backward(u, ex, &b->bn, &x4, &dy4, &s->mean, &s->invstd, &out4, err);
+    }
     pp_tensor_free(&tmp);
     return st;
+}
+
+static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
+                          pp_error *err)
+{
+    return backward_from(u, ex, sv, NULL, dy, dx, err);
+}
+
+static pp_status backward_relu(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *relu_y,
+                               const pp_tensor *dy, pp_tensor *dx, pp_error *err)
+{
+    return backward_from(u, ex, sv, relu_y, dy, dx, err);
 }
 
 const pp_unit_kind_ops pp_unit_bn_ops = {
@@ -75,4 +105,6 @@ const pp_unit_kind_ops pp_unit_bn_ops = {
     .flops = flops,
     .forward = forward,
     .backward = backward,
+    .forward_relu = forward_relu,
+    .backward_relu = backward_relu,
 };

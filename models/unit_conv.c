@@ -36,9 +36,7 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
                          pp_error *err)
 {
     conv_impl *c = u->impl;
-    pp_input_saved *s = sv;
-    PP_TRY(pp_conv_layer_forward(u, ex, &c->conv, x, y, err));
-    return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
+    return pp_conv_layer_forward(u, ex, &c->conv, x, y, err);
 }
 
 static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,

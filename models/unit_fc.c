@@ -51,13 +51,11 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
                          pp_error *err)
 {
     fc_impl *f = u->impl;
-    pp_input_saved *s = sv;
     pp_tensor w;
     PP_TRY(pp_unit_weight_like(u, ex, f->w, x, &w, err));
     pp_status st = pp_linear_forward(ex, x, &w, &u->value[f->b], y, err);
     pp_tensor_free(&w);
-    PP_TRY(st);
-    return s ? pp_copy(ex, x, &s->x, err) : PP_OK;
+    return st;
 }
 
 static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,

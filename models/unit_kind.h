@@ -26,7 +26,8 @@
  *   - flops:    forward multiply-adds and elementwise operations per sample;
  *   - forward:  y = unit(x); saved is NULL for inference (batch norm then uses
  *               running statistics) and otherwise holds the allocated list,
- *               which forward fills;
+ *               which forward fills (all but the input and output it keeps,
+ *               which unit.c keeps after it);
  *   - backward: dx (NULL: not needed) and parameter gradients (+=) from dy and
  *               the saved state.
  * Kinds compute only through the op API on the exec they are given and never
@@ -42,12 +43,23 @@
 #define PP_UNIT_MAX_SAVED 24   /* tensors a training forward may keep */
 #define PP_UNIT_MAX_BN 4       /* batch norms per unit */
 
-/* One tensor a training forward keeps: where it goes and what it is. */
+/* Where a kept tensor's contents come from. */
+typedef enum pp_saved_from {
+    PP_SAVED_NEW = 0, /* the kind's forward writes it (allocated before forward) */
+    PP_SAVED_INPUT,   /* the unit's input x, kept by unit.c after forward */
+    PP_SAVED_OUTPUT,  /* the unit's output y, kept by unit.c after forward */
+} pp_saved_from;
+
+/* One tensor a training forward keeps: where it goes and what it is. An input
+ * or output kept while the caller shares it (pp_unit_forward_shared) is a
+ * view holding a reference (held); otherwise unit.c copies it. */
 typedef struct pp_saved_tensor {
     pp_tensor *t;  /* field of the kind's saved struct */
+    pp_saved_from from;
     pp_dtype dtype;
     int ndim;
     int64_t shape[PP_MAX_DIMS];
+    pp_unit_act *held; /* the shared activation t views; NULL: t owns its storage */
 } pp_saved_tensor;
 
 /* Collects a kind's saved list. */
@@ -92,6 +104,15 @@ typedef struct pp_unit_kind_ops {
     pp_status (*backward)(pp_unit *u, pp_exec *ex, void *saved, const pp_tensor *dy,
                           pp_tensor *dx, pp_error *err);
     void (*release)(pp_unit *u); /* frees what build made besides entries; may be NULL */
+    /* Optional, for kinds that keep nothing of their output: the unit followed
+     * by a ReLU as one pass, y = relu(unit(x)), the same bits as forward then
+     * the ReLU; and its backward from relu_y (that ReLU's output) and dy (the
+     * gradient of relu_y), the same bits as the ReLU's backward then
+     * backward (pp_unit_forward_relu_pair). */
+    pp_status (*forward_relu)(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
+                              void *saved, pp_error *err);
+    pp_status (*backward_relu)(pp_unit *u, pp_exec *ex, void *saved, const pp_tensor *relu_y,
+                               const pp_tensor *dy, pp_tensor *dx, pp_error *err);
 } pp_unit_kind_ops;
 
 /* Per-micro-batch state of one training forward. */
@@ -191,9 +212,15 @@ typedef struct pp_input_saved {
 void pp_unit_keep_input(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
                          pp_saved_list *l);
 
-/* Appends (field, dtype, shape) to the list (sets overflow when it is full). */
+/* Appends (field, dtype, shape) to the list (sets overflow when it is full):
+ * a tensor the kind's forward writes (pp_saved_add), or the unit's input or
+ * output (pp_saved_add_io with PP_SAVED_INPUT or PP_SAVED_OUTPUT), which unit.c
+ * keeps after a successful forward, sharing the caller's activation where it
+ * can, so a kind's forward never copies them itself. */
 void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
                   const int64_t *shape);
+void pp_saved_add_io(pp_saved_list *l, pp_tensor *field, pp_saved_from from, pp_dtype dtype,
+                     int ndim, const int64_t *shape);
 
 /* ---- compute pieces shared by kinds (layers.c) ---------------------------------------- */
 

@@ -34,8 +34,8 @@ static void maxpool_saved_list(const pp_unit *u, int in_ndim, const int64_t *in,
     int64_t out[PP_MAX_DIMS] = {in[0], 1, 1, 1};
     const char *why;
     if (!maxpool_shape(&u->spec, in_ndim, in, &out_ndim, out, &why)) return;
-    pp_saved_add(l, &s->x, pp_unit_act_dtype(u), in_ndim, in);
-    pp_saved_add(l, &s->y, pp_unit_act_dtype(u), out_ndim, out);
+    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, pp_unit_act_dtype(u), in_ndim, in);
+    pp_saved_add_io(l, &s->y, PP_SAVED_OUTPUT, pp_unit_act_dtype(u), out_ndim, out);
     pp_saved_add(l, &s->idx, PP_I32, out_ndim, out);
 }
 
@@ -61,8 +61,6 @@ static pp_status maxpool_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp
     pp_tensor *idx = s ? &s->idx : &tmp;
     if (!s) PP_TRY(pp_tensor_alloc_on(&tmp, ex, PP_I32, 4, y->shape, err));
     pp_status st = pp_maxpool_forward(ex, &d, x, y, idx, err);
-    if (st == PP_OK && s) st = pp_copy(ex, x, &s->x, err);
-    if (st == PP_OK && s) st = pp_copy(ex, y, &s->y, err);
     pp_tensor_free(&tmp);
     return st;
 }

@@ -8,7 +8,7 @@ typedef struct relu_saved {
 static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
 {
     relu_saved *s = sv;
-    pp_saved_add(l, &s->y, pp_unit_act_dtype(u), in_ndim, in);
+    pp_saved_add_io(l, &s->y, PP_SAVED_OUTPUT, pp_unit_act_dtype(u), in_ndim, in);
 }
 
 static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
@@ -20,9 +20,7 @@ static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const i
 static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *sv,
                          pp_error *err)
 {
-    relu_saved *s = sv;
-    PP_TRY(pp_relu_forward(ex, x, y, err));
-    return s ? pp_copy(ex, y, &s->y, err) : PP_OK;
+    return pp_relu_forward(ex, x, y, err);
 }
 
 static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
@@ -49,9 +47,8 @@ const pp_unit_kind_ops pp_unit_relu_ops = {
 static pp_status sigmoid_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
                                  void *sv, pp_error *err)
 {
-    relu_saved *s = sv; /* the output again: the gradient is dy * y * (1 - y) */
-    PP_TRY(pp_sigmoid_forward(ex, x, y, err));
-    return s ? pp_copy(ex, y, &s->y, err) : PP_OK;
+    /* keeps the output again (saved): the gradient is dy * y * (1 - y) */
+    return pp_sigmoid_forward(ex, x, y, err);
 }
 
 static pp_status sigmoid_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,

@@ -199,12 +199,10 @@ static int param_copies(const pp_plan *plan)
 int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, int in_flight)
 {
     const pp_catalogue *cat = &plan->catalogue;
-    int64_t fixed = 0, act = 0;
-    for (int u = first; u <= last && u < cat->n; u++) {
-        if (u < 0) continue;
-        fixed += cat->units[u].param_bytes;
-        act += cat->units[u].act_bytes * plan->split_size + cat->units[u].act_fixed_bytes;
-    }
+    int64_t fixed = 0;
+    for (int u = first; u <= last && u < cat->n; u++)
+        if (u >= 0) fixed += cat->units[u].param_bytes;
+    const int64_t act = pp_catalogue_kept_bytes(cat, first, last, plan->split_size);
     return fixed * param_copies(plan) + act * in_flight;
 }
 
@@ -240,6 +238,9 @@ pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const dou
     for (int u = 0; u < n; u++) {
         const pp_unit_info *ui = &cat->units[u];
         fixed[u] = (double)ui->param_bytes * copies;
+        /* per unit, as if each kept its own input and output: at most what a
+         * stage keeps (pp_plan_stage_memory_estimate counts an activation two
+         * neighbours share once), so a partition found to fit does */
         flight[u] = (double)ui->act_bytes * plan->split_size + (double)ui->act_fixed_bytes;
         if (unit_costs)
             cost[u] = unit_costs[u];

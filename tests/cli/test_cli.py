@@ -183,7 +183,7 @@ def test_json_and_trace():
                   "peak_bytes"):
             check(k in s, f"stage key {k}")
         # sleeps overshoot on a loaded machine or under sanitizers, never undershoot
-        check(2 <= s["forward_ms"] < 4.5 and 4 <= s["backward_ms"] < 6.5,
+        check(2 <= s["forward_ms"] < 6.5 and 4 <= s["backward_ms"] < 8.5,
               f"delay stage times {s['forward_ms']}, {s['backward_ms']}")
     # steady state (6 ms per micro-batch per stage): (4 + 3 - 1) * 6 = 36 ms
     check(30 < o["predicted_step_ms"] < 50, f"predicted {o['predicted_step_ms']}")

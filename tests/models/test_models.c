@@ -384,6 +384,19 @@ static void test_catalogue_counts(void)
     CHECK(fc->out_bytes == 4000 && fc->act_bytes == 4 * 2048);
     int l41 = pp_catalogue_find(&cat, "layer4.1");
     CHECK(l41 > 0 && cat.units[l41].out_bytes == 4LL * 2048 * 7 * 7);
+    /* what each unit keeps of its input and output: conv1, bn1 and fc their
+     * input, relu its output, max pool and blocks both */
+    CHECK(c1->keeps_input && !c1->keeps_output && b1->keeps_input && !b1->keeps_output);
+    CHECK(!cat.units[2].keeps_input && cat.units[2].keeps_output);
+    CHECK(mp->keeps_input && mp->keeps_output && cat.units[l41].keeps_input &&
+          cat.units[l41].keeps_output && fc->keeps_input && !fc->keeps_output);
+    /* kept by a stage: relu's output is max pool's input, max pool's output
+     * layer1.0's input, one tensor each */
+    CHECK(pp_catalogue_kept_bytes(&cat, 0, 4, 3) ==
+          3 * (c1->act_bytes + b1->act_bytes + cat.units[2].act_bytes + mp->act_bytes +
+               cat.units[4].act_bytes - cat.units[2].out_bytes - mp->out_bytes) +
+              b1->act_fixed_bytes + cat.units[4].act_fixed_bytes);
+    CHECK(pp_catalogue_kept_bytes(&cat, 3, 3, 2) == 2 * mp->act_bytes);
     pp_catalogue_free(&cat);
 
     /* cifar stem, other sizes and classes */
@@ -625,9 +638,7 @@ static int64_t kept_bytes(const pp_model_config *cfg, int first, int last, int m
     pp_catalogue cat;
     pp_error err;
     CHECK_OK(pp_catalogue_build(cfg, &cat, &err), &err);
-    int64_t b = 0;
-    for (int i = first; i <= last && i < cat.n; i++)
-        b += mb * cat.units[i].act_bytes + cat.units[i].act_fixed_bytes;
+    int64_t b = pp_catalogue_kept_bytes(&cat, first, last, mb);
     pp_catalogue_free(&cat);
     return b;
 }
@@ -636,7 +647,7 @@ static int64_t kept_bytes(const pp_model_config *cfg, int first, int last, int m
  * forward and backward (input gradient and every parameter gradient). With
  * split_nhwc the two stages keep NHWC activations while every tensor they
  * exchange (input, output, gradients) is NCHW, so each converts at both ends. */
-static void test_split_forward(const char *model, bool split_nhwc)
+static void test_split_forward(const char *model, bool split_nhwc, const char *cut_at)
 {
     pp_model_config cfg;
     pp_error err;
@@ -646,7 +657,7 @@ static void test_split_forward(const char *model, bool split_nhwc)
     cfg.image_h = cfg.image_w = 32;
     pp_catalogue cat;
     CHECK_OK(pp_catalogue_build(&cfg, &cat, &err), &err);
-    const int last = cat.n - 1, cut = pp_catalogue_find(&cat, "layer3.0");
+    const int last = cat.n - 1, cut = pp_catalogue_find(&cat, cut_at);
     pp_catalogue_free(&cat);
     pp_stage *whole = NULL, *a = NULL, *b = NULL;
     CHECK_OK(pp_stage_new(&cfg, 5, 0, last, dev, &whole, &err), &err);
@@ -731,8 +742,11 @@ static void test_split_forward(const char *model, bool split_nhwc)
                                8, &err),
              &err);
     CHECK(count == 1);
-    fprintf(stderr, "  %s cifar 32x32 batch 2%s: forward %.0f ms, backward %.0f ms, kept %.1f MB\n",
-            model, split_nhwc ? ", split stages NHWC" : "", t1 - t0, t3 - t2, (double)kept / 1e6);
+    fprintf(stderr,
+            "  %s cifar 32x32 batch 2, cut at %s%s: forward %.0f ms, backward %.0f ms, kept %.1f "
+            "MB\n",
+            model, cut_at, split_nhwc ? ", split stages NHWC" : "", t1 - t0, t3 - t2,
+            (double)kept / 1e6);
     free(hx);
     pp_tensor *all[] = {&x, &mid, &y1, &y2, &dy, &dmid, &dx1, &dx2};
     for (int i = 0; i < 8; i++) pp_tensor_free(all[i]);
@@ -809,6 +823,54 @@ static void test_costs_match_forward(void)
                       (long long)kept, (long long)costed);
             pp_unit_release(u, 0);
             CHECK(pp_device_bytes_in_use(dev) == before);
+            /* the same forward with x and y shared: what the unit keeps of them
+             * is a reference, the rest as costed, the output the same bits;
+             * an input in another memory order is copied instead */
+            for (int other_layout = 0; other_layout < 2; other_layout++) {
+                /* (kinds whose ops take operands of mixed memory orders) */
+                const bool mixed_ok = spec->kind == PP_UNIT_CONV || spec->kind == PP_UNIT_BN ||
+                                      spec->kind == PP_UNIT_MAXPOOL;
+                if (other_layout && !mixed_ok) continue;
+                pp_tensor xs = {0}, ys = {0};
+                pp_unit_act *xa = NULL, *ya = NULL;
+                CHECK_OK(alloc_shape(&xs, cases[c].ndim, in, &err), &err);
+                CHECK_OK(alloc_shape(&ys, out_ndim, out, &err), &err);
+                const bool moved = other_layout && cases[c].ndim == 4 && in[1] > 1;
+                if (moved) xs.layout = PP_NHWC; /* zeros: the same tensor in either order */
+                CHECK_OK(pp_zero(&ex, &xs, &err), &err);
+                CHECK_OK(pp_unit_act_new(&xs, &xa, &err), &err);
+                CHECK_OK(pp_unit_act_new(&ys, &ya, &err), &err);
+                if (!xa || !ya) break;
+                size_t base = pp_device_bytes_in_use(dev);
+                CHECK_OK(pp_unit_forward_shared(u, &ex, 0, xa, pp_unit_act_tensor(xa), ya,
+                                                pp_unit_act_tensor(ya), true, &err),
+                         &err);
+                int64_t shared = 0;
+                if (info.keeps_input && !moved)
+                    shared += (int64_t)pp_tensor_bytes(pp_unit_act_tensor(xa));
+                if (info.keeps_output) shared += (int64_t)pp_tensor_bytes(pp_unit_act_tensor(ya));
+                int64_t kept_shared = (int64_t)(pp_device_bytes_in_use(dev) - base);
+                CHECK_MSG(kept_shared == costed - shared,
+                          "%s, batch %lld, layout %d: shared forward keeps %lld bytes, want %lld",
+                          spec->name, (long long)n, other_layout, (long long)kept_shared,
+                          (long long)(costed - shared));
+                if (spec->kind != PP_UNIT_DELAY) {
+                    float *h1 = host_copy(&y), *h2 = host_copy(pp_unit_act_tensor(ya));
+                    CHECK_MSG(memcmp(h1, h2, pp_tensor_bytes(&y)) == 0, "%s: shared output differs",
+                              spec->name);
+                    free(h1);
+                    free(h2);
+                }
+                /* the creator's references go first: the unit's keep the tensors */
+                pp_unit_act_drop(xa);
+                pp_unit_act_drop(ya);
+                const bool held_x = info.keeps_input && !moved, held_y = info.keeps_output;
+                CHECK(pp_device_bytes_in_use(dev) == base + (size_t)kept_shared -
+                                                         (held_x ? 0 : pp_tensor_bytes(&x)) -
+                                                         (held_y ? 0 : pp_tensor_bytes(&y)));
+                pp_unit_release(u, 0);
+                CHECK(pp_device_bytes_in_use(dev) == before);
+            }
             pp_tensor_free(&x);
             pp_tensor_free(&y);
         }
@@ -1162,9 +1224,13 @@ int main(void)
     test_costs_match_forward();
     test_state_dict();
     test_split_init();
-    test_split_forward("resnet18", false);
-    test_split_forward("resnet50", false);
-    test_split_forward("resnet18", true);
+    test_split_forward("resnet18", false, "layer3.0");
+    test_split_forward("resnet50", false, "layer3.0");
+    test_split_forward("resnet18", true, "layer3.0");
+    /* cut between bn1 and relu: the whole stage runs them as one, the split
+     * stages apart */
+    test_split_forward("resnet18", false, "relu");
+    test_split_forward("resnet18", true, "relu");
     test_delay();
     pp_exec_destroy(&ex);
     pp_registry_free(reg);

@@ -682,12 +682,21 @@ static void test_plan_fields(void)
     CHECK_MSG(strcmp(spelled, "conv1, bn1, relu, maxpool, layer1, layer2") == 0, "%s", spelled);
     pp_plan_spell_units(&p->catalogue, 5, 11, spelled, sizeof spelled);
     CHECK_MSG(strcmp(spelled, "layer1.1, layer1.2, layer2, layer3.0") == 0, "%s", spelled);
-    /* memory estimate: parameters x3 (momentum) + activations x split x in-flight */
-    int64_t params = 0, act = 0;
+    /* memory estimate: parameters x3 (momentum) + activations x split x in-flight,
+     * where an activation two neighbouring units keep is kept once: relu's
+     * output is maxpool's input, maxpool's output layer1.0's input and each
+     * block's output the next block's input (8 of the 10 boundaries) */
+    int64_t params = 0, act = 0, shared = 0;
     for (int u = 0; u <= 10; u++) {
         params += p->catalogue.units[u].param_bytes;
         act += p->catalogue.units[u].act_bytes * 4 + p->catalogue.units[u].act_fixed_bytes;
     }
+    const char *sharing[] = {"relu", "maxpool", "layer1.0", "layer1.1", "layer1.2",
+                             "layer2.0", "layer2.1", "layer2.2"};
+    for (size_t i = 0; i < sizeof sharing / sizeof sharing[0]; i++)
+        shared += p->catalogue.units[pp_catalogue_find(&p->catalogue, sharing[i])].out_bytes * 4;
+    CHECK(pp_catalogue_kept_bytes(&p->catalogue, 0, 10, 4) == act - shared);
+    act -= shared;
     CHECK(params > 0 && act > 0);
     CHECK(pp_plan_in_flight(p, 0) == 2 && pp_plan_in_flight(p, 1) == 1);
     CHECK(pp_plan_stage_memory_estimate(p, 0, 10, 2) == params * 3 + act * 2);
