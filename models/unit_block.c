@@ -223,9 +223,16 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
     block_saved *s = sv;
     pp_tensor g = {0}, dcd = {0}, d = {0}, dc = {0};
     const pp_tensor *x = &s->x;
-    /* g = dL/d(bn_last + identity), the gradient of both branches' outputs */
-    pp_status st = pp_unit_alloc_like(&g, ex, &s->out, err);
-    if (st == PP_OK) st = pp_relu_backward(ex, &s->out, dy, &g, err);
+    /* g = dL/d(bn_last + identity), the gradient of both branches' outputs.
+     * Without a downsample it is also the identity branch's gradient, so it
+     * goes straight into dx (when dx is like it), read by the main branch's
+     * backward before its first convolution adds its own gradient to dx. */
+    const bool g_in_dx = !u->spec.downsample && dx && dx->dtype == s->out.dtype &&
+                         pp_tensor_same_shape(dx, &s->out) &&
+                         pp_tensor_effective_layout(dx) == pp_tensor_effective_layout(&s->out);
+    pp_tensor *gp = g_in_dx ? dx : &g;
+    pp_status st = g_in_dx ? PP_OK : pp_unit_alloc_like(&g, ex, &s->out, err);
+    if (st == PP_OK) st = pp_relu_backward(ex, &s->out, dy, gp, err);
     /* The identity branch's gradient goes into dx first; the main branch's
      * first convolution then adds its own (no separate accumulate pass). */
     if (st == PP_OK && u->spec.downsample) {
@@ -235,14 +242,14 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
                                       &s->invstd[DS], &dcd, err);
         if (st == PP_OK) st = pp_conv_layer_backward(u, ex, &b->conv[DS], x, &dcd, dx, err);
         pp_tensor_free(&dcd);
-    } else if (st == PP_OK && dx) {
+    } else if (st == PP_OK && dx && !g_in_dx) {
         st = pp_copy(ex, &g, dx, err);
     }
     /* d holds dL/d(relu output i) for i < n-1; the last pair's gradient is g */
     for (int i = b->n_main - 1; i >= 0 && st == PP_OK; i--) {
         st = pp_unit_alloc_like(&dc, ex, &s->conv_out[i], err);
         if (st == PP_OK && i == b->n_main - 1) /* its ReLU is the block's, in g already */
-            st = pp_bn_layer_backward(u, ex, &b->bn[i], &s->conv_out[i], &g, &s->mean[i],
+            st = pp_bn_layer_backward(u, ex, &b->bn[i], &s->conv_out[i], gp, &s->mean[i],
                                       &s->invstd[i], &dc, err);
         else if (st == PP_OK)
             st = pp_bn_layer_backward_relu(u, ex, &b->bn[i], &s->conv_out[i], &s->relu_out[i],
