@@ -425,6 +425,30 @@ static pp_status slot_keep_io(pp_unit *u, pp_exec *ex, pp_unit_slot *s, pp_unit_
     return PP_OK;
 }
 
+typedef pp_status (*forward_fn)(pp_unit *, pp_exec *, const pp_tensor *, pp_tensor *, void *,
+                                pp_error *);
+
+/* A training forward of u for slot s: its saved state, fwd (NULL: the
+ * output y was computed already, by a fused pair), what it keeps of x and y;
+ * the slot is then in flight, or cleared on failure. */
+static pp_status slot_run(pp_unit *u, pp_exec *ex, pp_unit_slot *s, forward_fn fwd,
+                          pp_unit_act *xa, const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
+                          pp_error *err)
+{
+    pp_status st = slot_alloc(u, ex, s, x, err);
+    if (st == PP_OK && fwd) st = fwd(u, ex, x, y, s->saved, err);
+    if (st == PP_OK) st = slot_keep_io(u, ex, s, xa, x, ya, y, err);
+    if (st != PP_OK) {
+        slot_clear(s);
+        return st;
+    }
+    s->live = true;
+    s->in_ndim = x->ndim;
+    memcpy(s->in_shape, x->shape, sizeof s->in_shape);
+    u->in_flight++;
+    return PP_OK;
+}
+
 /* A forward of u (with relu: the kind's forward_relu). */
 static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
                               const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
@@ -440,8 +464,7 @@ static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
     int64_t out[PP_MAX_DIMS];
     PP_TRY(pp_unit_output_shape(&u->spec, x->ndim, x->shape, &out_ndim, out, err));
     PP_TRY(check_tensor(u, "y", y, pp_unit_spec_out_dtype(&u->spec), out_ndim, out, err));
-    pp_status (*fwd)(pp_unit *, pp_exec *, const pp_tensor *, pp_tensor *, void *, pp_error *) =
-        relu ? u->ops->forward_relu : u->ops->forward;
+    const forward_fn fwd = relu ? u->ops->forward_relu : u->ops->forward;
     if (!train) return fwd(u, ex, x, y, NULL, err);
     pp_unit_slot *s = NULL;
     PP_TRY(get_slot(u, mb, &s, err));
@@ -450,18 +473,7 @@ static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
                             "micro-batch %d is already in flight (forward twice without "
                             "backward)",
                             mb);
-    pp_status st = slot_alloc(u, ex, s, x, err);
-    if (st == PP_OK) st = fwd(u, ex, x, y, s->saved, err);
-    if (st == PP_OK) st = slot_keep_io(u, ex, s, xa, x, ya, y, err);
-    if (st != PP_OK) {
-        slot_clear(s);
-        return st;
-    }
-    s->live = true;
-    s->in_ndim = x->ndim;
-    memcpy(s->in_shape, x->shape, sizeof s->in_shape);
-    u->in_flight++;
-    return PP_OK;
+    return slot_run(u, ex, s, fwd, xa, x, ya, y, err);
 }
 
 pp_status pp_unit_forward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
@@ -525,24 +537,6 @@ bool pp_unit_fuses_relu(const pp_unit *u, const pp_unit *next)
            u->spec.nhwc == next->spec.nhwc;
 }
 
-/* The ReLU of a fused pair: its training forward's state for output y, as if
- * it had run (what it keeps is its output). */
-static pp_status relu_slot_open(pp_unit *relu, pp_exec *ex, pp_unit_slot *s, pp_unit_act *ya,
-                                const pp_tensor *y, pp_error *err)
-{
-    pp_status st = slot_alloc(relu, ex, s, y, err);
-    if (st == PP_OK) st = slot_keep_io(relu, ex, s, NULL, y, ya, y, err);
-    if (st != PP_OK) {
-        slot_clear(s);
-        return st;
-    }
-    s->live = true;
-    s->in_ndim = y->ndim;
-    memcpy(s->in_shape, y->shape, sizeof s->in_shape);
-    relu->in_flight++;
-    return PP_OK;
-}
-
 static pp_status forward_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb, pp_unit_act *xa,
                               const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
                               pp_error *err)
@@ -558,7 +552,8 @@ static pp_status forward_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb, pp
     }
     PP_TRY(forward_impl(u, ex, mb, xa, x, ya, y, train, true, err));
     if (!train) return PP_OK;
-    pp_status st = relu_slot_open(relu, ex, rs, ya, y, err);
+    /* the ReLU's state, as if it had run on y (what it keeps is its output) */
+    pp_status st = slot_run(relu, ex, rs, NULL, NULL, y, ya, y, err);
     if (st != PP_OK) pp_unit_release(u, mb);
     return st;
 }
