@@ -8,11 +8,17 @@
  * devices, data piece, executor, gradient buckets summed over the ranks of
  * each stage in replica order), so R replicas in one process give the bits
  * of R replicas over R processes. The pipeline the caller holds is rank 0's;
- * every collective call on it (new, step, evaluate, save, load, write_trace,
- * free) runs the same call on every rank at once, rank 0 on the caller's
- * thread and the others on threads of their own, and returns when all have
- * finished. Figures and reports are rank 0's, which hold every replica's
- * (each step's times travel to all ranks).
+ * every collective call on it (new, step, evaluate, save, load, write_trace)
+ * runs the same call on every rank at once, each rank on a thread of its own
+ * while the caller waits, and returns when all have finished; free frees the
+ * ranks one after the other on the caller. The rank threads are a host
+ * thread pool (runtime/core/thread_pool.h) of R workers that lives as long
+ * as the pipeline: each call is a job of R tasks, one per rank, that only
+ * the pool's threads take, so every rank has a thread to itself for the
+ * whole call while it waits in collectives for the others (which thread
+ * runs which rank may change from one call to the next). Figures and reports
+ * are rank 0's, which hold every replica's (each step's times travel to all
+ * ranks).
  *
  * A rank whose call fails marks the job failed, so the others' waits end at
  * once instead of at their timeout, and the caller gets the first failure's
@@ -23,17 +29,18 @@
  * of threads in pp_pipeline_options.comm: each call then acts on that rank
  * alone, as with processes.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "pipeline/pipeline_internal.h"
+#include "runtime/core/thread_pool.h"
 
 typedef struct pipe_local {
     int n;                       /* ranks: one per replica */
     pp_comm **comms;             /* (n) */
     struct pp_pipeline **ranks;  /* (n) ranks[0] is the caller's pipeline */
+    pp_thread_pool *threads;     /* n workers: rank r's call runs on one of them */
 } pipe_local;
 
 /* One call on one rank. */
@@ -55,9 +62,10 @@ typedef struct rank_call {
     pp_error err;
 } rank_call;
 
-static void *run_call(void *arg)
+/* Task r of a job: rank r's call (arg: the job's rank_call array). */
+static void run_call(void *arg, int64_t r, int worker)
 {
-    rank_call *c = arg;
+    rank_call *c = &((rank_call *)arg)[r];
     struct pp_pipeline *p = c->L->ranks[c->rank];
     switch (c->kind) {
     case CALL_NEW:
@@ -80,22 +88,19 @@ static void *run_call(void *arg)
         break;
     }
     if (c->st != PP_OK) pp_comm_mark_failed(c->L->comms[c->rank], c->err.msg);
-    return NULL;
 }
 
-/* Runs `proto` on every rank at once (rank 0 on this thread) and returns the
- * first failure, if any. Rank r > 0 gets its own step or evaluation result
- * to fill (rank 0's are the caller's). */
+/* Runs `proto` on every rank at once (each on a thread of the pool) and
+ * returns the first failure, if any. Rank r > 0 gets its own step or
+ * evaluation result to fill (rank 0's are the caller's). */
 static pp_status run_all(pipe_local *L, const rank_call *proto, pp_error *err)
 {
     int n = L->n;
     rank_call *calls = calloc((size_t)n, sizeof *calls);
-    pthread_t *th = calloc((size_t)n, sizeof *th);
-    bool *started = calloc((size_t)n, sizeof *started);
     pp_step_result *steps = calloc((size_t)n, sizeof *steps);
     pp_eval_result *evals = calloc((size_t)n, sizeof *evals);
     pp_status s = PP_OK;
-    if (!calls || !th || !started || !steps || !evals) {
+    if (!calls || !steps || !evals) {
         s = pp_error_set(err, PP_ERR_OOM, "out of host memory (replicas in one process)");
         goto done;
     }
@@ -109,17 +114,8 @@ static pp_status run_all(pipe_local *L, const rank_call *proto, pp_error *err)
             calls[r].eval = proto->eval ? &evals[r] : NULL;
         }
     }
-    for (int r = 1; r < n; r++) {
-        started[r] = pthread_create(&th[r], NULL, run_call, &calls[r]) == 0;
-        if (!started[r]) { /* the rank cannot run: the others must not wait for it */
-            calls[r].st = pp_error_set(&calls[r].err, PP_ERR_OOM, "cannot start the thread of "
-                                       "replica %d", r);
-            pp_comm_mark_failed(L->comms[r], calls[r].err.msg);
-        }
-    }
-    run_call(&calls[0]);
-    for (int r = 1; r < n; r++)
-        if (started[r]) pthread_join(th[r], NULL);
+    /* the pool has n workers: each rank gets a thread of its own */
+    pp_thread_pool_run(L->threads, PP_THREAD_POOL_WORKERS_ONLY, n, run_call, calls);
     int first = -1;
     char msg[8];
     for (int r = 0; r < n && first < 0; r++)
@@ -136,8 +132,6 @@ static pp_status run_all(pipe_local *L, const rank_call *proto, pp_error *err)
     }
 done:
     free(calls);
-    free(th);
-    free(started);
     free(steps);
     free(evals);
     return s;
@@ -150,6 +144,7 @@ static void local_free(pipe_local *L)
         if (L->ranks) pipe_free_rank(L->ranks[r]);
         if (L->comms) pp_comm_free(L->comms[r]);
     }
+    pp_thread_pool_free(L->threads);
     free(L->ranks);
     free(L->comms);
     free(L);
@@ -186,6 +181,10 @@ pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, 
     if (s == PP_OK && opts && opts->comm) /* the process's own timeout holds for its threads */
         for (int r = 0; r < L->n && s == PP_OK; r++)
             s = pp_comm_set_timeout(L->comms[r], pp_comm_timeout(opts->comm), err);
+    if (s == PP_OK) {
+        s = pp_thread_pool_new(L->n, L->n, &L->threads, err);
+        if (s != PP_OK && err) pp_error_prefix(err, "replicas in one process");
+    }
     rank_call proto = {.kind = CALL_NEW, .plan = plan};
     if (opts) proto.opts = *opts;
     if (s == PP_OK) s = run_all(L, &proto, err);

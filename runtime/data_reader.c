@@ -1,14 +1,11 @@
 /*
  * data_reader.c - one batch read on several threads (see data_reader.h).
  *
- * One read at a time (`submit`): the submitter publishes the job under `mu`,
- * wakes the workers and takes chunks itself; chunks are handed out by an
- * atomic counter. When the submitter finds no chunk left it closes the job,
- * so a worker that wakes late does not join it, and waits only for the
- * workers that did join (`inflight`). The mutex orders every chunk's writes
- * before the submitter's return. This is the CPU backend's pool pattern
- * (runtime/cpu/cpu_pool.c), which lives below the device API and cannot be
- * shared with a data source.
+ * The threads are a host thread pool (runtime/core/thread_pool.h) of
+ * threads - 1 workers, the caller taking part in every read; the pool runs
+ * one read at a time and hands the chunks out. The job (arguments, how the
+ * batch is cut, first failure) lives on the reading caller's stack for the
+ * duration of the read.
  *
  * Chunks: about four per thread, so a thread slowed by other work on its
  * core leaves its share to the others, but never below MIN_CHUNK_VALUES
@@ -20,18 +17,13 @@
 #include <errno.h>
 #include <stdint.h>
 #include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "runtime/core/thread_pool.h"
+
 #define CHUNKS_PER_THREAD 4
 #define MIN_CHUNK_VALUES ((int64_t)1 << 16)
-
-typedef struct reader_worker {
-    pp_data_reader *reader;
-    pthread_t thread;
-} reader_worker;
 
 /* One batch read: its arguments, how it is cut, and its first failure. */
 typedef struct reader_job {
@@ -43,69 +35,37 @@ typedef struct reader_job {
     int64_t sample_values; /* C * H * W */
     int chunk;             /* samples per chunk (the last may have fewer) */
     int n_chunks;
-    int fail_chunk;        /* the first failed chunk, n_chunks when none (under mu) */
+    pthread_mutex_t fail_mu; /* guards the three below */
+    int fail_chunk;          /* the first failed chunk, n_chunks when none */
     pp_status fail_status;
     pp_error fail_err;
 } reader_job;
 
 struct pp_data_reader {
-    int threads;
-    reader_worker *workers; /* threads - 1 */
-    int started;            /* workers actually started */
-
-    pthread_mutex_t submit; /* held by the submitter of the running read */
-    pthread_mutex_t mu;     /* guards everything below but `next` */
-    pthread_cond_t wake;    /* a job was posted, or stop */
-    pthread_cond_t idle;    /* inflight dropped to 0 */
-    uint64_t job_id;        /* incremented per job */
-    bool open;              /* the current job accepts workers */
-    bool stop;
-    int inflight;           /* workers inside the current job */
-    reader_job job;
-    atomic_int next;        /* next chunk to hand out */
+    int threads;          /* the caller and the pool's workers */
+    pp_thread_pool *pool;
 };
 
-/* Reads chunks of the current job until none is left. */
-static void run_chunks(pp_data_reader *r, reader_job *job)
+/* Reads chunk k of the job. */
+static void read_chunk(void *arg, int64_t index, int worker)
 {
-    for (;;) {
-        const int k = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
-        if (k >= job->n_chunks) return;
-        const int first = k * job->chunk;
-        const int n = job->count - first < job->chunk ? job->count - first : job->chunk;
-        pp_error err;
-        pp_status st = pp_data_read(job->src, job->pos + first, n,
-                                    job->images + (int64_t)first * job->sample_values,
-                                    job->labels + first, &err);
-        if (st != PP_OK) {
-            pthread_mutex_lock(&r->mu);
-            if (k < job->fail_chunk) {
-                job->fail_chunk = k;
-                job->fail_status = st;
-                job->fail_err = err;
-            }
-            pthread_mutex_unlock(&r->mu);
+    reader_job *job = arg;
+    const int k = (int)index;
+    const int first = k * job->chunk;
+    const int n = job->count - first < job->chunk ? job->count - first : job->chunk;
+    pp_error err;
+    pp_status st = pp_data_read(job->src, job->pos + first, n,
+                                job->images + (int64_t)first * job->sample_values,
+                                job->labels + first, &err);
+    if (st != PP_OK) {
+        pthread_mutex_lock(&job->fail_mu);
+        if (k < job->fail_chunk) {
+            job->fail_chunk = k;
+            job->fail_status = st;
+            job->fail_err = err;
         }
+        pthread_mutex_unlock(&job->fail_mu);
     }
-}
-
-static void *worker_main(void *opaque)
-{
-    pp_data_reader *r = ((reader_worker *)opaque)->reader;
-    uint64_t seen = 0;
-    pthread_mutex_lock(&r->mu);
-    for (;;) {
-        while (!r->stop && (!r->open || r->job_id == seen)) pthread_cond_wait(&r->wake, &r->mu);
-        if (r->stop) break;
-        seen = r->job_id;
-        r->inflight++;
-        pthread_mutex_unlock(&r->mu);
-        run_chunks(r, &r->job); /* the job's fields stay put while inflight > 0 */
-        pthread_mutex_lock(&r->mu);
-        if (--r->inflight == 0) pthread_cond_signal(&r->idle);
-    }
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
 }
 
 pp_status pp_data_reader_threads_from_env(int *threads, pp_error *err)
@@ -131,18 +91,7 @@ pp_status pp_data_reader_threads_from_env(int *threads, pp_error *err)
 void pp_data_reader_free(pp_data_reader *r)
 {
     if (!r) return;
-    pthread_mutex_lock(&r->submit); /* a read in progress finishes first */
-    pthread_mutex_lock(&r->mu);
-    r->stop = true;
-    pthread_cond_broadcast(&r->wake);
-    pthread_mutex_unlock(&r->mu);
-    for (int i = 0; i < r->started; i++) pthread_join(r->workers[i].thread, NULL);
-    pthread_mutex_unlock(&r->submit);
-    pthread_cond_destroy(&r->idle);
-    pthread_cond_destroy(&r->wake);
-    pthread_mutex_destroy(&r->mu);
-    pthread_mutex_destroy(&r->submit);
-    free(r->workers);
+    pp_thread_pool_free(r->pool); /* a read in progress finishes first */
     free(r);
 }
 
@@ -154,26 +103,13 @@ pp_status pp_data_reader_new(int threads, pp_data_reader **out, pp_error *err)
                             threads, PP_DATA_READER_MAX_THREADS);
     pp_data_reader *r = calloc(1, sizeof *r);
     if (!r) return pp_error_set(err, PP_ERR_OOM, "out of host memory (data reader)");
-    r->threads = threads;
-    atomic_init(&r->next, 0);
-    pthread_mutex_init(&r->submit, NULL);
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->wake, NULL);
-    pthread_cond_init(&r->idle, NULL);
-    if (threads > 1) {
-        r->workers = calloc((size_t)threads - 1, sizeof *r->workers);
-        if (!r->workers) {
-            pp_data_reader_free(r);
-            return pp_error_set(err, PP_ERR_OOM, "out of host memory (data reader)");
-        }
+    /* min 0: reads with the threads the system lets it start */
+    pp_status s = pp_thread_pool_new(threads - 1, 0, &r->pool, err);
+    if (s != PP_OK) {
+        free(r);
+        return s;
     }
-    for (int i = 0; i < threads - 1; i++) {
-        r->workers[i].reader = r;
-        if (pthread_create(&r->workers[i].thread, NULL, worker_main, &r->workers[i]) != 0)
-            break; /* reads with the threads it has */
-        r->started++;
-    }
-    r->threads = r->started + 1;
+    r->threads = pp_thread_pool_workers(r->pool) + 1;
     *out = r;
     return PP_OK;
 }
@@ -196,29 +132,16 @@ pp_status pp_data_reader_read(pp_data_reader *r, pp_data *src, int64_t pos, int 
     if (r->threads == 1 || chunk >= count)
         return pp_data_read(src, pos, count, images, labels, err);
 
-    pthread_mutex_lock(&r->submit);
-    pthread_mutex_lock(&r->mu);
-    r->job = (reader_job){.src = src, .pos = pos, .count = count, .images = images,
-                          .labels = labels, .sample_values = sample_values, .chunk = (int)chunk,
-                          .n_chunks = (int)((count + chunk - 1) / chunk)};
-    r->job.fail_chunk = r->job.n_chunks;
-    atomic_store_explicit(&r->next, 0, memory_order_relaxed);
-    r->job_id++;
-    r->open = true;
-    pthread_cond_broadcast(&r->wake);
-    pthread_mutex_unlock(&r->mu);
-
-    run_chunks(r, &r->job);
-
-    pthread_mutex_lock(&r->mu);
-    r->open = false;
-    while (r->inflight > 0) pthread_cond_wait(&r->idle, &r->mu);
-    pp_status st = PP_OK;
-    if (r->job.fail_chunk < r->job.n_chunks) {
-        st = r->job.fail_status;
-        if (err) *err = r->job.fail_err;
+    reader_job job = {.src = src, .pos = pos, .count = count, .images = images,
+                      .labels = labels, .sample_values = sample_values, .chunk = (int)chunk,
+                      .n_chunks = (int)((count + chunk - 1) / chunk)};
+    job.fail_chunk = job.n_chunks;
+    pthread_mutex_init(&job.fail_mu, NULL);
+    pp_thread_pool_run(r->pool, PP_THREAD_POOL_WITH_CALLER, job.n_chunks, read_chunk, &job);
+    pthread_mutex_destroy(&job.fail_mu);
+    if (job.fail_chunk < job.n_chunks) {
+        if (err) *err = job.fail_err;
+        return job.fail_status;
     }
-    pthread_mutex_unlock(&r->mu);
-    pthread_mutex_unlock(&r->submit);
-    return st;
+    return PP_OK;
 }

@@ -3,7 +3,8 @@
  * (internal: not part of the public API).
  *
  * A reader is a small persistent pool: the calling thread plus threads - 1
- * workers, which sleep on a condition variable between batches. A batch of
+ * workers of a host thread pool (runtime/core/thread_pool.h), which sleep on
+ * a condition variable between batches. A batch of
  * count samples is cut into chunks of consecutive samples; the threads take
  * chunks from a shared counter and fill them with pp_data_read, which may
  * run concurrently on one source. Every sample's bytes depend only on its

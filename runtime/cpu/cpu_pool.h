@@ -4,8 +4,9 @@
  *
  * Each cpu:N device owns one pool (dev->backend), created by the backend's
  * device_init and freed by device_destroy. A pool of T threads is the caller
- * plus T-1 workers; idle workers block on a condition variable (they never
- * spin), so several devices sharing few cores do not compete while idle.
+ * plus T-1 workers of a host thread pool (runtime/core/thread_pool.h); idle
+ * workers block on a condition variable (they never spin), so several
+ * devices sharing few cores do not compete while idle.
  * T is the number of online CPUs, or PP_CPU_THREADS (an integer in
  * [1, PP_CPU_MAX_THREADS]) when that variable is set.
  *
