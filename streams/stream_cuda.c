@@ -60,7 +60,7 @@ typedef struct cuda_stream {
     signed char peer[PEER_CACHE]; /* by the other GPU's index: 0 peer access not tried
                                      yet, 1 enabled, -1 not possible */
     cudaEvent_t sync_ev;     /* recorded at the stream's end by a synchronize that waits */
-    uint64_t syncs;          /* synchronizes so far: an anchor's generation */
+    uint64_t syncs;          /* synchronizes so far: an anchor's generation (anchor_mu) */
 } cuda_stream;
 
 typedef struct cuda_event {
@@ -164,6 +164,7 @@ static void cuda_stream_destroy(pp_stream *s)
 {
     cuda_stream *cs = s->state;
     if (!cs) return;
+    drop_anchor(s); /* first, and even when the device cannot be set: its event goes */
     if (pp_cuda_set_device(s->dev, NULL) == PP_OK) {
         if (cs->st) (void)PP_CUDA(s->dev, NULL, cudaStreamSynchronize(cs->st));
         pp_exec_destroy(&s->exec);
@@ -174,7 +175,6 @@ static void cuda_stream_destroy(pp_stream *s)
         }
         for (size_t i = 0; i < cs->nspare; i++)
             (void)PP_CUDA(s->dev, NULL, cudaEventDestroy(cs->spare[i]));
-        drop_anchor(s);
         if (cs->sync_ev) (void)PP_CUDA(s->dev, NULL, cudaEventDestroy(cs->sync_ev));
         if (cs->st) (void)PP_CUDA(s->dev, NULL, cudaStreamDestroy(cs->st));
     }
@@ -320,6 +320,17 @@ static void drop_anchor(pp_stream *s)
     pthread_mutex_unlock(&cd->anchor_mu);
 }
 
+/* A new synchronize of s begins: an anchor s set no longer stands (its event
+ * is about to be recorded again). Under the lock, as get_anchor reads it. */
+static void age_anchor(pp_stream *s)
+{
+    cuda_stream *cs = s->state;
+    pp_cuda_device *cd = pp_cuda_dev(s->dev);
+    pthread_mutex_lock(&cd->anchor_mu);
+    cs->syncs++;
+    pthread_mutex_unlock(&cd->anchor_mu);
+}
+
 /* The device's anchor, if one stands: its event and host time. */
 static bool get_anchor(pp_stream *s, cudaEvent_t *ev, int64_t *host_ns)
 {
@@ -349,7 +360,7 @@ static void cuda_synchronize(pp_stream *s)
     pp_error e;
     pp_status st = pp_cuda_set_device(s->dev, &e);
     if (st == PP_OK) {
-        cs->syncs++; /* an anchor this stream set is older than this call from here on */
+        age_anchor(s); /* an anchor this stream set is older than this call from here on */
         cudaError_t q = cudaStreamQuery(cs->st);
         if (q == cudaErrorNotReady) {
             (void)cudaGetLastError(); /* not an error: no later check may see it */
@@ -365,6 +376,21 @@ static void cuda_synchronize(pp_stream *s)
         pp_error_prefix(&e, "stream '%s'", s->name);
         fail_now(s, &e);
     }
+}
+
+/* The signed time in ms from event `from` to event `to` (both completed, one
+ * device): negative when `to` came first. Whether cudaEventElapsedTime gives
+ * negative times or clamps them to 0 is not promised, so a result that is
+ * not positive is checked by asking the other way round. */
+static pp_status event_gap_ms(pp_stream *s, cudaEvent_t from, cudaEvent_t to, float *ms,
+                              pp_error *err)
+{
+    PP_TRY(PP_CUDA(s->dev, err, cudaEventElapsedTime(ms, from, to)));
+    if (*ms > 0) return PP_OK;
+    float back = 0;
+    PP_TRY(PP_CUDA(s->dev, err, cudaEventElapsedTime(&back, to, from)));
+    if (back > 0) *ms = -back;
+    return PP_OK;
 }
 
 /* Adds the records of the items completed since the last call, their times
@@ -391,8 +417,8 @@ static pp_status cuda_records_resolve(pp_stream *s, pp_error *err)
     while (st == PP_OK && cs->nresolved < cs->nitems) {
         timed_item *it = &cs->items[cs->nresolved];
         float to_start = 0, to_end = 0;
-        st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_start, it->start, ref));
-        if (st == PP_OK) st = PP_CUDA(s->dev, err, cudaEventElapsedTime(&to_end, it->end, ref));
+        st = event_gap_ms(s, it->start, ref, &to_start, err);
+        if (st == PP_OK) st = event_gap_ms(s, it->end, ref, &to_end, err);
         if (st != PP_OK) break;
         it->rec.start_ns = host_ref - (int64_t)((double)to_start * 1e6);
         it->rec.end_ns = host_ref - (int64_t)((double)to_end * 1e6);
