@@ -28,8 +28,10 @@ typedef struct pp_exec {
     void *backend_state;   /* per-stream backend state (cuDNN/cuBLAS handles); owned by the backend */
     void *ws;              /* workspace, device memory */
     size_t ws_bytes;
-    unsigned ws_gen;       /* bumped whenever ws is reallocated: work captured with the
-                              old one (a graph) must not run again */
+    unsigned ws_gen;       /* bumped whenever ws, or other memory of the exec's that
+                              captured work reads (cuBLASLt's ones vector), is
+                              reallocated: work captured with the old one (a graph)
+                              must not run again */
 } pp_exec;
 
 /* Initialises an exec for dev on the given native stream (NULL on CPU: the

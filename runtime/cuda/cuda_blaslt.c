@@ -368,6 +368,7 @@ static pp_status ones_for(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, in
     if (c->ones) pp_device_free(ex->dev, c->ones, (size_t)c->n_ones * sizeof *c->ones);
     c->ones = dev_ones;
     c->n_ones = n;
+    ex->ws_gen++; /* graphs captured with the old vector must not be replayed */
     return PP_OK;
 }
 
