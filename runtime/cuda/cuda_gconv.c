@@ -15,7 +15,8 @@
  *      made (a config that does not finalize or wants more workspace than
  *      PP_GCONV_WS_MAX is skipped and counted);
  *   4. each plan runs once untimed and once between two CUDA events; the
- *      fastest is kept with its workspace size, the rest destroyed.
+ *      fastest is kept with its workspace size, the rest destroyed (with
+ *      PP_CUDNN_FIND=0, the first plan that runs, in heuristics' order).
  * Every descriptor of the entry, the chosen engine config included, lives
  * until the cache is freed (the plan may refer to them). Variant packs are
  * made per call: they hold only the pointers and are host-side objects.
@@ -331,10 +332,11 @@ static pp_status time_plan(const gbuild *g, candidate *c, const void *a, const v
     return PP_CUDA(dev, g->err, cudaEventElapsedTime(&c->ms, ev[0], ev[1]));
 }
 
-/* Times the candidates; *best the fastest. A candidate that fails to run
- * is dropped; the first failure is returned when none runs. */
-static pp_status time_candidates(const gbuild *g, candidate *cand, int n, const void *a,
-                                 const void *b, void *out, int *best)
+/* Times the candidates; *best the fastest, or with first_only the first
+ * that runs (heuristics' order; *tried how many were run). A candidate that
+ * fails to run is dropped; the first failure is returned when none runs. */
+static pp_status time_candidates(const gbuild *g, candidate *cand, int n, bool first_only,
+                                 const void *a, const void *b, void *out, int *best, int *tried)
 {
     pp_device_ctx *dev = g->ex->dev;
     cudaEvent_t ev[2] = {NULL, NULL};
@@ -342,7 +344,9 @@ static pp_status time_candidates(const gbuild *g, candidate *cand, int n, const 
     if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventCreate(&ev[1]));
     *best = -1;
     pp_status first = PP_OK;
-    for (int i = 0; s == PP_OK && i < n; i++) {
+    *tried = 0;
+    for (int i = 0; s == PP_OK && i < n && !(first_only && *best >= 0); i++) {
+        ++*tried;
         pp_error e;
         gbuild gi = *g;
         gi.err = &e;
@@ -480,15 +484,18 @@ static pp_status choose_plan(const gbuild *g, gconv_entry *e, const void *a, con
     void *scratch = NULL;
     const size_t scratch_bytes = out_bytes(g->key);
     s = timing_out(g, scratch_bytes, &scratch);
-    int best = -1;
-    if (s == PP_OK) s = time_candidates(g, cand, n, a, b, scratch ? scratch : out, &best);
+    int best = -1, tried = 0;
+    /* PP_CUDNN_FIND=0: heuristics only, as for the legacy API's algorithms */
+    const bool first_only = !pp_cuda_dev(g->ex->dev)->find;
+    if (s == PP_OK)
+        s = time_candidates(g, cand, n, first_only, a, b, scratch ? scratch : out, &best, &tried);
     scratch_free(g->ex, scratch, scratch_bytes);
     candidates_free(cand, n, s == PP_OK ? best : -1);
     if (s != PP_OK) return s;
     e->plan = cand[best].plan;
     e->cfg = cand[best].cfg;
     e->ws = cand[best].ws;
-    e->stats.timed = n;
+    e->stats.timed = tried;
     e->stats.engine = cand[best].engine;
     e->stats.ms = cand[best].ms;
     return PP_OK;

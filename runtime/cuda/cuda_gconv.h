@@ -18,7 +18,8 @@
  * the fallback list when A offers nothing), engines refused by their
  * numerical notes (below), up to PP_GCONV_CANDIDATES execution plans
  * finalized and each run once untimed and once timed with CUDA events on the
- * exec's stream; the fastest is kept. Timing runs on the caller's own
+ * exec's stream; the fastest is kept (with PP_CUDNN_FIND=0 the first that
+ * runs, in the heuristics' order: no measurement). Timing runs on the caller's own
  * tensors, writing out when beta == 0 (the call then overwrites it anyway)
  * and a scratch output from the exec's stream-ordered pool otherwise, so the
  * caller's data is never changed by it. The first use synchronises the
