@@ -16,7 +16,12 @@
 #               for run-all.sh's training part (about 30 MB; --no-data leaves it out)
 #   run-all.sh  the runner
 # Usage: tests/gpu/bundle.sh [--build DIR] [--out DIR] [--arch sm_90] [--with-cuda-libs]
-#                            [--no-data]
+#                            [--no-data] [--small]
+# --small: for copying to a machine with little room or time (about 50 MB
+# instead of 80): no data, and bin/ holds only what run-all.sh runs without
+# --all (pipeline-run, gconv_probe and the cuda suite's tests); --all then
+# reports the other tests as not in the bundle. Part 3 (Fashion-MNIST)
+# reports its data missing.
 # cuDNN and cuBLAS are left out by default: the GPU machine has them (CUDA
 # toolkit or PyTorch's nvidia-* wheels) and they are large. The driver
 # (libcuda) is never bundled.
@@ -28,6 +33,7 @@ out=$root/.gpu-bundle
 arch=sm_90
 cuda_libs=0
 with_data=1
+small=0
 while [ $# -gt 0 ]; do
     case $1 in
         --build) build=$2; shift 2 ;;
@@ -35,7 +41,8 @@ while [ $# -gt 0 ]; do
         --arch) arch=$2; shift 2 ;;
         --with-cuda-libs) cuda_libs=1; shift ;;
         --no-data) with_data=0; shift ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        --small) with_data=0; small=1; shift ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "bundle.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -49,24 +56,62 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/gpu" "$out/tools" "$out/torch"
 
 # Tests as meson knows them: suite, name, executable, timeout, arguments.
+# Arguments naming this machine's source tree or build folder (absolute, or an
+# executable's path relative to the build folder) are written as
+# @SRC@/path and @BIN@/name (an executable collected into bin/): run-all.sh
+# puts in the source tree it is given and the bundle's bin/, so the file
+# holds no path of this machine. A test that needs the build folder itself
+# keeps @BUILD@, which run-all.sh reports as not runnable from a bundle;
+# interpreters are @PATH@/name (found on the GPU machine's PATH), and a
+# test's environment goes before it through env(1).
 meson introspect --tests "$build" | python3 -c '
 import json, os, sys, shutil
 tests = json.load(sys.stdin)
-out = sys.argv[1]
+out, root, build = sys.argv[1], os.path.realpath(sys.argv[2]), os.path.realpath(sys.argv[3])
+def portable(a):
+    if not a.startswith("/"):  # relative to the build folder: an executable built there?
+        p = os.path.join(build, a)
+        if "/" not in a or not (os.path.isfile(p) and os.access(p, os.X_OK)):
+            return a
+    p = os.path.realpath(a if a.startswith("/") else os.path.join(build, a))
+    if p == build or p.startswith(build + "/"):
+        rel = os.path.relpath(p, build)
+        if os.path.isfile(p) and os.access(p, os.X_OK):
+            shutil.copy2(p, os.path.join(out, "bin"))
+            return "@BIN@/" + os.path.basename(p)
+        return "@BUILD@/" + rel if rel != "." else "@BUILD@"
+    if p == root or p.startswith(root + "/"):
+        rel = os.path.relpath(p, root)
+        return "@SRC@/" + rel if rel != "." else "@SRC@"
+    return a
 with open(os.path.join(out, "tests.tsv"), "w") as f:
     for t in tests:
         exe = t["cmd"][0]
-        shutil.copy2(exe, os.path.join(out, "bin"))
+        if os.path.realpath(exe).startswith(build + "/"):
+            shutil.copy2(exe, os.path.join(out, "bin"))
+            exe = os.path.basename(exe)
+        else:  # an interpreter (python3, bash): found on the GPU machine PATH
+            exe = "@PATH@/" + os.path.basename(exe)
+        args = [portable(a) for a in t["cmd"][1:]]
+        env = ["%s=%s" % kv for kv in sorted((t.get("env") or {}).items())]
+        if env:
+            args = env + [exe if exe.startswith("@PATH@/") else "./" + exe] + args
+            exe = "@PATH@/env"
         suite = t["suite"][0].split(":")[-1] if t["suite"] else "default"
-        f.write("\t".join([suite, t["name"], os.path.basename(exe), str(t.get("timeout") or 60)]
-                          + t["cmd"][1:]) + "\n")
-' "$out"
+        f.write("\t".join([suite, t["name"], exe, str(t.get("timeout") or 60)] + args) + "\n")
+' "$out" "$root" "$build"
 meson introspect --benchmarks "$build" | python3 -c '
 import json, os, sys, shutil
 for t in json.load(sys.stdin):
     shutil.copy2(t["cmd"][0], os.path.join(sys.argv[1], "bin"))
 ' "$out"
 cp "$build/pipeline-run" "$out/bin/"
+if [ $small = 1 ]; then
+    keep=" pipeline-run gconv_probe $(awk -F'\t' '$1 == "cuda" { printf "%s ", $3 }' "$out/tests.tsv")"
+    for f in "$out"/bin/*; do
+        case $keep in *" $(basename "$f") "*) ;; *) rm -f "$f" ;; esac
+    done
+fi
 cp -r "$root/examples/plans/." "$out/plans/" 2>/dev/null || true
 cp "$root/tests/gpu/run-all.sh" "$out/"
 fashion=/usr/share/datasets/fashion-mnist
@@ -97,7 +142,7 @@ fi
 # Shared libraries: everything ldd resolves except the C runtime, the CUDA
 # driver and (unless asked) the CUDA libraries.
 skip='^(libc|libm|libdl|librt|libpthread|ld-linux[^ ]*|libgcc_s|libstdc\+\+|libcuda|libnvidia[^ ]*)\.so'
-cuda='^(libcudart|libcudnn[^ ]*|libcublas|libcublasLt|libnvrtc[^ ]*|libnvJitLink|libcufft|libcurand)\.so'
+cuda='^(libcudart|libcudnn[^ ]*|libcublas|libcublasLt|libnvrtc[^ ]*|libnvJitLink|libcufft|libcurand|libnccl)\.so'
 want() { # file
     local base; base=$(basename "$1")
     [[ $base =~ $skip ]] && return 1

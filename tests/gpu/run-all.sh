@@ -10,6 +10,8 @@
 # Usage: run-all.sh BUNDLE [options]     (BUNDLE made by tests/gpu/bundle.sh)
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20) --all      run every test suite
+#   --source DIR     the project's source tree, for --all's tests that read it
+#                    (default: the folder holding BUNDLE, when it is one)
 #   --torch-steps N  timed PyTorch steps (default 20, after 5 warm-up steps)
 #   --part 1|2|3|4|5|6|all  which part to run (default all; see below)
 #   --results DIR    write into DIR instead of a new BUNDLE/results-<time>;
@@ -54,7 +56,7 @@
 #           autocast's error against float64); peak memory per stage, bf16
 #           against fp32 (--json peak_bytes, a device's high-water mark: stages
 #           sharing one GPU share one figure); one steady step's kernels under
-#           ncu (PP_PROFILE_STEP=3 of 4 steps, ncu --profile-from-start off
+#           ncu (PP_PROFILE_STEP=5 of 6 steps, ncu --profile-from-start off
 #           --clock-control none --cache-control none: the clocks and caches
 #           of a plain run, no GPU setting changed) grouped by family by
 #           tests/gpu/kernel_table.py, for bf16 and fp32 at batch B, and the GPU busy fraction (kernel ms / median step ms
@@ -75,6 +77,17 @@
 #   BUNDLE/run-all.sh BUNDLE --part 4 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 5 --results /tmp/pp-gpu-results --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 6 --results /tmp/pp-gpu-results --copy-to "$OUT"
+# When the GPU machine is lent for less time than six parts take (about 9
+# minutes each), or the bundle must be copied somewhere small: bundle with
+# `bundle.sh --small` (about 50 MB: no data, only the executables these parts
+# run), check first in one short call that the bundle runs there
+#   nvidia-smi; ldd BUNDLE/bin/pipeline-run | grep 'not found'
+# (empty: every library resolves; run-all.sh adds PyTorch's nvidia-* library
+# folders itself), then run the parts in the order of what they tell: 1 (the
+# CUDA suite, fp32 against PyTorch), 2 (host waits, allocations and graph
+# launches per steady step), 5 (bf16 correctness, memory, kernels), 4 (bf16
+# speed), 6, 3. Give every part --copy-to: a results folder left on the
+# machine is gone when the machine is handed back between calls.
 # Without a GPU (PYTHON: a python3 with torch and torchvision; part 3 needs the
 # bundle's data, parts 4 to 6 none):
 #   tests/gpu/bundle.sh --no-data && .gpu-bundle/run-all.sh .gpu-bundle --part 4 --dry-run-cpu
@@ -96,11 +109,12 @@
 # failed, else 0.
 set -uo pipefail
 
-usage() { sed -n '2,95p' "$0"; }
+usage() { sed -n '2,/^set -uo pipefail/p' "$0" | sed '$d'; }
 bundle=${1:-}
 if [ -z "$bundle" ] || [ "$bundle" = -h ] || [ "$bundle" = --help ]; then usage; exit 2; fi
 shift
 batch=128 size=224 steps=20 tsteps=20 all=0 part=all results="" copy_to="" budget="" dry=0
+source=""
 tut_steps=8
 while [ $# -gt 0 ]; do
     case $1 in
@@ -109,6 +123,7 @@ while [ $# -gt 0 ]; do
         --steps) steps=$2; shift 2 ;;
         --torch-steps) tsteps=$2; shift 2 ;;
         --all) all=1; shift ;;
+        --source) source=$2; shift 2 ;;
         --part) part=$2; shift 2 ;;
         --results) results=$2; shift 2 ;;
         --copy-to) copy_to=$2; shift 2 ;;
@@ -132,6 +147,13 @@ fi
 
 bundle=$(cd "$bundle" && pwd) || exit 2
 bin=$bundle/bin
+# the source tree, for --all's tests that read it: --source, else the folder
+# holding the bundle when it is the project's checkout
+if [ -n "$source" ]; then
+    source=$(cd "$source" && pwd) || exit 2
+elif [ -f "$bundle/../meson.build" ] && [ -d "$bundle/../tests" ]; then
+    source=$(cd "$bundle/.." && pwd)
+fi
 if [ "$results" = latest ]; then
     results=$(find "$bundle" -maxdepth 1 -type d -name 'results-*' | sort | tail -1)
     [ -n "$results" ] || echo "run-all.sh: no earlier results folder; starting a new one"
@@ -313,7 +335,7 @@ pylibs=$("$py" - 2>/dev/null <<'PY'
 import os
 dirs = []
 for mod in ("nvidia.cudnn", "nvidia.cublas", "nvidia.cuda_runtime", "nvidia.cuda_nvrtc",
-            "nvidia.nvjitlink", "nvidia.cu13"):
+            "nvidia.nvjitlink", "nvidia.nccl", "nvidia.cu13"):
     try:
         m = __import__(mod, fromlist=["_"])
         for p in m.__path__:
@@ -369,8 +391,24 @@ part1() {
             continue
         fi
         [ "$timeout" -gt $((l - 45)) ] && timeout=$((l - 45))
+        # the bundle's placeholders (bundle.sh): interpreters from PATH, the
+        # bundle's executables, the source tree
+        case $exe in @PATH@/*) exe=${exe#@PATH@/} ;; *) exe=./$exe ;; esac
+        if [[ $exe == ./* ]] && [ ! -x "$bin/$exe" ]; then
+            row "test $suite/$name" "SKIPPED" "not in the bundle (bundle.sh --small)" "cd bin && $exe $args"
+            skip=$((skip + 1))
+            continue
+        fi
+        args=${args//@PATH@\//}
+        args=${args//@BIN@/$bin}
+        if [[ $args == *@BUILD@* ]] || { [[ $args == *@SRC@* ]] && [ -z "$source" ]; }; then
+            row "test $suite/$name" "SKIPPED" "$([[ $args == *@BUILD@* ]] && echo "needs the build folder" || echo "needs the source tree (--source DIR)")" "cd bin && $exe $args"
+            skip=$((skip + 1))
+            continue
+        fi
+        args=${args//@SRC@/$source}
         # shellcheck disable=SC2086
-        (cd "$bin" && timeout -k 10 "$timeout" env -u PP_CUDNN_CACHE "./$exe" $args) >"$log" 2>&1
+        (cd "$bin" && timeout -k 10 "$timeout" env -u PP_CUDNN_CACHE $exe $args) >"$log" 2>&1
         rc=$?
         case $rc in
             0) pass=$((pass + 1)); r=PASS ;;
@@ -378,7 +416,7 @@ part1() {
             *) fail=$((fail + 1)); r="FAIL($rc)" ;;
         esac
         printf '%-8s %-24s %s\n' "$r" "$suite/$name" "$(tail -1 "$log")"
-        row "test $suite/$name" "$r" "$(tail -1 "$log")" "cd bin && ./$exe $args"
+        row "test $suite/$name" "$r" "$(tail -1 "$log")" "cd bin && $exe $args"
     done <"$bundle/tests.tsv"
     echo "$pass passed, $fail failed, $skip skipped"
 
@@ -502,11 +540,13 @@ part2() {
           # graphs on and off (--cuda-graphs): with them a steady step should be a
           # few graph launches and no host wait but the step's end
           for g in on off; do
-            local c3="" c13="" cmd13="" tag="${s}stage-graphs-$g"
-            for n in 3 13; do
+            local c_lo="" c_hi="" cmd_hi="" tag="${s}stage-graphs-$g"
+            for n in 4 14; do
                 rm -f "$res/counts-$tag-$n.txt"
                 # no shared algorithm file: both runs measure in their first step,
-                # so the difference between them is the steady state
+                # so the difference between them is the steady state; steps 0-3
+                # (0-based) are the two buffer sets' eager warm-ups and captures,
+                # so 14 minus 4 steps are ten replays
                 run "count-$tag-$n" 180 env -u PP_CUDNN_CACHE -u PP_CUDA_GRAPHS \
                     LD_PRELOAD="$lib" PP_CUDA_COUNT_OUT="$res/counts-$tag-$n.txt" \
                     "$bin/pipeline-run" "$res/r50-${s}stage-split$split.yaml" --steps $n \
@@ -517,12 +557,12 @@ part2() {
                         "$(why $rc "count-$tag-$n")" "$last_cmd"
                     continue 2
                 fi
-                [ $n = 3 ] && c3=$(counts_of "$res/counts-$tag-$n.txt")
-                [ $n = 13 ] && { c13=$(counts_of "$res/counts-$tag-$n.txt"); cmd13=$last_cmd; }
+                [ $n = 4 ] && c_lo=$(counts_of "$res/counts-$tag-$n.txt")
+                [ $n = 14 ] && { c_hi=$(counts_of "$res/counts-$tag-$n.txt"); cmd_hi=$last_cmd; }
             done
-            if [ -z "$c3" ] || [ -z "$c13" ]; then
+            if [ -z "$c_lo" ] || [ -z "$c_hi" ]; then
                 row "cudaMalloc per 10 steps, $s stage(s), graphs $g" "FAIL(no counts)" \
-                    "the interposer wrote nothing (not preloaded?)" "$cmd13"
+                    "the interposer wrote nothing (not preloaded?)" "$cmd_hi"
                 continue
             fi
             local k d fig="" bad=0
@@ -530,7 +570,7 @@ part2() {
             for k in cudaMalloc cudaFree cudaMallocHost cudaHostAlloc cudaFreeHost cudaMallocManaged \
                 cudaMallocAsync cudaFreeAsync cudaMallocFromPoolAsync cudaDeviceSynchronize \
                 cudaStreamSynchronize cudaEventSynchronize cudaMemcpy; do
-                d=$(( $(field "$c13" "$k") - $(field "$c3" "$k") ))
+                d=$(( $(field "$c_hi" "$k") - $(field "$c_lo" "$k") ))
                 fig+="$k $d, "
                 case $k in cudaMalloc|cudaFree|cudaMallocHost|cudaHostAlloc|cudaFreeHost|cudaMallocManaged)
                     [ "$d" -ne 0 ] && bad=1 ;;
@@ -538,30 +578,30 @@ part2() {
                     syncs=$((syncs + d)) ;;
                 esac
             done
-            local total_async; total_async=$(field "$c13" cudaMallocAsync)
+            local total_async; total_async=$(field "$c_hi" cudaMallocAsync)
             local verdict=ok
             [ $bad = 1 ] && verdict="FAIL(allocates)"
-            if [ "$total_async" -eq 0 ] && [ "$(field "$c13" cudaMalloc)" -eq 0 ]; then
+            if [ "$total_async" -eq 0 ] && [ "$(field "$c_hi" cudaMalloc)" -eq 0 ]; then
                 verdict="FAIL(not intercepted)"
-                fig="no allocation call seen at all (13 steps): the interposer did not see the runtime; $fig"
+                fig="no allocation call seen at all (14 steps): the interposer did not see the runtime; $fig"
             fi
             echo "$s stage(s), graphs $g, per 10 steady-state steps: ${fig%, }"
             row "CUDA allocation calls per 10 steps, $s stage(s), graphs $g" "$verdict" \
-                "${fig%, } (13 steps minus 3 steps; goal cudaMalloc = cudaFree = 0; async pool calls allowed)" \
-                "$cmd13 (and --steps 3)"
+                "${fig%, } (14 steps minus 4 steps; goal cudaMalloc = cudaFree = 0; async pool calls allowed)" \
+                "$cmd_hi (and --steps 4)"
             # host waits (device, stream, event synchronisations, synchronous copies)
             row "host synchronisations per steady step, $s stage(s), graphs $g" \
                 "$(le "$(awk -v n=$syncs 'BEGIN { printf "%.1f", n / 10 }')" 1)" \
                 "$(awk -v n=$syncs 'BEGIN { printf "%.1f", n / 10 }') per step ($syncs in 10; goal at most 1)" \
-                "$cmd13 (and --steps 3)"
+                "$cmd_hi (and --steps 4)"
             # launches: graph launches, the backend's own kernels through the
             # runtime (cuDNN's and cuBLAS's are not seen), captures begun
             local gl kl bc mode refused verdict_g per_g
-            gl=$(( $(field "$c13" cudaGraphLaunch) - $(field "$c3" cudaGraphLaunch) ))
-            kl=$(( $(field "$c13" cudaLaunchKernel) - $(field "$c3" cudaLaunchKernel) ))
-            bc=$(field "$c13" cudaStreamBeginCapture)
-            mode=$(jget "$res/count-$tag-13.out" 'j["cuda_graphs"]["mode"]')
-            refused=$(jget "$res/count-$tag-13.out" 'j["cuda_graphs"]["refused"] or ""')
+            gl=$(( $(field "$c_hi" cudaGraphLaunch) - $(field "$c_lo" cudaGraphLaunch) ))
+            kl=$(( $(field "$c_hi" cudaLaunchKernel) - $(field "$c_lo" cudaLaunchKernel) ))
+            bc=$(field "$c_hi" cudaStreamBeginCapture)
+            mode=$(jget "$res/count-$tag-14.out" 'j["cuda_graphs"]["mode"]')
+            refused=$(jget "$res/count-$tag-14.out" 'j["cuda_graphs"]["refused"] or ""')
             per_g=$(awk -v n=$gl 'BEGIN { printf "%.1f", n / 10 }')
             verdict_g=ok
             if [ "$mode" = "n/a" ]; then
@@ -572,13 +612,13 @@ part2() {
                 verdict_g="FAIL(graphs)"
             fi
             row "graph launches per steady step, $s stage(s), graphs $g" "$verdict_g" \
-                "$per_g graph launch(es) and $(awk -v n=$kl 'BEGIN { printf "%.1f", n / 10 }') runtime kernel launches per step, $bc capture(s) in 13 steps; mode ${mode:-?}${refused:+; refused: $refused}" \
-                "$cmd13 (and --steps 3)"
-            local ips; ips=$(jget "$res/count-$tag-13.out" 'j["images_per_s"]')
+                "$per_g graph launch(es) and $(awk -v n=$kl 'BEGIN { printf "%.1f", n / 10 }') runtime kernel launches per step, $bc capture(s) in 14 steps; mode ${mode:-?}${refused:+; refused: $refused}" \
+                "$cmd_hi (and --steps 4)"
+            local ips; ips=$(jget "$res/count-$tag-14.out" 'j["images_per_s"]')
             [ $g = on ] && ips_on=$ips || ips_off=$ips
             row "images/s, $s stage(s), split $split, graphs $g" \
                 "$([ -n "$ips" ] && echo ok || echo 'FAIL(no figure)')" \
-                "${ips:-?} img/s (13 steps under the interposer, first excluded)" "$cmd13"
+                "${ips:-?} img/s (14 steps under the interposer, first excluded)" "$cmd_hi"
           done
           local rt; rt=$(ratio "$ips_on" "$ips_off")
           row "  graphs on / off, $s stage(s)" "$([ -n "$rt" ] && echo info || echo 'FAIL(no figure)')" \
@@ -811,7 +851,7 @@ else:
 PY
 }
 
-# ktable NAME LABEL PLAN STEP_MS STEP_CMD: one steady step (PP_PROFILE_STEP=3 of 4)
+# ktable NAME LABEL PLAN STEP_MS STEP_CMD: one steady step (PP_PROFILE_STEP=5 of 6)
 # under ncu, grouped by tests/gpu/kernel_table.py; the busy fraction against
 # STEP_MS, the median step of the same plan without ncu (STEP_CMD).
 ktable() {
@@ -826,9 +866,11 @@ ktable() {
         return
     fi
     # clocks and caches as the plain run has them: ncu changes no GPU setting
-    run "ncu-$name" 300 env PP_PROFILE_STEP=3 "$ncu" --profile-from-start off --csv \
+    # step 5 (0-based) replays a graph: steps 0-3 are each buffer set's
+    # eager warm-up and capture
+    run "ncu-$name" 300 env PP_PROFILE_STEP=5 "$ncu" --profile-from-start off --csv \
         --print-units base --clock-control none --cache-control none \
-        --metrics gpu__time_duration.sum "$bin/pipeline-run" "$plan" --steps 4 \
+        --metrics gpu__time_duration.sum "$bin/pipeline-run" "$plan" --steps 6 \
         --device-map "$map" --json
     rc=$?
     local ncmd=$last_cmd
