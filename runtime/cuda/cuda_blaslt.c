@@ -227,25 +227,33 @@ static pp_status entry_for(pp_exec *ex, pp_cuda_lt_cache *c, const lt_gemm *g, l
 
 /* ---- running one GEMM --------------------------------------------------------------- */
 
-/* D = A op B (+ bias) + beta * C with C = D; PP_ERR_UNSUPPORTED when
- * cuBLASLt has no algorithm for g. */
-static pp_status gemm(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm *g,
-                      const void *A, const void *B, void *D, const float *bias, float beta,
-                      pp_error *err)
+/* The entry of g on operands A, B, D (their alignments are part of the
+ * key); PP_ERR_UNSUPPORTED when cuBLASLt has no algorithm for it. The
+ * pointer stays valid until the next entry is made. */
+static pp_status gemm_entry(pp_exec *ex, pp_cuda_lt_cache *c, lt_gemm *g, const void *A,
+                            const void *B, const void *D, lt_entry **out, pp_error *err)
 {
     g->align[0] = align_of(A);
     g->align[1] = align_of(B);
     g->align[2] = align_of(D);
+    PP_TRY(entry_for(ex, c, g, out, err));
+    if ((*out)->have) return PP_OK;
+    char what[256];
+    describe(what, sizeof what, g);
+    return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                        "%s: cublasLtMatmulAlgoGetHeuristic offers no algorithm within %zu "
+                        "MiB of workspace for %s",
+                        ex->dev->name, PP_LT_WS_MAX >> 20, what);
+}
+
+/* D = A op B (+ bias) + beta * C with C = D; PP_ERR_UNSUPPORTED when
+ * cuBLASLt has no algorithm for g (nothing enqueued then). */
+static pp_status gemm(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm *g,
+                      const void *A, const void *B, void *D, const float *bias, float beta,
+                      pp_error *err)
+{
     lt_entry *e = NULL;
-    PP_TRY(entry_for(ex, c, g, &e, err));
-    if (!e->have) {
-        char what[256];
-        describe(what, sizeof what, g);
-        return pp_error_set(err, PP_ERR_UNSUPPORTED,
-                            "%s: cublasLtMatmulAlgoGetHeuristic offers no algorithm within %zu "
-                            "MiB of workspace for %s",
-                            ex->dev->name, PP_LT_WS_MAX >> 20, what);
-    }
+    PP_TRY(gemm_entry(ex, c, g, A, B, D, &e, err));
     if (g->bias)
         PP_TRY(PP_CUDA(ex->dev, err,
                        cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
@@ -380,24 +388,39 @@ pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const 
     pp_cuda_lt_cache *c = NULL;
     PP_TRY(begin(ex, n, in, out, &ce, &c, err));
     if (n == 0 || out == 0) return PP_OK; /* dx is empty or sums nothing; dw, db unchanged */
-    if (dx && in > 0) {
-        lt_gemm g = {.kind = LT_DX, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_N, .m = in, .n = n,
-                     .k = out, .lda = in, .ldb = out, .ldc = in, .ab = CUDA_R_16BF,
-                     .cd = CUDA_R_16BF};
-        PP_TRY(gemm(ex, ce, c, &g, w, dy, dx, NULL, 0.0f, err));
+    lt_gemm gx = {.kind = LT_DX, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_N, .m = in, .n = n,
+                  .k = out, .lda = in, .ldb = out, .ldc = in, .ab = CUDA_R_16BF,
+                  .cd = CUDA_R_16BF};
+    lt_gemm gw = {.kind = LT_DW, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_T, .m = in, .n = out,
+                  .k = n, .lda = in, .ldb = out, .ldc = in, .ab = CUDA_R_16BF,
+                  .cd = CUDA_R_32F};
+    lt_gemm gb = {.kind = LT_DB, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_N, .m = out, .n = 1,
+                  .k = n, .lda = out, .ldb = n, .ldc = out, .ab = CUDA_R_16BF,
+                  .cd = CUDA_R_32F};
+    const bool run_x = dx && in > 0, run_w = dw && in > 0, run_b = db != NULL;
+    /* Every GEMM's algorithm first: a refusal (PP_ERR_UNSUPPORTED, the caller
+     * then runs the whole op another way) must come before dw or db has been
+     * accumulated into, or the other way would add it twice. */
+    lt_entry *e;
+    if (run_b) PP_TRY(ones_for(ex, ce, c, n, err));
+    if (run_x) PP_TRY(gemm_entry(ex, c, &gx, w, dy, dx, &e, err));
+    if (run_w) PP_TRY(gemm_entry(ex, c, &gw, x, dy, dw, &e, err));
+    if (run_b) PP_TRY(gemm_entry(ex, c, &gb, dy, c->ones, db, &e, err));
+    if (run_x) PP_TRY(gemm(ex, ce, c, &gx, w, dy, dx, NULL, 0.0f, err));
+    pp_status s = PP_OK;
+    bool added = false;
+    if (run_w) {
+        s = gemm(ex, ce, c, &gw, x, dy, dw, NULL, 1.0f, err);
+        added = s == PP_OK;
     }
-    if (dw && in > 0) {
-        lt_gemm g = {.kind = LT_DW, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_T, .m = in, .n = out,
-                     .k = n, .lda = in, .ldb = out, .ldc = in, .ab = CUDA_R_16BF,
-                     .cd = CUDA_R_32F};
-        PP_TRY(gemm(ex, ce, c, &g, x, dy, dw, NULL, 1.0f, err));
+    if (s == PP_OK && run_b) s = gemm(ex, ce, c, &gb, dy, c->ones, db, NULL, 1.0f, err);
+    if (s == PP_ERR_UNSUPPORTED && added) { /* refused at launch, after dw was added to */
+        if (err) {
+            pp_error_prefix(err, "linear backward: dw was accumulated already, no other way "
+                                 "can finish it");
+            err->code = PP_ERR_BACKEND;
+        }
+        return PP_ERR_BACKEND;
     }
-    if (db) {
-        PP_TRY(ones_for(ex, ce, c, n, err));
-        lt_gemm g = {.kind = LT_DB, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_N, .m = out, .n = 1,
-                     .k = n, .lda = out, .ldb = n, .ldc = out, .ab = CUDA_R_16BF,
-                     .cd = CUDA_R_32F};
-        PP_TRY(gemm(ex, ce, c, &g, dy, c->ones, db, NULL, 1.0f, err));
-    }
-    return PP_OK;
+    return s;
 }
