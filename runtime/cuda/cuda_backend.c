@@ -55,6 +55,7 @@ pp_status pp_cuda_fail_dnn(cudnnStatus_t code, const char *call, const char *fil
                    code == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
                       ? PP_ERR_OOM
                       : PP_ERR_BACKEND;
+    (void)cudaGetLastError(); /* a launch error cuDNN left behind is this failure's */
     return pp_error_set(err, s, "%s: %s failed: %s at %s:%d", dev_name(dev), call,
                         cudnnGetErrorString(code), file, line);
 }
@@ -63,6 +64,7 @@ pp_status pp_cuda_fail_blas(cublasStatus_t code, const char *call, const char *f
                             const pp_device_ctx *dev, pp_error *err)
 {
     pp_status s = code == CUBLAS_STATUS_ALLOC_FAILED ? PP_ERR_OOM : PP_ERR_BACKEND;
+    (void)cudaGetLastError(); /* a launch error cuBLAS left behind is this failure's */
     return pp_error_set(err, s, "%s: %s failed: %s (%s) at %s:%d", dev_name(dev), call,
                         cublasGetStatusName(code), cublasGetStatusString(code), file, line);
 }
@@ -235,6 +237,7 @@ static void cuda_exec_destroy(pp_exec *ex)
         if (ce->blas) (void)PP_CUDA(ex->dev, NULL, cublasDestroy(ce->blas));
         if (ce->blas_ws) (void)PP_CUDA(ex->dev, NULL, cudaFree(ce->blas_ws));
     }
+    if (ce->blas_ws) pp_device_unaccount(ex->dev, PP_CUDA_BLAS_WS);
     free(ce);
     ex->backend_state = NULL;
 }
@@ -260,7 +263,15 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
     if (need_blas && !ce->blas) {
         /* An explicit workspace, set once: cuBLAS then makes no allocation of its
          * own on the stream, which a graph capture of the step would refuse. */
-        if (!ce->blas_ws) PP_TRY(PP_CUDA(dev, err, cudaMalloc(&ce->blas_ws, PP_CUDA_BLAS_WS)));
+        if (!ce->blas_ws) {
+            PP_TRY(pp_device_account(dev, PP_CUDA_BLAS_WS, err));
+            pp_status a = PP_CUDA(dev, err, cudaMalloc(&ce->blas_ws, PP_CUDA_BLAS_WS));
+            if (a != PP_OK) {
+                pp_device_unaccount(dev, PP_CUDA_BLAS_WS);
+                ce->blas_ws = NULL;
+                return a;
+            }
+        }
         cublasHandle_t h;
         PP_TRY(PP_CUDA(dev, err, cublasCreate(&h)));
         pp_status s = PP_CUDA(dev, err, cublasSetStream(h, ce->stream));

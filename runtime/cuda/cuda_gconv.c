@@ -66,6 +66,7 @@ pp_status pp_gconv_fail(const gbuild *g, cudnnStatus_t st, const char *call, con
                    st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) ? PP_ERR_OOM
                   : ((int)st >= 3000 && (int)st < 4000)                      ? PP_ERR_UNSUPPORTED
                                                                              : PP_ERR_BACKEND;
+    (void)cudaGetLastError(); /* a launch error cuDNN left behind is this failure's */
     return pp_error_set(g->err, s, "%s: %s(%s%s%s) failed: %s (%d)%s%s, for %s at %s:%d",
                         g->ex->dev->name, call, desc, attr ? ", " : "", attr ? attr : "",
                         cudnnGetErrorString(st), (int)st, last[0] ? ": " : "", last, what,
@@ -317,19 +318,23 @@ typedef struct candidate {
     float ms;
 } candidate;
 
-/* One untimed and one timed run of c between events ev[0], ev[1]. */
+/* One untimed and one timed run of c between events ev[0], ev[1]. Its
+ * workspace is scratch of its own (counted, stream-ordered, freed after the
+ * run), so the exec's workspace grows only to what the chosen plan needs. */
 static pp_status time_plan(const gbuild *g, candidate *c, const void *a, const void *b, void *out,
                            cudaEvent_t ev[2])
 {
     pp_device_ctx *dev = g->ex->dev;
-    void *ws;
-    PP_TRY(pp_exec_workspace(g->ex, c->ws, &ws, g->err));
-    PP_TRY(run_plan(g, c->plan, a, b, out, ws));
-    PP_TRY(PP_CUDA(dev, g->err, cudaEventRecord(ev[0], g->ce->stream)));
-    PP_TRY(run_plan(g, c->plan, a, b, out, ws));
-    PP_TRY(PP_CUDA(dev, g->err, cudaEventRecord(ev[1], g->ce->stream)));
-    PP_TRY(PP_CUDA(dev, g->err, cudaEventSynchronize(ev[1])));
-    return PP_CUDA(dev, g->err, cudaEventElapsedTime(&c->ms, ev[0], ev[1]));
+    void *ws = NULL;
+    if (c->ws > 0) PP_TRY(scratch_alloc(g->ex, c->ws, &ws, g->err));
+    pp_status s = run_plan(g, c->plan, a, b, out, ws);
+    if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventRecord(ev[0], g->ce->stream));
+    if (s == PP_OK) s = run_plan(g, c->plan, a, b, out, ws);
+    if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventRecord(ev[1], g->ce->stream));
+    if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventSynchronize(ev[1]));
+    if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventElapsedTime(&c->ms, ev[0], ev[1]));
+    scratch_free(g->ex, ws, c->ws);
+    return s;
 }
 
 /* Times the candidates; *best the fastest, or with first_only the first
