@@ -212,10 +212,9 @@ __global__ void avgpool_forward_k(int64_t planes, int64_t hw, const float *x, fl
 __global__ void avgpool_backward_k(int64_t planes, int64_t hw, const float *dy, float *dx)
 {
     const int64_t n = planes * hw;
-    const float inv = 1.0f / (float)hw;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
-        dx[i] = dy[i / hw] * inv;
+        dx[i] = (float)((double)dy[i / hw] / (double)hw); /* the quotient, as the CPU's */
 }
 
 /* One block per row: max and first argmax, log-sum-exp (double), gradient. */

@@ -59,18 +59,26 @@ static pp_status elementwise(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_bf16_ew kind
                                                    b ? b->data : NULL, y->data));
 }
 
-/* Scratch floats in ex's stream order, freed there after the launches. */
-static pp_status scratch(pp_exec *ex, pp_cuda_exec *ce, size_t floats, float **out, pp_error *err)
+/* Temporary device memory in ex's stream order, counted in the device's
+ * memory (its cap holds for it) and freed there after the launches. */
+static pp_status tmp_alloc(pp_exec *ex, pp_cuda_exec *ce, size_t bytes, void **out,
+                           pp_error *err)
 {
-    void *p = NULL;
-    PP_TRY(PP_CUDA(ex->dev, err, cudaMallocAsync(&p, floats * sizeof(float), ce->stream)));
-    *out = p;
-    return PP_OK;
+    *out = NULL;
+    PP_TRY(pp_device_account(ex->dev, bytes, err));
+    pp_status s = PP_CUDA(ex->dev, err, cudaMallocAsync(out, bytes, ce->stream));
+    if (s != PP_OK) {
+        pp_device_unaccount(ex->dev, bytes);
+        *out = NULL;
+    }
+    return s;
 }
 
-static void scratch_free(pp_exec *ex, pp_cuda_exec *ce, float *p)
+static void tmp_free(pp_exec *ex, pp_cuda_exec *ce, void *p, size_t bytes)
 {
-    if (p) (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(p, ce->stream));
+    if (!p) return;
+    (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(p, ce->stream));
+    pp_device_unaccount(ex->dev, bytes);
 }
 
 /* The batch norms: plain (BN_TRAIN, BN_INFER, BN_BACKWARD) and fused
@@ -84,8 +92,9 @@ static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const
     const pp_bn_act_desc *a = op == PP_NATIVE_BN_ACT ? desc : &plain;
     const pp_bn_desc *d = &a->bn;
     const int64_t rows = (int64_t)d->n * d->h * d->w;
-    float *s = NULL;
-    PP_TRY(scratch(ex, ce, pp_cuda_bn_scratch_floats(rows, d->c), &s, err));
+    const size_t s_bytes = pp_cuda_bn_scratch_floats(rows, d->c) * sizeof(float);
+    void *s = NULL;
+    PP_TRY(tmp_alloc(ex, ce, s_bytes, &s, err));
     const unsigned g = pp_cuda_max_grid(ex);
     cudaError_t rc;
     switch (op) {
@@ -124,7 +133,7 @@ static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const
         break;
     }
     pp_status st = PP_CUDA(ex->dev, err, rc);
-    scratch_free(ex, ce, s);
+    tmp_free(ex, ce, s, s_bytes);
     return st;
 }
 
@@ -137,6 +146,11 @@ static pp_cuda_pool_geom4 geom(const pp_pool_desc *d)
 
 /* Channels the stem's input is padded to: cuDNN's bf16 NHWC engines want
  * C % 8 == 0 (tensor-core loads of 16 bytes). */
+static bool aligned16(const void *p)
+{
+    return (uintptr_t)p % 16 == 0;
+}
+
 static int padded_channels(int c)
 {
     return (c + 7) / 8 * 8;
@@ -146,7 +160,7 @@ static int padded_channels(int c)
 static pp_status pad(pp_exec *ex, pp_cuda_exec *ce, int64_t rows, int c, int cp, const void *x,
                      void **out, pp_error *err)
 {
-    PP_TRY(PP_CUDA(ex->dev, err, cudaMallocAsync(out, (size_t)rows * cp * 2, ce->stream)));
+    PP_TRY(tmp_alloc(ex, ce, (size_t)rows * cp * 2, out, err));
     return PP_CUDA(ex->dev, err,
                    pp_cuda_launch_pad_channels(ce->stream, pp_cuda_max_grid(ex), rows, c, cp, x,
                                                *out));
@@ -158,6 +172,8 @@ static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_c
     pp_conv2d_desc dp = *d;
     const int cp = padded_channels(d->c);
     const bool padded = cp != d->c;
+    const size_t x_bytes = (size_t)d->n * d->h * d->w * cp * 2,
+                 w_bytes = (size_t)d->k * d->r * d->s * cp * 2;
     void *xp = NULL, *wp = NULL, *low = NULL;
     pp_status st = PP_OK;
     const unsigned g = pp_cuda_max_grid(ex);
@@ -167,6 +183,8 @@ static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_c
         if (!padded)
             return pp_cuda_gconv(ex, d, PP_GCONV_FWD, PP_BF16, true, t[0]->data, t[1]->data,
                                  t[2]->data, 1.0f, 0.0f, err);
+        /* the graph API's refusal of an unaligned y, before any padding is enqueued */
+        if (!aligned16(t[2]->data)) return declined(op, err);
         st = pad(ex, ce, (int64_t)d->n * d->h * d->w, d->c, cp, t[0]->data, &xp, err);
         if (st == PP_OK)
             st = pad(ex, ce, (int64_t)d->k * d->r * d->s, d->c, cp, t[1]->data, &wp, err);
@@ -180,11 +198,10 @@ static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_c
         return pp_cuda_gconv(ex, d, PP_GCONV_DGRAD, PP_BF16, true, t[0]->data, t[1]->data,
                              t[2]->data, 1.0f, op == PP_NATIVE_CONV_DGRAD_ACC ? 1.0f : 0.0f, err);
     default: /* CONV_WGRAD: x, dy, dw (f32 KCRS, +=): a bf16 KRSC gradient, then added */
+        if (padded && !aligned16(t[1]->data)) return declined(op, err);
         if (padded)
             st = pad(ex, ce, (int64_t)d->n * d->h * d->w, d->c, cp, t[0]->data, &xp, err);
-        if (st == PP_OK)
-            st = PP_CUDA(ex->dev, err,
-                         cudaMallocAsync(&low, (size_t)d->k * d->r * d->s * cp * 2, ce->stream));
+        if (st == PP_OK) st = tmp_alloc(ex, ce, w_bytes, &low, err);
         if (st == PP_OK)
             st = pp_cuda_gconv(ex, &dp, PP_GCONV_WGRAD, PP_BF16, true, padded ? xp : t[0]->data,
                                t[1]->data, low, 1.0f, 0.0f, err);
@@ -194,9 +211,9 @@ static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_c
                                                   t[2]->data));
         break;
     }
-    void *tmp[3] = {xp, wp, low};
-    for (int i = 0; i < 3; i++)
-        if (tmp[i]) (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(tmp[i], ce->stream));
+    tmp_free(ex, ce, xp, x_bytes);
+    tmp_free(ex, ce, wp, w_bytes);
+    tmp_free(ex, ce, low, w_bytes);
     return st;
 }
 

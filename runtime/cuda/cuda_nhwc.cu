@@ -55,20 +55,24 @@ template <class T>
 __global__ void transpose_k(int64_t n, int64_t rows, int64_t cols, const T *x, T *y)
 {
     __shared__ T tile[TT][TT + 1];
-    const int64_t c0 = (int64_t)blockIdx.x * TT, r0 = (int64_t)blockIdx.y * TT;
+    const int64_t c0 = (int64_t)blockIdx.x * TT, row_tiles = (rows + TT - 1) / TT;
     for (int64_t m = blockIdx.z; m < n; m += gridDim.z) {
         const T *xm = x + m * rows * cols;
         T *ym = y + m * rows * cols;
-        for (int i = threadIdx.y; i < TT; i += TR) {
-            const int64_t r = r0 + i, c = c0 + threadIdx.x;
-            if (r < rows && c < cols) tile[i][threadIdx.x] = xm[r * cols + c];
+        /* row tiles loop: gridDim.y stops at 65535 (images above ~1448x1448) */
+        for (int64_t rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {
+            const int64_t r0 = rt * TT;
+            for (int i = threadIdx.y; i < TT; i += TR) {
+                const int64_t r = r0 + i, c = c0 + threadIdx.x;
+                if (r < rows && c < cols) tile[i][threadIdx.x] = xm[r * cols + c];
+            }
+            __syncthreads();
+            for (int i = threadIdx.y; i < TT; i += TR) {
+                const int64_t c = c0 + i, r = r0 + threadIdx.x;
+                if (r < rows && c < cols) ym[c * rows + r] = tile[threadIdx.x][i];
+            }
+            __syncthreads();
         }
-        __syncthreads();
-        for (int i = threadIdx.y; i < TT; i += TR) {
-            const int64_t c = c0 + i, r = r0 + threadIdx.x;
-            if (r < rows && c < cols) ym[c * rows + r] = tile[threadIdx.x][i];
-        }
-        __syncthreads();
     }
 }
 
@@ -405,9 +409,10 @@ cudaError_t pp_cuda_launch_transpose(cudaStream_t s, int64_t n, int64_t rows, in
                                      size_t elem, const void *x, void *y)
 {
     if (n <= 0 || rows <= 0 || cols <= 0) return cudaSuccess;
-    if ((cols + TT - 1) / TT > 0x7fffffff || (rows + TT - 1) / TT > 65535)
-        return cudaErrorInvalidValue;
-    const dim3 grid((unsigned)((cols + TT - 1) / TT), (unsigned)((rows + TT - 1) / TT),
+    if ((cols + TT - 1) / TT > 0x7fffffff) return cudaErrorInvalidValue;
+    const int64_t row_tiles = (rows + TT - 1) / TT;
+    const dim3 grid((unsigned)((cols + TT - 1) / TT),
+                    (unsigned)(row_tiles < 65535 ? row_tiles : 65535),
                     (unsigned)(n < 65535 ? n : 65535));
     const dim3 block(TT, TR);
     if (elem == 2)
