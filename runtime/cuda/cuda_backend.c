@@ -325,6 +325,26 @@ static void cuda_free_async(pp_exec *ex, void *ptr)
     (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(ptr, pp_cuda_ex(ex)->stream));
 }
 
+pp_status pp_cuda_scratch_alloc(pp_exec *ex, size_t bytes, void **p, pp_error *err)
+{
+    *p = NULL;
+    if (bytes == 0) return PP_OK;
+    PP_TRY(pp_device_account(ex->dev, bytes, err));
+    pp_status s = cuda_alloc_async(ex, bytes, p, err);
+    if (s != PP_OK) {
+        pp_device_unaccount(ex->dev, bytes);
+        *p = NULL;
+    }
+    return s;
+}
+
+void pp_cuda_scratch_free(pp_exec *ex, void *p, size_t bytes)
+{
+    if (!p) return;
+    cuda_free_async(ex, p);
+    pp_device_unaccount(ex->dev, bytes);
+}
+
 unsigned pp_cuda_max_grid(const pp_exec *ex)
 {
     return (unsigned)pp_cuda_dev(ex->dev)->sm_count * 16;

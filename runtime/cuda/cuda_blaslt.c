@@ -307,20 +307,15 @@ static pp_status forward_via_f32(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache
     const int64_t total = (int64_t)n * out;
     float *tmp;
     const size_t bytes = (size_t)total * sizeof *tmp;
-    PP_TRY(pp_device_account(ex->dev, bytes, err));
-    pp_status s = ex->dev->ops->alloc_async(ex, bytes, (void **)&tmp, err);
-    if (s != PP_OK) {
-        pp_device_unaccount(ex->dev, bytes);
-        return s;
-    }
+    PP_TRY(pp_cuda_scratch_alloc(ex, bytes, (void **)&tmp, err));
+    pp_status s;
     lt_gemm g = fwd_gemm(n, in, out, true, true);
     s = gemm(ex, ce, c, &g, w, x, tmp, bias, 0.0f, err);
     if (s == PP_OK)
         s = PP_CUDA(ex->dev, err,
                     pp_cuda_launch_bf16_from_f32(ce->stream, pp_cuda_grid(ex, total, PP_CUDA_BLOCK),
                                                  total, tmp, y));
-    ex->dev->ops->free_async(ex, tmp);
-    pp_device_unaccount(ex->dev, bytes);
+    pp_cuda_scratch_free(ex, tmp, bytes);
     return s;
 }
 

@@ -329,8 +329,7 @@ static pp_status measure(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp
     const size_t scratch = args->out ? 0 : (out_bytes(&p->key, dir) + 255) & ~(size_t)255;
     const size_t bytes = scratch + ws_bytes;
     void *tmp = NULL;
-    PP_TRY(pp_device_account(dev, bytes, err));
-    pp_status s = bytes ? PP_CUDA(dev, err, cudaMallocAsync(&tmp, bytes, ce->stream)) : PP_OK;
+    pp_status s = pp_cuda_scratch_alloc(ex, bytes, &tmp, err);
     /* the inputs and the allocation are ready for any stream cuDNN may use */
     if (s == PP_OK) s = PP_CUDA(dev, err, cudaStreamSynchronize(ce->stream));
     /* measuring overwrites the output: the call's own, or the scratch */
@@ -344,11 +343,8 @@ static pp_status measure(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp
         if (st != CUDNN_STATUS_SUCCESS)
             s = pp_cuda_fail_dnn(st, call, __FILE__, __LINE__, dev, err);
     }
-    if (tmp) {
-        (void)PP_CUDA(dev, NULL, cudaStreamSynchronize(ce->stream));
-        (void)PP_CUDA(dev, NULL, cudaFreeAsync(tmp, ce->stream));
-    }
-    pp_device_unaccount(dev, bytes);
+    if (tmp) (void)PP_CUDA(dev, NULL, cudaStreamSynchronize(ce->stream));
+    pp_cuda_scratch_free(ex, tmp, bytes);
     if (s != PP_OK) return s;
     /* results come fastest first */
     for (int i = 0; i < n && i < ALGO_PERF_MAX; i++) {

@@ -108,27 +108,6 @@ pp_status pp_gconv_set_attr(const gbuild *g, cudnnBackendDescriptor_t d, const c
                : gfail(g, st, "cudnnBackendSetAttribute", desc, attrn, __LINE__);
 }
 
-/* ---- stream-ordered scratch, counted in the device's memory ---------------- */
-
-static pp_status scratch_alloc(pp_exec *ex, size_t bytes, void **p, pp_error *err)
-{
-    *p = NULL;
-    PP_TRY(pp_device_account(ex->dev, bytes, err));
-    pp_status s = ex->dev->ops->alloc_async(ex, bytes, p, err);
-    if (s != PP_OK) {
-        pp_device_unaccount(ex->dev, bytes);
-        *p = NULL;
-    }
-    return s;
-}
-
-static void scratch_free(pp_exec *ex, void *p, size_t bytes)
-{
-    if (!p) return;
-    ex->dev->ops->free_async(ex, p);
-    pp_device_unaccount(ex->dev, bytes);
-}
-
 /* ---- phase 2: heuristics ------------------------------------------------------ */
 
 typedef struct cfg_list {
@@ -326,14 +305,14 @@ static pp_status time_plan(const gbuild *g, candidate *c, const void *a, const v
 {
     pp_device_ctx *dev = g->ex->dev;
     void *ws = NULL;
-    if (c->ws > 0) PP_TRY(scratch_alloc(g->ex, c->ws, &ws, g->err));
+    PP_TRY(pp_cuda_scratch_alloc(g->ex, c->ws, &ws, g->err));
     pp_status s = run_plan(g, c->plan, a, b, out, ws);
     if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventRecord(ev[0], g->ce->stream));
     if (s == PP_OK) s = run_plan(g, c->plan, a, b, out, ws);
     if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventRecord(ev[1], g->ce->stream));
     if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventSynchronize(ev[1]));
     if (s == PP_OK) s = PP_CUDA(dev, g->err, cudaEventElapsedTime(&c->ms, ev[0], ev[1]));
-    scratch_free(g->ex, ws, c->ws);
+    pp_cuda_scratch_free(g->ex, ws, c->ws);
     return s;
 }
 
@@ -439,10 +418,10 @@ static pp_status timing_out(const gbuild *g, size_t bytes, void **scratch)
     *scratch = NULL;
     if (g->key->beta == 0) return PP_OK; /* +0.0f only: -0.0f still reads out */
     pp_exec *ex = g->ex;
-    PP_TRY(scratch_alloc(ex, bytes, scratch, g->err));
+    PP_TRY(pp_cuda_scratch_alloc(ex, bytes, scratch, g->err));
     pp_status s = PP_CUDA(ex->dev, g->err, cudaMemsetAsync(*scratch, 0, bytes, g->ce->stream));
     if (s != PP_OK) {
-        scratch_free(ex, *scratch, bytes);
+        pp_cuda_scratch_free(ex, *scratch, bytes);
         *scratch = NULL;
     }
     return s;
@@ -494,7 +473,7 @@ static pp_status choose_plan(const gbuild *g, gconv_entry *e, const void *a, con
     const bool first_only = !pp_cuda_dev(g->ex->dev)->find;
     if (s == PP_OK)
         s = time_candidates(g, cand, n, first_only, a, b, scratch ? scratch : out, &best, &tried);
-    scratch_free(g->ex, scratch, scratch_bytes);
+    pp_cuda_scratch_free(g->ex, scratch, scratch_bytes);
     candidates_free(cand, n, s == PP_OK ? best : -1);
     if (s != PP_OK) return s;
     e->plan = cand[best].plan;

@@ -162,6 +162,13 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
                              pp_error *err);
 
 /* The most blocks a grid-stride kernel is given (16 per multiprocessor). */
+/* Temporary device memory in ex's stream order, counted in the device's
+ * memory (its cap holds for it); bytes == 0 gives NULL. Free it with
+ * pp_cuda_scratch_free (same bytes) in the same stream order: the memory is
+ * reused only after the work enqueued before the free. NULL is a no-op. */
+pp_status pp_cuda_scratch_alloc(pp_exec *ex, size_t bytes, void **p, pp_error *err);
+void pp_cuda_scratch_free(pp_exec *ex, void *p, size_t bytes);
+
 unsigned pp_cuda_max_grid(const pp_exec *ex);
 /* Grid size for n elements with block threads, for grid-stride kernels. */
 unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block);

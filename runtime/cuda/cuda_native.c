@@ -59,28 +59,6 @@ static pp_status elementwise(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_bf16_ew kind
                                                    b ? b->data : NULL, y->data));
 }
 
-/* Temporary device memory in ex's stream order, counted in the device's
- * memory (its cap holds for it) and freed there after the launches. */
-static pp_status tmp_alloc(pp_exec *ex, pp_cuda_exec *ce, size_t bytes, void **out,
-                           pp_error *err)
-{
-    *out = NULL;
-    PP_TRY(pp_device_account(ex->dev, bytes, err));
-    pp_status s = PP_CUDA(ex->dev, err, cudaMallocAsync(out, bytes, ce->stream));
-    if (s != PP_OK) {
-        pp_device_unaccount(ex->dev, bytes);
-        *out = NULL;
-    }
-    return s;
-}
-
-static void tmp_free(pp_exec *ex, pp_cuda_exec *ce, void *p, size_t bytes)
-{
-    if (!p) return;
-    (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(p, ce->stream));
-    pp_device_unaccount(ex->dev, bytes);
-}
-
 /* The batch norms: plain (BN_TRAIN, BN_INFER, BN_BACKWARD) and fused
  * (BN_ACT: + add, ReLU; BN_BACKWARD_RELU), each as the kernels' passes. */
 static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const void *desc,
@@ -94,7 +72,7 @@ static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const
     const int64_t rows = (int64_t)d->n * d->h * d->w;
     const size_t s_bytes = pp_cuda_bn_scratch_floats(rows, d->c) * sizeof(float);
     void *s = NULL;
-    PP_TRY(tmp_alloc(ex, ce, s_bytes, &s, err));
+    PP_TRY(pp_cuda_scratch_alloc(ex, s_bytes, &s, err));
     const unsigned g = pp_cuda_max_grid(ex);
     cudaError_t rc;
     switch (op) {
@@ -133,7 +111,7 @@ static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const
         break;
     }
     pp_status st = PP_CUDA(ex->dev, err, rc);
-    tmp_free(ex, ce, s, s_bytes);
+    pp_cuda_scratch_free(ex, s, s_bytes);
     return st;
 }
 
@@ -144,13 +122,13 @@ static pp_cuda_pool_geom4 geom(const pp_pool_desc *d)
 
 /* ---- convolutions through the graph API (cuda_gconv.c) ---------------------------- */
 
-/* Channels the stem's input is padded to: cuDNN's bf16 NHWC engines want
- * C % 8 == 0 (tensor-core loads of 16 bytes). */
 static bool aligned16(const void *p)
 {
     return (uintptr_t)p % 16 == 0;
 }
 
+/* Channels the stem's input is padded to: cuDNN's bf16 NHWC engines want
+ * C % 8 == 0 (tensor-core loads of 16 bytes). */
 static int padded_channels(int c)
 {
     return (c + 7) / 8 * 8;
@@ -160,7 +138,7 @@ static int padded_channels(int c)
 static pp_status pad(pp_exec *ex, pp_cuda_exec *ce, int64_t rows, int c, int cp, const void *x,
                      void **out, pp_error *err)
 {
-    PP_TRY(tmp_alloc(ex, ce, (size_t)rows * cp * 2, out, err));
+    PP_TRY(pp_cuda_scratch_alloc(ex, (size_t)rows * cp * 2, out, err));
     return PP_CUDA(ex->dev, err,
                    pp_cuda_launch_pad_channels(ce->stream, pp_cuda_max_grid(ex), rows, c, cp, x,
                                                *out));
@@ -201,7 +179,7 @@ static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_c
         if (padded && !aligned16(t[1]->data)) return declined(op, err);
         if (padded)
             st = pad(ex, ce, (int64_t)d->n * d->h * d->w, d->c, cp, t[0]->data, &xp, err);
-        if (st == PP_OK) st = tmp_alloc(ex, ce, w_bytes, &low, err);
+        if (st == PP_OK) st = pp_cuda_scratch_alloc(ex, w_bytes, &low, err);
         if (st == PP_OK)
             st = pp_cuda_gconv(ex, &dp, PP_GCONV_WGRAD, PP_BF16, true, padded ? xp : t[0]->data,
                                t[1]->data, low, 1.0f, 0.0f, err);
@@ -211,9 +189,9 @@ static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_c
                                                   t[2]->data));
         break;
     }
-    tmp_free(ex, ce, xp, x_bytes);
-    tmp_free(ex, ce, wp, w_bytes);
-    tmp_free(ex, ce, low, w_bytes);
+    pp_cuda_scratch_free(ex, xp, x_bytes);
+    pp_cuda_scratch_free(ex, wp, w_bytes);
+    pp_cuda_scratch_free(ex, low, w_bytes);
     return st;
 }
 
