@@ -73,8 +73,7 @@ void pp_cpu_parallel(pp_exec *ex, int64_t tasks, pp_cpu_task_fn fn, void *arg)
 {
     pp_cpu_device *cd = pp_cpu_device_of(ex->dev);
     pp_cpu_pool *p = cd ? cd->pool : NULL;
-    if (tasks <= 0) return;
-    if (!p || p->threads == 1 || tasks == 1 ||
-        !pp_thread_pool_try_run(p->workers, PP_THREAD_POOL_WITH_CALLER, tasks, fn, arg))
+    /* one task, or no worker, runs on the caller inside try_run itself */
+    if (!p || !pp_thread_pool_try_run(p->workers, PP_THREAD_POOL_WITH_CALLER, tasks, fn, arg))
         for (int64_t t = 0; t < tasks; t++) fn(arg, t, 0);
 }

@@ -381,7 +381,7 @@ fi
 part1() {
     cur_part=1
     echo "== tests"
-    local pass=0 fail=0 skip=0 suite name exe timeout args log rc r l
+    local pass=0 fail=0 skip=0 suite name exe timeout args log rc r l why
     while IFS=$'\t' read -r suite name exe timeout args; do
         [ "$all" = 1 ] || [ "$suite" = cuda ] || continue
         log=$res/test-$name.log
@@ -394,15 +394,15 @@ part1() {
         # the bundle's placeholders (bundle.sh): interpreters from PATH, the
         # bundle's executables, the source tree
         case $exe in @PATH@/*) exe=${exe#@PATH@/} ;; *) exe=./$exe ;; esac
-        if [[ $exe == ./* ]] && [ ! -x "$bin/$exe" ]; then
-            row "test $suite/$name" "SKIPPED" "not in the bundle (bundle.sh --small)" "cd bin && $exe $args"
-            skip=$((skip + 1))
-            continue
-        fi
         args=${args//@PATH@\//}
         args=${args//@BIN@/$bin}
-        if [[ $args == *@BUILD@* ]] || { [[ $args == *@SRC@* ]] && [ -z "$source" ]; }; then
-            row "test $suite/$name" "SKIPPED" "$([[ $args == *@BUILD@* ]] && echo "needs the build folder" || echo "needs the source tree (--source DIR)")" "cd bin && $exe $args"
+        why=""
+        if [[ $exe == ./* ]] && [ ! -x "$bin/$exe" ]; then why="not in the bundle (bundle.sh --small)"
+        elif [[ $args == *@BUILD@* ]]; then why="needs the build folder"
+        elif [[ $args == *@SRC@* ]] && [ -z "$source" ]; then why="needs the source tree (--source DIR)"
+        fi
+        if [ -n "$why" ]; then
+            row "test $suite/$name" "SKIPPED" "$why" "cd bin && $exe $args"
             skip=$((skip + 1))
             continue
         fi
