@@ -19,8 +19,8 @@
 #include "partitioner/plan.h"
 #include "cli/report.h"
 #include "pipeline/pipeline.h"
-#include "runtime/checkpoint.h"
-#include "runtime/optimizer.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/train/optimizer.h"
 #include "streams/schedule.h"
 #include "streams/stream.h"
 

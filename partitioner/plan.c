@@ -9,7 +9,7 @@
 #include "partitioner/plan.h"
 
 #include "runtime/core/batch_split.h"
-#include "runtime/idx.h"
+#include "runtime/io/idx.h"
 
 #include <ctype.h>
 #include <errno.h>

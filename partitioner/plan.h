@@ -33,7 +33,7 @@
 #include "partitioner/diag.h"
 #include "runtime/core/device.h"
 #include "runtime/core/status.h"
-#include "runtime/lr_schedule.h"
+#include "runtime/train/lr_schedule.h"
 
 #ifdef __cplusplus
 extern "C" {

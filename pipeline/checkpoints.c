@@ -14,9 +14,9 @@
 #include <string.h>
 
 #include "models/stage.h"
-#include "runtime/checkpoint.h"
-#include "runtime/comm.h"
-#include "runtime/optimizer.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/comm/comm.h"
+#include "runtime/train/optimizer.h"
 
 /* ---- checkpoints ---------------------------------------------------------------- */
 

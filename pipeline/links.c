@@ -1,7 +1,7 @@
 /*
  * links.c - device-to-device links between the CUDA stages of one replica
  * on different ranks: per boundary and direction, a group of the two ranks
- * and its NCCL communicator (comm_nccl.h), made once at start and handed to
+ * and its NCCL communicator (runtime/comm/nccl.h), made once at start and handed to
  * the executor (pp_executor_set_link), which sends activations and
  * gradients over them with ncclSend/ncclRecv on the boundary's copy
  * streams. Every rank walks the same (replica, boundary, direction) list

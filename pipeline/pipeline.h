@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #include "partitioner/plan.h"
-#include "runtime/comm.h"
+#include "runtime/comm/comm.h"
 #include "runtime/core/status.h"
 
 #ifdef __cplusplus

@@ -12,9 +12,9 @@
 
 #include "models/stage.h"
 #include "pipeline/pipeline.h"
-#include "runtime/comm_nccl.h"
-#include "runtime/data.h"
-#include "runtime/optimizer.h"
+#include "runtime/comm/nccl.h"
+#include "runtime/io/data.h"
+#include "runtime/train/optimizer.h"
 #include "streams/executor.h"
 #include "streams/schedule.h"
 

@@ -34,11 +34,11 @@
  *                           pp_executor (runs one step of a schedule),
  *                           pp_step_stats, Chrome traces
  *   streams/simulate.h      predicted step time and bubble from stage costs
- *   runtime/optimizer.h     pp_optimizer: one SGD over the parameters of every
+ *   runtime/train/optimizer.h     pp_optimizer: one SGD over the parameters of every
  *                           stage, on whatever devices they live
- *   runtime/lr_schedule.h   learning-rate schedules (torch.optim.lr_scheduler values)
- *   runtime/checkpoint.h    safetensors read/write of named tensors
- *   runtime/data.h          IDX, CIFAR-10 and synthetic batch sources
+ *   runtime/train/lr_schedule.h   learning-rate schedules (torch.optim.lr_scheduler values)
+ *   runtime/io/checkpoint.h    safetensors read/write of named tensors
+ *   runtime/io/data.h          IDX, CIFAR-10 and synthetic batch sources
  *
  * A custom-stage step is: pp_optimizer_zero_grad, pp_executor_run (forwards
  * and backwards of every micro-batch; parameter gradients accumulate in
@@ -123,11 +123,11 @@
 #include "streams/simulate.h"
 #include "streams/stream.h"
 
-#include "runtime/checkpoint.h"
-#include "runtime/comm.h"
-#include "runtime/data.h"
-#include "runtime/lr_schedule.h"
-#include "runtime/optimizer.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/comm/comm.h"
+#include "runtime/io/data.h"
+#include "runtime/train/lr_schedule.h"
+#include "runtime/train/optimizer.h"
 
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"

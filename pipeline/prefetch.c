@@ -12,7 +12,7 @@
  * again, so results never depend on prefetching. One job at a time; the
  * caller's thread never reads the data source while a job is pending.
  *
- * Threads: the prefetcher owns a data reader (runtime/data_reader.h) of
+ * Threads: the prefetcher owns a data reader (runtime/io/reader.h) of
  * PP_READ_THREADS threads (default: online CPUs, at most 8). The worker
  * thread reads a prefetched batch through it (the worker is one of those
  * threads), a miss is read through it on the caller's thread, and so are
@@ -23,7 +23,7 @@
  */
 #include "pipeline/pipeline_internal.h"
 
-#include "runtime/data_reader.h"
+#include "runtime/io/reader.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -15,8 +15,8 @@
 
 #include "models/stage.h"
 #include "runtime/core/ops.h"
-#include "runtime/data.h"
-#include "runtime/optimizer.h"
+#include "runtime/io/data.h"
+#include "runtime/train/optimizer.h"
 #include "streams/executor.h"
 #include "streams/schedule.h"
 #include "streams/simulate.h"

@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/comm.h"
-#include "runtime/comm_nccl.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/nccl.h"
 #include "runtime/core/device.h"
 #include "runtime/core/exec.h"
 #include "runtime/core/status.h"
@@ -171,7 +171,7 @@ pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks
 /* Makes boundary b (stages b and b+1, on different ranks after
  * pp_executor_set_ranks, this rank holding one of them on a CUDA device) a
  * device-to-device link: activations travel over act and gradients over
- * grad (NCCL communicators of the two ranks, see comm_nccl.h) with
+ * grad (NCCL communicators of the two ranks, see runtime/comm/nccl.h) with
  * ncclSend/ncclRecv on the boundary's copy streams, ordered by the same
  * events as any copy. Without a link such a boundary needs CPU devices on
  * both sides (host messages); a run refuses it otherwise. Both must outlive

@@ -11,7 +11,7 @@
 #ifndef PP_STREAM_CUDA_INTERNAL_H
 #define PP_STREAM_CUDA_INTERNAL_H
 
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/internal.h"
 #include "streams/stream_impl.h"
 
 typedef struct timed_item {

@@ -13,8 +13,8 @@
  */
 #include <math.h>
 
-#include "cpu_kernels.h"
-#include "cpu_pool.h"
+#include "kernels.h"
+#include "workers.h"
 #include "reduce.h"
 
 /* Elements a task should cover at least (whole channels). */

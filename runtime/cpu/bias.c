@@ -5,8 +5,8 @@
  * order, so it depends only on the data. Channels are independent and run in
  * fixed runs on the device's pool.
  */
-#include "cpu_kernels.h"
-#include "cpu_pool.h"
+#include "kernels.h"
+#include "workers.h"
 #include "reduce.h"
 
 #define CHANNELS_PER_TASK 8

@@ -35,8 +35,8 @@
 #include <cblas.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
-#include "cpu_pool.h"
+#include "kernels.h"
+#include "workers.h"
 
 /* Target output columns per GEMM tile. */
 #define TILE_COLS 512

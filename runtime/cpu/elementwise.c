@@ -10,8 +10,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
-#include "cpu_pool.h"
+#include "kernels.h"
+#include "workers.h"
 
 #define ELEMS_PER_TASK ((int64_t)1 << 16)
 

@@ -7,7 +7,7 @@
 #include <cblas.h>
 #include <string.h>
 
-#include "cpu_kernels.h"
+#include "kernels.h"
 
 pp_status pp_cpu_linear_forward(pp_exec *ex, int n, int in, int out, const float *x,
                                 const float *w, const float *b, float *y, pp_error *err)

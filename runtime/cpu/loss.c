@@ -6,7 +6,7 @@
  */
 #include <math.h>
 
-#include "cpu_kernels.h"
+#include "kernels.h"
 
 pp_status pp_cpu_softmax_xent(pp_exec *ex, int n, int classes, const float *logits,
                               const int32_t *labels, float divisor, float *loss, int32_t *correct,

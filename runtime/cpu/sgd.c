@@ -5,8 +5,8 @@
  * param -= lr * g. grad is read only. Elements are independent: fixed ranges
  * run on the device's pool.
  */
-#include "cpu_kernels.h"
-#include "cpu_pool.h"
+#include "kernels.h"
+#include "workers.h"
 
 #define ELEMS_PER_TASK ((int64_t)1 << 16)
 

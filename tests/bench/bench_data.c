@@ -2,7 +2,7 @@
  * bench_data.c - milliseconds to read one training batch on the host: the
  * synthetic data ResNet-50 trains on (BATCH x 3 x 224 x 224, 1000 classes,
  * ImageNet normalisation, shuffled), read by a data reader
- * (runtime/data_reader.h) of 1, 2 and 4 threads, as the pipeline's
+ * (runtime/io/reader.h) of 1, 2 and 4 threads, as the pipeline's
  * prefetcher reads it.
  *
  * usage: bench_data [BATCH [REPS [IMAGE]]]   (defaults 128, 5, 224)
@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/data.h"
-#include "runtime/data_reader.h"
+#include "runtime/io/data.h"
+#include "runtime/io/reader.h"
 
 static double now_ms(void)
 {

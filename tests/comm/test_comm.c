@@ -1,5 +1,5 @@
 /*
- * test_comm.c - the communication layer (runtime/comm.h).
+ * test_comm.c - the communication layer (runtime/comm/comm.h).
  *
  *   test_comm              a job of one process: rank 0 of 1, argument
  *                          checks, no-op collectives, no peers
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/comm.h"
+#include "runtime/comm/comm.h"
 #include "runtime/core/device.h"
 #include "tests/check.h"
 

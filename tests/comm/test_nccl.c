@@ -1,5 +1,5 @@
 /*
- * test_nccl.c - NCCL communicators (runtime/comm_nccl.h) on one GPU, as a
+ * test_nccl.c - NCCL communicators (runtime/comm/nccl.h) on one GPU, as a
  * job of one rank (mpirun -np 1, or started by hand): the communicator is
  * made through the group's host communication, a sum over its one member
  * runs on a stream after the work already queued there and leaves the
@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/comm.h"
-#include "runtime/comm_nccl.h"
+#include "runtime/comm/comm.h"
+#include "runtime/comm/nccl.h"
 #include "runtime/core/device.h"
 #include "runtime/core/ops.h"
 #include "runtime/core/tensor.h"

@@ -22,7 +22,7 @@
 
 #include "runtime/core/device.h"
 #include "runtime/core/exec.h"
-#include "runtime/cuda/cuda_gconv.h"
+#include "runtime/cuda/gconv.h"
 
 /* n c h w k kernel stride pad, for batch n */
 typedef struct geom {

@@ -31,8 +31,8 @@
  */
 #include <cuda_runtime.h>
 
-#include "runtime/cuda/cuda_blaslt.h"
-#include "runtime/cuda/cuda_gconv.h"
+#include "runtime/cuda/blaslt.h"
+#include "runtime/cuda/gconv.h"
 /* the rig's pair helpers are not used here */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"

@@ -9,7 +9,7 @@
 #include <cuda_runtime.h>
 #include <unistd.h>
 
-#include "runtime/cuda/cuda_internal.h"
+#include "runtime/cuda/internal.h"
 #include "tests/cuda/cuda_rig.h"
 
 /* ---- TF32 ------------------------------------------------------------------------ */

@@ -5,7 +5,7 @@
  * NHWC kernels (batch norm over many row blocks, 64-channel pooling), and the
  * layout transposes.
  *
- * Where the CUDA backend runs its own bf16 NHWC kernels (cuda_nhwc.cu:
+ * Where the CUDA backend runs its own bf16 NHWC kernels (runtime/cuda/nhwc.cu:
  * elementwise ops, max pooling, global average pooling) the results must be
  * the CPU's bit for bit. Elsewhere (batch norm, whose statistics sum in
  * another order; cuDNN and cuBLAS ops behind f32 stand-ins) each output may

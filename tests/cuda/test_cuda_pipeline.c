@@ -46,7 +46,7 @@
 #include <unistd.h>
 
 #include "partitioner/plan.h"
-#include "runtime/checkpoint.h"
+#include "runtime/io/checkpoint.h"
 #include "runtime/core/device.h"
 #include "pipeline/pipeline.h"
 #include "tests/check.h"

@@ -1,6 +1,6 @@
 /*
  * test_data_read.c - a batch read on several threads is bit for bit the
- * batch one pp_data_read call gives: the data reader (runtime/data_reader.h)
+ * batch one pp_data_read call gives: the data reader (runtime/io/reader.h)
  * with 1, 2, 3 and 7 threads against single reads, for synthetic, IDX and
  * gzip IDX sources, with and without shuffling, over batches that straddle
  * epochs, partial last batches and batches longer than an epoch; plain
@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/data.h"
-#include "runtime/data_reader.h"
+#include "runtime/io/data.h"
+#include "runtime/io/reader.h"
 #include "tests/check.h"
 
 static char tmpdir[256];

@@ -15,11 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/checkpoint.h"
+#include "runtime/io/checkpoint.h"
 #include "runtime/core/device.h"
 #include "runtime/core/tensor.h"
-#include "runtime/data.h"
-#include "runtime/optimizer.h"
+#include "runtime/io/data.h"
+#include "runtime/train/optimizer.h"
 #include "tests/check.h"
 
 static char tmpdir[256];

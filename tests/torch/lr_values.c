@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/lr_schedule.h"
+#include "runtime/train/lr_schedule.h"
 
 int main(int argc, char **argv)
 {

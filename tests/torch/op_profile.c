@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/cpu/cpu_kernels.h"
+#include "runtime/cpu/kernels.h"
 
 void pp_bench_profile_reset(void);
 void pp_bench_profile_print(int steps, double mean_step_ms);

@@ -1,0 +1,44 @@
+/*
+ * kernels.h - the CPU backend's kernels (f32, NCHW), one forward/backward
+ * pair per op. Arguments are already checked (ops.c); contracts are those of
+ * runtime/core/ops.h: outputs and activation gradients are overwritten,
+ * parameter gradients accumulate (+=). Each runs synchronously on the calling
+ * thread and may use ex's workspace. GEMMs go through OpenBLAS cblas_sgemm.
+ */
+#ifndef PP_CPU_KERNELS_H
+#define PP_CPU_KERNELS_H
+
+#include "runtime/core/backend.h"
+
+pp_status pp_cpu_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const float *x, const float *w, float *y, pp_error *err);
+pp_status pp_cpu_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy, const float *w, float *dx, pp_error *err);
+pp_status pp_cpu_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d, const float *dy, const float *w, float *dx, pp_error *err);
+pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x, const float *dy, float *dw, pp_error *err);
+pp_status pp_cpu_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *gamma, const float *beta, float *running_mean, float *running_var, float *y, float *save_mean, float *save_invstd, pp_error *err);
+pp_status pp_cpu_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *gamma, const float *beta, const float *running_mean, const float *running_var, float *y, pp_error *err);
+pp_status pp_cpu_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *dy, const float *gamma, const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta, pp_error *err);
+pp_status pp_cpu_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+pp_status pp_cpu_relu_backward(pp_exec *ex, int64_t n, const float *y, const float *dy, float *dx, pp_error *err);
+pp_status pp_cpu_sigmoid_forward(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+pp_status pp_cpu_sigmoid_backward(pp_exec *ex, int64_t n, const float *y, const float *dy, float *dx, pp_error *err);
+pp_status pp_cpu_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y, pp_error *err);
+pp_status pp_cpu_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+pp_status pp_cpu_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y, pp_error *err);
+pp_status pp_cpu_bf16_from_f32(pp_exec *ex, int64_t n, const float *x, uint16_t *y, pp_error *err);
+pp_status pp_cpu_f32_from_bf16(pp_exec *ex, int64_t n, const uint16_t *x, float *y, pp_error *err);
+pp_status pp_cpu_transpose(pp_exec *ex, int64_t n, int64_t rows, int64_t cols, size_t elem,
+                           const void *x, void *y, pp_error *err);
+pp_status pp_cpu_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y, int32_t *idx, pp_error *err);
+pp_status pp_cpu_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const float *x, const float *y, const float *dy, const int32_t *idx, float *dx, pp_error *err);
+pp_status pp_cpu_avgpool_forward(pp_exec *ex, int64_t planes, int64_t hw, const float *x, float *y, pp_error *err);
+pp_status pp_cpu_avgpool_backward(pp_exec *ex, int64_t planes, int64_t hw, const float *dy, float *dx, pp_error *err);
+pp_status pp_cpu_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y, pp_error *err);
+pp_status pp_cpu_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const float *dy, float *dx, pp_error *err);
+pp_status pp_cpu_channel_bias_forward(pp_exec *ex, int64_t n, int64_t c, int64_t hw, const float *b, float *y, pp_error *err);
+pp_status pp_cpu_channel_bias_backward(pp_exec *ex, int64_t n, int64_t c, int64_t hw, const float *dy, float *db, pp_error *err);
+pp_status pp_cpu_linear_forward(pp_exec *ex, int n, int in, int out, const float *x, const float *w, const float *b, float *y, pp_error *err);
+pp_status pp_cpu_linear_backward(pp_exec *ex, int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, pp_error *err);
+pp_status pp_cpu_softmax_xent(pp_exec *ex, int n, int classes, const float *logits, const int32_t *labels, float divisor, float *loss, int32_t *correct, float *dlogits, pp_error *err);
+pp_status pp_cpu_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param, const float *grad, float *momentum_buf, pp_error *err);
+
+#endif

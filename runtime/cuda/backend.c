@@ -1,0 +1,691 @@
+/*
+ * backend.c - the CUDA backend's table: devices, stream-ordered memory,
+ * execs (per-stream cuDNN/cuBLAS state), synchronous copies and the ops that
+ * run the backend's own kernels (kernels.cu). Convolution, batch norm and
+ * pooling live in dnn.c, the fully connected layer in blas.c;
+ * convolutions through cuDNN's graph API (bf16, NHWC) in gconv.c and the
+ * bf16 fully connected layer through cuBLASLt in blaslt.c, whose per-exec
+ * state the exec's destroy releases.
+ *
+ * Memory: every allocation comes from the device's default memory pool with
+ * its release threshold at UINT64_MAX, so freed memory stays cached and a
+ * steady-state step makes no cudaMalloc/cudaFree. Device-level alloc/free
+ * (tensors) are ordered on the device's private stream and made safe for any
+ * stream (alloc waits for the allocation; free first waits for the device);
+ * workspaces use alloc_async/free_async in the exec's stream order.
+ *
+ * Threading: device-level entries may be called from any thread; an exec is
+ * used by one thread at a time (its stream's owner). Every entry makes its
+ * device current on the calling thread first.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_profiler_api.h>
+
+#include "blaslt.h"
+#include "gconv.h"
+#include "internal.h"
+#include "kernels.h"
+
+/* ---- error reporting ------------------------------------------------------ */
+
+static const char *dev_name(const pp_device_ctx *dev)
+{
+    return dev ? dev->name : "cuda";
+}
+
+pp_status pp_cuda_fail_rt(cudaError_t code, const char *call, const char *file, int line,
+                          const pp_device_ctx *dev, pp_error *err)
+{
+    pp_status s = code == cudaErrorMemoryAllocation ? PP_ERR_OOM : PP_ERR_BACKEND;
+    /* The failure is reported here: clear it from the thread's last error, or the
+     * next kernel launcher's cudaGetLastError() would report it again. */
+    (void)cudaGetLastError();
+    return pp_error_set(err, s, "%s: %s failed: %s (%s) at %s:%d", dev_name(dev), call,
+                        cudaGetErrorName(code), cudaGetErrorString(code), file, line);
+}
+
+pp_status pp_cuda_fail_dnn(cudnnStatus_t code, const char *call, const char *file, int line,
+                           const pp_device_ctx *dev, pp_error *err)
+{
+    pp_status s = (code == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                   code == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+                      ? PP_ERR_OOM
+                      : PP_ERR_BACKEND;
+    (void)cudaGetLastError(); /* a launch error cuDNN left behind is this failure's */
+    return pp_error_set(err, s, "%s: %s failed: %s at %s:%d", dev_name(dev), call,
+                        cudnnGetErrorString(code), file, line);
+}
+
+pp_status pp_cuda_fail_blas(cublasStatus_t code, const char *call, const char *file, int line,
+                            const pp_device_ctx *dev, pp_error *err)
+{
+    pp_status s = code == CUBLAS_STATUS_ALLOC_FAILED ? PP_ERR_OOM : PP_ERR_BACKEND;
+    (void)cudaGetLastError(); /* a launch error cuBLAS left behind is this failure's */
+    return pp_error_set(err, s, "%s: %s failed: %s (%s) at %s:%d", dev_name(dev), call,
+                        cublasGetStatusName(code), cublasGetStatusString(code), file, line);
+}
+
+/* ---- devices -------------------------------------------------------------- */
+
+pp_status pp_cuda_set_device(const pp_device_ctx *dev, pp_error *err)
+{
+    return PP_CUDA(dev, err, cudaSetDevice(dev->id.index));
+}
+
+int pp_backend_cuda_device_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+static void cuda_device_destroy(pp_device_ctx *dev)
+{
+    pp_cuda_device *cd = pp_cuda_dev(dev);
+    if (!cd) return;
+    if (PP_CUDA(dev, NULL, cudaSetDevice(cd->ordinal)) == PP_OK && cd->stream) {
+        (void)PP_CUDA(dev, NULL, cudaStreamSynchronize(cd->stream));
+        (void)PP_CUDA(dev, NULL, cudaStreamDestroy(cd->stream));
+    }
+    pp_algo_cache_destroy(&cd->algos);
+    pthread_mutex_destroy(&cd->anchor_mu);
+    free(cd);
+    dev->backend = NULL;
+}
+
+/* The convolution algorithm settings: PP_CUDNN_FIND (measure or not) and
+ * PP_CUDNN_CACHE (the cache file; unset or empty: none), the GPU's name and
+ * cuDNN's version for the cache's keys. */
+static pp_status algo_init(pp_device_ctx *dev, pp_cuda_device *cd, pp_error *err)
+{
+    PP_TRY(pp_algo_cache_init(&cd->algos, getenv("PP_CUDNN_CACHE"), err));
+    PP_TRY(pp_algo_find_from_env(&cd->find, err));
+    struct cudaDeviceProp prop;
+    PP_TRY(PP_CUDA(dev, err, cudaGetDeviceProperties(&prop, cd->ordinal)));
+    snprintf(cd->gpu_name, sizeof cd->gpu_name, "%.*s", (int)sizeof cd->gpu_name - 1, prop.name);
+    cd->cudnn_version = (int)cudnnGetVersion();
+    return PP_OK;
+}
+
+static pp_status cuda_device_init(pp_device_ctx *dev, pp_error *err)
+{
+    pp_cuda_device *cd = calloc(1, sizeof *cd);
+    if (!cd) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", dev->name);
+    cd->ordinal = dev->id.index;
+    pthread_mutex_init(&cd->anchor_mu, NULL);
+    dev->backend = cd;
+    int pools = 0;
+    uint64_t threshold = UINT64_MAX;
+    pp_status s = algo_init(dev, cd, err);
+    if (s == PP_OK) s = PP_CUDA(dev, err, cudaSetDevice(cd->ordinal));
+    if (s == PP_OK)
+        s = PP_CUDA(dev, err, cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported,
+                                                     cd->ordinal));
+    if (s == PP_OK && !pools)
+        s = pp_error_set(err, PP_ERR_UNSUPPORTED,
+                         "%s: the device or driver does not support stream-ordered memory pools",
+                         dev->name);
+    if (s == PP_OK)
+        s = PP_CUDA(dev, err, cudaDeviceGetAttribute(&cd->sm_count,
+                                                     cudaDevAttrMultiProcessorCount, cd->ordinal));
+    if (s == PP_OK) s = PP_CUDA(dev, err, cudaDeviceGetDefaultMemPool(&cd->pool, cd->ordinal));
+    if (s == PP_OK)
+        s = PP_CUDA(dev, err, cudaMemPoolSetAttribute(cd->pool, cudaMemPoolAttrReleaseThreshold,
+                                                      &threshold));
+    if (s == PP_OK)
+        s = PP_CUDA(dev, err, cudaStreamCreateWithFlags(&cd->stream, cudaStreamNonBlocking));
+    if (s != PP_OK) {
+        cuda_device_destroy(dev);
+        return s;
+    }
+    return PP_OK;
+}
+
+/* ---- memory and synchronous copies ------------------------------------------ */
+
+static pp_status cuda_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
+{
+    pp_cuda_device *cd = pp_cuda_dev(dev);
+    *ptr = NULL;
+    PP_TRY(pp_cuda_set_device(dev, err));
+    PP_TRY(PP_CUDA(dev, err, cudaMallocAsync(ptr, bytes, cd->stream)));
+    pp_status s = PP_CUDA(dev, err, cudaStreamSynchronize(cd->stream));
+    if (s != PP_OK) *ptr = NULL;
+    return s;
+}
+
+static void cuda_free(pp_device_ctx *dev, void *ptr)
+{
+    pp_cuda_device *cd = pp_cuda_dev(dev);
+    if (!ptr || pp_cuda_set_device(dev, NULL) != PP_OK) return;
+    /* Work on any stream may still use ptr: wait for it, as cudaFree does. */
+    (void)PP_CUDA(dev, NULL, cudaDeviceSynchronize());
+    (void)PP_CUDA(dev, NULL, cudaFreeAsync(ptr, cd->stream));
+}
+
+/* Synchronous copies wait for all work on the device first, so they see (and
+ * do not race with) everything enqueued before them, as on the CPU backend. */
+static pp_status cuda_copy_sync(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
+                                enum cudaMemcpyKind kind, pp_error *err)
+{
+    pp_cuda_device *cd = pp_cuda_dev(dev);
+    if (bytes == 0) return PP_OK;
+    PP_TRY(pp_cuda_set_device(dev, err));
+    PP_TRY(PP_CUDA(dev, err, cudaDeviceSynchronize()));
+    PP_TRY(PP_CUDA(dev, err, cudaMemcpyAsync(dst, src, bytes, kind, cd->stream)));
+    return PP_CUDA(dev, err, cudaStreamSynchronize(cd->stream));
+}
+
+static pp_status cuda_copy_from_host(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
+                                     pp_error *err)
+{
+    return cuda_copy_sync(dev, dst, src, bytes, cudaMemcpyHostToDevice, err);
+}
+
+static pp_status cuda_copy_to_host(pp_device_ctx *dev, void *dst, const void *src, size_t bytes,
+                                   pp_error *err)
+{
+    return cuda_copy_sync(dev, dst, src, bytes, cudaMemcpyDeviceToHost, err);
+}
+
+/* Page-locked host memory: stream-ordered copies from and to it run without the
+ * host waiting (copies from pageable memory are staged and block the host). */
+static pp_status cuda_host_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err)
+{
+    *ptr = NULL;
+    PP_TRY(pp_cuda_set_device(dev, err));
+    pp_status s = PP_CUDA(dev, err, cudaMallocHost(ptr, bytes));
+    if (s != PP_OK) *ptr = NULL;
+    return s;
+}
+
+static void cuda_host_free(pp_device_ctx *dev, void *ptr)
+{
+    if (!ptr) return;
+    /* cudaFreeHost waits for the device: called only when buffers are released */
+    (void)PP_CUDA(dev, NULL, cudaFreeHost(ptr));
+}
+
+/* ---- execs ------------------------------------------------------------------ */
+
+static pp_status cuda_exec_init(pp_exec *ex, pp_error *err)
+{
+    pp_cuda_exec *ce = calloc(1, sizeof *ce);
+    if (!ce) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", ex->dev->name);
+    ce->stream = ex->native_stream ? (cudaStream_t)ex->native_stream
+                                   : pp_cuda_dev(ex->dev)->stream;
+    ex->backend_state = ce;
+    return PP_OK;
+}
+
+static void cuda_exec_destroy(pp_exec *ex)
+{
+    pp_cuda_exec *ce = pp_cuda_ex(ex);
+    if (!ce) return;
+    if (pp_cuda_set_device(ex->dev, NULL) == PP_OK) {
+        pp_cuda_dnn_cache_free(ex);
+        pp_cuda_gconv_cache_free(ex);
+        pp_cuda_lt_cache_free(ex);
+        if (ce->dnn) (void)PP_CUDA(ex->dev, NULL, cudnnDestroy(ce->dnn));
+        if (ce->blas) (void)PP_CUDA(ex->dev, NULL, cublasDestroy(ce->blas));
+        if (ce->blas_ws) (void)PP_CUDA(ex->dev, NULL, cudaFree(ce->blas_ws));
+    }
+    if (ce->blas_ws) pp_device_unaccount(ex->dev, PP_CUDA_BLAS_WS);
+    free(ce);
+    ex->backend_state = NULL;
+}
+
+pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_exec **out,
+                             pp_error *err)
+{
+    pp_cuda_exec *ce = pp_cuda_ex(ex);
+    pp_device_ctx *dev = ex->dev;
+    PP_TRY(pp_cuda_set_device(dev, err));
+    /* A handle is kept only once it is fully set up: one left half-configured
+     * (not bound to the exec's stream) would run later work on the wrong stream. */
+    if (need_dnn && !ce->dnn) {
+        cudnnHandle_t h;
+        PP_TRY(PP_CUDA(dev, err, cudnnCreate(&h)));
+        pp_status s = PP_CUDA(dev, err, cudnnSetStream(h, ce->stream));
+        if (s != PP_OK) {
+            (void)PP_CUDA(dev, NULL, cudnnDestroy(h));
+            return s;
+        }
+        ce->dnn = h;
+    }
+    if (need_blas && !ce->blas) {
+        /* An explicit workspace, set once: cuBLAS then makes no allocation of its
+         * own on the stream, which a graph capture of the step would refuse. */
+        if (!ce->blas_ws) {
+            PP_TRY(pp_device_account(dev, PP_CUDA_BLAS_WS, err));
+            pp_status a = PP_CUDA(dev, err, cudaMalloc(&ce->blas_ws, PP_CUDA_BLAS_WS));
+            if (a != PP_OK) {
+                pp_device_unaccount(dev, PP_CUDA_BLAS_WS);
+                ce->blas_ws = NULL;
+                return a;
+            }
+        }
+        cublasHandle_t h;
+        PP_TRY(PP_CUDA(dev, err, cublasCreate(&h)));
+        pp_status s = PP_CUDA(dev, err, cublasSetStream(h, ce->stream));
+        if (s == PP_OK) s = PP_CUDA(dev, err, cublasSetWorkspace(h, ce->blas_ws, PP_CUDA_BLAS_WS));
+        if (s == PP_OK)
+            s = PP_CUDA(dev, err, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+        if (s != PP_OK) {
+            (void)PP_CUDA(dev, NULL, cublasDestroy(h));
+            return s;
+        }
+        ce->blas = h;
+        ce->blas_math = -1;
+    }
+    /* The handle follows the device's math mode. fp32: CUBLAS_DEFAULT_MATH keeps
+     * the precision asked for (sgemm never uses TF32 in it); tf32 allows TF32
+     * tensor cores. */
+    if (need_blas && ce->blas_math != (int)dev->math) {
+        PP_TRY(PP_CUDA(dev, err,
+                       cublasSetMathMode(ce->blas, dev->math == PP_MATH_TF32
+                                                       ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                       : CUBLAS_DEFAULT_MATH)));
+        ce->blas_math = (int)dev->math;
+    }
+    *out = ce;
+    return PP_OK;
+}
+
+static pp_status cuda_profiler(pp_device_ctx *dev, bool start, pp_error *err)
+{
+    PP_TRY(pp_cuda_set_device(dev, err));
+    if (start) return PP_CUDA(dev, err, cudaProfilerStart());
+    return PP_CUDA(dev, err, cudaProfilerStop());
+}
+
+static pp_status cuda_exec_sync(pp_exec *ex, pp_error *err)
+{
+    PP_TRY(pp_cuda_set_device(ex->dev, err));
+    return PP_CUDA(ex->dev, err, cudaStreamSynchronize(pp_cuda_ex(ex)->stream));
+}
+
+static pp_status cuda_alloc_async(pp_exec *ex, size_t bytes, void **ptr, pp_error *err)
+{
+    *ptr = NULL;
+    PP_TRY(pp_cuda_set_device(ex->dev, err));
+    return PP_CUDA(ex->dev, err, cudaMallocAsync(ptr, bytes, pp_cuda_ex(ex)->stream));
+}
+
+static void cuda_free_async(pp_exec *ex, void *ptr)
+{
+    if (!ptr || pp_cuda_set_device(ex->dev, NULL) != PP_OK) return;
+    (void)PP_CUDA(ex->dev, NULL, cudaFreeAsync(ptr, pp_cuda_ex(ex)->stream));
+}
+
+pp_status pp_cuda_scratch_alloc(pp_exec *ex, size_t bytes, void **p, pp_error *err)
+{
+    *p = NULL;
+    if (bytes == 0) return PP_OK;
+    PP_TRY(pp_device_account(ex->dev, bytes, err));
+    pp_status s = cuda_alloc_async(ex, bytes, p, err);
+    if (s != PP_OK) {
+        pp_device_unaccount(ex->dev, bytes);
+        *p = NULL;
+    }
+    return s;
+}
+
+void pp_cuda_scratch_free(pp_exec *ex, void *p, size_t bytes)
+{
+    if (!p) return;
+    cuda_free_async(ex, p);
+    pp_device_unaccount(ex->dev, bytes);
+}
+
+unsigned pp_cuda_max_grid(const pp_exec *ex)
+{
+    return (unsigned)pp_cuda_dev(ex->dev)->sm_count * 16;
+}
+
+unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block)
+{
+    const int64_t cap = pp_cuda_max_grid(ex);
+    int64_t g = (n + block - 1) / block;
+    if (g > cap) g = cap;
+    return g < 1 ? 1u : (unsigned)g;
+}
+
+/* ---- elementwise and small ops -------------------------------------------- */
+
+#define BEGIN(ex, ce, err)                                     \
+    pp_cuda_exec *ce;                                          \
+    PP_TRY(pp_cuda_exec_begin((ex), 0, 0, &ce, (err)))
+
+static pp_status cuda_elementwise(pp_exec *ex, pp_cuda_ew_kind kind, int64_t n, const float *a,
+                                  const float *b, float *y, pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_elementwise(ce->stream, pp_cuda_max_grid(ex), kind, n, a, b, y));
+}
+
+static pp_status cuda_relu_forward(pp_exec *ex, int64_t n, const float *x, float *y,
+                                   pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_RELU, n, x, NULL, y, err);
+}
+
+static pp_status cuda_relu_backward(pp_exec *ex, int64_t n, const float *y, const float *dy,
+                                    float *dx, pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_RELU_BACKWARD, n, y, dy, dx, err);
+}
+
+static pp_status cuda_sigmoid_forward(pp_exec *ex, int64_t n, const float *x, float *y,
+                                      pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_SIGMOID, n, x, NULL, y, err);
+}
+
+static pp_status cuda_sigmoid_backward(pp_exec *ex, int64_t n, const float *y, const float *dy,
+                                       float *dx, pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_SIGMOID_BACKWARD, n, y, dy, dx, err);
+}
+
+static pp_status cuda_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                          pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD, n, a, b, y, err);
+}
+
+/* y += x is y = x + y (a sum of two floats does not depend on their order) */
+static pp_status cuda_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD, n, x, y, y, err);
+}
+
+static pp_status cuda_bf16_from_f32(pp_exec *ex, int64_t n, const float *x, uint16_t *y,
+                                   pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_bf16_from_f32(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
+                                                x, y));
+}
+
+static pp_status cuda_f32_from_bf16(pp_exec *ex, int64_t n, const uint16_t *x, float *y,
+                                   pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_f32_from_bf16(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
+                                                x, y));
+}
+
+static pp_status cuda_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
+                               pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD_RELU, n, a, b, y, err);
+}
+
+static pp_status cuda_copy(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err)
+{
+    if (bytes == 0 || src == dst) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ce->stream));
+}
+
+static pp_status cuda_copy_from_host_async(pp_exec *ex, void *dst, const void *src,
+                                           size_t bytes, pp_error *err)
+{
+    if (bytes == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ce->stream));
+}
+
+static pp_status cuda_copy_to_host_async(pp_exec *ex, void *dst, const void *src, size_t bytes,
+                                         pp_error *err)
+{
+    if (bytes == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ce->stream));
+}
+
+static pp_status cuda_zero(pp_exec *ex, size_t bytes, void *dst, pp_error *err)
+{
+    if (bytes == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err, cudaMemsetAsync(dst, 0, bytes, ce->stream));
+}
+
+static pp_status cuda_avgpool_forward(pp_exec *ex, int64_t planes, int64_t hw, const float *x,
+                                      float *y, pp_error *err)
+{
+    if (planes == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err, pp_cuda_launch_avgpool_forward(ce->stream, planes, hw, x, y));
+}
+
+static pp_status cuda_avgpool_backward(pp_exec *ex, int64_t planes, int64_t hw, const float *dy,
+                                       float *dx, pp_error *err)
+{
+    if (planes == 0 || hw == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_avgpool_backward(
+                       ce->stream, pp_cuda_grid(ex, planes * hw, PP_CUDA_BLOCK), planes, hw, dy,
+                       dx));
+}
+
+static pp_cuda_pool_geom pool_geom(const pp_pool_desc *d)
+{
+    return (pp_cuda_pool_geom){.planes = d->n * d->c, .h = d->h, .w = d->w, .p = d->p,
+                               .q = d->q, .kernel = d->kernel, .stride = d->stride,
+                               .pad = d->pad};
+}
+
+static pp_status cuda_avgpool2d_forward(pp_exec *ex, const pp_pool_desc *d, const float *x,
+                                        float *y, pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    const int64_t total = (int64_t)d->n * d->c * d->p * d->q;
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_avgpool2d_forward(
+                       ce->stream, pp_cuda_grid(ex, total, PP_CUDA_BLOCK), pool_geom(d), x, y));
+}
+
+static pp_status cuda_avgpool2d_backward(pp_exec *ex, const pp_pool_desc *d, const float *dy,
+                                         float *dx, pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    const int64_t total = (int64_t)d->n * d->c * d->h * d->w;
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_avgpool2d_backward(
+                       ce->stream, pp_cuda_grid(ex, total, PP_CUDA_BLOCK), pool_geom(d), dy, dx));
+}
+
+static pp_status cuda_channel_bias_forward(pp_exec *ex, int64_t n, int64_t c, int64_t hw,
+                                           const float *b, float *y, pp_error *err)
+{
+    if (n * c * hw == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_channel_bias_add(
+                       ce->stream, pp_cuda_grid(ex, n * c * hw, PP_CUDA_BLOCK), n, c, hw, b, y));
+}
+
+static pp_status cuda_channel_bias_backward(pp_exec *ex, int64_t n, int64_t c, int64_t hw,
+                                            const float *dy, float *db, pp_error *err)
+{
+    if (c == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_channel_bias_backward(ce->stream, n, c, hw, dy, db));
+}
+
+static pp_status cuda_softmax_xent(pp_exec *ex, int n, int classes, const float *logits,
+                                   const int32_t *labels, float divisor, float *loss,
+                                   int32_t *correct, float *dlogits, pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    if (n == 0) {
+        PP_TRY(PP_CUDA(ex->dev, err, cudaMemsetAsync(loss, 0, sizeof(float), ce->stream)));
+        return PP_CUDA(ex->dev, err, cudaMemsetAsync(correct, 0, sizeof(int32_t), ce->stream));
+    }
+    void *ws;
+    PP_TRY(pp_exec_workspace(ex, (size_t)n * (sizeof(double) + sizeof(int32_t)), &ws, err));
+    double *row_loss = ws;
+    int32_t *row_correct = (int32_t *)(row_loss + n);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_softmax_xent(ce->stream, n, classes, logits, labels, divisor,
+                                               row_loss, row_correct, loss, correct, dlogits));
+}
+
+static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
+                                 const float *grad, float *momentum_buf, pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_sgd(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n, d->lr,
+                                      d->momentum, d->weight_decay, d->nesterov, d->first_step,
+                                      param, grad, momentum_buf));
+}
+
+/* Appends a tensor of units (elements or bytes) to a multi-tensor list, cut
+ * in tiles of tile units: its index in the list. */
+static int multi_add(int32_t *first_tile, int32_t *count, int32_t *tiles, int64_t units,
+                     int64_t tile)
+{
+    const int k = (*count)++;
+    first_tile[k] = *tiles;
+    *tiles += (int32_t)((units + tile - 1) / tile);
+    return k;
+}
+
+/* One launch per PP_CUDA_SGD_MULTI non-empty tensors. */
+static pp_status cuda_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int count,
+                                       float *const *param, const float *const *grad,
+                                       float *const *buf, const int64_t *sizes, pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    pp_cuda_sgd_list list;
+    memset(&list, 0, sizeof list);
+    for (int i = 0; i <= count; i++) {
+        if (i == count || list.count == PP_CUDA_SGD_MULTI) {
+            PP_TRY(PP_CUDA(ex->dev, err,
+                           pp_cuda_launch_sgd_multi(ce->stream, pp_cuda_max_grid(ex), &list,
+                                                    d->lr, d->momentum, d->weight_decay,
+                                                    d->nesterov, d->first_step)));
+            memset(&list, 0, sizeof list);
+        }
+        if (i == count || sizes[i] == 0) continue;
+        const int k = multi_add(list.first_tile, &list.count, &list.tiles, sizes[i],
+                                PP_CUDA_MULTI_TILE);
+        list.param[k] = param[i];
+        list.grad[k] = grad[i];
+        list.buf[k] = buf[i];
+        list.n[k] = sizes[i];
+    }
+    return PP_OK;
+}
+
+/* One launch per PP_CUDA_ZERO_MULTI non-empty buffers. */
+static pp_status cuda_zero_multi(pp_exec *ex, int count, void *const *dst, const size_t *bytes,
+                                 pp_error *err)
+{
+    BEGIN(ex, ce, err);
+    pp_cuda_zero_list list;
+    memset(&list, 0, sizeof list);
+    for (int i = 0; i <= count; i++) {
+        if (i == count || list.count == PP_CUDA_ZERO_MULTI) {
+            PP_TRY(PP_CUDA(ex->dev, err,
+                           pp_cuda_launch_zero_multi(ce->stream, pp_cuda_max_grid(ex), &list)));
+            memset(&list, 0, sizeof list);
+        }
+        if (i == count || bytes[i] == 0) continue;
+        const int k = multi_add(list.first_tile, &list.count, &list.tiles, (int64_t)bytes[i],
+                                PP_CUDA_ZERO_TILE_BYTES);
+        list.ptr[k] = dst[i];
+        list.bytes[k] = (int64_t)bytes[i];
+    }
+    return PP_OK;
+}
+
+static pp_status cuda_delay(pp_exec *ex, double ms, pp_error *err)
+{
+    if (!(ms > 0)) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err, pp_cuda_launch_delay(ce->stream, (uint64_t)(ms * 1e6)));
+}
+
+static const pp_backend_ops cuda_ops = {
+    .name = "cuda",
+    .prefers_nhwc_bf16 = true, /* bf16 NHWC convolutions, batch norm and pooling run natively */
+    .device_init = cuda_device_init,
+    .device_destroy = cuda_device_destroy,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .copy_from_host = cuda_copy_from_host,
+    .copy_to_host = cuda_copy_to_host,
+    .exec_init = cuda_exec_init,
+    .exec_destroy = cuda_exec_destroy,
+    .exec_sync = cuda_exec_sync,
+    .alloc_async = cuda_alloc_async,
+    .free_async = cuda_free_async,
+    .conv2d_forward = pp_cuda_conv2d_forward,
+    .conv2d_backward_data = pp_cuda_conv2d_backward_data,
+    .conv2d_backward_filter = pp_cuda_conv2d_backward_filter,
+    .conv2d_backward_data_accumulate = pp_cuda_conv2d_backward_data_accumulate,
+    .batchnorm_forward_train = pp_cuda_batchnorm_forward_train,
+    .batchnorm_forward_infer = pp_cuda_batchnorm_forward_infer,
+    .batchnorm_backward = pp_cuda_batchnorm_backward,
+    .relu_forward = cuda_relu_forward,
+    .relu_backward = cuda_relu_backward,
+    .add = cuda_add,
+    .accumulate = cuda_accumulate,
+    .add_relu = cuda_add_relu,
+    .bf16_from_f32 = cuda_bf16_from_f32,
+    .f32_from_bf16 = cuda_f32_from_bf16,
+    .sigmoid_forward = cuda_sigmoid_forward,
+    .sigmoid_backward = cuda_sigmoid_backward,
+    .avgpool2d_forward = cuda_avgpool2d_forward,
+    .avgpool2d_backward = cuda_avgpool2d_backward,
+    .channel_bias_forward = cuda_channel_bias_forward,
+    .channel_bias_backward = cuda_channel_bias_backward,
+    .copy = cuda_copy,
+    .copy_from_host_async = cuda_copy_from_host_async,
+    .copy_to_host_async = cuda_copy_to_host_async,
+    .zero = cuda_zero,
+    .zero_multi = cuda_zero_multi,
+    .maxpool_forward = pp_cuda_maxpool_forward,
+    .maxpool_backward = pp_cuda_maxpool_backward,
+    .avgpool_forward = cuda_avgpool_forward,
+    .avgpool_backward = cuda_avgpool_backward,
+    .linear_forward = pp_cuda_linear_forward,
+    .linear_backward = pp_cuda_linear_backward,
+    .softmax_xent = cuda_softmax_xent,
+    .sgd_update = cuda_sgd_update,
+    .sgd_update_multi = cuda_sgd_update_multi,
+    .delay = cuda_delay,
+    .transpose = pp_cuda_transpose,
+    .profiler = cuda_profiler,
+    .native = pp_cuda_native,
+};
+
+const pp_backend_ops *pp_backend_cuda(void)
+{
+    return &cuda_ops;
+}

@@ -1,0 +1,421 @@
+/*
+ * blaslt.c - the bf16 fully connected layer through cuBLASLt: the
+ * contract is in blaslt.h.
+ *
+ * Row-major x (n,in), w (out,in), y (n,out) are the column-major matrices
+ * x^T (in,n), w^T (in,out), y^T (out,n), so (in column-major terms, as in
+ * blas.c):
+ *   y^T  = w x^T (+ bias per row)   (T, N, m = out, n = n,   k = in)
+ *   dx^T = w^T dy^T                 (N, N, m = in,  n = n,   k = out)
+ *   dw^T += x^T dy                  (N, T, m = in,  n = out, k = n), beta 1
+ *   db  += dy^T ones(n)             (N, N, m = out, n = 1,   k = n), beta 1
+ * A and B are bf16; C = D are bf16 (y, dx) or fp32 (y with y_f32, dw, db);
+ * compute CUBLAS_COMPUTE_32F with fp32 scale type.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+/* cublasLt.h declares a function with () parameters */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
+
+#include "blaslt.h"
+#include "internal.h"
+#include "kernels.h"
+
+typedef enum lt_kind { LT_FWD = 0, LT_DX = 1, LT_DW = 2, LT_DB = 3 } lt_kind;
+
+static const char *const kind_name[] = {"forward y = x w^T + b", "backward dx = dy w",
+                                        "backward dw += dy^T x", "backward db += sum dy"};
+
+/* One GEMM's shape: the key of its cache entry, compared as bytes (all
+ * fields int64_t: no padding). */
+typedef struct lt_gemm {
+    int64_t kind;          /* lt_kind */
+    int64_t ta, tb;        /* cublasOperation_t of A and B */
+    int64_t m, n, k;
+    int64_t lda, ldb, ldc;
+    int64_t ab, cd;        /* cudaDataType_t of A, B and of C, D */
+    int64_t bias;          /* epilogue CUBLASLT_EPILOGUE_BIAS with an fp32 bias */
+    int64_t align[3];      /* bytes A, B, C = D are aligned to, at most 256 */
+} lt_gemm;
+
+typedef struct lt_entry {
+    lt_gemm key;
+    bool have;                     /* false: cuBLASLt offered no algorithm */
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws;
+} lt_entry;
+
+struct pp_cuda_lt_cache {
+    cublasLtHandle_t handle;
+    lt_entry *e;                   /* grows on new shapes (first step only) */
+    int n, cap;
+    uint16_t *ones;                /* n_ones bf16 ones, for db */
+    int64_t n_ones;
+};
+
+static int64_t align_of(const void *p)
+{
+    uintptr_t a = (uintptr_t)p;
+    int64_t r = 1;
+    while (r < 256 && !(a & r)) r <<= 1;
+    return r;
+}
+
+static void describe(char *buf, size_t n, const lt_gemm *g)
+{
+    snprintf(buf, n,
+             "cuBLASLt %s (m %lld, n %lld, k %lld, %s x %s -> %s%s, alignments %lld/%lld/%lld)",
+             kind_name[g->kind], (long long)g->m, (long long)g->n, (long long)g->k,
+             g->ta == CUBLAS_OP_T ? "A^T" : "A", g->tb == CUBLAS_OP_T ? "B^T" : "B",
+             g->cd == CUDA_R_32F ? "fp32" : "bf16", g->bias ? ", fp32 bias epilogue" : "",
+             (long long)g->align[0], (long long)g->align[1], (long long)g->align[2]);
+}
+
+/* ---- state ---------------------------------------------------------------------- */
+
+static pp_status lt_state(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache **out, pp_error *err)
+{
+    if (!ce->lt) {
+        pp_cuda_lt_cache *c = calloc(1, sizeof *c);
+        if (!c)
+            return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory (cuBLASLt)",
+                                ex->dev->name);
+        pp_status s = PP_CUDA(ex->dev, err, cublasLtCreate(&c->handle));
+        if (s != PP_OK) {
+            free(c);
+            return s;
+        }
+        ce->lt = c;
+    }
+    *out = ce->lt;
+    return PP_OK;
+}
+
+static void entry_free(pp_exec *ex, lt_entry *e)
+{
+    if (e->la) (void)PP_CUDA(ex->dev, NULL, cublasLtMatrixLayoutDestroy(e->la));
+    if (e->lb) (void)PP_CUDA(ex->dev, NULL, cublasLtMatrixLayoutDestroy(e->lb));
+    if (e->lc) (void)PP_CUDA(ex->dev, NULL, cublasLtMatrixLayoutDestroy(e->lc));
+    if (e->desc) (void)PP_CUDA(ex->dev, NULL, cublasLtMatmulDescDestroy(e->desc));
+    memset(e, 0, sizeof *e);
+}
+
+void pp_cuda_lt_cache_free(pp_exec *ex)
+{
+    pp_cuda_exec *ce = ex ? pp_cuda_ex(ex) : NULL;
+    if (!ce || !ce->lt) return;
+    pp_cuda_lt_cache *c = ce->lt;
+    for (int i = 0; i < c->n; i++) entry_free(ex, &c->e[i]);
+    if (c->ones) pp_device_free(ex->dev, c->ones, (size_t)c->n_ones * sizeof *c->ones);
+    if (c->handle) (void)PP_CUDA(ex->dev, NULL, cublasLtDestroy(c->handle));
+    free(c->e);
+    free(c);
+    ce->lt = NULL;
+}
+
+/* ---- descriptors and the algorithm ---------------------------------------------- */
+
+static pp_status make_descs(pp_exec *ex, const lt_gemm *g, lt_entry *e, pp_error *err)
+{
+    pp_device_ctx *dev = ex->dev;
+    const cublasOperation_t ta = (cublasOperation_t)g->ta, tb = (cublasOperation_t)g->tb;
+    /* stored shapes: op(A) is m x k, op(B) is k x n */
+    const int64_t ar = ta == CUBLAS_OP_N ? g->m : g->k, ac = ta == CUBLAS_OP_N ? g->k : g->m;
+    const int64_t br = tb == CUBLAS_OP_N ? g->k : g->n, bc = tb == CUBLAS_OP_N ? g->n : g->k;
+    PP_TRY(PP_CUDA(dev, err, cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)));
+    PP_TRY(PP_CUDA(dev, err, cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                           &ta, sizeof ta)));
+    PP_TRY(PP_CUDA(dev, err, cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                                           &tb, sizeof tb)));
+    if (g->bias) {
+        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+        const int32_t bias_type = CUDA_R_32F;
+        PP_TRY(PP_CUDA(dev, err,
+                       cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                      &epi, sizeof epi)));
+        PP_TRY(PP_CUDA(dev, err,
+                       cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                      &bias_type, sizeof bias_type)));
+    }
+    PP_TRY(PP_CUDA(dev, err, cublasLtMatrixLayoutCreate(&e->la, (cudaDataType_t)g->ab, (uint64_t)ar,
+                                                       (uint64_t)ac, g->lda)));
+    PP_TRY(PP_CUDA(dev, err, cublasLtMatrixLayoutCreate(&e->lb, (cudaDataType_t)g->ab, (uint64_t)br,
+                                                       (uint64_t)bc, g->ldb)));
+    return PP_CUDA(dev, err, cublasLtMatrixLayoutCreate(&e->lc, (cudaDataType_t)g->cd,
+                                                       (uint64_t)g->m, (uint64_t)g->n, g->ldc));
+}
+
+/* cuBLASLt's first heuristic algorithm for e within PP_LT_WS_MAX; e->have
+ * false when there is none (not an error: remembered, reported per call). */
+static pp_status pick_algo(pp_exec *ex, pp_cuda_lt_cache *c, lt_entry *e, pp_error *err)
+{
+    pp_device_ctx *dev = ex->dev;
+    cublasLtMatmulPreference_t pref;
+    PP_TRY(PP_CUDA(dev, err, cublasLtMatmulPreferenceCreate(&pref)));
+    const uint64_t ws = PP_LT_WS_MAX;
+    pp_status s = PP_CUDA(dev, err,
+                          cublasLtMatmulPreferenceSetAttribute(
+                              pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    static const cublasLtMatmulPreferenceAttributes_t align_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; s == PP_OK && i < 4; i++) {
+        const uint32_t a = (uint32_t)e->key.align[i < 3 ? i : 2];
+        s = PP_CUDA(dev, err, cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &a,
+                                                                  sizeof a));
+    }
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    if (s == PP_OK) {
+        memset(&r, 0, sizeof r);
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->handle, e->desc, e->la, e->lb,
+                                                           e->lc, e->lc, pref, 1, &r, &found);
+        /* NOT_SUPPORTED: no algorithm for this configuration */
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
+        else s = PP_CUDA(dev, err, st);
+    }
+    (void)PP_CUDA(dev, NULL, cublasLtMatmulPreferenceDestroy(pref));
+    if (s != PP_OK) return s;
+    e->have = found > 0 && r.state == CUBLAS_STATUS_SUCCESS && r.workspaceSize <= PP_LT_WS_MAX;
+    if (e->have) {
+        e->algo = r.algo;
+        e->ws = r.workspaceSize;
+    }
+    return PP_OK;
+}
+
+/* The entry of g, made at its first use. */
+static pp_status entry_for(pp_exec *ex, pp_cuda_lt_cache *c, const lt_gemm *g, lt_entry **out,
+                           pp_error *err)
+{
+    for (int i = 0; i < c->n; i++)
+        if (memcmp(&c->e[i].key, g, sizeof *g) == 0) {
+            *out = &c->e[i];
+            return PP_OK;
+        }
+    if (c->n == c->cap) {
+        int ncap = c->cap ? 2 * c->cap : 16;
+        lt_entry *p = realloc(c->e, (size_t)ncap * sizeof *p);
+        if (!p)
+            return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory (cuBLASLt)",
+                                ex->dev->name);
+        c->e = p;
+        c->cap = ncap;
+    }
+    lt_entry *e = &c->e[c->n];
+    memset(e, 0, sizeof *e);
+    e->key = *g;
+    pp_status s = make_descs(ex, g, e, err);
+    if (s == PP_OK) s = pick_algo(ex, c, e, err);
+    if (s != PP_OK) {
+        char what[256], msg[PP_ERROR_MSG_MAX];
+        describe(what, sizeof what, g);
+        snprintf(msg, sizeof msg, "%s", err ? err->msg : "");
+        entry_free(ex, e);
+        return pp_error_set(err, s, "%s (for %s)", msg, what);
+    }
+    c->n++;
+    *out = e;
+    return PP_OK;
+}
+
+/* ---- running one GEMM --------------------------------------------------------------- */
+
+/* The entry of g on operands A, B, D (their alignments are part of the
+ * key); PP_ERR_UNSUPPORTED when cuBLASLt has no algorithm for it. The
+ * pointer stays valid until the next entry is made. */
+static pp_status gemm_entry(pp_exec *ex, pp_cuda_lt_cache *c, lt_gemm *g, const void *A,
+                            const void *B, const void *D, lt_entry **out, pp_error *err)
+{
+    g->align[0] = align_of(A);
+    g->align[1] = align_of(B);
+    g->align[2] = align_of(D);
+    PP_TRY(entry_for(ex, c, g, out, err));
+    if ((*out)->have) return PP_OK;
+    char what[256];
+    describe(what, sizeof what, g);
+    return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                        "%s: cublasLtMatmulAlgoGetHeuristic offers no algorithm within %zu "
+                        "MiB of workspace for %s",
+                        ex->dev->name, PP_LT_WS_MAX >> 20, what);
+}
+
+/* D = A op B (+ bias) + beta * C with C = D; PP_ERR_UNSUPPORTED when
+ * cuBLASLt has no algorithm for g (nothing enqueued then). */
+static pp_status gemm(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm *g,
+                      const void *A, const void *B, void *D, const float *bias, float beta,
+                      pp_error *err)
+{
+    lt_entry *e = NULL;
+    PP_TRY(gemm_entry(ex, c, g, A, B, D, &e, err));
+    if (g->bias)
+        PP_TRY(PP_CUDA(ex->dev, err,
+                       cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &bias, sizeof bias)));
+    void *ws;
+    PP_TRY(pp_exec_workspace(ex, e->ws, &ws, err));
+    const float alpha = 1.0f;
+    cublasStatus_t st = cublasLtMatmul(c->handle, e->desc, &alpha, A, e->la, B, e->lb, &beta, D,
+                                       e->lc, D, e->lc, &e->algo, ws, e->ws, ce->stream);
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) { /* the heuristic's algorithm refused at launch */
+        e->have = false;
+        char what[256];
+        describe(what, sizeof what, g);
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "%s: cublasLtMatmul refused the heuristic's algorithm for %s: %s",
+                            ex->dev->name, what, cublasLtGetStatusName(st));
+    }
+    if (st == CUBLAS_STATUS_SUCCESS) return PP_OK;
+    pp_error e1;
+    char what[256];
+    pp_status s = PP_CUDA(ex->dev, &e1, st);
+    describe(what, sizeof what, g);
+    return pp_error_set(err, s, "%s (for %s)", e1.msg, what);
+}
+
+static pp_status begin(pp_exec *ex, int n, int in, int out, pp_cuda_exec **ce,
+                       pp_cuda_lt_cache **c, pp_error *err)
+{
+    if (n < 0 || in < 0 || out < 0)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: cuBLASLt linear: n %d, in %d, out %d",
+                            ex->dev->name, n, in, out);
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, ce, err));
+    return lt_state(ex, *ce, c, err);
+}
+
+/* ---- forward ------------------------------------------------------------------------ */
+
+static lt_gemm fwd_gemm(int n, int in, int out, bool bias, bool y_f32)
+{
+    return (lt_gemm){.kind = LT_FWD, .ta = CUBLAS_OP_T, .tb = CUBLAS_OP_N, .m = out, .n = n,
+                  .k = in, .lda = in, .ldb = in, .ldc = out, .ab = CUDA_R_16BF,
+                  .cd = y_f32 ? CUDA_R_32F : CUDA_R_16BF, .bias = bias};
+}
+
+/* bf16 y with an fp32 bias where the epilogue cannot: fp32 into a
+ * stream-ordered temporary, then rounded to bf16. */
+static pp_status forward_via_f32(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, int n,
+                                 int in, int out, const uint16_t *x, const uint16_t *w,
+                                 const float *bias, uint16_t *y, pp_error *err)
+{
+    const int64_t total = (int64_t)n * out;
+    float *tmp;
+    const size_t bytes = (size_t)total * sizeof *tmp;
+    PP_TRY(pp_cuda_scratch_alloc(ex, bytes, (void **)&tmp, err));
+    pp_status s;
+    lt_gemm g = fwd_gemm(n, in, out, true, true);
+    s = gemm(ex, ce, c, &g, w, x, tmp, bias, 0.0f, err);
+    if (s == PP_OK)
+        s = PP_CUDA(ex->dev, err,
+                    pp_cuda_launch_bf16_from_f32(ce->stream, pp_cuda_grid(ex, total, PP_CUDA_BLOCK),
+                                                 total, tmp, y));
+    pp_cuda_scratch_free(ex, tmp, bytes);
+    return s;
+}
+
+pp_status pp_cuda_lt_linear_forward(pp_exec *ex, int n, int in, int out, const uint16_t *x,
+                                    const uint16_t *w, const float *bias, void *y, bool y_f32,
+                                    pp_error *err)
+{
+    pp_cuda_exec *ce = NULL;
+    pp_cuda_lt_cache *c = NULL;
+    PP_TRY(begin(ex, n, in, out, &ce, &c, err));
+    if (n == 0 || out == 0) return PP_OK;
+    if (in == 0)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: cuBLASLt linear forward with in = 0",
+                            ex->dev->name);
+    lt_gemm g = fwd_gemm(n, in, out, bias != NULL, y_f32);
+    pp_error first;
+    pp_status s = gemm(ex, ce, c, &g, w, x, y, bias, 0.0f, &first);
+    if (s == PP_ERR_UNSUPPORTED && bias && !y_f32) {
+        pp_error second;
+        s = forward_via_f32(ex, ce, c, n, in, out, x, w, bias, y, &second);
+        if (s == PP_ERR_UNSUPPORTED)
+            return pp_error_set(err, s, "%s; and through fp32: %s", first.msg, second.msg);
+        if (s != PP_OK && err) *err = second;
+        return s;
+    }
+    if (s != PP_OK && err) *err = first;
+    return s;
+}
+
+/* ---- backward ----------------------------------------------------------------------- */
+
+/* ones holds at least n bf16 ones. */
+static pp_status ones_for(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, int64_t n,
+                          pp_error *err)
+{
+    if (c->n_ones >= n) return PP_OK;
+    const size_t bytes = (size_t)n * sizeof(uint16_t);
+    uint16_t *host = malloc(bytes);
+    if (!host) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", ex->dev->name);
+    for (int64_t i = 0; i < n; i++) host[i] = 0x3f80; /* bf16 1.0 */
+    void *dev_ones;
+    pp_status s = pp_device_alloc(ex->dev, bytes, &dev_ones, err);
+    if (s == PP_OK) {
+        s = PP_CUDA(ex->dev, err,
+                    cudaMemcpyAsync(dev_ones, host, bytes, cudaMemcpyHostToDevice, ce->stream));
+        /* host is freed next; the old vector may still be read by queued work */
+        pp_status w = PP_CUDA(ex->dev, s == PP_OK ? err : NULL, cudaStreamSynchronize(ce->stream));
+        if (s == PP_OK) s = w;
+        if (s != PP_OK) pp_device_free(ex->dev, dev_ones, bytes);
+    }
+    free(host);
+    if (s != PP_OK) return s;
+    if (c->ones) pp_device_free(ex->dev, c->ones, (size_t)c->n_ones * sizeof *c->ones);
+    c->ones = dev_ones;
+    c->n_ones = n;
+    ex->ws_gen++; /* graphs captured with the old vector must not be replayed */
+    return PP_OK;
+}
+
+pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const uint16_t *x,
+                                     const uint16_t *w, const uint16_t *dy, uint16_t *dx,
+                                     float *dw, float *db, pp_error *err)
+{
+    pp_cuda_exec *ce = NULL;
+    pp_cuda_lt_cache *c = NULL;
+    PP_TRY(begin(ex, n, in, out, &ce, &c, err));
+    if (n == 0 || out == 0) return PP_OK; /* dx is empty or sums nothing; dw, db unchanged */
+    lt_gemm gx = {.kind = LT_DX, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_N, .m = in, .n = n,
+                  .k = out, .lda = in, .ldb = out, .ldc = in, .ab = CUDA_R_16BF,
+                  .cd = CUDA_R_16BF};
+    lt_gemm gw = {.kind = LT_DW, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_T, .m = in, .n = out,
+                  .k = n, .lda = in, .ldb = out, .ldc = in, .ab = CUDA_R_16BF,
+                  .cd = CUDA_R_32F};
+    lt_gemm gb = {.kind = LT_DB, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_N, .m = out, .n = 1,
+                  .k = n, .lda = out, .ldb = n, .ldc = out, .ab = CUDA_R_16BF,
+                  .cd = CUDA_R_32F};
+    const bool run_x = dx && in > 0, run_w = dw && in > 0, run_b = db != NULL;
+    /* Every GEMM's algorithm first: a refusal (PP_ERR_UNSUPPORTED, the caller
+     * then runs the whole op another way) must come before dw or db has been
+     * accumulated into, or the other way would add it twice. */
+    lt_entry *e;
+    if (run_b) PP_TRY(ones_for(ex, ce, c, n, err));
+    if (run_x) PP_TRY(gemm_entry(ex, c, &gx, w, dy, dx, &e, err));
+    if (run_w) PP_TRY(gemm_entry(ex, c, &gw, x, dy, dw, &e, err));
+    if (run_b) PP_TRY(gemm_entry(ex, c, &gb, dy, c->ones, db, &e, err));
+    if (run_x) PP_TRY(gemm(ex, ce, c, &gx, w, dy, dx, NULL, 0.0f, err));
+    pp_status s = PP_OK;
+    bool added = false;
+    if (run_w) {
+        s = gemm(ex, ce, c, &gw, x, dy, dw, NULL, 1.0f, err);
+        added = s == PP_OK;
+    }
+    if (s == PP_OK && run_b) s = gemm(ex, ce, c, &gb, dy, c->ones, db, NULL, 1.0f, err);
+    if (s == PP_ERR_UNSUPPORTED && added) { /* refused at launch, after dw was added to */
+        if (err) {
+            pp_error_prefix(err, "linear backward: dw was accumulated already, no other way "
+                                 "can finish it");
+            err->code = PP_ERR_BACKEND;
+        }
+        return PP_ERR_BACKEND;
+    }
+    return s;
+}

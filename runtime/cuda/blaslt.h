@@ -1,0 +1,50 @@
+/*
+ * blaslt.h - the fully connected layer in bf16 through cuBLASLt, with
+ * fp32 accumulation (compute type CUBLAS_COMPUTE_32F, scale type fp32).
+ *
+ * Shapes (row-major, as ops.h): x (n, in), w (out, in), y and dy (n, out),
+ * bias, db (out), dx (n, in), dw (out, in). bf16 tensors are uint16_t bit
+ * patterns. All pointers are device memory of ex's device; work is enqueued
+ * on ex's stream.
+ *
+ * Per exec, each GEMM shape (kind, m, n, k and the pointers' alignments up to
+ * 256 bytes) gets its descriptors and cuBLASLt's first heuristic algorithm
+ * within PP_LT_WS_MAX of workspace at its first use; later calls only look
+ * them up. The workspace comes from pp_exec_workspace. The ones vector of the
+ * bias gradient (n bf16 ones) is allocated and filled at the first call of a
+ * larger n, which synchronises the stream then.
+ *
+ * Thread safety: as every op, one exec is used by one thread at a time.
+ */
+#ifndef PP_CUDA_BLASLT_H
+#define PP_CUDA_BLASLT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/core/exec.h"
+
+/* Workspace one cuBLASLt GEMM may use. */
+#define PP_LT_WS_MAX ((size_t)32 << 20)
+
+/* y = x w^T + bias: y is bf16 (uint16_t) or, with y_f32, fp32 (float). bias
+ * (fp32) is added in the GEMM's epilogue; NULL for none. Where cuBLASLt has
+ * no bf16-output kernel with an fp32 bias, the GEMM writes fp32 into a
+ * stream-ordered temporary that is then rounded to bf16 (the same result).
+ * PP_ERR_UNSUPPORTED when cuBLASLt has no algorithm for the shape. */
+pp_status pp_cuda_lt_linear_forward(pp_exec *ex, int n, int in, int out, const uint16_t *x,
+                                    const uint16_t *w, const float *bias, void *y, bool y_f32,
+                                    pp_error *err);
+
+/* From bf16 x, w and dy: dx = dy w (bf16, overwritten; NULL: not computed),
+ * dw += dy^T x (fp32; NULL: not computed), db += the column sums of dy
+ * (fp32; NULL: not computed). The sums accumulate in fp32. */
+pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const uint16_t *x,
+                                     const uint16_t *w, const uint16_t *dy, uint16_t *dx,
+                                     float *dw, float *db, pp_error *err);
+
+/* Releases ex's cuBLASLt handle, descriptors and ones vector (the exec's
+ * destroy calls it). Safe to call more than once. */
+void pp_cuda_lt_cache_free(pp_exec *ex);
+
+#endif

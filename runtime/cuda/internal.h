@@ -1,0 +1,218 @@
+/*
+ * internal.h - state and the error-check macro shared by the CUDA
+ * backend's C files in runtime/cuda and by streams/stream_cuda.c.
+ *
+ * Every CUDA runtime, cuDNN and cuBLAS call goes through PP_CUDA, which turns
+ * a failure into a pp_status (PP_ERR_OOM for out-of-memory codes,
+ * PP_ERR_BACKEND otherwise) and a message naming the call, the device, the
+ * library's error name, file and line. Kernel launchers in kernels.cu
+ * return cudaGetLastError() so launches are checked the same way.
+ *
+ * State: pp_cuda_device (dev->backend) is created by device_init and lives
+ * until device_destroy; pp_cuda_exec (ex->backend_state) belongs to one exec,
+ * which belongs to one stream, so it is never used by two threads at once.
+ */
+#ifndef PP_CUDA_INTERNAL_H
+#define PP_CUDA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "algo_cache.h"
+#include "runtime/core/backend.h"
+
+typedef struct pp_cuda_device {
+    int ordinal;          /* CUDA device ordinal (== dev->id.index) */
+    int sm_count;         /* multiprocessors, for sizing grids */
+    cudaMemPool_t pool;   /* the device's default pool, release threshold UINT64_MAX */
+    cudaStream_t stream;  /* private non-blocking stream: device-level allocations and
+                             synchronous copies, and execs made without a native stream */
+    char gpu_name[PP_ALGO_GPU_MAX]; /* cudaDeviceProp.name, for the algorithm cache */
+    int cudnn_version;    /* cudnnGetVersion() */
+    bool find;            /* measure convolution algorithms (PP_CUDNN_FIND, default on) */
+    pp_algo_cache algos;  /* the algorithms chosen on this device, shared by its execs;
+                             file from PP_CUDNN_CACHE */
+    /* The device's time anchor (streams/stream_cuda.c): an event whose
+     * completion the host saw when it happened (a synchronize that waited
+     * for it), with that host time; every stream of the device reads its
+     * timing events against it. Owned by a stream (anchor_owner), valid
+     * while that stream's synchronize count is anchor_gen. Under anchor_mu. */
+    pthread_mutex_t anchor_mu;
+    const void *anchor_owner;
+    uint64_t anchor_gen;
+    cudaEvent_t anchor_ev;
+    int64_t anchor_ns;
+} pp_cuda_device;
+
+/* The algorithm of one direction of a convolution plan. */
+typedef struct pp_cuda_conv_algo {
+    bool have;            /* chosen */
+    int algo;             /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
+    cudnnMathType_t math; /* what the descriptor is set to when it runs */
+    size_t ws;            /* workspace bytes */
+} pp_cuda_conv_algo;
+
+/* One cached convolution geometry: descriptors and the algorithm of each
+ * direction, chosen at its first use. */
+typedef struct pp_cuda_conv_plan {
+    pp_conv2d_desc key;
+    int math;             /* the device's pp_math_mode when the plan was made */
+    cudnnTensorDescriptor_t x_desc, y_desc;
+    cudnnFilterDescriptor_t w_desc;
+    cudnnConvolutionDescriptor_t conv_desc;
+    cudnnMathType_t desc_math;   /* the math type conv_desc holds now */
+    pp_cuda_conv_algo algo[3];   /* by pp_algo_dir */
+} pp_cuda_conv_plan;
+
+/* One cached 4-D f32 tensor descriptor (batch norm, pooling). */
+typedef struct pp_cuda_tensor_desc {
+    int n, c, h, w;
+    cudnnTensorDescriptor_t desc;
+} pp_cuda_tensor_desc;
+
+typedef struct pp_cuda_pool_plan {
+    int kernel, stride, pad;
+    cudnnPoolingDescriptor_t desc;
+} pp_cuda_pool_plan;
+
+/* Graph-API convolution plans (gconv.c) and cuBLASLt state
+ * (blaslt.c) of one exec, made at first use. */
+typedef struct pp_cuda_gconv_cache pp_cuda_gconv_cache;
+typedef struct pp_cuda_lt_cache pp_cuda_lt_cache;
+
+typedef struct pp_cuda_exec {
+    cudaStream_t stream;    /* ex->native_stream, or the device's private stream */
+    cudnnHandle_t dnn;      /* created on first use, bound to stream */
+    cublasHandle_t blas;    /* created on first use, bound to stream */
+    void *blas_ws;          /* (PP_CUDA_BLAS_WS bytes) the workspace blas is given, so that
+                               cuBLAS allocates nothing itself (graph capture forbids it) */
+    int blas_math;          /* the pp_math_mode blas is set to (-1: not yet) */
+    pp_cuda_conv_plan *conv;     /* grows on new shapes (first step only) */
+    int n_conv, cap_conv;
+    pp_cuda_tensor_desc *tdesc;
+    int n_tdesc, cap_tdesc;
+    pp_cuda_pool_plan *pool;
+    int n_pool, cap_pool;
+    pp_cuda_gconv_cache *gconv;  /* NULL until the first graph convolution */
+    pp_cuda_lt_cache *lt;        /* NULL until the first cuBLASLt call */
+} pp_cuda_exec;
+
+/* cuBLAS workspace per handle: what cuBLAS asks for on Hopper (32 MiB). */
+#define PP_CUDA_BLAS_WS ((size_t)32 << 20)
+
+/* ---- checking ------------------------------------------------------------- */
+
+pp_status pp_cuda_fail_rt(cudaError_t code, const char *call, const char *file, int line,
+                          const pp_device_ctx *dev, pp_error *err);
+pp_status pp_cuda_fail_dnn(cudnnStatus_t code, const char *call, const char *file, int line,
+                           const pp_device_ctx *dev, pp_error *err);
+pp_status pp_cuda_fail_blas(cublasStatus_t code, const char *call, const char *file, int line,
+                            const pp_device_ctx *dev, pp_error *err);
+
+static inline pp_status pp_cuda_status_rt(cudaError_t code, const char *call, const char *file,
+                                          int line, const pp_device_ctx *dev, pp_error *err)
+{
+    return code == cudaSuccess ? PP_OK : pp_cuda_fail_rt(code, call, file, line, dev, err);
+}
+
+static inline pp_status pp_cuda_status_dnn(cudnnStatus_t code, const char *call, const char *file,
+                                           int line, const pp_device_ctx *dev, pp_error *err)
+{
+    return code == CUDNN_STATUS_SUCCESS ? PP_OK
+                                        : pp_cuda_fail_dnn(code, call, file, line, dev, err);
+}
+
+static inline pp_status pp_cuda_status_blas(cublasStatus_t code, const char *call,
+                                            const char *file, int line, const pp_device_ctx *dev,
+                                            pp_error *err)
+{
+    return code == CUBLAS_STATUS_SUCCESS ? PP_OK
+                                         : pp_cuda_fail_blas(code, call, file, line, dev, err);
+}
+
+/* PP_CUDA(dev, err, call): evaluates call (a cudaError_t, cudnnStatus_t or
+ * cublasStatus_t) and yields PP_OK or the failure status with err filled.
+ * dev (may be NULL) names the device in the message. */
+#define PP_CUDA(dev, err, call)                                                           \
+    _Generic((call), cudaError_t: pp_cuda_status_rt, cudnnStatus_t: pp_cuda_status_dnn, \
+             cublasStatus_t: pp_cuda_status_blas)((call), #call, __FILE__, __LINE__, (dev), (err))
+
+/* ---- shared helpers (backend.c) -------------------------------------- */
+
+static inline pp_cuda_device *pp_cuda_dev(const pp_device_ctx *dev)
+{
+    return (pp_cuda_device *)dev->backend;
+}
+
+static inline pp_cuda_exec *pp_cuda_ex(const pp_exec *ex)
+{
+    return (pp_cuda_exec *)ex->backend_state;
+}
+
+/* Makes dev the calling thread's current CUDA device. */
+pp_status pp_cuda_set_device(const pp_device_ctx *dev, pp_error *err);
+
+/* Makes ex's device current and returns its state; creates the cuDNN (need_dnn)
+ * and cuBLAS (need_blas) handles on first use, bound to the exec's stream. */
+pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_exec **out,
+                             pp_error *err);
+
+/* The most blocks a grid-stride kernel is given (16 per multiprocessor). */
+/* Temporary device memory in ex's stream order, counted in the device's
+ * memory (its cap holds for it); bytes == 0 gives NULL. Free it with
+ * pp_cuda_scratch_free (same bytes) in the same stream order: the memory is
+ * reused only after the work enqueued before the free. NULL is a no-op. */
+pp_status pp_cuda_scratch_alloc(pp_exec *ex, size_t bytes, void **p, pp_error *err);
+void pp_cuda_scratch_free(pp_exec *ex, void *p, size_t bytes);
+
+unsigned pp_cuda_max_grid(const pp_exec *ex);
+/* Grid size for n elements with block threads, for grid-stride kernels. */
+unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block);
+
+/* ---- cuDNN / cuBLAS ops (dnn.c, blas.c) ---------------------------- */
+
+pp_status pp_cuda_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
+                                 const float *w, float *y, pp_error *err);
+pp_status pp_cuda_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
+                                       const float *w, float *dx, pp_error *err);
+pp_status pp_cuda_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d,
+                                                  const float *dy, const float *w, float *dx,
+                                                  pp_error *err);
+pp_status pp_cuda_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
+                                         const float *dy, float *dw, pp_error *err);
+pp_status pp_cuda_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const float *x,
+                                          const float *gamma, const float *beta,
+                                          float *running_mean, float *running_var, float *y,
+                                          float *save_mean, float *save_invstd, pp_error *err);
+pp_status pp_cuda_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const float *x,
+                                          const float *gamma, const float *beta,
+                                          const float *running_mean, const float *running_var,
+                                          float *y, pp_error *err);
+pp_status pp_cuda_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const float *x,
+                                     const float *dy, const float *gamma, const float *save_mean,
+                                     const float *save_invstd, float *dx, float *dgamma,
+                                     float *dbeta, pp_error *err);
+pp_status pp_cuda_maxpool_forward(pp_exec *ex, const pp_pool_desc *d, const float *x, float *y,
+                                  int32_t *idx, pp_error *err);
+pp_status pp_cuda_maxpool_backward(pp_exec *ex, const pp_pool_desc *d, const float *x,
+                                   const float *y, const float *dy, const int32_t *idx, float *dx,
+                                   pp_error *err);
+/* The native entry and the layout transposes (native.c, backend.h). */
+pp_status pp_cuda_native(pp_exec *ex, pp_native_op op, const void *desc, pp_tensor *const *t,
+                         pp_error *err);
+pp_status pp_cuda_transpose(pp_exec *ex, int64_t n, int64_t rows, int64_t cols, size_t elem,
+                            const void *x, void *y, pp_error *err);
+/* Releases the descriptor caches of an exec (dnn.c). */
+void pp_cuda_dnn_cache_free(pp_exec *ex);
+
+pp_status pp_cuda_linear_forward(pp_exec *ex, int n, int in, int out, const float *x,
+                                 const float *w, const float *b, float *y, pp_error *err);
+pp_status pp_cuda_linear_backward(pp_exec *ex, int n, int in, int out, const float *x,
+                                  const float *w, const float *dy, float *dx, float *dw,
+                                  float *db, pp_error *err);
+
+#endif

@@ -1,0 +1,135 @@
+/*
+ * kernels.h - launchers of the backend's own CUDA kernels (kernels.cu).
+ *
+ * Each launcher enqueues its kernel on stream (on the calling thread's current
+ * device) and returns cudaGetLastError(), to be checked with PP_CUDA. Shapes
+ * and contracts are those of runtime/core/ops.h; pointers are device memory.
+ * grid is the number of blocks for grid-stride kernels (pp_cuda_grid).
+ */
+#ifndef PP_CUDA_KERNELS_H
+#define PP_CUDA_KERNELS_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PP_CUDA_BLOCK 256
+
+/* The elementwise ops, y[i] = op(a[i], b[i]) over n elements (b unused by
+ * the unary ops); y may alias a or b. */
+typedef enum pp_cuda_ew_kind {
+    PP_CUDA_EW_RELU,          /* y = max(a, 0) */
+    PP_CUDA_EW_RELU_BACKWARD, /* y = a > 0 ? b : 0 (a: the forward output, b: its gradient) */
+    PP_CUDA_EW_SIGMOID,       /* y = 1 / (1 + exp(-a)) */
+    PP_CUDA_EW_SIGMOID_BACKWARD, /* y = b * (1 - a) * a (a: the forward output, b: its gradient) */
+    PP_CUDA_EW_ADD,           /* y = a + b (accumulate: a = x, b = y) */
+    PP_CUDA_EW_ADD_RELU,      /* y = max(a + b, 0), the sum rounded first as pp_add does */
+} pp_cuda_ew_kind;
+
+/* One launch of at most max_grid blocks. When a, b and y are 16-byte aligned,
+ * the kernel moves float4s (n / 4 of them, then the n % 4 last elements one
+ * by one); otherwise single floats. Each element is computed alone and the
+ * same way on both paths, so results do not depend on which runs. */
+cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cuda_ew_kind kind,
+                                       int64_t n, const float *a, const float *b, float *y);
+/* y = bf16 of x (nearest, ties to even; NaN quiet: pp_bf16_from_f32's bits) and
+ * back (exact), n elements as raw 16-bit patterns */
+cudaError_t pp_cuda_launch_bf16_from_f32(cudaStream_t s, unsigned grid, int64_t n, const float *x,
+                                         uint16_t *y);
+cudaError_t pp_cuda_launch_f32_from_bf16(cudaStream_t s, unsigned grid, int64_t n,
+                                         const uint16_t *x, float *y);
+/* y (rows, cols) += b (cols) broadcast over rows */
+cudaError_t pp_cuda_launch_bias_add(cudaStream_t s, unsigned grid, int64_t rows, int64_t cols,
+                                    const float *b, float *y);
+/* db (cols) += sum over rows of dy (rows, cols), rows summed in order */
+cudaError_t pp_cuda_launch_bias_backward(cudaStream_t s, int64_t rows, int64_t cols,
+                                         const float *dy, float *db);
+/* y (n, c, hw) += b (c) */
+cudaError_t pp_cuda_launch_channel_bias_add(cudaStream_t s, unsigned grid, int64_t n, int64_t c,
+                                           int64_t hw, const float *b, float *y);
+/* db (c) += sum over n and hw of dy (n, c, hw); one block per channel, in a
+ * fixed order */
+cudaError_t pp_cuda_launch_channel_bias_backward(cudaStream_t s, int64_t n, int64_t c, int64_t hw,
+                                                 const float *dy, float *db);
+/* Window average pooling (count_include_pad) over planes of h x w into p x q. */
+typedef struct pp_cuda_pool_geom {
+    int planes, h, w, p, q, kernel, stride, pad;
+} pp_cuda_pool_geom;
+cudaError_t pp_cuda_launch_avgpool2d_forward(cudaStream_t s, unsigned grid, pp_cuda_pool_geom g,
+                                             const float *x, float *y);
+/* dx fully written: each input gathers the windows covering it */
+cudaError_t pp_cuda_launch_avgpool2d_backward(cudaStream_t s, unsigned grid, pp_cuda_pool_geom g,
+                                              const float *dy, float *dx);
+/* y[p] = mean of x[p*hw .. p*hw+hw) */
+cudaError_t pp_cuda_launch_avgpool_forward(cudaStream_t s, int64_t planes, int64_t hw,
+                                           const float *x, float *y);
+/* dx[i] = dy[i / hw] / hw */
+cudaError_t pp_cuda_launch_avgpool_backward(cudaStream_t s, unsigned grid, int64_t planes,
+                                            int64_t hw, const float *dy, float *dx);
+/* Softmax cross-entropy. row_loss (n doubles) and row_correct (n ints) are
+ * scratch; loss/correct get the in-order sums (correct = -1 if a label was
+ * outside [0, classes)). */
+cudaError_t pp_cuda_launch_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
+                                        const int32_t *labels, float divisor, double *row_loss,
+                                        int32_t *row_correct, float *loss, int32_t *correct,
+                                        float *dlogits);
+/* Multi-tensor launches cut their tensors into tiles of PP_CUDA_MULTI_TILE
+ * elements (bytes for zeroing); block b takes tiles b, b + gridDim.x, ...
+ * and finds a tile's tensor by binary search over first_tile. The tensor list
+ * is passed by value as the kernel's parameter (no host-to-device upload, so
+ * a launch can be captured in a CUDA graph), and each list stays under 4 KiB
+ * with the other parameters, the kernel-parameter limit of every toolchain. */
+#define PP_CUDA_MULTI_TILE 4096
+
+/* torch.optim.SGD on up to PP_CUDA_SGD_MULTI tensors of one step. */
+#define PP_CUDA_SGD_MULTI 96
+typedef struct pp_cuda_sgd_list {
+    float *param[PP_CUDA_SGD_MULTI];
+    const float *grad[PP_CUDA_SGD_MULTI];
+    float *buf[PP_CUDA_SGD_MULTI];       /* NULL entries when momentum is 0 */
+    int64_t n[PP_CUDA_SGD_MULTI];        /* elements, > 0 */
+    int32_t first_tile[PP_CUDA_SGD_MULTI]; /* tiles of the tensors before this one */
+    int32_t count, tiles;                /* tensors in the list, tiles in all */
+} pp_cuda_sgd_list;
+
+/* Zeroing up to PP_CUDA_ZERO_MULTI buffers of any dtype, in tiles of
+ * PP_CUDA_ZERO_TILE_BYTES. */
+#define PP_CUDA_ZERO_MULTI 192
+#define PP_CUDA_ZERO_TILE_BYTES ((int64_t)4 * PP_CUDA_MULTI_TILE)
+typedef struct pp_cuda_zero_list {
+    void *ptr[PP_CUDA_ZERO_MULTI];
+    int64_t bytes[PP_CUDA_ZERO_MULTI];     /* > 0 */
+    int32_t first_tile[PP_CUDA_ZERO_MULTI];
+    int32_t count, tiles;
+} pp_cuda_zero_list;
+
+/* torch.optim.SGD on n elements (see pp_sgd_update); momentum_buf NULL when
+ * momentum == 0. Products and sums are rounded one at a time, never fused
+ * into FMAs, in runtime/cpu/sgd.c's order: the results equal the CPU
+ * backend's bit for bit. */
+cudaError_t pp_cuda_launch_sgd(cudaStream_t s, unsigned grid, int64_t n, float lr, float momentum,
+                               float weight_decay, int nesterov, int first_step, float *param,
+                               const float *grad, float *momentum_buf);
+/* The same step on every tensor of list in one launch of min(tiles, max_grid)
+ * blocks: float4 loads and stores on a tensor whose param, grad and buf are
+ * 16-byte aligned (its last n % 4 elements one by one), single floats
+ * otherwise; the arithmetic of pp_cuda_launch_sgd on both paths. */
+cudaError_t pp_cuda_launch_sgd_multi(cudaStream_t s, unsigned max_grid,
+                                     const pp_cuda_sgd_list *list, float lr, float momentum,
+                                     float weight_decay, int nesterov, int first_step);
+/* Zeroes every buffer of list in one launch of min(tiles, max_grid) blocks
+ * (16-byte stores between the unaligned head and tail bytes of a tile). */
+cudaError_t pp_cuda_launch_zero_multi(cudaStream_t s, unsigned max_grid,
+                                      const pp_cuda_zero_list *list);
+/* Occupies the stream for ns nanoseconds of GPU time (one thread spinning on
+ * %globaltimer). */
+cudaError_t pp_cuda_launch_delay(cudaStream_t s, uint64_t ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

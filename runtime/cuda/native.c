@@ -1,0 +1,297 @@
+/*
+ * native.c - the CUDA backend's native entry (backend.h): ops on bf16
+ * operands and NHWC layouts: convolutions through cuDNN's graph API
+ * (gconv.c; the stem's 3 input channels padded to 8), the linear layer
+ * through cuBLASLt (blaslt.c), batch norm, pooling and elementwise ops
+ * by nhwc.cu's kernels; and the layout transposes. Combinations it does not run return PP_ERR_UNSUPPORTED so that
+ * ops.c converts the operands to f32 NCHW (ops_adapt.c) and calls the f32
+ * entries.
+ *
+ * Memory order: a 4-D tensor is in NHWC order when its layout says so, or
+ * when both orders coincide (H = W = 1, or C = 1); the kernels need that
+ * order, whatever the layout field.
+ */
+#include "blaslt.h"
+#include "gconv.h"
+#include "internal.h"
+#include "nhwc.h"
+
+static bool bf16(const pp_tensor *t)
+{
+    return t && t->dtype == PP_BF16;
+}
+
+static bool nhwc_order(const pp_tensor *t)
+{
+    return t && t->ndim == 4 &&
+           (t->layout == PP_NHWC || t->shape[1] == 1 || t->shape[2] * t->shape[3] == 1);
+}
+
+/* every tensor bf16 in NHWC order */
+static bool bf16_nhwc(int n, pp_tensor *const *t)
+{
+    for (int i = 0; i < n; i++)
+        if (!bf16(t[i]) || !nhwc_order(t[i])) return false;
+    return true;
+}
+
+static pp_status declined(pp_native_op op, pp_error *err)
+{
+    return pp_error_set(err, PP_ERR_UNSUPPORTED, "cuda: no native kernel for op %d here", (int)op);
+}
+
+pp_status pp_cuda_transpose(pp_exec *ex, int64_t n, int64_t rows, int64_t cols, size_t elem,
+                            const void *x, void *y, pp_error *err)
+{
+    if (elem != 2 && elem != 4)
+        return pp_error_set(err, PP_ERR_INVALID, "transpose: %zu-byte elements", elem);
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    return PP_CUDA(ex->dev, err, pp_cuda_launch_transpose(ce->stream, n, rows, cols, elem, x, y));
+}
+
+static pp_status elementwise(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_bf16_ew kind,
+                             const pp_tensor *a, const pp_tensor *b, pp_tensor *y, pp_error *err)
+{
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_bf16_elementwise(ce->stream, pp_cuda_max_grid(ex), kind,
+                                                   pp_tensor_numel(a), a->data,
+                                                   b ? b->data : NULL, y->data));
+}
+
+/* The batch norms: plain (BN_TRAIN, BN_INFER, BN_BACKWARD) and fused
+ * (BN_ACT: + add, ReLU; BN_BACKWARD_RELU), each as the kernels' passes. */
+static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const void *desc,
+                           pp_tensor *const *t, pp_error *err)
+{
+    const pp_bn_act_desc plain = {op == PP_NATIVE_BN_ACT ? ((const pp_bn_act_desc *)desc)->bn
+                                                         : *(const pp_bn_desc *)desc,
+                                  op != PP_NATIVE_BN_INFER, false};
+    const pp_bn_act_desc *a = op == PP_NATIVE_BN_ACT ? desc : &plain;
+    const pp_bn_desc *d = &a->bn;
+    const int64_t rows = (int64_t)d->n * d->h * d->w;
+    const size_t s_bytes = pp_cuda_bn_scratch_floats(rows, d->c) * sizeof(float);
+    void *s = NULL;
+    PP_TRY(pp_cuda_scratch_alloc(ex, s_bytes, &s, err));
+    const unsigned g = pp_cuda_max_grid(ex);
+    cudaError_t rc;
+    switch (op) {
+    case PP_NATIVE_BN_TRAIN: /* x, gamma, beta, rmean, rvar, y, smean, sinvstd */
+        rc = pp_cuda_launch_bn_train_nhwc(ce->stream, g, rows, d->c, d->eps, d->momentum,
+                                          t[0]->data, t[1]->data, t[2]->data, t[3]->data,
+                                          t[4]->data, NULL, false, t[5]->data, t[6]->data,
+                                          t[7]->data, s);
+        break;
+    case PP_NATIVE_BN_INFER: /* x, gamma, beta, rmean, rvar, y */
+        rc = pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps, t[0]->data,
+                                          t[1]->data, t[2]->data, t[3]->data, t[4]->data, NULL,
+                                          false, t[5]->data, s);
+        break;
+    case PP_NATIVE_BN_ACT: /* x, gamma, beta, rmean, rvar, add, y, smean, sinvstd */
+        rc = a->train ? pp_cuda_launch_bn_train_nhwc(
+                            ce->stream, g, rows, d->c, d->eps, d->momentum, t[0]->data,
+                            t[1]->data, t[2]->data, t[3]->data, t[4]->data,
+                            t[5] ? t[5]->data : NULL, a->relu, t[6]->data, t[7]->data,
+                            t[8]->data, s)
+                      : pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps,
+                                                     t[0]->data, t[1]->data, t[2]->data,
+                                                     t[3]->data, t[4]->data,
+                                                     t[5] ? t[5]->data : NULL, a->relu,
+                                                     t[6]->data, s);
+        break;
+    case PP_NATIVE_BN_BACKWARD: /* x, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+        rc = pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data, t[1]->data,
+                                             NULL, t[2]->data, t[3]->data, t[4]->data,
+                                             t[5]->data, t[6]->data, t[7]->data, s);
+        break;
+    default: /* BN_BACKWARD_RELU: x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+        rc = pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data, t[2]->data,
+                                             t[1]->data, t[3]->data, t[4]->data, t[5]->data,
+                                             t[6]->data, t[7]->data, t[8]->data, s);
+        break;
+    }
+    pp_status st = PP_CUDA(ex->dev, err, rc);
+    pp_cuda_scratch_free(ex, s, s_bytes);
+    return st;
+}
+
+static pp_cuda_pool_geom4 geom(const pp_pool_desc *d)
+{
+    return (pp_cuda_pool_geom4){d->n, d->c, d->h, d->w, d->p, d->q, d->kernel, d->stride, d->pad};
+}
+
+/* ---- convolutions through the graph API (gconv.c) ---------------------------- */
+
+static bool aligned16(const void *p)
+{
+    return (uintptr_t)p % 16 == 0;
+}
+
+/* Channels the stem's input is padded to: cuDNN's bf16 NHWC engines want
+ * C % 8 == 0 (tensor-core loads of 16 bytes). */
+static int padded_channels(int c)
+{
+    return (c + 7) / 8 * 8;
+}
+
+/* a bf16 NHWC weight (K, R, S, C) padded to cp channels, in ex's stream order */
+static pp_status pad(pp_exec *ex, pp_cuda_exec *ce, int64_t rows, int c, int cp, const void *x,
+                     void **out, pp_error *err)
+{
+    PP_TRY(pp_cuda_scratch_alloc(ex, (size_t)rows * cp * 2, out, err));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_pad_channels(ce->stream, pp_cuda_max_grid(ex), rows, c, cp, x,
+                                               *out));
+}
+
+static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_conv2d_desc *d,
+                      pp_tensor *const *t, pp_error *err)
+{
+    pp_conv2d_desc dp = *d;
+    const int cp = padded_channels(d->c);
+    const bool padded = cp != d->c;
+    const size_t x_bytes = (size_t)d->n * d->h * d->w * cp * 2,
+                 w_bytes = (size_t)d->k * d->r * d->s * cp * 2;
+    void *xp = NULL, *wp = NULL, *low = NULL;
+    pp_status st = PP_OK;
+    const unsigned g = pp_cuda_max_grid(ex);
+    dp.c = cp;
+    switch (op) {
+    case PP_NATIVE_CONV_FWD: /* x, w, y */
+        if (!padded)
+            return pp_cuda_gconv(ex, d, PP_GCONV_FWD, PP_BF16, true, t[0]->data, t[1]->data,
+                                 t[2]->data, 1.0f, 0.0f, err);
+        /* the graph API's refusal of an unaligned y, before any padding is enqueued */
+        if (!aligned16(t[2]->data)) return declined(op, err);
+        st = pad(ex, ce, (int64_t)d->n * d->h * d->w, d->c, cp, t[0]->data, &xp, err);
+        if (st == PP_OK)
+            st = pad(ex, ce, (int64_t)d->k * d->r * d->s, d->c, cp, t[1]->data, &wp, err);
+        if (st == PP_OK)
+            st = pp_cuda_gconv(ex, &dp, PP_GCONV_FWD, PP_BF16, true, xp, wp, t[2]->data, 1.0f,
+                               0.0f, err);
+        break;
+    case PP_NATIVE_CONV_DGRAD: /* dy, w, dx */
+    case PP_NATIVE_CONV_DGRAD_ACC:
+        if (padded) return declined(op, err); /* the stem's input gradient: never asked for */
+        return pp_cuda_gconv(ex, d, PP_GCONV_DGRAD, PP_BF16, true, t[0]->data, t[1]->data,
+                             t[2]->data, 1.0f, op == PP_NATIVE_CONV_DGRAD_ACC ? 1.0f : 0.0f, err);
+    default: /* CONV_WGRAD: x, dy, dw (f32 KCRS, +=): a bf16 KRSC gradient, then added */
+        if (padded && !aligned16(t[1]->data)) return declined(op, err);
+        if (padded)
+            st = pad(ex, ce, (int64_t)d->n * d->h * d->w, d->c, cp, t[0]->data, &xp, err);
+        if (st == PP_OK) st = pp_cuda_scratch_alloc(ex, w_bytes, &low, err);
+        if (st == PP_OK)
+            st = pp_cuda_gconv(ex, &dp, PP_GCONV_WGRAD, PP_BF16, true, padded ? xp : t[0]->data,
+                               t[1]->data, low, 1.0f, 0.0f, err);
+        if (st == PP_OK)
+            st = PP_CUDA(ex->dev, err,
+                         pp_cuda_launch_wgrad_add(ce->stream, g, d->k, d->c, d->r * d->s, cp, low,
+                                                  t[2]->data));
+        break;
+    }
+    pp_cuda_scratch_free(ex, xp, x_bytes);
+    pp_cuda_scratch_free(ex, wp, w_bytes);
+    pp_cuda_scratch_free(ex, low, w_bytes);
+    return st;
+}
+
+/* ---- the linear layer through cuBLASLt (blaslt.c) ------------------------------ */
+
+static pp_status linear(pp_exec *ex, pp_native_op op, pp_tensor *const *t, pp_error *err)
+{
+    const pp_tensor *x = t[0], *w = t[1];
+    const int n = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
+    if (op == PP_NATIVE_LINEAR_FWD) /* x, w, b, y */
+        return pp_cuda_lt_linear_forward(ex, n, in, out, x->data, w->data, t[2]->data,
+                                         t[3]->data, t[3]->dtype == PP_F32, err);
+    /* x, w, dy, dx (may be NULL), dw, db */
+    return pp_cuda_lt_linear_backward(ex, n, in, out, x->data, w->data, t[2]->data,
+                                      t[3] ? t[3]->data : NULL, t[4]->data, t[5]->data, err);
+}
+
+/* A convolution's bf16 weight copy in K,R,S,C order (NHWC layout, or orders
+ * that coincide). */
+static bool krsc(const pp_tensor *w)
+{
+    return bf16(w) && w->ndim == 4 &&
+           (w->layout == PP_NHWC || w->shape[1] == 1 || w->shape[2] * w->shape[3] == 1);
+}
+
+/* Whether op on t runs here (the layouts and dtypes its kernels take). */
+static bool supported(pp_native_op op, pp_tensor *const *t)
+{
+    switch (op) {
+    case PP_NATIVE_RELU_FWD:
+    case PP_NATIVE_ACCUMULATE: return bf16(t[0]) && bf16(t[1]);
+    case PP_NATIVE_RELU_BWD:
+    case PP_NATIVE_ADD:
+    case PP_NATIVE_ADD_RELU: return bf16(t[0]) && bf16(t[1]) && bf16(t[2]);
+    case PP_NATIVE_BN_TRAIN:
+    case PP_NATIVE_BN_INFER: return bf16_nhwc(1, t) && bf16_nhwc(1, t + 5);
+    case PP_NATIVE_BN_BACKWARD: return bf16_nhwc(2, t) && bf16_nhwc(1, t + 5);
+    case PP_NATIVE_BN_ACT: return bf16_nhwc(1, t) && (!t[5] || bf16_nhwc(1, t + 5)) &&
+                                  bf16_nhwc(1, t + 6);
+    case PP_NATIVE_BN_BACKWARD_RELU: return bf16_nhwc(3, t) && bf16_nhwc(1, t + 6);
+    case PP_NATIVE_MAXPOOL_FWD: return bf16_nhwc(2, t);
+    case PP_NATIVE_MAXPOOL_BWD: return bf16_nhwc(3, t) && bf16_nhwc(1, t + 4);
+    case PP_NATIVE_AVGPOOL_FWD: return bf16_nhwc(1, t);
+    case PP_NATIVE_AVGPOOL_BWD: return bf16_nhwc(1, t + 1);
+    case PP_NATIVE_CONV_FWD: /* x, w, y */
+    case PP_NATIVE_CONV_DGRAD: /* dy, w, dx */
+    case PP_NATIVE_CONV_DGRAD_ACC: return bf16_nhwc(1, t) && krsc(t[1]) && bf16_nhwc(1, t + 2);
+    case PP_NATIVE_CONV_WGRAD: return bf16_nhwc(2, t); /* x, dy; dw f32 */
+    case PP_NATIVE_LINEAR_FWD: return bf16(t[0]) && bf16(t[1]); /* y bf16 or f32 */
+    case PP_NATIVE_LINEAR_BWD: return bf16(t[0]) && bf16(t[1]) && bf16(t[2]) &&
+                                      (!t[3] || bf16(t[3]));
+    default: return false;
+    }
+}
+
+pp_status pp_cuda_native(pp_exec *ex, pp_native_op op, const void *desc, pp_tensor *const *t,
+                         pp_error *err)
+{
+    if (!supported(op, t)) return declined(op, err);
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    const unsigned g = pp_cuda_max_grid(ex);
+    switch (op) {
+    case PP_NATIVE_RELU_FWD: return elementwise(ex, ce, PP_CUDA_BF16_RELU, t[0], NULL, t[1], err);
+    case PP_NATIVE_RELU_BWD:
+        return elementwise(ex, ce, PP_CUDA_BF16_RELU_BACKWARD, t[0], t[1], t[2], err);
+    case PP_NATIVE_ADD: return elementwise(ex, ce, PP_CUDA_BF16_ADD, t[0], t[1], t[2], err);
+    case PP_NATIVE_ADD_RELU:
+        return elementwise(ex, ce, PP_CUDA_BF16_ADD_RELU, t[0], t[1], t[2], err);
+    case PP_NATIVE_ACCUMULATE: /* y = x + y */
+        return elementwise(ex, ce, PP_CUDA_BF16_ADD, t[0], t[1], t[1], err);
+    case PP_NATIVE_BN_TRAIN:
+    case PP_NATIVE_BN_INFER:
+    case PP_NATIVE_BN_BACKWARD:
+    case PP_NATIVE_BN_ACT:
+    case PP_NATIVE_BN_BACKWARD_RELU: return batchnorm(ex, ce, op, desc, t, err);
+    case PP_NATIVE_MAXPOOL_FWD: /* x, y, idx */
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_maxpool_nhwc(ce->stream, g, geom(desc), t[0]->data,
+                                                   t[1]->data, t[2]->data));
+    case PP_NATIVE_MAXPOOL_BWD: /* x, y, dy, idx, dx */
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_maxpool_backward_nhwc(ce->stream, g, geom(desc), t[2]->data,
+                                                            t[3]->data, t[4]->data));
+    case PP_NATIVE_AVGPOOL_FWD: /* x (N,C,H,W), y (N,C) */
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_gap_nhwc(ce->stream, g, t[0]->shape[0], (int)t[0]->shape[1],
+                                               t[0]->shape[2] * t[0]->shape[3], t[0]->data,
+                                               t[1]->data, bf16(t[1])));
+    case PP_NATIVE_AVGPOOL_BWD: /* dy (N,C), dx (N,C,H,W) */
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_gap_backward_nhwc(
+                           ce->stream, g, t[1]->shape[0], (int)t[1]->shape[1],
+                           t[1]->shape[2] * t[1]->shape[3], t[0]->data, bf16(t[0]), t[1]->data));
+    case PP_NATIVE_CONV_FWD:
+    case PP_NATIVE_CONV_DGRAD:
+    case PP_NATIVE_CONV_DGRAD_ACC:
+    case PP_NATIVE_CONV_WGRAD: return conv(ex, ce, op, desc, t, err);
+    case PP_NATIVE_LINEAR_FWD:
+    case PP_NATIVE_LINEAR_BWD: return linear(ex, op, t, err);
+    default: return declined(op, err);
+    }
+}
