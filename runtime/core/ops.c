@@ -150,10 +150,20 @@ pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *
     return WIDE_RUN(v, DISPATCH(conv2d_backward_data_accumulate, d, dyd, wd, dxd, err));
 }
 
+/* Every batch-norm entry, before any backend runs: statistics over zero
+ * values per channel (an empty micro-batch, or images of no pixel) would
+ * divide by N*H*W = 0, so zero rows are refused here, the same for every
+ * backend (PyTorch refuses them in training too). */
 static pp_status check_bn(pp_exec *ex, const char *op, const pp_bn_desc *d, pp_error *err)
 {
     PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
+    if (d->c > 0 && d->n >= 0 && d->h >= 0 && d->w >= 0 &&
+        (int64_t)d->n * d->h * d->w == 0)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "%s: batch norm over zero values per channel (input %dx%dx%dx%d): "
+                            "an empty micro-batch or an empty image has nothing to normalise",
+                            op, d->n, d->c, d->h, d->w);
     if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || !(d->eps > 0) ||
         !(d->momentum >= 0 && d->momentum <= 1))
         return pp_error_set(err, PP_ERR_INVALID, "%s: bad descriptor", op);

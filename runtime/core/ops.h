@@ -104,6 +104,9 @@ pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const 
                                     const pp_tensor *dy, pp_tensor *dw, pp_error *err);
 
 /* ---- batch norm ---------------------------------------------------------- */
+/* Every batch-norm op refuses (PP_ERR_INVALID, before anything runs) an input
+ * with zero values per channel (N*H*W == 0: an empty micro-batch), on every
+ * backend; training also one with a single value per channel. */
 /* Training: normalises with batch statistics, writes save_mean/save_invstd (C)
  * for backward, and updates running_mean/running_var (C) with momentum, using
  * the unbiased batch variance (N*H*W / (N*H*W - 1)) as PyTorch does. */
