@@ -3,8 +3,9 @@
  * streams with events between them, waits once, and collects the timings.
  *
  * Pass 1 (host, before the clock starts): validate and lower the schedule,
- * ask every stage for its output shapes, size the boundary buffers and the
- * per-lane event pools. Pass 2: enqueue every item in issue order: waits for
+ * ask every stage for its output shapes, size the boundary buffers (a CPU
+ * stage's slots that a CUDA device copies are its page-locked host memory)
+ * and the per-lane event pools. Pass 2: enqueue every item in issue order: waits for
  * its dependencies on other lanes, the work, and an event record if a later
  * item waits for it (the CPU backend folds such a wait-launch-record triple
  * into one queue item); after a stage's last backward, its grads_ready
@@ -36,11 +37,19 @@ pp_stream *pp_executor_stage_stream(pp_executor *ex, int stage)
     return stage >= 0 && stage < ex->S ? ex->lanes[stage] : NULL;
 }
 
-static void free_slots(pp_device_ctx *dev, void **p, int n, size_t bytes)
+/* Slots of dev (counted in its memory); pinned ones are host memory of pin. */
+static void free_slots(pp_device_ctx *dev, pp_device_ctx *pin, void **p, int n, size_t bytes)
 {
     if (!p) return;
-    for (int k = 0; k < n; k++)
-        if (p[k]) pp_device_free(dev, p[k], bytes);
+    for (int k = 0; k < n; k++) {
+        if (!p[k]) continue;
+        if (!pin) {
+            pp_device_free(dev, p[k], bytes);
+            continue;
+        }
+        pp_device_host_free(pin, p[k]);
+        pp_device_unaccount(dev, bytes);
+    }
     free(p);
 }
 
@@ -50,10 +59,10 @@ static void free_buffers(pp_executor *ex)
         for (int b = 0; b < ex->S - 1; b++) {
             boundary_buf *bb = &ex->bufs[b];
             pp_device_ctx *lo = ex->stages[b].dev, *hi = ex->stages[b + 1].dev;
-            free_slots(lo, bb->act_send, ex->slots, bb->bytes);
-            free_slots(hi, bb->act_recv, ex->slots, bb->bytes);
-            free_slots(hi, bb->grad_send, ex->slots, bb->bytes);
-            free_slots(lo, bb->grad_recv, ex->slots, bb->bytes);
+            free_slots(lo, bb->pin[0], bb->act_send, ex->slots, bb->bytes);
+            free_slots(hi, bb->pin[1], bb->act_recv, ex->slots, bb->bytes);
+            free_slots(hi, bb->pin[2], bb->grad_send, ex->slots, bb->bytes);
+            free_slots(lo, bb->pin[3], bb->grad_recv, ex->slots, bb->bytes);
             memset(bb, 0, sizeof *bb);
         }
     }
@@ -245,15 +254,38 @@ static pp_status check_links(const pp_executor *ex, pp_error *err)
 
 /* ---- pass 1: shapes, buffers, events -------------------------------------- */
 
-/* Slots of a side that lives in another process stay NULL. */
-static pp_status alloc_slots(pp_device_ctx *dev, void ***p, int n, size_t bytes, bool here,
-                             pp_error *err)
+/* Slots of a side that lives in another process stay NULL. Pinned slots
+ * (pin set) are pin's host memory, counted in dev's. */
+static pp_status alloc_slots(pp_device_ctx *dev, pp_device_ctx *pin, void ***p, int n,
+                             size_t bytes, bool here, pp_error *err)
 {
     if (!here) return PP_OK;
     *p = calloc((size_t)n, sizeof **p);
     if (!*p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor buffers)");
-    for (int k = 0; k < n; k++) PP_TRY(pp_device_alloc(dev, bytes, &(*p)[k], err));
+    for (int k = 0; k < n; k++) {
+        if (!pin) {
+            PP_TRY(pp_device_alloc(dev, bytes, &(*p)[k], err));
+            continue;
+        }
+        PP_TRY(pp_device_account(dev, bytes, err));
+        pp_status st = pp_device_host_alloc(pin, bytes, &(*p)[k], err);
+        if (st != PP_OK) {
+            pp_device_unaccount(dev, bytes);
+            return st;
+        }
+    }
     return PP_OK;
+}
+
+/* The device that pins a slot of dev whose copies copier's copy stream makes:
+ * a CPU stage's slot copied by another device with host memory of its own
+ * (the CUDA device of a CPU-CUDA boundary: page-locked, so its stream-ordered
+ * copies do not make the host wait); NULL for every other slot. */
+static pp_device_ctx *pin_for(pp_device_ctx *dev, pp_device_ctx *copier)
+{
+    return dev->id.kind == PP_DEVICE_CPU && copier != dev && pp_device_host_pinned(copier)
+               ? copier
+               : NULL;
 }
 
 static pp_status query_shapes(pp_executor *ex, const pp_schedule *s, pp_error *err)
@@ -319,10 +351,20 @@ static pp_status ensure_buffers(pp_executor *ex, int slots, int m, pp_error *err
         if (bb->bytes == 0) bb->bytes = 1;
         pp_device_ctx *lo = ex->stages[b].dev, *hi = ex->stages[b + 1].dev;
         bool lo_here = local(ex, b), hi_here = local(ex, b + 1);
-        pp_status st = alloc_slots(lo, &bb->act_send, n, bb->bytes, lo_here, err);
-        if (st == PP_OK) st = alloc_slots(hi, &bb->act_recv, n, bb->bytes, hi_here, err);
-        if (st == PP_OK) st = alloc_slots(hi, &bb->grad_send, n, bb->bytes, hi_here, err);
-        if (st == PP_OK) st = alloc_slots(lo, &bb->grad_recv, n, bb->bytes, lo_here, err);
+        if (lo_here && hi_here) { /* copied on a copy lane, not sent between processes */
+            pp_device_ctx *act = copy_device(lo, hi), *grad = copy_device(hi, lo);
+            bb->pin[0] = pin_for(lo, act);
+            bb->pin[1] = pin_for(hi, act);
+            bb->pin[2] = pin_for(hi, grad);
+            bb->pin[3] = pin_for(lo, grad);
+        }
+        pp_status st = alloc_slots(lo, bb->pin[0], &bb->act_send, n, bb->bytes, lo_here, err);
+        if (st == PP_OK)
+            st = alloc_slots(hi, bb->pin[1], &bb->act_recv, n, bb->bytes, hi_here, err);
+        if (st == PP_OK)
+            st = alloc_slots(hi, bb->pin[2], &bb->grad_send, n, bb->bytes, hi_here, err);
+        if (st == PP_OK)
+            st = alloc_slots(lo, bb->pin[3], &bb->grad_recv, n, bb->bytes, lo_here, err);
         if (st != PP_OK) {
             free_buffers(ex);
             return st;

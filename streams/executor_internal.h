@@ -16,6 +16,7 @@
 #include "streams/program.h"
 
 #define EXEC_GRAPHS 4 /* keys alive at once: full and partial batch, two input buffer sets each */
+#define EXEC_REGROWS 2 /* captures of a key discarded for a grown workspace before a refusal */
 
 typedef struct lane_events {
     pp_event **ev;
@@ -28,6 +29,10 @@ typedef struct boundary_buf {
     void **act_recv;           /* (slots) on stage b+1's device */
     void **grad_send;          /* (slots) on stage b+1's device */
     void **grad_recv;          /* (slots) on stage b's device */
+    pp_device_ctx *pin[4];     /* per array above, in that order: the device whose host
+                                  memory (pp_device_host_alloc: page-locked on CUDA) holds
+                                  a CPU stage's slots that it copies; NULL: the stage
+                                  device's own memory (pp_device_alloc) */
 } boundary_buf;
 
 typedef struct run_item {
@@ -46,6 +51,7 @@ typedef struct exec_graph {
     unsigned buf_gen;          /* ex->buf_gen when captured */
     unsigned ws_gen;           /* sum of the lanes' exec ws_gen when captured */
     pp_graph *g;               /* NULL: seen once (warm-up), not captured yet */
+    int regrown;               /* captures discarded because a workspace grew in them */
     pp_program prog;
     run_item *items;           /* (prog.n_items) */
     pp_event **item_ev;        /* (prog.n_items) */

@@ -234,6 +234,11 @@ void pp_device_host_free(pp_device_ctx *dev, void *ptr)
         free(ptr);
 }
 
+bool pp_device_host_pinned(const pp_device_ctx *dev)
+{
+    return dev && dev->ops && dev->ops->host_alloc;
+}
+
 void pp_device_reset_peak(pp_device_ctx *dev)
 {
     device_entry *e = entry_of(dev);

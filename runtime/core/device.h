@@ -107,6 +107,9 @@ void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes);
  * and OK; pp_device_host_free(dev, NULL) does nothing. */
 pp_status pp_device_host_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
 void pp_device_host_free(pp_device_ctx *dev, void *ptr);
+/* Whether pp_device_host_alloc gives dev host memory of its own kind (CUDA:
+ * page-locked), rather than plain aligned memory (the CPU). */
+bool pp_device_host_pinned(const pp_device_ctx *dev);
 
 /* Accounting without allocation, for memory a backend hands out itself
  * (stream-ordered pools): account fails with PP_ERR_OOM beyond bytes_limit. */
