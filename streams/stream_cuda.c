@@ -196,21 +196,10 @@ static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, v
  * it is enabled. Already-enabled access counts as success. */
 static bool enable_peer(pp_device_ctx *from, pp_device_ctx *to)
 {
-    int can = 0;
-    int a = from->id.index, b = to->id.index;
-    if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();
-    } else if (PP_CUDA(from, NULL, e) != PP_OK) {
-        return false;
-    }
-    struct cudaMemAccessDesc desc = {.location = {.type = cudaMemLocationTypeDevice, .id = a},
-                                     .flags = cudaMemAccessFlagsProtReadWrite};
-    return PP_CUDA(to, NULL, cudaMemPoolSetAccess(pp_cuda_dev(to)->pool, &desc, 1)) == PP_OK;
+    pp_error e;
+    bool ok = pp_cuda_peer_access(to, from, &e) == PP_OK;
+    (void)cudaGetLastError();
+    return ok;
 }
 
 /* Before a copy between two GPUs on s: enables peer access between s's device

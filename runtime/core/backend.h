@@ -77,6 +77,11 @@ typedef struct pp_backend_ops {
     pp_status (*host_alloc)(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
     void (*host_free)(pp_device_ctx *dev, void *ptr);
 
+    /* optional: lets peer (another device of this backend) read and write dev's
+     * memory, its stream-ordered pool allocations included; PP_ERR_UNSUPPORTED
+     * where the hardware has no path between them; NULL entry: nothing to do */
+    pp_status (*peer_access)(pp_device_ctx *dev, pp_device_ctx *peer, pp_error *err);
+
     /* exec (per-stream) state */
     pp_status (*exec_init)(pp_exec *ex, pp_error *err);
     void (*exec_destroy)(pp_exec *ex);

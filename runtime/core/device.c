@@ -234,6 +234,18 @@ void pp_device_host_free(pp_device_ctx *dev, void *ptr)
         free(ptr);
 }
 
+pp_status pp_device_peer_access(pp_device_ctx *dev, pp_device_ctx *peer, pp_error *err)
+{
+    if (!dev || !peer)
+        return pp_error_set(err, PP_ERR_INVALID, "peer access: device or peer is NULL");
+    if (dev->id.kind != peer->id.kind)
+        return pp_error_set(err, PP_ERR_INVALID, "peer access: %s and %s are of different kinds",
+                            dev->name, peer->name);
+    if (dev == peer || pp_device_id_equal(dev->id, peer->id) || !dev->ops->peer_access)
+        return PP_OK;
+    return dev->ops->peer_access(dev, peer, err);
+}
+
 bool pp_device_host_pinned(const pp_device_ctx *dev)
 {
     return dev && dev->ops && dev->ops->host_alloc;

@@ -107,6 +107,15 @@ void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes);
  * and OK; pp_device_host_free(dev, NULL) does nothing. */
 pp_status pp_device_host_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
 void pp_device_host_free(pp_device_ctx *dev, void *ptr);
+/* Lets the kernels of peer, and the libraries that run on it (NCCL between
+ * devices of one process), read and write dev's memory, stream-ordered pool
+ * allocations included (CUDA: peer access, and the access of dev's memory
+ * pool). A no-op for the same device and for devices of host memory (the
+ * CPU); PP_ERR_UNSUPPORTED where the hardware has no path between the two,
+ * PP_ERR_INVALID for devices of different kinds. May change the calling
+ * thread's current device. */
+pp_status pp_device_peer_access(pp_device_ctx *dev, pp_device_ctx *peer, pp_error *err);
+
 /* Whether pp_device_host_alloc gives dev host memory of its own kind (CUDA:
  * page-locked), rather than plain aligned memory (the CPU). */
 bool pp_device_host_pinned(const pp_device_ctx *dev);

@@ -76,6 +76,28 @@ pp_status pp_cuda_set_device(const pp_device_ctx *dev, pp_error *err)
     return PP_CUDA(dev, err, cudaSetDevice(dev->id.index));
 }
 
+pp_status pp_cuda_peer_access(pp_device_ctx *dev, pp_device_ctx *peer, pp_error *err)
+{
+    if (dev->id.index == peer->id.index) return PP_OK;
+    int can = 0;
+    PP_TRY(PP_CUDA(peer, err, cudaDeviceCanAccessPeer(&can, peer->id.index, dev->id.index)));
+    if (!can)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s cannot reach the memory of %s (no peer "
+                            "access between the two GPUs)", peer->name, dev->name);
+    PP_TRY(pp_cuda_set_device(peer, err));
+    cudaError_t e = cudaDeviceEnablePeerAccess(dev->id.index, 0);
+    if (e == cudaErrorPeerAccessAlreadyEnabled)
+        (void)cudaGetLastError();
+    else
+        PP_TRY(PP_CUDA(peer, err, e));
+    if (!pp_cuda_dev(dev))
+        return pp_error_set(err, PP_ERR_INVALID, "%s: device not initialised", dev->name);
+    struct cudaMemAccessDesc desc = {
+        .location = {.type = cudaMemLocationTypeDevice, .id = peer->id.index},
+        .flags = cudaMemAccessFlagsProtReadWrite};
+    return PP_CUDA(dev, err, cudaMemPoolSetAccess(pp_cuda_dev(dev)->pool, &desc, 1));
+}
+
 int pp_backend_cuda_device_count(void)
 {
     int n = 0;
@@ -638,6 +660,7 @@ static const pp_backend_ops cuda_ops = {
     .free = cuda_free,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .peer_access = pp_cuda_peer_access,
     .copy_from_host = cuda_copy_from_host,
     .copy_to_host = cuda_copy_to_host,
     .exec_init = cuda_exec_init,

@@ -156,6 +156,13 @@ static inline pp_cuda_exec *pp_cuda_ex(const pp_exec *ex)
 /* Makes dev the calling thread's current CUDA device. */
 pp_status pp_cuda_set_device(const pp_device_ctx *dev, pp_error *err);
 
+/* The table's peer_access (backend.h): peer's peer mappings of dev (from
+ * peer, cudaDeviceEnablePeerAccess; already enabled counts) and read-write
+ * access of peer to dev's memory pool (cudaMemPoolSetAccess: pool
+ * allocations are not covered by peer mappings). PP_ERR_UNSUPPORTED when
+ * peer cannot reach dev (cudaDeviceCanAccessPeer). Leaves peer current. */
+pp_status pp_cuda_peer_access(pp_device_ctx *dev, pp_device_ctx *peer, pp_error *err);
+
 /* Makes ex's device current and returns its state; creates the cuDNN (need_dnn)
  * and cuBLAS (need_blas) handles on first use, bound to the exec's stream. */
 pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_exec **out,
