@@ -212,6 +212,11 @@ void pp_stage_release(pp_stage *s, int mb)
     for (int i = 0; i < s->n; i++) pp_unit_release(s->units[i], mb);
 }
 
+void pp_stage_abandon(pp_stage *s, int mb)
+{
+    for (int i = 0; i < s->n; i++) pp_unit_abandon(s->units[i], mb);
+}
+
 int pp_stage_in_flight(const pp_stage *s)
 {
     return s->n ? pp_unit_in_flight(s->units[0]) : 0;

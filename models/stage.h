@@ -80,6 +80,9 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
 
 /* Drops mb's saved state without a backward. */
 void pp_stage_release(pp_stage *s, int mb);
+/* Drops mb's saved state made inside a discarded CUDA graph capture
+ * (pp_unit_abandon): its stream-ordered memory was the graph's. */
+void pp_stage_abandon(pp_stage *s, int mb);
 /* Number of micro-batches with saved state. */
 int pp_stage_in_flight(const pp_stage *s);
 

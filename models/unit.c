@@ -110,21 +110,33 @@ pp_tensor *pp_unit_act_tensor(pp_unit_act *a)
     return &a->t;
 }
 
-void pp_unit_act_drop(pp_unit_act *a)
+/* Drops one reference; the last frees the tensor, or abandons it (see
+ * pp_unit_abandon). */
+static void act_unref(pp_unit_act *a, bool abandon)
 {
     if (!a || --a->refs > 0) return;
-    pp_tensor_free(&a->t);
+    if (abandon)
+        pp_tensor_abandon(&a->t);
+    else
+        pp_tensor_free(&a->t);
     free(a);
 }
 
-static void slot_clear(pp_unit_slot *s)
+void pp_unit_act_drop(pp_unit_act *a)
+{
+    act_unref(a, false);
+}
+
+static void slot_drop(pp_unit_slot *s, bool abandon)
 {
     for (int i = 0; i < s->list.n; i++) {
         pp_saved_tensor *it = &s->list.item[i];
         if (it->held) { /* a view of a shared activation */
-            pp_unit_act_drop(it->held);
+            act_unref(it->held, abandon);
             it->held = NULL;
             *it->t = (pp_tensor){0};
+        } else if (abandon) {
+            pp_tensor_abandon(it->t);
         } else {
             pp_tensor_free(it->t);
         }
@@ -133,6 +145,11 @@ static void slot_clear(pp_unit_slot *s)
     s->saved = NULL;
     s->list.n = 0;
     s->live = false;
+}
+
+static void slot_clear(pp_unit_slot *s)
+{
+    slot_drop(s, false);
 }
 
 void pp_unit_params_changed(pp_unit *u)
@@ -607,6 +624,13 @@ void pp_unit_release(pp_unit *u, int mb)
 {
     if (!u || mb < 0 || mb >= u->n_slots || !u->slots[mb].live) return;
     slot_clear(&u->slots[mb]);
+    u->in_flight--;
+}
+
+void pp_unit_abandon(pp_unit *u, int mb)
+{
+    if (!u || mb < 0 || mb >= u->n_slots || !u->slots[mb].live) return;
+    slot_drop(&u->slots[mb], true);
     u->in_flight--;
 }
 

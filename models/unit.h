@@ -210,6 +210,10 @@ pp_status pp_unit_backward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int
 
 /* Drops the saved state of mb without a backward (no-op if none). */
 void pp_unit_release(pp_unit *u, int mb);
+/* The same for saved state made inside a CUDA graph capture that was then
+ * discarded: what was allocated in stream order then belonged to the graph
+ * and never existed, so it is abandoned (pp_tensor_abandon), not freed. */
+void pp_unit_abandon(pp_unit *u, int mb);
 /* Number of micro-batches with saved state. */
 int pp_unit_in_flight(const pp_unit *u);
 /* True when mb has saved state; then *ndim and shape (PP_MAX_DIMS entries)

@@ -136,9 +136,11 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
  * optimizer runs after the executor, outside any graph, so a learning-rate
  * schedule needs nothing frozen. What the callbacks do on the host: batch
  * norms count training forwards (pending num_batches_tracked), kept exact
- * by the hooks below; saved activations are pushed and popped within a step;
- * bf16 weight copies made at a first use inside a refused capture never ran,
- * so an abandoned capture marks them stale. */
+ * by the hooks below; saved activations are pushed and popped within a step,
+ * and those a refused capture left behind were allocated inside it (the
+ * graph's memory, which never existed): abandoned, never freed; bf16 weight
+ * copies made at a first use inside a refused capture never ran, so an
+ * abandoned capture marks them stale. */
 static void cb_capture_begin(void *user)
 {
     pipe_stage *st = user;
@@ -150,7 +152,7 @@ static void cb_capture_abandon(void *user)
     pipe_stage *st = user;
     if (!st->model) return;
     pp_stage_set_batch_counts(st->model, st->counts, st->n_counts);
-    for (int i = 0; i < st->p->m; i++) pp_stage_release(st->model, i);
+    for (int i = 0; i < st->p->m; i++) pp_stage_abandon(st->model, i);
     /* the bf16 weight copies made during the capture were recorded, not run */
     pp_stage_params_changed(st->model);
 }

@@ -80,10 +80,13 @@ typedef struct pp_stage_ops {
     /* Optional (may be NULL), for runs through pp_executor_run_replayable
      * (graphs). capture_begin: a capture is about to run the callbacks of a
      * step (on CUDA they run on the host while the device work is captured,
-     * not run). capture_abandon: that capture was refused; none of its device
-     * work ran: undo what the callbacks changed on the host since
-     * capture_begin (the executor then runs the step eagerly, calling the
-     * callbacks again). replayed: a graph launch ran the step's device work
+     * not run). capture_abandon: that capture was refused or discarded; none
+     * of its device work ran: undo what the callbacks changed on the host
+     * since capture_begin (the executor then runs the step eagerly, calling
+     * the callbacks again). Memory the callbacks allocated in stream order
+     * inside the capture belonged to the discarded graph and never existed:
+     * drop it without freeing it (pp_tensor_abandon), with its count.
+     * replayed: a graph launch ran the step's device work
      * without calling forward and backward (CUDA); account for the host-side
      * effects of the step's forwards and backwards, as if they had run. */
     void (*capture_begin)(void *user);
