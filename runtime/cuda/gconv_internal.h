@@ -43,6 +43,11 @@ typedef struct gconv_entry {
     cudnnBackendDescriptor_t conv, op, graph;
     cudnnBackendDescriptor_t cfg, plan; /* the chosen engine config and its plan */
     size_t ws;                          /* workspace bytes of plan */
+    cudnnBackendDescriptor_t lean_cfg, lean_plan; /* of the candidates that ran, the one
+                                           with the least workspace when it is less than
+                                           plan's (NULL otherwise): run when plan's
+                                           workspace cannot be had */
+    size_t lean_ws;                     /* workspace bytes of lean_plan */
     gconv_stats stats;
     bool unsupported;                   /* no acceptable engine: every call is refused at
                                            once, with why (descriptors freed) */
