@@ -469,6 +469,7 @@ static pp_status choose_plan(const gbuild *g, gconv_entry *e, const void *a, con
         candidates_free(cand, n, -1, -1);
         return s;
     }
+    for (int i = 0; i < n; i++) cand[i].ms = -1.0f; /* not run (yet) */
     void *scratch = NULL;
     const size_t scratch_bytes = out_bytes(g->key);
     s = timing_out(g, scratch_bytes, &scratch);
