@@ -10,8 +10,9 @@ Usage: results_md.py RESULTS_DIR --command CMD [--commit C] [--gpu NAME]
                      [--driver V] [--ngpu N] [--elapsed S] [--precision TEXT]
                      [--batch B] [--size S] [--dry]
 Reads RESULTS_DIR/rows.tsv (part, section, what, result, figure, command),
-RESULTS_DIR/gpu-versions.out (its last line, JSON) and python.txt when
-present; writes RESULTS_DIR/results.md and prints its path.
+invocations.tsv (part, command line, seconds, commit: one line per run-all.sh
+invocation into the folder), gpu-versions.out (its last line, JSON) and
+python.txt when present; writes RESULTS_DIR/results.md and prints its path.
 """
 import argparse
 import datetime
@@ -92,10 +93,26 @@ def main():
         out.append("> DRY RUN ON THE CPU (--dry-run-cpu): every device mapped to cpu:0, tiny "
                    "sizes; the figures mean nothing.")
         out.append("")
-    out.append("Measured at commit %s on %s: `%s` (%s s). Every figure below was measured in "
-               "this run; each comes with the command that printed it, run from the bundle "
-               "folder with the library path run-all.sh prints under \"libraries\"."
-               % (commit, date, a.command, a.elapsed))
+    runs = []
+    try:
+        with open(os.path.join(a.res, "invocations.tsv"), encoding="utf-8") as f:
+            for line in f:
+                p = line.rstrip("\n").split("\t")
+                if len(p) >= 4:
+                    runs.append("part %s: `%s` (%s s, commit %s)" % (p[0], p[1], p[2], p[3]))
+    except OSError:
+        pass
+    if len(runs) > 1:
+        out.append("Measured at commit %s on %s by %d invocations of tests/gpu/run-all.sh into "
+                   "one results folder:" % (commit, date, len(runs)))
+        out.append("")
+        out.extend("- " + r for r in runs)
+    else:
+        out.append("Measured at commit %s on %s: `%s` (%s s)." % (commit, date, a.command,
+                                                                 a.elapsed))
+    out.append("")
+    out.append("Every figure below comes with the command that printed it, run from the bundle "
+               "folder with the library path run-all.sh prints under \"libraries\".")
     out.append("")
     lib = ", ".join("%s %s" % (k, v[k]) for k in ("runtime", "cudnn", "cublas", "cublaslt", "nccl")
                     if k in v)

@@ -304,6 +304,9 @@ precision="fp32, TF32 off (ours: CUDNN_FMA_MATH + CUBLAS_DEFAULT_MATH; PyTorch: 
     echo "($(( SECONDS - t_start )) s this invocation, $failures failed item(s))"
 } | tee "$res/summary.txt"
 
+# every invocation into this results folder, for results.md
+printf '%s\t%s\t%s\t%s\n' "$part" "$(basename "$0") BUNDLE $args_given" \
+    "$(( SECONDS - t_start ))" "${commit:-unknown}" >>"$res/invocations.tsv"
 md_args=(--command "$(basename "$0") BUNDLE $args_given" --commit "$commit" --gpu "$gpu"
     --driver "$driver" --ngpu "$ngpu" --elapsed "$(( SECONDS - t_start ))"
     --precision "$precision" --batch "$batch" --size "$size")

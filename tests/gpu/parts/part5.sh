@@ -40,8 +40,14 @@ part5() {
         fi
         fig=$(mem_fig "$bj" "$fj")
         echo "$s stage(s): ${fig:-no figure}"
+        local verdict=ok why_not="a run above failed"
+        if [ -z "$fig" ]; then
+            verdict="FAIL(no figure)"
+            if grep -qs 'time budget spent' "${bj%.out}.log" "${fj%.out}.log"; then
+                verdict=SKIPPED why_not="time budget spent"
+            fi
+        fi
         row "peak memory bf16 / fp32, batch $b1, $s stage(s)$([ $s = 1 ] || echo ", split $split")" \
-            "$([ -n "$fig" ] && echo ok || echo 'FAIL(no figure)')" "${fig:-a run above failed}" \
-            "${cmd[bf16s$s]:-?}; ${cmd[fp32s$s]:-?}"
+            "$verdict" "${fig:-$why_not}" "${cmd[bf16s$s]:-?}; ${cmd[fp32s$s]:-?}"
     done
 }
