@@ -93,6 +93,7 @@ static void test_edges(void)
     CHECK_OK(pp_cast(&g_egpu, &fx, &x, &err), &err);
     CHECK_OK(pp_exec_sync(&g_egpu, &err), &err);
     CHECK(cudaMemset(idx.data, 0x7f, ny * sizeof(int32_t)) == cudaSuccess);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess); /* before the exec's own stream reads it */
     CHECK_OK(pp_maxpool_forward(&g_egpu, &d, &x, &y, &idx, &err), &err);
     CHECK_OK(pp_copy(&g_egpu, &idx, &idx_nchw, &err), &err);
     int32_t *hi = malloc(ny * sizeof *hi);
@@ -295,6 +296,7 @@ static void test_gconv_no_memory(void)
     CHECK_OK(pp_exec_init(&ex, g_gpu, NULL, &err), &err);
     if (!x || !w || !y) return;
     CHECK(cudaMemset(x, 0x3c, xb) == cudaSuccess && cudaMemset(w, 0x3b, wb) == cudaSuccess);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
     pp_exec_ws_mark none = pp_exec_workspace_mark(&ex);
     CHECK_OK(pp_cuda_gconv(&ex, &d, PP_GCONV_FWD, PP_BF16, true, x, w, y, 1.0f, 0.0f, &err), &err);
     pp_gconv_plan_info info;
