@@ -72,7 +72,6 @@ KNOWN_CYCLES = {
     "call cycle in models/: layers.c -> unit.c -> unit_fc.c -> layers.c",
     "call cycle in models/: layers.c -> unit.c -> unit_pool.c -> layers.c",
     "call cycle in models/: layers.c -> unit.c -> unit_relu.c -> layers.c",
-    "call cycle in runtime/comm/: comm.c -> local.c -> comm.c",
     "call cycle in runtime/core/: ops.c -> ops_adapt.c -> ops.c",
     "call cycle in runtime/cuda/: backend.c -> blas.c -> backend.c",
     "call cycle in runtime/cuda/: backend.c -> blaslt.c -> backend.c",
