@@ -1,6 +1,12 @@
 /*
  * pipeline.h - the pipeline object: a plan made runnable.
  *
+ * pipeline/ makes a plan runnable: this pipeline object (pipeline.c builds
+ * it; step.c, checkpoints.c, report.c use it; replicas.c, links.c,
+ * clocks.c, prefetch.c, planning.c serve them; inprocess.c runs the ranks of
+ * a job of threads) and the umbrella public header pipeline_run.h. It
+ * includes runtime/, models/, streams/ and partitioner/; only cli/ is above.
+ *
  * A pipeline assembles everything a plan names: the devices, one model stage
  * per plan stage (ResNet units or the delay model), the data source, the
  * schedule (GPipe or 1F1B over the plan's micro-batches), the executor that

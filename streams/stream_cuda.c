@@ -463,7 +463,7 @@ static void CUDART_CB foreign_wait_cb(void *p)
     foreign_wait *w = p;
     pp_error e;
     pp_error_clear(&e);
-    if (w->ev->impl->event_synchronize(w->ev, &e) != PP_OK) pp_cuda_stream_fail_now(w->s, &e);
+    if (w->ev->ops->event_synchronize(w->ev, &e) != PP_OK) pp_cuda_stream_fail_now(w->s, &e);
     free(w);
 }
 
@@ -520,7 +520,7 @@ static pp_status cuda_event_synchronize(pp_event *ev, pp_error *err)
     return recorded_error(ce, err);
 }
 
-static const pp_stream_impl cuda_impl = {
+static const pp_stream_ops cuda_ops = {
     .name = "cuda",
     .stream_init = cuda_stream_init,
     .stream_destroy = cuda_stream_destroy,
@@ -542,7 +542,7 @@ static const pp_stream_impl cuda_impl = {
     .graph_destroy = pp_cuda_graph_destroy,
 };
 
-const pp_stream_impl *pp_stream_impl_cuda(void)
+const pp_stream_ops *pp_stream_cuda_ops(void)
 {
-    return &cuda_impl;
+    return &cuda_ops;
 }
