@@ -4,8 +4,8 @@
  * (stream_impl.h).
  *
  * Recorded graphs: while s->capture is set, stream.c hands every launch,
- * copy, event record and wait on s to pp_graph_record instead of the
- * backend. The list is in the host's enqueue order over all streams, which
+ * copy, event record and wait on s to pp_graph_record (stream_state.c)
+ * instead of the backend. The list is in the host's enqueue order over all streams, which
  * is a valid issue order (every record precedes the waits for it), so a
  * launch replays it through the public functions unchanged and the backend
  * sees exactly what eager execution gives it.
@@ -81,29 +81,6 @@ pp_status pp_graph_capture_begin(pp_stream *const *streams, int n, pp_error *err
         }
     }
     for (int i = 0; i < n; i++) streams[i]->capture = g;
-    return PP_OK;
-}
-
-pp_status pp_graph_record(pp_stream *s, const pp_graph_item *it, pp_error *err)
-{
-    pp_graph *g = s->capture;
-    if (g->fail.code != PP_OK) return PP_OK; /* reported once, at capture end */
-    if (it->kind == PP_GRAPH_ITEM_WAIT) {
-        bool inside = false;
-        for (size_t k = 0; k < g->n_items && !inside; k++)
-            inside = g->items[k].kind == PP_GRAPH_ITEM_RECORD && g->items[k].ev == it->ev;
-        if (!inside) {
-            pp_error_set(&g->fail, PP_ERR_UNSUPPORTED,
-                         "stream '%s' waits for an event not recorded in the capture "
-                         "(pp_stream_wait_event)", s->name);
-            return PP_OK;
-        }
-    }
-    pp_graph_item *p = pp_stream_grow(g->items, &g->cap_items, g->n_items + 1, sizeof *p);
-    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (graph '%s')", s->name);
-    g->items = p;
-    g->items[g->n_items++] = *it;
-    if (it->kind == PP_GRAPH_ITEM_LAUNCH || it->kind == PP_GRAPH_ITEM_COPY) g->n_work++;
     return PP_OK;
 }
 

@@ -1,7 +1,7 @@
 /*
  * stream.c - the public stream/event API: argument checks, dispatch to the
- * backend implementation chosen by the device kind, and what every backend
- * shares (stream_impl.h): the sticky error, the timing records, event
+ * table of functions of the device kind (stream_impl.h), the public view of
+ * the sticky error and timing records (kept by stream_state.c), event
  * bookkeeping.
  */
 #include "streams/stream.h"
@@ -10,16 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "streams/stream_impl.h"
-
-int64_t pp_stream_clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* The stream implementation of a device kind: the one place that maps one to
  * the other (a new kind without a case here fails to build with -Wswitch).
@@ -169,30 +161,6 @@ pp_status pp_stream_synchronize(pp_stream *s, pp_error *err)
     return pp_stream_error(s, err, NULL);
 }
 
-void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq)
-{
-    pthread_mutex_lock(&s->mu);
-    if (s->error.code == PP_OK) {
-        s->error = *e;
-        if (s->error.code == PP_OK) s->error.code = PP_ERR_INTERNAL;
-        s->error_ns = when_ns;
-        s->error_seq = seq;
-    }
-    pthread_mutex_unlock(&s->mu);
-}
-
-pp_status pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns)
-{
-    pthread_mutex_lock(&s->mu);
-    pp_status code = s->error_seq <= seq_max ? s->error.code : PP_OK;
-    if (code != PP_OK) {
-        if (err) *err = s->error;
-        if (when_ns) *when_ns = s->error_ns;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return code;
-}
-
 pp_status pp_stream_error(pp_stream *s, pp_error *err, int64_t *when_ns)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream error: null stream");
@@ -207,42 +175,6 @@ void pp_stream_clear_error(pp_stream *s)
     s->error_ns = 0;
     s->error_seq = 0;
     pthread_mutex_unlock(&s->mu);
-}
-
-void *pp_stream_grow(void *buf, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap) return buf;
-    size_t ncap = *cap ? *cap : 64;
-    while (ncap < need) ncap *= 2;
-    void *p = realloc(buf, ncap * size);
-    if (p) *cap = ncap;
-    return p;
-}
-
-void pp_stream_record_init(pp_stream_record *r, const char *label, pp_record_kind kind,
-                           size_t bytes)
-{
-    size_t n = label ? strnlen(label, sizeof r->label - 1) : 0;
-    memcpy(r->label, label ? label : "", n);
-    r->label[n] = '\0';
-    r->kind = kind;
-    r->start_ns = r->end_ns = 0;
-    r->bytes = bytes;
-}
-
-pp_status pp_stream_push_record(pp_stream *s, const pp_stream_record *r, pp_error *err)
-{
-    pthread_mutex_lock(&s->mu);
-    pp_stream_record *recs = pp_stream_grow(s->recs, &s->caprec, s->nrec + 1, sizeof *recs);
-    if (recs) {
-        s->recs = recs;
-        s->recs[s->nrec++] = *r;
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (!recs)
-        return pp_error_set(err, PP_ERR_OOM, "stream '%s': out of host memory (timing records)",
-                            s->name);
-    return PP_OK;
 }
 
 pp_status pp_stream_records(pp_stream *s, const pp_stream_record **recs, size_t *n,

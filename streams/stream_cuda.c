@@ -46,11 +46,6 @@ typedef struct foreign_wait {
 } foreign_wait;
 
 /* Keeps a failure found on the host now as s's sticky error. */
-void pp_cuda_stream_fail_now(pp_stream *s, const pp_error *e)
-{
-    pp_stream_set_error(s, e, pp_stream_clock_ns(), 0);
-}
-
 /* ---- timing events ------------------------------------------------------------ */
 
 /* Records a timing event on s: an event-record node while s captures. */
@@ -186,7 +181,7 @@ static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, v
      * the enqueue itself succeeds */
     if (st != PP_OK) {
         if (label && label[0]) pp_error_prefix(&e, "%s on stream '%s'", label, s->name);
-        pp_cuda_stream_fail_now(s, &e);
+        pp_stream_fail_now(s, &e);
     }
     return PP_OK;
 }
@@ -257,7 +252,7 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "copy %s on stream '%s'", label ? label : "", s->name);
-        pp_cuda_stream_fail_now(s, &e);
+        pp_stream_fail_now(s, &e);
     }
     return PP_OK;
 }
@@ -342,7 +337,7 @@ static void cuda_synchronize(pp_stream *s)
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "stream '%s'", s->name);
-        pp_cuda_stream_fail_now(s, &e);
+        pp_stream_fail_now(s, &e);
     }
 }
 
@@ -463,7 +458,7 @@ static void CUDART_CB foreign_wait_cb(void *p)
     foreign_wait *w = p;
     pp_error e;
     pp_error_clear(&e);
-    if (w->ev->ops->event_synchronize(w->ev, &e) != PP_OK) pp_cuda_stream_fail_now(w->s, &e);
+    if (w->ev->ops->event_synchronize(w->ev, &e) != PP_OK) pp_stream_fail_now(w->s, &e);
     free(w);
 }
 

@@ -148,13 +148,19 @@ typedef struct pp_stream_ops {
     void (*graph_destroy)(pp_graph *g);
 } pp_stream_ops;
 
-/* A recorded graph's capture (graph.c): keeps it as item of s->capture, the
+/* ---- stream_state.c: what stream.c, graph.c and the backends share ---- */
+
+/* A recorded graph's capture (graph.h): keeps it as item of s->capture, the
  * first failure in s->capture->fail. Returns PP_OK or the failure. */
 pp_status pp_graph_record(pp_stream *s, const pp_graph_item *it, pp_error *err);
 
 /* Keeps e (a PP_OK code becomes PP_ERR_INTERNAL), its time and the item's
  * position seq as s's sticky error, unless s already has one. Thread-safe. */
 void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq);
+
+/* Keeps a failure found on the host now as s's sticky error (at no item's
+ * position). */
+void pp_stream_fail_now(pp_stream *s, const pp_error *e);
 
 /* The code of s's sticky error if it was set at a position <= seq_max
  * (UINT64_MAX: any), else PP_OK; when there is one, *err and *when_ns (each
@@ -173,6 +179,8 @@ pp_status pp_stream_push_record(pp_stream *s, const pp_stream_record *r, pp_erro
  * elements, doubling from 64, and *cap updated; buf itself when it already
  * fits; NULL out of host memory (buf and *cap unchanged). */
 void *pp_stream_grow(void *buf, size_t *cap, size_t need, size_t size);
+
+/* ---- the tables ---- */
 
 /* The CPU implementation (stream_cpu.c). Never NULL. */
 const pp_stream_ops *pp_stream_cpu_ops(void);

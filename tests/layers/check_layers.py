@@ -81,12 +81,6 @@ KNOWN_CYCLES = {
     "call cycle in runtime/cuda/: backend.c -> native.c -> blaslt.c -> backend.c",
     "call cycle in runtime/cuda/: backend.c -> native.c -> gconv.c -> backend.c",
     "call cycle in runtime/cuda/: gconv.c -> gconv_graph.c -> gconv.c",
-    "call cycle in streams/: executor.c -> executor_graphs.c -> executor.c",
-    "call cycle in streams/: graph.c -> stream.c -> graph.c",
-    "call cycle in streams/: stream.c -> stream_cpu.c -> stream.c",
-    "call cycle in streams/: stream.c -> stream_cuda.c -> stream.c",
-    "call cycle in streams/: stream.c -> stream_cuda.c -> stream_cuda_graph.c -> stream.c",
-    "call cycle in streams/: stream_cuda.c -> stream_cuda_graph.c -> stream_cuda.c",
     "include cycle in partitioner/: plan -> plan_walk -> plan",
 }
 
