@@ -73,14 +73,6 @@ KNOWN_CYCLES = {
     "call cycle in models/: layers.c -> unit.c -> unit_pool.c -> layers.c",
     "call cycle in models/: layers.c -> unit.c -> unit_relu.c -> layers.c",
     "call cycle in runtime/core/: ops.c -> ops_adapt.c -> ops.c",
-    "call cycle in runtime/cuda/: backend.c -> blas.c -> backend.c",
-    "call cycle in runtime/cuda/: backend.c -> blaslt.c -> backend.c",
-    "call cycle in runtime/cuda/: backend.c -> dnn.c -> backend.c",
-    "call cycle in runtime/cuda/: backend.c -> gconv.c -> backend.c",
-    "call cycle in runtime/cuda/: backend.c -> native.c -> backend.c",
-    "call cycle in runtime/cuda/: backend.c -> native.c -> blaslt.c -> backend.c",
-    "call cycle in runtime/cuda/: backend.c -> native.c -> gconv.c -> backend.c",
-    "call cycle in runtime/cuda/: gconv.c -> gconv_graph.c -> gconv.c",
     "include cycle in partitioner/: plan -> plan_walk -> plan",
 }
 
