@@ -61,21 +61,6 @@ RUNTIME_ALLOWED = {
     "runtime/train": {"runtime/core", "runtime/io"},
     "runtime": {"runtime/core"},
 }
-# Cycles inside folders that are known and not yet removed: reported, but not
-# failures; to be emptied. Written as the check prints them (the cycle starts
-# at its first node in name order).
-KNOWN_CYCLES = {
-    "call cycle in models/: layers.c -> unit.c -> unit_block.c -> layers.c",
-    "call cycle in models/: layers.c -> unit.c -> unit_bn.c -> layers.c",
-    "call cycle in models/: layers.c -> unit.c -> unit_conv.c -> layers.c",
-    "call cycle in models/: layers.c -> unit.c -> unit_delay.c -> layers.c",
-    "call cycle in models/: layers.c -> unit.c -> unit_fc.c -> layers.c",
-    "call cycle in models/: layers.c -> unit.c -> unit_pool.c -> layers.c",
-    "call cycle in models/: layers.c -> unit.c -> unit_relu.c -> layers.c",
-    "call cycle in runtime/core/: ops.c -> ops_adapt.c -> ops.c",
-    "include cycle in partitioner/: plan -> plan_walk -> plan",
-}
-
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h", ".cu", ".cpp", ".in")
 UNIT_EXT = (".c", ".cu", ".cpp")  # files that become objects
@@ -151,18 +136,12 @@ def describe(cycle, why, fmt):
     return " -> ".join(cycle) + "\n    (" + "; ".join(parts) + ")"
 
 
-def report_cycles(kind, graphs, why, fmt, problems, known_seen):
-    """Lists the cycles of each folder's graph; new ones become problems."""
+def report_cycles(kind, graphs, why, fmt, problems):
+    """Each cycle of each folder's graph is a problem."""
     for d in sorted(graphs):
         for cyc in cycles(graphs[d]):
             where = d if d.endswith(")") or d.endswith("/") else d + "/"
-            head = f"{kind} cycle in {where}: " + " -> ".join(cyc)
-            text = f"{kind} cycle in {where}: " + describe(cyc, why[d], fmt)
-            if head in KNOWN_CYCLES:
-                known_seen.add(head)
-                print("known (to remove): " + text)
-            else:
-                problems.append(text)
+            problems.append(f"{kind} cycle in {where}: " + describe(cyc, why[d], fmt))
 
 
 def check_includes(root, files, public):
@@ -268,26 +247,20 @@ def run(root, public, nm_text):
     """All three checks; prints the graph and the problems. Returns 0 or 1."""
     files = sources(root)
     problems, edges, inc_graphs, inc_why = check_includes(root, files, public)
-    known_seen = set()
-    report_cycles("include", inc_graphs, inc_why, "{items}", problems, known_seen)
+    report_cycles("include", inc_graphs, inc_why, "{items}", problems)
     n_objects = None
     if nm_text is not None:
         call_graphs, call_why, n_objects = check_calls(root, files, nm_text)
-        report_cycles("call", call_graphs, call_why, "{a} -> {b}: {items}", problems,
-                      known_seen)
+        report_cycles("call", call_graphs, call_why, "{a} -> {b}: {items}", problems)
     order = {name: i for i, name in enumerate(reversed(LAYERS))}
     for (src, dst), n in sorted(edges.items(), key=lambda e: (order[top(e[0][0])], e[0])):
         if src != dst:
             print(f"{src:<14} -> {dst:<14} {n:4d}")
     for p in problems:
         print("layering: " + p, file=sys.stderr)
-    if nm_text is not None:
-        for c in sorted(KNOWN_CYCLES - known_seen):
-            print(f"note: known cycle not found (gone, or not in this build): {c}")
     if problems:
         return 1
-    left = f" ({len(known_seen)} known cycles left to remove)" if known_seen else ""
-    print(f"no arrow runs up ({sum(edges.values())} includes); no new cycle inside a folder{left}")
+    print(f"no arrow runs up ({sum(edges.values())} includes); no include cycle inside a folder")
     if n_objects is None:
         print("note: no library given (--lib), calls inside folders not checked")
     else:
