@@ -22,7 +22,9 @@ Three checks of the source tree's structure; fails (exit 1) on any problem.
    including its own headers is the normal pairing). A .c file including a
    header of another module of its folder is an arrow from its module to
    that one (it uses it); these arrows must form no cycle. A header that
-   includes a header passes on declarations (types) and draws no arrow of (b).
+   includes a header passes on declarations (types) and draws no arrow of
+   (b), nor does a .c including an installed header (the folder's interface,
+   whose functions any file of the folder may define).
 
 3. Calls inside a folder. From the object files of the static library (its
    defined and undefined symbols, read with nm), the graph of which .c file
@@ -177,6 +179,8 @@ def check_includes(root, files, public):
             if os.path.dirname(target) != d:
                 continue
             name, tname = os.path.basename(rel), os.path.basename(target)
+            if name.endswith(UNIT_EXT) and target in public:
+                continue  # the folder's installed interface, not one file's
             if name.endswith(UNIT_EXT):
                 a, b = module(name), module(tname)  # a file uses another module
             else:
