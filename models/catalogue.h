@@ -3,6 +3,13 @@
  * of placeable units of a model with their cost metadata. This is the only
  * part of models/ that partitioner/ depends on.
  *
+ * models/ holds the models: this catalogue, the unit specs of layered
+ * models (model.h; ResNets in resnet.c, plan-described sequential models in
+ * sequential.c), units with a table of functions per kind (unit.h,
+ * unit_kind.h: unit_*.c, sharing layers.c), stages of units on one device
+ * (stage.h), the delay model for schedule tests (delay.h) and the seeded
+ * initialisation (rng.h). It includes runtime/ only.
+ *
  * Units are torchvision module names in network order: conv1, bn1, relu,
  * maxpool, layer1.0 ... layer4.N, avgpool, fc ("layerN" in a plan stands for
  * every "layerN.K"). Costs are per sample, for the configured input size.

@@ -323,21 +323,6 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
 
 /* ---- forward / backward -------------------------------------------------------------- */
 
-pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec)
-{
-    return spec->bf16 ? PP_BF16 : PP_F32;
-}
-
-pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec)
-{
-    return spec->bf16 && !spec->f32_out ? PP_BF16 : PP_F32;
-}
-
-pp_layout pp_unit_spec_layout(const pp_unit_spec *spec, int ndim)
-{
-    return spec->nhwc && ndim == 4 ? PP_NHWC : PP_NCHW;
-}
-
 static pp_status check_tensor(const pp_unit *u, const char *what, const pp_tensor *t,
                               pp_dtype dtype, int ndim, const int64_t *shape, pp_error *err)
 {

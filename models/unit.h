@@ -94,12 +94,24 @@ typedef struct pp_unit_spec {
 } pp_unit_spec;
 
 /* The dtype of a unit's input and of its output (and of their gradients):
- * F32, or BF16 with spec.bf16 (the output F32 again with f32_out). */
-pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec);
-pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec);
+ * F32, or BF16 with spec.bf16 (the output F32 again with f32_out). Read from
+ * the spec alone, by every file of models/ (inline: no call into unit.c). */
+static inline pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec)
+{
+    return spec->bf16 ? PP_BF16 : PP_F32;
+}
+
+static inline pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec)
+{
+    return spec->bf16 && !spec->f32_out ? PP_BF16 : PP_F32;
+}
+
 /* The layout of the unit's activations of rank ndim: NHWC for 4-D ones with
  * spec.nhwc, else NCHW. */
-pp_layout pp_unit_spec_layout(const pp_unit_spec *spec, int ndim);
+static inline pp_layout pp_unit_spec_layout(const pp_unit_spec *spec, int ndim)
+{
+    return spec->nhwc && ndim == 4 ? PP_NHWC : PP_NCHW;
+}
 
 /* One entry of a unit's state: a parameter or a buffer under its torchvision
  * state_dict name. value and grad are owned by the unit and live as long as

@@ -103,12 +103,14 @@ typedef struct pp_unit_kind_ops {
                          pp_error *err);
     pp_status (*backward)(pp_unit *u, pp_exec *ex, void *saved, const pp_tensor *dy,
                           pp_tensor *dx, pp_error *err);
-    void (*release)(pp_unit *u); /* frees what build made besides entries; may be NULL */
-    /* Optional, for kinds that keep nothing of their output: the unit followed
+    /* optional: frees what build made besides entries. NULL: nothing to free */
+    void (*release)(pp_unit *u);
+    /* optional, for kinds that keep nothing of their output: the unit followed
      * by a ReLU as one pass, y = relu(unit(x)), the same bits as forward then
      * the ReLU; and its backward from relu_y (that ReLU's output) and dy (the
      * gradient of relu_y), the same bits as the ReLU's backward then
-     * backward (pp_unit_forward_relu_pair). */
+     * backward (pp_unit_forward_relu_pair). NULL (both): the unit and the
+     * ReLU run one after the other. */
     pp_status (*forward_relu)(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
                               void *saved, pp_error *err);
     pp_status (*backward_relu)(pp_unit *u, pp_exec *ex, void *saved, const pp_tensor *relu_y,

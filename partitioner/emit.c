@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partitioner/plan_internal.h"
+#include "partitioner/plan_walk_internal.h"
 
 typedef struct text {
     char *buf;

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "partitioner/plan_internal.h"
+#include "partitioner/plan_walk_internal.h"
 #include "partitioner/plan_walk.h"
 #include "runtime/core/path.h"
 

@@ -2,6 +2,13 @@
  * plan.h - the plan: what a plan YAML file (ARCHITECTURE.md §3) resolves to,
  * and the functions that read, check, compare and remap it.
  *
+ * partitioner/ turns a plan file into a checked plan: the YAML tree
+ * (yaml_tree.h), this plan with its reader (plan.c over plan_walk.h,
+ * plan_model.c, plan_stages.c), comparison (plan_equal.c) and device
+ * remapping (device_map.c), automatic stage boundaries (balance.h),
+ * diagnostics (diag.h) and the plan written back (emit.h). It includes
+ * runtime/ and, of models/, only models/catalogue.h.
+ *
  * A pp_plan is plain data. It owns its heap strings, its micro-batch size
  * list and the layer catalogue its stages were resolved against; free it with
  * pp_plan_free. Every field that came from the file keeps the 1-based

@@ -2,7 +2,7 @@
  * plan_walk.c - the typed getters of the plan walk (plan_walk.h): mappings
  * with unknown/duplicate key checks, strings, integers with overflow and
  * range checks, finite numbers, booleans, choices; byte sizes and the
- * shortest exact double format (plan_internal.h).
+ * shortest exact double format (plan_walk_internal.h).
  */
 #include "partitioner/plan_walk.h"
 
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partitioner/plan_internal.h"
+#include "partitioner/plan_walk_internal.h"
 
 /* ------------------------------------------------------------------ */
 /* reporting and typed getters                                          */

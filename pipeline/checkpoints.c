@@ -6,7 +6,9 @@
  * stages from it.
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/checkpoints.h"
+#include "pipeline/replicas.h"
+#include "pipeline/step.h"
 
 #include <stdint.h>
 #include <stdio.h>

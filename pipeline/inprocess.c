@@ -33,7 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/checkpoints.h"
+#include "pipeline/pipeline_impl.h"
+#include "pipeline/report.h"
+#include "pipeline/step.h"
 #include "runtime/core/thread_pool.h"
 
 typedef struct pipe_local {

@@ -4,7 +4,12 @@
  * evaluation, report.c reports them.
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_impl.h"
+#include "pipeline/clocks.h"
+#include "pipeline/links.h"
+#include "pipeline/planning.h"
+#include "pipeline/prefetch.h"
+#include "pipeline/replicas.h"
 
 #include <math.h>
 #include <stdint.h>

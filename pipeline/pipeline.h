@@ -1,6 +1,15 @@
 /*
  * pipeline.h - the pipeline object: a plan made runnable.
  *
+ * pipeline/ makes a plan runnable: this pipeline object and the umbrella
+ * public header pipeline_run.h. Calls run down from inprocess.c (the public
+ * calls, for every rank of a job of threads) through checkpoints.c, step.c,
+ * report.c and pipeline.c (building a rank's pipeline) to replicas.c,
+ * links.c, clocks.c, prefetch.c and planning.c; each file declares what it
+ * offers the others in a header of its own (step.h, replicas.h, ...;
+ * pipeline.c's in pipeline_impl.h) over the shared state (state.h). It
+ * includes runtime/, models/, streams/ and partitioner/; only cli/ is above.
+ *
  * A pipeline assembles everything a plan names: the devices, one model stage
  * per plan stage (ResNet units or the delay model), the data source, the
  * schedule (GPipe or 1F1B over the plan's micro-batches), the executor that

@@ -5,7 +5,7 @@
  * at resolution time.
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/planning.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -4,7 +4,9 @@
  * Chrome trace of the kept steps (one file per rank in a job).
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/report.h"
+#include "pipeline/planning.h"
+#include "pipeline/replicas.h"
 
 #include <math.h>
 #include <stdint.h>

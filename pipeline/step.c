@@ -5,7 +5,12 @@
  * the replicas' gradient sums, the optimizer step and each step's figures.
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/step.h"
+#include "pipeline/links.h"
+#include "pipeline/pipeline_impl.h"
+#include "pipeline/prefetch.h"
+#include "pipeline/replicas.h"
+#include "pipeline/report.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -72,6 +72,16 @@ static void free_buffers(pp_executor *ex)
     ex->slots = 0;
 }
 
+void pp_executor_graph_drop(exec_graph *eg)
+{
+    pp_graph_free(eg->g);
+    pp_program_free(&eg->prog);
+    free(eg->items);
+    free(eg->item_ev);
+    free(eg->sizes);
+    memset(eg, 0, sizeof *eg);
+}
+
 void pp_executor_free(pp_executor *ex)
 {
     if (!ex) return;

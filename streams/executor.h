@@ -62,11 +62,11 @@ typedef struct pp_stage_ops {
      * (the stage starts from its loss); grad_in is NULL on stage 0. Required. */
     pp_status (*backward)(void *user, pp_exec *ex, int mb, int mb_size,
                           const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err);
-    /* Optional (may be NULL): run by the STEP action after the stage's last
-     * backward. A pipeline usually runs one optimizer over all stages itself
-     * after pp_executor_run returns instead. */
+    /* optional: run by the STEP action after the stage's last backward. A
+     * pipeline usually runs one optimizer over all stages itself after
+     * pp_executor_run returns instead. NULL: STEP runs nothing. */
     pp_status (*step)(void *user, pp_exec *ex, pp_error *err);
-    /* Optional (may be NULL): run once per step that has backward actions,
+    /* optional: run once per step that has backward actions,
      * as soon as the stage's last backward of the step has completed, on a
      * stream of its own ("grads s1", on the stage's device), so that it
      * overlaps the backward still running on earlier stages: for work on
@@ -74,10 +74,11 @@ typedef struct pp_stage_ops {
      * data-parallel replicas (DDP's gradient buckets). On a CUDA device it
      * runs on the host at enqueue time, like every callback, and must
      * enqueue its work on ex. The stage's STEP action and the end of
-     * pp_executor_run wait for it; its failure is the run's. */
+     * pp_executor_run wait for it; its failure is the run's. NULL: no
+     * gradient stream. */
     pp_status (*grads_ready)(void *user, pp_exec *ex, pp_error *err);
 
-    /* Optional (may be NULL), for runs through pp_executor_run_replayable
+    /* optional, for runs through pp_executor_run_replayable
      * (graphs). capture_begin: a capture is about to run the callbacks of a
      * step (on CUDA they run on the host while the device work is captured,
      * not run). capture_abandon: that capture was refused or discarded; none
@@ -88,7 +89,8 @@ typedef struct pp_stage_ops {
      * drop it without freeing it (pp_tensor_abandon), with its count.
      * replayed: a graph launch ran the step's device work
      * without calling forward and backward (CUDA); account for the host-side
-     * effects of the step's forwards and backwards, as if they had run. */
+     * effects of the step's forwards and backwards, as if they had run.
+     * NULL: nothing to do. */
     void (*capture_begin)(void *user);
     void (*capture_abandon)(void *user);
     void (*replayed)(void *user, const pp_schedule *s);

@@ -33,16 +33,6 @@
 #include "streams/graph.h"
 #include "streams/program.h"
 
-void pp_executor_graph_drop(exec_graph *eg)
-{
-    pp_graph_free(eg->g);
-    pp_program_free(&eg->prog);
-    free(eg->items);
-    free(eg->item_ev);
-    free(eg->sizes);
-    memset(eg, 0, sizeof *eg);
-}
-
 void pp_executor_set_graphs(pp_executor *ex, bool on)
 {
     if (ex) ex->graphs_on = on;

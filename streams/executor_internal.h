@@ -1,7 +1,9 @@
 /*
  * executor_internal.h - the executor's state, shared by executor.c (passes
- * 1 to 3 of a run: shapes, buffers and events; enqueueing; results) and
- * executor_graphs.c (steps captured into graphs and replayed). Not
+ * 1 to 3 of a run: shapes, buffers and events; enqueueing; results; the
+ * executor's state, graph slots included, made and freed) and, above it,
+ * executor_graphs.c (steps captured into graphs and replayed), which calls
+ * the functions below; executor.c calls nothing of executor_graphs.c. Not
  * installed; nothing outside streams/ includes it.
  */
 #ifndef PP_EXECUTOR_INTERNAL_H
@@ -122,8 +124,6 @@ void pp_executor_clear_lanes(pp_executor *ex);
 /* Passes 2 and 3 of an eager run of the prepared program p. */
 pp_status pp_executor_run_eager(pp_executor *ex, const pp_program *p, pp_step_stats *stats,
                                 pp_error *err);
-
-/* ---- executor_graphs.c ----------------------------------------------------- */
 
 /* Frees eg's graph, program and items and clears the slot. */
 void pp_executor_graph_drop(exec_graph *eg);

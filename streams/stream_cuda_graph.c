@@ -350,7 +350,7 @@ pp_status pp_cuda_graph_launch(pp_graph *g, pp_error *err)
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "graph launch on stream '%s'", o->name);
-        for (int i = 0; i < g->n; i++) pp_cuda_stream_fail_now(g->streams[i], &e);
+        for (int i = 0; i < g->n; i++) pp_stream_fail_now(g->streams[i], &e);
     }
     return PP_OK;
 }

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "runtime/comm/impl.h"
+#include "runtime/comm/local.h"
 
 #define CLAIMS_MAX 256
 
@@ -31,7 +31,7 @@ pp_status pp_comm_group_share_devices(pp_comm_group *g, pp_device_ctx *dev, pp_e
 {
     if (!g || !dev)
         return pp_error_set(err, PP_ERR_INVALID, "share devices: group or device is NULL");
-    if (!g->comm->local || g->size < 2) return PP_OK;
+    if (!pp_comm_local_job(g->comm) || g->size < 2) return PP_OK;
     /* 1. every member's device, broadcast by each in turn (one address space) */
     pp_device_ctx **devs = calloc((size_t)g->size, sizeof *devs);
     if (!devs) return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (devices)",
@@ -60,7 +60,7 @@ pp_status pp_comm_group_share_devices(pp_comm_group *g, pp_device_ctx *dev, pp_e
 pp_status pp_comm_group_claim_device(pp_comm_group *g, const pp_device_ctx *dev, pp_error *err)
 {
     if (!g || !dev) return pp_error_set(err, PP_ERR_INVALID, "claim: group or device is NULL");
-    const void *job = g->comm->local;
+    const void *job = pp_comm_local_job(g->comm);
     const int rank = g->comm->rank;
     pthread_mutex_lock(&claims_mu);
     claim *free_slot = NULL, *c = NULL;
@@ -96,7 +96,7 @@ void pp_comm_group_release_device(pp_comm_group *g, const pp_device_ctx *dev)
     pthread_mutex_lock(&claims_mu);
     for (int i = 0; i < CLAIMS_MAX; i++)
         if (claims[i].count > 0 && pp_device_id_equal(claims[i].id, dev->id) &&
-            claims[i].job == g->comm->local && claims[i].rank == g->comm->rank) {
+            claims[i].job == pp_comm_local_job(g->comm) && claims[i].rank == g->comm->rank) {
             claims[i].count--;
             break;
         }

@@ -6,7 +6,7 @@
  * checked shapes, dtypes and devices; a backend only reports failures of its
  * own (out of memory, library errors) through err. Contracts per op are those
  * of ops.h. Entries that a backend cannot provide are NULL and the caller
- * reports PP_ERR_UNSUPPORTED.
+ * reports PP_ERR_UNSUPPORTED (optional ones say what NULL means instead).
  *
  * The backend is chosen per device kind at build time: runtime/cpu always,
  * runtime/cuda when meson's `cuda` option enables it (otherwise
@@ -73,7 +73,7 @@ typedef struct pp_backend_ops {
                               pp_error *err);
 
     /* optional: host memory the device copies without staging (CUDA: page-locked);
-     * NULL entries: aligned malloc/free */
+     * NULL: aligned malloc/free */
     pp_status (*host_alloc)(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
     void (*host_free)(pp_device_ctx *dev, void *ptr);
 
@@ -137,7 +137,7 @@ typedef struct pp_backend_ops {
     /* bytes-level copy and zero within the device */
     pp_status (*copy)(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err);
     pp_status (*zero)(pp_exec *ex, size_t bytes, void *dst, pp_error *err);
-    /* optional: count buffers of bytes[i] bytes at once; NULL entry: the caller
+    /* optional: count buffers of bytes[i] bytes at once; NULL: the caller
      * runs zero per buffer */
     pp_status (*zero_multi)(pp_exec *ex, int count, void *const *dst, const size_t *bytes,
                             pp_error *err);
@@ -186,7 +186,7 @@ typedef struct pp_backend_ops {
     pp_status (*sgd_update)(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
                             const float *grad, float *momentum_buf, pp_error *err);
     /* optional: count tensors of sizes[i] elements at once (buf[i] NULL when momentum
-     * is 0); NULL entry: the caller runs sgd_update per tensor */
+     * is 0); NULL: the caller runs sgd_update per tensor */
     pp_status (*sgd_update_multi)(pp_exec *ex, const pp_sgd_desc *d, int count,
                                   float *const *param, const float *const *grad,
                                   float *const *buf, const int64_t *sizes, pp_error *err);
@@ -207,13 +207,14 @@ typedef struct pp_backend_ops {
      * gives: every operand converted to an f32 NCHW stand-in, the f32 entry
      * above, each output rounded (bf16) and laid out back. Returns PP_ERR_UNSUPPORTED,
      * having enqueued nothing, for a combination it does not run natively (the
-     * fallback then runs); NULL entry: always the fallback. */
+     * fallback then runs); NULL: always the fallback. */
     pp_status (*native)(pp_exec *ex, pp_native_op op, const void *desc, pp_tensor *const *t,
                         pp_error *err);
 
     /* optional: starts or stops the range an external profiler collects (CUDA:
      * cudaProfilerStart/Stop, which `ncu --profile-from-start off` and
-     * `nsys --capture-range=cudaProfilerApi` follow); process-wide */
+     * `nsys --capture-range=cudaProfilerApi` follow); process-wide. NULL: no
+     * profiler to drive (a no-op) */
     pp_status (*profiler)(pp_device_ctx *dev, bool start, pp_error *err);
 } pp_backend_ops;
 

@@ -2,6 +2,13 @@
  * device.h - logical devices, the registry that owns their contexts, and
  * per-device memory accounting.
  *
+ * runtime/core/ is the device layer every room of runtime/ sits on: logical
+ * devices and their registry (this header), tensors, execs (work on one
+ * device, in one stream's order), the checked op API (ops.h) over a table of
+ * functions per backend (backend.h: pp_backend_ops), statuses and errors,
+ * paths, the micro-batch rule and the host thread pool. It includes nothing
+ * of the project outside itself.
+ *
  * A logical device is "cpu:N" or "cuda:N". Several cpu:N are distinct logical
  * devices that share host memory (each has its own accounting), which lets any
  * plan run on a machine without a GPU.

@@ -21,12 +21,6 @@
 
 #define ACT PP_OPS_ACT
 
-pp_status pp_ops_unsupported(pp_exec *ex, const char *op, pp_error *err)
-{
-    return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: not provided by the %s backend", op,
-                        ex->dev->ops->name);
-}
-
 pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
                               int stride, int pad, pp_error *err)
 {

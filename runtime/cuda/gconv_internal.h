@@ -1,9 +1,9 @@
 /*
  * gconv_internal.h - what gconv.c (heuristics, execution plans,
- * timing, the cache and the call) and gconv_graph.c (phase 1: the
- * operation graph) share: a plan's key and entry, the build context, and the
- * checked cuDNN backend calls. Not installed; only runtime/cuda/cuda_gconv*.c
- * include it.
+ * timing, the cache and the call) and, below it, gconv_graph.c (the checked
+ * cuDNN backend calls and phase 1: the operation graph) share: a plan's key
+ * and entry, the build context, and gconv_graph.c's functions. Not
+ * installed; only runtime/cuda/gconv*.c include it.
  */
 #ifndef PP_CUDA_GCONV_INTERNAL_H
 #define PP_CUDA_GCONV_INTERNAL_H
@@ -63,7 +63,11 @@ typedef struct gbuild {
     pp_error *err;
 } gbuild;
 
-/* ---- checked backend calls (gconv.c) ------------------------------------ */
+/* ---- checked backend calls (gconv_graph.c) ------------------------------ */
+
+/* The key as words for messages: direction, dtype, layout, math, shapes. */
+void pp_gconv_describe(char *buf, size_t n, const gconv_key *k);
+
 
 /* A failed cuDNN backend call: names call, descriptor and attribute, status,
  * cuDNN's last error message and the convolution, at file:line. */

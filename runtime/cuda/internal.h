@@ -2,6 +2,16 @@
  * internal.h - state and the error-check macro shared by the CUDA
  * backend's C files in runtime/cuda and by streams/stream_cuda.c.
  *
+ * runtime/cuda/ is the CUDA backend: the pp_backend_ops table of
+ * pp_backend_cuda() (backend.c) over what every file builds on (exec.c:
+ * checks, handles, scratch); convolution, batch norm and pooling through
+ * cuDNN (dnn.c), through cuDNN's graph API (gconv.c over gconv_graph.c;
+ * gconv_probe.c), the fully connected layer through cuBLAS (blas.c) and
+ * cuBLASLt (blaslt.c), the native bf16/NHWC entry (native.c), own kernels
+ * (kernels.cu, nhwc.cu), the algorithm cache (algo_cache.c); absent.c in a
+ * build without CUDA. Calls run from backend.c down to exec.c. It includes
+ * runtime/core only.
+ *
  * Every CUDA runtime, cuDNN and cuBLAS call goes through PP_CUDA, which turns
  * a failure into a pp_status (PP_ERR_OOM for out-of-memory codes,
  * PP_ERR_BACKEND otherwise) and a message naming the call, the device, the
@@ -141,7 +151,7 @@ static inline pp_status pp_cuda_status_blas(cublasStatus_t code, const char *cal
     _Generic((call), cudaError_t: pp_cuda_status_rt, cudnnStatus_t: pp_cuda_status_dnn, \
              cublasStatus_t: pp_cuda_status_blas)((call), #call, __FILE__, __LINE__, (dev), (err))
 
-/* ---- shared helpers (backend.c) -------------------------------------- */
+/* ---- what every file builds on (exec.c) ------------------------------ */
 
 static inline pp_cuda_device *pp_cuda_dev(const pp_device_ctx *dev)
 {
@@ -168,7 +178,11 @@ pp_status pp_cuda_peer_access(pp_device_ctx *dev, pp_device_ctx *peer, pp_error 
 pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_exec **out,
                              pp_error *err);
 
-/* The most blocks a grid-stride kernel is given (16 per multiprocessor). */
+/* The table's alloc_async and free_async: device memory in ex's stream order
+ * (not counted). */
+pp_status pp_cuda_alloc_async(pp_exec *ex, size_t bytes, void **ptr, pp_error *err);
+void pp_cuda_free_async(pp_exec *ex, void *ptr);
+
 /* Temporary device memory in ex's stream order, counted in the device's
  * memory (its cap holds for it); bytes == 0 gives NULL. Free it with
  * pp_cuda_scratch_free (same bytes) in the same stream order: the memory is
@@ -176,6 +190,7 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
 pp_status pp_cuda_scratch_alloc(pp_exec *ex, size_t bytes, void **p, pp_error *err);
 void pp_cuda_scratch_free(pp_exec *ex, void *p, size_t bytes);
 
+/* The most blocks a grid-stride kernel is given (16 per multiprocessor). */
 unsigned pp_cuda_max_grid(const pp_exec *ex);
 /* Grid size for n elements with block threads, for grid-stride kernels. */
 unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block);

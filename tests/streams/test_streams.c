@@ -343,7 +343,7 @@ static pp_status foreign_synchronize(pp_event *ev, pp_error *err)
     return PP_OK;
 }
 
-static const pp_stream_impl foreign_impl = {.name = "foreign",
+static const pp_stream_ops foreign_impl = {.name = "foreign",
                                             .event_synchronize = foreign_synchronize};
 
 /* A wait for an event of another backend: nothing for a never-recorded one;
@@ -358,7 +358,7 @@ static void test_foreign_waits(void)
     foreign_state fs = {.flag = &flag, .result = PP_OK};
     atomic_init(&fs.calls, 0);
     atomic_init(&fs.seen, -1);
-    pp_event ev = {.impl = &foreign_impl, .dev = cpu1, .state = &fs};
+    pp_event ev = {.ops = &foreign_impl, .dev = cpu1, .state = &fs};
 
     CHECK_OK(pp_stream_wait_event(s, &ev, &err), &err);
     CHECK_OK(pp_stream_synchronize(s, &err), &err);
@@ -491,7 +491,7 @@ static void test_stream_misuse(void)
     snprintf(fake_cuda.name, sizeof fake_cuda.name, "cuda:0");
     pp_stream *s = NULL;
     pp_event *ev = NULL;
-    if (!pp_stream_impl_cuda()) {
+    if (!pp_stream_cuda_ops()) {
         CHECK(pp_stream_new(&fake_cuda, PP_STREAM_COMPUTE, "gpu", &s, &err) ==
               PP_ERR_UNSUPPORTED);
         CHECK(s == NULL && strstr(err.msg, "cuda:0") != NULL);
