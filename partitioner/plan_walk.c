@@ -272,6 +272,12 @@ int pp_walk_choice(pp_walk *w, const pp_ynode *n, const char *what, const char *
     return -1;
 }
 
+int pp_walk_recompute(pp_walk *w, const pp_ynode *n, const char *what)
+{
+    static const char *const names[] = {"never", "except_last", "always"};
+    return pp_walk_choice(w, n, what, names, 3, "never, except_last or always");
+}
+
 /* ------------------------------------------------------------------ */
 /* sizes and numbers                                                    */
 
