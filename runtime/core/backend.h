@@ -92,6 +92,9 @@ typedef struct pp_backend_ops {
                                       const float *w, float *dx, pp_error *err);
     pp_status (*conv2d_backward_filter)(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                         const float *dy, float *dw, pp_error *err);
+    /* (optional) bytes of workspace the largest training pass of a convolution of d asks
+     * an exec of a device opened now for (defaults to 0: chosen at run time) */
+    size_t (*conv2d_workspace)(const pp_conv2d_desc *d);
     /* dx += conv_transpose(dy, w): the sum backward_data then accumulate give (the
      * CPU backend's bit for bit) */
     pp_status (*conv2d_backward_data_accumulate)(pp_exec *ex, const pp_conv2d_desc *d,
@@ -210,6 +213,11 @@ typedef struct pp_backend_ops {
      * cudaProfilerStart/Stop, which `ncu --profile-from-start off` and
      * `nsys --capture-range=cudaProfilerApi` follow); process-wide */
     pp_status (*profiler)(pp_device_ctx *dev, bool start, pp_error *err);
+
+    /* (optional) the device's free and total memory as its driver reports them (CUDA:
+     * cudaMemGetInfo); none on the CPU, which has no memory of its own */
+    pp_status (*mem_info)(pp_device_ctx *dev, size_t *free_bytes, size_t *total_bytes,
+                          pp_error *err);
 } pp_backend_ops;
 
 /* The CPU backend (runtime/cpu). Never NULL. */

@@ -27,6 +27,12 @@ pp_status pp_ops_unsupported(pp_exec *ex, const char *op, pp_error *err)
                         ex->dev->ops->name);
 }
 
+size_t pp_conv2d_workspace_bytes(pp_device_kind kind, const pp_conv2d_desc *d)
+{
+    const pp_backend_ops *ops = kind == PP_DEVICE_CUDA ? pp_backend_cuda() : pp_backend_cpu();
+    return d && ops && ops->conv2d_workspace ? ops->conv2d_workspace(d) : 0;
+}
+
 pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
                               int stride, int pad, pp_error *err)
 {

@@ -56,6 +56,13 @@ typedef struct pp_conv2d_desc {
 pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
                               int stride, int pad, pp_error *err);
 
+/* Bytes of exec workspace the training passes of a convolution of d (forward,
+ * backward data, backward filter) ask a stream of a `kind` device for, the
+ * largest of the three, on a device opened now (the CPU backend: its thread
+ * count from the environment); 0 where the backend chooses at run time (CUDA)
+ * or is not built. For predicting memory before anything runs. */
+size_t pp_conv2d_workspace_bytes(pp_device_kind kind, const pp_conv2d_desc *d);
+
 typedef struct pp_bn_desc {
     int n, c, h, w;        /* input (N, C, H, W); statistics per channel over N*H*W */
     float eps;             /* 1e-5 in ResNet */

@@ -14,6 +14,10 @@ pp_status pp_cpu_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const floa
 pp_status pp_cpu_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy, const float *w, float *dx, pp_error *err);
 pp_status pp_cpu_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d, const float *dy, const float *w, float *dx, pp_error *err);
 pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x, const float *dy, float *dw, pp_error *err);
+/* Bytes of workspace the largest of a convolution's forward, backward-data
+ * (accumulating) and backward-filter passes asks its exec for on a device of
+ * `threads` workers: the same sizing the kernels use. */
+size_t pp_cpu_conv2d_workspace_bytes(const pp_conv2d_desc *d, int threads);
 pp_status pp_cpu_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *gamma, const float *beta, float *running_mean, float *running_var, float *y, float *save_mean, float *save_invstd, pp_error *err);
 pp_status pp_cpu_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *gamma, const float *beta, const float *running_mean, const float *running_var, float *y, pp_error *err);
 pp_status pp_cpu_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *dy, const float *gamma, const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta, pp_error *err);

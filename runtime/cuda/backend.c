@@ -306,6 +306,13 @@ static pp_status cuda_profiler(pp_device_ctx *dev, bool start, pp_error *err)
     return PP_CUDA(dev, err, cudaProfilerStop());
 }
 
+static pp_status cuda_mem_info(pp_device_ctx *dev, size_t *free_bytes, size_t *total_bytes,
+                               pp_error *err)
+{
+    PP_TRY(pp_cuda_set_device(dev, err));
+    return PP_CUDA(dev, err, cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 static pp_status cuda_exec_sync(pp_exec *ex, pp_error *err)
 {
     PP_TRY(pp_cuda_set_device(ex->dev, err));
@@ -682,6 +689,7 @@ static const pp_backend_ops cuda_ops = {
     .delay = cuda_delay,
     .transpose = pp_cuda_transpose,
     .profiler = cuda_profiler,
+    .mem_info = cuda_mem_info,
     .native = pp_cuda_native,
 };
 
