@@ -17,6 +17,7 @@
 #include "runtime/version.h"
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
+#include "cli/fit.h"
 #include "cli/report.h"
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
@@ -29,7 +30,7 @@
 typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
-    bool validate, json, simulate, weights_only, eval_only;
+    bool validate, json, simulate, weights_only, eval_only, memory;
     int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
     bool grads_whole;     /* --grad-allreduce whole */
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
@@ -73,6 +74,8 @@ static void usage(FILE *f)
           "  --steps N           override the plan's step count\n"
           "  --validate          check the plan, print it resolved (YAML), run nothing\n"
           "  --simulate          predict step time and bubble from the cost model, run nothing\n"
+          "  --memory            predict each stage's peak memory beside its device's cap, run\n"
+          "                      nothing (exit 2 when a device would not fit)\n"
           "  --json              print one JSON summary on stdout (human output goes to stderr)\n"
           "  --trace FILE        write a Chrome trace (open in Perfetto or chrome://tracing)\n"
           "  --load FILE         start from a safetensors checkpoint (torchvision names)\n"
@@ -122,7 +125,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
-           O_GRAPHS, O_GRAD_ALLREDUCE };
+           O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -136,6 +139,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"csv", required_argument, 0, O_CSV},
         {"svg", required_argument, 0, O_SVG},
         {"simulate", no_argument, 0, O_SIM},
+        {"memory", no_argument, 0, O_MEMORY},
         {"metrics", required_argument, 0, O_METRICS},
         {"eval-only", no_argument, 0, O_EVAL_ONLY},
         {"plot", required_argument, 0, O_PLOT},
@@ -159,6 +163,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         case O_VALIDATE: a->validate = true; break;
         case O_JSON: a->json = true; break;
         case O_SIM: a->simulate = true; break;
+        case O_MEMORY: a->memory = true; break;
         case O_WEIGHTS: a->weights_only = true; break;
         case O_TRACE: a->trace = optarg; break;
         case O_LOAD: a->load = optarg; break;
@@ -211,14 +216,14 @@ static int parse_args(int argc, char **argv, cli_args *a)
     if ((a->csv || a->svg) && !a->n_sweep)
         return bad_args("%s needs --sweep-split", a->csv ? "--csv" : "--svg");
     if (a->weights_only && !a->save) return bad_args("%s needs --save", "--weights-only");
-    if (a->validate + a->simulate + (a->n_sweep > 0) + a->eval_only > 1)
-        return bad_args("%s", "--validate, --simulate, --sweep-split and --eval-only exclude each "
-                              "other");
+    if (a->validate + a->simulate + a->memory + (a->n_sweep > 0) + a->eval_only > 1)
+        return bad_args("%s", "--validate, --simulate, --memory, --sweep-split and --eval-only "
+                              "exclude each other");
     if (a->eval_only && !a->load) return bad_args("%s needs --load", "--eval-only");
     if (a->resume && a->load) return bad_args("%s", "--resume and --load exclude each other");
-    if (a->resume && (a->validate || a->simulate || a->n_sweep || a->eval_only))
+    if (a->resume && (a->validate || a->simulate || a->memory || a->n_sweep || a->eval_only))
         return bad_args("%s applies to training runs", "--resume");
-    if (a->plot && (a->validate || a->simulate || a->n_sweep || a->eval_only))
+    if (a->plot && (a->validate || a->simulate || a->memory || a->n_sweep || a->eval_only))
         return bad_args("%s applies to training runs", "--plot");
     return 0;
 }
@@ -433,7 +438,25 @@ static int do_simulate(const pp_plan *plan, bool json)
     if (plan->model.kind != PP_MODEL_DELAY)
         fprintf(out, "(layer costs are catalogue FLOPs at a nominal device rate: compare "
                      "shapes, not absolute times)\n");
+    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
+    if (pp_fit_predict(plan, pred, &err) != PP_OK || pp_fit_caps(plan, pred, &err) != PP_OK)
+        return fail(&err);
+    pp_cli_print_memory(out, plan, pred);
     if (json && !pp_cli_print_simulation_json(stdout, plan, step_ms, bubble, f, b)) return 1;
+    return 0;
+}
+
+/* --memory: the prediction per stage beside each device's cap; exit 2 (the
+ * refusal, naming what would fit) when a device would not fit. */
+static int do_memory(const pp_plan *plan, bool json)
+{
+    pp_error err;
+    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
+    if (pp_fit_predict(plan, pred, &err) != PP_OK || pp_fit_caps(plan, pred, &err) != PP_OK)
+        return fail(&err);
+    pp_cli_print_memory(json ? stderr : stdout, plan, pred);
+    if (json && !pp_cli_memory_json(stdout, plan, pred)) return 1;
+    if (pp_fit_check(plan, pred, &err) != PP_OK) return fail(&err);
     return 0;
 }
 
@@ -773,8 +796,8 @@ static int run(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
-    if (!a.validate && !a.simulate) note_precision(plan);
-    if (!a.validate && !a.simulate && (rc = check_same_plan(plan, &a, steps)) != 0) {
+    if (!a.validate && !a.simulate && !a.memory) note_precision(plan);
+    if (!a.validate && !a.simulate && !a.memory && (rc = check_same_plan(plan, &a, steps)) != 0) {
         pp_plan_free(plan);
         return rc;
     }
@@ -782,6 +805,8 @@ static int run(int argc, char **argv)
         rc = do_validate(plan);
     else if (a.simulate)
         rc = do_simulate(plan, a.json);
+    else if (a.memory)
+        rc = do_memory(plan, a.json);
     else if (a.eval_only)
         rc = do_eval_only(plan, &a);
     else if (a.n_sweep && pp_comm_size(g_comm) > 1)

@@ -380,8 +380,8 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
 }
 
 /* Opens every stage's device and applies the plan's memory caps: a stage's
- * `memory:` caps its device; a device shared by several stages gets the sum of
- * their caps (no cap when one of them has none). */
+ * `memory:` caps its device, shared by every stage on it (one figure per
+ * device, pp_plan_device_memory). */
 static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
     int size = pp_comm_size(p->comm);
@@ -445,15 +445,9 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
         }
     }
     for (int s = 0; s < p->n_stages; s++) {
-        size_t cap = 0;
-        bool capped = true;
         if (!stage_here(p, s)) continue;
-        for (int t = 0; t < p->n_stages; t++) {
-            if (p->stages[t].dev != p->stages[s].dev || !stage_here(p, t)) continue;
-            capped = capped && plan->stages[t].memory_bytes > 0;
-            cap += (size_t)plan->stages[t].memory_bytes;
-        }
-        p->stages[s].dev->bytes_limit = capped ? cap : 0;
+        /* one figure per device, whichever of its stages gives it */
+        p->stages[s].dev->bytes_limit = (size_t)pp_plan_device_memory(plan, s);
         p->stages[s].dev->math = plan->precision == PP_PLAN_PRECISION_TF32 ? PP_MATH_TF32
                                                                            : PP_MATH_FP32;
     }

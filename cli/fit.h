@@ -1,0 +1,22 @@
+/*
+ * fit.h - what the pipeline-run program prints for memory and the planner:
+ * the per-stage memory prediction beside each device's cap (--memory,
+ * --simulate), and the planner's candidates (--optimize). Output only.
+ */
+#ifndef PP_CLI_FIT_H
+#define PP_CLI_FIT_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "partitioner/plan.h"
+#include "pipeline/fit.h"
+
+/* One row per stage: the parts of its predicted peak, its device's peak and
+ * cap, then a line saying whether every device fits. */
+void pp_cli_print_memory(FILE *f, const pp_plan *plan, const pp_fit_stage *pred);
+
+/* The same as one JSON object on a line. Returns false when out of memory. */
+bool pp_cli_memory_json(FILE *f, const pp_plan *plan, const pp_fit_stage *pred);
+
+#endif
