@@ -250,6 +250,25 @@ static int fail(const pp_error *err)
     }
 }
 
+/* A plan whose predicted peak exceeds a device's cap (its memory:, a CUDA
+ * card's free memory) is refused before anything runs, exit 2.
+ * PP_MEMORY_CHECK=off skips the prediction (the caps still hold at run time). */
+static int check_memory(const pp_plan *plan)
+{
+    const char *env = getenv("PP_MEMORY_CHECK");
+    if (env && !strcmp(env, "off")) return 0;
+    if (env && env[0] && strcmp(env, "on") != 0) {
+        fprintf(stderr, "pipeline-run: PP_MEMORY_CHECK=%.32s: expected on or off\n", env);
+        return 2;
+    }
+    pp_error err;
+    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
+    if (pp_fit_predict(plan, pred, &err) != PP_OK || pp_fit_caps(plan, pred, &err) != PP_OK ||
+        pp_fit_check(plan, pred, &err) != PP_OK)
+        return fail(&err);
+    return 0;
+}
+
 typedef struct run_result {
     double *losses;
     int n_losses;
@@ -796,6 +815,10 @@ static int run(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
+    if (!a.simulate && !a.memory && !a.n_sweep && (rc = check_memory(plan)) != 0) {
+        pp_plan_free(plan);
+        return rc;
+    }
     if (!a.validate && !a.simulate && !a.memory) note_precision(plan);
     if (!a.validate && !a.simulate && !a.memory && (rc = check_same_plan(plan, &a, steps)) != 0) {
         pp_plan_free(plan);

@@ -165,14 +165,16 @@ pp_status pp_fit_check(const pp_plan *plan, const pp_fit_stage *pred, pp_error *
                                                                    : cs->memory_mark;
         char shared[96] = "";
         if (p->device_peak != pred[big].peak)
-            snprintf(shared, sizeof shared, " (%s with the other stages on %s)",
-                     mib(p->device_peak, c, sizeof c), cs->device_name);
+            snprintf(shared, sizeof shared, " (its own %s; the other stages on %s add the rest)",
+                     mib(pred[big].peak, c, sizeof c), cs->device_name);
         char msg[1024];
         snprintf(msg, sizeof msg,
-                 "stage %d (%s): predicted peak %s%s exceeds the %s of %s (%s); would fit: %s",
-                 big, plan->stages[big].device_name, mib(pred[big].peak, a, sizeof a), shared,
+                 "stage %d (%s): predicted peak %s (%lld bytes)%s exceeds the %s of %s, %s "
+                 "(%lld bytes); would fit: %s",
+                 big, plan->stages[big].device_name, mib(p->device_peak, a, sizeof a),
+                 (long long)p->device_peak, shared,
                  p->cap_from_card ? "free memory" : "memory cap", cs->device_name,
-                 mib(p->cap, b, sizeof b), fit);
+                 mib(p->cap, b, sizeof b), (long long)p->cap, fit);
         if (at.line > 0)
             return pp_error_set(err, PP_ERR_INPUT, "%s:%d:%d: %s", plan->path, at.line, at.col,
                                 msg);
