@@ -80,3 +80,31 @@ bool pp_cli_memory_json(FILE *f, const pp_plan *plan, const pp_fit_stage *pred)
     json_decref(o);
     return rc == 0;
 }
+
+void pp_cli_print_profile_note(FILE *f, const pp_profile_note *note)
+{
+    switch (note->source) {
+    case PP_PROFILE_NONE: return;
+    case PP_PROFILE_FRESH:
+        fprintf(f, "unit times: fresh, from the profile cache %s\n", note->cache);
+        return;
+    case PP_PROFILE_MEASURED:
+        if (note->fresh > 0)
+            fprintf(f, "unit times: %d of %d read from the profile cache %s, the rest measured "
+                       "now%s%s\n", note->fresh, note->lookups, note->cache,
+                    note->why[0] ? ": " : " and added", note->why);
+        else
+            fprintf(f, "unit times: measured now%s %s%s%s\n",
+                    note->why[0] ? ", not added to the profile cache" : " and added to the "
+                    "profile cache", note->cache, note->why[0] ? ": " : "", note->why);
+        return;
+    case PP_PROFILE_UNCACHED:
+        fprintf(f, "unit times: measured now, not cached (PP_PROFILE_CACHE=off or no cache "
+                   "folder)\n");
+        return;
+    case PP_PROFILE_STALE:
+        fprintf(f, "unit times: the profile cache %s was stale (%s): measured again and "
+                   "replaced\n", note->cache, note->why);
+        return;
+    }
+}

@@ -19,4 +19,8 @@ void pp_cli_print_memory(FILE *f, const pp_plan *plan, const pp_fit_stage *pred)
 /* The same as one JSON object on a line. Returns false when out of memory. */
 bool pp_cli_memory_json(FILE *f, const pp_plan *plan, const pp_fit_stage *pred);
 
+/* One line on where measured unit times came from ("unit times: fresh in
+ * CACHE"); nothing when none were used. */
+void pp_cli_print_profile_note(FILE *f, const pp_profile_note *note);
+
 #endif

@@ -804,10 +804,12 @@ static int run(int argc, char **argv)
         pp_plan_free(plan);
         return fail(&err);
     }
-    if (pp_pipeline_resolve_plan(plan, &err) != PP_OK) {
+    pp_profile_note note = {0};
+    if (pp_fit_resolve_plan(plan, &note, &err) != PP_OK) {
         pp_plan_free(plan);
         return fail(&err);
     }
+    pp_cli_print_profile_note(stderr, &note);
     int steps = a.steps ? a.steps : plan->steps;
 
     struct sigaction sa;

@@ -91,6 +91,59 @@ pp_status pp_fit_caps(const pp_plan *plan, pp_fit_stage *stages, pp_error *err);
  * stage (each checked with the model). PP_OK when every device fits. */
 pp_status pp_fit_check(const pp_plan *plan, const pp_fit_stage *pred, pp_error *err);
 
+/* ---- measured unit times ---------------------------------------------------------
+ *
+ * pp_fit_profile measures each unit's forward and backward time on a device
+ * for micro-batches of a size (each unit as a one-unit stage: a warm-up,
+ * then the fastest of three timed passes), or reads them from the profile
+ * cache, a JSON file: PP_PROFILE_CACHE (a path, or "off"), by default
+ * $XDG_CACHE_HOME/pipeline-run/unit-times.json or
+ * ~/.cache/pipeline-run/unit-times.json. Entries are keyed by the model, the
+ * device ("cpu" for every cpu:N: one host; "cuda:N"), the micro-batch size
+ * and the precision; an entry is fresh when this version of pipeline-run
+ * measured it on this host with the same CPU thread count, else stale:
+ * measured again and replaced. So `balance: time`, --validate, the run and
+ * the planner agree on the same figures. */
+
+/* Where the times of one or more lookups came from (the least fresh). */
+typedef enum pp_profile_source {
+    PP_PROFILE_NONE = 0,  /* nothing measured or read */
+    PP_PROFILE_FRESH,     /* read from the cache */
+    PP_PROFILE_MEASURED,  /* not in the cache: measured now and added */
+    PP_PROFILE_UNCACHED,  /* the cache is off (or has no place): measured now */
+    PP_PROFILE_STALE,     /* the cache's entry was stale: measured again and replaced */
+} pp_profile_source;
+
+typedef struct pp_profile_note {
+    pp_profile_source source; /* the least fresh of the lookups */
+    int lookups, fresh;       /* lookups made, and how many the cache answered */
+    char cache[1024];         /* the cache file; "" when off */
+    char why[160];            /* stale: what differed (another version, host, thread count) */
+} pp_profile_note;
+
+/* Per-unit times of one micro-batch. */
+typedef struct pp_unit_times {
+    int n;                    /* the model's units */
+    int mb_size;              /* samples per micro-batch */
+    double *forward_ms;       /* (n) */
+    double *backward_ms;      /* (n) */
+} pp_unit_times;
+
+/* Fills out (free with pp_unit_times_free) with the times of plan's units on
+ * dev for micro-batches of mb_size, from the cache or measured; note (may be
+ * NULL; zero it before the first lookup) gathers where they came from. A
+ * cache that cannot be read or written is not an error. PP_ERR_INVALID for
+ * the delay model; a failure to run a unit is reported as the ops report it. */
+pp_status pp_fit_profile(const pp_plan *plan, pp_device_id dev, int mb_size, pp_unit_times *out,
+                         pp_profile_note *note, pp_error *err);
+void pp_unit_times_free(pp_unit_times *t);
+/* "fresh", "measured", "uncached", "stale", "none" */
+const char *pp_profile_source_name(pp_profile_source s);
+
+/* pp_pipeline_resolve_plan with the note of the time balance's profile
+ * (note->source stays NONE when nothing was profiled). */
+pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *err);
+
 /* Peak micro-batches in flight on stage s of the schedule of plan: the most
  * whose forward ran and whose backward has not, over the stage's actions. */
 int pp_fit_in_flight(const pp_plan *plan, int s);
