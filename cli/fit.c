@@ -108,3 +108,79 @@ void pp_cli_print_profile_note(FILE *f, const pp_profile_note *note)
         return;
     }
 }
+
+/* A stage's units in the plan's compact spelling ("layer3, layer4, avgpool, fc"). */
+static const char *units_of(const pp_plan *plan, const pp_fit_candidate *c, int s, char *buf,
+                            size_t n)
+{
+    if (plan->model.kind == PP_MODEL_DELAY || c->first[s] < 0) {
+        snprintf(buf, n, "(delay)");
+        return buf;
+    }
+    return pp_plan_spell_units(&plan->catalogue, c->first[s], c->last[s], buf, n);
+}
+
+void pp_cli_print_candidates(FILE *f, const pp_plan *plan, const pp_fit_result *res,
+                             int64_t memory_limit)
+{
+    char a[32], b[32], list[512];
+    fprintf(f, "%d of %d candidates (schedule x split size) fit", res->fitting, res->tried);
+    if (memory_limit > 0)
+        fprintf(f, " within the memory limit %s", pp_cli_bytes((double)memory_limit, a, sizeof a));
+    fprintf(f, "; the best %d by predicted step time:\n", res->n);
+    fprintf(f, "%2s  %-8s  %5s  %5s  %9s  %9s  %6s\n", "#", "schedule", "split", "micro",
+            "step ms", "images/s", "bubble");
+    for (int k = 0; k < res->n; k++) {
+        const pp_fit_candidate *c = &res->best[k];
+        fprintf(f, "%2d  %-8s  %5d  %5d  %9.1f  %9.1f  %5.1f%%\n", k + 1,
+                pp_plan_schedule_name(c->schedule), c->split_size, c->micro_batches, c->step_ms,
+                c->images_per_s, 100 * c->bubble);
+        for (int s = 0; s < plan->n_stages; s++)
+            fprintf(f, "      stage %d %-8s %-11s peak %10s of %-10s  %s\n", s,
+                    plan->stages[s].device_name, pp_plan_recompute_name(c->recompute[s]),
+                    pp_cli_bytes((double)c->peak[s], a, sizeof a),
+                    c->cap[s] > 0 ? pp_cli_bytes((double)c->cap[s], b, sizeof b) : "no cap",
+                    units_of(plan, c, s, list, sizeof list));
+    }
+}
+
+bool pp_cli_candidates_json(FILE *f, const pp_plan *plan, const pp_fit_result *res)
+{
+    json_t *o = json_object(), *cands = json_array();
+    if (!o || !cands) {
+        json_decref(o);
+        json_decref(cands);
+        return false;
+    }
+    json_object_set_new(o, "plan", json_string(plan->path));
+    json_object_set_new(o, "tried", json_integer(res->tried));
+    json_object_set_new(o, "fitting", json_integer(res->fitting));
+    json_object_set_new(o, "unit_times", json_string(pp_profile_source_name(res->note.source)));
+    for (int k = 0; k < res->n; k++) {
+        const pp_fit_candidate *c = &res->best[k];
+        json_t *stages = json_array();
+        for (int s = 0; s < plan->n_stages; s++) {
+            char list[512];
+            json_array_append_new(
+                stages, json_pack("{s:s, s:s, s:s, s:f, s:f, s:I, s:I}", "device",
+                                  plan->stages[s].device_name, "layers",
+                                  units_of(plan, c, s, list, sizeof list), "recompute",
+                                  pp_plan_recompute_name(c->recompute[s]), "forward_ms",
+                                  c->forward_ms[s], "backward_ms", c->backward_ms[s],
+                                  "predicted_peak_bytes", (json_int_t)c->peak[s], "cap_bytes",
+                                  (json_int_t)c->cap[s]));
+        }
+        json_array_append_new(
+            cands, json_pack("{s:s, s:i, s:i, s:f, s:f, s:f, s:o}", "schedule",
+                             pp_plan_schedule_name(c->schedule), "split_size", c->split_size,
+                             "micro_batches", c->micro_batches, "step_ms", c->step_ms,
+                             "images_per_s", c->images_per_s, "bubble", c->bubble, "stages",
+                             stages));
+    }
+    json_object_set_new(o, "candidates", cands);
+    if (res->n == 0) json_object_set_new(o, "why", json_string(res->why));
+    int rc = json_dumpf(o, f, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    fputc('\n', f);
+    json_decref(o);
+    return rc == 0;
+}

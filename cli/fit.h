@@ -19,6 +19,13 @@ void pp_cli_print_memory(FILE *f, const pp_plan *plan, const pp_fit_stage *pred)
 /* The same as one JSON object on a line. Returns false when out of memory. */
 bool pp_cli_memory_json(FILE *f, const pp_plan *plan, const pp_fit_stage *pred);
 
+/* The planner's candidates, best first: schedule, split size, predicted
+ * step, throughput and bubble, then per stage its units, recomputation and
+ * predicted peak beside its cap. */
+void pp_cli_print_candidates(FILE *f, const pp_plan *plan, const pp_fit_result *res,
+                             int64_t memory_limit);
+bool pp_cli_candidates_json(FILE *f, const pp_plan *plan, const pp_fit_result *res);
+
 /* One line on where measured unit times came from ("unit times: fresh in
  * CACHE"); nothing when none were used. */
 void pp_cli_print_profile_note(FILE *f, const pp_profile_note *note);

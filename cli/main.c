@@ -30,7 +30,9 @@
 typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
-    bool validate, json, simulate, weights_only, eval_only, memory;
+    bool validate, json, simulate, weights_only, eval_only, memory, optimize;
+    int64_t memory_limit; /* --memory-limit (bytes), 0: none */
+    const char *output;   /* -o: where --optimize writes the best plan */
     int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
     bool grads_whole;     /* --grad-allreduce whole */
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
@@ -76,6 +78,11 @@ static void usage(FILE *f)
           "  --simulate          predict step time and bubble from the cost model, run nothing\n"
           "  --memory            predict each stage's peak memory beside its device's cap, run\n"
           "                      nothing (exit 2 when a device would not fit)\n"
+          "  --optimize          search cuts, schedule, split size and recomputation for the\n"
+          "                      fastest plan that fits (unit times measured and cached), print\n"
+          "                      the best candidates and write the best plan (stdout, or -o)\n"
+          "  --memory-limit SIZE with --optimize: the most a device may hold (e.g. 12GiB)\n"
+          "  -o FILE             with --optimize: write the best plan to FILE\n"
           "  --json              print one JSON summary on stdout (human output goes to stderr)\n"
           "  --trace FILE        write a Chrome trace (open in Perfetto or chrome://tracing)\n"
           "  --load FILE         start from a safetensors checkpoint (torchvision names)\n"
@@ -125,7 +132,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
-           O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY };
+           O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY, O_OPTIMIZE, O_MEMORY_LIMIT };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -140,6 +147,8 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"svg", required_argument, 0, O_SVG},
         {"simulate", no_argument, 0, O_SIM},
         {"memory", no_argument, 0, O_MEMORY},
+        {"optimize", no_argument, 0, O_OPTIMIZE},
+        {"memory-limit", required_argument, 0, O_MEMORY_LIMIT},
         {"metrics", required_argument, 0, O_METRICS},
         {"eval-only", no_argument, 0, O_EVAL_ONLY},
         {"plot", required_argument, 0, O_PLOT},
@@ -154,7 +163,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
     memset(a, 0, sizeof *a);
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hVo:", opts, NULL)) != -1) {
         switch (c) {
         case O_STEPS:
             if (!parse_int(optarg, 1, PP_PLAN_MAX_STEPS, &a->steps))
@@ -164,6 +173,14 @@ static int parse_args(int argc, char **argv, cli_args *a)
         case O_JSON: a->json = true; break;
         case O_SIM: a->simulate = true; break;
         case O_MEMORY: a->memory = true; break;
+        case O_OPTIMIZE: a->optimize = true; break;
+        case 'o': a->output = optarg; break;
+        case O_MEMORY_LIMIT: {
+            pp_error e;
+            if (pp_plan_parse_bytes(optarg, &a->memory_limit, &e) != PP_OK)
+                return bad_args("--memory-limit: %s", e.msg);
+            break;
+        }
         case O_WEIGHTS: a->weights_only = true; break;
         case O_TRACE: a->trace = optarg; break;
         case O_LOAD: a->load = optarg; break;
@@ -220,6 +237,18 @@ static int parse_args(int argc, char **argv, cli_args *a)
         return bad_args("%s", "--validate, --simulate, --memory, --sweep-split and --eval-only "
                               "exclude each other");
     if (a->eval_only && !a->load) return bad_args("%s needs --load", "--eval-only");
+    if (a->output && !a->optimize) return bad_args("%s needs --optimize", "-o");
+    if (a->memory_limit && !a->optimize) return bad_args("%s needs --optimize", "--memory-limit");
+    if (a->optimize) {
+        const char *other = a->validate ? "--validate" : a->simulate ? "--simulate"
+                            : a->memory ? "--memory" : a->n_sweep ? "--sweep-split"
+                            : a->eval_only ? "--eval-only" : a->resume ? "--resume"
+                            : a->load ? "--load" : a->save ? "--save" : a->trace ? "--trace"
+                            : a->metrics ? "--metrics" : a->plot ? "--plot"
+                            : a->steps ? "--steps" : NULL;
+        if (other) return bad_args("--optimize runs nothing and writes a plan: it does not "
+                                   "combine with %s", other);
+    }
     if (a->resume && a->load) return bad_args("%s", "--resume and --load exclude each other");
     if (a->resume && (a->validate || a->simulate || a->memory || a->n_sweep || a->eval_only))
         return bad_args("%s applies to training runs", "--resume");
@@ -477,6 +506,63 @@ static int do_memory(const pp_plan *plan, bool json)
     if (json && !pp_cli_memory_json(stdout, plan, pred)) return 1;
     if (pp_fit_check(plan, pred, &err) != PP_OK) return fail(&err);
     return 0;
+}
+
+/* --optimize: the planner's best candidates, and the best plan written as
+ * YAML (to -o FILE, else stdout). Exit 2 when nothing fits. */
+static int do_optimize(const pp_plan *plan, const cli_args *a)
+{
+    pp_error err;
+    pp_fit_result res;
+    const pp_fit_options opt = {.memory_limit = a->memory_limit, .top = 5};
+    if (pp_comm_size(g_comm) > 1)
+        return bad_args("%s runs in one process (start it without mpirun)", "--optimize");
+    fprintf(stderr, "%s: searching cuts, schedule, split size and recomputation over %d "
+            "device%s%s\n", plan->path, plan->n_stages, plan->n_stages == 1 ? "" : "s",
+            plan->model.kind == PP_MODEL_DELAY ? "" : " (measuring unit times)");
+    if (pp_fit_optimize(plan, &opt, &res, &err) != PP_OK) return fail(&err);
+    pp_cli_print_profile_note(stderr, &res.note);
+    FILE *out = a->json || !a->output ? stderr : stdout;
+    pp_cli_print_candidates(out, plan, &res, a->memory_limit);
+    if (a->json && !pp_cli_candidates_json(stdout, plan, &res)) {
+        pp_fit_result_free(&res);
+        return 1;
+    }
+    if (res.n == 0) {
+        char limit[64] = "";
+        if (a->memory_limit > 0)
+            snprintf(limit, sizeof limit, " within --memory-limit %lld bytes",
+                     (long long)a->memory_limit);
+        fprintf(stderr, "pipeline-run: %s: nothing fits%s (%d candidates tried); %s\n",
+                plan->path, limit, res.tried, res.why[0] ? res.why : "every device is too small");
+        pp_fit_result_free(&res);
+        return 2;
+    }
+    char *text;
+    size_t len;
+    int rc = 0;
+    if (pp_fit_emit(plan, &res.best[0], a->memory_limit, &text, &len, &err) != PP_OK) {
+        pp_fit_result_free(&res);
+        return fail(&err);
+    }
+    if (a->output) {
+        FILE *f = fopen(a->output, "w");
+        bool ok = f && fwrite(text, 1, len, f) == len;
+        if (f && fclose(f) != 0) ok = false;
+        if (!ok) {
+            fprintf(stderr, "pipeline-run: %s: cannot write: %s\n", a->output, strerror(errno));
+            if (f) unlink(a->output);
+            rc = 2;
+        } else {
+            fprintf(stderr, "wrote %s (candidate 1: predicted %.1f ms per step, %.1f images/s)\n",
+                    a->output, res.best[0].step_ms, res.best[0].images_per_s);
+        }
+    } else if (!a->json) {
+        fwrite(text, 1, len, stdout);
+    }
+    free(text);
+    pp_fit_result_free(&res);
+    return rc;
 }
 
 static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
@@ -817,12 +903,13 @@ static int run(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
-    if (!a.simulate && !a.memory && !a.n_sweep && (rc = check_memory(plan)) != 0) {
+    if (!a.simulate && !a.memory && !a.optimize && !a.n_sweep && (rc = check_memory(plan)) != 0) {
         pp_plan_free(plan);
         return rc;
     }
-    if (!a.validate && !a.simulate && !a.memory) note_precision(plan);
-    if (!a.validate && !a.simulate && !a.memory && (rc = check_same_plan(plan, &a, steps)) != 0) {
+    const bool runs = !a.validate && !a.simulate && !a.memory && !a.optimize;
+    if (runs) note_precision(plan);
+    if (runs && (rc = check_same_plan(plan, &a, steps)) != 0) {
         pp_plan_free(plan);
         return rc;
     }
@@ -832,6 +919,8 @@ static int run(int argc, char **argv)
         rc = do_simulate(plan, a.json);
     else if (a.memory)
         rc = do_memory(plan, a.json);
+    else if (a.optimize)
+        rc = do_optimize(plan, &a);
     else if (a.eval_only)
         rc = do_eval_only(plan, &a);
     else if (a.n_sweep && pp_comm_size(g_comm) > 1)

@@ -309,6 +309,10 @@ int pp_plan_spell_item(const pp_catalogue *cat, int u, int last, char *name, siz
 const char *pp_plan_spell_units(const pp_catalogue *cat, int first, int last, char *buf,
                                 size_t n);
 
+/* Parses a size as plans write `memory:` ("40GiB", "512MiB", "1.5 GB", a byte
+ * count; 1 byte to 1 EiB) into *out. PP_ERR_INPUT naming the text otherwise. */
+pp_status pp_plan_parse_bytes(const char *text, int64_t *out, pp_error *err);
+
 /* Static names: "gpipe", "1f1b"; "synthetic", ...; "time", ... */
 const char *pp_plan_schedule_name(pp_plan_schedule s);
 /* "fp32", "tf32", "bf16" */

@@ -144,6 +144,69 @@ const char *pp_profile_source_name(pp_profile_source s);
  * (note->source stays NONE when nothing was profiled). */
 pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *err);
 
+/* ---- the planner ------------------------------------------------------------------
+ *
+ * pp_fit_optimize searches, for the plan's model, batch and devices (its
+ * stages' devices in order, or its `devices:` for stages: auto), over
+ *   schedule      gpipe and 1f1b
+ *   split size    powers of two up to the batch, the batch and the plan's own
+ *                 (sizes a layer cannot train on are left out)
+ *   cuts          contiguous unit ranges, one per device: a dynamic program
+ *                 minimising the slowest stage's forward + backward time
+ *   recompute     per stage, the fastest mode (never, except_last, always)
+ *                 whose predicted peak fits the device
+ * Unit times are measured on the plan's devices for every split size tried
+ * (pp_fit_profile, cached); the delay model's are its own, and it keeps its
+ * stages. Each candidate (schedule, split) is the dynamic program's best cut,
+ * timed by the simulator (copies at a nominal bandwidth) and checked with the
+ * memory model against each device's cap: its `memory:`, a CUDA card's free
+ * memory, and the limit asked for, whichever is lowest. */
+
+typedef struct pp_fit_options {
+    int64_t memory_limit;     /* bytes each device may hold, 0: none (the caps above still hold) */
+    int top;                  /* candidates to return, best first (<= 0: 5) */
+    const int *splits;        /* split sizes to try, or NULL for the defaults above */
+    int n_splits;
+} pp_fit_options;
+
+/* One candidate plan and its predictions. */
+typedef struct pp_fit_candidate {
+    pp_plan_schedule schedule;
+    int split_size, micro_batches;
+    int first[PP_PLAN_MAX_STAGES], last[PP_PLAN_MAX_STAGES]; /* unit ranges (-1: delay) */
+    pp_plan_recompute recompute[PP_PLAN_MAX_STAGES];
+    double forward_ms[PP_PLAN_MAX_STAGES];  /* per micro-batch of split_size */
+    double backward_ms[PP_PLAN_MAX_STAGES]; /* recomputation's forward included */
+    double step_ms, bubble, images_per_s;   /* the simulator's */
+    int64_t peak[PP_PLAN_MAX_STAGES];       /* predicted device peak of each stage's device */
+    int64_t cap[PP_PLAN_MAX_STAGES];        /* the cap it was checked against (0: none) */
+} pp_fit_candidate;
+
+typedef struct pp_fit_result {
+    int n;                    /* candidates kept (<= options.top), best (shortest step) first */
+    pp_fit_candidate *best;   /* (n) */
+    int tried;                /* (schedule, split) pairs searched */
+    int fitting;              /* of them, those with a cut that fits every device */
+    pp_profile_note note;     /* where the unit times came from */
+    char why[512];            /* n == 0: why nothing fits (the closest candidate's device,
+                                 its smallest predicted peak and its cap) */
+} pp_fit_result;
+
+/* Searches as above. res is caller-owned; free with pp_fit_result_free.
+ * PP_OK with res->n == 0 when nothing fits (res->why says why); PP_ERR_INPUT
+ * for a plan the planner cannot search (replicas, ranks); PP_ERR_INVALID for
+ * bad options. */
+pp_status pp_fit_optimize(const pp_plan *plan, const pp_fit_options *opt, pp_fit_result *res,
+                          pp_error *err);
+void pp_fit_result_free(pp_fit_result *res);
+
+/* The plan with candidate c applied, as plan YAML (pp_plan_emit's form:
+ * explicit stages; recompute per stage where they differ, else for the
+ * plan; with memory_limit > 0 every device capped at it, or at its own
+ * smaller cap), in a new string *out the caller frees. */
+pp_status pp_fit_emit(const pp_plan *plan, const pp_fit_candidate *c, int64_t memory_limit,
+                      char **out, size_t *len, pp_error *err);
+
 /* Peak micro-batches in flight on stage s of the schedule of plan: the most
  * whose forward ran and whose backward has not, over the stage's actions. */
 int pp_fit_in_flight(const pp_plan *plan, int s);

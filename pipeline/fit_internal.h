@@ -63,6 +63,29 @@ int64_t pipe_fit_walk(const pp_schedule *sched, int s, const pipe_fit_mb *mb,
 /* The schedule one replica of plan runs. */
 pp_status pipe_fit_schedule(const pp_plan *plan, pp_schedule *sched, pp_error *err);
 
+/* One plan's schedule, lowered, with room for per-micro-batch figures: what
+ * predicting a stage needs besides the stage (the planner predicts many
+ * stages of one schedule and split). */
+typedef struct pipe_fit_run {
+    pp_schedule sched;
+    int slots;                     /* the executor's buffers per boundary and direction */
+    int n_max;                     /* the largest micro-batch */
+    pipe_fit_mb *mbs;              /* (m) scratch */
+    bool *rec;                     /* (m) scratch */
+} pipe_fit_run;
+
+pp_status pipe_fit_run_new(const pp_plan *plan, pipe_fit_run *run, pp_error *err);
+void pipe_fit_run_free(pipe_fit_run *run);
+
+/* Predicts stage s of plan as if it held units first..last and recomputed
+ * by rec (its device, the plan's batch and optimizer; run built from plan).
+ * Fills every field of *o but device_peak. */
+void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_fit_run *run,
+                            int s, int first, int last, pp_plan_recompute rec, pp_fit_stage *o);
+
+/* Sets each stage's device_peak: the sum of the peaks of the stages on its device. */
+void pipe_fit_device_peaks(const pp_plan *plan, pp_fit_stage *out);
+
 /* pp_fit_predict with the units built once (the planner predicts many plans). */
 pp_status pipe_fit_predict_with(const pp_plan *plan, const pipe_fit_units *fu, pp_fit_stage *out,
                                 pp_error *err);

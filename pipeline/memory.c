@@ -331,114 +331,126 @@ int pp_fit_in_flight(const pp_plan *plan, int s)
 
 /* ---- 4. stages and devices ----------------------------------------------------------- */
 
-/* Bytes of stage s's input per sample as the executor hands it over: the
- * model's images (f32) for stage 0, else the previous stage's output. */
-static int64_t stage_input_bytes(const pp_plan *plan, const pipe_fit_units *fu, int s)
-{
-    const pp_plan_stage *ps = &plan->stages[s];
-    if (ps->first == 0)
-        return (int64_t)plan->model.in_channels * plan->model.image_h * plan->model.image_w * 4;
-    return fu->units[ps->first - 1].out_bytes;
-}
-
 static bool same_device(const pp_plan *plan, int a, int b)
 {
     return plan->stages[a].rank == plan->stages[b].rank &&
            pp_device_id_equal(plan->stages[a].device, plan->stages[b].device);
 }
 
-pp_status pipe_fit_predict_with(const pp_plan *plan, const pipe_fit_units *fu, pp_fit_stage *out,
-                              pp_error *err)
+pp_status pipe_fit_run_new(const pp_plan *plan, pipe_fit_run *run, pp_error *err)
 {
-    const int S = plan->n_stages;
-    memset(out, 0, (size_t)S * sizeof *out);
-    pp_schedule sched;
-    PP_TRY(pipe_fit_schedule(plan, &sched, err));
+    memset(run, 0, sizeof *run);
+    PP_TRY(pipe_fit_schedule(plan, &run->sched, err));
     pp_program prog;
-    pp_status st = pp_program_build(&sched, 2, &prog, err);
+    pp_status st = pp_program_build(&run->sched, 2, &prog, err);
     if (st != PP_OK) {
-        pp_schedule_free(&sched);
+        pp_schedule_free(&run->sched);
         return st;
     }
-    const int slots = prog.slots, m = sched.micro_batches;
+    run->slots = prog.slots;
     pp_program_free(&prog);
-    int n_max = 0;
+    const int m = run->sched.micro_batches;
     for (int i = 0; i < m; i++)
-        if (sched.mb_sizes[i] > n_max) n_max = sched.mb_sizes[i];
-    pipe_fit_mb *mbs = calloc((size_t)m, sizeof *mbs);
-    bool *rec = calloc((size_t)m, sizeof *rec);
-    if (!mbs || !rec) st = pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        if (run->sched.mb_sizes[i] > run->n_max) run->n_max = run->sched.mb_sizes[i];
+    run->mbs = calloc((size_t)m, sizeof *run->mbs);
+    run->rec = calloc((size_t)m, sizeof *run->rec);
+    if (!run->mbs || !run->rec) {
+        pipe_fit_run_free(run);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    }
+    return PP_OK;
+}
+
+void pipe_fit_run_free(pipe_fit_run *run)
+{
+    pp_schedule_free(&run->sched);
+    free(run->mbs);
+    free(run->rec);
+    memset(run, 0, sizeof *run);
+}
+
+void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_fit_run *run,
+                            int s, int first, int last, pp_plan_recompute rec, pp_fit_stage *o)
+{
+    const int S = plan->n_stages, m = run->sched.micro_batches, n_max = run->n_max;
+    const pp_plan_stage *ps = &plan->stages[s];
     const bool delay = plan->model.kind == PP_MODEL_DELAY;
     const int classes = plan->model.num_classes;
     const int64_t image = (int64_t)plan->model.in_channels * plan->model.image_h *
                           plan->model.image_w * 4;
-    for (int s = 0; s < S && st == PP_OK; s++) {
-        const pp_plan_stage *ps = &plan->stages[s];
-        pp_fit_stage *o = &out[s];
-        o->cap = pp_plan_device_memory(plan, s);
-        /* the stage's output per sample: what its boundary buffers hold */
-        int64_t out_b = delay ? (int64_t)classes * 4 : fu->units[ps->last].out_bytes;
-        if (!delay) {
-            const pp_catalogue *cat = &fu->cat;
-            int64_t params = 0, count = 0, weights = 0;
-            for (int u = ps->first; u <= ps->last; u++) {
-                params += cat->units[u].param_bytes;
-                count += cat->units[u].param_count;
-                weights += fu->units[u].weights;
-            }
-            o->params = params;
-            o->grads = count * 4;
-            o->optimizer = plan->optimizer.momentum > 0 ? count * 4 : 0;
-            o->weight_copies = plan->precision == PP_PLAN_PRECISION_BF16 ? weights * 2 : 0;
-            int64_t ws = stage_workspace(fu, ps->first, ps->last, n_max, ps->device.kind);
-            o->workspace = (int64_t)((double)ws * WORKSPACE_GROWTH);
-            const int64_t in_b = stage_input_bytes(plan, fu, s);
-            for (int i = 0; i < m; i++) {
-                pipe_fit_stage_mb(fu, ps->first, ps->last, sched.mb_sizes[i], in_b, &mbs[i]);
-                rec[i] = pp_plan_recomputes(plan, s, i, m);
-            }
-            pipe_fit_mb full;
-            pipe_fit_stage_mb(fu, ps->first, ps->last, plan->split_size, in_b, &full);
-            o->kept_full_per_mb = full.kept;
-            o->kept_per_mb = pp_plan_stage_recompute(plan, s) == PP_PLAN_RECOMPUTE_NEVER
-                                 ? full.kept : full.kept_input;
-            o->activations = pipe_fit_walk(&sched, s, mbs, rec, &o->in_flight);
-        } else {
-            for (int i = 0; i < m; i++) rec[i] = false;
-            o->activations = 0;
-            o->in_flight = 0;
+    memset(o, 0, sizeof *o);
+    o->cap = pp_plan_device_memory(plan, s);
+    /* the stage's output per sample: what its boundary buffers hold */
+    const int64_t out_b = delay ? (int64_t)classes * 4 : fu->units[last].out_bytes;
+    if (!delay) {
+        const pp_catalogue *cat = &fu->cat;
+        int64_t params = 0, count = 0, weights = 0;
+        for (int u = first; u <= last; u++) {
+            params += cat->units[u].param_bytes;
+            count += cat->units[u].param_count;
+            weights += fu->units[u].weights;
         }
-        /* the batch tensors (pipeline.c's alloc_buffers and open_eval) */
-        if (s == 0) {
-            o->batch += image * plan->batch_size;
-            if (plan->eval.enabled) o->batch += image * plan->eval.batch_size;
+        o->params = params;
+        o->grads = count * 4;
+        o->optimizer = plan->optimizer.momentum > 0 ? count * 4 : 0;
+        o->weight_copies = plan->precision == PP_PLAN_PRECISION_BF16 ? weights * 2 : 0;
+        int64_t ws = stage_workspace(fu, first, last, n_max, ps->device.kind);
+        o->workspace = (int64_t)((double)ws * WORKSPACE_GROWTH);
+        const int64_t in_b = first == 0 ? image : fu->units[first - 1].out_bytes;
+        for (int i = 0; i < m; i++) {
+            pipe_fit_stage_mb(fu, first, last, run->sched.mb_sizes[i], in_b, &run->mbs[i]);
+            run->rec[i] = rec == PP_PLAN_RECOMPUTE_ALWAYS ||
+                          (rec == PP_PLAN_RECOMPUTE_EXCEPT_LAST && i != m - 1);
         }
-        if (s == S - 1) {
-            o->batch += (int64_t)plan->batch_size * (4 + 4 * classes) + (int64_t)m * 8;
-            if (plan->eval.enabled) {
-                int eb = plan->eval.batch_size, em = (eb + plan->split_size - 1) / plan->split_size;
-                o->batch += (int64_t)eb * (4 + 4 * classes) + (int64_t)em * 8;
-            }
-            o->slots += out_b * n_max; /* the last stage's output */
-        }
-        /* boundary buffers: activations out and gradients in, both sides */
-        if (s + 1 < S) o->slots += 2 * (int64_t)slots * out_b * n_max;
-        if (s > 0) {
-            int64_t prev = delay ? (int64_t)classes * 4
-                                 : fu->units[plan->stages[s - 1].last].out_bytes;
-            o->slots += 2 * (int64_t)slots * prev * n_max;
-        }
-        o->peak = o->params + o->grads + o->optimizer + o->weight_copies + o->batch + o->slots +
-                  o->workspace + o->activations;
+        pipe_fit_mb full;
+        pipe_fit_stage_mb(fu, first, last, plan->split_size, in_b, &full);
+        o->kept_full_per_mb = full.kept;
+        o->kept_per_mb = rec == PP_PLAN_RECOMPUTE_NEVER ? full.kept : full.kept_input;
+        o->activations = pipe_fit_walk(&run->sched, s, run->mbs, run->rec, &o->in_flight);
     }
-    for (int s = 0; s < S && st == PP_OK; s++) {
-        for (int t = 0; t < S; t++)
+    /* the batch tensors (pipeline.c's alloc_buffers and open_eval) */
+    if (s == 0) {
+        o->batch += image * plan->batch_size;
+        if (plan->eval.enabled) o->batch += image * plan->eval.batch_size;
+    }
+    if (s == S - 1) {
+        o->batch += (int64_t)plan->batch_size * (4 + 4 * classes) + (int64_t)m * 8;
+        if (plan->eval.enabled) {
+            int eb = plan->eval.batch_size, em = (eb + plan->split_size - 1) / plan->split_size;
+            o->batch += (int64_t)eb * (4 + 4 * classes) + (int64_t)em * 8;
+        }
+        o->slots += out_b * n_max; /* the last stage's output */
+    }
+    /* boundary buffers: activations out and gradients in, both sides */
+    if (s + 1 < S) o->slots += 2 * (int64_t)run->slots * out_b * n_max;
+    if (s > 0) {
+        int64_t prev = delay ? (int64_t)classes * 4 : fu->units[first - 1].out_bytes;
+        o->slots += 2 * (int64_t)run->slots * prev * n_max;
+    }
+    o->peak = o->params + o->grads + o->optimizer + o->weight_copies + o->batch + o->slots +
+              o->workspace + o->activations;
+}
+
+void pipe_fit_device_peaks(const pp_plan *plan, pp_fit_stage *out)
+{
+    for (int s = 0; s < plan->n_stages; s++) {
+        out[s].device_peak = 0;
+        for (int t = 0; t < plan->n_stages; t++)
             if (same_device(plan, s, t)) out[s].device_peak += out[t].peak;
     }
-    free(mbs);
-    free(rec);
-    pp_schedule_free(&sched);
-    return st;
+}
+
+pp_status pipe_fit_predict_with(const pp_plan *plan, const pipe_fit_units *fu, pp_fit_stage *out,
+                                pp_error *err)
+{
+    pipe_fit_run run;
+    PP_TRY(pipe_fit_run_new(plan, &run, err));
+    for (int s = 0; s < plan->n_stages; s++)
+        pipe_fit_stage_predict(plan, fu, &run, s, plan->stages[s].first, plan->stages[s].last,
+                               pp_plan_stage_recompute(plan, s), &out[s]);
+    pipe_fit_device_peaks(plan, out);
+    pipe_fit_run_free(&run);
+    return PP_OK;
 }
 
 pp_status pp_fit_predict(const pp_plan *plan, pp_fit_stage *out, pp_error *err)
