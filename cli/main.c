@@ -746,8 +746,12 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         rc = 1;
     }
     if (rc) print_error(err.msg);
-    /* a consistent checkpoint: after a whole step (also when interrupted) */
-    if (a->save && (rc == 0 || rr.n_losses > 0)) {
+    /* a consistent checkpoint: after a whole step (also when interrupted); never
+     * after a failed step, which leaves batch-norm statistics half-updated */
+    if (a->save && rc != 0 && rr.n_losses > 0)
+        fprintf(stderr, "pipeline-run: %s not saved: step %d failed, and a failed step leaves "
+                "the model half-updated\n", a->save, rr.n_losses + 1);
+    if (a->save && rc == 0) {
         pp_error serr;
         if (pp_pipeline_save(p, a->save, !a->weights_only, &serr) != PP_OK) {
             print_error(serr.msg);

@@ -190,42 +190,112 @@ static pp_status simulate(const pp_plan *v, const pipe_fit_units *fu, pipe_fit_r
     return PP_OK;
 }
 
-/* The unit times of every stage's device at v's split: prefix sums in
- * pf/pb (S x (n+1)), one profile per distinct device (every cpu:N is one). */
-static pp_status stage_times(const pp_plan *v, search *x, double *pf, double *pb,
-                             pp_profile_note *note, pp_error *err)
+/* Unit times per device and split size, smoothed: each unit's times over the
+ * split sizes measured are fitted by t(n) = a + b n (least squares in
+ * relative error), which evens out a measurement a busy host disturbed. */
+typedef struct unit_table {
+    int n_dev, n_splits, n;
+    pp_device_id dev[PP_PLAN_MAX_STAGES]; /* distinct devices (every cpu:N is one) */
+    int stage_dev[PP_PLAN_MAX_STAGES];    /* each stage's entry of dev */
+    const int *splits;
+    double *f, *b;                        /* (n_dev x n_splits x n) fitted ms */
+} unit_table;
+
+#define UT(t, d, k) ((size_t)((d) * (t)->n_splits + (k)) * (size_t)(t)->n)
+
+/* Fits y_k ~ a + b x_k minimising sum ((a + b x_k - y_k) / y_k)^2, writing the
+ * fitted values (>= 0) over y. */
+static void fit_affine(const int *x, double *y, size_t stride, int k)
 {
-    const int S = v->n_stages, n = x->n;
-    for (int s = 0; s < S; s++) {
-        pp_device_id id = v->stages[s].device;
-        int same = -1;
-        for (int t = 0; t < s && same < 0; t++) {
-            pp_device_id o = v->stages[t].device;
-            if (o.kind == id.kind && (id.kind == PP_DEVICE_CPU || o.index == id.index)) same = t;
+    if (k < 3) return; /* two points or one: the fit passes through them */
+    double s0 = 0, s1 = 0, s2 = 0, t0 = 0, t1 = 0;
+    for (int i = 0; i < k; i++) {
+        double yi = y[(size_t)i * stride];
+        if (!(yi > 0)) return;
+        double w = 1.0 / (yi * yi);
+        s0 += w, s1 += w * x[i], s2 += w * x[i] * x[i];
+        t0 += w * yi, t1 += w * x[i] * yi;
+    }
+    double det = s0 * s2 - s1 * s1;
+    if (!(fabs(det) > 0)) return;
+    double a = (t0 * s2 - t1 * s1) / det, b = (s0 * t1 - s1 * t0) / det;
+    for (int i = 0; i < k; i++) {
+        double v = a + b * x[i];
+        y[(size_t)i * stride] = v > 0 ? v : 0;
+    }
+}
+
+static void unit_table_free(unit_table *t)
+{
+    free(t->f);
+    free(t->b);
+}
+
+/* Measures (or reads) every device's unit times at every split size. */
+static pp_status unit_table_new(const pp_plan *plan, const int *splits, int n_splits,
+                                unit_table *t, pp_profile_note *note, pp_error *err)
+{
+    memset(t, 0, sizeof *t);
+    t->n = plan->catalogue.n;
+    t->n_splits = n_splits;
+    t->splits = splits;
+    for (int s = 0; s < plan->n_stages; s++) {
+        pp_device_id id = plan->stages[s].device;
+        int d = 0;
+        while (d < t->n_dev && !(t->dev[d].kind == id.kind &&
+                                 (id.kind == PP_DEVICE_CPU || t->dev[d].index == id.index)))
+            d++;
+        if (d == t->n_dev) t->dev[t->n_dev++] = id;
+        t->stage_dev[s] = d;
+    }
+    size_t cells = (size_t)t->n_dev * (size_t)n_splits * (size_t)t->n;
+    t->f = calloc(cells + 1, sizeof *t->f);
+    t->b = calloc(cells + 1, sizeof *t->b);
+    if (!t->f || !t->b) {
+        unit_table_free(t);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    }
+    for (int d = 0; d < t->n_dev; d++) {
+        for (int k = 0; k < n_splits; k++) {
+            pp_unit_times u;
+            pp_status st = pp_fit_profile(plan, t->dev[d], splits[k], &u, note, err);
+            if (st != PP_OK) {
+                unit_table_free(t);
+                return st;
+            }
+            memcpy(t->f + UT(t, d, k), u.forward_ms, (size_t)t->n * sizeof(double));
+            memcpy(t->b + UT(t, d, k), u.backward_ms, (size_t)t->n * sizeof(double));
+            pp_unit_times_free(&u);
         }
-        double *f = pf + (size_t)s * (n + 1), *b = pb + (size_t)s * (n + 1);
-        x->pf[s] = f;
-        x->pb[s] = b;
-        if (same >= 0) {
-            memcpy(f, x->pf[same], (size_t)(n + 1) * sizeof *f);
-            memcpy(b, x->pb[same], (size_t)(n + 1) * sizeof *b);
-            continue;
+        for (int u = 0; u < t->n; u++) {
+            fit_affine(splits, t->f + UT(t, d, 0) + u, (size_t)t->n, n_splits);
+            fit_affine(splits, t->b + UT(t, d, 0) + u, (size_t)t->n, n_splits);
         }
-        pp_unit_times t;
-        PP_TRY(pp_fit_profile(v, id, v->split_size, &t, note, err));
-        f[0] = b[0] = 0;
-        for (int u = 0; u < n; u++) {
-            f[u + 1] = f[u] + t.forward_ms[u];
-            b[u + 1] = b[u] + t.backward_ms[u];
-        }
-        pp_unit_times_free(&t);
     }
     return PP_OK;
 }
 
+/* Each stage's prefix sums of its device's unit times at split index k. */
+static void stage_times(const unit_table *t, int k, int S, search *x, double *pf, double *pb)
+{
+    const int n = t->n;
+    for (int s = 0; s < S; s++) {
+        double *f = pf + (size_t)s * (n + 1), *b = pb + (size_t)s * (n + 1);
+        const double *tf = t->f + UT(t, t->stage_dev[s], k), *tb = t->b + UT(t, t->stage_dev[s], k);
+        f[0] = b[0] = 0;
+        for (int u = 0; u < n; u++) {
+            f[u + 1] = f[u] + tf[u];
+            b[u + 1] = b[u] + tb[u];
+        }
+        x->pf[s] = f;
+        x->pb[s] = b;
+    }
+}
+
 /* Searches one (schedule, split) variant v; adds a candidate to res when a
  * cut fits (*fits), and tracks the closest miss in *ratio / res->why. */
-static pp_status search_variant(const pp_plan *v, const pipe_fit_units *fu, const int64_t *cap,
+static pp_status search_variant(const pp_plan *v, const pipe_fit_units *fu,
+                                const unit_table *times, int k, const int64_t *cap,
                                 pp_fit_result *res, int cap_n, bool *fits, double *closest,
                                 pp_error *err)
 {
@@ -254,8 +324,10 @@ static pp_status search_variant(const pp_plan *v, const pipe_fit_units *fu, cons
     } else {
         pf = malloc((size_t)S * (size_t)(x.n + 1) * sizeof *pf);
         pb = malloc((size_t)S * (size_t)(x.n + 1) * sizeof *pb);
-        st = pf && pb ? stage_times(v, &x, pf, pb, &res->note, err)
-                      : pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        if (pf && pb)
+            stage_times(times, k, S, &x, pf, pb);
+        else
+            st = pp_error_set(err, PP_ERR_OOM, "out of host memory");
         /* 2. the cut: each stage's whole cap first, its share after a failed sum */
         for (int pass = 0; pass < 2 && st == PP_OK && !*fits; pass++) {
             for (int s = 0; s < S; s++) x.cap[s] = cap[s] > 0 ? cap[s] / (pass ? sharing(v, s) : 1) : 0;
@@ -383,26 +455,39 @@ pp_status pp_fit_optimize(const pp_plan *plan, const pp_fit_options *opt, pp_fit
     device_caps(plan, o.memory_limit, cap, err);
     double closest = INFINITY;
     pp_status st = PP_OK;
+    /* 1. the split sizes every unit can train on */
+    int valid[64], n_valid = 0;
+    for (int k = 0; k < n_splits; k++) {
+        pp_plan v = *plan;
+        v.micro_sizes = NULL;
+        bool ok = splits[k] >= 1 && splits[k] <= plan->batch_size &&
+                  pp_plan_split(&v, splits[k], 0, NULL) == PP_OK &&
+                  (plan->model.kind == PP_MODEL_DELAY ||
+                   pp_plan_check_micro_batches(&v, NULL) == PP_OK);
+        free(v.micro_sizes);
+        bool dup = false;
+        for (int i = 0; i < n_valid; i++) dup |= valid[i] == splits[k];
+        if (ok && !dup) valid[n_valid++] = splits[k];
+    }
+    unit_table times = {0};
+    if (plan->model.kind != PP_MODEL_DELAY && n_valid > 0)
+        st = unit_table_new(plan, valid, n_valid, &times, &res->note, err);
     static const pp_plan_schedule schedules[] = {PP_PLAN_SCHEDULE_GPIPE, PP_PLAN_SCHEDULE_1F1B};
-    for (int k = 0; k < n_splits && st == PP_OK; k++) {
+    for (int k = 0; k < n_valid && st == PP_OK; k++) {
         pp_plan v = *plan;
         v.micro_sizes = NULL;
         v.stages_auto = false;
-        if (splits[k] < 1 || splits[k] > plan->batch_size ||
-            pp_plan_split(&v, splits[k], 0, NULL) != PP_OK ||
-            (plan->model.kind != PP_MODEL_DELAY && pp_plan_check_micro_batches(&v, NULL) != PP_OK)) {
-            free(v.micro_sizes);
-            continue;
-        }
+        st = pp_plan_split(&v, valid[k], 0, err);
         for (size_t q = 0; q < sizeof schedules / sizeof schedules[0] && st == PP_OK; q++) {
             v.schedule = schedules[q];
             bool fits = false;
-            st = search_variant(&v, &fu, cap, res, o.top, &fits, &closest, err);
+            st = search_variant(&v, &fu, &times, k, cap, res, o.top, &fits, &closest, err);
             res->tried++;
             res->fitting += fits;
         }
         free(v.micro_sizes);
     }
+    unit_table_free(&times);
     pipe_fit_units_free(&fu);
     if (st != PP_OK) pp_fit_result_free(res);
     return st;
