@@ -160,7 +160,8 @@ pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *er
  * stages. Each candidate (schedule, split) is the dynamic program's best cut,
  * timed by the simulator (copies at a nominal bandwidth) and checked with the
  * memory model against each device's cap: its `memory:`, a CUDA card's free
- * memory, and the limit asked for, whichever is lowest. */
+ * memory, and the limit asked for, whichever is lowest, less 3% left for the
+ * model's error. */
 
 typedef struct pp_fit_options {
     int64_t memory_limit;     /* bytes each device may hold, 0: none (the caps above still hold) */
