@@ -41,17 +41,18 @@ pp_status pipe_fit_units_new(const pp_plan *plan, pipe_fit_units *fu, pp_error *
 void pipe_fit_units_free(pipe_fit_units *fu);
 
 /* One micro-batch on one stage: bytes it keeps from forward to backward (all,
- * or a copy of its input when recomputed), and the peak bytes of it while its
- * forward and its backward run (what it keeps included). */
+ * or the copy of its input when recomputed), and its peak bytes while each
+ * of its passes runs: a forward keeping all (what it keeps included), a
+ * forward keeping nothing (a recomputed micro-batch's first), the forward
+ * again before a recomputed backward, a backward. */
 typedef struct pipe_fit_mb {
     int64_t kept, kept_input;
-    int64_t forward, backward;
+    int64_t forward, discard, recompute, backward;
 } pipe_fit_mb;
 
-/* The figures of units first..last for a micro-batch of n samples whose
- * stage input holds input_bytes per sample. */
+/* The figures of units first..last for a micro-batch of n samples. */
 void pipe_fit_stage_mb(const pipe_fit_units *fu, int first, int last, int64_t n,
-                       int64_t input_bytes, pipe_fit_mb *out);
+                       pipe_fit_mb *out);
 
 /* The peak activation bytes of stage s over sched's actions: micro-batch i
  * holds mb[i].kept (recompute[i]: kept_input) from F to B, the running

@@ -197,25 +197,39 @@ static int64_t stage_workspace(const pipe_fit_units *fu, int first, int last, in
 
 /* ---- 2. one micro-batch on one stage ----------------------------------------------- */
 
-void pipe_fit_stage_mb(const pipe_fit_units *fu, int first, int last, int64_t n, int64_t input_bytes,
-                     pipe_fit_mb *out)
+void pipe_fit_stage_mb(const pipe_fit_units *fu, int first, int last, int64_t n,
+                       pipe_fit_mb *out)
 {
     const pp_catalogue *cat = &fu->cat;
     memset(out, 0, sizeof *out);
     out->kept = pp_catalogue_kept_bytes(cat, first, last, n);
-    out->kept_input = input_bytes * n;
+    /* recomputation keeps a copy of the input in the units' dtype */
+    out->kept_input = fu->units[first].in_bytes * n;
     /* forward: while unit j runs, what units first..j keep exists already, and
      * so do its input (until it has run) and its output (until the next unit
-     * has) where nobody keeps them */
+     * has) where nobody keeps them. A discarding forward (the first of a
+     * recomputed micro-batch) holds unit j's saved list during the call only;
+     * the forward again starts from the kept copy (shared with a first unit
+     * that keeps its input, else alive while it runs) and writes the stage's
+     * output into a tensor of its own (alive while the last unit runs unless
+     * it keeps it) */
     for (int j = first; j <= last; j++) {
         const pipe_fit_unit *u = &fu->units[j];
         const pp_unit_info *ui = &cat->units[j];
+        const int64_t in = u->in_bytes * n, out_b = u->out_bytes * n;
         int64_t live = pp_catalogue_kept_bytes(cat, first, j, n);
         bool in_kept = ui->keeps_input || (j > first && cat->units[j - 1].keeps_output);
-        if (j > first && !in_kept) live += u->in_bytes * n;
-        if (j < last && !ui->keeps_output) live += u->out_bytes * n;
+        if (j > first && !in_kept) live += in;
+        if (j < last && !ui->keeps_output) live += out_b;
         live += u->fwd_extra * n;
         if (live > out->forward) out->forward = live;
+        int64_t again = live + (j == first && !ui->keeps_input ? in : 0) +
+                        (j == last && !ui->keeps_output ? out_b : 0);
+        if (again > out->recompute) out->recompute = again;
+        int64_t discard = ui->act_bytes * n + ui->act_fixed_bytes + u->fwd_extra * n +
+                          (j > first && !ui->keeps_input ? in : 0) +
+                          (j < last && !ui->keeps_output ? out_b : 0);
+        if (discard > out->discard) out->discard = discard;
     }
     /* backward, last unit first: units after j have freed what they kept; dy
      * of j is a buffer of the stage unless j is the last unit (the executor's),
@@ -236,7 +250,7 @@ void pipe_fit_stage_mb(const pipe_fit_units *fu, int first, int last, int64_t n,
 /* ---- 3. the schedule ----------------------------------------------------------------- */
 
 int64_t pipe_fit_walk(const pp_schedule *sched, int s, const pipe_fit_mb *mb, const bool *recompute,
-                    int *in_flight)
+                      int *in_flight)
 {
     int m = sched->micro_batches;
     bool *held = calloc((size_t)m, sizeof *held);
@@ -246,10 +260,12 @@ int64_t pipe_fit_walk(const pp_schedule *sched, int s, const pipe_fit_mb *mb, co
         pp_action a = sched->actions[s][k];
         if (a.mb < 0 || a.mb >= m) continue;
         const pipe_fit_mb *x = &mb[a.mb];
-        const int64_t keeps = recompute[a.mb] ? x->kept_input : x->kept;
+        const bool rec = recompute[a.mb];
+        const int64_t keeps = rec ? x->kept_input : x->kept;
         int64_t now = total;
         if (a.kind == PP_ACT_F) {
-            now += recompute[a.mb] ? x->forward - x->kept + x->kept_input : x->forward;
+            /* a recomputed micro-batch: its input copy, and a forward keeping nothing */
+            now += rec ? x->kept_input + x->discard : x->forward;
             if (!held[a.mb]) {
                 held[a.mb] = true;
                 total += keeps;
@@ -262,10 +278,8 @@ int64_t pipe_fit_walk(const pp_schedule *sched, int s, const pipe_fit_mb *mb, co
                 count--;
                 now = total;
             }
-            /* a recomputed micro-batch runs its forward again, keeping all, then
-             * its backward, its input copy held throughout */
-            int64_t run = x->backward > x->forward ? x->backward : x->forward;
-            now += recompute[a.mb] ? run + x->kept_input : x->backward;
+            /* a recomputed micro-batch runs its forward again, then its backward */
+            now += rec && x->recompute > x->backward ? x->recompute : x->backward;
         } else {
             continue;
         }
@@ -396,14 +410,13 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
         o->weight_copies = plan->precision == PP_PLAN_PRECISION_BF16 ? weights * 2 : 0;
         int64_t ws = stage_workspace(fu, first, last, n_max, ps->device.kind);
         o->workspace = (int64_t)((double)ws * WORKSPACE_GROWTH);
-        const int64_t in_b = first == 0 ? image : fu->units[first - 1].out_bytes;
         for (int i = 0; i < m; i++) {
-            pipe_fit_stage_mb(fu, first, last, run->sched.mb_sizes[i], in_b, &run->mbs[i]);
+            pipe_fit_stage_mb(fu, first, last, run->sched.mb_sizes[i], &run->mbs[i]);
             run->rec[i] = rec == PP_PLAN_RECOMPUTE_ALWAYS ||
                           (rec == PP_PLAN_RECOMPUTE_EXCEPT_LAST && i != m - 1);
         }
         pipe_fit_mb full;
-        pipe_fit_stage_mb(fu, first, last, plan->split_size, in_b, &full);
+        pipe_fit_stage_mb(fu, first, last, plan->split_size, &full);
         o->kept_full_per_mb = full.kept;
         o->kept_per_mb = rec == PP_PLAN_RECOMPUTE_NEVER ? full.kept : full.kept_input;
         o->activations = pipe_fit_walk(&run->sched, s, run->mbs, run->rec, &o->in_flight);
