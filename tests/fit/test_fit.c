@@ -219,6 +219,78 @@ static pp_plan *resnet_plan(const char *model, int image, int batch, int split,
     "  - {device: cpu:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2]}\n"              \
     "  - {device: cpu:1, layers: [layer3, layer4, avgpool, fc]}\n"
 
+/* ---- recomputation: the same bits ----------------------------------------------------- */
+
+/* Trains plan with opts for its steps and saves to path. */
+static void train_save(const pp_plan *plan, const pp_pipeline_options *opts, const char *path)
+{
+    pp_error err;
+    pp_pipeline *p = NULL;
+    CHECK_OK(pp_pipeline_new(plan, opts, &p, &err), &err);
+    for (int i = 0; p && i < plan->steps; i++) CHECK_OK(pp_pipeline_step(p, NULL, &err), &err);
+    if (p) CHECK_OK(pp_pipeline_save(p, path, true, &err), &err);
+    pp_pipeline_free(p);
+}
+
+static void test_recompute_bits(void)
+{
+    static const char *const stages3 =
+        "  - {device: cpu:0, layers: [conv1, bn1, relu, maxpool, layer1]}\n"
+        "  - {device: cpu:1, layers: [layer2, layer3.0]}\n"
+        "  - {device: cpu:2, layers: [layer3.1, layer4, avgpool, fc]}\n";
+    static const char *const mixed =
+        "  - {device: cpu:0, recompute: always, layers: [conv1, bn1, relu, maxpool, layer1]}\n"
+        "  - {device: cpu:1, recompute: never, layers: [layer2, layer3.0]}\n"
+        "  - {device: cpu:2, layers: [layer3.1, layer4, avgpool, fc]}\n";
+    static const struct {
+        const char *schedule;
+        int batch, split;
+        const char *recompute, *stages;
+        bool graphs;
+    } cases[] = {
+        {"gpipe", 8, 2, "always", stages3, false},
+        {"gpipe", 8, 2, "except_last", stages3, false},
+        {"1f1b", 8, 2, "always", stages3, false},
+        {"1f1b", 8, 2, "except_last", stages3, false},
+        {"1f1b", 7, 3, "always", stages3, false},     /* uneven micro-batches */
+        {"1f1b", 4, 2, "except_last", stages3, false}, /* fewer micro-batches than stages */
+        {"gpipe", 8, 2, "except_last", mixed, false},  /* per stage, the stage's key wins */
+        {"1f1b", 8, 2, "always", stages3, true},       /* replayed steps (recorded items) */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[4096], a[512], b[512];
+        for (int k = 0; k < 2; k++) {
+            snprintf(text, sizeof text,
+                     "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+                     "batch: {size: %d, split_size: %d}\nschedule: %s\nrecompute: %s\n"
+                     "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
+                     "data: {format: synthetic, image_size: [16, 16]}\nseed: 7\nsteps: 3\n"
+                     "stages:\n%s",
+                     cases[i].batch, cases[i].split, cases[i].schedule,
+                     k ? cases[i].recompute : "never", cases[i].stages);
+            pp_plan *plan = parse_ok(text);
+            if (!plan) return;
+            if (!k) /* the reference keeps everything on every stage */
+                for (int s = 0; s < plan->n_stages; s++) plan->stages[s].has_recompute = false;
+            pp_pipeline_options opts = {0};
+            if (k && cases[i].graphs) opts.graphs = PP_PIPELINE_GRAPHS_FORCE;
+            snprintf(k ? b : a, sizeof a, "%s/rec%zu-%d.safetensors", tmpdir, i, k);
+            train_save(plan, &opts, k ? b : a);
+            pp_plan_free(plan);
+        }
+        size_t na, nb;
+        unsigned char *x = check_read_file(a, &na), *y = check_read_file(b, &nb);
+        CHECK_MSG(x && y && na == nb && memcmp(x, y, na) == 0,
+                  "%s batch %d split %d recompute %s%s: the checkpoint differs from never",
+                  cases[i].schedule, cases[i].batch, cases[i].split, cases[i].recompute,
+                  cases[i].graphs ? " (graphs)" : "");
+        free(x);
+        free(y);
+        unlink(a);
+        unlink(b);
+    }
+}
+
 /* ---- the memory model's error table ---------------------------------------------------- */
 
 static void test_error_table(void)
@@ -526,7 +598,7 @@ static bool wanted(int argc, char **argv, const char *name)
     return false;
 }
 
-/* test_fit [keys in_flight limits cache planner_delay planner_limit table]: all without
+/* test_fit [keys in_flight bits limits cache planner_delay planner_limit table]: all without
  * arguments. */
 int main(int argc, char **argv)
 {
@@ -534,6 +606,7 @@ int main(int argc, char **argv)
     setenv("PP_PROFILE_CACHE", "off", 1);
     if (wanted(argc, argv, "keys")) test_plan_keys();
     if (wanted(argc, argv, "in_flight")) test_in_flight();
+    if (wanted(argc, argv, "bits")) test_recompute_bits();
     if (wanted(argc, argv, "limits")) test_limits();
     if (wanted(argc, argv, "cache")) test_profile_cache();
     setenv("PP_PROFILE_CACHE", "off", 1);
