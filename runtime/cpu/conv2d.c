@@ -20,12 +20,15 @@
  * writes its own part of the output. Results are therefore bitwise identical
  * whatever the number of threads (and whichever thread runs a tile).
  * Backward-filter reduces over all columns: its tiles cut dW, and when dW is
- * too small to give enough tiles, the columns too; the partial sums are then
- * added to dW in chunk order. With large output planes ("per-sample mode")
- * dY is read in place, and so is x when pointwise (otherwise each sample is
- * unfolded on its own): a tile runs one GEMM per sample of its chunk (a chunk
- * is then a run of whole samples), accumulating with beta = 1 in sample
- * order.
+ * too small to give enough tiles, the columns too, into partial sums added in
+ * chunk order (a sample group's sum; the groups' sums add up in group order).
+ * The call's gradient is so computed on its own and added to dW once, at the
+ * end: dW + g whatever dW held (ops.h), which lets a micro-batch's weight
+ * gradient be computed apart and added later with the same bits. With large
+ * output planes ("per-sample mode") dY is read in place, and so is x when
+ * pointwise (otherwise each sample is unfolded on its own): a tile runs one
+ * GEMM per sample of its chunk (a chunk is then a run of whole samples),
+ * accumulating with beta = 1 in sample order.
  *
  * Memory: unfolded blocks, gathered planes and partial sums live in the exec
  * workspace: a shared part plus one scratch area per pool thread. sgemm runs
@@ -575,9 +578,11 @@ typedef struct bwd_filter_ctx {
     float *col_buf, *dy_buf; /* where pass 1 writes them */
     int kpb, kblocks;        /* dW rows per block */
     int npb, nblocks;        /* dW columns per block */
-    int chunks, chunk_cols;  /* reduction chunks (1: accumulate into dW directly) */
+    int chunks, chunk_cols;  /* reduction chunks of a group */
     int per_sample;          /* per-sample mode: chunk_cols counts samples */
-    float *partial;          /* chunks x (K, CRS) when chunks > 1 */
+    float *partial;          /* chunks x (K, CRS): the chunks' sums */
+    float *total;            /* (K, CRS): the groups' sum so far (several groups) */
+    int first, last;         /* the current group is the first, the last */
 } bwd_filter_ctx;
 
 /* Pass 1: unfold sample t of the group and gather its dY (in per-sample
@@ -622,49 +627,48 @@ static void bwd_filter_tile_task(void *arg, int64_t t, int worker)
             memset(p + (size_t)k * c->crs + j0, 0, sizeof(float) * (size_t)(j1 - j0));
         return;
     }
+    float *p = c->partial + (size_t)ch * c->d->k * c->crs + (size_t)k0 * c->crs + j0;
     if (c->per_sample) {
         /* samples [r0, r1) of the group, one GEMM each, in sample order */
         const pp_conv2d_desc *d = c->d;
         const size_t pq = (size_t)d->p * d->q;
         const size_t x_stride = (size_t)d->c * d->h * d->w, y_stride = (size_t)d->k * pq;
-        float *out = c->chunks == 1 ? c->dw : c->partial + (size_t)ch * d->k * c->crs;
-        float beta = c->chunks == 1 ? 1.0f : 0.0f;
-        out += (size_t)k0 * c->crs + j0;
+        float beta = 0.0f;
         for (int s = r0; s < r1; s++) {
             const int n = c->n0 + s;
             const float *col = is_pointwise(d) ? c->x + n * x_stride
                                                : c->col_buf + (size_t)s * c->crs * pq;
             gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, (int)pq,
                  c->dy + n * y_stride + (size_t)k0 * pq, (int)pq, col + (size_t)j0 * pq,
-                 (int)pq, beta, out, c->crs);
+                 (int)pq, beta, p, c->crs);
             beta = 1.0f;
         }
         return;
     }
     const float *a = c->dym + (size_t)k0 * c->ldd + r0;
     const float *b = c->colm + (size_t)j0 * c->ldc + r0;
-    if (c->chunks == 1) {
-        gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 1.0f,
-             c->dw + (size_t)k0 * c->crs + j0, c->crs);
-    } else {
-        float *p = c->partial + (size_t)ch * c->d->k * c->crs;
-        gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 0.0f,
-             p + (size_t)k0 * c->crs + j0, c->crs);
-    }
+    gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 0.0f, p,
+         c->crs);
 }
 
-/* Pass 3 (chunks > 1): dW row t += the partial sums in chunk order. */
+/* Pass 3: row t of the group's sum (its chunks' partial sums in chunk order),
+ * added to the groups' sum before it; the last group's adds the total to dW. */
 static void bwd_filter_reduce_task(void *arg, int64_t t, int worker)
 {
     const bwd_filter_ctx *c = arg;
     (void)worker;
     const size_t len = (size_t)c->crs, plane = (size_t)c->d->k * c->crs;
     float *dw = c->dw + (size_t)t * len;
+    float *total = c->total ? c->total + (size_t)t * len : NULL;
     const float *p = c->partial + (size_t)t * len;
     for (size_t j = 0; j < len; j++) {
         float s = p[j];
         for (int ch = 1; ch < c->chunks; ch++) s += p[(size_t)ch * plane + j];
-        dw[j] += s;
+        if (!c->first) s = total[j] + s;
+        if (c->last)
+            dw[j] += s;
+        else
+            total[j] = s;
     }
 }
 
@@ -672,7 +676,7 @@ static void bwd_filter_reduce_task(void *arg, int64_t t, int worker)
  * holds the unfolded x (and gathered dY) of a group, the rest the partial
  * sums. */
 static size_t bwd_filter_plan(bwd_filter_ctx *c, const pp_conv2d_desc *d, size_t *col_out,
-                              size_t *shared_out, int *spg_out)
+                              size_t *shared_out, size_t *partial_out, int *spg_out)
 {
     c->crs = d->c * d->r * d->s;
     const size_t pq = (size_t)d->p * d->q;
@@ -717,32 +721,38 @@ static size_t bwd_filter_plan(bwd_filter_ctx *c, const pp_conv2d_desc *d, size_t
 
     size_t col_floats = pointwise && direct ? 0 : round_up((size_t)c->crs * group_cols, 16);
     size_t shared = col_floats + (direct ? 0 : (size_t)d->k * group_cols);
-    size_t partial = c->chunks > 1 ? (size_t)c->chunks * d->k * c->crs : 0;
+    size_t partial = round_up((size_t)c->chunks * d->k * c->crs, 16);
+    size_t total = groups > 1 ? (size_t)d->k * c->crs : 0;
     *col_out = col_floats;
     *shared_out = shared;
+    *partial_out = partial;
     *spg_out = spg;
-    return shared + partial;
+    return shared + partial + total;
 }
 
 pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                         const float *dy, float *dw, pp_error *err)
 {
     bwd_filter_ctx c = {.d = d, .x = x, .dy = dy, .dw = dw};
-    size_t col_floats, shared;
+    size_t col_floats, shared, partial;
     int spg;
-    const size_t floats = bwd_filter_plan(&c, d, &col_floats, &shared, &spg);
+    const size_t floats = bwd_filter_plan(&c, d, &col_floats, &shared, &partial, &spg);
     const size_t pq = (size_t)d->p * d->q;
     const int pointwise = is_pointwise(d), direct = c.per_sample;
     const int tiles = c.kblocks * c.nblocks;
+    const bool grouped = spg < d->n;
     float *ws;
     PP_TRY(workspace(ex, floats, &ws, err));
     c.col_buf = ws;
     c.dy_buf = ws + col_floats;
     c.partial = ws + shared;
+    c.total = grouped ? ws + shared + partial : NULL;
 
     for (int n0 = 0; n0 < d->n; n0 += spg) {
         c.n0 = n0;
         c.m = min_int(spg, d->n - n0);
+        c.first = n0 == 0;
+        c.last = n0 + spg >= d->n;
         c.cols = c.m * (int)pq;
         if (!(direct && pointwise)) pp_cpu_parallel(ex, c.m, bwd_filter_unfold_task, &c);
         if (!direct) {
@@ -752,7 +762,7 @@ pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, co
             c.chunk_cols = (c.cols + c.chunks - 1) / c.chunks;
         }
         pp_cpu_parallel(ex, (int64_t)c.chunks * tiles, bwd_filter_tile_task, &c);
-        if (c.chunks > 1) pp_cpu_parallel(ex, d->k, bwd_filter_reduce_task, &c);
+        pp_cpu_parallel(ex, d->k, bwd_filter_reduce_task, &c);
     }
     return PP_OK;
 }
@@ -763,12 +773,12 @@ size_t pp_cpu_conv2d_workspace_bytes(const pp_conv2d_desc *d, int threads)
     bwd_data_ctx b = {.d = d};
     bwd_filter_ctx w = {.d = d};
     int per_group, spg;
-    size_t col, shared;
+    size_t col, shared, partial;
     const size_t t = threads > 0 ? (size_t)threads : 1;
     size_t most = fwd_plan(&f, d, t, &per_group);
     size_t v = bwd_data_plan(&b, d, t, 1);
     if (v > most) most = v;
-    v = bwd_filter_plan(&w, d, &col, &shared, &spg);
+    v = bwd_filter_plan(&w, d, &col, &shared, &partial, &spg);
     if (v > most) most = v;
     return most * sizeof(float);
 }
