@@ -76,7 +76,15 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
         PP_TRY(pp_copy_from_host(ex, io->host_images + (size_t)off * per_sample, &x, err));
         in = &x;
     }
-    PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, io->train, err));
+    /* recomputation: the micro-batch keeps only its input until its backward
+     * runs the forward again (except_last: all but the step's last) */
+    const bool again = io->train && (st->recompute == PP_PLAN_RECOMPUTE_ALWAYS ||
+                                     (st->recompute == PP_PLAN_RECOMPUTE_EXCEPT_LAST &&
+                                      mb != io->run->m - 1));
+    if (again)
+        PP_TRY(pp_stage_forward_keep(st->model, ex, mb, in, out, PP_STAGE_KEEP_INPUT, err));
+    else
+        PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, io->train, err));
     int held = pp_stage_in_flight(st->model);
     if (held > st->max_in_flight) st->max_in_flight = held;
     if (st->index != p->n_stages - 1) return PP_OK;
@@ -498,6 +506,7 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
         pipe_stage *st = &p->stages[s];
         st->p = p;
         st->index = s;
+        st->recompute = pp_plan_stage_recompute(plan, s);
         snprintf(st->device_name, sizeof st->device_name, "%s", ps->device_name);
         pp_status rc;
         pp_model_config cfg = p->model;
