@@ -1,7 +1,11 @@
 /* fit.c - the memory table of --memory and --simulate, and its JSON. */
 #include "cli/fit.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "cli/report.h"
 
@@ -183,4 +187,86 @@ bool pp_cli_candidates_json(FILE *f, const pp_plan *plan, const pp_fit_result *r
     fputc('\n', f);
     json_decref(o);
     return rc == 0;
+}
+
+pp_status pp_cli_check_memory(const pp_plan *plan, pp_error *err)
+{
+    const char *env = getenv("PP_MEMORY_CHECK");
+    if (env && !strcmp(env, "off")) return PP_OK;
+    if (env && env[0] && strcmp(env, "on") != 0)
+        return pp_error_set(err, PP_ERR_INPUT, "PP_MEMORY_CHECK=%.32s: expected on or off", env);
+    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
+    PP_TRY(pp_fit_predict(plan, pred, err));
+    PP_TRY(pp_fit_caps(plan, pred, err));
+    return pp_fit_check(plan, pred, err);
+}
+
+pp_status pp_cli_memory(const pp_plan *plan, bool json, pp_error *err)
+{
+    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
+    PP_TRY(pp_fit_predict(plan, pred, err));
+    PP_TRY(pp_fit_caps(plan, pred, err));
+    pp_cli_print_memory(json ? stderr : stdout, plan, pred);
+    if (json && !pp_cli_memory_json(stdout, plan, pred))
+        return pp_error_set(err, PP_ERR_OOM, "out of memory writing JSON");
+    return pp_fit_check(plan, pred, err);
+}
+
+/* Writes len bytes of text to path; false (errno set) when it cannot. */
+static bool write_file(const char *path, const char *text, size_t len)
+{
+    FILE *f = fopen(path, "w");
+    bool ok = f && fwrite(text, 1, len, f) == len;
+    int saved = errno;
+    if (f && fclose(f) != 0 && ok) ok = false, saved = errno;
+    if (!ok && f) unlink(path);
+    errno = saved;
+    return ok;
+}
+
+int pp_cli_optimize(const pp_plan *plan, int64_t memory_limit, const char *output, bool json,
+                    pp_error *err)
+{
+    pp_fit_result res;
+    const pp_fit_options opt = {.memory_limit = memory_limit, .top = 5};
+    fprintf(stderr, "%s: searching cuts, schedule, split size and recomputation over %d "
+            "device%s%s\n", plan->path, plan->n_stages, plan->n_stages == 1 ? "" : "s",
+            plan->model.kind == PP_MODEL_DELAY ? "" : " (measuring unit times)");
+    if (pp_fit_optimize(plan, &opt, &res, err) != PP_OK) return 1;
+    pp_cli_print_profile_note(stderr, &res.note);
+    pp_cli_print_candidates(json || !output ? stderr : stdout, plan, &res, memory_limit);
+    if (json && !pp_cli_candidates_json(stdout, plan, &res)) {
+        pp_fit_result_free(&res);
+        pp_error_set(err, PP_ERR_OOM, "out of memory writing JSON");
+        return 1;
+    }
+    if (res.n == 0) {
+        char limit[64] = "";
+        if (memory_limit > 0)
+            snprintf(limit, sizeof limit, " within --memory-limit %lld bytes",
+                     (long long)memory_limit);
+        fprintf(stderr, "pipeline-run: %s: nothing fits%s (%d candidates tried); %s\n",
+                plan->path, limit, res.tried, res.why[0] ? res.why : "every device is too small");
+        pp_fit_result_free(&res);
+        return 2;
+    }
+    char *text;
+    size_t len;
+    if (pp_fit_emit(plan, &res.best[0], memory_limit, &text, &len, err) != PP_OK) {
+        pp_fit_result_free(&res);
+        return 1;
+    }
+    int rc = 0;
+    if (output && !write_file(output, text, len)) {
+        fprintf(stderr, "pipeline-run: %s: cannot write: %s\n", output, strerror(errno));
+        rc = 2;
+    } else if (output) {
+        fprintf(stderr, "wrote %s (candidate 1: predicted %.1f ms per step, %.1f images/s)\n",
+                output, res.best[0].step_ms, res.best[0].images_per_s);
+    } else if (!json) {
+        fwrite(text, 1, len, stdout);
+    }
+    free(text);
+    pp_fit_result_free(&res);
+    return rc;
 }

@@ -30,4 +30,20 @@ bool pp_cli_candidates_json(FILE *f, const pp_plan *plan, const pp_fit_result *r
  * CACHE"); nothing when none were used. */
 void pp_cli_print_profile_note(FILE *f, const pp_profile_note *note);
 
+/* The check before a run: PP_ERR_INPUT (the refusal of pp_fit_check) when a
+ * device's predicted peak exceeds its cap; PP_MEMORY_CHECK=off skips it
+ * (a value other than on or off is PP_ERR_INPUT). */
+pp_status pp_cli_check_memory(const pp_plan *plan, pp_error *err);
+
+/* --memory: the table (stdout; stderr with json, and the JSON on stdout),
+ * then the check. */
+pp_status pp_cli_memory(const pp_plan *plan, bool json, pp_error *err);
+
+/* --optimize: searches, prints the candidates and writes the best plan
+ * (output, else stdout). Returns the exit code: 0; 2 when nothing fits or
+ * output cannot be written (said on stderr); 1 with err filled for a
+ * library failure (the caller prints it). */
+int pp_cli_optimize(const pp_plan *plan, int64_t memory_limit, const char *output, bool json,
+                    pp_error *err);
+
 #endif

@@ -279,23 +279,11 @@ static int fail(const pp_error *err)
     }
 }
 
-/* A plan whose predicted peak exceeds a device's cap (its memory:, a CUDA
- * card's free memory) is refused before anything runs, exit 2.
- * PP_MEMORY_CHECK=off skips the prediction (the caps still hold at run time). */
+/* A plan predicted over a device's cap is refused before anything runs. */
 static int check_memory(const pp_plan *plan)
 {
-    const char *env = getenv("PP_MEMORY_CHECK");
-    if (env && !strcmp(env, "off")) return 0;
-    if (env && env[0] && strcmp(env, "on") != 0) {
-        fprintf(stderr, "pipeline-run: PP_MEMORY_CHECK=%.32s: expected on or off\n", env);
-        return 2;
-    }
     pp_error err;
-    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
-    if (pp_fit_predict(plan, pred, &err) != PP_OK || pp_fit_caps(plan, pred, &err) != PP_OK ||
-        pp_fit_check(plan, pred, &err) != PP_OK)
-        return fail(&err);
-    return 0;
+    return pp_cli_check_memory(plan, &err) == PP_OK ? 0 : fail(&err);
 }
 
 typedef struct run_result {
@@ -494,75 +482,19 @@ static int do_simulate(const pp_plan *plan, bool json)
     return 0;
 }
 
-/* --memory: the prediction per stage beside each device's cap; exit 2 (the
- * refusal, naming what would fit) when a device would not fit. */
 static int do_memory(const pp_plan *plan, bool json)
 {
     pp_error err;
-    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
-    if (pp_fit_predict(plan, pred, &err) != PP_OK || pp_fit_caps(plan, pred, &err) != PP_OK)
-        return fail(&err);
-    pp_cli_print_memory(json ? stderr : stdout, plan, pred);
-    if (json && !pp_cli_memory_json(stdout, plan, pred)) return 1;
-    if (pp_fit_check(plan, pred, &err) != PP_OK) return fail(&err);
-    return 0;
+    return pp_cli_memory(plan, json, &err) == PP_OK ? 0 : fail(&err);
 }
 
-/* --optimize: the planner's best candidates, and the best plan written as
- * YAML (to -o FILE, else stdout). Exit 2 when nothing fits. */
 static int do_optimize(const pp_plan *plan, const cli_args *a)
 {
-    pp_error err;
-    pp_fit_result res;
-    const pp_fit_options opt = {.memory_limit = a->memory_limit, .top = 5};
     if (pp_comm_size(g_comm) > 1)
         return bad_args("%s runs in one process (start it without mpirun)", "--optimize");
-    fprintf(stderr, "%s: searching cuts, schedule, split size and recomputation over %d "
-            "device%s%s\n", plan->path, plan->n_stages, plan->n_stages == 1 ? "" : "s",
-            plan->model.kind == PP_MODEL_DELAY ? "" : " (measuring unit times)");
-    if (pp_fit_optimize(plan, &opt, &res, &err) != PP_OK) return fail(&err);
-    pp_cli_print_profile_note(stderr, &res.note);
-    FILE *out = a->json || !a->output ? stderr : stdout;
-    pp_cli_print_candidates(out, plan, &res, a->memory_limit);
-    if (a->json && !pp_cli_candidates_json(stdout, plan, &res)) {
-        pp_fit_result_free(&res);
-        return 1;
-    }
-    if (res.n == 0) {
-        char limit[64] = "";
-        if (a->memory_limit > 0)
-            snprintf(limit, sizeof limit, " within --memory-limit %lld bytes",
-                     (long long)a->memory_limit);
-        fprintf(stderr, "pipeline-run: %s: nothing fits%s (%d candidates tried); %s\n",
-                plan->path, limit, res.tried, res.why[0] ? res.why : "every device is too small");
-        pp_fit_result_free(&res);
-        return 2;
-    }
-    char *text;
-    size_t len;
-    int rc = 0;
-    if (pp_fit_emit(plan, &res.best[0], a->memory_limit, &text, &len, &err) != PP_OK) {
-        pp_fit_result_free(&res);
-        return fail(&err);
-    }
-    if (a->output) {
-        FILE *f = fopen(a->output, "w");
-        bool ok = f && fwrite(text, 1, len, f) == len;
-        if (f && fclose(f) != 0) ok = false;
-        if (!ok) {
-            fprintf(stderr, "pipeline-run: %s: cannot write: %s\n", a->output, strerror(errno));
-            if (f) unlink(a->output);
-            rc = 2;
-        } else {
-            fprintf(stderr, "wrote %s (candidate 1: predicted %.1f ms per step, %.1f images/s)\n",
-                    a->output, res.best[0].step_ms, res.best[0].images_per_s);
-        }
-    } else if (!a->json) {
-        fwrite(text, 1, len, stdout);
-    }
-    free(text);
-    pp_fit_result_free(&res);
-    return rc;
+    pp_error err;
+    int rc = pp_cli_optimize(plan, a->memory_limit, a->output, a->json, &err);
+    return rc == 1 ? fail(&err) : rc;
 }
 
 static int do_sweep(pp_plan *plan, const cli_args *a, int steps)

@@ -10,9 +10,9 @@
  *              stage 0's measured device peak and the cut, the median step and
  *              the slow-down, and whether the saved checkpoints (weights,
  *              momentum, batch-norm statistics) are the same bytes.
- *   table      the memory model against the measured device peaks at 224x224:
- *              ResNet-50, batch 16, GPipe and 1F1B, every recompute mode,
- *              split sizes 2 and 4.
+ *   table      the memory model against the measured device peaks at 224x224
+ *              after two steps: ResNet-50, batch 16, GPipe and 1F1B, every
+ *              recompute mode, split sizes 2 and 4.
  *   limit      the same ResNet-50 plan: the planner under a memory limit of
  *              60% of its largest measured peak, then the plan it writes run:
  *              measured peaks against the limit.
@@ -52,6 +52,8 @@ static pp_plan *parse(const char *text)
     return plan;
 }
 
+static int g_steps = STEPS; /* steps of the plans made next */
+
 static pp_plan *resnet(const char *model, int image, int batch, int split, const char *schedule,
                        const char *recompute, const char *stages)
 {
@@ -63,7 +65,7 @@ static pp_plan *resnet(const char *model, int image, int batch, int split, const
              "optimizer: {type: sgd, lr: 0.01, momentum: 0.9, weight_decay: 0.0001}\n"
              "data: {format: synthetic, image_size: [%d, %d]}\n"
              "seed: 1\nsteps: %d\nstages:\n%s",
-             model, batch, split, schedule, recompute, image, image, STEPS, stages);
+             model, batch, split, schedule, recompute, image, image, g_steps, stages);
     return parse(text);
 }
 
@@ -145,7 +147,8 @@ static int bench_table(void)
     static const char *const schedules[] = {"gpipe", "1f1b"};
     static const char *const modes[] = {"never", "except_last", "always"};
     static const int splits[] = {2, 4};
-    printf("memory model at 224x224: ResNet-50, batch 16, cut after layer2, %d steps\n", STEPS);
+    g_steps = 2; /* the peak is reached in the second */
+    printf("memory model at 224x224: ResNet-50, batch 16, cut after layer2, %d steps\n", g_steps);
     printf("  %-6s %-12s %5s  %11s %11s %7s  %11s %11s %7s\n", "sched", "recompute", "split",
            "s0 measured", "predicted", "error", "s1 measured", "predicted", "error");
     double worst = 0;
@@ -169,6 +172,7 @@ static int bench_table(void)
                 pp_plan_free(plan);
             }
     printf("  largest error %.1f%%\n", 100 * worst);
+    g_steps = STEPS;
     return 0;
 }
 
