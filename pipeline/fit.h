@@ -158,7 +158,9 @@ pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *er
  * Unit times are measured on the plan's devices for every split size tried
  * (pp_fit_profile, cached); the delay model's are its own, and it keeps its
  * stages. Each candidate (schedule, split) is the dynamic program's best cut,
- * timed by the simulator (copies at a nominal bandwidth) and checked with the
+ * timed by the simulator (copies at a nominal bandwidth; stages on CPU devices
+ * share the host's cores, so such a step takes at least the sum of their
+ * work) and checked with the
  * memory model against each device's cap: its `memory:`, a CUDA card's free
  * memory, and the limit asked for, whichever is lowest, less 3% left for the
  * model's error. */

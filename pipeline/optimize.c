@@ -12,7 +12,8 @@
  *      its device (its whole cap; after a failed sum over a shared device,
  *      cap / stages on it);
  *   3. the chosen cut's stages predicted again together (device sums), and
- *      the step simulated (streams/simulate.h).
+ *      the step simulated (streams/simulate.h); CPU stages of one host share
+ *      its cores, so their step takes at least the sum of their work.
  * When nothing fits, the same program minimising the largest peak-to-cap
  * ratio names the closest a cut comes.
  */
@@ -189,7 +190,21 @@ static pp_status simulate(const pp_plan *v, const pipe_fit_units *fu, pipe_fit_r
     PP_TRY(pp_simulate(&run->sched, &costs, &r, err));
     c->step_ms = r.step_ms;
     c->bubble = r.bubble;
-    c->images_per_s = r.step_ms > 0 ? v->batch_size * 1000.0 / r.step_ms : 0;
+    /* CPU stages of one host share its cores (every cpu:N device has a worker
+     * per core): a step takes at least their work end to end */
+    double host = 0, busy = 0;
+    int cpu = 0;
+    for (int s = 0; s < S; s++) {
+        busy += r.busy_ms[s];
+        if (v->stages[s].device.kind != PP_DEVICE_CPU || delay) continue;
+        host += r.busy_ms[s];
+        cpu++;
+    }
+    if (cpu > 1 && host > c->step_ms) {
+        c->step_ms = host;
+        c->bubble = 1.0 - busy / (S * host);
+    }
+    c->images_per_s = c->step_ms > 0 ? v->batch_size * 1000.0 / c->step_ms : 0;
     pp_sim_result_free(&r);
     return PP_OK;
 }
