@@ -131,6 +131,10 @@ void pp_cli_print_candidates(FILE *f, const pp_plan *plan, const pp_fit_result *
     fprintf(f, "%d of %d candidates (schedule x split size) fit", res->fitting, res->tried);
     if (memory_limit > 0)
         fprintf(f, " within the memory limit %s", pp_cli_bytes((double)memory_limit, a, sizeof a));
+    if (res->n == 0) {
+        fputs("\n", f);
+        return;
+    }
     fprintf(f, "; the best %d by predicted step time:\n", res->n);
     fprintf(f, "%2s  %-8s  %5s  %5s  %9s  %9s  %6s\n", "#", "schedule", "split", "micro",
             "step ms", "images/s", "bubble");
