@@ -839,7 +839,8 @@ static int run(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
-    if (!a.simulate && !a.memory && !a.optimize && !a.n_sweep && (rc = check_memory(plan)) != 0) {
+    if (!a.simulate && !a.memory && !a.optimize && !a.n_sweep && !a.eval_only &&
+        (rc = check_memory(plan)) != 0) {
         pp_plan_free(plan);
         return rc;
     }
