@@ -17,6 +17,7 @@
 #include "runtime/version.h"
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
+#include "cli/fit.h"
 #include "cli/report.h"
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
@@ -29,7 +30,9 @@
 typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
-    bool validate, json, simulate, weights_only, eval_only;
+    bool validate, json, simulate, weights_only, eval_only, memory, optimize;
+    int64_t memory_limit; /* --memory-limit (bytes), 0: none */
+    const char *output;   /* -o: where --optimize writes the best plan */
     int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
     bool grads_whole;     /* --grad-allreduce whole */
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
@@ -73,6 +76,13 @@ static void usage(FILE *f)
           "  --steps N           override the plan's step count\n"
           "  --validate          check the plan, print it resolved (YAML), run nothing\n"
           "  --simulate          predict step time and bubble from the cost model, run nothing\n"
+          "  --memory            predict each stage's peak memory beside its device's cap, run\n"
+          "                      nothing (exit 2 when a device would not fit)\n"
+          "  --optimize          search cuts, schedule, split size and recomputation for the\n"
+          "                      fastest plan that fits (unit times measured and cached), print\n"
+          "                      the best candidates and write the best plan (stdout, or -o)\n"
+          "  --memory-limit SIZE with --optimize: the most a device may hold (e.g. 12GiB)\n"
+          "  -o FILE             with --optimize: write the best plan to FILE\n"
           "  --json              print one JSON summary on stdout (human output goes to stderr)\n"
           "  --trace FILE        write a Chrome trace (open in Perfetto or chrome://tracing)\n"
           "  --load FILE         start from a safetensors checkpoint (torchvision names)\n"
@@ -122,7 +132,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
-           O_GRAPHS, O_GRAD_ALLREDUCE };
+           O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY, O_OPTIMIZE, O_MEMORY_LIMIT };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -136,6 +146,9 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"csv", required_argument, 0, O_CSV},
         {"svg", required_argument, 0, O_SVG},
         {"simulate", no_argument, 0, O_SIM},
+        {"memory", no_argument, 0, O_MEMORY},
+        {"optimize", no_argument, 0, O_OPTIMIZE},
+        {"memory-limit", required_argument, 0, O_MEMORY_LIMIT},
         {"metrics", required_argument, 0, O_METRICS},
         {"eval-only", no_argument, 0, O_EVAL_ONLY},
         {"plot", required_argument, 0, O_PLOT},
@@ -150,7 +163,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
     memset(a, 0, sizeof *a);
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hVo:", opts, NULL)) != -1) {
         switch (c) {
         case O_STEPS:
             if (!parse_int(optarg, 1, PP_PLAN_MAX_STEPS, &a->steps))
@@ -159,6 +172,15 @@ static int parse_args(int argc, char **argv, cli_args *a)
         case O_VALIDATE: a->validate = true; break;
         case O_JSON: a->json = true; break;
         case O_SIM: a->simulate = true; break;
+        case O_MEMORY: a->memory = true; break;
+        case O_OPTIMIZE: a->optimize = true; break;
+        case 'o': a->output = optarg; break;
+        case O_MEMORY_LIMIT: {
+            pp_error e;
+            if (pp_plan_parse_bytes(optarg, &a->memory_limit, &e) != PP_OK)
+                return bad_args("--memory-limit: %s", e.msg);
+            break;
+        }
         case O_WEIGHTS: a->weights_only = true; break;
         case O_TRACE: a->trace = optarg; break;
         case O_LOAD: a->load = optarg; break;
@@ -211,14 +233,26 @@ static int parse_args(int argc, char **argv, cli_args *a)
     if ((a->csv || a->svg) && !a->n_sweep)
         return bad_args("%s needs --sweep-split", a->csv ? "--csv" : "--svg");
     if (a->weights_only && !a->save) return bad_args("%s needs --save", "--weights-only");
-    if (a->validate + a->simulate + (a->n_sweep > 0) + a->eval_only > 1)
-        return bad_args("%s", "--validate, --simulate, --sweep-split and --eval-only exclude each "
-                              "other");
+    if (a->validate + a->simulate + a->memory + (a->n_sweep > 0) + a->eval_only > 1)
+        return bad_args("%s", "--validate, --simulate, --memory, --sweep-split and --eval-only "
+                              "exclude each other");
     if (a->eval_only && !a->load) return bad_args("%s needs --load", "--eval-only");
+    if (a->output && !a->optimize) return bad_args("%s needs --optimize", "-o");
+    if (a->memory_limit && !a->optimize) return bad_args("%s needs --optimize", "--memory-limit");
+    if (a->optimize) {
+        const char *other = a->validate ? "--validate" : a->simulate ? "--simulate"
+                            : a->memory ? "--memory" : a->n_sweep ? "--sweep-split"
+                            : a->eval_only ? "--eval-only" : a->resume ? "--resume"
+                            : a->load ? "--load" : a->save ? "--save" : a->trace ? "--trace"
+                            : a->metrics ? "--metrics" : a->plot ? "--plot"
+                            : a->steps ? "--steps" : NULL;
+        if (other) return bad_args("--optimize runs nothing and writes a plan: it does not "
+                                   "combine with %s", other);
+    }
     if (a->resume && a->load) return bad_args("%s", "--resume and --load exclude each other");
-    if (a->resume && (a->validate || a->simulate || a->n_sweep || a->eval_only))
+    if (a->resume && (a->validate || a->simulate || a->memory || a->n_sweep || a->eval_only))
         return bad_args("%s applies to training runs", "--resume");
-    if (a->plot && (a->validate || a->simulate || a->n_sweep || a->eval_only))
+    if (a->plot && (a->validate || a->simulate || a->memory || a->n_sweep || a->eval_only))
         return bad_args("%s applies to training runs", "--plot");
     return 0;
 }
@@ -243,6 +277,13 @@ static int fail(const pp_error *err)
     case PP_ERR_INPUT: return 2;
     default: return 1;
     }
+}
+
+/* A plan predicted over a device's cap is refused before anything runs. */
+static int check_memory(const pp_plan *plan)
+{
+    pp_error err;
+    return pp_cli_check_memory(plan, &err) == PP_OK ? 0 : fail(&err);
 }
 
 typedef struct run_result {
@@ -433,8 +474,27 @@ static int do_simulate(const pp_plan *plan, bool json)
     if (plan->model.kind != PP_MODEL_DELAY)
         fprintf(out, "(layer costs are catalogue FLOPs at a nominal device rate: compare "
                      "shapes, not absolute times)\n");
+    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
+    if (pp_fit_predict(plan, pred, &err) != PP_OK || pp_fit_caps(plan, pred, &err) != PP_OK)
+        return fail(&err);
+    pp_cli_print_memory(out, plan, pred);
     if (json && !pp_cli_print_simulation_json(stdout, plan, step_ms, bubble, f, b)) return 1;
     return 0;
+}
+
+static int do_memory(const pp_plan *plan, bool json)
+{
+    pp_error err;
+    return pp_cli_memory(plan, json, &err) == PP_OK ? 0 : fail(&err);
+}
+
+static int do_optimize(const pp_plan *plan, const cli_args *a)
+{
+    if (pp_comm_size(g_comm) > 1)
+        return bad_args("%s runs in one process (start it without mpirun)", "--optimize");
+    pp_error err;
+    int rc = pp_cli_optimize(plan, a->memory_limit, a->output, a->json, &err);
+    return rc == 1 ? fail(&err) : rc;
 }
 
 static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
@@ -618,8 +678,12 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         rc = 1;
     }
     if (rc) print_error(err.msg);
-    /* a consistent checkpoint: after a whole step (also when interrupted) */
-    if (a->save && (rc == 0 || rr.n_losses > 0)) {
+    /* a consistent checkpoint: after a whole step (also when interrupted); never
+     * after a failed step, which leaves batch-norm statistics half-updated */
+    if (a->save && rc != 0 && rr.n_losses > 0)
+        fprintf(stderr, "pipeline-run: %s not saved: step %d failed, and a failed step leaves "
+                "the model half-updated\n", a->save, rr.n_losses + 1);
+    if (a->save && rc == 0) {
         pp_error serr;
         if (pp_pipeline_save(p, a->save, !a->weights_only, &serr) != PP_OK) {
             print_error(serr.msg);
@@ -762,10 +826,12 @@ static int run(int argc, char **argv)
         pp_plan_free(plan);
         return fail(&err);
     }
-    if (pp_pipeline_resolve_plan(plan, &err) != PP_OK) {
+    pp_profile_note note = {0};
+    if (pp_fit_resolve_plan(plan, &note, &err) != PP_OK) {
         pp_plan_free(plan);
         return fail(&err);
     }
+    pp_cli_print_profile_note(stderr, &note);
     int steps = a.steps ? a.steps : plan->steps;
 
     struct sigaction sa;
@@ -773,8 +839,14 @@ static int run(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
-    if (!a.validate && !a.simulate) note_precision(plan);
-    if (!a.validate && !a.simulate && (rc = check_same_plan(plan, &a, steps)) != 0) {
+    if (!a.simulate && !a.memory && !a.optimize && !a.n_sweep && !a.eval_only &&
+        (rc = check_memory(plan)) != 0) {
+        pp_plan_free(plan);
+        return rc;
+    }
+    const bool runs = !a.validate && !a.simulate && !a.memory && !a.optimize;
+    if (runs) note_precision(plan);
+    if (runs && (rc = check_same_plan(plan, &a, steps)) != 0) {
         pp_plan_free(plan);
         return rc;
     }
@@ -782,6 +854,10 @@ static int run(int argc, char **argv)
         rc = do_validate(plan);
     else if (a.simulate)
         rc = do_simulate(plan, a.json);
+    else if (a.memory)
+        rc = do_memory(plan, a.json);
+    else if (a.optimize)
+        rc = do_optimize(plan, &a);
     else if (a.eval_only)
         rc = do_eval_only(plan, &a);
     else if (a.n_sweep && pp_comm_size(g_comm) > 1)

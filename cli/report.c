@@ -1,6 +1,8 @@
 /* report.c - tables, JSON, CSV and SVG output of the pipeline-run program. */
 #include "cli/report.h"
 
+#include "pipeline/fit.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -216,6 +218,10 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
     json_object_set_new(o, "bubble_frac_predicted", json_num(r.bubble_frac_predicted));
     for (int i = 0; i < n_losses; i++) json_array_append_new(lj, json_num(losses[i]));
     json_object_set_new(o, "losses", lj);
+    /* the memory model's prediction of each stage's device peak, beside the measured one */
+    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
+    pp_error perr;
+    const bool predicted = pp_fit_predict(plan, pred, &perr) == PP_OK;
     for (int s = 0; s < pp_pipeline_stage_count(p); s++) {
         pp_stage_report sr;
         pp_pipeline_stage_report(p, s, &sr);
@@ -228,6 +234,8 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
                                json_num(sr.forward_ms), "backward_ms", json_num(sr.backward_ms),
                                "busy_frac", json_num(sr.busy_frac), "peak_bytes",
                                (json_int_t)sr.peak_bytes, "max_in_flight", sr.max_in_flight);
+        if (so && predicted)
+            json_object_set_new(so, "predicted_peak_bytes", json_integer(pred[s].device_peak));
         /* replicas: the stage's gradient sum over them (absent without) */
         if (so && r.replicas > 1) json_object_set_new(so, "grads_ms", json_num(sr.grads_ms));
         json_array_append_new(stages, so);

@@ -185,6 +185,7 @@ static void emit_stages(text *t, const pp_plan *p)
             pp_plan_size_format(st->memory_bytes, b, sizeof b);
             put(t, "    memory: %s\n", b);
         }
+        if (st->has_recompute) put(t, "    recompute: %s\n", pp_plan_recompute_name(st->recompute));
         if (p->model.kind == PP_MODEL_DELAY || st->first < 0) continue;
         put(t, "    layers: [");
         for (int u = st->first; u <= st->last;) {
@@ -243,6 +244,8 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
         put(&t, "batch:\n  size: %d\n  split_size: %d\n", p->batch_size, p->split_size);
     put(&t, "schedule: %s\nprecision: %s\n", pp_plan_schedule_name(p->schedule),
         pp_plan_precision_name(p->precision));
+    if (p->recompute != PP_PLAN_RECOMPUTE_NEVER)
+        put(&t, "recompute: %s\n", pp_plan_recompute_name(p->recompute));
     if (!p->cuda_graphs) put(&t, "cuda_graphs: off\n");
     put(&t, "optimizer:\n  type: sgd\n  lr: ");
     put_double(&t, p->optimizer.lr);

@@ -46,6 +46,15 @@ const char *pp_plan_data_format_name(pp_plan_data_format f)
     }
 }
 
+const char *pp_plan_recompute_name(pp_plan_recompute r)
+{
+    switch (r) {
+    case PP_PLAN_RECOMPUTE_EXCEPT_LAST: return "except_last";
+    case PP_PLAN_RECOMPUTE_ALWAYS: return "always";
+    default: return "never";
+    }
+}
+
 const char *pp_plan_balance_name(pp_plan_balance b)
 {
     switch (b) {
@@ -498,11 +507,12 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
 {
     enum { K_MODEL, K_BATCH, K_SCHEDULE, K_PRECISION, K_OPTIMIZER, K_DATA, K_SEED, K_STEPS,
            K_EPOCHS, K_EVAL, K_CKPT, K_STAGES, K_DEVICES, K_BALANCE, K_REPLICAS, K_GRAPHS,
-           K_N };
+           K_RECOMPUTE, K_N };
     static const char *const keys[K_N] = {"model",      "batch",  "schedule", "precision",
                                           "optimizer",  "data",   "seed",     "steps",
                                           "epochs",     "eval",   "checkpoint", "stages",
-                                          "devices",    "balance", "replicas", "cuda_graphs"};
+                                          "devices",    "balance", "replicas", "cuda_graphs",
+                                          "recompute"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     if (pp_ynode_is_null(root)) {
@@ -564,6 +574,11 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
                 pp_walk_error(w, f[K_PRECISION],
                               "unknown precision '%.64s' (expected fp32, tf32 or bf16)", s);
         }
+    }
+    if (f[K_RECOMPUTE]) {
+        p->recompute_mark = pp_walk_mark(f[K_RECOMPUTE]);
+        int r = pp_walk_recompute(w, f[K_RECOMPUTE], "recompute");
+        if (r >= 0) p->recompute = (pp_plan_recompute)r;
     }
     if (f[K_GRAPHS]) {
         static const char *const names[] = {"off", "on"};

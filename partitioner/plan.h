@@ -84,6 +84,17 @@ typedef enum pp_plan_balance {
     PP_PLAN_BALANCE_MEMORY = 3, /* catalogue parameter + activation bytes */
 } pp_plan_balance;
 
+/* `recompute:` - activation recomputation (plan-wide, and per stage, whose own key wins).
+ * A recomputed micro-batch keeps only a copy of its stage input between its forward and
+ * its backward and runs the stage's forward again just before the backward; results,
+ * batch-norm running statistics included, are the same bits as without. */
+typedef enum pp_plan_recompute {
+    PP_PLAN_RECOMPUTE_NEVER = 0,   /* keep what backward needs (the default) */
+    PP_PLAN_RECOMPUTE_EXCEPT_LAST, /* every micro-batch of a step but its last (torchgpipe's
+                                    * except_last: the last one's backward follows at once) */
+    PP_PLAN_RECOMPUTE_ALWAYS,      /* every micro-batch */
+} pp_plan_recompute;
+
 typedef struct pp_plan_sgd {
     double lr;                  /* >= 0 */
     double momentum;            /* >= 0 */
@@ -142,7 +153,13 @@ typedef struct pp_plan_stage {
     pp_mark device_mark;        /* the device node (kept through device maps) */
     int first, last;            /* inclusive unit range into the catalogue; -1, -1 for the
                                  * delay model and for unresolved automatic stages */
-    int64_t memory_bytes;       /* capacity for this stage from `memory:`; 0 = unlimited */
+    int64_t memory_bytes;       /* `memory:` of the stage (or devices entry): the cap of its
+                                 * device, one figure per device (stages sharing a device give
+                                 * the same value or none: pp_plan_device_memory); 0 = none */
+    pp_mark memory_mark;        /* the memory node; 0/0 when none */
+    bool has_recompute;         /* the stage gives `recompute:` (else the plan's applies) */
+    pp_plan_recompute recompute;
+    pp_mark recompute_mark;
     pp_mark mark;               /* the stage (or device-list entry) node */
     pp_mark layers_mark;        /* the layers node; 0/0 when none */
     /* with `replicas: R` (R > 1) `device` is a list of R devices, one per replica; entry 0 is
@@ -170,6 +187,8 @@ typedef struct pp_plan {
     pp_plan_schedule schedule;
     pp_mark schedule_mark;
     pp_plan_precision precision;
+    pp_plan_recompute recompute; /* `recompute:` (default never); stages may override it */
+    pp_mark recompute_mark;
     bool cuda_graphs;           /* `cuda_graphs: on|off` (default on): replay a step's CUDA
                                  * work as a graph once its shapes are known; no effect on
                                  * CPU stages */
@@ -242,6 +261,22 @@ int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, 
  * of them; 1f1b: min(m, S - stage)). */
 int pp_plan_in_flight(const pp_plan *plan, int stage);
 
+/* The recomputation mode of stage s: its own `recompute:`, else the plan's. */
+pp_plan_recompute pp_plan_stage_recompute(const pp_plan *plan, int s);
+
+/* Whether micro-batch mb of a step of m micro-batches recomputes its forward
+ * on stage s (except_last: every one but mb = m - 1). */
+bool pp_plan_recomputes(const pp_plan *plan, int s, int mb, int m);
+
+/* The memory cap of stage s's device: the `memory:` any stage on the same
+ * device (same rank and device) gives, 0 when none does. Plans are checked
+ * when parsed: stages sharing a device give one figure. */
+int64_t pp_plan_device_memory(const pp_plan *plan, int s);
+
+/* The first stage of the plan on stage s's device (same rank and device):
+ * s itself unless an earlier stage shares it. */
+int pp_plan_device_first_stage(const pp_plan *plan, int s);
+
 /* Remaps devices: map is "A=B[,C=D...]" where A is a device (cpu:N, cuda:N)
  * or a wildcard (cpu:*, cuda:*) and B is a device, or a kind (cpu, cuda,
  * cpu:*, cuda:*) for a wildcard source, which keeps the index: "cuda:*=cpu"
@@ -281,12 +316,18 @@ int pp_plan_spell_item(const pp_catalogue *cat, int u, int last, char *name, siz
 const char *pp_plan_spell_units(const pp_catalogue *cat, int first, int last, char *buf,
                                 size_t n);
 
+/* Parses a size as plans write `memory:` ("40GiB", "512MiB", "1.5 GB", a byte
+ * count; 1 byte to 1 EiB) into *out. PP_ERR_INPUT naming the text otherwise. */
+pp_status pp_plan_parse_bytes(const char *text, int64_t *out, pp_error *err);
+
 /* Static names: "gpipe", "1f1b"; "synthetic", ...; "time", ... */
 const char *pp_plan_schedule_name(pp_plan_schedule s);
 /* "fp32", "tf32", "bf16" */
 const char *pp_plan_precision_name(pp_plan_precision p);
 const char *pp_plan_data_format_name(pp_plan_data_format f);
 const char *pp_plan_balance_name(pp_plan_balance b);
+/* "never", "except_last", "always" */
+const char *pp_plan_recompute_name(pp_plan_recompute r);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,7 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
     if (a->schedule != b->schedule) DIFF("schedule differs");
     if (a->precision != b->precision) DIFF("precision differs");
     if (a->cuda_graphs != b->cuda_graphs) DIFF("cuda_graphs differs");
+    if (a->recompute != b->recompute) DIFF("recompute differs");
     const pp_plan_sgd *oa = &a->optimizer, *ob = &b->optimizer;
     if (oa->lr != ob->lr || oa->momentum != ob->momentum || oa->weight_decay != ob->weight_decay ||
         oa->nesterov != ob->nesterov)
@@ -116,6 +117,9 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
             DIFF("stage %d units [%d, %d] vs [%d, %d]", i, sa->first, sa->last, sb->first,
                  sb->last);
         if (sa->memory_bytes != sb->memory_bytes) DIFF("stage %d memory differs", i);
+        if (sa->has_recompute != sb->has_recompute ||
+            (sa->has_recompute && sa->recompute != sb->recompute))
+            DIFF("stage %d recompute differs", i);
     }
     return true;
 }

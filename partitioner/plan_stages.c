@@ -192,8 +192,10 @@ static bool walk_stage_device(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
 }
 
 
-static bool walk_memory(pp_walk *w, const pp_ynode *n, int64_t *out)
+static bool walk_memory(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
 {
+    int64_t *out = &st->memory_bytes;
+    st->memory_mark = pp_walk_mark(n);
     if (!n || n->kind != PP_YNODE_SCALAR || pp_ynode_is_null(n)) {
         pp_walk_error(w, n, "memory must be a size such as 40GiB, got %s", pp_walk_describe(n));
         return false;
@@ -229,8 +231,35 @@ static bool walk_device_entry(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
     } else {
         ok &= walk_device(w, f[K_DEVICE], st);
     }
-    if (f[K_MEMORY]) ok &= walk_memory(w, f[K_MEMORY], &st->memory_bytes);
+    if (f[K_MEMORY]) ok &= walk_memory(w, f[K_MEMORY], st);
     return ok;
+}
+
+/* One memory figure per device: stages sharing a device (same rank and
+ * device) may each give `memory:`, with the same value; it caps the device,
+ * whichever stage gives it. */
+static void check_device_memory(pp_walk *w)
+{
+    const pp_plan *p = w->plan;
+    for (int s = 0; s < p->n_stages; s++) {
+        const pp_plan_stage *a = &p->stages[s];
+        if (a->memory_bytes <= 0) continue;
+        for (int t = 0; t < s; t++) {
+            const pp_plan_stage *b = &p->stages[t];
+            if (b->memory_bytes <= 0 || b->rank != a->rank ||
+                !pp_device_id_equal(b->device, a->device) || b->memory_bytes == a->memory_bytes)
+                continue;
+            char x[40], y[40];
+            pp_plan_size_format(a->memory_bytes, x, sizeof x);
+            pp_plan_size_format(b->memory_bytes, y, sizeof y);
+            pp_ynode where = {.line = a->memory_mark.line, .col = a->memory_mark.col};
+            pp_walk_error(w, a->memory_mark.line > 0 ? &where : NULL,
+                          "stage %d caps %s at %s but stage %d caps it at %s: a device has one "
+                          "memory figure (give it once, or the same value on every stage of "
+                          "the device)", s, a->device_name, x, t, y);
+            break;
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -431,8 +460,8 @@ static void walk_explicit(pp_walk *w, const pp_ynode *n)
     bool names_ok = true;
     p->n_stages = count;
     for (int i = 0; i < count; i++) {
-        enum { K_DEVICE, K_LAYERS, K_MEMORY, K_N };
-        static const char *const keys[K_N] = {"device", "layers", "memory"};
+        enum { K_DEVICE, K_LAYERS, K_MEMORY, K_RECOMPUTE, K_N };
+        static const char *const keys[K_N] = {"device", "layers", "memory", "recompute"};
         const pp_ynode *f[K_N];
         pp_plan_stage *st = &p->stages[i];
         st->first = st->last = -1;
@@ -447,7 +476,15 @@ static void walk_explicit(pp_walk *w, const pp_ynode *n)
             walk_stage_device(w, f[K_DEVICE], st);
         else
             pp_walk_error(w, n->kids[i], "stage %d needs a device", i);
-        if (f[K_MEMORY]) walk_memory(w, f[K_MEMORY], &st->memory_bytes);
+        if (f[K_MEMORY]) walk_memory(w, f[K_MEMORY], st);
+        if (f[K_RECOMPUTE]) {
+            st->recompute_mark = pp_walk_mark(f[K_RECOMPUTE]);
+            int r = pp_walk_recompute(w, f[K_RECOMPUTE], "recompute");
+            if (r >= 0) {
+                st->has_recompute = true;
+                st->recompute = (pp_plan_recompute)r;
+            }
+        }
         const pp_ynode *layers = f[K_LAYERS];
         st->layers_mark = pp_walk_mark(layers);
         if (delay) {
@@ -496,6 +533,7 @@ static void walk_explicit(pp_walk *w, const pp_ynode *n)
     free(items);
     if (delay) check_delay_counts(w);
     check_replica_ranks(w, n);
+    check_device_memory(w);
 }
 
 /* ------------------------------------------------------------------ */
@@ -539,6 +577,7 @@ static void walk_auto(pp_walk *w, const pp_ynode *stages, const pp_ynode *device
         p->stages[i].first = p->stages[i].last = -1;
         ok &= walk_device_entry(w, devices->kids[i], &p->stages[i]);
     }
+    if (ok) check_device_memory(w);
     if (!w->model_ok) return;
     if (p->model.kind == PP_MODEL_DELAY) {
         check_delay_counts(w);

@@ -272,6 +272,12 @@ int pp_walk_choice(pp_walk *w, const pp_ynode *n, const char *what, const char *
     return -1;
 }
 
+int pp_walk_recompute(pp_walk *w, const pp_ynode *n, const char *what)
+{
+    static const char *const names[] = {"never", "except_last", "always"};
+    return pp_walk_choice(w, n, what, names, 3, "never, except_last or always");
+}
+
 /* ------------------------------------------------------------------ */
 /* sizes and numbers                                                    */
 
@@ -327,6 +333,18 @@ int pp_plan_size_parse(const char *s, int64_t *out)
         return 0;
     }
     return -1;
+}
+
+pp_status pp_plan_parse_bytes(const char *text, int64_t *out, pp_error *err)
+{
+    int r = text && out ? pp_plan_size_parse(text, out) : -1;
+    if (r == -2)
+        return pp_error_set(err, PP_ERR_INPUT, "'%.64s' is out of range (1 byte to 1 EiB)", text);
+    if (r != 0)
+        return pp_error_set(err, PP_ERR_INPUT,
+                            "'%.64s' is not a size (e.g. 12GiB, 512MiB, 8GB or a byte count)",
+                            text ? text : "");
+    return PP_OK;
 }
 
 void pp_plan_size_format(int64_t bytes, char *buf, size_t n)

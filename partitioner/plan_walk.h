@@ -13,7 +13,7 @@
 #include "partitioner/plan.h"
 #include "partitioner/yaml_tree.h"
 
-#define PP_WALK_MAX_KEYS 16
+#define PP_WALK_MAX_KEYS 24
 
 typedef struct pp_walk {
     const char *file;          /* name used in messages */
@@ -54,6 +54,10 @@ bool pp_walk_bool(pp_walk *w, const pp_ynode *n, const char *what, bool *out);
 /* Index of the string value among names, or -1 after reporting. */
 int pp_walk_choice(pp_walk *w, const pp_ynode *n, const char *what, const char *const *names,
                    int n_names, const char *expected);
+
+/* A recomputation mode (never, except_last, always) as pp_plan_recompute, or -1
+ * after reporting. */
+int pp_walk_recompute(pp_walk *w, const pp_ynode *n, const char *what);
 
 /* plan_model.c: the `model` section into w->plan->model (n: the section,
  * never NULL), and, once the input size is known, a sequential

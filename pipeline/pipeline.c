@@ -81,7 +81,15 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
         PP_TRY(pp_copy_from_host(ex, io->host_images + (size_t)off * per_sample, &x, err));
         in = &x;
     }
-    PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, io->train, err));
+    /* recomputation: the micro-batch keeps only its input until its backward
+     * runs the forward again (except_last: all but the step's last) */
+    const bool again = io->train && (st->recompute == PP_PLAN_RECOMPUTE_ALWAYS ||
+                                     (st->recompute == PP_PLAN_RECOMPUTE_EXCEPT_LAST &&
+                                      mb != io->run->m - 1));
+    if (again)
+        PP_TRY(pp_stage_forward_keep(st->model, ex, mb, in, out, PP_STAGE_KEEP_INPUT, err));
+    else
+        PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, io->train, err));
     int held = pp_stage_in_flight(st->model);
     if (held > st->max_in_flight) st->max_in_flight = held;
     if (st->index != p->n_stages - 1) return PP_OK;
@@ -387,8 +395,8 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
 }
 
 /* Opens every stage's device and applies the plan's memory caps: a stage's
- * `memory:` caps its device; a device shared by several stages gets the sum of
- * their caps (no cap when one of them has none). */
+ * `memory:` caps its device, shared by every stage on it (one figure per
+ * device, pp_plan_device_memory). */
 static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
     int size = pp_comm_size(p->comm);
@@ -452,15 +460,9 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
         }
     }
     for (int s = 0; s < p->n_stages; s++) {
-        size_t cap = 0;
-        bool capped = true;
         if (!stage_here(p, s)) continue;
-        for (int t = 0; t < p->n_stages; t++) {
-            if (p->stages[t].dev != p->stages[s].dev || !stage_here(p, t)) continue;
-            capped = capped && plan->stages[t].memory_bytes > 0;
-            cap += (size_t)plan->stages[t].memory_bytes;
-        }
-        p->stages[s].dev->bytes_limit = capped ? cap : 0;
+        /* one figure per device, whichever of its stages gives it */
+        p->stages[s].dev->bytes_limit = (size_t)pp_plan_device_memory(plan, s);
         p->stages[s].dev->math = plan->precision == PP_PLAN_PRECISION_TF32 ? PP_MATH_TF32
                                                                            : PP_MATH_FP32;
     }
@@ -511,6 +513,7 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
         pipe_stage *st = &p->stages[s];
         st->p = p;
         st->index = s;
+        st->recompute = pp_plan_stage_recompute(plan, s);
         snprintf(st->device_name, sizeof st->device_name, "%s", ps->device_name);
         pp_status rc;
         pp_model_config cfg = p->model;

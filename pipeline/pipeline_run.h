@@ -20,6 +20,8 @@
  *                        pp_pipeline_stage_report, pp_pipeline_save / _load
  *                        (safetensors checkpoints), pp_pipeline_write_trace,
  *                        pp_pipeline_free
+ *   pipeline/fit.h       pp_fit_predict (memory per stage before anything runs),
+ *                        pp_fit_check (caps), the planner
  *
  * Low level: an application's own stages on the same scheduler.
  *   runtime/core/device.h   pp_registry (device contexts: "cpu:N", "cuda:N"),
@@ -132,6 +134,7 @@
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/fit.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,10 +1,11 @@
 /*
  * planning.c - what a plan will do before it runs: the predicted step time
- * and bubble from the cost model (the simulator), per-unit profiling on the
- * plan's devices for `stages: auto`, and the cuDNN descriptor limit checked
- * at resolution time.
+ * and bubble from the cost model (the simulator), `stages: auto` (the time
+ * balance from the profile cache, profile.c), and the cuDNN descriptor limit
+ * checked at resolution time.
  */
 #include "pipeline/pipeline.h"
+#include "pipeline/fit.h"
 #include "pipeline/planning.h"
 
 #include <stdint.h>
@@ -87,49 +88,6 @@ pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubb
     return s;
 }
 
-/* Per-unit forward + backward time of one micro-batch on dev, in ms: each unit
- * runs as a one-unit stage, once to warm up and then `reps` times. */
-static pp_status profile_units(const pp_plan *plan, pp_device_ctx *dev, double *cost,
-                               pp_error *err)
-{
-    const int reps = 2;
-    int mb = plan->split_size;
-    pp_exec ex;
-    PP_TRY(pp_exec_init(&ex, dev, NULL, err));
-    pp_status s = PP_OK;
-    for (int u = 0; u < plan->catalogue.n && s == PP_OK; u++) {
-        pp_stage *st = NULL;
-        pp_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
-        int in_nd, out_nd;
-        int64_t in_shape[PP_MAX_DIMS], out_shape[PP_MAX_DIMS];
-        s = pp_stage_new(&plan->model, plan->seed, u, u, dev, &st, err);
-        if (s == PP_OK) s = pp_stage_input_shape(st, mb, &in_nd, in_shape, err);
-        if (s == PP_OK) s = pp_stage_output_shape(st, mb, &out_nd, out_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&x, dev, PP_F32, in_nd, in_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&dx, dev, PP_F32, in_nd, in_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&y, dev, PP_F32, out_nd, out_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&dy, dev, PP_F32, out_nd, out_shape, err);
-        int64_t t0 = 0;
-        for (int r = 0; r <= reps && s == PP_OK; r++) {
-            if (r == 1) {
-                s = pp_exec_sync(&ex, err);
-                t0 = pp_stream_clock_ns();
-            }
-            if (s == PP_OK) s = pp_stage_forward(st, &ex, 0, &x, &y, true, err);
-            if (s == PP_OK) s = pp_stage_backward(st, &ex, 0, &dy, &dx, err);
-        }
-        if (s == PP_OK) s = pp_exec_sync(&ex, err);
-        if (s == PP_OK) cost[u] = (double)(pp_stream_clock_ns() - t0) / 1e6 / reps;
-        pp_tensor_free(&x);
-        pp_tensor_free(&y);
-        pp_tensor_free(&dx);
-        pp_tensor_free(&dy);
-        pp_stage_free(st);
-    }
-    pp_exec_destroy(&ex);
-    return s;
-}
-
 /* cuDNN describes a tensor with int dimensions and strides: a tensor of more
  * than 2^31 - 1 elements cannot be described (cudnnSetTensor4dDescriptor
  * fails with CUDNN_STATUS_NOT_SUPPORTED). Checks every unit placed on a CUDA
@@ -166,25 +124,27 @@ pp_status pipe_check_cudnn_limits(const pp_plan *plan, pp_error *err)
     return PP_OK;
 }
 
-pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
+pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *err)
 {
     if (!plan->stages_auto) return pipe_check_cudnn_limits(plan, err);
     if (plan->balance != PP_PLAN_BALANCE_TIME) {
         PP_TRY(pp_plan_resolve_auto(plan, NULL, NULL, err));
         return pipe_check_cudnn_limits(plan, err);
     }
-
-    double *cost = calloc((size_t)plan->catalogue.n + 1, sizeof *cost);
-    pp_registry *reg = NULL;
-    pp_device_ctx *dev = NULL;
-    if (!cost) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    pp_status s = pp_registry_new(&reg, err);
-    if (s == PP_OK) s = pp_registry_get(reg, plan->stages[0].device, &dev, err);
-    if (s == PP_OK) {
-        s = profile_units(plan, dev, cost, err);
-    }
+    /* per-unit forward + backward on the plan's first device, from the
+     * profile cache (so --validate, the run and the planner agree) */
+    pp_unit_times t;
+    PP_TRY(pp_fit_profile(plan, plan->stages[0].device, plan->split_size, &t, note, err));
+    double *cost = calloc((size_t)t.n + 1, sizeof *cost);
+    pp_status s = cost ? PP_OK : pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    for (int u = 0; cost && u < t.n; u++) cost[u] = t.forward_ms[u] + t.backward_ms[u];
     if (s == PP_OK) s = pp_plan_resolve_auto(plan, NULL, cost, err);
-    pp_registry_free(reg);
     free(cost);
+    pp_unit_times_free(&t);
     return s == PP_OK ? pipe_check_cudnn_limits(plan, err) : s;
+}
+
+pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
+{
+    return pp_fit_resolve_plan(plan, NULL, err);
 }

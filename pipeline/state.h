@@ -25,6 +25,7 @@ typedef struct pipe_stage {
     int index;
     pp_device_ctx *dev;
     pp_stage *model;
+    pp_plan_recompute recompute; /* the plan's mode for this stage (pp_plan_stage_recompute) */
     int max_in_flight;
     pp_tensor **grads;           /* (n_grads) the stage's parameter gradients (this rank's) */
     int n_grads;

@@ -46,6 +46,8 @@ typedef enum pp_native_op {
     PP_NATIVE_BN_ACT,            /* x, gamma, beta, rmean, rvar, add (may be NULL), y, smean,
                                     sinvstd; desc: pp_bn_act_desc           */
     PP_NATIVE_BN_BACKWARD_RELU,  /* x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+    PP_NATIVE_LINEAR_DGRAD,      /* w, dy, dx                                */
+    PP_NATIVE_LINEAR_WGRAD,      /* x, dy, dw, db                            */
 } pp_native_op;
 
 /* The descriptor of PP_NATIVE_BN_ACT (pp_batchnorm_forward_act). */
@@ -97,6 +99,9 @@ typedef struct pp_backend_ops {
                                       const float *w, float *dx, pp_error *err);
     pp_status (*conv2d_backward_filter)(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                         const float *dy, float *dw, pp_error *err);
+    /* (optional) bytes of workspace the largest training pass of a convolution of d asks
+     * an exec of a device opened now for (defaults to 0: chosen at run time) */
+    size_t (*conv2d_workspace)(const pp_conv2d_desc *d);
     /* dx += conv_transpose(dy, w): the sum backward_data then accumulate give (the
      * CPU backend's bit for bit) */
     pp_status (*conv2d_backward_data_accumulate)(pp_exec *ex, const pp_conv2d_desc *d,
@@ -178,6 +183,12 @@ typedef struct pp_backend_ops {
     pp_status (*linear_backward)(pp_exec *ex, int n, int in, int out, const float *x,
                                  const float *w, const float *dy, float *dx, float *dw, float *db,
                                  pp_error *err);
+    /* linear_backward's halves: dx = dy w; dw += dy^T x, db += sum dy (each with the
+     * bits of linear_backward's part) */
+    pp_status (*linear_backward_data)(pp_exec *ex, int n, int in, int out, const float *w,
+                                      const float *dy, float *dx, pp_error *err);
+    pp_status (*linear_backward_weights)(pp_exec *ex, int n, int in, int out, const float *x,
+                                         const float *dy, float *dw, float *db, pp_error *err);
 
     pp_status (*softmax_xent)(pp_exec *ex, int n, int classes, const float *logits,
                               const int32_t *labels, float divisor, float *loss, int32_t *correct,
@@ -216,6 +227,11 @@ typedef struct pp_backend_ops {
      * `nsys --capture-range=cudaProfilerApi` follow); process-wide. NULL: no
      * profiler to drive (a no-op) */
     pp_status (*profiler)(pp_device_ctx *dev, bool start, pp_error *err);
+
+    /* (optional) the device's free and total memory as its driver reports them (CUDA:
+     * cudaMemGetInfo); none on the CPU, which has no memory of its own */
+    pp_status (*mem_info)(pp_device_ctx *dev, size_t *free_bytes, size_t *total_bytes,
+                          pp_error *err);
 } pp_backend_ops;
 
 /* The CPU backend (runtime/cpu). Never NULL. */

@@ -166,6 +166,17 @@ bool pp_device_prefers_nhwc_bf16(const pp_device_ctx *dev)
     return dev->ops->prefers_nhwc_bf16;
 }
 
+pp_status pp_device_memory_info(pp_device_ctx *dev, size_t *free_bytes, size_t *total_bytes,
+                                pp_error *err)
+{
+    if (!dev || !free_bytes || !total_bytes)
+        return pp_error_set(err, PP_ERR_INVALID, "memory info: NULL argument");
+    if (!dev->ops->mem_info)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: no memory of its own to report",
+                            dev->name);
+    return dev->ops->mem_info(dev, free_bytes, total_bytes, err);
+}
+
 pp_math_mode pp_device_math(const pp_device_ctx *dev)
 {
     return dev ? dev->math : PP_MATH_FP32;

@@ -132,6 +132,12 @@ bool pp_device_host_pinned(const pp_device_ctx *dev);
 pp_status pp_device_account(pp_device_ctx *dev, size_t bytes, pp_error *err);
 void pp_device_unaccount(pp_device_ctx *dev, size_t bytes);
 
+/* The device's free and total memory as its driver reports them (a CUDA
+ * card: what other processes and this one's allocations leave). PP_ERR_UNSUPPORTED
+ * for devices without memory of their own (the CPU). */
+pp_status pp_device_memory_info(pp_device_ctx *dev, size_t *free_bytes, size_t *total_bytes,
+                                pp_error *err);
+
 /* Resets the peak to the current usage (for per-step peak measurements). */
 void pp_device_reset_peak(pp_device_ctx *dev);
 size_t pp_device_peak_bytes(const pp_device_ctx *dev);

@@ -228,6 +228,13 @@ static pp_status cuda_profiler(pp_device_ctx *dev, bool start, pp_error *err)
     return PP_CUDA(dev, err, cudaProfilerStop());
 }
 
+static pp_status cuda_mem_info(pp_device_ctx *dev, size_t *free_bytes, size_t *total_bytes,
+                               pp_error *err)
+{
+    PP_TRY(pp_cuda_set_device(dev, err));
+    return PP_CUDA(dev, err, cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 static pp_status cuda_exec_sync(pp_exec *ex, pp_error *err)
 {
     PP_TRY(pp_cuda_set_device(ex->dev, err));
@@ -553,12 +560,15 @@ static const pp_backend_ops cuda_ops = {
     .avgpool_backward = cuda_avgpool_backward,
     .linear_forward = pp_cuda_linear_forward,
     .linear_backward = pp_cuda_linear_backward,
+    .linear_backward_data = pp_cuda_linear_backward_data,
+    .linear_backward_weights = pp_cuda_linear_backward_weights,
     .softmax_xent = cuda_softmax_xent,
     .sgd_update = cuda_sgd_update,
     .sgd_update_multi = cuda_sgd_update_multi,
     .delay = cuda_delay,
     .transpose = pp_cuda_transpose,
     .profiler = cuda_profiler,
+    .mem_info = cuda_mem_info,
     .native = pp_cuda_native,
 };
 

@@ -323,10 +323,17 @@ stages:
 def test_memory_cap():
     capped = write("capped.yaml", open(TINY).read().replace(
         "  - device: cpu:1\n", "  - device: cpu:1\n    memory: 8MiB\n"))
+    # predicted over the cap: refused before anything runs, at the cap
     r = run(capped, "--steps", "1")
+    check(r.returncode == 2 and re.search(r"capped.yaml:\d+:13: stage 1 \(cpu:1\): predicted peak "
+                                          r".* exceeds the memory cap of cpu:1, 8.0 MiB "
+                                          r"\(8388608 bytes\); would fit: ", r.stderr) is not None,
+          f"a stage's memory cap, predicted: exit {r.returncode} {r.stderr}")
+    # without the prediction the cap holds at run time
+    r = run(capped, "--steps", "1", env={**os.environ, "PP_MEMORY_CHECK": "off"})
     check(r.returncode == 1 and re.search(r"stage 1 \(cpu:1\): .*cpu:1: out of memory allocating "
                                           r"\d+ bytes .*limit 8388608", r.stderr) is not None,
-          f"a stage's memory cap: exit {r.returncode} {r.stderr}")
+          f"a stage's memory cap at run time: exit {r.returncode} {r.stderr}")
     roomy = write("roomy.yaml", open(TINY).read().replace(
         "  - device: cpu:1\n", "  - device: cpu:1\n    memory: 4GiB\n"))
     check(run(roomy, "--steps", "1").returncode == 0, "a generous memory cap runs")
