@@ -24,10 +24,12 @@ typedef struct lane_events {
 
 typedef struct boundary_buf {
     size_t bytes;              /* capacity of every slot below */
+    bool cross;                /* stages b and b+1 on different schedule devices; else only
+                                * the send sides exist and the consumer reads them */
     void **act_send;           /* (slots) on stage b's device */
-    void **act_recv;           /* (slots) on stage b+1's device */
+    void **act_recv;           /* (slots) on stage b+1's device (cross only) */
     void **grad_send;          /* (slots) on stage b+1's device */
-    void **grad_recv;          /* (slots) on stage b's device */
+    void **grad_recv;          /* (slots) on stage b's device (cross only) */
 } boundary_buf;
 
 typedef struct run_item {
