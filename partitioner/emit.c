@@ -241,8 +241,14 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
         put(&t, "batch:\n  size: %d\n  micro_batches: %d\n", p->batch_size, p->micro_batches);
     else
         put(&t, "batch:\n  size: %d\n  split_size: %d\n", p->batch_size, p->split_size);
-    put(&t, "schedule: %s\nprecision: %s\n", pp_plan_schedule_name(p->schedule),
-        pp_plan_precision_name(p->precision));
+    if (p->schedule == PP_PLAN_SCHEDULE_FILE) {
+        put(&t, "schedule:\n  file: ");
+        put_quoted(&t, p->schedule_file ? p->schedule_file : "");
+        put(&t, "\n");
+    } else {
+        put(&t, "schedule: %s\n", pp_plan_schedule_name(p->schedule));
+    }
+    put(&t, "precision: %s\n", pp_plan_precision_name(p->precision));
     if (!p->cuda_graphs) put(&t, "cuda_graphs: off\n");
     put(&t, "optimizer:\n  type: sgd\n  lr: ");
     put_double(&t, p->optimizer.lr);

@@ -59,6 +59,9 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
     for (int i = 0; i < a->micro_batches; i++)
         if (a->micro_sizes[i] != b->micro_sizes[i]) DIFF("micro-batch %d size differs", i);
     if (a->schedule != b->schedule) DIFF("schedule differs");
+    if (a->schedule == PP_PLAN_SCHEDULE_FILE &&
+        strcmp(a->schedule_file ? a->schedule_file : "", b->schedule_file ? b->schedule_file : ""))
+        DIFF("schedule file differs");
     if (a->precision != b->precision) DIFF("precision differs");
     if (a->cuda_graphs != b->cuda_graphs) DIFF("cuda_graphs differs");
     const pp_plan_sgd *oa = &a->optimizer, *ob = &b->optimizer;

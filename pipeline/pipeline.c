@@ -101,9 +101,10 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
     struct pp_pipeline *p = st->p;
     pp_tensor dy, narrow = {0};
     /* The step's gradients start from zero in the stage's own stream order, at
-     * its first backward (micro-batches go backward in order 0..m-1): one
-     * multi-tensor zeroing, no wait for another stream. */
-    if (mb == 0) PP_TRY(pp_zero_multi(ex, st->n_grads, st->grads, err));
+     * its first backward of the program (B or W): one multi-tensor zeroing, no
+     * wait for another stream. */
+    if (mb == p->io.run->first_bw[st->index])
+        PP_TRY(pp_zero_multi(ex, st->n_grads, st->grads, err));
     if (!grad_out) {
         pp_tensor rows = pp_tensor_view0(p->io.dlogits, p->io.run->offsets[mb], mb_size);
         int ndim;
@@ -205,15 +206,30 @@ static void batch_run_free(batch_run *r)
 {
     free(r->sizes);
     free(r->offsets);
+    free(r->first_bw);
     pp_schedule_free(&r->sched);
     memset(r, 0, sizeof *r);
 }
 
+bool pipe_first_backward(const pp_schedule *s, int **first_bw)
+{
+    int *f = malloc((size_t)s->stages * sizeof *f);
+    if (!f) return false;
+    for (int k = 0; k < s->stages; k++) f[k] = -1;
+    for (int d = 0; d < s->devices; d++)
+        for (int k = 0; k < s->n_actions[d]; k++) {
+            pp_action a = s->actions[d][k];
+            if ((a.kind == PP_ACT_B || a.kind == PP_ACT_W) && f[a.stage] < 0) f[a.stage] = a.mb;
+        }
+    *first_bw = f;
+    return true;
+}
+
 /* Cuts a batch of `batch` samples by the plan's rule (fewer pieces when the
- * batch is smaller than the number of micro-batches asked for) and builds
- * the schedule of kind over them. */
+ * batch is smaller than the number of micro-batches asked for) and makes
+ * the plan's schedule (or its forward-only pass) over them. */
 pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
-                                pp_schedule_kind kind, pp_error *err)
+                              bool forward_only, pp_error *err)
 {
     batch_run_free(r);
     int micro = p->micro_batches > batch ? batch : p->micro_batches;
@@ -228,7 +244,9 @@ pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int bat
     }
     pp_batch_split_sizes(batch, split, micro, r->sizes);
     for (int i = 0, off = 0; i < r->m; off += r->sizes[i], i++) r->offsets[i] = off;
-    pp_status s = pp_schedule_build(&r->sched, kind, p->n_stages, r->m, r->sizes, err);
+    pp_status s = pipe_sched_make(&p->sched, r->m, r->sizes, forward_only, &r->sched, err);
+    if (s == PP_OK && !pipe_first_backward(&r->sched, &r->first_bw))
+        s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
     if (s != PP_OK) batch_run_free(r);
     return s;
 }
@@ -337,7 +355,7 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     p->eval_batch = e->batch_size > 0 ? e->batch_size : p->batch;
     if (p->eval_batch > p->eval_size) p->eval_batch = (int)p->eval_size;
     size_t img = (size_t)p->eval_batch * p->in_c * p->in_h * p->in_w;
-    PP_TRY(pipe_batch_run_make(p, &p->eval_full, p->eval_batch, PP_SCHEDULE_FORWARD, err));
+    PP_TRY(pipe_batch_run_make(p, &p->eval_full, p->eval_batch, true, err));
     int m = p->eval_full.m;
     pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
     PP_TRY(pp_device_host_alloc(first, img * sizeof(float), (void **)&p->host_eval_images, err));
@@ -647,17 +665,22 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
                                (int32_t *[2]){p->host_labels, p->host_labels_b}, &p->prefetch,
                                err)) != PP_OK)
         goto fail;
-    p->kind = pipe_schedule_kind(plan->schedule);
     p->split_size = plan->batch_by_micro ? 0 : plan->split_size;
     p->micro_batches = plan->batch_by_micro ? plan->micro_batches : 0;
     p->epochs = plan->epochs;
     p->lr = plan->lr_schedule;
     p->cur_lr = plan->optimizer.lr;
-    if ((s = pp_schedule_build(&p->schedule, p->kind, p->n_stages, p->m, p->mb_sizes, err)) !=
-        PP_OK)
+    if ((s = pipe_sched_init(&p->sched, plan, p->m, p->mb_sizes, err)) != PP_OK ||
+        (s = pipe_sched_make(&p->sched, p->m, p->mb_sizes, false, &p->schedule, err)) != PP_OK)
         goto fail;
     p->full = (batch_run){.batch = p->rep_batch, .m = p->m, .sizes = p->mb_sizes,
                           .offsets = p->mb_offsets, .sched = p->schedule};
+    p->in_flight = calloc((size_t)p->n_stages, sizeof *p->in_flight);
+    if (!p->in_flight || !pipe_first_backward(&p->schedule, &p->full.first_bw)) {
+        s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        goto fail;
+    }
+    pp_schedule_in_flight(&p->schedule, p->in_flight);
     if ((s = open_eval(p, plan, err)) != PP_OK) goto fail;
     if ((s = pipe_replicas_init(p, err)) != PP_OK) goto fail;
     for (int k = 0; k < p->n_stages; k++)
@@ -719,6 +742,8 @@ void pipe_free_rank(pp_pipeline *p)
         free(p->stages[s].layers);
         free(p->stages[s].fwd_ms);
         free(p->stages[s].bwd_ms);
+        free(p->stages[s].in_ms);
+        free(p->stages[s].wt_ms);
         free(p->stages[s].busy);
         free(p->stages[s].grads);
         free(p->stages[s].counts);
@@ -728,6 +753,9 @@ void pipe_free_rank(pp_pipeline *p)
     pipe_replicas_free(p);
     pipe_links_free(p, false);
     pp_schedule_free(&p->schedule);
+    pipe_sched_free(&p->sched);
+    free(p->full.first_bw);
+    free(p->in_flight);
     batch_run_free(&p->tail);
     batch_run_free(&p->eval_full);
     batch_run_free(&p->eval_tail);

@@ -17,6 +17,7 @@
 #include "runtime/train/optimizer.h"
 #include "streams/executor.h"
 #include "streams/schedule.h"
+#include "streams/simulate.h"
 
 /* One plan stage: its model stage plus what the loss and input need. */
 typedef struct pipe_stage {
@@ -42,7 +43,8 @@ typedef struct pipe_stage {
     char (*layer_names)[32];     /* (n_layers) "layer1", "layer2.0" */
     const char **layers;         /* (n_layers) pointers into layer_names */
     /* per-step timings, one entry per step run */
-    double *fwd_ms, *bwd_ms, *busy;
+    double *fwd_ms, *bwd_ms, *busy; /* bwd_ms: a whole backward (B, or I + W) */
+    double *in_ms, *wt_ms;       /* the split backward's parts (0 when the step had none) */
     double *grads_ms;            /* replicas: the sum of the stage's gradients over them
                                   * (its grads_ready lane's span, or the wall time of the
                                   * sum after the run); 0 without replicas */
@@ -62,7 +64,32 @@ typedef struct batch_run {
     int *sizes;                  /* (m) */
     int *offsets;                /* (m) first sample of each micro-batch */
     pp_schedule sched;
+    int *first_bw;               /* (S) the micro-batch of each stage's first B or W in the
+                                  * program: it starts the step's gradients (-1: none) */
 } batch_run;
+
+/* The plan's schedule program, made for any batch (schedules.c): the stages'
+ * devices (pp_plan_devices), the built-in kind, or the program read from the
+ * plan's file (for fewer micro-batches, its first ones). */
+typedef struct pipe_sched {
+    pp_plan_schedule plan_kind;
+    pp_schedule_kind kind;       /* the built-in (not PP_PLAN_SCHEDULE_FILE) */
+    int stages, devices;
+    int stage_device[PP_PLAN_MAX_STAGES];
+    bool has_file;
+    pp_schedule file;            /* the program as read, for the training batch */
+} pipe_sched;
+
+/* Reads the plan's schedule for batches of m micro-batches of sizes: its
+ * placement, the file's program (validated) or the built-in (its placement
+ * checked). Plan problems are PP_ERR_INPUT at the plan's or the file's place. */
+pp_status pipe_sched_init(pipe_sched *ps, const pp_plan *plan, int m, const int *sizes,
+                          pp_error *err);
+void pipe_sched_free(pipe_sched *ps);
+/* The program for a batch of m micro-batches (m at most init's for a file);
+ * forward_only: the evaluation pass over the same placement. */
+pp_status pipe_sched_make(const pipe_sched *ps, int m, const int *sizes, bool forward_only,
+                          pp_schedule *out, pp_error *err);
 
 /* What the stage callbacks work on during a pp_executor_run. */
 typedef struct run_io {
@@ -160,7 +187,8 @@ struct pp_pipeline {
 
     /* split rule of the plan, for batches of other sizes */
     int split_size, micro_batches; /* one of them > 0 */
-    pp_schedule_kind kind;
+    pipe_sched sched;            /* the plan's schedule, for any batch (schedules.c) */
+    int *in_flight;              /* (n_stages) the training schedule's in-flight peaks */
     run_io io;                   /* the current run's buffers */
     batch_run full;              /* the training batch (views of mb_sizes, mb_offsets, schedule) */
     batch_run tail;              /* an epoch's partial last batch (built on first use) */
@@ -189,12 +217,6 @@ static inline bool stage_here(const struct pp_pipeline *p, int s)
 
 /* ---- shared helpers ------------------------------------------------------------- */
 
-/* The plan's schedule as the runtime's. */
-static inline pp_schedule_kind pipe_schedule_kind(pp_plan_schedule s)
-{
-    return s == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
-}
-
 /* A plan error at mark ("FILE:LINE:COL: msg"; "FILE: msg" without a line). */
 static inline pp_status pipe_plan_error(const pp_plan *plan, pp_mark mark, pp_error *err, pp_status code,
                             const char *msg)
@@ -205,10 +227,11 @@ static inline pp_status pipe_plan_error(const pp_plan *plan, pp_mark mark, pp_er
 }
 
 /* Simulates sched with per-stage costs of one micro-batch of ref_mb samples
- * (planning.c). */
+ * (in, wt: the split backward's parts, NULL: halves of b) (planning.c). res
+ * is the caller's to free. */
 pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const double *b,
-                        const double *copy, int ref_mb, int slots, double *step_ms,
-                        double *bubble, pp_error *err);
+                        const double *in, const double *wt, const double *copy, int ref_mb,
+                        int slots, pp_sim_result *res, pp_error *err);
 
 /* PP_ERR_INPUT at the plan's batch section when a micro-batch's tensors exceed
  * what a cuDNN descriptor indexes (planning.c). */
@@ -245,7 +268,11 @@ int pipe_replica_of(const pp_plan *plan, int rank);
 /* The schedule and micro-batches of a batch of another size (pipeline.c):
  * an epoch's partial last batch, evaluation batches. */
 pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
-                              pp_schedule_kind kind, pp_error *err);
+                              bool forward_only, pp_error *err);
+
+/* Fills first_bw (s->stages entries) from s (see batch_run); false when out
+ * of memory. */
+bool pipe_first_backward(const pp_schedule *s, int **first_bw);
 
 /* Waits for the last step's optimizer on the stages' streams, if it may
  * still run (step.c): before the host reads or writes parameters. */
