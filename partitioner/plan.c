@@ -517,9 +517,10 @@ static void walk_schedule(pp_walk *w, const pp_ynode *n)
         static const char *const keys[] = {"file"};
         const pp_ynode *f[1];
         if (!pp_walk_map(w, n, "schedule", keys, 1, f)) return;
-        if (!f[0]) {
-            pp_walk_error(w, n, "schedule: a mapping names a program with file: PATH (a CSV in "
-                                "torch's schedule grammar)");
+        if (!f[0]) { /* (other keys are reported as unknown) */
+            if (n->n == 0)
+                pp_walk_error(w, n, "schedule: a mapping names a program with file: PATH (a CSV "
+                                    "in torch's schedule grammar)");
             return;
         }
         p->schedule_file = data_path(w, f[0], "schedule.file");
