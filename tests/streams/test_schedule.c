@@ -120,6 +120,40 @@ static void test_generate_all(void)
     CHECK_MSG(runs > 800 && closed > 400, "runs %d, closed forms %d", runs, closed);
 }
 
+/* Zero bubble with other cost ratios (per stage, one per device): ZB-H1
+ * m(F+I+W) + (p-1) max(F, F+I-W) for m >= p (the paper's (p-1)(F+I-W)
+ * bubble, never below the (p-1)F of the last device's start); ZB-H2 the
+ * parallelogram (p-1)F + m(F+I+W) for m >= 2p-1. */
+static void test_zero_bubble_costs(void)
+{
+    static const double costs[][3] = {{1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {1, 1, 2}, {1, 1, 0.5}};
+    for (size_t c = 0; c < sizeof costs / sizeof costs[0]; c++)
+        for (int p = 2; p <= 4; p++)
+            for (int m = p; m <= 3 * p; m++) {
+                double F = costs[c][0], I = costs[c][1], W = costs[c][2];
+                double f[4] = {F, F, F, F}, b[4] = {I + W, I + W, I + W, I + W};
+                double in[4] = {I, I, I, I}, w[4] = {W, W, W, W};
+                pp_sim_costs sc = {.stages = p, .forward_ms = f, .backward_ms = b,
+                                   .input_ms = in, .weight_ms = w};
+                for (int k = 0; k < 2; k++) {
+                    pp_schedule_kind kind = k ? PP_SCHEDULE_ZBH2 : PP_SCHEDULE_ZBH1;
+                    if (kind == PP_SCHEDULE_ZBH2 && m < 2 * p - 1) continue;
+                    pp_schedule_shape shape = {p, p, m, NULL, NULL};
+                    pp_schedule s;
+                    pp_sim_result r;
+                    pp_error err;
+                    CHECK_OK(pp_schedule_generate(&s, kind, &shape, &err), &err);
+                    CHECK_OK(pp_simulate(&s, &sc, &r, &err), &err);
+                    double tail = F + I - W > F ? F + I - W : F;
+                    double want = m * (F + I + W) + (p - 1) * (k ? F : tail);
+                    CHECK_MSG(fabs(r.step_ms - want) < 1e-9, "%s p=%d m=%d F=%g I=%g W=%g: "
+                              "%.3f, want %.3f", s.name, p, m, F, I, W, r.step_ms, want);
+                    pp_sim_result_free(&r);
+                    pp_schedule_free(&s);
+                }
+            }
+}
+
 /* The figures of the issue: 4 devices, 8 micro-batches, F = I = W. */
 static void test_headline(void)
 {
@@ -302,6 +336,7 @@ int main(void)
     test_names();
     test_generate_all();
     test_headline();
+    test_zero_bubble_costs();
     test_in_flight();
     test_format();
     test_add_comms();
