@@ -46,6 +46,8 @@ typedef enum pp_native_op {
     PP_NATIVE_BN_ACT,            /* x, gamma, beta, rmean, rvar, add (may be NULL), y, smean,
                                     sinvstd; desc: pp_bn_act_desc           */
     PP_NATIVE_BN_BACKWARD_RELU,  /* x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+    PP_NATIVE_LINEAR_DGRAD,      /* w, dy, dx                                */
+    PP_NATIVE_LINEAR_WGRAD,      /* x, dy, dw, db                            */
 } pp_native_op;
 
 /* The descriptor of PP_NATIVE_BN_ACT (pp_batchnorm_forward_act). */
@@ -173,6 +175,12 @@ typedef struct pp_backend_ops {
     pp_status (*linear_backward)(pp_exec *ex, int n, int in, int out, const float *x,
                                  const float *w, const float *dy, float *dx, float *dw, float *db,
                                  pp_error *err);
+    /* linear_backward's halves: dx = dy w; dw += dy^T x, db += sum dy (each with the
+     * bits of linear_backward's part) */
+    pp_status (*linear_backward_data)(pp_exec *ex, int n, int in, int out, const float *w,
+                                      const float *dy, float *dx, pp_error *err);
+    pp_status (*linear_backward_weights)(pp_exec *ex, int n, int in, int out, const float *x,
+                                         const float *dy, float *dw, float *db, pp_error *err);
 
     pp_status (*softmax_xent)(pp_exec *ex, int n, int classes, const float *logits,
                               const int32_t *labels, float divisor, float *loss, int32_t *correct,

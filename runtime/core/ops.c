@@ -695,6 +695,44 @@ pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w
                                 dw->data, db->data, err));
 }
 
+pp_status pp_linear_backward_data(pp_exec *ex, const pp_tensor *w, const pp_tensor *dy,
+                                  pp_tensor *dx, pp_error *err)
+{
+    const char *op = "linear_backward_data";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    if (!w || w->ndim != 2 || !dy || dy->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: w and dy must be 2-D", op);
+    int64_t n = dy->shape[0], in = w->shape[1], out = w->shape[0];
+    PP_TRY(pp_ops_check(ex, op, "w", w, ACT, 2, out, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 2, n, out, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dx", dx, ACT, 2, n, in, 1, 1, err));
+    NATIVE(PP_NATIVE_LINEAR_DGRAD, NULL, false, T(w), T(dy), dx);
+    wide v = {0};
+    const float *wd = WIDE_IN(v, w), *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(linear_backward_data, (int)n, (int)in, (int)out, wd, dyd, dxd,
+                                err));
+}
+
+pp_status pp_linear_backward_weights(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
+                                     pp_tensor *dw, pp_tensor *db, pp_error *err)
+{
+    const char *op = "linear_backward_weights";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    if (!x || x->ndim != 2 || !dy || dy->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: x and dy must be 2-D", op);
+    int64_t n = x->shape[0], in = x->shape[1], out = dy->shape[1];
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 2, n, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 2, n, out, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dw", dw, PP_F32, 2, out, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "db", db, PP_F32, 1, out, 1, 1, 1, err));
+    NATIVE(PP_NATIVE_LINEAR_WGRAD, NULL, false, T(x), T(dy), dw, db);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
+    return WIDE_RUN(v, DISPATCH(linear_backward_weights, (int)n, (int)in, (int)out, xd, dyd,
+                                dw->data, db->data, err));
+}
+
 pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,
                           float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
                           pp_error *err)

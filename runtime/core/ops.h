@@ -25,7 +25,13 @@
  *     checked "like" another must have its dtype too.
  *   - Outputs and activation gradients are overwritten (=).
  *   - Parameter gradients (dw, dgamma, dbeta, db) are accumulated (+=), so
- *     micro-batch gradients sum in the order backward is called.
+ *     micro-batch gradients sum in the order backward is called. Each call
+ *     computes its gradient g on its own and adds it once: the result is
+ *     grad + g whatever grad held (on the CPU backend bit for bit), so a
+ *     gradient computed into a zeroed tensor and added later with
+ *     pp_accumulate gives the same bits as the call on grad itself (what
+ *     lets micro-batches' weight gradients computed out of order be summed
+ *     in order). On CUDA, within the rounding of the library's blend.
  *   - Work runs in ex's stream order; on CUDA the call returns before the work
  *     is done.
  */
@@ -225,6 +231,14 @@ pp_status pp_linear_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
 pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
                              const pp_tensor *dy, pp_tensor *dx, pp_tensor *dw, pp_tensor *db,
                              pp_error *err);
+/* The two halves of pp_linear_backward, for a backward split into its input
+ * part and its weight part; each gives the bits of that part of
+ * pp_linear_backward. _data: dx = dy w. _weights: dw += dy^T x; db += sum_n dy
+ * (no w needed). */
+pp_status pp_linear_backward_data(pp_exec *ex, const pp_tensor *w, const pp_tensor *dy,
+                                  pp_tensor *dx, pp_error *err);
+pp_status pp_linear_backward_weights(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
+                                     pp_tensor *dw, pp_tensor *db, pp_error *err);
 
 /* ---- loss ----------------------------------------------------------------- */
 /* Softmax cross-entropy over logits (N,CLASSES) with labels (I32, N).

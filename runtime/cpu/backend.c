@@ -224,6 +224,8 @@ static const pp_backend_ops cpu_ops = {
     .avgpool_backward = pp_cpu_avgpool_backward,
     .linear_forward = pp_cpu_linear_forward,
     .linear_backward = pp_cpu_linear_backward,
+    .linear_backward_data = pp_cpu_linear_backward_data,
+    .linear_backward_weights = pp_cpu_linear_backward_weights,
     .softmax_xent = pp_cpu_softmax_xent,
     .sgd_update = pp_cpu_sgd_update,
 };

@@ -20,12 +20,15 @@
  * writes its own part of the output. Results are therefore bitwise identical
  * whatever the number of threads (and whichever thread runs a tile).
  * Backward-filter reduces over all columns: its tiles cut dW, and when dW is
- * too small to give enough tiles, the columns too; the partial sums are then
- * added to dW in chunk order. With large output planes ("per-sample mode")
- * dY is read in place, and so is x when pointwise (otherwise each sample is
- * unfolded on its own): a tile runs one GEMM per sample of its chunk (a chunk
- * is then a run of whole samples), accumulating with beta = 1 in sample
- * order.
+ * too small to give enough tiles, the columns too, into partial sums added in
+ * chunk order (a sample group's sum; the groups' sums add up in group order).
+ * The call's gradient is so computed on its own and added to dW once, at the
+ * end: dW + g whatever dW held (ops.h), which lets a micro-batch's weight
+ * gradient be computed apart and added later with the same bits. With large
+ * output planes ("per-sample mode") dY is read in place, and so is x when
+ * pointwise (otherwise each sample is unfolded on its own): a tile runs one
+ * GEMM per sample of its chunk (a chunk is then a run of whole samples),
+ * accumulating with beta = 1 in sample order.
  *
  * Memory: unfolded blocks, gathered planes and partial sums live in the exec
  * workspace: a shared part plus one scratch area per pool thread. sgemm runs
@@ -557,9 +560,11 @@ typedef struct bwd_filter_ctx {
     float *col_buf, *dy_buf; /* where pass 1 writes them */
     int kpb, kblocks;        /* dW rows per block */
     int npb, nblocks;        /* dW columns per block */
-    int chunks, chunk_cols;  /* reduction chunks (1: accumulate into dW directly) */
+    int chunks, chunk_cols;  /* reduction chunks of a group */
     int per_sample;          /* per-sample mode: chunk_cols counts samples */
-    float *partial;          /* chunks x (K, CRS) when chunks > 1 */
+    float *partial;          /* chunks x (K, CRS): the chunks' sums */
+    float *total;            /* (K, CRS): the groups' sum so far (several groups) */
+    int first, last;         /* the current group is the first, the last */
 } bwd_filter_ctx;
 
 /* Pass 1: unfold sample t of the group and gather its dY (in per-sample
@@ -604,49 +609,48 @@ static void bwd_filter_tile_task(void *arg, int64_t t, int worker)
             memset(p + (size_t)k * c->crs + j0, 0, sizeof(float) * (size_t)(j1 - j0));
         return;
     }
+    float *p = c->partial + (size_t)ch * c->d->k * c->crs + (size_t)k0 * c->crs + j0;
     if (c->per_sample) {
         /* samples [r0, r1) of the group, one GEMM each, in sample order */
         const pp_conv2d_desc *d = c->d;
         const size_t pq = (size_t)d->p * d->q;
         const size_t x_stride = (size_t)d->c * d->h * d->w, y_stride = (size_t)d->k * pq;
-        float *out = c->chunks == 1 ? c->dw : c->partial + (size_t)ch * d->k * c->crs;
-        float beta = c->chunks == 1 ? 1.0f : 0.0f;
-        out += (size_t)k0 * c->crs + j0;
+        float beta = 0.0f;
         for (int s = r0; s < r1; s++) {
             const int n = c->n0 + s;
             const float *col = is_pointwise(d) ? c->x + n * x_stride
                                                : c->col_buf + (size_t)s * c->crs * pq;
             gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, (int)pq,
                  c->dy + n * y_stride + (size_t)k0 * pq, (int)pq, col + (size_t)j0 * pq,
-                 (int)pq, beta, out, c->crs);
+                 (int)pq, beta, p, c->crs);
             beta = 1.0f;
         }
         return;
     }
     const float *a = c->dym + (size_t)k0 * c->ldd + r0;
     const float *b = c->colm + (size_t)j0 * c->ldc + r0;
-    if (c->chunks == 1) {
-        gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 1.0f,
-             c->dw + (size_t)k0 * c->crs + j0, c->crs);
-    } else {
-        float *p = c->partial + (size_t)ch * c->d->k * c->crs;
-        gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 0.0f,
-             p + (size_t)k0 * c->crs + j0, c->crs);
-    }
+    gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 0.0f, p,
+         c->crs);
 }
 
-/* Pass 3 (chunks > 1): dW row t += the partial sums in chunk order. */
+/* Pass 3: row t of the group's sum (its chunks' partial sums in chunk order),
+ * added to the groups' sum before it; the last group's adds the total to dW. */
 static void bwd_filter_reduce_task(void *arg, int64_t t, int worker)
 {
     const bwd_filter_ctx *c = arg;
     (void)worker;
     const size_t len = (size_t)c->crs, plane = (size_t)c->d->k * c->crs;
     float *dw = c->dw + (size_t)t * len;
+    float *total = c->total ? c->total + (size_t)t * len : NULL;
     const float *p = c->partial + (size_t)t * len;
     for (size_t j = 0; j < len; j++) {
         float s = p[j];
         for (int ch = 1; ch < c->chunks; ch++) s += p[(size_t)ch * plane + j];
-        dw[j] += s;
+        if (!c->first) s = total[j] + s;
+        if (c->last)
+            dw[j] += s;
+        else
+            total[j] = s;
     }
 }
 
@@ -696,16 +700,20 @@ pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, co
 
     size_t col_floats = pointwise && direct ? 0 : round_up((size_t)c.crs * group_cols, 16);
     size_t shared = col_floats + (direct ? 0 : (size_t)d->k * group_cols);
-    size_t partial = c.chunks > 1 ? (size_t)c.chunks * d->k * c.crs : 0;
+    size_t partial = round_up((size_t)c.chunks * d->k * c.crs, 16);
+    size_t total = groups > 1 ? (size_t)d->k * c.crs : 0;
     float *ws;
-    PP_TRY(workspace(ex, shared + partial, &ws, err));
+    PP_TRY(workspace(ex, shared + partial + total, &ws, err));
     c.col_buf = ws;
     c.dy_buf = ws + col_floats;
     c.partial = ws + shared;
+    c.total = total ? ws + shared + partial : NULL;
 
     for (int n0 = 0; n0 < d->n; n0 += spg) {
         c.n0 = n0;
         c.m = min_int(spg, d->n - n0);
+        c.first = n0 == 0;
+        c.last = n0 + spg >= d->n;
         c.cols = c.m * (int)pq;
         if (!(direct && pointwise)) pp_cpu_parallel(ex, c.m, bwd_filter_unfold_task, &c);
         if (!direct) {
@@ -715,7 +723,7 @@ pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, co
             c.chunk_cols = (c.cols + c.chunks - 1) / c.chunks;
         }
         pp_cpu_parallel(ex, (int64_t)c.chunks * tiles, bwd_filter_tile_task, &c);
-        if (c.chunks > 1) pp_cpu_parallel(ex, d->k, bwd_filter_reduce_task, &c);
+        pp_cpu_parallel(ex, d->k, bwd_filter_reduce_task, &c);
     }
     return PP_OK;
 }

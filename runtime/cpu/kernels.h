@@ -38,6 +38,8 @@ pp_status pp_cpu_channel_bias_forward(pp_exec *ex, int64_t n, int64_t c, int64_t
 pp_status pp_cpu_channel_bias_backward(pp_exec *ex, int64_t n, int64_t c, int64_t hw, const float *dy, float *db, pp_error *err);
 pp_status pp_cpu_linear_forward(pp_exec *ex, int n, int in, int out, const float *x, const float *w, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_linear_backward(pp_exec *ex, int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, pp_error *err);
+pp_status pp_cpu_linear_backward_data(pp_exec *ex, int n, int in, int out, const float *w, const float *dy, float *dx, pp_error *err);
+pp_status pp_cpu_linear_backward_weights(pp_exec *ex, int n, int in, int out, const float *x, const float *dy, float *dw, float *db, pp_error *err);
 pp_status pp_cpu_softmax_xent(pp_exec *ex, int n, int classes, const float *logits, const int32_t *labels, float divisor, float *loss, int32_t *correct, float *dlogits, pp_error *err);
 pp_status pp_cpu_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param, const float *grad, float *momentum_buf, pp_error *err);
 

@@ -38,7 +38,8 @@ pp_status pp_cuda_lt_linear_forward(pp_exec *ex, int n, int in, int out, const u
 
 /* From bf16 x, w and dy: dx = dy w (bf16, overwritten; NULL: not computed),
  * dw += dy^T x (fp32; NULL: not computed), db += the column sums of dy
- * (fp32; NULL: not computed). The sums accumulate in fp32. */
+ * (fp32; NULL: not computed). The sums accumulate in fp32. x is read only
+ * for dw and w only for dx (either may be NULL when its output is). */
 pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const uint16_t *x,
                                      const uint16_t *w, const uint16_t *dy, uint16_t *dx,
                                      float *dw, float *db, pp_error *err);

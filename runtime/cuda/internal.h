@@ -214,5 +214,9 @@ pp_status pp_cuda_linear_forward(pp_exec *ex, int n, int in, int out, const floa
 pp_status pp_cuda_linear_backward(pp_exec *ex, int n, int in, int out, const float *x,
                                   const float *w, const float *dy, float *dx, float *dw,
                                   float *db, pp_error *err);
+pp_status pp_cuda_linear_backward_data(pp_exec *ex, int n, int in, int out, const float *w,
+                                       const float *dy, float *dx, pp_error *err);
+pp_status pp_cuda_linear_backward_weights(pp_exec *ex, int n, int in, int out, const float *x,
+                                          const float *dy, float *dw, float *db, pp_error *err);
 
 #endif
