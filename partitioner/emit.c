@@ -102,6 +102,20 @@ static void emit_model(text *t, const pp_plan *p)
             put_double(t, m->backward_ms[0]);
         else
             put_doubles(t, m->backward_ms, m->n_backward_ms);
+        const struct {
+            const char *key;
+            const double *v;
+            int n;
+        } parts[] = {{"backward_input_ms", m->backward_input_ms, m->n_backward_input_ms},
+                     {"backward_weight_ms", m->backward_weight_ms, m->n_backward_weight_ms}};
+        for (int k = 0; k < 2; k++) { /* given only */
+            if (parts[k].n == 0) continue;
+            put(t, "\n  %s: ", parts[k].key);
+            if (parts[k].n == 1)
+                put_double(t, parts[k].v[0]);
+            else
+                put_doubles(t, parts[k].v, parts[k].n);
+        }
         put(t, "\n");
     } else if (m->kind == PP_MODEL_SEQUENTIAL) {
         static const char *const types[] = {"conv",    "batchnorm",      "relu",

@@ -67,6 +67,18 @@ pp_status pp_plan_restage(pp_plan *plan, int n_stages, const int *stage_device, 
         memset(sum, 0, sizeof sum);
         device_sums(plan, old_dev, m->backward_ms, m->n_backward_ms, sum);
         spread(sum, stage_device, count, n_stages, m->backward_ms, &m->n_backward_ms);
+        if (m->n_backward_input_ms > 0) {
+            memset(sum, 0, sizeof sum);
+            device_sums(plan, old_dev, m->backward_input_ms, m->n_backward_input_ms, sum);
+            spread(sum, stage_device, count, n_stages, m->backward_input_ms,
+                   &m->n_backward_input_ms);
+        }
+        if (m->n_backward_weight_ms > 0) {
+            memset(sum, 0, sizeof sum);
+            device_sums(plan, old_dev, m->backward_weight_ms, m->n_backward_weight_ms, sum);
+            spread(sum, stage_device, count, n_stages, m->backward_weight_ms,
+                   &m->n_backward_weight_ms);
+        }
     } else if (plan->catalogue.n < n_stages) {
         return pp_error_set(err, PP_ERR_INPUT, "%s: %d stages, but %s has only %d units",
                             plan->path, n_stages, m->name, plan->catalogue.n);

@@ -94,38 +94,71 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);
 }
 
+/* The step's gradients start from zero in the stage's own stream order, at
+ * its first action of the program that adds to them (B or W): one
+ * multi-tensor zeroing that also begins the stage's micro-batch order
+ * (pp_stage_zero_grads), no wait for another stream. */
+static pp_status begin_grads(pipe_stage *st, pp_exec *ex, int mb, pp_error *err)
+{
+    if (mb != st->p->io.run->first_bw[st->index]) return PP_OK;
+    return pp_stage_zero_grads(st->model, ex, err);
+}
+
+/* The gradient a backward (B or I) starts from: grad_out, or on the last
+ * stage the loss's rows of dlogits (bf16 logits: cast into *narrow, which
+ * the caller frees). */
+static pp_status start_gradient(pipe_stage *st, pp_exec *ex, int mb, int mb_size,
+                                const pp_tensor *grad_out, pp_tensor *dy, pp_tensor *narrow,
+                                const pp_tensor **out, pp_error *err)
+{
+    *out = grad_out;
+    if (grad_out) return PP_OK;
+    struct pp_pipeline *p = st->p;
+    pp_tensor rows = pp_tensor_view0(p->io.dlogits, p->io.run->offsets[mb], mb_size);
+    int ndim;
+    int64_t shape[PP_MAX_DIMS];
+    PP_TRY(pp_stage_output_shape(st->model, mb_size, &ndim, shape, err));
+    PP_TRY(pp_tensor_reshape(&rows, ndim, shape, dy, err));
+    *out = dy;
+    if (pp_stage_output_dtype(st->model) == PP_F32) return PP_OK;
+    /* bf16 logits: a bf16 gradient */
+    PP_TRY(pp_tensor_alloc_on(narrow, ex, pp_stage_output_dtype(st->model), ndim, shape, err));
+    *out = narrow;
+    return pp_cast(ex, dy, narrow, err);
+}
+
 static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
                              const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
 {
     pipe_stage *st = user;
-    struct pp_pipeline *p = st->p;
     pp_tensor dy, narrow = {0};
-    /* The step's gradients start from zero in the stage's own stream order, at
-     * its first backward of the program (B or W): one multi-tensor zeroing, no
-     * wait for another stream. */
-    if (mb == p->io.run->first_bw[st->index])
-        PP_TRY(pp_zero_multi(ex, st->n_grads, st->grads, err));
-    if (!grad_out) {
-        pp_tensor rows = pp_tensor_view0(p->io.dlogits, p->io.run->offsets[mb], mb_size);
-        int ndim;
-        int64_t shape[PP_MAX_DIMS];
-        PP_TRY(pp_stage_output_shape(st->model, mb_size, &ndim, shape, err));
-        PP_TRY(pp_tensor_reshape(&rows, ndim, shape, &dy, err));
-        grad_out = &dy;
-        if (pp_stage_output_dtype(st->model) != PP_F32) { /* bf16 logits: bf16 gradient */
-            PP_TRY(pp_tensor_alloc_on(&narrow, ex, pp_stage_output_dtype(st->model), ndim, shape,
-                                      err));
-            pp_status s = pp_cast(ex, &dy, &narrow, err);
-            if (s != PP_OK) {
-                pp_tensor_free(&narrow);
-                return s;
-            }
-            grad_out = &narrow;
-        }
-    }
-    pp_status s = pp_stage_backward(st->model, ex, mb, grad_out, grad_in, err);
+    const pp_tensor *g;
+    PP_TRY(begin_grads(st, ex, mb, err));
+    pp_status s = start_gradient(st, ex, mb, mb_size, grad_out, &dy, &narrow, &g, err);
+    if (s == PP_OK) s = pp_stage_backward(st->model, ex, mb, g, grad_in, err);
     pp_tensor_free(&narrow);
     return s;
+}
+
+/* I: the input gradient; the stage keeps what its W needs. */
+static pp_status cb_backward_input(void *user, pp_exec *ex, int mb, int mb_size,
+                                   const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
+{
+    pipe_stage *st = user;
+    pp_tensor dy, narrow = {0};
+    const pp_tensor *g;
+    pp_status s = start_gradient(st, ex, mb, mb_size, grad_out, &dy, &narrow, &g, err);
+    if (s == PP_OK) s = pp_stage_backward_input(st->model, ex, mb, g, grad_in, err);
+    pp_tensor_free(&narrow);
+    return s;
+}
+
+/* W: the weight gradients, added in micro-batch order whatever the order W runs in. */
+static pp_status cb_backward_weight(void *user, pp_exec *ex, int mb, int mb_size, pp_error *err)
+{
+    pipe_stage *st = user;
+    PP_TRY(begin_grads(st, ex, mb, err));
+    return pp_stage_backward_weight(st->model, ex, mb, err);
 }
 
 /* Graphs (pp_executor_run_replayable). Training steps read everything that
@@ -173,6 +206,8 @@ static const pp_stage_ops pipe_stage_ops = {
     .out_shape = cb_out_shape,
     .forward = cb_forward,
     .backward = cb_backward,
+    .backward_input = cb_backward_input,
+    .backward_weight = cb_backward_weight,
     .step = NULL,
     .capture_begin = cb_capture_begin,
     .capture_abandon = cb_capture_abandon,
@@ -183,6 +218,8 @@ static const pp_stage_ops pipe_stage_ops_bucketed = {
     .out_shape = cb_out_shape,
     .forward = cb_forward,
     .backward = cb_backward,
+    .backward_input = cb_backward_input,
+    .backward_weight = cb_backward_weight,
     .step = NULL,
     .grads_ready = cb_grads_ready,
 };

@@ -60,7 +60,14 @@ static void plan_costs(const pp_plan *plan, pp_pipeline_prediction *out, double 
             const pp_model_config *m = &plan->model;
             out->forward_ms[s] = delay_time(m->forward_ms, m->n_forward_ms, s);
             out->backward_ms[s] = delay_time(m->backward_ms, m->n_backward_ms, s);
-            out->input_ms[s] = out->weight_ms[s] = out->backward_ms[s] / 2;
+            /* the parts as the delay stage takes them: given, else half of B */
+            double half = out->backward_ms[s] / 2;
+            out->input_ms[s] = m->n_backward_input_ms
+                                   ? delay_time(m->backward_input_ms, m->n_backward_input_ms, s)
+                                   : half;
+            out->weight_ms[s] = m->n_backward_weight_ms
+                                    ? delay_time(m->backward_weight_ms, m->n_backward_weight_ms, s)
+                                    : half;
             continue;
         }
         double gflops = ps->device.kind == PP_DEVICE_CUDA ? NOMINAL_CUDA_GFLOPS

@@ -228,6 +228,33 @@ pp_status pp_schedule_copy(pp_schedule *dst, const pp_schedule *src, pp_error *e
     return PP_OK;
 }
 
+pp_status pp_schedule_truncate(const pp_schedule *src, int m, const int *mb_sizes,
+                               pp_schedule *dst, pp_error *err)
+{
+    if (m < 1 || m > src->micro_batches)
+        return pp_error_set(err, PP_ERR_INVALID, "schedule %s: %d of its %d micro-batches",
+                            src->name, m, src->micro_batches);
+    pp_schedule_shape shape = {src->stages, src->devices, m, src->stage_device, mb_sizes};
+    PP_TRY(pp_schedule_init_shape(dst, src->name, &shape, err));
+    dst->forward_only = src->forward_only;
+    memcpy(dst->note, src->note, sizeof dst->note);
+    pp_status st = PP_OK;
+    if (src->source && !(dst->source = strdup(src->source)))
+        st = pp_error_set(err, PP_ERR_OOM, "out of host memory (schedule)");
+    for (int d = 0; d < src->devices && st == PP_OK; d++)
+        for (int p = 0; p < src->n_actions[d] && st == PP_OK; p++) {
+            pp_action a = src->actions[d][p];
+            if (a.mb >= m) continue;
+            if (a.overlap) { /* the composite stays only with both halves */
+                int q = a.overlap == PP_OVERLAP_FIRST ? p + 1 : p - 1;
+                if (q >= 0 && q < src->n_actions[d] && src->actions[d][q].mb >= m) a.overlap = 0;
+            }
+            st = pp_schedule_push_action(dst, d, &a, err);
+        }
+    if (st != PP_OK) pp_schedule_free(dst);
+    return st;
+}
+
 bool pp_schedule_has_comms(const pp_schedule *s)
 {
     for (int d = 0; d < s->devices; d++)

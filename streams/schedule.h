@@ -192,6 +192,12 @@ pp_status pp_schedule_push_overlap(pp_schedule *s, int stage1, pp_action_kind ki
 void pp_schedule_free(pp_schedule *s);
 /* A deep copy of src into *dst (dst is overwritten, not freed first). */
 pp_status pp_schedule_copy(pp_schedule *dst, const pp_schedule *src, pp_error *err);
+/* src without its micro-batches m and above (m <= src's count), sizes (m
+ * entries, NULL: all 1) for the rest: a composite with one of them becomes a
+ * plain action. A valid schedule stays valid: every action waits only for
+ * actions of its own micro-batch, and each device keeps its order. */
+pp_status pp_schedule_truncate(const pp_schedule *src, int m, const int *mb_sizes,
+                               pp_schedule *dst, pp_error *err);
 
 /* The built-in kind for shape, compute actions only (torch's compute-only
  * form, without its idle cells). The stages must be placed as the kind needs

@@ -5,12 +5,8 @@
  *   1. check the shape's placement against the kind's;
  *   2. fill a schedule for the micro-batch count the construction needs (the
  *      generator's padded count, >= m);
- *   3. copy it into the schedule of the caller's shape without the actions
- *      of the padding micro-batches (a composite with one loses its
- *      overlap), and say so in the note.
- * Leaving micro-batches out of a valid schedule leaves it valid: what every
- * remaining action waits for is an action of its own micro-batch, and each
- * device keeps its order.
+ *   3. keep the caller's micro-batches of it (pp_schedule_truncate) and say
+ *      so in the note.
  */
 #include "streams/schedules/gen.h"
 
@@ -117,22 +113,6 @@ static pp_status check_placement(const pp_schedule_gen_ops *g, const pp_schedule
     return st;
 }
 
-/* Pass 3: src (padded) into dst without the micro-batches >= m. */
-static pp_status drop_padding(pp_schedule *dst, const pp_schedule *src, int m, pp_error *err)
-{
-    for (int d = 0; d < src->devices; d++)
-        for (int p = 0; p < src->n_actions[d]; p++) {
-            pp_action a = src->actions[d][p];
-            if (a.mb >= m) continue;
-            if (a.overlap) { /* keep the composite only when both halves stay */
-                int q = a.overlap == PP_OVERLAP_FIRST ? p + 1 : p - 1;
-                if (src->actions[d][q].mb >= m) a.overlap = 0;
-            }
-            PP_TRY(pp_schedule_push_action(dst, d, &a, err));
-        }
-    return PP_OK;
-}
-
 pp_status pp_schedule_generate(pp_schedule *s, pp_schedule_kind kind,
                                const pp_schedule_shape *shape, pp_error *err)
 {
@@ -151,15 +131,15 @@ pp_status pp_schedule_generate(pp_schedule *s, pp_schedule_kind kind,
         if (st != PP_OK) pp_schedule_free(s);
         return st;
     }
+    pp_schedule_free(s);
     pp_schedule_shape padded = *shape;
     padded.micro_batches = n;
     padded.mb_sizes = NULL;
     pp_schedule full;
     pp_status st = pp_schedule_init_shape(&full, g->name, &padded, err);
     if (st == PP_OK) st = g->fill(&full, err);
+    if (st == PP_OK) st = pp_schedule_truncate(&full, m, shape->mb_sizes, s, err);
     if (st == PP_OK) {
-        s->forward_only = full.forward_only;
-        st = drop_padding(s, &full, m, err);
         char left[48];
         if (n - m == 1) snprintf(left, sizeof left, "micro-batch %d", m);
         else snprintf(left, sizeof left, "micro-batches %d..%d", m, n - 1);
@@ -167,7 +147,6 @@ pp_status pp_schedule_generate(pp_schedule *s, pp_schedule_kind kind,
                  "%s (it needs %s)", g->name, m, m == 1 ? "" : "es", n, left,
                  g->pad_reason ? g->pad_reason : "more");
     }
-    if (st != PP_OK) pp_schedule_free(s);
     pp_schedule_free(&full);
     return st;
 }

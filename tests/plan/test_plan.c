@@ -210,6 +210,13 @@ static const struct bad_case {
      1, 54, "model.backward_ms must not be negative"},
     {"forward_ms for resnet", "model: {name: resnet18, forward_ms: 3}\n" L_BATCH L_STAGES L_S0 L_S1,
      1, 37, "applies only to the delay model"},
+    {"backward_input_ms for resnet", "model: {name: resnet18, backward_input_ms: 3}\n" L_BATCH
+     L_STAGES L_S0 L_S1, 1, 44, "model.backward_input_ms applies only to the delay model"},
+    {"backward_weight_ms list length", "model: {name: delay, backward_weight_ms: [1, 2, 3]}\n"
+     L_BATCH L_STAGES "  - {device: cpu:0}\n  - {device: cpu:1}\n",
+     1, 42, "model.backward_weight_ms has 3 values but the plan has 2 stages"},
+    {"backward_input_ms negative", "model: {name: delay, backward_input_ms: -1}\n" L_BATCH
+     L_STAGES "  - {device: cpu:0}\n", 1, 41, "model.backward_input_ms must not be negative"},
     {"missing data file", BASE "data: {format: idx, images: data/nope.idx, labels: data/labels.idx}\n",
      6, 29, "data.images: cannot open"},
     {"data path is a folder", BASE "data: {format: idx, images: data, labels: data/labels.idx}\n",
@@ -553,6 +560,11 @@ static void test_valid_plans(void)
                          "stages:\n  - {device: cpu:0}\n  - {device: cpu:1}\n"
                          "  - {device: cpu:2, memory: 512MiB}\n",
          0, 3, 8, 1, 8, {1, 1, 1, 1, 1, 1, 1, 1}, -1},
+        {"delay split backward", "model: {name: delay, forward_ms: 1, backward_ms: 4, "
+                                 "backward_input_ms: [1, 3], backward_weight_ms: 2}\n"
+                                 "batch: {size: 4, split_size: 1}\nschedule: zbh1\n"
+                                 "stages:\n  - {device: cpu:0}\n  - {device: cpu:1}\n",
+         0, 2, 4, 1, 4, {1, 1, 1, 1}, -1},
         {"delay per stage", "model: {name: delay, forward_ms: [1, 2], backward_ms: [2, 4.25]}\n"
                             "batch: {size: 4, split_size: 1}\nschedule: 1f1b\n"
                             "stages: auto\ndevices: [cpu:0, cpu:1]\nbalance: time\n",
@@ -1090,6 +1102,20 @@ static void test_schedules(const char *dir)
           p->model.forward_ms[5] == 2 && p->model.backward_ms[0] == 6 &&
           p->model.backward_ms[2] == 3 && p->stages[3].rank == 1);
     CHECK(pp_plan_devices(p, dev) == 3);
+    pp_plan_free(p);
+    /* the split backward's times follow the devices too */
+    text = "model: {name: delay, forward_ms: 2, backward_ms: 6, backward_input_ms: [4, 2],"
+           " backward_weight_ms: 2}\nbatch: {size: 4, split_size: 2}\n"
+           "stages:\n  - device: cpu:0\n  - device: cpu:1\n";
+    CHECK(parse(text, strlen(text), &p, &d) == PP_OK);
+    if (!p) return;
+    check_round_trip("split backward", p);
+    const int v2[4] = {0, 1, 1, 0};
+    CHECK_OK(pp_plan_restage(p, 4, v2, &err), &err);
+    CHECK(p->model.n_backward_input_ms == 4 && p->model.backward_input_ms[0] == 2 &&
+          p->model.backward_input_ms[1] == 1 && p->model.backward_weight_ms[3] == 1 &&
+          p->model.forward_ms[2] == 1);
+    check_round_trip("split backward, cut anew", p);
     pp_plan_free(p);
     /* a ResNet cut anew into 4 stages on its 2 devices, looped */
     const char *r = BASE;
