@@ -237,57 +237,6 @@ static pp_data_format data_format(pp_plan_data_format f)
 }
 
 
-/* ---- batches of other sizes --------------------------------------------------- */
-
-static void batch_run_free(batch_run *r)
-{
-    free(r->sizes);
-    free(r->offsets);
-    free(r->first_bw);
-    pp_schedule_free(&r->sched);
-    memset(r, 0, sizeof *r);
-}
-
-bool pipe_first_backward(const pp_schedule *s, int **first_bw)
-{
-    int *f = malloc((size_t)s->stages * sizeof *f);
-    if (!f) return false;
-    for (int k = 0; k < s->stages; k++) f[k] = -1;
-    for (int d = 0; d < s->devices; d++)
-        for (int k = 0; k < s->n_actions[d]; k++) {
-            pp_action a = s->actions[d][k];
-            if ((a.kind == PP_ACT_B || a.kind == PP_ACT_W) && f[a.stage] < 0) f[a.stage] = a.mb;
-        }
-    *first_bw = f;
-    return true;
-}
-
-/* Cuts a batch of `batch` samples by the plan's rule (fewer pieces when the
- * batch is smaller than the number of micro-batches asked for) and makes
- * the plan's schedule (or its forward-only pass) over them. */
-pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
-                              bool forward_only, pp_error *err)
-{
-    batch_run_free(r);
-    int micro = p->micro_batches > batch ? batch : p->micro_batches;
-    int split = p->split_size > 0 && micro == 0 ? p->split_size : 0;
-    r->batch = batch;
-    r->m = pp_batch_split_count(batch, split, micro);
-    r->sizes = malloc((size_t)r->m * sizeof *r->sizes);
-    r->offsets = malloc((size_t)r->m * sizeof *r->offsets);
-    if (!r->sizes || !r->offsets) {
-        batch_run_free(r);
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    }
-    pp_batch_split_sizes(batch, split, micro, r->sizes);
-    for (int i = 0, off = 0; i < r->m; off += r->sizes[i], i++) r->offsets[i] = off;
-    pp_status s = pipe_sched_make(&p->sched, r->m, r->sizes, forward_only, &r->sched, err);
-    if (s == PP_OK && !pipe_first_backward(&r->sched, &r->first_bw))
-        s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    if (s != PP_OK) batch_run_free(r);
-    return s;
-}
-
 /* The data config of the plan's normalisation (mean/std); NULL plan data
  * fields are left to the caller. */
 static pp_status norm_config(const pp_plan *plan, pp_data_config *cfg, pp_error *err)
@@ -793,9 +742,9 @@ void pipe_free_rank(pp_pipeline *p)
     pipe_sched_free(&p->sched);
     free(p->full.first_bw);
     free(p->in_flight);
-    batch_run_free(&p->tail);
-    batch_run_free(&p->eval_full);
-    batch_run_free(&p->eval_tail);
+    pipe_batch_run_free(&p->tail);
+    pipe_batch_run_free(&p->eval_full);
+    pipe_batch_run_free(&p->eval_tail);
     pp_data_close(p->eval_data);
     free_host_buffers(p);
     pp_tensor_free(&p->eval_images);

@@ -265,7 +265,7 @@ pp_status pipe_prefetch_read(pipe_prefetch *pf, pp_data *src, int64_t pos, int c
 /* The replica whose stages include one on this rank; -1 when none does. */
 int pipe_replica_of(const pp_plan *plan, int rank);
 
-/* The schedule and micro-batches of a batch of another size (pipeline.c):
+/* The schedule and micro-batches of a batch of another size (schedules.c):
  * an epoch's partial last batch, evaluation batches. */
 pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
                               bool forward_only, pp_error *err);
@@ -273,6 +273,8 @@ pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int bat
 /* Fills first_bw (s->stages entries) from s (see batch_run); false when out
  * of memory. */
 bool pipe_first_backward(const pp_schedule *s, int **first_bw);
+/* Frees what a batch_run made by pipe_batch_run_make owns and zeroes it. */
+void pipe_batch_run_free(batch_run *r);
 
 /* Waits for the last step's optimizer on the stages' streams, if it may
  * still run (step.c): before the host reads or writes parameters. */

@@ -3,7 +3,8 @@
  * on the plan's devices (stages that repeat a device share it: virtual
  * stages), the built-in the plan names or the program its file holds, made
  * for any batch the pipeline runs (the training batch, an epoch's smaller
- * last batch, evaluation's forward-only batches).
+ * last batch, evaluation's forward-only batches), with the batch's
+ * micro-batches (batch_run).
  */
 #include "pipeline/pipeline.h"
 #include "pipeline/pipeline_internal.h"
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/core/batch_split.h"
 #include "streams/schedule.h"
 
 /* The plan's schedule as the runtime's kind (PP_PLAN_SCHEDULE_FILE has none). */
@@ -97,6 +99,57 @@ pp_status pipe_sched_make(const pipe_sched *ps, int m, const int *sizes, bool fo
         return pp_error_set(err, PP_ERR_INPUT, "%s: the program runs %d micro-batches, the "
                             "batch has %d", ps->file.source, ps->file.micro_batches, m);
     return pp_schedule_truncate(&ps->file, m, sizes, out, err);
+}
+
+/* ---- batches of other sizes --------------------------------------------------- */
+
+void pipe_batch_run_free(batch_run *r)
+{
+    free(r->sizes);
+    free(r->offsets);
+    free(r->first_bw);
+    pp_schedule_free(&r->sched);
+    memset(r, 0, sizeof *r);
+}
+
+bool pipe_first_backward(const pp_schedule *s, int **first_bw)
+{
+    int *f = malloc((size_t)s->stages * sizeof *f);
+    if (!f) return false;
+    for (int k = 0; k < s->stages; k++) f[k] = -1;
+    for (int d = 0; d < s->devices; d++)
+        for (int k = 0; k < s->n_actions[d]; k++) {
+            pp_action a = s->actions[d][k];
+            if ((a.kind == PP_ACT_B || a.kind == PP_ACT_W) && f[a.stage] < 0) f[a.stage] = a.mb;
+        }
+    *first_bw = f;
+    return true;
+}
+
+/* Cuts a batch of `batch` samples by the plan's rule (fewer pieces when the
+ * batch is smaller than the number of micro-batches asked for) and makes
+ * the plan's schedule (or its forward-only pass) over them. */
+pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
+                              bool forward_only, pp_error *err)
+{
+    pipe_batch_run_free(r);
+    int micro = p->micro_batches > batch ? batch : p->micro_batches;
+    int split = p->split_size > 0 && micro == 0 ? p->split_size : 0;
+    r->batch = batch;
+    r->m = pp_batch_split_count(batch, split, micro);
+    r->sizes = malloc((size_t)r->m * sizeof *r->sizes);
+    r->offsets = malloc((size_t)r->m * sizeof *r->offsets);
+    if (!r->sizes || !r->offsets) {
+        pipe_batch_run_free(r);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    }
+    pp_batch_split_sizes(batch, split, micro, r->sizes);
+    for (int i = 0, off = 0; i < r->m; off += r->sizes[i], i++) r->offsets[i] = off;
+    pp_status s = pipe_sched_make(&p->sched, r->m, r->sizes, forward_only, &r->sched, err);
+    if (s == PP_OK && !pipe_first_backward(&r->sched, &r->first_bw))
+        s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    if (s != PP_OK) pipe_batch_run_free(r);
+    return s;
 }
 
 pp_status pp_pipeline_plan_schedule(const pp_plan *plan, pp_schedule *out, pp_error *err)

@@ -245,34 +245,6 @@ static pp_status check_links(const pp_executor *ex, pp_error *err)
 
 /* ---- pass 1: shapes, buffers, events -------------------------------------- */
 
-/* The stages of one schedule device share its stream: one device context,
- * one rank; and a schedule with I or W needs stages that split the backward. */
-static pp_status check_placement(const pp_executor *ex, const pp_schedule *s, pp_error *err)
-{
-    for (int a = 0; a < ex->S; a++)
-        for (int b = a + 1; b < ex->S; b++) {
-            if (s->stage_device[a] != s->stage_device[b]) continue;
-            if (ex->stages[a].dev == ex->stages[b].dev && (!ex->ranks || ex->ranks[a] == ex->ranks[b]))
-                continue;
-            return pp_error_set(err, PP_ERR_INVALID, "executor: schedule %s places stages %d and "
-                                "%d on one device, but they are on %s (rank %d) and %s (rank %d)",
-                                s->name, a, b, ex->stages[a].dev->name, ex->ranks ? ex->ranks[a] : 0,
-                                ex->stages[b].dev->name, ex->ranks ? ex->ranks[b] : 0);
-        }
-    for (int d = 0; d < s->devices; d++)
-        for (int k = 0; k < s->n_actions[d]; k++) {
-            pp_action a = s->actions[d][k];
-            if (a.kind != PP_ACT_I && a.kind != PP_ACT_W) continue;
-            if ((unsigned)a.stage >= (unsigned)ex->S) continue; /* the validator says why */
-            const pp_stage_ops *o = ex->stages[a.stage].ops;
-            if (!o->backward_input || !o->backward_weight)
-                return pp_error_set(err, PP_ERR_UNSUPPORTED, "executor: schedule %s splits the "
-                                    "backward (I and W), but stage %d (%s) cannot", s->name,
-                                    a.stage, ex->stages[a.stage].dev->name);
-        }
-    return PP_OK;
-}
-
 /* Slots of a side that lives in another process stay NULL. */
 static pp_status alloc_slots(pp_device_ctx *dev, void ***p, int n, size_t bytes, bool here,
                              pp_error *err)
@@ -747,7 +719,7 @@ pp_status pp_executor_prepare(pp_executor *ex, const pp_schedule *s, pp_program 
         return pp_error_set(err, PP_ERR_INVALID, "executor: schedule for %d stages, executor has %d",
                             s ? s->stages : 0, ex->S);
     PP_TRY(check_links(ex, err));
-    PP_TRY(check_placement(ex, s, err));
+    PP_TRY(pp_executor_check_placement(ex, s, err));
     PP_TRY(pp_program_build(s, ex->min_slots, p, err));
     ex->sched = s;
     pp_status rc = query_shapes(ex, s, err);

@@ -119,6 +119,14 @@ void pp_executor_clear_lanes(pp_executor *ex);
 pp_status pp_executor_run_eager(pp_executor *ex, const pp_program *p, pp_step_stats *stats,
                                 pp_error *err);
 
+/* ---- executor_place.c ------------------------------------------------------ */
+
+/* PP_ERR_INVALID when s places stages on one device that are on two device
+ * contexts or ranks here; PP_ERR_UNSUPPORTED when s has I or W actions of a
+ * stage without backward_input and backward_weight. */
+pp_status pp_executor_check_placement(const pp_executor *ex, const pp_schedule *s,
+                                      pp_error *err);
+
 /* ---- executor_graphs.c ----------------------------------------------------- */
 
 /* Frees eg's graph, program and items and clears the slot. */

@@ -51,8 +51,8 @@
  *
  * Errors: a schedule read from a file (source set) reports its problems as
  * PP_ERR_INPUT "FILE:ROW:COL: message", ROW being the device's row (1-based)
- * and COL the 1-based cell; a built one as PP_ERR_INVALID "device D action
- * K (1F3): message".
+ * and COL the 1-based cell; a built one as PP_ERR_INVALID "device D, action
+ * K: message" (K 0-based).
  *
  * Ownership: a pp_schedule is caller-owned; pp_schedule_init and the
  * functions that fill one allocate its arrays, pp_schedule_free releases
@@ -214,9 +214,10 @@ pp_status pp_schedule_build(pp_schedule *s, pp_schedule_kind kind, int stages,
                             int micro_batches, const int *mb_sizes, pp_error *err);
 
 /* Checks every rule above (see the header for the error forms), e.g.
- * "device 1 action 4 (1B2): 1B2 before 1F2 (action 6)", "plan.csv:2:7: missing
- * 1W3", "deadlock: device 0 waits at 0B0 (action 4) for 1B0 of device 1;
- * device 1 waits at 1F1 (action 2) for 0F1 of device 0". Never hangs. */
+ * "device 1, action 4: 1B2 before 1F2 (at action 6): the backward needs its
+ * forward", "plan.csv:2:7: missing 1W3: ...", "plan.csv:1:2: deadlock with
+ * blocking receives: device 0 waits at 0B0 for 1B0 of device 1; device 1
+ * waits at 1F1 for 0F1 of device 0". Never hangs. */
 pp_status pp_schedule_validate(const pp_schedule *s, pp_error *err);
 
 /* Whether s has communication actions. */

@@ -191,9 +191,7 @@ static pp_status check_action(check_state *c, int d, int p)
     default: break;
     }
     if (slot < 0) return PP_OK;
-    if (slot != P_F && is_compute(a->kind) && p > c->last_bw[st] &&
-        (a->kind == PP_ACT_B || a->kind == PP_ACT_W))
-        c->last_bw[st] = p;
+    if ((a->kind == PP_ACT_B || a->kind == PP_ACT_W) && p > c->last_bw[st]) c->last_bw[st] = p;
     int k = idx(c, slot, st, a->mb);
     if (c->dev_of[k] >= 0)
         return fail(c, d, p, "%s twice (also at %s)", b, ref(c, d, d, c->pos[k], r, sizeof r));
