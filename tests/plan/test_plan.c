@@ -1090,7 +1090,7 @@ static void test_schedules(const char *dir)
     CHECK(p->schedule == PP_PLAN_SCHEDULE_FILE && p->schedule_file &&
           strstr(p->schedule_file, "/tests/plan/data/two.csv") != NULL);
     check_round_trip("schedule file", p);
-    int dev[4];
+    int dev[PP_PLAN_MAX_STAGES];
     CHECK(pp_plan_devices(p, dev) == 3 && dev[0] == 0 && dev[1] == 1 && dev[2] == 0 && dev[3] == 2);
     /* the delay model cut for a V on its 3 devices: 6 stages, each device's
      * times halved (device 0 held stages 0 and 2: forward 1 + 3) */
