@@ -19,6 +19,7 @@
 #include "partitioner/plan.h"
 #include "cli/fit.h"
 #include "cli/report.h"
+#include "cli/schedule_cmd.h"
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/train/optimizer.h"
@@ -39,6 +40,9 @@ typedef struct cli_args {
     pp_pipeline_layout layout; /* --layout */
     int sweep[MAX_SWEEP];
     int n_sweep;
+    int print_schedule;   /* --print-schedule: 1, =comms: 2 */
+    pp_schedule_kind sweep_kinds[PP_SCHEDULE_KINDS];
+    int n_sweep_kinds;    /* --sweep-schedule */
 } cli_args;
 
 static volatile sig_atomic_t g_stop;
@@ -83,6 +87,8 @@ static void usage(FILE *f)
           "                      the best candidates and write the best plan (stdout, or -o)\n"
           "  --memory-limit SIZE with --optimize: the most a device may hold (e.g. 12GiB)\n"
           "  -o FILE             with --optimize: write the best plan to FILE\n"
+          "  --print-schedule[=comms]  print the plan's schedule program (CSV in the grammar of\n"
+          "                      torch.distributed.pipelining; =comms: with sends and receives)\n"
           "  --json              print one JSON summary on stdout (human output goes to stderr)\n"
           "  --trace FILE        write a Chrome trace (open in Perfetto or chrome://tracing)\n"
           "  --load FILE         start from a safetensors checkpoint (torchvision names)\n"
@@ -94,8 +100,10 @@ static void usage(FILE *f)
           "  --cuda-graphs on|off  replay each CUDA training step as graphs after the first\n"
           "                      (default: the plan's cuda_graphs, or PP_CUDA_GRAPHS, else on)\n"
           "  --sweep-split LIST  run once per split size (e.g. 1,2,4,8) and print a table\n"
-          "  --csv FILE          with --sweep-split: write the table as CSV\n"
-          "  --svg FILE          with --sweep-split: write a chart of images/s and bubble\n"
+          "  --sweep-schedule LIST  run each schedule on the plan (e.g. gpipe,1f1b,zbh1,zbv;\n"
+          "                      with --simulate: predict each) and print a table\n"
+          "  --csv FILE          with a sweep: write the table as CSV\n"
+          "  --svg FILE          with a sweep: write it as a chart\n"
           "  --metrics FILE      write a CSV row per step and per evaluation\n"
           "  --plot FILE         with epochs: an SVG of loss and test accuracy per epoch\n"
           "  --eval-only         with --load: evaluate the checkpoint on the plan's eval data\n"
@@ -132,7 +140,8 @@ static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
-           O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY, O_OPTIMIZE, O_MEMORY_LIMIT };
+           O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY, O_OPTIMIZE, O_MEMORY_LIMIT,
+           O_PRINT_SCHEDULE, O_SWEEP_SCHEDULE };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -156,6 +165,8 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"layout", required_argument, 0, O_LAYOUT},
         {"cuda-graphs", required_argument, 0, O_GRAPHS},
         {"grad-allreduce", required_argument, 0, O_GRAD_ALLREDUCE},
+        {"print-schedule", optional_argument, 0, O_PRINT_SCHEDULE},
+        {"sweep-schedule", required_argument, 0, O_SWEEP_SCHEDULE},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -221,6 +232,26 @@ static int parse_args(int argc, char **argv, cli_args *a)
             if (a->n_sweep == 0) return bad_args("--sweep-split: empty list '%s'", optarg);
             break;
         }
+        case O_PRINT_SCHEDULE:
+            if (optarg && strcmp(optarg, "comms") != 0)
+                return bad_args("--print-schedule: '%s' is not comms", optarg);
+            a->print_schedule = optarg ? 2 : 1;
+            break;
+        case O_SWEEP_SCHEDULE: {
+            char buf[512];
+            pp_error err;
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                pp_schedule_kind k;
+                if (pp_schedule_kind_parse(tok, &k, &err) != PP_OK || k == PP_SCHEDULE_FORWARD)
+                    return bad_args("--sweep-schedule: %s", err.msg);
+                if (a->n_sweep_kinds == PP_SCHEDULE_KINDS)
+                    return bad_args("--sweep-schedule: too many schedules in '%s'", optarg);
+                a->sweep_kinds[a->n_sweep_kinds++] = k;
+            }
+            if (!a->n_sweep_kinds) return bad_args("--sweep-schedule: empty list '%s'", optarg);
+            break;
+        }
         case 'h': usage(stdout); exit(0);
         case 'V': printf("pipeline-run %s\n", pp_version()); exit(0);
         case ':': return bad_args("option %s needs a value", argv[optind - 1]);
@@ -230,8 +261,12 @@ static int parse_args(int argc, char **argv, cli_args *a)
     if (optind >= argc) return bad_args("%s", "missing PLAN.yaml");
     if (optind + 1 < argc) return bad_args("unexpected argument '%s'", argv[optind + 1]);
     a->plan = argv[optind];
-    if ((a->csv || a->svg) && !a->n_sweep)
-        return bad_args("%s needs --sweep-split", a->csv ? "--csv" : "--svg");
+    if ((a->csv || a->svg) && !a->n_sweep && !a->n_sweep_kinds)
+        return bad_args("%s needs --sweep-split or --sweep-schedule", a->csv ? "--csv" : "--svg");
+    if (a->n_sweep_kinds && (a->validate || a->n_sweep || a->eval_only || a->print_schedule))
+        return bad_args("%s", "--sweep-schedule runs alone or with --simulate");
+    if (a->print_schedule && (a->validate || a->simulate || a->n_sweep || a->eval_only))
+        return bad_args("%s", "--print-schedule runs alone");
     if (a->weights_only && !a->save) return bad_args("%s needs --save", "--weights-only");
     if (a->validate + a->simulate + a->memory + (a->n_sweep > 0) + a->eval_only > 1)
         return bad_args("%s", "--validate, --simulate, --memory, --sweep-split and --eval-only "
@@ -456,29 +491,6 @@ static int do_validate(const pp_plan *plan)
     free(text);
     fprintf(stderr, "%s: valid plan (%d stage%s)\n", plan->path, plan->n_stages,
             plan->n_stages == 1 ? "" : "s");
-    return 0;
-}
-
-static int do_simulate(const pp_plan *plan, bool json)
-{
-    double step_ms, bubble, f[PP_PLAN_MAX_STAGES], b[PP_PLAN_MAX_STAGES];
-    pp_error err;
-    if (pp_pipeline_predict(plan, &step_ms, &bubble, f, b, &err) != PP_OK) return fail(&err);
-    FILE *out = json ? stderr : stdout;
-    fprintf(out, "%-5s  %-8s  %12s  %12s\n", "stage", "device", "fwd ms/mb", "bwd ms/mb");
-    for (int s = 0; s < plan->n_stages; s++)
-        fprintf(out, "%-5d  %-8s  %12.2f  %12.2f\n", s, plan->stages[s].device_name, f[s], b[s]);
-    fprintf(out, "predicted: %.1f ms per step, %.1f images/s, bubble %.1f%% (%s, %d micro-batches)\n",
-            step_ms, step_ms > 0 ? plan->batch_size * 1000.0 / step_ms : 0, 100 * bubble,
-            pp_plan_schedule_name(plan->schedule), plan->micro_batches);
-    if (plan->model.kind != PP_MODEL_DELAY)
-        fprintf(out, "(layer costs are catalogue FLOPs at a nominal device rate: compare "
-                     "shapes, not absolute times)\n");
-    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
-    if (pp_fit_predict(plan, pred, &err) != PP_OK || pp_fit_caps(plan, pred, &err) != PP_OK)
-        return fail(&err);
-    pp_cli_print_memory(out, plan, pred);
-    if (json && !pp_cli_print_simulation_json(stdout, plan, step_ms, bubble, f, b)) return 1;
     return 0;
 }
 
@@ -814,24 +826,7 @@ static int run(int argc, char **argv)
     if (rc) return rc;
 
     pp_plan *plan;
-    pp_diag diag;
-    pp_diag_clear(&diag);
-    if (pp_plan_load(a.plan, &plan, &diag) != PP_OK) {
-        char buf[PP_DIAG_MAX * PP_DIAG_TEXT_MAX];
-        fprintf(stderr, "%s\n", pp_diag_format(&diag, buf, sizeof buf));
-        return diag.count && diag.items[0].code != PP_ERR_INPUT ? 1 : 2;
-    }
-    pp_error err;
-    if (a.device_map && pp_plan_apply_device_map(plan, a.device_map, &err) != PP_OK) {
-        pp_plan_free(plan);
-        return fail(&err);
-    }
-    pp_profile_note note = {0};
-    if (pp_fit_resolve_plan(plan, &note, &err) != PP_OK) {
-        pp_plan_free(plan);
-        return fail(&err);
-    }
-    pp_cli_print_profile_note(stderr, &note);
+    if ((rc = pp_cli_load_plan(a.plan, a.device_map, &plan)) != 0) return rc;
     int steps = a.steps ? a.steps : plan->steps;
 
     struct sigaction sa;
@@ -839,12 +834,13 @@ static int run(int argc, char **argv)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
 
-    if (!a.simulate && !a.memory && !a.optimize && !a.n_sweep && !a.eval_only &&
-        (rc = check_memory(plan)) != 0) {
+    if (!a.simulate && !a.memory && !a.optimize && !a.print_schedule && !a.n_sweep &&
+        !a.n_sweep_kinds && !a.eval_only && (rc = check_memory(plan)) != 0) {
         pp_plan_free(plan);
         return rc;
     }
-    const bool runs = !a.validate && !a.simulate && !a.memory && !a.optimize;
+    const bool runs = !a.validate && !a.simulate && !a.memory && !a.optimize &&
+                      !a.print_schedule;
     if (runs) note_precision(plan);
     if (runs && (rc = check_same_plan(plan, &a, steps)) != 0) {
         pp_plan_free(plan);
@@ -852,8 +848,19 @@ static int run(int argc, char **argv)
     }
     if (a.validate)
         rc = do_validate(plan);
-    else if (a.simulate)
-        rc = do_simulate(plan, a.json);
+    else if (a.print_schedule)
+        rc = pp_cli_print_schedule(plan, a.print_schedule == 2);
+    else if (a.n_sweep_kinds) {
+        pp_cli_sweep_args sw = {.path = a.plan, .device_map = a.device_map,
+                                .kinds = a.sweep_kinds, .n_kinds = a.n_sweep_kinds,
+                                .simulate = a.simulate, .json = a.json,
+                                .steps = steps ? steps : 1, .csv = a.csv, .svg = a.svg,
+                                .layout = a.layout};
+        rc = pp_comm_size(g_comm) > 1
+                 ? bad_args("%s runs in one process (start it without mpirun)", "--sweep-schedule")
+                 : pp_cli_sweep_schedules(&sw, plan);
+    } else if (a.simulate)
+        rc = pp_cli_simulate(plan, a.json);
     else if (a.memory)
         rc = do_memory(plan, a.json);
     else if (a.optimize)

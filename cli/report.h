@@ -26,6 +26,23 @@ typedef struct pp_sweep_row {
     char error[160];
 } pp_sweep_row;
 
+/* One row of a schedule sweep: a schedule run (or simulated) on the plan. */
+typedef struct pp_schedule_row {
+    char schedule[32];
+    int stages, devices, micro_batches;
+    bool simulated;           /* figures from the simulator only */
+    double step_ms;           /* measured median (simulated: predicted) */
+    double bubble;            /* measured (simulated: predicted) */
+    double predicted_step_ms; /* simulator */
+    double bubble_predicted;
+    int in_flight[PP_PLAN_MAX_STAGES];      /* the schedule's peak per stage */
+    int64_t peak_bytes[PP_PLAN_MAX_STAGES]; /* per stage: its device's memory peak (simulated:
+                                             * the plan's estimate for its in-flight peak) */
+    char note[192];           /* the schedule's note (padding), "" */
+    bool failed;              /* this schedule could not run on the plan (error says why) */
+    char error[200];
+} pp_schedule_row;
+
 /* One epoch of training (and its evaluation when the plan has one). */
 typedef struct pp_epoch_row {
     int epoch;                /* 1-based */
@@ -62,8 +79,7 @@ bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epo
 bool pp_cli_print_eval_json(FILE *f, const pp_plan *plan, const pp_eval_result *e);
 
 /* JSON for --simulate: the predicted step. */
-bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, double step_ms, double bubble,
-                                  const double *fwd_ms, const double *bwd_ms);
+bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, const pp_pipeline_prediction *pr);
 
 /* A progress line ("\r step 12/100 [=====>    ] loss 6.91 | 123.4 img/s | 0:42 left"). */
 void pp_cli_progress(FILE *f, int done, int total, double loss, double images_per_s,
@@ -75,6 +91,14 @@ bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n);
  * (right axis) against split size. title names the plan. */
 bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_row *rows, int n);
 bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n);
+
+/* A schedule sweep as a table, CSV (per-stage lists joined with ';'), an
+ * SVG chart (step time bars, measured and predicted bubble) and JSON. */
+void pp_cli_print_schedule_sweep(FILE *f, const pp_schedule_row *rows, int n);
+bool pp_cli_write_schedule_sweep_csv(const char *path, const pp_schedule_row *rows, int n);
+bool pp_cli_write_schedule_sweep_svg(const char *path, const char *title,
+                                     const pp_schedule_row *rows, int n);
+bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_row *rows, int n);
 
 /* Formats a byte count as "12.3 MiB". Returns buf. */
 const char *pp_cli_bytes(double bytes, char *buf, size_t n);

@@ -228,6 +228,21 @@ int64_t pp_plan_device_memory(const pp_plan *plan, int s)
     return cap;
 }
 
+int pp_plan_devices(const pp_plan *plan, int *stage_device)
+{
+    int n = 0;
+    for (int s = 0; s < plan->n_stages; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        int t = 0;
+        while (t < s && (plan->stages[t].rank != ps->rank ||
+                         plan->stages[t].device.kind != ps->device.kind ||
+                         plan->stages[t].device.index != ps->device.index))
+            t++;
+        stage_device[s] = t < s ? stage_device[t] : n++;
+    }
+    return n;
+}
+
 /* Parameter copies a unit's parameters cost: weights, gradients, momentum. */
 static int param_copies(const pp_plan *plan)
 {

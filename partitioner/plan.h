@@ -56,9 +56,18 @@ typedef struct pp_mark {
     int line, col; /* 1-based; 0, 0 when the value was not read from a file */
 } pp_mark;
 
+/* `schedule:` a built-in by name (docs/SCHEDULES.md), or `{file: PATH}`. */
 typedef enum pp_plan_schedule {
     PP_PLAN_SCHEDULE_GPIPE = 0,
     PP_PLAN_SCHEDULE_1F1B = 1,
+    PP_PLAN_SCHEDULE_INTERLEAVED_1F1B,
+    PP_PLAN_SCHEDULE_LOOPED_BFS,
+    PP_PLAN_SCHEDULE_INTERLEAVED_ZB,
+    PP_PLAN_SCHEDULE_ZBH1,
+    PP_PLAN_SCHEDULE_ZBH2,
+    PP_PLAN_SCHEDULE_ZBV,
+    PP_PLAN_SCHEDULE_DUALPIPEV,
+    PP_PLAN_SCHEDULE_FILE,       /* a program in torch's schedule CSV grammar (schedule_file) */
 } pp_plan_schedule;
 
 typedef enum pp_plan_precision {
@@ -186,6 +195,8 @@ typedef struct pp_plan {
 
     pp_plan_schedule schedule;
     pp_mark schedule_mark;
+    char *schedule_file;        /* PP_PLAN_SCHEDULE_FILE: absolute path (resolved against the
+                                 * plan's folder, readable when the plan was read) */
     pp_plan_precision precision;
     pp_plan_recompute recompute; /* `recompute:` (default never); stages may override it */
     pp_mark recompute_mark;
@@ -257,8 +268,9 @@ pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const dou
  * same quantity for one micro-batch. */
 int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, int in_flight);
 
-/* Micro-batches a stage holds at once under the plan's schedule (gpipe: all
- * of them; 1f1b: min(m, S - stage)). */
+/* Micro-batches a stage holds at once under the plan's schedule (1f1b:
+ * min(m, S - stage); any other: all m, a bound; the schedule's exact count
+ * per stage is pp_schedule_in_flight, streams/schedule.h). */
 int pp_plan_in_flight(const pp_plan *plan, int stage);
 
 /* The recomputation mode of stage s: its own `recompute:`, else the plan's. */
@@ -276,6 +288,23 @@ int64_t pp_plan_device_memory(const pp_plan *plan, int s);
 /* The first stage of the plan on stage s's device (same rank and device):
  * s itself unless an earlier stage shares it. */
 int pp_plan_device_first_stage(const pp_plan *plan, int s);
+
+/* The devices of the plan's stages (replica 0's, a rank and a device each),
+ * numbered by first appearance: stage s runs on device stage_device[s] (n_stages
+ * entries written); returns the number of devices. Stages that repeat a
+ * device share it: they compute on one stream, in the schedule's order. */
+int pp_plan_devices(const pp_plan *plan, int *stage_device);
+
+/* Cuts the plan's model anew into n_stages stages, stage s on the plan's
+ * device stage_device[s] (numbered as pp_plan_devices does; every device
+ * gets one at least), each device keeping its share of the work: the delay
+ * model's times of a device (summed over its stages) split evenly over its
+ * new stages; a ResNet's units balanced by forward FLOPs over the new stages
+ * (pp_plan_resolve_auto, balance flops), a device's memory cap split evenly.
+ * For running one plan under schedules that place stages differently
+ * (--sweep-schedule). PP_ERR_INPUT when the model has too few units or the
+ * plan has replicas. */
+pp_status pp_plan_restage(pp_plan *plan, int n_stages, const int *stage_device, pp_error *err);
 
 /* Remaps devices: map is "A=B[,C=D...]" where A is a device (cpu:N, cuda:N)
  * or a wildcard (cpu:*, cuda:*) and B is a device, or a kind (cpu, cuda,
@@ -320,7 +349,7 @@ const char *pp_plan_spell_units(const pp_catalogue *cat, int first, int last, ch
  * count; 1 byte to 1 EiB) into *out. PP_ERR_INPUT naming the text otherwise. */
 pp_status pp_plan_parse_bytes(const char *text, int64_t *out, pp_error *err);
 
-/* Static names: "gpipe", "1f1b"; "synthetic", ...; "time", ... */
+/* Static names: "gpipe", "1f1b", "interleaved1f1b", ..., "file"; "synthetic", ...; "time", ... */
 const char *pp_plan_schedule_name(pp_plan_schedule s);
 /* "fp32", "tf32", "bf16" */
 const char *pp_plan_precision_name(pp_plan_precision p);

@@ -386,6 +386,15 @@ static void check_delay_counts(pp_walk *w)
         pp_walk_error(w, w->backward_node,
                       "model.backward_ms has %d values but the plan has %d stage%s",
                       m->n_backward_ms, p->n_stages, p->n_stages == 1 ? "" : "s");
+    if (w->input_is_list && m->n_backward_input_ms > 0 && m->n_backward_input_ms != p->n_stages)
+        pp_walk_error(w, w->input_node,
+                      "model.backward_input_ms has %d values but the plan has %d stage%s",
+                      m->n_backward_input_ms, p->n_stages, p->n_stages == 1 ? "" : "s");
+    if (w->weight_is_list && m->n_backward_weight_ms > 0 &&
+        m->n_backward_weight_ms != p->n_stages)
+        pp_walk_error(w, w->weight_node,
+                      "model.backward_weight_ms has %d values but the plan has %d stage%s",
+                      m->n_backward_weight_ms, p->n_stages, p->n_stages == 1 ? "" : "s");
 }
 
 /* ------------------------------------------------------------------ */

@@ -26,8 +26,8 @@ typedef struct pp_walk {
     bool batch_ok;             /* batch sizes are usable */
     bool size_ok;              /* the input size is usable */
     bool catalogue_ok;         /* plan->catalogue was built */
-    bool forward_is_list, backward_is_list;
-    const pp_ynode *forward_node, *backward_node; /* delay times */
+    bool forward_is_list, backward_is_list, input_is_list, weight_is_list;
+    const pp_ynode *forward_node, *backward_node, *input_node, *weight_node; /* delay times */
     const pp_ynode *size_node;                    /* data.image_size */
     const pp_ynode *data_classes_node;            /* data.num_classes */
     const pp_ynode *layers_node;                  /* model.layers (sequential) */

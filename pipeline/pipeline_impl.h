@@ -7,11 +7,6 @@
 
 #include "pipeline/state.h"
 
-/* The schedule and micro-batches of a batch of another size (pipeline.c):
- * an epoch's partial last batch, evaluation batches. */
-pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
-                              pp_schedule_kind kind, pp_error *err);
-
 /* One rank's pipeline (pipeline.c, step.c, checkpoints.c, report.c): what
  * the public calls of the same names do for a job of processes; inprocess.c
  * runs them on every rank of a job of threads when replicas share this

@@ -18,27 +18,24 @@
 #include "streams/schedule.h"
 #include "streams/simulate.h"
 
-/* Simulates the pipeline's schedule with per-stage costs of one micro-batch of
- * split_size samples. */
+/* Simulates sched with per-stage costs of one micro-batch of ref_mb
+ * samples (in, wt: the split backward's parts, NULL: halves of b). */
 pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const double *b,
-                          const double *copy, int ref_mb, int slots, double *step_ms,
-                          double *bubble, pp_error *err)
+                        const double *in, const double *wt, const double *copy, int ref_mb,
+                        int slots, pp_sim_result *res, pp_error *err)
 {
     pp_sim_costs c = {
         .stages = n,
         .forward_ms = f,
         .backward_ms = b,
+        .input_ms = in,
+        .weight_ms = wt,
         .copy_act_ms = n > 1 ? copy : NULL,
         .copy_grad_ms = n > 1 ? copy : NULL,
         .ref_mb_size = ref_mb,
         .slots = slots,
     };
-    pp_sim_result r;
-    PP_TRY(pp_simulate(sched, &c, &r, err));
-    *step_ms = r.step_ms;
-    *bubble = r.bubble;
-    pp_sim_result_free(&r);
-    return PP_OK;
+    return pp_simulate(sched, &c, res, err);
 }
 
 /* ---- planning ---------------------------------------------------------------------- */
@@ -47,21 +44,31 @@ pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const 
 #define NOMINAL_CUDA_GFLOPS 20000.0
 #define NOMINAL_COPY_GBPS 10.0
 
-pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
-                              double *stage_forward_ms, double *stage_backward_ms, pp_error *err)
+/* The delay model's time of stage s from a per-stage list (or its one value). */
+static double delay_time(const double *v, int n, int s)
 {
-    int n = plan->n_stages;
-    if (plan->stages_auto)
-        return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_predict: unresolved stages");
-    double f[PP_PLAN_MAX_STAGES], b[PP_PLAN_MAX_STAGES], copy[PP_PLAN_MAX_STAGES];
+    return n > 1 ? v[s] : n == 1 ? v[0] : 0;
+}
+
+/* Per-stage costs of one micro-batch of the plan's split size. */
+static void plan_costs(const pp_plan *plan, pp_pipeline_prediction *out, double *copy)
+{
     int mb = plan->split_size;
-    for (int s = 0; s < n; s++) {
+    for (int s = 0; s < plan->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
         copy[s] = 0;
         if (plan->model.kind == PP_MODEL_DELAY) {
             const pp_model_config *m = &plan->model;
-            f[s] = m->forward_ms[m->n_forward_ms > 1 ? s : 0];
-            b[s] = m->backward_ms[m->n_backward_ms > 1 ? s : 0];
+            out->forward_ms[s] = delay_time(m->forward_ms, m->n_forward_ms, s);
+            out->backward_ms[s] = delay_time(m->backward_ms, m->n_backward_ms, s);
+            /* the parts as the delay stage takes them: given, else half of B */
+            double half = out->backward_ms[s] / 2;
+            out->input_ms[s] = m->n_backward_input_ms
+                                   ? delay_time(m->backward_input_ms, m->n_backward_input_ms, s)
+                                   : half;
+            out->weight_ms[s] = m->n_backward_weight_ms
+                                    ? delay_time(m->backward_weight_ms, m->n_backward_weight_ms, s)
+                                    : half;
             continue;
         }
         double gflops = ps->device.kind == PP_DEVICE_CUDA ? NOMINAL_CUDA_GFLOPS
@@ -69,22 +76,66 @@ pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubb
         double flops = 0;
         for (int u = ps->first; u <= ps->last; u++)
             flops += (double)plan->catalogue.units[u].fwd_flops;
-        f[s] = flops * mb / (gflops * 1e6);
-        b[s] = 2 * f[s];
-        if (s + 1 < n)
+        out->forward_ms[s] = flops * mb / (gflops * 1e6);
+        out->backward_ms[s] = 2 * out->forward_ms[s];
+        out->input_ms[s] = out->weight_ms[s] = out->forward_ms[s];
+        if (s + 1 < plan->n_stages)
             copy[s] = (double)plan->catalogue.units[ps->last].out_bytes * mb /
                       (NOMINAL_COPY_GBPS * 1e6);
     }
+}
+
+pp_status pp_pipeline_predict_plan(const pp_plan *plan, pp_pipeline_prediction *out,
+                                   pp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int n = plan->n_stages;
+    if (plan->stages_auto)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_predict: unresolved stages");
+    double copy[PP_PLAN_MAX_STAGES];
+    plan_costs(plan, out, copy);
     pp_schedule sched;
-    pp_schedule_kind kind = pipe_schedule_kind(plan->schedule);
-    PP_TRY(pp_schedule_build(&sched, kind, n, plan->micro_batches, plan->micro_sizes, err));
-    pp_status s = pipe_simulate(&sched, n, f, b, copy, plan->model.kind == PP_MODEL_DELAY ? 0 : mb, 0,
-                           step_ms, bubble, err);
-    pp_schedule_free(&sched);
+    PP_TRY(pp_pipeline_plan_schedule(plan, &sched, err));
+    pp_sim_result r;
+    pp_status s = pipe_simulate(&sched, n, out->forward_ms, out->backward_ms, out->input_ms,
+                                out->weight_ms, copy,
+                                plan->model.kind == PP_MODEL_DELAY ? 0 : plan->split_size, 0, &r,
+                                err);
     if (s == PP_OK) {
-        if (stage_forward_ms) memcpy(stage_forward_ms, f, (size_t)n * sizeof(double));
-        if (stage_backward_ms) memcpy(stage_backward_ms, b, (size_t)n * sizeof(double));
+        out->stages = n;
+        out->devices = sched.devices;
+        out->step_ms = r.step_ms;
+        out->bubble = r.bubble;
+        snprintf(out->note, sizeof out->note, "%s", sched.note);
+        pp_schedule_in_flight(&sched, out->in_flight);
+        for (int k = 0; k < n; k++) {
+            int d = sched.stage_device[k];
+            out->stage_device[k] = d;
+            out->device_bubble[k] = r.step_ms > 0 ? 1 - r.device_busy_ms[d] / r.step_ms : 0;
+            if (plan->model.kind != PP_MODEL_DELAY)
+                out->memory_bytes[k] = pp_plan_stage_memory_estimate(
+                    plan, plan->stages[k].first, plan->stages[k].last, out->in_flight[k]);
+        }
+        pp_sim_result_free(&r);
     }
+    pp_schedule_free(&sched);
+    return s;
+}
+
+pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
+                              double *stage_forward_ms, double *stage_backward_ms, pp_error *err)
+{
+    pp_pipeline_prediction *pr = malloc(sizeof *pr);
+    if (!pr) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    pp_status s = pp_pipeline_predict_plan(plan, pr, err);
+    if (s == PP_OK) {
+        *step_ms = pr->step_ms;
+        *bubble = pr->bubble;
+        size_t bytes = (size_t)plan->n_stages * sizeof(double);
+        if (stage_forward_ms) memcpy(stage_forward_ms, pr->forward_ms, bytes);
+        if (stage_backward_ms) memcpy(stage_backward_ms, pr->backward_ms, bytes);
+    }
+    free(pr);
     return s;
 }
 

@@ -9,10 +9,11 @@
 #include "pipeline/state.h"
 
 /* Simulates sched with per-stage costs of one micro-batch of ref_mb samples
- * (planning.c). */
+ * (in, wt: the split backward's parts, NULL: halves of b). res is the
+ * caller's to free. */
 pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const double *b,
-                        const double *copy, int ref_mb, int slots, double *step_ms,
-                        double *bubble, pp_error *err);
+                        const double *in, const double *wt, const double *copy, int ref_mb,
+                        int slots, pp_sim_result *res, pp_error *err);
 
 /* PP_ERR_INPUT at the plan's batch section when a micro-batch's tensors exceed
  * what a cuDNN descriptor indexes (planning.c). */

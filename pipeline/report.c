@@ -45,6 +45,28 @@ static double median_after_warmup(const double *v, int n)
     return m;
 }
 
+/* The simulator's step of the training schedule from the measured per-stage
+ * costs of one micro-batch (first step excluded). r is the caller's to free. */
+static pp_status predict_measured(const pp_pipeline *p, pp_sim_result *r, pp_error *err)
+{
+    int n = p->steps_run, S = p->n_stages;
+    double f[S], b[S], in[S], wt[S], copy[S];
+    int cross = 0;
+    for (int s = 0; s + 1 < S; s++)
+        cross += p->schedule.stage_device[s] != p->schedule.stage_device[s + 1];
+    int copies = cross ? 2 * cross * p->m : 1;
+    double copy_ms = median_after_warmup(p->copy_ms, n);
+    for (int s = 0; s < S; s++) {
+        f[s] = median_after_warmup(p->stages[s].fwd_ms, n);
+        b[s] = median_after_warmup(p->stages[s].bwd_ms, n);
+        in[s] = median_after_warmup(p->stages[s].in_ms, n);
+        wt[s] = median_after_warmup(p->stages[s].wt_ms, n);
+        if (in[s] <= 0 && wt[s] <= 0) in[s] = wt[s] = b[s] / 2; /* no split measured */
+        copy[s] = copy_ms / copies;
+    }
+    return pipe_simulate(&p->schedule, S, f, b, in, wt, copy, 0, p->slots, r, err);
+}
+
 void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out)
 {
     memset(out, 0, sizeof *out);
@@ -60,10 +82,21 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     out->layers = st->layers;
     out->forward_ms = median_after_warmup(st->fwd_ms, p->steps_run);
     out->backward_ms = median_after_warmup(st->bwd_ms, p->steps_run);
+    out->input_ms = median_after_warmup(st->in_ms, p->steps_run);
+    out->weight_ms = median_after_warmup(st->wt_ms, p->steps_run);
     out->busy_frac = median_after_warmup(st->busy, p->steps_run);
     out->grads_ms = median_after_warmup(st->grads_ms, p->steps_run);
     out->peak_bytes = stage_here(p, stage) ? pp_device_peak_bytes(st->dev) : st->peak_bytes;
     out->max_in_flight = st->max_in_flight;
+    out->schedule_device = p->schedule.stage_device[stage];
+    out->in_flight = p->in_flight ? p->in_flight[stage] : 0;
+    pp_sim_result r;
+    pp_error err;
+    if (p->steps_run > 0 && predict_measured(p, &r, &err) == PP_OK) {
+        double busy = r.device_busy_ms[out->schedule_device];
+        out->bubble_predicted = r.step_ms > 0 ? 1 - busy / r.step_ms : 0;
+        pp_sim_result_free(&r);
+    }
 }
 
 /* The median after warm-up of replica r's entries of v (steps_run x replicas). */
@@ -120,19 +153,15 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->graph_launches = p->graph_launches;
     out->graph_refusal = pp_executor_graph_refusal(p->exec);
 
-    /* predicted from the measured per-stage costs of one micro-batch */
-    double f[p->n_stages], b[p->n_stages], copy[p->n_stages];
-    int copies = p->n_stages > 1 ? 2 * (p->n_stages - 1) * p->m : 1;
-    for (int s = 0; s < p->n_stages; s++) {
-        f[s] = median_after_warmup(p->stages[s].fwd_ms, n);
-        b[s] = median_after_warmup(p->stages[s].bwd_ms, n);
-        copy[s] = out->copy_ms / copies;
-    }
+    out->devices = p->schedule.devices;
+    out->schedule = p->schedule.name;
+    out->schedule_note = p->schedule.note[0] ? p->schedule.note : NULL;
+    pp_sim_result r;
     pp_error err;
-    if (pipe_simulate(&p->schedule, p->n_stages, f, b, copy, 0, p->slots, &out->predicted_step_ms,
-                 &out->bubble_frac_predicted, &err) != PP_OK) {
-        out->predicted_step_ms = 0;
-        out->bubble_frac_predicted = 0;
+    if (predict_measured(p, &r, &err) == PP_OK) {
+        out->predicted_step_ms = r.step_ms;
+        out->bubble_frac_predicted = r.bubble;
+        pp_sim_result_free(&r);
     }
 }
 

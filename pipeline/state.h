@@ -18,6 +18,7 @@
 #include "runtime/train/optimizer.h"
 #include "streams/executor.h"
 #include "streams/schedule.h"
+#include "streams/simulate.h"
 
 /* One plan stage: its model stage plus what the loss and input need. */
 typedef struct pipe_stage {
@@ -44,7 +45,8 @@ typedef struct pipe_stage {
     char (*layer_names)[32];     /* (n_layers) "layer1", "layer2.0" */
     const char **layers;         /* (n_layers) pointers into layer_names */
     /* per-step timings, one entry per step run */
-    double *fwd_ms, *bwd_ms, *busy;
+    double *fwd_ms, *bwd_ms, *busy; /* bwd_ms: a whole backward (B, or I + W) */
+    double *in_ms, *wt_ms;       /* the split backward's parts (0 when the step had none) */
     double *grads_ms;            /* replicas: the sum of the stage's gradients over them
                                   * (its grads_ready lane's span, or the wall time of the
                                   * sum after the run); 0 without replicas */
@@ -64,7 +66,21 @@ typedef struct batch_run {
     int *sizes;                  /* (m) */
     int *offsets;                /* (m) first sample of each micro-batch */
     pp_schedule sched;
+    int *first_bw;               /* (S) the micro-batch of each stage's first B or W in the
+                                  * program: it starts the step's gradients (-1: none) */
 } batch_run;
+
+/* The plan's schedule program, made for any batch (schedules.c): the stages'
+ * devices (pp_plan_devices), the built-in kind, or the program read from the
+ * plan's file (for fewer micro-batches, its first ones). */
+typedef struct pipe_sched {
+    pp_plan_schedule plan_kind;
+    pp_schedule_kind kind;       /* the built-in (not PP_PLAN_SCHEDULE_FILE) */
+    int stages, devices;
+    int stage_device[PP_PLAN_MAX_STAGES];
+    bool has_file;
+    pp_schedule file;            /* the program as read, for the training batch */
+} pipe_sched;
 
 /* What the stage callbacks work on during a pp_executor_run. */
 typedef struct run_io {
@@ -162,7 +178,8 @@ struct pp_pipeline {
 
     /* split rule of the plan, for batches of other sizes */
     int split_size, micro_batches; /* one of them > 0 */
-    pp_schedule_kind kind;
+    pipe_sched sched;            /* the plan's schedule, for any batch (schedules.c) */
+    int *in_flight;              /* (n_stages) the training schedule's in-flight peaks */
     run_io io;                   /* the current run's buffers */
     batch_run full;              /* the training batch (views of mb_sizes, mb_offsets, schedule) */
     batch_run tail;              /* an epoch's partial last batch (built on first use) */
@@ -190,12 +207,6 @@ static inline bool stage_here(const struct pp_pipeline *p, int s)
 }
 
 /* ---- shared helpers ------------------------------------------------------------- */
-
-/* The plan's schedule as the runtime's. */
-static inline pp_schedule_kind pipe_schedule_kind(pp_plan_schedule s)
-{
-    return s == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
-}
 
 /* A plan error at mark ("FILE:LINE:COL: msg"; "FILE: msg" without a line). */
 static inline pp_status pipe_plan_error(const pp_plan *plan, pp_mark mark, pp_error *err, pp_status code,

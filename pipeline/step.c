@@ -8,6 +8,7 @@
 #include "pipeline/step.h"
 #include "pipeline/links.h"
 #include "pipeline/pipeline_impl.h"
+#include "pipeline/schedules.h"
 #include "pipeline/prefetch.h"
 #include "pipeline/replicas.h"
 #include "pipeline/report.h"
@@ -41,7 +42,7 @@ static pp_status grow_history(struct pp_pipeline *p, pp_error *err)
     }
     for (int s = 0; s < p->n_stages; s++) {
         double **sa[] = {&p->stages[s].fwd_ms, &p->stages[s].bwd_ms, &p->stages[s].busy,
-                         &p->stages[s].grads_ms};
+                         &p->stages[s].grads_ms, &p->stages[s].in_ms, &p->stages[s].wt_ms};
         for (size_t i = 0; i < sizeof sa / sizeof sa[0]; i++) {
             double *a = realloc(*sa[i], (size_t)cap * sizeof(double));
             if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
@@ -74,15 +75,24 @@ static pp_status share_replica_times(struct pp_pipeline *p, double step_ms, doub
     return PP_OK;
 }
 
+/* The stage of a compute span's name ("F3 stage12" -> 12), -1 for others. */
+static int span_stage(const char *name)
+{
+    if (!strchr("FBIW", name[0])) return -1;
+    const char *at = strstr(name, " stage");
+    return at ? atoi(at + 6) : -1;
+}
+
 /* Mean forward and backward time of one micro-batch on each stage, from the
- * spans of a step ("F3 stage1", "B0 stage0"), and the time of its gradient
- * sum over the replicas: its "grads sN" lane's spans plus what was summed
- * after the run. */
+ * spans of a step ("F3 stage1", "B0 stage0", "I2 stage4", "W2 stage4": the
+ * stages of one device share its lane), and the time of its gradient sum
+ * over the replicas: its "grads sN" lane's spans plus what was summed after
+ * the run. */
 static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
 {
     for (int s = 0; s < p->n_stages; s++) {
-        double f = 0, b = 0, g = 0;
-        int nf = 0, nb = 0;
+        double f = 0, b = 0, in = 0, w = 0, g = 0;
+        int nf = 0, nb = 0, ni = 0, nw = 0;
         char grads_lane[32];
         snprintf(grads_lane, sizeof grads_lane, "grads s%d", s);
         for (int i = 0; i < st->n_spans; i++) {
@@ -91,13 +101,18 @@ static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
             if (sp->lane >= 0 && sp->lane < st->n_lanes &&
                 strcmp(st->lanes[sp->lane].name, grads_lane) == 0)
                 g += ms;
-            if (sp->lane != s) continue;
+            if (sp->lane >= p->n_stages || span_stage(sp->name) != s) continue;
             if (sp->name[0] == 'F') f += ms, nf++;
             else if (sp->name[0] == 'B') b += ms, nb++;
+            else if (sp->name[0] == 'I') in += ms, ni++;
+            else if (sp->name[0] == 'W') w += ms, nw++;
         }
         pipe_stage *ps = &p->stages[s];
         ps->fwd_ms[p->steps_run] = nf ? f / nf : 0;
-        ps->bwd_ms[p->steps_run] = nb ? b / nb : 0;
+        ps->in_ms[p->steps_run] = ni ? in / ni : 0;
+        ps->wt_ms[p->steps_run] = nw ? w / nw : 0;
+        /* a whole backward: B's, or the parts' (a schedule may mix them) */
+        ps->bwd_ms[p->steps_run] = nb + ni ? (b + in + (nw ? w * ni / nw : 0)) / (nb + ni) : 0;
         ps->busy[p->steps_run] = st->busy_frac[s];
         ps->grads_ms[p->steps_run] = g + ps->grads_after_ms;
     }
@@ -113,23 +128,25 @@ static pp_status share_stage_times(struct pp_pipeline *p, pp_error *err)
     for (int s = 0; s < p->n_stages; s++) {
         pipe_stage *st = &p->stages[s];
         struct {
-            double fwd, bwd, busy, grads;
+            double fwd, bwd, busy, grads, in, wt;
             int64_t peak;
             int64_t in_flight;
-        } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], st->grads_ms[k],
-               (int64_t)pp_device_peak_bytes(st->dev), st->max_in_flight};
+        } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], st->grads_ms[k], st->in_ms[k],
+               st->wt_ms[k], (int64_t)pp_device_peak_bytes(st->dev), st->max_in_flight};
         PP_TRY(pp_comm_broadcast(p->comm, p->home_rank[s], &v, sizeof v, err));
         st->fwd_ms[k] = v.fwd;
         st->bwd_ms[k] = v.bwd;
         st->busy[k] = v.busy;
         st->grads_ms[k] = v.grads;
+        st->in_ms[k] = v.in;
+        st->wt_ms[k] = v.wt;
         st->peak_bytes = (size_t)v.peak;
         st->max_in_flight = (int)v.in_flight;
     }
-    /* the bubble of the whole pipeline, not of this process's stages */
+    /* the bubble of the whole pipeline's devices, not of this process's stages */
     double busy = 0;
     for (int s = 0; s < p->n_stages; s++) busy += p->stages[s].busy[k];
-    p->bubble[k] = 1.0 - busy / p->n_stages;
+    p->bubble[k] = 1.0 - busy / p->sched.devices;
     return PP_OK;
 }
 
@@ -329,7 +346,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     const batch_run *run = &p->full;
     if (rep_count != p->rep_batch) {
         if (p->tail.batch != rep_count)
-            PP_TRY(pipe_batch_run_make(p, &p->tail, rep_count, p->kind, err));
+            PP_TRY(pipe_batch_run_make(p, &p->tail, rep_count, false, err));
         run = &p->tail;
     }
     if (p->lr.kind != PP_LR_CONSTANT) {
@@ -432,7 +449,7 @@ pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
         const batch_run *run = &p->eval_full;
         if (count != p->eval_batch) {
             if (p->eval_tail.batch != count)
-                PP_TRY(pipe_batch_run_make(p, &p->eval_tail, count, PP_SCHEDULE_FORWARD, err));
+                PP_TRY(pipe_batch_run_make(p, &p->eval_tail, count, true, err));
             run = &p->eval_tail;
         }
         PP_TRY(pipe_prefetch_read(p->prefetch, p->eval_data, pos, count, p->host_eval_images,

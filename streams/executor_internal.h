@@ -27,10 +27,12 @@ typedef struct lane_events {
 
 typedef struct boundary_buf {
     size_t bytes;              /* capacity of every slot below */
+    bool cross;                /* stages b and b+1 on different schedule devices; else only
+                                * the send sides exist and the consumer reads them */
     void **act_send;           /* (slots) on stage b's device */
-    void **act_recv;           /* (slots) on stage b+1's device */
+    void **act_recv;           /* (slots) on stage b+1's device (cross only) */
     void **grad_send;          /* (slots) on stage b+1's device */
-    void **grad_recv;          /* (slots) on stage b's device */
+    void **grad_recv;          /* (slots) on stage b's device (cross only) */
     pp_device_ctx *pin[4];     /* per array above, in that order: the device whose host
                                   memory (pp_device_host_alloc: page-locked on CUDA) holds
                                   a CPU stage's slots that it copies; NULL: the stage
@@ -124,6 +126,14 @@ void pp_executor_clear_lanes(pp_executor *ex);
 /* Passes 2 and 3 of an eager run of the prepared program p. */
 pp_status pp_executor_run_eager(pp_executor *ex, const pp_program *p, pp_step_stats *stats,
                                 pp_error *err);
+
+/* ---- executor_place.c ------------------------------------------------------ */
+
+/* PP_ERR_INVALID when s places stages on one device that are on two device
+ * contexts or ranks here; PP_ERR_UNSUPPORTED when s has I or W actions of a
+ * stage without backward_input and backward_weight. */
+pp_status pp_executor_check_placement(const pp_executor *ex, const pp_schedule *s,
+                                      pp_error *err);
 
 /* Frees eg's graph, program and items and clears the slot. */
 void pp_executor_graph_drop(exec_graph *eg);

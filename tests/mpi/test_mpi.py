@@ -8,7 +8,8 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   in one process bit for bit: losses and the checkpoint file (parameters,
   buffers and momentum, written by rank 0); the same in bf16;
 - three stages on ranks 0, 1, 0 (a rank holding two non-adjacent stages),
-  the same;
+  the same; four stages looped over two ranks (interleavedzb) and in a V
+  (zbv), a rank's two stages on one device, the same checkpoint;
 - the 2-process checkpoint loads into 1 process and into 2, and training
   continues identically;
 - replicas.yaml (2 replicas x 2 stages, 4 processes) against two_stage.yaml:
@@ -155,6 +156,24 @@ got3 = train(write("three_ranks.yaml", spread), np=2, extra=("--save", path("thr
 check(ref3.get("losses") == got3.get("losses"), f"3 stages on ranks 0,1,0: {got3.get('losses')}")
 check(ref3.get("losses") == one.get("losses"), "3 stages equal 2 stages")
 same_file(path("three.st"), path("three_ranks.st"), "checkpoint of ranks 0,1,0")
+
+# 2b. Virtual stages over ranks: four stages looped on two processes (a rank's
+# two stages share its device), and a V, under schedules with a split backward:
+# the checkpoint of the 2-stage run in one process, bit for bit.
+four = plan_text("two_stage.yaml").replace(
+    "  - device: cpu:0\n    layers: [conv1, bn1, relu, maxpool, layer1, layer2]\n"
+    "  - device: cpu:1\n    layers: [layer3, layer4, avgpool, fc]",
+    "  - device: cpu:0\n    layers: [conv1, bn1, relu, maxpool, layer1]\n"
+    "  - device: rank1:cpu:0\n    layers: [layer2]\n"
+    "  - device: STAGE2\n    layers: [layer3]\n"
+    "  - device: STAGE3\n    layers: [layer4, avgpool, fc]")
+for name, schedule, s2, s3 in (("looped", "interleavedzb", "cpu:0", "rank1:cpu:0"),
+                               ("vshape", "zbv", "rank1:cpu:0", "cpu:0")):
+    text = four.replace("STAGE2", s2).replace("STAGE3", s3).replace("schedule: 1f1b",
+                                                                    f"schedule: {schedule}")
+    got = train(write(f"{name}.yaml", text), np=2, extra=("--save", path(f"{name}.st")))
+    check(got.get("losses") == one.get("losses"), f"{schedule} on ranks: {got.get('losses')}")
+    same_file(path("one.st"), path(f"{name}.st"), f"checkpoint of {schedule} over two ranks")
 
 # 3. The 2-process checkpoint loads anywhere: one more step in 1 and in 2 processes.
 a = train(os.path.join(HERE, "two_stage.yaml"), extra=("--load", path("two.st"), "--steps", "2"))
