@@ -137,6 +137,7 @@ struct pp_pipeline {
     pp_tensor corrects;          /* (m) I32 on the last device */
     pp_tensor dlogits;           /* (B, classes) on the last device */
     int64_t steps_done;
+    pp_plan_step_keys step_keys; /* what a step means, recorded in checkpoints */
     int graphs_mode;             /* 0 n/a, 1 on, 2 off (pp_pipeline_report.graphs) */
     int graph_captures, graph_replays, graph_launches;
     int steps_run;               /* steps run by this object (for the report) */
@@ -263,7 +264,8 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
 void pipe_free_rank(pp_pipeline *p);
 pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err);
 pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err);
-pp_status pipe_save_rank(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err);
+pp_status pipe_save_rank(pp_pipeline *p, const char *path, const pp_pipeline_save_options *o,
+                         pp_error *err);
 pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err);
 pp_status pipe_write_trace_rank(const pp_pipeline *p, const char *path, pp_error *err);
 
