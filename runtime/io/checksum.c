@@ -93,23 +93,52 @@ bool pp_cksum_parse(const char *text, uint64_t *v)
     return true;
 }
 
+/* Whether any of n words has all the exponent bits of mask set (a branch-free
+ * loop the compiler vectorises). */
+static bool any32(const unsigned char *p, size_t n, uint32_t mask)
+{
+    uint32_t hit = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x;
+        memcpy(&x, p + 4 * i, 4);
+        hit |= (x & mask) == mask;
+    }
+    return hit != 0;
+}
+
+static bool any16(const unsigned char *p, size_t n, uint16_t mask)
+{
+    uint32_t hit = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t x;
+        memcpy(&x, p + 2 * i, 2);
+        hit |= (uint16_t)(x & mask) == mask;
+    }
+    return hit != 0;
+}
+
 bool pp_cksum_find_nonfinite(pp_dtype t, const void *p, size_t bytes, size_t *index)
 {
-    /* an exponent field of all ones is an infinity or a NaN */
+    /* an exponent field of all ones is an infinity or a NaN; blocks are scanned
+     * without branching, the element found in the block that has one */
+    enum { BLOCK = 4096 };
+    const unsigned char *b = p;
     if (t == PP_F32) {
-        const uint32_t *w = p;
-        for (size_t i = 0; i < bytes / 4; i++) {
-            uint32_t x;
-            memcpy(&x, &w[i], 4);
-            if ((x & 0x7f800000u) == 0x7f800000u) return *index = i, true;
+        size_t n = bytes / 4;
+        for (size_t at = 0; at < n; at += BLOCK) {
+            size_t len = n - at < BLOCK ? n - at : BLOCK;
+            if (!any32(b + 4 * at, len, 0x7f800000u)) continue;
+            for (size_t i = at; i < at + len; i++)
+                if (any32(b + 4 * i, 1, 0x7f800000u)) return *index = i, true;
         }
     } else if (t == PP_BF16 || t == PP_F16) {
         const uint16_t mask = t == PP_BF16 ? 0x7f80u : 0x7c00u;
-        const unsigned char *b = p;
-        for (size_t i = 0; i < bytes / 2; i++) {
-            uint16_t x;
-            memcpy(&x, b + 2 * i, 2);
-            if ((x & mask) == mask) return *index = i, true;
+        size_t n = bytes / 2;
+        for (size_t at = 0; at < n; at += BLOCK) {
+            size_t len = n - at < BLOCK ? n - at : BLOCK;
+            if (!any16(b + 2 * at, len, mask)) continue;
+            for (size_t i = at; i < at + len; i++)
+                if (any16(b + 2 * i, 1, mask)) return *index = i, true;
         }
     }
     return false;
