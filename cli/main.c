@@ -8,7 +8,6 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +24,6 @@
 #include "cli/verify.h"
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
-#include "runtime/train/optimizer.h"
 #include "streams/schedule.h"
 #include "streams/stream.h"
 

@@ -310,8 +310,14 @@ def test_second_signal():
     d = path("twice-ck")
     os.makedirs(d)
     plan = write("twice.yaml", plan_text(steps=100000, every=1000, ckdir="twice-ck"))
-    p = subprocess.Popen([BIN, plan], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)
+    metrics = path("twice.csv")
+
+    def started():  # a step has run (--metrics writes a row per step)
+        return os.path.exists(metrics) and open(metrics).read().count("\nstep,") >= 1
+
+    p = subprocess.Popen([BIN, plan, "--metrics", metrics], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    check(wait_for(started, timeout=120, step=0.01), "the first step ran")
     p.send_signal(signal.SIGTERM)
     seen = wait_for(lambda: temporaries(d), timeout=60, step=0.0002)
     t0 = time.time()
@@ -322,8 +328,10 @@ def test_second_signal():
     check(not temporaries(d) and ckfiles(d) == [], f"no file, no temporary: {os.listdir(d)}")
     print(f"second signal: ended {time.time() - t0:.3f} s after it", file=sys.stderr)
     # one SIGTERM delivered twice: one stop, the checkpoint written
-    p = subprocess.Popen([BIN, plan], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)
+    os.unlink(metrics)
+    p = subprocess.Popen([BIN, plan, "--metrics", metrics], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    check(wait_for(started, timeout=120, step=0.01), "the first step ran")
     p.send_signal(signal.SIGTERM)
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
