@@ -2,12 +2,12 @@
  * main.c - the pipeline-run command-line program (ARCHITECTURE.md §6).
  *
  * Exit codes: 0 success; 2 bad input (plan, arguments, data or checkpoint
- * files) with "FILE:LINE:COL: message"; 1 runtime failure; 130 when stopped
- * by SIGINT (after saving the checkpoint asked for with --save).
+ * files) with "FILE:LINE:COL: message"; 1 runtime failure; 143 / 130 when
+ * stopped by SIGTERM / SIGINT (after the step in flight, having saved the
+ * series' checkpoint and --save's: signals.h, series.h).
  */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +20,12 @@
 #include "cli/fit.h"
 #include "cli/report.h"
 #include "cli/schedule_cmd.h"
+#include "cli/resume.h"
+#include "cli/series.h"
+#include "cli/signals.h"
+#include "cli/verify.h"
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
-#include "runtime/train/optimizer.h"
 #include "streams/schedule.h"
 #include "streams/stream.h"
 
@@ -31,9 +34,11 @@
 typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
-    bool validate, json, simulate, weights_only, eval_only, memory, optimize;
+    bool validate, json, simulate, weights_only, eval_only, memory, optimize, verify;
     int64_t memory_limit; /* --memory-limit (bytes), 0: none */
     const char *output;   /* -o: where --optimize writes the best plan */
+    const char **files;   /* --verify: the checkpoint files (argv's) */
+    int n_files;
     int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
     bool grads_whole;     /* --grad-allreduce whole */
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
@@ -44,8 +49,6 @@ typedef struct cli_args {
     pp_schedule_kind sweep_kinds[PP_SCHEDULE_KINDS];
     int n_sweep_kinds;    /* --sweep-schedule */
 } cli_args;
-
-static volatile sig_atomic_t g_stop;
 
 /* The job this process belongs to (one process unless started by mpirun).
  * Rank 0 speaks for the job; other ranks' stdout and stderr go to /dev/null
@@ -64,15 +67,10 @@ static void print_error(const char *msg)
     fflush(f);
 }
 
-static void on_sigint(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
-
 static void usage(FILE *f)
 {
     fputs("usage: pipeline-run PLAN.yaml [options]\n"
+          "       pipeline-run --verify FILE... [PLAN.yaml]\n"
           "\n"
           "Trains the network a partition plan describes, split into pipeline stages.\n"
           "\n"
@@ -92,10 +90,17 @@ static void usage(FILE *f)
           "  --json              print one JSON summary on stdout (human output goes to stderr)\n"
           "  --trace FILE        write a Chrome trace (open in Perfetto or chrome://tracing)\n"
           "  --load FILE         start from a safetensors checkpoint (torchvision names)\n"
-          "  --save FILE         write a safetensors checkpoint at the end (or on Ctrl-C)\n"
+          "  --save FILE         write a safetensors checkpoint at the end (also when stopped\n"
+          "                      by SIGTERM or Ctrl-C)\n"
           "  --weights-only      with --save: leave the optimizer state out of the file\n"
           "  --resume FILE       continue a run from its checkpoint (epoch, step, optimizer,\n"
-          "                      learning-rate schedule and data order)\n"
+          "                      learning-rate schedule and data order); refused when the\n"
+          "                      plan changes what a step means (batch, data, model, seed)\n"
+          "  --resume auto       from the newest checkpoint of the plan's checkpoint: series\n"
+          "                      (or --save's file) that verifies; a fresh start when none\n"
+          "  --verify FILE...    check checkpoint files (header, offsets, checksums, finite\n"
+          "                      values; with a PLAN.yaml also that it loads into its model\n"
+          "                      and would resume under it), run nothing; exit 0 or 2\n"
           "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda:*=cpu\n"
           "  --cuda-graphs on|off  replay each CUDA training step as graphs after the first\n"
           "                      (default: the plan's cuda_graphs, or PP_CUDA_GRAPHS, else on)\n"
@@ -115,7 +120,12 @@ static void usage(FILE *f)
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n"
           "\n"
-          "exit status: 0 ok, 1 runtime failure, 2 bad input, 130 interrupted\n",
+          "SIGTERM or SIGINT stops after the step in flight and, with a checkpoint: section\n"
+          "or --save, writes a checkpoint of the step reached first; a second signal ends\n"
+          "the program at once without a partial file.\n"
+          "\n"
+          "exit status: 0 ok, 1 runtime failure, 2 bad input, 143 stopped by SIGTERM,\n"
+          "130 stopped by SIGINT\n",
           f);
 }
 
@@ -141,7 +151,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
            O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY, O_OPTIMIZE, O_MEMORY_LIMIT,
-           O_PRINT_SCHEDULE, O_SWEEP_SCHEDULE };
+           O_PRINT_SCHEDULE, O_SWEEP_SCHEDULE, O_VERIFY };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -167,6 +177,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"grad-allreduce", required_argument, 0, O_GRAD_ALLREDUCE},
         {"print-schedule", optional_argument, 0, O_PRINT_SCHEDULE},
         {"sweep-schedule", required_argument, 0, O_SWEEP_SCHEDULE},
+        {"verify", no_argument, 0, O_VERIFY},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -181,6 +192,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
                 return bad_args("--steps: '%s' is not a positive integer", optarg);
             break;
         case O_VALIDATE: a->validate = true; break;
+        case O_VERIFY: a->verify = true; break;
         case O_JSON: a->json = true; break;
         case O_SIM: a->simulate = true; break;
         case O_MEMORY: a->memory = true; break;
@@ -258,6 +270,25 @@ static int parse_args(int argc, char **argv, cli_args *a)
         default: return bad_args("unknown option '%s'", argv[optind - 1]);
         }
     }
+    if (a->verify) { /* FILE... and at most one plan, told by its extension */
+        a->files = (const char **)argv + optind;
+        for (int i = optind; i < argc; i++) {
+            const char *dot = strrchr(argv[i], '.');
+            if (!dot || (strcmp(dot, ".yaml") != 0 && strcmp(dot, ".yml") != 0)) {
+                a->files[a->n_files++] = argv[i];
+            } else if (a->plan) {
+                return bad_args("--verify: '%s' is a second plan", argv[i]);
+            } else {
+                a->plan = argv[i];
+            }
+        }
+        if (a->n_files == 0) return bad_args("%s", "--verify needs checkpoint files");
+        if (a->validate || a->simulate || a->n_sweep || a->eval_only || a->resume || a->load ||
+            a->save)
+            return bad_args("%s", "--verify checks files and runs nothing: it takes no other "
+                                  "mode, --load, --save or --resume");
+        return 0;
+    }
     if (optind >= argc) return bad_args("%s", "missing PLAN.yaml");
     if (optind + 1 < argc) return bad_args("unexpected argument '%s'", argv[optind + 1]);
     a->plan = argv[optind];
@@ -325,6 +356,9 @@ typedef struct run_result {
     double *losses;
     int n_losses;
     bool interrupted;
+    int signal;                /* the signal that stopped the run (interrupted) */
+    bool abandoned;            /* a second signal abandoned a save: end at once */
+    pp_cli_epoch_sums sums;    /* the epoch in progress (in: at the start) */
     pp_epoch_row *epochs;      /* one per completed epoch (plans with epochs) */
     int n_epochs;
     bool evaluated;
@@ -337,11 +371,11 @@ static void run_result_free(run_result *rr)
     free(rr->epochs);
 }
 
-/* Running sums of one epoch. */
-typedef struct epoch_acc {
-    double loss_sum, correct_sum, ms;
+/* The time of the epoch's steps run by this process. */
+typedef struct epoch_time {
+    double ms;
     int64_t samples;
-} epoch_acc;
+} epoch_time;
 
 static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, int batch, double lr,
                         double loss, double acc, double seconds, double images_per_s)
@@ -352,43 +386,26 @@ static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, 
     fflush(m);
 }
 
-/* Periodic checkpoints (the plan's checkpoint section): the files this run
- * wrote, oldest first, so that only the newest `keep` stay. */
-typedef struct ckpt_ring {
-    char **paths;
-    int n;
-} ckpt_ring;
-
-static int periodic_save(pp_pipeline *p, const pp_plan *plan, ckpt_ring *ring, int64_t number,
-                         pp_error *err)
+/* A checkpoint of the series (periodic, or the last of a stopped run) with
+ * the epoch's running sums; returns an exit code (128 + the signal when a
+ * second one abandoned it: rr->abandoned). */
+static int series_save(pp_pipeline *p, const pp_plan *plan, pp_cli_series *series,
+                       run_result *rr, const char **saved, pp_error *err)
 {
-    const pp_plan_checkpoint *c = &plan->checkpoint;
-    const char *tag = plan->epochs ? "{epoch}" : "{step}";
-    const char *at = strstr(c->path, tag);
-    if (!at) return 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%.*s%lld%s", (int)(at - c->path), c->path, (long long)number,
-             at + strlen(tag));
-    if (pp_pipeline_save(p, path, true, err) != PP_OK) return err->code == PP_ERR_INPUT ? 2 : 1;
-    fprintf(stderr, "saved %s\n", path);
-    char **grown = realloc(ring->paths, (size_t)(ring->n + 1) * sizeof *grown);
-    char *copy = strdup(path);
-    if (!grown || !copy) {
-        free(copy);
-        if (grown) ring->paths = grown;
-        pp_error_set(err, PP_ERR_OOM, "out of host memory");
-        return 1;
+    pp_checkpoint_meta meta[3];
+    char bufs[3][40];
+    pp_pipeline_save_options o = {.with_optimizer = true, .meta = meta};
+    if (plan->epochs) o.n_meta = pp_cli_epoch_sums_meta(&rr->sums, meta, bufs);
+    bool written;
+    const char *path;
+    pp_status s = pp_cli_series_save(series, p, &o, &path, &written, err);
+    if (saved) *saved = path;
+    if (s == PP_ERR_INTERRUPTED) {
+        rr->abandoned = true;
+        return 128 + pp_cli_signal_first();
     }
-    ring->paths = grown;
-    ring->paths[ring->n++] = copy;
-    /* drop the oldest this run wrote (rank 0 wrote them) */
-    while (c->keep > 0 && ring->n > c->keep) {
-        if (pp_comm_rank(g_comm) == 0 && unlink(ring->paths[0]) != 0 && errno != ENOENT)
-            fprintf(stderr, "pipeline-run: cannot remove %s: %s\n", ring->paths[0],
-                    strerror(errno));
-        free(ring->paths[0]);
-        memmove(ring->paths, ring->paths + 1, (size_t)(--ring->n) * sizeof *ring->paths);
-    }
+    if (s != PP_OK) return s == PP_ERR_INPUT ? 2 : 1;
+    if (written) fprintf(stderr, "saved %s\n", path);
     return 0;
 }
 
@@ -409,7 +426,7 @@ static int evaluate(pp_pipeline *p, run_result *rr, FILE *metrics, int64_t epoch
  * epoch (and the plan's evaluation every eval.every epochs); with steps, one
  * evaluation at the end when the plan has an eval section. */
 static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progress, FILE *metrics,
-                     run_result *rr, pp_error *err)
+                     pp_cli_series *series, run_result *rr, pp_error *err)
 {
     rr->losses = calloc((size_t)steps, sizeof(double));
     int max_epochs = plan->epochs > 0 ? plan->epochs + 1 : 1;
@@ -419,12 +436,16 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
         return 1;
     }
     int64_t t0 = pp_stream_clock_ns();
-    epoch_acc acc = {0};
-    ckpt_ring ring = {0};
+    epoch_time et = {0};
+    pp_cli_epoch_sums *acc = &rr->sums; /* from the checkpoint resumed: the whole epoch */
+    const bool periodic = plan->checkpoint.enabled && series;
     int rc = 0;
     for (int i = 0; i < steps && !rc; i++) {
-        if (g_stop) {
+        int sig; /* every rank stops after the same step */
+        if (pp_cli_stop_agree(g_comm, &sig, err) != PP_OK) return 1;
+        if (sig) {
             rr->interrupted = true;
+            rr->signal = sig;
             break;
         }
         pp_step_result r;
@@ -434,10 +455,11 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
             return s == PP_ERR_INPUT ? 2 : 1;
         }
         rr->losses[rr->n_losses++] = r.loss;
-        acc.loss_sum += r.loss * r.batch;
-        acc.correct_sum += r.accuracy * r.batch;
-        acc.samples += r.batch;
-        acc.ms += r.step_ms;
+        acc->loss_sum += r.loss * r.batch;
+        acc->correct_sum += r.accuracy * r.batch;
+        acc->samples += r.batch;
+        et.ms += r.step_ms;
+        et.samples += r.batch;
         metrics_row(metrics, "step", r.epoch + 1, r.step + 1, r.batch, r.lr, r.loss, r.accuracy,
                     r.step_ms / 1e3, r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0);
         if (progress) {
@@ -447,17 +469,18 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
                             r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0,
                             per_step * (steps - i - 1));
         }
-        if (plan->checkpoint.enabled && !plan->epochs && (r.step + 1) % plan->checkpoint.every == 0)
-            rc = periodic_save(p, plan, &ring, r.step + 1, err);
+        if (periodic && !plan->epochs && (r.step + 1) % plan->checkpoint.every == 0)
+            rc = series_save(p, plan, series, rr, NULL, err);
         if (!r.epoch_end) continue;
         if (progress) fputc('\n', stderr);
         pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs - 1 ? rr->n_epochs++ : 0];
         *row = (pp_epoch_row){.epoch = (int)r.epoch + 1,
-                              .train_loss = acc.loss_sum / (double)acc.samples,
-                              .train_acc = acc.correct_sum / (double)acc.samples,
-                              .seconds = acc.ms / 1e3,
-                              .images_per_s = acc.ms > 0 ? acc.samples * 1000.0 / acc.ms : 0};
-        acc = (epoch_acc){0};
+                              .train_loss = acc->loss_sum / (double)acc->samples,
+                              .train_acc = acc->correct_sum / (double)acc->samples,
+                              .seconds = et.ms / 1e3,
+                              .images_per_s = et.ms > 0 ? et.samples * 1000.0 / et.ms : 0};
+        *acc = (pp_cli_epoch_sums){0};
+        et = (epoch_time){0};
         bool due = pp_pipeline_has_eval(p) &&
                    ((r.epoch + 1) % plan->eval.every == 0 || i == steps - 1);
         if (due) {
@@ -469,11 +492,9 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
             row->eval_images_per_s = rr->last_eval.images_per_s;
         }
         pp_cli_print_epoch(stderr, row, plan->epochs);
-        if (plan->checkpoint.enabled && (r.epoch + 1) % plan->checkpoint.every == 0)
-            rc = periodic_save(p, plan, &ring, r.epoch + 1, err);
+        if (periodic && (r.epoch + 1) % plan->checkpoint.every == 0)
+            rc = series_save(p, plan, series, rr, NULL, err);
     }
-    for (int k = 0; k < ring.n; k++) free(ring.paths[k]);
-    free(ring.paths);
     if (rc) return rc;
     if (progress) fputc('\n', stderr);
     if (!plan->epochs && !rr->interrupted && rr->n_losses > 0 && pp_pipeline_has_eval(p))
@@ -542,7 +563,10 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
             return fail(&err);
         }
         run_result rr = {0};
-        int rc = st == PP_OK ? run_steps(p, plan, steps, isatty(2), NULL, &rr, &err) : 1;
+        pp_cli_series series;
+        pp_cli_series_init(&series, plan, 0, p ? pp_pipeline_steps_per_epoch(p) : 1);
+        int rc = st == PP_OK ? run_steps(p, plan, steps, isatty(2), NULL, &series, &rr, &err) : 1;
+        pp_cli_series_free(&series);
         if (rc == 2) {
             run_result_free(&rr);
             pp_pipeline_free(p);
@@ -575,8 +599,8 @@ static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
         run_result_free(&rr);
         pp_pipeline_free(p);
         if (rr.interrupted) {
-            fprintf(stderr, "pipeline-run: interrupted\n");
-            return 130;
+            fprintf(stderr, "pipeline-run: interrupted by %s\n", pp_cli_signal_name(rr.signal));
+            return 128 + rr.signal;
         }
     }
     pp_cli_print_sweep(human, rows, a->n_sweep);
@@ -617,6 +641,28 @@ static int do_eval_only(const pp_plan *plan, const cli_args *a)
     return rc;
 }
 
+/* The --save file of a training run: the whole state after the last whole
+ * step (also when stopped). Returns an exit code. */
+static int save_final(pp_pipeline *p, const pp_plan *plan, const cli_args *a, run_result *rr,
+                      pp_error *err)
+{
+    pp_checkpoint_meta meta[3];
+    char bufs[3][40];
+    pp_pipeline_save_options o = {.with_optimizer = !a->weights_only, .meta = meta,
+                                  .cancelled = pp_cli_signal_again};
+    if (plan->epochs) o.n_meta = pp_cli_epoch_sums_meta(&rr->sums, meta, bufs);
+    pp_cli_signal_saving(true);
+    pp_status s = pp_pipeline_save_with(p, a->save, &o, err);
+    pp_cli_signal_saving(false);
+    if (s == PP_ERR_INTERRUPTED) {
+        rr->abandoned = true;
+        return 128 + pp_cli_signal_first();
+    }
+    if (s != PP_OK) return s == PP_ERR_INPUT ? 2 : 1;
+    fprintf(stderr, "saved %s after step %lld\n", a->save, (long long)pp_pipeline_steps_done(p));
+    return 0;
+}
+
 static int do_train(const pp_plan *plan, const cli_args *a, int steps)
 {
     pp_error err;
@@ -625,48 +671,51 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
                                 .layout = a->layout,
                                 .graphs = (pp_pipeline_graphs)a->graphs,
                                 .grad_allreduce_whole = a->grads_whole};
-    if (a->resume && plan->optimizer.momentum != 0) { /* resuming needs the momentum buffers */
-        pp_checkpoint_info info;
-        if (pp_checkpoint_list(a->resume, &info, &err) != PP_OK) return fail(&err);
-        bool has_opt = false;
-        for (size_t i = 0; i < info.n && !has_opt; i++)
-            has_opt = strncmp(info.entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX,
-                              strlen(PP_OPTIMIZER_MOMENTUM_PREFIX)) == 0;
-        pp_checkpoint_info_free(&info);
-        if (!has_opt) {
-            fprintf(stderr, "pipeline-run: %s: no optimizer state (saved with --weights-only?); "
-                            "--resume needs it, --load starts from the weights alone\n",
-                    a->resume);
-            return 2;
-        }
+    /* what the run starts from: --resume (auto or a file, checked against the
+     * plan), --load, or nothing */
+    pp_cli_start start;
+    int rc = pp_cli_start_prepare(plan, g_comm, a->resume, a->save, &start);
+    if (rc) return rc;
+    if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) {
+        pp_cli_start_free(&start);
+        return fail(&err);
     }
-    if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) return fail(&err);
-    const char *from = a->resume ? a->resume : a->load;
+    const char *from = start.from ? start.from : a->load;
     if (from && pp_pipeline_load(p, from, &err) != PP_OK) {
+        pp_cli_start_free(&start);
         pp_pipeline_free(p);
         return fail(&err);
     }
-    if (a->resume) {
-        int64_t done = pp_pipeline_steps_done(p), spe = pp_pipeline_steps_per_epoch(p);
+    const int64_t spe = pp_pipeline_steps_per_epoch(p);
+    pp_cli_series series;
+    pp_cli_series_init(&series, plan, pp_comm_rank(g_comm), spe);
+    run_result rr = {0};
+    int64_t resumed_from = -1;
+    if (start.from) {
+        int64_t done = pp_pipeline_steps_done(p);
+        resumed_from = done;
+        rr.sums = start.sums; /* the epoch in progress, from its start */
+        pp_cli_series_adopt(&series, start.series, start.n_series, done, start.from);
         if (plan->epochs)
-            fprintf(stderr, "resuming %s after step %lld (epoch %lld of %d)\n", a->resume,
+            fprintf(stderr, "resuming %s after step %lld (epoch %lld of %d)\n", start.from,
                     (long long)done, (long long)(done / spe), plan->epochs);
         else
-            fprintf(stderr, "resuming %s after step %lld\n", a->resume, (long long)done);
+            fprintf(stderr, "resuming %s after step %lld\n", start.from, (long long)done);
         if (!plan->epochs && a->steps == 0) { /* the plan's steps count from the start */
             int64_t left = (int64_t)plan->steps - done;
             steps = left > 0 ? (int)left : 0;
         }
     }
+    pp_cli_start_free(&start);
     if (!steps && plan->epochs) { /* whole passes, from where a loaded run stopped */
-        int64_t total = (int64_t)plan->epochs * pp_pipeline_steps_per_epoch(p) -
-                        pp_pipeline_steps_done(p);
+        int64_t total = (int64_t)plan->epochs * spe - pp_pipeline_steps_done(p);
         steps = total > PP_PLAN_MAX_STEPS ? PP_PLAN_MAX_STEPS : total > 0 ? (int)total : 0;
     }
     FILE *metrics = NULL;
     if (a->metrics && !(metrics = fopen(a->metrics, "w"))) {
         fprintf(stderr, "pipeline-run: %s: cannot open for writing: %s\n", a->metrics,
                 strerror(errno));
+        pp_cli_series_free(&series);
         pp_pipeline_free(p);
         return 2;
     }
@@ -675,7 +724,7 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     char epochs[64] = "";
     if (plan->epochs)
         snprintf(epochs, sizeof epochs, " (%d epoch%s of %lld)", plan->epochs,
-                 plan->epochs == 1 ? "" : "s", (long long)pp_pipeline_steps_per_epoch(p));
+                 plan->epochs == 1 ? "" : "s", (long long)spe);
     char precision[16] = ""; /* named unless fp32 */
     if (plan->precision != PP_PLAN_PRECISION_FP32)
         snprintf(precision, sizeof precision, ", %s", pp_plan_precision_name(plan->precision));
@@ -683,27 +732,38 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
             plan->path, plan->model.name, plan->n_stages, plan->n_stages == 1 ? "" : "s",
             pp_plan_schedule_name(plan->schedule), precision, plan->batch_size, plan->micro_batches,
             plan->micro_batches == 1 ? "" : "es", steps, steps == 1 ? "" : "s", epochs);
-    run_result rr = {0};
-    int rc = run_steps(p, plan, steps, isatty(2), metrics, &rr, &err);
+    rc = run_steps(p, plan, steps, isatty(2), metrics, &series, &rr, &err);
     if (metrics && fclose(metrics) != 0 && !rc) {
         fprintf(stderr, "pipeline-run: %s: write failed\n", a->metrics);
         rc = 1;
     }
-    if (rc) print_error(err.msg);
+    const bool step_failed = rc != 0;
+    if (rc && !rr.abandoned) print_error(err.msg);
     /* a consistent checkpoint: after a whole step (also when interrupted); never
      * after a failed step, which leaves batch-norm statistics half-updated */
-    if (a->save && rc != 0 && rr.n_losses > 0)
+    if (a->save && step_failed && rr.n_losses > 0 && !rr.abandoned)
         fprintf(stderr, "pipeline-run: %s not saved: step %d failed, and a failed step leaves "
                 "the model half-updated\n", a->save, rr.n_losses + 1);
-    if (a->save && rc == 0) {
+    /* the series' checkpoint of the step reached, at the end of the run or
+     * when stopped (unless this state is on disk already), then --save's */
+    const char *saved = NULL;
+    if (!rc && rr.n_losses > 0 && plan->checkpoint.enabled) {
+        rc = series_save(p, plan, &series, &rr, &saved, &err);
+        if (rc && !rr.abandoned) print_error(err.msg);
+    }
+    if (a->save && !rr.abandoned && !step_failed) {
         pp_error serr;
-        if (pp_pipeline_save(p, a->save, !a->weights_only, &serr) != PP_OK) {
-            print_error(serr.msg);
-            if (!rc) rc = serr.code == PP_ERR_INPUT ? 2 : 1;
-        } else {
-            fprintf(stderr, "saved %s after step %lld\n", a->save,
-                    (long long)pp_pipeline_steps_done(p));
-        }
+        int src = save_final(p, plan, a, &rr, &serr);
+        if (src && !rr.abandoned) print_error(serr.msg);
+        if (src && !rc) rc = src;
+    }
+    if (rr.abandoned) { /* a second signal: end now, no partial file left */
+        fprintf(stderr, "pipeline-run: interrupted again while saving: the save was abandoned "
+                        "(no partial file; the previous checkpoints stay)\n");
+        pp_cli_series_free(&series);
+        run_result_free(&rr);
+        pp_pipeline_free(p);
+        return rc;
     }
     if (a->trace && rr.n_losses > 0) {
         pp_error terr;
@@ -717,19 +777,33 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "pipeline-run: cannot write %s\n", a->plot);
         if (!rc) rc = 1;
     }
-    if (rr.n_losses > 0) {
+    pp_cli_run_info info = {.steps_done = pp_pipeline_steps_done(p),
+                            .steps_left = steps - rr.n_losses,
+                            .resumed_from = resumed_from,
+                            .interrupted = rr.interrupted ? pp_cli_signal_name(rr.signal) : NULL};
+    if (rr.n_losses > 0 || (!rc && (steps == 0 || rr.interrupted))) {
         const pp_eval_result *ev = rr.evaluated ? &rr.last_eval : NULL;
-        pp_cli_print_summary(human, plan, p, rr.losses, rr.n_losses, ev);
-        if (a->json &&
-            !pp_cli_print_json(stdout, plan, p, rr.losses, rr.n_losses, rr.epochs, rr.n_epochs, ev) &&
+        pp_cli_print_summary(human, plan, p, rr.losses, rr.n_losses, ev, &info);
+        if (a->json && !pp_cli_print_json(stdout, plan, p, rr.losses, rr.n_losses, rr.epochs,
+                                          rr.n_epochs, ev, &info) &&
             !rc)
             rc = 1;
     }
     if (rr.interrupted && !rc) {
-        fprintf(stderr, "pipeline-run: interrupted after %d step%s\n", rr.n_losses,
-                rr.n_losses == 1 ? "" : "s");
-        rc = 130;
+        char what[512] = "nothing saved (the plan has no checkpoint: section and no --save "
+                         "was given)";
+        if (rr.n_losses == 0)
+            snprintf(what, sizeof what, "nothing to save");
+        else if (saved || a->save)
+            snprintf(what, sizeof what, "saved %s%s%s", saved ? saved : "",
+                     saved && a->save ? " and " : "", a->save ? a->save : "");
+        fprintf(stderr, "pipeline-run: interrupted after %d step%s by %s (the run is at step "
+                        "%lld): %s\n",
+                rr.n_losses, rr.n_losses == 1 ? "" : "s", pp_cli_signal_name(rr.signal),
+                (long long)pp_pipeline_steps_done(p), what);
+        rc = 128 + rr.signal;
     }
+    pp_cli_series_free(&series);
     run_result_free(&rr);
     pp_pipeline_free(p);
     return rc;
@@ -813,7 +887,9 @@ int main(int argc, char **argv)
      * by every rank alike before any transfer, so each leaves normally (two
      * ranks aborting at once can crash Open MPI's launcher); a rank alone in
      * its input error stalls the others at most their transfer timeout. */
-    if (rc && rc != 2 && pp_comm_size(g_comm) > 1) pp_comm_abort(g_comm, rc, NULL);
+    if (rc && rc != 2 && rc < 128 && pp_comm_size(g_comm) > 1) pp_comm_abort(g_comm, rc, NULL);
+    /* (128 + a signal: every rank stopped after the same step and saved; each
+     * leaves normally) */
     pp_comm_free(g_comm);
     if (g_err) fclose(g_err);
     return rc;
@@ -824,15 +900,21 @@ static int run(int argc, char **argv)
     cli_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc;
+    if (a.verify && pp_comm_size(g_comm) > 1)
+        return bad_args("%s runs in one process (start it without mpirun)", "--verify");
+    if (a.verify && !a.plan) return pp_cli_verify(a.files, a.n_files, NULL);
 
     pp_plan *plan;
-    if ((rc = pp_cli_load_plan(a.plan, a.device_map, &plan)) != 0) return rc;
+    if (a.verify) { /* the plan as written: its devices need not exist here */
+        if ((rc = pp_cli_load_plan(a.plan, a.device_map, false, &plan)) != 0) return rc;
+        rc = pp_cli_verify(a.files, a.n_files, plan);
+        pp_plan_free(plan);
+        return rc;
+    }
+    if ((rc = pp_cli_load_plan(a.plan, a.device_map, true, &plan)) != 0) return rc;
     int steps = a.steps ? a.steps : plan->steps;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, NULL);
+    pp_cli_signals_install();
 
     if (!a.simulate && !a.memory && !a.optimize && !a.print_schedule && !a.n_sweep &&
         !a.n_sweep_kinds && !a.eval_only && (rc = check_memory(plan)) != 0) {

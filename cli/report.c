@@ -69,11 +69,28 @@ static void print_replicas(FILE *f, const pp_pipeline *p, int replicas)
     }
 }
 
+/* Before the first step the report is all zero: what the plan says instead. */
+static void report_unrun(const pp_plan *plan, pp_pipeline_report *r)
+{
+    if (r->steps > 0) return;
+    int ranks = 1;
+    for (int s = 0; !plan->replicas_in_process && s < plan->n_stages; s++)
+        for (int k = 0; k < (plan->replicas > 1 ? plan->replicas : 1); k++) {
+            int rank = k ? plan->stages[s].replica_rank[k] : plan->stages[s].rank;
+            if (rank + 1 > ranks) ranks = rank + 1;
+        }
+    r->ranks = ranks;
+    r->replicas = plan->replicas > 1 ? plan->replicas : 1;
+    if (!r->graphs) r->graphs = "n/a";
+}
+
 void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
-                          const double *losses, int n_losses, const pp_eval_result *last_eval)
+                          const double *losses, int n_losses, const pp_eval_result *last_eval,
+                          const pp_cli_run_info *run)
 {
     pp_pipeline_report r;
     pp_pipeline_report_get(p, &r);
+    report_unrun(plan, &r);
     int n = pp_pipeline_stage_count(p);
     int width = 6; /* the layers column fits the longest list */
     char *lists[PP_PLAN_MAX_STAGES] = {0};
@@ -120,6 +137,15 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
             pp_plan_schedule_name(plan->schedule), plan->batch_size, plan->micro_batches,
             plan->micro_batches == 1 ? "" : "es", plan->split_size, r.steps,
             r.steps == 1 ? "" : "s");
+    if (r.steps == 0 && run && !run->interrupted) { /* nothing ran: no figures to give */
+        fprintf(f, "no steps left: the run had finished (step %lld)\n",
+                (long long)run->steps_done);
+        if (last_eval)
+            fprintf(f, "test         loss %.4f, accuracy %.4f (%lld images, %.0f images/s)\n",
+                    last_eval->loss, last_eval->accuracy, (long long)last_eval->samples,
+                    last_eval->images_per_s);
+        return;
+    }
     fprintf(f, "throughput   %.1f images/s\n", r.images_per_s);
     fprintf(f, "step time    %.1f ms median (min %.1f, max %.1f%s)\n", r.step_ms_median,
             r.step_ms_min, r.step_ms_max, r.steps > 1 ? ", first step excluded" : "");
@@ -198,10 +224,11 @@ static bool dump(FILE *f, json_t *o)
 
 bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const double *losses,
                        int n_losses, const pp_epoch_row *epochs, int n_epochs,
-                       const pp_eval_result *last_eval)
+                       const pp_eval_result *last_eval, const pp_cli_run_info *run)
 {
     pp_pipeline_report r;
     pp_pipeline_report_get(p, &r);
+    report_unrun(plan, &r);
     json_t *o = plan_object(plan);
     json_t *lj = json_array();
     json_t *stages = json_array();
@@ -274,6 +301,15 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
         json_object_set_new(o, "epochs", ej);
     }
     if (last_eval) json_object_set_new(o, "eval", eval_object(last_eval));
+    if (run) {
+        json_object_set_new(o, "steps_done", json_integer((json_int_t)run->steps_done));
+        json_object_set_new(o, "steps_left", json_integer((json_int_t)run->steps_left));
+        json_object_set_new(o, "resumed_from", run->resumed_from >= 0
+                                                   ? json_integer((json_int_t)run->resumed_from)
+                                                   : json_null());
+        json_object_set_new(o, "interrupted",
+                            run->interrupted ? json_string(run->interrupted) : json_null());
+    }
     return dump(f, o);
 }
 

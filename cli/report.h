@@ -7,6 +7,7 @@
 #define PP_CLI_REPORT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "partitioner/plan.h"
@@ -55,20 +56,33 @@ typedef struct pp_epoch_row {
     double eval_images_per_s; /* pipelined inference */
 } pp_epoch_row;
 
+/* Where a training run stands when it ends (summary and JSON). */
+typedef struct pp_cli_run_info {
+    int64_t steps_done;       /* steps of the run in all, resumed ones included */
+    int64_t steps_left;       /* steps this invocation was to run and did not (stopped) */
+    int64_t resumed_from;     /* steps done by the checkpoint it resumed from; -1 fresh */
+    const char *interrupted;  /* "SIGTERM", "SIGINT" when stopped by one, else NULL */
+} pp_cli_run_info;
+
 /* The human summary: one row per stage, then throughput and bubble, the
- * first and last loss and, with an evaluation, the last test accuracy. */
+ * first and last loss and, with an evaluation, the last test accuracy. A
+ * run that had no steps left (a finished run resumed) says so instead of
+ * the figures. run may be NULL. */
 void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
-                          const double *losses, int n_losses, const pp_eval_result *last_eval);
+                          const double *losses, int n_losses, const pp_eval_result *last_eval,
+                          const pp_cli_run_info *run);
 
 /* "epoch 3/10  train loss 0.4123  test loss 0.3950  test acc 0.8612  12.3 s  4878 img/s" */
 void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs);
 
 /* The JSON summary object (ARCHITECTURE.md §6) on one line, with a newline.
  * losses has n_losses entries, epochs n_epochs (the key is left out when 0),
- * last_eval may be NULL. Returns false when out of memory. */
+ * last_eval may be NULL. With run: also steps_done, steps_left,
+ * resumed_from (null when fresh) and interrupted (null, or the signal's
+ * name). Returns false when out of memory. */
 bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const double *losses,
                        int n_losses, const pp_epoch_row *epochs, int n_epochs,
-                       const pp_eval_result *last_eval);
+                       const pp_eval_result *last_eval, const pp_cli_run_info *run);
 
 /* An SVG chart of training: train loss and test loss (left axis) and test
  * accuracy (right axis, 0..1) per epoch, the picture d2l draws. */

@@ -21,7 +21,7 @@ static int fail(const pp_error *err)
     return err->code == PP_ERR_INPUT ? 2 : 1;
 }
 
-int pp_cli_load_plan(const char *path, const char *device_map, pp_plan **out)
+int pp_cli_load_plan(const char *path, const char *device_map, bool resolve, pp_plan **out)
 {
     pp_plan *plan;
     pp_diag diag;
@@ -35,7 +35,7 @@ int pp_cli_load_plan(const char *path, const char *device_map, pp_plan **out)
     pp_error err;
     pp_profile_note note = {0};
     if ((device_map && pp_plan_apply_device_map(plan, device_map, &err) != PP_OK) ||
-        pp_fit_resolve_plan(plan, &note, &err) != PP_OK) {
+        (resolve && pp_fit_resolve_plan(plan, &note, &err) != PP_OK)) {
         pp_plan_free(plan);
         return fail(&err);
     }
@@ -142,7 +142,7 @@ static void sweep_one(const pp_cli_sweep_args *a, pp_schedule_kind kind, pp_sche
     pp_plan *plan;
     pp_error err;
     pp_status st = PP_OK;
-    if (pp_cli_load_plan(a->path, a->device_map, &plan) != 0) {
+    if (pp_cli_load_plan(a->path, a->device_map, true, &plan) != 0) {
         st = pp_error_set(&err, PP_ERR_INPUT, "the plan does not load");
         plan = NULL;
     }

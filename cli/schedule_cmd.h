@@ -13,9 +13,10 @@
 #include "pipeline/pipeline.h"
 #include "streams/schedule.h"
 
-/* Loads the plan at path, applies the device map (may be NULL) and resolves
- * automatic stages; *out is the caller's (pp_plan_free). */
-int pp_cli_load_plan(const char *path, const char *device_map, pp_plan **out);
+/* Loads the plan at path, applies the device map (may be NULL) and, with
+ * resolve, resolves automatic stages (the profile cache's note on stderr);
+ * *out is the caller's (pp_plan_free). Returns the exit code (0: loaded). */
+int pp_cli_load_plan(const char *path, const char *device_map, bool resolve, pp_plan **out);
 
 /* --simulate: the predicted step, per stage and in all (json: the JSON on
  * stdout, the table on stderr). */

@@ -28,7 +28,8 @@ extern "C" {
 
 typedef enum pp_stem {
     PP_STEM_IMAGENET = 0, /* 7x7/2 conv, BN, ReLU, 3x3/2 max pool */
-    PP_STEM_CIFAR = 1,    /* 3x3/1 conv, BN, ReLU, no max pool (maxpool is identity) */
+    PP_STEM_CIFAR = 1,    /* 3x3/1 conv, BN, ReLU, no max pool (maxpool is an identity
+                             unit, which stage lists may leave out) */
 } pp_stem;
 
 typedef enum pp_model_kind {
@@ -127,6 +128,9 @@ typedef struct pp_unit_info {
     bool iw_keeps_output;   /* ... its output activation */
     int min_batch;          /* smallest micro-batch a training forward accepts: 2 where a
                                batch norm sees one value per channel per sample */
+    bool identity;          /* computes nothing and holds nothing (the cifar stem's maxpool,
+                               kept so that names match torchvision): a stage's layer list
+                               may leave it out, and it joins the stage of the unit before */
 } pp_unit_info;
 
 typedef struct pp_catalogue {

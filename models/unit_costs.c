@@ -68,6 +68,7 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
 {
     memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "%s", s->name);
+    info->identity = s->kind == PP_UNIT_IDENTITY;
     int out_ndim;
     int64_t out[PP_MAX_DIMS];
     PP_TRY(pp_unit_output_shape(s, in_ndim, in, &out_ndim, out, err));

@@ -399,8 +399,15 @@ static void walk_data(pp_walk *w, const pp_ynode *n)
         const pp_ynode *s = f[K_SIZE];
         if (s) {
             w->size_node = s;
-            if (s->kind != PP_YNODE_SEQ || s->n != 2) {
-                pp_walk_error(w, s, "data.image_size must be a list [height, width], got %s",
+            if (s->kind == PP_YNODE_SCALAR) { /* image_size: N is [N, N] */
+                int nn;
+                if (pp_walk_int32(w, s, "data.image_size", 1, 8192, &nn))
+                    p->model.image_h = p->model.image_w = nn;
+                else
+                    w->size_ok = false;
+            } else if (s->kind != PP_YNODE_SEQ || s->n != 2) {
+                pp_walk_error(w, s, "data.image_size must be a size N (for N x N) or a list "
+                                    "[height, width], got %s",
                               s->kind == PP_YNODE_SEQ ? "a list of another length"
                                                       : pp_walk_describe(s));
                 w->size_ok = false;

@@ -318,6 +318,28 @@ pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err
  * and why is non-NULL, writes the first difference there. */
 bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n);
 
+/* What a training step means under a plan: the keys (plan spellings such as
+ * "batch.size", "data.images", "seed") whose values decide which samples a
+ * step reads and what it computes from them, with those values as text
+ * ("256", "train-images-idx3-ubyte.gz (47040016 bytes)"). A checkpoint
+ * records them; a run resumed under a plan whose values differ would give
+ * its steps another meaning. Listed: the model and its input, batch.size,
+ * batch.micro_batches (models with batch norm: the micro-batches' sizes over
+ * every replica, "4 (2+2+2+2)"), the data (format, size, files by name and
+ * size, shuffle, normalisation) and seed. Not listed: stages, devices,
+ * schedule, precision, optimizer, learning rate, steps and epochs. */
+#define PP_PLAN_STEP_KEYS_MAX 24
+typedef struct pp_plan_step_keys {
+    int n;
+    char *keys[PP_PLAN_STEP_KEYS_MAX];   /* owned */
+    char *values[PP_PLAN_STEP_KEYS_MAX]; /* owned */
+} pp_plan_step_keys;
+
+/* Fills *out (free with pp_plan_step_keys_free); PP_ERR_OOM when out of
+ * memory (then *out is empty). */
+pp_status pp_plan_step_keys_get(const pp_plan *plan, pp_plan_step_keys *out, pp_error *err);
+void pp_plan_step_keys_free(pp_plan_step_keys *keys);
+
 /* Cuts the plan's batch anew (the one rule of ARCHITECTURE.md section 4):
  * into micro-batches of split_size (split_size > 0, micro_batches 0) or into
  * micro_batches pieces (split_size 0). Updates split_size, micro_batches,

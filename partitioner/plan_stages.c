@@ -330,6 +330,18 @@ static void check_coverage(pp_walk *w, layer_item *items, int n_items)
         }
     }
     if (!order_err) {
+        /* an identity unit left out (the cifar stem's maxpool) joins the item
+         * before it, or the one after it when it comes first */
+        for (int u = 0; u < n; u++) {
+            if (owner[u] >= 0 || !p->catalogue.units[u].identity) continue;
+            if (u > 0 && owner[u - 1] >= 0) {
+                owner[u] = owner[u - 1];
+                items[owner[u]].last = u;
+            } else if (u + 1 < n && owner[u + 1] >= 0) {
+                owner[u] = owner[u + 1];
+                items[owner[u]].first = u;
+            }
+        }
         for (int a = 0; a < n;) {
             if (owner[a] >= 0) {
                 a++;

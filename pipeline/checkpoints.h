@@ -8,7 +8,8 @@
 #include "pipeline/state.h"
 
 /* One rank's checkpoint saving and loading (see pipeline_impl.h). */
-pp_status pipe_save_rank(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err);
+pp_status pipe_save_rank(pp_pipeline *p, const char *path, const pp_pipeline_save_options *o,
+                         pp_error *err);
 pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err);
 
 #endif

@@ -640,7 +640,9 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
         (void)rep_off;
     }
     p->classes = plan->model.num_classes;
-    pp_status s = PP_ERR_OOM;
+    pp_status s = pp_plan_step_keys_get(plan, &p->step_keys, err);
+    if (s != PP_OK) goto fail;
+    s = PP_ERR_OOM;
     p->mb_sizes = malloc((size_t)p->m * sizeof(int));
     p->mb_offsets = malloc((size_t)p->m * sizeof(int));
     if (!p->mb_sizes || !p->mb_offsets) {
@@ -781,6 +783,7 @@ void pipe_free_rank(pp_pipeline *p)
     free(p->rep_rank);
     free(p->mb_sizes);
     free(p->mb_offsets);
+    pp_plan_step_keys_free(&p->step_keys);
     free(p->step_ms);
     free(p->bubble);
     free(p->copy_ms);

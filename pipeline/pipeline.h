@@ -51,6 +51,7 @@
 #include "partitioner/plan.h"
 #include "runtime/comm/comm.h"
 #include "runtime/core/status.h"
+#include "runtime/io/checkpoint.h"
 #include "streams/schedule.h"
 
 #ifdef __cplusplus
@@ -244,12 +245,32 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out);
 
 /* Writes every parameter and buffer under its torchvision state_dict name,
  * plus (with_optimizer) the momentum buffers as "optimizer.momentum.<name>",
- * to a safetensors file, atomically. */
+ * to a safetensors file, atomically, with checksums (io/checkpoint.h). The
+ * metadata records the steps run ("pipeline-run.steps") and what a step
+ * means under the plan: "pipeline-run.plan.<key>" for each of
+ * pp_plan_step_keys. */
 pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err);
+
+typedef struct pp_pipeline_save_options {
+    bool with_optimizer;
+    const pp_checkpoint_meta *meta; /* (n_meta) the caller's metadata, added to the file's */
+    size_t n_meta;
+    bool (*cancelled)(void *arg);   /* (optional) polled while rank 0 writes: true abandons
+                                     * the file (pp_checkpoint_save_cancellable), and every
+                                     * rank returns PP_ERR_INTERRUPTED */
+    void *cancel_arg;
+} pp_pipeline_save_options;
+
+/* pp_pipeline_save with options. */
+pp_status pp_pipeline_save_with(pp_pipeline *p, const char *path,
+                                const pp_pipeline_save_options *opts, pp_error *err);
+
 /* Loads a safetensors file written by pp_pipeline_save or from torchvision's
  * state_dict: every parameter and buffer must be present with the right
- * shape and dtype; optimizer state is restored when present. PP_ERR_INPUT
- * naming the file and tensor otherwise. */
+ * shape and dtype, its checksum right (when the file has checksums) and its
+ * values finite; optimizer state is restored when present. PP_ERR_INPUT
+ * naming the file and tensor otherwise. The plan the file records is not
+ * compared here (a file may start another run: --load). */
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err);
 
 /* Writes the kept spans (options.keep_trace) as a Chrome trace: this

@@ -44,7 +44,9 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   ranks over an NCCL link (with two GPUs: the losses of one process; on one
   GPU: refused, naming the link);
 - faults: a rank killed mid-run ends the job within 30 s, with an error
-  naming it; ranks started with different plans refuse at start (exit 2,
+  naming it; SIGTERM to every rank, or to rank 1 alone, stops the job after
+  one step on every rank (exit 143) with the checkpoint of that step, and
+  --resume auto under mpirun ends with the bits of the job never stopped; ranks started with different plans refuse at start (exit 2,
   naming the rank, before any step);
 - plan errors: a rank outside the job exits 2 at FILE:LINE:COL from every
   rank (and in one process), a malformed rankN: prefix too, and CUDA devices
@@ -503,6 +505,57 @@ if victims:
 else:
     job.kill()
     job.communicate()
+
+# Preemption of a job: SIGTERM to every rank (as a batch system sends it), and to rank 1
+# alone (the ranks agree before each step): exit 143, every rank stopped after the same
+# step, the checkpoint of that step written once, and --resume auto under mpirun ends with
+# the bits of the job that never stopped.
+def preempt_plan(name, steps=12):
+    os.makedirs(path(name), exist_ok=True)
+    return write(f"{name}.yaml", plan_text("two_rank.yaml").replace("steps: 3", f"steps: {steps}")
+                 + f"checkpoint: {{every: 5, path: '{path(name)}/ck-{{step}}.safetensors', "
+                   "keep: 3}\n")
+
+
+ref = run(preempt_plan("pre-ref"), "--save", path("pre-ref.st"), np=2)
+check(ref.returncode == 0 and sorted(os.listdir(path("pre-ref"))) ==
+      ["ck-10.safetensors", "ck-12.safetensors", "ck-5.safetensors"],
+      f"preemption reference: {ref.returncode} {os.listdir(path('pre-ref'))} {ref.stderr[-500:]}")
+for who in ("every rank", "rank 1"):
+    name = "pre-all" if who == "every rank" else "pre-one"
+    plan = preempt_plan(name)
+    job = subprocess.Popen(["bash", *MPIRUN, "2", BIN, plan], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while (time.time() < deadline and job.poll() is None and
+           not os.path.exists(os.path.join(path(name), "ck-5.safetensors"))):
+        time.sleep(0.01)
+    pids = rank_pids(job.pid, 1) + (rank_pids(job.pid, 0) if who == "every rank" else [])
+    check(len(pids) == (2 if who == "every rank" else 1), f"{who}: the ranks' processes {pids}")
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    try:
+        out, errs = job.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        out, errs = job.communicate()
+    m = re.search(r"interrupted after \d+ steps? by SIGTERM \(the run is at step (\d+)\): saved (\S+)",
+                  errs)
+    check(job.returncode == 143 and m is not None,
+          f"SIGTERM to {who}: exit {job.returncode} {errs[-800:]}")
+    if not m:
+        continue
+    step = int(m.group(1))
+    files = sorted(os.listdir(path(name)))
+    check(m.group(2) == os.path.join(path(name), f"ck-{step}.safetensors") and
+          not any(".tmp-" in f for f in files), f"SIGTERM to {who}: step {step}, files {files}")
+    v = run("--verify", *[os.path.join(path(name), f) for f in files],
+            os.path.join(HERE, "two_rank.yaml"))
+    check(v.returncode == 0, f"SIGTERM to {who}: the files verify: {v.stdout} {v.stderr[-500:]}")
+    r = run(plan, "--resume", "auto", "--save", path(f"{name}.st"), np=2)
+    check(r.returncode == 0 and f"after step {step}" in r.stderr,
+          f"--resume auto under mpirun: {r.returncode} {r.stderr[-600:]}")
+    same_file(path(f"{name}.st"), path("pre-ref.st"), f"SIGTERM to {who}, then --resume auto")
 
 other = write("other.yaml", plan_text("two_rank.yaml").replace("lr: 0.05", "lr: 0.06"))
 r = subprocess.run(["bash", *MPIRUN, "1", BIN, os.path.join(HERE, "two_rank.yaml"), ":", "-np",

@@ -172,6 +172,10 @@ static const struct bad_case {
     {"missing whole group", L_MODEL L_BATCH L_STAGES
                             "  - {device: cpu:0, layers: [conv1, bn1, relu, maxpool, layer1]}\n" L_S1,
      5, 30, "layer2 is missing: stage 0 ends at layer1.1 and stage 1 starts at layer3.0"},
+    {"imagenet stem without maxpool", L_MODEL L_BATCH L_STAGES
+                                      "  - {device: cpu:0, layers: [conv1, bn1, relu, layer1, "
+                                      "layer2]}\n" L_S1,
+     4, 48, "maxpool is missing between relu and layer1.0 in stage 0"},
     {"layer in two stages", L_MODEL L_BATCH L_STAGES L_S0
                             "  - {device: cpu:1, layers: [layer2, layer3, layer4, avgpool, fc]}\n",
      5, 30, "layer2 appears in stages 0 and 1"},
@@ -233,7 +237,7 @@ static const struct bad_case {
     {"image height zero", BASE "data: {image_size: [0, 32]}\n", 6, 21,
      "data.image_size height must be positive, got 0"},
     {"image_size length", BASE "data: {image_size: [32]}\n", 6, 20,
-     "data.image_size must be a list [height, width]"},
+     "data.image_size must be a size N (for N x N) or a list [height, width]"},
     {"mean length", BASE "data: {mean: [0.5, 0.5], std: [0.2, 0.2, 0.2]}\n", 6, 14,
      "data.mean has 2 values but the model has 3 input channels"},
     {"std zero", BASE "data: {mean: [0.5, 0.5, 0.5], std: [0.2, 0, 0.2]}\n", 6, 42,
@@ -532,6 +536,20 @@ static void test_valid_plans(void)
                               "layer2.4, layer2.5, layer2.6, layer2.7, layer3, layer4, avgpool, "
                               "fc]}\n",
          4 + 3 + 8 + 36 + 3 + 2, 2, 5, 5, 1, {5}, 7},
+        /* the cifar stem's maxpool is an identity: a stage list may leave it out (it
+         * joins the stage of relu); image_size: N is [N, N] */
+        {"cifar stem without maxpool", "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+                                       "batch: {size: 4, split_size: 2}\ndata: {image_size: 16}\n"
+                                       "stages:\n  - {device: cpu:0, layers: [conv1, bn1, relu, "
+                                       "layer1]}\n  - {device: cpu:1, layers: [layer2, layer3, "
+                                       "layer4, avgpool, fc]}\n",
+         14, 2, 4, 2, 2, {2, 2}, 5},
+        {"cifar stem ends at relu", "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+                                    "batch: {size: 4, split_size: 2}\n"
+                                    "stages:\n  - {device: cpu:0, layers: [conv1, bn1, relu]}\n"
+                                    "  - {device: cpu:1, layers: [layer1, layer2, layer3, "
+                                    "layer4, avgpool, fc]}\n",
+         14, 2, 4, 2, 2, {2, 2}, 3},
         {"sequential lenet", "model:\n  name: sequential\n  in_channels: 1\n  init: normal\n"
                              "  init_std: 0.01\n  layers:\n"
                              "    - {type: conv, out_channels: 20, kernel: 5}\n"
@@ -597,6 +615,9 @@ static void test_valid_plans(void)
                 CHECK(p->stages[s2].first == p->stages[s2 - 1].last + 1);
         }
         CHECK(!p->stages_auto);
+        if (strstr(c->text, "image_size: 16"))
+            CHECK_MSG(p->model.image_h == 16 && p->model.image_w == 16, "[%s] image %dx%d",
+                      c->name, p->model.image_h, p->model.image_w);
         check_round_trip(c->name, p);
         pp_plan_free(p);
     }
@@ -1164,6 +1185,59 @@ static void test_load_file(const char *dir)
     pp_plan_free(p);
 }
 
+/* What a step means: the keys a checkpoint records, by plan */
+static void test_step_keys(void)
+{
+    static const struct {
+        const char *what, *text;
+        const char *want;  /* "key=value;" for every key, in order */
+    } cases[] = {
+        {"resnet18", BASE,
+         "model.name=resnet18;model.num_classes=1000;model.in_channels=3;model.stem=imagenet;"
+         "batch.size=8;batch.micro_batches=3 (3+3+2);data.format=synthetic;"
+         "data.image_size=[224, 224];data.num_classes=1000;data.shuffle=false;seed=0;"},
+        {"replicas cut the batch first",
+         "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+         "batch: {size: 10, micro_batches: 2}\ndata: {image_size: 8, shuffle: true, "
+         "mean: [0.5, 0.25, 0.125], std: [1, 2, 4]}\nseed: 7\nreplicas: 2\n"
+         "stages:\n  - {device: [cpu:0, cpu:1], layers: [conv1, bn1, relu, layer1, layer2, "
+         "layer3, layer4, avgpool, fc]}\n",
+         "model.name=resnet18;model.num_classes=10;model.in_channels=3;model.stem=cifar;"
+         "batch.size=10;batch.micro_batches=4 (3+2+3+2);data.format=synthetic;"
+         "data.image_size=[8, 8];data.num_classes=10;data.shuffle=true;"
+         "data.mean=[0.5, 0.25, 0.125];data.std=[1.0, 2.0, 4.0];seed=7;"},
+        {"no batch norm: micro-batches do not matter", S_MODEL S_L0 S_L1 S_L2 S_REST,
+         "model.name=sequential;model.num_classes=3;model.in_channels=1;"
+         "model.layers=c1 conv 4 k3 s1 p0, f flatten, fc linear 3;batch.size=8;"
+         "data.format=synthetic;data.image_size=[8, 8];data.num_classes=3;"
+         "data.shuffle=false;seed=0;"},
+        {"delay", "model: {name: delay, forward_ms: 1, backward_ms: 2}\n" L_BATCH L_STAGES
+                  "  - {device: cpu:0}\n",
+         "model.name=delay;batch.size=8;data.format=synthetic;data.image_size=[224, 224];"
+         "data.num_classes=10;data.shuffle=false;seed=0;"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_plan *p = NULL;
+        pp_diag d;
+        char msg[2048];
+        pp_status s = parse(cases[i].text, strlen(cases[i].text), &p, &d);
+        CHECK_MSG(s == PP_OK, "[%s] %s", cases[i].what, pp_diag_format(&d, msg, sizeof msg));
+        if (!p) continue;
+        pp_plan_step_keys k;
+        pp_error err;
+        CHECK_OK(pp_plan_step_keys_get(p, &k, &err), &err);
+        char got[2048] = "";
+        size_t used = 0;
+        for (int j = 0; j < k.n; j++)
+            used += (size_t)snprintf(got + used, sizeof got - used, "%s=%s;", k.keys[j],
+                                     k.values[j]);
+        CHECK_MSG(strcmp(got, cases[i].want) == 0, "[%s]\n got  %s\n want %s", cases[i].what,
+                  got, cases[i].want);
+        pp_plan_step_keys_free(&k);
+        pp_plan_free(p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".";
@@ -1181,6 +1255,7 @@ int main(int argc, char **argv)
     test_device_map();
     test_sizes();
     test_schedules(dir);
+    test_step_keys();
     test_load_file(dir);
     return check_summary("test_plan");
 }
