@@ -7,7 +7,8 @@
 #   tests.tsv   suite, name, executable, timeout and arguments of each meson test
 #   plans/      examples/plans
 #   gpu/        the PyTorch side: torch_eager.py, tutorial.py, torch_common.py,
-#               and kernel_table.py (ncu's kernels grouped by family)
+#               kernel_table.py (ncu's kernels grouped by family) and san_classify.py
+#               (whose kernels compute-sanitizer's reports are in)
 #   torch/      bf16_check.py with crosscheck.py and st.py (the bf16 cross-check,
 #               run by run-all.sh on cuda:0)
 #   tools/      libcuda_count.so, the LD_PRELOAD allocation counter

@@ -289,11 +289,18 @@ ktable() {
         return
     fi
     sed '$d' "$res/kernels-$name.txt"
-    fig=$(jget "$res/kernels-$name.txt" '"%d kernels, %.2f ms (count/ms): " % (j["kernels"], j["total_ms"]) + ", ".join("%s %d/%.2f" % (k, v["count"], v["ms"]) for k, v in j["families"].items())')
+    fig=$(jget "$res/kernels-$name.txt" '"%d kernels, %.2f ms (count/ms): " % (j["kernels"], j["total_ms"]) + ", ".join("%s %d/%.2f" % (k, v["count"], v["ms"]) for k, v in j["families"].items()) + "".join("; not measured (ncu gave no time): %d x %s" % (u[2], u[0]) for u in j.get("unmeasured", [])) + ("; INCOMPLETE, ncu: " + " ".join(e.replace("==ERROR== ", "") for e in j["ncu_errors"]) if j.get("ncu_errors") else "")')
+    # a profile ncu stopped (==ERROR==) covers part of the step only
+    local incomplete
+    incomplete=$(jget "$res/kernels-$name.txt" '"1" if j.get("ncu_errors") else ""')
     verdict=ok
     [ $rc -ne 0 ] && verdict="FAIL($rc)"
     row "kernels per step, $label (ncu)" "$verdict" "$fig (per kernel: kernels-$name.csv)" "$ncmd"
-    if [ -n "$step_ms" ]; then
+    if [ -n "$incomplete" ]; then
+        row "  GPU busy fraction, $label" "n/a" \
+            "not computed: ncu stopped the program, the kernels cover part of the step" \
+            "$step_cmd"
+    elif [ -n "$step_ms" ]; then
         row "  GPU busy fraction, $label" info \
             "$(jget "$res/kernels-$name.txt" '"%.2f = %.2f ms of kernels / %.2f ms median step without ncu" % (j["busy_frac"], j["total_ms"], j["step_ms"])')" \
             "$step_cmd"
@@ -328,16 +335,28 @@ san() {
     if [ -z "$errs" ] && [ -n "$line" ]; then
         errs=$(echo "$line" | sed -n 's/.*(\([0-9]*\) error.*/\1/p')
     fi
+    # whose kernels the reports are in (tests/gpu/san_classify.py): reports
+    # only inside library kernels (cuDNN, cuBLAS, CUTLASS, NCCL) are the
+    # library's, not our failure; they are still shown
+    local cls ours lib
+    cls=$("$py" "$bundle/gpu/san_classify.py" "$res/san-$tool-$name.out" \
+        "$res/san-$tool-$name.log" 2>/dev/null | tail -1)
+    ours=$(echo "$cls" | "$py" -c 'import json,sys; print(json.loads(sys.stdin.read())["ours"])' 2>/dev/null)
+    lib=$(echo "$cls" | "$py" -c 'import json,sys; print(json.loads(sys.stdin.read())["library"])' 2>/dev/null)
     case $rc in
         124|137|200) verdict=$(result_of $rc) ;;
         *) if [ -z "$errs" ]; then verdict="FAIL(no summary)"
+           elif [ "$errs" -gt 0 ] && [ "${ours:-1}" = 0 ] && [ "${lib:-0}" -gt 0 ] && [ $rc -eq 0 ]; then
+               verdict="LIBRARY($lib in library kernels)"
            elif [ "$errs" -gt 0 ]; then verdict="FAIL($errs errors)"
            elif [ $rc -ne 0 ]; then verdict="FAIL($rc)"
            else verdict=ok; fi ;;
     esac
     # the first reports, or why the program failed
     local what=""
-    if [ "${errs:-0}" -gt 0 ] 2>/dev/null; then
+    if [ "${verdict#LIBRARY}" != "$verdict" ]; then
+        what="every report inside library kernels, none in ours: $(echo "$cls" | "$py" -c 'import json,sys; print(", ".join(json.loads(sys.stdin.read())["library_kernels"]))' 2>/dev/null | cut -c1-200)"
+    elif [ "${errs:-0}" -gt 0 ] 2>/dev/null; then
         what=$(grep -h '^========= ' "$res/san-$tool-$name.out" "$res/san-$tool-$name.log" \
             2>/dev/null | grep -v 'COMPUTE-SANITIZER\|SUMMARY' | head -n 2 | tr '\n' ' ' | cut -c1-240)
     elif [ "$verdict" != ok ]; then
@@ -521,6 +540,21 @@ counts() {
     tag="${s}stage-graphs-$g"
     local -a how=()
     [ "$counts_heuristic" = 1 ] && how=(PP_CUDNN_FIND=0)
+    # The figures are differences of two runs ($n2 steps minus $n1), which
+    # hold only when both runs' first $n1 steps make the same calls. cuDNN's
+    # timed algorithm search does not: its choices (and so the workspaces and
+    # scratch they allocate) vary from run to run, and an H200 run read
+    # "cudaMallocAsync -1". So a first 1-step run measures the algorithms into
+    # a cache file that both counted runs read: neither measures, both choose
+    # the same.
+    if [ "$counts_heuristic" != 1 ]; then
+        local cache="$res/counts-$tag-algos.txt"
+        rm -f "$cache"
+        run "count-$tag-algos" 180 env -u PP_CUDA_GRAPHS PP_CUDNN_CACHE="$cache" \
+            "$bin/pipeline-run" "$res/r50-${s}stage-split$split.yaml" --steps 1 \
+            --device-map "$map" --cuda-graphs "$g" --json
+        how=(PP_CUDNN_CACHE="$cache")
+    fi
     for n in "$n1" "$n2"; do
         rm -f "$res/counts-$tag-$n.txt"
         run "count-$tag-$n" 180 env -u PP_CUDNN_CACHE -u PP_CUDA_GRAPHS "${how[@]}" \
@@ -541,11 +575,12 @@ counts() {
             "the interposer wrote nothing (not preloaded?)" "$cmd_hi"
         return
     fi
-    local k d fig="" bad=0 syncs=0
+    local k d fig="" bad=0 syncs=0 neg=""
     for k in cudaMalloc cudaFree cudaMallocHost cudaHostAlloc cudaFreeHost cudaMallocManaged \
         cudaMallocAsync cudaFreeAsync cudaMallocFromPoolAsync cudaDeviceSynchronize \
         cudaStreamSynchronize cudaEventSynchronize cudaMemcpy; do
         d=$(( $(field "$c_hi" "$k") - $(field "$c_lo" "$k") ))
+        [ "$d" -lt 0 ] && neg+="$k "
         fig+="$k $d, "
         case $k in cudaMalloc|cudaFree|cudaMallocHost|cudaHostAlloc|cudaFreeHost|cudaMallocManaged)
             [ "$d" -ne 0 ] && bad=1 ;;
@@ -555,6 +590,12 @@ counts() {
     done
     local verdict=ok
     [ $bad = 1 ] && verdict="FAIL(allocates)"
+    if [ -n "$neg" ]; then
+        # fewer calls in the longer run: the two warm-ups differed, the
+        # difference is no count of the steady steps
+        verdict="FAIL(runs differ)"
+        fig="the $n2-step run made fewer calls than the $n1-step run (${neg% }): their first $n1 steps differed, no steady-state count; $fig"
+    fi
     if [ "$(field "$c_hi" cudaMallocAsync)" -eq 0 ] && [ "$(field "$c_hi" cudaMalloc)" -eq 0 ]; then
         verdict="FAIL(not intercepted)"
         [ $dry = 1 ] && verdict="n/a" # the CPU makes no CUDA call
