@@ -2,7 +2,8 @@
 # evidence first, after the libraries and GPU loaded (bin/gpu_versions, as
 # every part), in five sections with a time budget each, within about six
 # minutes of an H100 at the defaults (ResNet-50 at batch 128 and 224x224):
-#   correctness  (70 s)  the CUDA test suite, the review's and native kernels'
+#   correctness  (70 s)  the CUDA test suite, the one-step table (cuda_step),
+#                        the review's and native kernels'
 #                        tests first, until its time is spent
 #   correctness  (55 s)  the bf16 cross-check on cuda:0, 1 stage
 #   speed       (145 s)  fp32 and TF32 at batch B, bf16 NHWC at 2B: ours, 1
@@ -34,7 +35,7 @@ part_quick() {
 
     section correctness 70
     echo "== the CUDA test suite, most telling first (quick: until 70 s are spent)"
-    suite 40 cuda_review cuda_native cuda_gconv cuda_ops nccl_np1 cuda_math cuda_pipeline
+    suite 40 cuda_step cuda_review cuda_native cuda_gconv cuda_ops nccl_np1 cuda_math cuda_pipeline
     row "CUDA test suite (quick)" "$(case $suite_fig in *" 0 failed"*) echo ok ;; *) echo FAIL ;; esac)" \
         "$suite_fig" ""
 

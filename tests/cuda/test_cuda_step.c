@@ -1,0 +1,402 @@
+/*
+ * test_cuda_step.c - one training step of ResNet-50 (cifar stem, 32x32,
+ * batch 4, one stage) on cuda:0 against the CPU backend, tensor by tensor,
+ * so that a GPU run shows where the CUDA step first departs from the CPU's.
+ *
+ * Tables (each row one parameter tensor, in backward order: fc first, the
+ * stem last; in a block the downsample branch first, then bn3, conv3, ...):
+ *   grad     the momentum buffer after the first step (torch's rule: the
+ *            buffer is grad + weight_decay * w, no dampening), CUDA against
+ *            CPU: max |cuda - cpu| / max |cpu|
+ *   update   w1 - w0, the same measure
+ *   rmean, rvar  a batch norm's running statistics, r1 - r0 (on its weight's
+ *            row)
+ * once with one micro-batch of 4 and once with two of 2 (the gradients then
+ * add over micro-batches; batch norm's statistics are per micro-batch, so the
+ * two configurations are compared each with its own CPU run, never with each
+ * other). A row above the tolerance is marked, the first one "<- first".
+ *
+ * Lines after the tables:
+ *   - accumulation: the worst grad of 1 and of 2 micro-batches; 1 fine and 2
+ *     not means the sum over micro-batches (or its order) is wrong on CUDA
+ *   - rules, per backend: the update is w1 = w0 - lr * buf (first step), and
+ *     weight decay: buf(wd) - buf(wd = 0) = wd * w0, for batch-norm
+ *     parameters and for the others apart (is decay applied to BN or not)
+ *   - forward after the first step: lr = 0 (weights never change), three
+ *     steps with graphs off and on: every step's loss against the CPU's. A
+ *     step k > 0 that differs while step 0 agrees is the data or a replay,
+ *     not a gradient; the momentum buffers after three steps against the
+ *     CPU's (the gradients of later steps with unchanged weights; rows above
+ *     the tolerance only)
+ *
+ * The checks: every grad, update and running statistic within 2e-2 of the
+ * CPU's (max-norm relative; fp32 sums in other orders differ by ~1e-4, batch
+ * norm over small planes amplifies that up to tenfold), losses within 1e-4
+ * relative, the rules within 1e-5. Exits 77 (skip) without a GPU, unless run
+ * as `test_cuda_step cpu`, which compares the CPU backend with itself (every
+ * figure 0: checks the harness where there is no GPU).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "partitioner/plan.h"
+#include "pipeline/pipeline.h"
+#include "runtime/core/device.h"
+#include "runtime/io/checkpoint.h"
+#include "tests/check.h"
+
+#define TOL 2e-2
+#define LOSS_TOL 1e-4
+#define RULE_TOL 1e-5
+#define LR 0.001
+#define WD 0.0001
+
+static const char *g_dut = "cuda"; /* the device kind under test */
+static char g_dir[200];
+
+/* A checkpoint in memory: its entries (sorted by name) and their floats. */
+typedef struct ckpt {
+    pp_checkpoint_info info;
+    float **data; /* f32 entries' values; NULL for other dtypes */
+    bool ok;
+} ckpt;
+
+static void ckpt_load(ckpt *c, const char *path)
+{
+    pp_error err;
+    memset(c, 0, sizeof *c);
+    CHECK_OK(pp_checkpoint_list(path, &c->info, &err), &err);
+    FILE *f = fopen(path, "rb");
+    CHECK_MSG(f != NULL, "%s: cannot open", path);
+    if (!f || !c->info.n) {
+        if (f) fclose(f);
+        return;
+    }
+    c->data = calloc(c->info.n, sizeof *c->data);
+    c->ok = c->data != NULL;
+    for (size_t i = 0; c->ok && i < c->info.n; i++) {
+        const pp_checkpoint_entry *e = &c->info.entries[i];
+        if (e->dtype != PP_F32) continue;
+        size_t bytes = (size_t)(e->end - e->begin);
+        c->data[i] = malloc(bytes + 4);
+        c->ok = c->data[i] && fseek(f, (long)(c->info.data_offset + e->begin), SEEK_SET) == 0 &&
+                fread(c->data[i], 1, bytes, f) == bytes;
+    }
+    CHECK_MSG(c->ok, "%s: cannot read", path);
+    fclose(f);
+}
+
+static void ckpt_free(ckpt *c)
+{
+    for (size_t i = 0; c->data && i < c->info.n; i++) free(c->data[i]);
+    free(c->data);
+    pp_checkpoint_info_free(&c->info);
+    memset(c, 0, sizeof *c);
+}
+
+/* The values of name (NULL when absent or not f32); *n their count. */
+static const float *ckpt_get(const ckpt *c, const char *name, size_t *n)
+{
+    for (size_t i = 0; c->data && i < c->info.n; i++)
+        if (!strcmp(c->info.entries[i].name, name)) {
+            const pp_checkpoint_entry *e = &c->info.entries[i];
+            *n = (size_t)(e->end - e->begin) / 4;
+            return c->data[i];
+        }
+    *n = 0;
+    return NULL;
+}
+
+/* A training run of text: saves the initial state to init (when not NULL)
+ * and the state after the steps to out; fills losses[steps]. */
+static void run_text(const char *text, int steps, const char *init, const char *out,
+                     double *losses)
+{
+    pp_plan *plan = NULL;
+    pp_diag diag;
+    pp_error err;
+    char buf[4096];
+    CHECK_MSG(pp_plan_parse_string("step.yaml", text, strlen(text), &plan, &diag) == PP_OK,
+              "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
+    if (!plan) return;
+    pp_pipeline *p = NULL;
+    CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
+    if (p && init) CHECK_OK(pp_pipeline_save(p, init, true, &err), &err);
+    for (int i = 0; p && i < steps; i++) {
+        pp_step_result r;
+        CHECK_OK(pp_pipeline_step(p, &r, &err), &err);
+        losses[i] = r.loss;
+    }
+    if (p) CHECK_OK(pp_pipeline_save(p, out, true, &err), &err);
+    pp_pipeline_free(p);
+    pp_plan_free(plan);
+}
+
+/* ResNet-50 on one device of kind, batch 4 in micro-batches of split. */
+static void run(const char *kind, int split, double lr, double wd, int steps, const char *graphs,
+                const char *init, const char *out, double *losses)
+{
+    char text[2048], g[64] = "";
+    if (graphs) snprintf(g, sizeof g, "cuda_graphs: %s\n", graphs);
+    snprintf(text, sizeof text,
+             "model: {name: resnet50, num_classes: 10, stem: cifar}\n"
+             "batch: {size: 4, split_size: %d}\nschedule: 1f1b\nprecision: fp32\n%s"
+             "optimizer: {type: sgd, lr: %g, momentum: 0.9, weight_decay: %g}\n"
+             "data: {format: synthetic, image_size: [32, 32]}\n"
+             "seed: 5\nsteps: %d\nstages:\n"
+             "  - device: %s:0\n"
+             "    layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, avgpool, "
+             "fc]\n",
+             split, g, lr, wd, steps, kind);
+    run_text(text, steps, init, out, losses);
+}
+
+/* max |a - b| / max |b| over n values; a and b as differences from a0, b0
+ * when those are given. */
+static double rel(const float *a, const float *a0, const float *b, const float *b0, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t k = 0; k < n; k++) {
+        double x = a0 ? (double)a[k] - a0[k] : a[k], y = b0 ? (double)b[k] - b0[k] : b[k];
+        if (fabs(x - y) > num || isnan(x - y)) num = isnan(x - y) ? INFINITY : fabs(x - y);
+        if (fabs(y) > den) den = fabs(y);
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* Forward position of a ResNet parameter name: stem, layerL.B.<part>, fc. */
+static long order(const char *name)
+{
+    static const char *const parts[] = {"conv1", "bn1", "conv2", "bn2", "conv3", "bn3",
+                                        "downsample.0", "downsample.1"};
+    int l, b, off = 0;
+    if (!strncmp(name, "conv1.", 6)) return 0;
+    if (!strncmp(name, "bn1.", 4)) return 1;
+    if (!strncmp(name, "fc.", 3)) return 1000000;
+    if (sscanf(name, "layer%d.%d.%n", &l, &b, &off) != 2 || !off) return 999999;
+    for (int k = 0; k < 8; k++)
+        if (!strncmp(name + off, parts[k], strlen(parts[k])) &&
+            name[off + strlen(parts[k])] == '.')
+            return 10 + ((long)l * 100 + b) * 10 + k;
+    return 999998;
+}
+
+/* Whether entry name is a parameter (not a buffer, not optimizer state). */
+static bool is_param(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return strncmp(name, "optimizer.", 10) && dot &&
+           (!strcmp(dot, ".weight") || !strcmp(dot, ".bias"));
+}
+
+static bool is_bn(const ckpt *c, const char *name)
+{
+    char rm[256];
+    const char *dot = strrchr(name, '.');
+    snprintf(rm, sizeof rm, "%.*s.running_mean", (int)(dot - name), name);
+    size_t n;
+    return ckpt_get(c, rm, &n) != NULL;
+}
+
+static const char **params_backward(const ckpt *c, size_t *np)
+{
+    const char **v = calloc(c->info.n + 1, sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; v && i < c->info.n; i++)
+        if (is_param(c->info.entries[i].name)) v[n++] = c->info.entries[i].name;
+    for (size_t i = 1; i < n; i++) /* insertion sort, backward order */
+        for (size_t j = i; j > 0 && (order(v[j]) > order(v[j - 1]) ||
+                                     (order(v[j]) == order(v[j - 1]) && strcmp(v[j], v[j - 1]) < 0));
+             j--) {
+            const char *t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    *np = n;
+    return v;
+}
+
+/* The table of one configuration (only the rows above the tolerance when
+ * brief); returns the worst grad figure. */
+static double table(const char *what, const ckpt *i0, const ckpt *cpu, const ckpt *dut,
+                    bool brief)
+{
+    size_t np = 0;
+    const char **names = params_backward(cpu, &np);
+    double worst = 0;
+    bool first = true;
+    fprintf(stderr, "\n%s: %s against cpu, max|%s - cpu| / max|cpu|, backward order%s\n",
+            what, g_dut, g_dut, brief ? " (rows above the tolerance only)" : "");
+    fprintf(stderr, "  %-34s %9s %9s %9s %9s\n", "parameter", "grad", "update", "rmean", "rvar");
+    for (size_t k = 0; names && k < np; k++) {
+        char buf[256], stat[256];
+        size_t n0, n1, n2;
+        snprintf(buf, sizeof buf, "optimizer.momentum.%s", names[k]);
+        const float *gc = ckpt_get(cpu, buf, &n1), *gd = ckpt_get(dut, buf, &n2);
+        const float *w0 = ckpt_get(i0, names[k], &n0), *wc = ckpt_get(cpu, names[k], &n1),
+                    *wd = ckpt_get(dut, names[k], &n2);
+        CHECK_MSG(gc && gd && w0 && wc && wd && n0 == n1 && n1 == n2, "%s: missing in a checkpoint",
+                  names[k]);
+        if (!(gc && gd && w0 && wc && wd && n0 == n1 && n1 == n2)) continue;
+        double rg = rel(gd, NULL, gc, NULL, n1), ru = rel(wd, w0, wc, w0, n1), rs[2] = {-1, -1};
+        const char *dot = strrchr(names[k], '.');
+        if (is_bn(cpu, names[k]) && !strcmp(dot, ".weight"))
+            for (int s = 0; s < 2; s++) {
+                snprintf(stat, sizeof stat, "%.*s.%s", (int)(dot - names[k]), names[k],
+                         s ? "running_var" : "running_mean");
+                const float *r0 = ckpt_get(i0, stat, &n0), *rc = ckpt_get(cpu, stat, &n1),
+                            *rd = ckpt_get(dut, stat, &n2);
+                if (r0 && rc && rd && n0 == n1 && n1 == n2) rs[s] = rel(rd, r0, rc, r0, n1);
+            }
+        bool bad = !(rg <= TOL && ru <= TOL && rs[0] <= TOL && rs[1] <= TOL);
+        char c2[16] = "", c3[16] = "";
+        if (rs[0] >= 0) snprintf(c2, sizeof c2, "%9.2e", rs[0]);
+        if (rs[1] >= 0) snprintf(c3, sizeof c3, "%9.2e", rs[1]);
+        if (bad || !brief)
+            fprintf(stderr, "  %-34s %9.2e %9.2e %9s %9s%s\n", names[k], rg, ru, c2, c3,
+                    bad ? (first ? "  <- first" : "  <-") : "");
+        if (rs[0] < 0) rs[0] = 0;
+        if (rs[1] < 0) rs[1] = 0;
+        CHECK_MSG(!bad, "%s, %s: grad %.2e, update %.2e, running stats %.2e %.2e", what,
+                  names[k], rg, ru, rs[0], rs[1]);
+        if (bad) first = false;
+        if (rg > worst || isnan(rg)) worst = rg;
+    }
+    free(names);
+    return worst;
+}
+
+/* The update and weight-decay rules on one backend's runs: with decay (c)
+ * and without (nd) from the same initial state i0. */
+static void rules(const char *kind, const ckpt *i0, const ckpt *c, const ckpt *nd)
+{
+    size_t np = 0;
+    const char **names = params_backward(c, &np);
+    double upd[2] = {0, 0}, dec[2] = {0, 0};
+    for (size_t k = 0; names && k < np; k++) {
+        char buf[256];
+        size_t n0, n1, n2, n3;
+        snprintf(buf, sizeof buf, "optimizer.momentum.%s", names[k]);
+        const float *w0 = ckpt_get(i0, names[k], &n0), *w1 = ckpt_get(c, names[k], &n1),
+                    *b = ckpt_get(c, buf, &n2), *bn = ckpt_get(nd, buf, &n3);
+        if (!(w0 && w1 && b && bn && n0 == n1 && n1 == n2 && n2 == n3)) continue;
+        const int bnp = is_bn(c, names[k]);
+        double num = 0, den = 0, dn = 0, dd = 0;
+        for (size_t j = 0; j < n0; j++) {
+            /* w1 = w0 - lr * buf, in float as the kernels round */
+            float want = w0[j] - (float)LR * b[j];
+            num = fmax(num, fabs((double)w1[j] - want));
+            den = fmax(den, fabs(LR * b[j]));
+            /* buf - buf(no decay) = wd * w0 (the gradients are the same bits
+             * only where the runs are deterministic: compared loosely) */
+            dn = fmax(dn, fabs(((double)b[j] - bn[j]) - WD * w0[j]));
+            dd = fmax(dd, fabs(WD * w0[j]));
+        }
+        upd[bnp] = fmax(upd[bnp], den > 0 ? num / den : num);
+        dec[bnp] = fmax(dec[bnp], dd > 0 ? dn / dd : dn);
+    }
+    free(names);
+    fprintf(stderr,
+            "rules on %s: w1 = w0 - lr*buf: %.2e (bn params), %.2e (others); "
+            "buf - buf(wd=0) = wd*w0: %.2e (bn params), %.2e (others)%s\n",
+            kind, upd[1], upd[0], dec[1], dec[0],
+            dec[1] > 0.5 ? "; decay NOT applied to bn params" : "");
+    CHECK_MSG(upd[0] <= RULE_TOL && upd[1] <= RULE_TOL, "%s: update rule %.2e %.2e", kind, upd[1],
+              upd[0]);
+    /* decay is 1e-4 of w against gradients of 1e-3..1: the gradients' own
+     * rounding differences between the two runs count here */
+    CHECK_MSG(dec[0] <= 0.1 && dec[1] <= 0.1, "%s: weight decay rule %.2e %.2e", kind, dec[1],
+              dec[0]);
+}
+
+static void path(char *buf, size_t n, const char *name)
+{
+    snprintf(buf, n, "%s/%s.safetensors", g_dir, name);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "cpu")) {
+        g_dut = "cpu";
+    } else if (pp_cuda_device_count() == 0) {
+        fprintf(stderr, "no CUDA device: skipped\n");
+        return 77;
+    }
+    if (!check_mkdtemp(g_dir, sizeof g_dir, "pp-cuda-step")) return 1;
+    char algos[256];
+    snprintf(algos, sizeof algos, "%s/cudnn-algos.txt", g_dir);
+    setenv("PP_CUDNN_CACHE", algos, 1);
+    unsetenv("PP_CUDNN_FIND");
+    unsetenv("PP_CUDA_GRAPHS");
+    char init[256], c1[256], d1[256], c2[256], d2[256], cn[256], dn[256];
+    path(init, sizeof init, "init");
+    path(c1, sizeof c1, "cpu-1mb"), path(d1, sizeof d1, "dut-1mb");
+    path(c2, sizeof c2, "cpu-2mb"), path(d2, sizeof d2, "dut-2mb");
+    path(cn, sizeof cn, "cpu-nowd"), path(dn, sizeof dn, "dut-nowd");
+    double lc[3] = {0}, ld[3] = {0};
+
+    /* one step, 1 micro-batch of 4, then 2 of 2 */
+    ckpt i0, a, b;
+    double worst[2];
+    for (int m = 0; m < 2; m++) {
+        const char *cp = m ? c2 : c1, *dp = m ? d2 : d1;
+        run("cpu", m ? 2 : 4, LR, WD, 1, NULL, m ? NULL : init, cp, lc);
+        run(g_dut, m ? 2 : 4, LR, WD, 1, NULL, NULL, dp, ld);
+        fprintf(stderr, "\n%d micro-batch%s: loss %s %.7f, cpu %.7f\n", m + 1, m ? "es" : "",
+                g_dut, ld[0], lc[0]);
+        CHECK_MSG(fabs(ld[0] - lc[0]) <= LOSS_TOL * fabs(lc[0]), "%d micro-batches: loss", m + 1);
+        if (!m) ckpt_load(&i0, init);
+        ckpt_load(&a, cp);
+        ckpt_load(&b, dp);
+        worst[m] = table(m ? "one step, 2 micro-batches of 2" : "one step, 1 micro-batch of 4",
+                         &i0, &a, &b, false);
+        ckpt_free(&a);
+        ckpt_free(&b);
+    }
+    fprintf(stderr, "\naccumulation over micro-batches on %s: worst grad %.2e with 1, %.2e with 2%s\n",
+            g_dut, worst[0], worst[1],
+            worst[0] <= TOL && worst[1] > TOL ? " (1 agrees, 2 does not: the sum over "
+                                                "micro-batches)" : "");
+
+    /* the rules: the 1-micro-batch runs against the same without decay */
+    run("cpu", 4, LR, 0, 1, NULL, NULL, cn, lc);
+    run(g_dut, 4, LR, 0, 1, NULL, NULL, dn, ld);
+    for (int k = 0; k < 2; k++) {
+        ckpt_load(&a, k ? d1 : c1);
+        ckpt_load(&b, k ? dn : cn);
+        rules(k ? g_dut : "cpu", &i0, &a, &b);
+        ckpt_free(&a);
+        ckpt_free(&b);
+    }
+
+    /* lr 0: the forward of later steps, graphs off and on */
+    run("cpu", 2, 0, WD, 3, NULL, NULL, cn, lc);
+    ckpt_load(&a, cn);
+    for (int on = 0; on < 2; on++) {
+        const char *g = strcmp(g_dut, "cuda") ? NULL : on ? "on" : "off";
+        run(g_dut, 2, 0, WD, 3, g, NULL, dn, ld);
+        fprintf(stderr, "\nlr 0, 3 steps, graphs %s: losses", on ? "on" : "off");
+        for (int s = 0; s < 3; s++) fprintf(stderr, " %.7f (cpu %.7f)", ld[s], lc[s]);
+        fputc('\n', stderr);
+        for (int s = 0; s < 3; s++)
+            CHECK_MSG(fabs(ld[s] - lc[s]) <= LOSS_TOL * fabs(lc[s]),
+                      "lr 0, graphs %s, step %d: loss %.7f, cpu %.7f%s", on ? "on" : "off", s,
+                      ld[s], lc[s],
+                      s && fabs(ld[0] - lc[0]) <= LOSS_TOL * fabs(lc[0])
+                          ? " (step 0 agrees: a later step's input or replay)" : "");
+        ckpt_load(&b, dn);
+        table(on ? "lr 0, after 3 steps, graphs on (grad: 0.81 g0 + 0.9 g1 + g2)"
+                 : "lr 0, after 3 steps, graphs off (grad: 0.81 g0 + 0.9 g1 + g2)",
+              &i0, &a, &b, true);
+        ckpt_free(&b);
+    }
+    ckpt_free(&a);
+    ckpt_free(&i0);
+    const char *files[] = {init, c1, d1, c2, d2, cn, dn, algos};
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) unlink(files[k]);
+    rmdir(g_dir);
+    return check_summary("cuda_step");
+}
