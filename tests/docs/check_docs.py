@@ -322,7 +322,7 @@ def main():
     if len(sys.argv) != 3:
         sys.stderr.write("usage: check_docs.py SOURCE_ROOT PIPELINE_RUN\n")
         return 2
-    root, exe = sys.argv[1], sys.argv[2]
+    root, exe = sys.argv[1], os.path.abspath(sys.argv[2])
     problems = []
 
     try:
