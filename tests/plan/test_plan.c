@@ -643,7 +643,7 @@ static void test_cuda_graphs(void)
 
 static void test_plan_fields(void)
 {
-    const char *text = "model:\n  name: resnet50\n  num_classes: 10\n"
+    const char *text = "model: {name: resnet50,\n  num_classes: 10,\n  in_channels: 1}\n"
                        "batch: {size: 16, split_size: 4}\n"
                        "schedule: 1f1b\n"
                        "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 5e-4, nesterov: true}\n"
@@ -961,7 +961,13 @@ static void test_device_map(void)
         {"cuda:1=cpu, cuda:*=cuda:0", PP_OK, "cpu:0 cpu:0 cuda:0 cuda:0"},
         {"cpu:0=cuda:1,cuda:1=cpu:0", PP_OK, "cuda:1 cpu:0 cuda:0 cuda:3"},
         {"cpu:*=cuda", PP_OK, "cuda:0 cuda:1 cuda:0 cuda:3"},
-        {"cuda:7=cpu:7", PP_OK, "cpu:0 cuda:1 cuda:0 cuda:3"},
+        {"cuda=cpu", PP_OK, "cpu:0 cpu:1 cpu:0 cpu:3"},          /* a bare kind: every one */
+        {"cuda=cpu:0", PP_OK, "cpu:0 cpu:0 cpu:0 cpu:0"},
+        {"cuda:1=cpu", PP_OK, "cpu:0 cpu:0 cuda:0 cuda:3"},       /* one device: "cpu" is cpu:0 */
+        {"cuda:7=cpu:7", PP_ERR_INPUT, "names cuda:7, which the plan does not use (its devices: "
+                                       "cpu:0, cuda:1, cuda:0, cuda:3)"},
+        {"cpu:*=cpu:1,cuda:*=cpu:0", PP_OK, "cpu:1 cpu:0 cpu:0 cpu:0"}, /* wildcards need no match */
+        {"cuda:*=cpu,cpu:5=cpu:0", PP_ERR_INPUT, "names cpu:5"},
         {"", PP_ERR_INPUT, "entry 1 is empty"},
         {"cuda:1=cuda:0,", PP_ERR_INPUT, "entry 2 is empty"},
         {"cuda:1", PP_ERR_INPUT, "must have the form FROM=TO"},
