@@ -62,6 +62,19 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     out->grads_ms = median_after_warmup(st->grads_ms, p->steps_run);
     out->peak_bytes = stage_here(p, stage) ? pp_device_peak_bytes(st->dev) : st->peak_bytes;
     out->max_in_flight = st->max_in_flight;
+    if (stage + 1 < p->n_stages && p->link_gbps) {
+        out->link_gbps = p->link_gbps[stage];
+        out->link_latency_ms = p->link_latency_ms[stage];
+    }
+}
+
+/* The median after warm-up of boundary b's entries of v (steps_run x (S-1)). */
+static double boundary_median(const pp_pipeline *p, const double *v, int b)
+{
+    int n = p->steps_run, B = p->n_stages - 1;
+    double col[n > 0 ? n : 1];
+    for (int k = 0; k < n; k++) col[k] = v[k * B + b];
+    return median_after_warmup(col, n);
 }
 
 /* The median after warm-up of replica r's entries of v (steps_run x replicas). */
@@ -108,7 +121,7 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->step_ms_median = median_after_warmup(p->step_ms, n);
     out->images_per_s = out->step_ms_median > 0 ? p->batch * 1000.0 / out->step_ms_median : 0;
     out->bubble_frac = median_after_warmup(p->bubble, n);
-    out->copy_bytes = p->copy_bytes;
+    out->copy_bytes = (size_t)llround(median_after_warmup(p->copy_bytes, n));
     out->ranks = p->in_process ? 1 : pp_comm_size(p->comm);
     out->replicas = p->replicas;
     out->copy_ms = median_after_warmup(p->copy_ms, n);
@@ -118,13 +131,21 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->graph_launches = p->graph_launches;
     out->graph_refusal = pp_executor_graph_refusal(p->exec);
 
-    /* predicted from the measured per-stage costs of one micro-batch */
+    /* predicted from the measured per-stage costs of one micro-batch; a
+     * copy takes its boundary's measured time, a message between two ranks
+     * latency + bytes / bandwidth of the link measured at start (its spans
+     * wait for the peer, so they would count compute as transfer) */
     double f[p->n_stages], b[p->n_stages], copy[p->n_stages];
-    int copies = p->n_stages > 1 ? 2 * (p->n_stages - 1) * p->m : 1;
     for (int s = 0; s < p->n_stages; s++) {
         f[s] = median_after_warmup(p->stages[s].fwd_ms, n);
         b[s] = median_after_warmup(p->stages[s].bwd_ms, n);
-        copy[s] = out->copy_ms / copies;
+        copy[s] = 0;
+        if (s + 1 == p->n_stages) continue;
+        if (p->link_gbps && p->link_gbps[s] > 0)
+            copy[s] = pp_sim_message_ms(boundary_median(p, p->bnd_bytes, s), p->link_gbps[s],
+                                        p->link_latency_ms[s]);
+        else
+            copy[s] = boundary_median(p, p->bnd_ms, s);
     }
     pp_error err;
     if (pipe_simulate(&p->schedule, p->n_stages, f, b, copy, 0, p->slots, &out->predicted_step_ms,
