@@ -17,7 +17,10 @@
 #include "runtime/version.h"
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
+#include "cli/job.h"
+#include "cli/options.h"
 #include "cli/report.h"
+#include "cli/sweep.h"
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/train/optimizer.h"
@@ -32,10 +35,12 @@ typedef struct cli_args {
     bool validate, json, simulate, weights_only, eval_only;
     int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
     bool grads_whole;     /* --grad-allreduce whole */
+    bool grads_given, layout_given;
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
     pp_pipeline_layout layout; /* --layout */
     int sweep[MAX_SWEEP];
     int n_sweep;
+    bool given[PP_CLI_OPT_COUNT]; /* which options the command line gave (options.h) */
 } cli_args;
 
 static volatile sig_atomic_t g_stop;
@@ -175,6 +180,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
             else if (!strcmp(optarg, "nchw")) a->layout = PP_PIPELINE_LAYOUT_NCHW;
             else if (!strcmp(optarg, "nhwc")) a->layout = PP_PIPELINE_LAYOUT_NHWC;
             else return bad_args("--layout: '%s' is not auto, nchw or nhwc", optarg);
+            a->layout_given = true;
             break;
         case O_GRAPHS:
             if (strcmp(optarg, "on") && strcmp(optarg, "off"))
@@ -185,6 +191,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
             if (strcmp(optarg, "buckets") != 0 && strcmp(optarg, "whole") != 0)
                 return bad_args("--grad-allreduce: '%s' is neither buckets nor whole", optarg);
             a->grads_whole = strcmp(optarg, "whole") == 0;
+            a->grads_given = true;
             break;
         case O_SWEEP: {
             char buf[512];
@@ -208,18 +215,28 @@ static int parse_args(int argc, char **argv, cli_args *a)
     if (optind >= argc) return bad_args("%s", "missing PLAN.yaml");
     if (optind + 1 < argc) return bad_args("unexpected argument '%s'", argv[optind + 1]);
     a->plan = argv[optind];
-    if ((a->csv || a->svg) && !a->n_sweep)
-        return bad_args("%s needs --sweep-split", a->csv ? "--csv" : "--svg");
-    if (a->weights_only && !a->save) return bad_args("%s needs --save", "--weights-only");
-    if (a->validate + a->simulate + (a->n_sweep > 0) + a->eval_only > 1)
-        return bad_args("%s", "--validate, --simulate, --sweep-split and --eval-only exclude each "
-                              "other");
-    if (a->eval_only && !a->load) return bad_args("%s needs --load", "--eval-only");
-    if (a->resume && a->load) return bad_args("%s", "--resume and --load exclude each other");
-    if (a->resume && (a->validate || a->simulate || a->n_sweep || a->eval_only))
-        return bad_args("%s applies to training runs", "--resume");
-    if (a->plot && (a->validate || a->simulate || a->n_sweep || a->eval_only))
-        return bad_args("%s applies to training runs", "--plot");
+    bool *g = a->given;
+    g[PP_CLI_OPT_STEPS] = a->steps > 0;
+    g[PP_CLI_OPT_VALIDATE] = a->validate;
+    g[PP_CLI_OPT_SIMULATE] = a->simulate;
+    g[PP_CLI_OPT_SWEEP] = a->n_sweep > 0;
+    g[PP_CLI_OPT_EVAL_ONLY] = a->eval_only;
+    g[PP_CLI_OPT_JSON] = a->json;
+    g[PP_CLI_OPT_TRACE] = a->trace != NULL;
+    g[PP_CLI_OPT_LOAD] = a->load != NULL;
+    g[PP_CLI_OPT_SAVE] = a->save != NULL;
+    g[PP_CLI_OPT_WEIGHTS_ONLY] = a->weights_only;
+    g[PP_CLI_OPT_RESUME] = a->resume != NULL;
+    g[PP_CLI_OPT_DEVICE_MAP] = a->device_map != NULL;
+    g[PP_CLI_OPT_GRAPHS] = a->graphs != 0;
+    g[PP_CLI_OPT_CSV] = a->csv != NULL;
+    g[PP_CLI_OPT_SVG] = a->svg != NULL;
+    g[PP_CLI_OPT_METRICS] = a->metrics != NULL;
+    g[PP_CLI_OPT_PLOT] = a->plot != NULL;
+    g[PP_CLI_OPT_LAYOUT] = a->layout_given;
+    g[PP_CLI_OPT_GRAD_ALLREDUCE] = a->grads_given;
+    char msg[256];
+    if (!pp_cli_options_check(g, msg, sizeof msg)) return bad_args("%s", msg);
     return 0;
 }
 
@@ -265,6 +282,8 @@ static void run_result_free(run_result *rr)
 typedef struct epoch_acc {
     double loss_sum, correct_sum, ms;
     int64_t samples;
+    int steps;
+    int64_t epoch;            /* 1-based */
 } epoch_acc;
 
 static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, int batch, double lr,
@@ -329,9 +348,34 @@ static int evaluate(pp_pipeline *p, run_result *rr, FILE *metrics, int64_t epoch
     return 0;
 }
 
+/* Closes an epoch's row from acc (whole or partial): its figures, the
+ * evaluation when due, the epoch line. Returns an exit code. */
+static int close_epoch(pp_pipeline *p, const pp_plan *plan, pp_epoch_row *row,
+                       const epoch_acc *acc, bool eval_due, int64_t step, FILE *metrics,
+                       run_result *rr, pp_error *err)
+{
+    row->epoch = (int)acc->epoch;
+    row->train_loss = acc->loss_sum / (double)acc->samples;
+    row->train_acc = acc->correct_sum / (double)acc->samples;
+    row->seconds = acc->ms / 1e3;
+    row->images_per_s = acc->ms > 0 ? acc->samples * 1000.0 / acc->ms : 0;
+    if (eval_due) {
+        int rc = evaluate(p, rr, metrics, acc->epoch, step, err);
+        if (rc) return rc;
+        row->evaluated = true;
+        row->test_loss = rr->last_eval.loss;
+        row->test_acc = rr->last_eval.accuracy;
+        row->eval_images_per_s = rr->last_eval.images_per_s;
+    }
+    pp_cli_print_epoch(stderr, row, plan->epochs);
+    return 0;
+}
+
 /* Runs `steps` steps on p with progress on stderr. With epochs, a line per
  * epoch (and the plan's evaluation every eval.every epochs); with steps, one
- * evaluation at the end when the plan has an eval section. */
+ * evaluation at the end when the plan has an eval section. When --steps ends
+ * an epochs plan inside an epoch, that partial epoch gets its line and row,
+ * and the evaluation a steps plan has at the end. */
 static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progress, FILE *metrics,
                      run_result *rr, pp_error *err)
 {
@@ -362,6 +406,8 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
         acc.correct_sum += r.accuracy * r.batch;
         acc.samples += r.batch;
         acc.ms += r.step_ms;
+        acc.steps++;
+        acc.epoch = r.epoch + 1;
         metrics_row(metrics, "step", r.epoch + 1, r.step + 1, r.batch, r.lr, r.loss, r.accuracy,
                     r.step_ms / 1e3, r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0);
         if (progress) {
@@ -376,23 +422,12 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
         if (!r.epoch_end) continue;
         if (progress) fputc('\n', stderr);
         pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs - 1 ? rr->n_epochs++ : 0];
-        *row = (pp_epoch_row){.epoch = (int)r.epoch + 1,
-                              .train_loss = acc.loss_sum / (double)acc.samples,
-                              .train_acc = acc.correct_sum / (double)acc.samples,
-                              .seconds = acc.ms / 1e3,
-                              .images_per_s = acc.ms > 0 ? acc.samples * 1000.0 / acc.ms : 0};
-        acc = (epoch_acc){0};
+        *row = (pp_epoch_row){0};
         bool due = pp_pipeline_has_eval(p) &&
                    ((r.epoch + 1) % plan->eval.every == 0 || i == steps - 1);
-        if (due) {
-            rc = evaluate(p, rr, metrics, r.epoch + 1, r.step + 1, err);
-            if (rc) break;
-            row->evaluated = true;
-            row->test_loss = rr->last_eval.loss;
-            row->test_acc = rr->last_eval.accuracy;
-            row->eval_images_per_s = rr->last_eval.images_per_s;
-        }
-        pp_cli_print_epoch(stderr, row, plan->epochs);
+        rc = close_epoch(p, plan, row, &acc, due, r.step + 1, metrics, rr, err);
+        acc = (epoch_acc){0};
+        if (rc) break;
         if (plan->checkpoint.enabled && (r.epoch + 1) % plan->checkpoint.every == 0)
             rc = periodic_save(p, plan, &ring, r.epoch + 1, err);
     }
@@ -400,21 +435,32 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
     free(ring.paths);
     if (rc) return rc;
     if (progress) fputc('\n', stderr);
-    if (!plan->epochs && !rr->interrupted && rr->n_losses > 0 && pp_pipeline_has_eval(p))
+    if (rr->interrupted || rr->n_losses == 0) return 0;
+    if (plan->epochs && acc.steps > 0) { /* --steps ended the run inside an epoch */
+        pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs ? rr->n_epochs++ : 0];
+        *row = (pp_epoch_row){.partial = true, .steps = acc.steps,
+                              .steps_of = (int)pp_pipeline_steps_per_epoch(p)};
+        return close_epoch(p, plan, row, &acc, pp_pipeline_has_eval(p),
+                           pp_pipeline_steps_done(p), metrics, rr, err);
+    }
+    if (!plan->epochs && pp_pipeline_has_eval(p))
         return evaluate(p, rr, metrics, 0, pp_pipeline_steps_done(p), err);
     return 0;
 }
 
-static int do_validate(const pp_plan *plan)
+/* The resolved plan as YAML on stdout; with json, the YAML goes to stderr
+ * (human output) and one JSON object of the plan to stdout. */
+static int do_validate(const pp_plan *plan, bool json)
 {
     char *text;
     size_t len;
     pp_error err;
     if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
-    fwrite(text, 1, len, stdout);
+    fwrite(text, 1, len, json ? stderr : stdout);
     free(text);
     fprintf(stderr, "%s: valid plan (%d stage%s)\n", plan->path, plan->n_stages,
             plan->n_stages == 1 ? "" : "s");
+    if (json && !pp_cli_print_plan_json(stdout, plan)) return 1;
     return 0;
 }
 
@@ -437,87 +483,27 @@ static int do_simulate(const pp_plan *plan, bool json)
     return 0;
 }
 
+/* The sweep's training loop (sweep.h). */
+static int sweep_steps(void *arg, pp_pipeline *p, const pp_plan *plan, int steps,
+                       double *last_loss, pp_error *err)
+{
+    (void)arg;
+    run_result rr = {0};
+    int rc = run_steps(p, plan, steps, isatty(2), NULL, &rr, err);
+    *last_loss = rr.n_losses ? rr.losses[rr.n_losses - 1] : 0;
+    if (!rc && rr.interrupted) rc = 130;
+    run_result_free(&rr);
+    return rc;
+}
+
 static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
 {
-    pp_sweep_row rows[MAX_SWEEP];
-    pp_error err;
-    int failed = 0;
-    FILE *human = a->json ? stderr : stdout;
-    for (int i = 0; i < a->n_sweep; i++) {
-        if (pp_plan_split(plan, a->sweep[i], 0, &err) != PP_OK) {
-            pp_error_prefix(&err, "--sweep-split");
-            return fail(&err);
-        }
-        fprintf(stderr, "split_size %d (%d micro-batches)\n", plan->split_size,
-                plan->micro_batches);
-        pp_pipeline *p = NULL;
-        pp_status st = pp_plan_check_micro_batches(plan, &err);
-        if (st != PP_OK) { /* this split size cannot train (batch norm over one value): go on */
-            fprintf(stderr, "pipeline-run: split size %d cannot run: %s\n", plan->split_size,
-                    err.msg);
-            rows[i] = (pp_sweep_row){.split_size = plan->split_size,
-                                     .micro_batches = plan->micro_batches,
-                                     .failed = true};
-            snprintf(rows[i].error, sizeof rows[i].error, "%.150s", err.msg);
-            failed++;
-            continue;
-        }
-        const pp_pipeline_options opts = {.layout = a->layout};
-        st = pp_pipeline_new(plan, &opts, &p, &err);
-        if (st == PP_OK && a->load) st = pp_pipeline_load(p, a->load, &err);
-        if (st == PP_ERR_INPUT) { /* bad plan, data or checkpoint: no split size can run */
-            pp_pipeline_free(p);
-            return fail(&err);
-        }
-        run_result rr = {0};
-        int rc = st == PP_OK ? run_steps(p, plan, steps, isatty(2), NULL, &rr, &err) : 1;
-        if (rc == 2) {
-            run_result_free(&rr);
-            pp_pipeline_free(p);
-            return fprintf(stderr, "pipeline-run: %s\n", err.msg), rc;
-        }
-        if (rc) { /* this split size cannot run (e.g. batch norm over one value): go on */
-            fprintf(stderr, "pipeline-run: split size %d failed: %s\n", plan->split_size,
-                    err.msg);
-            rows[i] = (pp_sweep_row){.split_size = plan->split_size,
-                                     .micro_batches = plan->micro_batches,
-                                     .failed = true};
-            snprintf(rows[i].error, sizeof rows[i].error, "%.150s", err.msg);
-            failed++;
-            run_result_free(&rr);
-            pp_pipeline_free(p);
-            continue;
-        }
-        pp_pipeline_report r;
-        pp_pipeline_report_get(p, &r);
-        rows[i] = (pp_sweep_row){
-            .split_size = plan->split_size,
-            .micro_batches = plan->micro_batches,
-            .step_ms = r.step_ms_median,
-            .images_per_s = r.images_per_s,
-            .bubble = r.bubble_frac,
-            .predicted_step_ms = r.predicted_step_ms,
-            .bubble_predicted = r.bubble_frac_predicted,
-            .loss = rr.n_losses ? rr.losses[rr.n_losses - 1] : 0,
-        };
-        run_result_free(&rr);
-        pp_pipeline_free(p);
-        if (rr.interrupted) {
-            fprintf(stderr, "pipeline-run: interrupted\n");
-            return 130;
-        }
-    }
-    pp_cli_print_sweep(human, rows, a->n_sweep);
-    if (a->csv && !pp_cli_write_sweep_csv(a->csv, rows, a->n_sweep)) {
-        fprintf(stderr, "pipeline-run: cannot write %s\n", a->csv);
-        return 1;
-    }
-    if (a->svg && !pp_cli_write_sweep_svg(a->svg, plan->path, rows, a->n_sweep)) {
-        fprintf(stderr, "pipeline-run: cannot write %s\n", a->svg);
-        return 1;
-    }
-    if (a->json && !pp_cli_sweep_json(stdout, plan, rows, a->n_sweep)) return 1;
-    return failed == a->n_sweep ? 1 : 0; /* some split size ran: the sweep is a result */
+    pp_cli_sweep sw = {.sizes = a->sweep, .n = a->n_sweep, .steps = steps, .load = a->load,
+                       .csv = a->csv, .svg = a->svg, .json = a->json,
+                       .opts = {.layout = a->layout, .graphs = (pp_pipeline_graphs)a->graphs,
+                                .grad_allreduce_whole = a->grads_whole},
+                       .run_steps = sweep_steps};
+    return pp_cli_sweep_run(plan, &sw);
 }
 
 static int do_eval_only(const pp_plan *plan, const cli_args *a)
@@ -543,6 +529,42 @@ static int do_eval_only(const pp_plan *plan, const cli_args *a)
     }
     pp_pipeline_free(p);
     return rc;
+}
+
+/* What the run's steps are, after "N steps" in the header: with epochs,
+ * " (10 epochs of 235)", or where --steps cuts them short " (--steps 3:
+ * 3 of the 235 steps of epoch 1 of 10, then the test set)"; a plan with
+ * neither steps nor epochs runs one step, and says so. */
+static void describe_steps(const pp_plan *plan, const pp_pipeline *p, bool steps_given,
+                           int steps, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (!plan->epochs) {
+        if (!steps_given && plan->steps_mark.line == 0)
+            snprintf(buf, n, " (the plan gives neither steps nor epochs: one step)");
+        return;
+    }
+    long long spe = (long long)pp_pipeline_steps_per_epoch(p);
+    if (!steps_given) {
+        snprintf(buf, n, " (%d epoch%s of %lld)", plan->epochs, plan->epochs == 1 ? "" : "s", spe);
+        return;
+    }
+    long long d0 = (long long)pp_pipeline_steps_done(p), end = d0 + steps;
+    long long first = d0 / spe + 1, last = (end - 1) / spe + 1, left = end % spe;
+    const char *eval = plan->eval.enabled ? ", then the test set" : "";
+    if (first == last && left)
+        snprintf(buf, n, " (--steps %d: %lld of the %lld steps of epoch %lld of %d%s)", steps,
+                 left - d0 % spe, spe, first, plan->epochs, eval);
+    else if (left)
+        snprintf(buf, n, " (--steps %d: epochs %lld to %lld of %d, %lld steps each, the last "
+                 "one %lld step%s in%s)", steps, first, last, plan->epochs, spe, left,
+                 left == 1 ? "" : "s", eval);
+    else if (first == last)
+        snprintf(buf, n, " (--steps %d: epoch %lld of %d, %lld steps)", steps, first,
+                 plan->epochs, spe);
+    else
+        snprintf(buf, n, " (--steps %d: epochs %lld to %lld of %d, %lld steps each)", steps,
+                 first, last, plan->epochs, spe);
 }
 
 static int do_train(const pp_plan *plan, const cli_args *a, int steps)
@@ -600,10 +622,8 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     }
     if (metrics) fputs("kind,epoch,step,batch,lr,loss,accuracy,seconds,images_per_s\n", metrics);
     FILE *human = a->json ? stderr : stdout;
-    char epochs[64] = "";
-    if (plan->epochs)
-        snprintf(epochs, sizeof epochs, " (%d epoch%s of %lld)", plan->epochs,
-                 plan->epochs == 1 ? "" : "s", (long long)pp_pipeline_steps_per_epoch(p));
+    char epochs[256];
+    describe_steps(plan, p, a->steps > 0, steps, epochs, sizeof epochs);
     char precision[16] = ""; /* named unless fp32 */
     if (plan->precision != PP_PLAN_PRECISION_FP32)
         snprintf(precision, sizeof precision, ", %s", pp_plan_precision_name(plan->precision));
@@ -680,52 +700,24 @@ static int join_job(int *argc, char ***argv)
 
 static int run(int argc, char **argv);
 
-/* Every rank of a job must run the same plan with the same options: each
- * hashes its resolved plan (as --validate prints it) with the options that
- * shape the run, and compares with rank 0's. Exit 2 on every rank, naming the
- * ranks that differ, before any work starts. */
+/* Every rank of a job must run the same plan with the same options (job.h):
+ * exit 2 on every rank, rank 0 naming the ranks and what differs, before any
+ * work starts. */
 static int check_same_plan(const pp_plan *plan, const cli_args *a, int steps)
 {
-    int size = pp_comm_size(g_comm), rank = pp_comm_rank(g_comm);
-    if (size < 2) return 0;
-    char *text;
-    size_t len;
+    pp_cli_shape shape = {0};
+    pp_cli_shape_add(&shape, "--steps", "%d", steps);
+    pp_cli_shape_add(&shape, "--load", "%.100s", a->load ? a->load : "-");
+    pp_cli_shape_add(&shape, "--resume", "%.100s", a->resume ? a->resume : "-");
+    pp_cli_shape_add(&shape, "--eval-only", "%s", a->eval_only ? "on" : "off");
+    pp_cli_shape_add(&shape, "--save", "%.100s", a->save ? a->save : "-");
+    pp_cli_shape_add(&shape, "--grad-allreduce", "%s", a->grads_whole ? "whole" : "buckets");
+    char msg[1024];
     pp_error err;
-    if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
-    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
-    char opts[512];
-    int n = snprintf(opts, sizeof opts, "\nsteps %d load %s resume %s eval-only %d save %s "
-                     "grad-allreduce %s", steps, a->load ? a->load : "-",
-                     a->resume ? a->resume : "-", a->eval_only, a->save ? a->save : "-",
-                     a->grads_whole ? "whole" : "buckets");
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
-    for (int i = 0; i < n && i < (int)sizeof opts; i++)
-        h = (h ^ (unsigned char)opts[i]) * 1099511628211ull;
-    free(text);
-    uint64_t h0 = h;
-    float *differs = calloc((size_t)size, sizeof *differs);
-    if (!differs) return 1;
-    pp_status s = pp_comm_broadcast(g_comm, 0, &h0, sizeof h0, &err);
-    differs[rank] = h != h0;
-    if (s == PP_OK) s = pp_comm_allreduce_sum_f32(g_comm, differs, (size_t)size, &err);
-    if (s != PP_OK) {
-        free(differs);
-        return fail(&err);
-    }
-    char list[256] = "";
-    size_t used = 0;
-    for (int r = 0; r < size && used + 16 < sizeof list; r++)
-        if (differs[r] > 0) used += (size_t)snprintf(list + used, sizeof list - used, "%s%d",
-                                                     used ? ", " : "", r);
-    free(differs);
-    if (!used) return 0;
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s: rank%s %s started with another plan or other options than "
-             "rank 0 (plan hash %016llx here, %016llx on rank 0): every rank of a job must run "
-             "the same plan", plan->path, strchr(list, ',') ? "s" : "", list,
-             (unsigned long long)h, (unsigned long long)h0);
-    print_error(msg);
-    return 2;
+    int rc = pp_cli_check_same_run(g_comm, plan, &shape, msg, sizeof msg, &err);
+    if (rc == 1) return fail(&err);
+    if (msg[0]) print_error(msg);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -778,8 +770,18 @@ static int run(int argc, char **argv)
         pp_plan_free(plan);
         return rc;
     }
+    char msg[512];
+    if (!pp_cli_options_check_plan(a.given, plan, msg, sizeof msg)) {
+        print_error(msg);
+        pp_plan_free(plan);
+        return 2;
+    }
+    if (a.n_sweep && (rc = pp_cli_sweep_check(plan, a.sweep, a.n_sweep)) != 0) {
+        pp_plan_free(plan);
+        return rc;
+    }
     if (a.validate)
-        rc = do_validate(plan);
+        rc = do_validate(plan, a.json);
     else if (a.simulate)
         rc = do_simulate(plan, a.json);
     else if (a.eval_only)
