@@ -72,9 +72,13 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
 static double boundary_median(const pp_pipeline *p, const double *v, int b)
 {
     int n = p->steps_run, B = p->n_stages - 1;
-    double col[n > 0 ? n : 1];
+    if (n <= 0) return 0;
+    double *col = malloc((size_t)n * sizeof *col);
+    if (!col) return v[(n - 1) * B + b]; /* out of memory: the latest value stands in */
     for (int k = 0; k < n; k++) col[k] = v[k * B + b];
-    return median_after_warmup(col, n);
+    double m = median_after_warmup(col, n);
+    free(col);
+    return m;
 }
 
 /* The median after warm-up of replica r's entries of v (steps_run x replicas). */
