@@ -76,7 +76,8 @@ static void usage(FILE *f)
           "\n"
           "options:\n"
           "  --steps N           override the plan's step count\n"
-          "  --validate          check the plan, print it resolved (YAML), run nothing\n"
+          "  --validate          check the plan and its data, print it resolved (YAML), run\n"
+          "                      nothing\n"
           "  --simulate          predict step time and bubble from the cost model, run nothing\n"
           "  --json              print one JSON summary on stdout (human output goes to stderr)\n"
           "  --trace FILE        write a Chrome trace (open in Perfetto or chrome://tracing)\n"
@@ -85,7 +86,7 @@ static void usage(FILE *f)
           "  --weights-only      with --save: leave the optimizer state out of the file\n"
           "  --resume FILE       continue a run from its checkpoint (epoch, step, optimizer,\n"
           "                      learning-rate schedule and data order)\n"
-          "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda:*=cpu\n"
+          "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda=cpu\n"
           "  --cuda-graphs on|off  replay each CUDA training step as graphs after the first\n"
           "                      (default: the plan's cuda_graphs, or PP_CUDA_GRAPHS, else on)\n"
           "  --sweep-split LIST  run once per split size (e.g. 1,2,4,8) and print a table\n"
@@ -102,6 +103,7 @@ static void usage(FILE *f)
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n"
           "\n"
+          "Options that do not go together are refused, naming both (docs/CLI.md).\n"
           "exit status: 0 ok, 1 runtime failure, 2 bad input, 130 interrupted\n",
           f);
 }
