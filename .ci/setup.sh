@@ -4,7 +4,7 @@
 #   bash .ci/setup.sh [--tests] [BUILD_DIR]      (default BUILD_DIR: build)
 #
 # 1. Installs the Debian packages the build needs when any is missing
-#    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson, zlib,
+#    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson, xxHash, zlib,
 #    Open MPI for jobs of several processes and their tests); with
 #    --tests also what the test suite checks against (PyTorch and torchvision
 #    for the cross-checks, Debian's Fashion-MNIST for the training tests).
@@ -21,7 +21,7 @@ tests=0
 if [ "${1:-}" = --tests ]; then tests=1; shift; fi
 build=${1:-build}
 
-packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev zlib1g-dev
+packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev libxxhash-dev zlib1g-dev
   openmpi-bin libopenmpi-dev)
 if [ $tests = 1 ]; then
   packages+=(python3-torch python3-torchvision python3-numpy dataset-fashion-mnist)

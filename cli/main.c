@@ -2,12 +2,12 @@
  * main.c - the pipeline-run command-line program (ARCHITECTURE.md §6).
  *
  * Exit codes: 0 success; 2 bad input (plan, arguments, data or checkpoint
- * files) with "FILE:LINE:COL: message"; 1 runtime failure; 130 when stopped
- * by SIGINT (after saving the checkpoint asked for with --save).
+ * files) with "FILE:LINE:COL: message"; 1 runtime failure; 143 / 130 when
+ * stopped by SIGTERM / SIGINT (after the step in flight, having saved the
+ * series' checkpoint and --save's: signals.h, series.h).
  */
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +17,18 @@
 #include "runtime/version.h"
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
+#include "cli/fit.h"
 #include "cli/job.h"
 #include "cli/options.h"
 #include "cli/report.h"
+#include "cli/schedule_cmd.h"
+#include "cli/resume.h"
+#include "cli/series.h"
+#include "cli/signals.h"
 #include "cli/sweep.h"
+#include "cli/verify.h"
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
-#include "runtime/train/optimizer.h"
 #include "streams/schedule.h"
 #include "streams/stream.h"
 
@@ -32,7 +37,11 @@
 typedef struct cli_args {
     const char *plan;
     int steps;            /* 0: the plan's */
-    bool validate, json, simulate, weights_only, eval_only;
+    bool validate, json, simulate, weights_only, eval_only, memory, optimize, verify;
+    int64_t memory_limit; /* --memory-limit (bytes), 0: none */
+    const char *output;   /* -o: where --optimize writes the best plan */
+    const char **files;   /* --verify: the checkpoint files (argv's) */
+    int n_files;
     int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
     bool grads_whole;     /* --grad-allreduce whole */
     bool grads_given, layout_given;
@@ -40,10 +49,11 @@ typedef struct cli_args {
     pp_pipeline_layout layout; /* --layout */
     int sweep[MAX_SWEEP];
     int n_sweep;
+    int print_schedule;   /* --print-schedule: 1, =comms: 2 */
+    pp_schedule_kind sweep_kinds[PP_SCHEDULE_KINDS];
+    int n_sweep_kinds;    /* --sweep-schedule */
     bool given[PP_CLI_OPT_COUNT]; /* which options the command line gave (options.h) */
 } cli_args;
-
-static volatile sig_atomic_t g_stop;
 
 /* The job this process belongs to (one process unless started by mpirun).
  * Rank 0 speaks for the job; other ranks' stdout and stderr go to /dev/null
@@ -62,15 +72,10 @@ static void print_error(const char *msg)
     fflush(f);
 }
 
-static void on_sigint(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
-
 static void usage(FILE *f)
 {
     fputs("usage: pipeline-run PLAN.yaml [options]\n"
+          "       pipeline-run --verify FILE... [PLAN.yaml]\n"
           "\n"
           "Trains the network a partition plan describes, split into pipeline stages.\n"
           "\n"
@@ -79,19 +84,37 @@ static void usage(FILE *f)
           "  --validate          check the plan and its data, print it resolved (YAML), run\n"
           "                      nothing\n"
           "  --simulate          predict step time and bubble from the cost model, run nothing\n"
+          "  --memory            predict each stage's peak memory beside its device's cap, run\n"
+          "                      nothing (exit 2 when a device would not fit)\n"
+          "  --optimize          search cuts, schedule, split size and recomputation for the\n"
+          "                      fastest plan that fits (unit times measured and cached), print\n"
+          "                      the best candidates and write the best plan (stdout, or -o)\n"
+          "  --memory-limit SIZE with --optimize: the most a device may hold (e.g. 12GiB)\n"
+          "  -o FILE             with --optimize: write the best plan to FILE\n"
+          "  --print-schedule[=comms]  print the plan's schedule program (CSV in the grammar of\n"
+          "                      torch.distributed.pipelining; =comms: with sends and receives)\n"
           "  --json              print one JSON summary on stdout (human output goes to stderr)\n"
           "  --trace FILE        write a Chrome trace (open in Perfetto or chrome://tracing)\n"
           "  --load FILE         start from a safetensors checkpoint (torchvision names)\n"
-          "  --save FILE         write a safetensors checkpoint at the end (or on Ctrl-C)\n"
+          "  --save FILE         write a safetensors checkpoint at the end (also when stopped\n"
+          "                      by SIGTERM or Ctrl-C)\n"
           "  --weights-only      with --save: leave the optimizer state out of the file\n"
           "  --resume FILE       continue a run from its checkpoint (epoch, step, optimizer,\n"
-          "                      learning-rate schedule and data order)\n"
+          "                      learning-rate schedule and data order); refused when the\n"
+          "                      plan changes what a step means (batch, data, model, seed)\n"
+          "  --resume auto       from the newest checkpoint of the plan's checkpoint: series\n"
+          "                      (or --save's file) that verifies; a fresh start when none\n"
+          "  --verify FILE...    check checkpoint files (header, offsets, checksums, finite\n"
+          "                      values; with a PLAN.yaml also that it loads into its model\n"
+          "                      and would resume under it), run nothing; exit 0 or 2\n"
           "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda=cpu\n"
           "  --cuda-graphs on|off  replay each CUDA training step as graphs after the first\n"
           "                      (default: the plan's cuda_graphs, or PP_CUDA_GRAPHS, else on)\n"
           "  --sweep-split LIST  run once per split size (e.g. 1,2,4,8) and print a table\n"
-          "  --csv FILE          with --sweep-split: write the table as CSV\n"
-          "  --svg FILE          with --sweep-split: write a chart of images/s and bubble\n"
+          "  --sweep-schedule LIST  run each schedule on the plan (e.g. gpipe,1f1b,zbh1,zbv;\n"
+          "                      with --simulate: predict each) and print a table\n"
+          "  --csv FILE          with a sweep: write the table as CSV\n"
+          "  --svg FILE          with a sweep: write it as a chart\n"
           "  --metrics FILE      write a CSV row per step and per evaluation\n"
           "  --plot FILE         with epochs: an SVG of loss and test accuracy per epoch\n"
           "  --eval-only         with --load: evaluate the checkpoint on the plan's eval data\n"
@@ -104,7 +127,13 @@ static void usage(FILE *f)
           "  -V, --version       show the version\n"
           "\n"
           "Options that do not go together are refused, naming both (docs/CLI.md).\n"
-          "exit status: 0 ok, 1 runtime failure, 2 bad input, 130 interrupted\n",
+          "\n"
+          "SIGTERM or SIGINT stops after the step in flight and, with a checkpoint: section\n"
+          "or --save, writes a checkpoint of the step reached first; a second signal ends\n"
+          "the program at once without a partial file.\n"
+          "\n"
+          "exit status: 0 ok, 1 runtime failure, 2 bad input, 143 stopped by SIGTERM,\n"
+          "130 stopped by SIGINT\n",
           f);
 }
 
@@ -125,11 +154,50 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
     return true;
 }
 
+/* Records which options were given (a->given) and checks them against the
+ * table of which go together (options.h). Returns 0 or 2. */
+static int check_options(cli_args *a)
+{
+    bool *g = a->given;
+    const bool resume_auto = a->resume && strcmp(a->resume, "auto") == 0;
+    g[PP_CLI_OPT_STEPS] = a->steps > 0;
+    g[PP_CLI_OPT_VALIDATE] = a->validate;
+    g[PP_CLI_OPT_SIMULATE] = a->simulate;
+    g[PP_CLI_OPT_SWEEP] = a->n_sweep > 0;
+    g[PP_CLI_OPT_EVAL_ONLY] = a->eval_only;
+    g[PP_CLI_OPT_JSON] = a->json;
+    g[PP_CLI_OPT_TRACE] = a->trace != NULL;
+    g[PP_CLI_OPT_LOAD] = a->load != NULL;
+    g[PP_CLI_OPT_SAVE] = a->save != NULL;
+    g[PP_CLI_OPT_WEIGHTS_ONLY] = a->weights_only;
+    g[PP_CLI_OPT_RESUME] = a->resume != NULL && !resume_auto;
+    g[PP_CLI_OPT_RESUME_AUTO] = resume_auto;
+    g[PP_CLI_OPT_DEVICE_MAP] = a->device_map != NULL;
+    g[PP_CLI_OPT_GRAPHS] = a->graphs != 0;
+    g[PP_CLI_OPT_CSV] = a->csv != NULL;
+    g[PP_CLI_OPT_SVG] = a->svg != NULL;
+    g[PP_CLI_OPT_METRICS] = a->metrics != NULL;
+    g[PP_CLI_OPT_PLOT] = a->plot != NULL;
+    g[PP_CLI_OPT_LAYOUT] = a->layout_given;
+    g[PP_CLI_OPT_GRAD_ALLREDUCE] = a->grads_given;
+    g[PP_CLI_OPT_MEMORY] = a->memory;
+    g[PP_CLI_OPT_OPTIMIZE] = a->optimize;
+    g[PP_CLI_OPT_MEMORY_LIMIT] = a->memory_limit != 0;
+    g[PP_CLI_OPT_OUTPUT] = a->output != NULL;
+    g[PP_CLI_OPT_PRINT_SCHEDULE] = a->print_schedule != 0;
+    g[PP_CLI_OPT_SWEEP_SCHEDULE] = a->n_sweep_kinds > 0;
+    g[PP_CLI_OPT_VERIFY] = a->verify;
+    char msg[256];
+    if (!pp_cli_options_check(g, msg, sizeof msg)) return bad_args("%s", msg);
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, cli_args *a)
 {
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
-           O_GRAPHS, O_GRAD_ALLREDUCE };
+           O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY, O_OPTIMIZE, O_MEMORY_LIMIT,
+           O_PRINT_SCHEDULE, O_SWEEP_SCHEDULE, O_VERIFY };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -143,6 +211,9 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"csv", required_argument, 0, O_CSV},
         {"svg", required_argument, 0, O_SVG},
         {"simulate", no_argument, 0, O_SIM},
+        {"memory", no_argument, 0, O_MEMORY},
+        {"optimize", no_argument, 0, O_OPTIMIZE},
+        {"memory-limit", required_argument, 0, O_MEMORY_LIMIT},
         {"metrics", required_argument, 0, O_METRICS},
         {"eval-only", no_argument, 0, O_EVAL_ONLY},
         {"plot", required_argument, 0, O_PLOT},
@@ -150,6 +221,9 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"layout", required_argument, 0, O_LAYOUT},
         {"cuda-graphs", required_argument, 0, O_GRAPHS},
         {"grad-allreduce", required_argument, 0, O_GRAD_ALLREDUCE},
+        {"print-schedule", optional_argument, 0, O_PRINT_SCHEDULE},
+        {"sweep-schedule", required_argument, 0, O_SWEEP_SCHEDULE},
+        {"verify", no_argument, 0, O_VERIFY},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -157,15 +231,25 @@ static int parse_args(int argc, char **argv, cli_args *a)
     memset(a, 0, sizeof *a);
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hVo:", opts, NULL)) != -1) {
         switch (c) {
         case O_STEPS:
             if (!parse_int(optarg, 1, PP_PLAN_MAX_STEPS, &a->steps))
                 return bad_args("--steps: '%s' is not a positive integer", optarg);
             break;
         case O_VALIDATE: a->validate = true; break;
+        case O_VERIFY: a->verify = true; break;
         case O_JSON: a->json = true; break;
         case O_SIM: a->simulate = true; break;
+        case O_MEMORY: a->memory = true; break;
+        case O_OPTIMIZE: a->optimize = true; break;
+        case 'o': a->output = optarg; break;
+        case O_MEMORY_LIMIT: {
+            pp_error e;
+            if (pp_plan_parse_bytes(optarg, &a->memory_limit, &e) != PP_OK)
+                return bad_args("--memory-limit: %s", e.msg);
+            break;
+        }
         case O_WEIGHTS: a->weights_only = true; break;
         case O_TRACE: a->trace = optarg; break;
         case O_LOAD: a->load = optarg; break;
@@ -208,38 +292,51 @@ static int parse_args(int argc, char **argv, cli_args *a)
             if (a->n_sweep == 0) return bad_args("--sweep-split: empty list '%s'", optarg);
             break;
         }
+        case O_PRINT_SCHEDULE:
+            if (optarg && strcmp(optarg, "comms") != 0)
+                return bad_args("--print-schedule: '%s' is not comms", optarg);
+            a->print_schedule = optarg ? 2 : 1;
+            break;
+        case O_SWEEP_SCHEDULE: {
+            char buf[512];
+            pp_error err;
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                pp_schedule_kind k;
+                if (pp_schedule_kind_parse(tok, &k, &err) != PP_OK || k == PP_SCHEDULE_FORWARD)
+                    return bad_args("--sweep-schedule: %s", err.msg);
+                if (a->n_sweep_kinds == PP_SCHEDULE_KINDS)
+                    return bad_args("--sweep-schedule: too many schedules in '%s'", optarg);
+                a->sweep_kinds[a->n_sweep_kinds++] = k;
+            }
+            if (!a->n_sweep_kinds) return bad_args("--sweep-schedule: empty list '%s'", optarg);
+            break;
+        }
         case 'h': usage(stdout); exit(0);
         case 'V': printf("pipeline-run %s\n", pp_version()); exit(0);
         case ':': return bad_args("option %s needs a value", argv[optind - 1]);
         default: return bad_args("unknown option '%s'", argv[optind - 1]);
         }
     }
+    if (a->verify) { /* FILE... and at most one plan, told by its extension */
+        a->files = (const char **)argv + optind;
+        for (int i = optind; i < argc; i++) {
+            const char *dot = strrchr(argv[i], '.');
+            if (!dot || (strcmp(dot, ".yaml") != 0 && strcmp(dot, ".yml") != 0)) {
+                a->files[a->n_files++] = argv[i];
+            } else if (a->plan) {
+                return bad_args("--verify: '%s' is a second plan", argv[i]);
+            } else {
+                a->plan = argv[i];
+            }
+        }
+        if (a->n_files == 0) return bad_args("%s", "--verify needs checkpoint files");
+        return check_options(a);
+    }
     if (optind >= argc) return bad_args("%s", "missing PLAN.yaml");
     if (optind + 1 < argc) return bad_args("unexpected argument '%s'", argv[optind + 1]);
     a->plan = argv[optind];
-    bool *g = a->given;
-    g[PP_CLI_OPT_STEPS] = a->steps > 0;
-    g[PP_CLI_OPT_VALIDATE] = a->validate;
-    g[PP_CLI_OPT_SIMULATE] = a->simulate;
-    g[PP_CLI_OPT_SWEEP] = a->n_sweep > 0;
-    g[PP_CLI_OPT_EVAL_ONLY] = a->eval_only;
-    g[PP_CLI_OPT_JSON] = a->json;
-    g[PP_CLI_OPT_TRACE] = a->trace != NULL;
-    g[PP_CLI_OPT_LOAD] = a->load != NULL;
-    g[PP_CLI_OPT_SAVE] = a->save != NULL;
-    g[PP_CLI_OPT_WEIGHTS_ONLY] = a->weights_only;
-    g[PP_CLI_OPT_RESUME] = a->resume != NULL;
-    g[PP_CLI_OPT_DEVICE_MAP] = a->device_map != NULL;
-    g[PP_CLI_OPT_GRAPHS] = a->graphs != 0;
-    g[PP_CLI_OPT_CSV] = a->csv != NULL;
-    g[PP_CLI_OPT_SVG] = a->svg != NULL;
-    g[PP_CLI_OPT_METRICS] = a->metrics != NULL;
-    g[PP_CLI_OPT_PLOT] = a->plot != NULL;
-    g[PP_CLI_OPT_LAYOUT] = a->layout_given;
-    g[PP_CLI_OPT_GRAD_ALLREDUCE] = a->grads_given;
-    char msg[256];
-    if (!pp_cli_options_check(g, msg, sizeof msg)) return bad_args("%s", msg);
-    return 0;
+    return check_options(a);
 }
 
 /* precision tf32 asks for tensor-core math on CUDA; CPU devices compute IEEE
@@ -264,10 +361,20 @@ static int fail(const pp_error *err)
     }
 }
 
+/* A plan predicted over a device's cap is refused before anything runs. */
+static int check_memory(const pp_plan *plan)
+{
+    pp_error err;
+    return pp_cli_check_memory(plan, &err) == PP_OK ? 0 : fail(&err);
+}
+
 typedef struct run_result {
     double *losses;
     int n_losses;
     bool interrupted;
+    int signal;                /* the signal that stopped the run (interrupted) */
+    bool abandoned;            /* a second signal abandoned a save: end at once */
+    pp_cli_epoch_sums sums;    /* the epoch in progress (in: at the start) */
     pp_epoch_row *epochs;      /* one per completed epoch (plans with epochs) */
     int n_epochs;
     bool evaluated;
@@ -280,13 +387,13 @@ static void run_result_free(run_result *rr)
     free(rr->epochs);
 }
 
-/* Running sums of one epoch. */
-typedef struct epoch_acc {
-    double loss_sum, correct_sum, ms;
+/* The time of the epoch's steps run by this process. */
+typedef struct epoch_time {
+    double ms;
     int64_t samples;
-    int steps;
+    int steps;                /* of the epoch, run by this process */
     int64_t epoch;            /* 1-based */
-} epoch_acc;
+} epoch_time;
 
 static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, int batch, double lr,
                         double loss, double acc, double seconds, double images_per_s)
@@ -297,43 +404,26 @@ static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, 
     fflush(m);
 }
 
-/* Periodic checkpoints (the plan's checkpoint section): the files this run
- * wrote, oldest first, so that only the newest `keep` stay. */
-typedef struct ckpt_ring {
-    char **paths;
-    int n;
-} ckpt_ring;
-
-static int periodic_save(pp_pipeline *p, const pp_plan *plan, ckpt_ring *ring, int64_t number,
-                         pp_error *err)
+/* A checkpoint of the series (periodic, or the last of a stopped run) with
+ * the epoch's running sums; returns an exit code (128 + the signal when a
+ * second one abandoned it: rr->abandoned). */
+static int series_save(pp_pipeline *p, const pp_plan *plan, pp_cli_series *series,
+                       run_result *rr, const char **saved, pp_error *err)
 {
-    const pp_plan_checkpoint *c = &plan->checkpoint;
-    const char *tag = plan->epochs ? "{epoch}" : "{step}";
-    const char *at = strstr(c->path, tag);
-    if (!at) return 0;
-    char path[4096];
-    snprintf(path, sizeof path, "%.*s%lld%s", (int)(at - c->path), c->path, (long long)number,
-             at + strlen(tag));
-    if (pp_pipeline_save(p, path, true, err) != PP_OK) return err->code == PP_ERR_INPUT ? 2 : 1;
-    fprintf(stderr, "saved %s\n", path);
-    char **grown = realloc(ring->paths, (size_t)(ring->n + 1) * sizeof *grown);
-    char *copy = strdup(path);
-    if (!grown || !copy) {
-        free(copy);
-        if (grown) ring->paths = grown;
-        pp_error_set(err, PP_ERR_OOM, "out of host memory");
-        return 1;
+    pp_checkpoint_meta meta[3];
+    char bufs[3][40];
+    pp_pipeline_save_options o = {.with_optimizer = true, .meta = meta};
+    if (plan->epochs) o.n_meta = pp_cli_epoch_sums_meta(&rr->sums, meta, bufs);
+    bool written;
+    const char *path;
+    pp_status s = pp_cli_series_save(series, p, &o, &path, &written, err);
+    if (saved) *saved = path;
+    if (s == PP_ERR_INTERRUPTED) {
+        rr->abandoned = true;
+        return 128 + pp_cli_signal_first();
     }
-    ring->paths = grown;
-    ring->paths[ring->n++] = copy;
-    /* drop the oldest this run wrote (rank 0 wrote them) */
-    while (c->keep > 0 && ring->n > c->keep) {
-        if (pp_comm_rank(g_comm) == 0 && unlink(ring->paths[0]) != 0 && errno != ENOENT)
-            fprintf(stderr, "pipeline-run: cannot remove %s: %s\n", ring->paths[0],
-                    strerror(errno));
-        free(ring->paths[0]);
-        memmove(ring->paths, ring->paths + 1, (size_t)(--ring->n) * sizeof *ring->paths);
-    }
+    if (s != PP_OK) return s == PP_ERR_INPUT ? 2 : 1;
+    if (written) fprintf(stderr, "saved %s\n", path);
     return 0;
 }
 
@@ -350,19 +440,21 @@ static int evaluate(pp_pipeline *p, run_result *rr, FILE *metrics, int64_t epoch
     return 0;
 }
 
-/* Closes an epoch's row from acc (whole or partial): its figures, the
- * evaluation when due, the epoch line. Returns an exit code. */
+/* Closes an epoch's row (whole or partial): its loss and accuracy from sums
+ * (the whole epoch, a resumed checkpoint's part included), its time from et
+ * (this process's steps), the evaluation when due, the epoch line. Leaves
+ * sums as they are (checkpoints carry them). Returns an exit code. */
 static int close_epoch(pp_pipeline *p, const pp_plan *plan, pp_epoch_row *row,
-                       const epoch_acc *acc, bool eval_due, int64_t step, FILE *metrics,
-                       run_result *rr, pp_error *err)
+                       const pp_cli_epoch_sums *sums, const epoch_time *et, bool eval_due,
+                       int64_t step, FILE *metrics, run_result *rr, pp_error *err)
 {
-    row->epoch = (int)acc->epoch;
-    row->train_loss = acc->loss_sum / (double)acc->samples;
-    row->train_acc = acc->correct_sum / (double)acc->samples;
-    row->seconds = acc->ms / 1e3;
-    row->images_per_s = acc->ms > 0 ? acc->samples * 1000.0 / acc->ms : 0;
+    row->epoch = (int)et->epoch;
+    row->train_loss = sums->samples ? sums->loss_sum / (double)sums->samples : 0;
+    row->train_acc = sums->samples ? sums->correct_sum / (double)sums->samples : 0;
+    row->seconds = et->ms / 1e3;
+    row->images_per_s = et->ms > 0 ? et->samples * 1000.0 / et->ms : 0;
     if (eval_due) {
-        int rc = evaluate(p, rr, metrics, acc->epoch, step, err);
+        int rc = evaluate(p, rr, metrics, et->epoch, step, err);
         if (rc) return rc;
         row->evaluated = true;
         row->test_loss = rr->last_eval.loss;
@@ -379,7 +471,7 @@ static int close_epoch(pp_pipeline *p, const pp_plan *plan, pp_epoch_row *row,
  * an epochs plan inside an epoch, that partial epoch gets its line and row,
  * and the evaluation a steps plan has at the end. */
 static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progress, FILE *metrics,
-                     run_result *rr, pp_error *err)
+                     pp_cli_series *series, run_result *rr, pp_error *err)
 {
     rr->losses = calloc((size_t)steps, sizeof(double));
     int max_epochs = plan->epochs > 0 ? plan->epochs + 1 : 1;
@@ -389,12 +481,16 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
         return 1;
     }
     int64_t t0 = pp_stream_clock_ns();
-    epoch_acc acc = {0};
-    ckpt_ring ring = {0};
+    epoch_time et = {0};
+    pp_cli_epoch_sums *acc = &rr->sums; /* from the checkpoint resumed: the whole epoch */
+    const bool periodic = plan->checkpoint.enabled && series;
     int rc = 0;
     for (int i = 0; i < steps && !rc; i++) {
-        if (g_stop) {
+        int sig; /* every rank stops after the same step */
+        if (pp_cli_stop_agree(g_comm, &sig, err) != PP_OK) return 1;
+        if (sig) {
             rr->interrupted = true;
+            rr->signal = sig;
             break;
         }
         pp_step_result r;
@@ -404,12 +500,13 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
             return s == PP_ERR_INPUT ? 2 : 1;
         }
         rr->losses[rr->n_losses++] = r.loss;
-        acc.loss_sum += r.loss * r.batch;
-        acc.correct_sum += r.accuracy * r.batch;
-        acc.samples += r.batch;
-        acc.ms += r.step_ms;
-        acc.steps++;
-        acc.epoch = r.epoch + 1;
+        acc->loss_sum += r.loss * r.batch;
+        acc->correct_sum += r.accuracy * r.batch;
+        acc->samples += r.batch;
+        et.ms += r.step_ms;
+        et.samples += r.batch;
+        et.steps++;
+        et.epoch = r.epoch + 1;
         metrics_row(metrics, "step", r.epoch + 1, r.step + 1, r.batch, r.lr, r.loss, r.accuracy,
                     r.step_ms / 1e3, r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0);
         if (progress) {
@@ -419,30 +516,31 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
                             r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0,
                             per_step * (steps - i - 1));
         }
-        if (plan->checkpoint.enabled && !plan->epochs && (r.step + 1) % plan->checkpoint.every == 0)
-            rc = periodic_save(p, plan, &ring, r.step + 1, err);
+        if (periodic && !plan->epochs && (r.step + 1) % plan->checkpoint.every == 0)
+            rc = series_save(p, plan, series, rr, NULL, err);
         if (!r.epoch_end) continue;
         if (progress) fputc('\n', stderr);
         pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs - 1 ? rr->n_epochs++ : 0];
         *row = (pp_epoch_row){0};
         bool due = pp_pipeline_has_eval(p) &&
                    ((r.epoch + 1) % plan->eval.every == 0 || i == steps - 1);
-        rc = close_epoch(p, plan, row, &acc, due, r.step + 1, metrics, rr, err);
-        acc = (epoch_acc){0};
+        rc = close_epoch(p, plan, row, acc, &et, due, r.step + 1, metrics, rr, err);
+        *acc = (pp_cli_epoch_sums){0};
+        et = (epoch_time){0};
         if (rc) break;
-        if (plan->checkpoint.enabled && (r.epoch + 1) % plan->checkpoint.every == 0)
-            rc = periodic_save(p, plan, &ring, r.epoch + 1, err);
+        if (periodic && (r.epoch + 1) % plan->checkpoint.every == 0)
+            rc = series_save(p, plan, series, rr, NULL, err);
     }
-    for (int k = 0; k < ring.n; k++) free(ring.paths[k]);
-    free(ring.paths);
     if (rc) return rc;
     if (progress) fputc('\n', stderr);
     if (rr->interrupted || rr->n_losses == 0) return 0;
-    if (plan->epochs && acc.steps > 0) { /* --steps ended the run inside an epoch */
+    if (plan->epochs && et.steps > 0) { /* --steps ended the run inside an epoch */
+        const int64_t spe = pp_pipeline_steps_per_epoch(p);
         pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs ? rr->n_epochs++ : 0];
-        *row = (pp_epoch_row){.partial = true, .steps = acc.steps,
-                              .steps_of = (int)pp_pipeline_steps_per_epoch(p)};
-        return close_epoch(p, plan, row, &acc, pp_pipeline_has_eval(p),
+        *row = (pp_epoch_row){.partial = true,
+                              .steps = (int)(pp_pipeline_steps_done(p) % spe),
+                              .steps_of = (int)spe};
+        return close_epoch(p, plan, row, acc, &et, pp_pipeline_has_eval(p),
                            pp_pipeline_steps_done(p), metrics, rr, err);
     }
     if (!plan->epochs && pp_pipeline_has_eval(p))
@@ -466,34 +564,34 @@ static int do_validate(const pp_plan *plan, bool json)
     return 0;
 }
 
-static int do_simulate(const pp_plan *plan, bool json)
+static int do_memory(const pp_plan *plan, bool json)
 {
-    double step_ms, bubble, f[PP_PLAN_MAX_STAGES], b[PP_PLAN_MAX_STAGES];
     pp_error err;
-    if (pp_pipeline_predict(plan, &step_ms, &bubble, f, b, &err) != PP_OK) return fail(&err);
-    FILE *out = json ? stderr : stdout;
-    fprintf(out, "%-5s  %-8s  %12s  %12s\n", "stage", "device", "fwd ms/mb", "bwd ms/mb");
-    for (int s = 0; s < plan->n_stages; s++)
-        fprintf(out, "%-5d  %-8s  %12.2f  %12.2f\n", s, plan->stages[s].device_name, f[s], b[s]);
-    fprintf(out, "predicted: %.1f ms per step, %.1f images/s, bubble %.1f%% (%s, %d micro-batches)\n",
-            step_ms, step_ms > 0 ? plan->batch_size * 1000.0 / step_ms : 0, 100 * bubble,
-            pp_plan_schedule_name(plan->schedule), plan->micro_batches);
-    if (plan->model.kind != PP_MODEL_DELAY)
-        fprintf(out, "(layer costs are catalogue FLOPs at a nominal device rate: compare "
-                     "shapes, not absolute times)\n");
-    if (json && !pp_cli_print_simulation_json(stdout, plan, step_ms, bubble, f, b)) return 1;
-    return 0;
+    return pp_cli_memory(plan, json, &err) == PP_OK ? 0 : fail(&err);
 }
 
-/* The sweep's training loop (sweep.h). */
+static int do_optimize(const pp_plan *plan, const cli_args *a)
+{
+    if (pp_comm_size(g_comm) > 1)
+        return bad_args("%s runs in one process (start it without mpirun)", "--optimize");
+    pp_error err;
+    int rc = pp_cli_optimize(plan, a->memory_limit, a->output, a->json, &err);
+    return rc == 1 ? fail(&err) : rc;
+}
+
+/* The sweep's training loop (sweep.h): a run of its own, with the plan's
+ * checkpoint series (rank 0's) when it has one. */
 static int sweep_steps(void *arg, pp_pipeline *p, const pp_plan *plan, int steps,
                        double *last_loss, pp_error *err)
 {
     (void)arg;
     run_result rr = {0};
-    int rc = run_steps(p, plan, steps, isatty(2), NULL, &rr, err);
+    pp_cli_series series;
+    pp_cli_series_init(&series, plan, 0, pp_pipeline_steps_per_epoch(p));
+    int rc = run_steps(p, plan, steps, isatty(2), NULL, &series, &rr, err);
+    pp_cli_series_free(&series);
     *last_loss = rr.n_losses ? rr.losses[rr.n_losses - 1] : 0;
-    if (!rc && rr.interrupted) rc = 130;
+    if (!rc && rr.interrupted) rc = 128 + rr.signal;
     run_result_free(&rr);
     return rc;
 }
@@ -569,6 +667,28 @@ static void describe_steps(const pp_plan *plan, const pp_pipeline *p, bool steps
                  first, last, plan->epochs, spe);
 }
 
+/* The --save file of a training run: the whole state after the last whole
+ * step (also when stopped). Returns an exit code. */
+static int save_final(pp_pipeline *p, const pp_plan *plan, const cli_args *a, run_result *rr,
+                      pp_error *err)
+{
+    pp_checkpoint_meta meta[3];
+    char bufs[3][40];
+    pp_pipeline_save_options o = {.with_optimizer = !a->weights_only, .meta = meta,
+                                  .cancelled = pp_cli_signal_again};
+    if (plan->epochs) o.n_meta = pp_cli_epoch_sums_meta(&rr->sums, meta, bufs);
+    pp_cli_signal_saving(true);
+    pp_status s = pp_pipeline_save_with(p, a->save, &o, err);
+    pp_cli_signal_saving(false);
+    if (s == PP_ERR_INTERRUPTED) {
+        rr->abandoned = true;
+        return 128 + pp_cli_signal_first();
+    }
+    if (s != PP_OK) return s == PP_ERR_INPUT ? 2 : 1;
+    fprintf(stderr, "saved %s after step %lld\n", a->save, (long long)pp_pipeline_steps_done(p));
+    return 0;
+}
+
 static int do_train(const pp_plan *plan, const cli_args *a, int steps)
 {
     pp_error err;
@@ -577,48 +697,51 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
                                 .layout = a->layout,
                                 .graphs = (pp_pipeline_graphs)a->graphs,
                                 .grad_allreduce_whole = a->grads_whole};
-    if (a->resume && plan->optimizer.momentum != 0) { /* resuming needs the momentum buffers */
-        pp_checkpoint_info info;
-        if (pp_checkpoint_list(a->resume, &info, &err) != PP_OK) return fail(&err);
-        bool has_opt = false;
-        for (size_t i = 0; i < info.n && !has_opt; i++)
-            has_opt = strncmp(info.entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX,
-                              strlen(PP_OPTIMIZER_MOMENTUM_PREFIX)) == 0;
-        pp_checkpoint_info_free(&info);
-        if (!has_opt) {
-            fprintf(stderr, "pipeline-run: %s: no optimizer state (saved with --weights-only?); "
-                            "--resume needs it, --load starts from the weights alone\n",
-                    a->resume);
-            return 2;
-        }
+    /* what the run starts from: --resume (auto or a file, checked against the
+     * plan), --load, or nothing */
+    pp_cli_start start;
+    int rc = pp_cli_start_prepare(plan, g_comm, a->resume, a->save, &start);
+    if (rc) return rc;
+    if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) {
+        pp_cli_start_free(&start);
+        return fail(&err);
     }
-    if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) return fail(&err);
-    const char *from = a->resume ? a->resume : a->load;
+    const char *from = start.from ? start.from : a->load;
     if (from && pp_pipeline_load(p, from, &err) != PP_OK) {
+        pp_cli_start_free(&start);
         pp_pipeline_free(p);
         return fail(&err);
     }
-    if (a->resume) {
-        int64_t done = pp_pipeline_steps_done(p), spe = pp_pipeline_steps_per_epoch(p);
+    const int64_t spe = pp_pipeline_steps_per_epoch(p);
+    pp_cli_series series;
+    pp_cli_series_init(&series, plan, pp_comm_rank(g_comm), spe);
+    run_result rr = {0};
+    int64_t resumed_from = -1;
+    if (start.from) {
+        int64_t done = pp_pipeline_steps_done(p);
+        resumed_from = done;
+        rr.sums = start.sums; /* the epoch in progress, from its start */
+        pp_cli_series_adopt(&series, start.series, start.n_series, done, start.from);
         if (plan->epochs)
-            fprintf(stderr, "resuming %s after step %lld (epoch %lld of %d)\n", a->resume,
+            fprintf(stderr, "resuming %s after step %lld (epoch %lld of %d)\n", start.from,
                     (long long)done, (long long)(done / spe), plan->epochs);
         else
-            fprintf(stderr, "resuming %s after step %lld\n", a->resume, (long long)done);
+            fprintf(stderr, "resuming %s after step %lld\n", start.from, (long long)done);
         if (!plan->epochs && a->steps == 0) { /* the plan's steps count from the start */
             int64_t left = (int64_t)plan->steps - done;
             steps = left > 0 ? (int)left : 0;
         }
     }
+    pp_cli_start_free(&start);
     if (!steps && plan->epochs) { /* whole passes, from where a loaded run stopped */
-        int64_t total = (int64_t)plan->epochs * pp_pipeline_steps_per_epoch(p) -
-                        pp_pipeline_steps_done(p);
+        int64_t total = (int64_t)plan->epochs * spe - pp_pipeline_steps_done(p);
         steps = total > PP_PLAN_MAX_STEPS ? PP_PLAN_MAX_STEPS : total > 0 ? (int)total : 0;
     }
     FILE *metrics = NULL;
     if (a->metrics && !(metrics = fopen(a->metrics, "w"))) {
         fprintf(stderr, "pipeline-run: %s: cannot open for writing: %s\n", a->metrics,
                 strerror(errno));
+        pp_cli_series_free(&series);
         pp_pipeline_free(p);
         return 2;
     }
@@ -633,23 +756,38 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
             plan->path, plan->model.name, plan->n_stages, plan->n_stages == 1 ? "" : "s",
             pp_plan_schedule_name(plan->schedule), precision, plan->batch_size, plan->micro_batches,
             plan->micro_batches == 1 ? "" : "es", steps, steps == 1 ? "" : "s", epochs);
-    run_result rr = {0};
-    int rc = run_steps(p, plan, steps, isatty(2), metrics, &rr, &err);
+    rc = run_steps(p, plan, steps, isatty(2), metrics, &series, &rr, &err);
     if (metrics && fclose(metrics) != 0 && !rc) {
         fprintf(stderr, "pipeline-run: %s: write failed\n", a->metrics);
         rc = 1;
     }
-    if (rc) print_error(err.msg);
-    /* a consistent checkpoint: after a whole step (also when interrupted) */
-    if (a->save && (rc == 0 || rr.n_losses > 0)) {
+    const bool step_failed = rc != 0;
+    if (rc && !rr.abandoned) print_error(err.msg);
+    /* a consistent checkpoint: after a whole step (also when interrupted); never
+     * after a failed step, which leaves batch-norm statistics half-updated */
+    if (a->save && step_failed && rr.n_losses > 0 && !rr.abandoned)
+        fprintf(stderr, "pipeline-run: %s not saved: step %d failed, and a failed step leaves "
+                "the model half-updated\n", a->save, rr.n_losses + 1);
+    /* the series' checkpoint of the step reached, at the end of the run or
+     * when stopped (unless this state is on disk already), then --save's */
+    const char *saved = NULL;
+    if (!rc && rr.n_losses > 0 && plan->checkpoint.enabled) {
+        rc = series_save(p, plan, &series, &rr, &saved, &err);
+        if (rc && !rr.abandoned) print_error(err.msg);
+    }
+    if (a->save && !rr.abandoned && !step_failed) {
         pp_error serr;
-        if (pp_pipeline_save(p, a->save, !a->weights_only, &serr) != PP_OK) {
-            print_error(serr.msg);
-            if (!rc) rc = serr.code == PP_ERR_INPUT ? 2 : 1;
-        } else {
-            fprintf(stderr, "saved %s after step %lld\n", a->save,
-                    (long long)pp_pipeline_steps_done(p));
-        }
+        int src = save_final(p, plan, a, &rr, &serr);
+        if (src && !rr.abandoned) print_error(serr.msg);
+        if (src && !rc) rc = src;
+    }
+    if (rr.abandoned) { /* a second signal: end now, no partial file left */
+        fprintf(stderr, "pipeline-run: interrupted again while saving: the save was abandoned "
+                        "(no partial file; the previous checkpoints stay)\n");
+        pp_cli_series_free(&series);
+        run_result_free(&rr);
+        pp_pipeline_free(p);
+        return rc;
     }
     if (a->trace && rr.n_losses > 0) {
         pp_error terr;
@@ -663,19 +801,33 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "pipeline-run: cannot write %s\n", a->plot);
         if (!rc) rc = 1;
     }
-    if (rr.n_losses > 0) {
+    pp_cli_run_info info = {.steps_done = pp_pipeline_steps_done(p),
+                            .steps_left = steps - rr.n_losses,
+                            .resumed_from = resumed_from,
+                            .interrupted = rr.interrupted ? pp_cli_signal_name(rr.signal) : NULL};
+    if (rr.n_losses > 0 || (!rc && (steps == 0 || rr.interrupted))) {
         const pp_eval_result *ev = rr.evaluated ? &rr.last_eval : NULL;
-        pp_cli_print_summary(human, plan, p, rr.losses, rr.n_losses, ev);
-        if (a->json &&
-            !pp_cli_print_json(stdout, plan, p, rr.losses, rr.n_losses, rr.epochs, rr.n_epochs, ev) &&
+        pp_cli_print_summary(human, plan, p, rr.losses, rr.n_losses, ev, &info);
+        if (a->json && !pp_cli_print_json(stdout, plan, p, rr.losses, rr.n_losses, rr.epochs,
+                                          rr.n_epochs, ev, &info) &&
             !rc)
             rc = 1;
     }
     if (rr.interrupted && !rc) {
-        fprintf(stderr, "pipeline-run: interrupted after %d step%s\n", rr.n_losses,
-                rr.n_losses == 1 ? "" : "s");
-        rc = 130;
+        char what[512] = "nothing saved (the plan has no checkpoint: section and no --save "
+                         "was given)";
+        if (rr.n_losses == 0)
+            snprintf(what, sizeof what, "nothing to save");
+        else if (saved || a->save)
+            snprintf(what, sizeof what, "saved %s%s%s", saved ? saved : "",
+                     saved && a->save ? " and " : "", a->save ? a->save : "");
+        fprintf(stderr, "pipeline-run: interrupted after %d step%s by %s (the run is at step "
+                        "%lld): %s\n",
+                rr.n_losses, rr.n_losses == 1 ? "" : "s", pp_cli_signal_name(rr.signal),
+                (long long)pp_pipeline_steps_done(p), what);
+        rc = 128 + rr.signal;
     }
+    pp_cli_series_free(&series);
     run_result_free(&rr);
     pp_pipeline_free(p);
     return rc;
@@ -731,7 +883,9 @@ int main(int argc, char **argv)
      * by every rank alike before any transfer, so each leaves normally (two
      * ranks aborting at once can crash Open MPI's launcher); a rank alone in
      * its input error stalls the others at most their transfer timeout. */
-    if (rc && rc != 2 && pp_comm_size(g_comm) > 1) pp_comm_abort(g_comm, rc, NULL);
+    if (rc && rc != 2 && rc < 128 && pp_comm_size(g_comm) > 1) pp_comm_abort(g_comm, rc, NULL);
+    /* (128 + a signal: every rank stopped after the same step and saved; each
+     * leaves normally) */
     pp_comm_free(g_comm);
     if (g_err) fclose(g_err);
     return rc;
@@ -742,36 +896,19 @@ static int run(int argc, char **argv)
     cli_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc;
+    if (a.verify && pp_comm_size(g_comm) > 1)
+        return bad_args("%s runs in one process (start it without mpirun)", "--verify");
+    if (a.verify && !a.plan) return pp_cli_verify(a.files, a.n_files, NULL);
 
     pp_plan *plan;
-    pp_diag diag;
-    pp_diag_clear(&diag);
-    if (pp_plan_load(a.plan, &plan, &diag) != PP_OK) {
-        char buf[PP_DIAG_MAX * PP_DIAG_TEXT_MAX];
-        fprintf(stderr, "%s\n", pp_diag_format(&diag, buf, sizeof buf));
-        return diag.count && diag.items[0].code != PP_ERR_INPUT ? 1 : 2;
-    }
-    pp_error err;
-    if (a.device_map && pp_plan_apply_device_map(plan, a.device_map, &err) != PP_OK) {
-        pp_plan_free(plan);
-        return fail(&err);
-    }
-    if (pp_pipeline_resolve_plan(plan, &err) != PP_OK) {
-        pp_plan_free(plan);
-        return fail(&err);
-    }
-    int steps = a.steps ? a.steps : plan->steps;
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, NULL);
-
-    if (!a.validate && !a.simulate) note_precision(plan);
-    if (!a.validate && !a.simulate && (rc = check_same_plan(plan, &a, steps)) != 0) {
+    if (a.verify) { /* the plan as written: its devices need not exist here */
+        if ((rc = pp_cli_load_plan(a.plan, a.device_map, false, &plan)) != 0) return rc;
+        rc = pp_cli_verify(a.files, a.n_files, plan);
         pp_plan_free(plan);
         return rc;
     }
+    if ((rc = pp_cli_load_plan(a.plan, a.device_map, true, &plan)) != 0) return rc;
+    int steps = a.steps ? a.steps : plan->steps;
     char msg[512];
     if (!pp_cli_options_check_plan(a.given, plan, msg, sizeof msg)) {
         print_error(msg);
@@ -782,10 +919,40 @@ static int run(int argc, char **argv)
         pp_plan_free(plan);
         return rc;
     }
+
+    pp_cli_signals_install();
+
+    if (!a.simulate && !a.memory && !a.optimize && !a.print_schedule && !a.n_sweep &&
+        !a.n_sweep_kinds && !a.eval_only && (rc = check_memory(plan)) != 0) {
+        pp_plan_free(plan);
+        return rc;
+    }
+    const bool runs = !a.validate && !a.simulate && !a.memory && !a.optimize &&
+                      !a.print_schedule;
+    if (runs) note_precision(plan);
+    if (runs && (rc = check_same_plan(plan, &a, steps)) != 0) {
+        pp_plan_free(plan);
+        return rc;
+    }
     if (a.validate)
         rc = do_validate(plan, a.json);
-    else if (a.simulate)
-        rc = do_simulate(plan, a.json);
+    else if (a.print_schedule)
+        rc = pp_cli_print_schedule(plan, a.print_schedule == 2);
+    else if (a.n_sweep_kinds) {
+        pp_cli_sweep_args sw = {.path = a.plan, .device_map = a.device_map,
+                                .kinds = a.sweep_kinds, .n_kinds = a.n_sweep_kinds,
+                                .simulate = a.simulate, .json = a.json,
+                                .steps = steps ? steps : 1, .csv = a.csv, .svg = a.svg,
+                                .layout = a.layout};
+        rc = pp_comm_size(g_comm) > 1
+                 ? bad_args("%s runs in one process (start it without mpirun)", "--sweep-schedule")
+                 : pp_cli_sweep_schedules(&sw, plan);
+    } else if (a.simulate)
+        rc = pp_cli_simulate(plan, a.json);
+    else if (a.memory)
+        rc = do_memory(plan, a.json);
+    else if (a.optimize)
+        rc = do_optimize(plan, &a);
     else if (a.eval_only)
         rc = do_eval_only(plan, &a);
     else if (a.n_sweep && pp_comm_size(g_comm) > 1)

@@ -4,8 +4,10 @@
  * needs; every other combination is refused the same way, exit 2 with a
  * message naming both options. docs/CLI.md prints the same table.
  *
- * A run is one of five kinds, chosen by at most one of --validate,
- * --simulate, --sweep-split and --eval-only (none: training).
+ * A run is one of ten kinds, chosen by at most one of --verify, --optimize,
+ * --print-schedule, --sweep-schedule, --validate, --simulate, --memory,
+ * --sweep-split and --eval-only (none: training); the one exception is
+ * --sweep-schedule --simulate, a sweep of predictions.
  */
 #ifndef PP_CLI_OPTIONS_H
 #define PP_CLI_OPTIONS_H
@@ -35,10 +37,18 @@ typedef enum pp_cli_opt {
     PP_CLI_OPT_PLOT,
     PP_CLI_OPT_LAYOUT,
     PP_CLI_OPT_GRAD_ALLREDUCE,
+    PP_CLI_OPT_MEMORY,
+    PP_CLI_OPT_OPTIMIZE,
+    PP_CLI_OPT_MEMORY_LIMIT,
+    PP_CLI_OPT_OUTPUT,          /* -o */
+    PP_CLI_OPT_PRINT_SCHEDULE,
+    PP_CLI_OPT_SWEEP_SCHEDULE,
+    PP_CLI_OPT_VERIFY,
+    PP_CLI_OPT_RESUME_AUTO,     /* --resume auto (PP_CLI_OPT_RESUME: --resume FILE) */
     PP_CLI_OPT_COUNT
 } pp_cli_opt;
 
-/* "--steps", "--sweep-split", ... */
+/* "--steps", "--sweep-split", "-o", "--resume auto", ... */
 const char *pp_cli_opt_name(pp_cli_opt o);
 
 /* Checks the options given (given[o] for each pp_cli_opt) against the

@@ -1,6 +1,8 @@
 /* report.c - tables, JSON, CSV and SVG output of the pipeline-run program. */
 #include "cli/report.h"
 
+#include "pipeline/fit.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -71,11 +73,28 @@ static void print_replicas(FILE *f, const pp_pipeline *p, int replicas)
     }
 }
 
+/* Before the first step the report is all zero: what the plan says instead. */
+static void report_unrun(const pp_plan *plan, pp_pipeline_report *r)
+{
+    if (r->steps > 0) return;
+    int ranks = 1;
+    for (int s = 0; !plan->replicas_in_process && s < plan->n_stages; s++)
+        for (int k = 0; k < (plan->replicas > 1 ? plan->replicas : 1); k++) {
+            int rank = k ? plan->stages[s].replica_rank[k] : plan->stages[s].rank;
+            if (rank + 1 > ranks) ranks = rank + 1;
+        }
+    r->ranks = ranks;
+    r->replicas = plan->replicas > 1 ? plan->replicas : 1;
+    if (!r->graphs) r->graphs = "n/a";
+}
+
 void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
-                          const double *losses, int n_losses, const pp_eval_result *last_eval)
+                          const double *losses, int n_losses, const pp_eval_result *last_eval,
+                          const pp_cli_run_info *run)
 {
     pp_pipeline_report r;
     pp_pipeline_report_get(p, &r);
+    report_unrun(plan, &r);
     int n = pp_pipeline_stage_count(p);
     int width = 6; /* the layers column fits the longest list */
     char *lists[PP_PLAN_MAX_STAGES] = {0};
@@ -122,6 +141,15 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
             pp_plan_schedule_name(plan->schedule), plan->batch_size, plan->micro_batches,
             plan->micro_batches == 1 ? "" : "es", plan->split_size, r.steps,
             r.steps == 1 ? "" : "s");
+    if (r.steps == 0 && run && !run->interrupted) { /* nothing ran: no figures to give */
+        fprintf(f, "no steps left: the run had finished (step %lld)\n",
+                (long long)run->steps_done);
+        if (last_eval)
+            fprintf(f, "test         loss %.4f, accuracy %.4f (%lld images, %.0f images/s)\n",
+                    last_eval->loss, last_eval->accuracy, (long long)last_eval->samples,
+                    last_eval->images_per_s);
+        return;
+    }
     fprintf(f, "throughput   %.1f images/s\n", r.images_per_s);
     fprintf(f, "step time    %.1f ms median (min %.1f, max %.1f%s)\n", r.step_ms_median,
             r.step_ms_min, r.step_ms_max, r.steps > 1 ? ", first step excluded" : "");
@@ -246,10 +274,11 @@ bool pp_cli_print_plan_json(FILE *f, const pp_plan *plan)
 
 bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const double *losses,
                        int n_losses, const pp_epoch_row *epochs, int n_epochs,
-                       const pp_eval_result *last_eval)
+                       const pp_eval_result *last_eval, const pp_cli_run_info *run)
 {
     pp_pipeline_report r;
     pp_pipeline_report_get(p, &r);
+    report_unrun(plan, &r);
     json_t *o = plan_object(plan);
     json_t *lj = json_array();
     json_t *stages = json_array();
@@ -264,20 +293,35 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
     json_object_set_new(o, "predicted_step_ms", json_num(r.predicted_step_ms));
     json_object_set_new(o, "bubble_frac", json_num(r.bubble_frac));
     json_object_set_new(o, "bubble_frac_predicted", json_num(r.bubble_frac_predicted));
+    json_object_set_new(o, "devices", json_integer(r.devices));
+    if (r.schedule_note) json_object_set_new(o, "schedule_note", json_string(r.schedule_note));
     for (int i = 0; i < n_losses; i++) json_array_append_new(lj, json_num(losses[i]));
     json_object_set_new(o, "losses", lj);
+    /* the memory model's prediction of each stage's device peak, beside the measured one */
+    pp_fit_stage pred[PP_PLAN_MAX_STAGES];
+    pp_error perr;
+    const bool predicted = pp_fit_predict(plan, pred, &perr) == PP_OK;
     for (int s = 0; s < pp_pipeline_stage_count(p); s++) {
         pp_stage_report sr;
         pp_pipeline_stage_report(p, s, &sr);
         json_t *layers = json_array();
         for (int i = 0; i < sr.n_layers; i++)
             json_array_append_new(layers, json_string(sr.layers[i]));
-        json_t *so = json_pack("{s:s, s:i, s:o, s:I, s:o, s:o, s:o, s:I, s:i}", "device",
-                               sr.device, "rank", sr.rank,
-                               "layers", layers, "params", (json_int_t)sr.params, "forward_ms",
-                               json_num(sr.forward_ms), "backward_ms", json_num(sr.backward_ms),
-                               "busy_frac", json_num(sr.busy_frac), "peak_bytes",
-                               (json_int_t)sr.peak_bytes, "max_in_flight", sr.max_in_flight);
+        json_t *so = json_pack("{s:s, s:i, s:i, s:o, s:I, s:o, s:o, s:o, s:I, s:i, s:i, s:o}",
+                               "device", sr.device, "rank", sr.rank, "schedule_device",
+                               sr.schedule_device, "layers", layers, "params",
+                               (json_int_t)sr.params, "forward_ms", json_num(sr.forward_ms),
+                               "backward_ms", json_num(sr.backward_ms), "busy_frac",
+                               json_num(sr.busy_frac), "peak_bytes", (json_int_t)sr.peak_bytes,
+                               "max_in_flight", sr.max_in_flight, "in_flight", sr.in_flight,
+                               "bubble_predicted", json_num(sr.bubble_predicted));
+        /* the split backward's parts, when the schedule has them */
+        if (so && (sr.input_ms > 0 || sr.weight_ms > 0)) {
+            json_object_set_new(so, "input_ms", json_num(sr.input_ms));
+            json_object_set_new(so, "weight_ms", json_num(sr.weight_ms));
+        }
+        if (so && predicted)
+            json_object_set_new(so, "predicted_peak_bytes", json_integer(pred[s].device_peak));
         /* replicas: the stage's gradient sum over them (absent without) */
         if (so && r.replicas > 1) json_object_set_new(so, "grads_ms", json_num(sr.grads_ms));
         /* the boundary to the next stage on another rank (absent without) */
@@ -316,6 +360,15 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
         json_object_set_new(o, "epochs", ej);
     }
     if (last_eval) json_object_set_new(o, "eval", eval_object(last_eval));
+    if (run) {
+        json_object_set_new(o, "steps_done", json_integer((json_int_t)run->steps_done));
+        json_object_set_new(o, "steps_left", json_integer((json_int_t)run->steps_left));
+        json_object_set_new(o, "resumed_from", run->resumed_from >= 0
+                                                   ? json_integer((json_int_t)run->resumed_from)
+                                                   : json_null());
+        json_object_set_new(o, "interrupted",
+                            run->interrupted ? json_string(run->interrupted) : json_null());
+    }
     return dump(f, o);
 }
 
@@ -327,23 +380,31 @@ bool pp_cli_print_eval_json(FILE *f, const pp_plan *plan, const pp_eval_result *
     return dump(f, o);
 }
 
-bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, double step_ms, double bubble,
-                                  const double *fwd_ms, const double *bwd_ms)
+bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, const pp_pipeline_prediction *pr)
 {
     json_t *o = plan_object(plan);
     json_t *stages = json_array();
     if (!o || !stages) return false;
     json_object_set_new(o, "split_size", json_integer(plan->split_size));
     json_object_set_new(o, "micro_batches", json_integer(plan->micro_batches));
-    json_object_set_new(o, "predicted_step_ms", json_num(step_ms));
-    json_object_set_new(o, "bubble_frac_predicted", json_num(bubble));
+    json_object_set_new(o, "devices", json_integer(pr->devices));
+    json_object_set_new(o, "predicted_step_ms", json_num(pr->step_ms));
+    json_object_set_new(o, "bubble_frac_predicted", json_num(pr->bubble));
     json_object_set_new(o, "images_per_s_predicted",
-                        json_num(step_ms > 0 ? plan->batch_size * 1000.0 / step_ms : 0));
+                        json_num(pr->step_ms > 0 ? plan->batch_size * 1000.0 / pr->step_ms : 0));
+    if (pr->note[0]) json_object_set_new(o, "schedule_note", json_string(pr->note));
     for (int s = 0; s < plan->n_stages; s++)
-        json_array_append_new(stages, json_pack("{s:s, s:o, s:o}", "device",
-                                                plan->stages[s].device_name, "forward_ms",
-                                                json_num(fwd_ms[s]), "backward_ms",
-                                                json_num(bwd_ms[s])));
+        json_array_append_new(stages, json_pack("{s:s, s:i, s:o, s:o, s:o, s:o, s:i, s:o, s:I}",
+                                                "device", plan->stages[s].device_name,
+                                                "schedule_device", pr->stage_device[s],
+                                                "forward_ms", json_num(pr->forward_ms[s]),
+                                                "backward_ms", json_num(pr->backward_ms[s]),
+                                                "input_ms", json_num(pr->input_ms[s]),
+                                                "weight_ms", json_num(pr->weight_ms[s]),
+                                                "in_flight", pr->in_flight[s],
+                                                "bubble_predicted", json_num(pr->device_bubble[s]),
+                                                "memory_bytes_estimate",
+                                                (json_int_t)pr->memory_bytes[s]));
     json_object_set_new(o, "stages", stages);
     return dump(f, o);
 }
@@ -628,6 +689,160 @@ bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epo
 #undef XPOS
 #undef YPOS
 #undef APOS
+    fprintf(f, "</svg>\n");
+    return fclose(f) == 0;
+}
+
+/* ---- schedule sweeps --------------------------------------------------------------- */
+
+static int64_t row_peak(const pp_schedule_row *r)
+{
+    int64_t mx = 0;
+    for (int s = 0; s < r->stages; s++)
+        if (r->peak_bytes[s] > mx) mx = r->peak_bytes[s];
+    return mx;
+}
+
+/* "4,3,2,1" (the first 16 stages) into buf. */
+static const char *join_ints(const int *v, int n, const char *sep, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && k < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? sep : "", v[i]);
+    return buf;
+}
+
+void pp_cli_print_schedule_sweep(FILE *f, const pp_schedule_row *rows, int n)
+{
+    fprintf(f, "%-16s  %6s  %7s  %10s  %7s  %12s  %9s  %10s  %s\n", "schedule", "stages",
+            "devices", "step ms", "bubble", "predicted ms", "predicted", "peak mem",
+            "in flight per stage");
+    for (int i = 0; i < n; i++) {
+        const pp_schedule_row *r = &rows[i];
+        if (r->failed) {
+            fprintf(f, "%-16s  failed: %s\n", r->schedule, r->error);
+            continue;
+        }
+        char mem[32], fl[256];
+        fprintf(f, "%-16s  %6d  %7d  %10.1f  %6.1f%%  %12.1f  %8.1f%%  %10s  %s%s\n", r->schedule,
+                r->stages, r->devices, r->step_ms, 100 * r->bubble, r->predicted_step_ms,
+                100 * r->bubble_predicted, pp_cli_bytes((double)row_peak(r), mem, sizeof mem),
+                join_ints(r->in_flight, r->stages, ",", fl, sizeof fl),
+                r->simulated ? "  (simulated)" : "");
+    }
+    for (int i = 0; i < n; i++)
+        if (rows[i].note[0]) fprintf(f, "note: %s\n", rows[i].note);
+}
+
+bool pp_cli_write_schedule_sweep_csv(const char *path, const pp_schedule_row *rows, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    fprintf(f, "schedule,stages,devices,micro_batches,simulated,step_ms,bubble_frac,"
+               "predicted_step_ms,bubble_frac_predicted,peak_bytes,in_flight,note,error\n");
+    for (int i = 0; i < n; i++) {
+        const pp_schedule_row *r = &rows[i];
+        char fl[512];
+        fprintf(f, "%s,%d,%d,%d,%d,", r->schedule, r->stages, r->devices, r->micro_batches,
+                r->simulated);
+        if (!r->failed) {
+            fprintf(f, "%.3f,%.5f,%.3f,%.5f,", r->step_ms, r->bubble, r->predicted_step_ms,
+                    r->bubble_predicted);
+            for (int s = 0; s < r->stages; s++)
+                fprintf(f, "%s%lld", s ? ";" : "", (long long)r->peak_bytes[s]);
+            fprintf(f, ",%s,", join_ints(r->in_flight, r->stages, ";", fl, sizeof fl));
+        } else {
+            fprintf(f, ",,,,,,");
+        }
+        const char *text[2] = {r->note, r->error};
+        for (int k = 0; k < 2; k++) { /* quoted fields */
+            fputc('"', f);
+            for (const char *c = text[k]; *c; c++) fputs(*c == '"' ? "\"\"" : (char[]){*c, 0}, f);
+            fputc('"', f);
+            fputc(k ? '\n' : ',', f);
+        }
+    }
+    return fclose(f) == 0;
+}
+
+bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_row *rows, int n)
+{
+    json_t *o = plan_object(plan);
+    json_t *arr = json_array();
+    if (!o || !arr) return false;
+    for (int i = 0; i < n; i++) {
+        const pp_schedule_row *r = &rows[i];
+        json_t *row = json_pack("{s:s, s:i, s:i, s:i, s:b}", "schedule", r->schedule, "stages",
+                                r->stages, "devices", r->devices, "micro_batches",
+                                r->micro_batches, "simulated", r->simulated);
+        if (!row) continue;
+        if (r->failed) {
+            json_object_set_new(row, "error", json_string(r->error));
+        } else {
+            json_t *fl = json_array(), *pk = json_array();
+            for (int s = 0; s < r->stages; s++) {
+                json_array_append_new(fl, json_integer(r->in_flight[s]));
+                json_array_append_new(pk, json_integer((json_int_t)r->peak_bytes[s]));
+            }
+            json_object_set_new(row, "step_ms", json_num(r->step_ms));
+            json_object_set_new(row, "bubble_frac", json_num(r->bubble));
+            json_object_set_new(row, "predicted_step_ms", json_num(r->predicted_step_ms));
+            json_object_set_new(row, "bubble_frac_predicted", json_num(r->bubble_predicted));
+            json_object_set_new(row, "in_flight", fl);
+            json_object_set_new(row, "peak_bytes", pk);
+            if (r->note[0]) json_object_set_new(row, "note", json_string(r->note));
+        }
+        json_array_append_new(arr, row);
+    }
+    json_object_set_new(o, "schedules", arr);
+    return dump(f, o);
+}
+
+bool pp_cli_write_schedule_sweep_svg(const char *path, const char *title,
+                                     const pp_schedule_row *rows, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    chart c;
+    chart_begin(&c, f, title, "step time and bubble per schedule");
+    double ymax = 0;
+    for (int i = 0; i < n; i++) {
+        if (!rows[i].failed && rows[i].step_ms > ymax) ymax = rows[i].step_ms;
+        if (!rows[i].failed && rows[i].predicted_step_ms > ymax) ymax = rows[i].predicted_step_ms;
+    }
+    ymax = nice_max(ymax * 1.05);
+    chart_axes(&c, ymax, "%.0f", "%.0f%%", 100, "schedule", "step ms", "#1f5fa8", "bubble",
+               "#b34");
+    double slot = c.pw / (n > 0 ? n : 1), bw = slot * 0.5;
+    for (int i = 0; i < n; i++) {
+        double x = c.L + slot * (i + 0.5);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">", x, c.T + c.ph + 18);
+        xml_escape(f, rows[i].schedule);
+        fprintf(f, "</text>\n");
+        if (rows[i].failed) {
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"#c00\" text-anchor=\"middle\" "
+                       "font-size=\"10\">failed<title>", x, c.T + c.ph - 8);
+            xml_escape(f, rows[i].error);
+            fprintf(f, "</title></text>\n");
+            continue;
+        }
+        double h = c.ph * rows[i].step_ms / ymax;
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                   "fill=\"#1f5fa8\" opacity=\"0.8\"/>\n", x - bw / 2, c.T + c.ph - h, bw, h);
+        double yp = c.T + c.ph * (1 - rows[i].predicted_step_ms / ymax);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#123\" "
+                   "stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n", x - bw / 2, yp, x + bw / 2, yp);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#b34\"/>\n", x,
+                c.T + c.ph * (1 - rows[i].bubble));
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"none\" stroke=\"#b34\"/>\n",
+                x, c.T + c.ph * (1 - rows[i].bubble_predicted));
+    }
+    static const chart_series legend[] = {{"#1f5fa8", "", "step ms (measured)", 0},
+                                          {"#123", "4 3", "step ms (predicted)", 1},
+                                          {"#b34", "", "bubble (dot: measured, ring: predicted)",
+                                           2}};
+    for (int k = 0; k < 3; k++) series_legend(&c, &legend[k], k, c.L + 10);
     fprintf(f, "</svg>\n");
     return fclose(f) == 0;
 }

@@ -7,6 +7,7 @@
 #define PP_CLI_REPORT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "partitioner/plan.h"
@@ -26,6 +27,23 @@ typedef struct pp_sweep_row {
     char error[PP_ERROR_MSG_MAX]; /* why it failed, whole (never cut) */
 } pp_sweep_row;
 
+/* One row of a schedule sweep: a schedule run (or simulated) on the plan. */
+typedef struct pp_schedule_row {
+    char schedule[32];
+    int stages, devices, micro_batches;
+    bool simulated;           /* figures from the simulator only */
+    double step_ms;           /* measured median (simulated: predicted) */
+    double bubble;            /* measured (simulated: predicted) */
+    double predicted_step_ms; /* simulator */
+    double bubble_predicted;
+    int in_flight[PP_PLAN_MAX_STAGES];      /* the schedule's peak per stage */
+    int64_t peak_bytes[PP_PLAN_MAX_STAGES]; /* per stage: its device's memory peak (simulated:
+                                             * the plan's estimate for its in-flight peak) */
+    char note[192];           /* the schedule's note (padding), "" */
+    bool failed;              /* this schedule could not run on the plan (error says why) */
+    char error[200];
+} pp_schedule_row;
+
 /* One epoch of training (and its evaluation when the plan has one). */
 typedef struct pp_epoch_row {
     int epoch;                /* 1-based */
@@ -40,10 +58,21 @@ typedef struct pp_epoch_row {
     int steps, steps_of;      /* partial: the epoch's steps run, of its steps */
 } pp_epoch_row;
 
+/* Where a training run stands when it ends (summary and JSON). */
+typedef struct pp_cli_run_info {
+    int64_t steps_done;       /* steps of the run in all, resumed ones included */
+    int64_t steps_left;       /* steps this invocation was to run and did not (stopped) */
+    int64_t resumed_from;     /* steps done by the checkpoint it resumed from; -1 fresh */
+    const char *interrupted;  /* "SIGTERM", "SIGINT" when stopped by one, else NULL */
+} pp_cli_run_info;
+
 /* The human summary: one row per stage, then throughput and bubble, the
- * first and last loss and, with an evaluation, the last test accuracy. */
+ * first and last loss and, with an evaluation, the last test accuracy. A
+ * run that had no steps left (a finished run resumed) says so instead of
+ * the figures. run may be NULL. */
 void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
-                          const double *losses, int n_losses, const pp_eval_result *last_eval);
+                          const double *losses, int n_losses, const pp_eval_result *last_eval,
+                          const pp_cli_run_info *run);
 
 /* "epoch 3/10  train loss 0.4123  test loss 0.3950  test acc 0.8612  12.3 s  4878 img/s";
  * a partial epoch reads "epoch 3/10 (12 of 235 steps)  train loss ...". */
@@ -51,10 +80,12 @@ void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs);
 
 /* The JSON summary object (ARCHITECTURE.md §6) on one line, with a newline.
  * losses has n_losses entries, epochs n_epochs (the key is left out when 0),
- * last_eval may be NULL. Returns false when out of memory. */
+ * last_eval may be NULL. With run: also steps_done, steps_left,
+ * resumed_from (null when fresh) and interrupted (null, or the signal's
+ * name). Returns false when out of memory. */
 bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const double *losses,
                        int n_losses, const pp_epoch_row *epochs, int n_epochs,
-                       const pp_eval_result *last_eval);
+                       const pp_eval_result *last_eval, const pp_cli_run_info *run);
 
 /* An SVG chart of training: train loss and test loss (left axis) and test
  * accuracy (right axis, 0..1) per epoch, the picture d2l draws. */
@@ -70,8 +101,7 @@ bool pp_cli_print_plan_json(FILE *f, const pp_plan *plan);
 bool pp_cli_print_eval_json(FILE *f, const pp_plan *plan, const pp_eval_result *e);
 
 /* JSON for --simulate: the predicted step. */
-bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, double step_ms, double bubble,
-                                  const double *fwd_ms, const double *bwd_ms);
+bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, const pp_pipeline_prediction *pr);
 
 /* A progress line ("\r step 12/100 [=====>    ] loss 6.91 | 123.4 img/s | 0:42 left"). */
 void pp_cli_progress(FILE *f, int done, int total, double loss, double images_per_s,
@@ -83,6 +113,14 @@ bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n);
  * (right axis) against split size. title names the plan. */
 bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_row *rows, int n);
 bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n);
+
+/* A schedule sweep as a table, CSV (per-stage lists joined with ';'), an
+ * SVG chart (step time bars, measured and predicted bubble) and JSON. */
+void pp_cli_print_schedule_sweep(FILE *f, const pp_schedule_row *rows, int n);
+bool pp_cli_write_schedule_sweep_csv(const char *path, const pp_schedule_row *rows, int n);
+bool pp_cli_write_schedule_sweep_svg(const char *path, const char *title,
+                                     const pp_schedule_row *rows, int n);
+bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_row *rows, int n);
 
 /* Formats a byte count as "12.3 MiB". Returns buf. */
 const char *pp_cli_bytes(double bytes, char *buf, size_t n);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/report.h"
+#include "cli/signals.h"
 
 int pp_cli_sweep_check(pp_plan *plan, const int *sizes, int n)
 {
@@ -38,7 +39,9 @@ static void fail_row(pp_sweep_row *row, const pp_plan *plan, const pp_error *err
 }
 
 /* One size: builds the pipeline, runs the steps, fills row. Returns the
- * run's exit code (0: row holds figures; 130: interrupted; else failed). */
+ * run's exit code (0: row holds figures; 128 + a signal: stopped; -2: the
+ * pipeline refused the plan, data or checkpoint, printed, no row; else the
+ * row is a failed one). */
 static int run_size(pp_plan *plan, const pp_cli_sweep *sw, int size, pp_sweep_row *row)
 {
     pp_error err;
@@ -55,10 +58,14 @@ static int run_size(pp_plan *plan, const pp_cli_sweep *sw, int size, pp_sweep_ro
     pp_pipeline *p = NULL;
     pp_status st = pp_pipeline_new(plan, &sw->opts, &p, &err);
     if (st == PP_OK && sw->load) st = pp_pipeline_load(p, sw->load, &err);
+    if (st == PP_ERR_INPUT) { /* bad plan, data or checkpoint: no split size can run */
+        fprintf(stderr, "pipeline-run: %s\n", err.msg);
+        pp_pipeline_free(p);
+        return -2;
+    }
     double loss = 0;
-    int rc = st == PP_OK ? sw->run_steps(sw->arg, p, plan, sw->steps, &loss, &err)
-                         : (st == PP_ERR_INPUT ? 2 : 1);
-    if (rc == 130) {
+    int rc = st == PP_OK ? sw->run_steps(sw->arg, p, plan, sw->steps, &loss, &err) : 1;
+    if (rc >= 128) {
         pp_pipeline_free(p);
         return rc;
     }
@@ -108,20 +115,25 @@ int pp_cli_sweep_run(pp_plan *plan, const pp_cli_sweep *sw)
         fprintf(stderr, "pipeline-run: out of host memory\n");
         return 1;
     }
-    int ran = 0, done = 0;
-    bool interrupted = false;
-    for (int i = 0; i < sw->n && !interrupted; i++) {
+    int ran = 0, done = 0, stopped = 0; /* stopped: 128 + the signal */
+    for (int i = 0; i < sw->n; i++) {
         int rc = run_size(plan, sw, sw->sizes[i], &rows[i]);
-        interrupted = rc == 130;
-        if (interrupted) break;
+        if (rc == -2) {
+            free(rows);
+            return 2;
+        }
+        if (rc >= 128) {
+            stopped = rc;
+            break;
+        }
         done++;
         if (rc == 0) ran++;
     }
     int rc = write_outputs(plan, sw, rows, done);
     free(rows);
-    if (interrupted) {
-        fprintf(stderr, "pipeline-run: interrupted\n");
-        return 130;
+    if (stopped) {
+        fprintf(stderr, "pipeline-run: interrupted by %s\n", pp_cli_signal_name(stopped - 128));
+        return stopped;
     }
     if (rc) return rc;
     return ran ? 0 : 1; /* some split size ran: the sweep is a result */

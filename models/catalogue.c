@@ -119,6 +119,24 @@ int64_t pp_catalogue_kept_bytes(const pp_catalogue *cat, int first, int last, in
     return b;
 }
 
+int64_t pp_catalogue_iw_bytes(const pp_catalogue *cat, int first, int last, int64_t n)
+{
+    int64_t b = 0;
+    if (first < 0) first = 0;
+    for (int i = first; i <= last && i < cat->n; i++) {
+        const pp_unit_info *u = &cat->units[i];
+        b += u->iw_bytes * n + u->iw_fixed_bytes;
+        if (i > first && u->iw_keeps_input && cat->units[i - 1].iw_keeps_output)
+            b -= cat->units[i - 1].out_bytes * n;
+    }
+    return b;
+}
+
+int64_t pp_catalogue_input_bytes(const pp_catalogue *cat, int first, int64_t n)
+{
+    return first >= 0 && first < cat->n ? cat->units[first].in_bytes * n : 0;
+}
+
 int pp_catalogue_find(const pp_catalogue *cat, const char *name)
 {
     for (int i = 0; i < cat->n; i++)

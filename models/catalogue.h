@@ -3,6 +3,13 @@
  * of placeable units of a model with their cost metadata. This is the only
  * part of models/ that partitioner/ depends on.
  *
+ * models/ holds the models: this catalogue, the unit specs of layered
+ * models (model.h; ResNets in resnet.c, plan-described sequential models in
+ * sequential.c), units with a table of functions per kind (unit.h,
+ * unit_kind.h: unit_*.c, sharing layers.c), stages of units on one device
+ * (stage.h), the delay model for schedule tests (delay.h) and the seeded
+ * initialisation (rng.h). It includes runtime/ only.
+ *
  * Units are torchvision module names in network order: conv1, bn1, relu,
  * maxpool, layer1.0 ... layer4.N, avgpool, fc ("layerN" in a plan stands for
  * every "layerN.K"). Costs are per sample, for the configured input size.
@@ -21,7 +28,8 @@ extern "C" {
 
 typedef enum pp_stem {
     PP_STEM_IMAGENET = 0, /* 7x7/2 conv, BN, ReLU, 3x3/2 max pool */
-    PP_STEM_CIFAR = 1,    /* 3x3/1 conv, BN, ReLU, no max pool (maxpool is identity) */
+    PP_STEM_CIFAR = 1,    /* 3x3/1 conv, BN, ReLU, no max pool (maxpool is an identity
+                             unit, which stage lists may leave out) */
 } pp_stem;
 
 typedef enum pp_model_kind {
@@ -76,6 +84,11 @@ typedef struct pp_model_config {
     int n_forward_ms, n_backward_ms;
     double forward_ms[PP_MAX_DELAY_STAGES];
     double backward_ms[PP_MAX_DELAY_STAGES];
+    /* ... and of the split backward's parts (I, W); 0 values: not given, each part
+     * then takes half of backward_ms (backward_ms stays the time of a whole B) */
+    int n_backward_input_ms, n_backward_weight_ms;
+    double backward_input_ms[PP_MAX_DELAY_STAGES];
+    double backward_weight_ms[PP_MAX_DELAY_STAGES];
     /* sequential model: its layers in order; num_classes is the last one's width */
     int n_layers;
     pp_seq_layer layers[PP_MAX_SEQ_LAYERS];
@@ -105,8 +118,19 @@ typedef struct pp_unit_info {
     bool keeps_output;      /* ... its output activation (in a stage, one tensor serves a
                                unit keeping its output and the next keeping its input:
                                pp_catalogue_kept_bytes) */
+    int64_t in_bytes;       /* bytes of the input activation per sample, in the unit's dtype
+                               (what a stage starting here keeps under recomputation) */
+    int64_t iw_bytes;       /* bytes kept between the input and the weight part of a split
+                               backward, per sample (layer inputs, output gradients) */
+    int64_t iw_fixed_bytes; /* ... per micro-batch whatever its size (batch-norm parameter
+                               gradients) */
+    bool iw_keeps_input;    /* iw_bytes include the unit's input activation ... */
+    bool iw_keeps_output;   /* ... its output activation */
     int min_batch;          /* smallest micro-batch a training forward accepts: 2 where a
                                batch norm sees one value per channel per sample */
+    bool identity;          /* computes nothing and holds nothing (the cifar stem's maxpool,
+                               kept so that names match torchvision): a stage's layer list
+                               may leave it out, and it joins the stage of the unit before */
 } pp_unit_info;
 
 typedef struct pp_catalogue {
@@ -132,6 +156,17 @@ void pp_catalogue_free(pp_catalogue *cat);
  * a micro-batch of n samples: each unit's act_bytes * n + act_fixed_bytes,
  * less the activations two neighbours both keep (one tensor, shared). */
 int64_t pp_catalogue_kept_bytes(const pp_catalogue *cat, int first, int last, int64_t n);
+
+/* Bytes the units first..last, run as one stage, keep for a micro-batch of n
+ * samples between the input part (I) and the weight part (W) of a split
+ * backward (pp_stage_backward_input): each unit's iw_bytes * n +
+ * iw_fixed_bytes, less the activations two neighbours both keep. */
+int64_t pp_catalogue_iw_bytes(const pp_catalogue *cat, int first, int last, int64_t n);
+
+/* Bytes a stage starting at unit first keeps for a micro-batch of n samples
+ * forwarded with PP_STAGE_KEEP_INPUT (recomputation): the copy of its input,
+ * in_bytes * n. */
+int64_t pp_catalogue_input_bytes(const pp_catalogue *cat, int first, int64_t n);
 
 /* Index of a unit by exact name, or -1. */
 int pp_catalogue_find(const pp_catalogue *cat, const char *name);

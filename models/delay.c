@@ -32,6 +32,17 @@ pp_status pp_delay_stage_new(const pp_model_config *cfg, int stage_index, pp_dev
     PP_TRY(pick("forward", cfg->n_forward_ms, cfg->forward_ms, stage_index, &spec.forward_ms, err));
     PP_TRY(pick("backward", cfg->n_backward_ms, cfg->backward_ms, stage_index, &spec.backward_ms,
                 err));
+    /* the split backward's parts: as given, else half of the backward each */
+    if (cfg->n_backward_input_ms > 0 || cfg->n_backward_weight_ms > 0) {
+        spec.split_ms = true;
+        spec.backward_input_ms = spec.backward_weight_ms = spec.backward_ms / 2;
+        if (cfg->n_backward_input_ms > 0)
+            PP_TRY(pick("backward input", cfg->n_backward_input_ms, cfg->backward_input_ms,
+                        stage_index, &spec.backward_input_ms, err));
+        if (cfg->n_backward_weight_ms > 0)
+            PP_TRY(pick("backward weight", cfg->n_backward_weight_ms, cfg->backward_weight_ms,
+                        stage_index, &spec.backward_weight_ms, err));
+    }
     int64_t sample[PP_MAX_DIMS] = {1, cfg->num_classes, 1, 1};
     int ndim = 2;
     if (stage_index == 0) {

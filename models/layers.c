@@ -221,6 +221,18 @@ void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
     pp_saved_add_io(l, field, PP_SAVED_NEW, dtype, ndim, shape);
 }
 
+void pp_saved_add_grad(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
+                       const int64_t *shape)
+{
+    pp_saved_add_io(l, field, PP_SAVED_GRAD, dtype, ndim, shape);
+    pp_saved_until_w(l);
+}
+
+void pp_saved_until_w(pp_saved_list *l)
+{
+    if (l->n > 0 && !l->overflow) l->item[l->n - 1].until_w = true;
+}
+
 pp_dtype pp_unit_act_dtype(const pp_unit *u)
 {
     return pp_unit_spec_in_dtype(&u->spec);
@@ -280,17 +292,22 @@ pp_status pp_conv_layer_forward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
     return c->has_bias ? pp_channel_bias_forward(ex, &u->value[c->b], y, err) : PP_OK;
 }
 
-/* dw += corr(x, dy), the bias's gradient, and dx = (or, accumulate, +=)
- * conv_transpose(dy) when dx is not NULL. */
-static pp_status conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
-                                     const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
-                                     bool accumulate, pp_error *err)
+pp_status pp_conv_layer_backward_weight(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                        const pp_tensor *x, const pp_tensor *dy, pp_tensor *grad,
+                                        pp_error *err)
 {
     pp_conv2d_desc d;
     PP_TRY(conv_desc(c, x, &d, err));
-    PP_TRY(pp_conv2d_backward_filter(ex, &d, x, dy, &u->grad[c->e], err));
-    if (c->has_bias) PP_TRY(pp_channel_bias_backward(ex, dy, &u->grad[c->b], err));
-    if (!dx) return PP_OK;
+    PP_TRY(pp_conv2d_backward_filter(ex, &d, x, dy, &grad[c->e], err));
+    return c->has_bias ? pp_channel_bias_backward(ex, dy, &grad[c->b], err) : PP_OK;
+}
+
+pp_status pp_conv_layer_backward_data(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                      const pp_tensor *dy, pp_tensor *dx, bool accumulate,
+                                      pp_error *err)
+{
+    pp_conv2d_desc d;
+    PP_TRY(conv_desc(c, dx, &d, err)); /* dx has the input's shape */
     pp_tensor w;
     PP_TRY(pp_unit_weight_like(u, ex, c->e, dy, &w, err));
     pp_status st = accumulate ? pp_conv2d_backward_data_accumulate(ex, &d, dy, &w, dx, err)
@@ -301,16 +318,18 @@ static pp_status conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_laye
 
 pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
                                  const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
-                                 pp_error *err)
+                                 pp_tensor *grad, pp_error *err)
 {
-    return conv_layer_backward(u, ex, c, x, dy, dx, false, err);
+    PP_TRY(pp_conv_layer_backward_weight(u, ex, c, x, dy, grad, err));
+    return dx ? pp_conv_layer_backward_data(u, ex, c, dy, dx, false, err) : PP_OK;
 }
 
 pp_status pp_conv_layer_backward_accumulate(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
                                             const pp_tensor *x, const pp_tensor *dy,
-                                            pp_tensor *dx, pp_error *err)
+                                            pp_tensor *dx, pp_tensor *grad, pp_error *err)
 {
-    return conv_layer_backward(u, ex, c, x, dy, dx, true, err);
+    PP_TRY(pp_conv_layer_backward_weight(u, ex, c, x, dy, grad, err));
+    return pp_conv_layer_backward_data(u, ex, c, dy, dx, true, err);
 }
 
 static pp_bn_desc bn_desc(const pp_tensor *x)
@@ -323,18 +342,43 @@ static pp_bn_desc bn_desc(const pp_tensor *x)
                         .momentum = BN_MOMENTUM};
 }
 
+/* The running statistics a training batch norm updates: the unit's, or in a
+ * recomputed forward (stats_frozen) copies of them in rm, rv (allocated here
+ * in ex's order; the caller frees them), so the unit's stay as the first
+ * forward left them. */
+static pp_status bn_running(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, pp_tensor *rm,
+                            pp_tensor *rv, pp_tensor **mean, pp_tensor **var, pp_error *err)
+{
+    pp_tensor *v = &u->value[b->e];
+    *mean = &v[2];
+    *var = &v[3];
+    if (!u->stats_frozen) return PP_OK;
+    PP_TRY(pp_unit_alloc_like(rm, ex, &v[2], err));
+    PP_TRY(pp_unit_alloc_like(rv, ex, &v[3], err));
+    PP_TRY(pp_copy(ex, &v[2], rm, err));
+    PP_TRY(pp_copy(ex, &v[3], rv, err));
+    *mean = rm;
+    *var = rv;
+    return PP_OK;
+}
+
 pp_status pp_bn_layer_forward(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_tensor *x,
                               pp_tensor *y, pp_tensor *mean, pp_tensor *invstd, pp_error *err)
 {
     pp_tensor *v = &u->value[b->e];
     pp_bn_desc d = bn_desc(x);
     if (!mean) return pp_batchnorm_forward_infer(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, err);
-    PP_TRY(pp_batchnorm_forward_train(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, mean, invstd,
-                                      err));
+    pp_tensor rm = {0}, rv = {0}, *run_mean, *run_var;
+    pp_status st = bn_running(u, ex, b, &rm, &rv, &run_mean, &run_var, err);
+    if (st == PP_OK)
+        st = pp_batchnorm_forward_train(ex, &d, x, &v[0], &v[1], run_mean, run_var, y, mean,
+                                        invstd, err);
+    pp_tensor_free(&rm);
+    pp_tensor_free(&rv);
     /* num_batches_tracked: counted on the host, added by pp_unit_sync_buffers (an
      * integer op in stream order would cost a launch per batch norm) */
-    b->pending++;
-    return PP_OK;
+    if (st == PP_OK && !u->stats_frozen) b->pending++;
+    return st;
 }
 
 pp_status pp_bn_layer_forward_act(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_tensor *x,
@@ -343,27 +387,67 @@ pp_status pp_bn_layer_forward_act(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const
 {
     pp_tensor *v = &u->value[b->e];
     pp_bn_desc d = bn_desc(x);
-    PP_TRY(pp_batchnorm_forward_act(ex, &d, mean != NULL, x, &v[0], &v[1], &v[2], &v[3], add,
-                                    relu, y, mean, invstd, err));
-    if (mean) b->pending++; /* as pp_bn_layer_forward */
-    return PP_OK;
+    pp_tensor rm = {0}, rv = {0}, *run_mean = &v[2], *run_var = &v[3];
+    pp_status st = mean ? bn_running(u, ex, b, &rm, &rv, &run_mean, &run_var, err) : PP_OK;
+    if (st == PP_OK)
+        st = pp_batchnorm_forward_act(ex, &d, mean != NULL, x, &v[0], &v[1], run_mean, run_var,
+                                      add, relu, y, mean, invstd, err);
+    pp_tensor_free(&rm);
+    pp_tensor_free(&rv);
+    if (st == PP_OK && mean && !u->stats_frozen) b->pending++; /* as pp_bn_layer_forward */
+    return st;
 }
 
 pp_status pp_bn_layer_backward_relu(pp_unit *u, pp_exec *ex, const pp_bn_layer *b,
                                     const pp_tensor *x, const pp_tensor *relu_y,
                                     const pp_tensor *dy, const pp_tensor *mean,
-                                    const pp_tensor *invstd, pp_tensor *dx, pp_error *err)
+                                    const pp_tensor *invstd, pp_tensor *dx, pp_tensor *dgamma,
+                                    pp_tensor *dbeta, pp_error *err)
 {
     pp_bn_desc d = bn_desc(x);
     return pp_batchnorm_backward_relu(ex, &d, x, relu_y, dy, &u->value[b->e], mean, invstd, dx,
-                                      &u->grad[b->e], &u->grad[b->e + 1], err);
+                                      dgamma, dbeta, err);
 }
 
 pp_status pp_bn_layer_backward(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, const pp_tensor *x,
                                const pp_tensor *dy, const pp_tensor *mean,
-                               const pp_tensor *invstd, pp_tensor *dx, pp_error *err)
+                               const pp_tensor *invstd, pp_tensor *dx, pp_tensor *dgamma,
+                               pp_tensor *dbeta, pp_error *err)
 {
     pp_bn_desc d = bn_desc(x);
-    return pp_batchnorm_backward(ex, &d, x, dy, &u->value[b->e], mean, invstd, dx,
-                                 &u->grad[b->e], &u->grad[b->e + 1], err);
+    return pp_batchnorm_backward(ex, &d, x, dy, &u->value[b->e], mean, invstd, dx, dgamma, dbeta,
+                                 err);
+}
+
+/* Row r of a (2, C) tensor, as a (C) view. */
+static pp_tensor part_row(const pp_tensor *part, int r)
+{
+    pp_tensor v = *part;
+    v.owns = false;
+    v.ndim = 1;
+    v.shape[0] = part->shape[1];
+    v.shape[1] = 1;
+    v.data = (char *)part->data + (size_t)r * (size_t)part->shape[1] * pp_dtype_size(part->dtype);
+    return v;
+}
+
+void pp_bn_layer_grads(const pp_bn_layer *b, pp_tensor *grad, pp_tensor *part, pp_tensor *dgamma,
+                       pp_tensor *dbeta)
+{
+    if (grad) {
+        *dgamma = grad[b->e];
+        *dbeta = grad[b->e + 1];
+        dgamma->owns = dbeta->owns = false;
+        return;
+    }
+    *dgamma = part_row(part, 0);
+    *dbeta = part_row(part, 1);
+}
+
+pp_status pp_bn_layer_backward_weight(pp_exec *ex, const pp_bn_layer *b, const pp_tensor *part,
+                                      pp_tensor *grad, pp_error *err)
+{
+    const pp_tensor dgamma = part_row(part, 0), dbeta = part_row(part, 1);
+    PP_TRY(pp_accumulate(ex, &dgamma, &grad[b->e], err));
+    return pp_accumulate(ex, &dbeta, &grad[b->e + 1], err);
 }

@@ -14,6 +14,10 @@ struct pp_stage {
     pp_device_ctx *dev;
     int n;           /* units */
     pp_unit **units; /* n, owned */
+    /* PP_STAGE_KEEP_INPUT: per micro-batch index, the copy of its input kept
+     * until its backward runs the forward again (NULL: none) */
+    pp_unit_act **kept;
+    int n_kept_slots, n_kept;
     int in_ndim;
     int64_t in_sample[PP_MAX_DIMS]; /* input shape with batch 1 */
     int n_params, n_buffers, n_state;
@@ -25,6 +29,8 @@ struct pp_stage {
 void pp_stage_free(pp_stage *s)
 {
     if (!s) return;
+    for (int i = 0; i < s->n_kept_slots; i++) pp_unit_act_drop(s->kept[i]);
+    free(s->kept);
     for (int i = 0; i < s->n; i++) pp_unit_free(s->units[i]);
     free(s->units);
     free(s->params);
@@ -207,32 +213,62 @@ static pp_status alloc_as(const pp_stage *s, pp_exec *ex, pp_tensor *out, pp_dty
     return PP_OK;
 }
 
+/* The copy of mb's input kept for a recomputed forward, or NULL. */
+static pp_unit_act *kept_of(const pp_stage *s, int mb)
+{
+    return mb >= 0 && mb < s->n_kept_slots ? s->kept[mb] : NULL;
+}
+
+static void kept_drop(pp_stage *s, int mb)
+{
+    pp_unit_act *a = kept_of(s, mb);
+    if (!a) return;
+    pp_unit_act_drop(a);
+    s->kept[mb] = NULL;
+    s->n_kept--;
+}
+
 void pp_stage_release(pp_stage *s, int mb)
 {
     for (int i = 0; i < s->n; i++) pp_unit_release(s->units[i], mb);
+    kept_drop(s, mb);
+}
+
+void pp_stage_abandon(pp_stage *s, int mb)
+{
+    for (int i = 0; i < s->n; i++) pp_unit_abandon(s->units[i], mb);
 }
 
 int pp_stage_in_flight(const pp_stage *s)
 {
-    return s->n ? pp_unit_in_flight(s->units[0]) : 0;
+    return (s->n ? pp_unit_in_flight(s->units[0]) : 0) + s->n_kept;
 }
 
-pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
-                           bool train, pp_error *err)
+/* Whether mb has state in the stage: a forward in flight, a kept input, or a
+ * backward's input part waiting for its weight part. */
+static bool holds(const pp_stage *s, int mb)
 {
-    if (!x || !y) return pp_error_set(err, PP_ERR_INVALID, "stage forward: NULL tensor");
-    if (train && pp_unit_saved_input(s->units[0], mb, NULL, NULL))
-        return pp_error_set(err, PP_ERR_INVALID,
-                            "stage forward: micro-batch %d is already in flight", mb);
+    return pp_unit_holds(s->units[0], mb) || kept_of(s, mb);
+}
+
+/* The units' forward of one pass. x is the caller's (converted first when the
+ * units take another dtype or layout) or, with xa, an activation in the
+ * units' dtype and layout whose reference the call takes over; y is the
+ * caller's, or with ya an activation in the stage's layout the last unit may
+ * keep a reference to (the caller keeps its own). */
+static pp_status forward_pass(pp_stage *s, pp_exec *ex, int mb, pp_unit_act *xa,
+                              const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
+                              pp_unit_pass pass, pp_error *err)
+{
     /* Every activation the stage makes (the converted input, those between
      * units, the output before its conversion) is shared with the units on
      * either side, which keep a reference instead of a copy; the stage drops
      * its own once the next unit has run. x and y belong to the caller. */
-    pp_unit_act *cur_a = NULL, *out_a = NULL;
+    pp_unit_act *cur_a = xa, *out_a = NULL;
     const pp_tensor *cur = x;
     pp_status st = PP_OK;
     const pp_dtype in_dtype = pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0]));
-    if (foreign(s, x, in_dtype)) { /* the input images of bf16 or NHWC units */
+    if (!xa && foreign(s, x, in_dtype)) { /* the input images of bf16 or NHWC units */
         pp_tensor in = {0};
         st = alloc_as(s, ex, &in, in_dtype, x->ndim, x->shape, err);
         if (st == PP_OK) st = pp_cast(ex, x, &in, err);
@@ -240,13 +276,14 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
         pp_tensor_free(&in);
         if (st == PP_OK) cur = pp_unit_act_tensor(cur_a);
     }
+    const bool y_foreign = foreign(s, y, y->dtype);
     for (int i = 0; i < s->n && st == PP_OK; i++) {
         /* a batch norm and the ReLU after it run as one (units i and j) */
         const bool pair = fused_pair(s, i);
         const int j = pair ? i + 1 : i;
         pp_tensor *out = y;
         out_a = NULL;
-        if (j < s->n - 1 || foreign(s, y, y->dtype)) { /* else the last unit writes y */
+        if (j < s->n - 1 || y_foreign) { /* else the last unit writes y */
             const pp_unit_spec *spec = pp_unit_get_spec(s->units[j]);
             int ndim;
             int64_t shape[PP_MAX_DIMS];
@@ -257,12 +294,15 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
             if (st == PP_OK) st = pp_unit_act_new(&t, &out_a, err);
             if (st != PP_OK) break;
             out = pp_unit_act_tensor(out_a);
+        } else if (ya) {
+            out_a = ya;
+            pp_unit_act_hold(ya);
         }
         if (pair)
-            st = pp_unit_forward_relu_pair(s->units[i], s->units[j], ex, mb, cur_a, cur, out_a, out,
-                                           train, err);
+            st = pp_unit_forward_relu_pair_pass(s->units[i], s->units[j], ex, mb, cur_a, cur,
+                                                out_a, out, pass, err);
         else
-            st = pp_unit_forward_shared(s->units[i], ex, mb, cur_a, cur, out_a, out, train, err);
+            st = pp_unit_forward_pass(s->units[i], ex, mb, cur_a, cur, out_a, out, pass, err);
         i = j;
         pp_unit_act_drop(cur_a); /* the unit holds what it keeps of its input */
         cur_a = out_a;
@@ -270,20 +310,112 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
         cur = out;
     }
     /* the last output in another layout or dtype than y's */
-    if (st == PP_OK && cur_a) st = pp_copy(ex, pp_unit_act_tensor(cur_a), y, err);
+    if (st == PP_OK && cur != y) st = pp_copy(ex, cur, y, err);
     pp_unit_act_drop(cur_a);
     pp_unit_act_drop(out_a);
-    if (st != PP_OK && train) pp_stage_release(s, mb);
+    if (st != PP_OK && pass != PP_UNIT_PASS_INFER) pp_stage_release(s, mb);
     return st;
 }
 
-pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
-                            pp_error *err)
+pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
+                           bool train, pp_error *err)
+{
+    if (!x || !y) return pp_error_set(err, PP_ERR_INVALID, "stage forward: NULL tensor");
+    if (train && holds(s, mb))
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "stage forward: micro-batch %d is already in flight", mb);
+    return forward_pass(s, ex, mb, NULL, x, NULL, y,
+                        train ? PP_UNIT_PASS_TRAIN : PP_UNIT_PASS_INFER, err);
+}
+
+/* Room for a kept input at index mb. */
+static pp_status kept_slot(pp_stage *s, int mb, pp_error *err)
+{
+    if (mb < 0 || mb >= 65536)
+        return pp_error_set(err, PP_ERR_INVALID, "micro-batch index %d not in [0, 65536)", mb);
+    if (mb < s->n_kept_slots) return PP_OK;
+    int n = s->n_kept_slots ? s->n_kept_slots : 4;
+    while (n <= mb) n *= 2;
+    pp_unit_act **grown = realloc(s->kept, (size_t)n * sizeof *grown);
+    if (!grown) return pp_error_set(err, PP_ERR_OOM, "out of host memory (kept inputs)");
+    memset(grown + s->n_kept_slots, 0, (size_t)(n - s->n_kept_slots) * sizeof *grown);
+    s->kept = grown;
+    s->n_kept_slots = n;
+    return PP_OK;
+}
+
+pp_status pp_stage_forward_keep(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
+                                pp_tensor *y, pp_stage_keep keep, pp_error *err)
+{
+    if (!x || !y) return pp_error_set(err, PP_ERR_INVALID, "stage forward: NULL tensor");
+    if (keep != PP_STAGE_KEEP_ALL && keep != PP_STAGE_KEEP_INPUT)
+        return pp_error_set(err, PP_ERR_INVALID, "stage forward: unknown keep %d", (int)keep);
+    if (keep == PP_STAGE_KEEP_ALL) return pp_stage_forward(s, ex, mb, x, y, true, err);
+    if (holds(s, mb))
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "stage forward: micro-batch %d is already in flight", mb);
+    PP_TRY(kept_slot(s, mb, err));
+    /* the copy, in the units' dtype and layout: what the forward starts from */
+    pp_tensor t = {0};
+    pp_unit_act *in = NULL;
+    pp_status st = alloc_as(s, ex, &t, pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0])),
+                            x->ndim, x->shape, err);
+    if (st == PP_OK) st = pp_cast(ex, x, &t, err);
+    if (st == PP_OK) st = pp_unit_act_new(&t, &in, err);
+    pp_tensor_free(&t);
+    if (st != PP_OK) return st;
+    pp_unit_act_hold(in); /* the forward's reference; the stage keeps the first */
+    st = forward_pass(s, ex, mb, in, pp_unit_act_tensor(in), NULL, y,
+                      PP_UNIT_PASS_TRAIN_DISCARD, err);
+    if (st != PP_OK) {
+        pp_unit_act_drop(in);
+        return st;
+    }
+    s->kept[mb] = in;
+    s->n_kept++;
+    return PP_OK;
+}
+
+/* For a micro-batch forwarded with PP_STAGE_KEEP_INPUT: the forward again
+ * from its kept input, keeping what backward needs (its output dropped). */
+static pp_status recompute(pp_stage *s, pp_exec *ex, int mb, pp_error *err)
+{
+    pp_unit_act *in = kept_of(s, mb);
+    if (!in) return PP_OK;
+    s->kept[mb] = NULL; /* the forward takes over the stage's reference */
+    s->n_kept--;
+    const pp_tensor *x = pp_unit_act_tensor(in);
+    int ndim;
+    int64_t shape[PP_MAX_DIMS];
+    pp_tensor t = {0};
+    pp_unit_act *out = NULL;
+    pp_status st = pp_stage_output_shape(s, (int)x->shape[0], &ndim, shape, err);
+    if (st == PP_OK) st = alloc_as(s, ex, &t, pp_stage_output_dtype(s), ndim, shape, err);
+    if (st == PP_OK) st = pp_unit_act_new(&t, &out, err);
+    pp_tensor_free(&t);
+    if (st != PP_OK) {
+        pp_unit_act_drop(in);
+        return st;
+    }
+    st = forward_pass(s, ex, mb, in, x, out, pp_unit_act_tensor(out), PP_UNIT_PASS_RECOMPUTE,
+                      err);
+    pp_unit_act_drop(out);
+    if (st != PP_OK) pp_error_prefix(err, "forward again (recomputation)");
+    return st;
+}
+
+/* The backward of mb through the units (input: their input parts). */
+static pp_status backward_run(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *dy,
+                              pp_tensor *dx, bool input, pp_error *err)
 {
     if (!dy) return pp_error_set(err, PP_ERR_INVALID, "stage backward: NULL dy");
+    pp_status st = recompute(s, ex, mb, err);
+    if (st != PP_OK) {
+        pp_stage_release(s, mb);
+        return st;
+    }
     pp_tensor bufs[2] = {{0}, {0}}, din0 = {0}, dy0 = {0};
     const pp_tensor *g = dy;
-    pp_status st = PP_OK;
     const pp_dtype in_dtype = pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0]));
     if (foreign(s, dy, dy->dtype)) { /* a gradient from a neighbour of another layout */
         st = alloc_as(s, ex, &dy0, dy->dtype, dy->ndim, dy->shape, err);
@@ -315,9 +447,13 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
                               ndim, shape, err);
         }
         if (st == PP_OK && pair)
-            st = pp_unit_backward_relu_pair(s->units[i], s->units[j], ex, mb, g, din, err);
+            st = input ? pp_unit_backward_input_relu_pair(s->units[i], s->units[j], ex, mb, g,
+                                                          din, err)
+                       : pp_unit_backward_relu_pair(s->units[i], s->units[j], ex, mb, g, din,
+                                                    err);
         else if (st == PP_OK)
-            st = pp_unit_backward(s->units[i], ex, mb, g, din, err);
+            st = input ? pp_unit_backward_input(s->units[i], ex, mb, g, din, err)
+                       : pp_unit_backward(s->units[i], ex, mb, g, din, err);
         if (g != dy) pp_tensor_free((pp_tensor *)g);
         g = din;
         j = i;
@@ -327,6 +463,31 @@ pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *d
     pp_tensor_free(&bufs[0]);
     pp_tensor_free(&bufs[1]);
     pp_tensor_free(&din0);
+    if (st != PP_OK) pp_stage_release(s, mb);
+    return st;
+}
+
+pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
+                            pp_error *err)
+{
+    return backward_run(s, ex, mb, dy, dx, false, err);
+}
+
+pp_status pp_stage_backward_input(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *dy,
+                                  pp_tensor *dx, pp_error *err)
+{
+    return backward_run(s, ex, mb, dy, dx, true, err);
+}
+
+pp_status pp_stage_backward_weight(pp_stage *s, pp_exec *ex, int mb, pp_error *err)
+{
+    if (!pp_unit_waits_for_weight(s->units[0], mb))
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "stage backward, weight part: micro-batch %d has no input part done",
+                            mb);
+    pp_status st = PP_OK;
+    for (int j = s->n - 1; j >= 0 && st == PP_OK; j--)
+        st = pp_unit_backward_weight(s->units[j], ex, mb, err);
     if (st != PP_OK) pp_stage_release(s, mb);
     return st;
 }
@@ -370,8 +531,23 @@ int64_t pp_stage_num_params(const pp_stage *s)
 
 pp_status pp_stage_zero_grads(pp_stage *s, pp_exec *ex, pp_error *err)
 {
-    for (int i = 0; i < s->n; i++) PP_TRY(pp_unit_zero_grads(s->units[i], ex, err));
-    return PP_OK;
+    pp_tensor **grads = malloc(((size_t)s->n_params + 1) * sizeof *grads);
+    if (!grads) return pp_error_set(err, PP_ERR_OOM, "out of host memory (zero gradients)");
+    for (int i = 0; i < s->n_params; i++) grads[i] = s->params[i]->grad;
+    pp_status st = pp_zero_multi(ex, s->n_params, grads, err);
+    free(grads);
+    for (int i = 0; i < s->n; i++) pp_unit_grads_reset(s->units[i]);
+    return st;
+}
+
+int pp_stage_grads_waiting(const pp_stage *s)
+{
+    int most = 0;
+    for (int i = 0; i < s->n; i++) {
+        int k = pp_unit_grads_waiting(s->units[i]);
+        if (k > most) most = k;
+    }
+    return most;
 }
 
 int pp_stage_batch_counts(const pp_stage *s, int64_t *out, int cap)

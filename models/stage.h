@@ -74,13 +74,52 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
 
 /* Backward of micro-batch mb: dx = dL/dx (skipped when dx is NULL, as for the
  * first stage; F32 or the first unit's input dtype), parameter gradients +=
- * (in stage order). Frees mb's saved state in every unit, also on failure. */
+ * (in micro-batch order: see the step below). Frees mb's saved state in every
+ * unit, also on failure. */
 pp_status pp_stage_backward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
                             pp_error *err);
 
-/* Drops mb's saved state without a backward. */
+/* The backward split in two (B = I then W, with B's bits on the CPU backend).
+ * I of micro-batch mb: dx = dL/dx (skipped when dx is NULL), parameter
+ * gradients untouched; keeps what mb's W needs (e.g. the output gradient of
+ * each weighted layer) and frees the rest of mb's saved state. */
+pp_status pp_stage_backward_input(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *dy,
+                                  pp_tensor *dx, pp_error *err);
+/* W of micro-batch mb, after its I: parameter gradients +=; frees what mb
+ * kept. Both free mb's state on failure.
+ *
+ * Memory kept between I and W, per micro-batch (pp_catalogue_iw_bytes): the
+ * inputs of the stage's convolutions and linear layer, their output
+ * gradients, and two floats per batch-norm channel. */
+pp_status pp_stage_backward_weight(pp_stage *s, pp_exec *ex, int mb, pp_error *err);
+
+/* What a training forward keeps for its backward:
+ *   KEEP_ALL:   every unit keeps what its backward needs (pp_stage_forward);
+ *   KEEP_INPUT: the stage keeps only a copy of x (in the units' dtype and
+ *               layout), and mb's backward (pp_stage_backward or
+ *               pp_stage_backward_input) first runs the forward again from
+ *               it, keeping what backward needs (recomputation). */
+typedef enum pp_stage_keep { PP_STAGE_KEEP_ALL = 0, PP_STAGE_KEEP_INPUT } pp_stage_keep;
+
+/* A training forward like pp_stage_forward(train = true); with
+ * PP_STAGE_KEEP_INPUT the stage keeps only a copy of x for mb, and mb's
+ * backward (pp_stage_backward or pp_stage_backward_input) first runs the
+ * forward again from it, keeping what backward needs. Batch norm sees the
+ * same batch statistics in both forwards (the same bits from the same
+ * input) and updates its running statistics, num_batches_tracked and the
+ * pending counts (pp_stage_batch_counts) in the first only, so results are
+ * bitwise those of KEEP_ALL on the CPU backend. The forward again runs in
+ * the exec of the backward that asks for it. */
+pp_status pp_stage_forward_keep(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
+                                pp_tensor *y, pp_stage_keep keep, pp_error *err);
+
+/* Drops mb's saved state (a forward in flight, a kept input, a W not run)
+ * without its backward. */
 void pp_stage_release(pp_stage *s, int mb);
-/* Number of micro-batches with saved state. */
+/* Drops mb's saved state made inside a discarded CUDA graph capture
+ * (pp_unit_abandon): its stream-ordered memory was the graph's. */
+void pp_stage_abandon(pp_stage *s, int mb);
+/* Number of micro-batches with saved state (as pp_stage_release drops). */
 int pp_stage_in_flight(const pp_stage *s);
 
 /* Named tensors, pointers valid for the stage's lifetime:
@@ -96,8 +135,21 @@ const pp_named_tensor *pp_stage_state(const pp_stage *s, int i);
 /* Number of learnable scalars. */
 int64_t pp_stage_num_params(const pp_stage *s);
 
-/* Sets every gradient to zero in ex's stream order. */
+/* The step. Weight gradients are summed in micro-batch order whatever order
+ * the backwards (B, or W) of a step run in, so the bits do not depend on the
+ * schedule (unit.h). A step begins here: every gradient set to zero in ex's
+ * stream order (one pp_zero_multi), micro-batch 0 next in the order, and
+ * gradients waiting for their turn dropped. A B or W of the next
+ * micro-batch adds to the gradients; one of a later micro-batch computes its
+ * gradients apart and they are added when their turn comes. Memory: a W (or
+ * B) run before its turn holds a copy of the stage's parameter gradients
+ * (pp_stage_num_params * 4 bytes) until then: a reverse order of m
+ * micro-batches holds m - 1 of them at its peak; in-order schedules, none.
+ * (A backward of a micro-batch already added this step, with none waiting,
+ * begins a new step too, for callers that zero the gradients themselves.) */
 pp_status pp_stage_zero_grads(pp_stage *s, pp_exec *ex, pp_error *err);
+/* Number of micro-batches whose weight gradients wait for their turn. */
+int pp_stage_grads_waiting(const pp_stage *s);
 
 /* See pp_unit_sync_buffers: call with the stage idle before reading or
  * writing buffers (checkpoint save or load). */

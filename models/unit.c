@@ -51,8 +51,8 @@ static pp_status check_spec(const pp_unit_spec *s, const pp_unit_kind_ops **ops,
 /* ---- construction --------------------------------------------------------------- */
 
 /* Makes a unit of spec on dev (NULL: counting mode, nothing allocated). */
-static pp_status unit_make(const pp_unit_spec *spec, uint64_t seed, pp_device_ctx *dev,
-                           pp_unit **out, pp_error *err)
+pp_status pp_unit_make(const pp_unit_spec *spec, uint64_t seed, pp_device_ctx *dev,
+                       pp_unit **out, pp_error *err)
 {
     *out = NULL;
     const pp_unit_kind_ops *ops;
@@ -82,7 +82,7 @@ pp_status pp_unit_new(const pp_unit_spec *spec, uint64_t seed, pp_device_ctx *de
 {
     *out = NULL;
     if (!spec || !dev) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_new: NULL argument");
-    return unit_make(spec, seed, dev, out, err);
+    return pp_unit_make(spec, seed, dev, out, err);
 }
 
 /* ---- shared activations --------------------------------------------------------- */
@@ -110,21 +110,38 @@ pp_tensor *pp_unit_act_tensor(pp_unit_act *a)
     return &a->t;
 }
 
-void pp_unit_act_drop(pp_unit_act *a)
+void pp_unit_act_hold(pp_unit_act *a)
+{
+    a->refs++;
+}
+
+/* Drops one reference; the last frees the tensor, or abandons it (see
+ * pp_unit_abandon). */
+static void act_unref(pp_unit_act *a, bool abandon)
 {
     if (!a || --a->refs > 0) return;
-    pp_tensor_free(&a->t);
+    if (abandon)
+        pp_tensor_abandon(&a->t);
+    else
+        pp_tensor_free(&a->t);
     free(a);
 }
 
-static void slot_clear(pp_unit_slot *s)
+void pp_unit_act_drop(pp_unit_act *a)
+{
+    act_unref(a, false);
+}
+
+static void slot_drop(pp_unit_slot *s, bool abandon)
 {
     for (int i = 0; i < s->list.n; i++) {
         pp_saved_tensor *it = &s->list.item[i];
         if (it->held) { /* a view of a shared activation */
-            pp_unit_act_drop(it->held);
+            act_unref(it->held, abandon);
             it->held = NULL;
             *it->t = (pp_tensor){0};
+        } else if (abandon) {
+            pp_tensor_abandon(it->t);
         } else {
             pp_tensor_free(it->t);
         }
@@ -133,6 +150,12 @@ static void slot_clear(pp_unit_slot *s)
     s->saved = NULL;
     s->list.n = 0;
     s->live = false;
+    s->waiting = false;
+}
+
+static void slot_clear(pp_unit_slot *s)
+{
+    slot_drop(s, false);
 }
 
 void pp_unit_params_changed(pp_unit *u)
@@ -145,6 +168,8 @@ void pp_unit_free(pp_unit *u)
     if (!u) return;
     for (int i = 0; i < u->n_slots; i++) slot_clear(&u->slots[i]);
     free(u->slots);
+    pp_unit_grads_reset(u);
+    free(u->parts);
     if (u->dev) {
         for (int i = 0; i < u->n_entries; i++) {
             pp_tensor_free(&u->value[i]);
@@ -204,19 +229,8 @@ pp_status pp_unit_output_shape(const pp_unit_spec *s, int in_ndim, const int64_t
                         pp_tensor_shape_str(&t, buf, sizeof buf), why);
 }
 
-static int64_t list_bytes(const pp_saved_list *l)
-{
-    int64_t bytes = 0;
-    for (int i = 0; i < l->n; i++) {
-        int64_t n = 1;
-        for (int k = 0; k < l->item[i].ndim; k++) n *= l->item[i].shape[k];
-        bytes += n * (int64_t)pp_dtype_size(l->item[i].dtype);
-    }
-    return bytes;
-}
-
 /* The kind's saved list for an input shape, its fields in saved. */
-static pp_status saved_list(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
+pp_status pp_unit_saved_list(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
                             pp_saved_list *l, pp_error *err)
 {
     *l = (pp_saved_list){0};
@@ -227,99 +241,7 @@ static pp_status saved_list(const pp_unit *u, int in_ndim, const int64_t *in, vo
     return PP_OK;
 }
 
-/* Bytes a training forward keeps for an input of batch n (the per-sample
- * shape in[1..]). */
-static pp_status saved_bytes(const pp_unit *u, int in_ndim, const int64_t *in, int64_t n,
-                             void *scratch, int64_t *bytes, pp_error *err)
-{
-    int64_t shape[PP_MAX_DIMS];
-    memcpy(shape, in, sizeof shape);
-    shape[0] = n;
-    pp_saved_list l;
-    PP_TRY(saved_list(u, in_ndim, shape, scratch, &l, err));
-    *bytes = list_bytes(&l);
-    return PP_OK;
-}
-
-/* Whether the saved list keeps the unit's input or output. */
-static void saved_io(const pp_saved_list *l, bool *input, bool *output)
-{
-    *input = *output = false;
-    for (int i = 0; i < l->n; i++) {
-        if (l->item[i].from == PP_SAVED_INPUT) *input = true;
-        if (l->item[i].from == PP_SAVED_OUTPUT) *output = true;
-    }
-}
-
-static int64_t numel(int ndim, const int64_t *shape)
-{
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    return n;
-}
-
-pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, pp_unit_info *info,
-                        pp_error *err)
-{
-    memset(info, 0, sizeof *info);
-    snprintf(info->name, sizeof info->name, "%s", s->name);
-    int out_ndim;
-    int64_t out[PP_MAX_DIMS];
-    PP_TRY(pp_unit_output_shape(s, in_ndim, in, &out_ndim, out, err));
-    pp_unit *u;
-    PP_TRY(unit_make(s, 0, NULL, &u, err)); /* counting mode: the declarations, no memory */
-    void *scratch = calloc(1, u->ops->saved_size ? u->ops->saved_size : 1);
-    if (!scratch) {
-        pp_unit_free(u);
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory (unit costs)");
-    }
-    for (int i = 0; i < u->n_entries; i++) {
-        info->param_bytes += (int64_t)pp_tensor_bytes(&u->value[i]);
-        /* bf16: a copy of each conv and linear weight (pp_unit_weight_like) */
-        if (s->bf16 && u->entry[i].grad && u->value[i].ndim >= 2)
-            info->param_bytes += (int64_t)pp_tensor_numel(&u->value[i]) * 2;
-        if (u->entry[i].grad) info->param_count += pp_tensor_numel(&u->value[i]);
-    }
-    /* bytes(N) = per_sample * N + fixed */
-    int64_t b1 = 0, b2 = 0;
-    pp_status st = saved_bytes(u, in_ndim, in, 1, scratch, &b1, err);
-    if (st == PP_OK) st = saved_bytes(u, in_ndim, in, 2, scratch, &b2, err);
-    info->act_bytes = b2 - b1;
-    info->act_fixed_bytes = 2 * b1 - b2;
-    pp_saved_list l;
-    if (st == PP_OK) st = saved_list(u, in_ndim, in, scratch, &l, err);
-    if (st == PP_OK) saved_io(&l, &info->keeps_input, &info->keeps_output);
-    int64_t macs = 0, elementwise = 0;
-    u->ops->flops(s, in_ndim, in, out, &macs, &elementwise);
-    info->fwd_macs = macs;
-    info->fwd_flops = 2 * macs + elementwise;
-    info->out_bytes = (int64_t)pp_dtype_size(pp_unit_spec_out_dtype(s)) *
-                      (numel(out_ndim, out) / in[0]);
-    /* training batch norm needs two values per channel; a unit's batch norms see
-     * at least its output's plane (blocks narrow towards it) */
-    const int64_t plane = out_ndim == 4 ? out[2] * out[3] : 1;
-    info->min_batch = u->n_bn > 0 && plane == 1 ? 2 : 1;
-    free(scratch);
-    pp_unit_free(u);
-    return st;
-}
-
 /* ---- forward / backward -------------------------------------------------------------- */
-
-pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec)
-{
-    return spec->bf16 ? PP_BF16 : PP_F32;
-}
-
-pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec)
-{
-    return spec->bf16 && !spec->f32_out ? PP_BF16 : PP_F32;
-}
-
-pp_layout pp_unit_spec_layout(const pp_unit_spec *spec, int ndim)
-{
-    return spec->nhwc && ndim == 4 ? PP_NHWC : PP_NCHW;
-}
 
 static pp_status check_tensor(const pp_unit *u, const char *what, const pp_tensor *t,
                               pp_dtype dtype, int ndim, const int64_t *shape, pp_error *err)
@@ -358,6 +280,15 @@ static pp_status get_slot(pp_unit *u, int mb, pp_unit_slot **out, pp_error *err)
     return PP_OK;
 }
 
+/* The slot of mb when it holds a forward in flight (live) or waits for its
+ * weight part (waiting); else NULL. */
+static pp_unit_slot *slot_of(const pp_unit *u, int mb, bool waiting)
+{
+    if (mb < 0 || mb >= u->n_slots) return NULL;
+    pp_unit_slot *s = &u->slots[mb];
+    return (waiting ? s->waiting : s->live) ? s : NULL;
+}
+
 /* Allocates one tensor of the saved list in ex's stream order, in the unit's
  * layout. */
 static pp_status saved_alloc(const pp_unit *u, pp_exec *ex, const pp_saved_tensor *it,
@@ -383,14 +314,15 @@ static bool shareable(const pp_unit *u, const pp_saved_tensor *it, const pp_tens
 
 /* Allocates the kind's saved struct and the tensors of its saved list the
  * kind's forward writes, for input x, in ex's stream order (its input and
- * output are kept after the forward: slot_keep_io). */
+ * output are kept after the forward: slot_keep_io; the split backward's
+ * tensors before its input part: slot_alloc_grad). */
 static pp_status slot_alloc(pp_unit *u, pp_exec *ex, pp_unit_slot *s, const pp_tensor *x,
                             pp_error *err)
 {
     s->saved = calloc(1, u->ops->saved_size ? u->ops->saved_size : 1);
     if (!s->saved) return pp_error_set(err, PP_ERR_OOM, "out of host memory (saved state)");
     pp_saved_list l;
-    PP_TRY(saved_list(u, x->ndim, x->shape, s->saved, &l, err));
+    PP_TRY(pp_unit_saved_list(u, x->ndim, x->shape, s->saved, &l, err));
     for (int i = 0; i < l.n; i++) {
         const pp_saved_tensor *it = &l.item[i];
         s->list.item[s->list.n++] = *it;
@@ -408,7 +340,7 @@ static pp_status slot_keep_io(pp_unit *u, pp_exec *ex, pp_unit_slot *s, pp_unit_
 {
     for (int i = 0; i < s->list.n; i++) {
         pp_saved_tensor *it = &s->list.item[i];
-        if (it->from == PP_SAVED_NEW) continue;
+        if (it->from != PP_SAVED_INPUT && it->from != PP_SAVED_OUTPUT) continue;
         pp_unit_act *a = it->from == PP_SAVED_INPUT ? xa : ya;
         const pp_tensor *src = it->from == PP_SAVED_INPUT ? x : y;
         if (a && shareable(u, it, src)) {
@@ -423,6 +355,32 @@ static pp_status slot_keep_io(pp_unit *u, pp_exec *ex, pp_unit_slot *s, pp_unit_
         PP_TRY(pp_copy(ex, src, it->t, err));
     }
     return PP_OK;
+}
+
+/* Before the input part of a split backward: the tensors it writes for the
+ * weight part. */
+static pp_status slot_alloc_grad(pp_unit *u, pp_exec *ex, pp_unit_slot *s, pp_error *err)
+{
+    for (int i = 0; i < s->list.n; i++)
+        if (s->list.item[i].from == PP_SAVED_GRAD)
+            PP_TRY(saved_alloc(u, ex, &s->list.item[i], err));
+    return PP_OK;
+}
+
+/* After the input part: frees what the weight part does not need. */
+static void slot_trim(pp_unit_slot *s)
+{
+    for (int i = 0; i < s->list.n; i++) {
+        pp_saved_tensor *it = &s->list.item[i];
+        if (it->until_w) continue;
+        if (it->held) {
+            pp_unit_act_drop(it->held);
+            it->held = NULL;
+            *it->t = (pp_tensor){0};
+        } else {
+            pp_tensor_free(it->t);
+        }
+    }
 }
 
 typedef pp_status (*forward_fn)(pp_unit *, pp_exec *, const pp_tensor *, pp_tensor *, void *,
@@ -449,72 +407,141 @@ static pp_status slot_run(pp_unit *u, pp_exec *ex, pp_unit_slot *s, forward_fn f
     return PP_OK;
 }
 
-/* A forward of u (with relu: the kind's forward_relu). */
+/* A training forward that keeps nothing: the saved state lives during fwd
+ * only (batch statistics computed and running statistics updated as in any
+ * training forward). */
+static pp_status run_discard(pp_unit *u, pp_exec *ex, forward_fn fwd, const pp_tensor *x,
+                             pp_tensor *y, pp_error *err)
+{
+    pp_unit_slot tmp = {0};
+    pp_status st = slot_alloc(u, ex, &tmp, x, err);
+    if (st == PP_OK) st = fwd(u, ex, x, y, tmp.saved, err);
+    slot_clear(&tmp);
+    return st;
+}
+
+/* A forward of u in a pass (with relu: the kind's forward_relu). */
 static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
-                              const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
-                              bool relu, pp_error *err)
+                              const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
+                              pp_unit_pass pass, bool relu, pp_error *err)
 {
     if ((xa && x != &xa->t) || (ya && y != &ya->t))
         return pp_error_set(err, PP_ERR_INVALID, "a shared activation is not the tensor passed");
     if (!ex || ex->dev != u->dev)
         return pp_error_set(err, PP_ERR_INVALID, "exec is not on the unit's device %s",
                             u->dev->name);
+    if ((unsigned)pass > PP_UNIT_PASS_RECOMPUTE)
+        return pp_error_set(err, PP_ERR_INVALID, "unknown forward pass %d", (int)pass);
     PP_TRY(check_tensor(u, "x", x, pp_unit_spec_in_dtype(&u->spec), -1, NULL, err));
     int out_ndim;
     int64_t out[PP_MAX_DIMS];
     PP_TRY(pp_unit_output_shape(&u->spec, x->ndim, x->shape, &out_ndim, out, err));
     PP_TRY(check_tensor(u, "y", y, pp_unit_spec_out_dtype(&u->spec), out_ndim, out, err));
     const forward_fn fwd = relu ? u->ops->forward_relu : u->ops->forward;
-    if (!train) return fwd(u, ex, x, y, NULL, err);
+    if (pass == PP_UNIT_PASS_INFER) return fwd(u, ex, x, y, NULL, err);
+    if (pass == PP_UNIT_PASS_TRAIN_DISCARD) return run_discard(u, ex, fwd, x, y, err);
     pp_unit_slot *s = NULL;
     PP_TRY(get_slot(u, mb, &s, err));
-    if (s->live)
+    if (s->live || s->waiting)
         return pp_error_set(err, PP_ERR_INVALID,
                             "micro-batch %d is already in flight (forward twice without "
                             "backward)",
                             mb);
-    return slot_run(u, ex, s, fwd, xa, x, ya, y, err);
+    u->stats_frozen = pass == PP_UNIT_PASS_RECOMPUTE;
+    pp_status st = slot_run(u, ex, s, fwd, xa, x, ya, y, err);
+    u->stats_frozen = false;
+    return st;
 }
 
 pp_status pp_unit_forward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
                           bool train, pp_error *err)
 {
-    if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward: NULL unit");
-    pp_status st = forward_impl(u, ex, mb, NULL, x, NULL, y, train, false, err);
-    if (st != PP_OK) pp_error_prefix(err, "%s forward (micro-batch %d)", u->spec.name, mb);
-    return st;
+    return pp_unit_forward_pass(u, ex, mb, NULL, x, NULL, y,
+                                train ? PP_UNIT_PASS_TRAIN : PP_UNIT_PASS_INFER, err);
 }
 
 pp_status pp_unit_forward_shared(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
                                  const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
                                  pp_error *err)
 {
-    if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward_shared: NULL unit");
-    pp_status st = forward_impl(u, ex, mb, xa, x, ya, y, train, false, err);
+    return pp_unit_forward_pass(u, ex, mb, xa, x, ya, y,
+                                train ? PP_UNIT_PASS_TRAIN : PP_UNIT_PASS_INFER, err);
+}
+
+pp_status pp_unit_forward_pass(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
+                               const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
+                               pp_unit_pass pass, pp_error *err)
+{
+    if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward: NULL unit");
+    pp_status st = forward_impl(u, ex, mb, xa, x, ya, y, pass, false, err);
     if (st != PP_OK) pp_error_prefix(err, "%s forward (micro-batch %d)", u->spec.name, mb);
     return st;
 }
 
-/* A backward of u (with relu_y: the kind's backward_relu). */
-static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
-                               const pp_tensor *relu_y, pp_error *err)
+/* ---- backward ------------------------------------------------------------------------ */
+
+typedef enum backward_part {
+    PART_WHOLE,  /* B: the input and weight parts together */
+    PART_INPUT,  /* I */
+    PART_WEIGHT, /* W */
+} backward_part;
+
+/* A backward of u or one of its parts (with relu_y: the kind's relu variant). */
+static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, backward_part part,
+                               const pp_tensor *dy, pp_tensor *dx, const pp_tensor *relu_y,
+                               pp_error *err)
 {
     if (!ex || ex->dev != u->dev)
         return pp_error_set(err, PP_ERR_INVALID, "exec is not on the unit's device %s",
                             u->dev->name);
-    if (mb < 0 || mb >= u->n_slots || !u->slots[mb].live)
-        return pp_error_set(err, PP_ERR_INVALID, "micro-batch %d has no training forward in flight",
+    pp_unit_slot *s = slot_of(u, mb, part == PART_WEIGHT);
+    if (!s)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            part == PART_WEIGHT
+                                ? "micro-batch %d has no input part of a backward done (its "
+                                  "weight part runs after it)"
+                                : "micro-batch %d has no training forward in flight",
                             mb);
-    pp_unit_slot *s = &u->slots[mb];
-    int out_ndim;
-    int64_t out[PP_MAX_DIMS];
-    PP_TRY(pp_unit_output_shape(&u->spec, s->in_ndim, s->in_shape, &out_ndim, out, err));
-    PP_TRY(check_tensor(u, "dy", dy, pp_unit_spec_out_dtype(&u->spec), out_ndim, out, err));
-    if (dx)
-        PP_TRY(check_tensor(u, "dx", dx, pp_unit_spec_in_dtype(&u->spec), s->in_ndim,
-                            s->in_shape, err));
-    pp_status st = relu_y ? u->ops->backward_relu(u, ex, s->saved, relu_y, dy, dx, err)
-                          : u->ops->backward(u, ex, s->saved, dy, dx, err);
+    pp_status st = PP_OK;
+    if (part != PART_WEIGHT) {
+        int out_ndim;
+        int64_t out[PP_MAX_DIMS];
+        PP_TRY(pp_unit_output_shape(&u->spec, s->in_ndim, s->in_shape, &out_ndim, out, err));
+        PP_TRY(check_tensor(u, "dy", dy, pp_unit_spec_out_dtype(&u->spec), out_ndim, out, err));
+        if (dx)
+            PP_TRY(check_tensor(u, "dx", dx, pp_unit_spec_in_dtype(&u->spec), s->in_ndim,
+                                s->in_shape, err));
+    }
+    const pp_unit_kind_ops *k = u->ops;
+    if (part == PART_INPUT) {
+        st = slot_alloc_grad(u, ex, s, err);
+        if (st == PP_OK && relu_y)
+            st = k->backward_input_relu
+                     ? k->backward_input_relu(u, ex, s->saved, relu_y, dy, dx, err)
+                     : k->backward_relu(u, ex, s->saved, relu_y, dy, dx, NULL, err);
+        else if (st == PP_OK && k->backward_input)
+            st = k->backward_input(u, ex, s->saved, dy, dx, err);
+        else if (st == PP_OK && !pp_unit_has_params(u))
+            st = k->backward(u, ex, s->saved, dy, dx, NULL, err);
+        else if (st == PP_OK)
+            st = pp_error_set(err, PP_ERR_UNSUPPORTED, "%s has no split backward", k->name);
+        if (st == PP_OK) {
+            slot_trim(s);
+            s->live = false;
+            s->waiting = true;
+            return PP_OK;
+        }
+    } else {
+        pp_tensor *grad;
+        pp_unit_part *gp;
+        st = pp_unit_grads_begin(u, ex, mb, &grad, &gp, err);
+        if (st == PP_OK && part == PART_WEIGHT)
+            st = k->backward_weight ? k->backward_weight(u, ex, s->saved, grad, err) : PP_OK;
+        else if (st == PP_OK)
+            st = relu_y ? k->backward_relu(u, ex, s->saved, relu_y, dy, dx, grad, err)
+                        : k->backward(u, ex, s->saved, dy, dx, grad, err);
+        st = pp_unit_grads_end(u, ex, mb, gp, st, err);
+    }
     slot_clear(s);
     u->in_flight--;
     return st;
@@ -524,8 +551,27 @@ pp_status pp_unit_backward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy,
                            pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward: NULL unit");
-    pp_status st = backward_impl(u, ex, mb, dy, dx, NULL, err);
+    pp_status st = backward_impl(u, ex, mb, PART_WHOLE, dy, dx, NULL, err);
     if (st != PP_OK) pp_error_prefix(err, "%s backward (micro-batch %d)", u->spec.name, mb);
+    return st;
+}
+
+pp_status pp_unit_backward_input(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy,
+                                 pp_tensor *dx, pp_error *err)
+{
+    if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_input: NULL unit");
+    pp_status st = backward_impl(u, ex, mb, PART_INPUT, dy, dx, NULL, err);
+    if (st != PP_OK)
+        pp_error_prefix(err, "%s backward, input part (micro-batch %d)", u->spec.name, mb);
+    return st;
+}
+
+pp_status pp_unit_backward_weight(pp_unit *u, pp_exec *ex, int mb, pp_error *err)
+{
+    if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_weight: NULL unit");
+    pp_status st = backward_impl(u, ex, mb, PART_WEIGHT, NULL, NULL, NULL, err);
+    if (st != PP_OK)
+        pp_error_prefix(err, "%s backward, weight part (micro-batch %d)", u->spec.name, mb);
     return st;
 }
 
@@ -538,20 +584,21 @@ bool pp_unit_fuses_relu(const pp_unit *u, const pp_unit *next)
 }
 
 static pp_status forward_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb, pp_unit_act *xa,
-                              const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
-                              pp_error *err)
+                              const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
+                              pp_unit_pass pass, pp_error *err)
 {
     if (!pp_unit_fuses_relu(u, relu))
         return pp_error_set(err, PP_ERR_INVALID, "not a unit and a ReLU that run as one");
+    const bool keep = pass == PP_UNIT_PASS_TRAIN || pass == PP_UNIT_PASS_RECOMPUTE;
     pp_unit_slot *rs = NULL;
-    if (train) {
+    if (keep) {
         PP_TRY(get_slot(relu, mb, &rs, err));
-        if (rs->live)
+        if (rs->live || rs->waiting)
             return pp_error_set(err, PP_ERR_INVALID,
                                 "micro-batch %d is already in flight in %s", mb, relu->spec.name);
     }
-    PP_TRY(forward_impl(u, ex, mb, xa, x, ya, y, train, true, err));
-    if (!train) return PP_OK;
+    PP_TRY(forward_impl(u, ex, mb, xa, x, ya, y, pass, true, err));
+    if (!keep) return PP_OK;
     /* the ReLU's state, as if it had run on y (what it keeps is its output) */
     pp_status st = slot_run(relu, ex, rs, NULL, NULL, y, ya, y, err);
     if (st != PP_OK) pp_unit_release(u, mb);
@@ -562,30 +609,47 @@ pp_status pp_unit_forward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int 
                                     pp_unit_act *xa, const pp_tensor *x, pp_unit_act *ya,
                                     pp_tensor *y, bool train, pp_error *err)
 {
+    return pp_unit_forward_relu_pair_pass(u, relu, ex, mb, xa, x, ya, y,
+                                          train ? PP_UNIT_PASS_TRAIN : PP_UNIT_PASS_INFER, err);
+}
+
+pp_status pp_unit_forward_relu_pair_pass(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
+                                         pp_unit_act *xa, const pp_tensor *x, pp_unit_act *ya,
+                                         pp_tensor *y, pp_unit_pass pass, pp_error *err)
+{
     if (!u || !relu) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward_relu_pair: NULL unit");
-    pp_status st = forward_pair(u, relu, ex, mb, xa, x, ya, y, train, err);
+    pp_status st = forward_pair(u, relu, ex, mb, xa, x, ya, y, pass, err);
     if (st != PP_OK)
         pp_error_prefix(err, "%s and %s forward (micro-batch %d)", u->spec.name, relu->spec.name,
                         mb);
     return st;
 }
 
-static pp_status backward_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb, const pp_tensor *dy,
-                               pp_tensor *dx, pp_error *err)
+/* The backward of a fused pair (input: its input part; the ReLU's state then
+ * waits for its (empty) weight part too). */
+static pp_status backward_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb, bool input,
+                               const pp_tensor *dy, pp_tensor *dx, pp_error *err)
 {
     if (!pp_unit_fuses_relu(u, relu))
         return pp_error_set(err, PP_ERR_INVALID, "not a unit and a ReLU that run as one");
-    if (mb < 0 || mb >= relu->n_slots || !relu->slots[mb].live)
+    pp_unit_slot *rs = slot_of(relu, mb, false);
+    if (!rs)
         return pp_error_set(err, PP_ERR_INVALID,
                             "micro-batch %d has no training forward in flight in %s", mb,
                             relu->spec.name);
-    pp_unit_slot *rs = &relu->slots[mb];
     const pp_tensor *relu_y = NULL;
     for (int i = 0; i < rs->list.n; i++)
         if (rs->list.item[i].from == PP_SAVED_OUTPUT) relu_y = rs->list.item[i].t;
-    pp_status st = relu_y ? backward_impl(u, ex, mb, dy, dx, relu_y, err)
+    pp_status st = relu_y ? backward_impl(u, ex, mb, input ? PART_INPUT : PART_WHOLE, dy, dx,
+                                          relu_y, err)
                           : pp_error_set(err, PP_ERR_INTERNAL, "%s keeps no output",
                                          relu->spec.name);
+    if (input && st == PP_OK) {
+        slot_trim(rs);
+        rs->live = false;
+        rs->waiting = true;
+        return PP_OK;
+    }
     slot_clear(rs);
     relu->in_flight--;
     return st;
@@ -596,17 +660,36 @@ pp_status pp_unit_backward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int
 {
     if (!u || !relu)
         return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_relu_pair: NULL unit");
-    pp_status st = backward_pair(u, relu, ex, mb, dy, dx, err);
+    pp_status st = backward_pair(u, relu, ex, mb, false, dy, dx, err);
     if (st != PP_OK)
         pp_error_prefix(err, "%s and %s backward (micro-batch %d)", u->spec.name,
                         relu->spec.name, mb);
     return st;
 }
 
+pp_status pp_unit_backward_input_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
+                                           const pp_tensor *dy, pp_tensor *dx, pp_error *err)
+{
+    if (!u || !relu)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_input_relu_pair: NULL unit");
+    pp_status st = backward_pair(u, relu, ex, mb, true, dy, dx, err);
+    if (st != PP_OK)
+        pp_error_prefix(err, "%s and %s backward, input part (micro-batch %d)", u->spec.name,
+                        relu->spec.name, mb);
+    return st;
+}
+
 void pp_unit_release(pp_unit *u, int mb)
 {
-    if (!u || mb < 0 || mb >= u->n_slots || !u->slots[mb].live) return;
+    if (!u || mb < 0 || mb >= u->n_slots || !(u->slots[mb].live || u->slots[mb].waiting)) return;
     slot_clear(&u->slots[mb]);
+    u->in_flight--;
+}
+
+void pp_unit_abandon(pp_unit *u, int mb)
+{
+    if (!u || mb < 0 || mb >= u->n_slots || !u->slots[mb].live) return;
+    slot_drop(&u->slots[mb], true);
     u->in_flight--;
 }
 
@@ -617,14 +700,27 @@ int pp_unit_in_flight(const pp_unit *u)
 
 bool pp_unit_saved_input(const pp_unit *u, int mb, int *ndim, int64_t *shape)
 {
-    if (!u || mb < 0 || mb >= u->n_slots || !u->slots[mb].live) return false;
-    if (ndim) *ndim = u->slots[mb].in_ndim;
-    if (shape) memcpy(shape, u->slots[mb].in_shape, sizeof u->slots[mb].in_shape);
+    if (!u) return false;
+    const pp_unit_slot *s = slot_of(u, mb, false);
+    if (!s) return false;
+    if (ndim) *ndim = s->in_ndim;
+    if (shape) memcpy(shape, s->in_shape, sizeof s->in_shape);
     return true;
+}
+
+bool pp_unit_holds(const pp_unit *u, int mb)
+{
+    return u && mb >= 0 && mb < u->n_slots && (u->slots[mb].live || u->slots[mb].waiting);
+}
+
+bool pp_unit_waits_for_weight(const pp_unit *u, int mb)
+{
+    return u && slot_of(u, mb, true) != NULL;
 }
 
 pp_status pp_unit_zero_grads(pp_unit *u, pp_exec *ex, pp_error *err)
 {
+    pp_unit_grads_reset(u);
     for (int i = 0; i < u->n_entries; i++)
         if (u->entry[i].grad) PP_TRY(pp_zero(ex, &u->grad[i], err));
     return PP_OK;

@@ -20,6 +20,27 @@
  * be in flight at once, in any order. Inference forwards (train = false) keep
  * nothing.
  *
+ * Split backward: the backward of mb may run as two parts instead,
+ * pp_unit_backward_input (I: dx, parameter gradients untouched) then
+ * pp_unit_backward_weight (W: parameter gradients); I keeps what W needs (the
+ * inputs of the unit's convolutions and linear layer, their output
+ * gradients, its batch norms' parameter gradients) and frees the rest. I then
+ * W gives the bits of pp_unit_backward.
+ *
+ * Weight gradients sum in micro-batch order, whatever order the backwards (B
+ * or W) of a step run in: a step begins at pp_unit_zero_grads (or
+ * pp_unit_grads_reset) with micro-batch 0 next; a backward of the next
+ * micro-batch adds to the parameter gradients, and one of a later
+ * micro-batch computes its gradients into zeroed tensors of its own (a
+ * "part", the size of the unit's parameter gradients) that are added once
+ * every micro-batch before it has been (each op adds its gradient once:
+ * ops.h, so the bits do not depend on the order). Memory: one part per
+ * micro-batch whose backward ran before its turn, held until then (a reverse
+ * order of m micro-batches holds m - 1 at its peak; an order that runs
+ * backwards in micro-batch order, none). A backward of a micro-batch already
+ * added while none waits begins a new step (for callers that zero the
+ * gradients themselves).
+ *
  * Tensors: activations are f32, (N, C, H, W) for images and (N, F) after
  * avgpool or flatten (batch norm, ReLU and sigmoid take either). With
  * spec.bf16 (mixed precision) a unit's input, its output and their
@@ -82,7 +103,10 @@ typedef struct pp_unit_spec {
     int pad;            /* conv and maxpool padding */
     bool downsample;    /* blocks: 1x1 conv (stride) + BN on the identity path */
     double forward_ms;  /* delay: time spent in each forward */
-    double backward_ms; /* delay: time spent in each backward */
+    double backward_ms; /* delay: time spent in each backward (B, whole) */
+    bool split_ms;      /* delay: the next two are given; else each is backward_ms / 2 */
+    double backward_input_ms;  /* delay: time of the backward's input part (I) */
+    double backward_weight_ms; /* delay: time of its weight part (W) */
     bool bias;          /* conv: has a bias (ResNet's convs have none; fc always has one) */
     pp_unit_init init;  /* conv and linear weights */
     double init_std;    /* PP_INIT_NORMAL's standard deviation */
@@ -94,12 +118,24 @@ typedef struct pp_unit_spec {
 } pp_unit_spec;
 
 /* The dtype of a unit's input and of its output (and of their gradients):
- * F32, or BF16 with spec.bf16 (the output F32 again with f32_out). */
-pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec);
-pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec);
+ * F32, or BF16 with spec.bf16 (the output F32 again with f32_out). Read from
+ * the spec alone, by every file of models/ (inline: no call into unit.c). */
+static inline pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec)
+{
+    return spec->bf16 ? PP_BF16 : PP_F32;
+}
+
+static inline pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec)
+{
+    return spec->bf16 && !spec->f32_out ? PP_BF16 : PP_F32;
+}
+
 /* The layout of the unit's activations of rank ndim: NHWC for 4-D ones with
  * spec.nhwc, else NCHW. */
-pp_layout pp_unit_spec_layout(const pp_unit_spec *spec, int ndim);
+static inline pp_layout pp_unit_spec_layout(const pp_unit_spec *spec, int ndim)
+{
+    return spec->nhwc && ndim == 4 ? PP_NHWC : PP_NCHW;
+}
 
 /* One entry of a unit's state: a parameter or a buffer under its torchvision
  * state_dict name. value and grad are owned by the unit and live as long as
@@ -174,8 +210,28 @@ typedef struct pp_unit_act pp_unit_act;
 pp_status pp_unit_act_new(pp_tensor *t, pp_unit_act **out, pp_error *err);
 /* The activation's tensor (to pass as x or y). */
 pp_tensor *pp_unit_act_tensor(pp_unit_act *a);
-/* Drops one reference; NULL is ok. */
+/* Adds a reference (for a second holder), or drops one (NULL is ok). */
+void pp_unit_act_hold(pp_unit_act *a);
 void pp_unit_act_drop(pp_unit_act *a);
+
+/* What a forward does (pp_unit_forward_pass):
+ *   INFER:         running statistics; nothing kept;
+ *   TRAIN:         batch statistics, running statistics updated and the
+ *                  forward counted (num_batches_tracked); keeps what backward
+ *                  needs (pp_unit_forward with train = true);
+ *   TRAIN_DISCARD: as TRAIN, but keeps nothing (what backward would need lives
+ *                  during the call only): the first forward of a micro-batch
+ *                  whose forward runs again before its backward;
+ *   RECOMPUTE:     that second forward: batch statistics as TRAIN (the same
+ *                  bits from the same input), the running statistics and
+ *                  counts left as the first forward set them; keeps what
+ *                  backward needs. */
+typedef enum pp_unit_pass {
+    PP_UNIT_PASS_INFER = 0,
+    PP_UNIT_PASS_TRAIN,
+    PP_UNIT_PASS_TRAIN_DISCARD,
+    PP_UNIT_PASS_RECOMPUTE,
+} pp_unit_pass;
 
 /* pp_unit_forward with x and/or y shared (xa, ya; either may be NULL, and
  * where given, x is pp_unit_act_tensor(xa) and y pp_unit_act_tensor(ya)). A
@@ -185,6 +241,10 @@ void pp_unit_act_drop(pp_unit_act *a);
 pp_status pp_unit_forward_shared(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
                                  const pp_tensor *x, pp_unit_act *ya, pp_tensor *y, bool train,
                                  pp_error *err);
+/* pp_unit_forward_shared in a pass (train = false: INFER, true: TRAIN). */
+pp_status pp_unit_forward_pass(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
+                               const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
+                               pp_unit_pass pass, pp_error *err);
 
 /* Backward of micro-batch mb: dx = dL/dx (skipped when dx is NULL, e.g. for
  * the first unit of the net), parameter gradients += dL/dparam. Frees the
@@ -192,6 +252,14 @@ pp_status pp_unit_forward_shared(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *x
  * flight. */
 pp_status pp_unit_backward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
                            pp_error *err);
+
+/* The split backward of mb (see above). Input part: dx (NULL: skipped) from
+ * dy; PP_ERR_INVALID if mb has no training forward in flight. Weight part:
+ * parameter gradients, in micro-batch order; PP_ERR_INVALID if mb's input
+ * part has not run. Each frees mb's state on failure. */
+pp_status pp_unit_backward_input(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy,
+                                 pp_tensor *dx, pp_error *err);
+pp_status pp_unit_backward_weight(pp_unit *u, pp_exec *ex, int mb, pp_error *err);
 
 /* A unit followed by a ReLU unit, run as one pass over the activations where
  * pp_unit_fuses_relu(u, relu) (a batch norm and the ReLU after it, as in
@@ -205,19 +273,44 @@ bool pp_unit_fuses_relu(const pp_unit *u, const pp_unit *relu);
 pp_status pp_unit_forward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
                                     pp_unit_act *xa, const pp_tensor *x, pp_unit_act *ya,
                                     pp_tensor *y, bool train, pp_error *err);
+pp_status pp_unit_forward_relu_pair_pass(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
+                                         pp_unit_act *xa, const pp_tensor *x, pp_unit_act *ya,
+                                         pp_tensor *y, pp_unit_pass pass, pp_error *err);
 pp_status pp_unit_backward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
                                      const pp_tensor *dy, pp_tensor *dx, pp_error *err);
+/* The input part of the pair's backward; then each unit's weight part
+ * (pp_unit_backward_weight) ends mb in it. */
+pp_status pp_unit_backward_input_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int mb,
+                                           const pp_tensor *dy, pp_tensor *dx, pp_error *err);
 
-/* Drops the saved state of mb without a backward (no-op if none). */
+/* Drops the saved state of mb without a backward or its weight part (no-op if
+ * none). */
 void pp_unit_release(pp_unit *u, int mb);
-/* Number of micro-batches with saved state. */
+/* The same for saved state made inside a CUDA graph capture that was then
+ * discarded: what was allocated in stream order then belonged to the graph
+ * and never existed, so it is abandoned (pp_tensor_abandon), not freed. */
+void pp_unit_abandon(pp_unit *u, int mb);
+/* Number of micro-batches with saved state (a forward in flight, or an input
+ * part waiting for its weight part). */
 int pp_unit_in_flight(const pp_unit *u);
-/* True when mb has saved state; then *ndim and shape (PP_MAX_DIMS entries)
- * receive the shape of the input its forward was given. Either may be NULL. */
+/* True when mb has a training forward in flight (its backward or input part
+ * next); then *ndim and shape (PP_MAX_DIMS entries) receive the shape of the
+ * input its forward was given. Either may be NULL. */
 bool pp_unit_saved_input(const pp_unit *u, int mb, int *ndim, int64_t *shape);
+/* True when mb has saved state of either kind; when it waits for its weight
+ * part. */
+bool pp_unit_holds(const pp_unit *u, int mb);
+bool pp_unit_waits_for_weight(const pp_unit *u, int mb);
 
-/* Sets every gradient to zero, in ex's stream order. */
+/* Sets every gradient to zero, in ex's stream order, and begins a step
+ * (pp_unit_grads_reset). */
 pp_status pp_unit_zero_grads(pp_unit *u, pp_exec *ex, pp_error *err);
+/* Begins a step of the weight gradients' order without touching them (for a
+ * caller that zeroes them itself): micro-batch 0 next, every part waiting
+ * for its turn dropped. */
+void pp_unit_grads_reset(pp_unit *u);
+/* Number of micro-batches whose weight gradients wait for their turn. */
+int pp_unit_grads_waiting(const pp_unit *u);
 
 /* Brings num_batches_tracked buffers up to date. Training forwards count
  * batch norms on the host (on every backend: a stream-ordered integer update

@@ -28,6 +28,10 @@ typedef struct block_saved {
     pp_tensor ds_conv_out;           /* the downsample conv's output */
     pp_tensor out;                   /* the block output (gates the final ReLU) */
     pp_tensor mean[4], invstd[4];    /* (C) batch statistics of each batch norm */
+    /* from the split backward's input part to its weight part (with x and relu_out,
+     * the convolutions' inputs): */
+    pp_tensor dconv[4];              /* each convolution's output gradient */
+    pp_tensor dbn[4];                /* (2, C) each batch norm's dgamma, dbeta */
 } block_saved;
 
 static bool check(const pp_unit_spec *s, int expansion)
@@ -98,6 +102,13 @@ static void conv_shape(const pp_conv_layer *c, const int64_t *in, int64_t *out)
     out[3] = pp_unit_window_out(in[3], c->kernel, c->stride, c->pad);
 }
 
+/* Whether conv and batch norm i (0..n_main-1 main path, DS downsample) exist. */
+static bool has_bn(const pp_unit *u, int i)
+{
+    const block_impl *b = u->impl;
+    return i < b->n_main ? true : i == DS && u->spec.downsample;
+}
+
 static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
 {
     const block_impl *b = u->impl;
@@ -106,19 +117,28 @@ static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp
     memcpy(cur, in, sizeof cur);
     const pp_dtype act = pp_unit_act_dtype(u);
     pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, act, 4, in);
+    pp_saved_until_w(l);
     for (int i = 0; i < b->n_main; i++) {
         conv_shape(&b->conv[i], cur, next);
         pp_saved_add(l, &s->conv_out[i], act, 4, next);
-        if (i < b->n_main - 1) pp_saved_add(l, &s->relu_out[i], act, 4, next);
+        pp_saved_add_grad(l, &s->dconv[i], act, 4, next);
+        if (i < b->n_main - 1) {
+            pp_saved_add(l, &s->relu_out[i], act, 4, next);
+            pp_saved_until_w(l);
+        }
         memcpy(cur, next, sizeof cur);
     }
-    if (u->spec.downsample) pp_saved_add(l, &s->ds_conv_out, act, 4, cur);
+    if (u->spec.downsample) {
+        pp_saved_add(l, &s->ds_conv_out, act, 4, cur);
+        pp_saved_add_grad(l, &s->dconv[DS], act, 4, cur);
+    }
     pp_saved_add_io(l, &s->out, PP_SAVED_OUTPUT, act, 4, cur);
     for (int i = 0; i < 4; i++) {
-        if (i >= b->n_main && !(i == DS && u->spec.downsample)) continue;
+        if (!has_bn(u, i)) continue;
         const int64_t c = b->bn[i].c;
         pp_saved_add(l, &s->mean[i], PP_F32, 1, &c);
         pp_saved_add(l, &s->invstd[i], PP_F32, 1, &c);
+        pp_saved_add_grad(l, &s->dbn[i], PP_F32, 2, (int64_t[]){2, c});
     }
 }
 
@@ -216,13 +236,26 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
     return st;
 }
 
-static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
-                          pp_error *err)
+/* The backward of a block: dx (NULL: not needed) and, with grad, the
+ * parameter gradients (grad[e] +=). Without grad (the split backward's input
+ * part) the same dx, each convolution's output gradient kept in s->dconv
+ * (what its weight gradient needs, with its input) and each batch norm's
+ * parameter gradients in s->dbn, for backward_weight. */
+static pp_status backward_core(pp_unit *u, pp_exec *ex, block_saved *s, const pp_tensor *dy,
+                               pp_tensor *dx, pp_tensor *grad, pp_error *err)
 {
     block_impl *b = u->impl;
-    block_saved *s = sv;
-    pp_tensor g = {0}, dcd = {0}, d = {0}, dc = {0};
+    const bool split = grad == NULL;
+    pp_tensor g = {0}, tmp = {0}, d = {0}, dgamma, dbeta;
     const pp_tensor *x = &s->x;
+    pp_status st = PP_OK;
+    if (split) { /* the batch norms' parameter gradients add into zeros */
+        pp_tensor *zero[4];
+        int nz = 0;
+        for (int i = 0; i < 4; i++)
+            if (has_bn(u, i)) zero[nz++] = &s->dbn[i];
+        st = pp_zero_multi(ex, nz, zero, err);
+    }
     /* g = dL/d(bn_last + identity), the gradient of both branches' outputs.
      * Without a downsample it is also the identity branch's gradient, so it
      * goes straight into dx (when dx is like it), read by the main branch's
@@ -231,45 +264,87 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
                          pp_tensor_same_shape(dx, &s->out) &&
                          pp_tensor_effective_layout(dx) == pp_tensor_effective_layout(&s->out);
     pp_tensor *gp = g_in_dx ? dx : &g;
-    pp_status st = g_in_dx ? PP_OK : pp_unit_alloc_like(&g, ex, &s->out, err);
+    if (st == PP_OK && !g_in_dx) st = pp_unit_alloc_like(&g, ex, &s->out, err);
     if (st == PP_OK) st = pp_relu_backward(ex, &s->out, dy, gp, err);
     /* The identity branch's gradient goes into dx first; the main branch's
      * first convolution then adds its own (no separate accumulate pass). */
     if (st == PP_OK && u->spec.downsample) {
-        st = pp_unit_alloc_like(&dcd, ex, &s->ds_conv_out, err);
+        pp_tensor *dcd = split ? &s->dconv[DS] : &tmp;
+        if (!split) st = pp_unit_alloc_like(&tmp, ex, &s->ds_conv_out, err);
+        pp_bn_layer_grads(&b->bn[DS], grad, &s->dbn[DS], &dgamma, &dbeta);
         if (st == PP_OK)
             st = pp_bn_layer_backward(u, ex, &b->bn[DS], &s->ds_conv_out, &g, &s->mean[DS],
-                                      &s->invstd[DS], &dcd, err);
-        if (st == PP_OK) st = pp_conv_layer_backward(u, ex, &b->conv[DS], x, &dcd, dx, err);
-        pp_tensor_free(&dcd);
+                                      &s->invstd[DS], dcd, &dgamma, &dbeta, err);
+        if (st == PP_OK && split && dx)
+            st = pp_conv_layer_backward_data(u, ex, &b->conv[DS], dcd, dx, false, err);
+        else if (st == PP_OK && !split)
+            st = pp_conv_layer_backward(u, ex, &b->conv[DS], x, dcd, dx, grad, err);
+        pp_tensor_free(&tmp);
     } else if (st == PP_OK && dx && !g_in_dx) {
         st = pp_copy(ex, &g, dx, err);
     }
     /* d holds dL/d(relu output i) for i < n-1; the last pair's gradient is g */
     for (int i = b->n_main - 1; i >= 0 && st == PP_OK; i--) {
-        st = pp_unit_alloc_like(&dc, ex, &s->conv_out[i], err);
+        pp_tensor *dc = split ? &s->dconv[i] : &tmp;
+        if (!split) st = pp_unit_alloc_like(&tmp, ex, &s->conv_out[i], err);
+        pp_bn_layer_grads(&b->bn[i], grad, &s->dbn[i], &dgamma, &dbeta);
         if (st == PP_OK && i == b->n_main - 1) /* its ReLU is the block's, in g already */
             st = pp_bn_layer_backward(u, ex, &b->bn[i], &s->conv_out[i], gp, &s->mean[i],
-                                      &s->invstd[i], &dc, err);
+                                      &s->invstd[i], dc, &dgamma, &dbeta, err);
         else if (st == PP_OK)
             st = pp_bn_layer_backward_relu(u, ex, &b->bn[i], &s->conv_out[i], &s->relu_out[i],
-                                           &d, &s->mean[i], &s->invstd[i], &dc, err);
+                                           &d, &s->mean[i], &s->invstd[i], dc, &dgamma, &dbeta,
+                                           err);
         pp_tensor_free(&d);
         if (st != PP_OK) break;
         if (i > 0) {
             const pp_tensor *in = &s->relu_out[i - 1];
             st = pp_unit_alloc_like(&d, ex, in, err);
-            if (st == PP_OK) st = pp_conv_layer_backward(u, ex, &b->conv[i], in, &dc, &d, err);
+            if (st == PP_OK && split)
+                st = pp_conv_layer_backward_data(u, ex, &b->conv[i], dc, &d, false, err);
+            else if (st == PP_OK)
+                st = pp_conv_layer_backward(u, ex, &b->conv[i], in, dc, &d, grad, err);
+        } else if (split) {
+            if (dx) st = pp_conv_layer_backward_data(u, ex, &b->conv[0], dc, dx, true, err);
         } else if (dx) {
-            st = pp_conv_layer_backward_accumulate(u, ex, &b->conv[0], x, &dc, dx, err);
+            st = pp_conv_layer_backward_accumulate(u, ex, &b->conv[0], x, dc, dx, grad, err);
         } else {
-            st = pp_conv_layer_backward(u, ex, &b->conv[0], x, &dc, NULL, err);
+            st = pp_conv_layer_backward(u, ex, &b->conv[0], x, dc, NULL, grad, err);
         }
-        pp_tensor_free(&dc);
+        pp_tensor_free(&tmp);
     }
+    pp_tensor_free(&tmp);
     pp_tensor_free(&d);
     pp_tensor_free(&g);
     return st;
+}
+
+static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
+                          pp_tensor *grad, pp_error *err)
+{
+    return backward_core(u, ex, sv, dy, dx, grad, err);
+}
+
+static pp_status backward_input(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
+                                pp_tensor *dx, pp_error *err)
+{
+    return backward_core(u, ex, sv, dy, dx, NULL, err);
+}
+
+/* The weight part: each convolution's weight gradient from its input and
+ * output gradient, each batch norm's from the input part's. */
+static pp_status backward_weight(pp_unit *u, pp_exec *ex, void *sv, pp_tensor *grad,
+                                 pp_error *err)
+{
+    block_impl *b = u->impl;
+    block_saved *s = sv;
+    for (int i = 0; i < 4; i++) {
+        if (!has_bn(u, i)) continue;
+        const pp_tensor *in = i == 0 || i == DS ? &s->x : &s->relu_out[i - 1];
+        PP_TRY(pp_conv_layer_backward_weight(u, ex, &b->conv[i], in, &s->dconv[i], grad, err));
+        PP_TRY(pp_bn_layer_backward_weight(ex, &b->bn[i], &s->dbn[i], grad, err));
+    }
+    return PP_OK;
 }
 
 const pp_unit_kind_ops pp_unit_basic_ops = {
@@ -283,6 +358,8 @@ const pp_unit_kind_ops pp_unit_basic_ops = {
     .flops = flops,
     .forward = forward,
     .backward = backward,
+    .backward_input = backward_input,
+    .backward_weight = backward_weight,
 };
 
 const pp_unit_kind_ops pp_unit_bottleneck_ops = {
@@ -296,4 +373,6 @@ const pp_unit_kind_ops pp_unit_bottleneck_ops = {
     .flops = flops,
     .forward = forward,
     .backward = backward,
+    .backward_input = backward_input,
+    .backward_weight = backward_weight,
 };

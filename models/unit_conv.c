@@ -39,23 +39,60 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
     return pp_conv_layer_forward(u, ex, &c->conv, x, y, err);
 }
 
+/* What a training forward keeps, and the split backward's output gradient. */
+typedef struct conv_saved {
+    pp_tensor x;  /* the input (kept until the weight part) */
+    pp_tensor dy; /* the output gradient, from the input part to the weight part */
+} conv_saved;
+
+static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
+{
+    conv_saved *s = sv;
+    int out_ndim;
+    int64_t out[PP_MAX_DIMS] = {in[0], 1, 1, 1};
+    const char *why;
+    if (!shape(&u->spec, in_ndim, in, &out_ndim, out, &why)) return;
+    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, pp_unit_act_dtype(u), in_ndim, in);
+    pp_saved_until_w(l);
+    pp_saved_add_grad(l, &s->dy, pp_unit_spec_out_dtype(&u->spec), out_ndim, out);
+}
+
 static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
-                          pp_error *err)
+                          pp_tensor *grad, pp_error *err)
 {
     conv_impl *c = u->impl;
-    pp_input_saved *s = sv;
-    return pp_conv_layer_backward(u, ex, &c->conv, &s->x, dy, dx, err);
+    conv_saved *s = sv;
+    return pp_conv_layer_backward(u, ex, &c->conv, &s->x, dy, dx, grad, err);
+}
+
+static pp_status backward_input(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
+                                pp_tensor *dx, pp_error *err)
+{
+    conv_impl *c = u->impl;
+    conv_saved *s = sv;
+    PP_TRY(pp_copy(ex, dy, &s->dy, err));
+    return dx ? pp_conv_layer_backward_data(u, ex, &c->conv, dy, dx, false, err) : PP_OK;
+}
+
+static pp_status backward_weight(pp_unit *u, pp_exec *ex, void *sv, pp_tensor *grad,
+                                 pp_error *err)
+{
+    conv_impl *c = u->impl;
+    conv_saved *s = sv;
+    return pp_conv_layer_backward_weight(u, ex, &c->conv, &s->x, &s->dy, grad, err);
 }
 
 const pp_unit_kind_ops pp_unit_conv_ops = {
     .name = "conv",
     .impl_size = sizeof(conv_impl),
-    .saved_size = sizeof(pp_input_saved),
+    .saved_size = sizeof(conv_saved),
     .check = check,
     .shape = shape,
     .build = build,
-    .saved = pp_unit_keep_input,
+    .saved = saved,
     .flops = flops,
     .forward = forward,
     .backward = backward,
+    .backward_input = backward_input,
+    .backward_weight = backward_weight,
 };

@@ -2,25 +2,44 @@
  * unit_delay.c - the delay model's unit (delay.h): sleeps for its forward and
  * backward times in stream order and passes a small activation, y[n][j] =
  * mean(x[n]) / (j + 1) + 0.01 j, through a fixed (D, 1) mixing that is not a
- * parameter (its gradients go to scratch tensors and are discarded).
+ * parameter (only its input gradient is computed). A split backward sleeps
+ * backward_input_ms in its input part and backward_weight_ms in its weight
+ * part (half of backward_ms each when the spec does not give them); the
+ * whole backward sleeps backward_ms.
  */
 #include <stdlib.h>
 
 #include "models/unit_kind.h"
 
 typedef struct delay_impl {
-    pp_tensor w, b;   /* (D, 1) and (D) fixed mixing */
-    pp_tensor dw, db; /* scratch gradients of those */
+    pp_tensor w, b; /* (D, 1) and (D) fixed mixing */
 } delay_impl;
 
 typedef struct delay_saved {
     pp_tensor mean; /* (N, 1) per-sample mean of the input */
 } delay_saved;
 
+static bool time_ok(double ms)
+{
+    return ms >= 0 && ms <= 3.6e6;
+}
+
 static bool check(const pp_unit_spec *s)
 {
-    return s->out_c > 0 && s->forward_ms >= 0 && s->backward_ms >= 0 && s->forward_ms <= 3.6e6 &&
-           s->backward_ms <= 3.6e6;
+    return s->out_c > 0 && time_ok(s->forward_ms) && time_ok(s->backward_ms) &&
+           (!s->split_ms || (time_ok(s->backward_input_ms) && time_ok(s->backward_weight_ms)));
+}
+
+/* The times of the split backward's parts: as given, else half of the
+ * backward's each. */
+static double input_ms(const pp_unit_spec *s)
+{
+    return s->split_ms ? s->backward_input_ms : s->backward_ms / 2;
+}
+
+static double weight_ms(const pp_unit_spec *s)
+{
+    return s->split_ms ? s->backward_weight_ms : s->backward_ms / 2;
 }
 
 static bool shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, int *out_ndim,
@@ -47,9 +66,7 @@ static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
     if (st == PP_OK) st = pp_tensor_from_host(&m->w, host, (size_t)d * 4, err);
     if (st == PP_OK) st = pp_tensor_from_host(&m->b, host + d, (size_t)d * 4, err);
     free(host);
-    PP_TRY(st);
-    PP_TRY(pp_tensor_alloc(&m->dw, u->dev, PP_F32, 2, (int64_t[]){d, 1}, err));
-    return pp_tensor_alloc(&m->db, u->dev, PP_F32, 1, (int64_t[]){d}, err);
+    return st;
 }
 
 static void release(pp_unit *u)
@@ -57,8 +74,6 @@ static void release(pp_unit *u)
     delay_impl *m = u->impl;
     pp_tensor_free(&m->w);
     pp_tensor_free(&m->b);
-    pp_tensor_free(&m->dw);
-    pp_tensor_free(&m->db);
 }
 
 static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
@@ -95,22 +110,38 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
     return st;
 }
 
-static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
-                          pp_error *err)
+/* dx from dy (the input part's computation, B's bits). */
+static pp_status input_gradient(pp_unit *u, pp_exec *ex, delay_saved *s, const pp_tensor *dy,
+                                pp_tensor *dx, pp_error *err)
 {
     delay_impl *m = u->impl;
-    delay_saved *s = sv;
-    PP_TRY(pp_delay(ex, u->spec.backward_ms, err));
-    if (!dx) return PP_OK;
     pp_tensor dmean = {0}, v;
     pp_status st = pp_tensor_alloc_on(&dmean, ex, PP_F32, 2, s->mean.shape, err);
-    if (st == PP_OK) st = pp_zero(ex, &m->dw, err);
-    if (st == PP_OK) st = pp_zero(ex, &m->db, err);
-    if (st == PP_OK) st = pp_linear_backward(ex, &s->mean, &m->w, dy, &dmean, &m->dw, &m->db, err);
+    if (st == PP_OK) st = pp_linear_backward_data(ex, &m->w, dy, &dmean, err);
     if (st == PP_OK) st = flat_view(dx, &v, err);
     if (st == PP_OK) st = pp_avgpool_backward(ex, &dmean, &v, err);
     pp_tensor_free(&dmean);
     return st;
+}
+
+static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
+                          pp_tensor *grad, pp_error *err)
+{
+    PP_TRY(pp_delay(ex, u->spec.backward_ms, err));
+    return dx ? input_gradient(u, ex, sv, dy, dx, err) : PP_OK;
+}
+
+static pp_status backward_input(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
+                                pp_tensor *dx, pp_error *err)
+{
+    PP_TRY(pp_delay(ex, input_ms(&u->spec), err));
+    return dx ? input_gradient(u, ex, sv, dy, dx, err) : PP_OK;
+}
+
+static pp_status backward_weight(pp_unit *u, pp_exec *ex, void *sv, pp_tensor *grad,
+                                 pp_error *err)
+{
+    return pp_delay(ex, weight_ms(&u->spec), err);
 }
 
 const pp_unit_kind_ops pp_unit_delay_ops = {
@@ -124,5 +155,7 @@ const pp_unit_kind_ops pp_unit_delay_ops = {
     .flops = flops,
     .forward = forward,
     .backward = backward,
+    .backward_input = backward_input,
+    .backward_weight = backward_weight,
     .release = release,
 };

@@ -58,27 +58,66 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
     return st;
 }
 
+/* What a training forward keeps, and the split backward's output gradient. */
+typedef struct fc_saved {
+    pp_tensor x;  /* (N, in) the input (kept until the weight part) */
+    pp_tensor dy; /* (N, out) the output gradient, from the input part to the weight part */
+} fc_saved;
+
+static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
+{
+    fc_saved *s = sv;
+    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, pp_unit_act_dtype(u), in_ndim, in);
+    pp_saved_until_w(l);
+    pp_saved_add_grad(l, &s->dy, pp_unit_spec_out_dtype(&u->spec), 2,
+                      (int64_t[]){in[0], u->spec.out_c});
+}
+
 static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
-                          pp_error *err)
+                          pp_tensor *grad, pp_error *err)
 {
     fc_impl *f = u->impl;
-    pp_input_saved *s = sv;
+    fc_saved *s = sv;
     pp_tensor w;
     PP_TRY(pp_unit_weight_like(u, ex, f->w, &s->x, &w, err));
-    pp_status st = pp_linear_backward(ex, &s->x, &w, dy, dx, &u->grad[f->w], &u->grad[f->b], err);
+    pp_status st = pp_linear_backward(ex, &s->x, &w, dy, dx, &grad[f->w], &grad[f->b], err);
     pp_tensor_free(&w);
     return st;
+}
+
+static pp_status backward_input(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
+                                pp_tensor *dx, pp_error *err)
+{
+    fc_impl *f = u->impl;
+    fc_saved *s = sv;
+    PP_TRY(pp_copy(ex, dy, &s->dy, err));
+    if (!dx) return PP_OK;
+    pp_tensor w;
+    PP_TRY(pp_unit_weight_like(u, ex, f->w, &s->x, &w, err));
+    pp_status st = pp_linear_backward_data(ex, &w, dy, dx, err);
+    pp_tensor_free(&w);
+    return st;
+}
+
+static pp_status backward_weight(pp_unit *u, pp_exec *ex, void *sv, pp_tensor *grad,
+                                 pp_error *err)
+{
+    fc_impl *f = u->impl;
+    fc_saved *s = sv;
+    return pp_linear_backward_weights(ex, &s->x, &s->dy, &grad[f->w], &grad[f->b], err);
 }
 
 const pp_unit_kind_ops pp_unit_fc_ops = {
     .name = "linear",
     .impl_size = sizeof(fc_impl),
-    .saved_size = sizeof(pp_input_saved),
+    .saved_size = sizeof(fc_saved),
     .check = check,
     .shape = shape,
     .build = build,
-    .saved = pp_unit_keep_input,
+    .saved = saved,
     .flops = flops,
     .forward = forward,
     .backward = backward,
+    .backward_input = backward_input,
+    .backward_weight = backward_weight,
 };

@@ -28,8 +28,19 @@
  *               running statistics) and otherwise holds the allocated list,
  *               which forward fills (all but the input and output it keeps,
  *               which unit.c keeps after it);
- *   - backward: dx (NULL: not needed) and parameter gradients (+=) from dy and
- *               the saved state.
+ *   - backward: dx (NULL: not needed) and parameter gradients from dy and the
+ *               saved state, added (+=) to grad[e] for each learnable entry e
+ *               (grad is the unit's own gradients, or tensors like them that
+ *               unit.c adds in micro-batch order later: unit.h);
+ *   - backward_input, backward_weight (optional, kinds with parameters or a
+ *               weight time): the backward split in two. The input part gives
+ *               dx and writes what the weight part needs into the saved list's
+ *               PP_SAVED_GRAD tensors (allocated before it, uninitialised),
+ *               leaving parameter gradients alone; the weight part adds the
+ *               parameter gradients from what the list keeps until it
+ *               (pp_saved_tensor.until_w). Together they give backward's bits.
+ *               A kind without them runs backward (grad NULL: it has no
+ *               parameters) as its input part and nothing as its weight part.
  * Kinds compute only through the op API on the exec they are given and never
  * ask which backend they run on.
  */
@@ -48,14 +59,19 @@ typedef enum pp_saved_from {
     PP_SAVED_NEW = 0, /* the kind's forward writes it (allocated before forward) */
     PP_SAVED_INPUT,   /* the unit's input x, kept by unit.c after forward */
     PP_SAVED_OUTPUT,  /* the unit's output y, kept by unit.c after forward */
+    PP_SAVED_GRAD,    /* the kind's backward_input writes it for backward_weight
+                         (allocated before backward_input; a split backward only) */
 } pp_saved_from;
 
 /* One tensor a training forward keeps: where it goes and what it is. An input
  * or output kept while the caller shares it (pp_unit_forward_shared) is a
- * view holding a reference (held); otherwise unit.c copies it. */
+ * view holding a reference (held); otherwise unit.c copies it. A split
+ * backward frees what its input part has used, keeping the tensors marked
+ * until_w (and every PP_SAVED_GRAD one) for the weight part. */
 typedef struct pp_saved_tensor {
     pp_tensor *t;  /* field of the kind's saved struct */
     pp_saved_from from;
+    bool until_w;  /* kept until backward_weight (PP_SAVED_GRAD: always) */
     pp_dtype dtype;
     int ndim;
     int64_t shape[PP_MAX_DIMS];
@@ -85,6 +101,14 @@ typedef struct pp_conv_layer {
     int b; /* entry of the bias (K) when has_bias */
 } pp_conv_layer;
 
+/* One micro-batch's parameter gradients, computed before its turn in the
+ * step's order and kept until then (like the unit's gradients, for its
+ * learnable entries; the others empty). */
+typedef struct pp_unit_part {
+    int mb;
+    pp_tensor g[PP_UNIT_MAX_ENTRIES];
+} pp_unit_part;
+
 typedef struct pp_unit_kind_ops {
     const char *name;   /* "conv", "bottleneck block" */
     size_t impl_size;   /* the kind's parameter layout (pp_unit.impl) */
@@ -102,22 +126,31 @@ typedef struct pp_unit_kind_ops {
     pp_status (*forward)(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *saved,
                          pp_error *err);
     pp_status (*backward)(pp_unit *u, pp_exec *ex, void *saved, const pp_tensor *dy,
-                          pp_tensor *dx, pp_error *err);
+                          pp_tensor *dx, pp_tensor *grad, pp_error *err);
+    pp_status (*backward_input)(pp_unit *u, pp_exec *ex, void *saved, const pp_tensor *dy,
+                                pp_tensor *dx, pp_error *err);
+    pp_status (*backward_weight)(pp_unit *u, pp_exec *ex, void *saved, pp_tensor *grad,
+                                 pp_error *err);
     void (*release)(pp_unit *u); /* frees what build made besides entries; may be NULL */
     /* Optional, for kinds that keep nothing of their output: the unit followed
      * by a ReLU as one pass, y = relu(unit(x)), the same bits as forward then
-     * the ReLU; and its backward from relu_y (that ReLU's output) and dy (the
-     * gradient of relu_y), the same bits as the ReLU's backward then
-     * backward (pp_unit_forward_relu_pair). */
+     * the ReLU; and its backward (whole, or its input part) from relu_y (that
+     * ReLU's output) and dy (the gradient of relu_y), the same bits as the
+     * ReLU's backward then backward (pp_unit_forward_relu_pair). */
     pp_status (*forward_relu)(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
                               void *saved, pp_error *err);
     pp_status (*backward_relu)(pp_unit *u, pp_exec *ex, void *saved, const pp_tensor *relu_y,
-                               const pp_tensor *dy, pp_tensor *dx, pp_error *err);
+                               const pp_tensor *dy, pp_tensor *dx, pp_tensor *grad,
+                               pp_error *err);
+    pp_status (*backward_input_relu)(pp_unit *u, pp_exec *ex, void *saved,
+                                     const pp_tensor *relu_y, const pp_tensor *dy, pp_tensor *dx,
+                                     pp_error *err);
 } pp_unit_kind_ops;
 
 /* Per-micro-batch state of one training forward. */
 typedef struct pp_unit_slot {
-    bool live;
+    bool live;            /* a training forward is in flight: its backward (or input part) next */
+    bool waiting;         /* the input part of its backward ran: the weight part next */
     void *saved;          /* the kind's saved struct (saved_size bytes) */
     pp_saved_list list;   /* its tensors, as allocated */
     int in_ndim;
@@ -143,6 +176,14 @@ struct pp_unit {
      * at its first use after pp_unit_params_changed and kept until the next */
     pp_tensor low[PP_UNIT_MAX_ENTRIES];
     bool low_fresh[PP_UNIT_MAX_ENTRIES];
+    /* the step's weight gradients in micro-batch order (unit.h): the
+     * micro-batch added next, and those computed before their turn */
+    int grad_next;
+    pp_unit_part *parts;
+    int n_parts, cap_parts;
+    /* a recomputed forward (PP_UNIT_PASS_RECOMPUTE) runs: batch norms leave
+     * their running statistics and counts alone */
+    bool stats_frozen;
 };
 
 /* The table of a kind; NULL for an unknown kind. */
@@ -152,6 +193,25 @@ extern const pp_unit_kind_ops pp_unit_conv_ops, pp_unit_bn_ops, pp_unit_relu_ops
     pp_unit_maxpool_ops, pp_unit_identity_ops, pp_unit_avgpool_ops, pp_unit_basic_ops,
     pp_unit_bottleneck_ops, pp_unit_fc_ops, pp_unit_delay_ops, pp_unit_sigmoid_ops,
     pp_unit_avgpool2d_ops, pp_unit_flatten_ops;
+
+/* ---- between unit.c and its helpers (unit_costs.c, unit_order.c) ------------------ */
+
+/* Makes a unit of spec on dev (NULL: counting mode, nothing allocated). */
+pp_status pp_unit_make(const pp_unit_spec *spec, uint64_t seed, pp_device_ctx *dev,
+                       pp_unit **out, pp_error *err);
+/* The kind's saved list for an input shape, its fields in saved. */
+pp_status pp_unit_saved_list(const pp_unit *u, int in_ndim, const int64_t *in, void *saved,
+                             pp_saved_list *l, pp_error *err);
+/* Whether the unit has learnable entries. */
+bool pp_unit_has_params(const pp_unit *u);
+/* The step's order (unit.h): where mb's parameter gradients go (*grad: the
+ * unit's, or *part's, zeroed, when mb's turn has not come), then, told how
+ * that went (st), the turn passed on and the waiting parts added in order.
+ * grads_end returns st, or its own failure. */
+pp_status pp_unit_grads_begin(pp_unit *u, pp_exec *ex, int mb, pp_tensor **grad,
+                              pp_unit_part **part, pp_error *err);
+pp_status pp_unit_grads_end(pp_unit *u, pp_exec *ex, int mb, pp_unit_part *part,
+                            pp_status st, pp_error *err);
 
 /* ---- declarations (build) ------------------------------------------------------ */
 
@@ -221,29 +281,50 @@ void pp_saved_add(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
                   const int64_t *shape);
 void pp_saved_add_io(pp_saved_list *l, pp_tensor *field, pp_saved_from from, pp_dtype dtype,
                      int ndim, const int64_t *shape);
+/* For the split backward: appends a PP_SAVED_GRAD tensor (written by the input
+ * part for the weight part), or marks the item appended last as kept until
+ * the weight part. */
+void pp_saved_add_grad(pp_saved_list *l, pp_tensor *field, pp_dtype dtype, int ndim,
+                       const int64_t *shape);
+void pp_saved_until_w(pp_saved_list *l);
 
 /* ---- compute pieces shared by kinds (layers.c) ---------------------------------------- */
+
+/* Gradient targets: grad[e] for each learnable entry e of the unit (its own
+ * gradients or a micro-batch's part, unit_kind.h's backward). */
 
 /* y = conv(x) into an allocated y (shape (N, cout, P, Q)). */
 pp_status pp_conv_layer_forward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
                                 const pp_tensor *x, pp_tensor *y, pp_error *err);
-/* dw += corr(x, dy); dx = conv_transpose(dy) when dx is not NULL. */
+/* grad[w] += corr(x, dy) (and the bias's); dx = conv_transpose(dy) when dx is
+ * not NULL. */
 pp_status pp_conv_layer_backward(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
                                  const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
-                                 pp_error *err);
+                                 pp_tensor *grad, pp_error *err);
 /* As pp_conv_layer_backward, but dx += conv_transpose(dy): dx already holds
  * another branch's gradient (a residual block's identity path). */
 pp_status pp_conv_layer_backward_accumulate(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
                                             const pp_tensor *x, const pp_tensor *dy,
-                                            pp_tensor *dx, pp_error *err);
+                                            pp_tensor *dx, pp_tensor *grad, pp_error *err);
+/* The two parts of pp_conv_layer_backward, with its bits: dx = (accumulate:
+ * +=) conv_transpose(dy); and grad[w] += corr(x, dy) with the bias's. */
+pp_status pp_conv_layer_backward_data(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                      const pp_tensor *dy, pp_tensor *dx, bool accumulate,
+                                      pp_error *err);
+pp_status pp_conv_layer_backward_weight(pp_unit *u, pp_exec *ex, const pp_conv_layer *c,
+                                        const pp_tensor *x, const pp_tensor *dy, pp_tensor *grad,
+                                        pp_error *err);
 /* y = bn(x) into an allocated y. Training (mean, invstd allocated, (C)):
  * batch statistics, running statistics updated, one pending count; else
  * (mean == NULL) running statistics. */
 pp_status pp_bn_layer_forward(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_tensor *x,
                               pp_tensor *y, pp_tensor *mean, pp_tensor *invstd, pp_error *err);
+/* dx = the gradient of x; dgamma, dbeta += (the unit's or a part's: see
+ * pp_bn_layer_grads). */
 pp_status pp_bn_layer_backward(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, const pp_tensor *x,
                                const pp_tensor *dy, const pp_tensor *mean,
-                               const pp_tensor *invstd, pp_tensor *dx, pp_error *err);
+                               const pp_tensor *invstd, pp_tensor *dx, pp_tensor *dgamma,
+                               pp_tensor *dbeta, pp_error *err);
 /* y = relu?(bn(x) [+ add]) as one op (pp_batchnorm_forward_act): the same bits as
  * pp_bn_layer_forward then pp_add_relu / pp_relu_forward; add may be NULL. */
 pp_status pp_bn_layer_forward_act(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_tensor *x,
@@ -253,7 +334,16 @@ pp_status pp_bn_layer_forward_act(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const
 pp_status pp_bn_layer_backward_relu(pp_unit *u, pp_exec *ex, const pp_bn_layer *b,
                                     const pp_tensor *x, const pp_tensor *relu_y,
                                     const pp_tensor *dy, const pp_tensor *mean,
-                                    const pp_tensor *invstd, pp_tensor *dx, pp_error *err);
+                                    const pp_tensor *invstd, pp_tensor *dx, pp_tensor *dgamma,
+                                    pp_tensor *dbeta, pp_error *err);
+/* Where a batch norm's backward adds its parameter gradients: grad[weight]
+ * and grad[bias] (grad non-NULL), else the rows of part, an F32 (2, C) tensor
+ * the split backward's input part zeroes and keeps for the weight part. */
+void pp_bn_layer_grads(const pp_bn_layer *b, pp_tensor *grad, pp_tensor *part, pp_tensor *dgamma,
+                       pp_tensor *dbeta);
+/* The weight part of a batch norm: grad[weight], grad[bias] += part's rows. */
+pp_status pp_bn_layer_backward_weight(pp_exec *ex, const pp_bn_layer *b, const pp_tensor *part,
+                                      pp_tensor *grad, pp_error *err);
 
 /* The dtype of the unit's activations: what its saved lists and
  * temporaries hold (pp_unit_spec_in_dtype). */

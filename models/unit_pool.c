@@ -66,7 +66,7 @@ static pp_status maxpool_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp
 }
 
 static pp_status maxpool_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
-                                  pp_tensor *dx, pp_error *err)
+                                  pp_tensor *dx, pp_tensor *grad, pp_error *err)
 {
     maxpool_saved *s = sv;
     if (!dx) return PP_OK;
@@ -101,7 +101,7 @@ static pp_status identity_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, p
 }
 
 static pp_status identity_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
-                                   pp_tensor *dx, pp_error *err)
+                                   pp_tensor *dx, pp_tensor *grad, pp_error *err)
 {
     return dx ? pp_copy(ex, dy, dx, err) : PP_OK;
 }
@@ -141,7 +141,7 @@ static pp_status avgpool_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp
 }
 
 static pp_status avgpool_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
-                                  pp_tensor *dx, pp_error *err)
+                                  pp_tensor *dx, pp_tensor *grad, pp_error *err)
 {
     return dx ? pp_avgpool_backward(ex, dy, dx, err) : PP_OK;
 }
@@ -175,7 +175,7 @@ static pp_status avgpool2d_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, 
 }
 
 static pp_status avgpool2d_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
-                                    pp_tensor *dx, pp_error *err)
+                                    pp_tensor *dx, pp_tensor *grad, pp_error *err)
 {
     if (!dx) return PP_OK;
     pp_pool_desc d;
@@ -227,7 +227,7 @@ static pp_status flatten_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp
 }
 
 static pp_status flatten_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
-                                  pp_tensor *dx, pp_error *err)
+                                  pp_tensor *dx, pp_tensor *grad, pp_error *err)
 {
     if (!dx) return PP_OK;
     const pp_tensor dyv = reshaped(dy, dx);

@@ -24,7 +24,7 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
 }
 
 static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
-                          pp_error *err)
+                          pp_tensor *grad, pp_error *err)
 {
     relu_saved *s = sv;
     return dx ? pp_relu_backward(ex, &s->y, dy, dx, err) : PP_OK;
@@ -52,7 +52,7 @@ static pp_status sigmoid_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp
 }
 
 static pp_status sigmoid_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
-                                  pp_tensor *dx, pp_error *err)
+                                  pp_tensor *dx, pp_tensor *grad, pp_error *err)
 {
     relu_saved *s = sv;
     return dx ? pp_sigmoid_backward(ex, &s->y, dy, dx, err) : PP_OK;

@@ -190,6 +190,59 @@ int pp_plan_in_flight(const pp_plan *plan, int stage)
     return m;
 }
 
+pp_plan_recompute pp_plan_stage_recompute(const pp_plan *plan, int s)
+{
+    if (s >= 0 && s < plan->n_stages && plan->stages[s].has_recompute)
+        return plan->stages[s].recompute;
+    return plan->recompute;
+}
+
+bool pp_plan_recomputes(const pp_plan *plan, int s, int mb, int m)
+{
+    switch (pp_plan_stage_recompute(plan, s)) {
+    case PP_PLAN_RECOMPUTE_ALWAYS: return true;
+    case PP_PLAN_RECOMPUTE_EXCEPT_LAST: return mb != m - 1;
+    default: return false;
+    }
+}
+
+int pp_plan_device_first_stage(const pp_plan *plan, int s)
+{
+    const pp_plan_stage *a = &plan->stages[s];
+    for (int t = 0; t < s; t++)
+        if (plan->stages[t].rank == a->rank && pp_device_id_equal(plan->stages[t].device, a->device))
+            return t;
+    return s;
+}
+
+int64_t pp_plan_device_memory(const pp_plan *plan, int s)
+{
+    const pp_plan_stage *a = &plan->stages[s];
+    int64_t cap = 0;
+    for (int t = 0; t < plan->n_stages; t++) {
+        const pp_plan_stage *b = &plan->stages[t];
+        if (b->rank == a->rank && pp_device_id_equal(b->device, a->device) &&
+            b->memory_bytes > cap)
+            cap = b->memory_bytes;
+    }
+    return cap;
+}
+
+int pp_plan_devices(const pp_plan *plan, int *stage_device)
+{
+    int n = 0;
+    for (int s = 0; s < plan->n_stages; s++) {
+        const pp_plan_stage *ps = &plan->stages[s];
+        int t = 0;
+        while (t < s && (plan->stages[t].rank != ps->rank ||
+                         plan->stages[t].device.kind != ps->device.kind ||
+                         plan->stages[t].device.index != ps->device.index))
+            t++;
+        stage_device[s] = t < s ? stage_device[t] : n++;
+    }
+    return n;
+}
+
 /* Parameter copies a unit's parameters cost: weights, gradients, momentum. */
 static int param_copies(const pp_plan *plan)
 {
@@ -255,8 +308,8 @@ pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const dou
     bool limits = false;
     for (int s = 0; s < S; s++) {
         in_flight[s] = pp_plan_in_flight(plan, s);
-        capacity[s] = (double)plan->stages[s].memory_bytes;
-        limits |= plan->stages[s].memory_bytes > 0;
+        capacity[s] = (double)pp_plan_device_memory(plan, s);
+        limits |= capacity[s] > 0;
         snames[s] = plan->stages[s].device_name;
     }
     pp_balance_problem pb = {

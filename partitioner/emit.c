@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partitioner/plan_internal.h"
+#include "partitioner/plan_walk_internal.h"
 
 typedef struct text {
     char *buf;
@@ -102,6 +102,20 @@ static void emit_model(text *t, const pp_plan *p)
             put_double(t, m->backward_ms[0]);
         else
             put_doubles(t, m->backward_ms, m->n_backward_ms);
+        const struct {
+            const char *key;
+            const double *v;
+            int n;
+        } parts[] = {{"backward_input_ms", m->backward_input_ms, m->n_backward_input_ms},
+                     {"backward_weight_ms", m->backward_weight_ms, m->n_backward_weight_ms}};
+        for (int k = 0; k < 2; k++) { /* given only */
+            if (parts[k].n == 0) continue;
+            put(t, "\n  %s: ", parts[k].key);
+            if (parts[k].n == 1)
+                put_double(t, parts[k].v[0]);
+            else
+                put_doubles(t, parts[k].v, parts[k].n);
+        }
         put(t, "\n");
     } else if (m->kind == PP_MODEL_SEQUENTIAL) {
         static const char *const types[] = {"conv",    "batchnorm",      "relu",
@@ -185,6 +199,7 @@ static void emit_stages(text *t, const pp_plan *p)
             pp_plan_size_format(st->memory_bytes, b, sizeof b);
             put(t, "    memory: %s\n", b);
         }
+        if (st->has_recompute) put(t, "    recompute: %s\n", pp_plan_recompute_name(st->recompute));
         if (p->model.kind == PP_MODEL_DELAY || st->first < 0) continue;
         put(t, "    layers: [");
         for (int u = st->first; u <= st->last;) {
@@ -241,8 +256,16 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
         put(&t, "batch:\n  size: %d\n  micro_batches: %d\n", p->batch_size, p->micro_batches);
     else
         put(&t, "batch:\n  size: %d\n  split_size: %d\n", p->batch_size, p->split_size);
-    put(&t, "schedule: %s\nprecision: %s\n", pp_plan_schedule_name(p->schedule),
-        pp_plan_precision_name(p->precision));
+    if (p->schedule == PP_PLAN_SCHEDULE_FILE) {
+        put(&t, "schedule:\n  file: ");
+        put_quoted(&t, p->schedule_file ? p->schedule_file : "");
+        put(&t, "\n");
+    } else {
+        put(&t, "schedule: %s\n", pp_plan_schedule_name(p->schedule));
+    }
+    put(&t, "precision: %s\n", pp_plan_precision_name(p->precision));
+    if (p->recompute != PP_PLAN_RECOMPUTE_NEVER)
+        put(&t, "recompute: %s\n", pp_plan_recompute_name(p->recompute));
     if (!p->cuda_graphs) put(&t, "cuda_graphs: off\n");
     put(&t, "optimizer:\n  type: sgd\n  lr: ");
     put_double(&t, p->optimizer.lr);

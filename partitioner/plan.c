@@ -20,16 +20,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "partitioner/plan_internal.h"
+#include "partitioner/plan_walk_internal.h"
 #include "partitioner/plan_walk.h"
 #include "runtime/core/path.h"
 
 /* ------------------------------------------------------------------ */
 /* names                                                                */
 
+static const char *const schedule_names[] = {
+    [PP_PLAN_SCHEDULE_GPIPE] = "gpipe",
+    [PP_PLAN_SCHEDULE_1F1B] = "1f1b",
+    [PP_PLAN_SCHEDULE_INTERLEAVED_1F1B] = "interleaved1f1b",
+    [PP_PLAN_SCHEDULE_LOOPED_BFS] = "loopedbfs",
+    [PP_PLAN_SCHEDULE_INTERLEAVED_ZB] = "interleavedzb",
+    [PP_PLAN_SCHEDULE_ZBH1] = "zbh1",
+    [PP_PLAN_SCHEDULE_ZBH2] = "zbh2",
+    [PP_PLAN_SCHEDULE_ZBV] = "zbv",
+    [PP_PLAN_SCHEDULE_DUALPIPEV] = "dualpipev",
+    [PP_PLAN_SCHEDULE_FILE] = "file",
+};
+
 const char *pp_plan_schedule_name(pp_plan_schedule s)
 {
-    return s == PP_PLAN_SCHEDULE_1F1B ? "1f1b" : "gpipe";
+    return (unsigned)s <= PP_PLAN_SCHEDULE_FILE ? schedule_names[s] : "gpipe";
 }
 
 const char *pp_plan_precision_name(pp_plan_precision p)
@@ -43,6 +56,15 @@ const char *pp_plan_data_format_name(pp_plan_data_format f)
     case PP_PLAN_DATA_IDX: return "idx";
     case PP_PLAN_DATA_CIFAR10: return "cifar10";
     default: return "synthetic";
+    }
+}
+
+const char *pp_plan_recompute_name(pp_plan_recompute r)
+{
+    switch (r) {
+    case PP_PLAN_RECOMPUTE_EXCEPT_LAST: return "except_last";
+    case PP_PLAN_RECOMPUTE_ALWAYS: return "always";
+    default: return "never";
     }
 }
 
@@ -377,8 +399,15 @@ static void walk_data(pp_walk *w, const pp_ynode *n)
         const pp_ynode *s = f[K_SIZE];
         if (s) {
             w->size_node = s;
-            if (s->kind != PP_YNODE_SEQ || s->n != 2) {
-                pp_walk_error(w, s, "data.image_size must be a list [height, width], got %s",
+            if (s->kind == PP_YNODE_SCALAR) { /* image_size: N is [N, N] */
+                int nn;
+                if (pp_walk_int32(w, s, "data.image_size", 1, 8192, &nn))
+                    p->model.image_h = p->model.image_w = nn;
+                else
+                    w->size_ok = false;
+            } else if (s->kind != PP_YNODE_SEQ || s->n != 2) {
+                pp_walk_error(w, s, "data.image_size must be a size N (for N x N) or a list "
+                                    "[height, width], got %s",
                               s->kind == PP_YNODE_SEQ ? "a list of another length"
                                                       : pp_walk_describe(s));
                 w->size_ok = false;
@@ -498,15 +527,42 @@ static void walk_checkpoint(pp_walk *w, const pp_ynode *n, bool epochs)
     if (f[K_KEEP]) pp_walk_int32(w, f[K_KEEP], "checkpoint.keep", 0, 1000000, &c->keep);
 }
 
+/* schedule: NAME (a built-in) or {file: PATH} (a program in torch's CSV
+ * grammar, relative to the plan's folder). */
+static void walk_schedule(pp_walk *w, const pp_ynode *n)
+{
+    pp_plan *p = w->plan;
+    p->schedule_mark = pp_walk_mark(n);
+    if (n->kind == PP_YNODE_MAP) {
+        static const char *const keys[] = {"file"};
+        const pp_ynode *f[1];
+        if (!pp_walk_map(w, n, "schedule", keys, 1, f)) return;
+        if (!f[0]) { /* (other keys are reported as unknown) */
+            if (n->n == 0)
+                pp_walk_error(w, n, "schedule: a mapping names a program with file: PATH (a CSV "
+                                    "in torch's schedule grammar)");
+            return;
+        }
+        p->schedule_file = data_path(w, f[0], "schedule.file");
+        if (p->schedule_file) p->schedule = PP_PLAN_SCHEDULE_FILE;
+        return;
+    }
+    int s = pp_walk_choice(w, n, "schedule", schedule_names, PP_PLAN_SCHEDULE_FILE,
+                           "gpipe, 1f1b, interleaved1f1b, loopedbfs, interleavedzb, zbh1, zbh2, "
+                           "zbv, dualpipev or {file: PATH}");
+    if (s >= 0) p->schedule = (pp_plan_schedule)s;
+}
+
 static void walk_root(pp_walk *w, const pp_ynode *root)
 {
     enum { K_MODEL, K_BATCH, K_SCHEDULE, K_PRECISION, K_OPTIMIZER, K_DATA, K_SEED, K_STEPS,
            K_EPOCHS, K_EVAL, K_CKPT, K_STAGES, K_DEVICES, K_BALANCE, K_REPLICAS, K_GRAPHS,
-           K_N };
+           K_RECOMPUTE, K_N };
     static const char *const keys[K_N] = {"model",      "batch",  "schedule", "precision",
                                           "optimizer",  "data",   "seed",     "steps",
                                           "epochs",     "eval",   "checkpoint", "stages",
-                                          "devices",    "balance", "replicas", "cuda_graphs"};
+                                          "devices",    "balance", "replicas", "cuda_graphs",
+                                          "recompute"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     if (pp_ynode_is_null(root)) {
@@ -548,12 +604,7 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
         walk_batch(w, f[K_BATCH]);
     else
         pp_walk_error(w, NULL, "the plan has no batch section");
-    if (f[K_SCHEDULE]) {
-        static const char *const names[] = {"gpipe", "1f1b"};
-        p->schedule_mark = pp_walk_mark(f[K_SCHEDULE]);
-        int s = pp_walk_choice(w, f[K_SCHEDULE], "schedule", names, 2, "gpipe or 1f1b");
-        if (s >= 0) p->schedule = (pp_plan_schedule)s;
-    }
+    if (f[K_SCHEDULE]) walk_schedule(w, f[K_SCHEDULE]);
     if (f[K_PRECISION]) {
         const char *s;
         if (pp_walk_str(w, f[K_PRECISION], "precision", &s) && strcmp(s, "fp32") != 0) {
@@ -568,6 +619,11 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
                 pp_walk_error(w, f[K_PRECISION],
                               "unknown precision '%.64s' (expected fp32, tf32 or bf16)", s);
         }
+    }
+    if (f[K_RECOMPUTE]) {
+        p->recompute_mark = pp_walk_mark(f[K_RECOMPUTE]);
+        int r = pp_walk_recompute(w, f[K_RECOMPUTE], "recompute");
+        if (r >= 0) p->recompute = (pp_plan_recompute)r;
     }
     if (f[K_GRAPHS]) {
         static const char *const names[] = {"off", "on"};
@@ -740,6 +796,7 @@ void pp_plan_free(pp_plan *p)
     free(p->eval.images);
     free(p->eval.labels);
     free(p->checkpoint.path);
+    free(p->schedule_file);
     for (int i = 0; i < p->data.n_files; i++) free(p->data.files[i]);
     free(p->data.files);
     free(p->data.files_marks);

@@ -2,6 +2,13 @@
  * plan.h - the plan: what a plan YAML file (ARCHITECTURE.md §3) resolves to,
  * and the functions that read, check, compare and remap it.
  *
+ * partitioner/ turns a plan file into a checked plan: the YAML tree
+ * (yaml_tree.h), this plan with its reader (plan.c over plan_walk.h,
+ * plan_model.c, plan_stages.c), comparison (plan_equal.c) and device
+ * remapping (device_map.c), automatic stage boundaries (balance.h),
+ * diagnostics (diag.h) and the plan written back (emit.h). It includes
+ * runtime/ and, of models/, only models/catalogue.h.
+ *
  * A pp_plan is plain data. It owns its heap strings, its micro-batch size
  * list and the layer catalogue its stages were resolved against; free it with
  * pp_plan_free. Every field that came from the file keeps the 1-based
@@ -49,9 +56,18 @@ typedef struct pp_mark {
     int line, col; /* 1-based; 0, 0 when the value was not read from a file */
 } pp_mark;
 
+/* `schedule:` a built-in by name (docs/SCHEDULES.md), or `{file: PATH}`. */
 typedef enum pp_plan_schedule {
     PP_PLAN_SCHEDULE_GPIPE = 0,
     PP_PLAN_SCHEDULE_1F1B = 1,
+    PP_PLAN_SCHEDULE_INTERLEAVED_1F1B,
+    PP_PLAN_SCHEDULE_LOOPED_BFS,
+    PP_PLAN_SCHEDULE_INTERLEAVED_ZB,
+    PP_PLAN_SCHEDULE_ZBH1,
+    PP_PLAN_SCHEDULE_ZBH2,
+    PP_PLAN_SCHEDULE_ZBV,
+    PP_PLAN_SCHEDULE_DUALPIPEV,
+    PP_PLAN_SCHEDULE_FILE,       /* a program in torch's schedule CSV grammar (schedule_file) */
 } pp_plan_schedule;
 
 typedef enum pp_plan_precision {
@@ -76,6 +92,17 @@ typedef enum pp_plan_balance {
     PP_PLAN_BALANCE_FLOPS = 2,  /* catalogue forward FLOPs */
     PP_PLAN_BALANCE_MEMORY = 3, /* catalogue parameter + activation bytes */
 } pp_plan_balance;
+
+/* `recompute:` - activation recomputation (plan-wide, and per stage, whose own key wins).
+ * A recomputed micro-batch keeps only a copy of its stage input between its forward and
+ * its backward and runs the stage's forward again just before the backward; results,
+ * batch-norm running statistics included, are the same bits as without. */
+typedef enum pp_plan_recompute {
+    PP_PLAN_RECOMPUTE_NEVER = 0,   /* keep what backward needs (the default) */
+    PP_PLAN_RECOMPUTE_EXCEPT_LAST, /* every micro-batch of a step but its last (torchgpipe's
+                                    * except_last: the last one's backward follows at once) */
+    PP_PLAN_RECOMPUTE_ALWAYS,      /* every micro-batch */
+} pp_plan_recompute;
 
 typedef struct pp_plan_sgd {
     double lr;                  /* >= 0 */
@@ -135,7 +162,13 @@ typedef struct pp_plan_stage {
     pp_mark device_mark;        /* the device node (kept through device maps) */
     int first, last;            /* inclusive unit range into the catalogue; -1, -1 for the
                                  * delay model and for unresolved automatic stages */
-    int64_t memory_bytes;       /* capacity for this stage from `memory:`; 0 = unlimited */
+    int64_t memory_bytes;       /* `memory:` of the stage (or devices entry): the cap of its
+                                 * device, one figure per device (stages sharing a device give
+                                 * the same value or none: pp_plan_device_memory); 0 = none */
+    pp_mark memory_mark;        /* the memory node; 0/0 when none */
+    bool has_recompute;         /* the stage gives `recompute:` (else the plan's applies) */
+    pp_plan_recompute recompute;
+    pp_mark recompute_mark;
     pp_mark mark;               /* the stage (or device-list entry) node */
     pp_mark layers_mark;        /* the layers node; 0/0 when none */
     /* with `replicas: R` (R > 1) `device` is a list of R devices, one per replica; entry 0 is
@@ -162,7 +195,11 @@ typedef struct pp_plan {
 
     pp_plan_schedule schedule;
     pp_mark schedule_mark;
+    char *schedule_file;        /* PP_PLAN_SCHEDULE_FILE: absolute path (resolved against the
+                                 * plan's folder, readable when the plan was read) */
     pp_plan_precision precision;
+    pp_plan_recompute recompute; /* `recompute:` (default never); stages may override it */
+    pp_mark recompute_mark;
     bool cuda_graphs;           /* `cuda_graphs: on|off` (default on): replay a step's CUDA
                                  * work as a graph once its shapes are known; no effect on
                                  * CPU stages */
@@ -233,9 +270,43 @@ pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const dou
  * same quantity for one micro-batch. */
 int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, int in_flight);
 
-/* Micro-batches a stage holds at once under the plan's schedule (gpipe: all
- * of them; 1f1b: min(m, S - stage)). */
+/* Micro-batches a stage holds at once under the plan's schedule (1f1b:
+ * min(m, S - stage); any other: all m, a bound; the schedule's exact count
+ * per stage is pp_schedule_in_flight, streams/schedule.h). */
 int pp_plan_in_flight(const pp_plan *plan, int stage);
+
+/* The recomputation mode of stage s: its own `recompute:`, else the plan's. */
+pp_plan_recompute pp_plan_stage_recompute(const pp_plan *plan, int s);
+
+/* Whether micro-batch mb of a step of m micro-batches recomputes its forward
+ * on stage s (except_last: every one but mb = m - 1). */
+bool pp_plan_recomputes(const pp_plan *plan, int s, int mb, int m);
+
+/* The memory cap of stage s's device: the `memory:` any stage on the same
+ * device (same rank and device) gives, 0 when none does. Plans are checked
+ * when parsed: stages sharing a device give one figure. */
+int64_t pp_plan_device_memory(const pp_plan *plan, int s);
+
+/* The first stage of the plan on stage s's device (same rank and device):
+ * s itself unless an earlier stage shares it. */
+int pp_plan_device_first_stage(const pp_plan *plan, int s);
+
+/* The devices of the plan's stages (replica 0's, a rank and a device each),
+ * numbered by first appearance: stage s runs on device stage_device[s] (n_stages
+ * entries written); returns the number of devices. Stages that repeat a
+ * device share it: they compute on one stream, in the schedule's order. */
+int pp_plan_devices(const pp_plan *plan, int *stage_device);
+
+/* Cuts the plan's model anew into n_stages stages, stage s on the plan's
+ * device stage_device[s] (numbered as pp_plan_devices does; every device
+ * gets one at least), each device keeping its share of the work: the delay
+ * model's times of a device (summed over its stages) split evenly over its
+ * new stages; a ResNet's units balanced by forward FLOPs over the new stages
+ * (pp_plan_resolve_auto, balance flops), a device's memory cap split evenly.
+ * For running one plan under schedules that place stages differently
+ * (--sweep-schedule). PP_ERR_INPUT when the model has too few units or the
+ * plan has replicas. */
+pp_status pp_plan_restage(pp_plan *plan, int n_stages, const int *stage_device, pp_error *err);
 
 /* Remaps devices: map is "A=B[,C=D...]" where A is a device (cpu:N, cuda:N)
  * or a wildcard (cpu:*, cuda:*) and B is a device, or a kind (cpu, cuda,
@@ -248,6 +319,28 @@ pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err
 /* Semantic equality of two plans (ignores path and marks). When they differ
  * and why is non-NULL, writes the first difference there. */
 bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n);
+
+/* What a training step means under a plan: the keys (plan spellings such as
+ * "batch.size", "data.images", "seed") whose values decide which samples a
+ * step reads and what it computes from them, with those values as text
+ * ("256", "train-images-idx3-ubyte.gz (47040016 bytes)"). A checkpoint
+ * records them; a run resumed under a plan whose values differ would give
+ * its steps another meaning. Listed: the model and its input, batch.size,
+ * batch.micro_batches (models with batch norm: the micro-batches' sizes over
+ * every replica, "4 (2+2+2+2)"), the data (format, size, files by name and
+ * size, shuffle, normalisation) and seed. Not listed: stages, devices,
+ * schedule, precision, optimizer, learning rate, steps and epochs. */
+#define PP_PLAN_STEP_KEYS_MAX 24
+typedef struct pp_plan_step_keys {
+    int n;
+    char *keys[PP_PLAN_STEP_KEYS_MAX];   /* owned */
+    char *values[PP_PLAN_STEP_KEYS_MAX]; /* owned */
+} pp_plan_step_keys;
+
+/* Fills *out (free with pp_plan_step_keys_free); PP_ERR_OOM when out of
+ * memory (then *out is empty). */
+pp_status pp_plan_step_keys_get(const pp_plan *plan, pp_plan_step_keys *out, pp_error *err);
+void pp_plan_step_keys_free(pp_plan_step_keys *keys);
 
 /* Cuts the plan's batch anew (the one rule of ARCHITECTURE.md section 4):
  * into micro-batches of split_size (split_size > 0, micro_batches 0) or into
@@ -276,12 +369,18 @@ int pp_plan_spell_item(const pp_catalogue *cat, int u, int last, char *name, siz
 const char *pp_plan_spell_units(const pp_catalogue *cat, int first, int last, char *buf,
                                 size_t n);
 
-/* Static names: "gpipe", "1f1b"; "synthetic", ...; "time", ... */
+/* Parses a size as plans write `memory:` ("40GiB", "512MiB", "1.5 GB", a byte
+ * count; 1 byte to 1 EiB) into *out. PP_ERR_INPUT naming the text otherwise. */
+pp_status pp_plan_parse_bytes(const char *text, int64_t *out, pp_error *err);
+
+/* Static names: "gpipe", "1f1b", "interleaved1f1b", ..., "file"; "synthetic", ...; "time", ... */
 const char *pp_plan_schedule_name(pp_plan_schedule s);
 /* "fp32", "tf32", "bf16" */
 const char *pp_plan_precision_name(pp_plan_precision p);
 const char *pp_plan_data_format_name(pp_plan_data_format f);
 const char *pp_plan_balance_name(pp_plan_balance b);
+/* "never", "except_last", "always" */
+const char *pp_plan_recompute_name(pp_plan_recompute r);
 
 #ifdef __cplusplus
 }

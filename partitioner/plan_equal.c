@@ -50,6 +50,15 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
         if (ma->forward_ms[i] != mb->forward_ms[i]) DIFF("forward_ms[%d] differs", i);
     for (int i = 0; i < ma->n_backward_ms; i++)
         if (ma->backward_ms[i] != mb->backward_ms[i]) DIFF("backward_ms[%d] differs", i);
+    if (ma->n_backward_input_ms != mb->n_backward_input_ms ||
+        ma->n_backward_weight_ms != mb->n_backward_weight_ms)
+        DIFF("split backward times differ");
+    for (int i = 0; i < ma->n_backward_input_ms; i++)
+        if (ma->backward_input_ms[i] != mb->backward_input_ms[i])
+            DIFF("backward_input_ms[%d] differs", i);
+    for (int i = 0; i < ma->n_backward_weight_ms; i++)
+        if (ma->backward_weight_ms[i] != mb->backward_weight_ms[i])
+            DIFF("backward_weight_ms[%d] differs", i);
     if (a->catalogue.n != b->catalogue.n)
         DIFF("catalogue units %d vs %d", a->catalogue.n, b->catalogue.n);
     if (a->batch_size != b->batch_size || a->split_size != b->split_size ||
@@ -59,8 +68,12 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
     for (int i = 0; i < a->micro_batches; i++)
         if (a->micro_sizes[i] != b->micro_sizes[i]) DIFF("micro-batch %d size differs", i);
     if (a->schedule != b->schedule) DIFF("schedule differs");
+    if (a->schedule == PP_PLAN_SCHEDULE_FILE &&
+        strcmp(a->schedule_file ? a->schedule_file : "", b->schedule_file ? b->schedule_file : ""))
+        DIFF("schedule file differs");
     if (a->precision != b->precision) DIFF("precision differs");
     if (a->cuda_graphs != b->cuda_graphs) DIFF("cuda_graphs differs");
+    if (a->recompute != b->recompute) DIFF("recompute differs");
     const pp_plan_sgd *oa = &a->optimizer, *ob = &b->optimizer;
     if (oa->lr != ob->lr || oa->momentum != ob->momentum || oa->weight_decay != ob->weight_decay ||
         oa->nesterov != ob->nesterov)
@@ -116,6 +129,9 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
             DIFF("stage %d units [%d, %d] vs [%d, %d]", i, sa->first, sa->last, sb->first,
                  sb->last);
         if (sa->memory_bytes != sb->memory_bytes) DIFF("stage %d memory differs", i);
+        if (sa->has_recompute != sb->has_recompute ||
+            (sa->has_recompute && sa->recompute != sb->recompute))
+            DIFF("stage %d recompute differs", i);
     }
     return true;
 }

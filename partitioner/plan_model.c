@@ -205,9 +205,11 @@ static void walk_sequential(pp_walk *w, const pp_ynode *model, const pp_ynode *l
 
 void pp_walk_model(pp_walk *w, const pp_ynode *n)
 {
-    enum { K_NAME, K_CLASSES, K_CHANNELS, K_STEM, K_FWD, K_BWD, K_LAYERS, K_INIT, K_STD, K_N };
+    enum { K_NAME, K_CLASSES, K_CHANNELS, K_STEM, K_FWD, K_BWD, K_BIN, K_BWT, K_LAYERS, K_INIT,
+           K_STD, K_N };
     static const char *const keys[K_N] = {"name",        "num_classes", "in_channels",
                                           "stem",        "forward_ms",  "backward_ms",
+                                          "backward_input_ms", "backward_weight_ms",
                                           "layers",      "init",        "init_std"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
@@ -260,6 +262,8 @@ void pp_walk_model(pp_walk *w, const pp_ynode *n)
         if (f[K_FWD]) pp_walk_error(w, f[K_FWD], "model.forward_ms applies only to the delay model");
         if (f[K_BWD])
             pp_walk_error(w, f[K_BWD], "model.backward_ms applies only to the delay model");
+        for (int k = K_BIN; k <= K_BWT; k++)
+            if (f[k]) pp_walk_error(w, f[k], "model.%s applies only to the delay model", keys[k]);
         return;
     }
     p->forward_ms_mark = pp_walk_mark(f[K_FWD]);
@@ -270,8 +274,17 @@ void pp_walk_model(pp_walk *w, const pp_ynode *n)
     if (f[K_BWD])
         walk_delay_times(w, f[K_BWD], "model.backward_ms", cfg->backward_ms, &cfg->n_backward_ms,
                          &w->backward_is_list);
+    /* the split backward's parts (I, W); each defaults to half of backward_ms */
+    if (f[K_BIN])
+        walk_delay_times(w, f[K_BIN], "model.backward_input_ms", cfg->backward_input_ms,
+                         &cfg->n_backward_input_ms, &w->input_is_list);
+    if (f[K_BWT])
+        walk_delay_times(w, f[K_BWT], "model.backward_weight_ms", cfg->backward_weight_ms,
+                         &cfg->n_backward_weight_ms, &w->weight_is_list);
     w->forward_node = f[K_FWD];
     w->backward_node = f[K_BWD];
+    w->input_node = f[K_BIN];
+    w->weight_node = f[K_BWT];
 }
 
 /* A sequential model against its input: every layer must fit the one before

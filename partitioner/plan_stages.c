@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partitioner/plan_internal.h"
+#include "partitioner/plan_walk_internal.h"
 #include "partitioner/plan_walk.h"
 
 /* ------------------------------------------------------------------ */
@@ -193,8 +193,10 @@ static bool walk_stage_device(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
 }
 
 
-static bool walk_memory(pp_walk *w, const pp_ynode *n, int64_t *out)
+static bool walk_memory(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
 {
+    int64_t *out = &st->memory_bytes;
+    st->memory_mark = pp_walk_mark(n);
     if (!n || n->kind != PP_YNODE_SCALAR || pp_ynode_is_null(n)) {
         pp_walk_error(w, n, "memory must be a size such as 40GiB, got %s", pp_walk_describe(n));
         return false;
@@ -230,8 +232,35 @@ static bool walk_device_entry(pp_walk *w, const pp_ynode *n, pp_plan_stage *st)
     } else {
         ok &= walk_device(w, f[K_DEVICE], st);
     }
-    if (f[K_MEMORY]) ok &= walk_memory(w, f[K_MEMORY], &st->memory_bytes);
+    if (f[K_MEMORY]) ok &= walk_memory(w, f[K_MEMORY], st);
     return ok;
+}
+
+/* One memory figure per device: stages sharing a device (same rank and
+ * device) may each give `memory:`, with the same value; it caps the device,
+ * whichever stage gives it. */
+static void check_device_memory(pp_walk *w)
+{
+    const pp_plan *p = w->plan;
+    for (int s = 0; s < p->n_stages; s++) {
+        const pp_plan_stage *a = &p->stages[s];
+        if (a->memory_bytes <= 0) continue;
+        for (int t = 0; t < s; t++) {
+            const pp_plan_stage *b = &p->stages[t];
+            if (b->memory_bytes <= 0 || b->rank != a->rank ||
+                !pp_device_id_equal(b->device, a->device) || b->memory_bytes == a->memory_bytes)
+                continue;
+            char x[40], y[40];
+            pp_plan_size_format(a->memory_bytes, x, sizeof x);
+            pp_plan_size_format(b->memory_bytes, y, sizeof y);
+            pp_ynode where = {.line = a->memory_mark.line, .col = a->memory_mark.col};
+            pp_walk_error(w, a->memory_mark.line > 0 ? &where : NULL,
+                          "stage %d caps %s at %s but stage %d caps it at %s: a device has one "
+                          "memory figure (give it once, or the same value on every stage of "
+                          "the device)", s, a->device_name, x, t, y);
+            break;
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -302,6 +331,18 @@ static void check_coverage(pp_walk *w, layer_item *items, int n_items)
         }
     }
     if (!order_err) {
+        /* an identity unit left out (the cifar stem's maxpool) joins the item
+         * before it, or the one after it when it comes first */
+        for (int u = 0; u < n; u++) {
+            if (owner[u] >= 0 || !p->catalogue.units[u].identity) continue;
+            if (u > 0 && owner[u - 1] >= 0) {
+                owner[u] = owner[u - 1];
+                items[owner[u]].last = u;
+            } else if (u + 1 < n && owner[u + 1] >= 0) {
+                owner[u] = owner[u + 1];
+                items[owner[u]].first = u;
+            }
+        }
         for (int a = 0; a < n;) {
             if (owner[a] >= 0) {
                 a++;
@@ -358,6 +399,15 @@ static void check_delay_counts(pp_walk *w)
         pp_walk_error(w, w->backward_node,
                       "model.backward_ms has %d values but the plan has %d stage%s",
                       m->n_backward_ms, p->n_stages, p->n_stages == 1 ? "" : "s");
+    if (w->input_is_list && m->n_backward_input_ms > 0 && m->n_backward_input_ms != p->n_stages)
+        pp_walk_error(w, w->input_node,
+                      "model.backward_input_ms has %d values but the plan has %d stage%s",
+                      m->n_backward_input_ms, p->n_stages, p->n_stages == 1 ? "" : "s");
+    if (w->weight_is_list && m->n_backward_weight_ms > 0 &&
+        m->n_backward_weight_ms != p->n_stages)
+        pp_walk_error(w, w->weight_node,
+                      "model.backward_weight_ms has %d values but the plan has %d stage%s",
+                      m->n_backward_weight_ms, p->n_stages, p->n_stages == 1 ? "" : "s");
 }
 
 /* ------------------------------------------------------------------ */
@@ -432,8 +482,8 @@ static void walk_explicit(pp_walk *w, const pp_ynode *n)
     bool names_ok = true;
     p->n_stages = count;
     for (int i = 0; i < count; i++) {
-        enum { K_DEVICE, K_LAYERS, K_MEMORY, K_N };
-        static const char *const keys[K_N] = {"device", "layers", "memory"};
+        enum { K_DEVICE, K_LAYERS, K_MEMORY, K_RECOMPUTE, K_N };
+        static const char *const keys[K_N] = {"device", "layers", "memory", "recompute"};
         const pp_ynode *f[K_N];
         pp_plan_stage *st = &p->stages[i];
         st->first = st->last = -1;
@@ -448,7 +498,15 @@ static void walk_explicit(pp_walk *w, const pp_ynode *n)
             walk_stage_device(w, f[K_DEVICE], st);
         else
             pp_walk_error(w, n->kids[i], "stage %d needs a device", i);
-        if (f[K_MEMORY]) walk_memory(w, f[K_MEMORY], &st->memory_bytes);
+        if (f[K_MEMORY]) walk_memory(w, f[K_MEMORY], st);
+        if (f[K_RECOMPUTE]) {
+            st->recompute_mark = pp_walk_mark(f[K_RECOMPUTE]);
+            int r = pp_walk_recompute(w, f[K_RECOMPUTE], "recompute");
+            if (r >= 0) {
+                st->has_recompute = true;
+                st->recompute = (pp_plan_recompute)r;
+            }
+        }
         const pp_ynode *layers = f[K_LAYERS];
         st->layers_mark = pp_walk_mark(layers);
         if (delay) {
@@ -497,6 +555,7 @@ static void walk_explicit(pp_walk *w, const pp_ynode *n)
     free(items);
     if (delay) check_delay_counts(w);
     check_replica_ranks(w, n);
+    check_device_memory(w);
 }
 
 /* ------------------------------------------------------------------ */
@@ -540,6 +599,7 @@ static void walk_auto(pp_walk *w, const pp_ynode *stages, const pp_ynode *device
         p->stages[i].first = p->stages[i].last = -1;
         ok &= walk_device_entry(w, devices->kids[i], &p->stages[i]);
     }
+    if (ok) check_device_memory(w);
     if (!w->model_ok) return;
     if (p->model.kind == PP_MODEL_DELAY) {
         check_delay_counts(w);

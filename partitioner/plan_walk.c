@@ -2,7 +2,7 @@
  * plan_walk.c - the typed getters of the plan walk (plan_walk.h): mappings
  * with unknown/duplicate key checks, strings, integers with overflow and
  * range checks, finite numbers, booleans, choices; byte sizes and the
- * shortest exact double format (plan_internal.h).
+ * shortest exact double format (plan_walk_internal.h).
  */
 #include "partitioner/plan_walk.h"
 
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "partitioner/plan_internal.h"
+#include "partitioner/plan_walk_internal.h"
 
 /* ------------------------------------------------------------------ */
 /* reporting and typed getters                                          */
@@ -272,6 +272,12 @@ int pp_walk_choice(pp_walk *w, const pp_ynode *n, const char *what, const char *
     return -1;
 }
 
+int pp_walk_recompute(pp_walk *w, const pp_ynode *n, const char *what)
+{
+    static const char *const names[] = {"never", "except_last", "always"};
+    return pp_walk_choice(w, n, what, names, 3, "never, except_last or always");
+}
+
 /* ------------------------------------------------------------------ */
 /* sizes and numbers                                                    */
 
@@ -327,6 +333,18 @@ int pp_plan_size_parse(const char *s, int64_t *out)
         return 0;
     }
     return -1;
+}
+
+pp_status pp_plan_parse_bytes(const char *text, int64_t *out, pp_error *err)
+{
+    int r = text && out ? pp_plan_size_parse(text, out) : -1;
+    if (r == -2)
+        return pp_error_set(err, PP_ERR_INPUT, "'%.64s' is out of range (1 byte to 1 EiB)", text);
+    if (r != 0)
+        return pp_error_set(err, PP_ERR_INPUT,
+                            "'%.64s' is not a size (e.g. 12GiB, 512MiB, 8GB or a byte count)",
+                            text ? text : "");
+    return PP_OK;
 }
 
 void pp_plan_size_format(int64_t bytes, char *buf, size_t n)

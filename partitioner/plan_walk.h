@@ -13,7 +13,7 @@
 #include "partitioner/plan.h"
 #include "partitioner/yaml_tree.h"
 
-#define PP_WALK_MAX_KEYS 16
+#define PP_WALK_MAX_KEYS 24
 
 typedef struct pp_walk {
     const char *file;          /* name used in messages */
@@ -26,8 +26,8 @@ typedef struct pp_walk {
     bool batch_ok;             /* batch sizes are usable */
     bool size_ok;              /* the input size is usable */
     bool catalogue_ok;         /* plan->catalogue was built */
-    bool forward_is_list, backward_is_list;
-    const pp_ynode *forward_node, *backward_node; /* delay times */
+    bool forward_is_list, backward_is_list, input_is_list, weight_is_list;
+    const pp_ynode *forward_node, *backward_node, *input_node, *weight_node; /* delay times */
     const pp_ynode *size_node;                    /* data.image_size */
     const pp_ynode *data_classes_node;            /* data.num_classes */
     const pp_ynode *layers_node;                  /* model.layers (sequential) */
@@ -56,6 +56,10 @@ bool pp_walk_bool(pp_walk *w, const pp_ynode *n, const char *what, bool *out);
 /* Index of the string value among names, or -1 after reporting. */
 int pp_walk_choice(pp_walk *w, const pp_ynode *n, const char *what, const char *const *names,
                    int n_names, const char *expected);
+
+/* A recomputation mode (never, except_last, always) as pp_plan_recompute, or -1
+ * after reporting. */
+int pp_walk_recompute(pp_walk *w, const pp_ynode *n, const char *what);
 
 /* plan_model.c: the `model` section into w->plan->model (n: the section,
  * never NULL), and, once the input size is known, a sequential

@@ -1,12 +1,16 @@
 /*
  * checkpoints.c - a pipeline's state to and from safetensors files: every
  * stage's parameters, buffers and (optionally) momentum under torchvision's
- * names; in a job of several processes rank 0 gathers the other ranks'
- * stages and writes the one file, atomically, and every rank loads its own
- * stages from it.
+ * names, with the steps run and what a step means under the plan
+ * (pp_plan_step_keys) in the metadata; in a job of several processes rank 0
+ * gathers the other ranks' stages and writes the one file, atomically, and
+ * every rank loads its own stages from it, refusing damaged files and
+ * values that are not finite.
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/checkpoints.h"
+#include "pipeline/replicas.h"
+#include "pipeline/step.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -167,10 +171,12 @@ static pp_status share_outcome(struct pp_pipeline *p, pp_status s, pp_error *err
     return (pp_status)o.code;
 }
 
-static pp_status save_file(pp_pipeline *p, const char *path, bool with_optimizer,
+#define PLAN_KEY_PREFIX "pipeline-run.plan."
+
+static pp_status save_file(pp_pipeline *p, const char *path, const pp_pipeline_save_options *o,
                            const remote_state *rs, pp_error *err)
 {
-    size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    size_t n_opt = o->with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
     size_t n_remote = rs ? rs->n : 0;
     pp_ckpt_tensor *list;
     size_t n;
@@ -179,17 +185,42 @@ static pp_status save_file(pp_pipeline *p, const char *path, bool with_optimizer
     for (size_t i = 0; i < n_remote; i++) list[n++] = rs->list[i];
     char steps[32];
     snprintf(steps, sizeof steps, "%lld", (long long)p->steps_done);
-    pp_checkpoint_meta meta[] = {{"format", "pt"}, {"pipeline-run.steps", steps}};
-    size_t n_meta = sizeof meta / sizeof meta[0];
-    pp_status s = pp_checkpoint_save(path, list, n, meta, n_meta, err);
+    /* ours, the plan's step keys, the caller's */
+    const pp_plan_step_keys *k = &p->step_keys;
+    size_t n_meta = 2 + (size_t)k->n + o->n_meta;
+    pp_checkpoint_meta *meta = calloc(n_meta, sizeof *meta);
+    char **keys = calloc((size_t)k->n + 1, sizeof *keys);
+    pp_status s = meta && keys ? PP_OK : pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    if (s == PP_OK) {
+        meta[0] = (pp_checkpoint_meta){"format", "pt"};
+        meta[1] = (pp_checkpoint_meta){"pipeline-run.steps", steps};
+        for (int i = 0; i < k->n && s == PP_OK; i++) {
+            size_t len = strlen(PLAN_KEY_PREFIX) + strlen(k->keys[i]) + 1;
+            if (!(keys[i] = malloc(len))) {
+                s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
+                break;
+            }
+            snprintf(keys[i], len, "%s%s", PLAN_KEY_PREFIX, k->keys[i]);
+            meta[2 + i] = (pp_checkpoint_meta){keys[i], k->values[i]};
+        }
+        for (size_t i = 0; i < o->n_meta; i++) meta[2 + (size_t)k->n + i] = o->meta[i];
+    }
+    if (s == PP_OK)
+        s = pp_checkpoint_save_cancellable(path, list, n, meta, n_meta, o->cancelled,
+                                           o->cancel_arg, err);
+    for (int i = 0; keys && i < k->n; i++) free(keys[i]);
+    free(keys);
+    free(meta);
     free(list);
     return s;
 }
 
-pp_status pipe_save_rank(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
+pp_status pipe_save_rank(pp_pipeline *p, const char *path, const pp_pipeline_save_options *o,
+                         pp_error *err)
 {
+    const bool with_optimizer = o->with_optimizer;
     PP_TRY(pipe_settle(p, err)); /* the last update, before reading parameters */
-    if (pp_comm_size(p->comm) < 2) return save_file(p, path, with_optimizer, NULL, err);
+    if (pp_comm_size(p->comm) < 2) return save_file(p, path, o, NULL, err);
     /* a job of several processes: rank 0 gathers the whole model and writes
      * it; the others wait for its outcome */
     remote_state rs;
@@ -203,7 +234,7 @@ pp_status pipe_save_rank(pp_pipeline *p, const char *path, bool with_optimizer, 
     if (p->rank == 0) {
         /* rank 0's stand-ins of other ranks' stages now hold their state;
          * local stages are synchronised by state_list */
-        s = save_file(p, path, with_optimizer, &rs, err);
+        s = save_file(p, path, o, &rs, err);
     }
     free_remote_state(&rs);
     return share_outcome(p, s, err);
@@ -230,8 +261,10 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
     if (s == PP_OK) s = state_list(p, n_opt, &list, &n, err);
     if (s == PP_OK) {
         if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
-        /* optimizer state of another configuration (e.g. momentum 0) is ignored */
-        s = pp_checkpoint_load(path, list, n, true, err);
+        /* optimizer state of another configuration (e.g. momentum 0) is ignored;
+         * NaN or Inf in what is loaded is refused */
+        const pp_checkpoint_load_options lo = {.allow_extra = true, .finite = true};
+        s = pp_checkpoint_load_with(path, list, n, &lo, err);
     }
     free(list);
     if (s != PP_OK) {

@@ -15,7 +15,7 @@
  */
 #include <stdint.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/clocks.h"
 #include "streams/stream.h"
 
 #define PIPE_CLOCK_ROUNDS 8

@@ -33,7 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/checkpoints.h"
+#include "pipeline/pipeline_impl.h"
+#include "pipeline/report.h"
+#include "pipeline/step.h"
 #include "runtime/core/thread_pool.h"
 
 typedef struct pipe_local {
@@ -54,7 +57,7 @@ typedef struct rank_call {
     const pp_plan *plan;
     pp_pipeline_options opts;
     const char *path;
-    bool with_optimizer;
+    const pp_pipeline_save_options *save;
     pp_step_result *step;
     pp_eval_result *eval;
     /* result */
@@ -78,7 +81,7 @@ static void run_call(void *arg, int64_t r, int worker)
         c->st = pipe_evaluate_rank(p, c->eval, &c->err);
         break;
     case CALL_SAVE:
-        c->st = pipe_save_rank(p, c->path, c->with_optimizer, &c->err);
+        c->st = pipe_save_rank(p, c->path, c->save, &c->err);
         break;
     case CALL_LOAD:
         c->st = pipe_load_rank(p, c->path, &c->err);
@@ -224,9 +227,17 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
 
 pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)
 {
-    if (!p || !p->local) return pipe_save_rank(p, path, with_optimizer, err);
-    return run_all(p->local, &(rank_call){.kind = CALL_SAVE, .path = path,
-                                           .with_optimizer = with_optimizer}, err);
+    const pp_pipeline_save_options o = {.with_optimizer = with_optimizer};
+    return pp_pipeline_save_with(p, path, &o, err);
+}
+
+pp_status pp_pipeline_save_with(pp_pipeline *p, const char *path,
+                                const pp_pipeline_save_options *opts, pp_error *err)
+{
+    const pp_pipeline_save_options none = {0};
+    if (!opts) opts = &none;
+    if (!p || !p->local) return pipe_save_rank(p, path, opts, err);
+    return run_all(p->local, &(rank_call){.kind = CALL_SAVE, .path = path, .save = opts}, err);
 }
 
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)

@@ -16,7 +16,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/link_cost.h"
+#include "pipeline/links.h"
+#include "pipeline/replicas.h"
 #include "streams/stream.h"
 
 #define PIPE_LINK_ROUNDS 6

@@ -9,7 +9,8 @@
  */
 #include <stdlib.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/links.h"
+#include "pipeline/replicas.h"
 
 pp_device_id pipe_plan_device(const pp_plan *plan, int s, int r)
 {

@@ -4,7 +4,14 @@
  * evaluation, report.c reports them.
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/pipeline_impl.h"
+#include "pipeline/schedules.h"
+#include "pipeline/clocks.h"
+#include "pipeline/links.h"
+#include "pipeline/link_cost.h"
+#include "pipeline/planning.h"
+#include "pipeline/prefetch.h"
+#include "pipeline/replicas.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -76,7 +83,15 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
         PP_TRY(pp_copy_from_host(ex, io->host_images + (size_t)off * per_sample, &x, err));
         in = &x;
     }
-    PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, io->train, err));
+    /* recomputation: the micro-batch keeps only its input until its backward
+     * runs the forward again (except_last: all but the step's last) */
+    const bool again = io->train && (st->recompute == PP_PLAN_RECOMPUTE_ALWAYS ||
+                                     (st->recompute == PP_PLAN_RECOMPUTE_EXCEPT_LAST &&
+                                      mb != io->run->m - 1));
+    if (again)
+        PP_TRY(pp_stage_forward_keep(st->model, ex, mb, in, out, PP_STAGE_KEEP_INPUT, err));
+    else
+        PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, io->train, err));
     int held = pp_stage_in_flight(st->model);
     if (held > st->max_in_flight) st->max_in_flight = held;
     if (st->index != p->n_stages - 1) return PP_OK;
@@ -94,37 +109,71 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);
 }
 
+/* The step's gradients start from zero in the stage's own stream order, at
+ * its first action of the program that adds to them (B or W): one
+ * multi-tensor zeroing that also begins the stage's micro-batch order
+ * (pp_stage_zero_grads), no wait for another stream. */
+static pp_status begin_grads(pipe_stage *st, pp_exec *ex, int mb, pp_error *err)
+{
+    if (mb != st->p->io.run->first_bw[st->index]) return PP_OK;
+    return pp_stage_zero_grads(st->model, ex, err);
+}
+
+/* The gradient a backward (B or I) starts from: grad_out, or on the last
+ * stage the loss's rows of dlogits (bf16 logits: cast into *narrow, which
+ * the caller frees). */
+static pp_status start_gradient(pipe_stage *st, pp_exec *ex, int mb, int mb_size,
+                                const pp_tensor *grad_out, pp_tensor *dy, pp_tensor *narrow,
+                                const pp_tensor **out, pp_error *err)
+{
+    *out = grad_out;
+    if (grad_out) return PP_OK;
+    struct pp_pipeline *p = st->p;
+    pp_tensor rows = pp_tensor_view0(p->io.dlogits, p->io.run->offsets[mb], mb_size);
+    int ndim;
+    int64_t shape[PP_MAX_DIMS];
+    PP_TRY(pp_stage_output_shape(st->model, mb_size, &ndim, shape, err));
+    PP_TRY(pp_tensor_reshape(&rows, ndim, shape, dy, err));
+    *out = dy;
+    if (pp_stage_output_dtype(st->model) == PP_F32) return PP_OK;
+    /* bf16 logits: a bf16 gradient */
+    PP_TRY(pp_tensor_alloc_on(narrow, ex, pp_stage_output_dtype(st->model), ndim, shape, err));
+    *out = narrow;
+    return pp_cast(ex, dy, narrow, err);
+}
+
 static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
                              const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
 {
     pipe_stage *st = user;
-    struct pp_pipeline *p = st->p;
     pp_tensor dy, narrow = {0};
-    /* The step's gradients start from zero in the stage's own stream order, at
-     * its first backward (micro-batches go backward in order 0..m-1): one
-     * multi-tensor zeroing, no wait for another stream. */
-    if (mb == 0) PP_TRY(pp_zero_multi(ex, st->n_grads, st->grads, err));
-    if (!grad_out) {
-        pp_tensor rows = pp_tensor_view0(p->io.dlogits, p->io.run->offsets[mb], mb_size);
-        int ndim;
-        int64_t shape[PP_MAX_DIMS];
-        PP_TRY(pp_stage_output_shape(st->model, mb_size, &ndim, shape, err));
-        PP_TRY(pp_tensor_reshape(&rows, ndim, shape, &dy, err));
-        grad_out = &dy;
-        if (pp_stage_output_dtype(st->model) != PP_F32) { /* bf16 logits: bf16 gradient */
-            PP_TRY(pp_tensor_alloc_on(&narrow, ex, pp_stage_output_dtype(st->model), ndim, shape,
-                                      err));
-            pp_status s = pp_cast(ex, &dy, &narrow, err);
-            if (s != PP_OK) {
-                pp_tensor_free(&narrow);
-                return s;
-            }
-            grad_out = &narrow;
-        }
-    }
-    pp_status s = pp_stage_backward(st->model, ex, mb, grad_out, grad_in, err);
+    const pp_tensor *g;
+    PP_TRY(begin_grads(st, ex, mb, err));
+    pp_status s = start_gradient(st, ex, mb, mb_size, grad_out, &dy, &narrow, &g, err);
+    if (s == PP_OK) s = pp_stage_backward(st->model, ex, mb, g, grad_in, err);
     pp_tensor_free(&narrow);
     return s;
+}
+
+/* I: the input gradient; the stage keeps what its W needs. */
+static pp_status cb_backward_input(void *user, pp_exec *ex, int mb, int mb_size,
+                                   const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
+{
+    pipe_stage *st = user;
+    pp_tensor dy, narrow = {0};
+    const pp_tensor *g;
+    pp_status s = start_gradient(st, ex, mb, mb_size, grad_out, &dy, &narrow, &g, err);
+    if (s == PP_OK) s = pp_stage_backward_input(st->model, ex, mb, g, grad_in, err);
+    pp_tensor_free(&narrow);
+    return s;
+}
+
+/* W: the weight gradients, added in micro-batch order whatever the order W runs in. */
+static pp_status cb_backward_weight(void *user, pp_exec *ex, int mb, int mb_size, pp_error *err)
+{
+    pipe_stage *st = user;
+    PP_TRY(begin_grads(st, ex, mb, err));
+    return pp_stage_backward_weight(st->model, ex, mb, err);
 }
 
 /* Graphs (pp_executor_run_replayable). Training steps read everything that
@@ -136,9 +185,11 @@ static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
  * optimizer runs after the executor, outside any graph, so a learning-rate
  * schedule needs nothing frozen. What the callbacks do on the host: batch
  * norms count training forwards (pending num_batches_tracked), kept exact
- * by the hooks below; saved activations are pushed and popped within a step;
- * bf16 weight copies made at a first use inside a refused capture never ran,
- * so an abandoned capture marks them stale. */
+ * by the hooks below; saved activations are pushed and popped within a step,
+ * and those a refused capture left behind were allocated inside it (the
+ * graph's memory, which never existed): abandoned, never freed; bf16 weight
+ * copies made at a first use inside a refused capture never ran, so an
+ * abandoned capture marks them stale. */
 static void cb_capture_begin(void *user)
 {
     pipe_stage *st = user;
@@ -150,7 +201,7 @@ static void cb_capture_abandon(void *user)
     pipe_stage *st = user;
     if (!st->model) return;
     pp_stage_set_batch_counts(st->model, st->counts, st->n_counts);
-    for (int i = 0; i < st->p->m; i++) pp_stage_release(st->model, i);
+    for (int i = 0; i < st->p->m; i++) pp_stage_abandon(st->model, i);
     /* the bf16 weight copies made during the capture were recorded, not run */
     pp_stage_params_changed(st->model);
 }
@@ -172,6 +223,8 @@ static const pp_stage_ops pipe_stage_ops = {
     .out_shape = cb_out_shape,
     .forward = cb_forward,
     .backward = cb_backward,
+    .backward_input = cb_backward_input,
+    .backward_weight = cb_backward_weight,
     .step = NULL,
     .capture_begin = cb_capture_begin,
     .capture_abandon = cb_capture_abandon,
@@ -182,6 +235,8 @@ static const pp_stage_ops pipe_stage_ops_bucketed = {
     .out_shape = cb_out_shape,
     .forward = cb_forward,
     .backward = cb_backward,
+    .backward_input = cb_backward_input,
+    .backward_weight = cb_backward_weight,
     .step = NULL,
     .grads_ready = cb_grads_ready,
 };
@@ -198,40 +253,6 @@ static pp_data_format data_format(pp_plan_data_format f)
     return PP_DATA_SYNTHETIC;
 }
 
-
-/* ---- batches of other sizes --------------------------------------------------- */
-
-static void batch_run_free(batch_run *r)
-{
-    free(r->sizes);
-    free(r->offsets);
-    pp_schedule_free(&r->sched);
-    memset(r, 0, sizeof *r);
-}
-
-/* Cuts a batch of `batch` samples by the plan's rule (fewer pieces when the
- * batch is smaller than the number of micro-batches asked for) and builds
- * the schedule of kind over them. */
-pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
-                                pp_schedule_kind kind, pp_error *err)
-{
-    batch_run_free(r);
-    int micro = p->micro_batches > batch ? batch : p->micro_batches;
-    int split = p->split_size > 0 && micro == 0 ? p->split_size : 0;
-    r->batch = batch;
-    r->m = pp_batch_split_count(batch, split, micro);
-    r->sizes = malloc((size_t)r->m * sizeof *r->sizes);
-    r->offsets = malloc((size_t)r->m * sizeof *r->offsets);
-    if (!r->sizes || !r->offsets) {
-        batch_run_free(r);
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    }
-    pp_batch_split_sizes(batch, split, micro, r->sizes);
-    for (int i = 0, off = 0; i < r->m; off += r->sizes[i], i++) r->offsets[i] = off;
-    pp_status s = pp_schedule_build(&r->sched, kind, p->n_stages, r->m, r->sizes, err);
-    if (s != PP_OK) batch_run_free(r);
-    return s;
-}
 
 /* The data config of the plan's normalisation (mean/std); NULL plan data
  * fields are left to the caller. */
@@ -337,7 +358,7 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     p->eval_batch = e->batch_size > 0 ? e->batch_size : p->batch;
     if (p->eval_batch > p->eval_size) p->eval_batch = (int)p->eval_size;
     size_t img = (size_t)p->eval_batch * p->in_c * p->in_h * p->in_w;
-    PP_TRY(pipe_batch_run_make(p, &p->eval_full, p->eval_batch, PP_SCHEDULE_FORWARD, err));
+    PP_TRY(pipe_batch_run_make(p, &p->eval_full, p->eval_batch, true, err));
     int m = p->eval_full.m;
     pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
     PP_TRY(pp_device_host_alloc(first, img * sizeof(float), (void **)&p->host_eval_images, err));
@@ -380,8 +401,8 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
 }
 
 /* Opens every stage's device and applies the plan's memory caps: a stage's
- * `memory:` caps its device; a device shared by several stages gets the sum of
- * their caps (no cap when one of them has none). */
+ * `memory:` caps its device, shared by every stage on it (one figure per
+ * device, pp_plan_device_memory). */
 static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
     int size = pp_comm_size(p->comm);
@@ -445,15 +466,9 @@ static pp_status open_devices(struct pp_pipeline *p, const pp_plan *plan, pp_err
         }
     }
     for (int s = 0; s < p->n_stages; s++) {
-        size_t cap = 0;
-        bool capped = true;
         if (!stage_here(p, s)) continue;
-        for (int t = 0; t < p->n_stages; t++) {
-            if (p->stages[t].dev != p->stages[s].dev || !stage_here(p, t)) continue;
-            capped = capped && plan->stages[t].memory_bytes > 0;
-            cap += (size_t)plan->stages[t].memory_bytes;
-        }
-        p->stages[s].dev->bytes_limit = capped ? cap : 0;
+        /* one figure per device, whichever of its stages gives it */
+        p->stages[s].dev->bytes_limit = (size_t)pp_plan_device_memory(plan, s);
         p->stages[s].dev->math = plan->precision == PP_PLAN_PRECISION_TF32 ? PP_MATH_TF32
                                                                            : PP_MATH_FP32;
     }
@@ -504,6 +519,7 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
         pipe_stage *st = &p->stages[s];
         st->p = p;
         st->index = s;
+        st->recompute = pp_plan_stage_recompute(plan, s);
         snprintf(st->device_name, sizeof st->device_name, "%s", ps->device_name);
         pp_status rc;
         pp_model_config cfg = p->model;
@@ -625,7 +641,9 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
         (void)rep_off;
     }
     p->classes = plan->model.num_classes;
-    pp_status s = PP_ERR_OOM;
+    pp_status s = pp_plan_step_keys_get(plan, &p->step_keys, err);
+    if (s != PP_OK) goto fail;
+    s = PP_ERR_OOM;
     p->mb_sizes = malloc((size_t)p->m * sizeof(int));
     p->mb_offsets = malloc((size_t)p->m * sizeof(int));
     if (!p->mb_sizes || !p->mb_offsets) {
@@ -647,17 +665,22 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
                                (int32_t *[2]){p->host_labels, p->host_labels_b}, &p->prefetch,
                                err)) != PP_OK)
         goto fail;
-    p->kind = pipe_schedule_kind(plan->schedule);
     p->split_size = plan->batch_by_micro ? 0 : plan->split_size;
     p->micro_batches = plan->batch_by_micro ? plan->micro_batches : 0;
     p->epochs = plan->epochs;
     p->lr = plan->lr_schedule;
     p->cur_lr = plan->optimizer.lr;
-    if ((s = pp_schedule_build(&p->schedule, p->kind, p->n_stages, p->m, p->mb_sizes, err)) !=
-        PP_OK)
+    if ((s = pipe_sched_init(&p->sched, plan, p->m, p->mb_sizes, err)) != PP_OK ||
+        (s = pipe_sched_make(&p->sched, p->m, p->mb_sizes, false, &p->schedule, err)) != PP_OK)
         goto fail;
     p->full = (batch_run){.batch = p->rep_batch, .m = p->m, .sizes = p->mb_sizes,
                           .offsets = p->mb_offsets, .sched = p->schedule};
+    p->in_flight = calloc((size_t)p->n_stages, sizeof *p->in_flight);
+    if (!p->in_flight || !pipe_first_backward(&p->schedule, &p->full.first_bw)) {
+        s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        goto fail;
+    }
+    pp_schedule_in_flight(&p->schedule, p->in_flight);
     if ((s = open_eval(p, plan, err)) != PP_OK) goto fail;
     if ((s = pipe_replicas_init(p, err)) != PP_OK) goto fail;
     for (int k = 0; k < p->n_stages; k++)
@@ -720,6 +743,8 @@ void pipe_free_rank(pp_pipeline *p)
         free(p->stages[s].layers);
         free(p->stages[s].fwd_ms);
         free(p->stages[s].bwd_ms);
+        free(p->stages[s].in_ms);
+        free(p->stages[s].wt_ms);
         free(p->stages[s].busy);
         free(p->stages[s].grads);
         free(p->stages[s].counts);
@@ -729,9 +754,12 @@ void pipe_free_rank(pp_pipeline *p)
     pipe_replicas_free(p);
     pipe_links_free(p, false);
     pp_schedule_free(&p->schedule);
-    batch_run_free(&p->tail);
-    batch_run_free(&p->eval_full);
-    batch_run_free(&p->eval_tail);
+    pipe_sched_free(&p->sched);
+    free(p->full.first_bw);
+    free(p->in_flight);
+    pipe_batch_run_free(&p->tail);
+    pipe_batch_run_free(&p->eval_full);
+    pipe_batch_run_free(&p->eval_tail);
     pp_data_close(p->eval_data);
     free_host_buffers(p);
     pp_tensor_free(&p->eval_images);
@@ -757,6 +785,7 @@ void pipe_free_rank(pp_pipeline *p)
     free(p->rep_rank);
     free(p->mb_sizes);
     free(p->mb_offsets);
+    pp_plan_step_keys_free(&p->step_keys);
     free(p->step_ms);
     free(p->bubble);
     free(p->copy_ms);

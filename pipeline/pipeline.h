@@ -1,6 +1,15 @@
 /*
  * pipeline.h - the pipeline object: a plan made runnable.
  *
+ * pipeline/ makes a plan runnable: this pipeline object and the umbrella
+ * public header pipeline_run.h. Calls run down from inprocess.c (the public
+ * calls, for every rank of a job of threads) through checkpoints.c, step.c,
+ * report.c and pipeline.c (building a rank's pipeline) to replicas.c,
+ * links.c, clocks.c, prefetch.c and planning.c; each file declares what it
+ * offers the others in a header of its own (step.h, replicas.h, ...;
+ * pipeline.c's in pipeline_impl.h) over the shared state (state.h). It
+ * includes runtime/, models/, streams/ and partitioner/; only cli/ is above.
+ *
  * A pipeline assembles everything a plan names: the devices, one model stage
  * per plan stage (ResNet units or the delay model), the data source, the
  * schedule (GPipe or 1F1B over the plan's micro-batches), the executor that
@@ -42,6 +51,8 @@
 #include "partitioner/plan.h"
 #include "runtime/comm/comm.h"
 #include "runtime/core/status.h"
+#include "runtime/io/checkpoint.h"
+#include "streams/schedule.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -143,6 +154,14 @@ typedef struct pp_stage_report {
                                  ranks as host messages: bandwidth measured when the
                                  pipeline was made (GB/s); 0 otherwise */
     double link_latency_ms;   /* ... and latency of one message (ms) */
+    int schedule_device;      /* the schedule device the stage is placed on (stages that
+                                 repeat a plan device share one) */
+    int in_flight;            /* the schedule's peak of micro-batches in flight on the stage
+                                 (pp_schedule_in_flight: F run, B or W not yet) */
+    double input_ms;          /* median I (split backward for the input), 0 without one */
+    double weight_ms;         /* median W (split backward for the weights), 0 without one */
+    double bubble_predicted;  /* simulator, from the measured costs: the idle fraction of
+                                 the stage's device over the step */
 } pp_stage_report;
 
 typedef struct pp_pipeline_report {
@@ -152,6 +171,10 @@ typedef struct pp_pipeline_report {
     double bubble_frac;           /* median measured bubble */
     double predicted_step_ms;     /* simulator, from the measured per-stage costs */
     double bubble_frac_predicted; /* simulator */
+    int devices;                  /* the schedule's devices (stages may share one) */
+    const char *schedule;         /* the schedule's name ("zbv", "file") */
+    const char *schedule_note;    /* how a built-in fitted the micro-batch count (padding,
+                                     schedule.h), or NULL; valid while the pipeline lives */
     size_t copy_bytes;            /* per step, median bytes of all boundary copies (in a job,
                                      every rank's, each message counted once) */
     double copy_ms;               /* per step, median total copy time (the sender's side of
@@ -227,12 +250,32 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out);
 
 /* Writes every parameter and buffer under its torchvision state_dict name,
  * plus (with_optimizer) the momentum buffers as "optimizer.momentum.<name>",
- * to a safetensors file, atomically. */
+ * to a safetensors file, atomically, with checksums (io/checkpoint.h). The
+ * metadata records the steps run ("pipeline-run.steps") and what a step
+ * means under the plan: "pipeline-run.plan.<key>" for each of
+ * pp_plan_step_keys. */
 pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err);
+
+typedef struct pp_pipeline_save_options {
+    bool with_optimizer;
+    const pp_checkpoint_meta *meta; /* (n_meta) the caller's metadata, added to the file's */
+    size_t n_meta;
+    bool (*cancelled)(void *arg);   /* (optional) polled while rank 0 writes: true abandons
+                                     * the file (pp_checkpoint_save_cancellable), and every
+                                     * rank returns PP_ERR_INTERRUPTED */
+    void *cancel_arg;
+} pp_pipeline_save_options;
+
+/* pp_pipeline_save with options. */
+pp_status pp_pipeline_save_with(pp_pipeline *p, const char *path,
+                                const pp_pipeline_save_options *opts, pp_error *err);
+
 /* Loads a safetensors file written by pp_pipeline_save or from torchvision's
  * state_dict: every parameter and buffer must be present with the right
- * shape and dtype; optimizer state is restored when present. PP_ERR_INPUT
- * naming the file and tensor otherwise. */
+ * shape and dtype, its checksum right (when the file has checksums) and its
+ * values finite; optimizer state is restored when present. PP_ERR_INPUT
+ * naming the file and tensor otherwise. The plan the file records is not
+ * compared here (a file may start another run: --load). */
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err);
 
 /* Writes the kept spans (options.keep_trace) as a Chrome trace: this
@@ -245,13 +288,45 @@ pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err);
  * with their uncertainty in each file's otherData: streams/trace.h). */
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err);
 
-/* The plan's schedule, printed one line per stage ("stage 0: F0 F1 B0 ..."). */
+/* The plan's schedule, printed one line per device ("device 0: 0F0 0F1 0B0 ..."). */
 size_t pp_pipeline_format_schedule(const pp_pipeline *p, char *buf, size_t n);
 
-/* Predicts one step of plan from cost estimates, running nothing: the delay
- * model's given times; for ResNet the catalogue's FLOPs at a nominal rate per
- * backend (cpu 50 GFLOP/s, cuda 20 TFLOP/s; backward = 2x forward) and
- * copies at a nominal bandwidth. */
+/* The plan's schedule program for its batch (streams/schedule.h), without
+ * building a pipeline: the stages placed on the plan's devices (stages that
+ * repeat a device share it), then the built-in the plan names (PP_ERR_INPUT
+ * at the plan's schedule key when it cannot run this placement) or the
+ * program of its `schedule: {file: PATH}` (validated against the plan's
+ * stages, devices and micro-batches; PP_ERR_INPUT "FILE:ROW:COL: ..."). out
+ * is caller-owned (pp_schedule_free); out->note says how a built-in fitted
+ * the micro-batch count, if it had to. */
+pp_status pp_pipeline_plan_schedule(const pp_plan *plan, pp_schedule *out, pp_error *err);
+
+/* What pp_pipeline_predict_plan expects of a plan's step, running nothing. */
+typedef struct pp_pipeline_prediction {
+    double step_ms, bubble;         /* bubble: idle fraction of the devices */
+    int stages, devices;
+    int stage_device[PP_PLAN_MAX_STAGES];    /* the schedule device of each stage */
+    double forward_ms[PP_PLAN_MAX_STAGES];   /* per stage, one micro-batch */
+    double backward_ms[PP_PLAN_MAX_STAGES];  /* a whole backward (B) */
+    double input_ms[PP_PLAN_MAX_STAGES];     /* I, the backward for the input */
+    double weight_ms[PP_PLAN_MAX_STAGES];    /* W, the backward for the weights */
+    int in_flight[PP_PLAN_MAX_STAGES];       /* the schedule's peak per stage */
+    double device_bubble[PP_PLAN_MAX_STAGES];/* per stage, the idle fraction of its device */
+    int64_t memory_bytes[PP_PLAN_MAX_STAGES];/* per stage, pp_plan_stage_memory_estimate for
+                                              * its in-flight peak (0 for the delay model) */
+    char note[192];                 /* the schedule's note (schedule.h), "" when none */
+} pp_pipeline_prediction;
+
+/* Predicts one step of the plan's schedule from cost estimates, running
+ * nothing: the delay model's given times (backward_input_ms and
+ * backward_weight_ms for I and W, else halves of backward_ms); for ResNet
+ * the catalogue's FLOPs at a nominal rate per backend (cpu 50 GFLOP/s, cuda
+ * 20 TFLOP/s; backward = 2x forward, I = W = forward) and copies at a
+ * nominal bandwidth. */
+pp_status pp_pipeline_predict_plan(const pp_plan *plan, pp_pipeline_prediction *out,
+                                   pp_error *err);
+
+/* The same, the step, bubble and per-stage forward and backward times only. */
 pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
                               double *stage_forward_ms, double *stage_backward_ms, pp_error *err);
 

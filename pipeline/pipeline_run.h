@@ -19,7 +19,10 @@
  *                        pp_pipeline_step, pp_pipeline_report_get,
  *                        pp_pipeline_stage_report, pp_pipeline_save / _load
  *                        (safetensors checkpoints), pp_pipeline_write_trace,
- *                        pp_pipeline_free
+ *                        pp_pipeline_free; pp_pipeline_plan_schedule (the plan's
+ *                        schedule program), pp_pipeline_predict_plan
+ *   pipeline/fit.h       pp_fit_predict (memory per stage before anything runs),
+ *                        pp_fit_check (caps), the planner
  *
  * Low level: an application's own stages on the same scheduler.
  *   runtime/core/device.h   pp_registry (device contexts: "cpu:N", "cuda:N"),
@@ -29,7 +32,10 @@
  *   runtime/core/ops.h      forward/backward op pairs (conv, batch norm, relu,
  *                           pooling, linear, softmax cross-entropy, SGD update)
  *   streams/stream.h        pp_stream, pp_event, stream-ordered copies
- *   streams/schedule.h      pp_schedule: GPipe / 1F1B as plain data, validator
+ *   streams/schedule.h      pp_schedule: schedules as programs (per device, actions
+ *                           over stages and micro-batches: F, B, I, W, sends and
+ *                           receives), built-ins (GPipe ... DualPipeV), torch's CSV
+ *                           grammar read and written, validator, in-flight peaks
  *   streams/executor.h      pp_stage_ops (the callbacks a stage implements),
  *                           pp_executor (runs one step of a schedule),
  *                           pp_step_stats, Chrome traces
@@ -132,6 +138,7 @@
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/fit.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,11 +1,12 @@
 /*
  * planning.c - what a plan will do before it runs: the predicted step time
- * and bubble from the cost model (the simulator), per-unit profiling on the
- * plan's devices for `stages: auto`, and the cuDNN descriptor limit checked
- * at resolution time.
+ * and bubble from the cost model (the simulator), `stages: auto` (the time
+ * balance from the profile cache, profile.c), and the cuDNN descriptor limit
+ * checked at resolution time.
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/fit.h"
+#include "pipeline/planning.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -17,27 +18,24 @@
 #include "streams/schedule.h"
 #include "streams/simulate.h"
 
-/* Simulates the pipeline's schedule with per-stage costs of one micro-batch of
- * split_size samples. */
+/* Simulates sched with per-stage costs of one micro-batch of ref_mb
+ * samples (in, wt: the split backward's parts, NULL: halves of b). */
 pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const double *b,
-                          const double *copy, int ref_mb, int slots, double *step_ms,
-                          double *bubble, pp_error *err)
+                        const double *in, const double *wt, const double *copy, int ref_mb,
+                        int slots, pp_sim_result *res, pp_error *err)
 {
     pp_sim_costs c = {
         .stages = n,
         .forward_ms = f,
         .backward_ms = b,
+        .input_ms = in,
+        .weight_ms = wt,
         .copy_act_ms = n > 1 ? copy : NULL,
         .copy_grad_ms = n > 1 ? copy : NULL,
         .ref_mb_size = ref_mb,
         .slots = slots,
     };
-    pp_sim_result r;
-    PP_TRY(pp_simulate(sched, &c, &r, err));
-    *step_ms = r.step_ms;
-    *bubble = r.bubble;
-    pp_sim_result_free(&r);
-    return PP_OK;
+    return pp_simulate(sched, &c, res, err);
 }
 
 /* ---- planning ---------------------------------------------------------------------- */
@@ -46,21 +44,31 @@ pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const 
 #define NOMINAL_CUDA_GFLOPS 20000.0
 #define NOMINAL_COPY_GBPS 10.0
 
-pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
-                              double *stage_forward_ms, double *stage_backward_ms, pp_error *err)
+/* The delay model's time of stage s from a per-stage list (or its one value). */
+static double delay_time(const double *v, int n, int s)
 {
-    int n = plan->n_stages;
-    if (plan->stages_auto)
-        return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_predict: unresolved stages");
-    double f[PP_PLAN_MAX_STAGES], b[PP_PLAN_MAX_STAGES], copy[PP_PLAN_MAX_STAGES];
+    return n > 1 ? v[s] : n == 1 ? v[0] : 0;
+}
+
+/* Per-stage costs of one micro-batch of the plan's split size. */
+static void plan_costs(const pp_plan *plan, pp_pipeline_prediction *out, double *copy)
+{
     int mb = plan->split_size;
-    for (int s = 0; s < n; s++) {
+    for (int s = 0; s < plan->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
         copy[s] = 0;
         if (plan->model.kind == PP_MODEL_DELAY) {
             const pp_model_config *m = &plan->model;
-            f[s] = m->forward_ms[m->n_forward_ms > 1 ? s : 0];
-            b[s] = m->backward_ms[m->n_backward_ms > 1 ? s : 0];
+            out->forward_ms[s] = delay_time(m->forward_ms, m->n_forward_ms, s);
+            out->backward_ms[s] = delay_time(m->backward_ms, m->n_backward_ms, s);
+            /* the parts as the delay stage takes them: given, else half of B */
+            double half = out->backward_ms[s] / 2;
+            out->input_ms[s] = m->n_backward_input_ms
+                                   ? delay_time(m->backward_input_ms, m->n_backward_input_ms, s)
+                                   : half;
+            out->weight_ms[s] = m->n_backward_weight_ms
+                                    ? delay_time(m->backward_weight_ms, m->n_backward_weight_ms, s)
+                                    : half;
             continue;
         }
         double gflops = ps->device.kind == PP_DEVICE_CUDA ? NOMINAL_CUDA_GFLOPS
@@ -68,65 +76,66 @@ pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubb
         double flops = 0;
         for (int u = ps->first; u <= ps->last; u++)
             flops += (double)plan->catalogue.units[u].fwd_flops;
-        f[s] = flops * mb / (gflops * 1e6);
-        b[s] = 2 * f[s];
-        if (s + 1 < n)
+        out->forward_ms[s] = flops * mb / (gflops * 1e6);
+        out->backward_ms[s] = 2 * out->forward_ms[s];
+        out->input_ms[s] = out->weight_ms[s] = out->forward_ms[s];
+        if (s + 1 < plan->n_stages)
             copy[s] = (double)plan->catalogue.units[ps->last].out_bytes * mb /
                       (NOMINAL_COPY_GBPS * 1e6);
     }
+}
+
+pp_status pp_pipeline_predict_plan(const pp_plan *plan, pp_pipeline_prediction *out,
+                                   pp_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int n = plan->n_stages;
+    if (plan->stages_auto)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_predict: unresolved stages");
+    double copy[PP_PLAN_MAX_STAGES];
+    plan_costs(plan, out, copy);
     pp_schedule sched;
-    pp_schedule_kind kind = pipe_schedule_kind(plan->schedule);
-    PP_TRY(pp_schedule_build(&sched, kind, n, plan->micro_batches, plan->micro_sizes, err));
-    pp_status s = pipe_simulate(&sched, n, f, b, copy, plan->model.kind == PP_MODEL_DELAY ? 0 : mb, 0,
-                           step_ms, bubble, err);
-    pp_schedule_free(&sched);
+    PP_TRY(pp_pipeline_plan_schedule(plan, &sched, err));
+    pp_sim_result r;
+    pp_status s = pipe_simulate(&sched, n, out->forward_ms, out->backward_ms, out->input_ms,
+                                out->weight_ms, copy,
+                                plan->model.kind == PP_MODEL_DELAY ? 0 : plan->split_size, 0, &r,
+                                err);
     if (s == PP_OK) {
-        if (stage_forward_ms) memcpy(stage_forward_ms, f, (size_t)n * sizeof(double));
-        if (stage_backward_ms) memcpy(stage_backward_ms, b, (size_t)n * sizeof(double));
+        out->stages = n;
+        out->devices = sched.devices;
+        out->step_ms = r.step_ms;
+        out->bubble = r.bubble;
+        snprintf(out->note, sizeof out->note, "%s", sched.note);
+        pp_schedule_in_flight(&sched, out->in_flight);
+        for (int k = 0; k < n; k++) {
+            int d = sched.stage_device[k];
+            out->stage_device[k] = d;
+            out->device_bubble[k] = r.step_ms > 0 ? 1 - r.device_busy_ms[d] / r.step_ms : 0;
+            if (plan->model.kind != PP_MODEL_DELAY)
+                out->memory_bytes[k] = pp_plan_stage_memory_estimate(
+                    plan, plan->stages[k].first, plan->stages[k].last, out->in_flight[k]);
+        }
+        pp_sim_result_free(&r);
     }
+    pp_schedule_free(&sched);
     return s;
 }
 
-/* Per-unit forward + backward time of one micro-batch on dev, in ms: each unit
- * runs as a one-unit stage, once to warm up and then `reps` times. */
-static pp_status profile_units(const pp_plan *plan, pp_device_ctx *dev, double *cost,
-                               pp_error *err)
+pp_status pp_pipeline_predict(const pp_plan *plan, double *step_ms, double *bubble,
+                              double *stage_forward_ms, double *stage_backward_ms, pp_error *err)
 {
-    const int reps = 2;
-    int mb = plan->split_size;
-    pp_exec ex;
-    PP_TRY(pp_exec_init(&ex, dev, NULL, err));
-    pp_status s = PP_OK;
-    for (int u = 0; u < plan->catalogue.n && s == PP_OK; u++) {
-        pp_stage *st = NULL;
-        pp_tensor x = {0}, y = {0}, dy = {0}, dx = {0};
-        int in_nd, out_nd;
-        int64_t in_shape[PP_MAX_DIMS], out_shape[PP_MAX_DIMS];
-        s = pp_stage_new(&plan->model, plan->seed, u, u, dev, &st, err);
-        if (s == PP_OK) s = pp_stage_input_shape(st, mb, &in_nd, in_shape, err);
-        if (s == PP_OK) s = pp_stage_output_shape(st, mb, &out_nd, out_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&x, dev, PP_F32, in_nd, in_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&dx, dev, PP_F32, in_nd, in_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&y, dev, PP_F32, out_nd, out_shape, err);
-        if (s == PP_OK) s = pp_tensor_zeros(&dy, dev, PP_F32, out_nd, out_shape, err);
-        int64_t t0 = 0;
-        for (int r = 0; r <= reps && s == PP_OK; r++) {
-            if (r == 1) {
-                s = pp_exec_sync(&ex, err);
-                t0 = pp_stream_clock_ns();
-            }
-            if (s == PP_OK) s = pp_stage_forward(st, &ex, 0, &x, &y, true, err);
-            if (s == PP_OK) s = pp_stage_backward(st, &ex, 0, &dy, &dx, err);
-        }
-        if (s == PP_OK) s = pp_exec_sync(&ex, err);
-        if (s == PP_OK) cost[u] = (double)(pp_stream_clock_ns() - t0) / 1e6 / reps;
-        pp_tensor_free(&x);
-        pp_tensor_free(&y);
-        pp_tensor_free(&dx);
-        pp_tensor_free(&dy);
-        pp_stage_free(st);
+    pp_pipeline_prediction *pr = malloc(sizeof *pr);
+    if (!pr) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    pp_status s = pp_pipeline_predict_plan(plan, pr, err);
+    if (s == PP_OK) {
+        *step_ms = pr->step_ms;
+        *bubble = pr->bubble;
+        size_t bytes = (size_t)plan->n_stages * sizeof(double);
+        if (stage_forward_ms) memcpy(stage_forward_ms, pr->forward_ms, bytes);
+        if (stage_backward_ms) memcpy(stage_backward_ms, pr->backward_ms, bytes);
     }
-    pp_exec_destroy(&ex);
+    free(pr);
     return s;
 }
 
@@ -166,25 +175,27 @@ pp_status pipe_check_cudnn_limits(const pp_plan *plan, pp_error *err)
     return PP_OK;
 }
 
-pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
+pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *err)
 {
     if (!plan->stages_auto) return pipe_check_cudnn_limits(plan, err);
     if (plan->balance != PP_PLAN_BALANCE_TIME) {
         PP_TRY(pp_plan_resolve_auto(plan, NULL, NULL, err));
         return pipe_check_cudnn_limits(plan, err);
     }
-
-    double *cost = calloc((size_t)plan->catalogue.n + 1, sizeof *cost);
-    pp_registry *reg = NULL;
-    pp_device_ctx *dev = NULL;
-    if (!cost) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    pp_status s = pp_registry_new(&reg, err);
-    if (s == PP_OK) s = pp_registry_get(reg, plan->stages[0].device, &dev, err);
-    if (s == PP_OK) {
-        s = profile_units(plan, dev, cost, err);
-    }
+    /* per-unit forward + backward on the plan's first device, from the
+     * profile cache (so --validate, the run and the planner agree) */
+    pp_unit_times t;
+    PP_TRY(pp_fit_profile(plan, plan->stages[0].device, plan->split_size, &t, note, err));
+    double *cost = calloc((size_t)t.n + 1, sizeof *cost);
+    pp_status s = cost ? PP_OK : pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    for (int u = 0; cost && u < t.n; u++) cost[u] = t.forward_ms[u] + t.backward_ms[u];
     if (s == PP_OK) s = pp_plan_resolve_auto(plan, NULL, cost, err);
-    pp_registry_free(reg);
     free(cost);
+    pp_unit_times_free(&t);
     return s == PP_OK ? pipe_check_cudnn_limits(plan, err) : s;
+}
+
+pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
+{
+    return pp_fit_resolve_plan(plan, NULL, err);
 }

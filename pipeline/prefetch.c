@@ -21,7 +21,7 @@
  * thread count never changes results. It reads one batch at a time: an
  * evaluation read waits for a prefetch in progress to end.
  */
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/prefetch.h"
 
 #include "runtime/io/reader.h"
 

@@ -2,12 +2,12 @@
  * replicas.c - data-parallel replicas of the pipeline: which replica a rank
  * belongs to, each replica's piece of a batch, the sum of the parameter
  * gradients over the replicas before the optimizer step, and the batch-norm
- * statistics every replica takes from rank 0's (see pipeline_internal.h).
+ * statistics every replica takes from rank 0's (see replicas.h).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/replicas.h"
 #include "runtime/core/batch_split.h"
 #include "streams/stream.h"
 

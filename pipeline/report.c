@@ -4,7 +4,9 @@
  * Chrome trace of the kept steps (one file per rank in a job).
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/report.h"
+#include "pipeline/planning.h"
+#include "pipeline/replicas.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -43,6 +45,45 @@ static double median_after_warmup(const double *v, int n)
     return m;
 }
 
+/* The median after warm-up of boundary b's entries of v (steps_run x (S-1)). */
+static double boundary_median(const pp_pipeline *p, const double *v, int b)
+{
+    int n = p->steps_run, B = p->n_stages - 1;
+    if (n <= 0) return 0;
+    double *col = malloc((size_t)n * sizeof *col);
+    if (!col) return v[(n - 1) * B + b]; /* out of memory: the latest value stands in */
+    for (int k = 0; k < n; k++) col[k] = v[k * B + b];
+    double m = median_after_warmup(col, n);
+    free(col);
+    return m;
+}
+
+/* The simulator's step of the training schedule from the measured per-stage
+ * costs of one micro-batch (first step excluded): a copy takes its
+ * boundary's measured time, a message between two ranks latency + bytes /
+ * bandwidth of the link measured at start (its spans wait for the peer, so
+ * they would count compute as transfer). r is the caller's to free. */
+static pp_status predict_measured(const pp_pipeline *p, pp_sim_result *r, pp_error *err)
+{
+    int n = p->steps_run, S = p->n_stages;
+    double f[S], b[S], in[S], wt[S], copy[S];
+    for (int s = 0; s < S; s++) {
+        f[s] = median_after_warmup(p->stages[s].fwd_ms, n);
+        b[s] = median_after_warmup(p->stages[s].bwd_ms, n);
+        in[s] = median_after_warmup(p->stages[s].in_ms, n);
+        wt[s] = median_after_warmup(p->stages[s].wt_ms, n);
+        if (in[s] <= 0 && wt[s] <= 0) in[s] = wt[s] = b[s] / 2; /* no split measured */
+        copy[s] = 0;
+        if (s + 1 == S) continue;
+        if (p->link_gbps && p->link_gbps[s] > 0)
+            copy[s] = pp_sim_message_ms(boundary_median(p, p->bnd_bytes, s), p->link_gbps[s],
+                                        p->link_latency_ms[s]);
+        else
+            copy[s] = boundary_median(p, p->bnd_ms, s);
+    }
+    return pipe_simulate(&p->schedule, S, f, b, in, wt, copy, 0, p->slots, r, err);
+}
+
 void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out)
 {
     memset(out, 0, sizeof *out);
@@ -58,6 +99,8 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     out->layers = st->layers;
     out->forward_ms = median_after_warmup(st->fwd_ms, p->steps_run);
     out->backward_ms = median_after_warmup(st->bwd_ms, p->steps_run);
+    out->input_ms = median_after_warmup(st->in_ms, p->steps_run);
+    out->weight_ms = median_after_warmup(st->wt_ms, p->steps_run);
     out->busy_frac = median_after_warmup(st->busy, p->steps_run);
     out->grads_ms = median_after_warmup(st->grads_ms, p->steps_run);
     out->peak_bytes = stage_here(p, stage) ? pp_device_peak_bytes(st->dev) : st->peak_bytes;
@@ -66,19 +109,15 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
         out->link_gbps = p->link_gbps[stage];
         out->link_latency_ms = p->link_latency_ms[stage];
     }
-}
-
-/* The median after warm-up of boundary b's entries of v (steps_run x (S-1)). */
-static double boundary_median(const pp_pipeline *p, const double *v, int b)
-{
-    int n = p->steps_run, B = p->n_stages - 1;
-    if (n <= 0) return 0;
-    double *col = malloc((size_t)n * sizeof *col);
-    if (!col) return v[(n - 1) * B + b]; /* out of memory: the latest value stands in */
-    for (int k = 0; k < n; k++) col[k] = v[k * B + b];
-    double m = median_after_warmup(col, n);
-    free(col);
-    return m;
+    out->schedule_device = p->schedule.stage_device[stage];
+    out->in_flight = p->in_flight ? p->in_flight[stage] : 0;
+    pp_sim_result r;
+    pp_error err;
+    if (p->steps_run > 0 && predict_measured(p, &r, &err) == PP_OK) {
+        double busy = r.device_busy_ms[out->schedule_device];
+        out->bubble_predicted = r.step_ms > 0 ? 1 - busy / r.step_ms : 0;
+        pp_sim_result_free(&r);
+    }
 }
 
 /* The median after warm-up of replica r's entries of v (steps_run x replicas). */
@@ -135,27 +174,15 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->graph_launches = p->graph_launches;
     out->graph_refusal = pp_executor_graph_refusal(p->exec);
 
-    /* predicted from the measured per-stage costs of one micro-batch; a
-     * copy takes its boundary's measured time, a message between two ranks
-     * latency + bytes / bandwidth of the link measured at start (its spans
-     * wait for the peer, so they would count compute as transfer) */
-    double f[p->n_stages], b[p->n_stages], copy[p->n_stages];
-    for (int s = 0; s < p->n_stages; s++) {
-        f[s] = median_after_warmup(p->stages[s].fwd_ms, n);
-        b[s] = median_after_warmup(p->stages[s].bwd_ms, n);
-        copy[s] = 0;
-        if (s + 1 == p->n_stages) continue;
-        if (p->link_gbps && p->link_gbps[s] > 0)
-            copy[s] = pp_sim_message_ms(boundary_median(p, p->bnd_bytes, s), p->link_gbps[s],
-                                        p->link_latency_ms[s]);
-        else
-            copy[s] = boundary_median(p, p->bnd_ms, s);
-    }
+    out->devices = p->schedule.devices;
+    out->schedule = p->schedule.name;
+    out->schedule_note = p->schedule.note[0] ? p->schedule.note : NULL;
+    pp_sim_result r;
     pp_error err;
-    if (pipe_simulate(&p->schedule, p->n_stages, f, b, copy, 0, p->slots, &out->predicted_step_ms,
-                 &out->bubble_frac_predicted, &err) != PP_OK) {
-        out->predicted_step_ms = 0;
-        out->bubble_frac_predicted = 0;
+    if (predict_measured(p, &r, &err) == PP_OK) {
+        out->predicted_step_ms = r.step_ms;
+        out->bubble_frac_predicted = r.bubble;
+        pp_sim_result_free(&r);
     }
 }
 

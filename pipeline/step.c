@@ -5,7 +5,13 @@
  * the replicas' gradient sums, the optimizer step and each step's figures.
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/pipeline_internal.h"
+#include "pipeline/step.h"
+#include "pipeline/links.h"
+#include "pipeline/pipeline_impl.h"
+#include "pipeline/schedules.h"
+#include "pipeline/prefetch.h"
+#include "pipeline/replicas.h"
+#include "pipeline/report.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -43,7 +49,7 @@ static pp_status grow_history(struct pp_pipeline *p, pp_error *err)
     }
     for (int s = 0; s < p->n_stages; s++) {
         double **sa[] = {&p->stages[s].fwd_ms, &p->stages[s].bwd_ms, &p->stages[s].busy,
-                         &p->stages[s].grads_ms};
+                         &p->stages[s].grads_ms, &p->stages[s].in_ms, &p->stages[s].wt_ms};
         for (size_t i = 0; i < sizeof sa / sizeof sa[0]; i++) {
             double *a = realloc(*sa[i], (size_t)cap * sizeof(double));
             if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
@@ -124,15 +130,24 @@ static void copy_figures(struct pp_pipeline *p)
     }
 }
 
+/* The stage of a compute span's name ("F3 stage12" -> 12), -1 for others. */
+static int span_stage(const char *name)
+{
+    if (!strchr("FBIW", name[0])) return -1;
+    const char *at = strstr(name, " stage");
+    return at ? atoi(at + 6) : -1;
+}
+
 /* Mean forward and backward time of one micro-batch on each stage, from the
- * spans of a step ("F3 stage1", "B0 stage0"), and the time of its gradient
- * sum over the replicas: its "grads sN" lane's spans plus what was summed
- * after the run. */
+ * spans of a step ("F3 stage1", "B0 stage0", "I2 stage4", "W2 stage4": the
+ * stages of one device share its lane), and the time of its gradient sum
+ * over the replicas: its "grads sN" lane's spans plus what was summed after
+ * the run. */
 static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
 {
     for (int s = 0; s < p->n_stages; s++) {
-        double f = 0, b = 0, g = 0;
-        int nf = 0, nb = 0;
+        double f = 0, b = 0, in = 0, w = 0, g = 0;
+        int nf = 0, nb = 0, ni = 0, nw = 0;
         char grads_lane[32];
         snprintf(grads_lane, sizeof grads_lane, "grads s%d", s);
         for (int i = 0; i < st->n_spans; i++) {
@@ -141,14 +156,19 @@ static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
             if (sp->lane >= 0 && sp->lane < st->n_lanes &&
                 strcmp(st->lanes[sp->lane].name, grads_lane) == 0)
                 g += ms;
-            if (sp->lane != s) continue;
+            if (sp->lane >= p->n_stages || span_stage(sp->name) != s) continue;
             if (sp->name[0] == 'F') f += ms, nf++;
             else if (sp->name[0] == 'B') b += ms, nb++;
+            else if (sp->name[0] == 'I') in += ms, ni++;
+            else if (sp->name[0] == 'W') w += ms, nw++;
         }
         pipe_stage *ps = &p->stages[s];
         sent_copies(p, st, s);
         ps->fwd_ms[p->steps_run] = nf ? f / nf : 0;
-        ps->bwd_ms[p->steps_run] = nb ? b / nb : 0;
+        ps->in_ms[p->steps_run] = ni ? in / ni : 0;
+        ps->wt_ms[p->steps_run] = nw ? w / nw : 0;
+        /* a whole backward: B's, or the parts' (a schedule may mix them) */
+        ps->bwd_ms[p->steps_run] = nb + ni ? (b + in + (nw ? w * ni / nw : 0)) / (nb + ni) : 0;
         ps->busy[p->steps_run] = st->busy_frac[s];
         ps->grads_ms[p->steps_run] = g + ps->grads_after_ms;
     }
@@ -164,11 +184,12 @@ static pp_status share_stage_times(struct pp_pipeline *p, pp_error *err)
     for (int s = 0; s < p->n_stages; s++) {
         pipe_stage *st = &p->stages[s];
         struct {
-            double fwd, bwd, busy, grads;
+            double fwd, bwd, busy, grads, in, wt;
             double sent[6];
             int64_t peak;
             int64_t in_flight;
-        } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], st->grads_ms[k],
+        } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], st->grads_ms[k], st->in_ms[k],
+               st->wt_ms[k],
                {st->act_ms, st->act_bytes, st->act_n, st->grad_ms, st->grad_bytes, st->grad_n},
                (int64_t)pp_device_peak_bytes(st->dev), st->max_in_flight};
         PP_TRY(pp_comm_broadcast(p->comm, p->home_rank[s], &v, sizeof v, err));
@@ -182,13 +203,15 @@ static pp_status share_stage_times(struct pp_pipeline *p, pp_error *err)
         st->bwd_ms[k] = v.bwd;
         st->busy[k] = v.busy;
         st->grads_ms[k] = v.grads;
+        st->in_ms[k] = v.in;
+        st->wt_ms[k] = v.wt;
         st->peak_bytes = (size_t)v.peak;
         st->max_in_flight = (int)v.in_flight;
     }
-    /* the bubble of the whole pipeline, not of this process's stages */
+    /* the bubble of the whole pipeline's devices, not of this process's stages */
     double busy = 0;
     for (int s = 0; s < p->n_stages; s++) busy += p->stages[s].busy[k];
-    p->bubble[k] = 1.0 - busy / p->n_stages;
+    p->bubble[k] = 1.0 - busy / p->sched.devices;
     return PP_OK;
 }
 
@@ -388,7 +411,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     const batch_run *run = &p->full;
     if (rep_count != p->rep_batch) {
         if (p->tail.batch != rep_count)
-            PP_TRY(pipe_batch_run_make(p, &p->tail, rep_count, p->kind, err));
+            PP_TRY(pipe_batch_run_make(p, &p->tail, rep_count, false, err));
         run = &p->tail;
     }
     if (p->lr.kind != PP_LR_CONSTANT) {
@@ -490,7 +513,7 @@ pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
         const batch_run *run = &p->eval_full;
         if (count != p->eval_batch) {
             if (p->eval_tail.batch != count)
-                PP_TRY(pipe_batch_run_make(p, &p->eval_tail, count, PP_SCHEDULE_FORWARD, err));
+                PP_TRY(pipe_batch_run_make(p, &p->eval_tail, count, true, err));
             run = &p->eval_tail;
         }
         PP_TRY(pipe_prefetch_read(p->prefetch, p->eval_data, pos, count, p->host_eval_images,

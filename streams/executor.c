@@ -3,8 +3,9 @@
  * streams with events between them, waits once, and collects the timings.
  *
  * Pass 1 (host, before the clock starts): validate and lower the schedule,
- * ask every stage for its output shapes, size the boundary buffers and the
- * per-lane event pools. Pass 2: enqueue every item in issue order: waits for
+ * ask every stage for its output shapes, size the boundary buffers (a CPU
+ * stage's slots that a CUDA device copies are its page-locked host memory)
+ * and the per-lane event pools. Pass 2: enqueue every item in issue order: waits for
  * its dependencies on other lanes, the work, and an event record if a later
  * item waits for it (the CPU backend folds such a wait-launch-record triple
  * into one queue item); after a stage's last backward, its grads_ready
@@ -36,11 +37,19 @@ pp_stream *pp_executor_stage_stream(pp_executor *ex, int stage)
     return stage >= 0 && stage < ex->S ? ex->lanes[stage] : NULL;
 }
 
-static void free_slots(pp_device_ctx *dev, void **p, int n, size_t bytes)
+/* Slots of dev (counted in its memory); pinned ones are host memory of pin. */
+static void free_slots(pp_device_ctx *dev, pp_device_ctx *pin, void **p, int n, size_t bytes)
 {
     if (!p) return;
-    for (int k = 0; k < n; k++)
-        if (p[k]) pp_device_free(dev, p[k], bytes);
+    for (int k = 0; k < n; k++) {
+        if (!p[k]) continue;
+        if (!pin) {
+            pp_device_free(dev, p[k], bytes);
+            continue;
+        }
+        pp_device_host_free(pin, p[k]);
+        pp_device_unaccount(dev, bytes);
+    }
     free(p);
 }
 
@@ -50,10 +59,10 @@ static void free_buffers(pp_executor *ex)
         for (int b = 0; b < ex->S - 1; b++) {
             boundary_buf *bb = &ex->bufs[b];
             pp_device_ctx *lo = ex->stages[b].dev, *hi = ex->stages[b + 1].dev;
-            free_slots(lo, bb->act_send, ex->slots, bb->bytes);
-            free_slots(hi, bb->act_recv, ex->slots, bb->bytes);
-            free_slots(hi, bb->grad_send, ex->slots, bb->bytes);
-            free_slots(lo, bb->grad_recv, ex->slots, bb->bytes);
+            free_slots(lo, bb->pin[0], bb->act_send, ex->slots, bb->bytes);
+            free_slots(hi, bb->pin[1], bb->act_recv, ex->slots, bb->bytes);
+            free_slots(hi, bb->pin[2], bb->grad_send, ex->slots, bb->bytes);
+            free_slots(lo, bb->pin[3], bb->grad_recv, ex->slots, bb->bytes);
             memset(bb, 0, sizeof *bb);
         }
     }
@@ -61,6 +70,16 @@ static void free_buffers(pp_executor *ex)
     ex->last_out = NULL;
     ex->last_bytes = 0;
     ex->slots = 0;
+}
+
+void pp_executor_graph_drop(exec_graph *eg)
+{
+    pp_graph_free(eg->g);
+    pp_program_free(&eg->prog);
+    free(eg->items);
+    free(eg->item_ev);
+    free(eg->sizes);
+    memset(eg, 0, sizeof *eg);
 }
 
 void pp_executor_free(pp_executor *ex)
@@ -245,15 +264,38 @@ static pp_status check_links(const pp_executor *ex, pp_error *err)
 
 /* ---- pass 1: shapes, buffers, events -------------------------------------- */
 
-/* Slots of a side that lives in another process stay NULL. */
-static pp_status alloc_slots(pp_device_ctx *dev, void ***p, int n, size_t bytes, bool here,
-                             pp_error *err)
+/* Slots of a side that lives in another process stay NULL. Pinned slots
+ * (pin set) are pin's host memory, counted in dev's. */
+static pp_status alloc_slots(pp_device_ctx *dev, pp_device_ctx *pin, void ***p, int n,
+                             size_t bytes, bool here, pp_error *err)
 {
     if (!here) return PP_OK;
     *p = calloc((size_t)n, sizeof **p);
     if (!*p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor buffers)");
-    for (int k = 0; k < n; k++) PP_TRY(pp_device_alloc(dev, bytes, &(*p)[k], err));
+    for (int k = 0; k < n; k++) {
+        if (!pin) {
+            PP_TRY(pp_device_alloc(dev, bytes, &(*p)[k], err));
+            continue;
+        }
+        PP_TRY(pp_device_account(dev, bytes, err));
+        pp_status st = pp_device_host_alloc(pin, bytes, &(*p)[k], err);
+        if (st != PP_OK) {
+            pp_device_unaccount(dev, bytes);
+            return st;
+        }
+    }
     return PP_OK;
+}
+
+/* The device that pins a slot of dev whose copies copier's copy stream makes:
+ * a CPU stage's slot copied by another device with host memory of its own
+ * (the CUDA device of a CPU-CUDA boundary: page-locked, so its stream-ordered
+ * copies do not make the host wait); NULL for every other slot. */
+static pp_device_ctx *pin_for(pp_device_ctx *dev, pp_device_ctx *copier)
+{
+    return dev->id.kind == PP_DEVICE_CPU && copier != dev && pp_device_host_pinned(copier)
+               ? copier
+               : NULL;
 }
 
 static pp_status query_shapes(pp_executor *ex, const pp_schedule *s, pp_error *err)
@@ -303,11 +345,14 @@ static size_t max_bytes(const pp_executor *ex, int st, int m)
     return mx;
 }
 
-static pp_status ensure_buffers(pp_executor *ex, int slots, int m, pp_error *err)
+/* Buffers for p: slots per boundary and direction, of the largest output
+ * of m micro-batches, receive sides only where p's boundary crosses devices. */
+static pp_status ensure_buffers(pp_executor *ex, const pp_program *p, int m, pp_error *err)
 {
-    int S = ex->S;
+    int S = ex->S, slots = p->slots;
     bool ok = ex->slots >= slots && ex->last_bytes >= max_bytes(ex, S - 1, m);
-    for (int b = 0; ok && b < S - 1; b++) ok = ex->bufs[b].bytes >= max_bytes(ex, b, m);
+    for (int b = 0; ok && b < S - 1; b++)
+        ok = ex->bufs[b].bytes >= max_bytes(ex, b, m) && ex->bufs[b].cross == p->cross[b];
     if (ok) return PP_OK;
     int n = slots > ex->slots ? slots : ex->slots;
     free_buffers(ex);
@@ -317,12 +362,23 @@ static pp_status ensure_buffers(pp_executor *ex, int slots, int m, pp_error *err
         boundary_buf *bb = &ex->bufs[b];
         bb->bytes = max_bytes(ex, b, m);
         if (bb->bytes == 0) bb->bytes = 1;
+        bb->cross = p->cross[b];
         pp_device_ctx *lo = ex->stages[b].dev, *hi = ex->stages[b + 1].dev;
         bool lo_here = local(ex, b), hi_here = local(ex, b + 1);
-        pp_status st = alloc_slots(lo, &bb->act_send, n, bb->bytes, lo_here, err);
-        if (st == PP_OK) st = alloc_slots(hi, &bb->act_recv, n, bb->bytes, hi_here, err);
-        if (st == PP_OK) st = alloc_slots(hi, &bb->grad_send, n, bb->bytes, hi_here, err);
-        if (st == PP_OK) st = alloc_slots(lo, &bb->grad_recv, n, bb->bytes, lo_here, err);
+        if (lo_here && hi_here && bb->cross) { /* copied on a copy lane, not sent between processes */
+            pp_device_ctx *act = copy_device(lo, hi), *grad = copy_device(hi, lo);
+            bb->pin[0] = pin_for(lo, act);
+            bb->pin[1] = pin_for(hi, act);
+            bb->pin[2] = pin_for(hi, grad);
+            bb->pin[3] = pin_for(lo, grad);
+        }
+        pp_status st = alloc_slots(lo, bb->pin[0], &bb->act_send, n, bb->bytes, lo_here, err);
+        if (st == PP_OK && bb->cross)
+            st = alloc_slots(hi, bb->pin[1], &bb->act_recv, n, bb->bytes, hi_here, err);
+        if (st == PP_OK)
+            st = alloc_slots(hi, bb->pin[2], &bb->grad_send, n, bb->bytes, hi_here, err);
+        if (st == PP_OK && bb->cross)
+            st = alloc_slots(lo, bb->pin[3], &bb->grad_recv, n, bb->bytes, lo_here, err);
         if (st != PP_OK) {
             free_buffers(ex);
             return st;
@@ -381,7 +437,9 @@ static pp_status stage_failed(pp_status rc, const pp_stage_desc *sd, int st, int
 {
     if (rc == PP_OK) return rc;
     if (err->code == PP_OK) err->code = rc;
-    if (mb >= 0)
+    if (mb >= 0 && what)
+        pp_error_prefix(err, "stage %d (%s) micro-batch %d (%s)", st, sd->dev->name, mb, what);
+    else if (mb >= 0)
         pp_error_prefix(err, "stage %d (%s) micro-batch %d", st, sd->dev->name, mb);
     else
         pp_error_prefix(err, "stage %d (%s) %s", st, sd->dev->name, what ? what : "");
@@ -395,8 +453,11 @@ static pp_status run_forward(pp_exec *x, void *arg, pp_error *err)
     int st = r->it->stage, i = r->it->mb, m = ex->sched->micro_batches, k = i % ex->slots;
     const pp_stage_desc *sd = &ex->stages[st];
     pp_tensor in, out;
-    if (st > 0)
-        in = view_of(&ex->shapes[(st - 1) * m + i], ex->bufs[st - 1].act_recv[k], sd->dev);
+    if (st > 0) {
+        const boundary_buf *bb = &ex->bufs[st - 1];
+        in = view_of(&ex->shapes[(st - 1) * m + i], bb->cross ? bb->act_recv[k] : bb->act_send[k],
+                     sd->dev);
+    }
     out = view_of(&ex->shapes[st * m + i],
                   st < ex->S - 1 ? ex->bufs[st].act_send[k] : ex->last_out, sd->dev);
     pp_status rc = sd->ops->forward(sd->user, x, i, ex->sched->mb_sizes[i], st > 0 ? &in : NULL,
@@ -404,6 +465,8 @@ static pp_status run_forward(pp_exec *x, void *arg, pp_error *err)
     return stage_failed(rc, sd, st, i, NULL, err);
 }
 
+/* B and I: grad_out where the next stage's gradient arrived (or was written,
+ * on one device), grad_in into the slot of the boundary before. */
 static pp_status run_backward(pp_exec *x, void *arg, pp_error *err)
 {
     const run_item *r = arg;
@@ -411,13 +474,28 @@ static pp_status run_backward(pp_exec *x, void *arg, pp_error *err)
     int st = r->it->stage, i = r->it->mb, m = ex->sched->micro_batches, k = i % ex->slots;
     const pp_stage_desc *sd = &ex->stages[st];
     pp_tensor gout, gin;
-    if (st < ex->S - 1)
-        gout = view_of(&ex->shapes[st * m + i], ex->bufs[st].grad_recv[k], sd->dev);
+    if (st < ex->S - 1) {
+        const boundary_buf *bb = &ex->bufs[st];
+        gout = view_of(&ex->shapes[st * m + i], bb->cross ? bb->grad_recv[k] : bb->grad_send[k],
+                       sd->dev);
+    }
     if (st > 0)
         gin = view_of(&ex->shapes[(st - 1) * m + i], ex->bufs[st - 1].grad_send[k], sd->dev);
-    pp_status rc = sd->ops->backward(sd->user, x, i, ex->sched->mb_sizes[i],
-                                     st < ex->S - 1 ? &gout : NULL, st > 0 ? &gin : NULL, err);
-    return stage_failed(rc, sd, st, i, NULL, err);
+    bool input = r->it->kind == PP_PROG_I;
+    pp_status rc = (input ? sd->ops->backward_input : sd->ops->backward)(
+        sd->user, x, i, ex->sched->mb_sizes[i], st < ex->S - 1 ? &gout : NULL,
+        st > 0 ? &gin : NULL, err);
+    return stage_failed(rc, sd, st, i, input ? "I" : NULL, err);
+}
+
+static pp_status run_weight(pp_exec *x, void *arg, pp_error *err)
+{
+    const run_item *r = arg;
+    pp_executor *ex = r->ex;
+    int st = r->it->stage, i = r->it->mb;
+    const pp_stage_desc *sd = &ex->stages[st];
+    pp_status rc = sd->ops->backward_weight(sd->user, x, i, ex->sched->mb_sizes[i], err);
+    return stage_failed(rc, sd, st, i, "W", err);
 }
 
 static pp_status run_step(pp_exec *x, void *arg, pp_error *err)
@@ -514,14 +592,15 @@ static pp_status enqueue_grads_ready(pp_executor *ex, const pp_prog_item *it, ru
     return pp_event_record(ex->grads_done[st], lane, err);
 }
 
-/* The index of each stage's last backward item in p (-1: none), for the
- * stages with grads_ready that run here. */
+/* The index of each stage's last item that adds to its weight gradients (B
+ * or W) in p (-1: none), for the stages with grads_ready that run here. */
 static void find_last_backward(const pp_executor *ex, const pp_program *p, int *last_b)
 {
     for (int st = 0; st < ex->S; st++) last_b[st] = -1;
     for (int k = 0; k < p->n_items; k++) {
         const pp_prog_item *it = &p->items[k];
-        if (it->kind == PP_PROG_B && ex->grads_lane[it->stage] >= 0 && local(ex, it->stage))
+        if ((it->kind == PP_PROG_B || it->kind == PP_PROG_W) && ex->grads_lane[it->stage] >= 0 &&
+            local(ex, it->stage))
             last_b[it->stage] = k;
     }
 }
@@ -552,7 +631,9 @@ pp_status pp_executor_enqueue_all(pp_executor *ex, const pp_program *p, run_item
         items[k] = (run_item){ex, it};
         switch (it->kind) {
         case PP_PROG_F: rc = pp_stream_launch(s, label, run_forward, &items[k], err); break;
-        case PP_PROG_B: rc = pp_stream_launch(s, label, run_backward, &items[k], err); break;
+        case PP_PROG_B:
+        case PP_PROG_I: rc = pp_stream_launch(s, label, run_backward, &items[k], err); break;
+        case PP_PROG_W: rc = pp_stream_launch(s, label, run_weight, &items[k], err); break;
         case PP_PROG_STEP:
             if (ex->stages[it->stage].ops->step)
                 rc = pp_stream_launch(s, label, run_step, &items[k], err);
@@ -564,7 +645,8 @@ pp_status pp_executor_enqueue_all(pp_executor *ex, const pp_program *p, run_item
             item_ev[k] = ex->events[it->lane].ev[used[it->lane]++];
             rc = pp_event_record(item_ev[k], s, err);
         }
-        if (rc == PP_OK && k == last_b[it->stage] && it->kind == PP_PROG_B)
+        if (rc == PP_OK && (it->kind == PP_PROG_B || it->kind == PP_PROG_W) &&
+            k == last_b[it->stage])
             rc = enqueue_grads_ready(ex, it, &items[k], err);
         /* The first item depends on nothing and starts the step. A CPU
          * stream's worker is often woken onto this very processor: let it
@@ -623,6 +705,7 @@ pp_status pp_executor_collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (step stats)");
     }
     out->stages = S;
+    out->devices = ex->sched->devices;
     out->micro_batches = ex->sched->micro_batches;
     out->slots = slots;
     out->t0_ns = t0;
@@ -647,8 +730,9 @@ pp_status pp_executor_collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int
             if (r[j].kind == PP_RECORD_LAUNCH && l >= S && l < 3 * S - 2)
                 sp->bytes = message_bytes(ex, l, r[j].label); /* either half of a message */
             double ms = (double)(r[j].end_ns - r[j].start_ns) / 1e6;
+            int st = l < S ? pp_prog_label_stage(r[j].label) : -1;
             if (l < S) {
-                out->busy_ms[l] += ms;
+                out->busy_ms[st >= 0 && st < S ? st : l] += ms;
             } else if (l >= 3 * S - 2) {
                 out->grads_ms += ms;
             } else {
@@ -663,7 +747,7 @@ pp_status pp_executor_collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int
         out->busy_frac[s] = out->step_ms > 0 ? out->busy_ms[s] / out->step_ms : 0.0;
         busy += out->busy_ms[s];
     }
-    out->bubble = out->step_ms > 0 ? 1.0 - busy / ((double)S * out->step_ms) : 0.0;
+    out->bubble = out->step_ms > 0 ? 1.0 - busy / ((double)out->devices * out->step_ms) : 0.0;
     return PP_OK;
 }
 
@@ -700,10 +784,11 @@ pp_status pp_executor_prepare(pp_executor *ex, const pp_schedule *s, pp_program 
         return pp_error_set(err, PP_ERR_INVALID, "executor: schedule for %d stages, executor has %d",
                             s ? s->stages : 0, ex->S);
     PP_TRY(check_links(ex, err));
+    PP_TRY(pp_executor_check_placement(ex, s, err));
     PP_TRY(pp_program_build(s, ex->min_slots, p, err));
     ex->sched = s;
     pp_status rc = query_shapes(ex, s, err);
-    if (rc == PP_OK) rc = ensure_buffers(ex, p->slots, s->micro_batches, err);
+    if (rc == PP_OK) rc = ensure_buffers(ex, p, s->micro_batches, err);
     if (rc == PP_OK) rc = ensure_events(ex, p, err);
     if (rc != PP_OK) {
         pp_program_free(p);

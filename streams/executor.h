@@ -3,14 +3,20 @@
  *
  * The executor knows no model: a stage is a device plus the callbacks of
  * pp_stage_ops and an opaque user pointer. Per stage it owns one compute
- * stream (stages that share a device still get separate streams); per stage
- * boundary it owns a copy stream for activations and one for gradients, each
- * on the receiving stage's device (on the CUDA side when the other side is a
- * CPU device, since only CUDA streams copy between host and GPU), and
- * `slots` buffers (default 2) per boundary, direction and side, so the copy
- * of micro-batch i+1 overlaps compute on i. A slot is reused only after the
- * events guarding it (copy done reading the sender's slot, consumer done
- * reading the receiver's slot) have completed.
+ * stream; per stage boundary it owns a copy stream for activations and one
+ * for gradients, each on the receiving stage's device (on the CUDA side when
+ * the other side is a CPU device, since only CUDA streams copy between host
+ * and GPU), and `slots` buffers (default 2) per boundary, direction and side,
+ * so the copy of micro-batch i+1 overlaps compute on i. A slot is reused only
+ * after the events guarding it (copy done reading the sender's slot, consumer
+ * done reading the receiver's slot) have completed.
+ *
+ * The schedule places stages on devices (schedule.h): the stages of one
+ * schedule device compute on one stream, that of their lowest stage, in the
+ * device list's order, and must be on one pp_device_ctx (and rank); between
+ * two of them an activation or gradient is read where it was written, with
+ * no copy. Stages on different schedule devices have streams of their own,
+ * also when their contexts are the same.
  *
  * A step is enqueued whole, ahead of execution, with events between streams;
  * the host blocks only at the end. On the CPU backend callbacks run on the
@@ -57,16 +63,28 @@ typedef struct pp_stage_ops {
      * stage too (where the stage computes its loss from it). Required. */
     pp_status (*forward)(void *user, pp_exec *ex, int mb, int mb_size, const pp_tensor *in,
                          pp_tensor *out, pp_error *err);
-    /* grad_in = d loss / d in (overwritten), parameter gradients += (in the
-     * order backward is called: 0..m-1). grad_out is NULL on the last stage
-     * (the stage starts from its loss); grad_in is NULL on stage 0. Required. */
+    /* grad_in = d loss / d in (overwritten), parameter gradients +=. The
+     * schedule decides the micro-batch order of a stage's backwards (and of
+     * its W passes); a stage whose sums must not depend on it keeps partial
+     * gradients apart and adds them in micro-batch order (models/stage.h
+     * does). grad_out is NULL on the last stage (the stage starts from its
+     * loss); grad_in is NULL on stage 0. Required. */
     pp_status (*backward)(void *user, pp_exec *ex, int mb, int mb_size,
                           const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err);
+    /* Optional (may be NULL; a schedule with I or W actions then fails to
+     * run): the backward split in two for zero-bubble schedules.
+     * backward_input (I) is backward without the parameter gradients: it
+     * writes grad_in and keeps what backward_weight needs; backward_weight
+     * (W) adds mb's parameter gradients, after mb's backward_input. Together
+     * they give what backward gives. */
+    pp_status (*backward_input)(void *user, pp_exec *ex, int mb, int mb_size,
+                                const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err);
+    pp_status (*backward_weight)(void *user, pp_exec *ex, int mb, int mb_size, pp_error *err);
     /* Optional (may be NULL): run by the STEP action after the stage's last
      * backward. A pipeline usually runs one optimizer over all stages itself
      * after pp_executor_run returns instead. */
     pp_status (*step)(void *user, pp_exec *ex, pp_error *err);
-    /* Optional (may be NULL): run once per step that has backward actions,
+    /* optional: run once per step that has backward actions,
      * as soon as the stage's last backward of the step has completed, on a
      * stream of its own ("grads s1", on the stage's device), so that it
      * overlaps the backward still running on earlier stages: for work on
@@ -74,18 +92,23 @@ typedef struct pp_stage_ops {
      * data-parallel replicas (DDP's gradient buckets). On a CUDA device it
      * runs on the host at enqueue time, like every callback, and must
      * enqueue its work on ex. The stage's STEP action and the end of
-     * pp_executor_run wait for it; its failure is the run's. */
+     * pp_executor_run wait for it; its failure is the run's. NULL: no
+     * gradient stream. */
     pp_status (*grads_ready)(void *user, pp_exec *ex, pp_error *err);
 
-    /* Optional (may be NULL), for runs through pp_executor_run_replayable
+    /* optional, for runs through pp_executor_run_replayable
      * (graphs). capture_begin: a capture is about to run the callbacks of a
      * step (on CUDA they run on the host while the device work is captured,
-     * not run). capture_abandon: that capture was refused; none of its device
-     * work ran: undo what the callbacks changed on the host since
-     * capture_begin (the executor then runs the step eagerly, calling the
-     * callbacks again). replayed: a graph launch ran the step's device work
+     * not run). capture_abandon: that capture was refused or discarded; none
+     * of its device work ran: undo what the callbacks changed on the host
+     * since capture_begin (the executor then runs the step eagerly, calling
+     * the callbacks again). Memory the callbacks allocated in stream order
+     * inside the capture belonged to the discarded graph and never existed:
+     * drop it without freeing it (pp_tensor_abandon), with its count.
+     * replayed: a graph launch ran the step's device work
      * without calling forward and backward (CUDA); account for the host-side
-     * effects of the step's forwards and backwards, as if they had run. */
+     * effects of the step's forwards and backwards, as if they had run.
+     * NULL: nothing to do. */
     void (*capture_begin)(void *user);
     void (*capture_abandon)(void *user);
     void (*replayed)(void *user, const pp_schedule *s);
@@ -126,9 +149,10 @@ typedef struct pp_step_stats {
     int slots;                 /* buffers per boundary and direction used */
     int64_t t0_ns;             /* host clock when the step started enqueuing */
     double step_ms;            /* wall time: first enqueue to last completion */
-    double *busy_ms;           /* (S) compute time per stage (F, B, STEP) */
+    int devices;               /* D, the schedule's devices */
+    double *busy_ms;           /* (S) compute time per stage (F, B, I, W, STEP) */
     double *busy_frac;         /* (S) busy_ms / step_ms */
-    double bubble;             /* 1 - sum(busy_ms) / (S * step_ms) */
+    double bubble;             /* 1 - sum(busy_ms) / (D * step_ms): idle of the devices */
     size_t copy_bytes;         /* all boundary copies */
     double copy_ms;            /* sum of copy durations */
     double grads_ms;           /* sum of grads_ready durations */

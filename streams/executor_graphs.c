@@ -19,7 +19,9 @@
  * Contract: up to EXEC_GRAPHS keys are kept, the least recently used one
  * dropped for a new key; a refused capture or first launch turns graphs off
  * for the executor (pp_executor_graph_refusal says why) and the step runs
- * eagerly.
+ * eagerly. A capture during which a workspace grew is discarded, the step
+ * runs eagerly and the key is captured at its next run (up to EXEC_REGROWS
+ * times a key, then it counts as refused).
  */
 #include "streams/executor.h"
 #include "streams/executor_internal.h"
@@ -30,16 +32,6 @@
 
 #include "streams/graph.h"
 #include "streams/program.h"
-
-void pp_executor_graph_drop(exec_graph *eg)
-{
-    pp_graph_free(eg->g);
-    pp_program_free(&eg->prog);
-    free(eg->items);
-    free(eg->item_ev);
-    free(eg->sizes);
-    memset(eg, 0, sizeof *eg);
-}
 
 void pp_executor_set_graphs(pp_executor *ex, bool on)
 {
@@ -114,21 +106,29 @@ static unsigned ws_gens(pp_executor *ex)
 /* Captures the prepared program p into eg (which then owns p and the items)
  * and returns PP_OK, or, when the capture is refused, returns its status with
  * the message in err and leaves the lanes idle and clean, p still the
- * caller's. */
-static pp_status capture(pp_executor *ex, exec_graph *eg, pp_program *p, pp_error *err)
+ * caller's. A native capture during which a lane's workspace grew is
+ * discarded even when it succeeded (its kernels would keep the grown
+ * workspace, an allocation of the graph itself, and earlier ones the old
+ * one): *grew is set and the caller captures again once an eager run has
+ * grown the workspace for real. Either way the workspaces are as before the
+ * capture (pp_exec_workspace_restore). */
+static pp_status capture(pp_executor *ex, exec_graph *eg, pp_program *p, bool *grew,
+                         pp_error *err)
 {
     run_item *items;
     pp_event **item_ev;
+    *grew = false;
     PP_TRY(pp_executor_alloc_items(p, &items, &item_ev, err));
     for (int l = 0; l < ex->n_lanes; l++) pp_stream_records_clear(ex->lanes[l]);
     stages_notify(ex, 0, NULL);
-    unsigned *gen = malloc((size_t)ex->n_lanes * sizeof *gen);
-    if (!gen) {
+    pp_exec_ws_mark *mark = malloc((size_t)ex->n_lanes * sizeof *mark);
+    if (!mark) {
         free(items);
         free(item_ev);
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
     }
-    for (int l = 0; l < ex->n_lanes; l++) gen[l] = pp_stream_exec(ex->lanes[l])->ws_gen;
+    for (int l = 0; l < ex->n_lanes; l++)
+        mark[l] = pp_exec_workspace_mark(pp_stream_exec(ex->lanes[l]));
     pp_status rc = pp_graph_capture_begin(ex->lanes, ex->n_lanes, err);
     pp_graph *g = NULL;
     if (rc != PP_OK) pp_error_prefix(err, "graph capture refused, running eagerly");
@@ -147,21 +147,26 @@ static pp_status capture(pp_executor *ex, exec_graph *eg, pp_program *p, pp_erro
             rc = PP_ERR_UNSUPPORTED;
         }
     }
+    for (int l = 0; l < ex->n_lanes; l++)
+        if (pp_stream_exec(ex->lanes[l])->ws_gen != mark[l].gen) *grew = true;
+    if (*grew && rc == PP_OK) {
+        rc = pp_error_set(err, PP_ERR_UNSUPPORTED, "graph capture discarded: a workspace grew "
+                          "during it (captured again after an eager run)");
+    }
     if (rc != PP_OK) {
         pp_graph_free(g);
         pp_executor_clear_lanes(ex);
-        /* a workspace grown inside a refused native capture was never allocated */
-        for (int l = 0; l < ex->n_lanes; l++) {
-            pp_exec *x = pp_stream_exec(ex->lanes[l]);
-            if (x->ws_gen != gen[l]) pp_exec_workspace_forget(x);
-        }
+        /* what a refused or discarded native capture allocated never existed, and
+         * what it freed was not freed: the workspaces are those of before */
+        for (int l = 0; l < ex->n_lanes; l++)
+            pp_exec_workspace_restore(pp_stream_exec(ex->lanes[l]), &mark[l]);
         stages_notify(ex, 1, NULL);
-        free(gen);
+        free(mark);
         free(items);
         free(item_ev);
         return rc;
     }
-    free(gen);
+    free(mark);
     eg->g = g;
     eg->prog = *p;
     memset(p, 0, sizeof *p);
@@ -243,8 +248,8 @@ pp_status pp_executor_run_replayable(pp_executor *ex, const pp_schedule *s, int 
         eg->last_use = ++ex->uses;
         pp_error why;
         pp_error_clear(&why);
-        bool refused = true;
-        if (capture(ex, eg, &p, &why) == PP_OK) {
+        bool refused = true, grew = false;
+        if (capture(ex, eg, &p, &grew, &why) == PP_OK) {
             rc = launch(ex, eg, PP_STEP_CAPTURED, stats, &refused, &why);
             /* the first launch refused (e.g. no memory for the graph's
              * allocations): nothing ran, undo the capture's host effects */
@@ -254,6 +259,11 @@ pp_status pp_executor_run_replayable(pp_executor *ex, const pp_schedule *s, int 
             } else if (rc != PP_OK && err) {
                 *err = why;
             }
+        } else if (grew && eg->regrown < EXEC_REGROWS) {
+            /* the eager run grows the workspace; the key's next run captures */
+            eg->regrown++;
+            refused = false;
+            rc = pp_executor_run_eager(ex, &p, stats, err);
         }
         if (refused) {
             snprintf(ex->refusal, sizeof ex->refusal, "%.255s", why.msg);

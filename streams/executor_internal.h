@@ -1,7 +1,9 @@
 /*
  * executor_internal.h - the executor's state, shared by executor.c (passes
- * 1 to 3 of a run: shapes, buffers and events; enqueueing; results) and
- * executor_graphs.c (steps captured into graphs and replayed). Not
+ * 1 to 3 of a run: shapes, buffers and events; enqueueing; results; the
+ * executor's state, graph slots included, made and freed) and, above it,
+ * executor_graphs.c (steps captured into graphs and replayed), which calls
+ * the functions below; executor.c calls nothing of executor_graphs.c. Not
  * installed; nothing outside streams/ includes it.
  */
 #ifndef PP_EXECUTOR_INTERNAL_H
@@ -16,6 +18,7 @@
 #include "streams/program.h"
 
 #define EXEC_GRAPHS 4 /* keys alive at once: full and partial batch, two input buffer sets each */
+#define EXEC_REGROWS 2 /* captures of a key discarded for a grown workspace before a refusal */
 
 typedef struct lane_events {
     pp_event **ev;
@@ -24,10 +27,16 @@ typedef struct lane_events {
 
 typedef struct boundary_buf {
     size_t bytes;              /* capacity of every slot below */
+    bool cross;                /* stages b and b+1 on different schedule devices; else only
+                                * the send sides exist and the consumer reads them */
     void **act_send;           /* (slots) on stage b's device */
-    void **act_recv;           /* (slots) on stage b+1's device */
+    void **act_recv;           /* (slots) on stage b+1's device (cross only) */
     void **grad_send;          /* (slots) on stage b+1's device */
-    void **grad_recv;          /* (slots) on stage b's device */
+    void **grad_recv;          /* (slots) on stage b's device (cross only) */
+    pp_device_ctx *pin[4];     /* per array above, in that order: the device whose host
+                                  memory (pp_device_host_alloc: page-locked on CUDA) holds
+                                  a CPU stage's slots that it copies; NULL: the stage
+                                  device's own memory (pp_device_alloc) */
 } boundary_buf;
 
 typedef struct run_item {
@@ -46,6 +55,7 @@ typedef struct exec_graph {
     unsigned buf_gen;          /* ex->buf_gen when captured */
     unsigned ws_gen;           /* sum of the lanes' exec ws_gen when captured */
     pp_graph *g;               /* NULL: seen once (warm-up), not captured yet */
+    int regrown;               /* captures discarded because a workspace grew in them */
     pp_program prog;
     run_item *items;           /* (prog.n_items) */
     pp_event **item_ev;        /* (prog.n_items) */
@@ -117,7 +127,13 @@ void pp_executor_clear_lanes(pp_executor *ex);
 pp_status pp_executor_run_eager(pp_executor *ex, const pp_program *p, pp_step_stats *stats,
                                 pp_error *err);
 
-/* ---- executor_graphs.c ----------------------------------------------------- */
+/* ---- executor_place.c ------------------------------------------------------ */
+
+/* PP_ERR_INVALID when s places stages on one device that are on two device
+ * contexts or ranks here; PP_ERR_UNSUPPORTED when s has I or W actions of a
+ * stage without backward_input and backward_weight. */
+pp_status pp_executor_check_placement(const pp_executor *ex, const pp_schedule *s,
+                                      pp_error *err);
 
 /* Frees eg's graph, program and items and clears the slot. */
 void pp_executor_graph_drop(exec_graph *eg);

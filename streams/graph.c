@@ -4,8 +4,8 @@
  * (stream_impl.h).
  *
  * Recorded graphs: while s->capture is set, stream.c hands every launch,
- * copy, event record and wait on s to pp_graph_record instead of the
- * backend. The list is in the host's enqueue order over all streams, which
+ * copy, event record and wait on s to pp_graph_record (stream_state.c)
+ * instead of the backend. The list is in the host's enqueue order over all streams, which
  * is a valid issue order (every record precedes the waits for it), so a
  * launch replays it through the public functions unchanged and the backend
  * sees exactly what eager execution gives it.
@@ -17,9 +17,9 @@
 
 #include "streams/stream_impl.h"
 
-static bool native_of(const pp_stream_impl *impl)
+static bool native_of(const pp_stream_ops *ops)
 {
-    return impl->graph_begin && impl->graph_end && impl->graph_launch && impl->graph_destroy;
+    return ops->graph_begin && ops->graph_end && ops->graph_launch && ops->graph_destroy;
 }
 
 static pp_status check_streams(pp_stream *const *streams, int n, bool capturing, pp_error *err)
@@ -28,7 +28,7 @@ static pp_status check_streams(pp_stream *const *streams, int n, bool capturing,
         return pp_error_set(err, PP_ERR_INVALID, "graph: no streams to capture");
     for (int i = 0; i < n; i++) {
         if (!streams[i]) return pp_error_set(err, PP_ERR_INVALID, "graph: stream %d is NULL", i);
-        if (streams[i]->impl != streams[0]->impl)
+        if (streams[i]->ops != streams[0]->ops)
             return pp_error_set(err, PP_ERR_UNSUPPORTED,
                                 "graph: streams '%s' (%s) and '%s' (%s) belong to different "
                                 "backends; a graph captures streams of one backend",
@@ -53,7 +53,7 @@ void pp_graph_free(pp_graph *g)
         if (g->streams[i]->capture == g) g->streams[i]->capture = NULL;
         pp_stream_records_clear(g->streams[i]);
     }
-    if (g->native && g->state) g->impl->graph_destroy(g);
+    if (g->native && g->state) g->ops->graph_destroy(g);
     free(g->items);
     free(g->streams);
     free(g);
@@ -70,40 +70,17 @@ pp_status pp_graph_capture_begin(pp_stream *const *streams, int n, pp_error *err
     }
     memcpy(g->streams, streams, (size_t)n * sizeof *streams);
     g->n = n;
-    g->impl = streams[0]->impl;
-    g->native = native_of(g->impl);
+    g->ops = streams[0]->ops;
+    g->native = native_of(g->ops);
     pp_error_clear(&g->fail);
     if (g->native) {
-        pp_status st = g->impl->graph_begin(g, err);
+        pp_status st = g->ops->graph_begin(g, err);
         if (st != PP_OK) {
             pp_graph_free(g);
             return st;
         }
     }
     for (int i = 0; i < n; i++) streams[i]->capture = g;
-    return PP_OK;
-}
-
-pp_status pp_graph_record(pp_stream *s, const pp_graph_item *it, pp_error *err)
-{
-    pp_graph *g = s->capture;
-    if (g->fail.code != PP_OK) return PP_OK; /* reported once, at capture end */
-    if (it->kind == PP_GRAPH_ITEM_WAIT) {
-        bool inside = false;
-        for (size_t k = 0; k < g->n_items && !inside; k++)
-            inside = g->items[k].kind == PP_GRAPH_ITEM_RECORD && g->items[k].ev == it->ev;
-        if (!inside) {
-            pp_error_set(&g->fail, PP_ERR_UNSUPPORTED,
-                         "stream '%s' waits for an event not recorded in the capture "
-                         "(pp_stream_wait_event)", s->name);
-            return PP_OK;
-        }
-    }
-    pp_graph_item *p = pp_stream_grow(g->items, &g->cap_items, g->n_items + 1, sizeof *p);
-    if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory (graph '%s')", s->name);
-    g->items = p;
-    g->items[g->n_items++] = *it;
-    if (it->kind == PP_GRAPH_ITEM_LAUNCH || it->kind == PP_GRAPH_ITEM_COPY) g->n_work++;
     return PP_OK;
 }
 
@@ -118,7 +95,7 @@ pp_status pp_graph_capture_end(pp_stream *const *streams, int n, pp_graph **out,
     for (int i = 0; i < n; i++) streams[i]->capture = NULL;
     pp_status st = PP_OK;
     if (g->native) {
-        st = g->impl->graph_end(g, err);
+        st = g->ops->graph_end(g, err);
     } else if (g->fail.code != PP_OK) {
         if (err) *err = g->fail;
         st = g->fail.code;
@@ -134,7 +111,7 @@ pp_status pp_graph_capture_end(pp_stream *const *streams, int n, pp_graph **out,
 pp_status pp_graph_launch(pp_graph *g, pp_error *err)
 {
     if (!g) return pp_error_set(err, PP_ERR_INVALID, "graph launch: NULL graph");
-    if (g->native) return g->impl->graph_launch(g, err);
+    if (g->native) return g->ops->graph_launch(g, err);
     for (size_t k = 0; k < g->n_items; k++) {
         const pp_graph_item *it = &g->items[k];
         switch (it->kind) {

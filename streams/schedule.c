@@ -1,6 +1,9 @@
 /*
- * schedule.c - schedule lists: generators (GPipe, 1F1B), validator with a
- * blocking-receive simulation, printable form.
+ * schedule.c - the schedule as data (schedule.h): shapes and placements,
+ * building a schedule action by action, copies, the in-flight count, and the
+ * printable forms of actions and lists. Validation is in schedule_check.c,
+ * the CSV grammar in schedule_csv.c, the communication pass in
+ * schedule_comms.c, the generators in schedules/.
  */
 #include "streams/schedule.h"
 
@@ -11,38 +14,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_short[] = {
+static const char *const kind_token[PP_ACT_KINDS] = {
     [PP_ACT_F] = "F",
     [PP_ACT_B] = "B",
-    [PP_ACT_SEND_ACT] = "send_act",
-    [PP_ACT_RECV_ACT] = "recv_act",
-    [PP_ACT_SEND_GRAD] = "send_grad",
-    [PP_ACT_RECV_GRAD] = "recv_grad",
+    [PP_ACT_SEND_ACT] = "SEND_F",
+    [PP_ACT_RECV_ACT] = "RECV_F",
+    [PP_ACT_SEND_GRAD] = "SEND_B",
+    [PP_ACT_RECV_GRAD] = "RECV_B",
     [PP_ACT_STEP] = "STEP",
+    [PP_ACT_I] = "I",
+    [PP_ACT_W] = "W",
+    [PP_ACT_UNSHARD] = "UNSHARD",
+    [PP_ACT_RESHARD] = "RESHARD",
 };
 
-const char *pp_schedule_kind_name(pp_schedule_kind k)
+const char *pp_action_format(pp_action a, char *buf, size_t n)
 {
-    return k == PP_SCHEDULE_1F1B ? "1f1b" : k == PP_SCHEDULE_FORWARD ? "forward" : "gpipe";
-}
-
-pp_status pp_schedule_kind_parse(const char *name, pp_schedule_kind *out, pp_error *err)
-{
-    if (name && strcmp(name, "gpipe") == 0) {
-        *out = PP_SCHEDULE_GPIPE;
-        return PP_OK;
-    }
-    if (name && strcmp(name, "1f1b") == 0) {
-        *out = PP_SCHEDULE_1F1B;
-        return PP_OK;
-    }
-    if (name && strcmp(name, "forward") == 0) {
-        *out = PP_SCHEDULE_FORWARD;
-        return PP_OK;
-    }
-    return pp_error_set(err, PP_ERR_INPUT,
-                        "unknown schedule '%s': expected gpipe, 1f1b or forward",
-                        name ? name : "");
+    const char *k = (unsigned)a.kind < PP_ACT_KINDS ? kind_token[a.kind] : "?";
+    if (a.kind == PP_ACT_STEP || a.kind == PP_ACT_UNSHARD || a.kind == PP_ACT_RESHARD)
+        snprintf(buf, n, "%d%s", a.stage, k);
+    else
+        snprintf(buf, n, "%d%s%d", a.stage, k, a.mb);
+    return buf;
 }
 
 pp_status pp_microbatch_sizes(int batch, int split_size, int *sizes, int cap, int *m,
@@ -61,39 +54,78 @@ pp_status pp_microbatch_sizes(int batch, int split_size, int *sizes, int cap, in
     return PP_OK;
 }
 
+pp_status pp_schedule_place(pp_schedule_placement placement, int stages, int devices,
+                            int *stage_device, pp_error *err)
+{
+    if (stages < 1 || devices < 1 || devices > stages)
+        return pp_error_set(err, PP_ERR_INVALID, "placement: %d stages on %d devices", stages,
+                            devices);
+    switch (placement) {
+    case PP_PLACEMENT_ANY:
+    case PP_PLACEMENT_ONE:
+        if (stages != devices)
+            return pp_error_set(err, PP_ERR_INVALID, "one stage per device: %d stages on %d "
+                                "devices", stages, devices);
+        for (int s = 0; s < stages; s++) stage_device[s] = s;
+        return PP_OK;
+    case PP_PLACEMENT_LOOP:
+        if (stages % devices)
+            return pp_error_set(err, PP_ERR_INVALID, "looped stages: %d stages are no multiple "
+                                "of %d devices", stages, devices);
+        for (int s = 0; s < stages; s++) stage_device[s] = s % devices;
+        return PP_OK;
+    case PP_PLACEMENT_V:
+        if (stages != 2 * devices)
+            return pp_error_set(err, PP_ERR_INVALID, "a V needs two stages per device: %d stages "
+                                "on %d devices", stages, devices);
+        for (int s = 0; s < stages; s++) stage_device[s] = s < devices ? s : stages - 1 - s;
+        return PP_OK;
+    }
+    return pp_error_set(err, PP_ERR_INVALID, "unknown placement %d", (int)placement);
+}
+
 void pp_schedule_free(pp_schedule *s)
 {
     if (!s) return;
     if (s->actions)
-        for (int i = 0; i < s->stages; i++) free(s->actions[i]);
+        for (int d = 0; d < s->devices; d++) free(s->actions[d]);
     free(s->actions);
     free(s->n_actions);
     free(s->cap_actions);
     free(s->mb_sizes);
+    free(s->stage_device);
+    free(s->source);
     memset(s, 0, sizeof *s);
 }
 
-pp_status pp_schedule_init(pp_schedule *s, const char *name, int stages, int micro_batches,
-                           const int *mb_sizes, pp_error *err)
+pp_status pp_schedule_init_shape(pp_schedule *s, const char *name, const pp_schedule_shape *shape,
+                                 pp_error *err)
 {
     memset(s, 0, sizeof *s);
-    if (stages < 1 || micro_batches < 1)
+    int S = shape->stages, D = shape->devices, m = shape->micro_batches;
+    if (S < 1 || m < 1 || D < 1 || D > S)
         return pp_error_set(err, PP_ERR_INVALID,
-                            "schedule: %d stages and %d micro-batches (need at least 1 each)",
-                            stages, micro_batches);
+                            "schedule: %d stages on %d devices and %d micro-batches (need at "
+                            "least 1 each, and no more devices than stages)",
+                            S, D, m);
+    if (!shape->stage_device && D != S)
+        return pp_error_set(err, PP_ERR_INVALID, "schedule: %d stages on %d devices need a "
+                            "placement", S, D);
     snprintf(s->name, sizeof s->name, "%s", name ? name : "custom");
-    s->stages = stages;
-    s->micro_batches = micro_batches;
-    s->mb_sizes = malloc((size_t)micro_batches * sizeof *s->mb_sizes);
-    s->n_actions = calloc((size_t)stages, sizeof *s->n_actions);
-    s->cap_actions = calloc((size_t)stages, sizeof *s->cap_actions);
-    s->actions = calloc((size_t)stages, sizeof *s->actions);
-    if (!s->mb_sizes || !s->n_actions || !s->cap_actions || !s->actions) {
+    s->stages = S;
+    s->devices = D;
+    s->micro_batches = m;
+    s->mb_sizes = malloc((size_t)m * sizeof *s->mb_sizes);
+    s->stage_device = malloc((size_t)S * sizeof *s->stage_device);
+    s->n_actions = calloc((size_t)D, sizeof *s->n_actions);
+    s->cap_actions = calloc((size_t)D, sizeof *s->cap_actions);
+    s->actions = calloc((size_t)D, sizeof *s->actions);
+    if (!s->mb_sizes || !s->stage_device || !s->n_actions || !s->cap_actions || !s->actions) {
         pp_schedule_free(s);
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (schedule)");
     }
-    for (int i = 0; i < micro_batches; i++) {
-        s->mb_sizes[i] = mb_sizes ? mb_sizes[i] : 1;
+    for (int i = 0; i < m; i++) {
+        s->mb_sizes[i] = shape->mb_sizes ? shape->mb_sizes[i] : 1;
         if (s->mb_sizes[i] < 1) {
             int bad = s->mb_sizes[i];
             pp_schedule_free(s);
@@ -101,7 +133,54 @@ pp_status pp_schedule_init(pp_schedule *s, const char *name, int stages, int mic
                                 bad);
         }
     }
+    /* every device holds a stage: a device without one would have no list to run */
+    unsigned char *used = calloc((size_t)D, 1);
+    if (!used) {
+        pp_schedule_free(s);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (schedule)");
+    }
+    pp_status st = PP_OK;
+    for (int k = 0; k < S && st == PP_OK; k++) {
+        int d = shape->stage_device ? shape->stage_device[k] : k;
+        if (d < 0 || d >= D)
+            st = pp_error_set(err, PP_ERR_INVALID, "schedule: stage %d on device %d of %d", k,
+                              d, D);
+        else
+            used[d] = 1, s->stage_device[k] = d;
+    }
+    for (int d = 0; d < D && st == PP_OK; d++)
+        if (!used[d]) st = pp_error_set(err, PP_ERR_INVALID, "schedule: device %d holds no stage", d);
+    free(used);
+    if (st != PP_OK) pp_schedule_free(s);
+    return st;
+}
+
+pp_status pp_schedule_init(pp_schedule *s, const char *name, int stages, int micro_batches,
+                           const int *mb_sizes, pp_error *err)
+{
+    pp_schedule_shape shape = {stages, stages, micro_batches, NULL, mb_sizes};
+    return pp_schedule_init_shape(s, name, &shape, err);
+}
+
+pp_status pp_schedule_push_action(pp_schedule *s, int device, const pp_action *a, pp_error *err)
+{
+    if (device < 0 || device >= s->devices)
+        return pp_error_set(err, PP_ERR_INVALID, "schedule: device %d out of range [0, %d)",
+                            device, s->devices);
+    if (s->n_actions[device] == s->cap_actions[device]) {
+        int ncap = s->cap_actions[device] ? 2 * s->cap_actions[device] : 16;
+        pp_action *grown = realloc(s->actions[device], (size_t)ncap * sizeof *grown);
+        if (!grown) return pp_error_set(err, PP_ERR_OOM, "out of host memory (schedule)");
+        s->actions[device] = grown;
+        s->cap_actions[device] = ncap;
+    }
+    s->actions[device][s->n_actions[device]++] = *a;
     return PP_OK;
+}
+
+static bool has_mb(pp_action_kind k)
+{
+    return k != PP_ACT_STEP && k != PP_ACT_UNSHARD && k != PP_ACT_RESHARD;
 }
 
 pp_status pp_schedule_push(pp_schedule *s, int stage, pp_action_kind kind, int mb, pp_error *err)
@@ -109,248 +188,100 @@ pp_status pp_schedule_push(pp_schedule *s, int stage, pp_action_kind kind, int m
     if (stage < 0 || stage >= s->stages)
         return pp_error_set(err, PP_ERR_INVALID, "schedule: stage %d out of range [0, %d)",
                             stage, s->stages);
-    if (s->n_actions[stage] == s->cap_actions[stage]) {
-        int ncap = s->cap_actions[stage] ? 2 * s->cap_actions[stage] : 16;
-        pp_action *a = realloc(s->actions[stage], (size_t)ncap * sizeof *a);
-        if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory (schedule)");
-        s->actions[stage] = a;
-        s->cap_actions[stage] = ncap;
+    pp_action a = {.kind = kind, .mb = has_mb(kind) ? mb : -1, .stage = stage};
+    return pp_schedule_push_action(s, s->stage_device[stage], &a, err);
+}
+
+pp_status pp_schedule_push_overlap(pp_schedule *s, int stage1, pp_action_kind kind1, int mb1,
+                                   int stage2, pp_action_kind kind2, int mb2, pp_error *err)
+{
+    if (stage1 < 0 || stage1 >= s->stages || stage2 < 0 || stage2 >= s->stages ||
+        s->stage_device[stage1] != s->stage_device[stage2])
+        return pp_error_set(err, PP_ERR_INVALID, "schedule: an overlap of stages %d and %d, "
+                            "which are not on one device", stage1, stage2);
+    int d = s->stage_device[stage1];
+    pp_action a = {.kind = kind1, .mb = mb1, .stage = stage1, .overlap = PP_OVERLAP_FIRST};
+    pp_action b = {.kind = kind2, .mb = mb2, .stage = stage2, .overlap = PP_OVERLAP_SECOND};
+    PP_TRY(pp_schedule_push_action(s, d, &a, err));
+    return pp_schedule_push_action(s, d, &b, err);
+}
+
+pp_status pp_schedule_copy(pp_schedule *dst, const pp_schedule *src, pp_error *err)
+{
+    pp_schedule_shape shape = {src->stages, src->devices, src->micro_batches, src->stage_device,
+                               src->mb_sizes};
+    PP_TRY(pp_schedule_init_shape(dst, src->name, &shape, err));
+    dst->forward_only = src->forward_only;
+    memcpy(dst->note, src->note, sizeof dst->note);
+    if (src->source && !(dst->source = strdup(src->source))) {
+        pp_schedule_free(dst);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (schedule)");
     }
-    s->actions[stage][s->n_actions[stage]++] = (pp_action){kind, kind == PP_ACT_STEP ? -1 : mb};
-    return PP_OK;
-}
-
-static pp_status push_forward(pp_schedule *s, int st, int i, pp_error *err)
-{
-    if (st > 0) PP_TRY(pp_schedule_push(s, st, PP_ACT_RECV_ACT, i, err));
-    PP_TRY(pp_schedule_push(s, st, PP_ACT_F, i, err));
-    if (st < s->stages - 1) PP_TRY(pp_schedule_push(s, st, PP_ACT_SEND_ACT, i, err));
-    return PP_OK;
-}
-
-static pp_status push_backward(pp_schedule *s, int st, int i, pp_error *err)
-{
-    if (st < s->stages - 1) PP_TRY(pp_schedule_push(s, st, PP_ACT_RECV_GRAD, i, err));
-    PP_TRY(pp_schedule_push(s, st, PP_ACT_B, i, err));
-    if (st > 0) PP_TRY(pp_schedule_push(s, st, PP_ACT_SEND_GRAD, i, err));
-    return PP_OK;
-}
-
-static pp_status build_lists(pp_schedule *s, pp_schedule_kind kind, pp_error *err)
-{
-    int S = s->stages, m = s->micro_batches;
-    s->forward_only = kind == PP_SCHEDULE_FORWARD;
-    for (int st = 0; st < S; st++) {
-        if (kind == PP_SCHEDULE_FORWARD) {
-            for (int i = 0; i < m; i++) PP_TRY(push_forward(s, st, i, err));
-            continue; /* no backward, no STEP */
-        }
-        if (kind == PP_SCHEDULE_GPIPE) {
-            for (int i = 0; i < m; i++) PP_TRY(push_forward(s, st, i, err));
-            for (int i = 0; i < m; i++) PP_TRY(push_backward(s, st, i, err));
-        } else {
-            int warm = S - st - 1 < m ? S - st - 1 : m;
-            for (int i = 0; i < warm; i++) PP_TRY(push_forward(s, st, i, err));
-            int steady = m - warm;
-            for (int j = 0; j < steady; j++) {
-                PP_TRY(push_forward(s, st, warm + j, err));
-                PP_TRY(push_backward(s, st, j, err));
+    for (int d = 0; d < src->devices; d++)
+        for (int k = 0; k < src->n_actions[d]; k++) {
+            pp_status st = pp_schedule_push_action(dst, d, &src->actions[d][k], err);
+            if (st != PP_OK) {
+                pp_schedule_free(dst);
+                return st;
             }
-            for (int j = steady; j < m; j++) PP_TRY(push_backward(s, st, j, err));
         }
-        PP_TRY(pp_schedule_push(s, st, PP_ACT_STEP, -1, err));
-    }
     return PP_OK;
 }
 
-pp_status pp_schedule_build(pp_schedule *s, pp_schedule_kind kind, int stages,
-                            int micro_batches, const int *mb_sizes, pp_error *err)
+pp_status pp_schedule_truncate(const pp_schedule *src, int m, const int *mb_sizes,
+                               pp_schedule *dst, pp_error *err)
 {
-    PP_TRY(pp_schedule_init(s, pp_schedule_kind_name(kind), stages, micro_batches, mb_sizes,
-                            err));
-    pp_status st = build_lists(s, kind, err);
-    if (st != PP_OK) pp_schedule_free(s);
+    if (m < 1 || m > src->micro_batches)
+        return pp_error_set(err, PP_ERR_INVALID, "schedule %s: %d of its %d micro-batches",
+                            src->name, m, src->micro_batches);
+    pp_schedule_shape shape = {src->stages, src->devices, m, src->stage_device, mb_sizes};
+    PP_TRY(pp_schedule_init_shape(dst, src->name, &shape, err));
+    dst->forward_only = src->forward_only;
+    memcpy(dst->note, src->note, sizeof dst->note);
+    pp_status st = PP_OK;
+    if (src->source && !(dst->source = strdup(src->source)))
+        st = pp_error_set(err, PP_ERR_OOM, "out of host memory (schedule)");
+    for (int d = 0; d < src->devices && st == PP_OK; d++)
+        for (int p = 0; p < src->n_actions[d] && st == PP_OK; p++) {
+            pp_action a = src->actions[d][p];
+            if (a.mb >= m) continue;
+            if (a.overlap) { /* the composite stays only with both halves */
+                int q = a.overlap == PP_OVERLAP_FIRST ? p + 1 : p - 1;
+                if (q >= 0 && q < src->n_actions[d] && src->actions[d][q].mb >= m) a.overlap = 0;
+            }
+            st = pp_schedule_push_action(dst, d, &a, err);
+        }
+    if (st != PP_OK) pp_schedule_free(dst);
     return st;
 }
 
-const char *pp_action_format(pp_action a, char *buf, size_t n)
+bool pp_schedule_has_comms(const pp_schedule *s)
 {
-    const char *k = (unsigned)a.kind <= PP_ACT_STEP ? kind_short[a.kind] : "?";
-    if (a.kind == PP_ACT_STEP) snprintf(buf, n, "%s", k);
-    else snprintf(buf, n, "%s%d", k, a.mb);
-    return buf;
+    for (int d = 0; d < s->devices; d++)
+        for (int k = 0; k < s->n_actions[d]; k++) {
+            pp_action_kind kind = s->actions[d][k].kind;
+            if (kind == PP_ACT_SEND_ACT || kind == PP_ACT_RECV_ACT || kind == PP_ACT_SEND_GRAD ||
+                kind == PP_ACT_RECV_GRAD)
+                return true;
+        }
+    return false;
 }
 
-/* ---- validation ------------------------------------------------------------ */
-
-enum { POS_F, POS_B, POS_SA, POS_RA, POS_SG, POS_RG, POS_KINDS };
-
-static int pos_index(pp_action_kind k)
+void pp_schedule_in_flight(const pp_schedule *s, int *peak)
 {
-    switch (k) {
-    case PP_ACT_F: return POS_F;
-    case PP_ACT_B: return POS_B;
-    case PP_ACT_SEND_ACT: return POS_SA;
-    case PP_ACT_RECV_ACT: return POS_RA;
-    case PP_ACT_SEND_GRAD: return POS_SG;
-    case PP_ACT_RECV_GRAD: return POS_RG;
-    default: return -1;
-    }
-}
-
-/* Checks one stage's list; pos is a scratch array of POS_KINDS * m ints. */
-static pp_status check_stage(const pp_schedule *s, int st, int *pos, pp_error *err)
-{
-    int S = s->stages, m = s->micro_batches, n = s->n_actions[st];
-    const pp_action *a = s->actions[st];
-    char b1[32], b2[32];
-    for (int i = 0; i < POS_KINDS * m; i++) pos[i] = -1;
-    int step_pos = -1, next_b = 0;
-    for (int p = 0; p < n; p++) {
-        if ((unsigned)a[p].kind > PP_ACT_STEP)
-            return pp_error_set(err, PP_ERR_INVALID, "stage %d: unknown action kind %d at "
-                                "position %d", st, (int)a[p].kind, p);
-        if (s->forward_only && a[p].kind != PP_ACT_F && a[p].kind != PP_ACT_SEND_ACT &&
-            a[p].kind != PP_ACT_RECV_ACT)
-            return pp_error_set(err, PP_ERR_INVALID,
-                                "stage %d: %s at position %d in a forward-only schedule", st,
-                                pp_action_format(a[p], b1, sizeof b1), p);
-        if (a[p].kind == PP_ACT_STEP) {
-            if (step_pos >= 0)
-                return pp_error_set(err, PP_ERR_INVALID, "stage %d: STEP twice", st);
-            step_pos = p;
-            continue;
-        }
-        int mb = a[p].mb;
-        if (mb < 0 || mb >= m)
-            return pp_error_set(err, PP_ERR_INVALID,
-                                "stage %d: %s at position %d: micro-batch out of range [0, %d)",
-                                st, pp_action_format(a[p], b1, sizeof b1), p, m);
-        if ((a[p].kind == PP_ACT_RECV_ACT || a[p].kind == PP_ACT_SEND_GRAD) && st == 0)
-            return pp_error_set(err, PP_ERR_INVALID, "stage 0: %s but the first stage has no "
-                                "previous stage", pp_action_format(a[p], b1, sizeof b1));
-        if ((a[p].kind == PP_ACT_SEND_ACT || a[p].kind == PP_ACT_RECV_GRAD) && st == S - 1)
-            return pp_error_set(err, PP_ERR_INVALID, "stage %d: %s but the last stage has no "
-                                "next stage", st, pp_action_format(a[p], b1, sizeof b1));
-        int *slot = &pos[pos_index(a[p].kind) * m + mb];
-        if (*slot >= 0)
-            return pp_error_set(err, PP_ERR_INVALID, "stage %d: %s twice (positions %d and %d)",
-                                st, pp_action_format(a[p], b1, sizeof b1), *slot, p);
-        *slot = p;
-        if (a[p].kind == PP_ACT_B) {
-            if (mb != next_b)
-                return pp_error_set(err, PP_ERR_INVALID,
-                                    "stage %d: B%d at position %d but B%d comes first "
-                                    "(gradients accumulate in micro-batch order)",
-                                    st, mb, p, next_b);
-            next_b++;
+    int S = s->stages;
+    for (int k = 0; k < S; k++) peak[k] = 0;
+    /* B frees a micro-batch; with the backward split, its W does */
+    for (int d = 0; d < s->devices; d++) {
+        int cur[S > 0 ? S : 1];
+        for (int k = 0; k < S; k++) cur[k] = 0;
+        for (int p = 0; p < s->n_actions[d]; p++) {
+            pp_action a = s->actions[d][p];
+            if (a.stage < 0 || a.stage >= S) continue;
+            if (a.kind == PP_ACT_F && ++cur[a.stage] > peak[a.stage]) peak[a.stage] = cur[a.stage];
+            if ((a.kind == PP_ACT_B || a.kind == PP_ACT_W) && cur[a.stage] > 0) cur[a.stage]--;
         }
     }
-    if (step_pos < 0 && !s->forward_only)
-        return pp_error_set(err, PP_ERR_INVALID, "stage %d: no STEP", st);
-    if (step_pos >= 0 && step_pos != n - 1)
-        return pp_error_set(err, PP_ERR_INVALID, "stage %d: STEP at position %d is not last",
-                            st, step_pos);
-    for (int i = 0; i < m; i++) {
-        int f = pos[POS_F * m + i], b = pos[POS_B * m + i];
-        if (f < 0) return pp_error_set(err, PP_ERR_INVALID, "stage %d: no F%d", st, i);
-        if (s->forward_only) b = n; /* no backward: only the activation rules apply */
-        else if (b < 0) return pp_error_set(err, PP_ERR_INVALID, "stage %d: no B%d", st, i);
-        if (b < f)
-            return pp_error_set(err, PP_ERR_INVALID, "stage %d: B%d at position %d before F%d",
-                                st, i, b, i);
-        static const struct {
-            int k;
-            pp_action_kind kind;
-            int before;   /* 1: must come before its partner, 0: after */
-            int partner;  /* POS_F or POS_B */
-            int needs;    /* 0: stage > 0, 1: stage < S-1 */
-        } rules[] = {
-            {POS_RA, PP_ACT_RECV_ACT, 1, POS_F, 0},
-            {POS_SA, PP_ACT_SEND_ACT, 0, POS_F, 1},
-            {POS_RG, PP_ACT_RECV_GRAD, 1, POS_B, 1},
-            {POS_SG, PP_ACT_SEND_GRAD, 0, POS_B, 0},
-        };
-        for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++) {
-            bool applies = rules[r].needs == 0 ? st > 0 : st < S - 1;
-            if (!applies || (s->forward_only && rules[r].partner == POS_B)) continue;
-            int q = pos[rules[r].k * m + i], partner = pos[rules[r].partner * m + i];
-            pp_action act = {rules[r].kind, i};
-            pp_action pa = {rules[r].partner == POS_F ? PP_ACT_F : PP_ACT_B, i};
-            if (q < 0)
-                return pp_error_set(err, PP_ERR_INVALID, "stage %d: no %s", st,
-                                    pp_action_format(act, b1, sizeof b1));
-            if (rules[r].before ? q > partner : q < partner)
-                return pp_error_set(err, PP_ERR_INVALID, "stage %d: %s at position %d %s %s",
-                                    st, pp_action_format(act, b1, sizeof b1), q,
-                                    rules[r].before ? "after" : "before",
-                                    pp_action_format(pa, b2, sizeof b2));
-        }
-    }
-    return PP_OK;
-}
-
-/* Runs the lists with non-blocking sends and blocking receives. */
-static pp_status check_deadlock(const pp_schedule *s, pp_error *err)
-{
-    int S = s->stages, m = s->micro_batches;
-    int *pc = calloc((size_t)S, sizeof *pc);
-    unsigned char *sent_act = calloc((size_t)S * (size_t)m, 1);  /* [s*m+i]: s sent act i */
-    unsigned char *sent_grad = calloc((size_t)S * (size_t)m, 1); /* [s*m+i]: s sent grad i */
-    if (!pc || !sent_act || !sent_grad) {
-        free(pc);
-        free(sent_act);
-        free(sent_grad);
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory (schedule check)");
-    }
-    for (;;) {
-        bool progress = false, all_done = true;
-        for (int st = 0; st < S; st++) {
-            while (pc[st] < s->n_actions[st]) {
-                pp_action a = s->actions[st][pc[st]];
-                if (a.kind == PP_ACT_RECV_ACT && !sent_act[(st - 1) * m + a.mb]) break;
-                if (a.kind == PP_ACT_RECV_GRAD && !sent_grad[(st + 1) * m + a.mb]) break;
-                if (a.kind == PP_ACT_SEND_ACT) sent_act[st * m + a.mb] = 1;
-                if (a.kind == PP_ACT_SEND_GRAD) sent_grad[st * m + a.mb] = 1;
-                pc[st]++;
-                progress = true;
-            }
-            if (pc[st] < s->n_actions[st]) all_done = false;
-        }
-        if (all_done || !progress) break;
-    }
-    pp_status st = PP_OK;
-    bool first = true;
-    for (int i = 0; i < S; i++) {
-        if (pc[i] >= s->n_actions[i]) continue;
-        if (st == PP_OK) {
-            st = pp_error_set(err, PP_ERR_INVALID, "deadlock:");
-        }
-        char b[32];
-        size_t len = strlen(err ? err->msg : "");
-        if (err && len < sizeof err->msg)
-            snprintf(err->msg + len, sizeof err->msg - len, "%s stage %d blocked at %s (position %d)",
-                     first ? "" : ",", i, pp_action_format(s->actions[i][pc[i]], b, sizeof b),
-                     pc[i]);
-        first = false;
-    }
-    free(pc);
-    free(sent_act);
-    free(sent_grad);
-    return st;
-}
-
-pp_status pp_schedule_validate(const pp_schedule *s, pp_error *err)
-{
-    if (!s || s->stages < 1 || s->micro_batches < 1 || !s->actions || !s->n_actions)
-        return pp_error_set(err, PP_ERR_INVALID, "schedule: empty or not initialised");
-    int *pos = malloc((size_t)POS_KINDS * (size_t)s->micro_batches * sizeof *pos);
-    if (!pos) return pp_error_set(err, PP_ERR_OOM, "out of host memory (schedule check)");
-    pp_status st = PP_OK;
-    for (int i = 0; i < s->stages && st == PP_OK; i++) st = check_stage(s, i, pos, err);
-    free(pos);
-    if (st != PP_OK) return st;
-    return check_deadlock(s, err);
 }
 
 /* ---- printing --------------------------------------------------------------- */
@@ -373,20 +304,53 @@ static void out_printf(out_buf *o, const char *fmt, ...)
     if (k > 0) o->len += (size_t)k;
 }
 
+static bool is_comm(pp_action_kind k)
+{
+    return k == PP_ACT_SEND_ACT || k == PP_ACT_RECV_ACT || k == PP_ACT_SEND_GRAD ||
+           k == PP_ACT_RECV_GRAD;
+}
+
+/* Writes the cells of device d: sep between cells, composites as "(a;b)"
+ * followed by suffix; STEP only with_step. */
+static void format_list(out_buf *o, const pp_schedule *s, int d, bool with_comms, bool with_step,
+                        const char *sep, const char *suffix)
+{
+    bool first = true;
+    for (int p = 0; p < s->n_actions[d]; p++) {
+        pp_action a = s->actions[d][p];
+        if ((!with_comms && is_comm(a.kind)) || (!with_step && a.kind == PP_ACT_STEP)) continue;
+        char b1[48], b2[48];
+        if (a.overlap == PP_OVERLAP_FIRST && p + 1 < s->n_actions[d] &&
+            s->actions[d][p + 1].overlap == PP_OVERLAP_SECOND) {
+            out_printf(o, "%s(%s;%s)%s", first ? "" : sep, pp_action_format(a, b1, sizeof b1),
+                       pp_action_format(s->actions[d][p + 1], b2, sizeof b2), suffix);
+            p++;
+        } else {
+            out_printf(o, "%s%s", first ? "" : sep, pp_action_format(a, b1, sizeof b1));
+        }
+        first = false;
+    }
+}
+
 size_t pp_schedule_format(const pp_schedule *s, bool with_comm, char *buf, size_t n)
 {
     out_buf o = {buf, buf ? n : 0, 0};
     if (buf && n) buf[0] = '\0';
-    for (int st = 0; st < s->stages; st++) {
-        out_printf(&o, "stage %d:", st);
-        for (int p = 0; p < s->n_actions[st]; p++) {
-            pp_action a = s->actions[st][p];
-            if (!with_comm && a.kind != PP_ACT_F && a.kind != PP_ACT_B && a.kind != PP_ACT_STEP)
-                continue;
-            char b[32];
-            out_printf(&o, " %s", pp_action_format(a, b, sizeof b));
-        }
+    for (int d = 0; d < s->devices; d++) {
+        out_printf(&o, "device %d: ", d);
+        format_list(&o, s, d, with_comm, true, " ", "");
         out_printf(&o, "\n");
+    }
+    return o.len;
+}
+
+size_t pp_schedule_format_csv(const pp_schedule *s, bool with_comms, char *buf, size_t n)
+{
+    out_buf o = {buf, buf ? n : 0, 0};
+    if (buf && n) buf[0] = '\0';
+    for (int d = 0; d < s->devices; d++) {
+        format_list(&o, s, d, with_comms, false, ",", "OVERLAP_F_B");
+        out_printf(&o, "\r\n");
     }
     return o.len;
 }

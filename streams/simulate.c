@@ -9,14 +9,25 @@
 
 #define PP_DEFAULT_SLOTS 2
 
-static double item_cost(const pp_schedule *s, const pp_sim_costs *c, const pp_prog_item *it)
+typedef struct sim_arg {
+    const pp_schedule *s;
+    const pp_sim_costs *c;
+} sim_arg;
+
+static double item_cost(const pp_prog_item *it, void *arg)
 {
+    const pp_schedule *s = ((const sim_arg *)arg)->s;
+    const pp_sim_costs *c = ((const sim_arg *)arg)->c;
     double scale = 1.0;
     if (c->ref_mb_size > 0 && it->mb >= 0)
         scale = (double)s->mb_sizes[it->mb] / (double)c->ref_mb_size;
     switch (it->kind) {
     case PP_PROG_F: return c->forward_ms[it->stage] * scale;
     case PP_PROG_B: return c->backward_ms[it->stage] * scale;
+    case PP_PROG_I:
+        return (c->input_ms ? c->input_ms[it->stage] : c->backward_ms[it->stage] / 2) * scale;
+    case PP_PROG_W:
+        return (c->weight_ms ? c->weight_ms[it->stage] : c->backward_ms[it->stage] / 2) * scale;
     case PP_PROG_STEP: return c->step_ms ? c->step_ms[it->stage] : 0.0;
     case PP_PROG_COPY_ACT: return c->copy_act_ms ? c->copy_act_ms[it->stage] * scale : 0.0;
     case PP_PROG_COPY_GRAD: return c->copy_grad_ms ? c->copy_grad_ms[it->stage] * scale : 0.0;
@@ -72,6 +83,7 @@ void pp_sim_result_free(pp_sim_result *res)
 {
     if (!res) return;
     free(res->busy_ms);
+    free(res->device_busy_ms);
     free(res->items);
     memset(res, 0, sizeof *res);
 }
@@ -99,30 +111,28 @@ pp_status pp_simulate(const pp_schedule *s, const pp_sim_costs *c, pp_sim_result
                             (int)c->allreduce);
     pp_program p;
     PP_TRY(pp_program_build(s, c->slots > 0 ? c->slots : PP_DEFAULT_SLOTS, &p, err));
-    double *lane_end = calloc((size_t)p.n_lanes, sizeof *lane_end);
-    double *end = malloc((size_t)p.n_items * sizeof *end);
+    double *end = malloc((size_t)(p.n_items > 0 ? p.n_items : 1) * sizeof *end);
     res->busy_ms = calloc((size_t)s->stages, sizeof *res->busy_ms);
+    res->device_busy_ms = calloc((size_t)s->devices, sizeof *res->device_busy_ms);
     res->items = malloc((size_t)p.n_items * sizeof *res->items);
-    if (!lane_end || !end || !res->busy_ms || !res->items) {
-        free(lane_end);
+    if (!end || !res->busy_ms || !res->device_busy_ms || !res->items) {
         free(end);
         pp_sim_result_free(res);
         pp_program_free(&p);
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (simulation)");
     }
     res->stages = s->stages;
+    res->devices = s->devices;
     res->n_items = p.n_items;
-    double step = 0.0;
+    sim_arg arg = {s, c};
+    double step = pp_program_time(&p, item_cost, &arg, end);
     for (int k = 0; k < p.n_items; k++) {
         const pp_prog_item *it = &p.items[k];
-        double start = lane_end[it->lane];
-        for (int d = 0; d < it->ndeps; d++)
-            if (end[it->deps[d]] > start) start = end[it->deps[d]];
-        double dur = item_cost(s, c, it);
-        end[k] = start + dur;
-        lane_end[it->lane] = end[k];
-        if (it->lane < s->stages) res->busy_ms[it->stage] += dur;
-        if (end[k] > step) step = end[k];
+        double dur = item_cost(it, &arg), start = end[k] - dur;
+        if (it->lane < s->stages) {
+            res->busy_ms[it->stage] += dur;
+            res->device_busy_ms[s->stage_device[it->stage]] += dur;
+        }
         pp_sim_item *out = &res->items[k];
         pp_prog_item_label(it, out->name, sizeof out->name);
         out->lane = it->lane;
@@ -134,7 +144,8 @@ pp_status pp_simulate(const pp_schedule *s, const pp_sim_costs *c, pp_sim_result
         for (int st = 0; st < s->stages; st++) {
             double last_b = 0.0;
             for (int k = 0; k < p.n_items; k++)
-                if (p.items[k].kind == PP_PROG_B && p.items[k].stage == st && end[k] > last_b)
+                if ((p.items[k].kind == PP_PROG_B || p.items[k].kind == PP_PROG_W) &&
+                    p.items[k].stage == st && end[k] > last_b)
                     last_b = end[k];
             pp_sim_allreduce_algo used;
             double ar = pp_sim_stage_allreduce_ms(c, c->grad_bytes[st], &used);
@@ -146,8 +157,7 @@ pp_status pp_simulate(const pp_schedule *s, const pp_sim_costs *c, pp_sim_result
     res->step_ms = step;
     double busy = 0.0;
     for (int i = 0; i < s->stages; i++) busy += res->busy_ms[i];
-    res->bubble = step > 0.0 ? 1.0 - busy / ((double)s->stages * step) : 0.0;
-    free(lane_end);
+    res->bubble = step > 0.0 ? 1.0 - busy / ((double)s->devices * step) : 0.0;
     free(end);
     pp_program_free(&p);
     return PP_OK;

@@ -5,12 +5,15 @@
  * The schedule is lowered exactly as the executor lowers it (same lanes, same
  * slot count, same dependencies: see program.h), then timed by list
  * scheduling: each lane runs its items in issue order, an item starts when
- * its lane is free and the items it waits for have ended. Compute items take
- * the stage's forward/backward cost, copies take the boundary's copy cost on
- * their own lanes, per-action overheads are not modelled.
+ * its lane is free and the items it waits for have ended. Stages placed on
+ * one device share its lane. Compute items take the stage's forward,
+ * backward, input-backward (I) or weight-backward (W) cost, copies take the
+ * boundary's copy cost on their own lanes, per-action overheads are not
+ * modelled. The bubble is the devices' idle fraction.
  *
- * For S uniform stages (forward f, backward b, no copy cost) both GPipe and
- * 1F1B give step = (m + S - 1)(f + b) and bubble = (S - 1)/(m + S - 1).
+ * For S uniform stages on S devices (forward f, backward b, no copy cost)
+ * both GPipe and 1F1B give step = (m + S - 1)(f + b) and bubble =
+ * (S - 1)/(m + S - 1); docs/SCHEDULES.md has the closed forms of the others.
  *
  * Jobs of several processes: a boundary between two processes is a message,
  * costed by pp_sim_message_ms (pass it as that boundary's copy cost). With
@@ -65,7 +68,9 @@ typedef enum pp_sim_allreduce_algo {
 typedef struct pp_sim_costs {
     int stages;                 /* must equal the schedule's S */
     const double *forward_ms;   /* (S) forward of one micro-batch on each stage */
-    const double *backward_ms;  /* (S) backward of one micro-batch */
+    const double *backward_ms;  /* (S) backward of one micro-batch (B: input and weights) */
+    const double *input_ms;     /* (S) I, the backward for the input, or NULL: backward / 2 */
+    const double *weight_ms;    /* (S) W, the backward for the weights, or NULL: backward / 2 */
     const double *step_ms;      /* (S) optimizer step per stage, or NULL for 0 */
     const double *copy_act_ms;  /* (S-1) activation copy per boundary, or NULL for 0 */
     const double *copy_grad_ms; /* (S-1) gradient copy per boundary, or NULL for 0 */
@@ -117,9 +122,11 @@ typedef struct pp_sim_item {
 
 typedef struct pp_sim_result {
     double step_ms;             /* end of the last item */
-    double bubble;              /* 1 - sum(busy_ms) / (S * step_ms) */
+    double bubble;              /* 1 - sum(busy_ms) / (D * step_ms) */
     int stages;
+    int devices;                /* D, the schedule's */
     double *busy_ms;            /* (S) compute time per stage */
+    double *device_busy_ms;     /* (D) compute time per device (its stages') */
     double allreduce_ms;        /* replicas: the sum of every stage's allreduce time (0 without) */
     int hier_stages;            /* replicas: stages whose sum took the hierarchical allreduce */
     int n_items;

@@ -1,7 +1,7 @@
 /*
  * stream.c - the public stream/event API: argument checks, dispatch to the
- * backend implementation chosen by the device kind, and what every backend
- * shares (stream_impl.h): the sticky error, the timing records, event
+ * table of functions of the device kind (stream_impl.h), the public view of
+ * the sticky error and timing records (kept by stream_state.c), event
  * bookkeeping.
  */
 #include "streams/stream.h"
@@ -10,40 +10,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "streams/stream_impl.h"
-
-int64_t pp_stream_clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* The stream implementation of a device kind: the one place that maps one to
  * the other (a new kind without a case here fails to build with -Wswitch).
  * The op table of the kind, pp_backend_ops, lives in runtime/, below this
  * folder, so it cannot hold these entries. NULL when not built. */
-static const pp_stream_impl *impl_of_kind(pp_device_kind kind)
+static const pp_stream_ops *ops_of_kind(pp_device_kind kind)
 {
     switch (kind) {
-    case PP_DEVICE_CPU: return pp_stream_impl_cpu();
-    case PP_DEVICE_CUDA: return pp_stream_impl_cuda();
+    case PP_DEVICE_CPU: return pp_stream_cpu_ops();
+    case PP_DEVICE_CUDA: return pp_stream_cuda_ops();
     }
     return NULL;
 }
 
-static pp_status impl_for(pp_device_ctx *dev, const pp_stream_impl **out, pp_error *err)
+static pp_status ops_for(pp_device_ctx *dev, const pp_stream_ops **out, pp_error *err)
 {
     if (!dev) return pp_error_set(err, PP_ERR_INVALID, "stream: no device given");
-    const pp_stream_impl *impl = impl_of_kind(dev->id.kind);
-    if (!impl)
+    const pp_stream_ops *ops = ops_of_kind(dev->id.kind);
+    if (!ops)
         return pp_error_set(err, PP_ERR_UNSUPPORTED,
                             "%s: streams on CUDA devices need the CUDA backend, which this "
                             "build does not include",
                             dev->name);
-    *out = impl;
+    *out = ops;
     return PP_OK;
 }
 
@@ -51,13 +43,13 @@ pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *nam
                         pp_stream **out, pp_error *err)
 {
     *out = NULL;
-    const pp_stream_impl *impl = NULL;
-    PP_TRY(impl_for(dev, &impl, err));
+    const pp_stream_ops *ops = NULL;
+    PP_TRY(ops_for(dev, &ops, err));
     if (kind != PP_STREAM_COMPUTE && kind != PP_STREAM_COPY)
         return pp_error_set(err, PP_ERR_INVALID, "stream: bad kind %d", (int)kind);
     pp_stream *s = calloc(1, sizeof *s);
     if (!s) return pp_error_set(err, PP_ERR_OOM, "out of host memory (stream)");
-    s->impl = impl;
+    s->ops = ops;
     s->dev = dev;
     s->kind = kind;
     snprintf(s->name, sizeof s->name, "%s", name ? name : dev->name);
@@ -67,7 +59,7 @@ pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *nam
         free(s);
         return st;
     }
-    pp_status st = impl->stream_init(s, err);
+    pp_status st = ops->stream_init(s, err);
     if (st != PP_OK) {
         pthread_mutex_destroy(&s->mu);
         free(s);
@@ -80,7 +72,7 @@ pp_status pp_stream_new(pp_device_ctx *dev, pp_stream_kind kind, const char *nam
 void pp_stream_free(pp_stream *s)
 {
     if (!s) return;
-    s->impl->stream_destroy(s);
+    s->ops->stream_destroy(s);
     pthread_mutex_destroy(&s->mu);
     free(s->recs);
     free(s);
@@ -117,7 +109,7 @@ pp_status pp_stream_launch(pp_stream *s, const char *label, pp_stream_fn fn, voi
         memcpy(it.label, r.label, sizeof it.label);
         return pp_graph_record(s, &it, err);
     }
-    return s->impl->launch(s, label, fn, arg, err);
+    return s->ops->launch(s, label, fn, arg, err);
 }
 
 pp_status pp_stream_copy(pp_stream *s, void *dst, pp_device_ctx *dst_dev, const void *src,
@@ -141,7 +133,7 @@ pp_status pp_stream_copy(pp_stream *s, void *dst, pp_device_ctx *dst_dev, const 
         memcpy(it.label, rec.label, sizeof it.label);
         return pp_graph_record(s, &it, err);
     }
-    return s->impl->copy(s, &c, label, err);
+    return s->ops->copy(s, &c, label, err);
 }
 
 pp_status pp_stream_copy_tensor(pp_stream *s, pp_tensor *dst, const pp_tensor *src,
@@ -165,32 +157,8 @@ pp_status pp_stream_synchronize(pp_stream *s, pp_error *err)
     if (s->capture)
         return pp_error_set(err, PP_ERR_INVALID, "stream '%s': synchronize during a graph capture",
                             s->name);
-    s->impl->synchronize(s);
+    s->ops->synchronize(s);
     return pp_stream_error(s, err, NULL);
-}
-
-void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq)
-{
-    pthread_mutex_lock(&s->mu);
-    if (s->error.code == PP_OK) {
-        s->error = *e;
-        if (s->error.code == PP_OK) s->error.code = PP_ERR_INTERNAL;
-        s->error_ns = when_ns;
-        s->error_seq = seq;
-    }
-    pthread_mutex_unlock(&s->mu);
-}
-
-pp_status pp_stream_get_error(pp_stream *s, uint64_t seq_max, pp_error *err, int64_t *when_ns)
-{
-    pthread_mutex_lock(&s->mu);
-    pp_status code = s->error_seq <= seq_max ? s->error.code : PP_OK;
-    if (code != PP_OK) {
-        if (err) *err = s->error;
-        if (when_ns) *when_ns = s->error_ns;
-    }
-    pthread_mutex_unlock(&s->mu);
-    return code;
 }
 
 pp_status pp_stream_error(pp_stream *s, pp_error *err, int64_t *when_ns)
@@ -209,47 +177,11 @@ void pp_stream_clear_error(pp_stream *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-void *pp_stream_grow(void *buf, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap) return buf;
-    size_t ncap = *cap ? *cap : 64;
-    while (ncap < need) ncap *= 2;
-    void *p = realloc(buf, ncap * size);
-    if (p) *cap = ncap;
-    return p;
-}
-
-void pp_stream_record_init(pp_stream_record *r, const char *label, pp_record_kind kind,
-                           size_t bytes)
-{
-    size_t n = label ? strnlen(label, sizeof r->label - 1) : 0;
-    memcpy(r->label, label ? label : "", n);
-    r->label[n] = '\0';
-    r->kind = kind;
-    r->start_ns = r->end_ns = 0;
-    r->bytes = bytes;
-}
-
-pp_status pp_stream_push_record(pp_stream *s, const pp_stream_record *r, pp_error *err)
-{
-    pthread_mutex_lock(&s->mu);
-    pp_stream_record *recs = pp_stream_grow(s->recs, &s->caprec, s->nrec + 1, sizeof *recs);
-    if (recs) {
-        s->recs = recs;
-        s->recs[s->nrec++] = *r;
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (!recs)
-        return pp_error_set(err, PP_ERR_OOM, "stream '%s': out of host memory (timing records)",
-                            s->name);
-    return PP_OK;
-}
-
 pp_status pp_stream_records(pp_stream *s, const pp_stream_record **recs, size_t *n,
                             pp_error *err)
 {
     if (!s) return pp_error_set(err, PP_ERR_INVALID, "stream records: null stream");
-    if (s->impl->records_resolve) PP_TRY(s->impl->records_resolve(s, err));
+    if (s->ops->records_resolve) PP_TRY(s->ops->records_resolve(s, err));
     pthread_mutex_lock(&s->mu);
     *recs = s->recs;
     *n = s->nrec;
@@ -260,7 +192,7 @@ pp_status pp_stream_records(pp_stream *s, const pp_stream_record **recs, size_t 
 void pp_stream_records_clear(pp_stream *s)
 {
     if (!s) return;
-    if (s->impl->records_clear) s->impl->records_clear(s);
+    if (s->ops->records_clear) s->ops->records_clear(s);
     pthread_mutex_lock(&s->mu);
     s->nrec = 0;
     pthread_mutex_unlock(&s->mu);
@@ -269,13 +201,13 @@ void pp_stream_records_clear(pp_stream *s)
 pp_status pp_event_new(pp_device_ctx *dev, pp_event **out, pp_error *err)
 {
     *out = NULL;
-    const pp_stream_impl *impl = NULL;
-    PP_TRY(impl_for(dev, &impl, err));
+    const pp_stream_ops *ops = NULL;
+    PP_TRY(ops_for(dev, &ops, err));
     pp_event *ev = calloc(1, sizeof *ev);
     if (!ev) return pp_error_set(err, PP_ERR_OOM, "out of host memory (event)");
-    ev->impl = impl;
+    ev->ops = ops;
     ev->dev = dev;
-    pp_status st = impl->event_init(ev, err);
+    pp_status st = ops->event_init(ev, err);
     if (st != PP_OK) {
         free(ev);
         return st;
@@ -287,14 +219,14 @@ pp_status pp_event_new(pp_device_ctx *dev, pp_event **out, pp_error *err)
 void pp_event_free(pp_event *ev)
 {
     if (!ev) return;
-    ev->impl->event_destroy(ev);
+    ev->ops->event_destroy(ev);
     free(ev);
 }
 
 pp_status pp_event_record(pp_event *ev, pp_stream *s, pp_error *err)
 {
     if (!ev || !s) return pp_error_set(err, PP_ERR_INVALID, "event record: null event or stream");
-    if (ev->impl != s->impl)
+    if (ev->ops != s->ops)
         return pp_error_set(err, PP_ERR_INVALID,
                             "event record: event of %s recorded on stream '%s' of %s",
                             ev->dev->name, s->name, s->dev->name);
@@ -302,7 +234,7 @@ pp_status pp_event_record(pp_event *ev, pp_stream *s, pp_error *err)
         pp_graph_item it = {.kind = PP_GRAPH_ITEM_RECORD, .s = s, .ev = ev};
         return pp_graph_record(s, &it, err);
     }
-    PP_TRY(ev->impl->event_record(ev, s, err));
+    PP_TRY(ev->ops->event_record(ev, s, err));
     ev->recorded = true;
     return PP_OK;
 }
@@ -315,8 +247,8 @@ pp_status pp_stream_wait_event(pp_stream *s, pp_event *ev, pp_error *err)
         return pp_graph_record(s, &it, err);
     }
     if (!ev->recorded) return PP_OK;
-    if (ev->impl != s->impl) return s->impl->wait_foreign(s, ev, err);
-    return s->impl->wait_event(s, ev, err);
+    if (ev->ops != s->ops) return s->ops->wait_foreign(s, ev, err);
+    return s->ops->wait_event(s, ev, err);
 }
 
 pp_status pp_event_query(pp_event *ev, bool *done, pp_error *err)
@@ -326,12 +258,12 @@ pp_status pp_event_query(pp_event *ev, bool *done, pp_error *err)
         *done = true;
         return PP_OK;
     }
-    return ev->impl->event_query(ev, done, err);
+    return ev->ops->event_query(ev, done, err);
 }
 
 pp_status pp_event_synchronize(pp_event *ev, pp_error *err)
 {
     if (!ev) return pp_error_set(err, PP_ERR_INVALID, "event synchronize: null event");
     if (!ev->recorded) return PP_OK;
-    return ev->impl->event_synchronize(ev, err);
+    return ev->ops->event_synchronize(ev, err);
 }

@@ -1,6 +1,15 @@
 /*
  * stream.h - streams, events and stream-ordered copies, backend-neutral.
  *
+ * streams/ is the scheduling layer: streams and events (this header;
+ * stream.c checks and calls a table of functions per device kind,
+ * pp_stream_ops in stream_impl.h: stream_cpu.c, stream_cuda.c), graphs of
+ * captured stream work (graph.h), schedules and the programs they compile to
+ * (schedule.h, program.h), the executor that runs a program over stages
+ * (executor.h), the simulator (simulate.h) and traces (trace.h). It includes
+ * runtime/ only (core, comm for the ranks of a job; stream_cuda.c also the
+ * CUDA backend's runtime/cuda/internal.h).
+ *
  * A stream is a FIFO queue of work bound to one device. Work is a host
  * callback (pp_stream_launch), a copy (pp_stream_copy) or a wait for an event
  * (pp_stream_wait_event). An event marks a point in a stream: recording it

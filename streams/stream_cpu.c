@@ -240,7 +240,7 @@ static pp_status run_item(pp_stream *s, cpu_item *it, pp_error *e, int64_t *when
         it->rec.end_ns = pp_stream_clock_ns();
         break;
     case CPU_ITEM_WAIT_FOREIGN:
-        st = it->foreign->impl->event_synchronize(it->foreign, e);
+        st = it->foreign->ops->event_synchronize(it->foreign, e);
         if (st != PP_OK && e->code == PP_OK) e->code = st;
         *when = pp_stream_clock_ns();
         break;
@@ -520,7 +520,7 @@ static pp_status cpu_event_synchronize(pp_event *ev, pp_error *err)
     return wait_point(ce->src, ce->target, err, NULL);
 }
 
-static const pp_stream_impl cpu_impl = {
+static const pp_stream_ops cpu_ops = {
     .name = "cpu",
     .stream_init = cpu_stream_init,
     .stream_destroy = cpu_stream_destroy,
@@ -536,7 +536,7 @@ static const pp_stream_impl cpu_impl = {
     .event_synchronize = cpu_event_synchronize,
 };
 
-const pp_stream_impl *pp_stream_impl_cpu(void)
+const pp_stream_ops *pp_stream_cpu_ops(void)
 {
-    return &cpu_impl;
+    return &cpu_ops;
 }

@@ -46,11 +46,6 @@ typedef struct foreign_wait {
 } foreign_wait;
 
 /* Keeps a failure found on the host now as s's sticky error. */
-void pp_cuda_stream_fail_now(pp_stream *s, const pp_error *e)
-{
-    pp_stream_set_error(s, e, pp_stream_clock_ns(), 0);
-}
-
 /* ---- timing events ------------------------------------------------------------ */
 
 /* Records a timing event on s: an event-record node while s captures. */
@@ -186,7 +181,7 @@ static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, v
      * the enqueue itself succeeds */
     if (st != PP_OK) {
         if (label && label[0]) pp_error_prefix(&e, "%s on stream '%s'", label, s->name);
-        pp_cuda_stream_fail_now(s, &e);
+        pp_stream_fail_now(s, &e);
     }
     return PP_OK;
 }
@@ -196,21 +191,10 @@ static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, v
  * it is enabled. Already-enabled access counts as success. */
 static bool enable_peer(pp_device_ctx *from, pp_device_ctx *to)
 {
-    int can = 0;
-    int a = from->id.index, b = to->id.index;
-    if (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || !can) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
-    if (e == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();
-    } else if (PP_CUDA(from, NULL, e) != PP_OK) {
-        return false;
-    }
-    struct cudaMemAccessDesc desc = {.location = {.type = cudaMemLocationTypeDevice, .id = a},
-                                     .flags = cudaMemAccessFlagsProtReadWrite};
-    return PP_CUDA(to, NULL, cudaMemPoolSetAccess(pp_cuda_dev(to)->pool, &desc, 1)) == PP_OK;
+    pp_error e;
+    bool ok = pp_cuda_peer_access(to, from, &e) == PP_OK;
+    (void)cudaGetLastError();
+    return ok;
 }
 
 /* Before a copy between two GPUs on s: enables peer access between s's device
@@ -257,7 +241,7 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "copy %s on stream '%s'", label ? label : "", s->name);
-        pp_cuda_stream_fail_now(s, &e);
+        pp_stream_fail_now(s, &e);
     }
     return PP_OK;
 }
@@ -342,7 +326,7 @@ static void cuda_synchronize(pp_stream *s)
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "stream '%s'", s->name);
-        pp_cuda_stream_fail_now(s, &e);
+        pp_stream_fail_now(s, &e);
     }
 }
 
@@ -463,7 +447,7 @@ static void CUDART_CB foreign_wait_cb(void *p)
     foreign_wait *w = p;
     pp_error e;
     pp_error_clear(&e);
-    if (w->ev->impl->event_synchronize(w->ev, &e) != PP_OK) pp_cuda_stream_fail_now(w->s, &e);
+    if (w->ev->ops->event_synchronize(w->ev, &e) != PP_OK) pp_stream_fail_now(w->s, &e);
     free(w);
 }
 
@@ -520,7 +504,7 @@ static pp_status cuda_event_synchronize(pp_event *ev, pp_error *err)
     return recorded_error(ce, err);
 }
 
-static const pp_stream_impl cuda_impl = {
+static const pp_stream_ops cuda_ops = {
     .name = "cuda",
     .stream_init = cuda_stream_init,
     .stream_destroy = cuda_stream_destroy,
@@ -542,7 +526,7 @@ static const pp_stream_impl cuda_impl = {
     .graph_destroy = pp_cuda_graph_destroy,
 };
 
-const pp_stream_impl *pp_stream_impl_cuda(void)
+const pp_stream_ops *pp_stream_cuda_ops(void)
 {
-    return &cuda_impl;
+    return &cuda_ops;
 }

@@ -11,7 +11,8 @@
  * call), when the capture does not end cleanly, when the graph would keep a
  * stream-ordered allocation past its end, or when it does not instantiate.
  * A refused capture gives the captured items' timing events back to their
- * streams' spares and ends any capture still open on them.
+ * streams' spares and ends any capture still open on them. Destroying an
+ * instantiated graph trims its devices' graph memory (cudaDeviceGraphMemTrim).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,15 +43,33 @@ static void destroy_event(pp_device_ctx *dev, cudaEvent_t *ev)
     *ev = NULL;
 }
 
+/* Gives the graph memory no live graph uses back to each device of g (the
+ * memory of a graph's allocation nodes stays reserved for graphs after it is
+ * destroyed until trimmed: steps recaptured for new shapes, or sweeps over
+ * plans, would otherwise keep every destroyed graph's memory). Called with
+ * g's streams idle, after its exec is destroyed. */
+static void trim_graph_memory(pp_graph *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        pp_device_ctx *dev = g->streams[i]->dev;
+        bool seen = false;
+        for (int j = 0; j < i && !seen; j++) seen = g->streams[j]->dev == dev;
+        if (seen || pp_cuda_set_device(dev, NULL) != PP_OK) continue;
+        (void)PP_CUDA(dev, NULL, cudaDeviceGraphMemTrim(dev->id.index));
+    }
+}
+
 void pp_cuda_graph_destroy(pp_graph *g)
 {
     cuda_graph *cg = g->state;
     if (!cg) return;
     pp_device_ctx *origin = g->streams[0]->dev;
+    const bool instantiated = cg->exec != NULL;
     if (pp_cuda_set_device(origin, NULL) == PP_OK) {
         if (cg->exec) (void)PP_CUDA(origin, NULL, cudaGraphExecDestroy(cg->exec));
         if (cg->graph) (void)PP_CUDA(origin, NULL, cudaGraphDestroy(cg->graph));
     }
+    if (instantiated) trim_graph_memory(g);
     destroy_event(origin, &cg->fork);
     destroy_event(origin, &cg->done);
     for (int i = 0; i < g->n; i++) {
@@ -331,7 +350,7 @@ pp_status pp_cuda_graph_launch(pp_graph *g, pp_error *err)
     }
     if (st != PP_OK) {
         pp_error_prefix(&e, "graph launch on stream '%s'", o->name);
-        for (int i = 0; i < g->n; i++) pp_cuda_stream_fail_now(g->streams[i], &e);
+        for (int i = 0; i < g->n; i++) pp_stream_fail_now(g->streams[i], &e);
     }
     return PP_OK;
 }

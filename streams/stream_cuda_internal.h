@@ -38,8 +38,6 @@ typedef struct cuda_stream {
     uint64_t syncs;          /* synchronizes so far: an anchor's generation (anchor_mu) */
 } cuda_stream;
 
-/* Keeps a failure found on the host now as s's sticky error. */
-void pp_cuda_stream_fail_now(pp_stream *s, const pp_error *e);
 
 /* The graph functions of the CUDA stream table (stream_impl.h). */
 pp_status pp_cuda_graph_begin(pp_graph *g, pp_error *err);

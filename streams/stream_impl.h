@@ -4,7 +4,8 @@
  *
  * stream.c owns the generic handle fields and checks arguments; a backend
  * owns `state` and implements the semantics documented in stream.h. Entries
- * marked optional may be NULL; the others are required. Contracts beyond
+ * marked optional may be NULL (each says what that means); the others are
+ * required. Contracts beyond
  * stream.h:
  *   - stream_init fills s->state and initialises s->exec for s->dev with the
  *     backend's native stream (pp_exec_init); stream_destroy drains pending
@@ -41,10 +42,10 @@
 #include "streams/graph.h"
 #include "streams/stream.h"
 
-struct pp_stream_impl;
+struct pp_stream_ops;
 
 struct pp_stream {
-    const struct pp_stream_impl *impl;
+    const struct pp_stream_ops *ops;
     pp_device_ctx *dev;
     pp_stream_kind kind;
     char name[32];
@@ -64,7 +65,7 @@ struct pp_stream {
 };
 
 struct pp_event {
-    const struct pp_stream_impl *impl;
+    const struct pp_stream_ops *ops;
     pp_device_ctx *dev;
     bool recorded; /* event_record succeeded at least once (host thread only) */
     void *state;   /* backend-private */
@@ -100,7 +101,7 @@ typedef struct pp_graph_item {
 /* A graph (graph.h). native: the backend's graph entries own `state`;
  * otherwise items is the recorded list. */
 struct pp_graph {
-    const struct pp_stream_impl *impl;
+    const struct pp_stream_ops *ops;
     bool native;
     pp_stream **streams;      /* (n) streams[0] is the origin */
     int n;
@@ -111,7 +112,7 @@ struct pp_graph {
     void *state;              /* native graphs: backend-private */
 };
 
-typedef struct pp_stream_impl {
+typedef struct pp_stream_ops {
     const char *name; /* "cpu", "cuda" */
 
     pp_status (*stream_init)(pp_stream *s, pp_error *err);
@@ -120,8 +121,10 @@ typedef struct pp_stream_impl {
                         pp_error *err);
     pp_status (*copy)(pp_stream *s, const pp_copy_args *c, const char *label, pp_error *err);
     void (*synchronize)(pp_stream *s);
-    pp_status (*records_resolve)(pp_stream *s, pp_error *err); /* optional */
-    void (*records_clear)(pp_stream *s);                        /* optional */
+    /* optional (see above): NULL: the records' times are known when pushed */
+    pp_status (*records_resolve)(pp_stream *s, pp_error *err);
+    /* optional (see above): NULL: nothing kept per item */
+    void (*records_clear)(pp_stream *s);
 
     pp_status (*event_init)(pp_event *ev, pp_error *err);
     void (*event_destroy)(pp_event *ev);
@@ -131,7 +134,7 @@ typedef struct pp_stream_impl {
     pp_status (*event_query)(pp_event *ev, bool *done, pp_error *err);
     pp_status (*event_synchronize)(pp_event *ev, pp_error *err);
 
-    /* Native graphs (optional: all four or none; without them graph.c records
+    /* Native graphs (optional: all four or none; NULL: graph.c records the
      * items). graph_begin starts capturing on g->streams and sets g->state;
      * graph_end ends it and on failure releases everything it made, leaves
      * the streams out of capture and returns PP_ERR_UNSUPPORTED (refused) or
@@ -143,15 +146,21 @@ typedef struct pp_stream_impl {
     pp_status (*graph_end)(pp_graph *g, pp_error *err);
     pp_status (*graph_launch)(pp_graph *g, pp_error *err);
     void (*graph_destroy)(pp_graph *g);
-} pp_stream_impl;
+} pp_stream_ops;
 
-/* A recorded graph's capture (graph.c): keeps it as item of s->capture, the
+/* ---- stream_state.c: what stream.c, graph.c and the backends share ---- */
+
+/* A recorded graph's capture (graph.h): keeps it as item of s->capture, the
  * first failure in s->capture->fail. Returns PP_OK or the failure. */
 pp_status pp_graph_record(pp_stream *s, const pp_graph_item *it, pp_error *err);
 
 /* Keeps e (a PP_OK code becomes PP_ERR_INTERNAL), its time and the item's
  * position seq as s's sticky error, unless s already has one. Thread-safe. */
 void pp_stream_set_error(pp_stream *s, const pp_error *e, int64_t when_ns, uint64_t seq);
+
+/* Keeps a failure found on the host now as s's sticky error (at no item's
+ * position). */
+void pp_stream_fail_now(pp_stream *s, const pp_error *e);
 
 /* The code of s's sticky error if it was set at a position <= seq_max
  * (UINT64_MAX: any), else PP_OK; when there is one, *err and *when_ns (each
@@ -171,10 +180,12 @@ pp_status pp_stream_push_record(pp_stream *s, const pp_stream_record *r, pp_erro
  * fits; NULL out of host memory (buf and *cap unchanged). */
 void *pp_stream_grow(void *buf, size_t *cap, size_t need, size_t size);
 
+/* ---- the tables ---- */
+
 /* The CPU implementation (stream_cpu.c). Never NULL. */
-const pp_stream_impl *pp_stream_impl_cpu(void);
+const pp_stream_ops *pp_stream_cpu_ops(void);
 /* The CUDA implementation (stream_cuda.c), or NULL in builds without CUDA
  * (stream_cuda_absent.c). */
-const pp_stream_impl *pp_stream_impl_cuda(void);
+const pp_stream_ops *pp_stream_cuda_ops(void);
 
 #endif

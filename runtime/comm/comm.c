@@ -1,26 +1,38 @@
 /*
- * comm.c - the job-wide communication API of comm/comm.h: argument checks, the job
- * of one rank, chunking of long transfers and tensor wrappers, over the job's
- * backend (threads: comm/local.c; processes: comm/mpi.c or comm/single.c, see
- * comm/impl.h).
+ * comm.c - the job-wide communication API of comm/comm.h: the checked
+ * wrapper over the comm's transport (comm/transport.h): argument checks, the
+ * job (or group) of one rank, chunking of long transfers and the tensor
+ * wrappers here, then one call through c->ops.
  */
 #include "runtime/comm/comm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runtime/comm/impl.h"
+#include "runtime/comm/local.h"
+#include "runtime/comm/transport.h"
 
-bool pp_comm_built_with_mpi(void) { return pp_comm_impl_built(); }
+bool pp_comm_built_with_mpi(void) { return pp_comm_mpi_ops() != NULL; }
+
+/* A comm of ops, rank 0 of 1, with the default timeout; NULL out of memory. */
+static pp_comm *comm_new(const pp_comm_ops *ops)
+{
+    pp_comm *c = calloc(1, sizeof *c);
+    if (c)
+        *c = (pp_comm){.ops = ops, .rank = 0, .size = 1, .thread_multiple = true,
+                       .timeout_s = PP_COMM_TIMEOUT_DEFAULT_S};
+    return c;
+}
 
 pp_status pp_comm_init(int *argc, char ***argv, pp_comm **out, pp_error *err)
 {
     if (!out) return pp_error_set(err, PP_ERR_INVALID, "pp_comm_init: out is NULL");
     *out = NULL;
-    pp_comm *c = calloc(1, sizeof *c);
+    const pp_comm_ops *ops = pp_comm_single_ops(), *mpi = pp_comm_mpi_ops();
+    if (mpi && mpi->launched && mpi->launched()) ops = mpi;
+    pp_comm *c = comm_new(ops);
     if (!c) return pp_error_set(err, PP_ERR_OOM, "pp_comm_init: out of host memory");
-    c->timeout_s = PP_COMM_TIMEOUT_DEFAULT_S;
-    pp_status s = pp_comm_impl_init(argc, argv, c, err);
+    pp_status s = ops->init ? ops->init(argc, argv, c, err) : PP_OK;
     if (s != PP_OK) {
         free(c);
         return s;
@@ -29,27 +41,49 @@ pp_status pp_comm_init(int *argc, char ***argv, pp_comm **out, pp_error *err)
     return PP_OK;
 }
 
+pp_status pp_comm_local_new(int size, pp_comm **comms, pp_error *err)
+{
+    if (!comms) return pp_error_set(err, PP_ERR_INVALID, "pp_comm_local_new: comms is NULL");
+    if (size < 1 || size > 4096)
+        return pp_error_set(err, PP_ERR_INVALID, "a job of threads needs 1..4096 ranks, got %d",
+                            size);
+    pp_status s = PP_OK;
+    int made = 0;
+    for (; made < size; made++) {
+        comms[made] = comm_new(pp_comm_local_ops());
+        if (!comms[made]) {
+            s = pp_error_set(err, PP_ERR_OOM, "out of host memory (a job of threads)");
+            break;
+        }
+        comms[made]->rank = made;
+        comms[made]->size = size;
+    }
+    if (s == PP_OK) s = pp_comm_local_join(comms, size, err);
+    if (s != PP_OK)
+        for (int r = 0; r < made; r++) {
+            free(comms[r]); /* no state: the job was not made */
+            comms[r] = NULL;
+        }
+    return s;
+}
+
 void pp_comm_free(pp_comm *c)
 {
     if (!c) return;
-    free(c->local_scratch);
-    if (c->local)
-        pp_comm_local_release(c->local);
-    else if (c->mpi)
-        pp_comm_impl_finalize(c);
+    if (c->ops->finalize) c->ops->finalize(c);
     free(c);
 }
 
-bool pp_comm_is_local(const pp_comm *c) { return c && c->local; }
+bool pp_comm_is_local(const pp_comm *c) { return c && c->ops == pp_comm_local_ops(); }
 
 void pp_comm_mark_failed(pp_comm *c, const char *msg)
 {
-    if (c && c->local) pp_comm_local_mark_failed(c, msg);
+    if (c && c->ops->mark_failed) c->ops->mark_failed(c, msg);
 }
 
 bool pp_comm_first_failure(const pp_comm *c, int *rank, char *msg, size_t n)
 {
-    return c && c->local && rank && msg && pp_comm_local_failure(c, rank, msg, n);
+    return c && rank && msg && c->ops->first_failure && c->ops->first_failure(c, rank, msg, n);
 }
 
 int pp_comm_rank(const pp_comm *c) { return c ? c->rank : 0; }
@@ -87,8 +121,7 @@ static pp_status check_p2p(const pp_comm *c, const char *what, int peer, int tag
 }
 
 /* One transfer of comm/comm.h, cut into pieces of at most PP_COMM_CHUNK bytes
- * (whole floats for sums) sent in order, each through the job's backend:
- * threads (comm/local.c) or processes (comm/impl.h). */
+ * (whole floats for sums) sent in order, each through the comm's transport. */
 typedef enum xfer_op { X_SEND, X_RECV, X_SUM, X_BCAST, X_GSUM, X_GBCAST } xfer_op;
 
 typedef struct xfer {
@@ -101,28 +134,16 @@ typedef struct xfer {
 
 static pp_status xfer_piece(const xfer *x, char *p, size_t bytes, pp_error *err)
 {
-    bool local = (x->g ? x->g->comm : x->c)->local != NULL;
+    const pp_comm_ops *ops = (x->g ? x->g->comm : x->c)->ops;
     float *f = (float *)(void *)p;
     size_t n = bytes / sizeof(float);
     switch (x->op) {
-    case X_SEND:
-        return local ? pp_comm_local_send(x->c, x->peer, x->tag, p, bytes, err)
-                     : pp_comm_impl_send(x->c, x->peer, x->tag, p, bytes, err);
-    case X_RECV:
-        return local ? pp_comm_local_recv(x->c, x->peer, x->tag, p, bytes, err)
-                     : pp_comm_impl_recv(x->c, x->peer, x->tag, p, bytes, err);
-    case X_SUM:
-        return local ? pp_comm_local_allreduce_sum_f32(x->c, f, n, err)
-                     : pp_comm_impl_allreduce_sum_f32(x->c, f, n, err);
-    case X_BCAST:
-        return local ? pp_comm_local_broadcast(x->c, x->peer, p, bytes, err)
-                     : pp_comm_impl_broadcast(x->c, x->peer, p, bytes, err);
-    case X_GSUM:
-        return local ? pp_comm_local_group_sum_f32(x->g, f, n, err)
-                     : pp_comm_impl_group_sum_f32(x->g, f, n, err);
-    case X_GBCAST:
-        return local ? pp_comm_local_group_broadcast(x->g, x->peer, p, bytes, err)
-                     : pp_comm_impl_group_broadcast(x->g, x->peer, p, bytes, err);
+    case X_SEND: return ops->send(x->c, x->peer, x->tag, p, bytes, err);
+    case X_RECV: return ops->recv(x->c, x->peer, x->tag, p, bytes, err);
+    case X_SUM: return ops->allreduce_sum_f32(x->c, f, n, err);
+    case X_BCAST: return ops->broadcast(x->c, x->peer, p, bytes, err);
+    case X_GSUM: return ops->group_sum_f32(x->g, f, n, err);
+    case X_GBCAST: return ops->group_broadcast(x->g, x->peer, p, bytes, err);
     }
     return pp_error_set(err, PP_ERR_INTERNAL, "comm: unknown transfer %d", (int)x->op);
 }
@@ -199,7 +220,7 @@ pp_status pp_comm_barrier(pp_comm *c, pp_error *err)
 {
     if (!c) return pp_error_set(err, PP_ERR_INVALID, "barrier: comm is NULL");
     if (c->size == 1) return PP_OK;
-    return c->local ? pp_comm_local_barrier(c, err) : pp_comm_impl_barrier(c, err);
+    return c->ops->barrier(c, err);
 }
 
 pp_status pp_comm_group_new(pp_comm *c, bool member, int key, pp_comm_group **out,
@@ -215,8 +236,7 @@ pp_status pp_comm_group_new(pp_comm *c, bool member, int key, pp_comm_group **ou
         g->comm = c;
     }
     if (c->size > 1) {
-        pp_status s = c->local ? pp_comm_local_group_new(c, g, key, err)
-                               : pp_comm_impl_group_new(c, g, key, err);
+        pp_status s = c->ops->group_new(c, g, key, err);
         if (s != PP_OK) {
             pp_comm_group_free(g);
             return s;
@@ -237,7 +257,7 @@ pp_status pp_comm_group_new(pp_comm *c, bool member, int key, pp_comm_group **ou
 void pp_comm_group_free(pp_comm_group *g)
 {
     if (!g) return;
-    if (g->impl && !g->comm->local) pp_comm_impl_group_free(g);
+    if (g->state && g->comm->ops->group_free) g->comm->ops->group_free(g);
     free(g->job_rank);
     free(g->scratch);
     free(g);
@@ -275,6 +295,6 @@ void pp_comm_abort(pp_comm *c, int code, const char *msg)
 {
     if (msg) fprintf(stderr, "rank %d: %s\n", pp_comm_rank(c), msg);
     fflush(stderr);
-    if (c && c->mpi && c->size > 1) pp_comm_impl_abort(c, code);
+    if (c && c->size > 1 && c->ops->abort) c->ops->abort(c, code);
     exit(code);
 }

@@ -1,21 +1,30 @@
 /*
- * comm.h - communication between the processes of one job: ranks, point-to-point
+ * comm.h - communication between the ranks of one job: ranks, point-to-point
  * messages of host buffers and CPU tensors, a float sum over all ranks,
  * barrier, broadcast and abort.
+ *
+ * runtime/comm/ holds the job's collectives: this checked API (comm.c) over
+ * a table of functions per transport (transport.h: local.c, mpi.c,
+ * single.c), and NCCL's stream-ordered collectives on device memory, a
+ * separate interface (nccl.h; nccl_absent.c without NCCL). It includes
+ * runtime/core only.
  *
  * A job is what `mpirun -np N pipeline-run plan.yaml` starts: N processes
  * (ranks 0..N-1) that read the same plan. One pp_comm per process stands for
  * the whole job; make it with pp_comm_init before anything else reads argv
  * (MPI may remove its own arguments) and free it last.
  *
- * Two implementations, chosen at build time (meson option `mpi`, a feature):
- *   - MPI (Open MPI, MPICH): the job is MPI_COMM_WORLD. MPI is initialised
- *     with MPI_THREAD_MULTIPLE when the library offers it (copy streams send
- *     from their own threads); pp_comm_thread_safe says whether it did.
- *     Errors return statuses (MPI_ERRORS_RETURN), never abort by themselves.
- *   - single process (built without MPI, or not started by mpirun): rank 0
- *     of 1. Sends and receives have no peer and fail with PP_ERR_INVALID;
- *     the sum, barrier and broadcast are no-ops.
+ * The transport is picked at run time, per comm:
+ *   - MPI (Open MPI, MPICH; in a build with the meson option `mpi`), when a
+ *     launcher started the process: the job is MPI_COMM_WORLD. MPI is
+ *     initialised with MPI_THREAD_MULTIPLE when the library offers it (copy
+ *     streams send from their own threads); pp_comm_thread_safe says whether
+ *     it did. Errors return statuses (MPI_ERRORS_RETURN), never abort by
+ *     themselves.
+ *   - single process (built without MPI, or not started by a launcher):
+ *     rank 0 of 1. Sends and receives have no peer and fail with
+ *     PP_ERR_INVALID; the sum, barrier and broadcast are no-ops.
+ *   - threads of this process (pp_comm_local_new, below).
  *
  * Messages: pp_comm_send and pp_comm_recv move `bytes` raw bytes to or from a
  * host buffer; the sizes and tags must match on both sides (a receive of a

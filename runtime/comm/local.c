@@ -1,5 +1,5 @@
 /*
- * local.c - a job whose ranks are threads of this process
+ * local.c - the transport of a job whose ranks are threads of this process
  * (pp_comm_local_new), for data-parallel replicas that share a process.
  *
  * A message goes into a queue the job's ranks share under one lock; a
@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/comm/impl.h"
+#include "runtime/comm/local.h"
 
 /* Messages up to this size are copied at once and the send returns (eager);
  * longer ones are copied by the receiver straight from the sender's buffer,
@@ -46,7 +46,7 @@ typedef struct local_msg {
     unsigned char inline_data[];
 } local_msg;
 
-struct pp_local_job {
+typedef struct local_job {
     pthread_mutex_t mu;
     pthread_cond_t cv;     /* a message arrived, or a rank failed */
     int size, refs;
@@ -54,7 +54,24 @@ struct pp_local_job {
     local_msg *head, *tail;
     int failed;            /* the first rank that failed; -1: none */
     char why[200];
-};
+    struct local_rank *held; /* (size) the ranks' states, freed with the job */
+} local_job;
+
+/* A rank's state (c->state): its hold on the job and what is its own. */
+typedef struct local_rank {
+    local_job *job;
+    int groups;            /* groups this rank made in the job */
+    float *scratch;        /* (scratch_n) rank 0's receive buffer for the job's sums, kept
+                              between them (fresh pages are slow) */
+    size_t scratch_n;
+} local_rank;
+
+static local_job *job_of(const pp_comm *c) { return ((local_rank *)c->state)->job; }
+
+const void *pp_comm_local_job(const pp_comm *c)
+{
+    return c && c->ops == pp_comm_local_ops() && c->state ? job_of(c) : NULL;
+}
 
 /* Tags of the collectives (the user's are 0..PP_COMM_TAG_MAX). */
 enum {
@@ -63,43 +80,8 @@ enum {
     TAG_GROUPS /* group k: TAG_GROUPS + 4k + {0 sum in, 1 sum out, 2 broadcast} */
 };
 
-pp_status pp_comm_local_new(int size, pp_comm **comms, pp_error *err)
-{
-    if (!comms) return pp_error_set(err, PP_ERR_INVALID, "pp_comm_local_new: comms is NULL");
-    if (size < 1 || size > 4096)
-        return pp_error_set(err, PP_ERR_INVALID, "a job of threads needs 1..4096 ranks, got %d",
-                            size);
-    pp_local_job *job = calloc(1, sizeof *job);
-    if (!job) return pp_error_set(err, PP_ERR_OOM, "out of host memory (a job of threads)");
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&job->mu, NULL);
-    pthread_cond_init(&job->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    job->size = size;
-    job->failed = -1;
-    job->ranks = malloc((size_t)size * sizeof *job->ranks);
-    if (!job->ranks) {
-        pp_comm_local_release(job); /* refs 0: the last hold */
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory (a job of threads)");
-    }
-    for (int r = 0; r < size; r++) job->ranks[r] = r;
-    for (int r = 0; r < size; r++) {
-        comms[r] = calloc(1, sizeof *comms[r]);
-        if (!comms[r]) {
-            for (int q = 0; q < r; q++) pp_comm_free(comms[q]);
-            if (!r) pp_comm_local_release(job);
-            return pp_error_set(err, PP_ERR_OOM, "out of host memory (a job of threads)");
-        }
-        *comms[r] = (pp_comm){.rank = r, .size = size, .thread_multiple = true,
-                              .timeout_s = PP_COMM_TIMEOUT_DEFAULT_S, .local = job};
-        job->refs++;
-    }
-    return PP_OK;
-}
-
-void pp_comm_local_release(pp_local_job *job)
+/* Drops one hold on the job; the last frees it. */
+static void job_release(local_job *job)
 {
     pthread_mutex_lock(&job->mu);
     bool last = --job->refs <= 0;
@@ -112,12 +94,49 @@ void pp_comm_local_release(pp_local_job *job)
     pthread_cond_destroy(&job->cv);
     pthread_mutex_destroy(&job->mu);
     free(job->ranks);
+    free(job->held);
     free(job);
 }
 
-void pp_comm_local_mark_failed(pp_comm *c, const char *msg)
+pp_status pp_comm_local_join(pp_comm *const *ranks, int size, pp_error *err)
 {
-    pp_local_job *job = c->local;
+    local_job *job = calloc(1, sizeof *job);
+    if (!job) return pp_error_set(err, PP_ERR_OOM, "out of host memory (a job of threads)");
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&job->mu, NULL);
+    pthread_cond_init(&job->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    job->size = size;
+    job->failed = -1;
+    job->ranks = malloc((size_t)size * sizeof *job->ranks);
+    local_rank *held = calloc((size_t)size, sizeof *held);
+    if (!job->ranks || !held) {
+        free(held);
+        job_release(job); /* refs 0: the last hold */
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (a job of threads)");
+    }
+    for (int r = 0; r < size; r++) job->ranks[r] = r;
+    job->held = held;
+    for (int r = 0; r < size; r++) {
+        held[r].job = job;
+        ranks[r]->state = &held[r];
+        job->refs++;
+    }
+    return PP_OK;
+}
+
+static void local_finalize(pp_comm *c)
+{
+    local_rank *me = c->state;
+    free(me->scratch);
+    job_release(me->job);
+}
+
+static void local_mark_failed(pp_comm *c, const char *msg)
+{
+    local_job *job = job_of(c);
     pthread_mutex_lock(&job->mu);
     if (job->failed < 0) {
         job->failed = c->rank;
@@ -127,9 +146,9 @@ void pp_comm_local_mark_failed(pp_comm *c, const char *msg)
     pthread_mutex_unlock(&job->mu);
 }
 
-bool pp_comm_local_failure(const pp_comm *c, int *rank, char *msg, size_t n)
+static bool local_first_failure(const pp_comm *c, int *rank, char *msg, size_t n)
 {
-    pp_local_job *job = c->local;
+    local_job *job = job_of(c);
     pthread_mutex_lock(&job->mu);
     bool failed = job->failed >= 0;
     if (failed) {
@@ -151,7 +170,7 @@ static struct timespec deadline(double seconds)
     return t;
 }
 
-static void enqueue(pp_local_job *job, local_msg *m)
+static void enqueue(local_job *job, local_msg *m)
 {
     if (job->tail)
         job->tail->next = m;
@@ -162,7 +181,7 @@ static void enqueue(pp_local_job *job, local_msg *m)
 }
 
 /* Takes m out of the queue (it is in it). Under the job's lock. */
-static void unlink_msg(pp_local_job *job, local_msg *m)
+static void unlink_msg(local_job *job, local_msg *m)
 {
     for (local_msg **at = &job->head, *prev = NULL; *at; prev = *at, at = &(*at)->next)
         if (*at == m) {
@@ -172,10 +191,10 @@ static void unlink_msg(pp_local_job *job, local_msg *m)
         }
 }
 
-pp_status pp_comm_local_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
-                             pp_error *err)
+static pp_status local_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
+                            pp_error *err)
 {
-    pp_local_job *job = c->local;
+    local_job *job = job_of(c);
     if (bytes <= EAGER_BYTES) {
         local_msg *m = malloc(sizeof *m + bytes);
         if (!m)
@@ -218,7 +237,7 @@ pp_status pp_comm_local_send(pp_comm *c, int peer, int tag, const void *buf, siz
 
 /* Takes the oldest message from src to dst with tag out of the queue; NULL
  * when there is none. Under the job's lock. */
-static local_msg *take(pp_local_job *job, int src, int dst, int tag)
+static local_msg *take(local_job *job, int src, int dst, int tag)
 {
     for (local_msg *m = job->head; m; m = m->next)
         if (m->src == src && m->dst == dst && m->tag == tag) {
@@ -228,10 +247,10 @@ static local_msg *take(pp_local_job *job, int src, int dst, int tag)
     return NULL;
 }
 
-pp_status pp_comm_local_recv(pp_comm *c, int peer, int tag, void *buf, size_t bytes,
-                             pp_error *err)
+static pp_status local_recv(pp_comm *c, int peer, int tag, void *buf, size_t bytes,
+                            pp_error *err)
 {
-    pp_local_job *job = c->local;
+    local_job *job = job_of(c);
     struct timespec until = deadline(c->timeout_s);
     pthread_mutex_lock(&job->mu);
     local_msg *m;
@@ -275,8 +294,8 @@ static pp_status ordered_sum(pp_comm *c, const int *members, int n, int me, int 
 {
     size_t bytes = count * sizeof *buf;
     if (me) {
-        PP_TRY(pp_comm_local_send(c, members[0], tag_in, buf, bytes, err));
-        return pp_comm_local_recv(c, members[0], tag_out, buf, bytes, err);
+        PP_TRY(local_send(c, members[0], tag_in, buf, bytes, err));
+        return local_recv(c, members[0], tag_out, buf, bytes, err);
     }
     if (*scratch_n < count) {
         float *t = realloc(*scratch, count * sizeof *t);
@@ -286,36 +305,37 @@ static pp_status ordered_sum(pp_comm *c, const int *members, int n, int me, int 
         *scratch_n = count;
     }
     for (int k = 1; k < n; k++) {
-        PP_TRY(pp_comm_local_recv(c, members[k], tag_in, *scratch, bytes, err));
+        PP_TRY(local_recv(c, members[k], tag_in, *scratch, bytes, err));
         for (size_t i = 0; i < count; i++) buf[i] += (*scratch)[i];
     }
-    for (int k = 1; k < n; k++) PP_TRY(pp_comm_local_send(c, members[k], tag_out, buf, bytes, err));
+    for (int k = 1; k < n; k++) PP_TRY(local_send(c, members[k], tag_out, buf, bytes, err));
     return PP_OK;
 }
 
-pp_status pp_comm_local_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_error *err)
+static pp_status local_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_error *err)
 {
-    return ordered_sum(c, c->local->ranks, c->size, c->rank, TAG_SUM, TAG_SUM_OUT, buf, n,
-                       &c->local_scratch, &c->local_scratch_n, err);
+    local_rank *me = c->state;
+    return ordered_sum(c, me->job->ranks, c->size, c->rank, TAG_SUM, TAG_SUM_OUT, buf, n,
+                       &me->scratch, &me->scratch_n, err);
 }
 
 static pp_status bcast(pp_comm *c, const int *members, int n, int me, int root, int tag,
                        void *buf, size_t bytes, pp_error *err)
 {
-    if (me != root) return pp_comm_local_recv(c, members[root], tag, buf, bytes, err);
+    if (me != root) return local_recv(c, members[root], tag, buf, bytes, err);
     for (int k = 0; k < n; k++)
-        if (k != root) PP_TRY(pp_comm_local_send(c, members[k], tag, buf, bytes, err));
+        if (k != root) PP_TRY(local_send(c, members[k], tag, buf, bytes, err));
     return PP_OK;
 }
 
-pp_status pp_comm_local_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err)
+static pp_status local_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err)
 {
-    return bcast(c, c->local->ranks, c->size, c->rank, root, TAG_BCAST, buf, bytes, err);
+    return bcast(c, job_of(c)->ranks, c->size, c->rank, root, TAG_BCAST, buf, bytes, err);
 }
 
-pp_status pp_comm_local_barrier(pp_comm *c, pp_error *err)
+static pp_status local_barrier(pp_comm *c, pp_error *err)
 {
-    return pp_comm_local_allreduce_sum_f32(c, NULL, 0, err);
+    return local_allreduce_sum_f32(c, NULL, 0, err);
 }
 
 /* What each rank tells rank 0 when a group is made. */
@@ -325,9 +345,9 @@ typedef struct join_msg {
 
 /* Rank 0 gathers every rank's (member, key), orders the members by key then
  * rank and sends each member the list; others receive theirs. */
-pp_status pp_comm_local_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error *err)
+static pp_status local_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error *err)
 {
-    int id = c->local_groups++;
+    int id = ((local_rank *)c->state)->groups++;
     join_msg mine = {g != NULL, key};
     int size = c->size, *order = malloc((size_t)size * sizeof *order);
     join_msg *all = malloc((size_t)size * sizeof *all);
@@ -337,7 +357,7 @@ pp_status pp_comm_local_group_new(pp_comm *c, pp_comm_group *g, int key, pp_erro
     if (s == PP_OK && c->rank == 0) {
         all[0] = mine;
         for (int r = 1; r < size && s == PP_OK; r++)
-            s = pp_comm_local_recv(c, r, TAG_GROUP_IN, &all[r], sizeof all[r], err);
+            s = local_recv(c, r, TAG_GROUP_IN, &all[r], sizeof all[r], err);
         for (int r = 0; s == PP_OK && r < size; r++) {
             if (!all[r].member) continue;
             int at = n++;
@@ -349,18 +369,18 @@ pp_status pp_comm_local_group_new(pp_comm *c, pp_comm_group *g, int key, pp_erro
         }
         for (int k = 0; s == PP_OK && k < n; k++)
             if (order[k] != 0) {
-                s = pp_comm_local_send(c, order[k], TAG_GROUP_OUT, &n, sizeof n, err);
+                s = local_send(c, order[k], TAG_GROUP_OUT, &n, sizeof n, err);
                 if (s == PP_OK)
-                    s = pp_comm_local_send(c, order[k], TAG_GROUP_OUT, order,
+                    s = local_send(c, order[k], TAG_GROUP_OUT, order,
                                            (size_t)n * sizeof *order, err);
             }
     } else if (s == PP_OK) {
-        s = pp_comm_local_send(c, 0, TAG_GROUP_IN, &mine, sizeof mine, err);
-        if (s == PP_OK && g) s = pp_comm_local_recv(c, 0, TAG_GROUP_OUT, &n, sizeof n, err);
+        s = local_send(c, 0, TAG_GROUP_IN, &mine, sizeof mine, err);
+        if (s == PP_OK && g) s = local_recv(c, 0, TAG_GROUP_OUT, &n, sizeof n, err);
         if (s == PP_OK && g && (n < 1 || n > size))
             s = pp_error_set(err, PP_ERR_INTERNAL, "rank %d: a group of %d members", c->rank, n);
         if (s == PP_OK && g)
-            s = pp_comm_local_recv(c, 0, TAG_GROUP_OUT, order, (size_t)n * sizeof *order, err);
+            s = local_recv(c, 0, TAG_GROUP_OUT, order, (size_t)n * sizeof *order, err);
     }
     free(all);
     if (s != PP_OK || !g) {
@@ -372,19 +392,36 @@ pp_status pp_comm_local_group_new(pp_comm *c, pp_comm_group *g, int key, pp_erro
     g->rank = -1;
     for (int k = 0; k < n; k++)
         if (order[k] == c->rank) g->rank = k;
-    g->local_tag = TAG_GROUPS + 4 * id;
+    g->tag = TAG_GROUPS + 4 * id;
     return PP_OK;
 }
 
-pp_status pp_comm_local_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_error *err)
+static pp_status local_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_error *err)
 {
-    return ordered_sum(g->comm, g->job_rank, g->size, g->rank, g->local_tag, g->local_tag + 1,
+    return ordered_sum(g->comm, g->job_rank, g->size, g->rank, g->tag, g->tag + 1,
                        buf, n, &g->scratch, &g->scratch_n, err);
 }
 
-pp_status pp_comm_local_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
-                                        pp_error *err)
+static pp_status local_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                       pp_error *err)
 {
-    return bcast(g->comm, g->job_rank, g->size, g->rank, root, g->local_tag + 2, buf, bytes,
+    return bcast(g->comm, g->job_rank, g->size, g->rank, root, g->tag + 2, buf, bytes,
                  err);
 }
+
+static const pp_comm_ops local_ops = {
+    .name = "local",
+    .finalize = local_finalize,
+    .send = local_send,
+    .recv = local_recv,
+    .allreduce_sum_f32 = local_allreduce_sum_f32,
+    .broadcast = local_broadcast,
+    .barrier = local_barrier,
+    .group_new = local_group_new,
+    .group_sum_f32 = local_group_sum_f32,
+    .group_broadcast = local_group_broadcast,
+    .mark_failed = local_mark_failed,
+    .first_failure = local_first_failure,
+};
+
+const pp_comm_ops *pp_comm_local_ops(void) { return &local_ops; }

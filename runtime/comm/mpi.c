@@ -1,15 +1,15 @@
 /*
- * mpi.c - the MPI communication backend: the job is MPI_COMM_WORLD.
+ * mpi.c - the MPI transport: the job is MPI_COMM_WORLD.
  *
- * MPI is initialised only when a launcher started this process (mpirun,
- * mpiexec, srun: their environment names a rank); a program started by
- * hand is a job of one process and never touches MPI, so a plain run costs
- * nothing and needs no MPI runtime at all.
+ * pp_comm_init picks it only when a launcher started this process (mpirun,
+ * mpiexec, srun: their environment names a rank; the `launched` entry); a
+ * program started by hand is a job of one process (single.c) and never
+ * touches MPI, so a plain run costs nothing and needs no MPI runtime at all.
  *
  * Every transfer and collective is started non-blocking and completed by
  * wait_until (MPI_Test, yielding the processor between tests, then short
- * sleeps on long waits), which gives up after the comm's timeout: a dead or stalled peer turns into an error naming it instead of
- * a hang. Errors are returned (MPI_ERRORS_RETURN on MPI_COMM_WORLD).
+ * sleeps on long waits), which gives up after the comm's timeout: a dead or
+ * stalled peer turns into an error naming it instead of a hang. Errors are returned (MPI_ERRORS_RETURN on MPI_COMM_WORLD).
  *
  * The float sum is MPI_Reduce to rank 0 followed by MPI_Bcast, so every rank
  * holds the bits rank 0 formed, whichever reduction algorithm MPI picks.
@@ -23,12 +23,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "runtime/comm/impl.h"
-
-bool pp_comm_impl_built(void) { return true; }
+#include "runtime/comm/transport.h"
 
 /* Whether a launcher started this process as a rank of a job. */
-static bool launched_by_mpi(void)
+static bool mpi_launched(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
                                        "PMI_SIZE", "MPI_LOCALNRANKS", "SLURM_PROCID"};
@@ -48,13 +46,8 @@ static pp_status mpi_fail(pp_comm *c, pp_error *err, int rc, const char *fmt, co
     return pp_error_set(err, PP_ERR_BACKEND, "rank %d: %s: %s", c->rank, head, s);
 }
 
-pp_status pp_comm_impl_init(int *argc, char ***argv, pp_comm *c, pp_error *err)
+static pp_status mpi_init(int *argc, char ***argv, pp_comm *c, pp_error *err)
 {
-    c->rank = 0;
-    c->size = 1;
-    c->mpi = false;
-    c->thread_multiple = true;
-    if (!launched_by_mpi()) return PP_OK;
     int inited = 0;
     MPI_Initialized(&inited);
     if (inited)
@@ -66,12 +59,11 @@ pp_status pp_comm_impl_init(int *argc, char ***argv, pp_comm *c, pp_error *err)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
-    c->mpi = true;
     c->thread_multiple = provided >= MPI_THREAD_MULTIPLE;
     return PP_OK;
 }
 
-void pp_comm_impl_finalize(pp_comm *c) { MPI_Finalize(); }
+static void mpi_finalize(pp_comm *c) { MPI_Finalize(); }
 
 static double now_s(void)
 {
@@ -119,8 +111,8 @@ static pp_status wait_until(pp_comm *c, MPI_Request *req, req_kind kind, MPI_Sta
     }
 }
 
-pp_status pp_comm_impl_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
-                            pp_error *err)
+static pp_status mpi_send(pp_comm *c, int peer, int tag, const void *buf, size_t bytes,
+                          pp_error *err)
 {
     MPI_Request req;
     int rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &req);
@@ -129,8 +121,8 @@ pp_status pp_comm_impl_send(pp_comm *c, int peer, int tag, const void *buf, size
                       err);
 }
 
-pp_status pp_comm_impl_recv(pp_comm *c, int peer, int tag, void *buf, size_t bytes,
-                            pp_error *err)
+static pp_status mpi_recv(pp_comm *c, int peer, int tag, void *buf, size_t bytes,
+                          pp_error *err)
 {
     MPI_Request req;
     MPI_Status st;
@@ -145,7 +137,7 @@ pp_status pp_comm_impl_recv(pp_comm *c, int peer, int tag, void *buf, size_t byt
     return PP_OK;
 }
 
-pp_status pp_comm_impl_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_error *err)
+static pp_status mpi_sum(pp_comm *c, float *buf, size_t n, pp_error *err)
 {
     MPI_Request req;
     int rc = c->rank == 0
@@ -161,7 +153,7 @@ pp_status pp_comm_impl_allreduce_sum_f32(pp_comm *c, float *buf, size_t n, pp_er
                       "gradient sum", 0, err);
 }
 
-pp_status pp_comm_impl_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err)
+static pp_status mpi_broadcast(pp_comm *c, int root, void *buf, size_t bytes, pp_error *err)
 {
     MPI_Request req;
     int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req);
@@ -170,7 +162,7 @@ pp_status pp_comm_impl_broadcast(pp_comm *c, int root, void *buf, size_t bytes, 
                       "broadcast", root, err);
 }
 
-pp_status pp_comm_impl_barrier(pp_comm *c, pp_error *err)
+static pp_status mpi_barrier(pp_comm *c, pp_error *err)
 {
     MPI_Request req;
     int rc = MPI_Ibarrier(MPI_COMM_WORLD, &req);
@@ -179,7 +171,7 @@ pp_status pp_comm_impl_barrier(pp_comm *c, pp_error *err)
                       err);
 }
 
-pp_status pp_comm_impl_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error *err)
+static pp_status mpi_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error *err)
 {
     MPI_Comm sub = MPI_COMM_NULL;
     int rc = MPI_Comm_split(MPI_COMM_WORLD, g ? 0 : MPI_UNDEFINED, key, &sub);
@@ -191,7 +183,7 @@ pp_status pp_comm_impl_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error
         return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (group)", c->rank);
     }
     *h = sub;
-    g->impl = h;
+    g->state = h;
     MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN);
     MPI_Comm_rank(sub, &g->rank);
     MPI_Comm_size(sub, &g->size);
@@ -205,12 +197,12 @@ pp_status pp_comm_impl_group_new(pp_comm *c, pp_comm_group *g, int key, pp_error
                       "making a group", key, err);
 }
 
-void pp_comm_impl_group_free(pp_comm_group *g)
+static void mpi_group_free(pp_comm_group *g)
 {
-    MPI_Comm *h = g->impl;
+    MPI_Comm *h = g->state;
     MPI_Comm_free(h);
     free(h);
-    g->impl = NULL;
+    g->state = NULL;
 }
 
 /* Member 0's half of the ordered sum: the others' values, added in order. */
@@ -237,10 +229,10 @@ static pp_status group_gather_add(pp_comm_group *g, MPI_Comm sub, float *buf, si
     return PP_OK;
 }
 
-pp_status pp_comm_impl_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_error *err)
+static pp_status mpi_group_sum(pp_comm_group *g, float *buf, size_t n, pp_error *err)
 {
     pp_comm *c = g->comm;
-    MPI_Comm sub = *(MPI_Comm *)g->impl;
+    MPI_Comm sub = *(MPI_Comm *)g->state;
     int root = g->job_rank[0];
     MPI_Request req;
     if (g->rank == 0) {
@@ -257,20 +249,39 @@ pp_status pp_comm_impl_group_sum_f32(pp_comm_group *g, float *buf, size_t n, pp_
                       "group sum", root, err);
 }
 
-pp_status pp_comm_impl_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
-                                       pp_error *err)
+static pp_status mpi_group_broadcast(pp_comm_group *g, int root, void *buf, size_t bytes,
+                                     pp_error *err)
 {
     MPI_Request req;
     int from = g->job_rank[root];
-    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, *(MPI_Comm *)g->impl, &req);
+    int rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, *(MPI_Comm *)g->state, &req);
     if (rc != MPI_SUCCESS)
         return mpi_fail(g->comm, err, rc, "%s from rank %d", "group broadcast", from);
     return wait_until(g->comm, &req, REQ_COLLECTIVE, MPI_STATUS_IGNORE, "%s from rank %d",
                       "group broadcast", from, err);
 }
 
-void pp_comm_impl_abort(pp_comm *c, int code)
+static void mpi_abort(pp_comm *c, int code)
 {
     MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
 }
+
+static const pp_comm_ops mpi_ops = {
+    .name = "mpi",
+    .launched = mpi_launched,
+    .init = mpi_init,
+    .finalize = mpi_finalize,
+    .send = mpi_send,
+    .recv = mpi_recv,
+    .allreduce_sum_f32 = mpi_sum,
+    .broadcast = mpi_broadcast,
+    .barrier = mpi_barrier,
+    .group_new = mpi_group_new,
+    .group_free = mpi_group_free,
+    .group_sum_f32 = mpi_group_sum,
+    .group_broadcast = mpi_group_broadcast,
+    .abort = mpi_abort,
+};
+
+const pp_comm_ops *pp_comm_mpi_ops(void) { return &mpi_ops; }

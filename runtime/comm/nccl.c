@@ -4,6 +4,24 @@
  * device, ncclAllReduce on the caller's stream, ncclCommAbort on faults.
  * Every NCCL and CUDA call is checked; messages name the call, the rank of
  * the job, the device and NCCL's own words.
+ *
+ * Making one, in numbered phases (every member makes the same calls):
+ *   1. the member claims its device for its rank (comm/devices.h) and the
+ *      group agrees: if any member's claim fails, every member refuses
+ *      (PP_ERR_UNSUPPORTED) before any NCCL call;
+ *   2. in a job of threads, the members' devices reach each other's memory
+ *      pools (pp_comm_group_share_devices): NCCL between devices of one
+ *      process reads and writes peer buffers directly;
+ *   3. the unique id, ncclCommInitRank.
+ *
+ * One order: every collective, send and receive of every communicator of
+ * this process on one device waits for the one enqueued before it on that
+ * device (an event per device, recorded after each), so a device runs them
+ * one at a time in the order they were enqueued, whatever stream each is on.
+ * Its one rank (the claim) enqueues them in its program's order, the same on
+ * every rank, so no device ever runs one communicator's kernel while a peer
+ * waits in another's. (Inside a CUDA graph capture the order is left to the
+ * graph; the pipeline never captures steps of jobs of several ranks.)
  */
 #include "runtime/comm/nccl.h"
 
@@ -13,11 +31,32 @@
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
 #include <nccl.h>
 #pragma GCC diagnostic pop
+#include <pthread.h>
 #include <stdlib.h>
+
+#include "runtime/comm/devices.h"
+
+/* The order of one device's NCCL work (see the top of the file). */
+typedef struct nccl_order {
+    int ordinal;           /* CUDA device ordinal */
+    int users;             /* communicators on it; 0: free (orders_mu) */
+    pthread_mutex_t mu;    /* held from the wait to the record of one call: the device's
+                              own lock, never held across devices (NCCL may wait for its
+                              peers inside a call) */
+    cudaEvent_t last;      /* (mu) recorded after the latest NCCL call enqueued on the device */
+    bool recorded;         /* (mu) */
+} nccl_order;
+
+#define ORDERS_MAX 64
+
+static pthread_mutex_t orders_mu = PTHREAD_MUTEX_INITIALIZER;
+static nccl_order orders[ORDERS_MAX];
 
 struct pp_nccl {
     ncclComm_t comm;
     pp_device_ctx *dev;
+    pp_comm_group *group;  /* its claim on dev is released with it */
+    nccl_order *order;     /* of dev */
     int job_rank;          /* for messages */
     int rank, size;        /* this member's place; members */
 };
@@ -39,6 +78,98 @@ static pp_status cuda_fail(pp_error *err, int rank, const pp_device_ctx *dev, co
                         cudaGetErrorString(e));
 }
 
+/* dev's order, counted (NULL when the table is full). */
+static nccl_order *order_take(const pp_device_ctx *dev)
+{
+    pthread_mutex_lock(&orders_mu);
+    nccl_order *o = NULL, *spare = NULL;
+    for (int i = 0; i < ORDERS_MAX && !o; i++) {
+        if (orders[i].users > 0 && orders[i].ordinal == dev->id.index) o = &orders[i];
+        if (orders[i].users == 0 && !spare) spare = &orders[i];
+    }
+    if (!o && spare) {
+        *(o = spare) = (nccl_order){.ordinal = dev->id.index};
+        pthread_mutex_init(&o->mu, NULL);
+    }
+    if (o) o->users++;
+    pthread_mutex_unlock(&orders_mu);
+    return o;
+}
+
+static void order_drop(nccl_order *o)
+{
+    if (!o) return;
+    pthread_mutex_lock(&orders_mu);
+    if (--o->users == 0) {
+        int cur = -1;
+        if (o->last && cudaGetDevice(&cur) == cudaSuccess &&
+            cudaSetDevice(o->ordinal) == cudaSuccess) {
+            (void)cudaEventDestroy(o->last);
+            if (cur >= 0) (void)cudaSetDevice(cur);
+        }
+        (void)cudaGetLastError();
+        o->last = NULL;
+        o->recorded = false;
+        pthread_mutex_destroy(&o->mu);
+    }
+    pthread_mutex_unlock(&orders_mu);
+}
+
+/* Before an NCCL call on st: st waits for the device's previous NCCL call.
+ * Holds the device's order lock until order_end (the call and its record are one
+ * step of the device's order). *skip: st is capturing (no order kept). */
+static pp_status order_begin(pp_nccl *nc, cudaStream_t st, bool *skip, pp_error *err)
+{
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    cudaError_t e = cudaSetDevice(nc->dev->id.index); /* the event's device */
+    if (e != cudaSuccess) return cuda_fail(err, nc->job_rank, nc->dev, "cudaSetDevice", e);
+    e = cudaStreamIsCapturing(st, &cap);
+    if (e != cudaSuccess) return cuda_fail(err, nc->job_rank, nc->dev, "cudaStreamIsCapturing", e);
+    *skip = cap != cudaStreamCaptureStatusNone;
+    if (*skip) return PP_OK;
+    nccl_order *o = nc->order;
+    pthread_mutex_lock(&o->mu);
+    e = o->last ? cudaSuccess : cudaEventCreateWithFlags(&o->last, cudaEventDisableTiming);
+    if (e == cudaSuccess && o->recorded) e = cudaStreamWaitEvent(st, o->last, 0);
+    if (e != cudaSuccess) {
+        pthread_mutex_unlock(&o->mu);
+        return cuda_fail(err, nc->job_rank, nc->dev, "ordering NCCL work (event)", e);
+    }
+    return PP_OK;
+}
+
+/* After the NCCL call (ok: it was enqueued): the device's order moves on. */
+static pp_status order_end(pp_nccl *nc, cudaStream_t st, bool skip, bool ok, pp_error *err)
+{
+    if (skip) return PP_OK;
+    nccl_order *o = nc->order;
+    cudaError_t e = ok ? cudaEventRecord(o->last, st) : cudaSuccess;
+    if (e == cudaSuccess && ok) o->recorded = true;
+    pthread_mutex_unlock(&o->mu);
+    if (e == cudaSuccess) return PP_OK;
+    return cuda_fail(err, nc->job_rank, nc->dev, "cudaEventRecord (NCCL order)", e);
+}
+
+/* Phase 1: every member's claim, agreed over the group. */
+static pp_status claim_agreed(pp_comm_group *g, pp_device_ctx *dev, int rank, pp_error *err)
+{
+    pp_error why;
+    pp_error_clear(&why);
+    pp_status mine = pp_comm_group_claim_device(g, dev, &why);
+    float refused = mine != PP_OK ? 1.0f : 0.0f;
+    pp_status st = pp_comm_group_allreduce_sum_f32(g, &refused, 1, err);
+    if (st == PP_OK && refused == 0.0f) return PP_OK;
+    if (mine == PP_OK) pp_comm_group_release_device(g, dev);
+    if (st != PP_OK) return st;
+    if (mine != PP_OK) {
+        if (err) *err = why;
+        return pp_error_prefix(err, "NCCL");
+    }
+    return pp_error_set(err, PP_ERR_UNSUPPORTED, "rank %d (%s): NCCL: another member's GPU "
+                        "carries the collectives of another rank of its process", rank,
+                        dev->name);
+}
+
 pp_status pp_nccl_new(pp_comm_group *g, pp_device_ctx *dev, pp_nccl **out, pp_error *err)
 {
     if (!out) return pp_error_set(err, PP_ERR_INVALID, "NCCL: out is NULL");
@@ -48,24 +179,40 @@ pp_status pp_nccl_new(pp_comm_group *g, pp_device_ctx *dev, pp_nccl **out, pp_er
     if (dev->id.kind != PP_DEVICE_CUDA)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "rank %d (%s): NCCL needs a CUDA device",
                             rank, dev->name);
-    ncclUniqueId id;
-    if (pp_comm_group_rank(g) == 0) {
-        ncclResult_t r = ncclGetUniqueId(&id);
-        if (r != ncclSuccess) return nccl_fail(err, rank, dev, "ncclGetUniqueId", r);
-    }
-    PP_TRY(pp_comm_group_broadcast(g, 0, &id, sizeof id, err));
-    cudaError_t e = cudaSetDevice(dev->id.index);
-    if (e != cudaSuccess) return cuda_fail(err, rank, dev, "cudaSetDevice", e);
+    PP_TRY(claim_agreed(g, dev, rank, err));
     pp_nccl *nc = calloc(1, sizeof *nc);
-    if (!nc) return pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory (NCCL)", rank);
+    nccl_order *order = nc ? order_take(dev) : NULL;
+    pp_status st = nc && order ? PP_OK
+                               : pp_error_set(err, PP_ERR_OOM, "rank %d: out of host memory "
+                                              "(NCCL)", rank);
+    /* the phases below are collective: a member that failed above still takes part */
+    pp_status shared = pp_comm_group_share_devices(g, dev, st == PP_OK ? err : NULL);
+    if (st == PP_OK) st = shared;
+    ncclUniqueId id;
+    ncclResult_t r = ncclSuccess;
+    if (pp_comm_group_rank(g) == 0) r = ncclGetUniqueId(&id);
+    pp_status sent = pp_comm_group_broadcast(g, 0, &id, sizeof id, st == PP_OK ? err : NULL);
+    if (st == PP_OK && r != ncclSuccess) st = nccl_fail(err, rank, dev, "ncclGetUniqueId", r);
+    if (st == PP_OK) st = sent;
+    cudaError_t e = cudaSetDevice(dev->id.index);
+    if (st == PP_OK && e != cudaSuccess) st = cuda_fail(err, rank, dev, "cudaSetDevice", e);
+    if (st != PP_OK) {
+        order_drop(order);
+        free(nc);
+        pp_comm_group_release_device(g, dev);
+        return st;
+    }
     nc->dev = dev;
+    nc->group = g;
+    nc->order = order;
     nc->job_rank = rank;
     nc->rank = pp_comm_group_rank(g);
     nc->size = pp_comm_group_size(g);
-    ncclResult_t r = ncclCommInitRank(&nc->comm, pp_comm_group_size(g), id,
-                                      pp_comm_group_rank(g));
+    r = ncclCommInitRank(&nc->comm, pp_comm_group_size(g), id, pp_comm_group_rank(g));
     if (r != ncclSuccess) {
+        order_drop(order);
         free(nc);
+        pp_comm_group_release_device(g, dev);
         return nccl_fail(err, rank, dev, "ncclCommInitRank", r);
     }
     *out = nc;
@@ -98,14 +245,19 @@ pp_status pp_nccl_allreduce_many_f32(pp_nccl *nc, pp_exec *ex, float *const *buf
             return pp_error_set(err, PP_ERR_INVALID, "rank %d (%s): NCCL sum %d: buffer is NULL",
                                 nc->job_rank, nc->dev->name, i);
     cudaStream_t st = (cudaStream_t)ex->native_stream;
-    ncclResult_t r = ncclGroupStart();
-    if (r != ncclSuccess) return nccl_fail(err, nc->job_rank, nc->dev, "ncclGroupStart", r);
-    for (int i = 0; i < count && r == ncclSuccess; i++)
-        if (ns[i]) r = ncclAllReduce(bufs[i], bufs[i], ns[i], ncclFloat32, ncclSum, nc->comm, st);
-    ncclResult_t end = ncclGroupEnd();
+    bool skip;
+    PP_TRY(order_begin(nc, st, &skip, err));
+    ncclResult_t r = ncclGroupStart(), end = ncclSuccess;
+    if (r == ncclSuccess) {
+        for (int i = 0; i < count && r == ncclSuccess; i++)
+            if (ns[i])
+                r = ncclAllReduce(bufs[i], bufs[i], ns[i], ncclFloat32, ncclSum, nc->comm, st);
+        end = ncclGroupEnd();
+    }
+    pp_status ord = order_end(nc, st, skip, r == ncclSuccess && end == ncclSuccess, err);
     if (r != ncclSuccess) return nccl_fail(err, nc->job_rank, nc->dev, "ncclAllReduce", r);
     if (end != ncclSuccess) return nccl_fail(err, nc->job_rank, nc->dev, "ncclGroupEnd", end);
-    return PP_OK;
+    return ord;
 }
 
 int pp_nccl_rank(const pp_nccl *nc) { return nc ? nc->rank : -1; }
@@ -127,24 +279,32 @@ pp_status pp_nccl_send(pp_nccl *nc, pp_exec *ex, int peer, const void *buf, size
                        pp_error *err)
 {
     PP_TRY(check_peer(nc, ex, peer, buf, bytes, err));
-    ncclResult_t r = ncclSend(buf, bytes, ncclUint8, peer, nc->comm,
-                              (cudaStream_t)ex->native_stream);
-    return r == ncclSuccess ? PP_OK : nccl_fail(err, nc->job_rank, nc->dev, "ncclSend", r);
+    cudaStream_t st = (cudaStream_t)ex->native_stream;
+    bool skip;
+    PP_TRY(order_begin(nc, st, &skip, err));
+    ncclResult_t r = ncclSend(buf, bytes, ncclUint8, peer, nc->comm, st);
+    pp_status ord = order_end(nc, st, skip, r == ncclSuccess, err);
+    return r == ncclSuccess ? ord : nccl_fail(err, nc->job_rank, nc->dev, "ncclSend", r);
 }
 
 pp_status pp_nccl_recv(pp_nccl *nc, pp_exec *ex, int peer, void *buf, size_t bytes,
                        pp_error *err)
 {
     PP_TRY(check_peer(nc, ex, peer, buf, bytes, err));
-    ncclResult_t r = ncclRecv(buf, bytes, ncclUint8, peer, nc->comm,
-                              (cudaStream_t)ex->native_stream);
-    return r == ncclSuccess ? PP_OK : nccl_fail(err, nc->job_rank, nc->dev, "ncclRecv", r);
+    cudaStream_t st = (cudaStream_t)ex->native_stream;
+    bool skip;
+    PP_TRY(order_begin(nc, st, &skip, err));
+    ncclResult_t r = ncclRecv(buf, bytes, ncclUint8, peer, nc->comm, st);
+    pp_status ord = order_end(nc, st, skip, r == ncclSuccess, err);
+    return r == ncclSuccess ? ord : nccl_fail(err, nc->job_rank, nc->dev, "ncclRecv", r);
 }
 
 void pp_nccl_abort(pp_nccl *nc)
 {
     if (!nc) return;
     ncclCommAbort(nc->comm);
+    order_drop(nc->order);
+    pp_comm_group_release_device(nc->group, nc->dev);
     free(nc);
 }
 
@@ -152,5 +312,7 @@ void pp_nccl_free(pp_nccl *nc)
 {
     if (!nc) return;
     ncclCommDestroy(nc->comm);
+    order_drop(nc->order);
+    pp_comm_group_release_device(nc->group, nc->dev);
     free(nc);
 }

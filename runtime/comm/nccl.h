@@ -2,6 +2,11 @@
  * nccl.h - NCCL communicators for the gradient sums of CUDA stages:
  * one per group of ranks (pp_comm_group), each member on one CUDA device.
  *
+ * A contract of its own, apart from the transports of comm.h (transport.h):
+ * stream-ordered collectives on device memory, enqueued on an exec's stream
+ * rather than completed on the host. nccl.c implements it; nccl_absent.c, in
+ * a build without NCCL, refuses every communicator.
+ *
  * Making one is collective over the group: member 0 creates an
  * ncclUniqueId, the group's host communication (MPI) carries it to the
  * others, and every member calls ncclCommInitRank on its device. A sum is

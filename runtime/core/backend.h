@@ -6,7 +6,7 @@
  * checked shapes, dtypes and devices; a backend only reports failures of its
  * own (out of memory, library errors) through err. Contracts per op are those
  * of ops.h. Entries that a backend cannot provide are NULL and the caller
- * reports PP_ERR_UNSUPPORTED.
+ * reports PP_ERR_UNSUPPORTED (optional ones say what NULL means instead).
  *
  * The backend is chosen per device kind at build time: runtime/cpu always,
  * runtime/cuda when meson's `cuda` option enables it (otherwise
@@ -46,6 +46,8 @@ typedef enum pp_native_op {
     PP_NATIVE_BN_ACT,            /* x, gamma, beta, rmean, rvar, add (may be NULL), y, smean,
                                     sinvstd; desc: pp_bn_act_desc           */
     PP_NATIVE_BN_BACKWARD_RELU,  /* x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+    PP_NATIVE_LINEAR_DGRAD,      /* w, dy, dx                                */
+    PP_NATIVE_LINEAR_WGRAD,      /* x, dy, dw, db                            */
 } pp_native_op;
 
 /* The descriptor of PP_NATIVE_BN_ACT (pp_batchnorm_forward_act). */
@@ -73,9 +75,14 @@ typedef struct pp_backend_ops {
                               pp_error *err);
 
     /* optional: host memory the device copies without staging (CUDA: page-locked);
-     * NULL entries: aligned malloc/free */
+     * NULL: aligned malloc/free */
     pp_status (*host_alloc)(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
     void (*host_free)(pp_device_ctx *dev, void *ptr);
+
+    /* optional: lets peer (another device of this backend) read and write dev's
+     * memory, its stream-ordered pool allocations included; PP_ERR_UNSUPPORTED
+     * where the hardware has no path between them; NULL entry: nothing to do */
+    pp_status (*peer_access)(pp_device_ctx *dev, pp_device_ctx *peer, pp_error *err);
 
     /* exec (per-stream) state */
     pp_status (*exec_init)(pp_exec *ex, pp_error *err);
@@ -92,6 +99,9 @@ typedef struct pp_backend_ops {
                                       const float *w, float *dx, pp_error *err);
     pp_status (*conv2d_backward_filter)(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                         const float *dy, float *dw, pp_error *err);
+    /* (optional) bytes of workspace the largest training pass of a convolution of d asks
+     * an exec of a device opened now for (defaults to 0: chosen at run time) */
+    size_t (*conv2d_workspace)(const pp_conv2d_desc *d);
     /* dx += conv_transpose(dy, w): the sum backward_data then accumulate give (the
      * CPU backend's bit for bit) */
     pp_status (*conv2d_backward_data_accumulate)(pp_exec *ex, const pp_conv2d_desc *d,
@@ -132,7 +142,7 @@ typedef struct pp_backend_ops {
     /* bytes-level copy and zero within the device */
     pp_status (*copy)(pp_exec *ex, size_t bytes, const void *src, void *dst, pp_error *err);
     pp_status (*zero)(pp_exec *ex, size_t bytes, void *dst, pp_error *err);
-    /* optional: count buffers of bytes[i] bytes at once; NULL entry: the caller
+    /* optional: count buffers of bytes[i] bytes at once; NULL: the caller
      * runs zero per buffer */
     pp_status (*zero_multi)(pp_exec *ex, int count, void *const *dst, const size_t *bytes,
                             pp_error *err);
@@ -173,6 +183,12 @@ typedef struct pp_backend_ops {
     pp_status (*linear_backward)(pp_exec *ex, int n, int in, int out, const float *x,
                                  const float *w, const float *dy, float *dx, float *dw, float *db,
                                  pp_error *err);
+    /* linear_backward's halves: dx = dy w; dw += dy^T x, db += sum dy (each with the
+     * bits of linear_backward's part) */
+    pp_status (*linear_backward_data)(pp_exec *ex, int n, int in, int out, const float *w,
+                                      const float *dy, float *dx, pp_error *err);
+    pp_status (*linear_backward_weights)(pp_exec *ex, int n, int in, int out, const float *x,
+                                         const float *dy, float *dw, float *db, pp_error *err);
 
     pp_status (*softmax_xent)(pp_exec *ex, int n, int classes, const float *logits,
                               const int32_t *labels, float divisor, float *loss, int32_t *correct,
@@ -181,7 +197,7 @@ typedef struct pp_backend_ops {
     pp_status (*sgd_update)(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
                             const float *grad, float *momentum_buf, pp_error *err);
     /* optional: count tensors of sizes[i] elements at once (buf[i] NULL when momentum
-     * is 0); NULL entry: the caller runs sgd_update per tensor */
+     * is 0); NULL: the caller runs sgd_update per tensor */
     pp_status (*sgd_update_multi)(pp_exec *ex, const pp_sgd_desc *d, int count,
                                   float *const *param, const float *const *grad,
                                   float *const *buf, const int64_t *sizes, pp_error *err);
@@ -202,14 +218,20 @@ typedef struct pp_backend_ops {
      * gives: every operand converted to an f32 NCHW stand-in, the f32 entry
      * above, each output rounded (bf16) and laid out back. Returns PP_ERR_UNSUPPORTED,
      * having enqueued nothing, for a combination it does not run natively (the
-     * fallback then runs); NULL entry: always the fallback. */
+     * fallback then runs); NULL: always the fallback. */
     pp_status (*native)(pp_exec *ex, pp_native_op op, const void *desc, pp_tensor *const *t,
                         pp_error *err);
 
     /* optional: starts or stops the range an external profiler collects (CUDA:
      * cudaProfilerStart/Stop, which `ncu --profile-from-start off` and
-     * `nsys --capture-range=cudaProfilerApi` follow); process-wide */
+     * `nsys --capture-range=cudaProfilerApi` follow); process-wide. NULL: no
+     * profiler to drive (a no-op) */
     pp_status (*profiler)(pp_device_ctx *dev, bool start, pp_error *err);
+
+    /* (optional) the device's free and total memory as its driver reports them (CUDA:
+     * cudaMemGetInfo); none on the CPU, which has no memory of its own */
+    pp_status (*mem_info)(pp_device_ctx *dev, size_t *free_bytes, size_t *total_bytes,
+                          pp_error *err);
 } pp_backend_ops;
 
 /* The CPU backend (runtime/cpu). Never NULL. */

@@ -166,6 +166,17 @@ bool pp_device_prefers_nhwc_bf16(const pp_device_ctx *dev)
     return dev->ops->prefers_nhwc_bf16;
 }
 
+pp_status pp_device_memory_info(pp_device_ctx *dev, size_t *free_bytes, size_t *total_bytes,
+                                pp_error *err)
+{
+    if (!dev || !free_bytes || !total_bytes)
+        return pp_error_set(err, PP_ERR_INVALID, "memory info: NULL argument");
+    if (!dev->ops->mem_info)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: no memory of its own to report",
+                            dev->name);
+    return dev->ops->mem_info(dev, free_bytes, total_bytes, err);
+}
+
 pp_math_mode pp_device_math(const pp_device_ctx *dev)
 {
     return dev ? dev->math : PP_MATH_FP32;
@@ -232,6 +243,23 @@ void pp_device_host_free(pp_device_ctx *dev, void *ptr)
         dev->ops->host_free(dev, ptr);
     else
         free(ptr);
+}
+
+pp_status pp_device_peer_access(pp_device_ctx *dev, pp_device_ctx *peer, pp_error *err)
+{
+    if (!dev || !peer)
+        return pp_error_set(err, PP_ERR_INVALID, "peer access: device or peer is NULL");
+    if (dev->id.kind != peer->id.kind)
+        return pp_error_set(err, PP_ERR_INVALID, "peer access: %s and %s are of different kinds",
+                            dev->name, peer->name);
+    if (dev == peer || pp_device_id_equal(dev->id, peer->id) || !dev->ops->peer_access)
+        return PP_OK;
+    return dev->ops->peer_access(dev, peer, err);
+}
+
+bool pp_device_host_pinned(const pp_device_ctx *dev)
+{
+    return dev && dev->ops && dev->ops->host_alloc;
 }
 
 void pp_device_reset_peak(pp_device_ctx *dev)

@@ -2,6 +2,13 @@
  * device.h - logical devices, the registry that owns their contexts, and
  * per-device memory accounting.
  *
+ * runtime/core/ is the device layer every room of runtime/ sits on: logical
+ * devices and their registry (this header), tensors, execs (work on one
+ * device, in one stream's order), the checked op API (ops.h) over a table of
+ * functions per backend (backend.h: pp_backend_ops), statuses and errors,
+ * paths, the micro-batch rule and the host thread pool. It includes nothing
+ * of the project outside itself.
+ *
  * A logical device is "cpu:N" or "cuda:N". Several cpu:N are distinct logical
  * devices that share host memory (each has its own accounting), which lets any
  * plan run on a machine without a GPU.
@@ -107,11 +114,29 @@ void pp_device_free(pp_device_ctx *dev, void *ptr, size_t bytes);
  * and OK; pp_device_host_free(dev, NULL) does nothing. */
 pp_status pp_device_host_alloc(pp_device_ctx *dev, size_t bytes, void **ptr, pp_error *err);
 void pp_device_host_free(pp_device_ctx *dev, void *ptr);
+/* Lets the kernels of peer, and the libraries that run on it (NCCL between
+ * devices of one process), read and write dev's memory, stream-ordered pool
+ * allocations included (CUDA: peer access, and the access of dev's memory
+ * pool). A no-op for the same device and for devices of host memory (the
+ * CPU); PP_ERR_UNSUPPORTED where the hardware has no path between the two,
+ * PP_ERR_INVALID for devices of different kinds. May change the calling
+ * thread's current device. */
+pp_status pp_device_peer_access(pp_device_ctx *dev, pp_device_ctx *peer, pp_error *err);
+
+/* Whether pp_device_host_alloc gives dev host memory of its own kind (CUDA:
+ * page-locked), rather than plain aligned memory (the CPU). */
+bool pp_device_host_pinned(const pp_device_ctx *dev);
 
 /* Accounting without allocation, for memory a backend hands out itself
  * (stream-ordered pools): account fails with PP_ERR_OOM beyond bytes_limit. */
 pp_status pp_device_account(pp_device_ctx *dev, size_t bytes, pp_error *err);
 void pp_device_unaccount(pp_device_ctx *dev, size_t bytes);
+
+/* The device's free and total memory as its driver reports them (a CUDA
+ * card: what other processes and this one's allocations leave). PP_ERR_UNSUPPORTED
+ * for devices without memory of their own (the CPU). */
+pp_status pp_device_memory_info(pp_device_ctx *dev, size_t *free_bytes, size_t *total_bytes,
+                                pp_error *err);
 
 /* Resets the peak to the current usage (for per-step peak measurements). */
 void pp_device_reset_peak(pp_device_ctx *dev);

@@ -33,11 +33,12 @@ pp_status pp_exec_workspace(pp_exec *ex, size_t bytes, void **ptr, pp_error *err
     }
     pp_device_ctx *dev = ex->dev;
     size_t grow = bytes + bytes / 4;
-    if (ex->ws) {
+    if (ex->ws) { /* gone, even if the growth fails below: ws_gen says so */
         dev->ops->free_async(ex, ex->ws);
         pp_device_unaccount(dev, ex->ws_bytes);
         ex->ws = NULL;
         ex->ws_bytes = 0;
+        ex->ws_gen++;
     }
     PP_TRY(pp_device_account(dev, grow, err));
     pp_status s = dev->ops->alloc_async(ex, grow, &ex->ws, err);
@@ -52,12 +53,29 @@ pp_status pp_exec_workspace(pp_exec *ex, size_t bytes, void **ptr, pp_error *err
     return PP_OK;
 }
 
-void pp_exec_workspace_forget(pp_exec *ex)
+pp_exec_ws_mark pp_exec_workspace_mark(const pp_exec *ex)
 {
-    if (!ex || !ex->ws) return;
-    pp_device_unaccount(ex->dev, ex->ws_bytes);
-    ex->ws = NULL;
-    ex->ws_bytes = 0;
+    return (pp_exec_ws_mark){ex->ws, ex->ws_bytes, ex->ws_gen};
+}
+
+void pp_exec_workspace_restore(pp_exec *ex, const pp_exec_ws_mark *m)
+{
+    if (!ex || !m || ex->ws_gen == m->gen) return;
+    /* counted now: ws_bytes (the grown workspace, or 0 after a failed growth);
+     * the marked workspace is still allocated and is counted again */
+    if (ex->ws_bytes >= m->bytes) {
+        pp_device_unaccount(ex->dev, ex->ws_bytes - m->bytes);
+    } else if (pp_device_account(ex->dev, m->bytes - ex->ws_bytes, NULL) != PP_OK) {
+        /* over the device's cap: give the marked workspace back instead */
+        pp_device_unaccount(ex->dev, ex->ws_bytes);
+        if (m->ws) ex->dev->ops->free_async(ex, m->ws);
+        ex->ws = NULL;
+        ex->ws_bytes = 0;
+        ex->ws_gen++;
+        return;
+    }
+    ex->ws = m->ws;
+    ex->ws_bytes = m->bytes;
     ex->ws_gen++;
 }
 

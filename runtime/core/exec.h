@@ -44,10 +44,22 @@ void pp_exec_destroy(pp_exec *ex);
  * ordered on CUDA). *ptr is NULL when bytes is 0. */
 pp_status pp_exec_workspace(pp_exec *ex, size_t bytes, void **ptr, pp_error *err);
 
-/* Drops the workspace without freeing it (and bumps ws_gen): for a workspace
- * whose allocation was captured into a graph that was then refused, so the
- * memory never existed. */
-void pp_exec_workspace_forget(pp_exec *ex);
+/* The workspace as it is now, for pp_exec_workspace_restore. */
+typedef struct pp_exec_ws_mark {
+    void *ws;
+    size_t bytes;
+    unsigned gen;
+} pp_exec_ws_mark;
+pp_exec_ws_mark pp_exec_workspace_mark(const pp_exec *ex);
+
+/* For a workspace that grew (ws_gen moved on from m's) inside a graph
+ * capture whose graph was then refused or discarded: neither the captured
+ * allocation nor the captured free (or the refused one) of the old
+ * workspace ever ran, so the grown pointer is dropped without being freed
+ * and the workspace marked in m is the exec's again (the grown bytes leave
+ * the device's count). ws_gen still moves on: no graph may keep the grown
+ * pointer. Nothing to do when ws_gen did not move. */
+void pp_exec_workspace_restore(pp_exec *ex, const pp_exec_ws_mark *m);
 
 /* Waits until all work enqueued on this exec has finished (no-op on CPU). */
 pp_status pp_exec_sync(pp_exec *ex, pp_error *err);

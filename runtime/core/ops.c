@@ -21,10 +21,10 @@
 
 #define ACT PP_OPS_ACT
 
-pp_status pp_ops_unsupported(pp_exec *ex, const char *op, pp_error *err)
+size_t pp_conv2d_workspace_bytes(pp_device_kind kind, const pp_conv2d_desc *d)
 {
-    return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: not provided by the %s backend", op,
-                        ex->dev->ops->name);
+    const pp_backend_ops *ops = kind == PP_DEVICE_CUDA ? pp_backend_cuda() : pp_backend_cpu();
+    return d && ops && ops->conv2d_workspace ? ops->conv2d_workspace(d) : 0;
 }
 
 pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
@@ -150,10 +150,20 @@ pp_status pp_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *
     return WIDE_RUN(v, DISPATCH(conv2d_backward_data_accumulate, d, dyd, wd, dxd, err));
 }
 
+/* Every batch-norm entry, before any backend runs: statistics over zero
+ * values per channel (an empty micro-batch, or images of no pixel) would
+ * divide by N*H*W = 0, so zero rows are refused here, the same for every
+ * backend (PyTorch refuses them in training too). */
 static pp_status check_bn(pp_exec *ex, const char *op, const pp_bn_desc *d, pp_error *err)
 {
     PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
+    if (d->c > 0 && d->n >= 0 && d->h >= 0 && d->w >= 0 &&
+        (int64_t)d->n * d->h * d->w == 0)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "%s: batch norm over zero values per channel (input %dx%dx%dx%d): "
+                            "an empty micro-batch or an empty image has nothing to normalise",
+                            op, d->n, d->c, d->h, d->w);
     if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 || !(d->eps > 0) ||
         !(d->momentum >= 0 && d->momentum <= 1))
         return pp_error_set(err, PP_ERR_INVALID, "%s: bad descriptor", op);
@@ -692,6 +702,44 @@ pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w
     const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w), *dyd = WIDE_IN(v, dy);
     float *dxd = dx ? WIDE_OUT(v, dx) : NULL;
     return WIDE_RUN(v, DISPATCH(linear_backward, (int)n, (int)in, (int)out, xd, wd, dyd, dxd,
+                                dw->data, db->data, err));
+}
+
+pp_status pp_linear_backward_data(pp_exec *ex, const pp_tensor *w, const pp_tensor *dy,
+                                  pp_tensor *dx, pp_error *err)
+{
+    const char *op = "linear_backward_data";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    if (!w || w->ndim != 2 || !dy || dy->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: w and dy must be 2-D", op);
+    int64_t n = dy->shape[0], in = w->shape[1], out = w->shape[0];
+    PP_TRY(pp_ops_check(ex, op, "w", w, ACT, 2, out, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 2, n, out, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dx", dx, ACT, 2, n, in, 1, 1, err));
+    NATIVE(PP_NATIVE_LINEAR_DGRAD, NULL, false, T(w), T(dy), dx);
+    wide v = {0};
+    const float *wd = WIDE_IN(v, w), *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(linear_backward_data, (int)n, (int)in, (int)out, wd, dyd, dxd,
+                                err));
+}
+
+pp_status pp_linear_backward_weights(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
+                                     pp_tensor *dw, pp_tensor *db, pp_error *err)
+{
+    const char *op = "linear_backward_weights";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    if (!x || x->ndim != 2 || !dy || dy->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: x and dy must be 2-D", op);
+    int64_t n = x->shape[0], in = x->shape[1], out = dy->shape[1];
+    PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 2, n, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, ACT, 2, n, out, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dw", dw, PP_F32, 2, out, in, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "db", db, PP_F32, 1, out, 1, 1, 1, err));
+    NATIVE(PP_NATIVE_LINEAR_WGRAD, NULL, false, T(x), T(dy), dw, db);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
+    return WIDE_RUN(v, DISPATCH(linear_backward_weights, (int)n, (int)in, (int)out, xd, dyd,
                                 dw->data, db->data, err));
 }
 

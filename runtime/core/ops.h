@@ -25,7 +25,13 @@
  *     checked "like" another must have its dtype too.
  *   - Outputs and activation gradients are overwritten (=).
  *   - Parameter gradients (dw, dgamma, dbeta, db) are accumulated (+=), so
- *     micro-batch gradients sum in the order backward is called.
+ *     micro-batch gradients sum in the order backward is called. Each call
+ *     computes its gradient g on its own and adds it once: the result is
+ *     grad + g whatever grad held (on the CPU backend bit for bit), so a
+ *     gradient computed into a zeroed tensor and added later with
+ *     pp_accumulate gives the same bits as the call on grad itself (what
+ *     lets micro-batches' weight gradients computed out of order be summed
+ *     in order). On CUDA, within the rounding of the library's blend.
  *   - Work runs in ex's stream order; on CUDA the call returns before the work
  *     is done.
  */
@@ -55,6 +61,13 @@ typedef struct pp_conv2d_desc {
  * output would be empty or a dimension is not positive. */
 pp_status pp_conv2d_desc_init(pp_conv2d_desc *d, int n, int c, int h, int w, int k, int kernel,
                               int stride, int pad, pp_error *err);
+
+/* Bytes of exec workspace the training passes of a convolution of d (forward,
+ * backward data, backward filter) ask a stream of a `kind` device for, the
+ * largest of the three, on a device opened now (the CPU backend: its thread
+ * count from the environment); 0 where the backend chooses at run time (CUDA)
+ * or is not built. For predicting memory before anything runs. */
+size_t pp_conv2d_workspace_bytes(pp_device_kind kind, const pp_conv2d_desc *d);
 
 typedef struct pp_bn_desc {
     int n, c, h, w;        /* input (N, C, H, W); statistics per channel over N*H*W */
@@ -104,6 +117,9 @@ pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const 
                                     const pp_tensor *dy, pp_tensor *dw, pp_error *err);
 
 /* ---- batch norm ---------------------------------------------------------- */
+/* Every batch-norm op refuses (PP_ERR_INVALID, before anything runs) an input
+ * with zero values per channel (N*H*W == 0: an empty micro-batch), on every
+ * backend; training also one with a single value per channel. */
 /* Training: normalises with batch statistics, writes save_mean/save_invstd (C)
  * for backward, and updates running_mean/running_var (C) with momentum, using
  * the unbiased batch variance (N*H*W / (N*H*W - 1)) as PyTorch does. */
@@ -225,6 +241,14 @@ pp_status pp_linear_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
 pp_status pp_linear_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *w,
                              const pp_tensor *dy, pp_tensor *dx, pp_tensor *dw, pp_tensor *db,
                              pp_error *err);
+/* The two halves of pp_linear_backward, for a backward split into its input
+ * part and its weight part; each gives the bits of that part of
+ * pp_linear_backward. _data: dx = dy w. _weights: dw += dy^T x; db += sum_n dy
+ * (no w needed). */
+pp_status pp_linear_backward_data(pp_exec *ex, const pp_tensor *w, const pp_tensor *dy,
+                                  pp_tensor *dx, pp_error *err);
+pp_status pp_linear_backward_weights(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
+                                     pp_tensor *dw, pp_tensor *db, pp_error *err);
 
 /* ---- loss ----------------------------------------------------------------- */
 /* Softmax cross-entropy over logits (N,CLASSES) with labels (I32, N).

@@ -18,6 +18,12 @@
 
 #include <stddef.h>
 
+pp_status pp_ops_unsupported(pp_exec *ex, const char *op, pp_error *err)
+{
+    return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: not provided by the %s backend", op,
+                        ex->dev->ops->name);
+}
+
 /* Whether t needs a stand-in for the f32 NCHW entries (keep_layout: only
  * its dtype counts). */
 static bool foreign(const pp_tensor *t, bool keep_layout)

@@ -1,8 +1,8 @@
 /*
- * ops_adapt.h - what ops.c (the op entry points) and ops_adapt.c (operand
- * adaptation) share: dispatch to the exec's backend, the offer to the
- * backend's native entry, and the f32 NCHW stand-ins of bf16 and NHWC
- * operands. Not installed; only runtime/core/ops*.c include it.
+ * ops_adapt.h - what ops.c (the op entry points) asks of ops_adapt.c
+ * (operand adaptation, below it): dispatch to the exec's backend, the offer
+ * to the backend's native entry, and the f32 NCHW stand-ins of bf16 and
+ * NHWC operands. Not installed; only runtime/core/ops*.c include it.
  *
  * The macros expect the op's `pp_exec *ex` and `pp_error *err` in scope.
  */
@@ -16,7 +16,7 @@
 #include "ops.h"
 #include "tensor.h"
 
-/* PP_ERR_UNSUPPORTED: op is not provided by ex's backend (ops.c). */
+/* PP_ERR_UNSUPPORTED: op is not provided by ex's backend. */
 pp_status pp_ops_unsupported(pp_exec *ex, const char *op, pp_error *err);
 
 #define DISPATCH(fn, ...)                                                          \

@@ -159,6 +159,17 @@ void pp_tensor_free(pp_tensor *t)
     memset(t, 0, sizeof *t);
 }
 
+void pp_tensor_abandon(pp_tensor *t)
+{
+    if (!t) return;
+    if (!(t->owns && t->data && t->stream)) {
+        pp_tensor_free(t);
+        return;
+    }
+    pp_device_unaccount(t->dev, pp_tensor_bytes(t));
+    memset(t, 0, sizeof *t);
+}
+
 pp_tensor pp_tensor_view0(const pp_tensor *t, int64_t start, int64_t len)
 {
     pp_tensor v = *t;

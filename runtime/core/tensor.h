@@ -87,6 +87,13 @@ pp_status pp_tensor_zeros(pp_tensor *t, pp_device_ctx *dev, pp_dtype dtype, int 
 /* Releases owned storage and zeroes *t (in the allocating exec's stream order
  * for pp_tensor_alloc_on). Safe on a zeroed tensor and on views. */
 void pp_tensor_free(pp_tensor *t);
+/* Drops *t, zeroing it, without releasing stream-ordered storage: for a
+ * tensor pp_tensor_alloc_on made inside a CUDA graph capture that was then
+ * discarded, whose memory belonged to the graph and never existed (only its
+ * count in the device's memory is taken back; freeing it would hand the pool
+ * an address it never gave). Storage of any other kind is released as by
+ * pp_tensor_free. */
+void pp_tensor_abandon(pp_tensor *t);
 
 /* A view of rows [start, start+len) along dimension 0. */
 pp_tensor pp_tensor_view0(const pp_tensor *t, int64_t start, int64_t len);

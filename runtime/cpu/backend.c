@@ -54,6 +54,15 @@ static pp_status cpu_device_init(pp_device_ctx *dev, pp_error *err)
     return PP_OK;
 }
 
+/* A device opened now gets the environment's thread count (1 when it is not
+ * valid: opening the device would then fail anyway). */
+static size_t cpu_conv2d_workspace(const pp_conv2d_desc *d)
+{
+    int threads = 1;
+    if (pp_cpu_pool_threads_from_env(&threads, NULL) != PP_OK) threads = 1;
+    return pp_cpu_conv2d_workspace_bytes(d, threads);
+}
+
 static void cpu_device_destroy(pp_device_ctx *dev)
 {
     pp_cpu_device *cd = pp_cpu_device_of(dev);
@@ -198,6 +207,7 @@ static const pp_backend_ops cpu_ops = {
     .zero = cpu_zero,
     .delay = cpu_delay,
     .conv2d_forward = pp_cpu_conv2d_forward,
+    .conv2d_workspace = cpu_conv2d_workspace,
     .conv2d_backward_data = pp_cpu_conv2d_backward_data,
     .conv2d_backward_filter = pp_cpu_conv2d_backward_filter,
     .conv2d_backward_data_accumulate = pp_cpu_conv2d_backward_data_accumulate,
@@ -224,6 +234,8 @@ static const pp_backend_ops cpu_ops = {
     .avgpool_backward = pp_cpu_avgpool_backward,
     .linear_forward = pp_cpu_linear_forward,
     .linear_backward = pp_cpu_linear_backward,
+    .linear_backward_data = pp_cpu_linear_backward_data,
+    .linear_backward_weights = pp_cpu_linear_backward_weights,
     .softmax_xent = pp_cpu_softmax_xent,
     .sgd_update = pp_cpu_sgd_update,
 };

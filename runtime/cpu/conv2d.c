@@ -20,12 +20,15 @@
  * writes its own part of the output. Results are therefore bitwise identical
  * whatever the number of threads (and whichever thread runs a tile).
  * Backward-filter reduces over all columns: its tiles cut dW, and when dW is
- * too small to give enough tiles, the columns too; the partial sums are then
- * added to dW in chunk order. With large output planes ("per-sample mode")
- * dY is read in place, and so is x when pointwise (otherwise each sample is
- * unfolded on its own): a tile runs one GEMM per sample of its chunk (a chunk
- * is then a run of whole samples), accumulating with beta = 1 in sample
- * order.
+ * too small to give enough tiles, the columns too, into partial sums added in
+ * chunk order (a sample group's sum; the groups' sums add up in group order).
+ * The call's gradient is so computed on its own and added to dW once, at the
+ * end: dW + g whatever dW held (ops.h), which lets a micro-batch's weight
+ * gradient be computed apart and added later with the same bits. With large
+ * output planes ("per-sample mode") dY is read in place, and so is x when
+ * pointwise (otherwise each sample is unfolded on its own): a tile runs one
+ * GEMM per sample of its chunk (a chunk is then a run of whole samples),
+ * accumulating with beta = 1 in sample order.
  *
  * Memory: unfolded blocks, gathered planes and partial sums live in the exec
  * workspace: a shared part plus one scratch area per pool thread. sgemm runs
@@ -397,36 +400,47 @@ static void fwd_tile_task(void *arg, int64_t t, int worker)
     fwd_tile(c, &blk, bmat, ldb, k0, k1, out);
 }
 
-pp_status pp_cpu_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
-                                const float *w, float *y, pp_error *err)
+/* The forward's tiling and workspace (floats): fills c's cuts; with two
+ * passes, *per_group column blocks share the unfolded panels. */
+static size_t fwd_plan(fwd_ctx *c, const pp_conv2d_desc *d, size_t threads, int *per_group)
 {
-    fwd_ctx c = {.d = d, .x = x, .w = w, .y = y, .crs = d->c * d->r * d->s};
-    c.cb = col_blocks_make(d, 1);
-    c.kpb = row_block_units(d->k, 1, c.cb.count);
-    c.mblocks = (d->k + c.kpb - 1) / c.kpb;
-    const size_t threads = (size_t)pp_cpu_threads(ex);
-    const size_t col_floats = round_up((size_t)c.crs * c.cb.max_cols, 16);
-    const size_t out_floats = round_up((size_t)d->k * c.cb.max_cols, 16);
-
-    if (c.mblocks == 1) {
-        c.scratch_stride = col_floats + out_floats;
-        PP_TRY(workspace(ex, threads * c.scratch_stride, &c.scratch, err));
-        pp_cpu_parallel(ex, c.cb.count, fwd_fused_task, &c);
-        return PP_OK;
+    c->crs = d->c * d->r * d->s;
+    c->cb = col_blocks_make(d, 1);
+    c->kpb = row_block_units(d->k, 1, c->cb.count);
+    c->mblocks = (d->k + c->kpb - 1) / c->kpb;
+    const size_t col_floats = round_up((size_t)c->crs * c->cb.max_cols, 16);
+    const size_t out_floats = round_up((size_t)d->k * c->cb.max_cols, 16);
+    *per_group = c->cb.count;
+    if (c->mblocks == 1) {
+        c->panel_stride = 0;
+        c->scratch_stride = col_floats + out_floats;
+        return threads * c->scratch_stride;
     }
     /* Two passes per group of column blocks: unfold into shared panels, then
      * tiles of (panel, row block). */
-    const int pointwise_direct = is_pointwise(d) && c.cb.spb == 1;
-    c.panel_stride = pointwise_direct ? 0 : col_floats;
-    int per_group = c.cb.count;
-    if (c.panel_stride) {
-        size_t fit = SHARED_MAX_FLOATS / c.panel_stride;
-        per_group = clamp_int(fit > (size_t)c.cb.count ? c.cb.count : (int)fit, 1, c.cb.count);
+    const int pointwise_direct = is_pointwise(d) && c->cb.spb == 1;
+    c->panel_stride = pointwise_direct ? 0 : col_floats;
+    if (c->panel_stride) {
+        size_t fit = SHARED_MAX_FLOATS / c->panel_stride;
+        *per_group = clamp_int(fit > (size_t)c->cb.count ? c->cb.count : (int)fit, 1, c->cb.count);
     }
-    c.scratch_stride = out_floats;
+    c->scratch_stride = out_floats;
+    return (size_t)*per_group * c->panel_stride + threads * c->scratch_stride;
+}
+
+pp_status pp_cpu_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
+                                const float *w, float *y, pp_error *err)
+{
+    fwd_ctx c = {.d = d, .x = x, .w = w, .y = y};
+    int per_group;
     float *ws;
-    PP_TRY(workspace(ex, (size_t)per_group * c.panel_stride + threads * c.scratch_stride, &ws,
-                     err));
+    PP_TRY(workspace(ex, fwd_plan(&c, d, (size_t)pp_cpu_threads(ex), &per_group), &ws, err));
+    if (c.mblocks == 1) {
+        c.scratch = ws;
+        pp_cpu_parallel(ex, c.cb.count, fwd_fused_task, &c);
+        return PP_OK;
+    }
+    const int pointwise_direct = c.panel_stride == 0;
     c.panels = ws;
     c.scratch = ws + (size_t)per_group * c.panel_stride;
     for (int g = 0; g < c.cb.count; g += per_group) {
@@ -509,23 +523,30 @@ static void bwd_data_task(void *arg, int64_t t, int worker)
         }
 }
 
+/* Backward-data's tiling and workspace (floats). */
+static size_t bwd_data_plan(bwd_data_ctx *c, const pp_conv2d_desc *d, size_t threads,
+                            int accumulate)
+{
+    c->rs = d->r * d->s;
+    c->crs = d->c * c->rs;
+    /* col2im of neighbouring output rows overlaps: split samples only when
+     * pointwise. */
+    c->cb = col_blocks_make(d, is_pointwise(d));
+    c->cpb = row_block_units(d->c, c->rs, c->cb.count);
+    c->cblocks = (d->c + c->cpb - 1) / c->cpb;
+    c->dyb_floats = c->cb.spb > 1 ? round_up((size_t)d->k * c->cb.max_cols, 16) : 0;
+    c->dcol_floats = round_up((size_t)c->cpb * c->rs * c->cb.max_cols, 16);
+    const size_t plane = accumulate ? round_up((size_t)d->h * d->w, 16) : 0;
+    c->scratch_stride = c->dyb_floats + c->dcol_floats + plane;
+    return threads * c->scratch_stride;
+}
+
 static pp_status backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy,
                                const float *w, float *dx, int accumulate, pp_error *err)
 {
-    bwd_data_ctx c = {.d = d, .dy = dy, .w = w, .dx = dx, .accumulate = accumulate,
-                      .rs = d->r * d->s};
-    c.crs = d->c * c.rs;
-    /* col2im of neighbouring output rows overlaps: split samples only when
-     * pointwise. */
-    c.cb = col_blocks_make(d, is_pointwise(d));
-    c.cpb = row_block_units(d->c, c.rs, c.cb.count);
-    c.cblocks = (d->c + c.cpb - 1) / c.cpb;
-    const size_t threads = (size_t)pp_cpu_threads(ex);
-    c.dyb_floats = c.cb.spb > 1 ? round_up((size_t)d->k * c.cb.max_cols, 16) : 0;
-    c.dcol_floats = round_up((size_t)c.cpb * c.rs * c.cb.max_cols, 16);
-    const size_t plane = accumulate ? round_up((size_t)d->h * d->w, 16) : 0;
-    c.scratch_stride = c.dyb_floats + c.dcol_floats + plane;
-    PP_TRY(workspace(ex, threads * c.scratch_stride, &c.scratch, err));
+    bwd_data_ctx c = {.d = d, .dy = dy, .w = w, .dx = dx, .accumulate = accumulate};
+    const size_t floats = bwd_data_plan(&c, d, (size_t)pp_cpu_threads(ex), accumulate);
+    PP_TRY(workspace(ex, floats, &c.scratch, err));
     pp_cpu_parallel(ex, (int64_t)c.cb.count * c.cblocks, bwd_data_task, &c);
     return PP_OK;
 }
@@ -557,9 +578,11 @@ typedef struct bwd_filter_ctx {
     float *col_buf, *dy_buf; /* where pass 1 writes them */
     int kpb, kblocks;        /* dW rows per block */
     int npb, nblocks;        /* dW columns per block */
-    int chunks, chunk_cols;  /* reduction chunks (1: accumulate into dW directly) */
+    int chunks, chunk_cols;  /* reduction chunks of a group */
     int per_sample;          /* per-sample mode: chunk_cols counts samples */
-    float *partial;          /* chunks x (K, CRS) when chunks > 1 */
+    float *partial;          /* chunks x (K, CRS): the chunks' sums */
+    float *total;            /* (K, CRS): the groups' sum so far (several groups) */
+    int first, last;         /* the current group is the first, the last */
 } bwd_filter_ctx;
 
 /* Pass 1: unfold sample t of the group and gather its dY (in per-sample
@@ -604,108 +627,132 @@ static void bwd_filter_tile_task(void *arg, int64_t t, int worker)
             memset(p + (size_t)k * c->crs + j0, 0, sizeof(float) * (size_t)(j1 - j0));
         return;
     }
+    float *p = c->partial + (size_t)ch * c->d->k * c->crs + (size_t)k0 * c->crs + j0;
     if (c->per_sample) {
         /* samples [r0, r1) of the group, one GEMM each, in sample order */
         const pp_conv2d_desc *d = c->d;
         const size_t pq = (size_t)d->p * d->q;
         const size_t x_stride = (size_t)d->c * d->h * d->w, y_stride = (size_t)d->k * pq;
-        float *out = c->chunks == 1 ? c->dw : c->partial + (size_t)ch * d->k * c->crs;
-        float beta = c->chunks == 1 ? 1.0f : 0.0f;
-        out += (size_t)k0 * c->crs + j0;
+        float beta = 0.0f;
         for (int s = r0; s < r1; s++) {
             const int n = c->n0 + s;
             const float *col = is_pointwise(d) ? c->x + n * x_stride
                                                : c->col_buf + (size_t)s * c->crs * pq;
             gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, (int)pq,
                  c->dy + n * y_stride + (size_t)k0 * pq, (int)pq, col + (size_t)j0 * pq,
-                 (int)pq, beta, out, c->crs);
+                 (int)pq, beta, p, c->crs);
             beta = 1.0f;
         }
         return;
     }
     const float *a = c->dym + (size_t)k0 * c->ldd + r0;
     const float *b = c->colm + (size_t)j0 * c->ldc + r0;
-    if (c->chunks == 1) {
-        gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 1.0f,
-             c->dw + (size_t)k0 * c->crs + j0, c->crs);
-    } else {
-        float *p = c->partial + (size_t)ch * c->d->k * c->crs;
-        gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 0.0f,
-             p + (size_t)k0 * c->crs + j0, c->crs);
-    }
+    gemm(CblasNoTrans, CblasTrans, k1 - k0, j1 - j0, r1 - r0, a, c->ldd, b, c->ldc, 0.0f, p,
+         c->crs);
 }
 
-/* Pass 3 (chunks > 1): dW row t += the partial sums in chunk order. */
+/* Pass 3: row t of the group's sum (its chunks' partial sums in chunk order),
+ * added to the groups' sum before it; the last group's adds the total to dW. */
 static void bwd_filter_reduce_task(void *arg, int64_t t, int worker)
 {
     const bwd_filter_ctx *c = arg;
     (void)worker;
     const size_t len = (size_t)c->crs, plane = (size_t)c->d->k * c->crs;
     float *dw = c->dw + (size_t)t * len;
+    float *total = c->total ? c->total + (size_t)t * len : NULL;
     const float *p = c->partial + (size_t)t * len;
     for (size_t j = 0; j < len; j++) {
         float s = p[j];
         for (int ch = 1; ch < c->chunks; ch++) s += p[(size_t)ch * plane + j];
-        dw[j] += s;
+        if (!c->first) s = total[j] + s;
+        if (c->last)
+            dw[j] += s;
+        else
+            total[j] = s;
     }
+}
+
+/* Backward-filter's grouping, tiling and workspace (floats): *shared of it
+ * holds the unfolded x (and gathered dY) of a group, the rest the partial
+ * sums. */
+static size_t bwd_filter_plan(bwd_filter_ctx *c, const pp_conv2d_desc *d, size_t *col_out,
+                              size_t *shared_out, size_t *partial_out, int *spg_out)
+{
+    c->crs = d->c * d->r * d->s;
+    const size_t pq = (size_t)d->p * d->q;
+    const int pointwise = is_pointwise(d);
+    /* samples per group: as many as fit the shared buffers (at least one) */
+    size_t per_sample = ((size_t)c->crs + d->k) * pq;
+    int spg = clamp_int((int)(SHARED_MAX_FLOATS / per_sample), 1, d->n);
+    const int direct = pq >= DIRECT_MIN_PQ || (pointwise && spg == 1);
+    if (direct) /* only the unfolded x is buffered, and not even that when pointwise */
+        spg = pointwise ? d->n : clamp_int((int)(SHARED_MAX_FLOATS / (c->crs * pq)), 1, d->n);
+    const int groups = (d->n + spg - 1) / spg;
+    spg = (d->n + groups - 1) / groups; /* groups of about equal size */
+    c->per_sample = direct;
+
+    c->npb = c->crs;
+    c->nblocks = 1;
+    if (c->crs >= 2 * 256) {
+        c->nblocks = min_int(c->crs / 256, TILES_TARGET);
+        c->npb = (int)round_up((size_t)(c->crs + c->nblocks - 1) / c->nblocks, 16);
+        c->nblocks = (c->crs + c->npb - 1) / c->npb;
+    }
+    if (direct) {
+        /* long row blocks; whole samples make up the rest of the tiles */
+        int want = (TILES_TARGET + c->nblocks - 1) / c->nblocks;
+        int blocks = clamp_int(want, 1, d->k / DIRECT_ROWS_MIN < 1 ? 1 : d->k / DIRECT_ROWS_MIN);
+        c->kpb = min_int((int)round_up((size_t)(d->k + blocks - 1) / blocks, 16), d->k);
+    } else {
+        c->kpb = row_block_units(d->k, 1, c->nblocks);
+    }
+    c->kblocks = (d->k + c->kpb - 1) / c->kpb;
+    const int tiles = c->kblocks * c->nblocks;
+    const int group_cols = spg * (int)pq;
+    c->chunks = 1;
+    if (tiles < TILES_TARGET)
+        c->chunks = clamp_int(min_int((TILES_TARGET + tiles - 1) / tiles,
+                                     direct ? spg : group_cols / REDUCE_CHUNK_MIN),
+                             1, TILES_TARGET);
+    if (direct) {
+        c->chunk_cols = (spg + c->chunks - 1) / c->chunks;
+        c->chunks = (spg + c->chunk_cols - 1) / c->chunk_cols;
+    }
+
+    size_t col_floats = pointwise && direct ? 0 : round_up((size_t)c->crs * group_cols, 16);
+    size_t shared = col_floats + (direct ? 0 : (size_t)d->k * group_cols);
+    size_t partial = round_up((size_t)c->chunks * d->k * c->crs, 16);
+    size_t total = groups > 1 ? (size_t)d->k * c->crs : 0;
+    *col_out = col_floats;
+    *shared_out = shared;
+    *partial_out = partial;
+    *spg_out = spg;
+    return shared + partial + total;
 }
 
 pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x,
                                         const float *dy, float *dw, pp_error *err)
 {
-    bwd_filter_ctx c = {.d = d, .x = x, .dy = dy, .dw = dw, .crs = d->c * d->r * d->s};
+    bwd_filter_ctx c = {.d = d, .x = x, .dy = dy, .dw = dw};
+    size_t col_floats, shared, partial;
+    int spg;
+    const size_t floats = bwd_filter_plan(&c, d, &col_floats, &shared, &partial, &spg);
     const size_t pq = (size_t)d->p * d->q;
-    const int pointwise = is_pointwise(d);
-    /* samples per group: as many as fit the shared buffers (at least one) */
-    size_t per_sample = ((size_t)c.crs + d->k) * pq;
-    int spg = clamp_int((int)(SHARED_MAX_FLOATS / per_sample), 1, d->n);
-    const int direct = pq >= DIRECT_MIN_PQ || (pointwise && spg == 1);
-    if (direct) /* only the unfolded x is buffered, and not even that when pointwise */
-        spg = pointwise ? d->n : clamp_int((int)(SHARED_MAX_FLOATS / (c.crs * pq)), 1, d->n);
-    const int groups = (d->n + spg - 1) / spg;
-    spg = (d->n + groups - 1) / groups; /* groups of about equal size */
-    c.per_sample = direct;
-
-    c.npb = c.crs;
-    c.nblocks = 1;
-    if (c.crs >= 2 * 256) {
-        c.nblocks = min_int(c.crs / 256, TILES_TARGET);
-        c.npb = (int)round_up((size_t)(c.crs + c.nblocks - 1) / c.nblocks, 16);
-        c.nblocks = (c.crs + c.npb - 1) / c.npb;
-    }
-    if (direct) {
-        /* long row blocks; whole samples make up the rest of the tiles */
-        int want = (TILES_TARGET + c.nblocks - 1) / c.nblocks;
-        int blocks = clamp_int(want, 1, d->k / DIRECT_ROWS_MIN < 1 ? 1 : d->k / DIRECT_ROWS_MIN);
-        c.kpb = min_int((int)round_up((size_t)(d->k + blocks - 1) / blocks, 16), d->k);
-    } else {
-        c.kpb = row_block_units(d->k, 1, c.nblocks);
-    }
-    c.kblocks = (d->k + c.kpb - 1) / c.kpb;
+    const int pointwise = is_pointwise(d), direct = c.per_sample;
     const int tiles = c.kblocks * c.nblocks;
-    const int group_cols = spg * (int)pq;
-    c.chunks = 1;
-    if (tiles < TILES_TARGET)
-        c.chunks = clamp_int(min_int((TILES_TARGET + tiles - 1) / tiles,
-                                     direct ? spg : group_cols / REDUCE_CHUNK_MIN),
-                             1, TILES_TARGET);
-    if (direct) {
-        c.chunk_cols = (spg + c.chunks - 1) / c.chunks;
-        c.chunks = (spg + c.chunk_cols - 1) / c.chunk_cols;
-    }
-
-    size_t col_floats = pointwise && direct ? 0 : round_up((size_t)c.crs * group_cols, 16);
-    size_t shared = col_floats + (direct ? 0 : (size_t)d->k * group_cols);
-    size_t partial = c.chunks > 1 ? (size_t)c.chunks * d->k * c.crs : 0;
+    const bool grouped = spg < d->n;
     float *ws;
-    PP_TRY(workspace(ex, shared + partial, &ws, err));
+    PP_TRY(workspace(ex, floats, &ws, err));
     c.col_buf = ws;
     c.dy_buf = ws + col_floats;
     c.partial = ws + shared;
+    c.total = grouped ? ws + shared + partial : NULL;
 
     for (int n0 = 0; n0 < d->n; n0 += spg) {
         c.n0 = n0;
         c.m = min_int(spg, d->n - n0);
+        c.first = n0 == 0;
+        c.last = n0 + spg >= d->n;
         c.cols = c.m * (int)pq;
         if (!(direct && pointwise)) pp_cpu_parallel(ex, c.m, bwd_filter_unfold_task, &c);
         if (!direct) {
@@ -715,7 +762,23 @@ pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, co
             c.chunk_cols = (c.cols + c.chunks - 1) / c.chunks;
         }
         pp_cpu_parallel(ex, (int64_t)c.chunks * tiles, bwd_filter_tile_task, &c);
-        if (c.chunks > 1) pp_cpu_parallel(ex, d->k, bwd_filter_reduce_task, &c);
+        pp_cpu_parallel(ex, d->k, bwd_filter_reduce_task, &c);
     }
     return PP_OK;
+}
+
+size_t pp_cpu_conv2d_workspace_bytes(const pp_conv2d_desc *d, int threads)
+{
+    fwd_ctx f = {.d = d};
+    bwd_data_ctx b = {.d = d};
+    bwd_filter_ctx w = {.d = d};
+    int per_group, spg;
+    size_t col, shared, partial;
+    const size_t t = threads > 0 ? (size_t)threads : 1;
+    size_t most = fwd_plan(&f, d, t, &per_group);
+    size_t v = bwd_data_plan(&b, d, t, 1);
+    if (v > most) most = v;
+    v = bwd_filter_plan(&w, d, &col, &shared, &partial, &spg);
+    if (v > most) most = v;
+    return most * sizeof(float);
 }

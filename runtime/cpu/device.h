@@ -4,6 +4,11 @@
  * backend's device_init, freed by device_destroy; a context made without
  * device_init (dev->backend NULL) runs every kernel on the caller and
  * allocates straight from the C library.
+ *
+ * runtime/cpu/ is the CPU backend: the pp_backend_ops table of
+ * pp_backend_cpu() (backend.c), its kernels over OpenBLAS, this per-device
+ * state with its workers and host-memory cache. It includes runtime/core
+ * only.
  */
 #ifndef PP_CPU_DEVICE_H
 #define PP_CPU_DEVICE_H

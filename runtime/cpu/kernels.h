@@ -14,6 +14,10 @@ pp_status pp_cpu_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const floa
 pp_status pp_cpu_conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, const float *dy, const float *w, float *dx, pp_error *err);
 pp_status pp_cpu_conv2d_backward_data_accumulate(pp_exec *ex, const pp_conv2d_desc *d, const float *dy, const float *w, float *dx, pp_error *err);
 pp_status pp_cpu_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const float *x, const float *dy, float *dw, pp_error *err);
+/* Bytes of workspace the largest of a convolution's forward, backward-data
+ * (accumulating) and backward-filter passes asks its exec for on a device of
+ * `threads` workers: the same sizing the kernels use. */
+size_t pp_cpu_conv2d_workspace_bytes(const pp_conv2d_desc *d, int threads);
 pp_status pp_cpu_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *gamma, const float *beta, float *running_mean, float *running_var, float *y, float *save_mean, float *save_invstd, pp_error *err);
 pp_status pp_cpu_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *gamma, const float *beta, const float *running_mean, const float *running_var, float *y, pp_error *err);
 pp_status pp_cpu_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const float *x, const float *dy, const float *gamma, const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta, pp_error *err);
@@ -38,6 +42,8 @@ pp_status pp_cpu_channel_bias_forward(pp_exec *ex, int64_t n, int64_t c, int64_t
 pp_status pp_cpu_channel_bias_backward(pp_exec *ex, int64_t n, int64_t c, int64_t hw, const float *dy, float *db, pp_error *err);
 pp_status pp_cpu_linear_forward(pp_exec *ex, int n, int in, int out, const float *x, const float *w, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_linear_backward(pp_exec *ex, int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, pp_error *err);
+pp_status pp_cpu_linear_backward_data(pp_exec *ex, int n, int in, int out, const float *w, const float *dy, float *dx, pp_error *err);
+pp_status pp_cpu_linear_backward_weights(pp_exec *ex, int n, int in, int out, const float *x, const float *dy, float *dw, float *db, pp_error *err);
 pp_status pp_cpu_softmax_xent(pp_exec *ex, int n, int classes, const float *logits, const int32_t *labels, float divisor, float *loss, int32_t *correct, float *dlogits, pp_error *err);
 pp_status pp_cpu_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param, const float *grad, float *momentum_buf, pp_error *err);
 

@@ -7,6 +7,8 @@
  *   y^T  = w x^T          sgemm(T, N, out, n, in)
  *   dx^T = w^T dy^T       sgemm(N, N, in, n, out)
  *   dw^T += x^T dy        sgemm(N, T, in, out, n), beta = 1
+ * The backward's halves (data, weights) are entries of their own; the whole
+ * backward runs the two.
  */
 #include "internal.h"
 #include "kernels.h"
@@ -27,20 +29,35 @@ pp_status pp_cuda_linear_forward(pp_exec *ex, int n, int in, int out, const floa
                                            out, b, y));
 }
 
-pp_status pp_cuda_linear_backward(pp_exec *ex, int n, int in, int out, const float *x,
-                                  const float *w, const float *dy, float *dx, float *dw,
-                                  float *db, pp_error *err)
+pp_status pp_cuda_linear_backward_data(pp_exec *ex, int n, int in, int out, const float *w,
+                                       const float *dy, float *dx, pp_error *err)
 {
     pp_cuda_exec *ce;
     PP_TRY(pp_cuda_exec_begin(ex, 0, 1, &ce, err));
     const float one = 1.0f, zero = 0.0f;
     if (n == 0 || out == 0 || in == 0) return PP_OK;
-    if (dx)
-        PP_TRY(PP_CUDA(ex->dev, err,
-                       cublasSgemm(ce->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in,
-                                   dy, out, &zero, dx, in)));
+    return PP_CUDA(ex->dev, err,
+                   cublasSgemm(ce->blas, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in, dy,
+                               out, &zero, dx, in));
+}
+
+pp_status pp_cuda_linear_backward_weights(pp_exec *ex, int n, int in, int out, const float *x,
+                                          const float *dy, float *dw, float *db, pp_error *err)
+{
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 1, &ce, err));
+    const float one = 1.0f;
+    if (n == 0 || out == 0 || in == 0) return PP_OK;
     PP_TRY(PP_CUDA(ex->dev, err,
                    cublasSgemm(ce->blas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy,
                                out, &one, dw, in)));
     return PP_CUDA(ex->dev, err, pp_cuda_launch_bias_backward(ce->stream, n, out, dy, db));
+}
+
+pp_status pp_cuda_linear_backward(pp_exec *ex, int n, int in, int out, const float *x,
+                                  const float *w, const float *dy, float *dx, float *dw,
+                                  float *db, pp_error *err)
+{
+    if (dx) PP_TRY(pp_cuda_linear_backward_data(ex, n, in, out, w, dy, dx, err));
+    return pp_cuda_linear_backward_weights(ex, n, in, out, x, dy, dw, db, err);
 }

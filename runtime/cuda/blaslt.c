@@ -45,6 +45,7 @@ typedef struct lt_gemm {
 typedef struct lt_entry {
     lt_gemm key;
     bool have;                     /* false: cuBLASLt offered no algorithm */
+    cublasStatus_t refused;        /* the heuristic's status when it refused (or 0) */
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
     cublasLtMatmulAlgo_t algo;
@@ -176,9 +177,16 @@ static pp_status pick_algo(pp_exec *ex, pp_cuda_lt_cache *c, lt_entry *e, pp_err
         memset(&r, 0, sizeof r);
         cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(c->handle, e->desc, e->la, e->lb,
                                                            e->lc, e->lc, pref, 1, &r, &found);
-        /* NOT_SUPPORTED: no algorithm for this configuration */
-        if (st == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
-        else s = PP_CUDA(dev, err, st);
+        /* NOT_SUPPORTED: no algorithm for this configuration; INVALID_VALUE:
+         * a combination of types or epilogue this cuBLASLt does not accept
+         * (its tables differ between versions). Both are remembered as "no
+         * algorithm", so that the caller runs the op another way. */
+        if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+            found = 0;
+            e->refused = st;
+        } else {
+            s = PP_CUDA(dev, err, st);
+        }
     }
     (void)PP_CUDA(dev, NULL, cublasLtMatmulPreferenceDestroy(pref));
     if (s != PP_OK) return s;
@@ -242,8 +250,10 @@ static pp_status gemm_entry(pp_exec *ex, pp_cuda_lt_cache *c, lt_gemm *g, const 
     describe(what, sizeof what, g);
     return pp_error_set(err, PP_ERR_UNSUPPORTED,
                         "%s: cublasLtMatmulAlgoGetHeuristic offers no algorithm within %zu "
-                        "MiB of workspace for %s",
-                        ex->dev->name, PP_LT_WS_MAX >> 20, what);
+                        "MiB of workspace for %s%s%s",
+                        ex->dev->name, PP_LT_WS_MAX >> 20, what,
+                        (*out)->refused ? ": " : "",
+                        (*out)->refused ? cublasLtGetStatusName((*out)->refused) : "");
 }
 
 /* D = A op B (+ bias) + beta * C with C = D; PP_ERR_UNSUPPORTED when
@@ -298,8 +308,8 @@ static lt_gemm fwd_gemm(int n, int in, int out, bool bias, bool y_f32)
                   .cd = y_f32 ? CUDA_R_32F : CUDA_R_16BF, .bias = bias};
 }
 
-/* bf16 y with an fp32 bias where the epilogue cannot: fp32 into a
- * stream-ordered temporary, then rounded to bf16. */
+/* bf16 y with an fp32 bias (which the epilogue of a bf16 D cannot read):
+ * fp32 into a stream-ordered temporary, then rounded to bf16. */
 static pp_status forward_via_f32(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, int n,
                                  int in, int out, const uint16_t *x, const uint16_t *w,
                                  const float *bias, uint16_t *y, pp_error *err)
@@ -330,19 +340,15 @@ pp_status pp_cuda_lt_linear_forward(pp_exec *ex, int n, int in, int out, const u
     if (in == 0)
         return pp_error_set(err, PP_ERR_INVALID, "%s: cuBLASLt linear forward with in = 0",
                             ex->dev->name);
+    /* cuBLASLt's bias epilogue reads the bias in D's type (CUBLASLT_MATMUL_DESC_
+     * BIAS_DATA_TYPE: "the same type as the elements of output matrix",
+     * exceptions only for integer and fp8 kernels): a bf16 D with an fp32
+     * bias is refused (CUBLAS_STATUS_INVALID_VALUE). Rounding the bias to
+     * bf16 would change the result, so a bf16 y with a bias always goes
+     * through fp32 (fp32 D, fp32 bias: a supported combination). */
+    if (bias && !y_f32) return forward_via_f32(ex, ce, c, n, in, out, x, w, bias, y, err);
     lt_gemm g = fwd_gemm(n, in, out, bias != NULL, y_f32);
-    pp_error first;
-    pp_status s = gemm(ex, ce, c, &g, w, x, y, bias, 0.0f, &first);
-    if (s == PP_ERR_UNSUPPORTED && bias && !y_f32) {
-        pp_error second;
-        s = forward_via_f32(ex, ce, c, n, in, out, x, w, bias, y, &second);
-        if (s == PP_ERR_UNSUPPORTED)
-            return pp_error_set(err, s, "%s; and through fp32: %s", first.msg, second.msg);
-        if (s != PP_OK && err) *err = second;
-        return s;
-    }
-    if (s != PP_OK && err) *err = first;
-    return s;
+    return gemm(ex, ce, c, &g, w, x, y, bias, 0.0f, err);
 }
 
 /* ---- backward ----------------------------------------------------------------------- */

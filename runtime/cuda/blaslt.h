@@ -28,17 +28,21 @@
 #define PP_LT_WS_MAX ((size_t)32 << 20)
 
 /* y = x w^T + bias: y is bf16 (uint16_t) or, with y_f32, fp32 (float). bias
- * (fp32) is added in the GEMM's epilogue; NULL for none. Where cuBLASLt has
- * no bf16-output kernel with an fp32 bias, the GEMM writes fp32 into a
- * stream-ordered temporary that is then rounded to bf16 (the same result).
- * PP_ERR_UNSUPPORTED when cuBLASLt has no algorithm for the shape. */
+ * (fp32) is added in the GEMM's epilogue; NULL for none. cuBLASLt's bias
+ * epilogue reads a bias of D's type only, so a bf16 y with a bias is written
+ * in fp32 into a stream-ordered temporary that is then rounded to bf16 (the
+ * fp32 sum rounded once, as the CPU backend). PP_ERR_UNSUPPORTED (nothing
+ * enqueued) when cuBLASLt has no algorithm for the shape or refuses the
+ * combination (NOT_SUPPORTED or INVALID_VALUE from its heuristic): the
+ * caller then runs the op another way. */
 pp_status pp_cuda_lt_linear_forward(pp_exec *ex, int n, int in, int out, const uint16_t *x,
                                     const uint16_t *w, const float *bias, void *y, bool y_f32,
                                     pp_error *err);
 
 /* From bf16 x, w and dy: dx = dy w (bf16, overwritten; NULL: not computed),
  * dw += dy^T x (fp32; NULL: not computed), db += the column sums of dy
- * (fp32; NULL: not computed). The sums accumulate in fp32. */
+ * (fp32; NULL: not computed). The sums accumulate in fp32. x is read only
+ * for dw and w only for dx (either may be NULL when its output is). */
 pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const uint16_t *x,
                                      const uint16_t *w, const uint16_t *dy, uint16_t *dx,
                                      float *dw, float *db, pp_error *err);

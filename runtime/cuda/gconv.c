@@ -15,8 +15,10 @@
  *      made (a config that does not finalize or wants more workspace than
  *      PP_GCONV_WS_MAX is skipped and counted);
  *   4. each plan runs once untimed and once between two CUDA events; the
- *      fastest is kept with its workspace size, the rest destroyed (with
- *      PP_CUDNN_FIND=0, the first plan that runs, in heuristics' order).
+ *      fastest is kept with its workspace size, and the one that ran with the
+ *      least workspace when it needs less (for when the fastest one's cannot
+ *      be had), the rest destroyed (with PP_CUDNN_FIND=0, the first plan that
+ *      runs, in heuristics' order).
  * Every descriptor of the entry, the chosen engine config included, lives
  * until the cache is freed (the plan may refer to them). Variant packs are
  * made per call: they hold only the pointers and are host-side objects.
@@ -45,67 +47,10 @@ struct pp_cuda_gconv_cache {
 
 static const char *const dir_name[] = {"fwd", "dgrad", "wgrad"};
 
-static void describe(char *buf, size_t n, const gconv_key *k);
-
-/* ---- checking --------------------------------------------------------------- */
-
-/* A failed cuDNN backend call: names call, descriptor and attribute, status,
- * cuDNN's last error message and the convolution. */
-pp_status pp_gconv_fail(const gbuild *g, cudnnStatus_t st, const char *call, const char *desc,
-                        const char *attr, const char *file, int line)
-{
-    char last[256] = "", what[sizeof g->what];
-    cudnnGetLastErrorString(last, sizeof last);
-    if (g->what[0])
-        snprintf(what, sizeof what, "%s", g->what);
-    else /* the steady-state call leaves it to the failure */
-        describe(what, sizeof what, g->key);
-    /* CUDNN_STATUS_NOT_SUPPORTED and its sub-codes (3000 to 3999): cuDNN
-     * cannot do this one, the caller's legacy path may */
-    pp_status s = (st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-                   st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) ? PP_ERR_OOM
-                  : ((int)st >= 3000 && (int)st < 4000)                      ? PP_ERR_UNSUPPORTED
-                                                                             : PP_ERR_BACKEND;
-    (void)cudaGetLastError(); /* a launch error cuDNN left behind is this failure's */
-    return pp_error_set(g->err, s, "%s: %s(%s%s%s) failed: %s (%d)%s%s, for %s at %s:%d",
-                        g->ex->dev->name, call, desc, attr ? ", " : "", attr ? attr : "",
-                        cudnnGetErrorString(st), (int)st, last[0] ? ": " : "", last, what,
-                        file, line);
-}
-
-pp_status pp_gconv_create(const gbuild *g, cudnnBackendDescriptorType_t type, const char *desc,
-                          cudnnBackendDescriptor_t *out)
-{
-    *out = NULL;
-    cudnnStatus_t st = cudnnBackendCreateDescriptor(type, out);
-    if (st != CUDNN_STATUS_SUCCESS) {
-        *out = NULL;
-        return gfail(g, st, "cudnnBackendCreateDescriptor", desc, NULL, __LINE__);
-    }
-    return PP_OK;
-}
-
-pp_status pp_gconv_finalize(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc)
-{
-    cudnnStatus_t st = cudnnBackendFinalize(d);
-    return st == CUDNN_STATUS_SUCCESS ? PP_OK
-                                      : gfail(g, st, "cudnnBackendFinalize", desc, NULL, __LINE__);
-}
-
 static void gdestroy(cudnnBackendDescriptor_t *d)
 {
     if (*d) (void)cudnnBackendDestroyDescriptor(*d);
     *d = NULL;
-}
-
-pp_status pp_gconv_set_attr(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc,
-                            cudnnBackendAttributeName_t attr, const char *attrn,
-                            cudnnBackendAttributeType_t type, const void *val)
-{
-    cudnnStatus_t st = cudnnBackendSetAttribute(d, attr, type, 1, val);
-    return st == CUDNN_STATUS_SUCCESS
-               ? PP_OK
-               : gfail(g, st, "cudnnBackendSetAttribute", desc, attrn, __LINE__);
 }
 
 /* ---- phase 2: heuristics ------------------------------------------------------ */
@@ -352,6 +297,8 @@ static pp_status time_candidates(const gbuild *g, candidate *cand, int n, bool f
 
 static void entry_free(gconv_entry *e)
 {
+    gdestroy(&e->lean_plan);
+    gdestroy(&e->lean_cfg);
     gdestroy(&e->plan);
     gdestroy(&e->cfg);
     gdestroy(&e->graph);
@@ -403,10 +350,10 @@ static pp_status candidates_of(const gbuild *g, gconv_entry *e, cudnnBackendHeur
     return s;
 }
 
-static void candidates_free(candidate *cand, int n, int keep)
+static void candidates_free(candidate *cand, int n, int keep, int keep2)
 {
     for (int i = 0; i < n; i++)
-        if (i != keep) {
+        if (i != keep && i != keep2) {
             gdestroy(&cand[i].plan);
             gdestroy(&cand[i].cfg);
         }
@@ -462,9 +409,10 @@ static pp_status choose_plan(const gbuild *g, gconv_entry *e, const void *a, con
                                 e->stats.failed, why.msg[0] ? "; last failure: " : "", why.msg);
     }
     if (s != PP_OK) {
-        candidates_free(cand, n, -1);
+        candidates_free(cand, n, -1, -1);
         return s;
     }
+    for (int i = 0; i < n; i++) cand[i].ms = -1.0f; /* not run (yet) */
     void *scratch = NULL;
     const size_t scratch_bytes = out_bytes(g->key);
     s = timing_out(g, scratch_bytes, &scratch);
@@ -474,27 +422,27 @@ static pp_status choose_plan(const gbuild *g, gconv_entry *e, const void *a, con
     if (s == PP_OK)
         s = time_candidates(g, cand, n, first_only, a, b, scratch ? scratch : out, &best, &tried);
     pp_cuda_scratch_free(g->ex, scratch, scratch_bytes);
-    candidates_free(cand, n, s == PP_OK ? best : -1);
+    /* the candidate that ran with the least workspace, kept when it needs less
+     * than the fastest: what runs when the fastest one's workspace cannot be had */
+    int lean = -1;
+    for (int i = 0; s == PP_OK && i < n; i++)
+        if (cand[i].ms >= 0 && cand[i].ws < cand[best].ws &&
+            (lean < 0 || cand[i].ws < cand[lean].ws))
+            lean = i;
+    candidates_free(cand, n, s == PP_OK ? best : -1, s == PP_OK ? lean : -1);
     if (s != PP_OK) return s;
     e->plan = cand[best].plan;
     e->cfg = cand[best].cfg;
     e->ws = cand[best].ws;
+    if (lean >= 0) {
+        e->lean_plan = cand[lean].plan;
+        e->lean_cfg = cand[lean].cfg;
+        e->lean_ws = cand[lean].ws;
+    }
     e->stats.timed = tried;
     e->stats.engine = cand[best].engine;
     e->stats.ms = cand[best].ms;
     return PP_OK;
-}
-
-static void describe(char *buf, size_t n, const gconv_key *k)
-{
-    const pp_conv2d_desc *d = &k->d;
-    snprintf(buf, n,
-             "%s %s %s%s x %dx%dx%dx%d w %dx%dx%dx%d y %dx%dx%dx%d (NCHW order) stride %dx%d "
-             "pad %dx%d",
-             dir_name[k->dir], k->dt == PP_BF16 ? "bf16" : "fp32", k->nhwc ? "NHWC" : "NCHW",
-             k->dt == PP_F32 ? (k->math == PP_MATH_TF32 ? " (tf32 allowed)" : " (IEEE)") : "",
-             d->n, d->c, d->h, d->w, d->k, d->c, d->r, d->s, d->n, d->k, d->p, d->q, d->stride_h,
-             d->stride_w, d->pad_h, d->pad_w);
 }
 
 /* Phases 1 to 4: a new entry for key, chosen on the call's tensors. */
@@ -502,7 +450,7 @@ static pp_status make_entry(pp_exec *ex, pp_cuda_exec *ce, const gconv_key *key,
                             const void *b, void *out, gconv_entry *e, pp_error *err)
 {
     gbuild g = {ex, ce, key, "", err};
-    describe(g.what, sizeof g.what, key);
+    pp_gconv_describe(g.what, sizeof g.what, key);
     memset(e, 0, sizeof *e);
     e->key = *key;
     pp_status s = pp_gconv_make_tensors(&g, e);
@@ -586,6 +534,20 @@ static gconv_key key_of(const pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir
     return k;
 }
 
+/* Out of device memory for a plan (choosing it, its workspace, cuDNN's own
+ * allocations when it runs, all before any work of the call is enqueued): a
+ * refusal, so the caller runs the convolution the legacy way rather than
+ * fail the step; err keeps the reason. */
+static pp_status no_memory(pp_exec *ex, const char *when, pp_error *err)
+{
+    if (err) {
+        pp_error_prefix(err, "%s: out of memory for a graph-API convolution %s, so it runs "
+                        "another way", ex->dev->name, when);
+        err->code = PP_ERR_UNSUPPORTED;
+    }
+    return PP_ERR_UNSUPPORTED;
+}
+
 /* The entry of the call, made at its first use. */
 static pp_status entry_for(pp_exec *ex, pp_cuda_exec *ce, const gconv_key *k, const void *a,
                            const void *b, void *out, gconv_entry **e, pp_error *err)
@@ -598,6 +560,8 @@ static pp_status entry_for(pp_exec *ex, pp_cuda_exec *ce, const gconv_key *k, co
     if (*e) return PP_OK;
     PP_TRY(cache_grow(ex, c, err));
     pp_status s = make_entry(ex, ce, k, a, b, out, &c->e[c->n], err);
+    if (s == PP_ERR_OOM) /* not remembered: memory may be found at a later call */
+        return no_memory(ex, "while choosing its plan", err);
     if (s == PP_ERR_UNSUPPORTED) { /* remembered: later calls fall back without asking cuDNN */
         gconv_entry *bad = &c->e[c->n++];
         memset(bad, 0, sizeof *bad);
@@ -623,8 +587,16 @@ pp_status pp_cuda_gconv(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, 
     PP_TRY(entry_for(ex, ce, &k, a, b, out, &e, err));
     gbuild g = {ex, ce, &e->key, "", err}; /* what: made by gfail if needed */
     void *ws;
-    PP_TRY(pp_exec_workspace(ex, e->ws, &ws, err));
-    return run_plan(&g, e->plan, a, b, out, ws);
+    cudnnBackendDescriptor_t plan = e->plan;
+    pp_status s = pp_exec_workspace(ex, e->ws, &ws, err);
+    if (s == PP_ERR_OOM && e->lean_plan) { /* the plan that needs less */
+        plan = e->lean_plan;
+        s = pp_exec_workspace(ex, e->lean_ws, &ws, err);
+    }
+    if (s == PP_ERR_OOM) return no_memory(ex, "workspace", err);
+    PP_TRY(s);
+    s = run_plan(&g, plan, a, b, out, ws);
+    return s == PP_ERR_OOM ? no_memory(ex, "run", err) : s;
 }
 
 void pp_cuda_gconv_cache_free(pp_exec *ex)
@@ -650,6 +622,7 @@ bool pp_cuda_gconv_plan_info(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir 
     if (!e || e->unsupported) return false;
     const gconv_stats *st = &e->stats;
     *out = (pp_gconv_plan_info){st->mode == CUDNN_HEUR_MODE_FALLBACK, st->found, st->refused,
-                                st->failed, st->timed, (long long)st->engine, e->ws, st->ms};
+                                st->failed, st->timed, (long long)st->engine, e->ws, st->ms,
+                                e->lean_plan != NULL, e->lean_ws};
     return true;
 }

@@ -58,8 +58,12 @@ typedef enum pp_gconv_dir { PP_GCONV_FWD = 0, PP_GCONV_DGRAD = 1, PP_GCONV_WGRAD
  *   WGRAD: out(dw) = alpha * correlation(a = x, b = dy)    + beta * out
  * PP_ERR_UNSUPPORTED (with a message) when cuDNN has no acceptable engine
  * for it, or a pointer is not 16-byte aligned, so that the caller can fall
- * back to the legacy path; PP_ERR_INVALID for a bad dtype or direction;
- * other failures PP_ERR_BACKEND or PP_ERR_OOM. */
+ * back to the legacy path; also, having enqueued nothing of the call, when
+ * device memory runs out for choosing the plan (not remembered: a later call
+ * tries again), for its workspace (after the candidate that ran with the
+ * least workspace, kept for this), or for cuDNN's own allocations when it
+ * runs. PP_ERR_INVALID for a bad dtype or direction; other failures
+ * PP_ERR_BACKEND or PP_ERR_OOM. */
 pp_status pp_cuda_gconv(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
                         bool nhwc, const void *a, const void *b, void *out, float alpha,
                         float beta, pp_error *err);
@@ -78,6 +82,8 @@ typedef struct pp_gconv_plan_info {
     long long engine; /* the chosen engine's global index */
     size_t ws;        /* its workspace bytes */
     float ms;         /* its timed run at the first use */
+    bool lean;        /* a candidate with less workspace is kept for when ws cannot be had */
+    size_t lean_ws;   /* its workspace bytes */
 } pp_gconv_plan_info;
 
 /* *out for the plan ex has cached for these arguments (the device's current

@@ -1,6 +1,7 @@
 /*
- * gconv_graph.c - phase 1 of a graph convolution plan (gconv.c):
- * the operation graph of a key. Tensor descriptors X (N,C,H,W), W (K,C,R,S)
+ * gconv_graph.c - the cuDNN backend descriptors of a graph convolution plan
+ * (gconv.c, above this file): the checked backend calls every phase uses
+ * and phase 1, the operation graph of a key. Tensor descriptors X (N,C,H,W), W (K,C,R,S)
  * and Y (N,K,P,Q), dims in NCHW order, strides giving the layout, not
  * virtual, 16-byte aligned, unique ids UID_X, UID_W, UID_Y; the convolution
  * descriptor (cross-correlation, fp32 compute); the operation of the key's
@@ -12,6 +13,7 @@
  * descriptors made before a failure stay in the entry for its owner to free.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cudnn_graph.h>
@@ -19,6 +21,77 @@
 #include "gconv.h"
 #include "gconv_internal.h"
 #include "internal.h"
+
+static const char *const dir_name[] = {"fwd", "dgrad", "wgrad"};
+
+void pp_gconv_describe(char *buf, size_t n, const gconv_key *k)
+{
+    const pp_conv2d_desc *d = &k->d;
+    snprintf(buf, n,
+             "%s %s %s%s x %dx%dx%dx%d w %dx%dx%dx%d y %dx%dx%dx%d (NCHW order) stride %dx%d "
+             "pad %dx%d",
+             dir_name[k->dir], k->dt == PP_BF16 ? "bf16" : "fp32", k->nhwc ? "NHWC" : "NCHW",
+             k->dt == PP_F32 ? (k->math == PP_MATH_TF32 ? " (tf32 allowed)" : " (IEEE)") : "",
+             d->n, d->c, d->h, d->w, d->k, d->c, d->r, d->s, d->n, d->k, d->p, d->q, d->stride_h,
+             d->stride_w, d->pad_h, d->pad_w);
+}
+
+/* ---- checking --------------------------------------------------------------- */
+
+/* A failed cuDNN backend call: names call, descriptor and attribute, status,
+ * cuDNN's last error message and the convolution. */
+pp_status pp_gconv_fail(const gbuild *g, cudnnStatus_t st, const char *call, const char *desc,
+                        const char *attr, const char *file, int line)
+{
+    char last[256] = "", what[sizeof g->what];
+    cudnnGetLastErrorString(last, sizeof last);
+    if (g->what[0])
+        snprintf(what, sizeof what, "%s", g->what);
+    else /* the steady-state call leaves it to the failure */
+        pp_gconv_describe(what, sizeof what, g->key);
+    /* CUDNN_STATUS_NOT_SUPPORTED and its sub-codes (3000 to 3999): cuDNN
+     * cannot do this one, the caller's legacy path may */
+    pp_status s = (st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                   st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) ? PP_ERR_OOM
+                  : ((int)st >= 3000 && (int)st < 4000)                      ? PP_ERR_UNSUPPORTED
+                                                                             : PP_ERR_BACKEND;
+    (void)cudaGetLastError(); /* a launch error cuDNN left behind is this failure's */
+    return pp_error_set(g->err, s, "%s: %s(%s%s%s) failed: %s (%d)%s%s, for %s at %s:%d",
+                        g->ex->dev->name, call, desc, attr ? ", " : "", attr ? attr : "",
+                        cudnnGetErrorString(st), (int)st, last[0] ? ": " : "", last, what,
+                        file, line);
+}
+
+pp_status pp_gconv_create(const gbuild *g, cudnnBackendDescriptorType_t type, const char *desc,
+                          cudnnBackendDescriptor_t *out)
+{
+    *out = NULL;
+    cudnnStatus_t st = cudnnBackendCreateDescriptor(type, out);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        *out = NULL;
+        return gfail(g, st, "cudnnBackendCreateDescriptor", desc, NULL, __LINE__);
+    }
+    return PP_OK;
+}
+
+pp_status pp_gconv_finalize(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc)
+{
+    cudnnStatus_t st = cudnnBackendFinalize(d);
+    return st == CUDNN_STATUS_SUCCESS ? PP_OK
+                                      : gfail(g, st, "cudnnBackendFinalize", desc, NULL, __LINE__);
+}
+
+pp_status pp_gconv_set_attr(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc,
+                            cudnnBackendAttributeName_t attr, const char *attrn,
+                            cudnnBackendAttributeType_t type, const void *val)
+{
+    cudnnStatus_t st = cudnnBackendSetAttribute(d, attr, type, 1, val);
+    return st == CUDNN_STATUS_SUCCESS
+               ? PP_OK
+               : gfail(g, st, "cudnnBackendSetAttribute", desc, attrn, __LINE__);
+}
+
+/* ---- phase 1: the operation graph ------------------------------------------ */
 
 /* dims (A,B,C,D) in NCHW order; strides of NCHW, or of NHWC when nhwc. */
 static void dims_strides(int64_t a, int64_t b, int64_t c, int64_t d, bool nhwc, int64_t dims[4],

@@ -1,9 +1,9 @@
 /*
  * gconv_internal.h - what gconv.c (heuristics, execution plans,
- * timing, the cache and the call) and gconv_graph.c (phase 1: the
- * operation graph) share: a plan's key and entry, the build context, and the
- * checked cuDNN backend calls. Not installed; only runtime/cuda/cuda_gconv*.c
- * include it.
+ * timing, the cache and the call) and, below it, gconv_graph.c (the checked
+ * cuDNN backend calls and phase 1: the operation graph) share: a plan's key
+ * and entry, the build context, and gconv_graph.c's functions. Not
+ * installed; only runtime/cuda/gconv*.c include it.
  */
 #ifndef PP_CUDA_GCONV_INTERNAL_H
 #define PP_CUDA_GCONV_INTERNAL_H
@@ -43,6 +43,11 @@ typedef struct gconv_entry {
     cudnnBackendDescriptor_t conv, op, graph;
     cudnnBackendDescriptor_t cfg, plan; /* the chosen engine config and its plan */
     size_t ws;                          /* workspace bytes of plan */
+    cudnnBackendDescriptor_t lean_cfg, lean_plan; /* of the candidates that ran, the one
+                                           with the least workspace when it is less than
+                                           plan's (NULL otherwise): run when plan's
+                                           workspace cannot be had */
+    size_t lean_ws;                     /* workspace bytes of lean_plan */
     gconv_stats stats;
     bool unsupported;                   /* no acceptable engine: every call is refused at
                                            once, with why (descriptors freed) */
@@ -58,7 +63,11 @@ typedef struct gbuild {
     pp_error *err;
 } gbuild;
 
-/* ---- checked backend calls (gconv.c) ------------------------------------ */
+/* ---- checked backend calls (gconv_graph.c) ------------------------------ */
+
+/* The key as words for messages: direction, dtype, layout, math, shapes. */
+void pp_gconv_describe(char *buf, size_t n, const gconv_key *k);
+
 
 /* A failed cuDNN backend call: names call, descriptor and attribute, status,
  * cuDNN's last error message and the convolution, at file:line. */

@@ -2,6 +2,16 @@
  * internal.h - state and the error-check macro shared by the CUDA
  * backend's C files in runtime/cuda and by streams/stream_cuda.c.
  *
+ * runtime/cuda/ is the CUDA backend: the pp_backend_ops table of
+ * pp_backend_cuda() (backend.c) over what every file builds on (exec.c:
+ * checks, handles, scratch); convolution, batch norm and pooling through
+ * cuDNN (dnn.c), through cuDNN's graph API (gconv.c over gconv_graph.c;
+ * gconv_probe.c), the fully connected layer through cuBLAS (blas.c) and
+ * cuBLASLt (blaslt.c), the native bf16/NHWC entry (native.c), own kernels
+ * (kernels.cu, nhwc.cu), the algorithm cache (algo_cache.c); absent.c in a
+ * build without CUDA. Calls run from backend.c down to exec.c. It includes
+ * runtime/core only.
+ *
  * Every CUDA runtime, cuDNN and cuBLAS call goes through PP_CUDA, which turns
  * a failure into a pp_status (PP_ERR_OOM for out-of-memory codes,
  * PP_ERR_BACKEND otherwise) and a message naming the call, the device, the
@@ -141,7 +151,7 @@ static inline pp_status pp_cuda_status_blas(cublasStatus_t code, const char *cal
     _Generic((call), cudaError_t: pp_cuda_status_rt, cudnnStatus_t: pp_cuda_status_dnn, \
              cublasStatus_t: pp_cuda_status_blas)((call), #call, __FILE__, __LINE__, (dev), (err))
 
-/* ---- shared helpers (backend.c) -------------------------------------- */
+/* ---- what every file builds on (exec.c) ------------------------------ */
 
 static inline pp_cuda_device *pp_cuda_dev(const pp_device_ctx *dev)
 {
@@ -156,12 +166,23 @@ static inline pp_cuda_exec *pp_cuda_ex(const pp_exec *ex)
 /* Makes dev the calling thread's current CUDA device. */
 pp_status pp_cuda_set_device(const pp_device_ctx *dev, pp_error *err);
 
+/* The table's peer_access (backend.h): peer's peer mappings of dev (from
+ * peer, cudaDeviceEnablePeerAccess; already enabled counts) and read-write
+ * access of peer to dev's memory pool (cudaMemPoolSetAccess: pool
+ * allocations are not covered by peer mappings). PP_ERR_UNSUPPORTED when
+ * peer cannot reach dev (cudaDeviceCanAccessPeer). Leaves peer current. */
+pp_status pp_cuda_peer_access(pp_device_ctx *dev, pp_device_ctx *peer, pp_error *err);
+
 /* Makes ex's device current and returns its state; creates the cuDNN (need_dnn)
  * and cuBLAS (need_blas) handles on first use, bound to the exec's stream. */
 pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_exec **out,
                              pp_error *err);
 
-/* The most blocks a grid-stride kernel is given (16 per multiprocessor). */
+/* The table's alloc_async and free_async: device memory in ex's stream order
+ * (not counted). */
+pp_status pp_cuda_alloc_async(pp_exec *ex, size_t bytes, void **ptr, pp_error *err);
+void pp_cuda_free_async(pp_exec *ex, void *ptr);
+
 /* Temporary device memory in ex's stream order, counted in the device's
  * memory (its cap holds for it); bytes == 0 gives NULL. Free it with
  * pp_cuda_scratch_free (same bytes) in the same stream order: the memory is
@@ -169,6 +190,7 @@ pp_status pp_cuda_exec_begin(pp_exec *ex, int need_dnn, int need_blas, pp_cuda_e
 pp_status pp_cuda_scratch_alloc(pp_exec *ex, size_t bytes, void **p, pp_error *err);
 void pp_cuda_scratch_free(pp_exec *ex, void *p, size_t bytes);
 
+/* The most blocks a grid-stride kernel is given (16 per multiprocessor). */
 unsigned pp_cuda_max_grid(const pp_exec *ex);
 /* Grid size for n elements with block threads, for grid-stride kernels. */
 unsigned pp_cuda_grid(const pp_exec *ex, int64_t n, unsigned block);
@@ -214,5 +236,9 @@ pp_status pp_cuda_linear_forward(pp_exec *ex, int n, int in, int out, const floa
 pp_status pp_cuda_linear_backward(pp_exec *ex, int n, int in, int out, const float *x,
                                   const float *w, const float *dy, float *dx, float *dw,
                                   float *db, pp_error *err);
+pp_status pp_cuda_linear_backward_data(pp_exec *ex, int n, int in, int out, const float *w,
+                                       const float *dy, float *dx, pp_error *err);
+pp_status pp_cuda_linear_backward_weights(pp_exec *ex, int n, int in, int out, const float *x,
+                                          const float *dy, float *dw, float *db, pp_error *err);
 
 #endif

@@ -199,6 +199,18 @@ static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_c
 
 static pp_status linear(pp_exec *ex, pp_native_op op, pp_tensor *const *t, pp_error *err)
 {
+    if (op == PP_NATIVE_LINEAR_DGRAD) { /* w, dy, dx */
+        const pp_tensor *w = t[0], *dy = t[1];
+        return pp_cuda_lt_linear_backward(ex, (int)dy->shape[0], (int)w->shape[1],
+                                          (int)w->shape[0], NULL, w->data, dy->data, t[2]->data,
+                                          NULL, NULL, err);
+    }
+    if (op == PP_NATIVE_LINEAR_WGRAD) { /* x, dy, dw, db */
+        const pp_tensor *x = t[0], *dy = t[1];
+        return pp_cuda_lt_linear_backward(ex, (int)x->shape[0], (int)x->shape[1],
+                                          (int)dy->shape[1], x->data, NULL, dy->data, NULL,
+                                          t[2]->data, t[3]->data, err);
+    }
     const pp_tensor *x = t[0], *w = t[1];
     const int n = (int)x->shape[0], in = (int)x->shape[1], out = (int)w->shape[0];
     if (op == PP_NATIVE_LINEAR_FWD) /* x, w, b, y */
@@ -243,6 +255,8 @@ static bool supported(pp_native_op op, pp_tensor *const *t)
     case PP_NATIVE_LINEAR_FWD: return bf16(t[0]) && bf16(t[1]); /* y bf16 or f32 */
     case PP_NATIVE_LINEAR_BWD: return bf16(t[0]) && bf16(t[1]) && bf16(t[2]) &&
                                       (!t[3] || bf16(t[3]));
+    case PP_NATIVE_LINEAR_DGRAD: return bf16(t[0]) && bf16(t[1]) && bf16(t[2]); /* w, dy, dx */
+    case PP_NATIVE_LINEAR_WGRAD: return bf16(t[0]) && bf16(t[1]); /* x, dy; dw, db f32 */
     default: return false;
     }
 }
@@ -291,7 +305,9 @@ pp_status pp_cuda_native(pp_exec *ex, pp_native_op op, const void *desc, pp_tens
     case PP_NATIVE_CONV_DGRAD_ACC:
     case PP_NATIVE_CONV_WGRAD: return conv(ex, ce, op, desc, t, err);
     case PP_NATIVE_LINEAR_FWD:
-    case PP_NATIVE_LINEAR_BWD: return linear(ex, op, t, err);
+    case PP_NATIVE_LINEAR_BWD:
+    case PP_NATIVE_LINEAR_DGRAD:
+    case PP_NATIVE_LINEAR_WGRAD: return linear(ex, op, t, err);
     default: return declined(op, err);
     }
 }

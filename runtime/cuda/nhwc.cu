@@ -275,7 +275,10 @@ __global__ void bn_dx_k(int64_t n, int c, const uint16_t *x, const uint16_t *dy,
 /* ---- max pooling over bf16 NHWC ------------------------------------------------------ */
 
 /* One output element: the window in row-major order, the first maximum wins
- * (a NaN is taken), idx = h * W + w, as the CPU's maxpool_row. */
+ * (a NaN is taken), idx = h * W + w, as the CPU's maxpool_row. Every output
+ * writes its idx, padded windows included: ops.c refuses 2 * pad > kernel,
+ * so every window, clipped to the input, holds at least one element (the
+ * backward reads idx only at outputs whose window holds its element). */
 __global__ void maxpool_fwd_k(pp_cuda_pool_geom4 g, const uint16_t *x, uint16_t *y, int32_t *idx)
 {
     const int64_t total = (int64_t)g.n * g.p * g.q * g.c;

@@ -1,6 +1,10 @@
 /*
  * checkpoint.h - safetensors checkpoints: atomic writing, validated reading.
  *
+ * runtime/io/ is the host's input and output: checkpoints (this header),
+ * data sources (data.h: IDX, CIFAR-10, synthetic; idx.h) and their parallel
+ * reader (reader.h). It includes runtime/core only.
+ *
  * File format (safetensors):
  *   8 bytes   N, the header length, unsigned little-endian
  *   N bytes   JSON header: {"__metadata__": {str: str}, (optional)
@@ -14,6 +18,16 @@
  * reference implementation pads). Equal inputs give equal bytes, so
  * save -> load -> save reproduces a file exactly.
  *
+ * Integrity: the writer adds to the metadata a checksum of every tensor's
+ * data, "checksum.<name>": "xxh3-64:<16 hex digits>" (XXH3-64 of the bytes as
+ * stored), and "checksum.__header__" over the rest of the header (every other
+ * metadata entry, and each tensor's name, dtype and shape). Every read
+ * checks the header's checksum, and every load the checksums of the tensors
+ * it reads, before writing any tensor. A file without checksum entries
+ * (written by the safetensors library or torch) reads as before; a file with
+ * some must have them all. "checksum." keys are the writer's: callers' keys
+ * may not start so.
+ *
  * Tensor names are the caller's, unchanged (torchvision state_dict names such
  * as "layer3.2.bn1.running_var"; optimizer state under "optimizer.momentum.*").
  * Tensors may live on any device; data moves through pp_tensor_to_host /
@@ -21,9 +35,11 @@
  * write them. Every dtype of pp_dtype is accepted (F32, BF16, F16, I64, I32,
  * U8); ranks 0..PP_MAX_DIMS.
  *
- * Errors: a malformed or mismatching file is PP_ERR_INPUT with a message that
- * starts with the path as given; failures of the file system while writing
- * are PP_ERR_IO; bad arguments are PP_ERR_INVALID.
+ * Errors: a malformed, damaged or mismatching file is PP_ERR_INPUT with a
+ * message that starts with the path as given ("ckpt.safetensors: tensor
+ * 'fc.weight': checksum mismatch ..."); failures of the file system while
+ * writing are PP_ERR_IO; a write abandoned on request is PP_ERR_INTERRUPTED;
+ * bad arguments are PP_ERR_INVALID.
  * Thread safety: the functions share no state; distinct calls may run
  * concurrently on distinct files and tensors.
  */
@@ -67,6 +83,15 @@ typedef struct pp_checkpoint_meta {
 pp_status pp_checkpoint_save(const char *path, const pp_ckpt_tensor *tensors, size_t n,
                              const pp_checkpoint_meta *meta, size_t n_meta, pp_error *err);
 
+/* As pp_checkpoint_save; cancelled (optional, with its argument) is polled
+ * before each tensor and once the data is on disk, before the rename: when
+ * it returns true the write is abandoned, the temporary file removed and
+ * path left untouched (PP_ERR_INTERRUPTED). For a second Ctrl-C during a
+ * save: the callback may read a flag a signal handler sets. */
+pp_status pp_checkpoint_save_cancellable(const char *path, const pp_ckpt_tensor *tensors,
+                                         size_t n, const pp_checkpoint_meta *meta, size_t n_meta,
+                                         bool (*cancelled)(void *arg), void *arg, pp_error *err);
+
 /* Loads path into tensors[0..n): each must be present in the file with the
  * same dtype and shape, e.g.
  *   "ckpt.safetensors: tensor 'layer3.2.bn1.running_var': shape [256] expected [512]".
@@ -78,6 +103,17 @@ pp_status pp_checkpoint_save(const char *path, const pp_ckpt_tensor *tensors, si
 pp_status pp_checkpoint_load(const char *path, const pp_ckpt_tensor *tensors, size_t n,
                              bool allow_extra, pp_error *err);
 
+typedef struct pp_checkpoint_load_options {
+    bool allow_extra; /* tensors in the file that are not in the list are ignored */
+    bool finite;      /* refuse float tensors holding NaN or Inf (parameters, optimizer
+                       * state), naming the tensor and the element */
+} pp_checkpoint_load_options;
+
+/* pp_checkpoint_load with options (NULL: all false). Checksums and values
+ * are checked for every tensor read, all before any tensor is written. */
+pp_status pp_checkpoint_load_with(const char *path, const pp_ckpt_tensor *tensors, size_t n,
+                                  const pp_checkpoint_load_options *opts, pp_error *err);
+
 /* One tensor of a file as its header describes it. */
 typedef struct pp_checkpoint_entry {
     char *name;                 /* owned by the pp_checkpoint_info */
@@ -85,6 +121,7 @@ typedef struct pp_checkpoint_entry {
     int ndim;
     int64_t shape[PP_MAX_DIMS]; /* unused entries are 1 */
     uint64_t begin, end;        /* data_offsets, relative to the data section */
+    uint64_t checksum;          /* XXH3-64 of the data when the file has checksums */
 } pp_checkpoint_entry;
 
 /* The validated header of a file. Entries are sorted by name, metadata by key. */
@@ -94,11 +131,14 @@ typedef struct pp_checkpoint_info {
     pp_checkpoint_meta *meta;   /* strings owned by this struct */
     size_t n_meta;
     uint64_t data_offset;       /* 8 + header length: where the data section starts */
+    bool checksums;             /* the file carries checksums (checked: header; entries'
+                                 * checksum fields are valid) */
 } pp_checkpoint_info;
 
 /* Reads and validates the header of path (and that the file holds exactly the
- * data the header describes). On success the caller owns *info and releases
- * it with pp_checkpoint_info_free; on failure *info is zeroed. */
+ * data the header describes, and the header's checksum when it has one). On
+ * success the caller owns *info and releases it with pp_checkpoint_info_free;
+ * on failure *info is zeroed. */
 pp_status pp_checkpoint_list(const char *path, pp_checkpoint_info *info, pp_error *err);
 void pp_checkpoint_info_free(pp_checkpoint_info *info);
 
@@ -107,6 +147,20 @@ const pp_checkpoint_entry *pp_checkpoint_info_find(const pp_checkpoint_info *inf
                                                    const char *name);
 /* The metadata value of key, or NULL. */
 const char *pp_checkpoint_info_meta(const pp_checkpoint_info *info, const char *key);
+
+/* What pp_checkpoint_verify found. */
+typedef struct pp_checkpoint_verify_result {
+    size_t tensors;             /* tensors in the file */
+    uint64_t data_bytes;        /* bytes of tensor data */
+    bool checksums;             /* the file carries checksums (all verified) */
+} pp_checkpoint_verify_result;
+
+/* Checks a whole file without loading it anywhere: the header, the data
+ * offsets, every checksum (when the file has them) and that no float tensor
+ * holds NaN or Inf. The first problem is PP_ERR_INPUT naming the file and,
+ * where there is one, the tensor. out may be NULL. */
+pp_status pp_checkpoint_verify(const char *path, pp_checkpoint_verify_result *out,
+                               pp_error *err);
 
 #ifdef __cplusplus
 }

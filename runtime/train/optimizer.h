@@ -1,6 +1,10 @@
 /*
  * optimizer.h - the one optimizer over the parameters of every stage.
  *
+ * runtime/train/ is the training arithmetic: this optimizer and the
+ * learning-rate schedules (lr_schedule.h). It includes runtime/core, and
+ * runtime/io for the checkpoint tensors that hold the optimizer's state.
+ *
  * torch.optim.SGD semantics (dampening 0), per parameter, in the order the
  * parameters were given (fixed for the optimizer's life):
  *   g = grad + weight_decay * param

@@ -73,8 +73,10 @@ stages:
 
 def test_help_version():
     r = run("--help")
-    check(r.returncode == 0 and "--sweep-split" in r.stdout and "--device-map" in r.stdout,
-          "--help lists the options")
+    check(r.returncode == 0 and all(shown(o).split("=")[0] in r.stdout for o in OPTION_ARGS),
+          "--help lists every option")
+    check("143 stopped by SIGTERM" in r.stdout and "130 stopped by SIGINT" in r.stdout and
+          "naming both" in r.stdout, "--help: signals' exit statuses, refused combinations")
     r = run("--version")
     want = os.environ.get("PP_PROJECT_VERSION")  # set by meson; any x.y.z when run by hand
     check(r.returncode == 0 and (r.stdout.strip() == f"pipeline-run {want}" if want else
@@ -328,10 +330,17 @@ stages:
 def test_memory_cap():
     capped = write("capped.yaml", open(TINY).read().replace(
         "  - device: cpu:1\n", "  - device: cpu:1\n    memory: 8MiB\n"))
+    # predicted over the cap: refused before anything runs, at the cap
     r = run(capped, "--steps", "1")
+    check(r.returncode == 2 and re.search(r"capped.yaml:\d+:13: stage 1 \(cpu:1\): predicted peak "
+                                          r".* exceeds the memory cap of cpu:1, 8.0 MiB "
+                                          r"\(8388608 bytes\); would fit: ", r.stderr) is not None,
+          f"a stage's memory cap, predicted: exit {r.returncode} {r.stderr}")
+    # without the prediction the cap holds at run time
+    r = run(capped, "--steps", "1", env={**os.environ, "PP_MEMORY_CHECK": "off"})
     check(r.returncode == 1 and re.search(r"stage 1 \(cpu:1\): .*cpu:1: out of memory allocating "
                                           r"\d+ bytes .*limit 8388608", r.stderr) is not None,
-          f"a stage's memory cap: exit {r.returncode} {r.stderr}")
+          f"a stage's memory cap at run time: exit {r.returncode} {r.stderr}")
     roomy = write("roomy.yaml", open(TINY).read().replace(
         "  - device: cpu:1\n", "  - device: cpu:1\n    memory: 4GiB\n"))
     check(run(roomy, "--steps", "1").returncode == 0, "a generous memory cap runs")
@@ -522,25 +531,127 @@ def test_tf32_on_cpu():
     check(os.path.exists(b) and open(a, "rb").read() == open(b, "rb").read(),
           "tf32 on the CPU backend equals fp32 bitwise")
 
+def test_schedules():
+    """--print-schedule, a program from a file, bad programs (exit 2, never a
+    hang), --sweep-schedule run and simulated, the JSON's schedule keys."""
+    r = subprocess.run([BIN, DELAY, "--print-schedule"], capture_output=True, timeout=60)
+    check(r.returncode == 0, f"--print-schedule: exit {r.returncode} {r.stderr}")
+    check(r.stdout == b"0F0,0F1,0F2,0B0,0F3,0B1,0B2,0B3\r\n1F0,1F1,1B0,1F2,1B1,1F3,1B2,1B3\r\n"
+          b"2F0,2B0,2F1,2B1,2F2,2B2,2F3,2B3\r\n", f"1f1b program: {r.stdout!r}")
+    r = run(DELAY, "--print-schedule=comms")
+    check(r.returncode == 0 and r.stdout.startswith("0F0,0SEND_F0,0F1,0SEND_F1"),
+          f"--print-schedule=comms: {r.stdout[:60]!r}")
+    # the printed program, edited to zbh1's order by hand, runs from a file
+    prog = write("own.csv", "0F0,0F1,0F2,0I0,0W0,0F3,0I1,0W1,0I2,0W2,0I3,0W3\r\n"
+                 "1F0,1F1,1I0,1F2,1I1,1W0,1F3,1I2,1W1,1I3,1W2,1W3\r\n"
+                 "2F0,2I0,2F1,2I1,2W0,2F2,2I2,2W1,2F3,2I3,2W2,2W3\r\n")
+    own = write("own.yaml", open(DELAY).read().replace("schedule: 1f1b", "schedule: {file: own.csv}"))
+    r = run(own, "--json", "--steps", "2")
+    check(r.returncode == 0, f"program file: exit {r.returncode} {r.stderr}")
+    if r.returncode == 0:
+        o = json.loads(r.stdout)
+        check(o["schedule"] == "file" and o["devices"] == 3, f"JSON schedule {o['schedule']}")
+        for s in o["stages"]:
+            check({"schedule_device", "in_flight", "bubble_predicted", "input_ms",
+                   "weight_ms"} <= set(s), f"stage keys {sorted(s)}")
+        check([s["in_flight"] for s in o["stages"]] == [3, 3, 2],
+              f"in-flight per stage {[s['in_flight'] for s in o['stages']]}")
+    # bad programs: the place and the problem, exit 2, quickly
+    bad = {
+        "0F0,0X0\r\n": "own.csv:1:2: unknown action '0X0'",
+        "0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\r\n1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\r\n"
+        "2F0,2F1,2F2,2F3,2B0,2B1,2B2\r\n": "own.csv:3:8: missing 2B3",
+        "0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\r\n1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\r\n"
+        "2F0,2F1,2F2,2F3,2B0,2B1,2B2,2B3,0B3\r\n": "own.csv:3:9: 0B3 on device 2, but stage 0 is "
+        "placed on device 0",
+        "0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\r\n1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\r\n"
+        "2F1,2F0,2F2,2F3,2B0,2B1,2B2,2B3\r\n": None,  # any order that runs, runs
+        "0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\r\n1F0,1B0,1F1,1F2,1F3,1B1,1B2,1B3\r\n"
+        "2F1,2F0,2B0,2F2,2F3,2B1,2B2,2B3\r\n": "own.csv:1:5: deadlock with blocking receives: "
+        "device 0 waits at 0B0 for 1B0 of device 1; device 1 waits at 1B0 for 2B0 of device 2; "
+        "device 2 waits at 2F1 for 1F1 of device 1",
+    }
+    for text, want in bad.items():
+        write("own.csv", text)
+        t0 = time.time()
+        r = run(own, "--steps", "1", timeout=60)
+        if want is None:
+            check(r.returncode == 0, f"a valid order: exit {r.returncode} {r.stderr}")
+        else:
+            check(r.returncode == 2 and want in r.stderr, f"bad program {want!r}: exit "
+                  f"{r.returncode} {r.stderr}")
+        check(time.time() - t0 < 30, "a bad program is refused quickly")
+    # --sweep-schedule: simulated (the closed forms) and run
+    csv_path, svg_path = os.path.join(TMP, "ss.csv"), os.path.join(TMP, "ss.svg")
+    r = run(DELAY, "--sweep-schedule", "gpipe,1f1b,zbh1,zbv,dualpipev", "--simulate", "--csv",
+            csv_path, "--svg", svg_path, "--json")
+    check(r.returncode == 0, f"--sweep-schedule --simulate: exit {r.returncode} {r.stderr}")
+    if r.returncode == 0:
+        o = json.loads(r.stdout)
+        rows = {s["schedule"]: s for s in o["schedules"]}
+        # per device F = 2, B = 4 (I = W = 2), 3 devices, 4 micro-batches (dualpipev runs
+        # its order for 6 without two, as its note says)
+        for name, step in {"gpipe": 36, "1f1b": 36, "zbh1": 28, "zbv": 26, "dualpipev": 30}.items():
+            check(abs(rows[name]["step_ms"] - step) < 1e-6, f"{name} predicted {rows[name]}")
+        check("without micro-batches 4..5" in rows["dualpipev"].get("note", ""), "padding note")
+        check(rows["zbv"]["stages"] == 6 and rows["zbv"]["in_flight"] == [4, 4, 4, 3, 2, 1],
+              f"zbv stages and in flight {rows['zbv']}")
+        with open(csv_path) as f:
+            crow = list(csv.DictReader(f))
+        check([c["schedule"] for c in crow] == ["gpipe", "1f1b", "zbh1", "zbv", "dualpipev"],
+              "sweep CSV rows")
+        check(ET.parse(svg_path).getroot().tag.endswith("svg"), "sweep SVG")
+    r = run(DELAY, "--sweep-schedule", "1f1b,zbh2,interleavedzb", "--steps", "3")
+    check(r.returncode == 0 and "zbh2" in r.stdout and "interleavedzb" in r.stdout,
+          f"--sweep-schedule run: exit {r.returncode} {r.stderr}")
+    r = run(DELAY, "--print-schedule=all")
+    check(r.returncode == 2 and "is not comms" in r.stderr, "--print-schedule=all")
+    r = run(DELAY, "--sweep-schedule", "gpipe", "--sweep-split", "2")
+    check(r.returncode == 2 and "runs alone or with --simulate" in r.stderr, "two sweeps")
+    r = run(DELAY, "--sweep-schedule", "gpipe,zigzag")
+    check(r.returncode == 2 and "unknown schedule 'zigzag'" in r.stderr, "bad sweep list")
+    r = run(write("zbv_looped.yaml", open(DELAY).read().replace("schedule: 1f1b",
+                                                                 "schedule: zbv")), "--steps", "1")
+    check(r.returncode == 2 and "schedule zbv runs two stages per device in a V" in r.stderr,
+          f"zbv on one stage per device: {r.stderr}")
+
 
 # ---- what a new user hit: options that go together, sweeps, data, epochs ----------------
 
 # The option table of docs/CLI.md (cli/options.c): the kinds of run each option works in
-# (t training, v --validate, s --simulate, w --sweep-split, e --eval-only) and what it needs.
+# (t training, v --validate, s --simulate, m --memory, w --sweep-split, k --sweep-schedule,
+# e --eval-only, o --optimize, p --print-schedule, f --verify) and what it needs (any one of).
+# "--resume=auto" is --resume auto (its messages say "--resume auto").
 OPTION_ARGS = {"--steps": ["2"], "--validate": [], "--simulate": [], "--sweep-split": ["1,2"],
                "--eval-only": [], "--json": [], "--trace": ["t.json"], "--load": ["l.st"],
                "--save": ["s.st"], "--weights-only": [], "--resume": ["r.st"],
                "--device-map": ["cuda=cpu"], "--cuda-graphs": ["on"], "--csv": ["c.csv"],
                "--svg": ["s.svg"], "--metrics": ["m.csv"], "--plot": ["p.svg"],
-               "--layout": ["nchw"], "--grad-allreduce": ["whole"]}
-OPTION_RUNS = {"--steps": "tw", "--validate": "v", "--simulate": "s", "--sweep-split": "w",
-               "--eval-only": "e", "--json": "tvswe", "--trace": "t", "--load": "twe",
-               "--save": "t", "--weights-only": "t", "--resume": "t", "--device-map": "tvswe",
-               "--cuda-graphs": "tw", "--csv": "w", "--svg": "w", "--metrics": "t", "--plot": "t",
-               "--layout": "twe", "--grad-allreduce": "tw"}
-OPTION_NEEDS = {"--eval-only": "--load", "--weights-only": "--save", "--csv": "--sweep-split",
-                "--svg": "--sweep-split"}
-OPTION_KINDS = {"--validate": "v", "--simulate": "s", "--sweep-split": "w", "--eval-only": "e"}
+               "--layout": ["nchw"], "--grad-allreduce": ["whole"], "--memory": [],
+               "--optimize": [], "--memory-limit": ["1GiB"], "-o": ["best.yaml"],
+               "--print-schedule": [], "--sweep-schedule": ["gpipe,1f1b"],
+               "--verify": ["c.safetensors"], "--resume=auto": []}
+OPTION_RUNS = {"--steps": "twk", "--validate": "v", "--simulate": "sk", "--sweep-split": "w",
+               "--eval-only": "e", "--json": "tvsmwkeo", "--trace": "t", "--load": "twe",
+               "--save": "t", "--weights-only": "t", "--resume": "t",
+               "--device-map": "tvsmwkeopf", "--cuda-graphs": "tw", "--csv": "wk", "--svg": "wk",
+               "--metrics": "t", "--plot": "t", "--layout": "twek", "--grad-allreduce": "tw",
+               "--memory": "m", "--optimize": "o", "--memory-limit": "o", "-o": "o",
+               "--print-schedule": "p", "--sweep-schedule": "k", "--verify": "f",
+               "--resume=auto": "t"}
+OPTION_NEEDS = {"--eval-only": ["--load"], "--weights-only": ["--save"],
+                "--csv": ["--sweep-split", "--sweep-schedule"],
+                "--svg": ["--sweep-split", "--sweep-schedule"],
+                "--memory-limit": ["--optimize"], "-o": ["--optimize"]}
+# the options that choose the kind, in the order in which they speak when two are given
+OPTION_KINDS = {"--verify": "f", "--optimize": "o", "--print-schedule": "p",
+                "--sweep-schedule": "k", "--validate": "v", "--simulate": "s", "--memory": "m",
+                "--sweep-split": "w", "--eval-only": "e"}
+OPTION_NAMES = {"--resume=auto": "--resume auto"}
+
+
+def shown(o):
+    return OPTION_NAMES.get(o, o)
 
 
 def jload(text):
@@ -553,19 +664,21 @@ def jload(text):
 
 
 def option_refusal(opts):
-    """The two options a refusal of opts names, or None when they go together."""
-    kinds = [o for o in opts if o in OPTION_KINDS]
-    if len(kinds) > 1:
-        return kinds[0], kinds[1]
-    if "--resume" in opts and "--load" in opts:
-        return "--resume", "--load"
+    """The options a refusal of opts names, or None when they go together."""
+    kinds = sorted((o for o in opts if o in OPTION_KINDS), key=list(OPTION_KINDS).index)
+    for k in kinds[1:]:
+        if OPTION_KINDS[kinds[0]] not in OPTION_RUNS[k]:
+            return kinds[0], k
+    for r in ("--resume", "--resume=auto"):
+        if r in opts and "--load" in opts:
+            return shown(r), "--load"
     kind = OPTION_KINDS[kinds[0]] if kinds else "t"
     for o in opts:
         if kind not in OPTION_RUNS[o]:
-            return (o, kinds[0]) if kinds else (o, OPTION_NEEDS[o])
+            return (shown(o), kinds[0]) if kinds else (shown(o), *OPTION_NEEDS[o])
     for o in opts:
-        if o in OPTION_NEEDS and OPTION_NEEDS[o] not in opts:
-            return o, OPTION_NEEDS[o]
+        if o in OPTION_NEEDS and not any(n in opts for n in OPTION_NEEDS[o]):
+            return (shown(o), *OPTION_NEEDS[o])
     return None
 
 
@@ -575,7 +688,8 @@ def test_option_table():
     on the plan: --plot needs epochs, --grad-allreduce replicas"""
     missing = os.path.join(TMP, "no-such-plan.yaml")
     names = list(OPTION_ARGS)
-    combos = [(a,) for a in names] + [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    combos = [(a,) for a in names] + [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+                                      if {a, b} != {"--resume", "--resume=auto"}]
     refused = 0
     for opts in combos:
         args = [x for o in opts for x in [o] + OPTION_ARGS[o]]
@@ -753,15 +867,16 @@ def test_docs():
     check(at >= 0 and "--oversubscribe" in readme[at - 600:at + 600],
           "README's mpirun -np 4 mentions --oversubscribe")
     cli_md = open(os.path.join(ROOT, "docs", "CLI.md")).read()
-    for o in OPTION_ARGS:
-        check(re.search(rf"^### .*`{o}\b", cli_md, re.M) is not None, f"docs/CLI.md section {o}")
+    for o in map(shown, OPTION_ARGS):
+        check(re.search(rf"^### .*`{re.escape(o)}\b", cli_md, re.M) is not None,
+              f"docs/CLI.md section {o}")
 
 
 for t in [test_memory_cap, test_data_formats, test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
           test_simulate, test_json_and_trace, test_sweep, test_checkpoints, test_sigint,
           test_nan_loss, test_epochs_eval, test_sweep_past_failure, test_cudnn_limit,
-          test_tf32_on_cpu, test_option_table, test_validate_json, test_sweep_whole_list,
-          test_data_against_model, test_steps_on_epochs, test_docs]:
+          test_tf32_on_cpu, test_schedules, test_option_table, test_validate_json,
+          test_sweep_whole_list, test_data_against_model, test_steps_on_epochs, test_docs]:
     t0 = time.time()
     t()
     print(f"{t.__name__}: {time.time() - t0:.1f} s", file=sys.stderr)

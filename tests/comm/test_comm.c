@@ -1,19 +1,23 @@
 /*
- * test_comm.c - the communication layer (runtime/comm/comm.h).
+ * test_comm.c - the communication layer (runtime/comm/comm.h) over every
+ * transport of runtime/comm/transport.h, as ggml's test-backend-ops runs
+ * every op on every backend: each table's required entries are there, then
+ * the same cases run on a job of each transport this build has.
  *
- *   test_comm              a job of one process: rank 0 of 1, argument
- *                          checks, no-op collectives, no peers
- *   test_comm --job        run by mpirun with 2 or more ranks (comm_mpi.sh):
- *                          tensors around a ring, chunk-sized and empty
+ *   test_comm              every table; then the job of one process
+ *                          (single): rank 0 of 1, argument checks, no-op
+ *                          collectives, no peers; jobs of 2, 3 and 4
+ *                          threads (local): the job and group cases below,
+ *                          and a rank that fails ending the others' waits
+ *                          at once; MPI needs a launcher (the next line)
+ *   test_comm --job        run by mpirun with 2 or more ranks (comm_mpi.sh),
+ *                          MPI: tensors around a ring, chunk-sized and empty
  *                          messages, a size mismatch, tags kept apart,
  *                          sum and broadcast identical on every rank,
  *                          a receive that times out naming its peer;
  *                          groups: members ordered by key, sums formed in
  *                          member order (bitwise), two groups summing at
  *                          once from two threads
- *   (default, also)        the same job and group checks on jobs of 2, 3
- *                          and 4 threads (pp_comm_local_new), and a rank
- *                          that fails ending the others' waits at once
  * --job exits 77 (skip) in a build without MPI.
  */
 #include <math.h>
@@ -24,6 +28,7 @@
 #include <time.h>
 
 #include "runtime/comm/comm.h"
+#include "runtime/comm/transport.h"
 #include "runtime/core/device.h"
 #include "tests/check.h"
 
@@ -310,8 +315,45 @@ static void test_thread_failure(void)
     pp_comm_free(comms[0]);
 }
 
+/* A table's required entries, and init with launched. */
+static void check_table(const pp_comm_ops *t)
+{
+    CHECK_MSG(t->name && t->send && t->recv && t->allreduce_sum_f32 && t->broadcast &&
+              t->barrier && t->group_new && t->group_sum_f32 && t->group_broadcast,
+              "transport %s: a required entry is NULL", t->name ? t->name : "(unnamed)");
+    CHECK_MSG(!t->launched || t->init, "transport %s: launched without init", t->name);
+}
+
+/* The cases on a job of the transport t. */
+static void test_transport(const pp_comm_ops *t)
+{
+    if (t == pp_comm_local_ops()) {
+        for (int size = 2; size <= 4; size++) test_threads(size);
+        test_thread_failure();
+        return;
+    }
+    /* a transport between processes: the one this process joins */
+    pp_error err;
+    pp_comm *c = NULL;
+    CHECK_OK(pp_comm_init(NULL, NULL, &c, &err), &err);
+    if (!c) return;
+    const pp_comm_ops *joined = c->ops;
+    pp_comm_free(c);
+    if (joined != t) {
+        printf("    needs a launcher (mpirun): comm_mpi_np2, comm_mpi_np3\n");
+        return;
+    }
+    CHECK(t == pp_comm_single_ops());
+    test_single();
+}
+
 int main(int argc, char **argv)
 {
+    static const struct {
+        const char *name;
+        const pp_comm_ops *(*get)(void);
+    } transports[] = {{"local", pp_comm_local_ops}, {"mpi", pp_comm_mpi_ops},
+                      {"single", pp_comm_single_ops}};
     if (argc > 1 && strcmp(argv[1], "--job") == 0) {
         if (!pp_comm_built_with_mpi()) {
             fprintf(stderr, "test_comm: built without MPI\n");
@@ -325,14 +367,26 @@ int main(int argc, char **argv)
         }
         char name[32];
         snprintf(name, sizeof name, "comm (rank %d of %d)", pp_comm_rank(c), pp_comm_size(c));
+        CHECK_MSG(c->ops == pp_comm_mpi_ops(), "a launched job runs on %s, not mpi",
+                  c->ops->name);
         test_job(c);
         test_groups(c);
         int rc = check_summary(name);
         pp_comm_free(c);
         return rc;
     }
-    test_single();
-    for (int size = 2; size <= 4; size++) test_threads(size);
-    test_thread_failure();
+    CHECK(pp_comm_built_with_mpi() == (pp_comm_mpi_ops() != NULL));
+    for (size_t i = 0; i < sizeof transports / sizeof transports[0]; i++) {
+        const pp_comm_ops *t = transports[i].get();
+        if (!t) {
+            printf("transport %s: not in this build\n", transports[i].name);
+            continue;
+        }
+        CHECK_MSG(strcmp(t->name, transports[i].name) == 0, "transport %s named %s",
+                  transports[i].name, t->name);
+        check_table(t);
+        printf("transport %s\n", t->name);
+        test_transport(t);
+    }
     return check_summary("comm");
 }

@@ -16,12 +16,18 @@
  *     the first loss that of one replica on the whole batch;
  *   - custom stages: an error returned by a stage callback comes back from
  *     pp_executor_run with the stage, device and micro-batch, and the
- *     executor stays usable.
+ *     executor stays usable;
+ *   - schedule programs: a plan's program built (pp_pipeline_plan_schedule),
+ *     printed as CSV, loaded back from a file named by another plan, which
+ *     trains with the same losses; a bad program's error names its place;
+ *     custom stages run a zero-bubble V program once they split their
+ *     backward (I, W), and are told clearly when they do not.
  */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pipeline/pipeline_run.h"
 #include "pipeline/pipeline_run.h" /* include guards: a second include is harmless */
@@ -361,6 +367,125 @@ static void test_stage_error(void)
     pp_registry_free(reg);
 }
 
+static pp_status fs_input(void *user, pp_exec *ex, int mb, int mb_size,
+                          const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
+{
+    return fs_backward(user, ex, mb, mb_size, grad_out, grad_in, err);
+}
+
+static pp_status fs_weight(void *user, pp_exec *ex, int mb, int mb_size, pp_error *err)
+{
+    return PP_OK; /* no parameters */
+}
+
+static const pp_stage_ops split_ops = {
+    .out_shape = fs_shape,
+    .forward = fs_forward,
+    .backward = fs_backward,
+    .backward_input = fs_input,
+    .backward_weight = fs_weight,
+};
+
+/* Losses of `steps` steps of the plan text (NULL on failure). */
+static bool plan_losses(const char *name, const char *text, double *losses, int steps)
+{
+    pp_plan *plan = NULL;
+    pp_diag diag;
+    pp_error err;
+    pp_pipeline *p = NULL;
+    char buf[2048];
+    pp_status s = pp_plan_parse_string(name, text, strlen(text), &plan, &diag);
+    CHECK_MSG(s == PP_OK, "%s", pp_diag_format(&diag, buf, sizeof buf));
+    if (s == PP_OK) s = pp_pipeline_new(plan, NULL, &p, &err);
+    pp_plan_free(plan);
+    for (int i = 0; i < steps && s == PP_OK; i++) {
+        pp_step_result r;
+        s = pp_pipeline_step(p, &r, &err);
+        losses[i] = r.loss;
+    }
+    CHECK_MSG(s == PP_OK, "%s: %s", name, err.msg);
+    pp_pipeline_free(p);
+    return s == PP_OK;
+}
+
+static void test_programs(void)
+{
+    static const char head[] =
+        "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+        "batch: {size: 8, split_size: 2}\n"
+        "optimizer: {type: sgd, lr: 0.01, momentum: 0.9}\n"
+        "data: {format: synthetic, image_size: [8, 8]}\n"
+        "seed: 5\n"
+        "stages:\n"
+        "  - {device: cpu:0, layers: [conv1, bn1, relu, maxpool, layer1]}\n"
+        "  - {device: cpu:1, layers: [layer2]}\n"
+        "  - {device: cpu:0, layers: [layer3]}\n"
+        "  - {device: cpu:1, layers: [layer4, avgpool, fc]}\n";
+    char text[2048], dir[256], path[512];
+    if (!check_mkdtemp(dir, sizeof dir, "pp_embed")) return;
+    snprintf(path, sizeof path, "%s/program.csv", dir);
+    snprintf(text, sizeof text, "%sschedule: interleaved1f1b\n", head);
+    pp_plan *plan = NULL;
+    pp_diag diag;
+    pp_error err;
+    CHECK(pp_plan_parse_string("il.yaml", text, strlen(text), &plan, &diag) == PP_OK);
+    pp_schedule s;
+    CHECK_OK(pp_pipeline_plan_schedule(plan, &s, &err), &err);
+    pp_plan_free(plan);
+    CHECK(s.stages == 4 && s.devices == 2 && s.stage_device[2] == 0);
+    CHECK_OK(pp_schedule_validate(&s, &err), &err);
+    size_t n = pp_schedule_format_csv(&s, false, NULL, 0);
+    char *csv = malloc(n + 1);
+    FILE *f = fopen(path, "wb");
+    if (csv && f) {
+        pp_schedule_format_csv(&s, false, csv, n + 1);
+        fwrite(csv, 1, n, f);
+    }
+    if (f) fclose(f);
+    free(csv);
+    pp_schedule_free(&s);
+    /* the same program, from the file, trains the same */
+    double a[STEPS], b[STEPS];
+    bool ok = plan_losses("il.yaml", text, a, STEPS);
+    snprintf(text, sizeof text, "%sschedule: {file: \"%s\"}\n", head, path);
+    ok = plan_losses("file.yaml", text, b, STEPS) && ok;
+    for (int i = 0; ok && i < STEPS; i++) CHECK(a[i] == b[i]);
+    /* a bad program: its place */
+    static const char bad[] = "0F0,0F1,0B0,0B1\r\n1F0,1X1\r\n";
+    CHECK(pp_schedule_parse_csv("bad.csv", bad, strlen(bad), NULL, &s, &err) == PP_ERR_INPUT);
+    CHECK_MSG(strncmp(err.msg, "bad.csv:2:2: unknown action '1X1'", 33) == 0, "%s", err.msg);
+    unlink(path);
+    rmdir(dir);
+
+    /* custom stages on a V: two stages per device, I and W */
+    pp_registry *reg = NULL;
+    pp_device_ctx *dev[2] = {NULL, NULL};
+    CHECK_OK(pp_registry_new(&reg, &err), &err);
+    for (int i = 0; reg && i < 2; i++)
+        CHECK_OK(pp_registry_get(reg, (pp_device_id){PP_DEVICE_CPU, i}, &dev[i], &err), &err);
+    int place[4];
+    CHECK_OK(pp_schedule_place(PP_PLACEMENT_V, 4, 2, place, &err), &err);
+    pp_schedule_shape shape = {4, 2, 4, place, NULL};
+    CHECK_OK(pp_schedule_generate(&s, PP_SCHEDULE_ZBV, &shape, &err), &err);
+    fail_stage fs[4] = {{0, -1}, {1, -1}, {2, -1}, {3, -1}};
+    for (int pass = 0; pass < 2 && dev[0] && dev[1]; pass++) {
+        pp_stage_desc desc[4];
+        for (int k = 0; k < 4; k++)
+            desc[k] = (pp_stage_desc){dev[place[k]], pass ? &split_ops : &fail_ops, &fs[k]};
+        pp_executor *exec = NULL;
+        CHECK_OK(pp_executor_new(desc, 4, 0, &exec, &err), &err);
+        pp_status st = pp_executor_run(exec, &s, NULL, &err);
+        if (pass)
+            CHECK_OK(st, &err);
+        else
+            CHECK_MSG(st == PP_ERR_UNSUPPORTED && strstr(err.msg, "splits the backward"), "%s",
+                      err.msg);
+        pp_executor_free(exec);
+    }
+    pp_schedule_free(&s);
+    pp_registry_free(reg);
+}
+
 int main(void)
 {
     test_version();
@@ -369,5 +494,6 @@ int main(void)
     test_threads();
     test_replicas_in_process();
     test_stage_error();
+    test_programs();
     return check_summary("embed");
 }

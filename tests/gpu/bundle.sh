@@ -7,19 +7,22 @@
 #   tests.tsv   suite, name, executable, timeout and arguments of each meson test
 #   plans/      examples/plans
 #   gpu/        the PyTorch side: torch_eager.py, tutorial.py, torch_common.py,
-#               and kernel_table.py (ncu's kernels grouped by family)
+#               kernel_table.py (ncu's kernels grouped by family) and san_classify.py
+#               (whose kernels compute-sanitizer's reports are in)
 #   torch/      bf16_check.py with crosscheck.py and st.py (the bf16 cross-check,
 #               run by run-all.sh on cuda:0)
 #   tools/      libcuda_count.so, the LD_PRELOAD allocation counter
 #               (tests/gpu/cuda_count.c, checked here by cuda_count_test.sh)
 #   data/       Debian's Fashion-MNIST (dataset-fashion-mnist) when installed here,
 #               for run-all.sh's training part (about 30 MB; --no-data leaves it out)
-#   run-all.sh  the runner
+#   run-all.sh  the runner, parts/ its parts (sourced by it)
+#   commit.txt  the commit the binaries were built from (git describe)
 # Usage: tests/gpu/bundle.sh [--build DIR] [--out DIR] [--arch sm_90] [--with-cuda-libs]
 #                            [--no-data] [--small]
 # --small: for copying to a machine with little room or time (about 50 MB
 # instead of 80): no data, and bin/ holds only what run-all.sh runs without
-# --all (pipeline-run, gconv_probe and the cuda suite's tests); --all then
+# --all (pipeline-run, gconv_probe, gpu_versions and the cuda suite's
+# tests); --all then
 # reports the other tests as not in the bundle. Part 3 (Fashion-MNIST)
 # reports its data missing.
 # cuDNN and cuBLAS are left out by default: the GPU machine has them (CUDA
@@ -42,7 +45,7 @@ while [ $# -gt 0 ]; do
         --with-cuda-libs) cuda_libs=1; shift ;;
         --no-data) with_data=0; shift ;;
         --small) with_data=0; small=1; shift ;;
-        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "bundle.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -97,7 +100,8 @@ with open(os.path.join(out, "tests.tsv"), "w") as f:
         if env:
             args = env + [exe if exe.startswith("@PATH@/") else "./" + exe] + args
             exe = "@PATH@/env"
-        suite = t["suite"][0].split(":")[-1] if t["suite"] else "default"
+        suites = [x.split(":")[-1] for x in t["suite"] or []]
+        suite = "cuda" if "cuda" in suites else suites[0] if suites else "default"
         f.write("\t".join([suite, t["name"], exe, str(t.get("timeout") or 60)] + args) + "\n")
 ' "$out" "$root" "$build"
 meson introspect --benchmarks "$build" | python3 -c '
@@ -107,13 +111,18 @@ for t in json.load(sys.stdin):
 ' "$out"
 cp "$build/pipeline-run" "$out/bin/"
 if [ $small = 1 ]; then
-    keep=" pipeline-run gconv_probe $(awk -F'\t' '$1 == "cuda" { printf "%s ", $3 }' "$out/tests.tsv")"
+    keep=" pipeline-run gconv_probe gpu_versions $(awk -F'\t' '$1 == "cuda" { for (i = 3; i <= NF; i++) { f = $i; sub(/^@BIN@\//, "", f); printf "%s ", f } }' "$out/tests.tsv")"
     for f in "$out"/bin/*; do
         case $keep in *" $(basename "$f") "*) ;; *) rm -f "$f" ;; esac
     done
 fi
 cp -r "$root/examples/plans/." "$out/plans/" 2>/dev/null || true
 cp "$root/tests/gpu/run-all.sh" "$out/"
+mkdir -p "$out/parts"
+cp "$root"/tests/gpu/parts/*.sh "$out/parts/"
+# the commit the binaries were built from, for run-all.sh's results
+git -C "$root" describe --always --dirty --abbrev=10 >"$out/commit.txt" 2>/dev/null ||
+    echo "unknown" >"$out/commit.txt"
 fashion=/usr/share/datasets/fashion-mnist
 if [ $with_data = 1 ] && [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
     mkdir -p "$out/data/fashion-mnist"
@@ -166,4 +175,4 @@ if [ $cuda_libs = 1 ]; then
 fi
 missing=$(for f in "$out"/bin/*; do LD_LIBRARY_PATH=$out/lib ldd "$f" 2>/dev/null | grep 'not found' || true; done | sort -u)
 [ -n "$missing" ] && echo "bundle.sh: unresolved here: $missing" >&2
-echo "bundle: $out ($(du -sh "$out" | cut -f1)); on the GPU machine run: $(basename "$out")/run-all.sh $(basename "$out") (or in two parts: see its header)"
+echo "bundle: $out ($(du -sh "$out" | cut -f1)); on the GPU machine run: $(basename "$out")/run-all.sh $(basename "$out") (--part quick first: see its header)"

@@ -8,7 +8,16 @@ output, are skipped) and prints the launch count and milliseconds per family,
 the total, and last one JSON line:
   {"kernels", "total_ms", "families": {FAMILY: {"count", "ms"}},
    "top": [[NAME, FAMILY, COUNT, MS], ...] (the 15 longest kernel names),
+   "unmeasured": [[NAME, FAMILY, COUNT], ...], "ncu_errors": [LINE, ...],
    "step_ms", "busy_frac" (with --step-ms: total kernel ms / step ms)}
+
+A kernel row whose time is not a finite number (ncu prints "nan" for a launch
+that failed under it, with grid and block (0, 0, 0), as cuDNN's
+bn_fw_tr_1C11_singleread did on an H200 when the driver reported
+LaunchFailed) is not measured: it is counted in "kernels" and listed under
+"unmeasured", never summed (one nan made every total nan), and the table
+says so. ncu's ==ERROR== lines are kept in "ncu_errors": a profile that has
+them is incomplete (the program was stopped), whatever the table shows.
 
 Families, first match wins, on the kernel's name (lower case):
   conv wgrad, conv dgrad, conv fprop (cuDNN and CUTLASS convolution kernels
@@ -91,10 +100,33 @@ def family(name):
 
 
 def number(text):
+    """The value of a metric cell: a float (nan for "nan" or "n/a"), None when
+    the cell is not a number at all (a units row)."""
+    t = text.replace(",", "").strip()
+    if t.lower() in ("nan", "n/a", "-nan", "inf", "-inf"):
+        return float("nan")
     try:
-        return float(text.replace(",", "").strip())
+        return float(t)
     except ValueError:
         return None
+
+
+def measured(ms):
+    return ms == ms and ms not in (float("inf"), float("-inf"))
+
+
+def ncu_errors(paths):
+    """ncu's ==ERROR== lines in the files, in order, without repeats."""
+    out = []
+    for p in paths:
+        try:
+            for ln in open(p, errors="replace"):
+                ln = ln.strip()
+                if ln.startswith("==ERROR==") and ln not in out:
+                    out.append(ln)
+        except OSError:
+            pass
+    return out
 
 
 unknown_units = set()  # units of gpu__time_duration rows that could not be read
@@ -172,15 +204,24 @@ def main():
         return 1
     fams = {f: [0, 0.0] for f in ORDER}
     names = {}
+    lost = {}  # short name -> [family, launches] of rows without a time
     for _, name, ms in rows:
         fam = family(name)
         fams[fam][0] += 1
+        if not measured(ms):
+            e = lost.setdefault(short_name(name), [fam, 0])
+            e[1] += 1
+            continue
         fams[fam][1] += ms
         e = names.setdefault(short_name(name), [fam, 0, 0.0])
         e[1] += 1
         e[2] += ms
     total = sum(v[1] for v in fams.values())
-    print("kernels of one step (%s): %d launches, %.2f ms" % (src, len(rows), total))
+    errors = ncu_errors(a.files)
+    n_lost = sum(c for _, c in lost.values())
+    print("kernels of one step (%s): %d launches, %.2f ms%s" % (
+        src, len(rows), total,
+        " (%d launch(es) not measured: ncu gave no time)" % n_lost if n_lost else ""))
     print("%-22s %7s %10s %7s" % ("family", "count", "ms", "share"))
     for f in ORDER:
         c, ms = fams[f]
@@ -191,9 +232,15 @@ def main():
     print("longest kernels:")
     for n, (f, c, ms) in top[:15]:
         print("  %9.3f ms %5d x  %-20s %s" % (ms, c, f, n[:110]))
+    for n, (f, c) in sorted(lost.items()):
+        print("  not measured: %5d x  %-20s %s" % (c, f, n[:110]))
+    for ln in errors:
+        print("ncu: %s" % ln)
     out = {"kernels": len(rows), "total_ms": total,
            "families": {f: {"count": c, "ms": ms} for f, (c, ms) in fams.items() if c},
-           "top": [[n, f, c, ms] for n, (f, c, ms) in top[:15]]}
+           "top": [[n, f, c, ms] for n, (f, c, ms) in top[:15]],
+           "unmeasured": [[n, f, c] for n, (f, c) in sorted(lost.items())],
+           "ncu_errors": errors}
     if a.step_ms:
         out["step_ms"] = a.step_ms
         out["busy_frac"] = total / a.step_ms

@@ -339,18 +339,33 @@ static void test_ckpt_roundtrip(void)
     unsigned char *b1 = check_read_file(p1, &n1), *b2 = check_read_file(p2, &n2);
     CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0);
 
-    /* layout: header length multiple of 8, metadata first, tensors by name */
+    /* layout: header length multiple of 8, metadata first (the checksums, of
+     * 24 characters each, then the caller's keys), tensors by name */
     uint64_t hlen = 0;
     for (int i = 7; i >= 0 && b1; i--) hlen = (hlen << 8) | b1[i];
-    const char *expect_prefix =
-        "{\"__metadata__\":{\"format\":\"pt\",\"step\":\"7\"},"
+    const char *expect_meta =
+        "{\"__metadata__\":{\"checksum.__header__\":\"xxh3-64:################\","
+        "\"checksum.bn1.num_batches_tracked\":\"xxh3-64:################\","
+        "\"checksum.fc.weight\":\"xxh3-64:################\","
+        "\"checksum.layer1.0.conv1.weight\":\"xxh3-64:################\","
+        "\"checksum.zz.empty\":\"xxh3-64:################\","
+        "\"format\":\"pt\",\"step\":\"7\"},";
+    const char *expect_tensors =
         "\"bn1.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]},"
         "\"fc.weight\":{\"dtype\":\"F32\",\"shape\":[3,4],\"data_offsets\":[8,56]},"
         "\"layer1.0.conv1.weight\":{\"dtype\":\"F32\",\"shape\":[2,1,3,3],\"data_offsets\":[56,128]},"
         "\"zz.empty\":{\"dtype\":\"F32\",\"shape\":[0,3],\"data_offsets\":[128,128]}}";
     CHECK(hlen % 8 == 0 && n1 == 8 + hlen + 128);
-    CHECK(b1 && strncmp((const char *)b1 + 8, expect_prefix, strlen(expect_prefix)) == 0);
-    for (size_t i = 8 + strlen(expect_prefix); b1 && i < 8 + hlen; i++) CHECK(b1[i] == ' ');
+    size_t lm = strlen(expect_meta), lt = strlen(expect_tensors);
+    bool meta_ok = b1 && hlen >= lm + lt;
+    for (size_t i = 0; meta_ok && i < lm; i++) {
+        char c = (char)b1[8 + i];
+        meta_ok = expect_meta[i] == '#' ? (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')
+                                        : c == expect_meta[i];
+    }
+    CHECK(meta_ok);
+    CHECK(meta_ok && strncmp((const char *)b1 + 8 + lm, expect_tensors, lt) == 0);
+    for (size_t i = 8 + lm + lt; meta_ok && i < 8 + hlen; i++) CHECK(b1[i] == ' ');
     int64_t nbt = 0;
     if (b1) memcpy(&nbt, b1 + 8 + hlen, 8);
     CHECK(nbt == 123456789012345);
@@ -364,7 +379,7 @@ static void test_ckpt_roundtrip(void)
 
     pp_checkpoint_info info;
     CHECK_OK(pp_checkpoint_list(p1, &info, &err), &err);
-    CHECK(info.n == 4 && info.n_meta == 2 && info.data_offset == 8 + hlen);
+    CHECK(info.n == 4 && info.n_meta == 7 && info.data_offset == 8 + hlen && info.checksums);
     if (info.n == 4) {
         CHECK(strcmp(info.entries[0].name, "bn1.num_batches_tracked") == 0 &&
               info.entries[0].dtype == PP_I64 && info.entries[0].ndim == 0);
@@ -380,11 +395,12 @@ static void test_ckpt_roundtrip(void)
     CHECK(pp_checkpoint_info_meta(&info, "nope") == NULL);
     pp_checkpoint_info_free(&info);
 
-    /* without metadata; no temporary files left behind */
+    /* without caller metadata (the checksums only); no temporary files left behind */
     CHECK_OK(pp_checkpoint_save(p2, src.list, 4, NULL, 0, &err), &err);
     free(b2);
     b2 = check_read_file(p2, &n2);
-    CHECK(b2 && n2 > 9 && memcmp(b2 + 8, "{\"bn1.num", 9) == 0);
+    const char *only_sums = "{\"__metadata__\":{\"checksum.__header__\":";
+    CHECK(b2 && n2 > 9 && memcmp(b2 + 8, only_sums, strlen(only_sums)) == 0);
     CHECK(count_files_with(".tmp-") == 0);
     struct stat st;
     CHECK(stat(p2, &st) == 0 && (st.st_mode & 0777) == 0644);

@@ -8,7 +8,8 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   in one process bit for bit: losses and the checkpoint file (parameters,
   buffers and momentum, written by rank 0); the same in bf16;
 - three stages on ranks 0, 1, 0 (a rank holding two non-adjacent stages),
-  the same;
+  the same; four stages looped over two ranks (interleavedzb) and in a V
+  (zbv), a rank's two stages on one device, the same checkpoint;
 - the 2-process checkpoint loads into 1 process and into 2, and training
   continues identically;
 - replicas.yaml (2 replicas x 2 stages, 4 processes) against two_stage.yaml:
@@ -43,7 +44,9 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   ranks over an NCCL link (with two GPUs: the losses of one process; on one
   GPU: refused, naming the link);
 - faults: a rank killed mid-run ends the job within 30 s, with an error
-  naming it; ranks started with different plans refuse at start (exit 2,
+  naming it; SIGTERM to every rank, or to rank 1 alone, stops the job after
+  one step on every rank (exit 143) with the checkpoint of that step, and
+  --resume auto under mpirun ends with the bits of the job never stopped; ranks started with different plans refuse at start (exit 2,
   naming the rank, before any step);
 - plan errors: a rank outside the job exits 2 at FILE:LINE:COL from every
   rank (and in one process), a malformed rankN: prefix too, and CUDA devices
@@ -184,6 +187,24 @@ got3 = train(write("three_ranks.yaml", spread), np=2, extra=("--save", path("thr
 check(ref3.get("losses") == got3.get("losses"), f"3 stages on ranks 0,1,0: {got3.get('losses')}")
 check(ref3.get("losses") == one.get("losses"), "3 stages equal 2 stages")
 same_file(path("three.st"), path("three_ranks.st"), "checkpoint of ranks 0,1,0")
+
+# 2b. Virtual stages over ranks: four stages looped on two processes (a rank's
+# two stages share its device), and a V, under schedules with a split backward:
+# the checkpoint of the 2-stage run in one process, bit for bit.
+four = plan_text("two_stage.yaml").replace(
+    "  - device: cpu:0\n    layers: [conv1, bn1, relu, maxpool, layer1, layer2]\n"
+    "  - device: cpu:1\n    layers: [layer3, layer4, avgpool, fc]",
+    "  - device: cpu:0\n    layers: [conv1, bn1, relu, maxpool, layer1]\n"
+    "  - device: rank1:cpu:0\n    layers: [layer2]\n"
+    "  - device: STAGE2\n    layers: [layer3]\n"
+    "  - device: STAGE3\n    layers: [layer4, avgpool, fc]")
+for name, schedule, s2, s3 in (("looped", "interleavedzb", "cpu:0", "rank1:cpu:0"),
+                               ("vshape", "zbv", "rank1:cpu:0", "cpu:0")):
+    text = four.replace("STAGE2", s2).replace("STAGE3", s3).replace("schedule: 1f1b",
+                                                                    f"schedule: {schedule}")
+    got = train(write(f"{name}.yaml", text), np=2, extra=("--save", path(f"{name}.st")))
+    check(got.get("losses") == one.get("losses"), f"{schedule} on ranks: {got.get('losses')}")
+    same_file(path("one.st"), path(f"{name}.st"), f"checkpoint of {schedule} over two ranks")
 
 # 3. The 2-process checkpoint loads anywhere: one more step in 1 and in 2 processes.
 a = train(os.path.join(HERE, "two_stage.yaml"), extra=("--load", path("two.st"), "--steps", "2"))
@@ -513,6 +534,57 @@ if victims:
 else:
     job.kill()
     job.communicate()
+
+# Preemption of a job: SIGTERM to every rank (as a batch system sends it), and to rank 1
+# alone (the ranks agree before each step): exit 143, every rank stopped after the same
+# step, the checkpoint of that step written once, and --resume auto under mpirun ends with
+# the bits of the job that never stopped.
+def preempt_plan(name, steps=12):
+    os.makedirs(path(name), exist_ok=True)
+    return write(f"{name}.yaml", plan_text("two_rank.yaml").replace("steps: 3", f"steps: {steps}")
+                 + f"checkpoint: {{every: 5, path: '{path(name)}/ck-{{step}}.safetensors', "
+                   "keep: 3}\n")
+
+
+ref = run(preempt_plan("pre-ref"), "--save", path("pre-ref.st"), np=2)
+check(ref.returncode == 0 and sorted(os.listdir(path("pre-ref"))) ==
+      ["ck-10.safetensors", "ck-12.safetensors", "ck-5.safetensors"],
+      f"preemption reference: {ref.returncode} {os.listdir(path('pre-ref'))} {ref.stderr[-500:]}")
+for who in ("every rank", "rank 1"):
+    name = "pre-all" if who == "every rank" else "pre-one"
+    plan = preempt_plan(name)
+    job = subprocess.Popen(["bash", *MPIRUN, "2", BIN, plan], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while (time.time() < deadline and job.poll() is None and
+           not os.path.exists(os.path.join(path(name), "ck-5.safetensors"))):
+        time.sleep(0.01)
+    pids = rank_pids(job.pid, 1) + (rank_pids(job.pid, 0) if who == "every rank" else [])
+    check(len(pids) == (2 if who == "every rank" else 1), f"{who}: the ranks' processes {pids}")
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    try:
+        out, errs = job.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        out, errs = job.communicate()
+    m = re.search(r"interrupted after \d+ steps? by SIGTERM \(the run is at step (\d+)\): saved (\S+)",
+                  errs)
+    check(job.returncode == 143 and m is not None,
+          f"SIGTERM to {who}: exit {job.returncode} {errs[-800:]}")
+    if not m:
+        continue
+    step = int(m.group(1))
+    files = sorted(os.listdir(path(name)))
+    check(m.group(2) == os.path.join(path(name), f"ck-{step}.safetensors") and
+          not any(".tmp-" in f for f in files), f"SIGTERM to {who}: step {step}, files {files}")
+    v = run("--verify", *[os.path.join(path(name), f) for f in files],
+            os.path.join(HERE, "two_rank.yaml"))
+    check(v.returncode == 0, f"SIGTERM to {who}: the files verify: {v.stdout} {v.stderr[-500:]}")
+    r = run(plan, "--resume", "auto", "--save", path(f"{name}.st"), np=2)
+    check(r.returncode == 0 and f"after step {step}" in r.stderr,
+          f"--resume auto under mpirun: {r.returncode} {r.stderr[-600:]}")
+    same_file(path(f"{name}.st"), path("pre-ref.st"), f"SIGTERM to {who}, then --resume auto")
 
 other = write("other.yaml", plan_text("two_rank.yaml").replace("lr: 0.05", "lr: 0.06"))
 r = subprocess.run(["bash", *MPIRUN, "1", BIN, os.path.join(HERE, "two_rank.yaml"), ":", "-np",

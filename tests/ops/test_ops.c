@@ -869,11 +869,164 @@ static void test_linear(void)
         CHECK_OK(pp_linear_backward(&g_ex, &x, &w, &dy, NULL, &dw, &db, &err), &err);
         check_grad("linear db twice", fp(&db), db0, g, mask, numel(&b));
 
+        /* the halves: the data part alone against finite differences, the weight
+         * part alone adding to dw and db; each gives the whole backward's bits */
+        pp_tensor dx2 = tnew(2, n, in, 1, 1), dw2 = tnew(2, out, in, 1, 1);
+        pp_tensor db2 = tnew(1, out, 1, 1, 1);
+        double *dw20 = fill(&dw2, 0, 1), *db20 = fill(&db2, 0, 1);
+        memcpy(dw.data, dw2.data, pp_tensor_bytes(&dw));
+        memcpy(db.data, db2.data, pp_tensor_bytes(&db));
+        memset(dx2.data, 0x7f, numel(&dx2) * sizeof(float));
+        CHECK_OK(pp_linear_backward_data(&g_ex, &w, &dy, &dx2, &err), &err);
+        fd_grad(linear_loss, &c, c.x, numel(&x), 1e-3, g, mask);
+        check_grad("linear backward_data dx", fp(&dx2), NULL, g, mask, numel(&x));
+        CHECK_OK(pp_linear_backward_weights(&g_ex, &x, &dy, &dw2, &db2, &err), &err);
+        fd_grad(linear_loss, &c, c.w, numel(&w), 1e-3, g, mask);
+        check_grad("linear backward_weights dw +=", fp(&dw2), dw20, g, mask, numel(&w));
+        fd_grad(linear_loss, &c, c.b, numel(&b), 1e-3, g, mask);
+        check_grad("linear backward_weights db +=", fp(&db2), db20, g, mask, numel(&b));
+        CHECK_OK(pp_linear_backward(&g_ex, &x, &w, &dy, &dx, &dw, &db, &err), &err);
+        CHECK_MSG(memcmp(dx.data, dx2.data, pp_tensor_bytes(&dx)) == 0 &&
+                      memcmp(dw.data, dw2.data, pp_tensor_bytes(&dw)) == 0 &&
+                      memcmp(db.data, db2.data, pp_tensor_bytes(&db)) == 0,
+                  "linear %dx%dx%d: the halves differ from the whole backward", n, in, out);
+        free(dw20);
+        free(db20);
+        pp_tensor_free(&dx2);
+        pp_tensor_free(&dw2);
+        pp_tensor_free(&db2);
+
         free(g);
         free(mask);
         double *arrs[] = {c.x, c.w, c.b, c.r, c.y, dw0, db0, yref};
         for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) free(arrs[i]);
         pp_tensor *ts[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
+}
+
+/* ---- weight gradients add once ------------------------------------------------- */
+
+/* Each op that accumulates a parameter gradient computes it on its own and
+ * adds it once (ops.h): the op on a gradient g0 gives the bits of the op on
+ * zeros followed by pp_accumulate into g0. Covers every path of the
+ * convolution's weight gradient (grouped GEMMs in one or several groups of
+ * samples, per-sample GEMMs with one or several chunks, pointwise), the linear
+ * layer (whole backward and its weight half), the convolution bias and batch
+ * norm. */
+typedef enum grad_op { GRAD_CONV, GRAD_LINEAR, GRAD_LINEAR_W, GRAD_BIAS, GRAD_BN } grad_op;
+
+/* Runs op into dw (and db); one call. */
+static void run_grad_op(grad_op op, const int *sh, pp_tensor *in, pp_tensor *dy, pp_tensor *dw,
+                        pp_tensor *db)
+{
+    pp_error err;
+    pp_conv2d_desc d;
+    switch (op) {
+    case GRAD_CONV:
+        CHECK_OK(pp_conv2d_desc_init(&d, sh[0], sh[1], sh[2], sh[2], sh[3], sh[4], 1, sh[4] / 2,
+                                     &err),
+                 &err);
+        CHECK_OK(pp_conv2d_backward_filter(&g_ex, &d, in, dy, dw, &err), &err);
+        break;
+    case GRAD_LINEAR: {
+        pp_tensor w = tnew(2, sh[2], sh[1], 1, 1);
+        free(fill(&w, 0, 1));
+        CHECK_OK(pp_linear_backward(&g_ex, in, &w, dy, NULL, dw, db, &err), &err);
+        pp_tensor_free(&w);
+        break;
+    }
+    case GRAD_LINEAR_W: CHECK_OK(pp_linear_backward_weights(&g_ex, in, dy, dw, db, &err), &err); break;
+    case GRAD_BIAS: CHECK_OK(pp_channel_bias_backward(&g_ex, dy, dw, &err), &err); break;
+    case GRAD_BN: {
+        pp_bn_desc bd = {sh[0], sh[1], sh[2], sh[2], 1e-5f, 0.1f};
+        pp_tensor gamma = tnew(1, sh[1], 1, 1, 1), sm = tnew(1, sh[1], 1, 1, 1);
+        pp_tensor si = tnew(1, sh[1], 1, 1, 1), dx = tnew(4, sh[0], sh[1], sh[2], sh[2]);
+        for (int c = 0; c < sh[1]; c++) { /* the same in both calls */
+            fp(&gamma)[c] = 1.0f + 0.25f * (float)c;
+            fp(&sm)[c] = 0.1f * (float)c - 0.2f;
+            fp(&si)[c] = 2.0f - 0.125f * (float)c;
+        }
+        CHECK_OK(pp_batchnorm_backward(&g_ex, &bd, in, dy, &gamma, &sm, &si, &dx, dw, db, &err),
+                 &err);
+        pp_tensor *ts[] = {&gamma, &sm, &si, &dx};
+        for (size_t i = 0; i < 4; i++) pp_tensor_free(ts[i]);
+        break;
+    }
+    }
+}
+
+static void test_weight_grads_add_once(void)
+{
+    static const struct {
+        grad_op op;
+        int sh[5]; /* conv: n, c, hw, k, kernel (stride 1); linear: n, in, out;
+                      bias, bn: n, c, hw */
+        const char *what;
+    } cases[] = {
+        {GRAD_CONV, {2, 3, 7, 4, 3}, "conv, grouped GEMM, several chunks"},
+        {GRAD_CONV, {4, 32, 8, 64, 3}, "conv, grouped GEMM, one chunk"},
+        {GRAD_CONV, {70, 64, 10, 64, 3}, "conv, grouped GEMMs in two groups"},
+        {GRAD_CONV, {3, 4, 12, 8, 3}, "conv, per-sample GEMMs, several chunks"},
+        {GRAD_CONV, {3, 64, 12, 512, 3}, "conv, per-sample GEMMs, one chunk"},
+        {GRAD_CONV, {60, 64, 12, 16, 3}, "conv, per-sample GEMMs in two groups"},
+        {GRAD_CONV, {3, 16, 16, 32, 1}, "conv, pointwise per-sample"},
+        {GRAD_CONV, {16, 96, 7, 200, 1}, "conv, pointwise grouped"},
+        {GRAD_LINEAR, {8, 64, 10}, "linear backward"},
+        {GRAD_LINEAR, {700, 96, 40}, "linear backward, long reduction"},
+        {GRAD_LINEAR_W, {700, 96, 40}, "linear backward_weights"},
+        {GRAD_BIAS, {3, 17, 5}, "channel bias"},
+        {GRAD_BN, {3, 6, 5}, "batch norm dgamma, dbeta"},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int *sh = cases[ci].sh;
+        pp_tensor in, dy, dw[2], db[2];
+        pp_error err;
+        switch (cases[ci].op) {
+        case GRAD_CONV:
+            in = tnew(4, sh[0], sh[1], sh[2], sh[2]);
+            dy = tnew(4, sh[0], sh[3], sh[2], sh[2]);
+            for (int k = 0; k < 2; k++) {
+                dw[k] = tnew(4, sh[3], sh[1], sh[4], sh[4]);
+                db[k] = tnew(1, 1, 1, 1, 1);
+            }
+            break;
+        case GRAD_LINEAR:
+        case GRAD_LINEAR_W:
+            in = tnew(2, sh[0], sh[1], 1, 1);
+            dy = tnew(2, sh[0], sh[2], 1, 1);
+            for (int k = 0; k < 2; k++) {
+                dw[k] = tnew(2, sh[2], sh[1], 1, 1);
+                db[k] = tnew(1, sh[2], 1, 1, 1);
+            }
+            break;
+        default:
+            in = tnew(4, sh[0], sh[1], sh[2], sh[2]);
+            dy = tnew(4, sh[0], sh[1], sh[2], sh[2]);
+            for (int k = 0; k < 2; k++) {
+                dw[k] = tnew(1, sh[1], 1, 1, 1);
+                db[k] = tnew(1, sh[1], 1, 1, 1);
+            }
+        }
+        free(fill(&in, 0, 1));
+        free(fill(&dy, 0, 1));
+        /* 0: on g0 directly; 1: on zeros, then added to g0 */
+        free(fill(&dw[0], 0, 3));
+        free(fill(&db[0], 0, 3));
+        pp_tensor g0w = tnew(dw[0].ndim, dw[0].shape[0], dw[0].shape[1], dw[0].shape[2],
+                             dw[0].shape[3]);
+        pp_tensor g0b = tnew(db[0].ndim, db[0].shape[0], 1, 1, 1);
+        memcpy(g0w.data, dw[0].data, pp_tensor_bytes(&dw[0]));
+        memcpy(g0b.data, db[0].data, pp_tensor_bytes(&db[0]));
+        run_grad_op(cases[ci].op, sh, &in, &dy, &dw[0], &db[0]);
+        run_grad_op(cases[ci].op, sh, &in, &dy, &dw[1], &db[1]);
+        CHECK_OK(pp_accumulate(&g_ex, &dw[1], &g0w, &err), &err);
+        CHECK_OK(pp_accumulate(&g_ex, &db[1], &g0b, &err), &err);
+        CHECK_MSG(memcmp(g0w.data, dw[0].data, pp_tensor_bytes(&g0w)) == 0 &&
+                      memcmp(g0b.data, db[0].data, pp_tensor_bytes(&g0b)) == 0,
+                  "%s: the gradient on g0 differs from g0 + the gradient on zeros",
+                  cases[ci].what);
+        pp_tensor *ts[] = {&in, &dy, &dw[0], &dw[1], &db[0], &db[1], &g0w, &g0b};
         for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
     }
 }
@@ -1482,6 +1635,7 @@ int main(void)
     test_channel_bias();
     test_host_copies();
     test_linear();
+    test_weight_grads_add_once();
     test_softmax_xent();
     test_elementwise();
     test_add_relu_backward();

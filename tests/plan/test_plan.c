@@ -99,6 +99,11 @@ static const struct bad_case {
     {"micro_batches too many", L_MODEL "batch: {size: 4, micro_batches: 5}\n" L_STAGES L_S0 L_S1,
      2, 33, "batch.micro_batches (5) is larger than batch.size (4)"},
     {"unknown schedule", BASE "schedule: zigzag\n", 6, 11, "unknown schedule 'zigzag'"},
+    {"schedule key", BASE "schedule: {name: zbv}\n", 6, 12, "unknown key 'name' in schedule"},
+    {"schedule without file", BASE "schedule: {}\n", 6, 11,
+     "schedule: a mapping names a program with file: PATH"},
+    {"schedule file absent", BASE "schedule: {file: nowhere.csv}\n", 6, 18,
+     "schedule.file: cannot open"},
     {"fp16", BASE "precision: fp16\n", 6, 12, "precision fp16 is not supported yet (use fp32, tf32 or bf16)"},
     {"unknown precision", BASE "precision: fp8\n", 6, 12, "unknown precision 'fp8'"},
     {"cuda_graphs not on or off", BASE "cuda_graphs: maybe\n", 6, 14, "on or off"},
@@ -167,6 +172,10 @@ static const struct bad_case {
     {"missing whole group", L_MODEL L_BATCH L_STAGES
                             "  - {device: cpu:0, layers: [conv1, bn1, relu, maxpool, layer1]}\n" L_S1,
      5, 30, "layer2 is missing: stage 0 ends at layer1.1 and stage 1 starts at layer3.0"},
+    {"imagenet stem without maxpool", L_MODEL L_BATCH L_STAGES
+                                      "  - {device: cpu:0, layers: [conv1, bn1, relu, layer1, "
+                                      "layer2]}\n" L_S1,
+     4, 48, "maxpool is missing between relu and layer1.0 in stage 0"},
     {"layer in two stages", L_MODEL L_BATCH L_STAGES L_S0
                             "  - {device: cpu:1, layers: [layer2, layer3, layer4, avgpool, fc]}\n",
      5, 30, "layer2 appears in stages 0 and 1"},
@@ -205,6 +214,13 @@ static const struct bad_case {
      1, 54, "model.backward_ms must not be negative"},
     {"forward_ms for resnet", "model: {name: resnet18, forward_ms: 3}\n" L_BATCH L_STAGES L_S0 L_S1,
      1, 37, "applies only to the delay model"},
+    {"backward_input_ms for resnet", "model: {name: resnet18, backward_input_ms: 3}\n" L_BATCH
+     L_STAGES L_S0 L_S1, 1, 44, "model.backward_input_ms applies only to the delay model"},
+    {"backward_weight_ms list length", "model: {name: delay, backward_weight_ms: [1, 2, 3]}\n"
+     L_BATCH L_STAGES "  - {device: cpu:0}\n  - {device: cpu:1}\n",
+     1, 42, "model.backward_weight_ms has 3 values but the plan has 2 stages"},
+    {"backward_input_ms negative", "model: {name: delay, backward_input_ms: -1}\n" L_BATCH
+     L_STAGES "  - {device: cpu:0}\n", 1, 41, "model.backward_input_ms must not be negative"},
     {"missing data file", BASE "data: {format: idx, images: data/nope.idx, labels: data/labels.idx}\n",
      6, 29, "data.images: cannot open"},
     {"data path is a folder", BASE "data: {format: idx, images: data, labels: data/labels.idx}\n",
@@ -221,7 +237,7 @@ static const struct bad_case {
     {"image height zero", BASE "data: {image_size: [0, 32]}\n", 6, 21,
      "data.image_size height must be positive, got 0"},
     {"image_size length", BASE "data: {image_size: [32]}\n", 6, 20,
-     "data.image_size must be a list [height, width]"},
+     "data.image_size must be a size N (for N x N) or a list [height, width]"},
     {"mean length", BASE "data: {mean: [0.5, 0.5], std: [0.2, 0.2, 0.2]}\n", 6, 14,
      "data.mean has 2 values but the model has 3 input channels"},
     {"std zero", BASE "data: {mean: [0.5, 0.5, 0.5], std: [0.2, 0, 0.2]}\n", 6, 42,
@@ -589,6 +605,20 @@ static void test_valid_plans(void)
                               "layer2.4, layer2.5, layer2.6, layer2.7, layer3, layer4, avgpool, "
                               "fc]}\n",
          4 + 3 + 8 + 36 + 3 + 2, 2, 5, 5, 1, {5}, 7},
+        /* the cifar stem's maxpool is an identity: a stage list may leave it out (it
+         * joins the stage of relu); image_size: N is [N, N] */
+        {"cifar stem without maxpool", "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+                                       "batch: {size: 4, split_size: 2}\ndata: {image_size: 16}\n"
+                                       "stages:\n  - {device: cpu:0, layers: [conv1, bn1, relu, "
+                                       "layer1]}\n  - {device: cpu:1, layers: [layer2, layer3, "
+                                       "layer4, avgpool, fc]}\n",
+         14, 2, 4, 2, 2, {2, 2}, 5},
+        {"cifar stem ends at relu", "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+                                    "batch: {size: 4, split_size: 2}\n"
+                                    "stages:\n  - {device: cpu:0, layers: [conv1, bn1, relu]}\n"
+                                    "  - {device: cpu:1, layers: [layer1, layer2, layer3, "
+                                    "layer4, avgpool, fc]}\n",
+         14, 2, 4, 2, 2, {2, 2}, 3},
         {"sequential lenet", "model:\n  name: sequential\n  in_channels: 1\n  init: normal\n"
                              "  init_std: 0.01\n  layers:\n"
                              "    - {type: conv, out_channels: 20, kernel: 5}\n"
@@ -617,6 +647,11 @@ static void test_valid_plans(void)
                          "stages:\n  - {device: cpu:0}\n  - {device: cpu:1}\n"
                          "  - {device: cpu:2, memory: 512MiB}\n",
          0, 3, 8, 1, 8, {1, 1, 1, 1, 1, 1, 1, 1}, -1},
+        {"delay split backward", "model: {name: delay, forward_ms: 1, backward_ms: 4, "
+                                 "backward_input_ms: [1, 3], backward_weight_ms: 2}\n"
+                                 "batch: {size: 4, split_size: 1}\nschedule: zbh1\n"
+                                 "stages:\n  - {device: cpu:0}\n  - {device: cpu:1}\n",
+         0, 2, 4, 1, 4, {1, 1, 1, 1}, -1},
         {"delay per stage", "model: {name: delay, forward_ms: [1, 2], backward_ms: [2, 4.25]}\n"
                             "batch: {size: 4, split_size: 1}\nschedule: 1f1b\n"
                             "stages: auto\ndevices: [cpu:0, cpu:1]\nbalance: time\n",
@@ -649,6 +684,9 @@ static void test_valid_plans(void)
                 CHECK(p->stages[s2].first == p->stages[s2 - 1].last + 1);
         }
         CHECK(!p->stages_auto);
+        if (strstr(c->text, "image_size: 16"))
+            CHECK_MSG(p->model.image_h == 16 && p->model.image_w == 16, "[%s] image %dx%d",
+                      c->name, p->model.image_h, p->model.image_w);
         check_round_trip(c->name, p);
         pp_plan_free(p);
     }
@@ -1112,6 +1150,82 @@ static void test_sizes(void)
 }
 
 /* pp_plan_load reads a file and resolves data paths against its folder. */
+/* schedule: every built-in by name, a program file (resolved against the
+ * plan's folder, emitted and compared), devices shared by stages, stages cut
+ * anew for another placement. */
+static void test_schedules(const char *dir)
+{
+    static const char *const names[] = {"gpipe", "1f1b", "interleaved1f1b", "loopedbfs",
+                                        "interleavedzb", "zbh1", "zbh2", "zbv", "dualpipev"};
+    for (int k = 0; k < 9; k++) {
+        char text[1024];
+        snprintf(text, sizeof text, BASE "schedule: %s\n", names[k]);
+        pp_plan *p = NULL;
+        pp_diag d;
+        CHECK(parse(text, strlen(text), &p, &d) == PP_OK);
+        if (!p) continue;
+        CHECK(p->schedule == (pp_plan_schedule)k && strcmp(pp_plan_schedule_name(p->schedule),
+                                                             names[k]) == 0);
+        check_round_trip(names[k], p);
+        pp_plan_free(p);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/sched.yaml", dir);
+    const char *text = "model: {name: delay, forward_ms: [1, 2, 3, 4], backward_ms: 6}\n"
+                       "batch: {size: 6, split_size: 2}\n"
+                       "schedule: {file: data/two.csv}\n"
+                       "stages:\n  - device: cpu:0\n  - device: cpu:1\n  - device: cpu:0\n"
+                       "  - device: rank1:cpu:0\n";
+    pp_plan *p = NULL;
+    pp_diag d;
+    pp_diag_clear(&d);
+    char msg[2048];
+    CHECK_MSG(pp_plan_parse_string(path, text, strlen(text), &p, &d) == PP_OK, "%s",
+              pp_diag_format(&d, msg, sizeof msg));
+    if (!p) return;
+    CHECK(p->schedule == PP_PLAN_SCHEDULE_FILE && p->schedule_file &&
+          strstr(p->schedule_file, "/tests/plan/data/two.csv") != NULL);
+    check_round_trip("schedule file", p);
+    int dev[PP_PLAN_MAX_STAGES];
+    CHECK(pp_plan_devices(p, dev) == 3 && dev[0] == 0 && dev[1] == 1 && dev[2] == 0 && dev[3] == 2);
+    /* the delay model cut for a V on its 3 devices: 6 stages, each device's
+     * times halved (device 0 held stages 0 and 2: forward 1 + 3) */
+    pp_error err;
+    const int v[6] = {0, 1, 2, 2, 1, 0};
+    CHECK_OK(pp_plan_restage(p, 6, v, &err), &err);
+    CHECK(p->n_stages == 6 && p->model.n_forward_ms == 6 && p->model.forward_ms[0] == 2 &&
+          p->model.forward_ms[1] == 1 && p->model.forward_ms[2] == 2 &&
+          p->model.forward_ms[5] == 2 && p->model.backward_ms[0] == 6 &&
+          p->model.backward_ms[2] == 3 && p->stages[3].rank == 1);
+    CHECK(pp_plan_devices(p, dev) == 3);
+    pp_plan_free(p);
+    /* the split backward's times follow the devices too */
+    text = "model: {name: delay, forward_ms: 2, backward_ms: 6, backward_input_ms: [4, 2],"
+           " backward_weight_ms: 2}\nbatch: {size: 4, split_size: 2}\n"
+           "stages:\n  - device: cpu:0\n  - device: cpu:1\n";
+    CHECK(parse(text, strlen(text), &p, &d) == PP_OK);
+    if (!p) return;
+    check_round_trip("split backward", p);
+    const int v2[4] = {0, 1, 1, 0};
+    CHECK_OK(pp_plan_restage(p, 4, v2, &err), &err);
+    CHECK(p->model.n_backward_input_ms == 4 && p->model.backward_input_ms[0] == 2 &&
+          p->model.backward_input_ms[1] == 1 && p->model.backward_weight_ms[3] == 1 &&
+          p->model.forward_ms[2] == 1);
+    check_round_trip("split backward, cut anew", p);
+    pp_plan_free(p);
+    /* a ResNet cut anew into 4 stages on its 2 devices, looped */
+    const char *r = BASE;
+    CHECK(parse(r, strlen(r), &p, &d) == PP_OK);
+    if (!p) return;
+    const int loop[4] = {0, 1, 0, 1};
+    CHECK_OK(pp_plan_restage(p, 4, loop, &err), &err);
+    CHECK(p->n_stages == 4 && !p->stages_auto && p->stages[0].first == 0 &&
+          p->stages[3].last == p->catalogue.n - 1 && p->stages[2].device.index == 0);
+    for (int s = 1; s < 4; s++) CHECK(p->stages[s].first == p->stages[s - 1].last + 1);
+    CHECK(pp_plan_restage(p, 99, loop, &err) == PP_ERR_INPUT);
+    pp_plan_free(p);
+}
+
 static void test_load_file(const char *dir)
 {
     char path[4200];
@@ -1146,6 +1260,59 @@ static void test_load_file(const char *dir)
     pp_plan_free(p);
 }
 
+/* What a step means: the keys a checkpoint records, by plan */
+static void test_step_keys(void)
+{
+    static const struct {
+        const char *what, *text;
+        const char *want;  /* "key=value;" for every key, in order */
+    } cases[] = {
+        {"resnet18", BASE,
+         "model.name=resnet18;model.num_classes=1000;model.in_channels=3;model.stem=imagenet;"
+         "batch.size=8;batch.micro_batches=3 (3+3+2);data.format=synthetic;"
+         "data.image_size=[224, 224];data.num_classes=1000;data.shuffle=false;seed=0;"},
+        {"replicas cut the batch first",
+         "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+         "batch: {size: 10, micro_batches: 2}\ndata: {image_size: 8, shuffle: true, "
+         "mean: [0.5, 0.25, 0.125], std: [1, 2, 4]}\nseed: 7\nreplicas: 2\n"
+         "stages:\n  - {device: [cpu:0, cpu:1], layers: [conv1, bn1, relu, layer1, layer2, "
+         "layer3, layer4, avgpool, fc]}\n",
+         "model.name=resnet18;model.num_classes=10;model.in_channels=3;model.stem=cifar;"
+         "batch.size=10;batch.micro_batches=4 (3+2+3+2);data.format=synthetic;"
+         "data.image_size=[8, 8];data.num_classes=10;data.shuffle=true;"
+         "data.mean=[0.5, 0.25, 0.125];data.std=[1.0, 2.0, 4.0];seed=7;"},
+        {"no batch norm: micro-batches do not matter", S_MODEL S_L0 S_L1 S_L2 S_REST,
+         "model.name=sequential;model.num_classes=3;model.in_channels=1;"
+         "model.layers=c1 conv 4 k3 s1 p0, f flatten, fc linear 3;batch.size=8;"
+         "data.format=synthetic;data.image_size=[8, 8];data.num_classes=3;"
+         "data.shuffle=false;seed=0;"},
+        {"delay", "model: {name: delay, forward_ms: 1, backward_ms: 2}\n" L_BATCH L_STAGES
+                  "  - {device: cpu:0}\n",
+         "model.name=delay;batch.size=8;data.format=synthetic;data.image_size=[224, 224];"
+         "data.num_classes=10;data.shuffle=false;seed=0;"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_plan *p = NULL;
+        pp_diag d;
+        char msg[2048];
+        pp_status s = parse(cases[i].text, strlen(cases[i].text), &p, &d);
+        CHECK_MSG(s == PP_OK, "[%s] %s", cases[i].what, pp_diag_format(&d, msg, sizeof msg));
+        if (!p) continue;
+        pp_plan_step_keys k;
+        pp_error err;
+        CHECK_OK(pp_plan_step_keys_get(p, &k, &err), &err);
+        char got[2048] = "";
+        size_t used = 0;
+        for (int j = 0; j < k.n; j++)
+            used += (size_t)snprintf(got + used, sizeof got - used, "%s=%s;", k.keys[j],
+                                     k.values[j]);
+        CHECK_MSG(strcmp(got, cases[i].want) == 0, "[%s]\n got  %s\n want %s", cases[i].what,
+                  got, cases[i].want);
+        pp_plan_step_keys_free(&k);
+        pp_plan_free(p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".";
@@ -1164,6 +1331,8 @@ int main(int argc, char **argv)
     test_auto_plans();
     test_device_map();
     test_sizes();
+    test_schedules(dir);
+    test_step_keys();
     test_load_file(dir);
     return check_summary("test_plan");
 }

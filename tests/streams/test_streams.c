@@ -1,9 +1,10 @@
 /*
  * test_streams.c - streams and events (FIFO order, cross-stream events, sticky
  * and inherited errors, waits folded into the next item, waits for another
- * backend's event, copies ordered by events), schedules (generators for all
- * small S and m, printable form, rejected hand-made lists) and the simulator
- * (closed forms).
+ * backend's event, copies ordered by events), GPipe and 1F1B with their
+ * communication for all small S and m, and the simulator (closed forms).
+ * The schedule language, every built-in and the validator are in
+ * test_schedule.c.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -343,7 +344,7 @@ static pp_status foreign_synchronize(pp_event *ev, pp_error *err)
     return PP_OK;
 }
 
-static const pp_stream_impl foreign_impl = {.name = "foreign",
+static const pp_stream_ops foreign_impl = {.name = "foreign",
                                             .event_synchronize = foreign_synchronize};
 
 /* A wait for an event of another backend: nothing for a never-recorded one;
@@ -358,7 +359,7 @@ static void test_foreign_waits(void)
     foreign_state fs = {.flag = &flag, .result = PP_OK};
     atomic_init(&fs.calls, 0);
     atomic_init(&fs.seen, -1);
-    pp_event ev = {.impl = &foreign_impl, .dev = cpu1, .state = &fs};
+    pp_event ev = {.ops = &foreign_impl, .dev = cpu1, .state = &fs};
 
     CHECK_OK(pp_stream_wait_event(s, &ev, &err), &err);
     CHECK_OK(pp_stream_synchronize(s, &err), &err);
@@ -491,7 +492,7 @@ static void test_stream_misuse(void)
     snprintf(fake_cuda.name, sizeof fake_cuda.name, "cuda:0");
     pp_stream *s = NULL;
     pp_event *ev = NULL;
-    if (!pp_stream_impl_cuda()) {
+    if (!pp_stream_cuda_ops()) {
         CHECK(pp_stream_new(&fake_cuda, PP_STREAM_COMPUTE, "gpu", &s, &err) ==
               PP_ERR_UNSUPPORTED);
         CHECK(s == NULL && strstr(err.msg, "cuda:0") != NULL);
@@ -580,43 +581,9 @@ static void test_schedule_generators(void)
     CHECK(failures == 0);
 }
 
-static void test_schedule_format(void)
+static void test_microbatch_sizes(void)
 {
-    static const struct {
-        pp_schedule_kind kind;
-        int S, m;
-        bool comm;
-        const char *want;
-    } cases[] = {
-        {PP_SCHEDULE_GPIPE, 2, 2, false, "stage 0: F0 F1 B0 B1 STEP\nstage 1: F0 F1 B0 B1 STEP\n"},
-        {PP_SCHEDULE_1F1B, 2, 3, false,
-         "stage 0: F0 F1 B0 F2 B1 B2 STEP\nstage 1: F0 B0 F1 B1 F2 B2 STEP\n"},
-        {PP_SCHEDULE_1F1B, 4, 2, false,
-         "stage 0: F0 F1 B0 B1 STEP\nstage 1: F0 F1 B0 B1 STEP\n"
-         "stage 2: F0 F1 B0 B1 STEP\nstage 3: F0 B0 F1 B1 STEP\n"},
-        {PP_SCHEDULE_1F1B, 3, 4, false,
-         "stage 0: F0 F1 F2 B0 F3 B1 B2 B3 STEP\nstage 1: F0 F1 B0 F2 B1 F3 B2 B3 STEP\n"
-         "stage 2: F0 B0 F1 B1 F2 B2 F3 B3 STEP\n"},
-        {PP_SCHEDULE_GPIPE, 2, 1, true,
-         "stage 0: F0 send_act0 recv_grad0 B0 STEP\nstage 1: recv_act0 F0 B0 send_grad0 STEP\n"},
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        pp_schedule s;
-        pp_error err;
-        CHECK_OK(pp_schedule_build(&s, cases[c].kind, cases[c].S, cases[c].m, NULL, &err), &err);
-        char buf[512];
-        size_t need = pp_schedule_format(&s, cases[c].comm, buf, sizeof buf);
-        CHECK_MSG(strcmp(buf, cases[c].want) == 0, "case %zu:\n%s", c, buf);
-        CHECK(need == strlen(cases[c].want));
-        char small[10];
-        CHECK(pp_schedule_format(&s, cases[c].comm, small, sizeof small) == need);
-        CHECK(strlen(small) == sizeof small - 1);
-        pp_schedule_free(&s);
-    }
-    pp_schedule_kind k;
     pp_error err;
-    CHECK(pp_schedule_kind_parse("1f1b", &k, &err) == PP_OK && k == PP_SCHEDULE_1F1B);
-    CHECK(pp_schedule_kind_parse("zb", &k, &err) == PP_ERR_INPUT);
     int sizes[8], m;
     CHECK_OK(pp_microbatch_sizes(8, 3, sizes, 8, &m, &err), &err);
     CHECK(m == 3 && sizes[0] == 3 && sizes[1] == 3 && sizes[2] == 2);
@@ -624,94 +591,6 @@ static void test_schedule_format(void)
     CHECK(m == 1 && sizes[0] == 8);
     CHECK(pp_microbatch_sizes(8, 0, sizes, 8, &m, &err) == PP_ERR_INPUT);
     CHECK(pp_microbatch_sizes(9, 1, sizes, 8, &m, &err) == PP_ERR_INVALID);
-}
-
-/* Parses "F0 send_act0 recv_grad0 B0 STEP" into a stage's list. */
-static void parse_list(pp_schedule *s, int st, const char *text)
-{
-    static const struct {
-        const char *name;
-        pp_action_kind kind;
-    } names[] = {
-        {"send_act", PP_ACT_SEND_ACT}, {"recv_act", PP_ACT_RECV_ACT},
-        {"send_grad", PP_ACT_SEND_GRAD}, {"recv_grad", PP_ACT_RECV_GRAD},
-        {"STEP", PP_ACT_STEP}, {"F", PP_ACT_F}, {"B", PP_ACT_B},
-    };
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", text);
-    pp_error err;
-    for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
-        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-            size_t len = strlen(names[k].name);
-            if (strncmp(tok, names[k].name, len) == 0) {
-                CHECK_OK(pp_schedule_push(s, st, names[k].kind, atoi(tok + len), &err), &err);
-                break;
-            }
-        }
-    }
-}
-
-static void test_schedule_invalid(void)
-{
-    static const struct {
-        const char *stage0, *stage1;
-        const char *want; /* substring of the error; NULL: valid */
-    } cases[] = {
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1 STEP",
-         "recv_act0 F0 recv_act1 F1 B0 send_grad0 B1 send_grad1 STEP", NULL},
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1 STEP",
-         "recv_act0 F0 recv_act1 B0 send_grad0 B1 send_grad1 STEP", "stage 1: no F1"},
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1 B0 STEP",
-         "recv_act0 F0 recv_act1 F1 B0 send_grad0 B1 send_grad1 STEP", "B0 twice"},
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1 STEP",
-         "recv_act0 B0 F0 recv_act1 F1 send_grad0 B1 send_grad1 STEP", "B0 at position 1 before F0"},
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1 STEP",
-         "recv_act0 F0 F1 B0 send_grad0 B1 send_grad1 STEP", "stage 1: no recv_act1"},
-        {"F0 send_act0 F1 recv_grad0 B0 recv_grad1 B1 STEP",
-         "recv_act0 F0 recv_act1 F1 B0 send_grad0 B1 send_grad1 STEP", "stage 0: no send_act1"},
-        {"recv_act0 F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1 STEP",
-         "recv_act0 F0 recv_act1 F1 B0 send_grad0 B1 send_grad1 STEP", "first stage"},
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1 STEP",
-         "recv_act0 F0 recv_act1 F1 B0 send_grad0 send_act0 B1 send_grad1 STEP", "last stage"},
-        {"F0 send_act0 F1 send_act1 recv_grad1 B1 recv_grad0 B0 STEP",
-         "recv_act0 F0 recv_act1 F1 B0 send_grad0 B1 send_grad1 STEP", "micro-batch order"},
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1",
-         "recv_act0 F0 recv_act1 F1 B0 send_grad0 B1 send_grad1 STEP", "stage 0: no STEP"},
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 STEP recv_grad1 B1",
-         "recv_act0 F0 recv_act1 F1 B0 send_grad0 B1 send_grad1 STEP", "not last"},
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1 STEP",
-         "recv_act0 F0 recv_act1 F1 B0 send_grad0 B1 send_grad1 F2 STEP", "out of range"},
-        /* each stage waits for the other: stage 0 receives grad 0 before it
-         * sends act 0 */
-        {"F0 recv_grad0 send_act0 B0 F1 send_act1 recv_grad1 B1 STEP",
-         "recv_act0 F0 B0 send_grad0 recv_act1 F1 B1 send_grad1 STEP",
-         "deadlock: stage 0 blocked at recv_grad0 (position 1), stage 1 blocked at recv_act0"},
-        /* crossing order: stage 1 wants act 1 first */
-        {"F0 send_act0 F1 send_act1 recv_grad0 B0 recv_grad1 B1 STEP",
-         "recv_act1 recv_act0 F0 F1 B0 send_grad0 B1 send_grad1 STEP", NULL},
-        {"F0 send_act0 recv_grad0 B0 F1 send_act1 recv_grad1 B1 STEP",
-         "recv_act1 recv_act0 F0 F1 B0 send_grad0 B1 send_grad1 STEP", "deadlock"},
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        pp_schedule s;
-        pp_error err;
-        CHECK_OK(pp_schedule_init(&s, "hand", 2, 2, NULL, &err), &err);
-        parse_list(&s, 0, cases[c].stage0);
-        parse_list(&s, 1, cases[c].stage1);
-        pp_status st = pp_schedule_validate(&s, &err);
-        if (!cases[c].want) {
-            CHECK_MSG(st == PP_OK, "case %zu: %s", c, err.msg);
-        } else {
-            CHECK_MSG(st == PP_ERR_INVALID && strstr(err.msg, cases[c].want) != NULL,
-                      "case %zu: got '%s', want '%s'", c, st == PP_OK ? "ok" : err.msg,
-                      cases[c].want);
-        }
-        pp_schedule_free(&s);
-    }
-    pp_schedule s;
-    pp_error err;
-    CHECK(pp_schedule_init(&s, "x", 0, 2, NULL, &err) == PP_ERR_INVALID);
-    CHECK(pp_schedule_init(&s, "x", 2, 2, (int[]){1, 0}, &err) == PP_ERR_INVALID);
 }
 
 /* ---- simulator -------------------------------------------------------------- */
@@ -904,8 +783,7 @@ int main(void)
     test_stream_misuse();
     test_graphs();
     test_schedule_generators();
-    test_schedule_format();
-    test_schedule_invalid();
+    test_microbatch_sizes();
     test_sim_closed_form();
     test_sim_costs();
     pp_registry_free(reg);

@@ -1,10 +1,11 @@
 /*
- * pipeline_internal.h - the pipeline object's state, shared by the files of
- * pipeline/ (pipeline.c: building and stepping; replicas.c: data-parallel
- * replicas). Not installed; nothing outside pipeline/ includes it.
+ * state.h - the pipeline object's state, shared by the files of pipeline/
+ * (each declares its functions for the others in a header of its own:
+ * pipeline_impl.h for pipeline.c, step.h, replicas.h, ...). Not installed;
+ * nothing outside pipeline/ includes it.
  */
-#ifndef PP_PIPELINE_INTERNAL_H
-#define PP_PIPELINE_INTERNAL_H
+#ifndef PP_PIPELINE_STATE_H
+#define PP_PIPELINE_STATE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include "runtime/train/optimizer.h"
 #include "streams/executor.h"
 #include "streams/schedule.h"
+#include "streams/simulate.h"
 
 /* One plan stage: its model stage plus what the loss and input need. */
 typedef struct pipe_stage {
@@ -24,6 +26,7 @@ typedef struct pipe_stage {
     int index;
     pp_device_ctx *dev;
     pp_stage *model;
+    pp_plan_recompute recompute; /* the plan's mode for this stage (pp_plan_stage_recompute) */
     int max_in_flight;
     pp_tensor **grads;           /* (n_grads) the stage's parameter gradients (this rank's) */
     int n_grads;
@@ -42,7 +45,8 @@ typedef struct pipe_stage {
     char (*layer_names)[32];     /* (n_layers) "layer1", "layer2.0" */
     const char **layers;         /* (n_layers) pointers into layer_names */
     /* per-step timings, one entry per step run */
-    double *fwd_ms, *bwd_ms, *busy;
+    double *fwd_ms, *bwd_ms, *busy; /* bwd_ms: a whole backward (B, or I + W) */
+    double *in_ms, *wt_ms;       /* the split backward's parts (0 when the step had none) */
     double *grads_ms;            /* replicas: the sum of the stage's gradients over them
                                   * (its grads_ready lane's span, or the wall time of the
                                   * sum after the run); 0 without replicas */
@@ -65,7 +69,21 @@ typedef struct batch_run {
     int *sizes;                  /* (m) */
     int *offsets;                /* (m) first sample of each micro-batch */
     pp_schedule sched;
+    int *first_bw;               /* (S) the micro-batch of each stage's first B or W in the
+                                  * program: it starts the step's gradients (-1: none) */
 } batch_run;
+
+/* The plan's schedule program, made for any batch (schedules.c): the stages'
+ * devices (pp_plan_devices), the built-in kind, or the program read from the
+ * plan's file (for fewer micro-batches, its first ones). */
+typedef struct pipe_sched {
+    pp_plan_schedule plan_kind;
+    pp_schedule_kind kind;       /* the built-in (not PP_PLAN_SCHEDULE_FILE) */
+    int stages, devices;
+    int stage_device[PP_PLAN_MAX_STAGES];
+    bool has_file;
+    pp_schedule file;            /* the program as read, for the training batch */
+} pipe_sched;
 
 /* What the stage callbacks work on during a pp_executor_run. */
 typedef struct run_io {
@@ -140,6 +158,7 @@ struct pp_pipeline {
     pp_tensor corrects;          /* (m) I32 on the last device */
     pp_tensor dlogits;           /* (B, classes) on the last device */
     int64_t steps_done;
+    pp_plan_step_keys step_keys; /* what a step means, recorded in checkpoints */
     int graphs_mode;             /* 0 n/a, 1 on, 2 off (pp_pipeline_report.graphs) */
     int graph_captures, graph_replays, graph_launches;
     int steps_run;               /* steps run by this object (for the report) */
@@ -172,7 +191,8 @@ struct pp_pipeline {
 
     /* split rule of the plan, for batches of other sizes */
     int split_size, micro_batches; /* one of them > 0 */
-    pp_schedule_kind kind;
+    pipe_sched sched;            /* the plan's schedule, for any batch (schedules.c) */
+    int *in_flight;              /* (n_stages) the training schedule's in-flight peaks */
     run_io io;                   /* the current run's buffers */
     batch_run full;              /* the training batch (views of mb_sizes, mb_offsets, schedule) */
     batch_run tail;              /* an epoch's partial last batch (built on first use) */
@@ -201,12 +221,6 @@ static inline bool stage_here(const struct pp_pipeline *p, int s)
 
 /* ---- shared helpers ------------------------------------------------------------- */
 
-/* The plan's schedule as the runtime's. */
-static inline pp_schedule_kind pipe_schedule_kind(pp_plan_schedule s)
-{
-    return s == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
-}
-
 /* A plan error at mark ("FILE:LINE:COL: msg"; "FILE: msg" without a line). */
 static inline pp_status pipe_plan_error(const pp_plan *plan, pp_mark mark, pp_error *err, pp_status code,
                             const char *msg)
@@ -215,136 +229,5 @@ static inline pp_status pipe_plan_error(const pp_plan *plan, pp_mark mark, pp_er
         return pp_error_set(err, code, "%s:%d:%d: %s", plan->path, mark.line, mark.col, msg);
     return pp_error_set(err, code, "%s: %s", plan->path, msg);
 }
-
-/* Simulates sched with per-stage costs of one micro-batch of ref_mb samples
- * (planning.c). */
-pp_status pipe_simulate(const pp_schedule *sched, int n, const double *f, const double *b,
-                        const double *copy, int ref_mb, int slots, double *step_ms,
-                        double *bubble, pp_error *err);
-
-/* PP_ERR_INPUT at the plan's batch section when a micro-batch's tensors exceed
- * what a cuDNN descriptor indexes (planning.c). */
-pp_status pipe_check_cudnn_limits(const pp_plan *plan, pp_error *err);
-
-/* ---- the next batch, read while a step runs (prefetch.c) ------------------- */
-
-typedef struct pipe_prefetch pipe_prefetch;
-
-/* A prefetcher over data filling the two host buffer sets images[i],
- * labels[i] (borrowed; each holds a whole batch), reading on PP_READ_THREADS
- * threads (PP_ERR_INPUT when that variable is not valid). */
-pp_status pipe_prefetch_new(pp_data *data, float *const images[2], int32_t *const labels[2],
-                            pipe_prefetch **out, pp_error *err);
-/* Waits for a pending read, stops the worker. NULL is a no-op. */
-void pipe_prefetch_free(pipe_prefetch *pf);
-/* The batch of count samples at pos in one of the sets (*slot: 0 or 1,
- * alternating from call to call): the prefetched one when it is exactly
- * that batch, else read now. Then starts reading (next_pos, next_count) into
- * the other set on the worker (next_count <= 0: nothing). */
-pp_status pipe_prefetch_get(pipe_prefetch *pf, int64_t pos, int count, int64_t next_pos,
-                            int next_count, float **images, int32_t **labels, int *slot,
-                            pp_error *err);
-/* pp_data_read of any source (the test set) on the prefetcher's read
- * threads; waits for a prefetch in progress to finish first. */
-pp_status pipe_prefetch_read(pipe_prefetch *pf, pp_data *src, int64_t pos, int count,
-                             float *images, int32_t *labels, pp_error *err);
-
-/* ---- replicas (replicas.c) ------------------------------------------------ */
-
-/* The replica whose stages include one on this rank; -1 when none does. */
-int pipe_replica_of(const pp_plan *plan, int rank);
-
-/* The schedule and micro-batches of a batch of another size (pipeline.c):
- * an epoch's partial last batch, evaluation batches. */
-pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int batch,
-                              pp_schedule_kind kind, pp_error *err);
-
-/* Waits for the last step's optimizer on the stages' streams, if it may
- * still run (step.c): before the host reads or writes parameters. */
-pp_status pipe_settle(struct pp_pipeline *p, pp_error *err);
-
-/* A kept step's lanes named with their rank in a job (report.c). */
-void pipe_name_rank_lanes(const pp_pipeline *p, pp_step_stats *st);
-
-/* One rank's pipeline (pipeline.c, step.c, checkpoints.c, report.c): what
- * the public calls of the same names do for a job of processes; inprocess.c
- * runs them on every rank of a job of threads when replicas share this
- * process. */
-pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
-                        pp_error *err);
-void pipe_free_rank(pp_pipeline *p);
-pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err);
-pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err);
-pp_status pipe_save_rank(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err);
-pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err);
-pp_status pipe_write_trace_rank(const pp_pipeline *p, const char *path, pp_error *err);
-
-/* Rank of stage s in replica r. */
-int pipe_rank_in(const pp_plan *plan, int s, int r);
-
-/* Piece r of a batch of `count` samples cut over the replicas (the
- * micro-batch rule by count): its first sample and size. */
-void pipe_replica_piece(int count, int replicas, int r, int *off, int *size);
-
-/* What summing gradients over replicas needs; nothing without replicas.
- * Buckets (the default): a group per stage (collective: every rank calls it
- * in the same order) and a host buffer per stage of this rank, summed from
- * the stage's grads_ready (bucket_in_lane: CPU stages, MPI threads allowed)
- * or after the run; p->grads_whole: the one buffer of every gradient.
- * PP_ERR_UNSUPPORTED for gradients not in fp32. Before pp_executor_new. */
-pp_status pipe_replicas_init(struct pp_pipeline *p, pp_error *err);
-void pipe_replicas_free(struct pp_pipeline *p);
-
-/* Sums stage st's gradients over its replicas; every replica gets the same
- * bits. Host path: through its bucket, in replica order. NCCL: enqueued on
- * ex (the stage's gradient lane, after its backward). */
-pp_status pipe_sum_bucket(pipe_stage *st, pp_exec *ex, pp_error *err);
-
-/* After a fault: stops the stages' NCCL communicators (their peers may never
- * join the pending sums). */
-void pipe_replicas_abort(struct pp_pipeline *p);
-
-/* Gives every replica the batch-norm statistics of rank 0's replica (before
- * an evaluation and a checkpoint); every rank calls it. */
-pp_status pipe_sync_replica_state(struct pp_pipeline *p, pp_error *err);
-
-/* After this replica's run: sums the gradients not yet summed over the
- * replicas (all of them with grads_whole; else the buckets summed outside
- * the executor). Every replica gets the same bits. Every rank calls it.
- * Sets each stage's grads_after_ms (the time of its sum here, else 0). */
-pp_status pipe_sum_replica_grads(struct pp_pipeline *p, pp_error *err);
-
-/* ---- the job's clocks (clocks.c) ------------------------------------------- */
-
-/* In a job of several processes: estimates this rank's clock offset to
- * rank 0's and the job's trace origin (collective: every rank calls it once,
- * after the comm exists). Nothing in one process. */
-pp_status pipe_clocks_sync(struct pp_pipeline *p, pp_error *err);
-
-/* ---- what a message between ranks costs (link_cost.c) ---------------------- */
-
-/* Measures the bandwidth and latency of every boundary of rank 0's replica
- * between two ranks (host messages) into p->link_gbps and
- * p->link_latency_ms (allocated here, zeros elsewhere). Collective: every
- * rank calls it once, after pipe_links_init. */
-pp_status pipe_link_cost_measure(struct pp_pipeline *p, const pp_plan *plan, pp_error *err);
-
-/* ---- links between ranks (links.c) ---------------------------------------- */
-
-/* The plan's device of stage s in replica r. */
-pp_device_id pipe_plan_device(const pp_plan *plan, int s, int r);
-
-/* Whether boundary b of replica r joins CUDA stages of two ranks, which an
- * NCCL link carries (in a build with NCCL). */
-bool pipe_cuda_link(const pp_plan *plan, int b, int r);
-
-/* Makes the links of every such boundary (collective over the job: every
- * rank calls it) and hands this rank's to the executor. After
- * pp_executor_set_ranks. */
-pp_status pipe_links_init(struct pp_pipeline *p, const pp_plan *plan, pp_error *err);
-
-/* Frees the links; abort: stops their pending transfers (after a fault),
- * and pipe_links_free(p, false) still frees the rest later. */
-void pipe_links_free(struct pp_pipeline *p, bool abort);
 
 #endif

@@ -1,9 +1,10 @@
 /*
- * plan_internal.h - internal helpers shared by the partitioner's .c files:
- * byte sizes with units, shortest round-tripping doubles, path joining.
+ * plan_walk_internal.h - internal helpers of plan_walk.c shared by the
+ * partitioner's .c files: byte sizes with units, shortest round-tripping
+ * doubles.
  */
-#ifndef PP_PARTITIONER_PLAN_INTERNAL_H
-#define PP_PARTITIONER_PLAN_INTERNAL_H
+#ifndef PP_PARTITIONER_PLAN_WALK_INTERNAL_H
+#define PP_PARTITIONER_PLAN_WALK_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>

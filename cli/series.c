@@ -1,0 +1,310 @@
+/* series.c - a run's checkpoint series: names, saves with keep, scans, stale temporaries (series.h). */
+#include "cli/series.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/signals.h"
+#include "runtime/io/checkpoint.h"
+
+void pp_cli_ckpt_files_free(pp_cli_ckpt_file *files, int n)
+{
+    for (int i = 0; files && i < n; i++) free(files[i].path);
+    free(files);
+}
+
+void pp_cli_series_init(pp_cli_series *s, const pp_plan *plan, int rank, int64_t steps_per_epoch)
+{
+    memset(s, 0, sizeof *s);
+    s->plan = plan;
+    s->rank = rank;
+    s->steps_per_epoch = steps_per_epoch > 0 ? steps_per_epoch : 1;
+    s->last_steps = -1;
+}
+
+void pp_cli_series_free(pp_cli_series *s)
+{
+    pp_cli_ckpt_files_free(s->kept, s->n);
+    free(s->last_path);
+    memset(s, 0, sizeof *s);
+}
+
+/* The pattern's pieces: folder ("." when none), and the file name's text
+ * before and after the tag. false when the plan has no series or the tag is
+ * in the folder part. Strings malloc'ed. */
+static bool pattern(const pp_plan *plan, char **dir, char **pre, char **post)
+{
+    *dir = *pre = *post = NULL;
+    if (!plan->checkpoint.enabled || !plan->checkpoint.path) return false;
+    const char *path = plan->checkpoint.path;
+    const char *tag = plan->epochs ? "{epoch}" : "{step}";
+    const char *at = strstr(path, tag);
+    const char *slash = strrchr(path, '/');
+    if (!at || (slash && slash > at)) return false;
+    *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    const char *base = slash ? slash + 1 : path;
+    *pre = strndup(base, (size_t)(at - base));
+    *post = strdup(at + strlen(tag));
+    if (*dir && *pre && *post) return true;
+    free(*dir);
+    free(*pre);
+    free(*post);
+    *dir = *pre = *post = NULL;
+    return false;
+}
+
+char *pp_cli_series_path(const pp_cli_series *s, int64_t steps)
+{
+    const pp_plan_checkpoint *c = &s->plan->checkpoint;
+    if (!c->enabled) return NULL;
+    const char *tag = s->plan->epochs ? "{epoch}" : "{step}";
+    const char *at = strstr(c->path, tag);
+    if (!at) return NULL;
+    char number[48];
+    if (!s->plan->epochs)
+        snprintf(number, sizeof number, "%lld", (long long)steps);
+    else if (steps % s->steps_per_epoch == 0)
+        snprintf(number, sizeof number, "%lld", (long long)(steps / s->steps_per_epoch));
+    else
+        snprintf(number, sizeof number, "%lld+%lld", (long long)(steps / s->steps_per_epoch),
+                 (long long)(steps % s->steps_per_epoch));
+    size_t len = strlen(c->path) + sizeof number;
+    char *path = malloc(len);
+    if (path)
+        snprintf(path, len, "%.*s%s%s", (int)(at - c->path), c->path, number, at + strlen(tag));
+    return path;
+}
+
+static bool keep_file(pp_cli_series *s, const char *path, int64_t steps)
+{
+    pp_cli_ckpt_file *grown = realloc(s->kept, (size_t)(s->n + 1) * sizeof *grown);
+    char *copy = strdup(path);
+    if (!grown || !copy) {
+        free(copy);
+        if (grown) s->kept = grown;
+        return false;
+    }
+    s->kept = grown;
+    /* a file written anew under a name already counted replaces that entry */
+    for (int i = 0; i < s->n; i++) {
+        if (strcmp(s->kept[i].path, path) != 0) continue;
+        free(s->kept[i].path);
+        memmove(&s->kept[i], &s->kept[i + 1], (size_t)(s->n - i - 1) * sizeof *s->kept);
+        s->n--;
+        break;
+    }
+    s->kept[s->n++] = (pp_cli_ckpt_file){copy, steps};
+    return true;
+}
+
+/* Drops the oldest files beyond keep (rank 0 deletes them). */
+static void trim(pp_cli_series *s)
+{
+    int keep = s->plan->checkpoint.keep;
+    while (keep > 0 && s->n > keep) {
+        if (s->rank == 0 && unlink(s->kept[0].path) != 0 && errno != ENOENT)
+            fprintf(stderr, "pipeline-run: cannot remove %s: %s\n", s->kept[0].path,
+                    strerror(errno));
+        free(s->kept[0].path);
+        memmove(s->kept, s->kept + 1, (size_t)(--s->n) * sizeof *s->kept);
+    }
+}
+
+pp_status pp_cli_series_save(pp_cli_series *s, pp_pipeline *p, const pp_pipeline_save_options *o,
+                             const char **path_out, bool *written, pp_error *err)
+{
+    if (path_out) *path_out = NULL;
+    *written = false;
+    int64_t steps = pp_pipeline_steps_done(p);
+    if (steps == s->last_steps && s->last_path) { /* this state is on disk already */
+        if (path_out) *path_out = s->last_path;
+        return PP_OK;
+    }
+    char *path = pp_cli_series_path(s, steps);
+    if (!path) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    pp_pipeline_save_options so = *o;
+    so.with_optimizer = true;
+    so.cancelled = pp_cli_signal_again;
+    pp_cli_signal_saving(true);
+    pp_status st = pp_pipeline_save_with(p, path, &so, err);
+    pp_cli_signal_saving(false);
+    if (st != PP_OK) {
+        free(path);
+        return st;
+    }
+    if (!keep_file(s, path, steps)) {
+        free(path);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    }
+    free(s->last_path);
+    s->last_path = path;
+    s->last_steps = steps;
+    trim(s);
+    *written = true;
+    if (path_out) *path_out = s->last_path;
+    return PP_OK;
+}
+
+/* Whether name is pre + number + post, the number digits or (epochs) "E+S". */
+static bool name_matches(const char *name, const char *pre, const char *post, bool epochs)
+{
+    size_t lp = strlen(pre), ls = strlen(post), ln = strlen(name);
+    if (ln <= lp + ls || strncmp(name, pre, lp) != 0 || strcmp(name + ln - ls, post) != 0)
+        return false;
+    const char *c = name + lp, *end = name + ln - ls;
+    bool digits = false, plus = false;
+    for (; c < end; c++) {
+        if (isdigit((unsigned char)*c)) {
+            digits = true;
+        } else if (*c == '+' && epochs && digits && !plus) {
+            plus = true;
+            digits = false;
+        } else {
+            return false;
+        }
+    }
+    return digits;
+}
+
+static int by_steps(const void *a, const void *b)
+{
+    const pp_cli_ckpt_file *x = a, *y = b;
+    if (x->steps != y->steps) return x->steps < y->steps ? -1 : 1;
+    return strcmp(x->path, y->path);
+}
+
+static char *join(const char *dir, const char *name)
+{
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(len);
+    if (p) snprintf(p, len, "%s/%s", dir, name);
+    return p;
+}
+
+bool pp_cli_series_scan(const pp_plan *plan, pp_cli_ckpt_file **files, int *n)
+{
+    *files = NULL;
+    *n = 0;
+    char *dir, *pre, *post;
+    if (!pattern(plan, &dir, &pre, &post)) return true;
+    bool ok = true;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (ok && d && (e = readdir(d))) {
+        if (!name_matches(e->d_name, pre, post, plan->epochs > 0)) continue;
+        pp_cli_ckpt_file *grown = realloc(*files, (size_t)(*n + 1) * sizeof *grown);
+        char *path = join(dir, e->d_name);
+        if (!grown || !path) {
+            free(path);
+            if (grown) *files = grown;
+            ok = false;
+            break;
+        }
+        *files = grown;
+        pp_checkpoint_info info;
+        pp_error err;
+        int64_t steps = -1;
+        if (pp_checkpoint_list(path, &info, &err) == PP_OK) {
+            const char *v = pp_checkpoint_info_meta(&info, "pipeline-run.steps");
+            steps = v ? atoll(v) : 0;
+            pp_checkpoint_info_free(&info);
+        }
+        (*files)[(*n)++] = (pp_cli_ckpt_file){path, steps};
+    }
+    if (d) closedir(d);
+    if (*n) qsort(*files, (size_t)*n, sizeof **files, by_steps);
+    free(dir);
+    free(pre);
+    free(post);
+    return ok;
+}
+
+static bool same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+    return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev &&
+           x.st_ino == y.st_ino;
+}
+
+void pp_cli_series_adopt(pp_cli_series *s, const pp_cli_ckpt_file *files, int n, int64_t upto,
+                         const char *resumed)
+{
+    for (int i = 0; i < n; i++) {
+        if (files[i].steps < 0 || files[i].steps > upto) continue;
+        if (!keep_file(s, files[i].path, files[i].steps)) return;
+        if (files[i].steps == upto && same_file(files[i].path, resumed)) {
+            free(s->last_path);
+            s->last_path = strdup(files[i].path);
+            s->last_steps = s->last_path ? upto : -1;
+        }
+    }
+}
+
+/* Whether name is base + ".tmp-" + six characters of mkstemp's alphabet. */
+static bool is_temporary_of(const char *name, const char *base)
+{
+    size_t lb = strlen(base);
+    if (strncmp(name, base, lb) != 0 || strncmp(name + lb, ".tmp-", 5) != 0) return false;
+    const char *x = name + lb + 5;
+    if (strlen(x) != 6) return false;
+    for (; *x; x++)
+        if (!isalnum((unsigned char)*x)) return false;
+    return true;
+}
+
+static int remove_temp(const char *dir, const char *name, FILE *log)
+{
+    char *path = join(dir, name);
+    if (!path) return 0;
+    int removed = 0;
+    if (unlink(path) == 0) {
+        fprintf(log, "removed %s (the temporary file of a save that did not finish)\n", path);
+        removed = 1;
+    } else if (errno != ENOENT) {
+        fprintf(log, "pipeline-run: cannot remove %s: %s\n", path, strerror(errno));
+    }
+    free(path);
+    return removed;
+}
+
+int pp_cli_clean_temporaries(const pp_plan *plan, const char *save_path, FILE *log)
+{
+    int removed = 0;
+    char *dir, *pre, *post;
+    if (pattern(plan, &dir, &pre, &post)) {
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            const char *tmp = strstr(e->d_name, ".tmp-");
+            if (!tmp) continue;
+            char *base = strndup(e->d_name, (size_t)(tmp - e->d_name));
+            if (base && name_matches(base, pre, post, plan->epochs > 0) &&
+                is_temporary_of(e->d_name, base))
+                removed += remove_temp(dir, e->d_name, log);
+            free(base);
+        }
+        if (d) closedir(d);
+        free(dir);
+        free(pre);
+        free(post);
+    }
+    if (save_path && save_path[0]) {
+        const char *slash = strrchr(save_path, '/');
+        char *sdir = slash ? strndup(save_path, slash == save_path ? 1
+                                                                   : (size_t)(slash - save_path))
+                           : strdup(".");
+        const char *base = slash ? slash + 1 : save_path;
+        DIR *d = sdir ? opendir(sdir) : NULL;
+        struct dirent *e;
+        while (d && (e = readdir(d)))
+            if (is_temporary_of(e->d_name, base)) removed += remove_temp(sdir, e->d_name, log);
+        if (d) closedir(d);
+        free(sdir);
+    }
+    return removed;
+}

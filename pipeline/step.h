@@ -1,0 +1,18 @@
+/*
+ * step.h - what step.c (a rank's training step and evaluation) offers the
+ * other files of pipeline/. Not installed.
+ */
+#ifndef PP_PIPELINE_STEP_H
+#define PP_PIPELINE_STEP_H
+
+#include "pipeline/state.h"
+
+/* Waits for the last step's optimizer on the stages' streams, if it may
+ * still run (step.c): before the host reads or writes parameters. */
+pp_status pipe_settle(struct pp_pipeline *p, pp_error *err);
+
+/* One rank's step and evaluation (see pipeline_impl.h). */
+pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err);
+pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err);
+
+#endif

@@ -1,0 +1,54 @@
+# part4.sh - run-all.sh --part 4 (sourced by it): bf16 mixed precision (NHWC
+# on CUDA) against PyTorch: ours 1 stage (--layout auto) and PyTorch eager
+# bf16 autocast channels_last (cudnn.benchmark on) at batch 2B and B (256,
+# 128), torch.compile at 2B (goals: ours / eager >= 1.15, ours / compile >=
+# 1.00), then ours --layout nchw at 2B (what NHWC brings).
+#   speed (330 s)
+# shellcheck shell=bash disable=SC2154
+
+# bf16_one B: ours bf16 1 stage at batch B (layout auto); sets bf16_ips[B].
+declare -A bf16_ips=()
+bf16_one() {
+    local b=$1
+    plan_for "r50-1stage-b$b-bf16" "$b" "$b" "$steps" "$size" "$stages1" bf16
+    if pr "1stage-b$b-bf16" "$res/r50-1stage-b$b-bf16.yaml" --steps "$steps" \
+        --device-map "$(map_all)" --layout auto; then
+        bf16_ips[$b]=$pr_ips
+        row "ours bf16 1 stage, batch $b, layout auto (NHWC on CUDA)" ok "$pr_fig" "$last_cmd"
+    else
+        row "ours bf16 1 stage, batch $b, layout auto (NHWC on CUDA)" "$(result_of $?)" \
+            "$pr_fig" "$last_cmd"
+    fi
+}
+
+part4() {
+    cur_part=4
+    local map tdev=cuda:0 b b1=$batch b2=$((batch * 2)) rt
+    map=$(map_all)
+    [ $dry = 1 ] && tdev=cpu
+    section speed 330
+    for b in $b2 $b1; do
+        echo "== bf16 throughput, batch $b, ${size}x$size: pipeline-run vs PyTorch eager"
+        bf16_one "$b"
+        if te "eager-bf16-cl-b$b" "torch eager bf16 autocast channels_last, batch $b" \
+            --batch "$b" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
+            --channels-last; then
+            vs_torch "torch eager bf16 channels_last, batch $b" "${bf16_ips[$b]:-}" "$te_ips" 1.15
+        fi
+    done
+    echo "== torch.compile bf16 channels_last, batch $b2"
+    if te "compile-bf16-cl-b$b2" "torch.compile bf16 autocast channels_last, batch $b2" \
+        --batch "$b2" --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision bf16 \
+        --channels-last --compile; then
+        vs_torch "torch.compile bf16 channels_last, batch $b2" "${bf16_ips[$b2]:-}" "$te_ips" 1.0
+    fi
+    echo "== bf16, batch $b2: --layout nchw (what NHWC brings)"
+    if pr "1stage-b$b2-bf16-nchw" "$res/r50-1stage-b$b2-bf16.yaml" --steps "$steps" \
+        --device-map "$map" --layout nchw; then
+        row "ours bf16 1 stage, batch $b2, --layout nchw" ok "$pr_fig" "$last_cmd"
+        rt=$(ratio "${bf16_ips[$b2]:-}" "$pr_ips")
+        row "  NHWC (auto) / NCHW, batch $b2" info "${rt:-?}: ${bf16_ips[$b2]:-?} / ${pr_ips:-?} img/s" ""
+    else
+        row "ours bf16 1 stage, batch $b2, --layout nchw" "$(result_of $?)" "$pr_fig" "$last_cmd"
+    fi
+}

@@ -1,0 +1,262 @@
+/*
+ * test_schedules.c - every schedule trains exactly like one stage, on the
+ * CPU backend: each built-in on its placement (one stage per device, looped
+ * or V-shaped virtual stages), with 2 and 4 devices, 1, 4 and 8
+ * micro-batches, ResNet-18 and ResNet-50 (cifar stem, small images), stages
+ * of uneven sizes, saves after two steps the checkpoint bytes (weights and
+ * momentum) of the 1-stage run; so does every program of
+ * tests/schedules/torch (argv[1]) run from its file. And the plan errors of
+ * schedules: a built-in on a placement it does not take, a file that does
+ * not fit the plan.
+ *
+ * argv[2] (optional) picks a part: "resnet18", "resnet50" or "torch".
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "partitioner/plan.h"
+#include "pipeline/pipeline.h"
+#include "streams/schedule.h"
+#include "tests/check.h"
+
+static char tmpdir[200];
+
+/* Units of a model, from a 1-stage plan's catalogue. */
+typedef struct units {
+    int n;
+    char name[64][32];
+} units;
+
+/* The plan of text; bad plans fail the test unless expected to. */
+static pp_plan *parse_as(const char *text, bool want_ok)
+{
+    pp_plan *plan = NULL;
+    pp_diag diag;
+    pp_diag_clear(&diag);
+    char buf[4096];
+    pp_status s = pp_plan_parse_string("sched.yaml", text, strlen(text), &plan, &diag);
+    CHECK_MSG((s == PP_OK) == want_ok, "plan: %s\n%s", pp_diag_format(&diag, buf, sizeof buf),
+              text);
+    return plan;
+}
+
+static pp_plan *parse(const char *text)
+{
+    return parse_as(text, true);
+}
+
+/* The plan text of model on S stages, stage s on device dev[s], its units cut
+ * unevenly (stage k gets about (1 + k % 3) shares); schedule is YAML. */
+static void plan_text(char *out, size_t n, const char *model, const units *u, int S,
+                      const int *dev, int split, const char *schedule)
+{
+    int len = snprintf(out, n,
+                       "model: {name: %s, num_classes: 10, stem: cifar}\n"
+                       "batch: {size: 16, split_size: %d}\n"
+                       "schedule: %s\n"
+                       "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
+                       "data: {format: synthetic, image_size: [8, 8]}\n"
+                       "seed: 5\nsteps: 2\nstages:\n",
+                       model, split, schedule);
+    int shares = 0;
+    for (int k = 0; k < S; k++) shares += 1 + k % 3;
+    int first = 0, acc = 0;
+    for (int k = 0; k < S; k++) {
+        acc += 1 + k % 3;
+        int last = k == S - 1 ? u->n - 1 : (int)((long)u->n * acc / shares) - 1;
+        if (last < first) last = first;               /* every stage a unit at least */
+        if (last > u->n - (S - k)) last = u->n - (S - k); /* and every later one too */
+        len += snprintf(out + len, n - (size_t)len, "  - device: cpu:%d\n    layers: [", dev[k]);
+        for (int x = first; x <= last; x++)
+            len += snprintf(out + len, n - (size_t)len, "%s%s", x > first ? ", " : "", u->name[x]);
+        len += snprintf(out + len, n - (size_t)len, "]\n");
+        first = last + 1;
+    }
+}
+
+/* Trains plan for its steps, saves, returns the file's bytes (caller frees). */
+static unsigned char *train(const pp_plan *plan, const char *tag, size_t *n)
+{
+    pp_error err;
+    pp_pipeline *p = NULL;
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.safetensors", tmpdir, tag);
+    pp_status st = pp_pipeline_new(plan, NULL, &p, &err);
+    for (int i = 0; i < plan->steps && st == PP_OK; i++) st = pp_pipeline_step(p, NULL, &err);
+    if (st == PP_OK) st = pp_pipeline_save(p, path, true, &err);
+    pp_pipeline_free(p);
+    if (st != PP_OK) {
+        CHECK_MSG(0, "%s: %s", tag, err.msg);
+        return NULL;
+    }
+    unsigned char *bytes = check_read_file(path, n);
+    unlink(path);
+    return bytes;
+}
+
+/* The 1-stage plan of model with split; fills its units. */
+static pp_plan *one_stage(const char *model, int split, units *u)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "model: {name: %s, num_classes: 10, stem: cifar}\n"
+             "batch: {size: 16, split_size: %d}\n"
+             "schedule: gpipe\n"
+             "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
+             "data: {format: synthetic, image_size: [8, 8]}\n"
+             "seed: 5\nsteps: 2\nstages:\n  - device: cpu:0\n    layers: [conv1, bn1, relu, "
+             "maxpool, layer1, layer2, layer3, layer4, avgpool, fc]\n",
+             model, split);
+    pp_plan *plan = parse(text);
+    if (plan && u) {
+        u->n = plan->catalogue.n < 64 ? plan->catalogue.n : 64;
+        for (int k = 0; k < u->n; k++)
+            snprintf(u->name[k], sizeof u->name[k], "%s", plan->catalogue.units[k].name);
+    }
+    return plan;
+}
+
+/* Every built-in on model, against the 1-stage run, for D devices and m
+ * micro-batches (split 16/m of a batch of 16). */
+static void test_builtins(const char *model)
+{
+    static const int splits[] = {16, 4, 2}; /* m = 1, 4, 8 */
+    units u;
+    int runs = 0;
+    for (size_t si = 0; si < sizeof splits / sizeof splits[0]; si++) {
+        pp_plan *ref_plan = one_stage(model, splits[si], &u);
+        if (!ref_plan) return;
+        size_t ref_n = 0;
+        char tag[128];
+        snprintf(tag, sizeof tag, "%s-ref-%d", model, splits[si]);
+        unsigned char *ref = train(ref_plan, tag, &ref_n);
+        pp_plan_free(ref_plan);
+        for (int D = 2; D <= 4 && ref; D += 2)
+            for (int kind = 0; kind < PP_SCHEDULE_KINDS; kind++) {
+                if (kind == PP_SCHEDULE_FORWARD) continue;
+                pp_schedule_placement pl = pp_schedule_kind_placement((pp_schedule_kind)kind);
+                int S = pl == PP_PLACEMENT_ONE ? D : 2 * D, dev[16];
+                pp_error err;
+                CHECK_OK(pp_schedule_place(pl, S, D, dev, &err), &err);
+                char text[8192];
+                plan_text(text, sizeof text, model, &u, S, dev, splits[si],
+                          pp_schedule_kind_name((pp_schedule_kind)kind));
+                pp_plan *plan = parse(text);
+                if (!plan) continue;
+                snprintf(tag, sizeof tag, "%s-%s-D%d-m%d", model,
+                         pp_schedule_kind_name((pp_schedule_kind)kind), D, plan->micro_batches);
+                size_t n = 0;
+                unsigned char *got = train(plan, tag, &n);
+                CHECK_MSG(got && n == ref_n && memcmp(got, ref, n) == 0, "%s: not the 1-stage "
+                          "run's checkpoint", tag);
+                runs += got != NULL;
+                free(got);
+                pp_plan_free(plan);
+            }
+        free(ref);
+    }
+    CHECK_MSG(runs == 3 * 2 * 9, "%s: %d runs", model, runs);
+}
+
+/* Every torch file as the plan's program, on ResNet-50 split unevenly over
+ * its stages and devices, against the 1-stage run of its micro-batches. */
+static void test_torch_files(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    CHECK_MSG(dp != NULL, "%s", dir);
+    if (!dp) return;
+    units u;
+    unsigned char *ref[9] = {0};
+    size_t ref_n[9] = {0};
+    int runs = 0;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        int P, V, M;
+        const char *at = strstr(e->d_name, "-pp");
+        size_t len = strlen(e->d_name);
+        if (!at || len < 5 || strcmp(e->d_name + len - 4, ".csv") ||
+            sscanf(at, "-pp%d-v%d-m%d", &P, &V, &M) != 3 || M > 8 || 16 % M)
+            continue;
+        if (!ref[M]) {
+            pp_plan *rp = one_stage("resnet50", 16 / M, &u);
+            char tag[64];
+            snprintf(tag, sizeof tag, "torch-ref-%d", M);
+            if (rp) ref[M] = train(rp, tag, &ref_n[M]);
+            pp_plan_free(rp);
+        }
+        /* the class's placement */
+        pp_schedule_placement pl = strstr(e->d_name, "ZBV") || strstr(e->d_name, "DualPipeV")
+                                       ? PP_PLACEMENT_V
+                                   : V == 1 ? PP_PLACEMENT_ONE : PP_PLACEMENT_LOOP;
+        int dev[16];
+        pp_error err;
+        CHECK_OK(pp_schedule_place(pl, P * V, P, dev, &err), &err);
+        char schedule[1024], text[8192], tag[256];
+        snprintf(schedule, sizeof schedule, "{file: \"%s/%s\"}", dir, e->d_name);
+        plan_text(text, sizeof text, "resnet50", &u, P * V, dev, 16 / M, schedule);
+        pp_plan *plan = parse(text);
+        if (!plan) continue;
+        snprintf(tag, sizeof tag, "torch-%s", e->d_name);
+        size_t n = 0;
+        unsigned char *got = train(plan, tag, &n);
+        CHECK_MSG(got && ref[M] && n == ref_n[M] && memcmp(got, ref[M], n) == 0,
+                  "%s: not the 1-stage run's checkpoint", e->d_name);
+        runs += got != NULL;
+        free(got);
+        pp_plan_free(plan);
+    }
+    closedir(dp);
+    for (int k = 0; k < 9; k++) free(ref[k]);
+    CHECK_MSG(runs == 45, "%d torch files ran", runs);
+}
+
+/* Plan errors: the exact messages, exit-2 class. */
+static void test_plan_errors(const char *dir)
+{
+    units u;
+    pp_plan *rp = one_stage("resnet18", 4, &u);
+    pp_plan_free(rp);
+    static const int looped[4] = {0, 1, 0, 1};
+    char text[8192];
+    pp_error err;
+    pp_pipeline *p = NULL;
+    /* zbv needs a V: these stages loop */
+    plan_text(text, sizeof text, "resnet18", &u, 4, looped, 4, "zbv");
+    pp_plan *plan = parse(text);
+    CHECK(plan && pp_pipeline_new(plan, NULL, &p, &err) == PP_ERR_INPUT);
+    CHECK_MSG(strncmp(err.msg, "sched.yaml:3:11: schedule zbv runs two stages per device in a V "
+                               "(stage s on device s, then 2 x devices - 1 - s): here 0,1,1,0; "
+                               "these 4 stages are on 2 devices as 0,1,0,1 (list the stages' "
+                               "devices", 180) == 0, "%s", err.msg);
+    pp_plan_free(plan);
+    /* a torch file for 8 micro-batches, the plan cuts 4 */
+    char schedule[1024];
+    snprintf(schedule, sizeof schedule, "{file: \"%s/ScheduleGPipe-pp2-v1-m8.csv\"}", dir);
+    static const int two[2] = {0, 1};
+    plan_text(text, sizeof text, "resnet18", &u, 2, two, 4, schedule);
+    plan = parse_as(text, false); /* no such file: the plan itself is bad */
+    CHECK(plan == NULL);
+    snprintf(schedule, sizeof schedule, "{file: \"%s/ScheduleGPipe-pp2-v1-m4.csv\"}", dir);
+    plan_text(text, sizeof text, "resnet18", &u, 2, two, 2, schedule);
+    plan = parse(text);
+    CHECK(plan && pp_pipeline_new(plan, NULL, &p, &err) == PP_ERR_INPUT);
+    CHECK_MSG(strstr(err.msg, "ScheduleGPipe-pp2-v1-m4.csv:1:12: missing 0F4") != NULL, "%s",
+              err.msg);
+    pp_plan_free(plan);
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : "tests/schedules/torch";
+    const char *part = argc > 2 ? argv[2] : "all";
+    if (!check_mkdtemp(tmpdir, sizeof tmpdir, "pp_schedules")) return 1;
+    if (!strcmp(part, "all") || !strcmp(part, "errors")) test_plan_errors(dir);
+    if (!strcmp(part, "all") || !strcmp(part, "resnet18")) test_builtins("resnet18");
+    if (!strcmp(part, "all") || !strcmp(part, "resnet50")) test_builtins("resnet50");
+    if (!strcmp(part, "all") || !strcmp(part, "torch")) test_torch_files(dir);
+    rmdir(tmpdir);
+    return check_summary("schedules");
+}
