@@ -909,16 +909,6 @@ static int run(int argc, char **argv)
     }
     if ((rc = pp_cli_load_plan(a.plan, a.device_map, true, &plan)) != 0) return rc;
     int steps = a.steps ? a.steps : plan->steps;
-    char msg[512];
-    if (!pp_cli_options_check_plan(a.given, plan, msg, sizeof msg)) {
-        print_error(msg);
-        pp_plan_free(plan);
-        return 2;
-    }
-    if (a.n_sweep && (rc = pp_cli_sweep_check(plan, a.sweep, a.n_sweep)) != 0) {
-        pp_plan_free(plan);
-        return rc;
-    }
 
     pp_cli_signals_install();
 
@@ -931,6 +921,17 @@ static int run(int argc, char **argv)
                       !a.print_schedule;
     if (runs) note_precision(plan);
     if (runs && (rc = check_same_plan(plan, &a, steps)) != 0) {
+        pp_plan_free(plan);
+        return rc;
+    }
+    /* what depends on the plan, after the ranks agree on it (each refuses alike) */
+    char msg[512];
+    if (!pp_cli_options_check_plan(a.given, plan, msg, sizeof msg)) {
+        print_error(msg);
+        pp_plan_free(plan);
+        return 2;
+    }
+    if (a.n_sweep && (rc = pp_cli_sweep_check(plan, a.sweep, a.n_sweep)) != 0) {
         pp_plan_free(plan);
         return rc;
     }
