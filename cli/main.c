@@ -18,11 +18,14 @@
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
 #include "cli/fit.h"
+#include "cli/job.h"
+#include "cli/options.h"
 #include "cli/report.h"
 #include "cli/schedule_cmd.h"
 #include "cli/resume.h"
 #include "cli/series.h"
 #include "cli/signals.h"
+#include "cli/sweep.h"
 #include "cli/verify.h"
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
@@ -41,6 +44,7 @@ typedef struct cli_args {
     int n_files;
     int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
     bool grads_whole;     /* --grad-allreduce whole */
+    bool grads_given, layout_given;
     const char *trace, *load, *save, *device_map, *csv, *svg, *metrics, *plot, *resume;
     pp_pipeline_layout layout; /* --layout */
     int sweep[MAX_SWEEP];
@@ -48,6 +52,7 @@ typedef struct cli_args {
     int print_schedule;   /* --print-schedule: 1, =comms: 2 */
     pp_schedule_kind sweep_kinds[PP_SCHEDULE_KINDS];
     int n_sweep_kinds;    /* --sweep-schedule */
+    bool given[PP_CLI_OPT_COUNT]; /* which options the command line gave (options.h) */
 } cli_args;
 
 /* The job this process belongs to (one process unless started by mpirun).
@@ -76,7 +81,8 @@ static void usage(FILE *f)
           "\n"
           "options:\n"
           "  --steps N           override the plan's step count\n"
-          "  --validate          check the plan, print it resolved (YAML), run nothing\n"
+          "  --validate          check the plan and its data, print it resolved (YAML), run\n"
+          "                      nothing\n"
           "  --simulate          predict step time and bubble from the cost model, run nothing\n"
           "  --memory            predict each stage's peak memory beside its device's cap, run\n"
           "                      nothing (exit 2 when a device would not fit)\n"
@@ -101,7 +107,7 @@ static void usage(FILE *f)
           "  --verify FILE...    check checkpoint files (header, offsets, checksums, finite\n"
           "                      values; with a PLAN.yaml also that it loads into its model\n"
           "                      and would resume under it), run nothing; exit 0 or 2\n"
-          "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda:*=cpu\n"
+          "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda=cpu\n"
           "  --cuda-graphs on|off  replay each CUDA training step as graphs after the first\n"
           "                      (default: the plan's cuda_graphs, or PP_CUDA_GRAPHS, else on)\n"
           "  --sweep-split LIST  run once per split size (e.g. 1,2,4,8) and print a table\n"
@@ -119,6 +125,8 @@ static void usage(FILE *f)
           "                      (every gradient in one sum after the whole backward)\n"
           "  -h, --help          show this help\n"
           "  -V, --version       show the version\n"
+          "\n"
+          "Options that do not go together are refused, naming both (docs/CLI.md).\n"
           "\n"
           "SIGTERM or SIGINT stops after the step in flight and, with a checkpoint: section\n"
           "or --save, writes a checkpoint of the step reached first; a second signal ends\n"
@@ -144,6 +152,44 @@ static bool parse_int(const char *s, int lo, int hi, int *out)
     if (end == s || *end != '\0' || v < lo || v > hi) return false;
     *out = (int)v;
     return true;
+}
+
+/* Records which options were given (a->given) and checks them against the
+ * table of which go together (options.h). Returns 0 or 2. */
+static int check_options(cli_args *a)
+{
+    bool *g = a->given;
+    const bool resume_auto = a->resume && strcmp(a->resume, "auto") == 0;
+    g[PP_CLI_OPT_STEPS] = a->steps > 0;
+    g[PP_CLI_OPT_VALIDATE] = a->validate;
+    g[PP_CLI_OPT_SIMULATE] = a->simulate;
+    g[PP_CLI_OPT_SWEEP] = a->n_sweep > 0;
+    g[PP_CLI_OPT_EVAL_ONLY] = a->eval_only;
+    g[PP_CLI_OPT_JSON] = a->json;
+    g[PP_CLI_OPT_TRACE] = a->trace != NULL;
+    g[PP_CLI_OPT_LOAD] = a->load != NULL;
+    g[PP_CLI_OPT_SAVE] = a->save != NULL;
+    g[PP_CLI_OPT_WEIGHTS_ONLY] = a->weights_only;
+    g[PP_CLI_OPT_RESUME] = a->resume != NULL && !resume_auto;
+    g[PP_CLI_OPT_RESUME_AUTO] = resume_auto;
+    g[PP_CLI_OPT_DEVICE_MAP] = a->device_map != NULL;
+    g[PP_CLI_OPT_GRAPHS] = a->graphs != 0;
+    g[PP_CLI_OPT_CSV] = a->csv != NULL;
+    g[PP_CLI_OPT_SVG] = a->svg != NULL;
+    g[PP_CLI_OPT_METRICS] = a->metrics != NULL;
+    g[PP_CLI_OPT_PLOT] = a->plot != NULL;
+    g[PP_CLI_OPT_LAYOUT] = a->layout_given;
+    g[PP_CLI_OPT_GRAD_ALLREDUCE] = a->grads_given;
+    g[PP_CLI_OPT_MEMORY] = a->memory;
+    g[PP_CLI_OPT_OPTIMIZE] = a->optimize;
+    g[PP_CLI_OPT_MEMORY_LIMIT] = a->memory_limit != 0;
+    g[PP_CLI_OPT_OUTPUT] = a->output != NULL;
+    g[PP_CLI_OPT_PRINT_SCHEDULE] = a->print_schedule != 0;
+    g[PP_CLI_OPT_SWEEP_SCHEDULE] = a->n_sweep_kinds > 0;
+    g[PP_CLI_OPT_VERIFY] = a->verify;
+    char msg[256];
+    if (!pp_cli_options_check(g, msg, sizeof msg)) return bad_args("%s", msg);
+    return 0;
 }
 
 static int parse_args(int argc, char **argv, cli_args *a)
@@ -220,6 +266,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
             else if (!strcmp(optarg, "nchw")) a->layout = PP_PIPELINE_LAYOUT_NCHW;
             else if (!strcmp(optarg, "nhwc")) a->layout = PP_PIPELINE_LAYOUT_NHWC;
             else return bad_args("--layout: '%s' is not auto, nchw or nhwc", optarg);
+            a->layout_given = true;
             break;
         case O_GRAPHS:
             if (strcmp(optarg, "on") && strcmp(optarg, "off"))
@@ -230,6 +277,7 @@ static int parse_args(int argc, char **argv, cli_args *a)
             if (strcmp(optarg, "buckets") != 0 && strcmp(optarg, "whole") != 0)
                 return bad_args("--grad-allreduce: '%s' is neither buckets nor whole", optarg);
             a->grads_whole = strcmp(optarg, "whole") == 0;
+            a->grads_given = true;
             break;
         case O_SWEEP: {
             char buf[512];
@@ -283,44 +331,12 @@ static int parse_args(int argc, char **argv, cli_args *a)
             }
         }
         if (a->n_files == 0) return bad_args("%s", "--verify needs checkpoint files");
-        if (a->validate || a->simulate || a->n_sweep || a->eval_only || a->resume || a->load ||
-            a->save)
-            return bad_args("%s", "--verify checks files and runs nothing: it takes no other "
-                                  "mode, --load, --save or --resume");
-        return 0;
+        return check_options(a);
     }
     if (optind >= argc) return bad_args("%s", "missing PLAN.yaml");
     if (optind + 1 < argc) return bad_args("unexpected argument '%s'", argv[optind + 1]);
     a->plan = argv[optind];
-    if ((a->csv || a->svg) && !a->n_sweep && !a->n_sweep_kinds)
-        return bad_args("%s needs --sweep-split or --sweep-schedule", a->csv ? "--csv" : "--svg");
-    if (a->n_sweep_kinds && (a->validate || a->n_sweep || a->eval_only || a->print_schedule))
-        return bad_args("%s", "--sweep-schedule runs alone or with --simulate");
-    if (a->print_schedule && (a->validate || a->simulate || a->n_sweep || a->eval_only))
-        return bad_args("%s", "--print-schedule runs alone");
-    if (a->weights_only && !a->save) return bad_args("%s needs --save", "--weights-only");
-    if (a->validate + a->simulate + a->memory + (a->n_sweep > 0) + a->eval_only > 1)
-        return bad_args("%s", "--validate, --simulate, --memory, --sweep-split and --eval-only "
-                              "exclude each other");
-    if (a->eval_only && !a->load) return bad_args("%s needs --load", "--eval-only");
-    if (a->output && !a->optimize) return bad_args("%s needs --optimize", "-o");
-    if (a->memory_limit && !a->optimize) return bad_args("%s needs --optimize", "--memory-limit");
-    if (a->optimize) {
-        const char *other = a->validate ? "--validate" : a->simulate ? "--simulate"
-                            : a->memory ? "--memory" : a->n_sweep ? "--sweep-split"
-                            : a->eval_only ? "--eval-only" : a->resume ? "--resume"
-                            : a->load ? "--load" : a->save ? "--save" : a->trace ? "--trace"
-                            : a->metrics ? "--metrics" : a->plot ? "--plot"
-                            : a->steps ? "--steps" : NULL;
-        if (other) return bad_args("--optimize runs nothing and writes a plan: it does not "
-                                   "combine with %s", other);
-    }
-    if (a->resume && a->load) return bad_args("%s", "--resume and --load exclude each other");
-    if (a->resume && (a->validate || a->simulate || a->memory || a->n_sweep || a->eval_only))
-        return bad_args("%s applies to training runs", "--resume");
-    if (a->plot && (a->validate || a->simulate || a->memory || a->n_sweep || a->eval_only))
-        return bad_args("%s applies to training runs", "--plot");
-    return 0;
+    return check_options(a);
 }
 
 /* precision tf32 asks for tensor-core math on CUDA; CPU devices compute IEEE
@@ -375,6 +391,8 @@ static void run_result_free(run_result *rr)
 typedef struct epoch_time {
     double ms;
     int64_t samples;
+    int steps;                /* of the epoch, run by this process */
+    int64_t epoch;            /* 1-based */
 } epoch_time;
 
 static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, int batch, double lr,
@@ -422,9 +440,36 @@ static int evaluate(pp_pipeline *p, run_result *rr, FILE *metrics, int64_t epoch
     return 0;
 }
 
+/* Closes an epoch's row (whole or partial): its loss and accuracy from sums
+ * (the whole epoch, a resumed checkpoint's part included), its time from et
+ * (this process's steps), the evaluation when due, the epoch line. Leaves
+ * sums as they are (checkpoints carry them). Returns an exit code. */
+static int close_epoch(pp_pipeline *p, const pp_plan *plan, pp_epoch_row *row,
+                       const pp_cli_epoch_sums *sums, const epoch_time *et, bool eval_due,
+                       int64_t step, FILE *metrics, run_result *rr, pp_error *err)
+{
+    row->epoch = (int)et->epoch;
+    row->train_loss = sums->samples ? sums->loss_sum / (double)sums->samples : 0;
+    row->train_acc = sums->samples ? sums->correct_sum / (double)sums->samples : 0;
+    row->seconds = et->ms / 1e3;
+    row->images_per_s = et->ms > 0 ? et->samples * 1000.0 / et->ms : 0;
+    if (eval_due) {
+        int rc = evaluate(p, rr, metrics, et->epoch, step, err);
+        if (rc) return rc;
+        row->evaluated = true;
+        row->test_loss = rr->last_eval.loss;
+        row->test_acc = rr->last_eval.accuracy;
+        row->eval_images_per_s = rr->last_eval.images_per_s;
+    }
+    pp_cli_print_epoch(stderr, row, plan->epochs);
+    return 0;
+}
+
 /* Runs `steps` steps on p with progress on stderr. With epochs, a line per
  * epoch (and the plan's evaluation every eval.every epochs); with steps, one
- * evaluation at the end when the plan has an eval section. */
+ * evaluation at the end when the plan has an eval section. When --steps ends
+ * an epochs plan inside an epoch, that partial epoch gets its line and row,
+ * and the evaluation a steps plan has at the end. */
 static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progress, FILE *metrics,
                      pp_cli_series *series, run_result *rr, pp_error *err)
 {
@@ -460,6 +505,8 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
         acc->samples += r.batch;
         et.ms += r.step_ms;
         et.samples += r.batch;
+        et.steps++;
+        et.epoch = r.epoch + 1;
         metrics_row(metrics, "step", r.epoch + 1, r.step + 1, r.batch, r.lr, r.loss, r.accuracy,
                     r.step_ms / 1e3, r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0);
         if (progress) {
@@ -474,44 +521,46 @@ static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progre
         if (!r.epoch_end) continue;
         if (progress) fputc('\n', stderr);
         pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs - 1 ? rr->n_epochs++ : 0];
-        *row = (pp_epoch_row){.epoch = (int)r.epoch + 1,
-                              .train_loss = acc->loss_sum / (double)acc->samples,
-                              .train_acc = acc->correct_sum / (double)acc->samples,
-                              .seconds = et.ms / 1e3,
-                              .images_per_s = et.ms > 0 ? et.samples * 1000.0 / et.ms : 0};
-        *acc = (pp_cli_epoch_sums){0};
-        et = (epoch_time){0};
+        *row = (pp_epoch_row){0};
         bool due = pp_pipeline_has_eval(p) &&
                    ((r.epoch + 1) % plan->eval.every == 0 || i == steps - 1);
-        if (due) {
-            rc = evaluate(p, rr, metrics, r.epoch + 1, r.step + 1, err);
-            if (rc) break;
-            row->evaluated = true;
-            row->test_loss = rr->last_eval.loss;
-            row->test_acc = rr->last_eval.accuracy;
-            row->eval_images_per_s = rr->last_eval.images_per_s;
-        }
-        pp_cli_print_epoch(stderr, row, plan->epochs);
+        rc = close_epoch(p, plan, row, acc, &et, due, r.step + 1, metrics, rr, err);
+        *acc = (pp_cli_epoch_sums){0};
+        et = (epoch_time){0};
+        if (rc) break;
         if (periodic && (r.epoch + 1) % plan->checkpoint.every == 0)
             rc = series_save(p, plan, series, rr, NULL, err);
     }
     if (rc) return rc;
     if (progress) fputc('\n', stderr);
-    if (!plan->epochs && !rr->interrupted && rr->n_losses > 0 && pp_pipeline_has_eval(p))
+    if (rr->interrupted || rr->n_losses == 0) return 0;
+    if (plan->epochs && et.steps > 0) { /* --steps ended the run inside an epoch */
+        const int64_t spe = pp_pipeline_steps_per_epoch(p);
+        pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs ? rr->n_epochs++ : 0];
+        *row = (pp_epoch_row){.partial = true,
+                              .steps = (int)(pp_pipeline_steps_done(p) % spe),
+                              .steps_of = (int)spe};
+        return close_epoch(p, plan, row, acc, &et, pp_pipeline_has_eval(p),
+                           pp_pipeline_steps_done(p), metrics, rr, err);
+    }
+    if (!plan->epochs && pp_pipeline_has_eval(p))
         return evaluate(p, rr, metrics, 0, pp_pipeline_steps_done(p), err);
     return 0;
 }
 
-static int do_validate(const pp_plan *plan)
+/* The resolved plan as YAML on stdout; with json, the YAML goes to stderr
+ * (human output) and one JSON object of the plan to stdout. */
+static int do_validate(const pp_plan *plan, bool json)
 {
     char *text;
     size_t len;
     pp_error err;
     if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
-    fwrite(text, 1, len, stdout);
+    fwrite(text, 1, len, json ? stderr : stdout);
     free(text);
     fprintf(stderr, "%s: valid plan (%d stage%s)\n", plan->path, plan->n_stages,
             plan->n_stages == 1 ? "" : "s");
+    if (json && !pp_cli_print_plan_json(stdout, plan)) return 1;
     return 0;
 }
 
@@ -530,90 +579,31 @@ static int do_optimize(const pp_plan *plan, const cli_args *a)
     return rc == 1 ? fail(&err) : rc;
 }
 
+/* The sweep's training loop (sweep.h): a run of its own, with the plan's
+ * checkpoint series (rank 0's) when it has one. */
+static int sweep_steps(void *arg, pp_pipeline *p, const pp_plan *plan, int steps,
+                       double *last_loss, pp_error *err)
+{
+    (void)arg;
+    run_result rr = {0};
+    pp_cli_series series;
+    pp_cli_series_init(&series, plan, 0, pp_pipeline_steps_per_epoch(p));
+    int rc = run_steps(p, plan, steps, isatty(2), NULL, &series, &rr, err);
+    pp_cli_series_free(&series);
+    *last_loss = rr.n_losses ? rr.losses[rr.n_losses - 1] : 0;
+    if (!rc && rr.interrupted) rc = 128 + rr.signal;
+    run_result_free(&rr);
+    return rc;
+}
+
 static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
 {
-    pp_sweep_row rows[MAX_SWEEP];
-    pp_error err;
-    int failed = 0;
-    FILE *human = a->json ? stderr : stdout;
-    for (int i = 0; i < a->n_sweep; i++) {
-        if (pp_plan_split(plan, a->sweep[i], 0, &err) != PP_OK) {
-            pp_error_prefix(&err, "--sweep-split");
-            return fail(&err);
-        }
-        fprintf(stderr, "split_size %d (%d micro-batches)\n", plan->split_size,
-                plan->micro_batches);
-        pp_pipeline *p = NULL;
-        pp_status st = pp_plan_check_micro_batches(plan, &err);
-        if (st != PP_OK) { /* this split size cannot train (batch norm over one value): go on */
-            fprintf(stderr, "pipeline-run: split size %d cannot run: %s\n", plan->split_size,
-                    err.msg);
-            rows[i] = (pp_sweep_row){.split_size = plan->split_size,
-                                     .micro_batches = plan->micro_batches,
-                                     .failed = true};
-            snprintf(rows[i].error, sizeof rows[i].error, "%.150s", err.msg);
-            failed++;
-            continue;
-        }
-        const pp_pipeline_options opts = {.layout = a->layout};
-        st = pp_pipeline_new(plan, &opts, &p, &err);
-        if (st == PP_OK && a->load) st = pp_pipeline_load(p, a->load, &err);
-        if (st == PP_ERR_INPUT) { /* bad plan, data or checkpoint: no split size can run */
-            pp_pipeline_free(p);
-            return fail(&err);
-        }
-        run_result rr = {0};
-        pp_cli_series series;
-        pp_cli_series_init(&series, plan, 0, p ? pp_pipeline_steps_per_epoch(p) : 1);
-        int rc = st == PP_OK ? run_steps(p, plan, steps, isatty(2), NULL, &series, &rr, &err) : 1;
-        pp_cli_series_free(&series);
-        if (rc == 2) {
-            run_result_free(&rr);
-            pp_pipeline_free(p);
-            return fprintf(stderr, "pipeline-run: %s\n", err.msg), rc;
-        }
-        if (rc) { /* this split size cannot run (e.g. batch norm over one value): go on */
-            fprintf(stderr, "pipeline-run: split size %d failed: %s\n", plan->split_size,
-                    err.msg);
-            rows[i] = (pp_sweep_row){.split_size = plan->split_size,
-                                     .micro_batches = plan->micro_batches,
-                                     .failed = true};
-            snprintf(rows[i].error, sizeof rows[i].error, "%.150s", err.msg);
-            failed++;
-            run_result_free(&rr);
-            pp_pipeline_free(p);
-            continue;
-        }
-        pp_pipeline_report r;
-        pp_pipeline_report_get(p, &r);
-        rows[i] = (pp_sweep_row){
-            .split_size = plan->split_size,
-            .micro_batches = plan->micro_batches,
-            .step_ms = r.step_ms_median,
-            .images_per_s = r.images_per_s,
-            .bubble = r.bubble_frac,
-            .predicted_step_ms = r.predicted_step_ms,
-            .bubble_predicted = r.bubble_frac_predicted,
-            .loss = rr.n_losses ? rr.losses[rr.n_losses - 1] : 0,
-        };
-        run_result_free(&rr);
-        pp_pipeline_free(p);
-        if (rr.interrupted) {
-            fprintf(stderr, "pipeline-run: interrupted by %s\n", pp_cli_signal_name(rr.signal));
-            return 128 + rr.signal;
-        }
-    }
-    pp_cli_print_sweep(human, rows, a->n_sweep);
-    if (a->csv && !pp_cli_write_sweep_csv(a->csv, rows, a->n_sweep)) {
-        fprintf(stderr, "pipeline-run: cannot write %s\n", a->csv);
-        return 1;
-    }
-    if (a->svg && !pp_cli_write_sweep_svg(a->svg, plan->path, rows, a->n_sweep)) {
-        fprintf(stderr, "pipeline-run: cannot write %s\n", a->svg);
-        return 1;
-    }
-    if (a->json && !pp_cli_sweep_json(stdout, plan, rows, a->n_sweep)) return 1;
-    return failed == a->n_sweep ? 1 : 0; /* some split size ran: the sweep is a result */
+    pp_cli_sweep sw = {.sizes = a->sweep, .n = a->n_sweep, .steps = steps, .load = a->load,
+                       .csv = a->csv, .svg = a->svg, .json = a->json,
+                       .opts = {.layout = a->layout, .graphs = (pp_pipeline_graphs)a->graphs,
+                                .grad_allreduce_whole = a->grads_whole},
+                       .run_steps = sweep_steps};
+    return pp_cli_sweep_run(plan, &sw);
 }
 
 static int do_eval_only(const pp_plan *plan, const cli_args *a)
@@ -639,6 +629,42 @@ static int do_eval_only(const pp_plan *plan, const cli_args *a)
     }
     pp_pipeline_free(p);
     return rc;
+}
+
+/* What the run's steps are, after "N steps" in the header: with epochs,
+ * " (10 epochs of 235)", or where --steps cuts them short " (--steps 3:
+ * 3 of the 235 steps of epoch 1 of 10, then the test set)"; a plan with
+ * neither steps nor epochs runs one step, and says so. */
+static void describe_steps(const pp_plan *plan, const pp_pipeline *p, bool steps_given,
+                           int steps, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (!plan->epochs) {
+        if (!steps_given && plan->steps_mark.line == 0)
+            snprintf(buf, n, " (the plan gives neither steps nor epochs: one step)");
+        return;
+    }
+    long long spe = (long long)pp_pipeline_steps_per_epoch(p);
+    if (!steps_given) {
+        snprintf(buf, n, " (%d epoch%s of %lld)", plan->epochs, plan->epochs == 1 ? "" : "s", spe);
+        return;
+    }
+    long long d0 = (long long)pp_pipeline_steps_done(p), end = d0 + steps;
+    long long first = d0 / spe + 1, last = (end - 1) / spe + 1, left = end % spe;
+    const char *eval = plan->eval.enabled ? ", then the test set" : "";
+    if (first == last && left)
+        snprintf(buf, n, " (--steps %d: %lld of the %lld steps of epoch %lld of %d%s)", steps,
+                 left - d0 % spe, spe, first, plan->epochs, eval);
+    else if (left)
+        snprintf(buf, n, " (--steps %d: epochs %lld to %lld of %d, %lld steps each, the last "
+                 "one %lld step%s in%s)", steps, first, last, plan->epochs, spe, left,
+                 left == 1 ? "" : "s", eval);
+    else if (first == last)
+        snprintf(buf, n, " (--steps %d: epoch %lld of %d, %lld steps)", steps, first,
+                 plan->epochs, spe);
+    else
+        snprintf(buf, n, " (--steps %d: epochs %lld to %lld of %d, %lld steps each)", steps,
+                 first, last, plan->epochs, spe);
 }
 
 /* The --save file of a training run: the whole state after the last whole
@@ -721,10 +747,8 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     }
     if (metrics) fputs("kind,epoch,step,batch,lr,loss,accuracy,seconds,images_per_s\n", metrics);
     FILE *human = a->json ? stderr : stdout;
-    char epochs[64] = "";
-    if (plan->epochs)
-        snprintf(epochs, sizeof epochs, " (%d epoch%s of %lld)", plan->epochs,
-                 plan->epochs == 1 ? "" : "s", (long long)spe);
+    char epochs[256];
+    describe_steps(plan, p, a->steps > 0, steps, epochs, sizeof epochs);
     char precision[16] = ""; /* named unless fp32 */
     if (plan->precision != PP_PLAN_PRECISION_FP32)
         snprintf(precision, sizeof precision, ", %s", pp_plan_precision_name(plan->precision));
@@ -830,52 +854,24 @@ static int join_job(int *argc, char ***argv)
 
 static int run(int argc, char **argv);
 
-/* Every rank of a job must run the same plan with the same options: each
- * hashes its resolved plan (as --validate prints it) with the options that
- * shape the run, and compares with rank 0's. Exit 2 on every rank, naming the
- * ranks that differ, before any work starts. */
+/* Every rank of a job must run the same plan with the same options (job.h):
+ * exit 2 on every rank, rank 0 naming the ranks and what differs, before any
+ * work starts. */
 static int check_same_plan(const pp_plan *plan, const cli_args *a, int steps)
 {
-    int size = pp_comm_size(g_comm), rank = pp_comm_rank(g_comm);
-    if (size < 2) return 0;
-    char *text;
-    size_t len;
+    pp_cli_shape shape = {0};
+    pp_cli_shape_add(&shape, "--steps", "%d", steps);
+    pp_cli_shape_add(&shape, "--load", "%.100s", a->load ? a->load : "-");
+    pp_cli_shape_add(&shape, "--resume", "%.100s", a->resume ? a->resume : "-");
+    pp_cli_shape_add(&shape, "--eval-only", "%s", a->eval_only ? "on" : "off");
+    pp_cli_shape_add(&shape, "--save", "%.100s", a->save ? a->save : "-");
+    pp_cli_shape_add(&shape, "--grad-allreduce", "%s", a->grads_whole ? "whole" : "buckets");
+    char msg[1024];
     pp_error err;
-    if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
-    uint64_t h = 1469598103934665603ull; /* FNV-1a 64 */
-    char opts[512];
-    int n = snprintf(opts, sizeof opts, "\nsteps %d load %s resume %s eval-only %d save %s "
-                     "grad-allreduce %s", steps, a->load ? a->load : "-",
-                     a->resume ? a->resume : "-", a->eval_only, a->save ? a->save : "-",
-                     a->grads_whole ? "whole" : "buckets");
-    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 1099511628211ull;
-    for (int i = 0; i < n && i < (int)sizeof opts; i++)
-        h = (h ^ (unsigned char)opts[i]) * 1099511628211ull;
-    free(text);
-    uint64_t h0 = h;
-    float *differs = calloc((size_t)size, sizeof *differs);
-    if (!differs) return 1;
-    pp_status s = pp_comm_broadcast(g_comm, 0, &h0, sizeof h0, &err);
-    differs[rank] = h != h0;
-    if (s == PP_OK) s = pp_comm_allreduce_sum_f32(g_comm, differs, (size_t)size, &err);
-    if (s != PP_OK) {
-        free(differs);
-        return fail(&err);
-    }
-    char list[256] = "";
-    size_t used = 0;
-    for (int r = 0; r < size && used + 16 < sizeof list; r++)
-        if (differs[r] > 0) used += (size_t)snprintf(list + used, sizeof list - used, "%s%d",
-                                                     used ? ", " : "", r);
-    free(differs);
-    if (!used) return 0;
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s: rank%s %s started with another plan or other options than "
-             "rank 0 (plan hash %016llx here, %016llx on rank 0): every rank of a job must run "
-             "the same plan", plan->path, strchr(list, ',') ? "s" : "", list,
-             (unsigned long long)h, (unsigned long long)h0);
-    print_error(msg);
-    return 2;
+    int rc = pp_cli_check_same_run(g_comm, plan, &shape, msg, sizeof msg, &err);
+    if (rc == 1) return fail(&err);
+    if (msg[0]) print_error(msg);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -928,8 +924,19 @@ static int run(int argc, char **argv)
         pp_plan_free(plan);
         return rc;
     }
+    /* what depends on the plan, after the ranks agree on it (each refuses alike) */
+    char msg[512];
+    if (!pp_cli_options_check_plan(a.given, plan, msg, sizeof msg)) {
+        print_error(msg);
+        pp_plan_free(plan);
+        return 2;
+    }
+    if (a.n_sweep && (rc = pp_cli_sweep_check(plan, a.sweep, a.n_sweep)) != 0) {
+        pp_plan_free(plan);
+        return rc;
+    }
     if (a.validate)
-        rc = do_validate(plan);
+        rc = do_validate(plan, a.json);
     else if (a.print_schedule)
         rc = pp_cli_print_schedule(plan, a.print_schedule == 2);
     else if (a.n_sweep_kinds) {

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "partitioner/emit.h"
+
 const char *pp_cli_bytes(double bytes, char *buf, size_t n)
 {
     const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -37,8 +39,10 @@ static char *join_layers(const pp_stage_report *sr)
 
 void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs)
 {
-    fprintf(f, "epoch %*d/%d  train loss %.4f  train acc %.4f", epochs >= 10 ? 2 : 1, row->epoch,
-            epochs, row->train_loss, row->train_acc);
+    fprintf(f, "epoch %*d/%d", epochs >= 10 ? 2 : 1, row->epoch, epochs);
+    if (row->partial)
+        fprintf(f, " (%d of %d step%s)", row->steps, row->steps_of, row->steps_of == 1 ? "" : "s");
+    fprintf(f, "  train loss %.4f  train acc %.4f", row->train_loss, row->train_acc);
     if (row->evaluated)
         fprintf(f, "  test loss %.4f  test acc %.4f", row->test_loss, row->test_acc);
     fprintf(f, "  %.1f s  %.0f img/s\n", row->seconds, row->images_per_s);
@@ -152,8 +156,17 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
     fprintf(f, "bubble       %.1f%% measured, %.1f%% predicted (predicted step %.1f ms)\n",
             100 * r.bubble_frac, 100 * r.bubble_frac_predicted, r.predicted_step_ms);
     if (n > 1)
-        fprintf(f, "copies       %s per step, %.2f ms\n",
+        fprintf(f, "copies       %s per step, %.2f ms (medians)\n",
                 pp_cli_bytes((double)r.copy_bytes, cb, sizeof cb), r.copy_ms);
+    for (int s = 0; s + 1 < n; s++) { /* boundaries between ranks, as the prediction saw them */
+        pp_stage_report a, b;
+        pp_pipeline_stage_report(p, s, &a);
+        pp_pipeline_stage_report(p, s + 1, &b);
+        if (a.link_gbps > 0)
+            fprintf(f, "link         stages %d -> %d (rank %d -> %d): %.2f GB/s, %.1f us "
+                       "latency, measured at start\n", s, s + 1, a.rank, b.rank, a.link_gbps,
+                    1e3 * a.link_latency_ms);
+    }
     if (strcmp(r.graphs, "n/a") != 0)
         fprintf(f, "cuda graphs  %s: %d step%s captured, %d replayed%s%s\n", r.graphs,
                 r.graph_captures, r.graph_captures == 1 ? "" : "s", r.graph_replays,
@@ -222,6 +235,43 @@ static bool dump(FILE *f, json_t *o)
     return rc == 0;
 }
 
+bool pp_cli_print_plan_json(FILE *f, const pp_plan *plan)
+{
+    char *text;
+    size_t len;
+    pp_error err;
+    if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return false;
+    json_t *o = plan_object(plan), *stages = json_array();
+    if (!o || !stages) {
+        free(text);
+        json_decref(o);
+        json_decref(stages);
+        return false;
+    }
+    json_object_set_new(o, "valid", json_true());
+    json_object_set_new(o, "split_size", json_integer(plan->split_size));
+    json_object_set_new(o, "micro_batches", json_integer(plan->micro_batches));
+    json_object_set_new(o, "steps", json_integer(plan->steps));
+    json_object_set_new(o, "epochs", json_integer(plan->epochs));
+    json_object_set_new(o, "replicas", json_integer(plan->replicas));
+    for (int s = 0; s < plan->n_stages; s++) {
+        const pp_plan_stage *st = &plan->stages[s];
+        json_t *layers = json_array();
+        for (int u = st->first; layers && u >= 0 && u <= st->last;) {
+            char item[64];
+            u = pp_plan_spell_item(&plan->catalogue, u, st->last, item, sizeof item);
+            json_array_append_new(layers, json_string(item));
+        }
+        json_array_append_new(stages, json_pack("{s:i, s:s, s:o}", "rank", st->rank, "device",
+                                                st->device_name,
+                                                "layers", layers ? layers : json_array()));
+    }
+    json_object_set_new(o, "stages", stages);
+    json_object_set_new(o, "resolved", json_stringn(text, len));
+    free(text);
+    return dump(f, o);
+}
+
 bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const double *losses,
                        int n_losses, const pp_epoch_row *epochs, int n_epochs,
                        const pp_eval_result *last_eval, const pp_cli_run_info *run)
@@ -274,6 +324,11 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
             json_object_set_new(so, "predicted_peak_bytes", json_integer(pred[s].device_peak));
         /* replicas: the stage's gradient sum over them (absent without) */
         if (so && r.replicas > 1) json_object_set_new(so, "grads_ms", json_num(sr.grads_ms));
+        /* the boundary to the next stage on another rank (absent without) */
+        if (so && sr.link_gbps > 0)
+            json_object_set_new(so, "link", json_pack("{s:o, s:o}", "gbps",
+                                                      json_num(sr.link_gbps), "latency_ms",
+                                                      json_num(sr.link_latency_ms)));
         json_array_append_new(stages, so);
     }
     json_object_set_new(o, "stages", stages);
@@ -296,6 +351,10 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
             json_object_set_new(row, "test_loss", e->evaluated ? json_num(e->test_loss) : json_null());
             json_object_set_new(row, "test_acc", e->evaluated ? json_num(e->test_acc) : json_null());
             json_object_set_new(row, "images_per_s", json_num(e->images_per_s));
+            if (e->partial) {
+                json_object_set_new(row, "partial", json_true());
+                json_object_set_new(row, "steps", json_integer(e->steps));
+            }
             json_array_append_new(ej, row);
         }
         json_object_set_new(o, "epochs", ej);

@@ -24,7 +24,7 @@ typedef struct pp_sweep_row {
     double bubble_predicted;
     double loss;              /* last step */
     bool failed;              /* this split size could not run (error says why) */
-    char error[160];
+    char error[PP_ERROR_MSG_MAX]; /* why it failed, whole (never cut) */
 } pp_sweep_row;
 
 /* One row of a schedule sweep: a schedule run (or simulated) on the plan. */
@@ -54,6 +54,8 @@ typedef struct pp_epoch_row {
     double seconds;           /* training time of the epoch (evaluation excluded) */
     double images_per_s;      /* training */
     double eval_images_per_s; /* pipelined inference */
+    bool partial;             /* --steps ended the run inside this epoch */
+    int steps, steps_of;      /* partial: the epoch's steps run, of its steps */
 } pp_epoch_row;
 
 /* Where a training run stands when it ends (summary and JSON). */
@@ -72,7 +74,8 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
                           const double *losses, int n_losses, const pp_eval_result *last_eval,
                           const pp_cli_run_info *run);
 
-/* "epoch 3/10  train loss 0.4123  test loss 0.3950  test acc 0.8612  12.3 s  4878 img/s" */
+/* "epoch 3/10  train loss 0.4123  test loss 0.3950  test acc 0.8612  12.3 s  4878 img/s";
+ * a partial epoch reads "epoch 3/10 (12 of 235 steps)  train loss ...". */
 void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs);
 
 /* The JSON summary object (ARCHITECTURE.md §6) on one line, with a newline.
@@ -88,6 +91,11 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
  * accuracy (right axis, 0..1) per epoch, the picture d2l draws. */
 bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epoch_row *rows,
                                int n);
+
+/* JSON for --validate: what the plan resolved to ("valid": true, the batch's
+ * split, steps or epochs, replicas, each stage's rank, device and layers,
+ * and "resolved": the plan as YAML). Returns false when out of memory. */
+bool pp_cli_print_plan_json(FILE *f, const pp_plan *plan);
 
 /* JSON for --eval-only. */
 bool pp_cli_print_eval_json(FILE *f, const pp_plan *plan, const pp_eval_result *e);

@@ -1,6 +1,12 @@
 /*
  * device_map.c - pp_plan_apply_device_map: "A=B[,C=D]" remapping of plan
- * devices (`--device-map`), with exact and wildcard ("cuda:*") sources.
+ * devices (`--device-map`), with exact and wildcard sources. A source is one
+ * device ("cuda:1") or every device of a kind ("cuda:*", or the bare kind
+ * "cuda"); a wildcard's target is a kind, keeping each device's index
+ * ("cuda=cpu": cuda:1 -> cpu:1), or one device that takes them all; an
+ * exact source's target is one device ("cpu" is cpu:0). An exact source
+ * must name a device of the plan (a typo would silently map nothing); a
+ * wildcard may match none.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +90,7 @@ static pp_status parse_map(const char *map, map_rule *rules, int *n_rules, pp_er
             return pp_error_set(err, PP_ERR_INPUT, "device map entry %d is too long", index);
         map_rule r = {0};
         pp_error e;
-        if (parse_kind(from, true, &r.from.kind)) {
+        if (parse_kind(from, false, &r.from.kind)) {
             r.wildcard = true;
         } else if (pp_device_id_parse(from, &r.from, &e) != PP_OK) {
             return pp_error_set(err, PP_ERR_INPUT, "device map entry '%s=%s': %s", from, to,
@@ -128,12 +134,56 @@ static pp_device_id map_device(const map_rule *rules, int n, pp_device_id id)
     return id;
 }
 
+/* Whether the plan places a stage (of any replica) on id. */
+static bool plan_has_device(const pp_plan *plan, pp_device_id id)
+{
+    int replicas = plan->replicas > 1 ? plan->replicas : 1;
+    for (int s = 0; s < plan->n_stages; s++) {
+        for (int r = 0; r < replicas && r < PP_PLAN_MAX_REPLICAS; r++)
+            if (pp_device_id_equal(r ? plan->stages[s].replica_device[r] : plan->stages[s].device,
+                                   id))
+                return true;
+    }
+    return false;
+}
+
+/* The plan's devices, "cuda:0, cuda:1", each once (as many as fit in n). */
+static void list_devices(const pp_plan *plan, char *buf, size_t n)
+{
+    pp_device_id seen[32];
+    int n_seen = 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    int replicas = plan->replicas > 1 ? plan->replicas : 1;
+    for (int s = 0; s < plan->n_stages; s++)
+        for (int r = 0; r < replicas && r < PP_PLAN_MAX_REPLICAS; r++) {
+            pp_device_id id = r ? plan->stages[s].replica_device[r] : plan->stages[s].device;
+            bool dup = false;
+            for (int k = 0; k < n_seen && !dup; k++) dup = pp_device_id_equal(seen[k], id);
+            if (dup || n_seen == (int)(sizeof seen / sizeof seen[0])) continue;
+            seen[n_seen++] = id;
+            char name[16];
+            pp_device_id_format(id, name, sizeof name);
+            int k = snprintf(buf + used, n - used, "%s%s", used ? ", " : "", name);
+            if (k < 0 || (size_t)k >= n - used) return;
+            used += (size_t)k;
+        }
+}
+
 pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err)
 {
     if (!plan || !map) return pp_error_set(err, PP_ERR_INVALID, "device map: NULL argument");
     map_rule rules[MAP_MAX_RULES];
     int n = 0;
     PP_TRY(parse_map(map, rules, &n, err));
+    for (int i = 0; i < n; i++) {
+        if (rules[i].wildcard || plan_has_device(plan, rules[i].from)) continue;
+        char from[16], devices[256];
+        pp_device_id_format(rules[i].from, from, sizeof from);
+        list_devices(plan, devices, sizeof devices);
+        return pp_error_set(err, PP_ERR_INPUT, "device map names %s, which the plan does not use "
+                            "(its devices: %s)", from, devices);
+    }
     for (int s = 0; s < plan->n_stages; s++) {
         pp_plan_stage *st = &plan->stages[s];
         st->device = map_device(rules, n, st->device);

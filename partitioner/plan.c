@@ -429,11 +429,13 @@ static void walk_data(pp_walk *w, const pp_ynode *n)
         if (!f[K_LABELS]) pp_walk_error(w, n, "data format idx needs labels (an IDX file)");
         if (f[K_IMAGES]) {
             d->images_mark = pp_walk_mark(f[K_IMAGES]);
+            w->data_images_node = f[K_IMAGES];
             d->images = data_path(w, f[K_IMAGES], "data.images");
             if (d->images) idx_image_size(d->images, &p->model.image_h, &p->model.image_w);
         }
         if (f[K_LABELS]) {
             d->labels_mark = pp_walk_mark(f[K_LABELS]);
+            w->data_labels_node = f[K_LABELS];
             d->labels = data_path(w, f[K_LABELS], "data.labels");
         }
     } else {
@@ -490,10 +492,12 @@ static void walk_eval(pp_walk *w, const pp_ynode *n)
     if (!f[K_LABELS]) pp_walk_error(w, n, "eval needs labels (an IDX file, may be gzipped)");
     if (f[K_IMAGES]) {
         e->images_mark = pp_walk_mark(f[K_IMAGES]);
+        w->eval_images_node = f[K_IMAGES];
         e->images = data_path(w, f[K_IMAGES], "eval.images");
     }
     if (f[K_LABELS]) {
         e->labels_mark = pp_walk_mark(f[K_LABELS]);
+        w->eval_labels_node = f[K_LABELS];
         e->labels = data_path(w, f[K_LABELS], "eval.labels");
     }
     if (f[K_BATCH])
@@ -633,8 +637,10 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
     }
     if (f[K_STEPS] && f[K_EPOCHS])
         pp_walk_error(w, f[K_EPOCHS], "give steps or epochs, not both");
-    else if (f[K_STEPS])
+    else if (f[K_STEPS]) {
+        p->steps_mark = pp_walk_mark(f[K_STEPS]);
         pp_walk_int32(w, f[K_STEPS], "steps", 1, PP_PLAN_MAX_STEPS, &p->steps);
+    }
     else if (f[K_EPOCHS]) {
         p->epochs_mark = pp_walk_mark(f[K_EPOCHS]);
         if (pp_walk_int32(w, f[K_EPOCHS], "epochs", 1, PP_PLAN_MAX_EPOCHS, &p->epochs))
@@ -672,6 +678,7 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
             pp_walk_error(w, f[K_REPLICAS], "replicas: %d exceeds the batch size %d (every "
                           "replica needs a sample)", p->replicas, p->batch_size);
     }
+    if (!w->errors) pp_walk_check_data(w); /* reads files: once the rest is valid */
     pp_walk_stages(w, f[K_STAGES], f[K_DEVICES], f[K_BALANCE]);
 }
 

@@ -211,7 +211,9 @@ typedef struct pp_plan {
     pp_plan_eval eval;
     pp_plan_checkpoint checkpoint;
     uint64_t seed;
-    int steps;                  /* 1..PP_PLAN_MAX_STEPS (0 when the plan gives epochs) */
+    int steps;                  /* 1..PP_PLAN_MAX_STEPS (0 when the plan gives epochs; 1
+                                 * when it gives neither) */
+    pp_mark steps_mark;         /* the `steps` node; 0/0 when the plan gives none */
     int epochs;                 /* `epochs: N` (passes over the training data), else 0 */
     pp_mark epochs_mark;
 

@@ -66,8 +66,9 @@ static bool walk_layer(pp_walk *w, const pp_ynode *n, int index, pp_seq_layer *l
     l->type = (pp_seq_type)t;
     const bool conv = l->type == PP_SEQ_CONV, linear = l->type == PP_SEQ_LINEAR;
     const bool window = conv || l->type == PP_SEQ_MAXPOOL || l->type == PP_SEQ_AVGPOOL;
-    /* keys that do not belong to the type */
-    const bool applies[L_N] = {true, true, conv, linear, window, window, window, conv};
+    /* keys that do not belong to the type; a linear layer always has a bias
+     * (bias: true says so; only conv layers can go without) */
+    const bool applies[L_N] = {true, true, conv, linear, window, window, window, conv || linear};
     bool ok = true;
     for (int k = 0; k < L_N; k++)
         if (f[k] && !applies[k]) {
@@ -75,6 +76,16 @@ static bool walk_layer(pp_walk *w, const pp_ynode *n, int index, pp_seq_layer *l
             ok = false;
         }
     if (!ok) return false;
+    if (linear && f[L_BIAS]) {
+        bool bias = true;
+        if (!pp_walk_bool(w, f[L_BIAS], "layer bias", &bias)) return false;
+        if (!bias) {
+            pp_walk_error(w, f[L_BIAS], "layer '%s' (linear): bias: false is not supported; a "
+                          "linear layer always has a bias (leave bias out; only conv layers "
+                          "can go without one)", l->name);
+            return false;
+        }
+    }
     if (conv || linear) {
         const int key = conv ? L_OUTC : L_OUTF;
         if (!f[key]) {
@@ -100,7 +111,7 @@ static bool walk_layer(pp_walk *w, const pp_ynode *n, int index, pp_seq_layer *l
             return false;
     }
     l->bias = conv;
-    if (f[L_BIAS] && !pp_walk_bool(w, f[L_BIAS], "layer bias", &l->bias)) return false;
+    if (conv && f[L_BIAS] && !pp_walk_bool(w, f[L_BIAS], "layer bias", &l->bias)) return false;
     return true;
 }
 
@@ -182,8 +193,10 @@ static void walk_sequential(pp_walk *w, const pp_ynode *model, const pp_ynode *l
         if (k < 0) w->model_ok = false;
         cfg->init = k == 1 ? PP_SEQ_INIT_NORMAL : PP_SEQ_INIT_TORCH;
     }
-    if (cfg->init == PP_SEQ_INIT_NORMAL && !std)
+    if (cfg->init == PP_SEQ_INIT_NORMAL && !std) {
         pp_walk_error(w, init, "model.init normal needs init_std (e.g. 0.01)");
+        w->model_ok = false; /* no layer can be made without it: say nothing more */
+    }
     if (std && cfg->init != PP_SEQ_INIT_NORMAL)
         pp_walk_error(w, std, "model.init_std applies only to init: normal");
     else if (std && !pp_walk_num(w, std, "model.init_std", 1e-12, 1e6, &cfg->init_std))

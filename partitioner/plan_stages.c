@@ -108,8 +108,9 @@ static bool resolve_layer(pp_walk *w, const pp_ynode *n, const char *name, int *
         if (k < 0 || (size_t)k >= sizeof list - used) break;
         used += (size_t)k;
     }
-    pp_walk_error(w, n, "unknown layer '%.64s' in %s (layers are %s; layerN.K names one block)",
-                  name, w->plan->model.name, list);
+    bool resnet = w->plan->model.kind == PP_MODEL_RESNET;
+    pp_walk_error(w, n, "unknown layer '%.64s' in %s (layers are %s%s)", name,
+                  w->plan->model.name, list, resnet ? "; layerN.K names one block" : "");
     return false;
 }
 

@@ -373,7 +373,22 @@ void pp_plan_double_format(double v, char *buf, size_t n)
         snprintf(buf, n, "%.*g", prec, v);
         if (strtod(buf, NULL) == v) break;
     }
-    /* keep it a YAML float-looking number that reads back the same */
+    /* Keep it a number to every YAML reader: YAML 1.1 (PyYAML) takes a float
+     * only with a dot in its mantissa ("2e+01" is a string there). Within
+     * the range plans use, write it without exponent ("20.0"), else give the
+     * mantissa a dot ("1.0e-07"). */
+    if (strpbrk(buf, "eE") && fabs(v) >= 1e-4 && fabs(v) < 1e15) {
+        for (int dec = 0; dec <= 17; dec++) {
+            snprintf(buf, n, "%.*f", dec, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+    }
+    char *e = strpbrk(buf, "eE");
+    if (e && !memchr(buf, '.', (size_t)(e - buf)) && strlen(buf) + 3 <= n) {
+        memmove(e + 2, e, strlen(e) + 1);
+        e[0] = '.';
+        e[1] = '0';
+    }
     if (!strpbrk(buf, ".eEn") && strlen(buf) + 3 <= n) strcat(buf, ".0");
 }
 

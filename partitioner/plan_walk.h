@@ -32,6 +32,8 @@ typedef struct pp_walk {
     const pp_ynode *data_classes_node;            /* data.num_classes */
     const pp_ynode *layers_node;                  /* model.layers (sequential) */
     const pp_ynode *classes_node;                 /* model.num_classes */
+    const pp_ynode *data_images_node, *data_labels_node; /* data.images, data.labels (idx) */
+    const pp_ynode *eval_images_node, *eval_labels_node; /* eval.images, eval.labels */
 } pp_walk;
 
 void pp_walk_error(pp_walk *w, const pp_ynode *n, const char *fmt, ...)
@@ -64,6 +66,10 @@ int pp_walk_recompute(pp_walk *w, const pp_ynode *n, const char *what);
  * model's layers against it (builds w->plan->catalogue). */
 void pp_walk_model(pp_walk *w, const pp_ynode *n);
 void pp_walk_resolve_sequential(pp_walk *w, const pp_ynode *model);
+
+/* plan_data.c: the IDX files of `data` and `eval` against the model (channels,
+ * label count and range), once model and data are walked. */
+void pp_walk_check_data(pp_walk *w);
 
 /* plan_stages.c: `stages` (list or auto), `devices`, `balance`; any may be NULL. */
 void pp_walk_stages(pp_walk *w, const pp_ynode *stages, const pp_ynode *devices,

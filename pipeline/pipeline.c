@@ -8,6 +8,7 @@
 #include "pipeline/schedules.h"
 #include "pipeline/clocks.h"
 #include "pipeline/links.h"
+#include "pipeline/link_cost.h"
 #include "pipeline/planning.h"
 #include "pipeline/prefetch.h"
 #include "pipeline/replicas.h"
@@ -694,6 +695,7 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
         goto fail;
     if ((s = pipe_links_init(p, plan, err)) != PP_OK) goto fail;
     if ((s = pipe_clocks_sync(p, err)) != PP_OK) goto fail;
+    if ((s = pipe_link_cost_measure(p, plan, err)) != PP_OK) goto fail;
     if ((s = setup_graphs(p, plan, opts ? opts->graphs : PP_PIPELINE_GRAPHS_PLAN, err)) != PP_OK)
         goto fail;
     *out = p;
@@ -787,6 +789,11 @@ void pipe_free_rank(pp_pipeline *p)
     free(p->step_ms);
     free(p->bubble);
     free(p->copy_ms);
+    free(p->copy_bytes);
+    free(p->bnd_ms);
+    free(p->bnd_bytes);
+    free(p->link_gbps);
+    free(p->link_latency_ms);
     free(p->rep_step_ms);
     free(p->rep_run_ms);
     free(p);

@@ -150,6 +150,10 @@ typedef struct pp_stage_report {
                                  included; 0 without replicas */
     size_t peak_bytes;        /* high-water mark of memory on the stage's device */
     int max_in_flight;        /* most micro-batches whose activations were held at once */
+    double link_gbps;         /* the boundary to the next stage, when the two run on two
+                                 ranks as host messages: bandwidth measured when the
+                                 pipeline was made (GB/s); 0 otherwise */
+    double link_latency_ms;   /* ... and latency of one message (ms) */
     int schedule_device;      /* the schedule device the stage is placed on (stages that
                                  repeat a plan device share one) */
     int in_flight;            /* the schedule's peak of micro-batches in flight on the stage
@@ -171,9 +175,10 @@ typedef struct pp_pipeline_report {
     const char *schedule;         /* the schedule's name ("zbv", "file") */
     const char *schedule_note;    /* how a built-in fitted the micro-batch count (padding,
                                      schedule.h), or NULL; valid while the pipeline lives */
-    size_t copy_bytes;            /* per step, all boundary copies */
-    double copy_ms;               /* per step, median total copy time (this process's copies
-                                     and messages) */
+    size_t copy_bytes;            /* per step, median bytes of all boundary copies (in a job,
+                                     every rank's, each message counted once) */
+    double copy_ms;               /* per step, median total copy time (the sender's side of
+                                     each copy; a message's send, which waits for no compute) */
     int ranks;                    /* processes of the job (1 without mpirun, and with
                                      replicas in one process) */
     int replicas;                 /* data-parallel replicas of the pipeline (plan `replicas`);

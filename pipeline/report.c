@@ -45,24 +45,41 @@ static double median_after_warmup(const double *v, int n)
     return m;
 }
 
+/* The median after warm-up of boundary b's entries of v (steps_run x (S-1)). */
+static double boundary_median(const pp_pipeline *p, const double *v, int b)
+{
+    int n = p->steps_run, B = p->n_stages - 1;
+    if (n <= 0) return 0;
+    double *col = malloc((size_t)n * sizeof *col);
+    if (!col) return v[(n - 1) * B + b]; /* out of memory: the latest value stands in */
+    for (int k = 0; k < n; k++) col[k] = v[k * B + b];
+    double m = median_after_warmup(col, n);
+    free(col);
+    return m;
+}
+
 /* The simulator's step of the training schedule from the measured per-stage
- * costs of one micro-batch (first step excluded). r is the caller's to free. */
+ * costs of one micro-batch (first step excluded): a copy takes its
+ * boundary's measured time, a message between two ranks latency + bytes /
+ * bandwidth of the link measured at start (its spans wait for the peer, so
+ * they would count compute as transfer). r is the caller's to free. */
 static pp_status predict_measured(const pp_pipeline *p, pp_sim_result *r, pp_error *err)
 {
     int n = p->steps_run, S = p->n_stages;
     double f[S], b[S], in[S], wt[S], copy[S];
-    int cross = 0;
-    for (int s = 0; s + 1 < S; s++)
-        cross += p->schedule.stage_device[s] != p->schedule.stage_device[s + 1];
-    int copies = cross ? 2 * cross * p->m : 1;
-    double copy_ms = median_after_warmup(p->copy_ms, n);
     for (int s = 0; s < S; s++) {
         f[s] = median_after_warmup(p->stages[s].fwd_ms, n);
         b[s] = median_after_warmup(p->stages[s].bwd_ms, n);
         in[s] = median_after_warmup(p->stages[s].in_ms, n);
         wt[s] = median_after_warmup(p->stages[s].wt_ms, n);
         if (in[s] <= 0 && wt[s] <= 0) in[s] = wt[s] = b[s] / 2; /* no split measured */
-        copy[s] = copy_ms / copies;
+        copy[s] = 0;
+        if (s + 1 == S) continue;
+        if (p->link_gbps && p->link_gbps[s] > 0)
+            copy[s] = pp_sim_message_ms(boundary_median(p, p->bnd_bytes, s), p->link_gbps[s],
+                                        p->link_latency_ms[s]);
+        else
+            copy[s] = boundary_median(p, p->bnd_ms, s);
     }
     return pipe_simulate(&p->schedule, S, f, b, in, wt, copy, 0, p->slots, r, err);
 }
@@ -88,6 +105,10 @@ void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *
     out->grads_ms = median_after_warmup(st->grads_ms, p->steps_run);
     out->peak_bytes = stage_here(p, stage) ? pp_device_peak_bytes(st->dev) : st->peak_bytes;
     out->max_in_flight = st->max_in_flight;
+    if (stage + 1 < p->n_stages && p->link_gbps) {
+        out->link_gbps = p->link_gbps[stage];
+        out->link_latency_ms = p->link_latency_ms[stage];
+    }
     out->schedule_device = p->schedule.stage_device[stage];
     out->in_flight = p->in_flight ? p->in_flight[stage] : 0;
     pp_sim_result r;
@@ -143,7 +164,7 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->step_ms_median = median_after_warmup(p->step_ms, n);
     out->images_per_s = out->step_ms_median > 0 ? p->batch * 1000.0 / out->step_ms_median : 0;
     out->bubble_frac = median_after_warmup(p->bubble, n);
-    out->copy_bytes = p->copy_bytes;
+    out->copy_bytes = (size_t)llround(median_after_warmup(p->copy_bytes, n));
     out->ranks = p->in_process ? 1 : pp_comm_size(p->comm);
     out->replicas = p->replicas;
     out->copy_ms = median_after_warmup(p->copy_ms, n);

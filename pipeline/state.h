@@ -51,6 +51,9 @@ typedef struct pipe_stage {
                                   * (its grads_ready lane's span, or the wall time of the
                                   * sum after the run); 0 without replicas */
     double grads_after_ms;       /* this step's sum after the run (replicas.c), else 0 */
+    /* this step's copies sent by the stage (step.c): activations over boundary
+     * index, gradients over index-1; on its home rank, shared with every rank */
+    double act_ms, act_bytes, act_n, grad_ms, grad_bytes, grad_n;
     pp_event *opt_done;          /* recorded on this stage's compute stream after the
                                   * optimizer's work for its device went there (step.c) */
     /* graphs: the batch norms' pending counts when a capture began (to undo
@@ -162,10 +165,19 @@ struct pp_pipeline {
     int steps_cap;
     double *step_ms;             /* (steps_run) whole step */
     double *bubble;              /* (steps_run) */
-    double *copy_ms;             /* (steps_run) */
+    double *copy_ms;             /* (steps_run) every copy between stages, the sender's side
+                                  * (a message's send; its receive waits for the sender) */
+    double *copy_bytes;          /* (steps_run) bytes of those copies */
+    double *bnd_ms;              /* (steps_run x (n_stages-1)) mean time of one copy of
+                                  * boundary b (either direction, the sender's side), at
+                                  * [k * (n_stages-1) + b] */
+    double *bnd_bytes;           /* (steps_run x (n_stages-1)) mean bytes of one copy of b */
+    double *link_gbps;           /* (n_stages-1) boundaries of rank 0's replica between two
+                                  * ranks, as host messages: measured at start (link_cost.c);
+                                  * 0 within a process and for NCCL links */
+    double *link_latency_ms;     /* (n_stages-1) likewise */
     double *rep_step_ms;         /* (steps_run x replicas) each replica's step, at [k * R + r] */
     double *rep_run_ms;          /* (steps_run x replicas) each replica's executor run */
-    size_t copy_bytes;
     bool keep_trace;
     int slots;
     pp_pipeline_layout layout;   /* pp_pipeline_options.layout */

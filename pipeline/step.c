@@ -34,11 +34,18 @@ static pp_status grow_history(struct pp_pipeline *p, pp_error *err)
 {
     if (p->steps_run < p->steps_cap) return PP_OK;
     int cap = p->steps_cap ? 2 * p->steps_cap : 16;
-    double **arrays[] = {&p->step_ms, &p->bubble, &p->copy_ms};
+    double **arrays[] = {&p->step_ms, &p->bubble, &p->copy_ms, &p->copy_bytes};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
         double *a = realloc(*arrays[i], (size_t)cap * sizeof(double));
         if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
         *arrays[i] = a;
+    }
+    size_t bounds = p->n_stages > 1 ? (size_t)p->n_stages - 1 : 1;
+    double **ba[] = {&p->bnd_ms, &p->bnd_bytes};
+    for (size_t i = 0; i < sizeof ba / sizeof ba[0]; i++) {
+        double *a = realloc(*ba[i], (size_t)cap * bounds * sizeof(double));
+        if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        *ba[i] = a;
     }
     for (int s = 0; s < p->n_stages; s++) {
         double **sa[] = {&p->stages[s].fwd_ms, &p->stages[s].bwd_ms, &p->stages[s].busy,
@@ -75,6 +82,54 @@ static pp_status share_replica_times(struct pp_pipeline *p, double step_ms, doub
     return PP_OK;
 }
 
+/* The copies stage s sent in a step, from its spans where it runs: its
+ * activations on the copy lane of boundary s (lane S + s), its gradients on
+ * the one of boundary s - 1 (lane 2S - 1 + s - 1), see streams/program.h.
+ * A message between ranks counts on the sender's side (its receive waits
+ * for the sender, which is not transfer time). */
+static void sent_copies(const struct pp_pipeline *p, const pp_step_stats *st, int s)
+{
+    pipe_stage *ps = &p->stages[s];
+    ps->act_ms = ps->act_bytes = ps->act_n = ps->grad_ms = ps->grad_bytes = ps->grad_n = 0;
+    if (!stage_here(p, s)) return;
+    int S = p->n_stages, act_lane = S + s, grad_lane = 2 * S - 1 + s - 1;
+    for (int i = 0; i < st->n_spans; i++) {
+        const pp_trace_span *sp = &st->spans[i];
+        double ms = (double)(sp->end_ns - sp->start_ns) / 1e6;
+        if (s + 1 < S && sp->lane == act_lane) {
+            ps->act_ms += ms;
+            ps->act_bytes += (double)sp->bytes;
+            ps->act_n++;
+        } else if (s > 0 && sp->lane == grad_lane) {
+            ps->grad_ms += ms;
+            ps->grad_bytes += (double)sp->bytes;
+            ps->grad_n++;
+        }
+    }
+}
+
+/* Step k's copy figures from every stage's sent copies (after they are
+ * shared): the totals, and per boundary the mean time and bytes of one copy
+ * (activations of stage b and gradients of stage b + 1). */
+static void copy_figures(struct pp_pipeline *p)
+{
+    int k = p->steps_run, S = p->n_stages;
+    double ms = 0, bytes = 0;
+    for (int s = 0; s < S; s++) {
+        const pipe_stage *st = &p->stages[s];
+        ms += st->act_ms + st->grad_ms;
+        bytes += st->act_bytes + st->grad_bytes;
+    }
+    p->copy_ms[k] = ms;
+    p->copy_bytes[k] = bytes;
+    for (int b = 0; b + 1 < S; b++) {
+        const pipe_stage *lo = &p->stages[b], *hi = &p->stages[b + 1];
+        double n = lo->act_n + hi->grad_n;
+        p->bnd_ms[k * (S - 1) + b] = n > 0 ? (lo->act_ms + hi->grad_ms) / n : 0;
+        p->bnd_bytes[k * (S - 1) + b] = n > 0 ? (lo->act_bytes + hi->grad_bytes) / n : 0;
+    }
+}
+
 /* The stage of a compute span's name ("F3 stage12" -> 12), -1 for others. */
 static int span_stage(const char *name)
 {
@@ -108,6 +163,7 @@ static void stage_times(const struct pp_pipeline *p, const pp_step_stats *st)
             else if (sp->name[0] == 'W') w += ms, nw++;
         }
         pipe_stage *ps = &p->stages[s];
+        sent_copies(p, st, s);
         ps->fwd_ms[p->steps_run] = nf ? f / nf : 0;
         ps->in_ms[p->steps_run] = ni ? in / ni : 0;
         ps->wt_ms[p->steps_run] = nw ? w / nw : 0;
@@ -129,11 +185,20 @@ static pp_status share_stage_times(struct pp_pipeline *p, pp_error *err)
         pipe_stage *st = &p->stages[s];
         struct {
             double fwd, bwd, busy, grads, in, wt;
+            double sent[6];
             int64_t peak;
             int64_t in_flight;
         } v = {st->fwd_ms[k], st->bwd_ms[k], st->busy[k], st->grads_ms[k], st->in_ms[k],
-               st->wt_ms[k], (int64_t)pp_device_peak_bytes(st->dev), st->max_in_flight};
+               st->wt_ms[k],
+               {st->act_ms, st->act_bytes, st->act_n, st->grad_ms, st->grad_bytes, st->grad_n},
+               (int64_t)pp_device_peak_bytes(st->dev), st->max_in_flight};
         PP_TRY(pp_comm_broadcast(p->comm, p->home_rank[s], &v, sizeof v, err));
+        st->act_ms = v.sent[0];
+        st->act_bytes = v.sent[1];
+        st->act_n = v.sent[2];
+        st->grad_ms = v.sent[3];
+        st->grad_bytes = v.sent[4];
+        st->grad_n = v.sent[5];
         st->fwd_ms[k] = v.fwd;
         st->bwd_ms[k] = v.bwd;
         st->busy[k] = v.busy;
@@ -397,8 +462,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     }
     p->step_ms[p->steps_run] = ms;
     if (pp_comm_size(p->comm) < 2) p->bubble[p->steps_run] = stats.bubble;
-    p->copy_ms[p->steps_run] = stats.copy_ms;
-    p->copy_bytes = stats.copy_bytes;
+    copy_figures(p);
     if (res) {
         res->step = p->steps_done;
         res->loss = loss;

@@ -670,6 +670,19 @@ void pp_step_stats_free(pp_step_stats *st)
     memset(st, 0, sizeof *st);
 }
 
+/* The bytes a message between two ranks moved: the record of its launch
+ * (run_message) carries none, so they come from its boundary (the lane)
+ * and micro-batch (its label, "copy act 3 s0->s1", pp_prog_item_label). */
+static size_t message_bytes(const pp_executor *ex, int lane, const char *label)
+{
+    int S = ex->S, m = ex->sched->micro_batches, i = -1;
+    int b = lane < 2 * S - 1 ? lane - S : lane - (2 * S - 1);
+    if (sscanf(label, "copy %*s %d", &i) != 1 || i < 0 || i >= m || b < 0 || b >= S - 1 ||
+        b * m + i >= ex->shapes_cap)
+        return 0;
+    return pp_tensor_bytes(&ex->shapes[b * m + i]);
+}
+
 pp_status pp_executor_collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int slots,
                                     pp_step_stats *out, pp_error *err)
 {
@@ -714,6 +727,8 @@ pp_status pp_executor_collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int
             sp->start_ns = r[j].start_ns;
             sp->end_ns = r[j].end_ns;
             sp->bytes = r[j].bytes;
+            if (r[j].kind == PP_RECORD_LAUNCH && l >= S && l < 3 * S - 2)
+                sp->bytes = message_bytes(ex, l, r[j].label); /* either half of a message */
             double ms = (double)(r[j].end_ns - r[j].start_ns) / 1e6;
             int st = l < S ? pp_prog_label_stage(r[j].label) : -1;
             if (l < S) {
@@ -722,7 +737,7 @@ pp_status pp_executor_collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int
                 out->grads_ms += ms;
             } else {
                 out->copy_ms += ms;
-                out->copy_bytes += r[j].bytes;
+                out->copy_bytes += sp->bytes;
             }
         }
     }

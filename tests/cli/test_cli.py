@@ -73,8 +73,10 @@ stages:
 
 def test_help_version():
     r = run("--help")
-    check(r.returncode == 0 and "--sweep-split" in r.stdout and "--device-map" in r.stdout,
-          "--help lists the options")
+    check(r.returncode == 0 and all(shown(o).split("=")[0] in r.stdout for o in OPTION_ARGS),
+          "--help lists every option")
+    check("143 stopped by SIGTERM" in r.stdout and "130 stopped by SIGINT" in r.stdout and
+          "naming both" in r.stdout, "--help: signals' exit statuses, refused combinations")
     r = run("--version")
     want = os.environ.get("PP_PROJECT_VERSION")  # set by meson; any x.y.z when run by hand
     check(r.returncode == 0 and (r.stdout.strip() == f"pipeline-run {want}" if want else
@@ -138,9 +140,14 @@ def test_validate_roundtrip():
         r2 = run(again, "--validate")
         check(r2.returncode == 0 and r2.stdout == r.stdout,
               f"--validate {name}: the printed plan does not parse back to itself")
-    r = run(os.path.join(PLANS, "resnet50-2gpu.yaml"), "--validate", "--device-map", "cuda:*=cpu")
-    check(r.returncode == 0 and "cpu:0" in r.stdout and "cpu:1" in r.stdout
-          and "cuda" not in r.stdout, "--device-map cuda:*=cpu remaps every stage")
+    for m in ("cuda:*=cpu", "cuda=cpu"):
+        r = run(os.path.join(PLANS, "resnet50-2gpu.yaml"), "--validate", "--device-map", m)
+        check(r.returncode == 0 and "cpu:0" in r.stdout and "cpu:1" in r.stdout
+              and "cuda" not in r.stdout, f"--device-map {m} remaps every stage")
+    r = run(os.path.join(PLANS, "resnet50-2gpu.yaml"), "--validate", "--device-map", "cuda:9=cpu:0")
+    check(r.returncode == 2 and "device map names cuda:9, which the plan does not use (its "
+          "devices: cuda:0, cuda:1)" in r.stderr, f"--device-map of a device not in the plan: "
+          f"{r.stderr}")
     r = run(os.path.join(PLANS, "auto-balance-cpu.yaml"), "--validate")
     check(r.returncode == 0 and r.stdout.count("device:") == 2 and "auto" not in r.stdout,
           "stages: auto resolves to explicit stages")
@@ -470,7 +477,8 @@ def test_sweep_past_failure():
             "--csv", csv_path, "--svg", svg_path, "--json")
     check(r.returncode == 0, f"sweep past a failing split: exit {r.returncode} {r.stderr}")
     rows = list(csv.DictReader(open(csv_path))) if os.path.exists(csv_path) else []
-    check(len(rows) == 2 and "needs at least 2 to train" in rows[0]["error"]
+    check(len(rows) == 2 and rows[0]["error"].endswith("needs at least 2 to train: choose "
+                                                       "another split")
           and rows[0]["step_ms"] == "" and rows[1]["error"] == ""
           and float(rows[1]["images_per_s"]) > 0, f"CSV rows: {rows}")
     check("failed: batch 2 split by 1" in r.stderr, f"table marks the failed split: {r.stderr}")
@@ -608,10 +616,267 @@ def test_schedules():
           f"zbv on one stage per device: {r.stderr}")
 
 
+# ---- what a new user hit: options that go together, sweeps, data, epochs ----------------
+
+# The option table of docs/CLI.md (cli/options.c): the kinds of run each option works in
+# (t training, v --validate, s --simulate, m --memory, w --sweep-split, k --sweep-schedule,
+# e --eval-only, o --optimize, p --print-schedule, f --verify) and what it needs (any one of).
+# "--resume=auto" is --resume auto (its messages say "--resume auto").
+OPTION_ARGS = {"--steps": ["2"], "--validate": [], "--simulate": [], "--sweep-split": ["1,2"],
+               "--eval-only": [], "--json": [], "--trace": ["t.json"], "--load": ["l.st"],
+               "--save": ["s.st"], "--weights-only": [], "--resume": ["r.st"],
+               "--device-map": ["cuda=cpu"], "--cuda-graphs": ["on"], "--csv": ["c.csv"],
+               "--svg": ["s.svg"], "--metrics": ["m.csv"], "--plot": ["p.svg"],
+               "--layout": ["nchw"], "--grad-allreduce": ["whole"], "--memory": [],
+               "--optimize": [], "--memory-limit": ["1GiB"], "-o": ["best.yaml"],
+               "--print-schedule": [], "--sweep-schedule": ["gpipe,1f1b"],
+               "--verify": ["c.safetensors"], "--resume=auto": []}
+OPTION_RUNS = {"--steps": "twk", "--validate": "v", "--simulate": "sk", "--sweep-split": "w",
+               "--eval-only": "e", "--json": "tvsmwkeo", "--trace": "t", "--load": "twe",
+               "--save": "t", "--weights-only": "t", "--resume": "t",
+               "--device-map": "tvsmwkeopf", "--cuda-graphs": "tw", "--csv": "wk", "--svg": "wk",
+               "--metrics": "t", "--plot": "t", "--layout": "twek", "--grad-allreduce": "tw",
+               "--memory": "m", "--optimize": "o", "--memory-limit": "o", "-o": "o",
+               "--print-schedule": "p", "--sweep-schedule": "k", "--verify": "f",
+               "--resume=auto": "t"}
+OPTION_NEEDS = {"--eval-only": ["--load"], "--weights-only": ["--save"],
+                "--csv": ["--sweep-split", "--sweep-schedule"],
+                "--svg": ["--sweep-split", "--sweep-schedule"],
+                "--memory-limit": ["--optimize"], "-o": ["--optimize"]}
+# the options that choose the kind, in the order in which they speak when two are given
+OPTION_KINDS = {"--verify": "f", "--optimize": "o", "--print-schedule": "p",
+                "--sweep-schedule": "k", "--validate": "v", "--simulate": "s", "--memory": "m",
+                "--sweep-split": "w", "--eval-only": "e"}
+OPTION_NAMES = {"--resume=auto": "--resume auto"}
+
+
+def shown(o):
+    return OPTION_NAMES.get(o, o)
+
+
+def jload(text):
+    """The JSON object in text, {} when there is none (a failure the checks then report)."""
+    try:
+        o = json.loads(text)
+    except ValueError:
+        return {}
+    return o if isinstance(o, dict) else {}
+
+
+def option_refusal(opts):
+    """The options a refusal of opts names, or None when they go together."""
+    kinds = sorted((o for o in opts if o in OPTION_KINDS), key=list(OPTION_KINDS).index)
+    for k in kinds[1:]:
+        if OPTION_KINDS[kinds[0]] not in OPTION_RUNS[k]:
+            return kinds[0], k
+    for r in ("--resume", "--resume=auto"):
+        if r in opts and "--load" in opts:
+            return shown(r), "--load"
+    kind = OPTION_KINDS[kinds[0]] if kinds else "t"
+    for o in opts:
+        if kind not in OPTION_RUNS[o]:
+            return (shown(o), kinds[0]) if kinds else (shown(o), *OPTION_NEEDS[o])
+    for o in opts:
+        if o in OPTION_NEEDS and not any(n in opts for n in OPTION_NEEDS[o]):
+            return (shown(o), *OPTION_NEEDS[o])
+    return None
+
+
+def test_option_table():
+    """every option alone and every pair: refused (exit 2, both options named) exactly where
+    the table says, else past the check (to the plan, here a missing file); then what depends
+    on the plan: --plot needs epochs, --grad-allreduce replicas"""
+    missing = os.path.join(TMP, "no-such-plan.yaml")
+    names = list(OPTION_ARGS)
+    combos = [(a,) for a in names] + [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+                                      if {a, b} != {"--resume", "--resume=auto"}]
+    refused = 0
+    for opts in combos:
+        args = [x for o in opts for x in [o] + OPTION_ARGS[o]]
+        r = run(missing, *args)
+        want = option_refusal(opts)
+        if want:
+            refused += 1
+            check(r.returncode == 2 and all(w in r.stderr for w in want) and
+                  "no-such-plan" not in r.stderr,
+                  f"{' '.join(args)}: want a refusal naming {want}: {r.returncode} {r.stderr!r}")
+        else:
+            check(r.returncode == 2 and "no-such-plan.yaml" in r.stderr,
+                  f"{' '.join(args)}: want the options accepted: {r.returncode} {r.stderr!r}")
+    check(refused > 60, f"only {refused} refused combinations")
+    r = run(DELAY, "--plot", os.path.join(TMP, "x.svg"))
+    check(r.returncode == 2 and re.search(r"delay\.yaml:5:8: --plot draws one point per epoch, "
+                                          r"and the plan gives steps", r.stderr) is not None
+          and not os.path.exists(os.path.join(TMP, "x.svg")), f"--plot on steps: {r.stderr}")
+    r = run(DELAY, "--grad-allreduce", "whole")
+    check(r.returncode == 2 and "--grad-allreduce" in r.stderr and "no replicas" in r.stderr,
+          f"--grad-allreduce without replicas: {r.stderr}")
+    outs = [os.path.join(TMP, f) for f in ("m.csv", "t.json", "s.safetensors")]
+    r = run(DELAY, "--sweep-split", "2,4", "--metrics", outs[0], "--trace", outs[1], "--save",
+            outs[2])
+    check(r.returncode == 2 and re.search(r"--(metrics|trace|save) and --sweep-split exclude each "
+                                          r"other", r.stderr) is not None
+          and not any(os.path.exists(o) for o in outs), f"sweep with outputs: {r.stderr}")
+
+
+def test_validate_json():
+    """--validate --json: one JSON object of the resolved plan on stdout, the YAML on stderr"""
+    r = run(DELAY, "--validate", "--json")
+    o = jload(r.stdout)
+    yaml_text = run(DELAY, "--validate").stdout
+    check(r.returncode == 0 and o.get("valid") is True and o.get("micro_batches") == 4 and
+          o.get("steps") == 3 and [s["device"] for s in o.get("stages", [])] ==
+          ["cpu:0", "cpu:1", "cpu:2"] and o.get("resolved") == yaml_text and
+          yaml_text in r.stderr, f"--validate --json: {r.returncode} {r.stdout!r}")
+    r = run(TINY, "--validate", "--json")
+    o = jload(r.stdout)
+    check([s["layers"] for s in o.get("stages", [])] ==
+          [["conv1", "bn1", "relu", "maxpool", "layer1", "layer2"],
+           ["layer3", "layer4", "avgpool", "fc"]], f"stage layers: {o.get('stages')}")
+
+
+def short_data(n, h=28, classes=4, name="short"):
+    """IDX images (n, h, h) and labels i % classes in TMP; returns their paths"""
+    img, lab = os.path.join(TMP, f"{name}-images.idx"), os.path.join(TMP, f"{name}-labels.idx")
+    open(img, "wb").write(idx_bytes([n, h, h], [(i * 7 + k) % 256 for i in range(n)
+                                                 for k in range(h * h)]))
+    open(lab, "wb").write(idx_bytes([n], [i % classes for i in range(n)]))
+    return img, lab
+
+
+def test_sweep_whole_list():
+    """the whole --sweep-split list is checked before anything runs (exit 2 naming the size,
+    no output); a size that fails while training is a failed row, the sweep goes on and
+    writes the table, CSV, SVG and JSON"""
+    csv_path, svg_path = os.path.join(TMP, "w.csv"), os.path.join(TMP, "w.svg")
+    for sizes in ("1,2,4,8,16", "16,1,2"):
+        r = run(DELAY, "--sweep-split", sizes, "--csv", csv_path, "--svg", svg_path, "--json")
+        check(r.returncode == 2 and "--sweep-split: split size 16 exceeds the batch size 8 "
+              "(nothing ran)" in r.stderr and "split_size 1 (" not in r.stderr and
+              r.stdout == "" and not os.path.exists(csv_path), f"{sizes}: {r.stderr}")
+    # 13 samples in batches of 8: the second step's batch of 5 is cut into 4 + 1 by split 4
+    # and 2 + 2 + 1 by split 2, a 1-sample micro-batch that batch norm at layer4 (1x1)
+    # cannot train on; split 3 cuts it into 3 + 2
+    img, lab = short_data(13)
+    plan = write("tail.yaml", f"""\
+model: {{name: resnet18, num_classes: 4, in_channels: 1}}
+batch: {{size: 8, split_size: 2}}
+data: {{format: idx, images: {img}, labels: {lab}}}
+epochs: 1
+stages:
+  - device: cpu:0
+    layers: [conv1, bn1, relu, maxpool, layer1, layer2]
+  - device: cpu:1
+    layers: [layer3, layer4, avgpool, fc]
+""")
+    r = run(plan, "--sweep-split", "2,3,4", "--steps", "2", "--csv", csv_path, "--svg", svg_path,
+            "--json")
+    check(r.returncode == 0, f"sweep past a run-time failure: {r.returncode} {r.stderr}")
+    rows = list(csv.DictReader(open(csv_path))) if os.path.exists(csv_path) else []
+    check([row["split_size"] for row in rows] == ["2", "3", "4"] and
+          all("training batch norm needs more than one value" in rows[i]["error"] for i in (0, 2))
+          and rows[1]["error"] == "" and float(rows[1]["images_per_s"]) > 0, f"CSV: {rows}")
+    sweep = jload(r.stdout).get("sweep", [])
+    check(len(sweep) == 3 and "error" in sweep[2] and "images_per_s" in sweep[1], f"JSON {sweep}")
+    check(os.path.exists(svg_path) and "failed" in open(svg_path).read(), "SVG marks the failures")
+
+
+def test_data_against_model():
+    """--validate reads the IDX headers and labels: 1-channel images with in_channels 3, a
+    label count that differs from the images', labels beyond num_classes: exit 2 at the
+    data key"""
+    img, lab = short_data(12, h=12, name="v")
+    _, lab11 = short_data(11, h=12, name="v11")
+    _, lab6 = short_data(12, h=12, classes=6, name="v6")
+    base = f"""\
+model: {{name: resnet18, num_classes: 4, in_channels: 1, stem: cifar}}
+batch: {{size: 4, split_size: 2}}
+data: {{format: idx,
+        images: {img},
+        labels: {lab}}}
+eval: {{images: {img}, labels: {lab}}}
+stages:
+  - device: cpu:0
+    layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, avgpool, fc]
+"""
+    r = run(write("v-ok.yaml", base), "--validate")
+    check(r.returncode == 0, f"the valid data plan: {r.stderr}")
+    cases = [("channels", base.replace("in_channels: 1", "in_channels: 3"), 4, 17,
+              "holds 1-channel images (12x12) but model.in_channels is 3"),
+             ("count", base.replace(f"labels: {lab}}}\neval", f"labels: {lab11}}}\neval"), 5,
+              17, "holds 11 labels but"),
+             ("range", base.replace(f"labels: {lab}}}\neval", f"labels: {lab6}}}\neval"), 5,
+              17, "label 4 of sample 4 is not below model.num_classes 4"),
+             ("eval range", base.replace(f"labels: {lab}}}\nstages", f"labels: {lab6}}}\nstages"),
+              6, 26 + len(img), "eval.labels:")]
+    for what, text, line, col, fragment in cases:
+        path = write(f"v-{what.replace(' ', '-')}.yaml", text)
+        r = run(path, "--validate")
+        check(r.returncode == 2 and f"{path}:{line}:{col}: " in r.stderr and fragment in r.stderr,
+              f"{what}: {r.returncode} {r.stderr!r}")
+
+
+def test_steps_on_epochs():
+    """--steps on an epochs plan: the header says what runs, the partial epoch gets its line,
+    row and the evaluation at the end; copies are medians (the short last batch of an epoch
+    does not set them); a plan with neither steps nor epochs says it runs one step"""
+    img, lab = short_data(40, h=12, name="e")
+    timg, tlab = short_data(10, h=12, name="et")
+    plan = write("e.yaml", f"""\
+model: {{name: resnet18, num_classes: 4, in_channels: 1, stem: cifar}}
+batch: {{size: 16, split_size: 8}}
+data: {{format: idx, images: {img}, labels: {lab}}}
+epochs: 3
+eval: {{images: {timg}, labels: {tlab}}}
+stages:
+  - device: cpu:0
+    layers: [conv1, bn1, relu, maxpool, layer1, layer2]
+  - device: cpu:1
+    layers: [layer3, layer4, avgpool, fc]
+""")
+    metrics = os.path.join(TMP, "e.csv")
+    r = run(plan, "--steps", "2", "--json", "--metrics", metrics)
+    o = jload(r.stdout)
+    check(r.returncode == 0 and "2 steps (--steps 2: 2 of the 3 steps of epoch 1 of 3, then the "
+          "test set)" in r.stderr, f"header: {r.returncode} {r.stderr}")
+    check(re.search(r"^epoch 1/3 \(2 of 3 steps\)  train loss [\d.]+  train acc [\d.]+  test loss",
+                    r.stderr, re.M) is not None, f"partial epoch line: {r.stderr}")
+    check(o.get("eval", {}).get("samples") == 10 and o.get("epochs", [{}])[0].get("partial") is True
+          and o["epochs"][0].get("steps") == 2, f"JSON eval and epochs: {o.get('epochs')}")
+    kinds = [row["kind"] for row in csv.DictReader(open(metrics))] if os.path.exists(metrics) else []
+    check(kinds == ["step", "step", "eval"], f"metrics rows: {kinds}")
+    # batches 16, 16, 8, 16, 16, 8: the last step's copies are half the others'
+    full = jload(run(plan, "--steps", "1", "--json").stdout).get("copies", {})
+    six = jload(run(plan, "--steps", "6", "--json").stdout).get("copies", {})
+    check(full.get("bytes", 0) > 0 and six.get("bytes") == full.get("bytes"),
+          f"copies are the median step's: {six} against one full batch's {full}")
+    check("epochs 1 to 2 of 3, 3 steps each)" in run(plan, "--steps", "6").stderr, "--steps 6 header")
+    neither = write("neither.yaml", open(DELAY).read().replace("steps: 3\n", ""))
+    r = run(neither)
+    check(r.returncode == 0 and "1 step (the plan gives neither steps nor epochs: one step)" in
+          r.stderr, f"neither steps nor epochs: {r.stderr}")
+    check("gives neither" not in run(neither, "--steps", "2").stderr,
+          "--steps says what runs itself")
+
+
+def test_docs():
+    """README's mpirun example with four ranks says --oversubscribe where the machine has fewer
+    cores; docs/CLI.md has a section per option"""
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    at = readme.find("mpirun -np 4")
+    check(at >= 0 and "--oversubscribe" in readme[at - 600:at + 600],
+          "README's mpirun -np 4 mentions --oversubscribe")
+    cli_md = open(os.path.join(ROOT, "docs", "CLI.md")).read()
+    for o in map(shown, OPTION_ARGS):
+        check(re.search(rf"^### .*`{re.escape(o)}\b", cli_md, re.M) is not None,
+              f"docs/CLI.md section {o}")
+
+
 for t in [test_memory_cap, test_data_formats, test_help_version, test_bad_arguments, test_bad_plans, test_validate_roundtrip,
           test_simulate, test_json_and_trace, test_sweep, test_checkpoints, test_sigint,
           test_nan_loss, test_epochs_eval, test_sweep_past_failure, test_cudnn_limit,
-          test_tf32_on_cpu, test_schedules]:
+          test_tf32_on_cpu, test_schedules, test_option_table, test_validate_json,
+          test_sweep_whole_list, test_data_against_model, test_steps_on_epochs, test_docs]:
     t0 = time.time()
     t()
     print(f"{t.__name__}: {time.time() - t0:.1f} s", file=sys.stderr)

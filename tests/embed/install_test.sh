@@ -3,7 +3,7 @@
 # against an installed tree, the way an application outside the source tree
 # would: installs the build into a temporary root (meson install --destdir),
 # then compiles each example with nothing but the flags pkg-config gives for
-# `pipeline-run` (and -lm, which the examples use themselves). toy_two_stage
+# `pipeline-run` (its Libs carry the -lm the examples need). toy_two_stage
 # is linked against the shared library (run with LD_LIBRARY_PATH) and against
 # the static one; plan_loop (on PLAN.yaml, one step) and split_compare against
 # the shared one. Every program must exit 0. SANITIZE is the build's
@@ -41,12 +41,12 @@ cd "$tmp"
 cflags="-std=c11 -Wall -Wextra -Werror"
 if [ "$sanitize" != none ]; then cflags="$cflags -fsanitize=$sanitize"; fi
 for ex in toy_two_stage plan_loop split_compare; do
-    cc $cflags -o "$ex" "$ex.c" $(pkg-config --cflags --libs pipeline-run) -lm
+    cc $cflags -o "$ex" "$ex.c" $(pkg-config --cflags --libs pipeline-run)
     readelf -d "$ex" | grep -q 'NEEDED.*libpipeline-run' ||
         { echo "install_test: $ex does not use the shared library" >&2; exit 1; }
 done
 cc $cflags -o toy_static toy_two_stage.c $(pkg-config --cflags pipeline-run) \
-    $(pkg-config --libs --static pipeline-run | sed 's/-lpipeline-run/-l:libpipeline-run.a/') -lm
+    $(pkg-config --libs --static pipeline-run | sed 's/-lpipeline-run/-l:libpipeline-run.a/')
 if readelf -d toy_static | grep -q 'NEEDED.*libpipeline-run'; then
     echo "install_test: toy_static needs the shared library" >&2
     exit 1

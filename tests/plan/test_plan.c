@@ -307,7 +307,76 @@ static const struct bad_case {
     {"seq unknown stage layer", S_MODEL S_L0 S_L1 S_L2 S_DATA L_BATCH L_STAGES
                                 "  - {device: cpu:0, layers: [c1, flat, fc]}\n",
      11, 34, "unknown layer 'flat' in sequential"},
+    {"seq linear without bias", S_MODEL S_L0 S_L1
+     "    - {name: fc, type: linear, out_features: 3, bias: false}\n" S_REST, 7, 55,
+     "layer 'fc' (linear): bias: false is not supported; a linear layer always has a bias"},
 };
+
+/* Plans with one problem say that one only, as a user reads it: no internal
+ * message after it, no hint that does not apply (fragment present, absent
+ * absent). */
+static void test_one_message(void)
+{
+    static const struct {
+        const char *text, *present, *absent;
+    } cases[] = {
+        {"model:\n  name: sequential\n  init: normal\n  layers:\n" S_L0 S_L1 S_L2 S_REST,
+         "model.init normal needs init_std", "bad conv spec"},
+        {S_MODEL S_L0 S_L1 S_L2 S_DATA L_BATCH L_STAGES
+         "  - {device: cpu:0, layers: [c1, flat, fc]}\n",
+         "(layers are c1, f, fc)", "layerN.K"},
+        {L_MODEL L_BATCH L_STAGES L_S0 "  - {device: cpu:1, layers: [layer3, layer5, fc]}\n",
+         "layerN.K names one block", NULL},
+        {S_MODEL S_L0 S_L1 "    - {name: fc, type: linear, out_features: 3, bias: true}\n" S_REST,
+         NULL, NULL}, /* bias: true on a linear layer says what is so: valid */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_plan *plan;
+        pp_diag d;
+        pp_status s = parse(cases[i].text, strlen(cases[i].text), &plan, &d);
+        if (!cases[i].present) {
+            CHECK_MSG(s == PP_OK, "case %zu: %s", i, d.count ? d.items[0].text : "");
+            pp_plan_free(plan);
+            continue;
+        }
+        CHECK_MSG(s == PP_ERR_INPUT && d.count == 1, "case %zu: %d messages (%s)", i, d.count,
+                  d.count > 1 ? d.items[1].text : "");
+        if (d.count < 1) continue;
+        CHECK_MSG(strstr(d.items[0].text, cases[i].present) != NULL, "case %zu: %s", i,
+                  d.items[0].text);
+        CHECK_MSG(!cases[i].absent || !strstr(d.items[0].text, cases[i].absent), "case %zu: %s",
+                  i, d.items[0].text);
+    }
+}
+
+/* The resolved plan's numbers are numbers to every YAML reader: a dot in
+ * the mantissa (YAML 1.1 reads "2e+01" as a string) and no exponent within
+ * the range plans use. */
+static void test_emit_numbers(void)
+{
+    const char *text = "model: {name: delay, forward_ms: [10, 0.5], backward_ms: 20}\n"
+                       "batch: {size: 4, split_size: 2}\n"
+                       "optimizer: {lr: 0.0000001, momentum: 0.9, weight_decay: 1e-12}\n"
+                       "stages: [{device: cpu:0}, {device: cpu:1}]\n";
+    pp_plan *plan;
+    pp_diag d;
+    CHECK(parse(text, strlen(text), &plan, &d) == PP_OK);
+    if (!plan) return;
+    char *out = NULL;
+    pp_error err;
+    CHECK(pp_plan_emit(plan, &out, NULL, &err) == PP_OK);
+    static const char *const want[] = {"forward_ms: [10.0, 0.5]\n", "backward_ms: 20.0\n",
+                                       "lr: 1.0e-07\n", "momentum: 0.9\n",
+                                       "weight_decay: 1.0e-12\n"};
+    for (size_t i = 0; out && i < sizeof want / sizeof want[0]; i++)
+        CHECK_MSG(strstr(out, want[i]) != NULL, "emit lacks '%s':\n%s", want[i], out);
+    pp_plan *back = NULL;
+    CHECK(out && parse(out, strlen(out), &back, &d) == PP_OK);
+    CHECK(back && pp_plan_equal(plan, back, NULL, 0));
+    free(out);
+    pp_plan_free(back);
+    pp_plan_free(plan);
+}
 
 static void test_bad_plans(void)
 {
@@ -681,7 +750,7 @@ static void test_cuda_graphs(void)
 
 static void test_plan_fields(void)
 {
-    const char *text = "model:\n  name: resnet50\n  num_classes: 10\n"
+    const char *text = "model: {name: resnet50,\n  num_classes: 10,\n  in_channels: 1}\n"
                        "batch: {size: 16, split_size: 4}\n"
                        "schedule: 1f1b\n"
                        "optimizer: {lr: 0.05, momentum: 0.9, weight_decay: 5e-4, nesterov: true}\n"
@@ -999,7 +1068,13 @@ static void test_device_map(void)
         {"cuda:1=cpu, cuda:*=cuda:0", PP_OK, "cpu:0 cpu:0 cuda:0 cuda:0"},
         {"cpu:0=cuda:1,cuda:1=cpu:0", PP_OK, "cuda:1 cpu:0 cuda:0 cuda:3"},
         {"cpu:*=cuda", PP_OK, "cuda:0 cuda:1 cuda:0 cuda:3"},
-        {"cuda:7=cpu:7", PP_OK, "cpu:0 cuda:1 cuda:0 cuda:3"},
+        {"cuda=cpu", PP_OK, "cpu:0 cpu:1 cpu:0 cpu:3"},          /* a bare kind: every one */
+        {"cuda=cpu:0", PP_OK, "cpu:0 cpu:0 cpu:0 cpu:0"},
+        {"cuda:1=cpu", PP_OK, "cpu:0 cpu:0 cuda:0 cuda:3"},       /* one device: "cpu" is cpu:0 */
+        {"cuda:7=cpu:7", PP_ERR_INPUT, "names cuda:7, which the plan does not use (its devices: "
+                                       "cpu:0, cuda:1, cuda:0, cuda:3)"},
+        {"cpu:*=cpu:1,cuda:*=cpu:0", PP_OK, "cpu:1 cpu:0 cpu:0 cpu:0"}, /* wildcards need no match */
+        {"cuda:*=cpu,cpu:5=cpu:0", PP_ERR_INPUT, "names cpu:5"},
         {"", PP_ERR_INPUT, "entry 1 is empty"},
         {"cuda:1=cuda:0,", PP_ERR_INPUT, "entry 2 is empty"},
         {"cuda:1", PP_ERR_INPUT, "must have the form FROM=TO"},
@@ -1244,6 +1319,8 @@ int main(int argc, char **argv)
     snprintf(g_name, sizeof g_name, "%s/inline.yaml", dir);
     test_bad_plans();
     test_many_errors();
+    test_one_message();
+    test_emit_numbers();
     test_hostile();
     test_valid_plans();
     test_plan_fields();

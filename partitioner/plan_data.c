@@ -1,0 +1,88 @@
+/*
+ * plan_data.c - the plan's IDX data files against its model, while the plan
+ * is read (so `--validate` finds what a run would): the images' channels
+ * against model.in_channels, the label file's count against the images',
+ * and every label below model.num_classes; the same for the eval section's
+ * files, whose images must also have the training images' size. Headers are
+ * read for the images; label files (one byte a sample) are read whole.
+ * Each problem is reported at the data key that names the file. A file that
+ * cannot be read as IDX is reported there too (a run would fail on it).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "partitioner/plan_walk.h"
+#include "runtime/io/idx.h"
+
+/* The images at path (key node n): channels against the model, and their
+ * count, height and width into *count, *h, *w (0 when unreadable). */
+static void check_images(pp_walk *w, const pp_ynode *n, const char *key, const char *path,
+                         int64_t *count, int *h, int *wd)
+{
+    *count = 0;
+    int nd;
+    int64_t dims[PP_IDX_MAX_DIMS];
+    pp_error e;
+    if (pp_idx_peek(path, 3, 4, "image", &nd, dims, &e) != PP_OK) {
+        pp_walk_error(w, n, "%s: %s", key, e.msg);
+        return;
+    }
+    int c = nd == 4 ? (int)dims[1] : 1, in_c = w->plan->model.in_channels;
+    if (c != in_c)
+        pp_walk_error(w, n, "%s: %s holds %d-channel images (%lldx%lld) but model.in_channels is "
+                      "%d", key, path, c, (long long)dims[nd - 2], (long long)dims[nd - 1], in_c);
+    *count = dims[0];
+    *h = (int)dims[nd - 2];
+    *wd = (int)dims[nd - 1];
+}
+
+/* The labels at path (key node n): as many as images (when known), each
+ * below the model's classes. */
+static void check_labels(pp_walk *w, const pp_ynode *n, const char *key, const char *path,
+                         int64_t images, const char *images_path)
+{
+    pp_idx idx;
+    pp_error e;
+    if (pp_idx_read(path, 1, 1, "label", &idx, &e) != PP_OK) {
+        pp_walk_error(w, n, "%s: %s", key, e.msg);
+        return;
+    }
+    if (images > 0 && idx.dims[0] != images)
+        pp_walk_error(w, n, "%s: %s holds %lld labels but %s holds %lld images", key, path,
+                      (long long)idx.dims[0], images_path, (long long)images);
+    int classes = w->plan->model.num_classes;
+    for (int64_t i = 0; i < idx.dims[0]; i++)
+        if (idx.data[i] >= classes) {
+            pp_walk_error(w, n, "%s: %s: label %d of sample %lld is not below model.num_classes "
+                          "%d", key, path, idx.data[i], (long long)i, classes);
+            break;
+        }
+    pp_idx_free(&idx);
+}
+
+void pp_walk_check_data(pp_walk *w)
+{
+    pp_plan *p = w->plan;
+    if (!w->model_ok) return;
+    int64_t n = 0;
+    int h = 0, wd = 0;
+    if (p->data.format == PP_PLAN_DATA_IDX) {
+        if (p->data.images)
+            check_images(w, w->data_images_node, "data.images", p->data.images, &n, &h, &wd);
+        if (p->data.labels)
+            check_labels(w, w->data_labels_node, "data.labels", p->data.labels, n,
+                         p->data.images);
+    }
+    if (!p->eval.enabled) return;
+    int64_t en = 0;
+    int eh = 0, ew = 0;
+    if (p->eval.images) {
+        check_images(w, w->eval_images_node, "eval.images", p->eval.images, &en, &eh, &ew);
+        if (en > 0 && (eh != p->model.image_h || ew != p->model.image_w))
+            pp_walk_error(w, w->eval_images_node, "eval.images: %s holds %dx%d images but the "
+                          "training images are %dx%d", p->eval.images, eh, ew, p->model.image_h,
+                          p->model.image_w);
+    }
+    if (p->eval.labels)
+        check_labels(w, w->eval_labels_node, "eval.labels", p->eval.labels, en, p->eval.images);
+}
