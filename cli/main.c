@@ -1,5 +1,6 @@
 /*
- * main.c - the pipeline-run command-line program (ARCHITECTURE.md §6).
+ * main.c - the pipeline-run command-line program (docs/ARCHITECTURE.md
+ * section 3.6).
  *
  * Exit codes: 0 success; 2 bad input (plan, arguments, data or checkpoint
  * files) with "FILE:LINE:COL: message"; 1 runtime failure; 143 / 130 when

@@ -78,7 +78,8 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
  * a partial epoch reads "epoch 3/10 (12 of 235 steps)  train loss ...". */
 void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs);
 
-/* The JSON summary object (ARCHITECTURE.md §6) on one line, with a newline.
+/* The JSON summary object of --json (docs/ARCHITECTURE.md section 3.6) on one
+ * line, with a newline.
  * losses has n_losses entries, epochs n_epochs (the key is left out when 0),
  * last_eval may be NULL. With run: also steps_done, steps_left,
  * resumed_from (null when fresh) and interrupted (null, or the signal's

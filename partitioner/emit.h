@@ -1,5 +1,5 @@
 /*
- * emit.h - a resolved plan written back as plan YAML (ARCHITECTURE.md §3).
+ * emit.h - a resolved plan written back as plan YAML (docs/PLAN.md).
  *
  * The text parses back (pp_plan_parse_string) to a plan equal to the input
  * under pp_plan_equal: stages are always explicit, layers in compact form

@@ -1,5 +1,5 @@
 /*
- * plan.h - the plan: what a plan YAML file (ARCHITECTURE.md §3) resolves to,
+ * plan.h - the plan: what a plan YAML file (docs/PLAN.md) resolves to,
  * and the functions that read, check, compare and remap it.
  *
  * partitioner/ turns a plan file into a checked plan: the YAML tree
@@ -342,9 +342,9 @@ typedef struct pp_plan_step_keys {
 pp_status pp_plan_step_keys_get(const pp_plan *plan, pp_plan_step_keys *out, pp_error *err);
 void pp_plan_step_keys_free(pp_plan_step_keys *keys);
 
-/* Cuts the plan's batch anew (the one rule of ARCHITECTURE.md section 4):
- * into micro-batches of split_size (split_size > 0, micro_batches 0) or into
- * micro_batches pieces (split_size 0). Updates split_size, micro_batches,
+/* Cuts the plan's batch anew by the micro-batch rule (runtime/core/batch_split.h;
+ * docs/PLAN.md, `batch`): into micro-batches of split_size (split_size > 0,
+ * micro_batches 0) or into micro_batches pieces (split_size 0). Updates split_size, micro_batches,
  * micro_sizes and batch_by_micro; the plan is unchanged on failure.
  * PP_ERR_INPUT when the size or count exceeds the batch, PP_ERR_INVALID
  * when not exactly one of the two is positive. For split-size sweeps. */

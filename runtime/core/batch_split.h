@@ -1,7 +1,7 @@
 /*
  * batch_split.h - the one rule for cutting a batch into micro-batches
- * (ARCHITECTURE.md section 4), used by the plan, the schedules and the
- * program's split-size sweeps.
+ * (docs/ARCHITECTURE.md section 3.1; the plan's keys: docs/PLAN.md, `batch`),
+ * used by the plan, the schedules and the program's split-size sweeps.
  *
  *   by size  (split_size s > 0): pieces of s, the last one smaller when s does
  *            not divide the batch: 8 by 3 -> 3, 3, 2;

@@ -7,7 +7,7 @@ Three checks of the source tree's structure; fails (exit 1) on any problem.
    sources under the layer folders, resolves it (relative to the including
    file, then to the source root), and prints the graph between folders with
    the number of includes on each arrow. An arrow that runs up or sideways
-   against the layering of ARCHITECTURE.md section 2 is a problem:
+   against the layering of docs/ARCHITECTURE.md section 2 is a problem:
 
        cli -> pipeline -> partitioner, models, streams -> runtime
        runtime: cpu, cuda, io, comm -> core; train -> io, core
