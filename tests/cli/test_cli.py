@@ -860,12 +860,12 @@ stages:
 
 
 def test_docs():
-    """README's mpirun example with four ranks says --oversubscribe where the machine has fewer
+    """docs/RUNNING.md's mpirun example with four ranks says --oversubscribe where the machine has fewer
     cores; docs/CLI.md has a section per option"""
-    readme = open(os.path.join(ROOT, "README.md")).read()
+    readme = open(os.path.join(ROOT, "docs", "RUNNING.md")).read()
     at = readme.find("mpirun -np 4")
     check(at >= 0 and "--oversubscribe" in readme[at - 600:at + 600],
-          "README's mpirun -np 4 mentions --oversubscribe")
+          "RUNNING.md's mpirun -np 4 mentions --oversubscribe")
     cli_md = open(os.path.join(ROOT, "docs", "CLI.md")).read()
     for o in map(shown, OPTION_ARGS):
         check(re.search(rf"^### .*`{re.escape(o)}\b", cli_md, re.M) is not None,
