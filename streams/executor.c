@@ -86,8 +86,14 @@ void pp_executor_free(pp_executor *ex)
 {
     if (!ex) return;
     for (int k = 0; k < EXEC_GRAPHS; k++) pp_executor_graph_drop(&ex->graphs[k]);
-    if (ex->lanes)
+    if (ex->lanes) {
+        /* every lane drained before any is freed: a lane's queued work may
+         * wait on another lane, whose state must outlive that wait (errors
+         * were reported where the work was synchronized, or are moot now) */
+        for (int l = 0; l < ex->n_lanes; l++)
+            if (ex->lanes[l]) (void)pp_stream_synchronize(ex->lanes[l], NULL);
         for (int l = 0; l < ex->n_lanes; l++) pp_stream_free(ex->lanes[l]);
+    }
     if (ex->events)
         for (int l = 0; l < ex->n_lanes; l++) {
             for (int k = 0; k < ex->events[l].n; k++) pp_event_free(ex->events[l].ev[k]);

@@ -153,7 +153,12 @@ for attempt in range(3):
           f"{job.get('bubble_frac_predicted', 0):.3f} predicted", file=sys.stderr)
     if gaps[-1] <= 0.05:
         break
-check(min(gaps) <= 0.05, f"predicted bubble within 5 points of the measured one: gaps {gaps}")
+# A sanitizer's instrumentation slows our kernels and not the BLAS, nor the
+# waits: the shape of a step changes, so there the gap is printed, not checked.
+if os.environ.get("PP_SANITIZED") == "1":
+    print(f"test_mpi: sanitizer build: bubble gaps {gaps} not checked", file=sys.stderr)
+else:
+    check(min(gaps) <= 0.05, f"predicted bubble within 5 points of the measured one: gaps {gaps}")
 for f in ("figures.json", "figures.rank1.json"):
     with open(path(f)) as fh:
         t = json.load(fh)
