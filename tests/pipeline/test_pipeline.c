@@ -19,6 +19,9 @@
  *   - graphs: steps replayed from captured graphs (the CPU's recorded ones)
  *     equal eager steps bitwise over epochs with a partial last batch and a
  *     learning-rate schedule.
+ *
+ * Arguments name the parts to run (every part but "quick" without any);
+ * "quick" is the ThreadSanitizer build's: 1, 2 and 4 stages in fp32.
  */
 #include <math.h>
 #include <stdio.h>
@@ -169,6 +172,14 @@ static void test_equivalence(void)
         /* m = 2 < S = 4 */
         {1, "gpipe", 4}, {4, "1f1b", 4}, {4, "gpipe", 4}, {2, "1f1b", 4},
     };
+    run_equivalence(cases, sizeof cases / sizeof cases[0], NULL, NULL);
+}
+
+/* The part a ThreadSanitizer build runs: 1, 2 and 4 stages under both
+ * schedules, in fp32, uneven micro-batches (a quarter of "equivalence"). */
+static void test_equivalence_quick(void)
+{
+    static const eq_case cases[] = {{1, "gpipe", 3}, {2, "1f1b", 3}, {4, "gpipe", 3}};
     run_equivalence(cases, sizeof cases / sizeof cases[0], NULL, NULL);
 }
 
@@ -761,28 +772,41 @@ static void test_graphs(const char *precision, pp_pipeline_layout layout)
     unlink(el);
 }
 
+/* The parts named on the command line (all but "quick" without any). */
+static int g_argc;
+static char **g_argv;
+static bool wants(const char *part)
+{
+    if (g_argc < 2) return true;
+    for (int k = 1; k < g_argc; k++)
+        if (!strcmp(g_argv[k], part)) return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "pp-pipeline")) return 1;
-    const char *only = argc > 1 ? argv[1] : "";
-    if (!*only || !strcmp(only, "equivalence")) test_equivalence();
-    if (!*only || !strcmp(only, "bf16")) test_equivalence_bf16();
-    if (!*only || !strcmp(only, "sequential")) test_equivalence_sequential("fp32");
-    if (!*only || !strcmp(only, "sequential-bf16")) test_equivalence_sequential("bf16");
-    if (!*only || !strcmp(only, "bf16-pooled")) test_bf16_pooled_logits();
-    if (!*only || !strcmp(only, "nhwc")) test_nhwc();
-    if (!*only || !strcmp(only, "sequential-nhwc")) {
+    g_argc = argc;
+    g_argv = argv;
+    if (wants("equivalence")) test_equivalence();
+    if (g_argc > 1 && wants("quick")) test_equivalence_quick(); /* not in the whole run */
+    if (wants("bf16")) test_equivalence_bf16();
+    if (wants("sequential")) test_equivalence_sequential("fp32");
+    if (wants("sequential-bf16")) test_equivalence_sequential("bf16");
+    if (wants("bf16-pooled")) test_bf16_pooled_logits();
+    if (wants("nhwc")) test_nhwc();
+    if (wants("sequential-nhwc")) {
         g_layout = PP_PIPELINE_LAYOUT_NHWC; /* compared with the NCHW 1-stage run below */
         test_equivalence_sequential("bf16");
         g_layout = PP_PIPELINE_LAYOUT_AUTO;
     }
-    if (!*only || !strcmp(only, "failed")) test_failed_step();
-    if (!*only || !strcmp(only, "memory")) test_memory();
-    if (!*only || !strcmp(only, "learning")) test_learning();
-    if (!*only || !strcmp(only, "resume")) test_resume();
-    if (!*only || !strcmp(only, "epochs")) test_epochs_eval();
-    if (!*only || !strcmp(only, "graphs")) test_graphs("fp32", PP_PIPELINE_LAYOUT_AUTO);
-    if (!*only || !strcmp(only, "graphs-bf16")) test_graphs("bf16", PP_PIPELINE_LAYOUT_NHWC);
+    if (wants("failed")) test_failed_step();
+    if (wants("memory")) test_memory();
+    if (wants("learning")) test_learning();
+    if (wants("resume")) test_resume();
+    if (wants("epochs")) test_epochs_eval();
+    if (wants("graphs")) test_graphs("fp32", PP_PIPELINE_LAYOUT_AUTO);
+    if (wants("graphs-bf16")) test_graphs("bf16", PP_PIPELINE_LAYOUT_NHWC);
     rmdir(tmpdir);
     return check_summary("pipeline");
 }
