@@ -18,6 +18,7 @@
 #include "runtime/version.h"
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
+#include "cli/chart.h"
 #include "cli/fit.h"
 #include "cli/job.h"
 #include "cli/options.h"
