@@ -1,6 +1,7 @@
 /*
  * main.c - the pipeline-run command-line program (docs/ARCHITECTURE.md
- * section 3.6).
+ * section 3.6): the arguments, the mode they ask for, the pipeline of a
+ * training run and the exit code. The training loop is run.c's (run.h).
  *
  * Exit codes: 0 success; 2 bad input (plan, arguments, data or checkpoint
  * files) with "FILE:LINE:COL: message"; 1 runtime failure; 143 / 130 when
