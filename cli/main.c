@@ -1,6 +1,7 @@
 /*
  * main.c - the pipeline-run command-line program (docs/ARCHITECTURE.md
- * section 3.6).
+ * section 3.6): the arguments, the mode they ask for, the pipeline of a
+ * training run and the exit code. The training loop is run.c's (run.h).
  *
  * Exit codes: 0 success; 2 bad input (plan, arguments, data or checkpoint
  * files) with "FILE:LINE:COL: message"; 1 runtime failure; 143 / 130 when
@@ -18,12 +19,14 @@
 #include "runtime/version.h"
 #include "partitioner/emit.h"
 #include "partitioner/plan.h"
+#include "cli/chart.h"
 #include "cli/fit.h"
 #include "cli/job.h"
 #include "cli/options.h"
 #include "cli/report.h"
 #include "cli/schedule_cmd.h"
 #include "cli/resume.h"
+#include "cli/run.h"
 #include "cli/series.h"
 #include "cli/signals.h"
 #include "cli/sweep.h"
@@ -31,7 +34,6 @@
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
 #include "streams/schedule.h"
-#include "streams/stream.h"
 
 #define MAX_SWEEP 64
 
@@ -369,186 +371,6 @@ static int check_memory(const pp_plan *plan)
     return pp_cli_check_memory(plan, &err) == PP_OK ? 0 : fail(&err);
 }
 
-typedef struct run_result {
-    double *losses;
-    int n_losses;
-    bool interrupted;
-    int signal;                /* the signal that stopped the run (interrupted) */
-    bool abandoned;            /* a second signal abandoned a save: end at once */
-    pp_cli_epoch_sums sums;    /* the epoch in progress (in: at the start) */
-    pp_epoch_row *epochs;      /* one per completed epoch (plans with epochs) */
-    int n_epochs;
-    bool evaluated;
-    pp_eval_result last_eval;  /* the last evaluation */
-} run_result;
-
-static void run_result_free(run_result *rr)
-{
-    free(rr->losses);
-    free(rr->epochs);
-}
-
-/* The time of the epoch's steps run by this process. */
-typedef struct epoch_time {
-    double ms;
-    int64_t samples;
-    int steps;                /* of the epoch, run by this process */
-    int64_t epoch;            /* 1-based */
-} epoch_time;
-
-static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, int batch, double lr,
-                        double loss, double acc, double seconds, double images_per_s)
-{
-    if (!m) return;
-    fprintf(m, "%s,%lld,%lld,%d,%.9g,%.9g,%.9g,%.6f,%.3f\n", kind, (long long)epoch,
-            (long long)step, batch, lr, loss, acc, seconds, images_per_s);
-    fflush(m);
-}
-
-/* A checkpoint of the series (periodic, or the last of a stopped run) with
- * the epoch's running sums; returns an exit code (128 + the signal when a
- * second one abandoned it: rr->abandoned). */
-static int series_save(pp_pipeline *p, const pp_plan *plan, pp_cli_series *series,
-                       run_result *rr, const char **saved, pp_error *err)
-{
-    pp_checkpoint_meta meta[3];
-    char bufs[3][40];
-    pp_pipeline_save_options o = {.with_optimizer = true, .meta = meta};
-    if (plan->epochs) o.n_meta = pp_cli_epoch_sums_meta(&rr->sums, meta, bufs);
-    bool written;
-    const char *path;
-    pp_status s = pp_cli_series_save(series, p, &o, &path, &written, err);
-    if (saved) *saved = path;
-    if (s == PP_ERR_INTERRUPTED) {
-        rr->abandoned = true;
-        return 128 + pp_cli_signal_first();
-    }
-    if (s != PP_OK) return s == PP_ERR_INPUT ? 2 : 1;
-    if (written) fprintf(stderr, "saved %s\n", path);
-    return 0;
-}
-
-/* Evaluates and records the result; returns an exit code. */
-static int evaluate(pp_pipeline *p, run_result *rr, FILE *metrics, int64_t epoch, int64_t step,
-                    pp_error *err)
-{
-    pp_status s = pp_pipeline_evaluate(p, &rr->last_eval, err);
-    if (s != PP_OK) return s == PP_ERR_INPUT ? 2 : 1;
-    rr->evaluated = true;
-    metrics_row(metrics, "eval", epoch, step, (int)rr->last_eval.samples, 0,
-                rr->last_eval.loss, rr->last_eval.accuracy, rr->last_eval.seconds,
-                rr->last_eval.images_per_s);
-    return 0;
-}
-
-/* Closes an epoch's row (whole or partial): its loss and accuracy from sums
- * (the whole epoch, a resumed checkpoint's part included), its time from et
- * (this process's steps), the evaluation when due, the epoch line. Leaves
- * sums as they are (checkpoints carry them). Returns an exit code. */
-static int close_epoch(pp_pipeline *p, const pp_plan *plan, pp_epoch_row *row,
-                       const pp_cli_epoch_sums *sums, const epoch_time *et, bool eval_due,
-                       int64_t step, FILE *metrics, run_result *rr, pp_error *err)
-{
-    row->epoch = (int)et->epoch;
-    row->train_loss = sums->samples ? sums->loss_sum / (double)sums->samples : 0;
-    row->train_acc = sums->samples ? sums->correct_sum / (double)sums->samples : 0;
-    row->seconds = et->ms / 1e3;
-    row->images_per_s = et->ms > 0 ? et->samples * 1000.0 / et->ms : 0;
-    if (eval_due) {
-        int rc = evaluate(p, rr, metrics, et->epoch, step, err);
-        if (rc) return rc;
-        row->evaluated = true;
-        row->test_loss = rr->last_eval.loss;
-        row->test_acc = rr->last_eval.accuracy;
-        row->eval_images_per_s = rr->last_eval.images_per_s;
-    }
-    pp_cli_print_epoch(stderr, row, plan->epochs);
-    return 0;
-}
-
-/* Runs `steps` steps on p with progress on stderr. With epochs, a line per
- * epoch (and the plan's evaluation every eval.every epochs); with steps, one
- * evaluation at the end when the plan has an eval section. When --steps ends
- * an epochs plan inside an epoch, that partial epoch gets its line and row,
- * and the evaluation a steps plan has at the end. */
-static int run_steps(pp_pipeline *p, const pp_plan *plan, int steps, bool progress, FILE *metrics,
-                     pp_cli_series *series, run_result *rr, pp_error *err)
-{
-    rr->losses = calloc((size_t)steps, sizeof(double));
-    int max_epochs = plan->epochs > 0 ? plan->epochs + 1 : 1;
-    rr->epochs = calloc((size_t)max_epochs, sizeof *rr->epochs);
-    if (!rr->losses || !rr->epochs) {
-        pp_error_set(err, PP_ERR_OOM, "out of host memory");
-        return 1;
-    }
-    int64_t t0 = pp_stream_clock_ns();
-    epoch_time et = {0};
-    pp_cli_epoch_sums *acc = &rr->sums; /* from the checkpoint resumed: the whole epoch */
-    const bool periodic = plan->checkpoint.enabled && series;
-    int rc = 0;
-    for (int i = 0; i < steps && !rc; i++) {
-        int sig; /* every rank stops after the same step */
-        if (pp_cli_stop_agree(g_comm, &sig, err) != PP_OK) return 1;
-        if (sig) {
-            rr->interrupted = true;
-            rr->signal = sig;
-            break;
-        }
-        pp_step_result r;
-        pp_status s = pp_pipeline_step(p, &r, err);
-        if (s != PP_OK) {
-            if (progress) fputc('\n', stderr);
-            return s == PP_ERR_INPUT ? 2 : 1;
-        }
-        rr->losses[rr->n_losses++] = r.loss;
-        acc->loss_sum += r.loss * r.batch;
-        acc->correct_sum += r.accuracy * r.batch;
-        acc->samples += r.batch;
-        et.ms += r.step_ms;
-        et.samples += r.batch;
-        et.steps++;
-        et.epoch = r.epoch + 1;
-        metrics_row(metrics, "step", r.epoch + 1, r.step + 1, r.batch, r.lr, r.loss, r.accuracy,
-                    r.step_ms / 1e3, r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0);
-        if (progress) {
-            double elapsed = (double)(pp_stream_clock_ns() - t0) / 1e9;
-            double per_step = elapsed / (i + 1);
-            pp_cli_progress(stderr, i + 1, steps, r.loss,
-                            r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0,
-                            per_step * (steps - i - 1));
-        }
-        if (periodic && !plan->epochs && (r.step + 1) % plan->checkpoint.every == 0)
-            rc = series_save(p, plan, series, rr, NULL, err);
-        if (!r.epoch_end) continue;
-        if (progress) fputc('\n', stderr);
-        pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs - 1 ? rr->n_epochs++ : 0];
-        *row = (pp_epoch_row){0};
-        bool due = pp_pipeline_has_eval(p) &&
-                   ((r.epoch + 1) % plan->eval.every == 0 || i == steps - 1);
-        rc = close_epoch(p, plan, row, acc, &et, due, r.step + 1, metrics, rr, err);
-        *acc = (pp_cli_epoch_sums){0};
-        et = (epoch_time){0};
-        if (rc) break;
-        if (periodic && (r.epoch + 1) % plan->checkpoint.every == 0)
-            rc = series_save(p, plan, series, rr, NULL, err);
-    }
-    if (rc) return rc;
-    if (progress) fputc('\n', stderr);
-    if (rr->interrupted || rr->n_losses == 0) return 0;
-    if (plan->epochs && et.steps > 0) { /* --steps ended the run inside an epoch */
-        const int64_t spe = pp_pipeline_steps_per_epoch(p);
-        pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs ? rr->n_epochs++ : 0];
-        *row = (pp_epoch_row){.partial = true,
-                              .steps = (int)(pp_pipeline_steps_done(p) % spe),
-                              .steps_of = (int)spe};
-        return close_epoch(p, plan, row, acc, &et, pp_pipeline_has_eval(p),
-                           pp_pipeline_steps_done(p), metrics, rr, err);
-    }
-    if (!plan->epochs && pp_pipeline_has_eval(p))
-        return evaluate(p, rr, metrics, 0, pp_pipeline_steps_done(p), err);
-    return 0;
-}
-
 /* The resolved plan as YAML on stdout; with json, the YAML goes to stderr
  * (human output) and one JSON object of the plan to stdout. */
 static int do_validate(const pp_plan *plan, bool json)
@@ -580,30 +402,13 @@ static int do_optimize(const pp_plan *plan, const cli_args *a)
     return rc == 1 ? fail(&err) : rc;
 }
 
-/* The sweep's training loop (sweep.h): a run of its own, with the plan's
- * checkpoint series (rank 0's) when it has one. */
-static int sweep_steps(void *arg, pp_pipeline *p, const pp_plan *plan, int steps,
-                       double *last_loss, pp_error *err)
-{
-    (void)arg;
-    run_result rr = {0};
-    pp_cli_series series;
-    pp_cli_series_init(&series, plan, 0, pp_pipeline_steps_per_epoch(p));
-    int rc = run_steps(p, plan, steps, isatty(2), NULL, &series, &rr, err);
-    pp_cli_series_free(&series);
-    *last_loss = rr.n_losses ? rr.losses[rr.n_losses - 1] : 0;
-    if (!rc && rr.interrupted) rc = 128 + rr.signal;
-    run_result_free(&rr);
-    return rc;
-}
-
 static int do_sweep(pp_plan *plan, const cli_args *a, int steps)
 {
     pp_cli_sweep sw = {.sizes = a->sweep, .n = a->n_sweep, .steps = steps, .load = a->load,
                        .csv = a->csv, .svg = a->svg, .json = a->json,
                        .opts = {.layout = a->layout, .graphs = (pp_pipeline_graphs)a->graphs,
                                 .grad_allreduce_whole = a->grads_whole},
-                       .run_steps = sweep_steps};
+                       .run_steps = pp_cli_run_sweep_steps, .arg = g_comm};
     return pp_cli_sweep_run(plan, &sw);
 }
 
@@ -632,64 +437,6 @@ static int do_eval_only(const pp_plan *plan, const cli_args *a)
     return rc;
 }
 
-/* What the run's steps are, after "N steps" in the header: with epochs,
- * " (10 epochs of 235)", or where --steps cuts them short " (--steps 3:
- * 3 of the 235 steps of epoch 1 of 10, then the test set)"; a plan with
- * neither steps nor epochs runs one step, and says so. */
-static void describe_steps(const pp_plan *plan, const pp_pipeline *p, bool steps_given,
-                           int steps, char *buf, size_t n)
-{
-    buf[0] = '\0';
-    if (!plan->epochs) {
-        if (!steps_given && plan->steps_mark.line == 0)
-            snprintf(buf, n, " (the plan gives neither steps nor epochs: one step)");
-        return;
-    }
-    long long spe = (long long)pp_pipeline_steps_per_epoch(p);
-    if (!steps_given) {
-        snprintf(buf, n, " (%d epoch%s of %lld)", plan->epochs, plan->epochs == 1 ? "" : "s", spe);
-        return;
-    }
-    long long d0 = (long long)pp_pipeline_steps_done(p), end = d0 + steps;
-    long long first = d0 / spe + 1, last = (end - 1) / spe + 1, left = end % spe;
-    const char *eval = plan->eval.enabled ? ", then the test set" : "";
-    if (first == last && left)
-        snprintf(buf, n, " (--steps %d: %lld of the %lld steps of epoch %lld of %d%s)", steps,
-                 left - d0 % spe, spe, first, plan->epochs, eval);
-    else if (left)
-        snprintf(buf, n, " (--steps %d: epochs %lld to %lld of %d, %lld steps each, the last "
-                 "one %lld step%s in%s)", steps, first, last, plan->epochs, spe, left,
-                 left == 1 ? "" : "s", eval);
-    else if (first == last)
-        snprintf(buf, n, " (--steps %d: epoch %lld of %d, %lld steps)", steps, first,
-                 plan->epochs, spe);
-    else
-        snprintf(buf, n, " (--steps %d: epochs %lld to %lld of %d, %lld steps each)", steps,
-                 first, last, plan->epochs, spe);
-}
-
-/* The --save file of a training run: the whole state after the last whole
- * step (also when stopped). Returns an exit code. */
-static int save_final(pp_pipeline *p, const pp_plan *plan, const cli_args *a, run_result *rr,
-                      pp_error *err)
-{
-    pp_checkpoint_meta meta[3];
-    char bufs[3][40];
-    pp_pipeline_save_options o = {.with_optimizer = !a->weights_only, .meta = meta,
-                                  .cancelled = pp_cli_signal_again};
-    if (plan->epochs) o.n_meta = pp_cli_epoch_sums_meta(&rr->sums, meta, bufs);
-    pp_cli_signal_saving(true);
-    pp_status s = pp_pipeline_save_with(p, a->save, &o, err);
-    pp_cli_signal_saving(false);
-    if (s == PP_ERR_INTERRUPTED) {
-        rr->abandoned = true;
-        return 128 + pp_cli_signal_first();
-    }
-    if (s != PP_OK) return s == PP_ERR_INPUT ? 2 : 1;
-    fprintf(stderr, "saved %s after step %lld\n", a->save, (long long)pp_pipeline_steps_done(p));
-    return 0;
-}
-
 static int do_train(const pp_plan *plan, const cli_args *a, int steps)
 {
     pp_error err;
@@ -716,7 +463,7 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     const int64_t spe = pp_pipeline_steps_per_epoch(p);
     pp_cli_series series;
     pp_cli_series_init(&series, plan, pp_comm_rank(g_comm), spe);
-    run_result rr = {0};
+    pp_cli_run_result rr = {0};
     int64_t resumed_from = -1;
     if (start.from) {
         int64_t done = pp_pipeline_steps_done(p);
@@ -746,18 +493,10 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         pp_pipeline_free(p);
         return 2;
     }
-    if (metrics) fputs("kind,epoch,step,batch,lr,loss,accuracy,seconds,images_per_s\n", metrics);
+    if (metrics) pp_cli_metrics_header(metrics);
     FILE *human = a->json ? stderr : stdout;
-    char epochs[256];
-    describe_steps(plan, p, a->steps > 0, steps, epochs, sizeof epochs);
-    char precision[16] = ""; /* named unless fp32 */
-    if (plan->precision != PP_PLAN_PRECISION_FP32)
-        snprintf(precision, sizeof precision, ", %s", pp_plan_precision_name(plan->precision));
-    fprintf(stderr, "%s: %s on %d stage%s, %s%s, batch %d in %d micro-batch%s, %d step%s%s\n",
-            plan->path, plan->model.name, plan->n_stages, plan->n_stages == 1 ? "" : "s",
-            pp_plan_schedule_name(plan->schedule), precision, plan->batch_size, plan->micro_batches,
-            plan->micro_batches == 1 ? "" : "es", steps, steps == 1 ? "" : "s", epochs);
-    rc = run_steps(p, plan, steps, isatty(2), metrics, &series, &rr, &err);
+    pp_cli_run_print_header(plan, p, a->steps > 0, steps);
+    rc = pp_cli_run_steps(p, plan, g_comm, steps, isatty(2), metrics, &series, &rr, &err);
     if (metrics && fclose(metrics) != 0 && !rc) {
         fprintf(stderr, "pipeline-run: %s: write failed\n", a->metrics);
         rc = 1;
@@ -773,12 +512,12 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
      * when stopped (unless this state is on disk already), then --save's */
     const char *saved = NULL;
     if (!rc && rr.n_losses > 0 && plan->checkpoint.enabled) {
-        rc = series_save(p, plan, &series, &rr, &saved, &err);
+        rc = pp_cli_run_series_save(p, plan, &series, &rr, &saved, &err);
         if (rc && !rr.abandoned) print_error(err.msg);
     }
     if (a->save && !rr.abandoned && !step_failed) {
         pp_error serr;
-        int src = save_final(p, plan, a, &rr, &serr);
+        int src = pp_cli_run_save_final(p, plan, a->save, a->weights_only, &rr, &serr);
         if (src && !rr.abandoned) print_error(serr.msg);
         if (src && !rc) rc = src;
     }
@@ -786,7 +525,7 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "pipeline-run: interrupted again while saving: the save was abandoned "
                         "(no partial file; the previous checkpoints stay)\n");
         pp_cli_series_free(&series);
-        run_result_free(&rr);
+        pp_cli_run_result_free(&rr);
         pp_pipeline_free(p);
         return rc;
     }
@@ -829,7 +568,7 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         rc = 128 + rr.signal;
     }
     pp_cli_series_free(&series);
-    run_result_free(&rr);
+    pp_cli_run_result_free(&rr);
     pp_pipeline_free(p);
     return rc;
 }

@@ -1,7 +1,8 @@
 /*
  * report.h - what the pipeline-run program prints: the per-stage table,
- * the JSON summary, the progress line, and a split-size sweep as a table,
- * CSV and SVG chart. Output only; no training logic.
+ * the JSON summary, the progress line, the epoch line, and the split-size
+ * and schedule sweeps as tables, CSV and JSON (the SVG charts of sweeps and
+ * of training: chart.h). Output only; no training logic.
  */
 #ifndef PP_CLI_REPORT_H
 #define PP_CLI_REPORT_H
@@ -88,11 +89,6 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
                        int n_losses, const pp_epoch_row *epochs, int n_epochs,
                        const pp_eval_result *last_eval, const pp_cli_run_info *run);
 
-/* An SVG chart of training: train loss and test loss (left axis) and test
- * accuracy (right axis, 0..1) per epoch, the picture d2l draws. */
-bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epoch_row *rows,
-                               int n);
-
 /* JSON for --validate: what the plan resolved to ("valid": true, the batch's
  * split, steps or epochs, replicas, each stage's rank, device and layers,
  * and "resolved": the plan as YAML). Returns false when out of memory. */
@@ -110,17 +106,12 @@ void pp_cli_progress(FILE *f, int done, int total, double loss, double images_pe
 
 void pp_cli_print_sweep(FILE *f, const pp_sweep_row *rows, int n);
 bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n);
-/* An SVG chart: images/s (left axis) and measured and predicted bubble
- * (right axis) against split size. title names the plan. */
-bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_row *rows, int n);
 bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n);
 
-/* A schedule sweep as a table, CSV (per-stage lists joined with ';'), an
- * SVG chart (step time bars, measured and predicted bubble) and JSON. */
+/* A schedule sweep as a table, CSV (per-stage lists joined with ';') and
+ * JSON (its SVG chart: chart.h). */
 void pp_cli_print_schedule_sweep(FILE *f, const pp_schedule_row *rows, int n);
 bool pp_cli_write_schedule_sweep_csv(const char *path, const pp_schedule_row *rows, int n);
-bool pp_cli_write_schedule_sweep_svg(const char *path, const char *title,
-                                     const pp_schedule_row *rows, int n);
 bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_row *rows, int n);
 
 /* Formats a byte count as "12.3 MiB". Returns buf. */

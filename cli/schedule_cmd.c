@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli/fit.h"
+#include "cli/chart.h"
 #include "cli/report.h"
 #include "pipeline/fit.h"
 #include "streams/schedule.h"

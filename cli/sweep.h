@@ -10,8 +10,8 @@
  * pipeline refuses as bad input when it is made or loaded stops the sweep
  * (exit 2): no size could run. Every output is written, failed rows
  * included; a sweep stopped by a signal writes the sizes that finished. The
- * training loop is the caller's (main.c), handed in as a function so that
- * this file never calls back up.
+ * training loop is handed in as a function by the caller (main.c passes
+ * run.c's pp_cli_run_sweep_steps), so that this file calls neither.
  */
 #ifndef PP_CLI_SWEEP_H
 #define PP_CLI_SWEEP_H

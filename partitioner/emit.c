@@ -1,78 +1,33 @@
 /* emit.c - pp_plan -> plan YAML text that reads back to the same plan. */
 #include "partitioner/emit.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "partitioner/plan_walk_internal.h"
-
-typedef struct text {
-    char *buf;
-    size_t len, cap;
-    bool oom;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(text *t, const char *fmt, ...)
-{
-    if (t->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            t->oom = true;
-            return;
-        }
-        if ((size_t)k < t->cap - t->len) {
-            t->len += (size_t)k;
-            return;
-        }
-        size_t cap = t->cap * 2 + (size_t)k + 1;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-            t->oom = true;
-            return;
-        }
-        t->buf = b;
-        t->cap = cap;
-    }
-}
+#include "partitioner/text.h"
 
 /* A YAML double-quoted string. */
-static void put_quoted(text *t, const char *s)
+static void put_quoted(pp_text *t, const char *s)
 {
-    put(t, "\"");
+    pp_text_put(t, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p == '"' || *p == '\\')
-            put(t, "\\%c", *p);
+            pp_text_put(t, "\\%c", *p);
         else if (*p < 0x20 || *p == 0x7f)
-            put(t, "\\x%02x", *p);
+            pp_text_put(t, "\\x%02x", *p);
         else
-            put(t, "%c", *p);
+            pp_text_put(t, "%c", *p);
     }
-    put(t, "\"");
+    pp_text_put(t, "\"");
 }
 
-static void put_double(text *t, double v)
+static void put_double(pp_text *t, double v)
 {
     char b[40];
     pp_plan_double_format(v, b, sizeof b);
-    put(t, "%s", b);
-}
-
-static void put_doubles(text *t, const double *v, int n)
-{
-    put(t, "[");
-    for (int i = 0; i < n; i++) {
-        if (i) put(t, ", ");
-        put_double(t, v[i]);
-    }
-    put(t, "]");
+    pp_text_put(t, "%s", b);
 }
 
 /* A plain scalar is safe for names made of these characters. */
@@ -86,22 +41,22 @@ static bool plain_safe(const char *s)
     return true;
 }
 
-static void emit_model(text *t, const pp_plan *p)
+static void emit_model(pp_text *t, const pp_plan *p)
 {
     const pp_model_config *m = &p->model;
-    put(t, "model:\n  name: %s\n  num_classes: %d\n  in_channels: %d\n", m->name, m->num_classes,
-        m->in_channels);
+    pp_text_put(t, "model:\n  name: %s\n  num_classes: %d\n  in_channels: %d\n", m->name,
+                m->num_classes, m->in_channels);
     if (m->kind == PP_MODEL_DELAY) {
-        put(t, "  forward_ms: ");
+        pp_text_put(t, "  forward_ms: ");
         if (m->n_forward_ms == 1)
             put_double(t, m->forward_ms[0]);
         else
-            put_doubles(t, m->forward_ms, m->n_forward_ms);
-        put(t, "\n  backward_ms: ");
+            pp_text_put_doubles(t, m->forward_ms, m->n_forward_ms);
+        pp_text_put(t, "\n  backward_ms: ");
         if (m->n_backward_ms == 1)
             put_double(t, m->backward_ms[0]);
         else
-            put_doubles(t, m->backward_ms, m->n_backward_ms);
+            pp_text_put_doubles(t, m->backward_ms, m->n_backward_ms);
         const struct {
             const char *key;
             const double *v;
@@ -110,128 +65,131 @@ static void emit_model(text *t, const pp_plan *p)
                      {"backward_weight_ms", m->backward_weight_ms, m->n_backward_weight_ms}};
         for (int k = 0; k < 2; k++) { /* given only */
             if (parts[k].n == 0) continue;
-            put(t, "\n  %s: ", parts[k].key);
+            pp_text_put(t, "\n  %s: ", parts[k].key);
             if (parts[k].n == 1)
                 put_double(t, parts[k].v[0]);
             else
-                put_doubles(t, parts[k].v, parts[k].n);
+                pp_text_put_doubles(t, parts[k].v, parts[k].n);
         }
-        put(t, "\n");
+        pp_text_put(t, "\n");
     } else if (m->kind == PP_MODEL_SEQUENTIAL) {
         static const char *const types[] = {"conv",    "batchnorm",      "relu",
                                             "sigmoid", "maxpool",        "avgpool",
                                             "global_avgpool", "flatten", "linear"};
         if (m->init == PP_SEQ_INIT_NORMAL) {
-            put(t, "  init: normal\n  init_std: ");
+            pp_text_put(t, "  init: normal\n  init_std: ");
             put_double(t, m->init_std);
-            put(t, "\n");
+            pp_text_put(t, "\n");
         }
-        put(t, "  layers:\n");
+        pp_text_put(t, "  layers:\n");
         for (int i = 0; i < m->n_layers; i++) {
             const pp_seq_layer *l = &m->layers[i];
-            put(t, "    - {name: %s, type: %s", l->name, types[l->type]);
-            if (l->type == PP_SEQ_CONV) put(t, ", out_channels: %d", l->out);
-            if (l->type == PP_SEQ_LINEAR) put(t, ", out_features: %d", l->out);
+            pp_text_put(t, "    - {name: %s, type: %s", l->name, types[l->type]);
+            if (l->type == PP_SEQ_CONV) pp_text_put(t, ", out_channels: %d", l->out);
+            if (l->type == PP_SEQ_LINEAR) pp_text_put(t, ", out_features: %d", l->out);
             if (l->type == PP_SEQ_CONV || l->type == PP_SEQ_MAXPOOL || l->type == PP_SEQ_AVGPOOL)
-                put(t, ", kernel: %d, stride: %d, padding: %d", l->kernel, l->stride, l->pad);
-            if (l->type == PP_SEQ_CONV) put(t, ", bias: %s", l->bias ? "true" : "false");
-            put(t, "}\n");
+                pp_text_put(t, ", kernel: %d, stride: %d, padding: %d", l->kernel, l->stride,
+                            l->pad);
+            if (l->type == PP_SEQ_CONV) pp_text_put(t, ", bias: %s", l->bias ? "true" : "false");
+            pp_text_put(t, "}\n");
         }
     } else {
-        put(t, "  stem: %s\n", m->stem == PP_STEM_CIFAR ? "cifar" : "imagenet");
+        pp_text_put(t, "  stem: %s\n", m->stem == PP_STEM_CIFAR ? "cifar" : "imagenet");
     }
 }
 
-static void emit_data(text *t, const pp_plan *p)
+static void emit_data(pp_text *t, const pp_plan *p)
 {
     const pp_plan_data *d = &p->data;
-    put(t, "data:\n  format: %s\n", pp_plan_data_format_name(d->format));
+    pp_text_put(t, "data:\n  format: %s\n", pp_plan_data_format_name(d->format));
     switch (d->format) {
     case PP_PLAN_DATA_SYNTHETIC:
-        put(t, "  image_size: [%d, %d]\n  num_classes: %d\n", p->model.image_h, p->model.image_w,
-            d->num_classes);
+        pp_text_put(t, "  image_size: [%d, %d]\n  num_classes: %d\n", p->model.image_h,
+                    p->model.image_w, d->num_classes);
         break;
     case PP_PLAN_DATA_IDX:
-        put(t, "  images: ");
+        pp_text_put(t, "  images: ");
         put_quoted(t, d->images ? d->images : "");
-        put(t, "\n  labels: ");
+        pp_text_put(t, "\n  labels: ");
         put_quoted(t, d->labels ? d->labels : "");
-        put(t, "\n");
+        pp_text_put(t, "\n");
         break;
     case PP_PLAN_DATA_CIFAR10:
-        put(t, "  files:\n");
+        pp_text_put(t, "  files:\n");
         for (int i = 0; i < d->n_files; i++) {
-            put(t, "    - ");
+            pp_text_put(t, "    - ");
             put_quoted(t, d->files[i] ? d->files[i] : "");
-            put(t, "\n");
+            pp_text_put(t, "\n");
         }
         break;
     }
-    put(t, "  shuffle: %s\n", d->shuffle ? "true" : "false");
+    pp_text_put(t, "  shuffle: %s\n", d->shuffle ? "true" : "false");
     if (d->has_norm) {
-        put(t, "  mean: ");
-        put_doubles(t, d->mean, p->model.in_channels);
-        put(t, "\n  std: ");
-        put_doubles(t, d->std, p->model.in_channels);
-        put(t, "\n");
+        pp_text_put(t, "  mean: ");
+        pp_text_put_doubles(t, d->mean, p->model.in_channels);
+        pp_text_put(t, "\n  std: ");
+        pp_text_put_doubles(t, d->std, p->model.in_channels);
+        pp_text_put(t, "\n");
     }
 }
 
-static void emit_stages(text *t, const pp_plan *p)
+static void emit_stages(pp_text *t, const pp_plan *p)
 {
-    if (p->replicas > 1) put(t, "replicas: %d\n", p->replicas);
-    put(t, "stages:\n");
+    if (p->replicas > 1) pp_text_put(t, "replicas: %d\n", p->replicas);
+    pp_text_put(t, "stages:\n");
     for (int s = 0; s < p->n_stages; s++) {
         const pp_plan_stage *st = &p->stages[s];
-        put(t, "  - device: %s", p->replicas > 1 ? "[" : "");
+        pp_text_put(t, "  - device: %s", p->replicas > 1 ? "[" : "");
         for (int r = 0; r < (p->replicas > 1 ? p->replicas : 1); r++) {
             char name[16];
             pp_device_id_format(r ? st->replica_device[r] : st->device, name, sizeof name);
             int rank = r ? st->replica_rank[r] : st->rank;
             if (rank > 0)
-                put(t, "%srank%d:%s", r ? ", " : "", rank, name);
+                pp_text_put(t, "%srank%d:%s", r ? ", " : "", rank, name);
             else
-                put(t, "%s%s", r ? ", " : "", name);
+                pp_text_put(t, "%s%s", r ? ", " : "", name);
         }
-        put(t, "%s\n", p->replicas > 1 ? "]" : "");
+        pp_text_put(t, "%s\n", p->replicas > 1 ? "]" : "");
         if (st->memory_bytes > 0) {
             char b[40];
             pp_plan_size_format(st->memory_bytes, b, sizeof b);
-            put(t, "    memory: %s\n", b);
+            pp_text_put(t, "    memory: %s\n", b);
         }
-        if (st->has_recompute) put(t, "    recompute: %s\n", pp_plan_recompute_name(st->recompute));
+        if (st->has_recompute)
+            pp_text_put(t, "    recompute: %s\n", pp_plan_recompute_name(st->recompute));
         if (p->model.kind == PP_MODEL_DELAY || st->first < 0) continue;
-        put(t, "    layers: [");
+        pp_text_put(t, "    layers: [");
         for (int u = st->first; u <= st->last;) {
             char name[64];
             u = pp_plan_spell_item(&p->catalogue, u, st->last, name, sizeof name);
             if (name[0] && plain_safe(name))
-                put(t, "%s", name);
+                pp_text_put(t, "%s", name);
             else
                 put_quoted(t, name);
-            if (u <= st->last) put(t, ", ");
+            if (u <= st->last) pp_text_put(t, ", ");
         }
-        put(t, "]\n");
+        pp_text_put(t, "]\n");
     }
 }
 
-static void emit_lr_schedule(text *t, const pp_lr_schedule *l)
+static void emit_lr_schedule(pp_text *t, const pp_lr_schedule *l)
 {
     if (l->kind == PP_LR_CONSTANT) return;
-    put(t, "  lr_schedule:\n    type: %s\n", pp_lr_kind_name(l->kind));
+    pp_text_put(t, "  lr_schedule:\n    type: %s\n", pp_lr_kind_name(l->kind));
     if (l->kind == PP_LR_STEP) {
-        put(t, "    milestones: [");
-        for (int i = 0; i < l->n_milestones; i++) put(t, "%s%d", i ? ", " : "", l->milestones[i]);
-        put(t, "]\n    gamma: ");
+        pp_text_put(t, "    milestones: [");
+        for (int i = 0; i < l->n_milestones; i++)
+            pp_text_put(t, "%s%d", i ? ", " : "", l->milestones[i]);
+        pp_text_put(t, "]\n    gamma: ");
         put_double(t, l->gamma);
-        put(t, "\n");
+        pp_text_put(t, "\n");
         return;
     }
-    put(t, "    warmup: %d\n    warmup_start_factor: ", l->warmup);
+    pp_text_put(t, "    warmup: %d\n    warmup_start_factor: ", l->warmup);
     put_double(t, l->warmup_start_factor);
-    put(t, "\n    min_lr: ");
+    pp_text_put(t, "\n    min_lr: ");
     put_double(t, l->eta_min);
-    put(t, "\n");
+    pp_text_put(t, "\n");
 }
 
 pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
@@ -246,58 +204,59 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
             (p->stages[s].first < 0 || p->stages[s].last >= p->catalogue.n ||
              p->stages[s].first > p->stages[s].last))
             return pp_error_set(err, PP_ERR_INVALID, "stage %d has no valid unit range", s);
-    text t = {0};
+    pp_text t = {0};
     t.cap = 2048;
-    t.buf = malloc(t.cap);
-    if (!t.buf) return pp_error_set(err, PP_ERR_OOM, "pp_plan_emit: out of host memory");
-    t.buf[0] = '\0';
+    t.s = malloc(t.cap);
+    if (!t.s) return pp_error_set(err, PP_ERR_OOM, "pp_plan_emit: out of host memory");
+    t.s[0] = '\0';
     emit_model(&t, p);
     if (p->batch_by_micro)
-        put(&t, "batch:\n  size: %d\n  micro_batches: %d\n", p->batch_size, p->micro_batches);
+        pp_text_put(&t, "batch:\n  size: %d\n  micro_batches: %d\n", p->batch_size,
+                    p->micro_batches);
     else
-        put(&t, "batch:\n  size: %d\n  split_size: %d\n", p->batch_size, p->split_size);
+        pp_text_put(&t, "batch:\n  size: %d\n  split_size: %d\n", p->batch_size, p->split_size);
     if (p->schedule == PP_PLAN_SCHEDULE_FILE) {
-        put(&t, "schedule:\n  file: ");
+        pp_text_put(&t, "schedule:\n  file: ");
         put_quoted(&t, p->schedule_file ? p->schedule_file : "");
-        put(&t, "\n");
+        pp_text_put(&t, "\n");
     } else {
-        put(&t, "schedule: %s\n", pp_plan_schedule_name(p->schedule));
+        pp_text_put(&t, "schedule: %s\n", pp_plan_schedule_name(p->schedule));
     }
-    put(&t, "precision: %s\n", pp_plan_precision_name(p->precision));
+    pp_text_put(&t, "precision: %s\n", pp_plan_precision_name(p->precision));
     if (p->recompute != PP_PLAN_RECOMPUTE_NEVER)
-        put(&t, "recompute: %s\n", pp_plan_recompute_name(p->recompute));
-    if (!p->cuda_graphs) put(&t, "cuda_graphs: off\n");
-    put(&t, "optimizer:\n  type: sgd\n  lr: ");
+        pp_text_put(&t, "recompute: %s\n", pp_plan_recompute_name(p->recompute));
+    if (!p->cuda_graphs) pp_text_put(&t, "cuda_graphs: off\n");
+    pp_text_put(&t, "optimizer:\n  type: sgd\n  lr: ");
     put_double(&t, p->optimizer.lr);
-    put(&t, "\n  momentum: ");
+    pp_text_put(&t, "\n  momentum: ");
     put_double(&t, p->optimizer.momentum);
-    put(&t, "\n  weight_decay: ");
+    pp_text_put(&t, "\n  weight_decay: ");
     put_double(&t, p->optimizer.weight_decay);
-    put(&t, "\n  nesterov: %s\n", p->optimizer.nesterov ? "true" : "false");
+    pp_text_put(&t, "\n  nesterov: %s\n", p->optimizer.nesterov ? "true" : "false");
     emit_lr_schedule(&t, &p->lr_schedule);
     emit_data(&t, p);
     if (p->epochs)
-        put(&t, "seed: %llu\nepochs: %d\n", (unsigned long long)p->seed, p->epochs);
+        pp_text_put(&t, "seed: %llu\nepochs: %d\n", (unsigned long long)p->seed, p->epochs);
     else
-        put(&t, "seed: %llu\nsteps: %d\n", (unsigned long long)p->seed, p->steps);
+        pp_text_put(&t, "seed: %llu\nsteps: %d\n", (unsigned long long)p->seed, p->steps);
     if (p->eval.enabled) {
-        put(&t, "eval:\n  images: ");
+        pp_text_put(&t, "eval:\n  images: ");
         put_quoted(&t, p->eval.images ? p->eval.images : "");
-        put(&t, "\n  labels: ");
+        pp_text_put(&t, "\n  labels: ");
         put_quoted(&t, p->eval.labels ? p->eval.labels : "");
-        put(&t, "\n  batch_size: %d\n  every: %d\n", p->eval.batch_size, p->eval.every);
+        pp_text_put(&t, "\n  batch_size: %d\n  every: %d\n", p->eval.batch_size, p->eval.every);
     }
     if (p->checkpoint.enabled) {
-        put(&t, "checkpoint:\n  every: %d\n  path: ", p->checkpoint.every);
+        pp_text_put(&t, "checkpoint:\n  every: %d\n  path: ", p->checkpoint.every);
         put_quoted(&t, p->checkpoint.path ? p->checkpoint.path : "");
-        put(&t, "\n  keep: %d\n", p->checkpoint.keep);
+        pp_text_put(&t, "\n  keep: %d\n", p->checkpoint.keep);
     }
     emit_stages(&t, p);
     if (t.oom) {
-        free(t.buf);
+        free(t.s);
         return pp_error_set(err, PP_ERR_OOM, "pp_plan_emit: out of host memory");
     }
-    *out = t.buf;
+    *out = t.s;
     if (len) *len = t.len;
     return PP_OK;
 }

@@ -24,8 +24,7 @@
 #include "partitioner/plan_walk.h"
 #include "runtime/core/path.h"
 
-/* ------------------------------------------------------------------ */
-/* names                                                                */
+/* ---- names --------------------------------------------------------------- */
 
 static const char *const schedule_names[] = {
     [PP_PLAN_SCHEDULE_GPIPE] = "gpipe",
@@ -78,8 +77,7 @@ const char *pp_plan_balance_name(pp_plan_balance b)
     }
 }
 
-/* ------------------------------------------------------------------ */
-/* batch                                                                */
+/* ---- batch --------------------------------------------------------------- */
 
 /* Index of a unit that cannot train on the plan's smallest micro-batch (a
  * batch norm over one value per channel), or -1; *smallest receives that
@@ -192,8 +190,7 @@ static void walk_batch(pp_walk *w, const pp_ynode *n)
     w->batch_ok = true;
 }
 
-/* ------------------------------------------------------------------ */
-/* optimizer                                                            */
+/* ---- optimizer ----------------------------------------------------------- */
 
 /* optimizer.lr_schedule: {type: constant|step|cosine, milestones, gamma, warmup,
  * warmup_start_factor, min_lr}; checked against the run length in walk_root. */
@@ -279,8 +276,7 @@ static void walk_optimizer(pp_walk *w, const pp_ynode *n)
     if (f[K_SCHED]) walk_lr_schedule(w, f[K_SCHED]);
 }
 
-/* ------------------------------------------------------------------ */
-/* data                                                                 */
+/* ---- data ---------------------------------------------------------------- */
 
 /* Resolves a data path against the plan's folder, checks that it is a
  * readable file and returns its absolute path (malloc'd), or NULL after
@@ -472,11 +468,7 @@ static void walk_data(pp_walk *w, const pp_ynode *n)
     }
 }
 
-/* ------------------------------------------------------------------ */
-/* top level                                                            */
-
-/* ------------------------------------------------------------------ */
-/* eval                                                                 */
+/* ---- eval, checkpoint, schedule ------------------------------------------ */
 
 static void walk_eval(pp_walk *w, const pp_ynode *n)
 {
@@ -552,6 +544,8 @@ static void walk_schedule(pp_walk *w, const pp_ynode *n)
                            "zbv, dualpipev or {file: PATH}");
     if (s >= 0) p->schedule = (pp_plan_schedule)s;
 }
+
+/* ---- the top level ------------------------------------------------------- */
 
 static void walk_root(pp_walk *w, const pp_ynode *root)
 {

@@ -11,74 +11,27 @@
  * replicas' placement) or how parameters move (optimizer, learning rate,
  * step and epoch counts) is left out: those may change across a resume.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "partitioner/plan.h"
-#include "partitioner/plan_walk_internal.h"
+#include "partitioner/text.h"
 #include "runtime/core/batch_split.h"
-
-/* A growing string. */
-typedef struct text {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} text;
-
-static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(text *t, const char *fmt, ...)
-{
-    if (t->oom) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        t->oom = true;
-        return;
-    }
-    if (t->len + (size_t)n + 1 > t->cap) {
-        size_t cap = (t->len + (size_t)n + 1) * 2;
-        char *s = realloc(t->s, cap);
-        if (!s) {
-            t->oom = true;
-            return;
-        }
-        t->s = s;
-        t->cap = cap;
-    }
-    va_start(ap, fmt);
-    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    t->len += (size_t)n;
-}
 
 /* "name (12345 bytes)": a data file by its name and size, so that a copy of
  * the data elsewhere is the same data and another data set of the same file
  * names (MNIST and Fashion-MNIST) is not. */
-static void put_file(text *t, const char *path)
+static void put_file(pp_text *t, const char *path)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     struct stat st;
     if (stat(path, &st) == 0)
-        put(t, "%s (%lld bytes)", base, (long long)st.st_size);
+        pp_text_put(t, "%s (%lld bytes)", base, (long long)st.st_size);
     else
-        put(t, "%s", base);
-}
-
-static void put_doubles(text *t, const double *v, int n)
-{
-    put(t, "[");
-    for (int i = 0; i < n; i++) {
-        char b[32];
-        pp_plan_double_format(v[i], b, sizeof b);
-        put(t, "%s%s", i ? ", " : "", b);
-    }
-    put(t, "]");
+        pp_text_put(t, "%s", base);
 }
 
 static bool has_batch_norm(const pp_model_config *m)
@@ -92,14 +45,14 @@ static bool has_batch_norm(const pp_model_config *m)
 
 /* The micro-batches batch norm sees in one step, over every replica (each
  * cuts its piece by the plan's rule): "4 (2+2+2+2)". */
-static void put_micro(text *t, const pp_plan *p)
+static void put_micro(pp_text *t, const pp_plan *p)
 {
     int R = p->replicas > 1 ? p->replicas : 1;
     if (R > p->batch_size) R = p->batch_size;
     int pieces[PP_PLAN_MAX_REPLICAS];
     pp_batch_split_sizes(p->batch_size, 0, R, pieces);
     int total = 0;
-    text sizes = {0};
+    pp_text sizes = {0};
     for (int r = 0; r < R; r++) {
         int micro = p->batch_by_micro ? (p->micro_batches < pieces[r] ? p->micro_batches
                                                                       : pieces[r])
@@ -112,17 +65,17 @@ static void put_micro(text *t, const pp_plan *p)
             break;
         }
         pp_batch_split_sizes(pieces[r], split, micro, s);
-        for (int i = 0; i < m; i++) put(&sizes, "%s%d", total + i ? "+" : "", s[i]);
+        for (int i = 0; i < m; i++) pp_text_put(&sizes, "%s%d", total + i ? "+" : "", s[i]);
         total += m;
         free(s);
     }
-    put(t, "%d (%s)", total, sizes.s ? sizes.s : "");
+    pp_text_put(t, "%d (%s)", total, sizes.s ? sizes.s : "");
     t->oom |= sizes.oom;
     free(sizes.s);
 }
 
 /* Adds key with the text of t (taken). */
-static bool add(pp_plan_step_keys *k, const char *key, text *t)
+static bool add(pp_plan_step_keys *k, const char *key, pp_text *t)
 {
     if (t->oom || !t->s || k->n == PP_PLAN_STEP_KEYS_MAX) {
         free(t->s);
@@ -146,8 +99,8 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
     bool ok = true;
 #define KEY(name, ...)                                                                             \
     do {                                                                                           \
-        text t_ = {0};                                                                             \
-        put(&t_, __VA_ARGS__);                                                                     \
+        pp_text t_ = {0};                                                                          \
+        pp_text_put(&t_, __VA_ARGS__);                                                             \
         ok = ok && add(k, name, &t_);                                                              \
     } while (0)
     KEY("model.name", "%s", m->name);
@@ -161,20 +114,20 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
         static const char *const types[] = {"conv",    "batchnorm",      "relu",
                                             "sigmoid", "maxpool",        "avgpool",
                                             "global_avgpool", "flatten", "linear"};
-        text t = {0};
+        pp_text t = {0};
         for (int i = 0; i < m->n_layers; i++) {
             const pp_seq_layer *l = &m->layers[i];
-            put(&t, "%s%s %s", i ? ", " : "", l->name, types[l->type]);
-            if (l->type == PP_SEQ_CONV || l->type == PP_SEQ_LINEAR) put(&t, " %d", l->out);
+            pp_text_put(&t, "%s%s %s", i ? ", " : "", l->name, types[l->type]);
+            if (l->type == PP_SEQ_CONV || l->type == PP_SEQ_LINEAR) pp_text_put(&t, " %d", l->out);
             if (l->type == PP_SEQ_CONV || l->type == PP_SEQ_MAXPOOL || l->type == PP_SEQ_AVGPOOL)
-                put(&t, " k%d s%d p%d", l->kernel, l->stride, l->pad);
-            if (l->type == PP_SEQ_CONV && !l->bias) put(&t, " nobias");
+                pp_text_put(&t, " k%d s%d p%d", l->kernel, l->stride, l->pad);
+            if (l->type == PP_SEQ_CONV && !l->bias) pp_text_put(&t, " nobias");
         }
         ok = ok && add(k, "model.layers", &t);
     }
     KEY("batch.size", "%d", p->batch_size);
     if (has_batch_norm(m)) {
-        text t = {0};
+        pp_text t = {0};
         put_micro(&t, p);
         ok = ok && add(k, "batch.micro_batches", &t);
     }
@@ -182,25 +135,25 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
     KEY("data.image_size", "[%d, %d]", m->image_h, m->image_w);
     if (d->format == PP_PLAN_DATA_SYNTHETIC) KEY("data.num_classes", "%d", d->num_classes);
     if (d->format == PP_PLAN_DATA_IDX) {
-        text ti = {0}, tl = {0};
+        pp_text ti = {0}, tl = {0};
         put_file(&ti, d->images ? d->images : "");
         put_file(&tl, d->labels ? d->labels : "");
         ok = ok && add(k, "data.images", &ti);
         ok = ok && add(k, "data.labels", &tl);
     }
     if (d->format == PP_PLAN_DATA_CIFAR10) {
-        text t = {0};
+        pp_text t = {0};
         for (int i = 0; i < d->n_files; i++) {
-            if (i) put(&t, ", ");
+            if (i) pp_text_put(&t, ", ");
             put_file(&t, d->files[i]);
         }
         ok = ok && add(k, "data.files", &t);
     }
     KEY("data.shuffle", "%s", d->shuffle ? "true" : "false");
     if (d->has_norm) {
-        text tm = {0}, ts = {0};
-        put_doubles(&tm, d->mean, m->in_channels);
-        put_doubles(&ts, d->std, m->in_channels);
+        pp_text tm = {0}, ts = {0};
+        pp_text_put_doubles(&tm, d->mean, m->in_channels);
+        pp_text_put_doubles(&ts, d->std, m->in_channels);
         ok = ok && add(k, "data.mean", &tm);
         ok = ok && add(k, "data.std", &ts);
     }

@@ -1,20 +1,36 @@
 /*
  * pipeline.h - the pipeline object: a plan made runnable.
  *
- * pipeline/ makes a plan runnable: this pipeline object and the umbrella
- * public header pipeline_run.h. Calls run down from inprocess.c (the public
- * calls, for every rank of a job of threads) through checkpoints.c, step.c,
- * report.c and pipeline.c (building a rank's pipeline) to replicas.c,
- * links.c, clocks.c, prefetch.c and planning.c; each file declares what it
- * offers the others in a header of its own (step.h, replicas.h, ...;
- * pipeline.c's in pipeline_impl.h) over the shared state (state.h). It
- * includes runtime/, models/, streams/ and partitioner/; only cli/ is above.
+ * pipeline/ makes a plan runnable: this pipeline object, the memory model
+ * and planner of fit.h, and the umbrella public header pipeline_run.h. Each
+ * file declares what it offers the others in a header of its own (step.h,
+ * schedules.h, ...; pipeline.c's in pipeline_impl.h; memory.c, limits.c,
+ * optimize.c and profile.c in fit.h and fit_internal.h) over the shared
+ * state (state.h). Calls run one way, from two roots:
+ *
+ *   - the pipeline: inprocess.c (the public calls, for every rank of a job
+ *     of threads) calls checkpoints.c, step.c, report.c and pipeline.c
+ *     (building a rank's pipeline); checkpoints.c calls step.c; step.c
+ *     calls report.c; below them schedules.c (the plan's schedule program
+ *     for any batch), planning.c (prediction, cuDNN limits; it calls
+ *     schedules.c and profile.c), links.c and link_cost.c (NCCL links
+ *     between ranks' CUDA stages, the cost of a message), clocks.c,
+ *     prefetch.c, and at the bottom replicas.c;
+ *   - the planner (fit.h): optimize.c (pp_fit_optimize) calls limits.c
+ *     (caps and the fit check), profile.c (measured unit times and their
+ *     cache) and memory.c (the memory model, pp_fit_predict); limits.c
+ *     calls memory.c.
+ *
+ * It includes runtime/, models/, streams/ and partitioner/; only cli/ is
+ * above.
  *
  * A pipeline assembles everything a plan names: the devices, one model stage
- * per plan stage (ResNet units or the delay model), the data source, the
- * schedule (GPipe or 1F1B over the plan's micro-batches), the executor that
- * runs it with explicit copies between stages, and one SGD optimizer over the
- * parameters of every stage. pp_pipeline_step trains on one mini-batch:
+ * per plan stage (ResNet units, a sequential model or the delay model), the
+ * data source, the schedule as a program of actions per device (a built-in
+ * generated for the plan's micro-batches, or the plan's CSV file), the
+ * executor that runs it with explicit copies between stages, and one SGD
+ * optimizer over the parameters of every stage. pp_pipeline_step trains on
+ * one mini-batch:
  *
  *   1. read the step's batch from the data source (with `epochs`, every epoch
  *      is one pass over the data, its last batch holding the rest, cut into
@@ -22,10 +38,12 @@
  *      device and the labels on the last stage's device; set the learning
  *      rate of the plan's schedule for the step's epoch (or step);
  *   2. zero every gradient;
- *   3. run the schedule: forwards and backwards of every micro-batch, the
- *      loss (softmax cross-entropy summed over the micro-batch and divided by
- *      the global batch size) after the last stage, gradients accumulated in
- *      micro-batch order 0..m-1;
+ *   3. run the schedule program: the forward and the backward (whole, or
+ *      its input and weight parts) of every micro-batch, the loss (softmax
+ *      cross-entropy summed over the micro-batch and divided by the global
+ *      batch size) after the last stage, gradients accumulated in
+ *      micro-batch order 0..m-1; with replicas, the gradients summed over
+ *      them;
  *   4. one optimizer step over all parameters.
  *
  * Results therefore do not depend on the schedule or on the number of stages
@@ -100,12 +118,18 @@ typedef struct pp_pipeline_options {
                         * (bit for bit on the CPU backend) */
 
     pp_pipeline_graphs graphs; /* graph replay of training steps (default PLAN) */
-    bool grad_allreduce_whole; /* replicas: sum every gradient in one allreduce over the
-                        * job after the whole backward, instead of (the default) one
-                        * bucket per stage over the ranks of that stage's replicas,
-                        * started as soon as the stage's backward is done (on CPU
-                        * devices; after the run on others). Both give every replica
-                        * the same bits; with two replicas the same sums. */
+    bool grad_allreduce_whole; /* replicas (ignored without): every parameter gradient in
+                        * one sum over the whole job after the step's run: each rank
+                        * copies its stages' gradients into one host buffer (zeros for
+                        * the stages it does not hold), the buffer is summed over all
+                        * ranks and copied back (never through NCCL). false (the
+                        * default): one bucket per stage, summed over the ranks of
+                        * that stage's replicas, on the stage's gradient lane as soon
+                        * as its backward is done where NCCL links the replicas (CUDA
+                        * stages) or the job lets threads communicate (CPU stages,
+                        * pp_comm_thread_safe), else after the run through host
+                        * memory. Both give every replica the same bits; with two
+                        * replicas both give the same sums. */
 } pp_pipeline_options;
 
 /* What one step did. */

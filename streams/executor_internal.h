@@ -1,10 +1,12 @@
 /*
  * executor_internal.h - the executor's state, shared by executor.c (passes
- * 1 to 3 of a run: shapes, buffers and events; enqueueing; results; the
- * executor's state, graph slots included, made and freed) and, above it,
- * executor_graphs.c (steps captured into graphs and replayed), which calls
- * the functions below; executor.c calls nothing of executor_graphs.c. Not
- * installed; nothing outside streams/ includes it.
+ * 1 to 3 of a run: shapes, buffers and events; enqueueing; waiting for the
+ * lanes; the executor's state, graph slots included, made and freed), below
+ * it executor_place.c (the placement check of pass 1) and executor_stats.c
+ * (the results of pass 3), and, above it, executor_graphs.c (steps captured
+ * into graphs and replayed), which calls the functions below; executor.c
+ * calls nothing of executor_graphs.c. Not installed; nothing outside
+ * streams/ includes it.
  */
 #ifndef PP_EXECUTOR_INTERNAL_H
 #define PP_EXECUTOR_INTERNAL_H
@@ -112,7 +114,7 @@ pp_status pp_executor_enqueue_all(pp_executor *ex, const pp_program *p, run_item
  * resets errors and records so the executor can run again. */
 pp_status pp_executor_finish(pp_executor *ex, pp_error *err);
 
-/* Pass 3: the lanes' records between t0 and t1 as *out. */
+/* Pass 3 (executor_stats.c): the lanes' records between t0 and t1 as *out. */
 pp_status pp_executor_collect_stats(pp_executor *ex, int64_t t0, int64_t t1, int slots,
                                     pp_step_stats *out, pp_error *err);
 

@@ -5,9 +5,12 @@
  *
  * Lanes: 0..S-1 are compute streams, one per stage, but a device's stages all
  * compute on the lane of its first (lowest) stage, so that they never run at
- * once; S+b carries the activation copies of boundary b (stage b -> b+1, on
- * b+1's device); 2S-1+b the gradient copies of boundary b (stage b+1 -> b, on
- * b's device). A boundary between two stages on one device has no copies:
+ * once; S+b carries the activation copies of boundary b (stage b -> b+1),
+ * 2S-1+b its gradient copies (stage b+1 -> b). A copy lane is a stream of
+ * the receiver's device, except that a CUDA device does the transfers
+ * between it and the host: a copy from a CUDA stage to a CPU stage runs on
+ * the sender's (CUDA) device (executor.c, copy_device). A boundary between
+ * two stages on one device has no copies:
  * the consumer reads the producer's buffer. Each boundary and direction has
  * `slots` buffers on both sides (on one device, the one); micro-batch i uses
  * slot i % slots, which is reused by i + slots only after the copy reading

@@ -1,8 +1,8 @@
 /*
- * ops_adapt.h - what ops.c (the op entry points) asks of ops_adapt.c
- * (operand adaptation, below it): dispatch to the exec's backend, the offer
- * to the backend's native entry, and the f32 NCHW stand-ins of bf16 and
- * NHWC operands. Not installed; only runtime/core/ops*.c include it.
+ * ops_adapt.h - what ops.c and ops_batchnorm.c (the op entry points) ask
+ * of ops_adapt.c (operand adaptation, below them): dispatch to the exec's
+ * backend, the offer to the backend's native entry, and the f32 NCHW
+ * stand-ins of bf16 and NHWC operands. Not installed; only runtime/core/ops*.c include it.
  *
  * The macros expect the op's `pp_exec *ex` and `pp_error *err` in scope.
  */
