@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_layers.py SOURCE_ROOT [--lib LIBRARY.a] [--nm NM] [PUBLIC_HEADER...]
 
-Three checks of the source tree's structure; fails (exit 1) on any problem.
+Four checks of the source tree's structure; fails (exit 1) on any problem.
 
 1. The folder graph. Reads every `#include "..."` of the C, C++ and CUDA
    sources under the layer folders, resolves it (relative to the including
@@ -36,6 +36,10 @@ Three checks of the source tree's structure; fails (exit 1) on any problem.
            (report.c -> step.c: pipe_x; step.c -> report.c: pipe_y)
 
    Skipped (with a note) when no library is given.
+
+4. Tables of functions. A struct of two or more function pointers that
+   make at least half its members (the rest: a name, flags) is a table, and its tag ends in `_ops` (pp_stream_ops,
+   pp_comm_ops): one suffix for every table, so that a reader finds them.
 """
 import os
 import re
@@ -67,6 +71,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 SOURCE_EXT = (".c", ".h", ".cu", ".cpp", ".in")
 UNIT_EXT = (".c", ".cu", ".cpp")  # files that become objects
 MAX_CYCLES = 50  # listed per folder and kind
+STRUCT = re.compile(r"\bstruct\s+(\w+)\s*\{([^{}]*)\}", re.S)
+FN_MEMBER = re.compile(r"\(\s*\*\s*\w+\s*\)\s*\(")
 
 
 def folder(rel):
@@ -247,10 +253,29 @@ def check_calls(root, files, nm_text):
     return graphs, why, len(objs)
 
 
+def check_tables(root, files, problems):
+    """Check 4: every struct mostly of function pointers is named *_ops."""
+    n = 0
+    for rel in files:
+        with open(os.path.join(root, rel), errors="replace") as f:
+            text = re.sub(r"/\*.*?\*/|//[^\n]*", "", f.read(), flags=re.S)
+        for m in STRUCT.finditer(text):
+            members = [d.strip() for d in m.group(2).split(";") if d.strip()]
+            fns = sum(1 for d in members if FN_MEMBER.search(d))
+            if fns < 2 or 2 * fns < len(members):
+                continue
+            n += 1
+            if not m.group(1).endswith("_ops"):
+                problems.append(f"{rel}: struct {m.group(1)} is a table of functions: "
+                                f"name it {m.group(1)}_ops (or ..._ops)")
+    return n
+
+
 def run(root, public, nm_text):
-    """All three checks; prints the graph and the problems. Returns 0 or 1."""
+    """All four checks; prints the graph and the problems. Returns 0 or 1."""
     files = sources(root)
     problems, edges, inc_graphs, inc_why = check_includes(root, files, public)
+    n_tables = check_tables(root, files, problems)
     report_cycles("include", inc_graphs, inc_why, "{items}", problems)
     n_objects = None
     if nm_text is not None:
@@ -269,6 +294,7 @@ def run(root, public, nm_text):
         print("note: no library given (--lib), calls inside folders not checked")
     else:
         print(f"no call cycle inside a folder ({n_objects} objects)")
+    print(f"every table of functions ends in _ops ({n_tables} tables)")
     return 0
 
 
@@ -330,6 +356,14 @@ def self_test():
         }), (), calls),
         ("a call cycle inside a folder was not reported", 1, clean,
          (), calls + "lib.a[streams_y.c.o]: pp_x U\n"),  # y.c -> x.c -> y.c
+        ("a table of functions not named *_ops was not reported", 1, dict(clean, **{
+            "streams/y.h": "struct pp_y_vtable {\n    int (*run)(void *);\n"
+                           "    void (*free)(void *);\n};\n",
+        }), (), calls),
+        ("a table named *_ops was refused", 0, dict(clean, **{
+            "streams/y.h": "struct pp_y_ops {\n    int (*run)(void *);\n"
+                           "    void (*free)(void *);\n};\nstruct pp_y { int n; void (*f)(void); };\n",
+        }), (), calls),
     ]
     for what, want, tree, public, nm_text in cases:
         rc = planted(tree, public, nm_text)
