@@ -29,6 +29,20 @@ def check(cond, what):
         print(f"FAIL: {what}", file=sys.stderr)
 
 
+# A sanitizer's instrumentation slows our code and not the sleeps of the
+# delay model, nor the waits: a measured step against the simulator's
+# prediction is checked in plain builds only, and printed in the others.
+SANITIZED = os.environ.get("PP_SANITIZED") == "1"
+
+
+def timing_check(cond, what):
+    if SANITIZED:
+        if not cond:
+            print(f"test_cli: sanitizer build, not checked: {what}", file=sys.stderr)
+        return
+    check(cond, what)
+
+
 def run(*args, timeout=240, **kw):
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout, **kw)
 
@@ -194,8 +208,8 @@ def test_json_and_trace():
               f"delay stage times {s['forward_ms']}, {s['backward_ms']}")
     # steady state (6 ms per micro-batch per stage): (4 + 3 - 1) * 6 = 36 ms
     check(30 < o["predicted_step_ms"] < 50, f"predicted {o['predicted_step_ms']}")
-    check(abs(o["step_ms"]["median"] - o["predicted_step_ms"]) < 0.25 * o["predicted_step_ms"],
-          f"measured {o['step_ms']['median']} vs predicted {o['predicted_step_ms']}")
+    timing_check(abs(o["step_ms"]["median"] - o["predicted_step_ms"]) < 0.25 * o["predicted_step_ms"],
+                 f"measured {o['step_ms']['median']} vs predicted {o['predicted_step_ms']}")
     with open(trace) as f:
         t = json.load(f)
     events = t["traceEvents"] if isinstance(t, dict) else t
@@ -222,7 +236,8 @@ def test_sweep():
         m = int(row["micro_batches"])
         step, pred = float(row["step_ms"]), float(row["predicted_step_ms"])
         check(0 <= float(row["bubble_frac"]) < 1, f"CSV measured bubble for m={m}")
-        check(abs(step - pred) < 0.25 * pred, f"CSV step {step} vs predicted {pred} for m={m}")
+        timing_check(abs(step - pred) < 0.25 * pred,
+                     f"CSV step {step} vs predicted {pred} for m={m}")
         check(abs(float(row["bubble_frac_predicted"]) - 2 / (m + 2)) < 0.05,
               f"CSV predicted bubble for m={m}")
     root = ET.parse(svg_path).getroot()
