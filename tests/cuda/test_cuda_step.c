@@ -29,10 +29,13 @@
  *     CPU's (the gradients of later steps with unchanged weights; rows above
  *     the tolerance only)
  *
- * The checks: every grad, update and running statistic within 2e-2 of the
- * CPU's (max-norm relative; fp32 sums in other orders differ by ~1e-4, batch
- * norm over small planes amplifies that up to tenfold), losses within 1e-4
- * relative, the rules within 1e-5. Exits 77 (skip) without a GPU, unless run
+ * The checks: every grad, update and running statistic within NUDGE_K times
+ * what a one-ulp nudge of the weights moves the CPU's own figure (column
+ * "nudge": the CPU from weights one ulp away; nudge.h), and at least FLOOR; losses
+ * within 1e-4 relative (and NUDGE_K nudges); the update rule within 1e-5,
+ * the weight-decay rule on the CPU (a backend whose backward is not bitwise
+ * deterministic, like cuDNN's, differs between the two runs by more than the
+ * decay: printed). Exits 77 (skip) without a GPU, unless run
  * as `test_cuda_step cpu`, which compares the CPU backend with itself (every
  * figure 0: checks the harness where there is no GPU).
  */
@@ -47,8 +50,10 @@
 #include "runtime/core/device.h"
 #include "runtime/io/checkpoint.h"
 #include "tests/check.h"
+#include "tests/cuda/nudge.h"
 
-#define TOL 2e-2
+#define FLOOR 1e-3  /* fp32 sums in other orders: ~1e-5, batch norm amplifies */
+#define NUDGE_K 10  /* PyTorch's fp32 step against float64: up to 3x its nudge */
 #define LOSS_TOL 1e-4
 #define RULE_TOL 1e-5
 #define LR 0.001
@@ -112,8 +117,8 @@ static const float *ckpt_get(const ckpt *c, const char *name, size_t *n)
 
 /* A training run of text: saves the initial state to init (when not NULL)
  * and the state after the steps to out; fills losses[steps]. */
-static void run_text(const char *text, int steps, const char *init, const char *out,
-                     double *losses)
+static void run_text(const char *text, int steps, const char *init, const char *load,
+                     const char *out, double *losses)
 {
     pp_plan *plan = NULL;
     pp_diag diag;
@@ -125,6 +130,7 @@ static void run_text(const char *text, int steps, const char *init, const char *
     pp_pipeline *p = NULL;
     CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
     if (p && init) CHECK_OK(pp_pipeline_save(p, init, true, &err), &err);
+    if (p && load) CHECK_OK(pp_pipeline_load(p, load, &err), &err);
     for (int i = 0; p && i < steps; i++) {
         pp_step_result r;
         CHECK_OK(pp_pipeline_step(p, &r, &err), &err);
@@ -135,9 +141,11 @@ static void run_text(const char *text, int steps, const char *init, const char *
     pp_plan_free(plan);
 }
 
-/* ResNet-50 on one device of kind, batch 4 in micro-batches of split. */
+/* ResNet-50 on one device of kind, batch 4 in micro-batches of split; saves
+ * the initial state to init (when not NULL), then starts from load (when not
+ * NULL). */
 static void run(const char *kind, int split, double lr, double wd, int steps, const char *graphs,
-                const char *init, const char *out, double *losses)
+                const char *init, const char *load, const char *out, double *losses)
 {
     char text[2048], g[64] = "";
     if (graphs) snprintf(g, sizeof g, "cuda_graphs: %s\n", graphs);
@@ -151,7 +159,7 @@ static void run(const char *kind, int split, double lr, double wd, int steps, co
              "    layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3, layer4, avgpool, "
              "fc]\n",
              split, g, lr, wd, steps, kind);
-    run_text(text, steps, init, out, losses);
+    run_text(text, steps, init, load, out, losses);
 }
 
 /* max |a - b| / max |b| over n values; a and b as differences from a0, b0
@@ -219,51 +227,75 @@ static const char **params_backward(const ckpt *c, size_t *np)
     return v;
 }
 
-/* The table of one configuration (only the rows above the tolerance when
- * brief); returns the worst grad figure. */
+/* The figures of one parameter row of run r against the CPU's: grad,
+ * update, running mean and variance (-1 where the row has none); false when
+ * the row is missing somewhere. */
+static bool row(const ckpt *i0, const ckpt *cpu, const ckpt *r, const char *name, double f[4])
+{
+    char buf[256], stat[256];
+    size_t n0, n1, n2;
+    snprintf(buf, sizeof buf, "optimizer.momentum.%s", name);
+    const float *gc = ckpt_get(cpu, buf, &n1), *gd = ckpt_get(r, buf, &n2);
+    const float *w0 = ckpt_get(i0, name, &n0), *wc = ckpt_get(cpu, name, &n1),
+                *wd = ckpt_get(r, name, &n2);
+    if (!(gc && gd && w0 && wc && wd && n0 == n1 && n1 == n2)) return false;
+    f[0] = rel(gd, NULL, gc, NULL, n1);
+    f[1] = rel(wd, w0, wc, w0, n1);
+    f[2] = f[3] = -1;
+    const char *dot = strrchr(name, '.');
+    if (is_bn(cpu, name) && !strcmp(dot, ".weight"))
+        for (int s = 0; s < 2; s++) {
+            snprintf(stat, sizeof stat, "%.*s.%s", (int)(dot - name), name,
+                     s ? "running_var" : "running_mean");
+            const float *r0 = ckpt_get(i0, stat, &n0), *rc = ckpt_get(cpu, stat, &n1),
+                        *rd = ckpt_get(r, stat, &n2);
+            if (r0 && rc && rd && n0 == n1 && n1 == n2) f[2 + s] = rel(rd, r0, rc, r0, n1);
+        }
+    return true;
+}
+
+/* The table of one configuration (only the rows above their tolerance when
+ * brief): the device under test and the nudged CPU run, each against the
+ * CPU. A figure's tolerance is max(FLOOR, NUDGE_K * its nudge figure).
+ * Returns the worst grad figure over its tolerance. */
 static double table(const char *what, const ckpt *i0, const ckpt *cpu, const ckpt *dut,
-                    bool brief)
+                    const ckpt *nudged, bool brief)
 {
     size_t np = 0;
     const char **names = params_backward(cpu, &np);
     double worst = 0;
     bool first = true;
-    fprintf(stderr, "\n%s: %s against cpu, max|%s - cpu| / max|cpu|, backward order%s\n",
-            what, g_dut, g_dut, brief ? " (rows above the tolerance only)" : "");
-    fprintf(stderr, "  %-34s %9s %9s %9s %9s\n", "parameter", "grad", "update", "rmean", "rvar");
+    fprintf(stderr, "\n%s: %s against cpu, max|%s - cpu| / max|cpu|, backward order%s\n"
+                    "(nudge: the CPU from weights each one ulp away, against the CPU; a figure may "
+                    "be %d nudges, at least %.0e)\n",
+            what, g_dut, g_dut, brief ? " (rows above the tolerance only)" : "", NUDGE_K,
+            FLOOR);
+    fprintf(stderr, "  %-34s %9s %9s %9s %9s %9s\n", "parameter", "grad", "nudge", "update",
+            "rmean", "rvar");
     for (size_t k = 0; names && k < np; k++) {
-        char buf[256], stat[256];
-        size_t n0, n1, n2;
-        snprintf(buf, sizeof buf, "optimizer.momentum.%s", names[k]);
-        const float *gc = ckpt_get(cpu, buf, &n1), *gd = ckpt_get(dut, buf, &n2);
-        const float *w0 = ckpt_get(i0, names[k], &n0), *wc = ckpt_get(cpu, names[k], &n1),
-                    *wd = ckpt_get(dut, names[k], &n2);
-        CHECK_MSG(gc && gd && w0 && wc && wd && n0 == n1 && n1 == n2, "%s: missing in a checkpoint",
-                  names[k]);
-        if (!(gc && gd && w0 && wc && wd && n0 == n1 && n1 == n2)) continue;
-        double rg = rel(gd, NULL, gc, NULL, n1), ru = rel(wd, w0, wc, w0, n1), rs[2] = {-1, -1};
-        const char *dot = strrchr(names[k], '.');
-        if (is_bn(cpu, names[k]) && !strcmp(dot, ".weight"))
-            for (int s = 0; s < 2; s++) {
-                snprintf(stat, sizeof stat, "%.*s.%s", (int)(dot - names[k]), names[k],
-                         s ? "running_var" : "running_mean");
-                const float *r0 = ckpt_get(i0, stat, &n0), *rc = ckpt_get(cpu, stat, &n1),
-                            *rd = ckpt_get(dut, stat, &n2);
-                if (r0 && rc && rd && n0 == n1 && n1 == n2) rs[s] = rel(rd, r0, rc, r0, n1);
-            }
-        bool bad = !(rg <= TOL && ru <= TOL && rs[0] <= TOL && rs[1] <= TOL);
+        double f[4], y[4];
+        bool have = row(i0, cpu, dut, names[k], f) && row(i0, cpu, nudged, names[k], y);
+        CHECK_MSG(have, "%s: missing in a checkpoint", names[k]);
+        if (!have) continue;
+        bool bad = false;
+        double ratio = 0;
+        for (int j = 0; j < 4; j++) {
+            if (f[j] < 0) continue;
+            double tol = fmax(FLOOR, NUDGE_K * y[j]);
+            if (!(f[j] <= tol)) bad = true;
+            if (j == 0) ratio = isnan(f[0]) ? INFINITY : f[0] / tol;
+        }
         char c2[16] = "", c3[16] = "";
-        if (rs[0] >= 0) snprintf(c2, sizeof c2, "%9.2e", rs[0]);
-        if (rs[1] >= 0) snprintf(c3, sizeof c3, "%9.2e", rs[1]);
+        if (f[2] >= 0) snprintf(c2, sizeof c2, "%9.2e", f[2]);
+        if (f[3] >= 0) snprintf(c3, sizeof c3, "%9.2e", f[3]);
         if (bad || !brief)
-            fprintf(stderr, "  %-34s %9.2e %9.2e %9s %9s%s\n", names[k], rg, ru, c2, c3,
-                    bad ? (first ? "  <- first" : "  <-") : "");
-        if (rs[0] < 0) rs[0] = 0;
-        if (rs[1] < 0) rs[1] = 0;
-        CHECK_MSG(!bad, "%s, %s: grad %.2e, update %.2e, running stats %.2e %.2e", what,
-                  names[k], rg, ru, rs[0], rs[1]);
+            fprintf(stderr, "  %-34s %9.2e %9.2e %9.2e %9s %9s%s\n", names[k], f[0], y[0], f[1],
+                    c2, c3, bad ? (first ? "  <- first" : "  <-") : "");
+        CHECK_MSG(!bad, "%s, %s: grad %.2e (nudge %.2e), update %.2e (%.2e), running stats "
+                        "%.2e %.2e (%.2e %.2e)",
+                  what, names[k], f[0], y[0], f[1], y[1], f[2], f[3], y[2], y[3]);
         if (bad) first = false;
-        if (rg > worst || isnan(rg)) worst = rg;
+        if (ratio > worst) worst = ratio;
     }
     free(names);
     return worst;
@@ -271,7 +303,8 @@ static double table(const char *what, const ckpt *i0, const ckpt *cpu, const ckp
 
 /* The update and weight-decay rules on one backend's runs: with decay (c)
  * and without (nd) from the same initial state i0. */
-static void rules(const char *kind, const ckpt *i0, const ckpt *c, const ckpt *nd)
+static void rules(const char *kind, bool deterministic, const ckpt *i0, const ckpt *c,
+                  const ckpt *nd)
 {
     size_t np = 0;
     const char **names = params_backward(c, &np);
@@ -306,10 +339,12 @@ static void rules(const char *kind, const ckpt *i0, const ckpt *c, const ckpt *n
             dec[1] > 0.5 ? "; decay NOT applied to bn params" : "");
     CHECK_MSG(upd[0] <= RULE_TOL && upd[1] <= RULE_TOL, "%s: update rule %.2e %.2e", kind, upd[1],
               upd[0]);
-    /* decay is 1e-4 of w against gradients of 1e-3..1: the gradients' own
-     * rounding differences between the two runs count here */
-    CHECK_MSG(dec[0] <= 0.1 && dec[1] <= 0.1, "%s: weight decay rule %.2e %.2e", kind, dec[1],
-              dec[0]);
+    /* decay is 1e-4 of w against gradients of 1e-3..1: asserted where two
+     * runs compute the same gradient bits (the CPU); elsewhere the runs'
+     * own differences, amplified by the step's conditioning, exceed it */
+    if (deterministic)
+        CHECK_MSG(dec[0] <= 0.1 && dec[1] <= 0.1, "%s: weight decay rule %.2e %.2e", kind,
+                  dec[1], dec[0]);
 }
 
 static void path(char *buf, size_t n, const char *name)
@@ -331,58 +366,68 @@ int main(int argc, char **argv)
     setenv("PP_CUDNN_CACHE", algos, 1);
     unsetenv("PP_CUDNN_FIND");
     unsetenv("PP_CUDA_GRAPHS");
-    char init[256], c1[256], d1[256], c2[256], d2[256], cn[256], dn[256];
-    path(init, sizeof init, "init");
-    path(c1, sizeof c1, "cpu-1mb"), path(d1, sizeof d1, "dut-1mb");
-    path(c2, sizeof c2, "cpu-2mb"), path(d2, sizeof d2, "dut-2mb");
-    path(cn, sizeof cn, "cpu-nowd"), path(dn, sizeof dn, "dut-nowd");
-    double lc[3] = {0}, ld[3] = {0};
+    char init[256], nudged[256], c1[256], d1[256], y1[256], c2[256], d2[256], y2[256], cn[256],
+        dn[256], yn[256];
+    path(init, sizeof init, "init"), path(nudged, sizeof nudged, "init-nudged");
+    path(c1, sizeof c1, "cpu-1mb"), path(d1, sizeof d1, "dut-1mb"), path(y1, sizeof y1, "nudge-1mb");
+    path(c2, sizeof c2, "cpu-2mb"), path(d2, sizeof d2, "dut-2mb"), path(y2, sizeof y2, "nudge-2mb");
+    path(cn, sizeof cn, "cpu-nowd"), path(dn, sizeof dn, "dut-nowd"), path(yn, sizeof yn, "nudge-lr0");
+    double lc[3] = {0}, ld[3] = {0}, ly[3] = {0};
 
-    /* one step, 1 micro-batch of 4, then 2 of 2 */
-    ckpt i0, a, b;
+    /* one step, 1 micro-batch of 4, then 2 of 2; each also on the CPU from
+     * the nudged initial state (the yardstick) */
+    ckpt i0, a, b, y;
     double worst[2];
     for (int m = 0; m < 2; m++) {
-        const char *cp = m ? c2 : c1, *dp = m ? d2 : d1;
-        run("cpu", m ? 2 : 4, LR, WD, 1, NULL, m ? NULL : init, cp, lc);
-        run(g_dut, m ? 2 : 4, LR, WD, 1, NULL, NULL, dp, ld);
-        fprintf(stderr, "\n%d micro-batch%s: loss %s %.7f, cpu %.7f\n", m + 1, m ? "es" : "",
-                g_dut, ld[0], lc[0]);
-        CHECK_MSG(fabs(ld[0] - lc[0]) <= LOSS_TOL * fabs(lc[0]), "%d micro-batches: loss", m + 1);
+        const char *cp = m ? c2 : c1, *dp = m ? d2 : d1, *yp = m ? y2 : y1;
+        run("cpu", m ? 2 : 4, LR, WD, 1, NULL, m ? NULL : init, NULL, cp, lc);
+        if (!m) nudge_checkpoint(init, nudged);
+        run("cpu", m ? 2 : 4, LR, WD, 1, NULL, NULL, nudged, yp, ly);
+        run(g_dut, m ? 2 : 4, LR, WD, 1, NULL, NULL, NULL, dp, ld);
+        fprintf(stderr, "\n%d micro-batch%s: loss %s %.7f, cpu %.7f (nudged %.7f)\n", m + 1,
+                m ? "es" : "", g_dut, ld[0], lc[0], ly[0]);
+        CHECK_MSG(fabs(ld[0] - lc[0]) <= fmax(LOSS_TOL * fabs(lc[0]), NUDGE_K * fabs(ly[0] - lc[0])),
+                  "%d micro-batches: loss", m + 1);
         if (!m) ckpt_load(&i0, init);
         ckpt_load(&a, cp);
         ckpt_load(&b, dp);
+        ckpt_load(&y, yp);
         worst[m] = table(m ? "one step, 2 micro-batches of 2" : "one step, 1 micro-batch of 4",
-                         &i0, &a, &b, false);
+                         &i0, &a, &b, &y, false);
         ckpt_free(&a);
         ckpt_free(&b);
+        ckpt_free(&y);
     }
-    fprintf(stderr, "\naccumulation over micro-batches on %s: worst grad %.2e with 1, %.2e with 2%s\n",
+    fprintf(stderr, "\naccumulation over micro-batches on %s: worst grad / tolerance %.2f with 1, "
+                    "%.2f with 2%s\n",
             g_dut, worst[0], worst[1],
-            worst[0] <= TOL && worst[1] > TOL ? " (1 agrees, 2 does not: the sum over "
-                                                "micro-batches)" : "");
+            worst[0] <= 1 && worst[1] > 1 ? " (1 agrees, 2 does not: the sum over "
+                                            "micro-batches)" : "");
 
     /* the rules: the 1-micro-batch runs against the same without decay */
-    run("cpu", 4, LR, 0, 1, NULL, NULL, cn, lc);
-    run(g_dut, 4, LR, 0, 1, NULL, NULL, dn, ld);
+    run("cpu", 4, LR, 0, 1, NULL, NULL, NULL, cn, lc);
+    run(g_dut, 4, LR, 0, 1, NULL, NULL, NULL, dn, ld);
     for (int k = 0; k < 2; k++) {
         ckpt_load(&a, k ? d1 : c1);
         ckpt_load(&b, k ? dn : cn);
-        rules(k ? g_dut : "cpu", &i0, &a, &b);
+        rules(k ? g_dut : "cpu", !k || !strcmp(g_dut, "cpu"), &i0, &a, &b);
         ckpt_free(&a);
         ckpt_free(&b);
     }
 
     /* lr 0: the forward of later steps, graphs off and on */
-    run("cpu", 2, 0, WD, 3, NULL, NULL, cn, lc);
+    run("cpu", 2, 0, WD, 3, NULL, NULL, NULL, cn, lc);
+    run("cpu", 2, 0, WD, 3, NULL, NULL, nudged, yn, ly);
     ckpt_load(&a, cn);
+    ckpt_load(&y, yn);
     for (int on = 0; on < 2; on++) {
         const char *g = strcmp(g_dut, "cuda") ? NULL : on ? "on" : "off";
-        run(g_dut, 2, 0, WD, 3, g, NULL, dn, ld);
+        run(g_dut, 2, 0, WD, 3, g, NULL, NULL, dn, ld);
         fprintf(stderr, "\nlr 0, 3 steps, graphs %s: losses", on ? "on" : "off");
         for (int s = 0; s < 3; s++) fprintf(stderr, " %.7f (cpu %.7f)", ld[s], lc[s]);
         fputc('\n', stderr);
         for (int s = 0; s < 3; s++)
-            CHECK_MSG(fabs(ld[s] - lc[s]) <= LOSS_TOL * fabs(lc[s]),
+            CHECK_MSG(fabs(ld[s] - lc[s]) <= fmax(LOSS_TOL * fabs(lc[s]), NUDGE_K * fabs(ly[s] - lc[s])),
                       "lr 0, graphs %s, step %d: loss %.7f, cpu %.7f%s", on ? "on" : "off", s,
                       ld[s], lc[s],
                       s && fabs(ld[0] - lc[0]) <= LOSS_TOL * fabs(lc[0])
@@ -390,12 +435,13 @@ int main(int argc, char **argv)
         ckpt_load(&b, dn);
         table(on ? "lr 0, after 3 steps, graphs on (grad: 0.81 g0 + 0.9 g1 + g2)"
                  : "lr 0, after 3 steps, graphs off (grad: 0.81 g0 + 0.9 g1 + g2)",
-              &i0, &a, &b, true);
+              &i0, &a, &b, &y, true);
         ckpt_free(&b);
     }
     ckpt_free(&a);
+    ckpt_free(&y);
     ckpt_free(&i0);
-    const char *files[] = {init, c1, d1, c2, d2, cn, dn, algos};
+    const char *files[] = {init, nudged, c1, d1, y1, c2, d2, y2, cn, dn, yn, algos};
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) unlink(files[k]);
     rmdir(g_dir);
     return check_summary("cuda_step");
