@@ -27,11 +27,12 @@
 #include "tests/check.h"
 
 /* Writes dst: the checkpoint src with every value of its f32 parameters
- * (names ending in .weight or .bias, optimizer state excluded) moved one ulp
- * up or down (a fixed pseudo-random sign per value), metadata and everything
- * else unchanged. Records a check failure and returns false when it cannot.
+ * (names ending in .weight or .bias, optimizer state excluded) moved up or
+ * down (a fixed pseudo-random sign per value) by one fp32 ulp when scale is
+ * 0, else by the relative amount scale (2^-9: half a bf16 step, for bf16
+ * runs), metadata and everything else unchanged. Records a check failure and returns false when it cannot.
  * (In a header: the checks count in the including test's summary.) */
-static bool nudge_checkpoint(const char *src, const char *dst)
+static bool nudge_checkpoint(const char *src, const char *dst, double scale)
 {
     pp_error err = {0};
     pp_registry *reg = NULL;
@@ -62,7 +63,9 @@ static bool nudge_checkpoint(const char *src, const char *dst)
         float *v = t[i].data; /* a CPU tensor: host memory */
         for (int64_t k = 0; k < pp_tensor_numel(&t[i]); k++, moved++) {
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; /* xorshift64 */
-            v[k] = nextafterf(v[k], (rng >> 63) ? INFINITY : -INFINITY);
+            const bool up = rng >> 63;
+            v[k] = scale > 0 ? (float)(v[k] * (up ? 1 + scale : 1 - scale))
+                             : nextafterf(v[k], up ? INFINITY : -INFINITY);
         }
     }
     if (s == PP_OK && !moved) s = pp_error_set(&err, PP_ERR_INPUT, "no f32 parameters");

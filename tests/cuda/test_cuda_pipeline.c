@@ -4,38 +4,36 @@
  * in bf16 (one CUDA stage, and a CUDA stage feeding a CPU stage); then a
  * sequential model of every layer type in 1 and 2 stages, the same way.
  *
- * The step is well conditioned (lr 0.001, as the PyTorch cross-check uses):
- * the loss moves by a fraction of a percent, so rounding differences between
- * two correct implementations stay of the order of fp32 rounding instead of
- * being amplified (a large learning rate made the loss jump from 2.6 to 19 in
- * one step, where tiny differences grew to order one).
- *
  * What is compared is what the steps changed, not the tensors themselves
  * (with a small learning rate the tensors are nearly their initial values,
  * and a comparison of values could not fail): for every parameter and
  * running statistic, update = value after two steps - initial value; for the
- * momentum buffers (pure gradient sums) the buffers. Per tensor, the
- * norm-wise relative difference of the CUDA update to the CPU update must be
- * at most 1e-2: fp32 gradients of ResNet-50 summed in different orders
- * (cuDNN's implicit GEMM vs im2col + OpenBLAS, batch norm reductions of
- * different shapes) differ by about 1e-4..1e-3 relative, and batch norm over
- * small planes (layer4 is 4x4 at 32x32) amplifies that by up to ten. The
- * CUDA runs among themselves (1, 2, 4 stages) use the same kernels (the
- * convolution algorithms the first run measures are kept in a
- * PP_CUDNN_CACHE file that the others read, so every run uses the same);
- * cuDNN's backward-filter kernels accumulate with atomics and are not bitwise
- * deterministic, so they must agree within 1e-3. Losses agree with the CPU's
- * within 1e-4 relative (forward only, before and after one small update);
- * num_batches_tracked counts are equal.
+ * momentum buffers (pure gradient sums) the buffers; per tensor the
+ * norm-wise relative difference.
+ *
+ * Tolerances come from the step's own conditioning (tests/cuda/nudge.h): a
+ * ResNet-50 step at micro-batches of 4 amplifies last-bit differences to
+ * percents (PyTorch's own fp32 step is 2e-2 from float64's, median per
+ * tensor), so the CPU runs the same plan a second time from the same weights
+ * each moved one ulp (bf16: half a bf16 step), and each figure of CUDA
+ * against CPU may be NUDGE_K times what that nudge moved the CPU's, and at
+ * least FLOOR; losses at least 1e-4 relative (bf16 1e-2). The CUDA runs among
+ * themselves (1, 2, 4 stages: the same kernels, the convolution algorithms
+ * kept in a PP_CUDNN_CACHE file) are held to the same yardstick: cuDNN's
+ * backward is not bitwise deterministic. num_batches_tracked counts are
+ * equal.
  *
  * CUDA graphs: the plans above run their second step captured (graphs are on
  * by default). Then ResNet-50 in 1 and 2 stages trains three epochs of a
  * small IDX set (batches 8, 8, 4: a partial last batch) with a learning rate
- * halved each epoch, once with graphs on and once off: each (batch size,
+ * halved each epoch, twice with graphs off and once on: each (batch size,
  * input buffer set) is captured at its second step and replayed after (a
  * step after a workspace grew is captured anew instead), no capture is
- * refused, every loss agrees within 1e-4 relative and the updates within
- * 1e-3 (the same kernels and algorithms; only cuDNN's atomics differ), and
+ * refused, and on against off is held to what the two off runs differ by
+ * (NUDGE_K times; updates at least FLOOR; a step's loss NUDGE_K times the
+ * widest gap of the off runs up to that step, at least 1e-4 relative: once
+ * the runs have parted, a few steps in, losses tell little, and the lr-0
+ * replays of test_cuda_step check the replayed forward tightly);
  * num_batches_tracked is equal (the replays count their forwards). Exits 77
  * (skip) without a GPU.
  */
@@ -50,6 +48,10 @@
 #include "runtime/core/device.h"
 #include "pipeline/pipeline.h"
 #include "tests/check.h"
+#include "tests/cuda/nudge.h"
+
+#define FLOOR 1e-3 /* a figure's least tolerance (fp32 sums in other orders: ~1e-5) */
+#define NUDGE_K 10 /* PyTorch's fp32 step against float64: up to 3x its nudge */
 
 static const char *layouts[] = {
     "  - device: %s:0\n"
@@ -76,6 +78,7 @@ static void run_text(const char *text, const char *init_path, const char *path,
                      double losses[2]);
 
 static const char *g_precision = "fp32"; /* the plans' precision */
+static const char *g_load = NULL;         /* a checkpoint the runs start from */
 
 static void run_stages(const char *stages, const char *init_path, const char *path,
                        double losses[2])
@@ -225,6 +228,7 @@ static void run_text(const char *text, const char *init_path, const char *path, 
     pp_pipeline *p = NULL;
     CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
     if (p && init_path) CHECK_OK(pp_pipeline_save(p, init_path, true, &err), &err);
+    if (p && g_load) CHECK_OK(pp_pipeline_load(p, g_load, &err), &err);
     for (int i = 0; p && i < 2; i++) {
         pp_step_result r;
         CHECK_OK(pp_pipeline_step(p, &r, &err), &err);
@@ -248,74 +252,97 @@ static unsigned char *read_entry(FILE *f, const pp_checkpoint_info *info, size_t
     return NULL;
 }
 
-/* Largest per-tensor norm-wise relative difference between the updates of two
- * checkpoints a and b with the same tensors: a - init against b - init for
- * parameters and buffers, the values themselves for momentum buffers
- * ("optimizer.momentum.*", zero at the start). I64 tensors must be equal. */
-static double compare(const char *a, const char *b, const char *init, char *worst, size_t n)
+/* The worst tensor of a comparison: its figure over its tolerance (the
+ * figure itself without a yardstick), the figure, the yardstick's. */
+typedef struct diff {
+    double ratio, rel, yard;
+    char name[96];
+} diff;
+
+/* Norm-wise relative difference of tensor i's update in checkpoint x against
+ * y's (x - init against y - init; momentum buffers, "optimizer.*", as they
+ * are); -1 when unreadable or not f32 (I64 tensors must then be equal). */
+static double entry_rel(FILE *fx, const pp_checkpoint_info *ix, FILE *fy,
+                        const pp_checkpoint_info *iy, FILE *f0, const pp_checkpoint_info *i0,
+                        size_t i)
 {
-    pp_checkpoint_info ia, ib, i0;
+    const pp_checkpoint_entry *ex = &ix->entries[i], *ey = &iy->entries[i];
+    CHECK(strcmp(ex->name, ey->name) == 0 && ex->end - ex->begin == ey->end - ey->begin);
+    size_t bytes = (size_t)(ex->end - ex->begin);
+    unsigned char *dx = read_entry(fx, ix, i), *dy = read_entry(fy, iy, i), *d0 = NULL;
+    bool momentum = strncmp(ex->name, "optimizer.", 10) == 0;
+    for (size_t j = 0; !momentum && j < i0->n; j++)
+        if (strcmp(i0->entries[j].name, ex->name) == 0) d0 = read_entry(f0, i0, j);
+    CHECK_MSG(dx && dy && (momentum || d0), "%s: cannot read", ex->name);
+    double rel = -1;
+    if (dx && dy && (momentum || d0) && ex->dtype == PP_F32) {
+        const float *x = (const float *)dx, *y = (const float *)dy, *z = (const float *)d0;
+        double num = 0, den = 0;
+        for (size_t k = 0; k < bytes / 4; k++) {
+            double ux = z ? (double)x[k] - z[k] : x[k], uy = z ? (double)y[k] - z[k] : y[k];
+            num += (ux - uy) * (ux - uy);
+            den += uy * uy;
+        }
+        rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (isnan(rel)) rel = INFINITY;
+    } else if (dx && dy) {
+        CHECK_MSG(memcmp(dx, dy, bytes) == 0, "%s differs", ex->name);
+    }
+    free(dx);
+    free(dy);
+    free(d0);
+    return rel;
+}
+
+/* Compares the updates of checkpoints a and b (from init), tensor by tensor;
+ * with a yardstick (ya against yb, from init too: e.g. the nudged CPU run
+ * against the CPU run) each tensor's figure is divided by its tolerance
+ * max(floor, NUDGE_K * the yardstick's figure). Returns the worst tensor. */
+static diff compare_with(const char *a, const char *b, const char *init, const char *ya,
+                         const char *yb, double floor)
+{
+    diff w = {0, 0, 0, ""};
+    pp_checkpoint_info ia, ib, i0, iya, iyb;
+    memset(&iya, 0, sizeof iya);
+    memset(&iyb, 0, sizeof iyb);
     pp_error err;
-    double max_rel = 0;
     CHECK_OK(pp_checkpoint_list(a, &ia, &err), &err);
     CHECK_OK(pp_checkpoint_list(b, &ib, &err), &err);
     CHECK_OK(pp_checkpoint_list(init, &i0, &err), &err);
+    if (ya) CHECK_OK(pp_checkpoint_list(ya, &iya, &err), &err);
+    if (yb) CHECK_OK(pp_checkpoint_list(yb, &iyb, &err), &err);
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb"), *f0 = fopen(init, "rb");
-    CHECK(fa && fb && f0 && ia.n == ib.n);
+    FILE *fya = ya ? fopen(ya, "rb") : NULL, *fyb = yb ? fopen(yb, "rb") : NULL;
+    bool yard = ya && yb;
+    CHECK(fa && fb && f0 && ia.n == ib.n && (!yard || (fya && fyb && iya.n == ia.n && iyb.n == ia.n)));
     for (size_t i = 0; fa && fb && f0 && i < ia.n && i < ib.n; i++) {
-        const pp_checkpoint_entry *ea = &ia.entries[i], *eb = &ib.entries[i];
-        CHECK(strcmp(ea->name, eb->name) == 0 && ea->end - ea->begin == eb->end - eb->begin);
-        size_t bytes = (size_t)(ea->end - ea->begin);
-        unsigned char *da = read_entry(fa, &ia, i), *db = read_entry(fb, &ib, i), *d0 = NULL;
-        bool momentum = strncmp(ea->name, "optimizer.", 10) == 0;
-        for (size_t j = 0; !momentum && j < i0.n; j++)
-            if (strcmp(i0.entries[j].name, ea->name) == 0) d0 = read_entry(f0, &i0, j);
-        CHECK_MSG(da && db && (momentum || d0), "%s: cannot read", ea->name);
-        if (!da || !db || (!momentum && !d0)) {
-            free(da), free(db), free(d0);
-            continue;
+        double rel = entry_rel(fa, &ia, fb, &ib, f0, &i0, i);
+        if (rel < 0) continue;
+        double y = yard && fya && fyb && i < iya.n && i < iyb.n
+                       ? entry_rel(fya, &iya, fyb, &iyb, f0, &i0, i) : -1;
+        double ratio = yard ? rel / fmax(floor, NUDGE_K * fmax(y, 0)) : rel;
+        if (ratio > w.ratio || !w.name[0]) {
+            w = (diff){ratio, rel, y, ""};
+            snprintf(w.name, sizeof w.name, "%s", ia.entries[i].name);
         }
-        if (ea->dtype == PP_F32) {
-            const float *x = (const float *)da, *y = (const float *)db, *z = (const float *)d0;
-            double num = 0, den = 0;
-            for (size_t k = 0; k < bytes / 4; k++) {
-                double ux = z ? (double)x[k] - z[k] : x[k], uy = z ? (double)y[k] - z[k] : y[k];
-                num += (ux - uy) * (ux - uy);
-                den += uy * uy;
-            }
-            double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-            if (rel > max_rel) {
-                max_rel = rel;
-                snprintf(worst, n, "%s", ea->name);
-            }
-        } else {
-            CHECK_MSG(memcmp(da, db, bytes) == 0, "%s differs", ea->name);
-        }
-        free(da);
-        free(db);
-        free(d0);
     }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    if (f0) fclose(f0);
-    pp_checkpoint_info_free(&ia);
-    pp_checkpoint_info_free(&ib);
-    pp_checkpoint_info_free(&i0);
-    return max_rel;
+    FILE *fs[] = {fa, fb, f0, fya, fyb};
+    for (int k = 0; k < 5; k++)
+        if (fs[k]) fclose(fs[k]);
+    pp_checkpoint_info *is[] = {&ia, &ib, &i0, &iya, &iyb};
+    for (int k = 0; k < 5; k++) pp_checkpoint_info_free(is[k]);
+    return w;
 }
 
 /* bf16 mixed precision: cuda:0 (activations NHWC, the native bf16 kernels)
  * against the CPU backend (NCHW), one stage, and two stages across the two
- * backends (cuda:0 then cpu:0: the boundary changes layout both ways). Each
- * bf16 rounding of two correct implementations may differ by one step (2^-8
- * relative) where their f32 sums differ in the last bits, and batch norm over
- * small planes amplifies differences about tenfold (see the fp32 tolerance
- * above): updates must agree within 5e-2, losses (f32 from bf16 logits)
- * within 1e-2 relative. */
+ * backends (cuda:0 then cpu:0: the boundary changes layout both ways). The
+ * yardstick is the CPU's bf16 run from weights moved by half a bf16 step
+ * (cpu_nudged); losses (f32 from bf16 logits) at least 1e-2 relative. */
 static void bf16_against_cpu(const char *dir, const char *init)
 {
-    char cpu[256], gpu[256], worst[64] = "";
-    double cpu_loss[2] = {0}, gpu_loss[2] = {0};
+    char cpu[256], gpu[256], nudged[256], ny[256];
+    double cpu_loss[2] = {0}, gpu_loss[2] = {0}, y_loss[2] = {0};
     static const char *const names[2] = {"cuda:0", "cuda:0 + cpu:0"};
     static const char *const stages[2] = {
         "  - device: cuda:0\n"
@@ -328,22 +355,40 @@ static void bf16_against_cpu(const char *dir, const char *init)
     g_precision = "bf16";
     snprintf(cpu, sizeof cpu, "%s/cpu-bf16.safetensors", dir);
     snprintf(gpu, sizeof gpu, "%s/cuda-bf16.safetensors", dir);
+    snprintf(nudged, sizeof nudged, "%s/init-nudged-bf16.safetensors", dir);
+    snprintf(ny, sizeof ny, "%s/cpu-bf16-nudged.safetensors", dir);
     run(0, "cpu", NULL, cpu, cpu_loss);
+    nudge_checkpoint(init, nudged, 0x1p-9);
+    g_load = nudged;
+    run(0, "cpu", NULL, ny, y_loss);
+    g_load = NULL;
     for (int k = 0; k < 2; k++) {
         run_stages(stages[k], NULL, gpu, gpu_loss);
         for (int i = 0; i < 2; i++)
-            CHECK_MSG(fabs(gpu_loss[i] - cpu_loss[i]) <= 1e-2 * fabs(cpu_loss[i]),
-                      "bf16 %s step %d: loss %.7f, cpu %.7f", names[k], i, gpu_loss[i],
-                      cpu_loss[i]);
-        double rel = compare(gpu, cpu, init, worst, sizeof worst);
-        fprintf(stderr, "bf16 %s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), largest relative "
-                        "difference of the updates %.2e (%s)\n",
-                names[k], gpu_loss[0], gpu_loss[1], cpu_loss[0], cpu_loss[1], rel, worst);
-        CHECK_MSG(rel <= 5e-2, "bf16 %s vs cpu: %.2e at %s", names[k], rel, worst);
+            CHECK_MSG(fabs(gpu_loss[i] - cpu_loss[i]) <=
+                          fmax(1e-2 * fabs(cpu_loss[i]), NUDGE_K * fabs(y_loss[i] - cpu_loss[i])),
+                      "bf16 %s step %d: loss %.7f, cpu %.7f (nudged %.7f)", names[k], i,
+                      gpu_loss[i], cpu_loss[i], y_loss[i]);
+        diff d = compare_with(gpu, cpu, init, ny, cpu, FLOOR);
+        fprintf(stderr, "bf16 %s vs cpu: losses %.6f %.6f (cpu %.6f %.6f, nudged %.6f %.6f), "
+                        "worst update %s: %.2e, %.2f of its tolerance (nudge %.2e)\n",
+                names[k], gpu_loss[0], gpu_loss[1], cpu_loss[0], cpu_loss[1], y_loss[0],
+                y_loss[1], d.name, d.rel, d.ratio, d.yard);
+        CHECK_MSG(d.ratio <= 1, "bf16 %s vs cpu: %.2e at %s (nudge %.2e)", names[k], d.rel, d.name,
+                  d.yard);
         unlink(gpu);
     }
     unlink(cpu);
+    unlink(nudged);
+    unlink(ny);
     g_precision = "fp32";
+}
+
+/* A loss against its reference within NUDGE_K times the yardstick's
+ * difference, and at least rel_floor relative. */
+static bool loss_ok(double got, double ref, double yard, double rel_floor)
+{
+    return fabs(got - ref) <= fmax(rel_floor * fabs(ref), NUDGE_K * fabs(yard - ref));
 }
 
 int main(void)
@@ -354,57 +399,74 @@ int main(void)
     }
     char dir[200];
     if (!check_mkdtemp(dir, sizeof dir, "pp-cuda-pipeline")) return 1;
-    char cpu[256], init[256], gpu[3][256], algos[256], worst[64] = "";
+    char cpu[256], init[256], nudged[256], ycpu[256], gpu[3][256], algos[256];
     snprintf(algos, sizeof algos, "%s/cudnn-algos.txt", dir);
     setenv("PP_CUDNN_CACHE", algos, 1);
     unsetenv("PP_CUDNN_FIND");
     unsetenv("PP_CUDA_GRAPHS"); /* the plans say on or off */
-    double cpu_loss[2] = {0}, gpu_loss[3][2] = {{0}};
+    double cpu_loss[2] = {0}, y_loss[2] = {0}, gpu_loss[3][2] = {{0}};
     snprintf(cpu, sizeof cpu, "%s/cpu.safetensors", dir);
     snprintf(init, sizeof init, "%s/init.safetensors", dir);
+    snprintf(nudged, sizeof nudged, "%s/init-nudged.safetensors", dir);
+    snprintf(ycpu, sizeof ycpu, "%s/cpu-nudged.safetensors", dir);
     run(0, "cpu", init, cpu, cpu_loss);
+    nudge_checkpoint(init, nudged, 0);
+    g_load = nudged;
+    run(0, "cpu", NULL, ycpu, y_loss);
+    g_load = NULL;
+    fprintf(stderr, "cpu: losses %.7f %.7f; from the nudged weights %.7f %.7f\n", cpu_loss[0],
+            cpu_loss[1], y_loss[0], y_loss[1]);
     const int stages[3] = {1, 2, 4};
     for (int l = 0; l < 3; l++) {
         snprintf(gpu[l], sizeof gpu[l], "%s/cuda%d.safetensors", dir, stages[l]);
         run(l, "cuda", NULL, gpu[l], gpu_loss[l]);
         for (int i = 0; i < 2; i++)
-            CHECK_MSG(fabs(gpu_loss[l][i] - cpu_loss[i]) <= 1e-4 * fabs(cpu_loss[i]),
-                      "%d stages step %d: loss %.7f on cuda, %.7f on cpu", stages[l], i,
-                      gpu_loss[l][i], cpu_loss[i]);
-        double rel = compare(gpu[l], cpu, init, worst, sizeof worst);
-        fprintf(stderr, "cuda %d stage%s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), largest "
-                        "relative difference of the updates %.2e (%s)\n",
+            CHECK_MSG(loss_ok(gpu_loss[l][i], cpu_loss[i], y_loss[i], 1e-4),
+                      "%d stages step %d: loss %.7f on cuda, %.7f on cpu (nudged %.7f)",
+                      stages[l], i, gpu_loss[l][i], cpu_loss[i], y_loss[i]);
+        diff d = compare_with(gpu[l], cpu, init, ycpu, cpu, FLOOR);
+        fprintf(stderr, "cuda %d stage%s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), worst update "
+                        "%s: %.2e, %.2f of its tolerance (nudge %.2e)\n",
                 stages[l], stages[l] == 1 ? "" : "s", gpu_loss[l][0], gpu_loss[l][1],
-                cpu_loss[0], cpu_loss[1], rel, worst);
-        CHECK_MSG(rel <= 1e-2, "%d stages vs cpu: %.2e at %s", stages[l], rel, worst);
+                cpu_loss[0], cpu_loss[1], d.name, d.rel, d.ratio, d.yard);
+        CHECK_MSG(d.ratio <= 1, "%d stages vs cpu: %.2e at %s (nudge %.2e)", stages[l], d.rel,
+                  d.name, d.yard);
         if (l > 0) {
-            rel = compare(gpu[l], gpu[0], init, worst, sizeof worst);
-            fprintf(stderr, "cuda %d stages vs 1 stage: %.2e (%s)\n", stages[l], rel, worst);
-            CHECK_MSG(rel <= 1e-3, "cuda %d stages vs 1: %.2e at %s", stages[l], rel, worst);
+            d = compare_with(gpu[l], gpu[0], init, ycpu, cpu, FLOOR);
+            fprintf(stderr, "cuda %d stages vs 1 stage: worst %s: %.2e, %.2f of its tolerance\n",
+                    stages[l], d.name, d.rel, d.ratio);
+            CHECK_MSG(d.ratio <= 1, "cuda %d stages vs 1: %.2e at %s (nudge %.2e)", stages[l],
+                      d.rel, d.name, d.yard);
         }
     }
     bf16_against_cpu(dir, init);
     /* the sequential model's kernels (bias, sigmoid, window average pool) in a step */
     run_sequential(1, "cpu", init, cpu, cpu_loss);
+    nudge_checkpoint(init, nudged, 0);
+    g_load = nudged;
+    run_sequential(1, "cpu", NULL, ycpu, y_loss);
+    g_load = NULL;
     for (int l = 0; l < 2; l++) {
         run_sequential(l + 1, "cuda", NULL, gpu[l], gpu_loss[l]);
         for (int i = 0; i < 2; i++)
-            CHECK_MSG(fabs(gpu_loss[l][i] - cpu_loss[i]) <= 1e-4 * fabs(cpu_loss[i]),
+            CHECK_MSG(loss_ok(gpu_loss[l][i], cpu_loss[i], y_loss[i], 1e-4),
                       "sequential, %d stages, step %d: loss %.7f on cuda, %.7f on cpu", l + 1,
                       i, gpu_loss[l][i], cpu_loss[i]);
-        double rel = compare(gpu[l], cpu, init, worst, sizeof worst);
+        diff d = compare_with(gpu[l], cpu, init, ycpu, cpu, FLOOR);
         fprintf(stderr, "sequential, cuda %d stage%s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), "
-                        "largest relative difference of the updates %.2e (%s)\n",
+                        "worst update %s: %.2e, %.2f of its tolerance (nudge %.2e)\n",
                 l + 1, l ? "s" : "", gpu_loss[l][0], gpu_loss[l][1], cpu_loss[0], cpu_loss[1],
-                rel, worst);
-        CHECK_MSG(rel <= 1e-2, "sequential, %d stages vs cpu: %.2e at %s", l + 1, rel, worst);
+                d.name, d.rel, d.ratio, d.yard);
+        CHECK_MSG(d.ratio <= 1, "sequential, %d stages vs cpu: %.2e at %s (nudge %.2e)", l + 1,
+                  d.rel, d.name, d.yard);
     }
-    /* graphs on against graphs off */
+    /* graphs on against graphs off, held to what two graphs-off runs differ by */
     for (int l = 0; l < 2; l++) {
-        double on_loss[GRAPH_STEPS] = {0}, off_loss[GRAPH_STEPS] = {0};
-        pp_pipeline_report r_on, r_off;
+        double on_loss[GRAPH_STEPS] = {0}, off_loss[GRAPH_STEPS] = {0}, off2_loss[GRAPH_STEPS] = {0};
+        pp_pipeline_report r_on, r_off, r_off2;
         char why[256] = "";
         run_graphs(dir, l, false, init, gpu[0], off_loss, &r_off, why, sizeof why);
+        run_graphs(dir, l, false, NULL, gpu[2], off2_loss, &r_off2, why, sizeof why);
         run_graphs(dir, l, true, NULL, gpu[1], on_loss, &r_on, why, sizeof why);
         fprintf(stderr, "graphs, %d stage%s: %s, %d captured, %d replayed, %d launches%s%s\n",
                 l + 1, l ? "s" : "", r_on.graphs ? r_on.graphs : "?", r_on.graph_captures,
@@ -419,19 +481,32 @@ int main(void)
                   "graphs on, %d stages: %s, %d captured, %d replayed (want 3 + 2)", l + 1,
                   r_on.graphs ? r_on.graphs : "?", r_on.graph_captures, r_on.graph_replays);
         CHECK(r_off.graphs && !strcmp(r_off.graphs, "off") && r_off.graph_launches == 0);
+        fprintf(stderr, "graphs, %d stage%s, losses on / off / off again:", l + 1, l ? "s" : "");
         for (int i = 0; i < GRAPH_STEPS; i++)
-            CHECK_MSG(fabs(on_loss[i] - off_loss[i]) <= 1e-4 * fabs(off_loss[i]) &&
+            fprintf(stderr, " %.5f/%.5f/%.5f", on_loss[i], off_loss[i], off2_loss[i]);
+        fputc('\n', stderr);
+        /* the two off runs part further step by step (at step 2 by up to 5%
+         * on the H200): a step's loss may differ by NUDGE_K times the widest
+         * gap of the off runs up to it, at least 1e-4 relative */
+        double gap = 0;
+        for (int i = 0; i < GRAPH_STEPS; i++) {
+            gap = fmax(gap, fabs(off2_loss[i] - off_loss[i]));
+            CHECK_MSG(fabs(on_loss[i] - off_loss[i]) <= fmax(1e-4 * fabs(off_loss[i]), NUDGE_K * gap) &&
                           off_loss[i] > 0,
-                      "graphs, %d stages, step %d: loss %.7f on, %.7f off", l + 1, i, on_loss[i],
-                      off_loss[i]);
-        double rel = compare(gpu[1], gpu[0], init, worst, sizeof worst);
-        fprintf(stderr, "graphs on vs off, %d stage%s: losses %.6f .. %.6f, largest relative "
-                        "difference of the updates %.2e (%s)\n",
-                l + 1, l ? "s" : "", on_loss[0], on_loss[GRAPH_STEPS - 1], rel, worst);
-        CHECK_MSG(rel <= 1e-3, "graphs on vs off, %d stages: %.2e at %s", l + 1, rel, worst);
+                      "graphs, %d stages, step %d: loss %.7f on, %.7f off (%.7f off again)",
+                      l + 1, i, on_loss[i], off_loss[i], off2_loss[i]);
+        }
+        diff d = compare_with(gpu[1], gpu[0], init, gpu[2], gpu[0], FLOOR);
+        fprintf(stderr, "graphs on vs off, %d stage%s: worst update %s: %.2e, %.2f of its "
+                        "tolerance (off again %.2e)\n",
+                l + 1, l ? "s" : "", d.name, d.rel, d.ratio, d.yard);
+        CHECK_MSG(d.ratio <= 1, "graphs on vs off, %d stages: %.2e at %s (off again %.2e)", l + 1,
+                  d.rel, d.name, d.yard);
     }
     unlink(cpu);
     unlink(init);
+    unlink(nudged);
+    unlink(ycpu);
     for (int l = 0; l < 3; l++) unlink(gpu[l]);
     unlink(algos);
     rmdir(dir);

@@ -381,7 +381,7 @@ int main(int argc, char **argv)
     for (int m = 0; m < 2; m++) {
         const char *cp = m ? c2 : c1, *dp = m ? d2 : d1, *yp = m ? y2 : y1;
         run("cpu", m ? 2 : 4, LR, WD, 1, NULL, m ? NULL : init, NULL, cp, lc);
-        if (!m) nudge_checkpoint(init, nudged);
+        if (!m) nudge_checkpoint(init, nudged, 0);
         run("cpu", m ? 2 : 4, LR, WD, 1, NULL, NULL, nudged, yp, ly);
         run(g_dut, m ? 2 : 4, LR, WD, 1, NULL, NULL, NULL, dp, ld);
         fprintf(stderr, "\n%d micro-batch%s: loss %s %.7f, cpu %.7f (nudged %.7f)\n", m + 1,
