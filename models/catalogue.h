@@ -79,6 +79,8 @@ typedef struct pp_model_config {
     int num_classes;        /* default 1000 */
     int in_channels;        /* default 3 */
     pp_stem stem;           /* default imagenet */
+    bool zero_init_residual; /* ResNet: each block's last batch norm's weight starts at
+                              * 0 (torchvision's zero_init_residual); default false */
     int image_h, image_w;   /* input size the costs are computed for */
     /* delay model: per-stage times in milliseconds (n_delay values, or one for all) */
     int n_forward_ms, n_backward_ms;

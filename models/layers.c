@@ -112,13 +112,19 @@ pp_status pp_unit_add_conv_spec(pp_unit *u, pp_conv_layer *c, uint64_t seed, pp_
 pp_status pp_unit_add_bn(pp_unit *u, pp_bn_layer *b, const char *module, int c, uint64_t seed,
                          pp_error *err)
 {
+    return pp_unit_add_bn_gamma(u, b, module, c, 1.0, seed, err);
+}
+
+pp_status pp_unit_add_bn_gamma(pp_unit *u, pp_bn_layer *b, const char *module, int c,
+                               double gamma, uint64_t seed, pp_error *err)
+{
     if (u->n_bn >= PP_UNIT_MAX_BN)
         return pp_error_set(err, PP_ERR_INTERNAL, "%s: too many batch norms", u->spec.name);
     *b = (pp_bn_layer){0, c, 0};
     const int64_t shape[1] = {c};
     static const char *const leaf[5] = {"weight", "bias", "running_mean", "running_var",
                                         "num_batches_tracked"};
-    static const double init[5] = {1.0, 0.0, 0.0, 1.0, 0.0};
+    const double init[5] = {gamma, 0.0, 0.0, 1.0, 0.0};
     for (int i = 0; i < 5; i++)
         PP_TRY(pp_unit_declare(u, module, leaf[i], i == 4 ? PP_I64 : PP_F32, i == 4 ? 0 : 1, shape,
                                i < 2, PP_FILL_CONST, init[i], seed, i == 0 ? &b->e : NULL, err));

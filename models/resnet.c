@@ -72,6 +72,7 @@ pp_status pp_resnet_units(const pp_model_config *cfg, pp_unit_spec **specs, int 
             u->out_c = planes * expansion;
             u->stride = (b == 0 && layer > 0) ? 2 : 1;
             u->downsample = b == 0 && (u->stride != 1 || inplanes != u->out_c);
+            u->zero_last_bn = cfg->zero_init_residual;
             inplanes = u->out_c;
         }
     }

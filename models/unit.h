@@ -102,6 +102,7 @@ typedef struct pp_unit_spec {
     int stride;         /* conv, maxpool, blocks (applied to the 3x3 conv) */
     int pad;            /* conv and maxpool padding */
     bool downsample;    /* blocks: 1x1 conv (stride) + BN on the identity path */
+    bool zero_last_bn;  /* blocks: the last batch norm's weight starts at 0, not 1 */
     double forward_ms;  /* delay: time spent in each forward */
     double backward_ms; /* delay: time spent in each backward (B, whole) */
     bool split_ms;      /* delay: the next two are given; else each is backward_ms / 2 */

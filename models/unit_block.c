@@ -74,7 +74,8 @@ static pp_status basic_build(pp_unit *u, uint64_t seed, pp_error *err)
                             err));
     PP_TRY(pp_unit_add_bn(u, &b->bn[0], "bn1", s->planes, seed, err));
     PP_TRY(pp_unit_add_conv(u, &b->conv[1], "conv2", s->planes, s->planes, 3, 1, 1, seed, err));
-    PP_TRY(pp_unit_add_bn(u, &b->bn[1], "bn2", s->planes, seed, err));
+    PP_TRY(pp_unit_add_bn_gamma(u, &b->bn[1], "bn2", s->planes, s->zero_last_bn ? 0.0 : 1.0,
+                                seed, err));
     return add_downsample(u, b, seed, err);
 }
 
@@ -89,7 +90,8 @@ static pp_status bottleneck_build(pp_unit *u, uint64_t seed, pp_error *err)
                             err));
     PP_TRY(pp_unit_add_bn(u, &b->bn[1], "bn2", s->planes, seed, err));
     PP_TRY(pp_unit_add_conv(u, &b->conv[2], "conv3", s->planes, s->out_c, 1, 1, 0, seed, err));
-    PP_TRY(pp_unit_add_bn(u, &b->bn[2], "bn3", s->out_c, seed, err));
+    PP_TRY(pp_unit_add_bn_gamma(u, &b->bn[2], "bn3", s->out_c, s->zero_last_bn ? 0.0 : 1.0, seed,
+                                err));
     return add_downsample(u, b, seed, err);
 }
 

@@ -233,6 +233,10 @@ pp_status pp_unit_add_conv(pp_unit *u, pp_conv_layer *c, const char *module, int
                            int kernel, int stride, int pad, uint64_t seed, pp_error *err);
 pp_status pp_unit_add_bn(pp_unit *u, pp_bn_layer *b, const char *module, int c, uint64_t seed,
                          pp_error *err);
+/* pp_unit_add_bn with the weight starting at gamma (0: a block's last batch
+ * norm under zero_init_residual). */
+pp_status pp_unit_add_bn_gamma(pp_unit *u, pp_bn_layer *b, const char *module, int c,
+                               double gamma, uint64_t seed, pp_error *err);
 /* A convolution (and its bias when the spec asks for one) initialised by the
  * spec's rule (pp_unit_init; PP_INIT_MODEL is pp_unit_add_conv's). */
 pp_status pp_unit_add_conv_spec(pp_unit *u, pp_conv_layer *c, uint64_t seed, pp_error *err);

@@ -95,6 +95,7 @@ static void emit_model(pp_text *t, const pp_plan *p)
         }
     } else {
         pp_text_put(t, "  stem: %s\n", m->stem == PP_STEM_CIFAR ? "cifar" : "imagenet");
+        if (m->zero_init_residual) pp_text_put(t, "  zero_init_residual: true\n");
     }
 }
 

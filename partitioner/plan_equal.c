@@ -33,6 +33,8 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
              mb->num_classes, mb->in_channels);
     if (ma->kind == PP_MODEL_RESNET && (ma->stem != mb->stem || ma->depth != mb->depth))
         DIFF("model stem/depth differ");
+    if (ma->kind == PP_MODEL_RESNET && ma->zero_init_residual != mb->zero_init_residual)
+        DIFF("model zero_init_residual differs");
     if (ma->n_layers != mb->n_layers || ma->init != mb->init || ma->init_std != mb->init_std)
         DIFF("sequential layer counts or initialisation differ");
     for (int i = 0; i < ma->n_layers; i++) {

@@ -206,11 +206,12 @@ static void walk_sequential(pp_walk *w, const pp_ynode *model, const pp_ynode *l
 void pp_walk_model(pp_walk *w, const pp_ynode *n)
 {
     enum { K_NAME, K_CLASSES, K_CHANNELS, K_STEM, K_FWD, K_BWD, K_BIN, K_BWT, K_LAYERS, K_INIT,
-           K_STD, K_N };
+           K_STD, K_ZERO, K_N };
     static const char *const keys[K_N] = {"name",        "num_classes", "in_channels",
                                           "stem",        "forward_ms",  "backward_ms",
                                           "backward_input_ms", "backward_weight_ms",
-                                          "layers",      "init",        "init_std"};
+                                          "layers",      "init",        "init_std",
+                                          "zero_init_residual"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     p->model_mark = pp_walk_mark(n);
@@ -257,6 +258,12 @@ void pp_walk_model(pp_walk *w, const pp_ynode *n)
             else
                 w->model_ok = false;
         }
+    }
+    if (f[K_ZERO]) {
+        if (delay || seq)
+            pp_walk_error(w, f[K_ZERO], "model.zero_init_residual applies only to ResNet models");
+        else if (!pp_walk_bool(w, f[K_ZERO], "model.zero_init_residual", &cfg->zero_init_residual))
+            w->model_ok = false;
     }
     if (!delay) {
         if (f[K_FWD]) pp_walk_error(w, f[K_FWD], "model.forward_ms applies only to the delay model");

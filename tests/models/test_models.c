@@ -584,6 +584,68 @@ static void test_state_dict(void)
     }
 }
 
+/* model.zero_init_residual: each block's last batch norm (bn2 of a basic
+ * block, bn3 of a bottleneck) starts with weight 0, every other batch norm
+ * with 1, and the convolutions as without it (the same seed). */
+static bool all_equal(const pp_named_tensor *t, float v)
+{
+    float *h = host_copy(t->value);
+    bool ok = h != NULL;
+    for (int64_t i = 0; ok && i < pp_tensor_numel(t->value); i++) ok = h[i] == v;
+    free(h);
+    return ok;
+}
+
+static void test_zero_init_residual(void)
+{
+    static const char *const models[] = {"resnet18", "resnet50"};
+    for (int m = 0; m < 2; m++) {
+        pp_stage *st[2] = {NULL, NULL};
+        pp_error err;
+        for (int z = 0; z < 2; z++) {
+            pp_model_config cfg;
+            pp_catalogue cat;
+            CHECK_OK(pp_model_config_default(models[m], &cfg, &err), &err);
+            cfg.zero_init_residual = z;
+            CHECK_OK(pp_catalogue_build(&cfg, &cat, &err), &err);
+            CHECK_OK(pp_stage_new(&cfg, 1, 0, cat.n - 1, dev, &st[z], &err), &err);
+            pp_catalogue_free(&cat);
+        }
+        if (!st[0] || !st[1]) goto next;
+        const char *last = m ? "bn3" : "bn2";
+        int n_last = 0;
+        for (int i = 0; i < pp_stage_state_count(st[1]); i++) {
+            const pp_named_tensor *t = pp_stage_state(st[1], i), *u = pp_stage_state(st[0], i);
+            CHECK(strcmp(t->name, u->name) == 0);
+            const char *dot = strrchr(t->name, '.');
+            if (!dot || strcmp(dot, ".weight")) continue;
+            char want[64];
+            int l, b;
+            bool is_last = sscanf(t->name, "layer%d.%d.", &l, &b) == 2 &&
+                           snprintf(want, sizeof want, "layer%d.%d.%s.weight", l, b, last) > 0 &&
+                           !strcmp(t->name, want);
+            bool bn = strstr(t->name, "bn") || strstr(t->name, "downsample.1");
+            if (is_last) {
+                n_last++;
+                CHECK_MSG(all_equal(t, 0) && all_equal(u, 1), "%s %s: 0 with, 1 without",
+                          models[m], t->name);
+            } else if (bn) {
+                CHECK_MSG(all_equal(t, 1), "%s %s: 1", models[m], t->name);
+            } else {
+                float *a = host_copy(t->value), *c = host_copy(u->value);
+                CHECK_MSG(a && c && !memcmp(a, c, pp_tensor_bytes(t->value)),
+                          "%s %s: the same values with and without", models[m], t->name);
+                free(a);
+                free(c);
+            }
+        }
+        CHECK_MSG(n_last == (m ? 16 : 8), "%s: %d blocks", models[m], n_last);
+    next:
+        pp_stage_free(st[0]);
+        pp_stage_free(st[1]);
+    }
+}
+
 /* Same seed, one stage or two: identical names and values, state for state. */
 static void test_split_init(void)
 {
@@ -1236,6 +1298,7 @@ int main(void)
     test_kept_imagenet();
     test_costs_match_forward();
     test_state_dict();
+    test_zero_init_residual();
     test_split_init();
     test_split_forward("resnet18", false, "layer3.0");
     test_split_forward("resnet50", false, "layer3.0");

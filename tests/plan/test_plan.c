@@ -78,6 +78,12 @@ static const struct bad_case {
      1, 28, "applies only to ResNet"},
     {"bad stem", "model: {name: resnet18, stem: mnist}\n" L_BATCH L_STAGES L_S0 L_S1, 1, 31,
      "unknown model.stem 'mnist'"},
+    {"zero_init_residual for delay", "model: {name: delay, zero_init_residual: true}\n" L_BATCH
+                                     "stages:\n  - {device: cpu:0}\n",
+     1, 42, "model.zero_init_residual applies only to ResNet models"},
+    {"zero_init_residual not a bool",
+     "model: {name: resnet18, zero_init_residual: 1}\n" L_BATCH L_STAGES L_S0 L_S1, 1, 45,
+     "model.zero_init_residual must be true or false, got '1'"},
     {"in_channels zero", "model: {name: resnet18, in_channels: 0}\n" L_BATCH L_STAGES L_S0 L_S1,
      1, 38, "model.in_channels must be positive, got 0"},
     {"batch size zero", L_MODEL "batch: {size: 0, split_size: 3}\n" L_STAGES L_S0 L_S1, 2, 15,
@@ -564,7 +570,8 @@ static void test_valid_plans(void)
         int stage0_last; /* last unit of stage 0, -1 when not checked */
     } good[] = {
         {"resnet18 gpipe split", BASE, 14, 2, 8, 3, 3, {3, 3, 2}, 7},
-        {"resnet34 1f1b micro", "model: {name: resnet34, num_classes: 10, stem: cifar}\n"
+        {"resnet34 1f1b micro", "model: {name: resnet34, num_classes: 10, stem: cifar, "
+                                "zero_init_residual: true}\n"
                                 "batch: {size: 9, micro_batches: 4}\nschedule: 1f1b\n"
                                 "data: {image_size: [32, 32], shuffle: true}\n"
                                 "stages:\n  - device: cuda:0\n    layers: [conv1, bn1, relu, "
