@@ -48,7 +48,8 @@
 #   4      (parts/part4.sh) bf16 at 2B and B against PyTorch eager
 #          channels_last, torch.compile at 2B, NHWC against NCHW
 #   5      (parts/part5.sh) the bf16 cross-check with 1, 2 and 4 stages; peak
-#          memory bf16 against fp32
+#          memory bf16 against fp32; PyTorch's fp32 step against float64 (the
+#          conditioning the CUDA tests' tolerances stand on)
 #   9      (parts/part9.sh) compute-sanitizer memcheck, racecheck, synccheck
 #          and initcheck over the native kernels' test and a 2-stage plan
 #   7      (parts/part7.sh) 1, 2 and 4 stages on one GPU (fp32, bf16),

@@ -3,8 +3,11 @@
 # within 3x PyTorch autocast's error against float64, 1, 2 and 4 stages),
 # then the peak memory per stage of bf16 against fp32 (--json peak_bytes, a
 # device's high-water mark: stages sharing one GPU share one figure) at
-# batch B, 1 stage whole batch and 2 and 4 stages in micro-batches of 32.
-#   correctness (180 s), memory (150 s)
+# batch B, 1 stage whole batch and 2 and 4 stages in micro-batches of 32;
+# then how far PyTorch's own fp32 ResNet step is from float64, on the CPU
+# and on cuda:0 (tests/gpu/conditioning.py: what the CUDA tests' tolerances
+# stand on).
+#   correctness (180 s), memory (150 s), conditioning (60 s)
 # shellcheck shell=bash disable=SC2154
 
 part5() {
@@ -50,4 +53,19 @@ part5() {
         row "peak memory bf16 / fp32, batch $b1, $s stage(s)$([ $s = 1 ] || echo ", split $split")" \
             "$verdict" "${fig:-$why_not}" "${cmd[bf16s$s]:-?}; ${cmd[fp32s$s]:-?}"
     done
+
+    section diagnostics 60
+    echo "== PyTorch's fp32 ResNet step against float64 (the CUDA tests' conditioning)"
+    local cdev=cuda:0 rc
+    [ $dry = 1 ] && cdev=cpu
+    run conditioning 55 "${pyrun[@]}" "$bundle/gpu/conditioning.py" --device "$cdev"
+    rc=$?
+    cat "$res/conditioning.out" 2>/dev/null
+    if [ $rc = 0 ]; then
+        row "PyTorch fp32 step against float64 (and $cdev against cpu)" ok \
+            "$(tail -n 1 "$res/conditioning.out")" "$last_cmd"
+    else
+        row "PyTorch fp32 step against float64" "$(result_of $rc)" "$(why $rc conditioning)" \
+            "$last_cmd"
+    fi
 }
