@@ -7,7 +7,7 @@
 # then how far PyTorch's own fp32 ResNet step is from float64, on the CPU
 # and on cuda:0 (tests/gpu/conditioning.py: what the CUDA tests' tolerances
 # stand on).
-#   correctness (180 s), memory (150 s), conditioning (60 s)
+#   correctness (180 s), memory (125 s), diagnostics (45 s)
 # shellcheck shell=bash disable=SC2154
 
 part5() {
@@ -19,7 +19,7 @@ part5() {
     section correctness 180
     xcheck 1,2,4 175
 
-    section memory 150
+    section memory 125
     echo "== peak memory per stage, bf16 against fp32 (batch $b1)"
     bf16_runs_of "$b1" "$split"
     cmd[bf16s1]=$(cat "$res/pr-1stage-b$b1-bf16.cmd" 2>/dev/null)
@@ -54,11 +54,11 @@ part5() {
             "$verdict" "${fig:-$why_not}" "${cmd[bf16s$s]:-?}; ${cmd[fp32s$s]:-?}"
     done
 
-    section diagnostics 60
+    section diagnostics 45
     echo "== PyTorch's fp32 ResNet step against float64 (the CUDA tests' conditioning)"
     local cdev=cuda:0 rc
     [ $dry = 1 ] && cdev=cpu
-    run conditioning 55 "${pyrun[@]}" "$bundle/gpu/conditioning.py" --device "$cdev"
+    run conditioning 40 "${pyrun[@]}" "$bundle/gpu/conditioning.py" --device "$cdev"
     rc=$?
     cat "$res/conditioning.out" 2>/dev/null
     if [ $rc = 0 ]; then
