@@ -62,7 +62,7 @@ part5() {
     rc=$?
     cat "$res/conditioning.out" 2>/dev/null
     if [ $rc = 0 ]; then
-        row "PyTorch fp32 step against float64 (and $cdev against cpu)" ok \
+        row "PyTorch fp32 step against float64$([ "$cdev" = cpu ] || echo " (and $cdev against cpu)")" ok \
             "$(tail -n 1 "$res/conditioning.out")" "$last_cmd"
     else
         row "PyTorch fp32 step against float64" "$(result_of $rc)" "$(why $rc conditioning)" \
