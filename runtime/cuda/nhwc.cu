@@ -19,6 +19,9 @@
  */
 #include "nhwc.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace {
 
 __device__ __forceinline__ float widen(uint16_t h)
@@ -272,6 +275,130 @@ __global__ void bn_dx_k(int64_t n, int c, const uint16_t *x, const uint16_t *dy,
     }
 }
 
+/* ---- the same batch-norm kernels, 8 channels (16 bytes) or 2 channels (4
+ * bytes) per thread: where c is a multiple of 8 (64 for the partials) and
+ * every pointer 16-byte aligned (bn_vec). Each element's arithmetic, and each
+ * channel's order of summation, is the scalar kernel's: the same bits, in
+ * fewer and wider memory transactions and without a 64-bit modulo per element
+ * (PP_CUDA_BN_SCALAR=1 runs the scalar kernels, to compare). */
+
+__device__ __forceinline__ uint16_t lane16(const uint4 &v, int k)
+{
+    const uint32_t w = (&v.x)[k >> 1];
+    return (uint16_t)(k & 1 ? w >> 16 : w);
+}
+
+__device__ __forceinline__ void set16(uint4 &v, int k, uint16_t h)
+{
+    uint32_t &w = (&v.x)[k >> 1];
+    w = k & 1 ? (w & 0xffffu) | ((uint32_t)h << 16) : (w & 0xffff0000u) | h;
+}
+
+/* bn_apply_k over n8 groups of 8 channels of one row */
+__global__ void bn_apply8_k(int64_t n8, int c, const uint4 *x, const float *coef,
+                            const uint4 *add, bool relu, uint4 *y)
+{
+    const int c8 = c / 8;
+    for (int64_t i = gtid(); i < n8; i += gstride()) {
+        const int ch0 = (int)(i % c8) * 8;
+        const uint4 xv = x[i], av = add ? add[i] : make_uint4(0u, 0u, 0u, 0u);
+        uint4 out = make_uint4(0u, 0u, 0u, 0u);
+        for (int k = 0; k < 8; k++) {
+            const int ch = ch0 + k;
+            const uint16_t o = narrow(widen(lane16(xv, k)) * coef[ch] + coef[c + ch]);
+            uint16_t r = o;
+            if (add || relu) {
+                float v = widen(o);
+                if (add) v += widen(lane16(av, k));
+                if (relu) v = v > 0.0f ? v : 0.0f;
+                r = narrow(v);
+            }
+            set16(out, k, r);
+        }
+        y[i] = out;
+    }
+}
+
+/* bn_dx_k over n8 groups of 8 channels of one row */
+__global__ void bn_dx8_k(int64_t n8, int c, const uint4 *x, const uint4 *dy, const uint4 *mask,
+                         const float *coef, uint4 *dx)
+{
+    const int c8 = c / 8;
+    for (int64_t i = gtid(); i < n8; i += gstride()) {
+        const int ch0 = (int)(i % c8) * 8;
+        const uint4 xv = x[i], gv = dy[i], mv = mask ? mask[i] : make_uint4(0u, 0u, 0u, 0u);
+        uint4 out = make_uint4(0u, 0u, 0u, 0u);
+        for (int k = 0; k < 8; k++) {
+            const int ch = ch0 + k;
+            const float g = mask && !(widen(lane16(mv, k)) > 0.0f) ? 0.0f : widen(lane16(gv, k));
+            const float v = widen(lane16(xv, k));
+            set16(out, k,
+                  narrow((g - coef[ch] - (v - coef[3 * c + ch]) * coef[c + ch]) *
+                         coef[2 * c + ch]));
+        }
+        dx[i] = out;
+    }
+}
+
+/* bn_partial_k with 2 channels per thread (block: 32 x 8 threads, 64
+ * channels): each channel's rows in the scalar kernel's order */
+__global__ void bn_partial2_k(stats_kind kind, int64_t rows, int c, int64_t chunk,
+                              const uint16_t *x, const uint16_t *dy, const uint16_t *mask,
+                              const float *mean, float *part1, float *part2)
+{
+    __shared__ float s1[BN_RY][2 * BN_CX], s2[BN_RY][2 * BN_CX];
+    const int ch = (blockIdx.x * BN_CX + threadIdx.x) * 2; /* c % 64 == 0: ch + 1 < c */
+    const int64_t r0 = (int64_t)blockIdx.y * chunk;
+    const int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
+    float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f, b1 = 0.0f;
+    const float m0 = kind == STATS_SUM ? 0.0f : mean[ch], m1 = kind == STATS_SUM ? 0.0f : mean[ch + 1];
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += BN_RY) {
+        const uint32_t xw = *reinterpret_cast<const uint32_t *>(x + r * c + ch);
+        const float v0 = widen((uint16_t)xw), v1 = widen((uint16_t)(xw >> 16));
+        if (kind == STATS_SUM) {
+            a0 += v0;
+            a1 += v1;
+        } else if (kind == STATS_SQDEV) {
+            const float d0 = v0 - m0, d1 = v1 - m1;
+            a0 += d0 * d0;
+            a1 += d1 * d1;
+        } else {
+            const uint32_t gw = *reinterpret_cast<const uint32_t *>(dy + r * c + ch);
+            float g0 = widen((uint16_t)gw), g1 = widen((uint16_t)(gw >> 16));
+            if (mask) {
+                const uint32_t mw = *reinterpret_cast<const uint32_t *>(mask + r * c + ch);
+                if (!(widen((uint16_t)mw) > 0.0f)) g0 = 0.0f;
+                if (!(widen((uint16_t)(mw >> 16)) > 0.0f)) g1 = 0.0f;
+            }
+            a0 += g0;
+            a1 += g1;
+            b0 += g0 * (v0 - m0);
+            b1 += g1 * (v1 - m1);
+        }
+    }
+    const int t = 2 * threadIdx.x;
+    s1[threadIdx.y][t] = a0;
+    s1[threadIdx.y][t + 1] = a1;
+    s2[threadIdx.y][t] = b0;
+    s2[threadIdx.y][t + 1] = b1;
+    __syncthreads();
+    if (threadIdx.y == 0) {
+        for (int i = 1; i < BN_RY; i++) {
+            a0 += s1[i][t];
+            a1 += s1[i][t + 1];
+            b0 += s2[i][t];
+            b1 += s2[i][t + 1];
+        }
+        const int64_t o = (int64_t)blockIdx.y * c + ch;
+        part1[o] = a0;
+        part1[o + 1] = a1;
+        if (kind == STATS_BWD) {
+            part2[o] = b0;
+            part2[o + 1] = b1;
+        }
+    }
+}
+
 /* ---- max pooling over bf16 NHWC ------------------------------------------------------ */
 
 /* One output element: the window in row-major order, the first maximum wins
@@ -464,6 +591,61 @@ static dim3 bn_grid(int c, int groups)
     return dim3((unsigned)((c + BN_CX - 1) / BN_CX), (unsigned)groups);
 }
 
+/* PP_CUDA_BN_SCALAR (set and not 0): the one-channel-per-thread kernels only */
+static bool bn_scalar_only(void)
+{
+    static int only = -1; /* read once; a racing first read stores the same value */
+    if (only < 0) {
+        const char *e = getenv("PP_CUDA_BN_SCALAR");
+        only = e && *e && strcmp(e, "0") != 0;
+    }
+    return only == 1;
+}
+
+static bool aligned16(const void *p)
+{
+    return (uintptr_t)p % 16 == 0;
+}
+
+/* the 8-channel elementwise kernels: c % 8 and every pointer (NULL or) aligned */
+static bool bn_vec8(int c, const void *a, const void *b, const void *m, const void *y)
+{
+    return !bn_scalar_only() && c % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(m) &&
+           aligned16(y);
+}
+
+/* the 2-channel partial sums: 64-channel blocks */
+static bool bn_vec2(int c, const void *x, const void *dy, const void *m)
+{
+    return !bn_scalar_only() && c % (2 * BN_CX) == 0 && aligned16(x) && aligned16(dy) &&
+           aligned16(m);
+}
+
+static void bn_partial(cudaStream_t s, stats_kind kind, int64_t rows, int c, int groups,
+                       int64_t chunk, const uint16_t *x, const uint16_t *dy, const uint16_t *mask,
+                       const float *mean, float *part1, float *part2)
+{
+    const dim3 block(BN_CX, BN_RY);
+    if (bn_vec2(c, x, dy, mask))
+        bn_partial2_k<<<dim3((unsigned)(c / (2 * BN_CX)), (unsigned)groups), block, 0, s>>>(
+            kind, rows, c, chunk, x, dy, mask, mean, part1, part2);
+    else
+        bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(kind, rows, c, chunk, x, dy, mask, mean,
+                                                          part1, part2);
+}
+
+static void bn_apply(cudaStream_t s, unsigned max_grid, int64_t rows, int c, const uint16_t *x,
+                     const float *coef, const uint16_t *add, bool relu, uint16_t *y)
+{
+    const int64_t n = rows * c;
+    if (bn_vec8(c, x, add, nullptr, y))
+        bn_apply8_k<<<grid_for(n / 8, max_grid), PP_CUDA_BLOCK, 0, s>>>(
+            n / 8, c, reinterpret_cast<const uint4 *>(x), coef,
+            reinterpret_cast<const uint4 *>(add), relu, reinterpret_cast<uint4 *>(y));
+    else
+        bn_apply_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, coef, add, relu, y);
+}
+
 cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
                                          float eps, float momentum, const uint16_t *x,
                                          const float *gamma, const float *beta,
@@ -475,18 +657,15 @@ cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int6
     int64_t chunk;
     bn_groups(rows, &groups, &chunk);
     float *part = scratch, *coef = scratch + 2 * (size_t)groups * c;
-    const dim3 block(BN_CX, BN_RY);
     const unsigned cg = (unsigned)((c + 127) / 128);
-    bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(STATS_SUM, rows, c, chunk, x, nullptr,
-                                                      nullptr, nullptr, part, nullptr);
+    bn_partial(s, STATS_SUM, rows, c, groups, chunk, x, nullptr, nullptr, nullptr, part, nullptr);
     bn_mean_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, part, save_mean);
-    bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(STATS_SQDEV, rows, c, chunk, x, nullptr,
-                                                      nullptr, save_mean, part, nullptr);
+    bn_partial(s, STATS_SQDEV, rows, c, groups, chunk, x, nullptr, nullptr, save_mean, part,
+               nullptr);
     bn_finish_train_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, eps, momentum, part, save_mean,
                                          gamma, beta, running_mean, running_var, save_invstd,
                                          coef);
-    const int64_t n = rows * c;
-    bn_apply_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, coef, add, relu, y);
+    bn_apply(s, max_grid, rows, c, x, coef, add, relu, y);
     return cudaGetLastError();
 }
 
@@ -498,8 +677,7 @@ cudaError_t pp_cuda_launch_bn_infer_nhwc(cudaStream_t s, unsigned max_grid, int6
 {
     bn_infer_coef_k<<<(unsigned)((c + 127) / 128), 128, 0, s>>>(c, eps, gamma, beta, running_mean,
                                                                running_var, scratch);
-    const int64_t n = rows * c;
-    bn_apply_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, scratch, add, relu, y);
+    bn_apply(s, max_grid, rows, c, x, scratch, add, relu, y);
     return cudaGetLastError();
 }
 
@@ -514,13 +692,17 @@ cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, i
     bn_groups(rows, &groups, &chunk);
     float *part1 = scratch, *part2 = scratch + (size_t)groups * c;
     float *coef = scratch + 2 * (size_t)groups * c;
-    bn_partial_k<<<bn_grid(c, groups), dim3(BN_CX, BN_RY), 0, s>>>(
-        STATS_BWD, rows, c, chunk, x, dy, relu_y, save_mean, part1, part2);
+    bn_partial(s, STATS_BWD, rows, c, groups, chunk, x, dy, relu_y, save_mean, part1, part2);
     bn_finish_backward_k<<<(unsigned)((c + 127) / 128), 128, 0, s>>>(
         c, groups, (double)rows, part1, part2, save_mean, save_invstd, gamma, dgamma, dbeta,
         coef);
     const int64_t n = rows * c;
-    bn_dx_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, dy, relu_y, coef, dx);
+    if (bn_vec8(c, x, dy, relu_y, dx))
+        bn_dx8_k<<<grid_for(n / 8, max_grid), PP_CUDA_BLOCK, 0, s>>>(
+            n / 8, c, reinterpret_cast<const uint4 *>(x), reinterpret_cast<const uint4 *>(dy),
+            reinterpret_cast<const uint4 *>(relu_y), coef, reinterpret_cast<uint4 *>(dx));
+    else
+        bn_dx_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, dy, relu_y, coef, dx);
     return cudaGetLastError();
 }
 

@@ -2,7 +2,8 @@
 # on CUDA) against PyTorch: ours 1 stage (--layout auto) and PyTorch eager
 # bf16 autocast channels_last (cudnn.benchmark on) at batch 2B and B (256,
 # 128), torch.compile at 2B (goals: ours / eager >= 1.15, ours / compile >=
-# 1.00), then ours --layout nchw at 2B (what NHWC brings).
+# 1.00), then ours --layout nchw at 2B (what NHWC brings), and ours with
+# PP_CUDA_BN_SCALAR=1 at 2B (what the batch norm's 8-channel kernels bring).
 #   speed (330 s)
 # shellcheck shell=bash disable=SC2154
 
@@ -50,5 +51,16 @@ part4() {
         row "  NHWC (auto) / NCHW, batch $b2" info "${rt:-?}: ${bf16_ips[$b2]:-?} / ${pr_ips:-?} img/s" ""
     else
         row "ours bf16 1 stage, batch $b2, --layout nchw" "$(result_of $?)" "$pr_fig" "$last_cmd"
+    fi
+    echo "== bf16, batch $b2: PP_CUDA_BN_SCALAR=1 (batch norm one channel per thread)"
+    if PP_CUDA_BN_SCALAR=1 pr "1stage-b$b2-bf16-bn-scalar" "$res/r50-1stage-b$b2-bf16.yaml" \
+        --steps "$steps" --device-map "$map" --layout auto; then
+        row "ours bf16 1 stage, batch $b2, PP_CUDA_BN_SCALAR=1" ok "$pr_fig" "PP_CUDA_BN_SCALAR=1 $last_cmd"
+        rt=$(ratio "${bf16_ips[$b2]:-}" "$pr_ips")
+        row "  batch norm 8 channels / 1 channel per thread, batch $b2" info \
+            "${rt:-?}: ${bf16_ips[$b2]:-?} / ${pr_ips:-?} img/s" ""
+    else
+        row "ours bf16 1 stage, batch $b2, PP_CUDA_BN_SCALAR=1" "$(result_of $?)" "$pr_fig" \
+            "PP_CUDA_BN_SCALAR=1 $last_cmd"
     fi
 }
