@@ -132,15 +132,27 @@ __device__ __forceinline__ float masked(const uint16_t *dy, const uint16_t *mask
     return mask && !(widen(mask[i]) > 0.0f) ? 0.0f : widen(dy[i]);
 }
 
-/* the batch norm's bf16 output o, then + add and the ReLU as pp_add_relu,
- * pp_add and pp_relu_forward give them */
-__device__ __forceinline__ uint16_t act(uint16_t o, const uint16_t *add, bool relu, int64_t i)
+/* one element of the batch norm's output: x * alpha + beta rounded, then +
+ * a (when has_add) and the ReLU as pp_add_relu, pp_add and pp_relu_forward
+ * give them */
+__device__ __forceinline__ uint16_t bn_out(uint16_t x, float alpha, float beta, bool has_add,
+                                           uint16_t a, bool relu)
 {
-    if (!add && !relu) return o;
+    const uint16_t o = narrow(widen(x) * alpha + beta);
+    if (!has_add && !relu) return o;
     float v = widen(o);
-    if (add) v += widen(add[i]);
+    if (has_add) v += widen(a);
     if (relu) v = v > 0.0f ? v : 0.0f;
     return narrow(v);
+}
+
+/* one element of dx from dy (zero where the mask is given and not positive),
+ * x and the coefficients of bn_finish_backward_k */
+__device__ __forceinline__ uint16_t bn_dx_one(uint16_t dy, bool has_mask, uint16_t m, uint16_t x,
+                                              const float *coef, int c, int ch)
+{
+    const float g = has_mask && !(widen(m) > 0.0f) ? 0.0f : widen(dy), v = widen(x);
+    return narrow((g - coef[ch] - (v - coef[3 * c + ch]) * coef[c + ch]) * coef[2 * c + ch]);
 }
 
 enum { BN_CX = 32, BN_RY = 8 }; /* block: 32 channels x 8 rows */
@@ -243,7 +255,7 @@ __global__ void bn_apply_k(int64_t n, int c, const uint16_t *x, const float *coe
 {
     for (int64_t i = gtid(); i < n; i += gstride()) {
         const int ch = (int)(i % c);
-        y[i] = act(narrow(widen(x[i]) * coef[ch] + coef[c + ch]), add, relu, i);
+        y[i] = bn_out(x[i], coef[ch], coef[c + ch], add, add ? add[i] : (uint16_t)0, relu);
     }
 }
 
@@ -269,9 +281,7 @@ __global__ void bn_dx_k(int64_t n, int c, const uint16_t *x, const uint16_t *dy,
                         const uint16_t *mask, const float *coef, uint16_t *dx)
 {
     for (int64_t i = gtid(); i < n; i += gstride()) {
-        const int ch = (int)(i % c);
-        const float g = masked(dy, mask, i), v = widen(x[i]);
-        dx[i] = narrow((g - coef[ch] - (v - coef[3 * c + ch]) * coef[c + ch]) * coef[2 * c + ch]);
+        dx[i] = bn_dx_one(dy[i], mask, mask ? mask[i] : (uint16_t)0, x[i], coef, c, (int)(i % c));
     }
 }
 
@@ -303,18 +313,9 @@ __global__ void bn_apply8_k(int64_t n8, int c, const uint4 *x, const float *coef
         const int ch0 = (int)(i % c8) * 8;
         const uint4 xv = x[i], av = add ? add[i] : make_uint4(0u, 0u, 0u, 0u);
         uint4 out = make_uint4(0u, 0u, 0u, 0u);
-        for (int k = 0; k < 8; k++) {
-            const int ch = ch0 + k;
-            const uint16_t o = narrow(widen(lane16(xv, k)) * coef[ch] + coef[c + ch]);
-            uint16_t r = o;
-            if (add || relu) {
-                float v = widen(o);
-                if (add) v += widen(lane16(av, k));
-                if (relu) v = v > 0.0f ? v : 0.0f;
-                r = narrow(v);
-            }
-            set16(out, k, r);
-        }
+        for (int k = 0; k < 8; k++)
+            set16(out, k, bn_out(lane16(xv, k), coef[ch0 + k], coef[c + ch0 + k], add,
+                                 lane16(av, k), relu));
         y[i] = out;
     }
 }
@@ -328,14 +329,9 @@ __global__ void bn_dx8_k(int64_t n8, int c, const uint4 *x, const uint4 *dy, con
         const int ch0 = (int)(i % c8) * 8;
         const uint4 xv = x[i], gv = dy[i], mv = mask ? mask[i] : make_uint4(0u, 0u, 0u, 0u);
         uint4 out = make_uint4(0u, 0u, 0u, 0u);
-        for (int k = 0; k < 8; k++) {
-            const int ch = ch0 + k;
-            const float g = mask && !(widen(lane16(mv, k)) > 0.0f) ? 0.0f : widen(lane16(gv, k));
-            const float v = widen(lane16(xv, k));
-            set16(out, k,
-                  narrow((g - coef[ch] - (v - coef[3 * c + ch]) * coef[c + ch]) *
-                         coef[2 * c + ch]));
-        }
+        for (int k = 0; k < 8; k++)
+            set16(out, k, bn_dx_one(lane16(gv, k), mask, lane16(mv, k), lane16(xv, k), coef, c,
+                                    ch0 + k));
         dx[i] = out;
     }
 }

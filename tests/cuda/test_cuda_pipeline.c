@@ -252,8 +252,8 @@ static unsigned char *read_entry(FILE *f, const pp_checkpoint_info *info, size_t
     return NULL;
 }
 
-/* The worst tensor of a comparison: its figure over its tolerance (the
- * figure itself without a yardstick), the figure, the yardstick's. */
+/* The worst tensor of a comparison: its figure over its tolerance, the
+ * figure, the yardstick's. */
 typedef struct diff {
     double ratio, rel, yard;
     char name[96];
@@ -294,33 +294,30 @@ static double entry_rel(FILE *fx, const pp_checkpoint_info *ix, FILE *fy,
     return rel;
 }
 
-/* Compares the updates of checkpoints a and b (from init), tensor by tensor;
- * with a yardstick (ya against yb, from init too: e.g. the nudged CPU run
- * against the CPU run) each tensor's figure is divided by its tolerance
- * max(floor, NUDGE_K * the yardstick's figure). Returns the worst tensor. */
+/* Compares the updates of checkpoints a and b (from init), tensor by tensor,
+ * against a yardstick (ya against yb, from init too: e.g. the nudged CPU run
+ * against the CPU run): each tensor's figure is divided by its tolerance
+ * max(FLOOR, NUDGE_K * the yardstick's figure). Returns the worst tensor. */
 static diff compare_with(const char *a, const char *b, const char *init, const char *ya,
-                         const char *yb, double floor)
+                         const char *yb)
 {
     diff w = {0, 0, 0, ""};
     pp_checkpoint_info ia, ib, i0, iya, iyb;
-    memset(&iya, 0, sizeof iya);
-    memset(&iyb, 0, sizeof iyb);
     pp_error err;
     CHECK_OK(pp_checkpoint_list(a, &ia, &err), &err);
     CHECK_OK(pp_checkpoint_list(b, &ib, &err), &err);
     CHECK_OK(pp_checkpoint_list(init, &i0, &err), &err);
-    if (ya) CHECK_OK(pp_checkpoint_list(ya, &iya, &err), &err);
-    if (yb) CHECK_OK(pp_checkpoint_list(yb, &iyb, &err), &err);
+    CHECK_OK(pp_checkpoint_list(ya, &iya, &err), &err);
+    CHECK_OK(pp_checkpoint_list(yb, &iyb, &err), &err);
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb"), *f0 = fopen(init, "rb");
-    FILE *fya = ya ? fopen(ya, "rb") : NULL, *fyb = yb ? fopen(yb, "rb") : NULL;
-    bool yard = ya && yb;
-    CHECK(fa && fb && f0 && ia.n == ib.n && (!yard || (fya && fyb && iya.n == ia.n && iyb.n == ia.n)));
-    for (size_t i = 0; fa && fb && f0 && i < ia.n && i < ib.n; i++) {
+    FILE *fya = fopen(ya, "rb"), *fyb = fopen(yb, "rb");
+    bool ok = fa && fb && f0 && fya && fyb && ia.n == ib.n && iya.n == ia.n && iyb.n == ia.n;
+    CHECK(ok);
+    for (size_t i = 0; ok && i < ia.n; i++) {
         double rel = entry_rel(fa, &ia, fb, &ib, f0, &i0, i);
         if (rel < 0) continue;
-        double y = yard && fya && fyb && i < iya.n && i < iyb.n
-                       ? entry_rel(fya, &iya, fyb, &iyb, f0, &i0, i) : -1;
-        double ratio = yard ? rel / fmax(floor, NUDGE_K * fmax(y, 0)) : rel;
+        double y = entry_rel(fya, &iya, fyb, &iyb, f0, &i0, i);
+        double ratio = rel / fmax(FLOOR, NUDGE_K * fmax(y, 0));
         if (ratio > w.ratio || !w.name[0]) {
             w = (diff){ratio, rel, y, ""};
             snprintf(w.name, sizeof w.name, "%s", ia.entries[i].name);
@@ -369,7 +366,7 @@ static void bf16_against_cpu(const char *dir, const char *init)
                           fmax(1e-2 * fabs(cpu_loss[i]), NUDGE_K * fabs(y_loss[i] - cpu_loss[i])),
                       "bf16 %s step %d: loss %.7f, cpu %.7f (nudged %.7f)", names[k], i,
                       gpu_loss[i], cpu_loss[i], y_loss[i]);
-        diff d = compare_with(gpu, cpu, init, ny, cpu, FLOOR);
+        diff d = compare_with(gpu, cpu, init, ny, cpu);
         fprintf(stderr, "bf16 %s vs cpu: losses %.6f %.6f (cpu %.6f %.6f, nudged %.6f %.6f), "
                         "worst update %s: %.2e, %.2f of its tolerance (nudge %.2e)\n",
                 names[k], gpu_loss[0], gpu_loss[1], cpu_loss[0], cpu_loss[1], y_loss[0],
@@ -424,7 +421,7 @@ int main(void)
             CHECK_MSG(loss_ok(gpu_loss[l][i], cpu_loss[i], y_loss[i], 1e-4),
                       "%d stages step %d: loss %.7f on cuda, %.7f on cpu (nudged %.7f)",
                       stages[l], i, gpu_loss[l][i], cpu_loss[i], y_loss[i]);
-        diff d = compare_with(gpu[l], cpu, init, ycpu, cpu, FLOOR);
+        diff d = compare_with(gpu[l], cpu, init, ycpu, cpu);
         fprintf(stderr, "cuda %d stage%s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), worst update "
                         "%s: %.2e, %.2f of its tolerance (nudge %.2e)\n",
                 stages[l], stages[l] == 1 ? "" : "s", gpu_loss[l][0], gpu_loss[l][1],
@@ -432,7 +429,7 @@ int main(void)
         CHECK_MSG(d.ratio <= 1, "%d stages vs cpu: %.2e at %s (nudge %.2e)", stages[l], d.rel,
                   d.name, d.yard);
         if (l > 0) {
-            d = compare_with(gpu[l], gpu[0], init, ycpu, cpu, FLOOR);
+            d = compare_with(gpu[l], gpu[0], init, ycpu, cpu);
             fprintf(stderr, "cuda %d stages vs 1 stage: worst %s: %.2e, %.2f of its tolerance\n",
                     stages[l], d.name, d.rel, d.ratio);
             CHECK_MSG(d.ratio <= 1, "cuda %d stages vs 1: %.2e at %s (nudge %.2e)", stages[l],
@@ -452,7 +449,7 @@ int main(void)
             CHECK_MSG(loss_ok(gpu_loss[l][i], cpu_loss[i], y_loss[i], 1e-4),
                       "sequential, %d stages, step %d: loss %.7f on cuda, %.7f on cpu", l + 1,
                       i, gpu_loss[l][i], cpu_loss[i]);
-        diff d = compare_with(gpu[l], cpu, init, ycpu, cpu, FLOOR);
+        diff d = compare_with(gpu[l], cpu, init, ycpu, cpu);
         fprintf(stderr, "sequential, cuda %d stage%s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), "
                         "worst update %s: %.2e, %.2f of its tolerance (nudge %.2e)\n",
                 l + 1, l ? "s" : "", gpu_loss[l][0], gpu_loss[l][1], cpu_loss[0], cpu_loss[1],
@@ -496,7 +493,7 @@ int main(void)
                       "graphs, %d stages, step %d: loss %.7f on, %.7f off (%.7f off again)",
                       l + 1, i, on_loss[i], off_loss[i], off2_loss[i]);
         }
-        diff d = compare_with(gpu[1], gpu[0], init, gpu[2], gpu[0], FLOOR);
+        diff d = compare_with(gpu[1], gpu[0], init, gpu[2], gpu[0]);
         fprintf(stderr, "graphs on vs off, %d stage%s: worst update %s: %.2e, %.2f of its "
                         "tolerance (off again %.2e)\n",
                 l + 1, l ? "s" : "", d.name, d.rel, d.ratio, d.yard);
