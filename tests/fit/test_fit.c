@@ -518,7 +518,7 @@ static void test_planner_delay(void)
     const pp_fit_options opt = {.top = 64};
     CHECK_OK(pp_fit_optimize(plan, &opt, &res, &err), &err);
     CHECK(res.n == res.fitting && res.tried == 8 && res.n == 8);
-    double best = 0, chosen = 0;
+    double best = 0, chosen = 0, best_predicted = 0;
     fprintf(stderr, "\nplanner on the delay model (every candidate run, 6 steps each):\n");
     fprintf(stderr, "%-6s %5s  %10s  %10s\n", "sched", "split", "predicted", "measured");
     for (int k = 0; k < res.n; k++) {
@@ -527,12 +527,17 @@ static void test_planner_delay(void)
                 pp_plan_schedule_name(res.best[k].schedule), res.best[k].split_size,
                 res.best[k].images_per_s, ips, k == 0 ? "  <- the planner's choice" : "");
         if (k == 0) chosen = ips;
-        if (ips > best) best = ips;
+        if (ips > best) best = ips, best_predicted = res.best[k].images_per_s;
     }
-    fprintf(stderr, "planner's choice %.1f images/s, best measured %.1f (%.3fx)\n", chosen, best,
-            best > 0 ? chosen / best : 0);
-    CHECK_MSG(chosen >= 0.95 * best, "the planner's choice %.1f images/s, the best %.1f", chosen,
-              best);
+    /* candidates the model predicts equal (gpipe and 1f1b at one split, here)
+     * are a tie the planner cannot break: when the best measured one is
+     * predicted as fast as the choice, the choice is right whatever the two
+     * measure (sleeps on 4 devices sharing 2 cores differ by 10% run to run) */
+    const bool tie = best_predicted >= 0.999 * res.best[0].images_per_s;
+    fprintf(stderr, "planner's choice %.1f images/s, best measured %.1f (%.3fx)%s\n", chosen, best,
+            best > 0 ? chosen / best : 0, tie ? ", predicted equal to the choice" : "");
+    CHECK_MSG(chosen >= 0.95 * best || tie, "the planner's choice %.1f images/s, the best %.1f",
+              chosen, best);
     pp_fit_result_free(&res);
     pp_plan_free(plan);
 }
