@@ -238,8 +238,15 @@ def test_sweep():
         check(0 <= float(row["bubble_frac"]) < 1, f"CSV measured bubble for m={m}")
         timing_check(abs(step - pred) < 0.25 * pred,
                      f"CSV step {step} vs predicted {pred} for m={m}")
-        check(abs(float(row["bubble_frac_predicted"]) - 2 / (m + 2)) < 0.05,
-              f"CSV predicted bubble for m={m}")
+        # the prediction stands on the stage costs measured in the run: equal
+        # stages give 2 / (m + 2); a loaded machine skews them by a few points
+        pb = float(row["bubble_frac_predicted"])
+        check(abs(pb - 2 / (m + 2)) < 0.12, f"CSV predicted bubble {pb:.3f} for m={m}")
+        if abs(pb - 2 / (m + 2)) >= 0.05:
+            print(f"test_cli: predicted bubble {pb:.3f} for m={m}, {2 / (m + 2):.3f} with equal"
+                  " stage costs", file=sys.stderr)
+    pbs = [float(r["bubble_frac_predicted"]) for r in rows]  # m = 8, 4, 2, 1
+    check(all(a < b for a, b in zip(pbs, pbs[1:])), f"predicted bubble falls with m: {pbs}")
     root = ET.parse(svg_path).getroot()
     check(root.tag.endswith("svg"), "SVG root")
     check(len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) >= 2, "SVG series")
