@@ -14,8 +14,9 @@
  *
  * NHWC: element (n, c, h, w) of a (N, C, H, W) tensor lies at
  * ((n * H + h) * W + w) * C + c; a channel's values are C apart, so the
- * reductions give each thread one channel and consecutive threads
- * consecutive channels (coalesced rows of C values).
+ * reductions give each thread one channel (or 8: 16 bytes) and consecutive
+ * threads consecutive channels (coalesced rows of C values), and each thread
+ * walks rows.
  */
 #include "nhwc.h"
 
@@ -149,10 +150,11 @@ __device__ __forceinline__ uint16_t bn_out(uint16_t x, float alpha, float beta, 
 /* one element of dx from dy (zero where the mask is given and not positive),
  * x and the coefficients of bn_finish_backward_k */
 __device__ __forceinline__ uint16_t bn_dx_one(uint16_t dy, bool has_mask, uint16_t m, uint16_t x,
-                                              const float *coef, int c, int ch)
+                                              float grad_mean, float proj, float scale,
+                                              float mean)
 {
     const float g = has_mask && !(widen(m) > 0.0f) ? 0.0f : widen(dy), v = widen(x);
-    return narrow((g - coef[ch] - (v - coef[3 * c + ch]) * coef[c + ch]) * coef[2 * c + ch]);
+    return narrow((g - grad_mean - (v - mean) * proj) * scale);
 }
 
 enum { BN_CX = 32, BN_RY = 8 }; /* block: 32 channels x 8 rows */
@@ -281,16 +283,13 @@ __global__ void bn_dx_k(int64_t n, int c, const uint16_t *x, const uint16_t *dy,
                         const uint16_t *mask, const float *coef, uint16_t *dx)
 {
     for (int64_t i = gtid(); i < n; i += gstride()) {
-        dx[i] = bn_dx_one(dy[i], mask, mask ? mask[i] : (uint16_t)0, x[i], coef, c, (int)(i % c));
+        const int ch = (int)(i % c);
+        dx[i] = bn_dx_one(dy[i], mask, mask ? mask[i] : (uint16_t)0, x[i], coef[ch], coef[c + ch],
+                          coef[2 * c + ch], coef[3 * c + ch]);
     }
 }
 
-/* ---- the same batch-norm kernels, 8 channels (16 bytes) or 2 channels (4
- * bytes) per thread: where c is a multiple of 8 (64 for the partials) and
- * every pointer 16-byte aligned (bn_vec). Each element's arithmetic, and each
- * channel's order of summation, is the scalar kernel's: the same bits, in
- * fewer and wider memory transactions and without a 64-bit modulo per element
- * (PP_CUDA_BN_SCALAR=1 runs the scalar kernels, to compare). */
+/* ---- bf16 lanes of a 16-byte vector -------------------------------------------------- */
 
 __device__ __forceinline__ uint16_t lane16(const uint4 &v, int k)
 {
@@ -304,94 +303,254 @@ __device__ __forceinline__ void set16(uint4 &v, int k, uint16_t h)
     w = k & 1 ? (w & 0xffffu) | ((uint32_t)h << 16) : (w & 0xffff0000u) | h;
 }
 
-/* bn_apply_k over n8 groups of 8 channels of one row */
-__global__ void bn_apply8_k(int64_t n8, int c, const uint4 *x, const float *coef,
-                            const uint4 *add, bool relu, uint4 *y)
+/* ---- batch norm, 8 channels (16 bytes) per thread ------------------------------------
+ * Where c is a multiple of 8 and every pointer 16-byte aligned (bn_tiled; the
+ * kernels above otherwise, and with PP_CUDA_BN_SCALAR=1, to compare). A block
+ * of 256 threads covers a tile of lt = min(c / 8, 256) groups of 8 channels
+ * (lane = thread % lt) and rp = 256 / lt rows at once (phase = thread / lt);
+ * block (tile, g) walks the rows [g * chunk, (g + 1) * chunk) rp apart. Each
+ * thread keeps its 8 channels' coefficients in registers for all its rows and
+ * moves 16 bytes per load: the per-element arithmetic is the scalar kernels'
+ * (bn_out, bn_dx_one), only the sums' order differs.
+ *
+ * Statistics in one pass over x: per channel s1 = sum (x - k), s2 = sum
+ * (x - k)^2 about k = x[0, channel] (the shifted-data sums: with k a sample
+ * of the channel, s2 / m - (s1 / m)^2 loses no more than the two-pass
+ * variance to cancellation; x - k of two bf16 values is exact in f32), f32
+ * within a thread and a block in a fixed order, the blocks' partials in
+ * double by one warp per channel in a fixed order: deterministic run to run.
+ * Partials are channel-major: part[channel * groups + g]. */
+
+enum { BN_T = 256, BN_MAX_GROUPS = 2048, BN_MIN_ROWS = 16 };
+
+struct bn_tiling {
+    int lt, rp, tiles, groups;
+    int64_t chunk;
+};
+
+/* a tile's lanes, phases, and blocks of rows: at most BN_MAX_GROUPS blocks
+ * in all (about 16 per SM of a large GPU), each thread BN_MIN_ROWS rows or more */
+__host__ bn_tiling bn_tile(int64_t rows, int c)
 {
+    bn_tiling t;
+    const int lanes = c / 8;
+    t.lt = lanes < BN_T ? lanes : BN_T;
+    t.tiles = (lanes + t.lt - 1) / t.lt;
+    t.rp = BN_T / t.lt;
+    int64_t g = (rows + (int64_t)t.rp * BN_MIN_ROWS - 1) / ((int64_t)t.rp * BN_MIN_ROWS);
+    const int64_t cap = BN_MAX_GROUPS / t.tiles > 0 ? BN_MAX_GROUPS / t.tiles : 1;
+    g = g < 1 ? 1 : g > cap ? cap : g;
+    t.chunk = (rows + g - 1) / g;
+    t.groups = (int)((rows + t.chunk - 1) / t.chunk);
+    return t;
+}
+
+/* this thread's 8-channel group (-1: none) and its rows [*r, r1) step rp */
+__device__ __forceinline__ int bn_lane(const bn_tiling &t, int c, int64_t rows, int64_t *r,
+                                       int64_t *r1)
+{
+    const int lane = threadIdx.x % t.lt, phase = threadIdx.x / t.lt;
+    const int cg = blockIdx.x * t.lt + lane;
+    const int64_t r0 = (int64_t)blockIdx.y * t.chunk;
+    *r = r0 + phase;
+    *r1 = r0 + t.chunk < rows ? r0 + t.chunk : rows;
+    return phase < t.rp && cg * 8 < c ? cg : -1;
+}
+
+__device__ __forceinline__ void load8f(const float *p, float v[8])
+{
+    const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+/* The block's per-thread sums a[8] and b[8] added over its phases in phase
+ * order and written as the block's partials of its 8 channels. */
+__device__ void bn_block_sums(const bn_tiling &t, int cg, const float a[8], const float b[8],
+                              float *part1, float *part2)
+{
+    __shared__ __align__(16) float s1[BN_T * 8], s2[BN_T * 8];
+    for (int k = 0; k < 8; k++) {
+        s1[threadIdx.x * 8 + k] = a[k];
+        s2[threadIdx.x * 8 + k] = b[k];
+    }
+    __syncthreads();
+    if (threadIdx.x >= t.lt || cg < 0) return; /* phase 0 of a live lane */
+    float x1[8], x2[8], v[8];
+    for (int k = 0; k < 8; k++) x1[k] = a[k], x2[k] = b[k];
+    for (int p = 1; p < t.rp; p++) {
+        const int o = (p * t.lt + threadIdx.x) * 8;
+        load8f(s1 + o, v);
+        for (int k = 0; k < 8; k++) x1[k] += v[k];
+        load8f(s2 + o, v);
+        for (int k = 0; k < 8; k++) x2[k] += v[k];
+    }
+    for (int k = 0; k < 8; k++) {
+        const int64_t o = (int64_t)(cg * 8 + k) * gridDim.y + blockIdx.y;
+        part1[o] = x1[k];
+        part2[o] = x2[k];
+    }
+}
+
+/* forward statistics: part1 = sum (x - k), part2 = sum (x - k)^2 */
+__global__ void __launch_bounds__(BN_T) bn_stats8_k(bn_tiling t, int64_t rows, int c,
+                                                    const uint4 *x, float *part1, float *part2)
+{
+    int64_t r, r1;
+    const int cg = bn_lane(t, c, rows, &r, &r1);
     const int c8 = c / 8;
-    for (int64_t i = gtid(); i < n8; i += gstride()) {
-        const int ch0 = (int)(i % c8) * 8;
+    float a[8] = {0}, b[8] = {0};
+    if (cg >= 0) {
+        const uint4 kv = x[cg];
+        float k0[8];
+        for (int k = 0; k < 8; k++) k0[k] = widen(lane16(kv, k));
+        for (; r + t.rp < r1; r += 2 * t.rp) { /* two rows' loads in flight */
+            const uint4 u = x[r * c8 + cg], w = x[(r + t.rp) * c8 + cg];
+            for (int k = 0; k < 8; k++) {
+                const float d = widen(lane16(u, k)) - k0[k], e = widen(lane16(w, k)) - k0[k];
+                a[k] += d;
+                b[k] += d * d;
+                a[k] += e;
+                b[k] += e * e;
+            }
+        }
+        if (r < r1) {
+            const uint4 u = x[r * c8 + cg];
+            for (int k = 0; k < 8; k++) {
+                const float d = widen(lane16(u, k)) - k0[k];
+                a[k] += d;
+                b[k] += d * d;
+            }
+        }
+    }
+    bn_block_sums(t, cg, a, b, part1, part2);
+}
+
+/* backward sums: part1 = sum dy, part2 = sum dy (x - mean), dy zero where the
+ * mask is given and not positive */
+__global__ void __launch_bounds__(BN_T) bn_bwd_sums8_k(bn_tiling t, int64_t rows, int c,
+                                                       const uint4 *x, const uint4 *dy,
+                                                       const uint4 *mask, const float *mean,
+                                                       float *part1, float *part2)
+{
+    int64_t r, r1;
+    const int cg = bn_lane(t, c, rows, &r, &r1);
+    const int c8 = c / 8;
+    float a[8] = {0}, b[8] = {0};
+    if (cg >= 0) {
+        float mu[8];
+        load8f(mean + cg * 8, mu);
+        for (; r < r1; r += t.rp) {
+            const int64_t i = r * c8 + cg;
+            const uint4 xv = x[i], gv = dy[i], mv = mask ? mask[i] : make_uint4(0u, 0u, 0u, 0u);
+            for (int k = 0; k < 8; k++) {
+                const float g = mask && !(widen(lane16(mv, k)) > 0.0f) ? 0.0f
+                                                                       : widen(lane16(gv, k));
+                a[k] += g;
+                b[k] += g * (widen(lane16(xv, k)) - mu[k]);
+            }
+        }
+    }
+    bn_block_sums(t, cg, a, b, part1, part2);
+}
+
+/* one warp per channel: the channel's partials of groups blocks, lane-strided
+ * then folded, in double, in a fixed order */
+__device__ __forceinline__ double warp_total(const float *part, int groups, int ch, int lane)
+{
+    double s = 0.0;
+    for (int g = lane; g < groups; g += 32) s += part[(int64_t)ch * groups + g];
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+    return s;
+}
+
+/* bn_finish_train_k from the shifted sums: mean, invstd, running statistics
+ * (the unbiased variance) and the transform */
+__global__ void bn_finish_train8_k(int c, int groups, double m, float eps, float momentum,
+                                   const uint16_t *x, const float *part1, const float *part2,
+                                   const float *gamma, const float *beta, float *running_mean,
+                                   float *running_var, float *save_mean, float *save_invstd,
+                                   float *coef)
+{
+    const int ch = (int)((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32);
+    const int lane = threadIdx.x % 32;
+    if (ch >= c) return; /* whole warps */
+    const double s1 = warp_total(part1, groups, ch, lane), s2 = warp_total(part2, groups, ch, lane);
+    if (lane) return;
+    const double d = s1 / m, mu = (double)widen(x[ch]) + d, mom = momentum;
+    double var = s2 / m - d * d;
+    var = var > 0.0 ? var : 0.0;
+    const double invstd = 1.0 / sqrt(var + (double)eps);
+    save_mean[ch] = (float)mu;
+    save_invstd[ch] = (float)invstd;
+    running_mean[ch] = (float)((1.0 - mom) * running_mean[ch] + mom * mu);
+    running_var[ch] = (float)((1.0 - mom) * running_var[ch] + mom * (var * m / (m - 1.0)));
+    const double alpha = (double)gamma[ch] * invstd;
+    coef[ch] = (float)alpha;
+    coef[c + ch] = (float)((double)beta[ch] - mu * alpha);
+}
+
+/* bn_finish_backward_k over the channel-major partials */
+__global__ void bn_finish_backward8_k(int c, int groups, double m, const float *part1,
+                                      const float *part2, const float *mean, const float *invstd,
+                                      const float *gamma, float *dgamma, float *dbeta, float *coef)
+{
+    const int ch = (int)((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32);
+    const int lane = threadIdx.x % 32;
+    if (ch >= c) return;
+    const double sum_dy = warp_total(part1, groups, ch, lane);
+    const double dot = warp_total(part2, groups, ch, lane);
+    if (lane) return;
+    const double is = invstd[ch];
+    dgamma[ch] += (float)(dot * is);
+    dbeta[ch] += (float)sum_dy;
+    coef[ch] = (float)(sum_dy / m);
+    coef[c + ch] = (float)(dot * is * is / m);
+    coef[2 * c + ch] = (float)((double)gamma[ch] * is);
+    coef[3 * c + ch] = mean[ch];
+}
+
+/* y = bn_out per element, the 8 channels' alpha and beta in registers */
+__global__ void __launch_bounds__(BN_T) bn_apply8_k(bn_tiling t, int64_t rows, int c,
+                                                    const uint4 *x, const float *coef,
+                                                    const uint4 *add, bool relu, uint4 *y)
+{
+    int64_t r, r1;
+    const int cg = bn_lane(t, c, rows, &r, &r1);
+    if (cg < 0) return;
+    const int c8 = c / 8;
+    float al[8], be[8];
+    load8f(coef + cg * 8, al);
+    load8f(coef + c + cg * 8, be);
+    for (; r < r1; r += t.rp) {
+        const int64_t i = r * c8 + cg;
         const uint4 xv = x[i], av = add ? add[i] : make_uint4(0u, 0u, 0u, 0u);
         uint4 out = make_uint4(0u, 0u, 0u, 0u);
         for (int k = 0; k < 8; k++)
-            set16(out, k, bn_out(lane16(xv, k), coef[ch0 + k], coef[c + ch0 + k], add,
-                                 lane16(av, k), relu));
+            set16(out, k, bn_out(lane16(xv, k), al[k], be[k], add, lane16(av, k), relu));
         y[i] = out;
     }
 }
 
-/* bn_dx_k over n8 groups of 8 channels of one row */
-__global__ void bn_dx8_k(int64_t n8, int c, const uint4 *x, const uint4 *dy, const uint4 *mask,
-                         const float *coef, uint4 *dx)
+/* dx = bn_dx_one per element, the 8 channels' four coefficients in registers */
+__global__ void __launch_bounds__(BN_T) bn_dx8_k(bn_tiling t, int64_t rows, int c,
+                                                 const uint4 *x, const uint4 *dy,
+                                                 const uint4 *mask, const float *coef, uint4 *dx)
 {
+    int64_t r, r1;
+    const int cg = bn_lane(t, c, rows, &r, &r1);
+    if (cg < 0) return;
     const int c8 = c / 8;
-    for (int64_t i = gtid(); i < n8; i += gstride()) {
-        const int ch0 = (int)(i % c8) * 8;
+    float cf[4 * 8]; /* coef[j * c + channel] at cf[j * 8 + k] */
+    for (int j = 0; j < 4; j++) load8f(coef + (int64_t)j * c + cg * 8, cf + j * 8);
+    for (; r < r1; r += t.rp) {
+        const int64_t i = r * c8 + cg;
         const uint4 xv = x[i], gv = dy[i], mv = mask ? mask[i] : make_uint4(0u, 0u, 0u, 0u);
         uint4 out = make_uint4(0u, 0u, 0u, 0u);
-        for (int k = 0; k < 8; k++)
-            set16(out, k, bn_dx_one(lane16(gv, k), mask, lane16(mv, k), lane16(xv, k), coef, c,
-                                    ch0 + k));
+        for (int k = 0; k < 8; k++) {
+            set16(out, k, bn_dx_one(lane16(gv, k), mask, lane16(mv, k), lane16(xv, k), cf[k],
+                                    cf[8 + k], cf[16 + k], cf[24 + k]));
+        }
         dx[i] = out;
-    }
-}
-
-/* bn_partial_k with 2 channels per thread (block: 32 x 8 threads, 64
- * channels): each channel's rows in the scalar kernel's order */
-__global__ void bn_partial2_k(stats_kind kind, int64_t rows, int c, int64_t chunk,
-                              const uint16_t *x, const uint16_t *dy, const uint16_t *mask,
-                              const float *mean, float *part1, float *part2)
-{
-    __shared__ float s1[BN_RY][2 * BN_CX], s2[BN_RY][2 * BN_CX];
-    const int ch = (blockIdx.x * BN_CX + threadIdx.x) * 2; /* c % 64 == 0: ch + 1 < c */
-    const int64_t r0 = (int64_t)blockIdx.y * chunk;
-    const int64_t r1 = r0 + chunk < rows ? r0 + chunk : rows;
-    float a0 = 0.0f, a1 = 0.0f, b0 = 0.0f, b1 = 0.0f;
-    const float m0 = kind == STATS_SUM ? 0.0f : mean[ch], m1 = kind == STATS_SUM ? 0.0f : mean[ch + 1];
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += BN_RY) {
-        const uint32_t xw = *reinterpret_cast<const uint32_t *>(x + r * c + ch);
-        const float v0 = widen((uint16_t)xw), v1 = widen((uint16_t)(xw >> 16));
-        if (kind == STATS_SUM) {
-            a0 += v0;
-            a1 += v1;
-        } else if (kind == STATS_SQDEV) {
-            const float d0 = v0 - m0, d1 = v1 - m1;
-            a0 += d0 * d0;
-            a1 += d1 * d1;
-        } else {
-            const uint32_t gw = *reinterpret_cast<const uint32_t *>(dy + r * c + ch);
-            float g0 = widen((uint16_t)gw), g1 = widen((uint16_t)(gw >> 16));
-            if (mask) {
-                const uint32_t mw = *reinterpret_cast<const uint32_t *>(mask + r * c + ch);
-                if (!(widen((uint16_t)mw) > 0.0f)) g0 = 0.0f;
-                if (!(widen((uint16_t)(mw >> 16)) > 0.0f)) g1 = 0.0f;
-            }
-            a0 += g0;
-            a1 += g1;
-            b0 += g0 * (v0 - m0);
-            b1 += g1 * (v1 - m1);
-        }
-    }
-    const int t = 2 * threadIdx.x;
-    s1[threadIdx.y][t] = a0;
-    s1[threadIdx.y][t + 1] = a1;
-    s2[threadIdx.y][t] = b0;
-    s2[threadIdx.y][t + 1] = b1;
-    __syncthreads();
-    if (threadIdx.y == 0) {
-        for (int i = 1; i < BN_RY; i++) {
-            a0 += s1[i][t];
-            a1 += s1[i][t + 1];
-            b0 += s2[i][t];
-            b1 += s2[i][t + 1];
-        }
-        const int64_t o = (int64_t)blockIdx.y * c + ch;
-        part1[o] = a0;
-        part1[o + 1] = a1;
-        if (kind == STATS_BWD) {
-            part2[o] = b0;
-            part2[o + 1] = b1;
-        }
     }
 }
 
@@ -465,6 +624,85 @@ __global__ void maxpool_bwd_k(pp_cuda_pool_geom4 g, const uint16_t *dy, const in
                 if (idx[o] == me) acc += widen(dy[o]);
             }
         dx[i] = narrow(acc);
+    }
+}
+
+/* The two pooling kernels above with 8 channels (16 bytes) per thread, where c
+ * is a multiple of 8 and every pointer 16-byte aligned: each lane's
+ * comparisons and sums in the same order, so the same bits, with the
+ * position arithmetic once per 8 channels and in 32 bits where the element
+ * count allows (I: uint32_t or int64_t). */
+template <class I>
+__global__ void maxpool_fwd8_k(pp_cuda_pool_geom4 g, const uint4 *x, uint4 *y, int4 *idx)
+{
+    const I c8 = (I)(g.c / 8), total = (I)g.n * g.p * g.q * c8;
+    for (I i = (I)gtid(); i < total; i += (I)gstride()) {
+        const I cg = i % c8;
+        I t = i / c8;
+        const int q = (int)(t % (I)g.q);
+        t /= (I)g.q;
+        const int p = (int)(t % (I)g.p);
+        const I n = t / (I)g.p;
+        int h0 = p * g.stride - g.pad, h1 = h0 + g.kernel;
+        int w0 = q * g.stride - g.pad, w1 = w0 + g.kernel;
+        h0 = h0 < 0 ? 0 : h0;
+        w0 = w0 < 0 ? 0 : w0;
+        h1 = h1 > g.h ? g.h : h1;
+        w1 = w1 > g.w ? g.w : w1;
+        const uint4 *xn = x + n * (I)g.h * (I)g.w * c8 + cg;
+        uint4 best = xn[((I)h0 * g.w + w0) * c8];
+        float bv[8];
+        int32_t at[8];
+        for (int k = 0; k < 8; k++) bv[k] = widen(lane16(best, k)), at[k] = h0 * g.w + w0;
+        for (int ih = h0; ih < h1; ih++)
+            for (int iw = w0; iw < w1; iw++) {
+                const uint4 raw = xn[((I)ih * g.w + iw) * c8];
+                for (int k = 0; k < 8; k++) {
+                    const float v = widen(lane16(raw, k));
+                    if (v > bv[k] || v != v) {
+                        set16(best, k, lane16(raw, k));
+                        bv[k] = v;
+                        at[k] = ih * g.w + iw;
+                    }
+                }
+            }
+        y[i] = best;
+        idx[2 * i] = make_int4(at[0], at[1], at[2], at[3]);
+        idx[2 * i + 1] = make_int4(at[4], at[5], at[6], at[7]);
+    }
+}
+
+template <class I>
+__global__ void maxpool_bwd8_k(pp_cuda_pool_geom4 g, const uint4 *dy, const int4 *idx, uint4 *dx)
+{
+    const I c8 = (I)(g.c / 8), total = (I)g.n * g.h * g.w * c8;
+    for (I i = (I)gtid(); i < total; i += (I)gstride()) {
+        const I cg = i % c8;
+        I t = i / c8;
+        const int w = (int)(t % (I)g.w);
+        t /= (I)g.w;
+        const int h = (int)(t % (I)g.h);
+        const I n = t / (I)g.h;
+        int p0 = (h + g.pad - g.kernel + g.stride) / g.stride, p1 = (h + g.pad) / g.stride;
+        int q0 = (w + g.pad - g.kernel + g.stride) / g.stride, q1 = (w + g.pad) / g.stride;
+        if (h + g.pad - g.kernel + 1 <= 0) p0 = 0;
+        if (w + g.pad - g.kernel + 1 <= 0) q0 = 0;
+        p1 = p1 < g.p - 1 ? p1 : g.p - 1;
+        q1 = q1 < g.q - 1 ? q1 : g.q - 1;
+        const int32_t me = h * g.w + w;
+        float acc[8] = {0};
+        for (int p = p0; p <= p1; p++)
+            for (int q = q0; q <= q1; q++) {
+                const I o = ((n * (I)g.p + p) * g.q + q) * c8 + cg;
+                const int4 ia = idx[2 * o], ib = idx[2 * o + 1];
+                const int32_t id[8] = {ia.x, ia.y, ia.z, ia.w, ib.x, ib.y, ib.z, ib.w};
+                const uint4 gv = dy[o];
+                for (int k = 0; k < 8; k++)
+                    if (id[k] == me) acc[k] += widen(lane16(gv, k));
+            }
+        uint4 out = make_uint4(0u, 0u, 0u, 0u);
+        for (int k = 0; k < 8; k++) set16(out, k, narrow(acc[k]));
+        dx[i] = out;
     }
 }
 
@@ -564,7 +802,7 @@ cudaError_t pp_cuda_launch_bf16_elementwise(cudaStream_t s, unsigned max_grid,
     return cudaGetLastError();
 }
 
-/* The partials' layout: groups blocks of rows per channel. */
+/* The scalar kernels' partials: groups blocks of rows per channel. */
 static void bn_groups(int64_t rows, int *groups, int64_t *chunk)
 {
     int64_t g = (rows + 1023) / 1024; /* about 1024 rows per block */
@@ -574,11 +812,17 @@ static void bn_groups(int64_t rows, int *groups, int64_t *chunk)
     *groups = (int)((rows + *chunk - 1) / *chunk);
 }
 
+/* two partial sums per channel and group, then four coefficients per channel,
+ * for whichever kernels run */
 size_t pp_cuda_bn_scratch_floats(int64_t rows, int c)
 {
     int groups;
     int64_t chunk;
     bn_groups(rows, &groups, &chunk);
+    if (c % 8 == 0) {
+        const bn_tiling t = bn_tile(rows, c);
+        groups = t.groups > groups ? t.groups : groups;
+    }
     return (size_t)2 * groups * c + 4 * (size_t)c;
 }
 
@@ -603,43 +847,32 @@ static bool aligned16(const void *p)
     return (uintptr_t)p % 16 == 0;
 }
 
-/* the 8-channel elementwise kernels: c % 8 and every pointer (NULL or) aligned */
-static bool bn_vec8(int c, const void *a, const void *b, const void *m, const void *y)
+/* the 8-channel kernels: c % 8 and every pointer (NULL or) 16-byte aligned */
+static bool bn_tiled(int c, const void *a, const void *b, const void *m, const void *y,
+                     const void *stats, const void *scratch)
 {
     return !bn_scalar_only() && c % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(m) &&
-           aligned16(y);
+           aligned16(y) && aligned16(stats) && aligned16(scratch);
 }
 
-/* the 2-channel partial sums: 64-channel blocks */
-static bool bn_vec2(int c, const void *x, const void *dy, const void *m)
+/* grid of the one-warp-per-channel finishing kernels (128 threads a block) */
+static unsigned bn_warp_grid(int c)
 {
-    return !bn_scalar_only() && c % (2 * BN_CX) == 0 && aligned16(x) && aligned16(dy) &&
-           aligned16(m);
-}
-
-static void bn_partial(cudaStream_t s, stats_kind kind, int64_t rows, int c, int groups,
-                       int64_t chunk, const uint16_t *x, const uint16_t *dy, const uint16_t *mask,
-                       const float *mean, float *part1, float *part2)
-{
-    const dim3 block(BN_CX, BN_RY);
-    if (bn_vec2(c, x, dy, mask))
-        bn_partial2_k<<<dim3((unsigned)(c / (2 * BN_CX)), (unsigned)groups), block, 0, s>>>(
-            kind, rows, c, chunk, x, dy, mask, mean, part1, part2);
-    else
-        bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(kind, rows, c, chunk, x, dy, mask, mean,
-                                                          part1, part2);
+    return (unsigned)((c + 3) / 4);
 }
 
 static void bn_apply(cudaStream_t s, unsigned max_grid, int64_t rows, int c, const uint16_t *x,
-                     const float *coef, const uint16_t *add, bool relu, uint16_t *y)
+                     const float *coef, const uint16_t *add, bool relu, uint16_t *y, bool tiled)
 {
-    const int64_t n = rows * c;
-    if (bn_vec8(c, x, add, nullptr, y))
-        bn_apply8_k<<<grid_for(n / 8, max_grid), PP_CUDA_BLOCK, 0, s>>>(
-            n / 8, c, reinterpret_cast<const uint4 *>(x), coef,
+    if (tiled) {
+        const bn_tiling t = bn_tile(rows, c);
+        bn_apply8_k<<<dim3((unsigned)t.tiles, (unsigned)t.groups), BN_T, 0, s>>>(
+            t, rows, c, reinterpret_cast<const uint4 *>(x), coef,
             reinterpret_cast<const uint4 *>(add), relu, reinterpret_cast<uint4 *>(y));
-    else
-        bn_apply_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, coef, add, relu, y);
+        return;
+    }
+    const int64_t n = rows * c;
+    bn_apply_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, coef, add, relu, y);
 }
 
 cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
@@ -649,19 +882,33 @@ cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int6
                                          const uint16_t *add, bool relu, uint16_t *y,
                                          float *save_mean, float *save_invstd, float *scratch)
 {
+    if (bn_tiled(c, x, add, nullptr, y, nullptr, scratch)) {
+        const bn_tiling t = bn_tile(rows, c);
+        float *part1 = scratch, *part2 = scratch + (size_t)t.groups * c;
+        float *coef = scratch + 2 * (size_t)t.groups * c;
+        bn_stats8_k<<<dim3((unsigned)t.tiles, (unsigned)t.groups), BN_T, 0, s>>>(
+            t, rows, c, reinterpret_cast<const uint4 *>(x), part1, part2);
+        bn_finish_train8_k<<<bn_warp_grid(c), 128, 0, s>>>(
+            c, t.groups, (double)rows, eps, momentum, x, part1, part2, gamma, beta, running_mean,
+            running_var, save_mean, save_invstd, coef);
+        bn_apply(s, max_grid, rows, c, x, coef, add, relu, y, true);
+        return cudaGetLastError();
+    }
     int groups;
     int64_t chunk;
     bn_groups(rows, &groups, &chunk);
     float *part = scratch, *coef = scratch + 2 * (size_t)groups * c;
     const unsigned cg = (unsigned)((c + 127) / 128);
-    bn_partial(s, STATS_SUM, rows, c, groups, chunk, x, nullptr, nullptr, nullptr, part, nullptr);
+    const dim3 block(BN_CX, BN_RY);
+    bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(STATS_SUM, rows, c, chunk, x, nullptr,
+                                                      nullptr, nullptr, part, nullptr);
     bn_mean_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, part, save_mean);
-    bn_partial(s, STATS_SQDEV, rows, c, groups, chunk, x, nullptr, nullptr, save_mean, part,
-               nullptr);
+    bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(STATS_SQDEV, rows, c, chunk, x, nullptr,
+                                                      nullptr, save_mean, part, nullptr);
     bn_finish_train_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, eps, momentum, part, save_mean,
                                          gamma, beta, running_mean, running_var, save_invstd,
                                          coef);
-    bn_apply(s, max_grid, rows, c, x, coef, add, relu, y);
+    bn_apply(s, max_grid, rows, c, x, coef, add, relu, y, false);
     return cudaGetLastError();
 }
 
@@ -673,7 +920,8 @@ cudaError_t pp_cuda_launch_bn_infer_nhwc(cudaStream_t s, unsigned max_grid, int6
 {
     bn_infer_coef_k<<<(unsigned)((c + 127) / 128), 128, 0, s>>>(c, eps, gamma, beta, running_mean,
                                                                running_var, scratch);
-    bn_apply(s, max_grid, rows, c, x, scratch, add, relu, y);
+    bn_apply(s, max_grid, rows, c, x, scratch, add, relu, y,
+             bn_tiled(c, x, add, nullptr, y, nullptr, scratch));
     return cudaGetLastError();
 }
 
@@ -683,23 +931,48 @@ cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, i
                                             const float *save_invstd, uint16_t *dx,
                                             float *dgamma, float *dbeta, float *scratch)
 {
+    if (bn_tiled(c, x, dy, relu_y, dx, save_mean, scratch)) {
+        const bn_tiling t = bn_tile(rows, c);
+        float *part1 = scratch, *part2 = scratch + (size_t)t.groups * c;
+        float *coef = scratch + 2 * (size_t)t.groups * c;
+        const dim3 grid((unsigned)t.tiles, (unsigned)t.groups);
+        const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
+        const uint4 *dy8 = reinterpret_cast<const uint4 *>(dy);
+        const uint4 *m8 = reinterpret_cast<const uint4 *>(relu_y);
+        bn_bwd_sums8_k<<<grid, BN_T, 0, s>>>(t, rows, c, x8, dy8, m8, save_mean, part1, part2);
+        bn_finish_backward8_k<<<bn_warp_grid(c), 128, 0, s>>>(c, t.groups, (double)rows, part1,
+                                                              part2, save_mean, save_invstd,
+                                                              gamma, dgamma, dbeta, coef);
+        bn_dx8_k<<<grid, BN_T, 0, s>>>(t, rows, c, x8, dy8, m8, coef,
+                                       reinterpret_cast<uint4 *>(dx));
+        return cudaGetLastError();
+    }
     int groups;
     int64_t chunk;
     bn_groups(rows, &groups, &chunk);
     float *part1 = scratch, *part2 = scratch + (size_t)groups * c;
     float *coef = scratch + 2 * (size_t)groups * c;
-    bn_partial(s, STATS_BWD, rows, c, groups, chunk, x, dy, relu_y, save_mean, part1, part2);
+    bn_partial_k<<<bn_grid(c, groups), dim3(BN_CX, BN_RY), 0, s>>>(
+        STATS_BWD, rows, c, chunk, x, dy, relu_y, save_mean, part1, part2);
     bn_finish_backward_k<<<(unsigned)((c + 127) / 128), 128, 0, s>>>(
         c, groups, (double)rows, part1, part2, save_mean, save_invstd, gamma, dgamma, dbeta,
         coef);
     const int64_t n = rows * c;
-    if (bn_vec8(c, x, dy, relu_y, dx))
-        bn_dx8_k<<<grid_for(n / 8, max_grid), PP_CUDA_BLOCK, 0, s>>>(
-            n / 8, c, reinterpret_cast<const uint4 *>(x), reinterpret_cast<const uint4 *>(dy),
-            reinterpret_cast<const uint4 *>(relu_y), coef, reinterpret_cast<uint4 *>(dx));
-    else
-        bn_dx_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, dy, relu_y, coef, dx);
+    bn_dx_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, dy, relu_y, coef, dx);
     return cudaGetLastError();
+}
+
+/* the 8-channel pooling kernels: c % 8 and every pointer 16-byte aligned */
+static bool pool_vec8(const pp_cuda_pool_geom4 &g, const void *a, const void *b, const void *idx)
+{
+    return g.c % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(idx);
+}
+
+/* 32-bit positions where every element index fits with room */
+static bool pool_small(const pp_cuda_pool_geom4 &g)
+{
+    const int64_t in = (int64_t)g.n * g.h * g.w * g.c, out = (int64_t)g.n * g.p * g.q * g.c;
+    return (in > out ? in : out) <= ((int64_t)1 << 32);
 }
 
 cudaError_t pp_cuda_launch_maxpool_nhwc(cudaStream_t s, unsigned max_grid, pp_cuda_pool_geom4 g,
@@ -707,6 +980,16 @@ cudaError_t pp_cuda_launch_maxpool_nhwc(cudaStream_t s, unsigned max_grid, pp_cu
 {
     const int64_t n = (int64_t)g.n * g.p * g.q * g.c;
     if (n <= 0) return cudaSuccess;
+    if (pool_vec8(g, x, y, idx)) {
+        const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
+        uint4 *y8 = reinterpret_cast<uint4 *>(y);
+        int4 *i8 = reinterpret_cast<int4 *>(idx);
+        if (pool_small(g))
+            maxpool_fwd8_k<uint32_t><<<grid_for(n / 8, max_grid), PP_CUDA_BLOCK, 0, s>>>(g, x8, y8, i8);
+        else
+            maxpool_fwd8_k<int64_t><<<grid_for(n / 8, max_grid), PP_CUDA_BLOCK, 0, s>>>(g, x8, y8, i8);
+        return cudaGetLastError();
+    }
     maxpool_fwd_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(g, x, y, idx);
     return cudaGetLastError();
 }
@@ -717,6 +1000,16 @@ cudaError_t pp_cuda_launch_maxpool_backward_nhwc(cudaStream_t s, unsigned max_gr
 {
     const int64_t n = (int64_t)g.n * g.h * g.w * g.c;
     if (n <= 0) return cudaSuccess;
+    if (pool_vec8(g, dy, dx, idx)) {
+        const uint4 *dy8 = reinterpret_cast<const uint4 *>(dy);
+        const int4 *i8 = reinterpret_cast<const int4 *>(idx);
+        uint4 *dx8 = reinterpret_cast<uint4 *>(dx);
+        if (pool_small(g))
+            maxpool_bwd8_k<uint32_t><<<grid_for(n / 8, max_grid), PP_CUDA_BLOCK, 0, s>>>(g, dy8, i8, dx8);
+        else
+            maxpool_bwd8_k<int64_t><<<grid_for(n / 8, max_grid), PP_CUDA_BLOCK, 0, s>>>(g, dy8, i8, dx8);
+        return cudaGetLastError();
+    }
     maxpool_bwd_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(g, dy, idx, dx);
     return cudaGetLastError();
 }

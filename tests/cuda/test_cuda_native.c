@@ -155,13 +155,15 @@ static void check_case(const op_case *c, pp_layout lay)
     }
 }
 
-/* Larger shapes for the NHWC kernels: batch norm over 3 row blocks of 64
- * channels (its 8- and 2-channel-per-thread kernels; PP_CUDA_BN_SCALAR=1, the
- * suite's cuda_native_scalar_bn, runs the one-channel ones) and of 40
- * (8 per thread elementwise, one channel per thread for the sums), pooling
- * with 64 channels, a stem-like pool, global pooling. */
+/* Larger shapes for the NHWC kernels: batch norm (its 8-channel-per-thread
+ * kernels; PP_CUDA_BN_SCALAR=1, the suite's cuda_native_scalar_bn, runs the
+ * one-channel ones) over 8 row blocks of 64 channels (32 rows at once), 5 of
+ * 40 (51 rows at once, 3 threads of the block idle) and over 2064 channels
+ * (two tiles of 8-channel lanes, the second with one lane); max pooling with
+ * 64 channels (8 per thread), a stem-like pool, global pooling. */
 static const pp_bn_desc BN_BIG = {4, 64, 30, 30, 1e-5f, 0.1f};
 static const pp_bn_desc BN_40 = {4, 40, 30, 30, 1e-5f, 0.1f};
+static const pp_bn_desc BN_WIDE = {2, 2064, 3, 5, 1e-5f, 0.1f}; /* 258 lanes: two tiles */
 static const pp_pool_desc POOL_BIG = {2, 64, 15, 16, 3, 2, 1, 8, 8};
 #define BIGB {'a', 4, {4, 64, 30, 30}}
 #define BIGX {'a', 4, {2, 64, 15, 16}}
@@ -170,6 +172,8 @@ static const pp_pool_desc POOL_BIG = {2, 64, 15, 16, 3, 2, 1, 8, 8};
 #define C64 {'f', 1, {64, 1, 1, 1}}
 #define B40 {'a', 4, {4, 40, 30, 30}}
 #define C40 {'f', 1, {40, 1, 1, 1}}
+#define BW {'a', 4, {2, 2064, 3, 5}}
+#define CW {'f', 1, {2064, 1, 1, 1}}
 
 static const op_case BIG[] = {
     {"batchnorm_forward_train 4x64x30x30", r_bn_train, &BN_BIG, 8,
@@ -184,6 +188,10 @@ static const op_case BIG[] = {
      {B40, C40, C40, C40, C40, B40, C40, C40, B40}, {0}, false},
     {"batchnorm_backward_relu 4x40x30x30", r_bn_bwd_relu, &BN_40, 9,
      {B40, B40, B40, C40, C40, C40, B40, C40, C40}, {0}, false},
+    {"batchnorm_forward_act (add, relu) 2x2064x3x5", r_bn_act_add_relu, &BN_WIDE, 9,
+     {BW, CW, CW, CW, CW, BW, CW, CW, BW}, {0}, false},
+    {"batchnorm_backward_relu 2x2064x3x5", r_bn_bwd_relu, &BN_WIDE, 9,
+     {BW, BW, BW, CW, CW, CW, BW, CW, CW}, {0}, false},
     {"maxpool_backward 64 channels", r_maxpool_bwd, &POOL_BIG, 5, {BIGX, BIGP, BIGI, BIGP, BIGX},
      {0}, true},
     {"avgpool_forward 64 channels", r_avgpool, NULL, 2, {BIGX, {'a', 2, {2, 64, 1, 1}}}, {0},

@@ -20,7 +20,12 @@ in 1, 2 and 4 stages:
   group, plus FLOOR for groups at fp32 rounding level;
 - the losses of --json are within FACTOR of PyTorch bf16's loss error plus
   LOSS_FLOOR, one bf16 step (2^-7) relative: a single scalar's error is
-  dominated by chance, unlike the per-group maxima above;
+  dominated by chance, unlike the per-group maxima above, so PyTorch's error
+  is the largest of its run and of NUDGES runs from the weights nudged by
+  2^-8 relative (at most half a bf16 step; each element up or down at
+  random): the spread of the loss that bf16 rounding alone gives (on an
+  H200, 8 images: PyTorch's own error 1e-3 at step 1, up to 2.8e-2 at step 2,
+  ours 7e-3 to 1.4e-2 at step 1 as cuDNN's algorithms vary);
 - the checkpoints keep fp32 master weights under torchvision's names
   (load_state_dict(strict=True)), num_batches_tracked counted as in fp32.
 
@@ -59,6 +64,7 @@ import st  # noqa: E402
 FACTOR = 3.0
 FLOOR = 1e-5
 LOSS_FLOOR = 2.0 ** -7
+NUDGES = 3
 
 LAYOUTS = {
     1: """\
@@ -162,12 +168,34 @@ def compare(title, ours, ref64, refbf, before):
              + "".join(f"; {' '.join(g)}: {v[0]:.2e} vs {v[1]:.2e}" for g, v in bad))
 
 
-def check_loss(title, ours, ref64, refbf):
+def nudged(state, seed):
+    """state with every weight (not the running statistics, not the momentum)
+    times 1 + 2^-8 or 1 - 2^-8 at random"""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for k, v in state.items():
+        if (np.issubdtype(v.dtype, np.floating) and not k.startswith(cc.MOM_PREFIX)
+                and "running_" not in k):
+            out[k] = (v * (1.0 + rng.choice((-1.0, 1.0), size=v.shape) * 2.0 ** -8)).astype(v.dtype)
+        else:
+            out[k] = v
+    return out
+
+
+def loss_chance(state, x, y, device, ref64):
+    """PyTorch bf16's loss errors from NUDGES nudged copies of state"""
+    return [abs(torch_step(nudged(state, 100 + i), torch.float32, x, y, True, device)[1] - ref64)
+            / abs(ref64) for i in range(NUDGES)]
+
+
+def check_loss(title, ours, ref64, refbf, chance):
     rel = abs(ours - ref64) / abs(ref64)
     relbf = abs(refbf - ref64) / abs(ref64)
-    cc.check(rel <= FACTOR * relbf + LOSS_FLOOR,
+    spread = max([relbf] + chance)
+    cc.check(rel <= FACTOR * spread + LOSS_FLOOR,
              f"{title}: ours {ours:.7f}, torch fp64 {ref64:.7f}, torch bf16 {refbf:.7f} "
-             f"(rel. error ours {rel:.1e}, torch bf16 {relbf:.1e})")
+             f"(rel. error ours {rel:.1e}, torch bf16 {relbf:.1e}, nudged "
+             + " ".join(f"{c:.1e}" for c in chance) + ")")
 
 
 def parse_args(argv):
@@ -271,6 +299,7 @@ def main():
     # step 1 from torchvision's weights
     ref64, loss64 = torch_step(init, torch.float64, x0, y0, False)
     refbf, lossbf = torch_step(init, torch.float32, x0, y0, True, device)
+    chance1 = loss_chance(init, x0, y0, device, loss64)
     for s in (stages if on_cuda else (first,)):
         j1, ours1, j2, ours2 = results[s]
         tag = f"{s} stage(s) on {device}, " if on_cuda else ""
@@ -280,14 +309,15 @@ def main():
                  f"{tag}step-1 checkpoint: fp32 master weights and momentum, torchvision's names")
         compare(f"{tag}step 1 (from torchvision)", ours1, ref64, refbf, init)
         cc.check_tracked(f"{tag}step 1", ours1, 3 + cc.BATCH // cc.SPLIT)
-        check_loss(f"{tag}step 1 loss", j1["losses"][0], loss64, lossbf)
+        check_loss(f"{tag}step 1 loss", j1["losses"][0], loss64, lossbf, chance1)
 
         # step 2 (momentum in use) from our step-1 state
         ref64b, loss64b = torch_step(ours1, torch.float64, x1, y1, False)
         refbfb, lossbfb = torch_step(ours1, torch.float32, x1, y1, True, device)
         compare(f"{tag}step 2 (from our step-1 weights and momentum)", ours2, ref64b, refbfb,
                 ours1)
-        check_loss(f"{tag}step 2 loss", j2["losses"][0], loss64b, lossbfb)
+        check_loss(f"{tag}step 2 loss", j2["losses"][0], loss64b, lossbfb,
+                   loss_chance(ours1, x1, y1, device, loss64b))
         weights = {k: v for k, v in ours2.items() if not k.startswith(cc.MOM_PREFIX)}
         cc.check_torchvision_layout(f"{tag}step-2 checkpoint (weights)", weights)
     print(f"\nworst ratio {worst_seen[0]:.2f} ({worst_seen[1]}; limit {FACTOR:g} "
