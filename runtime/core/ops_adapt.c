@@ -40,7 +40,15 @@ pp_status pp_ops_try_native(pp_exec *ex, pp_native_op op, const void *desc, int 
     *done = false;
     bool any = false;
     for (int i = 0; i < n; i++) any |= foreign(t[i], keep_layout);
-    if (!any || !ex->dev->ops->native) return PP_OK;
+    if (!any) return PP_OK;
+    return pp_ops_offer_native(ex, op, desc, t, done, err);
+}
+
+pp_status pp_ops_offer_native(pp_exec *ex, pp_native_op op, const void *desc,
+                              pp_tensor *const *t, bool *done, pp_error *err)
+{
+    *done = false;
+    if (!ex->dev->ops->native) return PP_OK;
     pp_status st = ex->dev->ops->native(ex, op, desc, t, err);
     if (st == PP_ERR_UNSUPPORTED) return PP_OK;
     *done = true;

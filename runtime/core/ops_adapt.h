@@ -27,6 +27,12 @@ pp_status pp_ops_unsupported(pp_exec *ex, const char *op, pp_error *err);
 pp_status pp_ops_try_native(pp_exec *ex, pp_native_op op, const void *desc, int n,
                             pp_tensor *const *t, bool keep_layout, bool *done, pp_error *err);
 
+/* Offers op to the backend's native entry whatever its operands (an op the
+ * backend runs natively on f32 NCHW too: the batch norms); *done tells
+ * whether it ran. */
+pp_status pp_ops_offer_native(pp_exec *ex, pp_native_op op, const void *desc,
+                              pp_tensor *const *t, bool *done, pp_error *err);
+
 /* Returns from the calling op when the backend ran it natively. The tensor
  * list is the op's in pp_native_op order. */
 #define NATIVE(op, desc, keep_layout, ...)                                                \
@@ -36,6 +42,16 @@ pp_status pp_ops_try_native(pp_exec *ex, pp_native_op op, const void *desc, int 
         pp_status native_st_ =                                                            \
             pp_ops_try_native(ex, (op), (desc), (int)(sizeof native_t_ / sizeof native_t_[0]), \
                               native_t_, (keep_layout), &native_done_, err);              \
+        if (native_done_ || native_st_ != PP_OK) return native_st_;                       \
+    } while (0)
+
+/* NATIVE through pp_ops_offer_native */
+#define NATIVE_ANY(op, desc, ...)                                                         \
+    do {                                                                                  \
+        pp_tensor *const native_t_[] = {__VA_ARGS__};                                     \
+        bool native_done_;                                                                \
+        pp_status native_st_ = pp_ops_offer_native(ex, (op), (desc), native_t_,           \
+                                                   &native_done_, err);                   \
         if (native_done_ || native_st_ != PP_OK) return native_st_;                       \
     } while (0)
 

@@ -1,9 +1,11 @@
 /*
  * ops_batchnorm.c - the batch-norm entries of the op API (ops.h): boundary
  * checks, then the backend's native entry or dispatch, as in ops.c (bf16
- * operands widened and rounded the same way, ops_adapt.h). The fused forms
- * (_forward_act, _backward_relu) fall back to the plain batch norm and the
- * elementwise ops of ops.c when the backend has no native entry for them.
+ * operands widened and rounded the same way, ops_adapt.h). Every batch norm
+ * is offered to the native entry whatever its operands (the CUDA backend
+ * runs f32 NCHW ones natively too). The fused forms (_forward_act,
+ * _backward_relu) fall back to the plain batch norm and the elementwise ops
+ * of ops.c when the backend has no native entry for them.
  */
 #include "ops.h"
 
@@ -56,7 +58,7 @@ pp_status pp_batchnorm_forward_train(pp_exec *ex, const pp_bn_desc *d, const pp_
     CHECK_C("running_var", running_var);
     CHECK_C("save_mean", save_mean);
     CHECK_C("save_invstd", save_invstd);
-    NATIVE(PP_NATIVE_BN_TRAIN, d, false, T(x), T(gamma), T(beta), running_mean, running_var, y,
+    NATIVE_ANY(PP_NATIVE_BN_TRAIN, d, T(x), T(gamma), T(beta), running_mean, running_var, y,
            save_mean, save_invstd);
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
@@ -79,7 +81,7 @@ pp_status pp_batchnorm_forward_infer(pp_exec *ex, const pp_bn_desc *d, const pp_
     CHECK_C("beta", beta);
     CHECK_C("running_mean", running_mean);
     CHECK_C("running_var", running_var);
-    NATIVE(PP_NATIVE_BN_INFER, d, false, T(x), T(gamma), T(beta), T(running_mean),
+    NATIVE_ANY(PP_NATIVE_BN_INFER, d, T(x), T(gamma), T(beta), T(running_mean),
            T(running_var), y);
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
@@ -113,7 +115,7 @@ pp_status pp_batchnorm_backward(pp_exec *ex, const pp_bn_desc *d, const pp_tenso
     PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
     PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
     PP_TRY(check_bn_backward_c(ex, op, d, gamma, save_mean, save_invstd, dgamma, dbeta, err));
-    NATIVE(PP_NATIVE_BN_BACKWARD, d, false, T(x), T(dy), T(gamma), T(save_mean), T(save_invstd),
+    NATIVE_ANY(PP_NATIVE_BN_BACKWARD, d, T(x), T(dy), T(gamma), T(save_mean), T(save_invstd),
            dx, dgamma, dbeta);
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
@@ -150,7 +152,7 @@ pp_status pp_batchnorm_forward_act(pp_exec *ex, const pp_bn_desc *d, bool train,
     }
     if (add || relu) {
         const pp_bn_act_desc ad = {*d, train, relu};
-        NATIVE(PP_NATIVE_BN_ACT, &ad, false, T(x), T(gamma), T(beta), running_mean, running_var,
+        NATIVE_ANY(PP_NATIVE_BN_ACT, &ad, T(x), T(gamma), T(beta), running_mean, running_var,
                T(add), y, save_mean, save_invstd);
     }
     PP_TRY(train ? pp_batchnorm_forward_train(ex, d, x, gamma, beta, running_mean, running_var, y,
@@ -175,7 +177,7 @@ pp_status pp_batchnorm_backward_relu(pp_exec *ex, const pp_bn_desc *d, const pp_
     PP_TRY(pp_ops_check_layout_like(op, "dy", dy, relu_y, err));
     PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
     PP_TRY(check_bn_backward_c(ex, op, d, gamma, save_mean, save_invstd, dgamma, dbeta, err));
-    NATIVE(PP_NATIVE_BN_BACKWARD_RELU, d, false, T(x), T(relu_y), T(dy), T(gamma), T(save_mean),
+    NATIVE_ANY(PP_NATIVE_BN_BACKWARD_RELU, d, T(x), T(relu_y), T(dy), T(gamma), T(save_mean),
            T(save_invstd), dx, dgamma, dbeta);
     pp_tensor g;
     PP_TRY(pp_tensor_alloc_on(&g, ex, dy->dtype, dy->ndim, dy->shape, err));

@@ -3,15 +3,21 @@
  * operands and NHWC layouts: convolutions through cuDNN's graph API
  * (gconv.c; the stem's 3 input channels padded to 8), the linear layer
  * through cuBLASLt (blaslt.c), batch norm, pooling and elementwise ops
- * by nhwc.cu's kernels; and the layout transposes. Combinations it does not run return PP_ERR_UNSUPPORTED so that
- * ops.c converts the operands to f32 NCHW (ops_adapt.c) and calls the f32
- * entries.
+ * by nhwc.cu's kernels; and the layout transposes. Batch norm over f32 NCHW
+ * runs here too (bn_nchw.cu, with the fused add and ReLU; PP_CUDA_BN_CUDNN=1
+ * declines it, so that cuDNN's batch norm and the elementwise ops run).
+ * Combinations it does not run return PP_ERR_UNSUPPORTED so that ops.c
+ * converts the operands to f32 NCHW (ops_adapt.c) and calls the f32 entries.
  *
  * Memory order: a 4-D tensor is in NHWC order when its layout says so, or
  * when both orders coincide (H = W = 1, or C = 1); the kernels need that
  * order, whatever the layout field.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "blaslt.h"
+#include "bn_nchw.h"
 #include "gconv.h"
 #include "internal.h"
 #include "nhwc.h"
@@ -33,6 +39,34 @@ static bool bf16_nhwc(int n, pp_tensor *const *t)
     for (int i = 0; i < n; i++)
         if (!bf16(t[i]) || !nhwc_order(t[i])) return false;
     return true;
+}
+
+/* every tensor f32 in NCHW order (the f32 batch norm's kernels, bn_nchw.cu) */
+static bool f32_nchw(int n, pp_tensor *const *t)
+{
+    for (int i = 0; i < n; i++)
+        if (!t[i] || t[i]->dtype != PP_F32 || t[i]->ndim != 4 ||
+            pp_tensor_effective_layout(t[i]) != PP_NCHW)
+            return false;
+    return true;
+}
+
+/* PP_CUDA_BN_CUDNN (set and not 0): f32 batch norm through cuDNN and the
+ * elementwise ops (ops.c's fallback), to compare */
+static bool bn_cudnn(void)
+{
+    static int on = -1; /* read once; a racing first read stores the same value */
+    if (on < 0) {
+        const char *e = getenv("PP_CUDA_BN_CUDNN");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    return on == 1;
+}
+
+/* the activations of a batch-norm op in one dtype and order: bf16 NHWC or f32 NCHW */
+static bool bn_operands(int n, pp_tensor *const *t)
+{
+    return bf16_nhwc(n, t) || (!bn_cudnn() && f32_nchw(n, t));
 }
 
 static pp_status declined(pp_native_op op, pp_error *err)
@@ -59,8 +93,88 @@ static pp_status elementwise(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_bf16_ew kind
                                                    b ? b->data : NULL, y->data));
 }
 
-/* The batch norms: plain (BN_TRAIN, BN_INFER, BN_BACKWARD) and fused
- * (BN_ACT: + add, ReLU; BN_BACKWARD_RELU), each as the kernels' passes. */
+/* The f32 NCHW batch norms (bn_nchw.cu), the operands as batchnorm's below. */
+static cudaError_t batchnorm_f32(pp_cuda_exec *ce, pp_native_op op, const pp_bn_act_desc *a,
+                                 pp_tensor *const *t, float *s)
+{
+    const pp_bn_desc *d = &a->bn;
+    const int64_t hw = (int64_t)d->h * d->w;
+    switch (op) {
+    case PP_NATIVE_BN_TRAIN:
+        return pp_cuda_launch_bn_train_nchw(ce->stream, d->n, d->c, hw, d->eps, d->momentum,
+                                            t[0]->data, t[1]->data, t[2]->data, t[3]->data,
+                                            t[4]->data, NULL, false, t[5]->data, t[6]->data,
+                                            t[7]->data, s);
+    case PP_NATIVE_BN_INFER:
+        return pp_cuda_launch_bn_infer_nchw(ce->stream, d->n, d->c, hw, d->eps, t[0]->data,
+                                            t[1]->data, t[2]->data, t[3]->data, t[4]->data, NULL,
+                                            false, t[5]->data, s);
+    case PP_NATIVE_BN_ACT:
+        return a->train ? pp_cuda_launch_bn_train_nchw(
+                              ce->stream, d->n, d->c, hw, d->eps, d->momentum, t[0]->data,
+                              t[1]->data, t[2]->data, t[3]->data, t[4]->data,
+                              t[5] ? t[5]->data : NULL, a->relu, t[6]->data, t[7]->data,
+                              t[8]->data, s)
+                        : pp_cuda_launch_bn_infer_nchw(ce->stream, d->n, d->c, hw, d->eps,
+                                                       t[0]->data, t[1]->data, t[2]->data,
+                                                       t[3]->data, t[4]->data,
+                                                       t[5] ? t[5]->data : NULL, a->relu,
+                                                       t[6]->data, s);
+    case PP_NATIVE_BN_BACKWARD:
+        return pp_cuda_launch_bn_backward_nchw(ce->stream, d->n, d->c, hw, t[0]->data,
+                                               t[1]->data, NULL, t[2]->data, t[3]->data,
+                                               t[4]->data, t[5]->data, t[6]->data, t[7]->data, s);
+    default: /* BN_BACKWARD_RELU */
+        return pp_cuda_launch_bn_backward_nchw(ce->stream, d->n, d->c, hw, t[0]->data,
+                                               t[2]->data, t[1]->data, t[3]->data, t[4]->data,
+                                               t[5]->data, t[6]->data, t[7]->data, t[8]->data, s);
+    }
+}
+
+/* The bf16 NHWC batch norms (nhwc.cu), the operands as batchnorm's below. */
+static cudaError_t batchnorm_bf16(pp_cuda_exec *ce, unsigned g, pp_native_op op,
+                                  const pp_bn_act_desc *a, pp_tensor *const *t, float *s)
+{
+    const pp_bn_desc *d = &a->bn;
+    const int64_t rows = (int64_t)d->n * d->h * d->w;
+    switch (op) {
+    case PP_NATIVE_BN_TRAIN:
+        return pp_cuda_launch_bn_train_nhwc(ce->stream, g, rows, d->c, d->eps, d->momentum,
+                                            t[0]->data, t[1]->data, t[2]->data, t[3]->data,
+                                            t[4]->data, NULL, false, t[5]->data, t[6]->data,
+                                            t[7]->data, s);
+    case PP_NATIVE_BN_INFER:
+        return pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps, t[0]->data,
+                                            t[1]->data, t[2]->data, t[3]->data, t[4]->data, NULL,
+                                            false, t[5]->data, s);
+    case PP_NATIVE_BN_ACT:
+        return a->train ? pp_cuda_launch_bn_train_nhwc(
+                              ce->stream, g, rows, d->c, d->eps, d->momentum, t[0]->data,
+                              t[1]->data, t[2]->data, t[3]->data, t[4]->data,
+                              t[5] ? t[5]->data : NULL, a->relu, t[6]->data, t[7]->data,
+                              t[8]->data, s)
+                        : pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps,
+                                                       t[0]->data, t[1]->data, t[2]->data,
+                                                       t[3]->data, t[4]->data,
+                                                       t[5] ? t[5]->data : NULL, a->relu,
+                                                       t[6]->data, s);
+    case PP_NATIVE_BN_BACKWARD:
+        return pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data,
+                                               t[1]->data, NULL, t[2]->data, t[3]->data,
+                                               t[4]->data, t[5]->data, t[6]->data, t[7]->data, s);
+    default: /* BN_BACKWARD_RELU */
+        return pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data,
+                                               t[2]->data, t[1]->data, t[3]->data, t[4]->data,
+                                               t[5]->data, t[6]->data, t[7]->data, t[8]->data, s);
+    }
+}
+
+/* The batch norms: plain (BN_TRAIN: x, gamma, beta, rmean, rvar, y, smean,
+ * sinvstd; BN_INFER: x, gamma, beta, rmean, rvar, y; BN_BACKWARD: x, dy,
+ * gamma, smean, sinvstd, dx, dgamma, dbeta) and fused (BN_ACT: x, gamma,
+ * beta, rmean, rvar, add, y, smean, sinvstd, + add and ReLU; BN_BACKWARD_RELU:
+ * x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta), over bf16 NHWC or
+ * f32 NCHW activations, each as its kernels' passes. */
 static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const void *desc,
                            pp_tensor *const *t, pp_error *err)
 {
@@ -69,47 +183,15 @@ static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const
                                   op != PP_NATIVE_BN_INFER, false};
     const pp_bn_act_desc *a = op == PP_NATIVE_BN_ACT ? desc : &plain;
     const pp_bn_desc *d = &a->bn;
-    const int64_t rows = (int64_t)d->n * d->h * d->w;
-    const size_t s_bytes = pp_cuda_bn_scratch_floats(rows, d->c) * sizeof(float);
+    const bool f32 = t[0]->dtype == PP_F32;
+    const size_t s_bytes =
+        (f32 ? pp_cuda_bn_nchw_scratch_floats(d->n, d->c, (int64_t)d->h * d->w)
+             : pp_cuda_bn_scratch_floats((int64_t)d->n * d->h * d->w, d->c)) *
+        sizeof(float);
     void *s = NULL;
     PP_TRY(pp_cuda_scratch_alloc(ex, s_bytes, &s, err));
-    const unsigned g = pp_cuda_max_grid(ex);
-    cudaError_t rc;
-    switch (op) {
-    case PP_NATIVE_BN_TRAIN: /* x, gamma, beta, rmean, rvar, y, smean, sinvstd */
-        rc = pp_cuda_launch_bn_train_nhwc(ce->stream, g, rows, d->c, d->eps, d->momentum,
-                                          t[0]->data, t[1]->data, t[2]->data, t[3]->data,
-                                          t[4]->data, NULL, false, t[5]->data, t[6]->data,
-                                          t[7]->data, s);
-        break;
-    case PP_NATIVE_BN_INFER: /* x, gamma, beta, rmean, rvar, y */
-        rc = pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps, t[0]->data,
-                                          t[1]->data, t[2]->data, t[3]->data, t[4]->data, NULL,
-                                          false, t[5]->data, s);
-        break;
-    case PP_NATIVE_BN_ACT: /* x, gamma, beta, rmean, rvar, add, y, smean, sinvstd */
-        rc = a->train ? pp_cuda_launch_bn_train_nhwc(
-                            ce->stream, g, rows, d->c, d->eps, d->momentum, t[0]->data,
-                            t[1]->data, t[2]->data, t[3]->data, t[4]->data,
-                            t[5] ? t[5]->data : NULL, a->relu, t[6]->data, t[7]->data,
-                            t[8]->data, s)
-                      : pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps,
-                                                     t[0]->data, t[1]->data, t[2]->data,
-                                                     t[3]->data, t[4]->data,
-                                                     t[5] ? t[5]->data : NULL, a->relu,
-                                                     t[6]->data, s);
-        break;
-    case PP_NATIVE_BN_BACKWARD: /* x, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
-        rc = pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data, t[1]->data,
-                                             NULL, t[2]->data, t[3]->data, t[4]->data,
-                                             t[5]->data, t[6]->data, t[7]->data, s);
-        break;
-    default: /* BN_BACKWARD_RELU: x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
-        rc = pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data, t[2]->data,
-                                             t[1]->data, t[3]->data, t[4]->data, t[5]->data,
-                                             t[6]->data, t[7]->data, t[8]->data, s);
-        break;
-    }
+    const cudaError_t rc = f32 ? batchnorm_f32(ce, op, a, t, s)
+                               : batchnorm_bf16(ce, pp_cuda_max_grid(ex), op, a, t, s);
     pp_status st = PP_CUDA(ex->dev, err, rc);
     pp_cuda_scratch_free(ex, s, s_bytes);
     return st;
@@ -229,6 +311,13 @@ static bool krsc(const pp_tensor *w)
            (w->layout == PP_NHWC || w->shape[1] == 1 || w->shape[2] * w->shape[3] == 1);
 }
 
+/* b in a's dtype and order, for the batch norms (a passed bn_operands) */
+static bool same_kind(const pp_tensor *a, const pp_tensor *b)
+{
+    pp_tensor *const p[] = {(pp_tensor *)b};
+    return a->dtype == PP_BF16 ? bf16_nhwc(1, p) : f32_nchw(1, p);
+}
+
 /* Whether op on t runs here (the layouts and dtypes its kernels take). */
 static bool supported(pp_native_op op, pp_tensor *const *t)
 {
@@ -239,11 +328,11 @@ static bool supported(pp_native_op op, pp_tensor *const *t)
     case PP_NATIVE_ADD:
     case PP_NATIVE_ADD_RELU: return bf16(t[0]) && bf16(t[1]) && bf16(t[2]);
     case PP_NATIVE_BN_TRAIN:
-    case PP_NATIVE_BN_INFER: return bf16_nhwc(1, t) && bf16_nhwc(1, t + 5);
-    case PP_NATIVE_BN_BACKWARD: return bf16_nhwc(2, t) && bf16_nhwc(1, t + 5);
-    case PP_NATIVE_BN_ACT: return bf16_nhwc(1, t) && (!t[5] || bf16_nhwc(1, t + 5)) &&
-                                  bf16_nhwc(1, t + 6);
-    case PP_NATIVE_BN_BACKWARD_RELU: return bf16_nhwc(3, t) && bf16_nhwc(1, t + 6);
+    case PP_NATIVE_BN_INFER: return bn_operands(1, t) && same_kind(t[0], t[5]);
+    case PP_NATIVE_BN_BACKWARD: return bn_operands(2, t) && same_kind(t[0], t[5]);
+    case PP_NATIVE_BN_ACT: return bn_operands(1, t) && (!t[5] || same_kind(t[0], t[5])) &&
+                                  same_kind(t[0], t[6]);
+    case PP_NATIVE_BN_BACKWARD_RELU: return bn_operands(3, t) && same_kind(t[0], t[6]);
     case PP_NATIVE_MAXPOOL_FWD: return bf16_nhwc(2, t);
     case PP_NATIVE_MAXPOOL_BWD: return bf16_nhwc(3, t) && bf16_nhwc(1, t + 4);
     case PP_NATIVE_AVGPOOL_FWD: return bf16_nhwc(1, t);

@@ -20,6 +20,8 @@
  */
 #include "nhwc.h"
 
+#include "bn_finish.cuh"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -148,7 +150,7 @@ __device__ __forceinline__ uint16_t bn_out(uint16_t x, float alpha, float beta, 
 }
 
 /* one element of dx from dy (zero where the mask is given and not positive),
- * x and the coefficients of bn_finish_backward_k */
+ * x and the coefficients of the backward's finish (bn_finish.cuh) */
 __device__ __forceinline__ uint16_t bn_dx_one(uint16_t dy, bool has_mask, uint16_t m, uint16_t x,
                                               float grad_mean, float proj, float scale,
                                               float mean)
@@ -222,7 +224,7 @@ __global__ void bn_mean_k(int c, int groups, double m, const float *part, float 
 
 /* invstd, running statistics, and the transform y = x * coef[ch] + coef[c + ch],
  * as the CPU's forward_train_channel */
-__global__ void bn_finish_train_k(int c, int groups, double m, float eps, float momentum,
+__global__ void bn_finish_train1_k(int c, int groups, double m, float eps, float momentum,
                                   const float *part, const float *mean, const float *gamma,
                                   const float *beta, float *running_mean, float *running_var,
                                   float *save_invstd, float *coef)
@@ -239,18 +241,6 @@ __global__ void bn_finish_train_k(int c, int groups, double m, float eps, float 
     coef[c + ch] = (float)((double)beta[ch] - mu * alpha);
 }
 
-/* inference: the transform from the running statistics */
-__global__ void bn_infer_coef_k(int c, float eps, const float *gamma, const float *beta,
-                                const float *running_mean, const float *running_var, float *coef)
-{
-    const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= c) return;
-    const double invstd = 1.0 / sqrt((double)running_var[ch] + (double)eps);
-    const double alpha = (double)gamma[ch] * invstd;
-    coef[ch] = (float)alpha;
-    coef[c + ch] = (float)((double)beta[ch] - running_mean[ch] * alpha);
-}
-
 /* y = round(x * alpha + beta) per channel, then act */
 __global__ void bn_apply_k(int64_t n, int c, const uint16_t *x, const float *coef,
                            const uint16_t *add, bool relu, uint16_t *y)
@@ -263,7 +253,7 @@ __global__ void bn_apply_k(int64_t n, int c, const uint16_t *x, const float *coe
 
 /* dgamma += dot * invstd, dbeta += sum dy, and the dx coefficients (grad_mean,
  * proj, scale, mean) as the CPU's backward_channel */
-__global__ void bn_finish_backward_k(int c, int groups, double m, const float *part1,
+__global__ void bn_finish_backward1_k(int c, int groups, double m, const float *part1,
                                      const float *part2, const float *mean, const float *invstd,
                                      const float *gamma, float *dgamma, float *dbeta, float *coef)
 {
@@ -393,7 +383,8 @@ __device__ void bn_block_sums(const bn_tiling &t, int cg, const float a[8], cons
 
 /* forward statistics: part1 = sum (x - k), part2 = sum (x - k)^2 */
 __global__ void __launch_bounds__(BN_T) bn_stats8_k(bn_tiling t, int64_t rows, int c,
-                                                    const uint4 *x, float *part1, float *part2)
+                                                    const uint4 *x, float *part1, float *part2,
+                                                    float *shift)
 {
     int64_t r, r1;
     const int cg = bn_lane(t, c, rows, &r, &r1);
@@ -403,6 +394,8 @@ __global__ void __launch_bounds__(BN_T) bn_stats8_k(bn_tiling t, int64_t rows, i
         const uint4 kv = x[cg];
         float k0[8];
         for (int k = 0; k < 8; k++) k0[k] = widen(lane16(kv, k));
+        if (blockIdx.y == 0 && threadIdx.x < t.lt)
+            for (int k = 0; k < 8; k++) shift[cg * 8 + k] = k0[k];
         for (; r + t.rp < r1; r += 2 * t.rp) { /* two rows' loads in flight */
             const uint4 u = x[r * c8 + cg], w = x[(r + t.rp) * c8 + cg];
             for (int k = 0; k < 8; k++) {
@@ -451,62 +444,6 @@ __global__ void __launch_bounds__(BN_T) bn_bwd_sums8_k(bn_tiling t, int64_t rows
         }
     }
     bn_block_sums(t, cg, a, b, part1, part2);
-}
-
-/* one warp per channel: the channel's partials of groups blocks, lane-strided
- * then folded, in double, in a fixed order */
-__device__ __forceinline__ double warp_total(const float *part, int groups, int ch, int lane)
-{
-    double s = 0.0;
-    for (int g = lane; g < groups; g += 32) s += part[(int64_t)ch * groups + g];
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
-    return s;
-}
-
-/* bn_finish_train_k from the shifted sums: mean, invstd, running statistics
- * (the unbiased variance) and the transform */
-__global__ void bn_finish_train8_k(int c, int groups, double m, float eps, float momentum,
-                                   const uint16_t *x, const float *part1, const float *part2,
-                                   const float *gamma, const float *beta, float *running_mean,
-                                   float *running_var, float *save_mean, float *save_invstd,
-                                   float *coef)
-{
-    const int ch = (int)((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32);
-    const int lane = threadIdx.x % 32;
-    if (ch >= c) return; /* whole warps */
-    const double s1 = warp_total(part1, groups, ch, lane), s2 = warp_total(part2, groups, ch, lane);
-    if (lane) return;
-    const double d = s1 / m, mu = (double)widen(x[ch]) + d, mom = momentum;
-    double var = s2 / m - d * d;
-    var = var > 0.0 ? var : 0.0;
-    const double invstd = 1.0 / sqrt(var + (double)eps);
-    save_mean[ch] = (float)mu;
-    save_invstd[ch] = (float)invstd;
-    running_mean[ch] = (float)((1.0 - mom) * running_mean[ch] + mom * mu);
-    running_var[ch] = (float)((1.0 - mom) * running_var[ch] + mom * (var * m / (m - 1.0)));
-    const double alpha = (double)gamma[ch] * invstd;
-    coef[ch] = (float)alpha;
-    coef[c + ch] = (float)((double)beta[ch] - mu * alpha);
-}
-
-/* bn_finish_backward_k over the channel-major partials */
-__global__ void bn_finish_backward8_k(int c, int groups, double m, const float *part1,
-                                      const float *part2, const float *mean, const float *invstd,
-                                      const float *gamma, float *dgamma, float *dbeta, float *coef)
-{
-    const int ch = (int)((blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32);
-    const int lane = threadIdx.x % 32;
-    if (ch >= c) return;
-    const double sum_dy = warp_total(part1, groups, ch, lane);
-    const double dot = warp_total(part2, groups, ch, lane);
-    if (lane) return;
-    const double is = invstd[ch];
-    dgamma[ch] += (float)(dot * is);
-    dbeta[ch] += (float)sum_dy;
-    coef[ch] = (float)(sum_dy / m);
-    coef[c + ch] = (float)(dot * is * is / m);
-    coef[2 * c + ch] = (float)((double)gamma[ch] * is);
-    coef[3 * c + ch] = mean[ch];
 }
 
 /* y = bn_out per element, the 8 channels' alpha and beta in registers */
@@ -823,7 +760,7 @@ size_t pp_cuda_bn_scratch_floats(int64_t rows, int c)
         const bn_tiling t = bn_tile(rows, c);
         groups = t.groups > groups ? t.groups : groups;
     }
-    return (size_t)2 * groups * c + 4 * (size_t)c;
+    return (size_t)2 * groups * c + 5 * (size_t)c; /* partials, coefficients, shift */
 }
 
 static dim3 bn_grid(int c, int groups)
@@ -855,12 +792,6 @@ static bool bn_tiled(int c, const void *a, const void *b, const void *m, const v
            aligned16(y) && aligned16(stats) && aligned16(scratch);
 }
 
-/* grid of the one-warp-per-channel finishing kernels (128 threads a block) */
-static unsigned bn_warp_grid(int c)
-{
-    return (unsigned)((c + 3) / 4);
-}
-
 static void bn_apply(cudaStream_t s, unsigned max_grid, int64_t rows, int c, const uint16_t *x,
                      const float *coef, const uint16_t *add, bool relu, uint16_t *y, bool tiled)
 {
@@ -885,12 +816,12 @@ cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int6
     if (bn_tiled(c, x, add, nullptr, y, nullptr, scratch)) {
         const bn_tiling t = bn_tile(rows, c);
         float *part1 = scratch, *part2 = scratch + (size_t)t.groups * c;
-        float *coef = scratch + 2 * (size_t)t.groups * c;
+        float *coef = scratch + 2 * (size_t)t.groups * c, *shift = coef + 4 * (size_t)c;
         bn_stats8_k<<<dim3((unsigned)t.tiles, (unsigned)t.groups), BN_T, 0, s>>>(
-            t, rows, c, reinterpret_cast<const uint4 *>(x), part1, part2);
-        bn_finish_train8_k<<<bn_warp_grid(c), 128, 0, s>>>(
-            c, t.groups, (double)rows, eps, momentum, x, part1, part2, gamma, beta, running_mean,
-            running_var, save_mean, save_invstd, coef);
+            t, rows, c, reinterpret_cast<const uint4 *>(x), part1, part2, shift);
+        bn_finish_train_k<<<bn_warp_grid(c), 128, 0, s>>>(
+            c, t.groups, (double)rows, eps, momentum, shift, part1, part2, gamma, beta,
+            running_mean, running_var, save_mean, save_invstd, coef);
         bn_apply(s, max_grid, rows, c, x, coef, add, relu, y, true);
         return cudaGetLastError();
     }
@@ -905,7 +836,7 @@ cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int6
     bn_mean_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, part, save_mean);
     bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(STATS_SQDEV, rows, c, chunk, x, nullptr,
                                                       nullptr, save_mean, part, nullptr);
-    bn_finish_train_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, eps, momentum, part, save_mean,
+    bn_finish_train1_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, eps, momentum, part, save_mean,
                                          gamma, beta, running_mean, running_var, save_invstd,
                                          coef);
     bn_apply(s, max_grid, rows, c, x, coef, add, relu, y, false);
@@ -940,9 +871,9 @@ cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, i
         const uint4 *dy8 = reinterpret_cast<const uint4 *>(dy);
         const uint4 *m8 = reinterpret_cast<const uint4 *>(relu_y);
         bn_bwd_sums8_k<<<grid, BN_T, 0, s>>>(t, rows, c, x8, dy8, m8, save_mean, part1, part2);
-        bn_finish_backward8_k<<<bn_warp_grid(c), 128, 0, s>>>(c, t.groups, (double)rows, part1,
-                                                              part2, save_mean, save_invstd,
-                                                              gamma, dgamma, dbeta, coef);
+        bn_finish_backward_k<<<bn_warp_grid(c), 128, 0, s>>>(c, t.groups, (double)rows, part1,
+                                                             part2, save_mean, save_invstd,
+                                                             gamma, dgamma, dbeta, coef);
         bn_dx8_k<<<grid, BN_T, 0, s>>>(t, rows, c, x8, dy8, m8, coef,
                                        reinterpret_cast<uint4 *>(dx));
         return cudaGetLastError();
@@ -954,7 +885,7 @@ cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, i
     float *coef = scratch + 2 * (size_t)groups * c;
     bn_partial_k<<<bn_grid(c, groups), dim3(BN_CX, BN_RY), 0, s>>>(
         STATS_BWD, rows, c, chunk, x, dy, relu_y, save_mean, part1, part2);
-    bn_finish_backward_k<<<(unsigned)((c + 127) / 128), 128, 0, s>>>(
+    bn_finish_backward1_k<<<(unsigned)((c + 127) / 128), 128, 0, s>>>(
         c, groups, (double)rows, part1, part2, save_mean, save_invstd, gamma, dgamma, dbeta,
         coef);
     const int64_t n = rows * c;

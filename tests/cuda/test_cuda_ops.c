@@ -65,10 +65,16 @@ static void test_conv(rig *r)
 
 /* ---- batch norm -------------------------------------------------------------- */
 
+/* The f32 NCHW batch norm (runtime/cuda/bn_nchw.cu; PP_CUDA_BN_CUDNN=1, the
+ * suite's cuda_ops_cudnn_bn, runs cuDNN's): planes of 1, 25, 63 and 1225
+ * floats (one per thread step), of 36 and 1024 (16-byte steps), and blocks of
+ * images per channel: one, or two (16x8x32x32, 4x8x35x35). Each case runs
+ * plain and fused (+ add, ReLU; the backward through the ReLU's mask). */
 static void test_batchnorm(rig *r)
 {
     static const struct { int n, c, h, w; } cases[] = {
-        {4, 8, 5, 5}, {2, 3, 7, 9}, {16, 32, 1, 1}, {1, 4, 6, 6}};
+        {4, 8, 5, 5},   {2, 3, 7, 9},     {16, 32, 1, 1}, {1, 4, 6, 6},
+        {16, 8, 32, 32}, {4, 8, 35, 35}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         pp_bn_desc d = {cases[i].n, cases[i].c, cases[i].h, cases[i].w, 1e-5f, 0.1f};
         const int64_t xs[4] = {d.n, d.c, d.h, d.w}, cs[1] = {d.c};
@@ -103,7 +109,31 @@ static void test_batchnorm(rig *r)
              pp_batchnorm_forward_infer(ex, &d, &x.g, &gamma.g, &beta.g, &rm.g, &rv.g, &y.g,
                                         err));
         CHECK_CLOSE(r, &y, TOL_FWD, "bn infer case %zu", i);
-        pair *all[] = {&x, &y, &gamma, &beta, &rm, &rv, &sm, &si, &dy, &dx, &dg, &db};
+
+        pair add = pair_rand(r, 4, xs, -1, 1), ry = pair_rand(r, 4, xs, 0, 0);
+        BOTH(r,
+             pp_batchnorm_forward_act(ex, &d, true, &x.c, &gamma.c, &beta.c, &rm.c, &rv.c, &add.c,
+                                      true, &ry.c, &sm.c, &si.c, err),
+             pp_batchnorm_forward_act(ex, &d, true, &x.g, &gamma.g, &beta.g, &rm.g, &rv.g, &add.g,
+                                      true, &ry.g, &sm.g, &si.g, err));
+        CHECK_CLOSE(r, &ry, TOL_FWD, "bn train + add + relu case %zu", i);
+        CHECK_CLOSE(r, &rv, TOL_FWD, "bn train + add + relu running_var case %zu", i);
+        BOTH(r,
+             pp_batchnorm_backward_relu(ex, &d, &x.c, &ry.c, &dy.c, &gamma.c, &sm.c, &si.c, &dx.c,
+                                        &dg.c, &db.c, err),
+             pp_batchnorm_backward_relu(ex, &d, &x.g, &ry.g, &dy.g, &gamma.g, &sm.g, &si.g, &dx.g,
+                                        &dg.g, &db.g, err));
+        CHECK_CLOSE(r, &dx, TOL_BWD, "bn backward through relu dx case %zu", i);
+        CHECK_CLOSE(r, &dg, TOL_BWD, "bn backward through relu dgamma (+=) case %zu", i);
+        CHECK_CLOSE(r, &db, TOL_BWD, "bn backward through relu dbeta (+=) case %zu", i);
+        BOTH(r,
+             pp_batchnorm_forward_act(ex, &d, false, &x.c, &gamma.c, &beta.c, &rm.c, &rv.c, NULL,
+                                      true, &ry.c, NULL, NULL, err),
+             pp_batchnorm_forward_act(ex, &d, false, &x.g, &gamma.g, &beta.g, &rm.g, &rv.g, NULL,
+                                      true, &ry.g, NULL, NULL, err));
+        CHECK_CLOSE(r, &ry, TOL_FWD, "bn infer + relu case %zu", i);
+        pair *all[] = {&x,  &y,  &gamma, &beta, &rm, &rv,  &sm,
+                       &si, &dy, &dx,    &dg,   &db, &add, &ry};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
 }

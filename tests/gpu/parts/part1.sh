@@ -1,19 +1,22 @@
 # part1.sh - run-all.sh --part 1 (sourced by it): the whole CUDA test suite
 # (every suite with --all), then fp32 and TF32 images/s of ours against
-# PyTorch eager at the same batch, size and precision.
-#   correctness (200 s)  the suite, in meson's order, each test up to its timeout
-#   speed       (130 s)  fp32 (cudnn.benchmark off and on) and TF32
+# PyTorch eager at the same batch, size and precision, and ours again with
+# the f32 batch norm through cuDNN (PP_CUDA_BN_CUDNN=1: what bn_nchw.cu's
+# kernels bring).
+#   correctness (180 s)  the suite, in meson's order, each test up to its timeout
+#   speed       (150 s)  fp32 (cudnn.benchmark off and on) and TF32, each with
+#                        PP_CUDA_BN_CUDNN=1 too
 # shellcheck shell=bash disable=SC2154
 
 part1() {
     cur_part=1
-    section correctness 200
+    section correctness 180
     echo "== the test suite"
     suite 300
     row "test suite" "$(case $suite_fig in *" 0 failed"*) echo ok ;; *) echo FAIL ;; esac)" \
         "$suite_fig" ""
 
-    section speed 130
+    section speed 150
     echo "== fp32 throughput: pipeline-run 1 stage vs PyTorch eager (batch $batch, ${size}x$size)"
     local map; map=$(map_all)
     plan_for r50-1stage-full "$batch" "$batch" "$steps" "$size" "$stages1"
@@ -71,4 +74,21 @@ part1() {
         row "torch eager tf32, cudnn.benchmark=1" "$(result_of $rc)" "$(why $rc torch-eager-tf32)" \
             "$last_cmd"
     fi
+
+    echo "== f32 batch norm: ours (bn_nchw.cu) against cuDNN's with the elementwise ops"
+    local prec plan base rt
+    for prec in fp32 tf32; do
+        plan=r50-1stage-full base=$ours
+        [ $prec = tf32 ] && plan=r50-1stage-full-tf32 base=$ours_tf32
+        if PP_CUDA_BN_CUDNN=1 pr "1stage-$prec-bn-cudnn" "$res/$plan.yaml" --steps "$steps" \
+            --device-map "$map"; then
+            row "ours $prec 1 stage, batch $batch, PP_CUDA_BN_CUDNN=1" ok "$pr_fig" \
+                "PP_CUDA_BN_CUDNN=1 $last_cmd"
+            rt=$(ratio "$base" "$pr_ips")
+            row "  batch norm ours / cuDNN's, $prec" info "${rt:-?}: ${base:-?} / ${pr_ips:-?} img/s" ""
+        else
+            row "ours $prec 1 stage, batch $batch, PP_CUDA_BN_CUDNN=1" "$(result_of $?)" "$pr_fig" \
+                "PP_CUDA_BN_CUDNN=1 $last_cmd"
+        fi
+    done
 }
