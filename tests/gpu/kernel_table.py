@@ -8,6 +8,7 @@ output, are skipped) and prints the launch count and milliseconds per family,
 the total, and last one JSON line:
   {"kernels", "total_ms", "families": {FAMILY: {"count", "ms"}},
    "top": [[NAME, FAMILY, COUNT, MS], ...] (the 15 longest kernel names),
+   "other": [[NAME, COUNT, MS], ...] (the 10 longest of family other),
    "unmeasured": [[NAME, FAMILY, COUNT], ...], "ncu_errors": [LINE, ...],
    "step_ms", "busy_frac" (with --step-ms: total kernel ms / step ms)}
 
@@ -232,6 +233,11 @@ def main():
     print("longest kernels:")
     for n, (f, c, ms) in top[:15]:
         print("  %9.3f ms %5d x  %-20s %s" % (ms, c, f, n[:110]))
+    others = [(n, c, ms) for n, (f, c, ms) in top if f == "other"][:10]
+    if others:
+        print("longest of family other:")
+        for n, c, ms in others:
+            print("  %9.3f ms %5d x  %s" % (ms, c, n[:130]))
     for n, (f, c) in sorted(lost.items()):
         print("  not measured: %5d x  %-20s %s" % (c, f, n[:110]))
     for ln in errors:
@@ -239,6 +245,7 @@ def main():
     out = {"kernels": len(rows), "total_ms": total,
            "families": {f: {"count": c, "ms": ms} for f, (c, ms) in fams.items() if c},
            "top": [[n, f, c, ms] for n, (f, c, ms) in top[:15]],
+           "other": [[n, c, ms] for n, c, ms in others],
            "unmeasured": [[n, f, c] for n, (f, c) in sorted(lost.items())],
            "ncu_errors": errors}
     if a.step_ms:

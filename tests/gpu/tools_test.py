@@ -44,12 +44,16 @@ with tempfile.TemporaryDirectory() as d:
         f.write(kernel(0, "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>(int)", "1,000"))
         f.write(kernel(1, "void <unnamed>::ew_vec_k<relu_op>(long)", "500"))
         f.write(kernel(2, "void cudnn::bn_fw_tr_1C11_singleread<float>(args)", "nan"))
+        f.write(kernel(3, "void <unnamed>::softmax_xent_k(int)", "250"))
     rc, out = run("kernel_table.py", ncu, "--step-ms", "2")
     check(rc == 0, "kernel_table.py exit %d" % rc)
     j = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
-    check(j.get("kernels") == 3, "3 kernel rows: %s" % j.get("kernels"))
-    check(abs(j.get("total_ms", -1) - 0.0015) < 1e-12,
-          "total of the measured kernels 0.0015 ms, not nan: %s" % j.get("total_ms"))
+    check(j.get("kernels") == 4, "4 kernel rows: %s" % j.get("kernels"))
+    check(abs(j.get("total_ms", -1) - 0.00175) < 1e-12,
+          "total of the measured kernels 0.00175 ms, not nan: %s" % j.get("total_ms"))
+    check([o[0] for o in j.get("other", [])] == ["softmax_xent_k"]
+          and "longest of family other:" in out,
+          "family other's kernels listed: %s" % j.get("other"))
     check(j.get("families", {}).get("batch norm", {}).get("ms") == 0.001,
           "batch norm ms without the nan row: %s" % j.get("families"))
     check([u[0] for u in j.get("unmeasured", [])] == ["bn_fw_tr_1C11_singleread"],
