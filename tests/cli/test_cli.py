@@ -203,11 +203,16 @@ def test_json_and_trace():
         for k in ("device", "layers", "params", "forward_ms", "backward_ms", "busy_frac",
                   "peak_bytes"):
             check(k in s, f"stage key {k}")
-        # sleeps overshoot on a loaded machine or under sanitizers, never undershoot
-        check(2 <= s["forward_ms"] < 6.5 and 4 <= s["backward_ms"] < 8.5,
-              f"delay stage times {s['forward_ms']}, {s['backward_ms']}")
+        # sleeps overshoot on a loaded machine or under sanitizers, never undershoot:
+        # the floors always, the ceilings where timings count (7.1 and 8.9 ms
+        # were measured in a sanitizer build beside another build's tests)
+        check(2 <= s["forward_ms"] and 4 <= s["backward_ms"],
+              f"delay stage times {s['forward_ms']}, {s['backward_ms']} under the delays")
+        timing_check(s["forward_ms"] < 6.5 and s["backward_ms"] < 8.5,
+                     f"delay stage times {s['forward_ms']}, {s['backward_ms']}")
     # steady state (6 ms per micro-batch per stage): (4 + 3 - 1) * 6 = 36 ms
-    check(30 < o["predicted_step_ms"] < 50, f"predicted {o['predicted_step_ms']}")
+    check(30 < o["predicted_step_ms"], f"predicted {o['predicted_step_ms']}")
+    timing_check(o["predicted_step_ms"] < 50, f"predicted {o['predicted_step_ms']}")
     timing_check(abs(o["step_ms"]["median"] - o["predicted_step_ms"]) < 0.25 * o["predicted_step_ms"],
                  f"measured {o['step_ms']['median']} vs predicted {o['predicted_step_ms']}")
     with open(trace) as f:
