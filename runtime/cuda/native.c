@@ -2,9 +2,9 @@
  * native.c - the CUDA backend's native entry (backend.h): ops on bf16
  * operands and NHWC layouts: convolutions through cuDNN's graph API
  * (gconv.c; the stem's 3 input channels padded to 8), the linear layer
- * through cuBLASLt (blaslt.c), batch norm, pooling and elementwise ops
- * by nhwc.cu's kernels; and the layout transposes. Batch norm over f32 NCHW
- * runs here too (bn_nchw.cu, with the fused add and ReLU; PP_CUDA_BN_CUDNN=1
+ * through cuBLASLt (blaslt.c), batch norm (bn_nhwc.cu), pooling and
+ * elementwise ops by nhwc.cu's kernels; and the layout transposes. Batch
+ * norm over f32 NCHW runs here too (bn_nchw.cu, with the fused add and ReLU; PP_CUDA_BN_CUDNN=1
  * declines it, so that cuDNN's batch norm and the elementwise ops run).
  * Combinations it does not run return PP_ERR_UNSUPPORTED so that ops.c
  * converts the operands to f32 NCHW (ops_adapt.c) and calls the f32 entries.
@@ -18,6 +18,7 @@
 
 #include "blaslt.h"
 #include "bn_nchw.h"
+#include "bn_nhwc.h"
 #include "gconv.h"
 #include "internal.h"
 #include "nhwc.h"
@@ -131,7 +132,7 @@ static cudaError_t batchnorm_f32(pp_cuda_exec *ce, pp_native_op op, const pp_bn_
     }
 }
 
-/* The bf16 NHWC batch norms (nhwc.cu), the operands as batchnorm's below. */
+/* The bf16 NHWC batch norms (bn_nhwc.cu), the operands as batchnorm's below. */
 static cudaError_t batchnorm_bf16(pp_cuda_exec *ce, unsigned g, pp_native_op op,
                                   const pp_bn_act_desc *a, pp_tensor *const *t, float *s)
 {
