@@ -28,8 +28,43 @@ __device__ __forceinline__ double warp_total(const float *part, int groups, int 
     return s;
 }
 
-/* from the shifted sums of m values per channel: mean, invstd, the running
- * statistics (with the unbiased variance) and the transform */
+/* channel ch's statistics from its mean mu and biased variance var over m
+ * values: save_invstd (and save_mean when given), the running statistics
+ * (with the unbiased variance) and the transform */
+__device__ __forceinline__ void bn_train_finish(int c, int ch, double m, float eps,
+                                                float momentum, double mu, double var,
+                                                const float *gamma, const float *beta,
+                                                float *running_mean, float *running_var,
+                                                float *save_mean, float *save_invstd,
+                                                float *coef)
+{
+    const double invstd = 1.0 / sqrt(var + (double)eps), mom = momentum;
+    if (save_mean) save_mean[ch] = (float)mu;
+    save_invstd[ch] = (float)invstd;
+    running_mean[ch] = (float)((1.0 - mom) * running_mean[ch] + mom * mu);
+    running_var[ch] = (float)((1.0 - mom) * running_var[ch] + mom * (var * m / (m - 1.0)));
+    const double alpha = (double)gamma[ch] * invstd;
+    coef[ch] = (float)alpha;
+    coef[c + ch] = (float)((double)beta[ch] - mu * alpha);
+}
+
+/* channel ch's dgamma += dot * invstd, dbeta += sum dy, and the dx
+ * coefficients, from sum dy and dot = sum dy (x - mean) over m values */
+__device__ __forceinline__ void bn_backward_finish(int c, int ch, double m, double sum_dy,
+                                                   double dot, const float *mean,
+                                                   const float *invstd, const float *gamma,
+                                                   float *dgamma, float *dbeta, float *coef)
+{
+    const double is = invstd[ch];
+    dgamma[ch] += (float)(dot * is);
+    dbeta[ch] += (float)sum_dy;
+    coef[ch] = (float)(sum_dy / m);
+    coef[c + ch] = (float)(dot * is * is / m);
+    coef[2 * c + ch] = (float)((double)gamma[ch] * is);
+    coef[3 * c + ch] = mean[ch];
+}
+
+/* from the shifted sums of m values per channel: bn_train_finish */
 __global__ void bn_finish_train_k(int c, int groups, double m, float eps, float momentum,
                                   const float *shift, const float *part1, const float *part2,
                                   const float *gamma, const float *beta, float *running_mean,
@@ -41,21 +76,12 @@ __global__ void bn_finish_train_k(int c, int groups, double m, float eps, float 
     if (ch >= c) return; /* whole warps */
     const double s1 = warp_total(part1, groups, ch, lane), s2 = warp_total(part2, groups, ch, lane);
     if (lane) return;
-    const double d = s1 / m, mu = (double)shift[ch] + d, mom = momentum;
-    double var = s2 / m - d * d;
-    var = var > 0.0 ? var : 0.0;
-    const double invstd = 1.0 / sqrt(var + (double)eps);
-    save_mean[ch] = (float)mu;
-    save_invstd[ch] = (float)invstd;
-    running_mean[ch] = (float)((1.0 - mom) * running_mean[ch] + mom * mu);
-    running_var[ch] = (float)((1.0 - mom) * running_var[ch] + mom * (var * m / (m - 1.0)));
-    const double alpha = (double)gamma[ch] * invstd;
-    coef[ch] = (float)alpha;
-    coef[c + ch] = (float)((double)beta[ch] - mu * alpha);
+    const double d = s1 / m, var = s2 / m - d * d;
+    bn_train_finish(c, ch, m, eps, momentum, (double)shift[ch] + d, var > 0.0 ? var : 0.0, gamma,
+                    beta, running_mean, running_var, save_mean, save_invstd, coef);
 }
 
-/* dgamma += dot * invstd, dbeta += sum dy, and the dx coefficients, from the
- * partials of sum dy and dot = sum dy (x - mean) */
+/* bn_backward_finish from the partials of sum dy and dot = sum dy (x - mean) */
 __global__ void bn_finish_backward_k(int c, int groups, double m, const float *part1,
                                      const float *part2, const float *mean, const float *invstd,
                                      const float *gamma, float *dgamma, float *dbeta, float *coef)
@@ -65,14 +91,8 @@ __global__ void bn_finish_backward_k(int c, int groups, double m, const float *p
     if (ch >= c) return;
     const double sum_dy = warp_total(part1, groups, ch, lane);
     const double dot = warp_total(part2, groups, ch, lane);
-    if (lane) return;
-    const double is = invstd[ch];
-    dgamma[ch] += (float)(dot * is);
-    dbeta[ch] += (float)sum_dy;
-    coef[ch] = (float)(sum_dy / m);
-    coef[c + ch] = (float)(dot * is * is / m);
-    coef[2 * c + ch] = (float)((double)gamma[ch] * is);
-    coef[3 * c + ch] = mean[ch];
+    if (lane == 0)
+        bn_backward_finish(c, ch, m, sum_dy, dot, mean, invstd, gamma, dgamma, dbeta, coef);
 }
 
 /* inference: the transform from the running statistics */

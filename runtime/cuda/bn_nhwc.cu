@@ -118,8 +118,7 @@ __global__ void bn_mean_k(int c, int groups, double m, const float *part, float 
     if (ch < c) mean[ch] = (float)(total(part, groups, c, ch) / m);
 }
 
-/* invstd, running statistics, and the transform y = x * coef[ch] + coef[c + ch],
- * as the CPU's forward_train_channel */
+/* bn_train_finish from the partials of sum (x - mean)^2 */
 __global__ void bn_finish_train1_k(int c, int groups, double m, float eps, float momentum,
                                   const float *part, const float *mean, const float *gamma,
                                   const float *beta, float *running_mean, float *running_var,
@@ -127,14 +126,8 @@ __global__ void bn_finish_train1_k(int c, int groups, double m, float eps, float
 {
     const int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
-    const double ssq = total(part, groups, c, ch), mu = mean[ch], mom = momentum;
-    const double invstd = 1.0 / sqrt(ssq / m + (double)eps);
-    save_invstd[ch] = (float)invstd;
-    running_mean[ch] = (float)((1.0 - mom) * running_mean[ch] + mom * mu);
-    running_var[ch] = (float)((1.0 - mom) * running_var[ch] + mom * (ssq / (m - 1.0)));
-    const double alpha = (double)gamma[ch] * invstd;
-    coef[ch] = (float)alpha;
-    coef[c + ch] = (float)((double)beta[ch] - mu * alpha);
+    bn_train_finish(c, ch, m, eps, momentum, mean[ch], total(part, groups, c, ch) / m, gamma,
+                    beta, running_mean, running_var, nullptr, save_invstd, coef);
 }
 
 /* y = round(x * alpha + beta) per channel, then act */
@@ -147,22 +140,15 @@ __global__ void bn_apply_k(int64_t n, int c, const uint16_t *x, const float *coe
     }
 }
 
-/* dgamma += dot * invstd, dbeta += sum dy, and the dx coefficients (grad_mean,
- * proj, scale, mean) as the CPU's backward_channel */
+/* bn_backward_finish from the group-major partials */
 __global__ void bn_finish_backward1_k(int c, int groups, double m, const float *part1,
                                      const float *part2, const float *mean, const float *invstd,
                                      const float *gamma, float *dgamma, float *dbeta, float *coef)
 {
     const int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c) return;
-    const double sum_dy = total(part1, groups, c, ch), dot = total(part2, groups, c, ch);
-    const double is = invstd[ch];
-    dgamma[ch] += (float)(dot * is);
-    dbeta[ch] += (float)sum_dy;
-    coef[ch] = (float)(sum_dy / m);
-    coef[c + ch] = (float)(dot * is * is / m);
-    coef[2 * c + ch] = (float)((double)gamma[ch] * is);
-    coef[3 * c + ch] = mean[ch];
+    bn_backward_finish(c, ch, m, total(part1, groups, c, ch), total(part2, groups, c, ch), mean,
+                       invstd, gamma, dgamma, dbeta, coef);
 }
 
 __global__ void bn_dx_k(int64_t n, int c, const uint16_t *x, const uint16_t *dy,
