@@ -14,9 +14,6 @@
  */
 #include "bn_nhwc.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "bf16.cuh"
 #include "bn_finish.cuh"
 
@@ -394,12 +391,8 @@ static dim3 bn_grid(int c, int groups)
 /* PP_CUDA_BN_SCALAR (set and not 0): the one-channel-per-thread kernels only */
 static bool bn_scalar_only(void)
 {
-    static int only = -1; /* read once; a racing first read stores the same value */
-    if (only < 0) {
-        const char *e = getenv("PP_CUDA_BN_SCALAR");
-        only = e && *e && strcmp(e, "0") != 0;
-    }
-    return only == 1;
+    static int only = -1;
+    return pp_cuda_env_on("PP_CUDA_BN_SCALAR", &only);
 }
 
 /* the 8-channel kernels: c % 8 and every pointer (NULL or) 16-byte aligned */

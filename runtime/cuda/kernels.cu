@@ -8,6 +8,9 @@
  */
 #include "kernels.h"
 
+#include <cstdlib>
+#include <cstring>
+
 namespace {
 
 /* ---- elementwise: y[i] = op(a[i], b[i]) ------------------------------------- */
@@ -443,6 +446,15 @@ __global__ void f32_from_bf16_k(int64_t n, const uint16_t *x, float *y)
 } // namespace
 
 extern "C" {
+
+bool pp_cuda_env_on(const char *name, int *cache)
+{
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = e && *e && strcmp(e, "0") != 0;
+    }
+    return *cache == 1;
+}
 
 cudaError_t pp_cuda_launch_bf16_from_f32(cudaStream_t s, unsigned grid, int64_t n, const float *x,
                                          uint16_t *y)

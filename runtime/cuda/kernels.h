@@ -10,6 +10,7 @@
 #define PP_CUDA_KERNELS_H
 
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -17,6 +18,11 @@ extern "C" {
 #endif
 
 #define PP_CUDA_BLOCK 256
+
+/* Whether the environment variable name is set and not "0", read once into
+ * *cache (-1: not read yet; a racing first read stores the same value): the
+ * switches that pick a kernel path, such as PP_CUDA_BN_SCALAR. */
+bool pp_cuda_env_on(const char *name, int *cache);
 
 /* The elementwise ops, y[i] = op(a[i], b[i]) over n elements (b unused by
  * the unary ops); y may alias a or b. */

@@ -13,9 +13,6 @@
  * when both orders coincide (H = W = 1, or C = 1); the kernels need that
  * order, whatever the layout field.
  */
-#include <stdlib.h>
-#include <string.h>
-
 #include "blaslt.h"
 #include "bn_nchw.h"
 #include "bn_nhwc.h"
@@ -56,12 +53,8 @@ static bool f32_nchw(int n, pp_tensor *const *t)
  * elementwise ops (ops.c's fallback), to compare */
 static bool bn_cudnn(void)
 {
-    static int on = -1; /* read once; a racing first read stores the same value */
-    if (on < 0) {
-        const char *e = getenv("PP_CUDA_BN_CUDNN");
-        on = e && *e && strcmp(e, "0") != 0;
-    }
-    return on == 1;
+    static int on = -1;
+    return pp_cuda_env_on("PP_CUDA_BN_CUDNN", &on);
 }
 
 /* the activations of a batch-norm op in one dtype and order: bf16 NHWC or f32 NCHW */
