@@ -97,6 +97,45 @@ __global__ void bf16_ew_k(pp_cuda_bf16_ew kind, int64_t n, const uint16_t *a, co
 
 /* ---- max pooling over bf16 NHWC ------------------------------------------------------ */
 
+/* Element i of an NHWC index space of c channels (or groups of them), w
+ * columns and h rows: its channel, column, row and image. */
+template <class I>
+__device__ __forceinline__ void nhwc_split(I i, I c, int w, int h, I *ch, int *col, int *row,
+                                           I *n)
+{
+    *ch = i % c;
+    I t = i / c;
+    *col = (int)(t % (I)w);
+    t /= (I)w;
+    *row = (int)(t % (I)h);
+    *n = t / (I)h;
+}
+
+/* Output (p, q)'s window clipped to the input: rows [*h0, *h1), columns [*w0, *w1). */
+__device__ __forceinline__ void pool_window(const pp_cuda_pool_geom4 &g, int p, int q, int *h0,
+                                            int *h1, int *w0, int *w1)
+{
+    *h0 = p * g.stride - g.pad, *h1 = *h0 + g.kernel;
+    *w0 = q * g.stride - g.pad, *w1 = *w0 + g.kernel;
+    *h0 = *h0 < 0 ? 0 : *h0;
+    *w0 = *w0 < 0 ? 0 : *w0;
+    *h1 = *h1 > g.h ? g.h : *h1;
+    *w1 = *w1 > g.w ? g.w : *w1;
+}
+
+/* The outputs whose windows [p s - pad, p s - pad + k) hold input (h, w):
+ * rows [*p0, *p1], columns [*q0, *q1]. */
+__device__ __forceinline__ void pool_outputs(const pp_cuda_pool_geom4 &g, int h, int w, int *p0,
+                                             int *p1, int *q0, int *q1)
+{
+    *p0 = (h + g.pad - g.kernel + g.stride) / g.stride, *p1 = (h + g.pad) / g.stride;
+    *q0 = (w + g.pad - g.kernel + g.stride) / g.stride, *q1 = (w + g.pad) / g.stride;
+    if (h + g.pad - g.kernel + 1 <= 0) *p0 = 0;
+    if (w + g.pad - g.kernel + 1 <= 0) *q0 = 0;
+    *p1 = *p1 < g.p - 1 ? *p1 : g.p - 1;
+    *q1 = *q1 < g.q - 1 ? *q1 : g.q - 1;
+}
+
 /* One output element: the window in row-major order, the first maximum wins
  * (a NaN is taken), idx = h * W + w, as the CPU's maxpool_row. Every output
  * writes its idx, padded windows included: ops.c refuses 2 * pad > kernel,
@@ -106,18 +145,10 @@ __global__ void maxpool_fwd_k(pp_cuda_pool_geom4 g, const uint16_t *x, uint16_t 
 {
     const int64_t total = (int64_t)g.n * g.p * g.q * g.c;
     for (int64_t i = gtid(); i < total; i += gstride()) {
-        const int ch = (int)(i % g.c);
-        int64_t t = i / g.c;
-        const int q = (int)(t % g.q);
-        t /= g.q;
-        const int p = (int)(t % g.p);
-        const int64_t n = t / g.p;
-        int h0 = p * g.stride - g.pad, h1 = h0 + g.kernel;
-        int w0 = q * g.stride - g.pad, w1 = w0 + g.kernel;
-        h0 = h0 < 0 ? 0 : h0;
-        w0 = w0 < 0 ? 0 : w0;
-        h1 = h1 > g.h ? g.h : h1;
-        w1 = w1 > g.w ? g.w : w1;
+        int64_t ch, n;
+        int p, q, h0, h1, w0, w1;
+        nhwc_split<int64_t>(i, g.c, g.q, g.p, &ch, &q, &p, &n);
+        pool_window(g, p, q, &h0, &h1, &w0, &w1);
         const uint16_t *xn = x + n * g.h * g.w * g.c + ch;
         uint16_t best = xn[((int64_t)h0 * g.w + w0) * g.c];
         float bv = widen(best);
@@ -144,19 +175,10 @@ __global__ void maxpool_bwd_k(pp_cuda_pool_geom4 g, const uint16_t *dy, const in
 {
     const int64_t total = (int64_t)g.n * g.h * g.w * g.c;
     for (int64_t i = gtid(); i < total; i += gstride()) {
-        const int ch = (int)(i % g.c);
-        int64_t t = i / g.c;
-        const int w = (int)(t % g.w);
-        t /= g.w;
-        const int h = (int)(t % g.h);
-        const int64_t n = t / g.h;
-        /* outputs p whose window [p s - pad, p s - pad + k) holds h */
-        int p0 = (h + g.pad - g.kernel + g.stride) / g.stride, p1 = (h + g.pad) / g.stride;
-        int q0 = (w + g.pad - g.kernel + g.stride) / g.stride, q1 = (w + g.pad) / g.stride;
-        if (h + g.pad - g.kernel + 1 <= 0) p0 = 0;
-        if (w + g.pad - g.kernel + 1 <= 0) q0 = 0;
-        p1 = p1 < g.p - 1 ? p1 : g.p - 1;
-        q1 = q1 < g.q - 1 ? q1 : g.q - 1;
+        int64_t ch, n;
+        int h, w, p0, p1, q0, q1;
+        nhwc_split<int64_t>(i, g.c, g.w, g.h, &ch, &w, &h, &n);
+        pool_outputs(g, h, w, &p0, &p1, &q0, &q1);
         const int32_t me = h * g.w + w;
         float acc = 0.0f;
         for (int p = p0; p <= p1; p++)
@@ -178,18 +200,10 @@ __global__ void maxpool_fwd8_k(pp_cuda_pool_geom4 g, const uint4 *x, uint4 *y, i
 {
     const I c8 = (I)(g.c / 8), total = (I)g.n * g.p * g.q * c8;
     for (I i = (I)gtid(); i < total; i += (I)gstride()) {
-        const I cg = i % c8;
-        I t = i / c8;
-        const int q = (int)(t % (I)g.q);
-        t /= (I)g.q;
-        const int p = (int)(t % (I)g.p);
-        const I n = t / (I)g.p;
-        int h0 = p * g.stride - g.pad, h1 = h0 + g.kernel;
-        int w0 = q * g.stride - g.pad, w1 = w0 + g.kernel;
-        h0 = h0 < 0 ? 0 : h0;
-        w0 = w0 < 0 ? 0 : w0;
-        h1 = h1 > g.h ? g.h : h1;
-        w1 = w1 > g.w ? g.w : w1;
+        I cg, n;
+        int p, q, h0, h1, w0, w1;
+        nhwc_split<I>(i, c8, g.q, g.p, &cg, &q, &p, &n);
+        pool_window(g, p, q, &h0, &h1, &w0, &w1);
         const uint4 *xn = x + n * (I)g.h * (I)g.w * c8 + cg;
         uint4 best = xn[((I)h0 * g.w + w0) * c8];
         float bv[8];
@@ -218,18 +232,10 @@ __global__ void maxpool_bwd8_k(pp_cuda_pool_geom4 g, const uint4 *dy, const int4
 {
     const I c8 = (I)(g.c / 8), total = (I)g.n * g.h * g.w * c8;
     for (I i = (I)gtid(); i < total; i += (I)gstride()) {
-        const I cg = i % c8;
-        I t = i / c8;
-        const int w = (int)(t % (I)g.w);
-        t /= (I)g.w;
-        const int h = (int)(t % (I)g.h);
-        const I n = t / (I)g.h;
-        int p0 = (h + g.pad - g.kernel + g.stride) / g.stride, p1 = (h + g.pad) / g.stride;
-        int q0 = (w + g.pad - g.kernel + g.stride) / g.stride, q1 = (w + g.pad) / g.stride;
-        if (h + g.pad - g.kernel + 1 <= 0) p0 = 0;
-        if (w + g.pad - g.kernel + 1 <= 0) q0 = 0;
-        p1 = p1 < g.p - 1 ? p1 : g.p - 1;
-        q1 = q1 < g.q - 1 ? q1 : g.q - 1;
+        I cg, n;
+        int h, w, p0, p1, q0, q1;
+        nhwc_split<I>(i, c8, g.w, g.h, &cg, &w, &h, &n);
+        pool_outputs(g, h, w, &p0, &p1, &q0, &q1);
         const int32_t me = h * g.w + w;
         float acc[8] = {0};
         for (int p = p0; p <= p1; p++)
