@@ -279,9 +279,8 @@ void backward(cudaStream_t s, const bnc_geom &g, const float *x, const float *dy
 
 extern "C" {
 
-size_t pp_cuda_bn_nchw_scratch_floats(int n, int c, int64_t hw)
+size_t pp_cuda_bn_nchw_scratch_floats(int n, int c)
 {
-    (void)hw;
     return (size_t)2 * max_groups(n, c) * c + 5 * (size_t)c; /* partials, coef, shift */
 }
 

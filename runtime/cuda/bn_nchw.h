@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-size_t pp_cuda_bn_nchw_scratch_floats(int n, int c, int64_t hw);
+size_t pp_cuda_bn_nchw_scratch_floats(int n, int c);
 
 cudaError_t pp_cuda_launch_bn_train_nchw(cudaStream_t s, int n, int c, int64_t hw, float eps,
                                          float momentum, const float *x, const float *gamma,

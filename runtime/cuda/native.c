@@ -179,7 +179,7 @@ static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const
     const pp_bn_desc *d = &a->bn;
     const bool f32 = t[0]->dtype == PP_F32;
     const size_t s_bytes =
-        (f32 ? pp_cuda_bn_nchw_scratch_floats(d->n, d->c, (int64_t)d->h * d->w)
+        (f32 ? pp_cuda_bn_nchw_scratch_floats(d->n, d->c)
              : pp_cuda_bn_scratch_floats((int64_t)d->n * d->h * d->w, d->c)) *
         sizeof(float);
     void *s = NULL;
