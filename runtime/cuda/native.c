@@ -87,80 +87,87 @@ static pp_status elementwise(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_bf16_ew kind
                                                    b ? b->data : NULL, y->data));
 }
 
-/* The f32 NCHW batch norms (bn_nchw.cu), the operands as batchnorm's below. */
-static cudaError_t batchnorm_f32(pp_cuda_exec *ce, pp_native_op op, const pp_bn_act_desc *a,
-                                 pp_tensor *const *t, float *s)
+/* A batch norm's operands, whichever op carries them (NULL where it has none). */
+typedef struct bn_args {
+    bool backward, train, relu;
+    void *x, *gamma, *beta, *rmean, *rvar, *add, *y, *smean, *sinvstd; /* forward */
+    void *dy, *relu_y, *dx, *dgamma, *dbeta;                           /* backward */
+} bn_args;
+
+static void *data(const pp_tensor *t)
 {
-    const pp_bn_desc *d = &a->bn;
-    const int64_t hw = (int64_t)d->h * d->w;
+    return t ? t->data : NULL;
+}
+
+/* the operands of op, in the orders of batchnorm's comment below */
+static bn_args bn_unpack(pp_native_op op, const pp_bn_act_desc *a, pp_tensor *const *t)
+{
+    bn_args o = {0};
+    o.x = t[0]->data;
     switch (op) {
-    case PP_NATIVE_BN_TRAIN:
-        return pp_cuda_launch_bn_train_nchw(ce->stream, d->n, d->c, hw, d->eps, d->momentum,
-                                            t[0]->data, t[1]->data, t[2]->data, t[3]->data,
-                                            t[4]->data, NULL, false, t[5]->data, t[6]->data,
-                                            t[7]->data, s);
-    case PP_NATIVE_BN_INFER:
-        return pp_cuda_launch_bn_infer_nchw(ce->stream, d->n, d->c, hw, d->eps, t[0]->data,
-                                            t[1]->data, t[2]->data, t[3]->data, t[4]->data, NULL,
-                                            false, t[5]->data, s);
-    case PP_NATIVE_BN_ACT:
-        return a->train ? pp_cuda_launch_bn_train_nchw(
-                              ce->stream, d->n, d->c, hw, d->eps, d->momentum, t[0]->data,
-                              t[1]->data, t[2]->data, t[3]->data, t[4]->data,
-                              t[5] ? t[5]->data : NULL, a->relu, t[6]->data, t[7]->data,
-                              t[8]->data, s)
-                        : pp_cuda_launch_bn_infer_nchw(ce->stream, d->n, d->c, hw, d->eps,
-                                                       t[0]->data, t[1]->data, t[2]->data,
-                                                       t[3]->data, t[4]->data,
-                                                       t[5] ? t[5]->data : NULL, a->relu,
-                                                       t[6]->data, s);
     case PP_NATIVE_BN_BACKWARD:
-        return pp_cuda_launch_bn_backward_nchw(ce->stream, d->n, d->c, hw, t[0]->data,
-                                               t[1]->data, NULL, t[2]->data, t[3]->data,
-                                               t[4]->data, t[5]->data, t[6]->data, t[7]->data, s);
-    default: /* BN_BACKWARD_RELU */
-        return pp_cuda_launch_bn_backward_nchw(ce->stream, d->n, d->c, hw, t[0]->data,
-                                               t[2]->data, t[1]->data, t[3]->data, t[4]->data,
-                                               t[5]->data, t[6]->data, t[7]->data, t[8]->data, s);
+    case PP_NATIVE_BN_BACKWARD_RELU: {
+        const int k = op == PP_NATIVE_BN_BACKWARD_RELU; /* relu_y shifts the rest by one */
+        o.backward = true;
+        o.relu_y = k ? t[1]->data : NULL;
+        o.dy = t[1 + k]->data;
+        o.gamma = t[2 + k]->data;
+        o.smean = t[3 + k]->data;
+        o.sinvstd = t[4 + k]->data;
+        o.dx = t[5 + k]->data;
+        o.dgamma = t[6 + k]->data;
+        o.dbeta = t[7 + k]->data;
+        return o;
+    }
+    default: { /* BN_TRAIN, BN_INFER, BN_ACT (add after rvar) */
+        const int k = op == PP_NATIVE_BN_ACT;
+        o.train = a->train;
+        o.relu = a->relu;
+        o.gamma = t[1]->data;
+        o.beta = t[2]->data;
+        o.rmean = t[3]->data;
+        o.rvar = t[4]->data;
+        o.add = k ? data(t[5]) : NULL;
+        o.y = t[5 + k]->data;
+        o.smean = a->train ? t[6 + k]->data : NULL;
+        o.sinvstd = a->train ? t[7 + k]->data : NULL;
+        return o;
+    }
     }
 }
 
-/* The bf16 NHWC batch norms (bn_nhwc.cu), the operands as batchnorm's below. */
-static cudaError_t batchnorm_bf16(pp_cuda_exec *ce, unsigned g, pp_native_op op,
-                                  const pp_bn_act_desc *a, pp_tensor *const *t, float *s)
+/* The f32 NCHW batch norms (bn_nchw.cu). */
+static cudaError_t batchnorm_f32(pp_cuda_exec *ce, const pp_bn_desc *d, const bn_args *o,
+                                 float *s)
 {
-    const pp_bn_desc *d = &a->bn;
+    const int64_t hw = (int64_t)d->h * d->w;
+    if (o->backward)
+        return pp_cuda_launch_bn_backward_nchw(ce->stream, d->n, d->c, hw, o->x, o->dy,
+                                               o->relu_y, o->gamma, o->smean, o->sinvstd, o->dx,
+                                               o->dgamma, o->dbeta, s);
+    if (o->train)
+        return pp_cuda_launch_bn_train_nchw(ce->stream, d->n, d->c, hw, d->eps, d->momentum,
+                                            o->x, o->gamma, o->beta, o->rmean, o->rvar, o->add,
+                                            o->relu, o->y, o->smean, o->sinvstd, s);
+    return pp_cuda_launch_bn_infer_nchw(ce->stream, d->n, d->c, hw, d->eps, o->x, o->gamma,
+                                        o->beta, o->rmean, o->rvar, o->add, o->relu, o->y, s);
+}
+
+/* The bf16 NHWC batch norms (bn_nhwc.cu). */
+static cudaError_t batchnorm_bf16(pp_cuda_exec *ce, unsigned g, const pp_bn_desc *d,
+                                  const bn_args *o, float *s)
+{
     const int64_t rows = (int64_t)d->n * d->h * d->w;
-    switch (op) {
-    case PP_NATIVE_BN_TRAIN:
-        return pp_cuda_launch_bn_train_nhwc(ce->stream, g, rows, d->c, d->eps, d->momentum,
-                                            t[0]->data, t[1]->data, t[2]->data, t[3]->data,
-                                            t[4]->data, NULL, false, t[5]->data, t[6]->data,
-                                            t[7]->data, s);
-    case PP_NATIVE_BN_INFER:
-        return pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps, t[0]->data,
-                                            t[1]->data, t[2]->data, t[3]->data, t[4]->data, NULL,
-                                            false, t[5]->data, s);
-    case PP_NATIVE_BN_ACT:
-        return a->train ? pp_cuda_launch_bn_train_nhwc(
-                              ce->stream, g, rows, d->c, d->eps, d->momentum, t[0]->data,
-                              t[1]->data, t[2]->data, t[3]->data, t[4]->data,
-                              t[5] ? t[5]->data : NULL, a->relu, t[6]->data, t[7]->data,
-                              t[8]->data, s)
-                        : pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps,
-                                                       t[0]->data, t[1]->data, t[2]->data,
-                                                       t[3]->data, t[4]->data,
-                                                       t[5] ? t[5]->data : NULL, a->relu,
-                                                       t[6]->data, s);
-    case PP_NATIVE_BN_BACKWARD:
-        return pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data,
-                                               t[1]->data, NULL, t[2]->data, t[3]->data,
-                                               t[4]->data, t[5]->data, t[6]->data, t[7]->data, s);
-    default: /* BN_BACKWARD_RELU */
-        return pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, t[0]->data,
-                                               t[2]->data, t[1]->data, t[3]->data, t[4]->data,
-                                               t[5]->data, t[6]->data, t[7]->data, t[8]->data, s);
-    }
+    if (o->backward)
+        return pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, o->x, o->dy, o->relu_y,
+                                               o->gamma, o->smean, o->sinvstd, o->dx, o->dgamma,
+                                               o->dbeta, s);
+    if (o->train)
+        return pp_cuda_launch_bn_train_nhwc(ce->stream, g, rows, d->c, d->eps, d->momentum, o->x,
+                                            o->gamma, o->beta, o->rmean, o->rvar, o->add,
+                                            o->relu, o->y, o->smean, o->sinvstd, s);
+    return pp_cuda_launch_bn_infer_nhwc(ce->stream, g, rows, d->c, d->eps, o->x, o->gamma,
+                                        o->beta, o->rmean, o->rvar, o->add, o->relu, o->y, s);
 }
 
 /* The batch norms: plain (BN_TRAIN: x, gamma, beta, rmean, rvar, y, smean,
@@ -184,8 +191,9 @@ static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const
         sizeof(float);
     void *s = NULL;
     PP_TRY(pp_cuda_scratch_alloc(ex, s_bytes, &s, err));
-    const cudaError_t rc = f32 ? batchnorm_f32(ce, op, a, t, s)
-                               : batchnorm_bf16(ce, pp_cuda_max_grid(ex), op, a, t, s);
+    const bn_args o = bn_unpack(op, a, t);
+    const cudaError_t rc = f32 ? batchnorm_f32(ce, d, &o, s)
+                               : batchnorm_bf16(ce, pp_cuda_max_grid(ex), d, &o, s);
     pp_status st = PP_CUDA(ex->dev, err, rc);
     pp_cuda_scratch_free(ex, s, s_bytes);
     return st;
