@@ -1,0 +1,290 @@
+/*
+ * cuda_emu.cc - the emulator's launches, rendezvous and checks (cuda_emu.h).
+ *
+ * A block's threads are fibers (ucontext) on the launching thread, run in
+ * rounds: each runnable fiber in thread order until it returns or waits at a
+ * rendezvous (__syncthreads: the block's; a shuffle: its warp's); a
+ * rendezvous opens when every thread of its block or warp that has not
+ * returned has arrived (a GPU counts exited threads as arrived). A round in
+ * which no fiber can run is a deadlock (a rendezvous in divergent code): it
+ * is reported with the waiting threads and aborts. Blocks run one after
+ * another in reverse order, so a kernel whose results depend on its blocks'
+ * order shows it against a reference. Deterministic: one schedule per launch.
+ */
+#include "cuda_emu.h"
+#include "emu.h"
+
+#include <ucontext.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace pp_emu {
+
+thread_local ids here;
+
+namespace {
+
+enum { MAX_THREADS = 1024, WARP = 32, STACK_BYTES = 256 * 1024 };
+
+enum fiber_state { RUNNABLE, AT_BLOCK, AT_WARP, RETURNED };
+
+struct fiber {
+    ucontext_t ctx;
+    std::vector<char> stack;
+    fiber_state state;
+    uint64_t gen; /* the rendezvous' generation it waits on */
+};
+
+/* threads arriving at one rendezvous; generation gen opens when all live have */
+struct rendezvous {
+    int live = 0, arrived = 0;
+    uint64_t gen = 0;
+    void open()
+    {
+        arrived = 0;
+        gen++;
+    }
+    void leave()
+    {
+        live--;
+        if (arrived > 0 && arrived == live) open();
+    }
+};
+
+struct warp_state {
+    rendezvous r;
+    uint64_t slot[2][WARP]; /* by the shuffle's parity: one rendezvous a shuffle */
+    uint64_t count[WARP]; /* shuffles each lane has entered */
+    bool present[WARP];   /* in the block and not returned */
+};
+
+struct block_run {
+    ucontext_t sched;
+    std::vector<fiber> fibers;
+    int n = 0, cur = 0;
+    const std::function<void()> *body = nullptr;
+    rendezvous all;
+    warp_state warps[MAX_THREADS / WARP];
+};
+
+block_run &the_run()
+{
+    static block_run b;
+    return b;
+}
+
+long fault_count;
+cudaError_t last = cudaSuccess;
+
+void report_where()
+{
+    std::fprintf(stderr, "cuda_emu: block (%u,%u,%u) thread (%u,%u,%u): ", here.block.x,
+                 here.block.y, here.block.z, here.thread.x, here.thread.y, here.thread.z);
+}
+
+void fault(const char *fmt, unsigned a, unsigned b)
+{
+    if (fault_count++ < 20) {
+        report_where();
+        std::fprintf(stderr, fmt, a, b);
+        std::fputc('\n', stderr);
+    }
+}
+
+uint3 thread_of(int i, dim3 d)
+{
+    return make_uint3(i % d.x, i / d.x % d.y, i / (d.x * d.y));
+}
+
+void fiber_main()
+{
+    block_run &b = the_run();
+    const int i = b.cur;
+    (*b.body)();
+    b.fibers[i].state = RETURNED;
+    b.all.leave();
+    warp_state &w = b.warps[i / WARP];
+    w.present[i % WARP] = false;
+    w.r.leave();
+    /* returns to uc_link: the scheduler */
+}
+
+/* the calling fiber waits at r (of kind st) until it opens */
+void arrive(rendezvous &r, fiber_state st)
+{
+    block_run &b = the_run();
+    fiber &f = b.fibers[b.cur];
+    const uint64_t g = r.gen;
+    if (++r.arrived == r.live) {
+        r.open();
+        return;
+    }
+    f.state = st;
+    f.gen = g;
+    swapcontext(&f.ctx, &b.sched);
+}
+
+bool waiting(const block_run &b, const fiber &f, int i)
+{
+    if (f.state == AT_BLOCK) return b.all.gen == f.gen;
+    if (f.state == AT_WARP) return b.warps[i / WARP].r.gen == f.gen;
+    return false;
+}
+
+/* f set to run fiber_main on its own stack, returning to the scheduler
+ * (a function of its own: getcontext returns twice) */
+void start_fiber(block_run &b, fiber &f)
+{
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack.data();
+    f.ctx.uc_stack.ss_size = f.stack.size();
+    f.ctx.uc_link = &b.sched;
+    makecontext(&f.ctx, fiber_main, 0);
+    f.state = RUNNABLE;
+}
+
+void run_block(block_run &b, const ids &id)
+{
+    b.all = rendezvous();
+    b.all.live = b.n;
+    for (int w = 0; w * WARP < b.n; w++) {
+        warp_state &ws = b.warps[w];
+        const int lanes = b.n - w * WARP < WARP ? b.n - w * WARP : WARP;
+        ws.r = rendezvous();
+        ws.r.live = lanes;
+        for (int l = 0; l < WARP; l++) {
+            ws.present[l] = l < lanes;
+            ws.count[l] = 0;
+        }
+    }
+    for (int i = 0; i < b.n; i++) start_fiber(b, b.fibers[i]);
+    for (;;) {
+        bool ran = false, live = false;
+        for (int i = 0; i < b.n; i++) {
+            fiber &f = b.fibers[i];
+            if (f.state == RETURNED) continue;
+            live = true;
+            if (waiting(b, f, i)) continue;
+            f.state = RUNNABLE;
+            here = id;
+            here.thread = thread_of(i, id.block_dim);
+            b.cur = i;
+            swapcontext(&b.sched, &f.ctx);
+            ran = true;
+        }
+        if (!live) return;
+        if (!ran) {
+            for (int i = 0, shown = 0; i < b.n && shown < 8; i++) {
+                if (b.fibers[i].state == RETURNED) continue;
+                here.thread = thread_of(i, id.block_dim);
+                report_where();
+                std::fprintf(stderr, "waits at %s, which the block's other threads never reach\n",
+                             b.fibers[i].state == AT_BLOCK ? "__syncthreads" : "a warp shuffle");
+                shown++;
+            }
+            std::fprintf(stderr, "cuda_emu: deadlock (a rendezvous in divergent code)\n");
+            std::abort();
+        }
+    }
+}
+
+bool dims_ok(const config &c)
+{
+    const dim3 b = c.block, g = c.grid;
+    const uint64_t threads = (uint64_t)b.x * b.y * b.z;
+    return b.x >= 1 && b.y >= 1 && b.z >= 1 && b.x <= 1024 && b.y <= 1024 && b.z <= 64 &&
+           threads <= MAX_THREADS && g.x >= 1 && g.y >= 1 && g.z >= 1 && g.x <= 2147483647u &&
+           g.y <= 65535 && g.z <= 65535 && c.smem <= 48 * 1024;
+}
+
+} // namespace
+
+void run(const config &c, const std::function<void()> &body)
+{
+    if (!dims_ok(c)) {
+        std::fprintf(stderr,
+                     "cuda_emu: launch refused: grid (%u,%u,%u), block (%u,%u,%u), %zu bytes of "
+                     "dynamic shared memory\n",
+                     c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y, c.block.z, c.smem);
+        last = cudaErrorInvalidConfiguration;
+        return;
+    }
+    block_run &b = the_run();
+    b.n = (int)(c.block.x * c.block.y * c.block.z);
+    while ((int)b.fibers.size() < b.n) {
+        b.fibers.emplace_back();
+        b.fibers.back().stack.resize(STACK_BYTES);
+    }
+    b.body = &body;
+    const uint64_t blocks = (uint64_t)c.grid.x * c.grid.y * c.grid.z;
+    for (uint64_t k = blocks; k-- > 0;) {
+        ids id{};
+        id.block = make_uint3((unsigned)(k % c.grid.x), (unsigned)(k / c.grid.x % c.grid.y),
+                              (unsigned)(k / ((uint64_t)c.grid.x * c.grid.y)));
+        id.block_dim = c.block;
+        id.grid_dim = c.grid;
+        run_block(b, id);
+    }
+    b.body = nullptr;
+}
+
+cudaError_t last_error()
+{
+    const cudaError_t e = last;
+    last = cudaSuccess;
+    return e;
+}
+
+void sync_block()
+{
+    arrive(the_run().all, AT_BLOCK);
+}
+
+uint64_t exchange(unsigned mask, uint64_t bits, int src)
+{
+    block_run &b = the_run();
+    const int t = b.cur, lane = t % WARP;
+    warp_state &w = b.warps[t / WARP];
+    for (int k = 0; k < WARP; k++)
+        if (mask >> k & 1u && !w.present[k])
+            fault("shuffle mask 0x%08x names lane %u, which is not in the block or has returned",
+                  mask, (unsigned)k);
+    if (!(mask >> lane & 1u))
+        fault("shuffle mask 0x%08x leaves out its caller, lane %u", mask, (unsigned)lane);
+    const uint64_t k = w.count[lane]++;
+    w.slot[k & 1][lane] = bits;
+    arrive(w.r, AT_WARP);
+    /* lane src's value of this shuffle, which it offered before the rendezvous opened */
+    if (src >= 0 && src < WARP && w.count[src] > k && mask >> src & 1u) return w.slot[k & 1][src];
+    if (src != lane)
+        fault("shuffle reads lane %u, outside mask 0x%08x or not in this shuffle", (unsigned)src,
+              mask);
+    return bits;
+}
+
+long faults()
+{
+    return fault_count;
+}
+
+} // namespace pp_emu
+
+extern "C" {
+
+long pp_emu_faults(void)
+{
+    return pp_emu::faults();
+}
+
+/* kernels.cu's switch reader (the kernel files call it, renamed): the
+ * variable is read at every call, so that one test runs both settings */
+bool pp_emu_cuda_env_on(const char *name, int *cache)
+{
+    const char *e = std::getenv(name);
+    *cache = e && *e && std::strcmp(e, "0") != 0;
+    return *cache == 1;
+}
+
+} // extern "C"

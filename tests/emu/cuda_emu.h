@@ -1,0 +1,132 @@
+/*
+ * cuda_emu.h - our CUDA kernels run on the CPU, for tests on machines
+ * without a GPU. A kernel file (runtime/cuda, a .cu) passes through
+ * unchevron.py, which turns each launch `k<<<grid, block, smem, stream>>>(a...)`
+ * into pp_emu::launch(pp_emu::config(grid, block, smem, stream), CALL_k, a...)
+ * (CALL_k: a lambda calling k),
+ * and is compiled as C++ with this header included first.
+ *
+ * A launch runs synchronously: the blocks one after another, each block's
+ * threads as that many CPU threads (a pool), so that __syncthreads and the
+ * warp shuffles are real rendezvous and __shared__ (made static here) is
+ * shared by exactly the block's threads. Device memory is host memory.
+ * Besides the kernels' results, the emulator checks what a GPU would refuse
+ * or leave undefined: a launch configuration out of the device's limits
+ * (cudaErrorInvalidConfiguration from cudaGetLastError, as the runtime
+ * reports it), and a shuffle whose mask names a lane that has exited or is
+ * not in the block (reported on stderr and counted, pp_emu::faults()).
+ * Built with ThreadSanitizer, a block's shared memory is checked for races
+ * (a missing __syncthreads); with AddressSanitizer, every access is checked
+ * against its allocation.
+ *
+ * Floating point is the host's: f32 arithmetic in IEEE single precision
+ * without contraction into fused multiply-adds (nvcc contracts where it
+ * can), so a kernel's results agree with the GPU's within f32 rounding, not
+ * bit for bit.
+ */
+#ifndef PP_TESTS_CUDA_EMU_H
+#define PP_TESTS_CUDA_EMU_H
+
+#include <cuda_runtime.h> /* host types only: dim3, float4, uint4, cudaError_t */
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+
+namespace pp_emu {
+
+/* the calling CPU thread's CUDA thread and block */
+struct ids {
+    uint3 thread, block;
+    dim3 block_dim, grid_dim;
+};
+extern thread_local ids here;
+
+struct config {
+    dim3 grid, block;
+    size_t smem;
+    cudaStream_t stream;
+    config(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0) : grid(g), block(b), smem(s), stream(st) {}
+};
+
+/* runs body once per thread of every block of c, blocks in order; a
+ * configuration the device would refuse sets the last error instead */
+void run(const config &c, const std::function<void()> &body);
+
+/* call: a lambda calling the kernel (unchevron.py writes it), so that a
+ * kernel template's arguments are deduced from the launch's, as nvcc does;
+ * the arguments are copied once, as a launch copies them */
+template <typename K, typename... A> void launch(const config &c, K call, A... a)
+{
+    const std::function<void()> body = [call, args = std::make_tuple(a...)]() {
+        std::apply(call, args);
+    };
+    run(c, body);
+}
+
+cudaError_t last_error(); /* cudaGetLastError: returns and clears */
+void sync_block();        /* __syncthreads */
+/* the warp's exchange: every lane of mask offers bits, receives lane src's */
+uint64_t exchange(unsigned mask, uint64_t bits, int src);
+long faults(); /* mask violations so far */
+
+template <typename T> T shfl_down(unsigned mask, T v, unsigned delta, int width)
+{
+    static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffled type");
+    uint64_t bits = 0;
+    std::memcpy(&bits, &v, sizeof v);
+    const int lane = (int)(here.thread.x + here.block_dim.x * (here.thread.y + here.block_dim.y * here.thread.z)) % 32;
+    const int base = lane - lane % width, src = lane + (int)delta;
+    bits = exchange(mask, bits, src < base + width ? src : lane);
+    T r;
+    std::memcpy(&r, &bits, sizeof r);
+    return r;
+}
+
+} // namespace pp_emu
+
+/* the device's builtins and qualifiers, for the host compiler */
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __shared__
+#undef __forceinline__
+#undef __launch_bounds__
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define threadIdx (pp_emu::here.thread)
+#define blockIdx (pp_emu::here.block)
+#define blockDim (pp_emu::here.block_dim)
+#define gridDim (pp_emu::here.grid_dim)
+#define cudaGetLastError pp_emu::last_error
+
+inline void __syncthreads() { pp_emu::sync_block(); }
+template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
+{
+    return pp_emu::shfl_down(mask, v, delta, width);
+}
+inline float __uint_as_float(uint32_t u)
+{
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
+inline uint32_t __float_as_uint(float f)
+{
+    uint32_t u;
+    std::memcpy(&u, &f, sizeof u);
+    return u;
+}
+/* round-to-nearest single-precision operations, never contracted */
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+
+#endif

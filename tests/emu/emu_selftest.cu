@@ -1,0 +1,77 @@
+/*
+ * emu_selftest.cu - kernels that exercise the emulator itself
+ * (test_emu_self.c): a block-wide sum through shared memory and
+ * __syncthreads, a warp sum by shuffles (whole and partial warps), a
+ * shuffle naming a lane that has returned (a fault the emulator must
+ * report), and launches out of the device's limits. Written as the
+ * project's kernel files are, and compiled as they are (unchevron.py).
+ */
+#include <cstdint>
+
+#include "emu_selftest.h"
+
+namespace {
+
+/* out[block] = sum of in over the block's threads, through shared memory */
+__global__ void block_sum_k(const int *in, int *out)
+{
+    __shared__ int s[1024];
+    const int t = threadIdx.x + blockDim.x * threadIdx.y;
+    const int n = blockDim.x * blockDim.y;
+    s[t] = in[blockIdx.x * n + t];
+    __syncthreads();
+    for (int half = 512; half > 0; half /= 2) {
+        if (t < half && t + half < n) s[t] += s[t + half];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+/* out[warp] = sum of in over the warp's lanes, by shuffles down */
+__global__ void warp_sum_k(const double *in, double *out, int width)
+{
+    const int t = threadIdx.x;
+    double v = in[blockIdx.x * blockDim.x + t];
+    for (int off = width / 2; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off, width);
+    if (t % width == 0) out[(blockIdx.x * blockDim.x + t) / width] = v;
+}
+
+/* lane 1 returns before the others shuffle: lane 0 reads it */
+__global__ void early_return_k(float *out)
+{
+    if (threadIdx.x == 1) return;
+    out[threadIdx.x] = __shfl_down_sync(0xffffffffu, 1.0f, 1);
+}
+
+__global__ void nothing_k() {}
+
+} // namespace
+
+extern "C" {
+
+cudaError_t pp_emu_self_block_sum(int blocks, int bx, int by, const int *in, int *out)
+{
+    block_sum_k<<<blocks, dim3(bx, by)>>>(in, out);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_warp_sum(int blocks, int threads, int width, const double *in,
+                                 double *out)
+{
+    warp_sum_k<<<blocks, threads>>>(in, out, width);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_early_return(float *out)
+{
+    early_return_k<<<1, 32>>>(out);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_launch(unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem)
+{
+    nothing_k<<<dim3(gx, gy), dim3(bx, by), smem>>>();
+    return cudaGetLastError();
+}
+
+} // extern "C"
