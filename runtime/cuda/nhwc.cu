@@ -51,6 +51,31 @@ __global__ void transpose_k(int64_t n, int64_t rows, int64_t cols, const T *x, T
     }
 }
 
+/* A transpose with a side of at most NARROW (the input images' 3 channels):
+ * a 32x32 tile would leave most of its threads idle and launch a block per
+ * 32 pixels (0.54 ms for a batch of 128 224x224 images on an H200). Here one
+ * thread moves one column of x (rows <= NARROW: the NCHW -> NHWC of few
+ * channels) or one row (cols <= NARROW: back), in a grid-stride loop: the
+ * threads of a warp read consecutive elements of each row of x, and write
+ * consecutive runs of y. */
+enum { NARROW = 8, NARROW_MAX_GRID = 4096 };
+
+template <class T>
+__global__ void transpose_narrow_k(int64_t n, int64_t rows, int64_t cols, const T *x, T *y)
+{
+    const bool by_col = rows <= NARROW; /* else cols <= NARROW */
+    const int64_t wide = by_col ? cols : rows, total = n * wide;
+    for (int64_t i = gtid(); i < total; i += gstride()) {
+        const int64_t m = i / wide, j = i % wide;
+        const T *xm = x + m * rows * cols;
+        T *ym = y + m * rows * cols;
+        if (by_col)
+            for (int64_t r = 0; r < rows; r++) ym[j * rows + r] = xm[r * cols + j];
+        else
+            for (int64_t c = 0; c < cols; c++) ym[c * rows + j] = xm[j * cols + c];
+    }
+}
+
 /* ---- bf16 elementwise ---------------------------------------------------------------- */
 
 __device__ __forceinline__ uint16_t ew_one(pp_cuda_bf16_ew kind, uint16_t a, uint16_t b)
@@ -295,6 +320,20 @@ __global__ void pad_channels_k(int64_t rows, int c, int cp, const uint16_t *x, u
     }
 }
 
+/* the same, 8 channels (16 bytes) of y per thread: cp % 8 == 0, y aligned */
+__global__ void pad_channels8_k(int64_t rows, int c, int cp, const uint16_t *x, uint4 *y)
+{
+    const int groups = cp / 8;
+    for (int64_t i = gtid(); i < rows * groups; i += gstride()) {
+        const int64_t r = groups == 1 ? i : i / groups;
+        const int c0 = groups == 1 ? 0 : (int)(i % groups) * 8;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        for (int k = 0; k < 8; k++)
+            if (c0 + k < c) set16(v, k, x[r * c + c0 + k]);
+        y[i] = v;
+    }
+}
+
 /* dw (k, c, rs) += low (k, rs, cp) widened, channels < c */
 __global__ void wgrad_add_k(int k, int c, int rs, int cp, const uint16_t *low, float *dw)
 {
@@ -314,6 +353,16 @@ cudaError_t pp_cuda_launch_transpose(cudaStream_t s, int64_t n, int64_t rows, in
                                      size_t elem, const void *x, void *y)
 {
     if (n <= 0 || rows <= 0 || cols <= 0) return cudaSuccess;
+    if (rows <= NARROW || cols <= NARROW) {
+        const unsigned grid = grid_for(n * (rows <= NARROW ? cols : rows), NARROW_MAX_GRID);
+        if (elem == 2)
+            transpose_narrow_k<uint16_t><<<grid, PP_CUDA_BLOCK, 0, s>>>(
+                n, rows, cols, static_cast<const uint16_t *>(x), static_cast<uint16_t *>(y));
+        else
+            transpose_narrow_k<uint32_t><<<grid, PP_CUDA_BLOCK, 0, s>>>(
+                n, rows, cols, static_cast<const uint32_t *>(x), static_cast<uint32_t *>(y));
+        return cudaGetLastError();
+    }
     if ((cols + TT - 1) / TT > 0x7fffffff) return cudaErrorInvalidValue;
     const int64_t row_tiles = (rows + TT - 1) / TT;
     const dim3 grid((unsigned)((cols + TT - 1) / TT),
@@ -416,6 +465,11 @@ cudaError_t pp_cuda_launch_pad_channels(cudaStream_t s, unsigned max_grid, int64
                                         int cp, const uint16_t *x, uint16_t *y)
 {
     if (rows * cp <= 0) return cudaSuccess;
+    if (cp % 8 == 0 && aligned16(y)) {
+        pad_channels8_k<<<grid_for(rows * (cp / 8), max_grid), PP_CUDA_BLOCK, 0, s>>>(
+            rows, c, cp, x, reinterpret_cast<uint4 *>(y));
+        return cudaGetLastError();
+    }
     pad_channels_k<<<grid_for(rows * cp, max_grid), PP_CUDA_BLOCK, 0, s>>>(rows, c, cp, x, y);
     return cudaGetLastError();
 }

@@ -200,12 +200,13 @@ static const op_case BIG[] = {
      {{'a', 4, {3, 5, 7, 3}}, {'a', 4, {3, 5, 7, 3}}, {'a', 4, {3, 5, 7, 3}}}, {0}, true},
 };
 
-/* The transposes both ways, 2- and 4-byte elements, against the CPU's. */
-static void test_transpose(void)
+/* The transposes both ways, 2- and 4-byte elements, against the CPU's:
+ * 70 channels (32x32 tiles with ragged edges) and 3 (the input images':
+ * nhwc.cu's narrow kernel). */
+static void test_transpose_shape(const int64_t shape[4])
 {
     pp_error err;
-    const int64_t shape[4] = {3, 70, 9, 37}; /* tiles with ragged edges */
-    const int64_t n = 3 * 70 * 9 * 37;
+    const int64_t n = shape[0] * shape[1] * shape[2] * shape[3];
     float *h = malloc((size_t)n * sizeof *h);
     for (int64_t i = 0; i < n; i++) h[i] = (float)i;
     const pp_dtype dts[2] = {PP_F32, PP_BF16};
@@ -222,8 +223,8 @@ static void test_transpose(void)
         unsigned char *a = malloc(bytes), *b = malloc(bytes);
         CHECK_OK(pp_tensor_to_host(&xc, a, bytes, &err), &err);
         CHECK_OK(pp_tensor_to_host(&xg, b, bytes, &err), &err);
-        CHECK_MSG(memcmp(a, b, bytes) == 0, "%s NCHW -> NHWC differs from the CPU's",
-                  pp_dtype_name(dts[k]));
+        CHECK_MSG(memcmp(a, b, bytes) == 0, "%s NCHW -> NHWC differs from the CPU's (%lld channels)",
+                  pp_dtype_name(dts[k]), (long long)shape[1]);
         /* each device's NHWC tensor back to NCHW: the values as stored (f32:
          * the integers exactly; bf16: rounded once, above 256 not all exact) */
         float *back = host_values(&g_egpu, &xg), *back_cpu = host_values(&g_ecpu, &xc);
@@ -235,8 +236,8 @@ static void test_transpose(void)
         }
         CHECK_MSG(bad_cpu == 0, "%s NHWC -> NCHW round trip on the CPU misplaces %d elements",
                   pp_dtype_name(dts[k]), bad_cpu);
-        CHECK_MSG(bad == 0, "%s NHWC -> NCHW round trip misplaces %d elements",
-                  pp_dtype_name(dts[k]), bad);
+        CHECK_MSG(bad == 0, "%s NHWC -> NCHW round trip misplaces %d elements (%lld channels)",
+                  pp_dtype_name(dts[k]), bad, (long long)shape[1]);
         free(back);
         free(back_cpu);
         free(a);
@@ -245,6 +246,12 @@ static void test_transpose(void)
         for (int i = 0; i < 4; i++) pp_tensor_free(all[i]);
     }
     free(h);
+}
+
+static void test_transpose(void)
+{
+    static const int64_t shapes[2][4] = {{3, 70, 9, 37}, {3, 3, 9, 37}};
+    for (int i = 0; i < 2; i++) test_transpose_shape(shapes[i]);
 }
 
 int main(void)
