@@ -96,7 +96,21 @@ __device__ void block_sums(float a, float b, float *part1, float *part2)
     part2[o] = b;
 }
 
-/* part1 = sum (x - k), part2 = sum (x - k)^2, k = the channel's first value */
+/* one unit's values added to the sums about k0 */
+template <int V>
+__device__ __forceinline__ void stats_unit(const typename vec<V>::type &v, float k0, float &a,
+                                           float &b)
+{
+    for (int k = 0; k < V; k++) {
+        const float d = vec<V>::get(v, k) - k0;
+        a += d;
+        b += d * d;
+    }
+}
+
+/* part1 = sum (x - k), part2 = sum (x - k)^2, k = the channel's first value;
+ * 16 bytes in flight a thread left the loads waiting on latency (the
+ * bf16 kernels' lesson, bn_nhwc.cu), so two units are loaded at once */
 template <int V>
 __global__ void __launch_bounds__(BNC_T) bnc_stats_k(bnc_geom g, const float *x, float *part1,
                                                      float *part2, float *shift)
@@ -106,13 +120,17 @@ __global__ void __launch_bounds__(BNC_T) bnc_stats_k(bnc_geom g, const float *x,
     const float k0 = x[(int64_t)blockIdx.x * g.units * V];
     if (blockIdx.y == 0 && threadIdx.x == 0) shift[blockIdx.x] = k0;
     float a = 0.0f, b = 0.0f;
-    for (walk w(g); w.more(); w.next()) {
-        const T v = xv[w.at()];
-        for (int k = 0; k < V; k++) {
-            const float d = vec<V>::get(v, k) - k0;
-            a += d;
-            b += d * d;
+    for (walk w(g); w.more();) { /* two units' loads in flight, added in walk order */
+        const T v0 = xv[w.at()];
+        w.next();
+        const bool two = w.more();
+        T v1 = v0;
+        if (two) {
+            v1 = xv[w.at()];
+            w.next();
         }
+        stats_unit<V>(v0, k0, a, b);
+        if (two) stats_unit<V>(v1, k0, a, b);
     }
     block_sums(a, b, part1, part2);
 }

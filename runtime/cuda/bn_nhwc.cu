@@ -246,6 +246,38 @@ __device__ void bn_block_sums(const bn_tiling &t, int cg, const float a[8], cons
     }
 }
 
+/* One row's 8 channels added to the statistics' sums about k0. The
+ * reductions keep several rows' loads in flight (a block of 256 threads holds
+ * 4 of an SM's 8 block slots at these kernels' 60-odd registers: 16 bytes in
+ * flight a thread left the loads waiting on latency, at 2 to 2.8 TB/s of an
+ * H200's 4.8), and add the rows in row order: the bits of a row-by-row loop. */
+enum { BN_STATS_ROWS = 4, BN_BWD_ROWS = 2, BN_APPLY_ROWS = 2 };
+
+__device__ __forceinline__ void stats_row(const uint4 &u, const float k0[8], float a[8],
+                                          float b[8])
+{
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const float d = widen(lane16(u, k)) - k0[k];
+        a[k] += d;
+        b[k] += d * d;
+    }
+}
+
+/* one row's backward sums: dy (zero where the mask is given and not
+ * positive) and dy (x - mean) */
+__device__ __forceinline__ void bwd_row(const uint4 &xv, const uint4 &gv, bool has_mask,
+                                        const uint4 &mv, const float mu[8], float a[8],
+                                        float b[8])
+{
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        const float g = has_mask && !(widen(lane16(mv, k)) > 0.0f) ? 0.0f : widen(lane16(gv, k));
+        a[k] += g;
+        b[k] += g * (widen(lane16(xv, k)) - mu[k]);
+    }
+}
+
 /* forward statistics: part1 = sum (x - k), part2 = sum (x - k)^2 */
 __global__ void __launch_bounds__(BN_T) bn_stats8_k(bn_tiling t, int64_t rows, int c,
                                                     const uint4 *x, float *part1, float *part2,
@@ -261,31 +293,22 @@ __global__ void __launch_bounds__(BN_T) bn_stats8_k(bn_tiling t, int64_t rows, i
         for (int k = 0; k < 8; k++) k0[k] = widen(lane16(kv, k));
         if (blockIdx.y == 0 && threadIdx.x < t.lt)
             for (int k = 0; k < 8; k++) shift[cg * 8 + k] = k0[k];
-        for (; r + t.rp < r1; r += 2 * t.rp) { /* two rows' loads in flight */
-            const uint4 u = x[r * c8 + cg], w = x[(r + t.rp) * c8 + cg];
-            for (int k = 0; k < 8; k++) {
-                const float d = widen(lane16(u, k)) - k0[k], e = widen(lane16(w, k)) - k0[k];
-                a[k] += d;
-                b[k] += d * d;
-                a[k] += e;
-                b[k] += e * e;
-            }
+        /* BN_STATS_ROWS rows' loads in flight, then added in row order */
+        for (; r + (BN_STATS_ROWS - 1) * t.rp < r1; r += BN_STATS_ROWS * t.rp) {
+            uint4 u[BN_STATS_ROWS];
+#pragma unroll
+            for (int j = 0; j < BN_STATS_ROWS; j++) u[j] = x[(r + j * t.rp) * c8 + cg];
+#pragma unroll
+            for (int j = 0; j < BN_STATS_ROWS; j++) stats_row(u[j], k0, a, b);
         }
-        if (r < r1) {
-            const uint4 u = x[r * c8 + cg];
-            for (int k = 0; k < 8; k++) {
-                const float d = widen(lane16(u, k)) - k0[k];
-                a[k] += d;
-                b[k] += d * d;
-            }
-        }
+        for (; r < r1; r += t.rp) stats_row(x[r * c8 + cg], k0, a, b);
     }
     bn_block_sums(t, cg, a, b, part1, part2);
 }
 
 /* backward sums: part1 = sum dy, part2 = sum dy (x - mean), dy zero where the
  * mask is given and not positive */
-__global__ void __launch_bounds__(BN_T) bn_bwd_sums8_k(bn_tiling t, int64_t rows, int c,
+__global__ void __launch_bounds__(BN_T, 4) bn_bwd_sums8_k(bn_tiling t, int64_t rows, int c,
                                                        const uint4 *x, const uint4 *dy,
                                                        const uint4 *mask, const float *mean,
                                                        float *part1, float *part2)
@@ -297,15 +320,22 @@ __global__ void __launch_bounds__(BN_T) bn_bwd_sums8_k(bn_tiling t, int64_t rows
     if (cg >= 0) {
         float mu[8];
         load8f(mean + cg * 8, mu);
+        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+        for (; r + (BN_BWD_ROWS - 1) * t.rp < r1; r += BN_BWD_ROWS * t.rp) {
+            uint4 xv[BN_BWD_ROWS], gv[BN_BWD_ROWS], mv[BN_BWD_ROWS];
+#pragma unroll
+            for (int j = 0; j < BN_BWD_ROWS; j++) {
+                const int64_t i = (r + j * t.rp) * c8 + cg;
+                xv[j] = x[i];
+                gv[j] = dy[i];
+                mv[j] = mask ? mask[i] : zero;
+            }
+#pragma unroll
+            for (int j = 0; j < BN_BWD_ROWS; j++) bwd_row(xv[j], gv[j], mask, mv[j], mu, a, b);
+        }
         for (; r < r1; r += t.rp) {
             const int64_t i = r * c8 + cg;
-            const uint4 xv = x[i], gv = dy[i], mv = mask ? mask[i] : make_uint4(0u, 0u, 0u, 0u);
-            for (int k = 0; k < 8; k++) {
-                const float g = mask && !(widen(lane16(mv, k)) > 0.0f) ? 0.0f
-                                                                       : widen(lane16(gv, k));
-                a[k] += g;
-                b[k] += g * (widen(lane16(xv, k)) - mu[k]);
-            }
+            bwd_row(x[i], dy[i], mask, mask ? mask[i] : zero, mu, a, b);
         }
     }
     bn_block_sums(t, cg, a, b, part1, part2);
@@ -323,13 +353,25 @@ __global__ void __launch_bounds__(BN_T) bn_apply8_k(bn_tiling t, int64_t rows, i
     float al[8], be[8];
     load8f(coef + cg * 8, al);
     load8f(coef + c + cg * 8, be);
-    for (; r < r1; r += t.rp) {
-        const int64_t i = r * c8 + cg;
-        const uint4 xv = x[i], av = add ? add[i] : make_uint4(0u, 0u, 0u, 0u);
-        uint4 out = make_uint4(0u, 0u, 0u, 0u);
-        for (int k = 0; k < 8; k++)
-            set16(out, k, bn_out(lane16(xv, k), al[k], be[k], add, lane16(av, k), relu));
-        y[i] = out;
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    for (; r < r1; r += BN_APPLY_ROWS * t.rp) { /* the rows' loads in flight together */
+        uint4 xv[BN_APPLY_ROWS], av[BN_APPLY_ROWS];
+#pragma unroll
+        for (int j = 0; j < BN_APPLY_ROWS; j++) {
+            const int64_t i = (r + j * t.rp) * c8 + cg;
+            const bool in = r + j * t.rp < r1;
+            xv[j] = in ? x[i] : zero;
+            av[j] = in && add ? add[i] : zero;
+        }
+#pragma unroll
+        for (int j = 0; j < BN_APPLY_ROWS; j++) {
+            if (r + j * t.rp >= r1) break;
+            uint4 out = zero;
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                set16(out, k, bn_out(lane16(xv[j], k), al[k], be[k], add, lane16(av[j], k), relu));
+            y[(r + j * t.rp) * c8 + cg] = out;
+        }
     }
 }
 
