@@ -51,14 +51,16 @@ __global__ void transpose_k(int64_t n, int64_t rows, int64_t cols, const T *x, T
     }
 }
 
-/* A transpose with a side of at most NARROW (the input images' 3 channels):
+/* A transpose with a side of at most NARROW (the input images' 3 channels;
+ * a 3x3 convolution weight's 9 positions, KCRS -> KRSC for its bf16 copy):
  * a 32x32 tile would leave most of its threads idle and launch a block per
- * 32 pixels (0.54 ms for a batch of 128 224x224 images on an H200). Here one
+ * 32 pixels (0.54 ms for a batch of 128 224x224 images on an H200; 22 us for
+ * a 512x512x3x3 weight). Here one
  * thread moves one column of x (rows <= NARROW: the NCHW -> NHWC of few
  * channels) or one row (cols <= NARROW: back), in a grid-stride loop: the
  * threads of a warp read consecutive elements of each row of x, and write
  * consecutive runs of y. */
-enum { NARROW = 8, NARROW_MAX_GRID = 4096 };
+enum { NARROW = 16, NARROW_MAX_GRID = 4096 };
 
 template <class T>
 __global__ void transpose_narrow_k(int64_t n, int64_t rows, int64_t cols, const T *x, T *y)

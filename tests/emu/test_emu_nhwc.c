@@ -2,7 +2,8 @@
  * test_emu_nhwc.c - the CUDA backend's layout and bf16 NHWC kernels
  * (runtime/cuda/nhwc.cu), run on the CPU by the emulator (cuda_emu.h):
  *   - transposes, 2- and 4-byte elements: the narrow kernel (a side of at
- *     most 8, as the input images' 3 channels NCHW -> NHWC and back) and the
+ *     most 16, as the input images' 3 channels NCHW -> NHWC and back, and a
+ *     3x3 convolution weight's positions) and the
  *     32x32-tile one, against the definition;
  *   - the stem's channel padding (8 channels a thread where the padded
  *     count is a multiple of 8 and y aligned; one element a thread else) and
@@ -67,6 +68,9 @@ static void test_transpose(void)
         {2, 3, 50},  /* narrow: 3 channels NCHW -> NHWC */
         {3, 37, 3},  /* narrow: back */
         {1, 8, 8},   /* narrow both ways */
+        {6, 20, 9},  /* narrow: a 3x3 convolution weight's KCRS -> KRSC */
+        {2, 16, 33}, /* narrow at its limit */
+        {2, 17, 33}, /* tiles just past it */
         {2, 1, 300}, /* one row */
         {2, 9, 40},  /* tiles, partial */
         {3, 40, 70}, /* tiles */
