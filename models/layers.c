@@ -415,6 +415,18 @@ pp_status pp_bn_layer_backward_relu(pp_unit *u, pp_exec *ex, const pp_bn_layer *
                                       dgamma, dbeta, err);
 }
 
+pp_status pp_bn_layer_backward_add_relu(pp_unit *u, pp_exec *ex, const pp_bn_layer *b,
+                                        const pp_tensor *x, const pp_tensor *relu_y,
+                                        const pp_tensor *dy, const pp_tensor *mean,
+                                        const pp_tensor *invstd, pp_tensor *dx,
+                                        pp_tensor *dgamma, pp_tensor *dbeta, pp_tensor *g,
+                                        pp_error *err)
+{
+    pp_bn_desc d = bn_desc(x);
+    return pp_batchnorm_backward_add_relu(ex, &d, x, relu_y, dy, &u->value[b->e], mean, invstd,
+                                          dx, dgamma, dbeta, g, err);
+}
+
 pp_status pp_bn_layer_backward(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, const pp_tensor *x,
                                const pp_tensor *dy, const pp_tensor *mean,
                                const pp_tensor *invstd, pp_tensor *dx, pp_tensor *dgamma,

@@ -238,6 +238,30 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
     return st;
 }
 
+/* The identity branch's backward: dx = g (g_in_dx: there already), or through
+ * the downsample's batch norm and convolution (into s->dconv[DS] and s->dbn[DS]
+ * without grad: the split backward's input part). */
+static pp_status identity_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_tensor *g,
+                                   bool g_in_dx, pp_tensor *dx, pp_tensor *grad, pp_error *err)
+{
+    block_impl *b = u->impl;
+    const bool split = grad == NULL;
+    if (!u->spec.downsample) return dx && !g_in_dx ? pp_copy(ex, g, dx, err) : PP_OK;
+    pp_tensor tmp = {0}, dgamma, dbeta;
+    pp_tensor *dcd = split ? &s->dconv[DS] : &tmp;
+    pp_status st = split ? PP_OK : pp_unit_alloc_like(&tmp, ex, &s->ds_conv_out, err);
+    pp_bn_layer_grads(&b->bn[DS], grad, &s->dbn[DS], &dgamma, &dbeta);
+    if (st == PP_OK)
+        st = pp_bn_layer_backward(u, ex, &b->bn[DS], &s->ds_conv_out, g, &s->mean[DS],
+                                  &s->invstd[DS], dcd, &dgamma, &dbeta, err);
+    if (st == PP_OK && split && dx)
+        st = pp_conv_layer_backward_data(u, ex, &b->conv[DS], dcd, dx, false, err);
+    else if (st == PP_OK && !split)
+        st = pp_conv_layer_backward(u, ex, &b->conv[DS], &s->x, dcd, dx, grad, err);
+    pp_tensor_free(&tmp);
+    return st;
+}
+
 /* The backward of a block: dx (NULL: not needed) and, with grad, the
  * parameter gradients (grad[e] +=). Without grad (the split backward's input
  * part) the same dx, each convolution's output gradient kept in s->dconv
@@ -267,37 +291,30 @@ static pp_status backward_core(pp_unit *u, pp_exec *ex, block_saved *s, const pp
                          pp_tensor_effective_layout(dx) == pp_tensor_effective_layout(&s->out);
     pp_tensor *gp = g_in_dx ? dx : &g;
     if (st == PP_OK && !g_in_dx) st = pp_unit_alloc_like(&g, ex, &s->out, err);
-    if (st == PP_OK) st = pp_relu_backward(ex, &s->out, dy, gp, err);
-    /* The identity branch's gradient goes into dx first; the main branch's
-     * first convolution then adds its own (no separate accumulate pass). */
-    if (st == PP_OK && u->spec.downsample) {
-        pp_tensor *dcd = split ? &s->dconv[DS] : &tmp;
-        if (!split) st = pp_unit_alloc_like(&tmp, ex, &s->ds_conv_out, err);
-        pp_bn_layer_grads(&b->bn[DS], grad, &s->dbn[DS], &dgamma, &dbeta);
-        if (st == PP_OK)
-            st = pp_bn_layer_backward(u, ex, &b->bn[DS], &s->ds_conv_out, &g, &s->mean[DS],
-                                      &s->invstd[DS], dcd, &dgamma, &dbeta, err);
-        if (st == PP_OK && split && dx)
-            st = pp_conv_layer_backward_data(u, ex, &b->conv[DS], dcd, dx, false, err);
-        else if (st == PP_OK && !split)
-            st = pp_conv_layer_backward(u, ex, &b->conv[DS], x, dcd, dx, grad, err);
-        pp_tensor_free(&tmp);
-    } else if (st == PP_OK && dx && !g_in_dx) {
-        st = pp_copy(ex, &g, dx, err);
-    }
-    /* d holds dL/d(relu output i) for i < n-1; the last pair's gradient is g */
-    for (int i = b->n_main - 1; i >= 0 && st == PP_OK; i--) {
-        pp_tensor *dc = split ? &s->dconv[i] : &tmp;
-        if (!split) st = pp_unit_alloc_like(&tmp, ex, &s->conv_out[i], err);
-        pp_bn_layer_grads(&b->bn[i], grad, &s->dbn[i], &dgamma, &dbeta);
-        if (st == PP_OK && i == b->n_main - 1) /* its ReLU is the block's, in g already */
-            st = pp_bn_layer_backward(u, ex, &b->bn[i], &s->conv_out[i], gp, &s->mean[i],
-                                      &s->invstd[i], dc, &dgamma, &dbeta, err);
-        else if (st == PP_OK)
-            st = pp_bn_layer_backward_relu(u, ex, &b->bn[i], &s->conv_out[i], &s->relu_out[i],
-                                           &d, &s->mean[i], &s->invstd[i], dc, &dgamma, &dbeta,
-                                           err);
-        pp_tensor_free(&d);
+    /* The last batch norm's backward first, through the block's ReLU, keeping
+     * g (one pass over dy and the ReLU's output: the bits of pp_relu_backward
+     * into g, then the batch norm's backward from g). */
+    const int last = b->n_main - 1;
+    pp_tensor dlast = {0};
+    pp_tensor *dcl = split ? &s->dconv[last] : &dlast;
+    if (st == PP_OK && !split) st = pp_unit_alloc_like(&dlast, ex, &s->conv_out[last], err);
+    pp_bn_layer_grads(&b->bn[last], grad, &s->dbn[last], &dgamma, &dbeta);
+    if (st == PP_OK)
+        st = pp_bn_layer_backward_add_relu(u, ex, &b->bn[last], &s->conv_out[last], &s->out, dy,
+                                           &s->mean[last], &s->invstd[last], dcl, &dgamma,
+                                           &dbeta, gp, err);
+    /* d holds dL/d(relu output i) for i < last; the last's batch norm is done */
+    for (int i = last; i >= 0 && st == PP_OK; i--) {
+        pp_tensor *dc = i == last ? dcl : split ? &s->dconv[i] : &tmp;
+        if (i != last) {
+            if (!split) st = pp_unit_alloc_like(&tmp, ex, &s->conv_out[i], err);
+            pp_bn_layer_grads(&b->bn[i], grad, &s->dbn[i], &dgamma, &dbeta);
+            if (st == PP_OK)
+                st = pp_bn_layer_backward_relu(u, ex, &b->bn[i], &s->conv_out[i],
+                                               &s->relu_out[i], &d, &s->mean[i], &s->invstd[i],
+                                               dc, &dgamma, &dbeta, err);
+            pp_tensor_free(&d);
+        }
         if (st != PP_OK) break;
         if (i > 0) {
             const pp_tensor *in = &s->relu_out[i - 1];
@@ -314,7 +331,15 @@ static pp_status backward_core(pp_unit *u, pp_exec *ex, block_saved *s, const pp
             st = pp_conv_layer_backward(u, ex, &b->conv[0], x, dc, NULL, grad, err);
         }
         pp_tensor_free(&tmp);
+        if (i != last) continue;
+        /* The identity branch's gradient goes into dx before the main branch's
+         * first convolution (i = 0 < last: blocks have 2 or 3 pairs) adds its
+         * own (no separate accumulate pass); here, once the last convolution's
+         * gradient is out, so that no more is held at once than before. */
+        pp_tensor_free(&dlast);
+        if (st == PP_OK) st = identity_backward(u, ex, s, &g, g_in_dx, dx, grad, err);
     }
+    pp_tensor_free(&dlast);
     pp_tensor_free(&tmp);
     pp_tensor_free(&d);
     pp_tensor_free(&g);

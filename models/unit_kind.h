@@ -340,6 +340,15 @@ pp_status pp_bn_layer_backward_relu(pp_unit *u, pp_exec *ex, const pp_bn_layer *
                                     const pp_tensor *dy, const pp_tensor *mean,
                                     const pp_tensor *invstd, pp_tensor *dx, pp_tensor *dgamma,
                                     pp_tensor *dbeta, pp_error *err);
+/* The backward of relu_y = relu(bn(x) + add) from dy, the gradient of relu_y:
+ * as pp_bn_layer_backward_relu, the ReLU's gradient (the add's too) kept in
+ * g (pp_batchnorm_backward_add_relu). */
+pp_status pp_bn_layer_backward_add_relu(pp_unit *u, pp_exec *ex, const pp_bn_layer *b,
+                                        const pp_tensor *x, const pp_tensor *relu_y,
+                                        const pp_tensor *dy, const pp_tensor *mean,
+                                        const pp_tensor *invstd, pp_tensor *dx,
+                                        pp_tensor *dgamma, pp_tensor *dbeta, pp_tensor *g,
+                                        pp_error *err);
 /* Where a batch norm's backward adds its parameter gradients: grad[weight]
  * and grad[bias] (grad non-NULL), else the rows of part, an F32 (2, C) tensor
  * the split backward's input part zeroes and keeps for the weight part. */

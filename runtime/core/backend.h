@@ -45,7 +45,8 @@ typedef enum pp_native_op {
     PP_NATIVE_LINEAR_BWD,        /* x, w, dy, dx (may be NULL), dw, db       */
     PP_NATIVE_BN_ACT,            /* x, gamma, beta, rmean, rvar, add (may be NULL), y, smean,
                                     sinvstd; desc: pp_bn_act_desc           */
-    PP_NATIVE_BN_BACKWARD_RELU,  /* x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta */
+    PP_NATIVE_BN_BACKWARD_RELU,  /* x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta,
+                                  * g (may be NULL: the ReLU's gradient, kept) */
     PP_NATIVE_LINEAR_DGRAD,      /* w, dy, dx                                */
     PP_NATIVE_LINEAR_WGRAD,      /* x, dy, dw, db                            */
 } pp_native_op;

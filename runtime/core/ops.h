@@ -159,6 +159,17 @@ pp_status pp_batchnorm_backward_relu(pp_exec *ex, const pp_bn_desc *d, const pp_
                                      const pp_tensor *gamma, const pp_tensor *save_mean,
                                      const pp_tensor *save_invstd, pp_tensor *dx,
                                      pp_tensor *dgamma, pp_tensor *dbeta, pp_error *err);
+/* The backward of y = relu(bn(x) + add) (pp_batchnorm_forward_act with an
+ * add and the ReLU) from relu_y and dy: as pp_batchnorm_backward_relu, with
+ * the ReLU's gradient kept in g (like dy), which is the add's gradient as
+ * well as bn(x)'s: the bits of pp_relu_backward(relu_y, dy, g) then
+ * pp_batchnorm_backward from g. g may be dy. */
+pp_status pp_batchnorm_backward_add_relu(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                         const pp_tensor *relu_y, const pp_tensor *dy,
+                                         const pp_tensor *gamma, const pp_tensor *save_mean,
+                                         const pp_tensor *save_invstd, pp_tensor *dx,
+                                         pp_tensor *dgamma, pp_tensor *dbeta, pp_tensor *g,
+                                         pp_error *err);
 
 /* ---- elementwise ---------------------------------------------------------- */
 /* y = max(x, 0); y may be x. */

@@ -4,7 +4,7 @@
  * operands widened and rounded the same way, ops_adapt.h). Every batch norm
  * is offered to the native entry whatever its operands (the CUDA backend
  * runs f32 NCHW ones natively too). The fused forms (_forward_act,
- * _backward_relu) fall back to the plain batch norm and the elementwise ops
+ * _backward_relu, _backward_add_relu) fall back to the plain batch norm and the elementwise ops
  * of ops.c when the backend has no native entry for them.
  */
 #include "ops.h"
@@ -163,29 +163,61 @@ pp_status pp_batchnorm_forward_act(pp_exec *ex, const pp_bn_desc *d, bool train,
     return relu ? pp_relu_forward(ex, y, y, err) : PP_OK;
 }
 
-pp_status pp_batchnorm_backward_relu(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
-                                     const pp_tensor *relu_y, const pp_tensor *dy,
-                                     const pp_tensor *gamma, const pp_tensor *save_mean,
-                                     const pp_tensor *save_invstd, pp_tensor *dx,
-                                     pp_tensor *dgamma, pp_tensor *dbeta, pp_error *err)
+/* pp_batchnorm_backward_relu (g NULL: a temporary) and _add_relu (g kept) */
+static pp_status backward_relu(pp_exec *ex, const char *op, const pp_bn_desc *d,
+                               const pp_tensor *x, const pp_tensor *relu_y, const pp_tensor *dy,
+                               const pp_tensor *gamma, const pp_tensor *save_mean,
+                               const pp_tensor *save_invstd, pp_tensor *dx, pp_tensor *dgamma,
+                               pp_tensor *dbeta, pp_tensor *g, pp_error *err)
 {
-    const char *op = "batchnorm_backward_relu";
     PP_TRY(check_bn(ex, op, d, err));
     PP_TRY(pp_ops_check(ex, op, "x", x, ACT, 4, d->n, d->c, d->h, d->w, err));
     PP_TRY(pp_ops_check_like(ex, op, "relu_y", relu_y, x, err));
     PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
     PP_TRY(pp_ops_check_layout_like(op, "dy", dy, relu_y, err));
     PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
+    if (g) {
+        PP_TRY(pp_ops_check_like(ex, op, "g", g, dy, err));
+        PP_TRY(pp_ops_check_layout_like(op, "g", g, dy, err));
+        if (g->data == x->data || g->data == dx->data || g->data == relu_y->data)
+            return pp_error_set(err, PP_ERR_INVALID, "%s: g may share only dy's memory", op);
+    }
     PP_TRY(check_bn_backward_c(ex, op, d, gamma, save_mean, save_invstd, dgamma, dbeta, err));
     NATIVE_ANY(PP_NATIVE_BN_BACKWARD_RELU, d, T(x), T(relu_y), T(dy), T(gamma), T(save_mean),
-           T(save_invstd), dx, dgamma, dbeta);
-    pp_tensor g;
-    PP_TRY(pp_tensor_alloc_on(&g, ex, dy->dtype, dy->ndim, dy->shape, err));
-    g.layout = dy->layout;
-    pp_status st = pp_relu_backward(ex, relu_y, dy, &g, err);
+               T(save_invstd), dx, dgamma, dbeta, g);
+    pp_tensor tmp = {0};
+    if (!g) {
+        PP_TRY(pp_tensor_alloc_on(&tmp, ex, dy->dtype, dy->ndim, dy->shape, err));
+        tmp.layout = dy->layout;
+        g = &tmp;
+    }
+    pp_status st = pp_relu_backward(ex, relu_y, dy, g, err);
     if (st == PP_OK)
-        st = pp_batchnorm_backward(ex, d, x, &g, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
+        st = pp_batchnorm_backward(ex, d, x, g, gamma, save_mean, save_invstd, dx, dgamma, dbeta,
                                    err);
-    pp_tensor_free(&g);
+    pp_tensor_free(&tmp);
     return st;
+}
+
+pp_status pp_batchnorm_backward_relu(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                     const pp_tensor *relu_y, const pp_tensor *dy,
+                                     const pp_tensor *gamma, const pp_tensor *save_mean,
+                                     const pp_tensor *save_invstd, pp_tensor *dx,
+                                     pp_tensor *dgamma, pp_tensor *dbeta, pp_error *err)
+{
+    return backward_relu(ex, "batchnorm_backward_relu", d, x, relu_y, dy, gamma, save_mean,
+                         save_invstd, dx, dgamma, dbeta, NULL, err);
+}
+
+pp_status pp_batchnorm_backward_add_relu(pp_exec *ex, const pp_bn_desc *d, const pp_tensor *x,
+                                         const pp_tensor *relu_y, const pp_tensor *dy,
+                                         const pp_tensor *gamma, const pp_tensor *save_mean,
+                                         const pp_tensor *save_invstd, pp_tensor *dx,
+                                         pp_tensor *dgamma, pp_tensor *dbeta, pp_tensor *g,
+                                         pp_error *err)
+{
+    const char *op = "batchnorm_backward_add_relu";
+    if (!g) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL g", op);
+    return backward_relu(ex, op, d, x, relu_y, dy, gamma, save_mean, save_invstd, dx, dgamma,
+                         dbeta, g, err);
 }

@@ -167,28 +167,33 @@ __device__ __forceinline__ float grad(float dy, bool has_mask, float m)
     return has_mask && !(m > 0.0f) ? 0.0f : dy;
 }
 
-/* part1 = sum dy, part2 = sum dy (x - mean), dy masked */
+/* part1 = sum dy, part2 = sum dy (x - mean), dy masked; the masked dy
+ * written to gout when given (pp_batchnorm_backward_add_relu's g; it may be
+ * dy: each element is read, then written, by one thread) */
 template <int V>
 __global__ void __launch_bounds__(BNC_T) bnc_bwd_sums_k(bnc_geom g, const float *x,
                                                         const float *dy, const float *mask,
                                                         const float *mean, float *part1,
-                                                        float *part2)
+                                                        float *part2, float *gout)
 {
     typedef typename vec<V>::type T;
     const T *xv = reinterpret_cast<const T *>(x), *gv = reinterpret_cast<const T *>(dy);
     const T *mv = reinterpret_cast<const T *>(mask);
+    T *ov = reinterpret_cast<T *>(gout);
     const float mu = mean[blockIdx.x];
     float a = 0.0f, b = 0.0f;
     for (walk w(g); w.more(); w.next()) {
         const int64_t i = w.at();
         const T xi = xv[i], gi = gv[i];
-        T mi = gi;
+        T mi = gi, gm = gi;
         if (mask) mi = mv[i];
         for (int k = 0; k < V; k++) {
             const float d = grad(vec<V>::get(gi, k), mask, vec<V>::get(mi, k));
+            vec<V>::set(gm, k, d);
             a += d;
             b += d * (vec<V>::get(xi, k) - mu);
         }
+        if (gout) ov[i] = gm;
     }
     block_sums(a, b, part1, part2);
 }
@@ -280,17 +285,22 @@ void train(cudaStream_t s, const bnc_geom &g, float eps, float momentum, const f
 template <int V>
 void backward(cudaStream_t s, const bnc_geom &g, const float *x, const float *dy,
               const float *relu_y, const float *gamma, const float *save_mean,
-              const float *save_invstd, float *dx, float *dgamma, float *dbeta, float *scratch)
+              const float *save_invstd, float *dx, float *dgamma, float *dbeta, float *gout,
+              float *scratch)
 {
     const int c = g.c;
     float *part1 = scratch, *part2 = scratch + (size_t)g.groups * c;
     float *coef = scratch + 2 * (size_t)g.groups * c;
     const double m = (double)g.n * (double)g.units * V;
     const dim3 grid((unsigned)c, (unsigned)g.groups);
-    bnc_bwd_sums_k<V><<<grid, BNC_T, 0, s>>>(g, x, dy, relu_y, save_mean, part1, part2);
+    bnc_bwd_sums_k<V><<<grid, BNC_T, 0, s>>>(g, x, dy, relu_y, save_mean, part1, part2, gout);
     bn_finish_backward_k<<<bn_warp_grid(c), 128, 0, s>>>(c, g.groups, m, part1, part2, save_mean,
                                                          save_invstd, gamma, dgamma, dbeta, coef);
-    bnc_dx_k<V><<<grid, BNC_T, 0, s>>>(g, x, dy, relu_y, coef, dx);
+    /* with gout the masked gradient is there: dx reads it, without the mask */
+    if (gout)
+        bnc_dx_k<V><<<grid, BNC_T, 0, s>>>(g, x, gout, nullptr, coef, dx);
+    else
+        bnc_dx_k<V><<<grid, BNC_T, 0, s>>>(g, x, dy, relu_y, coef, dx);
 }
 
 } // namespace
@@ -338,15 +348,15 @@ cudaError_t pp_cuda_launch_bn_backward_nchw(cudaStream_t s, int n, int c, int64_
                                             const float *x, const float *dy, const float *relu_y,
                                             const float *gamma, const float *save_mean,
                                             const float *save_invstd, float *dx, float *dgamma,
-                                            float *dbeta, float *scratch)
+                                            float *dbeta, float *g, float *scratch)
 {
     if (n <= 0 || c <= 0 || hw <= 0) return cudaErrorInvalidValue;
-    if (vec4(hw, x, dy, relu_y, dx))
+    if (vec4(hw, x, dy, relu_y, dx) && aligned16(g))
         backward<4>(s, geom(n, c, hw, 4), x, dy, relu_y, gamma, save_mean, save_invstd, dx,
-                    dgamma, dbeta, scratch);
+                    dgamma, dbeta, g, scratch);
     else
         backward<1>(s, geom(n, c, hw, 1), x, dy, relu_y, gamma, save_mean, save_invstd, dx,
-                    dgamma, dbeta, scratch);
+                    dgamma, dbeta, g, scratch);
     return cudaGetLastError();
 }
 

@@ -2,7 +2,9 @@
  * bn_nchw.h - launchers of the batch norm over f32 NCHW activations
  * (bn_nchw.cu), for the backend's native entry (native.c): the contracts of
  * ops.h, with pp_batchnorm_forward_act's add (NULL: none) and relu and
- * pp_batchnorm_backward_relu's relu_y (NULL: plain backward) fused in.
+ * pp_batchnorm_backward_relu's relu_y (NULL: plain backward) fused in, and
+ * pp_batchnorm_backward_add_relu's g (the ReLU's gradient; NULL: not kept;
+ * g may be dy).
  *
  * As kernels.h: each enqueues on stream and returns cudaGetLastError().
  * x is (n, c, hw) of f32; scratch holds pp_cuda_bn_nchw_scratch_floats floats
@@ -36,7 +38,7 @@ cudaError_t pp_cuda_launch_bn_backward_nchw(cudaStream_t s, int n, int c, int64_
                                             const float *x, const float *dy, const float *relu_y,
                                             const float *gamma, const float *save_mean,
                                             const float *save_invstd, float *dx, float *dgamma,
-                                            float *dbeta, float *scratch);
+                                            float *dbeta, float *g, float *scratch);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,23 @@ __device__ __forceinline__ float masked(const uint16_t *dy, const uint16_t *mask
     return mask && !(widen(mask[i]) > 0.0f) ? 0.0f : widen(dy[i]);
 }
 
+/* its bits: dy[i]'s, or +0 (pp_relu_backward's bits, as nhwc.cu's kernel) */
+__device__ __forceinline__ uint16_t masked_bits(const uint16_t *dy, const uint16_t *mask,
+                                                int64_t i)
+{
+    return mask && !(widen(mask[i]) > 0.0f) ? (uint16_t)0 : dy[i];
+}
+
+/* the same for 8 channels */
+__device__ __forceinline__ uint4 masked8(const uint4 &gv, const uint4 &mv)
+{
+    uint4 o = gv;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        if (!(widen(lane16(mv, k)) > 0.0f)) set16(o, k, 0);
+    return o;
+}
+
 /* one element of the batch norm's output: x * alpha + beta rounded, then +
  * a (when has_add) and the ReLU as pp_add_relu, pp_add and pp_relu_forward
  * give them */
@@ -59,12 +76,13 @@ enum { BN_CX = 32, BN_RY = 8 }; /* block: 32 channels x 8 rows */
  *   STATS_SUM:   s1 = sum x
  *   STATS_SQDEV: s1 = sum (x - mean)^2
  *   STATS_BWD:   s1 = sum dy, s2 = sum dy (x - mean)
- * written to part1/part2[g * c + channel]. */
+ * written to part1/part2[g * c + channel]; with STATS_BWD and gout, the
+ * masked dy written to gout (pp_batchnorm_backward_add_relu's g). */
 enum stats_kind { STATS_SUM, STATS_SQDEV, STATS_BWD };
 
 __global__ void bn_partial_k(stats_kind kind, int64_t rows, int c, int64_t chunk,
                              const uint16_t *x, const uint16_t *dy, const uint16_t *mask,
-                             const float *mean, float *part1, float *part2)
+                             const float *mean, float *part1, float *part2, uint16_t *gout)
 {
     __shared__ float s1[BN_RY][BN_CX], s2[BN_RY][BN_CX];
     const int ch = blockIdx.x * BN_CX + threadIdx.x;
@@ -82,6 +100,7 @@ __global__ void bn_partial_k(stats_kind kind, int64_t rows, int c, int64_t chunk
                 a += d * d;
             } else {
                 const float g = masked(dy, mask, r * c + ch);
+                if (gout) gout[r * c + ch] = masked_bits(dy, mask, r * c + ch);
                 a += g;
                 b += g * (v - m);
             }
@@ -264,15 +283,13 @@ __device__ __forceinline__ void stats_row(const uint4 &u, const float k0[8], flo
     }
 }
 
-/* one row's backward sums: dy (zero where the mask is given and not
- * positive) and dy (x - mean) */
-__device__ __forceinline__ void bwd_row(const uint4 &xv, const uint4 &gv, bool has_mask,
-                                        const uint4 &mv, const float mu[8], float a[8],
-                                        float b[8])
+/* one row's backward sums: dy (already masked) and dy (x - mean) */
+__device__ __forceinline__ void bwd_row(const uint4 &xv, const uint4 &gv, const float mu[8],
+                                        float a[8], float b[8])
 {
 #pragma unroll
     for (int k = 0; k < 8; k++) {
-        const float g = has_mask && !(widen(lane16(mv, k)) > 0.0f) ? 0.0f : widen(lane16(gv, k));
+        const float g = widen(lane16(gv, k));
         a[k] += g;
         b[k] += g * (widen(lane16(xv, k)) - mu[k]);
     }
@@ -307,11 +324,14 @@ __global__ void __launch_bounds__(BN_T) bn_stats8_k(bn_tiling t, int64_t rows, i
 }
 
 /* backward sums: part1 = sum dy, part2 = sum dy (x - mean), dy zero where the
- * mask is given and not positive */
+ * mask is given and not positive (masked8: the bits pp_relu_backward gives,
+ * +0 adding as the scalar kernels' 0.0f); that masked dy written to gout when
+ * given (pp_batchnorm_backward_add_relu's g; it may be dy: each element is
+ * read, then written, by one thread) */
 __global__ void __launch_bounds__(BN_T, 4) bn_bwd_sums8_k(bn_tiling t, int64_t rows, int c,
-                                                       const uint4 *x, const uint4 *dy,
-                                                       const uint4 *mask, const float *mean,
-                                                       float *part1, float *part2)
+                                                          const uint4 *x, const uint4 *dy,
+                                                          const uint4 *mask, const float *mean,
+                                                          float *part1, float *part2, uint4 *gout)
 {
     int64_t r, r1;
     const int cg = bn_lane(t, c, rows, &r, &r1);
@@ -320,22 +340,25 @@ __global__ void __launch_bounds__(BN_T, 4) bn_bwd_sums8_k(bn_tiling t, int64_t r
     if (cg >= 0) {
         float mu[8];
         load8f(mean + cg * 8, mu);
-        const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
         for (; r + (BN_BWD_ROWS - 1) * t.rp < r1; r += BN_BWD_ROWS * t.rp) {
-            uint4 xv[BN_BWD_ROWS], gv[BN_BWD_ROWS], mv[BN_BWD_ROWS];
+            uint4 xv[BN_BWD_ROWS], gv[BN_BWD_ROWS];
 #pragma unroll
             for (int j = 0; j < BN_BWD_ROWS; j++) {
                 const int64_t i = (r + j * t.rp) * c8 + cg;
                 xv[j] = x[i];
-                gv[j] = dy[i];
-                mv[j] = mask ? mask[i] : zero;
+                gv[j] = mask ? masked8(dy[i], mask[i]) : dy[i];
             }
 #pragma unroll
-            for (int j = 0; j < BN_BWD_ROWS; j++) bwd_row(xv[j], gv[j], mask, mv[j], mu, a, b);
+            for (int j = 0; j < BN_BWD_ROWS; j++) {
+                if (gout) gout[(r + j * t.rp) * c8 + cg] = gv[j];
+                bwd_row(xv[j], gv[j], mu, a, b);
+            }
         }
         for (; r < r1; r += t.rp) {
             const int64_t i = r * c8 + cg;
-            bwd_row(x[i], dy[i], mask, mask ? mask[i] : zero, mu, a, b);
+            const uint4 gv = mask ? masked8(dy[i], mask[i]) : dy[i];
+            if (gout) gout[i] = gv;
+            bwd_row(x[i], gv, mu, a, b);
         }
     }
     bn_block_sums(t, cg, a, b, part1, part2);
@@ -485,10 +508,10 @@ cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int6
     const unsigned cg = (unsigned)((c + 127) / 128);
     const dim3 block(BN_CX, BN_RY);
     bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(STATS_SUM, rows, c, chunk, x, nullptr,
-                                                      nullptr, nullptr, part, nullptr);
+                                                      nullptr, nullptr, part, nullptr, nullptr);
     bn_mean_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, part, save_mean);
     bn_partial_k<<<bn_grid(c, groups), block, 0, s>>>(STATS_SQDEV, rows, c, chunk, x, nullptr,
-                                                      nullptr, save_mean, part, nullptr);
+                                                      nullptr, save_mean, part, nullptr, nullptr);
     bn_finish_train1_k<<<cg, 128, 0, s>>>(c, groups, (double)rows, eps, momentum, part, save_mean,
                                          gamma, beta, running_mean, running_var, save_invstd,
                                          coef);
@@ -513,21 +536,24 @@ cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, i
                                             const uint16_t *x, const uint16_t *dy,
                                             const uint16_t *relu_y, const float *gamma, const float *save_mean,
                                             const float *save_invstd, uint16_t *dx,
-                                            float *dgamma, float *dbeta, float *scratch)
+                                            float *dgamma, float *dbeta, uint16_t *g, float *scratch)
 {
-    if (bn_tiled(c, x, dy, relu_y, dx, save_mean, scratch)) {
+    /* with g the masked gradient is there after the sums: dx reads it, unmasked */
+    const uint16_t *dx_dy = g ? g : dy, *dx_mask = g ? nullptr : relu_y;
+    if (bn_tiled(c, x, dy, relu_y, dx, save_mean, scratch) && aligned16(g)) {
         const bn_tiling t = bn_tile(rows, c);
         float *part1 = scratch, *part2 = scratch + (size_t)t.groups * c;
         float *coef = scratch + 2 * (size_t)t.groups * c;
         const dim3 grid((unsigned)t.tiles, (unsigned)t.groups);
         const uint4 *x8 = reinterpret_cast<const uint4 *>(x);
-        const uint4 *dy8 = reinterpret_cast<const uint4 *>(dy);
-        const uint4 *m8 = reinterpret_cast<const uint4 *>(relu_y);
-        bn_bwd_sums8_k<<<grid, BN_T, 0, s>>>(t, rows, c, x8, dy8, m8, save_mean, part1, part2);
+        bn_bwd_sums8_k<<<grid, BN_T, 0, s>>>(t, rows, c, x8, reinterpret_cast<const uint4 *>(dy),
+                                             reinterpret_cast<const uint4 *>(relu_y), save_mean,
+                                             part1, part2, reinterpret_cast<uint4 *>(g));
         bn_finish_backward_k<<<bn_warp_grid(c), 128, 0, s>>>(c, t.groups, (double)rows, part1,
                                                              part2, save_mean, save_invstd,
                                                              gamma, dgamma, dbeta, coef);
-        bn_dx8_k<<<grid, BN_T, 0, s>>>(t, rows, c, x8, dy8, m8, coef,
+        bn_dx8_k<<<grid, BN_T, 0, s>>>(t, rows, c, x8, reinterpret_cast<const uint4 *>(dx_dy),
+                                       reinterpret_cast<const uint4 *>(dx_mask), coef,
                                        reinterpret_cast<uint4 *>(dx));
         return cudaGetLastError();
     }
@@ -537,12 +563,12 @@ cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, i
     float *part1 = scratch, *part2 = scratch + (size_t)groups * c;
     float *coef = scratch + 2 * (size_t)groups * c;
     bn_partial_k<<<bn_grid(c, groups), dim3(BN_CX, BN_RY), 0, s>>>(
-        STATS_BWD, rows, c, chunk, x, dy, relu_y, save_mean, part1, part2);
+        STATS_BWD, rows, c, chunk, x, dy, relu_y, save_mean, part1, part2, g);
     bn_finish_backward1_k<<<(unsigned)((c + 127) / 128), 128, 0, s>>>(
         c, groups, (double)rows, part1, part2, save_mean, save_invstd, gamma, dgamma, dbeta,
         coef);
     const int64_t n = rows * c;
-    bn_dx_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, dy, relu_y, coef, dx);
+    bn_dx_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(n, c, x, dx_dy, dx_mask, coef, dx);
     return cudaGetLastError();
 }
 

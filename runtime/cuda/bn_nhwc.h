@@ -23,7 +23,8 @@ size_t pp_cuda_bn_scratch_floats(int64_t rows, int c);
 
 /* Batch norm over bf16 NHWC x (rows x c): the contracts of ops.h, with
  * pp_batchnorm_forward_act's add (NULL: none) and relu, and
- * pp_batchnorm_backward_relu's relu_y (NULL: plain backward) */
+ * pp_batchnorm_backward_relu's relu_y (NULL: plain backward), with
+ * pp_batchnorm_backward_add_relu's g (NULL: not kept; g may be dy) */
 cudaError_t pp_cuda_launch_bn_train_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
                                          float eps, float momentum, const uint16_t *x,
                                          const float *gamma, const float *beta,
@@ -39,7 +40,7 @@ cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, i
                                             const uint16_t *x, const uint16_t *dy,
                                             const uint16_t *relu_y, const float *gamma, const float *save_mean,
                                             const float *save_invstd, uint16_t *dx,
-                                            float *dgamma, float *dbeta, float *scratch);
+                                            float *dgamma, float *dbeta, uint16_t *g, float *scratch);
 
 #ifdef __cplusplus
 }

@@ -91,7 +91,7 @@ static pp_status elementwise(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_bf16_ew kind
 typedef struct bn_args {
     bool backward, train, relu;
     void *x, *gamma, *beta, *rmean, *rvar, *add, *y, *smean, *sinvstd; /* forward */
-    void *dy, *relu_y, *dx, *dgamma, *dbeta;                           /* backward */
+    void *dy, *relu_y, *dx, *dgamma, *dbeta, *g;                       /* backward */
 } bn_args;
 
 static void *data(const pp_tensor *t)
@@ -117,6 +117,7 @@ static bn_args bn_unpack(pp_native_op op, const pp_bn_act_desc *a, pp_tensor *co
         o.dx = t[5 + k]->data;
         o.dgamma = t[6 + k]->data;
         o.dbeta = t[7 + k]->data;
+        o.g = k ? data(t[9]) : NULL;
         return o;
     }
     default: { /* BN_TRAIN, BN_INFER, BN_ACT (add after rvar) */
@@ -144,7 +145,7 @@ static cudaError_t batchnorm_f32(pp_cuda_exec *ce, const pp_bn_desc *d, const bn
     if (o->backward)
         return pp_cuda_launch_bn_backward_nchw(ce->stream, d->n, d->c, hw, o->x, o->dy,
                                                o->relu_y, o->gamma, o->smean, o->sinvstd, o->dx,
-                                               o->dgamma, o->dbeta, s);
+                                               o->dgamma, o->dbeta, o->g, s);
     if (o->train)
         return pp_cuda_launch_bn_train_nchw(ce->stream, d->n, d->c, hw, d->eps, d->momentum,
                                             o->x, o->gamma, o->beta, o->rmean, o->rvar, o->add,
@@ -161,7 +162,7 @@ static cudaError_t batchnorm_bf16(pp_cuda_exec *ce, unsigned g, const pp_bn_desc
     if (o->backward)
         return pp_cuda_launch_bn_backward_nhwc(ce->stream, g, rows, d->c, o->x, o->dy, o->relu_y,
                                                o->gamma, o->smean, o->sinvstd, o->dx, o->dgamma,
-                                               o->dbeta, s);
+                                               o->dbeta, o->g, s);
     if (o->train)
         return pp_cuda_launch_bn_train_nhwc(ce->stream, g, rows, d->c, d->eps, d->momentum, o->x,
                                             o->gamma, o->beta, o->rmean, o->rvar, o->add,
@@ -174,7 +175,8 @@ static cudaError_t batchnorm_bf16(pp_cuda_exec *ce, unsigned g, const pp_bn_desc
  * sinvstd; BN_INFER: x, gamma, beta, rmean, rvar, y; BN_BACKWARD: x, dy,
  * gamma, smean, sinvstd, dx, dgamma, dbeta) and fused (BN_ACT: x, gamma,
  * beta, rmean, rvar, add, y, smean, sinvstd, + add and ReLU; BN_BACKWARD_RELU:
- * x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta), over bf16 NHWC or
+ * x, relu_y, dy, gamma, smean, sinvstd, dx, dgamma, dbeta, g (the ReLU's
+ * gradient, written when given)), over bf16 NHWC or
  * f32 NCHW activations, each as its kernels' passes. */
 static pp_status batchnorm(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const void *desc,
                            pp_tensor *const *t, pp_error *err)
@@ -334,7 +336,8 @@ static bool supported(pp_native_op op, pp_tensor *const *t)
     case PP_NATIVE_BN_BACKWARD: return bn_operands(2, t) && same_kind(t[0], t[5]);
     case PP_NATIVE_BN_ACT: return bn_operands(1, t) && (!t[5] || same_kind(t[0], t[5])) &&
                                   same_kind(t[0], t[6]);
-    case PP_NATIVE_BN_BACKWARD_RELU: return bn_operands(3, t) && same_kind(t[0], t[6]);
+    case PP_NATIVE_BN_BACKWARD_RELU:
+        return bn_operands(3, t) && same_kind(t[0], t[6]) && (!t[9] || same_kind(t[0], t[9]));
     case PP_NATIVE_MAXPOOL_FWD: return bf16_nhwc(2, t);
     case PP_NATIVE_MAXPOOL_BWD: return bf16_nhwc(3, t) && bf16_nhwc(1, t + 4);
     case PP_NATIVE_AVGPOOL_FWD: return bf16_nhwc(1, t);

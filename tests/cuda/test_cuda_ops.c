@@ -126,6 +126,18 @@ static void test_batchnorm(rig *r)
         CHECK_CLOSE(r, &dx, TOL_BWD, "bn backward through relu dx case %zu", i);
         CHECK_CLOSE(r, &dg, TOL_BWD, "bn backward through relu dgamma (+=) case %zu", i);
         CHECK_CLOSE(r, &db, TOL_BWD, "bn backward through relu dbeta (+=) case %zu", i);
+        /* the same keeping the ReLU's gradient (pp_batchnorm_backward_add_relu) */
+        pair gk = pair_rand(r, 4, xs, 0, 0);
+        BOTH(r,
+             pp_batchnorm_backward_add_relu(ex, &d, &x.c, &ry.c, &dy.c, &gamma.c, &sm.c, &si.c,
+                                            &dx.c, &dg.c, &db.c, &gk.c, err),
+             pp_batchnorm_backward_add_relu(ex, &d, &x.g, &ry.g, &dy.g, &gamma.g, &sm.g, &si.g,
+                                            &dx.g, &dg.g, &db.g, &gk.g, err));
+        CHECK_CLOSE(r, &dx, TOL_BWD, "bn backward keeping g dx case %zu", i);
+        CHECK_CLOSE(r, &dg, TOL_BWD, "bn backward keeping g dgamma (+=) case %zu", i);
+        CHECK_CLOSE(r, &db, TOL_BWD, "bn backward keeping g dbeta (+=) case %zu", i);
+        CHECK_CLOSE(r, &gk, TOL_BWD, "bn backward keeping g: g case %zu", i);
+        pair_free(&gk);
         BOTH(r,
              pp_batchnorm_forward_act(ex, &d, false, &x.c, &gamma.c, &beta.c, &rm.c, &rv.c, NULL,
                                       true, &ry.c, NULL, NULL, err),

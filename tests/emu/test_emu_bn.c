@@ -13,7 +13,9 @@
  * ReLU fused, the inference forward both ways, and the backward plain and
  * through the ReLU's mask (the CPU's forward output, so both sides mask the
  * same elements), with parameter gradients accumulating onto nonzero
- * values. Tolerances are those the CUDA suite holds the GPU to
+ * values; and the backward through the mask keeping the ReLU's gradient
+ * (pp_batchnorm_backward_add_relu's g, beside dy and in dy's memory), which
+ * must be pp_relu_backward's bits. Tolerances are those the CUDA suite holds the GPU to
  * (tests/cuda/test_cuda_ops.c, test_cuda_native.c): normalised error
  * max |kernel - cpu| / max |cpu| within 1e-4 for f32 forward outputs and
  * statistics, 1e-3 for gradients, 2^-7 for bf16 outputs (one bf16 step).
@@ -141,6 +143,7 @@ static void run_case(shape s, bool bf16, size_t off, unsigned max_grid, const ch
     buf x = make(adt, lay, 4, xs, aoff), add = make(adt, lay, 4, xs, aoff);
     buf y = make(adt, lay, 4, xs, aoff), y2 = make(adt, lay, 4, xs, aoff);
     buf dy = make(adt, lay, 4, xs, aoff), dx = make(adt, lay, 4, xs, aoff);
+    buf g = make(adt, lay, 4, xs, aoff);
     buf gamma = make(PP_F32, lay, 1, cs, poff), beta = make(PP_F32, lay, 1, cs, poff);
     buf rm = make(PP_F32, lay, 1, cs, poff), rv = make(PP_F32, lay, 1, cs, poff);
     buf sm = make(PP_F32, lay, 1, cs, poff), si = make(PP_F32, lay, 1, cs, poff);
@@ -171,7 +174,11 @@ static void run_case(shape s, bool bf16, size_t off, unsigned max_grid, const ch
     const double tf = 1e-4, tb = 1e-3, ta = bf16 ? ldexp(1.0, -7) : tf;
     const double tg = bf16 ? ldexp(1.0, -7) : tb;
 #define K(p, T) ((T *)(p).k)
-    for (int fused = 0; fused < 2; fused++) {
+    /* 0: plain; 1: + add, ReLU (the backward through its mask); 2: the same,
+     * the backward keeping the ReLU's gradient in g; 3: in dy's memory */
+    for (int mode = 0; mode < 4; mode++) {
+        const bool fused = mode > 0, keep = mode >= 2;
+        buf *gk = mode == 3 ? &dy : &g;
         /* training forward: y (plain) or y2 (+ add, ReLU); the running statistics move */
         buf *out = fused ? &y2 : &y;
         CHECK_OK(pp_batchnorm_forward_act(&g_ex, &d, true, &x.t, &gamma.t, &beta.t, &rm.t, &rv.t,
@@ -192,7 +199,7 @@ static void run_case(shape s, bool bf16, size_t off, unsigned max_grid, const ch
                         fused, K(*out, float), K(sm, float), K(si, float), scratch),
                     label);
         const char *ws = fused ? "train + add + relu" : "train";
-        char what[64];
+        char what[96];
         snprintf(what, sizeof what, "%s y", ws);
         compare(out, ta, what, label);
         snprintf(what, sizeof what, "%s save_mean", ws);
@@ -227,7 +234,13 @@ static void run_case(shape s, bool bf16, size_t off, unsigned max_grid, const ch
         compare(&dx, ta, fused ? "infer + add + relu" : "infer", label);
 
         /* backward: plain, or through the mask of y2 (the CPU's bytes on both sides) */
-        if (fused) {
+        if (keep) {
+            share(&y2);
+            CHECK_OK(pp_batchnorm_backward_add_relu(&g_ex, &d, &x.t, &y2.t, &dy.t, &gamma.t,
+                                                    &sm.t, &si.t, &dx.t, &dg.t, &db.t, &gk->t,
+                                                    &err),
+                     &err);
+        } else if (fused) {
             share(&y2);
             CHECK_OK(pp_batchnorm_backward_relu(&g_ex, &d, &x.t, &y2.t, &dy.t, &gamma.t, &sm.t,
                                                 &si.t, &dx.t, &dg.t, &db.t, &err),
@@ -238,28 +251,37 @@ static void run_case(shape s, bool bf16, size_t off, unsigned max_grid, const ch
                      &err);
         }
         const void *mask = fused ? y2.k : NULL;
+        void *gout = keep ? gk->k : NULL;
         if (bf16)
             CUDA_OK(pp_emu_cuda_launch_bn_backward_nhwc(
                         0, max_grid, rows, s.c, K(x, uint16_t), K(dy, uint16_t), mask,
                         K(gamma, float), K(sm, float), K(si, float), K(dx, uint16_t),
-                        K(dg, float), K(db, float), scratch),
+                        K(dg, float), K(db, float), gout, scratch),
                     label);
         else
             CUDA_OK(pp_emu_cuda_launch_bn_backward_nchw(
                         0, s.n, s.c, hw, K(x, float), K(dy, float), mask, K(gamma, float),
                         K(sm, float), K(si, float), K(dx, float), K(dg, float), K(db, float),
-                        scratch),
+                        gout, scratch),
                     label);
-        compare(&dx, tg, fused ? "backward through relu dx" : "backward dx", label);
-        compare(&dg, tb, fused ? "backward through relu dgamma (+=)" : "backward dgamma (+=)",
-                label);
-        compare(&db, tb, fused ? "backward through relu dbeta (+=)" : "backward dbeta (+=)",
-                label);
+        static const char *const bw[4] = {"backward", "backward through relu",
+                                           "backward through relu keeping g",
+                                           "backward through relu keeping g in dy"};
+        snprintf(what, sizeof what, "%s dx", bw[mode]);
+        compare(&dx, tg, what, label);
+        snprintf(what, sizeof what, "%s dgamma (+=)", bw[mode]);
+        compare(&dg, tb, what, label);
+        snprintf(what, sizeof what, "%s dbeta (+=)", bw[mode]);
+        compare(&db, tb, what, label);
+        if (keep) {
+            snprintf(what, sizeof what, "%s: g (pp_relu_backward's bits)", bw[mode]);
+            compare(gk, 0.0, what, label);
+        }
         share(&dg), share(&db);
     }
 #undef K
     free(scratch);
-    buf *all[] = {&x, &add, &y, &y2, &dy, &dx, &gamma, &beta, &rm, &rv, &sm, &si, &dg, &db};
+    buf *all[] = {&x, &add, &y, &y2, &dy, &dx, &g, &gamma, &beta, &rm, &rv, &sm, &si, &dg, &db};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) drop(all[i]);
 }
 

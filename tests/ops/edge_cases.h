@@ -103,6 +103,9 @@ static void edge_bn_case(pp_device_ctx *dev, pp_exec *ex, int n, int c, int h, i
         EDGE_REFUSED(pp_batchnorm_backward_relu(ex, &d, &x, &x, &dy, &v[0], &v[4], &v[5], &dx,
                                                 &v[6], &v[7], &e_),
                      why);
+        EDGE_REFUSED(pp_batchnorm_backward_add_relu(ex, &d, &x, &x, &dy, &v[0], &v[4], &v[5],
+                                                    &dx, &v[6], &v[7], &dy, &e_),
+                     why);
     }
     pp_error err;
     CHECK_OK(pp_exec_sync(ex, &err), &err);

@@ -85,6 +85,11 @@ static pp_status r_bn_bwd_relu(pp_exec *ex, const void *d, pp_tensor **t, pp_err
     return pp_batchnorm_backward_relu(ex, d, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8],
                                       err);
 }
+static pp_status r_bn_bwd_add_relu(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
+{
+    return pp_batchnorm_backward_add_relu(ex, d, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+                                          t[8], t[9], err);
+}
 static pp_status r_relu(pp_exec *ex, const void *d, pp_tensor **t, pp_error *err)
 {
     return pp_relu_forward(ex, t[0], t[1], err);
@@ -185,6 +190,11 @@ static const op_case CASES[] = {
      {B4, F1(4), F1(4), F1(4), {'f', 1, {4, 1, 1, 1}}, B4, F1(4), F1(4)}, {0}, false},
     {"batchnorm_backward_relu", r_bn_bwd_relu, &BN, 9,
      {B4, B4, B4, F1(4), F1(4), F1(4), B4, F1(4), F1(4)}, {0}, false},
+    {"batchnorm_backward_add_relu", r_bn_bwd_add_relu, &BN, 10,
+     {B4, B4, B4, F1(4), F1(4), F1(4), B4, F1(4), F1(4), B4}, {0}, false},
+    {"batchnorm_backward_add_relu, g in dy", r_bn_bwd_add_relu, &BN, 10,
+     {B4, B4, B4, F1(4), F1(4), F1(4), B4, F1(4), F1(4), B4}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 3},
+     false},
     {"relu_forward", r_relu, NULL, 2, {E4, E4}, {0}, true},
     {"relu_forward in place", r_relu, NULL, 2, {E4, E4}, {0, 1}, true},
     {"relu_backward", r_relu_bwd, NULL, 3, {E4, E4, E4}, {0}, true},

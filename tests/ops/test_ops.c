@@ -1285,6 +1285,46 @@ static void test_add_relu_backward(void)
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
 }
 
+/* pp_batchnorm_backward_add_relu: the bits of pp_relu_backward into g then
+ * pp_batchnorm_backward from g (g beside dy and in dy's memory); a missing g
+ * or one sharing x's, relu_y's or dx's memory refused. */
+static void test_bn_backward_add_relu(void)
+{
+    pp_error err;
+    const pp_bn_desc d = {3, 4, 5, 6, 1e-5f, 0.1f};
+    pp_tensor x = tnew(4, 3, 4, 5, 6), ry = tnew(4, 3, 4, 5, 6), dy = tnew(4, 3, 4, 5, 6);
+    pp_tensor g1 = tnew(4, 3, 4, 5, 6), g2 = tnew(4, 3, 4, 5, 6), dx1 = tnew(4, 3, 4, 5, 6);
+    pp_tensor dx2 = tnew(4, 3, 4, 5, 6), v[9];
+    for (int i = 0; i < 9; i++) v[i] = tnew(1, 4, 1, 1, 1);
+    free(fill(&x, 0, 2)), free(fill(&ry, -0.5, 1)), free(fill(&dy, 0, 1));
+    for (int i = 0; i < 9; i++) free(fill(&v[i], 1.5, 1)); /* gamma, mean, invstd, dg, db x2 */
+    memcpy(fp(&v[5]), fp(&v[3]), 16), memcpy(fp(&v[6]), fp(&v[4]), 16);
+    CHECK_OK(pp_relu_backward(&g_ex, &ry, &dy, &g1, &err), &err);
+    CHECK_OK(pp_batchnorm_backward(&g_ex, &d, &x, &g1, &v[0], &v[1], &v[2], &dx1, &v[3], &v[4],
+                                   &err),
+             &err);
+    CHECK_OK(pp_batchnorm_backward_add_relu(&g_ex, &d, &x, &ry, &dy, &v[0], &v[1], &v[2], &dx2,
+                                            &v[5], &v[6], &g2, &err),
+             &err);
+    const size_t n = numel(&x) * sizeof(float);
+    CHECK(memcmp(fp(&g1), fp(&g2), n) == 0);
+    CHECK(memcmp(fp(&dx1), fp(&dx2), n) == 0);
+    CHECK(memcmp(fp(&v[3]), fp(&v[5]), 16) == 0 && memcmp(fp(&v[4]), fp(&v[6]), 16) == 0);
+    /* g in dy's memory: the same bits */
+    CHECK_OK(pp_batchnorm_backward_add_relu(&g_ex, &d, &x, &ry, &dy, &v[0], &v[1], &v[2], &dx2,
+                                            &v[7], &v[8], &dy, &err),
+             &err);
+    CHECK(memcmp(fp(&g1), fp(&dy), n) == 0);
+    CHECK(memcmp(fp(&dx1), fp(&dx2), n) == 0);
+    pp_tensor *bad[4] = {NULL, &x, &ry, &dx2};
+    for (int i = 0; i < 4; i++)
+        CHECK(pp_batchnorm_backward_add_relu(&g_ex, &d, &x, &ry, &dy, &v[0], &v[1], &v[2], &dx2,
+                                             &v[7], &v[8], bad[i], &err) == PP_ERR_INVALID);
+    pp_tensor *ts[] = {&x, &ry, &dy, &g1, &g2, &dx1, &dx2};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    for (int i = 0; i < 9; i++) pp_tensor_free(&v[i]);
+}
+
 /* pp_zero_multi clears tensors of every dtype and odd sizes, views at odd
  * offsets included, without touching their neighbours, and names a bad tensor
  * by its index. */
@@ -1639,6 +1679,7 @@ int main(void)
     test_softmax_xent();
     test_elementwise();
     test_add_relu_backward();
+    test_bn_backward_add_relu();
     test_sigmoid();
     test_zero_multi();
     test_sgd();
