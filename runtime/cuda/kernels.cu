@@ -408,9 +408,13 @@ __global__ void zero_multi_k(const pp_cuda_zero_list list)
 
 __device__ uint64_t global_ns()
 {
+#ifdef PP_CUDA_EMU /* the CPU emulator of tests/emu: the host's clock */
+    return pp_emu::now_ns();
+#else
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
+#endif
 }
 
 __global__ void delay_k(uint64_t ns)

@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <vector>
 
 namespace pp_emu {
@@ -269,6 +270,13 @@ long faults()
     return fault_count;
 }
 
+uint64_t now_ns()
+{
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 } // namespace pp_emu
 
 extern "C" {
@@ -278,9 +286,10 @@ long pp_emu_faults(void)
     return pp_emu::faults();
 }
 
-/* kernels.cu's switch reader (the kernel files call it, renamed): the
+/* kernels.cu's switch reader (the kernel files call it, renamed), for tests
+ * without kernels.cu (weak: kernels.cu's own, when linked, is the one): the
  * variable is read at every call, so that one test runs both settings */
-bool pp_emu_cuda_env_on(const char *name, int *cache)
+__attribute__((weak)) bool pp_emu_cuda_env_on(const char *name, int *cache)
 {
     const char *e = std::getenv(name);
     *cache = e && *e && std::strcmp(e, "0") != 0;

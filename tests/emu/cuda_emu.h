@@ -68,6 +68,7 @@ template <typename K, typename... A> void launch(const config &c, K call, A... a
 }
 
 cudaError_t last_error(); /* cudaGetLastError: returns and clears */
+uint64_t now_ns();        /* %globaltimer: the host's monotonic clock */
 void sync_block();        /* __syncthreads */
 /* the warp's exchange: every lane of mask offers bits, receives lane src's */
 uint64_t exchange(unsigned mask, uint64_t bits, int src);
@@ -87,6 +88,9 @@ template <typename T> T shfl_down(unsigned mask, T v, unsigned delta, int width)
 }
 
 } // namespace pp_emu
+
+/* kernel files test it where a device instruction has no host spelling */
+#define PP_CUDA_EMU 1
 
 /* the device's builtins and qualifiers, for the host compiler */
 #undef __global__

@@ -1,0 +1,347 @@
+/*
+ * test_emu_kernels.c - the CUDA backend's f32 kernels (runtime/cuda/kernels.cu),
+ * run on the CPU by the emulator (cuda_emu.h), against the CPU backend:
+ *   - elementwise ops (float4 and single-float paths, grid-stride loops),
+ *     SGD (one tensor, and the multi-tensor launch with aligned and unaligned
+ *     tensors, momentum, Nesterov, weight decay, the first step): the CPU's
+ *     bits, as ops.h promises (sigmoid within 2 ulps: exp is the library's);
+ *   - the bf16 casts: pp_bf16_from_f32's bits, specials included;
+ *   - multi-tensor zeroing: every byte of every buffer, none beside;
+ *   - channel bias, window and global average pooling, softmax
+ *     cross-entropy: within f32 rounding of the CPU (1e-6 normalised);
+ *   - the delay kernel: it occupies its launch for the time asked.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/core/device.h"
+#include "runtime/core/exec.h"
+#include "runtime/core/ops.h"
+#include "runtime/core/tensor.h"
+#include "tests/check.h"
+#include "tests/emu/emu.h"
+
+#include "emu_kernels.h"
+
+static pp_registry *g_reg;
+static pp_device_ctx *g_dev;
+static pp_exec g_ex;
+static uint64_t g_rng = 0x2c1b3c6d4e5f6a7bull;
+
+static float urand(void)
+{
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((g_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static pp_tensor talloc(pp_dtype dt, int ndim, const int64_t *shape)
+{
+    pp_tensor t;
+    pp_error err;
+    if (pp_tensor_zeros(&t, g_dev, dt, ndim, shape, &err) != PP_OK) {
+        fprintf(stderr, "allocation failed: %s\n", err.msg);
+        exit(1);
+    }
+    return t;
+}
+
+static float *F(const pp_tensor *t) { return (float *)t->data; }
+
+static void fill(pp_tensor *t, float lo, float span)
+{
+    for (int64_t i = 0; i < pp_tensor_numel(t); i++) F(t)[i] = lo + (urand() + 1.0f) * 0.5f * span;
+}
+
+/* a copy of t's floats at 64-byte alignment plus off bytes; *base to free */
+static float *kcopy(const pp_tensor *t, size_t off, void **base)
+{
+    const size_t bytes = pp_tensor_bytes(t);
+    *base = aligned_alloc(64, (bytes + off + 64) / 64 * 64);
+    float *p = (float *)((char *)*base + off);
+    memcpy(p, t->data, bytes);
+    return p;
+}
+
+/* normalised error max |k - cpu| / max |cpu| within tol (0: the same bits) */
+static void close_to(const pp_tensor *t, const float *k, double tol, const char *what)
+{
+    const int64_t n = pp_tensor_numel(t);
+    if (tol == 0) {
+        int64_t differ = 0;
+        for (int64_t i = 0; i < n; i++) differ += memcmp(&F(t)[i], &k[i], sizeof(float)) != 0;
+        CHECK_MSG(differ == 0, "%s: %lld of %lld elements not the CPU's bits", what,
+                  (long long)differ, (long long)n);
+        return;
+    }
+    double scale = 0, diff = 0;
+    for (int64_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs(F(t)[i]));
+        const double d = fabs((double)F(t)[i] - k[i]);
+        if (!(d <= diff)) diff = d;
+    }
+    CHECK_MSG(diff <= tol * (scale > 0 ? scale : 1), "%s: normalised error %.3g > %.3g", what,
+              scale > 0 ? diff / scale : diff, tol);
+}
+
+#define CUDA_OK(call, what) CHECK_MSG((call) == cudaSuccess, "%s: launch failed", what)
+
+static void test_elementwise(void)
+{
+    static const struct { pp_emu_cuda_ew_kind kind; const char *what; } kinds[] = {
+        {PP_CUDA_EW_RELU, "relu"},       {PP_CUDA_EW_RELU_BACKWARD, "relu backward"},
+        {PP_CUDA_EW_SIGMOID, "sigmoid"}, {PP_CUDA_EW_SIGMOID_BACKWARD, "sigmoid backward"},
+        {PP_CUDA_EW_ADD, "add"},         {PP_CUDA_EW_ADD_RELU, "add + relu"},
+    };
+    const int64_t shape[1] = {1003};
+    pp_error err;
+    char what[64];
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        for (size_t off = 0; off <= 4; off += 4) {
+            pp_tensor a = talloc(PP_F32, 1, shape), b = talloc(PP_F32, 1, shape);
+            pp_tensor y = talloc(PP_F32, 1, shape);
+            fill(&a, -3, 6), fill(&b, -3, 6);
+            void *ba, *bb, *by;
+            float *ka = kcopy(&a, off, &ba), *kb = kcopy(&b, off, &bb), *ky = kcopy(&y, off, &by);
+            switch (kinds[i].kind) {
+            case PP_CUDA_EW_RELU: CHECK_OK(pp_relu_forward(&g_ex, &a, &y, &err), &err); break;
+            case PP_CUDA_EW_RELU_BACKWARD:
+                CHECK_OK(pp_relu_backward(&g_ex, &a, &b, &y, &err), &err);
+                break;
+            case PP_CUDA_EW_SIGMOID: CHECK_OK(pp_sigmoid_forward(&g_ex, &a, &y, &err), &err); break;
+            case PP_CUDA_EW_SIGMOID_BACKWARD:
+                CHECK_OK(pp_sigmoid_backward(&g_ex, &a, &b, &y, &err), &err);
+                break;
+            case PP_CUDA_EW_ADD: CHECK_OK(pp_add(&g_ex, &a, &b, &y, &err), &err); break;
+            case PP_CUDA_EW_ADD_RELU: CHECK_OK(pp_add_relu(&g_ex, &a, &b, &y, &err), &err); break;
+            }
+            snprintf(what, sizeof what, "%s%s", kinds[i].what, off ? " (single floats)" : "");
+            CUDA_OK(pp_emu_cuda_launch_elementwise(0, 3, kinds[i].kind, shape[0], ka, kb, ky), what);
+            const bool sig = kinds[i].kind == PP_CUDA_EW_SIGMOID;
+            close_to(&y, ky, sig ? 3e-7 : 0, what);
+            free(ba), free(bb), free(by);
+            pp_tensor_free(&a), pp_tensor_free(&b), pp_tensor_free(&y);
+        }
+    }
+}
+
+static void test_casts(void)
+{
+    static const uint32_t special[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u,
+                                       0x00000001u, 0x00400000u, 0x7f7fffffu, 0x3f808000u,
+                                       0x3f818000u, 0x80000000u};
+    enum { N = 777 };
+    float x[N], back[N];
+    uint16_t y[N];
+    for (int i = 0; i < N; i++) x[i] = ldexpf(urand(), (int)(urand() * 40));
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) memcpy(&x[i], &special[i], 4);
+    CUDA_OK(pp_emu_cuda_launch_bf16_from_f32(0, 2, N, x, y), "bf16_from_f32");
+    CUDA_OK(pp_emu_cuda_launch_f32_from_bf16(0, 2, N, y, back), "f32_from_bf16");
+    int bad = 0, bad_back = 0;
+    for (int i = 0; i < N; i++) {
+        bad += y[i] != pp_bf16_from_f32(x[i]);
+        const float want = pp_f32_from_bf16(y[i]);
+        bad_back += memcmp(&back[i], &want, 4) != 0;
+    }
+    CHECK_MSG(bad == 0, "bf16_from_f32: %d of %d not pp_bf16_from_f32's bits", bad, N);
+    CHECK_MSG(bad_back == 0, "f32_from_bf16: %d of %d not exact", bad_back, N);
+}
+
+static void test_sgd(void)
+{
+    static const pp_sgd_desc descs[] = {
+        {0.1f, 0.9f, 1e-4f, false, true}, {0.1f, 0.9f, 1e-4f, false, false},
+        {0.05f, 0.9f, 0.0f, true, false}, {0.1f, 0.0f, 5e-4f, false, false}};
+    /* an aligned tensor of several tiles, an unaligned one, and a short one */
+    static const struct { int64_t n; size_t off; } ts[] = {{9000, 0}, {1037, 4}, {3, 0}};
+    enum { T = 3 };
+    pp_error err;
+    char what[96];
+    for (size_t di = 0; di < sizeof descs / sizeof descs[0]; di++) {
+        const pp_sgd_desc *d = &descs[di];
+        pp_tensor p[T], g[T], b[T];
+        void *bp[T], *bg[T], *bb[T], *sp[T], *sb[T];
+        float *kp[T], *kg[T], *kb[T], *p1[T], *b1[T];
+        pp_emu_cuda_sgd_list list;
+        memset(&list, 0, sizeof list);
+        for (int i = 0; i < T; i++) {
+            p[i] = talloc(PP_F32, 1, &ts[i].n), g[i] = talloc(PP_F32, 1, &ts[i].n);
+            b[i] = talloc(PP_F32, 1, &ts[i].n);
+            fill(&p[i], -1, 2), fill(&g[i], -1, 2), fill(&b[i], -1, 2);
+            kp[i] = kcopy(&p[i], ts[i].off, &bp[i]), kg[i] = kcopy(&g[i], ts[i].off, &bg[i]);
+            kb[i] = kcopy(&b[i], ts[i].off, &bb[i]);
+            p1[i] = kcopy(&p[i], ts[i].off, &sp[i]), b1[i] = kcopy(&b[i], ts[i].off, &sb[i]);
+            list.param[i] = kp[i];
+            list.grad[i] = kg[i];
+            list.buf[i] = d->momentum != 0 ? kb[i] : NULL;
+            list.n[i] = ts[i].n;
+            list.first_tile[i] = list.tiles;
+            list.tiles += (int32_t)((ts[i].n + PP_CUDA_MULTI_TILE - 1) / PP_CUDA_MULTI_TILE);
+            list.count++;
+            CHECK_OK(pp_sgd_update(&g_ex, d, &p[i], &g[i], d->momentum != 0 ? &b[i] : NULL, &err),
+                     &err);
+            CUDA_OK(pp_emu_cuda_launch_sgd(0, 3, ts[i].n, d->lr, d->momentum, d->weight_decay,
+                                           d->nesterov, d->first_step, p1[i], kg[i],
+                                           d->momentum != 0 ? b1[i] : NULL),
+                    "sgd");
+        }
+        CUDA_OK(pp_emu_cuda_launch_sgd_multi(0, 5, &list, d->lr, d->momentum, d->weight_decay,
+                                             d->nesterov, d->first_step),
+                "sgd_multi");
+        for (int i = 0; i < T; i++) {
+            snprintf(what, sizeof what, "sgd (case %zu, tensor %d of %lld)", di, i,
+                     (long long)ts[i].n);
+            close_to(&p[i], p1[i], 0, what);
+            snprintf(what, sizeof what, "sgd_multi (case %zu, tensor %d of %lld)", di, i,
+                     (long long)ts[i].n);
+            close_to(&p[i], kp[i], 0, what);
+            if (d->momentum != 0) {
+                close_to(&b[i], kb[i], 0, what);
+                close_to(&b[i], b1[i], 0, what);
+            }
+            free(bp[i]), free(bg[i]), free(bb[i]), free(sp[i]), free(sb[i]);
+            pp_tensor_free(&p[i]), pp_tensor_free(&g[i]), pp_tensor_free(&b[i]);
+        }
+    }
+}
+
+static void test_zero_multi(void)
+{
+    static const struct { size_t bytes, off; } bufs[] = {
+        {1, 3}, {17, 1}, {70000, 0}, {16385, 7}, {4096, 8}};
+    enum { B = 5, PAD = 32 };
+    unsigned char *mem[B];
+    pp_emu_cuda_zero_list list;
+    memset(&list, 0, sizeof list);
+    for (int i = 0; i < B; i++) {
+        mem[i] = malloc(bufs[i].bytes + bufs[i].off + 2 * PAD);
+        memset(mem[i], 0xa5, bufs[i].bytes + bufs[i].off + 2 * PAD);
+        list.ptr[i] = mem[i] + PAD + bufs[i].off;
+        list.bytes[i] = (int64_t)bufs[i].bytes;
+        list.first_tile[i] = list.tiles;
+        list.tiles += (int32_t)(((int64_t)bufs[i].bytes + PP_CUDA_ZERO_TILE_BYTES - 1) /
+                                PP_CUDA_ZERO_TILE_BYTES);
+        list.count++;
+    }
+    CUDA_OK(pp_emu_cuda_launch_zero_multi(0, 3, &list), "zero_multi");
+    for (int i = 0; i < B; i++) {
+        size_t nonzero = 0, touched = 0;
+        const size_t lo = PAD + bufs[i].off, hi = lo + bufs[i].bytes;
+        for (size_t k = 0; k < bufs[i].bytes + bufs[i].off + 2 * PAD; k++) {
+            if (k >= lo && k < hi)
+                nonzero += mem[i][k] != 0;
+            else
+                touched += mem[i][k] != 0xa5;
+        }
+        CHECK_MSG(nonzero == 0 && touched == 0,
+                  "zero_multi buffer %d (%zu bytes at offset %zu): %zu not zeroed, %zu beside "
+                  "written",
+                  i, bufs[i].bytes, bufs[i].off, nonzero, touched);
+        free(mem[i]);
+    }
+}
+
+static void test_bias_pool_loss(void)
+{
+    pp_error err;
+    void *b1, *b2, *b3;
+    /* channel bias */
+    const int64_t ys[4] = {3, 5, 7, 9}, cs[1] = {5};
+    pp_tensor y = talloc(PP_F32, 4, ys), bias = talloc(PP_F32, 1, cs), db = talloc(PP_F32, 1, cs);
+    fill(&y, -1, 2), fill(&bias, -1, 2), fill(&db, -1, 2);
+    float *ky = kcopy(&y, 0, &b1), *kdb = kcopy(&db, 0, &b2);
+    CHECK_OK(pp_channel_bias_forward(&g_ex, &bias, &y, &err), &err);
+    CUDA_OK(pp_emu_cuda_launch_channel_bias_add(0, 3, 3, 5, 63, F(&bias), ky), "channel bias");
+    close_to(&y, ky, 0, "channel bias add");
+    CHECK_OK(pp_channel_bias_backward(&g_ex, &y, &db, &err), &err);
+    CUDA_OK(pp_emu_cuda_launch_channel_bias_backward(0, 3, 5, 63, ky, kdb), "channel bias backward");
+    close_to(&db, kdb, 1e-6, "channel bias backward (+=)");
+    free(b1), free(b2);
+    pp_tensor_free(&y), pp_tensor_free(&bias), pp_tensor_free(&db);
+
+    /* window average pooling, and global */
+    pp_pool_desc d;
+    CHECK_OK(pp_pool_desc_init(&d, 2, 3, 9, 8, 3, 2, 1, &err), &err);
+    const int64_t xs[4] = {2, 3, 9, 8}, ps[4] = {2, 3, d.p, d.q}, gs[2] = {2, 3};
+    pp_tensor x = talloc(PP_F32, 4, xs), py = talloc(PP_F32, 4, ps), pdy = talloc(PP_F32, 4, ps);
+    pp_tensor pdx = talloc(PP_F32, 4, xs), gy = talloc(PP_F32, 2, gs), gdx = talloc(PP_F32, 4, xs);
+    fill(&x, -1, 2), fill(&pdy, -1, 2);
+    const pp_emu_cuda_pool_geom g = {6, 9, 8, d.p, d.q, 3, 2, 1};
+    float *kpy = kcopy(&py, 0, &b1), *kpdx = kcopy(&pdx, 0, &b2), *kgy = kcopy(&gy, 0, &b3);
+    CHECK_OK(pp_avgpool2d_forward(&g_ex, &d, &x, &py, &err), &err);
+    CHECK_OK(pp_avgpool2d_backward(&g_ex, &d, &pdy, &pdx, &err), &err);
+    CUDA_OK(pp_emu_cuda_launch_avgpool2d_forward(0, 3, g, F(&x), kpy), "avgpool2d");
+    CUDA_OK(pp_emu_cuda_launch_avgpool2d_backward(0, 3, g, F(&pdy), kpdx), "avgpool2d backward");
+    close_to(&py, kpy, 1e-6, "avgpool2d forward");
+    close_to(&pdx, kpdx, 1e-6, "avgpool2d backward");
+    free(b2);
+    float *kgdx = kcopy(&gdx, 0, &b2);
+    CHECK_OK(pp_avgpool_forward(&g_ex, &x, &gy, &err), &err);
+    CHECK_OK(pp_avgpool_backward(&g_ex, &gy, &gdx, &err), &err);
+    CUDA_OK(pp_emu_cuda_launch_avgpool_forward(0, 6, 72, F(&x), kgy), "avgpool");
+    CUDA_OK(pp_emu_cuda_launch_avgpool_backward(0, 3, 6, 72, F(&gy), kgdx), "avgpool backward");
+    close_to(&gy, kgy, 1e-6, "global average pool");
+    close_to(&gdx, kgdx, 1e-6, "global average pool backward");
+    free(b1), free(b2), free(b3);
+    pp_tensor *ts[] = {&x, &py, &pdy, &pdx, &gy, &gdx};
+    for (size_t i = 0; i < 6; i++) pp_tensor_free(ts[i]);
+
+    /* softmax cross-entropy */
+    const int n = 37, classes = 10;
+    const int64_t ls[2] = {n, classes}, ns[1] = {n}, one[1] = {1};
+    pp_tensor logits = talloc(PP_F32, 2, ls), labels = talloc(PP_I32, 1, ns);
+    pp_tensor loss = talloc(PP_F32, 0, one), correct = talloc(PP_I32, 0, one);
+    pp_tensor dl = talloc(PP_F32, 2, ls);
+    fill(&logits, -4, 8);
+    for (int i = 0; i < n; i++) ((int32_t *)labels.data)[i] = (i * 7) % classes;
+    double *row_loss = malloc(sizeof(double) * n);
+    int32_t *row_correct = malloc(sizeof(int32_t) * n), kcorrect = -5;
+    float kloss = 0;
+    float *kdl = kcopy(&dl, 0, &b1);
+    CHECK_OK(pp_softmax_xent(&g_ex, &logits, &labels, 8.0f, &loss, &correct, &dl, &err), &err);
+    CUDA_OK(pp_emu_cuda_launch_softmax_xent(0, n, classes, F(&logits), labels.data, 8.0f, row_loss,
+                                            row_correct, &kloss, &kcorrect, kdl),
+            "softmax_xent");
+    CHECK_MSG(fabs(kloss - F(&loss)[0]) <= 1e-6 * fabs(F(&loss)[0]),
+              "softmax_xent loss %.9g, the CPU's %.9g", kloss, F(&loss)[0]);
+    CHECK_MSG(kcorrect == ((int32_t *)correct.data)[0], "softmax_xent correct %d, the CPU's %d",
+              kcorrect, ((int32_t *)correct.data)[0]);
+    close_to(&dl, kdl, 1e-6, "softmax_xent dlogits");
+    free(b1), free(row_loss), free(row_correct);
+    pp_tensor_free(&logits), pp_tensor_free(&labels), pp_tensor_free(&loss),
+        pp_tensor_free(&correct), pp_tensor_free(&dl);
+}
+
+static void test_delay(void)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    CUDA_OK(pp_emu_cuda_launch_delay(0, 3000000), "delay");
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    const double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+    CHECK_MSG(ms >= 3.0, "a 3 ms delay returned after %.2f ms", ms);
+}
+
+int main(void)
+{
+    pp_error err;
+    if (pp_registry_new(&g_reg, &err) != PP_OK ||
+        pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 0}, &g_dev, &err) != PP_OK ||
+        pp_exec_init(&g_ex, g_dev, NULL, &err) != PP_OK) {
+        fprintf(stderr, "setup failed: %s\n", err.msg);
+        return 1;
+    }
+    test_elementwise();
+    test_casts();
+    test_sgd();
+    test_zero_multi();
+    test_bias_pool_loss();
+    test_delay();
+    CHECK_MSG(pp_emu_faults() == 0, "the emulator reported %ld faults", pp_emu_faults());
+    pp_exec_destroy(&g_ex);
+    pp_registry_free(g_reg);
+    return check_summary("test_emu_kernels");
+}
