@@ -243,10 +243,12 @@ void sync_block()
     arrive(the_run().all, AT_BLOCK);
 }
 
-uint64_t exchange(unsigned mask, uint64_t bits, int src)
+uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta, int width)
 {
     block_run &b = the_run();
     const int t = b.cur, lane = t % WARP;
+    const int base = lane - lane % width, up = lane + (int)delta;
+    const int src = up < base + width ? up : lane;
     warp_state &w = b.warps[t / WARP];
     for (int k = 0; k < WARP; k++)
         if (mask >> k & 1u && !w.present[k])

@@ -49,7 +49,10 @@ struct config {
     dim3 grid, block;
     size_t smem;
     cudaStream_t stream;
-    config(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0) : grid(g), block(b), smem(s), stream(st) {}
+    config(dim3 g, dim3 b, size_t s = 0, cudaStream_t st = 0)
+        : grid(g), block(b), smem(s), stream(st)
+    {
+    }
 };
 
 /* runs body once per thread of every block of c, blocks in order; a
@@ -70,8 +73,10 @@ template <typename K, typename... A> void launch(const config &c, K call, A... a
 cudaError_t last_error(); /* cudaGetLastError: returns and clears */
 uint64_t now_ns();        /* %globaltimer: the host's monotonic clock */
 void sync_block();        /* __syncthreads */
-/* the warp's exchange: every lane of mask offers bits, receives lane src's */
-uint64_t exchange(unsigned mask, uint64_t bits, int src);
+/* __shfl_down_sync's exchange: every lane of mask offers bits and receives
+ * those of the lane delta above it within its segment of width lanes (its
+ * own where that lane is past the segment) */
+uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta, int width);
 long faults(); /* mask violations so far */
 
 template <typename T> T shfl_down(unsigned mask, T v, unsigned delta, int width)
@@ -79,9 +84,7 @@ template <typename T> T shfl_down(unsigned mask, T v, unsigned delta, int width)
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffled type");
     uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof v);
-    const int lane = (int)(here.thread.x + here.block_dim.x * (here.thread.y + here.block_dim.y * here.thread.z)) % 32;
-    const int base = lane - lane % width, src = lane + (int)delta;
-    bits = exchange(mask, bits, src < base + width ? src : lane);
+    bits = shuffle_down(mask, bits, delta, width);
     T r;
     std::memcpy(&r, &bits, sizeof r);
     return r;

@@ -33,15 +33,12 @@
 #include "runtime/core/ops.h"
 #include "runtime/core/tensor.h"
 #include "tests/check.h"
-#include "tests/emu/emu.h"
+#include "tests/emu/emu_rig.h"
 
 /* the kernels' launchers, renamed pp_emu_cuda_* by unchevron.py */
 #include "emu_bn_nchw.h"
 #include "emu_bn_nhwc.h"
 
-static pp_registry *g_reg;
-static pp_device_ctx *g_dev;
-static pp_exec g_ex;
 static uint64_t g_rng = 0x853c49e6748fea9bull;
 
 static float urand(void)
@@ -54,23 +51,16 @@ static float urand(void)
  * (64-byte aligned, or `off` bytes past such a boundary). */
 typedef struct buf {
     pp_tensor t;
-    unsigned char *base, *k;
+    void *base, *k;
     size_t bytes;
 } buf;
 
 static buf make(pp_dtype dt, pp_layout lay, int ndim, const int64_t *shape, size_t off)
 {
     buf b;
-    pp_error err;
-    if (pp_tensor_zeros(&b.t, g_dev, dt, ndim, shape, &err) != PP_OK) {
-        fprintf(stderr, "allocation failed: %s\n", err.msg);
-        exit(1);
-    }
-    if (ndim == 4) b.t.layout = lay;
+    b.t = emu_tensor(dt, ndim, shape, lay);
     b.bytes = pp_tensor_bytes(&b.t);
-    b.base = aligned_alloc(64, (b.bytes + off + 64) / 64 * 64);
-    b.k = b.base + off;
-    memset(b.k, 0, b.bytes);
+    b.k = emu_alloc(b.bytes, off, &b.base);
     return b;
 }
 
@@ -120,12 +110,6 @@ static void compare(const buf *b, double tol, const char *what, const char *labe
     const double e = scale > 0 ? diff / scale : diff;
     CHECK_MSG(e <= tol, "%s: %s: normalised error %.3g > %.3g", label, what, e, tol);
 }
-
-#define CUDA_OK(call, label)                                                                 \
-    do {                                                                                     \
-        const cudaError_t e_ = (call);                                                       \
-        CHECK_MSG(e_ == cudaSuccess, "%s: %s returned %d", label, #call, (int)e_);            \
-    } while (0)
 
 typedef struct shape {
     int n, c, h, w;
@@ -187,17 +171,16 @@ static void run_case(shape s, bool bf16, size_t off, unsigned max_grid, const ch
                  &err);
         if (bf16)
             CUDA_OK(pp_emu_cuda_launch_bn_train_nhwc(
-                        0, max_grid, rows, s.c, d.eps, d.momentum, K(x, uint16_t),
-                        K(gamma, float), K(beta, float), K(rm, float), K(rv, float),
-                        fused ? K(add, uint16_t) : NULL, fused, K(*out, uint16_t), K(sm, float),
-                        K(si, float), scratch),
-                    label);
+                        0, max_grid, rows, s.c, d.eps, d.momentum, K(x, uint16_t), K(gamma, float),
+                        K(beta, float), K(rm, float), K(rv, float), fused ? K(add, uint16_t) : NULL,
+                        fused, K(*out, uint16_t), K(sm, float), K(si, float), scratch),
+                    "%s", label);
         else
             CUDA_OK(pp_emu_cuda_launch_bn_train_nchw(
                         0, s.n, s.c, hw, d.eps, d.momentum, K(x, float), K(gamma, float),
                         K(beta, float), K(rm, float), K(rv, float), fused ? K(add, float) : NULL,
                         fused, K(*out, float), K(sm, float), K(si, float), scratch),
-                    label);
+                    "%s", label);
         const char *ws = fused ? "train + add + relu" : "train";
         char what[96];
         snprintf(what, sizeof what, "%s y", ws);
@@ -214,31 +197,28 @@ static void run_case(shape s, bool bf16, size_t off, unsigned max_grid, const ch
         share(&sm), share(&si), share(&rm), share(&rv);
 
         /* inference forward into dx's storage (a scratch output here) */
-        CHECK_OK(pp_batchnorm_forward_act(&g_ex, &d, false, &x.t, &gamma.t, &beta.t, &rm.t,
-                                          &rv.t, fused ? &add.t : NULL, fused, &dx.t, NULL, NULL,
-                                          &err),
+        CHECK_OK(pp_batchnorm_forward_act(&g_ex, &d, false, &x.t, &gamma.t, &beta.t, &rm.t, &rv.t,
+                                          fused ? &add.t : NULL, fused, &dx.t, NULL, NULL, &err),
                  &err);
         if (bf16)
-            CUDA_OK(pp_emu_cuda_launch_bn_infer_nhwc(
-                        0, max_grid, rows, s.c, d.eps, K(x, uint16_t), K(gamma, float),
-                        K(beta, float), K(rm, float), K(rv, float),
-                        fused ? K(add, uint16_t) : NULL, fused, K(dx, uint16_t), scratch),
-                    label);
+            CUDA_OK(pp_emu_cuda_launch_bn_infer_nhwc(0, max_grid, rows, s.c, d.eps, K(x, uint16_t),
+                                                     K(gamma, float), K(beta, float), K(rm, float),
+                                                     K(rv, float), fused ? K(add, uint16_t) : NULL,
+                                                     fused, K(dx, uint16_t), scratch),
+                    "%s", label);
         else
             CUDA_OK(pp_emu_cuda_launch_bn_infer_nchw(0, s.n, s.c, hw, d.eps, K(x, float),
-                                                     K(gamma, float), K(beta, float),
-                                                     K(rm, float), K(rv, float),
-                                                     fused ? K(add, float) : NULL, fused,
-                                                     K(dx, float), scratch),
-                    label);
+                                                     K(gamma, float), K(beta, float), K(rm, float),
+                                                     K(rv, float), fused ? K(add, float) : NULL,
+                                                     fused, K(dx, float), scratch),
+                    "%s", label);
         compare(&dx, ta, fused ? "infer + add + relu" : "infer", label);
 
         /* backward: plain, or through the mask of y2 (the CPU's bytes on both sides) */
         if (keep) {
             share(&y2);
-            CHECK_OK(pp_batchnorm_backward_add_relu(&g_ex, &d, &x.t, &y2.t, &dy.t, &gamma.t,
-                                                    &sm.t, &si.t, &dx.t, &dg.t, &db.t, &gk->t,
-                                                    &err),
+            CHECK_OK(pp_batchnorm_backward_add_relu(&g_ex, &d, &x.t, &y2.t, &dy.t, &gamma.t, &sm.t,
+                                                    &si.t, &dx.t, &dg.t, &db.t, &gk->t, &err),
                      &err);
         } else if (fused) {
             share(&y2);
@@ -253,20 +233,20 @@ static void run_case(shape s, bool bf16, size_t off, unsigned max_grid, const ch
         const void *mask = fused ? y2.k : NULL;
         void *gout = keep ? gk->k : NULL;
         if (bf16)
-            CUDA_OK(pp_emu_cuda_launch_bn_backward_nhwc(
-                        0, max_grid, rows, s.c, K(x, uint16_t), K(dy, uint16_t), mask,
-                        K(gamma, float), K(sm, float), K(si, float), K(dx, uint16_t),
-                        K(dg, float), K(db, float), gout, scratch),
-                    label);
+            CUDA_OK(pp_emu_cuda_launch_bn_backward_nhwc(0, max_grid, rows, s.c, K(x, uint16_t),
+                                                        K(dy, uint16_t), mask, K(gamma, float),
+                                                        K(sm, float), K(si, float), K(dx, uint16_t),
+                                                        K(dg, float), K(db, float), gout, scratch),
+                    "%s", label);
         else
-            CUDA_OK(pp_emu_cuda_launch_bn_backward_nchw(
-                        0, s.n, s.c, hw, K(x, float), K(dy, float), mask, K(gamma, float),
-                        K(sm, float), K(si, float), K(dx, float), K(dg, float), K(db, float),
-                        gout, scratch),
-                    label);
+            CUDA_OK(pp_emu_cuda_launch_bn_backward_nchw(0, s.n, s.c, hw, K(x, float), K(dy, float),
+                                                        mask, K(gamma, float), K(sm, float),
+                                                        K(si, float), K(dx, float), K(dg, float),
+                                                        K(db, float), gout, scratch),
+                    "%s", label);
         static const char *const bw[4] = {"backward", "backward through relu",
-                                           "backward through relu keeping g",
-                                           "backward through relu keeping g in dy"};
+                                          "backward through relu keeping g",
+                                          "backward through relu keeping g in dy"};
         snprintf(what, sizeof what, "%s dx", bw[mode]);
         compare(&dx, tg, what, label);
         snprintf(what, sizeof what, "%s dgamma (+=)", bw[mode]);
@@ -289,9 +269,8 @@ static void test_nchw(void)
 {
     /* planes of 25, 63, 1, 36 and 1024 floats; 1024 and 1225 floats give
      * two blocks of images per channel; 36 and 1024 take 16-byte steps */
-    static const shape cases[] = {{4, 8, 5, 5},  {2, 3, 7, 9},   {16, 32, 1, 1},
-                                  {1, 4, 6, 6},  {16, 8, 32, 32}, {4, 8, 35, 35},
-                                  {3, 2, 4, 4}};
+    static const shape cases[] = {{4, 8, 5, 5},    {2, 3, 7, 9},   {16, 32, 1, 1}, {1, 4, 6, 6},
+                                  {16, 8, 32, 32}, {4, 8, 35, 35}, {3, 2, 4, 4}};
     char label[96];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         for (size_t off = 0; off <= 4; off += 4) {
@@ -302,15 +281,15 @@ static void test_nchw(void)
     }
     /* no rows: refused, as cuDNN's path refuses */
     CHECK(pp_emu_cuda_launch_bn_train_nchw(0, 0, 4, 9, 1e-5f, 0.1f, NULL, NULL, NULL, NULL, NULL,
-                                           NULL, false, NULL, NULL, NULL, NULL) ==
-          cudaErrorInvalidValue);
+                                           NULL, false, NULL, NULL, NULL,
+                                           NULL) == cudaErrorInvalidValue);
 }
 
 static void test_nhwc(void)
 {
     /* 8-channel tiles: 16, 24 and 64 channels (one tile), 2064 (two); many
      * row groups at 64 x 4096 rows; 5 and 12 channels take the scalar path */
-    static const shape cases[] = {{2, 16, 5, 7}, {4, 24, 3, 3}, {2, 2064, 1, 3},
+    static const shape cases[] = {{2, 16, 5, 7},  {4, 24, 3, 3}, {2, 2064, 1, 3},
                                   {64, 64, 8, 8}, {3, 5, 4, 4},  {2, 12, 3, 5}};
     char label[96];
     for (int scalar = 0; scalar < 2; scalar++) {
@@ -333,17 +312,8 @@ static void test_nhwc(void)
 
 int main(void)
 {
-    pp_error err;
-    if (pp_registry_new(&g_reg, &err) != PP_OK ||
-        pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 0}, &g_dev, &err) != PP_OK ||
-        pp_exec_init(&g_ex, g_dev, NULL, &err) != PP_OK) {
-        fprintf(stderr, "setup failed: %s\n", err.msg);
-        return 1;
-    }
+    emu_rig_open();
     test_nchw();
     test_nhwc();
-    CHECK_MSG(pp_emu_faults() == 0, "the emulator reported %ld faults", pp_emu_faults());
-    pp_exec_destroy(&g_ex);
-    pp_registry_free(g_reg);
-    return check_summary("test_emu_bn");
+    return emu_rig_close("test_emu_bn");
 }

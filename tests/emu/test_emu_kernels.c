@@ -23,13 +23,10 @@
 #include "runtime/core/ops.h"
 #include "runtime/core/tensor.h"
 #include "tests/check.h"
-#include "tests/emu/emu.h"
+#include "tests/emu/emu_rig.h"
 
 #include "emu_kernels.h"
 
-static pp_registry *g_reg;
-static pp_device_ctx *g_dev;
-static pp_exec g_ex;
 static uint64_t g_rng = 0x2c1b3c6d4e5f6a7bull;
 
 static float urand(void)
@@ -38,32 +35,14 @@ static float urand(void)
     return (float)((g_rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
 }
 
-static pp_tensor talloc(pp_dtype dt, int ndim, const int64_t *shape)
+static float *F(const pp_tensor *t)
 {
-    pp_tensor t;
-    pp_error err;
-    if (pp_tensor_zeros(&t, g_dev, dt, ndim, shape, &err) != PP_OK) {
-        fprintf(stderr, "allocation failed: %s\n", err.msg);
-        exit(1);
-    }
-    return t;
+    return (float *)t->data;
 }
-
-static float *F(const pp_tensor *t) { return (float *)t->data; }
 
 static void fill(pp_tensor *t, float lo, float span)
 {
     for (int64_t i = 0; i < pp_tensor_numel(t); i++) F(t)[i] = lo + (urand() + 1.0f) * 0.5f * span;
-}
-
-/* a copy of t's floats at 64-byte alignment plus off bytes; *base to free */
-static float *kcopy(const pp_tensor *t, size_t off, void **base)
-{
-    const size_t bytes = pp_tensor_bytes(t);
-    *base = aligned_alloc(64, (bytes + off + 64) / 64 * 64);
-    float *p = (float *)((char *)*base + off);
-    memcpy(p, t->data, bytes);
-    return p;
 }
 
 /* normalised error max |k - cpu| / max |cpu| within tol (0: the same bits) */
@@ -87,11 +66,14 @@ static void close_to(const pp_tensor *t, const float *k, double tol, const char 
               scale > 0 ? diff / scale : diff, tol);
 }
 
-#define CUDA_OK(call, what) CHECK_MSG((call) == cudaSuccess, "%s: launch failed", what)
+#define LAUNCHED(call, what) CUDA_OK(call, "%s: launch failed", what)
 
 static void test_elementwise(void)
 {
-    static const struct { pp_emu_cuda_ew_kind kind; const char *what; } kinds[] = {
+    static const struct {
+        pp_emu_cuda_ew_kind kind;
+        const char *what;
+    } kinds[] = {
         {PP_CUDA_EW_RELU, "relu"},       {PP_CUDA_EW_RELU_BACKWARD, "relu backward"},
         {PP_CUDA_EW_SIGMOID, "sigmoid"}, {PP_CUDA_EW_SIGMOID_BACKWARD, "sigmoid backward"},
         {PP_CUDA_EW_ADD, "add"},         {PP_CUDA_EW_ADD_RELU, "add + relu"},
@@ -101,11 +83,13 @@ static void test_elementwise(void)
     char what[64];
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         for (size_t off = 0; off <= 4; off += 4) {
-            pp_tensor a = talloc(PP_F32, 1, shape), b = talloc(PP_F32, 1, shape);
-            pp_tensor y = talloc(PP_F32, 1, shape);
+            pp_tensor a = emu_tensor(PP_F32, 1, shape, PP_NCHW),
+                      b = emu_tensor(PP_F32, 1, shape, PP_NCHW);
+            pp_tensor y = emu_tensor(PP_F32, 1, shape, PP_NCHW);
             fill(&a, -3, 6), fill(&b, -3, 6);
             void *ba, *bb, *by;
-            float *ka = kcopy(&a, off, &ba), *kb = kcopy(&b, off, &bb), *ky = kcopy(&y, off, &by);
+            float *ka = emu_copy(&a, off, &ba), *kb = emu_copy(&b, off, &bb),
+                  *ky = emu_copy(&y, off, &by);
             switch (kinds[i].kind) {
             case PP_CUDA_EW_RELU: CHECK_OK(pp_relu_forward(&g_ex, &a, &y, &err), &err); break;
             case PP_CUDA_EW_RELU_BACKWARD:
@@ -119,7 +103,8 @@ static void test_elementwise(void)
             case PP_CUDA_EW_ADD_RELU: CHECK_OK(pp_add_relu(&g_ex, &a, &b, &y, &err), &err); break;
             }
             snprintf(what, sizeof what, "%s%s", kinds[i].what, off ? " (single floats)" : "");
-            CUDA_OK(pp_emu_cuda_launch_elementwise(0, 3, kinds[i].kind, shape[0], ka, kb, ky), what);
+            LAUNCHED(pp_emu_cuda_launch_elementwise(0, 3, kinds[i].kind, shape[0], ka, kb, ky),
+                     what);
             const bool sig = kinds[i].kind == PP_CUDA_EW_SIGMOID;
             close_to(&y, ky, sig ? 3e-7 : 0, what);
             free(ba), free(bb), free(by);
@@ -138,8 +123,8 @@ static void test_casts(void)
     uint16_t y[N];
     for (int i = 0; i < N; i++) x[i] = ldexpf(urand(), (int)(urand() * 40));
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) memcpy(&x[i], &special[i], 4);
-    CUDA_OK(pp_emu_cuda_launch_bf16_from_f32(0, 2, N, x, y), "bf16_from_f32");
-    CUDA_OK(pp_emu_cuda_launch_f32_from_bf16(0, 2, N, y, back), "f32_from_bf16");
+    LAUNCHED(pp_emu_cuda_launch_bf16_from_f32(0, 2, N, x, y), "bf16_from_f32");
+    LAUNCHED(pp_emu_cuda_launch_f32_from_bf16(0, 2, N, y, back), "f32_from_bf16");
     int bad = 0, bad_back = 0;
     for (int i = 0; i < N; i++) {
         bad += y[i] != pp_bf16_from_f32(x[i]);
@@ -152,11 +137,15 @@ static void test_casts(void)
 
 static void test_sgd(void)
 {
-    static const pp_sgd_desc descs[] = {
-        {0.1f, 0.9f, 1e-4f, false, true}, {0.1f, 0.9f, 1e-4f, false, false},
-        {0.05f, 0.9f, 0.0f, true, false}, {0.1f, 0.0f, 5e-4f, false, false}};
+    static const pp_sgd_desc descs[] = {{0.1f, 0.9f, 1e-4f, false, true},
+                                        {0.1f, 0.9f, 1e-4f, false, false},
+                                        {0.05f, 0.9f, 0.0f, true, false},
+                                        {0.1f, 0.0f, 5e-4f, false, false}};
     /* an aligned tensor of several tiles, an unaligned one, and a short one */
-    static const struct { int64_t n; size_t off; } ts[] = {{9000, 0}, {1037, 4}, {3, 0}};
+    static const struct {
+        int64_t n;
+        size_t off;
+    } ts[] = {{9000, 0}, {1037, 4}, {3, 0}};
     enum { T = 3 };
     pp_error err;
     char what[96];
@@ -168,12 +157,13 @@ static void test_sgd(void)
         pp_emu_cuda_sgd_list list;
         memset(&list, 0, sizeof list);
         for (int i = 0; i < T; i++) {
-            p[i] = talloc(PP_F32, 1, &ts[i].n), g[i] = talloc(PP_F32, 1, &ts[i].n);
-            b[i] = talloc(PP_F32, 1, &ts[i].n);
+            p[i] = emu_tensor(PP_F32, 1, &ts[i].n, PP_NCHW),
+            g[i] = emu_tensor(PP_F32, 1, &ts[i].n, PP_NCHW);
+            b[i] = emu_tensor(PP_F32, 1, &ts[i].n, PP_NCHW);
             fill(&p[i], -1, 2), fill(&g[i], -1, 2), fill(&b[i], -1, 2);
-            kp[i] = kcopy(&p[i], ts[i].off, &bp[i]), kg[i] = kcopy(&g[i], ts[i].off, &bg[i]);
-            kb[i] = kcopy(&b[i], ts[i].off, &bb[i]);
-            p1[i] = kcopy(&p[i], ts[i].off, &sp[i]), b1[i] = kcopy(&b[i], ts[i].off, &sb[i]);
+            kp[i] = emu_copy(&p[i], ts[i].off, &bp[i]), kg[i] = emu_copy(&g[i], ts[i].off, &bg[i]);
+            kb[i] = emu_copy(&b[i], ts[i].off, &bb[i]);
+            p1[i] = emu_copy(&p[i], ts[i].off, &sp[i]), b1[i] = emu_copy(&b[i], ts[i].off, &sb[i]);
             list.param[i] = kp[i];
             list.grad[i] = kg[i];
             list.buf[i] = d->momentum != 0 ? kb[i] : NULL;
@@ -183,14 +173,14 @@ static void test_sgd(void)
             list.count++;
             CHECK_OK(pp_sgd_update(&g_ex, d, &p[i], &g[i], d->momentum != 0 ? &b[i] : NULL, &err),
                      &err);
-            CUDA_OK(pp_emu_cuda_launch_sgd(0, 3, ts[i].n, d->lr, d->momentum, d->weight_decay,
-                                           d->nesterov, d->first_step, p1[i], kg[i],
-                                           d->momentum != 0 ? b1[i] : NULL),
-                    "sgd");
+            LAUNCHED(pp_emu_cuda_launch_sgd(0, 3, ts[i].n, d->lr, d->momentum, d->weight_decay,
+                                            d->nesterov, d->first_step, p1[i], kg[i],
+                                            d->momentum != 0 ? b1[i] : NULL),
+                     "sgd");
         }
-        CUDA_OK(pp_emu_cuda_launch_sgd_multi(0, 5, &list, d->lr, d->momentum, d->weight_decay,
-                                             d->nesterov, d->first_step),
-                "sgd_multi");
+        LAUNCHED(pp_emu_cuda_launch_sgd_multi(0, 5, &list, d->lr, d->momentum, d->weight_decay,
+                                              d->nesterov, d->first_step),
+                 "sgd_multi");
         for (int i = 0; i < T; i++) {
             snprintf(what, sizeof what, "sgd (case %zu, tensor %d of %lld)", di, i,
                      (long long)ts[i].n);
@@ -210,8 +200,9 @@ static void test_sgd(void)
 
 static void test_zero_multi(void)
 {
-    static const struct { size_t bytes, off; } bufs[] = {
-        {1, 3}, {17, 1}, {70000, 0}, {16385, 7}, {4096, 8}};
+    static const struct {
+        size_t bytes, off;
+    } bufs[] = {{1, 3}, {17, 1}, {70000, 0}, {16385, 7}, {4096, 8}};
     enum { B = 5, PAD = 32 };
     unsigned char *mem[B];
     pp_emu_cuda_zero_list list;
@@ -226,7 +217,7 @@ static void test_zero_multi(void)
                                 PP_CUDA_ZERO_TILE_BYTES);
         list.count++;
     }
-    CUDA_OK(pp_emu_cuda_launch_zero_multi(0, 3, &list), "zero_multi");
+    LAUNCHED(pp_emu_cuda_launch_zero_multi(0, 3, &list), "zero_multi");
     for (int i = 0; i < B; i++) {
         size_t nonzero = 0, touched = 0;
         const size_t lo = PAD + bufs[i].off, hi = lo + bufs[i].bytes;
@@ -250,14 +241,16 @@ static void test_bias_pool_loss(void)
     void *b1, *b2, *b3;
     /* channel bias */
     const int64_t ys[4] = {3, 5, 7, 9}, cs[1] = {5};
-    pp_tensor y = talloc(PP_F32, 4, ys), bias = talloc(PP_F32, 1, cs), db = talloc(PP_F32, 1, cs);
+    pp_tensor y = emu_tensor(PP_F32, 4, ys, PP_NCHW), bias = emu_tensor(PP_F32, 1, cs, PP_NCHW),
+              db = emu_tensor(PP_F32, 1, cs, PP_NCHW);
     fill(&y, -1, 2), fill(&bias, -1, 2), fill(&db, -1, 2);
-    float *ky = kcopy(&y, 0, &b1), *kdb = kcopy(&db, 0, &b2);
+    float *ky = emu_copy(&y, 0, &b1), *kdb = emu_copy(&db, 0, &b2);
     CHECK_OK(pp_channel_bias_forward(&g_ex, &bias, &y, &err), &err);
-    CUDA_OK(pp_emu_cuda_launch_channel_bias_add(0, 3, 3, 5, 63, F(&bias), ky), "channel bias");
+    LAUNCHED(pp_emu_cuda_launch_channel_bias_add(0, 3, 3, 5, 63, F(&bias), ky), "channel bias");
     close_to(&y, ky, 0, "channel bias add");
     CHECK_OK(pp_channel_bias_backward(&g_ex, &y, &db, &err), &err);
-    CUDA_OK(pp_emu_cuda_launch_channel_bias_backward(0, 3, 5, 63, ky, kdb), "channel bias backward");
+    LAUNCHED(pp_emu_cuda_launch_channel_bias_backward(0, 3, 5, 63, ky, kdb),
+             "channel bias backward");
     close_to(&db, kdb, 1e-6, "channel bias backward (+=)");
     free(b1), free(b2);
     pp_tensor_free(&y), pp_tensor_free(&bias), pp_tensor_free(&db);
@@ -266,23 +259,26 @@ static void test_bias_pool_loss(void)
     pp_pool_desc d;
     CHECK_OK(pp_pool_desc_init(&d, 2, 3, 9, 8, 3, 2, 1, &err), &err);
     const int64_t xs[4] = {2, 3, 9, 8}, ps[4] = {2, 3, d.p, d.q}, gs[2] = {2, 3};
-    pp_tensor x = talloc(PP_F32, 4, xs), py = talloc(PP_F32, 4, ps), pdy = talloc(PP_F32, 4, ps);
-    pp_tensor pdx = talloc(PP_F32, 4, xs), gy = talloc(PP_F32, 2, gs), gdx = talloc(PP_F32, 4, xs);
+    pp_tensor x = emu_tensor(PP_F32, 4, xs, PP_NCHW), py = emu_tensor(PP_F32, 4, ps, PP_NCHW),
+              pdy = emu_tensor(PP_F32, 4, ps, PP_NCHW);
+    pp_tensor pdx = emu_tensor(PP_F32, 4, xs, PP_NCHW), gy = emu_tensor(PP_F32, 2, gs, PP_NCHW),
+              gdx = emu_tensor(PP_F32, 4, xs, PP_NCHW);
     fill(&x, -1, 2), fill(&pdy, -1, 2);
     const pp_emu_cuda_pool_geom g = {6, 9, 8, d.p, d.q, 3, 2, 1};
-    float *kpy = kcopy(&py, 0, &b1), *kpdx = kcopy(&pdx, 0, &b2), *kgy = kcopy(&gy, 0, &b3);
+    float *kpy = emu_copy(&py, 0, &b1), *kpdx = emu_copy(&pdx, 0, &b2),
+          *kgy = emu_copy(&gy, 0, &b3);
     CHECK_OK(pp_avgpool2d_forward(&g_ex, &d, &x, &py, &err), &err);
     CHECK_OK(pp_avgpool2d_backward(&g_ex, &d, &pdy, &pdx, &err), &err);
-    CUDA_OK(pp_emu_cuda_launch_avgpool2d_forward(0, 3, g, F(&x), kpy), "avgpool2d");
-    CUDA_OK(pp_emu_cuda_launch_avgpool2d_backward(0, 3, g, F(&pdy), kpdx), "avgpool2d backward");
+    LAUNCHED(pp_emu_cuda_launch_avgpool2d_forward(0, 3, g, F(&x), kpy), "avgpool2d");
+    LAUNCHED(pp_emu_cuda_launch_avgpool2d_backward(0, 3, g, F(&pdy), kpdx), "avgpool2d backward");
     close_to(&py, kpy, 1e-6, "avgpool2d forward");
     close_to(&pdx, kpdx, 1e-6, "avgpool2d backward");
     free(b2);
-    float *kgdx = kcopy(&gdx, 0, &b2);
+    float *kgdx = emu_copy(&gdx, 0, &b2);
     CHECK_OK(pp_avgpool_forward(&g_ex, &x, &gy, &err), &err);
     CHECK_OK(pp_avgpool_backward(&g_ex, &gy, &gdx, &err), &err);
-    CUDA_OK(pp_emu_cuda_launch_avgpool_forward(0, 6, 72, F(&x), kgy), "avgpool");
-    CUDA_OK(pp_emu_cuda_launch_avgpool_backward(0, 3, 6, 72, F(&gy), kgdx), "avgpool backward");
+    LAUNCHED(pp_emu_cuda_launch_avgpool_forward(0, 6, 72, F(&x), kgy), "avgpool");
+    LAUNCHED(pp_emu_cuda_launch_avgpool_backward(0, 3, 6, 72, F(&gy), kgdx), "avgpool backward");
     close_to(&gy, kgy, 1e-6, "global average pool");
     close_to(&gdx, kgdx, 1e-6, "global average pool backward");
     free(b1), free(b2), free(b3);
@@ -292,19 +288,21 @@ static void test_bias_pool_loss(void)
     /* softmax cross-entropy */
     const int n = 37, classes = 10;
     const int64_t ls[2] = {n, classes}, ns[1] = {n}, one[1] = {1};
-    pp_tensor logits = talloc(PP_F32, 2, ls), labels = talloc(PP_I32, 1, ns);
-    pp_tensor loss = talloc(PP_F32, 0, one), correct = talloc(PP_I32, 0, one);
-    pp_tensor dl = talloc(PP_F32, 2, ls);
+    pp_tensor logits = emu_tensor(PP_F32, 2, ls, PP_NCHW),
+              labels = emu_tensor(PP_I32, 1, ns, PP_NCHW);
+    pp_tensor loss = emu_tensor(PP_F32, 0, one, PP_NCHW),
+              correct = emu_tensor(PP_I32, 0, one, PP_NCHW);
+    pp_tensor dl = emu_tensor(PP_F32, 2, ls, PP_NCHW);
     fill(&logits, -4, 8);
     for (int i = 0; i < n; i++) ((int32_t *)labels.data)[i] = (i * 7) % classes;
     double *row_loss = malloc(sizeof(double) * n);
     int32_t *row_correct = malloc(sizeof(int32_t) * n), kcorrect = -5;
     float kloss = 0;
-    float *kdl = kcopy(&dl, 0, &b1);
+    float *kdl = emu_copy(&dl, 0, &b1);
     CHECK_OK(pp_softmax_xent(&g_ex, &logits, &labels, 8.0f, &loss, &correct, &dl, &err), &err);
-    CUDA_OK(pp_emu_cuda_launch_softmax_xent(0, n, classes, F(&logits), labels.data, 8.0f, row_loss,
-                                            row_correct, &kloss, &kcorrect, kdl),
-            "softmax_xent");
+    LAUNCHED(pp_emu_cuda_launch_softmax_xent(0, n, classes, F(&logits), labels.data, 8.0f, row_loss,
+                                             row_correct, &kloss, &kcorrect, kdl),
+             "softmax_xent");
     CHECK_MSG(fabs(kloss - F(&loss)[0]) <= 1e-6 * fabs(F(&loss)[0]),
               "softmax_xent loss %.9g, the CPU's %.9g", kloss, F(&loss)[0]);
     CHECK_MSG(kcorrect == ((int32_t *)correct.data)[0], "softmax_xent correct %d, the CPU's %d",
@@ -319,7 +317,7 @@ static void test_delay(void)
 {
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    CUDA_OK(pp_emu_cuda_launch_delay(0, 3000000), "delay");
+    LAUNCHED(pp_emu_cuda_launch_delay(0, 3000000), "delay");
     clock_gettime(CLOCK_MONOTONIC, &b);
     const double ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
     CHECK_MSG(ms >= 3.0, "a 3 ms delay returned after %.2f ms", ms);
@@ -327,21 +325,12 @@ static void test_delay(void)
 
 int main(void)
 {
-    pp_error err;
-    if (pp_registry_new(&g_reg, &err) != PP_OK ||
-        pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 0}, &g_dev, &err) != PP_OK ||
-        pp_exec_init(&g_ex, g_dev, NULL, &err) != PP_OK) {
-        fprintf(stderr, "setup failed: %s\n", err.msg);
-        return 1;
-    }
+    emu_rig_open();
     test_elementwise();
     test_casts();
     test_sgd();
     test_zero_multi();
     test_bias_pool_loss();
     test_delay();
-    CHECK_MSG(pp_emu_faults() == 0, "the emulator reported %ld faults", pp_emu_faults());
-    pp_exec_destroy(&g_ex);
-    pp_registry_free(g_reg);
-    return check_summary("test_emu_kernels");
+    return emu_rig_close("test_emu_kernels");
 }

@@ -25,13 +25,10 @@
 #include "runtime/core/ops.h"
 #include "runtime/core/tensor.h"
 #include "tests/check.h"
-#include "tests/emu/emu.h"
+#include "tests/emu/emu_rig.h"
 
 #include "emu_nhwc.h"
 
-static pp_registry *g_reg;
-static pp_device_ctx *g_dev;
-static pp_exec g_ex;
 static uint64_t g_rng = 0xda3e39cb94b95bdbull;
 static const unsigned GRIDS[2] = {3, 1024};
 
@@ -46,25 +43,13 @@ static float urand(void)
     return (float)(rnd() >> 8) * (1.0f / 8388608.0f) - 1.0f;
 }
 
-/* 64-byte aligned memory plus off bytes; *base to free */
-static void *alloc_at(size_t bytes, size_t off, void **base)
-{
-    *base = aligned_alloc(64, (bytes + off + 64) / 64 * 64);
-    memset(*base, 0, (bytes + off + 64) / 64 * 64);
-    return (char *)*base + off;
-}
-
-#define CUDA_OK(call, ...)                                                                   \
-    do {                                                                                     \
-        const cudaError_t e_ = (call);                                                       \
-        CHECK_MSG(e_ == cudaSuccess, __VA_ARGS__);                                           \
-    } while (0)
-
 /* ---- transposes ------------------------------------------------------------------- */
 
 static void test_transpose(void)
 {
-    static const struct { int64_t n, rows, cols; } cases[] = {
+    static const struct {
+        int64_t n, rows, cols;
+    } cases[] = {
         {2, 3, 50},  /* narrow: 3 channels NCHW -> NHWC */
         {3, 37, 3},  /* narrow: back */
         {1, 8, 8},   /* narrow both ways */
@@ -80,8 +65,8 @@ static void test_transpose(void)
         const int64_t total = n * rows * cols;
         for (size_t elem = 2; elem <= 4; elem += 2) {
             void *bx, *by;
-            unsigned char *x = alloc_at((size_t)total * elem, 0, &bx);
-            unsigned char *y = alloc_at((size_t)total * elem, 0, &by);
+            unsigned char *x = emu_alloc((size_t)total * elem, 0, &bx);
+            unsigned char *y = emu_alloc((size_t)total * elem, 0, &by);
             for (int64_t k = 0; k < total * (int64_t)elem; k++) x[k] = (unsigned char)rnd();
             CUDA_OK(pp_emu_cuda_launch_transpose(0, n, rows, cols, elem, x, y),
                     "transpose %lldx%lldx%lld, %zu bytes: launch", (long long)n, (long long)rows,
@@ -105,19 +90,23 @@ static void test_transpose(void)
 
 static void test_pad(void)
 {
-    static const struct { int64_t rows; int c, cp; size_t off; } cases[] = {
-        {37, 3, 8, 0},  /* the stem: 8 channels a thread */
+    static const struct {
+        int64_t rows;
+        int c, cp;
+        size_t off;
+    } cases[] = {
+        {37, 3, 8, 0},   /* the stem: 8 channels a thread */
         {10, 11, 16, 0}, /* two groups of 8 */
-        {37, 3, 8, 2},  /* y misaligned: one element a thread */
-        {5, 5, 6, 0},   /* not a multiple of 8 */
+        {37, 3, 8, 2},   /* y misaligned: one element a thread */
+        {5, 5, 6, 0},    /* not a multiple of 8 */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int64_t rows = cases[i].rows;
         const int c = cases[i].c, cp = cases[i].cp;
         for (int gi = 0; gi < 2; gi++) {
             void *bx, *by;
-            uint16_t *x = alloc_at((size_t)rows * c * 2, 0, &bx);
-            uint16_t *y = alloc_at((size_t)rows * cp * 2, cases[i].off, &by);
+            uint16_t *x = emu_alloc((size_t)rows * c * 2, 0, &bx);
+            uint16_t *y = emu_alloc((size_t)rows * cp * 2, cases[i].off, &by);
             for (int64_t k = 0; k < rows * c; k++) x[k] = (uint16_t)(rnd() | 1u);
             for (int64_t k = 0; k < rows * cp; k++) y[k] = 0xffff; /* overwritten, zeros too */
             CUDA_OK(pp_emu_cuda_launch_pad_channels(0, GRIDS[gi], rows, c, cp, x, y),
@@ -126,7 +115,8 @@ static void test_pad(void)
             for (int64_t r = 0; r < rows; r++)
                 for (int ch = 0; ch < cp; ch++)
                     wrong += y[r * cp + ch] != (ch < c ? x[r * c + ch] : 0);
-            CHECK_MSG(wrong == 0, "pad %lld rows %d -> %d channels (offset %zu, grid %u): %lld wrong",
+            CHECK_MSG(wrong == 0,
+                      "pad %lld rows %d -> %d channels (offset %zu, grid %u): %lld wrong",
                       (long long)rows, c, cp, cases[i].off, GRIDS[gi], (long long)wrong);
             free(bx);
             free(by);
@@ -135,8 +125,9 @@ static void test_pad(void)
     /* dw (k, c, rs) += low (k, rs, cp) widened, channels < c */
     const int k = 5, c = 3, rs = 9, cp = 8;
     void *bl, *bw, *br;
-    uint16_t *low = alloc_at((size_t)k * rs * cp * 2, 0, &bl);
-    float *dw = alloc_at((size_t)k * c * rs * 4, 0, &bw), *ref = alloc_at((size_t)k * c * rs * 4, 0, &br);
+    uint16_t *low = emu_alloc((size_t)k * rs * cp * 2, 0, &bl);
+    float *dw = emu_alloc((size_t)k * c * rs * 4, 0, &bw),
+          *ref = emu_alloc((size_t)k * c * rs * 4, 0, &br);
     for (int64_t i = 0; i < (int64_t)k * rs * cp; i++) low[i] = pp_bf16_from_f32(urand());
     for (int64_t i = 0; i < (int64_t)k * c * rs; i++) dw[i] = ref[i] = urand();
     for (int kk = 0; kk < k; kk++)
@@ -150,30 +141,10 @@ static void test_pad(void)
 
 /* ---- against the CPU backend, bit for bit ------------------------------------------ */
 
-static pp_tensor talloc(pp_dtype dt, int ndim, const int64_t *shape, pp_layout lay)
-{
-    pp_tensor t;
-    pp_error err;
-    if (pp_tensor_zeros(&t, g_dev, dt, ndim, shape, &err) != PP_OK) {
-        fprintf(stderr, "allocation failed: %s\n", err.msg);
-        exit(1);
-    }
-    if (ndim == 4) t.layout = lay;
-    return t;
-}
-
 static void fill_bf16(pp_tensor *t)
 {
     for (int64_t i = 0; i < pp_tensor_numel(t); i++)
         ((uint16_t *)t->data)[i] = pp_bf16_from_f32(urand() * 2.0f);
-}
-
-/* the kernel's copy of t's bytes, 64-byte aligned plus off */
-static void *kcopy(const pp_tensor *t, size_t off, void **base)
-{
-    void *p = alloc_at(pp_tensor_bytes(t), off, base);
-    memcpy(p, t->data, pp_tensor_bytes(t));
-    return p;
 }
 
 static void same(const pp_tensor *t, const void *k, const char *what)
@@ -188,7 +159,10 @@ static void same(const pp_tensor *t, const void *k, const char *what)
 
 static void test_elementwise(void)
 {
-    static const struct { pp_emu_cuda_bf16_ew kind; const char *what; } kinds[] = {
+    static const struct {
+        pp_emu_cuda_bf16_ew kind;
+        const char *what;
+    } kinds[] = {
         {PP_CUDA_BF16_RELU, "relu"},
         {PP_CUDA_BF16_RELU_BACKWARD, "relu backward"},
         {PP_CUDA_BF16_ADD, "add"},
@@ -199,12 +173,13 @@ static void test_elementwise(void)
     char what[96];
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         for (size_t off = 0; off <= 2; off += 2) {
-            pp_tensor a = talloc(PP_BF16, 1, shape, PP_NCHW), b = talloc(PP_BF16, 1, shape, PP_NCHW);
-            pp_tensor y = talloc(PP_BF16, 1, shape, PP_NCHW);
+            pp_tensor a = emu_tensor(PP_BF16, 1, shape, PP_NCHW),
+                      b = emu_tensor(PP_BF16, 1, shape, PP_NCHW);
+            pp_tensor y = emu_tensor(PP_BF16, 1, shape, PP_NCHW);
             fill_bf16(&a), fill_bf16(&b);
             void *ba, *bb, *by;
-            const void *ka = kcopy(&a, off, &ba), *kb = kcopy(&b, off, &bb);
-            void *ky = kcopy(&y, off, &by);
+            const void *ka = emu_copy(&a, off, &ba), *kb = emu_copy(&b, off, &bb);
+            void *ky = emu_copy(&y, off, &by);
             switch (kinds[i].kind) {
             case PP_CUDA_BF16_RELU: CHECK_OK(pp_relu_forward(&g_ex, &a, &y, &err), &err); break;
             case PP_CUDA_BF16_RELU_BACKWARD:
@@ -213,8 +188,9 @@ static void test_elementwise(void)
             case PP_CUDA_BF16_ADD: CHECK_OK(pp_add(&g_ex, &a, &b, &y, &err), &err); break;
             case PP_CUDA_BF16_ADD_RELU: CHECK_OK(pp_add_relu(&g_ex, &a, &b, &y, &err), &err); break;
             }
-            CUDA_OK(pp_emu_cuda_launch_bf16_elementwise(0, 3, kinds[i].kind, shape[0], ka,
-                                                        kinds[i].kind == PP_CUDA_BF16_RELU ? NULL : kb, ky),
+            CUDA_OK(pp_emu_cuda_launch_bf16_elementwise(
+                        0, 3, kinds[i].kind, shape[0], ka,
+                        kinds[i].kind == PP_CUDA_BF16_RELU ? NULL : kb, ky),
                     "%s: launch", kinds[i].what);
             snprintf(what, sizeof what, "bf16 %s%s", kinds[i].what, off ? " (unaligned)" : "");
             same(&y, ky, what);
@@ -227,8 +203,8 @@ static void test_elementwise(void)
 static void test_pooling(void)
 {
     static const pp_pool_desc cases[] = {
-        {2, 16, 9, 9, 3, 2, 1, 0, 0},  /* 8 channels a thread */
-        {2, 5, 7, 6, 3, 2, 1, 0, 0},   /* one */
+        {2, 16, 9, 9, 3, 2, 1, 0, 0},   /* 8 channels a thread */
+        {2, 5, 7, 6, 3, 2, 1, 0, 0},    /* one */
         {1, 64, 12, 12, 3, 2, 1, 0, 0}, /* the stem's window on 64 channels */
     };
     pp_error err;
@@ -238,20 +214,26 @@ static void test_pooling(void)
         CHECK_OK(pp_pool_desc_init(&d, d.n, d.c, d.h, d.w, d.kernel, d.stride, d.pad, &err), &err);
         const int64_t xs[4] = {d.n, d.c, d.h, d.w}, ys[4] = {d.n, d.c, d.p, d.q};
         for (int gi = 0; gi < 2; gi++) {
-            pp_tensor x = talloc(PP_BF16, 4, xs, PP_NHWC), y = talloc(PP_BF16, 4, ys, PP_NHWC);
-            pp_tensor idx = talloc(PP_I32, 4, ys, PP_NHWC), dy = talloc(PP_BF16, 4, ys, PP_NHWC);
-            pp_tensor dx = talloc(PP_BF16, 4, xs, PP_NHWC);
+            pp_tensor x = emu_tensor(PP_BF16, 4, xs, PP_NHWC),
+                      y = emu_tensor(PP_BF16, 4, ys, PP_NHWC);
+            pp_tensor idx = emu_tensor(PP_I32, 4, ys, PP_NHWC),
+                      dy = emu_tensor(PP_BF16, 4, ys, PP_NHWC);
+            pp_tensor dx = emu_tensor(PP_BF16, 4, xs, PP_NHWC);
             fill_bf16(&x), fill_bf16(&dy);
             void *bx, *by, *bi, *bd, *bdx;
-            const void *kx = kcopy(&x, 0, &bx), *kdy = kcopy(&dy, 0, &bd);
-            void *ky = kcopy(&y, 0, &by), *ki = kcopy(&idx, 0, &bi), *kdx = kcopy(&dx, 0, &bdx);
+            const void *kx = emu_copy(&x, 0, &bx), *kdy = emu_copy(&dy, 0, &bd);
+            void *ky = emu_copy(&y, 0, &by), *ki = emu_copy(&idx, 0, &bi),
+                 *kdx = emu_copy(&dx, 0, &bdx);
             CHECK_OK(pp_maxpool_forward(&g_ex, &d, &x, &y, &idx, &err), &err);
             CHECK_OK(pp_maxpool_backward(&g_ex, &d, &x, &y, &dy, &idx, &dx, &err), &err);
-            const pp_emu_cuda_pool_geom4 g = {d.n, d.c, d.h, d.w, d.p, d.q, d.kernel, d.stride, d.pad};
-            CUDA_OK(pp_emu_cuda_launch_maxpool_nhwc(0, GRIDS[gi], g, kx, ky, ki), "maxpool: launch");
+            const pp_emu_cuda_pool_geom4 g = {d.n, d.c,      d.h,      d.w,  d.p,
+                                              d.q, d.kernel, d.stride, d.pad};
+            CUDA_OK(pp_emu_cuda_launch_maxpool_nhwc(0, GRIDS[gi], g, kx, ky, ki),
+                    "maxpool: launch");
             CUDA_OK(pp_emu_cuda_launch_maxpool_backward_nhwc(0, GRIDS[gi], g, kdy, ki, kdx),
                     "maxpool backward: launch");
-            snprintf(what, sizeof what, "maxpool %dx%dx%dx%d, grid %u", d.n, d.c, d.h, d.w, GRIDS[gi]);
+            snprintf(what, sizeof what, "maxpool %dx%dx%dx%d, grid %u", d.n, d.c, d.h, d.w,
+                     GRIDS[gi]);
             same(&y, ky, what);
             same(&idx, ki, what);
             same(&dx, kdx, what);
@@ -264,9 +246,9 @@ static void test_pooling(void)
     const int64_t xs[4] = {3, 24, 5, 7};
     for (int f32 = 0; f32 < 2; f32++) {
         const int64_t ys[2] = {xs[0], xs[1]};
-        pp_tensor x = talloc(PP_BF16, 4, xs, PP_NHWC), dx = talloc(PP_BF16, 4, xs, PP_NHWC);
-        pp_tensor y = talloc(f32 ? PP_F32 : PP_BF16, 2, ys, PP_NCHW);
-        pp_tensor dy = talloc(f32 ? PP_F32 : PP_BF16, 2, ys, PP_NCHW);
+        pp_tensor x = emu_tensor(PP_BF16, 4, xs, PP_NHWC), dx = emu_tensor(PP_BF16, 4, xs, PP_NHWC);
+        pp_tensor y = emu_tensor(f32 ? PP_F32 : PP_BF16, 2, ys, PP_NCHW);
+        pp_tensor dy = emu_tensor(f32 ? PP_F32 : PP_BF16, 2, ys, PP_NCHW);
         fill_bf16(&x);
         for (int64_t i = 0; i < pp_tensor_numel(&dy); i++) {
             if (f32)
@@ -275,8 +257,8 @@ static void test_pooling(void)
                 ((uint16_t *)dy.data)[i] = pp_bf16_from_f32(urand());
         }
         void *bx, *by, *bd, *bdx;
-        const void *kx = kcopy(&x, 0, &bx), *kdy = kcopy(&dy, 0, &bd);
-        void *ky = kcopy(&y, 0, &by), *kdx = kcopy(&dx, 0, &bdx);
+        const void *kx = emu_copy(&x, 0, &bx), *kdy = emu_copy(&dy, 0, &bd);
+        void *ky = emu_copy(&y, 0, &by), *kdx = emu_copy(&dx, 0, &bdx);
         CHECK_OK(pp_avgpool_forward(&g_ex, &x, &y, &err), &err);
         CHECK_OK(pp_avgpool_backward(&g_ex, &dy, &dx, &err), &err);
         CUDA_OK(pp_emu_cuda_launch_gap_nhwc(0, 3, xs[0], (int)xs[1], xs[2] * xs[3], kx, ky, !f32),
@@ -285,7 +267,9 @@ static void test_pooling(void)
                                                      !f32, kdx),
                 "gap backward: launch");
         same(&y, ky, f32 ? "global average pool into f32" : "global average pool into bf16");
-        same(&dx, kdx, f32 ? "global average pool backward from f32" : "global average pool backward from bf16");
+        same(&dx, kdx,
+             f32 ? "global average pool backward from f32"
+                 : "global average pool backward from bf16");
         free(bx), free(by), free(bd), free(bdx);
         pp_tensor_free(&x), pp_tensor_free(&dx), pp_tensor_free(&y), pp_tensor_free(&dy);
     }
@@ -293,19 +277,10 @@ static void test_pooling(void)
 
 int main(void)
 {
-    pp_error err;
-    if (pp_registry_new(&g_reg, &err) != PP_OK ||
-        pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 0}, &g_dev, &err) != PP_OK ||
-        pp_exec_init(&g_ex, g_dev, NULL, &err) != PP_OK) {
-        fprintf(stderr, "setup failed: %s\n", err.msg);
-        return 1;
-    }
+    emu_rig_open();
     test_transpose();
     test_pad();
     test_elementwise();
     test_pooling();
-    CHECK_MSG(pp_emu_faults() == 0, "the emulator reported %ld faults", pp_emu_faults());
-    pp_exec_destroy(&g_ex);
-    pp_registry_free(g_reg);
-    return check_summary("test_emu_nhwc");
+    return emu_rig_close("test_emu_nhwc");
 }

@@ -18,11 +18,13 @@
 
 static void test_block_sums(void)
 {
-    static const struct { int blocks, bx, by; } cases[] = {
-        {3, 256, 1}, {2, 1024, 1}, {4, 1, 1}, {2, 32, 8}, {3, 33, 3}};
+    static const struct {
+        int blocks, bx, by;
+    } cases[] = {{3, 256, 1}, {2, 1024, 1}, {4, 1, 1}, {2, 32, 8}, {3, 33, 3}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].bx * cases[i].by, blocks = cases[i].blocks;
-        int *in = malloc(sizeof(int) * (size_t)(blocks * n)), *out = calloc((size_t)blocks, sizeof(int));
+        int *in = malloc(sizeof(int) * (size_t)(blocks * n)),
+            *out = calloc((size_t)blocks, sizeof(int));
         for (int k = 0; k < blocks * n; k++) in[k] = k % 7 - 3 + k / n;
         CHECK(pp_emu_self_block_sum(blocks, cases[i].bx, cases[i].by, in, out) == cudaSuccess);
         for (int b = 0; b < blocks; b++) {
@@ -38,11 +40,13 @@ static void test_block_sums(void)
 
 static void test_warp_sums(void)
 {
-    static const struct { int blocks, threads, width; } cases[] = {
-        {2, 64, 32}, {1, 128, 8}, {3, 32, 16}};
+    static const struct {
+        int blocks, threads, width;
+    } cases[] = {{2, 64, 32}, {1, 128, 8}, {3, 32, 16}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int total = cases[i].blocks * cases[i].threads, w = cases[i].width;
-        double *in = malloc(sizeof(double) * (size_t)total), *out = calloc((size_t)(total / w), sizeof(double));
+        double *in = malloc(sizeof(double) * (size_t)total),
+               *out = calloc((size_t)(total / w), sizeof(double));
         for (int k = 0; k < total; k++) in[k] = 0.5 * k - 3.0;
         CHECK(pp_emu_self_warp_sum(cases[i].blocks, cases[i].threads, w, in, out) == cudaSuccess);
         for (int s = 0; s < total / w; s++) {

@@ -57,7 +57,8 @@ def convert(text):
         q = closing(text, p, "(", ")")
         args = text[p + 1:q]
         call = (f"pp_emu::launch(pp_emu::config({cfg}), "
-                f"[](auto... pp_emu_a) {{ {kernel}(pp_emu_a...); }}") + (f", {args})" if args.strip() else ")")
+                f"[](auto... pp_emu_a) {{ {kernel}(pp_emu_a...); }}")
+        call += f", {args})" if args.strip() else ")"
         # keep the line count: the call's newlines where the launch had them
         lost = text[j:q + 1].count("\n") - call.count("\n")
         out.append(text[pos:j])
