@@ -4,8 +4,8 @@
  * operands widened and rounded the same way, ops_adapt.h). Every batch norm
  * is offered to the native entry whatever its operands (the CUDA backend
  * runs f32 NCHW ones natively too). The fused forms (_forward_act,
- * _backward_relu, _backward_add_relu) fall back to the plain batch norm and the elementwise ops
- * of ops.c when the backend has no native entry for them.
+ * _backward_relu, _backward_add_relu) fall back to the plain batch norm and
+ * the elementwise ops of ops.c when the backend has no native entry for them.
  */
 #include "ops.h"
 

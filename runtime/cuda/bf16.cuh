@@ -2,7 +2,7 @@
  * bf16.cuh - device helpers of the bf16 kernels (nhwc.cu, bn_nhwc.cu): bf16
  * bits widened to f32 exactly and rounded back as pp_bf16_from_f32 rounds,
  * the 8 bf16 lanes of a 16-byte vector, grid-stride indices, and the grid
- * and alignment tests of their launchers.
+ * of their launchers (the alignment test: pp_cuda_aligned16, kernels.h).
  */
 #ifndef PP_CUDA_BF16_CUH
 #define PP_CUDA_BF16_CUH
@@ -54,11 +54,6 @@ inline unsigned grid_for(int64_t n, unsigned max_grid)
 {
     const int64_t g = (n + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK;
     return (unsigned)(g < 1 ? 1 : g > (int64_t)max_grid ? max_grid : g);
-}
-
-inline bool aligned16(const void *p)
-{
-    return (uintptr_t)p % 16 == 0;
 }
 
 } // namespace

@@ -20,6 +20,7 @@
 #include "bn_nchw.h"
 
 #include "bn_finish.cuh"
+#include "kernels.h"
 
 namespace {
 
@@ -245,15 +246,11 @@ bnc_geom geom(int n, int c, int64_t hw, int v)
     return g;
 }
 
-bool aligned16(const void *p)
-{
-    return (uintptr_t)p % 16 == 0;
-}
-
 /* 16-byte units: hw a multiple of 4, every pointer (NULL or) aligned */
 bool vec4(int64_t hw, const void *a, const void *b, const void *m, const void *y)
 {
-    return hw % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(m) && aligned16(y);
+    return hw % 4 == 0 && pp_cuda_aligned16(a) && pp_cuda_aligned16(b) && pp_cuda_aligned16(m) &&
+           pp_cuda_aligned16(y);
 }
 
 template <int V>
@@ -351,7 +348,7 @@ cudaError_t pp_cuda_launch_bn_backward_nchw(cudaStream_t s, int n, int c, int64_
                                             float *dbeta, float *g, float *scratch)
 {
     if (n <= 0 || c <= 0 || hw <= 0) return cudaErrorInvalidValue;
-    if (vec4(hw, x, dy, relu_y, dx) && aligned16(g))
+    if (vec4(hw, x, dy, relu_y, dx) && pp_cuda_aligned16(g))
         backward<4>(s, geom(n, c, hw, 4), x, dy, relu_y, gamma, save_mean, save_invstd, dx,
                     dgamma, dbeta, g, scratch);
     else

@@ -21,18 +21,18 @@ namespace {
 
 /* ---- batch norm over bf16 NHWC --------------------------------------------------------- */
 
-/* dy[i], or 0 where the ReLU output mask[i] (when given) is not positive: the
- * bits pp_relu_backward gives */
-__device__ __forceinline__ float masked(const uint16_t *dy, const uint16_t *mask, int64_t i)
-{
-    return mask && !(widen(mask[i]) > 0.0f) ? 0.0f : widen(dy[i]);
-}
-
-/* its bits: dy[i]'s, or +0 (pp_relu_backward's bits, as nhwc.cu's kernel) */
+/* dy[i]'s bits, or +0 where the ReLU output mask[i] (when given) is not
+ * positive: the bits pp_relu_backward gives (as nhwc.cu's kernel) */
 __device__ __forceinline__ uint16_t masked_bits(const uint16_t *dy, const uint16_t *mask,
                                                 int64_t i)
 {
     return mask && !(widen(mask[i]) > 0.0f) ? (uint16_t)0 : dy[i];
+}
+
+/* its value */
+__device__ __forceinline__ float masked(const uint16_t *dy, const uint16_t *mask, int64_t i)
+{
+    return widen(masked_bits(dy, mask, i));
 }
 
 /* the same for 8 channels */
@@ -464,8 +464,9 @@ static bool bn_scalar_only(void)
 static bool bn_tiled(int c, const void *a, const void *b, const void *m, const void *y,
                      const void *stats, const void *scratch)
 {
-    return !bn_scalar_only() && c % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(m) &&
-           aligned16(y) && aligned16(stats) && aligned16(scratch);
+    return !bn_scalar_only() && c % 8 == 0 && pp_cuda_aligned16(a) && pp_cuda_aligned16(b) &&
+           pp_cuda_aligned16(m) && pp_cuda_aligned16(y) && pp_cuda_aligned16(stats) &&
+           pp_cuda_aligned16(scratch);
 }
 
 static void bn_apply(cudaStream_t s, unsigned max_grid, int64_t rows, int c, const uint16_t *x,
@@ -532,15 +533,16 @@ cudaError_t pp_cuda_launch_bn_infer_nhwc(cudaStream_t s, unsigned max_grid, int6
     return cudaGetLastError();
 }
 
-cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
-                                            const uint16_t *x, const uint16_t *dy,
-                                            const uint16_t *relu_y, const float *gamma, const float *save_mean,
-                                            const float *save_invstd, uint16_t *dx,
-                                            float *dgamma, float *dbeta, uint16_t *g, float *scratch)
+cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows,
+                                            int c, const uint16_t *x, const uint16_t *dy,
+                                            const uint16_t *relu_y, const float *gamma,
+                                            const float *save_mean, const float *save_invstd,
+                                            uint16_t *dx, float *dgamma, float *dbeta,
+                                            uint16_t *g, float *scratch)
 {
     /* with g the masked gradient is there after the sums: dx reads it, unmasked */
     const uint16_t *dx_dy = g ? g : dy, *dx_mask = g ? nullptr : relu_y;
-    if (bn_tiled(c, x, dy, relu_y, dx, save_mean, scratch) && aligned16(g)) {
+    if (bn_tiled(c, x, dy, relu_y, dx, save_mean, scratch) && pp_cuda_aligned16(g)) {
         const bn_tiling t = bn_tile(rows, c);
         float *part1 = scratch, *part2 = scratch + (size_t)t.groups * c;
         float *coef = scratch + 2 * (size_t)t.groups * c;

@@ -36,11 +36,12 @@ cudaError_t pp_cuda_launch_bn_infer_nhwc(cudaStream_t s, unsigned max_grid, int6
                                          const float *beta, const float *running_mean,
                                          const float *running_var, const uint16_t *add,
                                          bool relu, uint16_t *y, float *scratch);
-cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
-                                            const uint16_t *x, const uint16_t *dy,
-                                            const uint16_t *relu_y, const float *gamma, const float *save_mean,
-                                            const float *save_invstd, uint16_t *dx,
-                                            float *dgamma, float *dbeta, uint16_t *g, float *scratch);
+cudaError_t pp_cuda_launch_bn_backward_nhwc(cudaStream_t s, unsigned max_grid, int64_t rows,
+                                            int c, const uint16_t *x, const uint16_t *dy,
+                                            const uint16_t *relu_y, const float *gamma,
+                                            const float *save_mean, const float *save_invstd,
+                                            uint16_t *dx, float *dgamma, float *dbeta,
+                                            uint16_t *g, float *scratch);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,12 @@ extern "C" {
 
 #define PP_CUDA_BLOCK 256
 
+/* Whether p (NULL too) is 16-byte aligned: the test of every 16-byte path. */
+static inline bool pp_cuda_aligned16(const void *p)
+{
+    return (uintptr_t)p % 16 == 0;
+}
+
 /* Whether the environment variable name is set and not "0", read once into
  * *cache (-1: not read yet; a racing first read stores the same value): the
  * switches that pick a kernel path, such as PP_CUDA_BN_SCALAR. */

@@ -4,8 +4,9 @@
  * (gconv.c; the stem's 3 input channels padded to 8), the linear layer
  * through cuBLASLt (blaslt.c), batch norm (bn_nhwc.cu), pooling and
  * elementwise ops by nhwc.cu's kernels; and the layout transposes. Batch
- * norm over f32 NCHW runs here too (bn_nchw.cu, with the fused add and ReLU; PP_CUDA_BN_CUDNN=1
- * declines it, so that cuDNN's batch norm and the elementwise ops run).
+ * norm over f32 NCHW runs here too (bn_nchw.cu, with the fused add and
+ * ReLU; PP_CUDA_BN_CUDNN=1 declines it, so that cuDNN's batch norm and the
+ * elementwise ops run).
  * Combinations it does not run return PP_ERR_UNSUPPORTED so that ops.c
  * converts the operands to f32 NCHW (ops_adapt.c) and calls the f32 entries.
  *
@@ -208,11 +209,6 @@ static pp_cuda_pool_geom4 geom(const pp_pool_desc *d)
 
 /* ---- convolutions through the graph API (gconv.c) ---------------------------- */
 
-static bool aligned16(const void *p)
-{
-    return (uintptr_t)p % 16 == 0;
-}
-
 /* Channels the stem's input is padded to: cuDNN's bf16 NHWC engines want
  * C % 8 == 0 (tensor-core loads of 16 bytes). */
 static int padded_channels(int c)
@@ -248,7 +244,7 @@ static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_c
             return pp_cuda_gconv(ex, d, PP_GCONV_FWD, PP_BF16, true, t[0]->data, t[1]->data,
                                  t[2]->data, 1.0f, 0.0f, err);
         /* the graph API's refusal of an unaligned y, before any padding is enqueued */
-        if (!aligned16(t[2]->data)) return declined(op, err);
+        if (!pp_cuda_aligned16(t[2]->data)) return declined(op, err);
         st = pad(ex, ce, (int64_t)d->n * d->h * d->w, d->c, cp, t[0]->data, &xp, err);
         if (st == PP_OK)
             st = pad(ex, ce, (int64_t)d->k * d->r * d->s, d->c, cp, t[1]->data, &wp, err);
@@ -262,7 +258,7 @@ static pp_status conv(pp_exec *ex, pp_cuda_exec *ce, pp_native_op op, const pp_c
         return pp_cuda_gconv(ex, d, PP_GCONV_DGRAD, PP_BF16, true, t[0]->data, t[1]->data,
                              t[2]->data, 1.0f, op == PP_NATIVE_CONV_DGRAD_ACC ? 1.0f : 0.0f, err);
     default: /* CONV_WGRAD: x, dy, dw (f32 KCRS, +=): a bf16 KRSC gradient, then added */
-        if (padded && !aligned16(t[1]->data)) return declined(op, err);
+        if (padded && !pp_cuda_aligned16(t[1]->data)) return declined(op, err);
         if (padded)
             st = pad(ex, ce, (int64_t)d->n * d->h * d->w, d->c, cp, t[0]->data, &xp, err);
         if (st == PP_OK) st = pp_cuda_scratch_alloc(ex, w_bytes, &low, err);

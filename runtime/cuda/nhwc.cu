@@ -55,11 +55,10 @@ __global__ void transpose_k(int64_t n, int64_t rows, int64_t cols, const T *x, T
  * a 3x3 convolution weight's 9 positions, KCRS -> KRSC for its bf16 copy):
  * a 32x32 tile would leave most of its threads idle and launch a block per
  * 32 pixels (0.54 ms for a batch of 128 224x224 images on an H200; 22 us for
- * a 512x512x3x3 weight). Here one
- * thread moves one column of x (rows <= NARROW: the NCHW -> NHWC of few
- * channels) or one row (cols <= NARROW: back), in a grid-stride loop: the
- * threads of a warp read consecutive elements of each row of x, and write
- * consecutive runs of y. */
+ * a 512x512x3x3 weight). Here one thread moves one column of x (rows <=
+ * NARROW: the NCHW -> NHWC of few channels) or one row (cols <= NARROW:
+ * back), in a grid-stride loop: the threads of a warp read consecutive
+ * elements of each row of x, and write consecutive runs of y. */
 enum { NARROW = 16, NARROW_MAX_GRID = 4096 };
 
 template <class T>
@@ -347,6 +346,22 @@ __global__ void wgrad_add_k(int k, int c, int rs, int cp, const uint16_t *low, f
     }
 }
 
+/* the narrow kernel where a side allows, else 32x32 tiles */
+template <class T>
+void transpose(cudaStream_t s, int64_t n, int64_t rows, int64_t cols, const T *x, T *y)
+{
+    if (rows <= NARROW || cols <= NARROW) {
+        const unsigned grid = grid_for(n * (rows <= NARROW ? cols : rows), NARROW_MAX_GRID);
+        transpose_narrow_k<T><<<grid, PP_CUDA_BLOCK, 0, s>>>(n, rows, cols, x, y);
+        return;
+    }
+    const int64_t row_tiles = (rows + TT - 1) / TT;
+    const dim3 grid((unsigned)((cols + TT - 1) / TT),
+                    (unsigned)(row_tiles < 65535 ? row_tiles : 65535),
+                    (unsigned)(n < 65535 ? n : 65535));
+    transpose_k<T><<<grid, dim3(TT, TR), 0, s>>>(n, rows, cols, x, y);
+}
+
 } // namespace
 
 extern "C" {
@@ -355,30 +370,14 @@ cudaError_t pp_cuda_launch_transpose(cudaStream_t s, int64_t n, int64_t rows, in
                                      size_t elem, const void *x, void *y)
 {
     if (n <= 0 || rows <= 0 || cols <= 0) return cudaSuccess;
-    if (rows <= NARROW || cols <= NARROW) {
-        const unsigned grid = grid_for(n * (rows <= NARROW ? cols : rows), NARROW_MAX_GRID);
-        if (elem == 2)
-            transpose_narrow_k<uint16_t><<<grid, PP_CUDA_BLOCK, 0, s>>>(
-                n, rows, cols, static_cast<const uint16_t *>(x), static_cast<uint16_t *>(y));
-        else
-            transpose_narrow_k<uint32_t><<<grid, PP_CUDA_BLOCK, 0, s>>>(
-                n, rows, cols, static_cast<const uint32_t *>(x), static_cast<uint32_t *>(y));
-        return cudaGetLastError();
-    }
-    if ((cols + TT - 1) / TT > 0x7fffffff) return cudaErrorInvalidValue;
-    const int64_t row_tiles = (rows + TT - 1) / TT;
-    const dim3 grid((unsigned)((cols + TT - 1) / TT),
-                    (unsigned)(row_tiles < 65535 ? row_tiles : 65535),
-                    (unsigned)(n < 65535 ? n : 65535));
-    const dim3 block(TT, TR);
+    if (rows > NARROW && cols > NARROW && (cols + TT - 1) / TT > 0x7fffffff)
+        return cudaErrorInvalidValue;
     if (elem == 2)
-        transpose_k<uint16_t><<<grid, block, 0, s>>>(n, rows, cols,
-                                                    static_cast<const uint16_t *>(x),
-                                                    static_cast<uint16_t *>(y));
+        transpose<uint16_t>(s, n, rows, cols, static_cast<const uint16_t *>(x),
+                            static_cast<uint16_t *>(y));
     else
-        transpose_k<uint32_t><<<grid, block, 0, s>>>(n, rows, cols,
-                                                    static_cast<const uint32_t *>(x),
-                                                    static_cast<uint32_t *>(y));
+        transpose<uint32_t>(s, n, rows, cols, static_cast<const uint32_t *>(x),
+                            static_cast<uint32_t *>(y));
     return cudaGetLastError();
 }
 
@@ -387,8 +386,7 @@ cudaError_t pp_cuda_launch_bf16_elementwise(cudaStream_t s, unsigned max_grid,
                                             const uint16_t *b, uint16_t *y)
 {
     if (n <= 0) return cudaSuccess;
-    const bool vec = ((uintptr_t)a % 16 == 0) && (!b || (uintptr_t)b % 16 == 0) &&
-                     ((uintptr_t)y % 16 == 0);
+    const bool vec = pp_cuda_aligned16(a) && pp_cuda_aligned16(b) && pp_cuda_aligned16(y);
     bf16_ew_k<<<grid_for(vec ? (n + 7) / 8 : n, max_grid), PP_CUDA_BLOCK, 0, s>>>(kind, n, a, b,
                                                                                 y, vec);
     return cudaGetLastError();
@@ -397,7 +395,7 @@ cudaError_t pp_cuda_launch_bf16_elementwise(cudaStream_t s, unsigned max_grid,
 /* The scalar kernels' partials: groups blocks of rows per channel. */
 static bool pool_vec8(const pp_cuda_pool_geom4 &g, const void *a, const void *b, const void *idx)
 {
-    return g.c % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(idx);
+    return g.c % 8 == 0 && pp_cuda_aligned16(a) && pp_cuda_aligned16(b) && pp_cuda_aligned16(idx);
 }
 
 /* 32-bit positions where every element index fits with room */
@@ -467,7 +465,7 @@ cudaError_t pp_cuda_launch_pad_channels(cudaStream_t s, unsigned max_grid, int64
                                         int cp, const uint16_t *x, uint16_t *y)
 {
     if (rows * cp <= 0) return cudaSuccess;
-    if (cp % 8 == 0 && aligned16(y)) {
+    if (cp % 8 == 0 && pp_cuda_aligned16(y)) {
         pad_channels8_k<<<grid_for(rows * (cp / 8), max_grid), PP_CUDA_BLOCK, 0, s>>>(
             rows, c, cp, x, reinterpret_cast<uint4 *>(y));
         return cudaGetLastError();
