@@ -6,18 +6,18 @@
  * (CALL_k: a lambda calling k),
  * and is compiled as C++ with this header included first.
  *
- * A launch runs synchronously: the blocks one after another, each block's
- * threads as that many CPU threads (a pool), so that __syncthreads and the
- * warp shuffles are real rendezvous and __shared__ (made static here) is
- * shared by exactly the block's threads. Device memory is host memory.
- * Besides the kernels' results, the emulator checks what a GPU would refuse
- * or leave undefined: a launch configuration out of the device's limits
- * (cudaErrorInvalidConfiguration from cudaGetLastError, as the runtime
- * reports it), and a shuffle whose mask names a lane that has exited or is
- * not in the block (reported on stderr and counted, pp_emu::faults()).
- * Built with ThreadSanitizer, a block's shared memory is checked for races
- * (a missing __syncthreads); with AddressSanitizer, every access is checked
- * against its allocation.
+ * A launch runs synchronously: the blocks one after another (in reverse
+ * order), each block's threads as fibers on the calling thread
+ * (cuda_emu.cc), so that __syncthreads and the warp shuffles are real
+ * rendezvous and __shared__ (made static here) is the running block's.
+ * Device memory is host memory. Besides the kernels' results, the emulator
+ * checks what a GPU would refuse or leave undefined: a launch configuration
+ * out of the device's limits (cudaErrorInvalidConfiguration from
+ * cudaGetLastError, as the runtime reports it), a shuffle whose mask names a
+ * lane that has returned or is not in the block (reported on stderr and
+ * counted, pp_emu::faults()), and a rendezvous some threads never reach (the
+ * waiting threads named, then abort). Built with AddressSanitizer, every
+ * access is checked against its allocation.
  *
  * Floating point is the host's: f32 arithmetic in IEEE single precision
  * without contraction into fused multiply-adds (nvcc contracts where it
@@ -29,7 +29,7 @@
 
 #include <cuda_runtime.h> /* host types only: dim3, float4, uint4, cudaError_t */
 
-#include <cmath>
+#include <cmath> /* the kernels' sqrt, exp: the host's */
 #include <cstdint>
 #include <cstring>
 #include <functional>
