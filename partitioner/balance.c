@@ -262,6 +262,13 @@ int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, 
 pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const double *unit_costs,
                                pp_error *err)
 {
+    return pp_plan_resolve_auto_in_flight(plan, cat, unit_costs, NULL, err);
+}
+
+pp_status pp_plan_resolve_auto_in_flight(pp_plan *plan, const pp_catalogue *cat,
+                                         const double *unit_costs, const int *stage_in_flight,
+                                         pp_error *err)
+{
     if (!plan) return pp_error_set(err, PP_ERR_INVALID, "resolve_auto: NULL plan");
     if (!plan->stages_auto) return PP_OK;
     if (!cat) cat = &plan->catalogue;
@@ -307,7 +314,7 @@ pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const dou
     const char *snames[PP_PLAN_MAX_STAGES];
     bool limits = false;
     for (int s = 0; s < S; s++) {
-        in_flight[s] = pp_plan_in_flight(plan, s);
+        in_flight[s] = stage_in_flight ? stage_in_flight[s] : pp_plan_in_flight(plan, s);
         capacity[s] = (double)pp_plan_device_memory(plan, s);
         limits |= capacity[s] > 0;
         snames[s] = plan->stages[s].device_name;

@@ -262,6 +262,13 @@ void pp_plan_free(pp_plan *plan);
  * the device when no partition fits; PP_ERR_INVALID for API misuse. */
 pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const double *unit_costs,
                                pp_error *err);
+/* The same with each stage's micro-batches in flight given (stage_in_flight,
+ * n_stages entries: the schedule's own count, pp_schedule_in_flight, which
+ * the pipeline's pp_fit_resolve_plan passes) instead of pp_plan_in_flight's
+ * bound. NULL: pp_plan_in_flight. */
+pp_status pp_plan_resolve_auto_in_flight(pp_plan *plan, const pp_catalogue *cat,
+                                         const double *unit_costs, const int *stage_in_flight,
+                                         pp_error *err);
 
 /* Estimated bytes a unit range needs on its device: parameters, gradients and
  * momentum (when used), plus what backward keeps (act_bytes x split_size +
@@ -270,9 +277,10 @@ pp_status pp_plan_resolve_auto(pp_plan *plan, const pp_catalogue *cat, const dou
  * same quantity for one micro-batch. */
 int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, int in_flight);
 
-/* Micro-batches a stage holds at once under the plan's schedule (1f1b:
- * min(m, S - stage); any other: all m, a bound; the schedule's exact count
- * per stage is pp_schedule_in_flight, streams/schedule.h). */
+/* A bound on the micro-batches a stage holds at once under the plan's
+ * schedule, from the plan alone (1f1b: min(m, S - stage); any other: all m);
+ * the schedule's exact count per stage is pp_schedule_in_flight
+ * (streams/schedule.h), which the pipeline's memory model and planning use. */
 int pp_plan_in_flight(const pp_plan *plan, int stage);
 
 /* The recomputation mode of stage s: its own `recompute:`, else the plan's. */

@@ -14,18 +14,25 @@
  *   workspace                  the largest scratch one of the stage's ops asks
  *                              its stream for (pp_conv2d_workspace_bytes)
  *   activations                the peak, over the stage's actions in the
- *                              schedule, of what the micro-batches in flight
- *                              keep from forward to backward (a recomputed
- *                              micro-batch: a copy of its stage input) plus
- *                              the transient of the action running: a
+ *                              plan's own program (built in or read from
+ *                              its file), of what the micro-batches in
+ *                              flight keep from forward to backward (a
+ *                              recomputed micro-batch: a copy of its stage
+ *                              input; after a split backward's I, what its
+ *                              W needs; a backward before its turn, the
+ *                              weight gradients kept apart) plus the
+ *                              transient of the action running: a
  *                              forward's activations between units, a
  *                              backward's gradients and, for a recomputed
  *                              micro-batch, the forward it runs again first
- * Stages sharing a device add up. Kept bytes come from the model's catalogue
- * (pp_catalogue_kept_bytes), transients from the units' shapes; in-flight
- * micro-batches from the schedule's action lists, so every schedule is
- * modelled alike. The figures are those of a step after the first (the
- * momentum exists from the first update on).
+ * A device's peak (device_peak) is the fixed parts of the stages on it, the
+ * largest of their workspaces (one stream) and the walk over all their
+ * actions in the device's order. Kept bytes come from the model's catalogue
+ * (pp_catalogue_kept_bytes, pp_catalogue_iw_bytes), transients from the
+ * units' shapes; in-flight micro-batches from the schedule's action lists
+ * (pp_schedule_in_flight), so every schedule is modelled alike. The figures
+ * are those of a step after the first (the momentum exists from the first
+ * update on).
  *
  * Limits: one figure per device, the `memory:` of its stages (plan.h); a CUDA
  * card without one is capped by its free memory when checked. pp_fit_check
@@ -62,11 +69,13 @@ typedef struct pp_fit_stage {
                                 its backward: every activation backward needs, or a copy of
                                 the stage input when the stage recomputes it */
     int64_t kept_full_per_mb; /* the same without recomputation */
-    int64_t activations;     /* peak over the schedule of kept activations plus the running
-                                action's transient */
-    int in_flight;           /* most micro-batches whose forward ran and backward did not */
+    int64_t activations;     /* peak over the stage's own actions of kept activations plus
+                                the running action's transient */
+    int in_flight;           /* most micro-batches whose forward ran and backward (or W)
+                                did not (pp_schedule_in_flight) */
     int64_t peak;            /* the stage's own peak: the sum of the above */
-    int64_t device_peak;     /* its device's: the sum over the stages sharing the device */
+    int64_t device_peak;     /* its device's: the stages' fixed parts, their largest
+                                workspace and the walk over all their actions */
     int64_t cap;             /* the device's cap (`memory:`, or a CUDA card's free memory
                                 when pp_fit_caps found one); 0: none */
     bool cap_from_card;      /* cap is the card's free memory, not the plan's */
@@ -210,8 +219,10 @@ void pp_fit_result_free(pp_fit_result *res);
 pp_status pp_fit_emit(const pp_plan *plan, const pp_fit_candidate *c, int64_t memory_limit,
                       char **out, size_t *len, pp_error *err);
 
-/* Peak micro-batches in flight on stage s of the schedule of plan: the most
- * whose forward ran and whose backward has not, over the stage's actions. */
+/* Peak micro-batches in flight on stage s of the plan's own schedule (built
+ * in or read from its file): the most whose forward ran and whose backward
+ * (or W) has not, over the stage's actions (pp_schedule_in_flight); 0 when the
+ * schedule cannot be built. */
 int pp_fit_in_flight(const pp_plan *plan, int s);
 
 #ifdef __cplusplus

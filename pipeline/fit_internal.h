@@ -41,27 +41,22 @@ pp_status pipe_fit_units_new(const pp_plan *plan, pipe_fit_units *fu, pp_error *
 void pipe_fit_units_free(pipe_fit_units *fu);
 
 /* One micro-batch on one stage: bytes it keeps from forward to backward (all,
- * or the copy of its input when recomputed), and its peak bytes while each
- * of its passes runs: a forward keeping all (what it keeps included), a
- * forward keeping nothing (a recomputed micro-batch's first), the forward
- * again before a recomputed backward, a backward. */
+ * or the copy of its input when recomputed) and from the input part of a
+ * split backward to its weight part (iw), and its peak bytes while each of
+ * its passes runs: a forward keeping all (what it keeps included), a forward
+ * keeping nothing (a recomputed micro-batch's first), the forward again
+ * before a recomputed backward, a backward, the input part of a split one. */
 typedef struct pipe_fit_mb {
-    int64_t kept, kept_input;
-    int64_t forward, discard, recompute, backward;
+    int64_t kept, kept_input, iw;
+    int64_t forward, discard, recompute, backward, input;
 } pipe_fit_mb;
 
 /* The figures of units first..last for a micro-batch of n samples. */
 void pipe_fit_stage_mb(const pipe_fit_units *fu, int first, int last, int64_t n,
                        pipe_fit_mb *out);
 
-/* The peak activation bytes of stage s over sched's actions: micro-batch i
- * holds mb[i].kept (recompute[i]: kept_input) from F to B, the running
- * action adds its transient. *in_flight (may be NULL): the most micro-batches
- * held at once. */
-int64_t pipe_fit_walk(const pp_schedule *sched, int s, const pipe_fit_mb *mb,
-                      const bool *recompute, int *in_flight);
-
-/* The schedule one replica of plan runs. */
+/* The schedule one replica of plan runs: the plan's built-in or its file's
+ * program (the one the run executes), for replica 0's micro-batches. */
 pp_status pipe_fit_schedule(const pp_plan *plan, pp_schedule *sched, pp_error *err);
 
 /* One plan's schedule, lowered, with room for per-micro-batch figures: what
@@ -70,22 +65,30 @@ pp_status pipe_fit_schedule(const pp_plan *plan, pp_schedule *sched, pp_error *e
 typedef struct pipe_fit_run {
     pp_schedule sched;
     int slots;                     /* the executor's buffers per boundary and direction */
+    bool *cross;                   /* (S) boundary b joins two devices (it has copies) */
     int n_max;                     /* the largest micro-batch */
-    pipe_fit_mb *mbs;              /* (m) scratch */
-    bool *rec;                     /* (m) scratch */
+    pipe_fit_mb *mbs;              /* (S x m) stage s's figures, set by pipe_fit_stage_predict */
+    bool *rec;                     /* (S x m) stage s recomputes micro-batch i */
+    int64_t *part;                 /* (S) stage s's parameter gradients: what a backward before
+                                      its micro-batch's turn keeps apart until then */
 } pipe_fit_run;
 
 pp_status pipe_fit_run_new(const pp_plan *plan, pipe_fit_run *run, pp_error *err);
 void pipe_fit_run_free(pipe_fit_run *run);
 
 /* Predicts stage s of plan as if it held units first..last and recomputed
- * by rec (its device, the plan's batch and optimizer; run built from plan).
- * Fills every field of *o but device_peak. */
+ * by rec (its device, the plan's batch and optimizer; run built from plan),
+ * keeping the stage's figures in run for pipe_fit_device_peaks. Fills every
+ * field of *o but device_peak; o->activations is the walk over the stage's
+ * own actions. */
 void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_fit_run *run,
                             int s, int first, int last, pp_plan_recompute rec, pp_fit_stage *o);
 
-/* Sets each stage's device_peak: the sum of the peaks of the stages on its device. */
-void pipe_fit_device_peaks(const pp_plan *plan, pp_fit_stage *out);
+/* Sets each stage's device_peak: the fixed parts of the stages on its device
+ * (out[t].peak - out[t].activations) and the walk over all their actions in
+ * the device's order, from the figures the last pipe_fit_stage_predict call
+ * for each stage kept in run. */
+void pipe_fit_device_peaks(const pp_plan *plan, const pipe_fit_run *run, pp_fit_stage *out);
 
 /* pp_fit_predict with the units built once (the planner predicts many plans). */
 pp_status pipe_fit_predict_with(const pp_plan *plan, const pipe_fit_units *fu, pp_fit_stage *out,

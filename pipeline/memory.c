@@ -8,9 +8,13 @@
  *   2. per stage and micro-batch size: what a micro-batch keeps (all, or its
  *      input when recomputed), and the peak of a forward and of a backward
  *      over the stage's units (stage_mb);
- *   3. per stage, the walk over its actions in the schedule: micro-batches in
- *      flight hold their kept bytes, the running action adds its transient
- *      (pipe_fit_walk);
+ *   3. the walk over a device's actions in the plan's own schedule (built-in
+ *      or loaded from a file, the one the run executes): a micro-batch holds
+ *      what it keeps from its F to its B, or to its I and then what the W
+ *      needs until its W; a backward of a micro-batch before its turn keeps
+ *      its parameter gradients apart until then; the running action adds its
+ *      transient (fit_walk). Per stage (its own actions) for the table, per
+ *      device (every stage on it) for the device's peak;
  *   4. the fixed parts (parameters, gradients, momentum, bf16 weight copies,
  *      batch tensors, boundary buffers) and the sum per device.
  *
@@ -29,6 +33,7 @@
 #include "models/unit.h"
 #include "runtime/core/batch_split.h"
 #include "runtime/core/ops.h"
+#include "pipeline/schedules.h"
 #include "streams/program.h"
 #include "streams/schedule.h"
 
@@ -233,61 +238,103 @@ void pipe_fit_stage_mb(const pipe_fit_units *fu, int first, int last, int64_t n,
     }
     /* backward, last unit first: units after j have freed what they kept; dy
      * of j is a buffer of the stage unless j is the last unit (the executor's),
-     * dx one unless j is the first (the executor's, or none) */
+     * dx one unless j is the first (the executor's, or none). The input part
+     * of a split backward frees only what the weight part does not need: the
+     * units after j hold their part for W, and j's is allocated before it
+     * runs (a tensor both lists name counted once: the larger of the two) */
+    out->iw = pp_catalogue_iw_bytes(cat, first, last, n);
     for (int j = last; j >= first; j--) {
         int i = j; /* units i..j: a batch norm and its ReLU run as one */
         if (j > first && fu->units[j - 1].fuses_relu && fu->units[j].kind == PP_UNIT_RELU) i = j - 1;
         const pipe_fit_unit *u = &fu->units[i];
-        int64_t live = pp_catalogue_kept_bytes(cat, first, j, n);
-        if (j < last) live += fu->units[j].out_bytes * n;
-        if (i > first) live += u->in_bytes * n;
-        live += (i > first ? u->bwd_extra : u->bwd_extra_first) * n;
+        int64_t grads = 0; /* the gradients in flight beside what is kept */
+        if (j < last) grads += fu->units[j].out_bytes * n;
+        if (i > first) grads += u->in_bytes * n;
+        grads += (i > first ? u->bwd_extra : u->bwd_extra_first) * n;
+        int64_t live = pp_catalogue_kept_bytes(cat, first, j, n) + grads;
         if (live > out->backward) out->backward = live;
+        int64_t before = i > first ? pp_catalogue_kept_bytes(cat, first, i - 1, n) : 0;
+        int64_t own = pp_catalogue_kept_bytes(cat, i, j, n), own_w = pp_catalogue_iw_bytes(cat, i, j, n);
+        int64_t input = before + (own > own_w ? own : own_w) +
+                        (j < last ? pp_catalogue_iw_bytes(cat, j + 1, last, n) : 0) + grads;
+        if (input > out->input) out->input = input;
         j = i;
     }
 }
 
 /* ---- 3. the schedule ----------------------------------------------------------------- */
 
-int64_t pipe_fit_walk(const pp_schedule *sched, int s, const pipe_fit_mb *mb, const bool *recompute,
-                      int *in_flight)
+/* Where a micro-batch of a stage stands in the walk. */
+enum { HELD_NONE = 0, HELD_KEPT, HELD_IW, HELD_DONE };
+
+/* The walk over device d's action list: what the micro-batches of its stages
+ * (of stage `only` alone when >= 0) hold, and the peak of that plus the
+ * running action's transient. Stage s's figures are run->mbs[s * m + i] and
+ * run->rec[...]; its parameter gradients run->part[s] bytes, kept apart by a
+ * backward that runs before its micro-batch's turn (models/unit_order.c)
+ * until every micro-batch before it has been added. */
+static int64_t fit_walk(const pipe_fit_run *run, int d, int only)
 {
-    int m = sched->micro_batches;
-    bool *held = calloc((size_t)m, sizeof *held);
+    const pp_schedule *sc = &run->sched;
+    const int m = sc->micro_batches, S = sc->stages;
+    unsigned char *held = calloc((size_t)S * (size_t)m, 1);
+    unsigned char *parted = calloc((size_t)S * (size_t)m, 1);
+    int *next = calloc((size_t)S, sizeof *next);
     int64_t total = 0, peak = 0;
-    int count = 0, most = 0;
-    for (int k = 0; held && k < sched->n_actions[s]; k++) {
-        pp_action a = sched->actions[s][k];
-        if (a.mb < 0 || a.mb >= m) continue;
-        const pipe_fit_mb *x = &mb[a.mb];
-        const bool rec = recompute[a.mb];
+    for (int k = 0; held && parted && next && k < sc->n_actions[d]; k++) {
+        const pp_action a = sc->actions[d][k];
+        const int s = a.stage, i = a.mb;
+        if (s < 0 || s >= S || i < 0 || i >= m || (only >= 0 && s != only)) continue;
+        if (a.kind != PP_ACT_F && a.kind != PP_ACT_B && a.kind != PP_ACT_I && a.kind != PP_ACT_W)
+            continue;
+        const pipe_fit_mb *x = &run->mbs[(size_t)s * m + i];
+        const bool rec = run->rec[(size_t)s * m + i];
         const int64_t keeps = rec ? x->kept_input : x->kept;
+        unsigned char *h = &held[(size_t)s * m + i];
         int64_t now = total;
         if (a.kind == PP_ACT_F) {
             /* a recomputed micro-batch: its input copy, and a forward keeping nothing */
             now += rec ? x->kept_input + x->discard : x->forward;
-            if (!held[a.mb]) {
-                held[a.mb] = true;
+            if (*h == HELD_NONE) {
+                *h = HELD_KEPT;
                 total += keeps;
-                count++;
             }
-        } else if (a.kind == PP_ACT_B) {
-            if (held[a.mb]) {
-                held[a.mb] = false;
+        } else if (a.kind == PP_ACT_B || a.kind == PP_ACT_I) {
+            if (*h == HELD_KEPT) {
                 total -= keeps;
-                count--;
                 now = total;
             }
-            /* a recomputed micro-batch runs its forward again, then its backward */
-            now += rec && x->recompute > x->backward ? x->recompute : x->backward;
-        } else {
-            continue;
+            /* a recomputed micro-batch runs its forward again first */
+            const int64_t pass = a.kind == PP_ACT_B ? x->backward : x->input;
+            now += rec && x->recompute > pass ? x->recompute : pass;
+            if (a.kind == PP_ACT_I) {
+                *h = HELD_IW;
+                total += x->iw;
+            } else {
+                *h = HELD_DONE;
+            }
+        } else { /* W: the weight part from what I kept, freed after it */
+            if (*h == HELD_IW) total -= x->iw;
+            *h = HELD_DONE;
+        }
+        /* B and W add the weight gradients: in turn, or into a part of their own */
+        if (a.kind == PP_ACT_B || a.kind == PP_ACT_W) {
+            if (i == next[s]) {
+                for (next[s]++; next[s] < m && parted[(size_t)s * m + next[s]]; next[s]++) {
+                    parted[(size_t)s * m + next[s]] = 0;
+                    total -= run->part[s];
+                }
+            } else if (i > next[s]) {
+                parted[(size_t)s * m + i] = 1;
+                total += run->part[s];
+                now += run->part[s];
+            }
         }
         if (now > peak) peak = now;
-        if (count > most) most = count;
     }
     free(held);
-    if (in_flight) *in_flight = most;
+    free(parted);
+    free(next);
     return peak;
 }
 
@@ -314,12 +361,17 @@ static int *replica_sizes(const pp_plan *plan, int *m)
 
 pp_status pipe_fit_schedule(const pp_plan *plan, pp_schedule *sched, pp_error *err)
 {
+    memset(sched, 0, sizeof *sched);
     int m;
     int *sizes = replica_sizes(plan, &m);
     if (!sizes) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    pp_schedule_kind kind =
-        plan->schedule == PP_PLAN_SCHEDULE_1F1B ? PP_SCHEDULE_1F1B : PP_SCHEDULE_GPIPE;
-    pp_status st = pp_schedule_build(sched, kind, plan->n_stages, m, sizes, err);
+    /* the program the run executes: the plan's built-in or its file's */
+    pipe_sched ps;
+    pp_status st = pipe_sched_init(&ps, plan, m, sizes, err);
+    if (st == PP_OK) {
+        st = pipe_sched_make(&ps, m, sizes, false, sched, err);
+        pipe_sched_free(&ps);
+    }
     free(sizes);
     return st;
 }
@@ -329,18 +381,11 @@ int pp_fit_in_flight(const pp_plan *plan, int s)
     pp_schedule sched;
     if (!plan || s < 0 || s >= plan->n_stages || pipe_fit_schedule(plan, &sched, NULL) != PP_OK)
         return 0;
-    int m = sched.micro_batches, most = 0, count = 0;
-    bool *held = calloc((size_t)m, sizeof *held);
-    for (int k = 0; held && k < sched.n_actions[s]; k++) {
-        pp_action a = sched.actions[s][k];
-        if (a.mb < 0 || a.mb >= m) continue;
-        if (a.kind == PP_ACT_F && !held[a.mb]) held[a.mb] = true, count++;
-        if (a.kind == PP_ACT_B && held[a.mb]) held[a.mb] = false, count--;
-        if (count > most) most = count;
-    }
-    free(held);
+    int peak[PP_PLAN_MAX_STAGES];
+    const int S = sched.stages;
+    if (S <= PP_PLAN_MAX_STAGES) pp_schedule_in_flight(&sched, peak);
     pp_schedule_free(&sched);
-    return most;
+    return s < S && S <= PP_PLAN_MAX_STAGES ? peak[s] : 0;
 }
 
 /* ---- 4. stages and devices ----------------------------------------------------------- */
@@ -361,14 +406,17 @@ pp_status pipe_fit_run_new(const pp_plan *plan, pipe_fit_run *run, pp_error *err
         pp_schedule_free(&run->sched);
         return st;
     }
+    const int m = run->sched.micro_batches, S = run->sched.stages;
     run->slots = prog.slots;
+    run->cross = calloc((size_t)S, sizeof *run->cross);
+    for (int b = 0; run->cross && b + 1 < S; b++) run->cross[b] = prog.cross[b];
     pp_program_free(&prog);
-    const int m = run->sched.micro_batches;
     for (int i = 0; i < m; i++)
         if (run->sched.mb_sizes[i] > run->n_max) run->n_max = run->sched.mb_sizes[i];
-    run->mbs = calloc((size_t)m, sizeof *run->mbs);
-    run->rec = calloc((size_t)m, sizeof *run->rec);
-    if (!run->mbs || !run->rec) {
+    run->mbs = calloc((size_t)S * (size_t)m, sizeof *run->mbs);
+    run->rec = calloc((size_t)S * (size_t)m, sizeof *run->rec);
+    run->part = calloc((size_t)S, sizeof *run->part);
+    if (!run->mbs || !run->rec || !run->part || !run->cross) {
         pipe_fit_run_free(run);
         return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     }
@@ -380,6 +428,8 @@ void pipe_fit_run_free(pipe_fit_run *run)
     pp_schedule_free(&run->sched);
     free(run->mbs);
     free(run->rec);
+    free(run->part);
+    free(run->cross);
     memset(run, 0, sizeof *run);
 }
 
@@ -396,6 +446,11 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
     o->cap = pp_plan_device_memory(plan, s);
     /* the stage's output per sample: what its boundary buffers hold */
     const int64_t out_b = delay ? (int64_t)classes * 4 : fu->units[last].out_bytes;
+    pipe_fit_mb *mbs = &run->mbs[(size_t)s * m];
+    bool *recs = &run->rec[(size_t)s * m];
+    memset(mbs, 0, (size_t)m * sizeof *mbs);
+    memset(recs, 0, (size_t)m * sizeof *recs);
+    run->part[s] = 0;
     if (!delay) {
         const pp_catalogue *cat = &fu->cat;
         int64_t params = 0, count = 0, weights = 0;
@@ -409,18 +464,24 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
         o->params = params - o->weight_copies;
         o->grads = count * 4;
         o->optimizer = plan->optimizer.momentum > 0 ? count * 4 : 0;
+        run->part[s] = o->grads;
         int64_t ws = stage_workspace(fu, first, last, n_max, ps->device.kind);
         o->workspace = (int64_t)((double)ws * WORKSPACE_GROWTH);
         for (int i = 0; i < m; i++) {
-            pipe_fit_stage_mb(fu, first, last, run->sched.mb_sizes[i], &run->mbs[i]);
-            run->rec[i] = rec == PP_PLAN_RECOMPUTE_ALWAYS ||
-                          (rec == PP_PLAN_RECOMPUTE_EXCEPT_LAST && i != m - 1);
+            pipe_fit_stage_mb(fu, first, last, run->sched.mb_sizes[i], &mbs[i]);
+            recs[i] = rec == PP_PLAN_RECOMPUTE_ALWAYS ||
+                      (rec == PP_PLAN_RECOMPUTE_EXCEPT_LAST && i != m - 1);
         }
         pipe_fit_mb full;
         pipe_fit_stage_mb(fu, first, last, plan->split_size, &full);
         o->kept_full_per_mb = full.kept;
         o->kept_per_mb = rec == PP_PLAN_RECOMPUTE_NEVER ? full.kept : full.kept_input;
-        o->activations = pipe_fit_walk(&run->sched, s, run->mbs, run->rec, &o->in_flight);
+        o->activations = fit_walk(run, run->sched.stage_device[s], s);
+    }
+    int flight[PP_PLAN_MAX_STAGES];
+    if (S <= PP_PLAN_MAX_STAGES) {
+        pp_schedule_in_flight(&run->sched, flight);
+        o->in_flight = flight[s];
     }
     /* the batch tensors (pipeline.c's alloc_buffers and open_eval) */
     if (s == 0) {
@@ -435,22 +496,35 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
         }
         o->slots += out_b * n_max; /* the last stage's output */
     }
-    /* boundary buffers: activations out and gradients in, both sides */
-    if (s + 1 < S) o->slots += 2 * (int64_t)run->slots * out_b * n_max;
+    /* boundary buffers (streams/executor.c): across devices, activations out
+     * and gradients in on each side; between stages of one device, the
+     * activation the lower one writes and the gradient the upper one writes,
+     * each read where it is */
+    if (s + 1 < S) o->slots += (run->cross[s] ? 2 : 1) * (int64_t)run->slots * out_b * n_max;
     if (s > 0) {
         int64_t prev = delay ? (int64_t)classes * 4 : fu->units[first - 1].out_bytes;
-        o->slots += 2 * (int64_t)run->slots * prev * n_max;
+        o->slots += (run->cross[s - 1] ? 2 : 1) * (int64_t)run->slots * prev * n_max;
     }
     o->peak = o->params + o->grads + o->optimizer + o->weight_copies + o->batch + o->slots +
               o->workspace + o->activations;
 }
 
-void pipe_fit_device_peaks(const pp_plan *plan, pp_fit_stage *out)
+void pipe_fit_device_peaks(const pp_plan *plan, const pipe_fit_run *run, pp_fit_stage *out)
 {
+    const bool delay = plan->model.kind == PP_MODEL_DELAY;
     for (int s = 0; s < plan->n_stages; s++) {
-        out[s].device_peak = 0;
-        for (int t = 0; t < plan->n_stages; t++)
-            if (same_device(plan, s, t)) out[s].device_peak += out[t].peak;
+        /* the fixed parts of every stage on the device, and the walk over all
+         * of their actions: stages of one device compute one at a time on one
+         * stream (streams/executor.c), so they share its workspace, and their
+         * activations peak together only as the device's order allows */
+        int64_t fixed = 0, workspace = 0;
+        for (int t = 0; t < plan->n_stages; t++) {
+            if (!same_device(plan, s, t)) continue;
+            fixed += out[t].peak - out[t].activations - out[t].workspace;
+            if (out[t].workspace > workspace) workspace = out[t].workspace;
+        }
+        out[s].device_peak = fixed + workspace +
+                             (delay ? 0 : fit_walk(run, run->sched.stage_device[s], -1));
     }
 }
 
@@ -462,7 +536,7 @@ pp_status pipe_fit_predict_with(const pp_plan *plan, const pipe_fit_units *fu, p
     for (int s = 0; s < plan->n_stages; s++)
         pipe_fit_stage_predict(plan, fu, &run, s, plan->stages[s].first, plan->stages[s].last,
                                pp_plan_stage_recompute(plan, s), &out[s]);
-    pipe_fit_device_peaks(plan, out);
+    pipe_fit_device_peaks(plan, &run, out);
     pipe_fit_run_free(&run);
     return PP_OK;
 }

@@ -355,7 +355,7 @@ static pp_status search_variant(const pp_plan *v, const pipe_fit_units *fu,
             for (int s = 0; s < S; s++)
                 pipe_fit_stage_predict(v, fu, &run, s, c.first[s], c.last[s], MODES[mode[s]],
                                        &pred[s]);
-            pipe_fit_device_peaks(v, pred);
+            pipe_fit_device_peaks(v, &run, pred);
             bool ok = true;
             for (int s = 0; s < S; s++) {
                 ok &= cap[s] == 0 || pred[s].device_peak <= cap[s];
@@ -372,7 +372,7 @@ static pp_status search_variant(const pp_plan *v, const pipe_fit_units *fu,
         pp_fit_stage pred[PP_PLAN_MAX_STAGES];
         for (int s = 0; s < S; s++)
             pipe_fit_stage_predict(v, fu, &run, s, -1, -1, PP_PLAN_RECOMPUTE_NEVER, &pred[s]);
-        pipe_fit_device_peaks(v, pred);
+        pipe_fit_device_peaks(v, &run, pred);
         *fits = true;
         for (int s = 0; s < S; s++) {
             c.peak[s] = pred[s].device_peak;

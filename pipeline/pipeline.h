@@ -336,8 +336,9 @@ typedef struct pp_pipeline_prediction {
     double weight_ms[PP_PLAN_MAX_STAGES];    /* W, the backward for the weights */
     int in_flight[PP_PLAN_MAX_STAGES];       /* the schedule's peak per stage */
     double device_bubble[PP_PLAN_MAX_STAGES];/* per stage, the idle fraction of its device */
-    int64_t memory_bytes[PP_PLAN_MAX_STAGES];/* per stage, pp_plan_stage_memory_estimate for
-                                              * its in-flight peak (0 for the delay model) */
+    int64_t memory_bytes[PP_PLAN_MAX_STAGES];/* per stage, its device's predicted peak
+                                              * (pp_fit_predict's device_peak, the figure
+                                              * --memory prints; 0 for the delay model) */
     char note[192];                 /* the schedule's note (schedule.h), "" when none */
 } pp_pipeline_prediction;
 

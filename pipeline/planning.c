@@ -6,6 +6,7 @@
  */
 #include "pipeline/pipeline.h"
 #include "pipeline/fit.h"
+#include "pipeline/fit_internal.h"
 #include "pipeline/planning.h"
 
 #include <stdint.h>
@@ -112,13 +113,21 @@ pp_status pp_pipeline_predict_plan(const pp_plan *plan, pp_pipeline_prediction *
             int d = sched.stage_device[k];
             out->stage_device[k] = d;
             out->device_bubble[k] = r.step_ms > 0 ? 1 - r.device_busy_ms[d] / r.step_ms : 0;
-            if (plan->model.kind != PP_MODEL_DELAY)
-                out->memory_bytes[k] = pp_plan_stage_memory_estimate(
-                    plan, plan->stages[k].first, plan->stages[k].last, out->in_flight[k]);
         }
         pp_sim_result_free(&r);
     }
     pp_schedule_free(&sched);
+    /* the memory model's device peaks (--memory's figures) */
+    pp_fit_stage *pred = s == PP_OK && plan->model.kind != PP_MODEL_DELAY
+                             ? malloc((size_t)n * sizeof *pred)
+                             : NULL;
+    if (pred) {
+        s = pp_fit_predict(plan, pred, err);
+        for (int k = 0; s == PP_OK && k < n; k++) out->memory_bytes[k] = pred[k].device_peak;
+    } else if (s == PP_OK && plan->model.kind != PP_MODEL_DELAY) {
+        s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    }
+    free(pred);
     return s;
 }
 
@@ -175,11 +184,25 @@ pp_status pipe_check_cudnn_limits(const pp_plan *plan, pp_error *err)
     return PP_OK;
 }
 
+/* Each stage's micro-batches in flight under the plan's schedule (its
+ * placement and batch are known before the cut). */
+static pp_status schedule_in_flight(const pp_plan *plan, int *in_flight, pp_error *err)
+{
+    pp_schedule sched;
+    PP_TRY(pipe_fit_schedule(plan, &sched, err));
+    if (sched.stages == plan->n_stages) pp_schedule_in_flight(&sched, in_flight);
+    pp_schedule_free(&sched);
+    return PP_OK;
+}
+
 pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *err)
 {
     if (!plan->stages_auto) return pipe_check_cudnn_limits(plan, err);
+    int in_flight[PP_PLAN_MAX_STAGES];
+    for (int s = 0; s < plan->n_stages; s++) in_flight[s] = pp_plan_in_flight(plan, s);
+    PP_TRY(schedule_in_flight(plan, in_flight, err));
     if (plan->balance != PP_PLAN_BALANCE_TIME) {
-        PP_TRY(pp_plan_resolve_auto(plan, NULL, NULL, err));
+        PP_TRY(pp_plan_resolve_auto_in_flight(plan, NULL, NULL, in_flight, err));
         return pipe_check_cudnn_limits(plan, err);
     }
     /* per-unit forward + backward on the plan's first device, from the
@@ -189,7 +212,7 @@ pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *er
     double *cost = calloc((size_t)t.n + 1, sizeof *cost);
     pp_status s = cost ? PP_OK : pp_error_set(err, PP_ERR_OOM, "out of host memory");
     for (int u = 0; cost && u < t.n; u++) cost[u] = t.forward_ms[u] + t.backward_ms[u];
-    if (s == PP_OK) s = pp_plan_resolve_auto(plan, NULL, cost, err);
+    if (s == PP_OK) s = pp_plan_resolve_auto_in_flight(plan, NULL, cost, in_flight, err);
     free(cost);
     pp_unit_times_free(&t);
     return s == PP_OK ? pipe_check_cudnn_limits(plan, err) : s;
