@@ -104,21 +104,32 @@ static pp_status fail(const check_state *c, int d, int p, const char *fmt, ...)
                         msg);
 }
 
-/* A missing action of stage on its device's row: the place is the row's end. */
+/* A missing action of stage on its device's row, placed at the action that
+ * needs it or produces for it (anchor: a slot of the same stage and
+ * micro-batch, -1 for none), else after the row's last cell. */
 static pp_status missing(const check_state *c, int stage, pp_action_kind kind, int mb,
-                         const char *why)
+                         int anchor, const char *why)
 {
-    int d = c->s->stage_device[stage];
-    int n = c->s->n_actions[d], end = n;
-    if (c->s->source && n > 0 && c->s->actions[d][n - 1].cell) end = c->s->actions[d][n - 1].cell;
-    char b[48], where[512];
+    const pp_schedule *s = c->s;
+    const int at = anchor >= 0 ? idx(c, anchor, stage, mb) : -1;
+    const bool anchored = at >= 0 && c->dev_of[at] >= 0;
+    int d = anchored ? c->dev_of[at] : s->stage_device[stage];
+    char b[48], x[48], where[512], which[128] = "";
     pp_action a = {.kind = kind, .mb = mb, .stage = stage};
-    if (c->s->source)
-        snprintf(where, sizeof where, "%s:%d:%d", c->s->source, d + 1, end + 1);
-    else
+    if (anchored) {
+        place(c, d, c->pos[at], where, sizeof where);
+        snprintf(which, sizeof which, " (for %s here)",
+                 pp_action_format(s->actions[d][c->pos[at]], x, sizeof x));
+    } else if (s->source) {
+        int n = s->n_actions[d], end = n;
+        if (n > 0 && s->actions[d][n - 1].cell) end = s->actions[d][n - 1].cell;
+        snprintf(where, sizeof where, "%s:%d:%d", s->source, d + 1, end > 0 ? end : 1);
+        snprintf(which, sizeof which, " (not in the row, which ends here)");
+    } else {
         snprintf(where, sizeof where, "device %d", d);
-    return pp_error_set(c->err, c->s->source ? PP_ERR_INPUT : PP_ERR_INVALID, "%s: missing %s%s%s",
-                        where, pp_action_format(a, b, sizeof b), why[0] ? ": " : "", why);
+    }
+    return pp_error_set(c->err, s->source ? PP_ERR_INPUT : PP_ERR_INVALID, "%s: missing %s%s%s%s",
+                        where, pp_action_format(a, b, sizeof b), which, why[0] ? ": " : "", why);
 }
 
 /* ---- pass 1: each action ----------------------------------------------------- */
@@ -226,7 +237,8 @@ static bool has(const check_state *c, int slot, int st, int i)
 static pp_status check_mb(check_state *c, int st, int i)
 {
     const pp_schedule *s = c->s;
-    if (!has(c, P_F, st, i)) return missing(c, st, PP_ACT_F, i, "every stage runs each "
+    const int back = has(c, P_B, st, i) ? P_B : P_I; /* the backward that needs it */
+    if (!has(c, P_F, st, i)) return missing(c, st, PP_ACT_F, i, back, "every stage runs each "
                                             "micro-batch forward once");
     if (!s->forward_only) {
         bool b = has(c, P_B, st, i), in = has(c, P_I, st, i), w = has(c, P_W, st, i);
@@ -239,10 +251,11 @@ static pp_status check_mb(check_state *c, int st, int i)
                         sizeof x), st, i);
         }
         if (!b && !in && !w)
-            return missing(c, st, PP_ACT_B, i, "every stage runs each micro-batch backward "
-                           "once (B, or I and W)");
-        if (!b && !in) return missing(c, st, PP_ACT_I, i, "W needs its I");
-        if (!b && !w) return missing(c, st, PP_ACT_W, i, "I leaves the weight gradients to W");
+            return missing(c, st, PP_ACT_B, i, P_F, "every stage runs each micro-batch "
+                           "backward once (B, or I and W)");
+        if (!b && !in) return missing(c, st, PP_ACT_I, i, P_W, "W needs its I");
+        if (!b && !w)
+            return missing(c, st, PP_ACT_W, i, P_I, "I leaves the weight gradients to W");
         int bw = b ? P_B : P_I;
         PP_TRY(order(c, P_F, st, i, bw, st, i, "the backward needs its forward"));
         if (!b) PP_TRY(order(c, P_I, st, i, P_W, st, i, "W needs its I first"));
@@ -250,23 +263,23 @@ static pp_status check_mb(check_state *c, int st, int i)
     if (!c->comms) return PP_OK;
     /* sends and receives between stages on different devices */
     if (st + 1 < c->S && s->stage_device[st + 1] != s->stage_device[st]) {
-        if (!has(c, P_SA, st, i)) return missing(c, st, PP_ACT_SEND_ACT, i, "the next stage "
-                                                 "is on another device");
+        if (!has(c, P_SA, st, i)) return missing(c, st, PP_ACT_SEND_ACT, i, P_F, "the next "
+                                                 "stage is on another device");
         PP_TRY(order(c, P_F, st, i, P_SA, st, i, "a send follows what it sends"));
         if (!s->forward_only) {
-            if (!has(c, P_RG, st, i)) return missing(c, st, PP_ACT_RECV_GRAD, i, "the next "
-                                                     "stage is on another device");
+            if (!has(c, P_RG, st, i)) return missing(c, st, PP_ACT_RECV_GRAD, i, back,
+                                                     "the next stage is on another device");
             PP_TRY(order(c, P_RG, st, i, has(c, P_B, st, i) ? P_B : P_I, st, i,
                          "the backward needs the received gradient"));
         }
     }
     if (st > 0 && s->stage_device[st - 1] != s->stage_device[st]) {
-        if (!has(c, P_RA, st, i)) return missing(c, st, PP_ACT_RECV_ACT, i, "the previous "
-                                                 "stage is on another device");
+        if (!has(c, P_RA, st, i)) return missing(c, st, PP_ACT_RECV_ACT, i, P_F, "the "
+                                                 "previous stage is on another device");
         PP_TRY(order(c, P_RA, st, i, P_F, st, i, "the forward needs the received activation"));
         if (!s->forward_only) {
-            if (!has(c, P_SG, st, i)) return missing(c, st, PP_ACT_SEND_GRAD, i, "the previous "
-                                                     "stage is on another device");
+            if (!has(c, P_SG, st, i)) return missing(c, st, PP_ACT_SEND_GRAD, i, back,
+                                                     "the previous stage is on another device");
             PP_TRY(order(c, has(c, P_B, st, i) ? P_B : P_I, st, i, P_SG, st, i,
                          "a send follows what it sends"));
         }

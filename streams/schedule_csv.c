@@ -1,7 +1,8 @@
 /*
  * schedule_csv.c - reading schedules in torch.distributed.pipelining's CSV
  * grammar (schedule.h; printing is pp_schedule_format_csv in schedule.c):
- *   1. split the text into rows (CRLF or LF) and cells (commas);
+ *   1. split the text into rows (CRLF or LF; blank lines at the end are none) and
+ *      cells (commas);
  *   2. parse each cell: empty (idle), STAGE KIND [MICRO-BATCH], or
  *      (A;B)OVERLAP_F_B, whitespace around a cell ignored;
  *   3. the shape: the caller's, or the one the cells imply;
@@ -142,6 +143,9 @@ static pp_status parse_cell(parse_state *p, const char *t, const char *e, int ro
 static pp_status split_rows(parse_state *p, const char *text, size_t len)
 {
     const char *t = text, *end = text + len;
+    /* blank lines (and spaces) at the end are no rows: an editor's last newlines */
+    while (end > t && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
     int row = 0;
     while (t < end) {
         const char *nl = memchr(t, '\n', (size_t)(end - t));
@@ -225,6 +229,14 @@ pp_status pp_schedule_parse_csv(const char *name, const char *text, size_t len,
                            "%d row%s, but the stages are placed on %d device%s: a schedule has "
                            "one row per device", p.rows, p.rows == 1 ? "" : "s", want->devices,
                            want->devices == 1 ? "" : "s");
+        int m_file = 0; /* the micro-batches the program is written for */
+        for (int k = 0; k < p.n; k++)
+            if (p.acts[k].a.mb + 1 > m_file) m_file = p.acts[k].a.mb + 1;
+        if (st == PP_OK && m_file > 0 && m_file < want->micro_batches)
+            st = csv_error(&p, 1, 1, "the program is written for %d micro-batch%s but the batch "
+                           "has %d: a program runs the plan's micro-batches (write it for %d, "
+                           "or change batch.size or split_size)", m_file, m_file == 1 ? "" : "es",
+                           want->micro_batches, want->micro_batches);
         for (int k = 0; k < p.n && st == PP_OK; k++) {
             const pp_action *a = &p.acts[k].a;
             char b[48];
@@ -233,9 +245,11 @@ pp_status pp_schedule_parse_csv(const char *name, const char *text, size_t len,
                                "stage%s)", pp_action_format(*a, b, sizeof b), a->stage,
                                want->stages, want->stages == 1 ? "" : "s");
             else if (a->mb >= want->micro_batches)
-                st = csv_error(&p, p.acts[k].row, a->cell, "%s: micro-batch %d out of range "
-                               "(%d micro-batch%s)", pp_action_format(*a, b, sizeof b), a->mb,
-                               want->micro_batches, want->micro_batches == 1 ? "" : "es");
+                st = csv_error(&p, p.acts[k].row, a->cell, "%s: micro-batch %d out of range: "
+                               "the program is written for %d micro-batches but the batch has "
+                               "%d (write it for %d, or change batch.size or split_size)",
+                               pp_action_format(*a, b, sizeof b), a->mb, m_file,
+                               want->micro_batches, want->micro_batches);
         }
     } else if (st == PP_OK) {
         st = implied_shape(&p, &shape, &placement);

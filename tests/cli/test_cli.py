@@ -587,7 +587,7 @@ def test_schedules():
     bad = {
         "0F0,0X0\r\n": "own.csv:1:2: unknown action '0X0'",
         "0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\r\n1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\r\n"
-        "2F0,2F1,2F2,2F3,2B0,2B1,2B2\r\n": "own.csv:3:8: missing 2B3",
+        "2F0,2F1,2F2,2F3,2B0,2B1,2B2\r\n": "own.csv:3:4: missing 2B3 (for 2F3 here)",
         "0F0,0F1,0F2,0F3,0B0,0B1,0B2,0B3\r\n1F0,1F1,1F2,1F3,1B0,1B1,1B2,1B3\r\n"
         "2F0,2F1,2F2,2F3,2B0,2B1,2B2,2B3,0B3\r\n": "own.csv:3:9: 0B3 on device 2, but stage 0 is "
         "placed on device 0",

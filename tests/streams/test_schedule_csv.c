@@ -170,12 +170,15 @@ static void test_round_trip(void)
     CHECK(runs > 200);
 }
 
-/* Hand-written text: LF, spaces, idle cells (also trailing), UNSHARD. */
+/* Hand-written text: LF, spaces, idle cells (also trailing), UNSHARD, blank lines at the
+ * end (an editor's). */
 static void test_grammar(void)
 {
     static const char *const good[] = {
         "0F0,0F1,,0B0,0B1\n,1F0,1F1,1B0,1B1\n",
         " 0F0 , 0F1,0B0 ,0B1,,\r\n1F0,1F1,1B0,1B1",
+        "0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0,1B1\r\n\r\n",
+        "0F0,0F1,0B0,0B1\n1F0,1F1,1B0,1B1\n\n  \n",
         "0UNSHARD,0F0,0F1,0B0,0B1,0RESHARD\r\n1UNSHARD,1F0,1B0,1F1,1B1\r\n",
         "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0RECV_B1,0B0,0B1\r\n"
         "1RECV_F0,1RECV_F1,1F0,1F1,1I0,1SEND_B0,1I1,1SEND_B1,1W1,1W0\r\n",
@@ -211,12 +214,13 @@ static void test_errors(void)
         {"(0F0;1B0)OVERLAP\r\n", NULL, "t.csv:1:1: unknown action '(0F0;1B0)OVERLAP': a "
          "composite is (A;B)OVERLAP_F_B, e.g. (0F3;3B1)OVERLAP_F_B"},
         /* missing and duplicate actions */
-        {"0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0\r\n", NULL, "t.csv:2:4: missing 1B1: every stage runs "
-         "each micro-batch backward once (B, or I and W)"},
-        {"0F0,0F1,0B0,0B1\r\n1F1,1B1\r\n", &two, "t.csv:2:3: missing 1F0: every stage runs each "
-         "micro-batch forward once"},
+        {"0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0\r\n", NULL, "t.csv:2:2: missing 1B1 (for 1F1 here): "
+         "every stage runs each micro-batch backward once (B, or I and W)"},
+        {"0F0,0F1,0B0,0B1\r\n1F1,1B1\r\n", &two, "t.csv:2:2: missing 1F0 (not in the row, which "
+         "ends here): every stage runs each micro-batch forward once"},
         {"0F0,0F0,0B0\r\n", NULL, "t.csv:1:2: 0F0 twice (also at row 1 column 1)"},
-        {"0F0,0I0\r\n", NULL, "t.csv:1:3: missing 0W0: I leaves the weight gradients to W"},
+        {"0F0,0I0\r\n", NULL, "t.csv:1:2: missing 0W0 (for 0I0 here): I leaves the weight gradients "
+         "to W"},
         {"0F0,0B0,0I0,0W0\r\n", NULL, "t.csv:1:3: 0I0, but the micro-batch also has a whole "
          "backward 0B0: a backward is B, or I and W"},
         /* wrong device and shapes */
@@ -226,8 +230,14 @@ static void test_errors(void)
          "stage 1 is placed on device 0"},
         {"0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0,1B1\r\n1F0\r\n", &two, "t.csv:3:1: 3 rows, but the "
          "stages are placed on 2 devices: a schedule has one row per device"},
-        {"0F0,0F2,0B0\r\n1F0,1B0\r\n", &two, "t.csv:1:2: 0F2: micro-batch 2 out of range (2 "
-         "micro-batches)"},
+        {"0F0,0B0\r\n1F0,1B0\r\n", &two, "t.csv:1:1: the program is written for 1 micro-batch "
+         "but the batch has 2: a program runs the plan's micro-batches (write it for 2, or "
+         "change batch.size or split_size)"},
+        {"0F0,0F1,0B0,0B1\r\n1F0,1F1,1B0\r\n\r\n \r\n", &two, "t.csv:2:2: missing 1B1 (for "
+         "1F1 here): every stage runs each micro-batch backward once (B, or I and W)"},
+        {"0F0,0F2,0B0\r\n1F0,1B0\r\n", &two, "t.csv:1:2: 0F2: micro-batch 2 out of range: the "
+         "program is written for 3 micro-batches but the batch has 2 (write it for 2, or change "
+         "batch.size or split_size)"},
         /* order within a device */
         {"0F0,0W0,0I0\r\n", NULL, "t.csv:1:2: 0W0 before 0I0 (at row 1 column 3): W needs its I "
          "first"},
@@ -246,8 +256,8 @@ static void test_errors(void)
         {"0F0,0RECV_B0,0SEND_F0,0B0\r\n1RECV_F0,1F0,1B0,1SEND_B0\r\n", NULL, "t.csv:1:2: "
          "deadlock with blocking receives: device 0 waits at 0RECV_B0 for 1SEND_B0 of device 1; "
          "device 1 waits at 1RECV_F0 for 0SEND_F0 of device 0"},
-        {"0F0,0SEND_F0,0B0\r\n1RECV_F0,1F0,1B0,1SEND_B0\r\n", NULL, "t.csv:1:4: missing "
-         "0RECV_B0: the next stage is on another device"},
+        {"0F0,0SEND_F0,0B0\r\n1RECV_F0,1F0,1B0,1SEND_B0\r\n", NULL, "t.csv:1:3: missing "
+         "0RECV_B0 (for 0B0 here): the next stage is on another device"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         pp_schedule s;
