@@ -4,6 +4,7 @@
  * coverage of every unit exactly once in network order; `stages: auto` with
  * `devices` and `balance`; delay-model stage rules.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -387,6 +388,61 @@ static void check_coverage(pp_walk *w, layer_item *items, int n_items)
 /* ------------------------------------------------------------------ */
 /* delay-model stage counts                                             */
 
+/* The delay model's value for stage s of a list of n (one value: every stage). */
+static double delay_at(const double *v, int n, int s)
+{
+    return v[n > 1 ? s : 0];
+}
+
+/* The whole backward and its split parts tell one story: with both parts and
+ * no backward_ms, B is I + W (every schedule is then timed on the same
+ * model); with all three, B must be I + W; one part alone needs backward_ms
+ * (the other is then its half). */
+static void split_backward_times(pp_walk *w)
+{
+    pp_model_config *m = &w->plan->model;
+    const int S = w->plan->n_stages;
+    const bool b = w->backward_node != NULL, in = m->n_backward_input_ms > 0,
+               wt = m->n_backward_weight_ms > 0;
+    if (!in && !wt) return;
+    const int counts[3] = {b ? m->n_backward_ms : 1, m->n_backward_input_ms,
+                           m->n_backward_weight_ms};
+    for (int k = 0; k < 3; k++)
+        if (counts[k] > 1 && counts[k] != S) return; /* reported above */
+    if (!b && in != wt) {
+        const pp_ynode *n = in ? w->input_node : w->weight_node;
+        pp_walk_error(w, n, "model.%s without model.%s or model.backward_ms: give both parts "
+                      "(backward_ms is then their sum) or backward_ms (a part not given is its "
+                      "half)", in ? "backward_input_ms" : "backward_weight_ms",
+                      in ? "backward_weight_ms" : "backward_input_ms");
+        return;
+    }
+    if (!in || !wt) return;
+    const int n = m->n_backward_input_ms > 1 || m->n_backward_weight_ms > 1 ||
+                          (b && m->n_backward_ms > 1)
+                      ? S
+                      : 1;
+    for (int s = 0; s < n; s++) {
+        double i = delay_at(m->backward_input_ms, m->n_backward_input_ms, s);
+        double x = delay_at(m->backward_weight_ms, m->n_backward_weight_ms, s);
+        if (!b) {
+            m->backward_ms[s] = i + x;
+            continue;
+        }
+        double whole = delay_at(m->backward_ms, m->n_backward_ms, s);
+        if (fabs(whole - (i + x)) > 1e-9 * (whole > 1 ? whole : 1)) {
+            char at[32] = "";
+            if (n > 1) snprintf(at, sizeof at, " (stage %d)", s);
+            pp_walk_error(w, w->backward_node, "model.backward_ms%s is %g but "
+                          "backward_input_ms + backward_weight_ms is %g + %g = %g: a split "
+                          "backward does the work of a whole one (give two of the three)", at,
+                          whole, i, x, i + x);
+            return;
+        }
+    }
+    if (!b) m->n_backward_ms = n;
+}
+
 static void check_delay_counts(pp_walk *w)
 {
     pp_plan *p = w->plan;
@@ -408,6 +464,7 @@ static void check_delay_counts(pp_walk *w)
         pp_walk_error(w, w->weight_node,
                       "model.backward_weight_ms has %d values but the plan has %d stage%s",
                       m->n_backward_weight_ms, p->n_stages, p->n_stages == 1 ? "" : "s");
+    split_backward_times(w);
 }
 
 /* ------------------------------------------------------------------ */

@@ -227,6 +227,19 @@ static const struct bad_case {
      1, 42, "model.backward_weight_ms has 3 values but the plan has 2 stages"},
     {"backward_input_ms negative", "model: {name: delay, backward_input_ms: -1}\n" L_BATCH
      L_STAGES "  - {device: cpu:0}\n", 1, 41, "model.backward_input_ms must not be negative"},
+    /* the whole backward and its parts agree: B = I + W */
+    {"backward parts disagree", "model: {name: delay, backward_ms: 5, backward_input_ms: 4, "
+     "backward_weight_ms: 4}\n" L_BATCH L_STAGES "  - {device: cpu:0}\n", 1, 35,
+     "model.backward_ms is 5 but backward_input_ms + backward_weight_ms is 4 + 4 = 8: a split "
+     "backward does the work of a whole one (give two of the three)"},
+    {"backward parts disagree on a stage", "model: {name: delay, backward_ms: [3, 4], "
+     "backward_input_ms: [1, 3], backward_weight_ms: 2}\n" L_BATCH L_STAGES
+     "  - {device: cpu:0}\n  - {device: cpu:1}\n", 1, 35,
+     "model.backward_ms (stage 1) is 4 but backward_input_ms + backward_weight_ms is 3 + 2 = 5"},
+    {"one backward part alone", "model: {name: delay, backward_input_ms: 4}\n" L_BATCH L_STAGES
+     "  - {device: cpu:0}\n", 1, 41, "model.backward_input_ms without model.backward_weight_ms "
+     "or model.backward_ms: give both parts (backward_ms is then their sum) or backward_ms (a "
+     "part not given is its half)"},
     {"missing data file", BASE "data: {format: idx, images: data/nope.idx, labels: data/labels.idx}\n",
      6, 29, "data.images: cannot open"},
     {"data path is a folder", BASE "data: {format: idx, images: data, labels: data/labels.idx}\n",
@@ -654,7 +667,7 @@ static void test_valid_plans(void)
                          "stages:\n  - {device: cpu:0}\n  - {device: cpu:1}\n"
                          "  - {device: cpu:2, memory: 512MiB}\n",
          0, 3, 8, 1, 8, {1, 1, 1, 1, 1, 1, 1, 1}, -1},
-        {"delay split backward", "model: {name: delay, forward_ms: 1, backward_ms: 4, "
+        {"delay split backward", "model: {name: delay, forward_ms: 1, backward_ms: [3, 5], "
                                  "backward_input_ms: [1, 3], backward_weight_ms: 2}\n"
                                  "batch: {size: 4, split_size: 1}\nschedule: zbh1\n"
                                  "stages:\n  - {device: cpu:0}\n  - {device: cpu:1}\n",
@@ -1206,8 +1219,17 @@ static void test_schedules(const char *dir)
           p->model.backward_ms[2] == 3 && p->stages[3].rank == 1);
     CHECK(pp_plan_devices(p, dev) == 3);
     pp_plan_free(p);
+    /* both parts and no whole backward: B is their sum, so every schedule is timed alike */
+    text = "model: {name: delay, forward_ms: 4, backward_input_ms: [4, 3], backward_weight_ms: 4}"
+           "\nbatch: {size: 4, split_size: 2}\nstages:\n  - device: cpu:0\n  - device: cpu:1\n";
+    CHECK(parse(text, strlen(text), &p, &d) == PP_OK);
+    if (!p) return;
+    CHECK(p->model.n_backward_ms == 2 && p->model.backward_ms[0] == 8 &&
+          p->model.backward_ms[1] == 7);
+    check_round_trip("backward from its parts", p);
+    pp_plan_free(p);
     /* the split backward's times follow the devices too */
-    text = "model: {name: delay, forward_ms: 2, backward_ms: 6, backward_input_ms: [4, 2],"
+    text = "model: {name: delay, forward_ms: 2, backward_ms: [6, 4], backward_input_ms: [4, 2],"
            " backward_weight_ms: 2}\nbatch: {size: 4, split_size: 2}\n"
            "stages:\n  - device: cpu:0\n  - device: cpu:1\n";
     CHECK(parse(text, strlen(text), &p, &d) == PP_OK);
