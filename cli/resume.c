@@ -9,6 +9,7 @@
 #include "runtime/train/optimizer.h"
 
 #define PLAN_PREFIX "pipeline-run.plan."
+#define RUN_PREFIX "pipeline-run.run."
 
 static const char *const sum_keys[3] = {"pipeline-run.epoch.correct_sum",
                                         "pipeline-run.epoch.loss_sum",
@@ -45,13 +46,58 @@ bool pp_cli_has_optimizer_state(const pp_checkpoint_info *info)
     return false;
 }
 
+/* The keys of k that differ from what info records under prefix (and the
+ * keys under prefix only info has): printed on f (may be NULL) after a line
+ * naming path and the plan once (*said); returns how many. */
+static int differences(const pp_plan_step_keys *k, const char *prefix,
+                       const pp_checkpoint_info *info, const char *path, const pp_plan *plan,
+                       const char *header, FILE *f, bool *said, char *first, size_t n_first)
+{
+    const size_t plen = strlen(prefix);
+    int differ = 0;
+    for (int pass = 0; pass < 2; pass++) { /* the plan's keys, then keys only the file has */
+        size_t count = pass == 0 ? (size_t)k->n : info->n_meta;
+        for (size_t i = 0; i < count; i++) {
+            const char *key, *mine, *theirs;
+            char full[128];
+            if (pass == 0) {
+                key = k->keys[i];
+                mine = k->values[i];
+                snprintf(full, sizeof full, "%s%s", prefix, key);
+                theirs = pp_checkpoint_info_meta(info, full);
+            } else {
+                if (strncmp(info->meta[i].key, prefix, plen) != 0) continue;
+                key = info->meta[i].key + plen;
+                bool known = false;
+                for (int j = 0; j < k->n && !known; j++) known = strcmp(k->keys[j], key) == 0;
+                if (known) continue;
+                mine = NULL;
+                theirs = info->meta[i].value;
+            }
+            if (mine && theirs && strcmp(mine, theirs) == 0) continue;
+            if (!differ++ && first && !first[0]) snprintf(first, n_first, "%s", key);
+            if (!f) continue;
+            if (!*said) fprintf(f, header, path, plan->path);
+            *said = true;
+            fprintf(f, "  %s: %s in the checkpoint, %s in the plan\n", key,
+                    theirs ? theirs : "(none)", mine ? mine : "(none)");
+        }
+    }
+    return differ;
+}
+
+/* Whether info records keys under prefix. */
+static bool records(const pp_checkpoint_info *info, const char *prefix)
+{
+    for (size_t i = 0; i < info->n_meta; i++)
+        if (strncmp(info->meta[i].key, prefix, strlen(prefix)) == 0) return true;
+    return false;
+}
+
 bool pp_cli_plan_matches(const pp_plan *plan, const pp_checkpoint_info *info, const char *path,
                          FILE *f, bool *checked)
 {
-    const size_t plen = strlen(PLAN_PREFIX);
-    bool recorded = false;
-    for (size_t i = 0; i < info->n_meta && !recorded; i++)
-        recorded = strncmp(info->meta[i].key, PLAN_PREFIX, plen) == 0;
+    const bool recorded = records(info, PLAN_PREFIX);
     if (checked) *checked = recorded;
     if (!recorded) return true;
     pp_plan_step_keys k;
@@ -60,35 +106,11 @@ bool pp_cli_plan_matches(const pp_plan *plan, const pp_checkpoint_info *info, co
         fprintf(f, "pipeline-run: %s\n", err.msg);
         return false;
     }
-    int differ = 0;
-    /* the plan's keys, then keys only the checkpoint has */
-    for (int pass = 0; pass < 2; pass++) {
-        size_t count = pass == 0 ? (size_t)k.n : info->n_meta;
-        for (size_t i = 0; i < count; i++) {
-            const char *key, *mine, *theirs;
-            char full[128];
-            if (pass == 0) {
-                key = k.keys[i];
-                mine = k.values[i];
-                snprintf(full, sizeof full, "%s%s", PLAN_PREFIX, key);
-                theirs = pp_checkpoint_info_meta(info, full);
-            } else {
-                if (strncmp(info->meta[i].key, PLAN_PREFIX, plen) != 0) continue;
-                key = info->meta[i].key + plen;
-                bool known = false;
-                for (int j = 0; j < k.n && !known; j++) known = strcmp(k.keys[j], key) == 0;
-                if (known) continue;
-                mine = NULL;
-                theirs = info->meta[i].value;
-            }
-            if (mine && theirs && strcmp(mine, theirs) == 0) continue;
-            if (!differ++)
-                fprintf(f, "pipeline-run: %s was written by a run whose steps mean something "
-                           "else under %s:\n", path, plan->path);
-            fprintf(f, "  %s: %s in the checkpoint, %s in the plan\n", key,
-                    theirs ? theirs : "(none)", mine ? mine : "(none)");
-        }
-    }
+    bool said = false;
+    int differ = differences(&k, PLAN_PREFIX, info, path, plan,
+                             "pipeline-run: %s was written by a run whose steps mean something "
+                             "else under %s:\n",
+                             f, &said, NULL, 0);
     if (differ)
         fprintf(f, "(--resume continues a run under the plan it ran with; --load starts a new "
                    "run from the checkpoint's weights)\n");
@@ -96,9 +118,39 @@ bool pp_cli_plan_matches(const pp_plan *plan, const pp_checkpoint_info *info, co
     return differ == 0;
 }
 
-bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chosen, FILE *log)
+/* Whether the file (info) belongs to this plan's run: its steps mean the
+ * same and its parameters moved alike (pp_plan_run_keys; a file recording
+ * none is taken as this run's). Differences go to f (may be NULL); the
+ * first differing key to first (n_first bytes; may be NULL). */
+static bool same_run(const pp_plan *plan, const pp_checkpoint_info *info, const char *path,
+                     FILE *f, char *first, size_t n_first)
+{
+    pp_plan_step_keys k, rk;
+    pp_error err;
+    if (pp_plan_step_keys_get(plan, &k, &err) != PP_OK) return false;
+    if (pp_plan_run_keys_get(plan, &rk, &err) != PP_OK) {
+        pp_plan_step_keys_free(&k);
+        return false;
+    }
+    const char *header = "pipeline-run: %s was written by another run than %s's:\n";
+    bool said = false;
+    int differ = records(info, PLAN_PREFIX)
+                     ? differences(&k, PLAN_PREFIX, info, path, plan, header, f, &said, first,
+                                   n_first)
+                     : 0;
+    if (records(info, RUN_PREFIX))
+        differ += differences(&rk, RUN_PREFIX, info, path, plan, header, f, &said, first,
+                              n_first);
+    pp_plan_step_keys_free(&k);
+    pp_plan_step_keys_free(&rk);
+    return differ == 0;
+}
+
+bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chosen,
+                        char **other, FILE *log)
 {
     *chosen = NULL;
+    *other = NULL;
     pp_cli_ckpt_file *files;
     int n;
     if (!pp_cli_series_scan(plan, &files, &n)) return false;
@@ -126,7 +178,8 @@ bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chose
             files[n++] = (pp_cli_ckpt_file){copy, steps};
         }
     }
-    /* newest first, by recorded steps; unreadable ones are reported as skipped */
+    /* newest first, by recorded steps; unreadable ones are reported as skipped,
+     * and so are those another run wrote (under the same names) */
     bool ok = true;
     for (int i = n - 1; i >= 0 && !*chosen && ok; i--) {
         pp_error err;
@@ -137,10 +190,21 @@ bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chose
             continue;
         }
         pp_checkpoint_info info;
-        bool opt = false;
+        bool opt = false, mine = true;
+        char key[64] = "";
         if (pp_checkpoint_list(files[i].path, &info, &err) == PP_OK) {
             opt = pp_cli_has_optimizer_state(&info);
+            mine = same_run(plan, &info, files[i].path, NULL, key, sizeof key);
+            if (!mine && !*other) {
+                *other = strdup(files[i].path);
+                ok = *other != NULL;
+            }
             pp_checkpoint_info_free(&info);
+        }
+        if (!mine) {
+            fprintf(log, "pipeline-run: warning: --resume auto skips %s: written by another "
+                         "run (its %s differs from the plan's)\n", files[i].path, key);
+            continue;
         }
         if (!opt && plan->optimizer.momentum != 0) {
             fprintf(log, "pipeline-run: warning: --resume auto skips %s: no optimizer state "
@@ -183,11 +247,28 @@ static void decide(const pp_plan *plan, const char *resume, const char *save_pat
             d->code = 2;
             return;
         }
-        if (!pp_cli_resume_auto(plan, save_path, &chosen, stderr)) {
+        char *other = NULL;
+        if (!pp_cli_resume_auto(plan, save_path, &chosen, &other, stderr)) {
             fprintf(stderr, "pipeline-run: out of host memory\n");
+            free(other);
             d->code = 1;
             return;
         }
+        if (!chosen && other) { /* only another run's files: refuse, naming the difference */
+            pp_checkpoint_info info;
+            pp_error err;
+            if (pp_checkpoint_list(other, &info, &err) == PP_OK) {
+                same_run(plan, &info, other, stderr, NULL, 0);
+                pp_checkpoint_info_free(&info);
+            }
+            fprintf(stderr, "pipeline-run: --resume auto: no checkpoint of this plan's run; "
+                            "the newest, %s, is another run's (--resume %s continues it under "
+                            "this plan; move the files away to start afresh)\n", other, other);
+            free(other);
+            d->code = 2;
+            return;
+        }
+        free(other);
         if (!chosen) {
             fprintf(stderr, "--resume auto: no checkpoint to resume from (%s%s%s): starting "
                             "from step 0\n",
@@ -215,6 +296,16 @@ static void decide(const pp_plan *plan, const char *resume, const char *save_pat
         d->code = 2;
     } else if (!pp_cli_plan_matches(plan, &info, d->from, stderr, NULL)) {
         d->code = 2;
+    } else if (strcmp(resume, "auto") != 0) { /* a file, named: other settings are a choice */
+        pp_plan_step_keys rk;
+        pp_error e;
+        bool said = false;
+        if (pp_plan_run_keys_get(plan, &rk, &e) == PP_OK) {
+            differences(&rk, RUN_PREFIX, &info, d->from, plan,
+                        "pipeline-run: note: %s continues under %s with other settings:\n",
+                        stderr, &said, NULL, 0);
+            pp_plan_step_keys_free(&rk);
+        }
     }
     pp_checkpoint_info_free(&info);
 }

@@ -51,11 +51,15 @@ bool pp_cli_plan_matches(const pp_plan *plan, const pp_checkpoint_info *info, co
                          FILE *f, bool *checked);
 
 /* --resume auto: the newest checkpoint of the plan's series (and save_path,
- * when given and present) that verifies whole (pp_checkpoint_verify) and
- * holds optimizer state where the plan's optimizer keeps some, warning on
- * log for each newer one skipped and why. *chosen (malloc'ed) is NULL when
- * there is none: the run starts fresh. Returns false when out of memory. */
-bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chosen, FILE *log);
+ * when given and present) that verifies whole (pp_checkpoint_verify), was
+ * written by this plan's run (its step keys and run keys, pp_plan_run_keys,
+ * are the plan's: files of another run under the same names are skipped)
+ * and holds optimizer state where the plan's optimizer keeps some, warning
+ * on log for each newer one skipped and why. *chosen (malloc'ed) is NULL
+ * when there is none; *other (malloc'ed) the newest file of another run, or
+ * NULL. Returns false when out of memory. */
+bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chosen,
+                        char **other, FILE *log);
 
 /* What a training run starts from. */
 typedef struct pp_cli_start {

@@ -350,6 +350,13 @@ typedef struct pp_plan_step_keys {
 pp_status pp_plan_step_keys_get(const pp_plan *plan, pp_plan_step_keys *out, pp_error *err);
 void pp_plan_step_keys_free(pp_plan_step_keys *keys);
 
+/* What else tells one training run from another under plans whose steps mean
+ * the same: how the parameters move (the optimizer and its settings, the
+ * learning-rate schedule, the precision). Checkpoints record them beside the
+ * step keys; --resume auto continues only a run whose keys are the plan's
+ * (--resume FILE may change them on purpose). Same form as the step keys. */
+pp_status pp_plan_run_keys_get(const pp_plan *plan, pp_plan_step_keys *out, pp_error *err);
+
 /* Cuts the plan's batch anew by the micro-batch rule (runtime/core/batch_split.h;
  * docs/PLAN.md, `batch`): into micro-batches of split_size (split_size > 0,
  * micro_batches 0) or into micro_batches pieces (split_size 0). Updates split_size, micro_batches,

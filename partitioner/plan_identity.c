@@ -1,7 +1,10 @@
 /*
  * plan_identity.c - what a training step means under a plan (plan.h,
  * pp_plan_step_keys): the keys a checkpoint records so that a run resumed
- * under another plan can be refused when its steps would mean something else.
+ * under another plan can be refused when its steps would mean something else;
+ * and what else tells one run from another (pp_plan_run_keys: how the
+ * parameters move), so that --resume auto continues this plan's run and not
+ * another that left files under the same names.
  *
  * A key is listed when its value changes which samples a step reads or what
  * the step computes from them: the model and its input, the batch, the data
@@ -11,6 +14,7 @@
  * replicas' placement) or how parameters move (optimizer, learning rate,
  * step and epoch counts) is left out: those may change across a resume.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,18 +95,36 @@ static bool add(pp_plan_step_keys *k, const char *key, pp_text *t)
     return true;
 }
 
+/* Adds key with a printf-made value. */
+static bool addf(pp_plan_step_keys *k, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool addf(pp_plan_step_keys *k, const char *key, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    pp_text t = {0};
+    if (n >= 0 && (t.s = malloc((size_t)n + 1)) != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(t.s, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    } else {
+        t.oom = true;
+    }
+    return add(k, key, &t);
+}
+
+/* Inside the key getters (k the keys, ok the state so far). */
+#define KEY(name, ...) (ok = ok && addf(k, name, __VA_ARGS__))
+
 pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error *err)
 {
     memset(k, 0, sizeof *k);
     const pp_model_config *m = &p->model;
     const pp_plan_data *d = &p->data;
     bool ok = true;
-#define KEY(name, ...)                                                                             \
-    do {                                                                                           \
-        pp_text t_ = {0};                                                                          \
-        pp_text_put(&t_, __VA_ARGS__);                                                             \
-        ok = ok && add(k, name, &t_);                                                              \
-    } while (0)
     KEY("model.name", "%s", m->name);
     if (m->kind != PP_MODEL_DELAY) {
         KEY("model.num_classes", "%d", m->num_classes);
@@ -158,7 +180,6 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
         ok = ok && add(k, "data.std", &ts);
     }
     KEY("seed", "%llu", (unsigned long long)p->seed);
-#undef KEY
     if (!ok) {
         pp_plan_step_keys_free(k);
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (plan keys)");
@@ -174,4 +195,33 @@ void pp_plan_step_keys_free(pp_plan_step_keys *k)
         free(k->values[i]);
     }
     memset(k, 0, sizeof *k);
+}
+
+pp_status pp_plan_run_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error *err)
+{
+    memset(k, 0, sizeof *k);
+    bool ok = true;
+    const pp_plan_sgd *o = &p->optimizer;
+    KEY("optimizer.type", "sgd");
+    KEY("optimizer.lr", "%.9g", o->lr);
+    KEY("optimizer.momentum", "%.9g", o->momentum);
+    KEY("optimizer.weight_decay", "%.9g", o->weight_decay);
+    KEY("optimizer.nesterov", "%s", o->nesterov ? "true" : "false");
+    const pp_lr_schedule *l = &p->lr_schedule;
+    pp_text t = {0};
+    pp_text_put(&t, "%s", pp_lr_kind_name(l->kind));
+    if (l->kind == PP_LR_STEP) {
+        pp_text_put(&t, " gamma %.9g milestones", l->gamma);
+        for (int i = 0; i < l->n_milestones; i++) pp_text_put(&t, " %d", l->milestones[i]);
+    } else if (l->kind == PP_LR_COSINE) {
+        pp_text_put(&t, " total %d warmup %d start %.9g eta_min %.9g", l->total, l->warmup,
+                    l->warmup_start_factor, l->eta_min);
+    }
+    ok = ok && add(k, "optimizer.lr_schedule", &t);
+    KEY("precision", "%s", pp_plan_precision_name(p->precision));
+    if (!ok) {
+        pp_plan_step_keys_free(k);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (plan keys)");
+    }
+    return PP_OK;
 }

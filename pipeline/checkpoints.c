@@ -1,8 +1,9 @@
 /*
  * checkpoints.c - a pipeline's state to and from safetensors files: every
  * stage's parameters, buffers and (optionally) momentum under torchvision's
- * names, with the steps run and what a step means under the plan
- * (pp_plan_step_keys) in the metadata; in a job of several processes rank 0
+ * names, with the steps run, what a step means under the plan
+ * (pp_plan_step_keys, "pipeline-run.plan.KEY") and what tells the run from
+ * others (pp_plan_run_keys, "pipeline-run.run.KEY") in the metadata; in a job of several processes rank 0
  * gathers the other ranks' stages and writes the one file, atomically, and
  * every rank loads its own stages from it, refusing damaged files and
  * values that are not finite.
@@ -172,6 +173,20 @@ static pp_status share_outcome(struct pp_pipeline *p, pp_status s, pp_error *err
 }
 
 #define PLAN_KEY_PREFIX "pipeline-run.plan."
+#define RUN_KEY_PREFIX "pipeline-run.run."
+
+/* meta[at..] = prefix + k's keys (names made in names[at..]); false when out of memory. */
+static bool put_keys(const pp_plan_step_keys *k, const char *prefix, pp_checkpoint_meta *meta,
+                     char **names, size_t at)
+{
+    for (int i = 0; i < k->n; i++) {
+        size_t len = strlen(prefix) + strlen(k->keys[i]) + 1;
+        if (!(names[at + (size_t)i] = malloc(len))) return false;
+        snprintf(names[at + (size_t)i], len, "%s%s", prefix, k->keys[i]);
+        meta[at + (size_t)i] = (pp_checkpoint_meta){names[at + (size_t)i], k->values[i]};
+    }
+    return true;
+}
 
 static pp_status save_file(pp_pipeline *p, const char *path, const pp_pipeline_save_options *o,
                            const remote_state *rs, pp_error *err)
@@ -185,30 +200,25 @@ static pp_status save_file(pp_pipeline *p, const char *path, const pp_pipeline_s
     for (size_t i = 0; i < n_remote; i++) list[n++] = rs->list[i];
     char steps[32];
     snprintf(steps, sizeof steps, "%lld", (long long)p->steps_done);
-    /* ours, the plan's step keys, the caller's */
-    const pp_plan_step_keys *k = &p->step_keys;
-    size_t n_meta = 2 + (size_t)k->n + o->n_meta;
+    /* ours, the plan's step and run keys, the caller's */
+    const pp_plan_step_keys *k = &p->step_keys, *rk = &p->run_keys;
+    const size_t n_keys = (size_t)k->n + (size_t)rk->n;
+    size_t n_meta = 2 + n_keys + o->n_meta;
     pp_checkpoint_meta *meta = calloc(n_meta, sizeof *meta);
-    char **keys = calloc((size_t)k->n + 1, sizeof *keys);
+    char **keys = calloc(n_keys + 1, sizeof *keys);
     pp_status s = meta && keys ? PP_OK : pp_error_set(err, PP_ERR_OOM, "out of host memory");
     if (s == PP_OK) {
         meta[0] = (pp_checkpoint_meta){"format", "pt"};
         meta[1] = (pp_checkpoint_meta){"pipeline-run.steps", steps};
-        for (int i = 0; i < k->n && s == PP_OK; i++) {
-            size_t len = strlen(PLAN_KEY_PREFIX) + strlen(k->keys[i]) + 1;
-            if (!(keys[i] = malloc(len))) {
-                s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
-                break;
-            }
-            snprintf(keys[i], len, "%s%s", PLAN_KEY_PREFIX, k->keys[i]);
-            meta[2 + i] = (pp_checkpoint_meta){keys[i], k->values[i]};
-        }
-        for (size_t i = 0; i < o->n_meta; i++) meta[2 + (size_t)k->n + i] = o->meta[i];
+        if (!put_keys(k, PLAN_KEY_PREFIX, meta + 2, keys, 0) ||
+            !put_keys(rk, RUN_KEY_PREFIX, meta + 2, keys, (size_t)k->n))
+            s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
+        for (size_t i = 0; i < o->n_meta; i++) meta[2 + n_keys + i] = o->meta[i];
     }
     if (s == PP_OK)
         s = pp_checkpoint_save_cancellable(path, list, n, meta, n_meta, o->cancelled,
                                            o->cancel_arg, err);
-    for (int i = 0; keys && i < k->n; i++) free(keys[i]);
+    for (size_t i = 0; keys && i < n_keys; i++) free(keys[i]);
     free(keys);
     free(meta);
     free(list);

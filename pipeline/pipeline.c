@@ -642,6 +642,7 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
     }
     p->classes = plan->model.num_classes;
     pp_status s = pp_plan_step_keys_get(plan, &p->step_keys, err);
+    if (s == PP_OK) s = pp_plan_run_keys_get(plan, &p->run_keys, err);
     if (s != PP_OK) goto fail;
     s = PP_ERR_OOM;
     p->mb_sizes = malloc((size_t)p->m * sizeof(int));
@@ -786,6 +787,7 @@ void pipe_free_rank(pp_pipeline *p)
     free(p->mb_sizes);
     free(p->mb_offsets);
     pp_plan_step_keys_free(&p->step_keys);
+    pp_plan_step_keys_free(&p->run_keys);
     free(p->step_ms);
     free(p->bubble);
     free(p->copy_ms);
