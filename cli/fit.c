@@ -233,8 +233,11 @@ int pp_cli_optimize(const pp_plan *plan, int64_t memory_limit, const char *outpu
 {
     pp_fit_result res;
     const pp_fit_options opt = {.memory_limit = memory_limit, .top = 5};
-    fprintf(stderr, "%s: searching cuts, schedule, split size and recomputation over %d "
-            "device%s%s\n", plan->path, plan->n_stages, plan->n_stages == 1 ? "" : "s",
+    int where[PP_PLAN_MAX_STAGES];
+    const int devices = pp_plan_devices(plan, where);
+    fprintf(stderr, "%s: searching cuts, schedule, split size and recomputation for %d stage%s "
+            "over %d device%s%s\n", plan->path, plan->n_stages, plan->n_stages == 1 ? "" : "s",
+            devices, devices == 1 ? "" : "s",
             plan->model.kind == PP_MODEL_DELAY ? "" : " (measuring unit times)");
     if (pp_fit_optimize(plan, &opt, &res, err) != PP_OK) return 1;
     pp_cli_print_profile_note(stderr, &res.note);

@@ -23,6 +23,7 @@
 #include "cli/fit.h"
 #include "cli/job.h"
 #include "cli/options.h"
+#include "cli/outputs.h"
 #include "cli/report.h"
 #include "cli/schedule_cmd.h"
 #include "cli/resume.h"
@@ -233,8 +234,22 @@ static int parse_args(int argc, char **argv, cli_args *a)
     };
     memset(a, 0, sizeof *a);
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":hVo:", opts, NULL)) != -1) {
+    int c, index;
+    const char *given[O_VERIFY + 1] = {0}; /* each option's first value ("" without one) */
+    while ((index = -1, c = getopt_long(argc, argv, ":hVo:", opts, &index)) != -1) {
+        /* nothing is silently ignored: an option given twice is refused */
+        if (c >= 0 && c <= O_VERIFY && (index >= 0 || c == 'o')) {
+            const char *name = c == 'o' ? "o" : opts[index].name, *dash = c == 'o' ? "-" : "--";
+            if (given[c] && (given[c][0] || optarg))
+                fprintf(stderr, "pipeline-run: %s%s given twice ('%s', then '%s'): give it "
+                        "once\n(see pipeline-run --help)\n", dash, name, given[c],
+                        optarg ? optarg : "");
+            else if (given[c])
+                fprintf(stderr, "pipeline-run: %s%s given twice: give it once\n(see "
+                        "pipeline-run --help)\n", dash, name);
+            if (given[c]) return 2;
+            given[c] = optarg ? optarg : "";
+        }
         switch (c) {
         case O_STEPS:
             if (!parse_int(optarg, 1, PP_PLAN_MAX_STEPS, &a->steps))
@@ -306,8 +321,20 @@ static int parse_args(int argc, char **argv, cli_args *a)
             snprintf(buf, sizeof buf, "%s", optarg);
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
                 pp_schedule_kind k;
-                if (pp_schedule_kind_parse(tok, &k, &err) != PP_OK || k == PP_SCHEDULE_FORWARD)
-                    return bad_args("--sweep-schedule: %s", err.msg);
+                if (pp_schedule_kind_parse(tok, &k, &err) != PP_OK || k == PP_SCHEDULE_FORWARD) {
+                    /* the training schedules (forward runs no backward: nothing to train) */
+                    char list[256] = "";
+                    size_t len = 0;
+                    for (int t = 0; t < PP_SCHEDULE_KINDS; t++)
+                        if (t != PP_SCHEDULE_FORWARD && len < sizeof list)
+                            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                                                    len ? ", " : "",
+                                                    pp_schedule_kind_name((pp_schedule_kind)t));
+                    fprintf(stderr, "pipeline-run: --sweep-schedule: '%s' is not a training "
+                            "schedule: expected one of %s\n(see pipeline-run --help)\n", tok,
+                            list);
+                    return 2;
+                }
                 if (a->n_sweep_kinds == PP_SCHEDULE_KINDS)
                     return bad_args("--sweep-schedule: too many schedules in '%s'", optarg);
                 a->sweep_kinds[a->n_sweep_kinds++] = k;
@@ -378,6 +405,13 @@ static int do_validate(const pp_plan *plan, bool json)
     char *text;
     size_t len;
     pp_error err;
+    /* what a run would refuse before its first step: the schedule's program
+     * (a file's, read and checked), the folders of its checkpoints */
+    pp_schedule sched;
+    if (pp_pipeline_plan_schedule(plan, &sched, &err) != PP_OK) return fail(&err);
+    pp_schedule_free(&sched);
+    int rc = pp_cli_outputs_prepare(plan, NULL, false);
+    if (rc) return rc;
     if (pp_plan_emit(plan, &text, &len, &err) != PP_OK) return fail(&err);
     fwrite(text, 1, len, json ? stderr : stdout);
     free(text);
@@ -450,6 +484,13 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     pp_cli_start start;
     int rc = pp_cli_start_prepare(plan, g_comm, a->resume, a->save, &start);
     if (rc) return rc;
+    /* every output's folder, before the first step (the series' and --save's made) */
+    const pp_cli_outputs outs = {.save = a->save, .trace = a->trace, .metrics = a->metrics,
+                                 .plot = a->plot};
+    if ((rc = pp_cli_outputs_prepare(plan, &outs, true)) != 0) {
+        pp_cli_start_free(&start);
+        return rc;
+    }
     if (pp_pipeline_new(plan, &opts, &p, &err) != PP_OK) {
         pp_cli_start_free(&start);
         return fail(&err);
@@ -501,13 +542,14 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "pipeline-run: %s: write failed\n", a->metrics);
         rc = 1;
     }
-    const bool step_failed = rc != 0;
+    const bool step_failed = rr.step_failed;
     if (rc && !rr.abandoned) print_error(err.msg);
     /* a consistent checkpoint: after a whole step (also when interrupted); never
      * after a failed step, which leaves batch-norm statistics half-updated */
-    if (a->save && step_failed && rr.n_losses > 0 && !rr.abandoned)
-        fprintf(stderr, "pipeline-run: %s not saved: step %d failed, and a failed step leaves "
-                "the model half-updated\n", a->save, rr.n_losses + 1);
+    if (a->save && step_failed && !rr.abandoned)
+        fprintf(stderr, "pipeline-run: %s not saved: step %lld failed, and a failed step leaves "
+                "the model half-updated\n", a->save,
+                (long long)pp_pipeline_steps_done(p) + 1);
     /* the series' checkpoint of the step reached, at the end of the run or
      * when stopped (unless this state is on disk already), then --save's */
     const char *saved = NULL;
@@ -520,6 +562,12 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         int src = pp_cli_run_save_final(p, plan, a->save, a->weights_only, &rr, &serr);
         if (src && !rr.abandoned) print_error(serr.msg);
         if (src && !rc) rc = src;
+    }
+    if (rr.save_failures && !rr.abandoned) { /* the run went on: say so once more */
+        fprintf(stderr, "pipeline-run: %d checkpoint%s of the series could not be written "
+                "(the first after step %lld); training went on\n", rr.save_failures,
+                rr.save_failures == 1 ? "" : "s", (long long)rr.first_failed_save);
+        if (!rc) rc = 1;
     }
     if (rr.abandoned) { /* a second signal: end now, no partial file left */
         fprintf(stderr, "pipeline-run: interrupted again while saving: the save was abandoned "

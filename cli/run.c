@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "cli/outputs.h"
 #include "cli/signals.h"
 #include "streams/stream.h"
 
@@ -55,6 +56,24 @@ int pp_cli_run_series_save(pp_pipeline *p, const pp_plan *plan, pp_cli_series *s
     }
     if (s != PP_OK) return s == PP_ERR_INPUT ? 2 : 1;
     if (written) fprintf(stderr, "saved %s\n", path);
+    return 0;
+}
+
+/* A periodic checkpoint of the series. A failed write is not a failed step:
+ * the model is whole, so training goes on (the next checkpoint, the run's
+ * last and --save may still be written), and the failure is said now and
+ * counted. Returns an exit code only for a save abandoned by a signal. */
+static int periodic_save(pp_pipeline *p, const pp_plan *plan, pp_cli_series *series,
+                         pp_cli_run_result *rr, bool progress, pp_error *err)
+{
+    int rc = pp_cli_run_series_save(p, plan, series, rr, NULL, err);
+    if (rc == 0 || rr->abandoned) return rc;
+    const int64_t steps = pp_pipeline_steps_done(p);
+    if (rr->save_failures++ == 0) rr->first_failed_save = steps;
+    if (progress) fputc('\n', stderr);
+    fprintf(stderr, "pipeline-run: %s\npipeline-run: the checkpoint after step %lld was not "
+            "written; training goes on (the run will exit with status 1)\n", err->msg,
+            (long long)steps);
     return 0;
 }
 
@@ -125,6 +144,7 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
         pp_status s = pp_pipeline_step(p, &r, err);
         if (s != PP_OK) {
             if (progress) fputc('\n', stderr);
+            rr->step_failed = true;
             return s == PP_ERR_INPUT ? 2 : 1;
         }
         rr->losses[rr->n_losses++] = r.loss;
@@ -145,7 +165,7 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
                             per_step * (steps - i - 1));
         }
         if (periodic && !plan->epochs && (r.step + 1) % plan->checkpoint.every == 0)
-            rc = pp_cli_run_series_save(p, plan, series, rr, NULL, err);
+            rc = periodic_save(p, plan, series, rr, progress, err);
         if (!r.epoch_end) continue;
         if (progress) fputc('\n', stderr);
         pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs - 1 ? rr->n_epochs++ : 0];
@@ -157,7 +177,7 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
         et = (epoch_time){0};
         if (rc) break;
         if (periodic && (r.epoch + 1) % plan->checkpoint.every == 0)
-            rc = pp_cli_run_series_save(p, plan, series, rr, NULL, err);
+            rc = periodic_save(p, plan, series, rr, false, err);
     }
     if (rc) return rc;
     if (progress) fputc('\n', stderr);
@@ -184,6 +204,7 @@ int pp_cli_run_save_final(pp_pipeline *p, const pp_plan *plan, const char *path,
     pp_pipeline_save_options o = {.with_optimizer = !weights_only, .meta = meta,
                                   .cancelled = pp_cli_signal_again};
     if (plan->epochs) o.n_meta = pp_cli_epoch_sums_meta(&rr->sums, meta, bufs);
+    pp_cli_outputs_make_parent(path);
     pp_cli_signal_saving(true);
     pp_status s = pp_pipeline_save_with(p, path, &o, err);
     pp_cli_signal_saving(false);
@@ -200,13 +221,22 @@ int pp_cli_run_save_final(pp_pipeline *p, const pp_plan *plan, const char *path,
 /* What the run's steps are, after "N steps" in the header: with epochs,
  * " (10 epochs of 235)", or where --steps cuts them short " (--steps 3:
  * 3 of the 235 steps of epoch 1 of 10, then the test set)"; a plan with
- * neither steps nor epochs runs one step, and says so. */
+ * neither steps nor epochs runs one step, and says so. A resumed run says
+ * which steps it runs: the plan's `steps:` count from the start of the run,
+ * --steps N are N more. */
 static void describe_steps(const pp_plan *plan, const pp_pipeline *p, bool steps_given,
                            int steps, char *buf, size_t n)
 {
     buf[0] = '\0';
     if (!plan->epochs) {
-        if (!steps_given && plan->steps_mark.line == 0)
+        const long long done = (long long)pp_pipeline_steps_done(p);
+        if (done > 0 && steps_given)
+            snprintf(buf, n, " (--steps %d more: steps %lld to %lld; the plan's steps: %d count "
+                     "from the start)", steps, done + 1, done + steps, plan->steps);
+        else if (done > 0 && steps > 0)
+            snprintf(buf, n, " (steps %lld to %lld: the plan's steps: %d count from the start)",
+                     done + 1, done + steps, plan->steps);
+        else if (!steps_given && plan->steps_mark.line == 0)
             snprintf(buf, n, " (the plan gives neither steps nor epochs: one step)");
         return;
     }
@@ -245,6 +275,9 @@ void pp_cli_run_print_header(const pp_plan *plan, const pp_pipeline *p, bool ste
             plan->path, plan->model.name, plan->n_stages, plan->n_stages == 1 ? "" : "s",
             pp_plan_schedule_name(plan->schedule), precision, plan->batch_size, plan->micro_batches,
             plan->micro_batches == 1 ? "" : "es", steps, steps == 1 ? "" : "s", epochs);
+    pp_pipeline_report r; /* how a built-in fitted the micro-batches (docs/SCHEDULES.md, 4) */
+    pp_pipeline_report_get(p, &r);
+    if (r.schedule_note) fprintf(stderr, "note: %s\n", r.schedule_note);
 }
 
 int pp_cli_run_sweep_steps(void *arg, pp_pipeline *p, const pp_plan *plan, int steps,

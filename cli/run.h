@@ -37,6 +37,10 @@ typedef struct pp_cli_run_result {
     int n_epochs;
     bool evaluated;
     pp_eval_result last_eval;  /* the last evaluation */
+    bool step_failed;          /* a step failed (the model is half-updated: never saved) */
+    int save_failures;         /* periodic checkpoints that could not be written (the run
+                                  went on: a failed save is not a failed step) */
+    int64_t first_failed_save; /* the steps done at the first of them */
 } pp_cli_run_result;
 
 void pp_cli_run_result_free(pp_cli_run_result *rr);
@@ -50,7 +54,10 @@ void pp_cli_metrics_header(FILE *metrics);
  * section. When --steps ends an epochs plan inside an epoch, that partial
  * epoch gets its line and row, and the evaluation a steps plan has at the
  * end. Stops before a step when a signal came (rr->interrupted, every rank
- * after the same step). metrics and series may be NULL. */
+ * after the same step). A periodic checkpoint that cannot be written stops
+ * nothing: the error is printed with "training goes on", counted in
+ * rr->save_failures, and the caller ends with exit status 1 after its final
+ * saves. metrics and series may be NULL. */
 int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int steps, bool progress,
                      FILE *metrics, pp_cli_series *series, pp_cli_run_result *rr,
                      pp_error *err);

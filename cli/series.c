@@ -1,5 +1,6 @@
 /* series.c - a run's checkpoint series: names, saves with keep, scans, stale temporaries (series.h). */
 #include "cli/series.h"
+#include "cli/outputs.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -127,6 +128,7 @@ pp_status pp_cli_series_save(pp_cli_series *s, pp_pipeline *p, const pp_pipeline
     }
     char *path = pp_cli_series_path(s, steps);
     if (!path) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    if (s->rank == 0) pp_cli_outputs_make_parent(path); /* {step} may name a folder */
     pp_pipeline_save_options so = *o;
     so.with_optimizer = true;
     so.cancelled = pp_cli_signal_again;

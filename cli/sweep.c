@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/chart.h"
+#include "cli/outputs.h"
 #include "cli/report.h"
 #include "cli/signals.h"
 
@@ -43,6 +44,8 @@ static void fail_row(pp_sweep_row *row, const pp_plan *plan, const pp_error *err
  * run's exit code (0: row holds figures; 128 + a signal: stopped; -2: the
  * pipeline refused the plan, data or checkpoint, printed, no row; else the
  * row is a failed one). */
+static int run_pipeline(pp_plan *plan, const pp_cli_sweep *sw, pp_sweep_row *row);
+
 static int run_size(pp_plan *plan, const pp_cli_sweep *sw, int size, pp_sweep_row *row)
 {
     pp_error err;
@@ -56,6 +59,43 @@ static int run_size(pp_plan *plan, const pp_cli_sweep *sw, int size, pp_sweep_ro
         fail_row(row, plan, &err);
         return 2;
     }
+    /* each size's checkpoints in a folder of their own beside the plan's */
+    char *own = NULL, *path = plan->checkpoint.enabled ? plan->checkpoint.path : NULL;
+    if (path) {
+        char *dir = pp_cli_outputs_series_dir(plan);
+        const size_t skip = dir && strcmp(dir, ".") != 0 ? strlen(dir) + 1 : 0;
+        const size_t need = (dir ? strlen(dir) : 0) + strlen(path) + 32;
+        own = dir && strlen(path) >= skip ? malloc(need) : NULL;
+        if (own) {
+            snprintf(own, need, "%s%ssplit-%d/%s", skip ? dir : "", skip ? "/" : "", size,
+                     path + skip);
+            plan->checkpoint.path = own;
+        }
+        free(dir);
+        if (!own) {
+            fprintf(stderr, "pipeline-run: out of host memory\n");
+            return 1;
+        }
+        int rc = pp_cli_outputs_prepare(plan, NULL, true);
+        if (!rc) fprintf(stderr, "split_size %d: its checkpoints are %s\n", size, own);
+        if (rc) {
+            plan->checkpoint.path = path;
+            free(own);
+            return -2;
+        }
+    }
+    int rc = run_pipeline(plan, sw, row);
+    if (own) {
+        plan->checkpoint.path = path;
+        free(own);
+    }
+    return rc;
+}
+
+/* run_size's pipeline and steps. */
+static int run_pipeline(pp_plan *plan, const pp_cli_sweep *sw, pp_sweep_row *row)
+{
+    pp_error err;
     pp_pipeline *p = NULL;
     pp_status st = pp_pipeline_new(plan, &sw->opts, &p, &err);
     if (st == PP_OK && sw->load) st = pp_pipeline_load(p, sw->load, &err);

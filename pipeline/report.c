@@ -152,6 +152,9 @@ void pp_pipeline_replica_report(const pp_pipeline *p, int replica, pp_replica_re
 void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
 {
     memset(out, 0, sizeof *out);
+    out->devices = p->schedule.devices;
+    out->schedule = p->schedule.name;
+    out->schedule_note = p->schedule.note[0] ? p->schedule.note : NULL;
     int n = p->steps_run;
     out->steps = n;
     if (n == 0) return;
@@ -174,9 +177,6 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->graph_launches = p->graph_launches;
     out->graph_refusal = pp_executor_graph_refusal(p->exec);
 
-    out->devices = p->schedule.devices;
-    out->schedule = p->schedule.name;
-    out->schedule_note = p->schedule.note[0] ? p->schedule.note : NULL;
     pp_sim_result r;
     pp_error err;
     if (predict_measured(p, &r, &err) == PP_OK) {

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""What a run writes and what it continues: the folders of its outputs made or
+checked before the first step, a checkpoint that cannot be written (training
+goes on, exit 1, --save still written), a failed step's "not saved" line,
+--resume auto choosing this plan's run among another run's files (or refusing,
+naming the difference), --resume FILE naming the settings it changes, the
+header of a resumed run (plan steps count from the start, --steps N are N
+more), --sweep-split's checkpoints per split size, --validate reading the
+schedule's file as a run does (also with PP_MEMORY_CHECK=off), the schedule's
+note on stderr, options given twice, and the delay model's whole backward
+defaulting to its parts.
+Usage: test_runs.py PIPELINE_RUN"""
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+BIN = os.path.abspath(sys.argv[1])
+TMP = tempfile.mkdtemp(prefix="pp-runs-")
+atexit.register(shutil.rmtree, TMP, True)
+failures = checks = 0
+
+
+def check(cond, what):
+    global failures, checks
+    checks += 1
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}", file=sys.stderr)
+
+
+def run(*args, env=None):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=300, cwd=TMP,
+                          env={**os.environ, **(env or {})})
+
+
+def write(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def plan(name, steps=6, lr=0.05, extra="", batch="{size: 4, split_size: 2}",
+         schedule="gpipe"):
+    return write(name, f"""\
+model: {{name: resnet18, num_classes: 10, stem: cifar}}
+batch: {batch}
+schedule: {schedule}
+optimizer: {{type: sgd, lr: {lr}, momentum: 0.9}}
+data: {{format: synthetic, image_size: [8, 8]}}
+steps: {steps}
+{extra}stages:
+  - {{device: cpu:0, layers: [conv1, bn1, relu, layer1, layer2]}}
+  - {{device: cpu:1, layers: [layer3, layer4, avgpool, fc]}}
+""")
+
+
+def files(folder):
+    path = os.path.join(TMP, folder)
+    return sorted(os.listdir(path)) if os.path.isdir(path) else []
+
+
+def test_output_folders():
+    """A missing folder is made for the series and --save; a file in the way
+    of an output's folder is refused before the first step."""
+    p = plan("folders.yaml", extra='checkpoint: {path: "ck1/sub/ck-{step}.safetensors", every: 2}\n')
+    r = run(p, "--save", "out1/deeper/final.safetensors")
+    check(r.returncode == 0, f"missing folders are made: {r.stderr}")
+    check("made folder ck1/sub/ for checkpoint.path" in r.stderr and
+          "made folder out1/deeper/ for --save" in r.stderr, f"and said: {r.stderr}")
+    check(files("ck1/sub") == ["ck-2.safetensors", "ck-4.safetensors", "ck-6.safetensors"],
+          f"the series: {files('ck1/sub')}")
+    check(os.path.isfile(os.path.join(TMP, "out1/deeper/final.safetensors")), "--save written")
+    write("afile", "x")
+    for opt in ("--save", "--trace", "--metrics"):
+        r = run(p, opt, "afile/x")
+        check(r.returncode == 2 and f"pipeline-run: {opt}: afile: not a folder" in r.stderr and
+              "saved" not in r.stderr, f"{opt} under a file: {r.returncode} {r.stderr}")
+    q = plan("folders2.yaml", extra='checkpoint: {path: "afile/ck-{step}.safetensors"}\n')
+    r = run(q)
+    check(r.returncode == 2 and "folders2.yaml:7:13: checkpoint.path: afile: not a folder" in
+          r.stderr, f"the series under a file: {r.stderr}")
+    r = run(q, "--validate")
+    check(r.returncode == 2 and "checkpoint.path: afile: not a folder" in r.stderr,
+          f"--validate finds it: {r.stderr}")
+    r = run(p, "--validate")
+    check(r.returncode == 0 and not os.path.isdir(os.path.join(TMP, "ck1x")),
+          f"--validate makes nothing: {r.stderr}")
+
+
+def test_failed_checkpoint():
+    """A checkpoint that cannot be written is not a failed step: the run goes
+    on, writes the later ones and --save, says so, and exits 1."""
+    p = plan("failing.yaml", extra='checkpoint: {path: "ck2/ck-{step}.safetensors", every: 2}\n')
+    os.makedirs(os.path.join(TMP, "ck2/ck-4.safetensors"))  # a folder where the file goes
+    r = run(p, "--save", "ck2/final.safetensors")
+    check(r.returncode == 1, f"exit 1: {r.returncode}")
+    check("ck2/ck-4.safetensors: cannot rename the temporary file into place" in r.stderr and
+          "the checkpoint after step 4 was not written; training goes on" in r.stderr,
+          f"the failure said: {r.stderr}")
+    check("saved ck2/ck-6.safetensors" in r.stderr and
+          "saved ck2/final.safetensors after step 6" in r.stderr,
+          f"later checkpoints and --save written: {r.stderr}")
+    check("1 checkpoint of the series could not be written (the first after step 4); training "
+          "went on" in r.stderr and "half-updated" not in r.stderr, f"summed up: {r.stderr}")
+
+
+def test_failed_step_not_saved():
+    """A step that fails (here the first, out of memory) leaves the model
+    half-updated: --save says it writes nothing."""
+    p = plan("oom.yaml", steps=2)
+    text = open(p).read().replace("{device: cpu:0,", "{device: cpu:0, memory: 6MiB,")
+    p = write("oom.yaml", text)
+    r = run(p, "--save", "oom.safetensors", env={"PP_MEMORY_CHECK": "off"})
+    check(r.returncode == 1 and "out of memory" in r.stderr, f"step 1 fails: {r.stderr}")
+    check("pipeline-run: oom.safetensors not saved: step 1 failed, and a failed step leaves "
+          "the model half-updated" in r.stderr, f"and says so: {r.stderr}")
+    check(not os.path.exists(os.path.join(TMP, "oom.safetensors")), "nothing saved")
+
+
+def test_resume_auto_other_run():
+    """--resume auto continues this plan's run, never another's files under the
+    same names; with only another run's files it refuses, naming the difference."""
+    series = 'checkpoint: {path: "ck3/ck-{step}.safetensors", every: 4}\n'
+    a = plan("runa.yaml", steps=12, extra=series)
+    r = run(a)
+    check(r.returncode == 0 and files("ck3") == ["ck-12.safetensors", "ck-4.safetensors",
+                                                "ck-8.safetensors"], f"run a: {files('ck3')}")
+    b = plan("runb.yaml", steps=12, lr=0.02, extra=series)
+    r = run(b, "--resume", "auto")
+    check(r.returncode == 2, f"only another run's files: refused ({r.returncode})")
+    check("ck3/ck-12.safetensors: written by another run (its optimizer.lr differs from the "
+          "plan's)" in r.stderr and "optimizer.lr: 0.05 in the checkpoint, 0.02 in the plan" in
+          r.stderr and "no checkpoint of this plan's run" in r.stderr, f"named: {r.stderr}")
+    r = run(b, "--steps", "5")  # a fresh run of plan b beside a's files
+    check(r.returncode == 0 and "ck-4.safetensors" in files("ck3"), f"run b: {r.stderr}")
+    r = run(b, "--resume", "auto", "--steps", "1")
+    check(r.returncode == 0 and "resuming ck3/ck-5.safetensors after step 5" in r.stderr,
+          f"b's own newest, not a's ck-12: {r.stderr}")
+    r = run(b, "--resume", "ck3/ck-12.safetensors", "--steps", "1")
+    check(r.returncode == 0 and "note: ck3/ck-12.safetensors continues under" in r.stderr and
+          "optimizer.lr: 0.05 in the checkpoint, 0.02 in the plan" in r.stderr,
+          f"a file named on purpose: allowed, its changes said: {r.stderr}")
+
+
+def test_resumed_header():
+    """The plan's steps count from the start of the run, --steps N are N more:
+    the first line says which steps run."""
+    series = 'checkpoint: {path: "ck4/ck-{step}.safetensors", every: 2}\n'
+    p = plan("hdr.yaml", steps=6, extra=series)
+    run(p, "--steps", "2")
+    r = run(p, "--resume", "auto")
+    check("4 steps (steps 3 to 6: the plan's steps: 6 count from the start)" in r.stderr,
+          f"resumed under the plan's steps: {r.stderr}")
+    r = run(p, "--resume", "auto", "--steps", "3")
+    check("3 steps (--steps 3 more: steps 7 to 9; the plan's steps: 6 count from the start)"
+          in r.stderr, f"resumed with --steps: {r.stderr}")
+
+
+def test_sweep_checkpoints():
+    """Each split size of a sweep writes its checkpoints in a folder of its own,
+    and --resume auto under the plan is not confused by them."""
+    series = 'checkpoint: {path: "ck5/ck-{step}.safetensors", every: 2}\n'
+    p = plan("sweep.yaml", steps=2, extra=series)
+    r = run(p, "--sweep-split", "2,4")
+    check(r.returncode == 0, f"the sweep runs: {r.stderr}")
+    check(files("ck5/split-2") == ["ck-2.safetensors"] and
+          files("ck5/split-4") == ["ck-2.safetensors"] and
+          not os.path.exists(os.path.join(TMP, "ck5/ck-2.safetensors")),
+          f"one folder per size: {files('ck5')}")
+    r = run(p, "--resume", "auto")
+    check(r.returncode == 0 and "no checkpoint to resume from" in r.stderr,
+          f"the plan's own series is untouched: {r.stderr}")
+
+
+def test_validate_reads_schedule_file():
+    """--validate and --memory read and check the schedule's file as a run
+    does, whatever PP_MEMORY_CHECK says."""
+    good = "0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n"
+    cases = {
+        "typo": ("0F0,0F1,0B0,0B1\n1F0,1X0,1F1,1B1\n", "typo.csv:2:2: unknown action '1X0'"),
+        "missing": ("0F0,0F1,0B0,0B1\n1F0,1B0,1F1\n", "missing.csv:2:3: missing 1B1 (for 1F1 "
+                    "here)"),
+        "deadlock": ("0F0,0B0,0F1,0B1\n1F0,1F1,1B1,1B0\n", "deadlock.csv:1:2: deadlock"),
+        "fewer": ("0F0,0B0\n1F0,1B0\n", "fewer.csv:1:1: the program is written for 1 "
+                  "micro-batch but the batch has 2"),
+        "blank": (good + "\n\n", None),
+    }
+    for name, (text, want) in cases.items():
+        write(f"{name}.csv", text)
+        p = plan(f"sched-{name}.yaml", schedule=f"{{file: {name}.csv}}")
+        for opt in ("--validate", "--memory", "--simulate", "--print-schedule"):
+            for env in ({}, {"PP_MEMORY_CHECK": "off"}):
+                r = run(p, opt, env=env)
+                ok = r.returncode == 0 if want is None else r.returncode == 2 and want in r.stderr
+                check(ok, f"{name} {opt} {env}: {r.returncode} {r.stderr}")
+
+
+def test_schedule_note():
+    """A run says how a built-in fitted its stages (the note of SCHEDULES.md 4)."""
+    p = write("note.yaml", """\
+model: {name: resnet18, num_classes: 10, stem: cifar}
+batch: {size: 6, split_size: 2}
+schedule: 1f1b
+data: {format: synthetic, image_size: [8, 8]}
+steps: 1
+stages:
+  - {device: cpu:0, layers: [conv1, bn1, relu, layer1]}
+  - {device: cpu:1, layers: [layer2]}
+  - {device: cpu:0, layers: [layer3]}
+  - {device: cpu:1, layers: [layer4, avgpool, fc]}
+""")
+    r = run(p)
+    check(r.returncode == 0 and "note: 1f1b: 4 stages on 2 devices as 0,1,0,1 run as its "
+          "order over one device per stage, merged per device" in r.stderr, f"{r.stderr}")
+    r = run(p, "--optimize", "-o", "best.yaml")
+    check("for 4 stages over 2 devices" in r.stderr, f"--optimize counts devices: {r.stderr}")
+
+
+def test_options_once():
+    """Nothing is silently ignored: an option given twice is refused, and
+    --sweep-schedule names the training schedules only."""
+    p = plan("once.yaml")
+    for args, want in ((("--steps", "2", "--steps", "3"), "--steps given twice ('2', then '3')"),
+                       (("--steps=2", "--steps", "3"), "--steps given twice ('2', then '3')"),
+                       (("--json", "--json"), "--json given twice: give it once"),
+                       (("--validate", "-o", "a", "-o", "b"), "-o given twice ('a', then 'b')")):
+        r = run(p, *args)
+        check(r.returncode == 2 and want in r.stderr, f"{args}: {r.stderr}")
+    r = run(p, "--sweep-schedule", "forward")
+    check(r.returncode == 2 and r.stderr.startswith(
+        "pipeline-run: --sweep-schedule: 'forward' is not a training schedule: expected one of "
+        "gpipe, 1f1b, interleaved1f1b, loopedbfs, interleavedzb, zbh1, zbh2, zbv, dualpipev\n"),
+        f"--sweep-schedule forward: {r.stderr!r}")
+
+
+def test_delay_backward_from_parts():
+    """With I and W given and no backward_ms, every schedule is timed with
+    B = I + W: 1F1B's closed form (m + S - 1)(F + B)."""
+    p = write("delayparts.yaml", """\
+model: {name: delay, forward_ms: 4, backward_input_ms: 4, backward_weight_ms: 4}
+batch: {size: 8, split_size: 1}
+schedule: 1f1b
+steps: 1
+stages:
+  - {device: cpu:0}
+  - {device: cpu:1}
+""")
+    r = run(p, "--simulate", "--json")
+    sim = json.loads(r.stdout) if r.returncode == 0 else {}
+    check(abs(sim.get("predicted_step_ms", 0) - 9 * 12) < 1e-6, f"1f1b: {r.stdout} {r.stderr}")
+
+
+for t in (test_output_folders, test_failed_checkpoint, test_failed_step_not_saved,
+          test_resume_auto_other_run, test_resumed_header, test_sweep_checkpoints,
+          test_validate_reads_schedule_file, test_schedule_note, test_options_once,
+          test_delay_backward_from_parts):
+    t()
+print(f"test_runs: {checks} checks, {failures} failed", file=sys.stderr)
+sys.exit(1 if failures else 0)
