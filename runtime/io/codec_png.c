@@ -1,7 +1,8 @@
 /*
  * codec_png.c - PNG through libpng (see image.h): decoded whole, then the
- * box is converted as PIL's convert does. libpng expands palettes (the
- * transparency chunk ignored, as PIL's convert("RGB") ignores it) and gray
+ * box is converted as PIL's convert does. libpng expands palettes (a
+ * transparency chunk becomes alpha, dropped as PIL's convert("RGB") drops
+ * it) and gray
  * of 1, 2 or 4 bits (scaled to 8, as PIL unpacks it), strips 16-bit samples
  * to their high byte (PIL's "RGB;16B" and "LA;16B"), except 16-bit gray
  * without alpha, which PIL reads as 32-bit integers and clips to 255 in
@@ -99,11 +100,13 @@ static pp_px_layout set_transforms(png_structp png, png_infop info, bool *gray16
     if (*gray16) png_set_swap(png); /* host order: little-endian 16-bit values */
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    switch (type) {
-    case PNG_COLOR_TYPE_GRAY: return PP_PX_GRAY;
-    case PNG_COLOR_TYPE_GRAY_ALPHA: return PP_PX_GRAY_ALPHA;
-    case PNG_COLOR_TYPE_RGB_ALPHA: return PP_PX_RGBA;
-    default: return PP_PX_RGB; /* RGB, palette */
+    /* what libpng will give (a palette with a transparency chunk comes out
+     * with alpha) */
+    switch (png_get_channels(png, info)) {
+    case 1: return PP_PX_GRAY;
+    case 2: return PP_PX_GRAY_ALPHA;
+    case 4: return PP_PX_RGBA;
+    default: return PP_PX_RGB;
     }
 }
 
