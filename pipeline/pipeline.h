@@ -138,6 +138,8 @@ typedef struct pp_step_result {
     double loss;       /* mean cross-entropy over the mini-batch */
     double accuracy;   /* fraction of the mini-batch classified correctly (before the update) */
     double step_ms;    /* wall time of the whole step (data, schedule, optimizer) */
+    double data_wait_ms; /* of it, the time spent waiting for the step's batch (read ahead
+                            during the steps before, unless the loader fell behind) */
     double bubble;     /* measured idle fraction of the stages during the schedule */
     int64_t epoch;     /* 0-based epoch of the step (with steps: step / steps per epoch) */
     int batch;         /* samples in the step (an epoch's last batch may be smaller) */

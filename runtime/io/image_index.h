@@ -41,6 +41,9 @@
 
 #include "runtime/core/status.h"
 
+/* The smallest folder whose index the plan and the pipeline cache. */
+#define PP_IMAGE_INDEX_CACHE_MIN_FILES 10000
+
 typedef struct pp_image_index pp_image_index;
 
 /* How an open went: from the cache or a scan, and the cache file (empty

@@ -7,6 +7,7 @@
 #include "runtime/io/resample.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -334,4 +335,43 @@ oom:
     free(buf[0]);
     free(buf[1]);
     return pp_error_set(err, PP_ERR_OOM, "out of host memory (transforms)");
+}
+
+/* ---- description ----------------------------------------------------------------- */
+
+void pp_transform_describe(const pp_transform *t, int n, char *buf, size_t size)
+{
+    size_t at = 0;
+#define PUT(...)                                                                          \
+    do {                                                                                  \
+        int k_ = snprintf(buf + at, at < size ? size - at : 0, __VA_ARGS__);              \
+        if (k_ > 0) at += (size_t)k_;                                                     \
+    } while (0)
+    if (size) buf[0] = '\0';
+    PUT("[");
+    for (int i = 0; i < n; i++) {
+        const pp_transform *x = &t[i];
+        PUT("%s", i ? ", " : "");
+        switch (x->kind) {
+        case PP_TF_RANDOM_RESIZED_CROP:
+            PUT("{random_resized_crop: {size: [%d, %d], scale: [%.17g, %.17g], ratio: [%.17g, "
+                "%.17g]}}", x->h, x->w, x->scale[0], x->scale[1], x->ratio[0], x->ratio[1]);
+            break;
+        case PP_TF_HORIZONTAL_FLIP: PUT("{horizontal_flip: %.17g}", x->p); break;
+        case PP_TF_RANDOM_CROP:
+            PUT("{random_crop: {size: [%d, %d], padding: [%d, %d, %d, %d]}}", x->h, x->w,
+                x->pad[0], x->pad[1], x->pad[2], x->pad[3]);
+            break;
+        case PP_TF_RESIZE:
+            if (x->w)
+                PUT("{resize: [%d, %d]}", x->h, x->w);
+            else
+                PUT("{resize: %d}", x->h);
+            break;
+        case PP_TF_CENTER_CROP: PUT("{center_crop: [%d, %d]}", x->h, x->w); break;
+        }
+    }
+    PUT("]");
+#undef PUT
+    if (size && at >= size) buf[size - 1] = '\0';
 }

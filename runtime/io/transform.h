@@ -42,6 +42,7 @@
 #define PP_IO_TRANSFORM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/core/status.h"
@@ -85,5 +86,9 @@ pp_image_box pp_transform_first_box(const pp_tf_op *ops, int n_ops, int w, int h
 pp_status pp_transform_apply(const pp_tf_op *ops, int n_ops, const uint8_t *src,
                              const pp_image_box *got, int w, int h, int c, uint8_t *dst,
                              int out_w, int out_h, pp_error *err);
+
+/* The list as a YAML flow sequence, the plan's form ("[{resize: 256},
+ * {center_crop: [224, 224]}]"), into buf (n bytes). */
+void pp_transform_describe(const pp_transform *t, int n, char *buf, size_t size);
 
 #endif

@@ -1,0 +1,19 @@
+/*
+ * data_source.h - a plan's data sources opened as pp_data (data_source.c):
+ * the training set of `data` and the test set of `eval`. Not installed.
+ */
+#ifndef PP_PIPELINE_DATA_SOURCE_H
+#define PP_PIPELINE_DATA_SOURCE_H
+
+#include <stdbool.h>
+
+#include "partitioner/plan.h"
+#include "runtime/io/data.h"
+
+/* Opens d (plan->data, or plan->eval.data when eval) with the plan's seed and
+ * normalisation; a bad input's message starts with the plan's FILE:LINE:COL
+ * of the section. */
+pp_status pipe_data_open(const pp_plan *plan, const pp_plan_data *d, bool eval, pp_data **out,
+                         pp_error *err);
+
+#endif
