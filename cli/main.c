@@ -501,7 +501,7 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "pipeline-run: %s: write failed\n", a->metrics);
         rc = 1;
     }
-    const bool step_failed = rc != 0;
+    const bool step_failed = rc != 0 && !rr.data_failed; /* a data failure ran nothing */
     if (rc && !rr.abandoned) print_error(err.msg);
     /* a consistent checkpoint: after a whole step (also when interrupted); never
      * after a failed step, which leaves batch-norm statistics half-updated */
@@ -511,9 +511,11 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     /* the series' checkpoint of the step reached, at the end of the run or
      * when stopped (unless this state is on disk already), then --save's */
     const char *saved = NULL;
-    if (!rc && rr.n_losses > 0 && plan->checkpoint.enabled) {
-        rc = pp_cli_run_series_save(p, plan, &series, &rr, &saved, &err);
-        if (rc && !rr.abandoned) print_error(err.msg);
+    if ((!rc || rr.data_failed) && rr.n_losses > 0 && plan->checkpoint.enabled) {
+        pp_error serr;
+        int src = pp_cli_run_series_save(p, plan, &series, &rr, &saved, &serr);
+        if (src && !rr.abandoned) print_error(serr.msg);
+        if (src && !rc) rc = src;
     }
     if (a->save && !rr.abandoned && !step_failed) {
         pp_error serr;

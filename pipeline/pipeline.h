@@ -217,6 +217,15 @@ typedef struct pp_pipeline_report {
     int graph_launches;           /* graph launches over all steps */
     const char *graph_refusal;    /* why a capture was refused and the steps ran eagerly,
                                      or NULL; valid while the pipeline lives */
+    double data_wait_ms;          /* median time a step waited for its batch (first step
+                                     excluded when more than one ran): 0 while the loader
+                                     keeps ahead */
+    int data_workers;             /* threads reading a batch (plan data.workers) */
+    int data_prefetch;            /* batches read ahead (plan data.prefetch) */
+    int64_t bad_images;           /* images skipped and replaced so far (on_bad_image: skip),
+                                     training and test sets */
+    const char *bad_image_first;  /* the first one's message, or NULL; valid until the next
+                                     call */
 } pp_pipeline_report;
 
 /* Figures of one data-parallel replica (plan `replicas`), aggregated like
@@ -251,6 +260,12 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err);
 /* Steps in one epoch: ceil(N / batch) for N training samples (with epochs,
  * the last one holds the rest). */
 int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p);
+
+/* Whether the pipeline can still step, evaluate and save: false after a step
+ * or evaluation failed midway (a failure to read the step's batch, which
+ * comes before any work, leaves it usable: its last whole step can be
+ * saved). */
+bool pp_pipeline_usable(const pp_pipeline *p);
 
 /* True when the plan has an eval section. */
 bool pp_pipeline_has_eval(const pp_pipeline *p);

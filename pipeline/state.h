@@ -162,6 +162,7 @@ struct pp_pipeline {
     int steps_cap;
     double *step_ms;             /* (steps_run) whole step */
     double *data_ms;             /* (steps_run) of it, the wait for the step's batch */
+    char bad_first[512];         /* the first bad image skipped (report.c) */
     double *bubble;              /* (steps_run) */
     double *copy_ms;             /* (steps_run) every copy between stages, the sender's side
                                   * (a message's send; its receive waits for the sender) */

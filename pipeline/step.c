@@ -429,8 +429,10 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     int32_t *host_labels;
     int slot;
     double wait_ms;
-    PP_TRY(pipe_prefetch_get(p->prefetch, (pipe_window){pos, rep_count}, ahead, n_ahead,
-                             &host_images, &host_labels, &slot, &wait_ms, err));
+    pp_status ds = pipe_prefetch_get(p->prefetch, (pipe_window){pos, rep_count}, ahead, n_ahead,
+                                     &host_images, &host_labels, &slot, &wait_ms, err);
+    if (ds != PP_OK) /* nothing ran: the pipeline stays usable (its last step can be saved) */
+        return pp_error_prefix(err, "step %lld: the step's batch", (long long)p->steps_done);
 
     p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
                      .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
@@ -498,6 +500,11 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
         pp_step_stats_free(&stats);
     }
     return PP_OK;
+}
+
+bool pp_pipeline_usable(const pp_pipeline *p)
+{
+    return p && !p->broken[0];
 }
 
 bool pp_pipeline_has_eval(const pp_pipeline *p)
