@@ -96,3 +96,19 @@ pp_status pipe_data_open(const pp_plan *plan, const pp_plan_data *d, bool eval, 
                         eval ? ": eval" : "");
     return s;
 }
+
+void pipe_data_window(int64_t k, int64_t n, int batch, bool epochs, int64_t *pos, int *count,
+                      int64_t *epoch)
+{
+    const int64_t spe = (n + batch - 1) / batch;
+    *epoch = k / spe;
+    if (!epochs) {
+        *pos = k * batch;
+        *count = batch;
+        return;
+    }
+    const int64_t s = k % spe;
+    *pos = *epoch * n + s * batch;
+    const int64_t left = n - s * batch;
+    *count = left < batch ? (int)left : batch;
+}

@@ -16,4 +16,11 @@
 pp_status pipe_data_open(const pp_plan *plan, const pp_plan_data *d, bool eval, pp_data **out,
                          pp_error *err);
 
+/* Training step k's window of the data stream (positions pos .. pos +
+ * count - 1) and its epoch, for a data set of n samples and batches of
+ * `batch`: with epochs, every epoch is one pass with a partial last batch;
+ * without, batches follow one another (wrapping). */
+void pipe_data_window(int64_t k, int64_t n, int batch, bool epochs, int64_t *pos, int *count,
+                      int64_t *epoch);
+
 #endif

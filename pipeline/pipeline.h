@@ -261,6 +261,21 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err);
  * the last one holds the rest). */
 int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p);
 
+/* What the model sees, without a pipeline: the plan's data read as a run
+ * reads it (the same files, transforms, random draws, order and
+ * normalisation). pp_plan_show_data draws the first n samples of the
+ * training stream (1..1024), un-normalised, as a PNG grid captioned with each
+ * sample's class and file. pp_plan_dump_data writes, as safetensors,
+ * "images" (f32 N x C x H x W, normalised, as the first stage gets them) and
+ * "labels" (i32 N) of training step `index` (0-based, the whole global batch)
+ * or of the index-th evaluation batch (eval), with metadata "step" or
+ * "eval_batch" and "paths", a JSON list of each sample's file (relative to
+ * the image folder) or "FORMAT sample I". Errors: the data source's; an
+ * evaluation batch past the test set, or no eval section, PP_ERR_INPUT. */
+pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_error *err);
+pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const char *path,
+                            pp_error *err);
+
 /* Whether the pipeline can still step, evaluate and save: false after a step
  * or evaluation failed midway (a failure to read the step's batch, which
  * comes before any work, leaves it usable: its last whole step can be

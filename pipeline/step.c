@@ -9,6 +9,7 @@
 #include "pipeline/links.h"
 #include "pipeline/pipeline_impl.h"
 #include "pipeline/schedules.h"
+#include "pipeline/data_source.h"
 #include "pipeline/prefetch.h"
 #include "pipeline/replicas.h"
 #include "pipeline/report.h"
@@ -240,17 +241,7 @@ int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p)
 static void step_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, int *count,
                         int64_t *epoch)
 {
-    int64_t spe = pp_pipeline_steps_per_epoch(p);
-    *epoch = k / spe;
-    if (!p->epochs) {
-        *pos = k * p->batch;
-        *count = p->batch;
-        return;
-    }
-    int64_t s = k % spe;
-    *pos = *epoch * p->data_size + s * p->batch;
-    int64_t left = p->data_size - s * p->batch;
-    *count = left < p->batch ? (int)left : p->batch;
+    pipe_data_window(k, p->data_size, p->batch, p->epochs > 0, pos, count, epoch);
 }
 
 /* Step k's window (step_window) as this replica sees it: *pos is the first
