@@ -26,7 +26,7 @@ packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libja
   openmpi-bin libopenmpi-dev
   libjpeg62-turbo-dev libpng-dev libwebp-dev libtiff-dev libgd-dev libnetpbm-dev)
 if [ $tests = 1 ]; then
-  packages+=(python3-torch python3-torchvision python3-numpy dataset-fashion-mnist)
+  packages+=(python3-torch python3-torchvision python3-numpy python3-pil dataset-fashion-mnist)
 fi
 missing=()
 for p in "${packages[@]}"; do

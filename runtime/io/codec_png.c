@@ -70,6 +70,17 @@ static png_structp open_png(png_src *s, png_infop *info)
     return png;
 }
 
+/* The error of a read that stopped (setjmp): a header already read that
+ * claims too many pixels says so first (the data of such a file is often
+ * missing too), else the decoder's words. */
+static pp_status png_fail(png_structp png, png_infop info, const png_src *s, const char *path,
+                          pp_error *err)
+{
+    const int64_t w = png_get_image_width(png, info), h = png_get_image_height(png, info);
+    if (w > 0 && h > 0 && pp_px_check_size(path, w, h, err) != PP_OK) return PP_ERR_INPUT;
+    return pp_error_set(err, PP_ERR_INPUT, "%s: %s", path, s->msg);
+}
+
 static pp_status png_size(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
                           pp_error *err)
 {
@@ -78,8 +89,9 @@ static pp_status png_size(const uint8_t *buf, size_t n, const char *path, int *w
     png_structp png = open_png(&s, &info);
     if (!png) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", path);
     if (setjmp(png_jmpbuf(png))) {
+        pp_status st = png_fail(png, info, &s, path, err);
         png_destroy_read_struct(&png, &info, NULL);
-        return pp_error_set(err, PP_ERR_INPUT, "%s: %s", path, s.msg);
+        return st;
     }
     png_read_info(png, info);
     *w = (int)png_get_image_width(png, info);
@@ -122,8 +134,9 @@ static pp_status png_decode(const uint8_t *buf, size_t n, const char *path,
     if (setjmp(png_jmpbuf(png))) {
         free(img);
         free(rows);
+        pp_status st = png_fail(png, info, &s, path, err);
         png_destroy_read_struct(&png, &info, NULL);
-        return pp_error_set(err, PP_ERR_INPUT, "%s: %s", path, s.msg);
+        return st;
     }
     png_read_info(png, info);
     const int W = (int)png_get_image_width(png, info), H = (int)png_get_image_height(png, info);

@@ -23,9 +23,31 @@ struct pp_images {
     bool skip_bad;
     uint64_t seed;
     pthread_mutex_t mu;
-    int64_t skipped;                /* under mu */
+    int64_t *bad;                   /* under mu: the bad samples found, sorted, each once */
+    int64_t n_bad, cap_bad;
     char first_bad[4096];           /* under mu */
 };
+
+/* Records sample i as bad (once). Called with mu held. */
+static void note_bad(pp_images *im, int64_t i, const char *msg)
+{
+    int64_t lo = 0, hi = im->n_bad;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (im->bad[mid] < i) lo = mid + 1; else hi = mid;
+    }
+    if (lo < im->n_bad && im->bad[lo] == i) return;
+    if (im->n_bad == im->cap_bad) {
+        const int64_t cap = im->cap_bad ? 2 * im->cap_bad : 16;
+        int64_t *b = realloc(im->bad, (size_t)cap * sizeof *b);
+        if (!b) return; /* counted no more: the replacement still happens */
+        im->bad = b;
+        im->cap_bad = cap;
+    }
+    memmove(im->bad + lo + 1, im->bad + lo, (size_t)(im->n_bad - lo) * sizeof *im->bad);
+    im->bad[lo] = i;
+    if (im->n_bad++ == 0) snprintf(im->first_bad, sizeof im->first_bad, "%s", msg);
+}
 
 /* Reads the whole file at path into *buf (malloc'd) and *n. */
 static pp_status read_file(const char *path, uint8_t **buf, size_t *n, pp_error *err)
@@ -147,6 +169,7 @@ void pp_images_free(pp_images *im)
 {
     if (!im) return;
     pp_image_index_free(im->index);
+    free(im->bad);
     pthread_mutex_destroy(&im->mu);
     free(im);
 }
@@ -186,7 +209,7 @@ pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t 
             return s;
         } else {
             pthread_mutex_lock(&im->mu);
-            if (im->skipped++ == 0) snprintf(im->first_bad, sizeof im->first_bad, "%s", e.msg);
+            note_bad(im, i, e.msg);
             pthread_mutex_unlock(&im->mu);
         }
     }
@@ -205,7 +228,7 @@ pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t 
 int64_t pp_images_skipped(pp_images *im, char *first, size_t n)
 {
     pthread_mutex_lock(&im->mu);
-    const int64_t k = im->skipped;
+    const int64_t k = im->n_bad;
     if (first) snprintf(first, n, "%s", im->first_bad);
     pthread_mutex_unlock(&im->mu);
     return k;

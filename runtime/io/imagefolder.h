@@ -18,7 +18,8 @@
  * another size. By default pp_images_sample fails with PP_ERR_IO and a
  * message that starts with the file's path. With skip_bad the sample is
  * replaced by the next good sample of the data set (index + 1, + 2, ...
- * modulo the size, drawn as that sample), deterministically, and counted;
+ * modulo the size, drawn as that sample), deterministically, and counted
+ * (each bad file once, however often it is read);
  * PP_IMAGES_MAX_SKIP bad images in a row fail all the same.
  *
  * Thread safety: pp_images_sample may run on many threads at once.
@@ -62,7 +63,8 @@ const pp_image_index *pp_images_index(const pp_images *im);
 pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t *chw,
                            int32_t *label, pp_error *err);
 
-/* Bad images skipped so far, and the first one's path (empty when none). */
+/* Bad images skipped so far (distinct files), and the first one's message
+ * (empty when none). */
 int64_t pp_images_skipped(pp_images *im, char *first, size_t n);
 
 #endif
