@@ -142,6 +142,7 @@ static void emit_source(pp_text *t, const pp_plan *p, const pp_plan_data *d, boo
     pp_text_put(t, "  shuffle: %s\n", d->shuffle ? "true" : "false");
     if (d->workers) pp_text_put(t, "  workers: %d\n", d->workers);
     pp_text_put(t, "  prefetch: %d\n", d->prefetch);
+    if (d->drop_last) pp_text_put(t, "  drop_last: true\n");
     if (d->has_norm) {
         pp_text_put(t, "  mean: ");
         pp_text_put_doubles(t, d->mean, p->model.in_channels);

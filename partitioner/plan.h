@@ -133,6 +133,8 @@ typedef struct pp_plan_data {
     int workers;                /* data: threads reading a batch (0: the default, from the
                                  * cores and PP_READ_THREADS) */
     int prefetch;               /* data: batches read ahead while steps run (default 1) */
+    bool drop_last;             /* data: an epoch's last batch, when short, is left out
+                                 * (every batch whole, so it cuts evenly over replicas) */
     char *images, *labels;      /* idx: absolute paths (resolved against the plan's folder) */
     pp_mark images_mark, labels_mark;
     int n_files;                /* cifar10: number of batch files */

@@ -54,6 +54,7 @@ static bool source_equal(const pp_plan_data *da, const pp_plan_data *db, int cha
     if (da->workers != db->workers || da->prefetch != db->prefetch)
         DIFF("%s.workers or prefetch differs", what);
     if (da->shuffle != db->shuffle) DIFF("%s.shuffle differs", what);
+    if (da->drop_last != db->drop_last) DIFF("%s.drop_last differs", what);
     if (da->has_norm != db->has_norm) DIFF("%s mean/std presence differs", what);
     if (da->has_norm)
         for (int i = 0; i < channels; i++)

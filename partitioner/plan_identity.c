@@ -158,6 +158,7 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
         KEY("data.on_bad_image", "%s", d->skip_bad_images ? "skip" : "error");
     }
     KEY("data.shuffle", "%s", d->shuffle ? "true" : "false");
+    if (d->drop_last) KEY("data.drop_last", "true");
     if (d->has_norm) {
         pp_text tm = {0}, ts = {0};
         pp_text_put_doubles(&tm, d->mean, m->in_channels);

@@ -268,11 +268,11 @@ static void open_folder(pp_walk *w, const pp_ynode *root_node, const char *secti
 /* The keys of the source sections (each section takes some of them; see
  * walk_data_keys and walk_eval_keys), and which formats own which. */
 enum { K_FORMAT, K_SIZE, K_IMAGES, K_LABELS, K_FILES, K_CLASSES, K_SAMPLES, K_ROOT, K_TRANSFORMS,
-       K_BAD, K_SHUFFLE, K_MEAN, K_STD, K_WORKERS, K_PREFETCH, K_BATCH, K_EVERY, K_N };
+       K_BAD, K_SHUFFLE, K_MEAN, K_STD, K_WORKERS, K_PREFETCH, K_DROP, K_BATCH, K_EVERY, K_N };
 static const char *const source_keys[K_N] = {
     "format",  "image_size", "images",  "labels",  "files",   "num_classes",
     "samples", "root",       "transforms", "on_bad_image", "shuffle", "mean",
-    "std",     "workers",    "prefetch",  "batch_size",   "every"};
+    "std",     "workers",    "prefetch",  "drop_last",  "batch_size",   "every"};
 #define FMT_SYNTH 1u
 #define FMT_IDX 2u
 #define FMT_CIFAR 4u
@@ -405,7 +405,7 @@ static bool walk_data_keys(pp_walk *w, const pp_ynode *n, const pp_ynode **f)
     static const char *const keys[] = {"format", "image_size", "images", "labels", "files",
                                        "num_classes", "samples", "root", "transforms",
                                        "on_bad_image", "shuffle", "mean", "std", "workers",
-                                       "prefetch"};
+                                       "prefetch", "drop_last"};
     enum { N = sizeof keys / sizeof keys[0] };
     const pp_ynode *got[N];
     if (!pp_walk_map(w, n, "data", keys, N, got)) return false;
@@ -463,6 +463,7 @@ void pp_walk_source(pp_walk *w, const pp_ynode *n, bool eval)
         p->model.image_w = d->image_w;
     }
     if (f[K_SHUFFLE]) pp_walk_bool(w, f[K_SHUFFLE], "data.shuffle", &d->shuffle);
+    if (f[K_DROP]) pp_walk_bool(w, f[K_DROP], "data.drop_last", &d->drop_last);
     if (f[K_MEAN] && !f[K_STD]) pp_walk_error(w, f[K_MEAN], "data.mean needs data.std as well");
     if (f[K_STD] && !f[K_MEAN]) pp_walk_error(w, f[K_STD], "data.std needs data.mean as well");
     if (f[K_MEAN] && f[K_STD] && w->model_ok) {

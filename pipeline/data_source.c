@@ -97,10 +97,16 @@ pp_status pipe_data_open(const pp_plan *plan, const pp_plan_data *d, bool eval, 
     return s;
 }
 
-void pipe_data_window(int64_t k, int64_t n, int batch, bool epochs, int64_t *pos, int *count,
-                      int64_t *epoch)
+int64_t pipe_data_steps_per_epoch(int64_t n, int batch, bool drop_last)
 {
-    const int64_t spe = (n + batch - 1) / batch;
+    const int64_t spe = drop_last ? n / batch : (n + batch - 1) / batch;
+    return spe > 0 ? spe : 1; /* (a plan with drop_last has a batch at most n: see open) */
+}
+
+void pipe_data_window(int64_t k, int64_t n, int batch, bool epochs, bool drop_last, int64_t *pos,
+                      int *count, int64_t *epoch)
+{
+    const int64_t spe = pipe_data_steps_per_epoch(n, batch, drop_last);
     *epoch = k / spe;
     if (!epochs) {
         *pos = k * batch;

@@ -16,11 +16,15 @@
 pp_status pipe_data_open(const pp_plan *plan, const pp_plan_data *d, bool eval, pp_data **out,
                          pp_error *err);
 
+/* Steps per epoch of a data set of n samples in batches of `batch`: with
+ * drop_last the batches that fit whole, else one more for the rest. */
+int64_t pipe_data_steps_per_epoch(int64_t n, int batch, bool drop_last);
+
 /* Training step k's window of the data stream (positions pos .. pos +
- * count - 1) and its epoch, for a data set of n samples and batches of
- * `batch`: with epochs, every epoch is one pass with a partial last batch;
- * without, batches follow one another (wrapping). */
-void pipe_data_window(int64_t k, int64_t n, int batch, bool epochs, int64_t *pos, int *count,
-                      int64_t *epoch);
+ * count - 1) and its epoch: with epochs, every epoch is one pass with a
+ * partial last batch (or none: drop_last); without, batches follow one
+ * another (wrapping). */
+void pipe_data_window(int64_t k, int64_t n, int batch, bool epochs, bool drop_last, int64_t *pos,
+                      int *count, int64_t *epoch);
 
 #endif

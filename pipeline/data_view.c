@@ -176,7 +176,8 @@ pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const
         pos = index * b;
         count = n - pos < b ? (int)(n - pos) : b;
     } else {
-        pipe_data_window(index, n, plan->batch_size, plan->epochs > 0, &pos, &count, &epoch);
+        pipe_data_window(index, n, plan->batch_size, plan->epochs > 0, plan->data.drop_last, &pos,
+                         &count, &epoch);
     }
     pp_status s = PP_OK;
     if (count <= 0)

@@ -264,6 +264,12 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     p->in_h = h;
     p->in_w = w;
     p->data_size = pp_data_size(p->data);
+    if (d->drop_last && p->data_size < plan->batch_size) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "data.drop_last: the data set's %lld samples do not fill one "
+                 "batch of %d", (long long)p->data_size, plan->batch_size);
+        return pipe_plan_error(plan, d->mark, err, PP_ERR_INPUT, msg);
+    }
     return PP_OK;
 }
 
@@ -594,6 +600,7 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
     p->split_size = plan->batch_by_micro ? 0 : plan->split_size;
     p->micro_batches = plan->batch_by_micro ? plan->micro_batches : 0;
     p->epochs = plan->epochs;
+    p->drop_last = plan->data.drop_last;
     p->lr = plan->lr_schedule;
     p->cur_lr = plan->optimizer.lr;
     if ((s = pipe_sched_init(&p->sched, plan, p->m, p->mb_sizes, err)) != PP_OK ||

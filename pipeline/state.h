@@ -161,6 +161,7 @@ struct pp_pipeline {
     int steps_run;               /* steps run by this object (for the report) */
     int steps_cap;
     double *step_ms;             /* (steps_run) whole step */
+    bool drop_last;              /* plan data.drop_last: epochs of whole batches only */
     double *data_ms;             /* (steps_run) of it, the wait for the step's batch */
     char bad_first[512];         /* the first bad image skipped (report.c) */
     double *bubble;              /* (steps_run) */

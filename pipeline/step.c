@@ -232,7 +232,7 @@ static pp_status check_loss(struct pp_pipeline *p, const float *losses, int m, p
 
 int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p)
 {
-    return (p->data_size + p->batch - 1) / p->batch;
+    return pipe_data_steps_per_epoch(p->data_size, p->batch, p->drop_last);
 }
 
 /* Where step k reads (positions pos .. pos+count-1 of the data stream) and
@@ -241,7 +241,7 @@ int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p)
 static void step_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, int *count,
                         int64_t *epoch)
 {
-    pipe_data_window(k, p->data_size, p->batch, p->epochs > 0, pos, count, epoch);
+    pipe_data_window(k, p->data_size, p->batch, p->epochs > 0, p->drop_last, pos, count, epoch);
 }
 
 /* Step k's window (step_window) as this replica sees it: *pos is the first

@@ -20,7 +20,8 @@ has PIL and numpy to write the fixtures; exits 77 without them)
   for an image folder, IDX and synthetic data; eval takes cifar10 and
   synthetic test sets;
 - --validate writes imagefolder sections back, and the written plan
-  validates again.
+  validates again;
+- data.drop_last leaves an epoch's short last batch out.
 """
 import json
 import os
@@ -276,6 +277,20 @@ def test_run_report_and_views():
     check(r.returncode == 2 and "needs -o" in r.stderr, f"--show-data without -o: {r.stderr}")
 
 
+def test_drop_last():
+    """12 samples in batches of 5: 3 steps an epoch, 2 with drop_last (whole batches)."""
+    root = make_folder("drop")
+    for drop, steps in (("", 3), ("  drop_last: true\n", 2)):
+        p = plan("drop" + str(steps), root, batch=5, split=5, extra=drop)
+        with open(p) as f:
+            text = f.read().replace("steps: 1\n", "epochs: 1\n")
+        with open(p, "w") as f:
+            f.write(text)
+        r = run(p)
+        check(r.returncode == 0 and f"(1 epoch of {steps})" in r.stderr,
+              f"drop_last '{drop.strip()}': {r.stderr[:300]}")
+
+
 def read_safetensors(path):
     raw = open(path, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
@@ -317,6 +332,7 @@ def main():
         test_plan_errors()
         test_run_report_and_views()
         test_other_formats()
+        test_drop_last()
     finally:
         shutil.rmtree(TMP, True)
     print(f"test_images: {checks} checks, {failures} failed")
