@@ -42,6 +42,7 @@ static const struct {
     int needs;      /* an option it needs (NONE) */
     int needs_or;   /* ... or this one instead (NONE) */
     int excludes;   /* an option it never goes with (NONE) */
+    const char *needs_text; /* how a refusal names what it needs, when more than two (NULL) */
 } k_opts[PP_CLI_OPT_COUNT] = {
     [PP_CLI_OPT_STEPS] = {"--steps", RUN_TRAIN | RUN_SWEEP | RUN_SWEEP_SCHEDULE, NONE, NONE,
                           NONE},
@@ -71,7 +72,7 @@ static const struct {
     [PP_CLI_OPT_OPTIMIZE] = {"--optimize", RUN_OPTIMIZE, NONE, NONE, NONE},
     [PP_CLI_OPT_MEMORY_LIMIT] = {"--memory-limit", RUN_OPTIMIZE, PP_CLI_OPT_OPTIMIZE, NONE, NONE},
     [PP_CLI_OPT_OUTPUT] = {"-o", RUN_OPTIMIZE | RUN_SHOW_DATA | RUN_DUMP_DATA, PP_CLI_OPT_OPTIMIZE,
-                           NONE, NONE},
+                           NONE, NONE, "--optimize, --show-data or --dump-data"},
     [PP_CLI_OPT_PRINT_SCHEDULE] = {"--print-schedule", RUN_PRINT_SCHEDULE, NONE, NONE, NONE},
     [PP_CLI_OPT_SWEEP_SCHEDULE] = {"--sweep-schedule", RUN_SWEEP_SCHEDULE, NONE, NONE, NONE},
     [PP_CLI_OPT_VERIFY] = {"--verify", RUN_VERIFY, NONE, NONE, NONE},
@@ -127,6 +128,8 @@ static bool refuse_kind(char *msg, size_t n, int k, int o, bool first)
 /* "--csv needs --sweep-split or --sweep-schedule" */
 static bool refuse_needs(char *msg, size_t n, int o)
 {
+    if (k_opts[o].needs_text) return refuse(msg, n, "%s needs %s", k_opts[o].name,
+                                            k_opts[o].needs_text);
     if (k_opts[o].needs_or == NONE)
         return refuse(msg, n, "%s needs %s", k_opts[o].name, k_opts[k_opts[o].needs].name);
     snprintf(msg, n, "%s needs %s or %s", k_opts[o].name, k_opts[k_opts[o].needs].name,

@@ -647,7 +647,8 @@ def test_schedules():
 
 # The option table of docs/CLI.md (cli/options.c): the kinds of run each option works in
 # (t training, v --validate, s --simulate, m --memory, w --sweep-split, k --sweep-schedule,
-# e --eval-only, o --optimize, p --print-schedule, f --verify) and what it needs (any one of).
+# e --eval-only, o --optimize, p --print-schedule, f --verify, g --show-data, x --dump-data)
+# and what it needs (any one of).
 # "--resume=auto" is --resume auto (its messages say "--resume auto").
 OPTION_ARGS = {"--steps": ["2"], "--validate": [], "--simulate": [], "--sweep-split": ["1,2"],
                "--eval-only": [], "--json": [], "--trace": ["t.json"], "--load": ["l.st"],
@@ -657,21 +658,25 @@ OPTION_ARGS = {"--steps": ["2"], "--validate": [], "--simulate": [], "--sweep-sp
                "--layout": ["nchw"], "--grad-allreduce": ["whole"], "--memory": [],
                "--optimize": [], "--memory-limit": ["1GiB"], "-o": ["best.yaml"],
                "--print-schedule": [], "--sweep-schedule": ["gpipe,1f1b"],
-               "--verify": ["c.safetensors"], "--resume=auto": []}
+               "--verify": ["c.safetensors"], "--resume=auto": [], "--show-data": ["4"],
+               "--dump-data": ["0"]}
 OPTION_RUNS = {"--steps": "twk", "--validate": "v", "--simulate": "sk", "--sweep-split": "w",
                "--eval-only": "e", "--json": "tvsmwkeo", "--trace": "t", "--load": "twe",
                "--save": "t", "--weights-only": "t", "--resume": "t",
-               "--device-map": "tvsmwkeopf", "--cuda-graphs": "tw", "--csv": "wk", "--svg": "wk",
+               "--device-map": "tvsmwkeopfgx", "--cuda-graphs": "tw", "--csv": "wk",
+               "--svg": "wk",
                "--metrics": "t", "--plot": "t", "--layout": "twek", "--grad-allreduce": "tw",
-               "--memory": "m", "--optimize": "o", "--memory-limit": "o", "-o": "o",
+               "--memory": "m", "--optimize": "o", "--memory-limit": "o", "-o": "ogx",
                "--print-schedule": "p", "--sweep-schedule": "k", "--verify": "f",
-               "--resume=auto": "t"}
+               "--resume=auto": "t", "--show-data": "g", "--dump-data": "x"}
 OPTION_NEEDS = {"--eval-only": ["--load"], "--weights-only": ["--save"],
                 "--csv": ["--sweep-split", "--sweep-schedule"],
                 "--svg": ["--sweep-split", "--sweep-schedule"],
-                "--memory-limit": ["--optimize"], "-o": ["--optimize"]}
+                "--memory-limit": ["--optimize"],
+                "-o": ["--optimize", "--show-data", "--dump-data"]}
 # the options that choose the kind, in the order in which they speak when two are given
-OPTION_KINDS = {"--verify": "f", "--optimize": "o", "--print-schedule": "p",
+OPTION_KINDS = {"--verify": "f", "--optimize": "o", "--show-data": "g", "--dump-data": "x",
+                "--print-schedule": "p",
                 "--sweep-schedule": "k", "--validate": "v", "--simulate": "s", "--memory": "m",
                 "--sweep-split": "w", "--eval-only": "e"}
 OPTION_NAMES = {"--resume=auto": "--resume auto"}
