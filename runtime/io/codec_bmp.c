@@ -64,6 +64,7 @@ static pp_status bmp_decode(const uint8_t *buf, size_t n, const char *path,
 {
     gdImagePtr im;
     pp_status s = open_bmp(buf, n, path, &im, err);
+    if (s == PP_OK) s = pp_px_check_box(path, box, gdImageSX(im), gdImageSY(im), err);
     if (s != PP_OK) {
         if (im) gdImageDestroy(im);
         return s;

@@ -125,6 +125,7 @@ static pp_status jpeg_decode(const uint8_t *buf, size_t n, const char *path,
     }
     open_header(&d, &e, buf, n);
     pp_status s = pp_px_check_size(path, d.image_width, d.image_height, err);
+    if (s == PP_OK) s = pp_px_check_box(path, box, (int)d.image_width, (int)d.image_height, err);
     if (s != PP_OK) {
         jpeg_destroy_decompress(&d);
         return s;

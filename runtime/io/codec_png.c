@@ -141,6 +141,7 @@ static pp_status png_decode(const uint8_t *buf, size_t n, const char *path,
     png_read_info(png, info);
     const int W = (int)png_get_image_width(png, info), H = (int)png_get_image_height(png, info);
     pp_status st = pp_px_check_size(path, W, H, err);
+    if (st == PP_OK) st = pp_px_check_box(path, box, W, H, err);
     if (st != PP_OK) {
         png_destroy_read_struct(&png, &info, NULL);
         return st;

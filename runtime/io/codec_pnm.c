@@ -94,6 +94,10 @@ static pp_status pnm_decode(const uint8_t *buf, size_t n, const char *path,
     xelval maxval;
     bool gray;
     PP_TRY(read_pnm(buf, n, path, &xels, &w, &h, &maxval, &gray, err));
+    if (pp_px_check_box(path, box, w, h, err) != PP_OK) {
+        pnm_freearray(xels, h);
+        return PP_ERR_INVALID;
+    }
     uint8_t *row = malloc((size_t)box->w * 3);
     if (!row) {
         pnm_freearray(xels, h);

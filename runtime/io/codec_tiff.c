@@ -124,6 +124,7 @@ static pp_status tiff_decode(const uint8_t *buf, size_t n, const char *path,
 {
     int w, h;
     PP_TRY(tiff_size(buf, n, path, &w, &h, err));
+    PP_TRY(pp_px_check_box(path, box, w, h, err));
     tiff_mem m;
     TIFF *t = open_tiff(&m, buf, n);
     if (!t) return tiff_fail(path, err);

@@ -27,6 +27,7 @@ static pp_status webp_decode(const uint8_t *buf, size_t n, const char *path,
 {
     int w, h;
     PP_TRY(webp_size(buf, n, path, &w, &h, err));
+    PP_TRY(pp_px_check_box(path, box, w, h, err));
     uint8_t *img = WebPDecodeRGB(buf, n, &w, &h);
     if (!img)
         return pp_error_set(err, PP_ERR_INPUT, "%s: corrupt or truncated WebP (libwebp cannot "

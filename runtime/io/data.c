@@ -471,7 +471,14 @@ static pp_status image_sample(const pp_data *d, int64_t idx, int64_t epoch, floa
     uint8_t *px = malloc((size_t)d->sample_bytes);
     if (!px) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory (a sample)");
     pp_status s = pp_images_sample(d->images, idx, epoch, px, label, err);
-    if (s == PP_OK) normalise(d, px, 0, d->sample_bytes, out);
+    if (s == PP_OK) { /* HWC bytes to CHW values through each channel's table */
+        const int64_t plane = (int64_t)d->h * d->w;
+        for (int c = 0; c < d->c; c++) {
+            const float *lut = d->lut + c * 256;
+            float *o = out + c * plane;
+            for (int64_t q = 0; q < plane; q++) o[q] = lut[px[q * d->c + c]];
+        }
+    }
     free(px);
     return s;
 }

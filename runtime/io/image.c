@@ -43,10 +43,5 @@ pp_status pp_image_decode(const uint8_t *buf, size_t n, const char *path, const 
         return pp_error_set(err, PP_ERR_INVALID, "%s: bad box or channels for a decode", path);
     const pp_image_codec_ops *c;
     PP_TRY(find(buf, n, path, &c, err));
-    int w, h;
-    PP_TRY(c->size(buf, n, path, &w, &h, err));
-    if (box->x + box->w > w || box->y + box->h > h)
-        return pp_error_set(err, PP_ERR_INVALID, "%s: box %dx%d at (%d, %d) outside the %dx%d "
-                            "image", path, box->w, box->h, box->x, box->y, w, h);
-    return c->decode(buf, n, path, box, channels, out, err);
+    return c->decode(buf, n, path, box, channels, out, err); /* it checks the box */
 }

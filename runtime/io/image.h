@@ -61,8 +61,9 @@ typedef struct pp_image_codec_ops {
     /* the image's width and height (header only) */
     pp_status (*size)(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
                       pp_error *err);
-    /* the pixels of box (inside the image) as `channels` (1: L, 3: RGB)
-     * bytes a pixel, HWC, into out (box->w * box->h * channels bytes) */
+    /* the pixels of box as `channels` (1: L, 3: RGB) bytes a pixel, HWC, into
+     * out (box->w * box->h * channels bytes); a box not inside the image is
+     * PP_ERR_INVALID (pp_px_check_box) */
     pp_status (*decode)(const uint8_t *buf, size_t n, const char *path, const pp_image_box *box,
                         int channels, uint8_t *out, pp_error *err);
 } pp_image_codec_ops;

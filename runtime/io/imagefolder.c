@@ -186,12 +186,10 @@ const pp_image_index *pp_images_index(const pp_images *im)
     return im->index;
 }
 
-pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t *chw,
+pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t *hwc,
                            int32_t *label, pp_error *err)
 {
-    const int64_t n = pp_image_index_size(im->index), plane = (int64_t)im->h * im->w;
-    uint8_t *hwc = malloc((size_t)plane * im->c);
-    if (!hwc) return pp_error_set(err, PP_ERR_OOM, "out of host memory (a sample)");
+    const int64_t n = pp_image_index_size(im->index);
     pp_status s = PP_ERR_IO;
     for (int k = 0; k < PP_IMAGES_MAX_SKIP && s != PP_OK; k++) {
         const int64_t i = (index + k) % n;
@@ -205,7 +203,6 @@ pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t 
                 *err = e;
                 err->code = s;
             }
-            free(hwc);
             return s;
         } else {
             pthread_mutex_lock(&im->mu);
@@ -213,15 +210,10 @@ pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t 
             pthread_mutex_unlock(&im->mu);
         }
     }
-    if (s != PP_OK) {
-        free(hwc);
+    if (s != PP_OK)
         return pp_error_set(err, PP_ERR_IO, "%s: %d bad images in a row from sample %lld",
                             pp_image_index_root(im->index), PP_IMAGES_MAX_SKIP,
                             (long long)index);
-    }
-    for (int64_t p = 0; p < plane; p++)
-        for (int ch = 0; ch < im->c; ch++) chw[ch * plane + p] = hwc[p * im->c + ch];
-    free(hwc);
     return PP_OK;
 }
 

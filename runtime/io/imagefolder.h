@@ -1,6 +1,6 @@
 /*
  * imagefolder.h - the samples of an image folder (image_index.h) decoded
- * (image.h) and transformed (transform.h): 8-bit CHW pixels of one shape
+ * (image.h) and transformed (transform.h): 8-bit HWC pixels of one shape
  * and a label per sample, the data source of `format: imagefolder`
  * (internal to runtime/io; data.c normalises the pixels).
  *
@@ -58,9 +58,9 @@ void pp_images_free(pp_images *im);
 void pp_images_shape(const pp_images *im, int *c, int *h, int *w);
 const pp_image_index *pp_images_index(const pp_images *im);
 
-/* Sample `index` as drawn in `epoch`: c * h * w bytes CHW into chw and its
+/* Sample `index` as drawn in `epoch`: h * w * c bytes HWC into hwc and its
  * label into *label. */
-pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t *chw,
+pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t *hwc,
                            int32_t *label, pp_error *err);
 
 /* Bad images skipped so far (distinct files), and the first one's message

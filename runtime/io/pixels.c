@@ -88,3 +88,13 @@ pp_status pp_px_check_size(const char *path, int64_t w, int64_t h, pp_error *err
                             "in all)", path, (long long)w, (long long)h, PP_IMAGE_MAX_PIXELS);
     return PP_OK;
 }
+
+pp_status pp_px_check_box(const char *path, const pp_image_box *box, int w, int h,
+                          pp_error *err)
+{
+    if (box->x < 0 || box->y < 0 || box->w <= 0 || box->h <= 0 || box->x + box->w > w ||
+        box->y + box->h > h)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: box %dx%d at (%d, %d) outside the %dx%d "
+                            "image", path, box->w, box->h, box->x, box->y, w, h);
+    return PP_OK;
+}

@@ -31,6 +31,10 @@ void pp_px_convert(const uint8_t *src, pp_px_layout layout, int n, int channels,
 void pp_px_copy_box(const uint8_t *img, int64_t stride, pp_px_layout layout,
                     const pp_image_box *box, int channels, uint8_t *out);
 
+/* PP_ERR_INVALID naming path when box is not inside a w x h image. */
+pp_status pp_px_check_box(const char *path, const pp_image_box *box, int w, int h,
+                          pp_error *err);
+
 /* "PATH: too large (W x H pixels, at most N)" when w * h passes
  * PP_IMAGE_MAX_PIXELS or a side is not positive. */
 pp_status pp_px_check_size(const char *path, int64_t w, int64_t h, pp_error *err);

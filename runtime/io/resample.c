@@ -83,7 +83,8 @@ static uint8_t clip8(int32_t v)
 }
 
 /* Horizontal pass: rows [y0, y0 + rows) of src (width sw) into tmp (width
- * hc->n). */
+ * hc->n). The sums of a pixel's channels run side by side (the same bits as
+ * one channel at a time: integer sums in the same order). */
 static void pass_h(const uint8_t *src, int sw, int c, int y0, int rows, const coeffs *hc,
                    uint8_t *tmp)
 {
@@ -93,27 +94,46 @@ static void pass_h(const uint8_t *src, int sw, int c, int y0, int rows, const co
         for (int i = 0; i < hc->n; i++) {
             const int32_t *k = hc->k + (size_t)i * hc->ksize;
             const uint8_t *p = in + (int64_t)hc->lo[i] * c;
+            const int len = hc->len[i];
+            if (c == 3) {
+                int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+                for (int x = 0; x < len; x++) {
+                    s0 += p[3 * x] * k[x];
+                    s1 += p[3 * x + 1] * k[x];
+                    s2 += p[3 * x + 2] * k[x];
+                }
+                out[3 * i] = clip8(s0);
+                out[3 * i + 1] = clip8(s1);
+                out[3 * i + 2] = clip8(s2);
+                continue;
+            }
             for (int ch = 0; ch < c; ch++) {
                 int32_t ss = 1 << (PRECISION_BITS - 1);
-                for (int x = 0; x < hc->len[i]; x++) ss += p[x * c + ch] * k[x];
+                for (int x = 0; x < len; x++) ss += p[x * c + ch] * k[x];
                 out[i * c + ch] = clip8(ss);
             }
         }
     }
 }
 
-/* Vertical pass: src rows start at row y0 of the pass's input (width w). */
-static void pass_v(const uint8_t *src, int w, int c, int y0, const coeffs *vc, uint8_t *dst)
+/* Vertical pass: src rows start at row y0 of the pass's input (width w);
+ * acc is scratch of w * c sums. Each output row adds its input rows one at a
+ * time over the whole row (the same order of terms per sample as PIL). */
+static void pass_v(const uint8_t *src, int w, int c, int y0, const coeffs *vc, int32_t *acc,
+                   uint8_t *dst)
 {
+    const int64_t n = (int64_t)w * c;
     for (int i = 0; i < vc->n; i++) {
         const int32_t *k = vc->k + (size_t)i * vc->ksize;
-        uint8_t *out = dst + (int64_t)i * w * c;
-        const uint8_t *base = src + (int64_t)(vc->lo[i] - y0) * w * c;
-        for (int x = 0; x < w * c; x++) {
-            int32_t ss = 1 << (PRECISION_BITS - 1);
-            for (int y = 0; y < vc->len[i]; y++) ss += base[(int64_t)y * w * c + x] * k[y];
-            out[x] = clip8(ss);
+        const uint8_t *base = src + (int64_t)(vc->lo[i] - y0) * n;
+        for (int64_t x = 0; x < n; x++) acc[x] = 1 << (PRECISION_BITS - 1);
+        for (int y = 0; y < vc->len[i]; y++) {
+            const uint8_t *row = base + (int64_t)y * n;
+            const int32_t ky = k[y];
+            for (int64_t x = 0; x < n; x++) acc[x] += row[x] * ky;
         }
+        uint8_t *out = dst + (int64_t)i * n;
+        for (int64_t x = 0; x < n; x++) out[x] = clip8(acc[x]);
     }
 }
 
@@ -136,27 +156,24 @@ pp_status pp_resample_bilinear(const uint8_t *src, int sw, int sh, int c, int ou
         y1 = vc.lo[oh - 1] + vc.len[oh - 1];
     }
     uint8_t *tmp = NULL;
-    if (s == PP_OK && need_h && need_v) {
+    int32_t *acc = NULL;
+    if (s == PP_OK && need_v) {
         tmp = malloc((size_t)(y1 - y0) * (size_t)ow * (size_t)c);
-        if (!tmp) s = pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
+        acc = malloc((size_t)ow * (size_t)c * sizeof *acc);
+        if (!tmp || !acc) s = pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
     }
     if (s == PP_OK) {
         if (need_h && need_v) {
             pass_h(src, sw, c, y0, y1 - y0, &hc, tmp);
-            pass_v(tmp, ow, c, y0, &vc, dst);
+            pass_v(tmp, ow, c, y0, &vc, acc, dst);
         } else if (need_h) {
             pass_h(src, sw, c, oy, oh, &hc, dst);
         } else if (need_v) {
             /* columns ox .. ox + ow of each row: a narrower copy first */
-            tmp = malloc((size_t)(y1 - y0) * (size_t)ow * (size_t)c);
-            if (!tmp) {
-                s = pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
-            } else {
-                for (int y = y0; y < y1; y++)
-                    memcpy(tmp + (int64_t)(y - y0) * ow * c, src + ((int64_t)y * sw + ox) * c,
-                           (size_t)ow * c);
-                pass_v(tmp, ow, c, y0, &vc, dst);
-            }
+            for (int y = y0; y < y1; y++)
+                memcpy(tmp + (int64_t)(y - y0) * ow * c, src + ((int64_t)y * sw + ox) * c,
+                       (size_t)ow * c);
+            pass_v(tmp, ow, c, y0, &vc, acc, dst);
         } else {
             for (int y = 0; y < oh; y++)
                 memcpy(dst + (int64_t)y * ow * c, src + ((int64_t)(oy + y) * sw + ox) * c,
@@ -164,6 +181,7 @@ pp_status pp_resample_bilinear(const uint8_t *src, int sw, int sh, int c, int ou
         }
     }
     free(tmp);
+    free(acc);
     coeffs_free(&hc);
     coeffs_free(&vc);
     return s;

@@ -287,6 +287,13 @@ pp_status pp_transform_apply(const pp_tf_op *ops, int n_ops, const uint8_t *src,
             flip((uint8_t *)cur, cw, ch, c);
             continue;
         }
+        if (op->kind == PP_TF_OP_CROP && op->box.x == part.x && op->box.y == part.y &&
+            op->box.w == part.w && op->box.h == part.h) {
+            cw = part.w; /* what is held is the crop: no copy */
+            ch = part.h;
+            part = (pp_image_box){0, 0, cw, ch};
+            continue;
+        }
         const bool whole = part.x == 0 && part.y == 0 && part.w == cw && part.h == ch;
         pp_image_box win = {0, 0, op->w, op->h};
         int nw = op->w, nh = op->h;
