@@ -273,6 +273,27 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     return PP_OK;
 }
 
+/* Two image folders label their classes by their own sorted folder names
+ * (as torchvision's ImageFolder does): the test folder's must be the
+ * training folder's, or its labels would mean other classes. */
+static pp_status same_classes(const pp_plan *plan, pp_data *train, pp_data *test, pp_error *err)
+{
+    int nt, ne;
+    pp_data_shape(train, NULL, NULL, NULL, &nt);
+    pp_data_shape(test, NULL, NULL, NULL, &ne);
+    for (int c = 0; c < nt || c < ne; c++) {
+        char a[256] = "", b[256] = "", msg[700];
+        if (c < nt) pp_data_class_name(train, c, a, sizeof a);
+        if (c < ne) pp_data_class_name(test, c, b, sizeof b);
+        if (strcmp(a, b) == 0) continue;
+        snprintf(msg, sizeof msg, "eval: the test folder's class %d is '%s' but the training "
+                 "folder's is '%s' (labels follow each folder's sorted class names: give both "
+                 "the same class folders)", c, b[0] ? b : "(none)", a[0] ? a : "(none)");
+        return pipe_plan_error(plan, plan->eval.mark, err, PP_ERR_INPUT, msg);
+    }
+    return PP_OK;
+}
+
 /* The eval section's test set (any data format), normalised like the
  * training data, labels below num_classes, images of the training shape. */
 static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
@@ -285,6 +306,8 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     if (classes > plan->model.num_classes)
         return pipe_plan_error(plan, e->mark, err, PP_ERR_INPUT,
                                "eval: the test set has more classes than model.num_classes");
+    if (e->data.format == PP_PLAN_DATA_IMAGEFOLDER && plan->data.format == e->data.format)
+        PP_TRY(same_classes(plan, p->data, p->eval_data, err));
     if (c != p->in_c || h != p->in_h || w != p->in_w) {
         char msg[512];
         snprintf(msg, sizeof msg, "eval: the test set holds %dx%dx%d images, the training data "

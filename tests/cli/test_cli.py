@@ -10,10 +10,12 @@ import re
 import shutil
 import signal
 import subprocess
+import struct
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+import zlib
 
 BIN, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 PLANS = os.path.join(ROOT, "examples", "plans")
@@ -145,9 +147,34 @@ def test_bad_plans():
               f"cuda plan without GPU: message {r.stderr!r}")
 
 
+def tiny_png(path, w=8, h=6):
+    """A w x h gray PNG (the plan checks need real images; no PIL here)."""
+    raw = b"".join(b"\0" + bytes((x * 30 + y * 7) % 256 for x in range(w)) for y in range(h))
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data)))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def example_path(name):
+    """An example plan to run here: an image folder plan gets a copy beside two
+    small folders of the layout it names (imagenet/train, imagenet/val)."""
+    path = os.path.join(PLANS, name)
+    if "imagefolder" not in name:
+        return path
+    for split in ("train", "val"):
+        for c in ("n01440764", "n01443537"):
+            os.makedirs(os.path.join(TMP, "imagenet", split, c), exist_ok=True)
+            tiny_png(os.path.join(TMP, "imagenet", split, c, "a.png"))
+    return write(name, open(path).read())
+
+
 def test_validate_roundtrip():
     for name in sorted(os.listdir(PLANS)):
-        path = os.path.join(PLANS, name)
+        path = example_path(name)
         r = run(path, "--validate")
         check(r.returncode == 0, f"--validate {name}: exit {r.returncode}: {r.stderr}")
         again = write("again-" + name, r.stdout)

@@ -13,7 +13,8 @@ has PIL and numpy to write the fixtures; exits 77 without them)
   folders than model.num_classes (each exit 2 at FILE:LINE:COL, with and
   without --validate); on_bad_image: skip (exit 0, the report counts it and
   names the file); a checkpoint section still saves after a bad image stops
-  the run;
+  the run; a test folder whose classes are not the training folder's (exit
+  2);
 - a training run reports the loader's line and JSON `data`;
 - --show-data writes a PNG grid; --dump-data STEP and eval:K write the exact
   inputs (equal to a second dump; labels and files as the folder has them)
@@ -215,6 +216,15 @@ def test_plan_errors():
             r = run(p, *extra)
             check(r.returncode == 2 and f"{p}:" in r.stderr and words in r.stderr,
                   f"{what} {extra}: exit {r.returncode}: {r.stderr[-300:]}")
+    # a test folder whose classes are not the training folder's
+    other = make_folder("other-classes")
+    os.rename(os.path.join(other, "c2"), os.path.join(other, "c3"))
+    p = plan("plan-eval-classes", good, classes=4,
+             tail=f"eval:\n  format: imagefolder\n  root: {other}\n"
+                  "  transforms: [{center_crop: 16}]\n")
+    r = run(p)
+    check(r.returncode == 2 and "class 2 is 'c3'" in r.stderr and f"{p}:" in r.stderr,
+          f"eval classes: exit {r.returncode}: {r.stderr[-300:]}")
     # a bad transform and key
     p = plan("plan-bad-transform", good, transforms="[{spin: 90}]")
     r = run(p, "--validate")
