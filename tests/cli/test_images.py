@@ -22,7 +22,8 @@ has PIL and numpy to write the fixtures; exits 77 without them)
   synthetic test sets;
 - --validate writes imagefolder sections back, and the written plan
   validates again;
-- data.drop_last leaves an epoch's short last batch out.
+- data.drop_last leaves an epoch's short last batch out; data.workers and
+  data.prefetch change no bit of a run.
 """
 import json
 import os
@@ -301,6 +302,26 @@ def test_drop_last():
               f"drop_last '{drop.strip()}': {r.stderr[:300]}")
 
 
+def test_loader_settings():
+    """Threads and batches ahead change nothing: 2 epochs of 12 samples in batches of 5
+    (a short last batch each epoch, so read-ahead windows are dropped and read again)
+    save the same bytes with 1 thread and 1 batch ahead as with 3 threads and 3 ahead."""
+    root = make_folder("loader")
+    saved = []
+    for extra in ("  workers: 1\n  prefetch: 1\n  shuffle: true\n",
+                  "  workers: 3\n  prefetch: 3\n  shuffle: true\n"):
+        p = plan("loader" + extra[11], root, batch=5, split=5, extra=extra)
+        with open(p) as f:
+            text = f.read().replace("steps: 1\n", "epochs: 2\n")
+        with open(p, "w") as f:
+            f.write(text)
+        out = os.path.join(TMP, f"loader{len(saved)}.safetensors")
+        r = run(p, "--save", out)
+        check(r.returncode == 0, f"loader settings: {r.stderr[-300:]}")
+        saved.append(open(out, "rb").read() if os.path.exists(out) else b"")
+    check(saved[0] == saved[1] and saved[0], "1 thread, 1 ahead and 3 threads, 3 ahead differ")
+
+
 def read_safetensors(path):
     raw = open(path, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]
@@ -343,6 +364,7 @@ def main():
         test_run_report_and_views()
         test_other_formats()
         test_drop_last()
+        test_loader_settings()
     finally:
         shutil.rmtree(TMP, True)
     print(f"test_images: {checks} checks, {failures} failed")
