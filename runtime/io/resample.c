@@ -83,33 +83,49 @@ static uint8_t clip8(int32_t v)
 }
 
 /* Horizontal pass: rows [y0, y0 + rows) of src (width sw) into tmp (width
- * hc->n). The sums of a pixel's channels run side by side (the same bits as
- * one channel at a time: integer sums in the same order). */
+ * hc->n). RGB rows go four at a time, their twelve sums side by side (the
+ * same bits as one sample at a time: integer sums in the same order). */
 static void pass_h(const uint8_t *src, int sw, int c, int y0, int rows, const coeffs *hc,
                    uint8_t *tmp)
 {
-    for (int y = 0; y < rows; y++) {
-        const uint8_t *in = src + ((int64_t)(y0 + y) * sw) * c;
-        uint8_t *out = tmp + (int64_t)y * hc->n * c;
+    const int64_t in_stride = (int64_t)sw * c, out_stride = (int64_t)hc->n * c;
+    int y = 0;
+    if (c == 3) /* four rows at a time: each weight loaded once for twelve sums */
+        for (; y + 4 <= rows; y += 4) {
+            const uint8_t *in = src + (int64_t)(y0 + y) * in_stride;
+            uint8_t *out = tmp + (int64_t)y * out_stride;
+            for (int i = 0; i < hc->n; i++) {
+                const int32_t *k = hc->k + (size_t)i * hc->ksize;
+                const uint8_t *p = in + (int64_t)hc->lo[i] * 3;
+                int32_t ss[4][3];
+                for (int r = 0; r < 4; r++)
+                    ss[r][0] = ss[r][1] = ss[r][2] = 1 << (PRECISION_BITS - 1);
+                for (int x = 0; x < hc->len[i]; x++) {
+                    const int32_t kx = k[x];
+                    for (int r = 0; r < 4; r++) {
+                        const uint8_t *q = p + r * in_stride + 3 * x;
+                        ss[r][0] += q[0] * kx;
+                        ss[r][1] += q[1] * kx;
+                        ss[r][2] += q[2] * kx;
+                    }
+                }
+                for (int r = 0; r < 4; r++) {
+                    uint8_t *o = out + r * out_stride + 3 * i;
+                    o[0] = clip8(ss[r][0]);
+                    o[1] = clip8(ss[r][1]);
+                    o[2] = clip8(ss[r][2]);
+                }
+            }
+        }
+    for (; y < rows; y++) {
+        const uint8_t *in = src + (int64_t)(y0 + y) * in_stride;
+        uint8_t *out = tmp + (int64_t)y * out_stride;
         for (int i = 0; i < hc->n; i++) {
             const int32_t *k = hc->k + (size_t)i * hc->ksize;
             const uint8_t *p = in + (int64_t)hc->lo[i] * c;
-            const int len = hc->len[i];
-            if (c == 3) {
-                int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
-                for (int x = 0; x < len; x++) {
-                    s0 += p[3 * x] * k[x];
-                    s1 += p[3 * x + 1] * k[x];
-                    s2 += p[3 * x + 2] * k[x];
-                }
-                out[3 * i] = clip8(s0);
-                out[3 * i + 1] = clip8(s1);
-                out[3 * i + 2] = clip8(s2);
-                continue;
-            }
             for (int ch = 0; ch < c; ch++) {
                 int32_t ss = 1 << (PRECISION_BITS - 1);
-                for (int x = 0; x < len; x++) ss += p[x * c + ch] * k[x];
+                for (int x = 0; x < hc->len[i]; x++) ss += p[x * c + ch] * k[x];
                 out[i * c + ch] = clip8(ss);
             }
         }
