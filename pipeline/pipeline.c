@@ -616,7 +616,8 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
     p->model.image_w = p->in_w;
     if ((s = build_stages(p, plan, err)) != PP_OK) goto fail;
     if ((s = alloc_buffers(p, err)) != PP_OK) goto fail;
-    if ((s = pipe_prefetch_new(p->data, plan->data.prefetch, plan->data.workers, p->stages[0].dev,
+    if ((s = pipe_prefetch_new(p->data, plan->data.prefetch, plan->data.workers,
+                               stage_here(p, 0) ? p->stages[0].dev : NULL,
                                p->stages[p->n_stages - 1].dev, p->batch, &p->prefetch,
                                err)) != PP_OK)
         goto fail;

@@ -18,7 +18,8 @@
  * read through it on the caller's thread, and so are evaluation batches
  * (pipe_prefetch_read). The reader spreads a batch's samples over its
  * threads and gives the bytes one thread would, so the thread count never
- * changes results; it reads one batch at a time.
+ * changes results; it reads one batch at a time. A process that runs no
+ * first stage reads labels only (no decoding, no image sets).
  */
 #include "pipeline/prefetch.h"
 
@@ -113,7 +114,9 @@ pp_status pipe_prefetch_new(pp_data *data, int ahead, int threads, pp_device_ctx
     const size_t floats = (size_t)batch * c * h * w;
     pp_status s = pp_data_reader_new(threads, &pf->reader, err);
     for (int i = 0; s == PP_OK && i < pf->sets; i++) {
-        s = pp_device_host_alloc(img_dev, floats * sizeof(float), (void **)&pf->images[i], err);
+        if (img_dev)
+            s = pp_device_host_alloc(img_dev, floats * sizeof(float), (void **)&pf->images[i],
+                                     err);
         if (s == PP_OK)
             s = pp_device_host_alloc(lbl_dev, (size_t)batch * sizeof(int32_t),
                                      (void **)&pf->labels[i], err);
@@ -151,7 +154,7 @@ void pipe_prefetch_free(pipe_prefetch *pf)
     if (pf->started) pthread_join(pf->thread, NULL);
     pp_data_reader_free(pf->reader);
     for (int i = 0; i < pf->sets; i++) {
-        pp_device_host_free(pf->img_dev, pf->images[i]);
+        if (pf->img_dev) pp_device_host_free(pf->img_dev, pf->images[i]);
         pp_device_host_free(pf->lbl_dev, pf->labels[i]);
     }
     pthread_cond_destroy(&pf->cv);
@@ -237,5 +240,6 @@ pp_status pipe_prefetch_get(pipe_prefetch *pf, pipe_window want, const pipe_wind
 pp_status pipe_prefetch_read(pipe_prefetch *pf, pp_data *src, int64_t pos, int count,
                              float *images, int32_t *labels, pp_error *err)
 {
-    return pp_data_reader_read(pf->reader, src, pos, count, images, labels, err);
+    return pp_data_reader_read(pf->reader, src, pos, count, pf->img_dev ? images : NULL, labels,
+                               err);
 }

@@ -25,6 +25,8 @@ typedef struct pipe_window {
 pp_status pipe_prefetch_new(pp_data *data, int ahead, int threads, pp_device_ctx *img_dev,
                             pp_device_ctx *lbl_dev, int batch, pipe_prefetch **out,
                             pp_error *err);
+/* img_dev NULL: this process runs no first stage, and reads labels only (the
+ * sets' images are NULL). */
 /* Waits for a read in progress, stops the worker, frees the sets. NULL is a
  * no-op. */
 void pipe_prefetch_free(pipe_prefetch *pf);
@@ -40,7 +42,8 @@ pp_status pipe_prefetch_get(pipe_prefetch *pf, pipe_window want, const pipe_wind
                             int n_ahead, float **images, int32_t **labels, int *set,
                             double *wait_ms, pp_error *err);
 /* pp_data_read of any source (the test set) on the prefetcher's read
- * threads; waits for a read in progress to finish first. */
+ * threads; waits for a read in progress to finish first. A prefetcher of
+ * labels only reads the labels only (images is ignored). */
 pp_status pipe_prefetch_read(pipe_prefetch *pf, pp_data *src, int64_t pos, int count,
                              float *images, int32_t *labels, pp_error *err);
 

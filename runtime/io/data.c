@@ -483,6 +483,35 @@ static pp_status image_sample(const pp_data *d, int64_t idx, int64_t epoch, floa
     return s;
 }
 
+/* The labels of samples pos .. pos + count - 1 (pp_data_read without images). */
+static pp_status read_labels(pp_data *src, int64_t pos, int count, int32_t *labels,
+                             pp_error *err)
+{
+    float *scratch = NULL; /* an image folder that skips bad images decodes them */
+    if (src->images && pp_images_skips(src->images)) {
+        scratch = malloc((size_t)src->sample_bytes * sizeof *scratch);
+        if (!scratch) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory");
+    }
+    pp_status s = PP_OK;
+    for (int j = 0; j < count && s == PP_OK; j++) {
+        const int64_t idx = pp_data_sample_index(src, pos + j), epoch = (pos + j) / src->n;
+        if (idx < 0) {
+            s = pp_error_set(err, PP_ERR_OOM, "data: out of host memory (shuffle)");
+        } else if (scratch) {
+            s = image_sample(src, idx, epoch, scratch, &labels[j], err);
+        } else if (src->images) {
+            labels[j] = pp_image_index_label(pp_images_index(src->images), idx);
+        } else if (src->format == PP_DATA_SYNTHETIC) {
+            labels[j] = (int)(hash4(src->seed, TAG_LABEL, (uint64_t)idx, 0) %
+                              (uint64_t)src->classes);
+        } else {
+            labels[j] = src->labels[idx];
+        }
+    }
+    free(scratch);
+    return s;
+}
+
 /* ---- batches ---------------------------------------------------------------- */
 
 pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, int32_t *labels,
@@ -497,8 +526,9 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, in
 pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
                        pp_error *err)
 {
-    if (!src || !images || !labels)
+    if (!src || !labels)
         return pp_error_set(err, PP_ERR_INVALID, "data: NULL source or output buffer");
+    if (!images) return read_labels(src, pos, count, labels, err);
     if (pos < 0 || count <= 0 || pos > INT64_MAX - count)
         return pp_error_set(err, PP_ERR_INVALID, "data: bad position %lld or count %d",
                             (long long)pos, count);

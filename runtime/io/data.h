@@ -142,7 +142,9 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, in
  * and evaluation passes read. pos >= 0, count > 0. Each sample's values
  * depend only on its position, so threads may fill disjoint parts of one
  * batch: samples [pos + a, pos + b) go to images + a * C * H * W and
- * labels + a. */
+ * labels + a. images may be NULL: labels only, what a process without the
+ * first stage needs (an image folder that skips bad images still decodes
+ * them: a replacement brings its own label). */
 pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
                        pp_error *err);
 

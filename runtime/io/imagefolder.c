@@ -225,3 +225,8 @@ int64_t pp_images_skipped(pp_images *im, char *first, size_t n)
     pthread_mutex_unlock(&im->mu);
     return k;
 }
+
+bool pp_images_skips(const pp_images *im)
+{
+    return im->skip_bad;
+}

@@ -63,6 +63,9 @@ const pp_image_index *pp_images_index(const pp_images *im);
 pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t *hwc,
                            int32_t *label, pp_error *err);
 
+/* Whether bad images are skipped (on_bad_image: skip). */
+bool pp_images_skips(const pp_images *im);
+
 /* Bad images skipped so far (distinct files), and the first one's message
  * (empty when none). */
 int64_t pp_images_skipped(pp_images *im, char *first, size_t n);

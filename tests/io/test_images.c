@@ -23,7 +23,8 @@
  *              images), the cache written, used, and refreshed when a folder
  *              changes; no class, a class without images, a missing root
  *   source     pp_data over an image folder: shape, labels, the same bits
- *              on 1 and 3 reader threads, on_bad_image error and skip
+ *              on 1 and 3 reader threads, labels only, on_bad_image error
+ *              and skip
  */
 #include <math.h>
 #include <setjmp.h>
@@ -669,6 +670,8 @@ static void test_source(void)
     CHECK(memcmp(a, b, vals * sizeof(float)) == 0 && memcmp(la, lb, sizeof la) == 0);
     for (int j = 0; j < count; j++)
         CHECK(la[j] == (int)(pp_data_sample_index(d, 4 + j) / 5));
+    CHECK_OK(pp_data_read(d, 4, count, NULL, lb, &err), &err); /* labels only, no decoding */
+    CHECK(memcmp(la, lb, sizeof la) == 0);
     char name[256];
     CHECK(strcmp(pp_data_sample_name(d, 7, name, sizeof name), "c1/2.jpg") == 0);
     CHECK(strcmp(pp_data_class_name(d, 2, name, sizeof name), "c2") == 0);
@@ -690,6 +693,10 @@ static void test_source(void)
         /* sample 7 is bad: replaced by sample 8 as drawn for itself */
         CHECK(la[7] == 1 && memcmp(a + 7 * 3 * 24 * 24, a + 8 * 3 * 24 * 24,
                                    3 * 24 * 24 * sizeof(float)) == 0);
+        /* labels only (a process without the first stage): the same labels */
+        int32_t only[15];
+        CHECK_OK(pp_data_read(d, 0, 15, NULL, only, &err), &err);
+        CHECK(memcmp(only, la, sizeof only) == 0);
         char first[512];
         CHECK(pp_data_bad_images(d, first, sizeof first) == 1 && strstr(first, "c1/2.jpg"));
         pp_data_close(d);
