@@ -5,7 +5,8 @@
 #
 # 1. Installs the Debian packages the build needs when any is missing
 #    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson, xxHash, zlib,
-#    Open MPI for jobs of several processes and their tests); with
+#    Open MPI for jobs of several processes and their tests, the image decoders
+#    libjpeg-turbo, libpng, libwebp, libtiff, libgd, libnetpbm); with
 #    --tests also what the test suite checks against (PyTorch and torchvision
 #    for the cross-checks, Debian's Fashion-MNIST for the training tests).
 # 2. Configures BUILD_DIR with meson (once) and builds it with ninja.
@@ -22,9 +23,10 @@ if [ "${1:-}" = --tests ]; then tests=1; shift; fi
 build=${1:-build}
 
 packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev libxxhash-dev zlib1g-dev
-  openmpi-bin libopenmpi-dev)
+  openmpi-bin libopenmpi-dev
+  libjpeg62-turbo-dev libpng-dev libwebp-dev libtiff-dev libgd-dev libnetpbm-dev)
 if [ $tests = 1 ]; then
-  packages+=(python3-torch python3-torchvision python3-numpy dataset-fashion-mnist)
+  packages+=(python3-torch python3-torchvision python3-numpy python3-pil dataset-fashion-mnist)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -43,7 +43,10 @@ typedef struct cli_args {
     int steps;            /* 0: the plan's */
     bool validate, json, simulate, weights_only, eval_only, memory, optimize, verify;
     int64_t memory_limit; /* --memory-limit (bytes), 0: none */
-    const char *output;   /* -o: where --optimize writes the best plan */
+    const char *output;   /* -o: where --optimize writes the best plan, --show-data its
+                             picture, --dump-data its tensors */
+    int show_data;        /* --show-data N */
+    const char *dump_data; /* --dump-data STEP or eval:K */
     const char **files;   /* --verify: the checkpoint files (argv's) */
     int n_files;
     int graphs;        /* pp_pipeline_graphs: --cuda-graphs (PLAN when not given) */
@@ -94,7 +97,14 @@ static void usage(FILE *f)
           "                      fastest plan that fits (unit times measured and cached), print\n"
           "                      the best candidates and write the best plan (stdout, or -o)\n"
           "  --memory-limit SIZE with --optimize: the most a device may hold (e.g. 12GiB)\n"
-          "  -o FILE             with --optimize: write the best plan to FILE\n"
+          "  -o FILE             with --optimize: write the best plan to FILE; with\n"
+          "                      --show-data or --dump-data: the file to write\n"
+          "  --show-data N       draw the first N training samples as the model gets them\n"
+          "                      (after the transforms), captioned with class and file, as a\n"
+          "                      PNG grid (-o), run nothing\n"
+          "  --dump-data STEP|eval:K  write training step STEP's inputs (0-based), or the K-th\n"
+          "                      evaluation batch's, as safetensors (-o): images, labels and\n"
+          "                      each sample's file; run nothing\n"
           "  --print-schedule[=comms]  print the plan's schedule program (CSV in the grammar of\n"
           "                      torch.distributed.pipelining; =comms: with sends and receives)\n"
           "  --json              print one JSON summary on stdout (human output goes to stderr)\n"
@@ -191,6 +201,8 @@ static int check_options(cli_args *a)
     g[PP_CLI_OPT_PRINT_SCHEDULE] = a->print_schedule != 0;
     g[PP_CLI_OPT_SWEEP_SCHEDULE] = a->n_sweep_kinds > 0;
     g[PP_CLI_OPT_VERIFY] = a->verify;
+    g[PP_CLI_OPT_SHOW_DATA] = a->show_data > 0;
+    g[PP_CLI_OPT_DUMP_DATA] = a->dump_data != NULL;
     char msg[256];
     if (!pp_cli_options_check(g, msg, sizeof msg)) return bad_args("%s", msg);
     return 0;
@@ -201,7 +213,8 @@ static int parse_args(int argc, char **argv, cli_args *a)
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
            O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY, O_OPTIMIZE, O_MEMORY_LIMIT,
-           O_PRINT_SCHEDULE, O_SWEEP_SCHEDULE, O_VERIFY };
+           O_PRINT_SCHEDULE, O_SWEEP_SCHEDULE, O_VERIFY, O_SHOW_DATA, O_DUMP_DATA,
+           O_COUNT /* not an option */ };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -228,6 +241,8 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"print-schedule", optional_argument, 0, O_PRINT_SCHEDULE},
         {"sweep-schedule", required_argument, 0, O_SWEEP_SCHEDULE},
         {"verify", no_argument, 0, O_VERIFY},
+        {"show-data", required_argument, 0, O_SHOW_DATA},
+        {"dump-data", required_argument, 0, O_DUMP_DATA},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -235,10 +250,10 @@ static int parse_args(int argc, char **argv, cli_args *a)
     memset(a, 0, sizeof *a);
     opterr = 0;
     int c, index;
-    const char *given[O_VERIFY + 1] = {0}; /* each option's first value ("" without one) */
+    const char *given[O_COUNT] = {0}; /* each option's first value ("" without one) */
     while ((index = -1, c = getopt_long(argc, argv, ":hVo:", opts, &index)) != -1) {
         /* nothing is silently ignored: an option given twice is refused */
-        if (c >= 0 && c <= O_VERIFY && (index >= 0 || c == 'o')) {
+        if (c >= 0 && c < O_COUNT && (index >= 0 || c == 'o')) {
             const char *name = c == 'o' ? "o" : opts[index].name, *dash = c == 'o' ? "-" : "--";
             if (given[c] && (given[c][0] || optarg))
                 fprintf(stderr, "pipeline-run: %s%s given twice ('%s', then '%s'): give it "
@@ -257,6 +272,18 @@ static int parse_args(int argc, char **argv, cli_args *a)
             break;
         case O_VALIDATE: a->validate = true; break;
         case O_VERIFY: a->verify = true; break;
+        case O_SHOW_DATA:
+            if (!parse_int(optarg, 1, 1024, &a->show_data))
+                return bad_args("--show-data: '%s' is not a sample count from 1 to 1024", optarg);
+            break;
+        case O_DUMP_DATA: {
+            int k;
+            const bool eval = strncmp(optarg, "eval:", 5) == 0;
+            if (!parse_int(eval ? optarg + 5 : optarg, 0, PP_PLAN_MAX_STEPS, &k))
+                return bad_args("--dump-data: '%s' is not a step (0-based) or eval:K", optarg);
+            a->dump_data = optarg;
+            break;
+        }
         case O_JSON: a->json = true; break;
         case O_SIM: a->simulate = true; break;
         case O_MEMORY: a->memory = true; break;
@@ -542,7 +569,7 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         fprintf(stderr, "pipeline-run: %s: write failed\n", a->metrics);
         rc = 1;
     }
-    const bool step_failed = rr.step_failed;
+    const bool step_failed = rr.step_failed; /* (a data failure ran nothing: not one) */
     if (rc && !rr.abandoned) print_error(err.msg);
     /* a consistent checkpoint: after a whole step (also when interrupted); never
      * after a failed step, which leaves batch-norm statistics half-updated */
@@ -553,9 +580,11 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     /* the series' checkpoint of the step reached, at the end of the run or
      * when stopped (unless this state is on disk already), then --save's */
     const char *saved = NULL;
-    if (!rc && rr.n_losses > 0 && plan->checkpoint.enabled) {
-        rc = pp_cli_run_series_save(p, plan, &series, &rr, &saved, &err);
-        if (rc && !rr.abandoned) print_error(err.msg);
+    if ((!rc || rr.data_failed) && rr.n_losses > 0 && plan->checkpoint.enabled) {
+        pp_error serr;
+        int src = pp_cli_run_series_save(p, plan, &series, &rr, &saved, &serr);
+        if (src && !rr.abandoned) print_error(serr.msg);
+        if (src && !rc) rc = src;
     }
     if (a->save && !rr.abandoned && !step_failed) {
         pp_error serr;
@@ -679,6 +708,31 @@ int main(int argc, char **argv)
     return rc;
 }
 
+/* --show-data N or --dump-data STEP|eval:K, to -o FILE. */
+static int do_data_view(const pp_plan *plan, const cli_args *a)
+{
+    const char *opt = a->show_data ? "--show-data" : "--dump-data";
+    if (pp_comm_size(g_comm) > 1)
+        return bad_args("%s runs in one process (start it without mpirun)", opt);
+    if (!a->output)
+        return bad_args(a->show_data ? "%s needs -o FILE (the PNG to write)"
+                                     : "%s needs -o FILE (the safetensors file to write)", opt);
+    pp_error err;
+    pp_status s;
+    if (a->show_data) {
+        s = pp_plan_show_data(plan, a->show_data, a->output, &err);
+    } else {
+        const bool eval = strncmp(a->dump_data, "eval:", 5) == 0;
+        s = pp_plan_dump_data(plan, atoll(a->dump_data + (eval ? 5 : 0)), eval, a->output, &err);
+    }
+    if (s != PP_OK) {
+        print_error(err.msg);
+        return s == PP_ERR_INPUT ? 2 : 1;
+    }
+    fprintf(stderr, "wrote %s\n", a->output);
+    return 0;
+}
+
 static int run(int argc, char **argv)
 {
     cli_args a;
@@ -700,6 +754,11 @@ static int run(int argc, char **argv)
 
     pp_cli_signals_install();
 
+    if (a.show_data || a.dump_data) { /* reads the data as a run would; runs nothing */
+        rc = do_data_view(plan, &a);
+        pp_plan_free(plan);
+        return rc;
+    }
     if (!a.simulate && !a.memory && !a.optimize && !a.print_schedule && !a.n_sweep &&
         !a.n_sweep_kinds && !a.eval_only && (rc = check_memory(plan)) != 0) {
         pp_plan_free(plan);

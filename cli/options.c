@@ -27,7 +27,9 @@ enum {
     RUN_PRINT_SCHEDULE = 1u << 7,
     RUN_SWEEP_SCHEDULE = 1u << 8,
     RUN_VERIFY = 1u << 9,
-    RUN_ALL = (1u << 10) - 1,
+    RUN_SHOW_DATA = 1u << 10,
+    RUN_DUMP_DATA = 1u << 11,
+    RUN_ALL = (1u << 12) - 1,
     /* the kinds that make a plan and describe it, run it or sweep it */
     RUN_DESCRIBE = RUN_TRAIN | RUN_VALIDATE | RUN_SIMULATE | RUN_SWEEP | RUN_EVAL | RUN_MEMORY |
                    RUN_OPTIMIZE | RUN_SWEEP_SCHEDULE,
@@ -40,6 +42,7 @@ static const struct {
     int needs;      /* an option it needs (NONE) */
     int needs_or;   /* ... or this one instead (NONE) */
     int excludes;   /* an option it never goes with (NONE) */
+    const char *needs_text; /* how a refusal names what it needs, when more than two (NULL) */
 } k_opts[PP_CLI_OPT_COUNT] = {
     [PP_CLI_OPT_STEPS] = {"--steps", RUN_TRAIN | RUN_SWEEP | RUN_SWEEP_SCHEDULE, NONE, NONE,
                           NONE},
@@ -68,10 +71,13 @@ static const struct {
     [PP_CLI_OPT_MEMORY] = {"--memory", RUN_MEMORY, NONE, NONE, NONE},
     [PP_CLI_OPT_OPTIMIZE] = {"--optimize", RUN_OPTIMIZE, NONE, NONE, NONE},
     [PP_CLI_OPT_MEMORY_LIMIT] = {"--memory-limit", RUN_OPTIMIZE, PP_CLI_OPT_OPTIMIZE, NONE, NONE},
-    [PP_CLI_OPT_OUTPUT] = {"-o", RUN_OPTIMIZE, PP_CLI_OPT_OPTIMIZE, NONE, NONE},
+    [PP_CLI_OPT_OUTPUT] = {"-o", RUN_OPTIMIZE | RUN_SHOW_DATA | RUN_DUMP_DATA, PP_CLI_OPT_OPTIMIZE,
+                           NONE, NONE, "--optimize, --show-data or --dump-data"},
     [PP_CLI_OPT_PRINT_SCHEDULE] = {"--print-schedule", RUN_PRINT_SCHEDULE, NONE, NONE, NONE},
     [PP_CLI_OPT_SWEEP_SCHEDULE] = {"--sweep-schedule", RUN_SWEEP_SCHEDULE, NONE, NONE, NONE},
     [PP_CLI_OPT_VERIFY] = {"--verify", RUN_VERIFY, NONE, NONE, NONE},
+    [PP_CLI_OPT_SHOW_DATA] = {"--show-data", RUN_SHOW_DATA, NONE, NONE, NONE},
+    [PP_CLI_OPT_DUMP_DATA] = {"--dump-data", RUN_DUMP_DATA, NONE, NONE, NONE},
 };
 
 /* The options that choose the kind of run, and the kind each chooses, in the
@@ -85,6 +91,8 @@ static const struct {
 } k_kinds[] = {
     {PP_CLI_OPT_VERIFY, RUN_VERIFY, "--verify checks files and runs nothing"},
     {PP_CLI_OPT_OPTIMIZE, RUN_OPTIMIZE, "--optimize runs nothing and writes a plan"},
+    {PP_CLI_OPT_SHOW_DATA, RUN_SHOW_DATA, "--show-data draws samples and runs nothing"},
+    {PP_CLI_OPT_DUMP_DATA, RUN_DUMP_DATA, "--dump-data writes a batch and runs nothing"},
     {PP_CLI_OPT_PRINT_SCHEDULE, RUN_PRINT_SCHEDULE, "--print-schedule runs alone"},
     {PP_CLI_OPT_SWEEP_SCHEDULE, RUN_SWEEP_SCHEDULE, "--sweep-schedule runs alone or with "
                                                     "--simulate"},
@@ -120,10 +128,19 @@ static bool refuse_kind(char *msg, size_t n, int k, int o, bool first)
 /* "--csv needs --sweep-split or --sweep-schedule" */
 static bool refuse_needs(char *msg, size_t n, int o)
 {
+    if (k_opts[o].needs_text) return refuse(msg, n, "%s needs %s", k_opts[o].name,
+                                            k_opts[o].needs_text);
     if (k_opts[o].needs_or == NONE)
         return refuse(msg, n, "%s needs %s", k_opts[o].name, k_opts[k_opts[o].needs].name);
     snprintf(msg, n, "%s needs %s or %s", k_opts[o].name, k_opts[k_opts[o].needs].name,
              k_opts[k_opts[o].needs_or].name);
+    return false;
+}
+
+static bool is_kind(int o)
+{
+    for (int k = 0; k < N_KINDS; k++)
+        if ((int)k_kinds[k].opt == o) return true;
     return false;
 }
 
@@ -154,9 +171,11 @@ bool pp_cli_options_check(const bool given[PP_CLI_OPT_COUNT], char *msg, size_t 
             return refuse(msg, n, "%s%s does not apply to training runs", k_opts[o].name, "");
         return refuse_needs(msg, n, o);
     }
-    /* 4. what an option needs */
+    /* 4. what an option needs (an option that works in the kind chosen needs
+     * no other kind: -o with --show-data) */
     for (int o = 0; o < PP_CLI_OPT_COUNT; o++)
         if (given[o] && k_opts[o].needs != NONE && !given[k_opts[o].needs] &&
+            !(kind >= 0 && is_kind(k_opts[o].needs)) &&
             (k_opts[o].needs_or == NONE || !given[k_opts[o].needs_or]))
             return refuse_needs(msg, n, o);
     return true;

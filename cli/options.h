@@ -45,6 +45,8 @@ typedef enum pp_cli_opt {
     PP_CLI_OPT_SWEEP_SCHEDULE,
     PP_CLI_OPT_VERIFY,
     PP_CLI_OPT_RESUME_AUTO,     /* --resume auto (PP_CLI_OPT_RESUME: --resume FILE) */
+    PP_CLI_OPT_SHOW_DATA,
+    PP_CLI_OPT_DUMP_DATA,
     PP_CLI_OPT_COUNT
 } pp_cli_opt;
 

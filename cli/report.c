@@ -73,6 +73,33 @@ static void print_replicas(FILE *f, const pp_pipeline *p, int replicas)
     }
 }
 
+/* The loader limits the step when the step waits for its batch for more
+ * than this fraction of it. */
+#define LOADER_LIMIT 0.05
+
+static bool loader_limited(const pp_pipeline_report *r)
+{
+    return r->step_ms_median > 0 && r->data_wait_ms > LOADER_LIMIT * r->step_ms_median;
+}
+
+/* The loader's line: its threads and depth, the wait per step, and what to
+ * do when it, not the pipeline, limits the step; bad images skipped. */
+static void print_data_line(FILE *f, const pp_pipeline_report *r)
+{
+    const double frac = r->step_ms_median > 0 ? r->data_wait_ms / r->step_ms_median : 0;
+    fprintf(f, "data         %d thread%s, %d batch%s ahead: %.2f ms wait per step (%.1f%% of "
+               "the step, median)\n", r->data_workers, r->data_workers == 1 ? "" : "s",
+            r->data_prefetch, r->data_prefetch == 1 ? "" : "es", r->data_wait_ms, 100 * frac);
+    if (loader_limited(r))
+        fprintf(f, "data         the loader, not the pipeline, limits the step: it waits %.0f%% "
+                   "of the step for data (raise data.workers, now %d, or data.prefetch, now %d; "
+                   "or decode smaller files)\n", 100 * frac, r->data_workers, r->data_prefetch);
+    if (r->bad_images > 0)
+        fprintf(f, "data         %lld bad image%s skipped and replaced (data.on_bad_image: skip); "
+                   "the first: %s\n", (long long)r->bad_images, r->bad_images == 1 ? "" : "s",
+                r->bad_image_first ? r->bad_image_first : "?");
+}
+
 /* Before the first step the report is all zero: what the plan says instead. */
 static void report_unrun(const pp_plan *plan, pp_pipeline_report *r)
 {
@@ -167,6 +194,7 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
                        "latency, measured at start\n", s, s + 1, a.rank, b.rank, a.link_gbps,
                     1e3 * a.link_latency_ms);
     }
+    print_data_line(f, &r);
     if (strcmp(r.graphs, "n/a") != 0)
         fprintf(f, "cuda graphs  %s: %d step%s captured, %d replayed%s%s\n", r.graphs,
                 r.graph_captures, r.graph_captures == 1 ? "" : "s", r.graph_replays,
@@ -294,6 +322,12 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
     json_object_set_new(o, "bubble_frac", json_num(r.bubble_frac));
     json_object_set_new(o, "bubble_frac_predicted", json_num(r.bubble_frac_predicted));
     json_object_set_new(o, "devices", json_integer(r.devices));
+    json_object_set_new(
+        o, "data",
+        json_pack("{s:i, s:i, s:o, s:o, s:b, s:I}", "workers", r.data_workers, "prefetch",
+                  r.data_prefetch, "wait_ms", json_num(r.data_wait_ms), "wait_frac",
+                  json_num(r.step_ms_median > 0 ? r.data_wait_ms / r.step_ms_median : 0),
+                  "loader_limited", loader_limited(&r), "bad_images", (json_int_t)r.bad_images));
     if (r.schedule_note) json_object_set_new(o, "schedule_note", json_string(r.schedule_note));
     for (int i = 0; i < n_losses; i++) json_array_append_new(lj, json_num(losses[i]));
     json_object_set_new(o, "losses", lj);

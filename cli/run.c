@@ -144,7 +144,8 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
         pp_status s = pp_pipeline_step(p, &r, err);
         if (s != PP_OK) {
             if (progress) fputc('\n', stderr);
-            rr->step_failed = true;
+            rr->data_failed = s == PP_ERR_IO && pp_pipeline_usable(p);
+            rr->step_failed = !rr->data_failed;
             return s == PP_ERR_INPUT ? 2 : 1;
         }
         rr->losses[rr->n_losses++] = r.loss;

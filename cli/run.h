@@ -32,6 +32,8 @@ typedef struct pp_cli_run_result {
     bool interrupted;
     int signal;                /* the signal that stopped the run (interrupted) */
     bool abandoned;            /* a second signal abandoned a save: end at once */
+    bool data_failed;          /* a step's batch could not be read (a bad image): nothing of
+                                  the step ran, so the last whole step may still be saved */
     pp_cli_epoch_sums sums;    /* the epoch in progress (in: at the start) */
     pp_epoch_row *epochs;      /* (n_epochs) one per completed epoch (plans with epochs) */
     int n_epochs;

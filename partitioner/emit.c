@@ -1,5 +1,6 @@
 /* emit.c - pp_plan -> plan YAML text that reads back to the same plan. */
 #include "partitioner/emit.h"
+#include "runtime/io/transform.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,14 +100,18 @@ static void emit_model(pp_text *t, const pp_plan *p)
     }
 }
 
-static void emit_data(pp_text *t, const pp_plan *p)
+/* A data source: `data` or the test set of `eval` (its own keys added by
+ * the caller). */
+static void emit_source(pp_text *t, const pp_plan *p, const pp_plan_data *d, bool eval)
 {
-    const pp_plan_data *d = &p->data;
-    pp_text_put(t, "data:\n  format: %s\n", pp_plan_data_format_name(d->format));
+    pp_text_put(t, "%s:\n  format: %s\n", eval ? "eval" : "data",
+                pp_plan_data_format_name(d->format));
     switch (d->format) {
     case PP_PLAN_DATA_SYNTHETIC:
-        pp_text_put(t, "  image_size: [%d, %d]\n  num_classes: %d\n", p->model.image_h,
-                    p->model.image_w, d->num_classes);
+        pp_text_put(t, "  image_size: [%d, %d]\n  num_classes: %d\n",
+                    eval ? d->image_h : p->model.image_h, eval ? d->image_w : p->model.image_w,
+                    d->num_classes);
+        if (d->samples) pp_text_put(t, "  samples: %lld\n", (long long)d->samples);
         break;
     case PP_PLAN_DATA_IDX:
         pp_text_put(t, "  images: ");
@@ -123,8 +128,21 @@ static void emit_data(pp_text *t, const pp_plan *p)
             pp_text_put(t, "\n");
         }
         break;
+    case PP_PLAN_DATA_IMAGEFOLDER: {
+        pp_text_put(t, "  root: ");
+        put_quoted(t, d->root ? d->root : "");
+        char tf[2048];
+        pp_transform_describe(d->transforms, d->n_transforms, tf, sizeof tf);
+        pp_text_put(t, "\n  transforms: %s\n  on_bad_image: %s\n", tf,
+                    d->skip_bad_images ? "skip" : "error");
+        break;
     }
+    }
+    if (eval) return;
     pp_text_put(t, "  shuffle: %s\n", d->shuffle ? "true" : "false");
+    if (d->workers) pp_text_put(t, "  workers: %d\n", d->workers);
+    pp_text_put(t, "  prefetch: %d\n", d->prefetch);
+    if (d->drop_last) pp_text_put(t, "  drop_last: true\n");
     if (d->has_norm) {
         pp_text_put(t, "  mean: ");
         pp_text_put_doubles(t, d->mean, p->model.in_channels);
@@ -235,17 +253,14 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
     put_double(&t, p->optimizer.weight_decay);
     pp_text_put(&t, "\n  nesterov: %s\n", p->optimizer.nesterov ? "true" : "false");
     emit_lr_schedule(&t, &p->lr_schedule);
-    emit_data(&t, p);
+    emit_source(&t, p, &p->data, false);
     if (p->epochs)
         pp_text_put(&t, "seed: %llu\nepochs: %d\n", (unsigned long long)p->seed, p->epochs);
     else
         pp_text_put(&t, "seed: %llu\nsteps: %d\n", (unsigned long long)p->seed, p->steps);
     if (p->eval.enabled) {
-        pp_text_put(&t, "eval:\n  images: ");
-        put_quoted(&t, p->eval.images ? p->eval.images : "");
-        pp_text_put(&t, "\n  labels: ");
-        put_quoted(&t, p->eval.labels ? p->eval.labels : "");
-        pp_text_put(&t, "\n  batch_size: %d\n  every: %d\n", p->eval.batch_size, p->eval.every);
+        emit_source(&t, p, &p->eval.data, true);
+        pp_text_put(&t, "  batch_size: %d\n  every: %d\n", p->eval.batch_size, p->eval.every);
     }
     if (p->checkpoint.enabled) {
         pp_text_put(&t, "checkpoint:\n  every: %d\n  path: ", p->checkpoint.every);

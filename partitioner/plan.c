@@ -54,6 +54,7 @@ const char *pp_plan_data_format_name(pp_plan_data_format f)
     switch (f) {
     case PP_PLAN_DATA_IDX: return "idx";
     case PP_PLAN_DATA_CIFAR10: return "cifar10";
+    case PP_PLAN_DATA_IMAGEFOLDER: return "imagefolder";
     default: return "synthetic";
     }
 }
@@ -276,226 +277,7 @@ static void walk_optimizer(pp_walk *w, const pp_ynode *n)
     if (f[K_SCHED]) walk_lr_schedule(w, f[K_SCHED]);
 }
 
-/* ---- data ---------------------------------------------------------------- */
-
-/* Resolves a data path against the plan's folder, checks that it is a
- * readable file and returns its absolute path (malloc'd), or NULL after
- * reporting the problem at n. */
-static char *data_path(pp_walk *w, const pp_ynode *n, const char *what)
-{
-    const char *rel;
-    if (!pp_walk_str(w, n, what, &rel)) return NULL;
-    size_t need = strlen(w->dir) + strlen(rel) + 2;
-    char *joined = malloc(need);
-    if (!joined) {
-        w->oom = true;
-        return NULL;
-    }
-    if (rel[0] == '/')
-        snprintf(joined, need, "%s", rel);
-    else
-        snprintf(joined, need, "%s/%s", w->dir, rel);
-    struct stat sb;
-    char *abs = NULL;
-    if (stat(joined, &sb) != 0) {
-        pp_walk_error(w, n, "%s: cannot open '%.200s': %s", what, joined, strerror(errno));
-    } else if (S_ISDIR(sb.st_mode)) {
-        pp_walk_error(w, n, "%s: '%.200s' is a folder, not a file", what, joined);
-    } else if (access(joined, R_OK) != 0) {
-        pp_walk_error(w, n, "%s: cannot read '%.200s': %s", what, joined, strerror(errno));
-    } else {
-        abs = realpath(joined, NULL);
-        if (!abs) pp_walk_error(w, n, "%s: cannot resolve '%.200s': %s", what, joined,
-                                strerror(errno));
-    }
-    free(joined);
-    return abs;
-}
-
-/* Best effort: the image size from an IDX header ((N,H,W) or (N,C,H,W),
- * plain or gzip-compressed); leaves h/w alone when the file is not one of
- * those (opening the data source reports why, naming the file). */
-static void idx_image_size(const char *path, int *h, int *w)
-{
-    int nd;
-    int64_t dims[PP_IDX_MAX_DIMS];
-    if (pp_idx_peek(path, 3, 4, "image", &nd, dims, NULL) != PP_OK) return;
-    *h = (int)dims[nd - 2];
-    *w = (int)dims[nd - 1];
-}
-
-static bool walk_norm(pp_walk *w, const pp_ynode *n, const char *what, double *vals, bool is_std)
-{
-    int c = w->plan->model.in_channels;
-    if (!n || n->kind != PP_YNODE_SEQ) {
-        pp_walk_error(w, n, "%s must be a list of %d numbers (one per input channel), got %s",
-                      what, c, pp_walk_describe(n));
-        return false;
-    }
-    if (n->n != c) {
-        pp_walk_error(w, n, "%s has %d value%s but the model has %d input channel%s", what,
-                      n->n, n->n == 1 ? "" : "s", c, c == 1 ? "" : "s");
-        return false;
-    }
-    bool ok = true;
-    for (int i = 0; i < n->n; i++) {
-        if (!pp_walk_num(w, n->kids[i], what, is_std ? 0.0 : -1e12, 1e12, &vals[i])) {
-            ok = false;
-        } else if (is_std && !(vals[i] > 0)) {
-            pp_walk_error(w, n->kids[i], "%s values must be positive, got %g", what, vals[i]);
-            ok = false;
-        }
-    }
-    return ok;
-}
-
-static void walk_data(pp_walk *w, const pp_ynode *n)
-{
-    enum { K_FORMAT, K_SIZE, K_IMAGES, K_LABELS, K_FILES, K_SHUFFLE, K_MEAN, K_STD, K_CLASSES,
-           K_N };
-    static const char *const keys[K_N] = {"format",  "image_size", "images", "labels",
-                                          "files",   "shuffle",    "mean",   "std",
-                                          "num_classes"};
-    const pp_ynode *f[K_N];
-    pp_plan *p = w->plan;
-    pp_plan_data *d = &p->data;
-    d->mark = pp_walk_mark(n);
-    if (!pp_walk_map(w, n, "data", keys, K_N, f)) {
-        w->size_ok = false;
-        return;
-    }
-    int format = 0;
-    if (f[K_FORMAT]) {
-        static const char *const formats[] = {"synthetic", "idx", "cifar10"};
-        format = pp_walk_choice(w, f[K_FORMAT], "data.format", formats, 3,
-                                "synthetic, idx or cifar10");
-        if (format < 0) {
-            w->size_ok = false;
-            return;
-        }
-    }
-    d->format = (pp_plan_data_format)format;
-    const char *fmt = pp_plan_data_format_name(d->format);
-    /* keys that belong to other formats */
-    static const struct {
-        int key;
-        unsigned formats; /* bit per format */
-    } owners[] = {{K_SIZE, 1u}, {K_CLASSES, 1u}, {K_IMAGES, 2u}, {K_LABELS, 2u}, {K_FILES, 4u}};
-    for (size_t i = 0; i < sizeof owners / sizeof owners[0]; i++) {
-        if (f[owners[i].key] && !(owners[i].formats & (1u << format))) {
-            const char *only = owners[i].formats == 1u   ? "synthetic"
-                               : owners[i].formats == 2u ? "idx"
-                                                         : "cifar10";
-            pp_walk_error(w, f[owners[i].key], "data.%s applies only to format %s, not %s",
-                          keys[owners[i].key], only, fmt);
-            f[owners[i].key] = NULL;
-        }
-    }
-    if (d->format == PP_PLAN_DATA_SYNTHETIC) {
-        const pp_ynode *s = f[K_SIZE];
-        if (s) {
-            w->size_node = s;
-            if (s->kind == PP_YNODE_SCALAR) { /* image_size: N is [N, N] */
-                int nn;
-                if (pp_walk_int32(w, s, "data.image_size", 1, 8192, &nn))
-                    p->model.image_h = p->model.image_w = nn;
-                else
-                    w->size_ok = false;
-            } else if (s->kind != PP_YNODE_SEQ || s->n != 2) {
-                pp_walk_error(w, s, "data.image_size must be a size N (for N x N) or a list "
-                                    "[height, width], got %s",
-                              s->kind == PP_YNODE_SEQ ? "a list of another length"
-                                                      : pp_walk_describe(s));
-                w->size_ok = false;
-            } else {
-                int hh, ww;
-                bool ok = pp_walk_int32(w, s->kids[0], "data.image_size height", 1, 8192, &hh);
-                ok &= pp_walk_int32(w, s->kids[1], "data.image_size width", 1, 8192, &ww);
-                if (ok) {
-                    p->model.image_h = hh;
-                    p->model.image_w = ww;
-                } else {
-                    w->size_ok = false;
-                }
-            }
-        }
-        if (f[K_CLASSES]) w->data_classes_node = f[K_CLASSES];
-    } else if (d->format == PP_PLAN_DATA_IDX) {
-        if (!f[K_IMAGES]) pp_walk_error(w, n, "data format idx needs images (an IDX file)");
-        if (!f[K_LABELS]) pp_walk_error(w, n, "data format idx needs labels (an IDX file)");
-        if (f[K_IMAGES]) {
-            d->images_mark = pp_walk_mark(f[K_IMAGES]);
-            w->data_images_node = f[K_IMAGES];
-            d->images = data_path(w, f[K_IMAGES], "data.images");
-            if (d->images) idx_image_size(d->images, &p->model.image_h, &p->model.image_w);
-        }
-        if (f[K_LABELS]) {
-            d->labels_mark = pp_walk_mark(f[K_LABELS]);
-            w->data_labels_node = f[K_LABELS];
-            d->labels = data_path(w, f[K_LABELS], "data.labels");
-        }
-    } else {
-        p->model.image_h = p->model.image_w = 32;
-        const pp_ynode *fl = f[K_FILES];
-        if (!fl) {
-            pp_walk_error(w, n, "data format cifar10 needs files (a list of batch files)");
-        } else if (fl->kind != PP_YNODE_SEQ || fl->n == 0) {
-            pp_walk_error(w, fl, "data.files must be a non-empty list of paths, got %s",
-                          fl->kind == PP_YNODE_SEQ ? "an empty list" : pp_walk_describe(fl));
-        } else if (fl->n > 1024) {
-            pp_walk_error(w, fl, "data.files has %d entries (at most 1024)", fl->n);
-        } else {
-            d->files = calloc((size_t)fl->n, sizeof *d->files);
-            d->files_marks = calloc((size_t)fl->n, sizeof *d->files_marks);
-            if (!d->files || !d->files_marks) {
-                w->oom = true;
-                return;
-            }
-            d->n_files = fl->n;
-            for (int i = 0; i < fl->n; i++) {
-                d->files_marks[i] = pp_walk_mark(fl->kids[i]);
-                d->files[i] = data_path(w, fl->kids[i], "data.files");
-            }
-        }
-    }
-    if (f[K_SHUFFLE]) pp_walk_bool(w, f[K_SHUFFLE], "data.shuffle", &d->shuffle);
-    if (f[K_MEAN] && !f[K_STD]) pp_walk_error(w, f[K_MEAN], "data.mean needs data.std as well");
-    if (f[K_STD] && !f[K_MEAN]) pp_walk_error(w, f[K_STD], "data.std needs data.mean as well");
-    if (f[K_MEAN] && f[K_STD] && w->model_ok) {
-        bool ok = walk_norm(w, f[K_MEAN], "data.mean", d->mean, false);
-        ok &= walk_norm(w, f[K_STD], "data.std", d->std, true);
-        d->has_norm = ok;
-    }
-}
-
-/* ---- eval, checkpoint, schedule ------------------------------------------ */
-
-static void walk_eval(pp_walk *w, const pp_ynode *n)
-{
-    enum { K_IMAGES, K_LABELS, K_BATCH, K_EVERY, K_N };
-    static const char *const keys[K_N] = {"images", "labels", "batch_size", "every"};
-    const pp_ynode *f[K_N];
-    pp_plan_eval *e = &w->plan->eval;
-    e->mark = pp_walk_mark(n);
-    e->every = 1;
-    if (!pp_walk_map(w, n, "eval", keys, K_N, f)) return;
-    e->enabled = true;
-    if (!f[K_IMAGES]) pp_walk_error(w, n, "eval needs images (an IDX file, may be gzipped)");
-    if (!f[K_LABELS]) pp_walk_error(w, n, "eval needs labels (an IDX file, may be gzipped)");
-    if (f[K_IMAGES]) {
-        e->images_mark = pp_walk_mark(f[K_IMAGES]);
-        w->eval_images_node = f[K_IMAGES];
-        e->images = data_path(w, f[K_IMAGES], "eval.images");
-    }
-    if (f[K_LABELS]) {
-        e->labels_mark = pp_walk_mark(f[K_LABELS]);
-        w->eval_labels_node = f[K_LABELS];
-        e->labels = data_path(w, f[K_LABELS], "eval.labels");
-    }
-    if (f[K_BATCH])
-        pp_walk_int32(w, f[K_BATCH], "eval.batch_size", 1, PP_PLAN_MAX_BATCH, &e->batch_size);
-    if (f[K_EVERY]) pp_walk_int32(w, f[K_EVERY], "eval.every", 1, PP_PLAN_MAX_STEPS, &e->every);
-}
+/* ---- checkpoint, schedule ---------------------------------------------- */
 
 static void walk_checkpoint(pp_walk *w, const pp_ynode *n, bool epochs)
 {
@@ -535,7 +317,7 @@ static void walk_schedule(pp_walk *w, const pp_ynode *n)
                                     "in torch's schedule grammar)");
             return;
         }
-        p->schedule_file = data_path(w, f[0], "schedule.file");
+        p->schedule_file = pp_walk_path(w, f[0], "schedule.file", false);
         if (p->schedule_file) p->schedule = PP_PLAN_SCHEDULE_FILE;
         return;
     }
@@ -585,13 +367,14 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
         pp_walk_model(w, f[K_MODEL]);
     else
         pp_walk_error(w, NULL, "the plan has no model section");
-    if (f[K_DATA]) walk_data(w, f[K_DATA]);
+    p->data.prefetch = 1;
+    if (f[K_DATA]) pp_walk_source(w, f[K_DATA], false);
     if (w->model_ok && p->model.kind == PP_MODEL_SEQUENTIAL)
         pp_walk_resolve_sequential(w, f[K_MODEL]);
     if (w->model_ok) {
         p->data.num_classes = p->model.num_classes;
-        if (w->data_classes_node)
-            pp_walk_int32(w, w->data_classes_node, "data.num_classes", 1, p->model.num_classes,
+        if (w->src[0].classes)
+            pp_walk_int32(w, w->src[0].classes, "data.num_classes", 1, p->model.num_classes,
                           &p->data.num_classes);
     }
     if (f[K_BATCH])
@@ -640,7 +423,13 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
         if (pp_walk_int32(w, f[K_EPOCHS], "epochs", 1, PP_PLAN_MAX_EPOCHS, &p->epochs))
             p->steps = 0;
     }
-    if (f[K_EVAL]) walk_eval(w, f[K_EVAL]);
+    if (f[K_EVAL]) pp_walk_source(w, f[K_EVAL], true);
+    if (p->eval.enabled && w->model_ok) {
+        p->eval.data.num_classes = p->model.num_classes;
+        if (w->src[1].classes)
+            pp_walk_int32(w, w->src[1].classes, "eval.num_classes", 1, p->model.num_classes,
+                          &p->eval.data.num_classes);
+    }
     if (f[K_CKPT]) walk_checkpoint(w, f[K_CKPT], f[K_EPOCHS] != NULL);
     if (p->eval.enabled && p->eval.batch_size == 0) p->eval.batch_size = p->batch_size;
     /* the learning-rate schedule over the run's periods (epochs or steps) */
@@ -785,15 +574,10 @@ void pp_plan_free(pp_plan *p)
     if (!p) return;
     free(p->path);
     free(p->micro_sizes);
-    free(p->data.images);
-    free(p->data.labels);
-    free(p->eval.images);
-    free(p->eval.labels);
+    pp_plan_data_free(&p->data);
+    pp_plan_data_free(&p->eval.data);
     free(p->checkpoint.path);
     free(p->schedule_file);
-    for (int i = 0; i < p->data.n_files; i++) free(p->data.files[i]);
-    free(p->data.files);
-    free(p->data.files_marks);
     if (p->catalogue.units) pp_catalogue_free(&p->catalogue);
     free(p);
 }

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "models/catalogue.h"
+#include "runtime/io/data.h"
 #include "partitioner/diag.h"
 #include "runtime/core/device.h"
 #include "runtime/core/status.h"
@@ -84,6 +85,8 @@ typedef enum pp_plan_data_format {
     PP_PLAN_DATA_SYNTHETIC = 0,
     PP_PLAN_DATA_IDX = 1,
     PP_PLAN_DATA_CIFAR10 = 2,
+    PP_PLAN_DATA_IMAGEFOLDER = 3, /* a folder of class folders of images (torchvision's
+                                   * ImageFolder), decoded and transformed as read */
 } pp_plan_data_format;
 
 typedef enum pp_plan_balance {
@@ -112,11 +115,26 @@ typedef struct pp_plan_sgd {
     pp_mark mark;               /* the optimizer mapping */
 } pp_plan_sgd;
 
+/* A data source: the `data` section, or the test set of `eval`. */
 typedef struct pp_plan_data {
     pp_plan_data_format format;
     int image_h, image_w;       /* synthetic: image_size; cifar10: 32x32; idx: from the file
-                                 * header when readable, else the model default */
+                                 * header when readable, else the model default; imagefolder:
+                                 * the transforms' size, else the first image's */
     int num_classes;            /* synthetic: labels in [0, num_classes); = model's by default */
+    int64_t samples;            /* synthetic: the data set's size (0: 50,000) */
+    char *root;                 /* imagefolder: absolute path of the folder */
+    pp_mark root_mark;
+    int n_transforms;           /* imagefolder: `transforms`, applied in order */
+    pp_transform transforms[PP_TRANSFORMS_MAX];
+    pp_mark transforms_mark;
+    bool skip_bad_images;       /* imagefolder: `on_bad_image: skip` (default: error) */
+    int classes_found;          /* imagefolder: class folders found when the plan was read */
+    int workers;                /* data: threads reading a batch (0: the default, from the
+                                 * cores and PP_READ_THREADS) */
+    int prefetch;               /* data: batches read ahead while steps run (default 1) */
+    bool drop_last;             /* data: an epoch's last batch, when short, is left out
+                                 * (every batch whole, so it cuts evenly over replicas) */
     char *images, *labels;      /* idx: absolute paths (resolved against the plan's folder) */
     pp_mark images_mark, labels_mark;
     int n_files;                /* cifar10: number of batch files */
@@ -133,8 +151,9 @@ typedef struct pp_plan_data {
  * statistics) through a forward-only pipelined schedule over the same stages. */
 typedef struct pp_plan_eval {
     bool enabled;               /* the plan has an eval section */
-    char *images, *labels;      /* IDX files (plain or gzip), absolute paths */
-    pp_mark images_mark, labels_mark, mark;
+    pp_plan_data data;          /* the test set: any format of `data` (default idx), normalised
+                                 * by data's mean and std, never shuffled */
+    pp_mark mark;
     int batch_size;             /* default: batch.size */
     int every;                  /* evaluate after every K-th epoch (steps: every K steps); default 1 */
 } pp_plan_eval;
@@ -151,6 +170,8 @@ typedef struct pp_plan_checkpoint {
     pp_mark mark;
 } pp_plan_checkpoint;
 
+#define PP_PLAN_MAX_WORKERS 64  /* data.workers */
+#define PP_PLAN_MAX_PREFETCH 8  /* data.prefetch */
 #define PP_PLAN_MAX_RANKS 4096
 #define PP_PLAN_MAX_REPLICAS 64
 

@@ -1,12 +1,15 @@
 /*
- * plan_data.c - the plan's IDX data files against its model, while the plan
- * is read (so `--validate` finds what a run would): the images' channels
+ * plan_data.c - the plan's data against its model, while the plan is read
+ * (so `--validate` finds what a run would). IDX files: the images' channels
  * against model.in_channels, the label file's count against the images',
- * and every label below model.num_classes; the same for the eval section's
- * files, whose images must also have the training images' size. Headers are
- * read for the images; label files (one byte a sample) are read whole.
- * Each problem is reported at the data key that names the file. A file that
- * cannot be read as IDX is reported there too (a run would fail on it).
+ * and every label below model.num_classes. Image folders: their class
+ * folders at most model.num_classes. The same for the eval section's test
+ * set, whose images must also have the training images' size (when known
+ * now: IDX, CIFAR-10, synthetic, image folders whose transforms fix it).
+ * Headers are read for the images; label files (one byte a sample) are read
+ * whole. Each problem is reported at the data key that names the file or
+ * folder. A file that cannot be read as IDX is reported there too (a run
+ * would fail on it).
  */
 #include <stdio.h>
 #include <string.h>
@@ -60,6 +63,15 @@ static void check_labels(pp_walk *w, const pp_ynode *n, const char *key, const c
     pp_idx_free(&idx);
 }
 
+/* An image folder's classes against the model's. */
+static void check_folder(pp_walk *w, const pp_ynode *n, const char *key, const pp_plan_data *d)
+{
+    const int classes = w->plan->model.num_classes;
+    if (d->classes_found > classes)
+        pp_walk_error(w, n, "%s: %s has %d class folders but model.num_classes is %d", key,
+                      d->root, d->classes_found, classes);
+}
+
 void pp_walk_check_data(pp_walk *w)
 {
     pp_plan *p = w->plan;
@@ -68,21 +80,35 @@ void pp_walk_check_data(pp_walk *w)
     int h = 0, wd = 0;
     if (p->data.format == PP_PLAN_DATA_IDX) {
         if (p->data.images)
-            check_images(w, w->data_images_node, "data.images", p->data.images, &n, &h, &wd);
+            check_images(w, w->src[0].images, "data.images", p->data.images, &n, &h, &wd);
         if (p->data.labels)
-            check_labels(w, w->data_labels_node, "data.labels", p->data.labels, n,
+            check_labels(w, w->src[0].labels, "data.labels", p->data.labels, n,
                          p->data.images);
     }
+    if (p->data.format == PP_PLAN_DATA_IMAGEFOLDER && p->data.root)
+        check_folder(w, w->src[0].root, "data.root", &p->data);
     if (!p->eval.enabled) return;
-    int64_t en = 0;
-    int eh = 0, ew = 0;
-    if (p->eval.images) {
-        check_images(w, w->eval_images_node, "eval.images", p->eval.images, &en, &eh, &ew);
-        if (en > 0 && (eh != p->model.image_h || ew != p->model.image_w))
-            pp_walk_error(w, w->eval_images_node, "eval.images: %s holds %dx%d images but the "
-                          "training images are %dx%d", p->eval.images, eh, ew, p->model.image_h,
-                          p->model.image_w);
+    const pp_plan_data *e = &p->eval.data;
+    if (e->format == PP_PLAN_DATA_IMAGEFOLDER && e->root)
+        check_folder(w, w->src[1].root, "eval.root", e);
+    if (e->format == PP_PLAN_DATA_IDX) {
+        int64_t en = 0;
+        int eh = 0, ew = 0;
+        if (e->images) {
+            check_images(w, w->src[1].images, "eval.images", e->images, &en, &eh, &ew);
+            if (en > 0 && (eh != p->model.image_h || ew != p->model.image_w))
+                pp_walk_error(w, w->src[1].images, "eval.images: %s holds %dx%d images but the "
+                              "training images are %dx%d", e->images, eh, ew, p->model.image_h,
+                              p->model.image_w);
+        }
+        if (e->labels)
+            check_labels(w, w->src[1].labels, "eval.labels", e->labels, en, e->images);
+        return;
     }
-    if (p->eval.labels)
-        check_labels(w, w->eval_labels_node, "eval.labels", p->eval.labels, en, p->eval.images);
+    const bool known = e->format != PP_PLAN_DATA_IMAGEFOLDER || e->root;
+    if (known && e->image_h > 0 && (e->image_h != p->model.image_h || e->image_w != p->model.image_w))
+        pp_walk_error(w, w->src[1].root ? w->src[1].root : w->src[1].section,
+                      "eval: the test set's images are %dx%d but the training images are %dx%d "
+                      "(give eval transforms that make them %dx%d)", e->image_h, e->image_w,
+                      p->model.image_h, p->model.image_w, p->model.image_h, p->model.image_w);
 }

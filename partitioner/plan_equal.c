@@ -22,6 +22,47 @@ static bool str_eq(const char *a, const char *b)
     return strcmp(a, b) == 0;
 }
 
+static bool transforms_eq(const pp_plan_data *a, const pp_plan_data *b)
+{
+    if (a->n_transforms != b->n_transforms) return false;
+    for (int i = 0; i < a->n_transforms; i++) {
+        const pp_transform *x = &a->transforms[i], *y = &b->transforms[i];
+        if (x->kind != y->kind || x->h != y->h || x->w != y->w || x->p != y->p ||
+            x->scale[0] != y->scale[0] || x->scale[1] != y->scale[1] ||
+            x->ratio[0] != y->ratio[0] || x->ratio[1] != y->ratio[1] ||
+            memcmp(x->pad, y->pad, sizeof x->pad) != 0)
+            return false;
+    }
+    return true;
+}
+
+/* Two data sources (`data`, or eval's test set; what names it in why). */
+static bool source_equal(const pp_plan_data *da, const pp_plan_data *db, int channels,
+                         const char *what, char *why, size_t why_n)
+{
+    if (da->format != db->format) DIFF("%s format differs", what);
+    if (da->num_classes != db->num_classes) DIFF("%s.num_classes differs", what);
+    if (da->samples != db->samples) DIFF("%s.samples differs", what);
+    if (!str_eq(da->images, db->images) || !str_eq(da->labels, db->labels))
+        DIFF("%s paths differ", what);
+    if (da->n_files != db->n_files) DIFF("%s.files counts differ", what);
+    for (int i = 0; i < da->n_files; i++)
+        if (!str_eq(da->files[i], db->files[i])) DIFF("%s.files[%d] differs", what, i);
+    if (!str_eq(da->root, db->root)) DIFF("%s.root differs", what);
+    if (!transforms_eq(da, db)) DIFF("%s.transforms differ", what);
+    if (da->skip_bad_images != db->skip_bad_images) DIFF("%s.on_bad_image differs", what);
+    if (da->workers != db->workers || da->prefetch != db->prefetch)
+        DIFF("%s.workers or prefetch differs", what);
+    if (da->shuffle != db->shuffle) DIFF("%s.shuffle differs", what);
+    if (da->drop_last != db->drop_last) DIFF("%s.drop_last differs", what);
+    if (da->has_norm != db->has_norm) DIFF("%s mean/std presence differs", what);
+    if (da->has_norm)
+        for (int i = 0; i < channels; i++)
+            if (da->mean[i] != db->mean[i] || da->std[i] != db->std[i])
+                DIFF("%s mean/std[%d] differs", what, i);
+    return true;
+}
+
 bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
 {
     if (why && why_n) why[0] = '\0';
@@ -80,20 +121,7 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
     if (oa->lr != ob->lr || oa->momentum != ob->momentum || oa->weight_decay != ob->weight_decay ||
         oa->nesterov != ob->nesterov)
         DIFF("optimizer differs");
-    const pp_plan_data *da = &a->data, *db = &b->data;
-    if (da->format != db->format) DIFF("data format differs");
-    if (da->num_classes != db->num_classes) DIFF("data.num_classes differs");
-    if (!str_eq(da->images, db->images) || !str_eq(da->labels, db->labels))
-        DIFF("data paths differ");
-    if (da->n_files != db->n_files) DIFF("data.files counts differ");
-    for (int i = 0; i < da->n_files; i++)
-        if (!str_eq(da->files[i], db->files[i])) DIFF("data.files[%d] differs", i);
-    if (da->shuffle != db->shuffle) DIFF("data.shuffle differs");
-    if (da->has_norm != db->has_norm) DIFF("data mean/std presence differs");
-    if (da->has_norm)
-        for (int i = 0; i < ma->in_channels; i++)
-            if (da->mean[i] != db->mean[i] || da->std[i] != db->std[i])
-                DIFF("data mean/std[%d] differs", i);
+    if (!source_equal(&a->data, &b->data, ma->in_channels, "data", why, why_n)) return false;
     if (a->seed != b->seed) DIFF("seed differs");
     if (a->steps != b->steps) DIFF("steps %d vs %d", a->steps, b->steps);
     if (a->epochs != b->epochs) DIFF("epochs %d vs %d", a->epochs, b->epochs);
@@ -106,9 +134,10 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
         lr_same = la->milestones[i] == lb->milestones[i];
     if (!lr_same) DIFF("lr_schedule differs");
     const pp_plan_eval *ea = &a->eval, *eb = &b->eval;
-    if (ea->enabled != eb->enabled || ea->batch_size != eb->batch_size || ea->every != eb->every ||
-        !str_eq(ea->images, eb->images) || !str_eq(ea->labels, eb->labels))
+    if (ea->enabled != eb->enabled || ea->batch_size != eb->batch_size || ea->every != eb->every)
         DIFF("eval differs");
+    if (ea->enabled && !source_equal(&ea->data, &eb->data, ma->in_channels, "eval", why, why_n))
+        return false;
     const pp_plan_checkpoint *ca = &a->checkpoint, *cb = &b->checkpoint;
     if (ca->enabled != cb->enabled || ca->every != cb->every || ca->keep != cb->keep ||
         !str_eq(ca->path, cb->path))

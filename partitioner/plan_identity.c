@@ -23,6 +23,7 @@
 #include "partitioner/plan.h"
 #include "partitioner/text.h"
 #include "runtime/core/batch_split.h"
+#include "runtime/io/transform.h"
 
 /* "name (12345 bytes)": a data file by its name and size, so that a copy of
  * the data elsewhere is the same data and another data set of the same file
@@ -171,7 +172,15 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
         }
         ok = ok && add(k, "data.files", &t);
     }
+    if (d->format == PP_PLAN_DATA_IMAGEFOLDER) {
+        char tf[2048];
+        pp_transform_describe(d->transforms, d->n_transforms, tf, sizeof tf);
+        KEY("data.root", "%s", d->root ? d->root : "");
+        KEY("data.transforms", "%s", tf);
+        KEY("data.on_bad_image", "%s", d->skip_bad_images ? "skip" : "error");
+    }
     KEY("data.shuffle", "%s", d->shuffle ? "true" : "false");
+    if (d->drop_last) KEY("data.drop_last", "true");
     if (d->has_norm) {
         pp_text tm = {0}, ts = {0};
         pp_text_put_doubles(&tm, d->mean, m->in_channels);

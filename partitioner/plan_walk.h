@@ -15,6 +15,14 @@
 
 #define PP_WALK_MAX_KEYS 24
 
+/* Nodes of a data source's keys, for problems found after its walk. */
+typedef struct pp_walk_nodes {
+    const pp_ynode *images, *labels;              /* idx */
+    const pp_ynode *classes;                      /* synthetic num_classes */
+    const pp_ynode *root;                         /* imagefolder */
+    const pp_ynode *section;                      /* the section's mapping */
+} pp_walk_nodes;
+
 typedef struct pp_walk {
     const char *file;          /* name used in messages */
     const char *dir;           /* folder relative data paths are resolved against */
@@ -29,11 +37,9 @@ typedef struct pp_walk {
     bool forward_is_list, backward_is_list, input_is_list, weight_is_list;
     const pp_ynode *forward_node, *backward_node, *input_node, *weight_node; /* delay times */
     const pp_ynode *size_node;                    /* data.image_size */
-    const pp_ynode *data_classes_node;            /* data.num_classes */
     const pp_ynode *layers_node;                  /* model.layers (sequential) */
     const pp_ynode *classes_node;                 /* model.num_classes */
-    const pp_ynode *data_images_node, *data_labels_node; /* data.images, data.labels (idx) */
-    const pp_ynode *eval_images_node, *eval_labels_node; /* eval.images, eval.labels */
+    pp_walk_nodes src[2];                         /* the keys of data (0) and eval (1) */
 } pp_walk;
 
 void pp_walk_error(pp_walk *w, const pp_ynode *n, const char *fmt, ...)
@@ -66,6 +72,16 @@ int pp_walk_recompute(pp_walk *w, const pp_ynode *n, const char *what);
  * model's layers against it (builds w->plan->catalogue). */
 void pp_walk_model(pp_walk *w, const pp_ynode *n);
 void pp_walk_resolve_sequential(pp_walk *w, const pp_ynode *model);
+
+/* plan_source.c: a data source section, `data` (eval false) or `eval` (true),
+ * into plan->data or plan->eval.data; needs the model walked first. */
+void pp_walk_source(pp_walk *w, const pp_ynode *n, bool eval);
+/* A path of the plan (n's string) resolved against its folder: an existing
+ * readable file (folder: a folder), as a malloc'd absolute path, or NULL
+ * after reporting the problem at n as "WHAT: ...". */
+char *pp_walk_path(pp_walk *w, const pp_ynode *n, const char *what, bool folder);
+/* Frees a source's strings (not d itself). */
+void pp_plan_data_free(pp_plan_data *d);
 
 /* plan_data.c: the IDX files of `data` and `eval` against the model (channels,
  * label count and range), once model and data are walked. */

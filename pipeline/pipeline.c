@@ -7,6 +7,7 @@
 #include "pipeline/pipeline_impl.h"
 #include "pipeline/schedules.h"
 #include "pipeline/clocks.h"
+#include "pipeline/data_source.h"
 #include "pipeline/links.h"
 #include "pipeline/link_cost.h"
 #include "pipeline/planning.h"
@@ -241,71 +242,10 @@ static const pp_stage_ops pipe_stage_ops_bucketed = {
     .grads_ready = cb_grads_ready,
 };
 
-/* ---- plan enums -> runtime enums: the one place that maps them ------------------ */
-
-static pp_data_format data_format(pp_plan_data_format f)
-{
-    switch (f) {
-    case PP_PLAN_DATA_IDX: return PP_DATA_IDX;
-    case PP_PLAN_DATA_CIFAR10: return PP_DATA_CIFAR10;
-    case PP_PLAN_DATA_SYNTHETIC: break;
-    }
-    return PP_DATA_SYNTHETIC;
-}
-
-
-/* The data config of the plan's normalisation (mean/std); NULL plan data
- * fields are left to the caller. */
-static pp_status norm_config(const pp_plan *plan, pp_data_config *cfg, pp_error *err)
-{
-    const pp_plan_data *d = &plan->data;
-    if (!d->has_norm) return PP_OK;
-    int c = plan->model.in_channels;
-    if (c > PP_DATA_MAX_CHANNELS)
-        return pipe_plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many channels for mean/std");
-    cfg->n_mean = cfg->n_std = c;
-    for (int i = 0; i < c; i++) {
-        cfg->mean[i] = (float)d->mean[i];
-        cfg->std[i] = (float)d->std[i];
-    }
-    return PP_OK;
-}
-
 static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
-    pp_data_config cfg;
-    pp_data_config_init(&cfg);
     const pp_plan_data *d = &plan->data;
-    cfg.seed = plan->seed;
-    cfg.shuffle = d->shuffle;
-    cfg.format = data_format(d->format);
-    switch (d->format) {
-    case PP_PLAN_DATA_SYNTHETIC:
-        cfg.channels = plan->model.in_channels;
-        cfg.height = plan->model.image_h;
-        cfg.width = plan->model.image_w;
-        cfg.classes = d->num_classes > 0 ? d->num_classes : plan->model.num_classes;
-        break;
-    case PP_PLAN_DATA_IDX:
-        cfg.classes = plan->model.num_classes; /* every label must be below it */
-        snprintf(cfg.images, sizeof cfg.images, "%s", d->images);
-        snprintf(cfg.labels, sizeof cfg.labels, "%s", d->labels);
-        break;
-    case PP_PLAN_DATA_CIFAR10:
-        if (d->n_files > PP_DATA_MAX_FILES)
-            return pipe_plan_error(plan, d->mark, err, PP_ERR_INPUT, "too many cifar10 files");
-        cfg.n_files = d->n_files;
-        for (int i = 0; i < d->n_files; i++)
-            snprintf(cfg.files[i], sizeof cfg.files[i], "%s", d->files[i]);
-        break;
-    }
-    PP_TRY(norm_config(plan, &cfg, err));
-    pp_status s = pp_data_open(&cfg, &p->data, err);
-    if (s != PP_OK) {
-        if (s == PP_ERR_INPUT && d->mark.line > 0)
-            pp_error_prefix(err, "%s:%d:%d", plan->path, d->mark.line, d->mark.col);
-        return s;
-    }
+    PP_TRY(pipe_data_open(plan, d, false, &p->data, err));
     int c, h, w, classes;
     pp_data_shape(p->data, &c, &h, &w, &classes);
     if (c != plan->model.in_channels) {
@@ -324,34 +264,54 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     p->in_h = h;
     p->in_w = w;
     p->data_size = pp_data_size(p->data);
+    if (d->drop_last && p->data_size < plan->batch_size) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "data.drop_last: the data set's %lld samples do not fill one "
+                 "batch of %d", (long long)p->data_size, plan->batch_size);
+        return pipe_plan_error(plan, d->mark, err, PP_ERR_INPUT, msg);
+    }
     return PP_OK;
 }
 
-/* The eval section's test set: IDX files, normalised like the training data,
- * labels below num_classes, images of the training shape. */
+/* Two image folders label their classes by their own sorted folder names
+ * (as torchvision's ImageFolder does): the test folder's must be the
+ * training folder's, or its labels would mean other classes. */
+static pp_status same_classes(const pp_plan *plan, pp_data *train, pp_data *test, pp_error *err)
+{
+    int nt, ne;
+    pp_data_shape(train, NULL, NULL, NULL, &nt);
+    pp_data_shape(test, NULL, NULL, NULL, &ne);
+    for (int c = 0; c < nt || c < ne; c++) {
+        char a[256] = "", b[256] = "", msg[700];
+        if (c < nt) pp_data_class_name(train, c, a, sizeof a);
+        if (c < ne) pp_data_class_name(test, c, b, sizeof b);
+        if (strcmp(a, b) == 0) continue;
+        snprintf(msg, sizeof msg, "eval: the test folder's class %d is '%s' but the training "
+                 "folder's is '%s' (labels follow each folder's sorted class names: give both "
+                 "the same class folders)", c, b[0] ? b : "(none)", a[0] ? a : "(none)");
+        return pipe_plan_error(plan, plan->eval.mark, err, PP_ERR_INPUT, msg);
+    }
+    return PP_OK;
+}
+
+/* The eval section's test set (any data format), normalised like the
+ * training data, labels below num_classes, images of the training shape. */
 static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
     const pp_plan_eval *e = &plan->eval;
     if (!e->enabled) return PP_OK;
-    pp_data_config cfg;
-    pp_data_config_init(&cfg);
-    cfg.format = PP_DATA_IDX;
-    cfg.classes = plan->model.num_classes;
-    snprintf(cfg.images, sizeof cfg.images, "%s", e->images ? e->images : "");
-    snprintf(cfg.labels, sizeof cfg.labels, "%s", e->labels ? e->labels : "");
-    PP_TRY(norm_config(plan, &cfg, err));
-    pp_status s = pp_data_open(&cfg, &p->eval_data, err);
-    if (s != PP_OK) {
-        if (s == PP_ERR_INPUT && e->mark.line > 0)
-            pp_error_prefix(err, "%s:%d:%d: eval", plan->path, e->mark.line, e->mark.col);
-        return s;
-    }
-    int c, h, w;
-    pp_data_shape(p->eval_data, &c, &h, &w, NULL);
+    PP_TRY(pipe_data_open(plan, &e->data, true, &p->eval_data, err));
+    int c, h, w, classes;
+    pp_data_shape(p->eval_data, &c, &h, &w, &classes);
+    if (classes > plan->model.num_classes)
+        return pipe_plan_error(plan, e->mark, err, PP_ERR_INPUT,
+                               "eval: the test set has more classes than model.num_classes");
+    if (e->data.format == PP_PLAN_DATA_IMAGEFOLDER && plan->data.format == e->data.format)
+        PP_TRY(same_classes(plan, p->data, p->eval_data, err));
     if (c != p->in_c || h != p->in_h || w != p->in_w) {
         char msg[512];
-        snprintf(msg, sizeof msg, "eval: %s holds %dx%dx%d images, the training data %dx%dx%d",
-                 e->images, c, h, w, p->in_c, p->in_h, p->in_w);
+        snprintf(msg, sizeof msg, "eval: the test set holds %dx%dx%d images, the training data "
+                 "%dx%dx%d", c, h, w, p->in_c, p->in_h, p->in_w);
         return pipe_plan_error(plan, e->mark, err, PP_ERR_INPUT, msg);
     }
     p->eval_size = pp_data_size(p->eval_data);
@@ -381,12 +341,7 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
 {
     size_t img = (size_t)p->batch * p->in_c * p->in_h * p->in_w;
     pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
-    PP_TRY(pp_device_host_alloc(first, img * sizeof(float), (void **)&p->host_images, err));
-    PP_TRY(pp_device_host_alloc(last, (size_t)p->batch * sizeof(int32_t),
-                                (void **)&p->host_labels, err));
-    PP_TRY(pp_device_host_alloc(first, img * sizeof(float), (void **)&p->host_images_b, err));
-    PP_TRY(pp_device_host_alloc(last, (size_t)p->batch * sizeof(int32_t),
-                                (void **)&p->host_labels_b, err));
+    (void)img;
     PP_TRY(pp_device_host_alloc(last, (size_t)p->m * sizeof(float), (void **)&p->host_losses,
                                 err));
     PP_TRY(pp_device_host_alloc(last, (size_t)p->m * sizeof(int32_t), (void **)&p->host_corrects,
@@ -662,13 +617,15 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
     p->model.image_w = p->in_w;
     if ((s = build_stages(p, plan, err)) != PP_OK) goto fail;
     if ((s = alloc_buffers(p, err)) != PP_OK) goto fail;
-    if ((s = pipe_prefetch_new(p->data, (float *[2]){p->host_images, p->host_images_b},
-                               (int32_t *[2]){p->host_labels, p->host_labels_b}, &p->prefetch,
+    if ((s = pipe_prefetch_new(p->data, plan->data.prefetch, plan->data.workers,
+                               stage_here(p, 0) ? p->stages[0].dev : NULL,
+                               p->stages[p->n_stages - 1].dev, p->batch, &p->prefetch,
                                err)) != PP_OK)
         goto fail;
     p->split_size = plan->batch_by_micro ? 0 : plan->split_size;
     p->micro_batches = plan->batch_by_micro ? plan->micro_batches : 0;
     p->epochs = plan->epochs;
+    p->drop_last = plan->data.drop_last;
     p->lr = plan->lr_schedule;
     p->cur_lr = plan->optimizer.lr;
     if ((s = pipe_sched_init(&p->sched, plan, p->m, p->mb_sizes, err)) != PP_OK ||
@@ -713,21 +670,17 @@ static void free_host_buffers(struct pp_pipeline *p)
     if (!p->stages || p->n_stages < 1) return;
     pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
     if (first) {
-        pp_device_host_free(first, p->host_images);
-        pp_device_host_free(first, p->host_images_b);
         pp_device_host_free(first, p->host_eval_images);
     }
     if (last) {
-        pp_device_host_free(last, p->host_labels);
-        pp_device_host_free(last, p->host_labels_b);
         pp_device_host_free(last, p->host_losses);
         pp_device_host_free(last, p->host_corrects);
         pp_device_host_free(last, p->host_eval_labels);
         pp_device_host_free(last, p->host_eval_losses);
         pp_device_host_free(last, p->host_eval_corrects);
     }
-    p->host_images = p->host_images_b = p->host_eval_images = NULL;
-    p->host_labels = p->host_labels_b = p->host_eval_labels = NULL;
+    p->host_eval_images = NULL;
+    p->host_eval_labels = NULL;
     p->host_losses = p->host_eval_losses = NULL;
     p->host_corrects = p->host_eval_corrects = NULL;
 }
@@ -789,6 +742,7 @@ void pipe_free_rank(pp_pipeline *p)
     pp_plan_step_keys_free(&p->step_keys);
     pp_plan_step_keys_free(&p->run_keys);
     free(p->step_ms);
+    free(p->data_ms);
     free(p->bubble);
     free(p->copy_ms);
     free(p->copy_bytes);

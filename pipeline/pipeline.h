@@ -138,6 +138,8 @@ typedef struct pp_step_result {
     double loss;       /* mean cross-entropy over the mini-batch */
     double accuracy;   /* fraction of the mini-batch classified correctly (before the update) */
     double step_ms;    /* wall time of the whole step (data, schedule, optimizer) */
+    double data_wait_ms; /* of it, the time spent waiting for the step's batch (read ahead
+                            during the steps before, unless the loader fell behind) */
     double bubble;     /* measured idle fraction of the stages during the schedule */
     int64_t epoch;     /* 0-based epoch of the step (with steps: step / steps per epoch) */
     int batch;         /* samples in the step (an epoch's last batch may be smaller) */
@@ -215,6 +217,15 @@ typedef struct pp_pipeline_report {
     int graph_launches;           /* graph launches over all steps */
     const char *graph_refusal;    /* why a capture was refused and the steps ran eagerly,
                                      or NULL; valid while the pipeline lives */
+    double data_wait_ms;          /* median time a step waited for its batch (first step
+                                     excluded when more than one ran): 0 while the loader
+                                     keeps ahead */
+    int data_workers;             /* threads reading a batch (plan data.workers) */
+    int data_prefetch;            /* batches read ahead (plan data.prefetch) */
+    int64_t bad_images;           /* images skipped and replaced so far (on_bad_image: skip),
+                                     training and test sets */
+    const char *bad_image_first;  /* the first one's message, or NULL; valid until the next
+                                     call */
 } pp_pipeline_report;
 
 /* Figures of one data-parallel replica (plan `replicas`), aggregated like
@@ -249,6 +260,27 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err);
 /* Steps in one epoch: ceil(N / batch) for N training samples (with epochs,
  * the last one holds the rest). */
 int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p);
+
+/* What the model sees, without a pipeline: the plan's data read as a run
+ * reads it (the same files, transforms, random draws, order and
+ * normalisation). pp_plan_show_data draws the first n samples of the
+ * training stream (1..1024), un-normalised, as a PNG grid captioned with each
+ * sample's class and file. pp_plan_dump_data writes, as safetensors,
+ * "images" (f32 N x C x H x W, normalised, as the first stage gets them) and
+ * "labels" (i32 N) of training step `index` (0-based, the whole global batch)
+ * or of the index-th evaluation batch (eval), with metadata "step" or
+ * "eval_batch" and "paths", a JSON list of each sample's file (relative to
+ * the image folder) or "FORMAT sample I". Errors: the data source's; an
+ * evaluation batch past the test set, or no eval section, PP_ERR_INPUT. */
+pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_error *err);
+pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const char *path,
+                            pp_error *err);
+
+/* Whether the pipeline can still step, evaluate and save: false after a step
+ * or evaluation failed midway (a failure to read the step's batch, which
+ * comes before any work, leaves it usable: its last whole step can be
+ * saved). */
+bool pp_pipeline_usable(const pp_pipeline *p);
 
 /* True when the plan has an eval section. */
 bool pp_pipeline_has_eval(const pp_pipeline *p);

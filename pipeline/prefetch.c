@@ -1,53 +1,61 @@
 /*
- * prefetch.c - the next training batch is read while the current step runs,
- * into the second of two host buffer sets (page-locked on CUDA), so that the
- * devices do not wait for the host to decode, generate or normalise the data
- * between steps; and every batch is read on several threads.
+ * prefetch.c - the next training batches are read while the current step
+ * runs, into host buffer sets of their own (page-locked on CUDA), so that the
+ * devices do not wait for the host to decode, transform or normalise the
+ * data between steps; and every batch is read on several threads.
  *
- * Buffers alternate step by step: step k uses set k % 2 (whether its batch
- * was prefetched or, on a miss, read at once), and the worker fills the other
- * set, which the previous step's copies no longer read (a step ends with its
- * streams synchronised). A prefetched batch is used only when it is exactly
- * the one asked for (position and count); otherwise it is dropped and read
- * again, so results never depend on prefetching. One job at a time; the
- * caller's thread never reads the data source while a job is pending.
+ * Sets: `ahead` batches are read ahead (the plan's data.prefetch), so there
+ * are ahead + 1 sets: the step's own and one per batch ahead. A step's set is
+ * free again when the next step asks for its batch (a step ends with its
+ * streams synchronised). The queue holds the batches ahead in step order;
+ * a batch that is not the one asked for (another position or count: after an
+ * evaluation's jump, an epoch's short last batch) is dropped with those after
+ * it and read again, so results never depend on prefetching.
  *
- * Threads: the prefetcher owns a data reader (runtime/io/reader.h) of
- * PP_READ_THREADS threads (default: online CPUs, at most 8). The worker
- * thread reads a prefetched batch through it (the worker is one of those
- * threads), a miss is read through it on the caller's thread, and so are
- * evaluation batches (pipe_prefetch_read). The reader spreads a batch's
- * samples over its threads and gives the bytes one thread would, so the
- * thread count never changes results. It reads one batch at a time: an
- * evaluation read waits for a prefetch in progress to end.
+ * Threads: the prefetcher owns a data reader (runtime/io/reader.h) and one
+ * worker thread that reads the queue's batches in order through it (the
+ * worker is one of the reader's threads). A batch that was not read ahead is
+ * read through it on the caller's thread, and so are evaluation batches
+ * (pipe_prefetch_read). The reader spreads a batch's samples over its
+ * threads and gives the bytes one thread would, so the thread count never
+ * changes results; it reads one batch at a time. A process that runs no
+ * first stage reads labels only (no decoding, no image sets).
  */
 #include "pipeline/prefetch.h"
 
 #include "runtime/io/reader.h"
+#include "streams/stream.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+typedef enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE } job_state;
+
+typedef struct job {
+    pipe_window win;
+    int set;
+    job_state state;
+    pp_status st;
+    pp_error err;
+} job;
+
 struct pipe_prefetch {
     pp_data *data;
     pp_data_reader *reader;
-    float *images[2];
-    int32_t *labels[2];
-    int last;                  /* the set the last step used */
+    pp_device_ctx *img_dev, *lbl_dev;
+    int sets;                  /* ahead + 1 */
+    float *images[PIPE_PREFETCH_MAX_AHEAD + 1];
+    int32_t *labels[PIPE_PREFETCH_MAX_AHEAD + 1];
+    int in_use;                /* the set the last step used (-1: none) */
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool quit;
-    /* the job (under mu) */
-    bool pending;              /* the worker is reading it */
-    bool done;                 /* read, and not used yet */
-    int slot;
-    int64_t pos;
-    int count;
-    pp_status st;
-    pp_error err;
+    /* the queue (under mu): jobs[0 .. n_jobs) in step order */
+    job jobs[PIPE_PREFETCH_MAX_AHEAD];
+    int n_jobs;
 };
 
 static void *worker(void *arg)
@@ -55,99 +63,175 @@ static void *worker(void *arg)
     pipe_prefetch *pf = arg;
     pthread_mutex_lock(&pf->mu);
     for (;;) {
-        while (!pf->pending && !pf->quit) pthread_cond_wait(&pf->cv, &pf->mu);
+        job *j = NULL;
+        for (int i = 0; i < pf->n_jobs && !j; i++)
+            if (pf->jobs[i].state == JOB_QUEUED) j = &pf->jobs[i];
         if (pf->quit) break;
-        const int slot = pf->slot, count = pf->count;
-        const int64_t pos = pf->pos;
+        if (!j) {
+            pthread_cond_wait(&pf->cv, &pf->mu);
+            continue;
+        }
+        j->state = JOB_RUNNING;
+        const pipe_window w = j->win;
+        const int set = j->set;
         pthread_mutex_unlock(&pf->mu);
         pp_error err;
-        pp_status st = pp_data_reader_read(pf->reader, pf->data, pos, count, pf->images[slot],
-                                           pf->labels[slot], &err);
+        pp_status st = pp_data_reader_read(pf->reader, pf->data, w.pos, w.count,
+                                           pf->images[set], pf->labels[set], &err);
         pthread_mutex_lock(&pf->mu);
-        pf->st = st;
-        pf->err = err;
-        pf->pending = false;
-        pf->done = true;
+        /* the queue may have moved (drops wait for running jobs, so j is ours) */
+        for (int i = 0; i < pf->n_jobs; i++)
+            if (pf->jobs[i].state == JOB_RUNNING) {
+                pf->jobs[i].st = st;
+                pf->jobs[i].err = err;
+                pf->jobs[i].state = JOB_DONE;
+            }
         pthread_cond_broadcast(&pf->cv);
     }
     pthread_mutex_unlock(&pf->mu);
     return NULL;
 }
 
-pp_status pipe_prefetch_new(pp_data *data, float *const images[2], int32_t *const labels[2],
-                            pipe_prefetch **out, pp_error *err)
+pp_status pipe_prefetch_new(pp_data *data, int ahead, int threads, pp_device_ctx *img_dev,
+                            pp_device_ctx *lbl_dev, int batch, pipe_prefetch **out, pp_error *err)
 {
     *out = NULL;
-    int threads;
-    PP_TRY(pp_data_reader_threads_from_env(&threads, err));
+    if (ahead < 1 || ahead > PIPE_PREFETCH_MAX_AHEAD)
+        return pp_error_set(err, PP_ERR_INVALID, "prefetch: %d batches ahead (1 to %d)", ahead,
+                            PIPE_PREFETCH_MAX_AHEAD);
+    if (threads <= 0) PP_TRY(pp_data_reader_threads_from_env(&threads, err));
     pipe_prefetch *pf = calloc(1, sizeof *pf);
     if (!pf) return pp_error_set(err, PP_ERR_OOM, "out of host memory (prefetch)");
-    pp_status s = pp_data_reader_new(threads, &pf->reader, err);
-    if (s != PP_OK) {
-        free(pf);
-        return s;
-    }
-    pf->data = data;
-    for (int i = 0; i < 2; i++) {
-        pf->images[i] = images[i];
-        pf->labels[i] = labels[i];
-    }
-    pf->last = 1; /* the first step uses set 0 */
     pthread_mutex_init(&pf->mu, NULL);
     pthread_cond_init(&pf->cv, NULL);
+    pf->data = data;
+    pf->img_dev = img_dev;
+    pf->lbl_dev = lbl_dev;
+    pf->sets = ahead + 1;
+    pf->in_use = -1;
+    int c, h, w;
+    pp_data_shape(data, &c, &h, &w, NULL);
+    const size_t floats = (size_t)batch * c * h * w;
+    pp_status s = pp_data_reader_new(threads, &pf->reader, err);
+    for (int i = 0; s == PP_OK && i < pf->sets; i++) {
+        if (img_dev)
+            s = pp_device_host_alloc(img_dev, floats * sizeof(float), (void **)&pf->images[i],
+                                     err);
+        if (s == PP_OK)
+            s = pp_device_host_alloc(lbl_dev, (size_t)batch * sizeof(int32_t),
+                                     (void **)&pf->labels[i], err);
+    }
+    if (s != PP_OK) {
+        pipe_prefetch_free(pf);
+        return s;
+    }
     *out = pf;
     return PP_OK;
 }
 
-/* Waits until no job is pending. Called with mu held. */
-static void wait_idle(pipe_prefetch *pf)
+/* Drops jobs[from ..], waiting for a running one. Called with mu held. */
+static void drop_from(pipe_prefetch *pf, int from)
 {
-    while (pf->pending) pthread_cond_wait(&pf->cv, &pf->mu);
+    for (int i = from; i < pf->n_jobs; i++) /* not started: never will be */
+        if (pf->jobs[i].state == JOB_QUEUED) pf->jobs[i].state = JOB_DONE;
+    for (;;) {
+        bool running = false;
+        for (int i = from; i < pf->n_jobs; i++) running |= pf->jobs[i].state == JOB_RUNNING;
+        if (!running) break;
+        pthread_cond_wait(&pf->cv, &pf->mu);
+    }
+    if (pf->n_jobs > from) pf->n_jobs = from;
 }
 
 void pipe_prefetch_free(pipe_prefetch *pf)
 {
     if (!pf) return;
     pthread_mutex_lock(&pf->mu);
-    wait_idle(pf);
+    drop_from(pf, 0);
     pf->quit = true;
     pthread_cond_broadcast(&pf->cv);
     pthread_mutex_unlock(&pf->mu);
     if (pf->started) pthread_join(pf->thread, NULL);
     pp_data_reader_free(pf->reader);
+    for (int i = 0; i < pf->sets; i++) {
+        if (pf->img_dev) pp_device_host_free(pf->img_dev, pf->images[i]);
+        pp_device_host_free(pf->lbl_dev, pf->labels[i]);
+    }
     pthread_cond_destroy(&pf->cv);
     pthread_mutex_destroy(&pf->mu);
     free(pf);
 }
 
-pp_status pipe_prefetch_get(pipe_prefetch *pf, int64_t pos, int count, int64_t next_pos,
-                            int next_count, float **images, int32_t **labels, int *slot,
-                            pp_error *err)
+int pipe_prefetch_sets(const pipe_prefetch *pf)
 {
-    const int use = pf->last ^ 1;
+    return pf->sets;
+}
+
+int pipe_prefetch_threads(const pipe_prefetch *pf)
+{
+    return pp_data_reader_threads(pf->reader);
+}
+
+static bool same(pipe_window a, pipe_window b)
+{
+    return a.pos == b.pos && a.count == b.count;
+}
+
+/* A set neither the step (`busy`) nor a queued job uses. Called with mu held. */
+static int free_set(const pipe_prefetch *pf, int busy)
+{
+    for (int s = 0; s < pf->sets; s++) {
+        bool used = s == busy;
+        for (int i = 0; i < pf->n_jobs && !used; i++) used = pf->jobs[i].set == s;
+        if (!used) return s;
+    }
+    return -1; /* cannot happen: sets = ahead + 1 */
+}
+
+pp_status pipe_prefetch_get(pipe_prefetch *pf, pipe_window want, const pipe_window *ahead,
+                            int n_ahead, float **images, int32_t **labels, int *set,
+                            double *wait_ms, pp_error *err)
+{
+    const int64_t t0 = pp_stream_clock_ns();
     pthread_mutex_lock(&pf->mu);
-    wait_idle(pf);
-    const bool hit = pf->done && pf->slot == use && pf->pos == pos && pf->count == count &&
-                     pf->st == PP_OK;
-    pf->done = false;
+    if (pf->n_jobs > 0 && !same(pf->jobs[0].win, want)) drop_from(pf, 0);
+    bool hit = false;
+    int use;
+    if (pf->n_jobs > 0) {
+        while (pf->jobs[0].state != JOB_DONE) pthread_cond_wait(&pf->cv, &pf->mu);
+        hit = pf->jobs[0].st == PP_OK;
+        use = pf->jobs[0].set;
+        memmove(&pf->jobs[0], &pf->jobs[1], (size_t)(pf->n_jobs - 1) * sizeof pf->jobs[0]);
+        pf->n_jobs--;
+    } else {
+        use = free_set(pf, -1);
+    }
+    pf->in_use = use;
     pthread_mutex_unlock(&pf->mu);
-    if (!hit)
-        PP_TRY(pp_data_reader_read(pf->reader, pf->data, pos, count, pf->images[use],
-                                   pf->labels[use], err));
-    pf->last = use;
+    pp_status s = PP_OK;
+    if (!hit) /* read now (a failed read ahead is read again: its error, now) */
+        s = pp_data_reader_read(pf->reader, pf->data, want.pos, want.count, pf->images[use],
+                                pf->labels[use], err);
+    if (wait_ms) *wait_ms = (double)(pp_stream_clock_ns() - t0) / 1e6;
+    if (s != PP_OK) return s;
     *images = pf->images[use];
     *labels = pf->labels[use];
-    *slot = use;
-    if (next_count <= 0) return PP_OK;
-    if (!pf->started) {
-        if (pthread_create(&pf->thread, NULL, worker, pf) != 0) return PP_OK; /* reads later */
-        pf->started = true;
-    }
+    *set = use;
+    /* the batches ahead: keep the queue's that match, queue the rest */
+    if (n_ahead > pf->sets - 1) n_ahead = pf->sets - 1;
     pthread_mutex_lock(&pf->mu);
-    pf->slot = use ^ 1;
-    pf->pos = next_pos;
-    pf->count = next_count;
-    pf->pending = true;
+    int keep = 0;
+    while (keep < pf->n_jobs && keep < n_ahead && same(pf->jobs[keep].win, ahead[keep])) keep++;
+    drop_from(pf, keep);
+    for (int i = keep; i < n_ahead; i++) {
+        if (ahead[i].count <= 0) break;
+        pf->jobs[pf->n_jobs++] = (job){.win = ahead[i], .set = free_set(pf, use),
+                                       .state = JOB_QUEUED};
+    }
+    if (pf->n_jobs > 0 && !pf->started) {
+        pf->started = pthread_create(&pf->thread, NULL, worker, pf) == 0;
+        if (!pf->started) pf->n_jobs = 0; /* no worker: every batch is read when asked for */
+    }
     pthread_cond_broadcast(&pf->cv);
     pthread_mutex_unlock(&pf->mu);
     return PP_OK;
@@ -156,5 +240,6 @@ pp_status pipe_prefetch_get(pipe_prefetch *pf, int64_t pos, int count, int64_t n
 pp_status pipe_prefetch_read(pipe_prefetch *pf, pp_data *src, int64_t pos, int count,
                              float *images, int32_t *labels, pp_error *err)
 {
-    return pp_data_reader_read(pf->reader, src, pos, count, images, labels, err);
+    return pp_data_reader_read(pf->reader, src, pos, count, pf->img_dev ? images : NULL, labels,
+                               err);
 }

@@ -5,6 +5,7 @@
  */
 #include "pipeline/pipeline.h"
 #include "pipeline/report.h"
+#include "pipeline/prefetch.h"
 #include "pipeline/planning.h"
 #include "pipeline/replicas.h"
 
@@ -176,6 +177,17 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->graph_replays = p->graph_replays;
     out->graph_launches = p->graph_launches;
     out->graph_refusal = pp_executor_graph_refusal(p->exec);
+    out->data_wait_ms = median_after_warmup(p->data_ms, n);
+    out->data_workers = pipe_prefetch_threads(p->prefetch);
+    out->data_prefetch = pipe_prefetch_sets(p->prefetch) - 1;
+    pp_pipeline *q = (pp_pipeline *)p; /* the sources count under their own locks */
+    char eval_first[sizeof q->bad_first];
+    out->bad_images = pp_data_bad_images(q->data, q->bad_first, sizeof q->bad_first);
+    if (q->eval_data) {
+        out->bad_images += pp_data_bad_images(q->eval_data, eval_first, sizeof eval_first);
+        if (!q->bad_first[0]) memcpy(q->bad_first, eval_first, sizeof eval_first);
+    }
+    out->bad_image_first = q->bad_first[0] ? q->bad_first : NULL;
 
     pp_sim_result r;
     pp_error err;

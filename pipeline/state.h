@@ -145,11 +145,8 @@ struct pp_pipeline {
     pp_param_ref *params;
     int n_params;
     pp_data *data;
-    float *host_images;          /* (B, C, H, W) */
-    int32_t *host_labels;        /* (B) */
-    float *host_images_b;        /* the second set, which the next batch is read into */
-    int32_t *host_labels_b;
-    struct pipe_prefetch *prefetch; /* reads the next training batch during a step */
+    struct pipe_prefetch *prefetch; /* reads the next training batches during a step, into
+                                     * host buffer sets of its own */
     float *host_losses;          /* (m) loss of each micro-batch, read back after a step */
     int32_t *host_corrects;      /* (m) */
     pp_tensor images;            /* (B, C, H, W) on stage 0's device */
@@ -165,6 +162,9 @@ struct pp_pipeline {
     int steps_run;               /* steps run by this object (for the report) */
     int steps_cap;
     double *step_ms;             /* (steps_run) whole step */
+    bool drop_last;              /* plan data.drop_last: epochs of whole batches only */
+    double *data_ms;             /* (steps_run) of it, the wait for the step's batch */
+    char bad_first[512];         /* the first bad image skipped (report.c) */
     double *bubble;              /* (steps_run) */
     double *copy_ms;             /* (steps_run) every copy between stages, the sender's side
                                   * (a message's send; its receive waits for the sender) */

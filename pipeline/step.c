@@ -9,6 +9,7 @@
 #include "pipeline/links.h"
 #include "pipeline/pipeline_impl.h"
 #include "pipeline/schedules.h"
+#include "pipeline/data_source.h"
 #include "pipeline/prefetch.h"
 #include "pipeline/replicas.h"
 #include "pipeline/report.h"
@@ -34,7 +35,7 @@ static pp_status grow_history(struct pp_pipeline *p, pp_error *err)
 {
     if (p->steps_run < p->steps_cap) return PP_OK;
     int cap = p->steps_cap ? 2 * p->steps_cap : 16;
-    double **arrays[] = {&p->step_ms, &p->bubble, &p->copy_ms, &p->copy_bytes};
+    double **arrays[] = {&p->step_ms, &p->bubble, &p->copy_ms, &p->copy_bytes, &p->data_ms};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
         double *a = realloc(*arrays[i], (size_t)cap * sizeof(double));
         if (!a) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
@@ -231,7 +232,7 @@ static pp_status check_loss(struct pp_pipeline *p, const float *losses, int m, p
 
 int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p)
 {
-    return (p->data_size + p->batch - 1) / p->batch;
+    return pipe_data_steps_per_epoch(p->data_size, p->batch, p->drop_last);
 }
 
 /* Where step k reads (positions pos .. pos+count-1 of the data stream) and
@@ -240,17 +241,7 @@ int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p)
 static void step_window(const struct pp_pipeline *p, int64_t k, int64_t *pos, int *count,
                         int64_t *epoch)
 {
-    int64_t spe = pp_pipeline_steps_per_epoch(p);
-    *epoch = k / spe;
-    if (!p->epochs) {
-        *pos = k * p->batch;
-        *count = p->batch;
-        return;
-    }
-    int64_t s = k % spe;
-    *pos = *epoch * p->data_size + s * p->batch;
-    int64_t left = p->data_size - s * p->batch;
-    *count = left < p->batch ? (int)left : p->batch;
+    pipe_data_window(k, p->data_size, p->batch, p->epochs > 0, p->drop_last, pos, count, epoch);
 }
 
 /* Step k's window (step_window) as this replica sees it: *pos is the first
@@ -407,7 +398,12 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
         return pp_error_set(err, PP_ERR_INPUT, "a batch of %d samples cannot feed %d "
                             "replicas (the epoch's last batch is too small; choose a batch "
                             "size that divides the data set)", count, p->replicas);
-    replica_window(p, p->steps_done + 1, &next_pos, &next_total, &next_count, &next_epoch);
+    pipe_window ahead[PIPE_PREFETCH_MAX_AHEAD];
+    const int n_ahead = pipe_prefetch_sets(p->prefetch) - 1;
+    for (int i = 0; i < n_ahead; i++) {
+        replica_window(p, p->steps_done + 1 + i, &next_pos, &next_total, &next_count, &next_epoch);
+        ahead[i] = (pipe_window){next_pos, next_count};
+    }
     const batch_run *run = &p->full;
     if (rep_count != p->rep_batch) {
         if (p->tail.batch != rep_count)
@@ -423,8 +419,11 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     float *host_images;
     int32_t *host_labels;
     int slot;
-    PP_TRY(pipe_prefetch_get(p->prefetch, pos, rep_count, next_pos, next_count, &host_images,
-                             &host_labels, &slot, err));
+    double wait_ms;
+    pp_status ds = pipe_prefetch_get(p->prefetch, (pipe_window){pos, rep_count}, ahead, n_ahead,
+                                     &host_images, &host_labels, &slot, &wait_ms, err);
+    if (ds != PP_OK) /* nothing ran: the pipeline stays usable (its last step can be saved) */
+        return pp_error_prefix(err, "step %lld: the step's batch", (long long)p->steps_done);
 
     p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
                      .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
@@ -434,7 +433,8 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     pp_step_stats stats;
     memset(&stats, 0, sizeof stats);
     /* a graph copies from fixed host addresses: one per buffer set */
-    PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, 2 * count + slot,
+    const int sets = pipe_prefetch_sets(p->prefetch);
+    PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, sets * count + slot,
                                                      &stats, err),
                        err));
     p->opt_pending = false; /* the run came after the last update on every stream, and ended */
@@ -461,6 +461,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
         return mark_broken(p, s, err);
     }
     p->step_ms[p->steps_run] = ms;
+    p->data_ms[p->steps_run] = wait_ms;
     if (pp_comm_size(p->comm) < 2) p->bubble[p->steps_run] = stats.bubble;
     copy_figures(p);
     if (res) {
@@ -468,6 +469,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
         res->loss = loss;
         res->accuracy = (double)correct / count;
         res->step_ms = ms;
+        res->data_wait_ms = wait_ms;
         res->bubble = p->bubble[p->steps_run];
         res->epoch = epoch;
         res->batch = count;
@@ -489,6 +491,11 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
         pp_step_stats_free(&stats);
     }
     return PP_OK;
+}
+
+bool pp_pipeline_usable(const pp_pipeline *p)
+{
+    return p && !p->broken[0];
 }
 
 bool pp_pipeline_has_eval(const pp_pipeline *p)

@@ -2,8 +2,9 @@
  * checkpoint.h - safetensors checkpoints: atomic writing, validated reading.
  *
  * runtime/io/ is the host's input and output: checkpoints (this header),
- * data sources (data.h: IDX, CIFAR-10, synthetic; idx.h) and their parallel
- * reader (reader.h). It includes runtime/core only.
+ * data sources (data.h: IDX, CIFAR-10, synthetic, image folders; idx.h,
+ * imagefolder.h with image_index.h, image.h and transform.h) and their
+ * parallel reader (reader.h). It includes runtime/core only.
  *
  * File format (safetensors):
  *   8 bytes   N, the header length, unsigned little-endian

@@ -18,11 +18,13 @@
 #include "runtime/io/data.h"
 
 #include "runtime/io/idx.h"
+#include "runtime/io/imagefolder.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,6 +54,7 @@ struct pp_data {
     uint8_t *pixels;        /* n * sample_bytes (idx, cifar10) */
     uint8_t *labels;        /* n (idx, cifar10) */
     void *raw[2];           /* buffers that pixels/labels point into */
+    pp_images *images;      /* imagefolder */
     float *lut;             /* c * 256: pixel value per channel and byte */
     bool shuffle;
     uint64_t seed;
@@ -194,6 +197,27 @@ static pp_status open_synthetic(pp_data *d, const pp_data_config *cfg, pp_error 
     return PP_OK;
 }
 
+static pp_status open_imagefolder(pp_data *d, const pp_data_config *cfg, pp_error *err)
+{
+    pp_images_config ic = {.root = cfg->root,
+                           .cache_dir = cfg->index_cache[0] ? cfg->index_cache : NULL,
+                           .cache_min_files = cfg->index_cache_min,
+                           .channels = cfg->channels,
+                           .n_transforms = cfg->n_transforms,
+                           .transforms = cfg->transforms,
+                           .skip_bad = cfg->skip_bad_images,
+                           .seed = cfg->seed};
+    PP_TRY(pp_images_open(&ic, &d->images, err));
+    pp_images_shape(d->images, &d->c, &d->h, &d->w);
+    const pp_image_index *ix = pp_images_index(d->images);
+    d->n = pp_image_index_size(ix);
+    d->classes = pp_image_index_classes(ix);
+    if (cfg->classes > 0 && d->classes > cfg->classes)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: %d class folders, more than the %d classes",
+                            cfg->root, d->classes, cfg->classes);
+    return PP_OK;
+}
+
 /* Builds the lookup table from the normalisation settings once C is known. */
 static pp_status build_lut(pp_data *d, const pp_data_config *cfg, pp_error *err)
 {
@@ -251,6 +275,7 @@ pp_status pp_data_open(const pp_data_config *cfg, pp_data **out, pp_error *err)
     case PP_DATA_IDX: s = open_idx(d, cfg, err); break;
     case PP_DATA_CIFAR10: s = open_cifar(d, cfg, err); break;
     case PP_DATA_SYNTHETIC: s = open_synthetic(d, cfg, err); break;
+    case PP_DATA_IMAGEFOLDER: s = open_imagefolder(d, cfg, err); break;
     default: s = pp_error_set(err, PP_ERR_INPUT, "data: unknown format %d", (int)cfg->format);
     }
     if (s == PP_OK) {
@@ -277,6 +302,7 @@ void pp_data_close(pp_data *src)
     free(src->raw[0]);
     free(src->raw[1]);
     free(src->lut);
+    pp_images_free(src->images);
     for (int i = 0; i < PERM_SLOTS; i++) free(src->perms[i].perm);
     pthread_cond_destroy(&src->perm_free);
     pthread_mutex_destroy(&src->perm_mu);
@@ -292,6 +318,31 @@ void pp_data_shape(const pp_data *src, int *c, int *h, int *w, int *classes)
 }
 
 int64_t pp_data_size(const pp_data *src) { return src->n; }
+
+const char *pp_data_sample_name(const pp_data *src, int64_t idx, char *buf, size_t n)
+{
+    static const char *const names[] = {"synthetic", "idx", "cifar10"};
+    if (src->images)
+        snprintf(buf, n, "%s", pp_image_index_relpath(pp_images_index(src->images), idx));
+    else
+        snprintf(buf, n, "%s sample %lld", names[src->format], (long long)idx);
+    return buf;
+}
+
+const char *pp_data_class_name(const pp_data *src, int c, char *buf, size_t n)
+{
+    if (src->images)
+        snprintf(buf, n, "%s", pp_image_index_class(pp_images_index(src->images), c));
+    else
+        snprintf(buf, n, "%d", c);
+    return buf;
+}
+
+int64_t pp_data_bad_images(pp_data *src, char *first, size_t n)
+{
+    if (first && n) first[0] = '\0';
+    return src->images ? pp_images_skipped(src->images, first, n) : 0;
+}
 
 
 /* ---- shuffling -------------------------------------------------------------- */
@@ -413,6 +464,54 @@ static int synthetic_sample(const pp_data *d, int64_t i, float *out)
     return label;
 }
 
+/* Image-folder sample idx as drawn in epoch, normalised, to out. */
+static pp_status image_sample(const pp_data *d, int64_t idx, int64_t epoch, float *out,
+                              int32_t *label, pp_error *err)
+{
+    uint8_t *px = malloc((size_t)d->sample_bytes);
+    if (!px) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory (a sample)");
+    pp_status s = pp_images_sample(d->images, idx, epoch, px, label, err);
+    if (s == PP_OK) { /* HWC bytes to CHW values through each channel's table */
+        const int64_t plane = (int64_t)d->h * d->w;
+        for (int c = 0; c < d->c; c++) {
+            const float *lut = d->lut + c * 256;
+            float *o = out + c * plane;
+            for (int64_t q = 0; q < plane; q++) o[q] = lut[px[q * d->c + c]];
+        }
+    }
+    free(px);
+    return s;
+}
+
+/* The labels of samples pos .. pos + count - 1 (pp_data_read without images). */
+static pp_status read_labels(pp_data *src, int64_t pos, int count, int32_t *labels,
+                             pp_error *err)
+{
+    float *scratch = NULL; /* an image folder that skips bad images decodes them */
+    if (src->images && pp_images_skips(src->images)) {
+        scratch = malloc((size_t)src->sample_bytes * sizeof *scratch);
+        if (!scratch) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory");
+    }
+    pp_status s = PP_OK;
+    for (int j = 0; j < count && s == PP_OK; j++) {
+        const int64_t idx = pp_data_sample_index(src, pos + j), epoch = (pos + j) / src->n;
+        if (idx < 0) {
+            s = pp_error_set(err, PP_ERR_OOM, "data: out of host memory (shuffle)");
+        } else if (scratch) {
+            s = image_sample(src, idx, epoch, scratch, &labels[j], err);
+        } else if (src->images) {
+            labels[j] = pp_image_index_label(pp_images_index(src->images), idx);
+        } else if (src->format == PP_DATA_SYNTHETIC) {
+            labels[j] = (int)(hash4(src->seed, TAG_LABEL, (uint64_t)idx, 0) %
+                              (uint64_t)src->classes);
+        } else {
+            labels[j] = src->labels[idx];
+        }
+    }
+    free(scratch);
+    return s;
+}
+
 /* ---- batches ---------------------------------------------------------------- */
 
 pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, int32_t *labels,
@@ -427,8 +526,9 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, in
 pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
                        pp_error *err)
 {
-    if (!src || !images || !labels)
+    if (!src || !labels)
         return pp_error_set(err, PP_ERR_INVALID, "data: NULL source or output buffer");
+    if (!images) return read_labels(src, pos, count, labels, err);
     if (pos < 0 || count <= 0 || pos > INT64_MAX - count)
         return pp_error_set(err, PP_ERR_INVALID, "data: bad position %lld or count %d",
                             (long long)pos, count);
@@ -443,6 +543,12 @@ pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int3
             float *dst = images + (int64_t)j * src->sample_bytes;
             if (src->format == PP_DATA_SYNTHETIC) {
                 labels[j] = synthetic_sample(src, idx, dst);
+            } else if (src->images) {
+                pp_status s = image_sample(src, idx, epoch, dst, &labels[j], err);
+                if (s != PP_OK) {
+                    if (slot) release_perm(src, slot);
+                    return s;
+                }
             } else {
                 labels[j] = src->labels[idx];
                 normalise(src, src->pixels + idx * src->sample_bytes, 0, src->sample_bytes, dst);

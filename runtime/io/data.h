@@ -10,6 +10,9 @@
  *     hash(s, i) mod classes and pixels (pattern[label] + noise(s, i)) / 2,
  *     where pattern[c] is a fixed random u8 image per class and noise a fresh
  *     random u8 image per sample. Deterministic for (seed, sample index).
+ *   - an image folder (torchvision's ImageFolder: io/imagefolder.h): files
+ *     decoded and transformed when read, nothing loaded whole; a sample's
+ *     random transforms are drawn from (seed, epoch, its index).
  * Pixels are u8 / 255, then (x - mean[c]) / std[c] per channel.
  *
  * Batches: with shuffle off, step k holds samples (k*B + j) mod N for
@@ -34,6 +37,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/core/status.h"
@@ -50,10 +54,34 @@ extern "C" {
 #define PP_DATA_MAX_CHANNELS 16  /* mean/std entries */
 #define PP_DATA_SYNTHETIC_SAMPLES 50000 /* synthetic data set size when samples is 0 */
 
+/* One transform of an image folder's list (see io/transform.h for what each
+ * does, as torchvision's). */
+#define PP_TRANSFORMS_MAX 8 /* transforms of a list */
+
+typedef enum pp_transform_kind {
+    PP_TF_RANDOM_RESIZED_CROP = 0,
+    PP_TF_HORIZONTAL_FLIP,
+    PP_TF_RANDOM_CROP,
+    PP_TF_RESIZE,
+    PP_TF_CENTER_CROP,
+} pp_transform_kind;
+
+/* One transform of a plan's list. Sizes are height h, width w; resize with
+ * w == 0 sets the shorter side to h. */
+typedef struct pp_transform {
+    pp_transform_kind kind;
+    int h, w;
+    double scale[2];  /* random_resized_crop */
+    double ratio[2];  /* random_resized_crop */
+    double p;         /* horizontal_flip */
+    int pad[4];       /* random_crop: left, top, right, bottom */
+} pp_transform;
+
 typedef enum pp_data_format {
     PP_DATA_SYNTHETIC = 0,
     PP_DATA_IDX = 1,
     PP_DATA_CIFAR10 = 2,
+    PP_DATA_IMAGEFOLDER = 3,
 } pp_data_format;
 
 /* Plain data, filled by the plan parser; paths are used as given (the parser
@@ -69,6 +97,13 @@ typedef struct pp_data_config {
     /* synthetic */
     int channels, height, width;            /* image shape (default 3 x 32 x 32) */
     int64_t samples;                        /* data set size N; 0 = PP_DATA_SYNTHETIC_SAMPLES */
+    /* imagefolder (channels: 1 or 3, as the model wants) */
+    char root[PATH_MAX];                    /* the folder of class folders */
+    int n_transforms;
+    pp_transform transforms[PP_TRANSFORMS_MAX];
+    bool skip_bad_images;                   /* on_bad_image: skip */
+    char index_cache[PATH_MAX];             /* the index cache folder; "" for none */
+    int64_t index_cache_min;                /* the smallest folder whose index is cached */
     /* all formats */
     int classes;   /* synthetic: number of classes (default 10); idx: 0 = max label + 1,
                       otherwise every label must be < classes; cifar10: 0 or 10 */
@@ -107,9 +142,20 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, in
  * and evaluation passes read. pos >= 0, count > 0. Each sample's values
  * depend only on its position, so threads may fill disjoint parts of one
  * batch: samples [pos + a, pos + b) go to images + a * C * H * W and
- * labels + a. */
+ * labels + a. images may be NULL: labels only, what a process without the
+ * first stage needs (an image folder that skips bad images still decodes
+ * them: a replacement brings its own label). */
 pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
                        pp_error *err);
+
+/* Sample idx's name for people: its file relative to the image folder, or
+ * "FORMAT sample IDX" for the other formats; into buf (n bytes). */
+const char *pp_data_sample_name(const pp_data *src, int64_t idx, char *buf, size_t n);
+/* Class c's name: the image folder's class folder, else its number. */
+const char *pp_data_class_name(const pp_data *src, int c, char *buf, size_t n);
+/* Bad images skipped so far (imagefolder with on_bad_image: skip; else 0)
+ * and the first one's message (empty when none). */
+int64_t pp_data_bad_images(pp_data *src, char *first, size_t n);
 
 /* The data set index of the sample at position pos (>= 0) of the stream of
  * samples (pos = step * batch + j): for tests and tracing. */

@@ -121,7 +121,8 @@ pp_status pp_data_reader_read(pp_data_reader *r, pp_data *src, int64_t pos, int 
 {
     if (!r) return pp_error_set(err, PP_ERR_INVALID, "data reader: NULL reader");
     if (!src || !images || !labels || pos < 0 || count <= 0 || pos > INT64_MAX - count)
-        return pp_data_read(src, pos, count, images, labels, err); /* names the problem */
+        return pp_data_read(src, pos, count, images, labels, err); /* names the problem, or
+                                                                    * reads labels only */
     int c, h, w;
     pp_data_shape(src, &c, &h, &w, NULL);
     const int64_t sample_values = (int64_t)c * h * w;

@@ -50,7 +50,8 @@ void pp_data_reader_free(pp_data_reader *r);
 int pp_data_reader_threads(const pp_data_reader *r);
 
 /* pp_data_read(src, pos, count, images, labels, err) with the samples spread
- * over the reader's threads; returns when all are written. */
+ * over the reader's threads; returns when all are written. Labels only
+ * (images NULL) are read on the caller. */
 pp_status pp_data_reader_read(pp_data_reader *r, pp_data *src, int64_t pos, int count,
                               float *images, int32_t *labels, pp_error *err);
 

@@ -10,10 +10,12 @@ import re
 import shutil
 import signal
 import subprocess
+import struct
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+import zlib
 
 BIN, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 PLANS = os.path.join(ROOT, "examples", "plans")
@@ -145,9 +147,34 @@ def test_bad_plans():
               f"cuda plan without GPU: message {r.stderr!r}")
 
 
+def tiny_png(path, w=8, h=6):
+    """A w x h gray PNG (the plan checks need real images; no PIL here)."""
+    raw = b"".join(b"\0" + bytes((x * 30 + y * 7) % 256 for x in range(w)) for y in range(h))
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data)))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def example_path(name):
+    """An example plan to run here: an image folder plan gets a copy beside two
+    small folders of the layout it names (imagenet/train, imagenet/val)."""
+    path = os.path.join(PLANS, name)
+    if "imagefolder" not in name:
+        return path
+    for split in ("train", "val"):
+        for c in ("n01440764", "n01443537"):
+            os.makedirs(os.path.join(TMP, "imagenet", split, c), exist_ok=True)
+            tiny_png(os.path.join(TMP, "imagenet", split, c, "a.png"))
+    return write(name, open(path).read())
+
+
 def test_validate_roundtrip():
     for name in sorted(os.listdir(PLANS)):
-        path = os.path.join(PLANS, name)
+        path = example_path(name)
         r = run(path, "--validate")
         check(r.returncode == 0, f"--validate {name}: exit {r.returncode}: {r.stderr}")
         again = write("again-" + name, r.stdout)
@@ -659,7 +686,8 @@ def test_schedules():
 
 # The option table of docs/CLI.md (cli/options.c): the kinds of run each option works in
 # (t training, v --validate, s --simulate, m --memory, w --sweep-split, k --sweep-schedule,
-# e --eval-only, o --optimize, p --print-schedule, f --verify) and what it needs (any one of).
+# e --eval-only, o --optimize, p --print-schedule, f --verify, g --show-data, x --dump-data)
+# and what it needs (any one of).
 # "--resume=auto" is --resume auto (its messages say "--resume auto").
 OPTION_ARGS = {"--steps": ["2"], "--validate": [], "--simulate": [], "--sweep-split": ["1,2"],
                "--eval-only": [], "--json": [], "--trace": ["t.json"], "--load": ["l.st"],
@@ -669,21 +697,25 @@ OPTION_ARGS = {"--steps": ["2"], "--validate": [], "--simulate": [], "--sweep-sp
                "--layout": ["nchw"], "--grad-allreduce": ["whole"], "--memory": [],
                "--optimize": [], "--memory-limit": ["1GiB"], "-o": ["best.yaml"],
                "--print-schedule": [], "--sweep-schedule": ["gpipe,1f1b"],
-               "--verify": ["c.safetensors"], "--resume=auto": []}
+               "--verify": ["c.safetensors"], "--resume=auto": [], "--show-data": ["4"],
+               "--dump-data": ["0"]}
 OPTION_RUNS = {"--steps": "twk", "--validate": "v", "--simulate": "sk", "--sweep-split": "w",
                "--eval-only": "e", "--json": "tvsmwkeo", "--trace": "t", "--load": "twe",
                "--save": "t", "--weights-only": "t", "--resume": "t",
-               "--device-map": "tvsmwkeopf", "--cuda-graphs": "tw", "--csv": "wk", "--svg": "wk",
+               "--device-map": "tvsmwkeopfgx", "--cuda-graphs": "tw", "--csv": "wk",
+               "--svg": "wk",
                "--metrics": "t", "--plot": "t", "--layout": "twek", "--grad-allreduce": "tw",
-               "--memory": "m", "--optimize": "o", "--memory-limit": "o", "-o": "o",
+               "--memory": "m", "--optimize": "o", "--memory-limit": "o", "-o": "ogx",
                "--print-schedule": "p", "--sweep-schedule": "k", "--verify": "f",
-               "--resume=auto": "t"}
+               "--resume=auto": "t", "--show-data": "g", "--dump-data": "x"}
 OPTION_NEEDS = {"--eval-only": ["--load"], "--weights-only": ["--save"],
                 "--csv": ["--sweep-split", "--sweep-schedule"],
                 "--svg": ["--sweep-split", "--sweep-schedule"],
-                "--memory-limit": ["--optimize"], "-o": ["--optimize"]}
+                "--memory-limit": ["--optimize"],
+                "-o": ["--optimize", "--show-data", "--dump-data"]}
 # the options that choose the kind, in the order in which they speak when two are given
-OPTION_KINDS = {"--verify": "f", "--optimize": "o", "--print-schedule": "p",
+OPTION_KINDS = {"--verify": "f", "--optimize": "o", "--show-data": "g", "--dump-data": "x",
+                "--print-schedule": "p",
                 "--sweep-schedule": "k", "--validate": "v", "--simulate": "s", "--memory": "m",
                 "--sweep-split": "w", "--eval-only": "e"}
 OPTION_NAMES = {"--resume=auto": "--resume auto"}

@@ -252,8 +252,11 @@ static void test_errors_and_env(void)
           strstr(err.msg, "bad position -5"));
     CHECK(pp_data_reader_read(r, d, 0, 0, x, y, &err) == PP_ERR_INVALID);
     CHECK(pp_data_reader_read(r, NULL, 0, 32, x, y, &err) == PP_ERR_INVALID);
-    CHECK(pp_data_reader_read(r, d, 0, 32, NULL, y, &err) == PP_ERR_INVALID);
+    CHECK(pp_data_reader_read(r, d, 0, 32, x, NULL, &err) == PP_ERR_INVALID);
+    int32_t only[32];
+    CHECK_OK(pp_data_reader_read(r, d, 0, 32, NULL, only, &err), &err); /* labels only */
     CHECK_OK(pp_data_reader_read(r, d, 0, 32, x, y, &err), &err); /* still usable */
+    CHECK(memcmp(only, y, sizeof y) == 0);
     pp_data_reader_free(r);
     pp_data_close(d);
     CHECK(pp_data_reader_new(0, &r, &err) == PP_ERR_INVALID && !r);

@@ -1,0 +1,194 @@
+/*
+ * data_view.c - what the model sees (pp_plan_show_data, pp_plan_dump_data in
+ * pipeline.h): a plan's training or test samples read as a run reads them
+ * (the same source, draws, order and normalisation), drawn as a captioned
+ * grid or written as tensors with each sample's file.
+ */
+#include "pipeline/pipeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipeline/data_source.h"
+#include "runtime/core/device.h"
+#include "runtime/io/checkpoint.h"
+#include "runtime/io/grid.h"
+
+/* count samples from position pos of the source: images, labels and the
+ * data set index of each. */
+typedef struct view {
+    pp_data *src;
+    int count, c, h, w;
+    float *images;
+    int32_t *labels;
+    int64_t *index;
+} view;
+
+static void view_free(view *v)
+{
+    pp_data_close(v->src);
+    free(v->images);
+    free(v->labels);
+    free(v->index);
+}
+
+static pp_status view_read(view *v, int64_t pos, int count, pp_error *err)
+{
+    pp_data_shape(v->src, &v->c, &v->h, &v->w, NULL);
+    v->count = count;
+    v->images = malloc((size_t)count * v->c * v->h * v->w * sizeof(float));
+    v->labels = malloc((size_t)count * sizeof *v->labels);
+    v->index = malloc((size_t)count * sizeof *v->index);
+    if (!v->images || !v->labels || !v->index)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (%d samples)", count);
+    for (int j = 0; j < count; j++) v->index[j] = pp_data_sample_index(v->src, pos + j);
+    return pp_data_read(v->src, pos, count, v->images, v->labels, err);
+}
+
+pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_error *err)
+{
+    if (n < 1 || n > 1024)
+        return pp_error_set(err, PP_ERR_INPUT, "--show-data: %d samples (1 to 1024)", n);
+    view v = {0};
+    PP_TRY(pipe_data_open(plan, &plan->data, false, &v.src, err));
+    pp_status s = view_read(&v, 0, n, err);
+    uint8_t *px = NULL;
+    char **caps = calloc((size_t)n, sizeof *caps);
+    const int64_t per = (int64_t)v.c * v.h * v.w;
+    if (s == PP_OK) {
+        px = malloc((size_t)(n * per));
+        if (!px || !caps) s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    }
+    for (int i = 0; s == PP_OK && i < n; i++) {
+        /* back to bytes: x * std + mean, times 255 */
+        const pp_plan_data *d = &plan->data;
+        for (int ch = 0; ch < v.c; ch++) {
+            const double mean = d->has_norm ? d->mean[ch] : 0, std = d->has_norm ? d->std[ch] : 1;
+            const float *x = v.images + i * per + (int64_t)ch * v.h * v.w;
+            uint8_t *o = px + i * per + (int64_t)ch * v.h * v.w;
+            for (int64_t q = 0; q < (int64_t)v.h * v.w; q++) {
+                const double b = floor((x[q] * std + mean) * 255.0 + 0.5);
+                o[q] = (uint8_t)(b < 0 ? 0 : b > 255 ? 255 : b);
+            }
+        }
+        char cls[128], name[256];
+        pp_data_class_name(v.src, v.labels[i], cls, sizeof cls);
+        pp_data_sample_name(v.src, v.index[i], name, sizeof name);
+        const char *base = strrchr(name, '/');
+        caps[i] = malloc(strlen(cls) + strlen(name) + 4);
+        if (caps[i]) sprintf(caps[i], "%s %s", cls, base ? base + 1 : name);
+    }
+    if (s == PP_OK)
+        s = pp_grid_write_png(path, px, n, v.c, v.h, v.w, (const char *const *)caps, err);
+    for (int i = 0; caps && i < n; i++) free(caps[i]);
+    free(caps);
+    free(px);
+    view_free(&v);
+    return s;
+}
+
+/* A JSON string literal of s into t (n bytes), escaped. */
+static size_t json_str(char *t, size_t n, const char *s)
+{
+    size_t k = 0;
+    if (k < n) t[k++] = '"';
+    for (; *s && k + 7 < n; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            t[k++] = '\\';
+            t[k++] = (char)ch;
+        } else if (ch < 0x20) {
+            k += (size_t)snprintf(t + k, n - k, "\\u%04x", ch);
+        } else {
+            t[k++] = (char)ch;
+        }
+    }
+    if (k < n) t[k++] = '"';
+    return k;
+}
+
+/* The metadata list of every sample's name, as JSON. */
+static char *names_json(const view *v)
+{
+    size_t cap = 64 + (size_t)v->count * 520, k = 0;
+    char *t = malloc(cap);
+    if (!t) return NULL;
+    t[k++] = '[';
+    for (int j = 0; j < v->count; j++) {
+        char name[512];
+        pp_data_sample_name(v->src, v->index[j], name, sizeof name);
+        if (j) t[k++] = ',';
+        k += json_str(t + k, cap - k, name);
+    }
+    t[k++] = ']';
+    t[k] = '\0';
+    return t;
+}
+
+static pp_status write_view(const view *v, const char *path, const char *what, const char *which,
+                            pp_error *err)
+{
+    pp_registry *reg;
+    PP_TRY(pp_registry_new(&reg, err));
+    pp_device_ctx *cpu;
+    pp_device_id id;
+    pp_tensor images = {0}, labels = {0};
+    pp_status s = pp_device_id_parse("cpu:0", &id, err);
+    if (s == PP_OK) s = pp_registry_get(reg, id, &cpu, err);
+    if (s == PP_OK)
+        s = pp_tensor_alloc(&images, cpu, PP_F32, 4,
+                            (int64_t[]){v->count, v->c, v->h, v->w}, err);
+    if (s == PP_OK) s = pp_tensor_alloc(&labels, cpu, PP_I32, 1, (int64_t[]){v->count}, err);
+    if (s == PP_OK)
+        s = pp_tensor_from_host(&images, v->images,
+                                (size_t)v->count * v->c * v->h * v->w * sizeof(float), err);
+    if (s == PP_OK)
+        s = pp_tensor_from_host(&labels, v->labels, (size_t)v->count * sizeof(int32_t), err);
+    char *paths = s == PP_OK ? names_json(v) : NULL;
+    if (s == PP_OK && !paths) s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    if (s == PP_OK) {
+        const pp_ckpt_tensor t[2] = {{"images", &images}, {"labels", &labels}};
+        const pp_checkpoint_meta meta[2] = {{what, which}, {"paths", paths}};
+        s = pp_checkpoint_save(path, t, 2, meta, 2, err);
+    }
+    free(paths);
+    pp_tensor_free(&images);
+    pp_tensor_free(&labels);
+    pp_registry_free(reg);
+    return s;
+}
+
+pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const char *path,
+                            pp_error *err)
+{
+    if (eval && !plan->eval.enabled)
+        return pp_error_set(err, PP_ERR_INPUT, "--dump-data eval:%lld: the plan has no eval "
+                            "section", (long long)index);
+    view v = {0};
+    PP_TRY(pipe_data_open(plan, eval ? &plan->eval.data : &plan->data, eval, &v.src, err));
+    const int64_t n = pp_data_size(v.src);
+    int64_t pos, epoch;
+    int count;
+    if (eval) {
+        const int b = plan->eval.batch_size;
+        pos = index * b;
+        count = n - pos < b ? (int)(n - pos) : b;
+    } else {
+        pipe_data_window(index, n, plan->batch_size, plan->epochs > 0, plan->data.drop_last, &pos,
+                         &count, &epoch);
+    }
+    pp_status s = PP_OK;
+    if (count <= 0)
+        s = pp_error_set(err, PP_ERR_INPUT, "--dump-data eval:%lld: the test set has %lld "
+                         "batches of %d", (long long)index,
+                         (long long)((n + plan->eval.batch_size - 1) / plan->eval.batch_size),
+                         plan->eval.batch_size);
+    if (s == PP_OK) s = view_read(&v, pos, count, err);
+    char which[32];
+    snprintf(which, sizeof which, "%lld", (long long)index);
+    if (s == PP_OK) s = write_view(&v, path, eval ? "eval_batch" : "step", which, err);
+    view_free(&v);
+    return s;
+}

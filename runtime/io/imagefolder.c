@@ -1,0 +1,232 @@
+/*
+ * imagefolder.c - an image folder's samples, decoded and transformed on
+ * demand (see imagefolder.h).
+ */
+#include "runtime/io/imagefolder.h"
+
+#include "runtime/io/image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct pp_images {
+    pp_image_index *index;
+    pp_transform tf[PP_TRANSFORMS_MAX];
+    int n_tf;
+    int c, h, w;
+    bool skip_bad;
+    uint64_t seed;
+    pthread_mutex_t mu;
+    int64_t *bad;                   /* under mu: the bad samples found, sorted, each once */
+    int64_t n_bad, cap_bad;
+    char first_bad[4096];           /* under mu */
+};
+
+/* Records sample i as bad (once). Called with mu held. */
+static void note_bad(pp_images *im, int64_t i, const char *msg)
+{
+    int64_t lo = 0, hi = im->n_bad;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi) / 2;
+        if (im->bad[mid] < i) lo = mid + 1; else hi = mid;
+    }
+    if (lo < im->n_bad && im->bad[lo] == i) return;
+    if (im->n_bad == im->cap_bad) {
+        const int64_t cap = im->cap_bad ? 2 * im->cap_bad : 16;
+        int64_t *b = realloc(im->bad, (size_t)cap * sizeof *b);
+        if (!b) return; /* counted no more: the replacement still happens */
+        im->bad = b;
+        im->cap_bad = cap;
+    }
+    memmove(im->bad + lo + 1, im->bad + lo, (size_t)(im->n_bad - lo) * sizeof *im->bad);
+    im->bad[lo] = i;
+    if (im->n_bad++ == 0) snprintf(im->first_bad, sizeof im->first_bad, "%s", msg);
+}
+
+/* Reads the whole file at path into *buf (malloc'd) and *n. */
+static pp_status read_file(const char *path, uint8_t **buf, size_t *n, pp_error *err)
+{
+    *buf = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return pp_error_set(err, PP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pp_error_set(err, PP_ERR_IO, "%s: not a regular file", path);
+    }
+    if (sb.st_size > PP_IMAGES_MAX_FILE_BYTES) {
+        close(fd);
+        return pp_error_set(err, PP_ERR_IO, "%s: too large (%lld bytes; image files of at most "
+                            "%lld bytes are read)", path, (long long)sb.st_size,
+                            (long long)PP_IMAGES_MAX_FILE_BYTES);
+    }
+    uint8_t *b = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1);
+    if (!b) {
+        close(fd);
+        return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory reading", path);
+    }
+    size_t got = 0;
+    while (got < (size_t)sb.st_size) {
+        ssize_t r = read(fd, b + got, (size_t)sb.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = errno;
+            close(fd);
+            free(b);
+            return pp_error_set(err, PP_ERR_IO, "%s: read failed: %s", path,
+                                r == 0 ? "the file shrank" : strerror(e));
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *buf = b;
+    *n = got;
+    return PP_OK;
+}
+
+/* Sample index as drawn in epoch, HWC, into hwc (c * out_w * out_h bytes
+ * when out_w/out_h are the shape; with out_w == 0 it only finds the size:
+ * *got_w, *got_h). */
+static pp_status load(const pp_images *im, int64_t index, int64_t epoch, uint8_t *hwc, int *got_w,
+                      int *got_h, pp_error *err)
+{
+    char path[8192];
+    pp_image_index_path(im->index, index, path, sizeof path);
+    uint8_t *file;
+    size_t n = 0;
+    PP_TRY(read_file(path, &file, &n, err));
+    int w, h;
+    pp_status s = pp_image_size(file, n, path, &w, &h, err);
+    pp_tf_op ops[2 * PP_TRANSFORMS_MAX];
+    int n_ops = 0;
+    if (s == PP_OK)
+        s = pp_transform_draw(im->tf, im->n_tf, im->seed, epoch, index, w, h, path, ops, &n_ops,
+                              err);
+    int ow = 0, oh = 0;
+    if (s == PP_OK) pp_transform_out_size(im->tf, im->n_tf, w, h, &ow, &oh);
+    if (got_w) *got_w = ow;
+    if (got_h) *got_h = oh;
+    if (s == PP_OK && hwc && (ow != im->w || oh != im->h))
+        s = pp_error_set(err, PP_ERR_INPUT, "%s: %dx%d after the transforms, but the data's "
+                         "samples are %dx%d (give a transform that fixes the size: resize "
+                         "[H, W], center_crop, random_crop or random_resized_crop)", path, ow,
+                         oh, im->w, im->h);
+    if (s == PP_OK && hwc) {
+        const pp_image_box box = pp_transform_first_box(ops, n_ops, w, h);
+        uint8_t *px = malloc((size_t)box.w * box.h * im->c);
+        if (!px)
+            s = pp_error_set(err, PP_ERR_OOM, "%s: out of host memory decoding", path);
+        else
+            s = pp_image_decode(file, n, path, &box, im->c, px, err);
+        if (s == PP_OK)
+            s = pp_transform_apply(ops, n_ops, px, &box, w, h, im->c, hwc, im->w, im->h, err);
+        free(px);
+    }
+    free(file);
+    return s;
+}
+
+pp_status pp_images_open(const pp_images_config *cfg, pp_images **out, pp_error *err)
+{
+    *out = NULL;
+    if (cfg->channels != 1 && cfg->channels != 3)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: images have 1 or 3 channels, not %d",
+                            cfg->root, cfg->channels);
+    if (cfg->n_transforms < 0 || cfg->n_transforms > PP_TRANSFORMS_MAX)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: at most %d transforms", cfg->root,
+                            PP_TRANSFORMS_MAX);
+    pp_images *im = calloc(1, sizeof *im);
+    if (!im) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
+    pthread_mutex_init(&im->mu, NULL);
+    im->n_tf = cfg->n_transforms;
+    if (im->n_tf) memcpy(im->tf, cfg->transforms, (size_t)im->n_tf * sizeof *im->tf);
+    im->c = cfg->channels;
+    im->skip_bad = cfg->skip_bad;
+    im->seed = cfg->seed;
+    pp_status s = pp_image_index_open(cfg->root, cfg->cache_dir, cfg->cache_min_files,
+                                      &im->index, NULL, err);
+    if (s == PP_OK && !pp_transform_fixed_size(im->tf, im->n_tf, &im->w, &im->h)) {
+        s = load(im, 0, 0, NULL, &im->w, &im->h, err);
+        if (s != PP_OK)
+            pp_error_prefix(err, "the data's image size comes from its first image (no "
+                            "transform fixes it)");
+    }
+    if (s != PP_OK) {
+        pp_images_free(im);
+        return s;
+    }
+    *out = im;
+    return PP_OK;
+}
+
+void pp_images_free(pp_images *im)
+{
+    if (!im) return;
+    pp_image_index_free(im->index);
+    free(im->bad);
+    pthread_mutex_destroy(&im->mu);
+    free(im);
+}
+
+void pp_images_shape(const pp_images *im, int *c, int *h, int *w)
+{
+    if (c) *c = im->c;
+    if (h) *h = im->h;
+    if (w) *w = im->w;
+}
+
+const pp_image_index *pp_images_index(const pp_images *im)
+{
+    return im->index;
+}
+
+pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t *hwc,
+                           int32_t *label, pp_error *err)
+{
+    const int64_t n = pp_image_index_size(im->index);
+    pp_status s = PP_ERR_IO;
+    for (int k = 0; k < PP_IMAGES_MAX_SKIP && s != PP_OK; k++) {
+        const int64_t i = (index + k) % n;
+        pp_error e;
+        s = load(im, i, epoch, hwc, NULL, NULL, &e);
+        if (s == PP_OK) {
+            *label = pp_image_index_label(im->index, i);
+        } else if (s == PP_ERR_OOM || !im->skip_bad) {
+            if (s == PP_ERR_INPUT) s = PP_ERR_IO; /* a failure of the run, not of the plan */
+            if (err) {
+                *err = e;
+                err->code = s;
+            }
+            return s;
+        } else {
+            pthread_mutex_lock(&im->mu);
+            note_bad(im, i, e.msg);
+            pthread_mutex_unlock(&im->mu);
+        }
+    }
+    if (s != PP_OK)
+        return pp_error_set(err, PP_ERR_IO, "%s: %d bad images in a row from sample %lld",
+                            pp_image_index_root(im->index), PP_IMAGES_MAX_SKIP,
+                            (long long)index);
+    return PP_OK;
+}
+
+int64_t pp_images_skipped(pp_images *im, char *first, size_t n)
+{
+    pthread_mutex_lock(&im->mu);
+    const int64_t k = im->n_bad;
+    if (first) snprintf(first, n, "%s", im->first_bad);
+    pthread_mutex_unlock(&im->mu);
+    return k;
+}
+
+bool pp_images_skips(const pp_images *im)
+{
+    return im->skip_bad;
+}

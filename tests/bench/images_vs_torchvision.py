@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The image loader against torchvision, and a pipeline fed from images.
+
+    images_vs_torchvision.py BENCH_IMAGES PIPELINE_RUN [--images N] [--workers W]
+
+1. Makes an image folder of N (default 512) ImageNet-sized JPEGs (500x375,
+   quality 90, photo-like content, 10 classes) and prints images/s of
+   decode + RandomResizedCrop(224) + RandomHorizontalFlip + ToTensor +
+   Normalize: ours (bench_images: 1 thread, then W threads) beside
+   torchvision's DataLoader(ImageFolder) with 0 workers (the main process,
+   one core) and with W worker processes, batch 64, the same files; and the
+   ratio per core.
+2. Trains ResNet-18 (cifar stem, batch 128 in 2 stages) on CPU devices from
+   a folder of 2,560 32x32 PNGs (random_crop 32 padding 4, flip) and prints
+   the share of the step spent waiting for data (the run's JSON data.wait_frac).
+Needs /usr/bin/python3 with torch, torchvision, PIL and numpy (exit 77
+without). Prints figures, asserts nothing.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+    import torch
+    from PIL import Image
+    from torchvision import datasets, transforms as T
+except ImportError as e:
+    print(f"images_vs_torchvision: skipped ({e})")
+    sys.exit(77)
+
+
+def photo(w, h, rng):
+    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
+    f = rng.uniform(5, 40, 6)
+    img = np.stack([128 + 90 * np.sin(x / f[0] + y / f[1]), 128 + 80 * np.cos(x / f[2] - y / f[3]),
+                    128 + 70 * np.sin((x + y) / f[4]) * np.cos(x / f[5])], axis=2)
+    img += rng.normal(0, 14, img.shape)
+    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
+
+
+def torchvision_rate(root, workers, n):
+    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    ds = datasets.ImageFolder(root, transform=tf)
+    dl = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers,
+                                     persistent_workers=workers > 0)
+    it = iter(dl)
+    next(it)  # warm-up (workers started)
+    done, t0 = 0, time.perf_counter()
+    while done < n:
+        try:
+            x, _ = next(it)
+        except StopIteration:
+            it = iter(dl)
+            continue
+        done += x.shape[0]
+    return done / (time.perf_counter() - t0)
+
+
+def main():
+    bench, exe = sys.argv[1], sys.argv[2]
+    n = int(sys.argv[sys.argv.index("--images") + 1]) if "--images" in sys.argv else 512
+    workers = (int(sys.argv[sys.argv.index("--workers") + 1]) if "--workers" in sys.argv
+               else os.cpu_count())
+    torch.set_num_threads(1)
+    tmp = tempfile.mkdtemp(prefix="pp-bench-images-")
+    try:
+        rng = np.random.default_rng(0)
+        root = os.path.join(tmp, "jpeg")
+        sizes = 0
+        for i in range(n):
+            d = os.path.join(root, f"class{i % 10}")
+            os.makedirs(d, exist_ok=True)
+            p = os.path.join(d, f"{i:05d}.JPEG")
+            photo(500, 375, rng).save(p, quality=90)
+            sizes += os.path.getsize(p)
+        print(f"{n} JPEGs of 500x375, quality 90, {sizes / n / 1024:.0f} KiB on average; "
+              f"{os.cpu_count()} cores")
+        out = subprocess.run([bench, root, str(2 * n), str(workers)], capture_output=True,
+                             text=True).stdout
+        print(out, end="")
+        ours = {}
+        for line in out.splitlines():
+            if line.startswith("ours"):
+                parts = line.split()
+                ours[int(parts[1])] = float(parts[3])
+        theirs = {0: torchvision_rate(root, 0, n), workers: torchvision_rate(root, workers, n)}
+        print(f"torchvision   0 workers  {theirs[0]:8.1f} images/s  (the main process: one core)")
+        print(f"torchvision  {workers:2d} workers  {theirs[workers]:8.1f} images/s")
+        if 1 in ours:
+            print(f"per core: ours {ours[1]:.1f} images/s, torchvision {theirs[0]:.1f}: "
+                  f"{ours[1] / theirs[0]:.2f}x")
+        if workers in ours:
+            print(f"all cores: ours {ours[workers]:.1f} images/s, torchvision "
+                  f"{theirs[workers]:.1f}: {ours[workers] / theirs[workers]:.2f}x")
+        # 2. ResNet-18 fed from 32x32 PNGs
+        png = os.path.join(tmp, "png32")
+        for i in range(2560):
+            d = os.path.join(png, f"c{i % 10}")
+            os.makedirs(d, exist_ok=True)
+            photo(32, 32, rng).save(os.path.join(d, f"{i:05d}.png"))
+        plan = os.path.join(tmp, "resnet18-png.yaml")
+        with open(plan, "w") as f:
+            f.write(f"""model: {{name: resnet18, num_classes: 10, stem: cifar}}
+batch: {{size: 128, split_size: 64}}
+schedule: 1f1b
+optimizer: {{lr: 0.05, momentum: 0.9}}
+data:
+  format: imagefolder
+  root: {png}
+  transforms: [{{random_crop: {{size: 32, padding: 4}}}}, {{horizontal_flip: 0.5}}]
+  mean: [0.49, 0.48, 0.45]
+  std: [0.25, 0.24, 0.26]
+  shuffle: true
+seed: 1
+steps: 6
+stages:
+  - device: cpu:0
+    layers: [conv1, bn1, relu, maxpool, layer1, layer2]
+  - device: cpu:1
+    layers: [layer3, layer4, avgpool, fc]
+""")
+        r = subprocess.run([exe, plan, "--json"], capture_output=True, text=True)
+        if r.returncode == 0:
+            j = json.loads(r.stdout)
+            d = j["data"]
+            print(f"resnet18 on 32x32 PNGs, batch 128: step {j['step_ms']['median']:.0f} ms, "
+                  f"waiting for data {d['wait_ms']:.2f} ms ({100 * d['wait_frac']:.2f}% of the "
+                  f"step; {d['workers']} threads, {d['prefetch']} batch ahead)")
+        else:
+            print(f"resnet18 on PNGs failed: {r.stderr[-400:]}")
+    finally:
+        shutil.rmtree(tmp, True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

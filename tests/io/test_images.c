@@ -1,0 +1,723 @@
+/*
+ * test_images.c - image folders (runtime/io/image*.h, transform.h,
+ * resample.h, imagefolder.h): what can be checked without torchvision
+ * (tests/torch/images_check.py compares with it).
+ *
+ *   decode     JPEG (4:4:4, 4:2:2, 4:2:0, 4:4:0, gray, progressive, CMYK) and
+ *              PNG (RGB, RGBA, gray, gray 16-bit, gray 2-bit, palette, gray +
+ *              alpha, interlaced) fixtures written here with libjpeg and
+ *              libpng: PNG pixels equal the values written, converted as
+ *              PIL's convert does; every JPEG box decoded alone equals the
+ *              same box of the whole image's decode (200 boxes each)
+ *   bad input  empty file, text named .jpg, truncated JPEG (box above the
+ *              cut too) and PNG, corrupt JPEG, an image too large (header
+ *              only), an unsupported format: each an error naming the file
+ *   resize     a window of a resize equals that part of the whole resize;
+ *              the resize of constant images is constant; identity sizes
+ *   transforms resize's truncation, center_crop's boxes and padding,
+ *              random_resized_crop's boxes inside the image, its fallback,
+ *              random_crop with padding, flips; draws depend on (seed, epoch,
+ *              index) only
+ *   index      classes and samples in torchvision's order (nested folders,
+ *              a linked folder, extensions in any case, files that are not
+ *              images), the cache written, used, and refreshed when a folder
+ *              changes; no class, a class without images, a missing root
+ *   source     pp_data over an image folder: shape, labels, the same bits
+ *              on 1 and 3 reader threads, labels only, on_bad_image error
+ *              and skip
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jpeglib.h>
+#include <png.h>
+#include <zlib.h>
+
+#include "runtime/io/data.h"
+#include "runtime/io/image.h"
+#include "runtime/io/image_index.h"
+#include "runtime/io/reader.h"
+#include "runtime/io/resample.h"
+#include "runtime/io/transform.h"
+#include "tests/check.h"
+
+static char tmpdir[256];
+
+/* ---- fixtures ------------------------------------------------------------------- */
+
+/* A smooth, colourful test picture: sample (x, y, ch). */
+static uint8_t pattern(int x, int y, int ch)
+{
+    return (uint8_t)((x * (3 + ch) + y * (5 - ch) + ((x * y) >> 3) * (ch + 1)) & 255);
+}
+
+typedef struct jpeg_fixture {
+    const char *name;
+    int w, h, comps;      /* comps: 1 gray, 3 YCbCr, 4 CMYK */
+    int hs, vs;           /* luma sampling factors (chroma 1x1) */
+    bool progressive;
+} jpeg_fixture;
+
+/* Writes a JPEG of the pattern to memory; *n its size. */
+static uint8_t *make_jpeg(const jpeg_fixture *f, int quality, unsigned long *n)
+{
+    struct jpeg_compress_struct c;
+    struct jpeg_error_mgr e;
+    c.err = jpeg_std_error(&e);
+    jpeg_create_compress(&c);
+    unsigned char *buf = NULL;
+    jpeg_mem_dest(&c, &buf, n);
+    c.image_width = (JDIMENSION)f->w;
+    c.image_height = (JDIMENSION)f->h;
+    c.input_components = f->comps;
+    c.in_color_space = f->comps == 1 ? JCS_GRAYSCALE : f->comps == 3 ? JCS_RGB : JCS_CMYK;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, quality, TRUE);
+    if (f->comps == 3) {
+        c.comp_info[0].h_samp_factor = f->hs;
+        c.comp_info[0].v_samp_factor = f->vs;
+    }
+    if (f->progressive) jpeg_simple_progression(&c);
+    jpeg_start_compress(&c, TRUE);
+    uint8_t *row = malloc((size_t)f->w * f->comps);
+    while (c.next_scanline < c.image_height) {
+        for (int x = 0; x < f->w; x++)
+            for (int k = 0; k < f->comps; k++)
+                row[x * f->comps + k] = pattern(x, (int)c.next_scanline, k);
+        JSAMPROW r[1] = {row};
+        jpeg_write_scanlines(&c, r, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    free(row);
+    return buf;
+}
+
+typedef struct png_fixture {
+    const char *name;
+    int color_type, depth;
+    bool interlaced;
+} png_fixture;
+
+typedef struct membuf {
+    uint8_t *b;
+    size_t n, cap;
+} membuf;
+
+static void png_mem_write(png_structp p, png_bytep data, size_t len)
+{
+    membuf *m = png_get_io_ptr(p);
+    if (m->n + len > m->cap) {
+        m->cap = (m->n + len) * 2;
+        m->b = realloc(m->b, m->cap);
+    }
+    memcpy(m->b + m->n, data, len);
+    m->n += len;
+}
+
+static void png_mem_flush(png_structp p)
+{
+    (void)p;
+}
+
+/* The value written for sample (x, y, k) of a PNG of depth bits. */
+static unsigned png_value(int x, int y, int k, int depth)
+{
+    unsigned v = pattern(x, y, k);
+    if (depth == 16) return v * 256u + (unsigned)((x + y) % 7) * 40u; /* some at most 255 */
+    if (depth < 8) return v >> (8 - depth);
+    return v;
+}
+
+/* Writes a w x h PNG of the fixture to memory. Palette: entry i is
+ * (i, 255 - i, 3 * i mod 256), the index pattern(x, y, 0) mod 16. */
+static membuf make_png(const png_fixture *f, int w, int h)
+{
+    membuf m = {0};
+    png_structp p = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
+    png_infop info = png_create_info_struct(p);
+    png_set_write_fn(p, &m, png_mem_write, png_mem_flush);
+    png_set_IHDR(p, info, (png_uint_32)w, (png_uint_32)h, f->depth, f->color_type,
+                 f->interlaced ? PNG_INTERLACE_ADAM7 : PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    if (f->color_type == PNG_COLOR_TYPE_PALETTE) {
+        png_color pal[16];
+        for (int i = 0; i < 16; i++)
+            pal[i] = (png_color){(png_byte)i, (png_byte)(255 - i), (png_byte)(3 * i)};
+        png_set_PLTE(p, info, pal, 16);
+    }
+    png_write_info(p, info);
+    const int ns = f->color_type == PNG_COLOR_TYPE_GRAY ? 1
+                   : f->color_type == PNG_COLOR_TYPE_GRAY_ALPHA ? 2
+                   : f->color_type == PNG_COLOR_TYPE_RGB ? 3
+                   : f->color_type == PNG_COLOR_TYPE_RGB_ALPHA ? 4 : 1;
+    const size_t rowbytes = ((size_t)w * ns * f->depth + 7) / 8;
+    png_bytep *rows = malloc((size_t)h * sizeof *rows);
+    for (int y = 0; y < h; y++) {
+        rows[y] = calloc(1, rowbytes);
+        for (int x = 0; x < w; x++)
+            for (int k = 0; k < ns; k++) {
+                unsigned v = f->color_type == PNG_COLOR_TYPE_PALETTE ? pattern(x, y, 0) % 16
+                                                                     : png_value(x, y, k, f->depth);
+                size_t s = (size_t)x * ns + k;
+                if (f->depth == 16) {
+                    rows[y][2 * s] = (png_byte)(v >> 8);
+                    rows[y][2 * s + 1] = (png_byte)v;
+                } else if (f->depth == 8) {
+                    rows[y][s] = (png_byte)v;
+                } else {
+                    size_t bit = s * (size_t)f->depth;
+                    rows[y][bit / 8] |= (png_byte)(v << (8 - f->depth - bit % 8));
+                }
+            }
+    }
+    png_write_image(p, rows);
+    png_write_end(p, info);
+    png_destroy_write_struct(&p, &info);
+    for (int y = 0; y < h; y++) free(rows[y]);
+    free(rows);
+    return m;
+}
+
+/* What PIL's convert("RGB") gives for pixel (x, y) of the fixture. */
+static void png_expected(const png_fixture *f, int x, int y, uint8_t rgb[3])
+{
+    const int d = f->depth;
+    switch (f->color_type) {
+    case PNG_COLOR_TYPE_PALETTE: {
+        int i = pattern(x, y, 0) % 16;
+        rgb[0] = (uint8_t)i, rgb[1] = (uint8_t)(255 - i), rgb[2] = (uint8_t)(3 * i);
+        return;
+    }
+    case PNG_COLOR_TYPE_GRAY:
+    case PNG_COLOR_TYPE_GRAY_ALPHA: {
+        unsigned v = png_value(x, y, 0, d);
+        uint8_t g = d == 16 ? (f->color_type == PNG_COLOR_TYPE_GRAY ? (v > 255 ? 255 : v) : v >> 8)
+                    : d < 8 ? (uint8_t)(v * (255 / ((1 << d) - 1)))
+                            : (uint8_t)v;
+        rgb[0] = rgb[1] = rgb[2] = g;
+        return;
+    }
+    default:
+        for (int k = 0; k < 3; k++) {
+            unsigned v = png_value(x, y, k, d);
+            rgb[k] = (uint8_t)(d == 16 ? v >> 8 : v);
+        }
+    }
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(data, 1, n, f) == n);
+    if (f) fclose(f);
+}
+
+/* ---- decode --------------------------------------------------------------------- */
+
+static uint32_t rng_state = 12345;
+static int rnd(int n)
+{
+    rng_state = rng_state * 1103515245u + 12345u;
+    return (int)((rng_state >> 8) % (uint32_t)n);
+}
+
+static void test_jpeg_boxes(void)
+{
+    static const jpeg_fixture fx[] = {
+        {"4:4:4", 61, 45, 3, 1, 1, false},  {"4:2:2", 77, 53, 3, 2, 1, false},
+        {"4:2:0", 123, 91, 3, 2, 2, false}, {"4:4:0", 70, 66, 3, 1, 2, false},
+        {"gray", 50, 41, 1, 1, 1, false},   {"progressive 4:2:0", 97, 83, 3, 2, 2, true},
+        {"cmyk", 40, 33, 4, 1, 1, false},
+    };
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        unsigned long n;
+        uint8_t *jpg = make_jpeg(&fx[i], 90, &n);
+        pp_error err;
+        int w, h;
+        CHECK_OK(pp_image_size(jpg, n, fx[i].name, &w, &h, &err), &err);
+        CHECK(w == fx[i].w && h == fx[i].h);
+        for (int ch = 1; ch <= 3; ch += 2) {
+            uint8_t *whole = malloc((size_t)w * h * ch), *part = malloc((size_t)w * h * ch);
+            pp_image_box all = {0, 0, w, h};
+            CHECK_OK(pp_image_decode(jpg, n, fx[i].name, &all, ch, whole, &err), &err);
+            int bad = 0;
+            for (int t = 0; t < 200; t++) {
+                pp_image_box b = {rnd(w), rnd(h), 0, 0};
+                b.w = 1 + rnd(w - b.x);
+                b.h = 1 + rnd(h - b.y);
+                if (pp_image_decode(jpg, n, fx[i].name, &b, ch, part, &err) != PP_OK) {
+                    bad++;
+                    continue;
+                }
+                for (int y = 0; y < b.h; y++)
+                    if (memcmp(part + (size_t)y * b.w * ch,
+                               whole + ((size_t)(b.y + y) * w + b.x) * ch, (size_t)b.w * ch))
+                        bad++;
+            }
+            CHECK_MSG(bad == 0, "jpeg %s, %d channel(s): %d box rows differ from the whole decode",
+                      fx[i].name, ch, bad);
+            free(whole);
+            free(part);
+        }
+        free(jpg);
+    }
+}
+
+static void test_png(void)
+{
+    static const png_fixture fx[] = {
+        {"rgb", PNG_COLOR_TYPE_RGB, 8, false},
+        {"rgba", PNG_COLOR_TYPE_RGB_ALPHA, 8, false},
+        {"rgb16", PNG_COLOR_TYPE_RGB, 16, false},
+        {"gray", PNG_COLOR_TYPE_GRAY, 8, false},
+        {"gray16", PNG_COLOR_TYPE_GRAY, 16, false},
+        {"gray2", PNG_COLOR_TYPE_GRAY, 2, false},
+        {"gray-alpha16", PNG_COLOR_TYPE_GRAY_ALPHA, 16, false},
+        {"palette", PNG_COLOR_TYPE_PALETTE, 8, false},
+        {"interlaced", PNG_COLOR_TYPE_RGB, 8, true},
+    };
+    const int w = 37, h = 29;
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        membuf m = make_png(&fx[i], w, h);
+        pp_error err;
+        uint8_t rgb[37 * 29 * 3], l[37 * 29];
+        pp_image_box all = {0, 0, w, h};
+        CHECK_OK(pp_image_decode(m.b, m.n, fx[i].name, &all, 3, rgb, &err), &err);
+        CHECK_OK(pp_image_decode(m.b, m.n, fx[i].name, &all, 1, l, &err), &err);
+        int bad = 0;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                uint8_t e[3];
+                png_expected(&fx[i], x, y, e);
+                const uint8_t *g = rgb + (y * w + x) * 3;
+                uint8_t le = (uint8_t)((e[0] * 19595u + e[1] * 38470u + e[2] * 7471u + 0x8000u) >> 16);
+                int off = g[0] != e[0] || g[1] != e[1] || g[2] != e[2] || l[y * w + x] != le;
+                if (off && bad < 3)
+                    fprintf(stderr, "png %s (%d, %d): got %d %d %d / %d, wanted %d %d %d / %d\n",
+                            fx[i].name, x, y, g[0], g[1], g[2], l[y * w + x], e[0], e[1], e[2], le);
+                bad += off;
+            }
+        CHECK_MSG(bad == 0, "png %s: %d pixels differ from what was written", fx[i].name, bad);
+        /* a box */
+        pp_image_box b = {5, 7, 20, 11};
+        uint8_t part[20 * 11 * 3];
+        CHECK_OK(pp_image_decode(m.b, m.n, fx[i].name, &b, 3, part, &err), &err);
+        for (int y = 0; y < b.h; y++)
+            CHECK(memcmp(part + y * b.w * 3, rgb + ((b.y + y) * w + b.x) * 3, (size_t)b.w * 3) == 0);
+        free(m.b);
+    }
+}
+
+/* Bad inputs: each must fail with PP_ERR_INPUT naming the file and saying why. */
+static void test_bad_images(void)
+{
+    unsigned long jn;
+    jpeg_fixture jf = {"x", 64, 64, 3, 2, 2, false};
+    uint8_t *jpg = make_jpeg(&jf, 90, &jn);
+    png_fixture pf = {"p", PNG_COLOR_TYPE_RGB, 8, false};
+    membuf png = make_png(&pf, 64, 64);
+    /* a PNG header claiming 30000 x 30000 pixels (no data) */
+    membuf huge = make_png(&pf, 1, 1);
+    const uint8_t side[4] = {0, 0, 0x75, 0x30};
+    memcpy(huge.b + 16, side, 4);
+    memcpy(huge.b + 20, side, 4);
+    const uint32_t crc = (uint32_t)crc32(0, huge.b + 12, 17);
+    for (int k = 0; k < 4; k++) huge.b[29 + k] = (uint8_t)(crc >> (24 - 8 * k));
+    uint8_t *corrupt = malloc(jn);
+    memcpy(corrupt, jpg, jn);
+    for (unsigned long k = 2; k + 4 < jn; k++) /* the frame header's precision: 99 bits */
+        if (corrupt[k] == 0xFF && corrupt[k + 1] == 0xC0) {
+            corrupt[k + 4] = 99;
+            break;
+        }
+    static const char gif[] = "GIF89a\1\0\1\0\0\0\0;";
+    static const char text[] = "this is not a picture\n";
+    struct {
+        const char *what;
+        const uint8_t *buf;
+        size_t n;
+        pp_image_box box;
+        const char *says;
+    } cases[] = {
+        {"empty", (const uint8_t *)"", 0, {0, 0, 1, 1}, "empty"},
+        {"text named .jpg", (const uint8_t *)text, sizeof text - 1, {0, 0, 1, 1}, "not an image"},
+        {"gif (unsupported)", (const uint8_t *)gif, sizeof gif - 1, {0, 0, 1, 1}, "not an image"},
+        {"truncated jpeg", jpg, jn / 2, {0, 0, 64, 64}, "truncated"},
+        {"truncated jpeg, box above the cut", jpg, jn / 2, {0, 0, 8, 8}, "truncated"},
+        {"truncated png", png.b, png.n / 2, {0, 0, 64, 64}, "truncated"},
+        {"corrupt jpeg", corrupt, jn, {0, 0, 64, 64}, "JPEG"},
+        {"too large png", huge.b, huge.n, {0, 0, 1, 1}, "too large"},
+    };
+    uint8_t out[64 * 64 * 3];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        pp_error err = {0};
+        pp_status s = pp_image_decode(cases[i].buf, cases[i].n, "/data/cat/x.jpg", &cases[i].box,
+                                      3, out, &err);
+        CHECK_MSG(s == PP_ERR_INPUT, "%s: status %s", cases[i].what, pp_status_name(s));
+        CHECK_MSG(strncmp(err.msg, "/data/cat/x.jpg: ", 17) == 0 && strstr(err.msg, cases[i].says),
+                  "%s: message '%s' (wanted the path and '%s')", cases[i].what, err.msg,
+                  cases[i].says);
+    }
+    free(corrupt);
+    free(jpg);
+    free(png.b);
+    free(huge.b);
+}
+
+/* ---- resize and transforms ------------------------------------------------------- */
+
+static void test_resample(void)
+{
+    const int sw = 53, sh = 41, c = 3;
+    uint8_t *src = malloc((size_t)sw * sh * c);
+    for (int y = 0; y < sh; y++)
+        for (int x = 0; x < sw; x++)
+            for (int k = 0; k < c; k++) src[(y * sw + x) * c + k] = pattern(x, y, k);
+    static const int sizes[][2] = {{17, 13}, {53, 20}, {20, 41}, {100, 77}, {53, 41}, {7, 90}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const int ow = sizes[i][0], oh = sizes[i][1];
+        uint8_t *whole = malloc((size_t)ow * oh * c), *win = malloc((size_t)ow * oh * c);
+        pp_error err;
+        CHECK_OK(pp_resample_bilinear(src, sw, sh, c, ow, oh, 0, 0, ow, oh, whole, &err), &err);
+        for (int t = 0; t < 20; t++) {
+            int x = rnd(ow), y = rnd(oh), w = 1 + rnd(ow - x), h = 1 + rnd(oh - y);
+            CHECK_OK(pp_resample_bilinear(src, sw, sh, c, ow, oh, x, y, w, h, win, &err), &err);
+            for (int r = 0; r < h; r++)
+                CHECK(memcmp(win + (size_t)r * w * c, whole + ((size_t)(y + r) * ow + x) * c,
+                             (size_t)w * c) == 0);
+        }
+        if (ow == sw && oh == sh) CHECK(memcmp(whole, src, (size_t)ow * oh * c) == 0);
+        free(whole);
+        free(win);
+    }
+    /* constant in, constant out (the weights sum to one in fixed point) */
+    memset(src, 200, (size_t)sw * sh * c);
+    uint8_t out[31 * 19 * 3];
+    pp_error err;
+    CHECK_OK(pp_resample_bilinear(src, sw, sh, c, 31, 19, 0, 0, 31, 19, out, &err), &err);
+    int off = 0;
+    for (size_t k = 0; k < sizeof out; k++) off += out[k] != 200;
+    CHECK(off == 0);
+    free(src);
+}
+
+static bool op_equal(const pp_tf_op *a, const pp_tf_op *b)
+{
+    return a->kind == b->kind && a->box.x == b->box.x && a->box.y == b->box.y &&
+           a->box.w == b->box.w && a->box.h == b->box.h && a->w == b->w && a->h == b->h &&
+           a->fallback == b->fallback;
+}
+
+static pp_transform tf(pp_transform_kind kind, int h, int w)
+{
+    pp_transform t = pp_transform_default(kind);
+    t.h = h;
+    t.w = w;
+    return t;
+}
+
+static void test_transforms(void)
+{
+    /* sizes: resize of the shorter side truncates the longer (torchvision) */
+    static const struct {
+        int w, h, size, ow, oh;
+    } rs[] = {{500, 375, 256, 341, 256}, {375, 500, 256, 256, 341}, {333, 256, 256, 333, 256},
+              {640, 427, 256, 383, 256}, {100, 100, 7, 7, 7}};
+    for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
+        pp_transform t = tf(PP_TF_RESIZE, rs[i].size, 0);
+        int ow, oh;
+        pp_transform_out_size(&t, 1, rs[i].w, rs[i].h, &ow, &oh);
+        CHECK_MSG(ow == rs[i].ow && oh == rs[i].oh, "resize %d of %dx%d: %dx%d", rs[i].size,
+                  rs[i].w, rs[i].h, ow, oh);
+    }
+    /* center_crop boxes: round half to even, padding when larger */
+    static const struct {
+        int w, h, cw, ch;
+        pp_image_box box;
+    } cc[] = {{341, 256, 224, 224, {58, 16, 224, 224}}, {255, 256, 224, 224, {16, 16, 224, 224}},
+              {225, 227, 224, 224, {0, 2, 224, 224}},   {10, 10, 15, 12, {-2, -1, 15, 12}},
+              {5, 10, 8, 4, {-1, 3, 8, 4}}};
+    for (size_t i = 0; i < sizeof cc / sizeof cc[0]; i++) {
+        pp_transform t = tf(PP_TF_CENTER_CROP, cc[i].ch, cc[i].cw);
+        pp_tf_op ops[2];
+        int n;
+        pp_error err;
+        CHECK_OK(pp_transform_draw(&t, 1, 1, 0, 0, cc[i].w, cc[i].h, "x", ops, &n, &err), &err);
+        CHECK(n == 1 && ops[0].kind == PP_TF_OP_CROP);
+        CHECK_MSG(ops[0].box.x == cc[i].box.x && ops[0].box.y == cc[i].box.y,
+                  "center_crop %dx%d of %dx%d at (%d, %d)", cc[i].cw, cc[i].ch, cc[i].w, cc[i].h,
+                  ops[0].box.x, ops[0].box.y);
+    }
+    /* random_resized_crop: boxes inside the image, sizes as asked; the
+     * fallback on a thin image; draws a function of (seed, epoch, index) */
+    pp_transform rrc[2] = {tf(PP_TF_RANDOM_RESIZED_CROP, 224, 224), tf(PP_TF_HORIZONTAL_FLIP, 0, 0)};
+    int fallbacks = 0, flips = 0, differ = 0;
+    for (int i = 0; i < 2000; i++) {
+        pp_tf_op a[4], b[4];
+        int na, nb;
+        pp_error err;
+        CHECK_OK(pp_transform_draw(rrc, 2, 7, i / 1000, i, 500, 375, "x", a, &na, &err), &err);
+        CHECK_OK(pp_transform_draw(rrc, 2, 7, i / 1000, i, 500, 375, "x", b, &nb, &err), &err);
+        CHECK(na == nb);
+        for (int k = 0; k < na && k < nb; k++) CHECK(op_equal(&a[k], &b[k]));
+        const pp_image_box *x = &a[0].box;
+        CHECK(x->x >= 0 && x->y >= 0 && x->w > 0 && x->h > 0 && x->x + x->w <= 500 &&
+              x->y + x->h <= 375);
+        CHECK(a[1].kind == PP_TF_OP_RESIZE && a[1].w == 224 && a[1].h == 224);
+        flips += na == 3;
+        CHECK_OK(pp_transform_draw(rrc, 2, 7, i / 1000 + 1, i, 500, 375, "x", b, &nb, &err), &err);
+        differ += memcmp(&a[0].box, &b[0].box, sizeof a[0].box) != 0;
+        CHECK_OK(pp_transform_draw(rrc, 1, 7, 0, i, 2000, 20, "x", b, &nb, &err), &err);
+        fallbacks += b[0].fallback;
+        if (b[0].fallback) /* ratio 4/3 at most: 27 x 20, centred */
+            CHECK(b[0].box.w == 27 && b[0].box.h == 20 && b[0].box.x == 986 && b[0].box.y == 0);
+    }
+    CHECK_MSG(flips > 900 && flips < 1100, "flips %d of 2000", flips);
+    CHECK_MSG(differ > 1900, "only %d of 2000 boxes change with the epoch", differ);
+    CHECK_MSG(fallbacks > 1500, "fallbacks %d of 2000 on a 2000x20 image", fallbacks);
+    /* random_crop with padding 4 of a 32x32 image: boxes from -4 to +4 */
+    pp_transform rc = tf(PP_TF_RANDOM_CROP, 32, 32);
+    for (int k = 0; k < 4; k++) rc.pad[k] = 4;
+    int seen[9] = {0};
+    for (int i = 0; i < 900; i++) {
+        pp_tf_op o[1];
+        int n;
+        pp_error err;
+        CHECK_OK(pp_transform_draw(&rc, 1, 3, 0, i, 32, 32, "x", o, &n, &err), &err);
+        CHECK(o[0].box.x >= -4 && o[0].box.x <= 4 && o[0].box.y >= -4 && o[0].box.y <= 4);
+        seen[o[0].box.x + 4]++;
+    }
+    for (int k = 0; k < 9; k++) CHECK(seen[k] > 50);
+    /* apply: pad + crop + flip on a tiny image */
+    const uint8_t px[2 * 2] = {1, 2, 3, 4};
+    pp_tf_op ops[2] = {{.kind = PP_TF_OP_CROP, .box = {-1, 0, 3, 2}}, {.kind = PP_TF_OP_FLIP}};
+    pp_image_box got = {0, 0, 2, 2};
+    uint8_t out[6];
+    pp_error err;
+    CHECK_OK(pp_transform_apply(ops, 2, px, &got, 2, 2, 1, out, 3, 2, &err), &err);
+    const uint8_t want[6] = {2, 1, 0, 4, 3, 0};
+    CHECK(memcmp(out, want, 6) == 0);
+    /* a random_crop larger than the padded image is refused, naming it */
+    pp_transform big = tf(PP_TF_RANDOM_CROP, 40, 40);
+    pp_tf_op o[1];
+    int n;
+    CHECK(pp_transform_draw(&big, 1, 1, 0, 0, 32, 32, "cat/1.png", o, &n, &err) == PP_ERR_INPUT &&
+          strstr(err.msg, "cat/1.png"));
+}
+
+/* ---- the index ------------------------------------------------------------------ */
+
+static void mkdirs(const char *rel)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+    for (char *c = p + strlen(tmpdir) + 1; *c; c++)
+        if (*c == '/') {
+            *c = 0;
+            mkdir(p, 0755);
+            *c = '/';
+        }
+    mkdir(p, 0755);
+}
+
+static void put_file(const char *rel, const void *data, size_t n)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+    write_file(p, data, n);
+}
+
+static void test_index(void)
+{
+    /* classes b, a, "a b" (sorted: "a", "a b", "b"); nested folders; a linked folder */
+    static const char *const files[] = {
+        "tree/b/2.png", "tree/b/10.PNG", "tree/b/x/1.jpg", "tree/b/x y/0.jpg", "tree/b/x-y/5.jpeg",
+        "tree/b/notes.txt", "tree/a/z.webp", "tree/a/a.TIFF", "tree/a b/k.bmp", "tree/a b/.jpg",
+        "tree/a b/sub/p.pgm", "tree/a b/sub/q.ppm.gz", "elsewhere/linked/m.png",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char d[256];
+        snprintf(d, sizeof d, "%s", files[i]);
+        *strrchr(d, '/') = 0;
+        mkdirs(d);
+        put_file(files[i], "x", 1);
+    }
+    char link[512], target[512];
+    snprintf(link, sizeof link, "%s/tree/b/linked", tmpdir);
+    snprintf(target, sizeof target, "%s/elsewhere/linked", tmpdir);
+    CHECK(symlink(target, link) == 0);
+    put_file("tree/stray.jpg", "x", 1); /* a file beside the classes: not a sample */
+    static const char *const want[][2] = {
+        {"0", "a/a.TIFF"},      {"0", "a/z.webp"},     {"1", "a b/.jpg"},
+        {"1", "a b/k.bmp"},     {"1", "a b/sub/p.pgm"}, {"2", "b/10.PNG"},
+        {"2", "b/2.png"},       {"2", "b/linked/m.png"}, {"2", "b/x/1.jpg"},
+        {"2", "b/x y/0.jpg"},   {"2", "b/x-y/5.jpeg"},
+    };
+    char root[512], cache[512];
+    snprintf(root, sizeof root, "%s/tree", tmpdir);
+    snprintf(cache, sizeof cache, "%s/cache/index", tmpdir);
+    for (int pass = 0; pass < 3; pass++) {
+        pp_image_index *ix;
+        pp_image_index_note note;
+        pp_error err;
+        CHECK_OK(pp_image_index_open(root, cache, 0, &ix, &note, &err), &err);
+        if (!ix) return;
+        CHECK_MSG(note.from_cache == (pass == 1), "pass %d: from cache %d", pass, note.from_cache);
+        CHECK(pass == 1 || note.cache_written);
+        CHECK(pp_image_index_classes(ix) == 3);
+        CHECK(strcmp(pp_image_index_class(ix, 0), "a") == 0 &&
+              strcmp(pp_image_index_class(ix, 1), "a b") == 0 &&
+              strcmp(pp_image_index_class(ix, 2), "b") == 0);
+        const int64_t n = pp_image_index_size(ix);
+        const int64_t nw = (int64_t)(sizeof want / sizeof want[0]) + (pass == 2);
+        CHECK_MSG(n == nw, "pass %d: %lld samples, wanted %lld", pass, (long long)n, (long long)nw);
+        for (int64_t i = 0, k = 0; i < n && k < nw; i++, k++) {
+            if (pass == 2 && i == 2) { /* the file added before this pass */
+                CHECK(strcmp(pp_image_index_relpath(ix, i), "a/zz.jpg") == 0);
+                k--;
+                continue;
+            }
+            CHECK_MSG(pp_image_index_label(ix, i) == atoi(want[k][0]) &&
+                      strcmp(pp_image_index_relpath(ix, i), want[k][1]) == 0,
+                      "pass %d sample %lld: %d %s, wanted %s %s", pass, (long long)i,
+                      pp_image_index_label(ix, i), pp_image_index_relpath(ix, i), want[k][0],
+                      want[k][1]);
+        }
+        pp_image_index_free(ix);
+        if (pass == 1) {
+            sleep(0); /* folder times have nanoseconds: a new file changes a's */
+            put_file("tree/a/zz.jpg", "x", 1);
+        }
+    }
+    /* errors: no class, a class without images, a missing root */
+    mkdirs("empty-root");
+    mkdirs("no-images/c1");
+    put_file("no-images/c1/readme.txt", "x", 1);
+    mkdirs("no-images/c0");
+    put_file("no-images/c0/1.png", "x", 1);
+    static const struct {
+        const char *rel, *says;
+    } bad[] = {{"empty-root", "no class folder"},
+               {"no-images", "class 'c1' has no image file"},
+               {"missing", "cannot open the folder"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", tmpdir, bad[i].rel);
+        pp_image_index *ix;
+        pp_error err = {0};
+        CHECK(pp_image_index_open(p, NULL, 0, &ix, NULL, &err) == PP_ERR_INPUT && !ix);
+        CHECK_MSG(strstr(err.msg, bad[i].says) && strstr(err.msg, bad[i].rel),
+                  "%s: '%s'", bad[i].rel, err.msg);
+    }
+}
+
+/* ---- the data source ------------------------------------------------------------- */
+
+static void test_source(void)
+{
+    /* 3 classes x 5 JPEGs of several sizes, plus (in a copy) a bad one */
+    jpeg_fixture f = {"j", 0, 0, 3, 2, 2, false};
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 5; i++) {
+            char rel[128];
+            snprintf(rel, sizeof rel, "src/c%d", c);
+            mkdirs(rel);
+            f.w = 40 + 13 * i + c;
+            f.h = 30 + 7 * i;
+            unsigned long n;
+            uint8_t *jpg = make_jpeg(&f, 90, &n);
+            snprintf(rel, sizeof rel, "src/c%d/%d.jpg", c, i);
+            put_file(rel, jpg, n);
+            snprintf(rel, sizeof rel, "srcbad/c%d", c);
+            mkdirs(rel);
+            snprintf(rel, sizeof rel, "srcbad/c%d/%d.jpg", c, i);
+            if (c == 1 && i == 2)
+                put_file(rel, "not a jpeg", 10);
+            else
+                put_file(rel, jpg, n);
+            free(jpg);
+        }
+    pp_data_config cfg;
+    pp_data_config_init(&cfg);
+    cfg.format = PP_DATA_IMAGEFOLDER;
+    cfg.classes = 0;
+    snprintf(cfg.root, sizeof cfg.root, "%s/src", tmpdir);
+    cfg.n_transforms = 2;
+    cfg.transforms[0] = tf(PP_TF_RANDOM_RESIZED_CROP, 24, 24);
+    cfg.transforms[1] = tf(PP_TF_HORIZONTAL_FLIP, 0, 0);
+    cfg.shuffle = true;
+    pp_data *d;
+    pp_error err;
+    CHECK_OK(pp_data_open(&cfg, &d, &err), &err);
+    if (!d) return;
+    int c, h, w, classes;
+    pp_data_shape(d, &c, &h, &w, &classes);
+    CHECK(c == 3 && h == 24 && w == 24 && classes == 3 && pp_data_size(d) == 15);
+    const int count = 22; /* straddles two epochs */
+    const size_t vals = (size_t)count * 3 * 24 * 24;
+    float *a = malloc(vals * sizeof(float)), *b = malloc(vals * sizeof(float));
+    int32_t la[22], lb[22];
+    CHECK_OK(pp_data_read(d, 4, count, a, la, &err), &err);
+    pp_data_reader *r;
+    CHECK_OK(pp_data_reader_new(3, &r, &err), &err);
+    CHECK_OK(pp_data_reader_read(r, d, 4, count, b, lb, &err), &err);
+    CHECK(memcmp(a, b, vals * sizeof(float)) == 0 && memcmp(la, lb, sizeof la) == 0);
+    for (int j = 0; j < count; j++)
+        CHECK(la[j] == (int)(pp_data_sample_index(d, 4 + j) / 5));
+    CHECK_OK(pp_data_read(d, 4, count, NULL, lb, &err), &err); /* labels only, no decoding */
+    CHECK(memcmp(la, lb, sizeof la) == 0);
+    char name[256];
+    CHECK(strcmp(pp_data_sample_name(d, 7, name, sizeof name), "c1/2.jpg") == 0);
+    CHECK(strcmp(pp_data_class_name(d, 2, name, sizeof name), "c2") == 0);
+    pp_data_close(d);
+    /* a bad image: an error naming it (PP_ERR_IO, a failure of the run) */
+    snprintf(cfg.root, sizeof cfg.root, "%s/srcbad", tmpdir);
+    cfg.shuffle = false;
+    CHECK_OK(pp_data_open(&cfg, &d, &err), &err);
+    if (d) {
+        pp_status s = pp_data_reader_read(r, d, 0, 15, a, la, &err);
+        CHECK(s == PP_ERR_IO && strstr(err.msg, "c1/2.jpg") && strstr(err.msg, "not an image"));
+        pp_data_close(d);
+    }
+    /* skipped: replaced by the next sample, counted */
+    cfg.skip_bad_images = true;
+    CHECK_OK(pp_data_open(&cfg, &d, &err), &err);
+    if (d) {
+        CHECK_OK(pp_data_reader_read(r, d, 0, 15, a, la, &err), &err);
+        /* sample 7 is bad: replaced by sample 8 as drawn for itself */
+        CHECK(la[7] == 1 && memcmp(a + 7 * 3 * 24 * 24, a + 8 * 3 * 24 * 24,
+                                   3 * 24 * 24 * sizeof(float)) == 0);
+        /* labels only (a process without the first stage): the same labels */
+        int32_t only[15];
+        CHECK_OK(pp_data_read(d, 0, 15, NULL, only, &err), &err);
+        CHECK(memcmp(only, la, sizeof only) == 0);
+        char first[512];
+        CHECK(pp_data_bad_images(d, first, sizeof first) == 1 && strstr(first, "c1/2.jpg"));
+        pp_data_close(d);
+    }
+    pp_data_reader_free(r);
+    free(a);
+    free(b);
+}
+
+int main(void)
+{
+    if (!check_mkdtemp(tmpdir, sizeof tmpdir, "test_images")) return 1;
+    test_jpeg_boxes();
+    test_png();
+    test_bad_images();
+    test_resample();
+    test_transforms();
+    test_index();
+    test_source();
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return check_summary("test_images");
+}
