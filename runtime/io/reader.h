@@ -52,6 +52,6 @@ int pp_data_reader_threads(const pp_data_reader *r);
 /* pp_data_read(src, pos, count, images, labels, err) with the samples spread
  * over the reader's threads; returns when all are written. */
 pp_status pp_data_reader_read(pp_data_reader *r, pp_data *src, int64_t pos, int count,
-                              float *images, int32_t *labels, pp_error *err);
+                              void *images, int32_t *labels, pp_error *err);
 
 #endif
