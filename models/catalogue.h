@@ -131,6 +131,9 @@ typedef struct pp_unit_info {
     int64_t fwd_flops;      /* forward FLOPs per sample: 2 per multiply-add, plus the
                                elementwise work (batch norm, relu, add, pooling, bias) */
     int64_t param_count;    /* learnable parameters */
+    int64_t tied_count;     /* of them, copies of another unit's (a tied output head's
+                               weight: pp_named_tensor.tied_to), counted once by the
+                               model's size */
     int64_t param_bytes;    /* parameters + buffers, bytes */
     int64_t act_bytes;      /* bytes kept for backward, per sample */
     int64_t act_fixed_bytes; /* bytes kept for backward per micro-batch whatever its size

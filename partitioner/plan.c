@@ -54,6 +54,8 @@ const char *pp_plan_data_format_name(pp_plan_data_format f)
     switch (f) {
     case PP_PLAN_DATA_IDX: return "idx";
     case PP_PLAN_DATA_CIFAR10: return "cifar10";
+    case PP_PLAN_DATA_TOKENS: return "tokens";
+    case PP_PLAN_DATA_TEXT: return "text";
     default: return "synthetic";
     }
 }
@@ -281,7 +283,7 @@ static void walk_optimizer(pp_walk *w, const pp_ynode *n)
 /* Resolves a data path against the plan's folder, checks that it is a
  * readable file and returns its absolute path (malloc'd), or NULL after
  * reporting the problem at n. */
-static char *data_path(pp_walk *w, const pp_ynode *n, const char *what)
+char *pp_walk_data_path(pp_walk *w, const pp_ynode *n, const char *what)
 {
     const char *rel;
     if (!pp_walk_str(w, n, what, &rel)) return NULL;
@@ -352,23 +354,24 @@ static bool walk_norm(pp_walk *w, const pp_ynode *n, const char *what, double *v
 static void walk_data(pp_walk *w, const pp_ynode *n)
 {
     enum { K_FORMAT, K_SIZE, K_IMAGES, K_LABELS, K_FILES, K_SHUFFLE, K_MEAN, K_STD, K_CLASSES,
-           K_N };
+           K_FILE, K_BLOCK, K_N };
     static const char *const keys[K_N] = {"format",  "image_size", "images", "labels",
                                           "files",   "shuffle",    "mean",   "std",
-                                          "num_classes"};
+                                          "num_classes", "file",   "block_size"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     pp_plan_data *d = &p->data;
     d->mark = pp_walk_mark(n);
+    w->data_node = n;
     if (!pp_walk_map(w, n, "data", keys, K_N, f)) {
         w->size_ok = false;
         return;
     }
     int format = 0;
     if (f[K_FORMAT]) {
-        static const char *const formats[] = {"synthetic", "idx", "cifar10"};
-        format = pp_walk_choice(w, f[K_FORMAT], "data.format", formats, 3,
-                                "synthetic, idx or cifar10");
+        static const char *const formats[] = {"synthetic", "idx", "cifar10", "tokens", "text"};
+        format = pp_walk_choice(w, f[K_FORMAT], "data.format", formats, 5,
+                                "synthetic, idx, cifar10, tokens or text");
         if (format < 0) {
             w->size_ok = false;
             return;
@@ -380,12 +383,15 @@ static void walk_data(pp_walk *w, const pp_ynode *n)
     static const struct {
         int key;
         unsigned formats; /* bit per format */
-    } owners[] = {{K_SIZE, 1u}, {K_CLASSES, 1u}, {K_IMAGES, 2u}, {K_LABELS, 2u}, {K_FILES, 4u}};
+    } owners[] = {{K_SIZE, 1u},  {K_CLASSES, 1u}, {K_IMAGES, 2u}, {K_LABELS, 2u},
+                  {K_FILES, 4u}, {K_FILE, 24u},   {K_BLOCK, 24u}, {K_MEAN, 7u}, {K_STD, 7u}};
     for (size_t i = 0; i < sizeof owners / sizeof owners[0]; i++) {
         if (f[owners[i].key] && !(owners[i].formats & (1u << format))) {
             const char *only = owners[i].formats == 1u   ? "synthetic"
                                : owners[i].formats == 2u ? "idx"
-                                                         : "cifar10";
+                               : owners[i].formats == 4u ? "cifar10"
+                               : owners[i].formats == 7u ? "synthetic, idx or cifar10"
+                                                         : "tokens or text";
             pp_walk_error(w, f[owners[i].key], "data.%s applies only to format %s, not %s",
                           keys[owners[i].key], only, fmt);
             f[owners[i].key] = NULL;
@@ -426,14 +432,16 @@ static void walk_data(pp_walk *w, const pp_ynode *n)
         if (f[K_IMAGES]) {
             d->images_mark = pp_walk_mark(f[K_IMAGES]);
             w->data_images_node = f[K_IMAGES];
-            d->images = data_path(w, f[K_IMAGES], "data.images");
+            d->images = pp_walk_data_path(w, f[K_IMAGES], "data.images");
             if (d->images) idx_image_size(d->images, &p->model.image_h, &p->model.image_w);
         }
         if (f[K_LABELS]) {
             d->labels_mark = pp_walk_mark(f[K_LABELS]);
             w->data_labels_node = f[K_LABELS];
-            d->labels = data_path(w, f[K_LABELS], "data.labels");
+            d->labels = pp_walk_data_path(w, f[K_LABELS], "data.labels");
         }
+    } else if (d->format == PP_PLAN_DATA_TOKENS || d->format == PP_PLAN_DATA_TEXT) {
+        pp_walk_token_data(w, n, f[K_FILE], f[K_BLOCK]);
     } else {
         p->model.image_h = p->model.image_w = 32;
         const pp_ynode *fl = f[K_FILES];
@@ -454,7 +462,7 @@ static void walk_data(pp_walk *w, const pp_ynode *n)
             d->n_files = fl->n;
             for (int i = 0; i < fl->n; i++) {
                 d->files_marks[i] = pp_walk_mark(fl->kids[i]);
-                d->files[i] = data_path(w, fl->kids[i], "data.files");
+                d->files[i] = pp_walk_data_path(w, fl->kids[i], "data.files");
             }
         }
     }
@@ -472,25 +480,37 @@ static void walk_data(pp_walk *w, const pp_ynode *n)
 
 static void walk_eval(pp_walk *w, const pp_ynode *n)
 {
-    enum { K_IMAGES, K_LABELS, K_BATCH, K_EVERY, K_N };
-    static const char *const keys[K_N] = {"images", "labels", "batch_size", "every"};
+    enum { K_IMAGES, K_LABELS, K_BATCH, K_EVERY, K_FILE, K_N };
+    static const char *const keys[K_N] = {"images", "labels", "batch_size", "every", "file"};
     const pp_ynode *f[K_N];
     pp_plan_eval *e = &w->plan->eval;
     e->mark = pp_walk_mark(n);
     e->every = 1;
     if (!pp_walk_map(w, n, "eval", keys, K_N, f)) return;
     e->enabled = true;
-    if (!f[K_IMAGES]) pp_walk_error(w, n, "eval needs images (an IDX file, may be gzipped)");
-    if (!f[K_LABELS]) pp_walk_error(w, n, "eval needs labels (an IDX file, may be gzipped)");
-    if (f[K_IMAGES]) {
-        e->images_mark = pp_walk_mark(f[K_IMAGES]);
-        w->eval_images_node = f[K_IMAGES];
-        e->images = data_path(w, f[K_IMAGES], "eval.images");
-    }
-    if (f[K_LABELS]) {
-        e->labels_mark = pp_walk_mark(f[K_LABELS]);
-        w->eval_labels_node = f[K_LABELS];
-        e->labels = data_path(w, f[K_LABELS], "eval.labels");
+    const pp_plan_data_format format = w->plan->data.format;
+    if (format == PP_PLAN_DATA_TOKENS || format == PP_PLAN_DATA_TEXT) {
+        for (int k = K_IMAGES; k <= K_LABELS; k++)
+            if (f[k])
+                pp_walk_error(w, f[k], "eval.%s applies to image data; token data is "
+                              "evaluated from eval.file", keys[k]);
+        pp_walk_token_eval(w, n, f[K_FILE]);
+    } else {
+        if (f[K_FILE])
+            pp_walk_error(w, f[K_FILE], "eval.file applies to token data (format tokens or "
+                          "text); images are evaluated from eval.images and eval.labels");
+        if (!f[K_IMAGES]) pp_walk_error(w, n, "eval needs images (an IDX file, may be gzipped)");
+        if (!f[K_LABELS]) pp_walk_error(w, n, "eval needs labels (an IDX file, may be gzipped)");
+        if (f[K_IMAGES]) {
+            e->images_mark = pp_walk_mark(f[K_IMAGES]);
+            w->eval_images_node = f[K_IMAGES];
+            e->images = pp_walk_data_path(w, f[K_IMAGES], "eval.images");
+        }
+        if (f[K_LABELS]) {
+            e->labels_mark = pp_walk_mark(f[K_LABELS]);
+            w->eval_labels_node = f[K_LABELS];
+            e->labels = pp_walk_data_path(w, f[K_LABELS], "eval.labels");
+        }
     }
     if (f[K_BATCH])
         pp_walk_int32(w, f[K_BATCH], "eval.batch_size", 1, PP_PLAN_MAX_BATCH, &e->batch_size);
@@ -535,7 +555,7 @@ static void walk_schedule(pp_walk *w, const pp_ynode *n)
                                     "in torch's schedule grammar)");
             return;
         }
-        p->schedule_file = data_path(w, f[0], "schedule.file");
+        p->schedule_file = pp_walk_data_path(w, f[0], "schedule.file");
         if (p->schedule_file) p->schedule = PP_PLAN_SCHEDULE_FILE;
         return;
     }
@@ -653,7 +673,8 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
     }
 
     /* the catalogue the stages are resolved against */
-    if (w->model_ok && p->model.kind == PP_MODEL_RESNET && w->size_ok) {
+    if (w->model_ok && (p->model.kind == PP_MODEL_RESNET || p->model.kind == PP_MODEL_GPT2) &&
+        w->size_ok) {
         pp_error e;
         if (pp_catalogue_build(&p->model, &p->catalogue, &e) == PP_OK) {
             w->catalogue_ok = true;
@@ -673,6 +694,7 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
                           "replica needs a sample)", p->replicas, p->batch_size);
     }
     if (!w->errors) pp_walk_check_data(w); /* reads files: once the rest is valid */
+    if (!w->errors) pp_walk_check_tokens(w);
     pp_walk_stages(w, f[K_STAGES], f[K_DEVICES], f[K_BALANCE]);
 }
 
@@ -787,6 +809,8 @@ void pp_plan_free(pp_plan *p)
     free(p->micro_sizes);
     free(p->data.images);
     free(p->data.labels);
+    free(p->data.file);
+    free(p->eval.file);
     free(p->eval.images);
     free(p->eval.labels);
     free(p->checkpoint.path);

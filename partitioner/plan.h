@@ -84,6 +84,8 @@ typedef enum pp_plan_data_format {
     PP_PLAN_DATA_SYNTHETIC = 0,
     PP_PLAN_DATA_IDX = 1,
     PP_PLAN_DATA_CIFAR10 = 2,
+    PP_PLAN_DATA_TOKENS = 3,    /* llm.c's or nanoGPT's .bin token files (runtime/io/tokens.h) */
+    PP_PLAN_DATA_TEXT = 4,      /* any file, a byte a token (vocabulary 256) */
 } pp_plan_data_format;
 
 typedef enum pp_plan_balance {
@@ -122,6 +124,10 @@ typedef struct pp_plan_data {
     int n_files;                /* cifar10: number of batch files */
     char **files;               /* cifar10: n_files absolute paths */
     pp_mark *files_marks;       /* cifar10: n_files marks */
+    char *file;                 /* tokens, text: the training tokens, absolute path */
+    pp_mark file_mark;
+    int block_size;             /* tokens, text: positions per sample, at most the model's
+                                 * block_size (its default); = model.gpt2.seq_len */
     bool shuffle;
     bool has_norm;              /* mean/std given (in_channels values each) */
     double mean[PP_PLAN_MAX_CHANNELS];
@@ -135,6 +141,8 @@ typedef struct pp_plan_eval {
     bool enabled;               /* the plan has an eval section */
     char *images, *labels;      /* IDX files (plain or gzip), absolute paths */
     pp_mark images_mark, labels_mark, mark;
+    char *file;                 /* token data: the validation tokens (the data's format) */
+    pp_mark file_mark;
     int batch_size;             /* default: batch.size */
     int every;                  /* evaluate after every K-th epoch (steps: every K steps); default 1 */
 } pp_plan_eval;

@@ -35,6 +35,13 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
         DIFF("model stem/depth differ");
     if (ma->kind == PP_MODEL_RESNET && ma->zero_init_residual != mb->zero_init_residual)
         DIFF("model zero_init_residual differs");
+    const pp_gpt2_config *ga = &ma->gpt2, *gb = &mb->gpt2;
+    if (ma->kind == PP_MODEL_GPT2 &&
+        (ga->n_layer != gb->n_layer || ga->n_head != gb->n_head || ga->n_embd != gb->n_embd ||
+         ga->vocab_size != gb->vocab_size || ga->block_size != gb->block_size ||
+         ga->seq_len != gb->seq_len || ga->bias != gb->bias || ga->dropout != gb->dropout ||
+         ga->tie_embeddings != gb->tie_embeddings))
+        DIFF("gpt2 sizes differ");
     if (ma->n_layers != mb->n_layers || ma->init != mb->init || ma->init_std != mb->init_std)
         DIFF("sequential layer counts or initialisation differ");
     for (int i = 0; i < ma->n_layers; i++) {
@@ -88,6 +95,8 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
     if (da->n_files != db->n_files) DIFF("data.files counts differ");
     for (int i = 0; i < da->n_files; i++)
         if (!str_eq(da->files[i], db->files[i])) DIFF("data.files[%d] differs", i);
+    if (!str_eq(da->file, db->file) || da->block_size != db->block_size)
+        DIFF("data.file or data.block_size differs");
     if (da->shuffle != db->shuffle) DIFF("data.shuffle differs");
     if (da->has_norm != db->has_norm) DIFF("data mean/std presence differs");
     if (da->has_norm)
@@ -107,7 +116,8 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
     if (!lr_same) DIFF("lr_schedule differs");
     const pp_plan_eval *ea = &a->eval, *eb = &b->eval;
     if (ea->enabled != eb->enabled || ea->batch_size != eb->batch_size || ea->every != eb->every ||
-        !str_eq(ea->images, eb->images) || !str_eq(ea->labels, eb->labels))
+        !str_eq(ea->images, eb->images) || !str_eq(ea->labels, eb->labels) ||
+        !str_eq(ea->file, eb->file))
         DIFF("eval differs");
     const pp_plan_checkpoint *ca = &a->checkpoint, *cb = &b->checkpoint;
     if (ca->enabled != cb->enabled || ca->every != cb->every || ca->keep != cb->keep ||

@@ -34,6 +34,8 @@ typedef struct pp_walk {
     const pp_ynode *classes_node;                 /* model.num_classes */
     const pp_ynode *data_images_node, *data_labels_node; /* data.images, data.labels (idx) */
     const pp_ynode *eval_images_node, *eval_labels_node; /* eval.images, eval.labels */
+    const pp_ynode *data_node, *data_file_node, *eval_file_node; /* data, data.file, eval.file */
+    const pp_ynode *model_node;                   /* the model section */
 } pp_walk;
 
 void pp_walk_error(pp_walk *w, const pp_ynode *n, const char *fmt, ...)
@@ -70,6 +72,27 @@ void pp_walk_resolve_sequential(pp_walk *w, const pp_ynode *model);
 /* plan_data.c: the IDX files of `data` and `eval` against the model (channels,
  * label count and range), once model and data are walked. */
 void pp_walk_check_data(pp_walk *w);
+
+/* Resolves a data path against the plan's folder, checks that it is a
+ * readable file and returns its absolute path (malloc'd), or NULL after
+ * reporting the problem at n (plan.c). */
+char *pp_walk_data_path(pp_walk *w, const pp_ynode *n, const char *what);
+
+/* plan_gpt2.c: GPT-2's model keys into w->plan->model.gpt2: f holds the nodes of
+ * preset, n_layer, n_head, n_embd, vocab_size, block_size, bias, dropout and
+ * tie_embeddings (any NULL), in that order. */
+enum { PP_WALK_GPT2_KEYS = 9 };
+void pp_walk_gpt2(pp_walk *w, const pp_ynode *model, const pp_ynode *const *f);
+
+/* plan_tokens.c: token data. pp_walk_token_data reads data.file and
+ * data.block_size (either may be NULL) for a tokens or text format;
+ * pp_walk_token_eval eval.file; pp_walk_check_tokens, once the plan is
+ * otherwise valid, the model against its data and both files whole (the
+ * header, one window at least, every id below model.vocab_size). */
+void pp_walk_token_data(pp_walk *w, const pp_ynode *data, const pp_ynode *file,
+                        const pp_ynode *block);
+void pp_walk_token_eval(pp_walk *w, const pp_ynode *eval, const pp_ynode *file);
+void pp_walk_check_tokens(pp_walk *w);
 
 /* plan_stages.c: `stages` (list or auto), `devices`, `balance`; any may be NULL. */
 void pp_walk_stages(pp_walk *w, const pp_ynode *stages, const pp_ynode *devices,

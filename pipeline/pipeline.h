@@ -135,8 +135,10 @@ typedef struct pp_pipeline_options {
 /* What one step did. */
 typedef struct pp_step_result {
     int64_t step;      /* 0-based index of the step just run */
-    double loss;       /* mean cross-entropy over the mini-batch */
-    double accuracy;   /* fraction of the mini-batch classified correctly (before the update) */
+    double loss;       /* mean cross-entropy over the mini-batch (a token model's: over every
+                          token of it) */
+    double accuracy;   /* fraction of the mini-batch classified correctly (before the update;
+                          a token model's: of its next tokens) */
     double step_ms;    /* wall time of the whole step (data, schedule, optimizer) */
     double bubble;     /* measured idle fraction of the stages during the schedule */
     int64_t epoch;     /* 0-based epoch of the step (with steps: step / steps per epoch) */
@@ -147,11 +149,12 @@ typedef struct pp_step_result {
 
 /* One pass over the plan's eval data. */
 typedef struct pp_eval_result {
-    int64_t samples;   /* test samples */
-    double loss;       /* mean cross-entropy */
-    double accuracy;   /* top-1 */
+    int64_t samples;   /* test samples (a token model's: windows of block_size tokens) */
+    double loss;       /* mean cross-entropy (a token model's: per token) */
+    double accuracy;   /* top-1 (a token model's: of the next token) */
     double seconds;    /* wall time of the pass */
-    double images_per_s; /* pipelined inference throughput */
+    double images_per_s; /* pipelined inference throughput (samples per second) */
+    double perplexity; /* exp(loss) */
 } pp_eval_result;
 
 /* Per-stage figures, aggregated over the steps run so far (the first step is
