@@ -109,6 +109,10 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     pp_tensor dlogits = y == out ? pp_tensor_view0(io->dlogits, (int64_t)off * p->targets, n)
                                  : logits;
     PP_TRY(pp_copy_from_host(ex, io->host_labels + (int64_t)off * p->targets, &labels, err));
+    if (io->logits) {
+        pp_tensor row = pp_tensor_view0(&logits, io->logits_row, 1);
+        PP_TRY(pp_copy(ex, &row, io->logits, err));
+    }
     PP_TRY(xent_f32(ex, &logits, &labels, io->divisor, &loss, &correct, &dlogits, err));
     PP_TRY(pp_copy_to_host(ex, &loss, io->host_losses + mb, err));
     return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);

@@ -262,6 +262,28 @@ bool pp_pipeline_has_eval(const pp_pipeline *p);
  * trained. PP_ERR_INVALID without an eval section. */
 pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err);
 
+/* How pp_pipeline_generate samples. */
+typedef struct pp_generate_options {
+    int tokens;          /* new tokens to sample (>= 0) */
+    double temperature;  /* > 0: sample from softmax(logits / temperature); 0: always the
+                            most likely token (greedy) */
+    int top_k;           /* > 0: sample among the k most likely tokens only; 0: all */
+    uint64_t seed;       /* the sampler's stream: token i draws from (seed, i) */
+} pp_generate_options;
+
+/* Continues a token sequence with a token model (GPT-2): out (n_prompt +
+ * o->tokens ids) receives the prompt, then each new token, sampled from the
+ * logits of the last position after a forward of the sequence's last
+ * block_size tokens (data.block_size: the window) through the same stages
+ * (inference, one sample, nothing trained; the window's free positions
+ * hold id 0, which the causal attention keeps from the sampled position).
+ * Every rank of a job calls it and gets the same tokens (the last stage's
+ * rank samples and tells the others). PP_ERR_INVALID for a model without
+ * token inputs, an empty prompt or an id outside the vocabulary;
+ * PP_ERR_UNSUPPORTED with replicas in this process. */
+pp_status pp_pipeline_generate(pp_pipeline *p, const int32_t *prompt, int n_prompt,
+                               const pp_generate_options *o, int32_t *out, pp_error *err);
+
 /* Steps run so far (including steps restored by pp_pipeline_load). */
 int64_t pp_pipeline_steps_done(const pp_pipeline *p);
 

@@ -104,6 +104,10 @@ typedef struct run_io {
     const int32_t *host_labels;  /* (batch * targets) */
     float *host_losses;          /* (m) */
     int32_t *host_corrects;      /* (m) */
+    pp_tensor *logits;           /* generation: row logits_row of the last micro-batch's
+                                  * logits (1, classes) copied here before the loss (else
+                                  * NULL) */
+    int logits_row;
 } run_io;
 
 struct pp_pipeline {
