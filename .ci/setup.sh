@@ -7,7 +7,8 @@
 #    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson, xxHash, zlib,
 #    Open MPI for jobs of several processes and their tests); with
 #    --tests also what the test suite checks against (PyTorch and torchvision
-#    for the cross-checks, Debian's Fashion-MNIST for the training tests).
+#    for the cross-checks, Debian's Fashion-MNIST for the training tests, the
+#    fortunes package's texts for the byte-level GPT-2 training check).
 # 2. Configures BUILD_DIR with meson (once) and builds it with ninja.
 # The CUDA backend is built when nvcc, cuDNN and cuBLAS are found
 # (-Dcuda=auto); pass MESON_ARGS="-Dcuda=disabled" to skip it. MPI likewise
@@ -24,7 +25,7 @@ build=${1:-build}
 packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev libxxhash-dev zlib1g-dev
   openmpi-bin libopenmpi-dev)
 if [ $tests = 1 ]; then
-  packages+=(python3-torch python3-torchvision python3-numpy dataset-fashion-mnist)
+  packages+=(python3-torch python3-torchvision python3-numpy dataset-fashion-mnist fortunes)
 fi
 missing=()
 for p in "${packages[@]}"; do

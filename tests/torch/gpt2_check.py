@@ -35,7 +35,6 @@ Exit status: 0 pass, 1 fail, 2 usage, 77 skip (no torch/numpy).
 """
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -50,6 +49,7 @@ except ImportError as e:  # the project's tests must not require PyTorch
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpt2_model  # noqa: E402
 import st  # noqa: E402
 
 LAYERS, HEADS, EMBD, POSITIONS = 4, 4, 128, 64
@@ -83,67 +83,8 @@ def check(ok, msg):
         failures.append(msg)
 
 
-class Block(torch.nn.Module):
-    """One GPT-2 block with Hugging Face's module names (Conv1D as (in, out))."""
-
-    def __init__(self):
-        super().__init__()
-        c = EMBD
-        self.ln_1 = torch.nn.LayerNorm(c)
-        self.attn = torch.nn.Module()
-        self.attn.c_attn = Conv1D(c, 3 * c)
-        self.attn.c_proj = Conv1D(c, c)
-        self.ln_2 = torch.nn.LayerNorm(c)
-        self.mlp = torch.nn.Module()
-        self.mlp.c_fc = Conv1D(c, 4 * c)
-        self.mlp.c_proj = Conv1D(4 * c, c)
-
-    def forward(self, x):
-        n, t, c = x.shape
-        q, k, v = self.attn.c_attn(self.ln_1(x)).split(c, dim=2)
-        hs = c // HEADS
-        q, k, v = (z.view(n, t, HEADS, hs).transpose(1, 2) for z in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
-        att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(n, t, c)
-        x = x + self.attn.c_proj(y)
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class Conv1D(torch.nn.Module):
-    """Hugging Face's Conv1D: y = x W + b with W (in, out)."""
-
-    def __init__(self, nin, nout):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.empty(nin, nout))
-        self.bias = torch.nn.Parameter(torch.empty(nout))
-
-    def forward(self, x):
-        return x @ self.weight + self.bias
-
-
-class GPT2(torch.nn.Module):
-    """GPT2LMHeadModel's layout; a tied head uses wte.weight and has no module."""
-
-    def __init__(self, vocab, tied):
-        super().__init__()
-        self.transformer = torch.nn.Module()
-        self.transformer.wte = torch.nn.Embedding(vocab, EMBD)
-        self.transformer.wpe = torch.nn.Embedding(POSITIONS, EMBD)
-        self.transformer.h = torch.nn.ModuleList([Block() for _ in range(LAYERS)])
-        self.transformer.ln_f = torch.nn.LayerNorm(EMBD)
-        self.tied = tied
-        if not tied:
-            self.lm_head = torch.nn.Linear(EMBD, vocab, bias=False)
-
-    def forward(self, idx):
-        tr = self.transformer
-        x = tr.wte(idx) + tr.wpe(torch.arange(idx.shape[1]))
-        for b in tr.h:
-            x = b(x)
-        x = tr.ln_f(x)
-        return F.linear(x, tr.wte.weight if self.tied else self.lm_head.weight)
+def GPT2(vocab, tied):
+    return gpt2_model.GPT2(vocab, LAYERS, HEADS, EMBD, POSITIONS, tied)
 
 
 def make_init(vocab, tied, seed):
