@@ -1,7 +1,10 @@
 /*
  * gelu.c - CPU GELU, tanh approximation (GPT-2's), elementwise in f32:
  *   y  = x / 2 (1 + tanh(u)),  u = sqrt(2 / pi) (x + 0.044715 x^3)
- *   dx = dy (1/2 (1 + tanh(u)) + x/2 (1 - tanh(u)^2) sqrt(2 / pi) (1 + 3 0.044715 x^2))
+ *   dx = dy (1/2 (1 + tanh(u)) + x/2 (1 - tanh(u)^2) u'),  u' = sqrt(2 / pi) (1 + 3 0.044715 x^2)
+ * computed through the identity 1/2 (1 + tanh(u)) = s = 1 / (1 + exp(-2u)), so
+ * 1/2 (1 - tanh(u)^2) = 2 s (1 - s): one expf per element, no cancellation
+ * near 0, and s is exactly 0 or 1 where exp overflows or vanishes.
  * Elements are independent: fixed ranges run on the device's pool.
  */
 #include <math.h>
@@ -37,7 +40,7 @@ static void forward_task(void *arg, int64_t t, int worker)
     for (int64_t i = 0; i < n; i++) {
         const float v = x[i];
         const float u = k_sqrt_2_over_pi * (v + k_cubic * v * v * v);
-        y[i] = 0.5f * v * (1.0f + tanhf(u));
+        y[i] = v / (1.0f + expf(-2.0f * u));
     }
 }
 
@@ -52,9 +55,9 @@ static void backward_task(void *arg, int64_t t, int worker)
     for (int64_t i = 0; i < n; i++) {
         const float v = x[i];
         const float u = k_sqrt_2_over_pi * (v + k_cubic * v * v * v);
-        const float th = tanhf(u);
+        const float s = 1.0f / (1.0f + expf(-2.0f * u));
         const float du = k_sqrt_2_over_pi * (1.0f + 3.0f * k_cubic * v * v);
-        dx[i] = dy[i] * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * du);
+        dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
     }
 }
 
