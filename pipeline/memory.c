@@ -450,6 +450,15 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
         }
         o->slots += out_b * n_max; /* the last stage's output */
     }
+    /* a tied head's copy on another device: the stage holding the token
+     * embedding (unit 0) stages the copy's gradient there (pipeline/tied.c) */
+    if (!delay && first == 0)
+        for (int t = 0; t < S; t++) {
+            const pp_plan_stage *ts = &plan->stages[t];
+            if (t == s || same_device(plan, s, t)) continue;
+            for (int u = ts->first; u >= 0 && u <= ts->last; u++)
+                o->batch += fu->cat.units[u].tied_count * 4;
+        }
     /* boundary buffers: activations out and gradients in, both sides */
     if (s + 1 < S) o->slots += 2 * (int64_t)run->slots * out_b * n_max;
     if (s > 0) {
