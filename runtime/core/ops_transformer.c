@@ -13,6 +13,9 @@
 #include "ops_adapt.h"
 #include "ops_check.h"
 
+/* The backend's entry fn of ex's device, NULL when ex has none. */
+#define ENTRY(fn) (ex && ex->dev ? ex->dev->ops->fn : NULL)
+
 /* t is F32 of rank 2 or 3 on ex's device with last dimension c (c < 0: any);
  * *rows receives the product of its leading dimensions. */
 static pp_status check_rows(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
@@ -252,17 +255,30 @@ static pp_status check_id_range(pp_exec *ex, const char *op, const pp_tensor *id
     return PP_OK;
 }
 
+/* An embedding op's operands: ids (N, T), the table (V, C) named tname and the
+ * (N, T, C) activation named aname; whether the backend has the op (have);
+ * then the ids' range. *rows = N*T, *v, *c the table's sizes. */
+static pp_status check_embedding(pp_exec *ex, const char *op, bool have,
+                                 const pp_tensor *ids, const pp_tensor *table, const char *tname,
+                                 const pp_tensor *act, const char *aname, int64_t *rows,
+                                 int64_t *v, int64_t *c, pp_error *err)
+{
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(check_ids(ex, op, ids, table, tname, rows, err));
+    *v = table->shape[0];
+    *c = table->shape[1];
+    PP_TRY(pp_ops_check(ex, op, aname, act, PP_F32, 3, ids->shape[0], ids->shape[1], *c, 1,
+                        err));
+    if (!have) return pp_ops_unsupported(ex, op, err);
+    return check_id_range(ex, op, ids, *v, err);
+}
+
 pp_status pp_embedding_forward(pp_exec *ex, const pp_tensor *ids, const pp_tensor *table,
                                pp_tensor *y, pp_error *err)
 {
-    const char *op = "embedding_forward";
-    PP_TRY(pp_ops_check_exec(ex, op, err));
-    int64_t rows = 0;
-    PP_TRY(check_ids(ex, op, ids, table, "table", &rows, err));
-    const int64_t v = table->shape[0], c = table->shape[1];
-    PP_TRY(pp_ops_check(ex, op, "y", y, PP_F32, 3, ids->shape[0], ids->shape[1], c, 1, err));
-    if (!ex->dev->ops->embedding_forward) return pp_ops_unsupported(ex, "embedding_forward", err);
-    PP_TRY(check_id_range(ex, op, ids, v, err));
+    int64_t rows = 0, v = 0, c = 0;
+    PP_TRY(check_embedding(ex, "embedding_forward", ENTRY(embedding_forward) != NULL, ids, table,
+                           "table", y, "y", &rows, &v, &c, err));
     return DISPATCH(embedding_forward, rows, (int)v, (int)c, ids->data, table->data, y->data,
                     err);
 }
@@ -270,15 +286,9 @@ pp_status pp_embedding_forward(pp_exec *ex, const pp_tensor *ids, const pp_tenso
 pp_status pp_embedding_backward(pp_exec *ex, const pp_tensor *ids, const pp_tensor *dy,
                                 pp_tensor *dtable, pp_error *err)
 {
-    const char *op = "embedding_backward";
-    PP_TRY(pp_ops_check_exec(ex, op, err));
-    int64_t rows = 0;
-    PP_TRY(check_ids(ex, op, ids, dtable, "dtable", &rows, err));
-    const int64_t v = dtable->shape[0], c = dtable->shape[1];
-    PP_TRY(pp_ops_check(ex, op, "dy", dy, PP_F32, 3, ids->shape[0], ids->shape[1], c, 1, err));
-    if (!ex->dev->ops->embedding_backward)
-        return pp_ops_unsupported(ex, "embedding_backward", err);
-    PP_TRY(check_id_range(ex, op, ids, v, err));
+    int64_t rows = 0, v = 0, c = 0;
+    PP_TRY(check_embedding(ex, "embedding_backward", ENTRY(embedding_backward) != NULL, ids,
+                           dtable, "dtable", dy, "dy", &rows, &v, &c, err));
     return DISPATCH(embedding_backward, rows, (int)v, (int)c, ids->data, dy->data, dtable->data,
                     err);
 }
