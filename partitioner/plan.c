@@ -49,17 +49,6 @@ const char *pp_plan_precision_name(pp_plan_precision p)
     return p == PP_PLAN_PRECISION_TF32 ? "tf32" : p == PP_PLAN_PRECISION_BF16 ? "bf16" : "fp32";
 }
 
-const char *pp_plan_data_format_name(pp_plan_data_format f)
-{
-    switch (f) {
-    case PP_PLAN_DATA_IDX: return "idx";
-    case PP_PLAN_DATA_CIFAR10: return "cifar10";
-    case PP_PLAN_DATA_TOKENS: return "tokens";
-    case PP_PLAN_DATA_TEXT: return "text";
-    default: return "synthetic";
-    }
-}
-
 const char *pp_plan_recompute_name(pp_plan_recompute r)
 {
     switch (r) {
@@ -279,40 +268,6 @@ static void walk_optimizer(pp_walk *w, const pp_ynode *n)
 }
 
 /* ---- data ---------------------------------------------------------------- */
-
-/* Resolves a data path against the plan's folder, checks that it is a
- * readable file and returns its absolute path (malloc'd), or NULL after
- * reporting the problem at n. */
-char *pp_walk_data_path(pp_walk *w, const pp_ynode *n, const char *what)
-{
-    const char *rel;
-    if (!pp_walk_str(w, n, what, &rel)) return NULL;
-    size_t need = strlen(w->dir) + strlen(rel) + 2;
-    char *joined = malloc(need);
-    if (!joined) {
-        w->oom = true;
-        return NULL;
-    }
-    if (rel[0] == '/')
-        snprintf(joined, need, "%s", rel);
-    else
-        snprintf(joined, need, "%s/%s", w->dir, rel);
-    struct stat sb;
-    char *abs = NULL;
-    if (stat(joined, &sb) != 0) {
-        pp_walk_error(w, n, "%s: cannot open '%.200s': %s", what, joined, strerror(errno));
-    } else if (S_ISDIR(sb.st_mode)) {
-        pp_walk_error(w, n, "%s: '%.200s' is a folder, not a file", what, joined);
-    } else if (access(joined, R_OK) != 0) {
-        pp_walk_error(w, n, "%s: cannot read '%.200s': %s", what, joined, strerror(errno));
-    } else {
-        abs = realpath(joined, NULL);
-        if (!abs) pp_walk_error(w, n, "%s: cannot resolve '%.200s': %s", what, joined,
-                                strerror(errno));
-    }
-    free(joined);
-    return abs;
-}
 
 /* Best effort: the image size from an IDX header ((N,H,W) or (N,C,H,W),
  * plain or gzip-compressed); leaves h/w alone when the file is not one of
