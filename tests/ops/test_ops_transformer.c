@@ -321,7 +321,7 @@ static void test_attention(void)
         pp_tensor lse = tnew(3, n, heads, t, 1);
         const size_t nq = numel(&qkv), ny = numel(&y);
         double *qd = fill(&qkv, 0.0, 1.5), *rd = fill(&dy, 0.0, 1.0);
-        fill(&dqkv, 0.0, 1.0); /* overwritten */
+        free(fill(&dqkv, 0.0, 1.0)); /* overwritten */
         double *yref = dalloc(ny), *lref = dalloc(numel(&lse));
         att_ctx a = {n, t, c, heads, qd, rd, yref};
         ref_attention(&a, qd, yref, lref);
