@@ -2,7 +2,7 @@
  * plan_tokens.c - token data in the plan (`data: {format: tokens | text,
  * file, block_size}`, `eval: {file}`): the keys while the plan is read, then,
  * once the rest of the plan is valid, the model against its data (GPT-2
- * reads tokens; image models read images) and both files read whole as a
+ * reads tokens, in fp32; image models read images) and both files read whole as a
  * run would open them (runtime/io/tokens.h), so `--validate` finds a bad
  * header, a file shorter than one window or an id at or above
  * model.vocab_size, each reported at the key that names the file.
@@ -85,6 +85,11 @@ void pp_walk_check_tokens(pp_walk *w)
         pp_walk_error(w, w->data_node ? w->data_node : w->model_node,
                       "model gpt2 reads tokens: data.format must be tokens or text, not %s",
                       pp_plan_data_format_name(p->data.format));
+        return;
+    }
+    if (gpt2 && p->precision == PP_PLAN_PRECISION_BF16) {
+        pp_walk_error(w, w->model_node, "model gpt2 runs in fp32 (precision bf16 is not "
+                      "supported for it yet)");
         return;
     }
     if (tokens && !gpt2) {
