@@ -8,7 +8,8 @@
 #    Open MPI for jobs of several processes and their tests, the image decoders
 #    libjpeg-turbo, libpng, libwebp, libtiff, libgd, libnetpbm); with
 #    --tests also what the test suite checks against (PyTorch and torchvision
-#    for the cross-checks, Debian's Fashion-MNIST for the training tests).
+#    for the cross-checks, Debian's Fashion-MNIST for the training tests, the
+#    fortunes package's texts for the byte-level GPT-2 training check).
 # 2. Configures BUILD_DIR with meson (once) and builds it with ninja.
 # The CUDA backend is built when nvcc, cuDNN and cuBLAS are found
 # (-Dcuda=auto); pass MESON_ARGS="-Dcuda=disabled" to skip it. MPI likewise
@@ -26,7 +27,8 @@ packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libja
   openmpi-bin libopenmpi-dev
   libjpeg62-turbo-dev libpng-dev libwebp-dev libtiff-dev libgd-dev libnetpbm-dev)
 if [ $tests = 1 ]; then
-  packages+=(python3-torch python3-torchvision python3-numpy python3-pil dataset-fashion-mnist)
+  packages+=(python3-torch python3-torchvision python3-numpy python3-pil dataset-fashion-mnist
+    fortunes)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -21,6 +21,7 @@
 #include "partitioner/plan.h"
 #include "cli/chart.h"
 #include "cli/fit.h"
+#include "cli/generate.h"
 #include "cli/job.h"
 #include "cli/options.h"
 #include "cli/outputs.h"
@@ -59,6 +60,7 @@ typedef struct cli_args {
     int print_schedule;   /* --print-schedule: 1, =comms: 2 */
     pp_schedule_kind sweep_kinds[PP_SCHEDULE_KINDS];
     int n_sweep_kinds;    /* --sweep-schedule */
+    pp_cli_generate_args gen; /* --generate and its options (prompt NULL: none) */
     bool given[PP_CLI_OPT_COUNT]; /* which options the command line gave (options.h) */
 } cli_args;
 
@@ -132,6 +134,15 @@ static void usage(FILE *f)
           "  --metrics FILE      write a CSV row per step and per evaluation\n"
           "  --plot FILE         with epochs: an SVG of loss and test accuracy per epoch\n"
           "  --eval-only         with --load: evaluate the checkpoint on the plan's eval data\n"
+          "  --generate PROMPT   with --load: continue PROMPT with the plan's GPT-2 through its\n"
+          "                      stages and print it (format text: PROMPT's bytes; tokens:\n"
+          "                      token ids, e.g. \"15496 11\")\n"
+          "  --tokens N          with --generate: new tokens to sample (default 200)\n"
+          "  --temperature X     with --generate: sampling temperature (default 1; 0: the most\n"
+          "                      likely token each time)\n"
+          "  --top-k K           with --generate: sample among the K most likely (default 0:\n"
+          "                      all)\n"
+          "  --seed S            with --generate: the sampler's seed (default: the plan's)\n"
           "  --layout L          activations' memory order: auto (NHWC where a device runs\n"
           "                      faster so: CUDA in bf16), nchw or nhwc; results do not change\n"
           "  --grad-allreduce M  replicas: buckets (default: each stage's gradients summed\n"
@@ -203,6 +214,11 @@ static int check_options(cli_args *a)
     g[PP_CLI_OPT_VERIFY] = a->verify;
     g[PP_CLI_OPT_SHOW_DATA] = a->show_data > 0;
     g[PP_CLI_OPT_DUMP_DATA] = a->dump_data != NULL;
+    g[PP_CLI_OPT_GENERATE] = a->gen.prompt != NULL;
+    g[PP_CLI_OPT_TOKENS] = a->gen.tokens_given;
+    g[PP_CLI_OPT_TEMPERATURE] = a->gen.temperature_given;
+    g[PP_CLI_OPT_TOP_K] = a->gen.top_k_given;
+    g[PP_CLI_OPT_SEED] = a->gen.seed_given;
     char msg[256];
     if (!pp_cli_options_check(g, msg, sizeof msg)) return bad_args("%s", msg);
     return 0;
@@ -213,8 +229,8 @@ static int parse_args(int argc, char **argv, cli_args *a)
     enum { O_STEPS = 256, O_VALIDATE, O_JSON, O_TRACE, O_LOAD, O_SAVE, O_MAP, O_SWEEP, O_CSV,
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
            O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY, O_OPTIMIZE, O_MEMORY_LIMIT,
-           O_PRINT_SCHEDULE, O_SWEEP_SCHEDULE, O_VERIFY, O_SHOW_DATA, O_DUMP_DATA,
-           O_COUNT /* not an option */ };
+           O_PRINT_SCHEDULE, O_SWEEP_SCHEDULE, O_VERIFY, O_SHOW_DATA, O_DUMP_DATA, O_GENERATE,
+           O_TOKENS, O_TEMPERATURE, O_TOP_K, O_SEED, O_COUNT /* not an option */ };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -237,6 +253,11 @@ static int parse_args(int argc, char **argv, cli_args *a)
         {"resume", required_argument, 0, O_RESUME},
         {"layout", required_argument, 0, O_LAYOUT},
         {"cuda-graphs", required_argument, 0, O_GRAPHS},
+        {"generate", required_argument, 0, O_GENERATE},
+        {"tokens", required_argument, 0, O_TOKENS},
+        {"temperature", required_argument, 0, O_TEMPERATURE},
+        {"top-k", required_argument, 0, O_TOP_K},
+        {"seed", required_argument, 0, O_SEED},
         {"grad-allreduce", required_argument, 0, O_GRAD_ALLREDUCE},
         {"print-schedule", optional_argument, 0, O_PRINT_SCHEDULE},
         {"sweep-schedule", required_argument, 0, O_SWEEP_SCHEDULE},
@@ -369,6 +390,18 @@ static int parse_args(int argc, char **argv, cli_args *a)
             if (!a->n_sweep_kinds) return bad_args("--sweep-schedule: empty list '%s'", optarg);
             break;
         }
+        case O_GENERATE:
+        case O_TOKENS:
+        case O_TEMPERATURE:
+        case O_TOP_K:
+        case O_SEED: {
+            static const char *const names[] = {"--generate", "--tokens", "--temperature",
+                                                "--top-k", "--seed"};
+            char msg[160];
+            if (!pp_cli_generate_option(&a->gen, names[c - O_GENERATE], optarg, msg, sizeof msg))
+                return bad_args("%s", msg);
+            break;
+        }
         case 'h': usage(stdout); exit(0);
         case 'V': printf("pipeline-run %s\n", pp_version()); exit(0);
         case ':': return bad_args("option %s needs a value", argv[optind - 1]);
@@ -489,9 +522,9 @@ static int do_eval_only(const pp_plan *plan, const cli_args *a)
     if (pp_pipeline_load(p, a->load, &err) != PP_OK || pp_pipeline_evaluate(p, &e, &err) != PP_OK)
         rc = fail(&err);
     if (!rc) {
-        fprintf(a->json ? stderr : stdout,
-                "%s: test loss %.4f, accuracy %.4f (%lld images, %.1f s, %.0f images/s)\n",
-                a->load, e.loss, e.accuracy, (long long)e.samples, e.seconds, e.images_per_s);
+        char label[4200];
+        snprintf(label, sizeof label, "%s: test ", a->load);
+        pp_cli_print_eval(a->json ? stderr : stdout, plan, label, &e);
         if (a->json && !pp_cli_print_eval_json(stdout, plan, &e)) rc = 1;
     }
     pp_pipeline_free(p);
@@ -760,7 +793,7 @@ static int run(int argc, char **argv)
         return rc;
     }
     if (!a.simulate && !a.memory && !a.optimize && !a.print_schedule && !a.n_sweep &&
-        !a.n_sweep_kinds && !a.eval_only && (rc = check_memory(plan)) != 0) {
+        !a.n_sweep_kinds && !a.eval_only && !a.gen.prompt && (rc = check_memory(plan)) != 0) {
         pp_plan_free(plan);
         return rc;
     }
@@ -803,6 +836,10 @@ static int run(int argc, char **argv)
         rc = do_optimize(plan, &a);
     else if (a.eval_only)
         rc = do_eval_only(plan, &a);
+    else if (a.gen.prompt) {
+        const pp_pipeline_options opts = {.comm = g_comm, .layout = a.layout};
+        rc = pp_cli_generate(plan, &opts, a.load, &a.gen);
+    }
     else if (a.n_sweep && pp_comm_size(g_comm) > 1)
         rc = bad_args("%s runs in one process (start it without mpirun)", "--sweep-split");
     else if (a.n_sweep)

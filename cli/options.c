@@ -29,7 +29,8 @@ enum {
     RUN_VERIFY = 1u << 9,
     RUN_SHOW_DATA = 1u << 10,
     RUN_DUMP_DATA = 1u << 11,
-    RUN_ALL = (1u << 12) - 1,
+    RUN_GENERATE = 1u << 12,
+    RUN_ALL = (1u << 13) - 1,
     /* the kinds that make a plan and describe it, run it or sweep it */
     RUN_DESCRIBE = RUN_TRAIN | RUN_VALIDATE | RUN_SIMULATE | RUN_SWEEP | RUN_EVAL | RUN_MEMORY |
                    RUN_OPTIMIZE | RUN_SWEEP_SCHEDULE,
@@ -52,7 +53,8 @@ static const struct {
     [PP_CLI_OPT_EVAL_ONLY] = {"--eval-only", RUN_EVAL, PP_CLI_OPT_LOAD, NONE, NONE},
     [PP_CLI_OPT_JSON] = {"--json", RUN_DESCRIBE, NONE, NONE, NONE},
     [PP_CLI_OPT_TRACE] = {"--trace", RUN_TRAIN, NONE, NONE, NONE},
-    [PP_CLI_OPT_LOAD] = {"--load", RUN_TRAIN | RUN_SWEEP | RUN_EVAL, NONE, NONE, NONE},
+    [PP_CLI_OPT_LOAD] = {"--load", RUN_TRAIN | RUN_SWEEP | RUN_EVAL | RUN_GENERATE, NONE, NONE,
+                         NONE},
     [PP_CLI_OPT_SAVE] = {"--save", RUN_TRAIN, NONE, NONE, NONE},
     [PP_CLI_OPT_WEIGHTS_ONLY] = {"--weights-only", RUN_TRAIN, PP_CLI_OPT_SAVE, NONE, NONE},
     [PP_CLI_OPT_RESUME] = {"--resume", RUN_TRAIN, NONE, NONE, PP_CLI_OPT_LOAD},
@@ -78,6 +80,11 @@ static const struct {
     [PP_CLI_OPT_VERIFY] = {"--verify", RUN_VERIFY, NONE, NONE, NONE},
     [PP_CLI_OPT_SHOW_DATA] = {"--show-data", RUN_SHOW_DATA, NONE, NONE, NONE},
     [PP_CLI_OPT_DUMP_DATA] = {"--dump-data", RUN_DUMP_DATA, NONE, NONE, NONE},
+    [PP_CLI_OPT_GENERATE] = {"--generate", RUN_GENERATE, PP_CLI_OPT_LOAD, NONE, NONE},
+    [PP_CLI_OPT_TOKENS] = {"--tokens", RUN_GENERATE, PP_CLI_OPT_GENERATE, NONE, NONE},
+    [PP_CLI_OPT_TEMPERATURE] = {"--temperature", RUN_GENERATE, PP_CLI_OPT_GENERATE, NONE, NONE},
+    [PP_CLI_OPT_TOP_K] = {"--top-k", RUN_GENERATE, PP_CLI_OPT_GENERATE, NONE, NONE},
+    [PP_CLI_OPT_SEED] = {"--seed", RUN_GENERATE, PP_CLI_OPT_GENERATE, NONE, NONE},
 };
 
 /* The options that choose the kind of run, and the kind each chooses, in the
@@ -101,6 +108,7 @@ static const struct {
     {PP_CLI_OPT_MEMORY, RUN_MEMORY, NULL},
     {PP_CLI_OPT_SWEEP, RUN_SWEEP, NULL},
     {PP_CLI_OPT_EVAL_ONLY, RUN_EVAL, NULL},
+    {PP_CLI_OPT_GENERATE, RUN_GENERATE, NULL},
 };
 #define N_KINDS (int)(sizeof k_kinds / sizeof k_kinds[0])
 
@@ -193,6 +201,11 @@ bool pp_cli_options_check_plan(const bool given[PP_CLI_OPT_COUNT], const pp_plan
         else
             snprintf(msg, n, "%s: --plot draws one point per epoch, and the plan gives no "
                      "epochs (leave --plot out, or give epochs)", plan->path);
+        return false;
+    }
+    if (given[PP_CLI_OPT_GENERATE] && plan->model.kind != PP_MODEL_GPT2) {
+        snprintf(msg, n, "%s: --generate continues text with a language model, and the plan's "
+                 "model is %s (use model gpt2)", plan->path, plan->model.name);
         return false;
     }
     if (given[PP_CLI_OPT_GRAD_ALLREDUCE] && plan->replicas < 2) {

@@ -4,9 +4,9 @@
  * needs; every other combination is refused the same way, exit 2 with a
  * message naming both options. docs/CLI.md prints the same table.
  *
- * A run is one of ten kinds, chosen by at most one of --verify, --optimize,
+ * A run is one of eleven kinds, chosen by at most one of --verify, --optimize,
  * --print-schedule, --sweep-schedule, --validate, --simulate, --memory,
- * --sweep-split and --eval-only (none: training); the one exception is
+ * --sweep-split, --eval-only and --generate (none: training); the one exception is
  * --sweep-schedule --simulate, a sweep of predictions.
  */
 #ifndef PP_CLI_OPTIONS_H
@@ -47,6 +47,11 @@ typedef enum pp_cli_opt {
     PP_CLI_OPT_RESUME_AUTO,     /* --resume auto (PP_CLI_OPT_RESUME: --resume FILE) */
     PP_CLI_OPT_SHOW_DATA,
     PP_CLI_OPT_DUMP_DATA,
+    PP_CLI_OPT_GENERATE,
+    PP_CLI_OPT_TOKENS,
+    PP_CLI_OPT_TEMPERATURE,
+    PP_CLI_OPT_TOP_K,
+    PP_CLI_OPT_SEED,
     PP_CLI_OPT_COUNT
 } pp_cli_opt;
 

@@ -115,6 +115,25 @@ static void report_unrun(const pp_plan *plan, pp_pipeline_report *r)
     if (!r->graphs) r->graphs = "n/a";
 }
 
+/* Samples of a token model hold its block_size tokens each. */
+static int tokens_per_sample(const pp_plan *plan)
+{
+    return plan->model.kind == PP_MODEL_GPT2 ? plan->data.block_size : 0;
+}
+
+void pp_cli_print_eval(FILE *f, const pp_plan *plan, const char *label, const pp_eval_result *e)
+{
+    const int t = tokens_per_sample(plan);
+    if (t > 0)
+        fprintf(f, "%sloss %.4f, perplexity %.2f, next-token accuracy %.4f (%lld windows of %d "
+                   "tokens, %.0f tokens/s)\n",
+                label, e->loss, e->perplexity, e->accuracy, (long long)e->samples, t,
+                e->images_per_s * t);
+    else
+        fprintf(f, "%sloss %.4f, accuracy %.4f (%lld images, %.0f images/s)\n", label, e->loss,
+                e->accuracy, (long long)e->samples, e->images_per_s);
+}
+
 void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
                           const double *losses, int n_losses, const pp_eval_result *last_eval,
                           const pp_cli_run_info *run)
@@ -171,13 +190,14 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
     if (r.steps == 0 && run && !run->interrupted) { /* nothing ran: no figures to give */
         fprintf(f, "no steps left: the run had finished (step %lld)\n",
                 (long long)run->steps_done);
-        if (last_eval)
-            fprintf(f, "test         loss %.4f, accuracy %.4f (%lld images, %.0f images/s)\n",
-                    last_eval->loss, last_eval->accuracy, (long long)last_eval->samples,
-                    last_eval->images_per_s);
+        if (last_eval) pp_cli_print_eval(f, plan, "test         ", last_eval);
         return;
     }
-    fprintf(f, "throughput   %.1f images/s\n", r.images_per_s);
+    if (tokens_per_sample(plan) > 0)
+        fprintf(f, "throughput   %.0f tokens/s (%.1f windows/s)\n",
+                r.images_per_s * tokens_per_sample(plan), r.images_per_s);
+    else
+        fprintf(f, "throughput   %.1f images/s\n", r.images_per_s);
     fprintf(f, "step time    %.1f ms median (min %.1f, max %.1f%s)\n", r.step_ms_median,
             r.step_ms_min, r.step_ms_max, r.steps > 1 ? ", first step excluded" : "");
     fprintf(f, "bubble       %.1f%% measured, %.1f%% predicted (predicted step %.1f ms)\n",
@@ -202,19 +222,17 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
     if (n_losses > 0)
         fprintf(f, "loss         %.4f first step, %.4f last step\n", losses[0],
                 losses[n_losses - 1]);
-    if (last_eval)
-        fprintf(f, "test         loss %.4f, accuracy %.4f (%lld images, %.0f images/s)\n",
-                last_eval->loss, last_eval->accuracy, (long long)last_eval->samples,
-                last_eval->images_per_s);
+    if (last_eval) pp_cli_print_eval(f, plan, "test         ", last_eval);
 }
 
 static json_t *json_num(double v);
 
 static json_t *eval_object(const pp_eval_result *e)
 {
-    return json_pack("{s:I, s:o, s:o, s:o, s:o}", "samples", (json_int_t)e->samples, "loss",
-                     json_num(e->loss), "accuracy", json_num(e->accuracy), "seconds",
-                     json_num(e->seconds), "images_per_s", json_num(e->images_per_s));
+    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "samples", (json_int_t)e->samples,
+                     "loss", json_num(e->loss), "perplexity", json_num(e->perplexity),
+                     "accuracy", json_num(e->accuracy), "seconds", json_num(e->seconds),
+                     "images_per_s", json_num(e->images_per_s));
 }
 
 static json_t *json_num(double v)

@@ -71,6 +71,10 @@ typedef struct pp_cli_run_info {
  * first and last loss and, with an evaluation, the last test accuracy. A
  * run that had no steps left (a finished run resumed) says so instead of
  * the figures. run may be NULL. */
+/* One evaluation's line after label: loss and accuracy (a token model's:
+ * loss per token, perplexity and next-token accuracy). */
+void pp_cli_print_eval(FILE *f, const pp_plan *plan, const char *label, const pp_eval_result *e);
+
 void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
                           const double *losses, int n_losses, const pp_eval_result *last_eval,
                           const pp_cli_run_info *run);

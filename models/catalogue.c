@@ -31,6 +31,14 @@ pp_status pp_model_config_default(const char *name, pp_model_config *cfg, pp_err
         cfg->num_classes = 0;
         return PP_OK;
     }
+    if (strcmp(name, "gpt2") == 0) { /* 124M; the plan's keys change it */
+        cfg->kind = PP_MODEL_GPT2;
+        snprintf(cfg->name, sizeof cfg->name, "gpt2");
+        PP_TRY(pp_gpt2_preset("124M", &cfg->gpt2, err));
+        cfg->num_classes = cfg->gpt2.vocab_size;
+        cfg->in_channels = 1;
+        return PP_OK;
+    }
     if (strcmp(name, "delay") == 0) {
         cfg->kind = PP_MODEL_DELAY;
         snprintf(cfg->name, sizeof cfg->name, "delay");
@@ -50,8 +58,30 @@ pp_status pp_model_config_default(const char *name, pp_model_config *cfg, pp_err
     }
     return pp_error_set(err, PP_ERR_INPUT,
                         "unknown model '%s' (expected resnet18, resnet34, resnet50, resnet101, "
-                        "resnet152, sequential or delay)",
+                        "resnet152, sequential, gpt2 or delay)",
                         name);
+}
+
+void pp_model_input(const pp_model_config *cfg, int *ndim, int64_t *shape, pp_dtype *dtype)
+{
+    for (int i = 0; i < PP_MAX_DIMS; i++) shape[i] = 1;
+    if (cfg->kind == PP_MODEL_GPT2) {
+        *ndim = 2;
+        shape[1] = cfg->gpt2.seq_len > 0 ? cfg->gpt2.seq_len : cfg->gpt2.block_size;
+        *dtype = PP_I32;
+        return;
+    }
+    *ndim = 4;
+    shape[1] = cfg->in_channels;
+    shape[2] = cfg->image_h;
+    shape[3] = cfg->image_w;
+    *dtype = PP_F32;
+}
+
+int pp_model_targets_per_sample(const pp_model_config *cfg)
+{
+    if (cfg->kind != PP_MODEL_GPT2) return 1;
+    return cfg->gpt2.seq_len > 0 ? cfg->gpt2.seq_len : cfg->gpt2.block_size;
 }
 
 pp_status pp_catalogue_build(const pp_model_config *cfg, pp_catalogue *out, pp_error *err)
@@ -66,7 +96,8 @@ pp_status pp_catalogue_build_at(const pp_model_config *cfg, pp_catalogue *out, i
     if (bad_layer) *bad_layer = -1;
     if (cfg->kind == PP_MODEL_DELAY)
         return pp_error_set(err, PP_ERR_INPUT, "the delay model has no layer catalogue");
-    if (cfg->image_h < 1 || cfg->image_w < 1)
+    const bool tokens = cfg->kind == PP_MODEL_GPT2;
+    if (!tokens && (cfg->image_h < 1 || cfg->image_w < 1))
         return pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is not positive", cfg->image_h,
                             cfg->image_w);
     pp_unit_spec *specs;
@@ -77,14 +108,19 @@ pp_status pp_catalogue_build_at(const pp_model_config *cfg, pp_catalogue *out, i
         free(specs);
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (catalogue)");
     }
-    int ndim = 4;
-    int64_t shape[PP_MAX_DIMS] = {1, cfg->in_channels, cfg->image_h, cfg->image_w};
+    int ndim;
+    int64_t shape[PP_MAX_DIMS];
+    pp_dtype dtype;
+    pp_model_input(cfg, &ndim, shape, &dtype);
     for (int i = 0; i < n; i++) {
         int64_t next[PP_MAX_DIMS];
         pp_status s = pp_unit_costs(&specs[i], ndim, shape, &units[i], err);
         if (s == PP_OK) s = pp_unit_output_shape(&specs[i], ndim, shape, &ndim, next, err);
         if (s == PP_OK) memcpy(shape, next, sizeof shape);
-        if (s != PP_OK) {
+        if (s != PP_OK && tokens) {
+            pp_error_prefix(err, "%s (at %s)", cfg->name, specs[i].name);
+            err->code = PP_ERR_INPUT;
+        } else if (s != PP_OK) {
             pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is too small for %s (at %s)",
                          cfg->image_h, cfg->image_w, cfg->name, specs[i].name);
             free(specs);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "runtime/core/status.h"
+#include "runtime/core/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,7 +37,24 @@ typedef enum pp_model_kind {
     PP_MODEL_RESNET = 0,
     PP_MODEL_DELAY = 1,
     PP_MODEL_SEQUENTIAL = 2, /* layers listed in the plan */
+    PP_MODEL_GPT2 = 3,       /* GPT-2 (models/transformer/): token inputs */
 } pp_model_kind;
+
+/* GPT-2's shape (Hugging Face's GPT2Config, nanoGPT's GPTConfig). */
+typedef struct pp_gpt2_config {
+    int n_layer, n_head, n_embd; /* blocks, attention heads, width (n_embd % n_head == 0) */
+    int vocab_size;
+    int block_size;         /* the model's positions (wpe's rows) */
+    int seq_len;            /* T: the positions a sample holds (the data's windows, the
+                               costs' input), 1..block_size; 0: block_size */
+    bool bias;              /* the linear layers and layer norms have biases (default true) */
+    double dropout;         /* 0: none (the only value the runtime runs) */
+    bool tie_embeddings;    /* lm_head's weight is wte's (default true) */
+} pp_gpt2_config;
+
+/* The published sizes: 124M, 350M, 774M, 1558M (n_layer, n_head, n_embd; vocabulary
+ * 50257, 1024 positions). PP_ERR_INPUT for another name. */
+pp_status pp_gpt2_preset(const char *name, pp_gpt2_config *out, pp_error *err);
 
 #define PP_MAX_DELAY_STAGES 64
 #define PP_MAX_SEQ_LAYERS 128
@@ -96,6 +114,8 @@ typedef struct pp_model_config {
     pp_seq_layer layers[PP_MAX_SEQ_LAYERS];
     pp_seq_init init;
     double init_std;
+    /* GPT-2 (kind PP_MODEL_GPT2) */
+    pp_gpt2_config gpt2;
     /* bf16 mixed precision (the plan's precision: bf16): every unit's spec gets
      * bf16, and the last unit's f32_out (pp_model_units); not for delay */
     bool bf16;
@@ -111,6 +131,9 @@ typedef struct pp_unit_info {
     int64_t fwd_flops;      /* forward FLOPs per sample: 2 per multiply-add, plus the
                                elementwise work (batch norm, relu, add, pooling, bias) */
     int64_t param_count;    /* learnable parameters */
+    int64_t tied_count;     /* of them, copies of another unit's (a tied output head's
+                               weight: pp_named_tensor.tied_to), counted once by the
+                               model's size */
     int64_t param_bytes;    /* parameters + buffers, bytes */
     int64_t act_bytes;      /* bytes kept for backward, per sample */
     int64_t act_fixed_bytes; /* bytes kept for backward per micro-batch whatever its size
@@ -145,7 +168,15 @@ typedef struct pp_catalogue {
  * unknown name. */
 pp_status pp_model_config_default(const char *name, pp_model_config *cfg, pp_error *err);
 
-/* Builds the catalogue of a ResNet or sequential config. PP_ERR_INPUT if the
+/* What one sample of the model's input is: F32 (C, H, W) images, or for
+ * GPT-2 I32 (T) token ids; shape[0] is 1 (a batch of one), unused entries
+ * 1. */
+void pp_model_input(const pp_model_config *cfg, int *ndim, int64_t *shape, pp_dtype *dtype);
+/* The targets the loss compares one sample's output with: 1 label, or for
+ * GPT-2 the T next tokens (one per position). */
+int pp_model_targets_per_sample(const pp_model_config *cfg);
+
+/* Builds the catalogue of a ResNet, sequential or GPT-2 config. PP_ERR_INPUT if the
  * input size is too small for the network or a layer does not fit the one
  * before it (*bad_layer, when not NULL, then receives that layer's index, else
  * -1). The caller frees it with pp_catalogue_free. */

@@ -15,9 +15,9 @@
 
 /* ---- declarations ------------------------------------------------------------- */
 
-/* Fills entry e on the host, from the stream of (seed, name), and uploads it. */
+/* Fills entry e on the host, from the stream of (seed, stream), and uploads it. */
 static pp_status fill_entry(pp_unit *u, int e, pp_fill how, double a, uint64_t seed,
-                            pp_error *err)
+                            const char *stream, pp_error *err)
 {
     pp_tensor *t = &u->value[e];
     int64_t n = pp_tensor_numel(t);
@@ -31,7 +31,7 @@ static pp_status fill_entry(pp_unit *u, int e, pp_fill how, double a, uint64_t s
     } else {
         float *p = host;
         pp_rng rng;
-        pp_rng_init(&rng, seed, u->names[e]);
+        pp_rng_init(&rng, seed, stream);
         for (int64_t i = 0; i < n; i++) {
             switch (how) {
             case PP_FILL_NORMAL: p[i] = (float)(a * pp_rng_normal(&rng)); break;
@@ -52,10 +52,12 @@ pp_status pp_unit_declare(pp_unit *u, const char *module, const char *leaf, pp_d
     if (u->n_entries >= PP_UNIT_MAX_ENTRIES)
         return pp_error_set(err, PP_ERR_INTERNAL, "%s: too many tensors", u->spec.name);
     int e = u->n_entries;
-    int len =
-        module && *module
-            ? snprintf(u->names[e], sizeof u->names[e], "%s.%s.%s", u->spec.name, module, leaf)
-            : snprintf(u->names[e], sizeof u->names[e], "%s.%s", u->spec.name, leaf);
+    const char *scope = u->spec.scope;
+    int len = module && *module
+                  ? snprintf(u->names[e], sizeof u->names[e], "%s%s.%s.%s", scope, u->spec.name,
+                             module, leaf)
+                  : snprintf(u->names[e], sizeof u->names[e], "%s%s.%s", scope, u->spec.name,
+                             leaf);
     if (len < 0 || (size_t)len >= sizeof u->names[e])
         return pp_error_set(err, PP_ERR_INVALID, "%s: tensor name too long", u->spec.name);
     if (index) *index = e;
@@ -63,15 +65,29 @@ pp_status pp_unit_declare(pp_unit *u, const char *module, const char *leaf, pp_d
         pp_tensor *t = &u->value[e];
         *t = (pp_tensor){.dtype = dtype, .ndim = ndim};
         for (int i = 0; i < PP_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 1;
-        u->entry[e] = (pp_named_tensor){u->names[e], t, learnable ? &u->grad[e] : NULL};
+        u->entry[e] = (pp_named_tensor){u->names[e], t, learnable ? &u->grad[e] : NULL,
+                                        .no_decay = ndim < 2};
         u->n_entries++;
         return PP_OK;
     }
     PP_TRY(pp_tensor_alloc(&u->value[e], u->dev, dtype, ndim, shape, err));
     u->n_entries++;
     if (learnable) PP_TRY(pp_tensor_zeros(&u->grad[e], u->dev, dtype, ndim, shape, err));
-    u->entry[e] = (pp_named_tensor){u->names[e], &u->value[e], learnable ? &u->grad[e] : NULL};
-    return fill_entry(u, e, fill, a, seed, err);
+    u->entry[e] = (pp_named_tensor){u->names[e], &u->value[e], learnable ? &u->grad[e] : NULL,
+                                    .no_decay = ndim < 2};
+    return fill_entry(u, e, fill, a, seed, u->names[e], err);
+}
+
+pp_status pp_unit_declare_tied(pp_unit *u, const char *leaf, const char *source, pp_dtype dtype,
+                               int ndim, const int64_t *shape, pp_fill fill, double a,
+                               uint64_t seed, int *index, pp_error *err)
+{
+    int e;
+    PP_TRY(pp_unit_declare(u, NULL, leaf, dtype, ndim, shape, true, PP_FILL_CONST, 0.0, seed, &e,
+                           err));
+    if (index) *index = e;
+    u->entry[e].tied_to = source;
+    return u->dev ? fill_entry(u, e, fill, a, seed, source, err) : PP_OK;
 }
 
 pp_status pp_unit_add_conv(pp_unit *u, pp_conv_layer *c, const char *module, int cin, int cout,

@@ -1,8 +1,8 @@
 /*
  * model.h - the unit specs of a layered model, whatever its family: the
- * torchvision ResNets (resnet.h) and sequential models described layer by
- * layer in the plan (catalogue.h's pp_seq_layer). Internal to models/ and its
- * tests.
+ * torchvision ResNets (resnet.h), sequential models described layer by
+ * layer in the plan (catalogue.h's pp_seq_layer) and GPT-2
+ * (transformer/gpt2.h). Internal to models/ and its tests.
  */
 #ifndef PP_MODELS_MODEL_H
 #define PP_MODELS_MODEL_H

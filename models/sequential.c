@@ -9,6 +9,7 @@
 
 #include "models/model.h"
 #include "models/resnet.h"
+#include "models/transformer/gpt2.h"
 #include "models/unit_kind.h"
 
 static const char *type_name(pp_seq_type t)
@@ -158,9 +159,9 @@ pp_status pp_model_units(const pp_model_config *cfg, pp_unit_spec **specs, int *
                          int *bad_layer, pp_error *err)
 {
     if (bad_layer) *bad_layer = -1;
-    pp_status st = cfg->kind == PP_MODEL_SEQUENTIAL
-                       ? pp_sequential_units(cfg, specs, n, bad_layer, err)
-                       : pp_resnet_units(cfg, specs, n, err);
+    pp_status st = cfg->kind == PP_MODEL_SEQUENTIAL ? pp_sequential_units(cfg, specs, n, bad_layer, err)
+                   : cfg->kind == PP_MODEL_GPT2     ? pp_gpt2_units(cfg, specs, n, err)
+                                                    : pp_resnet_units(cfg, specs, n, err);
     if (st != PP_OK || cfg->kind == PP_MODEL_DELAY) return st;
     for (int i = 0; i < *n; i++) (*specs)[i].nhwc = cfg->nhwc;
     if (!cfg->bf16) return PP_OK;

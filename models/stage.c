@@ -104,7 +104,8 @@ pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int
 {
     *out = NULL;
     if (!dev) return pp_error_set(err, PP_ERR_INVALID, "stage: no device");
-    if (cfg->image_h < 1 || cfg->image_w < 1)
+    const bool tokens = cfg->kind == PP_MODEL_GPT2;
+    if (!tokens && (cfg->image_h < 1 || cfg->image_w < 1))
         return pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is not positive", cfg->image_h,
                             cfg->image_w);
     pp_unit_spec *specs;
@@ -116,9 +117,11 @@ pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int
                           first, last, n - 1, cfg->name);
     /* the stage's input is the model input carried through units 0..first-1;
      * every unit up to last must fit the image */
-    int ndim = 4, in_ndim = 4;
-    int64_t shape[PP_MAX_DIMS] = {1, cfg->in_channels, cfg->image_h, cfg->image_w};
-    int64_t in_shape[PP_MAX_DIMS], next[PP_MAX_DIMS];
+    int ndim, in_ndim;
+    int64_t shape[PP_MAX_DIMS], in_shape[PP_MAX_DIMS], next[PP_MAX_DIMS];
+    pp_dtype dtype;
+    pp_model_input(cfg, &ndim, shape, &dtype);
+    in_ndim = ndim;
     memcpy(in_shape, shape, sizeof shape);
     for (int i = 0; i <= last && st == PP_OK; i++) {
         if (i == first) {
@@ -128,7 +131,7 @@ pp_status pp_stage_new(const pp_model_config *cfg, uint64_t seed, int first, int
         st = pp_unit_output_shape(&specs[i], ndim, shape, &ndim, next, err);
         if (st == PP_OK)
             memcpy(shape, next, sizeof shape);
-        else
+        else if (!tokens)
             st = pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is too small for %s (at %s)",
                               cfg->image_h, cfg->image_w, cfg->name, specs[i].name);
     }
@@ -178,6 +181,11 @@ pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64
     return PP_OK;
 }
 
+pp_dtype pp_stage_input_dtype(const pp_stage *s)
+{
+    return pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0]));
+}
+
 pp_dtype pp_stage_output_dtype(const pp_stage *s)
 {
     return pp_unit_spec_out_dtype(pp_unit_get_spec(s->units[s->n - 1]));
@@ -196,6 +204,12 @@ static bool foreign(const pp_stage *s, const pp_tensor *t, pp_dtype dtype)
     want.layout = pp_stage_layout(s, t->ndim);
     return t->dtype != dtype ||
            pp_tensor_effective_layout(t) != pp_tensor_effective_layout(&want);
+}
+
+/* y = x in y's dtype (token ids, which no cast takes, are copied). */
+static pp_status convert(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    return x->dtype == y->dtype ? pp_copy(ex, x, y, err) : pp_cast(ex, x, y, err);
 }
 
 /* Whether units i and i+1 run as one (a batch norm and the ReLU after it). */
@@ -271,7 +285,7 @@ static pp_status forward_pass(pp_stage *s, pp_exec *ex, int mb, pp_unit_act *xa,
     if (!xa && foreign(s, x, in_dtype)) { /* the input images of bf16 or NHWC units */
         pp_tensor in = {0};
         st = alloc_as(s, ex, &in, in_dtype, x->ndim, x->shape, err);
-        if (st == PP_OK) st = pp_cast(ex, x, &in, err);
+        if (st == PP_OK) st = convert(ex, x, &in, err);
         if (st == PP_OK) st = pp_unit_act_new(&in, &cur_a, err);
         pp_tensor_free(&in);
         if (st == PP_OK) cur = pp_unit_act_tensor(cur_a);
@@ -360,7 +374,7 @@ pp_status pp_stage_forward_keep(pp_stage *s, pp_exec *ex, int mb, const pp_tenso
     pp_unit_act *in = NULL;
     pp_status st = alloc_as(s, ex, &t, pp_unit_spec_in_dtype(pp_unit_get_spec(s->units[0])),
                             x->ndim, x->shape, err);
-    if (st == PP_OK) st = pp_cast(ex, x, &t, err);
+    if (st == PP_OK) st = convert(ex, x, &t, err);
     if (st == PP_OK) st = pp_unit_act_new(&t, &in, err);
     pp_tensor_free(&t);
     if (st != PP_OK) return st;

@@ -57,6 +57,9 @@ pp_status pp_stage_input_shape(const pp_stage *s, int mb_size, int *ndim, int64_
                                pp_error *err);
 pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64_t *shape,
                                 pp_error *err);
+/* The dtype of the stage's input: its first unit's (I32 for token ids; an
+ * F32 input to bf16 units is rounded, pp_stage_forward). */
+pp_dtype pp_stage_input_dtype(const pp_stage *s);
 /* The dtype of the stage's output (and of its gradient dy): its last unit's
  * (BF16 in bf16 mixed precision, F32 for the logits of a final linear layer). */
 pp_dtype pp_stage_output_dtype(const pp_stage *s);

@@ -28,6 +28,11 @@ const pp_unit_kind_ops *pp_unit_kind_ops_of(pp_unit_kind kind)
         [PP_UNIT_SIGMOID] = &pp_unit_sigmoid_ops,
         [PP_UNIT_AVGPOOL2D] = &pp_unit_avgpool2d_ops,
         [PP_UNIT_FLATTEN] = &pp_unit_flatten_ops,
+        [PP_UNIT_TOKEN_EMBEDDING] = &pp_unit_token_embedding_ops,
+        [PP_UNIT_POSITION_EMBEDDING] = &pp_unit_position_embedding_ops,
+        [PP_UNIT_GPT2_BLOCK] = &pp_unit_gpt2_block_ops,
+        [PP_UNIT_LAYERNORM] = &pp_unit_layernorm_ops,
+        [PP_UNIT_LM_HEAD] = &pp_unit_lm_head_ops,
     };
     if ((unsigned)kind >= sizeof table / sizeof table[0]) return NULL;
     return table[kind];

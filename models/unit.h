@@ -80,6 +80,12 @@ typedef enum pp_unit_kind {
     PP_UNIT_SIGMOID,    /* logistic sigmoid, any shape (N, C, ...) */
     PP_UNIT_AVGPOOL2D,  /* average pool over kernel x kernel windows (count_include_pad) */
     PP_UNIT_FLATTEN,    /* (N, C, H, W) -> (N, C*H*W); (N, F) passes unchanged */
+    /* transformers (models/transformer/): activations (N, T, C) */
+    PP_UNIT_TOKEN_EMBEDDING,    /* wte: token ids (N, T) -> their rows of a (vocab, C) table */
+    PP_UNIT_POSITION_EMBEDDING, /* wpe: x + the rows of a (positions, C) table, by position */
+    PP_UNIT_GPT2_BLOCK,         /* h.K: x + attn(ln_1(x)), then + mlp(ln_2(.)) */
+    PP_UNIT_LAYERNORM,          /* ln_f: layer norm over C */
+    PP_UNIT_LM_HEAD,            /* lm_head: logits (N, T, vocab) = x E^T, no bias */
 } pp_unit_kind;
 
 /* How a unit's convolution and linear weights start. */
@@ -116,6 +122,17 @@ typedef struct pp_unit_spec {
                            gradient stay F32 */
     bool nhwc;          /* 4-D activations, their gradients and the unit's temporaries
                            NHWC (pp_unit_spec_layout); the unit accepts either layout */
+    /* transformers (models/transformer/); in_c is the width C (wte: the vocabulary),
+     * bias whether the linear layers and layer norms have biases, init_std the
+     * weights' normal std */
+    bool tokens;        /* the input is token ids: I32 (N, T) (wte) */
+    int heads;          /* a block's attention heads */
+    int vocab;          /* wte's and lm_head's vocabulary */
+    int positions;      /* wpe's rows: the model's positions */
+    int depth;          /* the model's blocks: a block's output projections start at
+                           init_std / sqrt(2 depth) (GPT-2's residual scaling) */
+    bool tied;          /* lm_head: its weight is a copy of wte's (tied_to) */
+    char scope[16];     /* prefix of the unit's entry names ("transformer.") */
 } pp_unit_spec;
 
 /* The dtype of a unit's input and of its output (and of their gradients):
@@ -123,7 +140,7 @@ typedef struct pp_unit_spec {
  * the spec alone, by every file of models/ (inline: no call into unit.c). */
 static inline pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec)
 {
-    return spec->bf16 ? PP_BF16 : PP_F32;
+    return spec->tokens ? PP_I32 : spec->bf16 ? PP_BF16 : PP_F32;
 }
 
 static inline pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec)
@@ -147,6 +164,14 @@ typedef struct pp_named_tensor {
     const char *name; /* e.g. "layer1.0.downsample.1.running_var" */
     pp_tensor *value;
     pp_tensor *grad;
+    /* what an optimizer needs to know of a parameter: */
+    bool no_decay;    /* a vector (a bias, a norm's weight): weight decay leaves it alone
+                         in recipes that decay only matrices and embeddings */
+    const char *tied_to; /* non-NULL: this parameter is a copy of the one of that name (a
+                         tied output head's weight, on the last stage): its gradient is
+                         the copy's own, which whoever owns both adds to the original's;
+                         the optimizer, a gradient norm and checkpoints count the
+                         original only, and the copy is refreshed from it */
 } pp_named_tensor;
 
 typedef struct pp_unit pp_unit;

@@ -85,6 +85,7 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
         if (s->bf16 && u->entry[i].grad && u->value[i].ndim >= 2)
             info->param_bytes += (int64_t)pp_tensor_numel(&u->value[i]) * 2;
         if (u->entry[i].grad) info->param_count += pp_tensor_numel(&u->value[i]);
+        if (u->entry[i].tied_to) info->tied_count += pp_tensor_numel(&u->value[i]);
     }
     /* bytes(N) = per_sample * N + fixed */
     int64_t b1 = 0, b2 = 0, w1 = 0, w2 = 0;

@@ -51,6 +51,7 @@
 #include "runtime/core/ops.h"
 
 #define PP_UNIT_MAX_ENTRIES 24 /* bottleneck: 4 convs + 4 BNs x 5 */
+#define PP_UNIT_NAME_MAX 64    /* bytes of an entry's name, NUL included */
 #define PP_UNIT_MAX_SAVED 24   /* tensors a training forward may keep */
 #define PP_UNIT_MAX_BN 4       /* batch norms per unit */
 
@@ -163,7 +164,7 @@ struct pp_unit {
     pp_device_ctx *dev;   /* NULL: counting mode (costs), nothing allocated */
     void *impl;           /* the kind's layout (impl_size bytes) */
     int n_entries;
-    char names[PP_UNIT_MAX_ENTRIES][64];
+    char names[PP_UNIT_MAX_ENTRIES][PP_UNIT_NAME_MAX];
     pp_tensor value[PP_UNIT_MAX_ENTRIES];
     pp_tensor grad[PP_UNIT_MAX_ENTRIES];
     pp_named_tensor entry[PP_UNIT_MAX_ENTRIES];
@@ -192,7 +193,9 @@ const pp_unit_kind_ops *pp_unit_kind_ops_of(pp_unit_kind kind);
 extern const pp_unit_kind_ops pp_unit_conv_ops, pp_unit_bn_ops, pp_unit_relu_ops,
     pp_unit_maxpool_ops, pp_unit_identity_ops, pp_unit_avgpool_ops, pp_unit_basic_ops,
     pp_unit_bottleneck_ops, pp_unit_fc_ops, pp_unit_delay_ops, pp_unit_sigmoid_ops,
-    pp_unit_avgpool2d_ops, pp_unit_flatten_ops;
+    pp_unit_avgpool2d_ops, pp_unit_flatten_ops, pp_unit_token_embedding_ops,
+    pp_unit_position_embedding_ops, pp_unit_gpt2_block_ops, pp_unit_layernorm_ops,
+    pp_unit_lm_head_ops;
 
 /* ---- between unit.c and its helpers (unit_costs.c, unit_order.c) ------------------ */
 
@@ -217,7 +220,7 @@ pp_status pp_unit_grads_end(pp_unit *u, pp_exec *ex, int mb, pp_unit_part *part,
 
 typedef enum pp_fill { PP_FILL_NORMAL, PP_FILL_UNIFORM, PP_FILL_CONST } pp_fill;
 
-/* Declares entry "<unit>.<module>.<leaf>" (module may be NULL or ""), a
+/* Declares entry "<scope><unit>.<module>.<leaf>" (module may be NULL or ""), a
  * parameter when learnable (with a zeroed gradient), else a buffer, filled
  * from the stream of (seed, name): normal(0, a), uniform(-a, a) or the
  * constant a. In counting mode only the shape is recorded. *index may be
@@ -225,6 +228,14 @@ typedef enum pp_fill { PP_FILL_NORMAL, PP_FILL_UNIFORM, PP_FILL_CONST } pp_fill;
 pp_status pp_unit_declare(pp_unit *u, const char *module, const char *leaf, pp_dtype dtype,
                           int ndim, const int64_t *shape, bool learnable, pp_fill fill, double a,
                           uint64_t seed, int *index, pp_error *err);
+
+/* Declares learnable entry "<scope><unit>.<leaf>" as a copy of the parameter
+ * named source, which another unit holds (a tied weight): filled from
+ * source's stream, so the copy starts equal to it, and marked tied_to source
+ * (unit.h). */
+pp_status pp_unit_declare_tied(pp_unit *u, const char *leaf, const char *source, pp_dtype dtype,
+                               int ndim, const int64_t *shape, pp_fill fill, double a,
+                               uint64_t seed, int *index, pp_error *err);
 
 /* A conv layer (weight Kaiming normal, fan_out, relu) and a batch norm
  * (weight 1, bias 0, running mean 0, variance 1, count 0), as torchvision

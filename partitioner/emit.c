@@ -45,6 +45,15 @@ static bool plain_safe(const char *s)
 static void emit_model(pp_text *t, const pp_plan *p)
 {
     const pp_model_config *m = &p->model;
+    if (m->kind == PP_MODEL_GPT2) {
+        const pp_gpt2_config *g = &m->gpt2;
+        pp_text_put(t, "model:\n  name: gpt2\n  n_layer: %d\n  n_head: %d\n  n_embd: %d\n"
+                    "  vocab_size: %d\n  block_size: %d\n  bias: %s\n  dropout: 0.0\n"
+                    "  tie_embeddings: %s\n",
+                    g->n_layer, g->n_head, g->n_embd, g->vocab_size, g->block_size,
+                    g->bias ? "true" : "false", g->tie_embeddings ? "true" : "false");
+        return;
+    }
     pp_text_put(t, "model:\n  name: %s\n  num_classes: %d\n  in_channels: %d\n", m->name,
                 m->num_classes, m->in_channels);
     if (m->kind == PP_MODEL_DELAY) {
@@ -119,6 +128,13 @@ static void emit_source(pp_text *t, const pp_plan *p, const pp_plan_data *d, boo
         pp_text_put(t, "\n  labels: ");
         put_quoted(t, d->labels ? d->labels : "");
         pp_text_put(t, "\n");
+        break;
+    case PP_PLAN_DATA_TOKENS:
+    case PP_PLAN_DATA_TEXT:
+        pp_text_put(t, "  file: ");
+        put_quoted(t, d->file ? d->file : "");
+        pp_text_put(t, "\n");
+        if (!eval) pp_text_put(t, "  block_size: %d\n", d->block_size);
         break;
     case PP_PLAN_DATA_CIFAR10:
         pp_text_put(t, "  files:\n");

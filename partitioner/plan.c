@@ -49,16 +49,6 @@ const char *pp_plan_precision_name(pp_plan_precision p)
     return p == PP_PLAN_PRECISION_TF32 ? "tf32" : p == PP_PLAN_PRECISION_BF16 ? "bf16" : "fp32";
 }
 
-const char *pp_plan_data_format_name(pp_plan_data_format f)
-{
-    switch (f) {
-    case PP_PLAN_DATA_IDX: return "idx";
-    case PP_PLAN_DATA_CIFAR10: return "cifar10";
-    case PP_PLAN_DATA_IMAGEFOLDER: return "imagefolder";
-    default: return "synthetic";
-    }
-}
-
 const char *pp_plan_recompute_name(pp_plan_recompute r)
 {
     switch (r) {
@@ -442,7 +432,8 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
     }
 
     /* the catalogue the stages are resolved against */
-    if (w->model_ok && p->model.kind == PP_MODEL_RESNET && w->size_ok) {
+    if (w->model_ok && (p->model.kind == PP_MODEL_RESNET || p->model.kind == PP_MODEL_GPT2) &&
+        w->size_ok) {
         pp_error e;
         if (pp_catalogue_build(&p->model, &p->catalogue, &e) == PP_OK) {
             w->catalogue_ok = true;
@@ -462,6 +453,7 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
                           "replica needs a sample)", p->replicas, p->batch_size);
     }
     if (!w->errors) pp_walk_check_data(w); /* reads files: once the rest is valid */
+    if (!w->errors) pp_walk_check_tokens(w);
     pp_walk_stages(w, f[K_STAGES], f[K_DEVICES], f[K_BALANCE]);
 }
 

@@ -87,6 +87,8 @@ typedef enum pp_plan_data_format {
     PP_PLAN_DATA_CIFAR10 = 2,
     PP_PLAN_DATA_IMAGEFOLDER = 3, /* a folder of class folders of images (torchvision's
                                    * ImageFolder), decoded and transformed as read */
+    PP_PLAN_DATA_TOKENS = 4,    /* llm.c's or nanoGPT's .bin token files (runtime/io/tokens.h) */
+    PP_PLAN_DATA_TEXT = 5,      /* any file, a byte a token (vocabulary 256) */
 } pp_plan_data_format;
 
 typedef enum pp_plan_balance {
@@ -140,6 +142,10 @@ typedef struct pp_plan_data {
     int n_files;                /* cifar10: number of batch files */
     char **files;               /* cifar10: n_files absolute paths */
     pp_mark *files_marks;       /* cifar10: n_files marks */
+    char *file;                 /* tokens, text: the tokens, absolute path */
+    pp_mark file_mark;
+    int block_size;             /* tokens, text: positions per sample, at most the model's
+                                 * block_size (its default); = model.gpt2.seq_len */
     bool shuffle;
     bool has_norm;              /* mean/std given (in_channels values each) */
     double mean[PP_PLAN_MAX_CHANNELS];
@@ -151,8 +157,10 @@ typedef struct pp_plan_data {
  * statistics) through a forward-only pipelined schedule over the same stages. */
 typedef struct pp_plan_eval {
     bool enabled;               /* the plan has an eval section */
-    pp_plan_data data;          /* the test set: any format of `data` (default idx), normalised
-                                 * by data's mean and std, never shuffled */
+    pp_plan_data data;          /* the test set: any format of `data` (default idx; token data's
+                                 * format for token data), normalised by data's mean and std,
+                                 * never shuffled; token data: data.file the validation
+                                 * tokens, windows of the training data's block_size */
     pp_mark mark;
     int batch_size;             /* default: batch.size */
     int every;                  /* evaluate after every K-th epoch (steps: every K steps); default 1 */

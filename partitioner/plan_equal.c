@@ -49,6 +49,8 @@ static bool source_equal(const pp_plan_data *da, const pp_plan_data *db, int cha
     for (int i = 0; i < da->n_files; i++)
         if (!str_eq(da->files[i], db->files[i])) DIFF("%s.files[%d] differs", what, i);
     if (!str_eq(da->root, db->root)) DIFF("%s.root differs", what);
+    if (!str_eq(da->file, db->file) || da->block_size != db->block_size)
+        DIFF("%s.file or block_size differs", what);
     if (!transforms_eq(da, db)) DIFF("%s.transforms differ", what);
     if (da->skip_bad_images != db->skip_bad_images) DIFF("%s.on_bad_image differs", what);
     if (da->workers != db->workers || da->prefetch != db->prefetch)
@@ -76,6 +78,13 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
         DIFF("model stem/depth differ");
     if (ma->kind == PP_MODEL_RESNET && ma->zero_init_residual != mb->zero_init_residual)
         DIFF("model zero_init_residual differs");
+    const pp_gpt2_config *ga = &ma->gpt2, *gb = &mb->gpt2;
+    if (ma->kind == PP_MODEL_GPT2 &&
+        (ga->n_layer != gb->n_layer || ga->n_head != gb->n_head || ga->n_embd != gb->n_embd ||
+         ga->vocab_size != gb->vocab_size || ga->block_size != gb->block_size ||
+         ga->seq_len != gb->seq_len || ga->bias != gb->bias || ga->dropout != gb->dropout ||
+         ga->tie_embeddings != gb->tie_embeddings))
+        DIFF("gpt2 sizes differ");
     if (ma->n_layers != mb->n_layers || ma->init != mb->init || ma->init_std != mb->init_std)
         DIFF("sequential layer counts or initialisation differ");
     for (int i = 0; i < ma->n_layers; i++) {

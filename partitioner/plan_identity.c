@@ -133,6 +133,12 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
     }
     if (m->kind == PP_MODEL_RESNET)
         KEY("model.stem", "%s", m->stem == PP_STEM_CIFAR ? "cifar" : "imagenet");
+    if (m->kind == PP_MODEL_GPT2) {
+        const pp_gpt2_config *g = &m->gpt2;
+        KEY("model.gpt2", "n_layer %d, n_head %d, n_embd %d, vocab_size %d, block_size %d%s%s",
+            g->n_layer, g->n_head, g->n_embd, g->vocab_size, g->block_size,
+            g->bias ? "" : ", no bias", g->tie_embeddings ? "" : ", untied");
+    }
     if (m->kind == PP_MODEL_SEQUENTIAL) {
         static const char *const types[] = {"conv",    "batchnorm",      "relu",
                                             "sigmoid", "maxpool",        "avgpool",
@@ -163,6 +169,12 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
         put_file(&tl, d->labels ? d->labels : "");
         ok = ok && add(k, "data.images", &ti);
         ok = ok && add(k, "data.labels", &tl);
+    }
+    if (d->format == PP_PLAN_DATA_TOKENS || d->format == PP_PLAN_DATA_TEXT) {
+        pp_text tf = {0};
+        put_file(&tf, d->file ? d->file : "");
+        ok = ok && add(k, "data.file", &tf);
+        KEY("data.block_size", "%d", d->block_size);
     }
     if (d->format == PP_PLAN_DATA_CIFAR10) {
         pp_text t = {0};

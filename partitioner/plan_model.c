@@ -15,8 +15,9 @@
 /* model                                                                */
 
 static const char *const k_model_names[] = {"resnet18",  "resnet34", "resnet50",  "resnet101",
-                                            "resnet152", "delay",    "sequential"};
-#define K_MODEL_NAMES "resnet18, resnet34, resnet50, resnet101, resnet152, sequential or delay"
+                                            "resnet152", "delay",    "sequential", "gpt2"};
+#define K_MODEL_NAMES                                                                              \
+    "resnet18, resnet34, resnet50, resnet101, resnet152, sequential, gpt2 or delay"
 
 /* A sequential layer's name: what nn.Sequential accepts as a child's name
  * and a plan can list in a stage (letters, digits, '_'). */
@@ -206,12 +207,16 @@ static void walk_sequential(pp_walk *w, const pp_ynode *model, const pp_ynode *l
 void pp_walk_model(pp_walk *w, const pp_ynode *n)
 {
     enum { K_NAME, K_CLASSES, K_CHANNELS, K_STEM, K_FWD, K_BWD, K_BIN, K_BWT, K_LAYERS, K_INIT,
-           K_STD, K_ZERO, K_N };
+           K_STD, K_ZERO, K_GPT2, K_N = K_GPT2 + PP_WALK_GPT2_KEYS };
     static const char *const keys[K_N] = {"name",        "num_classes", "in_channels",
                                           "stem",        "forward_ms",  "backward_ms",
                                           "backward_input_ms", "backward_weight_ms",
                                           "layers",      "init",        "init_std",
-                                          "zero_init_residual"};
+                                          "zero_init_residual",
+                                          /* GPT-2's, in pp_walk_gpt2's order */
+                                          "preset",      "n_layer",     "n_head",
+                                          "n_embd",      "vocab_size",  "block_size",
+                                          "bias",        "dropout",     "tie_embeddings"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     p->model_mark = pp_walk_mark(n);
@@ -220,7 +225,8 @@ void pp_walk_model(pp_walk *w, const pp_ynode *n)
         pp_walk_error(w, n, "model needs a name (" K_MODEL_NAMES ")");
         return;
     }
-    int which = pp_walk_choice(w, f[K_NAME], "model", k_model_names, 7, K_MODEL_NAMES);
+    w->model_node = n;
+    int which = pp_walk_choice(w, f[K_NAME], "model", k_model_names, 8, K_MODEL_NAMES);
     if (which < 0) return;
     pp_model_config *cfg = &p->model;
     pp_error e;
@@ -231,6 +237,20 @@ void pp_walk_model(pp_walk *w, const pp_ynode *n)
     w->model_ok = true;
     bool delay = cfg->kind == PP_MODEL_DELAY;
     const bool seq = cfg->kind == PP_MODEL_SEQUENTIAL;
+    if (cfg->kind == PP_MODEL_GPT2) {
+        /* keys of image models and the delay model do not apply */
+        for (int k = K_CLASSES; k < K_GPT2; k++)
+            if (f[k]) {
+                pp_walk_error(w, f[k], "model.%s does not apply to gpt2 (its keys: preset, "
+                              "n_layer, n_head, n_embd, vocab_size, block_size, bias, dropout, "
+                              "tie_embeddings)", keys[k]);
+                w->model_ok = false;
+            }
+        pp_walk_gpt2(w, n, f + K_GPT2);
+        return;
+    }
+    for (int k = K_GPT2; k < K_N; k++)
+        if (f[k]) pp_walk_error(w, f[k], "model.%s applies only to gpt2", keys[k]);
     w->classes_node = f[K_CLASSES]; /* sequential: checked against the last layer later */
     if (seq) {
         walk_sequential(w, n, f[K_LAYERS], f[K_INIT], f[K_STD], cfg);

@@ -22,41 +22,6 @@
 #include "runtime/io/image_index.h"
 #include "runtime/io/imagefolder.h"
 
-/* ---- paths ----------------------------------------------------------------- */
-
-char *pp_walk_path(pp_walk *w, const pp_ynode *n, const char *what, bool folder)
-{
-    const char *rel;
-    if (!pp_walk_str(w, n, what, &rel)) return NULL;
-    size_t need = strlen(w->dir) + strlen(rel) + 2;
-    char *joined = malloc(need);
-    if (!joined) {
-        w->oom = true;
-        return NULL;
-    }
-    if (rel[0] == '/')
-        snprintf(joined, need, "%s", rel);
-    else
-        snprintf(joined, need, "%s/%s", w->dir, rel);
-    struct stat sb;
-    char *abs = NULL;
-    if (stat(joined, &sb) != 0) {
-        pp_walk_error(w, n, "%s: cannot open '%.200s': %s", what, joined, strerror(errno));
-    } else if (!folder && S_ISDIR(sb.st_mode)) {
-        pp_walk_error(w, n, "%s: '%.200s' is a folder, not a file", what, joined);
-    } else if (folder && !S_ISDIR(sb.st_mode)) {
-        pp_walk_error(w, n, "%s: '%.200s' is a file, not a folder", what, joined);
-    } else if (access(joined, folder ? R_OK | X_OK : R_OK) != 0) {
-        pp_walk_error(w, n, "%s: cannot read '%.200s': %s", what, joined, strerror(errno));
-    } else {
-        abs = realpath(joined, NULL);
-        if (!abs) pp_walk_error(w, n, "%s: cannot resolve '%.200s': %s", what, joined,
-                                strerror(errno));
-    }
-    free(joined);
-    return abs;
-}
-
 /* Best effort: the image size from an IDX header ((N,H,W) or (N,C,H,W),
  * plain or gzip-compressed); leaves h/w alone when the file is not one of
  * those (opening the data source reports why, naming the file). */
@@ -268,15 +233,18 @@ static void open_folder(pp_walk *w, const pp_ynode *root_node, const char *secti
 /* The keys of the source sections (each section takes some of them; see
  * walk_data_keys and walk_eval_keys), and which formats own which. */
 enum { K_FORMAT, K_SIZE, K_IMAGES, K_LABELS, K_FILES, K_CLASSES, K_SAMPLES, K_ROOT, K_TRANSFORMS,
-       K_BAD, K_SHUFFLE, K_MEAN, K_STD, K_WORKERS, K_PREFETCH, K_DROP, K_BATCH, K_EVERY, K_N };
+       K_BAD, K_FILE, K_BLOCK, K_SHUFFLE, K_MEAN, K_STD, K_WORKERS, K_PREFETCH, K_DROP, K_BATCH,
+       K_EVERY, K_N };
 static const char *const source_keys[K_N] = {
     "format",  "image_size", "images",  "labels",  "files",   "num_classes",
-    "samples", "root",       "transforms", "on_bad_image", "shuffle", "mean",
-    "std",     "workers",    "prefetch",  "drop_last",  "batch_size",   "every"};
+    "samples", "root",       "transforms", "on_bad_image", "file", "block_size", "shuffle",
+    "mean",    "std",        "workers",    "prefetch",  "drop_last",  "batch_size",   "every"};
 #define FMT_SYNTH 1u
 #define FMT_IDX 2u
 #define FMT_CIFAR 4u
 #define FMT_FOLDER 8u
+#define FMT_TOKENS 48u /* tokens, text */
+#define FMT_IMAGES 15u /* every image format */
 
 /* The keys that belong to other formats, reported and dropped. */
 static void drop_foreign(pp_walk *w, const pp_ynode **f, int format, const char *section)
@@ -286,15 +254,21 @@ static void drop_foreign(pp_walk *w, const pp_ynode **f, int format, const char 
         unsigned formats;
     } owners[] = {{K_SIZE, FMT_SYNTH},      {K_CLASSES, FMT_SYNTH},      {K_SAMPLES, FMT_SYNTH},
                   {K_IMAGES, FMT_IDX},      {K_LABELS, FMT_IDX},         {K_FILES, FMT_CIFAR},
-                  {K_ROOT, FMT_FOLDER},     {K_TRANSFORMS, FMT_FOLDER},  {K_BAD, FMT_FOLDER}};
-    static const char *const names[] = {"synthetic", "idx", "cifar10", "imagefolder"};
+                  {K_ROOT, FMT_FOLDER},     {K_TRANSFORMS, FMT_FOLDER},  {K_BAD, FMT_FOLDER},
+                  {K_FILE, FMT_TOKENS},     {K_BLOCK, FMT_TOKENS},       {K_MEAN, FMT_IMAGES},
+                  {K_STD, FMT_IMAGES}};
+    static const char *const names[] = {"synthetic", "idx", "cifar10", "imagefolder", "tokens",
+                                        "text"};
     for (size_t i = 0; i < sizeof owners / sizeof owners[0]; i++) {
         const int k = owners[i].key;
         if (!f[k] || (owners[i].formats & (1u << format))) continue;
-        int only = 0;
-        while (!(owners[i].formats & (1u << only))) only++;
+        char only[96] = ""; /* the formats that own the key */
+        for (int o = 0, seen = 0; o < 6; o++)
+            if (owners[i].formats & (1u << o))
+                snprintf(only + strlen(only), sizeof only - strlen(only), "%s%s",
+                         seen++ ? (owners[i].formats >> (o + 1) ? ", " : " or ") : "", names[o]);
         pp_walk_error(w, f[k], "%s.%s applies only to format %s, not %s", section,
-                      source_keys[k], names[only], names[format]);
+                      source_keys[k], only, names[format]);
         f[k] = NULL;
     }
 }
@@ -388,6 +362,8 @@ static void walk_format_keys(pp_walk *w, const pp_ynode *n, const pp_ynode **f, 
         d->root = pp_walk_path(w, f[K_ROOT], what, true);
         if (d->root && w->model_ok) open_folder(w, f[K_ROOT], section, d);
         break;
+    case PP_PLAN_DATA_TOKENS:
+    case PP_PLAN_DATA_TEXT: pp_walk_token_file(w, n, f[K_FILE], f[K_BLOCK], eval, d); break;
     }
 }
 
@@ -404,8 +380,8 @@ static bool walk_data_keys(pp_walk *w, const pp_ynode *n, const pp_ynode **f)
 {
     static const char *const keys[] = {"format", "image_size", "images", "labels", "files",
                                        "num_classes", "samples", "root", "transforms",
-                                       "on_bad_image", "shuffle", "mean", "std", "workers",
-                                       "prefetch", "drop_last"};
+                                       "on_bad_image", "file", "block_size", "shuffle", "mean",
+                                       "std", "workers", "prefetch", "drop_last"};
     enum { N = sizeof keys / sizeof keys[0] };
     const pp_ynode *got[N];
     if (!pp_walk_map(w, n, "data", keys, N, got)) return false;
@@ -417,7 +393,7 @@ static bool walk_eval_keys(pp_walk *w, const pp_ynode *n, const pp_ynode **f)
 {
     static const char *const keys[] = {"format", "image_size", "images", "labels", "files",
                                        "num_classes", "samples", "root", "transforms",
-                                       "on_bad_image", "batch_size", "every"};
+                                       "on_bad_image", "file", "batch_size", "every"};
     enum { N = sizeof keys / sizeof keys[0] };
     const pp_ynode *got[N];
     if (!pp_walk_map(w, n, "eval", keys, N, got)) return false;
@@ -443,19 +419,33 @@ void pp_walk_source(pp_walk *w, const pp_ynode *n, bool eval)
         return;
     }
     if (eval) p->eval.enabled = true;
-    int format = eval ? PP_PLAN_DATA_IDX : PP_PLAN_DATA_SYNTHETIC;
+    /* eval's default: idx, or token data's own format (its windows are the data's) */
+    const bool token_data =
+        p->data.format == PP_PLAN_DATA_TOKENS || p->data.format == PP_PLAN_DATA_TEXT;
+    int format = !eval ? PP_PLAN_DATA_SYNTHETIC : token_data ? (int)p->data.format
+                                                             : PP_PLAN_DATA_IDX;
     if (f[K_FORMAT]) {
-        static const char *const formats[] = {"synthetic", "idx", "cifar10", "imagefolder"};
+        static const char *const formats[] = {"synthetic", "idx", "cifar10", "imagefolder",
+                                              "tokens", "text"};
         char what[32];
         snprintf(what, sizeof what, "%s.format", section);
-        format = pp_walk_choice(w, f[K_FORMAT], what, formats, 4,
-                                "synthetic, idx, cifar10 or imagefolder");
+        format = pp_walk_choice(w, f[K_FORMAT], what, formats, 6,
+                                "synthetic, idx, cifar10, imagefolder, tokens or text");
         if (format < 0) {
             if (!eval) w->size_ok = false;
             return;
         }
     }
     d->format = (pp_plan_data_format)format;
+    const bool tokens = format == PP_PLAN_DATA_TOKENS || format == PP_PLAN_DATA_TEXT;
+    if (eval && tokens != token_data) {
+        pp_walk_error(w, f[K_FORMAT] ? f[K_FORMAT] : n, "eval.format %s with data.format %s: "
+                      "a language model is evaluated on tokens, an image model on images",
+                      pp_plan_data_format_name(d->format),
+                      pp_plan_data_format_name(p->data.format));
+        return;
+    }
+    if (eval && tokens) d->block_size = p->data.block_size;
     drop_foreign(w, f, format, section);
     walk_format_keys(w, n, f, eval, section, d);
     if (!eval) {
@@ -484,6 +474,7 @@ void pp_walk_source(pp_walk *w, const pp_ynode *n, bool eval)
 
 void pp_plan_data_free(pp_plan_data *d)
 {
+    free(d->file);
     free(d->images);
     free(d->labels);
     free(d->root);

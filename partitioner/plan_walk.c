@@ -1,8 +1,8 @@
 /*
  * plan_walk.c - the typed getters of the plan walk (plan_walk.h): mappings
  * with unknown/duplicate key checks, strings, integers with overflow and
- * range checks, finite numbers, booleans, choices; byte sizes and the
- * shortest exact double format (plan_walk_internal.h).
+ * range checks, finite numbers, booleans, choices; data paths; byte sizes
+ * and the shortest exact double format (plan_walk_internal.h).
  */
 #include "partitioner/plan_walk.h"
 
@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "partitioner/plan_walk_internal.h"
 
@@ -390,5 +392,51 @@ void pp_plan_double_format(double v, char *buf, size_t n)
         e[1] = '0';
     }
     if (!strpbrk(buf, ".eEn") && strlen(buf) + 3 <= n) strcat(buf, ".0");
+}
+
+/* A path of the plan, resolved against its folder (plan_walk.h). */
+char *pp_walk_path(pp_walk *w, const pp_ynode *n, const char *what, bool folder)
+{
+    const char *rel;
+    if (!pp_walk_str(w, n, what, &rel)) return NULL;
+    size_t need = strlen(w->dir) + strlen(rel) + 2;
+    char *joined = malloc(need);
+    if (!joined) {
+        w->oom = true;
+        return NULL;
+    }
+    if (rel[0] == '/')
+        snprintf(joined, need, "%s", rel);
+    else
+        snprintf(joined, need, "%s/%s", w->dir, rel);
+    struct stat sb;
+    char *abs = NULL;
+    if (stat(joined, &sb) != 0) {
+        pp_walk_error(w, n, "%s: cannot open '%.200s': %s", what, joined, strerror(errno));
+    } else if (!folder && S_ISDIR(sb.st_mode)) {
+        pp_walk_error(w, n, "%s: '%.200s' is a folder, not a file", what, joined);
+    } else if (folder && !S_ISDIR(sb.st_mode)) {
+        pp_walk_error(w, n, "%s: '%.200s' is a file, not a folder", what, joined);
+    } else if (access(joined, folder ? R_OK | X_OK : R_OK) != 0) {
+        pp_walk_error(w, n, "%s: cannot read '%.200s': %s", what, joined, strerror(errno));
+    } else {
+        abs = realpath(joined, NULL);
+        if (!abs) pp_walk_error(w, n, "%s: cannot resolve '%.200s': %s", what, joined,
+                                strerror(errno));
+    }
+    free(joined);
+    return abs;
+}
+
+const char *pp_plan_data_format_name(pp_plan_data_format f)
+{
+    switch (f) {
+    case PP_PLAN_DATA_IDX: return "idx";
+    case PP_PLAN_DATA_CIFAR10: return "cifar10";
+    case PP_PLAN_DATA_IMAGEFOLDER: return "imagefolder";
+    case PP_PLAN_DATA_TOKENS: return "tokens";
+    case PP_PLAN_DATA_TEXT: return "text";
+    default: return "synthetic";
+    }
 }
 

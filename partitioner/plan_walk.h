@@ -20,6 +20,7 @@ typedef struct pp_walk_nodes {
     const pp_ynode *images, *labels;              /* idx */
     const pp_ynode *classes;                      /* synthetic num_classes */
     const pp_ynode *root;                         /* imagefolder */
+    const pp_ynode *file;                         /* tokens, text */
     const pp_ynode *section;                      /* the section's mapping */
 } pp_walk_nodes;
 
@@ -40,12 +41,17 @@ typedef struct pp_walk {
     const pp_ynode *layers_node;                  /* model.layers (sequential) */
     const pp_ynode *classes_node;                 /* model.num_classes */
     pp_walk_nodes src[2];                         /* the keys of data (0) and eval (1) */
+    const pp_ynode *model_node;                   /* the model section */
 } pp_walk;
 
 void pp_walk_error(pp_walk *w, const pp_ynode *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 pp_mark pp_walk_mark(const pp_ynode *n);
 const char *pp_walk_describe(const pp_ynode *n);
+/* A path of the plan (n's string) resolved against its folder: an existing
+ * readable file (folder: a folder), as a malloc'd absolute path, or NULL
+ * after reporting the problem at n as "WHAT: ...". */
+char *pp_walk_path(pp_walk *w, const pp_ynode *n, const char *what, bool folder);
 
 /* Checks that n is a mapping whose keys are among keys (reporting unknown and
  * duplicate keys); found[k] receives the value of keys[k] or NULL. False when
@@ -76,16 +82,27 @@ void pp_walk_resolve_sequential(pp_walk *w, const pp_ynode *model);
 /* plan_source.c: a data source section, `data` (eval false) or `eval` (true),
  * into plan->data or plan->eval.data; needs the model walked first. */
 void pp_walk_source(pp_walk *w, const pp_ynode *n, bool eval);
-/* A path of the plan (n's string) resolved against its folder: an existing
- * readable file (folder: a folder), as a malloc'd absolute path, or NULL
- * after reporting the problem at n as "WHAT: ...". */
-char *pp_walk_path(pp_walk *w, const pp_ynode *n, const char *what, bool folder);
 /* Frees a source's strings (not d itself). */
 void pp_plan_data_free(pp_plan_data *d);
 
 /* plan_data.c: the IDX files of `data` and `eval` against the model (channels,
  * label count and range), once model and data are walked. */
 void pp_walk_check_data(pp_walk *w);
+
+/* plan_gpt2.c: GPT-2's model keys into w->plan->model.gpt2: f holds the nodes of
+ * preset, n_layer, n_head, n_embd, vocab_size, block_size, bias, dropout and
+ * tie_embeddings (any NULL), in that order. */
+enum { PP_WALK_GPT2_KEYS = 9 };
+void pp_walk_gpt2(pp_walk *w, const pp_ynode *model, const pp_ynode *const *f);
+
+/* plan_tokens.c: token data. pp_walk_token_file reads a tokens or text
+ * section's file and, for data (eval false), its block_size (file and block
+ * may be NULL) into d; pp_walk_check_tokens, once the plan is otherwise
+ * valid, the model against its data and both files whole (the header, one
+ * window at least, every id below model.vocab_size). */
+void pp_walk_token_file(pp_walk *w, const pp_ynode *section, const pp_ynode *file,
+                        const pp_ynode *block, bool eval, pp_plan_data *d);
+void pp_walk_check_tokens(pp_walk *w);
 
 /* plan_stages.c: `stages` (list or auto), `devices`, `balance`; any may be NULL. */
 void pp_walk_stages(pp_walk *w, const pp_ynode *stages, const pp_ynode *devices,

@@ -12,6 +12,7 @@
 #include "pipeline/checkpoints.h"
 #include "pipeline/replicas.h"
 #include "pipeline/step.h"
+#include "pipeline/tied.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,7 @@ static pp_status state_list(struct pp_pipeline *p, size_t extra, pp_ckpt_tensor 
     for (int s = 0; s < p->n_stages; s++)
         for (int i = 0; i < pp_stage_state_count(p->stages[s].model); i++) {
             const pp_named_tensor *nt = pp_stage_state(p->stages[s].model, i);
+            if (nt->tied_to) continue; /* a copy of another stage's parameter (tied.h) */
             list[k++] = (pp_ckpt_tensor){nt->name, nt->value};
         }
     *out = list;
@@ -250,6 +252,18 @@ pp_status pipe_save_rank(pp_pipeline *p, const char *path, const pp_pipeline_sav
     return share_outcome(p, s, err);
 }
 
+/* Hugging Face's published GPT-2 weights (model.safetensors) name GPT2Model's
+ * tensors, without the "transformer." its state_dict and ours put before
+ * them; their attention-mask buffers (h.K.attn.bias) load into nothing. */
+#define HF_SCOPE "transformer."
+
+static bool has_entry(const pp_checkpoint_info *info, const char *name)
+{
+    for (size_t i = 0; i < info->n; i++)
+        if (strcmp(info->entries[i].name, name) == 0) return true;
+    return false;
+}
+
 pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
 {
     PP_TRY(pipe_settle(p, err)); /* the last update, before writing parameters */
@@ -259,6 +273,8 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
     for (size_t i = 0; i < info.n && !has_opt; i++)
         has_opt = strncmp(info.entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX,
                           strlen(PP_OPTIMIZER_MOMENTUM_PREFIX)) == 0;
+    const bool unscoped = p->model.kind == PP_MODEL_GPT2 &&
+                          !has_entry(&info, HF_SCOPE "wte.weight") && has_entry(&info, "wte.weight");
     const char *steps = pp_checkpoint_info_meta(&info, "pipeline-run.steps");
     long long steps_done = steps ? atoll(steps) : 0;
     pp_checkpoint_info_free(&info);
@@ -269,6 +285,9 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
     pp_ckpt_tensor *list = NULL;
     size_t n = 0;
     if (s == PP_OK) s = state_list(p, n_opt, &list, &n, err);
+    for (size_t i = 0; s == PP_OK && unscoped && i < n; i++)
+        if (strncmp(list[i].name, HF_SCOPE, strlen(HF_SCOPE)) == 0)
+            list[i].name += strlen(HF_SCOPE);
     if (s == PP_OK) {
         if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
         /* optimizer state of another configuration (e.g. momentum 0) is ignored;
@@ -284,6 +303,6 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
     if (!has_opt) pp_optimizer_reset_state(p->opt);
     p->steps_done = steps_done > 0 ? steps_done : 0;
     pp_optimizer_set_steps(p->opt, has_opt ? p->steps_done : 0);
-    return PP_OK;
+    return pipe_tied_refresh(p, err);
 }
 

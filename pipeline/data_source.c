@@ -19,6 +19,8 @@ static pp_data_format data_format(pp_plan_data_format f)
     case PP_PLAN_DATA_IDX: return PP_DATA_IDX;
     case PP_PLAN_DATA_CIFAR10: return PP_DATA_CIFAR10;
     case PP_PLAN_DATA_IMAGEFOLDER: return PP_DATA_IMAGEFOLDER;
+    case PP_PLAN_DATA_TOKENS: return PP_DATA_TOKENS;
+    case PP_PLAN_DATA_TEXT: return PP_DATA_TEXT;
     case PP_PLAN_DATA_SYNTHETIC: break;
     }
     return PP_DATA_SYNTHETIC;
@@ -78,6 +80,12 @@ static pp_status make_config(const pp_plan *plan, const pp_plan_data *d, bool ev
             cfg->index_cache[0] = '\0';
         cfg->index_cache_min = PP_IMAGE_INDEX_CACHE_MIN_FILES;
         break;
+    case PP_PLAN_DATA_TOKENS:
+    case PP_PLAN_DATA_TEXT: /* windows of the training data's block_size; ids below the vocabulary */
+        snprintf(cfg->file, sizeof cfg->file, "%s", d->file ? d->file : "");
+        cfg->block_size = plan->data.block_size;
+        cfg->classes = plan->model.gpt2.vocab_size;
+        return PP_OK;
     }
     return norm_config(plan, cfg, err);
 }

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "pipeline/checkpoints.h"
+#include "pipeline/generate.h"
 #include "pipeline/pipeline_impl.h"
 #include "pipeline/report.h"
 #include "pipeline/step.h"
@@ -223,6 +224,16 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
     if (!p || !p->local) return pipe_evaluate_rank(p, out, err);
     pp_eval_result mine;
     return run_all(p->local, &(rank_call){.kind = CALL_EVAL, .eval = out ? out : &mine}, err);
+}
+
+pp_status pp_pipeline_generate(pp_pipeline *p, const int32_t *prompt, int n_prompt,
+                               const pp_generate_options *o, int32_t *out, pp_error *err)
+{
+    if (p && p->local)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "generation runs one replica (the plan has replicas in this "
+                            "process)");
+    return pipe_generate_rank(p, prompt, n_prompt, o, out, err);
 }
 
 pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err)

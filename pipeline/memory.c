@@ -144,8 +144,10 @@ pp_status pipe_fit_units_new(const pp_plan *plan, pipe_fit_units *fu, pp_error *
     pp_status st = pp_catalogue_build(&cfg, &fu->cat, err);
     fu->units = calloc((size_t)n + 1, sizeof *fu->units);
     if (st == PP_OK && !fu->units) st = pp_error_set(err, PP_ERR_OOM, "out of host memory");
-    int ndim = 4;
-    int64_t shape[PP_MAX_DIMS] = {1, cfg.in_channels, cfg.image_h, cfg.image_w}, next[PP_MAX_DIMS];
+    int ndim;
+    int64_t shape[PP_MAX_DIMS], next[PP_MAX_DIMS];
+    pp_dtype in_dtype;
+    pp_model_input(&cfg, &ndim, shape, &in_dtype);
     for (int i = 0; i < n && st == PP_OK; i++) {
         pipe_fit_unit *u = &fu->units[i];
         const pp_unit_spec *sp = &specs[i];
@@ -165,6 +167,13 @@ pp_status pipe_fit_units_new(const pp_plan *plan, pipe_fit_units *fu, pp_error *
             u->bwd_extra_first = block_backward_extra(sp, shape, next, ie, false);
             u->fwd_extra = sp->downsample ? u->out_bytes : 0; /* the downsample's BN output */
         }
+        if (sp->kind == PP_UNIT_GPT2_BLOCK) {
+            /* models/transformer/gpt2_block.c's backward: dh (4C), dx2 (C), dqkv (3C)
+             * and two (C) scratch rows per position; dx's own when there is none */
+            u->bwd_extra = 10 * u->in_bytes;
+            u->bwd_extra_first = 11 * u->in_bytes;
+        }
+        if (sp->kind == PP_UNIT_LAYERNORM) u->bwd_extra_first = u->in_bytes;
         u->spec = *sp;
         memcpy(u->in_shape, shape, sizeof shape);
         memcpy(shape, next, sizeof shape);
@@ -440,8 +449,12 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
     const pp_plan_stage *ps = &plan->stages[s];
     const bool delay = plan->model.kind == PP_MODEL_DELAY;
     const int classes = plan->model.num_classes;
-    const int64_t image = (int64_t)plan->model.in_channels * plan->model.image_h *
-                          plan->model.image_w * 4;
+    int in_ndim;
+    int64_t in_shape[PP_MAX_DIMS];
+    pp_dtype in_dtype;
+    pp_model_input(&plan->model, &in_ndim, in_shape, &in_dtype);
+    const int64_t image = in_shape[1] * in_shape[2] * in_shape[3] * 4; /* F32 or I32 */
+    const int64_t targets = pp_model_targets_per_sample(&plan->model);
     memset(o, 0, sizeof *o);
     o->cap = pp_plan_device_memory(plan, s);
     /* the stage's output per sample: what its boundary buffers hold */
@@ -453,17 +466,19 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
     run->part[s] = 0;
     if (!delay) {
         const pp_catalogue *cat = &fu->cat;
-        int64_t params = 0, count = 0, weights = 0;
+        int64_t params = 0, count = 0, weights = 0, tied = 0;
         for (int u = first; u <= last; u++) {
             params += cat->units[u].param_bytes;
             count += cat->units[u].param_count;
+            tied += cat->units[u].tied_count;
             weights += fu->units[u].weights;
         }
         /* the catalogue's parameter bytes hold the bf16 weight copies (bf16) */
         o->weight_copies = plan->precision == PP_PLAN_PRECISION_BF16 ? weights * 2 : 0;
         o->params = params - o->weight_copies;
         o->grads = count * 4;
-        o->optimizer = plan->optimizer.momentum > 0 ? count * 4 : 0;
+        /* a tied copy has a gradient but no optimizer state (pipeline/tied.h) */
+        o->optimizer = plan->optimizer.momentum > 0 ? (count - tied) * 4 : 0;
         run->part[s] = o->grads;
         int64_t ws = stage_workspace(fu, first, last, n_max, ps->device.kind);
         o->workspace = (int64_t)((double)ws * WORKSPACE_GROWTH);
@@ -489,13 +504,22 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
         if (plan->eval.enabled) o->batch += image * plan->eval.batch_size;
     }
     if (s == S - 1) {
-        o->batch += (int64_t)plan->batch_size * (4 + 4 * classes) + (int64_t)m * 8;
+        o->batch += (int64_t)plan->batch_size * targets * (4 + 4 * classes) + (int64_t)m * 8;
         if (plan->eval.enabled) {
             int eb = plan->eval.batch_size, em = (eb + plan->split_size - 1) / plan->split_size;
-            o->batch += (int64_t)eb * (4 + 4 * classes) + (int64_t)em * 8;
+            o->batch += (int64_t)eb * targets * (4 + 4 * classes) + (int64_t)em * 8;
         }
         o->slots += out_b * n_max; /* the last stage's output */
     }
+    /* a tied head's copy on another device: the stage holding the token
+     * embedding (unit 0) stages the copy's gradient there (pipeline/tied.c) */
+    if (!delay && first == 0)
+        for (int t = 0; t < S; t++) {
+            const pp_plan_stage *ts = &plan->stages[t];
+            if (t == s || same_device(plan, s, t)) continue;
+            for (int u = ts->first; u >= 0 && u <= ts->last; u++)
+                o->batch += fu->cat.units[u].tied_count * 4;
+        }
     /* boundary buffers (streams/executor.c): across devices, activations out
      * and gradients in on each side; between stages of one device, the
      * activation the lower one writes and the gradient the upper one writes,

@@ -10,9 +10,11 @@
 #include "pipeline/data_source.h"
 #include "pipeline/links.h"
 #include "pipeline/link_cost.h"
+#include "pipeline/callbacks.h"
 #include "pipeline/planning.h"
 #include "pipeline/prefetch.h"
 #include "pipeline/replicas.h"
+#include "pipeline/tied.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -31,216 +33,6 @@
 #include "streams/schedule.h"
 #include "streams/simulate.h"
 #include "streams/trace.h"
-
-static const pp_stage_ops pipe_stage_ops;
-
-/* ---- stage callbacks ------------------------------------------------------ */
-
-static pp_status cb_out_shape(void *user, int mb_size, pp_tensor *shape_only, pp_error *err)
-{
-    pipe_stage *st = user;
-    memset(shape_only, 0, sizeof *shape_only);
-    shape_only->dtype = pp_stage_output_dtype(st->model);
-    PP_TRY(pp_stage_output_shape(st->model, mb_size, &shape_only->ndim, shape_only->shape, err));
-    shape_only->layout = pp_stage_layout(st->model, shape_only->ndim);
-    return PP_OK;
-}
-
-static pp_tensor scalar_view(const pp_tensor *vec, int i)
-{
-    pp_tensor v = pp_tensor_view0(vec, i, 1);
-    v.ndim = 0;
-    v.shape[0] = 1;
-    return v;
-}
-
-/* pp_softmax_xent on f32 logits: bf16 logits (a bf16 model not ending in a
- * linear layer) are widened first. */
-static pp_status xent_f32(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,
-                         float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
-                         pp_error *err)
-{
-    if (logits->dtype == PP_F32)
-        return pp_softmax_xent(ex, logits, labels, divisor, loss, correct, dlogits, err);
-    pp_tensor wide;
-    PP_TRY(pp_tensor_alloc_on(&wide, ex, PP_F32, logits->ndim, logits->shape, err));
-    pp_status s = pp_cast(ex, logits, &wide, err);
-    if (s == PP_OK) s = pp_softmax_xent(ex, &wide, labels, divisor, loss, correct, dlogits, err);
-    pp_tensor_free(&wide);
-    return s;
-}
-
-static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const pp_tensor *in,
-                            pp_tensor *out, pp_error *err)
-{
-    pipe_stage *st = user;
-    struct pp_pipeline *p = st->p;
-    const run_io *io = &p->io;
-    int off = io->run->offsets[mb];
-    pp_tensor x;
-    if (!in) {
-        x = pp_tensor_view0(io->images, off, mb_size);
-        const size_t per_sample = (size_t)(pp_tensor_numel(io->images) / io->images->shape[0]);
-        PP_TRY(pp_copy_from_host(ex, io->host_images + (size_t)off * per_sample, &x, err));
-        in = &x;
-    }
-    /* recomputation: the micro-batch keeps only its input until its backward
-     * runs the forward again (except_last: all but the step's last) */
-    const bool again = io->train && (st->recompute == PP_PLAN_RECOMPUTE_ALWAYS ||
-                                     (st->recompute == PP_PLAN_RECOMPUTE_EXCEPT_LAST &&
-                                      mb != io->run->m - 1));
-    if (again)
-        PP_TRY(pp_stage_forward_keep(st->model, ex, mb, in, out, PP_STAGE_KEEP_INPUT, err));
-    else
-        PP_TRY(pp_stage_forward(st->model, ex, mb, in, out, io->train, err));
-    int held = pp_stage_in_flight(st->model);
-    if (held > st->max_in_flight) st->max_in_flight = held;
-    if (st->index != p->n_stages - 1) return PP_OK;
-
-    pp_tensor logits;
-    PP_TRY(pp_tensor_reshape(out, 2, (int64_t[]){mb_size, pp_tensor_numel(out) / mb_size},
-                             &logits, err));
-    pp_tensor labels = pp_tensor_view0(io->labels, off, mb_size);
-    pp_tensor loss = scalar_view(io->losses, mb);
-    pp_tensor correct = scalar_view(io->corrects, mb);
-    pp_tensor dlogits = pp_tensor_view0(io->dlogits, off, mb_size);
-    PP_TRY(pp_copy_from_host(ex, io->host_labels + off, &labels, err));
-    PP_TRY(xent_f32(ex, &logits, &labels, io->divisor, &loss, &correct, &dlogits, err));
-    PP_TRY(pp_copy_to_host(ex, &loss, io->host_losses + mb, err));
-    return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);
-}
-
-/* The step's gradients start from zero in the stage's own stream order, at
- * its first action of the program that adds to them (B or W): one
- * multi-tensor zeroing that also begins the stage's micro-batch order
- * (pp_stage_zero_grads), no wait for another stream. */
-static pp_status begin_grads(pipe_stage *st, pp_exec *ex, int mb, pp_error *err)
-{
-    if (mb != st->p->io.run->first_bw[st->index]) return PP_OK;
-    return pp_stage_zero_grads(st->model, ex, err);
-}
-
-/* The gradient a backward (B or I) starts from: grad_out, or on the last
- * stage the loss's rows of dlogits (bf16 logits: cast into *narrow, which
- * the caller frees). */
-static pp_status start_gradient(pipe_stage *st, pp_exec *ex, int mb, int mb_size,
-                                const pp_tensor *grad_out, pp_tensor *dy, pp_tensor *narrow,
-                                const pp_tensor **out, pp_error *err)
-{
-    *out = grad_out;
-    if (grad_out) return PP_OK;
-    struct pp_pipeline *p = st->p;
-    pp_tensor rows = pp_tensor_view0(p->io.dlogits, p->io.run->offsets[mb], mb_size);
-    int ndim;
-    int64_t shape[PP_MAX_DIMS];
-    PP_TRY(pp_stage_output_shape(st->model, mb_size, &ndim, shape, err));
-    PP_TRY(pp_tensor_reshape(&rows, ndim, shape, dy, err));
-    *out = dy;
-    if (pp_stage_output_dtype(st->model) == PP_F32) return PP_OK;
-    /* bf16 logits: a bf16 gradient */
-    PP_TRY(pp_tensor_alloc_on(narrow, ex, pp_stage_output_dtype(st->model), ndim, shape, err));
-    *out = narrow;
-    return pp_cast(ex, dy, narrow, err);
-}
-
-static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
-                             const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
-{
-    pipe_stage *st = user;
-    pp_tensor dy, narrow = {0};
-    const pp_tensor *g;
-    PP_TRY(begin_grads(st, ex, mb, err));
-    pp_status s = start_gradient(st, ex, mb, mb_size, grad_out, &dy, &narrow, &g, err);
-    if (s == PP_OK) s = pp_stage_backward(st->model, ex, mb, g, grad_in, err);
-    pp_tensor_free(&narrow);
-    return s;
-}
-
-/* I: the input gradient; the stage keeps what its W needs. */
-static pp_status cb_backward_input(void *user, pp_exec *ex, int mb, int mb_size,
-                                   const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
-{
-    pipe_stage *st = user;
-    pp_tensor dy, narrow = {0};
-    const pp_tensor *g;
-    pp_status s = start_gradient(st, ex, mb, mb_size, grad_out, &dy, &narrow, &g, err);
-    if (s == PP_OK) s = pp_stage_backward_input(st->model, ex, mb, g, grad_in, err);
-    pp_tensor_free(&narrow);
-    return s;
-}
-
-/* W: the weight gradients, added in micro-batch order whatever the order W runs in. */
-static pp_status cb_backward_weight(void *user, pp_exec *ex, int mb, int mb_size, pp_error *err)
-{
-    pipe_stage *st = user;
-    PP_TRY(begin_grads(st, ex, mb, err));
-    return pp_stage_backward_weight(st->model, ex, mb, err);
-}
-
-/* Graphs (pp_executor_run_replayable). Training steps read everything that
- * changes from one step to the next from buffers at fixed addresses: the
- * pinned host images and labels the data source refills (copied in by the
- * captured host-to-device copies), the device images, labels, losses and
- * dlogits, the pinned host losses read after the step. The loss divisor (the
- * global batch) is a kernel argument: it is the graph key's tag. The
- * optimizer runs after the executor, outside any graph, so a learning-rate
- * schedule needs nothing frozen. What the callbacks do on the host: batch
- * norms count training forwards (pending num_batches_tracked), kept exact
- * by the hooks below; saved activations are pushed and popped within a step,
- * and those a refused capture left behind were allocated inside it (the
- * graph's memory, which never existed): abandoned, never freed; bf16 weight
- * copies made at a first use inside a refused capture never ran, so an
- * abandoned capture marks them stale. */
-static void cb_capture_begin(void *user)
-{
-    pipe_stage *st = user;
-    if (st->model) pp_stage_batch_counts(st->model, st->counts, st->n_counts);
-}
-
-static void cb_capture_abandon(void *user)
-{
-    pipe_stage *st = user;
-    if (!st->model) return;
-    pp_stage_set_batch_counts(st->model, st->counts, st->n_counts);
-    for (int i = 0; i < st->p->m; i++) pp_stage_abandon(st->model, i);
-    /* the bf16 weight copies made during the capture were recorded, not run */
-    pp_stage_params_changed(st->model);
-}
-
-static void cb_replayed(void *user, const pp_schedule *s)
-{
-    pipe_stage *st = user;
-    if (st->model && st->p->io.train) pp_stage_add_batches(st->model, s->micro_batches);
-}
-
-/* Replicas: the stage's gradient bucket is summed over its replicas as soon
- * as its backward of the step is done, while earlier stages still compute. */
-static pp_status cb_grads_ready(void *user, pp_exec *ex, pp_error *err)
-{
-    return pipe_sum_bucket(user, ex, err);
-}
-
-static const pp_stage_ops pipe_stage_ops = {
-    .out_shape = cb_out_shape,
-    .forward = cb_forward,
-    .backward = cb_backward,
-    .backward_input = cb_backward_input,
-    .backward_weight = cb_backward_weight,
-    .step = NULL,
-    .capture_begin = cb_capture_begin,
-    .capture_abandon = cb_capture_abandon,
-    .replayed = cb_replayed,
-};
-
-static const pp_stage_ops pipe_stage_ops_bucketed = {
-    .out_shape = cb_out_shape,
-    .forward = cb_forward,
-    .backward = cb_backward,
-    .backward_input = cb_backward_input,
-    .backward_weight = cb_backward_weight,
-    .step = NULL,
-    .grads_ready = cb_grads_ready,
-};
 
 static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
 {
@@ -270,7 +62,20 @@ static pp_status open_data(struct pp_pipeline *p, const pp_plan *plan, pp_error 
                  "batch of %d", (long long)p->data_size, plan->batch_size);
         return pipe_plan_error(plan, d->mark, err, PP_ERR_INPUT, msg);
     }
+    p->targets = pp_data_targets_per_sample(p->data);
+    int ndim;
+    int64_t shape[PP_MAX_DIMS];
+    pp_model_input(&plan->model, &ndim, shape, &p->in_dtype);
     return PP_OK;
+}
+
+/* The input tensor of n samples on stage 0's device: (n, C, H, W) F32 or (n, T) I32. */
+static pp_status alloc_inputs(struct pp_pipeline *p, pp_tensor *t, int n, pp_error *err)
+{
+    pp_device_ctx *first = p->stages[0].dev;
+    if (p->in_dtype == PP_I32)
+        return pp_tensor_alloc(t, first, PP_I32, 2, (int64_t[]){n, p->in_w}, err);
+    return pp_tensor_alloc(t, first, PP_F32, 4, (int64_t[]){n, p->in_c, p->in_h, p->in_w}, err);
 }
 
 /* Two image folders label their classes by their own sorted folder names
@@ -320,38 +125,36 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     size_t img = (size_t)p->eval_batch * p->in_c * p->in_h * p->in_w;
     PP_TRY(pipe_batch_run_make(p, &p->eval_full, p->eval_batch, true, err));
     int m = p->eval_full.m;
+    const int64_t labels = (int64_t)p->eval_batch * p->targets;
     pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
     PP_TRY(pp_device_host_alloc(first, img * sizeof(float), (void **)&p->host_eval_images, err));
-    PP_TRY(pp_device_host_alloc(last, (size_t)p->eval_batch * sizeof(int32_t),
+    PP_TRY(pp_device_host_alloc(last, (size_t)labels * sizeof(int32_t),
                                 (void **)&p->host_eval_labels, err));
     PP_TRY(pp_device_host_alloc(last, (size_t)m * sizeof(float), (void **)&p->host_eval_losses,
                                 err));
     PP_TRY(pp_device_host_alloc(last, (size_t)m * sizeof(int32_t),
                                 (void **)&p->host_eval_corrects, err));
-    PP_TRY(pp_tensor_alloc(&p->eval_images, first, PP_F32, 4,
-                           (int64_t[]){p->eval_batch, p->in_c, p->in_h, p->in_w}, err));
-    PP_TRY(pp_tensor_alloc(&p->eval_labels, last, PP_I32, 1, (int64_t[]){p->eval_batch}, err));
+    PP_TRY(alloc_inputs(p, &p->eval_images, p->eval_batch, err));
+    PP_TRY(pp_tensor_alloc(&p->eval_labels, last, PP_I32, 1, &labels, err));
     PP_TRY(pp_tensor_zeros(&p->eval_losses, last, PP_F32, 1, (int64_t[]){m}, err));
     PP_TRY(pp_tensor_zeros(&p->eval_corrects, last, PP_I32, 1, (int64_t[]){m}, err));
-    return pp_tensor_alloc(&p->eval_dlogits, last, PP_F32, 2,
-                           (int64_t[]){p->eval_batch, p->classes}, err);
+    return pp_tensor_alloc(&p->eval_dlogits, last, PP_F32, 2, (int64_t[]){labels, p->classes},
+                           err);
 }
 
 static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
 {
-    size_t img = (size_t)p->batch * p->in_c * p->in_h * p->in_w;
-    pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
-    (void)img;
+    const int64_t labels = (int64_t)p->batch * p->targets;
+    pp_device_ctx *last = p->stages[p->n_stages - 1].dev;
     PP_TRY(pp_device_host_alloc(last, (size_t)p->m * sizeof(float), (void **)&p->host_losses,
                                 err));
     PP_TRY(pp_device_host_alloc(last, (size_t)p->m * sizeof(int32_t), (void **)&p->host_corrects,
                                 err));
-    PP_TRY(pp_tensor_alloc(&p->images, first, PP_F32, 4,
-                           (int64_t[]){p->batch, p->in_c, p->in_h, p->in_w}, err));
-    PP_TRY(pp_tensor_alloc(&p->labels, last, PP_I32, 1, (int64_t[]){p->batch}, err));
+    PP_TRY(alloc_inputs(p, &p->images, p->batch, err));
+    PP_TRY(pp_tensor_alloc(&p->labels, last, PP_I32, 1, &labels, err));
     PP_TRY(pp_tensor_zeros(&p->losses, last, PP_F32, 1, (int64_t[]){p->m}, err));
     PP_TRY(pp_tensor_zeros(&p->corrects, last, PP_I32, 1, (int64_t[]){p->m}, err));
-    PP_TRY(pp_tensor_alloc(&p->dlogits, last, PP_F32, 2, (int64_t[]){p->batch, p->classes}, err));
+    PP_TRY(pp_tensor_alloc(&p->dlogits, last, PP_F32, 2, (int64_t[]){labels, p->classes}, err));
     return PP_OK;
 }
 
@@ -495,9 +298,12 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     PP_TRY(pp_stage_output_shape(p->stages[p->n_stages - 1].model, 1, &ndim, shape, err));
     int64_t per_sample = 1;
     for (int i = 1; i < ndim; i++) per_sample *= shape[i];
-    if (per_sample != p->classes)
+    if (per_sample != (int64_t)p->classes * p->targets)
         return pipe_plan_error(plan, plan->stages[p->n_stages - 1].layers_mark, err, PP_ERR_INPUT,
-                          "the last stage must end with fc (its output feeds the loss)");
+                               p->targets > 1 ? "the last stage must end with lm_head (its "
+                                                "output feeds the loss)"
+                                              : "the last stage must end with fc (its output "
+                                                "feeds the loss)");
 
     /* the optimizer updates this process's stages */
     p->params = calloc((size_t)(n_params ? n_params : 1), sizeof *p->params);
@@ -510,7 +316,8 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
         if (!st->grads) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
         for (int i = 0; i < pp_stage_param_count(m); i++) {
             const pp_named_tensor *nt = pp_stage_param(m, i);
-            p->params[p->n_params++] = (pp_param_ref){nt->name, nt->value, nt->grad};
+            /* a tied copy's gradient goes to its original, which is updated (tied.c) */
+            if (!nt->tied_to) p->params[p->n_params++] = (pp_param_ref){nt->name, nt->value, nt->grad};
             st->grads[st->n_grads++] = nt->grad;
         }
     }
@@ -652,6 +459,7 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
         (s = pp_executor_set_ranks(p->exec, p->comm, p->stage_rank, p->n_stages, err)) != PP_OK)
         goto fail;
     if ((s = pipe_links_init(p, plan, err)) != PP_OK) goto fail;
+    if ((s = pipe_tied_init(p, err)) != PP_OK) goto fail;
     if ((s = pipe_clocks_sync(p, err)) != PP_OK) goto fail;
     if ((s = pipe_link_cost_measure(p, plan, err)) != PP_OK) goto fail;
     if ((s = setup_graphs(p, plan, opts ? opts->graphs : PP_PIPELINE_GRAPHS_PLAN, err)) != PP_OK)
@@ -706,6 +514,7 @@ void pipe_free_rank(pp_pipeline *p)
     pp_executor_free(p->exec); /* waits for the streams: the events are free to go */
     for (int s = 0; p->stages && s < p->n_stages; s++) pp_event_free(p->stages[s].opt_done);
     pipe_replicas_free(p);
+    pipe_tied_free(p);
     pipe_links_free(p, false);
     pp_schedule_free(&p->schedule);
     pipe_sched_free(&p->sched);

@@ -135,8 +135,10 @@ typedef struct pp_pipeline_options {
 /* What one step did. */
 typedef struct pp_step_result {
     int64_t step;      /* 0-based index of the step just run */
-    double loss;       /* mean cross-entropy over the mini-batch */
-    double accuracy;   /* fraction of the mini-batch classified correctly (before the update) */
+    double loss;       /* mean cross-entropy over the mini-batch (a token model's: over every
+                          token of it) */
+    double accuracy;   /* fraction of the mini-batch classified correctly (before the update;
+                          a token model's: of its next tokens) */
     double step_ms;    /* wall time of the whole step (data, schedule, optimizer) */
     double data_wait_ms; /* of it, the time spent waiting for the step's batch (read ahead
                             during the steps before, unless the loader fell behind) */
@@ -149,11 +151,12 @@ typedef struct pp_step_result {
 
 /* One pass over the plan's eval data. */
 typedef struct pp_eval_result {
-    int64_t samples;   /* test samples */
-    double loss;       /* mean cross-entropy */
-    double accuracy;   /* top-1 */
+    int64_t samples;   /* test samples (a token model's: windows of block_size tokens) */
+    double loss;       /* mean cross-entropy (a token model's: per token) */
+    double accuracy;   /* top-1 (a token model's: of the next token) */
     double seconds;    /* wall time of the pass */
-    double images_per_s; /* pipelined inference throughput */
+    double images_per_s; /* pipelined inference throughput (samples per second) */
+    double perplexity; /* exp(loss) */
 } pp_eval_result;
 
 /* Per-stage figures, aggregated over the steps run so far (the first step is
@@ -290,6 +293,28 @@ bool pp_pipeline_has_eval(const pp_pipeline *p);
  * stages, batch norm in inference mode (running statistics), nothing
  * trained. PP_ERR_INVALID without an eval section. */
 pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err);
+
+/* How pp_pipeline_generate samples. */
+typedef struct pp_generate_options {
+    int tokens;          /* new tokens to sample (>= 0) */
+    double temperature;  /* > 0: sample from softmax(logits / temperature); 0: always the
+                            most likely token (greedy) */
+    int top_k;           /* > 0: sample among the k most likely tokens only; 0: all */
+    uint64_t seed;       /* the sampler's stream: token i draws from (seed, i) */
+} pp_generate_options;
+
+/* Continues a token sequence with a token model (GPT-2): out (n_prompt +
+ * o->tokens ids) receives the prompt, then each new token, sampled from the
+ * logits of the last position after a forward of the sequence's last
+ * block_size tokens (data.block_size: the window) through the same stages
+ * (inference, one sample, nothing trained; the window's free positions
+ * hold id 0, which the causal attention keeps from the sampled position).
+ * Every rank of a job calls it and gets the same tokens (the last stage's
+ * rank samples and tells the others). PP_ERR_INVALID for a model without
+ * token inputs, an empty prompt or an id outside the vocabulary;
+ * PP_ERR_UNSUPPORTED with replicas in this process. */
+pp_status pp_pipeline_generate(pp_pipeline *p, const int32_t *prompt, int n_prompt,
+                               const pp_generate_options *o, int32_t *out, pp_error *err);
 
 /* Steps run so far (including steps restored by pp_pipeline_load). */
 int64_t pp_pipeline_steps_done(const pp_pipeline *p);

@@ -160,7 +160,11 @@ pp_status pipe_check_cudnn_limits(const pp_plan *plan, pp_error *err)
 {
     if (plan->model.kind == PP_MODEL_DELAY || plan->stages_auto) return PP_OK;
     const pp_catalogue *cat = &plan->catalogue;
-    int64_t in = (int64_t)plan->model.in_channels * plan->model.image_h * plan->model.image_w;
+    int in_ndim;
+    int64_t in_shape[PP_MAX_DIMS];
+    pp_dtype in_dtype;
+    pp_model_input(&plan->model, &in_ndim, in_shape, &in_dtype);
+    int64_t in = in_shape[1] * in_shape[2] * in_shape[3];
     for (int s = 0; s < plan->n_stages; s++) {
         const pp_plan_stage *ps = &plan->stages[s];
         for (int u = ps->first; u >= 0 && u <= ps->last && u < cat->n; u++) {

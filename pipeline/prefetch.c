@@ -111,15 +111,16 @@ pp_status pipe_prefetch_new(pp_data *data, int ahead, int threads, pp_device_ctx
     pf->in_use = -1;
     int c, h, w;
     pp_data_shape(data, &c, &h, &w, NULL);
-    const size_t floats = (size_t)batch * c * h * w;
+    const size_t floats = (size_t)batch * c * h * w; /* (token ids: int32, as large) */
+    const size_t labels = (size_t)batch * (size_t)pp_data_targets_per_sample(data);
     pp_status s = pp_data_reader_new(threads, &pf->reader, err);
     for (int i = 0; s == PP_OK && i < pf->sets; i++) {
         if (img_dev)
             s = pp_device_host_alloc(img_dev, floats * sizeof(float), (void **)&pf->images[i],
                                      err);
         if (s == PP_OK)
-            s = pp_device_host_alloc(lbl_dev, (size_t)batch * sizeof(int32_t),
-                                     (void **)&pf->labels[i], err);
+            s = pp_device_host_alloc(lbl_dev, labels * sizeof(int32_t), (void **)&pf->labels[i],
+                                     err);
     }
     if (s != PP_OK) {
         pipe_prefetch_free(pf);

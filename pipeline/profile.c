@@ -75,7 +75,7 @@ static pp_status measure_unit(const pp_model_config *cfg, uint64_t seed, int u, 
     pp_status s = pp_stage_new(cfg, seed, u, u, dev, &st, err);
     if (s == PP_OK) s = pp_stage_input_shape(st, mb, &in_nd, in_shape, err);
     if (s == PP_OK) s = pp_stage_output_shape(st, mb, &out_nd, out_shape, err);
-    pp_dtype in_t = cfg->bf16 && u > 0 ? PP_BF16 : PP_F32;
+    pp_dtype in_t = s == PP_OK ? pp_stage_input_dtype(st) : PP_F32; /* token ids: 0 */
     if (s == PP_OK) s = pp_tensor_zeros(&x, dev, in_t, in_nd, in_shape, err);
     if (s == PP_OK) s = pp_tensor_zeros(&dx, dev, in_t, in_nd, in_shape, err);
     if (s == PP_OK) s = pp_tensor_zeros(&y, dev, pp_stage_output_dtype(st), out_nd, out_shape, err);
@@ -162,6 +162,10 @@ static void cache_key(const pp_plan *plan, pp_device_id id, int mb, char *key, s
     int k = snprintf(key, n, "%s depth=%d classes=%d in=%d stem=%s %dx%d", m->name, m->depth,
                      m->num_classes, m->in_channels, m->stem == PP_STEM_CIFAR ? "cifar" : "imagenet",
                      m->image_h, m->image_w);
+    if (m->kind == PP_MODEL_GPT2 && k > 0 && (size_t)k < n)
+        k += snprintf(key + k, n - (size_t)k, " gpt2=%d,%d,%d,%d,%d,%d,%d,%d", m->gpt2.n_layer,
+                      m->gpt2.n_head, m->gpt2.n_embd, m->gpt2.vocab_size, m->gpt2.block_size,
+                      m->gpt2.seq_len, m->gpt2.bias, m->gpt2.tie_embeddings);
     for (int i = 0; i < m->n_layers && k > 0 && (size_t)k < n; i++) {
         const pp_seq_layer *l = &m->layers[i];
         k += snprintf(key + k, n - (size_t)k, "%s%s:%d:%d:%d:%d:%d:%d", i ? "," : " layers=",

@@ -90,17 +90,24 @@ typedef struct run_io {
     const batch_run *run;
     bool train;                  /* false: evaluation (batch norm running statistics) */
     pp_tensor *images, *labels;  /* on stage 0's / the last device */
-    pp_tensor *losses, *corrects, *dlogits; /* on the last device */
+    pp_tensor *losses, *corrects, *dlogits; /* on the last device; dlogits (batch * targets,
+                                  * classes): a token model's last stage writes its logits
+                                  * there and the loss turns them into their gradient in place */
     float divisor;               /* the loss is summed over a micro-batch and divided by it */
     /* Host side, in memory the devices copy without staging (page-locked on
      * CUDA): each micro-batch's images and labels are copied in by the stage
      * that uses them, in its stream order, and its loss and correct count
      * copied out after the loss, so a step needs no synchronous copy; the
      * host reads the losses once the executor has finished. */
-    const float *host_images;    /* (batch, C, H, W) */
-    const int32_t *host_labels;  /* (batch) */
+    const float *host_images;    /* (batch, C, H, W), or (batch, T) int32 token ids in the
+                                  * same 4-byte elements */
+    const int32_t *host_labels;  /* (batch * targets) */
     float *host_losses;          /* (m) */
     int32_t *host_corrects;      /* (m) */
+    pp_tensor *logits;           /* generation: row logits_row of the last micro-batch's
+                                  * logits (1, classes) copied here before the loss (else
+                                  * NULL) */
+    int logits_row;
 } run_io;
 
 struct pp_pipeline {
@@ -135,7 +142,10 @@ struct pp_pipeline {
     int *mb_sizes;               /* (m) */
     int *mb_offsets;             /* (m) first sample of each micro-batch */
     int classes;
-    int in_c, in_h, in_w;
+    int targets;                 /* labels per sample: 1, or a token model's T (its loss is the
+                                  * mean over every token of the global batch) */
+    int in_c, in_h, in_w;        /* the data's sample: (C, H, W), or (1, 1, T) token ids */
+    pp_dtype in_dtype;           /* the model's input: F32 images or I32 token ids */
     int n_stages;
     pipe_stage *stages;          /* (n_stages) */
     pp_stage_desc *descs;        /* (n_stages) for the executor */
@@ -146,14 +156,16 @@ struct pp_pipeline {
     int n_params;
     pp_data *data;
     struct pipe_prefetch *prefetch; /* reads the next training batches during a step, into
-                                     * host buffer sets of its own */
+                                     * host buffer sets of its own: (B, C, H, W) floats, or
+                                     * (B, T) int32 token ids, and (B * targets) labels */
     float *host_losses;          /* (m) loss of each micro-batch, read back after a step */
     int32_t *host_corrects;      /* (m) */
-    pp_tensor images;            /* (B, C, H, W) on stage 0's device */
-    pp_tensor labels;            /* (B) I32 on the last stage's device */
+    pp_tensor images;            /* (B, C, H, W), or (B, T) I32, on stage 0's device */
+    pp_tensor labels;            /* (B * targets) I32 on the last stage's device */
     pp_tensor losses;            /* (m) F32 on the last device: loss of each micro-batch */
     pp_tensor corrects;          /* (m) I32 on the last device */
-    pp_tensor dlogits;           /* (B, classes) on the last device */
+    pp_tensor dlogits;           /* (B * targets, classes) on the last device */
+    struct pipe_tied *tied;      /* tied parameters across stages (tied.c); NULL: none */
     int64_t steps_done;
     pp_plan_step_keys step_keys; /* what a step means, recorded in checkpoints */
     pp_plan_step_keys run_keys;  /* what else tells this run from another (recorded too) */

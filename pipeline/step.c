@@ -13,6 +13,7 @@
 #include "pipeline/prefetch.h"
 #include "pipeline/replicas.h"
 #include "pipeline/report.h"
+#include "pipeline/tied.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -427,7 +428,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
 
     p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
                      .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
-                     .divisor = (float)count, .host_images = host_images,
+                     .divisor = (float)count * p->targets, .host_images = host_images,
                      .host_labels = host_labels, .host_losses = p->host_losses,
                      .host_corrects = p->host_corrects};
     pp_step_stats stats;
@@ -447,7 +448,12 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     int64_t correct = 0;
     pp_status s = read_losses(p, &p->io, &loss, &correct, err);
     if (s == PP_OK) s = pipe_sum_replica_grads(p, err);
+    if (s == PP_OK) s = pipe_tied_sum_grads(p, err);
     if (s == PP_OK) s = optimizer_step(p, err);
+    if (s == PP_OK && p->tied) { /* the copies follow the update */
+        s = pipe_settle(p, err);
+        if (s == PP_OK) s = pipe_tied_refresh(p, err);
+    }
     if (s == PP_OK) s = profile_range(p, false, err);
     if (s != PP_OK) {
         pp_step_stats_free(&stats);
@@ -467,7 +473,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     if (res) {
         res->step = p->steps_done;
         res->loss = loss;
-        res->accuracy = (double)correct / count;
+        res->accuracy = (double)correct / ((double)count * p->targets);
         res->step_ms = ms;
         res->data_wait_ms = wait_ms;
         res->bubble = p->bubble[p->steps_run];
@@ -538,13 +544,16 @@ pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
         loss += l;
         correct += c;
     }
-    /* every replica evaluated the whole test set */
+    /* every replica evaluated the whole test set; the loss is per target (a
+     * token model's: per token) */
     loss /= p->replicas;
     correct /= p->replicas;
     double secs = (double)(pp_stream_clock_ns() - t0) / 1e9;
+    const double targets = (double)p->eval_size * p->targets;
     out->samples = p->eval_size;
-    out->loss = loss / (double)p->eval_size;
-    out->accuracy = (double)correct / (double)p->eval_size;
+    out->loss = loss / targets;
+    out->accuracy = (double)correct / targets;
+    out->perplexity = exp(out->loss);
     out->seconds = secs;
     out->images_per_s = secs > 0 ? (double)p->eval_size / secs : 0;
     return PP_OK;

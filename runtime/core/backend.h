@@ -51,6 +51,12 @@ typedef enum pp_native_op {
     PP_NATIVE_LINEAR_WGRAD,      /* x, dy, dw, db                            */
 } pp_native_op;
 
+/* The shape of an attention op (ops.h): qkv (n, t, 3c), y (n, t, c), lse
+ * (n, heads, t); c a multiple of heads. */
+typedef struct pp_attention_desc {
+    int n, t, c, heads;
+} pp_attention_desc;
+
 /* The descriptor of PP_NATIVE_BN_ACT (pp_batchnorm_forward_act). */
 typedef struct pp_bn_act_desc {
     pp_bn_desc bn;
@@ -204,6 +210,46 @@ typedef struct pp_backend_ops {
                                   float *const *buf, const int64_t *sizes, pp_error *err);
 
     pp_status (*delay)(pp_exec *ex, double ms, pp_error *err);
+
+    /* transformer ops (ops.h), f32; optional: NULL in a backend that has none
+     * (the op is then PP_ERR_UNSUPPORTED). rows: the product of the leading
+     * dimensions; w_out_in: the weight is (out, in), else (in, out); b, beta,
+     * db and dbeta may be NULL */
+    pp_status (*dense_forward)(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                               const float *x, const float *w, const float *b, float *y,
+                               pp_error *err);
+    pp_status (*dense_backward_data)(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                     const float *w, const float *dy, float *dx, pp_error *err);
+    pp_status (*dense_backward_weights)(pp_exec *ex, int64_t rows, int in, int out,
+                                        bool w_out_in, const float *x, const float *dy,
+                                        float *dw, float *db, pp_error *err);
+    pp_status (*layernorm_forward)(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
+                                   const float *gamma, const float *beta, float *y, float *mean,
+                                   float *rstd, pp_error *err);
+    pp_status (*layernorm_backward)(pp_exec *ex, int64_t rows, int c, const float *x,
+                                    const float *dy, const float *gamma, const float *mean,
+                                    const float *rstd, float *dx, float *dgamma, float *dbeta,
+                                    pp_error *err);
+    pp_status (*gelu_forward)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+    pp_status (*gelu_backward)(pp_exec *ex, int64_t n, const float *x, const float *dy,
+                               float *dx, pp_error *err);
+    pp_status (*attention_forward)(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                   float *y, float *lse, pp_error *err);
+    pp_status (*attention_backward)(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                    const float *y, const float *lse, const float *dy,
+                                    float *dqkv, pp_error *err);
+    /* ids (rows) already checked to lie in [0, vocab) */
+    pp_status (*embedding_forward)(pp_exec *ex, int64_t rows, int vocab, int c,
+                                   const int32_t *ids, const float *table, float *y,
+                                   pp_error *err);
+    pp_status (*embedding_backward)(pp_exec *ex, int64_t rows, int vocab, int c,
+                                    const int32_t *ids, const float *dy, float *dtable,
+                                    pp_error *err);
+    /* x, y (n, t, c); table (>= t, c) */
+    pp_status (*position_forward)(pp_exec *ex, int64_t n, int t, int c, const float *x,
+                                  const float *table, float *y, pp_error *err);
+    pp_status (*position_backward)(pp_exec *ex, int64_t n, int t, int c, const float *dy,
+                                   float *dtable, pp_error *err);
 
     /* Layout change of a 4-D tensor as n batched matrix transposes: each of the n
      * rows x cols matrices of x (elements of elem bytes, 2 or 4) is written

@@ -293,6 +293,91 @@ pp_status pp_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int n, pp_tenso
                               const pp_tensor *const *grads, pp_tensor *const *bufs,
                               pp_error *err);
 
+/* ---- transformer ops (GPT-2) ------------------------------------------------ */
+/* f32 only; every operand contiguous (row-major). A "rows" tensor (..., C) is
+ * any tensor of rank 2 or 3 whose last dimension is C: its leading
+ * dimensions together are its R rows ((N, T, C): N*T rows of C features).
+ * A backend without these ops (CUDA for now) refuses them with
+ * PP_ERR_UNSUPPORTED before anything runs. Each op's result does not depend
+ * on the number of threads a CPU device has. */
+
+/* How a dense layer's weight is laid out. */
+typedef enum pp_weight_order {
+    PP_WEIGHT_IN_OUT = 0, /* (in, out): Hugging Face's Conv1D (GPT-2's c_attn, c_proj, c_fc) */
+    PP_WEIGHT_OUT_IN = 1, /* (out, in): torch.nn.Linear's, and a tied output head's (the token
+                             embedding (V, C) as the weight of logits = x E^T) */
+} pp_weight_order;
+
+/* y (..., out) = x (..., in) W + b, W laid out as order says; b (out) may be
+ * NULL (no bias). y has x's leading dimensions. */
+pp_status pp_dense_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
+                           const pp_tensor *w, const pp_tensor *b, pp_tensor *y, pp_error *err);
+/* dx (..., in) = dy (..., out) W^T */
+pp_status pp_dense_backward_data(pp_exec *ex, pp_weight_order order, const pp_tensor *w,
+                                 const pp_tensor *dy, pp_tensor *dx, pp_error *err);
+/* dw += x^T dy (laid out as order says); db (out, may be NULL) += the column
+ * sums of dy (in double, in row order). */
+pp_status pp_dense_backward_weights(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
+                                    const pp_tensor *dy, pp_tensor *dw, pp_tensor *db,
+                                    pp_error *err);
+
+/* Layer normalisation over the last dimension C of x (..., C) (torch.nn.LayerNorm):
+ * y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps) with the
+ * biased variance; beta (C) may be NULL (no bias). Each row's statistics are
+ * computed in double and kept for the backward: mean and rstd (R), f32. */
+pp_status pp_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *x, const pp_tensor *gamma,
+                               const pp_tensor *beta, pp_tensor *y, pp_tensor *mean,
+                               pp_tensor *rstd, pp_error *err);
+/* dx = the gradient of x (=); dgamma += and dbeta (may be NULL) += the
+ * parameters' gradients, each summed over the rows in double in row order. */
+pp_status pp_layernorm_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
+                                const pp_tensor *gamma, const pp_tensor *mean,
+                                const pp_tensor *rstd, pp_tensor *dx, pp_tensor *dgamma,
+                                pp_tensor *dbeta, pp_error *err);
+
+/* GELU, tanh approximation (GPT-2's; torch's gelu(approximate="tanh")):
+ * y = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))), any shape; y may be x. */
+pp_status pp_gelu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);
+/* dx = dy * gelu'(x), from the forward's input x; dx may be dy. */
+pp_status pp_gelu_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
+                           pp_error *err);
+
+/* Causal multi-head self-attention from the output of a qkv projection, as
+ * GPT-2 computes it: qkv (N, T, 3C) holds q, k and v side by side (columns
+ * [0, C), [C, 2C), [2C, 3C)), each split into `heads` heads of C / heads
+ * columns. y (N, T, C) = per head softmax(q k^T / sqrt(C / heads), masked to
+ * keys at or before the query) v, the heads side by side. lse (N, heads, T)
+ * receives each query row's log-sum-exp of its scaled scores: the backward
+ * computes the probabilities again from it, so no (T, T) matrix is kept
+ * between the two (the backward's scratch holds a block of rows of one head
+ * at a time). */
+pp_status pp_attention_forward(pp_exec *ex, int heads, const pp_tensor *qkv, pp_tensor *y,
+                               pp_tensor *lse, pp_error *err);
+/* dqkv (N, T, 3C) = the gradient of qkv (=) from dy (N, T, C), the forward's
+ * qkv, output y and lse. */
+pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, const pp_tensor *y,
+                                const pp_tensor *lse, const pp_tensor *dy, pp_tensor *dqkv,
+                                pp_error *err);
+
+/* Token embedding: y (N, T, C) = the rows of table (V, C) that the token ids
+ * (I32, (N, T)) name. An id outside [0, V) is PP_ERR_INPUT (checked on the
+ * host before anything is written: "token id 300 at (2, 17) is not below
+ * the vocabulary size 256"). */
+pp_status pp_embedding_forward(pp_exec *ex, const pp_tensor *ids, const pp_tensor *table,
+                               pp_tensor *y, pp_error *err);
+/* dtable += the scatter of dy's rows to the rows of their ids: each table
+ * row gets the sum, in double and in the order of the positions, of the
+ * rows of its id, added once (no race, whatever the thread count). */
+pp_status pp_embedding_backward(pp_exec *ex, const pp_tensor *ids, const pp_tensor *dy,
+                                pp_tensor *dtable, pp_error *err);
+/* Position embedding: y (N, T, C) = x + table[t] for position t (table (P, C),
+ * P >= T); y may be x. */
+pp_status pp_position_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *table,
+                              pp_tensor *y, pp_error *err);
+/* dtable[t] += sum over n of dy[n, t] (in double, in sample order) for t < T. */
+pp_status pp_position_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dtable,
+                               pp_error *err);
+
 /* ---- misc ------------------------------------------------------------------- */
 /* Busy-waits or sleeps for ms milliseconds in stream order (delay model). */
 pp_status pp_delay(pp_exec *ex, double ms, pp_error *err);

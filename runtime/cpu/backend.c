@@ -238,6 +238,19 @@ static const pp_backend_ops cpu_ops = {
     .linear_backward_weights = pp_cpu_linear_backward_weights,
     .softmax_xent = pp_cpu_softmax_xent,
     .sgd_update = pp_cpu_sgd_update,
+    .dense_forward = pp_cpu_dense_forward,
+    .dense_backward_data = pp_cpu_dense_backward_data,
+    .dense_backward_weights = pp_cpu_dense_backward_weights,
+    .layernorm_forward = pp_cpu_layernorm_forward,
+    .layernorm_backward = pp_cpu_layernorm_backward,
+    .gelu_forward = pp_cpu_gelu_forward,
+    .gelu_backward = pp_cpu_gelu_backward,
+    .attention_forward = pp_cpu_attention_forward,
+    .attention_backward = pp_cpu_attention_backward,
+    .embedding_forward = pp_cpu_embedding_forward,
+    .embedding_backward = pp_cpu_embedding_backward,
+    .position_forward = pp_cpu_position_forward,
+    .position_backward = pp_cpu_position_backward,
 };
 
 const pp_backend_ops *pp_backend_cpu(void)

@@ -19,6 +19,7 @@
 
 #include "runtime/io/idx.h"
 #include "runtime/io/imagefolder.h"
+#include "runtime/io/tokens.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +54,7 @@ struct pp_data {
     int64_t sample_bytes;   /* c * h * w */
     uint8_t *pixels;        /* n * sample_bytes (idx, cifar10) */
     uint8_t *labels;        /* n (idx, cifar10) */
+    pp_tokens *tokens;      /* tokens, text: the stream (w is its block_size) */
     void *raw[2];           /* buffers that pixels/labels point into */
     pp_images *images;      /* imagefolder */
     float *lut;             /* c * 256: pixel value per channel and byte */
@@ -219,6 +221,19 @@ static pp_status open_imagefolder(pp_data *d, const pp_data_config *cfg, pp_erro
 }
 
 /* Builds the lookup table from the normalisation settings once C is known. */
+/* A token stream: samples of 1 x 1 x block_size ids, the vocabulary as classes. */
+static pp_status open_tokens(pp_data *d, const pp_data_config *cfg, pp_error *err)
+{
+    const bool text = cfg->format == PP_DATA_TEXT;
+    const int vocab = cfg->classes > 0 ? cfg->classes : PP_TOKENS_TEXT_VOCAB;
+    PP_TRY(pp_tokens_open(cfg->file, text, vocab, cfg->block_size, &d->tokens, err));
+    d->c = d->h = 1;
+    d->w = cfg->block_size;
+    d->classes = vocab;
+    d->n = pp_tokens_windows(d->tokens);
+    return PP_OK;
+}
+
 static pp_status build_lut(pp_data *d, const pp_data_config *cfg, pp_error *err)
 {
     if (cfg->n_mean < 0 || cfg->n_mean > PP_DATA_MAX_CHANNELS ||
@@ -276,6 +291,8 @@ pp_status pp_data_open(const pp_data_config *cfg, pp_data **out, pp_error *err)
     case PP_DATA_CIFAR10: s = open_cifar(d, cfg, err); break;
     case PP_DATA_SYNTHETIC: s = open_synthetic(d, cfg, err); break;
     case PP_DATA_IMAGEFOLDER: s = open_imagefolder(d, cfg, err); break;
+    case PP_DATA_TOKENS:
+    case PP_DATA_TEXT: s = open_tokens(d, cfg, err); break;
     default: s = pp_error_set(err, PP_ERR_INPUT, "data: unknown format %d", (int)cfg->format);
     }
     if (s == PP_OK) {
@@ -301,6 +318,7 @@ void pp_data_close(pp_data *src)
     if (!src) return;
     free(src->raw[0]);
     free(src->raw[1]);
+    pp_tokens_close(src->tokens);
     free(src->lut);
     pp_images_free(src->images);
     for (int i = 0; i < PERM_SLOTS; i++) free(src->perms[i].perm);
@@ -319,9 +337,12 @@ void pp_data_shape(const pp_data *src, int *c, int *h, int *w, int *classes)
 
 int64_t pp_data_size(const pp_data *src) { return src->n; }
 
+int pp_data_targets_per_sample(const pp_data *src) { return src->tokens ? src->w : 1; }
+
 const char *pp_data_sample_name(const pp_data *src, int64_t idx, char *buf, size_t n)
 {
-    static const char *const names[] = {"synthetic", "idx", "cifar10"};
+    static const char *const names[] = {"synthetic", "idx", "cifar10", "imagefolder", "tokens",
+                                        "text"};
     if (src->images)
         snprintf(buf, n, "%s", pp_image_index_relpath(pp_images_index(src->images), idx));
     else
@@ -487,6 +508,17 @@ static pp_status image_sample(const pp_data *d, int64_t idx, int64_t epoch, floa
 static pp_status read_labels(pp_data *src, int64_t pos, int count, int32_t *labels,
                              pp_error *err)
 {
+    if (src->tokens) { /* a window's targets: read with its inputs, which are dropped */
+        int32_t *ids = malloc((size_t)src->w * sizeof *ids);
+        if (!ids) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory");
+        for (int j = 0; j < count; j++) {
+            const int64_t p = pos + j;
+            pp_tokens_read(src->tokens, src->shuffle, src->seed, p / src->n, p % src->n, ids,
+                           labels + (int64_t)j * src->w);
+        }
+        free(ids);
+        return PP_OK;
+    }
     float *scratch = NULL; /* an image folder that skips bad images decodes them */
     if (src->images && pp_images_skips(src->images)) {
         scratch = malloc((size_t)src->sample_bytes * sizeof *scratch);
@@ -514,7 +546,7 @@ static pp_status read_labels(pp_data *src, int64_t pos, int count, int32_t *labe
 
 /* ---- batches ---------------------------------------------------------------- */
 
-pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, int32_t *labels,
+pp_status pp_data_batch(pp_data *src, int64_t step, int batch, void *images, int32_t *labels,
                         pp_error *err)
 {
     if (step < 0 || batch <= 0 || step > (INT64_MAX - batch) / batch)
@@ -523,25 +555,29 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, in
     return pp_data_read(src, step * batch, batch, images, labels, err);
 }
 
-pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
+pp_status pp_data_read(pp_data *src, int64_t pos, int count, void *images, int32_t *labels,
                        pp_error *err)
 {
     if (!src || !labels)
         return pp_error_set(err, PP_ERR_INVALID, "data: NULL source or output buffer");
-    if (!images) return read_labels(src, pos, count, labels, err);
     if (pos < 0 || count <= 0 || pos > INT64_MAX - count)
         return pp_error_set(err, PP_ERR_INVALID, "data: bad position %lld or count %d",
                             (long long)pos, count);
+    if (!images) return read_labels(src, pos, count, labels, err);
     /* one segment per epoch the range touches */
     for (int j = 0; j < count;) {
         const int64_t epoch = (pos + j) / src->n, r = (pos + j) % src->n;
         const int seg = count - j < src->n - r ? count - j : (int)(src->n - r);
         perm_slot *slot = NULL;
-        if (src->shuffle) PP_TRY(acquire_perm(src, epoch, &slot, err));
+        if (src->shuffle && !src->tokens) PP_TRY(acquire_perm(src, epoch, &slot, err));
         for (int k = 0; k < seg; k++, j++) {
             const int64_t idx = slot ? slot->perm[r + k] : r + k;
-            float *dst = images + (int64_t)j * src->sample_bytes;
-            if (src->format == PP_DATA_SYNTHETIC) {
+            float *dst = (float *)images + (int64_t)j * src->sample_bytes;
+            if (src->tokens) {
+                pp_tokens_read(src->tokens, src->shuffle, src->seed, epoch, r + k,
+                               (int32_t *)images + (int64_t)j * src->w,
+                               labels + (int64_t)j * src->w);
+            } else if (src->format == PP_DATA_SYNTHETIC) {
                 labels[j] = synthetic_sample(src, idx, dst);
             } else if (src->images) {
                 pp_status s = image_sample(src, idx, epoch, dst, &labels[j], err);

@@ -14,6 +14,11 @@
  *     decoded and transformed when read, nothing loaded whole; a sample's
  *     random transforms are drawn from (seed, epoch, its index).
  * Pixels are u8 / 255, then (x - mean[c]) / std[c] per channel.
+ * Token sources (tokens: llm.c's or nanoGPT's .bin; text: a file's bytes)
+ * serve windows of block_size + 1 tokens instead (io/tokens.h): a sample's
+ * "image" is its block_size input ids as int32 (shape 1 x 1 x block_size),
+ * and it has block_size labels, the ids that follow each input
+ * (pp_data_targets_per_sample); classes is the vocabulary.
  *
  * Batches: with shuffle off, step k holds samples (k*B + j) mod N for
  * j = 0..B-1 (wrapping around at the end of the data set). With shuffle on,
@@ -82,6 +87,8 @@ typedef enum pp_data_format {
     PP_DATA_IDX = 1,
     PP_DATA_CIFAR10 = 2,
     PP_DATA_IMAGEFOLDER = 3,
+    PP_DATA_TOKENS = 4,
+    PP_DATA_TEXT = 5,
 } pp_data_format;
 
 /* Plain data, filled by the plan parser; paths are used as given (the parser
@@ -94,6 +101,9 @@ typedef struct pp_data_config {
     /* cifar10 */
     int n_files;                            /* 1..PP_DATA_MAX_FILES */
     char files[PP_DATA_MAX_FILES][PATH_MAX];
+    /* tokens, text (io/tokens.h) */
+    char file[PATH_MAX];
+    int block_size;                         /* T: inputs per sample */
     /* synthetic */
     int channels, height, width;            /* image shape (default 3 x 32 x 32) */
     int64_t samples;                        /* data set size N; 0 = PP_DATA_SYNTHETIC_SAMPLES */
@@ -130,10 +140,13 @@ void pp_data_close(pp_data *src);
 void pp_data_shape(const pp_data *src, int *c, int *h, int *w, int *classes);
 /* Number of samples N (the epoch length). */
 int64_t pp_data_size(const pp_data *src);
+/* Labels per sample: 1, or a token source's block_size. */
+int pp_data_targets_per_sample(const pp_data *src);
 
-/* Fills images (batch * C * H * W floats, NCHW) and labels (batch int32s)
- * with the batch of step (see the top of this file). step >= 0, batch > 0. */
-pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, int32_t *labels,
+/* Fills images (batch * C * H * W floats, NCHW; int32 token ids for a token
+ * source) and labels (batch * pp_data_targets_per_sample int32s) with the
+ * batch of step (see the top of this file). step >= 0, batch > 0. */
+pp_status pp_data_batch(pp_data *src, int64_t step, int batch, void *images, int32_t *labels,
                         pp_error *err);
 
 /* Fills images and labels with the count samples at positions pos ..
@@ -141,11 +154,11 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, in
  * i-th sample of that epoch's order): how epochs with a partial last batch
  * and evaluation passes read. pos >= 0, count > 0. Each sample's values
  * depend only on its position, so threads may fill disjoint parts of one
- * batch: samples [pos + a, pos + b) go to images + a * C * H * W and
- * labels + a. images may be NULL: labels only, what a process without the
- * first stage needs (an image folder that skips bad images still decodes
- * them: a replacement brings its own label). */
-pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
+ * batch: samples [pos + a, pos + b) go to images + a * C * H * W values and
+ * labels + a * pp_data_targets_per_sample. images may be NULL: labels only,
+ * what a process without the first stage needs (an image folder that skips
+ * bad images still decodes them: a replacement brings its own label). */
+pp_status pp_data_read(pp_data *src, int64_t pos, int count, void *images, int32_t *labels,
                        pp_error *err);
 
 /* Sample idx's name for people: its file relative to the image folder, or

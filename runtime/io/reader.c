@@ -30,9 +30,10 @@ typedef struct reader_job {
     pp_data *src;
     int64_t pos;
     int count;
-    float *images;
+    void *images;
     int32_t *labels;
-    int64_t sample_values; /* C * H * W */
+    int64_t sample_values; /* C * H * W (4-byte values: pixels, or token ids) */
+    int targets;           /* labels per sample */
     int chunk;             /* samples per chunk (the last may have fewer) */
     int n_chunks;
     pthread_mutex_t fail_mu; /* guards the three below */
@@ -55,8 +56,8 @@ static void read_chunk(void *arg, int64_t index, int worker)
     const int n = job->count - first < job->chunk ? job->count - first : job->chunk;
     pp_error err;
     pp_status st = pp_data_read(job->src, job->pos + first, n,
-                                job->images + (int64_t)first * job->sample_values,
-                                job->labels + first, &err);
+                                (float *)job->images + (int64_t)first * job->sample_values,
+                                job->labels + (int64_t)first * job->targets, &err);
     if (st != PP_OK) {
         pthread_mutex_lock(&job->fail_mu);
         if (k < job->fail_chunk) {
@@ -117,7 +118,7 @@ pp_status pp_data_reader_new(int threads, pp_data_reader **out, pp_error *err)
 int pp_data_reader_threads(const pp_data_reader *r) { return r->threads; }
 
 pp_status pp_data_reader_read(pp_data_reader *r, pp_data *src, int64_t pos, int count,
-                              float *images, int32_t *labels, pp_error *err)
+                              void *images, int32_t *labels, pp_error *err)
 {
     if (!r) return pp_error_set(err, PP_ERR_INVALID, "data reader: NULL reader");
     if (!src || !images || !labels || pos < 0 || count <= 0 || pos > INT64_MAX - count)
@@ -134,7 +135,8 @@ pp_status pp_data_reader_read(pp_data_reader *r, pp_data *src, int64_t pos, int 
         return pp_data_read(src, pos, count, images, labels, err);
 
     reader_job job = {.src = src, .pos = pos, .count = count, .images = images,
-                      .labels = labels, .sample_values = sample_values, .chunk = (int)chunk,
+                      .labels = labels, .sample_values = sample_values,
+                      .targets = pp_data_targets_per_sample(src), .chunk = (int)chunk,
                       .n_chunks = (int)((count + chunk - 1) / chunk)};
     job.fail_chunk = job.n_chunks;
     pthread_mutex_init(&job.fail_mu, NULL);

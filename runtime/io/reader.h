@@ -53,6 +53,6 @@ int pp_data_reader_threads(const pp_data_reader *r);
  * over the reader's threads; returns when all are written. Labels only
  * (images NULL) are read on the caller. */
 pp_status pp_data_reader_read(pp_data_reader *r, pp_data *src, int64_t pos, int count,
-                              float *images, int32_t *labels, pp_error *err);
+                              void *images, int32_t *labels, pp_error *err);
 
 #endif

@@ -686,8 +686,8 @@ def test_schedules():
 
 # The option table of docs/CLI.md (cli/options.c): the kinds of run each option works in
 # (t training, v --validate, s --simulate, m --memory, w --sweep-split, k --sweep-schedule,
-# e --eval-only, o --optimize, p --print-schedule, f --verify, g --show-data, x --dump-data)
-# and what it needs (any one of).
+# e --eval-only, o --optimize, p --print-schedule, f --verify, g --show-data, x --dump-data,
+# n --generate) and what it needs (any one of).
 # "--resume=auto" is --resume auto (its messages say "--resume auto").
 OPTION_ARGS = {"--steps": ["2"], "--validate": [], "--simulate": [], "--sweep-split": ["1,2"],
                "--eval-only": [], "--json": [], "--trace": ["t.json"], "--load": ["l.st"],
@@ -698,26 +698,30 @@ OPTION_ARGS = {"--steps": ["2"], "--validate": [], "--simulate": [], "--sweep-sp
                "--optimize": [], "--memory-limit": ["1GiB"], "-o": ["best.yaml"],
                "--print-schedule": [], "--sweep-schedule": ["gpipe,1f1b"],
                "--verify": ["c.safetensors"], "--resume=auto": [], "--show-data": ["4"],
-               "--dump-data": ["0"]}
+               "--dump-data": ["0"], "--generate": ["Hi"], "--tokens": ["5"],
+               "--temperature": ["0.5"], "--top-k": ["3"], "--seed": ["2"]}
 OPTION_RUNS = {"--steps": "twk", "--validate": "v", "--simulate": "sk", "--sweep-split": "w",
-               "--eval-only": "e", "--json": "tvsmwkeo", "--trace": "t", "--load": "twe",
+               "--eval-only": "e", "--json": "tvsmwkeo", "--trace": "t", "--load": "twen",
                "--save": "t", "--weights-only": "t", "--resume": "t",
-               "--device-map": "tvsmwkeopfgx", "--cuda-graphs": "tw", "--csv": "wk",
+               "--device-map": "tvsmwkeopfgxn", "--cuda-graphs": "tw", "--csv": "wk",
                "--svg": "wk",
                "--metrics": "t", "--plot": "t", "--layout": "twek", "--grad-allreduce": "tw",
                "--memory": "m", "--optimize": "o", "--memory-limit": "o", "-o": "ogx",
                "--print-schedule": "p", "--sweep-schedule": "k", "--verify": "f",
-               "--resume=auto": "t", "--show-data": "g", "--dump-data": "x"}
+               "--resume=auto": "t", "--show-data": "g", "--dump-data": "x", "--generate": "n",
+               "--tokens": "n", "--temperature": "n", "--top-k": "n", "--seed": "n"}
 OPTION_NEEDS = {"--eval-only": ["--load"], "--weights-only": ["--save"],
                 "--csv": ["--sweep-split", "--sweep-schedule"],
                 "--svg": ["--sweep-split", "--sweep-schedule"],
                 "--memory-limit": ["--optimize"],
-                "-o": ["--optimize", "--show-data", "--dump-data"]}
+                "-o": ["--optimize", "--show-data", "--dump-data"], "--generate": ["--load"],
+                "--tokens": ["--generate"], "--temperature": ["--generate"],
+                "--top-k": ["--generate"], "--seed": ["--generate"]}
 # the options that choose the kind, in the order in which they speak when two are given
 OPTION_KINDS = {"--verify": "f", "--optimize": "o", "--show-data": "g", "--dump-data": "x",
                 "--print-schedule": "p",
                 "--sweep-schedule": "k", "--validate": "v", "--simulate": "s", "--memory": "m",
-                "--sweep-split": "w", "--eval-only": "e"}
+                "--sweep-split": "w", "--eval-only": "e", "--generate": "n"}
 OPTION_NAMES = {"--resume=auto": "--resume auto"}
 
 

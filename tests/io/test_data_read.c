@@ -2,7 +2,7 @@
  * test_data_read.c - a batch read on several threads is bit for bit the
  * batch one pp_data_read call gives: the data reader (runtime/io/reader.h)
  * with 1, 2, 3 and 7 threads against single reads, for synthetic, IDX and
- * gzip IDX sources, with and without shuffling, over batches that straddle
+ * gzip IDX sources and a text file's token windows, with and without shuffling, over batches that straddle
  * epochs, partial last batches and batches longer than an epoch; plain
  * pp_data_read calls racing on one source; errors; PP_READ_THREADS.
  * Samples are large enough that the reader really cuts batches into chunks
@@ -59,14 +59,14 @@ static void check_source(const char *what, const pp_data_config *cfg, const span
     if (!d) return;
     int c, h, w;
     pp_data_shape(d, &c, &h, &w, NULL);
-    const size_t values = (size_t)c * h * w;
+    const size_t values = (size_t)c * h * w, targets = (size_t)pp_data_targets_per_sample(d);
     int max_count = 0;
     for (int i = 0; i < n_spans; i++)
         if (spans[i].count > max_count) max_count = spans[i].count;
     float *want_x = malloc(max_count * values * sizeof(float));
     float *got_x = malloc(max_count * values * sizeof(float));
-    int32_t *want_y = malloc(max_count * sizeof(int32_t));
-    int32_t *got_y = malloc(max_count * sizeof(int32_t));
+    int32_t *want_y = malloc(max_count * targets * sizeof(int32_t));
+    int32_t *got_y = malloc(max_count * targets * sizeof(int32_t));
     static const int thread_counts[] = {1, 2, 3, 7};
     for (int t = 0; t < 4; t++) {
         pp_data_reader *r;
@@ -77,10 +77,10 @@ static void check_source(const char *what, const pp_data_config *cfg, const span
             const int n = spans[i].count;
             CHECK_OK(pp_data_read(d, spans[i].pos, n, want_x, want_y, &err), &err);
             memset(got_x, 0xff, n * values * sizeof(float)); /* NaNs where nothing is written */
-            memset(got_y, 0xff, n * sizeof(int32_t));
+            memset(got_y, 0xff, n * targets * sizeof(int32_t));
             CHECK_OK(pp_data_reader_read(r, d, spans[i].pos, n, got_x, got_y, &err), &err);
             CHECK_MSG(memcmp(want_x, got_x, n * values * sizeof(float)) == 0 &&
-                          memcmp(want_y, got_y, n * sizeof(int32_t)) == 0,
+                          memcmp(want_y, got_y, n * targets * sizeof(int32_t)) == 0,
                       "%s: %d threads, samples %lld + %d differ from one read", what,
                       thread_counts[t], (long long)spans[i].pos, n);
         }
@@ -105,6 +105,31 @@ static int epoch_spans(int64_t n, int batch, span *out, int max)
     if (k < max) out[k++] = (span){3 * n - batch / 2, batch};
     if (k < max) out[k++] = (span){5 * n + 1, (int)(2 * n + batch)};
     return k;
+}
+
+/* A text file as tokens: windows of 4097 bytes, read as 4096 inputs and
+ * 4096 targets per sample, with and without shuffling. */
+static void test_tokens(void)
+{
+    char path[320];
+    snprintf(path, sizeof path, "%s/corpus.txt", tmpdir);
+    const size_t n = 200000;
+    uint8_t *text = malloc(n);
+    for (size_t i = 0; i < n; i++) text[i] = (uint8_t)(32 + (i * 7919 + i / 13) % 95);
+    write_file(path, text, n);
+    free(text);
+    pp_data_config cfg;
+    pp_data_config_init(&cfg);
+    cfg.format = PP_DATA_TEXT;
+    cfg.classes = 256;
+    cfg.block_size = 4096;
+    snprintf(cfg.file, sizeof cfg.file, "%s", path);
+    span spans[32];
+    const int k = epoch_spans((int64_t)((n - 1) / 4096), 7, spans, 32);
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        cfg.shuffle = shuffle;
+        check_source(shuffle ? "text, shuffled windows" : "text", &cfg, spans, k);
+    }
 }
 
 static void test_synthetic(void)
@@ -283,6 +308,7 @@ int main(void)
 {
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "test_data_read")) return 1;
     test_synthetic();
+    test_tokens();
     test_idx();
     test_racing_reads();
     test_errors_and_env();

@@ -7,8 +7,9 @@
  * gives the bits of the reference step (every forward kept, B in micro-batch
  * order): parameter gradients, input gradients, outputs, running statistics
  * and batch counts. Stages cover ResNet-18 and ResNet-50 (cifar stem), cut
- * into stages at several places, NCHW and NHWC, and a sequential model of
- * every other unit kind. Memory: what the stage holds after F, after I and
+ * into stages at several places, NCHW and NHWC, a sequential model of every
+ * other unit kind, and a small GPT-2 (with and without biases, tied and
+ * untied) whole and cut at every kind of boundary. Memory: what the stage holds after F, after I and
  * after recomputed forwards is what the catalogue says, and everything is
  * freed at the end. The delay unit's parts sleep their times.
  */
@@ -142,6 +143,9 @@ static const char *result_diff(const step_result *a, const step_result *b, char 
     return NULL;
 }
 
+/* The GPT-2 stages' vocabulary (inputs are ids below it). */
+#define TEST_VOCAB 13
+
 /* Micro-batch sizes of a step (a batch norm over 1x1 features needs two). */
 static const int sizes[MAX_MB] = {2, 3, 2, 3};
 
@@ -160,9 +164,14 @@ static void io_make(pp_stage *st, int m, step_io *io)
         int nd;
         int64_t s[4];
         CHECK_OK(pp_stage_input_shape(st, sizes[k], &nd, s, &err), &err);
-        CHECK_OK(pp_tensor_alloc(&io->x[k], dev, PP_F32, nd, s, &err), &err);
+        const pp_dtype in = pp_stage_input_dtype(st);
+        CHECK_OK(pp_tensor_alloc(&io->x[k], dev, in, nd, s, &err), &err);
         CHECK_OK(pp_tensor_zeros(&io->dx[k], dev, PP_F32, nd, s, &err), &err);
-        fill_normal(&io->x[k], 100 + (uint64_t)k, 1.0);
+        if (in == PP_I32) /* token ids below every test vocabulary */
+            for (int64_t i = 0; i < pp_tensor_numel(&io->x[k]); i++)
+                ((int32_t *)io->x[k].data)[i] = (int32_t)((i * 7 + k * 3) % TEST_VOCAB);
+        else
+            fill_normal(&io->x[k], 100 + (uint64_t)k, 1.0);
         CHECK_OK(pp_stage_output_shape(st, sizes[k], &nd, s, &err), &err);
         CHECK_OK(pp_tensor_zeros(&io->y[k], dev, PP_F32, nd, s, &err), &err);
         CHECK_OK(pp_tensor_alloc(&io->dy[k], dev, PP_F32, nd, s, &err), &err);
@@ -271,7 +280,9 @@ static bool run_step_on(pp_stage *st, const stage_case *c, int m, const char *or
     step_io io;
     io_make(st, m, &io);
     const int64_t base = used();
-    const bool ok = run_actions(st, &io, order, c->first == 0 && c->cfg.kind == PP_MODEL_RESNET);
+    const bool ok = run_actions(st, &io, order,
+                                c->first == 0 && (c->cfg.kind == PP_MODEL_RESNET ||
+                                                  c->cfg.kind == PP_MODEL_GPT2));
     CHECK_MSG(pp_stage_in_flight(st) == 0 && pp_stage_grads_waiting(st) == 0,
               "%s, %s: %d micro-batches in flight, %d gradients waiting", c->what, order,
               pp_stage_in_flight(st), pp_stage_grads_waiting(st));
@@ -391,6 +402,43 @@ static void test_resnet_orders(void)
     }
 }
 
+/* A small GPT-2: 2 blocks of 2 heads of 4, a vocabulary of TEST_VOCAB, 9
+ * positions, samples of 7. */
+static pp_model_config gpt2_cfg(bool bias, bool tied)
+{
+    pp_model_config cfg;
+    pp_error err;
+    CHECK_OK(pp_model_config_default("gpt2", &cfg, &err), &err);
+    cfg.gpt2 = (pp_gpt2_config){.n_layer = 2, .n_head = 2, .n_embd = 8, .vocab_size = TEST_VOCAB,
+                                .block_size = 9, .seq_len = 7, .bias = bias,
+                                .tie_embeddings = tied};
+    cfg.num_classes = TEST_VOCAB;
+    return cfg;
+}
+
+/* GPT-2 whole and cut at each boundary kind (after the embeddings, between
+ * blocks, before the final layer norm and before the head), with and
+ * without biases, tied and untied: every order of orders3. */
+static void test_gpt2_orders(void)
+{
+    static const struct {
+        bool bias, tied;
+        int first, last; /* units: wte 0, wpe 1, h.0 2, h.1 3, ln_f 4, lm_head 5 */
+    } cases[] = {
+        {true, true, 0, 5},  {true, true, 0, 1},  {true, true, 2, 2}, {true, true, 3, 5},
+        {false, true, 0, 3}, {false, false, 4, 5}, {true, false, 5, 5},
+    };
+    static const char *const names[] = {"wte", "wpe", "h.0", "h.1", "ln_f", "lm_head"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char what[96];
+        snprintf(what, sizeof what, "gpt2%s%s [%s .. %s]", cases[i].bias ? "" : " no bias",
+                 cases[i].tied ? "" : " untied", names[cases[i].first], names[cases[i].last]);
+        stage_case c = {what, gpt2_cfg(cases[i].bias, cases[i].tied), cases[i].first,
+                        cases[i].last};
+        check_orders(&c, orders3, (int)(sizeof orders3 / sizeof orders3[0]), 3);
+    }
+}
+
 /* A sequential model of the unit kinds ResNets lack (a convolution with its
  * bias, sigmoid, window average pool, flatten, a batch norm over features, a
  * global average pool) and those they have, as one stage and as two; four
@@ -484,6 +532,8 @@ static void test_steps(void)
     result_free(&ref);
 }
 
+static pp_model_config gpt2_cfg(bool bias, bool tied);
+
 /* ---- memory ----------------------------------------------------------------- */
 
 /* What the stage holds through a step is what the catalogue says: after
@@ -501,9 +551,13 @@ static void test_memory(void)
         {"resnet50", "conv1", "layer1.1", false},
         {"resnet50", "layer3.5", "fc", true},
         {"resnet18", "maxpool", "layer1.0", true},
+        {"gpt2", "wte", "lm_head", false},
+        {"gpt2", "h.1", "ln_f", false},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        pp_model_config cfg = resnet_cfg(cases[ci].model, cases[ci].nhwc);
+        pp_model_config cfg = strcmp(cases[ci].model, "gpt2") == 0
+                                  ? gpt2_cfg(true, true)
+                                  : resnet_cfg(cases[ci].model, cases[ci].nhwc);
         pp_catalogue cat;
         pp_error err;
         CHECK_OK(pp_catalogue_build(&cfg, &cat, &err), &err);
@@ -711,6 +765,7 @@ int main(void)
     test_sequential_orders();
     test_steps();
     test_resnet_orders();
+    test_gpt2_orders();
     pp_exec_destroy(&ex);
     pp_registry_free(reg);
     return check_summary("backward");

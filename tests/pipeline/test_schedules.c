@@ -5,12 +5,14 @@
  * micro-batches, ResNet-18 and ResNet-50 (cifar stem, small images), stages
  * of uneven sizes, saves after two steps the checkpoint bytes (weights and
  * momentum) of the 1-stage run; so does every program of
- * tests/schedules/torch (argv[1]) run from its file. And the plan errors of
+ * tests/schedules/torch (argv[1]) run from its file; so does a small GPT-2
+ * whose output head is tied to its token embedding across the first and
+ * last stage, with recomputation and without. And the plan errors of
  * schedules: a built-in on a placement it does not take, a file that does
  * not fit the plan.
  *
- * argv[2] (optional) picks a part: "errors", "resnet18", "resnet50", "torch"
- * or "quick" (not in "all": resnet18's built-ins on 4 devices and 8
+ * argv[2] (optional) picks a part: "errors", "resnet18", "resnet50", "gpt2",
+ * "torch" or "quick" (not in "all": resnet18's built-ins on 4 devices and 8
  * micro-batches only, for the ThreadSanitizer build).
  */
 #include <dirent.h>
@@ -50,19 +52,41 @@ static pp_plan *parse(const char *text)
     return parse_as(text, true);
 }
 
+/* GPT-2's runs: recomputation of every stage (recompute: always), or none. */
+static bool g_recompute;
+
+/* The plan's lines before its stages: model (a ResNet, or "gpt2": a small
+ * GPT-2 with its head tied to its token embedding, on a text file of
+ * tmpdir), batch of 16 by split, schedule (YAML), the optimizer and data. */
+static int plan_head(char *out, size_t n, const char *model, int split, const char *schedule)
+{
+    if (!strcmp(model, "gpt2"))
+        return snprintf(out, n,
+                        "model: {name: gpt2, n_layer: 6, n_head: 2, n_embd: 16, vocab_size: 256, "
+                        "block_size: 12}\n"
+                        "batch: {size: 16, split_size: %d}\n"
+                        "schedule: %s\n"
+                        "recompute: %s\n"
+                        "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
+                        "data: {format: text, file: \"%s/corpus.txt\", shuffle: true}\n"
+                        "seed: 5\nsteps: 2\nstages:\n",
+                        split, schedule, g_recompute ? "always" : "never", tmpdir);
+    return snprintf(out, n,
+                    "model: {name: %s, num_classes: 10, stem: cifar}\n"
+                    "batch: {size: 16, split_size: %d}\n"
+                    "schedule: %s\n"
+                    "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
+                    "data: {format: synthetic, image_size: [8, 8]}\n"
+                    "seed: 5\nsteps: 2\nstages:\n",
+                    model, split, schedule);
+}
+
 /* The plan text of model on S stages, stage s on device dev[s], its units cut
  * unevenly (stage k gets about (1 + k % 3) shares); schedule is YAML. */
 static void plan_text(char *out, size_t n, const char *model, const units *u, int S,
                       const int *dev, int split, const char *schedule)
 {
-    int len = snprintf(out, n,
-                       "model: {name: %s, num_classes: 10, stem: cifar}\n"
-                       "batch: {size: 16, split_size: %d}\n"
-                       "schedule: %s\n"
-                       "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
-                       "data: {format: synthetic, image_size: [8, 8]}\n"
-                       "seed: 5\nsteps: 2\nstages:\n",
-                       model, split, schedule);
+    int len = plan_head(out, n, model, split, schedule);
     int shares = 0;
     for (int k = 0; k < S; k++) shares += 1 + k % 3;
     int first = 0, acc = 0;
@@ -103,15 +127,11 @@ static unsigned char *train(const pp_plan *plan, const char *tag, size_t *n)
 static pp_plan *one_stage(const char *model, int split, units *u)
 {
     char text[4096];
-    snprintf(text, sizeof text,
-             "model: {name: %s, num_classes: 10, stem: cifar}\n"
-             "batch: {size: 16, split_size: %d}\n"
-             "schedule: gpipe\n"
-             "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
-             "data: {format: synthetic, image_size: [8, 8]}\n"
-             "seed: 5\nsteps: 2\nstages:\n  - device: cpu:0\n    layers: [conv1, bn1, relu, "
-             "maxpool, layer1, layer2, layer3, layer4, avgpool, fc]\n",
-             model, split);
+    int len = plan_head(text, sizeof text, model, split, "gpipe");
+    snprintf(text + len, sizeof text - (size_t)len, "  - device: cpu:0\n    layers: [%s]\n",
+             !strcmp(model, "gpt2") ? "wte, wpe, h, ln_f, lm_head"
+                                    : "conv1, bn1, relu, maxpool, layer1, layer2, layer3, "
+                                      "layer4, avgpool, fc");
     pp_plan *plan = parse(text);
     if (plan && u) {
         u->n = plan->catalogue.n < 64 ? plan->catalogue.n : 64;
@@ -218,6 +238,27 @@ static void test_torch_files(const char *dir)
     CHECK_MSG(runs == 45, "%d torch files ran", runs);
 }
 
+/* GPT-2, its head tied to its token embedding on the first stage (a copy on
+ * the last, its gradient summed into the embedding's after the backward):
+ * every built-in on 2 and 4 devices, 1, 4 and 8 micro-batches, without
+ * recomputation and with it on every stage, saves the 1-stage run's bytes. */
+static void test_gpt2(void)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/corpus.txt", tmpdir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    for (int i = 0; i < 4000; i++) fputc("the quick brown fox jumps over a lazy dog. "[i % 43] ^ (i % 7 == 0), f);
+    fclose(f);
+    for (int r = 0; r < 2; r++) {
+        g_recompute = r == 1;
+        test_builtins("gpt2", false);
+    }
+    g_recompute = false;
+    unlink(path);
+}
+
 /* Plan errors: the exact messages, exit-2 class. */
 static void test_plan_errors(const char *dir)
 {
@@ -262,6 +303,7 @@ int main(int argc, char **argv)
     if (!strcmp(part, "all") || !strcmp(part, "resnet18")) test_builtins("resnet18", false);
     if (!strcmp(part, "all") || !strcmp(part, "resnet50")) test_builtins("resnet50", false);
     if (!strcmp(part, "quick")) test_builtins("resnet18", true);
+    if (!strcmp(part, "all") || !strcmp(part, "gpt2")) test_gpt2();
     if (!strcmp(part, "all") || !strcmp(part, "torch")) test_torch_files(dir);
     rmdir(tmpdir);
     return check_summary("schedules");

@@ -1,0 +1,127 @@
+/*
+ * generate.c - pipeline-run's --generate (see generate.h): the prompt as
+ * token ids (the bytes of a text model's prompt, or a token model's ids),
+ * pp_pipeline_generate, the text printed.
+ */
+#include "cli/generate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool pp_cli_generate_option(pp_cli_generate_args *a, const char *name, const char *value,
+                            char *msg, size_t n)
+{
+    char *end;
+    errno = 0;
+    if (!strcmp(name, "--generate")) {
+        a->prompt = value;
+        return true;
+    }
+    if (!strcmp(name, "--tokens")) {
+        long v = strtol(value, &end, 10);
+        a->tokens_given = true;
+        a->tokens = (int)v;
+        if (*value && !*end && !errno && v >= 0 && v <= 1000000) return true;
+        snprintf(msg, n, "--tokens: '%.64s' is not a number of tokens (0 to 1000000)", value);
+        return false;
+    }
+    if (!strcmp(name, "--temperature")) {
+        double v = strtod(value, &end);
+        a->temperature_given = true;
+        a->temperature = v;
+        if (*value && !*end && !errno && isfinite(v) && v >= 0) return true;
+        snprintf(msg, n, "--temperature: '%.64s' is not a number >= 0", value);
+        return false;
+    }
+    if (!strcmp(name, "--top-k")) {
+        long v = strtol(value, &end, 10);
+        a->top_k_given = true;
+        a->top_k = (int)v;
+        if (*value && !*end && !errno && v >= 0 && v <= 1 << 24) return true;
+        snprintf(msg, n, "--top-k: '%.64s' is not a count of tokens (0: all)", value);
+        return false;
+    }
+    unsigned long long v = strtoull(value, &end, 10);
+    a->seed_given = true;
+    a->seed = v;
+    if (*value && *value != '-' && !*end && !errno) return true;
+    snprintf(msg, n, "--seed: '%.64s' is not a non-negative integer", value);
+    return false;
+}
+
+/* The prompt as ids: a text model's bytes, or a token model's numbers. */
+static int prompt_ids(const pp_plan *plan, const char *prompt, int32_t **out, int *n)
+{
+    const size_t len = strlen(prompt);
+    *out = malloc((len + 1) * sizeof **out);
+    *n = 0;
+    if (!*out) {
+        fprintf(stderr, "pipeline-run: out of host memory\n");
+        return 1;
+    }
+    if (plan->data.format == PP_PLAN_DATA_TEXT) {
+        for (size_t i = 0; i < len; i++) (*out)[(*n)++] = (unsigned char)prompt[i];
+        return 0;
+    }
+    for (const char *p = prompt; *p;) {
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v >= plan->model.gpt2.vocab_size) {
+            fprintf(stderr, "pipeline-run: --generate: '%.32s' is not a token id below the "
+                    "vocabulary size %d (format tokens takes ids, e.g. \"15496 11\")\n", p,
+                    plan->model.gpt2.vocab_size);
+            return 2;
+        }
+        (*out)[(*n)++] = (int32_t)v;
+        p = end;
+    }
+    if (*n == 0) {
+        fprintf(stderr, "pipeline-run: --generate: the prompt is empty\n");
+        return 2;
+    }
+    return 0;
+}
+
+int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const char *load,
+                    const pp_cli_generate_args *a)
+{
+    int32_t *prompt = NULL, *seq = NULL;
+    int n = 0, rc = prompt_ids(plan, a->prompt, &prompt, &n);
+    if (rc != 0) {
+        free(prompt);
+        return rc;
+    }
+    const pp_generate_options o = {.tokens = a->tokens_given ? a->tokens : 200,
+                                   .temperature = a->temperature_given ? a->temperature : 1.0,
+                                   .top_k = a->top_k, .seed = a->seed_given ? a->seed : plan->seed};
+    seq = malloc(((size_t)n + (size_t)o.tokens) * sizeof *seq);
+    pp_pipeline *p = NULL;
+    pp_error err;
+    pp_status s = seq ? PP_OK : pp_error_set(&err, PP_ERR_OOM, "out of host memory");
+    if (s == PP_OK) s = pp_pipeline_new(plan, opts, &p, &err);
+    if (s == PP_OK) s = pp_pipeline_load(p, load, &err);
+    if (s == PP_OK) s = pp_pipeline_generate(p, prompt, n, &o, seq, &err);
+    if (s == PP_OK && (!opts->comm || pp_comm_rank(opts->comm) == 0)) {
+        for (int i = 0; i < n + o.tokens; i++) {
+            if (plan->data.format == PP_PLAN_DATA_TEXT)
+                putchar(seq[i]);
+            else
+                printf("%s%d", i ? " " : "", seq[i]);
+        }
+        putchar('\n');
+    }
+    if (s != PP_OK) {
+        fprintf(stderr, "pipeline-run: %s\n", err.msg);
+        rc = s == PP_ERR_INPUT || s == PP_ERR_INVALID ? 2 : 1;
+    }
+    pp_pipeline_free(p);
+    free(prompt);
+    free(seq);
+    return rc;
+}

@@ -1,0 +1,179 @@
+/*
+ * generate.c - a token model continuing a sequence through its stages
+ * (pp_pipeline_generate, pipeline.h): per new token one forward-only run of
+ * one sample, the sequence's last window of T tokens at positions 0.. and id
+ * 0 after them, on the pipeline's executor; the last stage copies the
+ * logits of the window's last filled position out before its loss (run_io's
+ * logits), and its rank samples the token and tells the others. A causal
+ * model's logits at a position do not depend on the positions after it, so
+ * the padding never changes what is sampled.
+ *
+ * Sampling: greedy (temperature 0: the first most likely id), or softmax
+ * over logits / temperature (in double) among the top_k most likely ids (all
+ * for 0), drawing u in [0, 1) from the stream of (seed, token index).
+ */
+#include "pipeline/generate.h"
+#include "pipeline/schedules.h"
+#include "pipeline/step.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/comm/comm.h"
+#include "runtime/core/ops.h"
+#include "streams/executor.h"
+
+
+/* The run's buffers: one sample's window on stage 0's device, its labels,
+ * loss, count and gradient rows on the last stage's, the logits row kept. */
+typedef struct gen_bufs {
+    pp_tensor in, labels, losses, corrects, dlogits, row;
+    int32_t *host_in, *host_labels, *host_corrects;
+    float *host_losses, *host_row;
+} gen_bufs;
+
+static pp_status bufs_new(struct pp_pipeline *p, gen_bufs *b, pp_error *err)
+{
+    const int t = p->in_w, v = p->classes;
+    pp_device_ctx *first = p->stages[0].dev, *last = p->stages[p->n_stages - 1].dev;
+    PP_TRY(pp_tensor_alloc(&b->in, first, PP_I32, 2, (int64_t[]){1, t}, err));
+    PP_TRY(pp_tensor_zeros(&b->labels, last, PP_I32, 1, (int64_t[]){t}, err));
+    PP_TRY(pp_tensor_zeros(&b->losses, last, PP_F32, 1, (int64_t[]){1}, err));
+    PP_TRY(pp_tensor_zeros(&b->corrects, last, PP_I32, 1, (int64_t[]){1}, err));
+    PP_TRY(pp_tensor_alloc(&b->dlogits, last, PP_F32, 2, (int64_t[]){t, v}, err));
+    PP_TRY(pp_tensor_alloc(&b->row, last, PP_F32, 2, (int64_t[]){1, v}, err));
+    b->host_in = calloc((size_t)t, sizeof *b->host_in);
+    b->host_labels = calloc((size_t)t, sizeof *b->host_labels);
+    b->host_corrects = calloc(1, sizeof *b->host_corrects);
+    b->host_losses = calloc(1, sizeof *b->host_losses);
+    b->host_row = calloc((size_t)v, sizeof *b->host_row);
+    if (!b->host_in || !b->host_labels || !b->host_corrects || !b->host_losses || !b->host_row)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (generation)");
+    return PP_OK;
+}
+
+static void bufs_free(gen_bufs *b)
+{
+    pp_tensor *t[] = {&b->in, &b->labels, &b->losses, &b->corrects, &b->dlogits, &b->row};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) pp_tensor_free(t[i]);
+    free(b->host_in);
+    free(b->host_labels);
+    free(b->host_corrects);
+    free(b->host_losses);
+    free(b->host_row);
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+typedef struct scored {
+    float z;
+    int32_t id;
+} scored;
+
+/* Higher logits first; equal ones by id. */
+static int by_logit(const void *a, const void *b)
+{
+    const scored *x = a, *y = b;
+    if (x->z != y->z) return x->z > y->z ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The token drawn from logits z (v of them) for token index i. */
+static pp_status sample(const float *z, int v, const pp_generate_options *o, int64_t i,
+                        int32_t *out, pp_error *err)
+{
+    int best = 0;
+    for (int c = 1; c < v; c++)
+        if (z[c] > z[best]) best = c;
+    if (o->temperature == 0) {
+        *out = best;
+        return PP_OK;
+    }
+    scored *s = malloc((size_t)v * sizeof *s);
+    if (!s) return pp_error_set(err, PP_ERR_OOM, "out of host memory (sampling)");
+    for (int c = 0; c < v; c++) s[c] = (scored){z[c], c};
+    qsort(s, (size_t)v, sizeof *s, by_logit);
+    const int k = o->top_k > 0 && o->top_k < v ? o->top_k : v;
+    double total = 0;
+    for (int c = 0; c < k; c++) total += exp(((double)s[c].z - (double)s[0].z) / o->temperature);
+    const double u = (double)(mix(mix(o->seed) ^ (uint64_t)i) >> 11) / 9007199254740992.0;
+    double acc = 0;
+    *out = s[k - 1].id;
+    for (int c = 0; c < k; c++) {
+        acc += exp(((double)s[c].z - (double)s[0].z) / o->temperature) / total;
+        if (u < acc) {
+            *out = s[c].id;
+            break;
+        }
+    }
+    free(s);
+    return PP_OK;
+}
+
+static pp_status check_args(const struct pp_pipeline *p, const int32_t *prompt, int n_prompt,
+                            const pp_generate_options *o, const int32_t *out, pp_error *err)
+{
+    if (!p || !prompt || !o || !out)
+        return pp_error_set(err, PP_ERR_INVALID, "generate: NULL argument");
+    if (p->in_dtype != PP_I32)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "generate: the model does not read tokens (model %s)", p->model.name);
+    if (n_prompt < 1) return pp_error_set(err, PP_ERR_INVALID, "generate: the prompt is empty");
+    if (o->tokens < 0 || !(o->temperature >= 0) || o->top_k < 0)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "generate: tokens %d, temperature %g and top_k %d must not be "
+                            "negative",
+                            o->tokens, o->temperature, o->top_k);
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= p->classes)
+            return pp_error_set(err, PP_ERR_INVALID,
+                                "generate: prompt token %d (id %d) is not below the vocabulary "
+                                "size %d",
+                                i, prompt[i], p->classes);
+    return PP_OK;
+}
+
+pp_status pipe_generate_rank(struct pp_pipeline *p, const int32_t *prompt, int n_prompt,
+                             const pp_generate_options *o, int32_t *out, pp_error *err)
+{
+    PP_TRY(check_args(p, prompt, n_prompt, o, out, err));
+    PP_TRY(pipe_settle(p, err));
+    memcpy(out, prompt, (size_t)n_prompt * sizeof *out);
+    batch_run run = {0};
+    gen_bufs b = {0};
+    pp_status st = pipe_batch_run_make(p, &run, 1, true, err);
+    if (st == PP_OK) st = bufs_new(p, &b, err);
+    const int t = p->in_w, last = p->n_stages - 1;
+    const bool sampler = p->stage_rank[last] == p->rank;
+    for (int i = 0, len = n_prompt; st == PP_OK && i < o->tokens; i++, len++) {
+        const int n = len < t ? len : t;
+        memset(b.host_in, 0, (size_t)t * sizeof *b.host_in);
+        memcpy(b.host_in, out + len - n, (size_t)n * sizeof *b.host_in);
+        p->io = (run_io){.run = &run, .train = false, .images = &b.in, .labels = &b.labels,
+                         .losses = &b.losses, .corrects = &b.corrects, .dlogits = &b.dlogits,
+                         .divisor = 1.0f, .host_images = (const float *)b.host_in,
+                         .host_labels = b.host_labels, .host_losses = b.host_losses,
+                         .host_corrects = b.host_corrects, .logits = &b.row,
+                         .logits_row = n - 1};
+        st = pp_executor_run(p->exec, &run.sched, NULL, err);
+        int32_t token = 0;
+        if (st == PP_OK && sampler) {
+            st = pp_tensor_to_host(&b.row, b.host_row, pp_tensor_bytes(&b.row), err);
+            if (st == PP_OK) st = sample(b.host_row, p->classes, o, i, &token, err);
+        }
+        if (st == PP_OK && pp_comm_size(p->comm) > 1)
+            st = pp_comm_broadcast(p->comm, p->stage_rank[last], &token, sizeof token, err);
+        out[len] = token;
+    }
+    p->io.logits = NULL;
+    bufs_free(&b);
+    pipe_batch_run_free(&run);
+    return st;
+}

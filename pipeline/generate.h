@@ -1,0 +1,14 @@
+/*
+ * generate.h - a token model continuing a sequence (generate.c). Not
+ * installed.
+ */
+#ifndef PP_PIPELINE_GENERATE_H
+#define PP_PIPELINE_GENERATE_H
+
+#include "pipeline/state.h"
+
+/* One rank's pp_pipeline_generate (pipeline.h). */
+pp_status pipe_generate_rank(struct pp_pipeline *p, const int32_t *prompt, int n_prompt,
+                             const pp_generate_options *o, int32_t *out, pp_error *err);
+
+#endif

@@ -1,0 +1,337 @@
+/*
+ * ops_transformer.c - the transformer ops of the op API (ops.h: dense layers
+ * in either weight order, layer norm, GELU, causal self-attention, token and
+ * position embeddings): boundary checks, then dispatch to the exec's backend.
+ * f32 operands only. A backend without an entry (CUDA for now) gets
+ * PP_ERR_UNSUPPORTED from DISPATCH before anything runs.
+ */
+#include "ops.h"
+
+#include <stddef.h>
+
+#include "backend.h"
+#include "ops_adapt.h"
+#include "ops_check.h"
+
+/* The backend's entry fn of ex's device, NULL when ex has none. */
+#define ENTRY(fn) (ex && ex->dev ? ex->dev->ops->fn : NULL)
+
+/* t is F32 of rank 2 or 3 on ex's device with last dimension c (c < 0: any);
+ * *rows receives the product of its leading dimensions. */
+static pp_status check_rows(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
+                            int64_t c, int64_t *rows, pp_error *err)
+{
+    if (!t) return pp_error_set(err, PP_ERR_INVALID, "%s: %s is NULL", op, what);
+    if (t->ndim != 2 && t->ndim != 3)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s must have 2 or 3 dimensions (has %d)",
+                            op, what, t->ndim);
+    const int64_t last = t->shape[t->ndim - 1];
+    PP_TRY(pp_ops_check(ex, op, what, t, PP_F32, t->ndim, t->shape[0], t->shape[1], t->shape[2],
+                        t->shape[3], err));
+    if (c >= 0 && last != c) {
+        char have[64];
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s has shape %s, expected %lld features",
+                            op, what, pp_tensor_shape_str(t, have, sizeof have), (long long)c);
+    }
+    *rows = t->ndim == 2 ? t->shape[0] : t->shape[0] * t->shape[1];
+    return PP_OK;
+}
+
+/* t has like's leading dimensions and c features. */
+static pp_status check_rows_like(pp_exec *ex, const char *op, const char *what,
+                                 const pp_tensor *t, const pp_tensor *like, int64_t c,
+                                 pp_error *err)
+{
+    int64_t s[4] = {like->shape[0], like->shape[1], like->shape[2], like->shape[3]};
+    s[like->ndim - 1] = c;
+    return pp_ops_check(ex, op, what, t, PP_F32, like->ndim, s[0], s[1], s[2], s[3], err);
+}
+
+static pp_status check_f32_vec(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
+                               int64_t n, pp_error *err)
+{
+    return pp_ops_check(ex, op, what, t, PP_F32, 1, n, 1, 1, 1, err);
+}
+
+static pp_status check_order(const char *op, pp_weight_order order, pp_error *err)
+{
+    if (order != PP_WEIGHT_IN_OUT && order != PP_WEIGHT_OUT_IN)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: unknown weight order %d", op, (int)order);
+    return PP_OK;
+}
+
+/* w is the 2-D weight of order: *in and *out read from it. */
+static pp_status check_weight(pp_exec *ex, const char *op, const char *what, pp_weight_order order,
+                              const pp_tensor *w, int64_t *in, int64_t *out, pp_error *err)
+{
+    PP_TRY(check_order(op, order, err));
+    if (!w || w->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 2-D", op, what);
+    *in = order == PP_WEIGHT_IN_OUT ? w->shape[0] : w->shape[1];
+    *out = order == PP_WEIGHT_IN_OUT ? w->shape[1] : w->shape[0];
+    return pp_ops_check(ex, op, what, w, PP_F32, 2, w->shape[0], w->shape[1], 1, 1, err);
+}
+
+pp_status pp_dense_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
+                           const pp_tensor *w, const pp_tensor *b, pp_tensor *y, pp_error *err)
+{
+    const char *op = "dense_forward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    int64_t in = 0, out = 0, rows = 0;
+    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_rows(ex, op, "x", x, in, &rows, err));
+    if (b) PP_TRY(check_f32_vec(ex, op, "b", b, out, err));
+    PP_TRY(check_rows_like(ex, op, "y", y, x, out, err));
+    return DISPATCH(dense_forward, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN, x->data,
+                    w->data, b ? b->data : NULL, y->data, err);
+}
+
+pp_status pp_dense_backward_data(pp_exec *ex, pp_weight_order order, const pp_tensor *w,
+                                 const pp_tensor *dy, pp_tensor *dx, pp_error *err)
+{
+    const char *op = "dense_backward_data";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    int64_t in = 0, out = 0, rows = 0;
+    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_rows(ex, op, "dy", dy, out, &rows, err));
+    PP_TRY(check_rows_like(ex, op, "dx", dx, dy, in, err));
+    return DISPATCH(dense_backward_data, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
+                    w->data, dy->data, dx->data, err);
+}
+
+pp_status pp_dense_backward_weights(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
+                                    const pp_tensor *dy, pp_tensor *dw, pp_tensor *db,
+                                    pp_error *err)
+{
+    const char *op = "dense_backward_weights";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    int64_t in = 0, out = 0, rows = 0;
+    PP_TRY(check_weight(ex, op, "dw", order, dw, &in, &out, err));
+    PP_TRY(check_rows(ex, op, "x", x, in, &rows, err));
+    PP_TRY(check_rows_like(ex, op, "dy", dy, x, out, err));
+    if (db) PP_TRY(check_f32_vec(ex, op, "db", db, out, err));
+    return DISPATCH(dense_backward_weights, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
+                    x->data, dy->data, dw->data, db ? db->data : NULL, err);
+}
+
+pp_status pp_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *x, const pp_tensor *gamma,
+                               const pp_tensor *beta, pp_tensor *y, pp_tensor *mean,
+                               pp_tensor *rstd, pp_error *err)
+{
+    const char *op = "layernorm_forward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    if (!(eps > 0)) return pp_error_set(err, PP_ERR_INVALID, "%s: eps must be positive", op);
+    int64_t rows = 0;
+    PP_TRY(check_rows(ex, op, "x", x, -1, &rows, err));
+    const int64_t c = x->shape[x->ndim - 1];
+    PP_TRY(check_f32_vec(ex, op, "gamma", gamma, c, err));
+    if (beta) PP_TRY(check_f32_vec(ex, op, "beta", beta, c, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
+    PP_TRY(check_f32_vec(ex, op, "mean", mean, rows, err));
+    PP_TRY(check_f32_vec(ex, op, "rstd", rstd, rows, err));
+    return DISPATCH(layernorm_forward, rows, (int)c, eps, x->data, gamma->data,
+                    beta ? beta->data : NULL, y->data, mean->data, rstd->data, err);
+}
+
+pp_status pp_layernorm_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
+                                const pp_tensor *gamma, const pp_tensor *mean,
+                                const pp_tensor *rstd, pp_tensor *dx, pp_tensor *dgamma,
+                                pp_tensor *dbeta, pp_error *err)
+{
+    const char *op = "layernorm_backward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    int64_t rows = 0;
+    PP_TRY(check_rows(ex, op, "x", x, -1, &rows, err));
+    const int64_t c = x->shape[x->ndim - 1];
+    PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
+    PP_TRY(check_f32_vec(ex, op, "gamma", gamma, c, err));
+    PP_TRY(check_f32_vec(ex, op, "mean", mean, rows, err));
+    PP_TRY(check_f32_vec(ex, op, "rstd", rstd, rows, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
+    PP_TRY(check_f32_vec(ex, op, "dgamma", dgamma, c, err));
+    if (dbeta) PP_TRY(check_f32_vec(ex, op, "dbeta", dbeta, c, err));
+    return DISPATCH(layernorm_backward, rows, (int)c, x->data, dy->data, gamma->data, mean->data,
+                    rstd->data, dx->data, dgamma->data, dbeta ? dbeta->data : NULL, err);
+}
+
+pp_status pp_gelu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)
+{
+    const char *op = "gelu_forward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_f32(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
+    return DISPATCH(gelu_forward, pp_tensor_numel(x), x->data, y->data, err);
+}
+
+pp_status pp_gelu_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
+                           pp_error *err)
+{
+    const char *op = "gelu_backward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(pp_ops_check_f32(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
+    return DISPATCH(gelu_backward, pp_tensor_numel(x), x->data, dy->data, dx->data, err);
+}
+
+/* qkv (N, T, 3C) with C a multiple of heads: the descriptor. */
+static pp_status attention_desc(pp_exec *ex, const char *op, int heads, const pp_tensor *qkv,
+                                pp_attention_desc *d, pp_error *err)
+{
+    if (!qkv || qkv->ndim != 3)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: qkv must be 3-D (N, T, 3C)", op);
+    PP_TRY(pp_ops_check_f32(ex, op, "qkv", qkv, err));
+    const int64_t c3 = qkv->shape[2];
+    if (heads < 1 || c3 % 3 != 0 || (c3 / 3) % heads != 0)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "%s: qkv's %lld columns are not 3 x a multiple of %d heads", op,
+                            (long long)c3, heads);
+    if (qkv->shape[0] > INT32_MAX || qkv->shape[1] > INT32_MAX || c3 > INT32_MAX)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: qkv is too large", op);
+    *d = (pp_attention_desc){(int)qkv->shape[0], (int)qkv->shape[1], (int)(c3 / 3), heads};
+    return PP_OK;
+}
+
+pp_status pp_attention_forward(pp_exec *ex, int heads, const pp_tensor *qkv, pp_tensor *y,
+                               pp_tensor *lse, pp_error *err)
+{
+    const char *op = "attention_forward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    pp_attention_desc d;
+    PP_TRY(attention_desc(ex, op, heads, qkv, &d, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, PP_F32, 3, d.n, d.t, d.c, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d.n, d.heads, d.t, 1, err));
+    return DISPATCH(attention_forward, &d, qkv->data, y->data, lse->data, err);
+}
+
+pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, const pp_tensor *y,
+                                const pp_tensor *lse, const pp_tensor *dy, pp_tensor *dqkv,
+                                pp_error *err)
+{
+    const char *op = "attention_backward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    pp_attention_desc d;
+    PP_TRY(attention_desc(ex, op, heads, qkv, &d, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, PP_F32, 3, d.n, d.t, d.c, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d.n, d.heads, d.t, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, PP_F32, 3, d.n, d.t, d.c, 1, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dqkv", dqkv, qkv, err));
+    return DISPATCH(attention_backward, &d, qkv->data, y->data, lse->data, dy->data, dqkv->data,
+                    err);
+}
+
+/* ids (N, T) I32 and table (V, C) F32: *rows = N*T. */
+static pp_status check_ids(pp_exec *ex, const char *op, const pp_tensor *ids,
+                           const pp_tensor *table, const char *tname, int64_t *rows,
+                           pp_error *err)
+{
+    if (!ids || ids->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: ids must be 2-D (N, T)", op);
+    PP_TRY(pp_ops_check(ex, op, "ids", ids, PP_I32, 2, ids->shape[0], ids->shape[1], 1, 1, err));
+    if (!table || table->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 2-D (V, C)", op, tname);
+    PP_TRY(pp_ops_check_f32(ex, op, tname, table, err));
+    if (table->shape[0] > INT32_MAX || table->shape[1] > INT32_MAX)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s is too large", op, tname);
+    *rows = ids->shape[0] * ids->shape[1];
+    return PP_OK;
+}
+
+/* Every id in [0, vocab), checked where the host can read them (the CPU
+ * backend's memory). */
+static pp_status check_id_range(pp_exec *ex, const char *op, const pp_tensor *ids, int64_t vocab,
+                                pp_error *err)
+{
+    if (ex->dev->id.kind != PP_DEVICE_CPU) return PP_OK;
+    const int32_t *v = ids->data;
+    const int64_t n = pp_tensor_numel(ids);
+    for (int64_t i = 0; i < n; i++)
+        if (v[i] < 0 || v[i] >= vocab)
+            return pp_error_set(err, PP_ERR_INPUT,
+                                "%s: token id %d at (%lld, %lld) is not below the vocabulary "
+                                "size %lld",
+                                op, (int)v[i], (long long)(i / ids->shape[1]),
+                                (long long)(i % ids->shape[1]), (long long)vocab);
+    return PP_OK;
+}
+
+/* An embedding op's operands: ids (N, T), the table (V, C) named tname and the
+ * (N, T, C) activation named aname; whether the backend has the op (have);
+ * then the ids' range. *rows = N*T, *v, *c the table's sizes. */
+static pp_status check_embedding(pp_exec *ex, const char *op, bool have,
+                                 const pp_tensor *ids, const pp_tensor *table, const char *tname,
+                                 const pp_tensor *act, const char *aname, int64_t *rows,
+                                 int64_t *v, int64_t *c, pp_error *err)
+{
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(check_ids(ex, op, ids, table, tname, rows, err));
+    *v = table->shape[0];
+    *c = table->shape[1];
+    PP_TRY(pp_ops_check(ex, op, aname, act, PP_F32, 3, ids->shape[0], ids->shape[1], *c, 1,
+                        err));
+    if (!have) return pp_ops_unsupported(ex, op, err);
+    return check_id_range(ex, op, ids, *v, err);
+}
+
+pp_status pp_embedding_forward(pp_exec *ex, const pp_tensor *ids, const pp_tensor *table,
+                               pp_tensor *y, pp_error *err)
+{
+    int64_t rows = 0, v = 0, c = 0;
+    PP_TRY(check_embedding(ex, "embedding_forward", ENTRY(embedding_forward) != NULL, ids, table,
+                           "table", y, "y", &rows, &v, &c, err));
+    return DISPATCH(embedding_forward, rows, (int)v, (int)c, ids->data, table->data, y->data,
+                    err);
+}
+
+pp_status pp_embedding_backward(pp_exec *ex, const pp_tensor *ids, const pp_tensor *dy,
+                                pp_tensor *dtable, pp_error *err)
+{
+    int64_t rows = 0, v = 0, c = 0;
+    PP_TRY(check_embedding(ex, "embedding_backward", ENTRY(embedding_backward) != NULL, ids,
+                           dtable, "dtable", dy, "dy", &rows, &v, &c, err));
+    return DISPATCH(embedding_backward, rows, (int)v, (int)c, ids->data, dy->data, dtable->data,
+                    err);
+}
+
+/* x (N, T, C) and a table (P, C) with P >= T. */
+static pp_status check_position(pp_exec *ex, const char *op, const char *xname,
+                                const pp_tensor *x, const char *tname, const pp_tensor *table,
+                                pp_error *err)
+{
+    if (!x || x->ndim != 3)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 3-D (N, T, C)", op, xname);
+    PP_TRY(pp_ops_check_f32(ex, op, xname, x, err));
+    if (!table || table->ndim != 2)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 2-D (P, C)", op, tname);
+    PP_TRY(pp_ops_check_f32(ex, op, tname, table, err));
+    if (table->shape[1] != x->shape[2] || table->shape[0] < x->shape[1])
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "%s: %s of %lld positions of %lld features does not cover %s's %lld "
+                            "positions of %lld",
+                            op, tname, (long long)table->shape[0], (long long)table->shape[1],
+                            xname, (long long)x->shape[1], (long long)x->shape[2]);
+    if (x->shape[1] > INT32_MAX || x->shape[2] > INT32_MAX)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %s is too large", op, xname);
+    return PP_OK;
+}
+
+pp_status pp_position_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *table,
+                              pp_tensor *y, pp_error *err)
+{
+    const char *op = "position_forward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(check_position(ex, op, "x", x, "table", table, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
+    return DISPATCH(position_forward, x->shape[0], (int)x->shape[1], (int)x->shape[2], x->data,
+                    table->data, y->data, err);
+}
+
+pp_status pp_position_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dtable,
+                               pp_error *err)
+{
+    const char *op = "position_backward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(check_position(ex, op, "dy", dy, "dtable", dtable, err));
+    return DISPATCH(position_backward, dy->shape[0], (int)dy->shape[1], (int)dy->shape[2],
+                    dy->data, dtable->data, err);
+}

@@ -1,0 +1,57 @@
+/*
+ * tokens.h - token streams for language models: a file of token ids read as
+ * windows of block_size + 1 tokens (a sample's inputs and, shifted by one,
+ * its targets). Internal to runtime/io (data.c serves them as a data
+ * source, the plan checks them when it is read).
+ *
+ * Formats:
+ *   - llm.c's .bin: a header of 256 little-endian int32 (magic 20240520,
+ *     version 1, the token count), then that many uint16 tokens;
+ *   - nanoGPT's .bin: uint16 tokens, no header (a file whose first int32 is
+ *     not a known magic);
+ *   - text: any file, each byte one token (vocabulary 256).
+ * The file is mapped read-only and validated whole when opened: the header
+ * (a truncated file, another llm.c format), the count (at least one window),
+ * every id below the vocabulary (the first one that is not is named by its
+ * position).
+ *
+ * Samples: an epoch holds (count - 1) / T windows (T = block_size). Without
+ * shuffling, window i of any epoch starts at token i * T; with shuffling at
+ * hash(seed, epoch, i) mod (count - T), a pure function of (seed, epoch,
+ * sample index), as nanoGPT draws its random offsets.
+ *
+ * Errors: PP_ERR_INPUT (malformed content) or PP_ERR_IO (the system refused),
+ * with a message that starts with the path. Thread safety: after
+ * pp_tokens_open everything is read-only; reads may run concurrently.
+ */
+#ifndef PP_IO_TOKENS_H
+#define PP_IO_TOKENS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/core/status.h"
+
+#define PP_TOKENS_MAGIC 20240520     /* llm.c's GPT-2 token files */
+#define PP_TOKENS_VERSION 1
+#define PP_TOKENS_HEADER_INTS 256
+#define PP_TOKENS_TEXT_VOCAB 256
+
+typedef struct pp_tokens pp_tokens;
+
+/* Opens path (text: bytes as tokens; else a .bin of either kind) for windows
+ * of block_size + 1 tokens with ids below vocab. */
+pp_status pp_tokens_open(const char *path, bool text, int vocab, int block_size,
+                         pp_tokens **out, pp_error *err);
+void pp_tokens_close(pp_tokens *t);
+
+/* Tokens in the stream; windows (samples) per epoch. */
+int64_t pp_tokens_count(const pp_tokens *t);
+int64_t pp_tokens_windows(const pp_tokens *t);
+
+/* Sample i of epoch e (see the top): its block_size inputs and the
+ * block_size targets after them, as int32. */
+void pp_tokens_read(const pp_tokens *t, bool shuffle, uint64_t seed, int64_t epoch, int64_t i,
+                    int32_t *inputs, int32_t *targets);
+
+#endif

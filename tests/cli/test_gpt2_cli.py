@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""GPT-2 through the pipeline-run program. Usage: test_gpt2_cli.py PIPELINE_RUN
+
+- bad input, each its exact message and exit 2: n_embd not divisible by
+  n_head, an unknown preset, dropout, a token id at or above vocab_size (the
+  file and position), a token file shorter than one window, a truncated and a
+  foreign llm.c header, a data.block_size above the model's positions, token
+  data for an image model and image data for gpt2, a stage list leaving out
+  lm_head, --generate on a ResNet plan, a prompt id outside the vocabulary,
+  bad --tokens/--temperature/--top-k/--seed values;
+- --validate prints the resolved plan, which validates again as the same;
+  --simulate, --memory and stages: auto (FLOPs) run on a GPT-2 plan, and auto
+  moves blocks off the last stage to balance the head;
+- training prints tokens/s and the evaluation's loss per token, perplexity and
+  next-token accuracy (also in --json), --eval-only too;
+- --generate: greedy (temperature 0) and sampled text repeat for a seed, and
+  a checkpoint trained on 2 stages generates the same text on 1 and on 3.
+"""
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import struct
+
+BIN = os.path.abspath(sys.argv[1])
+TMP = tempfile.mkdtemp(prefix="pp-gpt2-cli-")
+failures = 0
+checks = 0
+
+
+def check(cond, what):
+    global failures, checks
+    checks += 1
+    if not cond:
+        failures += 1
+        print(f"FAIL: {what}", file=sys.stderr)
+
+
+def run(*args, timeout=240, text=True):
+    return subprocess.run([BIN, *args], capture_output=True, text=text, timeout=timeout, cwd=TMP)
+
+
+def write(name, data):
+    path = os.path.join(TMP, name)
+    with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    return path
+
+
+def llmc(tokens, magic=20240520, version=1, count=None, cut=0):
+    head = struct.pack("<3i", magic, version, len(tokens) if count is None else count)
+    body = head + bytes(1024 - 12) + struct.pack(f"<{len(tokens)}H", *tokens)
+    return body[:len(body) - cut] if cut else body
+
+
+SENTENCE = "A byte-level model reads every character as a token. "
+CORPUS = "".join(SENTENCE[i % len(SENTENCE)] for i in range(8000))
+write("corpus.txt", CORPUS)
+write("valid.txt", CORPUS[:2000])
+
+PLAN = """\
+model: {{name: gpt2, n_layer: 3, n_head: 2, n_embd: 32, vocab_size: 256, block_size: 32{model}}}
+batch: {{size: 8, micro_batches: 2}}
+schedule: 1f1b
+optimizer: {{type: sgd, lr: 0.3, momentum: 0.9}}
+data: {{format: text, file: corpus.txt, shuffle: true{data}}}
+eval: {{file: valid.txt}}
+seed: 4
+steps: {steps}
+{stages}"""
+TWO = ("stages:\n  - {device: cpu:0, layers: [wte, wpe, h.0, h.1]}\n"
+       "  - {device: cpu:1, layers: [h.2, ln_f, lm_head]}\n")
+ONE = "stages:\n  - {device: cpu:0, layers: [wte, wpe, h, ln_f, lm_head]}\n"
+THREE = ("stages:\n  - {device: cpu:0, layers: [wte, wpe]}\n"
+         "  - {device: cpu:1, layers: [h]}\n  - {device: cpu:2, layers: [ln_f, lm_head]}\n")
+
+
+def plan(name, model="", data="", steps=4, stages=TWO, swap=None):
+    """The plan written to name; swap: (old, new) replaced in its text."""
+    text = PLAN.format(model=model, data=data, steps=steps, stages=stages)
+    return write(name, text.replace(*swap) if swap else text)
+
+
+def refused(name, path, want, *extra):
+    r = run(path, "--validate", *extra) if not extra else run(path, *extra)
+    check(r.returncode == 2 and want in r.stderr,
+          f"{name}: want exit 2 and {want!r}: got {r.returncode} {r.stderr!r}")
+
+
+def test_bad_input():
+    tokens = [(i * 7) % 300 for i in range(600)]
+    write("big.bin", llmc([t % 256 for t in tokens[:299]] + [300] + tokens[300:]))
+    write("short.bin", llmc(list(range(20))))
+    write("trunc.bin", llmc(list(range(200)), cut=10))
+    write("llama.bin", llmc(list(range(200)), magic=20240801, version=7))
+    write("hdr.bin", llmc([])[:100])
+    cases = [
+        ("n_embd % n_head", plan("a.yaml", swap=("n_head: 2", "n_head: 3")),
+         "a.yaml:1:41: model.n_embd 32 is not divisible by model.n_head 3"),
+        ("preset", plan("b.yaml", model=", preset: 7B"),
+         "b.yaml:1:97: unknown model.preset '7B' (expected 124M, 350M, 774M or 1558M)"),
+        ("dropout", plan("c.yaml", model=", dropout: 0.1"),
+         "c.yaml:1:98: model.dropout 0.1 is not supported yet (only 0: no dropout)"),
+        ("id above vocab", plan("d.yaml", data=", block_size: 16",
+                                swap=("format: text, file: corpus.txt",
+                                      "format: tokens, file: big.bin")),
+         "d.yaml:5:30: data.file: " + os.path.realpath(os.path.join(TMP, "big.bin")) +
+         ": token 300 at position 299 is not below the vocabulary size 256"),
+        ("short file", plan("e.yaml", swap=("format: text, file: corpus.txt",
+                                            "format: tokens, file: short.bin")),
+         "short.bin: 20 tokens are fewer than one window of block_size + 1 = 33"),
+        ("truncated tokens", plan("f.yaml", swap=("format: text, file: corpus.txt",
+                                                  "format: tokens, file: trunc.bin")),
+         "trunc.bin: the header counts 200 tokens but the file holds 390 bytes of tokens "
+         "(truncated)"),
+        ("truncated header", plan("g.yaml", swap=("format: text, file: corpus.txt",
+                                                  "format: tokens, file: hdr.bin")),
+         "hdr.bin: truncated llm.c header (100 of its 1024 bytes)"),
+        ("foreign header", plan("h.yaml", swap=("format: text, file: corpus.txt",
+                                                "format: tokens, file: llama.bin")),
+         "llama.bin: an llm.c token file of another model (magic 20240801, version 7: uint32 "
+         "tokens)"),
+        ("block_size", plan("i.yaml", data=", block_size: 64"),
+         "i.yaml:5:67: data.block_size 64 is above the model's block_size 32 (its positions)"),
+        ("image data for gpt2", plan("j.yaml", swap=(
+            "data: {format: text, file: corpus.txt, shuffle: true}\neval: {file: valid.txt}",
+            "data: {format: synthetic}")),
+         "j.yaml:5:7: model gpt2 reads tokens: data.format must be tokens or text, not synthetic"),
+        ("tokens for resnet", write("k.yaml", "model: {name: resnet18}\nbatch: {size: 2, "
+                                    "split_size: 1}\ndata: {format: text, file: corpus.txt}\n"
+                                    "stages:\n  - {device: cpu:0, layers: [conv1, bn1, relu, "
+                                    "maxpool, layer1, layer2, layer3, layer4, avgpool, fc]}\n"),
+         "k.yaml:3:7: data format text feeds a language model (model gpt2), not resnet18"),
+        ("no lm_head", plan("l.yaml", stages="stages:\n  - {device: cpu:0, layers: [wte, wpe, "
+                                            "h, ln_f]}\n"),
+         "lm_head is missing: stage 0 ends at ln_f"),
+        ("bf16", plan("n.yaml", swap=("schedule: 1f1b", "schedule: 1f1b\nprecision: bf16")),
+         "n.yaml:1:8: model gpt2 runs in fp32 (precision bf16 is not supported for it yet)"),
+    ]
+    for name, path, want in cases:
+        refused(name, path, want)
+    ck = os.path.join(TMP, "none.safetensors")
+    refused("--generate on resnet", write("m.yaml", "model: {name: resnet18}\nbatch: {size: 2, "
+                                          "split_size: 1}\nstages:\n  - {device: cpu:0, layers: "
+                                          "[conv1, bn1, relu, maxpool, layer1, layer2, layer3, "
+                                          "layer4, avgpool, fc]}\n"),
+            "--generate continues text with a language model, and the plan's model is resnet18",
+            "--load", ck, "--generate", "x")
+    for opt, value, want in (("--tokens", "-1", "--tokens: '-1' is not a number of tokens"),
+                             ("--temperature", "hot", "--temperature: 'hot' is not a number"),
+                             ("--top-k", "1.5", "--top-k: '1.5' is not a count of tokens"),
+                             ("--seed", "-3", "--seed: '-3' is not a non-negative integer"),
+                             ("--tokens", "5", "--tokens needs --generate")):
+        r = run(os.path.join(TMP, "a.yaml"), opt, value)
+        check(r.returncode == 2 and want in r.stderr, f"{opt} {value}: {r.stderr!r}")
+
+
+def test_describe():
+    p = plan("d.yaml")
+    r = run(p, "--validate")
+    check(r.returncode == 0 and "name: gpt2" in r.stdout and "n_layer: 3" in r.stdout and
+          "block_size: 32" in r.stdout and "tie_embeddings: true" in r.stdout,
+          f"--validate prints the resolved gpt2 plan: {r.returncode} {r.stdout[:400]!r}")
+    again = write("resolved.yaml", r.stdout)
+    r2 = run(again, "--validate")
+    check(r2.returncode == 0 and r2.stdout == r.stdout, "the resolved plan validates as itself")
+    for opt in ("--simulate", "--memory"):
+        r = run(p, opt)
+        check(r.returncode == 0, f"{opt} on a gpt2 plan: {r.returncode} {r.stderr[-300:]!r}")
+    auto = plan("auto.yaml", stages="stages: auto\nbalance: flops\ndevices: [cpu:0, cpu:1]\n",
+                swap=("n_layer: 3, n_head: 2, n_embd: 32, vocab_size: 256",
+                      "n_layer: 6, n_head: 2, n_embd: 32, vocab_size: 8192"))
+    r = run(auto, "--validate", "--json")
+    try:
+        o = json.loads(r.stdout)
+        layers = [s["layers"] for s in o["stages"]]
+    except (ValueError, KeyError):
+        layers = []
+    check(len(layers) == 2 and layers[1][-1] == "lm_head" and
+          sum(1 for x in layers[1] if x.startswith("h")) < sum(1 for x in layers[0]
+                                                               if x.startswith("h")),
+          f"stages: auto keeps fewer blocks on the head's stage: {layers} {r.stderr[-300:]!r}")
+
+
+def test_train_eval_generate():
+    p2 = plan("two.yaml", steps=30)
+    ck = os.path.join(TMP, "two.safetensors")
+    r = run(p2, "--save", ck, "--json")
+    try:
+        o = json.loads(r.stdout)
+    except ValueError:
+        o = {}
+    ev = o.get("eval", {})
+    check(r.returncode == 0 and "tokens/s" in r.stderr and ev.get("perplexity") and
+          abs(ev["perplexity"] - math.exp(ev["loss"])) < 1e-6 * ev["perplexity"],
+          f"training: tokens/s and perplexity: {r.returncode} {ev} {r.stderr[-400:]!r}")
+    check(re.search(r"test +loss \d+\.\d+, perplexity \d+\.\d+, next-token accuracy 0\.\d+ \(62 "
+                    r"windows of 32 tokens", r.stderr) is not None, f"eval line: {r.stderr!r}")
+    r = run(p2, "--load", ck, "--eval-only")
+    check(r.returncode == 0 and "perplexity" in r.stdout, f"--eval-only: {r.stdout!r}")
+    outs = {}
+    for name, stages in (("one", ONE), ("two", TWO), ("three", THREE)):
+        pp = plan(f"g-{name}.yaml", stages=stages)
+        for mode, extra in (("greedy", ["--temperature", "0"]),
+                            ("sampled", ["--temperature", "0.9", "--top-k", "20", "--seed",
+                                         "3"])):
+            r = run(pp, "--load", ck, "--generate", "A byte", "--tokens", "30", *extra,
+                    text=False)
+            check(r.returncode == 0 and r.stdout.startswith(b"A byte") and
+                  len(r.stdout) == 6 + 30 + 1, f"--generate {mode} on {name}: {r.returncode} "
+                  f"{r.stdout!r} {r.stderr[-300:]!r}")
+            outs.setdefault(mode, []).append(r.stdout)
+    for mode, texts in outs.items():
+        check(len(set(texts)) == 1, f"--generate {mode}: 1, 2 and 3 stages print the same: "
+                                    f"{texts}")
+    r = run(plan("g-two.yaml", stages=TWO), "--load", ck, "--generate", "A", "--tokens", "5",
+            "--seed", "4", "--temperature", "1.5", text=False)
+    r2 = run(plan("g-two.yaml", stages=TWO), "--load", ck, "--generate", "A", "--tokens", "5",
+             "--seed", "4", "--temperature", "1.5", text=False)
+    check(r.stdout == r2.stdout and r.returncode == 0, "a seed repeats its sample")
+
+
+for t in (test_bad_input, test_describe, test_train_eval_generate):
+    t()
+shutil.rmtree(TMP, ignore_errors=True)
+print(f"gpt2 cli: {checks} checks, {failures} failed", file=sys.stderr)
+sys.exit(1 if failures else 0)
