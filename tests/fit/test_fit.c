@@ -341,7 +341,8 @@ static void test_error_table(void)
 /* Every schedule, built in or read from a file (a split backward, virtual
  * stages looped and in a V, recomputation, backwards out of micro-batch order
  * keeping parameter gradients apart): predicted against measured device
- * peaks, ResNet-18 (cifar stem) at 16x16, batch 16 in 8 micro-batches. */
+ * peaks, ResNet-18 (cifar stem) at 16x16, batch 16 in 8 micro-batches, and a
+ * small GPT-2 with its tied head (split backward, recomputation, a V). */
 static void test_schedules_table(void)
 {
     static const char *const two =
@@ -364,9 +365,21 @@ static void test_schedules_table(void)
     static const char *const reversed =
         "0F0,0F1,0F2,0F3,0F4,0F5,0F6,0F7,0B7,0B6,0B5,0B4,0B3,0B2,0B1,0B0\n"
         "1F0,1F1,1F2,1F3,1F4,1F5,1F6,1F7,1B7,1B6,1B5,1B4,1B3,1B2,1B1,1B0\n";
+    static const char *const gpt_two =
+        "  - {device: cpu:0, layers: [wte, wpe, h.0]}\n"
+        "  - {device: cpu:1, layers: [h.1, ln_f, lm_head]}\n";
+    static const char *const gpt_vee =
+        "  - {device: cpu:0, layers: [wte, wpe]}\n"
+        "  - {device: cpu:1, layers: [h.0]}\n"
+        "  - {device: cpu:1, layers: [h.1]}\n"
+        "  - {device: cpu:0, layers: [ln_f, lm_head]}\n";
     static const struct {
         const char *schedule, *recompute, *stages, *file;
     } cases[] = {
+        /* GPT-2: the tied head on the last stage, its logits' gradient kept from I to W */
+        {"zbh1", "never", gpt_two, NULL},
+        {"1f1b", "always", gpt_two, NULL},
+        {"zbv", "never", gpt_vee, NULL},
         {"zbh1", "never", two, NULL},
         {"zbh2", "never", two, NULL},
         {"zbh2", "except_last", two, NULL},
@@ -382,7 +395,20 @@ static void test_schedules_table(void)
     };
     double worst = 0;
     fprintf(stderr, "\nmemory model, every schedule (CPU, resnet18 cifar 16x16, batch 16, split "
-                    "2): device peaks, measured MiB / predicted MiB (error)\n");
+                    "2; gpt2 2 blocks of 64, vocabulary 4096, 32 positions, batch 8, split 1): "
+                    "device peaks, measured MiB / predicted MiB (error)\n");
+    char tokens[300]; /* llm.c's .bin: 256 int32 of header, then uint16 ids */
+    snprintf(tokens, sizeof tokens, "%s/tokens.bin", tmpdir);
+    FILE *tf = fopen(tokens, "wb");
+    int32_t header[256] = {20240520, 1, 20000};
+    bool wrote = tf && fwrite(header, sizeof header, 1, tf) == 1;
+    for (uint32_t i = 0, x = 12345; wrote && i < 20000; i++) {
+        x = x * 1664525u + 1013904223u;
+        uint16_t id = (uint16_t)((x >> 8) % 4096);
+        wrote = fwrite(&id, sizeof id, 1, tf) == 1;
+    }
+    if (tf && fclose(tf) != 0) wrote = false;
+    CHECK_MSG(wrote, "cannot write %s", tokens);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char csv[512] = "", schedule[600], text[4096];
         snprintf(schedule, sizeof schedule, "%s", cases[i].schedule);
@@ -395,13 +421,22 @@ static void test_schedules_table(void)
             }
             snprintf(schedule, sizeof schedule, "{file: %s}", csv);
         }
-        snprintf(text, sizeof text,
-                 "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
-                 "batch: {size: 16, split_size: 2}\nschedule: %s\nrecompute: %s\n"
-                 "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
-                 "data: {format: synthetic, image_size: [16, 16]}\nseed: 5\nsteps: 2\n"
-                 "stages:\n%s",
-                 schedule, cases[i].recompute, cases[i].stages);
+        const bool gpt = cases[i].stages == gpt_two || cases[i].stages == gpt_vee;
+        if (gpt)
+            snprintf(text, sizeof text,
+                     "model: {name: gpt2, n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 4096, "
+                     "block_size: 32}\nbatch: {size: 8, split_size: 1}\nschedule: %s\n"
+                     "recompute: %s\noptimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+                     "data: {format: tokens, file: %s}\nseed: 5\nsteps: 2\nstages:\n%s",
+                     schedule, cases[i].recompute, tokens, cases[i].stages);
+        else
+            snprintf(text, sizeof text,
+                     "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
+                     "batch: {size: 16, split_size: 2}\nschedule: %s\nrecompute: %s\n"
+                     "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+                     "data: {format: synthetic, image_size: [16, 16]}\nseed: 5\nsteps: 2\n"
+                     "stages:\n%s",
+                     schedule, cases[i].recompute, cases[i].stages);
         pp_plan *plan = parse_ok(text);
         if (!plan) continue;
         pp_error err;
@@ -410,7 +445,8 @@ static void test_schedules_table(void)
         CHECK_OK(pp_fit_predict(plan, pred, &err), &err);
         CHECK_OK(run_plan(plan, 2, peak, NULL, NULL, &err), &err);
         fprintf(stderr, "  %-16s %-12s %-18s", cases[i].schedule, cases[i].recompute,
-                cases[i].file ? (cases[i].file == f1b ? "(1f1b's order)" : "(reversed B)") : "");
+                cases[i].file ? (cases[i].file == f1b ? "(1f1b's order)" : "(reversed B)")
+                              : gpt ? "(gpt2)" : "");
         int first[2] = {-1, -1}; /* one figure per device: its first stage's */
         for (int s = 0; s < plan->n_stages; s++) {
             int d = plan->stages[s].device.index;
@@ -430,6 +466,7 @@ static void test_schedules_table(void)
         if (csv[0]) unlink(csv);
     }
     fprintf(stderr, "largest error %.1f%%\n", 100 * worst);
+    unlink(tokens);
 }
 
 /* ---- limits ----------------------------------------------------------------------------- */
