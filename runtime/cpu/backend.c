@@ -238,6 +238,10 @@ static const pp_backend_ops cpu_ops = {
     .linear_backward_weights = pp_cpu_linear_backward_weights,
     .softmax_xent = pp_cpu_softmax_xent,
     .sgd_update = pp_cpu_sgd_update,
+    .adamw_update_multi = pp_cpu_adamw_update_multi,
+    .sumsq_multi = pp_cpu_sumsq_multi,
+    .scale_multi = pp_cpu_scale_multi,
+    .bn_stats_combine = pp_cpu_bn_stats_combine,
 };
 
 const pp_backend_ops *pp_backend_cpu(void)
