@@ -429,8 +429,10 @@ static int do_eval_only(const pp_plan *plan, const cli_args *a)
         rc = fail(&err);
     if (!rc) {
         fprintf(a->json ? stderr : stdout,
-                "%s: test loss %.4f, accuracy %.4f (%lld images, %.1f s, %.0f images/s)\n",
-                a->load, e.loss, e.accuracy, (long long)e.samples, e.seconds, e.images_per_s);
+                "%s: test loss %.4f, accuracy %.4f, top-5 %.4f (%lld images, %.1f s, %.0f "
+                "images/s)\n",
+                a->load, e.loss, e.accuracy, e.top5_accuracy, (long long)e.samples, e.seconds,
+                e.images_per_s);
         if (a->json && !pp_cli_print_eval_json(stdout, plan, &e)) rc = 1;
     }
     pp_pipeline_free(p);
@@ -544,7 +546,8 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     pp_cli_run_info info = {.steps_done = pp_pipeline_steps_done(p),
                             .steps_left = steps - rr.n_losses,
                             .resumed_from = resumed_from,
-                            .interrupted = rr.interrupted ? pp_cli_signal_name(rr.signal) : NULL};
+                            .interrupted = rr.interrupted ? pp_cli_signal_name(rr.signal) : NULL,
+                            .grad_norms = rr.grad_norms};
     if (rr.n_losses > 0 || (!rc && (steps == 0 || rr.interrupted))) {
         const pp_eval_result *ev = rr.evaluated ? &rr.last_eval : NULL;
         pp_cli_print_summary(human, plan, p, rr.losses, rr.n_losses, ev, &info);

@@ -37,11 +37,13 @@ void pp_cli_epoch_sums_read(const pp_checkpoint_info *info, pp_cli_epoch_sums *s
     s->samples = atoll(n);
 }
 
-bool pp_cli_has_optimizer_state(const pp_checkpoint_info *info)
+bool pp_cli_has_optimizer_state(const pp_plan *plan, const pp_checkpoint_info *info)
 {
-    size_t k = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX);
+    const char *prefix = pp_plan_optimizer_state_prefix(plan);
+    if (!prefix) return true; /* the plan's optimizer keeps none */
+    size_t k = strlen(prefix);
     for (size_t i = 0; i < info->n; i++)
-        if (strncmp(info->entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX, k) == 0) return true;
+        if (strncmp(info->entries[i].name, prefix, k) == 0) return true;
     return false;
 }
 
@@ -139,10 +141,10 @@ bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chose
         pp_checkpoint_info info;
         bool opt = false;
         if (pp_checkpoint_list(files[i].path, &info, &err) == PP_OK) {
-            opt = pp_cli_has_optimizer_state(&info);
+            opt = pp_cli_has_optimizer_state(plan, &info);
             pp_checkpoint_info_free(&info);
         }
-        if (!opt && plan->optimizer.momentum != 0) {
+        if (!opt) {
             fprintf(log, "pipeline-run: warning: --resume auto skips %s: no optimizer state "
                          "(saved with --weights-only?)\n", files[i].path);
             continue;
@@ -209,7 +211,7 @@ static void decide(const pp_plan *plan, const char *resume, const char *save_pat
         d->code = err.code == PP_ERR_INPUT ? 2 : 1;
         return;
     }
-    if (plan->optimizer.momentum != 0 && !pp_cli_has_optimizer_state(&info)) {
+    if (!pp_cli_has_optimizer_state(plan, &info)) {
         fprintf(stderr, "pipeline-run: %s: no optimizer state (saved with --weights-only?); "
                         "--resume needs it, --load starts from the weights alone\n", d->from);
         d->code = 2;

@@ -147,6 +147,8 @@ typedef struct pp_named_tensor {
     const char *name; /* e.g. "layer1.0.downsample.1.running_var" */
     pp_tensor *value;
     pp_tensor *grad;
+    bool norm;        /* a parameter of a normalisation layer (batch norm): the optimizer's
+                       * norm weight-decay group (runtime/train/optimizer.h) */
 } pp_named_tensor;
 
 typedef struct pp_unit pp_unit;
@@ -329,9 +331,10 @@ void pp_unit_params_changed(pp_unit *u);
 
 /* The pending counts above, one per batch norm of u in network order: how
  * many there are, copied into out (up to cap of them), replaced from in, or
- * each raised by n. For a caller that replays captured device work without
- * the forwards that counted it, or abandons a capture whose forwards counted
- * work that never ran. */
+ * each raised by n (not with deferred statistics, whose forwards count
+ * nothing: their step's commit counts one). For a caller that replays
+ * captured device work without the forwards that counted it, or abandons a
+ * capture whose forwards counted work that never ran. */
 int pp_unit_batch_counts(const pp_unit *u, int64_t *out, int cap);
 void pp_unit_set_batch_counts(pp_unit *u, const int64_t *in);
 void pp_unit_add_batches(pp_unit *u, int64_t n);

@@ -1,8 +1,8 @@
 /*
  * plan_walk.h - internal: the state of one plan walk over a YAML tree and the
  * typed getters that report "FILE:LINE:COL: message" problems. Shared by
- * plan.c (sections), plan_model.c (the model) and plan_stages.c (stages and
- * layer names).
+ * plan.c (sections), plan_model.c (the model), plan_recipe.c (optimizer and
+ * loss) and plan_stages.c (stages and layer names).
  */
 #ifndef PP_PARTITIONER_PLAN_WALK_H
 #define PP_PARTITIONER_PLAN_WALK_H
@@ -70,6 +70,11 @@ void pp_walk_resolve_sequential(pp_walk *w, const pp_ynode *model);
 /* plan_data.c: the IDX files of `data` and `eval` against the model (channels,
  * label count and range), once model and data are walked. */
 void pp_walk_check_data(pp_walk *w);
+
+/* plan_recipe.c: the `optimizer` section (its type, decay groups, clipping and
+ * lr_schedule) and the `loss` section (n never NULL). */
+void pp_walk_optimizer(pp_walk *w, const pp_ynode *n);
+void pp_walk_loss(pp_walk *w, const pp_ynode *n);
 
 /* plan_stages.c: `stages` (list or auto), `devices`, `balance`; any may be NULL. */
 void pp_walk_stages(pp_walk *w, const pp_ynode *stages, const pp_ynode *devices,

@@ -408,7 +408,7 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
         o->weight_copies = plan->precision == PP_PLAN_PRECISION_BF16 ? weights * 2 : 0;
         o->params = params - o->weight_copies;
         o->grads = count * 4;
-        o->optimizer = plan->optimizer.momentum > 0 ? count * 4 : 0;
+        o->optimizer = count * 4 * pp_plan_optimizer_states(plan);
         int64_t ws = stage_workspace(fu, first, last, n_max, ps->device.kind);
         o->workspace = (int64_t)((double)ws * WORKSPACE_GROWTH);
         for (int i = 0; i < m; i++) {

@@ -11,6 +11,7 @@
 #include "pipeline/link_cost.h"
 #include "pipeline/planning.h"
 #include "pipeline/prefetch.h"
+#include "pipeline/recipe.h"
 #include "pipeline/replicas.h"
 
 #include <math.h>
@@ -53,18 +54,19 @@ static pp_tensor scalar_view(const pp_tensor *vec, int i)
     return v;
 }
 
-/* pp_softmax_xent on f32 logits: bf16 logits (a bf16 model not ending in a
- * linear layer) are widened first. */
-static pp_status xent_f32(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,
-                         float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
-                         pp_error *err)
+/* pp_softmax_xent_ex on f32 logits: bf16 logits (a bf16 model not ending in
+ * a linear layer) are widened first. */
+static pp_status xent_f32(pp_exec *ex, const pp_xent_desc *d, const pp_tensor *logits,
+                         const pp_tensor *labels, pp_tensor *loss, pp_tensor *correct,
+                         pp_tensor *correct_k, pp_tensor *dlogits, pp_error *err)
 {
     if (logits->dtype == PP_F32)
-        return pp_softmax_xent(ex, logits, labels, divisor, loss, correct, dlogits, err);
+        return pp_softmax_xent_ex(ex, d, logits, labels, loss, correct, correct_k, dlogits, err);
     pp_tensor wide;
     PP_TRY(pp_tensor_alloc_on(&wide, ex, PP_F32, logits->ndim, logits->shape, err));
     pp_status s = pp_cast(ex, logits, &wide, err);
-    if (s == PP_OK) s = pp_softmax_xent(ex, &wide, labels, divisor, loss, correct, dlogits, err);
+    if (s == PP_OK)
+        s = pp_softmax_xent_ex(ex, d, &wide, labels, loss, correct, correct_k, dlogits, err);
     pp_tensor_free(&wide);
     return s;
 }
@@ -104,7 +106,14 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     pp_tensor correct = scalar_view(io->corrects, mb);
     pp_tensor dlogits = pp_tensor_view0(io->dlogits, off, mb_size);
     PP_TRY(pp_copy_from_host(ex, io->host_labels + off, &labels, err));
-    PP_TRY(xent_f32(ex, &logits, &labels, io->divisor, &loss, &correct, &dlogits, err));
+    /* the recipe's loss: label smoothing; evaluation counts the top 5 too */
+    const pp_xent_desc xd = {.divisor = io->divisor, .label_smoothing = p->label_smoothing,
+                             .top_k = 5};
+    pp_tensor correct_k = io->corrects_k ? scalar_view(io->corrects_k, mb) : (pp_tensor){0};
+    PP_TRY(xent_f32(ex, &xd, &logits, &labels, &loss, &correct,
+                    io->corrects_k ? &correct_k : NULL, &dlogits, err));
+    if (io->corrects_k)
+        PP_TRY(pp_copy_to_host(ex, &correct_k, io->host_corrects_k + mb, err));
     PP_TRY(pp_copy_to_host(ex, &loss, io->host_losses + mb, err));
     return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);
 }
@@ -373,6 +382,9 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     PP_TRY(pp_tensor_alloc(&p->eval_labels, last, PP_I32, 1, (int64_t[]){p->eval_batch}, err));
     PP_TRY(pp_tensor_zeros(&p->eval_losses, last, PP_F32, 1, (int64_t[]){m}, err));
     PP_TRY(pp_tensor_zeros(&p->eval_corrects, last, PP_I32, 1, (int64_t[]){m}, err));
+    PP_TRY(pp_tensor_zeros(&p->eval_corrects5, last, PP_I32, 1, (int64_t[]){m}, err));
+    PP_TRY(pp_device_host_alloc(last, (size_t)m * sizeof(int32_t),
+                                (void **)&p->host_eval_corrects5, err));
     return pp_tensor_alloc(&p->eval_dlogits, last, PP_F32, 2,
                            (int64_t[]){p->eval_batch, p->classes}, err);
 }
@@ -559,13 +571,7 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
             st->grads[st->n_grads++] = nt->grad;
         }
     }
-    pp_sgd_config sgd = {
-        .lr = (float)plan->optimizer.lr,
-        .momentum = (float)plan->optimizer.momentum,
-        .weight_decay = (float)plan->optimizer.weight_decay,
-        .nesterov = plan->optimizer.nesterov,
-    };
-    return pp_optimizer_new(&p->opt, &sgd, p->params, (size_t)p->n_params, err);
+    return pipe_recipe_init(p, plan, err); /* the optimizer, loss, clipping, batch norms */
 }
 
 /* Whether training steps use graphs (pp_pipeline_graphs), and room for each
@@ -724,11 +730,12 @@ static void free_host_buffers(struct pp_pipeline *p)
         pp_device_host_free(last, p->host_eval_labels);
         pp_device_host_free(last, p->host_eval_losses);
         pp_device_host_free(last, p->host_eval_corrects);
+        pp_device_host_free(last, p->host_eval_corrects5);
     }
     p->host_images = p->host_images_b = p->host_eval_images = NULL;
     p->host_labels = p->host_labels_b = p->host_eval_labels = NULL;
     p->host_losses = p->host_eval_losses = NULL;
-    p->host_corrects = p->host_eval_corrects = NULL;
+    p->host_corrects = p->host_eval_corrects = p->host_eval_corrects5 = NULL;
 }
 
 void pipe_free_rank(pp_pipeline *p)
@@ -767,7 +774,9 @@ void pipe_free_rank(pp_pipeline *p)
     pp_tensor_free(&p->eval_losses);
     pp_tensor_free(&p->eval_corrects);
     pp_tensor_free(&p->eval_dlogits);
+    pp_tensor_free(&p->eval_corrects5);
     pp_optimizer_free(p->opt);
+    pipe_recipe_free(p);
     pp_tensor_free(&p->images);
     pp_tensor_free(&p->labels);
     pp_tensor_free(&p->losses);
