@@ -149,6 +149,9 @@ typedef struct pp_named_tensor {
     pp_tensor *grad;
     bool norm;        /* a parameter of a normalisation layer (batch norm): the optimizer's
                        * norm weight-decay group (runtime/train/optimizer.h) */
+    bool tied_copy;   /* a copy of a parameter another stage holds (a tied weight), whose
+                       * gradient is added to the holder's: neither updated by the
+                       * optimizer nor counted in the gradient norm */
 } pp_named_tensor;
 
 typedef struct pp_unit pp_unit;

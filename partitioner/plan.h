@@ -21,9 +21,9 @@
  * optimizer sgd (lr 0.1, momentum 0, weight_decay 0, nesterov false; type
  * adamw: lr 0.001, betas 0.9 and 0.999, eps 1e-8, weight_decay 0.01 and
  * none on biases and batch norms), no gradient clipping, no label
- * smoothing, running statistics per micro-batch, data synthetic at the model's input size, seed 0, steps 1; model fields
- * (classes, channels, stem, delay times) as pp_model_config_default gives
- * them. `model` (with a name), `batch` and `stages` are required.
+ * smoothing, running statistics per micro-batch, data synthetic at the
+ * model's input size, seed 0, steps 1; model fields (classes, channels,
+ * stem, delay times) as pp_model_config_default gives them. `model` (with a name), `batch` and `stages` are required.
  *
  * Micro-batches: with `split_size: s` the batch of B samples is cut into
  * chunks of s (the last one smaller): B=8, s=3 -> 3,3,2. With

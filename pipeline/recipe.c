@@ -61,7 +61,8 @@ pp_status pipe_recipe_init(struct pp_pipeline *p, const pp_plan *plan, pp_error 
         if (!stage_here(p, s)) continue;
         const pp_stage *m = p->stages[s].model;
         for (int i = 0; i < pp_stage_param_count(m); i++)
-            info[k++] = (pp_param_info){.role = role_of(pp_stage_param(m, i))};
+            info[k++] = (pp_param_info){.role = role_of(pp_stage_param(m, i)),
+                                        .tied_copy = pp_stage_param(m, i)->tied_copy};
     }
     const pp_optimizer_settings set = settings_of(plan);
     pp_status st = pp_optimizer_new_with(&p->opt, &set, p->params, info, (size_t)p->n_params, err);

@@ -268,7 +268,8 @@ __global__ void softmax_xent_rows_k(int classes, const float *logits, const int3
     int rank = 0;
     if (top_k > 0) {
         const float zl = z[label];
-        for (int j = tid; j < classes; j += blockDim.x) rank += z[j] > zl || (z[j] == zl && j < label);
+        for (int j = tid; j < classes; j += blockDim.x)
+            rank += z[j] > zl || (z[j] == zl && j < label);
         __syncthreads();
         s_arg[tid] = rank;
         __syncthreads();

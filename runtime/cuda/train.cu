@@ -85,7 +85,8 @@ __global__ void sumsq_tiles_k(const pp_cuda_norm_list list, double *part)
         lane[threadIdx.x] = s;
         __syncthreads();
         for (int o = PP_CUDA_SUMSQ_LANES / 2; o > 0; o /= 2) {
-            if ((int)threadIdx.x < o) lane[threadIdx.x] = __dadd_rn(lane[threadIdx.x], lane[threadIdx.x + o]);
+            const int l = threadIdx.x;
+            if (l < o) lane[l] = __dadd_rn(lane[l], lane[l + o]);
             __syncthreads();
         }
         if (threadIdx.x == 0) part[t] = lane[0];

@@ -153,7 +153,8 @@ static pp_status check_names(const pp_param_ref *params, const pp_param_info *in
     pp_status s = PP_OK;
     for (size_t i = 1; i < k && s == PP_OK; i++)
         if (strcmp(names[i - 1], names[i]) == 0)
-            s = pp_error_set(err, PP_ERR_INVALID, "optimizer: parameter '%s' given twice", names[i]);
+            s = pp_error_set(err, PP_ERR_INVALID, "optimizer: parameter '%s' given twice",
+                             names[i]);
     free(names);
     return s;
 }
@@ -176,7 +177,8 @@ pp_status pp_optimizer_new_with(pp_optimizer **out, const pp_optimizer_settings 
     *out = NULL;
     PP_TRY(check_settings(cfg, err));
     if (n > 0 && !params) return pp_error_set(err, PP_ERR_INVALID, "optimizer: NULL parameters");
-    for (size_t i = 0; i < n; i++) PP_TRY(check_param(&params[i], info ? &info[i] : NULL, i, err));
+    for (size_t i = 0; i < n; i++)
+        PP_TRY(check_param(&params[i], info ? &info[i] : NULL, i, err));
     PP_TRY(check_names(params, info, n, err));
 
     pp_optimizer *opt = calloc(1, sizeof *opt);

@@ -14,7 +14,8 @@ static pp_status sgd_check(const pp_optimizer_settings *s, pp_error *err)
     if (!(s->momentum >= 0) || !isfinite(s->momentum))
         return pp_error_set(err, PP_ERR_INPUT, "optimizer: momentum %g must be >= 0", s->momentum);
     if (s->nesterov && s->momentum <= 0)
-        return pp_error_set(err, PP_ERR_INPUT, "optimizer: Nesterov momentum requires momentum > 0");
+        return pp_error_set(err, PP_ERR_INPUT,
+                            "optimizer: Nesterov momentum requires momentum > 0");
     return PP_OK;
 }
 

@@ -303,7 +303,8 @@ static void test_bias_pool_loss(void)
         fill(&logits, -4, 8);
         for (int i = 0; i < n; i++) {
             ((int32_t *)labels.data)[i] = (i * 7) % classes;
-            if (i % 5 == 0) F(&logits)[i * classes + 3] = F(&logits)[i * classes + (i * 7) % classes];
+            if (i % 5 == 0) /* a tie with the label */
+                F(&logits)[i * classes + 3] = F(&logits)[i * classes + (i * 7) % classes];
         }
         double *row_loss = malloc(sizeof(double) * n);
         int32_t *row_correct = malloc(sizeof(int32_t) * n), kcorrect = -5, kcorrect_k = -5;

@@ -210,13 +210,15 @@ static void test_bn_stats(void)
     /* the reference: the combined moments over the whole batch */
     const pp_tensor *s1 = &slots[1];
     double n = 0, sum = 0, m2 = 0;
-    for (int k = 0; k < M; k++) n += sizes[k] * hw[1], sum += sizes[k] * hw[1] * F(s1)[k * 2 * 64 + 5];
+    for (int k = 0; k < M; k++)
+        n += sizes[k] * hw[1], sum += sizes[k] * hw[1] * F(s1)[k * 2 * 64 + 5];
     const double mean = sum / n;
     for (int k = 0; k < M; k++) {
         const double nk = sizes[k] * hw[1], dm = F(s1)[k * 2 * 64 + 5] - mean;
         m2 += (nk - 1) * F(s1)[(k * 2 + 1) * 64 + 5] + nk * dm * dm;
     }
-    const double want_m = 0.9 * F(&rm[1])[5] + 0.1 * mean, want_v = 0.9 * F(&rv[1])[5] + 0.1 * m2 / (n - 1);
+    const double want_m = 0.9 * F(&rm[1])[5] + 0.1 * mean;
+    const double want_v = 0.9 * F(&rv[1])[5] + 0.1 * m2 / (n - 1);
     list.m = M;
     list.momentum = 0.1f;
     for (int k = 0; k < M; k++) list.sizes[k] = sizes[k];

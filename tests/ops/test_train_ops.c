@@ -409,7 +409,8 @@ static void test_bn_stats(void)
                 const double dv = fp(&x)[(n * C + c) * H * W + i] - mean;
                 ss += dv * dv;
             }
-        const double want_m = 0.9 * rm0[c] + 0.1 * mean, want_v = 0.9 * rv0[c] + 0.1 * ss / (cnt - 1);
+        const double want_m = 0.9 * rm0[c] + 0.1 * mean;
+        const double want_v = 0.9 * rv0[c] + 0.1 * ss / (cnt - 1);
         CHECK_MSG(fabs(fp(&rm)[c] - want_m) <= 1e-6 * fabs(want_m) &&
                       fabs(fp(&rv)[c] - want_v) <= 1e-6 * want_v,
                   "channel %d: deferred running statistics %.9g %.9g, the batch's %.9g %.9g", c,

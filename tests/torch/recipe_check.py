@@ -63,9 +63,11 @@ except ImportError as e:  # the project's tests must not require PyTorch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crosscheck as cc  # noqa: E402
 import st  # noqa: E402
+from eval_check import cifar_resnet18  # noqa: E402
 
 CLASSES, BATCH, SPLIT, IMAGE, TEST = 10, 8, 4, 16, 64
-LR, BETAS, EPS, WD, NORM_WD, BIAS_WD, CLIP, SMOOTH = 1e-3, (0.9, 0.95), 1e-8, 0.05, 0.0, 0.01, 1.0, 0.1
+LR, BETAS, EPS, WD = 1e-3, (0.9, 0.95), 1e-8, 0.05
+NORM_WD, BIAS_WD, CLIP, SMOOTH = 0.0, 0.01, 1.0, 0.1
 FACTOR, FLOOR = 3.0, 1e-5
 PREFIXES = ("optimizer.exp_avg.", "optimizer.exp_avg_sq.", "optimizer.step.")
 
@@ -96,25 +98,11 @@ stages:
 
 
 def model():
-    m = torchvision.models.resnet18(num_classes=CLASSES)
-    m.conv1 = torch.nn.Conv2d(3, 64, 3, 1, 1, bias=False)
-    m.maxpool = torch.nn.Identity()
-    return m
+    return cifar_resnet18()
 
 
 def make_init(seed):
-    torch.manual_seed(seed)
-    m = model()
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for mod in m.modules():
-            if isinstance(mod, torch.nn.BatchNorm2d):
-                c = mod.num_features
-                mod.weight.copy_(1.0 + 0.2 * torch.randn(c, generator=g))
-                mod.bias.copy_(0.1 * torch.randn(c, generator=g))
-                mod.running_mean.copy_(0.1 * torch.randn(c, generator=g))
-                mod.running_var.copy_(1.0 + 0.2 * torch.rand(c, generator=g))
-    return {k: v.detach().numpy().copy() for k, v in m.state_dict().items()}
+    return cc.make_init(seed, model)
 
 
 def param_groups(m):
