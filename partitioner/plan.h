@@ -362,7 +362,8 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n);
  * records them; a run resumed under a plan whose values differ would give
  * its steps another meaning. Listed: the model and its input, batch.size,
  * batch.micro_batches (models with batch norm: the micro-batches' sizes over
- * every replica, "4 (2+2+2+2)"), the data (format, size, files by name and
+ * every replica, "4 (2+2+2+2)"; batch.deferred_batch_norm "true" when the
+ * plan defers their statistics), the data (format, size, files by name and
  * size, shuffle, normalisation) and seed. Not listed: stages, devices,
  * schedule, precision, optimizer, learning rate, steps and epochs. */
 #define PP_PLAN_STEP_KEYS_MAX 24

@@ -6,7 +6,8 @@
  * A key is listed when its value changes which samples a step reads or what
  * the step computes from them: the model and its input, the batch, the data
  * and their order (seed, shuffle), and where batch norm normalises over each
- * micro-batch, the micro-batches' sizes (over all replicas). What only
+ * micro-batch, the micro-batches' sizes (over all replicas) and whether the
+ * running statistics are deferred (when they are). What only
  * changes how or where a step runs (stages, devices, schedule, precision,
  * replicas' placement) or how parameters move (optimizer, learning rate,
  * step and epoch counts) is left out: those may change across a resume.
@@ -130,6 +131,8 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
         pp_text t = {0};
         put_micro(&t, p);
         ok = ok && add(k, "batch.micro_batches", &t);
+        /* deferred statistics change what the steps leave in the running statistics */
+        if (p->deferred_batch_norm) KEY("batch.deferred_batch_norm", "%s", "true");
     }
     KEY("data.format", "%s", pp_plan_data_format_name(d->format));
     KEY("data.image_size", "[%d, %d]", m->image_h, m->image_w);

@@ -4,7 +4,7 @@
  * biases and batch norms, betas and eps, the decay groups of either type,
  * clip_grad_norm, loss.label_smoothing and batch.deferred_batch_norm: each
  * parses to its field and survives emit -> parse -> equal; every misuse is
- * a problem at its FILE:LINE:COL.
+ * a problem at its FILE:LINE:COL; deferral is a step key.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,10 +155,33 @@ static void test_bad(void)
     pp_plan_free(p);
 }
 
+/* batch.deferred_batch_norm is a step key when on (it changes the running statistics a
+ * step leaves), absent when off */
+static void test_step_key(void)
+{
+    for (int on = 0; on < 2; on++) {
+        pp_plan *p = NULL;
+        pp_diag d;
+        pp_error err;
+        pp_plan_step_keys k = {0};
+        CHECK(parse(on ? DEFERRED("true") : BASE, &p, &d) == PP_OK);
+        if (!p) continue;
+        CHECK_OK(pp_plan_step_keys_get(p, &k, &err), &err);
+        int found = -1;
+        for (int i = 0; i < k.n; i++)
+            if (strcmp(k.keys[i], "batch.deferred_batch_norm") == 0) found = i;
+        CHECK_MSG(on ? found >= 0 && strcmp(k.values[found], "true") == 0 : found < 0,
+                  "step key batch.deferred_batch_norm with deferral %s", on ? "on" : "off");
+        pp_plan_step_keys_free(&k);
+        pp_plan_free(p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     snprintf(g_name, sizeof g_name, "%s/inline.yaml", argc > 1 ? argv[1] : ".");
     test_good();
     test_bad();
+    test_step_key();
     return check_summary("test_plan_recipe");
 }
