@@ -422,7 +422,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     }
     if (p->lr.kind != PP_LR_CONSTANT) {
         p->cur_lr = pp_lr_at(&p->lr, (int)(p->epochs ? epoch : p->steps_done));
-        pp_optimizer_set_lr(p->opt, (float)p->cur_lr);
+        pp_optimizer_set_learning_rate(p->opt, p->cur_lr); /* AdamW's scalars take it whole */
     }
     /* this step's batch (read during the last step), then the next one's read
      * begins while this step runs */

@@ -15,6 +15,8 @@ all on.
 - The report: the summary's grad norm line, the progress line's norm, the
   --metrics grad_norm column on step rows (the top5_accuracy column on
   evaluation rows, with the eval line's top-5), --json's grad_norms.
+- SGD with clipping: one step moves the weights as SGD without it at lr
+  times the coefficient (to rounding).
 - Memory: --memory --json counts two state tensors per parameter for AdamW
   (twice SGD-with-momentum's optimizer bytes).
 
@@ -182,6 +184,38 @@ def test_metrics():
           f"summary's: {evals}")
 
 
+def st_floats(p):
+    """name -> list of floats of a safetensors file's F32 tensors"""
+    b = read(p)
+    (n,) = struct.unpack("<Q", b[:8])
+    h = json.loads(b[8:8 + n])
+    h.pop("__metadata__", None)
+    out = {}
+    for k, v in h.items():
+        if v["dtype"] == "F32":
+            a, e = v["data_offsets"]
+            out[k] = struct.unpack(f"<{(e - a) // 4}f", b[8 + n + a:8 + n + e])
+    return out
+
+
+def test_sgd_clip():
+    """SGD (no momentum, no decay) with clipping moves the weights as SGD without
+    clipping at lr times clip_grad_norm_'s coefficient, to rounding."""
+    one = [(0, LAYERS)]
+    lr = 0.1
+    j, f, _ = train("sgdclip", one, "--steps", "1",
+                    optimizer=f"{{type: sgd, lr: {lr}, clip_grad_norm: 0.5}}")
+    norm = (j.get("grad_norms") or [0])[0]
+    coef = min(1.0, 0.5 / (norm + 1e-6))
+    _, g, _ = train("sgdlr", one, "--steps", "1", optimizer=f"{{type: sgd, lr: {lr * coef!r}}}")
+    a, b = st_floats(f), st_floats(g)
+    worst = max(abs(x - y) for k in ("conv1.weight", "fc.weight", "layer3.0.conv2.weight")
+                for x, y in zip(a[k], b[k]))
+    check(coef < 1 and worst <= 2e-6,
+          f"SGD with clipping (norm {norm:.4f}, coefficient {coef:.6f}) moves the weights as "
+          f"lr x coefficient without it: largest difference {worst:.2e}")
+
+
 def test_memory():
     one = [(0, LAYERS)]
     got = {}
@@ -200,6 +234,7 @@ def main():
     f2 = test_bitwise()
     test_resume(f2)
     test_metrics()
+    test_sgd_clip()
     test_memory()
     print(f"test_recipe: {checks} checks, {failures} failed", file=sys.stderr)
     return 1 if failures else 0
