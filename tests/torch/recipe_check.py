@@ -32,8 +32,10 @@ norms' other parameters, then the rest), in float64 and float32.
   down at random; tests/gpu/conditioning.py's yardstick), as bf16_check.py
   takes the largest loss error over nudged runs. The step counts saved are 1
   and 2 for every parameter.
-- The gradient norm of --json (before clipping) within 1e-5 of float64's,
-  and clipping active (norm above 1); the losses within 1e-4 of float64's.
+- The gradient norm of --json (before clipping) within FACTOR of PyTorch
+  float32's error against float64's (the same runs; at least 1e-6
+  relative), and clipping active (norm above 1); the losses within 1e-4 of
+  float64's.
 - Each parameter takes its group's decay: the step-1 run again with
   norm_weight_decay 0.05 changes the batch norms' weights by lr * 0.05 * w
   (to rounding) and nothing else by a bit (their biases take
@@ -180,11 +182,21 @@ def group_of(name):
 
 
 def torch32(state, x, y):
-    """PyTorch float32's runs: plain, channels_last, from weights moved one ulp"""
-    return [torch_step(state, torch.float32, x, y)[0],
-            torch_step(state, torch.float32, x, y, torch.channels_last)[0],
-            torch_step(moved(state, 5), torch.float32, x, y)[0],
-            torch_step(moved(state, 6), torch.float32, x, y)[0]]
+    """PyTorch float32's runs: plain, channels_last, from weights moved one ulp
+    (the states after the step, and the gradient norms)"""
+    runs = [torch_step(state, torch.float32, x, y),
+            torch_step(state, torch.float32, x, y, torch.channels_last),
+            torch_step(moved(state, 5), torch.float32, x, y),
+            torch_step(moved(state, 6), torch.float32, x, y)]
+    return [r[0] for r in runs], [r[2] for r in runs]
+
+
+def check_norm(title, ours, ref64, norms32):
+    """the gradient norm within FACTOR of PyTorch float32's largest error (1e-6 at least)"""
+    err32 = max(abs(n - ref64) for n in norms32)
+    cc.check(abs(ours - ref64) <= FACTOR * err32 + 1e-6 * ref64,
+             f"{title} gradient norm {ours:.7f}, torch fp64 {ref64:.7f} (rel. error "
+             f"{abs(ours - ref64) / ref64:.1e}, torch fp32's {err32 / ref64:.1e})")
 
 
 def compare(title, ours, ref64, runs32, before):
@@ -276,15 +288,14 @@ def main():
     j1, _ = run(exe, work, "--load", path("init.safetensors"), "--save", path("s1.safetensors"))
     ours1, _ = st.load(path("s1.safetensors"))
     ref64, loss64, norm64 = torch_step(init, torch.float64, x[:BATCH], y[:BATCH])
-    runs32 = torch32(init, x[:BATCH], y[:BATCH])
+    runs32, norms32 = torch32(init, x[:BATCH], y[:BATCH])
     cc.check(sorted(ours1) == sorted(ref64),
              f"step-1 checkpoint: {len(init)} tensors + AdamW's state under optimizer.exp_avg., "
              f"optimizer.exp_avg_sq., optimizer.step. ({len(ours1)} in all)")
     compare("step 1 (from torchvision)", ours1, ref64, runs32, init)
     check_steps("step 1", ours1, 1)
-    n1 = j1["grad_norms"][0]
-    cc.check(abs(n1 - norm64) <= 1e-5 * norm64 and norm64 > CLIP,
-             f"step 1 gradient norm {n1:.7f}, torch fp64 {norm64:.7f} (clipped to {CLIP})")
+    check_norm("step 1", j1["grad_norms"][0], norm64, norms32)
+    cc.check(norm64 > CLIP, f"step 1 clips: the norm {norm64:.4f} is above {CLIP}")
     cc.check(abs(j1["losses"][0] - loss64) <= 1e-4 * abs(loss64),
              f"step 1 loss {j1['losses'][0]:.7f}, torch fp64 {loss64:.7f}")
     # the decay groups: another norm_weight_decay moves the batch norms' weights alone
@@ -310,12 +321,10 @@ def main():
     j2, _ = run(exe, work, "--load", path("s1.safetensors"), "--save", path("s2.safetensors"))
     ours2, _ = st.load(path("s2.safetensors"))
     ref64b, loss64b, norm64b = torch_step(ours1, torch.float64, x[BATCH:], y[BATCH:])
-    runs32b = torch32(ours1, x[BATCH:], y[BATCH:])
+    runs32b, norms32b = torch32(ours1, x[BATCH:], y[BATCH:])
     compare("step 2 (from our step-1 weights and AdamW state)", ours2, ref64b, runs32b, ours1)
     check_steps("step 2", ours2, 2)
-    n2 = j2["grad_norms"][0]
-    cc.check(abs(n2 - norm64b) <= 1e-5 * norm64b,
-             f"step 2 gradient norm {n2:.7f}, torch fp64 {norm64b:.7f}")
+    check_norm("step 2", j2["grad_norms"][0], norm64b, norms32b)
     cc.check(abs(j2["losses"][0] - loss64b) <= 1e-4 * abs(loss64b),
              f"step 2 loss {j2['losses'][0]:.7f}, torch fp64 {loss64b:.7f}")
 
