@@ -85,28 +85,26 @@ pp_status pipe_clip_grads(struct pp_pipeline *p, pp_exec_for_device_fn exec_for,
     PP_TRY(pp_optimizer_grad_sumsq(p->opt, exec_for, p, p->clip_sums, err));
     /* every stage's sums in the model's order: this rank's from its optimizer
      * (stage by stage, as p->params lists them), the others' from their home
-     * rank; the total in that order */
-    int most = 0;
-    for (int s = 0; s < p->n_stages; s++)
-        if (pp_stage_param_count(p->stages[s].model) > most)
-            most = pp_stage_param_count(p->stages[s].model);
-    double *buf = calloc((size_t)(most ? most : 1), sizeof *buf);
-    if (!buf) return pp_error_set(err, PP_ERR_OOM, "out of host memory (gradient norm)");
-    double total = 0.0;
+     * rank; the norm over them in that order */
+    int all = 0;
+    for (int s = 0; s < p->n_stages; s++) all += pp_stage_param_count(p->stages[s].model);
+    double *sums = calloc((size_t)(all ? all : 1), sizeof *sums);
+    if (!sums) return pp_error_set(err, PP_ERR_OOM, "out of host memory (gradient norm)");
     pp_status st = PP_OK;
-    for (int s = 0, mine = 0; s < p->n_stages && st == PP_OK; s++) {
+    for (int s = 0, at = 0, mine = 0; s < p->n_stages && st == PP_OK; s++) {
         const int n = pp_stage_param_count(p->stages[s].model);
         if (stage_here(p, s)) {
-            memcpy(buf, p->clip_sums + mine, (size_t)n * sizeof *buf);
+            memcpy(sums + at, p->clip_sums + mine, (size_t)n * sizeof *sums);
             mine += n;
         }
         if (pp_comm_size(p->comm) > 1)
-            st = pp_comm_broadcast(p->comm, p->home_rank[s], buf, (size_t)n * sizeof *buf, err);
-        for (int i = 0; i < n && st == PP_OK; i++) total += buf[i];
+            st = pp_comm_broadcast(p->comm, p->home_rank[s], sums + at, (size_t)n * sizeof *sums,
+                                   err);
+        at += n;
     }
-    free(buf);
+    const float norm = pp_clip_total_norm(sums, (size_t)all);
+    free(sums);
     PP_TRY(st);
-    const float norm = (float)sqrt(total);
     p->grad_norm = norm;
     if (!isfinite(norm))
         return pp_error_set(err, PP_ERR_NUMERIC,
