@@ -654,7 +654,8 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
     pp_cli_run_info info = {.steps_done = pp_pipeline_steps_done(p),
                             .steps_left = steps - rr.n_losses,
                             .resumed_from = resumed_from,
-                            .interrupted = rr.interrupted ? pp_cli_signal_name(rr.signal) : NULL};
+                            .interrupted = rr.interrupted ? pp_cli_signal_name(rr.signal) : NULL,
+                            .grad_norms = rr.grad_norms};
     if (rr.n_losses > 0 || (!rc && (steps == 0 || rr.interrupted))) {
         const pp_eval_result *ev = rr.evaluated ? &rr.last_eval : NULL;
         pp_cli_print_summary(human, plan, p, rr.losses, rr.n_losses, ev, &info);

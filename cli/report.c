@@ -44,11 +44,13 @@ void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs)
         fprintf(f, " (%d of %d step%s)", row->steps, row->steps_of, row->steps_of == 1 ? "" : "s");
     fprintf(f, "  train loss %.4f  train acc %.4f", row->train_loss, row->train_acc);
     if (row->evaluated)
-        fprintf(f, "  test loss %.4f  test acc %.4f", row->test_loss, row->test_acc);
+        fprintf(f, "  test loss %.4f  test acc %.4f  top-5 %.4f", row->test_loss, row->test_acc,
+                row->test_top5);
     fprintf(f, "  %.1f s  %.0f img/s\n", row->seconds, row->images_per_s);
     fflush(f);
 }
 
+/* The summary's line of an evaluation. */
 /* "0,1": the ranks of a replica. */
 static void join_ranks(const pp_replica_report *rr, char *buf, size_t n)
 {
@@ -130,8 +132,9 @@ void pp_cli_print_eval(FILE *f, const pp_plan *plan, const char *label, const pp
                 label, e->loss, e->perplexity, e->accuracy, (long long)e->samples, t,
                 e->images_per_s * t);
     else
-        fprintf(f, "%sloss %.4f, accuracy %.4f (%lld images, %.0f images/s)\n", label, e->loss,
-                e->accuracy, (long long)e->samples, e->images_per_s);
+        fprintf(f, "%sloss %.4f, accuracy %.4f, top-5 %.4f (%lld images, %.0f images/s)\n",
+                label, e->loss, e->accuracy, e->top5_accuracy, (long long)e->samples,
+                e->images_per_s);
 }
 
 void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
@@ -222,6 +225,9 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
     if (n_losses > 0)
         fprintf(f, "loss         %.4f first step, %.4f last step\n", losses[0],
                 losses[n_losses - 1]);
+    if (n_losses > 0 && run && run->grad_norms)
+        fprintf(f, "grad norm    %.4f first step, %.4f last step (clipped to %g)\n",
+                run->grad_norms[0], run->grad_norms[n_losses - 1], plan->optimizer.clip_grad_norm);
     if (last_eval) pp_cli_print_eval(f, plan, "test         ", last_eval);
 }
 
@@ -231,7 +237,8 @@ static json_t *eval_object(const pp_eval_result *e)
 {
     return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "samples", (json_int_t)e->samples,
                      "loss", json_num(e->loss), "perplexity", json_num(e->perplexity),
-                     "accuracy", json_num(e->accuracy), "seconds", json_num(e->seconds),
+                     "accuracy", json_num(e->accuracy), "top5_accuracy",
+                     json_num(e->top5_accuracy), "seconds", json_num(e->seconds),
                      "images_per_s", json_num(e->images_per_s));
 }
 
@@ -349,6 +356,12 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
     if (r.schedule_note) json_object_set_new(o, "schedule_note", json_string(r.schedule_note));
     for (int i = 0; i < n_losses; i++) json_array_append_new(lj, json_num(losses[i]));
     json_object_set_new(o, "losses", lj);
+    if (run && run->grad_norms) { /* each step's gradient norm before clipping */
+        json_t *gj = json_array();
+        for (int i = 0; gj && i < n_losses; i++)
+            json_array_append_new(gj, json_num(run->grad_norms[i]));
+        json_object_set_new(o, "grad_norms", gj);
+    }
     /* the memory model's prediction of each stage's device peak, beside the measured one */
     pp_fit_stage pred[PP_PLAN_MAX_STAGES];
     pp_error perr;
@@ -402,6 +415,8 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
                                     "seconds", json_num(e->seconds));
             json_object_set_new(row, "test_loss", e->evaluated ? json_num(e->test_loss) : json_null());
             json_object_set_new(row, "test_acc", e->evaluated ? json_num(e->test_acc) : json_null());
+            json_object_set_new(row, "test_top5",
+                                e->evaluated ? json_num(e->test_top5) : json_null());
             json_object_set_new(row, "images_per_s", json_num(e->images_per_s));
             if (e->partial) {
                 json_object_set_new(row, "partial", json_true());
@@ -461,8 +476,8 @@ bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, const pp_pipelin
     return dump(f, o);
 }
 
-void pp_cli_progress(FILE *f, int done, int total, double loss, double images_per_s,
-                     double seconds_left)
+void pp_cli_progress(FILE *f, int done, int total, double loss, double grad_norm,
+                     double images_per_s, double seconds_left)
 {
     const int width = 24;
     int fill = total > 0 ? done * width / total : width;
@@ -470,8 +485,9 @@ void pp_cli_progress(FILE *f, int done, int total, double loss, double images_pe
     for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
     bar[width] = '\0';
     int left = seconds_left > 0 && seconds_left < 1e7 ? (int)(seconds_left + 0.5) : 0;
-    fprintf(f, "\r\033[K step %d/%d [%s] loss %.4f | %.1f img/s | %d:%02d left", done, total, bar,
-            loss, images_per_s, left / 60, left % 60);
+    fprintf(f, "\r\033[K step %d/%d [%s] loss %.4f", done, total, bar, loss);
+    if (grad_norm >= 0) fprintf(f, " | norm %.3g", grad_norm);
+    fprintf(f, " | %.1f img/s | %d:%02d left", images_per_s, left / 60, left % 60);
     fflush(f);
 }
 

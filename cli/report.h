@@ -52,6 +52,7 @@ typedef struct pp_epoch_row {
     double train_acc;         /* over the epoch's samples, before each step's update */
     bool evaluated;
     double test_loss, test_acc;
+    double test_top5;         /* top-5 accuracy of the evaluation */
     double seconds;           /* training time of the epoch (evaluation excluded) */
     double images_per_s;      /* training */
     double eval_images_per_s; /* pipelined inference */
@@ -65,6 +66,8 @@ typedef struct pp_cli_run_info {
     int64_t steps_left;       /* steps this invocation was to run and did not (stopped) */
     int64_t resumed_from;     /* steps done by the checkpoint it resumed from; -1 fresh */
     const char *interrupted;  /* "SIGTERM", "SIGINT" when stopped by one, else NULL */
+    const double *grad_norms; /* (the steps' losses) each step's gradient norm before
+                               * clipping (optimizer.clip_grad_norm); NULL without */
 } pp_cli_run_info;
 
 /* The human summary: one row per stage, then throughput and bubble, the
@@ -79,7 +82,8 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
                           const double *losses, int n_losses, const pp_eval_result *last_eval,
                           const pp_cli_run_info *run);
 
-/* "epoch 3/10  train loss 0.4123  test loss 0.3950  test acc 0.8612  12.3 s  4878 img/s";
+/* "epoch 3/10  train loss 0.4123  test loss 0.3950  test acc 0.8612  top-5 0.9902  12.3 s
+ * 4878 img/s";
  * a partial epoch reads "epoch 3/10 (12 of 235 steps)  train loss ...". */
 void pp_cli_print_epoch(FILE *f, const pp_epoch_row *row, int epochs);
 
@@ -104,9 +108,10 @@ bool pp_cli_print_eval_json(FILE *f, const pp_plan *plan, const pp_eval_result *
 /* JSON for --simulate: the predicted step. */
 bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, const pp_pipeline_prediction *pr);
 
-/* A progress line ("\r step 12/100 [=====>    ] loss 6.91 | 123.4 img/s | 0:42 left"). */
-void pp_cli_progress(FILE *f, int done, int total, double loss, double images_per_s,
-                     double seconds_left);
+/* A progress line ("\r step 12/100 [=====>    ] loss 6.91 | 123.4 img/s | 0:42 left"),
+ * with " | norm 1.23" after the loss when grad_norm >= 0 (clipping). */
+void pp_cli_progress(FILE *f, int done, int total, double loss, double grad_norm,
+                     double images_per_s, double seconds_left);
 
 void pp_cli_print_sweep(FILE *f, const pp_sweep_row *rows, int n);
 bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n);

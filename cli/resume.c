@@ -38,11 +38,13 @@ void pp_cli_epoch_sums_read(const pp_checkpoint_info *info, pp_cli_epoch_sums *s
     s->samples = atoll(n);
 }
 
-bool pp_cli_has_optimizer_state(const pp_checkpoint_info *info)
+bool pp_cli_has_optimizer_state(const pp_plan *plan, const pp_checkpoint_info *info)
 {
-    size_t k = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX);
+    const char *prefix = pp_plan_optimizer_state_prefix(plan);
+    if (!prefix) return true; /* the plan's optimizer keeps none */
+    size_t k = strlen(prefix);
     for (size_t i = 0; i < info->n; i++)
-        if (strncmp(info->entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX, k) == 0) return true;
+        if (strncmp(info->entries[i].name, prefix, k) == 0) return true;
     return false;
 }
 
@@ -193,7 +195,7 @@ bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chose
         bool opt = false, mine = true;
         char key[64] = "";
         if (pp_checkpoint_list(files[i].path, &info, &err) == PP_OK) {
-            opt = pp_cli_has_optimizer_state(&info);
+            opt = pp_cli_has_optimizer_state(plan, &info);
             mine = same_run(plan, &info, files[i].path, NULL, key, sizeof key);
             if (!mine && !*other) {
                 *other = strdup(files[i].path);
@@ -206,7 +208,7 @@ bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chose
                          "run (its %s differs from the plan's)\n", files[i].path, key);
             continue;
         }
-        if (!opt && plan->optimizer.momentum != 0) {
+        if (!opt) {
             fprintf(log, "pipeline-run: warning: --resume auto skips %s: no optimizer state "
                          "(saved with --weights-only?)\n", files[i].path);
             continue;
@@ -290,7 +292,7 @@ static void decide(const pp_plan *plan, const char *resume, const char *save_pat
         d->code = err.code == PP_ERR_INPUT ? 2 : 1;
         return;
     }
-    if (plan->optimizer.momentum != 0 && !pp_cli_has_optimizer_state(&info)) {
+    if (!pp_cli_has_optimizer_state(plan, &info)) {
         fprintf(stderr, "pipeline-run: %s: no optimizer state (saved with --weights-only?); "
                         "--resume needs it, --load starts from the weights alone\n", d->from);
         d->code = 2;

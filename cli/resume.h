@@ -40,8 +40,10 @@ size_t pp_cli_epoch_sums_meta(const pp_cli_epoch_sums *s, pp_checkpoint_meta met
 /* The sums info carries (zeros when none). */
 void pp_cli_epoch_sums_read(const pp_checkpoint_info *info, pp_cli_epoch_sums *s);
 
-/* Whether the file holds optimizer state ("optimizer.momentum.*"). */
-bool pp_cli_has_optimizer_state(const pp_checkpoint_info *info);
+/* Whether the file holds the state of the plan's optimizer
+ * ("optimizer.momentum.*" for SGD with momentum, "optimizer.exp_avg.*" for
+ * AdamW); true when that optimizer keeps none. */
+bool pp_cli_has_optimizer_state(const pp_plan *plan, const pp_checkpoint_info *info);
 
 /* Compares the plan's step keys with those info (of file path) records.
  * Prints each difference on f ("  batch.size: 256 in the checkpoint, 128 in

@@ -14,6 +14,7 @@
 void pp_cli_run_result_free(pp_cli_run_result *rr)
 {
     free(rr->losses);
+    free(rr->grad_norms);
     free(rr->epochs);
 }
 
@@ -25,18 +26,26 @@ typedef struct epoch_time {
     int64_t epoch;            /* 1-based */
 } epoch_time;
 
+/* One row; top5 (evaluations) and grad_norm (steps with clipping) are left
+ * empty when negative. */
 static void metrics_row(FILE *m, const char *kind, int64_t epoch, int64_t step, int batch, double lr,
-                        double loss, double acc, double seconds, double images_per_s)
+                        double loss, double acc, double seconds, double images_per_s,
+                        double top5, double grad_norm)
 {
     if (!m) return;
-    fprintf(m, "%s,%lld,%lld,%d,%.9g,%.9g,%.9g,%.6f,%.3f\n", kind, (long long)epoch,
+    fprintf(m, "%s,%lld,%lld,%d,%.9g,%.9g,%.9g,%.6f,%.3f,", kind, (long long)epoch,
             (long long)step, batch, lr, loss, acc, seconds, images_per_s);
+    if (top5 >= 0) fprintf(m, "%.9g", top5);
+    fputc(',', m);
+    if (grad_norm >= 0) fprintf(m, "%.9g", grad_norm);
+    fputc('\n', m);
     fflush(m);
 }
 
 void pp_cli_metrics_header(FILE *metrics)
 {
-    fputs("kind,epoch,step,batch,lr,loss,accuracy,seconds,images_per_s\n", metrics);
+    fputs("kind,epoch,step,batch,lr,loss,accuracy,seconds,images_per_s,top5_accuracy,grad_norm\n",
+          metrics);
 }
 
 int pp_cli_run_series_save(pp_pipeline *p, const pp_plan *plan, pp_cli_series *series,
@@ -86,7 +95,7 @@ static int evaluate(pp_pipeline *p, pp_cli_run_result *rr, FILE *metrics, int64_
     rr->evaluated = true;
     metrics_row(metrics, "eval", epoch, step, (int)rr->last_eval.samples, 0,
                 rr->last_eval.loss, rr->last_eval.accuracy, rr->last_eval.seconds,
-                rr->last_eval.images_per_s);
+                rr->last_eval.images_per_s, rr->last_eval.top5_accuracy, -1);
     return 0;
 }
 
@@ -110,6 +119,7 @@ static int close_epoch(pp_pipeline *p, const pp_plan *plan, pp_epoch_row *row,
         row->evaluated = true;
         row->test_loss = rr->last_eval.loss;
         row->test_acc = rr->last_eval.accuracy;
+        row->test_top5 = rr->last_eval.top5_accuracy;
         row->eval_images_per_s = rr->last_eval.images_per_s;
     }
     pp_cli_print_epoch(stderr, row, plan->epochs);
@@ -123,7 +133,9 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
     rr->losses = calloc((size_t)steps, sizeof(double));
     int max_epochs = plan->epochs > 0 ? plan->epochs + 1 : 1;
     rr->epochs = calloc((size_t)max_epochs, sizeof *rr->epochs);
-    if (!rr->losses || !rr->epochs) {
+    const bool clip = plan->optimizer.clip_grad_norm > 0;
+    if (clip) rr->grad_norms = calloc((size_t)steps, sizeof(double));
+    if (!rr->losses || !rr->epochs || (clip && !rr->grad_norms)) {
         pp_error_set(err, PP_ERR_OOM, "out of host memory");
         return 1;
     }
@@ -148,6 +160,7 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
             rr->step_failed = !rr->data_failed;
             return s == PP_ERR_INPUT ? 2 : 1;
         }
+        if (rr->grad_norms) rr->grad_norms[rr->n_losses] = r.grad_norm;
         rr->losses[rr->n_losses++] = r.loss;
         acc->loss_sum += r.loss * r.batch;
         acc->correct_sum += r.accuracy * r.batch;
@@ -157,11 +170,12 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
         et.steps++;
         et.epoch = r.epoch + 1;
         metrics_row(metrics, "step", r.epoch + 1, r.step + 1, r.batch, r.lr, r.loss, r.accuracy,
-                    r.step_ms / 1e3, r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0);
+                    r.step_ms / 1e3, r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0, -1,
+                    r.grad_norm);
         if (progress) {
             double elapsed = (double)(pp_stream_clock_ns() - t0) / 1e9;
             double per_step = elapsed / (i + 1);
-            pp_cli_progress(stderr, i + 1, steps, r.loss,
+            pp_cli_progress(stderr, i + 1, steps, r.loss, r.grad_norm,
                             r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : 0,
                             per_step * (steps - i - 1));
         }

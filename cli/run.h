@@ -29,6 +29,8 @@
 typedef struct pp_cli_run_result {
     double *losses;            /* (n_losses) one per step run */
     int n_losses;
+    double *grad_norms;        /* (n_losses) each step's gradient norm (optimizer.clip_grad_norm),
+                                * NULL without clipping */
     bool interrupted;
     int signal;                /* the signal that stopped the run (interrupted) */
     bool abandoned;            /* a second signal abandoned a save: end at once */

@@ -8,6 +8,7 @@
 #include "cli/resume.h"
 #include "pipeline/pipeline.h"
 #include "runtime/io/checkpoint.h"
+#include "runtime/train/optimizer.h"
 
 /* The plan as one process of CPU devices: the same model, so the same tensors. */
 static pp_status cpu_only(pp_plan *plan, pp_error *err)
@@ -29,7 +30,22 @@ typedef struct file_check {
     pp_checkpoint_verify_result r;
     char steps[32];
     bool plan_recorded;
+    const char *optimizer; /* the optimizer state it holds, in words ("AdamW state") */
 } file_check;
+
+/* The optimizer state a file holds: its kind's first entries' prefix. */
+static const char *optimizer_state(const pp_checkpoint_info *info)
+{
+    static const struct {
+        const char *prefix, *words;
+    } kinds[] = {{PP_OPTIMIZER_EXP_AVG_PREFIX, "AdamW state"},
+                 {PP_OPTIMIZER_MOMENTUM_PREFIX, "SGD momentum"}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t i = 0; i < info->n; i++)
+            if (strncmp(info->entries[i].name, kinds[k].prefix, strlen(kinds[k].prefix)) == 0)
+                return kinds[k].words;
+    return "no optimizer state";
+}
 
 int pp_cli_verify(const char *const *files, int n, pp_plan *plan)
 {
@@ -47,6 +63,7 @@ int pp_cli_verify(const char *const *files, int n, pp_plan *plan)
         }
         const char *steps = pp_checkpoint_info_meta(&info, "pipeline-run.steps");
         if (steps) snprintf(fc[i].steps, sizeof fc[i].steps, "%s", steps);
+        fc[i].optimizer = optimizer_state(&info);
         fc[i].ok = !plan || pp_cli_plan_matches(plan, &info, files[i], stderr,
                                                 &fc[i].plan_recorded);
         fitting += fc[i].ok;
@@ -84,7 +101,7 @@ int pp_cli_verify(const char *const *files, int n, pp_plan *plan)
         if (plan)
             printf(", loads into %s%s", plan->path,
                    fc[i].plan_recorded ? "" : " (records no plan: its steps' meaning not compared)");
-        printf("\n");
+        printf("; %s\n", fc[i].optimizer);
     }
     fflush(stdout);
     free(fc);

@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "models/bn_defer.h"
 #include "models/rng.h"
 #include "models/unit_kind.h"
 
 #define BN_EPS 1e-5f
-#define BN_MOMENTUM 0.1f
 
 /* ---- declarations ------------------------------------------------------------- */
 
@@ -65,16 +65,16 @@ pp_status pp_unit_declare(pp_unit *u, const char *module, const char *leaf, pp_d
         pp_tensor *t = &u->value[e];
         *t = (pp_tensor){.dtype = dtype, .ndim = ndim};
         for (int i = 0; i < PP_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 1;
-        u->entry[e] = (pp_named_tensor){u->names[e], t, learnable ? &u->grad[e] : NULL,
-                                        .no_decay = ndim < 2};
+        u->entry[e] = (pp_named_tensor){.name = u->names[e], .value = t,
+                                        .grad = learnable ? &u->grad[e] : NULL};
         u->n_entries++;
         return PP_OK;
     }
     PP_TRY(pp_tensor_alloc(&u->value[e], u->dev, dtype, ndim, shape, err));
     u->n_entries++;
     if (learnable) PP_TRY(pp_tensor_zeros(&u->grad[e], u->dev, dtype, ndim, shape, err));
-    u->entry[e] = (pp_named_tensor){u->names[e], &u->value[e], learnable ? &u->grad[e] : NULL,
-                                    .no_decay = ndim < 2};
+    u->entry[e] = (pp_named_tensor){.name = u->names[e], .value = &u->value[e],
+                                    .grad = learnable ? &u->grad[e] : NULL};
     return fill_entry(u, e, fill, a, seed, u->names[e], err);
 }
 
@@ -136,7 +136,7 @@ pp_status pp_unit_add_bn_gamma(pp_unit *u, pp_bn_layer *b, const char *module, i
 {
     if (u->n_bn >= PP_UNIT_MAX_BN)
         return pp_error_set(err, PP_ERR_INTERNAL, "%s: too many batch norms", u->spec.name);
-    *b = (pp_bn_layer){0, c, 0};
+    *b = (pp_bn_layer){.c = c};
     const int64_t shape[1] = {c};
     static const char *const leaf[5] = {"weight", "bias", "running_mean", "running_var",
                                         "num_batches_tracked"};
@@ -144,6 +144,7 @@ pp_status pp_unit_add_bn_gamma(pp_unit *u, pp_bn_layer *b, const char *module, i
     for (int i = 0; i < 5; i++)
         PP_TRY(pp_unit_declare(u, module, leaf[i], i == 4 ? PP_I64 : PP_F32, i == 4 ? 0 : 1, shape,
                                i < 2, PP_FILL_CONST, init[i], seed, i == 0 ? &b->e : NULL, err));
+    u->entry[b->e].norm = u->entry[b->e + 1].norm = true; /* weight-decay groups */
     u->bn[u->n_bn++] = b;
     return PP_OK;
 }
@@ -361,19 +362,26 @@ static pp_bn_desc bn_desc(const pp_tensor *x)
                         .h = (int)x->shape[2],
                         .w = (int)x->shape[3],
                         .eps = BN_EPS,
-                        .momentum = BN_MOMENTUM};
+                        .momentum = PP_UNIT_BN_MOMENTUM};
 }
 
-/* The running statistics a training batch norm updates: the unit's, or in a
- * recomputed forward (stats_frozen) copies of them in rm, rv (allocated here
- * in ex's order; the caller frees them), so the unit's stay as the first
+/* The running statistics a training batch norm updates: the unit's; with
+ * deferred statistics the micro-batch's row of the slots (d's momentum 1:
+ * the row, zero until then, receives the batch statistics); in a recomputed
+ * forward (stats_frozen) copies of the unit's in rm, rv (allocated here in
+ * ex's order; the caller frees them), so the unit's stay as the first
  * forward left them. */
-static pp_status bn_running(pp_unit *u, pp_exec *ex, const pp_bn_layer *b, pp_tensor *rm,
+static pp_status bn_running(pp_unit *u, pp_exec *ex, pp_bn_layer *b, pp_bn_desc *d, pp_tensor *rm,
                             pp_tensor *rv, pp_tensor **mean, pp_tensor **var, pp_error *err)
 {
     pp_tensor *v = &u->value[b->e];
     *mean = &v[2];
     *var = &v[3];
+    if (u->bn_deferred && !u->stats_frozen) {
+        b->hw = (int64_t)d->h * d->w;
+        d->momentum = 1.0f;
+        return pp_bn_defer_rows(b, u->cur_mb, rm, rv, mean, var, err);
+    }
     if (!u->stats_frozen) return PP_OK;
     PP_TRY(pp_unit_alloc_like(rm, ex, &v[2], err));
     PP_TRY(pp_unit_alloc_like(rv, ex, &v[3], err));
@@ -391,15 +399,16 @@ pp_status pp_bn_layer_forward(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const pp_
     pp_bn_desc d = bn_desc(x);
     if (!mean) return pp_batchnorm_forward_infer(ex, &d, x, &v[0], &v[1], &v[2], &v[3], y, err);
     pp_tensor rm = {0}, rv = {0}, *run_mean, *run_var;
-    pp_status st = bn_running(u, ex, b, &rm, &rv, &run_mean, &run_var, err);
+    pp_status st = bn_running(u, ex, b, &d, &rm, &rv, &run_mean, &run_var, err);
     if (st == PP_OK)
         st = pp_batchnorm_forward_train(ex, &d, x, &v[0], &v[1], run_mean, run_var, y, mean,
                                         invstd, err);
     pp_tensor_free(&rm);
     pp_tensor_free(&rv);
     /* num_batches_tracked: counted on the host, added by pp_unit_sync_buffers (an
-     * integer op in stream order would cost a launch per batch norm) */
-    if (st == PP_OK && !u->stats_frozen) b->pending++;
+     * integer op in stream order would cost a launch per batch norm); deferred
+     * statistics count at their commit */
+    if (st == PP_OK && !u->stats_frozen && !u->bn_deferred) b->pending++;
     return st;
 }
 
@@ -410,13 +419,14 @@ pp_status pp_bn_layer_forward_act(pp_unit *u, pp_exec *ex, pp_bn_layer *b, const
     pp_tensor *v = &u->value[b->e];
     pp_bn_desc d = bn_desc(x);
     pp_tensor rm = {0}, rv = {0}, *run_mean = &v[2], *run_var = &v[3];
-    pp_status st = mean ? bn_running(u, ex, b, &rm, &rv, &run_mean, &run_var, err) : PP_OK;
+    pp_status st = mean ? bn_running(u, ex, b, &d, &rm, &rv, &run_mean, &run_var, err) : PP_OK;
     if (st == PP_OK)
         st = pp_batchnorm_forward_act(ex, &d, mean != NULL, x, &v[0], &v[1], run_mean, run_var,
                                       add, relu, y, mean, invstd, err);
     pp_tensor_free(&rm);
     pp_tensor_free(&rv);
-    if (st == PP_OK && mean && !u->stats_frozen) b->pending++; /* as pp_bn_layer_forward */
+    if (st == PP_OK && mean && !u->stats_frozen && !u->bn_deferred)
+        b->pending++; /* as pp_bn_layer_forward */
     return st;
 }
 

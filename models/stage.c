@@ -3,6 +3,7 @@
  * backward, shape propagation and the named-tensor views.
  */
 #include "models/stage.h"
+#include "models/bn_defer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,11 @@ struct pp_stage {
     const pp_named_tensor **params; /* views into the units */
     const pp_named_tensor **buffers;
     const pp_named_tensor **state;
+    /* deferred batch-norm statistics: each micro-batch's samples at its
+     * training forward since the last commit, 0 when none ran */
+    bool bn_deferred;
+    int *defer_sizes; /* (defer_cap) */
+    int defer_cap;
 };
 
 void pp_stage_free(pp_stage *s)
@@ -36,6 +42,7 @@ void pp_stage_free(pp_stage *s)
     free(s->params);
     free(s->buffers);
     free(s->state);
+    free(s->defer_sizes);
     free(s);
 }
 
@@ -331,6 +338,12 @@ static pp_status forward_pass(pp_stage *s, pp_exec *ex, int mb, pp_unit_act *xa,
     return st;
 }
 
+/* A training forward's samples, for the deferred statistics' commit. */
+static void note_samples(pp_stage *s, int mb, const pp_tensor *x)
+{
+    if (s->bn_deferred && mb >= 0 && mb < s->defer_cap) s->defer_sizes[mb] = (int)x->shape[0];
+}
+
 pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
                            bool train, pp_error *err)
 {
@@ -338,6 +351,7 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
     if (train && holds(s, mb))
         return pp_error_set(err, PP_ERR_INVALID,
                             "stage forward: micro-batch %d is already in flight", mb);
+    if (train) note_samples(s, mb, x);
     return forward_pass(s, ex, mb, NULL, x, NULL, y,
                         train ? PP_UNIT_PASS_TRAIN : PP_UNIT_PASS_INFER, err);
 }
@@ -379,6 +393,7 @@ pp_status pp_stage_forward_keep(pp_stage *s, pp_exec *ex, int mb, const pp_tenso
     pp_tensor_free(&t);
     if (st != PP_OK) return st;
     pp_unit_act_hold(in); /* the forward's reference; the stage keeps the first */
+    note_samples(s, mb, x);
     st = forward_pass(s, ex, mb, in, pp_unit_act_tensor(in), NULL, y,
                       PP_UNIT_PASS_TRAIN_DISCARD, err);
     if (st != PP_OK) {
@@ -600,4 +615,42 @@ pp_status pp_stage_sync_buffers(pp_stage *s, pp_error *err)
 void pp_stage_params_changed(pp_stage *s)
 {
     for (int i = 0; i < s->n; i++) pp_unit_params_changed(s->units[i]);
+}
+
+pp_status pp_stage_set_deferred_bn(pp_stage *s, bool on, int max_mb, pp_error *err)
+{
+    if (!s) return pp_error_set(err, PP_ERR_INVALID, "deferred batch norm: NULL stage");
+    if (on && max_mb < 1)
+        return pp_error_set(err, PP_ERR_INVALID, "deferred batch norm: %d micro-batches", max_mb);
+    free(s->defer_sizes);
+    s->defer_sizes = on ? calloc((size_t)max_mb, sizeof *s->defer_sizes) : NULL;
+    s->defer_cap = on ? max_mb : 0;
+    s->bn_deferred = on;
+    if (on && !s->defer_sizes)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (deferred batch norm)");
+    for (int i = 0; i < s->n; i++) PP_TRY(pp_unit_bn_defer(s->units[i], on, max_mb, err));
+    return PP_OK;
+}
+
+bool pp_stage_deferred_bn(const pp_stage *s)
+{
+    return s && s->bn_deferred;
+}
+
+pp_status pp_stage_bn_commit(pp_stage *s, pp_exec *ex, int m, pp_error *err)
+{
+    if (!s || !s->bn_deferred) return PP_OK;
+    if (m < 1 || m > s->defer_cap)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "deferred batch norm: a step of %d micro-batches (at most %d)", m,
+                            s->defer_cap);
+    for (int k = 0; k < m; k++)
+        if (s->defer_sizes[k] < 1)
+            return pp_error_set(err, PP_ERR_INVALID,
+                                "deferred batch norm: micro-batch %d of the step ran no training "
+                                "forward",
+                                k);
+    pp_status st = pp_units_bn_commit(s->units, s->n, ex, m, s->defer_sizes, err);
+    for (int k = 0; k < s->defer_cap; k++) s->defer_sizes[k] = 0;
+    return st;
 }

@@ -171,4 +171,21 @@ int pp_stage_batch_counts(const pp_stage *s, int64_t *out, int cap);
 void pp_stage_set_batch_counts(pp_stage *s, const int64_t *in, int n);
 void pp_stage_add_batches(pp_stage *s, int64_t n);
 
+/* Deferred batch-norm statistics (torchgpipe's deferred batch norm,
+ * models/bn_defer.h): with on, each training forward of micro-batch mb <
+ * max_mb normalises by its own statistics as always, but leaves the running
+ * statistics and num_batches_tracked alone and keeps its statistics for
+ * the step's pp_stage_bn_commit, which updates them once from the combined
+ * moments of micro-batches 0..m-1, in that order, as one forward over the
+ * whole mini-batch would (to float rounding). Switch it with the stage
+ * idle; off drops what a step kept. Allocates 2 x channels floats per batch
+ * norm and micro-batch on the stage's device. */
+pp_status pp_stage_set_deferred_bn(pp_stage *s, bool on, int max_mb, pp_error *err);
+bool pp_stage_deferred_bn(const pp_stage *s);
+/* The commit of a step of m micro-batches whose training forwards (the first
+ * of a recomputed one) all ran since the last commit, in ex's stream order
+ * (the stream of those forwards). PP_ERR_INVALID when one of them did not
+ * run; a no-op without deferred statistics or batch norms. */
+pp_status pp_stage_bn_commit(pp_stage *s, pp_exec *ex, int m, pp_error *err);
+
 #endif

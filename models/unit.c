@@ -181,6 +181,7 @@ void pp_unit_free(pp_unit *u)
             pp_tensor_free(&u->grad[i]);
             pp_tensor_free(&u->low[i]);
         }
+        for (int i = 0; i < u->n_bn; i++) pp_tensor_free(&u->bn[i]->slots);
         if (u->ops->release) u->ops->release(u);
     }
     free(u->impl);
@@ -444,6 +445,7 @@ static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
     PP_TRY(check_tensor(u, "y", y, pp_unit_spec_out_dtype(&u->spec), out_ndim, out, err));
     const forward_fn fwd = relu ? u->ops->forward_relu : u->ops->forward;
     if (pass == PP_UNIT_PASS_INFER) return fwd(u, ex, x, y, NULL, err);
+    u->cur_mb = mb; /* the row of deferred batch-norm statistics (bn_defer.h) */
     if (pass == PP_UNIT_PASS_TRAIN_DISCARD) return run_discard(u, ex, fwd, x, y, err);
     pp_unit_slot *s = NULL;
     PP_TRY(get_slot(u, mb, &s, err));
@@ -744,6 +746,7 @@ void pp_unit_set_batch_counts(pp_unit *u, const int64_t *in)
 
 void pp_unit_add_batches(pp_unit *u, int64_t n)
 {
+    if (u->bn_deferred) return; /* a step's commit counts its forwards */
     for (int i = 0; i < u->n_bn; i++) u->bn[i]->pending += n;
 }
 

@@ -165,8 +165,8 @@ typedef struct pp_named_tensor {
     pp_tensor *value;
     pp_tensor *grad;
     /* what an optimizer needs to know of a parameter: */
-    bool no_decay;    /* a vector (a bias, a norm's weight): weight decay leaves it alone
-                         in recipes that decay only matrices and embeddings */
+    bool norm;        /* a parameter of a normalisation layer (batch norm, layer norm): the
+                       * optimizer's norm weight-decay group (runtime/train/optimizer.h) */
     const char *tied_to; /* non-NULL: this parameter is a copy of the one of that name (a
                          tied output head's weight, on the last stage): its gradient is
                          the copy's own, which whoever owns both adds to the original's;
@@ -354,9 +354,10 @@ void pp_unit_params_changed(pp_unit *u);
 
 /* The pending counts above, one per batch norm of u in network order: how
  * many there are, copied into out (up to cap of them), replaced from in, or
- * each raised by n. For a caller that replays captured device work without
- * the forwards that counted it, or abandons a capture whose forwards counted
- * work that never ran. */
+ * each raised by n (not with deferred statistics, whose forwards count
+ * nothing: their step's commit counts one). For a caller that replays
+ * captured device work without the forwards that counted it, or abandons a
+ * capture whose forwards counted work that never ran. */
 int pp_unit_batch_counts(const pp_unit *u, int64_t *out, int cap);
 void pp_unit_set_batch_counts(pp_unit *u, const int64_t *in);
 void pp_unit_add_batches(pp_unit *u, int64_t n);

@@ -87,11 +87,16 @@ typedef struct pp_saved_list {
 } pp_saved_list;
 
 /* A batch norm inside a unit: its five entries and the training forwards not
- * yet added to num_batches_tracked (added by pp_unit_sync_buffers). */
+ * yet added to num_batches_tracked (added by pp_unit_sync_buffers). With
+ * deferred statistics (bn_defer.h) a training forward of micro-batch k
+ * writes its batch mean and unbiased variance to row k of slots instead of
+ * the running statistics, and the step's commit counts one forward. */
 typedef struct pp_bn_layer {
     int e; /* entries e..e+4: weight, bias, running_mean, running_var, num_batches_tracked */
     int c;
     int64_t pending;
+    pp_tensor slots; /* deferred statistics: (cap, 2, C), zeros between steps; else empty */
+    int64_t hw;      /* values per channel and sample of the last training forward */
 } pp_bn_layer;
 
 /* A convolution inside a unit, bias-free unless has_bias. */
@@ -185,6 +190,8 @@ struct pp_unit {
     /* a recomputed forward (PP_UNIT_PASS_RECOMPUTE) runs: batch norms leave
      * their running statistics and counts alone */
     bool stats_frozen;
+    bool bn_deferred; /* batch norms defer their running statistics (bn_defer.h) */
+    int cur_mb;       /* the micro-batch of the forward running */
 };
 
 /* The table of a kind; NULL for an unknown kind. */

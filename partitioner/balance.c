@@ -243,10 +243,10 @@ int pp_plan_devices(const pp_plan *plan, int *stage_device)
     return n;
 }
 
-/* Parameter copies a unit's parameters cost: weights, gradients, momentum. */
+/* Parameter copies a unit's parameters cost: weights, gradients, the optimizer's state. */
 static int param_copies(const pp_plan *plan)
 {
-    return plan->optimizer.momentum > 0 ? 3 : 2;
+    return 2 + pp_plan_optimizer_states(plan);
 }
 
 int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, int in_flight)

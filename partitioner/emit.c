@@ -207,6 +207,36 @@ static void emit_stages(pp_text *t, const pp_plan *p)
     }
 }
 
+/* `key: value` of the optimizer section */
+static void put_key(pp_text *t, const char *key, double v)
+{
+    pp_text_put(t, "  %s: ", key);
+    put_double(t, v);
+    pp_text_put(t, "\n");
+}
+
+static void emit_optimizer(pp_text *t, const pp_plan_sgd *o)
+{
+    const bool adamw = o->type == PP_PLAN_OPTIMIZER_ADAMW;
+    pp_text_put(t, "optimizer:\n  type: %s\n", adamw ? "adamw" : "sgd");
+    put_key(t, "lr", o->lr);
+    if (adamw) {
+        pp_text_put(t, "  betas: [");
+        put_double(t, o->beta1);
+        pp_text_put(t, ", ");
+        put_double(t, o->beta2);
+        pp_text_put(t, "]\n");
+        put_key(t, "eps", o->eps);
+    } else {
+        put_key(t, "momentum", o->momentum);
+    }
+    put_key(t, "weight_decay", o->weight_decay);
+    if (!adamw) pp_text_put(t, "  nesterov: %s\n", o->nesterov ? "true" : "false");
+    if (o->has_norm_weight_decay) put_key(t, "norm_weight_decay", o->norm_weight_decay);
+    if (o->has_bias_weight_decay) put_key(t, "bias_weight_decay", o->bias_weight_decay);
+    if (o->clip_grad_norm > 0) put_key(t, "clip_grad_norm", o->clip_grad_norm);
+}
+
 static void emit_lr_schedule(pp_text *t, const pp_lr_schedule *l)
 {
     if (l->kind == PP_LR_CONSTANT) return;
@@ -250,6 +280,7 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
                     p->micro_batches);
     else
         pp_text_put(&t, "batch:\n  size: %d\n  split_size: %d\n", p->batch_size, p->split_size);
+    if (p->deferred_batch_norm) pp_text_put(&t, "  deferred_batch_norm: true\n");
     if (p->schedule == PP_PLAN_SCHEDULE_FILE) {
         pp_text_put(&t, "schedule:\n  file: ");
         put_quoted(&t, p->schedule_file ? p->schedule_file : "");
@@ -261,14 +292,13 @@ pp_status pp_plan_emit(const pp_plan *p, char **out, size_t *len, pp_error *err)
     if (p->recompute != PP_PLAN_RECOMPUTE_NEVER)
         pp_text_put(&t, "recompute: %s\n", pp_plan_recompute_name(p->recompute));
     if (!p->cuda_graphs) pp_text_put(&t, "cuda_graphs: off\n");
-    pp_text_put(&t, "optimizer:\n  type: sgd\n  lr: ");
-    put_double(&t, p->optimizer.lr);
-    pp_text_put(&t, "\n  momentum: ");
-    put_double(&t, p->optimizer.momentum);
-    pp_text_put(&t, "\n  weight_decay: ");
-    put_double(&t, p->optimizer.weight_decay);
-    pp_text_put(&t, "\n  nesterov: %s\n", p->optimizer.nesterov ? "true" : "false");
+    emit_optimizer(&t, &p->optimizer);
     emit_lr_schedule(&t, &p->lr_schedule);
+    if (p->loss.label_smoothing > 0) {
+        pp_text_put(&t, "loss:\n  label_smoothing: ");
+        put_double(&t, p->loss.label_smoothing);
+        pp_text_put(&t, "\n");
+    }
     emit_source(&t, p, &p->data, false);
     if (p->epochs)
         pp_text_put(&t, "seed: %llu\nepochs: %d\n", (unsigned long long)p->seed, p->epochs);

@@ -1,7 +1,8 @@
 /*
  * plan.c - plan YAML -> pp_plan: schema walk, types, ranges, defaults, data
- * paths, micro-batch sizes. The model section is walked in plan_model.c,
- * stages and layer names are resolved in plan_stages.c, typed values in
+ * paths, micro-batch sizes. The model section is walked in plan_model.c, the
+ * optimizer and loss in plan_recipe.c, stages and layer names are resolved
+ * in plan_stages.c, typed values in
  * plan_walk.c; plan_equal.c compares two plans. Problems go to a pp_diag; the
  * walk goes on after most of them so one run reports as many as practical,
  * and they are sorted into file order.
@@ -132,12 +133,15 @@ pp_status pp_plan_check_micro_batches(const pp_plan *p, pp_error *err)
 
 static void walk_batch(pp_walk *w, const pp_ynode *n)
 {
-    enum { K_SIZE, K_SPLIT, K_MICRO, K_N };
-    static const char *const keys[K_N] = {"size", "split_size", "micro_batches"};
+    enum { K_SIZE, K_SPLIT, K_MICRO, K_DEFER, K_N };
+    static const char *const keys[K_N] = {"size", "split_size", "micro_batches",
+                                          "deferred_batch_norm"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     p->batch_mark = pp_walk_mark(n);
     if (!pp_walk_map(w, n, "batch", keys, K_N, f)) return;
+    if (f[K_DEFER])
+        pp_walk_bool(w, f[K_DEFER], "batch.deferred_batch_norm", &p->deferred_batch_norm);
     int size = 0, split = 0, micro = 0;
     bool ok = true;
     if (!f[K_SIZE]) {
@@ -179,92 +183,6 @@ static void walk_batch(pp_walk *w, const pp_ynode *n)
         return;
     }
     w->batch_ok = true;
-}
-
-/* ---- optimizer ----------------------------------------------------------- */
-
-/* optimizer.lr_schedule: {type: constant|step|cosine, milestones, gamma, warmup,
- * warmup_start_factor, min_lr}; checked against the run length in walk_root. */
-static void walk_lr_schedule(pp_walk *w, const pp_ynode *n)
-{
-    enum { K_TYPE, K_MILESTONES, K_GAMMA, K_WARMUP, K_START, K_MIN, K_N };
-    static const char *const keys[K_N] = {"type",   "milestones",          "gamma",
-                                          "warmup", "warmup_start_factor", "min_lr"};
-    const pp_ynode *f[K_N];
-    pp_lr_schedule *l = &w->plan->lr_schedule;
-    w->plan->lr_schedule_mark = pp_walk_mark(n);
-    if (!pp_walk_map(w, n, "optimizer.lr_schedule", keys, K_N, f)) return;
-    static const char *const types[] = {"constant", "step", "cosine"};
-    int type = f[K_TYPE] ? pp_walk_choice(w, f[K_TYPE], "optimizer.lr_schedule.type", types, 3,
-                                          "constant, step or cosine")
-                         : -1;
-    if (!f[K_TYPE]) pp_walk_error(w, n, "optimizer.lr_schedule needs a type (constant, step or "
-                                        "cosine)");
-    if (type < 0) return;
-    l->kind = (pp_lr_kind)type;
-    l->gamma = 0.1;
-    l->warmup_start_factor = 1.0 / 3.0; /* torch.optim.lr_scheduler.LinearLR's default */
-    const pp_ynode *only_step[] = {f[K_MILESTONES], f[K_GAMMA]};
-    const pp_ynode *only_cos[] = {f[K_WARMUP], f[K_START], f[K_MIN]};
-    for (int i = 0; i < 2; i++)
-        if (only_step[i] && l->kind != PP_LR_STEP)
-            pp_walk_error(w, only_step[i], "%s applies to lr_schedule type step only",
-                          i ? "gamma" : "milestones");
-    for (int i = 0; i < 3; i++)
-        if (only_cos[i] && l->kind != PP_LR_COSINE)
-            pp_walk_error(w, only_cos[i], "%s applies to lr_schedule type cosine only",
-                          keys[K_WARMUP + i]);
-    if (l->kind == PP_LR_STEP) {
-        const pp_ynode *m = f[K_MILESTONES];
-        if (!m || m->kind != PP_YNODE_SEQ) {
-            pp_walk_error(w, m ? m : n, "lr_schedule type step needs milestones: a list of "
-                                        "increasing epochs (or steps)");
-        } else if (m->n > PP_LR_MAX_MILESTONES) {
-            pp_walk_error(w, m, "at most %d milestones", PP_LR_MAX_MILESTONES);
-        } else {
-            for (int i = 0; i < m->n; i++) {
-                int v;
-                if (!pp_walk_int32(w, m->kids[i], "milestone", 1, PP_PLAN_MAX_STEPS, &v)) continue;
-                if (l->n_milestones > 0 && v <= l->milestones[l->n_milestones - 1])
-                    pp_walk_error(w, m->kids[i], "milestones must increase (%d after %d)", v,
-                                  l->milestones[l->n_milestones - 1]);
-                else
-                    l->milestones[l->n_milestones++] = v;
-            }
-        }
-        if (f[K_GAMMA]) pp_walk_num(w, f[K_GAMMA], "lr_schedule.gamma", 1e-12, 1e12, &l->gamma);
-    }
-    if (l->kind == PP_LR_COSINE) {
-        if (f[K_WARMUP])
-            pp_walk_int32(w, f[K_WARMUP], "lr_schedule.warmup", 0, PP_PLAN_MAX_STEPS, &l->warmup);
-        if (f[K_START])
-            pp_walk_num(w, f[K_START], "lr_schedule.warmup_start_factor", 1e-12, 1.0,
-                        &l->warmup_start_factor);
-        if (f[K_MIN]) pp_walk_num(w, f[K_MIN], "lr_schedule.min_lr", 0.0, 1e12, &l->eta_min);
-    }
-}
-
-static void walk_optimizer(pp_walk *w, const pp_ynode *n)
-{
-    enum { K_TYPE, K_LR, K_MOM, K_WD, K_NESTEROV, K_SCHED, K_N };
-    static const char *const keys[K_N] = {"type",     "lr",       "momentum",
-                                          "weight_decay", "nesterov", "lr_schedule"};
-    const pp_ynode *f[K_N];
-    pp_plan_sgd *o = &w->plan->optimizer;
-    o->mark = pp_walk_mark(n);
-    if (!pp_walk_map(w, n, "optimizer", keys, K_N, f)) return;
-    if (f[K_TYPE]) {
-        static const char *const types[] = {"sgd"};
-        pp_walk_choice(w, f[K_TYPE], "optimizer.type", types, 1, "sgd");
-    }
-    if (f[K_LR]) pp_walk_num(w, f[K_LR], "optimizer.lr", 0.0, 1e12, &o->lr);
-    bool mom_ok = true;
-    if (f[K_MOM]) mom_ok = pp_walk_num(w, f[K_MOM], "optimizer.momentum", 0.0, 1e12, &o->momentum);
-    if (f[K_WD]) pp_walk_num(w, f[K_WD], "optimizer.weight_decay", 0.0, 1e12, &o->weight_decay);
-    if (f[K_NESTEROV] && pp_walk_bool(w, f[K_NESTEROV], "optimizer.nesterov", &o->nesterov) &&
-        o->nesterov && mom_ok && !(o->momentum > 0))
-        pp_walk_error(w, f[K_NESTEROV], "optimizer.nesterov needs momentum > 0");
-    if (f[K_SCHED]) walk_lr_schedule(w, f[K_SCHED]);
 }
 
 /* ---- checkpoint, schedule ---------------------------------------------- */
@@ -323,12 +241,12 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
 {
     enum { K_MODEL, K_BATCH, K_SCHEDULE, K_PRECISION, K_OPTIMIZER, K_DATA, K_SEED, K_STEPS,
            K_EPOCHS, K_EVAL, K_CKPT, K_STAGES, K_DEVICES, K_BALANCE, K_REPLICAS, K_GRAPHS,
-           K_RECOMPUTE, K_N };
+           K_RECOMPUTE, K_LOSS, K_N };
     static const char *const keys[K_N] = {"model",      "batch",  "schedule", "precision",
                                           "optimizer",  "data",   "seed",     "steps",
                                           "epochs",     "eval",   "checkpoint", "stages",
                                           "devices",    "balance", "replicas", "cuda_graphs",
-                                          "recompute"};
+                                          "recompute", "loss"};
     const pp_ynode *f[K_N];
     pp_plan *p = w->plan;
     if (pp_ynode_is_null(root)) {
@@ -348,6 +266,9 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
     p->precision = PP_PLAN_PRECISION_FP32;
     p->cuda_graphs = true;
     p->optimizer.lr = 0.1;
+    p->optimizer.beta1 = 0.9; /* adamw's, torch.optim.AdamW's defaults */
+    p->optimizer.beta2 = 0.999;
+    p->optimizer.eps = 1e-8;
     p->data.format = PP_PLAN_DATA_SYNTHETIC;
     p->steps = 1;
     p->replicas = 1;
@@ -397,7 +318,8 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
         int s = pp_walk_choice(w, f[K_GRAPHS], "cuda_graphs", names, 2, "on or off");
         if (s >= 0) p->cuda_graphs = s == 1;
     }
-    if (f[K_OPTIMIZER]) walk_optimizer(w, f[K_OPTIMIZER]);
+    if (f[K_OPTIMIZER]) pp_walk_optimizer(w, f[K_OPTIMIZER]);
+    if (f[K_LOSS]) pp_walk_loss(w, f[K_LOSS]);
     if (f[K_SEED]) {
         int64_t seed;
         if (pp_walk_int(w, f[K_SEED], "seed", 0, INT64_MAX, &seed)) p->seed = (uint64_t)seed;

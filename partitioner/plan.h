@@ -18,10 +18,12 @@
  * shared between threads while it is being modified.
  *
  * Defaults for keys a plan leaves out: schedule gpipe, precision fp32,
- * optimizer sgd (lr 0.1, momentum 0, weight_decay 0, nesterov false),
- * data synthetic at the model's input size, seed 0, steps 1; model fields
- * (classes, channels, stem, delay times) as pp_model_config_default gives
- * them. `model` (with a name), `batch` and `stages` are required.
+ * optimizer sgd (lr 0.1, momentum 0, weight_decay 0, nesterov false; type
+ * adamw: lr 0.001, betas 0.9 and 0.999, eps 1e-8, weight_decay 0.01 and
+ * none on biases and batch norms), no gradient clipping, no label
+ * smoothing, running statistics per micro-batch, data synthetic at the
+ * model's input size, seed 0, steps 1; model fields (classes, channels,
+ * stem, delay times) as pp_model_config_default gives them. `model` (with a name), `batch` and `stages` are required.
  *
  * Micro-batches: with `split_size: s` the batch of B samples is cut into
  * chunks of s (the last one smaller): B=8, s=3 -> 3,3,2. With
@@ -109,13 +111,34 @@ typedef enum pp_plan_recompute {
     PP_PLAN_RECOMPUTE_ALWAYS,      /* every micro-batch */
 } pp_plan_recompute;
 
+typedef enum pp_plan_optimizer_type {
+    PP_PLAN_OPTIMIZER_SGD = 0,
+    PP_PLAN_OPTIMIZER_ADAMW = 1,
+} pp_plan_optimizer_type;
+
+/* `optimizer:` (the name is the section's first kind's) */
 typedef struct pp_plan_sgd {
     double lr;                  /* >= 0 */
-    double momentum;            /* >= 0 */
+    double momentum;            /* >= 0 (sgd) */
     double weight_decay;        /* >= 0 */
-    bool nesterov;              /* requires momentum > 0 */
+    bool nesterov;              /* requires momentum > 0 (sgd) */
     pp_mark mark;               /* the optimizer mapping */
+    /* the training recipe (docs/PLAN.md, optimizer; partitioner/plan_recipe.c) */
+    pp_plan_optimizer_type type; /* `type:` (default sgd) */
+    double beta1, beta2;        /* adamw `betas:`, in [0, 1) (default 0.9, 0.999) */
+    double eps;                 /* adamw, >= 0 (default 1e-8) */
+    bool has_norm_weight_decay; /* `norm_weight_decay:` given (adamw: default 0) */
+    double norm_weight_decay;   /* batch norms' weights and biases */
+    bool has_bias_weight_decay; /* `bias_weight_decay:` given (adamw: default 0) */
+    double bias_weight_decay;   /* biases (a batch norm's too) */
+    double clip_grad_norm;      /* > 0: clip the total gradient norm to it; 0: no clipping */
 } pp_plan_sgd;
+
+/* `loss:` - the softmax cross-entropy after the last stage. */
+typedef struct pp_plan_loss {
+    double label_smoothing;     /* in [0, 1) (default 0) */
+    pp_mark mark;
+} pp_plan_loss;
 
 /* A data source: the `data` section, or the test set of `eval`. */
 typedef struct pp_plan_data {
@@ -233,6 +256,11 @@ typedef struct pp_plan {
                                  * work as a graph once its shapes are known; no effect on
                                  * CPU stages */
     pp_plan_sgd optimizer;
+    pp_plan_loss loss;
+    bool deferred_batch_norm;   /* `batch.deferred_batch_norm` (default false): batch norms
+                                 * normalise each micro-batch by its own statistics and update
+                                 * their running statistics once per step from the combined
+                                 * moments of the step's micro-batches, in micro-batch order */
     pp_lr_schedule lr_schedule; /* `optimizer.lr_schedule`; base_lr = optimizer.lr; periods
                                  * are epochs with `epochs`, steps otherwise */
     pp_mark lr_schedule_mark;
@@ -312,6 +340,13 @@ int64_t pp_plan_stage_memory_estimate(const pp_plan *plan, int first, int last, 
  * (streams/schedule.h), which the pipeline's memory model and planning use. */
 int pp_plan_in_flight(const pp_plan *plan, int stage);
 
+/* The optimizer's state tensors per parameter under the plan, each of the
+ * parameter's size (sgd: 1 with momentum, else 0; adamw: exp_avg and
+ * exp_avg_sq), and the checkpoint prefix of the first one (NULL when there
+ * is none): what memory predictions count and what resuming needs. */
+int pp_plan_optimizer_states(const pp_plan *plan);
+const char *pp_plan_optimizer_state_prefix(const pp_plan *plan);
+
 /* The recomputation mode of stage s: its own `recompute:`, else the plan's. */
 pp_plan_recompute pp_plan_stage_recompute(const pp_plan *plan, int s);
 
@@ -364,7 +399,8 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n);
  * records them; a run resumed under a plan whose values differ would give
  * its steps another meaning. Listed: the model and its input, batch.size,
  * batch.micro_batches (models with batch norm: the micro-batches' sizes over
- * every replica, "4 (2+2+2+2)"), the data (format, size, files by name and
+ * every replica, "4 (2+2+2+2)"; batch.deferred_batch_norm "true" when the
+ * plan defers their statistics), the data (format, size, files by name and
  * size, shuffle, normalisation) and seed. Not listed: stages, devices,
  * schedule, precision, optimizer, learning rate, steps and epochs. */
 #define PP_PLAN_STEP_KEYS_MAX 24
@@ -380,8 +416,9 @@ pp_status pp_plan_step_keys_get(const pp_plan *plan, pp_plan_step_keys *out, pp_
 void pp_plan_step_keys_free(pp_plan_step_keys *keys);
 
 /* What else tells one training run from another under plans whose steps mean
- * the same: how the parameters move (the optimizer and its settings, the
- * learning-rate schedule, the precision). Checkpoints record them beside the
+ * the same: how the parameters move (the optimizer and its settings, decay
+ * groups and clipping, the learning-rate schedule, the loss's label
+ * smoothing, the precision). Checkpoints record them beside the
  * step keys; --resume auto continues only a run whose keys are the plan's
  * (--resume FILE may change them on purpose). Same form as the step keys. */
 pp_status pp_plan_run_keys_get(const pp_plan *plan, pp_plan_step_keys *out, pp_error *err);

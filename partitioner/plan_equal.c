@@ -130,6 +130,15 @@ bool pp_plan_equal(const pp_plan *a, const pp_plan *b, char *why, size_t why_n)
     if (oa->lr != ob->lr || oa->momentum != ob->momentum || oa->weight_decay != ob->weight_decay ||
         oa->nesterov != ob->nesterov)
         DIFF("optimizer differs");
+    if (oa->type != ob->type || oa->beta1 != ob->beta1 || oa->beta2 != ob->beta2 ||
+        oa->eps != ob->eps || oa->has_norm_weight_decay != ob->has_norm_weight_decay ||
+        oa->norm_weight_decay != ob->norm_weight_decay ||
+        oa->has_bias_weight_decay != ob->has_bias_weight_decay ||
+        oa->bias_weight_decay != ob->bias_weight_decay || oa->clip_grad_norm != ob->clip_grad_norm)
+        DIFF("optimizer differs");
+    if (a->loss.label_smoothing != b->loss.label_smoothing) DIFF("loss.label_smoothing differs");
+    if (a->deferred_batch_norm != b->deferred_batch_norm)
+        DIFF("batch.deferred_batch_norm differs");
     if (!source_equal(&a->data, &b->data, ma->in_channels, "data", why, why_n)) return false;
     if (a->seed != b->seed) DIFF("seed differs");
     if (a->steps != b->steps) DIFF("steps %d vs %d", a->steps, b->steps);

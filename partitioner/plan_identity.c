@@ -9,7 +9,8 @@
  * A key is listed when its value changes which samples a step reads or what
  * the step computes from them: the model and its input, the batch, the data
  * and their order (seed, shuffle), and where batch norm normalises over each
- * micro-batch, the micro-batches' sizes (over all replicas). What only
+ * micro-batch, the micro-batches' sizes (over all replicas) and whether the
+ * running statistics are deferred (when they are). What only
  * changes how or where a step runs (stages, devices, schedule, precision,
  * replicas' placement) or how parameters move (optimizer, learning rate,
  * step and epoch counts) is left out: those may change across a resume.
@@ -159,6 +160,8 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
         pp_text t = {0};
         put_micro(&t, p);
         ok = ok && add(k, "batch.micro_batches", &t);
+        /* deferred statistics change what the steps leave in the running statistics */
+        if (p->deferred_batch_norm) KEY("batch.deferred_batch_norm", "%s", "true");
     }
     KEY("data.format", "%s", pp_plan_data_format_name(d->format));
     KEY("data.image_size", "[%d, %d]", m->image_h, m->image_w);
@@ -223,11 +226,23 @@ pp_status pp_plan_run_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error 
     memset(k, 0, sizeof *k);
     bool ok = true;
     const pp_plan_sgd *o = &p->optimizer;
-    KEY("optimizer.type", "sgd");
+    const bool adamw = o->type == PP_PLAN_OPTIMIZER_ADAMW;
+    KEY("optimizer.type", "%s", adamw ? "adamw" : "sgd");
     KEY("optimizer.lr", "%.9g", o->lr);
-    KEY("optimizer.momentum", "%.9g", o->momentum);
+    if (adamw) {
+        KEY("optimizer.betas", "[%.9g, %.9g]", o->beta1, o->beta2);
+        KEY("optimizer.eps", "%.9g", o->eps);
+    } else {
+        KEY("optimizer.momentum", "%.9g", o->momentum);
+        KEY("optimizer.nesterov", "%s", o->nesterov ? "true" : "false");
+    }
     KEY("optimizer.weight_decay", "%.9g", o->weight_decay);
-    KEY("optimizer.nesterov", "%s", o->nesterov ? "true" : "false");
+    if (o->has_norm_weight_decay)
+        KEY("optimizer.norm_weight_decay", "%.9g", o->norm_weight_decay);
+    if (o->has_bias_weight_decay)
+        KEY("optimizer.bias_weight_decay", "%.9g", o->bias_weight_decay);
+    if (o->clip_grad_norm > 0) KEY("optimizer.clip_grad_norm", "%.9g", o->clip_grad_norm);
+    if (p->loss.label_smoothing > 0) KEY("loss.label_smoothing", "%.9g", p->loss.label_smoothing);
     const pp_lr_schedule *l = &p->lr_schedule;
     pp_text t = {0};
     pp_text_put(&t, "%s", pp_lr_kind_name(l->kind));

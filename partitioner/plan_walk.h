@@ -1,8 +1,8 @@
 /*
  * plan_walk.h - internal: the state of one plan walk over a YAML tree and the
  * typed getters that report "FILE:LINE:COL: message" problems. Shared by
- * plan.c (sections), plan_model.c (the model) and plan_stages.c (stages and
- * layer names).
+ * plan.c (sections), plan_model.c (the model), plan_recipe.c (optimizer and
+ * loss) and plan_stages.c (stages and layer names).
  */
 #ifndef PP_PARTITIONER_PLAN_WALK_H
 #define PP_PARTITIONER_PLAN_WALK_H
@@ -103,6 +103,10 @@ void pp_walk_gpt2(pp_walk *w, const pp_ynode *model, const pp_ynode *const *f);
 void pp_walk_token_file(pp_walk *w, const pp_ynode *section, const pp_ynode *file,
                         const pp_ynode *block, bool eval, pp_plan_data *d);
 void pp_walk_check_tokens(pp_walk *w);
+/* plan_recipe.c: the `optimizer` section (its type, decay groups, clipping and
+ * lr_schedule) and the `loss` section (n never NULL). */
+void pp_walk_optimizer(pp_walk *w, const pp_ynode *n);
+void pp_walk_loss(pp_walk *w, const pp_ynode *n);
 
 /* plan_stages.c: `stages` (list or auto), `devices`, `balance`; any may be NULL. */
 void pp_walk_stages(pp_walk *w, const pp_ynode *stages, const pp_ynode *devices,

@@ -33,18 +33,19 @@ static pp_tensor scalar_view(const pp_tensor *vec, int i)
     return v;
 }
 
-/* pp_softmax_xent on f32 logits: bf16 logits (a bf16 model not ending in a
- * linear layer) are widened first. */
-static pp_status xent_f32(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,
-                         float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
-                         pp_error *err)
+/* pp_softmax_xent_ex on f32 logits: bf16 logits (a bf16 model not ending in
+ * a linear layer) are widened first. */
+static pp_status xent_f32(pp_exec *ex, const pp_xent_desc *d, const pp_tensor *logits,
+                         const pp_tensor *labels, pp_tensor *loss, pp_tensor *correct,
+                         pp_tensor *correct_k, pp_tensor *dlogits, pp_error *err)
 {
     if (logits->dtype == PP_F32)
-        return pp_softmax_xent(ex, logits, labels, divisor, loss, correct, dlogits, err);
+        return pp_softmax_xent_ex(ex, d, logits, labels, loss, correct, correct_k, dlogits, err);
     pp_tensor wide;
     PP_TRY(pp_tensor_alloc_on(&wide, ex, PP_F32, logits->ndim, logits->shape, err));
     pp_status s = pp_cast(ex, logits, &wide, err);
-    if (s == PP_OK) s = pp_softmax_xent(ex, &wide, labels, divisor, loss, correct, dlogits, err);
+    if (s == PP_OK)
+        s = pp_softmax_xent_ex(ex, d, &wide, labels, loss, correct, correct_k, dlogits, err);
     pp_tensor_free(&wide);
     return s;
 }
@@ -113,7 +114,14 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
         pp_tensor row = pp_tensor_view0(&logits, io->logits_row, 1);
         PP_TRY(pp_copy(ex, &row, io->logits, err));
     }
-    PP_TRY(xent_f32(ex, &logits, &labels, io->divisor, &loss, &correct, &dlogits, err));
+    /* the recipe's loss: label smoothing; evaluation counts the top 5 too */
+    const pp_xent_desc xd = {.divisor = io->divisor, .label_smoothing = p->label_smoothing,
+                             .top_k = 5};
+    pp_tensor correct_k = io->corrects_k ? scalar_view(io->corrects_k, mb) : (pp_tensor){0};
+    PP_TRY(xent_f32(ex, &xd, &logits, &labels, &loss, &correct,
+                    io->corrects_k ? &correct_k : NULL, &dlogits, err));
+    if (io->corrects_k)
+        PP_TRY(pp_copy_to_host(ex, &correct_k, io->host_corrects_k + mb, err));
     PP_TRY(pp_copy_to_host(ex, &loss, io->host_losses + mb, err));
     return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);
 }

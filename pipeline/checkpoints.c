@@ -1,9 +1,10 @@
 /*
  * checkpoints.c - a pipeline's state to and from safetensors files: every
- * stage's parameters, buffers and (optionally) momentum under torchvision's
- * names, with the steps run, what a step means under the plan
- * (pp_plan_step_keys, "pipeline-run.plan.KEY") and what tells the run from
- * others (pp_plan_run_keys, "pipeline-run.run.KEY") in the metadata; in a job of several processes rank 0
+ * stage's parameters, buffers and (optionally) the optimizer's state
+ * (momentum; AdamW's moments and step counts) under torchvision's names,
+ * with the steps run, what a step means under the plan (pp_plan_step_keys,
+ * "pipeline-run.plan.KEY") and what tells the run from others
+ * (pp_plan_run_keys, "pipeline-run.run.KEY") in the metadata; in a job of several processes rank 0
  * gathers the other ranks' stages and writes the one file, atomically, and
  * every rank loads its own stages from it, refusing damaged files and
  * values that are not finite.
@@ -72,8 +73,8 @@ static pp_status gather_tensor(struct pp_pipeline *p, int from, pp_tensor *t, pp
     return s;
 }
 
-/* Momentum buffers of other ranks' stages, gathered on rank 0 into host
- * tensors it owns (names and tensors freed by free_remote_state). */
+/* Optimizer state of other ranks' stages, gathered on rank 0 into tensors
+ * it owns (names and tensors freed by free_remote_state). */
 typedef struct remote_state {
     size_t n;
     pp_ckpt_tensor *list;
@@ -91,29 +92,55 @@ static void free_remote_state(remote_state *r)
     memset(r, 0, sizeof *r);
 }
 
-/* The momentum entry of parameter `name` in this process's optimizer. */
-static pp_tensor *momentum_of(const pp_ckpt_tensor *opt, size_t n, const char *name)
+/* The state entry named prefix + name in this process's optimizer. */
+static pp_tensor *state_of(const pp_ckpt_tensor *opt, size_t n, const char *prefix,
+                           const char *name)
 {
-    size_t k = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX);
+    size_t k = strlen(prefix);
     for (size_t i = 0; i < n; i++)
-        if (strcmp(opt[i].name + k, name) == 0) return opt[i].tensor;
+        if (strncmp(opt[i].name, prefix, k) == 0 && strcmp(opt[i].name + k, name) == 0)
+            return opt[i].tensor;
     return NULL;
 }
 
+/* Rank 0's tensor for slot `prefix` of a remote parameter like nt (an I64
+ * scalar for a step count), appended to *rs. */
+static pp_status remote_slot(remote_state *rs, const pp_named_tensor *nt, const char *prefix,
+                             bool scalar, pp_tensor **out, pp_error *err)
+{
+    pp_tensor *t = &rs->tensors[rs->n];
+    size_t len = strlen(prefix) + strlen(nt->name) + 1;
+    char *name = malloc(len);
+    if (!name) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
+    snprintf(name, len, "%s%s", prefix, nt->name);
+    rs->list[rs->n++] = (pp_ckpt_tensor){name, t};
+    *out = t;
+    const pp_tensor *v = nt->value;
+    return scalar ? pp_tensor_alloc(t, v->dev, PP_I64, 0, (int64_t[]){1}, err)
+                  : pp_tensor_alloc(t, v->dev, v->dtype, v->ndim, v->shape, err);
+}
+
+#define MAX_SLOTS 4
+
 /* Brings every other rank's stage to rank 0: parameters and buffers into the
- * stand-in models there, and (with_optimizer) momentum buffers into *rs.
+ * stand-in models there, and (with_optimizer) the optimizer's state into *rs.
  * Every rank calls it; stages are visited in order, one sender at a time. */
 static pp_status gather_state(struct pp_pipeline *p, bool with_optimizer, remote_state *rs,
                               pp_error *err)
 {
     memset(rs, 0, sizeof *rs);
-    size_t n_opt = with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
+    if (with_optimizer) PP_TRY(pp_optimizer_state_sync(p->opt, err));
+    const char *prefix[MAX_SLOTS];
+    bool scalar[MAX_SLOTS];
+    const int slots = with_optimizer ? pp_optimizer_slots(p->opt, prefix, scalar, MAX_SLOTS) : 0;
+    size_t n_opt = slots ? pp_optimizer_state(p->opt, NULL, 0) : 0;
     pp_ckpt_tensor *opt = calloc(n_opt + 1, sizeof *opt);
     if (!opt) return pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
     if (n_opt) pp_optimizer_state(p->opt, opt, n_opt);
     size_t cap = 0;
     for (int s = 0; s < p->n_stages; s++) cap += (size_t)pp_stage_param_count(p->stages[s].model);
-    if (p->rank == 0 && with_optimizer) {
+    cap *= (size_t)slots;
+    if (p->rank == 0 && slots) {
         rs->list = calloc(cap + 1, sizeof *rs->list);
         rs->tensors = calloc(cap + 1, sizeof *rs->tensors);
         if (!rs->list || !rs->tensors) {
@@ -129,31 +156,19 @@ static pp_status gather_state(struct pp_pipeline *p, bool with_optimizer, remote
         if (p->rank == from) st = pp_stage_sync_buffers(m, err);
         for (int i = 0; st == PP_OK && i < pp_stage_state_count(m); i++)
             st = gather_tensor(p, from, pp_stage_state(m, i)->value, err);
-        for (int i = 0; st == PP_OK && with_optimizer && i < pp_stage_param_count(m); i++) {
+        for (int i = 0; st == PP_OK && slots && i < pp_stage_param_count(m); i++) {
             const pp_named_tensor *nt = pp_stage_param(m, i);
-            pp_tensor *mom = p->rank == from ? momentum_of(opt, n_opt, nt->name) : NULL;
-            int32_t has = mom != NULL;
-            if (p->rank == from)
-                st = pp_comm_send(p->comm, 0, TAG_CKPT, &has, sizeof has, err);
-            else
-                st = pp_comm_recv(p->comm, from, TAG_CKPT, &has, sizeof has, err);
-            if (st != PP_OK || !has) continue;
-            if (p->rank == 0) {
-                pp_tensor *t = &rs->tensors[rs->n];
-                size_t len = strlen(PP_OPTIMIZER_MOMENTUM_PREFIX) + strlen(nt->name) + 1;
-                char *name = malloc(len);
-                if (!name) {
-                    st = pp_error_set(err, PP_ERR_OOM, "out of host memory (checkpoint)");
-                    break;
-                }
-                snprintf(name, len, "%s%s", PP_OPTIMIZER_MOMENTUM_PREFIX, nt->name);
-                rs->list[rs->n] = (pp_ckpt_tensor){name, t};
-                st = pp_tensor_alloc(t, nt->value->dev, nt->value->dtype, nt->value->ndim,
-                                     nt->value->shape, err);
-                rs->n++;
-                mom = t;
+            for (int k = 0; st == PP_OK && k < slots; k++) {
+                pp_tensor *t = p->rank == from ? state_of(opt, n_opt, prefix[k], nt->name) : NULL;
+                int32_t has = t != NULL;
+                if (p->rank == from)
+                    st = pp_comm_send(p->comm, 0, TAG_CKPT, &has, sizeof has, err);
+                else
+                    st = pp_comm_recv(p->comm, from, TAG_CKPT, &has, sizeof has, err);
+                if (st != PP_OK || !has) continue;
+                if (p->rank == 0) st = remote_slot(rs, nt, prefix[k], scalar[k], &t, err);
+                if (st == PP_OK) st = gather_tensor(p, from, t, err);
             }
-            if (st == PP_OK) st = gather_tensor(p, from, mom, err);
         }
     }
     free(opt);
@@ -193,6 +208,7 @@ static bool put_keys(const pp_plan_step_keys *k, const char *prefix, pp_checkpoi
 static pp_status save_file(pp_pipeline *p, const char *path, const pp_pipeline_save_options *o,
                            const remote_state *rs, pp_error *err)
 {
+    if (o->with_optimizer) PP_TRY(pp_optimizer_state_sync(p->opt, err));
     size_t n_opt = o->with_optimizer ? pp_optimizer_state(p->opt, NULL, 0) : 0;
     size_t n_remote = rs ? rs->n : 0;
     pp_ckpt_tensor *list;
@@ -269,10 +285,12 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
     PP_TRY(pipe_settle(p, err)); /* the last update, before writing parameters */
     pp_checkpoint_info info;
     PP_TRY(pp_checkpoint_list(path, &info, err));
+    /* the file holds state of this optimizer's kind (its first slot's entries) */
+    const char *first_slot = NULL;
     bool has_opt = false;
-    for (size_t i = 0; i < info.n && !has_opt; i++)
-        has_opt = strncmp(info.entries[i].name, PP_OPTIMIZER_MOMENTUM_PREFIX,
-                          strlen(PP_OPTIMIZER_MOMENTUM_PREFIX)) == 0;
+    if (pp_optimizer_slots(p->opt, &first_slot, NULL, 1) > 0)
+        for (size_t i = 0; i < info.n && !has_opt; i++)
+            has_opt = strncmp(info.entries[i].name, first_slot, strlen(first_slot)) == 0;
     const bool unscoped = p->model.kind == PP_MODEL_GPT2 &&
                           !has_entry(&info, HF_SCOPE "wte.weight") && has_entry(&info, "wte.weight");
     const char *steps = pp_checkpoint_info_meta(&info, "pipeline-run.steps");
@@ -280,7 +298,7 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
     pp_checkpoint_info_free(&info);
 
     pp_status s = PP_OK;
-    if (has_opt && pp_optimizer_config(p->opt).momentum != 0) s = pp_optimizer_alloc_state(p->opt, err);
+    if (has_opt) s = pp_optimizer_alloc_state(p->opt, err);
     size_t n_opt = has_opt ? pp_optimizer_state(p->opt, NULL, 0) : 0;
     pp_ckpt_tensor *list = NULL;
     size_t n = 0;
@@ -296,6 +314,7 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
         s = pp_checkpoint_load_with(path, list, n, &lo, err);
     }
     free(list);
+    if (s == PP_OK && has_opt) s = pp_optimizer_state_loaded(p->opt, err);
     if (s != PP_OK) {
         pp_optimizer_reset_state(p->opt);
         return s;

@@ -478,7 +478,7 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
         o->params = params - o->weight_copies;
         o->grads = count * 4;
         /* a tied copy has a gradient but no optimizer state (pipeline/tied.h) */
-        o->optimizer = plan->optimizer.momentum > 0 ? (count - tied) * 4 : 0;
+        o->optimizer = (count - tied) * 4 * pp_plan_optimizer_states(plan);
         run->part[s] = o->grads;
         int64_t ws = stage_workspace(fu, first, last, n_max, ps->device.kind);
         o->workspace = (int64_t)((double)ws * WORKSPACE_GROWTH);

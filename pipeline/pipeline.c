@@ -13,6 +13,7 @@
 #include "pipeline/callbacks.h"
 #include "pipeline/planning.h"
 #include "pipeline/prefetch.h"
+#include "pipeline/recipe.h"
 #include "pipeline/replicas.h"
 #include "pipeline/tied.h"
 
@@ -138,6 +139,9 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     PP_TRY(pp_tensor_alloc(&p->eval_labels, last, PP_I32, 1, &labels, err));
     PP_TRY(pp_tensor_zeros(&p->eval_losses, last, PP_F32, 1, (int64_t[]){m}, err));
     PP_TRY(pp_tensor_zeros(&p->eval_corrects, last, PP_I32, 1, (int64_t[]){m}, err));
+    PP_TRY(pp_tensor_zeros(&p->eval_corrects5, last, PP_I32, 1, (int64_t[]){m}, err));
+    PP_TRY(pp_device_host_alloc(last, (size_t)m * sizeof(int32_t),
+                                (void **)&p->host_eval_corrects5, err));
     return pp_tensor_alloc(&p->eval_dlogits, last, PP_F32, 2, (int64_t[]){labels, p->classes},
                            err);
 }
@@ -321,13 +325,7 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
             st->grads[st->n_grads++] = nt->grad;
         }
     }
-    pp_sgd_config sgd = {
-        .lr = (float)plan->optimizer.lr,
-        .momentum = (float)plan->optimizer.momentum,
-        .weight_decay = (float)plan->optimizer.weight_decay,
-        .nesterov = plan->optimizer.nesterov,
-    };
-    return pp_optimizer_new(&p->opt, &sgd, p->params, (size_t)p->n_params, err);
+    return pipe_recipe_init(p, plan, err); /* the optimizer, loss, clipping, batch norms */
 }
 
 /* Whether training steps use graphs (pp_pipeline_graphs), and room for each
@@ -486,11 +484,12 @@ static void free_host_buffers(struct pp_pipeline *p)
         pp_device_host_free(last, p->host_eval_labels);
         pp_device_host_free(last, p->host_eval_losses);
         pp_device_host_free(last, p->host_eval_corrects);
+        pp_device_host_free(last, p->host_eval_corrects5);
     }
     p->host_eval_images = NULL;
     p->host_eval_labels = NULL;
     p->host_losses = p->host_eval_losses = NULL;
-    p->host_corrects = p->host_eval_corrects = NULL;
+    p->host_corrects = p->host_eval_corrects = p->host_eval_corrects5 = NULL;
 }
 
 void pipe_free_rank(pp_pipeline *p)
@@ -530,7 +529,9 @@ void pipe_free_rank(pp_pipeline *p)
     pp_tensor_free(&p->eval_losses);
     pp_tensor_free(&p->eval_corrects);
     pp_tensor_free(&p->eval_dlogits);
+    pp_tensor_free(&p->eval_corrects5);
     pp_optimizer_free(p->opt);
+    pipe_recipe_free(p);
     pp_tensor_free(&p->images);
     pp_tensor_free(&p->labels);
     pp_tensor_free(&p->losses);

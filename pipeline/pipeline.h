@@ -147,6 +147,8 @@ typedef struct pp_step_result {
     int batch;         /* samples in the step (an epoch's last batch may be smaller) */
     double lr;         /* learning rate the step used */
     bool epoch_end;    /* the plan trains for epochs and this step ended one */
+    double grad_norm;  /* the gradients' total 2-norm before clipping (with
+                        * optimizer.clip_grad_norm); -1 without clipping */
 } pp_step_result;
 
 /* One pass over the plan's eval data. */
@@ -157,6 +159,8 @@ typedef struct pp_eval_result {
     double seconds;    /* wall time of the pass */
     double images_per_s; /* pipelined inference throughput (samples per second) */
     double perplexity; /* exp(loss) */
+    double top5_accuracy; /* the label among the five largest logits (ties to the lower
+                           * class, as top-1's argmax) */
 } pp_eval_result;
 
 /* Per-stage figures, aggregated over the steps run so far (the first step is

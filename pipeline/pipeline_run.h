@@ -30,7 +30,8 @@
  *   runtime/core/tensor.h   pp_tensor: dense tensors on a device (value type)
  *   runtime/core/exec.h     pp_exec: a device bound to one stream; ops run on it
  *   runtime/core/ops.h      forward/backward op pairs (conv, batch norm, relu,
- *                           pooling, linear, softmax cross-entropy, SGD update)
+ *                           pooling, linear, softmax cross-entropy, SGD and
+ *                           AdamW updates, gradient norms)
  *   streams/stream.h        pp_stream, pp_event, stream-ordered copies
  *   streams/schedule.h      pp_schedule: schedules as programs (per device, actions
  *                           over stages and micro-batches: F, B, I, W, sends and
@@ -40,8 +41,9 @@
  *                           pp_executor (runs one step of a schedule),
  *                           pp_step_stats, Chrome traces
  *   streams/simulate.h      predicted step time and bubble from stage costs
- *   runtime/train/optimizer.h     pp_optimizer: one SGD over the parameters of every
- *                           stage, on whatever devices they live
+ *   runtime/train/optimizer.h     pp_optimizer: one SGD or AdamW over the parameters
+ *                           of every stage, on whatever devices they live
+ *   runtime/train/clip.h          gradient clipping's norm and coefficient
  *   runtime/train/lr_schedule.h   learning-rate schedules (torch.optim.lr_scheduler values)
  *   runtime/io/checkpoint.h    safetensors read/write of named tensors
  *   runtime/io/data.h          IDX, CIFAR-10 and synthetic batch sources

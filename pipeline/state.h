@@ -108,6 +108,9 @@ typedef struct run_io {
                                   * logits (1, classes) copied here before the loss (else
                                   * NULL) */
     int logits_row;
+    pp_tensor *corrects_k;       /* (m) I32 on the last device: top-5 counts (evaluation);
+                                  * NULL: none */
+    int32_t *host_corrects_k;    /* (m) */
 } run_io;
 
 struct pp_pipeline {
@@ -214,6 +217,12 @@ struct pp_pipeline {
     pp_lr_schedule lr;
     double cur_lr;
 
+    /* the training recipe (recipe.c) */
+    float label_smoothing;       /* loss.label_smoothing */
+    double clip_max;             /* optimizer.clip_grad_norm; 0: no clipping */
+    double *clip_sums;           /* (n_params) this rank's gradients' sums of squares */
+    double grad_norm;            /* the last step's gradient norm; -1 without clipping */
+
     /* evaluation (plan eval section) */
     pp_data *eval_data;
     int eval_batch;
@@ -224,6 +233,8 @@ struct pp_pipeline {
     float *host_eval_losses;
     int32_t *host_eval_corrects;
     pp_tensor eval_images, eval_labels, eval_losses, eval_corrects, eval_dlogits;
+    pp_tensor eval_corrects5;    /* (m) I32: top-5 counts */
+    int32_t *host_eval_corrects5;
 };
 
 /* Whether stage s runs in this process. */

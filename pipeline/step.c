@@ -11,6 +11,7 @@
 #include "pipeline/schedules.h"
 #include "pipeline/data_source.h"
 #include "pipeline/prefetch.h"
+#include "pipeline/recipe.h"
 #include "pipeline/replicas.h"
 #include "pipeline/report.h"
 #include "pipeline/tied.h"
@@ -258,40 +259,45 @@ static void replica_window(const struct pp_pipeline *p, int64_t k, int64_t *pos,
     *pos += rep_off;
 }
 
-/* Sums a finished run's losses and correct counts, which the last stage
- * copied to the host after each micro-batch's loss. */
+/* Sums a finished run's losses and correct counts (top-5 counts too when
+ * the run made them: *correct_k, else 0), which the last stage copied to the
+ * host after each micro-batch's loss. */
 static pp_status read_losses(struct pp_pipeline *p, const run_io *io, double *loss,
-                             int64_t *correct, pp_error *err)
+                             int64_t *correct, int64_t *correct_k, pp_error *err)
 {
     int m = io->run->m, last = p->n_stages - 1;
     const float *losses = io->host_losses;
     const int32_t *corrects = io->host_corrects;
     float sum = 0;
-    int64_t c = 0;
+    int64_t c = 0, ck = 0;
     pp_status bad = PP_OK;
     if (stage_here(p, last)) { /* its stream copied them to the host, in order */
         bad = check_loss(p, losses, m, err);
         for (int i = 0; i < m; i++) {
             sum += losses[i];
             c += corrects[i];
+            ck += io->corrects_k ? io->host_corrects_k[i] : 0;
         }
     }
     /* the last stage's process of each replica tells every process: sums
      * over replicas (one replica: its sum plus zeros, the same bits) */
     if (pp_comm_size(p->comm) > 1) {
-        float v[3] = {stage_here(p, last) ? sum : 0.0f, stage_here(p, last) ? (float)c : 0.0f,
-                      bad != PP_OK ? 1.0f : 0.0f};
-        PP_TRY(pp_comm_allreduce_sum_f32(p->comm, v, 3, err));
+        const bool here = stage_here(p, last);
+        float v[4] = {here ? sum : 0.0f, here ? (float)c : 0.0f, bad != PP_OK ? 1.0f : 0.0f,
+                      here ? (float)ck : 0.0f};
+        PP_TRY(pp_comm_allreduce_sum_f32(p->comm, v, 4, err));
         if (bad == PP_OK && v[2] > 0)
             return pp_error_set(err, PP_ERR_NUMERIC, "the loss of another process's last stage "
                                 "is not finite at step %lld (see its message; lower the learning "
                                 "rate, or check the data)", (long long)p->steps_done);
         sum = v[0];
         c = (int64_t)v[1];
+        ck = (int64_t)v[3];
     }
     if (bad != PP_OK) return bad;
     *loss = sum;
     *correct = c;
+    *correct_k = ck;
     return PP_OK;
 }
 
@@ -413,7 +419,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     }
     if (p->lr.kind != PP_LR_CONSTANT) {
         p->cur_lr = pp_lr_at(&p->lr, (int)(p->epochs ? epoch : p->steps_done));
-        pp_optimizer_set_lr(p->opt, (float)p->cur_lr);
+        pp_optimizer_set_learning_rate(p->opt, p->cur_lr); /* AdamW's scalars take it whole */
     }
     /* this step's batch (read during the last step), then the next one's read
      * begins while this step runs */
@@ -445,10 +451,15 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     if (p->graphs_mode == 1 && !pp_executor_graphs(p->exec)) p->graphs_mode = 2; /* refused */
 
     double loss = 0;
-    int64_t correct = 0;
-    pp_status s = read_losses(p, &p->io, &loss, &correct, err);
+    int64_t correct = 0, correct_k;
+    pp_status s = read_losses(p, &p->io, &loss, &correct, &correct_k, err);
     if (s == PP_OK) s = pipe_sum_replica_grads(p, err);
+    /* the tied weights' gradients summed first (the norm counts each weight
+     * once), then the recipe: the step's batch-norm statistics, the gradients
+     * clipped */
     if (s == PP_OK) s = pipe_tied_sum_grads(p, err);
+    if (s == PP_OK) s = pipe_bn_commit(p, run->m, err);
+    if (s == PP_OK) s = pipe_clip_grads(p, opt_exec_for, err);
     if (s == PP_OK) s = optimizer_step(p, err);
     if (s == PP_OK && p->tied) { /* the copies follow the update */
         s = pipe_settle(p, err);
@@ -480,6 +491,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
         res->epoch = epoch;
         res->batch = count;
         res->lr = p->cur_lr;
+        res->grad_norm = p->grad_norm;
         res->epoch_end = p->epochs && (p->steps_done + 1) % pp_pipeline_steps_per_epoch(p) == 0;
     }
     p->steps_run++;
@@ -520,7 +532,7 @@ pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
     params_changed(p);
     int64_t t0 = pp_stream_clock_ns();
     double loss = 0;
-    int64_t correct = 0;
+    int64_t correct = 0, correct5 = 0;
     for (int64_t pos = 0; pos < p->eval_size; pos += p->eval_batch) {
         int count = p->eval_size - pos < p->eval_batch ? (int)(p->eval_size - pos) : p->eval_batch;
         const batch_run *run = &p->eval_full;
@@ -536,18 +548,23 @@ pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
                          .corrects = &p->eval_corrects, .dlogits = &p->eval_dlogits,
                          .divisor = 1.0f, .host_images = p->host_eval_images,
                          .host_labels = p->host_eval_labels, .host_losses = p->host_eval_losses,
-                         .host_corrects = p->host_eval_corrects};
+                         .host_corrects = p->host_eval_corrects,
+                         .corrects_k = &p->eval_corrects5,
+                         .host_corrects_k = p->host_eval_corrects5};
         PP_TRY(mark_broken(p, pp_executor_run(p->exec, &run->sched, NULL, err), err));
         double l;
-        int64_t c;
-        PP_TRY(mark_broken(p, read_losses(p, &p->io, &l, &c, err), err));
+        int64_t c, c5;
+        PP_TRY(mark_broken(p, read_losses(p, &p->io, &l, &c, &c5, err), err));
         loss += l;
         correct += c;
+        correct5 += c5;
     }
     /* every replica evaluated the whole test set; the loss is per target (a
      * token model's: per token) */
     loss /= p->replicas;
     correct /= p->replicas;
+    correct5 /= p->replicas;
+    out->top5_accuracy = (double)correct5 / (double)p->eval_size;
     double secs = (double)(pp_stream_clock_ns() - t0) / 1e9;
     const double targets = (double)p->eval_size * p->targets;
     out->samples = p->eval_size;

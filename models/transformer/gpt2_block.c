@@ -52,16 +52,19 @@ static bool check(const pp_unit_spec *s)
            s->depth > 0 && s->init_std > 0;
 }
 
-/* A layer norm's weight (1) and bias (0). */
+/* A layer norm's weight (1) and bias (0), in the optimizer's norm group. */
 static pp_status add_ln(pp_unit *u, const char *module, int *w, int *b, uint64_t seed,
                         pp_error *err)
 {
     const int64_t c = u->spec.in_c;
     PP_TRY(pp_unit_declare(u, module, "weight", PP_F32, 1, &c, true, PP_FILL_CONST, 1.0, seed, w,
                            err));
+    u->entry[*w].norm = true;
     if (!u->spec.bias) return PP_OK;
-    return pp_unit_declare(u, module, "bias", PP_F32, 1, &c, true, PP_FILL_CONST, 0.0, seed, b,
-                           err);
+    PP_TRY(pp_unit_declare(u, module, "bias", PP_F32, 1, &c, true, PP_FILL_CONST, 0.0, seed, b,
+                           err));
+    u->entry[*b].norm = true;
+    return PP_OK;
 }
 
 /* A Conv1D weight (in, out), normal(0, std), and its bias (0). */

@@ -30,9 +30,12 @@ static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
     m->b = -1;
     PP_TRY(pp_unit_declare(u, NULL, "weight", PP_F32, 1, &c, true, PP_FILL_CONST, 1.0, seed,
                            &m->w, err));
+    u->entry[m->w].norm = true; /* the optimizer's norm group */
     if (!u->spec.bias) return PP_OK;
-    return pp_unit_declare(u, NULL, "bias", PP_F32, 1, &c, true, PP_FILL_CONST, 0.0, seed, &m->b,
-                           err);
+    PP_TRY(pp_unit_declare(u, NULL, "bias", PP_F32, 1, &c, true, PP_FILL_CONST, 0.0, seed, &m->b,
+                           err));
+    u->entry[m->b].norm = true;
+    return PP_OK;
 }
 
 static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)

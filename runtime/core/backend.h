@@ -63,6 +63,18 @@ typedef struct pp_bn_act_desc {
     bool train, relu;
 } pp_bn_act_desc;
 
+/* pp_adamw_update_multi's scalars as the kernels take them (ops.h says how
+ * each comes from the descriptor, in double, rounded once). */
+typedef struct pp_adamw_scalars {
+    float decay;      /* 1 - lr * weight_decay */
+    float b1, c1;     /* beta1, 1 - beta1 */
+    float b2, c2;     /* beta2, 1 - beta2 */
+    float bc2;        /* sqrt(1 - beta2^step) */
+    float step_size;  /* lr / (1 - beta1^step) */
+    float eps;
+    float grad_scale;
+} pp_adamw_scalars;
+
 typedef struct pp_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* bf16 activations run faster NHWC than NCHW here (natively, see native) */
@@ -197,9 +209,11 @@ typedef struct pp_backend_ops {
     pp_status (*linear_backward_weights)(pp_exec *ex, int n, int in, int out, const float *x,
                                          const float *dy, float *dw, float *db, pp_error *err);
 
-    pp_status (*softmax_xent)(pp_exec *ex, int n, int classes, const float *logits,
-                              const int32_t *labels, float divisor, float *loss, int32_t *correct,
-                              float *dlogits, pp_error *err);
+    /* pp_softmax_xent_ex; correct_k NULL when not asked for */
+    pp_status (*softmax_xent)(pp_exec *ex, const pp_xent_desc *d, int n, int classes,
+                              const float *logits, const int32_t *labels, float *loss,
+                              int32_t *correct, int32_t *correct_k, float *dlogits,
+                              pp_error *err);
 
     pp_status (*sgd_update)(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
                             const float *grad, float *momentum_buf, pp_error *err);
@@ -208,6 +222,22 @@ typedef struct pp_backend_ops {
     pp_status (*sgd_update_multi)(pp_exec *ex, const pp_sgd_desc *d, int count,
                                   float *const *param, const float *const *grad,
                                   float *const *buf, const int64_t *sizes, pp_error *err);
+
+    /* the training recipe (ops.h): count tensors of sizes[i] elements each */
+    pp_status (*adamw_update_multi)(pp_exec *ex, const pp_adamw_scalars *s, int count,
+                                    float *const *param, const float *const *grad,
+                                    float *const *exp_avg, float *const *exp_avg_sq,
+                                    const int64_t *sizes, pp_error *err);
+    pp_status (*sumsq_multi)(pp_exec *ex, int count, const float *const *x,
+                             const int64_t *sizes, double *sums, pp_error *err);
+    pp_status (*scale_multi)(pp_exec *ex, float s, int count, float *const *x,
+                             const int64_t *sizes, pp_error *err);
+    /* layer i: c[i] channels, hw[i] values per channel and sample, slots[i] (m or more
+     * rows of 2 x c[i]), running_mean[i] and running_var[i] (c[i]) */
+    pp_status (*bn_stats_combine)(pp_exec *ex, const pp_bn_stats_desc *d, int count,
+                                  const int *c, const int64_t *hw, float *const *slots,
+                                  float *const *running_mean, float *const *running_var,
+                                  pp_error *err);
 
     pp_status (*delay)(pp_exec *ex, double ms, pp_error *err);
 

@@ -573,20 +573,8 @@ pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor 
                           float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
                           pp_error *err)
 {
-    const char *op = "softmax_xent";
-    PP_TRY(pp_ops_check_exec(ex, op, err));
-    if (!logits || logits->ndim != 2)
-        return pp_error_set(err, PP_ERR_INVALID, "%s: logits must be 2-D (N,CLASSES)", op);
-    if (!(divisor > 0))
-        return pp_error_set(err, PP_ERR_INVALID, "%s: divisor must be positive", op);
-    int64_t n = logits->shape[0], classes = logits->shape[1];
-    PP_TRY(pp_ops_check(ex, op, "logits", logits, PP_F32, 2, n, classes, 1, 1, err));
-    PP_TRY(pp_ops_check(ex, op, "labels", labels, PP_I32, 1, n, 1, 1, 1, err));
-    PP_TRY(pp_ops_check(ex, op, "loss", loss, PP_F32, 0, 1, 1, 1, 1, err));
-    PP_TRY(pp_ops_check(ex, op, "correct", correct, PP_I32, 0, 1, 1, 1, 1, err));
-    PP_TRY(pp_ops_check_like(ex, op, "dlogits", dlogits, logits, err));
-    return DISPATCH(softmax_xent, (int)n, (int)classes, logits->data, labels->data, divisor,
-                    loss->data, correct->data, dlogits->data, err);
+    const pp_xent_desc d = {.divisor = divisor};
+    return pp_softmax_xent_ex(ex, &d, logits, labels, loss, correct, NULL, dlogits, err);
 }
 
 static pp_status check_sgd_desc(const char *op, const pp_sgd_desc *d, pp_error *err)

@@ -377,6 +377,102 @@ pp_status pp_position_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *
 /* dtable[t] += sum over n of dy[n, t] (in double, in sample order) for t < T. */
 pp_status pp_position_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dtable,
                                pp_error *err);
+/* ---- the training recipe (ops_train.c): the smoothed loss with top-k, AdamW,
+ * gradient norms and scaling, deferred batch-norm statistics ------------------- */
+
+typedef struct pp_xent_desc {
+    float divisor;         /* > 0: the loss and its gradient are row sums / divisor */
+    float label_smoothing; /* eps in [0, 1): torch.nn.CrossEntropyLoss(label_smoothing) */
+    int top_k;             /* >= 1 where correct_k is asked for */
+} pp_xent_desc;
+
+/* pp_softmax_xent with label smoothing eps and a top-k count, over logits
+ * (N,CLASSES) and labels (I32, N); lse_n = log sum_j exp z_nj:
+ *   loss     = sum_n [(1 - eps) (lse_n - z_n,label) + eps (lse_n - sum_j z_nj / CLASSES)]
+ *              / divisor
+ *   dlogits  = (softmax - (1 - eps) onehot(label) - eps / CLASSES) / divisor
+ *   correct  = rows whose first maximum is the label (pp_softmax_xent's)
+ *   correct_k (I32 scalar, or NULL) = rows whose label ranks below top_k: fewer
+ *              than top_k classes j have z_j > z_label or z_j == z_label with
+ *              j < label (ties to the lower index, as the argmax; top_k 1
+ *              counts what correct counts), torchvision's top-k accuracy.
+ * Computed in double per row and rounded once; with eps = 0 the loss, correct
+ * and dlogits are pp_softmax_xent's bits. The CPU and CUDA backends differ
+ * within the rounding of the row sums' order. Labels as pp_softmax_xent's. */
+pp_status pp_softmax_xent_ex(pp_exec *ex, const pp_xent_desc *d, const pp_tensor *logits,
+                             const pp_tensor *labels, pp_tensor *loss, pp_tensor *correct,
+                             pp_tensor *correct_k, pp_tensor *dlogits, pp_error *err);
+
+typedef struct pp_adamw_desc {
+    double lr;             /* >= 0 */
+    double beta1, beta2;   /* in [0, 1) */
+    double eps;            /* >= 0 */
+    double weight_decay;   /* >= 0, decoupled: the parameter shrinks by lr * weight_decay */
+    int64_t step;          /* the step being taken, >= 1 (bias corrections 1 - beta^step) */
+    float grad_scale;      /* > 0: every gradient is multiplied by it first (clipping's
+                            * coefficient); 1 for none */
+} pp_adamw_desc;
+
+/* torch.optim.AdamW (amsgrad false, maximize false) on n parameter tensors
+ * of one device: params[i], grads[i] and the state exp_avgs[i] (m) and
+ * exp_avg_sqs[i] (v), all F32 of one shape, zeros before the first step.
+ * The scalars are computed on the host in double, as torch.optim.AdamW's
+ * Python does, and rounded to float once:
+ *   decay = 1 - lr * weight_decay, b1 = beta1, c1 = 1 - beta1, b2 = beta2,
+ *   c2 = 1 - beta2, bc2 = sqrt(1 - beta2^step), step_size = lr / (1 - beta1^step)
+ * then per element, each product, quotient, square root and sum rounded on
+ * its own (no fused multiply-add), in this order:
+ *   p = p * decay; g = grad * grad_scale
+ *   m = m * b1 + c1 * g;  v = v * b2 + (c2 * g) * g
+ *   p = p - step_size * (m / (sqrt(v) / bc2 + eps))
+ * so the CPU and CUDA backends give the same bits (CUDA: one launch per 80
+ * tensors). grads are not modified. */
+pp_status pp_adamw_update_multi(pp_exec *ex, const pp_adamw_desc *d, int n,
+                                pp_tensor *const *params, const pp_tensor *const *grads,
+                                pp_tensor *const *exp_avgs, pp_tensor *const *exp_avg_sqs,
+                                pp_error *err);
+
+/* The order of pp_sumsq_multi's sums: a tensor is cut in tiles of
+ * PP_SUMSQ_TILE elements (the last one shorter); in a tile, lane l of
+ * PP_SUMSQ_LANES adds the squares of elements l, l + LANES, l + 2 LANES, ...
+ * in order, then the lanes are added as a tree (lane l += lane l + o for o =
+ * LANES/2, LANES/4, ..., 1); the tiles' sums are added in order. */
+#define PP_SUMSQ_TILE 4096
+#define PP_SUMSQ_LANES 256
+
+/* sums[i] = sum of squares of xs[i]'s elements (F32, any shape; 0 when
+ * empty), each square exact in double and every sum a double in the order
+ * above, so that every backend gives the same bits. sums is host memory (n
+ * doubles) written in ex's stream order: read it after synchronising ex. */
+pp_status pp_sumsq_multi(pp_exec *ex, int n, const pp_tensor *const *xs, double *sums,
+                         pp_error *err);
+
+/* xs[i] *= s for n F32 tensors of ex's device (CUDA: one launch per 192). */
+pp_status pp_scale_multi(pp_exec *ex, float s, int n, pp_tensor *const *xs, pp_error *err);
+
+typedef struct pp_bn_stats_desc {
+    int m;                 /* micro-batches of the step, >= 1 */
+    const int *sizes;      /* (m) their samples, > 0 (host memory) */
+    float momentum;        /* running = (1 - momentum) * running + momentum * batch */
+} pp_bn_stats_desc;
+
+/* Deferred batch-norm statistics (torchgpipe's DeferredBatchNorm): each
+ * micro-batch's training forward ran with momentum 1 into its row of a
+ * layer's slots (F32, (M, 2, C), M >= m), whose rows were zero: row (k, 0)
+ * holds micro-batch k's mean, row (k, 1) its unbiased variance, over its
+ * sizes[k] * hw[i] values per channel. For each of the n layers this
+ * combines them in micro-batch order, in double, into the statistics of
+ * the whole mini-batch (N = sum of the counts):
+ *   mean = sum_k n_k mean_k / N
+ *   var  = sum_k [(n_k - 1) var_k + n_k (mean_k - mean)^2] / (N - 1)
+ * updates running_mean[i] and running_var[i] (F32, (C)) once, as a training
+ * forward over the whole mini-batch would ((1 - momentum) * running +
+ * momentum * statistic, in double, rounded once), and zeroes rows 0..m-1 of
+ * the slots for the next step. Both backends give the same bits. */
+pp_status pp_batchnorm_stats_combine(pp_exec *ex, const pp_bn_stats_desc *d, int n,
+                                     const int64_t *hw, pp_tensor *const *slots,
+                                     pp_tensor *const *running_mean,
+                                     pp_tensor *const *running_var, pp_error *err);
 
 /* ---- misc ------------------------------------------------------------------- */
 /* Busy-waits or sleeps for ms milliseconds in stream order (delay model). */

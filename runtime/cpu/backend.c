@@ -251,6 +251,10 @@ static const pp_backend_ops cpu_ops = {
     .embedding_backward = pp_cpu_embedding_backward,
     .position_forward = pp_cpu_position_forward,
     .position_backward = pp_cpu_position_backward,
+    .adamw_update_multi = pp_cpu_adamw_update_multi,
+    .sumsq_multi = pp_cpu_sumsq_multi,
+    .scale_multi = pp_cpu_scale_multi,
+    .bn_stats_combine = pp_cpu_bn_stats_combine,
 };
 
 const pp_backend_ops *pp_backend_cpu(void)

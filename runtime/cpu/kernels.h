@@ -44,7 +44,7 @@ pp_status pp_cpu_linear_forward(pp_exec *ex, int n, int in, int out, const float
 pp_status pp_cpu_linear_backward(pp_exec *ex, int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, pp_error *err);
 pp_status pp_cpu_linear_backward_data(pp_exec *ex, int n, int in, int out, const float *w, const float *dy, float *dx, pp_error *err);
 pp_status pp_cpu_linear_backward_weights(pp_exec *ex, int n, int in, int out, const float *x, const float *dy, float *dw, float *db, pp_error *err);
-pp_status pp_cpu_softmax_xent(pp_exec *ex, int n, int classes, const float *logits, const int32_t *labels, float divisor, float *loss, int32_t *correct, float *dlogits, pp_error *err);
+pp_status pp_cpu_softmax_xent(pp_exec *ex, const pp_xent_desc *d, int n, int classes, const float *logits, const int32_t *labels, float *loss, int32_t *correct, int32_t *correct_k, float *dlogits, pp_error *err);
 pp_status pp_cpu_dense_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, const float *x, const float *w, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_dense_backward_data(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, const float *w, const float *dy, float *dx, pp_error *err);
 pp_status pp_cpu_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, const float *x, const float *dy, float *dw, float *db, pp_error *err);
@@ -59,5 +59,10 @@ pp_status pp_cpu_embedding_backward(pp_exec *ex, int64_t rows, int vocab, int c,
 pp_status pp_cpu_position_forward(pp_exec *ex, int64_t n, int t, int c, const float *x, const float *table, float *y, pp_error *err);
 pp_status pp_cpu_position_backward(pp_exec *ex, int64_t n, int t, int c, const float *dy, float *dtable, pp_error *err);
 pp_status pp_cpu_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param, const float *grad, float *momentum_buf, pp_error *err);
+/* the training recipe (adamw.c, grad_norm.c, bn_stats.c) */
+pp_status pp_cpu_adamw_update_multi(pp_exec *ex, const pp_adamw_scalars *s, int count, float *const *param, const float *const *grad, float *const *exp_avg, float *const *exp_avg_sq, const int64_t *sizes, pp_error *err);
+pp_status pp_cpu_sumsq_multi(pp_exec *ex, int count, const float *const *x, const int64_t *sizes, double *sums, pp_error *err);
+pp_status pp_cpu_scale_multi(pp_exec *ex, float s, int count, float *const *x, const int64_t *sizes, pp_error *err);
+pp_status pp_cpu_bn_stats_combine(pp_exec *ex, const pp_bn_stats_desc *d, int count, const int *c, const int64_t *hw, float *const *slots, float *const *running_mean, float *const *running_var, pp_error *err);
 
 #endif

@@ -1,10 +1,12 @@
 /*
- * loss.c - CPU softmax cross-entropy with its gradient and a correct count,
- * in one pass over the logits per row (the fused classifier: no second
- * tensor of probabilities). Labels are validated before anything is written.
- * Log-sum-exp, the loss and the softmax normaliser are computed in double;
- * the argmax takes the first maximum. Rows are independent and run in tasks
- * on the device's pool, each row's loss kept in the exec's workspace; the
+ * loss.c - CPU softmax cross-entropy with label smoothing, its gradient, and
+ * the top-1 and top-k counts (pp_softmax_xent_ex), in one pass over the
+ * logits per row (the fused classifier: no second tensor of probabilities).
+ * Labels are validated before anything is written. Log-sum-exp, the loss,
+ * the logits' sum and the softmax normaliser are computed in double; the
+ * argmax takes the first maximum. Without smoothing the arithmetic is the
+ * plain loss's (the same bits). Rows are independent and run in tasks on the
+ * device's pool, each row's loss and counts kept in the exec's workspace; the
  * losses are then summed in row order on the calling thread, so the result
  * does not depend on the thread count. dlogits may be logits itself (each
  * row reads its logits before it writes its gradient).
@@ -18,14 +20,26 @@
 #define LOGITS_PER_TASK ((int64_t)1 << 16)
 
 typedef struct xent_job {
-    int n, classes, rows_per_task;
+    int n, classes, rows_per_task, top_k;
+    bool want_k;
     const float *logits;
     const int32_t *labels;
-    double inv_div;
+    double inv_div, eps;
     float *dlogits;
     double *loss;  /* (n) each row's loss */
     char *hit;     /* (n) its argmax is its label */
+    char *hit_k;   /* (n) its label ranks below top_k */
 } xent_job;
+
+/* Classes that rank before the label: larger logits, or equal ones of a
+ * lower index (the argmax's tie rule). */
+static int label_rank(const float *z, int classes, int label)
+{
+    const float zl = z[label];
+    int r = 0;
+    for (int j = 0; j < classes; j++) r += z[j] > zl || (z[j] == zl && j < label);
+    return r;
+}
 
 static void xent_task(void *arg, int64_t t, int worker)
 {
@@ -34,6 +48,7 @@ static void xent_task(void *arg, int64_t t, int worker)
     const int i0 = (int)t * j->rows_per_task;
     const int i1 = i0 + j->rows_per_task < j->n ? i0 + j->rows_per_task : j->n;
     const int classes = j->classes;
+    const double eps = j->eps, off = eps / (double)classes, on = 1.0 - eps + off;
     for (int i = i0; i < i1; i++) {
         const float *z = j->logits + (size_t)i * classes;
         float *g = j->dlogits + (size_t)i * classes;
@@ -47,18 +62,29 @@ static void xent_task(void *arg, int64_t t, int worker)
             }
         double se = 0.0;
         for (int c = 0; c < classes; c++) se += exp((double)z[c] - (double)zmax);
-        const double zl = (double)z[label];
-        j->loss[i] = (double)zmax + log(se) - zl;
+        const double zl = (double)z[label], lse = (double)zmax + log(se);
         j->hit[i] = best == label;
-        const double scale = j->inv_div / se;
-        for (int c = 0; c < classes; c++) g[c] = (float)(exp((double)z[c] - (double)zmax) * scale);
-        g[label] = (float)((exp(zl - (double)zmax) / se - 1.0) * j->inv_div);
+        j->hit_k[i] = j->want_k && label_rank(z, classes, label) < j->top_k;
+        if (eps == 0) {
+            j->loss[i] = lse - zl;
+            const double scale = j->inv_div / se;
+            for (int c = 0; c < classes; c++)
+                g[c] = (float)(exp((double)z[c] - (double)zmax) * scale);
+            g[label] = (float)((exp(zl - (double)zmax) / se - 1.0) * j->inv_div);
+            continue;
+        }
+        double sz = 0.0;
+        for (int c = 0; c < classes; c++) sz += (double)z[c];
+        j->loss[i] = (1.0 - eps) * (lse - zl) + eps * (lse - sz / (double)classes);
+        for (int c = 0; c < classes; c++)
+            g[c] = (float)((exp((double)z[c] - (double)zmax) / se - (c == label ? on : off)) *
+                           j->inv_div);
     }
 }
 
-pp_status pp_cpu_softmax_xent(pp_exec *ex, int n, int classes, const float *logits,
-                              const int32_t *labels, float divisor, float *loss, int32_t *correct,
-                              float *dlogits, pp_error *err)
+pp_status pp_cpu_softmax_xent(pp_exec *ex, const pp_xent_desc *d, int n, int classes,
+                              const float *logits, const int32_t *labels, float *loss,
+                              int32_t *correct, int32_t *correct_k, float *dlogits, pp_error *err)
 {
     for (int i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= classes)
@@ -66,19 +92,24 @@ pp_status pp_cpu_softmax_xent(pp_exec *ex, int n, int classes, const float *logi
                                 "softmax_xent: label %d of sample %d is outside [0, %d)",
                                 (int)labels[i], i, classes);
     void *ws;
-    PP_TRY(pp_exec_workspace(ex, (size_t)(n > 0 ? n : 1) * (sizeof(double) + 1), &ws, err));
+    PP_TRY(pp_exec_workspace(ex, (size_t)(n > 0 ? n : 1) * (sizeof(double) + 2), &ws, err));
     int per = (int)(LOGITS_PER_TASK / (classes > 0 ? classes : 1));
     xent_job j = {.n = n, .classes = classes, .rows_per_task = per > 1 ? per : 1,
-                  .logits = logits, .labels = labels, .inv_div = 1.0 / (double)divisor,
-                  .dlogits = dlogits, .loss = ws, .hit = (char *)((double *)ws + n)};
+                  .top_k = d->top_k, .want_k = correct_k != NULL, .logits = logits,
+                  .labels = labels, .inv_div = 1.0 / (double)d->divisor,
+                  .eps = d->label_smoothing, .dlogits = dlogits, .loss = ws,
+                  .hit = (char *)((double *)ws + n)};
+    j.hit_k = j.hit + n;
     pp_cpu_parallel(ex, (n + j.rows_per_task - 1) / j.rows_per_task, xent_task, &j);
     double total = 0.0;
-    int32_t hits = 0;
+    int32_t hits = 0, hits_k = 0;
     for (int i = 0; i < n; i++) {
         total += j.loss[i];
         hits += j.hit[i];
+        hits_k += j.hit_k[i];
     }
-    *loss = (float)(total / (double)divisor);
+    *loss = (float)(total / (double)d->divisor);
     *correct = hits;
+    if (correct_k) *correct_k = hits_k;
     return PP_OK;
 }

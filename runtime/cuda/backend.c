@@ -30,6 +30,7 @@
 #include "gconv.h"
 #include "internal.h"
 #include "kernels.h"
+#include "train_ops.h"
 
 /* ---- devices -------------------------------------------------------------- */
 
@@ -416,13 +417,17 @@ static pp_status cuda_channel_bias_backward(pp_exec *ex, int64_t n, int64_t c, i
                    pp_cuda_launch_channel_bias_backward(ce->stream, n, c, hw, dy, db));
 }
 
-static pp_status cuda_softmax_xent(pp_exec *ex, int n, int classes, const float *logits,
-                                   const int32_t *labels, float divisor, float *loss,
-                                   int32_t *correct, float *dlogits, pp_error *err)
+static pp_status cuda_softmax_xent(pp_exec *ex, const pp_xent_desc *d, int n, int classes,
+                                   const float *logits, const int32_t *labels, float *loss,
+                                   int32_t *correct, int32_t *correct_k, float *dlogits,
+                                   pp_error *err)
 {
     BEGIN(ex, ce, err);
     if (n == 0) {
         PP_TRY(PP_CUDA(ex->dev, err, cudaMemsetAsync(loss, 0, sizeof(float), ce->stream)));
+        if (correct_k)
+            PP_TRY(PP_CUDA(ex->dev, err,
+                           cudaMemsetAsync(correct_k, 0, sizeof(int32_t), ce->stream)));
         return PP_CUDA(ex->dev, err, cudaMemsetAsync(correct, 0, sizeof(int32_t), ce->stream));
     }
     void *ws;
@@ -430,8 +435,9 @@ static pp_status cuda_softmax_xent(pp_exec *ex, int n, int classes, const float 
     double *row_loss = ws;
     int32_t *row_correct = (int32_t *)(row_loss + n);
     return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_softmax_xent(ce->stream, n, classes, logits, labels, divisor,
-                                               row_loss, row_correct, loss, correct, dlogits));
+                   pp_cuda_launch_softmax_xent(ce->stream, n, classes, logits, labels, d->divisor,
+                                               d->label_smoothing, d->top_k, row_loss,
+                                               row_correct, loss, correct, correct_k, dlogits));
 }
 
 static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
@@ -443,17 +449,6 @@ static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, f
                    pp_cuda_launch_sgd(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n, d->lr,
                                       d->momentum, d->weight_decay, d->nesterov, d->first_step,
                                       param, grad, momentum_buf));
-}
-
-/* Appends a tensor of units (elements or bytes) to a multi-tensor list, cut
- * in tiles of tile units: its index in the list. */
-static int multi_add(int32_t *first_tile, int32_t *count, int32_t *tiles, int64_t units,
-                     int64_t tile)
-{
-    const int k = (*count)++;
-    first_tile[k] = *tiles;
-    *tiles += (int32_t)((units + tile - 1) / tile);
-    return k;
 }
 
 /* One launch per PP_CUDA_SGD_MULTI non-empty tensors. */
@@ -473,8 +468,8 @@ static pp_status cuda_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int co
             memset(&list, 0, sizeof list);
         }
         if (i == count || sizes[i] == 0) continue;
-        const int k = multi_add(list.first_tile, &list.count, &list.tiles, sizes[i],
-                                PP_CUDA_MULTI_TILE);
+        const int k = pp_cuda_multi_add(list.first_tile, &list.count, &list.tiles, sizes[i],
+                                        PP_CUDA_MULTI_TILE);
         list.param[k] = param[i];
         list.grad[k] = grad[i];
         list.buf[k] = buf[i];
@@ -497,8 +492,8 @@ static pp_status cuda_zero_multi(pp_exec *ex, int count, void *const *dst, const
             memset(&list, 0, sizeof list);
         }
         if (i == count || bytes[i] == 0) continue;
-        const int k = multi_add(list.first_tile, &list.count, &list.tiles, (int64_t)bytes[i],
-                                PP_CUDA_ZERO_TILE_BYTES);
+        const int k = pp_cuda_multi_add(list.first_tile, &list.count, &list.tiles,
+                                        (int64_t)bytes[i], PP_CUDA_ZERO_TILE_BYTES);
         list.ptr[k] = dst[i];
         list.bytes[k] = (int64_t)bytes[i];
     }
@@ -565,6 +560,10 @@ static const pp_backend_ops cuda_ops = {
     .softmax_xent = cuda_softmax_xent,
     .sgd_update = cuda_sgd_update,
     .sgd_update_multi = cuda_sgd_update_multi,
+    .adamw_update_multi = pp_cuda_adamw_update_multi,
+    .sumsq_multi = pp_cuda_sumsq_multi,
+    .scale_multi = pp_cuda_scale_multi,
+    .bn_stats_combine = pp_cuda_bn_stats_combine,
     .delay = cuda_delay,
     .transpose = pp_cuda_transpose,
     .profiler = cuda_profiler,

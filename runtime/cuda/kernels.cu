@@ -7,6 +7,7 @@
  * run in a fixed order, so results are deterministic run to run.
  */
 #include "kernels.h"
+#include "multi.cuh"
 
 #include <cstdlib>
 #include <cstring>
@@ -220,10 +221,13 @@ __global__ void avgpool_backward_k(int64_t planes, int64_t hw, const float *dy, 
         dx[i] = (float)((double)dy[i / hw] / (double)hw); /* the quotient, as the CPU's */
 }
 
-/* One block per row: max and first argmax, log-sum-exp (double), gradient. */
+/* One block per row: max and first argmax, log-sum-exp (double), the sum of
+ * the logits (label smoothing), the label's rank (top_k > 0), gradient.
+ * row_correct: bit 0 the argmax is the label, bit 1 the label ranks below
+ * top_k; -1 for a label outside [0, classes). */
 __global__ void softmax_xent_rows_k(int classes, const float *logits, const int32_t *labels,
-                                    float divisor, double *row_loss, int32_t *row_correct,
-                                    float *dlogits)
+                                    float divisor, float eps, int top_k, double *row_loss,
+                                    int32_t *row_correct, float *dlogits)
 {
     __shared__ float s_max[PP_CUDA_BLOCK];
     __shared__ int s_arg[PP_CUDA_BLOCK];
@@ -257,6 +261,25 @@ __global__ void softmax_xent_rows_k(int classes, const float *logits, const int3
     const float zmax = s_max[0];
     const int amax = s_arg[0];
 
+    int label = labels[row];
+    const bool bad = label < 0 || label >= classes;
+    if (bad) label = label < 0 ? 0 : classes - 1;
+    /* the label's rank: larger logits, and equal ones of lower index (s_arg is free) */
+    int rank = 0;
+    if (top_k > 0) {
+        const float zl = z[label];
+        for (int j = tid; j < classes; j += blockDim.x)
+            rank += z[j] > zl || (z[j] == zl && j < label);
+        __syncthreads();
+        s_arg[tid] = rank;
+        __syncthreads();
+        for (int off = blockDim.x / 2; off > 0; off /= 2) {
+            if (tid < off) s_arg[tid] += s_arg[tid + off];
+            __syncthreads();
+        }
+        rank = s_arg[0];
+    }
+
     double se = 0.0;
     for (int j = tid; j < classes; j += blockDim.x) se += exp((double)z[j] - (double)zmax);
     s_sum[tid] = se;
@@ -267,37 +290,57 @@ __global__ void softmax_xent_rows_k(int classes, const float *logits, const int3
     }
     se = s_sum[0];
 
-    int label = labels[row];
-    const bool bad = label < 0 || label >= classes;
-    if (bad) label = label < 0 ? 0 : classes - 1;
     const double inv_div = 1.0 / (double)divisor;
-    const double scale = inv_div / se;
-    for (int j = tid; j < classes; j += blockDim.x) {
-        const double p = exp((double)z[j] - (double)zmax);
-        g[j] = (float)(j == label ? (p / se - 1.0) * inv_div : p * scale);
+    double lse = (double)zmax + log(se), loss = lse - (double)z[label];
+    if (eps == 0.0f) {
+        const double scale = inv_div / se;
+        for (int j = tid; j < classes; j += blockDim.x) {
+            const double p = exp((double)z[j] - (double)zmax);
+            g[j] = (float)(j == label ? (p / se - 1.0) * inv_div : p * scale);
+        }
+    } else {
+        __syncthreads(); /* s_sum[0] read by every thread */
+        double sz = 0.0;
+        for (int j = tid; j < classes; j += blockDim.x) sz += (double)z[j];
+        s_sum[tid] = sz;
+        __syncthreads();
+        for (int off = blockDim.x / 2; off > 0; off /= 2) {
+            if (tid < off) s_sum[tid] += s_sum[tid + off];
+            __syncthreads();
+        }
+        const double e = eps, off = e / (double)classes, on = 1.0 - e + off;
+        loss = (1.0 - e) * loss + e * (lse - s_sum[0] / (double)classes);
+        for (int j = tid; j < classes; j += blockDim.x) {
+            const double p = exp((double)z[j] - (double)zmax);
+            g[j] = (float)((p / se - (j == label ? on : off)) * inv_div);
+        }
     }
     if (tid == 0) {
-        row_loss[row] = (double)zmax + log(se) - (double)z[label];
-        row_correct[row] = bad ? -1 : (amax == label);
+        row_loss[row] = loss;
+        row_correct[row] = bad ? -1 : (amax == label) | (top_k > 0 && rank < top_k) << 1;
     }
 }
 
 /* single thread: in-order sums, so the loss is deterministic */
 __global__ void softmax_xent_total_k(int n, float divisor, const double *row_loss,
-                                     const int32_t *row_correct, float *loss, int32_t *correct)
+                                     const int32_t *row_correct, float *loss, int32_t *correct,
+                                     int32_t *correct_k)
 {
     double total = 0.0;
-    int32_t hits = 0;
+    int32_t hits = 0, hits_k = 0;
     bool bad = false;
     for (int i = 0; i < n; i++) {
         total += row_loss[i];
-        if (row_correct[i] < 0)
+        if (row_correct[i] < 0) {
             bad = true;
-        else
-            hits += row_correct[i];
+        } else {
+            hits += row_correct[i] & 1;
+            hits_k += row_correct[i] >> 1 & 1;
+        }
     }
     *loss = (float)(total / (double)divisor);
     *correct = bad ? -1 : hits;
+    if (correct_k) *correct_k = bad ? -1 : hits_k;
 }
 
 /* ---- SGD and zeroing ------------------------------------------------------------ */
@@ -340,21 +383,6 @@ __global__ void sgd_k(int64_t n, sgd_args a, float *param, const float *grad, fl
 {
     sgd_scalar(a, 0, n, blockIdx.x * (int64_t)blockDim.x + threadIdx.x,
                (int64_t)gridDim.x * blockDim.x, param, grad, buf);
-}
-
-/* The tensor of tile t: the last one whose first tile is <= t (every listed
- * tensor has at least one tile). The same for every thread of a block. */
-__device__ __forceinline__ int tile_owner(const int32_t *first_tile, int count, int32_t t)
-{
-    int lo = 0, hi = count - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (first_tile[mid] <= t)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
 }
 
 __global__ void sgd_multi_k(const pp_cuda_sgd_list list, sgd_args a)
@@ -552,15 +580,18 @@ cudaError_t pp_cuda_launch_avgpool_backward(cudaStream_t s, unsigned grid, int64
 }
 
 cudaError_t pp_cuda_launch_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
-                                        const int32_t *labels, float divisor, double *row_loss,
-                                        int32_t *row_correct, float *loss, int32_t *correct,
+                                        const int32_t *labels, float divisor, float eps,
+                                        int top_k, double *row_loss, int32_t *row_correct,
+                                        float *loss, int32_t *correct, int32_t *correct_k,
                                         float *dlogits)
 {
-    softmax_xent_rows_k<<<n, PP_CUDA_BLOCK, 0, s>>>(classes, logits, labels, divisor, row_loss,
+    softmax_xent_rows_k<<<n, PP_CUDA_BLOCK, 0, s>>>(classes, logits, labels, divisor, eps,
+                                                    correct_k ? top_k : 0, row_loss,
                                                     row_correct, dlogits);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    softmax_xent_total_k<<<1, 1, 0, s>>>(n, divisor, row_loss, row_correct, loss, correct);
+    softmax_xent_total_k<<<1, 1, 0, s>>>(n, divisor, row_loss, row_correct, loss, correct,
+                                         correct_k);
     return cudaGetLastError();
 }
 

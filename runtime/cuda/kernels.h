@@ -81,12 +81,14 @@ cudaError_t pp_cuda_launch_avgpool_forward(cudaStream_t s, int64_t planes, int64
 /* dx[i] = dy[i / hw] / hw */
 cudaError_t pp_cuda_launch_avgpool_backward(cudaStream_t s, unsigned grid, int64_t planes,
                                             int64_t hw, const float *dy, float *dx);
-/* Softmax cross-entropy. row_loss (n doubles) and row_correct (n ints) are
- * scratch; loss/correct get the in-order sums (correct = -1 if a label was
- * outside [0, classes)). */
+/* Softmax cross-entropy with label smoothing eps (pp_softmax_xent_ex).
+ * row_loss (n doubles) and row_correct (n ints) are scratch; loss, correct
+ * and correct_k (may be NULL: no top-k count) get the in-order sums (-1 if a
+ * label was outside [0, classes)). */
 cudaError_t pp_cuda_launch_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
-                                        const int32_t *labels, float divisor, double *row_loss,
-                                        int32_t *row_correct, float *loss, int32_t *correct,
+                                        const int32_t *labels, float divisor, float eps,
+                                        int top_k, double *row_loss, int32_t *row_correct,
+                                        float *loss, int32_t *correct, int32_t *correct_k,
                                         float *dlogits);
 /* Multi-tensor launches cut their tensors into tiles of PP_CUDA_MULTI_TILE
  * elements (bytes for zeroing); block b takes tiles b, b + gridDim.x, ...
@@ -95,6 +97,17 @@ cudaError_t pp_cuda_launch_softmax_xent(cudaStream_t s, int n, int classes, cons
  * a launch can be captured in a CUDA graph), and each list stays under 4 KiB
  * with the other parameters, the kernel-parameter limit of every toolchain. */
 #define PP_CUDA_MULTI_TILE 4096
+
+/* Appends a tensor of units (elements or bytes) to a multi-tensor list, cut
+ * in tiles of tile units: its index in the list. */
+static inline int pp_cuda_multi_add(int32_t *first_tile, int32_t *count, int32_t *tiles,
+                                    int64_t units, int64_t tile)
+{
+    const int k = (*count)++;
+    first_tile[k] = *tiles;
+    *tiles += (int32_t)((units + tile - 1) / tile);
+    return k;
+}
 
 /* torch.optim.SGD on up to PP_CUDA_SGD_MULTI tensors of one step. */
 #define PP_CUDA_SGD_MULTI 96

@@ -70,6 +70,7 @@ SECTIONS = {
     "batch": "batch",
     "optimizer": "optimizer",
     "optimizer.lr_schedule": "optimizer.lr_schedule",
+    "loss": "loss",
     "data": "data",
     "eval": "eval",
     "walk_transforms": "transforms[]",

@@ -8,7 +8,8 @@
  *   - the bf16 casts: pp_bf16_from_f32's bits, specials included;
  *   - multi-tensor zeroing: every byte of every buffer, none beside;
  *   - channel bias, window and global average pooling, softmax
- *     cross-entropy: within f32 rounding of the CPU (1e-6 normalised);
+ *     cross-entropy (with label smoothing, top-k counts with ties): within
+ *     f32 rounding of the CPU (1e-6 normalised), the counts equal;
  *   - the delay kernel: it occupies its launch for the time asked.
  */
 #include <math.h>
@@ -285,32 +286,53 @@ static void test_bias_pool_loss(void)
     pp_tensor *ts[] = {&x, &py, &pdy, &pdx, &gy, &gdx};
     for (size_t i = 0; i < 6; i++) pp_tensor_free(ts[i]);
 
-    /* softmax cross-entropy */
+    /* softmax cross-entropy: plain, label smoothing, top-k (ties included) */
+    static const struct {
+        float eps;
+        int top_k;
+    } xc[] = {{0.0f, 0}, {0.1f, 5}, {0.0f, 1}, {0.3f, 3}};
     const int n = 37, classes = 10;
     const int64_t ls[2] = {n, classes}, ns[1] = {n}, one[1] = {1};
-    pp_tensor logits = emu_tensor(PP_F32, 2, ls, PP_NCHW),
-              labels = emu_tensor(PP_I32, 1, ns, PP_NCHW);
-    pp_tensor loss = emu_tensor(PP_F32, 0, one, PP_NCHW),
-              correct = emu_tensor(PP_I32, 0, one, PP_NCHW);
-    pp_tensor dl = emu_tensor(PP_F32, 2, ls, PP_NCHW);
-    fill(&logits, -4, 8);
-    for (int i = 0; i < n; i++) ((int32_t *)labels.data)[i] = (i * 7) % classes;
-    double *row_loss = malloc(sizeof(double) * n);
-    int32_t *row_correct = malloc(sizeof(int32_t) * n), kcorrect = -5;
-    float kloss = 0;
-    float *kdl = emu_copy(&dl, 0, &b1);
-    CHECK_OK(pp_softmax_xent(&g_ex, &logits, &labels, 8.0f, &loss, &correct, &dl, &err), &err);
-    LAUNCHED(pp_emu_cuda_launch_softmax_xent(0, n, classes, F(&logits), labels.data, 8.0f, row_loss,
-                                             row_correct, &kloss, &kcorrect, kdl),
-             "softmax_xent");
-    CHECK_MSG(fabs(kloss - F(&loss)[0]) <= 1e-6 * fabs(F(&loss)[0]),
-              "softmax_xent loss %.9g, the CPU's %.9g", kloss, F(&loss)[0]);
-    CHECK_MSG(kcorrect == ((int32_t *)correct.data)[0], "softmax_xent correct %d, the CPU's %d",
-              kcorrect, ((int32_t *)correct.data)[0]);
-    close_to(&dl, kdl, 1e-6, "softmax_xent dlogits");
-    free(b1), free(row_loss), free(row_correct);
-    pp_tensor_free(&logits), pp_tensor_free(&labels), pp_tensor_free(&loss),
-        pp_tensor_free(&correct), pp_tensor_free(&dl);
+    for (size_t ci = 0; ci < sizeof xc / sizeof xc[0]; ci++) {
+        pp_tensor logits = emu_tensor(PP_F32, 2, ls, PP_NCHW),
+                  labels = emu_tensor(PP_I32, 1, ns, PP_NCHW);
+        pp_tensor loss = emu_tensor(PP_F32, 0, one, PP_NCHW),
+                  correct = emu_tensor(PP_I32, 0, one, PP_NCHW),
+                  correct_k = emu_tensor(PP_I32, 0, one, PP_NCHW);
+        pp_tensor dl = emu_tensor(PP_F32, 2, ls, PP_NCHW);
+        fill(&logits, -4, 8);
+        for (int i = 0; i < n; i++) {
+            ((int32_t *)labels.data)[i] = (i * 7) % classes;
+            if (i % 5 == 0) /* a tie with the label */
+                F(&logits)[i * classes + 3] = F(&logits)[i * classes + (i * 7) % classes];
+        }
+        double *row_loss = malloc(sizeof(double) * n);
+        int32_t *row_correct = malloc(sizeof(int32_t) * n), kcorrect = -5, kcorrect_k = -5;
+        float kloss = 0;
+        float *kdl = emu_copy(&dl, 0, &b1);
+        const pp_xent_desc xd = {8.0f, xc[ci].eps, xc[ci].top_k};
+        CHECK_OK(pp_softmax_xent_ex(&g_ex, &xd, &logits, &labels, &loss, &correct,
+                                    xd.top_k ? &correct_k : NULL, &dl, &err),
+                 &err);
+        LAUNCHED(pp_emu_cuda_launch_softmax_xent(0, n, classes, F(&logits), labels.data, 8.0f,
+                                                 xd.label_smoothing, xd.top_k, row_loss,
+                                                 row_correct, &kloss, &kcorrect,
+                                                 xd.top_k ? &kcorrect_k : NULL, kdl),
+                 "softmax_xent");
+        CHECK_MSG(fabs(kloss - F(&loss)[0]) <= 1e-6 * fabs(F(&loss)[0]),
+                  "softmax_xent case %zu loss %.9g, the CPU's %.9g", ci, kloss, F(&loss)[0]);
+        CHECK_MSG(kcorrect == ((int32_t *)correct.data)[0],
+                  "softmax_xent case %zu correct %d, the CPU's %d", ci, kcorrect,
+                  ((int32_t *)correct.data)[0]);
+        if (xd.top_k)
+            CHECK_MSG(kcorrect_k == ((int32_t *)correct_k.data)[0],
+                      "softmax_xent case %zu top-%d %d, the CPU's %d", ci, xd.top_k, kcorrect_k,
+                      ((int32_t *)correct_k.data)[0]);
+        close_to(&dl, kdl, 1e-6, "softmax_xent dlogits");
+        free(b1), free(row_loss), free(row_correct);
+        pp_tensor_free(&logits), pp_tensor_free(&labels), pp_tensor_free(&loss),
+            pp_tensor_free(&correct), pp_tensor_free(&correct_k), pp_tensor_free(&dl);
+    }
 }
 
 static void test_delay(void)

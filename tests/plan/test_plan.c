@@ -144,7 +144,7 @@ static const struct bad_case {
     {"nesterov yes", BASE "optimizer: {momentum: 0.9, nesterov: yes}\n", 6, 38,
      "optimizer.nesterov must be true or false, got 'yes'"},
     {"optimizer adam", BASE "optimizer: {type: adam}\n", 6, 19,
-     "unknown optimizer.type 'adam' (expected sgd)"},
+     "unknown optimizer.type 'adam' (expected sgd or adamw)"},
     {"steps zero", BASE "steps: 0\n", 6, 8, "steps must be positive, got 0"},
     {"negative seed", BASE "seed: -1\n", 6, 7, "seed must be at least 0, got -1"},
     {"bad device", L_MODEL L_BATCH L_STAGES

@@ -126,9 +126,11 @@ def normalise(u8):
     return (v - m) / s
 
 
-def make_init(seed):
+def make_init(seed, model=None):
+    """A torchvision initialisation (of model(), default ResNet-50) with its
+    batch norms perturbed so that every tensor matters."""
     torch.manual_seed(seed)
-    m = torchvision.models.resnet50(num_classes=CLASSES)
+    m = model() if model else torchvision.models.resnet50(num_classes=CLASSES)
     g = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for mod in m.modules():
