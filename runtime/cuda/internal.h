@@ -241,4 +241,37 @@ pp_status pp_cuda_linear_backward_data(pp_exec *ex, int n, int in, int out, cons
 pp_status pp_cuda_linear_backward_weights(pp_exec *ex, int n, int in, int out, const float *x,
                                           const float *dy, float *dw, float *db, pp_error *err);
 
+/* ---- the transformer ops (dense.c, transformer.c; ops.h, backend.h) ---- */
+
+pp_status pp_cuda_dense_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                const float *x, const float *w, const float *b, float *y,
+                                pp_error *err);
+pp_status pp_cuda_dense_backward_data(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                      const float *w, const float *dy, float *dx, pp_error *err);
+pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int out,
+                                         bool w_out_in, const float *x, const float *dy,
+                                         float *dw, float *db, pp_error *err);
+pp_status pp_cuda_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
+                                    const float *gamma, const float *beta, float *y, float *mean,
+                                    float *rstd, pp_error *err);
+pp_status pp_cuda_layernorm_backward(pp_exec *ex, int64_t rows, int c, const float *x,
+                                     const float *dy, const float *gamma, const float *mean,
+                                     const float *rstd, float *dx, float *dgamma, float *dbeta,
+                                     pp_error *err);
+pp_status pp_cuda_attention_forward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                    float *y, float *lse, pp_error *err);
+pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                     const float *y, const float *lse, const float *dy,
+                                     float *dqkv, pp_error *err);
+pp_status pp_cuda_embedding_forward(pp_exec *ex, int64_t rows, int vocab, int c,
+                                    const int32_t *ids, const float *table, float *y,
+                                    pp_error *err);
+pp_status pp_cuda_embedding_backward(pp_exec *ex, int64_t rows, int vocab, int c,
+                                     const int32_t *ids, const float *dy, float *dtable,
+                                     pp_error *err);
+pp_status pp_cuda_position_forward(pp_exec *ex, int64_t n, int t, int c, const float *x,
+                                   const float *table, float *y, pp_error *err);
+pp_status pp_cuda_position_backward(pp_exec *ex, int64_t n, int t, int c, const float *dy,
+                                    float *dtable, pp_error *err);
+
 #endif
