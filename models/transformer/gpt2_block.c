@@ -13,7 +13,9 @@
  * A training forward keeps, per row: x, ln1, qkv, att, x2, ln2, h and g
  * (16 C floats) and both layer norms' statistics (4 floats), and per head
  * and row attention's log-sum-exp; no (T, T) matrix (ops.h). The backward
- * runs the chain back; a split backward's input part keeps, for its weight
+ * runs the chain back (c_fc and its GELU as one op each way, which a
+ * backend may fuse: pp_dense_gelu_forward, pp_dense_backward_data_gelu); a
+ * split backward's input part keeps, for its weight
  * part, the four dense layers' inputs and output gradients (dy, dh, dx2,
  * dqkv: 9 C floats per row) and the layer norms' parameter gradients
  * ((2, C) each), and adds those into the parameters' gradients there with
@@ -183,9 +185,8 @@ static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_ten
     PP_TRY(pp_add(ex, x, &v->x2, &v->x2, err));
     PP_TRY(pp_layernorm_forward(ex, PP_GPT2_LN_EPS, &v->x2, &u->value[m->ln2_w],
                                 entry(u, m->ln2_b), &v->ln2, &v->mean2, &v->rstd2, err));
-    PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->ln2, &u->value[m->fc_w], entry(u, m->fc_b),
-                            &v->h, err));
-    PP_TRY(pp_gelu_forward(ex, &v->h, &v->g, err));
+    PP_TRY(pp_dense_gelu_forward(ex, PP_WEIGHT_IN_OUT, &v->ln2, &u->value[m->fc_w],
+                                 entry(u, m->fc_b), &v->h, &v->g, err));
     PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->g, &u->value[m->mlp_w],
                             entry(u, m->mlp_b), y, err));
     return pp_add(ex, &v->x2, y, y, err);
@@ -245,12 +246,12 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
     if (!dx) RUN(pp_unit_alloc_like(&dxt, ex, &s->x, err));
     pp_tensor *dxo = dx ? dx : &dxt;
     const bool lnb = m->ln1_b >= 0;
-    /* mlp: y = x2 + g Wm + bm */
-    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &u->value[m->mlp_w], dy, &dh, err));
+    /* mlp: y = x2 + g Wm + bm, g = gelu(h): dh through the GELU at once */
+    RUN(pp_dense_backward_data_gelu(ex, PP_WEIGHT_IN_OUT, &u->value[m->mlp_w], dy, &s->h, &dh,
+                                    err));
     if (!split)
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->g, dy, &grad[m->mlp_w],
                                       m->mlp_b >= 0 ? &grad[m->mlp_b] : NULL, err));
-    RUN(pp_gelu_backward(ex, &s->h, &dh, &dh, err));
     RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &u->value[m->fc_w], &dh, &dc, err));
     if (!split)
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->ln2, &dh, &grad[m->fc_w],

@@ -223,6 +223,16 @@ typedef struct pp_backend_ops {
     pp_status (*dense_backward_weights)(pp_exec *ex, int64_t rows, int in, int out,
                                         bool w_out_in, const float *x, const float *dy,
                                         float *dw, float *db, pp_error *err);
+    /* (optional) the dense layer with its GELU, h = x W + b, g = GELU(h), and
+     * the data gradient through a GELU, dh = (dy W^T) GELU'(h) (ops.h); NULL,
+     * or PP_ERR_UNSUPPORTED having enqueued nothing: the caller runs the
+     * dense and GELU entries one after the other */
+    pp_status (*dense_gelu_forward)(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                    const float *x, const float *w, const float *b, float *h,
+                                    float *g, pp_error *err);
+    pp_status (*dense_backward_data_gelu)(pp_exec *ex, int64_t rows, int in, int out,
+                                          bool w_out_in, const float *w, const float *dy,
+                                          const float *h, float *dh, pp_error *err);
     pp_status (*layernorm_forward)(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
                                    const float *gamma, const float *beta, float *y, float *mean,
                                    float *rstd, pp_error *err);

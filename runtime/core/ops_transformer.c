@@ -2,8 +2,10 @@
  * ops_transformer.c - the transformer ops of the op API (ops.h: dense layers
  * in either weight order, layer norm, GELU, causal self-attention, token and
  * position embeddings): boundary checks, then dispatch to the exec's backend.
- * f32 operands only. A backend without an entry (CUDA for now) gets
- * PP_ERR_UNSUPPORTED from DISPATCH before anything runs.
+ * f32 operands only. A backend without an entry gets PP_ERR_UNSUPPORTED from
+ * DISPATCH before anything runs. The fused ops (a dense layer with its GELU)
+ * run the backend's fused entry where it has one and takes the shape, else
+ * the plain ops one after the other.
  */
 #include "ops.h"
 
@@ -112,6 +114,57 @@ pp_status pp_dense_backward_weights(pp_exec *ex, pp_weight_order order, const pp
     if (db) PP_TRY(check_f32_vec(ex, op, "db", db, out, err));
     return DISPATCH(dense_backward_weights, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
                     x->data, dy->data, dw->data, db ? db->data : NULL, err);
+}
+
+/* Runs a backend's fused entry: *done when it ran (or failed); not done when
+ * the backend has none or declined (PP_ERR_UNSUPPORTED): the caller then
+ * composes the op from the plain ones. */
+#define FUSED(fn, done, ...)                                                          \
+    (ENTRY(fn) ? fused_status(ex->dev->ops->fn(ex, __VA_ARGS__), done) : PP_OK)
+
+static pp_status fused_status(pp_status s, bool *done)
+{
+    *done = s != PP_ERR_UNSUPPORTED;
+    return *done ? s : PP_OK;
+}
+
+pp_status pp_dense_gelu_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
+                                const pp_tensor *w, const pp_tensor *b, pp_tensor *h,
+                                pp_tensor *g, pp_error *err)
+{
+    const char *op = "dense_gelu_forward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    int64_t in = 0, out = 0, rows = 0;
+    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_rows(ex, op, "x", x, in, &rows, err));
+    if (b) PP_TRY(check_f32_vec(ex, op, "b", b, out, err));
+    PP_TRY(check_rows_like(ex, op, "h", h, x, out, err));
+    PP_TRY(pp_ops_check_like(ex, op, "g", g, h, err));
+    bool done = false;
+    PP_TRY(FUSED(dense_gelu_forward, &done, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
+                 x->data, w->data, b ? b->data : NULL, h->data, g->data, err));
+    if (done) return PP_OK;
+    PP_TRY(pp_dense_forward(ex, order, x, w, b, h, err));
+    return pp_gelu_forward(ex, h, g, err);
+}
+
+pp_status pp_dense_backward_data_gelu(pp_exec *ex, pp_weight_order order, const pp_tensor *w,
+                                      const pp_tensor *dy, const pp_tensor *h, pp_tensor *dh,
+                                      pp_error *err)
+{
+    const char *op = "dense_backward_data_gelu";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    int64_t in = 0, out = 0, rows = 0;
+    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_rows(ex, op, "dy", dy, out, &rows, err));
+    PP_TRY(check_rows_like(ex, op, "h", h, dy, in, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dh", dh, h, err));
+    bool done = false;
+    PP_TRY(FUSED(dense_backward_data_gelu, &done, rows, (int)in, (int)out,
+                 order == PP_WEIGHT_OUT_IN, w->data, dy->data, h->data, dh->data, err));
+    if (done) return PP_OK;
+    PP_TRY(pp_dense_backward_data(ex, order, w, dy, dh, err));
+    return pp_gelu_backward(ex, h, dh, dh, err);
 }
 
 pp_status pp_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *x, const pp_tensor *gamma,

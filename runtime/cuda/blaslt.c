@@ -33,7 +33,7 @@ static const char *const kind_name[] = {"forward y = x w^T + b", "backward dx = 
                                         "fp32 GEMM"};
 
 static const char *const epi_name[] = {"", ", fp32 bias epilogue", ", GELU + aux + bias epilogue",
-                                       ", GELU backward (aux) epilogue"};
+                                       ", GELU + aux epilogue", ", GELU backward (aux) epilogue"};
 
 /* One GEMM's shape: the key of its cache entry, compared as bytes (all
  * fields int64_t: no padding). */
@@ -151,6 +151,7 @@ static pp_status make_descs(pp_exec *ex, const lt_gemm *g, lt_entry *e, pp_error
                                                            &tb, sizeof tb)));
     static const cublasLtEpilogue_t epis[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS,
                                               CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+                                              CUBLASLT_EPILOGUE_GELU_AUX,
                                               CUBLASLT_EPILOGUE_DGELU};
     if (g->epi != PP_LT_EPI_NONE) {
         const cublasLtEpilogue_t epi = epis[g->epi];
@@ -479,12 +480,13 @@ pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const 
     PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
     PP_TRY(lt_state(ex, ce, &c, err));
     if (mm->m == 0 || mm->n == 0) return PP_OK;
-    const bool aux = mm->epi == PP_LT_EPI_GELU_AUX_BIAS || mm->epi == PP_LT_EPI_DGELU;
+    const bool aux = mm->epi == PP_LT_EPI_GELU_AUX_BIAS || mm->epi == PP_LT_EPI_GELU_AUX ||
+                     mm->epi == PP_LT_EPI_DGELU;
     lt_gemm g = {.kind = LT_F32, .ta = mm->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                  .tb = mm->tb ? CUBLAS_OP_T : CUBLAS_OP_N, .m = mm->m, .n = mm->n, .k = mm->k,
                  .lda = mm->lda, .ldb = mm->ldb, .ldc = mm->ldd, .ab = CUDA_R_32F,
                  .cd = CUDA_R_32F,
                  .compute = mm->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
                  .epi = mm->epi, .ld_aux = aux ? mm->ld_aux : 0};
-    return gemm_aux(ex, ce, c, &g, a, b, d, mm->bias, mm->aux, mm->beta, err);
+    return gemm_aux(ex, ce, c, &g, a, b, d, mm->bias, (void *)mm->aux, mm->beta, err);
 }

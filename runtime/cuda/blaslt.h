@@ -56,6 +56,7 @@ typedef enum pp_cuda_lt_epi {
     PP_LT_EPI_BIAS,          /* D = AB + bias */
     PP_LT_EPI_GELU_AUX_BIAS, /* aux = AB + bias (the pre-activation, kept); D = GELU(aux), the
                                 tanh approximation */
+    PP_LT_EPI_GELU_AUX,      /* the same without a bias: aux = AB, D = GELU(aux) */
     PP_LT_EPI_DGELU,         /* D = AB * GELU'(aux): aux is the forward's pre-activation */
 } pp_cuda_lt_epi;
 
@@ -70,7 +71,8 @@ typedef struct pp_cuda_lt_matmul {
     float beta;             /* 0, or 1: D is added to (a parameter gradient) */
     pp_cuda_lt_epi epi;
     const float *bias;      /* (m) for PP_LT_EPI_BIAS and _GELU_AUX_BIAS */
-    float *aux;             /* (m, n), leading dimension ld_aux, for the GELU epilogues */
+    const float *aux;       /* (m, n), leading dimension ld_aux, for the GELU epilogues (written
+                               by _GELU_AUX*, read by _DGELU) */
     int64_t ld_aux;
 } pp_cuda_lt_matmul;
 

@@ -11,12 +11,16 @@
  *   backward data    dx^T = op(W)' dy^T                       in   R    out
  *   backward weights (in, out): dW^T += dy^T x                out  in   R
  *                    (out, in): dW^T += x^T dy                in   out  R
- * The forward's bias rides the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS);
- * the weight gradient is added by the GEMM (beta 1: "within the rounding of
- * the library's blend", ops.h); the bias gradient is a fixed-order column
- * sum of dy in double (colsum.cu), as the CPU's. Where cuBLASLt refuses a
- * shape, cublasSgemm (the exec's handle, in the same math mode) runs it and
- * the bias is added by a kernel of its own.
+ * The forward's bias rides the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS), and
+ * so does a GELU after the layer (the fused entries: GELU_AUX_BIAS keeps the
+ * pre-activation h and writes GELU(h); the backward's DGELU multiplies dy
+ * W^T by GELU'(h)); where cuBLASLt refuses those, the fused entries decline
+ * (PP_ERR_UNSUPPORTED, nothing enqueued) and ops_transformer.c runs the plain
+ * ops. The weight gradient is added by the GEMM (beta 1: "within the
+ * rounding of the library's blend", ops.h); the bias gradient is a
+ * fixed-order column sum of dy in double (colsum.cu), as the CPU's. Where
+ * cuBLASLt refuses a plain shape, cublasSgemm (the exec's handle, in the same
+ * math mode) runs it and the bias is added by a kernel of its own.
  */
 #include <limits.h>
 
@@ -78,6 +82,35 @@ pp_status pp_cuda_dense_forward(pp_exec *ex, int64_t rows, int in, int out, bool
                                   .tf32 = tf32(ex), .epi = b ? PP_LT_EPI_BIAS : PP_LT_EPI_NONE,
                                   .bias = b};
     return matmul(ex, &mm, w, x, y, err);
+}
+
+pp_status pp_cuda_dense_gelu_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                     const float *x, const float *w, const float *b, float *h,
+                                     float *g, pp_error *err)
+{
+    if (rows == 0 || out == 0 || in == 0)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: dense + GELU: an empty product",
+                            ex->dev->name);
+    const pp_cuda_lt_matmul mm = {.ta = w_out_in, .m = out, .n = rows, .k = in,
+                                  .lda = w_out_in ? in : out, .ldb = in, .ldd = out,
+                                  .tf32 = tf32(ex),
+                                  .epi = b ? PP_LT_EPI_GELU_AUX_BIAS : PP_LT_EPI_GELU_AUX,
+                                  .bias = b, .aux = h, .ld_aux = out};
+    return matmul(ex, &mm, w, x, g, err);
+}
+
+pp_status pp_cuda_dense_backward_data_gelu(pp_exec *ex, int64_t rows, int in, int out,
+                                           bool w_out_in, const float *w, const float *dy,
+                                           const float *h, float *dh, pp_error *err)
+{
+    if (rows == 0 || in == 0 || out == 0)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: dense backward + GELU: an empty "
+                            "product", ex->dev->name);
+    const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
+                                  .lda = w_out_in ? in : out, .ldb = out, .ldd = in,
+                                  .tf32 = tf32(ex), .epi = PP_LT_EPI_DGELU, .aux = h,
+                                  .ld_aux = in};
+    return matmul(ex, &mm, w, dy, dh, err);
 }
 
 pp_status pp_cuda_dense_backward_data(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,

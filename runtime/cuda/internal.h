@@ -251,6 +251,12 @@ pp_status pp_cuda_dense_backward_data(pp_exec *ex, int64_t rows, int in, int out
 pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int out,
                                          bool w_out_in, const float *x, const float *dy,
                                          float *dw, float *db, pp_error *err);
+pp_status pp_cuda_dense_gelu_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                     const float *x, const float *w, const float *b, float *h,
+                                     float *g, pp_error *err);
+pp_status pp_cuda_dense_backward_data_gelu(pp_exec *ex, int64_t rows, int in, int out,
+                                           bool w_out_in, const float *w, const float *dy,
+                                           const float *h, float *dh, pp_error *err);
 pp_status pp_cuda_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
                                     const float *gamma, const float *beta, float *y, float *mean,
                                     float *rstd, pp_error *err);

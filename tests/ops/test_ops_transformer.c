@@ -6,7 +6,8 @@
  * a naive double-precision reference, each backward against central finite
  * differences of that reference (odd sizes, several row blocks and tiles),
  * the add-once contract of parameter gradients, results bitwise the same on
- * devices of 1 and 3 worker threads, and the boundary checks.
+ * devices of 1 and 3 worker threads, the dense layer fused with its GELU
+ * (the plain ops' bits), and the boundary checks.
  */
 #include "tests/ops/op_check.h"
 
@@ -583,6 +584,44 @@ static void test_add_once(void)
 
 /* ---- boundaries ------------------------------------------------------------------- */
 
+/* The dense layer with its GELU, forward and backward data: the bits of the
+ * plain ops one after the other (what the CPU runs), and their checks. */
+static void test_dense_gelu(void)
+{
+    pp_error err;
+    pp_tensor x = tnew(3, 2, 5, 7, 1), w = tnew(2, 7, 12, 1, 1), b = tnew(1, 12, 1, 1, 1);
+    pp_tensor h = tnew(3, 2, 5, 12, 1), g = tnew(3, 2, 5, 12, 1), h2 = tnew(3, 2, 5, 12, 1);
+    pp_tensor g2 = tnew(3, 2, 5, 12, 1), dy = tnew(3, 2, 5, 7, 1), dh = tnew(3, 2, 5, 12, 1);
+    pp_tensor dh2 = tnew(3, 2, 5, 12, 1), w2 = tnew(2, 12, 7, 1, 1);
+    free(fill(&x, 0, 1)), free(fill(&w, 0, 0.5)), free(fill(&b, 0, 1)), free(fill(&dy, 0, 1));
+    free(fill(&w2, 0, 0.5));
+    for (int bias = 0; bias < 2; bias++) {
+        const pp_tensor *bb = bias ? &b : NULL;
+        CHECK_OK(pp_dense_gelu_forward(&g_ex, PP_WEIGHT_IN_OUT, &x, &w, bb, &h, &g, &err), &err);
+        CHECK_OK(pp_dense_forward(&g_ex, PP_WEIGHT_IN_OUT, &x, &w, bb, &h2, &err), &err);
+        CHECK_OK(pp_gelu_forward(&g_ex, &h2, &g2, &err), &err);
+        CHECK_MSG(!memcmp(h.data, h2.data, pp_tensor_bytes(&h)) &&
+                      !memcmp(g.data, g2.data, pp_tensor_bytes(&g)),
+                  "dense + GELU (bias %d): not the plain ops' bits", bias);
+    }
+    /* the layer after the GELU, (12, 7) in (in, out) order, back into h */
+    CHECK_OK(pp_dense_backward_data_gelu(&g_ex, PP_WEIGHT_IN_OUT, &w2, &dy, &h, &dh, &err), &err);
+    CHECK_OK(pp_dense_backward_data(&g_ex, PP_WEIGHT_IN_OUT, &w2, &dy, &dh2, &err), &err);
+    CHECK_OK(pp_gelu_backward(&g_ex, &h, &dh2, &dh2, &err), &err);
+    CHECK_MSG(!memcmp(dh.data, dh2.data, pp_tensor_bytes(&dh)),
+              "dense backward data + GELU: not the plain ops' bits");
+    CHECK(pp_dense_gelu_forward(&g_ex, PP_WEIGHT_IN_OUT, &x, &w, &b, &h, &dy, &err) ==
+          PP_ERR_INVALID); /* g not shaped like h */
+    CHECK(pp_dense_gelu_forward(&g_ex, PP_WEIGHT_OUT_IN, &x, &w, &b, &h, &g, &err) ==
+          PP_ERR_INVALID);
+    CHECK(pp_dense_backward_data_gelu(&g_ex, PP_WEIGHT_IN_OUT, &w2, &dy, &x, &dh, &err) ==
+          PP_ERR_INVALID); /* h not the layer's input */
+    CHECK(pp_dense_backward_data_gelu(&g_ex, PP_WEIGHT_IN_OUT, &w2, &dy, &h, &x, &err) ==
+          PP_ERR_INVALID);
+    pp_tensor *ts[] = {&x, &w, &b, &h, &g, &h2, &g2, &dy, &dh, &dh2, &w2};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+}
+
 static void test_boundaries(void)
 {
     pp_error err;
@@ -633,6 +672,7 @@ int main(void)
     test_classifier();
     test_threads();
     test_add_once();
+    test_dense_gelu();
     test_boundaries();
     CHECK(pp_device_bytes_in_use(g_one) == 0 && pp_device_bytes_in_use(g_three) == 0);
     op_check_teardown();
