@@ -8,8 +8,9 @@
  * cuDNN (dnn.c), through cuDNN's graph API (gconv.c over gconv_graph.c;
  * gconv_probe.c), the fully connected layer through cuBLAS (blas.c) and
  * cuBLASLt (blaslt.c), the native bf16/NHWC entry (native.c), own kernels
- * (kernels.cu, nhwc.cu), the algorithm cache (algo_cache.c); absent.c in a
- * build without CUDA. Calls run from backend.c down to exec.c. It includes
+ * (kernels.cu, nhwc.cu), the transformer's ops (dense.c over cuBLASLt,
+ * transformer.c over the kernels of transformer.h), the algorithm cache
+ * (algo_cache.c); absent.c in a build without CUDA. Calls run from backend.c down to exec.c. It includes
  * runtime/core only.
  *
  * Every CUDA runtime, cuDNN and cuBLAS call goes through PP_CUDA, which turns
