@@ -20,7 +20,9 @@
  *          the second, its gradient summed into the embedding's), against
  *          the CPU's, by what the steps changed (updates.h), each tensor
  *          within NUDGE_K times what one ulp on every weight moves the CPU's
- *          own run (nudge.h), at least FLOOR; 2 stages against 1 likewise.
+ *          own run (nudge.h), at least FLOOR; 2 stages against 1 likewise;
+ *          with two GPUs also 2 stages on cuda:0 and cuda:1 (the tied
+ *          gradient and weight by peer copies, pipeline/tied.c).
  *          `test_cuda_gpt2 cpu` runs the steps with the CPU as the device
  *          under test, without a GPU: every figure 0, the yardstick not.
  */
@@ -248,11 +250,14 @@ static void test_classifier(rig *r)
 
 /* ---- training steps ------------------------------------------------------------------- */
 
-static const char *const layouts[2] = {
+static const char *const layouts[3] = {
     "  - {device: %s:0, layers: [wte, wpe, h, ln_f, lm_head]}\n",
     "  - {device: %s:0, layers: [wte, wpe, h.0]}\n"
     "  - {device: %s:0, layers: [h.1, ln_f, lm_head]}\n",
+    "  - {device: %s:0, layers: [wte, wpe, h.0]}\n"
+    "  - {device: %s:1, layers: [h.1, ln_f, lm_head]}\n",
 };
+static const char *const layout_names[3] = {"1 stage", "2 stages", "2 stages on 2 devices"};
 
 /* Two steps of the small GPT-2 on kind ("cpu" or "cuda") in layout l. */
 static void run_gpt2(const char *dir, int l, const char *kind, const char *init,
@@ -279,7 +284,7 @@ static const char *g_kind = "cuda";
 
 static void test_steps(const char *dir)
 {
-    char corpus[256], cpu[256], init[256], nudged[256], ycpu[256], gpu[2][256];
+    char corpus[256], cpu[256], init[256], nudged[256], ycpu[256], gpu[3][256] = {"", "", ""};
     snprintf(corpus, sizeof corpus, "%s/corpus.txt", dir);
     FILE *f = fopen(corpus, "wb");
     CHECK(f != NULL);
@@ -292,38 +297,41 @@ static void test_steps(const char *dir)
     snprintf(init, sizeof init, "%s/gpt2-init.safetensors", dir);
     snprintf(nudged, sizeof nudged, "%s/gpt2-init-nudged.safetensors", dir);
     snprintf(ycpu, sizeof ycpu, "%s/gpt2-cpu-nudged.safetensors", dir);
-    double cpu_loss[2] = {0}, y_loss[2] = {0}, gpu_loss[2][2] = {{0}};
+    double cpu_loss[2] = {0}, y_loss[2] = {0}, gpu_loss[3][2] = {{0}};
     run_gpt2(dir, 0, "cpu", init, NULL, cpu, cpu_loss);
     nudge_checkpoint(init, nudged, 0);
     run_gpt2(dir, 0, "cpu", NULL, nudged, ycpu, y_loss);
     fprintf(stderr, "gpt2 cpu: losses %.7f %.7f; from the nudged weights %.7f %.7f\n",
             cpu_loss[0], cpu_loss[1], y_loss[0], y_loss[1]);
-    for (int l = 0; l < 2; l++) {
-        snprintf(gpu[l], sizeof gpu[l], "%s/gpt2-cuda%d.safetensors", dir, l + 1);
+    /* two devices: a peer copy of the tied gradient and weight (pipeline/tied.c) */
+    const int layouts_run = !strcmp(g_kind, "cpu") || pp_cuda_device_count() > 1 ? 3 : 2;
+    for (int l = 0; l < layouts_run; l++) {
+        snprintf(gpu[l], sizeof gpu[l], "%s/gpt2-cuda%d.safetensors", dir, l);
         run_gpt2(dir, l, g_kind, NULL, NULL, gpu[l], gpu_loss[l]);
         for (int i = 0; i < 2; i++)
             CHECK_MSG(loss_ok(gpu_loss[l][i], cpu_loss[i], y_loss[i], 1e-4),
-                      "gpt2, %d stages, step %d: loss %.7f on cuda, %.7f on cpu (nudged %.7f)",
-                      l + 1, i, gpu_loss[l][i], cpu_loss[i], y_loss[i]);
+                      "gpt2, %s, step %d: loss %.7f on %s, %.7f on cpu (nudged %.7f)",
+                      layout_names[l], i, gpu_loss[l][i], g_kind, cpu_loss[i], y_loss[i]);
         diff d = compare_with(gpu[l], cpu, init, ycpu, cpu);
-        fprintf(stderr, "gpt2 %s %d stage%s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), worst "
-                        "update %s: %.2e, %.2f of its tolerance (nudge %.2e)\n",
-                g_kind, l + 1, l ? "s" : "", gpu_loss[l][0], gpu_loss[l][1], cpu_loss[0],
+        fprintf(stderr, "gpt2 %s %s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), worst update %s: "
+                        "%.2e, %.2f of its tolerance (nudge %.2e)\n",
+                g_kind, layout_names[l], gpu_loss[l][0], gpu_loss[l][1], cpu_loss[0],
                 cpu_loss[1], d.name, d.rel, d.ratio, d.yard);
-        CHECK_MSG(d.ratio <= 1, "gpt2, %d stages vs cpu: %.2e at %s (nudge %.2e)", l + 1, d.rel,
-                  d.name, d.yard);
+        CHECK_MSG(d.ratio <= 1, "gpt2, %s vs cpu: %.2e at %s (nudge %.2e)", layout_names[l],
+                  d.rel, d.name, d.yard);
         if (!strcmp(g_kind, "cpu"))
             CHECK_MSG(d.rel == 0 && d.yard > 0 && gpu_loss[l][1] == cpu_loss[1],
-                      "gpt2 on the cpu, %d stages: %.2e at %s, nudge %.2e (want 0 and > 0)",
-                      l + 1, d.rel, d.name, d.yard);
+                      "gpt2 on the cpu, %s: %.2e at %s, nudge %.2e (want 0 and > 0)",
+                      layout_names[l], d.rel, d.name, d.yard);
+        if (l == 0) continue;
+        d = compare_with(gpu[l], gpu[0], init, ycpu, cpu);
+        fprintf(stderr, "gpt2 %s %s (the tied embedding split) vs 1 stage: worst %s: %.2e, %.2f "
+                        "of its tolerance\n",
+                g_kind, layout_names[l], d.name, d.rel, d.ratio);
+        CHECK_MSG(d.ratio <= 1, "gpt2 %s vs 1 stage: %.2e at %s (nudge %.2e)", layout_names[l],
+                  d.rel, d.name, d.yard);
     }
-    diff d = compare_with(gpu[1], gpu[0], init, ycpu, cpu);
-    fprintf(stderr, "gpt2 %s 2 stages (the tied embedding split) vs 1: worst %s: %.2e, %.2f of "
-                    "its tolerance\n",
-            g_kind, d.name, d.rel, d.ratio);
-    CHECK_MSG(d.ratio <= 1, "gpt2 cuda 2 stages vs 1: %.2e at %s (nudge %.2e)", d.rel, d.name,
-              d.yard);
-    const char *files[] = {corpus, cpu, init, nudged, ycpu, gpu[0], gpu[1]};
+    const char *files[] = {corpus, cpu, init, nudged, ycpu, gpu[0], gpu[1], gpu[2]};
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) unlink(files[k]);
 }
 

@@ -90,11 +90,11 @@ gpt2_vs() {
 
 partgpt2() {
     cur_part=gpt2
-    local tdev=cuda:0 gmap=cpu:*=cuda:0 rc verdict
+    local tdev=cuda:0 gmap="cpu:*=cuda:0" rc verdict
     g_layers=12 g_heads=12 g_embd=768 g_vocab=50257 g_t=1024 g_batch=8 g_steps=10 g_warm=3
     if [ $dry = 1 ]; then
         g_layers=2 g_heads=2 g_embd=64 g_vocab=256 g_t=64 g_batch=2 g_steps=3 g_warm=1
-        tdev=cpu gmap=cpu:*=cpu:0
+        tdev=cpu gmap="cpu:*=cpu:0"
     fi
     g_what="$g_layers x $g_embd, batch $g_batch x $g_t"
 
