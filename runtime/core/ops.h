@@ -354,6 +354,26 @@ pp_status pp_layernorm_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor
                                 const pp_tensor *rstd, pp_tensor *dx, pp_tensor *dgamma,
                                 pp_tensor *dbeta, pp_error *err);
 
+/* A residual add and the layer norm after it (a transformer block's second
+ * norm): s = a + b, written (the residual stream, (..., C) like a), and y =
+ * the layer norm of s as pp_layernorm_forward gives it (mean, rstd kept):
+ * the bits of pp_add(a, b, s) then pp_layernorm_forward(s, ...), which is
+ * what runs where the backend has no fused entry. s may alias a or b. */
+pp_status pp_add_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *a,
+                                   const pp_tensor *b, const pp_tensor *gamma,
+                                   const pp_tensor *beta, pp_tensor *s, pp_tensor *y,
+                                   pp_tensor *mean, pp_tensor *rstd, pp_error *err);
+/* The layer norm's backward with a residual branch's gradient added: dx =
+ * the gradient through the norm + dres (dgamma, dbeta as
+ * pp_layernorm_backward): the bits of pp_layernorm_backward into dx then
+ * pp_accumulate(dres, dx), which is what runs where the backend has no fused
+ * entry. dres has x's shape and may not alias dx. */
+pp_status pp_layernorm_backward_add(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
+                                    const pp_tensor *gamma, const pp_tensor *mean,
+                                    const pp_tensor *rstd, const pp_tensor *dres,
+                                    pp_tensor *dx, pp_tensor *dgamma, pp_tensor *dbeta,
+                                    pp_error *err);
+
 /* GELU, tanh approximation (GPT-2's; torch's gelu(approximate="tanh")):
  * y = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))), any shape; y may be x. */
 pp_status pp_gelu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err);

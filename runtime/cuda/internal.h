@@ -261,6 +261,14 @@ pp_status pp_cuda_dense_backward_data_gelu(pp_exec *ex, int64_t rows, int in, in
 pp_status pp_cuda_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
                                     const float *gamma, const float *beta, float *y, float *mean,
                                     float *rstd, pp_error *err);
+pp_status pp_cuda_add_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps,
+                                        const float *a, const float *b, const float *gamma,
+                                        const float *beta, float *s, float *y, float *mean,
+                                        float *rstd, pp_error *err);
+pp_status pp_cuda_layernorm_backward_add(pp_exec *ex, int64_t rows, int c, const float *x,
+                                         const float *dy, const float *gamma, const float *mean,
+                                         const float *rstd, const float *dres, float *dx,
+                                         float *dgamma, float *dbeta, pp_error *err);
 pp_status pp_cuda_layernorm_backward(pp_exec *ex, int64_t rows, int c, const float *x,
                                      const float *dy, const float *gamma, const float *mean,
                                      const float *rstd, float *dx, float *dgamma, float *dbeta,

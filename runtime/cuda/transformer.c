@@ -15,21 +15,30 @@
     pp_cuda_exec *ce;                                          \
     PP_TRY(pp_cuda_exec_begin((ex), 0, 0, &ce, (err)))
 
-pp_status pp_cuda_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
-                                    const float *gamma, const float *beta, float *y, float *mean,
-                                    float *rstd, pp_error *err)
+pp_status pp_cuda_add_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps,
+                                        const float *a, const float *b, const float *gamma,
+                                        const float *beta, float *s, float *y, float *mean,
+                                        float *rstd, pp_error *err)
 {
     if (rows == 0) return PP_OK;
     BEGIN(ex, ce, err);
     return PP_CUDA(ex->dev, err,
                    pp_cuda_launch_layernorm_forward(ce->stream, pp_cuda_max_grid(ex), rows, c,
-                                                    eps, x, gamma, beta, y, mean, rstd));
+                                                    eps, a, b, s, gamma, beta, y, mean, rstd));
 }
 
-pp_status pp_cuda_layernorm_backward(pp_exec *ex, int64_t rows, int c, const float *x,
-                                     const float *dy, const float *gamma, const float *mean,
-                                     const float *rstd, float *dx, float *dgamma, float *dbeta,
-                                     pp_error *err)
+pp_status pp_cuda_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
+                                    const float *gamma, const float *beta, float *y, float *mean,
+                                    float *rstd, pp_error *err)
+{
+    return pp_cuda_add_layernorm_forward(ex, rows, c, eps, x, NULL, gamma, beta, NULL, y, mean,
+                                         rstd, err);
+}
+
+pp_status pp_cuda_layernorm_backward_add(pp_exec *ex, int64_t rows, int c, const float *x,
+                                         const float *dy, const float *gamma, const float *mean,
+                                         const float *rstd, const float *dres, float *dx,
+                                         float *dgamma, float *dbeta, pp_error *err)
 {
     if (rows == 0 || c == 0) return PP_OK;
     BEGIN(ex, ce, err);
@@ -38,8 +47,17 @@ pp_status pp_cuda_layernorm_backward(pp_exec *ex, int64_t rows, int c, const flo
                                      sizeof(double), &part, err));
     return PP_CUDA(ex->dev, err,
                    pp_cuda_launch_layernorm_backward(ce->stream, pp_cuda_max_grid(ex), rows, c, x,
-                                                     dy, gamma, mean, rstd, dx, part, dgamma,
-                                                     dbeta));
+                                                     dy, gamma, mean, rstd, dres, dx, part,
+                                                     dgamma, dbeta));
+}
+
+pp_status pp_cuda_layernorm_backward(pp_exec *ex, int64_t rows, int c, const float *x,
+                                     const float *dy, const float *gamma, const float *mean,
+                                     const float *rstd, float *dx, float *dgamma, float *dbeta,
+                                     pp_error *err)
+{
+    return pp_cuda_layernorm_backward_add(ex, rows, c, x, dy, gamma, mean, rstd, NULL, dx,
+                                          dgamma, dbeta, err);
 }
 
 static pp_status attention_dims(pp_exec *ex, const pp_attention_desc *d,

@@ -50,24 +50,27 @@ cudaError_t pp_cuda_launch_parts_add(cudaStream_t s, unsigned max_grid, int64_t 
 /* ---- layer norm (layernorm.cu) --------------------------------------------------- */
 
 /* y (rows, c) = (x - mean) rstd gamma + beta (beta may be NULL); mean, rstd
- * (rows) kept. One warp per row; statistics and y in double. */
+ * (rows) kept. One warp per row; statistics and y in double. With add (not
+ * NULL) the rows normalised are x + add, written to sum first (sum may be x
+ * or add; y may be x when add is NULL). */
 cudaError_t pp_cuda_launch_layernorm_forward(cudaStream_t s, unsigned max_grid, int64_t rows,
-                                             int c, float eps, const float *x,
-                                             const float *gamma, const float *beta, float *y,
-                                             float *mean, float *rstd);
+                                             int c, float eps, const float *x, const float *add,
+                                             float *sum, const float *gamma, const float *beta,
+                                             float *y, float *mean, float *rstd);
 
 /* Rows per block of the backward (and per partial sum of its parameters'
  * gradients), and the number of such chunks in rows rows (at least 1). */
 #define PP_CUDA_LN_CHUNK 16
 int64_t pp_cuda_layernorm_chunks(int64_t rows);
 
-/* dx (=), dgamma and dbeta (+=, dbeta may be NULL) from the kept statistics;
- * part: pp_cuda_layernorm_chunks(rows) * 2 * c doubles of scratch. */
+/* dx (=; + dres where dres is not NULL, added in f32), dgamma and dbeta (+=,
+ * dbeta may be NULL) from the kept statistics; part:
+ * pp_cuda_layernorm_chunks(rows) * 2 * c doubles of scratch. */
 cudaError_t pp_cuda_launch_layernorm_backward(cudaStream_t s, unsigned max_grid, int64_t rows,
                                               int c, const float *x, const float *dy,
                                               const float *gamma, const float *mean,
-                                              const float *rstd, float *dx, double *part,
-                                              float *dgamma, float *dbeta);
+                                              const float *rstd, const float *dres, float *dx,
+                                              double *part, float *dgamma, float *dbeta);
 
 /* ---- embeddings (embedding.cu) ---------------------------------------------------- */
 

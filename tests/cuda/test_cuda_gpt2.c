@@ -6,7 +6,8 @@
  *          cpu:0 on the same random inputs, at GPT-2's sizes and odd ones:
  *          dense layers in both weight orders (with and without bias; the
  *          vocabulary projection of 50257 rows; TF32 too; fused with a GELU
- *          after them, forward, and before them, backward), layer norm, GELU,
+ *          after them, forward, and before them, backward), layer norm (with
+ *          the residual add and gradient fused too), GELU,
  *          attention (heads of 64, 17 and 128 columns, t = 1024), token and
  *          position embeddings, the classifier over 50257 classes in place.
  *          Normalised errors within the CUDA suite's tolerances (cuda_rig.h:
@@ -150,6 +151,19 @@ static void test_layernorm_gelu(rig *r)
                    pp_layernorm_backward(ex, &x.g, &dy.g, &g.g, &mean.g, &rstd.g, &dx.g, &dg.g,
                                          NULL, err),
                    "layernorm backward dgamma");
+        /* with the residual add (x = dx + x, in x) and the residual gradient (dy) */
+        BOTH(r, pp_add_layernorm_forward(ex, 1e-5f, &dx.c, &x.c, &g.c, hb ? &be.c : NULL, &x.c,
+                                         &y.c, &mean.c, &rstd.c, err),
+             pp_add_layernorm_forward(ex, 1e-5f, &dx.g, &x.g, &g.g, hb ? &be.g : NULL, &x.g,
+                                      &y.g, &mean.g, &rstd.g, err));
+        CHECK_MSG(pair_bitwise(&x), "add + layernorm case %zu: the sum not the CPU's bits", i);
+        CHECK_CLOSE(r, &y, TOL_FWD, "add + layernorm forward case %zu", i);
+        BOTH(r, pp_layernorm_backward_add(ex, &x.c, &dy.c, &g.c, &mean.c, &rstd.c, &y.c, &dx.c,
+                                          &dg.c, hb ? &dbe.c : NULL, err),
+             pp_layernorm_backward_add(ex, &x.g, &dy.g, &g.g, &mean.g, &rstd.g, &y.g, &dx.g,
+                                       &dg.g, hb ? &dbe.g : NULL, err));
+        CHECK_CLOSE(r, &dx, TOL_BWD, "layernorm backward + residual gradient case %zu", i);
+        CHECK_CLOSE(r, &dg, TOL_BWD, "layernorm backward + residual gradient dgamma case %zu", i);
         /* GELU on the layer norm's output, in place both ways */
         BOTH(r, pp_gelu_forward(ex, &y.c, &dx.c, err), pp_gelu_forward(ex, &y.g, &dx.g, err));
         CHECK_CLOSE(r, &dx, TOL_FWD, "gelu forward case %zu", i);

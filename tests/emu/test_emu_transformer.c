@@ -8,7 +8,9 @@
  * strides, tiles cut short (t not a multiple of the attention's tiles),
  * heads of 4, 17, 32, 64 and 128 columns, chunks of rows cut short.
  *   - the fixed-order column sums (a dense layer's bias gradient) and the
- *     layer norm: within 1e-7 of the CPU (both sum in double);
+ *     layer norm, plain and with the residual add (forward) and gradient
+ *     (backward) fused: within 1e-7 of the CPU (both sum in double), the
+ *     residual sum bit for bit;
  *   - token and position embeddings: the CPU's bits (the same sums in the
  *     same order), repeated ids, two column passes;
  *   - attention forward (y, lse) and backward (dqkv from the CPU's y and
@@ -64,57 +66,78 @@ static void test_colsum(void)
 
 /* ---- layer norm ------------------------------------------------------------------------ */
 
+/* Plain, or fused with the residual add before it (s = a + b written over
+ * b, then normalised) and the residual gradient beside its backward (dx =
+ * through the norm + dres): against the CPU's pp_add_layernorm_forward and
+ * pp_layernorm_backward_add (the plain ops one after the other there). */
 static void test_layernorm(void)
 {
-    static const struct { int rows, c; bool beta; size_t off; } cases[] = {
-        {1, 1, true, 0}, {3, 33, false, 4}, {40, 100, true, 0}, {17, 768, true, 4},
-        {33, 5, false, 0}};
+    static const struct { int rows, c; bool beta, fused; size_t off; } cases[] = {
+        {1, 1, true, false, 0}, {3, 33, false, true, 4}, {40, 100, true, true, 0},
+        {17, 768, true, false, 4}, {33, 5, false, false, 0}, {18, 768, true, true, 4}};
     pp_error err;
     char what[96];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int rows = cases[i].rows, c = cases[i].c;
+        const bool fused = cases[i].fused;
         const size_t off = cases[i].off;
         const int64_t xs[2] = {rows, c}, cs[1] = {c}, rs[1] = {rows};
         pp_tensor x = emu_tensor(PP_F32, 2, xs, PP_NCHW), y = emu_tensor(PP_F32, 2, xs, PP_NCHW);
+        pp_tensor a = emu_tensor(PP_F32, 2, xs, PP_NCHW), res = emu_tensor(PP_F32, 2, xs, PP_NCHW);
         pp_tensor dy = emu_tensor(PP_F32, 2, xs, PP_NCHW), dx = emu_tensor(PP_F32, 2, xs, PP_NCHW);
         pp_tensor gamma = emu_tensor(PP_F32, 1, cs, PP_NCHW), beta = emu_tensor(PP_F32, 1, cs, PP_NCHW);
         pp_tensor dgamma = emu_tensor(PP_F32, 1, cs, PP_NCHW), dbeta = emu_tensor(PP_F32, 1, cs, PP_NCHW);
         pp_tensor mean = emu_tensor(PP_F32, 1, rs, PP_NCHW), rstd = emu_tensor(PP_F32, 1, rs, PP_NCHW);
         emu_fill(&x, -2, 4), emu_fill(&dy, -1, 2), emu_fill(&gamma, 0.5f, 1), emu_fill(&beta, -1, 2);
-        emu_fill(&dgamma, -1, 2), emu_fill(&dbeta, -1, 2);
+        emu_fill(&dgamma, -1, 2), emu_fill(&dbeta, -1, 2), emu_fill(&a, -1, 2), emu_fill(&res, -1, 2);
         for (int r = 0; r < rows; r++) /* rows about different means */
             for (int j = 0; j < c; j++) emu_f32(&x)[r * c + j] += 0.25f * (float)(r % 7);
-        void *bx, *by, *bm, *br, *bdy, *bdx, *bdg, *bdb;
+        void *bx, *by, *bm, *br, *bdy, *bdx, *bdg, *bdb, *ba, *bres;
         float *kx = emu_copy(&x, off, &bx), *ky = emu_copy(&y, off, &by), *km = emu_copy(&mean, off, &bm);
         float *kr = emu_copy(&rstd, off, &br), *kdy = emu_copy(&dy, off, &bdy);
         float *kdx = emu_copy(&dx, off, &bdx), *kdg = emu_copy(&dgamma, off, &bdg);
-        float *kdb = emu_copy(&dbeta, off, &bdb);
+        float *kdb = emu_copy(&dbeta, off, &bdb), *ka = emu_copy(&a, off, &ba);
+        float *kres = emu_copy(&res, off, &bres);
         const pp_tensor *b = cases[i].beta ? &beta : NULL;
-        CHECK_OK(pp_layernorm_forward(&g_ex, 1e-5f, &x, &gamma, b, &y, &mean, &rstd, &err), &err);
-        snprintf(what, sizeof what, "layer norm %d x %d%s%s", rows, c, b ? "" : ", no bias",
-                 off ? ", single floats" : "");
-        EMU_LAUNCHED(pp_emu_cuda_launch_layernorm_forward(0, MAX_GRID, rows, c, 1e-5f, kx,
-                                                          emu_f32(&gamma),
-                                                          b ? emu_f32(&beta) : NULL, ky, km, kr),
-                     what);
+        const float *kbeta = b ? emu_f32(&beta) : NULL;
+        snprintf(what, sizeof what, "layer norm %d x %d%s%s%s", rows, c, b ? "" : ", no bias",
+                 fused ? ", with the residual add" : "", off ? ", single floats" : "");
+        if (fused) { /* x = a + x, in x */
+            CHECK_OK(pp_add_layernorm_forward(&g_ex, 1e-5f, &a, &x, &gamma, b, &x, &y, &mean,
+                                              &rstd, &err), &err);
+            EMU_LAUNCHED(pp_emu_cuda_launch_layernorm_forward(0, MAX_GRID, rows, c, 1e-5f, ka, kx,
+                                                              kx, emu_f32(&gamma), kbeta, ky, km,
+                                                              kr), what);
+            emu_close(&x, kx, 0, "layer norm's residual sum");
+        } else {
+            CHECK_OK(pp_layernorm_forward(&g_ex, 1e-5f, &x, &gamma, b, &y, &mean, &rstd, &err),
+                     &err);
+            EMU_LAUNCHED(pp_emu_cuda_launch_layernorm_forward(0, MAX_GRID, rows, c, 1e-5f, kx,
+                                                              NULL, NULL, emu_f32(&gamma), kbeta,
+                                                              ky, km, kr), what);
+        }
         emu_close(&y, ky, 1e-7, what);
         emu_close(&mean, km, 1e-7, what);
         emu_close(&rstd, kr, 1e-7, what);
-        CHECK_OK(pp_layernorm_backward(&g_ex, &x, &dy, &gamma, &mean, &rstd, &dx, &dgamma,
-                                       b ? &dbeta : NULL, &err), &err);
+        if (fused)
+            CHECK_OK(pp_layernorm_backward_add(&g_ex, &x, &dy, &gamma, &mean, &rstd, &res, &dx,
+                                               &dgamma, b ? &dbeta : NULL, &err), &err);
+        else
+            CHECK_OK(pp_layernorm_backward(&g_ex, &x, &dy, &gamma, &mean, &rstd, &dx, &dgamma,
+                                           b ? &dbeta : NULL, &err), &err);
         double *part = malloc(sizeof(double) * 2 * (size_t)c *
                               (size_t)pp_emu_cuda_layernorm_chunks(rows));
         EMU_LAUNCHED(pp_emu_cuda_launch_layernorm_backward(0, MAX_GRID, rows, c, kx, kdy,
                                                            emu_f32(&gamma), emu_f32(&mean),
-                                                           emu_f32(&rstd), kdx, part, kdg,
-                                                           b ? kdb : NULL), what);
-        emu_close(&dx, kdx, 1e-7, "layer norm dx");
+                                                           emu_f32(&rstd), fused ? kres : NULL,
+                                                           kdx, part, kdg, b ? kdb : NULL), what);
+        emu_close(&dx, kdx, 1e-7, fused ? "layer norm dx (+ dres)" : "layer norm dx");
         emu_close(&dgamma, kdg, 1e-7, "layer norm dgamma (+=)");
         emu_close(&dbeta, kdb, 1e-7, "layer norm dbeta (+=, or untouched)");
         free(part);
-        void *bases[] = {bx, by, bm, br, bdy, bdx, bdg, bdb};
+        void *bases[] = {bx, by, bm, br, bdy, bdx, bdg, bdb, ba, bres};
         for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) free(bases[k]);
-        pp_tensor *ts[] = {&x, &y, &dy, &dx, &gamma, &beta, &dgamma, &dbeta, &mean, &rstd};
+        pp_tensor *ts[] = {&x, &y, &a, &res, &dy, &dx, &gamma, &beta, &dgamma, &dbeta, &mean, &rstd};
         for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
     }
 }
