@@ -8,6 +8,8 @@
   (several devices: the first waits for the others' work before its end
   event) and perf_counter on the CPU.
 - parse_devices(): "auto" | "cpu" | "cuda:0[,cuda:1]" into two device names.
+- timed_steps(): a training step's warm-up (a compiled model compiles in its
+  first) and its timed runs, for torch_eager.py and torch_gpt2.py.
 
 Only reads and sets per-process PyTorch flags; never touches the GPU's own
 settings.
@@ -95,3 +97,38 @@ class Timer:
 
 def median_min(values):
     return statistics.median(values), min(values)
+
+
+class WarmupFailed(Exception):
+    """A compiled model's warm-up step failed: args (what, why)."""
+
+
+def timed_steps(torch, step, device, steps, warmup, compiled):
+    """Runs step() warmup times (at least 2 when compiled: the first compiles),
+    then steps times, each timed alone (Timer). Returns (median ms, min ms,
+    the first warm-up step's seconds when compiled, else None); a compiled
+    model's failing warm-up step raises WarmupFailed, others raise."""
+    dev = torch.device(device)
+    compile_s = None
+    for i in range(max(warmup, 2) if compiled else warmup):
+        t0 = time.perf_counter()
+        try:
+            step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        except Exception as e:  # noqa: BLE001
+            if not compiled:
+                raise
+            raise WarmupFailed("torch.compile failed in warm-up step %d" % (i + 1),
+                               "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0]
+                                           if str(e).strip() else "")) from e
+        if i == 0 and compiled:
+            compile_s = time.perf_counter() - t0
+    timer = Timer(torch, [device])
+    times = []
+    for _ in range(steps):
+        timer.start()
+        step()
+        times.append(timer.stop())
+    med, mn = median_min(times)
+    return med, mn, compile_s

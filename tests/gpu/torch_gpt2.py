@@ -30,7 +30,6 @@ import json
 import math
 import os
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +39,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "torch"))  # the source tree's and the bundle's
 import gpt2_model  # noqa: E402
-from torch_common import Timer, fp32_math, median_min  # noqa: E402
+from torch_common import WarmupFailed, fp32_math, timed_steps  # noqa: E402
 
 SDPA = hasattr(F, "scaled_dot_product_attention")
 
@@ -126,29 +125,10 @@ def main():
         loss.backward()
         opt.step()
 
-    warmup = max(a.warmup, 2) if a.compile else a.warmup
-    compile_s = None
-    for i in range(warmup):
-        t0 = time.perf_counter()
-        try:
-            step()
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-        except Exception as e:  # noqa: BLE001
-            if not a.compile:
-                raise
-            return fail(a, "torch.compile failed in warm-up step %d" % (i + 1),
-                        "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0]
-                                    if str(e).strip() else ""))
-        if i == 0 and a.compile:
-            compile_s = time.perf_counter() - t0
-    timer = Timer(torch, [a.device])
-    times = []
-    for _ in range(a.steps):
-        timer.start()
-        step()
-        times.append(timer.stop())
-    med, mn = median_min(times)
+    try:
+        med, mn, compile_s = timed_steps(torch, step, a.device, a.steps, a.warmup, a.compile)
+    except WarmupFailed as e:
+        return fail(a, *e.args)
     tokens = a.batch * a.positions
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else 0.0
     attention = "scaled_dot_product_attention" if SDPA else "masked softmax"

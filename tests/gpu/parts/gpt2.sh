@@ -59,27 +59,18 @@ gpt2_ours() {
     fi
 }
 
-# gpt2_torch NAME LABEL ARGS...: tests/gpu/torch_gpt2.py ARGS as a row; sets tg_tps.
+# gpt2_torch NAME LABEL ARGS...: tests/gpu/torch_gpt2.py ARGS at the part's
+# sizes as a row; sets tg_tps.
 tg_tps=""
 gpt2_torch() {
-    local name=$1 label=$2 rc out cap=150
+    local name=$1 label=$2 rc
     shift 2
-    tg_tps=""
-    case " $* " in *" --compile "*) cap=200 ;; esac
-    run "torch-$name" $cap "${pyrun[@]}" "$bundle/gpu/torch_gpt2.py" --layers "$g_layers" \
+    torch_row "$name" "$label" torch_gpt2.py tokens_per_s --layers "$g_layers" \
         --heads "$g_heads" --embd "$g_embd" --vocab "$g_vocab" --positions "$g_t" \
         --batch "$g_batch" --steps "$g_steps" --warmup "$g_warm" "$@"
     rc=$?
-    if [ $rc -ne 0 ]; then
-        echo "$label: $(result_of $rc): $(why $rc "torch-$name")"
-        row "$label" "$(result_of $rc)" "$(why $rc "torch-$name")" "$last_cmd"
-        return $rc
-    fi
-    out=$(tail -n 2 "$res/torch-$name.out" 2>/dev/null | head -1)
-    tg_tps=$(jget "$res/torch-$name.out" 'j["tokens_per_s"]')
-    out+=$(jget "$res/torch-$name.out" '"; compiled in %.0f s" % j["compile_s"] if j.get("compile_s") else ""')
-    echo "$label: $out"
-    row "$label" "$([ -n "$tg_tps" ] && echo ok || echo 'FAIL(no figure)')" "$out" "$last_cmd"
+    tg_tps=$torch_fig
+    return $rc
 }
 
 # gpt2_vs LABEL OURS THEIRS GOAL: ours / theirs as a row.
