@@ -26,7 +26,10 @@
  * row's maximum and sum go round the segment by xor shuffles. Head sizes up
  * to 32, 64 and 128 have a kernel each (smaller sizes run padded with
  * zeros). The products run on the CUDA cores in f32 whatever the device's
- * math mode (TF32 would only lower the precision).
+ * math mode (TF32 would only lower the precision); each thread keeps its
+ * outputs in registers and reads an operand shared by them once per step
+ * of the sum (a query row's element for all its keys, a probability for all
+ * its columns), about one shared-memory load per multiply-add.
  */
 #include "transformer.h"
 
@@ -64,13 +67,20 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
     }
 }
 
-/* sum over d of a[d] b[d] (rows of two tiles) */
-template <int HS>
-__device__ __forceinline__ float dot_rows(const float *a, const float *b)
+/* s[j] = the sum over d, in order, of a[d] times row lane + TPR j of tile: a
+ * row's dot products with a lane's rows of a tile, a[d] read once for all
+ * of them */
+template <int HS, int TPR, int KPT>
+__device__ __forceinline__ void dot_rows(const float *a, const float *tile, int lane, float *s)
 {
-    float acc = 0.0f;
-    for (int d = 0; d < HS; d++) acc += a[d] * b[d];
-    return acc;
+    constexpr int LD = HS + 1;
+#pragma unroll
+    for (int j = 0; j < KPT; j++) s[j] = 0.0f;
+    for (int d = 0; d < HS; d++) {
+        const float x = a[d];
+#pragma unroll
+        for (int j = 0; j < KPT; j++) s[j] += x * tile[(lane + TPR * j) * LD + d];
+    }
 }
 
 template <int HS, int BQ, int BK>
@@ -95,12 +105,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
         load_tile<HS, BK>(sv, q + 2 * g.c, g.ld, k0, g.t, g.hs);
         __syncthreads();
         float s[KPT], mx = -INFINITY;
+        dot_rows<HS, TPR, KPT>(&sq[row * LD], sk, lane, s);
         #pragma unroll
         for (int j = 0; j < KPT; j++) {
             const int tk = k0 + lane + TPR * j;
-            s[j] = tk <= tq && tq < g.t
-                       ? dot_rows<HS>(&sq[row * LD], &sk[(lane + TPR * j) * LD]) * g.scale
-                       : -INFINITY;
+            s[j] = tk <= tq && tq < g.t ? s[j] * g.scale : -INFINITY;
             mx = fmax2(mx, s[j]);
         }
         for (int w = TPR / 2; w > 0; w /= 2) mx = fmax2(mx, __shfl_xor_sync(FULL, mx, w, TPR));
@@ -118,11 +127,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
         m = mnew;
         __syncthreads(); /* the row's probabilities are in sp */
         #pragma unroll
-        for (int j = 0; j < DPT; j++) {
-            const int d = lane + TPR * j;
-            float acc = o[j] * alpha;
-            for (int kk = 0; kk < BK; kk++) acc += sp[row * LP + kk] * sv[kk * LD + d];
-            o[j] = acc;
+        for (int j = 0; j < DPT; j++) o[j] *= alpha;
+        for (int kk = 0; kk < BK; kk++) {
+            const float p = sp[row * LP + kk];
+            #pragma unroll
+            for (int j = 0; j < DPT; j++) o[j] += p * sv[kk * LD + lane + TPR * j];
         }
     }
     if (tq >= g.t) return;
@@ -149,14 +158,16 @@ __device__ __forceinline__ void probs_and_dscores(const att_geom &g, const float
     constexpr int TPR = ATT_THREADS / BQ, KPT = BK / TPR;
     constexpr int LD = HS + 1, LP = BK + 1;
     const int tq = q0 + row;
+    float sc[KPT], dp[KPT];
+    dot_rows<HS, TPR, KPT>(&sq[row * LD], sk, lane, sc);
+    dot_rows<HS, TPR, KPT>(&sdy[row * LD], sv, lane, dp);
     #pragma unroll
     for (int j = 0; j < KPT; j++) {
         const int kk = lane + TPR * j, tk = k0 + kk;
         float p = 0.0f, ds = 0.0f;
         if (tq < g.t && tk <= tq) {
-            p = expf(dot_rows<HS>(&sq[row * LD], &sk[kk * LD]) * g.scale - s_lse[row]);
-            const float dp = dot_rows<HS>(&sdy[row * LD], &sv[kk * LD]);
-            ds = p * (dp - s_delta[row]) * g.scale;
+            p = expf(sc[j] * g.scale - s_lse[row]);
+            ds = p * (dp[j] - s_delta[row]) * g.scale;
         }
         if (sp) sp[row * LP + kk] = p;
         sds[row * LP + kk] = ds;
@@ -205,16 +216,13 @@ __global__ void __launch_bounds__(ATT_THREADS)
         probs_and_dscores<HS, BQ, BK>(g, sq, sdy, sk, sv, s_lse, s_delta, q0, k0, tid / TPR,
                                       tid % TPR, sp, sds);
         __syncthreads();
-        #pragma unroll
-        for (int j = 0; j < DPT; j++) {
-            const int d = klane + TPK * j;
-            float av = dv[j], ak = dk[j];
-            for (int r = 0; r < BQ; r++) {
-                av += sp[r * LP + krow] * sdy[r * LD + d];
-                ak += sds[r * LP + krow] * sq[r * LD + d];
+        for (int r = 0; r < BQ; r++) {
+            const float p = sp[r * LP + krow], ds = sds[r * LP + krow];
+            #pragma unroll
+            for (int j = 0; j < DPT; j++) {
+                dv[j] += p * sdy[r * LD + klane + TPK * j];
+                dk[j] += ds * sq[r * LD + klane + TPK * j];
             }
-            dv[j] = av;
-            dk[j] = ak;
         }
     }
     const int tk = k0 + krow;
@@ -258,12 +266,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
         probs_and_dscores<HS, BQ, BK>(g, sq, sdy, sk, sv, s_lse, s_delta, q0, k0, row, lane,
                                       nullptr, sds);
         __syncthreads();
-        #pragma unroll
-        for (int j = 0; j < DPT; j++) {
-            const int d = lane + TPR * j;
-            float acc = dq[j];
-            for (int kk = 0; kk < BK; kk++) acc += sds[row * LP + kk] * sk[kk * LD + d];
-            dq[j] = acc;
+        for (int kk = 0; kk < BK; kk++) {
+            const float ds = sds[row * LP + kk];
+            #pragma unroll
+            for (int j = 0; j < DPT; j++) dq[j] += ds * sk[kk * LD + lane + TPR * j];
         }
     }
     const int tq = q0 + row;
