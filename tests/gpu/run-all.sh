@@ -60,7 +60,7 @@
 #          the GPU busy fraction
 #   3      (parts/part3.sh) Fashion-MNIST training (needs BUNDLE/data)
 #   6      (parts/part6.sh) the graph API support probe
-#   gpt2   (parts/gpt2.sh) GPT-2 on CUDA: two stages on cuda:0 against PyTorch
+#   gpt2   (parts/gpt2.sh) GPT-2 on CUDA: test_cuda_gpt2; two stages on cuda:0 against PyTorch
 #          float64 (tests/torch/gpt2_check.py), then GPT-2 124M tokens/s at
 #          batch 8 x 1024, ours tf32 and fp32 against PyTorch eager and
 #          torch.compile, with peak memory

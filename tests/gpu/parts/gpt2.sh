@@ -1,10 +1,12 @@
 # gpt2.sh - run-all.sh --part gpt2 (sourced by it): GPT-2 on CUDA.
-#   correctness (130 s): tests/torch/gpt2_check.py with its two stages both
+#   tests (60 s): the CUDA suite's test_cuda_gpt2 (every transformer op
+#     against the CPU, two steps of a tied GPT-2 in 1 and 2 stages).
+#   correctness (110 s): tests/torch/gpt2_check.py with its two stages both
 #     on cuda:0 (the tied embedding on the first, the head's copy on the
 #     second): every tensor of two SGD steps within 3x PyTorch fp32's own
 #     error against float64 (PyTorch on the CPU), for vocabularies of 256
 #     (tied and untied) and 50257.
-#   speed (200 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
+#   speed (180 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
 #     batch 8 x 1024 tokens, 1 stage, SGD with momentum, random tokens:
 #     tokens/s and peak memory of ours in tf32 and fp32, of PyTorch eager in
 #     tf32, fp32 and bf16 autocast and of torch.compile in tf32 and bf16
@@ -89,14 +91,28 @@ partgpt2() {
     fi
     g_what="$g_layers x $g_embd, batch $g_batch x $g_t"
 
-    section correctness 130
+    section tests 60
+    echo "== test_cuda_gpt2: the transformer ops and two GPT-2 steps on cuda:0 against the CPU"
+    if [ $dry = 1 ]; then
+        row "test cuda/cuda_gpt2" "n/a" "not applicable in a dry run (its cpu mode is the cuda-harness suite's)" ""
+    else
+        run test-cuda_gpt2 55 "$bin/test_cuda_gpt2"
+        rc=$?
+        case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
+        grep -E '^gpt2 |FAIL' "$res/test-cuda_gpt2.log" 2>/dev/null | head -8 | cut -c1-200
+        row "test cuda/cuda_gpt2" "$verdict" \
+            "$(grep -ho 'checks, [0-9]* failed' "$res/test-cuda_gpt2.out" "$res/test-cuda_gpt2.log" 2>/dev/null | tail -1); $(grep -h 'vs 1 stage' "$res/test-cuda_gpt2.log" 2>/dev/null | head -1 | cut -c1-160)" \
+            "$last_cmd"
+    fi
+
+    section correctness 110
     echo "== GPT-2 against PyTorch float64, two stages on $tdev (the tied embedding split)"
     cat >"$res/pipeline-run.sh" <<SH
 #!/bin/sh
 LD_LIBRARY_PATH='$LD_LIBRARY_PATH' exec '$bin/pipeline-run' "\$@"
 SH
     chmod +x "$res/pipeline-run.sh"
-    run gpt2-check 125 "${pyrun[@]}" "$bundle/torch/gpt2_check.py" "$res/pipeline-run.sh" \
+    run gpt2-check 105 "${pyrun[@]}" "$bundle/torch/gpt2_check.py" "$res/pipeline-run.sh" \
         --device-map "$gmap"
     rc=$?
     case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
@@ -105,7 +121,7 @@ SH
         "$verdict" "$(grep -c '^ok ' "$res/gpt2-check.out" 2>/dev/null) checks passed; $(grep -m1 'step 1: ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-160); $(tail -n 1 "$res/gpt2-check.out" 2>/dev/null)" \
         "$last_cmd"
 
-    section speed 200
+    section speed 180
     echo "== GPT-2 $g_what, tokens/s: pipeline-run vs PyTorch"
     gpt2_tokens "$res/gpt2-tokens.bin" $((g_batch * (g_t + 1) * (g_steps + 4))) "$g_vocab"
     gpt2_ours tf32
