@@ -88,6 +88,7 @@ pp_status pp_cuda_dense_gelu_forward(pp_exec *ex, int64_t rows, int in, int out,
                                      const float *x, const float *w, const float *b, float *h,
                                      float *g, pp_error *err)
 {
+    PP_TRY(pp_cuda_unfused(ex, "dense + GELU", err));
     if (rows == 0 || out == 0 || in == 0)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: dense + GELU: an empty product",
                             ex->dev->name);
@@ -103,6 +104,7 @@ pp_status pp_cuda_dense_backward_data_gelu(pp_exec *ex, int64_t rows, int in, in
                                            bool w_out_in, const float *w, const float *dy,
                                            const float *h, float *dh, pp_error *err)
 {
+    PP_TRY(pp_cuda_unfused(ex, "dense backward + GELU", err));
     if (rows == 0 || in == 0 || out == 0)
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: dense backward + GELU: an empty "
                             "product", ex->dev->name);

@@ -244,6 +244,12 @@ pp_status pp_cuda_linear_backward_weights(pp_exec *ex, int n, int in, int out, c
 
 /* ---- the transformer ops (dense.c, transformer.c; ops.h, backend.h) ---- */
 
+/* PP_CUDA_UNFUSED (set and not "0"): the fused transformer entries (a dense
+ * layer with its GELU, a layer norm with its residual add) decline with
+ * PP_ERR_UNSUPPORTED, having enqueued nothing, so that the plain ops run
+ * instead, to compare. */
+pp_status pp_cuda_unfused(pp_exec *ex, const char *what, pp_error *err);
+
 pp_status pp_cuda_dense_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
                                 const float *x, const float *w, const float *b, float *y,
                                 pp_error *err);

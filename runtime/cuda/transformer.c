@@ -1,7 +1,8 @@
 /*
  * transformer.c - the CUDA backend's entries for the transformer ops that
  * run its own kernels (transformer.h): layer norm, causal self-attention,
- * token and position embeddings. Each makes its device current, takes its
+ * token and position embeddings, and the fused ones' switch (PP_CUDA_UNFUSED).
+ * Each makes its device current, takes its
  * scratch from the exec's workspace (stream ordered, so a step captured in
  * a graph replays them) and enqueues on the exec's stream. (The dense
  * layers: dense.c; GELU and the classifier: backend.c's elementwise and
@@ -15,11 +16,20 @@
     pp_cuda_exec *ce;                                          \
     PP_TRY(pp_cuda_exec_begin((ex), 0, 0, &ce, (err)))
 
+pp_status pp_cuda_unfused(pp_exec *ex, const char *what, pp_error *err)
+{
+    static int cache = -1;
+    if (!pp_cuda_env_on("PP_CUDA_UNFUSED", &cache)) return PP_OK;
+    return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: %s: PP_CUDA_UNFUSED is set",
+                        ex->dev->name, what);
+}
+
 pp_status pp_cuda_add_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps,
                                         const float *a, const float *b, const float *gamma,
                                         const float *beta, float *s, float *y, float *mean,
                                         float *rstd, pp_error *err)
 {
+    if (b) PP_TRY(pp_cuda_unfused(ex, "add + layer norm", err));
     if (rows == 0) return PP_OK;
     BEGIN(ex, ce, err);
     return PP_CUDA(ex->dev, err,
@@ -40,6 +50,7 @@ pp_status pp_cuda_layernorm_backward_add(pp_exec *ex, int64_t rows, int c, const
                                          const float *rstd, const float *dres, float *dx,
                                          float *dgamma, float *dbeta, pp_error *err)
 {
+    if (dres) PP_TRY(pp_cuda_unfused(ex, "layer norm backward + residual gradient", err));
     if (rows == 0 || c == 0) return PP_OK;
     BEGIN(ex, ce, err);
     void *part;

@@ -11,7 +11,8 @@
 #     tokens/s and peak memory of ours in tf32 and fp32, of PyTorch eager in
 #     tf32, fp32 and bf16 autocast and of torch.compile in tf32 and bf16
 #     (tests/gpu/torch_gpt2.py, scaled_dot_product_attention); ours / theirs
-#     at the same precision (goals: >= 1.0 of torch.compile, eager the floor).
+#     at the same precision (goals: >= 1.0 of torch.compile, eager the floor);
+#     ours tf32 again with PP_CUDA_UNFUSED=1 (what the fused ops bring).
 #     Our GPT-2 has no bf16 precision yet: the bf16 rows are PyTorch's alone,
 #     what ours is to reach.
 # In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
@@ -45,19 +46,20 @@ stages:
 YAML
 }
 
-# gpt2_ours PRECISION: ours 1 stage; sets g_tps[PRECISION] and a row.
+# gpt2_ours PRECISION [TAG]: ours 1 stage (with pr_env in its environment);
+# sets g_tps[PRECISION TAG] and a row.
 declare -A g_tps=() g_peak=()
 gpt2_ours() {
-    local p=$1 name=gpt2-1stage-$1 fig
+    local p=$1 name=gpt2-1stage-$1${2:+-$2} fig k=$1${2:+ $2}
     gpt2_plan "$name" "$p"
     if pr "$name" "$res/$name.yaml" --steps "$g_steps" --device-map "$(map_all)"; then
-        g_tps[$p]=$(awk -v w="$pr_ips" -v t="$g_t" 'BEGIN { printf "%.0f", w * t }')
-        g_peak[$p]=$(jget "$res/pr-$name.out" '"%.2f" % (j["stages"][0]["peak_bytes"] / 2.0**30)')
-        fig="${g_tps[$p]} tokens/s, $(jget "$res/pr-$name.out" '"%.1f ms/step median (min %.1f)" % (j["step_ms"]["median"], j["step_ms"]["min"])'), peak ${g_peak[$p]:-?} GiB"
-        echo "ours $p: $fig"
-        row "ours GPT-2 $g_what, $p, 1 stage" ok "$fig" "$last_cmd"
+        g_tps[$k]=$(awk -v w="$pr_ips" -v t="$g_t" 'BEGIN { printf "%.0f", w * t }')
+        g_peak[$k]=$(jget "$res/pr-$name.out" '"%.2f" % (j["stages"][0]["peak_bytes"] / 2.0**30)')
+        fig="${g_tps[$k]} tokens/s, $(jget "$res/pr-$name.out" '"%.1f ms/step median (min %.1f)" % (j["step_ms"]["median"], j["step_ms"]["min"])'), peak ${g_peak[$k]:-?} GiB"
+        echo "ours $k: $fig"
+        row "ours GPT-2 $g_what, $k, 1 stage" ok "$fig" "${pr_env[*]}${pr_env[*]:+ }$last_cmd"
     else
-        row "ours GPT-2 $g_what, $p, 1 stage" "$(result_of $?)" "$pr_fig" "$last_cmd"
+        row "ours GPT-2 $g_what, $k, 1 stage" "$(result_of $?)" "$pr_fig" "${pr_env[*]}${pr_env[*]:+ }$last_cmd"
     fi
 }
 
@@ -136,6 +138,11 @@ SH
         --device "$tdev" --precision bf16
     gpt2_torch compile-bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" \
         --device "$tdev" --precision bf16 --compile
+    pr_env=(PP_CUDA_UNFUSED=1)
+    gpt2_ours tf32 unfused
+    pr_env=()
+    row "  fused / unfused (PP_CUDA_UNFUSED=1), tf32" info \
+        "$(ratio "${g_tps[tf32]:-}" "${g_tps[tf32 unfused]:-}"): ${g_tps[tf32]:-?} / ${g_tps[tf32 unfused]:-?} tokens/s" ""
     gpt2_ours fp32
     if gpt2_torch eager-fp32 "torch eager GPT-2 fp32" --device "$tdev" --precision fp32; then
         gpt2_vs "torch eager fp32" "${g_tps[fp32]:-}" "$tg_tps" 1.0
