@@ -31,7 +31,7 @@ import torch
 import torchvision
 
 sys.dont_write_bytecode = True  # importing torch_common leaves no __pycache__
-from torch_common import WarmupFailed, fp32_math, timed_steps
+from torch_common import CompileFailed, compiled, fp32_math, timed_steps
 
 
 def fail(a, what, err):
@@ -71,15 +71,10 @@ def main():
     loss_fn = torch.nn.CrossEntropyLoss()
     x = torch.randn(a.batch, 3, a.size, a.size, device=dev).contiguous(memory_format=fmt)
     y = torch.randint(0, 1000, (a.batch,), device=dev)
-    net = model
-    if a.compile:
-        if not hasattr(torch, "compile"):
-            return fail(a, "torch.compile unavailable",
-                        "torch %s has no torch.compile (2.0 or later)" % torch.__version__)
-        try:
-            net = torch.compile(model)
-        except Exception as e:  # noqa: BLE001 - any failure is reported, not raised
-            return fail(a, "torch.compile failed", "%s: %s" % (type(e).__name__, e))
+    try:
+        net = compiled(torch, model) if a.compile else model
+    except CompileFailed as e:
+        return fail(a, *e.args)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -90,7 +85,7 @@ def main():
 
     try:
         med, mn, compile_s = timed_steps(torch, step, a.device, a.steps, a.warmup, a.compile)
-    except WarmupFailed as e:
+    except CompileFailed as e:
         return fail(a, *e.args)
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else 0.0
     print("torch %s, %s, cudnn.benchmark=%d, %s%s%s" % (

@@ -39,7 +39,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "torch"))  # the source tree's and the bundle's
 import gpt2_model  # noqa: E402
-from torch_common import WarmupFailed, fp32_math, timed_steps  # noqa: E402
+from torch_common import CompileFailed, compiled, fp32_math, timed_steps  # noqa: E402
 
 SDPA = hasattr(F, "scaled_dot_product_attention")
 
@@ -108,15 +108,10 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randint(0, a.vocab, (a.batch, a.positions), device=dev)
     y = torch.randint(0, a.vocab, (a.batch, a.positions), device=dev)
-    net = model
-    if a.compile:
-        if not hasattr(torch, "compile"):
-            return fail(a, "torch.compile unavailable",
-                        "torch %s has no torch.compile (2.0 or later)" % torch.__version__)
-        try:
-            net = torch.compile(model)
-        except Exception as e:  # noqa: BLE001 - any failure is reported, not raised
-            return fail(a, "torch.compile failed", "%s: %s" % (type(e).__name__, e))
+    try:
+        net = compiled(torch, model) if a.compile else model
+    except CompileFailed as e:
+        return fail(a, *e.args)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -127,7 +122,7 @@ def main():
 
     try:
         med, mn, compile_s = timed_steps(torch, step, a.device, a.steps, a.warmup, a.compile)
-    except WarmupFailed as e:
+    except CompileFailed as e:
         return fail(a, *e.args)
     tokens = a.batch * a.positions
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else 0.0
