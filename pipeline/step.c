@@ -461,8 +461,8 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     if (s == PP_OK) s = pipe_bn_commit(p, run->m, err);
     if (s == PP_OK) s = pipe_clip_grads(p, opt_exec_for, err);
     if (s == PP_OK) s = optimizer_step(p, err);
-    if (s == PP_OK && p->tied) { /* the copies follow the update */
-        s = pipe_settle(p, err);
+    if (s == PP_OK && p->tied) { /* the copies follow the update (through the host: settled) */
+        if (pipe_tied_host(p)) s = pipe_settle(p, err);
         if (s == PP_OK) s = pipe_tied_refresh(p, err);
     }
     if (s == PP_OK) s = profile_range(p, false, err);

@@ -3,9 +3,10 @@
  * and its original, the copy's gradient added to the original's after a
  * step's backward, the original's values written over the copy after an
  * update. Within a process the data moves through ops on the stages'
- * streams (one device) or through host memory (two devices); between ranks
- * as one message each way per step (comm.h), from the copy's rank to the
- * original's and back.
+ * streams (one device), a peer copy in stream order (two CUDA devices: no
+ * host wait) or host memory (other devices); between ranks as one message
+ * each way per step (comm.h), from the copy's rank to the original's and
+ * back.
  */
 #include "pipeline/tied.h"
 
@@ -24,7 +25,8 @@ typedef struct pipe_tie {
     const pp_named_tensor *orig, *copy;
     pp_tensor staging;            /* on the original's device: the copy's gradient there
                                    * (another device or rank); empty on one device */
-    void *host;                   /* (bytes) between devices or ranks */
+    bool peer;                    /* two CUDA devices of this rank: stream copies */
+    void *host;                   /* (bytes) between other devices, or ranks */
     size_t bytes;
 } pipe_tie;
 
@@ -48,27 +50,39 @@ static const pp_named_tensor *find_param(const struct pp_pipeline *p, const char
     return NULL;
 }
 
-static pp_exec *stage_exec(const struct pp_pipeline *p, int s)
-{
-    return pp_stream_exec(pp_executor_stage_stream(p->exec, s));
-}
 
 static bool here(const struct pp_pipeline *p, int s)
 {
     return p->stage_rank[s] == p->rank;
 }
 
-/* The tie's staging: none when both tensors are on one device of this rank. */
+static pp_stream *stage_stream(const struct pp_pipeline *p, int s)
+{
+    return pp_executor_stage_stream(p->exec, s);
+}
+
+static pp_exec *stage_exec(const struct pp_pipeline *p, int s)
+{
+    return pp_stream_exec(stage_stream(p, s));
+}
+
+/* The tie's staging: none when both tensors are on one device of this rank;
+ * on the original's device for two CUDA devices of this rank (peer copies). */
 static pp_status tie_prepare(struct pp_pipeline *p, pipe_tie *t, pp_error *err)
 {
     const bool mine_o = here(p, t->orig_stage), mine_c = here(p, t->copy_stage);
-    if (mine_o && mine_c && t->orig->value->dev == t->copy->value->dev) return PP_OK;
+    const pp_tensor *v = t->orig->value;
+    if (mine_o && mine_c && v->dev == t->copy->value->dev) return PP_OK;
     if (!mine_o && !mine_c) return PP_OK;
+    if (mine_o && mine_c && v->dev->id.kind == PP_DEVICE_CUDA &&
+        t->copy->value->dev->id.kind == PP_DEVICE_CUDA) {
+        t->peer = true;
+        return pp_tensor_alloc(&t->staging, v->dev, v->dtype, v->ndim, v->shape, err);
+    }
     t->bytes = pp_tensor_bytes(t->orig->value);
     t->host = malloc(t->bytes ? t->bytes : 1);
     if (!t->host) return pp_error_set(err, PP_ERR_OOM, "out of host memory (tied parameters)");
     if (!mine_o) return PP_OK;
-    const pp_tensor *v = t->orig->value;
     return pp_tensor_alloc(&t->staging, v->dev, v->dtype, v->ndim, v->shape, err);
 }
 
@@ -122,10 +136,15 @@ static pp_status sum_one(struct pp_pipeline *p, pipe_tie *t, pp_error *err)
 {
     const bool mine_o = here(p, t->orig_stage), mine_c = here(p, t->copy_stage);
     const int to = p->stage_rank[t->orig_stage], from = p->stage_rank[t->copy_stage];
-    if (mine_c && mine_o && !t->host)
+    if (mine_c && mine_o && !t->host && !t->peer)
         return pp_accumulate(stage_exec(p, t->orig_stage), t->copy->grad, t->orig->grad, err);
+    if (t->peer) { /* the run has ended: the copy's gradient is complete */
+        PP_TRY(pp_stream_copy_tensor(stage_stream(p, t->orig_stage), &t->staging, t->copy->grad,
+                                     "tied gradient", err));
+        return pp_accumulate(stage_exec(p, t->orig_stage), &t->staging, t->orig->grad, err);
+    }
     if (mine_c) {
-        PP_TRY(pp_stream_synchronize(pp_executor_stage_stream(p->exec, t->copy_stage), err));
+        PP_TRY(pp_stream_synchronize(stage_stream(p, t->copy_stage), err));
         PP_TRY(pp_tensor_to_host(t->copy->grad, t->host, t->bytes, err));
         if (!mine_o) return pp_comm_send(p->comm, to, TAG_TIED, t->host, t->bytes, err);
     }
@@ -140,7 +159,10 @@ static pp_status refresh_one(struct pp_pipeline *p, pipe_tie *t, pp_error *err)
 {
     const bool mine_o = here(p, t->orig_stage), mine_c = here(p, t->copy_stage);
     const int to = p->stage_rank[t->copy_stage], from = p->stage_rank[t->orig_stage];
-    if (mine_c && mine_o && !t->host)
+    if (t->peer) /* behind the update: the copy's stream waits for it */
+        PP_TRY(pp_stream_copy_tensor(stage_stream(p, t->copy_stage), t->copy->value,
+                                     t->orig->value, "tied refresh", err));
+    else if (mine_c && mine_o && !t->host)
         PP_TRY(pp_copy(stage_exec(p, t->copy_stage), t->orig->value, t->copy->value, err));
     else if (mine_o) {
         PP_TRY(pp_tensor_to_host(t->orig->value, t->host, t->bytes, err));
@@ -163,6 +185,13 @@ pp_status pipe_tied_sum_grads(struct pp_pipeline *p, pp_error *err)
                                                p->tied->ties[i].orig->name);
     }
     return PP_OK;
+}
+
+bool pipe_tied_host(const struct pp_pipeline *p)
+{
+    for (int i = 0; p->tied && i < p->tied->n; i++)
+        if (p->tied->ties[i].host) return true;
+    return false;
 }
 
 pp_status pipe_tied_refresh(struct pp_pipeline *p, pp_error *err)

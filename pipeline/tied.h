@@ -10,8 +10,10 @@
  *   1. both gradients are formed as usual, each in micro-batch order on its
  *      own stage (and summed over replicas);
  *   2. pipe_tied_sum_grads adds the copy's to the original's, in that one
- *      order: original = embedding's gradient + head's gradient (through
- *      host memory between devices, a message between ranks);
+ *      order: original = embedding's gradient + head's gradient (in stream
+ *      order on one device or between two CUDA devices of a rank, a peer
+ *      copy then; through host memory between other devices, a message
+ *      between ranks);
  *   3. the optimizer updates the original only (the copy is not among its
  *      parameters);
  *   4. pipe_tied_refresh writes the original's new values over the copy
@@ -34,8 +36,15 @@ void pipe_tied_free(struct pp_pipeline *p);
 /* Step 2 above, after the run and the replicas' sums; every rank calls it. */
 pp_status pipe_tied_sum_grads(struct pp_pipeline *p, pp_error *err);
 
-/* Step 4 above, once the parameters are settled (no update in flight);
- * every rank calls it. */
+/* Step 4 above, after the update is enqueued; every rank calls it. A copy
+ * on the original's device or another CUDA device of the rank follows the
+ * update in stream order (every stage's stream waits for the update); the
+ * others move through host memory, so the parameters must be settled first
+ * where pipe_tied_host says so. */
 pp_status pipe_tied_refresh(struct pp_pipeline *p, pp_error *err);
+
+/* Whether a tie of this rank moves through host memory (then the host must
+ * wait for the update before pipe_tied_refresh). */
+bool pipe_tied_host(const struct pp_pipeline *p);
 
 #endif

@@ -13,7 +13,13 @@
  * A training forward keeps, per row: x, ln1, qkv, att, x2, ln2, h and g
  * (16 C floats) and both layer norms' statistics (4 floats), and per head
  * and row attention's log-sum-exp; no (T, T) matrix (ops.h). The backward
- * runs the chain back; a split backward's input part keeps, for its weight
+ * runs the chain back (c_fc and its GELU as one op each way, which a
+ * backend may fuse: pp_dense_gelu_forward, pp_dense_backward_data_gelu;
+ * likewise the attention's residual add with ln_2, pp_add_layernorm_forward,
+ * and each layer norm's backward with the residual gradient beside it,
+ * pp_layernorm_backward_add; ln_1 reads the block's input, a sum the unit
+ * before made, so it has no add to fuse); a
+ * split backward's input part keeps, for its weight
  * part, the four dense layers' inputs and output gradients (dy, dh, dx2,
  * dqkv: 9 C floats per row) and the layer norms' parameter gradients
  * ((2, C) each), and adds those into the parameters' gradients there with
@@ -183,12 +189,11 @@ static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_ten
     PP_TRY(pp_attention_forward(ex, heads, &v->qkv, &v->att, &v->lse, err));
     PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->att, &u->value[m->proj_w],
                             entry(u, m->proj_b), &v->x2, err));
-    PP_TRY(pp_add(ex, x, &v->x2, &v->x2, err));
-    PP_TRY(pp_layernorm_forward(ex, PP_GPT2_LN_EPS, &v->x2, &u->value[m->ln2_w],
-                                entry(u, m->ln2_b), &v->ln2, &v->mean2, &v->rstd2, err));
-    PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->ln2, &u->value[m->fc_w], entry(u, m->fc_b),
-                            &v->h, err));
-    PP_TRY(pp_gelu_forward(ex, &v->h, &v->g, err));
+    PP_TRY(pp_add_layernorm_forward(ex, PP_GPT2_LN_EPS, x, &v->x2, &u->value[m->ln2_w],
+                                    entry(u, m->ln2_b), &v->x2, &v->ln2, &v->mean2, &v->rstd2,
+                                    err));
+    PP_TRY(pp_dense_gelu_forward(ex, PP_WEIGHT_IN_OUT, &v->ln2, &u->value[m->fc_w],
+                                 entry(u, m->fc_b), &v->h, &v->g, err));
     PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->g, &u->value[m->mlp_w],
                             entry(u, m->mlp_b), y, err));
     return pp_add(ex, &v->x2, y, y, err);
@@ -248,20 +253,19 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
     if (!dx) RUN(pp_unit_alloc_like(&dxt, ex, &s->x, err));
     pp_tensor *dxo = dx ? dx : &dxt;
     const bool lnb = m->ln1_b >= 0;
-    /* mlp: y = x2 + g Wm + bm */
-    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &u->value[m->mlp_w], dy, &dh, err));
+    /* mlp: y = x2 + g Wm + bm, g = gelu(h): dh through the GELU at once */
+    RUN(pp_dense_backward_data_gelu(ex, PP_WEIGHT_IN_OUT, &u->value[m->mlp_w], dy, &s->h, &dh,
+                                    err));
     if (!split)
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->g, dy, &grad[m->mlp_w],
                                       m->mlp_b >= 0 ? &grad[m->mlp_b] : NULL, err));
-    RUN(pp_gelu_backward(ex, &s->h, &dh, &dh, err));
     RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &u->value[m->fc_w], &dh, &dc, err));
     if (!split)
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->ln2, &dh, &grad[m->fc_w],
                                       m->fc_b >= 0 ? &grad[m->fc_b] : NULL, err));
     /* x2's gradient: through ln_2, plus the residual's dy */
-    RUN(pp_layernorm_backward(ex, &s->x2, &dc, &u->value[m->ln2_w], &s->mean2, &s->rstd2, &dx2,
-                              &p2g, lnb ? &p2b : NULL, err));
-    RUN(pp_accumulate(ex, dy, &dx2, err));
+    RUN(pp_layernorm_backward_add(ex, &s->x2, &dc, &u->value[m->ln2_w], &s->mean2, &s->rstd2, dy,
+                                  &dx2, &p2g, lnb ? &p2b : NULL, err));
     /* attn: x2 = x + att Wp + bp */
     RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &u->value[m->proj_w], &dx2, &dc, err));
     if (!split)
@@ -273,9 +277,8 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->ln1, &dqkv, &grad[m->attn_w],
                                       m->attn_b >= 0 ? &grad[m->attn_b] : NULL, err));
     /* x's gradient: through ln_1, plus the residual's dx2 */
-    RUN(pp_layernorm_backward(ex, &s->x, &dc2, &u->value[m->ln1_w], &s->mean1, &s->rstd1, dxo,
-                              &p1g, lnb ? &p1b : NULL, err));
-    RUN(pp_accumulate(ex, &dx2, dxo, err));
+    RUN(pp_layernorm_backward_add(ex, &s->x, &dc2, &u->value[m->ln1_w], &s->mean1, &s->rstd1,
+                                  &dx2, dxo, &p1g, lnb ? &p1b : NULL, err));
 #undef RUN
     pp_tensor *tmp[] = {&dc, &dc2, &dxt, &dh, &dx2, &dqkv};
     for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++) pp_tensor_free(tmp[i]);

@@ -253,6 +253,16 @@ typedef struct pp_backend_ops {
     pp_status (*dense_backward_weights)(pp_exec *ex, int64_t rows, int in, int out,
                                         bool w_out_in, const float *x, const float *dy,
                                         float *dw, float *db, pp_error *err);
+    /* (optional) the dense layer with its GELU, h = x W + b, g = GELU(h), and
+     * the data gradient through a GELU, dh = (dy W^T) GELU'(h) (ops.h); NULL,
+     * or PP_ERR_UNSUPPORTED having enqueued nothing: the caller runs the
+     * dense and GELU entries one after the other */
+    pp_status (*dense_gelu_forward)(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                    const float *x, const float *w, const float *b, float *h,
+                                    float *g, pp_error *err);
+    pp_status (*dense_backward_data_gelu)(pp_exec *ex, int64_t rows, int in, int out,
+                                          bool w_out_in, const float *w, const float *dy,
+                                          const float *h, float *dh, pp_error *err);
     pp_status (*layernorm_forward)(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
                                    const float *gamma, const float *beta, float *y, float *mean,
                                    float *rstd, pp_error *err);
@@ -260,6 +270,19 @@ typedef struct pp_backend_ops {
                                     const float *dy, const float *gamma, const float *mean,
                                     const float *rstd, float *dx, float *dgamma, float *dbeta,
                                     pp_error *err);
+    /* (optional) the layer norm with the residual add before it (s = a + b
+     * written, then y from s) and its backward with a residual gradient added
+     * (dx = through the norm + dres) (ops.h); NULL, or PP_ERR_UNSUPPORTED
+     * having enqueued nothing: the caller composes add / accumulate and the
+     * plain entries */
+    pp_status (*add_layernorm_forward)(pp_exec *ex, int64_t rows, int c, float eps,
+                                       const float *a, const float *b, const float *gamma,
+                                       const float *beta, float *s, float *y, float *mean,
+                                       float *rstd, pp_error *err);
+    pp_status (*layernorm_backward_add)(pp_exec *ex, int64_t rows, int c, const float *x,
+                                        const float *dy, const float *gamma, const float *mean,
+                                        const float *rstd, const float *dres, float *dx,
+                                        float *dgamma, float *dbeta, pp_error *err);
     pp_status (*gelu_forward)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
     pp_status (*gelu_backward)(pp_exec *ex, int64_t n, const float *x, const float *dy,
                                float *dx, pp_error *err);

@@ -297,9 +297,12 @@ pp_status pp_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int n, pp_tenso
 /* f32 only; every operand contiguous (row-major). A "rows" tensor (..., C) is
  * any tensor of rank 2 or 3 whose last dimension is C: its leading
  * dimensions together are its R rows ((N, T, C): N*T rows of C features).
- * A backend without these ops (CUDA for now) refuses them with
- * PP_ERR_UNSUPPORTED before anything runs. Each op's result does not depend
- * on the number of threads a CPU device has. */
+ * A backend without these ops refuses them with PP_ERR_UNSUPPORTED before
+ * anything runs (the CPU and CUDA backends have them all). Each op's result
+ * does not depend on the number of threads a CPU device has; on CUDA the
+ * same inputs give the same bits run to run (no float atomics), within f32
+ * rounding of the CPU's (the dense layers in TF32 where the device's math
+ * mode is PP_MATH_TF32). */
 
 /* How a dense layer's weight is laid out. */
 typedef enum pp_weight_order {
@@ -320,6 +323,22 @@ pp_status pp_dense_backward_data(pp_exec *ex, pp_weight_order order, const pp_te
 pp_status pp_dense_backward_weights(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
                                     const pp_tensor *dy, pp_tensor *dw, pp_tensor *db,
                                     pp_error *err);
+/* A dense layer and the GELU after it as one op (a transformer's MLP): h
+ * (..., out) = x W + b, kept for the backward, and g = GELU(h) (shaped like
+ * h): the bits of pp_dense_forward into h then pp_gelu_forward(h, g), which
+ * is what runs where the backend has no fused entry or declines the shape.
+ * (CUDA: one GEMM with the GELU in its epilogue, within its rounding.) */
+pp_status pp_dense_gelu_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
+                                const pp_tensor *w, const pp_tensor *b, pp_tensor *h,
+                                pp_tensor *g, pp_error *err);
+/* The data gradient of a dense layer whose input was GELU(h), taken back
+ * through the GELU: dh (..., in) = (dy W^T) GELU'(h): the bits of
+ * pp_dense_backward_data into dh then pp_gelu_backward(h, dh, dh) where the
+ * backend has no fused entry or declines. (CUDA: the GELU's derivative in
+ * the GEMM's epilogue.) */
+pp_status pp_dense_backward_data_gelu(pp_exec *ex, pp_weight_order order, const pp_tensor *w,
+                                      const pp_tensor *dy, const pp_tensor *h, pp_tensor *dh,
+                                      pp_error *err);
 
 /* Layer normalisation over the last dimension C of x (..., C) (torch.nn.LayerNorm):
  * y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps) with the
@@ -334,6 +353,26 @@ pp_status pp_layernorm_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor
                                 const pp_tensor *gamma, const pp_tensor *mean,
                                 const pp_tensor *rstd, pp_tensor *dx, pp_tensor *dgamma,
                                 pp_tensor *dbeta, pp_error *err);
+
+/* A residual add and the layer norm after it (a transformer block's second
+ * norm): s = a + b, written (the residual stream, (..., C) like a), and y =
+ * the layer norm of s as pp_layernorm_forward gives it (mean, rstd kept):
+ * the bits of pp_add(a, b, s) then pp_layernorm_forward(s, ...), which is
+ * what runs where the backend has no fused entry. s may alias a or b. */
+pp_status pp_add_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *a,
+                                   const pp_tensor *b, const pp_tensor *gamma,
+                                   const pp_tensor *beta, pp_tensor *s, pp_tensor *y,
+                                   pp_tensor *mean, pp_tensor *rstd, pp_error *err);
+/* The layer norm's backward with a residual branch's gradient added: dx =
+ * the gradient through the norm + dres (dgamma, dbeta as
+ * pp_layernorm_backward): the bits of pp_layernorm_backward into dx then
+ * pp_accumulate(dres, dx), which is what runs where the backend has no fused
+ * entry. dres has x's shape and may not alias dx. */
+pp_status pp_layernorm_backward_add(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
+                                    const pp_tensor *gamma, const pp_tensor *mean,
+                                    const pp_tensor *rstd, const pp_tensor *dres,
+                                    pp_tensor *dx, pp_tensor *dgamma, pp_tensor *dbeta,
+                                    pp_error *err);
 
 /* GELU, tanh approximation (GPT-2's; torch's gelu(approximate="tanh")):
  * y = x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))), any shape; y may be x. */
@@ -360,9 +399,11 @@ pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, co
                                 pp_error *err);
 
 /* Token embedding: y (N, T, C) = the rows of table (V, C) that the token ids
- * (I32, (N, T)) name. An id outside [0, V) is PP_ERR_INPUT (checked on the
- * host before anything is written: "token id 300 at (2, 17) is not below
- * the vocabulary size 256"). */
+ * (I32, (N, T)) name. An id outside [0, V) is PP_ERR_INPUT where the host
+ * can read the ids (a CPU device: checked before anything is written:
+ * "token id 300 at (2, 17) is not below the vocabulary size 256"); a CUDA
+ * device's kernels read the nearest row instead, and the backward skips the
+ * id (token data is checked when it is read: runtime/io/tokens.c). */
 pp_status pp_embedding_forward(pp_exec *ex, const pp_tensor *ids, const pp_tensor *table,
                                pp_tensor *y, pp_error *err);
 /* dtable += the scatter of dy's rows to the rows of their ids: each table

@@ -2,8 +2,10 @@
  * ops_transformer.c - the transformer ops of the op API (ops.h: dense layers
  * in either weight order, layer norm, GELU, causal self-attention, token and
  * position embeddings): boundary checks, then dispatch to the exec's backend.
- * f32 operands only. A backend without an entry (CUDA for now) gets
- * PP_ERR_UNSUPPORTED from DISPATCH before anything runs.
+ * f32 operands only. A backend without an entry gets PP_ERR_UNSUPPORTED from
+ * DISPATCH before anything runs. The fused ops (a dense layer with its GELU,
+ * a layer norm with a residual add) run the backend's fused entry where it
+ * has one and takes the shape, else the plain ops one after the other.
  */
 #include "ops.h"
 
@@ -114,23 +116,123 @@ pp_status pp_dense_backward_weights(pp_exec *ex, pp_weight_order order, const pp
                     x->data, dy->data, dw->data, db ? db->data : NULL, err);
 }
 
+/* Runs a backend's fused entry: *done when it ran (or failed); not done when
+ * the backend has none or declined (PP_ERR_UNSUPPORTED): the caller then
+ * composes the op from the plain ones. */
+#define FUSED(fn, done, ...)                                                          \
+    (ENTRY(fn) ? fused_status(ex->dev->ops->fn(ex, __VA_ARGS__), done) : PP_OK)
+
+static pp_status fused_status(pp_status s, bool *done)
+{
+    *done = s != PP_ERR_UNSUPPORTED;
+    return *done ? s : PP_OK;
+}
+
+pp_status pp_dense_gelu_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
+                                const pp_tensor *w, const pp_tensor *b, pp_tensor *h,
+                                pp_tensor *g, pp_error *err)
+{
+    const char *op = "dense_gelu_forward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    int64_t in = 0, out = 0, rows = 0;
+    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_rows(ex, op, "x", x, in, &rows, err));
+    if (b) PP_TRY(check_f32_vec(ex, op, "b", b, out, err));
+    PP_TRY(check_rows_like(ex, op, "h", h, x, out, err));
+    PP_TRY(pp_ops_check_like(ex, op, "g", g, h, err));
+    bool done = false;
+    PP_TRY(FUSED(dense_gelu_forward, &done, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
+                 x->data, w->data, b ? b->data : NULL, h->data, g->data, err));
+    if (done) return PP_OK;
+    PP_TRY(pp_dense_forward(ex, order, x, w, b, h, err));
+    return pp_gelu_forward(ex, h, g, err);
+}
+
+pp_status pp_dense_backward_data_gelu(pp_exec *ex, pp_weight_order order, const pp_tensor *w,
+                                      const pp_tensor *dy, const pp_tensor *h, pp_tensor *dh,
+                                      pp_error *err)
+{
+    const char *op = "dense_backward_data_gelu";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    int64_t in = 0, out = 0, rows = 0;
+    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_rows(ex, op, "dy", dy, out, &rows, err));
+    PP_TRY(check_rows_like(ex, op, "h", h, dy, in, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dh", dh, h, err));
+    bool done = false;
+    PP_TRY(FUSED(dense_backward_data_gelu, &done, rows, (int)in, (int)out,
+                 order == PP_WEIGHT_OUT_IN, w->data, dy->data, h->data, dh->data, err));
+    if (done) return PP_OK;
+    PP_TRY(pp_dense_backward_data(ex, order, w, dy, dh, err));
+    return pp_gelu_backward(ex, h, dh, dh, err);
+}
+
+/* A layer norm's operands as the forward sees them (eps, x, gamma, beta, y,
+ * mean, rstd): *rows and *c. */
+static pp_status check_ln_forward(pp_exec *ex, const char *op, float eps, const pp_tensor *x,
+                                  const pp_tensor *gamma, const pp_tensor *beta,
+                                  const pp_tensor *y, const pp_tensor *mean,
+                                  const pp_tensor *rstd, int64_t *rows, int64_t *c,
+                                  pp_error *err)
+{
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    if (!(eps > 0)) return pp_error_set(err, PP_ERR_INVALID, "%s: eps must be positive", op);
+    PP_TRY(check_rows(ex, op, "x", x, -1, rows, err));
+    *c = x->shape[x->ndim - 1];
+    PP_TRY(check_f32_vec(ex, op, "gamma", gamma, *c, err));
+    if (beta) PP_TRY(check_f32_vec(ex, op, "beta", beta, *c, err));
+    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
+    PP_TRY(check_f32_vec(ex, op, "mean", mean, *rows, err));
+    return check_f32_vec(ex, op, "rstd", rstd, *rows, err);
+}
+
 pp_status pp_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *x, const pp_tensor *gamma,
                                const pp_tensor *beta, pp_tensor *y, pp_tensor *mean,
                                pp_tensor *rstd, pp_error *err)
 {
-    const char *op = "layernorm_forward";
-    PP_TRY(pp_ops_check_exec(ex, op, err));
-    if (!(eps > 0)) return pp_error_set(err, PP_ERR_INVALID, "%s: eps must be positive", op);
-    int64_t rows = 0;
-    PP_TRY(check_rows(ex, op, "x", x, -1, &rows, err));
-    const int64_t c = x->shape[x->ndim - 1];
-    PP_TRY(check_f32_vec(ex, op, "gamma", gamma, c, err));
-    if (beta) PP_TRY(check_f32_vec(ex, op, "beta", beta, c, err));
-    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
-    PP_TRY(check_f32_vec(ex, op, "mean", mean, rows, err));
-    PP_TRY(check_f32_vec(ex, op, "rstd", rstd, rows, err));
+    int64_t rows = 0, c = 0;
+    PP_TRY(check_ln_forward(ex, "layernorm_forward", eps, x, gamma, beta, y, mean, rstd, &rows,
+                            &c, err));
     return DISPATCH(layernorm_forward, rows, (int)c, eps, x->data, gamma->data,
                     beta ? beta->data : NULL, y->data, mean->data, rstd->data, err);
+}
+
+pp_status pp_add_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *a,
+                                   const pp_tensor *b, const pp_tensor *gamma,
+                                   const pp_tensor *beta, pp_tensor *s, pp_tensor *y,
+                                   pp_tensor *mean, pp_tensor *rstd, pp_error *err)
+{
+    const char *op = "add_layernorm_forward";
+    int64_t rows = 0, c = 0;
+    PP_TRY(check_ln_forward(ex, op, eps, s, gamma, beta, y, mean, rstd, &rows, &c, err));
+    PP_TRY(pp_ops_check_like(ex, op, "a", a, s, err));
+    PP_TRY(pp_ops_check_like(ex, op, "b", b, s, err));
+    bool done = false;
+    PP_TRY(FUSED(add_layernorm_forward, &done, rows, (int)c, eps, a->data, b->data, gamma->data,
+                 beta ? beta->data : NULL, s->data, y->data, mean->data, rstd->data, err));
+    if (done) return PP_OK;
+    PP_TRY(pp_add(ex, a, b, s, err));
+    return pp_layernorm_forward(ex, eps, s, gamma, beta, y, mean, rstd, err);
+}
+
+/* A layer norm's operands as the backward sees them: *rows and *c. */
+static pp_status check_ln_backward(pp_exec *ex, const char *op, const pp_tensor *x,
+                                   const pp_tensor *dy, const pp_tensor *gamma,
+                                   const pp_tensor *mean, const pp_tensor *rstd,
+                                   const pp_tensor *dx, const pp_tensor *dgamma,
+                                   const pp_tensor *dbeta, int64_t *rows, int64_t *c,
+                                   pp_error *err)
+{
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    PP_TRY(check_rows(ex, op, "x", x, -1, rows, err));
+    *c = x->shape[x->ndim - 1];
+    PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
+    PP_TRY(check_f32_vec(ex, op, "gamma", gamma, *c, err));
+    PP_TRY(check_f32_vec(ex, op, "mean", mean, *rows, err));
+    PP_TRY(check_f32_vec(ex, op, "rstd", rstd, *rows, err));
+    PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
+    PP_TRY(check_f32_vec(ex, op, "dgamma", dgamma, *c, err));
+    return dbeta ? check_f32_vec(ex, op, "dbeta", dbeta, *c, err) : PP_OK;
 }
 
 pp_status pp_layernorm_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
@@ -138,20 +240,33 @@ pp_status pp_layernorm_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor
                                 const pp_tensor *rstd, pp_tensor *dx, pp_tensor *dgamma,
                                 pp_tensor *dbeta, pp_error *err)
 {
-    const char *op = "layernorm_backward";
-    PP_TRY(pp_ops_check_exec(ex, op, err));
-    int64_t rows = 0;
-    PP_TRY(check_rows(ex, op, "x", x, -1, &rows, err));
-    const int64_t c = x->shape[x->ndim - 1];
-    PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
-    PP_TRY(check_f32_vec(ex, op, "gamma", gamma, c, err));
-    PP_TRY(check_f32_vec(ex, op, "mean", mean, rows, err));
-    PP_TRY(check_f32_vec(ex, op, "rstd", rstd, rows, err));
-    PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
-    PP_TRY(check_f32_vec(ex, op, "dgamma", dgamma, c, err));
-    if (dbeta) PP_TRY(check_f32_vec(ex, op, "dbeta", dbeta, c, err));
+    int64_t rows = 0, c = 0;
+    PP_TRY(check_ln_backward(ex, "layernorm_backward", x, dy, gamma, mean, rstd, dx, dgamma,
+                             dbeta, &rows, &c, err));
     return DISPATCH(layernorm_backward, rows, (int)c, x->data, dy->data, gamma->data, mean->data,
                     rstd->data, dx->data, dgamma->data, dbeta ? dbeta->data : NULL, err);
+}
+
+pp_status pp_layernorm_backward_add(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
+                                    const pp_tensor *gamma, const pp_tensor *mean,
+                                    const pp_tensor *rstd, const pp_tensor *dres,
+                                    pp_tensor *dx, pp_tensor *dgamma, pp_tensor *dbeta,
+                                    pp_error *err)
+{
+    const char *op = "layernorm_backward_add";
+    int64_t rows = 0, c = 0;
+    PP_TRY(check_ln_backward(ex, op, x, dy, gamma, mean, rstd, dx, dgamma, dbeta, &rows, &c,
+                             err));
+    PP_TRY(pp_ops_check_like(ex, op, "dres", dres, x, err));
+    if (dres->data == dx->data)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: dres may not alias dx", op);
+    bool done = false;
+    PP_TRY(FUSED(layernorm_backward_add, &done, rows, (int)c, x->data, dy->data, gamma->data,
+                 mean->data, rstd->data, dres->data, dx->data, dgamma->data,
+                 dbeta ? dbeta->data : NULL, err));
+    if (done) return PP_OK;
+    PP_TRY(pp_layernorm_backward(ex, x, dy, gamma, mean, rstd, dx, dgamma, dbeta, err));
+    return pp_accumulate(ex, dres, dx, err);
 }
 
 pp_status pp_gelu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_error *err)

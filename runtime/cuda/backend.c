@@ -3,7 +3,8 @@
  * execs (per-stream cuDNN/cuBLAS state, whose handles exec.c makes),
  * synchronous copies and the ops that
  * run the backend's own kernels (kernels.cu). Convolution, batch norm and
- * pooling live in dnn.c, the fully connected layer in blas.c;
+ * pooling live in dnn.c, the fully connected layer in blas.c; the
+ * transformer's dense layers in dense.c and its other ops in transformer.c;
  * convolutions through cuDNN's graph API (bf16, NHWC) in gconv.c and the
  * bf16 fully connected layer through cuBLASLt in blaslt.c, whose per-exec
  * state the exec's destroy releases.
@@ -31,6 +32,7 @@
 #include "internal.h"
 #include "kernels.h"
 #include "train_ops.h"
+#include "transformer.h"
 
 /* ---- devices -------------------------------------------------------------- */
 
@@ -293,6 +295,18 @@ static pp_status cuda_accumulate(pp_exec *ex, int64_t n, const float *x, float *
     return cuda_elementwise(ex, PP_CUDA_EW_ADD, n, x, y, y, err);
 }
 
+static pp_status cuda_gelu_forward(pp_exec *ex, int64_t n, const float *x, float *y,
+                                   pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_GELU, n, x, NULL, y, err);
+}
+
+static pp_status cuda_gelu_backward(pp_exec *ex, int64_t n, const float *x, const float *dy,
+                                    float *dx, pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_GELU_BACKWARD, n, x, dy, dx, err);
+}
+
 static pp_status cuda_bf16_from_f32(pp_exec *ex, int64_t n, const float *x, uint16_t *y,
                                    pp_error *err)
 {
@@ -431,13 +445,14 @@ static pp_status cuda_softmax_xent(pp_exec *ex, const pp_xent_desc *d, int n, in
         return PP_CUDA(ex->dev, err, cudaMemsetAsync(correct, 0, sizeof(int32_t), ce->stream));
     }
     void *ws;
-    PP_TRY(pp_exec_workspace(ex, (size_t)n * (sizeof(double) + sizeof(int32_t)), &ws, err));
+    PP_TRY(pp_exec_workspace(ex, (size_t)(n > 0 ? n : 1) * (sizeof(double) + sizeof(int32_t)),
+                             &ws, err));
     double *row_loss = ws;
-    int32_t *row_correct = (int32_t *)(row_loss + n);
+    int32_t *row_correct = (int32_t *)(row_loss + (n > 0 ? n : 1));
     return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_softmax_xent(ce->stream, n, classes, logits, labels, d->divisor,
-                                               d->label_smoothing, d->top_k, row_loss,
-                                               row_correct, loss, correct, correct_k, dlogits));
+                   pp_cuda_launch_classifier(ce->stream, n, classes, logits, labels, d->divisor,
+                                             d->label_smoothing, d->top_k, row_loss, row_correct,
+                                             loss, correct, correct_k, dlogits));
 }
 
 static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
@@ -569,6 +584,24 @@ static const pp_backend_ops cuda_ops = {
     .profiler = cuda_profiler,
     .mem_info = cuda_mem_info,
     .native = pp_cuda_native,
+    /* the transformer ops: dense.c, transformer.c, GELU above */
+    .dense_forward = pp_cuda_dense_forward,
+    .dense_backward_data = pp_cuda_dense_backward_data,
+    .dense_backward_weights = pp_cuda_dense_backward_weights,
+    .dense_gelu_forward = pp_cuda_dense_gelu_forward,
+    .dense_backward_data_gelu = pp_cuda_dense_backward_data_gelu,
+    .layernorm_forward = pp_cuda_layernorm_forward,
+    .layernorm_backward = pp_cuda_layernorm_backward,
+    .add_layernorm_forward = pp_cuda_add_layernorm_forward,
+    .layernorm_backward_add = pp_cuda_layernorm_backward_add,
+    .gelu_forward = cuda_gelu_forward,
+    .gelu_backward = cuda_gelu_backward,
+    .attention_forward = pp_cuda_attention_forward,
+    .attention_backward = pp_cuda_attention_backward,
+    .embedding_forward = pp_cuda_embedding_forward,
+    .embedding_backward = pp_cuda_embedding_backward,
+    .position_forward = pp_cuda_position_forward,
+    .position_backward = pp_cuda_position_backward,
 };
 
 const pp_backend_ops *pp_backend_cuda(void)

@@ -1,6 +1,7 @@
 /*
- * blaslt.c - the bf16 fully connected layer through cuBLASLt: the
- * contract is in blaslt.h.
+ * blaslt.c - GEMMs through cuBLASLt: the bf16 fully connected layer, and
+ * the fp32 products with epilogues the transformer's dense layers run
+ * (pp_cuda_lt_matmul_f32, dense.c). The contracts are in blaslt.h.
  *
  * Row-major x (n,in), w (out,in), y (n,out) are the column-major matrices
  * x^T (in,n), w^T (in,out), y^T (out,n), so (in column-major terms, as in
@@ -25,10 +26,14 @@
 #include "internal.h"
 #include "kernels.h"
 
-typedef enum lt_kind { LT_FWD = 0, LT_DX = 1, LT_DW = 2, LT_DB = 3 } lt_kind;
+typedef enum lt_kind { LT_FWD = 0, LT_DX = 1, LT_DW = 2, LT_DB = 3, LT_F32 = 4 } lt_kind;
 
 static const char *const kind_name[] = {"forward y = x w^T + b", "backward dx = dy w",
-                                        "backward dw += dy^T x", "backward db += sum dy"};
+                                        "backward dw += dy^T x", "backward db += sum dy",
+                                        "fp32 GEMM"};
+
+static const char *const epi_name[] = {"", ", fp32 bias epilogue", ", GELU + aux + bias epilogue",
+                                       ", GELU + aux epilogue", ", GELU backward (aux) epilogue"};
 
 /* One GEMM's shape: the key of its cache entry, compared as bytes (all
  * fields int64_t: no padding). */
@@ -38,7 +43,9 @@ typedef struct lt_gemm {
     int64_t m, n, k;
     int64_t lda, ldb, ldc;
     int64_t ab, cd;        /* cudaDataType_t of A, B and of C, D */
-    int64_t bias;          /* epilogue CUBLASLT_EPILOGUE_BIAS with an fp32 bias */
+    int64_t compute;       /* cublasComputeType_t */
+    int64_t epi;           /* pp_cuda_lt_epi (an fp32 bias where it has one) */
+    int64_t ld_aux;        /* the aux matrix's leading dimension (GELU epilogues), else 0 */
     int64_t align[3];      /* bytes A, B, C = D are aligned to, at most 256 */
 } lt_gemm;
 
@@ -71,10 +78,12 @@ static int64_t align_of(const void *p)
 static void describe(char *buf, size_t n, const lt_gemm *g)
 {
     snprintf(buf, n,
-             "cuBLASLt %s (m %lld, n %lld, k %lld, %s x %s -> %s%s, alignments %lld/%lld/%lld)",
+             "cuBLASLt %s (m %lld, n %lld, k %lld, %s x %s -> %s%s%s, alignments "
+             "%lld/%lld/%lld)",
              kind_name[g->kind], (long long)g->m, (long long)g->n, (long long)g->k,
              g->ta == CUBLAS_OP_T ? "A^T" : "A", g->tb == CUBLAS_OP_T ? "B^T" : "B",
-             g->cd == CUDA_R_32F ? "fp32" : "bf16", g->bias ? ", fp32 bias epilogue" : "",
+             g->cd == CUDA_R_32F ? "fp32" : "bf16",
+             g->compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? " (TF32)" : "", epi_name[g->epi],
              (long long)g->align[0], (long long)g->align[1], (long long)g->align[2]);
 }
 
@@ -122,6 +131,11 @@ void pp_cuda_lt_cache_free(pp_exec *ex)
 
 /* ---- descriptors and the algorithm ---------------------------------------------- */
 
+static bool lt_has_bias(const lt_gemm *g)
+{
+    return g->epi == PP_LT_EPI_BIAS || g->epi == PP_LT_EPI_GELU_AUX_BIAS;
+}
+
 static pp_status make_descs(pp_exec *ex, const lt_gemm *g, lt_entry *e, pp_error *err)
 {
     pp_device_ctx *dev = ex->dev;
@@ -129,20 +143,33 @@ static pp_status make_descs(pp_exec *ex, const lt_gemm *g, lt_entry *e, pp_error
     /* stored shapes: op(A) is m x k, op(B) is k x n */
     const int64_t ar = ta == CUBLAS_OP_N ? g->m : g->k, ac = ta == CUBLAS_OP_N ? g->k : g->m;
     const int64_t br = tb == CUBLAS_OP_N ? g->k : g->n, bc = tb == CUBLAS_OP_N ? g->n : g->k;
-    PP_TRY(PP_CUDA(dev, err, cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)));
+    PP_TRY(PP_CUDA(dev, err, cublasLtMatmulDescCreate(&e->desc, (cublasComputeType_t)g->compute,
+                                                     CUDA_R_32F)));
     PP_TRY(PP_CUDA(dev, err, cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSA,
                                                            &ta, sizeof ta)));
     PP_TRY(PP_CUDA(dev, err, cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                                            &tb, sizeof tb)));
-    if (g->bias) {
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        const int32_t bias_type = CUDA_R_32F;
+    static const cublasLtEpilogue_t epis[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS,
+                                              CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+                                              CUBLASLT_EPILOGUE_GELU_AUX,
+                                              CUBLASLT_EPILOGUE_DGELU};
+    if (g->epi != PP_LT_EPI_NONE) {
+        const cublasLtEpilogue_t epi = epis[g->epi];
         PP_TRY(PP_CUDA(dev, err,
                        cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                                       &epi, sizeof epi)));
+    }
+    if (lt_has_bias(g)) {
+        const int32_t bias_type = CUDA_R_32F;
         PP_TRY(PP_CUDA(dev, err,
                        cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                       &bias_type, sizeof bias_type)));
+    }
+    if (g->ld_aux > 0) {
+        const int64_t ld = g->ld_aux;
+        PP_TRY(PP_CUDA(dev, err,
+                       cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                      &ld, sizeof ld)));
     }
     PP_TRY(PP_CUDA(dev, err, cublasLtMatrixLayoutCreate(&e->la, (cudaDataType_t)g->ab, (uint64_t)ar,
                                                        (uint64_t)ac, g->lda)));
@@ -256,18 +283,24 @@ static pp_status gemm_entry(pp_exec *ex, pp_cuda_lt_cache *c, lt_gemm *g, const 
                         (*out)->refused ? cublasLtGetStatusName((*out)->refused) : "");
 }
 
-/* D = A op B (+ bias) + beta * C with C = D; PP_ERR_UNSUPPORTED when
- * cuBLASLt has no algorithm for g (nothing enqueued then). */
-static pp_status gemm(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm *g,
-                      const void *A, const void *B, void *D, const float *bias, float beta,
-                      pp_error *err)
+/* D = A op B (+ bias, or another epilogue reading or writing aux) + beta * C
+ * with C = D; PP_ERR_UNSUPPORTED when cuBLASLt has no algorithm for g
+ * (nothing enqueued then). */
+static pp_status gemm_aux(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm *g,
+                          const void *A, const void *B, void *D, const float *bias, void *aux,
+                          float beta, pp_error *err)
 {
     lt_entry *e = NULL;
     PP_TRY(gemm_entry(ex, c, g, A, B, D, &e, err));
-    if (g->bias)
+    if (lt_has_bias(g))
         PP_TRY(PP_CUDA(ex->dev, err,
                        cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                       &bias, sizeof bias)));
+    if (g->ld_aux > 0)
+        PP_TRY(PP_CUDA(ex->dev, err,
+                       cublasLtMatmulDescSetAttribute(e->desc,
+                                                      CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                      &aux, sizeof aux)));
     void *ws;
     PP_TRY(pp_exec_workspace(ex, e->ws, &ws, err));
     const float alpha = 1.0f;
@@ -289,6 +322,13 @@ static pp_status gemm(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gem
     return pp_error_set(err, s, "%s (for %s)", e1.msg, what);
 }
 
+static pp_status gemm(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm *g,
+                      const void *A, const void *B, void *D, const float *bias, float beta,
+                      pp_error *err)
+{
+    return gemm_aux(ex, ce, c, g, A, B, D, bias, NULL, beta, err);
+}
+
 static pp_status begin(pp_exec *ex, int n, int in, int out, pp_cuda_exec **ce,
                        pp_cuda_lt_cache **c, pp_error *err)
 {
@@ -305,7 +345,8 @@ static lt_gemm fwd_gemm(int n, int in, int out, bool bias, bool y_f32)
 {
     return (lt_gemm){.kind = LT_FWD, .ta = CUBLAS_OP_T, .tb = CUBLAS_OP_N, .m = out, .n = n,
                   .k = in, .lda = in, .ldb = in, .ldc = out, .ab = CUDA_R_16BF,
-                  .cd = y_f32 ? CUDA_R_32F : CUDA_R_16BF, .bias = bias};
+                  .cd = y_f32 ? CUDA_R_32F : CUDA_R_16BF, .compute = CUBLAS_COMPUTE_32F,
+                  .epi = bias ? PP_LT_EPI_BIAS : PP_LT_EPI_NONE};
 }
 
 /* bf16 y with an fp32 bias (which the epilogue of a bf16 D cannot read):
@@ -391,13 +432,13 @@ pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const 
     if (n == 0 || out == 0) return PP_OK; /* dx is empty or sums nothing; dw, db unchanged */
     lt_gemm gx = {.kind = LT_DX, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_N, .m = in, .n = n,
                   .k = out, .lda = in, .ldb = out, .ldc = in, .ab = CUDA_R_16BF,
-                  .cd = CUDA_R_16BF};
+                  .cd = CUDA_R_16BF, .compute = CUBLAS_COMPUTE_32F};
     lt_gemm gw = {.kind = LT_DW, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_T, .m = in, .n = out,
                   .k = n, .lda = in, .ldb = out, .ldc = in, .ab = CUDA_R_16BF,
-                  .cd = CUDA_R_32F};
+                  .cd = CUDA_R_32F, .compute = CUBLAS_COMPUTE_32F};
     lt_gemm gb = {.kind = LT_DB, .ta = CUBLAS_OP_N, .tb = CUBLAS_OP_N, .m = out, .n = 1,
                   .k = n, .lda = out, .ldb = n, .ldc = out, .ab = CUDA_R_16BF,
-                  .cd = CUDA_R_32F};
+                  .cd = CUDA_R_32F, .compute = CUBLAS_COMPUTE_32F};
     const bool run_x = dx && in > 0, run_w = dw && in > 0, run_b = db != NULL;
     /* Every GEMM's algorithm first: a refusal (PP_ERR_UNSUPPORTED, the caller
      * then runs the whole op another way) must come before dw or db has been
@@ -424,4 +465,28 @@ pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const 
         return PP_ERR_BACKEND;
     }
     return s;
+}
+
+/* ---- fp32 products (dense.c) ----------------------------------------------------------- */
+
+pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const float *a,
+                                const float *b, float *d, pp_error *err)
+{
+    pp_cuda_exec *ce = NULL;
+    pp_cuda_lt_cache *c = NULL;
+    if (mm->m < 0 || mm->n < 0 || mm->k < 0)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: cuBLASLt GEMM: m %lld, n %lld, k %lld",
+                            ex->dev->name, (long long)mm->m, (long long)mm->n, (long long)mm->k);
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    PP_TRY(lt_state(ex, ce, &c, err));
+    if (mm->m == 0 || mm->n == 0) return PP_OK;
+    const bool aux = mm->epi == PP_LT_EPI_GELU_AUX_BIAS || mm->epi == PP_LT_EPI_GELU_AUX ||
+                     mm->epi == PP_LT_EPI_DGELU;
+    lt_gemm g = {.kind = LT_F32, .ta = mm->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                 .tb = mm->tb ? CUBLAS_OP_T : CUBLAS_OP_N, .m = mm->m, .n = mm->n, .k = mm->k,
+                 .lda = mm->lda, .ldb = mm->ldb, .ldc = mm->ldd, .ab = CUDA_R_32F,
+                 .cd = CUDA_R_32F,
+                 .compute = mm->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                 .epi = mm->epi, .ld_aux = aux ? mm->ld_aux : 0};
+    return gemm_aux(ex, ce, c, &g, a, b, d, mm->bias, (void *)mm->aux, mm->beta, err);
 }

@@ -1,6 +1,8 @@
 /*
- * blaslt.h - the fully connected layer in bf16 through cuBLASLt, with
- * fp32 accumulation (compute type CUBLAS_COMPUTE_32F, scale type fp32).
+ * blaslt.h - GEMMs through cuBLASLt: the fully connected layer in bf16, with
+ * fp32 accumulation (compute type CUBLAS_COMPUTE_32F, scale type fp32), and
+ * fp32 products with fused epilogues (pp_cuda_lt_matmul_f32: the
+ * transformer's dense layers, dense.c).
  *
  * Shapes (row-major, as ops.h): x (n, in), w (out, in), y and dy (n, out),
  * bias, db (out), dx (n, in), dw (out, in). bf16 tensors are uint16_t bit
@@ -46,6 +48,42 @@ pp_status pp_cuda_lt_linear_forward(pp_exec *ex, int n, int in, int out, const u
 pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const uint16_t *x,
                                      const uint16_t *w, const uint16_t *dy, uint16_t *dx,
                                      float *dw, float *db, pp_error *err);
+
+/* What a GEMM's epilogue does with its product AB (cuBLASLt's
+ * CUBLASLT_EPILOGUE_*, in column-major terms: bias has D's m rows). */
+typedef enum pp_cuda_lt_epi {
+    PP_LT_EPI_NONE = 0,      /* D = AB (+ beta D) */
+    PP_LT_EPI_BIAS,          /* D = AB + bias */
+    PP_LT_EPI_GELU_AUX_BIAS, /* aux = AB + bias (the pre-activation, kept); D = GELU(aux), the
+                                tanh approximation */
+    PP_LT_EPI_GELU_AUX,      /* the same without a bias: aux = AB, D = GELU(aux) */
+    PP_LT_EPI_DGELU,         /* D = AB * GELU'(aux): aux is the forward's pre-activation */
+} pp_cuda_lt_epi;
+
+/* One fp32 GEMM, column-major: D (m, n) = op(A) (m, k) op(B) (k, n) [+ beta
+ * D], through epi. */
+typedef struct pp_cuda_lt_matmul {
+    bool ta, tb;            /* op(A) = A^T, op(B) = B^T */
+    int64_t m, n, k;
+    int64_t lda, ldb, ldd;  /* leading dimensions of A, B and D as stored */
+    bool tf32;              /* TF32 tensor cores allowed (CUBLAS_COMPUTE_32F_FAST_TF32); else
+                               IEEE fp32 (CUBLAS_COMPUTE_32F) */
+    float beta;             /* 0, or 1: D is added to (a parameter gradient) */
+    pp_cuda_lt_epi epi;
+    const float *bias;      /* (m) for PP_LT_EPI_BIAS and _GELU_AUX_BIAS */
+    const float *aux;       /* (m, n), leading dimension ld_aux, for the GELU epilogues (written
+                               by _GELU_AUX*, read by _DGELU) */
+    int64_t ld_aux;
+} pp_cuda_lt_matmul;
+
+/* D = the product of fp32 a and b as mm says, on ex's stream. Per exec,
+ * each shape (with its epilogue, math and alignments) gets its descriptors
+ * and cuBLASLt's first heuristic algorithm at its first use, as the bf16
+ * GEMMs above. PP_ERR_UNSUPPORTED (nothing enqueued) when cuBLASLt has no
+ * algorithm for it or refuses the combination: the caller then runs it
+ * another way. */
+pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const float *a,
+                                const float *b, float *d, pp_error *err);
 
 /* Releases ex's cuBLASLt handle, descriptors and ones vector (the exec's
  * destroy calls it). Safe to call more than once. */

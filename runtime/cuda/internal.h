@@ -8,8 +8,9 @@
  * cuDNN (dnn.c), through cuDNN's graph API (gconv.c over gconv_graph.c;
  * gconv_probe.c), the fully connected layer through cuBLAS (blas.c) and
  * cuBLASLt (blaslt.c), the native bf16/NHWC entry (native.c), own kernels
- * (kernels.cu, nhwc.cu), the algorithm cache (algo_cache.c); absent.c in a
- * build without CUDA. Calls run from backend.c down to exec.c. It includes
+ * (kernels.cu, nhwc.cu), the transformer's ops (dense.c over cuBLASLt,
+ * transformer.c over the kernels of transformer.h), the algorithm cache
+ * (algo_cache.c); absent.c in a build without CUDA. Calls run from backend.c down to exec.c. It includes
  * runtime/core only.
  *
  * Every CUDA runtime, cuDNN and cuBLAS call goes through PP_CUDA, which turns
@@ -240,5 +241,58 @@ pp_status pp_cuda_linear_backward_data(pp_exec *ex, int n, int in, int out, cons
                                        const float *dy, float *dx, pp_error *err);
 pp_status pp_cuda_linear_backward_weights(pp_exec *ex, int n, int in, int out, const float *x,
                                           const float *dy, float *dw, float *db, pp_error *err);
+
+/* ---- the transformer ops (dense.c, transformer.c; ops.h, backend.h) ---- */
+
+/* PP_CUDA_UNFUSED (set and not "0"): the fused transformer entries (a dense
+ * layer with its GELU, a layer norm with its residual add) decline with
+ * PP_ERR_UNSUPPORTED, having enqueued nothing, so that the plain ops run
+ * instead, to compare. */
+pp_status pp_cuda_unfused(pp_exec *ex, const char *what, pp_error *err);
+
+pp_status pp_cuda_dense_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                const float *x, const float *w, const float *b, float *y,
+                                pp_error *err);
+pp_status pp_cuda_dense_backward_data(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                      const float *w, const float *dy, float *dx, pp_error *err);
+pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int out,
+                                         bool w_out_in, const float *x, const float *dy,
+                                         float *dw, float *db, pp_error *err);
+pp_status pp_cuda_dense_gelu_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                     const float *x, const float *w, const float *b, float *h,
+                                     float *g, pp_error *err);
+pp_status pp_cuda_dense_backward_data_gelu(pp_exec *ex, int64_t rows, int in, int out,
+                                           bool w_out_in, const float *w, const float *dy,
+                                           const float *h, float *dh, pp_error *err);
+pp_status pp_cuda_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
+                                    const float *gamma, const float *beta, float *y, float *mean,
+                                    float *rstd, pp_error *err);
+pp_status pp_cuda_add_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps,
+                                        const float *a, const float *b, const float *gamma,
+                                        const float *beta, float *s, float *y, float *mean,
+                                        float *rstd, pp_error *err);
+pp_status pp_cuda_layernorm_backward_add(pp_exec *ex, int64_t rows, int c, const float *x,
+                                         const float *dy, const float *gamma, const float *mean,
+                                         const float *rstd, const float *dres, float *dx,
+                                         float *dgamma, float *dbeta, pp_error *err);
+pp_status pp_cuda_layernorm_backward(pp_exec *ex, int64_t rows, int c, const float *x,
+                                     const float *dy, const float *gamma, const float *mean,
+                                     const float *rstd, float *dx, float *dgamma, float *dbeta,
+                                     pp_error *err);
+pp_status pp_cuda_attention_forward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                    float *y, float *lse, pp_error *err);
+pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                     const float *y, const float *lse, const float *dy,
+                                     float *dqkv, pp_error *err);
+pp_status pp_cuda_embedding_forward(pp_exec *ex, int64_t rows, int vocab, int c,
+                                    const int32_t *ids, const float *table, float *y,
+                                    pp_error *err);
+pp_status pp_cuda_embedding_backward(pp_exec *ex, int64_t rows, int vocab, int c,
+                                     const int32_t *ids, const float *dy, float *dtable,
+                                     pp_error *err);
+pp_status pp_cuda_position_forward(pp_exec *ex, int64_t n, int t, int c, const float *x,
+                                   const float *table, float *y, pp_error *err);
+pp_status pp_cuda_position_backward(pp_exec *ex, int64_t n, int t, int c, const float *dy,
+                                    float *dtable, pp_error *err);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * kernels.cu - the CUDA backend's own kernels: elementwise ops, bias
- * (linear and per-channel), adaptive and window average pooling, softmax cross-entropy, SGD, zeroing and the delay
- * spin.
+ * kernels.cu - the CUDA backend's own kernels: elementwise ops (GELU among
+ * them), bias (linear and per-channel), adaptive and window average pooling,
+ * SGD, zeroing and the delay spin. (The softmax cross-entropy: classifier.cu.)
  * runtime/cpu is the reference each kernel must match (see ops.h for the
  * contracts). Reductions that produce a single value (loss, bias gradient)
  * run in a fixed order, so results are deterministic run to run.
@@ -36,6 +36,27 @@ struct add_relu_op {
     {
         const float s = a + b;
         return s > 0.0f ? s : 0.0f;
+    }
+};
+
+/* GELU, tanh approximation, through 1/2 (1 + tanh u) = 1 / (1 + exp(-2u)):
+ * runtime/cpu/gelu.c's formula (one expf, no cancellation near 0) */
+constexpr float k_sqrt_2_over_pi = 0.7978845608028654f;
+constexpr float k_cubic = 0.044715f;
+struct gelu_op {
+    __device__ float operator()(float v, float) const
+    {
+        const float u = k_sqrt_2_over_pi * (v + k_cubic * v * v * v);
+        return v / (1.0f + expf(-2.0f * u));
+    }
+};
+struct gelu_backward_op { /* dy (s + 2 v s (1 - s) u') */
+    __device__ float operator()(float v, float dy) const
+    {
+        const float u = k_sqrt_2_over_pi * (v + k_cubic * v * v * v);
+        const float s = 1.0f / (1.0f + expf(-2.0f * u));
+        const float du = k_sqrt_2_over_pi * (1.0f + 3.0f * k_cubic * v * v);
+        return dy * (s + 2.0f * v * s * (1.0f - s) * du);
     }
 };
 
@@ -221,128 +242,6 @@ __global__ void avgpool_backward_k(int64_t planes, int64_t hw, const float *dy, 
         dx[i] = (float)((double)dy[i / hw] / (double)hw); /* the quotient, as the CPU's */
 }
 
-/* One block per row: max and first argmax, log-sum-exp (double), the sum of
- * the logits (label smoothing), the label's rank (top_k > 0), gradient.
- * row_correct: bit 0 the argmax is the label, bit 1 the label ranks below
- * top_k; -1 for a label outside [0, classes). */
-__global__ void softmax_xent_rows_k(int classes, const float *logits, const int32_t *labels,
-                                    float divisor, float eps, int top_k, double *row_loss,
-                                    int32_t *row_correct, float *dlogits)
-{
-    __shared__ float s_max[PP_CUDA_BLOCK];
-    __shared__ int s_arg[PP_CUDA_BLOCK];
-    __shared__ double s_sum[PP_CUDA_BLOCK];
-    const int row = blockIdx.x, tid = threadIdx.x;
-    const float *z = logits + (int64_t)row * classes;
-    float *g = dlogits + (int64_t)row * classes;
-
-    float m = -INFINITY;
-    int arg = classes;
-    for (int j = tid; j < classes; j += blockDim.x)
-        if (arg == classes || z[j] > m) {
-            m = z[j];
-            arg = j;
-        }
-    s_max[tid] = m;
-    s_arg[tid] = arg;
-    __syncthreads();
-    for (int off = blockDim.x / 2; off > 0; off /= 2) {
-        if (tid < off) {
-            const float om = s_max[tid + off];
-            const int oa = s_arg[tid + off];
-            if (oa < classes && (s_arg[tid] == classes || om > s_max[tid] ||
-                                 (om == s_max[tid] && oa < s_arg[tid]))) {
-                s_max[tid] = om;
-                s_arg[tid] = oa;
-            }
-        }
-        __syncthreads();
-    }
-    const float zmax = s_max[0];
-    const int amax = s_arg[0];
-
-    int label = labels[row];
-    const bool bad = label < 0 || label >= classes;
-    if (bad) label = label < 0 ? 0 : classes - 1;
-    /* the label's rank: larger logits, and equal ones of lower index (s_arg is free) */
-    int rank = 0;
-    if (top_k > 0) {
-        const float zl = z[label];
-        for (int j = tid; j < classes; j += blockDim.x)
-            rank += z[j] > zl || (z[j] == zl && j < label);
-        __syncthreads();
-        s_arg[tid] = rank;
-        __syncthreads();
-        for (int off = blockDim.x / 2; off > 0; off /= 2) {
-            if (tid < off) s_arg[tid] += s_arg[tid + off];
-            __syncthreads();
-        }
-        rank = s_arg[0];
-    }
-
-    double se = 0.0;
-    for (int j = tid; j < classes; j += blockDim.x) se += exp((double)z[j] - (double)zmax);
-    s_sum[tid] = se;
-    __syncthreads();
-    for (int off = blockDim.x / 2; off > 0; off /= 2) {
-        if (tid < off) s_sum[tid] += s_sum[tid + off];
-        __syncthreads();
-    }
-    se = s_sum[0];
-
-    const double inv_div = 1.0 / (double)divisor;
-    double lse = (double)zmax + log(se), loss = lse - (double)z[label];
-    if (eps == 0.0f) {
-        const double scale = inv_div / se;
-        for (int j = tid; j < classes; j += blockDim.x) {
-            const double p = exp((double)z[j] - (double)zmax);
-            g[j] = (float)(j == label ? (p / se - 1.0) * inv_div : p * scale);
-        }
-    } else {
-        __syncthreads(); /* s_sum[0] read by every thread */
-        double sz = 0.0;
-        for (int j = tid; j < classes; j += blockDim.x) sz += (double)z[j];
-        s_sum[tid] = sz;
-        __syncthreads();
-        for (int off = blockDim.x / 2; off > 0; off /= 2) {
-            if (tid < off) s_sum[tid] += s_sum[tid + off];
-            __syncthreads();
-        }
-        const double e = eps, off = e / (double)classes, on = 1.0 - e + off;
-        loss = (1.0 - e) * loss + e * (lse - s_sum[0] / (double)classes);
-        for (int j = tid; j < classes; j += blockDim.x) {
-            const double p = exp((double)z[j] - (double)zmax);
-            g[j] = (float)((p / se - (j == label ? on : off)) * inv_div);
-        }
-    }
-    if (tid == 0) {
-        row_loss[row] = loss;
-        row_correct[row] = bad ? -1 : (amax == label) | (top_k > 0 && rank < top_k) << 1;
-    }
-}
-
-/* single thread: in-order sums, so the loss is deterministic */
-__global__ void softmax_xent_total_k(int n, float divisor, const double *row_loss,
-                                     const int32_t *row_correct, float *loss, int32_t *correct,
-                                     int32_t *correct_k)
-{
-    double total = 0.0;
-    int32_t hits = 0, hits_k = 0;
-    bool bad = false;
-    for (int i = 0; i < n; i++) {
-        total += row_loss[i];
-        if (row_correct[i] < 0) {
-            bad = true;
-        } else {
-            hits += row_correct[i] & 1;
-            hits_k += row_correct[i] >> 1 & 1;
-        }
-    }
-    *loss = (float)(total / (double)divisor);
-    *correct = bad ? -1 : hits;
-    if (correct_k) *correct_k = bad ? -1 : hits_k;
-}
-
 /* ---- SGD and zeroing ------------------------------------------------------------ */
 
 struct sgd_args {
@@ -516,6 +415,8 @@ cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cud
         return ew_launch(s, max_grid, n, a, b, y, sigmoid_backward_op());
     case PP_CUDA_EW_ADD: return ew_launch(s, max_grid, n, a, b, y, add_op());
     case PP_CUDA_EW_ADD_RELU: return ew_launch(s, max_grid, n, a, b, y, add_relu_op());
+    case PP_CUDA_EW_GELU: return ew_launch(s, max_grid, n, a, nullptr, y, gelu_op());
+    case PP_CUDA_EW_GELU_BACKWARD: return ew_launch(s, max_grid, n, a, b, y, gelu_backward_op());
     }
     return cudaErrorInvalidValue;
 }
@@ -576,22 +477,6 @@ cudaError_t pp_cuda_launch_avgpool_backward(cudaStream_t s, unsigned grid, int64
                                             int64_t hw, const float *dy, float *dx)
 {
     avgpool_backward_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(planes, hw, dy, dx);
-    return cudaGetLastError();
-}
-
-cudaError_t pp_cuda_launch_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
-                                        const int32_t *labels, float divisor, float eps,
-                                        int top_k, double *row_loss, int32_t *row_correct,
-                                        float *loss, int32_t *correct, int32_t *correct_k,
-                                        float *dlogits)
-{
-    softmax_xent_rows_k<<<n, PP_CUDA_BLOCK, 0, s>>>(classes, logits, labels, divisor, eps,
-                                                    correct_k ? top_k : 0, row_loss,
-                                                    row_correct, dlogits);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    softmax_xent_total_k<<<1, 1, 0, s>>>(n, divisor, row_loss, row_correct, loss, correct,
-                                         correct_k);
     return cudaGetLastError();
 }
 

@@ -39,6 +39,8 @@ typedef enum pp_cuda_ew_kind {
     PP_CUDA_EW_SIGMOID_BACKWARD, /* y = b * (1 - a) * a (a: the forward output, b: its gradient) */
     PP_CUDA_EW_ADD,           /* y = a + b (accumulate: a = x, b = y) */
     PP_CUDA_EW_ADD_RELU,      /* y = max(a + b, 0), the sum rounded first as pp_add does */
+    PP_CUDA_EW_GELU,          /* y = GELU(a), tanh approximation (runtime/cpu/gelu.c's formula) */
+    PP_CUDA_EW_GELU_BACKWARD, /* y = b GELU'(a) (a: the forward's input, b: its gradient) */
 } pp_cuda_ew_kind;
 
 /* One launch of at most max_grid blocks. When a, b and y are 16-byte aligned,
@@ -81,15 +83,6 @@ cudaError_t pp_cuda_launch_avgpool_forward(cudaStream_t s, int64_t planes, int64
 /* dx[i] = dy[i / hw] / hw */
 cudaError_t pp_cuda_launch_avgpool_backward(cudaStream_t s, unsigned grid, int64_t planes,
                                             int64_t hw, const float *dy, float *dx);
-/* Softmax cross-entropy with label smoothing eps (pp_softmax_xent_ex).
- * row_loss (n doubles) and row_correct (n ints) are scratch; loss, correct
- * and correct_k (may be NULL: no top-k count) get the in-order sums (-1 if a
- * label was outside [0, classes)). */
-cudaError_t pp_cuda_launch_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
-                                        const int32_t *labels, float divisor, float eps,
-                                        int top_k, double *row_loss, int32_t *row_correct,
-                                        float *loss, int32_t *correct, int32_t *correct_k,
-                                        float *dlogits);
 /* Multi-tensor launches cut their tensors into tiles of PP_CUDA_MULTI_TILE
  * elements (bytes for zeroing); block b takes tiles b, b + gridDim.x, ...
  * and finds a tile's tensor by binary search over first_tile. The tensor list

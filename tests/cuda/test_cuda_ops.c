@@ -874,50 +874,6 @@ static void test_stream_events_reuse(rig *r)
 
 /* ---- errors ---------------------------------------------------------------------- */
 
-/* The transformer ops have no CUDA kernels yet: each is refused with
- * PP_ERR_UNSUPPORTED before anything runs, naming the op (ops.h). */
-static void test_transformer_refused(rig *r)
-{
-    pp_error err;
-    const int64_t x3[3] = {2, 4, 8}, q3[3] = {2, 4, 24}, w2[2] = {8, 8}, v1[1] = {8};
-    const int64_t ids2[2] = {2, 4}, lse3[3] = {2, 2, 4}, rows1[1] = {8};
-    pair x = pair_rand(r, 3, x3, -1, 1), y = pair_rand(r, 3, x3, -1, 1);
-    pair q = pair_rand(r, 3, q3, -1, 1), dq = pair_rand(r, 3, q3, -1, 1);
-    pair w = pair_rand(r, 2, w2, -1, 1), b = pair_rand(r, 1, v1, -1, 1);
-    pair lse = pair_rand(r, 3, lse3, -1, 1), st = pair_rand(r, 1, rows1, 0, 1);
-    const int32_t zeros[8] = {0};
-    pair ids = pair_from(r, PP_I32, 2, ids2, zeros);
-    pp_exec *e = &r->egpu;
-    const struct {
-        const char *op;
-        pp_status s;
-    } calls[] = {
-        {"dense_forward", pp_dense_forward(e, PP_WEIGHT_IN_OUT, &x.g, &w.g, &b.g, &y.g, &err)},
-        {"dense_backward_data", pp_dense_backward_data(e, PP_WEIGHT_OUT_IN, &w.g, &y.g, &x.g,
-                                                       &err)},
-        {"dense_backward_weights", pp_dense_backward_weights(e, PP_WEIGHT_IN_OUT, &x.g, &y.g,
-                                                             &w.g, &b.g, &err)},
-        {"layernorm_forward", pp_layernorm_forward(e, 1e-5f, &x.g, &b.g, &b.g, &y.g, &st.g,
-                                                   &st.g, &err)},
-        {"layernorm_backward", pp_layernorm_backward(e, &x.g, &y.g, &b.g, &st.g, &st.g, &x.g,
-                                                     &b.g, NULL, &err)},
-        {"gelu_forward", pp_gelu_forward(e, &x.g, &y.g, &err)},
-        {"gelu_backward", pp_gelu_backward(e, &x.g, &y.g, &x.g, &err)},
-        {"attention_forward", pp_attention_forward(e, 2, &q.g, &y.g, &lse.g, &err)},
-        {"attention_backward", pp_attention_backward(e, 2, &q.g, &y.g, &lse.g, &x.g, &dq.g,
-                                                     &err)},
-        {"embedding_forward", pp_embedding_forward(e, &ids.g, &w.g, &y.g, &err)},
-        {"embedding_backward", pp_embedding_backward(e, &ids.g, &y.g, &w.g, &err)},
-        {"position_forward", pp_position_forward(e, &x.g, &w.g, &y.g, &err)},
-        {"position_backward", pp_position_backward(e, &y.g, &w.g, &err)},
-    };
-    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
-        CHECK_MSG(calls[i].s == PP_ERR_UNSUPPORTED, "%s on cuda:0: %s (want unsupported)",
-                  calls[i].op, pp_status_name(calls[i].s));
-    pair *all[] = {&x, &y, &q, &dq, &w, &b, &lse, &st, &ids};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pair_free(all[i]);
-}
-
 static void test_errors(rig *r)
 {
     pp_error err;
@@ -960,7 +916,6 @@ int main(void)
     test_streams(&r);
     test_stream_events_reuse(&r);
     test_errors(&r);
-    test_transformer_refused(&r);
 
     rig_close(&r);
     return check_summary("test_cuda_ops");

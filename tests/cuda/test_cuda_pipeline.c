@@ -49,9 +49,8 @@
 #include "pipeline/pipeline.h"
 #include "tests/check.h"
 #include "tests/cuda/nudge.h"
+#include "tests/cuda/updates.h"
 
-#define FLOOR 1e-3 /* a figure's least tolerance (fp32 sums in other orders: ~1e-5) */
-#define NUDGE_K 10 /* PyTorch's fp32 step against float64: up to 3x its nudge */
 
 static const char *layouts[] = {
     "  - device: %s:0\n"
@@ -70,15 +69,16 @@ static const char *layouts[] = {
     "    layers: [layer4, avgpool, fc]\n",
 };
 
-/* Runs 2 steps of ResNet-50 (cifar stem, 32x32, batch 8 in micro-batches of
- * 4) with the given layout on kind ("cpu" or "cuda"), saves to path, returns
- * the losses; saves the initial state to init_path first when it is not
- * NULL. */
-static void run_text(const char *text, const char *init_path, const char *path,
-                     double losses[2]);
-
 static const char *g_precision = "fp32"; /* the plans' precision */
 static const char *g_load = NULL;         /* a checkpoint the runs start from */
+
+/* Runs 2 steps of the plan text from g_load (NULL: its initialisation),
+ * saves to path, returns the losses; saves the initial state to init_path
+ * first when it is not NULL. */
+static void run_text(const char *text, const char *init_path, const char *path, double losses[2])
+{
+    updates_run(text, 2, init_path, g_load, path, losses);
+}
 
 static void run_stages(const char *stages, const char *init_path, const char *path,
                        double losses[2])
@@ -216,121 +216,6 @@ static void run_graphs(const char *dir, int layout, bool on, const char *init_pa
     unlink(labels);
 }
 
-static void run_text(const char *text, const char *init_path, const char *path, double losses[2])
-{
-    pp_plan *plan = NULL;
-    pp_diag diag;
-    pp_error err;
-    char buf[4096];
-    CHECK_MSG(pp_plan_parse_string("cuda.yaml", text, strlen(text), &plan, &diag) == PP_OK,
-              "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
-    if (!plan) return;
-    pp_pipeline *p = NULL;
-    CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
-    if (p && init_path) CHECK_OK(pp_pipeline_save(p, init_path, true, &err), &err);
-    if (p && g_load) CHECK_OK(pp_pipeline_load(p, g_load, &err), &err);
-    for (int i = 0; p && i < 2; i++) {
-        pp_step_result r;
-        CHECK_OK(pp_pipeline_step(p, &r, &err), &err);
-        losses[i] = r.loss;
-    }
-    if (p) CHECK_OK(pp_pipeline_save(p, path, true, &err), &err);
-    pp_pipeline_free(p);
-    pp_plan_free(plan);
-}
-
-/* Reads tensor i of a checkpoint (malloc'd; NULL on failure). */
-static unsigned char *read_entry(FILE *f, const pp_checkpoint_info *info, size_t i)
-{
-    const pp_checkpoint_entry *e = &info->entries[i];
-    size_t bytes = (size_t)(e->end - e->begin);
-    unsigned char *d = malloc(bytes + 1);
-    if (d && fseek(f, (long)(info->data_offset + e->begin), SEEK_SET) == 0 &&
-        fread(d, 1, bytes, f) == bytes)
-        return d;
-    free(d);
-    return NULL;
-}
-
-/* The worst tensor of a comparison: its figure over its tolerance, the
- * figure, the yardstick's. */
-typedef struct diff {
-    double ratio, rel, yard;
-    char name[96];
-} diff;
-
-/* Norm-wise relative difference of tensor i's update in checkpoint x against
- * y's (x - init against y - init; momentum buffers, "optimizer.*", as they
- * are); -1 when unreadable or not f32 (I64 tensors must then be equal). */
-static double entry_rel(FILE *fx, const pp_checkpoint_info *ix, FILE *fy,
-                        const pp_checkpoint_info *iy, FILE *f0, const pp_checkpoint_info *i0,
-                        size_t i)
-{
-    const pp_checkpoint_entry *ex = &ix->entries[i], *ey = &iy->entries[i];
-    CHECK(strcmp(ex->name, ey->name) == 0 && ex->end - ex->begin == ey->end - ey->begin);
-    size_t bytes = (size_t)(ex->end - ex->begin);
-    unsigned char *dx = read_entry(fx, ix, i), *dy = read_entry(fy, iy, i), *d0 = NULL;
-    bool momentum = strncmp(ex->name, "optimizer.", 10) == 0;
-    for (size_t j = 0; !momentum && j < i0->n; j++)
-        if (strcmp(i0->entries[j].name, ex->name) == 0) d0 = read_entry(f0, i0, j);
-    CHECK_MSG(dx && dy && (momentum || d0), "%s: cannot read", ex->name);
-    double rel = -1;
-    if (dx && dy && (momentum || d0) && ex->dtype == PP_F32) {
-        const float *x = (const float *)dx, *y = (const float *)dy, *z = (const float *)d0;
-        double num = 0, den = 0;
-        for (size_t k = 0; k < bytes / 4; k++) {
-            double ux = z ? (double)x[k] - z[k] : x[k], uy = z ? (double)y[k] - z[k] : y[k];
-            num += (ux - uy) * (ux - uy);
-            den += uy * uy;
-        }
-        rel = den > 0 ? sqrt(num / den) : sqrt(num);
-        if (isnan(rel)) rel = INFINITY;
-    } else if (dx && dy) {
-        CHECK_MSG(memcmp(dx, dy, bytes) == 0, "%s differs", ex->name);
-    }
-    free(dx);
-    free(dy);
-    free(d0);
-    return rel;
-}
-
-/* Compares the updates of checkpoints a and b (from init), tensor by tensor,
- * against a yardstick (ya against yb, from init too: e.g. the nudged CPU run
- * against the CPU run): each tensor's figure is divided by its tolerance
- * max(FLOOR, NUDGE_K * the yardstick's figure). Returns the worst tensor. */
-static diff compare_with(const char *a, const char *b, const char *init, const char *ya,
-                         const char *yb)
-{
-    diff w = {0, 0, 0, ""};
-    pp_checkpoint_info ia, ib, i0, iya, iyb;
-    pp_error err;
-    CHECK_OK(pp_checkpoint_list(a, &ia, &err), &err);
-    CHECK_OK(pp_checkpoint_list(b, &ib, &err), &err);
-    CHECK_OK(pp_checkpoint_list(init, &i0, &err), &err);
-    CHECK_OK(pp_checkpoint_list(ya, &iya, &err), &err);
-    CHECK_OK(pp_checkpoint_list(yb, &iyb, &err), &err);
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb"), *f0 = fopen(init, "rb");
-    FILE *fya = fopen(ya, "rb"), *fyb = fopen(yb, "rb");
-    bool ok = fa && fb && f0 && fya && fyb && ia.n == ib.n && iya.n == ia.n && iyb.n == ia.n;
-    CHECK(ok);
-    for (size_t i = 0; ok && i < ia.n; i++) {
-        double rel = entry_rel(fa, &ia, fb, &ib, f0, &i0, i);
-        if (rel < 0) continue;
-        double y = entry_rel(fya, &iya, fyb, &iyb, f0, &i0, i);
-        double ratio = rel / fmax(FLOOR, NUDGE_K * fmax(y, 0));
-        if (ratio > w.ratio || !w.name[0]) {
-            w = (diff){ratio, rel, y, ""};
-            snprintf(w.name, sizeof w.name, "%s", ia.entries[i].name);
-        }
-    }
-    FILE *fs[] = {fa, fb, f0, fya, fyb};
-    for (int k = 0; k < 5; k++)
-        if (fs[k]) fclose(fs[k]);
-    pp_checkpoint_info *is[] = {&ia, &ib, &i0, &iya, &iyb};
-    for (int k = 0; k < 5; k++) pp_checkpoint_info_free(is[k]);
-    return w;
-}
-
 /* bf16 mixed precision: cuda:0 (activations NHWC, the native bf16 kernels)
  * against the CPU backend (NCHW), one stage, and two stages across the two
  * backends (cuda:0 then cpu:0: the boundary changes layout both ways). The
@@ -379,13 +264,6 @@ static void bf16_against_cpu(const char *dir, const char *init)
     unlink(nudged);
     unlink(ny);
     g_precision = "fp32";
-}
-
-/* A loss against its reference within NUDGE_K times the yardstick's
- * difference, and at least rel_floor relative. */
-static bool loss_ok(double got, double ref, double yard, double rel_floor)
-{
-    return fabs(got - ref) <= fmax(rel_floor * fabs(ref), NUDGE_K * fabs(yard - ref));
 }
 
 int main(void)

@@ -243,12 +243,14 @@ void sync_block()
     arrive(the_run().all, AT_BLOCK);
 }
 
-uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta, int width)
+namespace {
+
+/* One shuffle: every lane of mask offers bits and receives those of lane
+ * src (its own where src is itself). */
+uint64_t shuffle_from(unsigned mask, uint64_t bits, int src)
 {
     block_run &b = the_run();
     const int t = b.cur, lane = t % WARP;
-    const int base = lane - lane % width, up = lane + (int)delta;
-    const int src = up < base + width ? up : lane;
     warp_state &w = b.warps[t / WARP];
     for (int k = 0; k < WARP; k++)
         if (mask >> k & 1u && !w.present[k])
@@ -265,6 +267,28 @@ uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta, int width)
         fault("shuffle reads lane %u, outside mask 0x%08x or not in this shuffle", (unsigned)src,
               mask);
     return bits;
+}
+
+int lane_now()
+{
+    return the_run().cur % WARP;
+}
+
+} // namespace
+
+uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta, int width)
+{
+    const int lane = lane_now();
+    const int base = lane - lane % width, up = lane + (int)delta;
+    return shuffle_from(mask, bits, up < base + width ? up : lane);
+}
+
+uint64_t shuffle_xor(unsigned mask, uint64_t bits, unsigned lane_mask, int width)
+{
+    const int lane = lane_now();
+    const int base = lane - lane % width, other = lane ^ (int)lane_mask;
+    /* a lane of a later segment is out of reach: the caller's own value */
+    return shuffle_from(mask, bits, other < base + width ? other : lane);
 }
 
 long faults()

@@ -77,14 +77,17 @@ void sync_block();        /* __syncthreads */
  * those of the lane delta above it within its segment of width lanes (its
  * own where that lane is past the segment) */
 uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta, int width);
+/* __shfl_xor_sync's: those of lane (own lane ^ lane_mask), own bits where that
+ * lane lies in a later segment of width lanes */
+uint64_t shuffle_xor(unsigned mask, uint64_t bits, unsigned lane_mask, int width);
 long faults(); /* mask violations so far */
 
-template <typename T> T shfl_down(unsigned mask, T v, unsigned delta, int width)
+template <typename T, typename F> T shfl(F exchange, unsigned mask, T v, unsigned arg, int width)
 {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffled type");
     uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof v);
-    bits = shuffle_down(mask, bits, delta, width);
+    bits = exchange(mask, bits, arg, width);
     T r;
     std::memcpy(&r, &bits, sizeof r);
     return r;
@@ -117,7 +120,12 @@ template <typename T> T shfl_down(unsigned mask, T v, unsigned delta, int width)
 inline void __syncthreads() { pp_emu::sync_block(); }
 template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
 {
-    return pp_emu::shfl_down(mask, v, delta, width);
+    return pp_emu::shfl(pp_emu::shuffle_down, mask, v, delta, width);
+}
+template <typename T>
+inline T __shfl_xor_sync(unsigned mask, T v, unsigned lane_mask, int width = 32)
+{
+    return pp_emu::shfl(pp_emu::shuffle_xor, mask, v, lane_mask, width);
 }
 inline float __uint_as_float(uint32_t u)
 {

@@ -2,11 +2,14 @@
  * emu_rig.h - what the emulator's tests against the CPU backend share
  * (test_emu_bn.c, test_emu_nhwc.c, test_emu_kernels.c): the CPU device and
  * exec the reference ops run on, its tensors, the kernels' own copies of
- * operands at chosen alignments, and the checks that end a test.
+ * operands at chosen alignments, random fills, the comparison of a
+ * kernel's output with the CPU's, and the checks that end a test.
  */
 #ifndef PP_TESTS_EMU_RIG_H
 #define PP_TESTS_EMU_RIG_H
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,5 +80,51 @@ static inline void *emu_copy(const pp_tensor *t, size_t off, void **base)
         const cudaError_t e_ = (call);                                                             \
         CHECK_MSG(e_ == cudaSuccess, __VA_ARGS__);                                                 \
     } while (0)
+
+/* a launcher's cudaError_t must be cudaSuccess, naming what launched */
+#define EMU_LAUNCHED(call, what) CUDA_OK(call, "%s: launch failed", what)
+
+/* uniform in [-1, 1), the same sequence in every run */
+static inline float emu_urand(void)
+{
+    static uint64_t rng = 0x2c1b3c6d4e5f6a7bull;
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+
+static inline float *emu_f32(const pp_tensor *t)
+{
+    return (float *)t->data;
+}
+
+/* t's f32 elements uniform in [lo, lo + span) */
+static inline void emu_fill(pp_tensor *t, float lo, float span)
+{
+    for (int64_t i = 0; i < pp_tensor_numel(t); i++)
+        emu_f32(t)[i] = lo + (emu_urand() + 1.0f) * 0.5f * span;
+}
+
+/* the kernel's k against the CPU's t: normalised error max |k - cpu| / max
+ * |cpu| within tol (0: the same bits) */
+static inline void emu_close(const pp_tensor *t, const float *k, double tol, const char *what)
+{
+    const int64_t n = pp_tensor_numel(t);
+    const float *c = emu_f32(t);
+    if (tol == 0) {
+        int64_t differ = 0;
+        for (int64_t i = 0; i < n; i++) differ += memcmp(&c[i], &k[i], sizeof(float)) != 0;
+        CHECK_MSG(differ == 0, "%s: %lld of %lld elements not the CPU's bits", what,
+                  (long long)differ, (long long)n);
+        return;
+    }
+    double scale = 0, diff = 0;
+    for (int64_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs(c[i]));
+        const double d = fabs((double)c[i] - k[i]);
+        if (!(d <= diff)) diff = d;
+    }
+    CHECK_MSG(diff <= tol * (scale > 0 ? scale : 1), "%s: normalised error %.3g > %.3g", what,
+              scale > 0 ? diff / scale : diff, tol);
+}
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * emu_selftest.cu - kernels that exercise the emulator itself
  * (test_emu_self.c): a block-wide sum through shared memory and
- * __syncthreads, a warp sum by shuffles (whole and partial warps), a
- * shuffle naming a lane that has returned (a fault the emulator must
+ * __syncthreads, a warp sum by shuffles (whole and partial warps), the
+ * same by xor shuffles into every lane (a butterfly), a shuffle naming a lane that has returned (a fault the emulator must
  * report), and launches out of the device's limits. Written as the
  * project's kernel files are, and compiled as they are (unchevron.py).
  */
@@ -36,6 +36,16 @@ __global__ void warp_sum_k(const double *in, double *out, int width)
     if (t % width == 0) out[(blockIdx.x * blockDim.x + t) / width] = v;
 }
 
+/* out[thread] = sum of in over the thread's segment of width lanes, in
+ * every lane: a butterfly of xor shuffles */
+__global__ void warp_allsum_k(const double *in, double *out, int width)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    double v = in[t];
+    for (int m = width / 2; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m, width);
+    out[t] = v;
+}
+
 /* lane 1 returns before the others shuffle: lane 0 reads it */
 __global__ void early_return_k(float *out)
 {
@@ -59,6 +69,13 @@ cudaError_t pp_emu_self_warp_sum(int blocks, int threads, int width, const doubl
                                  double *out)
 {
     warp_sum_k<<<blocks, threads>>>(in, out, width);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_warp_allsum(int blocks, int threads, int width, const double *in,
+                                    double *out)
+{
+    warp_allsum_k<<<blocks, threads>>>(in, out, width);
     return cudaGetLastError();
 }
 

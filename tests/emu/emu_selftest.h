@@ -14,6 +14,8 @@ extern "C" {
 cudaError_t pp_emu_self_block_sum(int blocks, int bx, int by, const int *in, int *out);
 cudaError_t pp_emu_self_warp_sum(int blocks, int threads, int width, const double *in,
                                  double *out);
+cudaError_t pp_emu_self_warp_allsum(int blocks, int threads, int width, const double *in,
+                                    double *out);
 cudaError_t pp_emu_self_early_return(float *out);
 cudaError_t pp_emu_self_launch(unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem);
 

@@ -1,8 +1,8 @@
 /*
  * test_emu_self.c - the CUDA emulator (cuda_emu.h) against what a GPU does:
  * block-wide rendezvous and shared memory (sums over blocks of 1 to 1024
- * threads in 1 and 2 dimensions), warp shuffles (whole warps, segments of
- * 8 lanes, a last warp of fewer than 32 threads), the device's launch
+ * threads in 1 and 2 dimensions), warp shuffles down and xor (whole warps,
+ * segments of 8 lanes, a last warp of fewer than 32 threads), the device's launch
  * limits (cudaErrorInvalidConfiguration from cudaGetLastError, then
  * cleared), and a shuffle that reads a lane which has returned, a fault the
  * emulator must count. The kernels: emu_selftest.cu.
@@ -47,16 +47,23 @@ static void test_warp_sums(void)
         const int total = cases[i].blocks * cases[i].threads, w = cases[i].width;
         double *in = malloc(sizeof(double) * (size_t)total),
                *out = calloc((size_t)(total / w), sizeof(double));
+        double *all = calloc((size_t)total, sizeof(double));
         for (int k = 0; k < total; k++) in[k] = 0.5 * k - 3.0;
         CHECK(pp_emu_self_warp_sum(cases[i].blocks, cases[i].threads, w, in, out) == cudaSuccess);
+        CHECK(pp_emu_self_warp_allsum(cases[i].blocks, cases[i].threads, w, in, all) ==
+              cudaSuccess);
         for (int s = 0; s < total / w; s++) {
             double want = 0;
             for (int k = 0; k < w; k++) want += in[s * w + k];
             CHECK_MSG(out[s] == want, "warp sum, width %d, segment %d: %g, expected %g", w, s,
                       out[s], want);
+            for (int k = 0; k < w; k++)
+                CHECK_MSG(all[s * w + k] == want, "xor warp sum, width %d, lane %d: %g, expected "
+                          "%g", w, s * w + k, all[s * w + k], want);
         }
         free(in);
         free(out);
+        free(all);
     }
 }
 

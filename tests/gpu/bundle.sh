@@ -6,11 +6,12 @@
 #               OpenBLAS, jansson; CUDA libraries too with --with-cuda-libs
 #   tests.tsv   suite, name, executable, timeout and arguments of each meson test
 #   plans/      examples/plans
-#   gpu/        the PyTorch side: torch_eager.py, tutorial.py, torch_common.py,
+#   gpu/        the PyTorch side: torch_eager.py, torch_gpt2.py, tutorial.py, torch_common.py,
 #               kernel_table.py (ncu's kernels grouped by family) and san_classify.py
 #               (whose kernels compute-sanitizer's reports are in)
 #   torch/      bf16_check.py with crosscheck.py and st.py (the bf16 cross-check,
-#               run by run-all.sh on cuda:0)
+#               run by run-all.sh on cuda:0), gpt2_check.py and gpt2_model.py (the
+#               GPT-2 check and the PyTorch GPT-2 of --part gpt2)
 #   tools/      libcuda_count.so, the LD_PRELOAD allocation counter
 #               (tests/gpu/cuda_count.c, checked here by cuda_count_test.sh)
 #   data/       Debian's Fashion-MNIST (dataset-fashion-mnist) when installed here,
@@ -130,7 +131,7 @@ if [ $with_data = 1 ] && [ -f "$fashion/train-images-idx3-ubyte.gz" ]; then
 fi
 cp "$root"/tests/gpu/*.py "$out/gpu/"
 cp "$root"/tests/torch/bf16_check.py "$root"/tests/torch/crosscheck.py "$root"/tests/torch/st.py \
-    "$out/torch/"
+    "$root"/tests/torch/gpt2_check.py "$root"/tests/torch/gpt2_model.py "$out/torch/"
 
 # The allocation counter, built for this machine's (and the GPU machine's)
 # x86-64 glibc, and checked against a stand-in libcudart. A failed check is

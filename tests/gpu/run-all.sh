@@ -9,7 +9,8 @@
 # precision, figures, the command of each).
 #
 # Usage: run-all.sh BUNDLE [options]     (BUNDLE made by tests/gpu/bundle.sh)
-#   --part P         quick, 1 .. 10, or all (1 to 10; default quick); see below
+#   --part P         quick, 1 .. 10, gpt2, or all (1 to 10 and gpt2; default
+#                    quick); see below
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20; quick: 8)
 #   --torch-steps N  timed PyTorch steps (default 20 after 5 warm-up steps;
@@ -59,6 +60,10 @@
 #          the GPU busy fraction
 #   3      (parts/part3.sh) Fashion-MNIST training (needs BUNDLE/data)
 #   6      (parts/part6.sh) the graph API support probe
+#   gpt2   (parts/gpt2.sh) GPT-2 on CUDA: test_cuda_gpt2; two stages on cuda:0 against PyTorch
+#          float64 (tests/torch/gpt2_check.py), then GPT-2 124M tokens/s at
+#          batch 8 x 1024, ours tf32 and fp32 against PyTorch eager and
+#          torch.compile, with peak memory
 # One GPU machine lent for about 15 minutes (its start included): check that
 # the bundle runs there, then run quick, then what time is left allows, each
 # part adding to the same results and copying them out (a folder left on the
@@ -112,15 +117,15 @@ while [ $# -gt 0 ]; do
         *) echo "run-all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-all_parts="1 2 3 4 5 6 7 8 9 10"
+all_parts="1 2 3 4 5 6 7 8 9 10 gpt2"
 case " quick $all_parts all " in
     *" $part "*) ;;
-    *) echo "run-all.sh: --part must be quick, 1 to 10, or all" >&2; exit 2 ;;
+    *) echo "run-all.sh: --part must be quick, 1 to 10, gpt2, or all" >&2; exit 2 ;;
 esac
 # a dry run on the CPU is slower than the GPU the budgets are made for
 time_scale=1
 [ $dry = 1 ] && time_scale=3
-[ -n "$budget" ] || { [ "$part" = all ] && budget=3500 || budget=350; budget=$((budget * time_scale)); }
+[ -n "$budget" ] || { [ "$part" = all ] && budget=3850 || budget=350; budget=$((budget * time_scale)); }
 py=${PYTHON:-python3}
 
 # The tutorial's experiment: batch 120 of 128x128, split sizes 1 to 60.
@@ -190,6 +195,8 @@ fi
 . "$parts/part9.sh"
 # shellcheck source=parts/part10.sh
 . "$parts/part10.sh"
+# shellcheck source=parts/gpt2.sh
+. "$parts/gpt2.sh"
 
 # ---- machine and libraries (every part) -----------------------------------------
 

@@ -8,6 +8,9 @@
   (several devices: the first waits for the others' work before its end
   event) and perf_counter on the CPU.
 - parse_devices(): "auto" | "cpu" | "cuda:0[,cuda:1]" into two device names.
+- compiled(), timed_steps(): a model through torch.compile, and a training
+  step's warm-up (a compiled model compiles in its first) and its timed
+  runs, for torch_eager.py and torch_gpt2.py.
 
 Only reads and sets per-process PyTorch flags; never touches the GPU's own
 settings.
@@ -95,3 +98,50 @@ class Timer:
 
 def median_min(values):
     return statistics.median(values), min(values)
+
+
+class CompileFailed(Exception):
+    """torch.compile is missing or failed, at once or in a warm-up step: args
+    (what, why)."""
+
+
+def compiled(torch, model):
+    """model through torch.compile; CompileFailed where this PyTorch cannot."""
+    if not hasattr(torch, "compile"):
+        raise CompileFailed("torch.compile unavailable",
+                            "torch %s has no torch.compile (2.0 or later)" % torch.__version__)
+    try:
+        return torch.compile(model)
+    except Exception as e:  # noqa: BLE001 - any failure is reported, not raised
+        raise CompileFailed("torch.compile failed", "%s: %s" % (type(e).__name__, e)) from e
+
+
+def timed_steps(torch, step, device, steps, warmup, compiled):
+    """Runs step() warmup times (at least 2 when compiled: the first compiles),
+    then steps times, each timed alone (Timer). Returns (median ms, min ms,
+    the first warm-up step's seconds when compiled, else None); a compiled
+    model's failing warm-up step raises CompileFailed, others raise."""
+    dev = torch.device(device)
+    compile_s = None
+    for i in range(max(warmup, 2) if compiled else warmup):
+        t0 = time.perf_counter()
+        try:
+            step()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        except Exception as e:  # noqa: BLE001
+            if not compiled:
+                raise
+            raise CompileFailed("torch.compile failed in warm-up step %d" % (i + 1),
+                               "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0]
+                                           if str(e).strip() else "")) from e
+        if i == 0 and compiled:
+            compile_s = time.perf_counter() - t0
+    timer = Timer(torch, [device])
+    times = []
+    for _ in range(steps):
+        timer.start()
+        step()
+        times.append(timer.stop())
+    med, mn = median_min(times)
+    return med, mn, compile_s

@@ -26,13 +26,12 @@ Usage: torch_eager.py [--batch 128] [--size 224] [--steps 20] [--warmup 5]
 import argparse
 import json
 import sys
-import time
 
 import torch
 import torchvision
 
 sys.dont_write_bytecode = True  # importing torch_common leaves no __pycache__
-from torch_common import Timer, fp32_math, median_min
+from torch_common import CompileFailed, compiled, fp32_math, timed_steps
 
 
 def fail(a, what, err):
@@ -72,15 +71,10 @@ def main():
     loss_fn = torch.nn.CrossEntropyLoss()
     x = torch.randn(a.batch, 3, a.size, a.size, device=dev).contiguous(memory_format=fmt)
     y = torch.randint(0, 1000, (a.batch,), device=dev)
-    net = model
-    if a.compile:
-        if not hasattr(torch, "compile"):
-            return fail(a, "torch.compile unavailable",
-                        "torch %s has no torch.compile (2.0 or later)" % torch.__version__)
-        try:
-            net = torch.compile(model)
-        except Exception as e:  # noqa: BLE001 - any failure is reported, not raised
-            return fail(a, "torch.compile failed", "%s: %s" % (type(e).__name__, e))
+    try:
+        net = compiled(torch, model) if a.compile else model
+    except CompileFailed as e:
+        return fail(a, *e.args)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -89,29 +83,10 @@ def main():
         loss.backward()
         opt.step()
 
-    warmup = max(a.warmup, 2) if a.compile else a.warmup
-    compile_s = None
-    for i in range(warmup):
-        t0 = time.perf_counter()
-        try:
-            step()
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-        except Exception as e:  # noqa: BLE001
-            if not a.compile:
-                raise
-            return fail(a, "torch.compile failed in warm-up step %d" % (i + 1),
-                        "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0]
-                                    if str(e).strip() else ""))
-        if i == 0 and a.compile:
-            compile_s = time.perf_counter() - t0
-    timer = Timer(torch, [a.device])
-    times = []
-    for _ in range(a.steps):
-        timer.start()
-        step()
-        times.append(timer.stop())
-    med, mn = median_min(times)
+    try:
+        med, mn, compile_s = timed_steps(torch, step, a.device, a.steps, a.warmup, a.compile)
+    except CompileFailed as e:
+        return fail(a, *e.args)
     peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else 0.0
     print("torch %s, %s, cudnn.benchmark=%d, %s%s%s" % (
         torch.__version__, a.device, a.cudnn_benchmark, precision,

@@ -6,7 +6,9 @@
  * a naive double-precision reference, each backward against central finite
  * differences of that reference (odd sizes, several row blocks and tiles),
  * the add-once contract of parameter gradients, results bitwise the same on
- * devices of 1 and 3 worker threads, and the boundary checks.
+ * devices of 1 and 3 worker threads, the dense layer fused with its GELU
+ * and the layer norm with its residual add and gradient (the plain ops'
+ * bits), and the boundary checks.
  */
 #include "tests/ops/op_check.h"
 
@@ -583,6 +585,79 @@ static void test_add_once(void)
 
 /* ---- boundaries ------------------------------------------------------------------- */
 
+/* The dense layer with its GELU, forward and backward data: the bits of the
+ * plain ops one after the other (what the CPU runs), and their checks. */
+static void test_dense_gelu(void)
+{
+    pp_error err;
+    pp_tensor x = tnew(3, 2, 5, 7, 1), w = tnew(2, 7, 12, 1, 1), b = tnew(1, 12, 1, 1, 1);
+    pp_tensor h = tnew(3, 2, 5, 12, 1), g = tnew(3, 2, 5, 12, 1), h2 = tnew(3, 2, 5, 12, 1);
+    pp_tensor g2 = tnew(3, 2, 5, 12, 1), dy = tnew(3, 2, 5, 7, 1), dh = tnew(3, 2, 5, 12, 1);
+    pp_tensor dh2 = tnew(3, 2, 5, 12, 1), w2 = tnew(2, 12, 7, 1, 1);
+    free(fill(&x, 0, 1)), free(fill(&w, 0, 0.5)), free(fill(&b, 0, 1)), free(fill(&dy, 0, 1));
+    free(fill(&w2, 0, 0.5));
+    for (int bias = 0; bias < 2; bias++) {
+        const pp_tensor *bb = bias ? &b : NULL;
+        CHECK_OK(pp_dense_gelu_forward(&g_ex, PP_WEIGHT_IN_OUT, &x, &w, bb, &h, &g, &err), &err);
+        CHECK_OK(pp_dense_forward(&g_ex, PP_WEIGHT_IN_OUT, &x, &w, bb, &h2, &err), &err);
+        CHECK_OK(pp_gelu_forward(&g_ex, &h2, &g2, &err), &err);
+        CHECK_MSG(!memcmp(h.data, h2.data, pp_tensor_bytes(&h)) &&
+                      !memcmp(g.data, g2.data, pp_tensor_bytes(&g)),
+                  "dense + GELU (bias %d): not the plain ops' bits", bias);
+    }
+    /* the layer after the GELU, (12, 7) in (in, out) order, back into h */
+    CHECK_OK(pp_dense_backward_data_gelu(&g_ex, PP_WEIGHT_IN_OUT, &w2, &dy, &h, &dh, &err), &err);
+    CHECK_OK(pp_dense_backward_data(&g_ex, PP_WEIGHT_IN_OUT, &w2, &dy, &dh2, &err), &err);
+    CHECK_OK(pp_gelu_backward(&g_ex, &h, &dh2, &dh2, &err), &err);
+    CHECK_MSG(!memcmp(dh.data, dh2.data, pp_tensor_bytes(&dh)),
+              "dense backward data + GELU: not the plain ops' bits");
+    CHECK(pp_dense_gelu_forward(&g_ex, PP_WEIGHT_IN_OUT, &x, &w, &b, &h, &dy, &err) ==
+          PP_ERR_INVALID); /* g not shaped like h */
+    CHECK(pp_dense_gelu_forward(&g_ex, PP_WEIGHT_OUT_IN, &x, &w, &b, &h, &g, &err) ==
+          PP_ERR_INVALID);
+    CHECK(pp_dense_backward_data_gelu(&g_ex, PP_WEIGHT_IN_OUT, &w2, &dy, &x, &dh, &err) ==
+          PP_ERR_INVALID); /* h not the layer's input */
+    CHECK(pp_dense_backward_data_gelu(&g_ex, PP_WEIGHT_IN_OUT, &w2, &dy, &h, &x, &err) ==
+          PP_ERR_INVALID);
+    pp_tensor *ts[] = {&x, &w, &b, &h, &g, &h2, &g2, &dy, &dh, &dh2, &w2};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+}
+
+/* The layer norm with the residual add before it and the residual gradient
+ * beside its backward: the bits of the plain ops one after the other. */
+static void test_layernorm_residual(void)
+{
+    pp_error err;
+    pp_tensor a = tnew(3, 2, 5, 9, 1), s = tnew(3, 2, 5, 9, 1), s2 = tnew(3, 2, 5, 9, 1);
+    pp_tensor y = tnew(3, 2, 5, 9, 1), y2 = tnew(3, 2, 5, 9, 1), dy = tnew(3, 2, 5, 9, 1);
+    pp_tensor res = tnew(3, 2, 5, 9, 1), dx = tnew(3, 2, 5, 9, 1), dx2 = tnew(3, 2, 5, 9, 1);
+    pp_tensor g = tnew(1, 9, 1, 1, 1), be = tnew(1, 9, 1, 1, 1), m = tnew(1, 10, 1, 1, 1);
+    pp_tensor r = tnew(1, 10, 1, 1, 1), dg = tnew(1, 9, 1, 1, 1), dg2 = tnew(1, 9, 1, 1, 1);
+    free(fill(&a, 0, 1)), free(fill(&s, 1, 1)), free(fill(&g, 1, 0.2)), free(fill(&be, 0, 1));
+    free(fill(&dy, 0, 1)), free(fill(&res, 0, 1));
+    memcpy(s2.data, s.data, pp_tensor_bytes(&s));
+    CHECK_OK(pp_add_layernorm_forward(&g_ex, 1e-5f, &a, &s, &g, &be, &s, &y, &m, &r, &err), &err);
+    CHECK_OK(pp_add(&g_ex, &a, &s2, &s2, &err), &err);
+    CHECK_MSG(!memcmp(s.data, s2.data, pp_tensor_bytes(&s)), "add + layer norm: not pp_add's sum");
+    CHECK_OK(pp_layernorm_forward(&g_ex, 1e-5f, &s2, &g, &be, &y2, &m, &r, &err), &err);
+    CHECK_MSG(!memcmp(y.data, y2.data, pp_tensor_bytes(&y)), "add + layer norm: not its bits");
+    CHECK_OK(pp_layernorm_backward_add(&g_ex, &s, &dy, &g, &m, &r, &res, &dx, &dg, NULL, &err),
+             &err);
+    CHECK_OK(pp_layernorm_backward(&g_ex, &s, &dy, &g, &m, &r, &dx2, &dg2, NULL, &err), &err);
+    CHECK_OK(pp_accumulate(&g_ex, &res, &dx2, &err), &err);
+    CHECK_MSG(!memcmp(dx.data, dx2.data, pp_tensor_bytes(&dx)) &&
+                  !memcmp(dg.data, dg2.data, pp_tensor_bytes(&dg)),
+              "layer norm backward + residual gradient: not the plain ops' bits");
+    CHECK(pp_add_layernorm_forward(&g_ex, 1e-5f, &a, &g, &g, &be, &s, &y, &m, &r, &err) ==
+          PP_ERR_INVALID); /* b not shaped like s */
+    CHECK(pp_layernorm_backward_add(&g_ex, &s, &dy, &g, &m, &r, &dx, &dx, &dg, NULL, &err) ==
+          PP_ERR_INVALID); /* dres is dx */
+    CHECK(pp_layernorm_backward_add(&g_ex, &s, &dy, &g, &m, &r, &g, &dx, &dg, NULL, &err) ==
+          PP_ERR_INVALID);
+    pp_tensor *ts[] = {&a, &s, &s2, &y, &y2, &dy, &res, &dx, &dx2, &g, &be, &m, &r, &dg, &dg2};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+}
+
 static void test_boundaries(void)
 {
     pp_error err;
@@ -633,6 +708,8 @@ int main(void)
     test_classifier();
     test_threads();
     test_add_once();
+    test_dense_gelu();
+    test_layernorm_residual();
     test_boundaries();
     CHECK(pp_device_bytes_in_use(g_one) == 0 && pp_device_bytes_in_use(g_three) == 0);
     op_check_teardown();

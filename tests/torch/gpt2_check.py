@@ -1,6 +1,9 @@
 """gpt2_check.py - pipeline-run's GPT-2 against a GPT-2 written here in PyTorch.
 
-Usage: /usr/bin/python3 gpt2_check.py PIPELINE_RUN [--keep DIR]
+Usage: /usr/bin/python3 gpt2_check.py PIPELINE_RUN [--keep DIR] [--device-map MAP]
+
+--device-map MAP goes to pipeline-run: cpu:*=cuda:0 runs both stages on
+one GPU (tests/gpu/run-all.sh --part gpt2), the tied embedding split there.
 
 The model: 4 blocks, n_embd 128, 4 heads, 64 positions, a vocabulary of 256
 (tied head, and untied) and of 50257 (tied), Hugging Face's GPT2LMHeadModel
@@ -182,9 +185,12 @@ def write_tokens(path, tokens):
         f.write(np.asarray(tokens, dtype="<u2").tobytes())
 
 
+DEVICE_MAP = []  # ["--device-map", MAP] when given
+
+
 def run(exe, work, load, steps, save, weights_only):
     cmd = [exe, os.path.join(work, "plan.yaml"), "--load", load, "--steps", str(steps), "--save",
-           save, "--json"]
+           save, "--json"] + DEVICE_MAP
     if weights_only:
         cmd.append("--weights-only")
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -263,14 +269,19 @@ def check_model(exe, work, vocab, tied):
 
 
 def main():
-    if len(sys.argv) not in (2, 4) or (len(sys.argv) == 4 and sys.argv[2] != "--keep"):
+    args = sys.argv[2:]
+    opts = dict(zip(args[::2], args[1::2]))
+    if len(sys.argv) < 2 or len(args) % 2 or any(k not in ("--keep", "--device-map")
+                                                 for k in opts):
         print(__doc__)
         return 2
     exe = os.path.abspath(sys.argv[1])
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    if "--device-map" in opts:
+        DEVICE_MAP.extend(["--device-map", opts["--device-map"]])
     tmp = None
-    if len(sys.argv) == 4:
-        work = sys.argv[3]
+    if "--keep" in opts:
+        work = opts["--keep"]
         os.makedirs(work, exist_ok=True)
     else:
         tmp = tempfile.TemporaryDirectory(prefix="pp-gpt2-")

@@ -208,16 +208,16 @@ find_tool() {
     return 0
 }
 
-# te NAME LABEL ARGS...: tests/gpu/torch_eager.py ARGS (batch and size given by the
-# caller) as one row; sets te_ips.
-te_ips=""
-te() {
-    local name=$1 label=$2 rc out cap=180
-    shift 2
-    te_ips=""
+# torch_row NAME LABEL SCRIPT KEY ARGS...: the bundle's gpu/SCRIPT ARGS (a
+# PyTorch benchmark printing a JSON line last) as one row; sets torch_fig to
+# its JSON's KEY (the throughput).
+torch_fig=""
+torch_row() {
+    local name=$1 label=$2 script=$3 key=$4 rc out cap=180
+    shift 4
+    torch_fig=""
     case " $* " in *" --compile "*) cap=240 ;; esac
-    run "torch-$name" $cap "${pyrun[@]}" "$bundle/gpu/torch_eager.py" --steps "$tsteps" \
-        --warmup "$twarm" "$@"
+    run "torch-$name" $cap "${pyrun[@]}" "$bundle/gpu/$script" "$@"
     rc=$?
     if [ $rc -ne 0 ]; then
         echo "$label: $(result_of $rc): $(why $rc "torch-$name")"
@@ -225,10 +225,22 @@ te() {
         return $rc
     fi
     out=$(tail -n 2 "$res/torch-$name.out" 2>/dev/null | head -1)
-    te_ips=$(jget "$res/torch-$name.out" 'j["images_per_s"]')
+    torch_fig=$(jget "$res/torch-$name.out" "j[\"$key\"]")
     out+=$(jget "$res/torch-$name.out" '"; compiled in %.0f s" % j["compile_s"] if j.get("compile_s") else ""')
     echo "$label: $out"
-    row "$label" "$([ -n "$te_ips" ] && echo ok || echo 'FAIL(no figure)')" "$out" "$last_cmd"
+    row "$label" "$([ -n "$torch_fig" ] && echo ok || echo 'FAIL(no figure)')" "$out" "$last_cmd"
+}
+
+# te NAME LABEL ARGS...: tests/gpu/torch_eager.py ARGS (batch and size given by the
+# caller) as one row; sets te_ips.
+te_ips=""
+te() {
+    local name=$1 label=$2 rc
+    shift 2
+    torch_row "$name" "$label" torch_eager.py images_per_s --steps "$tsteps" --warmup "$twarm" "$@"
+    rc=$?
+    te_ips=$torch_fig
+    return $rc
 }
 
 # mem_fig BF16_JSON FP32_JSON: peak memory per stage, bf16 against fp32, from --json.

@@ -1,0 +1,158 @@
+/*
+ * dense.c - the transformer's dense layers on CUDA (ops.h: pp_dense_*),
+ * x (R, in), y (R, out), the weight (in, out) or (out, in): GEMMs through
+ * cuBLASLt (blaslt.c), IEEE fp32, or TF32 tensor cores where the device's
+ * math mode is PP_MATH_TF32 (the plan's precision: tf32).
+ *
+ * Row-major x (R, in), W, y (R, out) are the column-major x^T (in, R), y^T
+ * (out, R), and W^T (out, in) for the (in, out) order (ld out) or W (in,
+ * out) for the (out, in) order (ld in), so (column-major, m n k):
+ *   forward          y^T  = op(W) x^T (+ bias per row)        out  R    in
+ *   backward data    dx^T = op(W)' dy^T                       in   R    out
+ *   backward weights (in, out): dW^T += dy^T x                out  in   R
+ *                    (out, in): dW^T += x^T dy                in   out  R
+ * The forward's bias rides the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS), and
+ * so does a GELU after the layer (the fused entries: GELU_AUX_BIAS keeps the
+ * pre-activation h and writes GELU(h); the backward's DGELU multiplies dy
+ * W^T by GELU'(h)); where cuBLASLt refuses those, the fused entries decline
+ * (PP_ERR_UNSUPPORTED, nothing enqueued) and ops_transformer.c runs the plain
+ * ops. The weight gradient is added by the GEMM (beta 1: "within the
+ * rounding of the library's blend", ops.h); the bias gradient is a
+ * fixed-order column sum of dy in double (colsum.cu), as the CPU's. Where
+ * cuBLASLt refuses a plain shape, cublasSgemm (the exec's handle, in the same
+ * math mode) runs it and the bias is added by a kernel of its own.
+ */
+#include <limits.h>
+
+#include "blaslt.h"
+#include "internal.h"
+#include "kernels.h"
+#include "transformer.h"
+
+static bool tf32(const pp_exec *ex)
+{
+    return pp_device_math(ex->dev) == PP_MATH_TF32;
+}
+
+/* mm through cuBLASLt, or cublasSgemm (epilogue NONE or BIAS: the bias by
+ * a kernel) where cuBLASLt refuses it. */
+static pp_status matmul(pp_exec *ex, const pp_cuda_lt_matmul *mm, const float *a,
+                        const float *b, float *d, pp_error *err)
+{
+    pp_status s = pp_cuda_lt_matmul_f32(ex, mm, a, b, d, err);
+    if (s != PP_ERR_UNSUPPORTED || (mm->epi != PP_LT_EPI_NONE && mm->epi != PP_LT_EPI_BIAS))
+        return s;
+    if (mm->m > INT_MAX || mm->n > INT_MAX || mm->k > INT_MAX || mm->lda > INT_MAX ||
+        mm->ldb > INT_MAX || mm->ldd > INT_MAX)
+        return s; /* cuBLASLt's refusal stands: cuBLAS takes int sizes */
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 1, &ce, err));
+    const float one = 1.0f;
+    PP_TRY(PP_CUDA(ex->dev, err,
+                   cublasSgemm(ce->blas, mm->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                               mm->tb ? CUBLAS_OP_T : CUBLAS_OP_N, (int)mm->m, (int)mm->n,
+                               (int)mm->k, &one, a, (int)mm->lda, b, (int)mm->ldb, &mm->beta, d,
+                               (int)mm->ldd)));
+    if (mm->epi != PP_LT_EPI_BIAS) return PP_OK;
+    /* y^T (m, n) column-major is y (n, m) row-major: the bias per column */
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_bias_add(ce->stream, pp_cuda_grid(ex, mm->m * mm->n,
+                                                                    PP_CUDA_BLOCK),
+                                           mm->n, mm->m, mm->bias, d));
+}
+
+pp_status pp_cuda_dense_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                const float *x, const float *w, const float *b, float *y,
+                                pp_error *err)
+{
+    if (rows == 0 || out == 0) return PP_OK;
+    if (in == 0) { /* an empty product: y = b (or 0) */
+        pp_cuda_exec *ce;
+        PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+        PP_TRY(PP_CUDA(ex->dev, err, cudaMemsetAsync(y, 0, (size_t)rows * out * sizeof *y,
+                                                     ce->stream)));
+        if (!b) return PP_OK;
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_bias_add(ce->stream, pp_cuda_grid(ex, rows * out,
+                                                                        PP_CUDA_BLOCK),
+                                               rows, out, b, y));
+    }
+    const pp_cuda_lt_matmul mm = {.ta = w_out_in, .m = out, .n = rows, .k = in,
+                                  .lda = w_out_in ? in : out, .ldb = in, .ldd = out,
+                                  .tf32 = tf32(ex), .epi = b ? PP_LT_EPI_BIAS : PP_LT_EPI_NONE,
+                                  .bias = b};
+    return matmul(ex, &mm, w, x, y, err);
+}
+
+pp_status pp_cuda_dense_gelu_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                     const float *x, const float *w, const float *b, float *h,
+                                     float *g, pp_error *err)
+{
+    PP_TRY(pp_cuda_unfused(ex, "dense + GELU", err));
+    if (rows == 0 || out == 0 || in == 0)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: dense + GELU: an empty product",
+                            ex->dev->name);
+    const pp_cuda_lt_matmul mm = {.ta = w_out_in, .m = out, .n = rows, .k = in,
+                                  .lda = w_out_in ? in : out, .ldb = in, .ldd = out,
+                                  .tf32 = tf32(ex),
+                                  .epi = b ? PP_LT_EPI_GELU_AUX_BIAS : PP_LT_EPI_GELU_AUX,
+                                  .bias = b, .aux = h, .ld_aux = out};
+    return matmul(ex, &mm, w, x, g, err);
+}
+
+pp_status pp_cuda_dense_backward_data_gelu(pp_exec *ex, int64_t rows, int in, int out,
+                                           bool w_out_in, const float *w, const float *dy,
+                                           const float *h, float *dh, pp_error *err)
+{
+    PP_TRY(pp_cuda_unfused(ex, "dense backward + GELU", err));
+    if (rows == 0 || in == 0 || out == 0)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: dense backward + GELU: an empty "
+                            "product", ex->dev->name);
+    const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
+                                  .lda = w_out_in ? in : out, .ldb = out, .ldd = in,
+                                  .tf32 = tf32(ex), .epi = PP_LT_EPI_DGELU, .aux = h,
+                                  .ld_aux = in};
+    return matmul(ex, &mm, w, dy, dh, err);
+}
+
+pp_status pp_cuda_dense_backward_data(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                      const float *w, const float *dy, float *dx, pp_error *err)
+{
+    if (rows == 0 || in == 0) return PP_OK;
+    if (out == 0) {
+        pp_cuda_exec *ce;
+        PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+        return PP_CUDA(ex->dev, err, cudaMemsetAsync(dx, 0, (size_t)rows * in * sizeof *dx,
+                                                     ce->stream));
+    }
+    const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
+                                  .lda = w_out_in ? in : out, .ldb = out, .ldd = in,
+                                  .tf32 = tf32(ex)};
+    return matmul(ex, &mm, w, dy, dx, err);
+}
+
+pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int out,
+                                         bool w_out_in, const float *x, const float *dy,
+                                         float *dw, float *db, pp_error *err)
+{
+    if (rows == 0 || out == 0) return PP_OK;
+    if (in > 0) {
+        const pp_cuda_lt_matmul mm =
+            w_out_in ? (pp_cuda_lt_matmul){.tb = true, .m = in, .n = out, .k = rows, .lda = in,
+                                           .ldb = out, .ldd = in, .tf32 = tf32(ex), .beta = 1.0f}
+                     : (pp_cuda_lt_matmul){.tb = true, .m = out, .n = in, .k = rows,
+                                           .lda = out, .ldb = in, .ldd = out, .tf32 = tf32(ex),
+                                           .beta = 1.0f};
+        PP_TRY(w_out_in ? matmul(ex, &mm, x, dy, dw, err) : matmul(ex, &mm, dy, x, dw, err));
+    }
+    if (!db) return PP_OK;
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    const int64_t chunks = pp_cuda_colsum_chunks(rows);
+    void *part;
+    PP_TRY(pp_exec_workspace(ex, (size_t)chunks * out * sizeof(double), &part, err));
+    PP_TRY(PP_CUDA(ex->dev, err, pp_cuda_launch_colsum_parts(ce->stream, rows, out, dy, part)));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_parts_add(ce->stream, pp_cuda_max_grid(ex), chunks, out, out,
+                                            part, db, NULL));
+}

@@ -1,0 +1,161 @@
+/*
+ * layernorm.cu - layer normalisation over rows of features (ops.h:
+ * pp_layernorm_forward / _backward), runtime/cpu/layernorm.c's arithmetic:
+ *   forward   one warp per row: the mean and the biased variance in double
+ *             (each lane's elements, then a butterfly of shuffles), rstd =
+ *             1 / sqrt(var + eps); y = (x - mean) rstd gamma + beta in
+ *             double, rounded once; mean and rstd kept as f32. With a
+ *             residual add (pp_add_layernorm_forward) the first pass forms
+ *             x = a + b in f32 (pp_add's sum) and writes it, the later
+ *             passes read it back (each lane its own elements).
+ *   backward  one block per chunk of PP_CUDA_LN_CHUNK rows. Its warps take
+ *             the rows: xhat = (x - mean) rstd from the kept statistics, g =
+ *             dy gamma, dx = (g - mean(g) - xhat mean(g xhat)) rstd (row means
+ *             in double). Then its threads take the columns: the chunk's sums
+ *             of dy xhat and dy in double, rows in order, into part; the
+ *             chunks are added in chunk order by colsum.cu's parts_add. With
+ *             a residual gradient (pp_layernorm_backward_add) dx gets it
+ *             added in f32 as it is written. No float atomics: the same bits
+ *             on every run.
+ * Rows are read with one lane per element (coalesced, any c and alignment).
+ */
+#include "transformer.h"
+
+#include <cmath>
+
+#include "kernels.h"
+
+namespace {
+
+constexpr unsigned FULL = 0xffffffffu;
+constexpr int WARP = 32;
+
+/* the sum over the warp's lanes, in every lane */
+__device__ __forceinline__ double warp_allsum(double v)
+{
+    for (int m = WARP / 2; m > 0; m /= 2) v += __shfl_xor_sync(FULL, v, m);
+    return v;
+}
+
+/* x (rows, c), or x = a + b written to sum (add not NULL; sum may be a or add) */
+__global__ void ln_forward_k(int64_t rows, int c, float eps, const float *a, const float *add,
+                             float *sum, const float *gamma, const float *beta, float *y,
+                             float *mean, float *rstd)
+{
+    const int lane = threadIdx.x % WARP;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / WARP);
+    for (int64_t r = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / WARP; r < rows;
+         r += warps) {
+        double s = 0.0;
+        if (add) {
+            const float *ar = a + r * c, *br = add + r * c;
+            float *sr = sum + r * c;
+            for (int i = lane; i < c; i += WARP) {
+                const float v = ar[i] + br[i];
+                sr[i] = v;
+                s += (double)v;
+            }
+        } else {
+            for (int i = lane; i < c; i += WARP) s += (double)a[r * c + i];
+        }
+        const float *xr = (add ? sum : a) + r * c; /* this lane's elements, as written */
+        const double mu = warp_allsum(s) / c;
+        double q = 0.0;
+        for (int i = lane; i < c; i += WARP) {
+            const double d = (double)xr[i] - mu;
+            q += d * d;
+        }
+        const double rs = 1.0 / sqrt(warp_allsum(q) / c + (double)eps);
+        float *yr = y + r * c;
+        for (int i = lane; i < c; i += WARP) {
+            double v = ((double)xr[i] - mu) * rs * (double)gamma[i];
+            if (beta) v += (double)beta[i];
+            yr[i] = (float)v;
+        }
+        if (lane == 0) {
+            mean[r] = (float)mu;
+            rstd[r] = (float)rs;
+        }
+    }
+}
+
+__global__ void ln_backward_k(int64_t rows, int c, const float *x, const float *dy,
+                              const float *gamma, const float *mean, const float *rstd,
+                              const float *dres, float *dx, double *part)
+{
+    const int64_t k = blockIdx.x, r0 = k * PP_CUDA_LN_CHUNK;
+    const int64_t r1 = rows - r0 < PP_CUDA_LN_CHUNK ? rows : r0 + PP_CUDA_LN_CHUNK;
+    const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
+    for (int64_t r = r0 + threadIdx.x / WARP; r < r1; r += warps) {
+        const float *xr = x + r * c, *gr = dy + r * c;
+        const double mu = mean[r], rs = rstd[r];
+        double sg = 0.0, sgx = 0.0;
+        for (int i = lane; i < c; i += WARP) {
+            const double g = (double)gr[i] * (double)gamma[i];
+            sg += g;
+            sgx += g * (((double)xr[i] - mu) * rs);
+        }
+        const double mg = warp_allsum(sg) / c, mgx = warp_allsum(sgx) / c;
+        float *dxr = dx + r * c;
+        const float *rr = dres ? dres + r * c : nullptr;
+        for (int i = lane; i < c; i += WARP) {
+            const double xhat = ((double)xr[i] - mu) * rs;
+            const double g = (double)gr[i] * (double)gamma[i];
+            const float v = (float)((g - mg - xhat * mgx) * rs);
+            dxr[i] = rr ? v + rr[i] : v;
+        }
+    }
+    double *pg = part + k * 2 * c, *pb = pg + c;
+    for (int i = threadIdx.x; i < c; i += blockDim.x) {
+        double ag = 0.0, ab = 0.0;
+        for (int64_t r = r0; r < r1; r++) {
+            const double g = (double)dy[r * c + i];
+            ag += g * (((double)x[r * c + i] - (double)mean[r]) * (double)rstd[r]);
+            ab += g;
+        }
+        pg[i] = ag;
+        pb[i] = ab;
+    }
+}
+
+} // namespace
+
+extern "C" {
+
+int64_t pp_cuda_layernorm_chunks(int64_t rows)
+{
+    const int64_t k = (rows + PP_CUDA_LN_CHUNK - 1) / PP_CUDA_LN_CHUNK;
+    return k > 0 ? k : 1;
+}
+
+cudaError_t pp_cuda_launch_layernorm_forward(cudaStream_t s, unsigned max_grid, int64_t rows,
+                                             int c, float eps, const float *x, const float *add,
+                                             float *sum, const float *gamma, const float *beta,
+                                             float *y, float *mean, float *rstd)
+{
+    if (rows <= 0) return cudaSuccess;
+    const int64_t per_block = PP_CUDA_BLOCK / WARP;
+    int64_t grid = (rows + per_block - 1) / per_block;
+    if (grid > (int64_t)max_grid) grid = max_grid;
+    ln_forward_k<<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(rows, c, eps, x, add, sum, gamma, beta,
+                                                           y, mean, rstd);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_cuda_launch_layernorm_backward(cudaStream_t s, unsigned max_grid, int64_t rows,
+                                              int c, const float *x, const float *dy,
+                                              const float *gamma, const float *mean,
+                                              const float *rstd, const float *dres, float *dx,
+                                              double *part, float *dgamma, float *dbeta)
+{
+    if (rows <= 0 || c <= 0) return cudaSuccess;
+    const int64_t chunks = pp_cuda_layernorm_chunks(rows);
+    if (chunks > 2147483647) return cudaErrorInvalidValue;
+    ln_backward_k<<<(unsigned)chunks, PP_CUDA_BLOCK, 0, s>>>(rows, c, x, dy, gamma, mean, rstd,
+                                                             dres, dx, part);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    return pp_cuda_launch_parts_add(s, max_grid, chunks, 2 * (int64_t)c, c, part, dgamma, dbeta);
+}
+
+} // extern "C"

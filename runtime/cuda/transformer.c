@@ -1,0 +1,157 @@
+/*
+ * transformer.c - the CUDA backend's entries for the transformer ops that
+ * run its own kernels (transformer.h): layer norm, causal self-attention,
+ * token and position embeddings, and the fused ones' switch (PP_CUDA_UNFUSED).
+ * Each makes its device current, takes its
+ * scratch from the exec's workspace (stream ordered, so a step captured in
+ * a graph replays them) and enqueues on the exec's stream. (The dense
+ * layers: dense.c; GELU and the classifier: backend.c's elementwise and
+ * loss entries.)
+ */
+#include "internal.h"
+#include "kernels.h"
+#include "transformer.h"
+
+#define BEGIN(ex, ce, err)                                     \
+    pp_cuda_exec *ce;                                          \
+    PP_TRY(pp_cuda_exec_begin((ex), 0, 0, &ce, (err)))
+
+pp_status pp_cuda_unfused(pp_exec *ex, const char *what, pp_error *err)
+{
+    static int cache = -1;
+    if (!pp_cuda_env_on("PP_CUDA_UNFUSED", &cache)) return PP_OK;
+    return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: %s: PP_CUDA_UNFUSED is set",
+                        ex->dev->name, what);
+}
+
+pp_status pp_cuda_add_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps,
+                                        const float *a, const float *b, const float *gamma,
+                                        const float *beta, float *s, float *y, float *mean,
+                                        float *rstd, pp_error *err)
+{
+    if (b) PP_TRY(pp_cuda_unfused(ex, "add + layer norm", err));
+    if (rows == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_layernorm_forward(ce->stream, pp_cuda_max_grid(ex), rows, c,
+                                                    eps, a, b, s, gamma, beta, y, mean, rstd));
+}
+
+pp_status pp_cuda_layernorm_forward(pp_exec *ex, int64_t rows, int c, float eps, const float *x,
+                                    const float *gamma, const float *beta, float *y, float *mean,
+                                    float *rstd, pp_error *err)
+{
+    return pp_cuda_add_layernorm_forward(ex, rows, c, eps, x, NULL, gamma, beta, NULL, y, mean,
+                                         rstd, err);
+}
+
+pp_status pp_cuda_layernorm_backward_add(pp_exec *ex, int64_t rows, int c, const float *x,
+                                         const float *dy, const float *gamma, const float *mean,
+                                         const float *rstd, const float *dres, float *dx,
+                                         float *dgamma, float *dbeta, pp_error *err)
+{
+    if (dres) PP_TRY(pp_cuda_unfused(ex, "layer norm backward + residual gradient", err));
+    if (rows == 0 || c == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    void *part;
+    PP_TRY(pp_exec_workspace(ex, (size_t)pp_cuda_layernorm_chunks(rows) * 2 * (size_t)c *
+                                     sizeof(double), &part, err));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_layernorm_backward(ce->stream, pp_cuda_max_grid(ex), rows, c, x,
+                                                     dy, gamma, mean, rstd, dres, dx, part,
+                                                     dgamma, dbeta));
+}
+
+pp_status pp_cuda_layernorm_backward(pp_exec *ex, int64_t rows, int c, const float *x,
+                                     const float *dy, const float *gamma, const float *mean,
+                                     const float *rstd, float *dx, float *dgamma, float *dbeta,
+                                     pp_error *err)
+{
+    return pp_cuda_layernorm_backward_add(ex, rows, c, x, dy, gamma, mean, rstd, NULL, dx,
+                                          dgamma, dbeta, err);
+}
+
+static pp_status attention_dims(pp_exec *ex, const pp_attention_desc *d,
+                                pp_cuda_attention_dims *out, pp_error *err)
+{
+    *out = (pp_cuda_attention_dims){d->n, d->t, d->c, d->heads};
+    if (d->c / d->heads > PP_CUDA_ATTENTION_HS_MAX || d->n > 65535 || d->heads > 65535)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "%s: attention: heads of %d columns (the CUDA kernels take up to "
+                            "%d), %d samples and %d heads (up to 65535)",
+                            ex->dev->name, d->c / d->heads, PP_CUDA_ATTENTION_HS_MAX, d->n,
+                            d->heads);
+    return PP_OK;
+}
+
+pp_status pp_cuda_attention_forward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                    float *y, float *lse, pp_error *err)
+{
+    if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
+    pp_cuda_attention_dims a;
+    PP_TRY(attention_dims(ex, d, &a, err));
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err, pp_cuda_launch_attention_forward(ce->stream, a, qkv, y, lse));
+}
+
+pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                     const float *y, const float *lse, const float *dy,
+                                     float *dqkv, pp_error *err)
+{
+    if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
+    pp_cuda_attention_dims a;
+    PP_TRY(attention_dims(ex, d, &a, err));
+    BEGIN(ex, ce, err);
+    void *delta;
+    PP_TRY(pp_exec_workspace(ex, (size_t)d->n * d->heads * d->t * sizeof(float), &delta, err));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_attention_backward(ce->stream, pp_cuda_max_grid(ex), a, qkv, y,
+                                                     lse, dy, delta, dqkv));
+}
+
+pp_status pp_cuda_embedding_forward(pp_exec *ex, int64_t rows, int vocab, int c,
+                                    const int32_t *ids, const float *table, float *y,
+                                    pp_error *err)
+{
+    if (rows == 0 || c == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_embedding_forward(ce->stream, pp_cuda_max_grid(ex), rows, vocab,
+                                                    c, ids, table, y));
+}
+
+pp_status pp_cuda_embedding_backward(pp_exec *ex, int64_t rows, int vocab, int c,
+                                     const int32_t *ids, const float *dy, float *dtable,
+                                     pp_error *err)
+{
+    if (rows == 0 || c == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_embedding_backward(ce->stream, rows, vocab, c, ids, dy,
+                                                     dtable));
+}
+
+pp_status pp_cuda_position_forward(pp_exec *ex, int64_t n, int t, int c, const float *x,
+                                   const float *table, float *y, pp_error *err)
+{
+    if (n == 0 || t == 0 || c == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_position_forward(ce->stream, pp_cuda_max_grid(ex), n, t, c, x,
+                                                   table, y));
+}
+
+/* dtable[t] += the sum over n of dy[n, t]: the column sums of dy seen as (n, t c) */
+pp_status pp_cuda_position_backward(pp_exec *ex, int64_t n, int t, int c, const float *dy,
+                                    float *dtable, pp_error *err)
+{
+    if (n == 0 || t == 0 || c == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    const int64_t cols = (int64_t)t * c, chunks = pp_cuda_colsum_chunks(n);
+    void *part;
+    PP_TRY(pp_exec_workspace(ex, (size_t)chunks * (size_t)cols * sizeof(double), &part, err));
+    PP_TRY(PP_CUDA(ex->dev, err, pp_cuda_launch_colsum_parts(ce->stream, n, cols, dy, part)));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_parts_add(ce->stream, pp_cuda_max_grid(ex), chunks, cols, cols,
+                                            part, dtable, NULL));
+}

@@ -1,0 +1,147 @@
+/*
+ * transformer.h - launchers of the CUDA backend's own kernels for the
+ * transformer ops (runtime/core/ops.h, "transformer ops"): layer norm
+ * (layernorm.cu), fixed-order column sums (colsum.cu), token and position
+ * embeddings (embedding.cu), causal self-attention (attention.cu) and the
+ * fused classifier (classifier.cu). GELU is an elementwise kind of
+ * kernels.cu (kernels.h).
+ *
+ * runtime/cpu is the spec each kernel matches (dense.c, layernorm.c,
+ * attention.c, embedding.c, loss.c): the same arithmetic where it is cheap
+ * (sums in double), within f32 rounding elsewhere. Every reduction runs in
+ * an order fixed by the shape alone (no float atomics), so results are the
+ * same bits run to run.
+ *
+ * Each launcher enqueues on stream s (on the calling thread's current
+ * device) and returns cudaGetLastError(), to be checked with PP_CUDA.
+ * Pointers are device memory; scratch arguments are the caller's
+ * (pp_exec_workspace), of the sizes stated.
+ */
+#ifndef PP_CUDA_TRANSFORMER_H
+#define PP_CUDA_TRANSFORMER_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- fixed-order column sums (colsum.cu) ------------------------------------- */
+
+/* Rows per partial sum. */
+#define PP_CUDA_COLSUM_CHUNK 64
+
+/* Chunks of PP_CUDA_COLSUM_CHUNK rows in rows rows (at least 1). */
+int64_t pp_cuda_colsum_chunks(int64_t rows);
+
+/* part (chunks, cols) = per chunk of PP_CUDA_COLSUM_CHUNK rows of x (rows,
+ * cols), the column sums in double, rows in order. */
+cudaError_t pp_cuda_launch_colsum_parts(cudaStream_t s, int64_t rows, int64_t cols,
+                                        const float *x, double *part);
+
+/* out[j] += the sum of part[k][j] over the chunks k in order, rounded once,
+ * for j < split; out2[j - split] likewise for split <= j < cols (out2 NULL:
+ * those columns are not added anywhere). */
+cudaError_t pp_cuda_launch_parts_add(cudaStream_t s, unsigned max_grid, int64_t chunks,
+                                     int64_t cols, int64_t split, const double *part, float *out,
+                                     float *out2);
+
+/* ---- layer norm (layernorm.cu) --------------------------------------------------- */
+
+/* y (rows, c) = (x - mean) rstd gamma + beta (beta may be NULL); mean, rstd
+ * (rows) kept. One warp per row; statistics and y in double. With add (not
+ * NULL) the rows normalised are x + add, written to sum first (sum may be x
+ * or add; y may be x when add is NULL). */
+cudaError_t pp_cuda_launch_layernorm_forward(cudaStream_t s, unsigned max_grid, int64_t rows,
+                                             int c, float eps, const float *x, const float *add,
+                                             float *sum, const float *gamma, const float *beta,
+                                             float *y, float *mean, float *rstd);
+
+/* Rows per block of the backward (and per partial sum of its parameters'
+ * gradients), and the number of such chunks in rows rows (at least 1). */
+#define PP_CUDA_LN_CHUNK 16
+int64_t pp_cuda_layernorm_chunks(int64_t rows);
+
+/* dx (=; + dres where dres is not NULL, added in f32), dgamma and dbeta (+=,
+ * dbeta may be NULL) from the kept statistics; part:
+ * pp_cuda_layernorm_chunks(rows) * 2 * c doubles of scratch. */
+cudaError_t pp_cuda_launch_layernorm_backward(cudaStream_t s, unsigned max_grid, int64_t rows,
+                                              int c, const float *x, const float *dy,
+                                              const float *gamma, const float *mean,
+                                              const float *rstd, const float *dres, float *dx,
+                                              double *part, float *dgamma, float *dbeta);
+
+/* ---- embeddings (embedding.cu) ---------------------------------------------------- */
+
+/* y (rows, c) = table rows ids (rows) name; an id outside [0, vocab) reads
+ * the nearest row instead (the host checks ids where it reads them). */
+cudaError_t pp_cuda_launch_embedding_forward(cudaStream_t s, unsigned max_grid, int64_t rows,
+                                             int vocab, int c, const int32_t *ids,
+                                             const float *table, float *y);
+
+/* dtable (vocab, c) += the sums of dy's rows per id, in double in position
+ * order, each table row added once. One block per position: the first
+ * position of an id gathers all of its positions (a scan of the ids, no
+ * atomics); others return. An id outside [0, vocab) is skipped. */
+cudaError_t pp_cuda_launch_embedding_backward(cudaStream_t s, int64_t rows, int vocab, int c,
+                                              const int32_t *ids, const float *dy,
+                                              float *dtable);
+
+/* y (n, t, c) = x + table[t] (table (>= t, c)); y may be x. The backward,
+ * dtable[t] += the sum over n of dy[n, t], is a column sum of dy seen as
+ * (n, t * c): pp_cuda_launch_colsum_parts then _parts_add. */
+cudaError_t pp_cuda_launch_position_forward(cudaStream_t s, unsigned max_grid, int64_t n, int t,
+                                            int c, const float *x, const float *table, float *y);
+
+/* ---- causal self-attention (attention.cu) ------------------------------------------- */
+
+/* qkv (n, t, 3c): q, k, v side by side, heads of hs = c / heads columns;
+ * y (n, t, c); lse (n, heads, t). */
+typedef struct pp_cuda_attention_dims {
+    int n, t, c, heads;
+} pp_cuda_attention_dims;
+
+/* The largest head size the kernels take. */
+#define PP_CUDA_ATTENTION_HS_MAX 128
+
+/* y and lse from qkv: per (sample, head, block of queries) one block walks
+ * the causal keys in tiles, the softmax kept online (flash-attention's
+ * scheme); no (t, t) matrix in memory. cudaErrorInvalidValue (nothing
+ * enqueued) for a head size above PP_CUDA_ATTENTION_HS_MAX. */
+cudaError_t pp_cuda_launch_attention_forward(cudaStream_t s, pp_cuda_attention_dims d,
+                                             const float *qkv, float *y, float *lse);
+
+/* dqkv (=) from dy, qkv, y and lse: the probabilities computed again from
+ * lse, tile by tile; one pass per block of keys (dk, dv) and one per block
+ * of queries (dq), so that no element is added to from two blocks (no
+ * atomics). delta: n * heads * t floats of scratch (the row dot products of
+ * dy and y). Head sizes as the forward. */
+cudaError_t pp_cuda_launch_attention_backward(cudaStream_t s, unsigned max_grid,
+                                              pp_cuda_attention_dims d, const float *qkv,
+                                              const float *y, const float *lse, const float *dy,
+                                              float *delta, float *dqkv);
+
+/* ---- the fused classifier (classifier.cu) --------------------------------------------- */
+
+/* Softmax cross-entropy with label smoothing eps over logits (n, classes)
+ * with labels (n) (pp_softmax_xent_ex): per row one block reads the logits
+ * once for the maximum (first index wins), the sum of exponentials
+ * (online), the logits' sum and the label's rank, then writes dlogits =
+ * (softmax - (1 - eps) onehot - eps / classes) / divisor; dlogits may be
+ * logits (each row's logits are read before its gradient is written).
+ * row_loss (n doubles), row_correct (n) are scratch; loss, correct and
+ * correct_k (may be NULL: no top-k count; else the labels ranking below
+ * top_k) get their sums in a fixed order (-1 if a label was outside [0,
+ * classes), which reads the nearest class). */
+cudaError_t pp_cuda_launch_classifier(cudaStream_t s, int64_t n, int classes,
+                                      const float *logits, const int32_t *labels, float divisor,
+                                      float eps, int top_k, double *row_loss,
+                                      int32_t *row_correct, float *loss, int32_t *correct,
+                                      int32_t *correct_k, float *dlogits);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,380 @@
+/*
+ * test_cuda_gpt2.c - GPT-2 on CUDA against the CPU backend. Exits 77 (skip)
+ * without a GPU.
+ *
+ *   ops    every transformer op (runtime/core/ops.h) on cuda:0 against
+ *          cpu:0 on the same random inputs, at GPT-2's sizes and odd ones:
+ *          dense layers in both weight orders (with and without bias; the
+ *          vocabulary projection of 50257 rows; TF32 too; fused with a GELU
+ *          after them, forward, and before them, backward), layer norm (with
+ *          the residual add and gradient fused too), GELU,
+ *          attention (heads of 64, 17 and 128 columns, t = 1024), token and
+ *          position embeddings, the classifier over 50257 classes in place.
+ *          Normalised errors within the CUDA suite's tolerances (cuda_rig.h:
+ *          1e-4 forward, 1e-3 gradients; TF32 1e-2); the embeddings' sums,
+ *          in double in the CPU's order, give its bits; parameter gradients
+ *          are added twice (+=). Our own kernels' backwards give the same
+ *          bits run to run.
+ *   steps  two SGD steps of a small GPT-2 whose head is tied to its token
+ *          embedding, on cuda:0 in 1 stage and in 2 stages sharing the GPU
+ *          (the tied embedding split: wte on the first, the head's copy on
+ *          the second, its gradient summed into the embedding's), against
+ *          the CPU's, by what the steps changed (updates.h), each tensor
+ *          within NUDGE_K times what one ulp on every weight moves the CPU's
+ *          own run (nudge.h), at least FLOOR; 2 stages against 1 likewise;
+ *          with two GPUs also 2 stages on cuda:0 and cuda:1 (the tied
+ *          gradient and weight by peer copies, pipeline/tied.c).
+ *          `test_cuda_gpt2 cpu` runs the steps with the CPU as the device
+ *          under test, without a GPU: every figure 0, the yardstick not.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runtime/core/device.h"
+#include "runtime/core/ops.h"
+#include "runtime/core/tensor.h"
+#include "tests/check.h"
+/* the rig's convolution and view helpers are not used here */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#include "tests/cuda/cuda_rig.h"
+#pragma GCC diagnostic pop
+#include "tests/cuda/nudge.h"
+#include "tests/cuda/updates.h"
+
+#define TOL_TF32 1e-2
+
+/* ---- ops ------------------------------------------------------------------------------ */
+
+static void test_dense(rig *r, bool tf32)
+{
+    static const struct { int n, t, in, out; pp_weight_order order; bool bias; } cases[] = {
+        {4, 33, 64, 192, PP_WEIGHT_IN_OUT, true},     /* c_attn's shape, small */
+        {2, 64, 768, 3072, PP_WEIGHT_IN_OUT, true},   /* c_fc */
+        {2, 17, 64, 50257, PP_WEIGHT_OUT_IN, false},  /* the tied head: (V, C) */
+        {5, 0, 37, 11, PP_WEIGHT_OUT_IN, true},       /* 2-D, odd sizes */
+    };
+    const double fwd = tf32 ? TOL_TF32 : TOL_FWD, bwd = tf32 ? TOL_TF32 : TOL_BWD;
+    pp_error merr;
+    CHECK_OK(pp_device_set_math(r->gpu, tf32 ? PP_MATH_TF32 : PP_MATH_FP32, &merr), &merr);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int n = cases[i].n, t = cases[i].t, in = cases[i].in, out = cases[i].out;
+        const bool oi = cases[i].order == PP_WEIGHT_OUT_IN;
+        const int nd = t ? 3 : 2; /* (n, t, features) or (n, features) */
+        const int64_t xsh[3] = {n, t ? t : in, in}, ysh[3] = {n, t ? t : out, out};
+        const int64_t ws[2] = {oi ? out : in, oi ? in : out};
+        pair x = pair_rand(r, nd, xsh, -1, 1), dx = pair_rand(r, nd, xsh, 0, 0);
+        pair y = pair_rand(r, nd, ysh, 0, 0), dy = pair_rand(r, nd, ysh, -1, 1);
+        pair w = pair_rand(r, 2, ws, -0.1f, 0.1f), dw = pair_rand(r, 2, ws, -1, 1);
+        pair b = pair_rand(r, 1, (int64_t[]){out}, -1, 1), db = pair_rand(r, 1, (int64_t[]){out}, -1, 1);
+        const pp_weight_order o = cases[i].order;
+        const bool hb = cases[i].bias;
+        const char *m = tf32 ? "tf32" : "fp32";
+        BOTH(r, pp_dense_forward(ex, o, &x.c, &w.c, hb ? &b.c : NULL, &y.c, err),
+             pp_dense_forward(ex, o, &x.g, &w.g, hb ? &b.g : NULL, &y.g, err));
+        CHECK_CLOSE(r, &y, fwd, "dense forward (%s) case %zu", m, i);
+        BOTH(r, pp_dense_backward_data(ex, o, &w.c, &dy.c, &dx.c, err),
+             pp_dense_backward_data(ex, o, &w.g, &dy.g, &dx.g, err));
+        CHECK_CLOSE(r, &dx, bwd, "dense backward data (%s) case %zu", m, i);
+        for (int rep = 0; rep < 2; rep++)
+            BOTH(r, pp_dense_backward_weights(ex, o, &x.c, &dy.c, &dw.c, hb ? &db.c : NULL, err),
+                 pp_dense_backward_weights(ex, o, &x.g, &dy.g, &dw.g, hb ? &db.g : NULL, err));
+        CHECK_CLOSE(r, &dw, bwd, "dense backward dw (%s, += twice) case %zu", m, i);
+        CHECK_CLOSE(r, &db, TOL_BWD, "dense backward db (%s, += twice) case %zu", m, i);
+        /* fused with a GELU: after the layer (h = y, g), and before it (x as the GELU's input) */
+        pair g = pair_rand(r, nd, ysh, 0, 0);
+        BOTH(r, pp_dense_gelu_forward(ex, o, &x.c, &w.c, hb ? &b.c : NULL, &y.c, &g.c, err),
+             pp_dense_gelu_forward(ex, o, &x.g, &w.g, hb ? &b.g : NULL, &y.g, &g.g, err));
+        CHECK_CLOSE(r, &y, fwd, "dense + GELU forward h (%s) case %zu", m, i);
+        CHECK_CLOSE(r, &g, fwd, "dense + GELU forward g (%s) case %zu", m, i);
+        BOTH(r, pp_dense_backward_data_gelu(ex, o, &w.c, &dy.c, &x.c, &dx.c, err),
+             pp_dense_backward_data_gelu(ex, o, &w.g, &dy.g, &x.g, &dx.g, err));
+        CHECK_CLOSE(r, &dx, bwd, "dense backward data + GELU (%s) case %zu", m, i);
+        pair_free(&g);
+        pair *all[] = {&x, &dx, &y, &dy, &w, &dw, &b, &db};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+    }
+    CHECK_OK(pp_device_set_math(r->gpu, PP_MATH_FP32, &merr), &merr);
+}
+
+/* Runs call on the GPU into out twice (zeroed first each time when zero):
+ * the two results' bits are equal. */
+#define SAME_TWICE(r, out, zero, call, what)                                              \
+    do {                                                                                  \
+        pp_error e_;                                                                      \
+        pp_exec *ex = &(r)->egpu;                                                         \
+        pp_error *err = &e_;                                                              \
+        const size_t bytes_ = pp_tensor_bytes(&(out)->g);                                 \
+        unsigned char *h_ = malloc(bytes_), *h2_ = malloc(bytes_);                        \
+        if (zero) CHECK_OK(pp_zero(ex, &(out)->g, err), err);                             \
+        CHECK_OK(call, err);                                                              \
+        CHECK_OK(pp_tensor_to_host(&(out)->g, h_, bytes_, err), err);                     \
+        if (zero) CHECK_OK(pp_zero(ex, &(out)->g, err), err);                             \
+        CHECK_OK(call, err);                                                              \
+        CHECK_OK(pp_tensor_to_host(&(out)->g, h2_, bytes_, err), err);                    \
+        CHECK_MSG(memcmp(h_, h2_, bytes_) == 0, "%s: two runs differ", what);            \
+        free(h_), free(h2_);                                                              \
+    } while (0)
+
+static void test_layernorm_gelu(rig *r)
+{
+    static const struct { int rows, c; bool beta; } cases[] = {{8 * 33, 768, true},
+                                                               {37, 50, false}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int rows = cases[i].rows, c = cases[i].c;
+        const int64_t xs[2] = {rows, c}, cs[1] = {c}, rs[1] = {rows};
+        pair x = pair_rand(r, 2, xs, -3, 2), y = pair_rand(r, 2, xs, 0, 0);
+        pair dy = pair_rand(r, 2, xs, -1, 1), dx = pair_rand(r, 2, xs, 0, 0);
+        pair g = pair_rand(r, 1, cs, 0.5f, 1.5f), be = pair_rand(r, 1, cs, -1, 1);
+        pair dg = pair_rand(r, 1, cs, -1, 1), dbe = pair_rand(r, 1, cs, -1, 1);
+        pair mean = pair_rand(r, 1, rs, 0, 0), rstd = pair_rand(r, 1, rs, 0, 0);
+        const bool hb = cases[i].beta;
+        BOTH(r, pp_layernorm_forward(ex, 1e-5f, &x.c, &g.c, hb ? &be.c : NULL, &y.c, &mean.c,
+                                     &rstd.c, err),
+             pp_layernorm_forward(ex, 1e-5f, &x.g, &g.g, hb ? &be.g : NULL, &y.g, &mean.g,
+                                  &rstd.g, err));
+        CHECK_CLOSE(r, &y, TOL_FWD, "layernorm forward case %zu", i);
+        CHECK_CLOSE(r, &mean, TOL_FWD, "layernorm mean case %zu", i);
+        CHECK_CLOSE(r, &rstd, TOL_FWD, "layernorm rstd case %zu", i);
+        for (int rep = 0; rep < 2; rep++)
+            BOTH(r, pp_layernorm_backward(ex, &x.c, &dy.c, &g.c, &mean.c, &rstd.c, &dx.c, &dg.c,
+                                          hb ? &dbe.c : NULL, err),
+                 pp_layernorm_backward(ex, &x.g, &dy.g, &g.g, &mean.g, &rstd.g, &dx.g, &dg.g,
+                                       hb ? &dbe.g : NULL, err));
+        CHECK_CLOSE(r, &dx, TOL_BWD, "layernorm backward dx case %zu", i);
+        CHECK_CLOSE(r, &dg, TOL_BWD, "layernorm backward dgamma (+= twice) case %zu", i);
+        CHECK_CLOSE(r, &dbe, TOL_BWD, "layernorm backward dbeta (+= twice) case %zu", i);
+        SAME_TWICE(r, &dg, true,
+                   pp_layernorm_backward(ex, &x.g, &dy.g, &g.g, &mean.g, &rstd.g, &dx.g, &dg.g,
+                                         NULL, err),
+                   "layernorm backward dgamma");
+        /* with the residual add (x = dx + x, in x) and the residual gradient (dy) */
+        BOTH(r, pp_add_layernorm_forward(ex, 1e-5f, &dx.c, &x.c, &g.c, hb ? &be.c : NULL, &x.c,
+                                         &y.c, &mean.c, &rstd.c, err),
+             pp_add_layernorm_forward(ex, 1e-5f, &dx.g, &x.g, &g.g, hb ? &be.g : NULL, &x.g,
+                                      &y.g, &mean.g, &rstd.g, err));
+        CHECK_MSG(pair_bitwise(&x), "add + layernorm case %zu: the sum not the CPU's bits", i);
+        CHECK_CLOSE(r, &y, TOL_FWD, "add + layernorm forward case %zu", i);
+        BOTH(r, pp_layernorm_backward_add(ex, &x.c, &dy.c, &g.c, &mean.c, &rstd.c, &y.c, &dx.c,
+                                          &dg.c, hb ? &dbe.c : NULL, err),
+             pp_layernorm_backward_add(ex, &x.g, &dy.g, &g.g, &mean.g, &rstd.g, &y.g, &dx.g,
+                                       &dg.g, hb ? &dbe.g : NULL, err));
+        CHECK_CLOSE(r, &dx, TOL_BWD, "layernorm backward + residual gradient case %zu", i);
+        CHECK_CLOSE(r, &dg, TOL_BWD, "layernorm backward + residual gradient dgamma case %zu", i);
+        /* GELU on the layer norm's output, in place both ways */
+        BOTH(r, pp_gelu_forward(ex, &y.c, &dx.c, err), pp_gelu_forward(ex, &y.g, &dx.g, err));
+        CHECK_CLOSE(r, &dx, TOL_FWD, "gelu forward case %zu", i);
+        BOTH(r, pp_gelu_backward(ex, &y.c, &dy.c, &dy.c, err),
+             pp_gelu_backward(ex, &y.g, &dy.g, &dy.g, err));
+        CHECK_CLOSE(r, &dy, TOL_BWD, "gelu backward (in place) case %zu", i);
+        pair *all[] = {&x, &y, &dy, &dx, &g, &be, &dg, &dbe, &mean, &rstd};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+    }
+}
+
+static void test_attention(rig *r)
+{
+    static const struct { int n, t, c, heads; } cases[] = {
+        {2, 1024, 768, 12}, /* GPT-2 124M's, two samples */
+        {3, 77, 51, 3},     /* heads of 17 */
+        {1, 300, 256, 2},   /* heads of 128 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
+        const int64_t qs[3] = {n, t, 3 * c}, ys[3] = {n, t, c}, ls[3] = {n, h, t};
+        pair qkv = pair_rand(r, 3, qs, -2, 2), dqkv = pair_rand(r, 3, qs, 0, 0);
+        pair y = pair_rand(r, 3, ys, 0, 0), dy = pair_rand(r, 3, ys, -1, 1);
+        pair lse = pair_rand(r, 3, ls, 0, 0);
+        BOTH(r, pp_attention_forward(ex, h, &qkv.c, &y.c, &lse.c, err),
+             pp_attention_forward(ex, h, &qkv.g, &y.g, &lse.g, err));
+        CHECK_CLOSE(r, &y, TOL_FWD, "attention forward y case %zu", i);
+        CHECK_CLOSE(r, &lse, TOL_FWD, "attention forward lse case %zu", i);
+        BOTH(r, pp_attention_backward(ex, h, &qkv.c, &y.c, &lse.c, &dy.c, &dqkv.c, err),
+             pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err));
+        CHECK_CLOSE(r, &dqkv, TOL_BWD, "attention backward case %zu", i);
+        SAME_TWICE(r, &dqkv, false,
+                   pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err),
+                   "attention backward");
+        pair *all[] = {&qkv, &dqkv, &y, &dy, &lse};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+    }
+}
+
+static void test_embeddings(rig *r)
+{
+    const int n = 8, t = 128, v = 50257, c = 768;
+    int32_t *ids = malloc(sizeof(int32_t) * n * t);
+    for (int i = 0; i < n * t; i++) { /* skewed: a few ids repeat often */
+        frand(r);
+        const uint64_t b = r->rng;
+        ids[i] = (int32_t)((b >> 33) % 7 == 0 ? (b >> 40) % 10 : (b >> 20) % (uint64_t)v);
+    }
+    pair id = pair_from(r, PP_I32, 2, (int64_t[]){n, t}, ids);
+    pair table = pair_rand(r, 2, (int64_t[]){v, c}, -1, 1);
+    pair dtable = pair_rand(r, 2, (int64_t[]){v, c}, -1, 1);
+    pair pos = pair_rand(r, 2, (int64_t[]){1024, c}, -1, 1);
+    pair dpos = pair_rand(r, 2, (int64_t[]){1024, c}, -1, 1);
+    pair y = pair_rand(r, 3, (int64_t[]){n, t, c}, 0, 0);
+    pair dy = pair_rand(r, 3, (int64_t[]){n, t, c}, -1, 1);
+    BOTH(r, pp_embedding_forward(ex, &id.c, &table.c, &y.c, err),
+         pp_embedding_forward(ex, &id.g, &table.g, &y.g, err));
+    CHECK_MSG(pair_bitwise(&y), "token embedding forward: not the CPU's bits");
+    BOTH(r, pp_position_forward(ex, &y.c, &pos.c, &y.c, err),
+         pp_position_forward(ex, &y.g, &pos.g, &y.g, err));
+    CHECK_MSG(pair_bitwise(&y), "position embedding forward (in place): not the CPU's bits");
+    for (int rep = 0; rep < 2; rep++) {
+        BOTH(r, pp_embedding_backward(ex, &id.c, &dy.c, &dtable.c, err),
+             pp_embedding_backward(ex, &id.g, &dy.g, &dtable.g, err));
+        BOTH(r, pp_position_backward(ex, &dy.c, &dpos.c, err),
+             pp_position_backward(ex, &dy.g, &dpos.g, err));
+    }
+    CHECK_MSG(pair_bitwise(&dtable), "token embedding backward (+= twice): not the CPU's bits");
+    CHECK_MSG(pair_bitwise(&dpos), "position embedding backward (+= twice): not the CPU's bits");
+    free(ids);
+    pair *all[] = {&id, &table, &dtable, &pos, &dpos, &y, &dy};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+}
+
+static void test_classifier(rig *r)
+{
+    const int n = 8 * 128, v = 50257;
+    pair z = pair_rand(r, 2, (int64_t[]){n, v}, -6, 6);
+    int32_t *lab = malloc((size_t)n * sizeof *lab);
+    for (int j = 0; j < n; j++) lab[j] = (int32_t)((r->rng >> 33) % (uint64_t)v), frand(r);
+    pair labels = pair_from(r, PP_I32, 1, (int64_t[]){n}, lab);
+    pair loss = pair_rand(r, 0, NULL, 0, 0);
+    int32_t zero = 0;
+    pair correct = pair_from(r, PP_I32, 0, NULL, &zero);
+    BOTH(r, pp_softmax_xent(ex, &z.c, &labels.c, (float)n, &loss.c, &correct.c, &z.c, err),
+         pp_softmax_xent(ex, &z.g, &labels.g, (float)n, &loss.g, &correct.g, &z.g, err));
+    CHECK_CLOSE(r, &loss, TOL_FWD, "classifier loss (50257 classes, in place)");
+    CHECK_CLOSE(r, &z, TOL_BWD, "classifier dlogits (50257 classes, in place)");
+    int32_t hc = -5, hg = -6;
+    pp_error e;
+    CHECK_OK(pp_tensor_to_host(&correct.c, &hc, sizeof hc, &e), &e);
+    CHECK_OK(pp_tensor_to_host(&correct.g, &hg, sizeof hg, &e), &e);
+    CHECK_MSG(hc == hg, "classifier correct: cpu %d cuda %d", hc, hg);
+    free(lab);
+    pair *all[] = {&z, &labels, &loss, &correct};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+}
+
+/* ---- training steps ------------------------------------------------------------------- */
+
+static const char *const layouts[3] = {
+    "  - {device: %s:0, layers: [wte, wpe, h, ln_f, lm_head]}\n",
+    "  - {device: %s:0, layers: [wte, wpe, h.0]}\n"
+    "  - {device: %s:0, layers: [h.1, ln_f, lm_head]}\n",
+    "  - {device: %s:0, layers: [wte, wpe, h.0]}\n"
+    "  - {device: %s:1, layers: [h.1, ln_f, lm_head]}\n",
+};
+static const char *const layout_names[3] = {"1 stage", "2 stages", "2 stages on 2 devices"};
+
+/* Two steps of the small GPT-2 on kind ("cpu" or "cuda") in layout l. */
+static void run_gpt2(const char *dir, int l, const char *kind, const char *init,
+                     const char *load, const char *path, double losses[2])
+{
+    char stages[512], text[4096];
+    snprintf(stages, sizeof stages, layouts[l], kind, kind);
+    snprintf(text, sizeof text,
+             "model: {name: gpt2, n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 256, "
+             "block_size: 32}\n"
+             "batch: {size: 8, split_size: 4}\n"
+             "schedule: 1f1b\n"
+             "optimizer: {type: sgd, lr: 0.01, momentum: 0.9, weight_decay: 0.0001}\n"
+             "data: {format: text, file: \"%s/corpus.txt\", shuffle: true}\n"
+             "seed: 5\nsteps: 2\nstages:\n%s",
+             dir, stages);
+    updates_run(text, 2, init, load, path, losses);
+}
+
+/* The kind of device under test: "cuda", or "cpu" to check the harness
+ * without a GPU (then every figure is 0: a CPU pipeline gives the 1-stage
+ * run's bits). */
+static const char *g_kind = "cuda";
+
+static void test_steps(const char *dir)
+{
+    char corpus[256], cpu[256], init[256], nudged[256], ycpu[256], gpu[3][256] = {"", "", ""};
+    snprintf(corpus, sizeof corpus, "%s/corpus.txt", dir);
+    FILE *f = fopen(corpus, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    static const char text[] = "It was the best of times, it was the worst of times, it was "
+                               "the age of wisdom, it was the age of foolishness. ";
+    for (int i = 0; i < 6000; i++) fputc(text[i % (sizeof text - 1)] ^ (i % 11 == 0), f);
+    fclose(f);
+    snprintf(cpu, sizeof cpu, "%s/gpt2-cpu.safetensors", dir);
+    snprintf(init, sizeof init, "%s/gpt2-init.safetensors", dir);
+    snprintf(nudged, sizeof nudged, "%s/gpt2-init-nudged.safetensors", dir);
+    snprintf(ycpu, sizeof ycpu, "%s/gpt2-cpu-nudged.safetensors", dir);
+    double cpu_loss[2] = {0}, y_loss[2] = {0}, gpu_loss[3][2] = {{0}};
+    run_gpt2(dir, 0, "cpu", init, NULL, cpu, cpu_loss);
+    nudge_checkpoint(init, nudged, 0);
+    run_gpt2(dir, 0, "cpu", NULL, nudged, ycpu, y_loss);
+    fprintf(stderr, "gpt2 cpu: losses %.7f %.7f; from the nudged weights %.7f %.7f\n",
+            cpu_loss[0], cpu_loss[1], y_loss[0], y_loss[1]);
+    /* two devices: a peer copy of the tied gradient and weight (pipeline/tied.c) */
+    const int layouts_run = !strcmp(g_kind, "cpu") || pp_cuda_device_count() > 1 ? 3 : 2;
+    for (int l = 0; l < layouts_run; l++) {
+        snprintf(gpu[l], sizeof gpu[l], "%s/gpt2-cuda%d.safetensors", dir, l);
+        run_gpt2(dir, l, g_kind, NULL, NULL, gpu[l], gpu_loss[l]);
+        for (int i = 0; i < 2; i++)
+            CHECK_MSG(loss_ok(gpu_loss[l][i], cpu_loss[i], y_loss[i], 1e-4),
+                      "gpt2, %s, step %d: loss %.7f on %s, %.7f on cpu (nudged %.7f)",
+                      layout_names[l], i, gpu_loss[l][i], g_kind, cpu_loss[i], y_loss[i]);
+        diff d = compare_with(gpu[l], cpu, init, ycpu, cpu);
+        fprintf(stderr, "gpt2 %s %s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), worst update %s: "
+                        "%.2e, %.2f of its tolerance (nudge %.2e)\n",
+                g_kind, layout_names[l], gpu_loss[l][0], gpu_loss[l][1], cpu_loss[0],
+                cpu_loss[1], d.name, d.rel, d.ratio, d.yard);
+        CHECK_MSG(d.ratio <= 1, "gpt2, %s vs cpu: %.2e at %s (nudge %.2e)", layout_names[l],
+                  d.rel, d.name, d.yard);
+        if (!strcmp(g_kind, "cpu"))
+            CHECK_MSG(d.rel == 0 && d.yard > 0 && gpu_loss[l][1] == cpu_loss[1],
+                      "gpt2 on the cpu, %s: %.2e at %s, nudge %.2e (want 0 and > 0)",
+                      layout_names[l], d.rel, d.name, d.yard);
+        if (l == 0) continue;
+        d = compare_with(gpu[l], gpu[0], init, ycpu, cpu);
+        fprintf(stderr, "gpt2 %s %s (the tied embedding split) vs 1 stage: worst %s: %.2e, %.2f "
+                        "of its tolerance\n",
+                g_kind, layout_names[l], d.name, d.rel, d.ratio);
+        CHECK_MSG(d.ratio <= 1, "gpt2 %s vs 1 stage: %.2e at %s (nudge %.2e)", layout_names[l],
+                  d.rel, d.name, d.yard);
+    }
+    const char *files[] = {corpus, cpu, init, nudged, ycpu, gpu[0], gpu[1], gpu[2]};
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) unlink(files[k]);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "cpu")) { /* the harness alone */
+        g_kind = "cpu";
+        char dir[200];
+        if (!check_mkdtemp(dir, sizeof dir, "pp-cuda-gpt2")) return 1;
+        test_steps(dir);
+        rmdir(dir);
+        return check_summary("test_cuda_gpt2 cpu");
+    }
+    if (pp_cuda_device_count() == 0) {
+        fprintf(stderr, "test_cuda_gpt2: no CUDA device visible, skipping\n");
+        return 77;
+    }
+    rig r;
+    if (!rig_open(&r, 2468)) return check_summary("test_cuda_gpt2");
+    test_dense(&r, false);
+    test_dense(&r, true);
+    test_layernorm_gelu(&r);
+    test_attention(&r);
+    test_embeddings(&r);
+    test_classifier(&r);
+    rig_close(&r);
+    char dir[200];
+    if (!check_mkdtemp(dir, sizeof dir, "pp-cuda-gpt2")) return 1;
+    test_steps(dir);
+    rmdir(dir);
+    return check_summary("test_cuda_gpt2");
+}

@@ -1,0 +1,343 @@
+/*
+ * test_emu_transformer.c - the CUDA backend's kernels of the transformer ops
+ * (runtime/cuda: colsum.cu, layernorm.cu, embedding.cu, attention.cu,
+ * classifier.cu; GELU is test_emu_kernels.c's) run on the CPU by the
+ * emulator (cuda_emu.h), against the CPU backend's ops on the same inputs,
+ * with the shapes that matter: sizes of 1, odd sizes, operands 4 bytes off
+ * a 16-byte boundary (the single-float paths), several blocks and grid
+ * strides, tiles cut short (t not a multiple of the attention's tiles),
+ * heads of 4, 17, 32, 64 and 128 columns, chunks of rows cut short.
+ *   - the fixed-order column sums (a dense layer's bias gradient) and the
+ *     layer norm, plain and with the residual add (forward) and gradient
+ *     (backward) fused: within 1e-7 of the CPU (both sum in double), the
+ *     residual sum bit for bit;
+ *   - token and position embeddings: the CPU's bits (the same sums in the
+ *     same order), repeated ids, two column passes;
+ *   - attention forward (y, lse) and backward (dqkv from the CPU's y and
+ *     lse): within 1e-6 (f32 products in another order);
+ *   - the classifier (label smoothing, top-k counts with ties to the label,
+ *     in place): loss and dlogits within 1e-6, the correct and top-k counts
+ *     exact, in place, a vocabulary of 50257, an out-of-range label.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/core/ops.h"
+#include "tests/check.h"
+#include "tests/emu/emu_rig.h"
+
+#include "emu_transformer.h"
+
+/* grid-stride kernels get few blocks, so that each block loops */
+#define MAX_GRID 3
+
+/* ---- column sums: a dense layer's bias gradient ------------------------------------ */
+
+static void test_colsum(void)
+{
+    static const struct { int rows, cols; size_t off; } cases[] = {
+        {1, 1, 0}, {63, 7, 4}, {64, 300, 0}, {65, 33, 4}, {200, 5, 0}};
+    pp_error err;
+    char what[96];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int rows = cases[i].rows, cols = cases[i].cols;
+        pp_tensor x = emu_tensor(PP_F32, 2, (int64_t[]){rows, 1}, PP_NCHW);
+        pp_tensor dy = emu_tensor(PP_F32, 2, (int64_t[]){rows, cols}, PP_NCHW);
+        pp_tensor dw = emu_tensor(PP_F32, 2, (int64_t[]){1, cols}, PP_NCHW);
+        pp_tensor db = emu_tensor(PP_F32, 1, (int64_t[]){cols}, PP_NCHW);
+        emu_fill(&x, -1, 2), emu_fill(&dy, -1, 2), emu_fill(&db, -1, 2);
+        void *b1, *b2;
+        float *kdy = emu_copy(&dy, cases[i].off, &b1), *kdb = emu_copy(&db, cases[i].off, &b2);
+        const int64_t chunks = pp_emu_cuda_colsum_chunks(rows);
+        double *part = malloc(sizeof(double) * (size_t)(chunks * cols));
+        CHECK_OK(pp_dense_backward_weights(&g_ex, PP_WEIGHT_IN_OUT, &x, &dy, &dw, &db, &err),
+                 &err);
+        snprintf(what, sizeof what, "column sums %d x %d (+=)", rows, cols);
+        EMU_LAUNCHED(pp_emu_cuda_launch_colsum_parts(0, rows, cols, kdy, part), what);
+        EMU_LAUNCHED(pp_emu_cuda_launch_parts_add(0, MAX_GRID, chunks, cols, cols, part, kdb,
+                                                  NULL), what);
+        emu_close(&db, kdb, 1e-7, what);
+        free(part), free(b1), free(b2);
+        pp_tensor_free(&x), pp_tensor_free(&dy), pp_tensor_free(&dw), pp_tensor_free(&db);
+    }
+}
+
+/* ---- layer norm ------------------------------------------------------------------------ */
+
+/* Plain, or fused with the residual add before it (s = a + b written over
+ * b, then normalised) and the residual gradient beside its backward (dx =
+ * through the norm + dres): against the CPU's pp_add_layernorm_forward and
+ * pp_layernorm_backward_add (the plain ops one after the other there). */
+static void test_layernorm(void)
+{
+    static const struct { int rows, c; bool beta, fused; size_t off; } cases[] = {
+        {1, 1, true, false, 0}, {3, 33, false, true, 4}, {40, 100, true, true, 0},
+        {17, 768, true, false, 4}, {33, 5, false, false, 0}, {18, 768, true, true, 4}};
+    pp_error err;
+    char what[96];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int rows = cases[i].rows, c = cases[i].c;
+        const bool fused = cases[i].fused;
+        const size_t off = cases[i].off;
+        const int64_t xs[2] = {rows, c}, cs[1] = {c}, rs[1] = {rows};
+        pp_tensor x = emu_tensor(PP_F32, 2, xs, PP_NCHW), y = emu_tensor(PP_F32, 2, xs, PP_NCHW);
+        pp_tensor a = emu_tensor(PP_F32, 2, xs, PP_NCHW), res = emu_tensor(PP_F32, 2, xs, PP_NCHW);
+        pp_tensor dy = emu_tensor(PP_F32, 2, xs, PP_NCHW), dx = emu_tensor(PP_F32, 2, xs, PP_NCHW);
+        pp_tensor gamma = emu_tensor(PP_F32, 1, cs, PP_NCHW), beta = emu_tensor(PP_F32, 1, cs, PP_NCHW);
+        pp_tensor dgamma = emu_tensor(PP_F32, 1, cs, PP_NCHW), dbeta = emu_tensor(PP_F32, 1, cs, PP_NCHW);
+        pp_tensor mean = emu_tensor(PP_F32, 1, rs, PP_NCHW), rstd = emu_tensor(PP_F32, 1, rs, PP_NCHW);
+        emu_fill(&x, -2, 4), emu_fill(&dy, -1, 2), emu_fill(&gamma, 0.5f, 1), emu_fill(&beta, -1, 2);
+        emu_fill(&dgamma, -1, 2), emu_fill(&dbeta, -1, 2), emu_fill(&a, -1, 2), emu_fill(&res, -1, 2);
+        for (int r = 0; r < rows; r++) /* rows about different means */
+            for (int j = 0; j < c; j++) emu_f32(&x)[r * c + j] += 0.25f * (float)(r % 7);
+        void *bx, *by, *bm, *br, *bdy, *bdx, *bdg, *bdb, *ba, *bres;
+        float *kx = emu_copy(&x, off, &bx), *ky = emu_copy(&y, off, &by), *km = emu_copy(&mean, off, &bm);
+        float *kr = emu_copy(&rstd, off, &br), *kdy = emu_copy(&dy, off, &bdy);
+        float *kdx = emu_copy(&dx, off, &bdx), *kdg = emu_copy(&dgamma, off, &bdg);
+        float *kdb = emu_copy(&dbeta, off, &bdb), *ka = emu_copy(&a, off, &ba);
+        float *kres = emu_copy(&res, off, &bres);
+        const pp_tensor *b = cases[i].beta ? &beta : NULL;
+        const float *kbeta = b ? emu_f32(&beta) : NULL;
+        snprintf(what, sizeof what, "layer norm %d x %d%s%s%s", rows, c, b ? "" : ", no bias",
+                 fused ? ", with the residual add" : "", off ? ", single floats" : "");
+        if (fused) { /* x = a + x, in x */
+            CHECK_OK(pp_add_layernorm_forward(&g_ex, 1e-5f, &a, &x, &gamma, b, &x, &y, &mean,
+                                              &rstd, &err), &err);
+            EMU_LAUNCHED(pp_emu_cuda_launch_layernorm_forward(0, MAX_GRID, rows, c, 1e-5f, ka, kx,
+                                                              kx, emu_f32(&gamma), kbeta, ky, km,
+                                                              kr), what);
+            emu_close(&x, kx, 0, "layer norm's residual sum");
+        } else {
+            CHECK_OK(pp_layernorm_forward(&g_ex, 1e-5f, &x, &gamma, b, &y, &mean, &rstd, &err),
+                     &err);
+            EMU_LAUNCHED(pp_emu_cuda_launch_layernorm_forward(0, MAX_GRID, rows, c, 1e-5f, kx,
+                                                              NULL, NULL, emu_f32(&gamma), kbeta,
+                                                              ky, km, kr), what);
+        }
+        emu_close(&y, ky, 1e-7, what);
+        emu_close(&mean, km, 1e-7, what);
+        emu_close(&rstd, kr, 1e-7, what);
+        if (fused)
+            CHECK_OK(pp_layernorm_backward_add(&g_ex, &x, &dy, &gamma, &mean, &rstd, &res, &dx,
+                                               &dgamma, b ? &dbeta : NULL, &err), &err);
+        else
+            CHECK_OK(pp_layernorm_backward(&g_ex, &x, &dy, &gamma, &mean, &rstd, &dx, &dgamma,
+                                           b ? &dbeta : NULL, &err), &err);
+        double *part = malloc(sizeof(double) * 2 * (size_t)c *
+                              (size_t)pp_emu_cuda_layernorm_chunks(rows));
+        EMU_LAUNCHED(pp_emu_cuda_launch_layernorm_backward(0, MAX_GRID, rows, c, kx, kdy,
+                                                           emu_f32(&gamma), emu_f32(&mean),
+                                                           emu_f32(&rstd), fused ? kres : NULL,
+                                                           kdx, part, kdg, b ? kdb : NULL), what);
+        emu_close(&dx, kdx, 1e-7, fused ? "layer norm dx (+ dres)" : "layer norm dx");
+        emu_close(&dgamma, kdg, 1e-7, "layer norm dgamma (+=)");
+        emu_close(&dbeta, kdb, 1e-7, "layer norm dbeta (+=, or untouched)");
+        free(part);
+        void *bases[] = {bx, by, bm, br, bdy, bdx, bdg, bdb, ba, bres};
+        for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) free(bases[k]);
+        pp_tensor *ts[] = {&x, &y, &a, &res, &dy, &dx, &gamma, &beta, &dgamma, &dbeta, &mean, &rstd};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+    }
+}
+
+/* ---- embeddings ------------------------------------------------------------------------ */
+
+static void test_embedding(void)
+{
+    static const struct { int n, t, vocab, c; size_t off; } cases[] = {
+        {2, 5, 7, 3, 0},      /* many repeats, 3 columns */
+        {3, 111, 50, 64, 0},  /* 16-byte rows; ids in two tiles */
+        {1, 300, 1000, 37, 4}, /* few repeats, single floats */
+        {2, 20, 13, 1100, 0}, /* two column passes */
+    };
+    pp_error err;
+    char what[96];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int n = cases[i].n, t = cases[i].t, v = cases[i].vocab, c = cases[i].c;
+        const int64_t rows = (int64_t)n * t;
+        const size_t off = cases[i].off;
+        pp_tensor ids = emu_tensor(PP_I32, 2, (int64_t[]){n, t}, PP_NCHW);
+        pp_tensor table = emu_tensor(PP_F32, 2, (int64_t[]){v, c}, PP_NCHW);
+        pp_tensor dtable = emu_tensor(PP_F32, 2, (int64_t[]){v, c}, PP_NCHW);
+        pp_tensor y = emu_tensor(PP_F32, 3, (int64_t[]){n, t, c}, PP_NCHW);
+        pp_tensor dy = emu_tensor(PP_F32, 3, (int64_t[]){n, t, c}, PP_NCHW);
+        pp_tensor pos = emu_tensor(PP_F32, 2, (int64_t[]){t + 3, c}, PP_NCHW);
+        pp_tensor dpos = emu_tensor(PP_F32, 2, (int64_t[]){t + 3, c}, PP_NCHW);
+        int32_t *id = ids.data;
+        for (int64_t r = 0; r < rows; r++) /* skewed: low ids repeat most */
+            id[r] = (int32_t)((emu_urand() + 1.0f) * (emu_urand() + 1.0f) * 0.25f * (float)v) % v;
+        emu_fill(&table, -1, 2), emu_fill(&dtable, -1, 2), emu_fill(&dy, -1, 2);
+        emu_fill(&pos, -1, 2), emu_fill(&dpos, -1, 2);
+        void *by, *bdt, *bdy, *bp, *bdp, *bt;
+        float *ky = emu_copy(&y, off, &by), *kdt = emu_copy(&dtable, off, &bdt);
+        float *kdy = emu_copy(&dy, off, &bdy), *kp = emu_copy(&pos, off, &bp);
+        float *kdp = emu_copy(&dpos, off, &bdp), *kt = emu_copy(&table, off, &bt);
+
+        CHECK_OK(pp_embedding_forward(&g_ex, &ids, &table, &y, &err), &err);
+        snprintf(what, sizeof what, "token embedding %d x %d of %d x %d%s", n, t, v, c,
+                 off ? ", single floats" : "");
+        EMU_LAUNCHED(pp_emu_cuda_launch_embedding_forward(0, MAX_GRID, rows, v, c, id, kt, ky),
+                     what);
+        emu_close(&y, ky, 0, what);
+        CHECK_OK(pp_embedding_backward(&g_ex, &ids, &dy, &dtable, &err), &err);
+        EMU_LAUNCHED(pp_emu_cuda_launch_embedding_backward(0, rows, v, c, id, kdy, kdt), what);
+        emu_close(&dtable, kdt, 0, "token embedding backward (+=)");
+
+        /* position: y = y + pos[t] in place, then its backward */
+        CHECK_OK(pp_position_forward(&g_ex, &y, &pos, &y, &err), &err);
+        snprintf(what, sizeof what, "position embedding %d x %d x %d%s", n, t, c,
+                 off ? ", single floats" : "");
+        EMU_LAUNCHED(pp_emu_cuda_launch_position_forward(0, MAX_GRID, n, t, c, ky, kp, ky), what);
+        emu_close(&y, ky, 0, what);
+        CHECK_OK(pp_position_backward(&g_ex, &dy, &dpos, &err), &err);
+        const int64_t chunks = pp_emu_cuda_colsum_chunks(n);
+        double *part = malloc(sizeof(double) * (size_t)(chunks * t * c));
+        EMU_LAUNCHED(pp_emu_cuda_launch_colsum_parts(0, n, (int64_t)t * c, kdy, part), what);
+        EMU_LAUNCHED(pp_emu_cuda_launch_parts_add(0, MAX_GRID, chunks, (int64_t)t * c,
+                                                  (int64_t)t * c, part, kdp, NULL), what);
+        emu_close(&dpos, kdp, 0, "position embedding backward (+=)");
+        free(part);
+        void *bases[] = {by, bdt, bdy, bp, bdp, bt};
+        for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) free(bases[k]);
+        pp_tensor *ts[] = {&ids, &table, &dtable, &y, &dy, &pos, &dpos};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+    }
+}
+
+/* ---- attention ------------------------------------------------------------------------- */
+
+static void test_attention(void)
+{
+    static const struct { int n, t, c, heads; size_t off; } cases[] = {
+        {2, 5, 8, 2, 0},     /* heads of 4; one short tile */
+        {1, 70, 128, 2, 4},  /* heads of 64; three tiles, the last short */
+        {2, 33, 51, 3, 0},   /* heads of 17 */
+        {1, 40, 256, 2, 0},  /* heads of 128: tiles of 16 */
+        {1, 37, 96, 3, 4},   /* heads of 32 */
+    };
+    pp_error err;
+    char what[96];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
+        const size_t off = cases[i].off;
+        pp_tensor qkv = emu_tensor(PP_F32, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
+        pp_tensor dqkv = emu_tensor(PP_F32, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
+        pp_tensor y = emu_tensor(PP_F32, 3, (int64_t[]){n, t, c}, PP_NCHW);
+        pp_tensor dy = emu_tensor(PP_F32, 3, (int64_t[]){n, t, c}, PP_NCHW);
+        pp_tensor lse = emu_tensor(PP_F32, 3, (int64_t[]){n, h, t}, PP_NCHW);
+        emu_fill(&qkv, -2, 4), emu_fill(&dy, -1, 2), emu_fill(&dqkv, 5, 1);
+        void *bq, *by, *bl, *bdy, *bdq;
+        float *kq = emu_copy(&qkv, off, &bq), *ky = emu_copy(&y, off, &by), *kl = emu_copy(&lse, off, &bl);
+        float *kdy = emu_copy(&dy, off, &bdy), *kdq = emu_copy(&dqkv, off, &bdq);
+        const pp_emu_cuda_attention_dims d = {n, t, c, h};
+        snprintf(what, sizeof what, "attention %d x %d, %d heads of %d%s", n, t, h, c / h,
+                 off ? ", 4 bytes off" : "");
+        CHECK_OK(pp_attention_forward(&g_ex, h, &qkv, &y, &lse, &err), &err);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, d, kq, ky, kl), what);
+        emu_close(&y, ky, 1e-6, what);
+        emu_close(&lse, kl, 5e-7, "attention lse");
+        CHECK_OK(pp_attention_backward(&g_ex, h, &qkv, &y, &lse, &dy, &dqkv, &err), &err);
+        float *delta = malloc(sizeof(float) * (size_t)n * h * t);
+        memcpy(ky, y.data, pp_tensor_bytes(&y)); /* the backward from the CPU's forward */
+        memcpy(kl, lse.data, pp_tensor_bytes(&lse));
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward(0, MAX_GRID, d, kq, ky, kl, kdy, delta,
+                                                           kdq), what);
+        emu_close(&dqkv, kdq, 1e-6, "attention backward dqkv (=)");
+        free(delta);
+        void *bases[] = {bq, by, bl, bdy, bdq};
+        for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) free(bases[k]);
+        pp_tensor *ts[] = {&qkv, &dqkv, &y, &dy, &lse};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+    }
+    /* a head wider than the kernels take is refused before anything runs */
+    const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2};
+    CHECK(pp_emu_cuda_launch_attention_forward(0, wide, NULL, NULL, NULL) ==
+          cudaErrorInvalidValue);
+}
+
+/* ---- the classifier ---------------------------------------------------------------------- */
+
+static void test_classifier(void)
+{
+    static const struct {
+        int n, classes;
+        bool in_place;
+        float eps;
+        int top_k;
+    } cases[] = {{37, 10, false, 0.0f, 0},  {37, 10, false, 0.1f, 5}, {37, 10, true, 0.3f, 3},
+                 {5, 1000, true, 0.0f, 5},  {2, 50257, true, 0.1f, 5}, {3, 1, false, 0.0f, 1}};
+    pp_error err;
+    char what[128];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int n = cases[i].n, classes = cases[i].classes, top_k = cases[i].top_k;
+        const int64_t ls[2] = {n, classes}, ns[1] = {n}, one[1] = {1};
+        pp_tensor logits = emu_tensor(PP_F32, 2, ls, PP_NCHW);
+        pp_tensor labels = emu_tensor(PP_I32, 1, ns, PP_NCHW);
+        pp_tensor loss = emu_tensor(PP_F32, 0, one, PP_NCHW);
+        pp_tensor correct = emu_tensor(PP_I32, 0, one, PP_NCHW);
+        pp_tensor correct_k = emu_tensor(PP_I32, 0, one, PP_NCHW);
+        pp_tensor dl = emu_tensor(PP_F32, 2, ls, PP_NCHW);
+        emu_fill(&logits, -4, 8);
+        for (int r = 0; r < n; r++) {
+            const int label = (r * 7) % classes;
+            ((int32_t *)labels.data)[r] = label;
+            float *z = emu_f32(&logits) + (int64_t)r * classes;
+            if (r % 3 == 0) /* a tie for the maximum: the first index wins */
+                z[classes / 2] = z[classes - 1] = 9.0f;
+            if (r % 5 == 0 && classes > 3) z[3] = z[label]; /* a tie with the label (top-k) */
+        }
+        void *bl, *bd;
+        float *kl = emu_copy(&logits, 0, &bl), *kd = cases[i].in_place ? kl : emu_copy(&dl, 0, &bd);
+        double *row_loss = malloc(sizeof(double) * (size_t)n);
+        int32_t *row_correct = malloc(sizeof(int32_t) * (size_t)n), kcorrect = -5, kcorrect_k = -5;
+        float kloss = 0;
+        pp_tensor *dst = cases[i].in_place ? &logits : &dl;
+        const pp_xent_desc xd = {8.0f, cases[i].eps, top_k > 0 ? top_k : 1};
+        CHECK_OK(pp_softmax_xent_ex(&g_ex, &xd, &logits, &labels, &loss, &correct,
+                                    top_k ? &correct_k : NULL, dst, &err),
+                 &err);
+        snprintf(what, sizeof what, "classifier %d x %d%s, smoothing %g, top-%d", n, classes,
+                 cases[i].in_place ? ", in place" : "", (double)cases[i].eps, top_k);
+        EMU_LAUNCHED(pp_emu_cuda_launch_classifier(0, n, classes, kl, labels.data, 8.0f,
+                                                   cases[i].eps, top_k, row_loss, row_correct,
+                                                   &kloss, &kcorrect, top_k ? &kcorrect_k : NULL,
+                                                   kd),
+                     what);
+        CHECK_MSG(fabs(kloss - emu_f32(&loss)[0]) <= 1e-6 * fabs(emu_f32(&loss)[0]),
+                  "%s: loss %.9g, the CPU's %.9g", what, kloss, emu_f32(&loss)[0]);
+        CHECK_MSG(kcorrect == ((int32_t *)correct.data)[0], "%s: correct %d, the CPU's %d", what,
+                  kcorrect, ((int32_t *)correct.data)[0]);
+        if (top_k)
+            CHECK_MSG(kcorrect_k == ((int32_t *)correct_k.data)[0],
+                      "%s: top-%d %d, the CPU's %d", what, top_k, kcorrect_k,
+                      ((int32_t *)correct_k.data)[0]);
+        emu_close(dst, kd, 1e-6, what);
+        /* a label out of range: correct = -1, no access outside the row */
+        ((int32_t *)labels.data)[n - 1] = classes;
+        EMU_LAUNCHED(pp_emu_cuda_launch_classifier(0, n, classes, kl, labels.data, 8.0f,
+                                                   cases[i].eps, top_k, row_loss, row_correct,
+                                                   &kloss, &kcorrect, top_k ? &kcorrect_k : NULL,
+                                                   kd),
+                     what);
+        CHECK_MSG(kcorrect == -1, "%s, a label out of range: correct %d (want -1)", what,
+                  kcorrect);
+        free(bl), free(row_loss), free(row_correct);
+        if (!cases[i].in_place) free(bd);
+        pp_tensor *ts[] = {&logits, &labels, &loss, &correct, &correct_k, &dl};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+    }
+}
+
+int main(void)
+{
+    emu_rig_open();
+    test_colsum();
+    test_layernorm();
+    test_embedding();
+    test_attention();
+    test_classifier();
+    return emu_rig_close("test_emu_transformer");
+}

@@ -1,0 +1,150 @@
+# gpt2.sh - run-all.sh --part gpt2 (sourced by it): GPT-2 on CUDA.
+#   tests (60 s): the CUDA suite's test_cuda_gpt2 (every transformer op
+#     against the CPU, two steps of a tied GPT-2 in 1 and 2 stages).
+#   correctness (110 s): tests/torch/gpt2_check.py with its two stages both
+#     on cuda:0 (the tied embedding on the first, the head's copy on the
+#     second): every tensor of two SGD steps within 3x PyTorch fp32's own
+#     error against float64 (PyTorch on the CPU), for vocabularies of 256
+#     (tied and untied) and 50257.
+#   speed (180 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
+#     batch 8 x 1024 tokens, 1 stage, SGD with momentum, random tokens:
+#     tokens/s and peak memory of ours in tf32 and fp32, of PyTorch eager in
+#     tf32, fp32 and bf16 autocast and of torch.compile in tf32 and bf16
+#     (tests/gpu/torch_gpt2.py, scaled_dot_product_attention); ours / theirs
+#     at the same precision (goals: >= 1.0 of torch.compile, eager the floor);
+#     ours tf32 again with PP_CUDA_UNFUSED=1 (what the fused ops bring).
+#     Our GPT-2 has no bf16 precision yet: the bf16 rows are PyTorch's alone,
+#     what ours is to reach.
+# In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
+# shellcheck shell=bash disable=SC2154
+
+# gpt2_tokens FILE N VOCAB: an llm.c .bin file of N random tokens below VOCAB.
+gpt2_tokens() {
+    "$py" - "$1" "$2" "$3" <<'PY'
+import struct, sys, random
+path, n, vocab = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(1)
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack("<%dH" % n, *(rng.randrange(vocab) for _ in range(n))))
+PY
+}
+
+# gpt2_plan NAME PRECISION: $res/NAME.yaml, the part's GPT-2 on cuda:0.
+gpt2_plan() {
+    cat >"$res/$1.yaml" <<YAML
+model: {name: gpt2, n_layer: $g_layers, n_head: $g_heads, n_embd: $g_embd, vocab_size: $g_vocab, block_size: $g_t}
+batch: {size: $g_batch, split_size: $g_batch}
+schedule: 1f1b
+precision: $2
+optimizer: {type: sgd, lr: 0.01, momentum: 0.9}
+data: {format: tokens, file: $res/gpt2-tokens.bin, shuffle: true}
+seed: 1
+steps: $g_steps
+stages:
+  - {device: cuda:0, layers: [wte, wpe, h, ln_f, lm_head]}
+YAML
+}
+
+# gpt2_ours PRECISION [TAG]: ours 1 stage (with pr_env in its environment);
+# sets g_tps[PRECISION TAG] and a row.
+declare -A g_tps=() g_peak=()
+gpt2_ours() {
+    local p=$1 name=gpt2-1stage-$1${2:+-$2} fig k=$1${2:+ $2}
+    gpt2_plan "$name" "$p"
+    if pr "$name" "$res/$name.yaml" --steps "$g_steps" --device-map "$(map_all)"; then
+        g_tps[$k]=$(awk -v w="$pr_ips" -v t="$g_t" 'BEGIN { printf "%.0f", w * t }')
+        g_peak[$k]=$(jget "$res/pr-$name.out" '"%.2f" % (j["stages"][0]["peak_bytes"] / 2.0**30)')
+        fig="${g_tps[$k]} tokens/s, $(jget "$res/pr-$name.out" '"%.1f ms/step median (min %.1f)" % (j["step_ms"]["median"], j["step_ms"]["min"])'), peak ${g_peak[$k]:-?} GiB"
+        echo "ours $k: $fig"
+        row "ours GPT-2 $g_what, $k, 1 stage" ok "$fig" "${pr_env[*]}${pr_env[*]:+ }$last_cmd"
+    else
+        row "ours GPT-2 $g_what, $k, 1 stage" "$(result_of $?)" "$pr_fig" "${pr_env[*]}${pr_env[*]:+ }$last_cmd"
+    fi
+}
+
+# gpt2_torch NAME LABEL ARGS...: tests/gpu/torch_gpt2.py ARGS at the part's
+# sizes as a row; sets tg_tps.
+tg_tps=""
+gpt2_torch() {
+    local name=$1 label=$2 rc
+    shift 2
+    torch_row "$name" "$label" torch_gpt2.py tokens_per_s --layers "$g_layers" \
+        --heads "$g_heads" --embd "$g_embd" --vocab "$g_vocab" --positions "$g_t" \
+        --batch "$g_batch" --steps "$g_steps" --warmup "$g_warm" "$@"
+    rc=$?
+    tg_tps=$torch_fig
+    return $rc
+}
+
+# gpt2_vs LABEL OURS THEIRS GOAL: ours / theirs as a row.
+gpt2_vs() {
+    local rt; rt=$(ratio "$2" "$3")
+    row "  ours / $1" "$(ge "$rt" "$4")" "${rt:-?} (goal >= $4): ${2:-?} / ${3:-?} tokens/s" ""
+}
+
+partgpt2() {
+    cur_part=gpt2
+    local tdev=cuda:0 gmap="cpu:*=cuda:0" rc verdict
+    g_layers=12 g_heads=12 g_embd=768 g_vocab=50257 g_t=1024 g_batch=8 g_steps=10 g_warm=3
+    if [ $dry = 1 ]; then
+        g_layers=2 g_heads=2 g_embd=64 g_vocab=256 g_t=64 g_batch=2 g_steps=3 g_warm=1
+        tdev=cpu gmap="cpu:*=cpu:0"
+    fi
+    g_what="$g_layers x $g_embd, batch $g_batch x $g_t"
+
+    section tests 60
+    echo "== test_cuda_gpt2: the transformer ops and two GPT-2 steps on cuda:0 against the CPU"
+    if [ $dry = 1 ]; then
+        row "test cuda/cuda_gpt2" "n/a" "not applicable in a dry run (its cpu mode is the cuda-harness suite's)" ""
+    else
+        run test-cuda_gpt2 55 "$bin/test_cuda_gpt2"
+        rc=$?
+        case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
+        grep -E '^gpt2 |FAIL' "$res/test-cuda_gpt2.log" 2>/dev/null | head -8 | cut -c1-200
+        row "test cuda/cuda_gpt2" "$verdict" \
+            "$(grep -ho 'checks, [0-9]* failed' "$res/test-cuda_gpt2.out" "$res/test-cuda_gpt2.log" 2>/dev/null | tail -1); $(grep -h 'vs 1 stage' "$res/test-cuda_gpt2.log" 2>/dev/null | head -1 | cut -c1-160)" \
+            "$last_cmd"
+    fi
+
+    section correctness 110
+    echo "== GPT-2 against PyTorch float64, two stages on $tdev (the tied embedding split)"
+    cat >"$res/pipeline-run.sh" <<SH
+#!/bin/sh
+LD_LIBRARY_PATH='$LD_LIBRARY_PATH' exec '$bin/pipeline-run' "\$@"
+SH
+    chmod +x "$res/pipeline-run.sh"
+    run gpt2-check 105 "${pyrun[@]}" "$bundle/torch/gpt2_check.py" "$res/pipeline-run.sh" \
+        --device-map "$gmap"
+    rc=$?
+    case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
+    grep -E '^FAIL ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-200
+    row "GPT-2 vs PyTorch float64, 2 stages on $tdev (goal: within 3x PyTorch fp32's error)" \
+        "$verdict" "$(grep -c '^ok ' "$res/gpt2-check.out" 2>/dev/null) checks passed; $(grep -m1 'step 1: ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-160); $(tail -n 1 "$res/gpt2-check.out" 2>/dev/null)" \
+        "$last_cmd"
+
+    section speed 180
+    echo "== GPT-2 $g_what, tokens/s: pipeline-run vs PyTorch"
+    gpt2_tokens "$res/gpt2-tokens.bin" $((g_batch * (g_t + 1) * (g_steps + 4))) "$g_vocab"
+    gpt2_ours tf32
+    if gpt2_torch eager-tf32 "torch eager GPT-2 tf32" --device "$tdev" --precision tf32; then
+        gpt2_vs "torch eager tf32" "${g_tps[tf32]:-}" "$tg_tps" 1.0
+    fi
+    if gpt2_torch compile-tf32 "torch.compile GPT-2 tf32" --device "$tdev" --precision tf32 \
+        --compile; then
+        gpt2_vs "torch.compile tf32" "${g_tps[tf32]:-}" "$tg_tps" 1.0
+    fi
+    gpt2_torch eager-bf16 "torch eager GPT-2 bf16 autocast (ours: no bf16 GPT-2 yet)" \
+        --device "$tdev" --precision bf16
+    gpt2_torch compile-bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" \
+        --device "$tdev" --precision bf16 --compile
+    pr_env=(PP_CUDA_UNFUSED=1)
+    gpt2_ours tf32 unfused
+    pr_env=()
+    row "  fused / unfused (PP_CUDA_UNFUSED=1), tf32" info \
+        "$(ratio "${g_tps[tf32]:-}" "${g_tps[tf32 unfused]:-}"): ${g_tps[tf32]:-?} / ${g_tps[tf32 unfused]:-?} tokens/s" ""
+    gpt2_ours fp32
+    if gpt2_torch eager-fp32 "torch eager GPT-2 fp32" --device "$tdev" --precision fp32; then
+        gpt2_vs "torch eager fp32" "${g_tps[fp32]:-}" "$tg_tps" 1.0
+    fi
+}
