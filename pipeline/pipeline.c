@@ -388,7 +388,7 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
     p->model = plan->model;
     p->model.bf16 = plan->precision == PP_PLAN_PRECISION_BF16;
     p->batch = plan->batch_size;
-    p->m = plan->micro_batches;
+    p->m = p->m_batch = plan->micro_batches;
     p->rep_batch = p->batch;
     int rep_off = 0, rep_micro = 0, rep_split = 0;
     if (p->replicas > 1) { /* this replica's piece, cut by the plan's micro-batch rule */

@@ -142,6 +142,7 @@ struct pp_pipeline {
     pp_model_config model;
     int batch;
     int m;                       /* micro-batches */
+    int m_batch;                 /* the whole batch's (every replica's m is at most it) */
     int *mb_sizes;               /* (m) */
     int *mb_offsets;             /* (m) first sample of each micro-batch */
     int classes;

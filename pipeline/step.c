@@ -261,17 +261,22 @@ static void replica_window(const struct pp_pipeline *p, int64_t k, int64_t *pos,
 
 /* Sums a finished run's losses and correct counts (top-5 counts too when
  * the run made them: *correct_k, else 0), which the last stage copied to the
- * host after each micro-batch's loss. */
+ * host after each micro-batch's loss. The losses are added in double, in the
+ * batch's order of micro-batches: over replicas each last stage's losses are
+ * first gathered (a sum in which every slot but one is zero, so exact), then
+ * every process adds them in replica order, the very additions of one
+ * process running the whole batch: the same bits with and without replicas. */
 static pp_status read_losses(struct pp_pipeline *p, const run_io *io, double *loss,
                              int64_t *correct, int64_t *correct_k, pp_error *err)
 {
     int m = io->run->m, last = p->n_stages - 1;
     const float *losses = io->host_losses;
     const int32_t *corrects = io->host_corrects;
-    float sum = 0;
+    double sum = 0;
     int64_t c = 0, ck = 0;
     pp_status bad = PP_OK;
-    if (stage_here(p, last)) { /* its stream copied them to the host, in order */
+    const bool here = stage_here(p, last);
+    if (here) { /* its stream copied them to the host, in order */
         bad = check_loss(p, losses, m, err);
         for (int i = 0; i < m; i++) {
             sum += losses[i];
@@ -279,20 +284,34 @@ static pp_status read_losses(struct pp_pipeline *p, const run_io *io, double *lo
             ck += io->corrects_k ? io->host_corrects_k[i] : 0;
         }
     }
-    /* the last stage's process of each replica tells every process: sums
-     * over replicas (one replica: its sum plus zeros, the same bits) */
+    /* the last stage's process of each replica tells every process */
     if (pp_comm_size(p->comm) > 1) {
-        const bool here = stage_here(p, last);
-        float v[4] = {here ? sum : 0.0f, here ? (float)c : 0.0f, bad != PP_OK ? 1.0f : 0.0f,
-                      here ? (float)ck : 0.0f};
-        PP_TRY(pp_comm_allreduce_sum_f32(p->comm, v, 4, err));
-        if (bad == PP_OK && v[2] > 0)
+        const int reps = p->replicas > 1 ? p->replicas : 1, rep = reps > 1 ? p->replica : 0;
+        const int slots = m > p->m_batch ? m : p->m_batch; /* as many on every process */
+        const size_t n = (size_t)reps * (size_t)slots;
+        float *v = calloc(n + 3, sizeof *v);
+        if (!v) return pp_error_set(err, PP_ERR_OOM, "no host memory for %zu losses", n);
+        if (here) {
+            for (int i = 0; i < m; i++) v[(size_t)rep * slots + i] = losses[i];
+            v[n] = (float)c;
+            v[n + 2] = (float)ck;
+        }
+        v[n + 1] = bad != PP_OK ? 1.0f : 0.0f;
+        pp_status s = pp_comm_allreduce_sum_f32(p->comm, v, n + 3, err);
+        if (s != PP_OK) {
+            free(v);
+            return s;
+        }
+        const bool other_bad = v[n + 1] > 0;
+        sum = 0;
+        for (size_t i = 0; i < n; i++) sum += v[i];
+        c = (int64_t)v[n];
+        ck = (int64_t)v[n + 2];
+        free(v);
+        if (bad == PP_OK && other_bad)
             return pp_error_set(err, PP_ERR_NUMERIC, "the loss of another process's last stage "
                                 "is not finite at step %lld (see its message; lower the learning "
                                 "rate, or check the data)", (long long)p->steps_done);
-        sum = v[0];
-        c = (int64_t)v[1];
-        ck = (int64_t)v[3];
     }
     if (bad != PP_OK) return bad;
     *loss = sum;

@@ -18,9 +18,14 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   1e-6 of its tensor's largest magnitude: the replicas add two partial
   gradient sums where one process accumulates four micro-batches in turn,
   so the gradients differ by float rounding only (a few ulps of 2^-23 =
-  1.2e-7; measured 1.3e-7). Over three steps this plan's training is
+  1.2e-7; measured 1.3e-7), and the second loss within 1e-6 relative
+  (measured 1.8e-7). The third is not compared: this plan's training is
   unstable (lr 0.05 on 8 random images; the loss rises), which amplifies
-  rounding, so the three losses are held to 1e-5 relative (measured 2e-7).
+  rounding by orders of magnitude in one step, by an amount that depends
+  on the machine's BLAS kernels (measured 2e-7 on one machine, 4.5e-4 on
+  another). The losses are added in double in the batch's order of
+  micro-batches with and without replicas, so the first is equal bit for
+  bit by construction, not by luck of rounding.
   Batch-norm statistics are those of rank 0's replica (as DDP's
   broadcast_buffers): it counted 2 micro-batches per step where one
   process counts 4;
@@ -53,6 +58,7 @@ Usage: test_mpi.py PIPELINE_RUN SOURCE_ROOT
   next to another process are refused; --validate writes the rank back.
 Exits 77 (skip) where mpirun is missing or the build has no MPI."""
 import json
+import math
 import os
 import re
 import shutil
@@ -251,7 +257,7 @@ check(r.returncode == 0 and re.search(r"replica +ranks +batch +step ms +run ms +
       f"summary rows per replica: {r.stdout[-1200:]} {r.stderr[-600:]}")
 ref, got = one.get("losses", []), rep.get("losses", [])
 check(len(got) == 3 and got[0] == ref[0], f"replicas: first loss {got[:1]} vs {ref[:1]}")
-check(len(got) == 3 and all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(ref, got)),
+check(len(got) == 3 and abs(got[1] - ref[1]) <= 1e-6 * abs(ref[1]) and math.isfinite(got[2]),
       f"replicas: losses {got} vs {ref}")
 check(rep.get("replicas") == 2 and rep.get("ranks") == 4 and one.get("replicas") == 1,
       f"replicas/ranks in JSON: {rep.get('replicas')} {rep.get('ranks')}")
