@@ -16,6 +16,7 @@
  * waiting cannot deadlock. Without shuffling no lock is taken.
  */
 #include "runtime/io/data.h"
+#include "runtime/io/data_internal.h"
 
 #include "runtime/io/idx.h"
 #include "runtime/io/imagefolder.h"
@@ -464,41 +465,44 @@ static int synthetic_sample(const pp_data *d, int64_t i, float *out)
     return label;
 }
 
-/* Image-folder sample idx as drawn in epoch, normalised, to out. */
-static pp_status image_sample(const pp_data *d, int64_t idx, int64_t epoch, float *out,
-                              int32_t *label, pp_error *err)
+/* Image-folder sample idx as drawn in epoch, normalised, to out (NULL: only
+ * decoded, for its label), through the planes the transforms leave in work:
+ * each channel's table, read mirrored when the last flips say so. */
+static pp_status image_sample(const pp_data *d, pp_image_work *work, int64_t idx, int64_t epoch,
+                              float *out, int32_t *label, pp_error *err)
 {
-    uint8_t *px = malloc((size_t)d->sample_bytes);
-    if (!px) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory (a sample)");
-    pp_status s = pp_images_sample(d->images, idx, epoch, px, label, err);
-    if (s == PP_OK) { /* HWC bytes to CHW values through each channel's table */
-        const int64_t plane = (int64_t)d->h * d->w;
-        for (int c = 0; c < d->c; c++) {
-            const float *lut = d->lut + c * 256;
-            float *o = out + c * plane;
-            for (int64_t q = 0; q < plane; q++) o[q] = lut[px[q * d->c + c]];
+    const uint8_t *px;
+    bool mirror;
+    PP_TRY(pp_images_sample(d->images, idx, epoch, work, &px, &mirror, label, err));
+    if (!out) return PP_OK;
+    const int64_t plane = (int64_t)d->h * d->w;
+    for (int c = 0; c < d->c; c++) {
+        const float *lut = d->lut + c * 256;
+        for (int y = 0; y < d->h; y++) {
+            const uint8_t *row = px + c * plane + (int64_t)y * d->w;
+            float *o = out + c * plane + (int64_t)y * d->w;
+            if (mirror)
+                for (int x = 0; x < d->w; x++) o[x] = lut[row[d->w - 1 - x]];
+            else
+                for (int x = 0; x < d->w; x++) o[x] = lut[row[x]];
         }
     }
-    free(px);
-    return s;
+    return PP_OK;
 }
 
 /* The labels of samples pos .. pos + count - 1 (pp_data_read without images). */
-static pp_status read_labels(pp_data *src, int64_t pos, int count, int32_t *labels,
-                             pp_error *err)
+static pp_status read_labels(pp_data *src, pp_image_work *work, int64_t pos, int count,
+                             int32_t *labels, pp_error *err)
 {
-    float *scratch = NULL; /* an image folder that skips bad images decodes them */
-    if (src->images && pp_images_skips(src->images)) {
-        scratch = malloc((size_t)src->sample_bytes * sizeof *scratch);
-        if (!scratch) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory");
-    }
+    /* an image folder that skips bad images decodes them */
+    const bool decode = src->images && pp_images_skips(src->images);
     pp_status s = PP_OK;
     for (int j = 0; j < count && s == PP_OK; j++) {
         const int64_t idx = pp_data_sample_index(src, pos + j), epoch = (pos + j) / src->n;
         if (idx < 0) {
             s = pp_error_set(err, PP_ERR_OOM, "data: out of host memory (shuffle)");
-        } else if (scratch) {
-            s = image_sample(src, idx, epoch, scratch, &labels[j], err);
+        } else if (decode) {
+            s = image_sample(src, work, idx, epoch, NULL, &labels[j], err);
         } else if (src->images) {
             labels[j] = pp_image_index_label(pp_images_index(src->images), idx);
         } else if (src->format == PP_DATA_SYNTHETIC) {
@@ -508,7 +512,6 @@ static pp_status read_labels(pp_data *src, int64_t pos, int count, int32_t *labe
             labels[j] = src->labels[idx];
         }
     }
-    free(scratch);
     return s;
 }
 
@@ -523,15 +526,16 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, float *images, in
     return pp_data_read(src, step * batch, batch, images, labels, err);
 }
 
-pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
-                       pp_error *err)
+pp_status pp_data_read_work(pp_data *src, pp_image_work *work, int64_t pos, int count,
+                            float *images, int32_t *labels, pp_error *err)
 {
     if (!src || !labels)
         return pp_error_set(err, PP_ERR_INVALID, "data: NULL source or output buffer");
-    if (!images) return read_labels(src, pos, count, labels, err);
     if (pos < 0 || count <= 0 || pos > INT64_MAX - count)
         return pp_error_set(err, PP_ERR_INVALID, "data: bad position %lld or count %d",
                             (long long)pos, count);
+    if (src->images && !work) return pp_data_read(src, pos, count, images, labels, err);
+    if (!images) return read_labels(src, work, pos, count, labels, err);
     /* one segment per epoch the range touches */
     for (int j = 0; j < count;) {
         const int64_t epoch = (pos + j) / src->n, r = (pos + j) % src->n;
@@ -544,7 +548,7 @@ pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int3
             if (src->format == PP_DATA_SYNTHETIC) {
                 labels[j] = synthetic_sample(src, idx, dst);
             } else if (src->images) {
-                pp_status s = image_sample(src, idx, epoch, dst, &labels[j], err);
+                pp_status s = image_sample(src, work, idx, epoch, dst, &labels[j], err);
                 if (s != PP_OK) {
                     if (slot) release_perm(src, slot);
                     return s;
@@ -557,4 +561,15 @@ pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int3
         if (slot) release_perm(src, slot);
     }
     return PP_OK;
+}
+
+pp_status pp_data_read(pp_data *src, int64_t pos, int count, float *images, int32_t *labels,
+                       pp_error *err)
+{
+    if (!src || !src->images) return pp_data_read_work(src, NULL, pos, count, images, labels, err);
+    pp_image_work *work; /* this call's: the data reader keeps one per thread instead */
+    PP_TRY(pp_image_work_new(&work, err));
+    pp_status s = pp_data_read_work(src, work, pos, count, images, labels, err);
+    pp_image_work_free(work);
+    return s;
 }

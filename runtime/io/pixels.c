@@ -64,18 +64,69 @@ void pp_px_convert(const uint8_t *src, pp_px_layout layout, int n, int channels,
     }
 }
 
+/* n samples of one channel (src, every `step`-th byte) to dst (every
+ * `xstep`-th byte); the common strides spelled out so that the compiler
+ * vectorises them. */
+static void put_channel(const uint8_t *src, int step, int n, uint8_t *dst, int64_t xstep)
+{
+    if (xstep == 1 && step == 3)
+        for (int x = 0; x < n; x++) dst[x] = src[3 * x];
+    else if (xstep == 1 && step == 1)
+        memcpy(dst, src, (size_t)n);
+    else
+        for (int x = 0; x < n; x++) dst[x * xstep] = src[x * step];
+}
+
+#define CONVERT_CHUNK 256 /* pixels converted at a time on the stack */
+
+void pp_px_put_row(const uint8_t *row, pp_px_layout layout, int n, int channels,
+                   const pp_image_out *out, int y)
+{
+    if ((layout == PP_PX_RGB && channels == 3) || (layout == PP_PX_GRAY && channels == 1)) {
+        uint8_t *dst = out->px + (int64_t)y * out->ystep;
+        if (out->plane == 1 && out->xstep == channels) {
+            memcpy(dst, row, (size_t)n * channels); /* HWC */
+            return;
+        }
+        for (int k = 0; k < channels; k++)
+            put_channel(row + k, channels, n, dst + k * out->plane, out->xstep);
+        return;
+    }
+    uint8_t tmp[CONVERT_CHUNK * 3];
+    const int ns = pp_px_samples(layout);
+    pp_image_out part = *out;
+    for (int x = 0; x < n; x += CONVERT_CHUNK) {
+        const int m = n - x < CONVERT_CHUNK ? n - x : CONVERT_CHUNK;
+        pp_px_convert(row + (int64_t)x * ns, layout, m, channels, tmp);
+        part.px = out->px + (int64_t)x * out->xstep;
+        pp_px_put_row(tmp, channels == 3 ? PP_PX_RGB : PP_PX_GRAY, m, channels, &part, y);
+    }
+}
+
 void pp_px_copy_box(const uint8_t *img, int64_t stride, pp_px_layout layout,
-                    const pp_image_box *box, int channels, uint8_t *out)
+                    const pp_image_box *box, int channels, const pp_image_out *out)
 {
     const int ns = pp_px_samples(layout);
-    for (int y = 0; y < box->h; y++) {
-        const uint8_t *row = img + (int64_t)(box->y + y) * stride + (int64_t)box->x * ns;
-        uint8_t *dst = out + (int64_t)y * box->w * channels;
-        if ((layout == PP_PX_RGB && channels == 3) || (layout == PP_PX_GRAY && channels == 1))
-            memcpy(dst, row, (size_t)box->w * channels);
-        else
-            pp_px_convert(row, layout, box->w, channels, dst);
+    for (int y = 0; y < box->h; y++)
+        pp_px_put_row(img + (int64_t)(box->y + y) * stride + (int64_t)box->x * ns, layout,
+                      box->w, channels, out, y);
+}
+
+#define TILE 16 /* pixels a side of the tiles a transposing move goes by */
+
+void pp_px_move_plane(const uint8_t *src, int64_t sx, int64_t sy, int w, int h, uint8_t *dst,
+                      int64_t dx, int64_t dy)
+{
+    if (sx == 1 && dx == 1) { /* rows to rows */
+        for (int y = 0; y < h; y++) memcpy(dst + y * dy, src + y * sy, (size_t)w);
+        return;
     }
+    for (int y0 = 0; y0 < h; y0 += TILE)
+        for (int x0 = 0; x0 < w; x0 += TILE) {
+            const int y1 = y0 + TILE < h ? y0 + TILE : h, x1 = x0 + TILE < w ? x0 + TILE : w;
+            for (int x = x0; x < x1; x++)
+                for (int y = y0; y < y1; y++) dst[x * dx + y * dy] = src[x * sx + y * sy];
+        }
 }
 
 pp_status pp_px_check_size(const char *path, int64_t w, int64_t h, pp_error *err)

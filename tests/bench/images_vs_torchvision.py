@@ -2,22 +2,28 @@
 """The image loader against torchvision, and a pipeline fed from images.
 
     images_vs_torchvision.py BENCH_IMAGES PIPELINE_RUN [--images N] [--workers W]
+                             [--repeats R] [--folder DIR] [--no-train]
 
 1. Makes an image folder of N (default 512) ImageNet-sized JPEGs (500x375,
-   quality 90, photo-like content, 10 classes) and prints images/s of
+   quality 90, photo-like content, 10 classes; --folder DIR keeps them in
+   DIR and reuses them when DIR already holds N) and prints images/s of
    decode + RandomResizedCrop(224) + RandomHorizontalFlip + ToTensor +
    Normalize: ours (bench_images: 1 thread, then W threads) beside
    torchvision's DataLoader(ImageFolder) with 0 workers (the main process,
-   one core) and with W worker processes, batch 64, the same files; and the
-   ratio per core.
+   one core) and with W worker processes, batch 64, the same files. The
+   four are run in turn, R rounds (default 3), so that a machine's changing
+   load falls on all of them alike; each round's figures are printed, then
+   the medians and the ratios of the medians, per core and on all cores.
 2. Trains ResNet-18 (cifar stem, batch 128 in 2 stages) on CPU devices from
    a folder of 2,560 32x32 PNGs (random_crop 32 padding 4, flip) and prints
-   the share of the step spent waiting for data (the run's JSON data.wait_frac).
+   the share of the step spent waiting for data (the run's JSON data.wait_frac);
+   --no-train skips it.
 Needs /usr/bin/python3 with torch, torchvision, PIL and numpy (exit 77
 without). Prints figures, asserts nothing.
 """
 import json
 import os
+import statistics
 import shutil
 import subprocess
 import sys
@@ -62,42 +68,72 @@ def torchvision_rate(root, workers, n):
     return done / (time.perf_counter() - t0)
 
 
-def main():
-    bench, exe = sys.argv[1], sys.argv[2]
-    n = int(sys.argv[sys.argv.index("--images") + 1]) if "--images" in sys.argv else 512
-    workers = (int(sys.argv[sys.argv.index("--workers") + 1]) if "--workers" in sys.argv
-               else os.cpu_count())
-    torch.set_num_threads(1)
-    tmp = tempfile.mkdtemp(prefix="pp-bench-images-")
-    try:
-        rng = np.random.default_rng(0)
-        root = os.path.join(tmp, "jpeg")
-        sizes = 0
+def make_jpegs(root, n, rng):
+    """n JPEGs in root (kept when root already holds n); their mean size in bytes."""
+    have = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".JPEG")]
+    if len(have) != n:
+        shutil.rmtree(root, True)
+        have = []
         for i in range(n):
             d = os.path.join(root, f"class{i % 10}")
             os.makedirs(d, exist_ok=True)
             p = os.path.join(d, f"{i:05d}.JPEG")
             photo(500, 375, rng).save(p, quality=90)
-            sizes += os.path.getsize(p)
-        print(f"{n} JPEGs of 500x375, quality 90, {sizes / n / 1024:.0f} KiB on average; "
-              f"{os.cpu_count()} cores")
-        out = subprocess.run([bench, root, str(2 * n), str(workers)], capture_output=True,
-                             text=True).stdout
-        print(out, end="")
-        ours = {}
-        for line in out.splitlines():
-            if line.startswith("ours"):
-                parts = line.split()
-                ours[int(parts[1])] = float(parts[3])
-        theirs = {0: torchvision_rate(root, 0, n), workers: torchvision_rate(root, workers, n)}
-        print(f"torchvision   0 workers  {theirs[0]:8.1f} images/s  (the main process: one core)")
-        print(f"torchvision  {workers:2d} workers  {theirs[workers]:8.1f} images/s")
-        if 1 in ours:
-            print(f"per core: ours {ours[1]:.1f} images/s, torchvision {theirs[0]:.1f}: "
-                  f"{ours[1] / theirs[0]:.2f}x")
-        if workers in ours:
-            print(f"all cores: ours {ours[workers]:.1f} images/s, torchvision "
-                  f"{theirs[workers]:.1f}: {ours[workers] / theirs[workers]:.2f}x")
+            have.append(p)
+    return sum(os.path.getsize(p) for p in have) / n
+
+
+def ours_rate(bench, root, n, threads):
+    out = subprocess.run([bench, root, str(n), str(threads)], capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("ours"):
+            return float(line.split()[3])
+    raise RuntimeError(f"bench_images printed no figure: {out}")
+
+
+def opt(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+def main():
+    bench, exe = sys.argv[1], sys.argv[2]
+    n = int(opt("--images", 512))
+    workers = int(opt("--workers", os.cpu_count()))
+    repeats = int(opt("--repeats", 3))
+    torch.set_num_threads(1)
+    tmp = tempfile.mkdtemp(prefix="pp-bench-images-")
+    try:
+        rng = np.random.default_rng(0)
+        root = opt("--folder", os.path.join(tmp, "jpeg"))
+        size = make_jpegs(root, n, rng)
+        print(f"{n} JPEGs of 500x375, quality 90, {size / 1024:.0f} KiB on average; "
+              f"{os.cpu_count()} cores; {repeats} rounds of the four, in turn")
+        rows = {("ours", 1): [], ("torchvision", 0): [], ("ours", workers): [],
+                ("torchvision", workers): []}
+        for r in range(repeats):
+            got = []
+            for who, k in rows:
+                v = (ours_rate(bench, root, 2 * n, k) if who == "ours"
+                     else torchvision_rate(root, k, n))
+                rows[(who, k)].append(v)
+                got.append(f"{who} {k}: {v:.1f}")
+            print(f"round {r + 1}: " + ", ".join(got) + " images/s")
+        med = {key: statistics.median(v) for key, v in rows.items()}
+        print(f"ours         1 thread   {med[('ours', 1)]:8.1f} images/s  (median; "
+              f"{1e3 / med[('ours', 1)]:.2f} ms an image)")
+        print(f"ours        {workers:2d} threads  {med[('ours', workers)]:8.1f} images/s  (median)")
+        print(f"torchvision  0 workers  {med[('torchvision', 0)]:8.1f} images/s  (median; the "
+              f"main process: one core)")
+        print(f"torchvision {workers:2d} workers  {med[('torchvision', workers)]:8.1f} images/s  "
+              f"(median)")
+        print(f"per core: ours {med[('ours', 1)]:.1f} images/s, torchvision "
+              f"{med[('torchvision', 0)]:.1f}: {med[('ours', 1)] / med[('torchvision', 0)]:.2f}x")
+        print(f"all cores: ours {med[('ours', workers)]:.1f} images/s, torchvision "
+              f"{med[('torchvision', workers)]:.1f}: "
+              f"{med[('ours', workers)] / med[('torchvision', workers)]:.2f}x")
+        if "--no-train" in sys.argv:
+            return 0
         # 2. ResNet-18 fed from 32x32 PNGs
         png = os.path.join(tmp, "png32")
         for i in range(2560):

@@ -8,16 +8,17 @@
  *              alpha, interlaced) fixtures written here with libjpeg and
  *              libpng: PNG pixels equal the values written, converted as
  *              PIL's convert does; every JPEG box decoded alone equals the
- *              same box of the whole image's decode (200 boxes each)
+ *              same box of the whole image's decode (200 boxes each, as
+ *              HWC, planes of rows and planes of columns, through one work
+ *              kept from image to image)
  *   bad input  empty file, text named .jpg, truncated JPEG (box above the
  *              cut too) and PNG, corrupt JPEG, an image too large (header
  *              only), an unsupported format: each an error naming the file
- *   resize     a window of a resize equals that part of the whole resize;
- *              the resize of constant images is constant; identity sizes
  *   transforms resize's truncation, center_crop's boxes and padding,
  *              random_resized_crop's boxes inside the image, its fallback,
- *              random_crop with padding, flips; draws depend on (seed, epoch,
- *              index) only
+ *              random_crop with padding, flips (the last left to the reader,
+ *              an earlier one done); draws depend on (seed, epoch, index)
+ *              only (the resize: test_resample.c)
  *   index      classes and samples in torchvision's order (nested folders,
  *              a linked folder, extensions in any case, files that are not
  *              images), the cache written, used, and refreshed when a folder
@@ -42,7 +43,6 @@
 #include "runtime/io/image.h"
 #include "runtime/io/image_index.h"
 #include "runtime/io/reader.h"
-#include "runtime/io/resample.h"
 #include "runtime/io/transform.h"
 #include "tests/check.h"
 
@@ -227,6 +227,22 @@ static int rnd(int n)
     return (int)((rng_state >> 8) % (uint32_t)n);
 }
 
+/* Whether out (a box decoded in layout `out`) holds the box b of whole (w
+ * pixels a row, c channels, HWC); the rows that differ. */
+static int box_differs(const uint8_t *whole, int w, int c, pp_image_box b, const pp_image_out *out)
+{
+    int bad = 0;
+    for (int y = 0; y < b.h; y++) {
+        int off = 0;
+        for (int x = 0; x < b.w; x++)
+            for (int k = 0; k < c; k++)
+                off |= out->px[k * out->plane + x * out->xstep + y * out->ystep] !=
+                       whole[((size_t)(b.y + y) * w + b.x + x) * c + k];
+        bad += off;
+    }
+    return bad;
+}
+
 static void test_jpeg_boxes(void)
 {
     static const jpeg_fixture fx[] = {
@@ -235,12 +251,16 @@ static void test_jpeg_boxes(void)
         {"gray", 50, 41, 1, 1, 1, false},   {"progressive 4:2:0", 97, 83, 3, 2, 2, true},
         {"cmyk", 40, 33, 4, 1, 1, false},
     };
+    /* one work for every decode below, as a reading thread keeps it: its
+     * decompressor and buffers carry nothing from one image to the next */
+    pp_image_work *work;
+    pp_error err;
+    CHECK_OK(pp_image_work_new(&work, &err), &err);
     for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
         unsigned long n;
         uint8_t *jpg = make_jpeg(&fx[i], 90, &n);
-        pp_error err;
         int w, h;
-        CHECK_OK(pp_image_size(jpg, n, fx[i].name, &w, &h, &err), &err);
+        CHECK_OK(pp_image_size(jpg, n, fx[i].name, &w, &h, NULL, &err), &err);
         CHECK(w == fx[i].w && h == fx[i].h);
         for (int ch = 1; ch <= 3; ch += 2) {
             uint8_t *whole = malloc((size_t)w * h * ch), *part = malloc((size_t)w * h * ch);
@@ -251,14 +271,25 @@ static void test_jpeg_boxes(void)
                 pp_image_box b = {rnd(w), rnd(h), 0, 0};
                 b.w = 1 + rnd(w - b.x);
                 b.h = 1 + rnd(h - b.y);
-                if (pp_image_decode(jpg, n, fx[i].name, &b, ch, part, &err) != PP_OK) {
+                /* in turn: HWC alone, then rows and columns with the work (its
+                 * header read by pp_image_size, or not) */
+                const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, ch),
+                                              pp_image_out_rows(part, b.w, b.h),
+                                              pp_image_out_columns(part, b.w, b.h)};
+                const pp_image_out *o = &outs[t % 3];
+                pp_status s;
+                if (t % 3 == 0) {
+                    s = pp_image_decode(jpg, n, fx[i].name, &b, ch, part, &err);
+                } else {
+                    int sw, sh;
+                    if (t % 2) CHECK_OK(pp_image_size(jpg, n, "x", &sw, &sh, work, &err), &err);
+                    s = pp_image_decode_to(jpg, n, fx[i].name, &b, ch, o, work, &err);
+                }
+                if (s != PP_OK) {
                     bad++;
                     continue;
                 }
-                for (int y = 0; y < b.h; y++)
-                    if (memcmp(part + (size_t)y * b.w * ch,
-                               whole + ((size_t)(b.y + y) * w + b.x) * ch, (size_t)b.w * ch))
-                        bad++;
+                bad += box_differs(whole, w, ch, b, o);
             }
             CHECK_MSG(bad == 0, "jpeg %s, %d channel(s): %d box rows differ from the whole decode",
                       fx[i].name, ch, bad);
@@ -267,6 +298,7 @@ static void test_jpeg_boxes(void)
         }
         free(jpg);
     }
+    pp_image_work_free(work);
 }
 
 static void test_png(void)
@@ -370,42 +402,7 @@ static void test_bad_images(void)
     free(huge.b);
 }
 
-/* ---- resize and transforms ------------------------------------------------------- */
-
-static void test_resample(void)
-{
-    const int sw = 53, sh = 41, c = 3;
-    uint8_t *src = malloc((size_t)sw * sh * c);
-    for (int y = 0; y < sh; y++)
-        for (int x = 0; x < sw; x++)
-            for (int k = 0; k < c; k++) src[(y * sw + x) * c + k] = pattern(x, y, k);
-    static const int sizes[][2] = {{17, 13}, {53, 20}, {20, 41}, {100, 77}, {53, 41}, {7, 90}};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        const int ow = sizes[i][0], oh = sizes[i][1];
-        uint8_t *whole = malloc((size_t)ow * oh * c), *win = malloc((size_t)ow * oh * c);
-        pp_error err;
-        CHECK_OK(pp_resample_bilinear(src, sw, sh, c, ow, oh, 0, 0, ow, oh, whole, &err), &err);
-        for (int t = 0; t < 20; t++) {
-            int x = rnd(ow), y = rnd(oh), w = 1 + rnd(ow - x), h = 1 + rnd(oh - y);
-            CHECK_OK(pp_resample_bilinear(src, sw, sh, c, ow, oh, x, y, w, h, win, &err), &err);
-            for (int r = 0; r < h; r++)
-                CHECK(memcmp(win + (size_t)r * w * c, whole + ((size_t)(y + r) * ow + x) * c,
-                             (size_t)w * c) == 0);
-        }
-        if (ow == sw && oh == sh) CHECK(memcmp(whole, src, (size_t)ow * oh * c) == 0);
-        free(whole);
-        free(win);
-    }
-    /* constant in, constant out (the weights sum to one in fixed point) */
-    memset(src, 200, (size_t)sw * sh * c);
-    uint8_t out[31 * 19 * 3];
-    pp_error err;
-    CHECK_OK(pp_resample_bilinear(src, sw, sh, c, 31, 19, 0, 0, 31, 19, out, &err), &err);
-    int off = 0;
-    for (size_t k = 0; k < sizeof out; k++) off += out[k] != 200;
-    CHECK(off == 0);
-    free(src);
-}
+/* ---- transforms ------------------------------------------------------------------ */
 
 static bool op_equal(const pp_tf_op *a, const pp_tf_op *b)
 {
@@ -494,15 +491,24 @@ static void test_transforms(void)
         seen[o[0].box.x + 4]++;
     }
     for (int k = 0; k < 9; k++) CHECK(seen[k] > 50);
-    /* apply: pad + crop + flip on a tiny image */
+    /* apply: pad + crop + a last flip, left to the reader (mirror); a flip
+     * before a crop, done */
     const uint8_t px[2 * 2] = {1, 2, 3, 4};
     pp_tf_op ops[2] = {{.kind = PP_TF_OP_CROP, .box = {-1, 0, 3, 2}}, {.kind = PP_TF_OP_FLIP}};
-    pp_image_box got = {0, 0, 2, 2};
-    uint8_t out[6];
+    pp_tf_image in = {.px = px, .w = 2, .h = 2, .c = 1, .part = {0, 0, 2, 2}, .plane = 4,
+                      .xstep = 1, .ystep = 2};
+    pp_image_work *work;
     pp_error err;
-    CHECK_OK(pp_transform_apply(ops, 2, px, &got, 2, 2, 1, out, 3, 2, &err), &err);
-    const uint8_t want[6] = {2, 1, 0, 4, 3, 0};
-    CHECK(memcmp(out, want, 6) == 0);
+    CHECK_OK(pp_image_work_new(&work, &err), &err);
+    const uint8_t *out;
+    bool mirror;
+    CHECK_OK(pp_transform_apply(ops, 2, &in, 3, 2, work, &out, &mirror, &err), &err);
+    const uint8_t want[6] = {0, 1, 2, 0, 3, 4}; /* read mirrored: 2 1 0 / 4 3 0 */
+    CHECK(mirror && memcmp(out, want, 6) == 0);
+    pp_tf_op flip_crop[2] = {{.kind = PP_TF_OP_FLIP}, {.kind = PP_TF_OP_CROP, .box = {0, 0, 1, 2}}};
+    CHECK_OK(pp_transform_apply(flip_crop, 2, &in, 1, 2, work, &out, &mirror, &err), &err);
+    CHECK(!mirror && out[0] == 2 && out[1] == 4);
+    pp_image_work_free(work);
     /* a random_crop larger than the padded image is refused, naming it */
     pp_transform big = tf(PP_TF_RANDOM_CROP, 40, 40);
     pp_tf_op o[1];
@@ -712,7 +718,6 @@ int main(void)
     test_jpeg_boxes();
     test_png();
     test_bad_images();
-    test_resample();
     test_transforms();
     test_index();
     test_source();
