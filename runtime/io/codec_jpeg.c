@@ -159,10 +159,10 @@ static pp_px_layout choose_output(struct jpeg_decompress_struct *d)
 
 #define ROWS_AT_ONCE 16 /* scanlines asked of libjpeg per call */
 
-/* Reads scanlines y0 .. y1 - 1 (the next ones) ROWS_AT_ONCE at a time,
- * handing those from box->y on to out (none when out is NULL). Returns
- * PP_ERR_OOM when the rows' memory cannot be had, PP_ERR_INPUT when the
- * decoder gives no row. */
+/* Reads scanlines y0 .. y1 - 1 (the next ones) ROWS_AT_ONCE at a time (in
+ * as many calls as libjpeg needs), handing those from box->y on to out
+ * (none when out is NULL). Returns PP_ERR_OOM when the rows' memory cannot
+ * be had, PP_ERR_INPUT when the decoder gives no row. */
 static pp_status read_rows(jpeg_state *st, int y0, int y1, const pp_image_box *box, int xoff,
                            pp_px_layout layout, int channels, const pp_image_out *out,
                            pp_image_work *work)
@@ -173,16 +173,19 @@ static pp_status read_rows(jpeg_state *st, int y0, int y1, const pp_image_box *b
     if (!rows) return PP_ERR_OOM;
     JSAMPROW ptr[ROWS_AT_ONCE];
     for (int i = 0; i < ROWS_AT_ONCE; i++) ptr[i] = rows + (size_t)i * row_bytes;
-    const int ns = d->output_components;
     for (int y = y0; y < y1;) {
-        const int want = y1 - y < ROWS_AT_ONCE ? y1 - y : ROWS_AT_ONCE;
-        const int got = (int)jpeg_read_scanlines(d, ptr, (JDIMENSION)want);
-        if (got <= 0) return PP_ERR_INPUT;
-        for (int i = 0; i < got && out; i++)
-            if (y + i >= box->y)
-                pp_px_put_row(ptr[i] + (size_t)(box->x - xoff) * ns, layout, box->w, channels,
-                              out, y + i - box->y);
-        y += got;
+        /* a group: the margin above the box alone, then the box's rows */
+        const int end = y < box->y && box->y < y1 ? box->y : y1;
+        const int want = end - y < ROWS_AT_ONCE ? end - y : ROWS_AT_ONCE;
+        for (int got = 0; got < want;) {
+            const int k = (int)jpeg_read_scanlines(d, ptr + got, (JDIMENSION)(want - got));
+            if (k <= 0) return PP_ERR_INPUT;
+            got += k;
+        }
+        if (out && y >= box->y)
+            pp_px_put_rows((const uint8_t *const *)ptr, want, box->x - xoff, layout, box->w,
+                           channels, out, y - box->y);
+        y += want;
     }
     return PP_OK;
 }

@@ -3,6 +3,7 @@
  */
 #include "runtime/io/pixels.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 int pp_px_samples(pp_px_layout layout)
@@ -106,13 +107,68 @@ void pp_px_put_row(const uint8_t *row, pp_px_layout layout, int n, int channels,
 void pp_px_copy_box(const uint8_t *img, int64_t stride, pp_px_layout layout,
                     const pp_image_box *box, int channels, const pp_image_out *out)
 {
-    const int ns = pp_px_samples(layout);
-    for (int y = 0; y < box->h; y++)
-        pp_px_put_row(img + (int64_t)(box->y + y) * stride + (int64_t)box->x * ns, layout,
-                      box->w, channels, out, y);
+    const uint8_t *rows[8];
+    for (int y = 0; y < box->h; y += 8) {
+        const int n = box->h - y < 8 ? box->h - y : 8;
+        for (int r = 0; r < n; r++) rows[r] = img + (int64_t)(box->y + y + r) * stride;
+        pp_px_put_rows(rows, n, box->x, layout, box->w, channels, out, y);
+    }
 }
 
-#define TILE 16 /* pixels a side of the tiles a transposing move goes by */
+/* Whether the host stores words little end first (the tile transpose reads
+ * a row of 8 bytes as one word; elsewhere it is done byte by byte). */
+static bool little_endian(void)
+{
+    const uint16_t one = 1;
+    uint8_t first;
+    memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+/* An 8 x 8 tile of bytes transposed: row i (8 bytes at s + i * ss) becomes
+ * column i (byte i of the 8 at d + j * ds, j < 8). The rows as words, whose
+ * 1-byte, 2-byte and 4-byte blocks are swapped across the diagonal in three
+ * rounds (Hacker's Delight's transpose8, on bytes). */
+static inline void transpose_tile(const uint8_t *s, int64_t ss, uint8_t *d, int64_t ds)
+{
+    uint64_t r[8], t;
+    for (int i = 0; i < 8; i++) memcpy(&r[i], s + i * ss, 8);
+    for (int i = 0; i < 8; i += 2) {
+        t = ((r[i] >> 8) ^ r[i + 1]) & 0x00FF00FF00FF00FFull;
+        r[i + 1] ^= t;
+        r[i] ^= t << 8;
+    }
+    for (int i = 0; i < 8; i += 4)
+        for (int j = i; j < i + 2; j++) {
+            t = ((r[j] >> 16) ^ r[j + 2]) & 0x0000FFFF0000FFFFull;
+            r[j + 2] ^= t;
+            r[j] ^= t << 16;
+        }
+    for (int j = 0; j < 4; j++) {
+        t = ((r[j] >> 32) ^ r[j + 4]) & 0x00000000FFFFFFFFull;
+        r[j + 4] ^= t;
+        r[j] ^= t << 32;
+    }
+    for (int j = 0; j < 8; j++) memcpy(d + j * ds, &r[j], 8);
+}
+
+/* The w x h bytes at src (h rows of w, ss apart) transposed into dst (w
+ * rows of h, ds apart): dst[x * ds + y] = src[y * ss + x]. */
+static void transpose(const uint8_t *src, int64_t ss, int w, int h, uint8_t *dst, int64_t ds)
+{
+    int y = 0;
+    if (little_endian())
+        for (; y + 8 <= h; y += 8) {
+            int x = 0;
+            for (; x + 8 <= w; x += 8) transpose_tile(src + y * ss + x, ss, dst + x * ds + y, ds);
+            for (; x < w; x++)
+                for (int r = 0; r < 8; r++) dst[x * ds + y + r] = src[(y + r) * ss + x];
+        }
+    for (; y < h; y++)
+        for (int x = 0; x < w; x++) dst[x * ds + y] = src[y * ss + x];
+}
+
+#define TILE 16 /* pixels a side of the tiles of a move with other strides */
 
 void pp_px_move_plane(const uint8_t *src, int64_t sx, int64_t sy, int w, int h, uint8_t *dst,
                       int64_t dx, int64_t dy)
@@ -121,12 +177,65 @@ void pp_px_move_plane(const uint8_t *src, int64_t sx, int64_t sy, int w, int h, 
         for (int y = 0; y < h; y++) memcpy(dst + y * dy, src + y * sy, (size_t)w);
         return;
     }
+    if (sx == 1 && dy == 1) { /* rows to columns */
+        transpose(src, sy, w, h, dst, dx);
+        return;
+    }
+    if (sy == 1 && dx == 1) { /* columns to rows */
+        transpose(src, sx, h, w, dst, dy);
+        return;
+    }
     for (int y0 = 0; y0 < h; y0 += TILE)
         for (int x0 = 0; x0 < w; x0 += TILE) {
             const int y1 = y0 + TILE < h ? y0 + TILE : h, x1 = x0 + TILE < w ? x0 + TILE : w;
             for (int x = x0; x < x1; x++)
                 for (int y = y0; y < y1; y++) dst[x * dx + y * dy] = src[x * sx + y * sy];
         }
+}
+
+#define STRIP 64 /* pixels of 8 rows deinterleaved at a time on the stack */
+
+/* 8 rows of n pixels (RGB or L: c samples a pixel, from rows[r] + x0 * c)
+ * into planes of columns as rows y .. y + 7: the 8 rows' samples, each
+ * channel's gathered into a strip of its own, go as 8 x 8 tiles. */
+static void put_tiles(const uint8_t *const *rows, int x0, int c, int n, const pp_image_out *out,
+                      int y)
+{
+    uint8_t strip[3][8][STRIP];
+    for (int xs = 0; xs < n; xs += STRIP) {
+        const int m = n - xs < STRIP ? n - xs : STRIP;
+        for (int r = 0; r < 8; r++) {
+            const uint8_t *src = rows[r] + (int64_t)(x0 + xs) * c;
+            if (c == 3) /* the three channels of a pixel at once */
+                for (int x = 0; x < m; x++) {
+                    strip[0][r][x] = src[3 * x];
+                    strip[1][r][x] = src[3 * x + 1];
+                    strip[2][r][x] = src[3 * x + 2];
+                }
+            else
+                memcpy(strip[0][r], src, (size_t)m);
+        }
+        for (int k = 0; k < c; k++) {
+            uint8_t *dst = out->px + k * out->plane + xs * out->xstep + y;
+            int x = 0;
+            for (; x + 8 <= m; x += 8)
+                transpose_tile(&strip[k][0][x], STRIP, dst + x * out->xstep, out->xstep);
+            for (; x < m; x++)
+                for (int r = 0; r < 8; r++) dst[x * out->xstep + r] = strip[k][r][x];
+        }
+    }
+}
+
+void pp_px_put_rows(const uint8_t *const *rows, int nrows, int x0, pp_px_layout layout, int n,
+                    int channels, const pp_image_out *out, int y)
+{
+    const int ns = pp_px_samples(layout);
+    int r = 0;
+    if (out->ystep == 1 && little_endian() &&
+        ((layout == PP_PX_RGB && channels == 3) || (layout == PP_PX_GRAY && channels == 1)))
+        for (; r + 8 <= nrows; r += 8) put_tiles(rows + r, x0, channels, n, out, y + r);
+    for (; r < nrows; r++)
+        pp_px_put_row(rows[r] + (int64_t)x0 * ns, layout, n, channels, out, y + r);
 }
 
 pp_status pp_px_check_size(const char *path, int64_t w, int64_t h, pp_error *err)

@@ -32,6 +32,12 @@ void pp_px_convert(const uint8_t *src, pp_px_layout layout, int n, int channels,
 void pp_px_put_row(const uint8_t *row, pp_px_layout layout, int n, int channels,
                    const pp_image_out *out, int y);
 
+/* Rows y .. y + nrows - 1 of out from nrows decoded rows (n pixels each, in
+ * layout, from rows[r] + x0 pixels): row by row, or into planes of columns
+ * 8 rows at a time as 8 x 8 tiles. */
+void pp_px_put_rows(const uint8_t *const *rows, int nrows, int x0, pp_px_layout layout, int n,
+                    int channels, const pp_image_out *out, int y);
+
 /* The box of a whole decoded image (rows of `stride` bytes, in layout)
  * converted to `channels` into out. */
 void pp_px_copy_box(const uint8_t *img, int64_t stride, pp_px_layout layout,

@@ -112,7 +112,9 @@ static inline void sum_block(const uint8_t *in, int64_t stride, const int32_t *k
 
 /* One pass: output line i (of c->n, each n bytes, out_stride apart) from
  * the input lines lo[i] .. lo[i] + len[i] - 1, line l at in + (l - first) *
- * stride. */
+ * stride. Whole blocks only, where a line allows: its last block overlaps
+ * the one before (each sample depends on its own inputs only, so samples
+ * computed twice come out the same). */
 static void sum_lines(const uint8_t *in, int64_t stride, int first, int64_t n, const coeffs *c,
                       uint8_t *out, int64_t out_stride)
 {
@@ -120,24 +122,32 @@ static void sum_lines(const uint8_t *in, int64_t stride, int first, int64_t n, c
         const int32_t *k = c->k + (size_t)i * c->ksize;
         const uint8_t *base = in + (int64_t)(c->lo[i] - first) * stride;
         uint8_t *o = out + (int64_t)i * out_stride;
-        for (int64_t x = 0; x < n; x += BLOCK)
-            sum_block(base + x, stride, k, c->len[i], n - x < BLOCK ? (int)(n - x) : BLOCK,
-                      o + x);
+        if (n < BLOCK) {
+            sum_block(base, stride, k, c->len[i], (int)n, o);
+            continue;
+        }
+        int64_t x = 0;
+        for (; x + BLOCK <= n; x += BLOCK) sum_block(base + x, stride, k, c->len[i], BLOCK, o + x);
+        if (x < n) sum_block(base + n - BLOCK, stride, k, c->len[i], BLOCK, o + n - BLOCK);
     }
 }
 
-pp_status pp_resample_plane(const uint8_t *src, int sw, int sh, int64_t xstep, int64_t ystep,
-                            int out_w, int out_h, int ox, int oy, int ow, int oh, uint8_t *dst,
-                            int64_t dst_stride, pp_image_work *work, pp_error *err)
+pp_status pp_resample_planes(const uint8_t *src, int c, int64_t src_plane, int sw, int sh,
+                             int64_t xstep, int64_t ystep, int out_w, int out_h, int ox, int oy,
+                             int ow, int oh, uint8_t *dst, int64_t dst_plane, int64_t dst_stride,
+                             pp_image_work *work, pp_error *err)
 {
-    if (sw <= 0 || sh <= 0 || out_w <= 0 || out_h <= 0 || ox < 0 || oy < 0 || ow <= 0 ||
-        oh <= 0 || ox + ow > out_w || oy + oh > out_h || dst_stride < ow)
+    if (c <= 0 || sw <= 0 || sh <= 0 || out_w <= 0 || out_h <= 0 || ox < 0 || oy < 0 ||
+        ow <= 0 || oh <= 0 || ox + ow > out_w || oy + oh > out_h || dst_stride < ow)
         return pp_error_set(err, PP_ERR_INVALID, "resize: bad sizes");
     const bool need_h = out_w != sw, need_v = out_h != sh;
     if (!need_h && !need_v) { /* the window of the image itself */
-        pp_px_move_plane(src + ox * xstep + oy * ystep, xstep, ystep, ow, oh, dst, 1, dst_stride);
+        for (int k = 0; k < c; k++)
+            pp_px_move_plane(src + k * src_plane + ox * xstep + oy * ystep, xstep, ystep, ow, oh,
+                             dst + k * dst_plane, 1, dst_stride);
         return PP_OK;
     }
+    /* the weights, once for every plane */
     const size_t hb = need_h ? coeffs_bytes(sw, out_w, ow) : 0;
     const size_t vb = need_v ? coeffs_bytes(sh, out_h, oh) : 0;
     uint8_t *mem = pp_image_work_buf(work, PP_WORK_WEIGHTS, (hb + 7) / 8 * 8 + vb);
@@ -149,38 +159,44 @@ pp_status pp_resample_plane(const uint8_t *src, int sw, int sh, int64_t xstep, i
     const int y0 = need_v ? vc.lo[0] : oy;
     const int y1 = need_v ? vc.lo[oh - 1] + vc.len[oh - 1] : oy + oh;
     const int rows = y1 - y0;
-    if (!need_h) { /* the vertical pass alone, over the window's columns as rows */
-        if (xstep == 1) {
-            sum_lines(src + ox + y0 * ystep, ystep, y0, ow, &vc, dst, dst_stride);
-            return PP_OK;
+    /* the horizontal pass's columns x0 .. x1 - 1 */
+    const int x0 = need_h ? hc.lo[0] : ox, x1 = need_h ? hc.lo[ow - 1] + hc.len[ow - 1] : ox + ow;
+    /* scratch: the transposed source, then the intermediate rows; the
+     * horizontal pass's columns */
+    const bool need_t = need_h ? ystep != 1 || need_v : xstep != 1;
+    const int tw = x1 - x0 > ow ? x1 - x0 : ow;
+    uint8_t *t = need_t ? pp_image_work_buf(work, PP_WORK_RESIZE_A, (size_t)rows * tw) : NULL;
+    uint8_t *hcols = need_h ? pp_image_work_buf(work, PP_WORK_RESIZE_B, (size_t)ow * rows) : NULL;
+    if ((need_t && !t) || (need_h && !hcols))
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
+    for (int k = 0; k < c; k++) {
+        const uint8_t *plane = src + k * src_plane;
+        uint8_t *out = dst + k * dst_plane;
+        if (!need_h) { /* the vertical pass alone, over the window's columns as rows */
+            if (xstep == 1) {
+                sum_lines(plane + ox + y0 * ystep, ystep, y0, ow, &vc, out, dst_stride);
+            } else {
+                pp_px_move_plane(plane + ox * xstep + y0 * ystep, xstep, ystep, ow, rows, t, 1,
+                                 ow);
+                sum_lines(t, ow, y0, ow, &vc, out, dst_stride);
+            }
+            continue;
         }
-        uint8_t *t = pp_image_work_buf(work, PP_WORK_RESIZE_A, (size_t)rows * ow);
-        if (!t) return pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
-        pp_px_move_plane(src + ox * xstep + y0 * ystep, xstep, ystep, ow, rows, t, 1, ow);
-        sum_lines(t, ow, y0, ow, &vc, dst, dst_stride);
-        return PP_OK;
+        /* the horizontal pass, over columns: the source's own, or transposed */
+        const uint8_t *cols = plane + x0 * xstep + y0 * ystep;
+        int64_t col_stride = xstep;
+        if (ystep != 1) {
+            pp_px_move_plane(cols, xstep, ystep, x1 - x0, rows, t, rows, 1);
+            cols = t;
+            col_stride = rows;
+        }
+        sum_lines(cols, col_stride, x0, rows, &hc, hcols, rows);
+        if (!need_v) { /* its columns are the window */
+            pp_px_move_plane(hcols, rows, 1, ow, oh, out, 1, dst_stride);
+            continue;
+        }
+        pp_px_move_plane(hcols, rows, 1, ow, rows, t, 1, ow); /* to rows */
+        sum_lines(t, ow, y0, ow, &vc, out, dst_stride);
     }
-    /* the horizontal pass over columns x0 .. x1 - 1 of rows y0 .. y1 - 1 */
-    const int x0 = hc.lo[0], x1 = hc.lo[ow - 1] + hc.len[ow - 1];
-    const uint8_t *cols = src + x0 * xstep + y0 * ystep;
-    int64_t col_stride = xstep;
-    if (ystep != 1) { /* rows: the columns from a transposed copy */
-        uint8_t *t = pp_image_work_buf(work, PP_WORK_RESIZE_A, (size_t)(x1 - x0) * rows);
-        if (!t) return pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
-        pp_px_move_plane(cols, xstep, ystep, x1 - x0, rows, t, rows, 1);
-        cols = t;
-        col_stride = rows;
-    }
-    uint8_t *hcols = pp_image_work_buf(work, PP_WORK_RESIZE_B, (size_t)ow * rows);
-    if (!hcols) return pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
-    sum_lines(cols, col_stride, x0, rows, &hc, hcols, rows);
-    if (!need_v) { /* its columns are the window */
-        pp_px_move_plane(hcols, rows, 1, ow, oh, dst, 1, dst_stride);
-        return PP_OK;
-    }
-    uint8_t *hrows = pp_image_work_buf(work, PP_WORK_RESIZE_A, (size_t)rows * ow);
-    if (!hrows) return pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
-    pp_px_move_plane(hcols, rows, 1, ow, rows, hrows, 1, ow);
-    sum_lines(hrows, ow, y0, ow, &vc, dst, dst_stride);
     return PP_OK;
 }

@@ -38,13 +38,15 @@
 #include "runtime/core/status.h"
 #include "runtime/io/image_work.h"
 
-/* Resizes the plane src (sw x sh bytes; pixel (x, y) at src[x * xstep + y *
- * ystep]) to out_w x out_h and writes the window ow x oh at (ox, oy) of the
- * result into dst, row after row, rows dst_stride bytes apart. The window
+/* Resizes the c planes at src (plane k at src + k * src_plane; each sw x sh
+ * bytes, pixel (x, y) at x * xstep + y * ystep) to out_w x out_h and writes
+ * the window ow x oh at (ox, oy) of each result into dst (plane k at dst +
+ * k * dst_plane, row after row, rows dst_stride bytes apart). The window
  * must lie inside the result (PP_ERR_INVALID otherwise). PP_ERR_OOM when
  * the work's scratch memory cannot grow. */
-pp_status pp_resample_plane(const uint8_t *src, int sw, int sh, int64_t xstep, int64_t ystep,
-                            int out_w, int out_h, int ox, int oy, int ow, int oh, uint8_t *dst,
-                            int64_t dst_stride, pp_image_work *work, pp_error *err);
+pp_status pp_resample_planes(const uint8_t *src, int c, int64_t src_plane, int sw, int sh,
+                             int64_t xstep, int64_t ystep, int out_w, int out_h, int ox, int oy,
+                             int ow, int oh, uint8_t *dst, int64_t dst_plane, int64_t dst_stride,
+                             pp_image_work *work, pp_error *err);
 
 #endif

@@ -335,10 +335,9 @@ pp_status pp_transform_apply(const pp_tf_op *ops, int n_ops, const pp_tf_image *
                 i++;
             }
             if (!new_rows(work, to, win.w, win.h, cur.c, &next)) goto oom;
-            for (int k = 0; k < cur.c; k++)
-                PP_TRY(pp_resample_plane(cur.px + k * cur.plane, cur.w, cur.h, cur.xstep,
-                                         cur.ystep, op->w, op->h, win.x, win.y, win.w, win.h,
-                                         (uint8_t *)next.px + k * next.plane, win.w, work, err));
+            PP_TRY(pp_resample_planes(cur.px, cur.c, cur.plane, cur.w, cur.h, cur.xstep,
+                                      cur.ystep, op->w, op->h, win.x, win.y, win.w, win.h,
+                                      (uint8_t *)next.px, next.plane, win.w, work, err));
         }
         cur = next;
         to = to == PP_WORK_IMAGE_B ? PP_WORK_IMAGE_A : PP_WORK_IMAGE_B;

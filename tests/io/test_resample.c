@@ -121,6 +121,8 @@ static void to_plane(const uint8_t *hwc, int w, int h, int c, int k, bool column
 
 /* ---- planes -------------------------------------------------------------------- */
 
+/* Three planes at once from each layout, whole results and windows. */
+
 static void test_planes(pp_image_work *work)
 {
     static const int cases[][4] = { /* sw, sh, out_w, out_h */
@@ -133,63 +135,64 @@ static void test_planes(pp_image_work *work)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int sw = cases[i][0], sh = cases[i][1], ow = cases[i][2], oh = cases[i][3];
         uint8_t *src = picture(sw, sh, c), *want = malloc((size_t)ow * oh * c);
-        uint8_t *plane = malloc((size_t)sw * sh), *got = malloc((size_t)ow * oh);
+        uint8_t *planes = malloc((size_t)sw * sh * c), *got = malloc((size_t)ow * oh * c);
         ref_resize(src, sw, sh, c, ow, oh, want);
-        for (int layout = 0; layout < 3; layout++) /* rows, columns, interleaved */
-            for (int k = 0; k < c; k++) {
-                const uint8_t *s = plane;
-                int64_t xs = 1, ys = sw;
-                if (layout == 2) {
-                    s = src + k;
-                    xs = c;
-                    ys = (int64_t)sw * c;
-                } else {
-                    to_plane(src, sw, sh, c, k, layout == 1, plane);
-                    if (layout == 1) {
-                        xs = sh;
-                        ys = 1;
-                    }
-                }
-                for (int t = 0; t < 6; t++) { /* the whole result, then windows */
-                    int x = 0, y = 0, w = ow, h = oh;
-                    if (t) {
-                        x = rnd(ow);
-                        y = rnd(oh);
-                        w = 1 + rnd(ow - x);
-                        h = 1 + rnd(oh - y);
-                    }
-                    pp_error err;
-                    CHECK_OK(pp_resample_plane(s, sw, sh, xs, ys, ow, oh, x, y, w, h, got, w, work,
-                                               &err), &err);
-                    int bad = 0;
-                    for (int r = 0; r < h; r++)
-                        for (int q = 0; q < w; q++)
-                            bad += got[(size_t)r * w + q] !=
-                                   want[((size_t)(y + r) * ow + x + q) * c + k];
-                    CHECK_MSG(bad == 0, "%dx%d to %dx%d, layout %d, channel %d, window %dx%d at "
-                              "(%d, %d): %d samples differ from PIL's", sw, sh, ow, oh, layout, k,
-                              w, h, x, y, bad);
-                    checked++;
+        for (int layout = 0; layout < 3; layout++) { /* rows, columns, interleaved */
+            const uint8_t *s = planes;
+            int64_t plane = (int64_t)sw * sh, xs = 1, ys = sw;
+            if (layout == 2) {
+                s = src;
+                plane = 1;
+                xs = c;
+                ys = (int64_t)sw * c;
+            } else {
+                for (int k = 0; k < c; k++)
+                    to_plane(src, sw, sh, c, k, layout == 1, planes + k * plane);
+                if (layout == 1) {
+                    xs = sh;
+                    ys = 1;
                 }
             }
+            for (int t = 0; t < 6; t++) { /* the whole result, then windows */
+                int x = 0, y = 0, w = ow, h = oh;
+                if (t) {
+                    x = rnd(ow);
+                    y = rnd(oh);
+                    w = 1 + rnd(ow - x);
+                    h = 1 + rnd(oh - y);
+                }
+                pp_error err;
+                CHECK_OK(pp_resample_planes(s, c, plane, sw, sh, xs, ys, ow, oh, x, y, w, h, got,
+                                            (int64_t)w * h, w, work, &err), &err);
+                int bad = 0;
+                for (int k = 0; k < c; k++)
+                    for (int r = 0; r < h; r++)
+                        for (int q = 0; q < w; q++)
+                            bad += got[((size_t)k * h + r) * w + q] !=
+                                   want[((size_t)(y + r) * ow + x + q) * c + k];
+                CHECK_MSG(bad == 0, "%dx%d to %dx%d, layout %d, window %dx%d at (%d, %d): %d "
+                          "samples differ from PIL's", sw, sh, ow, oh, layout, w, h, x, y, bad);
+                checked++;
+            }
+        }
         free(src);
         free(want);
-        free(plane);
+        free(planes);
         free(got);
     }
-    CHECK(checked == 12 * 3 * 3 * 6);
+    CHECK(checked == 12 * 3 * 6);
     /* constant in, constant out (the weights sum to one in fixed point) */
     uint8_t flat[53 * 41], out[31 * 19];
     memset(flat, 200, sizeof flat);
     pp_error err;
-    CHECK_OK(pp_resample_plane(flat, 53, 41, 1, 53, 31, 19, 0, 0, 31, 19, out, 31, work, &err),
-             &err);
+    CHECK_OK(pp_resample_planes(flat, 1, 0, 53, 41, 1, 53, 31, 19, 0, 0, 31, 19, out, 0, 31, work,
+                                &err), &err);
     int off = 0;
     for (size_t k = 0; k < sizeof out; k++) off += out[k] != 200;
     CHECK(off == 0);
     /* a window outside the result is refused */
-    CHECK(pp_resample_plane(flat, 53, 41, 1, 53, 31, 19, 20, 0, 12, 19, out, 31, work, &err) ==
-          PP_ERR_INVALID);
+    CHECK(pp_resample_planes(flat, 1, 0, 53, 41, 1, 53, 31, 19, 20, 0, 12, 19, out, 0, 31, work,
+                             &err) == PP_ERR_INVALID);
 }
 
 /* ---- transforms ---------------------------------------------------------------- */
