@@ -30,6 +30,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #define CIFAR_SIDE 32
 #define CIFAR_IMAGE (3 * CIFAR_SIDE * CIFAR_SIDE)
@@ -465,6 +468,29 @@ static int synthetic_sample(const pp_data *d, int64_t i, float *out)
     return label;
 }
 
+/* w values of a channel's table at a row's bytes (read right to left when
+ * mirror) into out, a row of the batch. The batch is read next by a copy to
+ * a device or by a stage, long after: where the CPU has streaming stores
+ * (AVX), its rows go past the caches, which keep the decoding's data, and
+ * memory is written without being read first. */
+static void table_row(const float *lut, const uint8_t *row, int w, bool mirror, float *out)
+{
+    int x = 0;
+#if defined(__AVX__)
+    for (; x < w && ((uintptr_t)(out + x) & 31) != 0; x++)
+        out[x] = lut[row[mirror ? w - 1 - x : x]]; /* to the first 32-byte boundary */
+    for (; x + 8 <= w; x += 8) {
+        const uint8_t *p = mirror ? row + w - 8 - x : row + x;
+        const __m256 v = mirror ? _mm256_setr_ps(lut[p[7]], lut[p[6]], lut[p[5]], lut[p[4]],
+                                                 lut[p[3]], lut[p[2]], lut[p[1]], lut[p[0]])
+                                : _mm256_setr_ps(lut[p[0]], lut[p[1]], lut[p[2]], lut[p[3]],
+                                                 lut[p[4]], lut[p[5]], lut[p[6]], lut[p[7]]);
+        _mm256_stream_ps(out + x, v);
+    }
+#endif
+    for (; x < w; x++) out[x] = lut[row[mirror ? w - 1 - x : x]];
+}
+
 /* Image-folder sample idx as drawn in epoch, normalised, to out (NULL: only
  * decoded, for its label), through the planes the transforms leave in work:
  * each channel's table, read mirrored when the last flips say so. */
@@ -476,17 +502,13 @@ static pp_status image_sample(const pp_data *d, pp_image_work *work, int64_t idx
     PP_TRY(pp_images_sample(d->images, idx, epoch, work, &px, &mirror, label, err));
     if (!out) return PP_OK;
     const int64_t plane = (int64_t)d->h * d->w;
-    for (int c = 0; c < d->c; c++) {
-        const float *lut = d->lut + c * 256;
-        for (int y = 0; y < d->h; y++) {
-            const uint8_t *row = px + c * plane + (int64_t)y * d->w;
-            float *o = out + c * plane + (int64_t)y * d->w;
-            if (mirror)
-                for (int x = 0; x < d->w; x++) o[x] = lut[row[d->w - 1 - x]];
-            else
-                for (int x = 0; x < d->w; x++) o[x] = lut[row[x]];
-        }
-    }
+    for (int c = 0; c < d->c; c++)
+        for (int y = 0; y < d->h; y++)
+            table_row(d->lut + c * 256, px + c * plane + (int64_t)y * d->w, d->w, mirror,
+                      out + c * plane + (int64_t)y * d->w);
+#if defined(__AVX__)
+    _mm_sfence(); /* the streamed rows are seen by whoever reads the batch next */
+#endif
     return PP_OK;
 }
 

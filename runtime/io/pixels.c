@@ -107,49 +107,61 @@ void pp_px_put_row(const uint8_t *row, pp_px_layout layout, int n, int channels,
 void pp_px_copy_box(const uint8_t *img, int64_t stride, pp_px_layout layout,
                     const pp_image_box *box, int channels, const pp_image_out *out)
 {
-    const uint8_t *rows[8];
-    for (int y = 0; y < box->h; y += 8) {
-        const int n = box->h - y < 8 ? box->h - y : 8;
+    const uint8_t *rows[16];
+    for (int y = 0; y < box->h; y += 16) {
+        const int n = box->h - y < 16 ? box->h - y : 16;
         for (int r = 0; r < n; r++) rows[r] = img + (int64_t)(box->y + y + r) * stride;
         pp_px_put_rows(rows, n, box->x, layout, box->w, channels, out, y);
     }
 }
 
-/* Whether the host stores words little end first (the tile transpose reads
- * a row of 8 bytes as one word; elsewhere it is done byte by byte). */
-static bool little_endian(void)
-{
-    const uint16_t one = 1;
-    uint8_t first;
-    memcpy(&first, &one, 1);
-    return first == 1;
-}
+/* Sixteen bytes (GCC's and Clang's vector extension: one SSE or NEON
+ * register, plain code where there is none), and the interleavings of two
+ * that a 16 x 16 transpose is made of (SSE2's unpack instructions). */
+typedef uint8_t bytes16 __attribute__((vector_size(16)));
+#define ZIP8_LO(a, b) __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, \
+                                              6, 22, 7, 23)
+#define ZIP8_HI(a, b) __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, \
+                                              29, 14, 30, 15, 31)
+#define ZIP16_LO(a, b) __builtin_shufflevector(a, b, 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, \
+                                               6, 7, 22, 23)
+#define ZIP16_HI(a, b) __builtin_shufflevector(a, b, 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, \
+                                               29, 14, 15, 30, 31)
+#define ZIP32_LO(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, \
+                                               21, 22, 23)
+#define ZIP32_HI(a, b) __builtin_shufflevector(a, b, 8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, \
+                                               15, 28, 29, 30, 31)
+#define ZIP64_LO(a, b) __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, \
+                                               21, 22, 23)
+#define ZIP64_HI(a, b) __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, \
+                                               27, 28, 29, 30, 31)
 
-/* An 8 x 8 tile of bytes transposed: row i (8 bytes at s + i * ss) becomes
- * column i (byte i of the 8 at d + j * ds, j < 8). The rows as words, whose
- * 1-byte, 2-byte and 4-byte blocks are swapped across the diagonal in three
- * rounds (Hacker's Delight's transpose8, on bytes). */
+/* A 16 x 16 tile of bytes transposed: row i (16 bytes at s + i * ss)
+ * becomes column i (byte i of the 16 at d + j * ds, j < 16), in four rounds
+ * of interleaving pairs of rows by 1, 2, 4 and 8 bytes. */
 static inline void transpose_tile(const uint8_t *s, int64_t ss, uint8_t *d, int64_t ds)
 {
-    uint64_t r[8], t;
-    for (int i = 0; i < 8; i++) memcpy(&r[i], s + i * ss, 8);
-    for (int i = 0; i < 8; i += 2) {
-        t = ((r[i] >> 8) ^ r[i + 1]) & 0x00FF00FF00FF00FFull;
-        r[i + 1] ^= t;
-        r[i] ^= t << 8;
+    bytes16 r[16], a[16], b[16];
+    for (int i = 0; i < 16; i++) memcpy(&r[i], s + i * ss, 16);
+    for (int i = 0; i < 8; i++) { /* a[2i + q]: rows 2i, 2i + 1; columns 8q .. 8q + 7 */
+        a[2 * i] = ZIP8_LO(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = ZIP8_HI(r[2 * i], r[2 * i + 1]);
     }
-    for (int i = 0; i < 8; i += 4)
-        for (int j = i; j < i + 2; j++) {
-            t = ((r[j] >> 16) ^ r[j + 2]) & 0x0000FFFF0000FFFFull;
-            r[j + 2] ^= t;
-            r[j] ^= t << 16;
+    for (int i = 0; i < 4; i++) /* b[4i + 2h + q]: rows 4i .. 4i + 3; columns 8h + 4q .. + 3 */
+        for (int h = 0; h < 2; h++) {
+            b[4 * i + 2 * h] = ZIP16_LO(a[4 * i + h], a[4 * i + 2 + h]);
+            b[4 * i + 2 * h + 1] = ZIP16_HI(a[4 * i + h], a[4 * i + 2 + h]);
         }
-    for (int j = 0; j < 4; j++) {
-        t = ((r[j] >> 32) ^ r[j + 4]) & 0x00000000FFFFFFFFull;
-        r[j + 4] ^= t;
-        r[j] ^= t << 32;
+    for (int i = 0; i < 2; i++) /* a[8i + 2j + q]: rows 8i .. 8i + 7; columns 4j + 2q, + 1 */
+        for (int j = 0; j < 4; j++) {
+            a[8 * i + 2 * j] = ZIP32_LO(b[8 * i + j], b[8 * i + 4 + j]);
+            a[8 * i + 2 * j + 1] = ZIP32_HI(b[8 * i + j], b[8 * i + 4 + j]);
+        }
+    for (int j = 0; j < 8; j++) { /* b[2j + q]: every row; column 2j + q */
+        b[2 * j] = ZIP64_LO(a[j], a[8 + j]);
+        b[2 * j + 1] = ZIP64_HI(a[j], a[8 + j]);
     }
-    for (int j = 0; j < 8; j++) memcpy(d + j * ds, &r[j], 8);
+    for (int j = 0; j < 16; j++) memcpy(d + j * ds, &b[j], 16);
 }
 
 /* The w x h bytes at src (h rows of w, ss apart) transposed into dst (w
@@ -157,13 +169,12 @@ static inline void transpose_tile(const uint8_t *s, int64_t ss, uint8_t *d, int6
 static void transpose(const uint8_t *src, int64_t ss, int w, int h, uint8_t *dst, int64_t ds)
 {
     int y = 0;
-    if (little_endian())
-        for (; y + 8 <= h; y += 8) {
-            int x = 0;
-            for (; x + 8 <= w; x += 8) transpose_tile(src + y * ss + x, ss, dst + x * ds + y, ds);
-            for (; x < w; x++)
-                for (int r = 0; r < 8; r++) dst[x * ds + y + r] = src[(y + r) * ss + x];
-        }
+    for (; y + 16 <= h; y += 16) {
+        int x = 0;
+        for (; x + 16 <= w; x += 16) transpose_tile(src + y * ss + x, ss, dst + x * ds + y, ds);
+        for (; x < w; x++)
+            for (int r = 0; r < 16; r++) dst[x * ds + y + r] = src[(y + r) * ss + x];
+    }
     for (; y < h; y++)
         for (int x = 0; x < w; x++) dst[x * ds + y] = src[y * ss + x];
 }
@@ -193,18 +204,18 @@ void pp_px_move_plane(const uint8_t *src, int64_t sx, int64_t sy, int w, int h, 
         }
 }
 
-#define STRIP 64 /* pixels of 8 rows deinterleaved at a time on the stack */
+#define STRIP 64 /* pixels of 16 rows deinterleaved at a time on the stack */
 
-/* 8 rows of n pixels (RGB or L: c samples a pixel, from rows[r] + x0 * c)
- * into planes of columns as rows y .. y + 7: the 8 rows' samples, each
- * channel's gathered into a strip of its own, go as 8 x 8 tiles. */
+/* 16 rows of n pixels (RGB or L: c samples a pixel, from rows[r] + x0 * c)
+ * into planes of columns as rows y .. y + 15: the rows' samples, each
+ * channel's gathered into a strip of its own, go as 16 x 16 tiles. */
 static void put_tiles(const uint8_t *const *rows, int x0, int c, int n, const pp_image_out *out,
                       int y)
 {
-    uint8_t strip[3][8][STRIP];
+    uint8_t strip[3][16][STRIP];
     for (int xs = 0; xs < n; xs += STRIP) {
         const int m = n - xs < STRIP ? n - xs : STRIP;
-        for (int r = 0; r < 8; r++) {
+        for (int r = 0; r < 16; r++) {
             const uint8_t *src = rows[r] + (int64_t)(x0 + xs) * c;
             if (c == 3) /* the three channels of a pixel at once */
                 for (int x = 0; x < m; x++) {
@@ -218,10 +229,10 @@ static void put_tiles(const uint8_t *const *rows, int x0, int c, int n, const pp
         for (int k = 0; k < c; k++) {
             uint8_t *dst = out->px + k * out->plane + xs * out->xstep + y;
             int x = 0;
-            for (; x + 8 <= m; x += 8)
+            for (; x + 16 <= m; x += 16)
                 transpose_tile(&strip[k][0][x], STRIP, dst + x * out->xstep, out->xstep);
             for (; x < m; x++)
-                for (int r = 0; r < 8; r++) dst[x * out->xstep + r] = strip[k][r][x];
+                for (int r = 0; r < 16; r++) dst[x * out->xstep + r] = strip[k][r][x];
         }
     }
 }
@@ -231,9 +242,9 @@ void pp_px_put_rows(const uint8_t *const *rows, int nrows, int x0, pp_px_layout 
 {
     const int ns = pp_px_samples(layout);
     int r = 0;
-    if (out->ystep == 1 && little_endian() &&
+    if (out->ystep == 1 &&
         ((layout == PP_PX_RGB && channels == 3) || (layout == PP_PX_GRAY && channels == 1)))
-        for (; r + 8 <= nrows; r += 8) put_tiles(rows + r, x0, channels, n, out, y + r);
+        for (; r + 16 <= nrows; r += 16) put_tiles(rows + r, x0, channels, n, out, y + r);
     for (; r < nrows; r++)
         pp_px_put_row(rows[r] + (int64_t)x0 * ns, layout, n, channels, out, y + r);
 }

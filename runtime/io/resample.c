@@ -98,7 +98,12 @@ static inline void sum_block(const uint8_t *in, int64_t stride, const int32_t *k
             const int32_t kt = k[t];
             for (int q = 0; q < BLOCK; q++) a[q] += r[q] * kt;
         }
-        for (int q = 0; q < BLOCK; q++) out[q] = clip8(a[q]);
+        for (int q = 0; q < BLOCK; q++) { /* clip8, spelled as max and min */
+            int32_t v = a[q] >> PRECISION_BITS;
+            v = v < 0 ? 0 : v;
+            v = v > 255 ? 255 : v;
+            out[q] = (uint8_t)v;
+        }
         return;
     }
     for (int q = 0; q < m; q++) a[q] = HALF;

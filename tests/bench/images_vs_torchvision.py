@@ -84,8 +84,10 @@ def make_jpegs(root, n, rng):
 
 
 def ours_rate(bench, root, n, threads):
-    out = subprocess.run([bench, root, str(n), str(threads)], capture_output=True,
-                         text=True).stdout
+    # the library links OpenBLAS, whose idle pool would spin beside the loader
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    out = subprocess.run([bench, root, str(n), str(threads)], capture_output=True, text=True,
+                         env=env).stdout
     for line in out.splitlines():
         if line.startswith("ours"):
             return float(line.split()[3])

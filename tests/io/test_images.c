@@ -24,8 +24,9 @@
  *              images), the cache written, used, and refreshed when a folder
  *              changes; no class, a class without images, a missing root
  *   source     pp_data over an image folder: shape, labels, the same bits
- *              on 1 and 3 reader threads, labels only, on_bad_image error
- *              and skip
+ *              on 1 and 3 reader threads, each sample's values those of its
+ *              decode and drawn operations normalised (mirrored as the last
+ *              flip says), labels only, on_bad_image error and skip
  */
 #include <math.h>
 #include <setjmp.h>
@@ -211,6 +212,20 @@ static void png_expected(const png_fixture *f, int x, int y, uint8_t rgb[3])
     }
 }
 
+static membuf read_whole(const char *path)
+{
+    membuf m = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return m;
+    fseek(f, 0, SEEK_END);
+    m.cap = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    m.b = malloc(m.cap + 1);
+    m.n = fread(m.b, 1, m.cap, f);
+    fclose(f);
+    return m;
+}
+
 static void write_file(const char *path, const void *data, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -336,12 +351,21 @@ static void test_png(void)
                 bad += off;
             }
         CHECK_MSG(bad == 0, "png %s: %d pixels differ from what was written", fx[i].name, bad);
-        /* a box */
-        pp_image_box b = {5, 7, 20, 11};
-        uint8_t part[20 * 11 * 3];
-        CHECK_OK(pp_image_decode(m.b, m.n, fx[i].name, &b, 3, part, &err), &err);
-        for (int y = 0; y < b.h; y++)
-            CHECK(memcmp(part + y * b.w * 3, rgb + ((b.y + y) * w + b.x) * 3, (size_t)b.w * 3) == 0);
+        /* a box, as HWC, planes of rows and planes of columns */
+        const pp_image_box boxes[2] = {{5, 7, 20, 11}, {3, 1, 33, 27}};
+        for (int k = 0; k < 2; k++) {
+            const pp_image_box b = boxes[k];
+            uint8_t part[33 * 27 * 3];
+            const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, 3),
+                                          pp_image_out_rows(part, b.w, b.h),
+                                          pp_image_out_columns(part, b.w, b.h)};
+            for (int o = 0; o < 3; o++) {
+                CHECK_OK(pp_image_decode_to(m.b, m.n, fx[i].name, &b, 3, &outs[o], NULL, &err),
+                         &err);
+                CHECK_MSG(box_differs(rgb, w, 3, b, &outs[o]) == 0, "png %s: box %d, layout %d",
+                          fx[i].name, k, o);
+            }
+        }
         free(m.b);
     }
 }
@@ -658,6 +682,10 @@ static void test_source(void)
     cfg.transforms[0] = tf(PP_TF_RANDOM_RESIZED_CROP, 24, 24);
     cfg.transforms[1] = tf(PP_TF_HORIZONTAL_FLIP, 0, 0);
     cfg.shuffle = true;
+    cfg.n_mean = cfg.n_std = 3;
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+    memcpy(cfg.mean, mean, sizeof mean);
+    memcpy(cfg.std, sd, sizeof sd);
     pp_data *d;
     pp_error err;
     CHECK_OK(pp_data_open(&cfg, &d, &err), &err);
@@ -674,8 +702,43 @@ static void test_source(void)
     CHECK_OK(pp_data_reader_new(3, &r, &err), &err);
     CHECK_OK(pp_data_reader_read(r, d, 4, count, b, lb, &err), &err);
     CHECK(memcmp(a, b, vals * sizeof(float)) == 0 && memcmp(la, lb, sizeof la) == 0);
-    for (int j = 0; j < count; j++)
-        CHECK(la[j] == (int)(pp_data_sample_index(d, 4 + j) / 5));
+    for (int j = 0; j < count; j++) {
+        const int64_t idx = pp_data_sample_index(d, 4 + j);
+        CHECK(la[j] == (int)(idx / 5));
+        /* the sample's values: its file decoded whole, the operations drawn
+         * for it applied, (v / 255 - mean) / std in float, mirrored as said */
+        char path[512], rel[256];
+        snprintf(path, sizeof path, "%s/src/%s", tmpdir, pp_data_sample_name(d, idx, rel, 256));
+        membuf file = read_whole(path);
+        int iw, ih, n_ops;
+        pp_tf_op ops[4];
+        CHECK_OK(pp_image_size(file.b, file.n, path, &iw, &ih, NULL, &err), &err);
+        CHECK_OK(pp_transform_draw(cfg.transforms, 2, cfg.seed, (4 + j) / 15, idx, iw, ih, path,
+                                   ops, &n_ops, &err), &err);
+        uint8_t *px = malloc((size_t)iw * ih * 3);
+        const pp_image_box all = {0, 0, iw, ih};
+        const pp_image_out rows = pp_image_out_rows(px, iw, ih);
+        CHECK_OK(pp_image_decode_to(file.b, file.n, path, &all, 3, &rows, NULL, &err), &err);
+        const pp_tf_image in = {.px = px, .w = iw, .h = ih, .c = 3, .part = all,
+                                .plane = (int64_t)iw * ih, .xstep = 1, .ystep = iw};
+        pp_image_work *work;
+        const uint8_t *out;
+        bool mirror;
+        CHECK_OK(pp_image_work_new(&work, &err), &err);
+        CHECK_OK(pp_transform_apply(ops, n_ops, &in, 24, 24, work, &out, &mirror, &err), &err);
+        int off = 0;
+        for (int k = 0; k < 3 * 24 * 24; k++) {
+            const int x = k % 24, y = k / 24 % 24, ch = k / 576;
+            const float v = ((float)out[ch * 576 + y * 24 + (mirror ? 23 - x : x)] / 255.0f -
+                             mean[ch]) / sd[ch];
+            off += memcmp(&v, &a[(size_t)j * 1728 + k], sizeof v) != 0;
+        }
+        CHECK_MSG(off == 0, "sample %lld: %d values differ from its transforms' bytes normalised",
+                  (long long)idx, off);
+        pp_image_work_free(work);
+        free(px);
+        free(file.b);
+    }
     CHECK_OK(pp_data_read(d, 4, count, NULL, lb, &err), &err); /* labels only, no decoding */
     CHECK(memcmp(la, lb, sizeof la) == 0);
     char name[256];
