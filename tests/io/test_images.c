@@ -264,7 +264,8 @@ static void test_jpeg_boxes(void)
         {"4:4:4", 61, 45, 3, 1, 1, false},  {"4:2:2", 77, 53, 3, 2, 1, false},
         {"4:2:0", 123, 91, 3, 2, 2, false}, {"4:4:0", 70, 66, 3, 1, 2, false},
         {"gray", 50, 41, 1, 1, 1, false},   {"progressive 4:2:0", 97, 83, 3, 2, 2, true},
-        {"cmyk", 40, 33, 4, 1, 1, false},
+        {"cmyk", 40, 33, 4, 1, 1, false},   {"4:1:1", 90, 37, 3, 4, 1, false},
+        {"4:2:0, many iMCU rows", 260, 190, 3, 2, 2, false},
     };
     /* one work for every decode below, as a reading thread keeps it: its
      * decompressor and buffers carry nothing from one image to the next */
