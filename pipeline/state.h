@@ -99,6 +99,9 @@ typedef struct run_io {
      * host reads the losses once the executor has finished. */
     const float *host_images;    /* (batch, C, H, W) */
     const int32_t *host_labels;  /* (batch) */
+    /* a training step's batch already on stage 0's device (upload.h): the
+     * forwards read it there instead of copying host_images; NULL: copy */
+    const pp_tensor *uploaded;   /* (>= batch, C, H, W) */
     float *host_losses;          /* (m) */
     int32_t *host_corrects;      /* (m) */
 } run_io;
@@ -147,6 +150,8 @@ struct pp_pipeline {
     pp_data *data;
     struct pipe_prefetch *prefetch; /* reads the next training batches during a step, into
                                      * host buffer sets of its own */
+    struct pipe_upload *upload;  /* sends the next step's images to stage 0's device while a
+                                  * step runs (upload.h); NULL on a rank without stage 0 */
     float *host_losses;          /* (m) loss of each micro-batch, read back after a step */
     int32_t *host_corrects;      /* (m) */
     pp_tensor images;            /* (B, C, H, W) on stage 0's device */
