@@ -28,59 +28,20 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 try:
     import numpy as np
     import torch
-    from PIL import Image
-    from torchvision import datasets, transforms as T
+    import torchvision  # noqa: F401 (loader_torch uses it)
+    from PIL import Image  # noqa: F401
 except ImportError as e:
     print(f"images_vs_torchvision: skipped ({e})")
     sys.exit(77)
 
-
-def photo(w, h, rng):
-    y, x = np.mgrid[0:h, 0:w].astype(np.float32)
-    f = rng.uniform(5, 40, 6)
-    img = np.stack([128 + 90 * np.sin(x / f[0] + y / f[1]), 128 + 80 * np.cos(x / f[2] - y / f[3]),
-                    128 + 70 * np.sin((x + y) / f[4]) * np.cos(x / f[5])], axis=2)
-    img += rng.normal(0, 14, img.shape)
-    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), "RGB")
-
-
-def torchvision_rate(root, workers, n):
-    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-    ds = datasets.ImageFolder(root, transform=tf)
-    dl = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers,
-                                     persistent_workers=workers > 0)
-    it = iter(dl)
-    next(it)  # warm-up (workers started)
-    done, t0 = 0, time.perf_counter()
-    while done < n:
-        try:
-            x, _ = next(it)
-        except StopIteration:
-            it = iter(dl)
-            continue
-        done += x.shape[0]
-    return done / (time.perf_counter() - t0)
-
-
-def make_jpegs(root, n, rng):
-    """n JPEGs in root (kept when root already holds n); their mean size in bytes."""
-    have = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".JPEG")]
-    if len(have) != n:
-        shutil.rmtree(root, True)
-        have = []
-        for i in range(n):
-            d = os.path.join(root, f"class{i % 10}")
-            os.makedirs(d, exist_ok=True)
-            p = os.path.join(d, f"{i:05d}.JPEG")
-            photo(500, 375, rng).save(p, quality=90)
-            have.append(p)
-    return sum(os.path.getsize(p) for p in have) / n
+# the JPEG folders and torchvision's side, shared with the GPU runner's part
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu"))
+from loader_torch import make_jpegs, photo, torchvision_rate  # noqa: E402
 
 
 def ours_rate(bench, root, n, threads):
@@ -108,7 +69,7 @@ def main():
     try:
         rng = np.random.default_rng(0)
         root = opt("--folder", os.path.join(tmp, "jpeg"))
-        size = make_jpegs(root, n, rng)
+        size = make_jpegs(root, n, os.cpu_count())
         print(f"{n} JPEGs of 500x375, quality 90, {size / 1024:.0f} KiB on average; "
               f"{os.cpu_count()} cores; {repeats} rounds of the four, in turn")
         rows = {("ours", 1): [], ("torchvision", 0): [], ("ours", workers): [],

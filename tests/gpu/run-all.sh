@@ -9,7 +9,7 @@
 # precision, figures, the command of each).
 #
 # Usage: run-all.sh BUNDLE [options]     (BUNDLE made by tests/gpu/bundle.sh)
-#   --part P         quick, 1 .. 10, or all (1 to 10; default quick); see below
+#   --part P         quick, 1 .. 11, or all (1 to 11; default quick); see below
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20; quick: 8)
 #   --torch-steps N  timed PyTorch steps (default 20 after 5 warm-up steps;
@@ -59,6 +59,12 @@
 #          the GPU busy fraction
 #   3      (parts/part3.sh) Fashion-MNIST training (needs BUNDLE/data)
 #   6      (parts/part6.sh) the graph API support probe
+#   11     (parts/part11.sh) the image loader: a folder of ImageNet-sized
+#          JPEGs made in the run; decode + RandomResizedCrop(224) + flip +
+#          normalise images/s, ours and torchvision's DataLoader, 1 and all
+#          cores; ResNet-50 bf16 trained from the folder (data wait per step,
+#          whether the loader limits the step) beside synthetic data; goals:
+#          3x torchvision per core, the loader sustains the bf16 step
 # One GPU machine lent for about 15 minutes (its start included): check that
 # the bundle runs there, then run quick, then what time is left allows, each
 # part adding to the same results and copying them out (a folder left on the
@@ -112,10 +118,10 @@ while [ $# -gt 0 ]; do
         *) echo "run-all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-all_parts="1 2 3 4 5 6 7 8 9 10"
+all_parts="1 2 3 4 5 6 7 8 9 10 11"
 case " quick $all_parts all " in
     *" $part "*) ;;
-    *) echo "run-all.sh: --part must be quick, 1 to 10, or all" >&2; exit 2 ;;
+    *) echo "run-all.sh: --part must be quick, 1 to 11, or all" >&2; exit 2 ;;
 esac
 # a dry run on the CPU is slower than the GPU the budgets are made for
 time_scale=1
@@ -190,6 +196,8 @@ fi
 . "$parts/part9.sh"
 # shellcheck source=parts/part10.sh
 . "$parts/part10.sh"
+# shellcheck source=parts/part11.sh
+. "$parts/part11.sh"
 
 # ---- machine and libraries (every part) -----------------------------------------
 
