@@ -102,12 +102,13 @@ static void state_drop(void *p)
     free(st);
 }
 
-/* Reads the header of buf into st's decompressor; the caller has set the
- * jump. */
+/* Reads the header of buf into st's decompressor, from its start (a header
+ * read before and never decoded is dropped); the caller has set the jump. */
 static void read_header(jpeg_state *st, const uint8_t *buf, size_t n)
 {
     st->e.msg[0] = '\0';
     st->header = NULL;
+    jpeg_abort_decompress(&st->d);
     jpeg_mem_src(&st->d, buf, (unsigned long)n);
     jpeg_read_header(&st->d, TRUE);
     st->header = buf;
