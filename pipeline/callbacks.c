@@ -73,7 +73,10 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     int off = io->run->offsets[mb];
     const bool last = st->index == p->n_stages - 1;
     pp_tensor x;
-    if (!in) {
+    if (!in && io->uploaded) { /* already on the device (upload.h) */
+        x = pp_tensor_view0(io->uploaded, off, mb_size);
+        in = &x;
+    } else if (!in) {
         x = pp_tensor_view0(io->images, off, mb_size);
         const size_t per_sample = (size_t)(pp_tensor_numel(io->images) / io->images->shape[0]);
         PP_TRY(pp_copy_from_host(ex, io->host_images + (size_t)off * per_sample, &x, err));

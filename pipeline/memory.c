@@ -498,9 +498,10 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
         pp_schedule_in_flight(&run->sched, flight);
         o->in_flight = flight[s];
     }
-    /* the batch tensors (pipeline.c's alloc_buffers and open_eval) */
+    /* the batch tensors (pipeline.c's alloc_buffers and open_eval; the
+     * training batch twice, upload.c's two buffers) */
     if (s == 0) {
-        o->batch += image * plan->batch_size;
+        o->batch += 2 * image * plan->batch_size;
         if (plan->eval.enabled) o->batch += image * plan->eval.batch_size;
     }
     if (s == S - 1) {

@@ -16,6 +16,7 @@
 #include "pipeline/recipe.h"
 #include "pipeline/replicas.h"
 #include "pipeline/tied.h"
+#include "pipeline/upload.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -146,7 +147,21 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
                            err);
 }
 
-static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
+/* Whether stage 0's batches go up ahead (upload.h): *on (a rank with stage
+ * 0) unless PP_UPLOAD is off or 0; PP_ERR_INPUT for another value. */
+static pp_status upload_wanted(bool *on, pp_error *err)
+{
+    const char *env = getenv("PP_UPLOAD");
+    if (!env || !env[0] || !strcmp(env, "on") || !strcmp(env, "1")) return PP_OK;
+    if (strcmp(env, "off") && strcmp(env, "0"))
+        return pp_error_set(err, PP_ERR_INPUT, "PP_UPLOAD=%.32s: expected on or off (or 1 or 0)",
+                            env);
+    *on = false;
+    return PP_OK;
+}
+
+/* The step's buffers; the training images too when no upload holds them. */
+static pp_status alloc_buffers(struct pp_pipeline *p, bool images, pp_error *err)
 {
     const int64_t labels = (int64_t)p->batch * p->targets;
     pp_device_ctx *last = p->stages[p->n_stages - 1].dev;
@@ -154,7 +169,7 @@ static pp_status alloc_buffers(struct pp_pipeline *p, pp_error *err)
                                 err));
     PP_TRY(pp_device_host_alloc(last, (size_t)p->m * sizeof(int32_t), (void **)&p->host_corrects,
                                 err));
-    PP_TRY(alloc_inputs(p, &p->images, p->batch, err));
+    if (images) PP_TRY(alloc_inputs(p, &p->images, p->batch, err));
     PP_TRY(pp_tensor_alloc(&p->labels, last, PP_I32, 1, &labels, err));
     PP_TRY(pp_tensor_zeros(&p->losses, last, PP_F32, 1, (int64_t[]){p->m}, err));
     PP_TRY(pp_tensor_zeros(&p->corrects, last, PP_I32, 1, (int64_t[]){p->m}, err));
@@ -421,9 +436,15 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
     p->model.image_h = p->in_h;
     p->model.image_w = p->in_w;
     if ((s = build_stages(p, plan, err)) != PP_OK) goto fail;
-    if ((s = alloc_buffers(p, err)) != PP_OK) goto fail;
-    if ((s = pipe_prefetch_new(p->data, plan->data.prefetch, plan->data.workers,
-                               stage_here(p, 0) ? p->stages[0].dev : NULL,
+    bool upload = stage_here(p, 0) && p->in_dtype == PP_F32; /* images, not token ids */
+    if ((s = upload_wanted(&upload, err)) != PP_OK) goto fail;
+    if ((s = alloc_buffers(p, !upload, err)) != PP_OK) goto fail;
+    if (upload &&
+        (s = pipe_upload_new(p->stages[0].dev, p->stages[p->n_stages - 1].dev, p->batch, p->in_c,
+                             p->in_h, p->in_w, &p->upload, err)) != PP_OK)
+        goto fail;
+    if ((s = pipe_prefetch_new(p->data, plan->data.prefetch, p->upload ? 2 : 1,
+                               plan->data.workers, stage_here(p, 0) ? p->stages[0].dev : NULL,
                                p->stages[p->n_stages - 1].dev, p->batch, &p->prefetch,
                                err)) != PP_OK)
         goto fail;
@@ -495,6 +516,7 @@ static void free_host_buffers(struct pp_pipeline *p)
 void pipe_free_rank(pp_pipeline *p)
 {
     if (!p) return;
+    pipe_upload_free(p->upload); /* waits for a copy from the prefetcher's sets */
     pipe_prefetch_free(p->prefetch); /* before the data source and buffers it reads into */
     /* stages first: state a failed step left saved is released on the
      * executor's streams, which must still exist */

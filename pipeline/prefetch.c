@@ -5,9 +5,11 @@
  * data between steps; and every batch is read on several threads.
  *
  * Sets: `ahead` batches are read ahead (the plan's data.prefetch), so there
- * are ahead + 1 sets: the step's own and one per batch ahead. A step's set is
- * free again when the next step asks for its batch (a step ends with its
- * streams synchronised). The queue holds the batches ahead in step order;
+ * are ahead + hold sets: the caller's last `hold` (the step's own, and with
+ * an upload the next step's too, being copied to the device while the step
+ * runs) and one per batch ahead. A set is free again `hold` gets after it
+ * was handed out (by then the step that read it has ended with its streams
+ * synchronised). The queue holds the batches ahead in step order;
  * a batch that is not the one asked for (another position or count: after an
  * evaluation's jump, an epoch's short last batch) is dropped with those after
  * it and read again, so results never depend on prefetching.
@@ -44,10 +46,11 @@ struct pipe_prefetch {
     pp_data *data;
     pp_data_reader *reader;
     pp_device_ctx *img_dev, *lbl_dev;
-    int sets;                  /* ahead + 1 */
-    float *images[PIPE_PREFETCH_MAX_AHEAD + 1];
-    int32_t *labels[PIPE_PREFETCH_MAX_AHEAD + 1];
-    int in_use;                /* the set the last step used (-1: none) */
+    int sets;                  /* ahead + hold */
+    int hold;                  /* sets the caller keeps: its last `hold` gets */
+    float *images[PIPE_PREFETCH_MAX_AHEAD + 2];
+    int32_t *labels[PIPE_PREFETCH_MAX_AHEAD + 2];
+    int held[2];               /* the sets of the caller's last gets, newest first (-1: none) */
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;
@@ -92,13 +95,16 @@ static void *worker(void *arg)
     return NULL;
 }
 
-pp_status pipe_prefetch_new(pp_data *data, int ahead, int threads, pp_device_ctx *img_dev,
-                            pp_device_ctx *lbl_dev, int batch, pipe_prefetch **out, pp_error *err)
+pp_status pipe_prefetch_new(pp_data *data, int ahead, int hold, int threads,
+                            pp_device_ctx *img_dev, pp_device_ctx *lbl_dev, int batch,
+                            pipe_prefetch **out, pp_error *err)
 {
     *out = NULL;
     if (ahead < 1 || ahead > PIPE_PREFETCH_MAX_AHEAD)
         return pp_error_set(err, PP_ERR_INVALID, "prefetch: %d batches ahead (1 to %d)", ahead,
                             PIPE_PREFETCH_MAX_AHEAD);
+    if (hold < 1 || hold > 2)
+        return pp_error_set(err, PP_ERR_INVALID, "prefetch: %d sets held (1 or 2)", hold);
     if (threads <= 0) PP_TRY(pp_data_reader_threads_from_env(&threads, err));
     pipe_prefetch *pf = calloc(1, sizeof *pf);
     if (!pf) return pp_error_set(err, PP_ERR_OOM, "out of host memory (prefetch)");
@@ -107,8 +113,9 @@ pp_status pipe_prefetch_new(pp_data *data, int ahead, int threads, pp_device_ctx
     pf->data = data;
     pf->img_dev = img_dev;
     pf->lbl_dev = lbl_dev;
-    pf->sets = ahead + 1;
-    pf->in_use = -1;
+    pf->sets = ahead + hold;
+    pf->hold = hold;
+    pf->held[0] = pf->held[1] = -1;
     int c, h, w;
     pp_data_shape(data, &c, &h, &w, NULL);
     const size_t floats = (size_t)batch * c * h * w; /* (token ids: int32, as large) */
@@ -168,6 +175,11 @@ int pipe_prefetch_sets(const pipe_prefetch *pf)
     return pf->sets;
 }
 
+int pipe_prefetch_ahead(const pipe_prefetch *pf)
+{
+    return pf->sets - pf->hold;
+}
+
 int pipe_prefetch_threads(const pipe_prefetch *pf)
 {
     return pp_data_reader_threads(pf->reader);
@@ -178,15 +190,17 @@ static bool same(pipe_window a, pipe_window b)
     return a.pos == b.pos && a.count == b.count;
 }
 
-/* A set neither the step (`busy`) nor a queued job uses. Called with mu held. */
-static int free_set(const pipe_prefetch *pf, int busy)
+/* A set neither the caller (its last `hold` sets) nor a queued job uses.
+ * Called with mu held. */
+static int free_set(const pipe_prefetch *pf)
 {
     for (int s = 0; s < pf->sets; s++) {
-        bool used = s == busy;
+        bool used = false;
+        for (int h = 0; h < pf->hold && !used; h++) used = pf->held[h] == s;
         for (int i = 0; i < pf->n_jobs && !used; i++) used = pf->jobs[i].set == s;
         if (!used) return s;
     }
-    return -1; /* cannot happen: sets = ahead + 1 */
+    return -1; /* cannot happen: sets = ahead + hold */
 }
 
 pp_status pipe_prefetch_get(pipe_prefetch *pf, pipe_window want, const pipe_window *ahead,
@@ -205,9 +219,11 @@ pp_status pipe_prefetch_get(pipe_prefetch *pf, pipe_window want, const pipe_wind
         memmove(&pf->jobs[0], &pf->jobs[1], (size_t)(pf->n_jobs - 1) * sizeof pf->jobs[0]);
         pf->n_jobs--;
     } else {
-        use = free_set(pf, -1);
+        pf->held[pf->hold - 1] = -1; /* the oldest held set is the caller's no more */
+        use = free_set(pf);
     }
-    pf->in_use = use;
+    pf->held[1] = pf->held[0];
+    pf->held[0] = use;
     pthread_mutex_unlock(&pf->mu);
     pp_status s = PP_OK;
     if (!hit) /* read now (a failed read ahead is read again: its error, now) */
@@ -219,14 +235,14 @@ pp_status pipe_prefetch_get(pipe_prefetch *pf, pipe_window want, const pipe_wind
     *labels = pf->labels[use];
     *set = use;
     /* the batches ahead: keep the queue's that match, queue the rest */
-    if (n_ahead > pf->sets - 1) n_ahead = pf->sets - 1;
+    if (n_ahead > pf->sets - pf->hold) n_ahead = pf->sets - pf->hold;
     pthread_mutex_lock(&pf->mu);
     int keep = 0;
     while (keep < pf->n_jobs && keep < n_ahead && same(pf->jobs[keep].win, ahead[keep])) keep++;
     drop_from(pf, keep);
     for (int i = keep; i < n_ahead; i++) {
         if (ahead[i].count <= 0) break;
-        pf->jobs[pf->n_jobs++] = (job){.win = ahead[i], .set = free_set(pf, use),
+        pf->jobs[pf->n_jobs++] = (job){.win = ahead[i], .set = free_set(pf),
                                        .state = JOB_QUEUED};
     }
     if (pf->n_jobs > 0 && !pf->started) {

@@ -179,7 +179,7 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->graph_refusal = pp_executor_graph_refusal(p->exec);
     out->data_wait_ms = median_after_warmup(p->data_ms, n);
     out->data_workers = pipe_prefetch_threads(p->prefetch);
-    out->data_prefetch = pipe_prefetch_sets(p->prefetch) - 1;
+    out->data_prefetch = pipe_prefetch_ahead(p->prefetch);
     pp_pipeline *q = (pp_pipeline *)p; /* the sources count under their own locks */
     char eval_first[sizeof q->bad_first];
     out->bad_images = pp_data_bad_images(q->data, q->bad_first, sizeof q->bad_first);

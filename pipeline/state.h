@@ -102,6 +102,9 @@ typedef struct run_io {
     const float *host_images;    /* (batch, C, H, W), or (batch, T) int32 token ids in the
                                   * same 4-byte elements */
     const int32_t *host_labels;  /* (batch * targets) */
+    /* a training step's images already on stage 0's device (upload.h): the
+     * forwards read them there instead of copying host_images; NULL: copy */
+    const pp_tensor *uploaded;   /* (>= batch, C, H, W) */
     float *host_losses;          /* (m) */
     int32_t *host_corrects;      /* (m) */
     pp_tensor *logits;           /* generation: row logits_row of the last micro-batch's
@@ -162,6 +165,9 @@ struct pp_pipeline {
     struct pipe_prefetch *prefetch; /* reads the next training batches during a step, into
                                      * host buffer sets of its own: (B, C, H, W) floats, or
                                      * (B, T) int32 token ids, and (B * targets) labels */
+    struct pipe_upload *upload;  /* sends the next step's images to stage 0's device while a
+                                  * step runs (upload.h); NULL on a rank without stage 0 and
+                                  * for token ids */
     float *host_losses;          /* (m) loss of each micro-batch, read back after a step */
     int32_t *host_corrects;      /* (m) */
     pp_tensor images;            /* (B, C, H, W), or (B, T) I32, on stage 0's device */

@@ -15,6 +15,7 @@
 #include "pipeline/replicas.h"
 #include "pipeline/report.h"
 #include "pipeline/tied.h"
+#include "pipeline/upload.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -410,6 +411,71 @@ pp_status pipe_settle(struct pp_pipeline *p, pp_error *err)
     return PP_OK;
 }
 
+/* The batch at window `want` from the prefetcher, whose read ahead of the
+ * steps after `step` it then queues; *wait_ms grows by the wait. */
+static pp_status take_batch(struct pp_pipeline *p, int64_t step, pipe_window want, float **images,
+                            int32_t **labels, int *set, double *wait_ms, pp_error *err)
+{
+    pipe_window ahead[PIPE_PREFETCH_MAX_AHEAD];
+    const int n_ahead = pipe_prefetch_ahead(p->prefetch);
+    for (int i = 0; i < n_ahead; i++) {
+        int64_t pos, epoch;
+        int total, count;
+        replica_window(p, step + 1 + i, &pos, &total, &count, &epoch);
+        ahead[i] = (pipe_window){pos, count};
+    }
+    double ms = 0;
+    pp_status s = pipe_prefetch_get(p->prefetch, want, ahead, n_ahead, images, labels, set, &ms,
+                                    err);
+    *wait_ms += ms;
+    return s;
+}
+
+/* Step `step`'s batch (window want) for io, and the graphs' key of the run
+ * (graphs read fixed addresses). Without an upload, the host set read during
+ * the last step, copied in by the forwards (key: the set). With one
+ * (upload.h), the batch sent to stage 0's device during the last step (or
+ * now, when it was not), stage 0's stream made to wait for it (key: its
+ * device buffer); and the next step's batch, read during the last step,
+ * sent now to go up while this step runs. A next batch that cannot be read
+ * is not sent: the next step reads it again and fails with its error.
+ * *wait_ms: the time spent waiting for the prefetcher. */
+static pp_status step_batch(struct pp_pipeline *p, int64_t step, pipe_window want, run_io *io,
+                            int *key, double *wait_ms, pp_error *err)
+{
+    float *images;
+    int32_t *labels;
+    int set;
+    if (!p->upload) {
+        PP_TRY(take_batch(p, step, want, &images, &labels, &set, wait_ms, err));
+        io->host_images = images;
+        io->host_labels = labels;
+        *key = pipe_prefetch_sets(p->prefetch) * want.count + set;
+        return PP_OK;
+    }
+    if (!pipe_upload_sent(p->upload, step, want)) {
+        PP_TRY(take_batch(p, step, want, &images, &labels, &set, wait_ms, err));
+        PP_TRY(pipe_upload_send(p->upload, step, want, images, labels, err));
+    }
+    int64_t pos, epoch;
+    int total, count;
+    replica_window(p, step + 1, &pos, &total, &count, &epoch);
+    const pipe_window next = {pos, count};
+    pp_error ignored;
+    if (count > 0 && take_batch(p, step + 1, next, &images, &labels, &set, wait_ms, &ignored) ==
+                         PP_OK)
+        PP_TRY(pipe_upload_send(p->upload, step + 1, next, images, labels, err));
+    pp_tensor *up;
+    const int32_t *up_labels;
+    int buf;
+    PP_TRY(pipe_upload_take(p->upload, step, pp_executor_stage_stream(p->exec, 0), &up,
+                            &up_labels, &buf, err));
+    io->uploaded = up;
+    io->host_labels = up_labels;
+    *key = 2 * want.count + buf;
+    return PP_OK;
+}
+
 pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
     PP_TRY(check_usable(p, "step", err));
@@ -417,19 +483,13 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     params_changed(p); /* by the last step's update, or a load */
     int64_t t0 = pp_stream_clock_ns();
     PP_TRY(grow_history(p, err));
-    int64_t pos, epoch, next_pos, next_epoch;
-    int count, rep_count, next_total, next_count;
+    int64_t pos, epoch;
+    int count, rep_count;
     replica_window(p, p->steps_done, &pos, &count, &rep_count, &epoch);
     if (rep_count == 0)
         return pp_error_set(err, PP_ERR_INPUT, "a batch of %d samples cannot feed %d "
                             "replicas (the epoch's last batch is too small; choose a batch "
                             "size that divides the data set)", count, p->replicas);
-    pipe_window ahead[PIPE_PREFETCH_MAX_AHEAD];
-    const int n_ahead = pipe_prefetch_sets(p->prefetch) - 1;
-    for (int i = 0; i < n_ahead; i++) {
-        replica_window(p, p->steps_done + 1 + i, &next_pos, &next_total, &next_count, &next_epoch);
-        ahead[i] = (pipe_window){next_pos, next_count};
-    }
     const batch_run *run = &p->full;
     if (rep_count != p->rep_batch) {
         if (p->tail.batch != rep_count)
@@ -440,28 +500,19 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
         p->cur_lr = pp_lr_at(&p->lr, (int)(p->epochs ? epoch : p->steps_done));
         pp_optimizer_set_learning_rate(p->opt, p->cur_lr); /* AdamW's scalars take it whole */
     }
-    /* this step's batch (read during the last step), then the next one's read
-     * begins while this step runs */
-    float *host_images;
-    int32_t *host_labels;
-    int slot;
-    double wait_ms;
-    pp_status ds = pipe_prefetch_get(p->prefetch, (pipe_window){pos, rep_count}, ahead, n_ahead,
-                                     &host_images, &host_labels, &slot, &wait_ms, err);
-    if (ds != PP_OK) /* nothing ran: the pipeline stays usable (its last step can be saved) */
-        return pp_error_prefix(err, "step %lld: the step's batch", (long long)p->steps_done);
-
     p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
                      .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
-                     .divisor = (float)count * p->targets, .host_images = host_images,
-                     .host_labels = host_labels, .host_losses = p->host_losses,
+                     .divisor = (float)count * p->targets, .host_losses = p->host_losses,
                      .host_corrects = p->host_corrects};
+    int key;
+    double wait_ms = 0;
+    pp_status ds = step_batch(p, p->steps_done, (pipe_window){pos, rep_count}, &p->io, &key,
+                              &wait_ms, err);
+    if (ds != PP_OK) /* nothing ran: the pipeline stays usable (its last step can be saved) */
+        return pp_error_prefix(err, "step %lld: the step's batch", (long long)p->steps_done);
     pp_step_stats stats;
     memset(&stats, 0, sizeof stats);
-    /* a graph copies from fixed host addresses: one per buffer set */
-    const int sets = pipe_prefetch_sets(p->prefetch);
-    PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, sets * count + slot,
-                                                     &stats, err),
+    PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, key, &stats, err),
                        err));
     p->opt_pending = false; /* the run came after the last update on every stream, and ended */
     p->graph_captures += stats.graph == PP_STEP_CAPTURED;
@@ -515,6 +566,10 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
     }
     p->steps_run++;
     p->steps_done++;
+    if (p->upload && (s = pipe_upload_collect(p->upload, p->keep_trace ? &stats : NULL, err))) {
+        pp_step_stats_free(&stats);
+        return s;
+    }
     if (p->keep_trace) {
         pp_step_stats *t = realloc(p->trace, (size_t)(p->n_trace + 1) * sizeof *t);
         if (!t) {

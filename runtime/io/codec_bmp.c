@@ -47,7 +47,7 @@ static pp_status open_bmp(const uint8_t *buf, size_t n, const char *path, gdImag
 }
 
 static pp_status bmp_size(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
-                          pp_error *err)
+                          pp_image_work *work, pp_error *err)
 {
     gdImagePtr im;
     pp_status s = open_bmp(buf, n, path, &im, err);
@@ -60,7 +60,8 @@ static pp_status bmp_size(const uint8_t *buf, size_t n, const char *path, int *w
 }
 
 static pp_status bmp_decode(const uint8_t *buf, size_t n, const char *path,
-                            const pp_image_box *box, int channels, uint8_t *out, pp_error *err)
+                            const pp_image_box *box, int channels, const pp_image_out *out,
+                            pp_image_work *work, pp_error *err)
 {
     gdImagePtr im;
     pp_status s = open_bmp(buf, n, path, &im, err);
@@ -81,7 +82,7 @@ static pp_status bmp_decode(const uint8_t *buf, size_t n, const char *path,
             row[3 * x + 1] = (uint8_t)gdTrueColorGetGreen(c);
             row[3 * x + 2] = (uint8_t)gdTrueColorGetBlue(c);
         }
-        pp_px_convert(row, PP_PX_RGB, box->w, channels, out + (int64_t)y * box->w * channels);
+        pp_px_put_row(row, PP_PX_RGB, box->w, channels, out, y);
     }
     free(row);
     gdImageDestroy(im);

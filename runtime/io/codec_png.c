@@ -82,7 +82,7 @@ static pp_status png_fail(png_structp png, png_infop info, const png_src *s, con
 }
 
 static pp_status png_size(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
-                          pp_error *err)
+                          pp_image_work *work, pp_error *err)
 {
     png_src s = {.buf = buf, .n = n};
     png_infop info = NULL;
@@ -123,17 +123,14 @@ static pp_px_layout set_transforms(png_structp png, png_infop info, bool *gray16
 }
 
 static pp_status png_decode(const uint8_t *buf, size_t n, const char *path,
-                            const pp_image_box *box, int channels, uint8_t *out, pp_error *err)
+                            const pp_image_box *box, int channels, const pp_image_out *out,
+                            pp_image_work *work, pp_error *err)
 {
     png_src s = {.buf = buf, .n = n};
     png_infop info = NULL;
-    uint8_t *volatile img = NULL;
-    png_bytep *volatile rows = NULL;
     png_structp png = open_png(&s, &info);
     if (!png) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", path);
     if (setjmp(png_jmpbuf(png))) {
-        free(img);
-        free(rows);
         pp_status st = png_fail(png, info, &s, path, err);
         png_destroy_read_struct(&png, &info, NULL);
         return st;
@@ -148,15 +145,16 @@ static pp_status png_decode(const uint8_t *buf, size_t n, const char *path,
     }
     bool gray16;
     const pp_px_layout layout = set_transforms(png, info, &gray16);
+    /* the rows' pointers, then the image, in the work's rows buffer */
     const size_t stride = png_get_rowbytes(png, info);
-    img = malloc(stride * (size_t)H);
-    rows = malloc((size_t)H * sizeof *rows);
-    if (!img || !rows) {
-        free(img);
-        free(rows);
+    const size_t table = ((size_t)H * sizeof(png_bytep) + 63) / 64 * 64;
+    uint8_t *mem = pp_image_work_buf(work, PP_WORK_ROWS, table + stride * (size_t)H);
+    if (!mem) {
         png_destroy_read_struct(&png, &info, NULL);
         return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory decoding", path);
     }
+    png_bytep *rows = (png_bytep *)(void *)mem;
+    uint8_t *img = mem + table;
     for (int y = 0; y < H; y++) rows[y] = img + (size_t)y * stride;
     png_read_image(png, rows);
     png_destroy_read_struct(&png, &info, NULL);
@@ -168,8 +166,6 @@ static pp_status png_decode(const uint8_t *buf, size_t n, const char *path,
         }
     }
     pp_px_copy_box(img, (int64_t)stride, layout, box, channels, out);
-    free(img);
-    free(rows);
     return PP_OK;
 }
 

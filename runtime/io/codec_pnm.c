@@ -71,7 +71,7 @@ static pp_status read_pnm(const uint8_t *buf, size_t n, const char *path, xel **
 }
 
 static pp_status pnm_size(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
-                          pp_error *err)
+                          pp_image_work *work, pp_error *err)
 {
     xel **xels;
     xelval maxval;
@@ -87,7 +87,8 @@ static uint8_t scale(xelval v, xelval maxval)
 }
 
 static pp_status pnm_decode(const uint8_t *buf, size_t n, const char *path,
-                            const pp_image_box *box, int channels, uint8_t *out, pp_error *err)
+                            const pp_image_box *box, int channels, const pp_image_out *out,
+                            pp_image_work *work, pp_error *err)
 {
     xel **xels;
     int w, h;
@@ -114,8 +115,7 @@ static pp_status pnm_decode(const uint8_t *buf, size_t n, const char *path,
                 row[3 * x + 2] = scale(PPM_GETB(src[x]), maxval);
             }
         }
-        pp_px_convert(row, gray ? PP_PX_GRAY : PP_PX_RGB, box->w, channels,
-                      out + (int64_t)y * box->w * channels);
+        pp_px_put_row(row, gray ? PP_PX_GRAY : PP_PX_RGB, box->w, channels, out, y);
     }
     free(row);
     pnm_freearray(xels, h);

@@ -105,7 +105,7 @@ static pp_status tiff_fail(const char *path, pp_error *err)
 }
 
 static pp_status tiff_size(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
-                           pp_error *err)
+                           pp_image_work *work, pp_error *err)
 {
     tiff_mem m;
     TIFF *t = open_tiff(&m, buf, n);
@@ -120,10 +120,11 @@ static pp_status tiff_size(const uint8_t *buf, size_t n, const char *path, int *
 }
 
 static pp_status tiff_decode(const uint8_t *buf, size_t n, const char *path,
-                             const pp_image_box *box, int channels, uint8_t *out, pp_error *err)
+                             const pp_image_box *box, int channels, const pp_image_out *out,
+                             pp_image_work *work, pp_error *err)
 {
     int w, h;
-    PP_TRY(tiff_size(buf, n, path, &w, &h, err));
+    PP_TRY(tiff_size(buf, n, path, &w, &h, work, err));
     PP_TRY(pp_px_check_box(path, box, w, h, err));
     tiff_mem m;
     TIFF *t = open_tiff(&m, buf, n);

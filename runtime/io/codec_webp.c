@@ -15,7 +15,7 @@ static bool webp_sniff(const uint8_t *buf, size_t n)
 }
 
 static pp_status webp_size(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
-                           pp_error *err)
+                           pp_image_work *work, pp_error *err)
 {
     if (!WebPGetInfo(buf, n, w, h))
         return pp_error_set(err, PP_ERR_INPUT, "%s: corrupt WebP (no readable header)", path);
@@ -23,10 +23,11 @@ static pp_status webp_size(const uint8_t *buf, size_t n, const char *path, int *
 }
 
 static pp_status webp_decode(const uint8_t *buf, size_t n, const char *path,
-                             const pp_image_box *box, int channels, uint8_t *out, pp_error *err)
+                             const pp_image_box *box, int channels, const pp_image_out *out,
+                             pp_image_work *work, pp_error *err)
 {
     int w, h;
-    PP_TRY(webp_size(buf, n, path, &w, &h, err));
+    PP_TRY(webp_size(buf, n, path, &w, &h, work, err));
     PP_TRY(pp_px_check_box(path, box, w, h, err));
     uint8_t *img = WebPDecodeRGB(buf, n, &w, &h);
     if (!img)

@@ -16,6 +16,7 @@
  * waiting cannot deadlock. Without shuffling no lock is taken.
  */
 #include "runtime/io/data.h"
+#include "runtime/io/data_internal.h"
 
 #include "runtime/io/idx.h"
 #include "runtime/io/imagefolder.h"
@@ -30,6 +31,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #define CIFAR_SIDE 32
 #define CIFAR_IMAGE (3 * CIFAR_SIDE * CIFAR_SIDE)
@@ -485,28 +489,53 @@ static int synthetic_sample(const pp_data *d, int64_t i, float *out)
     return label;
 }
 
-/* Image-folder sample idx as drawn in epoch, normalised, to out. */
-static pp_status image_sample(const pp_data *d, int64_t idx, int64_t epoch, float *out,
-                              int32_t *label, pp_error *err)
+/* w values of a channel's table at a row's bytes (read right to left when
+ * mirror) into out, a row of the batch. The batch is read next by a copy to
+ * a device or by a stage, long after: where the CPU has streaming stores
+ * (AVX), its rows go past the caches, which keep the decoding's data, and
+ * memory is written without being read first. */
+static void table_row(const float *lut, const uint8_t *row, int w, bool mirror, float *out)
 {
-    uint8_t *px = malloc((size_t)d->sample_bytes);
-    if (!px) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory (a sample)");
-    pp_status s = pp_images_sample(d->images, idx, epoch, px, label, err);
-    if (s == PP_OK) { /* HWC bytes to CHW values through each channel's table */
-        const int64_t plane = (int64_t)d->h * d->w;
-        for (int c = 0; c < d->c; c++) {
-            const float *lut = d->lut + c * 256;
-            float *o = out + c * plane;
-            for (int64_t q = 0; q < plane; q++) o[q] = lut[px[q * d->c + c]];
-        }
+    int x = 0;
+#if defined(__AVX__)
+    for (; x < w && ((uintptr_t)(out + x) & 31) != 0; x++)
+        out[x] = lut[row[mirror ? w - 1 - x : x]]; /* to the first 32-byte boundary */
+    for (; x + 8 <= w; x += 8) {
+        const uint8_t *p = mirror ? row + w - 8 - x : row + x;
+        const __m256 v = mirror ? _mm256_setr_ps(lut[p[7]], lut[p[6]], lut[p[5]], lut[p[4]],
+                                                 lut[p[3]], lut[p[2]], lut[p[1]], lut[p[0]])
+                                : _mm256_setr_ps(lut[p[0]], lut[p[1]], lut[p[2]], lut[p[3]],
+                                                 lut[p[4]], lut[p[5]], lut[p[6]], lut[p[7]]);
+        _mm256_stream_ps(out + x, v);
     }
-    free(px);
-    return s;
+#endif
+    for (; x < w; x++) out[x] = lut[row[mirror ? w - 1 - x : x]];
+}
+
+/* Image-folder sample idx as drawn in epoch, normalised, to out (NULL: only
+ * decoded, for its label), through the planes the transforms leave in work:
+ * each channel's table, read mirrored when the last flips say so. */
+static pp_status image_sample(const pp_data *d, pp_image_work *work, int64_t idx, int64_t epoch,
+                              float *out, int32_t *label, pp_error *err)
+{
+    const uint8_t *px;
+    bool mirror;
+    PP_TRY(pp_images_sample(d->images, idx, epoch, work, &px, &mirror, label, err));
+    if (!out) return PP_OK;
+    const int64_t plane = (int64_t)d->h * d->w;
+    for (int c = 0; c < d->c; c++)
+        for (int y = 0; y < d->h; y++)
+            table_row(d->lut + c * 256, px + c * plane + (int64_t)y * d->w, d->w, mirror,
+                      out + c * plane + (int64_t)y * d->w);
+#if defined(__AVX__)
+    _mm_sfence(); /* the streamed rows are seen by whoever reads the batch next */
+#endif
+    return PP_OK;
 }
 
 /* The labels of samples pos .. pos + count - 1 (pp_data_read without images). */
-static pp_status read_labels(pp_data *src, int64_t pos, int count, int32_t *labels,
-                             pp_error *err)
+static pp_status read_labels(pp_data *src, pp_image_work *work, int64_t pos, int count,
+                             int32_t *labels, pp_error *err)
 {
     if (src->tokens) { /* a window's targets: read with its inputs, which are dropped */
         int32_t *ids = malloc((size_t)src->w * sizeof *ids);
@@ -519,18 +548,15 @@ static pp_status read_labels(pp_data *src, int64_t pos, int count, int32_t *labe
         free(ids);
         return PP_OK;
     }
-    float *scratch = NULL; /* an image folder that skips bad images decodes them */
-    if (src->images && pp_images_skips(src->images)) {
-        scratch = malloc((size_t)src->sample_bytes * sizeof *scratch);
-        if (!scratch) return pp_error_set(err, PP_ERR_OOM, "data: out of host memory");
-    }
+    /* an image folder that skips bad images decodes them */
+    const bool decode = src->images && pp_images_skips(src->images);
     pp_status s = PP_OK;
     for (int j = 0; j < count && s == PP_OK; j++) {
         const int64_t idx = pp_data_sample_index(src, pos + j), epoch = (pos + j) / src->n;
         if (idx < 0) {
             s = pp_error_set(err, PP_ERR_OOM, "data: out of host memory (shuffle)");
-        } else if (scratch) {
-            s = image_sample(src, idx, epoch, scratch, &labels[j], err);
+        } else if (decode) {
+            s = image_sample(src, work, idx, epoch, NULL, &labels[j], err);
         } else if (src->images) {
             labels[j] = pp_image_index_label(pp_images_index(src->images), idx);
         } else if (src->format == PP_DATA_SYNTHETIC) {
@@ -540,7 +566,6 @@ static pp_status read_labels(pp_data *src, int64_t pos, int count, int32_t *labe
             labels[j] = src->labels[idx];
         }
     }
-    free(scratch);
     return s;
 }
 
@@ -555,15 +580,16 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, void *images, int
     return pp_data_read(src, step * batch, batch, images, labels, err);
 }
 
-pp_status pp_data_read(pp_data *src, int64_t pos, int count, void *images, int32_t *labels,
-                       pp_error *err)
+pp_status pp_data_read_work(pp_data *src, pp_image_work *work, int64_t pos, int count,
+                            void *images, int32_t *labels, pp_error *err)
 {
     if (!src || !labels)
         return pp_error_set(err, PP_ERR_INVALID, "data: NULL source or output buffer");
     if (pos < 0 || count <= 0 || pos > INT64_MAX - count)
         return pp_error_set(err, PP_ERR_INVALID, "data: bad position %lld or count %d",
                             (long long)pos, count);
-    if (!images) return read_labels(src, pos, count, labels, err);
+    if (src->images && !work) return pp_data_read(src, pos, count, images, labels, err);
+    if (!images) return read_labels(src, work, pos, count, labels, err);
     /* one segment per epoch the range touches */
     for (int j = 0; j < count;) {
         const int64_t epoch = (pos + j) / src->n, r = (pos + j) % src->n;
@@ -580,7 +606,7 @@ pp_status pp_data_read(pp_data *src, int64_t pos, int count, void *images, int32
             } else if (src->format == PP_DATA_SYNTHETIC) {
                 labels[j] = synthetic_sample(src, idx, dst);
             } else if (src->images) {
-                pp_status s = image_sample(src, idx, epoch, dst, &labels[j], err);
+                pp_status s = image_sample(src, work, idx, epoch, dst, &labels[j], err);
                 if (s != PP_OK) {
                     if (slot) release_perm(src, slot);
                     return s;
@@ -593,4 +619,15 @@ pp_status pp_data_read(pp_data *src, int64_t pos, int count, void *images, int32
         if (slot) release_perm(src, slot);
     }
     return PP_OK;
+}
+
+pp_status pp_data_read(pp_data *src, int64_t pos, int count, void *images, int32_t *labels,
+                       pp_error *err)
+{
+    if (!src || !src->images) return pp_data_read_work(src, NULL, pos, count, images, labels, err);
+    pp_image_work *work; /* this call's: the data reader keeps one per thread instead */
+    PP_TRY(pp_image_work_new(&work, err));
+    pp_status s = pp_data_read_work(src, work, pos, count, images, labels, err);
+    pp_image_work_free(work);
+    return s;
 }

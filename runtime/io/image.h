@@ -20,11 +20,19 @@
  * The other formats are decoded to 8-bit RGB(A) or gray by their library
  * (16-bit TIFF and PPM scaled by it), then converted as above.
  *
- * Regions: a decode writes only the pixels of a box of the image, row-major,
- * channels interleaved (HWC). JPEG decodes only the rows and iMCU columns the
- * box needs (jpeg_skip_scanlines, jpeg_crop_scanline), with a margin that
- * keeps the chroma upsampling's neighbours, so the box's pixels are those of
- * the whole image's decode; the other formats decode whole, then copy.
+ * Regions and layouts: a decode writes only the pixels of a box of the
+ * image, where its output says (pp_image_out: interleaved HWC, planes of
+ * rows, or planes of columns, the layout the next pass reads). JPEG decodes
+ * only the rows and iMCU columns the box needs (jpeg_skip_scanlines,
+ * jpeg_crop_scanline), with a margin that keeps the chroma upsampling's
+ * neighbours, so the box's pixels are those of the whole image's decode; it
+ * stops at the box's last row when the stream ends as JPEGs do. The other
+ * formats decode whole, then copy.
+ *
+ * Work: a decode given a pp_image_work (image_work.h) keeps its decoder
+ * objects and buffers there for the next decode on the same thread (libjpeg's
+ * decompressor is made once per work); pp_image_size given one leaves the
+ * header it read there for a decode of the same bytes that follows.
  *
  * Limits: an image of more than PP_IMAGE_MAX_PIXELS pixels is refused before
  * any pixel is decoded (PIL's decompression-bomb error threshold).
@@ -44,6 +52,7 @@
 #include <stdint.h>
 
 #include "runtime/core/status.h"
+#include "runtime/io/image_work.h"
 
 #define PP_IMAGE_MAX_PIXELS 178956970LL /* 2 * PIL's Image.MAX_IMAGE_PIXELS */
 
@@ -53,31 +62,51 @@ typedef struct pp_image_box {
     int x, y, w, h;
 } pp_image_box;
 
+/* Where a decode writes channel k of pixel (x, y) of its box (x, y from the
+ * box's corner): px[k * plane + x * xstep + y * ystep]. */
+typedef struct pp_image_out {
+    uint8_t *px;
+    int64_t plane, xstep, ystep;
+} pp_image_out;
+
+/* Interleaved: w x h pixels of c bytes, row after row (HWC). */
+pp_image_out pp_image_out_hwc(uint8_t *px, int w, int h, int c);
+/* Planes (CHW): each channel's w x h bytes row after row. */
+pp_image_out pp_image_out_rows(uint8_t *px, int w, int h);
+/* Planes of columns: each channel's w x h bytes column after column. */
+pp_image_out pp_image_out_columns(uint8_t *px, int w, int h);
+
 /* One format's decoder. */
 typedef struct pp_image_codec_ops {
     const char *name; /* "jpeg", "png", ... */
     /* whether buf (n bytes, n >= 0) starts as this format's files do */
     bool (*sniff)(const uint8_t *buf, size_t n);
-    /* the image's width and height (header only) */
+    /* the image's width and height (header only); work may be NULL */
     pp_status (*size)(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
-                      pp_error *err);
-    /* the pixels of box as `channels` (1: L, 3: RGB) bytes a pixel, HWC, into
-     * out (box->w * box->h * channels bytes); a box not inside the image is
-     * PP_ERR_INVALID (pp_px_check_box) */
+                      pp_image_work *work, pp_error *err);
+    /* the pixels of box as `channels` (1: L, 3: RGB) bytes a pixel into out;
+     * a box not inside the image is PP_ERR_INVALID (pp_px_check_box) */
     pp_status (*decode)(const uint8_t *buf, size_t n, const char *path, const pp_image_box *box,
-                        int channels, uint8_t *out, pp_error *err);
+                        int channels, const pp_image_out *out, pp_image_work *work,
+                        pp_error *err);
 } pp_image_codec_ops;
 
 /* The codec whose magic buf has; NULL when none. */
 const pp_image_codec_ops *pp_image_codec_find(const uint8_t *buf, size_t n);
 
 /* The image's size; PP_ERR_INPUT "not an image" when no codec knows it, or
- * "too large" past PP_IMAGE_MAX_PIXELS. */
+ * "too large" past PP_IMAGE_MAX_PIXELS. work may be NULL. */
 pp_status pp_image_size(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
-                        pp_error *err);
+                        pp_image_work *work, pp_error *err);
 
 /* The pixels of box (which must lie inside the image: PP_ERR_INVALID
- * otherwise) as `channels` (1 or 3) bytes a pixel into out. */
+ * otherwise) as `channels` (1 or 3) bytes a pixel into out, with work's
+ * decoder objects and buffers (NULL: made for this call and freed). */
+pp_status pp_image_decode_to(const uint8_t *buf, size_t n, const char *path,
+                             const pp_image_box *box, int channels, const pp_image_out *out,
+                             pp_image_work *work, pp_error *err);
+
+/* pp_image_decode_to into HWC bytes (box->w * box->h * channels at out). */
 pp_status pp_image_decode(const uint8_t *buf, size_t n, const char *path, const pp_image_box *box,
                           int channels, uint8_t *out, pp_error *err);
 

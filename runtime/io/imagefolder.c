@@ -49,10 +49,10 @@ static void note_bad(pp_images *im, int64_t i, const char *msg)
     if (im->n_bad++ == 0) snprintf(im->first_bad, sizeof im->first_bad, "%s", msg);
 }
 
-/* Reads the whole file at path into *buf (malloc'd) and *n. */
-static pp_status read_file(const char *path, uint8_t **buf, size_t *n, pp_error *err)
+/* Reads the whole file at path into the work's file buffer: *buf, *n. */
+static pp_status read_file(const char *path, pp_image_work *work, const uint8_t **buf, size_t *n,
+                           pp_error *err)
 {
-    *buf = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return pp_error_set(err, PP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
@@ -66,7 +66,7 @@ static pp_status read_file(const char *path, uint8_t **buf, size_t *n, pp_error 
                             "%lld bytes are read)", path, (long long)sb.st_size,
                             (long long)PP_IMAGES_MAX_FILE_BYTES);
     }
-    uint8_t *b = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1);
+    uint8_t *b = pp_image_work_buf(work, PP_WORK_FILE, sb.st_size > 0 ? (size_t)sb.st_size : 1);
     if (!b) {
         close(fd);
         return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory reading", path);
@@ -78,7 +78,6 @@ static pp_status read_file(const char *path, uint8_t **buf, size_t *n, pp_error 
         if (r <= 0) {
             int e = errno;
             close(fd);
-            free(b);
             return pp_error_set(err, PP_ERR_IO, "%s: read failed: %s", path,
                                 r == 0 ? "the file shrank" : strerror(e));
         }
@@ -90,46 +89,44 @@ static pp_status read_file(const char *path, uint8_t **buf, size_t *n, pp_error 
     return PP_OK;
 }
 
-/* Sample index as drawn in epoch, HWC, into hwc (c * out_w * out_h bytes
- * when out_w/out_h are the shape; with out_w == 0 it only finds the size:
- * *got_w, *got_h). */
-static pp_status load(const pp_images *im, int64_t index, int64_t epoch, uint8_t *hwc, int *got_w,
-                      int *got_h, pp_error *err)
+/* Sample index as drawn in epoch: its planes (*px, in the work; *mirror as
+ * pp_transform_apply says) when px is not NULL; with px NULL it only finds
+ * the size the transforms give it: *got_w, *got_h. */
+static pp_status load(const pp_images *im, int64_t index, int64_t epoch, pp_image_work *work,
+                      const uint8_t **px, bool *mirror, int *got_w, int *got_h, pp_error *err)
 {
     char path[8192];
     pp_image_index_path(im->index, index, path, sizeof path);
-    uint8_t *file;
+    const uint8_t *file = NULL;
     size_t n = 0;
-    PP_TRY(read_file(path, &file, &n, err));
+    PP_TRY(read_file(path, work, &file, &n, err));
     int w, h;
-    pp_status s = pp_image_size(file, n, path, &w, &h, err);
+    PP_TRY(pp_image_size(file, n, path, &w, &h, work, err));
     pp_tf_op ops[2 * PP_TRANSFORMS_MAX];
     int n_ops = 0;
-    if (s == PP_OK)
-        s = pp_transform_draw(im->tf, im->n_tf, im->seed, epoch, index, w, h, path, ops, &n_ops,
-                              err);
+    PP_TRY(pp_transform_draw(im->tf, im->n_tf, im->seed, epoch, index, w, h, path, ops, &n_ops,
+                             err));
     int ow = 0, oh = 0;
-    if (s == PP_OK) pp_transform_out_size(im->tf, im->n_tf, w, h, &ow, &oh);
+    pp_transform_out_size(im->tf, im->n_tf, w, h, &ow, &oh);
     if (got_w) *got_w = ow;
     if (got_h) *got_h = oh;
-    if (s == PP_OK && hwc && (ow != im->w || oh != im->h))
-        s = pp_error_set(err, PP_ERR_INPUT, "%s: %dx%d after the transforms, but the data's "
-                         "samples are %dx%d (give a transform that fixes the size: resize "
-                         "[H, W], center_crop, random_crop or random_resized_crop)", path, ow,
-                         oh, im->w, im->h);
-    if (s == PP_OK && hwc) {
-        const pp_image_box box = pp_transform_first_box(ops, n_ops, w, h);
-        uint8_t *px = malloc((size_t)box.w * box.h * im->c);
-        if (!px)
-            s = pp_error_set(err, PP_ERR_OOM, "%s: out of host memory decoding", path);
-        else
-            s = pp_image_decode(file, n, path, &box, im->c, px, err);
-        if (s == PP_OK)
-            s = pp_transform_apply(ops, n_ops, px, &box, w, h, im->c, hwc, im->w, im->h, err);
-        free(px);
-    }
-    free(file);
-    return s;
+    if (!px) return PP_OK;
+    if (ow != im->w || oh != im->h)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: %dx%d after the transforms, but the data's "
+                            "samples are %dx%d (give a transform that fixes the size: resize "
+                            "[H, W], center_crop, random_crop or random_resized_crop)", path, ow,
+                            oh, im->w, im->h);
+    /* the first crop's box, laid out as the first operation reads it */
+    const pp_image_box box = pp_transform_first_box(ops, n_ops, w, h);
+    uint8_t *dec = pp_image_work_buf(work, PP_WORK_IMAGE_A, (size_t)box.w * box.h * im->c);
+    if (!dec) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory decoding", path);
+    const pp_image_out out = pp_transform_wants_columns(ops, n_ops, &box, w, h)
+                                 ? pp_image_out_columns(dec, box.w, box.h)
+                                 : pp_image_out_rows(dec, box.w, box.h);
+    PP_TRY(pp_image_decode_to(file, n, path, &box, im->c, &out, work, err));
+    const pp_tf_image in = {.px = dec, .w = w, .h = h, .c = im->c, .part = box,
+                            .plane = out.plane, .xstep = out.xstep, .ystep = out.ystep};
+    return pp_transform_apply(ops, n_ops, &in, im->w, im->h, work, px, mirror, err);
 }
 
 pp_status pp_images_open(const pp_images_config *cfg, pp_images **out, pp_error *err)
@@ -152,7 +149,10 @@ pp_status pp_images_open(const pp_images_config *cfg, pp_images **out, pp_error 
     pp_status s = pp_image_index_open(cfg->root, cfg->cache_dir, cfg->cache_min_files,
                                       &im->index, NULL, err);
     if (s == PP_OK && !pp_transform_fixed_size(im->tf, im->n_tf, &im->w, &im->h)) {
-        s = load(im, 0, 0, NULL, &im->w, &im->h, err);
+        pp_image_work *work;
+        s = pp_image_work_new(&work, err);
+        if (s == PP_OK) s = load(im, 0, 0, work, NULL, NULL, &im->w, &im->h, err);
+        pp_image_work_free(work);
         if (s != PP_OK)
             pp_error_prefix(err, "the data's image size comes from its first image (no "
                             "transform fixes it)");
@@ -186,15 +186,15 @@ const pp_image_index *pp_images_index(const pp_images *im)
     return im->index;
 }
 
-pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t *hwc,
-                           int32_t *label, pp_error *err)
+pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, pp_image_work *work,
+                           const uint8_t **px, bool *mirror, int32_t *label, pp_error *err)
 {
     const int64_t n = pp_image_index_size(im->index);
     pp_status s = PP_ERR_IO;
     for (int k = 0; k < PP_IMAGES_MAX_SKIP && s != PP_OK; k++) {
         const int64_t i = (index + k) % n;
         pp_error e;
-        s = load(im, i, epoch, hwc, NULL, NULL, &e);
+        s = load(im, i, epoch, work, px, mirror, NULL, NULL, &e);
         if (s == PP_OK) {
             *label = pp_image_index_label(im->index, i);
         } else if (s == PP_ERR_OOM || !im->skip_bad) {
@@ -203,6 +203,7 @@ pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t 
                 *err = e;
                 err->code = s;
             }
+            pp_image_work_trim(work);
             return s;
         } else {
             pthread_mutex_lock(&im->mu);
@@ -210,6 +211,7 @@ pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t 
             pthread_mutex_unlock(&im->mu);
         }
     }
+    pp_image_work_trim(work);
     if (s != PP_OK)
         return pp_error_set(err, PP_ERR_IO, "%s: %d bad images in a row from sample %lld",
                             pp_image_index_root(im->index), PP_IMAGES_MAX_SKIP,

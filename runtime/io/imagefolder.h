@@ -6,8 +6,9 @@
  *
  * Streaming: nothing is kept but the index; a sample is read from its file,
  * decoded (only the first crop's box, for JPEG) and transformed when asked
- * for, in memory of its own that is freed before the call returns, so the
- * memory used does not grow with the data set.
+ * for, in the calling thread's work (image_work.h: buffers kept from sample
+ * to sample, trimmed after each), so the memory used does not grow with the
+ * data set and a steady loader allocates nothing per image.
  *
  * The shape: the transforms' output size when it is the same for every
  * input (pp_transform_fixed_size), else the size sample 0 comes out at;
@@ -32,6 +33,7 @@
 
 #include "runtime/core/status.h"
 #include "runtime/io/image_index.h"
+#include "runtime/io/image_work.h"
 #include "runtime/io/transform.h"
 
 #define PP_IMAGES_MAX_SKIP 64
@@ -58,10 +60,11 @@ void pp_images_free(pp_images *im);
 void pp_images_shape(const pp_images *im, int *c, int *h, int *w);
 const pp_image_index *pp_images_index(const pp_images *im);
 
-/* Sample `index` as drawn in `epoch`: h * w * c bytes HWC into hwc and its
- * label into *label. */
-pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, uint8_t *hwc,
-                           int32_t *label, pp_error *err);
+/* Sample `index` as drawn in `epoch`: its pixels, c planes of h x w bytes
+ * row after row, at *px in work's memory (until the work's next use), to be
+ * read mirrored left to right when *mirror; its label into *label. */
+pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, pp_image_work *work,
+                           const uint8_t **px, bool *mirror, int32_t *label, pp_error *err);
 
 /* Whether bad images are skipped (on_bad_image: skip). */
 bool pp_images_skips(const pp_images *im);

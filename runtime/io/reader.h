@@ -15,6 +15,9 @@
  * PP_DATA_READER_MAX_THREADS]) when set, else the number of online CPUs, at
  * most PP_DATA_READER_DEFAULT_THREADS.
  *
+ * Image folders: each thread decodes with a work of its own (image_work.h),
+ * kept for the reader's life, so a steady read allocates nothing per image.
+ *
  * Errors: a read fails as pp_data_read does (bad arguments, out of memory for
  * a shuffle permutation); when several chunks fail, the error of the first
  * failing chunk in sample order is returned, so errors do not depend on

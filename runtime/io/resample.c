@@ -1,17 +1,21 @@
 /*
- * resample.c - PIL's antialiased bilinear resize (see resample.h).
+ * resample.c - PIL's antialiased bilinear resize, a plane at a time, both
+ * passes by one vectorised kernel (see resample.h).
  */
 #include "runtime/io/resample.h"
 
+#include "runtime/io/pixels.h"
+
 #include <math.h>
 #include <stdbool.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define PRECISION_BITS (32 - 8 - 2)
+#define HALF (1 << (PRECISION_BITS - 1))
+#define BLOCK 32 /* samples of a line summed in registers at a time */
 
-/* One pass's weights: for output i (of n), input [lo[i], lo[i] + len[i])
- * with weights k[i * ksize + j] in fixed point. */
+/* One pass's weights: output i (of n) sums input lines [lo[i], lo[i] +
+ * len[i]) with weights k[i * ksize + j] in fixed point. */
 typedef struct coeffs {
     int n, ksize;
     int *lo, *len;
@@ -24,32 +28,33 @@ static double triangle(double x)
     return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-static void coeffs_free(coeffs *c)
+static int ksize_of(int in_size, int out_size)
 {
-    free(c->lo);
-    free(c->len);
-    free(c->k);
+    const double scale = (double)in_size / out_size;
+    return (int)ceil(scale < 1.0 ? 1.0 : scale) * 2 + 1;
+}
+
+/* Bytes coeffs_make needs for n outputs of a pass from in_size to out_size. */
+static size_t coeffs_bytes(int in_size, int out_size, int n)
+{
+    const size_t ksize = (size_t)ksize_of(in_size, out_size);
+    return ksize * sizeof(double) + (size_t)n * (2 * sizeof(int) + ksize * sizeof(int32_t));
 }
 
 /* The weights of outputs first .. first + n - 1 of a pass from in_size to
- * out_size samples. */
-static pp_status coeffs_make(int in_size, int out_size, int first, int n, coeffs *c,
-                             pp_error *err)
+ * out_size samples, in mem (coeffs_bytes of them). */
+static void coeffs_make(int in_size, int out_size, int first, int n, void *mem, coeffs *c)
 {
     const double scale = (double)in_size / out_size;
     const double filterscale = scale < 1.0 ? 1.0 : scale;
     const double support = 1.0 * filterscale;
-    const int ksize = (int)ceil(support) * 2 + 1;
-    *c = (coeffs){.n = n, .ksize = ksize};
-    c->lo = malloc((size_t)n * sizeof *c->lo);
-    c->len = malloc((size_t)n * sizeof *c->len);
-    c->k = malloc((size_t)n * (size_t)ksize * sizeof *c->k);
-    double *w = malloc((size_t)ksize * sizeof *w);
-    if (!c->lo || !c->len || !c->k || !w) {
-        free(w);
-        coeffs_free(c);
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory (resize weights)");
-    }
+    const int ksize = ksize_of(in_size, out_size);
+    double *w = mem; /* doubles first: mem is aligned for them */
+    c->n = n;
+    c->ksize = ksize;
+    c->k = (int32_t *)(void *)(w + ksize);
+    c->lo = (int *)(void *)(c->k + (size_t)n * ksize);
+    c->len = c->lo + n;
     const double ss = 1.0 / filterscale;
     for (int i = 0; i < n; i++) {
         const double center = (first + i + 0.5) * scale;
@@ -72,8 +77,6 @@ static pp_status coeffs_make(int in_size, int out_size, int first, int n, coeffs
         c->lo[i] = xmin;
         c->len[i] = xmax;
     }
-    free(w);
-    return PP_OK;
 }
 
 static uint8_t clip8(int32_t v)
@@ -82,123 +85,123 @@ static uint8_t clip8(int32_t v)
     return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
 }
 
-/* Horizontal pass: rows [y0, y0 + rows) of src (width sw) into tmp (width
- * hc->n). RGB rows go four at a time, their twelve sums side by side (the
- * same bits as one sample at a time: integer sums in the same order). */
-static void pass_h(const uint8_t *src, int sw, int c, int y0, int rows, const coeffs *hc,
-                   uint8_t *tmp)
+/* m (<= BLOCK) samples of one output line: the sum of len input lines from
+ * `in`, `stride` bytes apart, weighted by k. */
+static inline void sum_block(const uint8_t *in, int64_t stride, const int32_t *k, int len, int m,
+                             uint8_t *out)
 {
-    const int64_t in_stride = (int64_t)sw * c, out_stride = (int64_t)hc->n * c;
-    int y = 0;
-    if (c == 3) /* four rows at a time: each weight loaded once for twelve sums */
-        for (; y + 4 <= rows; y += 4) {
-            const uint8_t *in = src + (int64_t)(y0 + y) * in_stride;
-            uint8_t *out = tmp + (int64_t)y * out_stride;
-            for (int i = 0; i < hc->n; i++) {
-                const int32_t *k = hc->k + (size_t)i * hc->ksize;
-                const uint8_t *p = in + (int64_t)hc->lo[i] * 3;
-                int32_t ss[4][3];
-                for (int r = 0; r < 4; r++)
-                    ss[r][0] = ss[r][1] = ss[r][2] = 1 << (PRECISION_BITS - 1);
-                for (int x = 0; x < hc->len[i]; x++) {
-                    const int32_t kx = k[x];
-                    for (int r = 0; r < 4; r++) {
-                        const uint8_t *q = p + r * in_stride + 3 * x;
-                        ss[r][0] += q[0] * kx;
-                        ss[r][1] += q[1] * kx;
-                        ss[r][2] += q[2] * kx;
-                    }
-                }
-                for (int r = 0; r < 4; r++) {
-                    uint8_t *o = out + r * out_stride + 3 * i;
-                    o[0] = clip8(ss[r][0]);
-                    o[1] = clip8(ss[r][1]);
-                    o[2] = clip8(ss[r][2]);
-                }
-            }
+    int32_t a[BLOCK];
+    if (m == BLOCK) { /* fixed trip counts: the compiler keeps a[] in vector registers */
+        for (int q = 0; q < BLOCK; q++) a[q] = HALF;
+        for (int t = 0; t < len; t++) {
+            const uint8_t *r = in + t * stride;
+            const int32_t kt = k[t];
+            for (int q = 0; q < BLOCK; q++) a[q] += r[q] * kt;
         }
-    for (; y < rows; y++) {
-        const uint8_t *in = src + (int64_t)(y0 + y) * in_stride;
-        uint8_t *out = tmp + (int64_t)y * out_stride;
-        for (int i = 0; i < hc->n; i++) {
-            const int32_t *k = hc->k + (size_t)i * hc->ksize;
-            const uint8_t *p = in + (int64_t)hc->lo[i] * c;
-            for (int ch = 0; ch < c; ch++) {
-                int32_t ss = 1 << (PRECISION_BITS - 1);
-                for (int x = 0; x < hc->len[i]; x++) ss += p[x * c + ch] * k[x];
-                out[i * c + ch] = clip8(ss);
-            }
+        for (int q = 0; q < BLOCK; q++) { /* clip8, spelled as max and min */
+            int32_t v = a[q] >> PRECISION_BITS;
+            v = v < 0 ? 0 : v;
+            v = v > 255 ? 255 : v;
+            out[q] = (uint8_t)v;
         }
+        return;
+    }
+    for (int q = 0; q < m; q++) a[q] = HALF;
+    for (int t = 0; t < len; t++) {
+        const uint8_t *r = in + t * stride;
+        const int32_t kt = k[t];
+        for (int q = 0; q < m; q++) a[q] += r[q] * kt;
+    }
+    for (int q = 0; q < m; q++) out[q] = clip8(a[q]);
+}
+
+/* One pass: output line i (of c->n, each n bytes, out_stride apart) from
+ * the input lines lo[i] .. lo[i] + len[i] - 1, line l at in + (l - first) *
+ * stride. Whole blocks only, where a line allows: its last block overlaps
+ * the one before (each sample depends on its own inputs only, so samples
+ * computed twice come out the same). */
+static void sum_lines(const uint8_t *in, int64_t stride, int first, int64_t n, const coeffs *c,
+                      uint8_t *out, int64_t out_stride)
+{
+    for (int i = 0; i < c->n; i++) {
+        const int32_t *k = c->k + (size_t)i * c->ksize;
+        const uint8_t *base = in + (int64_t)(c->lo[i] - first) * stride;
+        uint8_t *o = out + (int64_t)i * out_stride;
+        if (n < BLOCK) {
+            sum_block(base, stride, k, c->len[i], (int)n, o);
+            continue;
+        }
+        int64_t x = 0;
+        for (; x + BLOCK <= n; x += BLOCK) sum_block(base + x, stride, k, c->len[i], BLOCK, o + x);
+        if (x < n) sum_block(base + n - BLOCK, stride, k, c->len[i], BLOCK, o + n - BLOCK);
     }
 }
 
-/* Vertical pass: src rows start at row y0 of the pass's input (width w);
- * acc is scratch of w * c sums. Each output row adds its input rows one at a
- * time over the whole row (the same order of terms per sample as PIL). */
-static void pass_v(const uint8_t *src, int w, int c, int y0, const coeffs *vc, int32_t *acc,
-                   uint8_t *dst)
+pp_status pp_resample_planes(const uint8_t *src, int c, int64_t src_plane, int sw, int sh,
+                             int64_t xstep, int64_t ystep, int out_w, int out_h, int ox, int oy,
+                             int ow, int oh, uint8_t *dst, int64_t dst_plane, int64_t dst_stride,
+                             pp_image_work *work, pp_error *err)
 {
-    const int64_t n = (int64_t)w * c;
-    for (int i = 0; i < vc->n; i++) {
-        const int32_t *k = vc->k + (size_t)i * vc->ksize;
-        const uint8_t *base = src + (int64_t)(vc->lo[i] - y0) * n;
-        for (int64_t x = 0; x < n; x++) acc[x] = 1 << (PRECISION_BITS - 1);
-        for (int y = 0; y < vc->len[i]; y++) {
-            const uint8_t *row = base + (int64_t)y * n;
-            const int32_t ky = k[y];
-            for (int64_t x = 0; x < n; x++) acc[x] += row[x] * ky;
-        }
-        uint8_t *out = dst + (int64_t)i * n;
-        for (int64_t x = 0; x < n; x++) out[x] = clip8(acc[x]);
-    }
-}
-
-pp_status pp_resample_bilinear(const uint8_t *src, int sw, int sh, int c, int out_w, int out_h,
-                               int ox, int oy, int ow, int oh, uint8_t *dst, pp_error *err)
-{
-    if (sw <= 0 || sh <= 0 || c <= 0 || out_w <= 0 || out_h <= 0 || ox < 0 || oy < 0 ||
-        ow <= 0 || oh <= 0 || ox + ow > out_w || oy + oh > out_h)
+    if (c <= 0 || sw <= 0 || sh <= 0 || out_w <= 0 || out_h <= 0 || ox < 0 || oy < 0 ||
+        ow <= 0 || oh <= 0 || ox + ow > out_w || oy + oh > out_h || dst_stride < ow)
         return pp_error_set(err, PP_ERR_INVALID, "resize: bad sizes");
     const bool need_h = out_w != sw, need_v = out_h != sh;
+    if (!need_h && !need_v) { /* the window of the image itself */
+        for (int k = 0; k < c; k++)
+            pp_px_move_plane(src + k * src_plane + ox * xstep + oy * ystep, xstep, ystep, ow, oh,
+                             dst + k * dst_plane, 1, dst_stride);
+        return PP_OK;
+    }
+    /* the weights, once for every plane */
+    const size_t hb = need_h ? coeffs_bytes(sw, out_w, ow) : 0;
+    const size_t vb = need_v ? coeffs_bytes(sh, out_h, oh) : 0;
+    uint8_t *mem = pp_image_work_buf(work, PP_WORK_WEIGHTS, (hb + 7) / 8 * 8 + vb);
+    if (!mem) return pp_error_set(err, PP_ERR_OOM, "out of host memory (resize weights)");
     coeffs hc = {0}, vc = {0};
-    pp_status s = PP_OK;
-    if (need_h) s = coeffs_make(sw, out_w, ox, ow, &hc, err);
-    if (s == PP_OK && need_v) s = coeffs_make(sh, out_h, oy, oh, &vc, err);
-    /* the input rows the vertical pass reads (all of the window's rows
-     * without one) */
-    int y0 = oy, y1 = oy + oh;
-    if (s == PP_OK && need_v) {
-        y0 = vc.lo[0];
-        y1 = vc.lo[oh - 1] + vc.len[oh - 1];
-    }
-    uint8_t *tmp = NULL;
-    int32_t *acc = NULL;
-    if (s == PP_OK && need_v) {
-        tmp = malloc((size_t)(y1 - y0) * (size_t)ow * (size_t)c);
-        acc = malloc((size_t)ow * (size_t)c * sizeof *acc);
-        if (!tmp || !acc) s = pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
-    }
-    if (s == PP_OK) {
-        if (need_h && need_v) {
-            pass_h(src, sw, c, y0, y1 - y0, &hc, tmp);
-            pass_v(tmp, ow, c, y0, &vc, acc, dst);
-        } else if (need_h) {
-            pass_h(src, sw, c, oy, oh, &hc, dst);
-        } else if (need_v) {
-            /* columns ox .. ox + ow of each row: a narrower copy first */
-            for (int y = y0; y < y1; y++)
-                memcpy(tmp + (int64_t)(y - y0) * ow * c, src + ((int64_t)y * sw + ox) * c,
-                       (size_t)ow * c);
-            pass_v(tmp, ow, c, y0, &vc, acc, dst);
-        } else {
-            for (int y = 0; y < oh; y++)
-                memcpy(dst + (int64_t)y * ow * c, src + ((int64_t)(oy + y) * sw + ox) * c,
-                       (size_t)ow * c);
+    if (need_h) coeffs_make(sw, out_w, ox, ow, mem, &hc);
+    if (need_v) coeffs_make(sh, out_h, oy, oh, mem + (hb + 7) / 8 * 8, &vc);
+    /* the input rows the vertical pass reads (the window's rows without one) */
+    const int y0 = need_v ? vc.lo[0] : oy;
+    const int y1 = need_v ? vc.lo[oh - 1] + vc.len[oh - 1] : oy + oh;
+    const int rows = y1 - y0;
+    /* the horizontal pass's columns x0 .. x1 - 1 */
+    const int x0 = need_h ? hc.lo[0] : ox, x1 = need_h ? hc.lo[ow - 1] + hc.len[ow - 1] : ox + ow;
+    /* scratch: the transposed source, then the intermediate rows; the
+     * horizontal pass's columns */
+    const bool need_t = need_h ? ystep != 1 || need_v : xstep != 1;
+    const int tw = x1 - x0 > ow ? x1 - x0 : ow;
+    uint8_t *t = need_t ? pp_image_work_buf(work, PP_WORK_RESIZE_A, (size_t)rows * tw) : NULL;
+    uint8_t *hcols = need_h ? pp_image_work_buf(work, PP_WORK_RESIZE_B, (size_t)ow * rows) : NULL;
+    if ((need_t && !t) || (need_h && !hcols))
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (resize)");
+    for (int k = 0; k < c; k++) {
+        const uint8_t *plane = src + k * src_plane;
+        uint8_t *out = dst + k * dst_plane;
+        if (!need_h) { /* the vertical pass alone, over the window's columns as rows */
+            if (xstep == 1) {
+                sum_lines(plane + ox + y0 * ystep, ystep, y0, ow, &vc, out, dst_stride);
+            } else {
+                pp_px_move_plane(plane + ox * xstep + y0 * ystep, xstep, ystep, ow, rows, t, 1,
+                                 ow);
+                sum_lines(t, ow, y0, ow, &vc, out, dst_stride);
+            }
+            continue;
         }
+        /* the horizontal pass, over columns: the source's own, or transposed */
+        const uint8_t *cols = plane + x0 * xstep + y0 * ystep;
+        int64_t col_stride = xstep;
+        if (ystep != 1) {
+            pp_px_move_plane(cols, xstep, ystep, x1 - x0, rows, t, rows, 1);
+            cols = t;
+            col_stride = rows;
+        }
+        sum_lines(cols, col_stride, x0, rows, &hc, hcols, rows);
+        if (!need_v) { /* its columns are the window */
+            pp_px_move_plane(hcols, rows, 1, ow, oh, out, 1, dst_stride);
+            continue;
+        }
+        pp_px_move_plane(hcols, rows, 1, ow, rows, t, 1, ow); /* to rows */
+        sum_lines(t, ow, y0, ow, &vc, out, dst_stride);
     }
-    free(tmp);
-    free(acc);
-    coeffs_free(&hc);
-    coeffs_free(&vc);
-    return s;
+    return PP_OK;
 }

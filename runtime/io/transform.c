@@ -4,6 +4,7 @@
  */
 #include "runtime/io/transform.h"
 
+#include "runtime/io/pixels.h"
 #include "runtime/io/resample.h"
 
 #include <math.h>
@@ -234,113 +235,125 @@ pp_image_box pp_transform_first_box(const pp_tf_op *ops, int n_ops, int w, int h
     return (pp_image_box){0, 0, w, h};
 }
 
-/* The box b (in the coordinates of a w x h image) of src, which holds the
- * part `got` of that image: zeros outside the image. */
-static void crop(const uint8_t *src, const pp_image_box *got, int w, int h, int c,
-                 pp_image_box b, uint8_t *dst)
+static bool same_box(pp_image_box a, pp_image_box b)
 {
-    memset(dst, 0, (size_t)b.w * b.h * c);
-    const pp_image_box in = intersect(b, w, h);
-    for (int y = 0; y < in.h; y++)
-        memcpy(dst + ((int64_t)(in.y - b.y + y) * b.w + (in.x - b.x)) * c,
-               src + ((int64_t)(in.y - got->y + y) * got->w + (in.x - got->x)) * c,
-               (size_t)in.w * c);
+    return a.x == b.x && a.y == b.y && a.w == b.w && a.h == b.h;
 }
 
-static void flip(uint8_t *img, int w, int h, int c)
+bool pp_transform_wants_columns(const pp_tf_op *ops, int n_ops, const pp_image_box *got, int w,
+                                int h)
 {
-    for (int y = 0; y < h; y++) {
-        uint8_t *row = img + (int64_t)y * w * c;
-        for (int a = 0, b = w - 1; a < b; a++, b--)
-            for (int ch = 0; ch < c; ch++) {
-                uint8_t t = row[a * c + ch];
-                row[a * c + ch] = row[b * c + ch];
-                row[b * c + ch] = t;
-            }
+    int i = 0, cw = w;
+    if (n_ops > 0 && ops[0].kind == PP_TF_OP_CROP && same_box(ops[0].box, *got)) {
+        cw = got->w; /* the decoded box is the crop: no copy, the resize reads it */
+        i = 1;
+    } else if (got->w != w || got->h != h) {
+        return false; /* a crop copies first */
     }
+    return i < n_ops && ops[i].kind == PP_TF_OP_RESIZE && ops[i].w != cw;
 }
 
-pp_status pp_transform_apply(const pp_tf_op *ops, int n_ops, const uint8_t *src,
-                             const pp_image_box *got, int w, int h, int c, uint8_t *dst,
-                             int out_w, int out_h, pp_error *err)
+/* A buffer of the work for c planes of w x h, and the image that will hold
+ * them (rows, the whole image). */
+static uint8_t *new_rows(pp_image_work *work, pp_image_work_slot slot, int w, int h, int c,
+                         pp_tf_image *img)
 {
-    /* the image so far: cur (cw x ch), holding `part` of it */
-    const uint8_t *cur = src;
-    pp_image_box part = *got;
-    int cw = w, ch = h;
-    uint8_t *buf[2] = {NULL, NULL};
-    int which = 0;
-    pp_status s = PP_OK;
-    for (int i = 0; i < n_ops && s == PP_OK; i++) {
+    uint8_t *px = pp_image_work_buf(work, slot, (size_t)c * w * h);
+    *img = (pp_tf_image){.px = px, .w = w, .h = h, .c = c, .part = {0, 0, w, h},
+                         .plane = (int64_t)w * h, .xstep = 1, .ystep = w};
+    return px;
+}
+
+/* The box b (in the coordinates of cur's image) of cur into dst (c planes
+ * of b.w x b.h rows): zeros outside the image. */
+static void crop(const pp_tf_image *cur, pp_image_box b, uint8_t *dst)
+{
+    const pp_image_box in = intersect(b, cur->w, cur->h);
+    const int64_t plane = (int64_t)b.w * b.h;
+    memset(dst, 0, (size_t)cur->c * plane);
+    if (in.w == 0) return;
+    for (int k = 0; k < cur->c; k++)
+        pp_px_move_plane(cur->px + k * cur->plane + (in.x - cur->part.x) * cur->xstep +
+                             (in.y - cur->part.y) * cur->ystep,
+                         cur->xstep, cur->ystep, in.w, in.h,
+                         dst + k * plane + (int64_t)(in.y - b.y) * b.w + (in.x - b.x), 1, b.w);
+}
+
+/* cur mirrored left to right into dst (c planes of the part's rows). */
+static void flip(const pp_tf_image *cur, uint8_t *dst)
+{
+    const int w = cur->part.w, h = cur->part.h;
+    for (int k = 0; k < cur->c; k++)
+        for (int y = 0; y < h; y++) {
+            const uint8_t *s = cur->px + k * cur->plane + y * cur->ystep;
+            uint8_t *d = dst + ((int64_t)k * h + y) * w;
+            for (int x = 0; x < w; x++) d[x] = s[(int64_t)(w - 1 - x) * cur->xstep];
+        }
+}
+
+pp_status pp_transform_apply(const pp_tf_op *ops, int n_ops, const pp_tf_image *in, int out_w,
+                             int out_h, pp_image_work *work, const uint8_t **out, bool *mirror,
+                             pp_error *err)
+{
+    pp_tf_image cur = *in;
+    pp_image_work_slot to = PP_WORK_IMAGE_B; /* the buffer the next result goes to */
+    int last = n_ops - 1; /* flips after the last other operation are the reader's */
+    while (last >= 0 && ops[last].kind == PP_TF_OP_FLIP) last--;
+    *mirror = false;
+    for (int i = 0; i < n_ops; i++) {
         const pp_tf_op *op = &ops[i];
+        pp_tf_image next;
+        if (op->kind == PP_TF_OP_FLIP && i > last) {
+            *mirror = !*mirror;
+            continue;
+        }
+        if (op->kind == PP_TF_OP_CROP && same_box(op->box, cur.part)) {
+            cur.w = cur.part.w; /* what is held is the crop: no copy */
+            cur.h = cur.part.h;
+            cur.part = (pp_image_box){0, 0, cur.w, cur.h};
+            continue;
+        }
         if (op->kind == PP_TF_OP_FLIP) {
-            if (cur != buf[which ^ 1]) { /* flip a copy we own */
-                pp_image_box b = {0, 0, cw, ch};
-                uint8_t *o = realloc(buf[which], (size_t)cw * ch * c);
-                if (!o) goto oom;
-                buf[which] = o;
-                crop(cur, &part, cw, ch, c, b, o);
-                cur = o;
-                part = b;
-                which ^= 1;
-            }
-            flip((uint8_t *)cur, cw, ch, c);
-            continue;
-        }
-        if (op->kind == PP_TF_OP_CROP && op->box.x == part.x && op->box.y == part.y &&
-            op->box.w == part.w && op->box.h == part.h) {
-            cw = part.w; /* what is held is the crop: no copy */
-            ch = part.h;
-            part = (pp_image_box){0, 0, cw, ch};
-            continue;
-        }
-        const bool whole = part.x == 0 && part.y == 0 && part.w == cw && part.h == ch;
-        pp_image_box win = {0, 0, op->w, op->h};
-        int nw = op->w, nh = op->h;
-        const pp_tf_op *next = i + 1 < n_ops ? &ops[i + 1] : NULL;
-        if (op->kind == PP_TF_OP_RESIZE && next && next->kind == PP_TF_OP_CROP &&
-            next->box.x >= 0 && next->box.y >= 0 && next->box.x + next->box.w <= op->w &&
-            next->box.y + next->box.h <= op->h) {
-            win = next->box; /* a crop inside the resize: only its pixels */
-            nw = win.w;
-            nh = win.h;
-            i++;
+            if (!new_rows(work, to, cur.part.w, cur.part.h, cur.c, &next)) goto oom;
+            flip(&cur, (uint8_t *)next.px);
+            next.w = cur.w;
+            next.h = cur.h;
+            next.part = (pp_image_box){cur.w - cur.part.x - cur.part.w, cur.part.y, cur.part.w,
+                                       cur.part.h};
         } else if (op->kind == PP_TF_OP_CROP) {
-            nw = op->box.w;
-            nh = op->box.h;
-        }
-        uint8_t *o = realloc(buf[which], (size_t)nw * nh * c);
-        if (!o) goto oom;
-        buf[which] = o;
-        if (op->kind == PP_TF_OP_CROP) {
-            crop(cur, &part, cw, ch, c, op->box, o);
+            if (!new_rows(work, to, op->box.w, op->box.h, cur.c, &next)) goto oom;
+            crop(&cur, op->box, (uint8_t *)next.px);
         } else {
-            if (!whole) { /* only a first crop leaves a part; resizes read whole images */
-                s = pp_error_set(err, PP_ERR_INTERNAL, "transform: resize of a partial image");
-                break;
+            if (!same_box(cur.part, (pp_image_box){0, 0, cur.w, cur.h}))
+                return pp_error_set(err, PP_ERR_INTERNAL, "transform: resize of a partial image");
+            pp_image_box win = {0, 0, op->w, op->h};
+            const pp_tf_op *after = i + 1 < n_ops ? &ops[i + 1] : NULL;
+            if (after && after->kind == PP_TF_OP_CROP && after->box.x >= 0 &&
+                after->box.y >= 0 && after->box.x + after->box.w <= op->w &&
+                after->box.y + after->box.h <= op->h) {
+                win = after->box; /* a crop inside the resize: only its pixels */
+                i++;
             }
-            s = pp_resample_bilinear(cur, cw, ch, c, op->w, op->h, win.x, win.y, win.w, win.h, o,
-                                     err);
+            if (!new_rows(work, to, win.w, win.h, cur.c, &next)) goto oom;
+            PP_TRY(pp_resample_planes(cur.px, cur.c, cur.plane, cur.w, cur.h, cur.xstep,
+                                      cur.ystep, op->w, op->h, win.x, win.y, win.w, win.h,
+                                      (uint8_t *)next.px, next.plane, win.w, work, err));
         }
-        cur = o;
-        cw = nw;
-        ch = nh;
-        part = (pp_image_box){0, 0, cw, ch};
-        which ^= 1;
+        cur = next;
+        to = to == PP_WORK_IMAGE_B ? PP_WORK_IMAGE_A : PP_WORK_IMAGE_B;
     }
-    if (s == PP_OK) {
-        if (cw != out_w || ch != out_h)
-            s = pp_error_set(err, PP_ERR_INTERNAL, "transform: made %dx%d, not %dx%d", cw, ch,
-                             out_w, out_h);
-        else
-            crop(cur, &part, cw, ch, c, (pp_image_box){0, 0, cw, ch}, dst);
+    if (cur.part.w != out_w || cur.part.h != out_h || cur.w != out_w || cur.h != out_h)
+        return pp_error_set(err, PP_ERR_INTERNAL, "transform: made %dx%d, not %dx%d", cur.part.w,
+                            cur.part.h, out_w, out_h);
+    if (cur.xstep != 1 || cur.ystep != out_w || cur.plane != (int64_t)out_w * out_h) {
+        pp_tf_image rows; /* the decoder's columns, when no operation read them */
+        if (!new_rows(work, to, out_w, out_h, cur.c, &rows)) goto oom;
+        crop(&cur, cur.part, (uint8_t *)rows.px);
+        cur = rows;
     }
-    free(buf[0]);
-    free(buf[1]);
-    return s;
+    *out = cur.px;
+    return PP_OK;
 oom:
-    free(buf[0]);
-    free(buf[1]);
     return pp_error_set(err, PP_ERR_OOM, "out of host memory (transforms)");
 }
 

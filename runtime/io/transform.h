@@ -32,10 +32,14 @@
  *
  * Drawing turns a list of transforms and an input size into operations
  * (crop a box, possibly passing the image's edges; resize to a size; flip)
- * and the output size. Applying runs them on 8-bit HWC pixels: resizes are
- * PIL's bilinear (resample.h), a crop following a resize computes only the
- * crop's pixels of the resize (same bits), and a first crop tells the
- * decoder which box of the file to decode (pp_transform_first_box). The
+ * and the output size. Applying runs them on 8-bit planes (one per channel):
+ * resizes are PIL's bilinear (resample.h), a crop following a resize
+ * computes only the crop's pixels of the resize (same bits), a first crop
+ * tells the decoder which box of the file to decode
+ * (pp_transform_first_box) and a first resize in which layout
+ * (pp_transform_wants_columns), and the flips after the last other
+ * operation are left to whoever reads the result (it says to read it
+ * mirrored), so that the normalisation that reads it anyway does them. The
  * transforms themselves (pp_transform) are plain data of data.h.
  */
 #ifndef PP_IO_TRANSFORM_H
@@ -48,6 +52,7 @@
 #include "runtime/core/status.h"
 #include "runtime/io/data.h"
 #include "runtime/io/image.h"
+#include "runtime/io/image_work.h"
 
 typedef enum pp_tf_op_kind { PP_TF_OP_CROP, PP_TF_OP_RESIZE, PP_TF_OP_FLIP } pp_tf_op_kind;
 
@@ -80,12 +85,30 @@ pp_status pp_transform_draw(const pp_transform *t, int n, uint64_t seed, int64_t
  * clipped to the image, or the whole image. */
 pp_image_box pp_transform_first_box(const pp_tf_op *ops, int n_ops, int w, int h);
 
-/* Applies the operations to src, the box `got` (as pp_transform_first_box
- * gave it) of a w x h image, c bytes a pixel, HWC; writes the result
- * (out_w x out_h as pp_transform_out_size gives) into dst. */
-pp_status pp_transform_apply(const pp_tf_op *ops, int n_ops, const uint8_t *src,
-                             const pp_image_box *got, int w, int h, int c, uint8_t *dst,
-                             int out_w, int out_h, pp_error *err);
+/* An image between operations: c planes of a w x h image, holding the part
+ * `part` of it: channel k of pixel (x, y) of the part (from its corner) at
+ * px[k * plane + x * xstep + y * ystep]. */
+typedef struct pp_tf_image {
+    const uint8_t *px;
+    int w, h, c;
+    pp_image_box part;
+    int64_t plane, xstep, ystep;
+} pp_tf_image;
+
+/* Whether the decoder should lay the box `got` (as pp_transform_first_box
+ * gave it) out as planes of columns: when the first operation to read it is
+ * a resize that changes its width (the horizontal pass reads columns). */
+bool pp_transform_wants_columns(const pp_tf_op *ops, int n_ops, const pp_image_box *got, int w,
+                                int h);
+
+/* Applies the operations to in (which must not be in the work's
+ * PP_WORK_IMAGE_B buffer); the result, c planes of out_w x out_h bytes
+ * (out_w and out_h as pp_transform_out_size gives), row after row, at *out
+ * in the work's memory (or in's, when no operation changes it) until the
+ * work's next use; it is to be read mirrored left to right when *mirror. */
+pp_status pp_transform_apply(const pp_tf_op *ops, int n_ops, const pp_tf_image *in, int out_w,
+                             int out_h, pp_image_work *work, const uint8_t **out, bool *mirror,
+                             pp_error *err);
 
 /* The list as a YAML flow sequence, the plan's form ("[{resize: 256},
  * {center_crop: [224, 224]}]"), into buf (n bytes). */

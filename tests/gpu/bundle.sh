@@ -22,8 +22,8 @@
 #                            [--no-data] [--small]
 # --small: for copying to a machine with little room or time (about 50 MB
 # instead of 80): no data, and bin/ holds only what run-all.sh runs without
-# --all (pipeline-run, gconv_probe, gpu_versions and the cuda suite's
-# tests); --all then
+# --all (pipeline-run, gconv_probe, gpu_versions, bench_images and the cuda
+# suite's tests); --all then
 # reports the other tests as not in the bundle. Part 3 (Fashion-MNIST)
 # reports its data missing.
 # cuDNN and cuBLAS are left out by default: the GPU machine has them (CUDA
@@ -111,8 +111,9 @@ for t in json.load(sys.stdin):
     shutil.copy2(t["cmd"][0], os.path.join(sys.argv[1], "bin"))
 ' "$out"
 cp "$build/pipeline-run" "$out/bin/"
+cp "$build/tests/bench/bench_images" "$out/bin/" # part 11's loader (run by a benchmark's script)
 if [ $small = 1 ]; then
-    keep=" pipeline-run gconv_probe gpu_versions $(awk -F'\t' '$1 == "cuda" { for (i = 3; i <= NF; i++) { f = $i; sub(/^@BIN@\//, "", f); printf "%s ", f } }' "$out/tests.tsv")"
+    keep=" pipeline-run gconv_probe gpu_versions bench_images $(awk -F'\t' '$1 == "cuda" { for (i = 3; i <= NF; i++) { f = $i; sub(/^@BIN@\//, "", f); printf "%s ", f } }' "$out/tests.tsv")"
     for f in "$out"/bin/*; do
         case $keep in *" $(basename "$f") "*) ;; *) rm -f "$f" ;; esac
     done

@@ -9,7 +9,7 @@
 # precision, figures, the command of each).
 #
 # Usage: run-all.sh BUNDLE [options]     (BUNDLE made by tests/gpu/bundle.sh)
-#   --part P         quick, 1 .. 10, gpt2, or all (1 to 10 and gpt2; default
+#   --part P         quick, 1 .. 11, gpt2, or all (1 to 11 and gpt2; default
 #                    quick); see below
 #   --batch N        global batch (default 128)      --size N   image size (224)
 #   --steps N        pipeline-run steps (default 20; quick: 8)
@@ -60,6 +60,12 @@
 #          the GPU busy fraction
 #   3      (parts/part3.sh) Fashion-MNIST training (needs BUNDLE/data)
 #   6      (parts/part6.sh) the graph API support probe
+#   11     (parts/part11.sh) the image loader: a folder of ImageNet-sized
+#          JPEGs made in the run; decode + RandomResizedCrop(224) + flip +
+#          normalise images/s, ours and torchvision's DataLoader, 1 and all
+#          cores; ResNet-50 bf16 trained from the folder (data wait per step,
+#          whether the loader limits the step) beside synthetic data; goals:
+#          3x torchvision per core, the loader sustains the bf16 step
 #   gpt2   (parts/gpt2.sh) GPT-2 on CUDA: test_cuda_gpt2; two stages on cuda:0 against PyTorch
 #          float64 (tests/torch/gpt2_check.py), then GPT-2 124M tokens/s at
 #          batch 8 x 1024, ours tf32 and fp32 against PyTorch eager and
@@ -117,10 +123,10 @@ while [ $# -gt 0 ]; do
         *) echo "run-all.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
     esac
 done
-all_parts="1 2 3 4 5 6 7 8 9 10 gpt2"
+all_parts="1 2 3 4 5 6 7 8 9 10 11 gpt2"
 case " quick $all_parts all " in
     *" $part "*) ;;
-    *) echo "run-all.sh: --part must be quick, 1 to 10, gpt2, or all" >&2; exit 2 ;;
+    *) echo "run-all.sh: --part must be quick, 1 to 11, gpt2, or all" >&2; exit 2 ;;
 esac
 # a dry run on the CPU is slower than the GPU the budgets are made for
 time_scale=1
@@ -195,6 +201,8 @@ fi
 . "$parts/part9.sh"
 # shellcheck source=parts/part10.sh
 . "$parts/part10.sh"
+# shellcheck source=parts/part11.sh
+. "$parts/part11.sh"
 # shellcheck source=parts/gpt2.sh
 . "$parts/gpt2.sh"
 

@@ -8,23 +8,25 @@
  *              alpha, interlaced) fixtures written here with libjpeg and
  *              libpng: PNG pixels equal the values written, converted as
  *              PIL's convert does; every JPEG box decoded alone equals the
- *              same box of the whole image's decode (200 boxes each)
+ *              same box of the whole image's decode (200 boxes each, as
+ *              HWC, planes of rows and planes of columns, through one work
+ *              kept from image to image)
  *   bad input  empty file, text named .jpg, truncated JPEG (box above the
  *              cut too) and PNG, corrupt JPEG, an image too large (header
  *              only), an unsupported format: each an error naming the file
- *   resize     a window of a resize equals that part of the whole resize;
- *              the resize of constant images is constant; identity sizes
  *   transforms resize's truncation, center_crop's boxes and padding,
  *              random_resized_crop's boxes inside the image, its fallback,
- *              random_crop with padding, flips; draws depend on (seed, epoch,
- *              index) only
+ *              random_crop with padding, flips (the last left to the reader,
+ *              an earlier one done); draws depend on (seed, epoch, index)
+ *              only (the resize: test_resample.c)
  *   index      classes and samples in torchvision's order (nested folders,
  *              a linked folder, extensions in any case, files that are not
  *              images), the cache written, used, and refreshed when a folder
  *              changes; no class, a class without images, a missing root
  *   source     pp_data over an image folder: shape, labels, the same bits
- *              on 1 and 3 reader threads, labels only, on_bad_image error
- *              and skip
+ *              on 1 and 3 reader threads, each sample's values those of its
+ *              decode and drawn operations normalised (mirrored as the last
+ *              flip says), labels only, on_bad_image error and skip
  */
 #include <math.h>
 #include <setjmp.h>
@@ -42,7 +44,6 @@
 #include "runtime/io/image.h"
 #include "runtime/io/image_index.h"
 #include "runtime/io/reader.h"
-#include "runtime/io/resample.h"
 #include "runtime/io/transform.h"
 #include "tests/check.h"
 
@@ -211,6 +212,20 @@ static void png_expected(const png_fixture *f, int x, int y, uint8_t rgb[3])
     }
 }
 
+static membuf read_whole(const char *path)
+{
+    membuf m = {0};
+    FILE *f = fopen(path, "rb");
+    if (!f) return m;
+    fseek(f, 0, SEEK_END);
+    m.cap = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    m.b = malloc(m.cap + 1);
+    m.n = fread(m.b, 1, m.cap, f);
+    fclose(f);
+    return m;
+}
+
 static void write_file(const char *path, const void *data, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -227,20 +242,41 @@ static int rnd(int n)
     return (int)((rng_state >> 8) % (uint32_t)n);
 }
 
+/* Whether out (a box decoded in layout `out`) holds the box b of whole (w
+ * pixels a row, c channels, HWC); the rows that differ. */
+static int box_differs(const uint8_t *whole, int w, int c, pp_image_box b, const pp_image_out *out)
+{
+    int bad = 0;
+    for (int y = 0; y < b.h; y++) {
+        int off = 0;
+        for (int x = 0; x < b.w; x++)
+            for (int k = 0; k < c; k++)
+                off |= out->px[k * out->plane + x * out->xstep + y * out->ystep] !=
+                       whole[((size_t)(b.y + y) * w + b.x + x) * c + k];
+        bad += off;
+    }
+    return bad;
+}
+
 static void test_jpeg_boxes(void)
 {
     static const jpeg_fixture fx[] = {
         {"4:4:4", 61, 45, 3, 1, 1, false},  {"4:2:2", 77, 53, 3, 2, 1, false},
         {"4:2:0", 123, 91, 3, 2, 2, false}, {"4:4:0", 70, 66, 3, 1, 2, false},
         {"gray", 50, 41, 1, 1, 1, false},   {"progressive 4:2:0", 97, 83, 3, 2, 2, true},
-        {"cmyk", 40, 33, 4, 1, 1, false},
+        {"cmyk", 40, 33, 4, 1, 1, false},   {"4:1:1", 90, 37, 3, 4, 1, false},
+        {"4:2:0, many iMCU rows", 260, 190, 3, 2, 2, false},
     };
+    /* one work for every decode below, as a reading thread keeps it: its
+     * decompressor and buffers carry nothing from one image to the next */
+    pp_image_work *work;
+    pp_error err;
+    CHECK_OK(pp_image_work_new(&work, &err), &err);
     for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
         unsigned long n;
         uint8_t *jpg = make_jpeg(&fx[i], 90, &n);
-        pp_error err;
         int w, h;
-        CHECK_OK(pp_image_size(jpg, n, fx[i].name, &w, &h, &err), &err);
+        CHECK_OK(pp_image_size(jpg, n, fx[i].name, &w, &h, NULL, &err), &err);
         CHECK(w == fx[i].w && h == fx[i].h);
         for (int ch = 1; ch <= 3; ch += 2) {
             uint8_t *whole = malloc((size_t)w * h * ch), *part = malloc((size_t)w * h * ch);
@@ -251,22 +287,48 @@ static void test_jpeg_boxes(void)
                 pp_image_box b = {rnd(w), rnd(h), 0, 0};
                 b.w = 1 + rnd(w - b.x);
                 b.h = 1 + rnd(h - b.y);
-                if (pp_image_decode(jpg, n, fx[i].name, &b, ch, part, &err) != PP_OK) {
+                /* in turn: HWC alone, then rows and columns with the work (its
+                 * header read by pp_image_size, or not) */
+                const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, ch),
+                                              pp_image_out_rows(part, b.w, b.h),
+                                              pp_image_out_columns(part, b.w, b.h)};
+                const pp_image_out *o = &outs[t % 3];
+                pp_status s;
+                if (t % 3 == 0) {
+                    s = pp_image_decode(jpg, n, fx[i].name, &b, ch, part, &err);
+                } else {
+                    int sw, sh;
+                    if (t % 2) CHECK_OK(pp_image_size(jpg, n, "x", &sw, &sh, work, &err), &err);
+                    s = pp_image_decode_to(jpg, n, fx[i].name, &b, ch, o, work, &err);
+                }
+                if (s != PP_OK) {
                     bad++;
                     continue;
                 }
-                for (int y = 0; y < b.h; y++)
-                    if (memcmp(part + (size_t)y * b.w * ch,
-                               whole + ((size_t)(b.y + y) * w + b.x) * ch, (size_t)b.w * ch))
-                        bad++;
+                bad += box_differs(whole, w, ch, b, o);
             }
             CHECK_MSG(bad == 0, "jpeg %s, %d channel(s): %d box rows differ from the whole decode",
                       fx[i].name, ch, bad);
+            /* a header read and not decoded (a sample refused by its size)
+             * leaves nothing for the next image's */
+            if (i > 0) {
+                unsigned long pn;
+                uint8_t *prev = make_jpeg(&fx[i - 1], 90, &pn);
+                int pw, ph;
+                CHECK_OK(pp_image_size(prev, pn, "prev", &pw, &ph, work, &err), &err);
+                CHECK_OK(pp_image_size(jpg, n, "this", &pw, &ph, work, &err), &err);
+                CHECK(pw == w && ph == h);
+                const pp_image_out o = pp_image_out_rows(part, w, h);
+                CHECK_OK(pp_image_decode_to(jpg, n, "this", &all, ch, &o, work, &err), &err);
+                CHECK(box_differs(whole, w, ch, all, &o) == 0);
+                free(prev);
+            }
             free(whole);
             free(part);
         }
         free(jpg);
     }
+    pp_image_work_free(work);
 }
 
 static void test_png(void)
@@ -304,12 +366,21 @@ static void test_png(void)
                 bad += off;
             }
         CHECK_MSG(bad == 0, "png %s: %d pixels differ from what was written", fx[i].name, bad);
-        /* a box */
-        pp_image_box b = {5, 7, 20, 11};
-        uint8_t part[20 * 11 * 3];
-        CHECK_OK(pp_image_decode(m.b, m.n, fx[i].name, &b, 3, part, &err), &err);
-        for (int y = 0; y < b.h; y++)
-            CHECK(memcmp(part + y * b.w * 3, rgb + ((b.y + y) * w + b.x) * 3, (size_t)b.w * 3) == 0);
+        /* a box, as HWC, planes of rows and planes of columns */
+        const pp_image_box boxes[2] = {{5, 7, 20, 11}, {3, 1, 33, 27}};
+        for (int k = 0; k < 2; k++) {
+            const pp_image_box b = boxes[k];
+            uint8_t part[33 * 27 * 3];
+            const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, 3),
+                                          pp_image_out_rows(part, b.w, b.h),
+                                          pp_image_out_columns(part, b.w, b.h)};
+            for (int o = 0; o < 3; o++) {
+                CHECK_OK(pp_image_decode_to(m.b, m.n, fx[i].name, &b, 3, &outs[o], NULL, &err),
+                         &err);
+                CHECK_MSG(box_differs(rgb, w, 3, b, &outs[o]) == 0, "png %s: box %d, layout %d",
+                          fx[i].name, k, o);
+            }
+        }
         free(m.b);
     }
 }
@@ -370,42 +441,7 @@ static void test_bad_images(void)
     free(huge.b);
 }
 
-/* ---- resize and transforms ------------------------------------------------------- */
-
-static void test_resample(void)
-{
-    const int sw = 53, sh = 41, c = 3;
-    uint8_t *src = malloc((size_t)sw * sh * c);
-    for (int y = 0; y < sh; y++)
-        for (int x = 0; x < sw; x++)
-            for (int k = 0; k < c; k++) src[(y * sw + x) * c + k] = pattern(x, y, k);
-    static const int sizes[][2] = {{17, 13}, {53, 20}, {20, 41}, {100, 77}, {53, 41}, {7, 90}};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        const int ow = sizes[i][0], oh = sizes[i][1];
-        uint8_t *whole = malloc((size_t)ow * oh * c), *win = malloc((size_t)ow * oh * c);
-        pp_error err;
-        CHECK_OK(pp_resample_bilinear(src, sw, sh, c, ow, oh, 0, 0, ow, oh, whole, &err), &err);
-        for (int t = 0; t < 20; t++) {
-            int x = rnd(ow), y = rnd(oh), w = 1 + rnd(ow - x), h = 1 + rnd(oh - y);
-            CHECK_OK(pp_resample_bilinear(src, sw, sh, c, ow, oh, x, y, w, h, win, &err), &err);
-            for (int r = 0; r < h; r++)
-                CHECK(memcmp(win + (size_t)r * w * c, whole + ((size_t)(y + r) * ow + x) * c,
-                             (size_t)w * c) == 0);
-        }
-        if (ow == sw && oh == sh) CHECK(memcmp(whole, src, (size_t)ow * oh * c) == 0);
-        free(whole);
-        free(win);
-    }
-    /* constant in, constant out (the weights sum to one in fixed point) */
-    memset(src, 200, (size_t)sw * sh * c);
-    uint8_t out[31 * 19 * 3];
-    pp_error err;
-    CHECK_OK(pp_resample_bilinear(src, sw, sh, c, 31, 19, 0, 0, 31, 19, out, &err), &err);
-    int off = 0;
-    for (size_t k = 0; k < sizeof out; k++) off += out[k] != 200;
-    CHECK(off == 0);
-    free(src);
-}
+/* ---- transforms ------------------------------------------------------------------ */
 
 static bool op_equal(const pp_tf_op *a, const pp_tf_op *b)
 {
@@ -494,15 +530,24 @@ static void test_transforms(void)
         seen[o[0].box.x + 4]++;
     }
     for (int k = 0; k < 9; k++) CHECK(seen[k] > 50);
-    /* apply: pad + crop + flip on a tiny image */
+    /* apply: pad + crop + a last flip, left to the reader (mirror); a flip
+     * before a crop, done */
     const uint8_t px[2 * 2] = {1, 2, 3, 4};
     pp_tf_op ops[2] = {{.kind = PP_TF_OP_CROP, .box = {-1, 0, 3, 2}}, {.kind = PP_TF_OP_FLIP}};
-    pp_image_box got = {0, 0, 2, 2};
-    uint8_t out[6];
+    pp_tf_image in = {.px = px, .w = 2, .h = 2, .c = 1, .part = {0, 0, 2, 2}, .plane = 4,
+                      .xstep = 1, .ystep = 2};
+    pp_image_work *work;
     pp_error err;
-    CHECK_OK(pp_transform_apply(ops, 2, px, &got, 2, 2, 1, out, 3, 2, &err), &err);
-    const uint8_t want[6] = {2, 1, 0, 4, 3, 0};
-    CHECK(memcmp(out, want, 6) == 0);
+    CHECK_OK(pp_image_work_new(&work, &err), &err);
+    const uint8_t *out;
+    bool mirror;
+    CHECK_OK(pp_transform_apply(ops, 2, &in, 3, 2, work, &out, &mirror, &err), &err);
+    const uint8_t want[6] = {0, 1, 2, 0, 3, 4}; /* read mirrored: 2 1 0 / 4 3 0 */
+    CHECK(mirror && memcmp(out, want, 6) == 0);
+    pp_tf_op flip_crop[2] = {{.kind = PP_TF_OP_FLIP}, {.kind = PP_TF_OP_CROP, .box = {0, 0, 1, 2}}};
+    CHECK_OK(pp_transform_apply(flip_crop, 2, &in, 1, 2, work, &out, &mirror, &err), &err);
+    CHECK(!mirror && out[0] == 2 && out[1] == 4);
+    pp_image_work_free(work);
     /* a random_crop larger than the padded image is refused, naming it */
     pp_transform big = tf(PP_TF_RANDOM_CROP, 40, 40);
     pp_tf_op o[1];
@@ -652,6 +697,10 @@ static void test_source(void)
     cfg.transforms[0] = tf(PP_TF_RANDOM_RESIZED_CROP, 24, 24);
     cfg.transforms[1] = tf(PP_TF_HORIZONTAL_FLIP, 0, 0);
     cfg.shuffle = true;
+    cfg.n_mean = cfg.n_std = 3;
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+    memcpy(cfg.mean, mean, sizeof mean);
+    memcpy(cfg.std, sd, sizeof sd);
     pp_data *d;
     pp_error err;
     CHECK_OK(pp_data_open(&cfg, &d, &err), &err);
@@ -668,8 +717,43 @@ static void test_source(void)
     CHECK_OK(pp_data_reader_new(3, &r, &err), &err);
     CHECK_OK(pp_data_reader_read(r, d, 4, count, b, lb, &err), &err);
     CHECK(memcmp(a, b, vals * sizeof(float)) == 0 && memcmp(la, lb, sizeof la) == 0);
-    for (int j = 0; j < count; j++)
-        CHECK(la[j] == (int)(pp_data_sample_index(d, 4 + j) / 5));
+    for (int j = 0; j < count; j++) {
+        const int64_t idx = pp_data_sample_index(d, 4 + j);
+        CHECK(la[j] == (int)(idx / 5));
+        /* the sample's values: its file decoded whole, the operations drawn
+         * for it applied, (v / 255 - mean) / std in float, mirrored as said */
+        char path[512], rel[256];
+        snprintf(path, sizeof path, "%s/src/%s", tmpdir, pp_data_sample_name(d, idx, rel, 256));
+        membuf file = read_whole(path);
+        int iw, ih, n_ops;
+        pp_tf_op ops[4];
+        CHECK_OK(pp_image_size(file.b, file.n, path, &iw, &ih, NULL, &err), &err);
+        CHECK_OK(pp_transform_draw(cfg.transforms, 2, cfg.seed, (4 + j) / 15, idx, iw, ih, path,
+                                   ops, &n_ops, &err), &err);
+        uint8_t *px = malloc((size_t)iw * ih * 3);
+        const pp_image_box all = {0, 0, iw, ih};
+        const pp_image_out rows = pp_image_out_rows(px, iw, ih);
+        CHECK_OK(pp_image_decode_to(file.b, file.n, path, &all, 3, &rows, NULL, &err), &err);
+        const pp_tf_image in = {.px = px, .w = iw, .h = ih, .c = 3, .part = all,
+                                .plane = (int64_t)iw * ih, .xstep = 1, .ystep = iw};
+        pp_image_work *work;
+        const uint8_t *out;
+        bool mirror;
+        CHECK_OK(pp_image_work_new(&work, &err), &err);
+        CHECK_OK(pp_transform_apply(ops, n_ops, &in, 24, 24, work, &out, &mirror, &err), &err);
+        int off = 0;
+        for (int k = 0; k < 3 * 24 * 24; k++) {
+            const int x = k % 24, y = k / 24 % 24, ch = k / 576;
+            const float v = ((float)out[ch * 576 + y * 24 + (mirror ? 23 - x : x)] / 255.0f -
+                             mean[ch]) / sd[ch];
+            off += memcmp(&v, &a[(size_t)j * 1728 + k], sizeof v) != 0;
+        }
+        CHECK_MSG(off == 0, "sample %lld: %d values differ from its transforms' bytes normalised",
+                  (long long)idx, off);
+        pp_image_work_free(work);
+        free(px);
+        free(file.b);
+    }
     CHECK_OK(pp_data_read(d, 4, count, NULL, lb, &err), &err); /* labels only, no decoding */
     CHECK(memcmp(la, lb, sizeof la) == 0);
     char name[256];
@@ -712,7 +796,6 @@ int main(void)
     test_jpeg_boxes();
     test_png();
     test_bad_images();
-    test_resample();
     test_transforms();
     test_index();
     test_source();

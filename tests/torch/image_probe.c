@@ -9,7 +9,10 @@
  *   image_probe pixels FILE C X Y W H OW OH FLIP
  *                                          FILE decoded (C channels), box (X, Y,
  *                                          W, H) resized to OW x OH, flipped when
- *                                          FLIP is 1: raw HWC bytes on stdout
+ *                                          FLIP is 1, as the loader does it (the
+ *                                          box decoded in the layout the resize
+ *                                          reads, the flip left to the reader):
+ *                                          raw HWC bytes on stdout
  *   image_probe sample FILE C T...         FILE through the transforms T (resize:S,
  *                                          center_crop:S): raw HWC bytes
  */
@@ -40,22 +43,40 @@ static int fail(const pp_error *err)
     return 1;
 }
 
+/* FILE through the operations as the loader runs them (imagefolder.c): the
+ * first box decoded in the layout they want, applied in one work, read
+ * mirrored when they say so; HWC bytes on stdout. */
 static int run_apply(const char *path, int c, const pp_tf_op *ops, int n_ops, int ow, int oh)
 {
     size_t n;
     uint8_t *file = read_all(path, &n);
     if (!file) return 1;
     pp_error err;
+    pp_image_work *work;
+    if (pp_image_work_new(&work, &err) != PP_OK) return fail(&err);
     int w, h;
-    if (pp_image_size(file, n, path, &w, &h, &err) != PP_OK) return fail(&err);
-    pp_image_box box = pp_transform_first_box(ops, n_ops, w, h);
-    uint8_t *px = malloc((size_t)box.w * box.h * c), *out = malloc((size_t)ow * oh * c);
-    if (pp_image_decode(file, n, path, &box, c, px, &err) != PP_OK ||
-        pp_transform_apply(ops, n_ops, px, &box, w, h, c, out, ow, oh, &err) != PP_OK)
+    if (pp_image_size(file, n, path, &w, &h, work, &err) != PP_OK) return fail(&err);
+    const pp_image_box box = pp_transform_first_box(ops, n_ops, w, h);
+    uint8_t *px = malloc((size_t)box.w * box.h * c), *hwc = malloc((size_t)ow * oh * c);
+    const pp_image_out o = pp_transform_wants_columns(ops, n_ops, &box, w, h)
+                               ? pp_image_out_columns(px, box.w, box.h)
+                               : pp_image_out_rows(px, box.w, box.h);
+    const pp_tf_image in = {.px = px, .w = w, .h = h, .c = c, .part = box, .plane = o.plane,
+                            .xstep = o.xstep, .ystep = o.ystep};
+    const uint8_t *out;
+    bool mirror;
+    if (pp_image_decode_to(file, n, path, &box, c, &o, work, &err) != PP_OK ||
+        pp_transform_apply(ops, n_ops, &in, ow, oh, work, &out, &mirror, &err) != PP_OK)
         return fail(&err);
-    fwrite(out, 1, (size_t)ow * oh * c, stdout);
+    for (int y = 0; y < oh; y++)
+        for (int x = 0; x < ow; x++)
+            for (int k = 0; k < c; k++)
+                hwc[((size_t)y * ow + x) * c + k] =
+                    out[((size_t)k * oh + y) * ow + (mirror ? ow - 1 - x : x)];
+    fwrite(hwc, 1, (size_t)ow * oh * c, stdout);
+    pp_image_work_free(work);
     free(px);
-    free(out);
+    free(hwc);
     free(file);
     return 0;
 }
@@ -132,7 +153,7 @@ int main(int argc, char **argv)
         size_t n;
         uint8_t *file = read_all(argv[2], &n);
         int w, h, ow, oh, k;
-        if (!file || pp_image_size(file, n, argv[2], &w, &h, &err) != PP_OK) return 1;
+        if (!file || pp_image_size(file, n, argv[2], &w, &h, NULL, &err) != PP_OK) return 1;
         free(file);
         pp_tf_op ops[2 * PP_TRANSFORMS_MAX];
         if (pp_transform_draw(t, nt, 1, 0, 0, w, h, argv[2], ops, &k, &err)) return fail(&err);
