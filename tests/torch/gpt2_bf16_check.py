@@ -38,7 +38,7 @@ GPU); there bitwise equality of the stage counts is not required (their
 largest difference is printed). The last line names the worst ratio of ours
 to PyTorch bf16's error.
 
-Exit status: 0 pass, 1 fail, 2 usage, 77 skip (no torch/numpy).
+Exit status: 0 pass, 1 fail, 2 usage, 77 skip (no torch/torchvision/numpy).
 """
 
 import json
@@ -56,6 +56,7 @@ except ImportError as e:  # the project's tests must not require PyTorch
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import crosscheck as cc  # noqa: E402  (check, failures, rel_err)
 import gpt2_model  # noqa: E402
 import st  # noqa: E402
 
@@ -88,14 +89,9 @@ STAGES = {
        "  - {device: cpu:1, layers: [h.2, h.3, ln_f, lm_head]}\n",
 }
 
-failures = []
 worst_all = [0.0, ""]
-
-
-def check(ok, msg):
-    print(("ok    " if ok else "FAIL  ") + msg)
-    if not ok:
-        failures.append(msg)
+check = cc.check
+rel_err = cc.rel_err
 
 
 def make_init(seed):
@@ -163,14 +159,6 @@ def group_of(name):
     if base.startswith("h."):
         base = "h.*." + base.split(".", 2)[2]
     return (state.split(".")[1] + " " if state else "") + base
-
-
-def rel_err(x, ref, before):
-    diff = float(np.max(np.abs(np.asarray(x, dtype=np.float64) - ref)))
-    scale = float(np.max(np.abs(ref - before))) if before is not None else 0.0
-    if scale == 0.0:
-        scale = float(np.max(np.abs(ref)))
-    return diff / scale if scale > 0 else diff
 
 
 def nudged(state, seed):
@@ -314,11 +302,11 @@ def main():
     compare("step 2 (from our step-1 weights and AdamW state)", ours2, ref64b,
             [(r[0], r[3]) for r in bf], ours1)
     print(f"worst ratio to torch bf16 autocast's error: {worst_all[0]:.2f} ({worst_all[1]})")
-    return 1 if failures else 0
+    return 1 if cc.failures else 0
 
 
 if __name__ == "__main__":
     rc = main()
     if rc != 2:
-        print(f"\n{len(failures)} failure(s)" if rc else "\nall checks passed")
+        print(f"\n{len(cc.failures)} failure(s)" if rc else "\nall checks passed")
     sys.exit(rc)
