@@ -119,7 +119,9 @@ typedef struct pp_unit_spec {
     double init_std;    /* PP_INIT_NORMAL's standard deviation */
     bool bf16;          /* mixed precision: activations and their gradients BF16 */
     bool f32_out;       /* with bf16, a linear layer: the output (logits) and its
-                           gradient stay F32 */
+                           gradient stay F32; GPT-2's residual stream likewise */
+    bool f32_in;        /* with bf16: the input and its gradient stay F32 (GPT-2's
+                           residual stream, as torch.autocast keeps it) */
     bool nhwc;          /* 4-D activations, their gradients and the unit's temporaries
                            NHWC (pp_unit_spec_layout); the unit accepts either layout */
     /* transformers (models/transformer/); in_c is the width C (wte: the vocabulary),
@@ -136,11 +138,11 @@ typedef struct pp_unit_spec {
 } pp_unit_spec;
 
 /* The dtype of a unit's input and of its output (and of their gradients):
- * F32, or BF16 with spec.bf16 (the output F32 again with f32_out). Read from
+ * F32, or BF16 with spec.bf16 (F32 again with f32_in, f32_out). Read from
  * the spec alone, by every file of models/ (inline: no call into unit.c). */
 static inline pp_dtype pp_unit_spec_in_dtype(const pp_unit_spec *spec)
 {
-    return spec->tokens ? PP_I32 : spec->bf16 ? PP_BF16 : PP_F32;
+    return spec->tokens ? PP_I32 : spec->bf16 && !spec->f32_in ? PP_BF16 : PP_F32;
 }
 
 static inline pp_dtype pp_unit_spec_out_dtype(const pp_unit_spec *spec)

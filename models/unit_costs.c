@@ -81,8 +81,10 @@ pp_status pp_unit_costs(const pp_unit_spec *s, int in_ndim, const int64_t *in, p
     }
     for (int i = 0; i < u->n_entries; i++) {
         info->param_bytes += (int64_t)pp_tensor_bytes(&u->value[i]);
-        /* bf16: a copy of each conv and linear weight (pp_unit_weight_like) */
-        if (s->bf16 && u->entry[i].grad && u->value[i].ndim >= 2)
+        /* bf16: a copy of each conv and linear weight (pp_unit_weight_like;
+         * an embedding table is read in f32) */
+        if (s->bf16 && u->entry[i].grad && u->value[i].ndim >= 2 &&
+            s->kind != PP_UNIT_TOKEN_EMBEDDING && s->kind != PP_UNIT_POSITION_EMBEDDING)
             info->param_bytes += (int64_t)pp_tensor_numel(&u->value[i]) * 2;
         if (u->entry[i].grad) info->param_count += pp_tensor_numel(&u->value[i]);
         if (u->entry[i].tied_to) info->tied_count += pp_tensor_numel(&u->value[i]);

@@ -83,11 +83,6 @@ void pp_walk_check_tokens(pp_walk *w)
                       pp_plan_data_format_name(p->data.format));
         return;
     }
-    if (gpt2 && p->precision == PP_PLAN_PRECISION_BF16) {
-        pp_walk_error(w, w->model_node, "model gpt2 runs in fp32 (precision bf16 is not "
-                      "supported for it yet)");
-        return;
-    }
     if (tokens && !gpt2) {
         pp_walk_error(w, data, "data format %s feeds a language model (model gpt2), "
                       "not %s", pp_plan_data_format_name(p->data.format), p->model.name);

@@ -81,6 +81,15 @@ void pipe_recipe_free(struct pp_pipeline *p)
     p->clip_sums = NULL;
 }
 
+/* Stage m's parameters that the optimizer holds (a tied copy is none), as
+ * pipe_recipe_init lists them. */
+static int optimizer_param_count(const pp_stage *m)
+{
+    int n = 0;
+    for (int i = 0; i < pp_stage_param_count(m); i++) n += !pp_stage_param(m, i)->tied_to;
+    return n;
+}
+
 pp_status pipe_clip_grads(struct pp_pipeline *p, pp_exec_for_device_fn exec_for, pp_error *err)
 {
     if (!(p->clip_max > 0)) return PP_OK;
@@ -89,12 +98,12 @@ pp_status pipe_clip_grads(struct pp_pipeline *p, pp_exec_for_device_fn exec_for,
      * (stage by stage, as p->params lists them), the others' from their home
      * rank; the norm over them in that order */
     int all = 0;
-    for (int s = 0; s < p->n_stages; s++) all += pp_stage_param_count(p->stages[s].model);
+    for (int s = 0; s < p->n_stages; s++) all += optimizer_param_count(p->stages[s].model);
     double *sums = calloc((size_t)(all ? all : 1), sizeof *sums);
     if (!sums) return pp_error_set(err, PP_ERR_OOM, "out of host memory (gradient norm)");
     pp_status st = PP_OK;
     for (int s = 0, at = 0, mine = 0; s < p->n_stages && st == PP_OK; s++) {
-        const int n = pp_stage_param_count(p->stages[s].model);
+        const int n = optimizer_param_count(p->stages[s].model);
         if (stage_here(p, s)) {
             memcpy(sums + at, p->clip_sums + mine, (size_t)n * sizeof *sums);
             mine += n;

@@ -52,7 +52,8 @@ static void token_saved(const pp_unit *u, int in_ndim, const int64_t *in, void *
     emb_saved *s = sv;
     pp_saved_add_io(l, &s->ids, PP_SAVED_INPUT, PP_I32, in_ndim, in);
     pp_saved_until_w(l);
-    pp_saved_add_grad(l, &s->dy, PP_F32, 3, (int64_t[]){in[0], in[1], u->spec.out_c});
+    pp_saved_add_grad(l, &s->dy, pp_unit_spec_out_dtype(&u->spec), 3,
+                      (int64_t[]){in[0], in[1], u->spec.out_c});
 }
 
 static void token_flops(const pp_unit_spec *s, int in_ndim, const int64_t *in,
@@ -142,7 +143,8 @@ static void position_saved(const pp_unit *u, int in_ndim, const int64_t *in, voi
                            pp_saved_list *l)
 {
     emb_saved *s = sv;
-    pp_saved_add_grad(l, &s->dy, PP_F32, 3, (int64_t[]){in[0], in[1], u->spec.out_c});
+    pp_saved_add_grad(l, &s->dy, pp_unit_spec_out_dtype(&u->spec), 3,
+                      (int64_t[]){in[0], in[1], u->spec.out_c});
 }
 
 static void position_flops(const pp_unit_spec *s, int in_ndim, const int64_t *in,

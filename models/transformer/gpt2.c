@@ -56,6 +56,16 @@ pp_tensor pp_gpt2_part_row(const pp_tensor *part, int row)
     return r;
 }
 
+void pp_gpt2_bf16_stream(pp_unit_spec *specs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const pp_unit_kind k = specs[i].kind;
+        specs[i].f32_in = k == PP_UNIT_POSITION_EMBEDDING || k == PP_UNIT_GPT2_BLOCK ||
+                          k == PP_UNIT_LAYERNORM;
+        specs[i].f32_out = k != PP_UNIT_LAYERNORM;
+    }
+}
+
 /* The sizes the runtime can build; the first problem as PP_ERR_INPUT. */
 static pp_status check(const pp_gpt2_config *g, pp_error *err)
 {

@@ -24,6 +24,13 @@
  * dqkv: 9 C floats per row) and the layer norms' parameter gradients
  * ((2, C) each), and adds those into the parameters' gradients there with
  * the whole backward's bits.
+ *
+ * In bf16 mixed precision (spec.bf16) ln1, qkv, att, ln2, h, g and their
+ * gradients are BF16 and the dense layers take their weights' bf16 copies
+ * (pp_unit_weight_like); the residual stream (x, x2, y) and its gradient
+ * stay F32 (pp_gpt2_bf16_stream: c_proj's outputs are added in f32, as
+ * torch.autocast adds a bf16 product to an f32 stream), as do the layer
+ * norms' statistics, lse and the parameters' gradients.
  */
 #include <math.h>
 
@@ -105,27 +112,28 @@ static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp
     const int64_t n = in[0], t = in[1], c = u->spec.in_c, rows = n * t;
     const int64_t w1[3] = {n, t, c}, w3[3] = {n, t, 3 * c}, w4[3] = {n, t, 4 * c};
     const int64_t part[2] = {2, c};
-    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, PP_F32, 3, w1);
+    const pp_dtype act = pp_unit_act_dtype(u), low = u->spec.bf16 ? PP_BF16 : PP_F32;
+    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, act, 3, w1);
     pp_saved_add(l, &s->mean1, PP_F32, 1, &rows);
     pp_saved_add(l, &s->rstd1, PP_F32, 1, &rows);
-    pp_saved_add(l, &s->ln1, PP_F32, 3, w1);
+    pp_saved_add(l, &s->ln1, low, 3, w1);
     pp_saved_until_w(l);
-    pp_saved_add(l, &s->qkv, PP_F32, 3, w3);
+    pp_saved_add(l, &s->qkv, low, 3, w3);
     pp_saved_add(l, &s->lse, PP_F32, 3, (int64_t[]){n, u->spec.heads, t});
-    pp_saved_add(l, &s->att, PP_F32, 3, w1);
+    pp_saved_add(l, &s->att, low, 3, w1);
     pp_saved_until_w(l);
-    pp_saved_add(l, &s->x2, PP_F32, 3, w1);
+    pp_saved_add(l, &s->x2, act, 3, w1);
     pp_saved_add(l, &s->mean2, PP_F32, 1, &rows);
     pp_saved_add(l, &s->rstd2, PP_F32, 1, &rows);
-    pp_saved_add(l, &s->ln2, PP_F32, 3, w1);
+    pp_saved_add(l, &s->ln2, low, 3, w1);
     pp_saved_until_w(l);
-    pp_saved_add(l, &s->h, PP_F32, 3, w4);
-    pp_saved_add(l, &s->g, PP_F32, 3, w4);
+    pp_saved_add(l, &s->h, low, 3, w4);
+    pp_saved_add(l, &s->g, low, 3, w4);
     pp_saved_until_w(l);
-    pp_saved_add_grad(l, &s->dy, PP_F32, 3, w1);
-    pp_saved_add_grad(l, &s->dh, PP_F32, 3, w4);
-    pp_saved_add_grad(l, &s->dx2, PP_F32, 3, w1);
-    pp_saved_add_grad(l, &s->dqkv, PP_F32, 3, w3);
+    pp_saved_add_grad(l, &s->dy, act, 3, w1);
+    pp_saved_add_grad(l, &s->dh, low, 3, w4);
+    pp_saved_add_grad(l, &s->dx2, act, 3, w1);
+    pp_saved_add_grad(l, &s->dqkv, low, 3, w3);
     pp_saved_add_grad(l, &s->part1, PP_F32, 2, part);
     pp_saved_add_grad(l, &s->part2, PP_F32, 2, part);
 }
@@ -177,24 +185,42 @@ static pp_status vals_alloc(pp_unit *u, pp_exec *ex, const pp_tensor *x, block_v
     return PP_OK;
 }
 
+/* The dense layers' weights in the activations' dtype (pp_unit_weight_like). */
+typedef struct block_weights {
+    pp_tensor attn, proj, fc, mlp;
+} block_weights;
+
+/* x: a tensor in the dense layers' input dtype */
+static pp_status weights_like(pp_unit *u, pp_exec *ex, const pp_tensor *x, block_weights *w,
+                              pp_error *err)
+{
+    block_impl *m = u->impl;
+    PP_TRY(pp_unit_weight_like(u, ex, m->attn_w, x, &w->attn, err));
+    PP_TRY(pp_unit_weight_like(u, ex, m->proj_w, x, &w->proj, err));
+    PP_TRY(pp_unit_weight_like(u, ex, m->fc_w, x, &w->fc, err));
+    return pp_unit_weight_like(u, ex, m->mlp_w, x, &w->mlp, err);
+}
+
 static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
                              block_vals *v, pp_error *err)
 {
     block_impl *m = u->impl;
     const int heads = u->spec.heads;
+    block_weights w = {0};
+    PP_TRY(weights_like(u, ex, &v->ln1, &w, err));
     PP_TRY(pp_layernorm_forward(ex, PP_GPT2_LN_EPS, x, &u->value[m->ln1_w], entry(u, m->ln1_b),
                                 &v->ln1, &v->mean1, &v->rstd1, err));
-    PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->ln1, &u->value[m->attn_w],
+    PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->ln1, &w.attn,
                             entry(u, m->attn_b), &v->qkv, err));
     PP_TRY(pp_attention_forward(ex, heads, &v->qkv, &v->att, &v->lse, err));
-    PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->att, &u->value[m->proj_w],
+    PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->att, &w.proj,
                             entry(u, m->proj_b), &v->x2, err));
     PP_TRY(pp_add_layernorm_forward(ex, PP_GPT2_LN_EPS, x, &v->x2, &u->value[m->ln2_w],
                                     entry(u, m->ln2_b), &v->x2, &v->ln2, &v->mean2, &v->rstd2,
                                     err));
-    PP_TRY(pp_dense_gelu_forward(ex, PP_WEIGHT_IN_OUT, &v->ln2, &u->value[m->fc_w],
+    PP_TRY(pp_dense_gelu_forward(ex, PP_WEIGHT_IN_OUT, &v->ln2, &w.fc,
                                  entry(u, m->fc_b), &v->h, &v->g, err));
-    PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->g, &u->value[m->mlp_w],
+    PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->g, &w.mlp,
                             entry(u, m->mlp_b), y, err));
     return pp_add(ex, &v->x2, y, y, err);
 }
@@ -228,7 +254,8 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
     const bool split = grad == NULL;
     pp_tensor dh = {0}, dx2 = {0}, dqkv = {0}, dc = {0}, dc2 = {0}, dxt = {0};
     pp_tensor p1g = {0}, p1b = {0}, p2g = {0}, p2b = {0};
-    pp_status st = PP_OK;
+    block_weights w = {0};
+    pp_status st = weights_like(u, ex, &s->ln1, &w, err);
 #define RUN(call)                        \
     do {                                 \
         if (st == PP_OK) st = (call);    \
@@ -248,18 +275,18 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
         p1g = grad[m->ln1_w], p2g = grad[m->ln2_w];
         if (m->ln1_b >= 0) p1b = grad[m->ln1_b], p2b = grad[m->ln2_b];
     }
-    RUN(pp_unit_alloc_like(&dc, ex, &s->x2, err));  /* (R, C) scratch */
-    RUN(pp_unit_alloc_like(&dc2, ex, &s->x2, err)); /* (R, C) scratch */
+    RUN(pp_unit_alloc_like(&dc, ex, &s->ln2, err));  /* (R, C) scratch: ln2's, att's gradient */
+    RUN(pp_unit_alloc_like(&dc2, ex, &s->ln1, err)); /* (R, C) scratch: ln1's gradient */
     if (!dx) RUN(pp_unit_alloc_like(&dxt, ex, &s->x, err));
     pp_tensor *dxo = dx ? dx : &dxt;
     const bool lnb = m->ln1_b >= 0;
     /* mlp: y = x2 + g Wm + bm, g = gelu(h): dh through the GELU at once */
-    RUN(pp_dense_backward_data_gelu(ex, PP_WEIGHT_IN_OUT, &u->value[m->mlp_w], dy, &s->h, &dh,
+    RUN(pp_dense_backward_data_gelu(ex, PP_WEIGHT_IN_OUT, &w.mlp, dy, &s->h, &dh,
                                     err));
     if (!split)
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->g, dy, &grad[m->mlp_w],
                                       m->mlp_b >= 0 ? &grad[m->mlp_b] : NULL, err));
-    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &u->value[m->fc_w], &dh, &dc, err));
+    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.fc, &dh, &dc, err));
     if (!split)
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->ln2, &dh, &grad[m->fc_w],
                                       m->fc_b >= 0 ? &grad[m->fc_b] : NULL, err));
@@ -267,12 +294,12 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
     RUN(pp_layernorm_backward_add(ex, &s->x2, &dc, &u->value[m->ln2_w], &s->mean2, &s->rstd2, dy,
                                   &dx2, &p2g, lnb ? &p2b : NULL, err));
     /* attn: x2 = x + att Wp + bp */
-    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &u->value[m->proj_w], &dx2, &dc, err));
+    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.proj, &dx2, &dc, err));
     if (!split)
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->att, &dx2, &grad[m->proj_w],
                                       m->proj_b >= 0 ? &grad[m->proj_b] : NULL, err));
     RUN(pp_attention_backward(ex, u->spec.heads, &s->qkv, &s->att, &s->lse, &dc, &dqkv, err));
-    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &u->value[m->attn_w], &dqkv, &dc2, err));
+    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.attn, &dqkv, &dc2, err));
     if (!split)
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->ln1, &dqkv, &grad[m->attn_w],
                                       m->attn_b >= 0 ? &grad[m->attn_b] : NULL, err));

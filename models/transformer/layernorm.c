@@ -42,7 +42,7 @@ static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp
 {
     ln_saved *s = sv;
     const int64_t rows = in[0] * in[1];
-    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, PP_F32, in_ndim, in);
+    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, pp_unit_act_dtype(u), in_ndim, in);
     pp_saved_add(l, &s->mean, PP_F32, 1, &rows);
     pp_saved_add(l, &s->rstd, PP_F32, 1, &rows);
     pp_saved_add_grad(l, &s->part, PP_F32, 2, (int64_t[]){2, u->spec.in_c});

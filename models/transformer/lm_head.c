@@ -40,9 +40,9 @@ static pp_status build(pp_unit *u, uint64_t seed, pp_error *err)
 static void saved(const pp_unit *u, int in_ndim, const int64_t *in, void *sv, pp_saved_list *l)
 {
     head_saved *s = sv;
-    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, PP_F32, in_ndim, in);
+    pp_saved_add_io(l, &s->x, PP_SAVED_INPUT, pp_unit_act_dtype(u), in_ndim, in);
     pp_saved_until_w(l);
-    pp_saved_add_grad(l, &s->dy, PP_F32, 3, (int64_t[]){in[0], in[1], u->spec.vocab});
+    pp_saved_add_grad(l, &s->dy, pp_unit_spec_out_dtype(&u->spec), 3, (int64_t[]){in[0], in[1], u->spec.vocab});
 }
 
 static void flops(const pp_unit_spec *s, int in_ndim, const int64_t *in, const int64_t *out,
@@ -56,7 +56,9 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
                          pp_error *err)
 {
     head_impl *m = u->impl;
-    return pp_dense_forward(ex, PP_WEIGHT_OUT_IN, x, &u->value[m->w], NULL, y, err);
+    pp_tensor w;
+    PP_TRY(pp_unit_weight_like(u, ex, m->w, x, &w, err));
+    return pp_dense_forward(ex, PP_WEIGHT_OUT_IN, x, &w, NULL, y, err);
 }
 
 static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy, pp_tensor *dx,
@@ -64,7 +66,9 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
 {
     head_impl *m = u->impl;
     head_saved *s = sv;
-    if (dx) PP_TRY(pp_dense_backward_data(ex, PP_WEIGHT_OUT_IN, &u->value[m->w], dy, dx, err));
+    pp_tensor w;
+    PP_TRY(pp_unit_weight_like(u, ex, m->w, &s->x, &w, err));
+    if (dx) PP_TRY(pp_dense_backward_data(ex, PP_WEIGHT_OUT_IN, &w, dy, dx, err));
     return pp_dense_backward_weights(ex, PP_WEIGHT_OUT_IN, &s->x, dy, &grad[m->w], NULL, err);
 }
 
@@ -74,8 +78,9 @@ static pp_status backward_input(pp_unit *u, pp_exec *ex, void *sv, const pp_tens
     head_impl *m = u->impl;
     head_saved *s = sv;
     PP_TRY(pp_copy(ex, dy, &s->dy, err));
-    return dx ? pp_dense_backward_data(ex, PP_WEIGHT_OUT_IN, &u->value[m->w], dy, dx, err)
-              : PP_OK;
+    pp_tensor w;
+    PP_TRY(pp_unit_weight_like(u, ex, m->w, &s->x, &w, err));
+    return dx ? pp_dense_backward_data(ex, PP_WEIGHT_OUT_IN, &w, dy, dx, err) : PP_OK;
 }
 
 static pp_status backward_weight(pp_unit *u, pp_exec *ex, void *sv, pp_tensor *grad,

@@ -120,18 +120,13 @@ pp_status pp_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, const 
     if (x->dtype != PP_BF16 && dy->dtype != PP_BF16)
         return WIDE_RUN(v, DISPATCH(conv2d_backward_filter, d, xd, dyd, dw->data, err));
     /* mixed precision: this call's gradient is rounded to bf16, then added */
-    pp_tensor part = {0}, low = {0};
+    pp_tensor part = {0};
     pp_status st = v.st;
-    const int64_t n = pp_tensor_numel(dw);
-    if (st == PP_OK) st = pp_tensor_alloc_on(&part, ex, PP_F32, 4, dw->shape, err);
-    if (st == PP_OK) st = pp_tensor_alloc_on(&low, ex, PP_BF16, 4, dw->shape, err);
-    if (st == PP_OK) st = DISPATCH(zero, pp_tensor_bytes(&part), part.data, err);
-    if (st == PP_OK) st = DISPATCH(conv2d_backward_filter, d, xd, dyd, part.data, err);
-    if (st == PP_OK) st = DISPATCH(bf16_from_f32, n, part.data, low.data, err);
-    if (st == PP_OK) st = DISPATCH(f32_from_bf16, n, low.data, part.data, err);
-    if (st == PP_OK) st = DISPATCH(accumulate, n, part.data, dw->data, err);
-    pp_tensor_free(&low);
-    pp_tensor_free(&part);
+    if (st == PP_OK) st = pp_ops_low_begin(ex, dw, &part, err);
+    if (st == PP_OK) {
+        st = DISPATCH(conv2d_backward_filter, d, xd, dyd, part.data, err);
+        st = pp_ops_low_end(ex, &part, dw, st, err);
+    }
     return pp_ops_wide_end(&v, ex, st, err);
 }
 

@@ -294,7 +294,12 @@ pp_status pp_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int n, pp_tenso
                               pp_error *err);
 
 /* ---- transformer ops (GPT-2) ------------------------------------------------ */
-/* f32 only; every operand contiguous (row-major). A "rows" tensor (..., C) is
+/* Every operand contiguous (row-major). Activations, their gradients and
+ * the dense layers' weights may be BF16 (mixed precision, as above: an F32
+ * y of a dense layer from BF16 x and w is the logits' case); parameter
+ * gradients, layer norms' parameters and statistics, biases, embedding
+ * tables and lse are F32; a layer norm's y and dy may differ in dtype from
+ * its x (an F32 residual stream normalised into BF16). A "rows" tensor (..., C) is
  * any tensor of rank 2 or 3 whose last dimension is C: its leading
  * dimensions together are its R rows ((N, T, C): N*T rows of C features).
  * A backend without these ops refuses them with PP_ERR_UNSUPPORTED before

@@ -157,3 +157,26 @@ pp_status pp_ops_idx_done(pp_exec *ex, pp_tensor *id, const pp_tensor *idx, bool
     pp_tensor_free(id);
     return st;
 }
+
+pp_status pp_ops_low_begin(pp_exec *ex, const pp_tensor *dst, pp_tensor *part, pp_error *err)
+{
+    *part = (pp_tensor){0};
+    PP_TRY(pp_tensor_alloc_on(part, ex, PP_F32, dst->ndim, dst->shape, err));
+    pp_status st = DISPATCH(zero, pp_tensor_bytes(part), part->data, err);
+    if (st != PP_OK) pp_tensor_free(part);
+    return st;
+}
+
+pp_status pp_ops_low_end(pp_exec *ex, pp_tensor *part, pp_tensor *dst, pp_status st,
+                         pp_error *err)
+{
+    pp_tensor low = {0};
+    const int64_t n = pp_tensor_numel(dst);
+    if (st == PP_OK) st = pp_tensor_alloc_on(&low, ex, PP_BF16, dst->ndim, dst->shape, err);
+    if (st == PP_OK) st = DISPATCH(bf16_from_f32, n, part->data, low.data, err);
+    if (st == PP_OK) st = DISPATCH(f32_from_bf16, n, low.data, part->data, err);
+    if (st == PP_OK) st = DISPATCH(accumulate, n, part->data, dst->data, err);
+    pp_tensor_free(&low);
+    pp_tensor_free(part);
+    return st;
+}

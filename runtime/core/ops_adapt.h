@@ -95,6 +95,15 @@ pp_status pp_ops_wide_end(wide *v, pp_exec *ex, pp_status st, pp_error *err);
 /* Runs call once every stand-in is ready, then wide_end. */
 #define WIDE_RUN(v, call) pp_ops_wide_end(&(v), ex, (v).st == PP_OK ? (call) : (v).st, err)
 
+/* Mixed precision's parameter gradients (torch.autocast's): an op's
+ * gradient g is formed on its own in a zeroed F32 temporary *part shaped
+ * like dst (pp_ops_low_begin), then rounded to bf16 and added to dst (F32):
+ * dst += f32(bf16(g)) (pp_ops_low_end, which frees part; the first failure
+ * wins, and on one nothing is added). */
+pp_status pp_ops_low_begin(pp_exec *ex, const pp_tensor *dst, pp_tensor *part, pp_error *err);
+pp_status pp_ops_low_end(pp_exec *ex, pp_tensor *part, pp_tensor *dst, pp_status st,
+                         pp_error *err);
+
 /* The argmax tensor is laid out like y (whatever path computed it). The f32
  * NCHW entries take it in NCHW order: *id is idx itself, or for an NHWC y a
  * temporary (holding idx's values laid out NCHW when read). */

@@ -2,10 +2,15 @@
  * ops_transformer.c - the transformer ops of the op API (ops.h: dense layers
  * in either weight order, layer norm, GELU, causal self-attention, token and
  * position embeddings): boundary checks, then dispatch to the exec's backend.
- * f32 operands only. A backend without an entry gets PP_ERR_UNSUPPORTED from
- * DISPATCH before anything runs. The fused ops (a dense layer with its GELU,
- * a layer norm with a residual add) run the backend's fused entry where it
- * has one and takes the shape, else the plain ops one after the other.
+ * Activations may be bf16 (mixed precision): the backend's f32 entries get
+ * f32 stand-ins holding their exact values, and each bf16 output is the f32
+ * result rounded once (ops_adapt.h); a dense layer's weight gradient from
+ * bf16 operands is rounded to bf16 before it is added (as torch.autocast's),
+ * its bias's gradient is not.
+ * A backend without an entry gets PP_ERR_UNSUPPORTED from DISPATCH before
+ * anything runs. The fused ops (a dense layer with its GELU, a layer norm
+ * with a residual add) run the backend's fused entry where it has one, takes
+ * the shape and every operand is f32, else the plain ops one after the other.
  */
 #include "ops.h"
 
@@ -18,7 +23,7 @@
 /* The backend's entry fn of ex's device, NULL when ex has none. */
 #define ENTRY(fn) (ex && ex->dev ? ex->dev->ops->fn : NULL)
 
-/* t is F32 of rank 2 or 3 on ex's device with last dimension c (c < 0: any);
+/* t is F32 or BF16 of rank 2 or 3 on ex's device with last dimension c (c < 0: any);
  * *rows receives the product of its leading dimensions. */
 static pp_status check_rows(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
                             int64_t c, int64_t *rows, pp_error *err)
@@ -28,8 +33,8 @@ static pp_status check_rows(pp_exec *ex, const char *op, const char *what, const
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s must have 2 or 3 dimensions (has %d)",
                             op, what, t->ndim);
     const int64_t last = t->shape[t->ndim - 1];
-    PP_TRY(pp_ops_check(ex, op, what, t, PP_F32, t->ndim, t->shape[0], t->shape[1], t->shape[2],
-                        t->shape[3], err));
+    PP_TRY(pp_ops_check(ex, op, what, t, PP_OPS_ACT, t->ndim, t->shape[0], t->shape[1],
+                        t->shape[2], t->shape[3], err));
     if (c >= 0 && last != c) {
         char have[64];
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s has shape %s, expected %lld features",
@@ -39,14 +44,14 @@ static pp_status check_rows(pp_exec *ex, const char *op, const char *what, const
     return PP_OK;
 }
 
-/* t has like's leading dimensions and c features. */
+/* t (F32 or BF16) has like's leading dimensions and c features. */
 static pp_status check_rows_like(pp_exec *ex, const char *op, const char *what,
                                  const pp_tensor *t, const pp_tensor *like, int64_t c,
                                  pp_error *err)
 {
     int64_t s[4] = {like->shape[0], like->shape[1], like->shape[2], like->shape[3]};
     s[like->ndim - 1] = c;
-    return pp_ops_check(ex, op, what, t, PP_F32, like->ndim, s[0], s[1], s[2], s[3], err);
+    return pp_ops_check(ex, op, what, t, PP_OPS_ACT, like->ndim, s[0], s[1], s[2], s[3], err);
 }
 
 static pp_status check_f32_vec(pp_exec *ex, const char *op, const char *what, const pp_tensor *t,
@@ -62,17 +67,31 @@ static pp_status check_order(const char *op, pp_weight_order order, pp_error *er
     return PP_OK;
 }
 
-/* w is the 2-D weight of order: *in and *out read from it. */
+/* w is the 2-D weight of order, of dtype (or PP_OPS_ACT): *in and *out read from it. */
 static pp_status check_weight(pp_exec *ex, const char *op, const char *what, pp_weight_order order,
-                              const pp_tensor *w, int64_t *in, int64_t *out, pp_error *err)
+                              const pp_tensor *w, int dtype, int64_t *in, int64_t *out,
+                              pp_error *err)
 {
     PP_TRY(check_order(op, order, err));
     if (!w || w->ndim != 2)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 2-D", op, what);
     *in = order == PP_WEIGHT_IN_OUT ? w->shape[0] : w->shape[1];
     *out = order == PP_WEIGHT_IN_OUT ? w->shape[1] : w->shape[0];
-    return pp_ops_check(ex, op, what, w, PP_F32, 2, w->shape[0], w->shape[1], 1, 1, err);
+    return pp_ops_check(ex, op, what, w, dtype, 2, w->shape[0], w->shape[1], 1, 1, err);
 }
+
+/* Whether the n tensors (NULL ones skipped) are all F32: a backend's fused
+ * entries take f32 operands. */
+static bool all_f32(int n, const pp_tensor *const *t)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i] && t[i]->dtype != PP_F32) return false;
+    return true;
+}
+
+#define ALL_F32(...)                                                                  \
+    all_f32((int)(sizeof((const pp_tensor *const[]){__VA_ARGS__}) / sizeof(pp_tensor *)), \
+            (const pp_tensor *const[]){__VA_ARGS__})
 
 pp_status pp_dense_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
                            const pp_tensor *w, const pp_tensor *b, pp_tensor *y, pp_error *err)
@@ -80,12 +99,15 @@ pp_status pp_dense_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *
     const char *op = "dense_forward";
     PP_TRY(pp_ops_check_exec(ex, op, err));
     int64_t in = 0, out = 0, rows = 0;
-    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_weight(ex, op, "w", order, w, PP_OPS_ACT, &in, &out, err));
     PP_TRY(check_rows(ex, op, "x", x, in, &rows, err));
     if (b) PP_TRY(check_f32_vec(ex, op, "b", b, out, err));
     PP_TRY(check_rows_like(ex, op, "y", y, x, out, err));
-    return DISPATCH(dense_forward, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN, x->data,
-                    w->data, b ? b->data : NULL, y->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(dense_forward, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
+                                xd, wd, b ? b->data : NULL, yd, err));
 }
 
 pp_status pp_dense_backward_data(pp_exec *ex, pp_weight_order order, const pp_tensor *w,
@@ -94,11 +116,14 @@ pp_status pp_dense_backward_data(pp_exec *ex, pp_weight_order order, const pp_te
     const char *op = "dense_backward_data";
     PP_TRY(pp_ops_check_exec(ex, op, err));
     int64_t in = 0, out = 0, rows = 0;
-    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_weight(ex, op, "w", order, w, PP_OPS_ACT, &in, &out, err));
     PP_TRY(check_rows(ex, op, "dy", dy, out, &rows, err));
     PP_TRY(check_rows_like(ex, op, "dx", dx, dy, in, err));
-    return DISPATCH(dense_backward_data, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
-                    w->data, dy->data, dx->data, err);
+    wide v = {0};
+    const float *wd = WIDE_IN(v, w), *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(dense_backward_data, rows, (int)in, (int)out,
+                                order == PP_WEIGHT_OUT_IN, wd, dyd, dxd, err));
 }
 
 pp_status pp_dense_backward_weights(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
@@ -108,12 +133,27 @@ pp_status pp_dense_backward_weights(pp_exec *ex, pp_weight_order order, const pp
     const char *op = "dense_backward_weights";
     PP_TRY(pp_ops_check_exec(ex, op, err));
     int64_t in = 0, out = 0, rows = 0;
-    PP_TRY(check_weight(ex, op, "dw", order, dw, &in, &out, err));
+    PP_TRY(check_weight(ex, op, "dw", order, dw, PP_F32, &in, &out, err));
     PP_TRY(check_rows(ex, op, "x", x, in, &rows, err));
     PP_TRY(check_rows_like(ex, op, "dy", dy, x, out, err));
     if (db) PP_TRY(check_f32_vec(ex, op, "db", db, out, err));
-    return DISPATCH(dense_backward_weights, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
-                    x->data, dy->data, dw->data, db ? db->data : NULL, err);
+    const bool w_out_in = order == PP_WEIGHT_OUT_IN;
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
+    if (x->dtype != PP_BF16 && dy->dtype != PP_BF16)
+        return WIDE_RUN(v, DISPATCH(dense_backward_weights, rows, (int)in, (int)out, w_out_in, xd,
+                                    dyd, dw->data, db ? db->data : NULL, err));
+    /* mixed precision: this call's weight gradient is rounded to bf16, then
+     * added; the bias's is added in f32 (the bias is added in f32 after the
+     * bf16 product, as torch.autocast does for x @ w + b) */
+    pp_tensor pw = {0};
+    pp_status st = v.st;
+    if (st == PP_OK) st = pp_ops_low_begin(ex, dw, &pw, err);
+    if (st == PP_OK)
+        st = DISPATCH(dense_backward_weights, rows, (int)in, (int)out, w_out_in, xd, dyd,
+                      pw.data, db ? db->data : NULL, err);
+    if (pw.data) st = pp_ops_low_end(ex, &pw, dw, st, err);
+    return pp_ops_wide_end(&v, ex, st, err);
 }
 
 /* Runs a backend's fused entry: *done when it ran (or failed); not done when
@@ -135,13 +175,14 @@ pp_status pp_dense_gelu_forward(pp_exec *ex, pp_weight_order order, const pp_ten
     const char *op = "dense_gelu_forward";
     PP_TRY(pp_ops_check_exec(ex, op, err));
     int64_t in = 0, out = 0, rows = 0;
-    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_weight(ex, op, "w", order, w, PP_OPS_ACT, &in, &out, err));
     PP_TRY(check_rows(ex, op, "x", x, in, &rows, err));
     if (b) PP_TRY(check_f32_vec(ex, op, "b", b, out, err));
     PP_TRY(check_rows_like(ex, op, "h", h, x, out, err));
     PP_TRY(pp_ops_check_like(ex, op, "g", g, h, err));
     bool done = false;
-    PP_TRY(FUSED(dense_gelu_forward, &done, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
+    if (ALL_F32(x, w, h, g))
+        PP_TRY(FUSED(dense_gelu_forward, &done, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
                  x->data, w->data, b ? b->data : NULL, h->data, g->data, err));
     if (done) return PP_OK;
     PP_TRY(pp_dense_forward(ex, order, x, w, b, h, err));
@@ -155,12 +196,13 @@ pp_status pp_dense_backward_data_gelu(pp_exec *ex, pp_weight_order order, const 
     const char *op = "dense_backward_data_gelu";
     PP_TRY(pp_ops_check_exec(ex, op, err));
     int64_t in = 0, out = 0, rows = 0;
-    PP_TRY(check_weight(ex, op, "w", order, w, &in, &out, err));
+    PP_TRY(check_weight(ex, op, "w", order, w, PP_OPS_ACT, &in, &out, err));
     PP_TRY(check_rows(ex, op, "dy", dy, out, &rows, err));
     PP_TRY(check_rows_like(ex, op, "h", h, dy, in, err));
     PP_TRY(pp_ops_check_like(ex, op, "dh", dh, h, err));
     bool done = false;
-    PP_TRY(FUSED(dense_backward_data_gelu, &done, rows, (int)in, (int)out,
+    if (ALL_F32(w, dy, h, dh))
+        PP_TRY(FUSED(dense_backward_data_gelu, &done, rows, (int)in, (int)out,
                  order == PP_WEIGHT_OUT_IN, w->data, dy->data, h->data, dh->data, err));
     if (done) return PP_OK;
     PP_TRY(pp_dense_backward_data(ex, order, w, dy, dh, err));
@@ -181,7 +223,7 @@ static pp_status check_ln_forward(pp_exec *ex, const char *op, float eps, const 
     *c = x->shape[x->ndim - 1];
     PP_TRY(check_f32_vec(ex, op, "gamma", gamma, *c, err));
     if (beta) PP_TRY(check_f32_vec(ex, op, "beta", beta, *c, err));
-    PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
+    PP_TRY(check_rows_like(ex, op, "y", y, x, *c, err));
     PP_TRY(check_f32_vec(ex, op, "mean", mean, *rows, err));
     return check_f32_vec(ex, op, "rstd", rstd, *rows, err);
 }
@@ -193,8 +235,11 @@ pp_status pp_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *x, const
     int64_t rows = 0, c = 0;
     PP_TRY(check_ln_forward(ex, "layernorm_forward", eps, x, gamma, beta, y, mean, rstd, &rows,
                             &c, err));
-    return DISPATCH(layernorm_forward, rows, (int)c, eps, x->data, gamma->data,
-                    beta ? beta->data : NULL, y->data, mean->data, rstd->data, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(layernorm_forward, rows, (int)c, eps, xd, gamma->data,
+                                beta ? beta->data : NULL, yd, mean->data, rstd->data, err));
 }
 
 pp_status pp_add_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *a,
@@ -208,7 +253,8 @@ pp_status pp_add_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *a,
     PP_TRY(pp_ops_check_like(ex, op, "a", a, s, err));
     PP_TRY(pp_ops_check_like(ex, op, "b", b, s, err));
     bool done = false;
-    PP_TRY(FUSED(add_layernorm_forward, &done, rows, (int)c, eps, a->data, b->data, gamma->data,
+    if (ALL_F32(a, b, s, y))
+        PP_TRY(FUSED(add_layernorm_forward, &done, rows, (int)c, eps, a->data, b->data, gamma->data,
                  beta ? beta->data : NULL, s->data, y->data, mean->data, rstd->data, err));
     if (done) return PP_OK;
     PP_TRY(pp_add(ex, a, b, s, err));
@@ -226,7 +272,7 @@ static pp_status check_ln_backward(pp_exec *ex, const char *op, const pp_tensor 
     PP_TRY(pp_ops_check_exec(ex, op, err));
     PP_TRY(check_rows(ex, op, "x", x, -1, rows, err));
     *c = x->shape[x->ndim - 1];
-    PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
+    PP_TRY(check_rows_like(ex, op, "dy", dy, x, *c, err));
     PP_TRY(check_f32_vec(ex, op, "gamma", gamma, *c, err));
     PP_TRY(check_f32_vec(ex, op, "mean", mean, *rows, err));
     PP_TRY(check_f32_vec(ex, op, "rstd", rstd, *rows, err));
@@ -243,8 +289,12 @@ pp_status pp_layernorm_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor
     int64_t rows = 0, c = 0;
     PP_TRY(check_ln_backward(ex, "layernorm_backward", x, dy, gamma, mean, rstd, dx, dgamma,
                              dbeta, &rows, &c, err));
-    return DISPATCH(layernorm_backward, rows, (int)c, x->data, dy->data, gamma->data, mean->data,
-                    rstd->data, dx->data, dgamma->data, dbeta ? dbeta->data : NULL, err);
+    wide v = {0};
+    const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(layernorm_backward, rows, (int)c, xd, dyd, gamma->data,
+                                mean->data, rstd->data, dxd, dgamma->data,
+                                dbeta ? dbeta->data : NULL, err));
 }
 
 pp_status pp_layernorm_backward_add(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
@@ -261,7 +311,8 @@ pp_status pp_layernorm_backward_add(pp_exec *ex, const pp_tensor *x, const pp_te
     if (dres->data == dx->data)
         return pp_error_set(err, PP_ERR_INVALID, "%s: dres may not alias dx", op);
     bool done = false;
-    PP_TRY(FUSED(layernorm_backward_add, &done, rows, (int)c, x->data, dy->data, gamma->data,
+    if (ALL_F32(x, dy, dres, dx))
+        PP_TRY(FUSED(layernorm_backward_add, &done, rows, (int)c, x->data, dy->data, gamma->data,
                  mean->data, rstd->data, dres->data, dx->data, dgamma->data,
                  dbeta ? dbeta->data : NULL, err));
     if (done) return PP_OK;
@@ -273,9 +324,12 @@ pp_status pp_gelu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_erro
 {
     const char *op = "gelu_forward";
     PP_TRY(pp_ops_check_exec(ex, op, err));
-    PP_TRY(pp_ops_check_f32(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check_act(ex, op, "x", x, err));
     PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
-    return DISPATCH(gelu_forward, pp_tensor_numel(x), x->data, y->data, err);
+    wide v = {.keep_layout = true};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(gelu_forward, pp_tensor_numel(x), xd, yd, err));
 }
 
 pp_status pp_gelu_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy, pp_tensor *dx,
@@ -283,10 +337,13 @@ pp_status pp_gelu_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
 {
     const char *op = "gelu_backward";
     PP_TRY(pp_ops_check_exec(ex, op, err));
-    PP_TRY(pp_ops_check_f32(ex, op, "x", x, err));
+    PP_TRY(pp_ops_check_act(ex, op, "x", x, err));
     PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
     PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
-    return DISPATCH(gelu_backward, pp_tensor_numel(x), x->data, dy->data, dx->data, err);
+    wide v = {.keep_layout = true};
+    const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
+    float *dxd = WIDE_OUT(v, dx);
+    return WIDE_RUN(v, DISPATCH(gelu_backward, pp_tensor_numel(x), xd, dyd, dxd, err));
 }
 
 /* qkv (N, T, 3C) with C a multiple of heads: the descriptor. */
@@ -295,7 +352,7 @@ static pp_status attention_desc(pp_exec *ex, const char *op, int heads, const pp
 {
     if (!qkv || qkv->ndim != 3)
         return pp_error_set(err, PP_ERR_INVALID, "%s: qkv must be 3-D (N, T, 3C)", op);
-    PP_TRY(pp_ops_check_f32(ex, op, "qkv", qkv, err));
+    PP_TRY(pp_ops_check_act(ex, op, "qkv", qkv, err));
     const int64_t c3 = qkv->shape[2];
     if (heads < 1 || c3 % 3 != 0 || (c3 / 3) % heads != 0)
         return pp_error_set(err, PP_ERR_INVALID,
@@ -314,9 +371,12 @@ pp_status pp_attention_forward(pp_exec *ex, int heads, const pp_tensor *qkv, pp_
     PP_TRY(pp_ops_check_exec(ex, op, err));
     pp_attention_desc d;
     PP_TRY(attention_desc(ex, op, heads, qkv, &d, err));
-    PP_TRY(pp_ops_check(ex, op, "y", y, PP_F32, 3, d.n, d.t, d.c, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, PP_OPS_ACT, 3, d.n, d.t, d.c, 1, err));
     PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d.n, d.heads, d.t, 1, err));
-    return DISPATCH(attention_forward, &d, qkv->data, y->data, lse->data, err);
+    wide v = {0};
+    const float *qkvd = WIDE_IN(v, qkv);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(attention_forward, &d, qkvd, yd, lse->data, err));
 }
 
 pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, const pp_tensor *y,
@@ -327,12 +387,14 @@ pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, co
     PP_TRY(pp_ops_check_exec(ex, op, err));
     pp_attention_desc d;
     PP_TRY(attention_desc(ex, op, heads, qkv, &d, err));
-    PP_TRY(pp_ops_check(ex, op, "y", y, PP_F32, 3, d.n, d.t, d.c, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "y", y, PP_OPS_ACT, 3, d.n, d.t, d.c, 1, err));
     PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d.n, d.heads, d.t, 1, err));
-    PP_TRY(pp_ops_check(ex, op, "dy", dy, PP_F32, 3, d.n, d.t, d.c, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "dy", dy, PP_OPS_ACT, 3, d.n, d.t, d.c, 1, err));
     PP_TRY(pp_ops_check_like(ex, op, "dqkv", dqkv, qkv, err));
-    return DISPATCH(attention_backward, &d, qkv->data, y->data, lse->data, dy->data, dqkv->data,
-                    err);
+    wide v = {0};
+    const float *qkvd = WIDE_IN(v, qkv), *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
+    float *dqkvd = WIDE_OUT(v, dqkv);
+    return WIDE_RUN(v, DISPATCH(attention_backward, &d, qkvd, yd, lse->data, dyd, dqkvd, err));
 }
 
 /* ids (N, T) I32 and table (V, C) F32: *rows = N*T. */
@@ -382,7 +444,7 @@ static pp_status check_embedding(pp_exec *ex, const char *op, bool have,
     PP_TRY(check_ids(ex, op, ids, table, tname, rows, err));
     *v = table->shape[0];
     *c = table->shape[1];
-    PP_TRY(pp_ops_check(ex, op, aname, act, PP_F32, 3, ids->shape[0], ids->shape[1], *c, 1,
+    PP_TRY(pp_ops_check(ex, op, aname, act, PP_OPS_ACT, 3, ids->shape[0], ids->shape[1], *c, 1,
                         err));
     if (!have) return pp_ops_unsupported(ex, op, err);
     return check_id_range(ex, op, ids, *v, err);
@@ -394,8 +456,10 @@ pp_status pp_embedding_forward(pp_exec *ex, const pp_tensor *ids, const pp_tenso
     int64_t rows = 0, v = 0, c = 0;
     PP_TRY(check_embedding(ex, "embedding_forward", ENTRY(embedding_forward) != NULL, ids, table,
                            "table", y, "y", &rows, &v, &c, err));
-    return DISPATCH(embedding_forward, rows, (int)v, (int)c, ids->data, table->data, y->data,
-                    err);
+    wide w = {0};
+    float *yd = WIDE_OUT(w, y);
+    return WIDE_RUN(w, DISPATCH(embedding_forward, rows, (int)v, (int)c, ids->data, table->data,
+                                yd, err));
 }
 
 pp_status pp_embedding_backward(pp_exec *ex, const pp_tensor *ids, const pp_tensor *dy,
@@ -404,8 +468,10 @@ pp_status pp_embedding_backward(pp_exec *ex, const pp_tensor *ids, const pp_tens
     int64_t rows = 0, v = 0, c = 0;
     PP_TRY(check_embedding(ex, "embedding_backward", ENTRY(embedding_backward) != NULL, ids,
                            dtable, "dtable", dy, "dy", &rows, &v, &c, err));
-    return DISPATCH(embedding_backward, rows, (int)v, (int)c, ids->data, dy->data, dtable->data,
-                    err);
+    wide w = {0};
+    const float *dyd = WIDE_IN(w, dy);
+    return WIDE_RUN(w, DISPATCH(embedding_backward, rows, (int)v, (int)c, ids->data, dyd,
+                                dtable->data, err));
 }
 
 /* x (N, T, C) and a table (P, C) with P >= T. */
@@ -415,7 +481,7 @@ static pp_status check_position(pp_exec *ex, const char *op, const char *xname,
 {
     if (!x || x->ndim != 3)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 3-D (N, T, C)", op, xname);
-    PP_TRY(pp_ops_check_f32(ex, op, xname, x, err));
+    PP_TRY(pp_ops_check_act(ex, op, xname, x, err));
     if (!table || table->ndim != 2)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %s must be 2-D (P, C)", op, tname);
     PP_TRY(pp_ops_check_f32(ex, op, tname, table, err));
@@ -437,8 +503,11 @@ pp_status pp_position_forward(pp_exec *ex, const pp_tensor *x, const pp_tensor *
     PP_TRY(pp_ops_check_exec(ex, op, err));
     PP_TRY(check_position(ex, op, "x", x, "table", table, err));
     PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
-    return DISPATCH(position_forward, x->shape[0], (int)x->shape[1], (int)x->shape[2], x->data,
-                    table->data, y->data, err);
+    wide v = {.keep_layout = true};
+    const float *xd = WIDE_IN(v, x);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(position_forward, x->shape[0], (int)x->shape[1],
+                                (int)x->shape[2], xd, table->data, yd, err));
 }
 
 pp_status pp_position_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dtable,
@@ -447,6 +516,8 @@ pp_status pp_position_backward(pp_exec *ex, const pp_tensor *dy, pp_tensor *dtab
     const char *op = "position_backward";
     PP_TRY(pp_ops_check_exec(ex, op, err));
     PP_TRY(check_position(ex, op, "dy", dy, "dtable", dtable, err));
-    return DISPATCH(position_backward, dy->shape[0], (int)dy->shape[1], (int)dy->shape[2],
-                    dy->data, dtable->data, err);
+    wide v = {0};
+    const float *dyd = WIDE_IN(v, dy);
+    return WIDE_RUN(v, DISPATCH(position_backward, dy->shape[0], (int)dy->shape[1],
+                                (int)dy->shape[2], dyd, dtable->data, err));
 }

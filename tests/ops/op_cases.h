@@ -12,9 +12,9 @@
 enum { MAX_OPS = 10 };
 
 /* An operand: 'a' may be BF16 (an activation or weight copy), 'f' is always
- * F32 (parameter gradients, statistics, biases), 'i' is I32 (argmax), 'w'
- * is an F32 convolution weight gradient starting from zero: with bf16
- * operands it receives the f32 result rounded to bf16 (ops.h). */
+ * F32 (parameter gradients, statistics, biases), 'i' is I32 (argmax, token
+ * ids), 'w' is an F32 convolution or dense weight gradient starting from
+ * zero: with bf16 operands it receives the f32 result rounded to bf16 (ops.h). */
 typedef struct operand {
     char kind;
     int ndim;

@@ -8,7 +8,8 @@
  *      op's on the same (bf16-representable) values, bf16 outputs rounded once
  *      to nearest even, f32 outputs (parameter gradients) bit for bit, in-place
  *      use included; the same with those operands NHWC (f32 and bf16): the
- *      results, laid out back, are the NCHW op's bit for bit;
+ *      results, laid out back, are the NCHW op's bit for bit; GPT-2's ops
+ *      likewise with bf16 operands (op_cases_transformer.h);
  *   3. accuracy against double references on the unrounded f32 inputs, with
  *      bounds derived from bf16's 8-bit significand (7 bits stored; unit
  *      roundoff u = 2^-8): a
@@ -130,7 +131,7 @@ static void test_rounding(void)
 
 /* ---- 2. the contract, op by op ------------------------------------------------------- */
 
-#include "tests/ops/op_cases.h"
+#include "tests/ops/op_cases_transformer.h"
 
 /* Runs one case twice: every operand F32 NCHW (holding bf16-representable
  * values where the operand may be bf16), then with the 'a' operands of dtype
@@ -207,6 +208,8 @@ static void test_contract(void)
     }
     for (size_t i = 0; i < sizeof FUSED_ADD_CASES / sizeof FUSED_ADD_CASES[0]; i++)
         check_case(&FUSED_ADD_CASES[i], PP_F32, PP_NHWC);
+    for (size_t i = 0; i < sizeof TRANSFORMER_CASES / sizeof TRANSFORMER_CASES[0]; i++)
+        check_case(&TRANSFORMER_CASES[i], PP_BF16, PP_NCHW);
 }
 
 /* ---- 3. accuracy against double references ------------------------------------------- */

@@ -52,8 +52,9 @@ static pp_plan *parse(const char *text)
     return parse_as(text, true);
 }
 
-/* GPT-2's runs: recomputation of every stage (recompute: always), or none. */
-static bool g_recompute;
+/* GPT-2's runs: recomputation of every stage (recompute: always), or none;
+ * bf16 mixed precision (precision: bf16), or fp32. */
+static bool g_recompute, g_bf16;
 
 /* The plan's lines before its stages: model (a ResNet, or "gpt2": a small
  * GPT-2 with its head tied to its token embedding, on a text file of
@@ -67,10 +68,12 @@ static int plan_head(char *out, size_t n, const char *model, int split, const ch
                         "batch: {size: 16, split_size: %d}\n"
                         "schedule: %s\n"
                         "recompute: %s\n"
+                        "precision: %s\n"
                         "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
                         "data: {format: text, file: \"%s/corpus.txt\", shuffle: true}\n"
                         "seed: 5\nsteps: 2\nstages:\n",
-                        split, schedule, g_recompute ? "always" : "never", tmpdir);
+                        split, schedule, g_recompute ? "always" : "never",
+                        g_bf16 ? "bf16" : "fp32", tmpdir);
     return snprintf(out, n,
                     "model: {name: %s, num_classes: 10, stem: cifar}\n"
                     "batch: {size: 16, split_size: %d}\n"
@@ -241,7 +244,9 @@ static void test_torch_files(const char *dir)
 /* GPT-2, its head tied to its token embedding on the first stage (a copy on
  * the last, its gradient summed into the embedding's after the backward):
  * every built-in on 2 and 4 devices, 1, 4 and 8 micro-batches, without
- * recomputation and with it on every stage, saves the 1-stage run's bytes. */
+ * recomputation and with it on every stage, saves the 1-stage run's bytes;
+ * in bf16 too (all of them without recomputation; 4 devices and 8
+ * micro-batches with it). */
 static void test_gpt2(void)
 {
     char path[256];
@@ -255,7 +260,13 @@ static void test_gpt2(void)
         g_recompute = r == 1;
         test_builtins("gpt2", false);
     }
-    g_recompute = false;
+    /* bf16: every built-in, recomputation off; on 4 devices and 8 micro-batches with it */
+    g_bf16 = true;
+    for (int r = 0; r < 2; r++) {
+        g_recompute = r == 1;
+        test_builtins("gpt2", g_recompute);
+    }
+    g_bf16 = g_recompute = false;
     unlink(path);
 }
 
