@@ -32,6 +32,9 @@ import tempfile
 
 import struct
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_raw  # noqa: E402
+
 BIN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="pp-gpt2-cli-")
 failures = 0
@@ -230,18 +233,13 @@ def test_train_eval_generate():
     check(r.stdout == r2.stdout and r.returncode == 0, "a seed repeats its sample")
 
 
-def read_safetensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    meta = head.pop("__metadata__", {})
+def read_tokens(path):
+    """A dump's metadata and its 2-D int32 tensors as lists of rows."""
+    meta, raw = safetensors_raw.read(path)
     out = {}
-    for name, t in head.items():
-        b, e = t["data_offsets"]
-        body = raw[8 + n + b:8 + n + e]
+    for name, (dtype, shape, body) in raw.items():
         ids = list(struct.unpack(f"<{len(body) // 4}i", body))
-        rows, cols = t["shape"]
-        out[name] = (t["dtype"], [ids[i * cols:(i + 1) * cols] for i in range(rows)])
+        out[name] = (dtype, [ids[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])])
     return meta, out
 
 
@@ -250,7 +248,7 @@ def test_dump_data():
         r = run(path, "--dump-data", which, "-o", out)
         check(r.returncode == 0 and f"wrote {out}" in r.stderr,
               f"--dump-data {which}: {r.returncode} {r.stderr!r}")
-        return read_safetensors(os.path.join(TMP, out)) if r.returncode == 0 else ({}, {})
+        return read_tokens(os.path.join(TMP, out)) if r.returncode == 0 else ({}, {})
 
     def shifted(t, what):
         x, y = t.get("inputs", (None, []))[1], t.get("targets", (None, []))[1]

@@ -68,6 +68,7 @@ except ImportError as e:  # the project's tests must not require PyTorch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2_model  # noqa: E402
+import adamw_state  # noqa: E402
 import st  # noqa: E402
 
 LAYERS, HEADS, EMBD, POSITIONS = 4, 4, 128, 64
@@ -76,7 +77,7 @@ LR, BETAS, EPS, WD, CLIP = 1e-3, (0.9, 0.95), 1e-8, 0.1, 0.5
 FACTOR = 3.0
 FLOOR = 1e-6   # absolute allowance for tensors whose error is at rounding level
 LOSS_RTOL = 2e-5
-PREFIXES = ("optimizer.exp_avg.", "optimizer.exp_avg_sq.", "optimizer.step.")
+PREFIXES = adamw_state.PREFIXES
 
 PLAN = """\
 model: {{name: gpt2, n_layer: {layers}, n_head: {heads}, n_embd: {embd}, vocab_size: {vocab},
@@ -145,11 +146,7 @@ def torch_step(state, vocab, tied, dtype, x, y):
     m = build(state, vocab, tied, dtype)
     opt = torch.optim.AdamW(param_groups(m), lr=LR, betas=BETAS, eps=EPS)
     names = {p: n for n, p in m.named_parameters()}
-    for p, n in names.items():
-        if PREFIXES[0] + n in state:
-            opt.state[p] = {"step": torch.tensor(float(state[PREFIXES[2] + n])),
-                            "exp_avg": torch.from_numpy(state[PREFIXES[0] + n].copy()).to(dtype),
-                            "exp_avg_sq": torch.from_numpy(state[PREFIXES[1] + n].copy()).to(dtype)}
+    adamw_state.load(opt, names, state, dtype)
     opt.zero_grad(set_to_none=True)
     xt, yt = torch.from_numpy(x).long(), torch.from_numpy(y).long()
     total = 0.0
@@ -163,11 +160,7 @@ def torch_step(state, vocab, tied, dtype, x, y):
     norm = float(torch.nn.utils.clip_grad_norm_(m.parameters(), CLIP))
     opt.step()
     out = {k: v.detach().numpy().astype(np.float64) for k, v in m.state_dict().items()}
-    for p, n in names.items():
-        s = opt.state[p]
-        out[PREFIXES[0] + n] = s["exp_avg"].numpy().astype(np.float64)
-        out[PREFIXES[1] + n] = s["exp_avg_sq"].numpy().astype(np.float64)
-        out[PREFIXES[2] + n] = np.array(int(s["step"]), dtype=np.int64)
+    adamw_state.save(out, opt, names)
     return out, total, norm
 
 
