@@ -62,7 +62,7 @@ pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_err
         pp_data_close(v.src);
         return pp_error_set(err, PP_ERR_INPUT, "--show-data draws images; the plan's data are "
                             "token windows (format %s): --dump-data STEP writes a step's tokens",
-                            plan->data.format == PP_DATA_TEXT ? "text" : "tokens");
+                            plan->data.format == PP_PLAN_DATA_TEXT ? "text" : "tokens");
     }
     pp_status s = view_read(&v, 0, n, err);
     uint8_t *px = NULL;
