@@ -235,7 +235,7 @@ static json_t *json_num(double v);
 
 static json_t *eval_object(const pp_eval_result *e)
 {
-    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o}", "samples", (json_int_t)e->samples,
+    return json_pack("{s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "samples", (json_int_t)e->samples,
                      "loss", json_num(e->loss), "perplexity", json_num(e->perplexity),
                      "accuracy", json_num(e->accuracy), "top5_accuracy",
                      json_num(e->top5_accuracy), "seconds", json_num(e->seconds),

@@ -2,7 +2,8 @@
  * data_view.c - what the model sees (pp_plan_show_data, pp_plan_dump_data in
  * pipeline.h): a plan's training or test samples read as a run reads them
  * (the same source, draws, order and normalisation), drawn as a captioned
- * grid or written as tensors with each sample's file.
+ * grid or written as tensors with each sample's file; a token source's
+ * windows written as their input and target ids.
  */
 #include "pipeline/pipeline.h"
 
@@ -17,10 +18,12 @@
 #include "runtime/io/grid.h"
 
 /* count samples from position pos of the source: images, labels and the
- * data set index of each. */
+ * data set index of each. A token source's images are its windows' input
+ * ids (int32, T a sample: w) and its labels their targets (T a sample); its
+ * index is each window's position in the stream of samples. */
 typedef struct view {
     pp_data *src;
-    int count, c, h, w;
+    int count, c, h, w, targets;
     float *images;
     int32_t *labels;
     int64_t *index;
@@ -37,13 +40,15 @@ static void view_free(view *v)
 static pp_status view_read(view *v, int64_t pos, int count, pp_error *err)
 {
     pp_data_shape(v->src, &v->c, &v->h, &v->w, NULL);
+    v->targets = pp_data_targets_per_sample(v->src);
     v->count = count;
     v->images = malloc((size_t)count * v->c * v->h * v->w * sizeof(float));
-    v->labels = malloc((size_t)count * sizeof *v->labels);
+    v->labels = malloc((size_t)count * v->targets * sizeof *v->labels);
     v->index = malloc((size_t)count * sizeof *v->index);
     if (!v->images || !v->labels || !v->index)
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (%d samples)", count);
-    for (int j = 0; j < count; j++) v->index[j] = pp_data_sample_index(v->src, pos + j);
+    for (int j = 0; j < count; j++)
+        v->index[j] = v->targets > 1 ? pos + j : pp_data_sample_index(v->src, pos + j);
     return pp_data_read(v->src, pos, count, v->images, v->labels, err);
 }
 
@@ -53,6 +58,12 @@ pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_err
         return pp_error_set(err, PP_ERR_INPUT, "--show-data: %d samples (1 to 1024)", n);
     view v = {0};
     PP_TRY(pipe_data_open(plan, &plan->data, false, &v.src, err));
+    if (pp_data_targets_per_sample(v.src) > 1) {
+        pp_data_close(v.src);
+        return pp_error_set(err, PP_ERR_INPUT, "--show-data draws images; the plan's data are "
+                            "token windows (format %s): --dump-data STEP writes a step's tokens",
+                            plan->data.format == PP_PLAN_DATA_TEXT ? "text" : "tokens");
+    }
     pp_status s = view_read(&v, 0, n, err);
     uint8_t *px = NULL;
     char **caps = calloc((size_t)n, sizeof *caps);
@@ -109,7 +120,8 @@ static size_t json_str(char *t, size_t n, const char *s)
     return k;
 }
 
-/* The metadata list of every sample's name, as JSON. */
+/* The metadata list of every sample's name as JSON (a token source: each
+ * window's position in the stream of samples, a number). */
 static char *names_json(const view *v)
 {
     size_t cap = 64 + (size_t)v->count * 520, k = 0;
@@ -118,8 +130,12 @@ static char *names_json(const view *v)
     t[k++] = '[';
     for (int j = 0; j < v->count; j++) {
         char name[512];
-        pp_data_sample_name(v->src, v->index[j], name, sizeof name);
         if (j) t[k++] = ',';
+        if (v->targets > 1) {
+            k += (size_t)snprintf(t + k, cap - k, "%lld", (long long)v->index[j]);
+            continue;
+        }
+        pp_data_sample_name(v->src, v->index[j], name, sizeof name);
         k += json_str(t + k, cap - k, name);
     }
     t[k++] = ']';
@@ -127,35 +143,43 @@ static char *names_json(const view *v)
     return t;
 }
 
+/* The view as safetensors: images (f32 N x C x H x W) and labels (i32 N)
+ * with metadata {what: which} and "paths"; a token source's as inputs and
+ * targets (i32 N x T) with "windows". */
 static pp_status write_view(const view *v, const char *path, const char *what, const char *which,
                             pp_error *err)
 {
+    const bool tok = v->targets > 1;
     pp_registry *reg;
     PP_TRY(pp_registry_new(&reg, err));
     pp_device_ctx *cpu;
     pp_device_id id;
-    pp_tensor images = {0}, labels = {0};
+    pp_tensor x = {0}, y = {0};
+    const int64_t per = (int64_t)v->c * v->h * v->w;
     pp_status s = pp_device_id_parse("cpu:0", &id, err);
     if (s == PP_OK) s = pp_registry_get(reg, id, &cpu, err);
+    if (s == PP_OK && tok)
+        s = pp_tensor_alloc(&x, cpu, PP_I32, 2, (int64_t[]){v->count, per}, err);
+    else if (s == PP_OK)
+        s = pp_tensor_alloc(&x, cpu, PP_F32, 4, (int64_t[]){v->count, v->c, v->h, v->w}, err);
     if (s == PP_OK)
-        s = pp_tensor_alloc(&images, cpu, PP_F32, 4,
-                            (int64_t[]){v->count, v->c, v->h, v->w}, err);
-    if (s == PP_OK) s = pp_tensor_alloc(&labels, cpu, PP_I32, 1, (int64_t[]){v->count}, err);
+        s = pp_tensor_alloc(&y, cpu, PP_I32, tok ? 2 : 1, (int64_t[]){v->count, v->targets},
+                            err);
+    if (s == PP_OK) s = pp_tensor_from_host(&x, v->images, (size_t)(v->count * per) * sizeof(float), err);
     if (s == PP_OK)
-        s = pp_tensor_from_host(&images, v->images,
-                                (size_t)v->count * v->c * v->h * v->w * sizeof(float), err);
-    if (s == PP_OK)
-        s = pp_tensor_from_host(&labels, v->labels, (size_t)v->count * sizeof(int32_t), err);
+        s = pp_tensor_from_host(&y, v->labels, (size_t)v->count * v->targets * sizeof(int32_t),
+                                err);
     char *paths = s == PP_OK ? names_json(v) : NULL;
     if (s == PP_OK && !paths) s = pp_error_set(err, PP_ERR_OOM, "out of host memory");
     if (s == PP_OK) {
-        const pp_ckpt_tensor t[2] = {{"images", &images}, {"labels", &labels}};
-        const pp_checkpoint_meta meta[2] = {{what, which}, {"paths", paths}};
+        const pp_ckpt_tensor t[2] = {{tok ? "inputs" : "images", &x},
+                                     {tok ? "targets" : "labels", &y}};
+        const pp_checkpoint_meta meta[2] = {{what, which}, {tok ? "windows" : "paths", paths}};
         s = pp_checkpoint_save(path, t, 2, meta, 2, err);
     }
     free(paths);
-    pp_tensor_free(&images);
-    pp_tensor_free(&labels);
+    pp_tensor_free(&x);
+    pp_tensor_free(&y);
     pp_registry_free(reg);
     return s;
 }

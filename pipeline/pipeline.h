@@ -277,8 +277,12 @@ int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p);
  * "labels" (i32 N) of training step `index` (0-based, the whole global batch)
  * or of the index-th evaluation batch (eval), with metadata "step" or
  * "eval_batch" and "paths", a JSON list of each sample's file (relative to
- * the image folder) or "FORMAT sample I". Errors: the data source's; an
- * evaluation batch past the test set, or no eval section, PP_ERR_INPUT. */
+ * the image folder) or "FORMAT sample I". A token source's step is written
+ * as "inputs" and "targets" (i32 N x T: each window's ids and the ids after
+ * them) with "windows", a JSON list of each window's position in the stream
+ * of samples (epoch x windows per epoch + i); pp_plan_show_data refuses
+ * token data (PP_ERR_INPUT). Errors: the data source's; an evaluation batch
+ * past the test set, or no eval section, PP_ERR_INPUT. */
 pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_error *err);
 pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const char *path,
                             pp_error *err);

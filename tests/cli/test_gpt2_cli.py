@@ -14,7 +14,12 @@
 - training prints tokens/s and the evaluation's loss per token, perplexity and
   next-token accuracy (also in --json), --eval-only too;
 - --generate: greedy (temperature 0) and sampled text repeat for a seed, and
-  a checkpoint trained on 2 stages generates the same text on 1 and on 3.
+  a checkpoint trained on 2 stages generates the same text on 1 and on 3;
+- --dump-data STEP and eval:K write a step's `inputs` and `targets` (i32, N x
+  T): in order, step 3's windows are the text's bytes from 24 x 32 on, the
+  targets the inputs shifted by one; shuffled, each window is the text's 33
+  bytes at some offset and a second dump is the same file; eval:0 reads the
+  validation text; --show-data refuses token data (exit 2).
 """
 import json
 import math
@@ -26,6 +31,9 @@ import sys
 import tempfile
 
 import struct
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_raw  # noqa: E402
 
 BIN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="pp-gpt2-cli-")
@@ -223,7 +231,61 @@ def test_train_eval_generate():
     check(r.stdout == r2.stdout and r.returncode == 0, "a seed repeats its sample")
 
 
-for t in (test_bad_input, test_describe, test_train_eval_generate):
+def read_tokens(path):
+    """A dump's metadata and its 2-D int32 tensors as lists of rows."""
+    meta, raw = safetensors_raw.read(path)
+    out = {}
+    for name, (dtype, shape, body) in raw.items():
+        ids = list(struct.unpack(f"<{len(body) // 4}i", body))
+        out[name] = (dtype, [ids[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])])
+    return meta, out
+
+
+def test_dump_data():
+    def dump(path, which, out):
+        r = run(path, "--dump-data", which, "-o", out)
+        check(r.returncode == 0 and f"wrote {out}" in r.stderr,
+              f"--dump-data {which}: {r.returncode} {r.stderr!r}")
+        return read_tokens(os.path.join(TMP, out)) if r.returncode == 0 else ({}, {})
+
+    def shifted(t, what):
+        x, y = t.get("inputs", (None, []))[1], t.get("targets", (None, []))[1]
+        check(t.get("inputs", ("",))[0] == "I32" and t.get("targets", ("",))[0] == "I32" and
+              len(x) == 8 and all(len(r) == 32 for r in x + y) and len(y) == 8 and
+              all(a[1:] == b[:-1] for a, b in zip(x, y)),
+              f"{what}: inputs and targets 8 x 32 i32, the targets the inputs shifted: {t}")
+        return x, y
+
+    data = CORPUS.encode()
+    p = plan("dump-order.yaml", swap=("shuffle: true", "shuffle: false"))
+    meta, t = dump(p, "3", "step3.st")
+    x, y = shifted(t, "step 3 in order")
+    want = [list(data[i * 32:i * 32 + 33]) for i in range(24, 32)]
+    check([a + b[-1:] for a, b in zip(x, y)] == want and meta.get("step") == "3" and
+          json.loads(meta.get("windows", "[]")) == list(range(24, 32)),
+          f"step 3 in order: windows 24 to 31 of the text: {meta} {x[:1]}")
+    p = plan("dump-shuffled.yaml")
+    meta, t = dump(p, "2", "a.st")
+    x, y = shifted(t, "step 2 shuffled")
+    found = all(bytes(a + b[-1:]) in data for a, b in zip(x, y))
+    check(found and [a + b[-1:] for a, b in zip(x, y)] != [list(data[i * 32:i * 32 + 33])
+                                                           for i in range(16, 24)],
+          f"step 2 shuffled: each window is 33 bytes of the text, not the in-order ones: {x[:1]}")
+    dump(p, "2", "b.st")
+    check(open(os.path.join(TMP, "a.st"), "rb").read() ==
+          open(os.path.join(TMP, "b.st"), "rb").read(),
+          "step 2 shuffled: a second dump writes the same bytes")
+    meta, t = dump(p, "eval:0", "eval0.st")
+    vx = t.get("inputs", (None, []))[1]
+    check(meta.get("eval_batch") == "0" and len(vx) >= 1 and
+          vx[0] == list(CORPUS[:2000].encode()[:32]),
+          f"eval:0: the validation text's first windows: {meta} {len(vx)}")
+    refused("--show-data on text", p, "--show-data draws images; the plan's data are token "
+            "windows (format text): --dump-data STEP writes a step's tokens", "--show-data", "4",
+            "-o", "grid.png")
+
+
+for t in (test_bad_input, test_describe, test_train_eval_generate, test_dump_data):
     t()
 shutil.rmtree(TMP, ignore_errors=True)
 print(f"gpt2 cli: {checks} checks, {failures} failed", file=sys.stderr)

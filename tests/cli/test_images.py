@@ -41,6 +41,9 @@ except ImportError as e:
     print(f"test_images: skipped ({e})")
     sys.exit(77)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_raw  # noqa: E402
+
 BIN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="pp-images-")
 failures = 0
@@ -322,16 +325,7 @@ def test_loader_settings():
     check(saved[0] == saved[1] and saved[0], "1 thread, 1 ahead and 3 threads, 3 ahead differ")
 
 
-def read_safetensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    meta = head.pop("__metadata__", {})
-    out = {}
-    for name, t in head.items():
-        b, e = t["data_offsets"]
-        out[name] = (t["dtype"], t["shape"], raw[8 + n + b:8 + n + e])
-    return meta, out
+read_safetensors = safetensors_raw.read
 
 
 def test_other_formats():

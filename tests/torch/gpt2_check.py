@@ -11,21 +11,36 @@ layout and names (Conv1D weights (in, out), `transformer.` before every
 tensor but the untied head's; a tied head has no tensor of its own). The
 plan: two stages (wte, wpe, h.0, h.1 | h.2, h.3, ln_f, lm_head: the tied
 embedding on the first stage and its head on the last), 1F1B, batch 4 in
-two micro-batches, SGD (lr, momentum 0.9, weight decay), windows of 65
-tokens read in order from an llm.c .bin file written here (random tokens).
-PyTorch runs the same semantics: micro-batches one after the other, each
-loss the cross-entropy summed over its tokens / (batch x 64), gradients
-accumulated, one torch.optim.SGD step; in float32 and in float64.
+two micro-batches, nanoGPT's recipe: AdamW (betas 0.9/0.95, eps 1e-8,
+weight decay 0.1 on matrices and embeddings, none on biases and layer
+norms: our default decay groups) with clip_grad_norm, windows of 65 tokens
+read in order from an llm.c .bin file written here (random tokens). The
+clip (0.5) is below every run's gradient norm, so it clips. PyTorch runs the
+same semantics: micro-batches one after the other, each loss the
+cross-entropy summed over its tokens / (batch x 64), gradients accumulated,
+torch.nn.utils.clip_grad_norm_ over the parameters (a tied weight once), one
+torch.optim.AdamW step over two parameter groups (decay, no decay); in
+float32 and in float64.
 
 For each model:
   - the initialisation is made here (normal weights, every tensor random so
     that each matters) and given to pipeline-run with --load;
   - the loss of step 1 (--json losses[0]) against float64 PyTorch's forward;
-  - step 1 and step 2 (momentum in use, from our step-1 weights and momentum
-    buffers): each tensor's error max|ours - ref64| / max|ref64 - before|
-    (what the step changed; momentum buffers against max|ref64|) within
-    FACTOR x PyTorch float32's own error against the same reference, plus a
-    floor for tensors at rounding level;
+  - step 1, and step 2 resumed from our step-1 checkpoint (weights and AdamW
+    state: exp_avg, exp_avg_sq, step): each tensor's error max|ours - ref64|
+    / max|ref64 - before| (AdamW's moments against max|ref64|) within FACTOR
+    x PyTorch float32's own error against the same reference, plus a floor
+    for tensors at rounding level. AdamW divides each gradient element by its
+    own magnitude, so which tensor holds an element whose rounding is
+    magnified is chance (the key third of attn.c_attn.bias has a gradient of
+    exactly 0 in exact arithmetic: softmax ignores a shift that is the same
+    for every key, so its update is lr x rounding / (|rounding| + eps) in
+    every float run): PyTorch float32's error is the largest over its plain
+    run and four runs from the weights moved one ulp each (as recipe_check.py
+    does);
+  - the gradient norm of --json (grad_norms, before clipping) against the
+    value torch.nn.utils.clip_grad_norm_ returns in float64, within FACTOR of
+    float32's error (1e-6 relative at least), and above the clip;
   - our --weights-only checkpoint loads into the PyTorch model with
     load_state_dict(strict=True) (every name, shape and dtype), and its
     logits on the next batch give (float64) the loss our run printed for
@@ -53,22 +68,24 @@ except ImportError as e:  # the project's tests must not require PyTorch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2_model  # noqa: E402
+import adamw_state  # noqa: E402
 import st  # noqa: E402
 
 LAYERS, HEADS, EMBD, POSITIONS = 4, 4, 128, 64
 BATCH, MICRO = 4, 2
-LR, MOMENTUM, WD = 0.05, 0.9, 0.01
+LR, BETAS, EPS, WD, CLIP = 1e-3, (0.9, 0.95), 1e-8, 0.1, 0.5
 FACTOR = 3.0
 FLOOR = 1e-6   # absolute allowance for tensors whose error is at rounding level
 LOSS_RTOL = 2e-5
-MOM_PREFIX = "optimizer.momentum."
+PREFIXES = adamw_state.PREFIXES
 
 PLAN = """\
 model: {{name: gpt2, n_layer: {layers}, n_head: {heads}, n_embd: {embd}, vocab_size: {vocab},
         block_size: {positions}, tie_embeddings: {tied}}}
 batch: {{size: {batch}, micro_batches: {micro}}}
 schedule: 1f1b
-optimizer: {{type: sgd, lr: {lr}, momentum: {momentum}, weight_decay: {wd}}}
+optimizer: {{type: adamw, lr: {lr}, betas: [{beta1}, {beta2}], eps: {eps}, weight_decay: {wd},
+            clip_grad_norm: {clip}}}
 data: {{format: tokens, file: tokens.bin, shuffle: false}}
 seed: 1
 steps: 1
@@ -114,16 +131,22 @@ def build(state, vocab, tied, dtype):
     return m.to(dtype).train()
 
 
+def param_groups(m):
+    """Our default AdamW groups: decay on matrices and embeddings, none on
+    biases and layer norms (nanoGPT's rule: tensors of 2 dimensions decay)."""
+    decay = [p for p in m.parameters() if p.ndim >= 2]
+    rest = [p for p in m.parameters() if p.ndim < 2]
+    return [{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}]
+
+
 def torch_step(state, vocab, tied, dtype, x, y):
-    """One step of our semantics from state (and its momentum buffers, when it
-    holds optimizer.momentum.*). Returns (state after it in float64, with its
-    momentum buffers, and the loss)."""
+    """One step of our semantics from state (and its AdamW state, when it
+    holds optimizer.*). Returns (state after it in float64, with the AdamW
+    state under our names; the loss; the gradient norm before clipping)."""
     m = build(state, vocab, tied, dtype)
-    opt = torch.optim.SGD(m.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
-    for name, p in m.named_parameters():
-        if MOM_PREFIX + name in state:
-            opt.state[p]["momentum_buffer"] = torch.from_numpy(
-                state[MOM_PREFIX + name].copy()).to(dtype)
+    opt = torch.optim.AdamW(param_groups(m), lr=LR, betas=BETAS, eps=EPS)
+    names = {p: n for n, p in m.named_parameters()}
+    adamw_state.load(opt, names, state, dtype)
     opt.zero_grad(set_to_none=True)
     xt, yt = torch.from_numpy(x).long(), torch.from_numpy(y).long()
     total = 0.0
@@ -134,11 +157,40 @@ def torch_step(state, vocab, tied, dtype, x, y):
                                reduction="sum") / (BATCH * POSITIONS)
         loss.backward()
         total += float(loss.detach())
+    norm = float(torch.nn.utils.clip_grad_norm_(m.parameters(), CLIP))
     opt.step()
     out = {k: v.detach().numpy().astype(np.float64) for k, v in m.state_dict().items()}
-    for name, p in m.named_parameters():
-        out[MOM_PREFIX + name] = opt.state[p]["momentum_buffer"].numpy().astype(np.float64)
-    return out, total
+    adamw_state.save(out, opt, names)
+    return out, total, norm
+
+
+def moved(state, seed):
+    """state with every weight moved one ulp of float32, up or down at random"""
+    rng = np.random.default_rng(seed)
+    out = dict(state)
+    for k, v in state.items():
+        if v.dtype == np.float32 and not k.startswith("optimizer."):
+            out[k] = np.nextafter(v, np.where(rng.random(v.shape) < 0.5, np.inf, -np.inf),
+                                  dtype=np.float32)
+    return out
+
+
+def torch32(state, vocab, tied, x, y):
+    """PyTorch float32's runs: plain and from the weights moved one ulp, four
+    ways (the states after the step, the gradient norms; the plain run's loss)"""
+    runs = [torch_step(s, vocab, tied, torch.float32, x, y)
+            for s in [state] + [moved(state, seed) for seed in (5, 6, 7, 8)]]
+    return [r[0] for r in runs], [r[2] for r in runs], runs[0][1]
+
+
+def check_norm(title, ours, ref64, norms32):
+    """the gradient norm within FACTOR of PyTorch float32's largest error
+    (1e-6 relative at least), and above the clip"""
+    err32 = max(abs(n - ref64) for n in norms32)
+    check(abs(ours - ref64) <= FACTOR * err32 + 1e-6 * ref64,
+          f"{title}: gradient norm {ours:.7f}, torch clip_grad_norm_ fp64 {ref64:.7f} "
+          f"(rel. error {abs(ours - ref64) / ref64:.1e}, torch fp32's {err32 / ref64:.1e})")
+    check(ref64 > CLIP, f"{title}: the clip clips (norm {ref64:.4f} > {CLIP})")
 
 
 def torch_loss(state, vocab, tied, x, y):
@@ -157,24 +209,34 @@ def rel_err(x, ref, before):
     return diff / scale if scale > 0 else diff
 
 
-def compare(title, ours, ref64, ref32, before):
-    """Each tensor: ours and torch fp32 against ref64; ours within FACTOR."""
+def compare(title, ours, ref64, runs32, before):
+    """Each tensor: ours and torch fp32 (the largest error of its runs)
+    against ref64; ours within FACTOR."""
     bad, worst = [], (0.0, "")
     for name in sorted(ref64):
-        b = None if name.startswith(MOM_PREFIX) else before[name].astype(np.float64)
+        if name.startswith(PREFIXES[2]):
+            continue
+        b = None if name.startswith("optimizer.") else before[name].astype(np.float64)
         if name not in ours:
             check(False, f"{title}: {name} missing from our checkpoint")
             continue
         eo = rel_err(ours[name], ref64[name], b)
-        et = rel_err(ref32[name], ref64[name], b)
+        et = max(rel_err(r[name], ref64[name], b) for r in runs32)
         ratio = eo / et if et > 0 else 0.0
         if ratio > worst[0]:
             worst = (ratio, f"{name}: {eo:.2e} vs torch fp32 {et:.2e}")
         if eo > FACTOR * et + FLOOR:
             bad.append(f"{name}: {eo:.2e} vs {et:.2e}")
-    check(not bad, f"{title}: {len(ref64)} tensors within {FACTOR:g}x torch fp32's error "
+    n = sum(1 for k in ref64 if not k.startswith(PREFIXES[2]))
+    check(not bad, f"{title}: {n} tensors within {FACTOR:g}x torch fp32's error "
                    f"(+{FLOOR:g}); worst ratio {worst[0]:.2f} ({worst[1]})"
           + "".join("; " + b for b in bad[:5]))
+
+
+def check_steps(title, ours, n_params, want):
+    steps = {k: int(v) for k, v in ours.items() if k.startswith(PREFIXES[2])}
+    check(len(steps) == n_params and set(steps.values()) == {want},
+          f"{title}: {len(steps)} AdamW step counts, all {want}")
 
 
 def write_tokens(path, tokens):
@@ -212,7 +274,8 @@ def check_model(exe, work, vocab, tied):
     with open(path("plan.yaml"), "w") as f:
         f.write(PLAN.format(layers=LAYERS, heads=HEADS, embd=EMBD, vocab=vocab,
                             positions=POSITIONS, tied="true" if tied else "false", batch=BATCH,
-                            micro=MICRO, lr=LR, momentum=MOMENTUM, wd=WD))
+                            micro=MICRO, lr=LR, beta1=BETAS[0], beta2=BETAS[1], eps=EPS, wd=WD,
+                            clip=CLIP))
     win = lambda s: np.stack([tokens[i * POSITIONS:i * POSITIONS + POSITIONS + 1]  # noqa: E731
                               for i in range(s * BATCH, (s + 1) * BATCH)])
     w0, w1 = win(0), win(1)
@@ -221,23 +284,27 @@ def check_model(exe, work, vocab, tied):
     st.save(path("init.safetensors"), init)
 
     j1, ours1 = run(exe, work, path("init.safetensors"), 1, path("step1.safetensors"), False)
-    ref64, loss64 = torch_step(init, vocab, tied, torch.float64, x0, y0)
-    ref32, loss32 = torch_step(init, vocab, tied, torch.float32, x0, y0)
+    ref64, loss64, norm64 = torch_step(init, vocab, tied, torch.float64, x0, y0)
+    runs32, norms32, loss32 = torch32(init, vocab, tied, x0, y0)
     check(sorted(ours1) == sorted(ref64),
           f"{title}: step-1 checkpoint holds the {len(init)} tensors of the PyTorch model and "
-          f"{len(ref64) - len(init)} momentum buffers")
+          f"AdamW's state under optimizer.exp_avg., optimizer.exp_avg_sq., optimizer.step. "
+          f"({len(ref64)} in all)")
     rel = abs(j1["losses"][0] - loss64) / loss64
     rel32 = abs(loss32 - loss64) / loss64
     check(rel <= LOSS_RTOL, f"{title}: step-1 loss {j1['losses'][0]:.7f}, torch fp64 "
                             f"{loss64:.7f} (rel. error {rel:.1e}, torch fp32 {rel32:.1e})")
-    compare(f"{title}, step 1", ours1, ref64, ref32, init)
+    check_norm(f"{title}, step 1", j1["grad_norms"][0], norm64, norms32)
+    compare(f"{title}, step 1", ours1, ref64, runs32, init)
+    check_steps(f"{title}, step 1", ours1, len(init), 1)
 
-    j2, ours2 = run(exe, work, path("init.safetensors"), 2, path("step2.safetensors"), True)
-    ref64b, _ = torch_step(ours1, vocab, tied, torch.float64, x1, y1)
-    ref32b, _ = torch_step(ours1, vocab, tied, torch.float32, x1, y1)
-    ref64b = {k: v for k, v in ref64b.items() if not k.startswith(MOM_PREFIX)}
-    compare(f"{title}, step 2 (from our step-1 weights and momentum)", ours2, ref64b, ref32b,
-            ours1)
+    j2, ours2 = run(exe, work, path("step1.safetensors"), 1, path("step2.safetensors"), False)
+    ref64b, _, norm64b = torch_step(ours1, vocab, tied, torch.float64, x1, y1)
+    runs32b, norms32b, _ = torch32(ours1, vocab, tied, x1, y1)
+    check_norm(f"{title}, step 2", j2["grad_norms"][0], norm64b, norms32b)
+    compare(f"{title}, step 2 (resumed from our step-1 weights and AdamW state)", ours2,
+            ref64b, runs32b, ours1)
+    check_steps(f"{title}, step 2", ours2, len(init), 2)
 
     # our checkpoint in the PyTorch model: strict, and its logits give our loss
     _, wts = run(exe, work, path("init.safetensors"), 1, path("weights.safetensors"), True)
@@ -249,9 +316,9 @@ def check_model(exe, work, vocab, tied):
     except RuntimeError as e:
         check(False, f"{title}: load_state_dict(strict=True): {e}")
     l64 = torch_loss(wts, vocab, tied, x1, y1)
-    rel = abs(l64 - j2["losses"][1]) / l64
+    rel = abs(l64 - j2["losses"][0]) / l64
     check(rel <= LOSS_RTOL, f"{title}: our step-1 weights' logits in PyTorch give loss "
-                            f"{l64:.7f} on the next batch; ours printed {j2['losses'][1]:.7f} "
+                            f"{l64:.7f} on the next batch; ours printed {j2['losses'][0]:.7f} "
                             f"(rel {rel:.1e})")
 
     # Hugging Face's published layout: no transformer. scope, mask buffers beside

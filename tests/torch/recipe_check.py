@@ -64,6 +64,7 @@ except ImportError as e:  # the project's tests must not require PyTorch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crosscheck as cc  # noqa: E402
+import adamw_state  # noqa: E402
 import st  # noqa: E402
 from eval_check import cifar_resnet18  # noqa: E402
 
@@ -71,7 +72,7 @@ CLASSES, BATCH, SPLIT, IMAGE, TEST = 10, 8, 4, 16, 64
 LR, BETAS, EPS, WD = 1e-3, (0.9, 0.95), 1e-8, 0.05
 NORM_WD, BIAS_WD, CLIP, SMOOTH = 0.0, 0.01, 1.0, 0.1
 FACTOR, FLOOR = 3.0, 1e-5
-PREFIXES = ("optimizer.exp_avg.", "optimizer.exp_avg_sq.", "optimizer.step.")
+PREFIXES = adamw_state.PREFIXES
 
 PLAN = f"""\
 model: {{name: resnet18, num_classes: {CLASSES}, in_channels: 3, stem: cifar}}
@@ -143,11 +144,7 @@ def torch_step(state, dtype, x, y, layout=torch.contiguous_format):
     m = m.to(dtype).to(memory_format=layout).train()
     opt = torch.optim.AdamW(param_groups(m), lr=LR, betas=BETAS, eps=EPS)
     names = {p: n for n, p in m.named_parameters()}
-    for p, n in names.items():
-        if PREFIXES[0] + n in state:
-            opt.state[p] = {"step": torch.tensor(float(state[PREFIXES[2] + n])),
-                            "exp_avg": torch.from_numpy(state[PREFIXES[0] + n].copy()).to(dtype),
-                            "exp_avg_sq": torch.from_numpy(state[PREFIXES[1] + n].copy()).to(dtype)}
+    adamw_state.load(opt, names, state, dtype)
     opt.zero_grad(set_to_none=True)
     xt = torch.from_numpy(x).to(dtype).contiguous(memory_format=layout)
     yt = torch.from_numpy(y).long()
@@ -161,11 +158,7 @@ def torch_step(state, dtype, x, y, layout=torch.contiguous_format):
     opt.step()
     out = {k: v.detach().contiguous().numpy().astype(np.float64) if v.is_floating_point()
            else v.numpy() for k, v in m.state_dict().items()}
-    for p, n in names.items():
-        s = opt.state[p]
-        out[PREFIXES[0] + n] = s["exp_avg"].contiguous().numpy().astype(np.float64)
-        out[PREFIXES[1] + n] = s["exp_avg_sq"].contiguous().numpy().astype(np.float64)
-        out[PREFIXES[2] + n] = np.array(int(s["step"]), dtype=np.int64)
+    adamw_state.save(out, opt, names)
     return out, total, norm
 
 

@@ -1,0 +1,29 @@
+"""adamw_state.py - torch.optim.AdamW's per-parameter state under our
+checkpoint names (docs/CHECKPOINTS.md): optimizer.exp_avg.NAME,
+optimizer.exp_avg_sq.NAME (the moments) and optimizer.step.NAME (the step
+count). Shared by recipe_check.py and gpt2_check.py."""
+
+import numpy as np
+import torch
+
+PREFIXES = ("optimizer.exp_avg.", "optimizer.exp_avg_sq.", "optimizer.step.")
+
+
+def load(opt, names, state, dtype):
+    """Gives opt (an AdamW over the parameters of names, {parameter: name})
+    the state of every parameter that state holds, in dtype."""
+    for p, n in names.items():
+        if PREFIXES[0] + n in state:
+            opt.state[p] = {"step": torch.tensor(float(state[PREFIXES[2] + n])),
+                            "exp_avg": torch.from_numpy(state[PREFIXES[0] + n].copy()).to(dtype),
+                            "exp_avg_sq": torch.from_numpy(state[PREFIXES[1] + n].copy()).to(dtype)}
+
+
+def save(out, opt, names):
+    """Adds opt's state to out under our names: the moments in float64, the
+    step counts as int64 scalars."""
+    for p, n in names.items():
+        s = opt.state[p]
+        out[PREFIXES[0] + n] = s["exp_avg"].contiguous().numpy().astype(np.float64)
+        out[PREFIXES[1] + n] = s["exp_avg_sq"].contiguous().numpy().astype(np.float64)
+        out[PREFIXES[2] + n] = np.array(int(s["step"]), dtype=np.int64)
