@@ -6,7 +6,9 @@
  * "traceEvents": [...]}; one process per device (pid = index of the device's
  * first lane, named by "process_name" metadata), one thread per lane (stream;
  * "thread_name" and "thread_sort_index" metadata), and one complete ("X")
- * event per span with ts and dur in microseconds from steps[0].t0_ns, cat
+ * event per span with ts and dur in microseconds from steps[0].t0_ns (or
+ * from the earliest span, when one began before the first step's run: the
+ * first batch's upload, enqueued just before it), cat
  * "compute" or "copy", args {step, bytes}. The file is built with jansson and
  * replaced atomically, so a reader never sees half a trace.
  *
@@ -102,6 +104,9 @@ pp_status pp_trace_write_chrome_aligned(const char *path, const pp_step_stats *s
     json_t *root = json_pack("{s:s, s:o}", "displayTimeUnit", "ms", "traceEvents", events);
     /* this process's clock reads origin_ns - offset_ns at the job's origin */
     int64_t origin = clock ? clock->origin_ns - clock->offset_ns : n_steps > 0 ? steps[0].t0_ns : 0;
+    for (int k = 0; !clock && k < n_steps; k++)
+        for (int j = 0; j < steps[k].n_spans; j++)
+            if (steps[k].spans[j].start_ns < origin) origin = steps[k].spans[j].start_ns;
     if (root && clock && json_object_set_new(root, "otherData", clock_data(clock)) != 0) {
         json_decref(root);
         root = NULL;
