@@ -1,6 +1,7 @@
 """fashion_subset.py - examples/plans/fashion-mnist-resnet18.yaml on a subset:
-one epoch over the first 6,000 Fashion-MNIST training images, evaluated on the
-first 1,000 test images, must learn (test accuracy well above chance, 0.1).
+one epoch over the first 3,000 Fashion-MNIST training images, evaluated on the
+first 1,000 test images, must learn: its loss falls and its test accuracy is
+well above chance, 0.1 (at least 0.4; 0.528 measured).
 
 Usage: python3 fashion_subset.py PIPELINE_RUN SOURCE_ROOT [--train N] [--test N]
 Exit 77 (skip) when Debian's dataset-fashion-mnist is not installed (the setup
@@ -35,7 +36,7 @@ def subset(src, dst, n):
 
 def main():
     exe, root = sys.argv[1], sys.argv[2]
-    n_train = int(sys.argv[sys.argv.index("--train") + 1]) if "--train" in sys.argv else 6000
+    n_train = int(sys.argv[sys.argv.index("--train") + 1]) if "--train" in sys.argv else 3000
     n_test = int(sys.argv[sys.argv.index("--test") + 1]) if "--test" in sys.argv else 1000
     if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
         print(f"fashion_subset: {DATA} missing (dataset-fashion-mnist): skipped", file=sys.stderr)
@@ -50,9 +51,9 @@ def main():
             subset(src, dst, n)
             plan = plan.replace(src, dst)
     plan = plan.replace("epochs: 10", "epochs: 1")
-    # 6,000 images at batch 256 are 24 steps, too few for batch norm's running
-    # statistics to settle; batch 64 gives the subset 94
-    plan = plan.replace("size: 256\n  split_size: 64", "size: 64\n  split_size: 32")
+    # 3,000 images at batch 256 are 12 steps, too few for batch norm's running
+    # statistics to settle; batch 32 gives the subset 94
+    plan = plan.replace("size: 256\n  split_size: 64", "size: 32\n  split_size: 16")
     plan = plan.replace("lr: 0.1\n", "lr: 0.05\n")
     # one epoch: no room for the plan's warm-up and cosine decay
     plan = plan.replace("lr_schedule: {type: cosine, warmup: 1, warmup_start_factor: 0.1}",
@@ -72,7 +73,7 @@ def main():
           f"{ep['train_loss']:.3f}, test loss {ep['test_loss']:.3f}, test accuracy "
           f"{ep['test_acc']:.3f} on {n_test} images; {ep['seconds']:.1f} s for the epoch "
           f"({ep['images_per_s']:.0f} images/s), {secs:.1f} s in all", file=sys.stderr)
-    ok = ep["test_acc"] >= 0.5 and out["losses"][-1] < out["losses"][0]
+    ok = ep["test_acc"] >= 0.4 and out["losses"][-1] < out["losses"][0]
     print("fashion_subset: " + ("learns" if ok else "FAIL: does not learn"), file=sys.stderr)
     for f in os.listdir(tmp):
         os.unlink(os.path.join(tmp, f))
