@@ -295,4 +295,18 @@ pp_status pp_cuda_position_forward(pp_exec *ex, int64_t n, int t, int c, const f
 pp_status pp_cuda_position_backward(pp_exec *ex, int64_t n, int t, int c, const float *dy,
                                     float *dtable, pp_error *err);
 
+/* the bf16 entries of mixed precision (backend.h): transformer.c's layer
+ * norms and GELU, dense.c's dense layers */
+pp_status pp_cuda_layernorm_forward_bf16(pp_exec *ex, int64_t rows, int c, float eps, pp_act a,
+                                         pp_act add, pp_act s, const float *gamma,
+                                         const float *beta, pp_act y, float *mean, float *rstd,
+                                         pp_error *err);
+pp_status pp_cuda_layernorm_backward_bf16(pp_exec *ex, int64_t rows, int c, pp_act x, pp_act dy,
+                                          const float *gamma, const float *mean,
+                                          const float *rstd, pp_act dres, pp_act dx,
+                                          float *dgamma, float *dbeta, pp_error *err);
+pp_status pp_cuda_gelu_forward_bf16(pp_exec *ex, int64_t n, pp_act x, pp_act y, pp_error *err);
+pp_status pp_cuda_gelu_backward_bf16(pp_exec *ex, int64_t n, pp_act x, pp_act dy, pp_act dx,
+                                     pp_error *err);
+
 #endif

@@ -155,3 +155,61 @@ pp_status pp_cuda_position_backward(pp_exec *ex, int64_t n, int t, int c, const 
                    pp_cuda_launch_parts_add(ce->stream, pp_cuda_max_grid(ex), chunks, cols, cols,
                                             part, dtable, NULL));
 }
+
+/* ---- the bf16 entries of mixed precision (backend.h) --------------------------------- */
+
+pp_status pp_cuda_layernorm_forward_bf16(pp_exec *ex, int64_t rows, int c, float eps, pp_act a,
+                                         pp_act add, pp_act s, const float *gamma,
+                                         const float *beta, pp_act y, float *mean, float *rstd,
+                                         pp_error *err)
+{
+    if (add.data) PP_TRY(pp_cuda_unfused(ex, "add + layer norm", err));
+    if (rows == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_layernorm_forward_mixed(ce->stream, pp_cuda_max_grid(ex), rows,
+                                                          c, eps, a.bf16, a.data, add.data,
+                                                          s.data, gamma, beta, y.bf16, y.data,
+                                                          mean, rstd));
+}
+
+pp_status pp_cuda_layernorm_backward_bf16(pp_exec *ex, int64_t rows, int c, pp_act x, pp_act dy,
+                                          const float *gamma, const float *mean,
+                                          const float *rstd, pp_act dres, pp_act dx,
+                                          float *dgamma, float *dbeta, pp_error *err)
+{
+    if (dres.data) PP_TRY(pp_cuda_unfused(ex, "layer norm backward + residual gradient", err));
+    if (rows == 0 || c == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    void *part;
+    PP_TRY(pp_exec_workspace(ex, (size_t)pp_cuda_layernorm_chunks(rows) * 2 * (size_t)c *
+                                     sizeof(double), &part, err));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_layernorm_backward_mixed(
+                       ce->stream, pp_cuda_max_grid(ex), rows, c, x.bf16, x.data, dy.bf16,
+                       dy.data, gamma, mean, rstd, dx.bf16, dres.data, dx.data, part, dgamma,
+                       dbeta));
+}
+
+pp_status pp_cuda_gelu_forward_bf16(pp_exec *ex, int64_t n, pp_act x, pp_act y, pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_gelu_mixed(ce->stream, pp_cuda_max_grid(ex), n, x.bf16, x.data,
+                                             NULL, y.bf16, y.data));
+}
+
+/* x and dy of one dtype (the op's checks: dy is like x) */
+pp_status pp_cuda_gelu_backward_bf16(pp_exec *ex, int64_t n, pp_act x, pp_act dy, pp_act dx,
+                                     pp_error *err)
+{
+    if (n == 0) return PP_OK;
+    if (dy.bf16 != x.bf16)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: GELU backward: x and dy differ in "
+                            "dtype", ex->dev->name);
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_gelu_mixed(ce->stream, pp_cuda_max_grid(ex), n, x.bf16, x.data,
+                                             dy.data, dx.bf16, dx.data));
+}
