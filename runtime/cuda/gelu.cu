@@ -5,6 +5,8 @@
  * f32 kernels' and runtime/cpu/gelu.c's), the result rounded once where the
  * output is bf16 (pp_bf16_from_f32's bits). One element a thread, grid
  * stride; each element is read before it is written, so y may alias x or dy.
+ * And a dense layer's pre-activation in f32 (dense.c's bf16 dense + GELU)
+ * rounded to bf16 h, then g = GELU(h) rounded: the stand-ins' composition.
  */
 #include "bf16.cuh"
 #include "gelu_op.cuh"
@@ -39,9 +41,28 @@ cudaError_t launch(cudaStream_t s, unsigned max_grid, int64_t n, bool x_bf16, co
     return cudaGetLastError();
 }
 
+/* h = bf16(pre), g = bf16(GELU(h)) */
+__global__ void gelu_from_f32_k(int64_t n, const float *pre, uint16_t *h, uint16_t *g)
+{
+    for (int64_t i = gtid(); i < n; i += gstride()) {
+        const uint16_t hv = narrow(pre[i]);
+        h[i] = hv;
+        g[i] = narrow(gelu_op()(widen(hv), 0.0f));
+    }
+}
+
 } // namespace
 
 extern "C" {
+
+cudaError_t pp_cuda_launch_gelu_from_f32(cudaStream_t s, unsigned max_grid, int64_t n,
+                                         const float *pre, void *h, void *g)
+{
+    if (n <= 0) return cudaSuccess;
+    gelu_from_f32_k<<<grid_for(n, max_grid), PP_CUDA_BLOCK, 0, s>>>(
+        n, pre, static_cast<uint16_t *>(h), static_cast<uint16_t *>(g));
+    return cudaGetLastError();
+}
 
 cudaError_t pp_cuda_launch_gelu_mixed(cudaStream_t s, unsigned max_grid, int64_t n, bool x_bf16,
                                       const void *x, const void *dy, bool y_bf16, void *y)

@@ -308,5 +308,20 @@ pp_status pp_cuda_layernorm_backward_bf16(pp_exec *ex, int64_t rows, int c, pp_a
 pp_status pp_cuda_gelu_forward_bf16(pp_exec *ex, int64_t n, pp_act x, pp_act y, pp_error *err);
 pp_status pp_cuda_gelu_backward_bf16(pp_exec *ex, int64_t n, pp_act x, pp_act dy, pp_act dx,
                                      pp_error *err);
+pp_status pp_cuda_dense_forward_bf16(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                     pp_act x, pp_act w, const float *b, pp_act y,
+                                     pp_error *err);
+pp_status pp_cuda_dense_gelu_forward_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                          bool w_out_in, pp_act x, pp_act w, const float *b,
+                                          pp_act h, pp_act g, pp_error *err);
+pp_status pp_cuda_dense_backward_data_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                           bool w_out_in, pp_act w, pp_act dy, pp_act dx,
+                                           pp_error *err);
+pp_status pp_cuda_dense_backward_data_gelu_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                                bool w_out_in, pp_act w, pp_act dy, pp_act h,
+                                                pp_act dh, pp_error *err);
+pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                              bool w_out_in, pp_act x, pp_act dy, float *dw,
+                                              float *db, pp_error *err);
 
 #endif

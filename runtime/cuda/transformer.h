@@ -100,6 +100,11 @@ cudaError_t pp_cuda_launch_layernorm_backward_mixed(cudaStream_t s, unsigned max
 cudaError_t pp_cuda_launch_gelu_mixed(cudaStream_t s, unsigned max_grid, int64_t n, bool x_bf16,
                                       const void *x, const void *dy, bool y_bf16, void *y);
 
+/* h = bf16(pre), then g = bf16(GELU(h)) over n elements (h and g bf16 bits):
+ * the bf16 dense + GELU's end, from the GEMM's f32 pre-activation. */
+cudaError_t pp_cuda_launch_gelu_from_f32(cudaStream_t s, unsigned max_grid, int64_t n,
+                                         const float *pre, void *h, void *g);
+
 /* ---- embeddings (embedding.cu) ---------------------------------------------------- */
 
 /* y (rows, c) = table rows ids (rows) name; an id outside [0, vocab) reads

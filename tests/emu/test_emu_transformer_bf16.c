@@ -15,8 +15,9 @@
  *     of the elements (an f32 value a rounding apart can round to the other
  *     bf16 neighbour);
  *   - GELU forward and backward (x, dy and dx of one dtype, as the ops
- *     check), in place too: the CPU's bits (the same f32 formula, element by
- *     element).
+ *     check), in place too, and the bf16 dense + GELU's end (h rounded from
+ *     the f32 pre-activation, GELU(h) rounded): the CPU's bits (the same f32
+ *     formula, element by element).
  */
 #include <math.h>
 #include <stdint.h>
@@ -216,10 +217,38 @@ static void test_gelu(void)
     }
 }
 
+/* The bf16 dense + GELU's end (dense.c): the f32 pre-activation rounded to
+ * h, g = GELU(h) rounded, against the CPU's rounding and pp_gelu_forward. */
+static void test_gelu_from_f32(void)
+{
+    static const int sizes[] = {1, 7, 3 * 256 + 1, 4000};
+    pp_error err;
+    char what[96];
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const int n = sizes[i];
+        const int64_t s[1] = {n};
+        pp_tensor pre = emu_tensor(PP_F32, 1, s, PP_NCHW);
+        pp_tensor h = emu_tensor(PP_BF16, 1, s, PP_NCHW), g = emu_tensor(PP_BF16, 1, s, PP_NCHW);
+        fill_any(&pre, -6, 12);
+        for (int j = 0; j < n; j++) ((uint16_t *)h.data)[j] = pp_bf16_from_f32(emu_f32(&pre)[j]);
+        CHECK_OK(pp_gelu_forward(&g_ex, &h, &g, &err), &err);
+        void *bh, *bg;
+        void *kh = emu_copy(&pre, 0, &bh), *kg = emu_copy(&pre, 0, &bg); /* room enough */
+        snprintf(what, sizeof what, "h and GELU(h) from the f32 pre-activation, %d", n);
+        EMU_LAUNCHED(pp_emu_cuda_launch_gelu_from_f32(0, MAX_GRID, n, emu_f32(&pre), kh, kg),
+                     what);
+        close_any(&h, kh, 0, "h, rounded from the f32 pre-activation");
+        close_any(&g, kg, 0, what);
+        free(bh), free(bg);
+        pp_tensor_free(&pre), pp_tensor_free(&h), pp_tensor_free(&g);
+    }
+}
+
 int main(void)
 {
     emu_rig_open();
     test_layernorm();
     test_gelu();
+    test_gelu_from_f32();
     return emu_rig_close("test_emu_transformer_bf16");
 }
