@@ -174,7 +174,7 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
  *                      added to db; where cuBLASLt refuses the epilogue the entry declines
  * An f32 dy with a bf16 W (GPT-2's projections back into the f32 residual stream), an
  * empty product or other mixes decline (PP_ERR_UNSUPPORTED, nothing enqueued): the f32
- * stand-ins then run.
+ * stand-ins then run; so does every call under PP_CUDA_BF16_WIDE (to compare).
  */
 
 static pp_status decline(pp_exec *ex, const char *op, pp_error *err)
@@ -223,6 +223,7 @@ pp_status pp_cuda_dense_forward_bf16(pp_exec *ex, int64_t rows, int in, int out,
                                      pp_act x, pp_act w, const float *b, pp_act y,
                                      pp_error *err)
 {
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense", err));
     if (!x.bf16 || !w.bf16 || in == 0) return decline(ex, "dense", err);
     if (rows == 0 || out == 0) return PP_OK;
     const pp_cuda_lt_matmul mm = {.ta = w_out_in, .m = out, .n = rows, .k = in,
@@ -237,6 +238,7 @@ pp_status pp_cuda_dense_gelu_forward_bf16(pp_exec *ex, int64_t rows, int in, int
                                           bool w_out_in, pp_act x, pp_act w, const float *b,
                                           pp_act h, pp_act g, pp_error *err)
 {
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense + GELU", err));
     PP_TRY(pp_cuda_unfused(ex, "dense + GELU", err));
     if (!x.bf16 || !w.bf16 || !h.bf16 || !g.bf16 || in == 0)
         return decline(ex, "dense + GELU", err);
@@ -251,6 +253,7 @@ pp_status pp_cuda_dense_backward_data_bf16(pp_exec *ex, int64_t rows, int in, in
                                            bool w_out_in, pp_act w, pp_act dy, pp_act dx,
                                            pp_error *err)
 {
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense backward", err));
     if (!w.bf16 || !dy.bf16 || out == 0) return decline(ex, "dense backward", err);
     if (rows == 0 || in == 0) return PP_OK;
     const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
@@ -263,6 +266,7 @@ pp_status pp_cuda_dense_backward_data_gelu_bf16(pp_exec *ex, int64_t rows, int i
                                                 bool w_out_in, pp_act w, pp_act dy, pp_act h,
                                                 pp_act dh, pp_error *err)
 {
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense backward + GELU", err));
     PP_TRY(pp_cuda_unfused(ex, "dense backward + GELU", err));
     if (!h.bf16 || !dh.bf16) return decline(ex, "dense backward + GELU", err);
     PP_TRY(pp_cuda_dense_backward_data_bf16(ex, rows, in, out, w_out_in, w, dy, dh, err));
@@ -278,6 +282,7 @@ pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in,
                                               bool w_out_in, pp_act x, pp_act dy, float *dw,
                                               float *db, pp_error *err)
 {
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense weight gradient", err));
     if (!x.bf16 || !dy.bf16 || in == 0) return decline(ex, "dense weight gradient", err);
     if (rows == 0 || out == 0) return PP_OK;
     pp_cuda_lt_matmul mm =

@@ -249,6 +249,10 @@ pp_status pp_cuda_linear_backward_weights(pp_exec *ex, int n, int in, int out, c
  * PP_ERR_UNSUPPORTED, having enqueued nothing, so that the plain ops run
  * instead, to compare. */
 pp_status pp_cuda_unfused(pp_exec *ex, const char *what, pp_error *err);
+/* PP_CUDA_BF16_WIDE (set and not "0"): the bf16 entries of mixed precision
+ * decline likewise, so that ops_transformer.c's f32 stand-ins run, to
+ * compare (what the native bf16 path gains). */
+pp_status pp_cuda_bf16_wide(pp_exec *ex, const char *what, pp_error *err);
 
 pp_status pp_cuda_dense_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
                                 const float *x, const float *w, const float *b, float *y,
