@@ -6,7 +6,8 @@
  * bf16 output the f32 result rounded once), with the dtype mixes GPT-2's
  * mixed precision runs (an f32 residual stream into a bf16 layer norm
  * output; a bf16 gradient into an f32 one) and all-bf16 ones, odd sizes,
- * operands 2 bytes off a 16-byte boundary, several blocks and grid strides:
+ * operands 2 bytes off a 16-byte boundary (f32 ones 4), several blocks and
+ * grid strides:
  *   - layer norm forward, plain and with the residual add fused (the sum
  *     rounded as the CPU's pp_add rounds it, bit for bit), and backward,
  *     plain and with the residual gradient added: f32 outputs within 1e-7
@@ -49,6 +50,13 @@ static void fill_any(pp_tensor *t, float lo, float span)
         else
             emu_f32(t)[i] = v;
     }
+}
+
+/* the kernel's copy of t, off bytes past a 16-byte boundary for bf16 and
+ * twice that for f32 (whose elements stay 4-byte aligned, as on a GPU) */
+static void *copy_off(const pp_tensor *t, size_t off, void **base)
+{
+    return emu_copy(t, t->dtype == PP_BF16 ? off : 2 * off, base);
 }
 
 /* the kernel's k against the CPU's t: f32 as emu_close (tol), bf16 the same
@@ -118,16 +126,16 @@ static void test_layernorm(void)
         fill_any(&gamma, 0.5f, 1), fill_any(&beta, -1, 2), fill_any(&dgamma, -1, 2);
         fill_any(&dbeta, -1, 2);
         void *bx, *ba, *by, *bdy, *bdx, *bres, *bm, *br, *bdg, *bdb;
-        void *kx = emu_copy(&x, off, &bx), *ka = emu_copy(&a, off, &ba), *ky = emu_copy(&y, off, &by);
-        void *kdy = emu_copy(&dy, off, &bdy), *kdx = emu_copy(&dx, off, &bdx);
-        void *kres = emu_copy(&res, off, &bres);
+        void *kx = copy_off(&x, off, &bx), *ka = copy_off(&a, off, &ba), *ky = copy_off(&y, off, &by);
+        void *kdy = copy_off(&dy, off, &bdy), *kdx = copy_off(&dx, off, &bdx);
+        void *kres = copy_off(&res, off, &bres);
         float *km = emu_copy(&mean, 0, &bm), *kr = emu_copy(&rstd, 0, &br);
         float *kdg = emu_copy(&dgamma, 0, &bdg), *kdb = emu_copy(&dbeta, 0, &bdb);
         const pp_tensor *b = k->beta ? &beta : NULL;
         const float *kbeta = b ? emu_f32(&beta) : NULL;
         snprintf(what, sizeof what, "layer norm %d x %d, x %s, y %s%s%s%s", rows, c,
                  pp_dtype_name(xt), pp_dtype_name(yt), b ? "" : ", no bias",
-                 k->fused ? ", with the residual add" : "", off ? ", 2 bytes off" : "");
+                 k->fused ? ", with the residual add" : "", off ? ", off a 16-byte boundary" : "");
         if (k->fused) { /* x = a + x, in x */
             CHECK_OK(pp_add_layernorm_forward(&g_ex, 1e-5f, &a, &x, &gamma, b, &x, &y, &mean,
                                               &rstd, &err), &err);
@@ -147,7 +155,7 @@ static void test_layernorm(void)
         emu_close(&rstd, kr, 1e-7, what);
         snprintf(what, sizeof what, "layer norm backward %d x %d, x %s, dy %s, dx %s%s%s", rows,
                  c, pp_dtype_name(xt), pp_dtype_name(gt), pp_dtype_name(dxt),
-                 k->fused ? " + dres" : "", off ? ", 2 bytes off" : "");
+                 k->fused ? " + dres" : "", off ? ", off a 16-byte boundary" : "");
         if (k->fused)
             CHECK_OK(pp_layernorm_backward_add(&g_ex, &x, &dy, &gamma, &mean, &rstd, &res, &dx,
                                                &dgamma, b ? &dbeta : NULL, &err), &err);
@@ -191,16 +199,16 @@ static void test_gelu(void)
         pp_tensor dy = emu_tensor(xt, 1, s, PP_NCHW), dx = emu_tensor(yt, 1, s, PP_NCHW);
         fill_any(&x, -5, 10), fill_any(&dy, -2, 4);
         void *bx, *by, *bdy, *bdx;
-        void *kx = emu_copy(&x, off, &bx), *ky = emu_copy(&y, off, &by);
-        void *kdy = emu_copy(&dy, off, &bdy), *kdx = emu_copy(&dx, off, &bdx);
+        void *kx = copy_off(&x, off, &bx), *ky = copy_off(&y, off, &by);
+        void *kdy = copy_off(&dy, off, &bdy), *kdx = copy_off(&dx, off, &bdx);
         snprintf(what, sizeof what, "GELU of %d, x %s, y %s%s", n, pp_dtype_name(xt),
-                 pp_dtype_name(yt), off ? ", 2 bytes off" : "");
+                 pp_dtype_name(yt), off ? ", off a 16-byte boundary" : "");
         CHECK_OK(pp_gelu_forward(&g_ex, &x, &y, &err), &err);
         EMU_LAUNCHED(pp_emu_cuda_launch_gelu_mixed(0, MAX_GRID, n, cases[i].x_bf16, kx, NULL,
                                                    cases[i].y_bf16, ky), what);
         close_any(&y, ky, 0, what);
         snprintf(what, sizeof what, "GELU backward of %d, x %s, dx %s%s%s", n, pp_dtype_name(xt),
-                 pp_dtype_name(yt), in_place ? ", in place" : "", off ? ", 2 bytes off" : "");
+                 pp_dtype_name(yt), in_place ? ", in place" : "", off ? ", off a 16-byte boundary" : "");
         if (in_place && xt == yt) { /* dx over dy */
             CHECK_OK(pp_gelu_backward(&g_ex, &x, &dy, &dy, &err), &err);
             EMU_LAUNCHED(pp_emu_cuda_launch_gelu_mixed(0, MAX_GRID, n, cases[i].x_bf16, kx, kdy,
@@ -232,14 +240,16 @@ static void test_gelu_from_f32(void)
         fill_any(&pre, -6, 12);
         for (int j = 0; j < n; j++) ((uint16_t *)h.data)[j] = pp_bf16_from_f32(emu_f32(&pre)[j]);
         CHECK_OK(pp_gelu_forward(&g_ex, &h, &g, &err), &err);
-        void *bh, *bg;
-        void *kh = emu_copy(&pre, 0, &bh), *kg = emu_copy(&pre, 0, &bg); /* room enough */
-        snprintf(what, sizeof what, "h and GELU(h) from the f32 pre-activation, %d", n);
-        EMU_LAUNCHED(pp_emu_cuda_launch_gelu_from_f32(0, MAX_GRID, n, emu_f32(&pre), kh, kg),
-                     what);
+        void *bh, *bg, *bpre;
+        const size_t off = i % 2 ? 2 : 0;
+        void *kh = copy_off(&h, off, &bh), *kg = copy_off(&g, off, &bg);
+        void *kpre = copy_off(&pre, off, &bpre);
+        snprintf(what, sizeof what, "h and GELU(h) from the f32 pre-activation, %d%s", n,
+                 off ? ", off a 16-byte boundary" : "");
+        EMU_LAUNCHED(pp_emu_cuda_launch_gelu_from_f32(0, MAX_GRID, n, kpre, kh, kg), what);
         close_any(&h, kh, 0, "h, rounded from the f32 pre-activation");
         close_any(&g, kg, 0, what);
-        free(bh), free(bg);
+        free(bh), free(bg), free(bpre);
         pp_tensor_free(&pre), pp_tensor_free(&h), pp_tensor_free(&g);
     }
 }
