@@ -75,6 +75,14 @@ typedef struct pp_adamw_scalars {
     float grad_scale;
 } pp_adamw_scalars;
 
+/* An activation operand of the transformer's bf16 entries (pp_backend_ops,
+ * "bf16 transformer entries"): its data, bf16 bit patterns (uint16_t) or
+ * f32, as the tensor's dtype says. NULL data: the optional operand is absent. */
+typedef struct pp_act {
+    void *data;
+    bool bf16;
+} pp_act;
+
 typedef struct pp_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* bf16 activations run faster NHWC than NCHW here (natively, see native) */
@@ -303,6 +311,54 @@ typedef struct pp_backend_ops {
                                   const float *table, float *y, pp_error *err);
     pp_status (*position_backward)(pp_exec *ex, int64_t n, int t, int c, const float *dy,
                                    float *dtable, pp_error *err);
+
+    /* ---- bf16 transformer entries (optional) ----
+     * The transformer ops above with activations of mixed dtypes (pp_act: each
+     * bf16 or f32, at least one bf16), run natively. Each must give what
+     * ops_transformer.c's stand-ins give from the f32 entries: every input
+     * widened exactly, the f32 entry's arithmetic, each bf16 output the f32
+     * result rounded once (nearest, ties to even), within the rounding of the
+     * f32 accumulation order; an op the stand-ins compose (an add then a
+     * layer norm, a layer norm's gradient then the residual's accumulate)
+     * rounds each step's bf16 output as they do. Parameters, statistics and
+     * parameter gradients stay f32. Returns PP_ERR_UNSUPPORTED, having
+     * enqueued nothing, for a combination it does not run (the stand-ins
+     * then run); NULL: always the stand-ins. */
+    /* dense_forward (b may be NULL) and dense_gelu_forward (h = x W + b kept, g = GELU(h)) */
+    pp_status (*dense_forward_bf16)(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                    pp_act x, pp_act w, const float *b, pp_act y, pp_error *err);
+    pp_status (*dense_gelu_forward_bf16)(pp_exec *ex, int64_t rows, int in, int out,
+                                         bool w_out_in, pp_act x, pp_act w, const float *b,
+                                         pp_act h, pp_act g, pp_error *err);
+    /* dx = dy W^T, and dh = (dy W^T) GELU'(h) */
+    pp_status (*dense_backward_data_bf16)(pp_exec *ex, int64_t rows, int in, int out,
+                                          bool w_out_in, pp_act w, pp_act dy, pp_act dx,
+                                          pp_error *err);
+    pp_status (*dense_backward_data_gelu_bf16)(pp_exec *ex, int64_t rows, int in, int out,
+                                               bool w_out_in, pp_act w, pp_act dy, pp_act h,
+                                               pp_act dh, pp_error *err);
+    /* dw += dy^T x (or x^T dy) in f32, db += the column sums of dy (f32, may be NULL);
+     * ops_transformer.c hands a zeroed f32 dw of this call alone, which it
+     * rounds to bf16 and adds to the master gradient (torch.autocast's) */
+    pp_status (*dense_backward_weights_bf16)(pp_exec *ex, int64_t rows, int in, int out,
+                                             bool w_out_in, pp_act x, pp_act dy, float *dw,
+                                             float *db, pp_error *err);
+    /* the layer norm of a (add.data NULL), or of s = a + add written first (a,
+     * add and s of one dtype); y, mean and rstd as layernorm_forward */
+    pp_status (*layernorm_forward_bf16)(pp_exec *ex, int64_t rows, int c, float eps, pp_act a,
+                                        pp_act add, pp_act s, const float *gamma,
+                                        const float *beta, pp_act y, float *mean, float *rstd,
+                                        pp_error *err);
+    /* layernorm_backward; with dres (data not NULL, dx's dtype) dx = the
+     * norm's gradient rounded as dx, then dres added (layernorm_backward_add) */
+    pp_status (*layernorm_backward_bf16)(pp_exec *ex, int64_t rows, int c, pp_act x, pp_act dy,
+                                         const float *gamma, const float *mean,
+                                         const float *rstd, pp_act dres, pp_act dx,
+                                         float *dgamma, float *dbeta, pp_error *err);
+    pp_status (*gelu_forward_bf16)(pp_exec *ex, int64_t n, pp_act x, pp_act y, pp_error *err);
+    pp_status (*gelu_backward_bf16)(pp_exec *ex, int64_t n, pp_act x, pp_act dy, pp_act dx,
+                                    pp_error *err);
+    /* ---- end of the bf16 transformer entries ---- */
 
     /* Layout change of a 4-D tensor as n batched matrix transposes: each of the n
      * rows x cols matrices of x (elements of elem bytes, 2 or 4) is written

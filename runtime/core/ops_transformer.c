@@ -11,6 +11,9 @@
  * anything runs. The fused ops (a dense layer with its GELU, a layer norm
  * with a residual add) run the backend's fused entry where it has one, takes
  * the shape and every operand is f32, else the plain ops one after the other.
+ * Where an operand is bf16 and the backend has the op's bf16 entry
+ * (backend.h, "bf16 transformer entries"), that entry runs on the operands
+ * as they are, unless it declines; then the stand-ins run.
  */
 #include "ops.h"
 
@@ -93,6 +96,30 @@ static bool all_f32(int n, const pp_tensor *const *t)
     all_f32((int)(sizeof((const pp_tensor *const[]){__VA_ARGS__}) / sizeof(pp_tensor *)), \
             (const pp_tensor *const[]){__VA_ARGS__})
 
+/* ---- the backend's bf16 entries ----------------------------------------------------- */
+
+/* t as a bf16 entry takes it (absent: NULL data) */
+static pp_act act(const pp_tensor *t)
+{
+    return (pp_act){t ? t->data : NULL, t && t->dtype == PP_BF16};
+}
+
+/* A backend entry's status: *done unless it declined (PP_ERR_UNSUPPORTED,
+ * nothing enqueued), which is then no failure. */
+static pp_status entry_status(pp_status s, bool *done)
+{
+    *done = s != PP_ERR_UNSUPPORTED;
+    return *done ? s : PP_OK;
+}
+
+/* Runs the backend's bf16 entry fn when it has one and the tensors (a
+ * parenthesised list) are not all F32: *done when it ran (or failed). */
+#define BF16_ENTRY(fn, tensors, done, ...)                                            \
+    (ENTRY(fn) && !ALL_F32 tensors ? entry_status(ex->dev->ops->fn(ex, __VA_ARGS__), done) \
+                                   : PP_OK)
+
+/* ---- end of the bf16 entries' helpers ------------------------------------------------ */
+
 pp_status pp_dense_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
                            const pp_tensor *w, const pp_tensor *b, pp_tensor *y, pp_error *err)
 {
@@ -103,6 +130,11 @@ pp_status pp_dense_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *
     PP_TRY(check_rows(ex, op, "x", x, in, &rows, err));
     if (b) PP_TRY(check_f32_vec(ex, op, "b", b, out, err));
     PP_TRY(check_rows_like(ex, op, "y", y, x, out, err));
+    bool done = false;
+    PP_TRY(BF16_ENTRY(dense_forward_bf16, (x, w, y), &done, rows, (int)in, (int)out,
+                      order == PP_WEIGHT_OUT_IN, act(x), act(w), b ? b->data : NULL, act(y),
+                      err));
+    if (done) return PP_OK;
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *wd = WIDE_IN(v, w);
     float *yd = WIDE_OUT(v, y);
@@ -119,6 +151,10 @@ pp_status pp_dense_backward_data(pp_exec *ex, pp_weight_order order, const pp_te
     PP_TRY(check_weight(ex, op, "w", order, w, PP_OPS_ACT, &in, &out, err));
     PP_TRY(check_rows(ex, op, "dy", dy, out, &rows, err));
     PP_TRY(check_rows_like(ex, op, "dx", dx, dy, in, err));
+    bool done = false;
+    PP_TRY(BF16_ENTRY(dense_backward_data_bf16, (w, dy, dx), &done, rows, (int)in, (int)out,
+                      order == PP_WEIGHT_OUT_IN, act(w), act(dy), act(dx), err));
+    if (done) return PP_OK;
     wide v = {0};
     const float *wd = WIDE_IN(v, w), *dyd = WIDE_IN(v, dy);
     float *dxd = WIDE_OUT(v, dx);
@@ -138,35 +174,36 @@ pp_status pp_dense_backward_weights(pp_exec *ex, pp_weight_order order, const pp
     PP_TRY(check_rows_like(ex, op, "dy", dy, x, out, err));
     if (db) PP_TRY(check_f32_vec(ex, op, "db", db, out, err));
     const bool w_out_in = order == PP_WEIGHT_OUT_IN;
-    wide v = {0};
-    const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
-    if (x->dtype != PP_BF16 && dy->dtype != PP_BF16)
+    if (x->dtype != PP_BF16 && dy->dtype != PP_BF16) {
+        wide v = {0};
+        const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
         return WIDE_RUN(v, DISPATCH(dense_backward_weights, rows, (int)in, (int)out, w_out_in, xd,
                                     dyd, dw->data, db ? db->data : NULL, err));
+    }
     /* mixed precision: this call's weight gradient is rounded to bf16, then
      * added; the bias's is added in f32 (the bias is added in f32 after the
-     * bf16 product, as torch.autocast does for x @ w + b) */
+     * bf16 product, as torch.autocast does for x @ w + b). The backend's bf16
+     * entry forms the call's f32 gradient from the bf16 operands as they are */
     pp_tensor pw = {0};
-    pp_status st = v.st;
-    if (st == PP_OK) st = pp_ops_low_begin(ex, dw, &pw, err);
+    pp_status st = pp_ops_low_begin(ex, dw, &pw, err);
+    bool done = false;
     if (st == PP_OK)
-        st = DISPATCH(dense_backward_weights, rows, (int)in, (int)out, w_out_in, xd, dyd,
-                      pw.data, db ? db->data : NULL, err);
-    if (pw.data) st = pp_ops_low_end(ex, &pw, dw, st, err);
-    return pp_ops_wide_end(&v, ex, st, err);
+        st = BF16_ENTRY(dense_backward_weights_bf16, (x, dy), &done, rows, (int)in, (int)out,
+                        w_out_in, act(x), act(dy), pw.data, db ? db->data : NULL, err);
+    if (st == PP_OK && !done) {
+        wide v = {0};
+        const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
+        st = WIDE_RUN(v, DISPATCH(dense_backward_weights, rows, (int)in, (int)out, w_out_in, xd,
+                                  dyd, pw.data, db ? db->data : NULL, err));
+    }
+    return pw.data ? pp_ops_low_end(ex, &pw, dw, st, err) : st;
 }
 
 /* Runs a backend's fused entry: *done when it ran (or failed); not done when
  * the backend has none or declined (PP_ERR_UNSUPPORTED): the caller then
  * composes the op from the plain ones. */
 #define FUSED(fn, done, ...)                                                          \
-    (ENTRY(fn) ? fused_status(ex->dev->ops->fn(ex, __VA_ARGS__), done) : PP_OK)
-
-static pp_status fused_status(pp_status s, bool *done)
-{
-    *done = s != PP_ERR_UNSUPPORTED;
-    return *done ? s : PP_OK;
-}
+    (ENTRY(fn) ? entry_status(ex->dev->ops->fn(ex, __VA_ARGS__), done) : PP_OK)
 
 pp_status pp_dense_gelu_forward(pp_exec *ex, pp_weight_order order, const pp_tensor *x,
                                 const pp_tensor *w, const pp_tensor *b, pp_tensor *h,
@@ -184,6 +221,10 @@ pp_status pp_dense_gelu_forward(pp_exec *ex, pp_weight_order order, const pp_ten
     if (ALL_F32(x, w, h, g))
         PP_TRY(FUSED(dense_gelu_forward, &done, rows, (int)in, (int)out, order == PP_WEIGHT_OUT_IN,
                  x->data, w->data, b ? b->data : NULL, h->data, g->data, err));
+    else
+        PP_TRY(BF16_ENTRY(dense_gelu_forward_bf16, (x, w, h, g), &done, rows, (int)in, (int)out,
+                          order == PP_WEIGHT_OUT_IN, act(x), act(w), b ? b->data : NULL, act(h),
+                          act(g), err));
     if (done) return PP_OK;
     PP_TRY(pp_dense_forward(ex, order, x, w, b, h, err));
     return pp_gelu_forward(ex, h, g, err);
@@ -204,6 +245,10 @@ pp_status pp_dense_backward_data_gelu(pp_exec *ex, pp_weight_order order, const 
     if (ALL_F32(w, dy, h, dh))
         PP_TRY(FUSED(dense_backward_data_gelu, &done, rows, (int)in, (int)out,
                  order == PP_WEIGHT_OUT_IN, w->data, dy->data, h->data, dh->data, err));
+    else
+        PP_TRY(BF16_ENTRY(dense_backward_data_gelu_bf16, (w, dy, h, dh), &done, rows, (int)in,
+                          (int)out, order == PP_WEIGHT_OUT_IN, act(w), act(dy), act(h), act(dh),
+                          err));
     if (done) return PP_OK;
     PP_TRY(pp_dense_backward_data(ex, order, w, dy, dh, err));
     return pp_gelu_backward(ex, h, dh, dh, err);
@@ -235,6 +280,11 @@ pp_status pp_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *x, const
     int64_t rows = 0, c = 0;
     PP_TRY(check_ln_forward(ex, "layernorm_forward", eps, x, gamma, beta, y, mean, rstd, &rows,
                             &c, err));
+    bool done = false;
+    PP_TRY(BF16_ENTRY(layernorm_forward_bf16, (x, y), &done, rows, (int)c, eps, act(x), act(NULL),
+                      act(NULL), gamma->data, beta ? beta->data : NULL, act(y), mean->data,
+                      rstd->data, err));
+    if (done) return PP_OK;
     wide v = {0};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
@@ -256,6 +306,10 @@ pp_status pp_add_layernorm_forward(pp_exec *ex, float eps, const pp_tensor *a,
     if (ALL_F32(a, b, s, y))
         PP_TRY(FUSED(add_layernorm_forward, &done, rows, (int)c, eps, a->data, b->data, gamma->data,
                  beta ? beta->data : NULL, s->data, y->data, mean->data, rstd->data, err));
+    else if (a->dtype == s->dtype && b->dtype == s->dtype)
+        PP_TRY(BF16_ENTRY(layernorm_forward_bf16, (a, b, s, y), &done, rows, (int)c, eps, act(a),
+                          act(b), act(s), gamma->data, beta ? beta->data : NULL, act(y),
+                          mean->data, rstd->data, err));
     if (done) return PP_OK;
     PP_TRY(pp_add(ex, a, b, s, err));
     return pp_layernorm_forward(ex, eps, s, gamma, beta, y, mean, rstd, err);
@@ -289,6 +343,11 @@ pp_status pp_layernorm_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor
     int64_t rows = 0, c = 0;
     PP_TRY(check_ln_backward(ex, "layernorm_backward", x, dy, gamma, mean, rstd, dx, dgamma,
                              dbeta, &rows, &c, err));
+    bool done = false;
+    PP_TRY(BF16_ENTRY(layernorm_backward_bf16, (x, dy, dx), &done, rows, (int)c, act(x), act(dy),
+                      gamma->data, mean->data, rstd->data, act(NULL), act(dx), dgamma->data,
+                      dbeta ? dbeta->data : NULL, err));
+    if (done) return PP_OK;
     wide v = {0};
     const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
     float *dxd = WIDE_OUT(v, dx);
@@ -315,6 +374,10 @@ pp_status pp_layernorm_backward_add(pp_exec *ex, const pp_tensor *x, const pp_te
         PP_TRY(FUSED(layernorm_backward_add, &done, rows, (int)c, x->data, dy->data, gamma->data,
                  mean->data, rstd->data, dres->data, dx->data, dgamma->data,
                  dbeta ? dbeta->data : NULL, err));
+    else if (dres->dtype == dx->dtype)
+        PP_TRY(BF16_ENTRY(layernorm_backward_bf16, (x, dy, dres, dx), &done, rows, (int)c, act(x),
+                          act(dy), gamma->data, mean->data, rstd->data, act(dres), act(dx),
+                          dgamma->data, dbeta ? dbeta->data : NULL, err));
     if (done) return PP_OK;
     PP_TRY(pp_layernorm_backward(ex, x, dy, gamma, mean, rstd, dx, dgamma, dbeta, err));
     return pp_accumulate(ex, dres, dx, err);
@@ -326,6 +389,9 @@ pp_status pp_gelu_forward(pp_exec *ex, const pp_tensor *x, pp_tensor *y, pp_erro
     PP_TRY(pp_ops_check_exec(ex, op, err));
     PP_TRY(pp_ops_check_act(ex, op, "x", x, err));
     PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
+    bool done = false;
+    PP_TRY(BF16_ENTRY(gelu_forward_bf16, (x, y), &done, pp_tensor_numel(x), act(x), act(y), err));
+    if (done) return PP_OK;
     wide v = {.keep_layout = true};
     const float *xd = WIDE_IN(v, x);
     float *yd = WIDE_OUT(v, y);
@@ -340,6 +406,10 @@ pp_status pp_gelu_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
     PP_TRY(pp_ops_check_act(ex, op, "x", x, err));
     PP_TRY(pp_ops_check_like(ex, op, "dy", dy, x, err));
     PP_TRY(pp_ops_check_like(ex, op, "dx", dx, x, err));
+    bool done = false;
+    PP_TRY(BF16_ENTRY(gelu_backward_bf16, (x, dy, dx), &done, pp_tensor_numel(x), act(x),
+                      act(dy), act(dx), err));
+    if (done) return PP_OK;
     wide v = {.keep_layout = true};
     const float *xd = WIDE_IN(v, x), *dyd = WIDE_IN(v, dy);
     float *dxd = WIDE_OUT(v, dx);

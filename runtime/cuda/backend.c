@@ -602,6 +602,16 @@ static const pp_backend_ops cuda_ops = {
     .embedding_backward = pp_cuda_embedding_backward,
     .position_forward = pp_cuda_position_forward,
     .position_backward = pp_cuda_position_backward,
+    /* the bf16 entries of mixed precision: transformer.c, dense.c */
+    .layernorm_forward_bf16 = pp_cuda_layernorm_forward_bf16,
+    .layernorm_backward_bf16 = pp_cuda_layernorm_backward_bf16,
+    .gelu_forward_bf16 = pp_cuda_gelu_forward_bf16,
+    .gelu_backward_bf16 = pp_cuda_gelu_backward_bf16,
+    .dense_forward_bf16 = pp_cuda_dense_forward_bf16,
+    .dense_gelu_forward_bf16 = pp_cuda_dense_gelu_forward_bf16,
+    .dense_backward_data_bf16 = pp_cuda_dense_backward_data_bf16,
+    .dense_backward_data_gelu_bf16 = pp_cuda_dense_backward_data_gelu_bf16,
+    .dense_backward_weights_bf16 = pp_cuda_dense_backward_weights_bf16,
 };
 
 const pp_backend_ops *pp_backend_cuda(void)

@@ -1,6 +1,8 @@
 /*
- * bf16.cuh - device helpers of the bf16 kernels (nhwc.cu, bn_nhwc.cu): bf16
+ * bf16.cuh - device helpers of the bf16 kernels (nhwc.cu, bn_nhwc.cu, and the
+ * transformer's layernorm.cu and gelu.cu): bf16
  * bits widened to f32 exactly and rounded back as pp_bf16_from_f32 rounds,
+ * elements of either dtype read as f32 and written from f32 (ld_f32, st_f32),
  * the 8 bf16 lanes of a 16-byte vector, grid-stride indices, and the grid
  * of their launchers (the alignment test: pp_cuda_aligned16, kernels.h).
  */
@@ -25,6 +27,39 @@ __device__ __forceinline__ uint16_t narrow(float f)
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
     u += 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+}
+
+/* p[i] as f32, p holding f32 or bf16 elements (exact) */
+__device__ __forceinline__ float ld_f32(const float *p, int64_t i)
+{
+    return p[i];
+}
+
+__device__ __forceinline__ float ld_f32(const uint16_t *p, int64_t i)
+{
+    return widen(p[i]);
+}
+
+/* p[i] = v, rounded once where p holds bf16 */
+__device__ __forceinline__ void st_f32(float *p, int64_t i, float v)
+{
+    p[i] = v;
+}
+
+__device__ __forceinline__ void st_f32(uint16_t *p, int64_t i, float v)
+{
+    p[i] = narrow(v);
+}
+
+/* v as an element of p's dtype holds it (p is not read) */
+__device__ __forceinline__ float rounded_as(const float *, float v)
+{
+    return v;
+}
+
+__device__ __forceinline__ float rounded_as(const uint16_t *, float v)
+{
+    return widen(narrow(v));
 }
 
 __device__ __forceinline__ int64_t gtid()

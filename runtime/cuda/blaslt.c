@@ -26,14 +26,17 @@
 #include "internal.h"
 #include "kernels.h"
 
-typedef enum lt_kind { LT_FWD = 0, LT_DX = 1, LT_DW = 2, LT_DB = 3, LT_F32 = 4 } lt_kind;
+typedef enum lt_kind {
+    LT_FWD = 0, LT_DX = 1, LT_DW = 2, LT_DB = 3, LT_F32 = 4, LT_BF16 = 5
+} lt_kind;
 
 static const char *const kind_name[] = {"forward y = x w^T + b", "backward dx = dy w",
                                         "backward dw += dy^T x", "backward db += sum dy",
-                                        "fp32 GEMM"};
+                                        "fp32 GEMM", "bf16 GEMM"};
 
 static const char *const epi_name[] = {"", ", fp32 bias epilogue", ", GELU + aux + bias epilogue",
-                                       ", GELU + aux epilogue", ", GELU backward (aux) epilogue"};
+                                       ", GELU + aux epilogue", ", GELU backward (aux) epilogue",
+                                       ", fp32 bias gradient of A", ", fp32 bias gradient of B"};
 
 /* One GEMM's shape: the key of its cache entry, compared as bytes (all
  * fields int64_t: no padding). */
@@ -131,9 +134,11 @@ void pp_cuda_lt_cache_free(pp_exec *ex)
 
 /* ---- descriptors and the algorithm ---------------------------------------------- */
 
+/* an fp32 bias read (or, for the gradients, written) by the epilogue */
 static bool lt_has_bias(const lt_gemm *g)
 {
-    return g->epi == PP_LT_EPI_BIAS || g->epi == PP_LT_EPI_GELU_AUX_BIAS;
+    return g->epi == PP_LT_EPI_BIAS || g->epi == PP_LT_EPI_GELU_AUX_BIAS ||
+           g->epi == PP_LT_EPI_BGRADA || g->epi == PP_LT_EPI_BGRADB;
 }
 
 static pp_status make_descs(pp_exec *ex, const lt_gemm *g, lt_entry *e, pp_error *err)
@@ -152,7 +157,9 @@ static pp_status make_descs(pp_exec *ex, const lt_gemm *g, lt_entry *e, pp_error
     static const cublasLtEpilogue_t epis[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS,
                                               CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
                                               CUBLASLT_EPILOGUE_GELU_AUX,
-                                              CUBLASLT_EPILOGUE_DGELU};
+                                              CUBLASLT_EPILOGUE_DGELU,
+                                              CUBLASLT_EPILOGUE_BGRADA,
+                                              CUBLASLT_EPILOGUE_BGRADB};
     if (g->epi != PP_LT_EPI_NONE) {
         const cublasLtEpilogue_t epi = epis[g->epi];
         PP_TRY(PP_CUDA(dev, err,
@@ -469,8 +476,10 @@ pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const 
 
 /* ---- fp32 products (dense.c) ----------------------------------------------------------- */
 
-pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const float *a,
-                                const float *b, float *d, pp_error *err)
+/* pp_cuda_lt_matmul_f32 and _bf16: A and B of type ab, D of type cd */
+static pp_status lt_matmul(pp_exec *ex, const pp_cuda_lt_matmul *mm, int64_t kind,
+                           cudaDataType_t ab, cudaDataType_t cd, cublasComputeType_t compute,
+                           const void *a, const void *b, void *d, pp_error *err)
 {
     pp_cuda_exec *ce = NULL;
     pp_cuda_lt_cache *c = NULL;
@@ -482,11 +491,28 @@ pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const 
     if (mm->m == 0 || mm->n == 0) return PP_OK;
     const bool aux = mm->epi == PP_LT_EPI_GELU_AUX_BIAS || mm->epi == PP_LT_EPI_GELU_AUX ||
                      mm->epi == PP_LT_EPI_DGELU;
-    lt_gemm g = {.kind = LT_F32, .ta = mm->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+    const bool grad = mm->epi == PP_LT_EPI_BGRADA || mm->epi == PP_LT_EPI_BGRADB;
+    lt_gemm g = {.kind = kind, .ta = mm->ta ? CUBLAS_OP_T : CUBLAS_OP_N,
                  .tb = mm->tb ? CUBLAS_OP_T : CUBLAS_OP_N, .m = mm->m, .n = mm->n, .k = mm->k,
-                 .lda = mm->lda, .ldb = mm->ldb, .ldc = mm->ldd, .ab = CUDA_R_32F,
-                 .cd = CUDA_R_32F,
-                 .compute = mm->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-                 .epi = mm->epi, .ld_aux = aux ? mm->ld_aux : 0};
-    return gemm_aux(ex, ce, c, &g, a, b, d, mm->bias, (void *)mm->aux, mm->beta, err);
+                 .lda = mm->lda, .ldb = mm->ldb, .ldc = mm->ldd, .ab = ab, .cd = cd,
+                 .compute = compute, .epi = mm->epi, .ld_aux = aux ? mm->ld_aux : 0};
+    return gemm_aux(ex, ce, c, &g, a, b, d, grad ? mm->dbias : mm->bias, (void *)mm->aux,
+                    mm->beta, err);
+}
+
+pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const float *a,
+                                const float *b, float *d, pp_error *err)
+{
+    return lt_matmul(ex, mm, LT_F32, CUDA_R_32F, CUDA_R_32F,
+                     mm->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, a, b, d, err);
+}
+
+pp_status pp_cuda_lt_matmul_bf16(pp_exec *ex, const pp_cuda_lt_matmul *mm, const uint16_t *a,
+                                 const uint16_t *b, void *d, pp_error *err)
+{
+    if (mm->d_bf16 && (mm->epi == PP_LT_EPI_BIAS || mm->epi == PP_LT_EPI_GELU_AUX_BIAS))
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "%s: cuBLASLt reads no fp32 bias into a bf16 D", ex->dev->name);
+    return lt_matmul(ex, mm, LT_BF16, CUDA_R_16BF, mm->d_bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                     CUBLAS_COMPUTE_32F, a, b, d, err);
 }

@@ -58,6 +58,10 @@ typedef enum pp_cuda_lt_epi {
                                 tanh approximation */
     PP_LT_EPI_GELU_AUX,      /* the same without a bias: aux = AB, D = GELU(aux) */
     PP_LT_EPI_DGELU,         /* D = AB * GELU'(aux): aux is the forward's pre-activation */
+    PP_LT_EPI_BGRADA,        /* D = AB; dbias (m, fp32) = the sums of A's rows over k
+                                (CUBLASLT_EPILOGUE_BGRADA, overwritten) */
+    PP_LT_EPI_BGRADB,        /* D = AB; dbias (n, fp32) = the sums of op(B)'s columns over
+                                k (CUBLASLT_EPILOGUE_BGRADB, overwritten) */
 } pp_cuda_lt_epi;
 
 /* One fp32 GEMM, column-major: D (m, n) = op(A) (m, k) op(B) (k, n) [+ beta
@@ -74,6 +78,8 @@ typedef struct pp_cuda_lt_matmul {
     const float *aux;       /* (m, n), leading dimension ld_aux, for the GELU epilogues (written
                                by _GELU_AUX*, read by _DGELU) */
     int64_t ld_aux;
+    float *dbias;           /* (m) or (n) fp32 for PP_LT_EPI_BGRADA and _BGRADB (written) */
+    bool d_bf16;            /* pp_cuda_lt_matmul_bf16: D (and aux) bf16, else fp32 */
 } pp_cuda_lt_matmul;
 
 /* D = the product of fp32 a and b as mm says, on ex's stream. Per exec,
@@ -84,6 +90,15 @@ typedef struct pp_cuda_lt_matmul {
  * another way. */
 pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const float *a,
                                 const float *b, float *d, pp_error *err);
+
+/* The same with bf16 a and b (bit patterns), fp32 accumulation and scale
+ * (CUBLAS_COMPUTE_32F: bf16 tensor cores), D bf16 where mm->d_bf16 (aux
+ * then bf16 too: cuBLASLt's aux takes D's type), else fp32; mm->tf32 is
+ * ignored. An fp32 bias (PP_LT_EPI_BIAS, _GELU_AUX_BIAS) goes with an fp32
+ * D only (cuBLASLt reads the bias in D's type, blaslt.c's forward): with a
+ * bf16 D it is PP_ERR_UNSUPPORTED before anything is asked of cuBLASLt. */
+pp_status pp_cuda_lt_matmul_bf16(pp_exec *ex, const pp_cuda_lt_matmul *mm, const uint16_t *a,
+                                 const uint16_t *b, void *d, pp_error *err);
 
 /* Releases ex's cuBLASLt handle, descriptors and ones vector (the exec's
  * destroy calls it). Safe to call more than once. */

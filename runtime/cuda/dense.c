@@ -156,3 +156,154 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
                    pp_cuda_launch_parts_add(ce->stream, pp_cuda_max_grid(ex), chunks, out, out,
                                             part, db, NULL));
 }
+
+/* ---- the bf16 entries of mixed precision (backend.h) ----------------------------------
+ * bf16 x, W and dy on bf16 tensor cores (CUBLAS_COMPUTE_32F: fp32 accumulation), the
+ * shapes above. cuBLASLt takes A and B of one dtype and reads an fp32 bias into an fp32
+ * D only (blaslt.h), so:
+ *   forward            an f32 y or no bias: D = y; a bf16 y with a bias: an fp32 scratch
+ *                      with the bias epilogue, rounded once into y
+ *   dense + GELU       h and g bf16: the fp32 scratch with the bias, then one kernel
+ *                      writes h = bf16(scratch) and g = bf16(GELU(h)) (gelu.cu), the
+ *                      composition ops_transformer.c's stand-ins run
+ *   backward data      D = dx (bf16 or f32); with the GELU: dh = the GEMM rounded, then
+ *                      GELU'(h) in place (gelu.cu), again the stand-ins' composition
+ *   backward weights   dw += (beta 1, fp32 D) with the bias gradient fused in the same
+ *                      GEMM (CUBLASLT_EPILOGUE_BGRADA for (in, out) weights, where dy^T is
+ *                      A; BGRADB for (out, in), where dy is B) into an fp32 scratch, then
+ *                      added to db; where cuBLASLt refuses the epilogue the entry declines
+ * An f32 dy with a bf16 W (GPT-2's projections back into the f32 residual stream), an
+ * empty product or other mixes decline (PP_ERR_UNSUPPORTED, nothing enqueued): the f32
+ * stand-ins then run; so does every call under PP_CUDA_BF16_WIDE (to compare).
+ */
+
+static pp_status decline(pp_exec *ex, const char *op, pp_error *err)
+{
+    return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                        "%s: %s in bf16: operands cuBLASLt does not take (A and B bf16, a "
+                        "product that is not empty)",
+                        ex->dev->name, op);
+}
+
+/* a launch on the fp32 scratch of n elements that via_f32 fills */
+typedef cudaError_t (*after_fn)(pp_exec *ex, cudaStream_t s, int64_t n, const float *tmp,
+                                void *arg1, void *arg2);
+
+/* mm's product of bf16 a and b (n elements) into an fp32 scratch, then the launch then */
+
+static pp_status via_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const uint16_t *a,
+                         const uint16_t *b, int64_t n, after_fn then, void *arg1, void *arg2,
+                         pp_error *err)
+{
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    const size_t bytes = (size_t)n * sizeof(float);
+    float *tmp;
+    PP_TRY(pp_cuda_scratch_alloc(ex, bytes, (void **)&tmp, err));
+    pp_status s = pp_cuda_lt_matmul_bf16(ex, mm, a, b, tmp, err);
+    if (s == PP_OK) s = PP_CUDA(ex->dev, err, then(ex, ce->stream, n, tmp, arg1, arg2));
+    pp_cuda_scratch_free(ex, tmp, bytes);
+    return s;
+}
+
+static cudaError_t round_then(pp_exec *ex, cudaStream_t s, int64_t n, const float *tmp, void *y,
+                              void *unused)
+{
+    (void)unused;
+    return pp_cuda_launch_bf16_from_f32(s, pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n, tmp, y);
+}
+
+static cudaError_t gelu_then(pp_exec *ex, cudaStream_t s, int64_t n, const float *tmp, void *h,
+                             void *g)
+{
+    return pp_cuda_launch_gelu_from_f32(s, pp_cuda_max_grid(ex), n, tmp, h, g);
+}
+
+pp_status pp_cuda_dense_forward_bf16(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                     pp_act x, pp_act w, const float *b, pp_act y,
+                                     pp_error *err)
+{
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense", err));
+    if (!x.bf16 || !w.bf16 || in == 0) return decline(ex, "dense", err);
+    if (rows == 0 || out == 0) return PP_OK;
+    const pp_cuda_lt_matmul mm = {.ta = w_out_in, .m = out, .n = rows, .k = in,
+                                  .lda = w_out_in ? in : out, .ldb = in, .ldd = out,
+                                  .epi = b ? PP_LT_EPI_BIAS : PP_LT_EPI_NONE, .bias = b,
+                                  .d_bf16 = y.bf16 && !b};
+    if (!y.bf16 || !b) return pp_cuda_lt_matmul_bf16(ex, &mm, w.data, x.data, y.data, err);
+    return via_f32(ex, &mm, w.data, x.data, rows * out, round_then, y.data, NULL, err);
+}
+
+pp_status pp_cuda_dense_gelu_forward_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                          bool w_out_in, pp_act x, pp_act w, const float *b,
+                                          pp_act h, pp_act g, pp_error *err)
+{
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense + GELU", err));
+    PP_TRY(pp_cuda_unfused(ex, "dense + GELU", err));
+    if (!x.bf16 || !w.bf16 || !h.bf16 || !g.bf16 || in == 0)
+        return decline(ex, "dense + GELU", err);
+    if (rows == 0 || out == 0) return PP_OK;
+    const pp_cuda_lt_matmul mm = {.ta = w_out_in, .m = out, .n = rows, .k = in,
+                                  .lda = w_out_in ? in : out, .ldb = in, .ldd = out,
+                                  .epi = b ? PP_LT_EPI_BIAS : PP_LT_EPI_NONE, .bias = b};
+    return via_f32(ex, &mm, w.data, x.data, rows * out, gelu_then, h.data, g.data, err);
+}
+
+pp_status pp_cuda_dense_backward_data_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                           bool w_out_in, pp_act w, pp_act dy, pp_act dx,
+                                           pp_error *err)
+{
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense backward", err));
+    if (!w.bf16 || !dy.bf16 || out == 0) return decline(ex, "dense backward", err);
+    if (rows == 0 || in == 0) return PP_OK;
+    const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
+                                  .lda = w_out_in ? in : out, .ldb = out, .ldd = in,
+                                  .d_bf16 = dx.bf16};
+    return pp_cuda_lt_matmul_bf16(ex, &mm, w.data, dy.data, dx.data, err);
+}
+
+pp_status pp_cuda_dense_backward_data_gelu_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                                bool w_out_in, pp_act w, pp_act dy, pp_act h,
+                                                pp_act dh, pp_error *err)
+{
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense backward + GELU", err));
+    PP_TRY(pp_cuda_unfused(ex, "dense backward + GELU", err));
+    if (!h.bf16 || !dh.bf16) return decline(ex, "dense backward + GELU", err);
+    PP_TRY(pp_cuda_dense_backward_data_bf16(ex, rows, in, out, w_out_in, w, dy, dh, err));
+    if (rows == 0 || in == 0) return PP_OK;
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_gelu_mixed(ce->stream, pp_cuda_max_grid(ex), rows * in, true,
+                                             h.data, dh.data, true, dh.data));
+}
+
+pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                              bool w_out_in, pp_act x, pp_act dy, float *dw,
+                                              float *db, pp_error *err)
+{
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense weight gradient", err));
+    if (!x.bf16 || !dy.bf16 || in == 0) return decline(ex, "dense weight gradient", err);
+    if (rows == 0 || out == 0) return PP_OK;
+    pp_cuda_lt_matmul mm =
+        w_out_in ? (pp_cuda_lt_matmul){.tb = true, .m = in, .n = out, .k = rows, .lda = in,
+                                       .ldb = out, .ldd = in, .beta = 1.0f}
+                 : (pp_cuda_lt_matmul){.tb = true, .m = out, .n = in, .k = rows, .lda = out,
+                                       .ldb = in, .ldd = out, .beta = 1.0f};
+    const uint16_t *a = w_out_in ? x.data : dy.data, *b = w_out_in ? dy.data : x.data;
+    if (!db) return pp_cuda_lt_matmul_bf16(ex, &mm, a, b, dw, err);
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    const size_t bytes = (size_t)out * sizeof(float);
+    float *part;
+    PP_TRY(pp_cuda_scratch_alloc(ex, bytes, (void **)&part, err));
+    mm.epi = w_out_in ? PP_LT_EPI_BGRADB : PP_LT_EPI_BGRADA;
+    mm.dbias = part;
+    pp_status s = pp_cuda_lt_matmul_bf16(ex, &mm, a, b, dw, err);
+    if (s == PP_OK) /* db = part + db */
+        s = PP_CUDA(ex->dev, err,
+                    pp_cuda_launch_elementwise(ce->stream, pp_cuda_max_grid(ex), PP_CUDA_EW_ADD,
+                                               out, part, db, db));
+    pp_cuda_scratch_free(ex, part, bytes);
+    return s;
+}

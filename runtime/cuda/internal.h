@@ -249,6 +249,10 @@ pp_status pp_cuda_linear_backward_weights(pp_exec *ex, int n, int in, int out, c
  * PP_ERR_UNSUPPORTED, having enqueued nothing, so that the plain ops run
  * instead, to compare. */
 pp_status pp_cuda_unfused(pp_exec *ex, const char *what, pp_error *err);
+/* PP_CUDA_BF16_WIDE (set and not "0"): the bf16 entries of mixed precision
+ * decline likewise, so that ops_transformer.c's f32 stand-ins run, to
+ * compare (what the native bf16 path gains). */
+pp_status pp_cuda_bf16_wide(pp_exec *ex, const char *what, pp_error *err);
 
 pp_status pp_cuda_dense_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
                                 const float *x, const float *w, const float *b, float *y,
@@ -294,5 +298,34 @@ pp_status pp_cuda_position_forward(pp_exec *ex, int64_t n, int t, int c, const f
                                    const float *table, float *y, pp_error *err);
 pp_status pp_cuda_position_backward(pp_exec *ex, int64_t n, int t, int c, const float *dy,
                                     float *dtable, pp_error *err);
+
+/* the bf16 entries of mixed precision (backend.h): transformer.c's layer
+ * norms and GELU, dense.c's dense layers */
+pp_status pp_cuda_layernorm_forward_bf16(pp_exec *ex, int64_t rows, int c, float eps, pp_act a,
+                                         pp_act add, pp_act s, const float *gamma,
+                                         const float *beta, pp_act y, float *mean, float *rstd,
+                                         pp_error *err);
+pp_status pp_cuda_layernorm_backward_bf16(pp_exec *ex, int64_t rows, int c, pp_act x, pp_act dy,
+                                          const float *gamma, const float *mean,
+                                          const float *rstd, pp_act dres, pp_act dx,
+                                          float *dgamma, float *dbeta, pp_error *err);
+pp_status pp_cuda_gelu_forward_bf16(pp_exec *ex, int64_t n, pp_act x, pp_act y, pp_error *err);
+pp_status pp_cuda_gelu_backward_bf16(pp_exec *ex, int64_t n, pp_act x, pp_act dy, pp_act dx,
+                                     pp_error *err);
+pp_status pp_cuda_dense_forward_bf16(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                     pp_act x, pp_act w, const float *b, pp_act y,
+                                     pp_error *err);
+pp_status pp_cuda_dense_gelu_forward_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                          bool w_out_in, pp_act x, pp_act w, const float *b,
+                                          pp_act h, pp_act g, pp_error *err);
+pp_status pp_cuda_dense_backward_data_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                           bool w_out_in, pp_act w, pp_act dy, pp_act dx,
+                                           pp_error *err);
+pp_status pp_cuda_dense_backward_data_gelu_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                                bool w_out_in, pp_act w, pp_act dy, pp_act h,
+                                                pp_act dh, pp_error *err);
+pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                              bool w_out_in, pp_act x, pp_act dy, float *dw,
+                                              float *db, pp_error *err);
 
 #endif

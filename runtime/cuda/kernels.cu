@@ -6,6 +6,7 @@
  * contracts). Reductions that produce a single value (loss, bias gradient)
  * run in a fixed order, so results are deterministic run to run.
  */
+#include "gelu_op.cuh"
 #include "kernels.h"
 #include "multi.cuh"
 
@@ -39,26 +40,7 @@ struct add_relu_op {
     }
 };
 
-/* GELU, tanh approximation, through 1/2 (1 + tanh u) = 1 / (1 + exp(-2u)):
- * runtime/cpu/gelu.c's formula (one expf, no cancellation near 0) */
-constexpr float k_sqrt_2_over_pi = 0.7978845608028654f;
-constexpr float k_cubic = 0.044715f;
-struct gelu_op {
-    __device__ float operator()(float v, float) const
-    {
-        const float u = k_sqrt_2_over_pi * (v + k_cubic * v * v * v);
-        return v / (1.0f + expf(-2.0f * u));
-    }
-};
-struct gelu_backward_op { /* dy (s + 2 v s (1 - s) u') */
-    __device__ float operator()(float v, float dy) const
-    {
-        const float u = k_sqrt_2_over_pi * (v + k_cubic * v * v * v);
-        const float s = 1.0f / (1.0f + expf(-2.0f * u));
-        const float du = k_sqrt_2_over_pi * (1.0f + 3.0f * k_cubic * v * v);
-        return dy * (s + 2.0f * v * s * (1.0f - s) * du);
-    }
-};
+/* GELU's gelu_op and gelu_backward_op: gelu_op.cuh */
 
 /* Single floats; b is NULL for unary ops. */
 template <class Op>

@@ -18,11 +18,18 @@
  *             added in f32 as it is written. No float atomics: the same bits
  *             on every run.
  * Rows are read with one lane per element (coalesced, any c and alignment).
+ * The kernels are templates on the activations' element types (f32 or bf16:
+ * the bf16 entries of mixed precision): bf16 elements are widened exactly,
+ * the arithmetic is the f32 kernels', and each bf16 output is the f32 value
+ * rounded once; a bf16 residual sum is rounded before it is normalised and
+ * a bf16 dx before dres is added (and again after), as the f32 stand-ins
+ * of runtime/core/ops_transformer.c compose those ops.
  */
 #include "transformer.h"
 
 #include <cmath>
 
+#include "bf16.cuh"
 #include "kernels.h"
 
 namespace {
@@ -38,8 +45,9 @@ __device__ __forceinline__ double warp_allsum(double v)
 }
 
 /* x (rows, c), or x = a + b written to sum (add not NULL; sum may be a or add) */
-__global__ void ln_forward_k(int64_t rows, int c, float eps, const float *a, const float *add,
-                             float *sum, const float *gamma, const float *beta, float *y,
+template <class TX, class TY>
+__global__ void ln_forward_k(int64_t rows, int c, float eps, const TX *a, const TX *add,
+                             TX *sum, const float *gamma, const float *beta, TY *y,
                              float *mean, float *rstd)
 {
     const int lane = threadIdx.x % WARP;
@@ -48,29 +56,29 @@ __global__ void ln_forward_k(int64_t rows, int c, float eps, const float *a, con
          r += warps) {
         double s = 0.0;
         if (add) {
-            const float *ar = a + r * c, *br = add + r * c;
-            float *sr = sum + r * c;
+            const TX *ar = a + r * c, *br = add + r * c;
+            TX *sr = sum + r * c;
             for (int i = lane; i < c; i += WARP) {
-                const float v = ar[i] + br[i];
-                sr[i] = v;
+                const float v = rounded_as(sr, ld_f32(ar, i) + ld_f32(br, i));
+                st_f32(sr, i, v);
                 s += (double)v;
             }
         } else {
-            for (int i = lane; i < c; i += WARP) s += (double)a[r * c + i];
+            for (int i = lane; i < c; i += WARP) s += (double)ld_f32(a, r * c + i);
         }
-        const float *xr = (add ? sum : a) + r * c; /* this lane's elements, as written */
+        const TX *xr = (add ? sum : a) + r * c; /* this lane's elements, as written */
         const double mu = warp_allsum(s) / c;
         double q = 0.0;
         for (int i = lane; i < c; i += WARP) {
-            const double d = (double)xr[i] - mu;
+            const double d = (double)ld_f32(xr, i) - mu;
             q += d * d;
         }
         const double rs = 1.0 / sqrt(warp_allsum(q) / c + (double)eps);
-        float *yr = y + r * c;
+        TY *yr = y + r * c;
         for (int i = lane; i < c; i += WARP) {
-            double v = ((double)xr[i] - mu) * rs * (double)gamma[i];
+            double v = ((double)ld_f32(xr, i) - mu) * rs * (double)gamma[i];
             if (beta) v += (double)beta[i];
-            yr[i] = (float)v;
+            st_f32(yr, i, (float)v);
         }
         if (lane == 0) {
             mean[r] = (float)mu;
@@ -79,43 +87,97 @@ __global__ void ln_forward_k(int64_t rows, int c, float eps, const float *a, con
     }
 }
 
-__global__ void ln_backward_k(int64_t rows, int c, const float *x, const float *dy,
+template <class TX, class TG, class TD>
+__global__ void ln_backward_k(int64_t rows, int c, const TX *x, const TG *dy,
                               const float *gamma, const float *mean, const float *rstd,
-                              const float *dres, float *dx, double *part)
+                              const TD *dres, TD *dx, double *part)
 {
     const int64_t k = blockIdx.x, r0 = k * PP_CUDA_LN_CHUNK;
     const int64_t r1 = rows - r0 < PP_CUDA_LN_CHUNK ? rows : r0 + PP_CUDA_LN_CHUNK;
     const int lane = threadIdx.x % WARP, warps = blockDim.x / WARP;
     for (int64_t r = r0 + threadIdx.x / WARP; r < r1; r += warps) {
-        const float *xr = x + r * c, *gr = dy + r * c;
+        const TX *xr = x + r * c;
+        const TG *gr = dy + r * c;
         const double mu = mean[r], rs = rstd[r];
         double sg = 0.0, sgx = 0.0;
         for (int i = lane; i < c; i += WARP) {
-            const double g = (double)gr[i] * (double)gamma[i];
+            const double g = (double)ld_f32(gr, i) * (double)gamma[i];
             sg += g;
-            sgx += g * (((double)xr[i] - mu) * rs);
+            sgx += g * (((double)ld_f32(xr, i) - mu) * rs);
         }
         const double mg = warp_allsum(sg) / c, mgx = warp_allsum(sgx) / c;
-        float *dxr = dx + r * c;
-        const float *rr = dres ? dres + r * c : nullptr;
+        TD *dxr = dx + r * c;
+        const TD *rr = dres ? dres + r * c : nullptr;
         for (int i = lane; i < c; i += WARP) {
-            const double xhat = ((double)xr[i] - mu) * rs;
-            const double g = (double)gr[i] * (double)gamma[i];
+            const double xhat = ((double)ld_f32(xr, i) - mu) * rs;
+            const double g = (double)ld_f32(gr, i) * (double)gamma[i];
             const float v = (float)((g - mg - xhat * mgx) * rs);
-            dxr[i] = rr ? v + rr[i] : v;
+            st_f32(dxr, i, rr ? rounded_as(dxr, v) + ld_f32(rr, i) : v);
         }
     }
     double *pg = part + k * 2 * c, *pb = pg + c;
     for (int i = threadIdx.x; i < c; i += blockDim.x) {
         double ag = 0.0, ab = 0.0;
         for (int64_t r = r0; r < r1; r++) {
-            const double g = (double)dy[r * c + i];
-            ag += g * (((double)x[r * c + i] - (double)mean[r]) * (double)rstd[r]);
+            const double g = (double)ld_f32(dy, r * c + i);
+            ag += g * (((double)ld_f32(x, r * c + i) - (double)mean[r]) * (double)rstd[r]);
             ab += g;
         }
         pg[i] = ag;
         pb[i] = ab;
     }
+}
+
+template <class TX, class TY>
+cudaError_t ln_forward(cudaStream_t s, unsigned max_grid, int64_t rows, int c, float eps,
+                       const void *x, const void *add, void *sum, const float *gamma,
+                       const float *beta, void *y, float *mean, float *rstd)
+{
+    if (rows <= 0) return cudaSuccess;
+    const int64_t per_block = PP_CUDA_BLOCK / WARP;
+    int64_t grid = (rows + per_block - 1) / per_block;
+    if (grid > (int64_t)max_grid) grid = max_grid;
+    ln_forward_k<TX, TY><<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(
+        rows, c, eps, static_cast<const TX *>(x), static_cast<const TX *>(add),
+        static_cast<TX *>(sum), gamma, beta, static_cast<TY *>(y), mean, rstd);
+    return cudaGetLastError();
+}
+
+template <class TX, class TG, class TD>
+cudaError_t ln_backward(cudaStream_t s, unsigned max_grid, int64_t rows, int c, const void *x,
+                        const void *dy, const float *gamma, const float *mean, const float *rstd,
+                        const void *dres, void *dx, double *part, float *dgamma, float *dbeta)
+{
+    if (rows <= 0 || c <= 0) return cudaSuccess;
+    const int64_t chunks = pp_cuda_layernorm_chunks(rows);
+    if (chunks > 2147483647) return cudaErrorInvalidValue;
+    ln_backward_k<TX, TG, TD><<<(unsigned)chunks, PP_CUDA_BLOCK, 0, s>>>(
+        rows, c, static_cast<const TX *>(x), static_cast<const TG *>(dy), gamma, mean, rstd,
+        static_cast<const TD *>(dres), static_cast<TD *>(dx), part);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    return pp_cuda_launch_parts_add(s, max_grid, chunks, 2 * (int64_t)c, c, part, dgamma, dbeta);
+}
+
+/* the backward with dx of type TD, the other operands' types chosen at run time */
+template <class TD>
+cudaError_t ln_backward_dx(cudaStream_t s, unsigned max_grid, int64_t rows, int c,
+                           const void *x, bool x_bf16, const void *dy, bool dy_bf16,
+                           const float *gamma, const float *mean, const float *rstd,
+                           const void *dres, void *dx, double *part, float *dgamma,
+                           float *dbeta)
+{
+    if (x_bf16)
+        return dy_bf16 ? ln_backward<uint16_t, uint16_t, TD>(s, max_grid, rows, c, x, dy, gamma,
+                                                             mean, rstd, dres, dx, part, dgamma,
+                                                             dbeta)
+                       : ln_backward<uint16_t, float, TD>(s, max_grid, rows, c, x, dy, gamma,
+                                                          mean, rstd, dres, dx, part, dgamma,
+                                                          dbeta);
+    return dy_bf16 ? ln_backward<float, uint16_t, TD>(s, max_grid, rows, c, x, dy, gamma, mean,
+                                                      rstd, dres, dx, part, dgamma, dbeta)
+                   : ln_backward<float, float, TD>(s, max_grid, rows, c, x, dy, gamma, mean,
+                                                   rstd, dres, dx, part, dgamma, dbeta);
 }
 
 } // namespace
@@ -133,13 +195,26 @@ cudaError_t pp_cuda_launch_layernorm_forward(cudaStream_t s, unsigned max_grid, 
                                              float *sum, const float *gamma, const float *beta,
                                              float *y, float *mean, float *rstd)
 {
-    if (rows <= 0) return cudaSuccess;
-    const int64_t per_block = PP_CUDA_BLOCK / WARP;
-    int64_t grid = (rows + per_block - 1) / per_block;
-    if (grid > (int64_t)max_grid) grid = max_grid;
-    ln_forward_k<<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(rows, c, eps, x, add, sum, gamma, beta,
-                                                           y, mean, rstd);
-    return cudaGetLastError();
+    return ln_forward<float, float>(s, max_grid, rows, c, eps, x, add, sum, gamma, beta, y,
+                                    mean, rstd);
+}
+
+cudaError_t pp_cuda_launch_layernorm_forward_mixed(cudaStream_t s, unsigned max_grid,
+                                                   int64_t rows, int c, float eps, bool x_bf16,
+                                                   const void *x, const void *add, void *sum,
+                                                   const float *gamma, const float *beta,
+                                                   bool y_bf16, void *y, float *mean,
+                                                   float *rstd)
+{
+    if (x_bf16)
+        return y_bf16 ? ln_forward<uint16_t, uint16_t>(s, max_grid, rows, c, eps, x, add, sum,
+                                                       gamma, beta, y, mean, rstd)
+                      : ln_forward<uint16_t, float>(s, max_grid, rows, c, eps, x, add, sum, gamma,
+                                                    beta, y, mean, rstd);
+    return y_bf16 ? ln_forward<float, uint16_t>(s, max_grid, rows, c, eps, x, add, sum, gamma,
+                                                beta, y, mean, rstd)
+                  : ln_forward<float, float>(s, max_grid, rows, c, eps, x, add, sum, gamma, beta,
+                                             y, mean, rstd);
 }
 
 cudaError_t pp_cuda_launch_layernorm_backward(cudaStream_t s, unsigned max_grid, int64_t rows,
@@ -148,14 +223,22 @@ cudaError_t pp_cuda_launch_layernorm_backward(cudaStream_t s, unsigned max_grid,
                                               const float *rstd, const float *dres, float *dx,
                                               double *part, float *dgamma, float *dbeta)
 {
-    if (rows <= 0 || c <= 0) return cudaSuccess;
-    const int64_t chunks = pp_cuda_layernorm_chunks(rows);
-    if (chunks > 2147483647) return cudaErrorInvalidValue;
-    ln_backward_k<<<(unsigned)chunks, PP_CUDA_BLOCK, 0, s>>>(rows, c, x, dy, gamma, mean, rstd,
-                                                             dres, dx, part);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    return pp_cuda_launch_parts_add(s, max_grid, chunks, 2 * (int64_t)c, c, part, dgamma, dbeta);
+    return ln_backward<float, float, float>(s, max_grid, rows, c, x, dy, gamma, mean, rstd, dres,
+                                            dx, part, dgamma, dbeta);
+}
+
+cudaError_t pp_cuda_launch_layernorm_backward_mixed(cudaStream_t s, unsigned max_grid,
+                                                    int64_t rows, int c, bool x_bf16,
+                                                    const void *x, bool dy_bf16, const void *dy,
+                                                    const float *gamma, const float *mean,
+                                                    const float *rstd, bool dx_bf16,
+                                                    const void *dres, void *dx, double *part,
+                                                    float *dgamma, float *dbeta)
+{
+    return dx_bf16 ? ln_backward_dx<uint16_t>(s, max_grid, rows, c, x, x_bf16, dy, dy_bf16, gamma,
+                                              mean, rstd, dres, dx, part, dgamma, dbeta)
+                   : ln_backward_dx<float>(s, max_grid, rows, c, x, x_bf16, dy, dy_bf16, gamma,
+                                           mean, rstd, dres, dx, part, dgamma, dbeta);
 }
 
 } // extern "C"

@@ -4,7 +4,7 @@
  * (layernorm.cu), fixed-order column sums (colsum.cu), token and position
  * embeddings (embedding.cu), causal self-attention (attention.cu) and the
  * fused classifier (classifier.cu). GELU is an elementwise kind of
- * kernels.cu (kernels.h).
+ * kernels.cu (kernels.h) in f32, and gelu.cu's on bf16 operands.
  *
  * runtime/cpu is the spec each kernel matches (dense.c, layernorm.c,
  * attention.c, embedding.c, loss.c): the same arithmetic where it is cheap
@@ -21,6 +21,7 @@
 #define PP_CUDA_TRANSFORMER_H
 
 #include <cuda_runtime.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -71,6 +72,38 @@ cudaError_t pp_cuda_launch_layernorm_backward(cudaStream_t s, unsigned max_grid,
                                               const float *gamma, const float *mean,
                                               const float *rstd, const float *dres, float *dx,
                                               double *part, float *dgamma, float *dbeta);
+
+/* The same two on activations of either dtype (the bf16 entries): x_bf16
+ * for x, add and sum (bf16 bits, else f32), y_bf16 for y; dy_bf16 for dy,
+ * dx_bf16 for dx and dres. bf16 elements are widened exactly, bf16 outputs
+ * rounded once from the f32 values the f32 launchers write; a bf16 sum is
+ * rounded before it is normalised, a bf16 dx before dres is added. */
+cudaError_t pp_cuda_launch_layernorm_forward_mixed(cudaStream_t s, unsigned max_grid,
+                                                   int64_t rows, int c, float eps, bool x_bf16,
+                                                   const void *x, const void *add, void *sum,
+                                                   const float *gamma, const float *beta,
+                                                   bool y_bf16, void *y, float *mean,
+                                                   float *rstd);
+cudaError_t pp_cuda_launch_layernorm_backward_mixed(cudaStream_t s, unsigned max_grid,
+                                                    int64_t rows, int c, bool x_bf16,
+                                                    const void *x, bool dy_bf16, const void *dy,
+                                                    const float *gamma, const float *mean,
+                                                    const float *rstd, bool dx_bf16,
+                                                    const void *dres, void *dx, double *part,
+                                                    float *dgamma, float *dbeta);
+
+/* ---- GELU of mixed precision (gelu.cu) ----------------------------------------------- */
+
+/* y = GELU(x) (dy NULL), or y = dy GELU'(x), over n elements: x (and dy)
+ * bf16 bits where x_bf16, else f32; y likewise by y_bf16. In f32 (the f32
+ * kernels' formula), a bf16 y rounded once; y may alias x or dy. */
+cudaError_t pp_cuda_launch_gelu_mixed(cudaStream_t s, unsigned max_grid, int64_t n, bool x_bf16,
+                                      const void *x, const void *dy, bool y_bf16, void *y);
+
+/* h = bf16(pre), then g = bf16(GELU(h)) over n elements (h and g bf16 bits):
+ * the bf16 dense + GELU's end, from the GEMM's f32 pre-activation. */
+cudaError_t pp_cuda_launch_gelu_from_f32(cudaStream_t s, unsigned max_grid, int64_t n,
+                                         const float *pre, void *h, void *g);
 
 /* ---- embeddings (embedding.cu) ---------------------------------------------------- */
 

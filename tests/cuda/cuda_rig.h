@@ -123,6 +123,17 @@ static void check_close(rig *r, const pair *p, double tol, const char *fmt, ...)
         { pp_exec *ex = &(r)->egpu; pp_error *err = &e2_; CHECK_OK(call_g, err); }       \
     } while (0)
 
+/* A bf16 pair holding f's values rounded (pp_cast on each device). */
+static pair pair_bf16_of(rig *r, const pair *f)
+{
+    pair h;
+    pp_error e;
+    CHECK_OK(pp_tensor_alloc(&h.c, r->cpu, PP_BF16, f->c.ndim, f->c.shape, &e), &e);
+    CHECK_OK(pp_tensor_alloc(&h.g, r->gpu, PP_BF16, f->c.ndim, f->c.shape, &e), &e);
+    BOTH(r, pp_cast(ex, &f->c, &h.c, err), pp_cast(ex, &f->g, &h.g, err));
+    return h;
+}
+
 /* Rows [off, off + len) of p on both devices (a view: p keeps the storage). */
 static pair pair_view(const pair *p, int64_t off, int64_t len)
 {

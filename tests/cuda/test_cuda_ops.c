@@ -289,17 +289,6 @@ static void test_elementwise(rig *r)
 
 /* ---- bf16 mixed precision ----------------------------------------------------------- */
 
-/* A bf16 pair holding f's values rounded (pp_cast on each device). */
-static pair pair_bf16_of(rig *r, const pair *f)
-{
-    pair h;
-    pp_error e;
-    CHECK_OK(pp_tensor_alloc(&h.c, r->cpu, PP_BF16, f->c.ndim, f->c.shape, &e), &e);
-    CHECK_OK(pp_tensor_alloc(&h.g, r->gpu, PP_BF16, f->c.ndim, f->c.shape, &e), &e);
-    BOTH(r, pp_cast(ex, &f->c, &h.c, err), pp_cast(ex, &f->g, &h.g, err));
-    return h;
-}
-
 /* Conversions bit for bit as the CPU's (specials included); ops on bf16
  * operands as on the CPU: exact ones bitwise, sums within one bf16 step
  * (2^-7 relative: f32 sums in another order may round the other way). */

@@ -68,8 +68,8 @@
 #          3x torchvision per core, the loader sustains the bf16 step
 #   gpt2   (parts/gpt2.sh) GPT-2 on CUDA: test_cuda_gpt2; two stages on cuda:0 against PyTorch
 #          float64 (tests/torch/gpt2_check.py), then GPT-2 124M tokens/s at
-#          batch 8 x 1024, ours tf32 and fp32 against PyTorch eager and
-#          torch.compile, with peak memory
+#          batch 8 x 1024, ours bf16 (native, and the f32 stand-ins), tf32 and fp32
+#          against PyTorch eager and torch.compile, with peak memory
 # One GPU machine lent for about 15 minutes (its start included): check that
 # the bundle runs there, then run quick, then what time is left allows, each
 # part adding to the same results and copying them out (a folder left on the

@@ -8,13 +8,16 @@
 #     (tied and untied) and 50257.
 #   speed (180 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
 #     batch 8 x 1024 tokens, 1 stage, SGD with momentum, random tokens:
-#     tokens/s and peak memory of ours in tf32 and fp32, of PyTorch eager in
-#     tf32, fp32 and bf16 autocast and of torch.compile in tf32 and bf16
+#     tokens/s and peak memory of ours in bf16, tf32 and fp32 (in that order:
+#     the issue's goal first), of PyTorch eager in bf16 autocast, tf32 and
+#     fp32 and of torch.compile in bf16 and tf32
 #     (tests/gpu/torch_gpt2.py, scaled_dot_product_attention); ours / theirs
 #     at the same precision (goals: >= 1.0 of torch.compile, eager the floor);
-#     ours tf32 again with PP_CUDA_UNFUSED=1 (what the fused ops bring).
-#     Our GPT-2 has no bf16 precision yet: the bf16 rows are PyTorch's alone,
-#     what ours is to reach.
+#     ours tf32 again with PP_CUDA_UNFUSED=1 (what the fused ops bring);
+#     ours in bf16 (the native bf16 path: cuBLASLt's bf16 GEMMs, our mixed
+#     layer norms and GELU) against PyTorch's bf16 autocast, eager and
+#     compiled, and again with PP_CUDA_BF16_WIDE=1 (the f32 stand-ins: what
+#     the native path brings).
 # In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
 # shellcheck shell=bash disable=SC2154
 
@@ -126,6 +129,20 @@ SH
     section speed 180
     echo "== GPT-2 $g_what, tokens/s: pipeline-run vs PyTorch"
     gpt2_tokens "$res/gpt2-tokens.bin" $((g_batch * (g_t + 1) * (g_steps + 4))) "$g_vocab"
+    gpt2_ours bf16
+    if gpt2_torch eager-bf16 "torch eager GPT-2 bf16 autocast" --device "$tdev" \
+        --precision bf16; then
+        gpt2_vs "torch eager bf16" "${g_tps[bf16]:-}" "$tg_tps" 1.0
+    fi
+    if gpt2_torch compile-bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" \
+        --device "$tdev" --precision bf16 --compile; then
+        gpt2_vs "torch.compile bf16" "${g_tps[bf16]:-}" "$tg_tps" 1.0
+    fi
+    pr_env=(PP_CUDA_BF16_WIDE=1)
+    gpt2_ours bf16 wide
+    pr_env=()
+    row "  native / stand-ins (PP_CUDA_BF16_WIDE=1), bf16" info \
+        "$(ratio "${g_tps[bf16]:-}" "${g_tps[bf16 wide]:-}"): ${g_tps[bf16]:-?} / ${g_tps[bf16 wide]:-?} tokens/s" ""
     gpt2_ours tf32
     if gpt2_torch eager-tf32 "torch eager GPT-2 tf32" --device "$tdev" --precision tf32; then
         gpt2_vs "torch eager tf32" "${g_tps[tf32]:-}" "$tg_tps" 1.0
@@ -134,10 +151,6 @@ SH
         --compile; then
         gpt2_vs "torch.compile tf32" "${g_tps[tf32]:-}" "$tg_tps" 1.0
     fi
-    gpt2_torch eager-bf16 "torch eager GPT-2 bf16 autocast (ours: no bf16 GPT-2 yet)" \
-        --device "$tdev" --precision bf16
-    gpt2_torch compile-bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" \
-        --device "$tdev" --precision bf16 --compile
     pr_env=(PP_CUDA_UNFUSED=1)
     gpt2_ours tf32 unfused
     pr_env=()
