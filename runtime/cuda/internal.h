@@ -284,6 +284,14 @@ pp_status pp_cuda_attention_forward(pp_exec *ex, const pp_attention_desc *d, con
 pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
                                      const float *y, const float *lse, const float *dy,
                                      float *dqkv, pp_error *err);
+/* attention_bf16.c */
+pp_status pp_cuda_attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d,
+                                         const uint16_t *qkv, uint16_t *y, float *lse,
+                                         pp_error *err);
+pp_status pp_cuda_attention_backward_bf16(pp_exec *ex, const pp_attention_desc *d,
+                                          const uint16_t *qkv, const uint16_t *y,
+                                          const float *lse, const uint16_t *dy, uint16_t *dqkv,
+                                          pp_error *err);
 pp_status pp_cuda_embedding_forward(pp_exec *ex, int64_t rows, int vocab, int c,
                                     const int32_t *ids, const float *table, float *y,
                                     pp_error *err);
