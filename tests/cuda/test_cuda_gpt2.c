@@ -8,7 +8,8 @@
  *          vocabulary projection of 50257 rows; TF32 too; fused with a GELU
  *          after them, forward, and before them, backward), layer norm (with
  *          the residual add and gradient fused too), GELU,
- *          attention (heads of 64, 17 and 128 columns, t = 1024), token and
+ *          attention (heads of 64, 17 and 128 columns, t = 1024; in f32 and
+ *          in bf16, the bf16 within 8e-3: two bf16 steps), token and
  *          position embeddings, the classifier over 50257 classes in place.
  *          Normalised errors within the CUDA suite's tolerances (cuda_rig.h:
  *          1e-4 forward, 1e-3 gradients; TF32 1e-2); the embeddings' sums,
@@ -203,6 +204,55 @@ static void test_attention(rig *r)
     }
 }
 
+/* A pair of dtype dt holding f's values cast on each side (pp_cast). */
+static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
+{
+    pair p;
+    pp_error aerr;
+    CHECK_OK(pp_tensor_alloc(&p.c, r->cpu, dt, f->c.ndim, f->c.shape, &aerr), &aerr);
+    CHECK_OK(pp_tensor_alloc(&p.g, r->gpu, dt, f->c.ndim, f->c.shape, &aerr), &aerr);
+    BOTH(r, pp_cast(ex, &f->c, &p.c, err), pp_cast(ex, &f->g, &p.g, err));
+    return p;
+}
+
+/* bf16 attention (the CUDA backend's bf16 entries, attention_bf16.cu)
+ * against the CPU's (f32 on widened operands, each output rounded once): y
+ * and dqkv within two bf16 steps of the largest element, lse as f32's; the
+ * backward the same bits twice. */
+#define TOL_BF16 8e-3
+
+static void test_attention_bf16(rig *r)
+{
+    static const struct { int n, t, c, heads; } cases[] = {
+        {2, 1024, 768, 12}, /* GPT-2 124M's, two samples */
+        {3, 77, 51, 3},     /* heads of 17 */
+        {1, 300, 256, 2},   /* heads of 128 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
+        const int64_t qs[3] = {n, t, 3 * c}, ys[3] = {n, t, c}, ls[3] = {n, h, t};
+        pair qkv32 = pair_rand(r, 3, qs, -2, 2), dy32 = pair_rand(r, 3, ys, -1, 1);
+        pair y32 = pair_rand(r, 3, ys, 0, 0), dqkv32 = pair_rand(r, 3, qs, 0, 0);
+        pair lse = pair_rand(r, 3, ls, 0, 0);
+        pair qkv = pair_cast(r, &qkv32, PP_BF16), dy = pair_cast(r, &dy32, PP_BF16);
+        pair y = pair_cast(r, &y32, PP_BF16), dqkv = pair_cast(r, &dqkv32, PP_BF16);
+        BOTH(r, pp_attention_forward(ex, h, &qkv.c, &y.c, &lse.c, err),
+             pp_attention_forward(ex, h, &qkv.g, &y.g, &lse.g, err));
+        BOTH(r, pp_cast(ex, &y.c, &y32.c, err), pp_cast(ex, &y.g, &y32.g, err));
+        CHECK_CLOSE(r, &y32, TOL_BF16, "bf16 attention forward y case %zu", i);
+        CHECK_CLOSE(r, &lse, TOL_FWD, "bf16 attention forward lse case %zu", i);
+        BOTH(r, pp_attention_backward(ex, h, &qkv.c, &y.c, &lse.c, &dy.c, &dqkv.c, err),
+             pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err));
+        BOTH(r, pp_cast(ex, &dqkv.c, &dqkv32.c, err), pp_cast(ex, &dqkv.g, &dqkv32.g, err));
+        CHECK_CLOSE(r, &dqkv32, TOL_BF16, "bf16 attention backward case %zu", i);
+        SAME_TWICE(r, &dqkv, false,
+                   pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err),
+                   "bf16 attention backward");
+        pair *all[] = {&qkv, &dqkv, &y, &dy, &lse, &qkv32, &dqkv32, &y32, &dy32};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+    }
+}
+
 static void test_embeddings(rig *r)
 {
     const int n = 8, t = 128, v = 50257, c = 768;
@@ -369,6 +419,7 @@ int main(int argc, char **argv)
     test_dense(&r, true);
     test_layernorm_gelu(&r);
     test_attention(&r);
+    test_attention_bf16(&r);
     test_embeddings(&r);
     test_classifier(&r);
     rig_close(&r);
