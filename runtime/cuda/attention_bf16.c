@@ -10,9 +10,14 @@
 #include "attention_bf16.h"
 #include "internal.h"
 
-static bool kernels_take(const pp_attention_desc *d)
+/* *ce: the exec begun, for a shape the kernels take (else PP_ERR_UNSUPPORTED) */
+static pp_status begin(pp_exec *ex, const pp_attention_desc *d, pp_cuda_exec **ce,
+                       pp_error *err)
 {
-    return d->c / d->heads <= PP_CUDA_ATTENTION_HS_MAX && d->n <= 65535 && d->heads <= 65535;
+    if (d->c / d->heads > PP_CUDA_ATTENTION_HS_MAX || d->n > 65535 || d->heads > 65535)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: bf16 attention: shape not taken",
+                            ex->dev->name);
+    return pp_cuda_exec_begin(ex, 0, 0, ce, err);
 }
 
 pp_status pp_cuda_attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d,
@@ -20,11 +25,8 @@ pp_status pp_cuda_attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d
                                          pp_error *err)
 {
     if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
-    if (!kernels_take(d))
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: bf16 attention: shape not taken",
-                            ex->dev->name);
     pp_cuda_exec *ce;
-    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    PP_TRY(begin(ex, d, &ce, err));
     const pp_cuda_attention_dims a = {d->n, d->t, d->c, d->heads};
     return PP_CUDA(ex->dev, err,
                    pp_cuda_launch_attention_forward_bf16(ce->stream, a, qkv, y, lse));
@@ -36,11 +38,8 @@ pp_status pp_cuda_attention_backward_bf16(pp_exec *ex, const pp_attention_desc *
                                           pp_error *err)
 {
     if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
-    if (!kernels_take(d))
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: bf16 attention: shape not taken",
-                            ex->dev->name);
     pp_cuda_exec *ce;
-    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    PP_TRY(begin(ex, d, &ce, err));
     void *delta;
     PP_TRY(pp_exec_workspace(ex, (size_t)d->n * d->heads * d->t * sizeof(float), &delta, err));
     const pp_cuda_attention_dims a = {d->n, d->t, d->c, d->heads};

@@ -176,34 +176,6 @@ static void test_layernorm_gelu(rig *r)
     }
 }
 
-static void test_attention(rig *r)
-{
-    static const struct { int n, t, c, heads; } cases[] = {
-        {2, 1024, 768, 12}, /* GPT-2 124M's, two samples */
-        {3, 77, 51, 3},     /* heads of 17 */
-        {1, 300, 256, 2},   /* heads of 128 */
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
-        const int64_t qs[3] = {n, t, 3 * c}, ys[3] = {n, t, c}, ls[3] = {n, h, t};
-        pair qkv = pair_rand(r, 3, qs, -2, 2), dqkv = pair_rand(r, 3, qs, 0, 0);
-        pair y = pair_rand(r, 3, ys, 0, 0), dy = pair_rand(r, 3, ys, -1, 1);
-        pair lse = pair_rand(r, 3, ls, 0, 0);
-        BOTH(r, pp_attention_forward(ex, h, &qkv.c, &y.c, &lse.c, err),
-             pp_attention_forward(ex, h, &qkv.g, &y.g, &lse.g, err));
-        CHECK_CLOSE(r, &y, TOL_FWD, "attention forward y case %zu", i);
-        CHECK_CLOSE(r, &lse, TOL_FWD, "attention forward lse case %zu", i);
-        BOTH(r, pp_attention_backward(ex, h, &qkv.c, &y.c, &lse.c, &dy.c, &dqkv.c, err),
-             pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err));
-        CHECK_CLOSE(r, &dqkv, TOL_BWD, "attention backward case %zu", i);
-        SAME_TWICE(r, &dqkv, false,
-                   pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err),
-                   "attention backward");
-        pair *all[] = {&qkv, &dqkv, &y, &dy, &lse};
-        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
-    }
-}
-
 /* A pair of dtype dt holding f's values cast on each side (pp_cast). */
 static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
 {
@@ -215,39 +187,44 @@ static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
     return p;
 }
 
-/* bf16 attention (the CUDA backend's bf16 entries, attention_bf16.cu)
- * against the CPU's (f32 on widened operands, each output rounded once): y
- * and dqkv within two bf16 steps of the largest element, lse as f32's; the
- * backward the same bits twice. */
+/* Attention in f32, and in bf16 (qkv, y, dy and dqkv bf16: the CUDA
+ * backend's bf16 entries, attention_bf16.cu, against the CPU's f32
+ * arithmetic on widened operands, each output rounded once): y and dqkv
+ * within two bf16 steps of the largest element, lse as f32's; the backward
+ * the same bits twice. */
 #define TOL_BF16 8e-3
 
-static void test_attention_bf16(rig *r)
+static void test_attention(rig *r, bool bf16)
 {
     static const struct { int n, t, c, heads; } cases[] = {
         {2, 1024, 768, 12}, /* GPT-2 124M's, two samples */
         {3, 77, 51, 3},     /* heads of 17 */
         {1, 300, 256, 2},   /* heads of 128 */
     };
+    const char *m = bf16 ? "bf16" : "f32";
+    const double fwd = bf16 ? TOL_BF16 : TOL_FWD, bwd = bf16 ? TOL_BF16 : TOL_BWD;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
         const int64_t qs[3] = {n, t, 3 * c}, ys[3] = {n, t, c}, ls[3] = {n, h, t};
-        pair qkv32 = pair_rand(r, 3, qs, -2, 2), dy32 = pair_rand(r, 3, ys, -1, 1);
-        pair y32 = pair_rand(r, 3, ys, 0, 0), dqkv32 = pair_rand(r, 3, qs, 0, 0);
+        /* the f32 operands; the op's own are bf16 casts of them for bf16 */
+        pair qkv32 = pair_rand(r, 3, qs, -2, 2), dqkv32 = pair_rand(r, 3, qs, 0, 0);
+        pair y32 = pair_rand(r, 3, ys, 0, 0), dy32 = pair_rand(r, 3, ys, -1, 1);
         pair lse = pair_rand(r, 3, ls, 0, 0);
-        pair qkv = pair_cast(r, &qkv32, PP_BF16), dy = pair_cast(r, &dy32, PP_BF16);
-        pair y = pair_cast(r, &y32, PP_BF16), dqkv = pair_cast(r, &dqkv32, PP_BF16);
+        const pp_dtype dt = bf16 ? PP_BF16 : PP_F32;
+        pair qkv = pair_cast(r, &qkv32, dt), dqkv = pair_cast(r, &dqkv32, dt);
+        pair y = pair_cast(r, &y32, dt), dy = pair_cast(r, &dy32, dt);
         BOTH(r, pp_attention_forward(ex, h, &qkv.c, &y.c, &lse.c, err),
              pp_attention_forward(ex, h, &qkv.g, &y.g, &lse.g, err));
         BOTH(r, pp_cast(ex, &y.c, &y32.c, err), pp_cast(ex, &y.g, &y32.g, err));
-        CHECK_CLOSE(r, &y32, TOL_BF16, "bf16 attention forward y case %zu", i);
-        CHECK_CLOSE(r, &lse, TOL_FWD, "bf16 attention forward lse case %zu", i);
+        CHECK_CLOSE(r, &y32, fwd, "attention forward y (%s) case %zu", m, i);
+        CHECK_CLOSE(r, &lse, TOL_FWD, "attention forward lse (%s) case %zu", m, i);
         BOTH(r, pp_attention_backward(ex, h, &qkv.c, &y.c, &lse.c, &dy.c, &dqkv.c, err),
              pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err));
         BOTH(r, pp_cast(ex, &dqkv.c, &dqkv32.c, err), pp_cast(ex, &dqkv.g, &dqkv32.g, err));
-        CHECK_CLOSE(r, &dqkv32, TOL_BF16, "bf16 attention backward case %zu", i);
+        CHECK_CLOSE(r, &dqkv32, bwd, "attention backward (%s) case %zu", m, i);
         SAME_TWICE(r, &dqkv, false,
                    pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err),
-                   "bf16 attention backward");
+                   "attention backward");
         pair *all[] = {&qkv, &dqkv, &y, &dy, &lse, &qkv32, &dqkv32, &y32, &dy32};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
@@ -418,8 +395,8 @@ int main(int argc, char **argv)
     test_dense(&r, false);
     test_dense(&r, true);
     test_layernorm_gelu(&r);
-    test_attention(&r);
-    test_attention_bf16(&r);
+    test_attention(&r, false);
+    test_attention(&r, true);
     test_embeddings(&r);
     test_classifier(&r);
     rig_close(&r);
