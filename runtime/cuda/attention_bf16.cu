@@ -21,12 +21,16 @@
  *             over the keys up to them. Every element of dqkv is written
  *             by one block: no atomics, the same bits run to run.
  *
- * A bf16 tile's rows are padded by two elements (HS / 2 + 1 words), so the
- * lanes reading one column of different rows hit different banks. A query
- * row belongs to TPR = ATT_THREADS / BQ consecutive lanes, which share its
- * keys and output columns and reduce its maximum and sum by xor shuffles.
- * No tensor cores: the products are f32 multiply-adds (docs/GPU.md says
- * what this gives and what an mma.sync version would).
+ * A tile holds a row's bf16 in 32-bit words of two columns, rows padded by
+ * one word (HS / 2 + 1, odd), so the lanes reading one word of different
+ * rows hit different banks. Every shared-memory read of a tile feeds two
+ * multiply-adds (a query's score against a key: two columns; the output's
+ * and the gradients' sums: two adjacent columns a thread owns), half the
+ * loads of attention.cu's f32 tiles, whose bound they are. A query row
+ * belongs to TPR = ATT_THREADS / BQ consecutive lanes, which share its keys
+ * and output columns and reduce its maximum and sum by xor shuffles. No
+ * tensor cores: the products are f32 multiply-adds (docs/GPU.md says what
+ * this gives and what an mma.sync version would).
  */
 #include "attention_bf16.h"
 
@@ -46,10 +50,22 @@ struct att_geom {
     float scale; /* 1 / sqrt(hs) */
 };
 
-/* shared-memory row stride of a bf16 tile of head size HS (elements) */
+/* shared-memory row stride of a bf16 tile of head size HS, in words of two
+ * elements (columns 2w and 2w + 1 in word w) */
 template <int HS> __host__ __device__ constexpr int tile_ld()
 {
-    return HS + 2;
+    return HS / 2 + 1;
+}
+
+/* the two bf16 of a word, widened */
+__device__ __forceinline__ float lo16(uint32_t w)
+{
+    return __uint_as_float(w << 16);
+}
+
+__device__ __forceinline__ float hi16(uint32_t w)
+{
+    return __uint_as_float(w & 0xffff0000u);
 }
 
 __device__ __forceinline__ float fmax2(float a, float b)
@@ -58,30 +74,64 @@ __device__ __forceinline__ float fmax2(float a, float b)
 }
 
 /* Rows r0.. of one head's q, k, v (src at the head's column in qkv) or dy,
- * ROWS of them as bf16 into dst; zero past t or hs. */
+ * ROWS of them as bf16 pairs into dst; zero past t or hs. (A head's columns
+ * start at any element, so a pair is read as two elements.) */
 template <int HS, int ROWS>
-__device__ __forceinline__ void load_tile(uint16_t *dst, const uint16_t *src, int64_t ld, int r0,
+__device__ __forceinline__ void load_tile(uint32_t *dst, const uint16_t *src, int64_t ld, int r0,
                                           int t, int hs)
 {
-    constexpr int LD = tile_ld<HS>();
-    for (int i = threadIdx.x; i < ROWS * HS; i += ATT_THREADS) {
-        const int r = i / HS, d = i % HS;
-        dst[r * LD + d] = (r0 + r < t && d < hs) ? src[(int64_t)(r0 + r) * ld + d] : (uint16_t)0;
+    constexpr int LD = tile_ld<HS>(), W = HS / 2;
+    for (int i = threadIdx.x; i < ROWS * W; i += ATT_THREADS) {
+        const int r = i / W, d = 2 * (i % W);
+        const uint16_t *row = src + (int64_t)(r0 + r) * ld;
+        const bool in = r0 + r < t;
+        const uint32_t a = in && d < hs ? row[d] : 0u, b = in && d + 1 < hs ? row[d + 1] : 0u;
+        dst[r * LD + d / 2] = a | b << 16;
     }
 }
 
-/* s[j] = the sum over d, in order, of a[d] times row lane + TPR j of tile */
+/* s[j] = the sum over d, in order, of a[d] times row lane + TPR j of tile
+ * (one shared-memory word read for two multiply-adds) */
 template <int HS, int TPR, int KPT>
-__device__ __forceinline__ void dot_rows(const uint16_t *a, const uint16_t *tile, int lane,
+__device__ __forceinline__ void dot_rows(const uint32_t *a, const uint32_t *tile, int lane,
                                          float *s)
 {
     constexpr int LD = tile_ld<HS>();
 #pragma unroll
     for (int j = 0; j < KPT; j++) s[j] = 0.0f;
-    for (int d = 0; d < HS; d++) {
-        const float x = widen(a[d]);
+    for (int w = 0; w < HS / 2; w++) {
+        const float x0 = lo16(a[w]), x1 = hi16(a[w]);
 #pragma unroll
-        for (int j = 0; j < KPT; j++) s[j] += x * widen(tile[(lane + TPR * j) * LD + d]);
+        for (int j = 0; j < KPT; j++) {
+            const uint32_t e = tile[(lane + TPR * j) * LD + w];
+            s[j] += x0 * lo16(e);
+            s[j] += x1 * hi16(e);
+        }
+    }
+}
+
+/* acc[2 i], acc[2 i + 1] += p times columns 2 (lane + STEP i) and the next
+ * of a tile's row: a thread's NP pairs of columns */
+template <int NP, int STEP>
+__device__ __forceinline__ void add_row(float *acc, float p, const uint32_t *row, int lane)
+{
+#pragma unroll
+    for (int i = 0; i < NP; i++) {
+        const uint32_t e = row[lane + STEP * i];
+        acc[2 * i] += p * lo16(e);
+        acc[2 * i + 1] += p * hi16(e);
+    }
+}
+
+/* out's columns 2 (lane + STEP i) and the next, below hs, = acc rounded */
+template <int NP, int STEP>
+__device__ __forceinline__ void store_row(uint16_t *out, const float *acc, int lane, int hs)
+{
+#pragma unroll
+    for (int i = 0; i < NP; i++) {
+        const int d = 2 * (lane + STEP * i);
+        if (d < hs) out[d] = narrow(acc[2 * i]);
+        if (d + 1 < hs) out[d + 1] = narrow(acc[2 * i + 1]);
     }
 }
 
@@ -91,7 +141,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 {
     constexpr int TPR = ATT_THREADS / BQ, KPT = BK / TPR, DPT = HS / TPR;
     constexpr int LD = tile_ld<HS>(), LP = BK + 1;
-    __shared__ uint16_t sq[BQ * LD], sk[BK * LD], sv[BK * LD];
+    __shared__ uint32_t sq[BQ * LD], sk[BK * LD], sv[BK * LD];
     __shared__ float sp[BQ * LP];
     const int tid = threadIdx.x, row = tid / TPR, lane = tid % TPR;
     const int q0 = blockIdx.x * BQ, h = blockIdx.y, n = blockIdx.z;
@@ -131,20 +181,14 @@ __global__ void __launch_bounds__(ATT_THREADS)
         __syncthreads(); /* the row's probabilities are in sp */
 #pragma unroll
         for (int j = 0; j < DPT; j++) o[j] *= alpha;
-        for (int kk = 0; kk < BK; kk++) {
-            const float p = sp[row * LP + kk];
-#pragma unroll
-            for (int j = 0; j < DPT; j++) o[j] += p * widen(sv[kk * LD + lane + TPR * j]);
-        }
+        for (int kk = 0; kk < BK; kk++)
+            add_row<DPT / 2, TPR>(o, sp[row * LP + kk], &sv[kk * LD], lane);
     }
     if (tq >= g.t) return;
-    uint16_t *yr = y + ((int64_t)n * g.t + tq) * g.c + (int64_t)h * g.hs;
     const float inv = 1.0f / l;
 #pragma unroll
-    for (int j = 0; j < DPT; j++) {
-        const int d = lane + TPR * j;
-        if (d < g.hs) yr[d] = narrow(o[j] * inv);
-    }
+    for (int j = 0; j < DPT; j++) o[j] *= inv;
+    store_row<DPT / 2, TPR>(y + ((int64_t)n * g.t + tq) * g.c + (int64_t)h * g.hs, o, lane, g.hs);
     if (lane == 0)
         lse[((int64_t)n * g.heads + h) * g.t + tq] = (float)((double)m + log((double)l));
 }
@@ -152,9 +196,9 @@ __global__ void __launch_bounds__(ATT_THREADS)
 /* P and dS of query row `row` (block at q0) against keys lane + TPR j of
  * the key tile at k0, into sp (when not NULL) and sds; zero where masked. */
 template <int HS, int BQ, int BK>
-__device__ __forceinline__ void probs_and_dscores(const att_geom &g, const uint16_t *sq,
-                                                  const uint16_t *sdy, const uint16_t *sk,
-                                                  const uint16_t *sv, const float *s_lse,
+__device__ __forceinline__ void probs_and_dscores(const att_geom &g, const uint32_t *sq,
+                                                  const uint32_t *sdy, const uint32_t *sk,
+                                                  const uint32_t *sv, const float *s_lse,
                                                   const float *s_delta, int q0, int k0, int row,
                                                   int lane, float *sp, float *sds)
 {
@@ -197,7 +241,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 {
     constexpr int TPR = ATT_THREADS / BQ, TPK = ATT_THREADS / BK, DPT = HS / TPK;
     constexpr int LD = tile_ld<HS>(), LP = BK + 1;
-    __shared__ uint16_t sk[BK * LD], sv[BK * LD], sq[BQ * LD], sdy[BQ * LD];
+    __shared__ uint32_t sk[BK * LD], sv[BK * LD], sq[BQ * LD], sdy[BQ * LD];
     __shared__ float sp[BQ * LP], sds[BQ * LP], s_lse[BQ], s_delta[BQ];
     const int tid = threadIdx.x;
     const int k0 = blockIdx.x * BK, h = blockIdx.y, n = blockIdx.z;
@@ -220,24 +264,15 @@ __global__ void __launch_bounds__(ATT_THREADS)
                                       tid % TPR, sp, sds);
         __syncthreads();
         for (int r = 0; r < BQ; r++) {
-            const float p = sp[r * LP + krow], ds = sds[r * LP + krow];
-#pragma unroll
-            for (int j = 0; j < DPT; j++) {
-                dv[j] += p * widen(sdy[r * LD + klane + TPK * j]);
-                dk[j] += ds * widen(sq[r * LD + klane + TPK * j]);
-            }
+            add_row<DPT / 2, TPK>(dv, sp[r * LP + krow], &sdy[r * LD], klane);
+            add_row<DPT / 2, TPK>(dk, sds[r * LP + krow], &sq[r * LD], klane);
         }
     }
     const int tk = k0 + krow;
     if (tk >= g.t) return;
     uint16_t *out = dqkv + ((int64_t)n * g.t + tk) * g.ld + (int64_t)h * g.hs;
-#pragma unroll
-    for (int j = 0; j < DPT; j++) {
-        const int d = klane + TPK * j;
-        if (d >= g.hs) continue;
-        out[g.c + d] = narrow(dk[j]);
-        out[2 * g.c + d] = narrow(dv[j]);
-    }
+    store_row<DPT / 2, TPK>(out + g.c, dk, klane, g.hs);
+    store_row<DPT / 2, TPK>(out + 2 * g.c, dv, klane, g.hs);
 }
 
 /* dq of a block of BQ queries, over the key tiles up to its last query */
@@ -248,7 +283,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 {
     constexpr int TPR = ATT_THREADS / BQ, DPT = HS / TPR;
     constexpr int LD = tile_ld<HS>(), LP = BK + 1;
-    __shared__ uint16_t sq[BQ * LD], sdy[BQ * LD], sk[BK * LD], sv[BK * LD];
+    __shared__ uint32_t sq[BQ * LD], sdy[BQ * LD], sk[BK * LD], sv[BK * LD];
     __shared__ float sds[BQ * LP], s_lse[BQ], s_delta[BQ];
     const int tid = threadIdx.x, row = tid / TPR, lane = tid % TPR;
     const int q0 = blockIdx.x * BQ, h = blockIdx.y, n = blockIdx.z;
@@ -269,20 +304,13 @@ __global__ void __launch_bounds__(ATT_THREADS)
         probs_and_dscores<HS, BQ, BK>(g, sq, sdy, sk, sv, s_lse, s_delta, q0, k0, row, lane,
                                       nullptr, sds);
         __syncthreads();
-        for (int kk = 0; kk < BK; kk++) {
-            const float ds = sds[row * LP + kk];
-#pragma unroll
-            for (int j = 0; j < DPT; j++) dq[j] += ds * widen(sk[kk * LD + lane + TPR * j]);
-        }
+        for (int kk = 0; kk < BK; kk++)
+            add_row<DPT / 2, TPR>(dq, sds[row * LP + kk], &sk[kk * LD], lane);
     }
     const int tq = q0 + row;
     if (tq >= g.t) return;
-    uint16_t *out = dqkv + ((int64_t)n * g.t + tq) * g.ld + (int64_t)h * g.hs;
-#pragma unroll
-    for (int j = 0; j < DPT; j++) {
-        const int d = lane + TPR * j;
-        if (d < g.hs) out[d] = narrow(dq[j]);
-    }
+    store_row<DPT / 2, TPR>(dqkv + ((int64_t)n * g.t + tq) * g.ld + (int64_t)h * g.hs, dq, lane,
+                            g.hs);
 }
 
 /* delta[n, h, t] = the sum over the head's columns of dy y (double): a warp per row */
