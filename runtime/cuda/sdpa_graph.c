@@ -122,43 +122,62 @@ static pp_status pw(const gbuild *g, sdpa_graph *sg, cudnnPointwiseMode_t mode,
     return pointwise(g, sg, mode, CUDNN_DATA_FLOAT, -1, x, b, NULL, y);
 }
 
+/* An operation of type optype on its descriptor and tensors: val[i] set
+ * as attr[i], i < n (val[0] the descriptor, finalized here first). */
+static pp_status operation(const gbuild *g, sdpa_graph *sg, const char *name,
+                           cudnnBackendDescriptorType_t optype, const char *opn, int n,
+                           const cudnnBackendAttributeName_t *attr,
+                           const cudnnBackendDescriptor_t *val)
+{
+    cudnnBackendDescriptor_t op;
+    PP_TRY(pp_gconv_finalize(g, val[0], name));
+    PP_TRY(new_desc(g, sg, optype, opn, &op));
+    for (int i = 0; i < n; i++)
+        GSET(g, op, opn, attr[i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &val[i]);
+    return add_op(g, sg, op, opn);
+}
+
+/* *y: a new virtual tensor of shape k and dtype dt = mode(x[, b]) */
+static pp_status vpw(const gbuild *g, sdpa_graph *sg, vshape k, cudnnDataType_t dt,
+                     cudnnPointwiseMode_t mode, cudnnBackendDescriptor_t x,
+                     cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t *y)
+{
+    PP_TRY(virt(g, sg, k, dt, y));
+    return pw(g, sg, mode, x, b, *y);
+}
+
 /* y (b, h, s, 1) = op over the last dim of x */
 static pp_status reduction(const gbuild *g, sdpa_graph *sg, cudnnReduceTensorOp_t mode,
                            cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y)
 {
-    const char *name = "reduction descriptor", *opn = "reduction operation";
-    const cudnnBackendAttributeType_t bd = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    static const cudnnBackendAttributeName_t attr[3] = {CUDNN_ATTR_OPERATION_REDUCTION_DESC,
+                                                        CUDNN_ATTR_OPERATION_REDUCTION_XDESC,
+                                                        CUDNN_ATTR_OPERATION_REDUCTION_YDESC};
+    const char *name = "reduction descriptor";
     const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    cudnnBackendDescriptor_t rd, op;
+    cudnnBackendDescriptor_t rd;
     PP_TRY(new_desc(g, sg, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, name, &rd));
     GSET(g, rd, name, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1,
          &mode);
     GSET(g, rd, name, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-    PP_TRY(pp_gconv_finalize(g, rd, name));
-    PP_TRY(new_desc(g, sg, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, opn, &op));
-    GSET(g, op, opn, CUDNN_ATTR_OPERATION_REDUCTION_DESC, bd, 1, &rd);
-    GSET(g, op, opn, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, bd, 1, &x);
-    GSET(g, op, opn, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, bd, 1, &y);
-    return add_op(g, sg, op, opn);
+    return operation(g, sg, name, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR,
+                     "reduction operation", 3, attr, (const cudnnBackendDescriptor_t[3]){rd, x, y});
 }
 
 /* c = a b (batched over b, h), f32 accumulation */
 static pp_status matmul(const gbuild *g, sdpa_graph *sg, cudnnBackendDescriptor_t a,
                         cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t c)
 {
-    const char *name = "matmul descriptor", *opn = "matmul operation";
-    const cudnnBackendAttributeType_t bd = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    static const cudnnBackendAttributeName_t attr[4] = {
+        CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_ATTR_OPERATION_MATMUL_ADESC,
+        CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_ATTR_OPERATION_MATMUL_CDESC};
+    const char *name = "matmul descriptor";
     const cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    cudnnBackendDescriptor_t md, op;
+    cudnnBackendDescriptor_t md;
     PP_TRY(new_desc(g, sg, CUDNN_BACKEND_MATMUL_DESCRIPTOR, name, &md));
     GSET(g, md, name, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-    PP_TRY(pp_gconv_finalize(g, md, name));
-    PP_TRY(new_desc(g, sg, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, opn, &op));
-    GSET(g, op, opn, CUDNN_ATTR_OPERATION_MATMUL_DESC, bd, 1, &md);
-    GSET(g, op, opn, CUDNN_ATTR_OPERATION_MATMUL_ADESC, bd, 1, &a);
-    GSET(g, op, opn, CUDNN_ATTR_OPERATION_MATMUL_BDESC, bd, 1, &b);
-    GSET(g, op, opn, CUDNN_ATTR_OPERATION_MATMUL_CDESC, bd, 1, &c);
-    return add_op(g, sg, op, opn);
+    return operation(g, sg, name, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, "matmul operation",
+                     4, attr, (const cudnnBackendDescriptor_t[4]){md, a, b, c});
 }
 
 /* y = x seen through y's dims and strides (a transpose) */
@@ -203,8 +222,7 @@ static pp_status masked_scores(const gbuild *g, sdpa_graph *sg, cudnnBackendDesc
     cudnnBackendDescriptor_t s0, s1, row, col, keep, neg;
     PP_TRY(virt(g, sg, V_SS, f, &s0));
     PP_TRY(matmul(g, sg, q, kt, s0));
-    PP_TRY(virt(g, sg, V_SS, f, &s1));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_MUL, s0, scale, s1));
+    PP_TRY(vpw(g, sg, V_SS, f, CUDNN_POINTWISE_MUL, s0, scale, &s1));
     PP_TRY(virt(g, sg, V_SS, CUDNN_DATA_INT32, &row));
     PP_TRY(pointwise(g, sg, CUDNN_POINTWISE_GEN_INDEX, f, 2, s1, NULL, NULL, row));
     PP_TRY(virt(g, sg, V_SS, CUDNN_DATA_INT32, &col));
@@ -232,17 +250,13 @@ static pp_status forward_ops(const gbuild *g, sdpa_graph *sg)
     PP_TRY(masked_scores(g, sg, q, kt, scale, &s));
     PP_TRY(virt(g, sg, V_S1, f, &m));
     PP_TRY(reduction(g, sg, CUDNN_REDUCE_TENSOR_MAX, s, m));
-    PP_TRY(virt(g, sg, V_SS, f, &sm));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_SUB, s, m, sm));
-    PP_TRY(virt(g, sg, V_SS, f, &e));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_EXP, sm, NULL, e));
+    PP_TRY(vpw(g, sg, V_SS, f, CUDNN_POINTWISE_SUB, s, m, &sm));
+    PP_TRY(vpw(g, sg, V_SS, f, CUDNN_POINTWISE_EXP, sm, NULL, &e));
     PP_TRY(virt(g, sg, V_S1, f, &l));
     PP_TRY(reduction(g, sg, CUDNN_REDUCE_TENSOR_ADD, e, l));
-    PP_TRY(virt(g, sg, V_S1, f, &logl));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_LOG, l, NULL, logl));
+    PP_TRY(vpw(g, sg, V_S1, f, CUDNN_POINTWISE_LOG, l, NULL, &logl));
     PP_TRY(pw(g, sg, CUDNN_POINTWISE_ADD, m, logl, stats));
-    PP_TRY(virt(g, sg, V_SS, CUDNN_DATA_BFLOAT16, &p));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_DIV, e, l, p));
+    PP_TRY(vpw(g, sg, V_SS, CUDNN_DATA_BFLOAT16, CUDNN_POINTWISE_DIV, e, l, &p));
     return matmul(g, sg, p, v, o);
 }
 
@@ -266,19 +280,15 @@ static pp_status backward_ops(const gbuild *g, sdpa_graph *sg)
     PP_TRY(scalar(g, sg, SDPA_UID_ONE, &one));
     /* D = rowsum(dO * O) * ONE */
     cudnnBackendDescriptor_t dodo, dsum, dd;
-    PP_TRY(virt(g, sg, V_SD, f, &dodo));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_MUL, dout, o, dodo));
+    PP_TRY(vpw(g, sg, V_SD, f, CUDNN_POINTWISE_MUL, dout, o, &dodo));
     PP_TRY(virt(g, sg, V_S1, f, &dsum));
     PP_TRY(reduction(g, sg, CUDNN_REDUCE_TENSOR_ADD, dodo, dsum));
-    PP_TRY(virt(g, sg, V_S1, f, &dd));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_MUL, dsum, one, dd));
+    PP_TRY(vpw(g, sg, V_S1, f, CUDNN_POINTWISE_MUL, dsum, one, &dd));
     /* P = exp(S - STATS); dV = P^T dO */
     cudnnBackendDescriptor_t s, sm, p, pt;
     PP_TRY(masked_scores(g, sg, q, kt, scale, &s));
-    PP_TRY(virt(g, sg, V_SS, f, &sm));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_SUB, s, stats, sm));
-    PP_TRY(virt(g, sg, V_SS, bf, &p));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_EXP, sm, NULL, p));
+    PP_TRY(vpw(g, sg, V_SS, f, CUDNN_POINTWISE_SUB, s, stats, &sm));
+    PP_TRY(vpw(g, sg, V_SS, bf, CUDNN_POINTWISE_EXP, sm, NULL, &p));
     PP_TRY(virt(g, sg, V_SS_T, bf, &pt));
     PP_TRY(reshape(g, sg, p, pt));
     PP_TRY(matmul(g, sg, pt, dout, dv));
@@ -286,14 +296,10 @@ static pp_status backward_ops(const gbuild *g, sdpa_graph *sg)
     cudnnBackendDescriptor_t dp, dp1, dpd, dpp, ds;
     PP_TRY(virt(g, sg, V_SS, f, &dp));
     PP_TRY(matmul(g, sg, dout, vt, dp));
-    PP_TRY(virt(g, sg, V_SS, f, &dp1));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_MUL, dp, one, dp1));
-    PP_TRY(virt(g, sg, V_SS, f, &dpd));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_SUB, dp1, dd, dpd));
-    PP_TRY(virt(g, sg, V_SS, f, &dpp));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_MUL, dpd, p, dpp));
-    PP_TRY(virt(g, sg, V_SS, f, &ds));
-    PP_TRY(pw(g, sg, CUDNN_POINTWISE_MUL, dpp, scale, ds));
+    PP_TRY(vpw(g, sg, V_SS, f, CUDNN_POINTWISE_MUL, dp, one, &dp1));
+    PP_TRY(vpw(g, sg, V_SS, f, CUDNN_POINTWISE_SUB, dp1, dd, &dpd));
+    PP_TRY(vpw(g, sg, V_SS, f, CUDNN_POINTWISE_MUL, dpd, p, &dpp));
+    PP_TRY(vpw(g, sg, V_SS, f, CUDNN_POINTWISE_MUL, dpp, scale, &ds));
     /* dK = dS^T Q; dQ = dS K */
     cudnnBackendDescriptor_t dst, k;
     PP_TRY(virt(g, sg, V_SS_T, f, &dst));
