@@ -15,8 +15,9 @@
  * it), the backward's dqkv within TOL_Y of its largest (the backward is
  * tried only where the forward is cuDNN's). That first call runs both,
  * synchronises the stream and keeps ours in the outputs where they differ;
- * the record says why (pp_cuda_sdpa_report). A call under capture before
- * its shape is decided runs ours (the executor's first run of a step is
+ * the record says why (pp_cuda_sdpa_report). Without device memory for
+ * the check's copies of ours, ours runs and the shape stays undecided. A
+ * call under capture before its shape is decided runs ours (the executor's first run of a step is
  * eager, so this does not happen in a pipeline). Our delta scratch and
  * cuDNN's workspace both come from the exec's workspace (stream ordered,
  * so a step captured in a graph replays them).
@@ -187,6 +188,10 @@ static pp_status check_forward(pp_exec *ex, pp_cuda_exec *ce, const pp_attention
     twin tw[2] = {{y, NULL, (size_t)d->n * d->t * d->c * 2, true, 0, 0},
                   {lse, NULL, (size_t)d->n * d->heads * d->t * 4, false, 0, 0}};
     pp_status s = scratch(ex, tw, 2, err);
+    if (s == PP_ERR_OOM) { /* no room to check: ours this time, undecided */
+        scratch_free(ex, tw, 2);
+        return own_forward(ex, ce, d, qkv, y, lse, err);
+    }
     if (s == PP_OK) s = own_forward(ex, ce, d, qkv, tw[0].own, tw[1].own, err);
     if (s == PP_OK) s = compare(ex, ce, tw, 2, err);
     if (s == PP_OK) {
@@ -224,6 +229,10 @@ static pp_status check_backward(pp_exec *ex, pp_cuda_exec *ce, const pp_attentio
     }
     twin tw = {dqkv, NULL, (size_t)d->n * d->t * 3 * d->c * 2, true, 0, 0};
     pp_status s = scratch(ex, &tw, 1, err);
+    if (s == PP_ERR_OOM) { /* no room to check: ours this time, undecided */
+        scratch_free(ex, &tw, 1);
+        return own_backward(ex, ce, d, qkv, y, lse, dy, dqkv, err);
+    }
     if (s == PP_OK) s = own_backward(ex, ce, d, qkv, y, lse, dy, tw.own, err);
     if (s == PP_OK) s = compare(ex, ce, &tw, 1, err);
     if (s == PP_OK) {
