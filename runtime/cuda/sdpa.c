@@ -114,11 +114,7 @@ static pp_status make_plan(const gbuild *g, sdpa_plan *p, const pp_attention_des
     const char *no = shape_refusal(d);
     if (no) return pp_error_set(g->err, PP_ERR_UNSUPPORTED, "%s: %s, for %s",
                                 g->ex->dev->name, no, g->what);
-    p->sg.b = d->n;
-    p->sg.h = d->heads;
-    p->sg.s = d->t;
-    p->sg.d = d->c / d->heads;
-    p->sg.c = d->c;
+    p->sg = (sdpa_graph){.b = d->n, .h = d->heads, .s = d->t, .d = d->c / d->heads, .c = d->c};
     PP_TRY(pp_sdpa_build(g, &p->sg, dir == PP_SDPA_BWD));
     pp_status s = first_plan(g, p, CUDNN_HEUR_MODE_A);
     if (s != PP_OK && s != PP_ERR_OOM) s = first_plan(g, p, CUDNN_HEUR_MODE_FALLBACK);
@@ -257,6 +253,24 @@ pp_status pp_cuda_sdpa_backward(pp_exec *ex, const pp_attention_desc *d, const u
                             &scale,      &neg,                &one,
                             dqkv,        dqkv + d->c,         dqkv + 2 * d->c};
     return run(ex, d, PP_SDPA_BWD, 12, uids, ptrs, err);
+}
+
+pp_status pp_cuda_sdpa_graph_check(pp_exec *ex, const pp_attention_desc *d, pp_sdpa_dir dir,
+                                   int *ops, pp_error *err)
+{
+    sdpa_plan p;
+    memset(&p, 0, sizeof p);
+    gbuild g = {ex, NULL, NULL, "", err};
+    describe(g.what, sizeof g.what, d, dir);
+    const char *no = shape_refusal(d);
+    pp_status s = no ? pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: %s, for %s", ex->dev->name, no,
+                                    g.what)
+                     : PP_OK;
+    p.sg = (sdpa_graph){.b = d->n, .h = d->heads, .s = d->t, .d = d->c / d->heads, .c = d->c};
+    if (s == PP_OK) s = pp_sdpa_build(&g, &p.sg, dir == PP_SDPA_BWD);
+    *ops = p.sg.n_ops;
+    pp_sdpa_graph_free(&p.sg);
+    return s;
 }
 
 /* ---- the report and the end ------------------------------------------------------ */

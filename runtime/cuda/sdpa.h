@@ -47,6 +47,13 @@ pp_status pp_cuda_sdpa_backward(pp_exec *ex, const pp_attention_desc *d, const u
                                 const uint16_t *y, const float *lse, const uint16_t *dy,
                                 uint16_t *dqkv, pp_error *err);
 
+/* Builds and finalizes the operation graph of (d, dir) as a plan would,
+ * without a cuDNN handle (no device needed: the engines are not asked), and
+ * frees it; *ops its operations. Failures as pp_cuda_sdpa_forward's, naming
+ * the cuDNN call and attribute; ex only names the device in messages. */
+pp_status pp_cuda_sdpa_graph_check(pp_exec *ex, const pp_attention_desc *d, pp_sdpa_dir dir,
+                                   int *ops, pp_error *err);
+
 /* Which attention a shape's direction runs on an exec. */
 typedef enum pp_sdpa_use {
     PP_SDPA_UNDECIDED = 0, /* not run yet outside a CUDA graph capture */

@@ -315,11 +315,13 @@ pp_status pp_sdpa_build(const gbuild *g, sdpa_graph *sg, bool bwd)
 {
     PP_TRY(bwd ? backward_ops(g, sg) : forward_ops(g, sg));
     const char *name = "attention operation graph";
-    cudnnHandle_t h = g->ce->dnn;
     PP_TRY(new_desc(g, sg, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, name, &sg->graph));
     GSET(g, sg->graph, name, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
          sg->n_ops, sg->ops);
-    GSET(g, sg->graph, name, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (g->ce) {
+        cudnnHandle_t h = g->ce->dnn;
+        GSET(g, sg->graph, name, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    }
     return pp_gconv_finalize(g, sg->graph, name);
 }
 

@@ -60,7 +60,8 @@ typedef struct sdpa_graph {
 /* sg->graph for the forward (bwd false: Q, K, V -> O, STATS) or the
  * backward (bwd true: Q, K, V, O, dO, STATS -> dQ, dK, dV) of the causal
  * attention of shape (b, h, s, d) in sg (set by the caller, the rest zero),
- * on g's exec's cuDNN handle. Failures named by gfail; descriptors made
+ * on g's exec's cuDNN handle (none when g->ce is NULL: the graph then
+ * finalizes without a device, but cannot be planned). Failures named by gfail; descriptors made
  * before one stay in sg for sdpa_graph_free. */
 pp_status pp_sdpa_build(const gbuild *g, sdpa_graph *sg, bool bwd);
 void pp_sdpa_graph_free(sdpa_graph *sg);
