@@ -11,16 +11,17 @@
  * cuDNN's where its plan builds and, at the shape's first call outside a
  * CUDA graph capture, its results agree with ours on the call's own
  * operands: the forward's y within TOL_Y of the largest element of ours and
- * lse within TOL_LSE (the same quantity: either backward may then take
- * it), the backward's dqkv within TOL_Y of its largest (the backward is
- * tried only where the forward is cuDNN's). That first call runs both,
+ * lse within TOL_LSE (the same quantity: either backward may then take it);
+ * the backward's dqkv within TOL_Y of its largest, whichever forward made y
+ * and lse (cuDNN's backward takes our lse as its stats, the same quantity,
+ * and the check holds it to ours on them). That first call runs both,
  * synchronises the stream and keeps ours in the outputs where they differ;
- * the record says why (pp_cuda_sdpa_report). Without device memory for
- * the check's copies of ours, ours runs and the shape stays undecided. A
- * call under capture before its shape is decided runs ours (the executor's first run of a step is
- * eager, so this does not happen in a pipeline). Our delta scratch and
- * cuDNN's workspace both come from the exec's workspace (stream ordered,
- * so a step captured in a graph replays them).
+ * the record says why (pp_cuda_sdpa_report). Without device memory for the
+ * check's copies of ours, ours runs and the shape stays undecided. A call
+ * under capture before its shape is decided runs ours (the executor's first
+ * run of a step is eager, so this does not happen in a pipeline). Our delta
+ * scratch and cuDNN's workspace both come from the exec's workspace (stream
+ * ordered, so a step captured in a graph replays them).
  */
 #include <math.h>
 #include <stdint.h>
@@ -217,12 +218,6 @@ static pp_status check_backward(pp_exec *ex, pp_cuda_exec *ce, const pp_attentio
     pp_error why;
     if (ch->use[PP_SDPA_FWD] == PP_SDPA_UNDECIDED) /* its first call was captured */
         return own_backward(ex, ce, d, qkv, y, lse, dy, dqkv, err);
-    if (ch->use[PP_SDPA_FWD] == PP_SDPA_OWN) {
-        decide(ch, PP_SDPA_BWD, PP_SDPA_OWN,
-               "the forward runs ours (cuDNN's backward is tried only after cuDNN's forward "
-               "agreed with ours)");
-        return own_backward(ex, ce, d, qkv, y, lse, dy, dqkv, err);
-    }
     if (pp_cuda_sdpa_backward(ex, d, qkv, y, lse, dy, dqkv, &why) != PP_OK) {
         decide(ch, PP_SDPA_BWD, PP_SDPA_OWN, why.msg);
         return own_backward(ex, ce, d, qkv, y, lse, dy, dqkv, err);
