@@ -299,6 +299,20 @@ typedef struct pp_backend_ops {
     pp_status (*attention_backward)(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
                                     const float *y, const float *lse, const float *dy,
                                     float *dqkv, pp_error *err);
+    /* (optional) the attention entries in bf16: qkv, y, dy, dqkv bf16 bits
+     * (uint16_t), lse f32, shapes as above; f32 arithmetic inside, each bf16
+     * output rounded once from its f32 value. Within bf16 rounding of what
+     * the f32 entries give on the widened operands (the fallback, which
+     * also runs where these are NULL or return PP_ERR_UNSUPPORTED having
+     * enqueued nothing). lse is the natural log-sum-exp of the scaled
+     * scores as above, whichever algorithm the backend runs. */
+    pp_status (*attention_forward_bf16)(pp_exec *ex, const pp_attention_desc *d,
+                                        const uint16_t *qkv, uint16_t *y, float *lse,
+                                        pp_error *err);
+    pp_status (*attention_backward_bf16)(pp_exec *ex, const pp_attention_desc *d,
+                                         const uint16_t *qkv, const uint16_t *y,
+                                         const float *lse, const uint16_t *dy, uint16_t *dqkv,
+                                         pp_error *err);
     /* ids (rows) already checked to lie in [0, vocab) */
     pp_status (*embedding_forward)(pp_exec *ex, int64_t rows, int vocab, int c,
                                    const int32_t *ids, const float *table, float *y,

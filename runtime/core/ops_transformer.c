@@ -6,7 +6,8 @@
  * f32 stand-ins holding their exact values, and each bf16 output is the f32
  * result rounded once (ops_adapt.h); a dense layer's weight gradient from
  * bf16 operands is rounded to bf16 before it is added (as torch.autocast's),
- * its bias's gradient is not.
+ * its bias's gradient is not. Attention with bf16 operands runs the
+ * backend's bf16 entries where it has them (no stand-ins), else the same.
  * A backend without an entry gets PP_ERR_UNSUPPORTED from DISPATCH before
  * anything runs. The fused ops (a dense layer with its GELU, a layer norm
  * with a residual add) run the backend's fused entry where it has one, takes
@@ -434,6 +435,41 @@ static pp_status attention_desc(pp_exec *ex, const char *op, int heads, const pp
     return PP_OK;
 }
 
+/* ---- attention in bf16: the backend's bf16 entries where it has them ---- */
+
+/* Whether the n tensors are all BF16 (the bf16 entries' operands). */
+static bool all_bf16(int n, const pp_tensor *const *t)
+{
+    for (int i = 0; i < n; i++)
+        if (t[i]->dtype != PP_BF16) return false;
+    return true;
+}
+
+/* Runs the backend's attention_forward_bf16 when qkv and y are BF16: *done
+ * when it ran (or failed), else the caller takes the f32 stand-ins. */
+static pp_status attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d,
+                                        const pp_tensor *qkv, pp_tensor *y, pp_tensor *lse,
+                                        bool *done, pp_error *err)
+{
+    *done = false;
+    if (!all_bf16(2, (const pp_tensor *const[]){qkv, y})) return PP_OK;
+    return FUSED(attention_forward_bf16, done, d, qkv->data, y->data, lse->data, err);
+}
+
+/* attention_forward_bf16's backward: qkv, y, dy and dqkv BF16. */
+static pp_status attention_backward_bf16(pp_exec *ex, const pp_attention_desc *d,
+                                         const pp_tensor *qkv, const pp_tensor *y,
+                                         const pp_tensor *lse, const pp_tensor *dy,
+                                         pp_tensor *dqkv, bool *done, pp_error *err)
+{
+    *done = false;
+    if (!all_bf16(4, (const pp_tensor *const[]){qkv, y, dy, dqkv})) return PP_OK;
+    return FUSED(attention_backward_bf16, done, d, qkv->data, y->data, lse->data, dy->data,
+                 dqkv->data, err);
+}
+
+/* ---- attention ---- */
+
 pp_status pp_attention_forward(pp_exec *ex, int heads, const pp_tensor *qkv, pp_tensor *y,
                                pp_tensor *lse, pp_error *err)
 {
@@ -443,6 +479,9 @@ pp_status pp_attention_forward(pp_exec *ex, int heads, const pp_tensor *qkv, pp_
     PP_TRY(attention_desc(ex, op, heads, qkv, &d, err));
     PP_TRY(pp_ops_check(ex, op, "y", y, PP_OPS_ACT, 3, d.n, d.t, d.c, 1, err));
     PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d.n, d.heads, d.t, 1, err));
+    bool done = false;
+    PP_TRY(attention_forward_bf16(ex, &d, qkv, y, lse, &done, err));
+    if (done) return PP_OK;
     wide v = {0};
     const float *qkvd = WIDE_IN(v, qkv);
     float *yd = WIDE_OUT(v, y);
@@ -461,6 +500,9 @@ pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, co
     PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d.n, d.heads, d.t, 1, err));
     PP_TRY(pp_ops_check(ex, op, "dy", dy, PP_OPS_ACT, 3, d.n, d.t, d.c, 1, err));
     PP_TRY(pp_ops_check_like(ex, op, "dqkv", dqkv, qkv, err));
+    bool done = false;
+    PP_TRY(attention_backward_bf16(ex, &d, qkv, y, lse, dy, dqkv, &done, err));
+    if (done) return PP_OK;
     wide v = {0};
     const float *qkvd = WIDE_IN(v, qkv), *yd = WIDE_IN(v, y), *dyd = WIDE_IN(v, dy);
     float *dqkvd = WIDE_OUT(v, dqkv);

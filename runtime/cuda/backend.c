@@ -31,6 +31,7 @@
 #include "gconv.h"
 #include "internal.h"
 #include "kernels.h"
+#include "sdpa.h"
 #include "train_ops.h"
 #include "transformer.h"
 
@@ -214,6 +215,7 @@ static void cuda_exec_destroy(pp_exec *ex)
     if (pp_cuda_set_device(ex->dev, NULL) == PP_OK) {
         pp_cuda_dnn_cache_free(ex);
         pp_cuda_gconv_cache_free(ex);
+        pp_cuda_sdpa_cache_free(ex);
         pp_cuda_lt_cache_free(ex);
         if (ce->dnn) (void)PP_CUDA(ex->dev, NULL, cudnnDestroy(ce->dnn));
         if (ce->blas) (void)PP_CUDA(ex->dev, NULL, cublasDestroy(ce->blas));
@@ -598,6 +600,8 @@ static const pp_backend_ops cuda_ops = {
     .gelu_backward = cuda_gelu_backward,
     .attention_forward = pp_cuda_attention_forward,
     .attention_backward = pp_cuda_attention_backward,
+    .attention_forward_bf16 = pp_cuda_attention_forward_bf16,
+    .attention_backward_bf16 = pp_cuda_attention_backward_bf16,
     .embedding_forward = pp_cuda_embedding_forward,
     .embedding_backward = pp_cuda_embedding_backward,
     .position_forward = pp_cuda_position_forward,

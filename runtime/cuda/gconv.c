@@ -37,9 +37,6 @@
 #include "gconv_internal.h"
 #include "internal.h"
 
-/* Engine configs asked of the heuristics at most. */
-#define GCONV_HEUR_MAX 64
-
 struct pp_cuda_gconv_cache {
     gconv_entry *e; /* grows on new keys (first step only) */
     int n, cap;
@@ -55,19 +52,13 @@ static void gdestroy(cudnnBackendDescriptor_t *d)
 
 /* ---- phase 2: heuristics ------------------------------------------------------ */
 
-typedef struct cfg_list {
-    cudnnBackendDescriptor_t cfg[GCONV_HEUR_MAX];
-    int n;
-} cfg_list;
-
-static void cfgs_free(cfg_list *l)
+void pp_gconv_cfgs_free(cfg_list *l)
 {
     for (int i = 0; i < GCONV_HEUR_MAX; i++) gdestroy(&l->cfg[i]);
     l->n = 0;
 }
 
-/* The engine configs heuristics mode offers for graph, best first. */
-static pp_status heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
+pp_status pp_gconv_heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
                             cudnnBackendHeurMode_t mode, cfg_list *l)
 {
     const char *desc = mode == CUDNN_HEUR_MODE_A ? "engine heuristics (mode A)"
@@ -103,7 +94,7 @@ static pp_status heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
     }
     gdestroy(&heur);
     if (s != PP_OK) {
-        cfgs_free(l);
+        pp_gconv_cfgs_free(l);
         return s;
     }
     l->n = (int)(got < avail ? got : avail);
@@ -152,9 +143,7 @@ static pp_status engine_ok(const gbuild *g, cudnnBackendDescriptor_t cfg, bool *
     return PP_OK;
 }
 
-/* An execution plan of cfg and its workspace. Fails (the caller skips the
- * config) when it does not finalize or wants more than PP_GCONV_WS_MAX. */
-static pp_status make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
+pp_status pp_gconv_make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
                            cudnnBackendDescriptor_t *plan, size_t *ws)
 {
     const char *desc = "execution plan";
@@ -189,30 +178,20 @@ static pp_status make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
 
 /* ---- running ------------------------------------------------------------------- */
 
-/* Runs plan on the call's tensors (uids X, W, Y in the direction's roles). */
-static pp_status run_plan(const gbuild *g, cudnnBackendDescriptor_t plan, const void *a,
-                          const void *b, void *out, void *ws)
+pp_status pp_gconv_execute(const gbuild *g, cudnnBackendDescriptor_t plan, int n,
+                           const int64_t *uids, void *const *ptrs, void *ws)
 {
-    void *x, *w, *y;
-    switch ((pp_gconv_dir)g->key->dir) {
-    case PP_GCONV_DGRAD: y = (void *)a; w = (void *)b; x = out; break;
-    case PP_GCONV_WGRAD: x = (void *)a; y = (void *)b; w = out; break;
-    case PP_GCONV_FWD:
-    default: x = (void *)a; w = (void *)b; y = out; break;
-    }
     const char *desc = "variant pack";
-    int64_t uids[3] = {UID_X, UID_W, UID_Y};
-    void *ptrs[3] = {x, w, y};
     cudnnBackendDescriptor_t vp;
     PP_TRY(pp_gconv_create(g, CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, desc, &vp));
     const char *attr = "CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS";
     const char *call = "cudnnBackendSetAttribute";
     cudnnStatus_t st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS,
-                                                CUDNN_TYPE_INT64, 3, uids);
+                                                CUDNN_TYPE_INT64, n, uids);
     if (st == CUDNN_STATUS_SUCCESS) {
         attr = "CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS";
         st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS,
-                                      CUDNN_TYPE_VOID_PTR, 3, ptrs);
+                                      CUDNN_TYPE_VOID_PTR, n, ptrs);
     }
     if (st == CUDNN_STATUS_SUCCESS) {
         attr = "CUDNN_ATTR_VARIANT_PACK_WORKSPACE";
@@ -231,6 +210,22 @@ static pp_status run_plan(const gbuild *g, cudnnBackendDescriptor_t plan, const 
     }
     gdestroy(&vp);
     return st == CUDNN_STATUS_SUCCESS ? PP_OK : gfail(g, st, call, desc, attr, __LINE__);
+}
+
+/* Runs plan on the call's tensors (uids X, W, Y in the direction's roles). */
+static pp_status run_plan(const gbuild *g, cudnnBackendDescriptor_t plan, const void *a,
+                          const void *b, void *out, void *ws)
+{
+    void *x, *w, *y;
+    switch ((pp_gconv_dir)g->key->dir) {
+    case PP_GCONV_DGRAD: y = (void *)a; w = (void *)b; x = out; break;
+    case PP_GCONV_WGRAD: x = (void *)a; y = (void *)b; w = out; break;
+    case PP_GCONV_FWD:
+    default: x = (void *)a; w = (void *)b; y = out; break;
+    }
+    const int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *const ptrs[3] = {x, w, y};
+    return pp_gconv_execute(g, plan, 3, uids, ptrs, ws);
 }
 
 /* ---- phase 4: timing --------------------------------------------------------------- */
@@ -313,7 +308,7 @@ static pp_status candidates_of(const gbuild *g, gconv_entry *e, cudnnBackendHeur
 {
     cfg_list l;
     memset(&l, 0, sizeof l);
-    PP_TRY(heuristics(g, e->graph, mode, &l));
+    PP_TRY(pp_gconv_heuristics(g, e->graph, mode, &l));
     e->stats = (gconv_stats){.mode = (int)mode, .found = l.n, .engine = -1};
     pp_status s = PP_OK;
     *n = 0;
@@ -337,7 +332,7 @@ static pp_status candidates_of(const gbuild *g, gconv_entry *e, cudnnBackendHeur
             continue;
         }
         candidate *c = &cand[*n];
-        if (make_plan(&gi, l.cfg[i], &c->plan, &c->ws) != PP_OK) {
+        if (pp_gconv_make_plan(&gi, l.cfg[i], &c->plan, &c->ws) != PP_OK) {
             e->stats.failed++;
             continue;
         }
@@ -346,7 +341,7 @@ static pp_status candidates_of(const gbuild *g, gconv_entry *e, cudnnBackendHeur
         l.cfg[i] = NULL;
         (*n)++;
     }
-    cfgs_free(&l);
+    pp_gconv_cfgs_free(&l);
     return s;
 }
 

@@ -2,8 +2,10 @@
  * gconv_internal.h - what gconv.c (heuristics, execution plans,
  * timing, the cache and the call) and, below it, gconv_graph.c (the checked
  * cuDNN backend calls and phase 1: the operation graph) share: a plan's key
- * and entry, the build context, and gconv_graph.c's functions. Not
- * installed; only runtime/cuda/gconv*.c include it.
+ * and entry, the build context, and gconv_graph.c's functions; the checked
+ * calls, heuristics, plans and execution are shared with sdpa*.c (cuDNN's
+ * fused attention), which builds with key NULL and what always set. Not
+ * installed; only runtime/cuda/gconv*.c and sdpa*.c include it.
  */
 #ifndef PP_CUDA_GCONV_INTERNAL_H
 #define PP_CUDA_GCONV_INTERNAL_H
@@ -93,6 +95,29 @@ pp_status pp_gconv_finalize(const gbuild *g, cudnnBackendDescriptor_t d, const c
 pp_status pp_gconv_set_attr(const gbuild *g, cudnnBackendDescriptor_t d, const char *desc,
                             cudnnBackendAttributeName_t attr, const char *attrn,
                             cudnnBackendAttributeType_t type, const void *val);
+
+/* ---- heuristics, plans, execution (gconv.c) ------------------------------ */
+
+/* Engine configs asked of the heuristics at most. */
+#define GCONV_HEUR_MAX 64
+
+typedef struct cfg_list {
+    cudnnBackendDescriptor_t cfg[GCONV_HEUR_MAX];
+    int n;
+} cfg_list;
+
+/* Destroys l's configs (those taken out of it are NULL). */
+void pp_gconv_cfgs_free(cfg_list *l);
+/* The engine configs heuristics mode offers for graph, best first. */
+pp_status pp_gconv_heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
+                              cudnnBackendHeurMode_t mode, cfg_list *l);
+/* An execution plan of cfg and its workspace. Fails (the caller skips the
+ * config) when it does not finalize or wants more than PP_GCONV_WS_MAX. */
+pp_status pp_gconv_make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
+                             cudnnBackendDescriptor_t *plan, size_t *ws);
+/* Runs plan on ex's cuDNN handle: n tensors (uids[i] at ptrs[i]) and workspace ws. */
+pp_status pp_gconv_execute(const gbuild *g, cudnnBackendDescriptor_t plan, int n,
+                           const int64_t *uids, void *const *ptrs, void *ws);
 
 /* ---- phase 1: the operation graph (gconv_graph.c) ----------------------- */
 

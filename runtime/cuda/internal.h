@@ -9,8 +9,9 @@
  * gconv_probe.c), the fully connected layer through cuBLAS (blas.c) and
  * cuBLASLt (blaslt.c), the native bf16/NHWC entry (native.c), own kernels
  * (kernels.cu, nhwc.cu), the transformer's ops (dense.c over cuBLASLt,
- * transformer.c over the kernels of transformer.h), the algorithm cache
- * (algo_cache.c); absent.c in a build without CUDA. Calls run from backend.c down to exec.c. It includes
+ * transformer.c over the kernels of transformer.h; the bf16 attention,
+ * attention_bf16.c, over its kernels or cuDNN's fused attention, sdpa.c),
+ * the algorithm cache (algo_cache.c); absent.c in a build without CUDA. Calls run from backend.c down to exec.c. It includes
  * runtime/core only.
  *
  * Every CUDA runtime, cuDNN and cuBLAS call goes through PP_CUDA, which turns
@@ -94,6 +95,8 @@ typedef struct pp_cuda_pool_plan {
  * (blaslt.c) of one exec, made at first use. */
 typedef struct pp_cuda_gconv_cache pp_cuda_gconv_cache;
 typedef struct pp_cuda_lt_cache pp_cuda_lt_cache;
+/* cuDNN's fused attention plans and the attention choices (sdpa.c). */
+typedef struct pp_cuda_sdpa_cache pp_cuda_sdpa_cache;
 
 typedef struct pp_cuda_exec {
     cudaStream_t stream;    /* ex->native_stream, or the device's private stream */
@@ -110,6 +113,7 @@ typedef struct pp_cuda_exec {
     int n_pool, cap_pool;
     pp_cuda_gconv_cache *gconv;  /* NULL until the first graph convolution */
     pp_cuda_lt_cache *lt;        /* NULL until the first cuBLASLt call */
+    pp_cuda_sdpa_cache *sdpa;    /* NULL until the first bf16 attention */
 } pp_cuda_exec;
 
 /* cuBLAS workspace per handle: what cuBLAS asks for on Hopper (32 MiB). */
@@ -288,6 +292,14 @@ pp_status pp_cuda_attention_forward(pp_exec *ex, const pp_attention_desc *d, con
 pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
                                      const float *y, const float *lse, const float *dy,
                                      float *dqkv, pp_error *err);
+/* attention_bf16.c */
+pp_status pp_cuda_attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d,
+                                         const uint16_t *qkv, uint16_t *y, float *lse,
+                                         pp_error *err);
+pp_status pp_cuda_attention_backward_bf16(pp_exec *ex, const pp_attention_desc *d,
+                                          const uint16_t *qkv, const uint16_t *y,
+                                          const float *lse, const uint16_t *dy, uint16_t *dqkv,
+                                          pp_error *err);
 pp_status pp_cuda_embedding_forward(pp_exec *ex, int64_t rows, int vocab, int c,
                                     const int32_t *ids, const float *table, float *y,
                                     pp_error *err);

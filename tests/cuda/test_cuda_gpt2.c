@@ -8,7 +8,9 @@
  *          vocabulary projection of 50257 rows; TF32 too; fused with a GELU
  *          after them, forward, and before them, backward), layer norm (with
  *          the residual add and gradient fused too), GELU,
- *          attention (heads of 64, 17 and 128 columns, t = 1024), token and
+ *          attention (heads of 64, 17, 24 and 128 columns, t = 1024, 77
+ *          and 64; in f32 and in bf16, ours and cuDNN's fused attention,
+ *          the bf16 within 8e-3: two bf16 steps), token and
  *          position embeddings, the classifier over 50257 classes in place.
  *          Normalised errors within the CUDA suite's tolerances (cuda_rig.h:
  *          1e-4 forward, 1e-3 gradients; TF32 1e-2); the embeddings' sums,
@@ -41,6 +43,7 @@
 #include "runtime/core/device.h"
 #include "runtime/core/ops.h"
 #include "runtime/core/tensor.h"
+#include "runtime/cuda/sdpa.h"
 #include "tests/check.h"
 /* the rig's convolution and view helpers are not used here */
 #pragma GCC diagnostic push
@@ -280,32 +283,109 @@ static void test_bf16(rig *r)
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
 }
 
-static void test_attention(rig *r)
+
+/* A pair of dtype dt holding f's values cast on each side (pp_cast). */
+static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
 {
-    static const struct { int n, t, c, heads; } cases[] = {
-        {2, 1024, 768, 12}, /* GPT-2 124M's, two samples */
-        {3, 77, 51, 3},     /* heads of 17 */
-        {1, 300, 256, 2},   /* heads of 128 */
+    pair p;
+    pp_error aerr;
+    CHECK_OK(pp_tensor_alloc(&p.c, r->cpu, dt, f->c.ndim, f->c.shape, &aerr), &aerr);
+    CHECK_OK(pp_tensor_alloc(&p.g, r->gpu, dt, f->c.ndim, f->c.shape, &aerr), &aerr);
+    BOTH(r, pp_cast(ex, &f->c, &p.c, err), pp_cast(ex, &f->g, &p.g, err));
+    return p;
+}
+
+/* Attention in f32, and in bf16 (qkv, y, dy and dqkv bf16: the CUDA
+ * backend's bf16 entries against the CPU's f32 arithmetic on widened
+ * operands, each output rounded once) with each PP_CUDA_ATTN: own (our
+ * kernels, attention_bf16.cu) and cudnn (cuDNN's fused attention where it
+ * agrees with ours at a shape's first call, sdpa.c): y and dqkv within two
+ * bf16 steps of the largest element, lse as f32's. At GPT-2's heads of 64
+ * cuDNN must run both directions; at heads of 17 it must decline (c and hs
+ * not multiples of 8) and ours run. Our backward gives the same bits twice
+ * (cuDNN's flash-attention backward may accumulate dq in another order run
+ * to run: not asked of it). */
+#define TOL_BF16 8e-3
+
+typedef enum attn_mode { ATTN_F32, ATTN_OWN, ATTN_CUDNN } attn_mode;
+
+/* The cuDNN run's record of shape d: cuDNN where must_cudnn, ours where
+ * must_own (with the reason's words), printed either way. */
+static void check_choice(rig *r, const pp_attention_desc *d, bool must_cudnn, bool must_own,
+                         size_t i)
+{
+    pp_sdpa_choice *ch;
+    pp_error err;
+    CHECK_OK(pp_cuda_sdpa_choice(&r->egpu, d, &ch, &err), &err);
+    for (int dir = 0; dir < 2; dir++) {
+        const char *dn = dir ? "backward" : "forward";
+        if (must_cudnn)
+            CHECK_MSG(ch->use[dir] == PP_SDPA_CUDNN, "attention case %zu: cuDNN's %s did not "
+                      "run: %s", i, dn, ch->why[dir]);
+        if (must_own)
+            CHECK_MSG(ch->use[dir] == PP_SDPA_OWN && (dir || strstr(ch->why[dir], "multiples of 8")),
+                      "attention case %zu: %s not ours for want of multiples of 8: %s", i, dn,
+                      ch->why[dir]);
+    }
+}
+
+static void test_attention(rig *r, attn_mode mode)
+{
+    static const struct { int n, t, c, heads; bool cudnn, own; } cases[] = {
+        {2, 1024, 768, 12, true, false}, /* GPT-2 124M's, two samples */
+        {4, 64, 768, 12, true, false},   /* GPT-2's heads at t = 64 */
+        {3, 77, 51, 3, false, true},     /* heads of 17 */
+        {3, 77, 96, 4, false, false},    /* heads of 24, odd t */
+        {1, 300, 256, 2, false, false},  /* heads of 128 */
     };
+    static const char *const names[] = {"f32", "bf16, PP_CUDA_ATTN=own", "bf16, PP_CUDA_ATTN=cudnn"};
+    const bool bf16 = mode != ATTN_F32;
+    const char *m = names[mode];
+    const double fwd = bf16 ? TOL_BF16 : TOL_FWD, bwd = bf16 ? TOL_BF16 : TOL_BWD;
+    if (bf16) setenv("PP_CUDA_ATTN", mode == ATTN_OWN ? "own" : "cudnn", 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
         const int64_t qs[3] = {n, t, 3 * c}, ys[3] = {n, t, c}, ls[3] = {n, h, t};
-        pair qkv = pair_rand(r, 3, qs, -2, 2), dqkv = pair_rand(r, 3, qs, 0, 0);
-        pair y = pair_rand(r, 3, ys, 0, 0), dy = pair_rand(r, 3, ys, -1, 1);
+        /* the f32 operands; the op's own are bf16 casts of them for bf16 */
+        pair qkv32 = pair_rand(r, 3, qs, -2, 2), dqkv32 = pair_rand(r, 3, qs, 0, 0);
+        pair y32 = pair_rand(r, 3, ys, 0, 0), dy32 = pair_rand(r, 3, ys, -1, 1);
         pair lse = pair_rand(r, 3, ls, 0, 0);
+        const pp_dtype dt = bf16 ? PP_BF16 : PP_F32;
+        pair qkv = pair_cast(r, &qkv32, dt), dqkv = pair_cast(r, &dqkv32, dt);
+        pair y = pair_cast(r, &y32, dt), dy = pair_cast(r, &dy32, dt);
         BOTH(r, pp_attention_forward(ex, h, &qkv.c, &y.c, &lse.c, err),
              pp_attention_forward(ex, h, &qkv.g, &y.g, &lse.g, err));
-        CHECK_CLOSE(r, &y, TOL_FWD, "attention forward y case %zu", i);
-        CHECK_CLOSE(r, &lse, TOL_FWD, "attention forward lse case %zu", i);
+        BOTH(r, pp_cast(ex, &y.c, &y32.c, err), pp_cast(ex, &y.g, &y32.g, err));
+        CHECK_CLOSE(r, &y32, fwd, "attention forward y (%s) case %zu", m, i);
+        CHECK_CLOSE(r, &lse, TOL_FWD, "attention forward lse (%s) case %zu", m, i);
         BOTH(r, pp_attention_backward(ex, h, &qkv.c, &y.c, &lse.c, &dy.c, &dqkv.c, err),
              pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err));
-        CHECK_CLOSE(r, &dqkv, TOL_BWD, "attention backward case %zu", i);
-        SAME_TWICE(r, &dqkv, false,
-                   pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err),
-                   "attention backward");
-        pair *all[] = {&qkv, &dqkv, &y, &dy, &lse};
+        BOTH(r, pp_cast(ex, &dqkv.c, &dqkv32.c, err), pp_cast(ex, &dqkv.g, &dqkv32.g, err));
+        CHECK_CLOSE(r, &dqkv32, bwd, "attention backward (%s) case %zu", m, i);
+        if (mode != ATTN_CUDNN)
+            SAME_TWICE(r, &dqkv, false,
+                       pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err),
+                       "attention backward");
+        else
+            check_choice(r, &(pp_attention_desc){n, t, c, h}, cases[i].cudnn, cases[i].own, i);
+        pair *all[] = {&qkv, &dqkv, &y, &dy, &lse, &qkv32, &dqkv32, &y32, &dy32};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
+    if (mode == ATTN_CUDNN) { /* which attention ran, and a bad switch refused */
+        pp_cuda_sdpa_report(&r->egpu, stdout);
+        setenv("PP_CUDA_ATTN", "cuDNN", 1);
+        const int64_t qs[3] = {1, 8, 24}, ys[3] = {1, 8, 8}, ls[3] = {1, 1, 8};
+        pair qkv = pair_rand(r, 3, qs, -2, 2), y = pair_rand(r, 3, ys, 0, 0);
+        pair lse = pair_rand(r, 3, ls, 0, 0);
+        pair qkvb = pair_cast(r, &qkv, PP_BF16), yb = pair_cast(r, &y, PP_BF16);
+        pp_error err;
+        const pp_status s = pp_attention_forward(&r->egpu, 1, &qkvb.g, &yb.g, &lse.g, &err);
+        CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, "PP_CUDA_ATTN is 'cuDNN'"),
+                  "PP_CUDA_ATTN=cuDNN: status %s, '%s'", pp_status_name(s), err.msg);
+        pair *all[] = {&qkv, &y, &lse, &qkvb, &yb};
+        for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+    }
+    if (bf16) unsetenv("PP_CUDA_ATTN");
 }
 
 static void test_embeddings(rig *r)
@@ -492,7 +572,9 @@ int main(int argc, char **argv)
     test_dense(&r, true);
     test_layernorm_gelu(&r);
     test_bf16(&r);
-    test_attention(&r);
+    test_attention(&r, ATTN_F32);
+    test_attention(&r, ATTN_OWN);
+    test_attention(&r, ATTN_CUDNN);
     test_embeddings(&r);
     test_classifier(&r);
     rig_close(&r);

@@ -14,7 +14,9 @@
  *   - token and position embeddings: the CPU's bits (the same sums in the
  *     same order), repeated ids, two column passes;
  *   - attention forward (y, lse) and backward (dqkv from the CPU's y and
- *     lse): within 1e-6 (f32 products in another order);
+ *     lse): within 1e-6 (f32 products in another order); on bf16 operands
+ *     (attention_bf16.cu) y and dqkv within one bf16 step of the CPU's
+ *     (which rounds its f32 results once too), nearly all the same bits;
  *   - the classifier (label smoothing, top-k counts with ties to the label,
  *     in place): loss and dlogits within 1e-6, the correct and top-k counts
  *     exact, in place, a vocabulary of 50257, an out-of-range label.
@@ -29,6 +31,7 @@
 #include "tests/check.h"
 #include "tests/emu/emu_rig.h"
 
+#include "emu_attention_bf16.h"
 #include "emu_transformer.h"
 
 /* grid-stride kernels get few blocks, so that each block loops */
@@ -258,6 +261,93 @@ static void test_attention(void)
           cudaErrorInvalidValue);
 }
 
+/* ---- attention on bf16 operands (attention_bf16.cu) ---------------------------------- */
+
+/* The kernel's bf16 k against the CPU's bf16 t: every element within one
+ * bf16 step of the CPU's (both round an f32 result once; the f32 sums' order
+ * differs), or within 1e-5 of the largest (a sum that cancels), and at most
+ * one element in 1000 not the CPU's bits. */
+static void emu_close_bf16(const pp_tensor *t, const uint16_t *k, const char *what)
+{
+    const int64_t n = pp_tensor_numel(t);
+    const uint16_t *c = t->data;
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(pp_f32_from_bf16(c[i])));
+    int64_t differ = 0, far = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double cv = pp_f32_from_bf16(c[i]), kv = pp_f32_from_bf16(k[i]);
+        int e = 0;
+        frexp(cv, &e);
+        const double step = ldexp(1.0, e - 8), diff = fabs(kv - cv);
+        differ += c[i] != k[i];
+        if (diff > step && diff > 1e-5 * scale) {
+            if (!far) worst = i;
+            far++;
+        }
+    }
+    CHECK_MSG(far == 0, "%s: %lld of %lld elements more than a bf16 step off (element %lld: "
+              "%.6g, the CPU's %.6g)", what, (long long)far, (long long)n, (long long)worst,
+              pp_f32_from_bf16(k[worst]), pp_f32_from_bf16(c[worst]));
+    CHECK_MSG(differ * 1000 <= n, "%s: %lld of %lld elements not the CPU's bits", what,
+              (long long)differ, (long long)n);
+}
+
+static void fill_bf16(pp_tensor *t, float lo, float span)
+{
+    for (int64_t i = 0; i < pp_tensor_numel(t); i++)
+        ((uint16_t *)t->data)[i] = pp_bf16_from_f32(lo + (emu_urand() + 1.0f) * 0.5f * span);
+}
+
+/* Against the CPU backend's bf16 attention (the f32 arithmetic on widened
+ * operands, each output rounded once): y and dqkv within a bf16 step, lse
+ * as the f32 kernel's. */
+static void test_attention_bf16(void)
+{
+    static const struct { int n, t, c, heads; } cases[] = {
+        {2, 70, 128, 2}, /* heads of 64; three tiles, the last short; two samples */
+        {1, 33, 51, 3},  /* heads of 17 */
+        {3, 5, 8, 2},    /* heads of 4; one short tile */
+        {1, 40, 256, 2}, /* heads of 128: tiles of 16 */
+        {2, 37, 96, 3},  /* heads of 32 */
+    };
+    pp_error err;
+    char what[96];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
+        pp_tensor qkv = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
+        pp_tensor dqkv = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
+        pp_tensor y = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
+        pp_tensor dy = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
+        pp_tensor lse = emu_tensor(PP_F32, 3, (int64_t[]){n, h, t}, PP_NCHW);
+        fill_bf16(&qkv, -2, 4), fill_bf16(&dy, -1, 2), fill_bf16(&dqkv, 5, 1);
+        void *bq, *by, *bl, *bdy, *bdq;
+        uint16_t *kq = emu_copy(&qkv, 0, &bq), *ky = emu_copy(&y, 2, &by);
+        uint16_t *kdy = emu_copy(&dy, 2, &bdy), *kdq = emu_copy(&dqkv, 0, &bdq);
+        float *kl = emu_copy(&lse, 0, &bl);
+        const pp_emu_cuda_attention_dims d = {n, t, c, h};
+        snprintf(what, sizeof what, "bf16 attention %d x %d, %d heads of %d", n, t, h, c / h);
+        CHECK_OK(pp_attention_forward(&g_ex, h, &qkv, &y, &lse, &err), &err);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, kq, ky, kl), what);
+        emu_close_bf16(&y, ky, what);
+        emu_close(&lse, kl, 5e-7, "bf16 attention lse");
+        CHECK_OK(pp_attention_backward(&g_ex, h, &qkv, &y, &lse, &dy, &dqkv, &err), &err);
+        float *delta = malloc(sizeof(float) * (size_t)n * h * t);
+        memcpy(ky, y.data, pp_tensor_bytes(&y)); /* the backward from the CPU's forward */
+        memcpy(kl, lse.data, pp_tensor_bytes(&lse));
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, kq, ky, kl, kdy,
+                                                                delta, kdq), what);
+        emu_close_bf16(&dqkv, kdq, "bf16 attention backward dqkv (=)");
+        free(delta);
+        void *bases[] = {bq, by, bl, bdy, bdq};
+        for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) free(bases[k]);
+        pp_tensor *ts[] = {&qkv, &dqkv, &y, &dy, &lse};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+    }
+    const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2};
+    CHECK(pp_emu_cuda_launch_attention_forward_bf16(0, wide, NULL, NULL, NULL) ==
+          cudaErrorInvalidValue);
+}
+
 /* ---- the classifier ---------------------------------------------------------------------- */
 
 static void test_classifier(void)
@@ -338,6 +428,7 @@ int main(void)
     test_layernorm();
     test_embedding();
     test_attention();
+    test_attention_bf16();
     test_classifier();
     return emu_rig_close("test_emu_transformer");
 }

@@ -18,6 +18,8 @@
 #     layer norms and GELU) against PyTorch's bf16 autocast, eager and
 #     compiled, and again with PP_CUDA_BF16_WIDE=1 (the f32 stand-ins: what
 #     the native path brings).
+#     ours bf16 with PP_CUDA_ATTN=cudnn and =own (cuDNN's fused attention
+#     against our kernels; which ran: test_cuda_gpt2's 'causal attention' lines).
 # In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
 # shellcheck shell=bash disable=SC2154
 
@@ -105,6 +107,8 @@ partgpt2() {
         rc=$?
         case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
         grep -E '^gpt2 |FAIL' "$res/test-cuda_gpt2.log" 2>/dev/null | head -8 | cut -c1-200
+        # which bf16 attention ran (PP_CUDA_ATTN=cudnn: cuDNN's or ours, and why)
+        grep -h '^causal attention' "$res/test-cuda_gpt2".{out,log} 2>/dev/null | sort -u | cut -c1-240
         row "test cuda/cuda_gpt2" "$verdict" \
             "$(grep -ho 'checks, [0-9]* failed' "$res/test-cuda_gpt2.out" "$res/test-cuda_gpt2.log" 2>/dev/null | tail -1); $(grep -h 'vs 1 stage' "$res/test-cuda_gpt2.log" 2>/dev/null | head -1 | cut -c1-160)" \
             "$last_cmd"
@@ -156,6 +160,10 @@ SH
     pr_env=()
     row "  fused / unfused (PP_CUDA_UNFUSED=1), tf32" info \
         "$(ratio "${g_tps[tf32]:-}" "${g_tps[tf32 unfused]:-}"): ${g_tps[tf32]:-?} / ${g_tps[tf32 unfused]:-?} tokens/s" ""
+    for a in cudnn own; do pr_env=("PP_CUDA_ATTN=$a"); gpt2_ours bf16 "attn-$a"; done
+    pr_env=()
+    row "  bf16 attention cuDNN / own (PP_CUDA_ATTN)" info \
+        "$(ratio "${g_tps[bf16 attn-cudnn]:-}" "${g_tps[bf16 attn-own]:-}"): ${g_tps[bf16 attn-cudnn]:-?} / ${g_tps[bf16 attn-own]:-?} tokens/s" ""
     gpt2_ours fp32
     if gpt2_torch eager-fp32 "torch eager GPT-2 fp32" --device "$tdev" --precision fp32; then
         gpt2_vs "torch eager fp32" "${g_tps[fp32]:-}" "$tg_tps" 1.0
