@@ -305,7 +305,7 @@ static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
  * not multiples of 8) and ours run. Our backward gives the same bits twice
  * (cuDNN's flash-attention backward may accumulate dq in another order run
  * to run: not asked of it). */
-#define TOL_BF16 8e-3
+#define TOL_ATT_BF16 8e-3
 
 typedef enum attn_mode { ATTN_F32, ATTN_OWN, ATTN_CUDNN } attn_mode;
 
@@ -341,7 +341,7 @@ static void test_attention(rig *r, attn_mode mode)
     static const char *const names[] = {"f32", "bf16, PP_CUDA_ATTN=own", "bf16, PP_CUDA_ATTN=cudnn"};
     const bool bf16 = mode != ATTN_F32;
     const char *m = names[mode];
-    const double fwd = bf16 ? TOL_BF16 : TOL_FWD, bwd = bf16 ? TOL_BF16 : TOL_BWD;
+    const double fwd = bf16 ? TOL_ATT_BF16 : TOL_FWD, bwd = bf16 ? TOL_ATT_BF16 : TOL_BWD;
     if (bf16) setenv("PP_CUDA_ATTN", mode == ATTN_OWN ? "own" : "cudnn", 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
