@@ -109,6 +109,17 @@ pp_status pp_cpu_attention_forward(pp_exec *ex, const pp_attention_desc *d, cons
     return PP_OK;
 }
 
+/* D of the block's row i: the dot product (in double) of dy's and y's rows. */
+static float row_delta(const pp_attention_desc *d, const float *y, const float *dyb, int r0,
+                       int i)
+{
+    const int hs = d->c / d->heads;
+    const float *yr = y + (size_t)(r0 + i) * d->c, *dyr = dyb + (size_t)i * d->c;
+    double dot = 0.0;
+    for (int c = 0; c < hs; c++) dot += (double)yr[c] * (double)dyr[c];
+    return (float)dot;
+}
+
 /* A block's dS into dp and dv's part: p holds P; dv += P^T dy, dP = dy v^T,
  * dS = P (dP - D) scale. */
 static void plain_block(const att_job *j, int r0, int rb, int kn, const float *y,
@@ -124,10 +135,7 @@ static void plain_block(const att_job *j, int r0, int rb, int kn, const float *y
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, kn, hs, 1.0f, dyb, d->c, v, ld,
                 0.0f, dp, kn);
     for (int i = 0; i < rb; i++) {
-        const float *yr = y + (size_t)(r0 + i) * d->c, *dyr = dyb + (size_t)i * d->c;
-        double dot = 0.0;
-        for (int c = 0; c < hs; c++) dot += (double)yr[c] * (double)dyr[c];
-        const float D = (float)dot;
+        const float D = row_delta(d, y, dyb, r0, i);
         float *prow = p + (size_t)i * kn, *dprow = dp + (size_t)i * kn;
         for (int c = 0; c < kn; c++) dprow[c] = prow[c] * (dprow[c] - D) * scale;
     }
@@ -149,10 +157,7 @@ static void dropped_block(const att_job *j, int n, int h, int r0, int rb, int kn
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, kn, hs, 1.0f, dyb, d->c, v, ld,
                 0.0f, dp, kn);
     for (int i = 0; i < rb; i++) {
-        const float *yr = y + (size_t)(r0 + i) * d->c, *dyr = dyb + (size_t)i * d->c;
-        double dot = 0.0;
-        for (int c = 0; c < hs; c++) dot += (double)yr[c] * (double)dyr[c];
-        const float D = (float)dot;
+        const float D = row_delta(d, y, dyb, r0, i);
         const int64_t base = ((int64_t)h * d->t + r0 + i) * d->t;
         float *prow = p + (size_t)i * kn, *dprow = dp + (size_t)i * kn;
         for (int c = 0; c < kn; c++) {
