@@ -178,10 +178,11 @@ def test_bad_input():
 
 
 def test_describe():
-    p = plan("d.yaml")
+    p = plan("d.yaml", model=", dropout: 0.1")
     r = run(p, "--validate")
     check(r.returncode == 0 and "name: gpt2" in r.stdout and "n_layer: 3" in r.stdout and
-          "block_size: 32" in r.stdout and "tie_embeddings: true" in r.stdout,
+          "block_size: 32" in r.stdout and "tie_embeddings: true" in r.stdout and
+          "dropout: 0.1\n" in r.stdout,
           f"--validate prints the resolved gpt2 plan: {r.returncode} {r.stdout[:400]!r}")
     again = write("resolved.yaml", r.stdout)
     r2 = run(again, "--validate")
