@@ -17,6 +17,7 @@ The mean training loss of the last 15 steps:
     spread of PyTorch's seeds (at this early stage of training it lowers it:
     measured, ours 4.0690 -> 3.1218, PyTorch 4.0690 -> 3.1759, seeds 3.1221,
     3.2779, 3.1277).
+Exit status: 0 pass, 1 fail, 77 skip (no torch/numpy).
 """
 import json
 import os
@@ -24,9 +25,13 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-import torch
-import torch.nn.functional as F
+try:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # the project's tests must not require PyTorch
+    print(f"skip: {e}")
+    sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2_model  # noqa: E402
