@@ -30,6 +30,9 @@ struct pp_stage {
     bool bn_deferred;
     int *defer_sizes; /* (defer_cap) */
     int defer_cap;
+    /* per micro-batch index, the draw of its training forwards (pp_stage_set_draw) */
+    pp_unit_draw *draws;
+    int n_draws;
 };
 
 void pp_stage_free(pp_stage *s)
@@ -37,6 +40,7 @@ void pp_stage_free(pp_stage *s)
     if (!s) return;
     for (int i = 0; i < s->n_kept_slots; i++) pp_unit_act_drop(s->kept[i]);
     free(s->kept);
+    free(s->draws);
     for (int i = 0; i < s->n; i++) pp_unit_free(s->units[i]);
     free(s->units);
     free(s->params);
@@ -298,6 +302,7 @@ static pp_status forward_pass(pp_stage *s, pp_exec *ex, int mb, pp_unit_act *xa,
         if (st == PP_OK) cur = pp_unit_act_tensor(cur_a);
     }
     const bool y_foreign = foreign(s, y, y->dtype);
+    const pp_unit_draw draw = mb >= 0 && mb < s->n_draws ? s->draws[mb] : (pp_unit_draw){0};
     for (int i = 0; i < s->n && st == PP_OK; i++) {
         /* a batch norm and the ReLU after it run as one (units i and j) */
         const bool pair = fused_pair(s, i);
@@ -319,6 +324,7 @@ static pp_status forward_pass(pp_stage *s, pp_exec *ex, int mb, pp_unit_act *xa,
             out_a = ya;
             pp_unit_act_hold(ya);
         }
+        if (pass != PP_UNIT_PASS_INFER) pp_unit_set_draw(s->units[i], &draw);
         if (pair)
             st = pp_unit_forward_relu_pair_pass(s->units[i], s->units[j], ex, mb, cur_a, cur,
                                                 out_a, out, pass, err);
@@ -354,6 +360,23 @@ pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x,
     if (train) note_samples(s, mb, x);
     return forward_pass(s, ex, mb, NULL, x, NULL, y,
                         train ? PP_UNIT_PASS_TRAIN : PP_UNIT_PASS_INFER, err);
+}
+
+pp_status pp_stage_set_draw(pp_stage *s, int mb, const pp_unit_draw *d, pp_error *err)
+{
+    if (mb < 0 || mb >= 65536)
+        return pp_error_set(err, PP_ERR_INVALID, "micro-batch index %d not in [0, 65536)", mb);
+    if (mb >= s->n_draws) {
+        int n = s->n_draws ? s->n_draws : 4;
+        while (n <= mb) n *= 2;
+        pp_unit_draw *grown = realloc(s->draws, (size_t)n * sizeof *grown);
+        if (!grown) return pp_error_set(err, PP_ERR_OOM, "out of host memory (draws)");
+        memset(grown + s->n_draws, 0, (size_t)(n - s->n_draws) * sizeof *grown);
+        s->draws = grown;
+        s->n_draws = n;
+    }
+    s->draws[mb] = *d;
+    return PP_OK;
 }
 
 /* Room for a kept input at index mb. */

@@ -75,6 +75,12 @@ pp_layout pp_stage_layout(const pp_stage *s, int ndim);
 pp_status pp_stage_forward(pp_stage *s, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
                            bool train, pp_error *err);
 
+/* The draw (pp_unit_draw: step, global first sample) of micro-batch mb's
+ * training forwards from now on, the recomputed one included; every unit of
+ * the stage gets it before its forward. Until set, a micro-batch's draw is
+ * step 0, first sample 0. */
+pp_status pp_stage_set_draw(pp_stage *s, int mb, const pp_unit_draw *d, pp_error *err);
+
 /* Backward of micro-batch mb: dx = dL/dx (skipped when dx is NULL, as for the
  * first stage; F32 or the first unit's input dtype), parameter gradients +=
  * (in micro-batch order: see the step below). Frees mb's saved state in every

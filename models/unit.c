@@ -70,6 +70,7 @@ pp_status pp_unit_make(const pp_unit_spec *spec, uint64_t seed, pp_device_ctx *d
     }
     u->spec = *spec;
     u->spec.name[sizeof u->spec.name - 1] = '\0';
+    u->seed = seed;
     u->ops = ops;
     u->dev = dev;
     pp_status s = ops->build(u, seed, err);
@@ -88,6 +89,19 @@ pp_status pp_unit_new(const pp_unit_spec *spec, uint64_t seed, pp_device_ctx *de
     *out = NULL;
     if (!spec || !dev) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_new: NULL argument");
     return pp_unit_make(spec, seed, dev, out, err);
+}
+
+void pp_unit_set_draw(pp_unit *u, const pp_unit_draw *d)
+{
+    u->draw = *d;
+}
+
+pp_dropout_desc pp_unit_dropout(const pp_unit *u, int offset)
+{
+    if (u->spec.dropout <= 0.0f) return (pp_dropout_desc){0};
+    return (pp_dropout_desc){.p = u->spec.dropout,
+                             .key = pp_dropout_key(u->seed, u->draw.step, u->spec.site + offset),
+                             .first_sample = u->draw.first_sample};
 }
 
 /* ---- shared activations --------------------------------------------------------- */

@@ -62,6 +62,7 @@
 #include <stdint.h>
 
 #include "models/catalogue.h"
+#include "runtime/core/dropout.h"
 #include "runtime/core/exec.h"
 #include "runtime/core/status.h"
 #include "runtime/core/tensor.h"
@@ -134,6 +135,9 @@ typedef struct pp_unit_spec {
     int depth;          /* the model's blocks: a block's output projections start at
                            init_std / sqrt(2 depth) (GPT-2's residual scaling) */
     bool tied;          /* lm_head: its weight is a copy of wte's (tied_to) */
+    float dropout;      /* wpe and blocks: training forwards' dropout probability, [0, 1)
+                           (0: none, no extra work) */
+    int site;           /* wpe and blocks: the unit's first dropout site (pp_unit_draw) */
     char scope[16];     /* prefix of the unit's entry names ("transformer.") */
 } pp_unit_spec;
 
@@ -273,6 +277,26 @@ pp_status pp_unit_forward_shared(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *x
 pp_status pp_unit_forward_pass(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
                                const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
                                pp_unit_pass pass, pp_error *err);
+
+/* Where a training forward's random draws come from (GPT-2's dropout): the
+ * mask of a value is a pure function of the unit's seed (pp_unit_new's),
+ * step, the global index in the step's mini-batch of the value's sample
+ * (first_sample + its index in x), the dropout site (spec.site and the sites
+ * after it) and the value's index within its sample, through
+ * runtime/core/dropout.h's hash. The caller sets the draw before each
+ * training forward of a micro-batch (a recomputed forward gets the first
+ * forward's draw again); the forward keeps what its backward needs of it.
+ * Neither the micro-batch index nor the stage enters a mask. Inference
+ * forwards draw nothing (dropout is off). The draw of a unit never set is
+ * step 0, first sample 0. */
+typedef struct pp_unit_draw {
+    int64_t step;         /* the training step */
+    int64_t first_sample; /* the global index of the micro-batch's sample 0 */
+} pp_unit_draw;
+void pp_unit_set_draw(pp_unit *u, const pp_unit_draw *d);
+/* The dropout op of site spec.site + offset for the draw set: p, key and
+ * first sample (p 0 when spec.dropout is 0). */
+pp_dropout_desc pp_unit_dropout(const pp_unit *u, int offset);
 
 /* Backward of micro-batch mb: dx = dL/dx (skipped when dx is NULL, e.g. for
  * the first unit of the net), parameter gradients += dL/dparam. Frees the

@@ -192,6 +192,8 @@ struct pp_unit {
     bool stats_frozen;
     bool bn_deferred; /* batch norms defer their running statistics (bn_defer.h) */
     int cur_mb;       /* the micro-batch of the forward running */
+    uint64_t seed;    /* pp_unit_new's: dropout's masks draw from it too */
+    pp_unit_draw draw; /* the next training forward's (pp_unit_set_draw) */
 };
 
 /* The table of a kind; NULL for an unknown kind. */

@@ -48,10 +48,11 @@ static void emit_model(pp_text *t, const pp_plan *p)
     if (m->kind == PP_MODEL_GPT2) {
         const pp_gpt2_config *g = &m->gpt2;
         pp_text_put(t, "model:\n  name: gpt2\n  n_layer: %d\n  n_head: %d\n  n_embd: %d\n"
-                    "  vocab_size: %d\n  block_size: %d\n  bias: %s\n  dropout: 0.0\n"
-                    "  tie_embeddings: %s\n",
+                    "  vocab_size: %d\n  block_size: %d\n  bias: %s\n  dropout: ",
                     g->n_layer, g->n_head, g->n_embd, g->vocab_size, g->block_size,
-                    g->bias ? "true" : "false", g->tie_embeddings ? "true" : "false");
+                    g->bias ? "true" : "false");
+        put_double(t, g->dropout);
+        pp_text_put(t, "\n  tie_embeddings: %s\n", g->tie_embeddings ? "true" : "false");
         return;
     }
     pp_text_put(t, "model:\n  name: %s\n  num_classes: %d\n  in_channels: %d\n", m->name,

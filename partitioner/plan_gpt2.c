@@ -2,7 +2,8 @@
  * plan_gpt2.c - the plan's `model:` keys of GPT-2: a published size by
  * `preset` (124M, the default, 350M, 774M, 1558M), then each key that
  * changes it (n_layer, n_head, n_embd, vocab_size, block_size, bias,
- * dropout, tie_embeddings), each checked where it is written.
+ * dropout, tie_embeddings), each checked where it is written; and, once
+ * the stages are known, dropout's devices (pp_walk_gpt2_devices).
  */
 #include <string.h>
 
@@ -43,11 +44,17 @@ void pp_walk_gpt2(pp_walk *w, const pp_ynode *model, const pp_ynode *const *f)
         ok &= pp_walk_int32(w, f[G_BLOCK], "model.block_size", 1, MAX_POSITIONS, &g->block_size);
     if (f[G_BIAS]) ok &= pp_walk_bool(w, f[G_BIAS], "model.bias", &g->bias);
     if (f[G_TIE]) ok &= pp_walk_bool(w, f[G_TIE], "model.tie_embeddings", &g->tie_embeddings);
-    if (f[G_DROPOUT] && pp_walk_num(w, f[G_DROPOUT], "model.dropout", 0.0, 1.0, &g->dropout) &&
-        g->dropout != 0.0) {
-        pp_walk_error(w, f[G_DROPOUT], "model.dropout %g is not supported yet (only 0: no "
-                      "dropout)", g->dropout);
-        ok = false;
+    if (f[G_DROPOUT]) {
+        double p = 0.0;
+        if (!pp_walk_num(w, f[G_DROPOUT], "model.dropout", 0.0, 1.0, &p)) {
+            ok = false;
+        } else if (p >= 1.0) {
+            pp_walk_error(w, f[G_DROPOUT], "model.dropout must be below 1 (1 drops every "
+                          "value), got %g", p);
+            ok = false;
+        } else {
+            g->dropout = p;
+        }
     }
     if (ok && g->n_embd % g->n_head != 0) {
         pp_walk_error(w, f[G_HEAD] ? f[G_HEAD] : f[G_EMBD] ? f[G_EMBD] : model,
@@ -58,4 +65,20 @@ void pp_walk_gpt2(pp_walk *w, const pp_ynode *model, const pp_ynode *const *f)
     if (!ok) w->model_ok = false;
     cfg->num_classes = g->vocab_size;
     cfg->in_channels = 1;
+}
+
+void pp_walk_gpt2_devices(pp_walk *w)
+{
+    const pp_plan *p = w->plan;
+    if (p->model.kind != PP_MODEL_GPT2 || p->model.gpt2.dropout == 0.0) return;
+    for (int i = 0; i < p->n_stages; i++) {
+        if (p->stages[i].device.kind != PP_DEVICE_CUDA) continue;
+        const pp_mark m = p->stages[i].device_mark;
+        pp_diag_add(w->diag, PP_ERR_INPUT, w->file, m.line, m.col,
+                    "model.dropout %g on %s: the CUDA kernels have no dropout yet (run the "
+                    "stage on a cpu device, or set model.dropout: 0)",
+                    p->model.gpt2.dropout, p->stages[i].device_name);
+        w->errors++;
+        return;
+    }
 }

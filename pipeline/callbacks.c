@@ -96,6 +96,10 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     const bool again = io->train && (st->recompute == PP_PLAN_RECOMPUTE_ALWAYS ||
                                      (st->recompute == PP_PLAN_RECOMPUTE_EXCEPT_LAST &&
                                       mb != io->run->m - 1));
+    if (io->train) { /* dropout's draws: by global sample, never by micro-batch */
+        const pp_unit_draw draw = {io->step, io->first_sample + off};
+        PP_TRY(pp_stage_set_draw(st->model, mb, &draw, err));
+    }
     if (again)
         PP_TRY(pp_stage_forward_keep(st->model, ex, mb, in, y, PP_STAGE_KEEP_INPUT, err));
     else

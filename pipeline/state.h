@@ -89,6 +89,9 @@ typedef struct pipe_sched {
 typedef struct run_io {
     const batch_run *run;
     bool train;                  /* false: evaluation (batch norm running statistics) */
+    int64_t step;                /* training: the step (dropout's draws, pp_unit_draw) */
+    int64_t first_sample;        /* training: the global index in the step's mini-batch of
+                                  * this replica's sample 0 */
     pp_tensor *images, *labels;  /* on stage 0's / the last device */
     pp_tensor *losses, *corrects, *dlogits; /* on the last device; dlogits (batch * targets,
                                   * classes): a token model's last stage writes its logits

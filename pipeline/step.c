@@ -500,7 +500,10 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
         p->cur_lr = pp_lr_at(&p->lr, (int)(p->epochs ? epoch : p->steps_done));
         pp_optimizer_set_learning_rate(p->opt, p->cur_lr); /* AdamW's scalars take it whole */
     }
-    p->io = (run_io){.run = run, .train = true, .images = &p->images, .labels = &p->labels,
+    int rep_off = 0, rep_size = count;
+    if (p->replicas > 1) pipe_replica_piece(count, p->replicas, p->replica, &rep_off, &rep_size);
+    p->io = (run_io){.run = run, .train = true, .step = p->steps_done, .first_sample = rep_off,
+                     .images = &p->images, .labels = &p->labels,
                      .losses = &p->losses, .corrects = &p->corrects, .dlogits = &p->dlogits,
                      .divisor = (float)count * p->targets, .host_losses = p->host_losses,
                      .host_corrects = p->host_corrects};

@@ -4,7 +4,10 @@
  *        its input has no gradient (dx must be NULL: it is the network's
  *        first unit).
  *   wpe  (N, T, C) -> x + weight[t] for position t (weight (positions, C),
- *        T <= positions); dx = dy.
+ *        T <= positions); dx = dy. With spec.dropout, training forwards
+ *        drop from that sum (GPT-2's dropout after the embeddings, site
+ *        spec.site: pp_unit_dropout) and the backward takes dy through the
+ *        same mask first.
  * Both keep what their weight gradients need until the weight part of a
  * split backward: the ids (wte) and the output gradient.
  */
@@ -17,7 +20,9 @@ typedef struct emb_impl {
 
 typedef struct emb_saved {
     pp_tensor ids; /* (N, T) I32: wte's input */
-    pp_tensor dy;  /* (N, T, C): the output gradient, from the input part to the weight part */
+    pp_tensor dy;  /* (N, T, C): the output gradient, from the input part to the weight part
+                    * (wpe with dropout: through the mask) */
+    pp_dropout_desc drop; /* wpe: the training forward's dropout */
 } emb_saved;
 
 static bool token_check(const pp_unit_spec *s)
@@ -158,15 +163,39 @@ static pp_status position_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, p
                                   void *sv, pp_error *err)
 {
     emb_impl *m = u->impl;
-    return pp_position_forward(ex, x, &u->value[m->w], y, err);
+    emb_saved *s = sv;
+    PP_TRY(pp_position_forward(ex, x, &u->value[m->w], y, err));
+    if (!s || u->spec.dropout <= 0.0f) return PP_OK;
+    s->drop = pp_unit_dropout(u, 0);
+    return pp_dropout_forward(ex, &s->drop, y, y, err);
 }
 
 static pp_status position_backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
                                    pp_tensor *dx, pp_tensor *grad, pp_error *err)
 {
     emb_impl *m = u->impl;
-    if (dx) PP_TRY(pp_copy(ex, dy, dx, err));
-    return pp_position_backward(ex, dy, &grad[m->w], err);
+    emb_saved *s = sv;
+    if (s->drop.p <= 0.0f) {
+        if (dx) PP_TRY(pp_copy(ex, dy, dx, err));
+        return pp_position_backward(ex, dy, &grad[m->w], err);
+    }
+    pp_tensor tmp = {0}; /* dy through the mask: dx's, or a temporary's */
+    pp_tensor *g = dx ? dx : &tmp;
+    pp_status st = dx ? PP_OK : pp_unit_alloc_like(&tmp, ex, dy, err);
+    if (st == PP_OK) st = pp_dropout_backward(ex, &s->drop, dy, g, err);
+    if (st == PP_OK) st = pp_position_backward(ex, g, &grad[m->w], err);
+    pp_tensor_free(&tmp);
+    return st;
+}
+
+/* The input part: dy through the mask kept for the weight part, and dx. */
+static pp_status position_backward_input(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,
+                                         pp_tensor *dx, pp_error *err)
+{
+    emb_saved *s = sv;
+    if (s->drop.p <= 0.0f) return keep_dy(u, ex, sv, dy, dx, err);
+    PP_TRY(pp_dropout_backward(ex, &s->drop, dy, &s->dy, err));
+    return dx ? pp_copy(ex, &s->dy, dx, err) : PP_OK;
 }
 
 static pp_status position_backward_weight(pp_unit *u, pp_exec *ex, void *sv, pp_tensor *grad,
@@ -188,6 +217,6 @@ const pp_unit_kind_ops pp_unit_position_embedding_ops = {
     .flops = position_flops,
     .forward = position_forward,
     .backward = position_backward,
-    .backward_input = keep_dy,
+    .backward_input = position_backward_input,
     .backward_weight = position_backward_weight,
 };

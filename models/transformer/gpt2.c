@@ -82,9 +82,8 @@ static pp_status check(const pp_gpt2_config *g, pp_error *err)
         return pp_error_set(err, PP_ERR_INPUT,
                             "a sample of %d positions is more than the model's block_size %d",
                             g->seq_len, g->block_size);
-    if (g->dropout != 0.0)
-        return pp_error_set(err, PP_ERR_INPUT,
-                            "dropout %g is not supported yet (only 0: no dropout)", g->dropout);
+    if (!(g->dropout >= 0.0 && g->dropout < 1.0))
+        return pp_error_set(err, PP_ERR_INPUT, "dropout %g is not in [0, 1)", g->dropout);
     return PP_OK;
 }
 
@@ -112,11 +111,15 @@ pp_status pp_gpt2_units(const pp_model_config *cfg, pp_unit_spec **specs, int *n
     s[k] = spec(PP_UNIT_TOKEN_EMBEDDING, "wte", g, PP_GPT2_SCOPE);
     s[k].tokens = true;
     s[k++].in_c = g->vocab_size;
-    s[k++] = spec(PP_UNIT_POSITION_EMBEDDING, "wpe", g, PP_GPT2_SCOPE);
+    s[k] = spec(PP_UNIT_POSITION_EMBEDDING, "wpe", g, PP_GPT2_SCOPE);
+    s[k].dropout = (float)g->dropout;
+    s[k++].site = PP_GPT2_SITE_EMBEDDINGS;
     for (int i = 0; i < g->n_layer; i++) {
         char name[16];
         snprintf(name, sizeof name, "h.%d", i);
-        s[k++] = spec(PP_UNIT_GPT2_BLOCK, name, g, PP_GPT2_SCOPE);
+        s[k] = spec(PP_UNIT_GPT2_BLOCK, name, g, PP_GPT2_SCOPE);
+        s[k].dropout = (float)g->dropout;
+        s[k++].site = PP_GPT2_SITE_BLOCK(i);
     }
     s[k++] = spec(PP_UNIT_LAYERNORM, "ln_f", g, PP_GPT2_SCOPE);
     s[k] = spec(PP_UNIT_LM_HEAD, "lm_head", g, "");

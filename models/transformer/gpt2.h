@@ -33,6 +33,11 @@
 /* The name of the token embedding's weight, which a tied head copies. */
 #define PP_GPT2_WTE_WEIGHT "transformer.wte.weight"
 
+/* Dropout's sites (pp_unit_draw): the embeddings' sum, then three per block
+ * K (attention probabilities, attn.c_proj's output, mlp.c_proj's output). */
+#define PP_GPT2_SITE_EMBEDDINGS 0
+#define PP_GPT2_SITE_BLOCK(k) (1 + 3 * (k))
+
 /* The shape rule of the units between the embeddings and the head: an input
  * (N, T, in_c) with T at most the model's positions (spec.positions), an
  * output (N, T, out_c) (a pp_unit_kind_ops.shape). */

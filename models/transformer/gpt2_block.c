@@ -25,6 +25,17 @@
  * ((2, C) each), and adds those into the parameters' gradients there with
  * the whole backward's bits.
  *
+ * Dropout (spec.dropout > 0, training forwards only), as GPT-2 places it:
+ * on the attention's probabilities (site spec.site, drawn inside the
+ * attention op: pp_attention_forward_dropout), and on each residual
+ * branch's output before its add (attn.c_proj's, site + 1, into x2 before
+ * the add with x; mlp.c_proj's, site + 2, into y before the add with x2).
+ * The masks come from the hash of the unit's draw (pp_unit_dropout) and are
+ * drawn again in the backward, never stored: the saved state keeps the
+ * three descriptors only. The backward takes the branches' output
+ * gradients through the same masks (into the split backward's dy and dx2,
+ * which the weight part reads); the residual gradients pass unmasked.
+ *
  * In bf16 mixed precision (spec.bf16) ln1, qkv, att, ln2, h, g and their
  * gradients are BF16 and the dense layers take their weights' bf16 copies
  * (pp_unit_weight_like); the residual stream (x, x2, y) and its gradient
@@ -42,6 +53,11 @@ typedef struct block_impl {
     int ln1_w, ln1_b, attn_w, attn_b, proj_w, proj_b, ln2_w, ln2_b, fc_w, fc_b, mlp_w, mlp_b;
 } block_impl;
 
+/* The block's three dropouts (p 0: none). */
+typedef struct block_drops {
+    pp_dropout_desc att, proj, mlp;
+} block_drops;
+
 typedef struct block_saved {
     pp_tensor x;                  /* (N, T, C) the input */
     pp_tensor mean1, rstd1;       /* (R) */
@@ -57,6 +73,7 @@ typedef struct block_saved {
     /* the split backward's, from the input part to the weight part */
     pp_tensor dy, dh, dx2, dqkv;  /* the dense layers' output gradients */
     pp_tensor part1, part2;       /* (2, C) the layer norms' parameter gradients */
+    block_drops drop;             /* the training forward's dropout (p 0: none) */
 } block_saved;
 
 static bool check(const pp_unit_spec *s)
@@ -202,7 +219,7 @@ static pp_status weights_like(pp_unit *u, pp_exec *ex, const pp_tensor *x, block
 }
 
 static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
-                             block_vals *v, pp_error *err)
+                             block_vals *v, const block_drops *dr, pp_error *err)
 {
     block_impl *m = u->impl;
     const int heads = u->spec.heads;
@@ -212,9 +229,10 @@ static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_ten
                                 &v->ln1, &v->mean1, &v->rstd1, err));
     PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->ln1, &w.attn,
                             entry(u, m->attn_b), &v->qkv, err));
-    PP_TRY(pp_attention_forward(ex, heads, &v->qkv, &v->att, &v->lse, err));
+    PP_TRY(pp_attention_forward_dropout(ex, heads, &dr->att, &v->qkv, &v->att, &v->lse, err));
     PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->att, &w.proj,
                             entry(u, m->proj_b), &v->x2, err));
+    if (dr->proj.p > 0.0f) PP_TRY(pp_dropout_forward(ex, &dr->proj, &v->x2, &v->x2, err));
     PP_TRY(pp_add_layernorm_forward(ex, PP_GPT2_LN_EPS, x, &v->x2, &u->value[m->ln2_w],
                                     entry(u, m->ln2_b), &v->x2, &v->ln2, &v->mean2, &v->rstd2,
                                     err));
@@ -222,6 +240,7 @@ static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_ten
                                  entry(u, m->fc_b), &v->h, &v->g, err));
     PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->g, &w.mlp,
                             entry(u, m->mlp_b), y, err));
+    if (dr->mlp.p > 0.0f) PP_TRY(pp_dropout_forward(ex, &dr->mlp, y, y, err));
     return pp_add(ex, &v->x2, y, y, err);
 }
 
@@ -235,10 +254,14 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
                          s->x2,    s->mean2, s->rstd2, s->ln2, s->h, s->g};
         pp_tensor *t = &v.mean1;
         for (size_t i = 0; i < sizeof v / sizeof *t; i++) t[i].owns = false, t[i].stream = NULL;
-        return run_forward(u, ex, x, y, &v, err);
+        if (u->spec.dropout > 0.0f)
+            s->drop = (block_drops){pp_unit_dropout(u, 0), pp_unit_dropout(u, 1),
+                                    pp_unit_dropout(u, 2)};
+        return run_forward(u, ex, x, y, &v, &s->drop, err);
     }
+    const block_drops none = {.att.p = 0.0f}; /* inference: dropout off */
     pp_status st = vals_alloc(u, ex, x, &v, err);
-    if (st == PP_OK) st = run_forward(u, ex, x, y, &v, err);
+    if (st == PP_OK) st = run_forward(u, ex, x, y, &v, &none, err);
     vals_free(&v);
     return st;
 }
@@ -252,7 +275,13 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
 {
     block_impl *m = u->impl;
     const bool split = grad == NULL;
+    const block_drops *dr = &s->drop;
     pp_tensor dh = {0}, dx2 = {0}, dqkv = {0}, dc = {0}, dc2 = {0}, dxt = {0};
+    /* the branches' output gradients (dy, dx2 through their masks): dmt and
+     * dpt hold them when they differ from dy and dx2, else unused */
+    pp_tensor dmt = {0}, dpt = {0};
+    const pp_tensor *dm = dy;
+    pp_tensor *dp = &dx2;
     pp_tensor p1g = {0}, p1b = {0}, p2g = {0}, p2b = {0};
     block_weights w = {0};
     pp_status st = weights_like(u, ex, &s->ln1, &w, err);
@@ -265,13 +294,33 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
         dh.owns = dx2.owns = dqkv.owns = false;
         p1g = pp_gpt2_part_row(&s->part1, 0), p1b = pp_gpt2_part_row(&s->part1, 1);
         p2g = pp_gpt2_part_row(&s->part2, 0), p2b = pp_gpt2_part_row(&s->part2, 1);
-        RUN(pp_copy(ex, dy, &s->dy, err));
+        if (dr->mlp.p > 0.0f) {
+            RUN(pp_dropout_backward(ex, &dr->mlp, dy, &s->dy, err));
+            dm = &s->dy;
+        } else {
+            RUN(pp_copy(ex, dy, &s->dy, err));
+        }
+        if (dr->proj.p > 0.0f) { /* the weight part reads the masked one */
+            dpt = dx2;
+            dp = &dpt;
+            dx2 = (pp_tensor){0};
+            RUN(pp_unit_alloc_like(&dx2, ex, &s->x2, err));
+        }
         RUN(pp_zero(ex, &s->part1, err));
         RUN(pp_zero(ex, &s->part2, err));
     } else {
         RUN(pp_unit_alloc_like(&dh, ex, &s->h, err));
         RUN(pp_unit_alloc_like(&dx2, ex, &s->x2, err));
         RUN(pp_unit_alloc_like(&dqkv, ex, &s->qkv, err));
+        if (dr->mlp.p > 0.0f) {
+            RUN(pp_unit_alloc_like(&dmt, ex, dy, err));
+            RUN(pp_dropout_backward(ex, &dr->mlp, dy, &dmt, err));
+            dm = &dmt;
+        }
+        if (dr->proj.p > 0.0f) {
+            RUN(pp_unit_alloc_like(&dpt, ex, &s->x2, err));
+            dp = &dpt;
+        }
         p1g = grad[m->ln1_w], p2g = grad[m->ln2_w];
         if (m->ln1_b >= 0) p1b = grad[m->ln1_b], p2b = grad[m->ln2_b];
     }
@@ -281,10 +330,10 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
     pp_tensor *dxo = dx ? dx : &dxt;
     const bool lnb = m->ln1_b >= 0;
     /* mlp: y = x2 + g Wm + bm, g = gelu(h): dh through the GELU at once */
-    RUN(pp_dense_backward_data_gelu(ex, PP_WEIGHT_IN_OUT, &w.mlp, dy, &s->h, &dh,
+    RUN(pp_dense_backward_data_gelu(ex, PP_WEIGHT_IN_OUT, &w.mlp, dm, &s->h, &dh,
                                     err));
     if (!split)
-        RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->g, dy, &grad[m->mlp_w],
+        RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->g, dm, &grad[m->mlp_w],
                                       m->mlp_b >= 0 ? &grad[m->mlp_b] : NULL, err));
     RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.fc, &dh, &dc, err));
     if (!split)
@@ -294,11 +343,13 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
     RUN(pp_layernorm_backward_add(ex, &s->x2, &dc, &u->value[m->ln2_w], &s->mean2, &s->rstd2, dy,
                                   &dx2, &p2g, lnb ? &p2b : NULL, err));
     /* attn: x2 = x + att Wp + bp */
-    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.proj, &dx2, &dc, err));
+    if (dr->proj.p > 0.0f) RUN(pp_dropout_backward(ex, &dr->proj, &dx2, dp, err));
+    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.proj, dp, &dc, err));
     if (!split)
-        RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->att, &dx2, &grad[m->proj_w],
+        RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->att, dp, &grad[m->proj_w],
                                       m->proj_b >= 0 ? &grad[m->proj_b] : NULL, err));
-    RUN(pp_attention_backward(ex, u->spec.heads, &s->qkv, &s->att, &s->lse, &dc, &dqkv, err));
+    RUN(pp_attention_backward_dropout(ex, u->spec.heads, &dr->att, &s->qkv, &s->att, &s->lse,
+                                      &dc, &dqkv, err));
     RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.attn, &dqkv, &dc2, err));
     if (!split)
         RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->ln1, &dqkv, &grad[m->attn_w],
@@ -307,7 +358,8 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
     RUN(pp_layernorm_backward_add(ex, &s->x, &dc2, &u->value[m->ln1_w], &s->mean1, &s->rstd1,
                                   &dx2, dxo, &p1g, lnb ? &p1b : NULL, err));
 #undef RUN
-    pp_tensor *tmp[] = {&dc, &dc2, &dxt, &dh, &dx2, &dqkv};
+    pp_tensor *tmp[] = {&dc, &dc2, &dxt, &dh, &dx2, &dqkv, &dmt};
+    if (!split) pp_tensor_free(&dpt);
     for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++) pp_tensor_free(tmp[i]);
     return st;
 }

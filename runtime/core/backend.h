@@ -55,6 +55,7 @@ typedef enum pp_native_op {
  * (n, heads, t); c a multiple of heads. */
 typedef struct pp_attention_desc {
     int n, t, c, heads;
+    pp_dropout_desc drop; /* dropout on the probabilities (ops.h); p == 0: none */
 } pp_attention_desc;
 
 /* The descriptor of PP_NATIVE_BN_ACT (pp_batchnorm_forward_act). */
@@ -313,6 +314,12 @@ typedef struct pp_backend_ops {
                                          const uint16_t *qkv, const uint16_t *y,
                                          const float *lse, const uint16_t *dy, uint16_t *dqkv,
                                          pp_error *err);
+    /* (optional) y = x * the mask of d (pp_dropout_forward): x and y (y may be
+     * x) hold n samples of per_sample values each. NULL: the backend has no
+     * dropout, and its attention entries ignore d->drop (the op refuses
+     * p > 0 before it dispatches) */
+    pp_status (*dropout)(pp_exec *ex, const pp_dropout_desc *d, int64_t n, int64_t per_sample,
+                         const float *x, float *y, pp_error *err);
     /* ids (rows) already checked to lie in [0, vocab) */
     pp_status (*embedding_forward)(pp_exec *ex, int64_t rows, int vocab, int c,
                                    const int32_t *ids, const float *table, float *y,

@@ -40,6 +40,7 @@
 
 #include <stdbool.h>
 
+#include "dropout.h"
 #include "exec.h"
 #include "tensor.h"
 
@@ -402,6 +403,31 @@ pp_status pp_attention_forward(pp_exec *ex, int heads, const pp_tensor *qkv, pp_
 pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, const pp_tensor *y,
                                 const pp_tensor *lse, const pp_tensor *dy, pp_tensor *dqkv,
                                 pp_error *err);
+
+/* The same with dropout on the probabilities (drop NULL or drop->p == 0:
+ * the ops above, the same bits): y = (P * M) v, where M of (sample n, head h,
+ * query i, key j) is pp_dropout_factor(drop->key, drop->first_sample + n,
+ * (h T + i) T + j, ...) (dropout.h), drawn from the hash in both passes and
+ * never stored; lse stays that of the undropped softmax. The backward takes
+ * the forward's drop and y. A backend without pp_dropout_forward's entry
+ * gets PP_ERR_UNSUPPORTED for p > 0. */
+pp_status pp_attention_forward_dropout(pp_exec *ex, int heads, const pp_dropout_desc *drop,
+                                       const pp_tensor *qkv, pp_tensor *y, pp_tensor *lse,
+                                       pp_error *err);
+pp_status pp_attention_backward_dropout(pp_exec *ex, int heads, const pp_dropout_desc *drop,
+                                        const pp_tensor *qkv, const pp_tensor *y,
+                                        const pp_tensor *lse, const pp_tensor *dy,
+                                        pp_tensor *dqkv, pp_error *err);
+
+/* Inverted dropout (torch's semantics): y = x * M with M of element i of
+ * sample n (x's dimension 0) pp_dropout_factor(d->key, d->first_sample + n,
+ * i, ...): 1 / (1 - p) where kept, 0 where dropped (dropout.h). Any shape
+ * (N, ...), F32 or BF16; y may be x. d->p == 0: y = x. */
+pp_status pp_dropout_forward(pp_exec *ex, const pp_dropout_desc *d, const pp_tensor *x,
+                             pp_tensor *y, pp_error *err);
+/* dx = dy * M with the forward's mask (the same d); dx may be dy. */
+pp_status pp_dropout_backward(pp_exec *ex, const pp_dropout_desc *d, const pp_tensor *dy,
+                              pp_tensor *dx, pp_error *err);
 
 /* Token embedding: y (N, T, C) = the rows of table (V, C) that the token ids
  * (I32, (N, T)) name. An id outside [0, V) is PP_ERR_INPUT where the host

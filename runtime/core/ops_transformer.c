@@ -431,7 +431,23 @@ static pp_status attention_desc(pp_exec *ex, const char *op, int heads, const pp
                             (long long)c3, heads);
     if (qkv->shape[0] > INT32_MAX || qkv->shape[1] > INT32_MAX || c3 > INT32_MAX)
         return pp_error_set(err, PP_ERR_INVALID, "%s: qkv is too large", op);
-    *d = (pp_attention_desc){(int)qkv->shape[0], (int)qkv->shape[1], (int)(c3 / 3), heads};
+    *d = (pp_attention_desc){.n = (int)qkv->shape[0], .t = (int)qkv->shape[1],
+                             .c = (int)(c3 / 3), .heads = heads};
+    return PP_OK;
+}
+
+/* drop (NULL: none) into d; p > 0 needs the backend's dropout entry. */
+static pp_status attention_drop(pp_exec *ex, const char *op, const pp_dropout_desc *drop,
+                                pp_attention_desc *d, pp_error *err)
+{
+    if (!drop || drop->p == 0.0f) return PP_OK;
+    if (!(drop->p > 0.0f && drop->p < 1.0f))
+        return pp_error_set(err, PP_ERR_INVALID, "%s: dropout %g is not in [0, 1)", op,
+                            (double)drop->p);
+    if (!ENTRY(dropout))
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: the %s backend has no dropout", op,
+                            ex->dev->name);
+    d->drop = *drop;
     return PP_OK;
 }
 
@@ -473,10 +489,18 @@ static pp_status attention_backward_bf16(pp_exec *ex, const pp_attention_desc *d
 pp_status pp_attention_forward(pp_exec *ex, int heads, const pp_tensor *qkv, pp_tensor *y,
                                pp_tensor *lse, pp_error *err)
 {
+    return pp_attention_forward_dropout(ex, heads, NULL, qkv, y, lse, err);
+}
+
+pp_status pp_attention_forward_dropout(pp_exec *ex, int heads, const pp_dropout_desc *drop,
+                                       const pp_tensor *qkv, pp_tensor *y, pp_tensor *lse,
+                                       pp_error *err)
+{
     const char *op = "attention_forward";
     PP_TRY(pp_ops_check_exec(ex, op, err));
     pp_attention_desc d;
     PP_TRY(attention_desc(ex, op, heads, qkv, &d, err));
+    PP_TRY(attention_drop(ex, op, drop, &d, err));
     PP_TRY(pp_ops_check(ex, op, "y", y, PP_OPS_ACT, 3, d.n, d.t, d.c, 1, err));
     PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d.n, d.heads, d.t, 1, err));
     bool done = false;
@@ -492,10 +516,19 @@ pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, co
                                 const pp_tensor *lse, const pp_tensor *dy, pp_tensor *dqkv,
                                 pp_error *err)
 {
+    return pp_attention_backward_dropout(ex, heads, NULL, qkv, y, lse, dy, dqkv, err);
+}
+
+pp_status pp_attention_backward_dropout(pp_exec *ex, int heads, const pp_dropout_desc *drop,
+                                        const pp_tensor *qkv, const pp_tensor *y,
+                                        const pp_tensor *lse, const pp_tensor *dy,
+                                        pp_tensor *dqkv, pp_error *err)
+{
     const char *op = "attention_backward";
     PP_TRY(pp_ops_check_exec(ex, op, err));
     pp_attention_desc d;
     PP_TRY(attention_desc(ex, op, heads, qkv, &d, err));
+    PP_TRY(attention_drop(ex, op, drop, &d, err));
     PP_TRY(pp_ops_check(ex, op, "y", y, PP_OPS_ACT, 3, d.n, d.t, d.c, 1, err));
     PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d.n, d.heads, d.t, 1, err));
     PP_TRY(pp_ops_check(ex, op, "dy", dy, PP_OPS_ACT, 3, d.n, d.t, d.c, 1, err));

@@ -17,6 +17,11 @@
  *             dP = dy v^T; dS = P (dP - D) / sqrt(hs), D the row dot product
  *             of dy and y; dq = dS k; dk += dS^T q. dk and dv gather the
  *             blocks in block order.
+ * Dropout (d->drop.p > 0): each probability of (sample, head, query, key)
+ * is multiplied by its factor from dropout.h's hash (index (h T + i) T + j)
+ * before P v in the forward; the backward draws the same factors: dv +=
+ * (P M)^T dy, dS = P (M dP - D) / sqrt(hs), D still the row dot product of
+ * dy and the (dropped) y. With p == 0 none of it runs.
  * Scratch: two (BLOCK, T) float matrices per pool thread, in the exec's
  * workspace. The products are single-threaded cblas_sgemm calls on strided
  * views of qkv; every cut depends on the shape alone, so the bits do not
@@ -45,6 +50,16 @@ static void scores(const att_job *j, const float *q, const float *k, int r0, int
     const int ld = 3 * j->d->c, hs = j->d->c / j->d->heads;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, kn, hs, scale, q + (size_t)r0 * ld,
                 ld, k, ld, 0.0f, s, kn);
+}
+
+/* row[0..keys) *= the dropout factors of query i of (sample n, head h). */
+static void drop_row(const pp_attention_desc *d, int n, int h, int i, float *row, int keys)
+{
+    const uint32_t threshold = pp_dropout_threshold(d->drop.p);
+    const float scale = pp_dropout_scale(d->drop.p);
+    const int64_t sample = d->drop.first_sample + n, base = ((int64_t)h * d->t + i) * d->t;
+    for (int c = 0; c < keys; c++)
+        row[c] *= pp_dropout_factor(d->drop.key, sample, base + c, threshold, scale);
 }
 
 static void forward_task(void *arg, int64_t task, int worker)
@@ -76,6 +91,7 @@ static void forward_task(void *arg, int64_t task, int worker)
             for (int c = 0; c < keys; c++) row[c] *= inv;
             for (int c = keys; c < kn; c++) row[c] = 0.0f;
             lse[r0 + i] = (float)((double)mx + log(sum));
+            if (d->drop.p > 0.0f) drop_row(d, n, h, r0 + i, row, keys);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, hs, kn, 1.0f, s, kn, v, ld,
                     0.0f, y + (size_t)r0 * d->c, d->c);
@@ -91,6 +107,69 @@ pp_status pp_cpu_attention_forward(pp_exec *ex, const pp_attention_desc *d, cons
     att_job j = {.d = d, .qkv = qkv, .out = y, .out_lse = lse, .scratch = ws};
     pp_cpu_parallel(ex, (int64_t)d->n * d->heads, forward_task, &j);
     return PP_OK;
+}
+
+/* D of the block's row i: the dot product (in double) of dy's and y's rows. */
+static float row_delta(const pp_attention_desc *d, const float *y, const float *dyb, int r0,
+                       int i)
+{
+    const int hs = d->c / d->heads;
+    const float *yr = y + (size_t)(r0 + i) * d->c, *dyr = dyb + (size_t)i * d->c;
+    double dot = 0.0;
+    for (int c = 0; c < hs; c++) dot += (double)yr[c] * (double)dyr[c];
+    return (float)dot;
+}
+
+/* A block's dS into dp and dv's part: p holds P; dv += P^T dy, dP = dy v^T,
+ * dS = P (dP - D) scale. */
+static void plain_block(const att_job *j, int r0, int rb, int kn, const float *y,
+                        const float *dyb, const float *v, float *p, float *dp, float *dv)
+{
+    const pp_attention_desc *d = j->d;
+    const int hs = d->c / d->heads, ld = 3 * d->c;
+    const float scale = 1.0f / sqrtf((float)hs);
+    /* dv[0..kn) += P^T dy_block */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rb, 1.0f, p, kn, dyb, d->c,
+                1.0f, dv, ld);
+    /* dP = dy_block v[0..kn)^T */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, kn, hs, 1.0f, dyb, d->c, v, ld,
+                0.0f, dp, kn);
+    for (int i = 0; i < rb; i++) {
+        const float D = row_delta(d, y, dyb, r0, i);
+        float *prow = p + (size_t)i * kn, *dprow = dp + (size_t)i * kn;
+        for (int c = 0; c < kn; c++) dprow[c] = prow[c] * (dprow[c] - D) * scale;
+    }
+}
+
+/* A block's dS into dp and dv's part, with dropout: p holds P; dP = dy v^T
+ * first, then per value dS = P (M dP - D) scale and p = P M, then dv +=
+ * (P M)^T dy. */
+static void dropped_block(const att_job *j, int n, int h, int r0, int rb, int kn,
+                          const float *y, const float *dyb, const float *v, float *p, float *dp,
+                          float *dv)
+{
+    const pp_attention_desc *d = j->d;
+    const int hs = d->c / d->heads, ld = 3 * d->c;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const uint32_t threshold = pp_dropout_threshold(d->drop.p);
+    const float keep_scale = pp_dropout_scale(d->drop.p);
+    const int64_t sample = d->drop.first_sample + n;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, kn, hs, 1.0f, dyb, d->c, v, ld,
+                0.0f, dp, kn);
+    for (int i = 0; i < rb; i++) {
+        const float D = row_delta(d, y, dyb, r0, i);
+        const int64_t base = ((int64_t)h * d->t + r0 + i) * d->t;
+        float *prow = p + (size_t)i * kn, *dprow = dp + (size_t)i * kn;
+        for (int c = 0; c < kn; c++) {
+            const float m = c <= r0 + i ? pp_dropout_factor(d->drop.key, sample, base + c,
+                                                            threshold, keep_scale)
+                                        : 0.0f;
+            dprow[c] = prow[c] * (m * dprow[c] - D) * scale;
+            prow[c] *= m;
+        }
+    }
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rb, 1.0f, p, kn, dyb, d->c,
+                1.0f, dv, ld);
 }
 
 static void backward_task(void *arg, int64_t task, int worker)
@@ -122,20 +201,10 @@ static void backward_task(void *arg, int64_t task, int worker)
             for (int c = keys; c < kn; c++) row[c] = 0.0f;
         }
         const float *dyb = dy + (size_t)r0 * d->c;
-        /* dv[0..kn) += P^T dy_block */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kn, hs, rb, 1.0f, p, kn, dyb, d->c,
-                    1.0f, dv, ld);
-        /* dP = dy_block v[0..kn)^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, kn, hs, 1.0f, dyb, d->c, v, ld,
-                    0.0f, dp, kn);
-        for (int i = 0; i < rb; i++) {
-            const float *yr = y + (size_t)(r0 + i) * d->c, *dyr = dyb + (size_t)i * d->c;
-            double dot = 0.0;
-            for (int c = 0; c < hs; c++) dot += (double)yr[c] * (double)dyr[c];
-            const float D = (float)dot;
-            float *prow = p + (size_t)i * kn, *dprow = dp + (size_t)i * kn;
-            for (int c = 0; c < kn; c++) dprow[c] = prow[c] * (dprow[c] - D) * scale;
-        }
+        if (d->drop.p > 0.0f)
+            dropped_block(j, n, h, r0, rb, kn, y, dyb, v, p, dp, dv);
+        else
+            plain_block(j, r0, rb, kn, y, dyb, v, p, dp, dv);
         /* dq_block = dS k[0..kn) */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, hs, kn, 1.0f, dp, kn, k, ld,
                     0.0f, dq + (size_t)r0 * ld, ld);

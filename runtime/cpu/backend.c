@@ -247,6 +247,7 @@ static const pp_backend_ops cpu_ops = {
     .gelu_backward = pp_cpu_gelu_backward,
     .attention_forward = pp_cpu_attention_forward,
     .attention_backward = pp_cpu_attention_backward,
+    .dropout = pp_cpu_dropout,
     .embedding_forward = pp_cpu_embedding_forward,
     .embedding_backward = pp_cpu_embedding_backward,
     .position_forward = pp_cpu_position_forward,

@@ -368,6 +368,11 @@ static void test_schedules_table(void)
     static const char *const gpt_two =
         "  - {device: cpu:0, layers: [wte, wpe, h.0]}\n"
         "  - {device: cpu:1, layers: [h.1, ln_f, lm_head]}\n";
+    /* the same stages (written another way: a string of its own) with dropout
+     * 0.1: no mask kept (drawn again in the backward) */
+    static const char *const gpt_drop =
+        "  - device: cpu:0\n    layers: [wte, wpe, h.0]\n"
+        "  - device: cpu:1\n    layers: [h.1, ln_f, lm_head]\n";
     static const char *const gpt_vee =
         "  - {device: cpu:0, layers: [wte, wpe]}\n"
         "  - {device: cpu:1, layers: [h.0]}\n"
@@ -380,6 +385,7 @@ static void test_schedules_table(void)
         {"zbh1", "never", gpt_two, NULL},
         {"1f1b", "always", gpt_two, NULL},
         {"zbv", "never", gpt_vee, NULL},
+        {"zbh1", "never", gpt_drop, NULL},
         {"zbh1", "never", two, NULL},
         {"zbh2", "never", two, NULL},
         {"zbh2", "except_last", two, NULL},
@@ -421,14 +427,17 @@ static void test_schedules_table(void)
             }
             snprintf(schedule, sizeof schedule, "{file: %s}", csv);
         }
-        const bool gpt = cases[i].stages == gpt_two || cases[i].stages == gpt_vee;
+        const bool gpt = cases[i].stages == gpt_two || cases[i].stages == gpt_vee ||
+                         cases[i].stages == gpt_drop;
         if (gpt)
             snprintf(text, sizeof text,
                      "model: {name: gpt2, n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 4096, "
-                     "block_size: 32}\nbatch: {size: 8, split_size: 1}\nschedule: %s\n"
-                     "recompute: %s\noptimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
+                     "block_size: 32, dropout: %g}\nbatch: {size: 8, split_size: 1}\n"
+                     "schedule: %s\nrecompute: %s\n"
+                     "optimizer: {type: sgd, lr: 0.05, momentum: 0.9}\n"
                      "data: {format: tokens, file: %s}\nseed: 5\nsteps: 2\nstages:\n%s",
-                     schedule, cases[i].recompute, tokens, cases[i].stages);
+                     cases[i].stages == gpt_drop ? 0.1 : 0.0, schedule, cases[i].recompute,
+                     tokens, cases[i].stages);
         else
             snprintf(text, sizeof text,
                      "model: {name: resnet18, num_classes: 10, stem: cifar}\n"
@@ -446,7 +455,9 @@ static void test_schedules_table(void)
         CHECK_OK(run_plan(plan, 2, peak, NULL, NULL, &err), &err);
         fprintf(stderr, "  %-16s %-12s %-18s", cases[i].schedule, cases[i].recompute,
                 cases[i].file ? (cases[i].file == f1b ? "(1f1b's order)" : "(reversed B)")
-                              : gpt ? "(gpt2)" : "");
+                              : cases[i].stages == gpt_drop ? "(gpt2, dropout)"
+                              : gpt                         ? "(gpt2)"
+                                                            : "");
         int first[2] = {-1, -1}; /* one figure per device: its first stage's */
         for (int s = 0; s < plan->n_stages; s++) {
             int d = plan->stages[s].device.index;

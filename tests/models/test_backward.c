@@ -204,7 +204,9 @@ static bool run_actions(pp_stage *st, step_io *io, const char *order, bool dx_nu
         while (*p >= '0' && *p <= '9') k = 10 * k + (*p++ - '0');
         pp_status s = PP_OK;
         pp_tensor *dx = dx_null ? NULL : &io->dx[k];
-        switch (a) {
+        if (a == 'F' || a == 'R') /* each micro-batch its samples' draw (dropout) */
+            s = pp_stage_set_draw(st, k, &(pp_unit_draw){3, 10 + 3 * k}, &err);
+        if (s == PP_OK) switch (a) {
         case 'Z': s = pp_stage_zero_grads(st, &ex, &err); break;
         case 'F':
             s = pp_stage_forward_keep(st, &ex, k, &io->x[k], &io->y[k], PP_STAGE_KEEP_ALL, &err);
@@ -403,38 +405,48 @@ static void test_resnet_orders(void)
 }
 
 /* A small GPT-2: 2 blocks of 2 heads of 4, a vocabulary of TEST_VOCAB, 9
- * positions, samples of 7. */
-static pp_model_config gpt2_cfg(bool bias, bool tied)
+ * positions, samples of 7; dropout 0.2 with dropout. */
+static pp_model_config gpt2_drop_cfg(bool bias, bool tied, bool dropout)
 {
     pp_model_config cfg;
     pp_error err;
     CHECK_OK(pp_model_config_default("gpt2", &cfg, &err), &err);
     cfg.gpt2 = (pp_gpt2_config){.n_layer = 2, .n_head = 2, .n_embd = 8, .vocab_size = TEST_VOCAB,
                                 .block_size = 9, .seq_len = 7, .bias = bias,
-                                .tie_embeddings = tied};
+                                .tie_embeddings = tied, .dropout = dropout ? 0.2 : 0.0};
     cfg.num_classes = TEST_VOCAB;
     return cfg;
 }
 
+static pp_model_config gpt2_cfg(bool bias, bool tied)
+{
+    return gpt2_drop_cfg(bias, tied, false);
+}
+
 /* GPT-2 whole and cut at each boundary kind (after the embeddings, between
  * blocks, before the final layer norm and before the head), with and
- * without biases, tied and untied: every order of orders3. */
+ * without biases, tied and untied, with dropout (masks drawn again by the
+ * recomputed forwards, the split backward's I masking what W reads): every
+ * order of orders3. */
 static void test_gpt2_orders(void)
 {
     static const struct {
-        bool bias, tied;
+        bool bias, tied, dropout;
         int first, last; /* units: wte 0, wpe 1, h.0 2, h.1 3, ln_f 4, lm_head 5 */
     } cases[] = {
-        {true, true, 0, 5},  {true, true, 0, 1},  {true, true, 2, 2}, {true, true, 3, 5},
-        {false, true, 0, 3}, {false, false, 4, 5}, {true, false, 5, 5},
+        {true, true, false, 0, 5},   {true, true, false, 0, 1},  {true, true, false, 2, 2},
+        {true, true, false, 3, 5},   {false, true, false, 0, 3}, {false, false, false, 4, 5},
+        {true, false, false, 5, 5},  {true, true, true, 0, 5},   {true, true, true, 1, 1},
+        {false, true, true, 2, 3},
     };
     static const char *const names[] = {"wte", "wpe", "h.0", "h.1", "ln_f", "lm_head"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char what[96];
-        snprintf(what, sizeof what, "gpt2%s%s [%s .. %s]", cases[i].bias ? "" : " no bias",
-                 cases[i].tied ? "" : " untied", names[cases[i].first], names[cases[i].last]);
-        stage_case c = {what, gpt2_cfg(cases[i].bias, cases[i].tied), cases[i].first,
-                        cases[i].last};
+        snprintf(what, sizeof what, "gpt2%s%s%s [%s .. %s]", cases[i].bias ? "" : " no bias",
+                 cases[i].tied ? "" : " untied", cases[i].dropout ? " dropout" : "",
+                 names[cases[i].first], names[cases[i].last]);
+        stage_case c = {what, gpt2_drop_cfg(cases[i].bias, cases[i].tied, cases[i].dropout),
+                        cases[i].first, cases[i].last};
         check_orders(&c, orders3, (int)(sizeof orders3 / sizeof orders3[0]), 3);
     }
 }

@@ -100,6 +100,16 @@ static pp_unit_spec spec_fc(int in, int out)
     return s;
 }
 
+/* GPT-2's wpe and block h.0 (width c, positions 8), dropout p at their sites. */
+static pp_unit_spec spec_gpt2(pp_unit_kind kind, int c, int heads, float p)
+{
+    pp_unit_spec s = {.kind = kind, .in_c = c, .out_c = c, .bias = true, .init = PP_INIT_NORMAL,
+                      .init_std = 0.3, .heads = heads, .positions = 8, .depth = 1,
+                      .dropout = p, .site = kind == PP_UNIT_GPT2_BLOCK ? 1 : 0};
+    snprintf(s.name, sizeof s.name, kind == PP_UNIT_GPT2_BLOCK ? "h.0" : "wpe");
+    return s;
+}
+
 /* A sequential model's layer units: a conv with bias (PyTorch's init), a
  * window average pool, a sigmoid, a flatten. */
 static pp_unit_spec spec_conv_bias(const char *name, int in, int out, int k, int stride, int pad)
@@ -313,6 +323,14 @@ static void test_finite_differences(void)
           spec_simple(PP_UNIT_SIGMOID, "s2", 18)},
          4,
          {2, 2, 6, 7}},
+        /* GPT-2's dropout (the masks fixed: one draw for every forward) */
+        {"gpt2 wpe + h.0, dropout 0.3",
+         2,
+         {spec_gpt2(PP_UNIT_POSITION_EMBEDDING, 8, 2, 0.3f),
+          spec_gpt2(PP_UNIT_GPT2_BLOCK, 8, 2, 0.3f)},
+         3,
+         {2, 5, 8, 1}},
+        {"gpt2 h.0, dropout 0.5", 1, {spec_gpt2(PP_UNIT_GPT2_BLOCK, 8, 4, 0.5f)}, 3, {3, 6, 8, 1}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) fd_check(&cases[i]);
 }

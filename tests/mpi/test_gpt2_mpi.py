@@ -8,7 +8,8 @@ Usage: test_gpt2_mpi.py PIPELINE_RUN
 
 - three steps: the losses and the checkpoint file (written by rank 0: the
   embedding once, no copy of it) bit for bit, with and without
-  recomputation;
+  recomputation, and with dropout 0.1 and recomputation (each rank draws
+  the masks of the samples it runs);
 - the checkpoint loads into the job, and --generate there prints the text one
   process prints.
 Exits 77 (skip) where mpirun is missing or the build has no MPI."""
@@ -46,7 +47,8 @@ with open(os.path.join(TMP, "corpus.txt"), "w") as f:
     f.write("".join("the pipeline passes the tokens from rank to rank. "[i % 50] for i in range(6000)))
 
 PLAN = """\
-model: {{name: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 256, block_size: 24}}
+model: {{name: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 256, block_size: 24,
+        dropout: {dropout}}}
 batch: {{size: 8, micro_batches: 4}}
 schedule: 1f1b
 recompute: {recompute}
@@ -60,10 +62,10 @@ stages:
 """
 
 
-def plan(name, second, recompute="never"):
+def plan(name, second, recompute="never", dropout=0.0):
     p = os.path.join(TMP, name)
     with open(p, "w") as f:
-        f.write(PLAN.format(second=second, recompute=recompute))
+        f.write(PLAN.format(second=second, recompute=recompute, dropout=dropout))
     return p
 
 
@@ -82,9 +84,10 @@ if "job has 1 process" in probe.stderr:
     print("test_gpt2_mpi: built without MPI: skipped", file=sys.stderr)
     sys.exit(77)
 
-for rec in ("never", "always"):
-    one = plan(f"one-{rec}.yaml", "cpu:1", rec)
-    two = plan(f"two-{rec}.yaml", "rank1:cpu:0", rec)
+for rec, dropout in (("never", 0.0), ("always", 0.0), ("always-dropout", 0.1)):
+    mode = rec.split("-")[0]
+    one = plan(f"one-{rec}.yaml", "cpu:1", mode, dropout)
+    two = plan(f"two-{rec}.yaml", "rank1:cpu:0", mode, dropout)
     a = train(one, extra=("--save", os.path.join(TMP, f"one-{rec}.st")))
     b = train(two, np=2, extra=("--save", os.path.join(TMP, f"two-{rec}.st")))
     check(a.get("losses") and a.get("losses") == b.get("losses"),

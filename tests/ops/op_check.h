@@ -180,6 +180,20 @@ static bool op_check_setup(void)
     return true;
 }
 
+/* After op_check_setup: cpu:2 with 1 worker thread and cpu:3 with 3, for
+ * ops whose bits must not depend on the thread count; false after a message. */
+static inline bool op_check_thread_devices(pp_device_ctx **one, pp_device_ctx **three)
+{
+    pp_error err;
+    setenv("PP_CPU_THREADS", "1", 1);
+    pp_status s = pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 2}, one, &err);
+    setenv("PP_CPU_THREADS", "3", 1);
+    if (s == PP_OK) s = pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 3}, three, &err);
+    unsetenv("PP_CPU_THREADS");
+    if (s != PP_OK) fprintf(stderr, "setup failed: %s\n", err.msg);
+    return s == PP_OK;
+}
+
 /* Closes what op_check_setup opened, checking that no device memory is left. */
 static void op_check_teardown(void)
 {

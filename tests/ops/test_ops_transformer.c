@@ -690,16 +690,7 @@ static void test_boundaries(void)
 int main(void)
 {
     if (!op_check_setup()) return 1;
-    pp_error err;
-    setenv("PP_CPU_THREADS", "1", 1);
-    pp_status s = pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 2}, &g_one, &err);
-    setenv("PP_CPU_THREADS", "3", 1);
-    if (s == PP_OK) s = pp_registry_get(g_reg, (pp_device_id){PP_DEVICE_CPU, 3}, &g_three, &err);
-    unsetenv("PP_CPU_THREADS");
-    if (s != PP_OK) {
-        fprintf(stderr, "setup failed: %s\n", err.msg);
-        return 1;
-    }
+    if (!op_check_thread_devices(&g_one, &g_three)) return 1;
     test_dense();
     test_layernorm();
     test_gelu();

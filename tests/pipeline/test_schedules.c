@@ -53,8 +53,9 @@ static pp_plan *parse(const char *text)
 }
 
 /* GPT-2's runs: recomputation of every stage (recompute: always), or none;
- * bf16 mixed precision (precision: bf16), or fp32. */
+ * bf16 mixed precision (precision: bf16), or fp32; model.dropout. */
 static bool g_recompute, g_bf16;
+static double g_dropout;
 
 /* The plan's lines before its stages: model (a ResNet, or "gpt2": a small
  * GPT-2 with its head tied to its token embedding, on a text file of
@@ -64,7 +65,7 @@ static int plan_head(char *out, size_t n, const char *model, int split, const ch
     if (!strcmp(model, "gpt2"))
         return snprintf(out, n,
                         "model: {name: gpt2, n_layer: 6, n_head: 2, n_embd: 16, vocab_size: 256, "
-                        "block_size: 12}\n"
+                        "block_size: 12, dropout: %g}\n"
                         "batch: {size: 16, split_size: %d}\n"
                         "schedule: %s\n"
                         "recompute: %s\n"
@@ -72,7 +73,7 @@ static int plan_head(char *out, size_t n, const char *model, int split, const ch
                         "optimizer: {type: sgd, lr: 0.05, momentum: 0.9, weight_decay: 0.0001}\n"
                         "data: {format: text, file: \"%s/corpus.txt\", shuffle: true}\n"
                         "seed: 5\nsteps: 2\nstages:\n",
-                        split, schedule, g_recompute ? "always" : "never",
+                        g_dropout, split, schedule, g_recompute ? "always" : "never",
                         g_bf16 ? "bf16" : "fp32", tmpdir);
     return snprintf(out, n,
                     "model: {name: %s, num_classes: 10, stem: cifar}\n"
@@ -246,7 +247,10 @@ static void test_torch_files(const char *dir)
  * every built-in on 2 and 4 devices, 1, 4 and 8 micro-batches, without
  * recomputation and with it on every stage, saves the 1-stage run's bytes;
  * in bf16 too (all of them without recomputation; 4 devices and 8
- * micro-batches with it). */
+ * micro-batches with it). With dropout 0.1 (masks by global sample, drawn
+ * again by a recomputed forward): every built-in without recomputation and
+ * with it; bf16 on 4 devices and 8 micro-batches; and the 1-stage run's
+ * bytes differ from those without dropout (the masks do act). */
 static void test_gpt2(void)
 {
     char path[256];
@@ -267,6 +271,24 @@ static void test_gpt2(void)
         test_builtins("gpt2", g_recompute);
     }
     g_bf16 = g_recompute = false;
+    g_dropout = 0.1;
+    for (int r = 0; r < 2; r++) {
+        g_recompute = r == 1;
+        test_builtins("gpt2", false);
+    }
+    g_bf16 = true;
+    test_builtins("gpt2", true);
+    g_bf16 = g_recompute = false;
+    size_t n_on = 0, n_off = 0;
+    pp_plan *on = one_stage("gpt2", 4, NULL);
+    unsigned char *b_on = on ? train(on, "gpt2-dropout", &n_on) : NULL;
+    g_dropout = 0.0;
+    pp_plan *off = one_stage("gpt2", 4, NULL);
+    unsigned char *b_off = off ? train(off, "gpt2-no-dropout", &n_off) : NULL;
+    CHECK_MSG(b_on && b_off && n_on == n_off && memcmp(b_on, b_off, n_on) != 0,
+              "dropout 0.1 trained the bits of dropout 0");
+    free(b_on), free(b_off);
+    pp_plan_free(on), pp_plan_free(off);
     unlink(path);
 }
 

@@ -3,8 +3,9 @@ layout and state_dict names (Conv1D weights (in, out), `transformer.` before
 every tensor but an untied head's; a tied head uses transformer.wte.weight
 and has no tensor of its own), written here so the checks need no
 transformers library. Shared by gpt2_check.py (the cross-check),
-tests/bench/gpt2_vs_torch.py (speed) and tests/training/gpt2_text.py (a
-training run)."""
+tests/bench/gpt2_vs_torch.py (speed), tests/training/gpt2_text.py (a
+training run) and gpt2_dropout_check.py (dropout: nanoGPT's three places,
+active in train() mode only)."""
 
 import math
 
@@ -28,10 +29,11 @@ class Conv1D(torch.nn.Module):
 class Block(torch.nn.Module):
     """One GPT-2 block with Hugging Face's module names."""
 
-    def __init__(self, n_embd, n_head, bias=True):
+    def __init__(self, n_embd, n_head, bias=True, dropout=0.0):
         super().__init__()
         c = n_embd
         self.n_head = n_head
+        self.dropout = dropout
         self.ln_1 = torch.nn.LayerNorm(c, elementwise_affine=True)
         self.attn = torch.nn.Module()
         self.attn.c_attn = Conv1D(c, 3 * c, bias)
@@ -52,21 +54,28 @@ class Block(torch.nn.Module):
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
         att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
+        att = F.dropout(att, self.dropout, self.training) if self.dropout else att
         y = (att @ v).transpose(1, 2).contiguous().view(n, t, c)
-        x = x + self.attn.c_proj(y)
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
+        x = x + self.drop(self.attn.c_proj(y))
+        return x + self.drop(self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)),
+                                                     approximate="tanh")))
+
+    def drop(self, x):
+        return F.dropout(x, self.dropout, self.training) if self.dropout else x
 
 
 class GPT2(torch.nn.Module):
     """GPT2LMHeadModel's layout; a tied head uses wte.weight and has no module."""
 
-    def __init__(self, vocab, n_layer, n_head, n_embd, positions, tied=True, bias=True):
+    def __init__(self, vocab, n_layer, n_head, n_embd, positions, tied=True, bias=True,
+                 dropout=0.0):
         super().__init__()
+        self.dropout = dropout
         self.transformer = torch.nn.Module()
         self.transformer.wte = torch.nn.Embedding(vocab, n_embd)
         self.transformer.wpe = torch.nn.Embedding(positions, n_embd)
         self.transformer.h = torch.nn.ModuleList(
-            [Block(n_embd, n_head, bias) for _ in range(n_layer)])
+            [Block(n_embd, n_head, bias, dropout) for _ in range(n_layer)])
         self.transformer.ln_f = torch.nn.LayerNorm(n_embd)
         if not bias:
             self.transformer.ln_f.bias = None
@@ -77,6 +86,8 @@ class GPT2(torch.nn.Module):
     def forward(self, idx):
         tr = self.transformer
         x = tr.wte(idx) + tr.wpe(torch.arange(idx.shape[1]))
+        if self.dropout:
+            x = F.dropout(x, self.dropout, self.training)
         for b in tr.h:
             x = b(x)
         x = tr.ln_f(x)
