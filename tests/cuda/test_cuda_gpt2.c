@@ -367,7 +367,8 @@ static void test_attention(rig *r, attn_mode mode)
                        pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err),
                        "attention backward");
         else
-            check_choice(r, &(pp_attention_desc){n, t, c, h}, cases[i].cudnn, cases[i].own, i);
+            check_choice(r, &(pp_attention_desc){.n = n, .t = t, .c = c, .heads = h},
+                         cases[i].cudnn, cases[i].own, i);
         pair *all[] = {&qkv, &dqkv, &y, &dy, &lse, &qkv32, &dqkv32, &y32, &dy32};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
