@@ -131,6 +131,22 @@ pp_status pp_cuda_dense_backward_data(pp_exec *ex, int64_t rows, int in, int out
     return matmul(ex, &mm, w, dy, dx, err);
 }
 
+/* db += the column sums of the f32 dy (rows, out), in double in a fixed order
+ * (colsum.cu), as the CPU's */
+static pp_status bias_grad(pp_exec *ex, int64_t rows, int out, const float *dy, float *db,
+                           pp_error *err)
+{
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    const int64_t chunks = pp_cuda_colsum_chunks(rows);
+    void *part;
+    PP_TRY(pp_exec_workspace(ex, (size_t)chunks * out * sizeof(double), &part, err));
+    PP_TRY(PP_CUDA(ex->dev, err, pp_cuda_launch_colsum_parts(ce->stream, rows, out, dy, part)));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_parts_add(ce->stream, pp_cuda_max_grid(ex), chunks, out, out,
+                                            part, db, NULL));
+}
+
 pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int out,
                                          bool w_out_in, const float *x, const float *dy,
                                          float *dw, float *db, pp_error *err)
@@ -145,16 +161,7 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
                                            .beta = 1.0f};
         PP_TRY(w_out_in ? matmul(ex, &mm, x, dy, dw, err) : matmul(ex, &mm, dy, x, dw, err));
     }
-    if (!db) return PP_OK;
-    pp_cuda_exec *ce;
-    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
-    const int64_t chunks = pp_cuda_colsum_chunks(rows);
-    void *part;
-    PP_TRY(pp_exec_workspace(ex, (size_t)chunks * out * sizeof(double), &part, err));
-    PP_TRY(PP_CUDA(ex->dev, err, pp_cuda_launch_colsum_parts(ce->stream, rows, out, dy, part)));
-    return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_parts_add(ce->stream, pp_cuda_max_grid(ex), chunks, out, out,
-                                            part, db, NULL));
+    return db ? bias_grad(ex, rows, out, dy, db, err) : PP_OK;
 }
 
 /* ---- the bf16 entries of mixed precision (backend.h) ----------------------------------
@@ -172,9 +179,23 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
  *                      GEMM (CUBLASLT_EPILOGUE_BGRADA for (in, out) weights, where dy^T is
  *                      A; BGRADB for (out, in), where dy is B) into an fp32 scratch, then
  *                      added to db; where cuBLASLt refuses the epilogue the entry declines
- * An f32 dy with a bf16 W (GPT-2's projections back into the f32 residual stream), an
- * empty product or other mixes decline (PP_ERR_UNSUPPORTED, nothing enqueued): the f32
- * stand-ins then run; so does every call under PP_CUDA_BF16_WIDE (to compare).
+ * An f32 dy with a bf16 W or x (GPT-2's gradients of the f32 residual stream into
+ * attn.c_proj and mlp.c_proj, and of the f32 logits into the head) is rounded once to
+ * bf16 into a scratch (the_dy below) and the GEMMs run on that copy, as torch.autocast
+ * rounds it before its bf16 GEMMs; the bias gradient is then the exact column sums of the
+ * f32 dy (colsum.cu, as the f32 entry and the CPU), not the fused BGRAD of the copy, so
+ * that it is not rounded (ops_transformer.c: "its bias's gradient is not"). This departs
+ * from the stand-ins' arithmetic (the CPU keeps that dy f32) by the rounding of dy only:
+ * bf16(dy) = dy (1 + d), |d| <= 2^-9 per element (nearest, 8 significant bits), so each
+ * element of dx = dy W^T or dw = dy^T x moves by at most 2^-9 sum_k |dy_k W_k| (or
+ * |dy_k x_k|): the bound the bf16 copy of W already puts on the same product, and with
+ * independent d's a random walk of sqrt(k) such terms, far below the bf16 unit (2^-8 of
+ * the largest element) that TOL_BF16 allows for the rounded output (test_cuda_gpt2).
+ * Where cuBLASLt then refuses the GEMM, the entry declines having enqueued only the
+ * rounding into the scratch it frees (no operand or output written). An x or W f32
+ * with a bf16 partner, an empty product or other mixes decline (PP_ERR_UNSUPPORTED,
+ * nothing enqueued): the f32 stand-ins then run; so does every call under
+ * PP_CUDA_BF16_WIDE (to compare), the rounding included.
  */
 
 static pp_status decline(pp_exec *ex, const char *op, pp_error *err)
@@ -219,6 +240,39 @@ static cudaError_t gelu_then(pp_exec *ex, cudaStream_t s, int64_t n, const float
     return pp_cuda_launch_gelu_from_f32(s, pp_cuda_max_grid(ex), n, tmp, h, g);
 }
 
+/* dy as the bf16 GEMMs take it: a bf16 dy as it is; an f32 dy (n elements) rounded
+ * once to bf16 (pp_bf16_from_f32's bits, kernels.cu) into a scratch that the_dy_free
+ * releases */
+typedef struct the_dy {
+    const uint16_t *data;
+    void *tmp;
+    size_t bytes;
+} the_dy;
+
+static void the_dy_free(pp_exec *ex, the_dy *d)
+{
+    pp_cuda_scratch_free(ex, d->tmp, d->bytes);
+    *d = (the_dy){0};
+}
+
+static pp_status the_dy_of(pp_exec *ex, int64_t n, pp_act dy, the_dy *d, pp_error *err)
+{
+    *d = (the_dy){.data = dy.data};
+    if (dy.bf16) return PP_OK;
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    const size_t bytes = (size_t)n * sizeof(uint16_t);
+    void *tmp;
+    PP_TRY(pp_cuda_scratch_alloc(ex, bytes, &tmp, err));
+    *d = (the_dy){.data = tmp, .tmp = tmp, .bytes = bytes};
+    pp_status s = PP_CUDA(ex->dev, err,
+                          pp_cuda_launch_bf16_from_f32(ce->stream,
+                                                       pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
+                                                       dy.data, tmp));
+    if (s != PP_OK) the_dy_free(ex, d);
+    return s;
+}
+
 pp_status pp_cuda_dense_forward_bf16(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
                                      pp_act x, pp_act w, const float *b, pp_act y,
                                      pp_error *err)
@@ -254,12 +308,16 @@ pp_status pp_cuda_dense_backward_data_bf16(pp_exec *ex, int64_t rows, int in, in
                                            pp_error *err)
 {
     PP_TRY(pp_cuda_bf16_wide(ex, "dense backward", err));
-    if (!w.bf16 || !dy.bf16 || out == 0) return decline(ex, "dense backward", err);
+    if (!w.bf16 || out == 0) return decline(ex, "dense backward", err);
     if (rows == 0 || in == 0) return PP_OK;
     const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
                                   .lda = w_out_in ? in : out, .ldb = out, .ldd = in,
                                   .d_bf16 = dx.bf16};
-    return pp_cuda_lt_matmul_bf16(ex, &mm, w.data, dy.data, dx.data, err);
+    the_dy d;
+    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
+    pp_status s = pp_cuda_lt_matmul_bf16(ex, &mm, w.data, d.data, dx.data, err);
+    the_dy_free(ex, &d);
+    return s;
 }
 
 pp_status pp_cuda_dense_backward_data_gelu_bf16(pp_exec *ex, int64_t rows, int in, int out,
@@ -283,13 +341,22 @@ pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in,
                                               float *db, pp_error *err)
 {
     PP_TRY(pp_cuda_bf16_wide(ex, "dense weight gradient", err));
-    if (!x.bf16 || !dy.bf16 || in == 0) return decline(ex, "dense weight gradient", err);
+    if (!x.bf16 || in == 0) return decline(ex, "dense weight gradient", err);
     if (rows == 0 || out == 0) return PP_OK;
     pp_cuda_lt_matmul mm =
         w_out_in ? (pp_cuda_lt_matmul){.tb = true, .m = in, .n = out, .k = rows, .lda = in,
                                        .ldb = out, .ldd = in, .beta = 1.0f}
                  : (pp_cuda_lt_matmul){.tb = true, .m = out, .n = in, .k = rows, .lda = out,
                                        .ldb = in, .ldd = out, .beta = 1.0f};
+    if (!dy.bf16) { /* the GEMM on dy rounded, the bias gradient from the f32 dy */
+        the_dy d;
+        PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
+        pp_status s = w_out_in ? pp_cuda_lt_matmul_bf16(ex, &mm, x.data, d.data, dw, err)
+                               : pp_cuda_lt_matmul_bf16(ex, &mm, d.data, x.data, dw, err);
+        the_dy_free(ex, &d);
+        PP_TRY(s);
+        return db ? bias_grad(ex, rows, out, dy.data, db, err) : PP_OK;
+    }
     const uint16_t *a = w_out_in ? x.data : dy.data, *b = w_out_in ? dy.data : x.data;
     if (!db) return pp_cuda_lt_matmul_bf16(ex, &mm, a, b, dw, err);
     pp_cuda_exec *ce;

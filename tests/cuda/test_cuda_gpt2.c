@@ -19,7 +19,10 @@
  *          bits run to run. In bf16 (the backend's bf16 entries: cuBLASLt's
  *          bf16 GEMMs, the mixed layer norms and GELU) with GPT-2's mixes of
  *          bf16 and f32 operands against the CPU's f32 stand-ins: bf16
- *          outputs within TOL_BF16 (a bf16 unit), f32 ones as above.
+ *          outputs within TOL_BF16 (a bf16 unit), f32 ones as above; an f32
+ *          dy into bf16 GEMMs (c_proj's and the head's: rounded once on the
+ *          GPU, not on the CPU) within TOL_BF16 too, its bias gradient
+ *          exact (TOL_DB_F32_DY), dx and dw the bits of the rounded dy's.
  *   steps  two SGD steps of a small GPT-2 whose head is tied to its token
  *          embedding, on cuda:0 in 1 stage and in 2 stages sharing the GPU
  *          (the tied embedding split: wte on the first, the head's copy on
@@ -199,16 +202,61 @@ static void close_bf16(rig *r, const pair *h, double tol, const char *what, size
     pair_free(&f);
 }
 
+/* The bias gradient from an f32 dy: the column sums of that dy in double on
+ * both devices, an f32 rounding apart (dense.c keeps it exact; the sums of
+ * the bf16-rounded copy would be about 1e-3 away at these sizes: 2^-9 / sqrt(3)
+ * relative per element, a random walk over the rows, twice) */
+#define TOL_DB_F32_DY 1e-5
+
+/* From the f32 dy, the GPU's dx and dw (zeroed first, no bias: with one the
+ * bf16 dy's GEMM fuses the bias gradient, another algorithm) have the bits
+ * of the same GEMMs on dy rounded by pp_cast: the rounding is the only
+ * departure from the bf16 dy's path (dense.c). For shapes cuBLASLt runs in
+ * bf16: the stand-ins of a declined GEMM widen two different dy's. */
+static void check_rounded_dy(rig *r, pp_weight_order o, const pair *w, const pair *x,
+                             const pair *dy, const pair *dyf, pair *dx, pair *dw, size_t i)
+{
+    pp_error e;
+    pp_exec *ex = &r->egpu;
+    const size_t nx = pp_tensor_bytes(&dx->g), nw = pp_tensor_bytes(&dw->g);
+    unsigned char *a = malloc(nx > nw ? nx : nw), *b = malloc(nx > nw ? nx : nw);
+    const pair *dys[2] = {dy, dyf};
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(pp_dense_backward_data(ex, o, &w->g, &dys[k]->g, &dx->g, &e), &e);
+        CHECK_OK(pp_exec_sync(ex, &e), &e);
+        CHECK_OK(pp_tensor_to_host(&dx->g, k ? b : a, nx, &e), &e);
+    }
+    CHECK_MSG(memcmp(a, b, nx) == 0, "dense backward data case %zu: the f32 dy's dx not the "
+              "bits of the rounded dy's", i);
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(pp_zero(ex, &dw->g, &e), &e);
+        CHECK_OK(pp_dense_backward_weights(ex, o, &x->g, &dys[k]->g, &dw->g, NULL, &e), &e);
+        CHECK_OK(pp_exec_sync(ex, &e), &e);
+        CHECK_OK(pp_tensor_to_host(&dw->g, k ? b : a, nw, &e), &e);
+    }
+    CHECK_MSG(memcmp(a, b, nw) == 0, "dense backward dw case %zu: the f32 dy's dw not the "
+              "bits of the rounded dy's", i);
+    free(a), free(b);
+}
+
 /* GPT-2's mixes: bf16 activations and weight copies through the dense
- * layers (an f32 y too: a projection into the f32 stream), the f32 stream
- * into bf16 layer norm outputs and a bf16 gradient back into it, GELU. */
+ * layers (an f32 y too: a projection into the f32 stream; an f32 dy: the
+ * stream's or the logits' gradient into c_proj and the head, rounded once
+ * on the GPU), the f32 stream into bf16 layer norm outputs and a bf16
+ * gradient back into it, GELU. */
 static void test_bf16(rig *r)
 {
-    static const struct { int n, t, in, out; pp_weight_order order; bool bias; } cases[] = {
-        {2, 64, 768, 3072, PP_WEIGHT_IN_OUT, true},  /* c_fc */
-        {4, 33, 64, 192, PP_WEIGHT_IN_OUT, true},    /* c_attn's shape, small */
-        {2, 17, 64, 50257, PP_WEIGHT_OUT_IN, false}, /* the tied head */
-        {5, 0, 37, 11, PP_WEIGHT_OUT_IN, true},      /* odd sizes (declined: the stand-ins) */
+    static const struct {
+        int n, t, in, out;
+        pp_weight_order order;
+        bool bias, lt; /* lt: leading dimensions cuBLASLt's bf16 GEMMs take (multiples of 8) */
+    } cases[] = {
+        {2, 64, 768, 3072, PP_WEIGHT_IN_OUT, true, true},   /* c_fc */
+        {2, 64, 3072, 768, PP_WEIGHT_IN_OUT, true, true},   /* mlp.c_proj: an f32 dy */
+        {4, 33, 64, 192, PP_WEIGHT_IN_OUT, true, true},     /* c_attn's shape, small */
+        {2, 17, 64, 50257, PP_WEIGHT_OUT_IN, false, false}, /* the tied head */
+        {5, 0, 37, 11, PP_WEIGHT_OUT_IN, true, false},      /* odd sizes (declined: the
+                                                               stand-ins) */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, t = cases[i].t, in = cases[i].in, out = cases[i].out;
@@ -244,7 +292,28 @@ static void test_bf16(rig *r)
         BOTH(r, pp_dense_backward_data_gelu(ex, o, &w.c, &dy.c, &x.c, &dx.c, err),
              pp_dense_backward_data_gelu(ex, o, &w.g, &dy.g, &x.g, &dx.g, err));
         close_bf16(r, &dx, TOL_BF16, "dense backward data + GELU", i);
-        pair *all[] = {&xf, &dyf, &wf, &yf, &x, &dy, &w, &y, &g, &dx, &dw, &db, &b};
+        /* the f32 dy with the bf16 w and x: the GPU rounds it (dense.c), the CPU not */
+        pair dxf = pair_rand(r, nd, xsh, 0, 0), dw2 = pair_rand(r, 2, ws, -1, 1);
+        pair db2 = pair_rand(r, 1, (int64_t[]){out}, -1, 1);
+        BOTH(r, pp_dense_backward_data(ex, o, &w.c, &dyf.c, &dx.c, err),
+             pp_dense_backward_data(ex, o, &w.g, &dyf.g, &dx.g, err));
+        close_bf16(r, &dx, TOL_BF16, "dense backward data, f32 dy", i);
+        BOTH(r, pp_dense_backward_data(ex, o, &w.c, &dyf.c, &dxf.c, err),
+             pp_dense_backward_data(ex, o, &w.g, &dyf.g, &dxf.g, err));
+        CHECK_CLOSE(r, &dxf, TOL_BF16, "dense backward data (f32 dy, f32 dx) case %zu", i);
+        for (int rep = 0; rep < 2; rep++)
+            BOTH(r, pp_dense_backward_weights(ex, o, &x.c, &dyf.c, &dw2.c, hb ? &db2.c : NULL,
+                                              err),
+                 pp_dense_backward_weights(ex, o, &x.g, &dyf.g, &dw2.g, hb ? &db2.g : NULL,
+                                           err));
+        CHECK_CLOSE(r, &dw2, TOL_BF16, "dense backward dw (f32 dy, += twice) case %zu", i);
+        CHECK_CLOSE(r, &db2, TOL_DB_F32_DY, "dense backward db (f32 dy, += twice) case %zu", i);
+        BOTH(r, pp_dense_backward_data_gelu(ex, o, &w.c, &dyf.c, &x.c, &dx.c, err),
+             pp_dense_backward_data_gelu(ex, o, &w.g, &dyf.g, &x.g, &dx.g, err));
+        close_bf16(r, &dx, TOL_BF16, "dense backward data + GELU, f32 dy", i);
+        if (cases[i].lt) check_rounded_dy(r, o, &w, &x, &dy, &dyf, &dx, &dw2, i);
+        pair *all[] = {&xf, &dyf, &wf, &yf, &x, &dy, &w, &y, &g, &dx, &dw, &db, &b, &dxf, &dw2,
+                       &db2};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
     /* layer norms: the f32 stream in, bf16 out; a bf16 gradient into the f32 stream */
