@@ -20,11 +20,11 @@
 int main(void)
 {
     static const struct { pp_attention_desc d; int ops[2]; const char *refusal; } cases[] = {
-        {{2, 1024, 768, 12}, {14, 22}, NULL},             /* GPT-2 124M's */
-        {{4, 64, 768, 12}, {14, 22}, NULL},               /* t 64 */
-        {{3, 77, 96, 4}, {14, 22}, NULL},                 /* heads of 24, odd t */
-        {{3, 77, 51, 3}, {0, 0}, "multiples of 8"},       /* heads of 17 */
-        {{1, 300, 512, 2}, {0, 0}, "head size above 128"}, /* heads of 256 */
+        {{.n = 2, .t = 1024, .c = 768, .heads = 12}, {14, 22}, NULL}, /* GPT-2 124M's */
+        {{.n = 4, .t = 64, .c = 768, .heads = 12}, {14, 22}, NULL},   /* t 64 */
+        {{.n = 3, .t = 77, .c = 96, .heads = 4}, {14, 22}, NULL},     /* heads of 24, odd t */
+        {{.n = 3, .t = 77, .c = 51, .heads = 3}, {0, 0}, "multiples of 8"}, /* heads of 17 */
+        {{.n = 1, .t = 300, .c = 512, .heads = 2}, {0, 0}, "head size above 128"}, /* of 256 */
     };
     pp_error err;
     pp_registry *reg = NULL;
