@@ -3,12 +3,13 @@
  * A failed CHECK prints file:line and the condition and counts a failure;
  * the test keeps going so one run shows every failure. check_summary()
  * prints the totals and returns the exit code (0 pass, 1 fail).
- * Also the file helpers several tests share: a scratch directory and
- * whole-file reads.
+ * Also the file helpers several tests share: a scratch directory,
+ * whole-file reads and token files.
  */
 #ifndef PP_TESTS_CHECK_H
 #define PP_TESTS_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -70,6 +71,23 @@ static inline unsigned char *check_read_file(const char *path, size_t *n)
     if (buf) *n = fread(buf, 1, size > 0 ? (size_t)size : 0, f);
     fclose(f);
     return buf;
+}
+
+/* Writes an llm.c token file (256 int32 of header: magic 20240520, version
+ * 1, the count; then the ids as uint16) of n pseudo-random ids below vocab,
+ * the same for every call. Returns 0, or 1 when it cannot. */
+static inline int check_write_tokens(const char *path, uint32_t n, uint32_t vocab)
+{
+    FILE *f = fopen(path, "wb");
+    int32_t header[256] = {20240520, 1, (int32_t)n};
+    int ok = f && fwrite(header, sizeof header, 1, f) == 1;
+    for (uint32_t i = 0, x = 12345; ok && i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        uint16_t id = (uint16_t)((x >> 8) % vocab);
+        ok = fwrite(&id, sizeof id, 1, f) == 1;
+    }
+    if (f && fclose(f) != 0) ok = 0;
+    return ok ? 0 : 1;
 }
 
 #endif

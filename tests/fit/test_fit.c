@@ -405,15 +405,7 @@ static void test_schedules_table(void)
                     "device peaks, measured MiB / predicted MiB (error)\n");
     char tokens[300]; /* llm.c's .bin: 256 int32 of header, then uint16 ids */
     snprintf(tokens, sizeof tokens, "%s/tokens.bin", tmpdir);
-    FILE *tf = fopen(tokens, "wb");
-    int32_t header[256] = {20240520, 1, 20000};
-    bool wrote = tf && fwrite(header, sizeof header, 1, tf) == 1;
-    for (uint32_t i = 0, x = 12345; wrote && i < 20000; i++) {
-        x = x * 1664525u + 1013904223u;
-        uint16_t id = (uint16_t)((x >> 8) % 4096);
-        wrote = fwrite(&id, sizeof id, 1, tf) == 1;
-    }
-    if (tf && fclose(tf) != 0) wrote = false;
+    bool wrote = check_write_tokens(tokens, 20000, 4096) == 0;
     CHECK_MSG(wrote, "cannot write %s", tokens);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char csv[512] = "", schedule[600], text[4096];

@@ -10,8 +10,9 @@
 #               kernel_table.py (ncu's kernels grouped by family) and san_classify.py
 #               (whose kernels compute-sanitizer's reports are in)
 #   torch/      bf16_check.py with crosscheck.py and st.py (the bf16 cross-check,
-#               run by run-all.sh on cuda:0), gpt2_check.py with gpt2_model.py and
-#               adamw_state.py (the GPT-2 check and the PyTorch GPT-2 of --part gpt2)
+#               run by run-all.sh on cuda:0), gpt2_check.py and gpt2_model.py (the
+#               GPT-2 check and the PyTorch GPT-2 of --part gpt2) with adamw_state.py
+#               and check_args.py (what the check imports)
 #   tools/      libcuda_count.so, the LD_PRELOAD allocation counter
 #               (tests/gpu/cuda_count.c, checked here by cuda_count_test.sh)
 #   data/       Debian's Fashion-MNIST (dataset-fashion-mnist) when installed here,
@@ -133,7 +134,7 @@ fi
 cp "$root"/tests/gpu/*.py "$out/gpu/"
 cp "$root"/tests/torch/bf16_check.py "$root"/tests/torch/crosscheck.py "$root"/tests/torch/st.py \
     "$root"/tests/torch/gpt2_check.py "$root"/tests/torch/gpt2_model.py \
-    "$root"/tests/torch/adamw_state.py "$out/torch/"
+    "$root"/tests/torch/adamw_state.py "$root"/tests/torch/check_args.py "$out/torch/"
 
 # The allocation counter, built for this machine's (and the GPU machine's)
 # x86-64 glibc, and checked against a stand-in libcudart. A failed check is

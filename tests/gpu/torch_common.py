@@ -10,12 +10,16 @@
 - parse_devices(): "auto" | "cpu" | "cuda:0[,cuda:1]" into two device names.
 - compiled(), timed_steps(): a model through torch.compile, and a training
   step's warm-up (a compiled model compiles in its first) and its timed
-  runs, for torch_eager.py and torch_gpt2.py.
+  runs; precision_name(), time_training() and failed(): what torch_eager.py
+  and torch_gpt2.py share around them (the precision's description, the
+  training step timed with its peak memory, the failure's JSON line).
 
 Only reads and sets per-process PyTorch flags; never touches the GPU's own
 settings.
 """
+import json
 import statistics
+import sys
 import time
 
 
@@ -145,3 +149,42 @@ def timed_steps(torch, step, device, steps, warmup, compiled):
         times.append(timer.stop())
     med, mn = median_min(times)
     return med, mn, compile_s
+
+
+def precision_name(torch, precision):
+    """Sets fp32 math for precision ("fp32", "tf32", "bf16": autocast over
+    IEEE fp32) and describes it."""
+    name = fp32_math(torch, "tf32" if precision == "tf32" else "ieee")
+    return "bf16 autocast; outside it " + name if precision == "bf16" else name
+
+
+def time_training(torch, model, opt, loss, a):
+    """Training steps of model (through torch.compile with a.compile): zero
+    the gradients, loss(net) (under bf16 autocast with a.precision bf16),
+    its backward and opt.step(), timed by timed_steps on a.device (a.steps
+    after a.warmup). Returns (median ms, min ms, compile seconds or None,
+    peak GiB on CUDA, else 0); CompileFailed when torch.compile fails."""
+    net = compiled(torch, model) if a.compile else model
+    dev = torch.device(a.device)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            value = loss(net)
+        value.backward()
+        opt.step()
+
+    med, mn, compile_s = timed_steps(torch, step, a.device, a.steps, a.warmup, a.compile)
+    peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else 0.0
+    return med, mn, compile_s, peak
+
+
+def failed(torch, script, fields, what, err):
+    """Reports a failure (torch.compile): a JSON line of fields with "error",
+    "torch" and the reason, the reason as the last stderr line; returns 3,
+    the exit status."""
+    msg = "%s: %s" % (what, err)
+    print(json.dumps(dict({"error": msg}, **fields, torch=torch.__version__)))
+    sys.stdout.flush()
+    print(script + ": " + msg.replace("\n", " ")[:400], file=sys.stderr)
+    return 3

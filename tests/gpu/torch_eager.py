@@ -31,19 +31,14 @@ import torch
 import torchvision
 
 sys.dont_write_bytecode = True  # importing torch_common leaves no __pycache__
-from torch_common import CompileFailed, compiled, fp32_math, timed_steps
+from torch_common import CompileFailed, failed, precision_name, time_training
 
 
 def fail(a, what, err):
-    """Reports a failure (compile): a JSON line with "error", the reason as the
-    last stderr line, exit status 3."""
-    msg = "%s: %s" % (what, err)
-    print(json.dumps({"error": msg, "batch": a.batch, "size": a.size, "precision": a.precision,
-                      "channels_last": a.channels_last, "compile": a.compile,
-                      "device": a.device, "torch": torch.__version__}))
-    sys.stdout.flush()
-    print("torch_eager.py: " + msg.replace("\n", " ")[:400], file=sys.stderr)
-    return 3
+    """Reports a failure (compile): exit status 3 (torch_common.failed)."""
+    return failed(torch, "torch_eager.py", {
+        "batch": a.batch, "size": a.size, "precision": a.precision,
+        "channels_last": a.channels_last, "compile": a.compile, "device": a.device}, what, err)
 
 
 def main():
@@ -59,9 +54,7 @@ def main():
     ap.add_argument("--compile", action="store_true")
     a = ap.parse_args()
 
-    precision = fp32_math(torch, "tf32" if a.precision == "tf32" else "ieee")
-    if a.precision == "bf16":
-        precision = "bf16 autocast; outside it " + precision
+    precision = precision_name(torch, a.precision)
     torch.backends.cudnn.benchmark = bool(a.cudnn_benchmark)
     dev = torch.device(a.device)
     fmt = torch.channels_last if a.channels_last else torch.contiguous_format
@@ -72,22 +65,10 @@ def main():
     x = torch.randn(a.batch, 3, a.size, a.size, device=dev).contiguous(memory_format=fmt)
     y = torch.randint(0, 1000, (a.batch,), device=dev)
     try:
-        net = compiled(torch, model) if a.compile else model
+        med, mn, compile_s, peak = time_training(torch, model, opt,
+                                                 lambda net: loss_fn(net(x), y), a)
     except CompileFailed as e:
         return fail(a, *e.args)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-            loss = loss_fn(net(x), y)
-        loss.backward()
-        opt.step()
-
-    try:
-        med, mn, compile_s = timed_steps(torch, step, a.device, a.steps, a.warmup, a.compile)
-    except CompileFailed as e:
-        return fail(a, *e.args)
-    peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else 0.0
     print("torch %s, %s, cudnn.benchmark=%d, %s%s%s" % (
         torch.__version__, a.device, a.cudnn_benchmark, precision,
         ", channels_last" if a.channels_last else "",

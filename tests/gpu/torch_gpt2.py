@@ -39,7 +39,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "torch"))  # the source tree's and the bundle's
 import gpt2_model  # noqa: E402
-from torch_common import CompileFailed, compiled, fp32_math, timed_steps  # noqa: E402
+from torch_common import CompileFailed, failed, precision_name, time_training  # noqa: E402
 
 SDPA = hasattr(F, "scaled_dot_product_attention")
 
@@ -71,15 +71,10 @@ def model_forward(self, idx):
 
 
 def fail(a, what, err):
-    """A failure (torch.compile): a JSON line with "error", the reason as the
-    last stderr line, exit status 3."""
-    msg = "%s: %s" % (what, err)
-    print(json.dumps({"error": msg, "batch": a.batch, "positions": a.positions,
-                      "precision": a.precision, "compile": a.compile, "device": a.device,
-                      "torch": torch.__version__}))
-    sys.stdout.flush()
-    print("torch_gpt2.py: " + msg.replace("\n", " ")[:400], file=sys.stderr)
-    return 3
+    """A failure (torch.compile): exit status 3 (torch_common.failed)."""
+    return failed(torch, "torch_gpt2.py", {
+        "batch": a.batch, "positions": a.positions, "precision": a.precision,
+        "compile": a.compile, "device": a.device}, what, err)
 
 
 def main():
@@ -97,9 +92,7 @@ def main():
     ap.add_argument("--compile", action="store_true")
     a = ap.parse_args()
 
-    precision = fp32_math(torch, "tf32" if a.precision == "tf32" else "ieee")
-    if a.precision == "bf16":
-        precision = "bf16 autocast; outside it " + precision
+    precision = precision_name(torch, a.precision)
     dev = torch.device(a.device)
     torch.manual_seed(1)
     gpt2_model.Block.forward = block_forward
@@ -108,24 +101,13 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randint(0, a.vocab, (a.batch, a.positions), device=dev)
     y = torch.randint(0, a.vocab, (a.batch, a.positions), device=dev)
+    loss = lambda net: F.cross_entropy(net(x).reshape(-1, a.vocab).float(),  # noqa: E731
+                                       y.reshape(-1))
     try:
-        net = compiled(torch, model) if a.compile else model
-    except CompileFailed as e:
-        return fail(a, *e.args)
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=a.precision == "bf16"):
-            loss = F.cross_entropy(net(x).reshape(-1, a.vocab).float(), y.reshape(-1))
-        loss.backward()
-        opt.step()
-
-    try:
-        med, mn, compile_s = timed_steps(torch, step, a.device, a.steps, a.warmup, a.compile)
+        med, mn, compile_s, peak = time_training(torch, model, opt, loss, a)
     except CompileFailed as e:
         return fail(a, *e.args)
     tokens = a.batch * a.positions
-    peak = torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else 0.0
     attention = "scaled_dot_product_attention" if SDPA else "masked softmax"
     print("torch %s, %s, GPT-2 %d x %d (%d heads), %d positions, vocabulary %d, %s, %s%s" % (
         torch.__version__, a.device, a.layers, a.embd, a.heads, a.positions, a.vocab,

@@ -45,7 +45,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 try:
     import numpy as np
@@ -58,6 +57,7 @@ except ImportError as e:  # the project's tests must not require PyTorch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import crosscheck as cc  # noqa: E402  (check, failures, rel_err)
 import gpt2_model  # noqa: E402
+import check_args  # noqa: E402
 import st  # noqa: E402
 
 LAYERS, HEADS, EMBD, POSITIONS, VOCAB = 4, 4, 128, 64, 256
@@ -254,23 +254,11 @@ def check_stages(title, a, b):
 
 
 def main():
-    args = sys.argv[2:]
-    opts = dict(zip(args[::2], args[1::2]))
-    if len(sys.argv) < 2 or len(args) % 2 or any(k not in ("--keep", "--device-map")
-                                                 for k in opts):
-        print(__doc__)
+    a = check_args.parse(sys.argv, __doc__, "pp-gpt2-bf16-")
+    if a is None:
         return 2
-    exe = os.path.abspath(sys.argv[1])
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    if "--device-map" in opts:
-        DEVICE_MAP.extend(["--device-map", opts["--device-map"]])
-    tmp = None
-    if "--keep" in opts:
-        work = opts["--keep"]
-        os.makedirs(work, exist_ok=True)
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="pp-gpt2-bf16-")
-        work = tmp.name
+    exe, work = a.exe, a.work
+    DEVICE_MAP.extend(a.device_map)
     path = lambda name: os.path.join(work, name)  # noqa: E731
     rng = np.random.default_rng(7)
     tokens = rng.integers(0, VOCAB, size=2 * BATCH * POSITIONS + 1)

@@ -56,7 +56,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 try:
     import numpy as np
@@ -69,6 +68,7 @@ except ImportError as e:  # the project's tests must not require PyTorch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2_model  # noqa: E402
 import adamw_state  # noqa: E402
+import check_args  # noqa: E402
 import st  # noqa: E402
 
 LAYERS, HEADS, EMBD, POSITIONS = 4, 4, 128, 64
@@ -336,23 +336,11 @@ def check_model(exe, work, vocab, tied):
 
 
 def main():
-    args = sys.argv[2:]
-    opts = dict(zip(args[::2], args[1::2]))
-    if len(sys.argv) < 2 or len(args) % 2 or any(k not in ("--keep", "--device-map")
-                                                 for k in opts):
-        print(__doc__)
+    a = check_args.parse(sys.argv, __doc__, "pp-gpt2-")
+    if a is None:
         return 2
-    exe = os.path.abspath(sys.argv[1])
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    if "--device-map" in opts:
-        DEVICE_MAP.extend(["--device-map", opts["--device-map"]])
-    tmp = None
-    if "--keep" in opts:
-        work = opts["--keep"]
-        os.makedirs(work, exist_ok=True)
-    else:
-        tmp = tempfile.TemporaryDirectory(prefix="pp-gpt2-")
-        work = tmp.name
+    exe, work = a.exe, a.work
+    DEVICE_MAP.extend(a.device_map)
     for vocab, tied in ((256, True), (256, False), (50257, True)):
         check_model(exe, work, vocab, tied)
     return 1 if failures else 0
