@@ -31,317 +31,69 @@
  * of the sum (a query row's element for all its keys, a probability for all
  * its columns), about one shared-memory load per multiply-add.
  */
-#include "transformer.h"
-
-#include <cmath>
-
-#include "kernels.h"
+#include "attention_tile.cuh"
 
 namespace {
 
-constexpr unsigned FULL = 0xffffffffu;
-constexpr int WARP = 32;
-constexpr int ATT_THREADS = 128;
+/* A tile of f32 rows, padded by one float; a thread's N columns of a row
+ * are lane + STEP j. */
+struct f32_tile {
+    typedef float elem;
+    typedef float word;
 
-struct att_geom {
-    int t, c, hs, heads;
-    int64_t ld;  /* 3c: a row of qkv */
-    float scale; /* 1 / sqrt(hs) */
+    template <int HS> __host__ __device__ static constexpr int ld()
+    {
+        return HS + 1;
+    }
+
+    template <int HS, int ROWS>
+    __device__ static __forceinline__ void load(float *dst, const float *src, int64_t ld, int r0,
+                                                int t, int hs)
+    {
+        constexpr int LD = HS + 1;
+        for (int i = threadIdx.x; i < ROWS * HS; i += ATT_THREADS) {
+            const int r = i / HS, d = i % HS;
+            dst[r * LD + d] = (r0 + r < t && d < hs) ? src[(int64_t)(r0 + r) * ld + d] : 0.0f;
+        }
+    }
+
+    /* a[d] read once for all of a lane's rows */
+    template <int HS, int TPR, int KPT>
+    __device__ static __forceinline__ void dot(const float *a, const float *tile, int lane,
+                                               float *s)
+    {
+        constexpr int LD = HS + 1;
+#pragma unroll
+        for (int j = 0; j < KPT; j++) s[j] = 0.0f;
+        for (int d = 0; d < HS; d++) {
+            const float x = a[d];
+#pragma unroll
+            for (int j = 0; j < KPT; j++) s[j] += x * tile[(lane + TPR * j) * LD + d];
+        }
+    }
+
+    template <int N, int STEP>
+    __device__ static __forceinline__ void add(float *acc, float p, const float *row, int lane)
+    {
+#pragma unroll
+        for (int j = 0; j < N; j++) acc[j] += p * row[lane + STEP * j];
+    }
+
+    template <int N, int STEP>
+    __device__ static __forceinline__ void store(float *out, const float *acc, int lane, int hs)
+    {
+#pragma unroll
+        for (int j = 0; j < N; j++) {
+            const int d = lane + STEP * j;
+            if (d < hs) out[d] = acc[j];
+        }
+    }
+
+    __device__ static __forceinline__ float wide(float e)
+    {
+        return e;
+    }
 };
-
-__device__ __forceinline__ float fmax2(float a, float b)
-{
-    return a > b ? a : b;
-}
-
-/* The tiles of a query block or a key block: rows r0.. of one head's q, k,
- * v (at column offset off of qkv's rows) or of dy, zero past t or hs. */
-template <int HS, int ROWS>
-__device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t ld, int r0, int t,
-                                          int hs)
-{
-    constexpr int LD = HS + 1;
-    for (int i = threadIdx.x; i < ROWS * HS; i += ATT_THREADS) {
-        const int r = i / HS, d = i % HS;
-        dst[r * LD + d] = (r0 + r < t && d < hs) ? src[(int64_t)(r0 + r) * ld + d] : 0.0f;
-    }
-}
-
-/* s[j] = the sum over d, in order, of a[d] times row lane + TPR j of tile: a
- * row's dot products with a lane's rows of a tile, a[d] read once for all
- * of them */
-template <int HS, int TPR, int KPT>
-__device__ __forceinline__ void dot_rows(const float *a, const float *tile, int lane, float *s)
-{
-    constexpr int LD = HS + 1;
-#pragma unroll
-    for (int j = 0; j < KPT; j++) s[j] = 0.0f;
-    for (int d = 0; d < HS; d++) {
-        const float x = a[d];
-#pragma unroll
-        for (int j = 0; j < KPT; j++) s[j] += x * tile[(lane + TPR * j) * LD + d];
-    }
-}
-
-template <int HS, int BQ, int BK>
-__global__ void __launch_bounds__(ATT_THREADS)
-    forward_k(att_geom g, const float *qkv, float *y, float *lse)
-{
-    constexpr int TPR = ATT_THREADS / BQ, KPT = BK / TPR, DPT = HS / TPR;
-    constexpr int LD = HS + 1, LP = BK + 1;
-    __shared__ float sq[BQ * LD], sk[BK * LD], sv[BK * LD], sp[BQ * LP];
-    const int tid = threadIdx.x, row = tid / TPR, lane = tid % TPR;
-    const int q0 = blockIdx.x * BQ, h = blockIdx.y, n = blockIdx.z;
-    const float *q = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
-    load_tile<HS, BQ>(sq, q, g.ld, q0, g.t, g.hs);
-    const int tq = q0 + row;
-    float m = -INFINITY, l = 0.0f, o[DPT];
-    #pragma unroll
-    for (int j = 0; j < DPT; j++) o[j] = 0.0f;
-    const int kend = q0 + BQ < g.t ? q0 + BQ : g.t;
-    for (int k0 = 0; k0 < kend; k0 += BK) {
-        __syncthreads(); /* the previous tiles are read */
-        load_tile<HS, BK>(sk, q + g.c, g.ld, k0, g.t, g.hs);
-        load_tile<HS, BK>(sv, q + 2 * g.c, g.ld, k0, g.t, g.hs);
-        __syncthreads();
-        float s[KPT], mx = -INFINITY;
-        dot_rows<HS, TPR, KPT>(&sq[row * LD], sk, lane, s);
-        #pragma unroll
-        for (int j = 0; j < KPT; j++) {
-            const int tk = k0 + lane + TPR * j;
-            s[j] = tk <= tq && tq < g.t ? s[j] * g.scale : -INFINITY;
-            mx = fmax2(mx, s[j]);
-        }
-        for (int w = TPR / 2; w > 0; w /= 2) mx = fmax2(mx, __shfl_xor_sync(FULL, mx, w, TPR));
-        const float mnew = fmax2(m, mx);
-        const float alpha = mnew == -INFINITY ? 1.0f : expf(m - mnew);
-        float ls = 0.0f;
-        #pragma unroll
-        for (int j = 0; j < KPT; j++) {
-            const float p = s[j] == -INFINITY ? 0.0f : expf(s[j] - mnew);
-            sp[row * LP + lane + TPR * j] = p;
-            ls += p;
-        }
-        for (int w = TPR / 2; w > 0; w /= 2) ls += __shfl_xor_sync(FULL, ls, w, TPR);
-        l = l * alpha + ls;
-        m = mnew;
-        __syncthreads(); /* the row's probabilities are in sp */
-        #pragma unroll
-        for (int j = 0; j < DPT; j++) o[j] *= alpha;
-        for (int kk = 0; kk < BK; kk++) {
-            const float p = sp[row * LP + kk];
-            #pragma unroll
-            for (int j = 0; j < DPT; j++) o[j] += p * sv[kk * LD + lane + TPR * j];
-        }
-    }
-    if (tq >= g.t) return;
-    float *yr = y + ((int64_t)n * g.t + tq) * g.c + (int64_t)h * g.hs;
-    const float inv = 1.0f / l;
-    #pragma unroll
-    for (int j = 0; j < DPT; j++) {
-        const int d = lane + TPR * j;
-        if (d < g.hs) yr[d] = o[j] * inv;
-    }
-    if (lane == 0)
-        lse[((int64_t)n * g.heads + h) * g.t + tq] = (float)((double)m + log((double)l));
-}
-
-/* P and dS of query row `row` (of the block at q0) against keys kk = lane +
- * TPR j of the key tile at k0, into sp and sds (zero where masked). */
-template <int HS, int BQ, int BK>
-__device__ __forceinline__ void probs_and_dscores(const att_geom &g, const float *sq,
-                                                  const float *sdy, const float *sk,
-                                                  const float *sv, const float *s_lse,
-                                                  const float *s_delta, int q0, int k0, int row,
-                                                  int lane, float *sp, float *sds)
-{
-    constexpr int TPR = ATT_THREADS / BQ, KPT = BK / TPR;
-    constexpr int LD = HS + 1, LP = BK + 1;
-    const int tq = q0 + row;
-    float sc[KPT], dp[KPT];
-    dot_rows<HS, TPR, KPT>(&sq[row * LD], sk, lane, sc);
-    dot_rows<HS, TPR, KPT>(&sdy[row * LD], sv, lane, dp);
-    #pragma unroll
-    for (int j = 0; j < KPT; j++) {
-        const int kk = lane + TPR * j, tk = k0 + kk;
-        float p = 0.0f, ds = 0.0f;
-        if (tq < g.t && tk <= tq) {
-            p = expf(sc[j] * g.scale - s_lse[row]);
-            ds = p * (dp[j] - s_delta[row]) * g.scale;
-        }
-        if (sp) sp[row * LP + kk] = p;
-        sds[row * LP + kk] = ds;
-    }
-}
-
-/* lse and delta of the query block's rows (0 past t) */
-template <int BQ>
-__device__ __forceinline__ void load_rows(float *s_lse, float *s_delta, const float *lse,
-                                          const float *delta, int q0, int t)
-{
-    for (int r = threadIdx.x; r < BQ; r += ATT_THREADS) {
-        s_lse[r] = q0 + r < t ? lse[q0 + r] : 0.0f;
-        s_delta[r] = q0 + r < t ? delta[q0 + r] : 0.0f;
-    }
-}
-
-/* dk and dv of a block of BK keys: over the query blocks from the one
- * holding the first key to the end */
-template <int HS, int BQ, int BK>
-__global__ void __launch_bounds__(ATT_THREADS)
-    dkv_k(att_geom g, const float *qkv, const float *dy, const float *lse, const float *delta,
-          float *dqkv)
-{
-    constexpr int TPR = ATT_THREADS / BQ, TPK = ATT_THREADS / BK, DPT = HS / TPK;
-    constexpr int LD = HS + 1, LP = BK + 1;
-    __shared__ float sk[BK * LD], sv[BK * LD], sq[BQ * LD], sdy[BQ * LD];
-    __shared__ float sp[BQ * LP], sds[BQ * LP], s_lse[BQ], s_delta[BQ];
-    const int tid = threadIdx.x;
-    const int k0 = blockIdx.x * BK, h = blockIdx.y, n = blockIdx.z;
-    const float *q = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
-    const float *dyh = dy + (int64_t)n * g.t * g.c + (int64_t)h * g.hs;
-    const int64_t lrow = ((int64_t)n * g.heads + h) * g.t;
-    load_tile<HS, BK>(sk, q + g.c, g.ld, k0, g.t, g.hs);
-    load_tile<HS, BK>(sv, q + 2 * g.c, g.ld, k0, g.t, g.hs);
-    const int krow = tid / TPK, klane = tid % TPK;
-    float dk[DPT], dv[DPT];
-    #pragma unroll
-    for (int j = 0; j < DPT; j++) dk[j] = dv[j] = 0.0f;
-    for (int q0 = k0 / BQ * BQ; q0 < g.t; q0 += BQ) {
-        __syncthreads(); /* the previous query tiles are read */
-        load_tile<HS, BQ>(sq, q, g.ld, q0, g.t, g.hs);
-        load_tile<HS, BQ>(sdy, dyh, g.c, q0, g.t, g.hs);
-        load_rows<BQ>(s_lse, s_delta, lse + lrow, delta + lrow, q0, g.t);
-        __syncthreads();
-        probs_and_dscores<HS, BQ, BK>(g, sq, sdy, sk, sv, s_lse, s_delta, q0, k0, tid / TPR,
-                                      tid % TPR, sp, sds);
-        __syncthreads();
-        for (int r = 0; r < BQ; r++) {
-            const float p = sp[r * LP + krow], ds = sds[r * LP + krow];
-            #pragma unroll
-            for (int j = 0; j < DPT; j++) {
-                dv[j] += p * sdy[r * LD + klane + TPK * j];
-                dk[j] += ds * sq[r * LD + klane + TPK * j];
-            }
-        }
-    }
-    const int tk = k0 + krow;
-    if (tk >= g.t) return;
-    float *out = dqkv + ((int64_t)n * g.t + tk) * g.ld + (int64_t)h * g.hs;
-    #pragma unroll
-    for (int j = 0; j < DPT; j++) {
-        const int d = klane + TPK * j;
-        if (d >= g.hs) continue;
-        out[g.c + d] = dk[j];
-        out[2 * g.c + d] = dv[j];
-    }
-}
-
-/* dq of a block of BQ queries: over the key tiles up to its last query */
-template <int HS, int BQ, int BK>
-__global__ void __launch_bounds__(ATT_THREADS)
-    dq_k(att_geom g, const float *qkv, const float *dy, const float *lse, const float *delta,
-         float *dqkv)
-{
-    constexpr int TPR = ATT_THREADS / BQ, DPT = HS / TPR;
-    constexpr int LD = HS + 1, LP = BK + 1;
-    __shared__ float sq[BQ * LD], sdy[BQ * LD], sk[BK * LD], sv[BK * LD];
-    __shared__ float sds[BQ * LP], s_lse[BQ], s_delta[BQ];
-    const int tid = threadIdx.x, row = tid / TPR, lane = tid % TPR;
-    const int q0 = blockIdx.x * BQ, h = blockIdx.y, n = blockIdx.z;
-    const float *q = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
-    const int64_t lrow = ((int64_t)n * g.heads + h) * g.t;
-    load_tile<HS, BQ>(sq, q, g.ld, q0, g.t, g.hs);
-    load_tile<HS, BQ>(sdy, dy + (int64_t)n * g.t * g.c + (int64_t)h * g.hs, g.c, q0, g.t, g.hs);
-    load_rows<BQ>(s_lse, s_delta, lse + lrow, delta + lrow, q0, g.t);
-    float dq[DPT];
-    #pragma unroll
-    for (int j = 0; j < DPT; j++) dq[j] = 0.0f;
-    const int kend = q0 + BQ < g.t ? q0 + BQ : g.t;
-    for (int k0 = 0; k0 < kend; k0 += BK) {
-        __syncthreads(); /* the previous key tiles are read */
-        load_tile<HS, BK>(sk, q + g.c, g.ld, k0, g.t, g.hs);
-        load_tile<HS, BK>(sv, q + 2 * g.c, g.ld, k0, g.t, g.hs);
-        __syncthreads();
-        probs_and_dscores<HS, BQ, BK>(g, sq, sdy, sk, sv, s_lse, s_delta, q0, k0, row, lane,
-                                      nullptr, sds);
-        __syncthreads();
-        for (int kk = 0; kk < BK; kk++) {
-            const float ds = sds[row * LP + kk];
-            #pragma unroll
-            for (int j = 0; j < DPT; j++) dq[j] += ds * sk[kk * LD + lane + TPR * j];
-        }
-    }
-    const int tq = q0 + row;
-    if (tq >= g.t) return;
-    float *out = dqkv + ((int64_t)n * g.t + tq) * g.ld + (int64_t)h * g.hs;
-    #pragma unroll
-    for (int j = 0; j < DPT; j++) {
-        const int d = lane + TPR * j;
-        if (d < g.hs) out[d] = dq[j];
-    }
-}
-
-/* delta[n, h, t] = sum over the head's columns of dy y (double): a warp per row */
-__global__ void delta_k(att_geom g, int64_t rows, const float *y, const float *dy, float *delta)
-{
-    const int lane = threadIdx.x % WARP;
-    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / WARP);
-    for (int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / WARP; w < rows;
-         w += warps) {
-        const int64_t nt = w / g.heads;
-        const int h = (int)(w % g.heads);
-        const float *yr = y + nt * g.c + (int64_t)h * g.hs, *gr = dy + nt * g.c + (int64_t)h * g.hs;
-        double acc = 0.0;
-        for (int d = lane; d < g.hs; d += WARP) acc += (double)yr[d] * (double)gr[d];
-        for (int m = WARP / 2; m > 0; m /= 2) acc += __shfl_xor_sync(FULL, acc, m);
-        if (lane == 0) {
-            const int64_t nn = nt / g.t, t = nt % g.t;
-            delta[(nn * g.heads + h) * g.t + t] = (float)acc;
-        }
-    }
-}
-
-att_geom geom_of(const pp_cuda_attention_dims &d)
-{
-    att_geom g;
-    g.t = d.t;
-    g.c = d.c;
-    g.heads = d.heads;
-    g.hs = d.c / d.heads;
-    g.ld = 3 * (int64_t)d.c;
-    g.scale = 1.0f / sqrtf((float)g.hs);
-    return g;
-}
-
-template <int HS, int BQ, int BK>
-cudaError_t forward_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
-                       const float *qkv, float *y, float *lse)
-{
-    const dim3 grid((unsigned)((d.t + BQ - 1) / BQ), (unsigned)d.heads, (unsigned)d.n);
-    forward_k<HS, BQ, BK><<<grid, ATT_THREADS, 0, s>>>(g, qkv, y, lse);
-    return cudaGetLastError();
-}
-
-template <int HS, int BQ, int BK>
-cudaError_t backward_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
-                        const float *qkv, const float *dy, const float *lse,
-                        const float *delta, float *dqkv)
-{
-    const dim3 gk((unsigned)((d.t + BK - 1) / BK), (unsigned)d.heads, (unsigned)d.n);
-    dkv_k<HS, BQ, BK><<<gk, ATT_THREADS, 0, s>>>(g, qkv, dy, lse, delta, dqkv);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    const dim3 gq((unsigned)((d.t + BQ - 1) / BQ), (unsigned)d.heads, (unsigned)d.n);
-    dq_k<HS, BQ, BK><<<gq, ATT_THREADS, 0, s>>>(g, qkv, dy, lse, delta, dqkv);
-    return cudaGetLastError();
-}
-
-bool dims_ok(const pp_cuda_attention_dims &d)
-{
-    return d.n > 0 && d.t > 0 && d.heads > 0 && d.c % d.heads == 0 && d.n <= 65535 &&
-           d.heads <= 65535 && d.c / d.heads <= PP_CUDA_ATTENTION_HS_MAX;
-}
 
 } // namespace
 
@@ -350,11 +102,7 @@ extern "C" {
 cudaError_t pp_cuda_launch_attention_forward(cudaStream_t s, pp_cuda_attention_dims d,
                                              const float *qkv, float *y, float *lse)
 {
-    if (!dims_ok(d)) return cudaErrorInvalidValue;
-    const att_geom g = geom_of(d);
-    if (g.hs <= 32) return forward_at<32, 32, 32>(s, d, g, qkv, y, lse);
-    if (g.hs <= 64) return forward_at<64, 32, 32>(s, d, g, qkv, y, lse);
-    return forward_at<128, 16, 16>(s, d, g, qkv, y, lse);
+    return launch_forward<f32_tile>(s, d, qkv, y, lse);
 }
 
 cudaError_t pp_cuda_launch_attention_backward(cudaStream_t s, unsigned max_grid,
@@ -362,17 +110,7 @@ cudaError_t pp_cuda_launch_attention_backward(cudaStream_t s, unsigned max_grid,
                                               const float *y, const float *lse, const float *dy,
                                               float *delta, float *dqkv)
 {
-    if (!dims_ok(d)) return cudaErrorInvalidValue;
-    const att_geom g = geom_of(d);
-    const int64_t rows = (int64_t)d.n * d.t * d.heads;
-    int64_t grid = (rows * WARP + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK;
-    if (grid > (int64_t)max_grid) grid = max_grid;
-    delta_k<<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(g, rows, y, dy, delta);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    if (g.hs <= 32) return backward_at<32, 32, 32>(s, d, g, qkv, dy, lse, delta, dqkv);
-    if (g.hs <= 64) return backward_at<64, 32, 32>(s, d, g, qkv, dy, lse, delta, dqkv);
-    return backward_at<128, 16, 16>(s, d, g, qkv, dy, lse, delta, dqkv);
+    return launch_backward<f32_tile>(s, max_grid, d, qkv, y, lse, dy, delta, dqkv);
 }
 
 } // extern "C"

@@ -247,6 +247,26 @@ static pp_status check_backward(pp_exec *ex, pp_cuda_exec *ce, const pp_attentio
 
 /* ---- the entries ------------------------------------------------------------------ */
 
+typedef enum route { RUN_OWN, RUN_CHECK, RUN_CUDNN } route;
+
+/* Which runs direction dir of the attention of d: ours (no choice for the
+ * shape, ours chosen, or the first call inside a CUDA graph capture), the
+ * first call's check of cuDNN's against ours, or cuDNN's; the stream's exec
+ * and the shape's choice into *ce and *ch. */
+static pp_status route_of(pp_exec *ex, const pp_attention_desc *d, pp_sdpa_dir dir,
+                          pp_cuda_exec **ce, pp_sdpa_choice **ch, route *r, pp_error *err)
+{
+    PP_TRY(begin(ex, d, ce, err));
+    PP_TRY(choice_of(ex, d, ch, err));
+    if (!*ch || (*ch)->use[dir] == PP_SDPA_OWN)
+        *r = RUN_OWN;
+    else if ((*ch)->use[dir] == PP_SDPA_UNDECIDED)
+        *r = capturing(*ce) ? RUN_OWN : RUN_CHECK;
+    else
+        *r = RUN_CUDNN;
+    return PP_OK;
+}
+
 pp_status pp_cuda_attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d,
                                          const uint16_t *qkv, uint16_t *y, float *lse,
                                          pp_error *err)
@@ -254,13 +274,10 @@ pp_status pp_cuda_attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d
     if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
     pp_cuda_exec *ce;
     pp_sdpa_choice *ch;
-    PP_TRY(begin(ex, d, &ce, err));
-    PP_TRY(choice_of(ex, d, &ch, err));
-    if (!ch || ch->use[PP_SDPA_FWD] == PP_SDPA_OWN)
-        return own_forward(ex, ce, d, qkv, y, lse, err);
-    if (ch->use[PP_SDPA_FWD] == PP_SDPA_UNDECIDED)
-        return capturing(ce) ? own_forward(ex, ce, d, qkv, y, lse, err)
-                             : check_forward(ex, ce, d, ch, qkv, y, lse, err);
+    route r;
+    PP_TRY(route_of(ex, d, PP_SDPA_FWD, &ce, &ch, &r, err));
+    if (r == RUN_OWN) return own_forward(ex, ce, d, qkv, y, lse, err);
+    if (r == RUN_CHECK) return check_forward(ex, ce, d, ch, qkv, y, lse, err);
     pp_status s = pp_cuda_sdpa_forward(ex, d, qkv, y, lse, err);
     /* no workspace for cuDNN's plan this time: ours, which needs none */
     return s == PP_ERR_UNSUPPORTED ? own_forward(ex, ce, d, qkv, y, lse, err) : s;
@@ -274,13 +291,10 @@ pp_status pp_cuda_attention_backward_bf16(pp_exec *ex, const pp_attention_desc *
     if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
     pp_cuda_exec *ce;
     pp_sdpa_choice *ch;
-    PP_TRY(begin(ex, d, &ce, err));
-    PP_TRY(choice_of(ex, d, &ch, err));
-    if (!ch || ch->use[PP_SDPA_BWD] == PP_SDPA_OWN)
-        return own_backward(ex, ce, d, qkv, y, lse, dy, dqkv, err);
-    if (ch->use[PP_SDPA_BWD] == PP_SDPA_UNDECIDED)
-        return capturing(ce) ? own_backward(ex, ce, d, qkv, y, lse, dy, dqkv, err)
-                             : check_backward(ex, ce, d, ch, qkv, y, lse, dy, dqkv, err);
+    route r;
+    PP_TRY(route_of(ex, d, PP_SDPA_BWD, &ce, &ch, &r, err));
+    if (r == RUN_OWN) return own_backward(ex, ce, d, qkv, y, lse, dy, dqkv, err);
+    if (r == RUN_CHECK) return check_backward(ex, ce, d, ch, qkv, y, lse, dy, dqkv, err);
     pp_status s = pp_cuda_sdpa_backward(ex, d, qkv, y, lse, dy, dqkv, err);
     return s == PP_ERR_UNSUPPORTED ? own_backward(ex, ce, d, qkv, y, lse, dy, dqkv, err) : s;
 }

@@ -127,4 +127,14 @@ static inline void emu_close(const pp_tensor *t, const float *k, double tol, con
               scale > 0 ? diff / scale : diff, tol);
 }
 
+/* frees a case's copies (the bases emu_copy and emu_alloc gave) and its
+ * tensors; EMU_FREE_CASE(bases, ts) over two arrays */
+static inline void emu_free_case(void *const *bases, size_t nb, pp_tensor *const *ts, size_t nt)
+{
+    for (size_t k = 0; k < nb; k++) free(bases[k]);
+    for (size_t k = 0; k < nt; k++) pp_tensor_free(ts[k]);
+}
+#define EMU_FREE_CASE(bases, ts)                                                                  \
+    emu_free_case(bases, sizeof bases / sizeof bases[0], ts, sizeof ts / sizeof ts[0])
+
 #endif

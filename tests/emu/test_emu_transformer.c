@@ -29,6 +29,7 @@
 
 #include "runtime/core/ops.h"
 #include "tests/check.h"
+#include "tests/emu/emu_layernorm.h"
 #include "tests/emu/emu_rig.h"
 
 #include "emu_attention_bf16.h"
@@ -123,12 +124,8 @@ static void test_layernorm(void)
         emu_close(&y, ky, 1e-7, what);
         emu_close(&mean, km, 1e-7, what);
         emu_close(&rstd, kr, 1e-7, what);
-        if (fused)
-            CHECK_OK(pp_layernorm_backward_add(&g_ex, &x, &dy, &gamma, &mean, &rstd, &res, &dx,
-                                               &dgamma, b ? &dbeta : NULL, &err), &err);
-        else
-            CHECK_OK(pp_layernorm_backward(&g_ex, &x, &dy, &gamma, &mean, &rstd, &dx, &dgamma,
-                                           b ? &dbeta : NULL, &err), &err);
+        emu_ln_backward_cpu(fused, b, &x, &dy, &gamma, &mean, &rstd, &res, &dx, &dgamma,
+                            &dbeta);
         double *part = malloc(sizeof(double) * 2 * (size_t)c *
                               (size_t)pp_emu_cuda_layernorm_chunks(rows));
         EMU_LAUNCHED(pp_emu_cuda_launch_layernorm_backward(0, MAX_GRID, rows, c, kx, kdy,
@@ -136,13 +133,11 @@ static void test_layernorm(void)
                                                            emu_f32(&rstd), fused ? kres : NULL,
                                                            kdx, part, kdg, b ? kdb : NULL), what);
         emu_close(&dx, kdx, 1e-7, fused ? "layer norm dx (+ dres)" : "layer norm dx");
-        emu_close(&dgamma, kdg, 1e-7, "layer norm dgamma (+=)");
-        emu_close(&dbeta, kdb, 1e-7, "layer norm dbeta (+=, or untouched)");
+        emu_ln_close_params(&dgamma, kdg, &dbeta, kdb);
         free(part);
         void *bases[] = {bx, by, bm, br, bdy, bdx, bdg, bdb, ba, bres};
-        for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) free(bases[k]);
         pp_tensor *ts[] = {&x, &y, &a, &res, &dy, &dx, &gamma, &beta, &dgamma, &dbeta, &mean, &rstd};
-        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+        EMU_FREE_CASE(bases, ts);
     }
 }
 
@@ -204,9 +199,8 @@ static void test_embedding(void)
         emu_close(&dpos, kdp, 0, "position embedding backward (+=)");
         free(part);
         void *bases[] = {by, bdt, bdy, bp, bdp, bt};
-        for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) free(bases[k]);
         pp_tensor *ts[] = {&ids, &table, &dtable, &y, &dy, &pos, &dpos};
-        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+        EMU_FREE_CASE(bases, ts);
     }
 }
 
@@ -251,9 +245,8 @@ static void test_attention(void)
         emu_close(&dqkv, kdq, 1e-6, "attention backward dqkv (=)");
         free(delta);
         void *bases[] = {bq, by, bl, bdy, bdq};
-        for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) free(bases[k]);
         pp_tensor *ts[] = {&qkv, &dqkv, &y, &dy, &lse};
-        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+        EMU_FREE_CASE(bases, ts);
     }
     /* a head wider than the kernels take is refused before anything runs */
     const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2};
@@ -339,9 +332,8 @@ static void test_attention_bf16(void)
         emu_close_bf16(&dqkv, kdq, "bf16 attention backward dqkv (=)");
         free(delta);
         void *bases[] = {bq, by, bl, bdy, bdq};
-        for (size_t k = 0; k < sizeof bases / sizeof bases[0]; k++) free(bases[k]);
         pp_tensor *ts[] = {&qkv, &dqkv, &y, &dy, &lse};
-        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) pp_tensor_free(ts[k]);
+        EMU_FREE_CASE(bases, ts);
     }
     const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2};
     CHECK(pp_emu_cuda_launch_attention_forward_bf16(0, wide, NULL, NULL, NULL) ==

@@ -28,6 +28,7 @@
 
 #include "runtime/core/ops.h"
 #include "tests/check.h"
+#include "tests/emu/emu_layernorm.h"
 #include "tests/emu/emu_rig.h"
 
 #include "emu_transformer.h"
@@ -156,12 +157,8 @@ static void test_layernorm(void)
         snprintf(what, sizeof what, "layer norm backward %d x %d, x %s, dy %s, dx %s%s%s", rows,
                  c, pp_dtype_name(xt), pp_dtype_name(gt), pp_dtype_name(dxt),
                  k->fused ? " + dres" : "", off ? ", off a 16-byte boundary" : "");
-        if (k->fused)
-            CHECK_OK(pp_layernorm_backward_add(&g_ex, &x, &dy, &gamma, &mean, &rstd, &res, &dx,
-                                               &dgamma, b ? &dbeta : NULL, &err), &err);
-        else
-            CHECK_OK(pp_layernorm_backward(&g_ex, &x, &dy, &gamma, &mean, &rstd, &dx, &dgamma,
-                                           b ? &dbeta : NULL, &err), &err);
+        emu_ln_backward_cpu(k->fused, b, &x, &dy, &gamma, &mean, &rstd, &res, &dx, &dgamma,
+                            &dbeta);
         double *part = malloc(sizeof(double) * 2 * (size_t)c *
                               (size_t)pp_emu_cuda_layernorm_chunks(rows));
         EMU_LAUNCHED(pp_emu_cuda_launch_layernorm_backward_mixed(
@@ -169,13 +166,11 @@ static void test_layernorm(void)
                          emu_f32(&mean), emu_f32(&rstd), k->dx_bf16, k->fused ? kres : NULL, kdx,
                          part, kdg, b ? kdb : NULL), what);
         close_any(&dx, kdx, 1e-7, what);
-        emu_close(&dgamma, kdg, 1e-7, "layer norm dgamma (+=)");
-        emu_close(&dbeta, kdb, 1e-7, "layer norm dbeta (+=, or untouched)");
+        emu_ln_close_params(&dgamma, kdg, &dbeta, kdb);
         free(part);
         void *bases[] = {bx, ba, by, bdy, bdx, bres, bm, br, bdg, bdb};
-        for (size_t j = 0; j < sizeof bases / sizeof bases[0]; j++) free(bases[j]);
         pp_tensor *ts[] = {&x, &a, &y, &dy, &dx, &res, &gamma, &beta, &dgamma, &dbeta, &mean, &rstd};
-        for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) pp_tensor_free(ts[j]);
+        EMU_FREE_CASE(bases, ts);
     }
 }
 
