@@ -456,8 +456,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: optimize_gpt2 check | measure [ROUNDS [STEPS]]\n");
         return 2;
     }
-    char dir[] = "/tmp/pp-optimize-gpt2.XXXXXX", cache[300];
-    if (!mkdtemp(dir)) return 1;
+    char dir[200], cache[300];
+    if (!check_mkdtemp(dir, sizeof dir, "pp-optimize-gpt2")) return 1;
     snprintf(g_tokens, sizeof g_tokens, "%s/tokens.bin", dir);
     snprintf(cache, sizeof cache, "%s/unit-times.json", dir);
     if (!getenv("PP_PROFILE_CACHE")) setenv("PP_PROFILE_CACHE", cache, 1);
