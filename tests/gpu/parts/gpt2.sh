@@ -18,8 +18,9 @@
 #     layer norms and GELU) against PyTorch's bf16 autocast, eager and
 #     compiled, and again with PP_CUDA_BF16_WIDE=1 (the f32 stand-ins: what
 #     the native path brings).
-#     ours bf16 with PP_CUDA_ATTN=cudnn and =own (cuDNN's fused attention
-#     against our kernels; which ran: test_cuda_gpt2's 'causal attention' lines).
+#     ours bf16 again with PP_CUDA_ATTN=own (the default run's cuDNN fused
+#     attention against our kernels; which ran: test_cuda_gpt2's 'causal
+#     attention' lines).
 # In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
 # shellcheck shell=bash disable=SC2154
 
@@ -88,6 +89,28 @@ gpt2_vs() {
     row "  ours / $1" "$(ge "$rt" "$4")" "${rt:-?} (goal >= $4): ${2:-?} / ${3:-?} tokens/s" ""
 }
 
+# gpt2_against PREC LABEL [--compile]: PyTorch's GPT-2 at PREC (LABEL in its
+# row) as a row, then ours at PREC / theirs (goal 1.0).
+gpt2_against() {
+    local p=$1 label=$2 kind=eager
+    shift 2
+    [ "${1:-}" = --compile ] && kind=compile
+    if gpt2_torch "$kind-$p" "$label" --device "$tdev" --precision "$p" "$@"; then
+        gpt2_vs "${label%% GPT-2*} $p" "${g_tps[$p]:-}" "$tg_tps" 1.0
+    fi
+}
+
+# gpt2_variant PREC NAME ENV WHAT: ours at PREC again under the environment
+# setting ENV (key "PREC NAME"), and a row of the default run / that one.
+gpt2_variant() {
+    local p=$1 k="$1 $2"
+    pr_env=("$3")
+    gpt2_ours "$p" "$2"
+    pr_env=()
+    row "  $4 ($3), $p" info \
+        "$(ratio "${g_tps[$p]:-}" "${g_tps[$k]:-}"): ${g_tps[$p]:-?} / ${g_tps[$k]:-?} tokens/s" ""
+}
+
 partgpt2() {
     cur_part=gpt2
     local tdev=cuda:0 gmap="cpu:*=cuda:0" rc verdict
@@ -134,38 +157,15 @@ SH
     echo "== GPT-2 $g_what, tokens/s: pipeline-run vs PyTorch"
     gpt2_tokens "$res/gpt2-tokens.bin" $((g_batch * (g_t + 1) * (g_steps + 4))) "$g_vocab"
     gpt2_ours bf16
-    if gpt2_torch eager-bf16 "torch eager GPT-2 bf16 autocast" --device "$tdev" \
-        --precision bf16; then
-        gpt2_vs "torch eager bf16" "${g_tps[bf16]:-}" "$tg_tps" 1.0
-    fi
-    if gpt2_torch compile-bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" \
-        --device "$tdev" --precision bf16 --compile; then
-        gpt2_vs "torch.compile bf16" "${g_tps[bf16]:-}" "$tg_tps" 1.0
-    fi
-    pr_env=(PP_CUDA_BF16_WIDE=1)
-    gpt2_ours bf16 wide
-    pr_env=()
-    row "  native / stand-ins (PP_CUDA_BF16_WIDE=1), bf16" info \
-        "$(ratio "${g_tps[bf16]:-}" "${g_tps[bf16 wide]:-}"): ${g_tps[bf16]:-?} / ${g_tps[bf16 wide]:-?} tokens/s" ""
+    gpt2_against bf16 "torch eager GPT-2 bf16 autocast"
+    gpt2_against bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" --compile
+    gpt2_variant bf16 wide PP_CUDA_BF16_WIDE=1 "native / stand-ins"
+    # the default bf16 run above is PP_CUDA_ATTN=cudnn's
+    gpt2_variant bf16 attn-own PP_CUDA_ATTN=own "attention cuDNN / own"
     gpt2_ours tf32
-    if gpt2_torch eager-tf32 "torch eager GPT-2 tf32" --device "$tdev" --precision tf32; then
-        gpt2_vs "torch eager tf32" "${g_tps[tf32]:-}" "$tg_tps" 1.0
-    fi
-    if gpt2_torch compile-tf32 "torch.compile GPT-2 tf32" --device "$tdev" --precision tf32 \
-        --compile; then
-        gpt2_vs "torch.compile tf32" "${g_tps[tf32]:-}" "$tg_tps" 1.0
-    fi
-    pr_env=(PP_CUDA_UNFUSED=1)
-    gpt2_ours tf32 unfused
-    pr_env=()
-    row "  fused / unfused (PP_CUDA_UNFUSED=1), tf32" info \
-        "$(ratio "${g_tps[tf32]:-}" "${g_tps[tf32 unfused]:-}"): ${g_tps[tf32]:-?} / ${g_tps[tf32 unfused]:-?} tokens/s" ""
-    for a in cudnn own; do pr_env=("PP_CUDA_ATTN=$a"); gpt2_ours bf16 "attn-$a"; done
-    pr_env=()
-    row "  bf16 attention cuDNN / own (PP_CUDA_ATTN)" info \
-        "$(ratio "${g_tps[bf16 attn-cudnn]:-}" "${g_tps[bf16 attn-own]:-}"): ${g_tps[bf16 attn-cudnn]:-?} / ${g_tps[bf16 attn-own]:-?} tokens/s" ""
+    gpt2_against tf32 "torch eager GPT-2 tf32"
+    gpt2_against tf32 "torch.compile GPT-2 tf32" --compile
+    gpt2_variant tf32 unfused PP_CUDA_UNFUSED=1 "fused / unfused"
     gpt2_ours fp32
-    if gpt2_torch eager-fp32 "torch eager GPT-2 fp32" --device "$tdev" --precision fp32; then
-        gpt2_vs "torch eager fp32" "${g_tps[fp32]:-}" "$tg_tps" 1.0
-    fi
+    gpt2_against fp32 "torch eager GPT-2 fp32"
 }
