@@ -35,7 +35,7 @@ part_quick() {
 
     section correctness 70
     echo "== the CUDA test suite, most telling first (quick: until 70 s are spent)"
-    suite 40 cuda_step cuda_review cuda_native cuda_gconv cuda_ops nccl_np1 cuda_math cuda_pipeline
+    suite 40 cuda_step cuda_review cuda_native cuda_gconv cuda_ops cuda_streams nccl_np1 cuda_math cuda_pipeline
     row "CUDA test suite (quick)" "$(case $suite_fig in *" 0 failed"*) echo ok ;; *) echo FAIL ;; esac)" \
         "$suite_fig" ""
 
