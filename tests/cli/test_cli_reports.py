@@ -101,7 +101,7 @@ def test_sweep():
         pb = float(row["bubble_frac_predicted"])
         check(abs(pb - 2 / (m + 2)) < 0.12, f"CSV predicted bubble {pb:.3f} for m={m}")
         if abs(pb - 2 / (m + 2)) >= 0.05:
-            print(f"test_cli: predicted bubble {pb:.3f} for m={m}, {2 / (m + 2):.3f} with equal"
+            print(f"cli_reports: predicted bubble {pb:.3f} for m={m}, {2 / (m + 2):.3f} with equal"
                   " stage costs", file=sys.stderr)
     pbs = [float(r["bubble_frac_predicted"]) for r in rows]  # m = 8, 4, 2, 1
     check(all(a < b for a, b in zip(pbs, pbs[1:])), f"predicted bubble falls with m: {pbs}")
