@@ -111,6 +111,10 @@ static pp_status attention_dims(pp_exec *ex, const pp_attention_desc *d,
                                 pp_cuda_attention_dims *out, pp_error *err)
 {
     *out = (pp_cuda_attention_dims){d->n, d->t, d->c, d->heads};
+    if (d->drop.p > 0.0f)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "%s: attention: dropout on the probabilities is not in the CUDA "
+                            "kernels yet", ex->dev->name);
     if (d->c / d->heads > PP_CUDA_ATTENTION_HS_MAX || d->n > 65535 || d->heads > 65535)
         return pp_error_set(err, PP_ERR_UNSUPPORTED,
                             "%s: attention: heads of %d columns (the CUDA kernels take up to "
