@@ -120,103 +120,88 @@ static bool same_bits(const void *a, const void *b, size_t bytes)
     return memcmp(a, b, bytes) == 0;
 }
 
-static void test_attention_f32(void)
+/* The kernels of one element type: attention.cu's (f32) or attention_bf16.cu's. */
+static cudaError_t att_forward(bool bf16, pp_emu_cuda_attention_dims d,
+                               const pp_dropout_desc *drop, const void *qkv, void *y, float *lse)
 {
-    pp_error err;
-    char what[128];
-    for (size_t i = 0; i < sizeof att_cases / sizeof att_cases[0]; i++) {
-        const int n = att_cases[i].n, t = att_cases[i].t, c = att_cases[i].c;
-        const int h = att_cases[i].heads;
-        const pp_dropout_desc drop = att_drop(i), none = {0.0f, drop.key, drop.first_sample};
-        pp_tensor qkv = emu_tensor(PP_F32, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
-        pp_tensor dqkv = emu_tensor(PP_F32, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
-        pp_tensor y = emu_tensor(PP_F32, 3, (int64_t[]){n, t, c}, PP_NCHW);
-        pp_tensor dy = emu_tensor(PP_F32, 3, (int64_t[]){n, t, c}, PP_NCHW);
-        pp_tensor lse = emu_tensor(PP_F32, 3, (int64_t[]){n, h, t}, PP_NCHW);
-        emu_fill(&qkv, -2, 4), emu_fill(&dy, -1, 2), emu_fill(&dqkv, 5, 1);
-        void *bq, *by, *bl, *bdy, *bdq, *by0, *bl0;
-        float *kq = emu_copy(&qkv, 0, &bq), *ky = emu_copy(&y, 0, &by);
-        float *kl = emu_copy(&lse, 0, &bl), *kdy = emu_copy(&dy, 0, &bdy);
-        float *kdq = emu_copy(&dqkv, 0, &bdq);
-        float *ky0 = emu_copy(&y, 0, &by0), *kl0 = emu_copy(&lse, 0, &bl0);
-        const size_t ybytes = pp_tensor_bytes(&y), lbytes = pp_tensor_bytes(&lse);
-        const pp_emu_cuda_attention_dims d = {n, t, c, h};
-        snprintf(what, sizeof what, "attention, dropout %g, %d x %d, %d heads of %d, first %lld",
-                 (double)drop.p, n, t, h, c / h, (long long)drop.first_sample);
-        /* p == 0 is the kernel without dropout, bit for bit */
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, d, NULL, kq, ky0, kl0), what);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, d, &none, kq, ky, kl), what);
-        CHECK_MSG(same_bits(ky, ky0, ybytes) && same_bits(kl, kl0, lbytes),
-                  "%s: p 0 is not the bits of no dropout", what);
-        CHECK_OK(pp_attention_forward_dropout(&g_ex, h, &drop, &qkv, &y, &lse, &err), &err);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, d, &drop, kq, ky, kl), what);
-        emu_close(&y, ky, 1e-6, what);
-        emu_close(&lse, kl, 5e-7, "attention with dropout: lse");
-        CHECK_MSG(!same_bits(ky, ky0, ybytes), "%s: dropout left y as it was", what);
-        CHECK_OK(pp_attention_backward_dropout(&g_ex, h, &drop, &qkv, &y, &lse, &dy, &dqkv, &err),
-                 &err);
-        float *delta = malloc(sizeof(float) * (size_t)n * h * t);
-        memcpy(ky, y.data, ybytes); /* the backward from the CPU's forward */
-        memcpy(kl, lse.data, lbytes);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward(0, MAX_GRID, d, &drop, kq, ky, kl, kdy,
-                                                           delta, kdq),
-                     what);
-        emu_close(&dqkv, kdq, 1e-6, "attention with dropout: backward dqkv (=)");
-        free(delta);
-        void *bases[] = {bq, by, bl, bdy, bdq, by0, bl0};
-        pp_tensor *ts[] = {&qkv, &dqkv, &y, &dy, &lse};
-        EMU_FREE_CASE(bases, ts);
-    }
+    return bf16 ? pp_emu_cuda_launch_attention_forward_bf16(0, d, drop, qkv, y, lse)
+                : pp_emu_cuda_launch_attention_forward(0, d, drop, qkv, y, lse);
 }
 
-static void test_attention_bf16(void)
+static cudaError_t att_backward(bool bf16, pp_emu_cuda_attention_dims d,
+                                const pp_dropout_desc *drop, const void *qkv, const void *y,
+                                const float *lse, const void *dy, float *delta, void *dqkv)
 {
+    return bf16 ? pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, drop, qkv, y, lse,
+                                                             dy, delta, dqkv)
+                : pp_emu_cuda_launch_attention_backward(0, MAX_GRID, d, drop, qkv, y, lse, dy,
+                                                        delta, dqkv);
+}
+
+/* The kernel's output k against the CPU's t: test_emu_transformer's
+ * tolerances (f32 tol; bf16 a bf16 step). */
+static void att_close(bool bf16, const pp_tensor *t, const void *k, double tol, const char *what)
+{
+    if (bf16)
+        emu_close_bf16(t, k, what);
+    else
+        emu_close(t, k, tol, what);
+}
+
+/* Per case and element type: with p == 0 the kernels give the bits of the
+ * kernels without dropout (NULL), forward and backward; with p > 0 y, lse
+ * and dqkv (from the CPU's y and lse) against pp_attention_forward_dropout
+ * and _backward_dropout, and y is not the undropped one. */
+static void test_attention(bool bf16)
+{
+    enum { QKV, DQKV, Y, DY, LSE, Y0, DQKV0 };
     pp_error err;
     char what[128];
+    const pp_dtype dt = bf16 ? PP_BF16 : PP_F32;
     for (size_t i = 0; i < sizeof att_cases / sizeof att_cases[0]; i++) {
         const int n = att_cases[i].n, t = att_cases[i].t, c = att_cases[i].c;
         const int h = att_cases[i].heads;
         const pp_dropout_desc drop = att_drop(i), none = {0.0f, drop.key, drop.first_sample};
-        pp_tensor qkv = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
-        pp_tensor dqkv = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
-        pp_tensor y = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
-        pp_tensor dy = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
-        pp_tensor lse = emu_tensor(PP_F32, 3, (int64_t[]){n, h, t}, PP_NCHW);
-        emu_fill_bf16(&qkv, -2, 4), emu_fill_bf16(&dy, -1, 2), emu_fill_bf16(&dqkv, 5, 1);
-        void *bq, *by, *bl, *bdy, *bdq, *bdq0;
-        uint16_t *kq = emu_copy(&qkv, 0, &bq), *ky = emu_copy(&y, 2, &by);
-        uint16_t *kdy = emu_copy(&dy, 2, &bdy), *kdq = emu_copy(&dqkv, 0, &bdq);
-        uint16_t *kdq0 = emu_copy(&dqkv, 0, &bdq0);
-        float *kl = emu_copy(&lse, 0, &bl);
+        const int64_t shapes[7][3] = {{n, t, 3 * c}, {n, t, 3 * c}, {n, t, c}, {n, t, c},
+                                      {n, h, t},     {n, t, c},     {n, t, 3 * c}};
+        pp_tensor ts[7];
+        void *k[7], *bases[7];
+        for (int j = 0; j < 7; j++) ts[j] = emu_tensor(j == LSE ? PP_F32 : dt, 3, shapes[j], PP_NCHW);
+        if (bf16)
+            emu_fill_bf16(&ts[QKV], -2, 4), emu_fill_bf16(&ts[DY], -1, 2);
+        else
+            emu_fill(&ts[QKV], -2, 4), emu_fill(&ts[DY], -1, 2);
+        /* y and dy 4 bytes off a 16-byte boundary */
+        for (int j = 0; j < 7; j++) k[j] = emu_copy(&ts[j], j == Y || j == DY ? 4 : 0, &bases[j]);
+        float *kl = k[LSE], *delta = malloc(sizeof(float) * (size_t)n * h * t);
+        const size_t yb = pp_tensor_bytes(&ts[Y]), qb = pp_tensor_bytes(&ts[QKV]);
         const pp_emu_cuda_attention_dims d = {n, t, c, h};
-        snprintf(what, sizeof what, "bf16 attention, dropout %g, %d x %d, %d heads of %d",
-                 (double)drop.p, n, t, h, c / h);
-        CHECK_OK(pp_attention_forward_dropout(&g_ex, h, &drop, &qkv, &y, &lse, &err), &err);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, &drop, kq, ky, kl), what);
-        emu_close_bf16(&y, ky, what);
-        emu_close(&lse, kl, 5e-7, "bf16 attention with dropout: lse");
-        CHECK_OK(pp_attention_backward_dropout(&g_ex, h, &drop, &qkv, &y, &lse, &dy, &dqkv, &err),
-                 &err);
-        float *delta = malloc(sizeof(float) * (size_t)n * h * t);
-        memcpy(ky, y.data, pp_tensor_bytes(&y)); /* the backward from the CPU's forward */
-        memcpy(kl, lse.data, pp_tensor_bytes(&lse));
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, &drop, kq, ky, kl,
-                                                                kdy, delta, kdq),
-                     what);
-        emu_close_bf16(&dqkv, kdq, "bf16 attention with dropout: backward dqkv (=)");
-        /* p == 0: the backward without dropout, bit for bit */
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, &none, kq, ky, kl,
-                                                                kdy, delta, kdq),
-                     what);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, NULL, kq, ky, kl,
-                                                                kdy, delta, kdq0),
-                     what);
-        CHECK_MSG(same_bits(kdq, kdq0, pp_tensor_bytes(&dqkv)),
+        snprintf(what, sizeof what, "%s attention, dropout %g, %d x %d, %d heads of %d, first %lld",
+                 bf16 ? "bf16" : "f32", (double)drop.p, n, t, h, c / h,
+                 (long long)drop.first_sample);
+        EMU_LAUNCHED(att_forward(bf16, d, NULL, k[QKV], k[Y0], kl), what);
+        EMU_LAUNCHED(att_forward(bf16, d, &none, k[QKV], k[Y], kl), what);
+        CHECK_MSG(same_bits(k[Y], k[Y0], yb), "%s: p 0 is not the forward's bits without dropout",
+                  what);
+        EMU_LAUNCHED(att_backward(bf16, d, NULL, k[QKV], k[Y], kl, k[DY], delta, k[DQKV0]), what);
+        EMU_LAUNCHED(att_backward(bf16, d, &none, k[QKV], k[Y], kl, k[DY], delta, k[DQKV]), what);
+        CHECK_MSG(same_bits(k[DQKV], k[DQKV0], qb),
                   "%s: p 0 is not the backward's bits without dropout", what);
+        CHECK_OK(pp_attention_forward_dropout(&g_ex, h, &drop, &ts[QKV], &ts[Y], &ts[LSE], &err),
+                 &err);
+        EMU_LAUNCHED(att_forward(bf16, d, &drop, k[QKV], k[Y], kl), what);
+        att_close(bf16, &ts[Y], k[Y], 1e-6, what);
+        emu_close(&ts[LSE], kl, 5e-7, "attention with dropout: lse");
+        CHECK_MSG(!same_bits(k[Y], k[Y0], yb), "%s: dropout left y as it was", what);
+        CHECK_OK(pp_attention_backward_dropout(&g_ex, h, &drop, &ts[QKV], &ts[Y], &ts[LSE],
+                                               &ts[DY], &ts[DQKV], &err),
+                 &err);
+        memcpy(k[Y], ts[Y].data, yb); /* the backward from the CPU's forward */
+        memcpy(kl, ts[LSE].data, pp_tensor_bytes(&ts[LSE]));
+        EMU_LAUNCHED(att_backward(bf16, d, &drop, k[QKV], k[Y], kl, k[DY], delta, k[DQKV]), what);
+        att_close(bf16, &ts[DQKV], k[DQKV], 1e-6, "attention with dropout: backward dqkv (=)");
         free(delta);
-        void *bases[] = {bq, by, bl, bdy, bdq, bdq0};
-        pp_tensor *ts[] = {&qkv, &dqkv, &y, &dy, &lse};
-        EMU_FREE_CASE(bases, ts);
+        for (int j = 0; j < 7; j++) free(bases[j]), pp_tensor_free(&ts[j]);
     }
 }
 
@@ -224,7 +209,7 @@ int main(void)
 {
     emu_rig_open();
     test_dropout();
-    test_attention_f32();
-    test_attention_bf16();
+    test_attention(false);
+    test_attention(true);
     return emu_rig_close("test_emu_dropout");
 }
