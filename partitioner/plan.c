@@ -377,7 +377,6 @@ static void walk_root(pp_walk *w, const pp_ynode *root)
     if (!w->errors) pp_walk_check_data(w); /* reads files: once the rest is valid */
     if (!w->errors) pp_walk_check_tokens(w);
     pp_walk_stages(w, f[K_STAGES], f[K_DEVICES], f[K_BALANCE]);
-    if (!w->errors) pp_walk_gpt2_devices(w);
 }
 
 /* Stable sort of the diagnostics from index first on into file order;

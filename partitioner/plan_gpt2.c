@@ -2,8 +2,7 @@
  * plan_gpt2.c - the plan's `model:` keys of GPT-2: a published size by
  * `preset` (124M, the default, 350M, 774M, 1558M), then each key that
  * changes it (n_layer, n_head, n_embd, vocab_size, block_size, bias,
- * dropout, tie_embeddings), each checked where it is written; and, once
- * the stages are known, dropout's devices (pp_walk_gpt2_devices).
+ * dropout, tie_embeddings), each checked where it is written.
  */
 #include <string.h>
 
@@ -65,20 +64,4 @@ void pp_walk_gpt2(pp_walk *w, const pp_ynode *model, const pp_ynode *const *f)
     if (!ok) w->model_ok = false;
     cfg->num_classes = g->vocab_size;
     cfg->in_channels = 1;
-}
-
-void pp_walk_gpt2_devices(pp_walk *w)
-{
-    const pp_plan *p = w->plan;
-    if (p->model.kind != PP_MODEL_GPT2 || p->model.gpt2.dropout == 0.0) return;
-    for (int i = 0; i < p->n_stages; i++) {
-        if (p->stages[i].device.kind != PP_DEVICE_CUDA) continue;
-        const pp_mark m = p->stages[i].device_mark;
-        pp_diag_add(w->diag, PP_ERR_INPUT, w->file, m.line, m.col,
-                    "model.dropout %g on %s: the CUDA kernels have no dropout yet (run the "
-                    "stage on a cpu device, or set model.dropout: 0)",
-                    p->model.gpt2.dropout, p->stages[i].device_name);
-        w->errors++;
-        return;
-    }
 }

@@ -94,9 +94,6 @@ void pp_walk_check_data(pp_walk *w);
  * tie_embeddings (any NULL), in that order. */
 enum { PP_WALK_GPT2_KEYS = 9 };
 void pp_walk_gpt2(pp_walk *w, const pp_ynode *model, const pp_ynode *const *f);
-/* After the stages: a GPT-2 with dropout on a CUDA stage is refused at the
- * first such stage's device (the CUDA kernels draw no masks yet). */
-void pp_walk_gpt2_devices(pp_walk *w);
 
 /* plan_tokens.c: token data. pp_walk_token_file reads a tokens or text
  * section's file and, for data (eval false), its block_size (file and block

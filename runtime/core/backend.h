@@ -317,7 +317,8 @@ typedef struct pp_backend_ops {
     /* (optional) y = x * the mask of d (pp_dropout_forward): x and y (y may be
      * x) hold n samples of per_sample values each. NULL: the backend has no
      * dropout, and its attention entries ignore d->drop (the op refuses
-     * p > 0 before it dispatches) */
+     * p > 0 before it dispatches); else its attention entries, the bf16
+     * ones too, draw d->drop's masks (ops.h: pp_attention_forward_dropout) */
     pp_status (*dropout)(pp_exec *ex, const pp_dropout_desc *d, int64_t n, int64_t per_sample,
                          const float *x, float *y, pp_error *err);
     /* ids (rows) already checked to lie in [0, vocab) */

@@ -15,13 +15,22 @@
  * enters a mask, so a pipeline of any shape draws the masks of one stage.
  * The mixing is splitmix64's finaliser (two rounds per element). Plain
  * inline C: every backend's kernels and the tests' references draw through
- * these functions.
+ * these functions; compiled by nvcc they are __host__ __device__ too
+ * (PP_DROPOUT_FN), so that the CUDA kernels draw the CPU's masks.
  */
 #ifndef PP_CORE_DROPOUT_H
 #define PP_CORE_DROPOUT_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+/* How the functions below are declared: static inline, and callable from
+ * device code when nvcc compiles them (plain C elsewhere). */
+#ifdef __CUDACC__
+#define PP_DROPOUT_FN static inline __host__ __device__
+#else
+#define PP_DROPOUT_FN static inline
+#endif
 
 /* One dropout op's randomness (ops.h: pp_dropout_forward, the attention's
  * dropout). p == 0: no dropout (the op is the identity). */
@@ -32,21 +41,21 @@ typedef struct pp_dropout_desc {
                              sample 0; sample n of the tensor is first_sample + n */
 } pp_dropout_desc;
 
-static inline uint64_t pp_dropout_mix(uint64_t z)
+PP_DROPOUT_FN uint64_t pp_dropout_mix(uint64_t z)
 {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
-static inline uint64_t pp_dropout_key(uint64_t seed, int64_t step, int site)
+PP_DROPOUT_FN uint64_t pp_dropout_key(uint64_t seed, int64_t step, int site)
 {
     uint64_t z = pp_dropout_mix(seed + 0x9e3779b97f4a7c15ull);
     z = pp_dropout_mix(z ^ ((uint64_t)step * 0xd1b54a32d192ed03ull));
     return pp_dropout_mix(z + (uint64_t)(uint32_t)site * 0x8cb92ba72f3d8dd7ull);
 }
 
-static inline uint32_t pp_dropout_bits(uint64_t key, int64_t sample, int64_t index)
+PP_DROPOUT_FN uint32_t pp_dropout_bits(uint64_t key, int64_t sample, int64_t index)
 {
     uint64_t z = pp_dropout_mix(key ^ ((uint64_t)sample * 0x9e3779b97f4a7c15ull));
     z = pp_dropout_mix(z + ((uint64_t)index + 1) * 0xd6e8feb86659fd93ull);
@@ -54,19 +63,19 @@ static inline uint32_t pp_dropout_bits(uint64_t key, int64_t sample, int64_t ind
 }
 
 /* The bits below which a value is dropped: p of the 2^32 values. */
-static inline uint32_t pp_dropout_threshold(float p)
+PP_DROPOUT_FN uint32_t pp_dropout_threshold(float p)
 {
     const double t = (double)p * 4294967296.0;
     return t <= 0.0 ? 0u : t >= 4294967295.0 ? 4294967295u : (uint32_t)t;
 }
 
-static inline float pp_dropout_scale(float p)
+PP_DROPOUT_FN float pp_dropout_scale(float p)
 {
     return (float)(1.0 / (1.0 - (double)p));
 }
 
 /* The factor of one element: pp_dropout_scale(p) where kept, 0 where dropped. */
-static inline float pp_dropout_factor(uint64_t key, int64_t sample, int64_t index,
+PP_DROPOUT_FN float pp_dropout_factor(uint64_t key, int64_t sample, int64_t index,
                                       uint32_t threshold, float scale)
 {
     return pp_dropout_bits(key, sample, index) >= threshold ? scale : 0.0f;

@@ -461,15 +461,16 @@ static bool all_bf16(int n, const pp_tensor *const *t)
     return true;
 }
 
-/* Runs the backend's attention_forward_bf16 when qkv and y are BF16 and no
- * dropout is asked (the bf16 entries draw no masks): *done when it ran (or
- * failed), else the caller takes the f32 stand-ins. */
+/* Runs the backend's attention_forward_bf16 when qkv and y are BF16 (with
+ * d->drop: attention_drop let p > 0 through only to a backend with a
+ * dropout entry, whose attention entries draw the masks): *done when it ran
+ * (or failed), else the caller takes the f32 stand-ins. */
 static pp_status attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d,
                                         const pp_tensor *qkv, pp_tensor *y, pp_tensor *lse,
                                         bool *done, pp_error *err)
 {
     *done = false;
-    if (d->drop.p != 0.0f || !all_bf16(2, (const pp_tensor *const[]){qkv, y})) return PP_OK;
+    if (!all_bf16(2, (const pp_tensor *const[]){qkv, y})) return PP_OK;
     return FUSED(attention_forward_bf16, done, d, qkv->data, y->data, lse->data, err);
 }
 
@@ -480,8 +481,7 @@ static pp_status attention_backward_bf16(pp_exec *ex, const pp_attention_desc *d
                                          pp_tensor *dqkv, bool *done, pp_error *err)
 {
     *done = false;
-    if (d->drop.p != 0.0f || !all_bf16(4, (const pp_tensor *const[]){qkv, y, dy, dqkv}))
-        return PP_OK;
+    if (!all_bf16(4, (const pp_tensor *const[]){qkv, y, dy, dqkv})) return PP_OK;
     return FUSED(attention_backward_bf16, done, d, qkv->data, y->data, lse->data, dy->data,
                  dqkv->data, err);
 }

@@ -30,6 +30,10 @@
  * outputs in registers and reads an operand shared by them once per step
  * of the sum (a query row's element for all its keys, a probability for all
  * its columns), about one shared-memory load per multiply-add.
+ *
+ * Dropout (drop->p > 0): each probability times its mask's factor, drawn
+ * from dropout.h's hash in both passes (attention_tile.cuh), the CPU's
+ * masks and formulation (runtime/cpu/attention.c).
  */
 #include "attention_tile.cuh"
 
@@ -100,17 +104,19 @@ struct f32_tile {
 extern "C" {
 
 cudaError_t pp_cuda_launch_attention_forward(cudaStream_t s, pp_cuda_attention_dims d,
-                                             const float *qkv, float *y, float *lse)
+                                             const pp_dropout_desc *drop, const float *qkv,
+                                             float *y, float *lse)
 {
-    return launch_forward<f32_tile>(s, d, qkv, y, lse);
+    return launch_forward<f32_tile>(s, d, drop, qkv, y, lse);
 }
 
 cudaError_t pp_cuda_launch_attention_backward(cudaStream_t s, unsigned max_grid,
-                                              pp_cuda_attention_dims d, const float *qkv,
+                                              pp_cuda_attention_dims d,
+                                              const pp_dropout_desc *drop, const float *qkv,
                                               const float *y, const float *lse, const float *dy,
                                               float *delta, float *dqkv)
 {
-    return launch_backward<f32_tile>(s, max_grid, d, qkv, y, lse, dy, delta, dqkv);
+    return launch_backward<f32_tile>(s, max_grid, d, drop, qkv, y, lse, dy, delta, dqkv);
 }
 
 } // extern "C"

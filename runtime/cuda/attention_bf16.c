@@ -7,6 +7,7 @@
  * f32 entries on stand-ins, which report it.
  *
  * Which one runs, per shape and direction and exec (pp_sdpa_choice):
+ * with dropout (d->drop.p > 0), ours always (cuDNN's masks are not ours);
  * PP_CUDA_ATTN=own, ours always; PP_CUDA_ATTN=cudnn (or unset: the default),
  * cuDNN's where its plan builds and, at the shape's first call outside a
  * CUDA graph capture, its results agree with ours on the call's own
@@ -93,7 +94,7 @@ static pp_status own_forward(pp_exec *ex, pp_cuda_exec *ce, const pp_attention_d
 {
     const pp_cuda_attention_dims a = {d->n, d->t, d->c, d->heads};
     return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_attention_forward_bf16(ce->stream, a, qkv, y, lse));
+                   pp_cuda_launch_attention_forward_bf16(ce->stream, a, &d->drop, qkv, y, lse));
 }
 
 static pp_status own_backward(pp_exec *ex, pp_cuda_exec *ce, const pp_attention_desc *d,
@@ -105,7 +106,8 @@ static pp_status own_backward(pp_exec *ex, pp_cuda_exec *ce, const pp_attention_
     const pp_cuda_attention_dims a = {d->n, d->t, d->c, d->heads};
     return PP_CUDA(ex->dev, err,
                    pp_cuda_launch_attention_backward_bf16(ce->stream, pp_cuda_max_grid(ex), a,
-                                                          qkv, y, lse, dy, delta, dqkv));
+                                                          &d->drop, qkv, y, lse, dy, delta,
+                                                          dqkv));
 }
 
 /* ---- the first call's check ---------------------------------------------------- */
@@ -245,6 +247,26 @@ static pp_status check_backward(pp_exec *ex, pp_cuda_exec *ce, const pp_attentio
     return s;
 }
 
+/* ---- dropout runs ours: cuDNN's masks are not ours ------------------------------------- */
+
+/* With dropout on the probabilities (d->drop.p > 0) ours runs, whatever
+ * PP_CUDA_ATTN says: no other route draws dropout.h's masks. The record of
+ * the shape and p (one per shape and p, not per step or micro-batch: the
+ * key and first sample left out) says so in pp_cuda_sdpa_report. */
+static pp_status dropout_own(pp_exec *ex, const pp_attention_desc *d, pp_sdpa_dir dir,
+                             pp_cuda_exec **ce, pp_error *err)
+{
+    PP_TRY(begin(ex, d, ce, err));
+    pp_attention_desc shape;
+    memset(&shape, 0, sizeof shape); /* the record's key is compared bytewise */
+    shape.n = d->n, shape.t = d->t, shape.c = d->c, shape.heads = d->heads;
+    shape.drop.p = d->drop.p;
+    pp_sdpa_choice *ch;
+    PP_TRY(pp_cuda_sdpa_choice(ex, &shape, &ch, err));
+    decide(ch, dir, PP_SDPA_OWN, "dropout runs ours: cuDNN's masks are not ours");
+    return PP_OK;
+}
+
 /* ---- the entries ------------------------------------------------------------------ */
 
 typedef enum route { RUN_OWN, RUN_CHECK, RUN_CUDNN } route;
@@ -273,6 +295,10 @@ pp_status pp_cuda_attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d
 {
     if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
     pp_cuda_exec *ce;
+    if (d->drop.p > 0.0f) {
+        PP_TRY(dropout_own(ex, d, PP_SDPA_FWD, &ce, err));
+        return own_forward(ex, ce, d, qkv, y, lse, err);
+    }
     pp_sdpa_choice *ch;
     route r;
     PP_TRY(route_of(ex, d, PP_SDPA_FWD, &ce, &ch, &r, err));
@@ -290,6 +316,10 @@ pp_status pp_cuda_attention_backward_bf16(pp_exec *ex, const pp_attention_desc *
 {
     if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
     pp_cuda_exec *ce;
+    if (d->drop.p > 0.0f) {
+        PP_TRY(dropout_own(ex, d, PP_SDPA_BWD, &ce, err));
+        return own_backward(ex, ce, d, qkv, y, lse, dy, dqkv, err);
+    }
     pp_sdpa_choice *ch;
     route r;
     PP_TRY(route_of(ex, d, PP_SDPA_BWD, &ce, &ch, &r, err));

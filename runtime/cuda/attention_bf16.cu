@@ -131,18 +131,20 @@ struct bf16_tile {
 extern "C" {
 
 cudaError_t pp_cuda_launch_attention_forward_bf16(cudaStream_t s, pp_cuda_attention_dims d,
+                                                  const pp_dropout_desc *drop,
                                                   const uint16_t *qkv, uint16_t *y, float *lse)
 {
-    return launch_forward<bf16_tile>(s, d, qkv, y, lse);
+    return launch_forward<bf16_tile>(s, d, drop, qkv, y, lse);
 }
 
 cudaError_t pp_cuda_launch_attention_backward_bf16(cudaStream_t s, unsigned max_grid,
-                                                   pp_cuda_attention_dims d, const uint16_t *qkv,
-                                                   const uint16_t *y, const float *lse,
-                                                   const uint16_t *dy, float *delta,
-                                                   uint16_t *dqkv)
+                                                   pp_cuda_attention_dims d,
+                                                   const pp_dropout_desc *drop,
+                                                   const uint16_t *qkv, const uint16_t *y,
+                                                   const float *lse, const uint16_t *dy,
+                                                   float *delta, uint16_t *dqkv)
 {
-    return launch_backward<bf16_tile>(s, max_grid, d, qkv, y, lse, dy, delta, dqkv);
+    return launch_backward<bf16_tile>(s, max_grid, d, drop, qkv, y, lse, dy, delta, dqkv);
 }
 
 } // extern "C"

@@ -20,21 +20,25 @@ extern "C" {
 /* y (bf16, each element rounded once from its f32 value) and lse from qkv:
  * tiles of q, k and v loaded as bf16 into shared memory, products, softmax
  * (online) and the output's sums in f32 on the CUDA cores; no (t, t)
- * matrix in memory. cudaErrorInvalidValue (nothing enqueued) for a head
- * size above PP_CUDA_ATTENTION_HS_MAX. */
+ * matrix in memory; drop's masks on the probabilities as
+ * pp_cuda_launch_attention_forward's (NULL or p == 0: none).
+ * cudaErrorInvalidValue (nothing enqueued) for a head size above
+ * PP_CUDA_ATTENTION_HS_MAX. */
 cudaError_t pp_cuda_launch_attention_forward_bf16(cudaStream_t s, pp_cuda_attention_dims d,
+                                                  const pp_dropout_desc *drop,
                                                   const uint16_t *qkv, uint16_t *y, float *lse);
 
 /* dqkv (=, bf16, rounded once) from dy, qkv, y and lse: as
  * pp_cuda_launch_attention_backward (the probabilities again from lse, one
  * pass per block of keys for dk and dv, one per block of queries for dq, no
- * atomics, the same bits whatever the launch order). delta: n * heads * t
- * floats of scratch. */
+ * atomics, the same bits whatever the launch order; the forward's drop).
+ * delta: n * heads * t floats of scratch. */
 cudaError_t pp_cuda_launch_attention_backward_bf16(cudaStream_t s, unsigned max_grid,
-                                                   pp_cuda_attention_dims d, const uint16_t *qkv,
-                                                   const uint16_t *y, const float *lse,
-                                                   const uint16_t *dy, float *delta,
-                                                   uint16_t *dqkv);
+                                                   pp_cuda_attention_dims d,
+                                                   const pp_dropout_desc *drop,
+                                                   const uint16_t *qkv, const uint16_t *y,
+                                                   const float *lse, const uint16_t *dy,
+                                                   float *delta, uint16_t *dqkv);
 
 #ifdef __cplusplus
 }

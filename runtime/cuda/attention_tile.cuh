@@ -7,6 +7,17 @@
  * from one block, delta in double) is described in attention.cu; the
  * sums' order is fixed here and is the same for both element types.
  *
+ * Dropout on the probabilities (ops.h: pp_attention_forward_dropout) is a
+ * template flag, DROP, of every kernel: with it each probability of
+ * (sample n, head h, query i, key j) is multiplied by dropout.h's factor
+ * for (key, first_sample + n, (h t + i) t + j), drawn from the hash where
+ * the probability is formed, in the forward and again in the backward (the
+ * CPU's masks; nothing stored). The forward sums (P M) v and keeps the
+ * undropped softmax's lse; the backward is runtime/cpu/attention.c's: dS =
+ * P (M dP - delta) / sqrt(hs) with delta the row dot products of dy and
+ * the dropped y, dv from P M. Without it (p == 0) the kernels are those
+ * without dropout, the same instructions and bits: no factor is drawn.
+ *
  * T provides, as static __device__ members:
  *   elem                      an element of qkv, y, dy and dqkv in global memory
  *   word                      a word of a tile in shared memory
@@ -47,14 +58,31 @@ struct att_geom {
     float scale; /* 1 / sqrt(hs) */
 };
 
+/* Dropout's draw (read by the DROP kernels only). */
+struct att_drop {
+    uint64_t key;
+    int64_t first_sample;
+    uint32_t threshold;
+    float scale; /* 1 / (1 - p) */
+};
+
+/* The factor of (sample n, head h, query tq, key tk): 0 or 1 / (1 - p). */
+__device__ __forceinline__ float drop_factor(const att_geom &g, const att_drop &dr, int n, int h,
+                                             int tq, int tk)
+{
+    return pp_dropout_factor(dr.key, dr.first_sample + n, ((int64_t)h * g.t + tq) * g.t + tk,
+                             dr.threshold, dr.scale);
+}
+
 __device__ __forceinline__ float fmax2(float a, float b)
 {
     return a > b ? a : b;
 }
 
-template <class T, int HS, int BQ, int BK>
+template <class T, int HS, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(ATT_THREADS)
-    forward_k(att_geom g, const typename T::elem *qkv, typename T::elem *y, float *lse)
+    forward_k(att_geom g, att_drop dr, const typename T::elem *qkv, typename T::elem *y,
+              float *lse)
 {
     typedef typename T::elem E;
     typedef typename T::word W;
@@ -91,7 +119,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
 #pragma unroll
         for (int j = 0; j < KPT; j++) {
             const float p = s[j] == -INFINITY ? 0.0f : expf(s[j] - mnew);
-            sp[row * LP + lane + TPR * j] = p;
+            if (DROP) /* the sum is the undropped softmax's; O sums P M v */
+                sp[row * LP + lane + TPR * j] =
+                    p == 0.0f ? 0.0f : p * drop_factor(g, dr, n, h, tq, k0 + lane + TPR * j);
+            else
+                sp[row * LP + lane + TPR * j] = p;
             ls += p;
         }
         for (int w = TPR / 2; w > 0; w /= 2) ls += __shfl_xor_sync(FULL, ls, w, TPR);
@@ -115,9 +147,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
 
 /* P and dS of query row `row` (of the block at q0) against keys kk = lane +
  * TPR j of the key tile at k0, into sp (when not NULL) and sds; zero where
- * masked. */
-template <class T, int HS, int BQ, int BK>
-__device__ __forceinline__ void probs_and_dscores(const att_geom &g, const typename T::word *sq,
+ * masked. With DROP, P M into sp and dS = P (M dP - delta) / sqrt(hs). */
+template <class T, int HS, int BQ, int BK, bool DROP>
+__device__ __forceinline__ void probs_and_dscores(const att_geom &g, const att_drop &dr, int n,
+                                                  int h, const typename T::word *sq,
                                                   const typename T::word *sdy,
                                                   const typename T::word *sk,
                                                   const typename T::word *sv, const float *s_lse,
@@ -136,7 +169,13 @@ __device__ __forceinline__ void probs_and_dscores(const att_geom &g, const typen
         float p = 0.0f, ds = 0.0f;
         if (tq < g.t && tk <= tq) {
             p = expf(sc[j] * g.scale - s_lse[row]);
-            ds = p * (dp[j] - s_delta[row]) * g.scale;
+            if (DROP) {
+                const float m = drop_factor(g, dr, n, h, tq, tk);
+                ds = p * (m * dp[j] - s_delta[row]) * g.scale;
+                p *= m;
+            } else {
+                ds = p * (dp[j] - s_delta[row]) * g.scale;
+            }
         }
         if (sp) sp[row * LP + kk] = p;
         sds[row * LP + kk] = ds;
@@ -156,10 +195,10 @@ __device__ __forceinline__ void load_rows(float *s_lse, float *s_delta, const fl
 
 /* dk and dv of a block of BK keys: over the query blocks from the one
  * holding the first key to the end */
-template <class T, int HS, int BQ, int BK>
+template <class T, int HS, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(ATT_THREADS)
-    dkv_k(att_geom g, const typename T::elem *qkv, const typename T::elem *dy, const float *lse,
-          const float *delta, typename T::elem *dqkv)
+    dkv_k(att_geom g, att_drop dr, const typename T::elem *qkv, const typename T::elem *dy,
+          const float *lse, const float *delta, typename T::elem *dqkv)
 {
     typedef typename T::elem E;
     typedef typename T::word W;
@@ -184,8 +223,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
         T::template load<HS, BQ>(sdy, dyh, g.c, q0, g.t, g.hs);
         load_rows<BQ>(s_lse, s_delta, lse + lrow, delta + lrow, q0, g.t);
         __syncthreads();
-        probs_and_dscores<T, HS, BQ, BK>(g, sq, sdy, sk, sv, s_lse, s_delta, q0, k0, tid / TPR,
-                                         tid % TPR, sp, sds);
+        probs_and_dscores<T, HS, BQ, BK, DROP>(g, dr, n, h, sq, sdy, sk, sv, s_lse, s_delta, q0,
+                                               k0, tid / TPR, tid % TPR, sp, sds);
         __syncthreads();
         for (int r = 0; r < BQ; r++) {
             T::template add<DPT, TPK>(dv, sp[r * LP + krow], &sdy[r * LD], klane);
@@ -200,10 +239,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
 }
 
 /* dq of a block of BQ queries: over the key tiles up to its last query */
-template <class T, int HS, int BQ, int BK>
+template <class T, int HS, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(ATT_THREADS)
-    dq_k(att_geom g, const typename T::elem *qkv, const typename T::elem *dy, const float *lse,
-         const float *delta, typename T::elem *dqkv)
+    dq_k(att_geom g, att_drop dr, const typename T::elem *qkv, const typename T::elem *dy,
+         const float *lse, const float *delta, typename T::elem *dqkv)
 {
     typedef typename T::elem E;
     typedef typename T::word W;
@@ -228,8 +267,8 @@ __global__ void __launch_bounds__(ATT_THREADS)
         T::template load<HS, BK>(sk, q + g.c, g.ld, k0, g.t, g.hs);
         T::template load<HS, BK>(sv, q + 2 * g.c, g.ld, k0, g.t, g.hs);
         __syncthreads();
-        probs_and_dscores<T, HS, BQ, BK>(g, sq, sdy, sk, sv, s_lse, s_delta, q0, k0, row, lane,
-                                         nullptr, sds);
+        probs_and_dscores<T, HS, BQ, BK, DROP>(g, dr, n, h, sq, sdy, sk, sv, s_lse, s_delta, q0,
+                                               k0, row, lane, nullptr, sds);
         __syncthreads();
         for (int kk = 0; kk < BK; kk++)
             T::template add<DPT, TPR>(dq, sds[row * LP + kk], &sk[kk * LD], lane);
@@ -276,27 +315,60 @@ att_geom geom_of(const pp_cuda_attention_dims &d)
     return g;
 }
 
+/* The draw of drop (NULL or p == 0: none, *on false). */
+att_drop drop_of(const pp_dropout_desc *drop, bool *on)
+{
+    att_drop dr = {0, 0, 0, 1.0f};
+    *on = drop && drop->p > 0.0f;
+    if (*on) {
+        dr.key = drop->key;
+        dr.first_sample = drop->first_sample;
+        dr.threshold = pp_dropout_threshold(drop->p);
+        dr.scale = pp_dropout_scale(drop->p);
+    }
+    return dr;
+}
+
 template <class T, int HS, int BQ, int BK>
 cudaError_t forward_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
-                       const typename T::elem *qkv, typename T::elem *y, float *lse)
+                       const pp_dropout_desc *drop, const typename T::elem *qkv,
+                       typename T::elem *y, float *lse)
 {
     const dim3 grid((unsigned)((d.t + BQ - 1) / BQ), (unsigned)d.heads, (unsigned)d.n);
-    forward_k<T, HS, BQ, BK><<<grid, ATT_THREADS, 0, s>>>(g, qkv, y, lse);
+    bool on;
+    const att_drop dr = drop_of(drop, &on);
+    if (on)
+        forward_k<T, HS, BQ, BK, true><<<grid, ATT_THREADS, 0, s>>>(g, dr, qkv, y, lse);
+    else
+        forward_k<T, HS, BQ, BK, false><<<grid, ATT_THREADS, 0, s>>>(g, dr, qkv, y, lse);
+    return cudaGetLastError();
+}
+
+template <class T, int HS, int BQ, int BK, bool DROP>
+cudaError_t backward_as(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
+                        const att_drop &dr, const typename T::elem *qkv,
+                        const typename T::elem *dy, const float *lse, const float *delta,
+                        typename T::elem *dqkv)
+{
+    const dim3 gk((unsigned)((d.t + BK - 1) / BK), (unsigned)d.heads, (unsigned)d.n);
+    dkv_k<T, HS, BQ, BK, DROP><<<gk, ATT_THREADS, 0, s>>>(g, dr, qkv, dy, lse, delta, dqkv);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    const dim3 gq((unsigned)((d.t + BQ - 1) / BQ), (unsigned)d.heads, (unsigned)d.n);
+    dq_k<T, HS, BQ, BK, DROP><<<gq, ATT_THREADS, 0, s>>>(g, dr, qkv, dy, lse, delta, dqkv);
     return cudaGetLastError();
 }
 
 template <class T, int HS, int BQ, int BK>
 cudaError_t backward_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
-                        const typename T::elem *qkv, const typename T::elem *dy,
-                        const float *lse, const float *delta, typename T::elem *dqkv)
+                        const pp_dropout_desc *drop, const typename T::elem *qkv,
+                        const typename T::elem *dy, const float *lse, const float *delta,
+                        typename T::elem *dqkv)
 {
-    const dim3 gk((unsigned)((d.t + BK - 1) / BK), (unsigned)d.heads, (unsigned)d.n);
-    dkv_k<T, HS, BQ, BK><<<gk, ATT_THREADS, 0, s>>>(g, qkv, dy, lse, delta, dqkv);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return e;
-    const dim3 gq((unsigned)((d.t + BQ - 1) / BQ), (unsigned)d.heads, (unsigned)d.n);
-    dq_k<T, HS, BQ, BK><<<gq, ATT_THREADS, 0, s>>>(g, qkv, dy, lse, delta, dqkv);
-    return cudaGetLastError();
+    bool on;
+    const att_drop dr = drop_of(drop, &on);
+    if (on) return backward_as<T, HS, BQ, BK, true>(s, d, g, dr, qkv, dy, lse, delta, dqkv);
+    return backward_as<T, HS, BQ, BK, false>(s, d, g, dr, qkv, dy, lse, delta, dqkv);
 }
 
 bool dims_ok(const pp_cuda_attention_dims &d)
@@ -306,26 +378,29 @@ bool dims_ok(const pp_cuda_attention_dims &d)
 }
 
 /* The forward on stream s: y and lse from qkv, by the kernel of the
- * smallest head size (32, 64, 128) at or above the head's; cudaErrorInvalidValue,
+ * smallest head size (32, 64, 128) at or above the head's, with drop's
+ * masks on the probabilities (NULL or p == 0: none); cudaErrorInvalidValue,
  * nothing enqueued, for dimensions the kernels do not take. */
 template <class T>
 cudaError_t launch_forward(cudaStream_t s, const pp_cuda_attention_dims &d,
-                           const typename T::elem *qkv, typename T::elem *y, float *lse)
+                           const pp_dropout_desc *drop, const typename T::elem *qkv,
+                           typename T::elem *y, float *lse)
 {
     if (!dims_ok(d)) return cudaErrorInvalidValue;
     const att_geom g = geom_of(d);
-    if (g.hs <= 32) return forward_at<T, 32, 32, 32>(s, d, g, qkv, y, lse);
-    if (g.hs <= 64) return forward_at<T, 64, 32, 32>(s, d, g, qkv, y, lse);
-    return forward_at<T, 128, 16, 16>(s, d, g, qkv, y, lse);
+    if (g.hs <= 32) return forward_at<T, 32, 32, 32>(s, d, g, drop, qkv, y, lse);
+    if (g.hs <= 64) return forward_at<T, 64, 32, 32>(s, d, g, drop, qkv, y, lse);
+    return forward_at<T, 128, 16, 16>(s, d, g, drop, qkv, y, lse);
 }
 
 /* The backward on stream s: delta (n, heads, t) from y and dy on at most
- * max_grid blocks, then dqkv, every element written; the same refusal. */
+ * max_grid blocks, then dqkv, every element written, with the forward's
+ * drop; the same refusal. */
 template <class T>
 cudaError_t launch_backward(cudaStream_t s, unsigned max_grid, const pp_cuda_attention_dims &d,
-                            const typename T::elem *qkv, const typename T::elem *y,
-                            const float *lse, const typename T::elem *dy, float *delta,
-                            typename T::elem *dqkv)
+                            const pp_dropout_desc *drop, const typename T::elem *qkv,
+                            const typename T::elem *y, const float *lse,
+                            const typename T::elem *dy, float *delta, typename T::elem *dqkv)
 {
     if (!dims_ok(d)) return cudaErrorInvalidValue;
     const att_geom g = geom_of(d);
@@ -335,9 +410,11 @@ cudaError_t launch_backward(cudaStream_t s, unsigned max_grid, const pp_cuda_att
     delta_k<T><<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(g, rows, y, dy, delta);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    if (g.hs <= 32) return backward_at<T, 32, 32, 32>(s, d, g, qkv, dy, lse, delta, dqkv);
-    if (g.hs <= 64) return backward_at<T, 64, 32, 32>(s, d, g, qkv, dy, lse, delta, dqkv);
-    return backward_at<T, 128, 16, 16>(s, d, g, qkv, dy, lse, delta, dqkv);
+    if (g.hs <= 32)
+        return backward_at<T, 32, 32, 32>(s, d, g, drop, qkv, dy, lse, delta, dqkv);
+    if (g.hs <= 64)
+        return backward_at<T, 64, 32, 32>(s, d, g, drop, qkv, dy, lse, delta, dqkv);
+    return backward_at<T, 128, 16, 16>(s, d, g, drop, qkv, dy, lse, delta, dqkv);
 }
 
 } // namespace

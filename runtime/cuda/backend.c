@@ -309,6 +309,17 @@ static pp_status cuda_gelu_backward(pp_exec *ex, int64_t n, const float *x, cons
     return cuda_elementwise(ex, PP_CUDA_EW_GELU_BACKWARD, n, x, dy, dx, err);
 }
 
+/* the forward and the backward alike: y = x * the mask (dropout.cu) */
+static pp_status cuda_dropout(pp_exec *ex, const pp_dropout_desc *d, int64_t n,
+                              int64_t per_sample, const float *x, float *y, pp_error *err)
+{
+    if (n == 0 || per_sample == 0) return PP_OK;
+    BEGIN(ex, ce, err);
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_dropout(ce->stream, pp_cuda_max_grid(ex), *d, n, per_sample, x,
+                                          y));
+}
+
 static pp_status cuda_bf16_from_f32(pp_exec *ex, int64_t n, const float *x, uint16_t *y,
                                    pp_error *err)
 {
@@ -586,7 +597,7 @@ static const pp_backend_ops cuda_ops = {
     .profiler = cuda_profiler,
     .mem_info = cuda_mem_info,
     .native = pp_cuda_native,
-    /* the transformer ops: dense.c, transformer.c, GELU above */
+    /* the transformer ops: dense.c, transformer.c, GELU and dropout above */
     .dense_forward = pp_cuda_dense_forward,
     .dense_backward_data = pp_cuda_dense_backward_data,
     .dense_backward_weights = pp_cuda_dense_backward_weights,
@@ -602,6 +613,7 @@ static const pp_backend_ops cuda_ops = {
     .attention_backward = pp_cuda_attention_backward,
     .attention_forward_bf16 = pp_cuda_attention_forward_bf16,
     .attention_backward_bf16 = pp_cuda_attention_backward_bf16,
+    .dropout = cuda_dropout,
     .embedding_forward = pp_cuda_embedding_forward,
     .embedding_backward = pp_cuda_embedding_backward,
     .position_forward = pp_cuda_position_forward,

@@ -1,5 +1,6 @@
 /*
- * kernels.h - launchers of the backend's own CUDA kernels (kernels.cu).
+ * kernels.h - launchers of the backend's own CUDA kernels (kernels.cu;
+ * dropout: dropout.cu).
  *
  * Each launcher enqueues its kernel on stream (on the calling thread's current
  * device) and returns cudaGetLastError(), to be checked with PP_CUDA. Shapes
@@ -12,6 +13,8 @@
 #include <cuda_runtime.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "runtime/core/dropout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -145,6 +148,14 @@ cudaError_t pp_cuda_launch_zero_multi(cudaStream_t s, unsigned max_grid,
 /* Occupies the stream for ns nanoseconds of GPU time (one thread spinning on
  * %globaltimer). */
 cudaError_t pp_cuda_launch_delay(cudaStream_t s, uint64_t ns);
+
+/* Inverted dropout (dropout.cu): y = x * pp_dropout_factor(d.key,
+ * d.first_sample + k, i, ...) for element i of sample k, over n samples of
+ * per_sample floats (the forward and, with dy and dx, the backward); y may
+ * be x; d.p > 0. The CPU's bits. float4s when x and y are 16-byte aligned,
+ * else single floats; at most max_grid blocks. */
+cudaError_t pp_cuda_launch_dropout(cudaStream_t s, unsigned max_grid, pp_dropout_desc d,
+                                   int64_t n, int64_t per_sample, const float *x, float *y);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,7 @@
 /*
  * transformer.c - the CUDA backend's entries for the transformer ops that
- * run its own kernels (transformer.h): layer norm, causal self-attention,
+ * run its own kernels (transformer.h): layer norm, causal self-attention
+ * (dropout's masks on its probabilities too),
  * token and position embeddings, the fused ones' switch (PP_CUDA_UNFUSED),
  * and the bf16 entries of the layer norms and GELU with their switch
  * (PP_CUDA_BF16_WIDE).
@@ -127,7 +128,8 @@ pp_status pp_cuda_attention_forward(pp_exec *ex, const pp_attention_desc *d, con
     pp_cuda_attention_dims a;
     PP_TRY(attention_dims(ex, d, &a, err));
     BEGIN(ex, ce, err);
-    return PP_CUDA(ex->dev, err, pp_cuda_launch_attention_forward(ce->stream, a, qkv, y, lse));
+    return PP_CUDA(ex->dev, err,
+                   pp_cuda_launch_attention_forward(ce->stream, a, &d->drop, qkv, y, lse));
 }
 
 pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
@@ -141,8 +143,8 @@ pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, co
     void *delta;
     PP_TRY(pp_exec_workspace(ex, (size_t)d->n * d->heads * d->t * sizeof(float), &delta, err));
     return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_attention_backward(ce->stream, pp_cuda_max_grid(ex), a, qkv, y,
-                                                     lse, dy, delta, dqkv));
+                   pp_cuda_launch_attention_backward(ce->stream, pp_cuda_max_grid(ex), a,
+                                                     &d->drop, qkv, y, lse, dy, delta, dqkv));
 }
 
 pp_status pp_cuda_embedding_forward(pp_exec *ex, int64_t rows, int vocab, int c,

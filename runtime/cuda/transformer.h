@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "runtime/core/dropout.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -140,18 +142,26 @@ typedef struct pp_cuda_attention_dims {
 
 /* y and lse from qkv: per (sample, head, block of queries) one block walks
  * the causal keys in tiles, the softmax kept online (flash-attention's
- * scheme); no (t, t) matrix in memory. cudaErrorInvalidValue (nothing
- * enqueued) for a head size above PP_CUDA_ATTENTION_HS_MAX. */
+ * scheme); no (t, t) matrix in memory. drop (NULL or p == 0: none): each
+ * probability of (sample k, head h, query i, key j) times
+ * pp_dropout_factor(drop->key, drop->first_sample + k, (h t + i) t + j,
+ * ...), drawn where it is formed; lse stays the undropped softmax's.
+ * cudaErrorInvalidValue (nothing enqueued) for a head size above
+ * PP_CUDA_ATTENTION_HS_MAX. */
 cudaError_t pp_cuda_launch_attention_forward(cudaStream_t s, pp_cuda_attention_dims d,
-                                             const float *qkv, float *y, float *lse);
+                                             const pp_dropout_desc *drop, const float *qkv,
+                                             float *y, float *lse);
 
 /* dqkv (=) from dy, qkv, y and lse: the probabilities computed again from
  * lse, tile by tile; one pass per block of keys (dk, dv) and one per block
  * of queries (dq), so that no element is added to from two blocks (no
- * atomics). delta: n * heads * t floats of scratch (the row dot products of
- * dy and y). Head sizes as the forward. */
+ * atomics). drop: the forward's (its masks drawn again; dS = P (M dP -
+ * delta) / sqrt(hs), as runtime/cpu/attention.c). delta: n * heads * t
+ * floats of scratch (the row dot products of dy and y). Head sizes as the
+ * forward. */
 cudaError_t pp_cuda_launch_attention_backward(cudaStream_t s, unsigned max_grid,
-                                              pp_cuda_attention_dims d, const float *qkv,
+                                              pp_cuda_attention_dims d,
+                                              const pp_dropout_desc *drop, const float *qkv,
                                               const float *y, const float *lse, const float *dy,
                                               float *delta, float *dqkv);
 

@@ -11,7 +11,10 @@
  *          attention (heads of 64, 17, 24 and 128 columns, t = 1024, 77
  *          and 64; in f32 and in bf16, ours and cuDNN's fused attention,
  *          the bf16 within 8e-3: two bf16 steps), token and
- *          position embeddings, the classifier over 50257 classes in place.
+ *          position embeddings, the classifier over 50257 classes in place;
+ *          dropout: the elementwise op (f32, bf16, in place) the CPU's bits,
+ *          attention with dropout on the probabilities (f32, bf16: ours
+ *          whatever PP_CUDA_ATTN says) within the attention's tolerances.
  *          Normalised errors within the CUDA suite's tolerances (cuda_rig.h:
  *          1e-4 forward, 1e-3 gradients; TF32 1e-2); the embeddings' sums,
  *          in double in the CPU's order, give its bits; parameter gradients
@@ -33,7 +36,8 @@
  *          with two GPUs also 2 stages on cuda:0 and cuda:1 (the tied
  *          gradient and weight by peer copies, pipeline/tied.c).
  *          Then the same in precision bf16 against the CPU's bf16 steps,
- *          each update within TOL_BF16_STEP (norm-wise) of the CPU's.
+ *          each update within TOL_BF16_STEP (norm-wise) of the CPU's; and
+ *          in fp32 with model.dropout 0.1 (the same masks on both).
  *          `test_cuda_gpt2 cpu` runs the steps with the CPU as the device
  *          under test, without a GPU: every figure 0, the yardstick not.
  */
@@ -373,7 +377,9 @@ static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
  * cuDNN must run both directions; at heads of 17 it must decline (c and hs
  * not multiples of 8) and ours run. Our backward gives the same bits twice
  * (cuDNN's flash-attention backward may accumulate dq in another order run
- * to run: not asked of it). */
+ * to run: not asked of it). With drop (dropout on the probabilities, the
+ * CPU's masks) the same rows, and with cudnn ours must run every shape,
+ * its record saying dropout is why. */
 #define TOL_ATT_BF16 8e-3
 
 typedef enum attn_mode { ATTN_F32, ATTN_OWN, ATTN_CUDNN } attn_mode;
@@ -398,7 +404,22 @@ static void check_choice(rig *r, const pp_attention_desc *d, bool must_cudnn, bo
     }
 }
 
-static void test_attention(rig *r, attn_mode mode)
+/* The record of shape d with drop's p (attention_bf16.c keys it so): ours,
+ * for dropout, both directions. */
+static void check_dropout_own(rig *r, const pp_attention_desc *d, float p, size_t i)
+{
+    pp_attention_desc key;
+    memset(&key, 0, sizeof key); /* compared bytewise */
+    key.n = d->n, key.t = d->t, key.c = d->c, key.heads = d->heads, key.drop.p = p;
+    pp_sdpa_choice *ch;
+    pp_error err;
+    CHECK_OK(pp_cuda_sdpa_choice(&r->egpu, &key, &ch, &err), &err);
+    for (int dir = 0; dir < 2; dir++)
+        CHECK_MSG(ch->use[dir] == PP_SDPA_OWN && strstr(ch->why[dir], "dropout"),
+                  "attention with dropout, case %zu: not ours for dropout: %s", i, ch->why[dir]);
+}
+
+static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
 {
     static const struct { int n, t, c, heads; bool cudnn, own; } cases[] = {
         {2, 1024, 768, 12, true, false}, /* GPT-2 124M's, two samples */
@@ -409,7 +430,8 @@ static void test_attention(rig *r, attn_mode mode)
     };
     static const char *const names[] = {"f32", "bf16, PP_CUDA_ATTN=own", "bf16, PP_CUDA_ATTN=cudnn"};
     const bool bf16 = mode != ATTN_F32;
-    const char *m = names[mode];
+    char m[64];
+    snprintf(m, sizeof m, "%s%s", names[mode], drop ? ", dropout" : "");
     const double fwd = bf16 ? TOL_ATT_BF16 : TOL_FWD, bwd = bf16 ? TOL_ATT_BF16 : TOL_BWD;
     if (bf16) setenv("PP_CUDA_ATTN", mode == ATTN_OWN ? "own" : "cudnn", 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -422,26 +444,33 @@ static void test_attention(rig *r, attn_mode mode)
         const pp_dtype dt = bf16 ? PP_BF16 : PP_F32;
         pair qkv = pair_cast(r, &qkv32, dt), dqkv = pair_cast(r, &dqkv32, dt);
         pair y = pair_cast(r, &y32, dt), dy = pair_cast(r, &dy32, dt);
-        BOTH(r, pp_attention_forward(ex, h, &qkv.c, &y.c, &lse.c, err),
-             pp_attention_forward(ex, h, &qkv.g, &y.g, &lse.g, err));
+        BOTH(r, pp_attention_forward_dropout(ex, h, drop, &qkv.c, &y.c, &lse.c, err),
+             pp_attention_forward_dropout(ex, h, drop, &qkv.g, &y.g, &lse.g, err));
         BOTH(r, pp_cast(ex, &y.c, &y32.c, err), pp_cast(ex, &y.g, &y32.g, err));
         CHECK_CLOSE(r, &y32, fwd, "attention forward y (%s) case %zu", m, i);
         CHECK_CLOSE(r, &lse, TOL_FWD, "attention forward lse (%s) case %zu", m, i);
-        BOTH(r, pp_attention_backward(ex, h, &qkv.c, &y.c, &lse.c, &dy.c, &dqkv.c, err),
-             pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err));
+        BOTH(r,
+             pp_attention_backward_dropout(ex, h, drop, &qkv.c, &y.c, &lse.c, &dy.c, &dqkv.c,
+                                           err),
+             pp_attention_backward_dropout(ex, h, drop, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g,
+                                           err));
         BOTH(r, pp_cast(ex, &dqkv.c, &dqkv32.c, err), pp_cast(ex, &dqkv.g, &dqkv32.g, err));
         CHECK_CLOSE(r, &dqkv32, bwd, "attention backward (%s) case %zu", m, i);
         if (mode != ATTN_CUDNN)
             SAME_TWICE(r, &dqkv, false,
-                       pp_attention_backward(ex, h, &qkv.g, &y.g, &lse.g, &dy.g, &dqkv.g, err),
+                       pp_attention_backward_dropout(ex, h, drop, &qkv.g, &y.g, &lse.g, &dy.g,
+                                                     &dqkv.g, err),
                        "attention backward");
+        else if (drop)
+            check_dropout_own(r, &(pp_attention_desc){.n = n, .t = t, .c = c, .heads = h},
+                              drop->p, i);
         else
             check_choice(r, &(pp_attention_desc){.n = n, .t = t, .c = c, .heads = h},
                          cases[i].cudnn, cases[i].own, i);
         pair *all[] = {&qkv, &dqkv, &y, &dy, &lse, &qkv32, &dqkv32, &y32, &dy32};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
-    if (mode == ATTN_CUDNN) { /* which attention ran, and a bad switch refused */
+    if (mode == ATTN_CUDNN && !drop) { /* which attention ran, and a bad switch refused */
         pp_cuda_sdpa_report(&r->egpu, stdout);
         setenv("PP_CUDA_ATTN", "cuDNN", 1);
         const int64_t qs[3] = {1, 8, 24}, ys[3] = {1, 8, 8}, ls[3] = {1, 1, 8};
@@ -517,6 +546,30 @@ static void test_classifier(rig *r)
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
 }
 
+/* ---- dropout --------------------------------------------------------------------------- */
+
+/* The elementwise op (dropout.cu) the CPU's bits, f32 and bf16, in place
+ * too. (Attention with dropout: test_attention's rows with a drop.) */
+static void test_dropout(rig *r)
+{
+    const pp_dropout_desc d = {0.1f, pp_dropout_key(7, 2, 3), 5};
+    const int64_t sh[3] = {3, 77, 101};
+    pair x = pair_rand(r, 3, sh, -1, 1), y = pair_rand(r, 3, sh, 0, 0);
+    BOTH(r, pp_dropout_forward(ex, &d, &x.c, &y.c, err),
+         pp_dropout_forward(ex, &d, &x.g, &y.g, err));
+    CHECK_CLOSE(r, &y, 0, "dropout forward");
+    BOTH(r, pp_dropout_backward(ex, &d, &y.c, &y.c, err),
+         pp_dropout_backward(ex, &d, &y.g, &y.g, err));
+    CHECK_CLOSE(r, &y, 0, "dropout backward in place");
+    pair xb = pair_bf16_of(r, &x), yb = pair_bf16_of(r, &y);
+    BOTH(r, pp_dropout_forward(ex, &d, &xb.c, &yb.c, err),
+         pp_dropout_forward(ex, &d, &xb.g, &yb.g, err));
+    BOTH(r, pp_cast(ex, &yb.c, &y.c, err), pp_cast(ex, &yb.g, &y.g, err));
+    CHECK_CLOSE(r, &y, 0, "dropout forward (bf16)");
+    pair *all[] = {&x, &y, &xb, &yb};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+}
+
 /* ---- training steps ------------------------------------------------------------------- */
 
 static const char *const layouts[3] = {
@@ -530,6 +583,8 @@ static const char *const layout_names[3] = {"1 stage", "2 stages", "2 stages on 
 
 /* The plans' precision: fp32, then bf16 (the bf16 entries in a whole step). */
 static const char *g_precision = "fp32";
+/* The plans' model.dropout: 0, then 0.1 in fp32 (the masks of both backends). */
+static double g_dropout = 0;
 
 /* bf16 steps against the CPU's bf16 steps: each tensor's update within this
  * norm-wise relative difference (bf16 activations rounded the other way
@@ -549,14 +604,14 @@ static void run_gpt2(const char *dir, int l, const char *kind, const char *init,
     snprintf(stages, sizeof stages, layouts[l], kind, kind);
     snprintf(text, sizeof text,
              "model: {name: gpt2, n_layer: 2, n_head: 2, n_embd: 64, vocab_size: 256, "
-             "block_size: 32}\n"
+             "block_size: 32, dropout: %g}\n"
              "batch: {size: 8, split_size: 4}\n"
              "schedule: 1f1b\n"
              "precision: %s\n"
              "optimizer: {type: sgd, lr: 0.01, momentum: 0.9, weight_decay: 0.0001}\n"
              "data: {format: text, file: \"%s/corpus.txt\", shuffle: true}\n"
              "seed: 5\nsteps: 2\nstages:\n%s",
-             g_precision, dir, stages);
+             g_dropout, g_precision, dir, stages);
     updates_run(text, 2, init, load, path, losses);
 }
 
@@ -629,6 +684,9 @@ int main(int argc, char **argv)
         test_steps(dir);
         g_precision = "bf16";
         test_steps(dir);
+        g_precision = "fp32", g_dropout = 0.1;
+        fprintf(stderr, "gpt2 fp32 with model.dropout %g:\n", g_dropout);
+        test_steps(dir);
         rmdir(dir);
         return check_summary("test_cuda_gpt2 cpu");
     }
@@ -642,16 +700,23 @@ int main(int argc, char **argv)
     test_dense(&r, true);
     test_layernorm_gelu(&r);
     test_bf16(&r);
-    test_attention(&r, ATTN_F32);
-    test_attention(&r, ATTN_OWN);
-    test_attention(&r, ATTN_CUDNN);
+    test_attention(&r, ATTN_F32, NULL);
+    test_attention(&r, ATTN_OWN, NULL);
+    test_attention(&r, ATTN_CUDNN, NULL);
+    const pp_dropout_desc drop = {0.1f, pp_dropout_key(7, 2, 4), 3};
+    test_attention(&r, ATTN_F32, &drop);
+    test_attention(&r, ATTN_CUDNN, &drop);
     test_embeddings(&r);
     test_classifier(&r);
+    test_dropout(&r);
     rig_close(&r);
     char dir[200];
     if (!check_mkdtemp(dir, sizeof dir, "pp-cuda-gpt2")) return 1;
     test_steps(dir);
     g_precision = "bf16";
+    test_steps(dir);
+    g_precision = "fp32", g_dropout = 0.1;
+    fprintf(stderr, "gpt2 fp32 with model.dropout %g:\n", g_dropout);
     test_steps(dir);
     rmdir(dir);
     return check_summary("test_cuda_gpt2");

@@ -29,6 +29,7 @@
 
 #include "runtime/core/ops.h"
 #include "tests/check.h"
+#include "tests/emu/emu_bf16.h"
 #include "tests/emu/emu_layernorm.h"
 #include "tests/emu/emu_rig.h"
 
@@ -233,15 +234,15 @@ static void test_attention(void)
         snprintf(what, sizeof what, "attention %d x %d, %d heads of %d%s", n, t, h, c / h,
                  off ? ", 4 bytes off" : "");
         CHECK_OK(pp_attention_forward(&g_ex, h, &qkv, &y, &lse, &err), &err);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, d, kq, ky, kl), what);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, d, NULL, kq, ky, kl), what);
         emu_close(&y, ky, 1e-6, what);
         emu_close(&lse, kl, 5e-7, "attention lse");
         CHECK_OK(pp_attention_backward(&g_ex, h, &qkv, &y, &lse, &dy, &dqkv, &err), &err);
         float *delta = malloc(sizeof(float) * (size_t)n * h * t);
         memcpy(ky, y.data, pp_tensor_bytes(&y)); /* the backward from the CPU's forward */
         memcpy(kl, lse.data, pp_tensor_bytes(&lse));
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward(0, MAX_GRID, d, kq, ky, kl, kdy, delta,
-                                                           kdq), what);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward(0, MAX_GRID, d, NULL, kq, ky, kl, kdy,
+                                                           delta, kdq), what);
         emu_close(&dqkv, kdq, 1e-6, "attention backward dqkv (=)");
         free(delta);
         void *bases[] = {bq, by, bl, bdy, bdq};
@@ -250,46 +251,11 @@ static void test_attention(void)
     }
     /* a head wider than the kernels take is refused before anything runs */
     const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2};
-    CHECK(pp_emu_cuda_launch_attention_forward(0, wide, NULL, NULL, NULL) ==
+    CHECK(pp_emu_cuda_launch_attention_forward(0, wide, NULL, NULL, NULL, NULL) ==
           cudaErrorInvalidValue);
 }
 
 /* ---- attention on bf16 operands (attention_bf16.cu) ---------------------------------- */
-
-/* The kernel's bf16 k against the CPU's bf16 t: every element within one
- * bf16 step of the CPU's (both round an f32 result once; the f32 sums' order
- * differs), or within 1e-5 of the largest (a sum that cancels), and at most
- * one element in 1000 not the CPU's bits. */
-static void emu_close_bf16(const pp_tensor *t, const uint16_t *k, const char *what)
-{
-    const int64_t n = pp_tensor_numel(t);
-    const uint16_t *c = t->data;
-    double scale = 0;
-    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(pp_f32_from_bf16(c[i])));
-    int64_t differ = 0, far = 0, worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double cv = pp_f32_from_bf16(c[i]), kv = pp_f32_from_bf16(k[i]);
-        int e = 0;
-        frexp(cv, &e);
-        const double step = ldexp(1.0, e - 8), diff = fabs(kv - cv);
-        differ += c[i] != k[i];
-        if (diff > step && diff > 1e-5 * scale) {
-            if (!far) worst = i;
-            far++;
-        }
-    }
-    CHECK_MSG(far == 0, "%s: %lld of %lld elements more than a bf16 step off (element %lld: "
-              "%.6g, the CPU's %.6g)", what, (long long)far, (long long)n, (long long)worst,
-              pp_f32_from_bf16(k[worst]), pp_f32_from_bf16(c[worst]));
-    CHECK_MSG(differ * 1000 <= n, "%s: %lld of %lld elements not the CPU's bits", what,
-              (long long)differ, (long long)n);
-}
-
-static void fill_bf16(pp_tensor *t, float lo, float span)
-{
-    for (int64_t i = 0; i < pp_tensor_numel(t); i++)
-        ((uint16_t *)t->data)[i] = pp_bf16_from_f32(lo + (emu_urand() + 1.0f) * 0.5f * span);
-}
 
 /* Against the CPU backend's bf16 attention (the f32 arithmetic on widened
  * operands, each output rounded once): y and dqkv within a bf16 step, lse
@@ -312,7 +278,7 @@ static void test_attention_bf16(void)
         pp_tensor y = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
         pp_tensor dy = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
         pp_tensor lse = emu_tensor(PP_F32, 3, (int64_t[]){n, h, t}, PP_NCHW);
-        fill_bf16(&qkv, -2, 4), fill_bf16(&dy, -1, 2), fill_bf16(&dqkv, 5, 1);
+        emu_fill_bf16(&qkv, -2, 4), emu_fill_bf16(&dy, -1, 2), emu_fill_bf16(&dqkv, 5, 1);
         void *bq, *by, *bl, *bdy, *bdq;
         uint16_t *kq = emu_copy(&qkv, 0, &bq), *ky = emu_copy(&y, 2, &by);
         uint16_t *kdy = emu_copy(&dy, 2, &bdy), *kdq = emu_copy(&dqkv, 0, &bdq);
@@ -320,15 +286,15 @@ static void test_attention_bf16(void)
         const pp_emu_cuda_attention_dims d = {n, t, c, h};
         snprintf(what, sizeof what, "bf16 attention %d x %d, %d heads of %d", n, t, h, c / h);
         CHECK_OK(pp_attention_forward(&g_ex, h, &qkv, &y, &lse, &err), &err);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, kq, ky, kl), what);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, NULL, kq, ky, kl), what);
         emu_close_bf16(&y, ky, what);
         emu_close(&lse, kl, 5e-7, "bf16 attention lse");
         CHECK_OK(pp_attention_backward(&g_ex, h, &qkv, &y, &lse, &dy, &dqkv, &err), &err);
         float *delta = malloc(sizeof(float) * (size_t)n * h * t);
         memcpy(ky, y.data, pp_tensor_bytes(&y)); /* the backward from the CPU's forward */
         memcpy(kl, lse.data, pp_tensor_bytes(&lse));
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, kq, ky, kl, kdy,
-                                                                delta, kdq), what);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, NULL, kq, ky, kl,
+                                                                kdy, delta, kdq), what);
         emu_close_bf16(&dqkv, kdq, "bf16 attention backward dqkv (=)");
         free(delta);
         void *bases[] = {bq, by, bl, bdy, bdq};
@@ -336,7 +302,7 @@ static void test_attention_bf16(void)
         EMU_FREE_CASE(bases, ts);
     }
     const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2};
-    CHECK(pp_emu_cuda_launch_attention_forward_bf16(0, wide, NULL, NULL, NULL) ==
+    CHECK(pp_emu_cuda_launch_attention_forward_bf16(0, wide, NULL, NULL, NULL, NULL) ==
           cudaErrorInvalidValue);
 }
 

@@ -15,6 +15,8 @@
  * The ops: the dense layers (forward, + GELU, backward data, + GELU,
  * weights), the layer norms (plain, add + norm, backward, backward +
  * residual gradient) and GELU forward and backward, with GPT-2's mixes.
+ * The attention's bf16 entries are offered with dropout too (a backend
+ * with a dropout entry draws the masks in them), the op's drop in d.
  */
 /* op_check.h's finite differences and double references are not used here */
 #pragma GCC diagnostic push
@@ -331,6 +333,56 @@ static void test_entries(const pp_backend_ops *cpu, const pp_backend_ops *with)
     g_dev->ops = cpu;
 }
 
+/* ---- attention: the bf16 entries get the op's drop ---------------------------------- */
+
+static pp_dropout_desc g_drop; /* the drop of the last attention entry called */
+
+static pp_status att_fwd(pp_exec *ex, const pp_attention_desc *d, const uint16_t *qkv,
+                         uint16_t *y, float *lse, pp_error *err)
+{
+    (void)ex, (void)qkv, (void)y, (void)lse, (void)err;
+    g_calls++, g_drop = d->drop;
+    return PP_OK;
+}
+
+static pp_status att_bwd(pp_exec *ex, const pp_attention_desc *d, const uint16_t *qkv,
+                         const uint16_t *y, const float *lse, const uint16_t *dy,
+                         uint16_t *dqkv, pp_error *err)
+{
+    (void)ex, (void)qkv, (void)y, (void)lse, (void)dy, (void)dqkv, (void)err;
+    g_calls++, g_drop = d->drop;
+    return PP_OK;
+}
+
+static void test_attention(const pp_backend_ops *cpu, pp_backend_ops *with)
+{
+    pp_error err;
+    const int64_t qs[3] = {2, 5, 12}, ys[3] = {2, 5, 4}, ls[3] = {2, 2, 5};
+    pp_tensor qkv, y, lse;
+    CHECK_OK(pp_tensor_zeros(&qkv, g_dev, PP_BF16, 3, qs, &err), &err);
+    CHECK_OK(pp_tensor_zeros(&y, g_dev, PP_BF16, 3, ys, &err), &err);
+    CHECK_OK(pp_tensor_zeros(&lse, g_dev, PP_F32, 3, ls, &err), &err);
+    with->attention_forward_bf16 = att_fwd;
+    with->attention_backward_bf16 = att_bwd;
+    g_dev->ops = with;
+    const pp_dropout_desc drop = {0.25f, 0x1234, 7};
+    static const struct { bool drop; } rows[] = {{false}, {true}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const pp_dropout_desc *dp = rows[i].drop ? &drop : NULL;
+        g_calls = 0, g_drop = (pp_dropout_desc){-1.0f, 0, -1};
+        CHECK_OK(pp_attention_forward_dropout(EX, 2, dp, &qkv, &y, &lse, &err), &err);
+        CHECK_OK(pp_attention_backward_dropout(EX, 2, dp, &qkv, &y, &lse, &y, &qkv, &err), &err);
+        const pp_dropout_desc want = rows[i].drop ? drop : (pp_dropout_desc){0};
+        CHECK_MSG(g_calls == 2 && g_drop.p == want.p && g_drop.key == want.key &&
+                      g_drop.first_sample == want.first_sample,
+                  "attention %s dropout: %d calls of the bf16 entries, drop p %g first %lld",
+                  rows[i].drop ? "with" : "without", g_calls, (double)g_drop.p,
+                  (long long)g_drop.first_sample);
+    }
+    g_dev->ops = cpu;
+    pp_tensor_free(&qkv), pp_tensor_free(&y), pp_tensor_free(&lse);
+}
+
 int main(void)
 {
     if (!op_check_setup()) return 1;
@@ -346,6 +398,7 @@ int main(void)
     with.gelu_forward_bf16 = gelu_fwd;
     with.gelu_backward_bf16 = gelu_bwd;
     test_entries(cpu, &with);
+    test_attention(cpu, &with);
     op_check_teardown();
     return check_summary("test_ops_bf16_entries");
 }

@@ -21,6 +21,9 @@
 #     ours bf16 again with PP_CUDA_ATTN=own (the default run's cuDNN fused
 #     attention against our kernels; which ran: test_cuda_gpt2's 'causal
 #     attention' lines).
+#     ours bf16 again with model.dropout 0.1 (dropout's masks drawn by hash:
+#     one per element at three sites a block, one per (query, key) in each
+#     attention pass; the attention is then ours, not cuDNN's).
 # In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
 # shellcheck shell=bash disable=SC2154
 
@@ -36,10 +39,12 @@ with open(path, "wb") as f:
 PY
 }
 
-# gpt2_plan NAME PRECISION: $res/NAME.yaml, the part's GPT-2 on cuda:0.
+# gpt2_plan NAME PRECISION: $res/NAME.yaml, the part's GPT-2 on cuda:0
+# (with model.dropout g_dropout where it is set).
+g_dropout=""
 gpt2_plan() {
     cat >"$res/$1.yaml" <<YAML
-model: {name: gpt2, n_layer: $g_layers, n_head: $g_heads, n_embd: $g_embd, vocab_size: $g_vocab, block_size: $g_t}
+model: {name: gpt2, n_layer: $g_layers, n_head: $g_heads, n_embd: $g_embd, vocab_size: $g_vocab, block_size: $g_t${g_dropout:+, dropout: $g_dropout}}
 batch: {size: $g_batch, split_size: $g_batch}
 schedule: 1f1b
 precision: $2
@@ -100,13 +105,17 @@ gpt2_against() {
     fi
 }
 
-# gpt2_variant PREC NAME ENV WHAT: ours at PREC again under the environment
-# setting ENV (key "PREC NAME"), and a row of the default run / that one.
+# gpt2_variant PREC NAME SETTING WHAT: ours at PREC again under SETTING, an
+# environment variable's (VAR=VALUE) or the plan's model.dropout
+# (model.dropout=P) (key "PREC NAME"), and a row of the default run / that one.
 gpt2_variant() {
     local p=$1 k="$1 $2"
-    pr_env=("$3")
+    case $3 in
+        model.dropout=*) g_dropout=${3#model.dropout=} ;;
+        *) pr_env=("$3") ;;
+    esac
     gpt2_ours "$p" "$2"
-    pr_env=()
+    pr_env=() g_dropout=""
     row "  $4 ($3), $p" info \
         "$(ratio "${g_tps[$p]:-}" "${g_tps[$k]:-}"): ${g_tps[$p]:-?} / ${g_tps[$k]:-?} tokens/s" ""
 }
@@ -168,4 +177,6 @@ SH
     gpt2_variant tf32 unfused PP_CUDA_UNFUSED=1 "fused / unfused"
     gpt2_ours fp32
     gpt2_against fp32 "torch eager GPT-2 fp32"
+    # last: the row the section's budget may cut
+    gpt2_variant bf16 dropout model.dropout=0.1 "no dropout / dropout"
 }

@@ -1,0 +1,53 @@
+/*
+ * emu_bf16.h - what the emulator's tests of bf16 kernels share
+ * (test_emu_transformer.c, test_emu_dropout.c): bf16 tensors' random fills
+ * and the comparison of a kernel's bf16 output with the CPU backend's.
+ * Include after emu_rig.h.
+ */
+#ifndef PP_TESTS_EMU_BF16_H
+#define PP_TESTS_EMU_BF16_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "runtime/core/tensor.h"
+#include "tests/check.h"
+#include "tests/emu/emu_rig.h"
+
+/* The kernel's bf16 k against the CPU's bf16 t: every element within one
+ * bf16 step of the CPU's (both round an f32 result once; the f32 sums' order
+ * differs), or within 1e-5 of the largest (a sum that cancels), and at most
+ * one element in 1000 not the CPU's bits. */
+static inline void emu_close_bf16(const pp_tensor *t, const uint16_t *k, const char *what)
+{
+    const int64_t n = pp_tensor_numel(t);
+    const uint16_t *c = t->data;
+    double scale = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(pp_f32_from_bf16(c[i])));
+    int64_t differ = 0, far = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double cv = pp_f32_from_bf16(c[i]), kv = pp_f32_from_bf16(k[i]);
+        int e = 0;
+        frexp(cv, &e);
+        const double step = ldexp(1.0, e - 8), diff = fabs(kv - cv);
+        differ += c[i] != k[i];
+        if (diff > step && diff > 1e-5 * scale) {
+            if (!far) worst = i;
+            far++;
+        }
+    }
+    CHECK_MSG(far == 0, "%s: %lld of %lld elements more than a bf16 step off (element %lld: "
+              "%.6g, the CPU's %.6g)", what, (long long)far, (long long)n, (long long)worst,
+              pp_f32_from_bf16(k[worst]), pp_f32_from_bf16(c[worst]));
+    CHECK_MSG(differ * 1000 <= n, "%s: %lld of %lld elements not the CPU's bits", what,
+              (long long)differ, (long long)n);
+}
+
+/* t's bf16 elements: rounded from uniform in [lo, lo + span) */
+static inline void emu_fill_bf16(pp_tensor *t, float lo, float span)
+{
+    for (int64_t i = 0; i < pp_tensor_numel(t); i++)
+        ((uint16_t *)t->data)[i] = pp_bf16_from_f32(lo + (emu_urand() + 1.0f) * 0.5f * span);
+}
+
+#endif
