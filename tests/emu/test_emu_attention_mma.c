@@ -12,6 +12,9 @@
  *     TOL_LSE (absolute, natural log: its sum is of the unrounded P);
  *   - backward from the CPU's y and lse: dqkv within TOL of its largest
  *     element, and the same bits when run again;
+ *   - the first call's check as a GPU makes it (attention_bf16.c): y, lse
+ *     and dqkv against our CUDA-core kernels' (attention_bf16.cu) on the
+ *     same operands, within the same tolerances;
  *   - a head of 17 columns is refused (cudaErrorInvalidValue, nothing
  *     written), as pp_cuda_attention_mma_takes says.
  * TOL and TOL_LSE are the first call's check in attention_bf16.c (the
@@ -27,6 +30,7 @@
 #include "tests/check.h"
 #include "tests/emu/emu_rig.h"
 
+#include "emu_attention_bf16.h"
 #include "emu_attention_mma.h"
 
 #define TOL 8e-3
@@ -56,6 +60,14 @@ static double off_f32(const pp_tensor *t, const float *k)
         if (!(d <= diff)) diff = d;
     }
     return diff;
+}
+
+/* the kernels' outputs on t's shape into a tensor (its data replaced, for off_*) */
+static pp_tensor as_tensor(const pp_tensor *t, void *data)
+{
+    pp_tensor v = *t;
+    v.data = data;
+    return v;
 }
 
 static void fill_bf16(pp_tensor *t, float lo, float span)
@@ -108,7 +120,24 @@ static void test_attention_mma(void)
         CHECK_MSG(eq <= TOL, "%s: dqkv off by %.3g of the largest (tolerance %g)", what, eq, TOL);
         CHECK_MSG(memcmp(kdq, kdq2, pp_tensor_bytes(&dqkv)) == 0, "%s: backward not the same "
                   "bits twice", what);
-        printf("%s: y %.2e, lse %.2e, dqkv %.2e of the CPU's\n", what, ey, el, eq);
+        /* the first call's check: ours (CUDA cores) against the tensor cores' */
+        void *bo, *bol, *boq;
+        uint16_t *oy = emu_copy(&y, 0, &bo), *odq = emu_copy(&dqkv, 0, &boq);
+        float *ol = emu_copy(&lse, 0, &bol);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, kq, oy, ol), what);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_mma(0, d, kq, ky, kl), what);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, kq, oy, ol, kdy,
+                                                                delta, odq), what);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_mma(0, MAX_GRID, d, kq, oy, ol, kdy,
+                                                               delta, kdq), what);
+        const pp_tensor oyt = as_tensor(&y, oy), olt = as_tensor(&lse, ol),
+                        odqt = as_tensor(&dqkv, odq);
+        const double cy = off_bf16(&oyt, ky), cl = off_f32(&olt, kl), cq = off_bf16(&odqt, kdq);
+        CHECK_MSG(cy <= TOL && cl <= TOL_LSE && cq <= TOL, "%s: the first call's check fails: "
+                  "y %.3g, lse %.3g, dqkv %.3g off ours", what, cy, cl, cq);
+        printf("%s: y %.2e, lse %.2e, dqkv %.2e of the CPU's; %.2e, %.2e, %.2e of ours\n", what,
+               ey, el, eq, cy, cl, cq);
+        free(bo), free(bol), free(boq);
         free(delta);
         void *bases[] = {bq, by, bl, bdy, bdq, bdq2};
         pp_tensor *ts[] = {&qkv, &dqkv, &y, &dy, &lse};
