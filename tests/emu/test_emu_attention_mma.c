@@ -105,34 +105,31 @@ static void test_attention_mma(void)
         CHECK_MSG(pp_emu_cuda_attention_mma_takes(d), "%s: refused", what);
         CHECK_OK(pp_attention_forward(&g_ex, h, &qkv, &y, &lse, &err), &err);
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_mma(0, d, kq, ky, kl), what);
+        /* ours (CUDA cores) on the same operands: the first call's check */
+        void *bo, *bol, *boq;
+        uint16_t *oy = emu_copy(&y, 0, &bo), *odq = emu_copy(&dqkv, 0, &boq);
+        float *ol = emu_copy(&lse, 0, &bol);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, kq, oy, ol), what);
+        const pp_tensor oyt = as_tensor(&y, oy), olt = as_tensor(&lse, ol),
+                        odqt = as_tensor(&dqkv, odq);
         const double ey = off_bf16(&y, ky), el = off_f32(&lse, kl);
+        const double cy = off_bf16(&oyt, ky), cl = off_f32(&olt, kl);
         CHECK_MSG(ey <= TOL, "%s: y off by %.3g of the largest (tolerance %g)", what, ey, TOL);
         CHECK_MSG(el <= TOL_LSE, "%s: lse off by %.3g (tolerance %g)", what, el, TOL_LSE);
         CHECK_OK(pp_attention_backward(&g_ex, h, &qkv, &y, &lse, &dy, &dqkv, &err), &err);
         float *delta = malloc(sizeof(float) * (size_t)n * h * t);
-        memcpy(ky, y.data, pp_tensor_bytes(&y)); /* the backward from the CPU's forward */
+        memcpy(ky, y.data, pp_tensor_bytes(&y)); /* the backwards from the CPU's forward */
         memcpy(kl, lse.data, pp_tensor_bytes(&lse));
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_mma(0, MAX_GRID, d, kq, ky, kl, kdy,
                                                                delta, kdq), what);
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_mma(0, MAX_GRID, d, kq, ky, kl, kdy,
                                                                delta, kdq2), what);
-        const double eq = off_bf16(&dqkv, kdq);
+        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, kq, ky, kl, kdy,
+                                                                delta, odq), what);
+        const double eq = off_bf16(&dqkv, kdq), cq = off_bf16(&odqt, kdq);
         CHECK_MSG(eq <= TOL, "%s: dqkv off by %.3g of the largest (tolerance %g)", what, eq, TOL);
         CHECK_MSG(memcmp(kdq, kdq2, pp_tensor_bytes(&dqkv)) == 0, "%s: backward not the same "
                   "bits twice", what);
-        /* the first call's check: ours (CUDA cores) against the tensor cores' */
-        void *bo, *bol, *boq;
-        uint16_t *oy = emu_copy(&y, 0, &bo), *odq = emu_copy(&dqkv, 0, &boq);
-        float *ol = emu_copy(&lse, 0, &bol);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, kq, oy, ol), what);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_mma(0, d, kq, ky, kl), what);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, kq, oy, ol, kdy,
-                                                                delta, odq), what);
-        EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_mma(0, MAX_GRID, d, kq, oy, ol, kdy,
-                                                               delta, kdq), what);
-        const pp_tensor oyt = as_tensor(&y, oy), olt = as_tensor(&lse, ol),
-                        odqt = as_tensor(&dqkv, odq);
-        const double cy = off_bf16(&oyt, ky), cl = off_f32(&olt, kl), cq = off_bf16(&odqt, kdq);
         CHECK_MSG(cy <= TOL && cl <= TOL_LSE && cq <= TOL, "%s: the first call's check fails: "
                   "y %.3g, lse %.3g, dqkv %.3g off ours", what, cy, cl, cq);
         printf("%s: y %.2e, lse %.2e, dqkv %.2e of the CPU's; %.2e, %.2e, %.2e of ours\n", what,
