@@ -106,58 +106,56 @@ static pp_cuda_attention_dims dims_of(const pp_attention_desc *d)
     return (pp_cuda_attention_dims){d->n, d->t, d->c, d->heads};
 }
 
+/* our kernels' launchers (attention_bf16.h, attention_mma.h: the same signatures) */
+typedef cudaError_t (*fwd_launch)(cudaStream_t s, pp_cuda_attention_dims d, const uint16_t *qkv,
+                                  uint16_t *y, float *lse);
+typedef cudaError_t (*bwd_launch)(cudaStream_t s, unsigned max_grid, pp_cuda_attention_dims d,
+                                  const uint16_t *qkv, const uint16_t *y, const float *lse,
+                                  const uint16_t *dy, float *delta, uint16_t *dqkv);
+
+static pp_status kernels_fwd(const call *c, fwd_launch launch, void *const out[2],
+                             pp_error *err)
+{
+    return PP_CUDA(c->ex->dev, err,
+                   launch(c->ce->stream, dims_of(c->d), c->qkv, out[0], out[1]));
+}
+
+/* with the delta scratch (n, heads, t) from the exec's workspace */
+static pp_status kernels_bwd(const call *c, bwd_launch launch, void *const out[2],
+                             pp_error *err)
+{
+    void *delta;
+    PP_TRY(pp_exec_workspace(c->ex, (size_t)c->d->n * c->d->heads * c->d->t * sizeof(float),
+                             &delta, err));
+    return PP_CUDA(c->ex->dev, err,
+                   launch(c->ce->stream, pp_cuda_max_grid(c->ex), dims_of(c->d), c->qkv, c->y,
+                          c->lse, c->dy, delta, out[0]));
+}
+
 static pp_status own_fwd(void *arg, void *const out[2], pp_error *err)
 {
-    const call *c = arg;
-    return PP_CUDA(c->ex->dev, err,
-                   pp_cuda_launch_attention_forward_bf16(c->ce->stream, dims_of(c->d), c->qkv,
-                                                         out[0], out[1]));
+    return kernels_fwd(arg, pp_cuda_launch_attention_forward_bf16, out, err);
 }
 
 static pp_status mma_fwd(void *arg, void *const out[2], pp_error *err)
 {
-    const call *c = arg;
-    return PP_CUDA(c->ex->dev, err,
-                   pp_cuda_launch_attention_forward_mma(c->ce->stream, dims_of(c->d), c->qkv,
-                                                        out[0], out[1]));
+    return kernels_fwd(arg, pp_cuda_launch_attention_forward_mma, out, err);
+}
+
+static pp_status own_bwd(void *arg, void *const out[2], pp_error *err)
+{
+    return kernels_bwd(arg, pp_cuda_launch_attention_backward_bf16, out, err);
+}
+
+static pp_status mma_bwd(void *arg, void *const out[2], pp_error *err)
+{
+    return kernels_bwd(arg, pp_cuda_launch_attention_backward_mma, out, err);
 }
 
 static pp_status cudnn_fwd(void *arg, void *const out[2], pp_error *err)
 {
     const call *c = arg;
     return pp_cuda_sdpa_forward(c->ex, c->d, c->qkv, out[0], out[1], err);
-}
-
-/* the delta scratch of ours and the tensor-core kernels' backward */
-static pp_status delta_of(const call *c, float **delta, pp_error *err)
-{
-    void *p;
-    PP_TRY(pp_exec_workspace(c->ex, (size_t)c->d->n * c->d->heads * c->d->t * sizeof(float), &p,
-                             err));
-    *delta = p;
-    return PP_OK;
-}
-
-static pp_status own_bwd(void *arg, void *const out[2], pp_error *err)
-{
-    const call *c = arg;
-    float *delta;
-    PP_TRY(delta_of(c, &delta, err));
-    return PP_CUDA(c->ex->dev, err,
-                   pp_cuda_launch_attention_backward_bf16(c->ce->stream, pp_cuda_max_grid(c->ex),
-                                                          dims_of(c->d), c->qkv, c->y, c->lse,
-                                                          c->dy, delta, out[0]));
-}
-
-static pp_status mma_bwd(void *arg, void *const out[2], pp_error *err)
-{
-    const call *c = arg;
-    float *delta;
-    PP_TRY(delta_of(c, &delta, err));
-    return PP_CUDA(c->ex->dev, err,
-                   pp_cuda_launch_attention_backward_mma(c->ce->stream, pp_cuda_max_grid(c->ex),
-                                                         dims_of(c->d), c->qkv, c->y, c->lse,
-                                                         c->dy, delta, out[0]));
 }
 
 static pp_status cudnn_bwd(void *arg, void *const out[2], pp_error *err)

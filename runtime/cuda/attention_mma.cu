@@ -80,6 +80,15 @@ __device__ __forceinline__ uint32_t pair_at(const uint16_t *src, int64_t ld, int
     return (uint32_t)p[0] | (uint32_t)p[1] << 16;
 }
 
+/* acc = 0 */
+template <int NT> __device__ __forceinline__ void zero(float acc[NT][4])
+{
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+}
+
 /* two floats as a word of bf16, each rounded once (the first low) */
 __device__ __forceinline__ uint32_t pack(float lo, float hi)
 {
@@ -146,10 +155,9 @@ template <int NT, int KS>
 __device__ __forceinline__ void product(float acc[NT][4], const uint32_t a[KS][4],
                                         const uint32_t *tile, int LD, int g, int q)
 {
+    zero<NT>(acc);
 #pragma unroll
     for (int j = 0; j < NT; j++) {
-#pragma unroll
-        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
             uint32_t b[2];
@@ -215,10 +223,7 @@ __global__ void __launch_bounds__(MMA_THREADS)
     uint32_t qa[KS][4];
     load_a<KS>(qa, base, g.ld, r0, g.t, g.hs, q);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) o[j][i] = 0.0f;
+    zero<NT>(o);
     const int kend = q0 + MB < g.t ? q0 + MB : g.t;
     for (int k0 = 0; k0 < kend; k0 += MB) {
         __syncthreads(); /* the previous tiles are read */
@@ -299,10 +304,8 @@ __global__ void __launch_bounds__(MMA_THREADS)
     load_a<KS>(ka, base + g.c, g.ld, r0, g.t, g.hs, q);
     load_a<KS>(va, base + 2 * g.c, g.ld, r0, g.t, g.hs, q);
     float dk[NT][4], dv[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) dk[j][i] = dv[j][i] = 0.0f;
+    zero<NT>(dk);
+    zero<NT>(dv);
     for (int q0 = k0 / BQ * BQ; q0 < g.t; q0 += BQ) {
         __syncthreads(); /* the previous query tiles are read */
         stage_rows<HS, BQ>(sq, base, g.ld, q0, g.t, g.hs);
@@ -363,10 +366,7 @@ __global__ void __launch_bounds__(MMA_THREADS)
         rd[r] = in ? delta[lrow + r0 + 8 * r] : 0.0f;
     }
     float dq[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) dq[j][i] = 0.0f;
+    zero<NT>(dq);
     const int kend = q0 + MB < g.t ? q0 + MB : g.t;
     for (int k0 = 0; k0 < kend; k0 += BK) {
         __syncthreads(); /* the previous key tiles are read */

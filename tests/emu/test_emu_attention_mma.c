@@ -28,6 +28,7 @@
 
 #include "runtime/core/ops.h"
 #include "tests/check.h"
+#include "tests/emu/emu_attention.h"
 #include "tests/emu/emu_rig.h"
 
 #include "emu_attention_bf16.h"
@@ -70,12 +71,6 @@ static pp_tensor as_tensor(const pp_tensor *t, void *data)
     return v;
 }
 
-static void fill_bf16(pp_tensor *t, float lo, float span)
-{
-    for (int64_t i = 0; i < pp_tensor_numel(t); i++)
-        ((uint16_t *)t->data)[i] = pp_bf16_from_f32(lo + (emu_urand() + 1.0f) * 0.5f * span);
-}
-
 static void test_attention_mma(void)
 {
     static const struct { int n, t, c, heads; } cases[] = {
@@ -89,46 +84,42 @@ static void test_attention_mma(void)
     char what[96];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
-        pp_tensor qkv = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
-        pp_tensor dqkv = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
-        pp_tensor y = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
-        pp_tensor dy = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
-        pp_tensor lse = emu_tensor(PP_F32, 3, (int64_t[]){n, h, t}, PP_NCHW);
-        fill_bf16(&qkv, -2, 4), fill_bf16(&dy, -1, 2), fill_bf16(&dqkv, 5, 1);
+        emu_attn a = emu_attn_case(n, t, c, h);
         void *bq, *by, *bl, *bdy, *bdq, *bdq2;
-        uint16_t *kq = emu_copy(&qkv, 0, &bq), *ky = emu_copy(&y, 2, &by);
-        uint16_t *kdy = emu_copy(&dy, 2, &bdy), *kdq = emu_copy(&dqkv, 0, &bdq);
-        uint16_t *kdq2 = emu_copy(&dqkv, 0, &bdq2);
-        float *kl = emu_copy(&lse, 0, &bl);
+        uint16_t *kq = emu_copy(&a.qkv, 0, &bq), *ky = emu_copy(&a.y, 2, &by);
+        uint16_t *kdy = emu_copy(&a.dy, 2, &bdy), *kdq = emu_copy(&a.dqkv, 0, &bdq);
+        uint16_t *kdq2 = emu_copy(&a.dqkv, 0, &bdq2);
+        float *kl = emu_copy(&a.lse, 0, &bl);
         const pp_emu_cuda_attention_dims d = {n, t, c, h};
         snprintf(what, sizeof what, "mma attention %d x %d, %d heads of %d", n, t, h, c / h);
         CHECK_MSG(pp_emu_cuda_attention_mma_takes(d), "%s: refused", what);
-        CHECK_OK(pp_attention_forward(&g_ex, h, &qkv, &y, &lse, &err), &err);
+        CHECK_OK(pp_attention_forward(&g_ex, h, &a.qkv, &a.y, &a.lse, &err), &err);
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_mma(0, d, kq, ky, kl), what);
         /* ours (CUDA cores) on the same operands: the first call's check */
         void *bo, *bol, *boq;
-        uint16_t *oy = emu_copy(&y, 0, &bo), *odq = emu_copy(&dqkv, 0, &boq);
-        float *ol = emu_copy(&lse, 0, &bol);
+        uint16_t *oy = emu_copy(&a.y, 0, &bo), *odq = emu_copy(&a.dqkv, 0, &boq);
+        float *ol = emu_copy(&a.lse, 0, &bol);
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, kq, oy, ol), what);
-        const pp_tensor oyt = as_tensor(&y, oy), olt = as_tensor(&lse, ol),
-                        odqt = as_tensor(&dqkv, odq);
-        const double ey = off_bf16(&y, ky), el = off_f32(&lse, kl);
+        const pp_tensor oyt = as_tensor(&a.y, oy), olt = as_tensor(&a.lse, ol),
+                        odqt = as_tensor(&a.dqkv, odq);
+        const double ey = off_bf16(&a.y, ky), el = off_f32(&a.lse, kl);
         const double cy = off_bf16(&oyt, ky), cl = off_f32(&olt, kl);
         CHECK_MSG(ey <= TOL, "%s: y off by %.3g of the largest (tolerance %g)", what, ey, TOL);
         CHECK_MSG(el <= TOL_LSE, "%s: lse off by %.3g (tolerance %g)", what, el, TOL_LSE);
-        CHECK_OK(pp_attention_backward(&g_ex, h, &qkv, &y, &lse, &dy, &dqkv, &err), &err);
+        CHECK_OK(pp_attention_backward(&g_ex, h, &a.qkv, &a.y, &a.lse, &a.dy, &a.dqkv, &err),
+                 &err);
         float *delta = malloc(sizeof(float) * (size_t)n * h * t);
-        memcpy(ky, y.data, pp_tensor_bytes(&y)); /* the backwards from the CPU's forward */
-        memcpy(kl, lse.data, pp_tensor_bytes(&lse));
+        memcpy(ky, a.y.data, pp_tensor_bytes(&a.y)); /* the backwards from the CPU's forward */
+        memcpy(kl, a.lse.data, pp_tensor_bytes(&a.lse));
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_mma(0, MAX_GRID, d, kq, ky, kl, kdy,
                                                                delta, kdq), what);
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_mma(0, MAX_GRID, d, kq, ky, kl, kdy,
                                                                delta, kdq2), what);
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, kq, ky, kl, kdy,
                                                                 delta, odq), what);
-        const double eq = off_bf16(&dqkv, kdq), cq = off_bf16(&odqt, kdq);
+        const double eq = off_bf16(&a.dqkv, kdq), cq = off_bf16(&odqt, kdq);
         CHECK_MSG(eq <= TOL, "%s: dqkv off by %.3g of the largest (tolerance %g)", what, eq, TOL);
-        CHECK_MSG(memcmp(kdq, kdq2, pp_tensor_bytes(&dqkv)) == 0, "%s: backward not the same "
+        CHECK_MSG(memcmp(kdq, kdq2, pp_tensor_bytes(&a.dqkv)) == 0, "%s: backward not the same "
                   "bits twice", what);
         CHECK_MSG(cy <= TOL && cl <= TOL_LSE && cq <= TOL, "%s: the first call's check fails: "
                   "y %.3g, lse %.3g, dqkv %.3g off ours", what, cy, cl, cq);
@@ -137,7 +128,7 @@ static void test_attention_mma(void)
         free(bo), free(bol), free(boq);
         free(delta);
         void *bases[] = {bq, by, bl, bdy, bdq, bdq2};
-        pp_tensor *ts[] = {&qkv, &dqkv, &y, &dy, &lse};
+        pp_tensor *ts[] = {&a.qkv, &a.dqkv, &a.y, &a.dy, &a.lse};
         EMU_FREE_CASE(bases, ts);
     }
     const pp_emu_cuda_attention_dims odd = {1, 4, 34, 2};
