@@ -4,8 +4,8 @@
  * against the CPU backend's bf16 attention (the f32 arithmetic on widened
  * operands, each output rounded once: the spec), on the CPU by the emulator
  * (cuda_emu.h): heads of 16, 48 (run by the kernels of 64, zero columns
- * past the head), 64 and 128 columns, t of 1, 70 and 130 (tiles of 64 cut
- * short), one to three samples, several heads, outputs 2 bytes off a 4-byte
+ * past the head), 64 and 128 columns, t of 1, 64, 70 and 130 (tiles of 64
+ * whole and cut short), one to three samples, several heads, outputs 2 bytes off a 4-byte
  * boundary.
  *   - forward: y within TOL of the largest element of the CPU's y (the
  *     kernels round P to bf16 before P V, the CPU does not), lse within
@@ -77,6 +77,7 @@ static void test_attention_mma(void)
         {2, 70, 128, 2},  /* GPT-2's heads of 64; two tiles, the last short; two samples */
         {1, 130, 64, 4},  /* heads of 16; three tiles */
         {3, 1, 128, 2},   /* one query */
+        {1, 64, 64, 1},   /* one whole tile */
         {1, 130, 256, 2}, /* heads of 128: backward tiles of 32 */
         {2, 70, 96, 2},   /* heads of 48, by the kernels of 64 */
     };
