@@ -71,12 +71,15 @@ struct bf16_elems {
 };
 
 /* columns col and col + 1 of row `row` of src (rows ld apart) as one word,
- * the first in the low half; zero at or past t rows or hs columns (hs even) */
+ * the first in the low half (one 32-bit load where the pair is 4-byte
+ * aligned, as it is when the operand is: a head's columns start at a
+ * multiple of 16); zero at or past t rows or hs columns (hs even) */
 __device__ __forceinline__ uint32_t pair_at(const uint16_t *src, int64_t ld, int row, int col,
                                             int t, int hs)
 {
     if (row >= t || col >= hs) return 0u;
     const uint16_t *p = src + (int64_t)row * ld + col;
+    if (((uintptr_t)p & 3u) == 0) return *reinterpret_cast<const uint32_t *>(p);
     return (uint32_t)p[0] | (uint32_t)p[1] << 16;
 }
 
