@@ -393,6 +393,21 @@ cudaError_t launch_forward(cudaStream_t s, const pp_cuda_attention_dims &d,
     return forward_at<T, 128, 16, 16>(s, d, g, drop, qkv, y, lse);
 }
 
+/* delta (n, heads, t) from y and dy on stream s, on at most max_grid blocks
+ * (T: elem and wide() are all delta_k reads; attention_mma.cu launches it
+ * too) */
+template <class T>
+cudaError_t launch_delta(cudaStream_t s, unsigned max_grid, const pp_cuda_attention_dims &d,
+                         const att_geom &g, const typename T::elem *y,
+                         const typename T::elem *dy, float *delta)
+{
+    const int64_t rows = (int64_t)d.n * d.t * d.heads;
+    int64_t grid = (rows * WARP + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK;
+    if (grid > (int64_t)max_grid) grid = max_grid;
+    delta_k<T><<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(g, rows, y, dy, delta);
+    return cudaGetLastError();
+}
+
 /* The backward on stream s: delta (n, heads, t) from y and dy on at most
  * max_grid blocks, then dqkv, every element written, with the forward's
  * drop; the same refusal. */
@@ -404,11 +419,7 @@ cudaError_t launch_backward(cudaStream_t s, unsigned max_grid, const pp_cuda_att
 {
     if (!dims_ok(d)) return cudaErrorInvalidValue;
     const att_geom g = geom_of(d);
-    const int64_t rows = (int64_t)d.n * d.t * d.heads;
-    int64_t grid = (rows * WARP + PP_CUDA_BLOCK - 1) / PP_CUDA_BLOCK;
-    if (grid > (int64_t)max_grid) grid = max_grid;
-    delta_k<T><<<(unsigned)grid, PP_CUDA_BLOCK, 0, s>>>(g, rows, y, dy, delta);
-    const cudaError_t e = cudaGetLastError();
+    const cudaError_t e = launch_delta<T>(s, max_grid, d, g, y, dy, delta);
     if (e != cudaSuccess) return e;
     if (g.hs <= 32)
         return backward_at<T, 32, 32, 32>(s, d, g, drop, qkv, dy, lse, delta, dqkv);

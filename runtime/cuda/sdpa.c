@@ -287,7 +287,10 @@ void pp_cuda_sdpa_report(pp_exec *ex, FILE *out)
             const pp_sdpa_use u = e->choice.use[dir];
             const sdpa_plan *p = &e->plan[dir];
             fprintf(out, "%s: %s", what,
-                    u == PP_SDPA_CUDNN ? "cuDNN" : u == PP_SDPA_OWN ? "ours" : "not run yet");
+                    u == PP_SDPA_CUDNN ? "cuDNN"
+                    : u == PP_SDPA_MMA ? "ours on tensor cores (mma)"
+                    : u == PP_SDPA_OWN ? "ours"
+                                       : "not run yet");
             if (u == PP_SDPA_CUDNN && p->ok)
                 fprintf(out, " (engine %lld, workspace %zu B)", (long long)p->engine, p->ws);
             if (e->choice.why[dir][0]) fprintf(out, ": %s", e->choice.why[dir]);

@@ -1,8 +1,8 @@
 /*
  * sdpa.h - causal self-attention on bf16 operands through cuDNN's fused
  * flash-attention engines (the graph API, sdpa.c over sdpa_graph.c), and
- * the record of which attention each shape runs (cuDNN's or ours,
- * attention_bf16.c decides).
+ * the record of which attention each shape runs (cuDNN's, ours on tensor
+ * cores or ours, attention_bf16.c decides).
  *
  * Operands as attention_bf16.h's: qkv and dqkv (n, t, 3c), y and dy
  * (n, t, c) bf16; lse (n, heads, t) f32, the natural log-sum-exp of a
@@ -58,12 +58,14 @@ pp_status pp_cuda_sdpa_graph_check(pp_exec *ex, const pp_attention_desc *d, pp_s
 typedef enum pp_sdpa_use {
     PP_SDPA_UNDECIDED = 0, /* not run yet outside a CUDA graph capture */
     PP_SDPA_CUDNN,         /* cuDNN's, checked against ours at its first use */
-    PP_SDPA_OWN            /* ours (attention_bf16.cu) */
+    PP_SDPA_OWN,           /* ours (attention_bf16.cu) */
+    PP_SDPA_MMA            /* ours on tensor cores (attention_mma.cu), checked likewise */
 } pp_sdpa_use;
 
 typedef struct pp_sdpa_choice {
     pp_sdpa_use use[2];  /* by pp_sdpa_dir */
-    char why[2][sizeof(((pp_error *)0)->msg)]; /* the check's figures, or why not cuDNN */
+    int mode;            /* the PP_CUDA_ATTN setting use was decided under (attention_bf16.c's) */
+    char why[2][sizeof(((pp_error *)0)->msg)]; /* the checks' figures, or why not */
 } pp_sdpa_choice;
 
 /* *out: the choice record of shape d on ex (made, undecided, at its first

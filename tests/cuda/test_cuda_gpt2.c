@@ -9,12 +9,13 @@
  *          after them, forward, and before them, backward), layer norm (with
  *          the residual add and gradient fused too), GELU,
  *          attention (heads of 64, 17, 24 and 128 columns, t = 1024, 77
- *          and 64; in f32 and in bf16, ours and cuDNN's fused attention,
- *          the bf16 within 8e-3: two bf16 steps), token and
- *          position embeddings, the classifier over 50257 classes in place;
- *          dropout: the elementwise op (f32, bf16, in place) the CPU's bits,
- *          attention with dropout on the probabilities (f32, bf16: ours
- *          whatever PP_CUDA_ATTN says) within the attention's tolerances.
+ *          and 64; in f32 and in bf16, ours, ours on tensor cores (mma)
+ *          and cuDNN's fused attention, the bf16 within 8e-3: two bf16
+ *          steps), token and position embeddings, the classifier over 50257
+ *          classes in place; dropout: the elementwise op (f32, bf16, in
+ *          place) the CPU's bits, attention with dropout on the
+ *          probabilities (f32, bf16: ours whatever PP_CUDA_ATTN says) within
+ *          the attention's tolerances.
  *          Normalised errors within the CUDA suite's tolerances (cuda_rig.h:
  *          1e-4 forward, 1e-3 gradients; TF32 1e-2); the embeddings' sums,
  *          in double in the CPU's order, give its bits; parameter gradients
@@ -371,36 +372,39 @@ static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
 /* Attention in f32, and in bf16 (qkv, y, dy and dqkv bf16: the CUDA
  * backend's bf16 entries against the CPU's f32 arithmetic on widened
  * operands, each output rounded once) with each PP_CUDA_ATTN: own (our
- * kernels, attention_bf16.cu) and cudnn (cuDNN's fused attention where it
- * agrees with ours at a shape's first call, sdpa.c): y and dqkv within two
+ * kernels, attention_bf16.cu), mma (our tensor-core kernels,
+ * attention_mma.cu, where they agree with ours at a shape's first call) and
+ * cudnn (cuDNN's fused attention where it agrees with ours at a shape's
+ * first call, sdpa.c; else mma's where they agree): y and dqkv within two
  * bf16 steps of the largest element, lse as f32's. At GPT-2's heads of 64
- * cuDNN must run both directions; at heads of 17 it must decline (c and hs
- * not multiples of 8) and ours run. Our backward gives the same bits twice
- * (cuDNN's flash-attention backward may accumulate dq in another order run
- * to run: not asked of it). With drop (dropout on the probabilities, the
- * CPU's masks) the same rows, and with cudnn ours must run every shape,
+ * cuDNN must run both directions under cudnn, and the tensor-core kernels
+ * under mma (heads of 128 too); at heads of 17 cuDNN must decline (c and hs
+ * not multiples of 8) and ours run; at heads of 17 and 24 the tensor-core
+ * kernels must decline (not multiples of 16) and ours run. Our backwards
+ * give the same bits twice, the tensor-core one too (cuDNN's
+ * flash-attention backward may accumulate dq in another order run to run:
+ * not asked of it). With drop (dropout on the probabilities, the CPU's
+ * masks) the same rows, and under cudnn and mma ours must run every shape,
  * its record saying dropout is why. */
 #define TOL_ATT_BF16 8e-3
 
-typedef enum attn_mode { ATTN_F32, ATTN_OWN, ATTN_CUDNN } attn_mode;
+typedef enum attn_mode { ATTN_F32, ATTN_OWN, ATTN_CUDNN, ATTN_MMA } attn_mode;
 
-/* The cuDNN run's record of shape d: cuDNN where must_cudnn, ours where
- * must_own (with the reason's words), printed either way. */
-static void check_choice(rig *r, const pp_attention_desc *d, bool must_cudnn, bool must_own,
-                         size_t i)
+/* The record of shape d on the GPU's exec: want (PP_SDPA_UNDECIDED: any)
+ * in both directions, the forward's reason holding the words `reason`
+ * (NULL: any), printed either way. */
+static void check_choice(rig *r, const pp_attention_desc *d, pp_sdpa_use want,
+                         const char *reason, size_t i)
 {
+    static const char *const uses[] = {"undecided", "cuDNN's", "ours", "mma's"};
     pp_sdpa_choice *ch;
     pp_error err;
     CHECK_OK(pp_cuda_sdpa_choice(&r->egpu, d, &ch, &err), &err);
-    for (int dir = 0; dir < 2; dir++) {
+    for (int dir = 0; want != PP_SDPA_UNDECIDED && dir < 2; dir++) {
         const char *dn = dir ? "backward" : "forward";
-        if (must_cudnn)
-            CHECK_MSG(ch->use[dir] == PP_SDPA_CUDNN, "attention case %zu: cuDNN's %s did not "
-                      "run: %s", i, dn, ch->why[dir]);
-        if (must_own)
-            CHECK_MSG(ch->use[dir] == PP_SDPA_OWN && (dir || strstr(ch->why[dir], "multiples of 8")),
-                      "attention case %zu: %s not ours for want of multiples of 8: %s", i, dn,
-                      ch->why[dir]);
+        CHECK_MSG(ch->use[dir] == want && (dir || !reason || strstr(ch->why[dir], reason)),
+                  "attention case %zu: %s not %s (for want of '%s'): %s", i, dn, uses[want],
+                  reason ? reason : "-", ch->why[dir]);
     }
 }
 
@@ -421,19 +425,23 @@ static void check_dropout_own(rig *r, const pp_attention_desc *d, float p, size_
 
 static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
 {
-    static const struct { int n, t, c, heads; bool cudnn, own; } cases[] = {
-        {2, 1024, 768, 12, true, false}, /* GPT-2 124M's, two samples */
-        {4, 64, 768, 12, true, false},   /* GPT-2's heads at t = 64 */
-        {3, 77, 51, 3, false, true},     /* heads of 17 */
-        {3, 77, 96, 4, false, false},    /* heads of 24, odd t */
-        {1, 300, 256, 2, false, false},  /* heads of 128 */
+    /* cudnn, own: cuDNN's or ours must run under cudnn; mma: the
+     * tensor-core kernels must run under mma (else ours) */
+    static const struct { int n, t, c, heads; bool cudnn, own, mma; } cases[] = {
+        {2, 1024, 768, 12, true, false, true}, /* GPT-2 124M's, two samples */
+        {4, 64, 768, 12, true, false, true},   /* GPT-2's heads at t = 64 */
+        {3, 77, 51, 3, false, true, false},    /* heads of 17 */
+        {3, 77, 96, 4, false, false, false},   /* heads of 24, odd t */
+        {1, 300, 256, 2, false, false, true},  /* heads of 128 */
     };
-    static const char *const names[] = {"f32", "bf16, PP_CUDA_ATTN=own", "bf16, PP_CUDA_ATTN=cudnn"};
+    static const char *const names[] = {"f32", "bf16, PP_CUDA_ATTN=own", "bf16, PP_CUDA_ATTN=cudnn",
+                                        "bf16, PP_CUDA_ATTN=mma"};
+    static const char *const env[] = {NULL, "own", "cudnn", "mma"};
     const bool bf16 = mode != ATTN_F32;
     char m[64];
     snprintf(m, sizeof m, "%s%s", names[mode], drop ? ", dropout" : "");
     const double fwd = bf16 ? TOL_ATT_BF16 : TOL_FWD, bwd = bf16 ? TOL_ATT_BF16 : TOL_BWD;
-    if (bf16) setenv("PP_CUDA_ATTN", mode == ATTN_OWN ? "own" : "cudnn", 1);
+    if (bf16) setenv("PP_CUDA_ATTN", env[mode], 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
         const int64_t qs[3] = {n, t, 3 * c}, ys[3] = {n, t, c}, ls[3] = {n, h, t};
@@ -461,15 +469,22 @@ static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
                        pp_attention_backward_dropout(ex, h, drop, &qkv.g, &y.g, &lse.g, &dy.g,
                                                      &dqkv.g, err),
                        "attention backward");
-        else if (drop)
-            check_dropout_own(r, &(pp_attention_desc){.n = n, .t = t, .c = c, .heads = h},
-                              drop->p, i);
-        else
-            check_choice(r, &(pp_attention_desc){.n = n, .t = t, .c = c, .heads = h},
-                         cases[i].cudnn, cases[i].own, i);
+        const pp_attention_desc d = {.n = n, .t = t, .c = c, .heads = h};
+        if (drop && (mode == ATTN_CUDNN || mode == ATTN_MMA))
+            check_dropout_own(r, &d, drop->p, i);
+        else if (mode == ATTN_CUDNN)
+            check_choice(r, &d,
+                         cases[i].cudnn ? PP_SDPA_CUDNN
+                         : cases[i].own ? PP_SDPA_OWN
+                                        : PP_SDPA_UNDECIDED,
+                         cases[i].own ? "multiples of 8" : NULL, i);
+        else if (mode == ATTN_MMA)
+            check_choice(r, &d, cases[i].mma ? PP_SDPA_MMA : PP_SDPA_OWN,
+                         cases[i].mma ? NULL : "multiples of 16", i);
         pair *all[] = {&qkv, &dqkv, &y, &dy, &lse, &qkv32, &dqkv32, &y32, &dy32};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
+    if (mode == ATTN_MMA && !drop) pp_cuda_sdpa_report(&r->egpu, stdout); /* which ran */
     if (mode == ATTN_CUDNN && !drop) { /* which attention ran, and a bad switch refused */
         pp_cuda_sdpa_report(&r->egpu, stdout);
         setenv("PP_CUDA_ATTN", "cuDNN", 1);
@@ -703,9 +718,11 @@ int main(int argc, char **argv)
     test_attention(&r, ATTN_F32, NULL);
     test_attention(&r, ATTN_OWN, NULL);
     test_attention(&r, ATTN_CUDNN, NULL);
+    test_attention(&r, ATTN_MMA, NULL);
     const pp_dropout_desc drop = {0.1f, pp_dropout_key(7, 2, 4), 3};
     test_attention(&r, ATTN_F32, &drop);
     test_attention(&r, ATTN_CUDNN, &drop);
+    test_attention(&r, ATTN_MMA, &drop);
     test_embeddings(&r);
     test_classifier(&r);
     test_dropout(&r);

@@ -3,7 +3,7 @@
  *
  * A block's threads are fibers (ucontext) on the launching thread, run in
  * rounds: each runnable fiber in thread order until it returns or waits at a
- * rendezvous (__syncthreads: the block's; a shuffle: its warp's); a
+ * rendezvous (__syncthreads: the block's; a shuffle or an mma: its warp's); a
  * rendezvous opens when every thread of its block or warp that has not
  * returned has arrived (a GPU counts exited threads as arrived). A round in
  * which no fiber can run is a deadlock (a rendezvous in divergent code): it
@@ -54,9 +54,20 @@ struct rendezvous {
     }
 };
 
+enum warp_op : uint8_t { OP_SHUFFLE = 1, OP_MMA = 2 };
+
+/* a lane's operands of an mma (mma_bf16.cuh's fragments) */
+struct mma_frag {
+    uint32_t a[4], b[2];
+    float c[4];
+};
+
 struct warp_state {
     rendezvous r;
-    uint64_t slot[2][WARP]; /* by the shuffle's parity: one rendezvous a shuffle */
+    /* by the collective's parity: one rendezvous a shuffle or mma */
+    uint64_t slot[2][WARP];
+    mma_frag frag[2][WARP];
+    uint8_t op[2][WARP]; /* which collective each lane entered */
     uint64_t count[WARP]; /* shuffles each lane has entered */
     bool present[WARP];   /* in the block and not returned */
 };
@@ -260,9 +271,14 @@ uint64_t shuffle_from(unsigned mask, uint64_t bits, int src)
         fault("shuffle mask 0x%08x leaves out its caller, lane %u", mask, (unsigned)lane);
     const uint64_t k = w.count[lane]++;
     w.slot[k & 1][lane] = bits;
+    w.op[k & 1][lane] = OP_SHUFFLE;
     arrive(w.r, AT_WARP);
     /* lane src's value of this shuffle, which it offered before the rendezvous opened */
-    if (src >= 0 && src < WARP && w.count[src] > k && mask >> src & 1u) return w.slot[k & 1][src];
+    if (src >= 0 && src < WARP && w.count[src] > k && mask >> src & 1u) {
+        if (w.op[k & 1][src] != OP_SHUFFLE)
+            fault("shuffle reads lane %u, which is at an mma (mask 0x%08x)", (unsigned)src, mask);
+        return w.slot[k & 1][src];
+    }
     if (src != lane)
         fault("shuffle reads lane %u, outside mask 0x%08x or not in this shuffle", (unsigned)src,
               mask);
@@ -289,6 +305,75 @@ uint64_t shuffle_xor(unsigned mask, uint64_t bits, unsigned lane_mask, int width
     const int base = lane - lane % width, other = lane ^ (int)lane_mask;
     /* a lane of a later segment is out of reach: the caller's own value */
     return shuffle_from(mask, bits, other < base + width ? other : lane);
+}
+
+namespace {
+
+float bf16_at(uint32_t word, int high)
+{
+    const uint32_t bits = high ? word & 0xffff0000u : word << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* A[row][col] of the gathered fragments: the inverse of mma_bf16.cuh's
+ * table (lane 4 (row % 8) + (col % 8) / 2, register (row >= 8) + 2 (col >= 8),
+ * half col % 2) */
+float mma_a(const mma_frag *f, int row, int col)
+{
+    const int lane = 4 * (row % 8) + col % 8 / 2, reg = (row >= 8) + 2 * (col >= 8);
+    return bf16_at(f[lane].a[reg], col % 2);
+}
+
+/* B[k][n]: lane 4 n + (k % 8) / 2, register k >= 8, half k % 2 */
+float mma_b(const mma_frag *f, int k, int n)
+{
+    return bf16_at(f[4 * n + k % 8 / 2].b[k >= 8], k % 2);
+}
+
+} // namespace
+
+void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4])
+{
+    block_run &br = the_run();
+    const int t = br.cur, lane = t % WARP;
+    warp_state &w = br.warps[t / WARP];
+    const uint64_t k = w.count[lane]++;
+    mma_frag &mine = w.frag[k & 1][lane];
+    std::memcpy(mine.a, a, sizeof mine.a);
+    std::memcpy(mine.b, b, sizeof mine.b);
+    std::memcpy(mine.c, c, sizeof mine.c);
+    w.op[k & 1][lane] = OP_MMA;
+    arrive(w.r, AT_WARP);
+    /* every lane of the warp at this mma; the others' fragments read as zero
+     * (reported once, by the lowest lane that is there) */
+    mma_frag all[WARP];
+    bool first = true;
+    for (int l = 0; l < WARP; l++) {
+        const bool there = w.count[l] > k && w.op[k & 1][l] == OP_MMA;
+        if (there) {
+            all[l] = w.frag[k & 1][l];
+            if (l < lane) first = false;
+        } else
+            all[l] = mma_frag{};
+    }
+    for (int l = 0; first && l < WARP; l++)
+        if (!(w.count[l] > k && w.op[k & 1][l] == OP_MMA))
+            fault(w.present[l] ? "mma.sync: lane %u of the warp is at another collective "
+                                 "(all %u lanes must be at it)"
+                               : "mma.sync: lane %u of the warp has returned or is not in the "
+                                 "block (all %u lanes must be at it)",
+                  (unsigned)l, (unsigned)WARP);
+    const int g = lane / 4, q = lane % 4;
+    float out[4];
+    for (int i = 0; i < 4; i++) {
+        const int row = g + 8 * (i / 2), col = 2 * q + i % 2;
+        float acc = c[i];
+        for (int kk = 0; kk < 16; kk++) acc += mma_a(all, row, kk) * mma_b(all, kk, col);
+        out[i] = acc;
+    }
+    std::memcpy(d, out, sizeof out);
 }
 
 long faults()

@@ -9,13 +9,16 @@
  * A launch runs synchronously: the blocks one after another (in reverse
  * order), each block's threads as fibers on the calling thread
  * (cuda_emu.cc), so that __syncthreads and the warp shuffles are real
- * rendezvous and __shared__ (made static here) is the running block's.
+ * rendezvous and __shared__ (made static here) is the running block's; the
+ * tensor cores' m16n8k16 bf16 product (mma_bf16.cuh) is a warp rendezvous
+ * too, on the PTX ISA's fragment layout.
  * Device memory is host memory. Besides the kernels' results, the emulator
  * checks what a GPU would refuse or leave undefined: a launch configuration
  * out of the device's limits (cudaErrorInvalidConfiguration from
  * cudaGetLastError, as the runtime reports it), a shuffle whose mask names a
- * lane that has returned or is not in the block (reported on stderr and
- * counted, pp_emu::faults()), and a rendezvous some threads never reach (the
+ * lane that has returned or is not in the block, an mma.sync without its
+ * whole warp (reported on stderr and counted, pp_emu::faults()), and a
+ * rendezvous some threads never reach (the
  * waiting threads named, then abort). Built with AddressSanitizer, every
  * access is checked against its allocation.
  *
@@ -80,7 +83,14 @@ uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta, int width);
 /* __shfl_xor_sync's: those of lane (own lane ^ lane_mask), own bits where that
  * lane lies in a later segment of width lanes */
 uint64_t shuffle_xor(unsigned mask, uint64_t bits, unsigned lane_mask, int width);
-long faults(); /* mask violations so far */
+/* mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 (runtime/cuda/mma_bf16.cuh
+ * states the fragment layout): a rendezvous of the warp's 32 lanes, each
+ * offering its fragments of A, B and C and receiving its fragment of
+ * D = A B + C (bf16 products exact, added to C in k order in f32); a lane
+ * of the warp that has returned or is not in the block, or that meets the
+ * others at a shuffle instead, is a fault (its fragments read as zero) */
+void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
+long faults(); /* mask violations and absent lanes of an mma so far */
 
 template <typename T, typename F> T shfl(F exchange, unsigned mask, T v, unsigned arg, int width)
 {

@@ -3,12 +3,15 @@
  * (test_emu_self.c): a block-wide sum through shared memory and
  * __syncthreads, a warp sum by shuffles (whole and partial warps), the
  * same by xor shuffles into every lane (a butterfly), a shuffle naming a lane that has returned (a fault the emulator must
- * report), and launches out of the device's limits. Written as the
+ * report), the tensor cores' m16n8k16 bf16 product (every lane's fragments
+ * given, its D fragment returned; lanes that return first are a fault),
+ * and launches out of the device's limits. Written as the
  * project's kernel files are, and compiled as they are (unchevron.py).
  */
 #include <cstdint>
 
 #include "emu_selftest.h"
+#include "mma_bf16.cuh"
 
 namespace {
 
@@ -53,6 +56,17 @@ __global__ void early_return_k(float *out)
     out[threadIdx.x] = __shfl_down_sync(0xffffffffu, 1.0f, 1);
 }
 
+/* thread i's fragments: a[4i..], b[2i..], c[4i..]; d[4i..] its D fragment;
+ * threads at or above `calls` return without taking part */
+__global__ void mma_k(const uint32_t *a, const uint32_t *b, const float *c, float *d, int calls)
+{
+    const int i = threadIdx.x;
+    if (i >= calls) return;
+    float out[4];
+    pp_mma_bf16_16816(out, a + 4 * i, b + 2 * i, c + 4 * i);
+    for (int r = 0; r < 4; r++) d[4 * i + r] = out[r];
+}
+
 __global__ void nothing_k() {}
 
 } // namespace
@@ -82,6 +96,13 @@ cudaError_t pp_emu_self_warp_allsum(int blocks, int threads, int width, const do
 cudaError_t pp_emu_self_early_return(float *out)
 {
     early_return_k<<<1, 32>>>(out);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_mma(int threads, int calls, const uint32_t *a, const uint32_t *b,
+                            const float *c, float *d)
+{
+    mma_k<<<1, threads>>>(a, b, c, d, calls);
     return cudaGetLastError();
 }
 

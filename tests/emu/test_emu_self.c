@@ -4,15 +4,23 @@
  * threads in 1 and 2 dimensions), warp shuffles down and xor (whole warps,
  * segments of 8 lanes, a last warp of fewer than 32 threads), the device's launch
  * limits (cudaErrorInvalidConfiguration from cudaGetLastError, then
- * cleared), and a shuffle that reads a lane which has returned, a fault the
- * emulator must count. The kernels: emu_selftest.cu.
+ * cleared), a shuffle that reads a lane which has returned, a fault the
+ * emulator must count, and the tensor cores' m16n8k16 bf16 product
+ * (mma_bf16.cuh) against a plain matrix product of random bf16 matrices,
+ * each lane's fragments placed by the PTX ISA's table (written here from
+ * the ISA's formulas, apart from the emulator's inverse of them), one and
+ * two warps, and a lane that returned before the mma counted as a fault.
+ * The kernels: emu_selftest.cu.
  */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/check.h"
 #include "tests/emu/emu.h"
+#include "runtime/core/tensor.h"
 
 #include "emu_emu_selftest.h"
 
@@ -89,12 +97,123 @@ static void test_fault(void)
     CHECK(out[2] == 1.0f); /* lane 2 read lane 3, which was there */
 }
 
+/* The PTX ISA's fragments of mma.m16n8k16 with .bf16 A and B and .f32 C/D
+ * (section 9.7.14.5.8), element i of lane l at (row, col): groupID l >> 2,
+ * threadID_in_group l % 4; A's a0..a7 two to a register, B's b0..b3 and
+ * C's c0..c3 likewise, the lower index in the low half. */
+static void a_at(int l, int i, int *row, int *col)
+{
+    const int g = l >> 2, q = l % 4;
+    *row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+    *col = q * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+}
+
+static void b_at(int l, int i, int *row, int *col)
+{
+    const int g = l >> 2, q = l % 4;
+    *row = q * 2 + (i & 1) + (i >= 2 ? 8 : 0);
+    *col = g;
+}
+
+static void c_at(int l, int i, int *row, int *col)
+{
+    const int g = l >> 2, q = l % 4;
+    *row = i < 2 ? g : g + 8;
+    *col = q * 2 + (i & 1);
+}
+
+static uint32_t rnd_state = 12345u;
+
+/* a bf16 in [-2, 2), as bits */
+static uint16_t rnd_bf16(void)
+{
+    rnd_state = rnd_state * 1664525u + 1013904223u;
+    return pp_bf16_from_f32((float)(rnd_state >> 8) / 4194304.0f - 2.0f);
+}
+
+static float bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void test_mma(void)
+{
+    enum { MAXT = 64 };
+    static const struct {
+        int threads; /* whole warps, each its own product */
+    } cases[] = {{32}, {64}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int threads = cases[ci].threads;
+        uint16_t A[MAXT / 32][16][16], B[MAXT / 32][16][8];
+        float C[MAXT / 32][16][8];
+        uint32_t a[4 * MAXT], b[2 * MAXT];
+        float c[4 * MAXT], d[4 * MAXT];
+        for (int w = 0; w < threads / 32; w++) {
+            for (int r = 0; r < 16; r++)
+                for (int k = 0; k < 16; k++) A[w][r][k] = rnd_bf16();
+            for (int k = 0; k < 16; k++)
+                for (int n = 0; n < 8; n++) B[w][k][n] = rnd_bf16();
+            for (int r = 0; r < 16; r++)
+                for (int n = 0; n < 8; n++) C[w][r][n] = bf16_value(rnd_bf16()) * 3.0f;
+        }
+        memset(a, 0, sizeof a);
+        memset(b, 0, sizeof b);
+        for (int t = 0; t < threads; t++) {
+            const int w = t / 32, l = t % 32;
+            int row, col;
+            for (int i = 0; i < 8; i++) {
+                a_at(l, i, &row, &col);
+                a[4 * t + i / 2] |= (uint32_t)A[w][row][col] << (16 * (i % 2));
+            }
+            for (int i = 0; i < 4; i++) {
+                b_at(l, i, &row, &col);
+                b[2 * t + i / 2] |= (uint32_t)B[w][row][col] << (16 * (i % 2));
+                c_at(l, i, &row, &col);
+                c[4 * t + i] = C[w][row][col];
+            }
+        }
+        CHECK(pp_emu_self_mma(threads, threads, a, b, c, d) == cudaSuccess);
+        for (int t = 0; t < threads; t++)
+            for (int i = 0; i < 4; i++) {
+                const int w = t / 32;
+                int row, col;
+                c_at(t % 32, i, &row, &col);
+                double want = C[w][row][col], mag = fabs(want);
+                for (int k = 0; k < 16; k++) {
+                    const double p = (double)bf16_value(A[w][row][k]) * bf16_value(B[w][k][col]);
+                    want += p;
+                    mag += fabs(p);
+                }
+                /* 16 additions in f32 of exact products */
+                CHECK_MSG(fabs(d[4 * t + i] - want) <= 16 * 0x1p-24 * mag,
+                          "mma, %d threads, thread %d, D[%d][%d]: %.9g, expected %.9g", threads,
+                          t, row, col, d[4 * t + i], want);
+            }
+    }
+}
+
+/* lane 31 returns before the others' mma */
+static void test_mma_fault(void)
+{
+    const long before = pp_emu_faults();
+    fprintf(stderr, "test_emu_self: the mma fault reported next is expected\n");
+    uint32_t a[4 * 32] = {0}, b[2 * 32] = {0};
+    float c[4 * 32] = {0}, d[4 * 32];
+    CHECK(pp_emu_self_mma(32, 31, a, b, c, d) == cudaSuccess);
+    CHECK_MSG(pp_emu_faults() > before, "an mma without lane 31 went unreported");
+}
+
 int main(void)
 {
     test_block_sums();
     test_warp_sums();
     test_limits();
-    CHECK_MSG(pp_emu_faults() == 0, "faults before the faulty kernel: %ld", pp_emu_faults());
+    test_mma();
+    CHECK_MSG(pp_emu_faults() == 0, "faults before the faulty kernels: %ld", pp_emu_faults());
     test_fault();
+    test_mma_fault();
     return check_summary("test_emu_self");
 }

@@ -31,6 +31,7 @@
 #include "tests/check.h"
 #include "tests/emu/emu_bf16.h"
 #include "tests/emu/emu_layernorm.h"
+#include "tests/emu/emu_attention.h"
 #include "tests/emu/emu_rig.h"
 
 #include "emu_attention_bf16.h"
@@ -273,32 +274,28 @@ static void test_attention_bf16(void)
     char what[96];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
-        pp_tensor qkv = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
-        pp_tensor dqkv = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, 3 * c}, PP_NCHW);
-        pp_tensor y = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
-        pp_tensor dy = emu_tensor(PP_BF16, 3, (int64_t[]){n, t, c}, PP_NCHW);
-        pp_tensor lse = emu_tensor(PP_F32, 3, (int64_t[]){n, h, t}, PP_NCHW);
-        emu_fill_bf16(&qkv, -2, 4), emu_fill_bf16(&dy, -1, 2), emu_fill_bf16(&dqkv, 5, 1);
+        emu_attn a = emu_attn_case(n, t, c, h);
         void *bq, *by, *bl, *bdy, *bdq;
-        uint16_t *kq = emu_copy(&qkv, 0, &bq), *ky = emu_copy(&y, 2, &by);
-        uint16_t *kdy = emu_copy(&dy, 2, &bdy), *kdq = emu_copy(&dqkv, 0, &bdq);
-        float *kl = emu_copy(&lse, 0, &bl);
+        uint16_t *kq = emu_copy(&a.qkv, 0, &bq), *ky = emu_copy(&a.y, 2, &by);
+        uint16_t *kdy = emu_copy(&a.dy, 2, &bdy), *kdq = emu_copy(&a.dqkv, 0, &bdq);
+        float *kl = emu_copy(&a.lse, 0, &bl);
         const pp_emu_cuda_attention_dims d = {n, t, c, h};
         snprintf(what, sizeof what, "bf16 attention %d x %d, %d heads of %d", n, t, h, c / h);
-        CHECK_OK(pp_attention_forward(&g_ex, h, &qkv, &y, &lse, &err), &err);
+        CHECK_OK(pp_attention_forward(&g_ex, h, &a.qkv, &a.y, &a.lse, &err), &err);
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, NULL, kq, ky, kl), what);
-        emu_close_bf16(&y, ky, what);
-        emu_close(&lse, kl, 5e-7, "bf16 attention lse");
-        CHECK_OK(pp_attention_backward(&g_ex, h, &qkv, &y, &lse, &dy, &dqkv, &err), &err);
+        emu_close_bf16(&a.y, ky, what);
+        emu_close(&a.lse, kl, 5e-7, "bf16 attention lse");
+        CHECK_OK(pp_attention_backward(&g_ex, h, &a.qkv, &a.y, &a.lse, &a.dy, &a.dqkv, &err),
+                 &err);
         float *delta = malloc(sizeof(float) * (size_t)n * h * t);
-        memcpy(ky, y.data, pp_tensor_bytes(&y)); /* the backward from the CPU's forward */
-        memcpy(kl, lse.data, pp_tensor_bytes(&lse));
+        memcpy(ky, a.y.data, pp_tensor_bytes(&a.y)); /* the backward from the CPU's forward */
+        memcpy(kl, a.lse.data, pp_tensor_bytes(&a.lse));
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_backward_bf16(0, MAX_GRID, d, NULL, kq, ky, kl,
                                                                 kdy, delta, kdq), what);
-        emu_close_bf16(&dqkv, kdq, "bf16 attention backward dqkv (=)");
+        emu_close_bf16(&a.dqkv, kdq, "bf16 attention backward dqkv (=)");
         free(delta);
         void *bases[] = {bq, by, bl, bdy, bdq};
-        pp_tensor *ts[] = {&qkv, &dqkv, &y, &dy, &lse};
+        pp_tensor *ts[] = {&a.qkv, &a.dqkv, &a.y, &a.dy, &a.lse};
         EMU_FREE_CASE(bases, ts);
     }
     const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2};

@@ -18,8 +18,9 @@
 #     layer norms and GELU) against PyTorch's bf16 autocast, eager and
 #     compiled, and again with PP_CUDA_BF16_WIDE=1 (the f32 stand-ins: what
 #     the native path brings).
-#     ours bf16 again with PP_CUDA_ATTN=own (the default run's cuDNN fused
-#     attention against our kernels; which ran: test_cuda_gpt2's 'causal
+#     ours bf16 again with PP_CUDA_ATTN=own and with PP_CUDA_ATTN=mma (the
+#     default run's cuDNN fused attention against our CUDA-core kernels and
+#     against our tensor-core kernels; which ran: test_cuda_gpt2's 'causal
 #     attention' lines).
 #     ours bf16 again with model.dropout 0.1 (dropout's masks drawn by hash:
 #     one per element at three sites a block, one per (query, key) in each
@@ -139,7 +140,8 @@ partgpt2() {
         rc=$?
         case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
         grep -E '^gpt2 |FAIL' "$res/test-cuda_gpt2.log" 2>/dev/null | head -8 | cut -c1-200
-        # which bf16 attention ran (PP_CUDA_ATTN=cudnn: cuDNN's or ours, and why)
+        # which bf16 attention ran (PP_CUDA_ATTN=cudnn and mma: cuDNN's, the
+        # tensor-core kernels or ours, and why)
         grep -h '^causal attention' "$res/test-cuda_gpt2".{out,log} 2>/dev/null | sort -u | cut -c1-240
         row "test cuda/cuda_gpt2" "$verdict" \
             "$(grep -ho 'checks, [0-9]* failed' "$res/test-cuda_gpt2.out" "$res/test-cuda_gpt2.log" 2>/dev/null | tail -1); $(grep -h 'vs 1 stage' "$res/test-cuda_gpt2.log" 2>/dev/null | head -1 | cut -c1-160)" \
@@ -171,6 +173,7 @@ SH
     gpt2_variant bf16 wide PP_CUDA_BF16_WIDE=1 "native / stand-ins"
     # the default bf16 run above is PP_CUDA_ATTN=cudnn's
     gpt2_variant bf16 attn-own PP_CUDA_ATTN=own "attention cuDNN / own"
+    gpt2_variant bf16 attn-mma PP_CUDA_ATTN=mma "attention cuDNN / mma"
     gpt2_ours tf32
     gpt2_against tf32 "torch eager GPT-2 tf32"
     gpt2_against tf32 "torch.compile GPT-2 tf32" --compile

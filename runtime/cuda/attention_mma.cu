@@ -1,0 +1,466 @@
+/*
+ * attention_mma.cu - causal multi-head self-attention on bf16 operands on
+ * the tensor cores (attention_mma.h): FlashAttention-2's scheme in
+ * mma.sync m16n8k16 tiles (mma_bf16.cuh states the fragment layout), f32
+ * accumulators. The spec is the CPU backend (runtime/cpu/attention.c) and
+ * our CUDA-core kernels (attention_bf16.cu) the reference the first call is
+ * checked against (attention_bf16.c).
+ *
+ *   forward   a block of 4 warps per (64 queries, head, sample), each warp
+ *             16 query rows held in registers as A fragments; key tiles of
+ *             64 rows staged in shared memory: S = Q K^T by mma into f32,
+ *             scaled, masked (key > query or past t: -inf), the online
+ *             softmax per row in registers (a row's 64 scores of a tile lie
+ *             in the 4 lanes of a quad: maximum and sum by two xor
+ *             shuffles), O rescaled, P rounded to bf16 and O += P V by mma;
+ *             y = O / l rounded once, lse = m + log(l) (l the sum of the
+ *             unrounded P).
+ *   backward  delta = rowsum(dy y) (attention_tile.cuh's kernel, double);
+ *             dkv: a block per 64 keys, each warp 16 keys held as A
+ *             fragments of K and V, over the query tiles at or after them:
+ *             S^T = K Q^T and dP^T = V dY^T by mma, P^T = exp(S^T scale -
+ *             lse), dS^T = P^T (dP^T - delta) scale, dV += P^T dY and dK +=
+ *             dS^T Q by mma (P^T and dS^T rounded to bf16); dq: a block per
+ *             64 queries, each warp 16 queries held as A fragments of Q and
+ *             dY, over the key tiles up to them: S, dP, P and dS again, dQ
+ *             += dS K. Every element of dqkv is written by one block: no
+ *             atomics, the same bits run to run.
+ *
+ * The C fragment of one mma is the A fragment of the next: a lane's
+ * accumulators of a 16 x 8 tile are rows g and g + 8, columns 2q and 2q + 1;
+ * two adjacent tiles (columns 0..7 and 8..15 of a 16-wide step) give exactly
+ * A's rows g, g + 8 and columns 2q, 2q + 1, 2q + 8, 2q + 9. So P (or dS) goes
+ * from the scores' registers into the next product as bf16 pairs, without
+ * shared memory.
+ *
+ * Shared memory: every B fragment is two 32-bit words, each two bf16 of
+ * consecutive k. A tile whose k runs along a row of global memory (K for
+ * S = Q K^T: k is the head's column) is staged as rows of words ("rows");
+ * one whose k runs down the columns (V for O += P V: k is the key) is
+ * transposed while staged ("cols": word (column, key pair) holds keys 2i and
+ * 2i + 1 of the column). Rows are padded by 4 words, so that the 32 lanes'
+ * reads of a fragment (row g, word q: bank 4 g + q modulo 32 for the
+ * paddings used) hit 32 banks. The transposed staging reads 16-bit
+ * elements and stores halves of words (a bank conflict on the stores, once
+ * per tile; ldmatrix.trans would avoid it, but the emulator has no ldmatrix).
+ *
+ * Head sizes: multiples of 16 up to 128, run by the kernel of the smallest
+ * of 16, 32, 64, 128 at or above (zero columns past the head). Tiles of 64
+ * keys (forward and dq) or queries (dkv), 32 where the head is 128 in the
+ * backward, so that the static shared memory stays under 48 KiB.
+ */
+#include "attention_mma.h"
+
+#include "attention_tile.cuh"
+#include "bf16.cuh"
+#include "mma_bf16.cuh"
+
+namespace {
+
+constexpr int MMA_THREADS = 128; /* 4 warps of 16 rows */
+constexpr int MB = 64;           /* a block's rows: queries (forward, dq) or keys (dkv) */
+constexpr int PAD = 4;           /* words a staged row is padded by */
+
+/* what delta_k reads of an element (attention_tile.cuh) */
+struct bf16_elems {
+    typedef uint16_t elem;
+    __device__ static __forceinline__ float wide(uint16_t e)
+    {
+        return widen(e);
+    }
+};
+
+/* columns col and col + 1 of row `row` of src (rows ld apart) as one word,
+ * the first in the low half (one 32-bit load where the pair is 4-byte
+ * aligned, as it is when the operand is: a head's columns start at a
+ * multiple of 16); zero at or past t rows or hs columns (hs even) */
+__device__ __forceinline__ uint32_t pair_at(const uint16_t *src, int64_t ld, int row, int col,
+                                            int t, int hs)
+{
+    if (row >= t || col >= hs) return 0u;
+    const uint16_t *p = src + (int64_t)row * ld + col;
+    if (((uintptr_t)p & 3u) == 0) return *reinterpret_cast<const uint32_t *>(p);
+    return (uint32_t)p[0] | (uint32_t)p[1] << 16;
+}
+
+/* acc = 0 */
+template <int NT> __device__ __forceinline__ void zero(float acc[NT][4])
+{
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+}
+
+/* two floats as a word of bf16, each rounded once (the first low) */
+__device__ __forceinline__ uint32_t pack(float lo, float hi)
+{
+    return (uint32_t)narrow(lo) | (uint32_t)narrow(hi) << 16;
+}
+
+/* rows r0.. (ROWS) of src into dst: dst[r * (HS / 2 + PAD) + w] = columns 2w, 2w + 1 */
+template <int HS, int ROWS>
+__device__ __forceinline__ void stage_rows(uint32_t *dst, const uint16_t *src, int64_t ld, int r0,
+                                           int t, int hs)
+{
+    constexpr int W = HS / 2, LD = W + PAD;
+    for (int i = threadIdx.x; i < ROWS * W; i += MMA_THREADS) {
+        const int r = i / W, w = i % W;
+        dst[r * LD + w] = pair_at(src, ld, r0 + r, 2 * w, t, hs);
+    }
+}
+
+/* the same rows transposed: dst[col * (ROWS / 2 + PAD) + i] = rows 2i, 2i + 1 of column col */
+template <int HS, int ROWS>
+__device__ __forceinline__ void stage_cols(uint32_t *dst, const uint16_t *src, int64_t ld, int r0,
+                                           int t, int hs)
+{
+    constexpr int LD = ROWS / 2 + PAD;
+    for (int i = threadIdx.x; i < ROWS / 2 * HS; i += MMA_THREADS) {
+        const int col = i % HS, rp = i / HS, r = r0 + 2 * rp;
+        uint32_t w = 0;
+        if (col < hs) {
+            if (r < t) w = src[(int64_t)r * ld + col];
+            if (r + 1 < t) w |= (uint32_t)src[(int64_t)(r + 1) * ld + col] << 16;
+        }
+        dst[col * LD + rp] = w;
+    }
+}
+
+/* A fragment of k step ks (columns 16 ks..) of rows r0, r0 + 8 (the lane's g
+ * rows: r0 = the warp's first row + g) of global memory */
+template <int KS>
+__device__ __forceinline__ void load_a(uint32_t a[KS][4], const uint16_t *src, int64_t ld, int r0,
+                                       int t, int hs, int q)
+{
+#pragma unroll
+    for (int ks = 0; ks < KS; ks++) {
+        const int col = 16 * ks + 2 * q;
+        a[ks][0] = pair_at(src, ld, r0, col, t, hs);
+        a[ks][1] = pair_at(src, ld, r0 + 8, col, t, hs);
+        a[ks][2] = pair_at(src, ld, r0, col + 8, t, hs);
+        a[ks][3] = pair_at(src, ld, r0 + 8, col + 8, t, hs);
+    }
+}
+
+/* B fragment of k step ks for the n tile at staged row n0 (B[k][n] = word
+ * k / 2 of staged row n0 + n, rows LD words apart) */
+__device__ __forceinline__ void frag_b(uint32_t b[2], const uint32_t *tile, int LD, int n0, int ks,
+                                       int g, int q)
+{
+    const uint32_t *p = tile + (n0 + g) * LD + 8 * ks + q;
+    b[0] = p[0];
+    b[1] = p[4];
+}
+
+/* acc[j] = (the warp's 16 rows of a) times (staged rows 8 j.. of tile)^T, j < NT */
+template <int NT, int KS>
+__device__ __forceinline__ void product(float acc[NT][4], const uint32_t a[KS][4],
+                                        const uint32_t *tile, int LD, int g, int q)
+{
+    zero<NT>(acc);
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+#pragma unroll
+        for (int ks = 0; ks < KS; ks++) {
+            uint32_t b[2];
+            frag_b(b, tile, LD, 8 * j, ks, g, q);
+            pp_mma_bf16_16816(acc[j], a[ks], b, acc[j]);
+        }
+    }
+}
+
+/* acc[jn] += p times (transposed tile), p the C fragments of NP tiles of 8
+ * columns (the k of this product), rounded to bf16 as A fragments (the C
+ * layout of two adjacent tiles is A's layout of one k step) */
+template <int NP, int NT>
+__device__ __forceinline__ void accumulate(float acc[NT][4], const float p[NP][4],
+                                           const uint32_t *tile, int LD, int g, int q)
+{
+#pragma unroll
+    for (int kk = 0; kk < NP / 2; kk++) {
+        const uint32_t a[4] = {pack(p[2 * kk][0], p[2 * kk][1]), pack(p[2 * kk][2], p[2 * kk][3]),
+                               pack(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+                               pack(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+#pragma unroll
+        for (int jn = 0; jn < NT; jn++) {
+            uint32_t b[2];
+            frag_b(b, tile, LD, 8 * jn, kk, g, q);
+            pp_mma_bf16_16816(acc[jn], a, b, acc[jn]);
+        }
+    }
+}
+
+/* rows r0 and r0 + 8 of out (rows ld apart) = acc's columns below hs, each rounded once */
+template <int NT>
+__device__ __forceinline__ void store_rows(uint16_t *out, int64_t ld, const float acc[NT][4],
+                                           int r0, int t, int hs, int q, float s0, float s1)
+{
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int r = r0 + 8 * half;
+        const float f = half ? s1 : s0;
+        if (r >= t) continue;
+        uint16_t *row = out + (int64_t)r * ld;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const int col = 8 * j + 2 * q;
+            if (col >= hs) continue;
+            row[col] = narrow(acc[j][2 * half] * f);
+            row[col + 1] = narrow(acc[j][2 * half + 1] * f);
+        }
+    }
+}
+
+template <int HS>
+__global__ void __launch_bounds__(MMA_THREADS)
+    forward_mma_k(att_geom g, const uint16_t *qkv, uint16_t *y, float *lse)
+{
+    constexpr int KS = HS / 16, NT = HS / 8, NS = MB / 8;
+    constexpr int LDR = HS / 2 + PAD, LDC = MB / 2 + PAD;
+    __shared__ uint32_t sk[MB * LDR], svt[HS * LDC];
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, gr = lane / 4, q = lane % 4;
+    const int q0 = blockIdx.x * MB, h = blockIdx.y, n = blockIdx.z;
+    const uint16_t *base = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
+    const int r0 = q0 + 16 * warp + gr; /* the lane's rows: r0 and r0 + 8 */
+    uint32_t qa[KS][4];
+    load_a<KS>(qa, base, g.ld, r0, g.t, g.hs, q);
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[NT][4];
+    zero<NT>(o);
+    const int kend = q0 + MB < g.t ? q0 + MB : g.t;
+    for (int k0 = 0; k0 < kend; k0 += MB) {
+        __syncthreads(); /* the previous tiles are read */
+        stage_rows<HS, MB>(sk, base + g.c, g.ld, k0, g.t, g.hs);
+        stage_cols<HS, MB>(svt, base + 2 * g.c, g.ld, k0, g.t, g.hs);
+        __syncthreads();
+        float s[NS][4];
+        product<NS, KS>(s, qa, sk, LDR, gr, q);
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int tk = k0 + 8 * j + 2 * q + (i & 1), tq = r0 + 8 * (i / 2);
+                s[j][i] = tk <= tq && tk < g.t ? s[j][i] * g.scale : -INFINITY;
+                mx[i / 2] = fmax2(mx[i / 2], s[j][i]);
+            }
+        float alpha[2], ls[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmax2(mx[r], __shfl_xor_sync(FULL, mx[r], 1));
+            mx[r] = fmax2(mx[r], __shfl_xor_sync(FULL, mx[r], 2));
+            const float mnew = fmax2(m[r], mx[r]);
+            alpha[r] = mnew == -INFINITY ? 1.0f : expf(m[r] - mnew);
+            m[r] = mnew;
+        }
+#pragma unroll
+        for (int j = 0; j < NS; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float p = s[j][i] == -INFINITY ? 0.0f : expf(s[j][i] - m[i / 2]);
+                s[j][i] = p;
+                ls[i / 2] += p;
+            }
+#pragma unroll
+        for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + ls[r];
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            o[j][0] *= alpha[0];
+            o[j][1] *= alpha[0];
+            o[j][2] *= alpha[1];
+            o[j][3] *= alpha[1];
+        }
+        accumulate<NS, NT>(o, s, svt, LDC, gr, q);
+    }
+    /* a row's sum: its quad's four partial sums */
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(FULL, l[r], 1);
+        l[r] += __shfl_xor_sync(FULL, l[r], 2);
+    }
+    store_rows<NT>(y + (int64_t)n * g.t * g.c + (int64_t)h * g.hs, g.c, o, r0, g.t, g.hs, q,
+                   1.0f / l[0], 1.0f / l[1]);
+    if (q != 0) return;
+    float *lr = lse + ((int64_t)n * g.heads + h) * g.t;
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+        if (r0 + 8 * r < g.t) lr[r0 + 8 * r] = (float)((double)m[r] + log((double)l[r]));
+}
+
+/* dk and dv of a block of MB keys, over the query tiles of BQ at or after them */
+template <int HS, int BQ>
+__global__ void __launch_bounds__(MMA_THREADS)
+    dkv_mma_k(att_geom g, const uint16_t *qkv, const uint16_t *dy, const float *lse,
+              const float *delta, uint16_t *dqkv)
+{
+    constexpr int KS = HS / 16, NT = HS / 8, NQ = BQ / 8;
+    constexpr int LDR = HS / 2 + PAD, LDC = BQ / 2 + PAD;
+    __shared__ uint32_t sq[BQ * LDR], sdy[BQ * LDR], sqt[HS * LDC], sdyt[HS * LDC];
+    __shared__ float s_lse[BQ], s_delta[BQ];
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, gr = lane / 4, q = lane % 4;
+    const int k0 = blockIdx.x * MB, h = blockIdx.y, n = blockIdx.z;
+    const uint16_t *base = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
+    const uint16_t *dyh = dy + (int64_t)n * g.t * g.c + (int64_t)h * g.hs;
+    const int64_t lrow = ((int64_t)n * g.heads + h) * g.t;
+    const int r0 = k0 + 16 * warp + gr; /* the lane's keys: r0 and r0 + 8 */
+    uint32_t ka[KS][4], va[KS][4];
+    load_a<KS>(ka, base + g.c, g.ld, r0, g.t, g.hs, q);
+    load_a<KS>(va, base + 2 * g.c, g.ld, r0, g.t, g.hs, q);
+    float dk[NT][4], dv[NT][4];
+    zero<NT>(dk);
+    zero<NT>(dv);
+    for (int q0 = k0 / BQ * BQ; q0 < g.t; q0 += BQ) {
+        __syncthreads(); /* the previous query tiles are read */
+        stage_rows<HS, BQ>(sq, base, g.ld, q0, g.t, g.hs);
+        stage_rows<HS, BQ>(sdy, dyh, g.c, q0, g.t, g.hs);
+        stage_cols<HS, BQ>(sqt, base, g.ld, q0, g.t, g.hs);
+        stage_cols<HS, BQ>(sdyt, dyh, g.c, q0, g.t, g.hs);
+        for (int r = threadIdx.x; r < BQ; r += MMA_THREADS) {
+            s_lse[r] = q0 + r < g.t ? lse[lrow + q0 + r] : 0.0f;
+            s_delta[r] = q0 + r < g.t ? delta[lrow + q0 + r] : 0.0f;
+        }
+        __syncthreads();
+        float p[NQ][4], ds[NQ][4];
+        product<NQ, KS>(p, ka, sq, LDR, gr, q);  /* S^T */
+        product<NQ, KS>(ds, va, sdy, LDR, gr, q); /* dP^T */
+#pragma unroll
+        for (int j = 0; j < NQ; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int c = 8 * j + 2 * q + (i & 1), tq = q0 + c, tk = r0 + 8 * (i / 2);
+                float pv = 0.0f, dsv = 0.0f;
+                if (tk <= tq && tq < g.t) {
+                    pv = expf(p[j][i] * g.scale - s_lse[c]);
+                    dsv = pv * (ds[j][i] - s_delta[c]) * g.scale;
+                }
+                p[j][i] = pv;
+                ds[j][i] = dsv;
+            }
+        accumulate<NQ, NT>(dv, p, sdyt, LDC, gr, q);
+        accumulate<NQ, NT>(dk, ds, sqt, LDC, gr, q);
+    }
+    uint16_t *out = dqkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
+    store_rows<NT>(out + g.c, g.ld, dk, r0, g.t, g.hs, q, 1.0f, 1.0f);
+    store_rows<NT>(out + 2 * g.c, g.ld, dv, r0, g.t, g.hs, q, 1.0f, 1.0f);
+}
+
+/* dq of a block of MB queries, over the key tiles of BK up to them */
+template <int HS, int BK>
+__global__ void __launch_bounds__(MMA_THREADS)
+    dq_mma_k(att_geom g, const uint16_t *qkv, const uint16_t *dy, const float *lse,
+             const float *delta, uint16_t *dqkv)
+{
+    constexpr int KS = HS / 16, NT = HS / 8, NK = BK / 8;
+    constexpr int LDR = HS / 2 + PAD, LDC = BK / 2 + PAD;
+    __shared__ uint32_t sk[BK * LDR], sv[BK * LDR], skt[HS * LDC];
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, gr = lane / 4, q = lane % 4;
+    const int q0 = blockIdx.x * MB, h = blockIdx.y, n = blockIdx.z;
+    const uint16_t *base = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
+    const int64_t lrow = ((int64_t)n * g.heads + h) * g.t;
+    const int r0 = q0 + 16 * warp + gr; /* the lane's queries: r0 and r0 + 8 */
+    uint32_t qa[KS][4], dya[KS][4];
+    load_a<KS>(qa, base, g.ld, r0, g.t, g.hs, q);
+    load_a<KS>(dya, dy + (int64_t)n * g.t * g.c + (int64_t)h * g.hs, g.c, r0, g.t, g.hs, q);
+    float rl[2], rd[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const bool in = r0 + 8 * r < g.t;
+        rl[r] = in ? lse[lrow + r0 + 8 * r] : 0.0f;
+        rd[r] = in ? delta[lrow + r0 + 8 * r] : 0.0f;
+    }
+    float dq[NT][4];
+    zero<NT>(dq);
+    const int kend = q0 + MB < g.t ? q0 + MB : g.t;
+    for (int k0 = 0; k0 < kend; k0 += BK) {
+        __syncthreads(); /* the previous key tiles are read */
+        stage_rows<HS, BK>(sk, base + g.c, g.ld, k0, g.t, g.hs);
+        stage_rows<HS, BK>(sv, base + 2 * g.c, g.ld, k0, g.t, g.hs);
+        stage_cols<HS, BK>(skt, base + g.c, g.ld, k0, g.t, g.hs);
+        __syncthreads();
+        float s[NK][4], ds[NK][4];
+        product<NK, KS>(s, qa, sk, LDR, gr, q);
+        product<NK, KS>(ds, dya, sv, LDR, gr, q); /* dP */
+#pragma unroll
+        for (int j = 0; j < NK; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int tk = k0 + 8 * j + 2 * q + (i & 1), tq = r0 + 8 * (i / 2);
+                float dsv = 0.0f;
+                if (tk <= tq && tq < g.t) {
+                    const float p = expf(s[j][i] * g.scale - rl[i / 2]);
+                    dsv = p * (ds[j][i] - rd[i / 2]) * g.scale;
+                }
+                ds[j][i] = dsv;
+            }
+        accumulate<NK, NT>(dq, ds, skt, LDC, gr, q);
+    }
+    store_rows<NT>(dqkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs, g.ld, dq, r0, g.t, g.hs,
+                   q, 1.0f, 1.0f);
+}
+
+template <int HS>
+cudaError_t forward_mma_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
+                           const uint16_t *qkv, uint16_t *y, float *lse)
+{
+    const dim3 grid((unsigned)((d.t + MB - 1) / MB), (unsigned)d.heads, (unsigned)d.n);
+    forward_mma_k<HS><<<grid, MMA_THREADS, 0, s>>>(g, qkv, y, lse);
+    return cudaGetLastError();
+}
+
+/* the backward's query tiles (dkv) and key tiles (dq): 64, or 32 where the
+ * head is 128 (four staged tiles of 64 rows of 128 columns would pass 48 KiB) */
+template <int HS> constexpr int back_tile()
+{
+    return HS > 64 ? 32 : 64;
+}
+
+template <int HS>
+cudaError_t backward_mma_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
+                            const uint16_t *qkv, const uint16_t *dy, const float *lse,
+                            const float *delta, uint16_t *dqkv)
+{
+    const dim3 grid((unsigned)((d.t + MB - 1) / MB), (unsigned)d.heads, (unsigned)d.n);
+    dkv_mma_k<HS, back_tile<HS>()><<<grid, MMA_THREADS, 0, s>>>(g, qkv, dy, lse, delta, dqkv);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    dq_mma_k<HS, back_tile<HS>()><<<grid, MMA_THREADS, 0, s>>>(g, qkv, dy, lse, delta, dqkv);
+    return cudaGetLastError();
+}
+
+} // namespace
+
+extern "C" {
+
+bool pp_cuda_attention_mma_takes(pp_cuda_attention_dims d)
+{
+    return dims_ok(d) && (d.c / d.heads) % 16 == 0;
+}
+
+cudaError_t pp_cuda_launch_attention_forward_mma(cudaStream_t s, pp_cuda_attention_dims d,
+                                                 const uint16_t *qkv, uint16_t *y, float *lse)
+{
+    if (!pp_cuda_attention_mma_takes(d)) return cudaErrorInvalidValue;
+    const att_geom g = geom_of(d);
+    if (g.hs <= 16) return forward_mma_at<16>(s, d, g, qkv, y, lse);
+    if (g.hs <= 32) return forward_mma_at<32>(s, d, g, qkv, y, lse);
+    if (g.hs <= 64) return forward_mma_at<64>(s, d, g, qkv, y, lse);
+    return forward_mma_at<128>(s, d, g, qkv, y, lse);
+}
+
+cudaError_t pp_cuda_launch_attention_backward_mma(cudaStream_t s, unsigned max_grid,
+                                                  pp_cuda_attention_dims d, const uint16_t *qkv,
+                                                  const uint16_t *y, const float *lse,
+                                                  const uint16_t *dy, float *delta,
+                                                  uint16_t *dqkv)
+{
+    if (!pp_cuda_attention_mma_takes(d)) return cudaErrorInvalidValue;
+    const att_geom g = geom_of(d);
+    const cudaError_t e = launch_delta<bf16_elems>(s, max_grid, d, g, y, dy, delta);
+    if (e != cudaSuccess) return e;
+    if (g.hs <= 16) return backward_mma_at<16>(s, d, g, qkv, dy, lse, delta, dqkv);
+    if (g.hs <= 32) return backward_mma_at<32>(s, d, g, qkv, dy, lse, delta, dqkv);
+    if (g.hs <= 64) return backward_mma_at<64>(s, d, g, qkv, dy, lse, delta, dqkv);
+    return backward_mma_at<128>(s, d, g, qkv, dy, lse, delta, dqkv);
+}
+
+} // extern "C"
