@@ -25,6 +25,15 @@
  *             dY, over the key tiles up to them: S, dP, P and dS again, dQ
  *             += dS K. Every element of dqkv is written by one block: no
  *             atomics, the same bits run to run.
+ *   dropout   (a template flag, DROP, as attention_tile.cuh's kernels; p == 0
+ *             runs the kernels without it, no factor drawn) each lane draws
+ *             the factor M of each of its accumulator elements by dropout.h's
+ *             hash, its (query, key) from the C fragment's layout: in S (the
+ *             forward, dq) rows are queries and columns keys, in S^T (dkv)
+ *             rows are keys and columns queries; drawn only inside the causal
+ *             triangle and within t. Forward: P M rounded to bf16 for O +=
+ *             P V (l, m and lse the undropped softmax's); dkv: dV += (P M)^T
+ *             dY, dS^T = P^T (M dP^T - delta) scale; dq: dS likewise.
  *
  * The C fragment of one mma is the A fragment of the next: a lane's
  * accumulators of a 16 x 8 tile are rows g and g + 8, columns 2q and 2q + 1;
@@ -212,9 +221,43 @@ __device__ __forceinline__ void store_rows(uint16_t *out, int64_t ld, const floa
     }
 }
 
-template <int HS>
+/* P M of (sample n, head h, query tq, key tk) from its probability p: the
+ * factor drawn only where p is not 0 (inside the causal triangle) and the
+ * query within t */
+__device__ __forceinline__ float dropped(const att_geom &g, const att_drop &dr, int n, int h,
+                                         int tq, int tk, float p)
+{
+    return p == 0.0f || tq >= g.t ? 0.0f : p * drop_factor(g, dr, n, h, tq, tk);
+}
+
+/* P (times the dropout factor M with DROP) and dS = P (M dP - delta) scale of
+ * (sample n, head h, query tq, key tk) from its score s, dP, lse and delta:
+ * both 0 outside the causal triangle or past t (no factor drawn there) */
+template <bool DROP>
+__device__ __forceinline__ void prob_dscore(const att_geom &g, const att_drop &dr, int n, int h,
+                                            int tq, int tk, float s, float dp, float lse,
+                                            float delta, float *p, float *ds)
+{
+    float pv = 0.0f, dsv = 0.0f;
+    if (tk <= tq && tq < g.t) {
+        pv = expf(s * g.scale - lse);
+        if (DROP) {
+            const float m = drop_factor(g, dr, n, h, tq, tk);
+            dsv = pv * (m * dp - delta) * g.scale;
+            pv *= m;
+        } else {
+            dsv = pv * (dp - delta) * g.scale;
+        }
+    }
+    *p = pv;
+    *ds = dsv;
+}
+
+/* With DROP, each P is multiplied by its dropout factor before O += P V (l,
+ * m and lse stay the undropped softmax's) */
+template <int HS, bool DROP>
 __global__ void __launch_bounds__(MMA_THREADS)
-    forward_mma_k(att_geom g, const uint16_t *qkv, uint16_t *y, float *lse)
+    forward_mma_k(att_geom g, att_drop dr, const uint16_t *qkv, uint16_t *y, float *lse)
 {
     constexpr int KS = HS / 16, NT = HS / 8, NS = MB / 8;
     constexpr int LDR = HS / 2 + PAD, LDC = MB / 2 + PAD;
@@ -258,8 +301,12 @@ __global__ void __launch_bounds__(MMA_THREADS)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const float p = s[j][i] == -INFINITY ? 0.0f : expf(s[j][i] - m[i / 2]);
-                s[j][i] = p;
                 ls[i / 2] += p;
+                if (DROP) /* the sum is the undropped softmax's; O sums P M v */
+                    s[j][i] = dropped(g, dr, n, h, r0 + 8 * (i / 2), k0 + 8 * j + 2 * q + (i & 1),
+                                      p);
+                else
+                    s[j][i] = p;
             }
 #pragma unroll
         for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + ls[r];
@@ -287,10 +334,11 @@ __global__ void __launch_bounds__(MMA_THREADS)
         if (r0 + 8 * r < g.t) lr[r0 + 8 * r] = (float)((double)m[r] + log((double)l[r]));
 }
 
-/* dk and dv of a block of MB keys, over the query tiles of BQ at or after them */
-template <int HS, int BQ>
+/* dk and dv of a block of MB keys, over the query tiles of BQ at or after
+ * them; with DROP, dV from P^T M^T and dS^T = P^T (M^T dP^T - delta) scale */
+template <int HS, int BQ, bool DROP>
 __global__ void __launch_bounds__(MMA_THREADS)
-    dkv_mma_k(att_geom g, const uint16_t *qkv, const uint16_t *dy, const float *lse,
+    dkv_mma_k(att_geom g, att_drop dr, const uint16_t *qkv, const uint16_t *dy, const float *lse,
               const float *delta, uint16_t *dqkv)
 {
     constexpr int KS = HS / 16, NT = HS / 8, NQ = BQ / 8;
@@ -327,14 +375,10 @@ __global__ void __launch_bounds__(MMA_THREADS)
         for (int j = 0; j < NQ; j++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
+                /* S^T: the lane's rows are keys, its columns queries */
                 const int c = 8 * j + 2 * q + (i & 1), tq = q0 + c, tk = r0 + 8 * (i / 2);
-                float pv = 0.0f, dsv = 0.0f;
-                if (tk <= tq && tq < g.t) {
-                    pv = expf(p[j][i] * g.scale - s_lse[c]);
-                    dsv = pv * (ds[j][i] - s_delta[c]) * g.scale;
-                }
-                p[j][i] = pv;
-                ds[j][i] = dsv;
+                prob_dscore<DROP>(g, dr, n, h, tq, tk, p[j][i], ds[j][i], s_lse[c], s_delta[c],
+                                  &p[j][i], &ds[j][i]);
             }
         accumulate<NQ, NT>(dv, p, sdyt, LDC, gr, q);
         accumulate<NQ, NT>(dk, ds, sqt, LDC, gr, q);
@@ -344,10 +388,11 @@ __global__ void __launch_bounds__(MMA_THREADS)
     store_rows<NT>(out + 2 * g.c, g.ld, dv, r0, g.t, g.hs, q, 1.0f, 1.0f);
 }
 
-/* dq of a block of MB queries, over the key tiles of BK up to them */
-template <int HS, int BK>
+/* dq of a block of MB queries, over the key tiles of BK up to them; with
+ * DROP, dS = P (M dP - delta) scale */
+template <int HS, int BK, bool DROP>
 __global__ void __launch_bounds__(MMA_THREADS)
-    dq_mma_k(att_geom g, const uint16_t *qkv, const uint16_t *dy, const float *lse,
+    dq_mma_k(att_geom g, att_drop dr, const uint16_t *qkv, const uint16_t *dy, const float *lse,
              const float *delta, uint16_t *dqkv)
 {
     constexpr int KS = HS / 16, NT = HS / 8, NK = BK / 8;
@@ -385,12 +430,8 @@ __global__ void __launch_bounds__(MMA_THREADS)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int tk = k0 + 8 * j + 2 * q + (i & 1), tq = r0 + 8 * (i / 2);
-                float dsv = 0.0f;
-                if (tk <= tq && tq < g.t) {
-                    const float p = expf(s[j][i] * g.scale - rl[i / 2]);
-                    dsv = p * (ds[j][i] - rd[i / 2]) * g.scale;
-                }
-                ds[j][i] = dsv;
+                prob_dscore<DROP>(g, dr, n, h, tq, tk, s[j][i], ds[j][i], rl[i / 2], rd[i / 2],
+                                  &s[j][i], &ds[j][i]);
             }
         accumulate<NK, NT>(dq, ds, skt, LDC, gr, q);
     }
@@ -400,10 +441,16 @@ __global__ void __launch_bounds__(MMA_THREADS)
 
 template <int HS>
 cudaError_t forward_mma_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
-                           const uint16_t *qkv, uint16_t *y, float *lse)
+                           const pp_dropout_desc *drop, const uint16_t *qkv, uint16_t *y,
+                           float *lse)
 {
     const dim3 grid((unsigned)((d.t + MB - 1) / MB), (unsigned)d.heads, (unsigned)d.n);
-    forward_mma_k<HS><<<grid, MMA_THREADS, 0, s>>>(g, qkv, y, lse);
+    bool on;
+    const att_drop dr = drop_of(drop, &on);
+    if (on)
+        forward_mma_k<HS, true><<<grid, MMA_THREADS, 0, s>>>(g, dr, qkv, y, lse);
+    else
+        forward_mma_k<HS, false><<<grid, MMA_THREADS, 0, s>>>(g, dr, qkv, y, lse);
     return cudaGetLastError();
 }
 
@@ -414,17 +461,30 @@ template <int HS> constexpr int back_tile()
     return HS > 64 ? 32 : 64;
 }
 
-template <int HS>
-cudaError_t backward_mma_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
-                            const uint16_t *qkv, const uint16_t *dy, const float *lse,
-                            const float *delta, uint16_t *dqkv)
+/* the backward's two passes with tiles of B (back_tile) */
+template <int HS, int B, bool DROP>
+cudaError_t backward_mma_as(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
+                            const att_drop &dr, const uint16_t *qkv, const uint16_t *dy,
+                            const float *lse, const float *delta, uint16_t *dqkv)
 {
     const dim3 grid((unsigned)((d.t + MB - 1) / MB), (unsigned)d.heads, (unsigned)d.n);
-    dkv_mma_k<HS, back_tile<HS>()><<<grid, MMA_THREADS, 0, s>>>(g, qkv, dy, lse, delta, dqkv);
+    dkv_mma_k<HS, B, DROP><<<grid, MMA_THREADS, 0, s>>>(g, dr, qkv, dy, lse, delta, dqkv);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    dq_mma_k<HS, back_tile<HS>()><<<grid, MMA_THREADS, 0, s>>>(g, qkv, dy, lse, delta, dqkv);
+    dq_mma_k<HS, B, DROP><<<grid, MMA_THREADS, 0, s>>>(g, dr, qkv, dy, lse, delta, dqkv);
     return cudaGetLastError();
+}
+
+template <int HS>
+cudaError_t backward_mma_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
+                            const pp_dropout_desc *drop, const uint16_t *qkv, const uint16_t *dy,
+                            const float *lse, const float *delta, uint16_t *dqkv)
+{
+    bool on;
+    const att_drop dr = drop_of(drop, &on);
+    constexpr int B = back_tile<HS>();
+    if (on) return backward_mma_as<HS, B, true>(s, d, g, dr, qkv, dy, lse, delta, dqkv);
+    return backward_mma_as<HS, B, false>(s, d, g, dr, qkv, dy, lse, delta, dqkv);
 }
 
 } // namespace
@@ -437,18 +497,20 @@ bool pp_cuda_attention_mma_takes(pp_cuda_attention_dims d)
 }
 
 cudaError_t pp_cuda_launch_attention_forward_mma(cudaStream_t s, pp_cuda_attention_dims d,
+                                                 const pp_dropout_desc *drop,
                                                  const uint16_t *qkv, uint16_t *y, float *lse)
 {
     if (!pp_cuda_attention_mma_takes(d)) return cudaErrorInvalidValue;
     const att_geom g = geom_of(d);
-    if (g.hs <= 16) return forward_mma_at<16>(s, d, g, qkv, y, lse);
-    if (g.hs <= 32) return forward_mma_at<32>(s, d, g, qkv, y, lse);
-    if (g.hs <= 64) return forward_mma_at<64>(s, d, g, qkv, y, lse);
-    return forward_mma_at<128>(s, d, g, qkv, y, lse);
+    if (g.hs <= 16) return forward_mma_at<16>(s, d, g, drop, qkv, y, lse);
+    if (g.hs <= 32) return forward_mma_at<32>(s, d, g, drop, qkv, y, lse);
+    if (g.hs <= 64) return forward_mma_at<64>(s, d, g, drop, qkv, y, lse);
+    return forward_mma_at<128>(s, d, g, drop, qkv, y, lse);
 }
 
 cudaError_t pp_cuda_launch_attention_backward_mma(cudaStream_t s, unsigned max_grid,
-                                                  pp_cuda_attention_dims d, const uint16_t *qkv,
+                                                  pp_cuda_attention_dims d,
+                                                  const pp_dropout_desc *drop, const uint16_t *qkv,
                                                   const uint16_t *y, const float *lse,
                                                   const uint16_t *dy, float *delta,
                                                   uint16_t *dqkv)
@@ -457,10 +519,10 @@ cudaError_t pp_cuda_launch_attention_backward_mma(cudaStream_t s, unsigned max_g
     const att_geom g = geom_of(d);
     const cudaError_t e = launch_delta<bf16_elems>(s, max_grid, d, g, y, dy, delta);
     if (e != cudaSuccess) return e;
-    if (g.hs <= 16) return backward_mma_at<16>(s, d, g, qkv, dy, lse, delta, dqkv);
-    if (g.hs <= 32) return backward_mma_at<32>(s, d, g, qkv, dy, lse, delta, dqkv);
-    if (g.hs <= 64) return backward_mma_at<64>(s, d, g, qkv, dy, lse, delta, dqkv);
-    return backward_mma_at<128>(s, d, g, qkv, dy, lse, delta, dqkv);
+    if (g.hs <= 16) return backward_mma_at<16>(s, d, g, drop, qkv, dy, lse, delta, dqkv);
+    if (g.hs <= 32) return backward_mma_at<32>(s, d, g, drop, qkv, dy, lse, delta, dqkv);
+    if (g.hs <= 64) return backward_mma_at<64>(s, d, g, drop, qkv, dy, lse, delta, dqkv);
+    return backward_mma_at<128>(s, d, g, drop, qkv, dy, lse, delta, dqkv);
 }
 
 } // extern "C"
