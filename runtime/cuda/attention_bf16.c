@@ -30,9 +30,13 @@
  * cuDNN's workspace both come from the exec's workspace (stream ordered, so
  * a step captured in a graph replays them).
  *
- * Neither cuDNN's graph nor the tensor-core kernels draw dropout.h's masks:
- * with dropout on the probabilities (d->drop.p > 0) ours runs whatever
- * PP_CUDA_ATTN says, and the record of the shape and p says so.
+ * With dropout on the probabilities (d->drop.p > 0) cuDNN's never runs (its
+ * graph does not draw dropout.h's masks): cudnn and mma both run the
+ * tensor-core kernels where they take the shape and agree with ours (the
+ * same first call's check, both drawing the call's masks), else ours; own
+ * runs ours. The record is one per shape and p (not per step or
+ * micro-batch: the key and first sample are left out of its key), and its
+ * line says "dropout: mma" or "dropout runs ours" and why.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -113,7 +117,7 @@ static pp_status delta_of(const call *c, float **delta, pp_error *err)
                              (void **)delta, err);
 }
 
-/* ours draw the dropout masks of d->drop (p 0: none); the tensor-core kernels none */
+/* ours and the tensor-core kernels draw the dropout masks of d->drop (p 0: none) */
 static pp_status own_fwd(void *arg, void *const out[2], pp_error *err)
 {
     const call *c = arg;
@@ -126,8 +130,8 @@ static pp_status mma_fwd(void *arg, void *const out[2], pp_error *err)
 {
     const call *c = arg;
     return PP_CUDA(c->ex->dev, err,
-                   pp_cuda_launch_attention_forward_mma(c->ce->stream, dims_of(c->d), c->qkv,
-                                                        out[0], out[1]));
+                   pp_cuda_launch_attention_forward_mma(c->ce->stream, dims_of(c->d), &c->d->drop,
+                                                        c->qkv, out[0], out[1]));
 }
 
 static pp_status own_bwd(void *arg, void *const out[2], pp_error *err)
@@ -148,8 +152,8 @@ static pp_status mma_bwd(void *arg, void *const out[2], pp_error *err)
     PP_TRY(delta_of(c, &delta, err));
     return PP_CUDA(c->ex->dev, err,
                    pp_cuda_launch_attention_backward_mma(c->ce->stream, pp_cuda_max_grid(c->ex),
-                                                         dims_of(c->d), c->qkv, c->y, c->lse,
-                                                         c->dy, delta, out[0]));
+                                                         dims_of(c->d), &c->d->drop, c->qkv,
+                                                         c->y, c->lse, c->dy, delta, out[0]));
 }
 
 static pp_status cudnn_fwd(void *arg, void *const out[2], pp_error *err)
@@ -224,53 +228,67 @@ static pp_status first_call(call *c, pp_sdpa_choice *ch, pp_sdpa_dir dir, attn_m
     return ours_in_out ? PP_OK : runs[PP_SDPA_OWN][dir](c, out, err);
 }
 
-/* ---- dropout runs ours: cuDNN's masks are not ours ------------------------------ */
+/* ---- the record of a shape (and dropout's p) --------------------------------------- */
 
-/* With dropout on the probabilities (d->drop.p > 0) ours runs, whatever
- * PP_CUDA_ATTN says: no other route draws dropout.h's masks. The record of
- * the shape and p (one per shape and p, not per step or micro-batch: the
- * key and first sample left out) says so in pp_cuda_sdpa_report. */
-static pp_status dropout_record(pp_exec *ex, const pp_attention_desc *d, pp_sdpa_dir dir,
-                                pp_error *err)
+/* *ch: the record of d's shape and dropout p, one per shape and p (not per
+ * step or micro-batch: the key and first sample left out) */
+static pp_status choice_of(const pp_attention_desc *d, pp_exec *ex, pp_sdpa_choice **ch,
+                           pp_error *err)
 {
     pp_attention_desc shape;
     memset(&shape, 0, sizeof shape); /* the record's key is compared bytewise */
     shape.n = d->n, shape.t = d->t, shape.c = d->c, shape.heads = d->heads;
     shape.drop.p = d->drop.p;
-    pp_sdpa_choice *ch;
-    PP_TRY(pp_cuda_sdpa_choice(ex, &shape, &ch, err));
-    ch->use[dir] = PP_SDPA_OWN;
-    snprintf(ch->why[dir], sizeof ch->why[dir], "dropout runs ours: cuDNN's masks are not ours");
-    return PP_OK;
+    return pp_cuda_sdpa_choice(ex, &shape, ch, err);
+}
+
+/* A decided record of direction dir under dropout says so first, then the
+ * checks' figures or why not (why): "dropout: " before why's "mma: agrees
+ * ..." where the tensor-core kernels run (under dropout they are the only
+ * candidate, so why begins with them), else "dropout runs ours (cuDNN's
+ * masks are not ours): ". */
+static void dropout_why(pp_sdpa_choice *ch, pp_sdpa_dir dir, const char *why)
+{
+    char rest[sizeof ch->why[0]];
+    snprintf(rest, sizeof rest, "%s", why); /* why may be ch->why[dir] */
+    snprintf(ch->why[dir], sizeof ch->why[dir], "%s",
+             ch->use[dir] == PP_SDPA_MMA ? "dropout: "
+                                         : "dropout runs ours (cuDNN's masks are not ours): ");
+    append(ch->why[dir], sizeof ch->why[dir], "%s", rest);
 }
 
 /* ---- the entries ------------------------------------------------------------------ */
 
 /* Direction dir of call c into out: ours (PP_CUDA_ATTN=own, or the first
- * call inside a CUDA graph capture, or dropout on the probabilities), the
- * first call's checks, or the
+ * call inside a CUDA graph capture), the first call's checks, or the
  * decided one (cuDNN's falling back to ours where its workspace cannot be
- * had this time: ours needs none). */
+ * had this time: ours needs none). With dropout cuDNN's is never a
+ * candidate: cudnn checks the tensor-core kernels as mma does. */
 static pp_status run(call *c, pp_sdpa_dir dir, void *const out[2], pp_error *err)
 {
     attn_mode mode;
     pp_sdpa_choice *ch;
     PP_TRY(begin(c->ex, c->d, &c->ce, err));
     PP_TRY(mode_of(&mode, err));
-    if (c->d->drop.p > 0.0f) {
-        PP_TRY(dropout_record(c->ex, c->d, dir, err));
-        return runs[PP_SDPA_OWN][dir](c, out, err);
-    }
-    if (mode == MODE_OWN) return runs[PP_SDPA_OWN][dir](c, out, err);
-    PP_TRY(pp_cuda_sdpa_choice(c->ex, c->d, &ch, err));
+    const bool drop = c->d->drop.p > 0.0f;
+    if (mode == MODE_OWN && !drop) return runs[PP_SDPA_OWN][dir](c, out, err);
+    if (drop && mode == MODE_CUDNN) mode = MODE_MMA;
+    PP_TRY(choice_of(c->d, c->ex, &ch, err));
     if (ch->mode != (int)mode) /* decided under another setting: decided again */
         *ch = (pp_sdpa_choice){.mode = (int)mode};
+    if (mode == MODE_OWN) { /* with dropout: the record says so */
+        ch->use[dir] = PP_SDPA_OWN;
+        dropout_why(ch, dir, "PP_CUDA_ATTN=own");
+        return runs[PP_SDPA_OWN][dir](c, out, err);
+    }
     const pp_sdpa_use u = ch->use[dir];
     if (u == PP_SDPA_UNDECIDED) {
         /* a backward whose forward's first call was captured, or captured itself */
         if (capturing(c->ce) || (dir == PP_SDPA_BWD && ch->use[PP_SDPA_FWD] == PP_SDPA_UNDECIDED))
             return runs[PP_SDPA_OWN][dir](c, out, err);
-        return first_call(c, ch, dir, mode, out, err);
+        PP_TRY(first_call(c, ch, dir, mode, out, err));
+        if (drop && ch->use[dir] != PP_SDPA_UNDECIDED) dropout_why(ch, dir, ch->why[dir]);
+        return PP_OK;
     }
     const pp_status s = runs[u][dir](c, out, err);
     return s == PP_ERR_UNSUPPORTED && u == PP_SDPA_CUDNN ? runs[PP_SDPA_OWN][dir](c, out, err)

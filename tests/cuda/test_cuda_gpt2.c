@@ -14,7 +14,8 @@
  *          steps), token and position embeddings, the classifier over 50257
  *          classes in place; dropout: the elementwise op (f32, bf16, in
  *          place) the CPU's bits, attention with dropout on the
- *          probabilities (f32, bf16: ours whatever PP_CUDA_ATTN says) within
+ *          probabilities (f32, bf16: the tensor-core kernels under cudnn and
+ *          mma where they take the shape, else ours; ours under own) within
  *          the attention's tolerances.
  *          Normalised errors within the CUDA suite's tolerances (cuda_rig.h:
  *          1e-4 forward, 1e-3 gradients; TF32 1e-2); the embeddings' sums,
@@ -384,8 +385,10 @@ static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
  * give the same bits twice, the tensor-core one too (cuDNN's
  * flash-attention backward may accumulate dq in another order run to run:
  * not asked of it). With drop (dropout on the probabilities, the CPU's
- * masks) the same rows, and under cudnn and mma ours must run every shape,
- * its record saying dropout is why. */
+ * masks) the same rows: under cudnn and mma the tensor-core kernels must
+ * run where mma's do (heads of 64 and 128; cuDNN's never), ours elsewhere
+ * and under own, each record's line saying "dropout: mma" or "dropout runs
+ * ours"; every backward the same bits twice. */
 #define TOL_ATT_BF16 8e-3
 
 typedef enum attn_mode { ATTN_F32, ATTN_OWN, ATTN_CUDNN, ATTN_MMA } attn_mode;
@@ -408,9 +411,10 @@ static void check_choice(rig *r, const pp_attention_desc *d, pp_sdpa_use want,
     }
 }
 
-/* The record of shape d with drop's p (attention_bf16.c keys it so): ours,
- * for dropout, both directions. */
-static void check_dropout_own(rig *r, const pp_attention_desc *d, float p, size_t i)
+/* The record of shape d with drop's p (attention_bf16.c keys it so), both
+ * directions: the tensor-core kernels ("dropout: mma") where mma, else ours
+ * ("dropout runs ours"); never cuDNN's. */
+static void check_dropout(rig *r, const pp_attention_desc *d, float p, bool mma, size_t i)
 {
     pp_attention_desc key;
     memset(&key, 0, sizeof key); /* compared bytewise */
@@ -418,9 +422,12 @@ static void check_dropout_own(rig *r, const pp_attention_desc *d, float p, size_
     pp_sdpa_choice *ch;
     pp_error err;
     CHECK_OK(pp_cuda_sdpa_choice(&r->egpu, &key, &ch, &err), &err);
+    const pp_sdpa_use want = mma ? PP_SDPA_MMA : PP_SDPA_OWN;
+    const char *line = mma ? "dropout: mma" : "dropout runs ours";
     for (int dir = 0; dir < 2; dir++)
-        CHECK_MSG(ch->use[dir] == PP_SDPA_OWN && strstr(ch->why[dir], "dropout"),
-                  "attention with dropout, case %zu: not ours for dropout: %s", i, ch->why[dir]);
+        CHECK_MSG(ch->use[dir] == want && strstr(ch->why[dir], line),
+                  "attention with dropout, case %zu: not %s for dropout: %s", i,
+                  mma ? "mma's" : "ours", ch->why[dir]);
 }
 
 static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
@@ -464,14 +471,14 @@ static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
                                            err));
         BOTH(r, pp_cast(ex, &dqkv.c, &dqkv32.c, err), pp_cast(ex, &dqkv.g, &dqkv32.g, err));
         CHECK_CLOSE(r, &dqkv32, bwd, "attention backward (%s) case %zu", m, i);
-        if (mode != ATTN_CUDNN)
+        if (mode != ATTN_CUDNN || drop) /* with dropout cuDNN's never runs */
             SAME_TWICE(r, &dqkv, false,
                        pp_attention_backward_dropout(ex, h, drop, &qkv.g, &y.g, &lse.g, &dy.g,
                                                      &dqkv.g, err),
                        "attention backward");
         const pp_attention_desc d = {.n = n, .t = t, .c = c, .heads = h};
-        if (drop && (mode == ATTN_CUDNN || mode == ATTN_MMA))
-            check_dropout_own(r, &d, drop->p, i);
+        if (drop && mode != ATTN_F32) /* cudnn and mma: mma's where they take the shape */
+            check_dropout(r, &d, drop->p, mode != ATTN_OWN && cases[i].mma, i);
         else if (mode == ATTN_CUDNN)
             check_choice(r, &d,
                          cases[i].cudnn ? PP_SDPA_CUDNN
@@ -484,7 +491,7 @@ static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
         pair *all[] = {&qkv, &dqkv, &y, &dy, &lse, &qkv32, &dqkv32, &y32, &dy32};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
-    if (mode == ATTN_MMA && !drop) pp_cuda_sdpa_report(&r->egpu, stdout); /* which ran */
+    if (mode == ATTN_MMA) pp_cuda_sdpa_report(&r->egpu, stdout); /* which ran (with dropout too) */
     if (mode == ATTN_CUDNN && !drop) { /* which attention ran, and a bad switch refused */
         pp_cuda_sdpa_report(&r->egpu, stdout);
         setenv("PP_CUDA_ATTN", "cuDNN", 1);
@@ -723,6 +730,7 @@ int main(int argc, char **argv)
     test_attention(&r, ATTN_F32, &drop);
     test_attention(&r, ATTN_CUDNN, &drop);
     test_attention(&r, ATTN_MMA, &drop);
+    test_attention(&r, ATTN_OWN, &drop);
     test_embeddings(&r);
     test_classifier(&r);
     test_dropout(&r);
