@@ -21,12 +21,14 @@
 #   commit.txt  the commit the binaries were built from (git describe)
 # Usage: tests/gpu/bundle.sh [--build DIR] [--out DIR] [--arch sm_90] [--with-cuda-libs]
 #                            [--no-data] [--small]
-# --small: for copying to a machine with little room or time (about 50 MB
-# instead of 80): no data, and bin/ holds only what run-all.sh runs without
-# --all (pipeline-run, gconv_probe, gpu_versions, bench_images and the cuda
-# suite's tests); --all then
-# reports the other tests as not in the bundle. Part 3 (Fashion-MNIST)
-# reports its data missing.
+# --small: for copying to a machine with little room or time: no data, and
+# bin/ holds only what run-all.sh runs without --all (pipeline-run,
+# gconv_probe, gpu_versions, bench_images and the cuda suite's tests); --all
+# then reports the other tests as not in the bundle. Part 3 (Fashion-MNIST)
+# reports its data missing. The folder is about 165 MB (80 of them lib/:
+# OpenBLAS, and the image codecs libgd loads), so --small also writes it as
+# one xz archive beside it, OUT.tar.xz (about 26 MB), the thing to copy:
+# `tar -xJf .gpu-bundle.tar.xz` there gives the folder back.
 # cuDNN and cuBLAS are left out by default: the GPU machine has them (CUDA
 # toolkit or PyTorch's nvidia-* wheels) and they are large. The driver
 # (libcuda) is never bundled.
@@ -180,3 +182,10 @@ fi
 missing=$(for f in "$out"/bin/*; do LD_LIBRARY_PATH=$out/lib ldd "$f" 2>/dev/null | grep 'not found' || true; done | sort -u)
 [ -n "$missing" ] && echo "bundle.sh: unresolved here: $missing" >&2
 echo "bundle: $out ($(du -sh "$out" | cut -f1)); on the GPU machine run: $(basename "$out")/run-all.sh $(basename "$out") (--part quick first: see its header)"
+if [ $small = 1 ]; then
+    # written whole or not at all: an archive cut short is never left under its name
+    archive=$out.tar.xz
+    tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$archive.part"
+    mv "$archive.part" "$archive"
+    echo "bundle: $archive ($(du -h "$archive" | cut -f1)), to copy; there: tar -xJf $(basename "$archive")"
+fi
