@@ -22,8 +22,10 @@
  *     (NULL) forward and backward; dropout changes y and leaves lse;
  *   - a head of 17 columns is refused (cudaErrorInvalidValue, nothing
  *     written), as pp_cuda_attention_mma_takes says.
- * TOL and TOL_LSE are the first call's check in attention_bf16.c (the
- * figures each case reaches are printed).
+ * TOL and TOL_LSE are the first call's check's PP_ATTN_TOL_Y and
+ * PP_ATTN_TOL_LSE (runtime/cuda/attention_check.h, which needs the CUDA
+ * runtime's headers, hence their values here; the figures each case
+ * reaches are printed).
  */
 #include <math.h>
 #include <stdint.h>
