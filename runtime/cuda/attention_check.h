@@ -7,10 +7,20 @@
  * (attention_bf16.cu, the reference) into device scratch of the same bytes,
  * both on the call's own operands and the exec's stream; the stream is then
  * synchronised and the two compared on the host: y and dqkv within
- * PP_ATTN_TOL_Y of the largest element of ours (two bf16 steps), lse within
- * PP_ATTN_TOL_LSE (absolute, natural log: exp(s - lse) moves by at most
- * 0.1%). Where they differ, ours is copied over the outputs. Not for a
- * stream under CUDA graph capture (it synchronises).
+ * PP_ATTN_TOL_Y of the largest element of ours, lse within PP_ATTN_TOL_LSE
+ * (absolute, natural log: exp(s - lse) moves by at most 0.1%). Where they
+ * differ, ours is copied over the outputs. Not for a stream under CUDA graph
+ * capture (it synchronises).
+ *
+ * PP_ATTN_TOL_Y is 1.6e-2: a bf16 unit at the largest element is 2^-8 to
+ * 2^-7 of it (3.9e-3 to 7.8e-3), so this admits two to four units. Both
+ * sides round every output once, and the candidates also round P to bf16
+ * before P V (ours keeps it f32), so one element may sit a unit or two away
+ * with every kernel correct (the emulator reached 7.4e-3 with the
+ * tensor-core kernels against the CPU, a hair under one unit at the bottom
+ * of a binade). What the check exists to catch, a fragment layout, a scale,
+ * a mask or a statistic the device reads differently, moves elements by
+ * tens of percent. The kernels' own tests hold them to the CPU at 8e-3.
  */
 #ifndef PP_CUDA_ATTENTION_CHECK_H
 #define PP_CUDA_ATTENTION_CHECK_H
@@ -20,7 +30,7 @@
 #include "internal.h"
 #include "sdpa.h"
 
-#define PP_ATTN_TOL_Y 8e-3
+#define PP_ATTN_TOL_Y 1.6e-2
 #define PP_ATTN_TOL_LSE 1e-3
 
 /* One direction of the attention of a call into out: the forward's y
