@@ -46,10 +46,21 @@ c. Examples. Every fenced ```yaml block of docs/PLAN.md that is a whole plan
    nearest non-blank line before its fence is `<!-- no-validate -->`
    (examples of errors, or of files this check cannot provide).
 
+d. Paths and links. In docs/*.md and README.md, every path into the source
+   tree named with a file's extension (`examples/plans/gpt2-fortunes.yaml`,
+   `runtime/cuda/dense.c`, `tests/gpu/run-all.sh`; not a glob such as
+   `runtime/io/checkpoint*.c`, nor a path under another folder such as
+   `build/tests/...`, a build output) must exist, except the files the build
+   generates (GENERATED); every relative markdown link `[..](FILE#anchor)`
+   must reach a file, and its anchor a heading of that file (GitHub's rule:
+   lowercase, punctuation but `-` and `_` dropped, spaces as `-`, `-1`, `-2`
+   for repeats).
+
 Before all that, a self-check: a key planted in a copy of the documented
 keys, a key removed from it, and an option planted in a copy of CLI.md's
-text must each be reported by the same comparisons, so the check cannot
-pass vacuously.
+text must each be reported by the same comparisons, and a missing path, a
+missing file and missing anchors planted in a text must each be reported,
+so the check cannot pass vacuously.
 """
 import os
 import re
@@ -87,6 +98,13 @@ CALL_RE = re.compile(r"\bpp_walk_map\(\s*\w+\s*,\s*[^,]+,\s*([^,]+?)\s*,\s*(\w+)
 KEYS_RE = re.compile(r"static\s+const\s+char\s*\*\s*const\s+keys\s*\[[^\]]*\]\s*=\s*\{(.*?)\}\s*;",
                      re.S)
 STR_RE = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+PATH_RE = re.compile(r"(?<![\w./-])((?:\.ci|cli|docs|examples|models|partitioner|pipeline|runtime|"
+                     r"streams|tests)/[\w./-]*\.(?:c|cc|csv|cu|cuh|h|json|md|py|sh|txt|yaml|yml))"
+                     r"(?![\w*/-])")
+LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
+# files the build writes (meson's configure_file), named by the docs
+GENERATED = {"runtime/version.h"}
 
 
 class ExtractError(Exception):
@@ -295,7 +313,73 @@ def check_examples(text, exe):
     return problems, checked
 
 
-def self_check(accepted, documented, listed, cli_text):
+def heading_anchors(text):
+    """The anchors GitHub gives a markdown text's headings (outside fences)."""
+    anchors, seen, fence = set(), {}, False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fence = not fence
+            continue
+        m = None if fence else re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+        k = seen.get(slug, 0)
+        seen[slug] = k + 1
+        anchors.add(slug if k == 0 else "%s-%d" % (slug, k))
+    return anchors
+
+
+def check_paths(root, name, text, read=None):
+    """Problems with the paths and relative links of the document root/name
+    whose text is given; read(path) gives another document's text (None if
+    it does not exist)."""
+    if read is None:
+        def read(path):
+            if not os.path.isfile(path):
+                return None
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+    problems = []
+    for m in PATH_RE.finditer(text):
+        path = m.group(1)
+        if path not in GENERATED and not os.path.exists(os.path.join(root, path)):
+            line = text.count("\n", 0, m.start()) + 1
+            problems.append("%s:%d: names %s, which does not exist" % (name, line, path))
+    here = os.path.dirname(os.path.join(root, name))
+    for m in LINK_RE.finditer(text):
+        link = m.group(1)
+        if re.match(r"[a-z]+:", link):
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        base, _, anchor = link.partition("#")
+        target = os.path.normpath(os.path.join(here, base)) if base else os.path.join(root, name)
+        if base and not os.path.exists(target):
+            problems.append("%s:%d: links to %s, which does not exist" % (name, line, base))
+            continue
+        if anchor and target.endswith(".md"):
+            other = text if not base else read(target)
+            if other is not None and anchor not in heading_anchors(other):
+                problems.append("%s:%d: links to %s, whose headings have no #%s" %
+                                (name, line, base or name, anchor))
+    return problems
+
+
+def docs_paths(root):
+    """check_paths over docs/*.md and README.md: (problems, paths named, links)."""
+    names = sorted("docs/" + f for f in os.listdir(os.path.join(root, "docs"))
+                   if f.endswith(".md")) + ["README.md"]
+    problems, paths, links = [], 0, 0
+    for name in names:
+        with open(os.path.join(root, name), encoding="utf-8") as f:
+            text = f.read()
+        paths += len(PATH_RE.findall(text))
+        links += len([l for l in LINK_RE.findall(text) if not re.match(r"[a-z]+:", l)])
+        problems += check_paths(root, name, text)
+    return problems, paths, links
+
+
+def self_check(accepted, documented, listed, cli_text, root):
     """The comparisons must report what is planted in copies of the docs."""
     fails = []
     planted = dict(documented)
@@ -319,6 +403,18 @@ def self_check(accepted, documented, listed, cli_text):
         doc = {s: 1 for spell in listed[1:] for s in spell}
         if not any(first in p for p in compare_options(listed, doc)):
             fails.append("self-check: an undocumented option was not reported")
+    planted = ("See `examples/plans/zz-selfcheck.yaml`, [a](zz-selfcheck.md), "
+               "[b](#zz-selfcheck) and [c](PLAN.md#zz-selfcheck).\n# Real\n[d](#real)\n")
+    probs = check_paths(root, "docs/SELFCHECK.md", planted,
+                        read=lambda path: "# Plan\n" if path.endswith("PLAN.md") else None)
+    for what in ("examples/plans/zz-selfcheck.yaml", "to zz-selfcheck.md",
+                 "SELFCHECK.md, whose", "PLAN.md, whose"):
+        if not any(what in p for p in probs):
+            fails.append("self-check: a broken path or link (%s) planted in a text was not "
+                         "reported" % what)
+    if len(probs) != 4:
+        fails.append("self-check: %d problems reported in the planted text, 4 expected: %s" %
+                     (len(probs), "; ".join(probs)))
     return fails
 
 
@@ -368,7 +464,7 @@ def main():
             cli_text = f.read()
         problems += compare_options(listed, cli_documented(cli_text))
 
-    fails = self_check(accepted, documented, listed, cli_text)
+    fails = self_check(accepted, documented, listed, cli_text, root)
     for f_ in fails:
         print("docs: " + f_)
     if fails:
@@ -377,6 +473,10 @@ def main():
     ex_problems, checked = check_examples(plan_text, exe)
     print("docs: %d whole-plan examples in docs/PLAN.md validated" % checked)
     problems += ex_problems
+
+    path_problems, paths, links = docs_paths(root)
+    print("docs: %d paths and %d relative links in docs/ and README.md checked" % (paths, links))
+    problems += path_problems
 
     for p in problems:
         print(p)
