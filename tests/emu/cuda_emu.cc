@@ -3,8 +3,8 @@
  *
  * A block's threads are fibers (ucontext) on the launching thread, run in
  * rounds: each runnable fiber in thread order until it returns or waits at a
- * rendezvous (__syncthreads: the block's; a shuffle or an mma: its warp's); a
- * rendezvous opens when every thread of its block or warp that has not
+ * rendezvous (__syncthreads: the block's; a shuffle, an mma or an ldmatrix:
+ * its warp's); a rendezvous opens when every thread of its block or warp that has not
  * returned has arrived (a GPU counts exited threads as arrived). A round in
  * which no fiber can run is a deadlock (a rendezvous in divergent code): it
  * is reported with the waiting threads and aborts. Blocks run one after
