@@ -184,7 +184,7 @@ __device__ __forceinline__ void product(float acc[NT][4], const uint32_t a[KS][4
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
             uint32_t b[4];
-            pp_ldmatrix_x4(b, rows + 8 * j * LD + 16 * ks);
+            pp_ldmatrix_x4<false>(b, rows + 8 * j * LD + 16 * ks);
             pp_mma_bf16_16816(acc[j], a[ks], b, acc[j]);
             pp_mma_bf16_16816(acc[j + 1], a[ks], b + 2, acc[j + 1]);
         }
@@ -210,7 +210,7 @@ __device__ __forceinline__ void accumulate(float acc[NT][4], const float p[NP][4
 #pragma unroll
         for (int jn = 0; jn < NT; jn += 2) {
             uint32_t b[4];
-            pp_ldmatrix_x4_trans(b, rows + 16 * kk * LD + 8 * jn);
+            pp_ldmatrix_x4<true>(b, rows + 16 * kk * LD + 8 * jn);
             pp_mma_bf16_16816(acc[jn], a, b, acc[jn]);
             pp_mma_bf16_16816(acc[jn + 1], a, b + 2, acc[jn + 1]);
         }

@@ -33,35 +33,25 @@
 
 namespace {
 
-/* r[0..3] = matrices 0..3 (rows given by lanes 8j..8j+7: row, its address) */
-__device__ __forceinline__ void pp_ldmatrix_x4(uint32_t r[4], const void *row)
+/* r[0..3] = matrices 0..3 (rows given by lanes 8j..8j+7: row, its address),
+ * each transposed with TRANS (.trans) */
+template <bool TRANS> __device__ __forceinline__ void pp_ldmatrix_x4(uint32_t r[4], const void *row)
 {
 #ifdef PP_CUDA_EMU
-    pp_emu::ldmatrix(r, 4, false, row);
+    pp_emu::ldmatrix(r, 4, TRANS, row);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     (void)row;
     r[0] = r[1] = r[2] = r[3] = 0u;
 #else
     const unsigned a = (unsigned)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-#endif
-}
-
-/* the same, each matrix transposed */
-__device__ __forceinline__ void pp_ldmatrix_x4_trans(uint32_t r[4], const void *row)
-{
-#ifdef PP_CUDA_EMU
-    pp_emu::ldmatrix(r, 4, true, row);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-    (void)row;
-    r[0] = r[1] = r[2] = r[3] = 0u;
-#else
-    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
 #endif
 }
 

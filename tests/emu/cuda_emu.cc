@@ -335,6 +335,32 @@ float bf16_at(uint32_t word, int high)
     return f;
 }
 
+/* whether lane l of w is at its collective k, of kind op (and form, for ldmatrix) */
+bool at_same(const warp_state &w, int l, uint64_t k, uint8_t op, uint8_t form)
+{
+    return w.count[l] > k && w.op[k & 1][l] == op &&
+           (op != OP_LDMATRIX || w.form[k & 1][l] == form);
+}
+
+/* after collective k (name): each lane of w not at it is a fault, reported
+ * once, by the lowest lane there (lane: the caller's) */
+void report_absent(const warp_state &w, int lane, uint64_t k, uint8_t op, uint8_t form,
+                   const char *name)
+{
+    for (int l = 0; l < lane; l++)
+        if (at_same(w, l, k, op, form)) return;
+    char there[128], gone[128];
+    std::snprintf(there, sizeof there,
+                  "%s: lane %%u of the warp is at another collective (all %%u lanes must be at it)",
+                  name);
+    std::snprintf(gone, sizeof gone,
+                  "%s: lane %%u of the warp has returned or is not in the block (all %%u lanes "
+                  "must be at it)",
+                  name);
+    for (int l = 0; l < WARP; l++)
+        if (!at_same(w, l, k, op, form)) fault(w.present[l] ? there : gone, (unsigned)l, WARP);
+}
+
 /* A[row][col] of the gathered fragments: the inverse of mma_bf16.cuh's
  * table (lane 4 (row % 8) + (col % 8) / 2, register (row >= 8) + 2 (col >= 8),
  * half col % 2) */
@@ -367,22 +393,9 @@ void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const 
     /* every lane of the warp at this mma; the others' fragments read as zero
      * (reported once, by the lowest lane that is there) */
     mma_frag all[WARP];
-    bool first = true;
-    for (int l = 0; l < WARP; l++) {
-        const bool there = w.count[l] > k && w.op[k & 1][l] == OP_MMA;
-        if (there) {
-            all[l] = w.frag[k & 1][l];
-            if (l < lane) first = false;
-        } else
-            all[l] = mma_frag{};
-    }
-    for (int l = 0; first && l < WARP; l++)
-        if (!(w.count[l] > k && w.op[k & 1][l] == OP_MMA))
-            fault(w.present[l] ? "mma.sync: lane %u of the warp is at another collective "
-                                 "(all %u lanes must be at it)"
-                               : "mma.sync: lane %u of the warp has returned or is not in the "
-                                 "block (all %u lanes must be at it)",
-                  (unsigned)l, (unsigned)WARP);
+    for (int l = 0; l < WARP; l++)
+        all[l] = at_same(w, l, k, OP_MMA, 0) ? w.frag[k & 1][l] : mma_frag{};
+    report_absent(w, lane, k, OP_MMA, 0, "mma.sync");
     const int g = lane / 4, q = lane % 4;
     float out[4];
     for (int i = 0; i < 4; i++) {
@@ -393,16 +406,6 @@ void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const 
     }
     std::memcpy(d, out, sizeof out);
 }
-
-namespace {
-
-/* lanes l of the warp at collective k of kind op (and form, for ldmatrix) */
-bool at_same(const warp_state &w, int l, uint64_t k, uint8_t op, uint8_t form)
-{
-    return w.count[l] > k && w.op[k & 1][l] == op && (op != OP_LDMATRIX || w.form[k & 1][l] == form);
-}
-
-} // namespace
 
 void ldmatrix(uint32_t *r, int num, bool trans, const void *row)
 {
@@ -426,22 +429,13 @@ void ldmatrix(uint32_t *r, int num, bool trans, const void *row)
     arrive(w.r, AT_WARP);
     /* rows of lanes absent read as zero (reported once, by the lowest lane there) */
     uint16_t rows[WARP][8];
-    bool first = true;
     for (int l = 0; l < WARP; l++) {
-        const bool there = at_same(w, l, k, OP_LDMATRIX, form);
-        if (there) {
+        if (at_same(w, l, k, OP_LDMATRIX, form))
             std::memcpy(rows[l], w.row[k & 1][l], sizeof rows[l]);
-            if (l < lane) first = false;
-        } else
+        else
             std::memset(rows[l], 0, sizeof rows[l]);
     }
-    for (int l = 0; first && l < WARP; l++)
-        if (!at_same(w, l, k, OP_LDMATRIX, form))
-            fault(w.present[l] ? "ldmatrix: lane %u of the warp is at another collective or "
-                                 "form (all %u lanes must be at it)"
-                               : "ldmatrix: lane %u of the warp has returned or is not in the "
-                                 "block (all %u lanes must be at it)",
-                  (unsigned)l, (unsigned)WARP);
+    report_absent(w, lane, k, OP_LDMATRIX, form, "ldmatrix");
     /* matrix j's row i came from lane 8 j + i */
     const int g = lane / 4, q = lane % 4;
     for (int j = 0; j < num; j++) {

@@ -87,9 +87,9 @@ __global__ void ldmatrix_k(const uint16_t *src, int trans, int absent, int skewe
     const uint16_t *row = s + l * LD + (l == skewed ? 1 : 0); /* row l % 8 of matrix l / 8 */
     uint32_t r[4];
     if (trans)
-        pp_ldmatrix_x4_trans(r, row);
+        pp_ldmatrix_x4<true>(r, row);
     else
-        pp_ldmatrix_x4(r, row);
+        pp_ldmatrix_x4<false>(r, row);
     for (int j = 0; j < 4; j++) out[4 * l + j] = r[j];
 }
 
