@@ -42,33 +42,52 @@
  * from the scores' registers into the next product as bf16 pairs, without
  * shared memory.
  *
- * Shared memory: every B fragment is two 32-bit words, each two bf16 of
- * consecutive k. A tile whose k runs along a row of global memory (K for
- * S = Q K^T: k is the head's column) is staged as rows of words ("rows");
- * one whose k runs down the columns (V for O += P V: k is the key) is
- * transposed while staged ("cols": word (column, key pair) holds keys 2i and
- * 2i + 1 of the column). Rows are padded by 4 words, so that the 32 lanes'
- * reads of a fragment (row g, word q: bank 4 g + q modulo 32 for the
- * paddings used) hit 32 banks. The transposed staging reads 16-bit
- * elements and stores halves of words (a bank conflict on the stores, once
- * per tile; ldmatrix.trans would avoid it, but the emulator has no ldmatrix).
+ * Shared memory: the operand tiles are staged as they lie in global memory,
+ * one row of the tile a row of the head's columns (bf16), at a pitch of
+ * HS + 8 elements: each row starts 16 bytes past the bank of the row
+ * before, so that every phase of an ldmatrix (8 rows of 16 bytes) falls on
+ * 32 distinct banks (padding, not a swizzle). The B fragments are read by
+ * ldmatrix x4 (ldmatrix.cuh), two n tiles of 8 at a time: without .trans
+ * where the product's k runs along the staged rows (K for S = Q K^T, Q for
+ * S^T = K Q^T, dY and V for the dP products), with .trans where k runs down
+ * them (V for O += P V, dY and Q for dV and dK, K for dQ), so a tile is
+ * staged once whichever way it is read. The A fragments of the rows a warp
+ * holds come from global memory once (load_a), those of P and dS from the
+ * scores' registers.
+ *
+ * Staging: cp.async (cp_async.cuh) 16 bytes (8 columns) a copy where the
+ * row is below t, the 8 columns below hs (heads are multiples of 16) and the
+ * source 16-byte aligned (qkv's and dy's pitches, 3C and C elements, and a
+ * head's first column are multiples of 16 bytes, so this is the operand's
+ * base pointer: an operand off a 16-byte boundary is staged by plain
+ * loads); zeros past t and hs. The streamed tiles overlap the products: the
+ * forward alternates K and V of one tile each (V's copy runs under S = Q
+ * K^T and the softmax, the next K's under O += P V), the backward passes
+ * double-buffer their streamed tiles (Q, dY in dkv; K, V in dq: the next
+ * tile's copies run under the products of this one). A wait_group and a
+ * __syncthreads before a tile is read; a __syncthreads after, before its
+ * buffer is staged again.
  *
  * Head sizes: multiples of 16 up to 128, run by the kernel of the smallest
  * of 16, 32, 64, 128 at or above (zero columns past the head). Tiles of 64
  * keys (forward and dq) or queries (dkv), 32 where the head is 128 in the
- * backward, so that the static shared memory stays under 48 KiB.
+ * backward, so that the static shared memory stays under 48 KiB (at most
+ * 37 KiB: the backward's two buffers of two tiles of 64 rows of 64 + 8
+ * columns, and the lse and delta of the query tiles).
  */
 #include "attention_mma.h"
 
 #include "attention_tile.cuh"
 #include "bf16.cuh"
+#include "cp_async.cuh"
+#include "ldmatrix.cuh"
 #include "mma_bf16.cuh"
 
 namespace {
 
 constexpr int MMA_THREADS = 128; /* 4 warps of 16 rows */
 constexpr int MB = 64;           /* a block's rows: queries (forward, dq) or keys (dkv) */
-constexpr int PAD = 4;           /* words a staged row is padded by */
+constexpr int SKEW = 8;          /* elements (16 bytes) a staged row is padded by */
 
 /* what delta_k reads of an element (attention_tile.cuh) */
 struct bf16_elems {
@@ -107,32 +126,29 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi)
     return (uint32_t)narrow(lo) | (uint32_t)narrow(hi) << 16;
 }
 
-/* rows r0.. (ROWS) of src into dst: dst[r * (HS / 2 + PAD) + w] = columns 2w, 2w + 1 */
+/* rows r0.. (ROWS) of src (rows ld apart, columns below hs) into dst (rows
+ * HS + SKEW elements apart), 8 columns a copy: cp.async where the row is
+ * below t, the columns below hs and the source 16-byte aligned, plain loads
+ * where it is not aligned, zeros past t or hs; the copies are the calling
+ * thread's open cp.async group */
 template <int HS, int ROWS>
-__device__ __forceinline__ void stage_rows(uint32_t *dst, const uint16_t *src, int64_t ld, int r0,
-                                           int t, int hs)
+__device__ __forceinline__ void stage(uint16_t *dst, const uint16_t *src, int64_t ld, int r0,
+                                      int t, int hs)
 {
-    constexpr int W = HS / 2, LD = W + PAD;
-    for (int i = threadIdx.x; i < ROWS * W; i += MMA_THREADS) {
-        const int r = i / W, w = i % W;
-        dst[r * LD + w] = pair_at(src, ld, r0 + r, 2 * w, t, hs);
-    }
-}
-
-/* the same rows transposed: dst[col * (ROWS / 2 + PAD) + i] = rows 2i, 2i + 1 of column col */
-template <int HS, int ROWS>
-__device__ __forceinline__ void stage_cols(uint32_t *dst, const uint16_t *src, int64_t ld, int r0,
-                                           int t, int hs)
-{
-    constexpr int LD = ROWS / 2 + PAD;
-    for (int i = threadIdx.x; i < ROWS / 2 * HS; i += MMA_THREADS) {
-        const int col = i % HS, rp = i / HS, r = r0 + 2 * rp;
-        uint32_t w = 0;
-        if (col < hs) {
-            if (r < t) w = src[(int64_t)r * ld + col];
-            if (r + 1 < t) w |= (uint32_t)src[(int64_t)(r + 1) * ld + col] << 16;
+    constexpr int CH = HS / 8, LD = HS + SKEW;
+    for (int i = threadIdx.x; i < ROWS * CH; i += MMA_THREADS) {
+        const int r = i / CH, c = 8 * (i % CH);
+        uint16_t *d = dst + r * LD + c;
+        if (r0 + r >= t || c >= hs) {
+            *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
+            continue;
         }
-        dst[col * LD + rp] = w;
+        const uint16_t *p = src + (int64_t)(r0 + r) * ld + c;
+        if (((uintptr_t)p & 15u) == 0)
+            pp_cp_async_16(d, p);
+        else
+#pragma unroll
+            for (int e = 0; e < 8; e++) d[e] = p[e];
     }
 }
 
@@ -152,50 +168,51 @@ __device__ __forceinline__ void load_a(uint32_t a[KS][4], const uint16_t *src, i
     }
 }
 
-/* B fragment of k step ks for the n tile at staged row n0 (B[k][n] = word
- * k / 2 of staged row n0 + n, rows LD words apart) */
-__device__ __forceinline__ void frag_b(uint32_t b[2], const uint32_t *tile, int LD, int n0, int ks,
-                                       int g, int q)
-{
-    const uint32_t *p = tile + (n0 + g) * LD + 8 * ks + q;
-    b[0] = p[0];
-    b[1] = p[4];
-}
-
-/* acc[j] = (the warp's 16 rows of a) times (staged rows 8 j.. of tile)^T, j < NT */
-template <int NT, int KS>
+/* acc[j] = (the warp's 16 rows of a) times (staged rows 8 j.. of tile)^T, j <
+ * NT; B of n tiles j, j + 1 and k step ks by one ldmatrix x4: matrices (rows
+ * 8 j, columns 16 ks), (8 j, 16 ks + 8), (8 j + 8, 16 ks), (8 j + 8, 16 ks +
+ * 8), lane l giving row l % 8 of matrix l / 8. Each acc[j] sums its k steps
+ * in order. */
+template <int NT, int KS, int LD>
 __device__ __forceinline__ void product(float acc[NT][4], const uint32_t a[KS][4],
-                                        const uint32_t *tile, int LD, int g, int q)
+                                        const uint16_t *tile, int lane)
 {
     zero<NT>(acc);
+    const uint16_t *rows = tile + ((lane & 7) + 8 * (lane >> 4)) * LD + 8 * (lane >> 3 & 1);
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
+    for (int j = 0; j < NT; j += 2) {
 #pragma unroll
         for (int ks = 0; ks < KS; ks++) {
-            uint32_t b[2];
-            frag_b(b, tile, LD, 8 * j, ks, g, q);
+            uint32_t b[4];
+            pp_ldmatrix_x4<false>(b, rows + 8 * j * LD + 16 * ks);
             pp_mma_bf16_16816(acc[j], a[ks], b, acc[j]);
+            pp_mma_bf16_16816(acc[j + 1], a[ks], b + 2, acc[j + 1]);
         }
     }
 }
 
-/* acc[jn] += p times (transposed tile), p the C fragments of NP tiles of 8
- * columns (the k of this product), rounded to bf16 as A fragments (the C
- * layout of two adjacent tiles is A's layout of one k step) */
-template <int NP, int NT>
+/* acc[jn] += p times tile (staged rows the k of this product, columns its
+ * n), p the C fragments of NP tiles of 8 columns (the k), rounded to bf16 as
+ * A fragments (the C layout of two adjacent tiles is A's layout of one k
+ * step); B of n tiles jn, jn + 1 by one ldmatrix x4.trans: matrices (rows
+ * 16 kk, columns 8 jn), (16 kk + 8, 8 jn), (16 kk, 8 jn + 8), (16 kk + 8,
+ * 8 jn + 8). Each acc[jn] sums its k steps in order. */
+template <int NP, int NT, int LD>
 __device__ __forceinline__ void accumulate(float acc[NT][4], const float p[NP][4],
-                                           const uint32_t *tile, int LD, int g, int q)
+                                           const uint16_t *tile, int lane)
 {
+    const uint16_t *rows = tile + ((lane & 7) + 8 * (lane >> 3 & 1)) * LD + 8 * (lane >> 4);
 #pragma unroll
     for (int kk = 0; kk < NP / 2; kk++) {
         const uint32_t a[4] = {pack(p[2 * kk][0], p[2 * kk][1]), pack(p[2 * kk][2], p[2 * kk][3]),
                                pack(p[2 * kk + 1][0], p[2 * kk + 1][1]),
                                pack(p[2 * kk + 1][2], p[2 * kk + 1][3])};
 #pragma unroll
-        for (int jn = 0; jn < NT; jn++) {
-            uint32_t b[2];
-            frag_b(b, tile, LD, 8 * jn, kk, g, q);
+        for (int jn = 0; jn < NT; jn += 2) {
+            uint32_t b[4];
+            pp_ldmatrix_x4<true>(b, rows + 16 * kk * LD + 8 * jn);
             pp_mma_bf16_16816(acc[jn], a, b, acc[jn]);
+            pp_mma_bf16_16816(acc[jn + 1], a, b + 2, acc[jn + 1]);
         }
     }
 }
@@ -259,9 +276,8 @@ template <int HS, bool DROP>
 __global__ void __launch_bounds__(MMA_THREADS)
     forward_mma_k(att_geom g, att_drop dr, const uint16_t *qkv, uint16_t *y, float *lse)
 {
-    constexpr int KS = HS / 16, NT = HS / 8, NS = MB / 8;
-    constexpr int LDR = HS / 2 + PAD, LDC = MB / 2 + PAD;
-    __shared__ uint32_t sk[MB * LDR], svt[HS * LDC];
+    constexpr int KS = HS / 16, NT = HS / 8, NS = MB / 8, LD = HS + SKEW;
+    alignas(16) __shared__ uint16_t sk[MB * LD], sv[MB * LD];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, gr = lane / 4, q = lane % 4;
     const int q0 = blockIdx.x * MB, h = blockIdx.y, n = blockIdx.z;
     const uint16_t *base = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
@@ -271,13 +287,16 @@ __global__ void __launch_bounds__(MMA_THREADS)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, o[NT][4];
     zero<NT>(o);
     const int kend = q0 + MB < g.t ? q0 + MB : g.t;
+    stage<HS, MB>(sk, base + g.c, g.ld, 0, g.t, g.hs);
+    pp_cp_async_commit();
     for (int k0 = 0; k0 < kend; k0 += MB) {
-        __syncthreads(); /* the previous tiles are read */
-        stage_rows<HS, MB>(sk, base + g.c, g.ld, k0, g.t, g.hs);
-        stage_cols<HS, MB>(svt, base + 2 * g.c, g.ld, k0, g.t, g.hs);
+        /* this tile's V, copied under S's products (sv is read: the loop's end) */
+        stage<HS, MB>(sv, base + 2 * g.c, g.ld, k0, g.t, g.hs);
+        pp_cp_async_commit();
+        pp_cp_async_wait<1>(); /* this tile's K, the group before */
         __syncthreads();
         float s[NS][4];
-        product<NS, KS>(s, qa, sk, LDR, gr, q);
+        product<NS, KS, LD>(s, qa, sk, lane);
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
         for (int j = 0; j < NS; j++)
@@ -317,7 +336,13 @@ __global__ void __launch_bounds__(MMA_THREADS)
             o[j][2] *= alpha[1];
             o[j][3] *= alpha[1];
         }
-        accumulate<NS, NT>(o, s, svt, LDC, gr, q);
+        __syncthreads(); /* sk is read: the next tile's K, copied under O += P V */
+        if (k0 + MB < kend) stage<HS, MB>(sk, base + g.c, g.ld, k0 + MB, g.t, g.hs);
+        pp_cp_async_commit();
+        pp_cp_async_wait<1>(); /* this tile's V */
+        __syncthreads();
+        accumulate<NS, NT, LD>(o, s, sv, lane);
+        __syncthreads(); /* sv is read */
     }
     /* a row's sum: its quad's four partial sums */
 #pragma unroll
@@ -341,10 +366,9 @@ __global__ void __launch_bounds__(MMA_THREADS)
     dkv_mma_k(att_geom g, att_drop dr, const uint16_t *qkv, const uint16_t *dy, const float *lse,
               const float *delta, uint16_t *dqkv)
 {
-    constexpr int KS = HS / 16, NT = HS / 8, NQ = BQ / 8;
-    constexpr int LDR = HS / 2 + PAD, LDC = BQ / 2 + PAD;
-    __shared__ uint32_t sq[BQ * LDR], sdy[BQ * LDR], sqt[HS * LDC], sdyt[HS * LDC];
-    __shared__ float s_lse[BQ], s_delta[BQ];
+    constexpr int KS = HS / 16, NT = HS / 8, NQ = BQ / 8, LD = HS + SKEW;
+    alignas(16) __shared__ uint16_t sq[2][BQ * LD], sdy[2][BQ * LD]; /* two buffers */
+    __shared__ float s_lse[2][BQ], s_delta[2][BQ];
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, gr = lane / 4, q = lane % 4;
     const int k0 = blockIdx.x * MB, h = blockIdx.y, n = blockIdx.z;
     const uint16_t *base = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
@@ -357,31 +381,40 @@ __global__ void __launch_bounds__(MMA_THREADS)
     float dk[NT][4], dv[NT][4];
     zero<NT>(dk);
     zero<NT>(dv);
-    for (int q0 = k0 / BQ * BQ; q0 < g.t; q0 += BQ) {
-        __syncthreads(); /* the previous query tiles are read */
-        stage_rows<HS, BQ>(sq, base, g.ld, q0, g.t, g.hs);
-        stage_rows<HS, BQ>(sdy, dyh, g.c, q0, g.t, g.hs);
-        stage_cols<HS, BQ>(sqt, base, g.ld, q0, g.t, g.hs);
-        stage_cols<HS, BQ>(sdyt, dyh, g.c, q0, g.t, g.hs);
+    /* query tile q0 into buffer b: Q and dY by cp.async (the thread's open
+     * group), lse and delta by plain loads */
+    const auto stage_q = [&](int b, int q0) {
+        stage<HS, BQ>(sq[b], base, g.ld, q0, g.t, g.hs);
+        stage<HS, BQ>(sdy[b], dyh, g.c, q0, g.t, g.hs);
         for (int r = threadIdx.x; r < BQ; r += MMA_THREADS) {
-            s_lse[r] = q0 + r < g.t ? lse[lrow + q0 + r] : 0.0f;
-            s_delta[r] = q0 + r < g.t ? delta[lrow + q0 + r] : 0.0f;
+            s_lse[b][r] = q0 + r < g.t ? lse[lrow + q0 + r] : 0.0f;
+            s_delta[b][r] = q0 + r < g.t ? delta[lrow + q0 + r] : 0.0f;
         }
+    };
+    stage_q(0, k0 / BQ * BQ);
+    pp_cp_async_commit();
+    for (int q0 = k0 / BQ * BQ, b = 0; q0 < g.t; q0 += BQ, b ^= 1) {
+        /* the next tile into the other buffer (read: the loop's end), under
+         * this one's products */
+        if (q0 + BQ < g.t) stage_q(b ^ 1, q0 + BQ);
+        pp_cp_async_commit();
+        pp_cp_async_wait<1>(); /* this tile, the group before */
         __syncthreads();
         float p[NQ][4], ds[NQ][4];
-        product<NQ, KS>(p, ka, sq, LDR, gr, q);  /* S^T */
-        product<NQ, KS>(ds, va, sdy, LDR, gr, q); /* dP^T */
+        product<NQ, KS, LD>(p, ka, sq[b], lane);   /* S^T */
+        product<NQ, KS, LD>(ds, va, sdy[b], lane); /* dP^T */
 #pragma unroll
         for (int j = 0; j < NQ; j++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 /* S^T: the lane's rows are keys, its columns queries */
                 const int c = 8 * j + 2 * q + (i & 1), tq = q0 + c, tk = r0 + 8 * (i / 2);
-                prob_dscore<DROP>(g, dr, n, h, tq, tk, p[j][i], ds[j][i], s_lse[c], s_delta[c],
-                                  &p[j][i], &ds[j][i]);
+                prob_dscore<DROP>(g, dr, n, h, tq, tk, p[j][i], ds[j][i], s_lse[b][c],
+                                  s_delta[b][c], &p[j][i], &ds[j][i]);
             }
-        accumulate<NQ, NT>(dv, p, sdyt, LDC, gr, q);
-        accumulate<NQ, NT>(dk, ds, sqt, LDC, gr, q);
+        accumulate<NQ, NT, LD>(dv, p, sdy[b], lane);
+        accumulate<NQ, NT, LD>(dk, ds, sq[b], lane);
+        __syncthreads(); /* buffer b is read */
     }
     uint16_t *out = dqkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
     store_rows<NT>(out + g.c, g.ld, dk, r0, g.t, g.hs, q, 1.0f, 1.0f);
@@ -395,9 +428,8 @@ __global__ void __launch_bounds__(MMA_THREADS)
     dq_mma_k(att_geom g, att_drop dr, const uint16_t *qkv, const uint16_t *dy, const float *lse,
              const float *delta, uint16_t *dqkv)
 {
-    constexpr int KS = HS / 16, NT = HS / 8, NK = BK / 8;
-    constexpr int LDR = HS / 2 + PAD, LDC = BK / 2 + PAD;
-    __shared__ uint32_t sk[BK * LDR], sv[BK * LDR], skt[HS * LDC];
+    constexpr int KS = HS / 16, NT = HS / 8, NK = BK / 8, LD = HS + SKEW;
+    alignas(16) __shared__ uint16_t sk[2][BK * LD], sv[2][BK * LD]; /* two buffers */
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP, gr = lane / 4, q = lane % 4;
     const int q0 = blockIdx.x * MB, h = blockIdx.y, n = blockIdx.z;
     const uint16_t *base = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
@@ -416,15 +448,22 @@ __global__ void __launch_bounds__(MMA_THREADS)
     float dq[NT][4];
     zero<NT>(dq);
     const int kend = q0 + MB < g.t ? q0 + MB : g.t;
-    for (int k0 = 0; k0 < kend; k0 += BK) {
-        __syncthreads(); /* the previous key tiles are read */
-        stage_rows<HS, BK>(sk, base + g.c, g.ld, k0, g.t, g.hs);
-        stage_rows<HS, BK>(sv, base + 2 * g.c, g.ld, k0, g.t, g.hs);
-        stage_cols<HS, BK>(skt, base + g.c, g.ld, k0, g.t, g.hs);
+    stage<HS, BK>(sk[0], base + g.c, g.ld, 0, g.t, g.hs);
+    stage<HS, BK>(sv[0], base + 2 * g.c, g.ld, 0, g.t, g.hs);
+    pp_cp_async_commit();
+    for (int k0 = 0, b = 0; k0 < kend; k0 += BK, b ^= 1) {
+        /* the next key tile into the other buffer (read: the loop's end),
+         * under this one's products */
+        if (k0 + BK < kend) {
+            stage<HS, BK>(sk[b ^ 1], base + g.c, g.ld, k0 + BK, g.t, g.hs);
+            stage<HS, BK>(sv[b ^ 1], base + 2 * g.c, g.ld, k0 + BK, g.t, g.hs);
+        }
+        pp_cp_async_commit();
+        pp_cp_async_wait<1>(); /* this tile, the group before */
         __syncthreads();
         float s[NK][4], ds[NK][4];
-        product<NK, KS>(s, qa, sk, LDR, gr, q);
-        product<NK, KS>(ds, dya, sv, LDR, gr, q); /* dP */
+        product<NK, KS, LD>(s, qa, sk[b], lane);
+        product<NK, KS, LD>(ds, dya, sv[b], lane); /* dP */
 #pragma unroll
         for (int j = 0; j < NK; j++)
 #pragma unroll
@@ -433,7 +472,8 @@ __global__ void __launch_bounds__(MMA_THREADS)
                 prob_dscore<DROP>(g, dr, n, h, tq, tk, s[j][i], ds[j][i], rl[i / 2], rd[i / 2],
                                   &s[j][i], &ds[j][i]);
             }
-        accumulate<NK, NT>(dq, ds, skt, LDC, gr, q);
+        accumulate<NK, NT, LD>(dq, ds, sk[b], lane);
+        __syncthreads(); /* buffer b is read */
     }
     store_rows<NT>(dqkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs, g.ld, dq, r0, g.t, g.hs,
                    q, 1.0f, 1.0f);

@@ -3,8 +3,8 @@
  *
  * A block's threads are fibers (ucontext) on the launching thread, run in
  * rounds: each runnable fiber in thread order until it returns or waits at a
- * rendezvous (__syncthreads: the block's; a shuffle or an mma: its warp's); a
- * rendezvous opens when every thread of its block or warp that has not
+ * rendezvous (__syncthreads: the block's; a shuffle, an mma or an ldmatrix:
+ * its warp's); a rendezvous opens when every thread of its block or warp that has not
  * returned has arrived (a GPU counts exited threads as arrived). A round in
  * which no fiber can run is a deadlock (a rendezvous in divergent code): it
  * is reported with the waiting threads and aborts. Blocks run one after
@@ -31,11 +31,20 @@ enum { MAX_THREADS = 1024, WARP = 32, STACK_BYTES = 256 * 1024 };
 
 enum fiber_state { RUNNABLE, AT_BLOCK, AT_WARP, RETURNED };
 
+/* a cp.async the thread has issued and no wait has performed yet */
+struct pending_copy {
+    void *dst;
+    const void *src;
+    uint64_t group; /* the thread's committed groups before it */
+};
+
 struct fiber {
     ucontext_t ctx;
     std::vector<char> stack;
     fiber_state state;
     uint64_t gen; /* the rendezvous' generation it waits on */
+    std::vector<pending_copy> copies; /* in issue order */
+    uint64_t committed;               /* cp.async groups committed */
 };
 
 /* threads arriving at one rendezvous; generation gen opens when all live have */
@@ -54,7 +63,7 @@ struct rendezvous {
     }
 };
 
-enum warp_op : uint8_t { OP_SHUFFLE = 1, OP_MMA = 2 };
+enum warp_op : uint8_t { OP_SHUFFLE = 1, OP_MMA = 2, OP_LDMATRIX = 3 };
 
 /* a lane's operands of an mma (mma_bf16.cuh's fragments) */
 struct mma_frag {
@@ -67,7 +76,9 @@ struct warp_state {
     /* by the collective's parity: one rendezvous a shuffle or mma */
     uint64_t slot[2][WARP];
     mma_frag frag[2][WARP];
-    uint8_t op[2][WARP]; /* which collective each lane entered */
+    uint16_t row[2][WARP][8]; /* an ldmatrix's rows, by the lane that gave each */
+    uint8_t op[2][WARP];      /* which collective each lane entered */
+    uint8_t form[2][WARP];    /* an ldmatrix's: 2 num + trans */
     uint64_t count[WARP]; /* shuffles each lane has entered */
     bool present[WARP];   /* in the block and not returned */
 };
@@ -115,6 +126,11 @@ void fiber_main()
     block_run &b = the_run();
     const int i = b.cur;
     (*b.body)();
+    if (!b.fibers[i].copies.empty())
+        fault("cp.async: %u copies still pending when the thread returned, the oldest in its "
+              "group %u (a wait_group missing?)",
+              (unsigned)b.fibers[i].copies.size(), (unsigned)b.fibers[i].copies[0].group);
+    b.fibers[i].copies.clear();
     b.fibers[i].state = RETURNED;
     b.all.leave();
     warp_state &w = b.warps[i / WARP];
@@ -155,6 +171,8 @@ void start_fiber(block_run &b, fiber &f)
     f.ctx.uc_link = &b.sched;
     makecontext(&f.ctx, fiber_main, 0);
     f.state = RUNNABLE;
+    f.copies.clear();
+    f.committed = 0;
 }
 
 void run_block(block_run &b, const ids &id)
@@ -317,6 +335,32 @@ float bf16_at(uint32_t word, int high)
     return f;
 }
 
+/* whether lane l of w is at its collective k, of kind op (and form, for ldmatrix) */
+bool at_same(const warp_state &w, int l, uint64_t k, uint8_t op, uint8_t form)
+{
+    return w.count[l] > k && w.op[k & 1][l] == op &&
+           (op != OP_LDMATRIX || w.form[k & 1][l] == form);
+}
+
+/* after collective k (name): each lane of w not at it is a fault, reported
+ * once, by the lowest lane there (lane: the caller's) */
+void report_absent(const warp_state &w, int lane, uint64_t k, uint8_t op, uint8_t form,
+                   const char *name)
+{
+    for (int l = 0; l < lane; l++)
+        if (at_same(w, l, k, op, form)) return;
+    char there[128], gone[128];
+    std::snprintf(there, sizeof there,
+                  "%s: lane %%u of the warp is at another collective (all %%u lanes must be at it)",
+                  name);
+    std::snprintf(gone, sizeof gone,
+                  "%s: lane %%u of the warp has returned or is not in the block (all %%u lanes "
+                  "must be at it)",
+                  name);
+    for (int l = 0; l < WARP; l++)
+        if (!at_same(w, l, k, op, form)) fault(w.present[l] ? there : gone, (unsigned)l, WARP);
+}
+
 /* A[row][col] of the gathered fragments: the inverse of mma_bf16.cuh's
  * table (lane 4 (row % 8) + (col % 8) / 2, register (row >= 8) + 2 (col >= 8),
  * half col % 2) */
@@ -349,22 +393,9 @@ void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const 
     /* every lane of the warp at this mma; the others' fragments read as zero
      * (reported once, by the lowest lane that is there) */
     mma_frag all[WARP];
-    bool first = true;
-    for (int l = 0; l < WARP; l++) {
-        const bool there = w.count[l] > k && w.op[k & 1][l] == OP_MMA;
-        if (there) {
-            all[l] = w.frag[k & 1][l];
-            if (l < lane) first = false;
-        } else
-            all[l] = mma_frag{};
-    }
-    for (int l = 0; first && l < WARP; l++)
-        if (!(w.count[l] > k && w.op[k & 1][l] == OP_MMA))
-            fault(w.present[l] ? "mma.sync: lane %u of the warp is at another collective "
-                                 "(all %u lanes must be at it)"
-                               : "mma.sync: lane %u of the warp has returned or is not in the "
-                                 "block (all %u lanes must be at it)",
-                  (unsigned)l, (unsigned)WARP);
+    for (int l = 0; l < WARP; l++)
+        all[l] = at_same(w, l, k, OP_MMA, 0) ? w.frag[k & 1][l] : mma_frag{};
+    report_absent(w, lane, k, OP_MMA, 0, "mma.sync");
     const int g = lane / 4, q = lane % 4;
     float out[4];
     for (int i = 0; i < 4; i++) {
@@ -374,6 +405,79 @@ void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const 
         out[i] = acc;
     }
     std::memcpy(d, out, sizeof out);
+}
+
+void ldmatrix(uint32_t *r, int num, bool trans, const void *row)
+{
+    block_run &br = the_run();
+    const int t = br.cur, lane = t % WARP;
+    warp_state &w = br.warps[t / WARP];
+    const uint64_t k = w.count[lane]++;
+    const uint8_t form = (uint8_t)(2 * num + trans);
+    uint16_t *mine = w.row[k & 1][lane];
+    std::memset(mine, 0, sizeof w.row[0][0]);
+    if (lane < 8 * num) {
+        const unsigned off = (unsigned)((uintptr_t)row & 15u);
+        if (off)
+            fault("ldmatrix: lane %u's row address is %u bytes past a 16-byte boundary", lane,
+                  off);
+        else
+            std::memcpy(mine, row, sizeof w.row[0][0]);
+    }
+    w.op[k & 1][lane] = OP_LDMATRIX;
+    w.form[k & 1][lane] = form;
+    arrive(w.r, AT_WARP);
+    /* rows of lanes absent read as zero (reported once, by the lowest lane there) */
+    uint16_t rows[WARP][8];
+    for (int l = 0; l < WARP; l++) {
+        if (at_same(w, l, k, OP_LDMATRIX, form))
+            std::memcpy(rows[l], w.row[k & 1][l], sizeof rows[l]);
+        else
+            std::memset(rows[l], 0, sizeof rows[l]);
+    }
+    report_absent(w, lane, k, OP_LDMATRIX, form, "ldmatrix");
+    /* matrix j's row i came from lane 8 j + i */
+    const int g = lane / 4, q = lane % 4;
+    for (int j = 0; j < num; j++) {
+        if (trans)
+            r[j] = (uint32_t)rows[8 * j + 2 * q][g] | (uint32_t)rows[8 * j + 2 * q + 1][g] << 16;
+        else
+            r[j] = (uint32_t)rows[8 * j + g][2 * q] | (uint32_t)rows[8 * j + g][2 * q + 1] << 16;
+    }
+}
+
+void cp_async_16(void *dst, const void *src)
+{
+    fiber &f = the_run().fibers[the_run().cur];
+    const unsigned od = (unsigned)((uintptr_t)dst & 15u), os = (unsigned)((uintptr_t)src & 15u);
+    if (od || os) {
+        fault("cp.async: destination %u and source %u bytes past a 16-byte boundary (nothing "
+              "copied)",
+              od, os);
+        return;
+    }
+    f.copies.push_back(pending_copy{dst, src, f.committed});
+}
+
+void cp_async_commit()
+{
+    the_run().fibers[the_run().cur].committed++;
+}
+
+void cp_async_wait(int n)
+{
+    fiber &f = the_run().fibers[the_run().cur];
+    /* groups numbered 0.. in commit order; all but the n newest committed */
+    const uint64_t done = f.committed > (uint64_t)n ? f.committed - (uint64_t)n : 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < f.copies.size(); i++) {
+        const pending_copy c = f.copies[i];
+        if (c.group < done)
+            std::memcpy(c.dst, c.src, 16);
+        else
+            f.copies[kept++] = c;
+    }
+    f.copies.resize(kept);
 }
 
 long faults()

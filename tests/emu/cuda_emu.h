@@ -10,14 +10,19 @@
  * order), each block's threads as fibers on the calling thread
  * (cuda_emu.cc), so that __syncthreads and the warp shuffles are real
  * rendezvous and __shared__ (made static here) is the running block's; the
- * tensor cores' m16n8k16 bf16 product (mma_bf16.cuh) is a warp rendezvous
- * too, on the PTX ISA's fragment layout.
+ * tensor cores' m16n8k16 bf16 product (mma_bf16.cuh) and ldmatrix
+ * (ldmatrix.cuh) are warp rendezvous too, on the PTX ISA's fragment layouts;
+ * cp.async (cp_async.cuh) copies are held per thread until a wait_group
+ * that covers them, so that a kernel reading its tile before the wait
+ * sees the old bytes.
  * Device memory is host memory. Besides the kernels' results, the emulator
  * checks what a GPU would refuse or leave undefined: a launch configuration
  * out of the device's limits (cudaErrorInvalidConfiguration from
  * cudaGetLastError, as the runtime reports it), a shuffle whose mask names a
- * lane that has returned or is not in the block, an mma.sync without its
- * whole warp (reported on stderr and counted, pp_emu::faults()), and a
+ * lane that has returned or is not in the block, an mma.sync or ldmatrix
+ * without its whole warp, an ldmatrix row or cp.async address off a 16-byte
+ * boundary, a cp.async copy still pending when its thread returns (reported
+ * on stderr and counted, pp_emu::faults()), and a
  * rendezvous some threads never reach (the
  * waiting threads named, then abort). Built with AddressSanitizer, every
  * access is checked against its allocation.
@@ -90,7 +95,20 @@ uint64_t shuffle_xor(unsigned mask, uint64_t bits, unsigned lane_mask, int width
  * of the warp that has returned or is not in the block, or that meets the
  * others at a shuffle instead, is a fault (its fragments read as zero) */
 void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
-long faults(); /* mask violations and absent lanes of an mma so far */
+/* ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16 (runtime/cuda/ldmatrix.cuh
+ * states the layout): a rendezvous of the warp's 32 lanes, lanes below
+ * 8 num each offering the 16-byte row at row (row i % 8 of matrix i / 8,
+ * read at its arrival), each lane receiving r[0..num-1]; a lane absent or at
+ * another collective, or a row address off a 16-byte boundary, is a fault
+ * (the row reads as zero) */
+void ldmatrix(uint32_t *r, int num, bool trans, const void *row);
+/* cp.async.cg.shared.global 16 bytes (runtime/cuda/cp_async.cuh): recorded in
+ * the calling thread's open group, performed only by a wait that covers
+ * it; an address off a 16-byte boundary is a fault (nothing copied) */
+void cp_async_16(void *dst, const void *src);
+void cp_async_commit();   /* the thread's open group becomes its newest committed */
+void cp_async_wait(int n); /* performs the thread's committed groups but the n newest */
+long faults(); /* mask violations, absent lanes of a collective, misalignments so far */
 
 template <typename T, typename F> T shfl(F exchange, unsigned mask, T v, unsigned arg, int width)
 {

@@ -5,12 +5,17 @@
  * same by xor shuffles into every lane (a butterfly), a shuffle naming a lane that has returned (a fault the emulator must
  * report), the tensor cores' m16n8k16 bf16 product (every lane's fragments
  * given, its D fragment returned; lanes that return first are a fault),
- * and launches out of the device's limits. Written as the
+ * ldmatrix x4 and x4.trans from a padded shared tile (a lane returning
+ * first or giving a misaligned row is a fault), cp.async's groups (what a
+ * read sees before and after each wait; a misaligned copy and a copy never
+ * waited for are faults), and launches out of the device's limits. Written as the
  * project's kernel files are, and compiled as they are (unchevron.py).
  */
 #include <cstdint>
 
 #include "emu_selftest.h"
+#include "cp_async.cuh"
+#include "ldmatrix.cuh"
 #include "mma_bf16.cuh"
 
 namespace {
@@ -67,6 +72,52 @@ __global__ void mma_k(const uint32_t *a, const uint32_t *b, const float *c, floa
     for (int r = 0; r < 4; r++) d[4 * i + r] = out[r];
 }
 
+/* ldmatrix x4 (trans: .trans) of the four 8x8 matrices src[64 j..] (row-major)
+ * staged in shared memory at a pitch of 24 elements; out[4 lane + j] the
+ * lane's register j; lane `absent` returns first, lane `skewed` gives its row
+ * 2 bytes on */
+__global__ void ldmatrix_k(const uint16_t *src, int trans, int absent, int skewed, uint32_t *out)
+{
+    constexpr int LD = 24;
+    alignas(16) __shared__ uint16_t s[32 * LD];
+    const int l = threadIdx.x;
+    for (int i = l; i < 256; i += 32) s[i / 8 * LD + i % 8] = src[i];
+    __syncthreads();
+    if (l == absent) return;
+    const uint16_t *row = s + l * LD + (l == skewed ? 1 : 0); /* row l % 8 of matrix l / 8 */
+    uint32_t r[4];
+    if (trans)
+        pp_ldmatrix_x4<true>(r, row);
+    else
+        pp_ldmatrix_x4<false>(r, row);
+    for (int j = 0; j < 4; j++) out[4 * l + j] = r[j];
+}
+
+/* each thread copies its 3 rows of 16 bytes, src[12 t..], into shared memory
+ * (each row one cp.async group) over words 0xdead0000 + i, and records its 12
+ * words into out[48 t + 12 k..] at k = 0: before any wait, 1: after a
+ * __syncthreads, 2: after wait_group 1, 3: after wait_group 0 (skipped when
+ * mode is 2); mode 1 gives thread 3's first copy a source 4 bytes on */
+__global__ void cp_async_k(const uint32_t *src, uint32_t *out, int mode)
+{
+    alignas(16) __shared__ uint32_t s[32 * 12];
+    const int t = threadIdx.x;
+    uint32_t *mine = s + 12 * t, *rec = out + 48 * t;
+    for (int i = 0; i < 12; i++) mine[i] = 0xdead0000u + (uint32_t)i;
+    __syncthreads();
+    for (int g = 0; g < 3; g++) {
+        pp_cp_async_16(mine + 4 * g, src + 12 * t + 4 * g + (mode == 1 && t == 3 && g == 0));
+        pp_cp_async_commit();
+    }
+    for (int i = 0; i < 12; i++) rec[i] = mine[i];
+    __syncthreads();
+    for (int i = 0; i < 12; i++) rec[12 + i] = mine[i];
+    pp_cp_async_wait<1>();
+    for (int i = 0; i < 12; i++) rec[24 + i] = mine[i];
+    if (mode != 2) pp_cp_async_wait<0>();
+    for (int i = 0; i < 12; i++) rec[36 + i] = mine[i];
+}
+
 __global__ void nothing_k() {}
 
 } // namespace
@@ -103,6 +154,19 @@ cudaError_t pp_emu_self_mma(int threads, int calls, const uint32_t *a, const uin
                             const float *c, float *d)
 {
     mma_k<<<1, threads>>>(a, b, c, d, calls);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_ldmatrix(const uint16_t *src, int trans, int absent, int skewed,
+                                  uint32_t *out)
+{
+    ldmatrix_k<<<1, 32>>>(src, trans, absent, skewed, out);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_cp_async(const uint32_t *src, uint32_t *out, int mode)
+{
+    cp_async_k<<<1, 32>>>(src, out, mode);
     return cudaGetLastError();
 }
 

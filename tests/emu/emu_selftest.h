@@ -23,6 +23,18 @@ cudaError_t pp_emu_self_early_return(float *out);
  * threads at or above `calls` return first */
 cudaError_t pp_emu_self_mma(int threads, int calls, const uint32_t *a, const uint32_t *b,
                             const float *c, float *d);
+/* ldmatrix x4 (trans: .trans) by one warp of the four 8x8 matrices
+ * src[64 j..64 j+63] (row-major), lane l's registers into out[4 l..4 l+3];
+ * lane `absent` returns first, lane `skewed` gives a row address 2 bytes off
+ * (-1: none) */
+cudaError_t pp_emu_self_ldmatrix(const uint16_t *src, int trans, int absent, int skewed,
+                                 uint32_t *out);
+/* cp.async by one warp: thread t's three 16-byte rows src[12 t..12 t+11]
+ * (16-byte aligned), three groups, its shared words recorded into
+ * out[48 t + 12 k..] before any wait (k 0), after a __syncthreads (1), after
+ * wait_group 1 (2) and after wait_group 0 (3); mode 1: thread 3's first copy
+ * from a source 4 bytes off, mode 2: no wait_group 0 */
+cudaError_t pp_emu_self_cp_async(const uint32_t *src, uint32_t *out, int mode);
 cudaError_t pp_emu_self_launch(unsigned gx, unsigned gy, unsigned bx, unsigned by, size_t smem);
 
 #ifdef __cplusplus

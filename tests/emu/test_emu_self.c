@@ -9,7 +9,13 @@
  * (mma_bf16.cuh) against a plain matrix product of random bf16 matrices,
  * each lane's fragments placed by the PTX ISA's table (written here from
  * the ISA's formulas, apart from the emulator's inverse of them), one and
- * two warps, and a lane that returned before the mma counted as a fault.
+ * two warps, and a lane that returned before the mma counted as a fault;
+ * ldmatrix x4 and x4.trans against a gather by the PTX ISA's table (written
+ * here), a lane returning first and a misaligned row counted as faults;
+ * cp.async's groups: a read before the wait, or after a __syncthreads
+ * alone, sees the old bytes, wait_group 1 leaves exactly the newest group
+ * pending, wait_group 0 none; a misaligned copy and a copy never waited
+ * for counted as faults.
  * The kernels: emu_selftest.cu.
  */
 #include <math.h>
@@ -206,14 +212,98 @@ static void test_mma_fault(void)
     CHECK_MSG(pp_emu_faults() > before, "an mma without lane 31 went unreported");
 }
 
+/* The PTX ISA's ldmatrix fragment of an 8x8 matrix M ("Warp-level matrix
+ * load instruction: ldmatrix"): lane l's register j holds, of matrix j,
+ * row l >> 2, columns 2 (l % 4) and 2 (l % 4) + 1 (low half first); .trans
+ * loads M^T: rows 2 (l % 4) and 2 (l % 4) + 1 of column l >> 2. */
+static uint32_t ldmatrix_want(const uint16_t *m, int trans, int l, int j)
+{
+    uint32_t w = 0;
+    for (int h = 0; h < 2; h++) {
+        const int a = l >> 2, b = 2 * (l % 4) + h;
+        const int row = trans ? b : a, col = trans ? a : b;
+        w |= (uint32_t)m[64 * j + 8 * row + col] << (16 * h);
+    }
+    return w;
+}
+
+static void test_ldmatrix(void)
+{
+    uint16_t src[256];
+    uint32_t out[128];
+    for (int i = 0; i < 256; i++) src[i] = rnd_bf16();
+    for (int trans = 0; trans < 2; trans++) {
+        memset(out, 0, sizeof out);
+        CHECK(pp_emu_self_ldmatrix(src, trans, -1, -1, out) == cudaSuccess);
+        for (int l = 0; l < 32; l++)
+            for (int j = 0; j < 4; j++)
+                CHECK_MSG(out[4 * l + j] == ldmatrix_want(src, trans, l, j),
+                          "ldmatrix x4%s, lane %d, register %d: 0x%08x, expected 0x%08x",
+                          trans ? ".trans" : "", l, j, out[4 * l + j],
+                          ldmatrix_want(src, trans, l, j));
+    }
+}
+
+/* lane 9 returns first; lane 3 gives a row 2 bytes off */
+static void test_ldmatrix_faults(void)
+{
+    uint16_t src[256] = {0};
+    uint32_t out[128];
+    fprintf(stderr, "test_emu_self: the ldmatrix faults reported next are expected\n");
+    long before = pp_emu_faults();
+    CHECK(pp_emu_self_ldmatrix(src, 0, 9, -1, out) == cudaSuccess);
+    CHECK_MSG(pp_emu_faults() > before, "an ldmatrix without lane 9 went unreported");
+    before = pp_emu_faults();
+    CHECK(pp_emu_self_ldmatrix(src, 1, -1, 3, out) == cudaSuccess);
+    CHECK_MSG(pp_emu_faults() > before, "an ldmatrix row 2 bytes off went unreported");
+}
+
+static void test_cp_async(void)
+{
+    static const char *const when[4] = {"before any wait", "after __syncthreads",
+                                        "after wait_group 1", "after wait_group 0"};
+    _Alignas(16) uint32_t src[32 * 12];
+    uint32_t out[32 * 48];
+    for (int i = 0; i < 32 * 12; i++) src[i] = 0x1000u * (uint32_t)i + 7u;
+    CHECK(pp_emu_self_cp_async(src, out, 0) == cudaSuccess);
+    for (int t = 0; t < 32; t++)
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 12; i++) {
+                /* groups done: none before the waits, 2 after wait_group 1, 3 after 0 */
+                const int done = k < 2 ? 0 : k == 2 ? 2 : 3;
+                const uint32_t want = i / 4 < done ? src[12 * t + i] : 0xdead0000u + (uint32_t)i;
+                CHECK_MSG(out[48 * t + 12 * k + i] == want,
+                          "cp.async, thread %d, word %d %s: 0x%08x, expected 0x%08x", t, i,
+                          when[k], out[48 * t + 12 * k + i], want);
+            }
+}
+
+/* a misaligned source; a group never waited for (pending at the return) */
+static void test_cp_async_faults(void)
+{
+    _Alignas(16) uint32_t src[32 * 12] = {0};
+    uint32_t out[32 * 48];
+    fprintf(stderr, "test_emu_self: the cp.async faults reported next are expected\n");
+    long before = pp_emu_faults();
+    CHECK(pp_emu_self_cp_async(src, out, 1) == cudaSuccess);
+    CHECK_MSG(pp_emu_faults() > before, "a cp.async from 4 bytes off went unreported");
+    before = pp_emu_faults();
+    CHECK(pp_emu_self_cp_async(src, out, 2) == cudaSuccess);
+    CHECK_MSG(pp_emu_faults() > before, "a cp.async never waited for went unreported");
+}
+
 int main(void)
 {
     test_block_sums();
     test_warp_sums();
     test_limits();
     test_mma();
+    test_ldmatrix();
+    test_cp_async();
     CHECK_MSG(pp_emu_faults() == 0, "faults before the faulty kernels: %ld", pp_emu_faults());
     test_fault();
     test_mma_fault();
+    test_ldmatrix_faults();
+    test_cp_async_faults();
     return check_summary("test_emu_self");
 }
