@@ -13,18 +13,15 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 BIN, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 PLANS = os.path.join(ROOT, "examples", "plans")
-failures = 0
-checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 # A sanitizer's instrumentation slows our code and not the sleeps of the
@@ -113,5 +110,5 @@ def run_tests(name, tests):
         t0 = time.time()
         t()
         print(f"{t.__name__}: {time.time() - t0:.1f} s", file=sys.stderr)
-    print(f"{name}: {checks} checks, {failures} failed", file=sys.stderr)
-    sys.exit(1 if failures else 0)
+    CHECKS.summary(name)
+    sys.exit(CHECKS.exit_code())

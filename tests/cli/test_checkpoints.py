@@ -24,17 +24,14 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 BIN = os.path.abspath(sys.argv[1])
-failures = 0
-checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def run(*args, timeout=300, **kw):
@@ -486,5 +483,5 @@ for t in (test_integrity, test_signals, test_second_signal, test_kill9, test_res
     t0 = time.time()
     t()
     print(f"{t.__name__}: {time.time() - t0:.1f} s", file=sys.stderr)
-print(f"checkpoints: {checks} checks, {failures} failed", file=sys.stderr)
-sys.exit(1 if failures else 0)
+CHECKS.summary("checkpoints")
+sys.exit(CHECKS.exit_code())

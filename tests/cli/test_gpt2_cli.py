@@ -38,19 +38,15 @@ import struct
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_raw  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
 
 BIN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="pp-gpt2-cli-")
-failures = 0
-checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def run(*args, timeout=240, text=True):
@@ -335,5 +331,5 @@ def test_dump_data():
 for t in (test_bad_input, test_describe, test_train_eval_generate, test_dump_data, test_dropout):
     t()
 shutil.rmtree(TMP, ignore_errors=True)
-print(f"gpt2 cli: {checks} checks, {failures} failed", file=sys.stderr)
-sys.exit(1 if failures else 0)
+CHECKS.summary("gpt2 cli")
+sys.exit(CHECKS.exit_code())

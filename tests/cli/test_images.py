@@ -43,19 +43,15 @@ except ImportError as e:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_raw  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
 
 BIN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="pp-images-")
-failures = 0
-checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def run(*args, timeout=300):
@@ -361,8 +357,8 @@ def main():
         test_loader_settings()
     finally:
         shutil.rmtree(TMP, True)
-    print(f"test_images: {checks} checks, {failures} failed")
-    return 1 if failures else 0
+    CHECKS.summary("test_images")
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":

@@ -32,21 +32,19 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 BIN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="pp-recipe-")
 atexit.register(shutil.rmtree, TMP, True)
-failures = checks = 0
 
 LAYERS = ["conv1", "bn1", "relu", "maxpool", "layer1.0", "layer1.1", "layer2.0", "layer2.1",
           "layer3.0", "layer3.1", "layer4.0", "layer4.1", "avgpool", "fc"]
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def run(*args, env=None):
@@ -236,8 +234,8 @@ def main():
     test_metrics()
     test_sgd_clip()
     test_memory()
-    print(f"test_recipe: {checks} checks, {failures} failed", file=sys.stderr)
-    return 1 if failures else 0
+    CHECKS.summary("test_recipe")
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":

@@ -18,18 +18,16 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 BIN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="pp-runs-")
 atexit.register(shutil.rmtree, TMP, True)
-failures = checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def run(*args, env=None):
@@ -260,5 +258,5 @@ for t in (test_output_folders, test_failed_checkpoint, test_failed_step_not_save
           test_validate_reads_schedule_file, test_schedule_note, test_options_once,
           test_delay_backward_from_parts):
     t()
-print(f"test_runs: {checks} checks, {failures} failed", file=sys.stderr)
-sys.exit(1 if failures else 0)
+CHECKS.summary("test_runs")
+sys.exit(CHECKS.exit_code())

@@ -13,18 +13,16 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 BIN = os.path.abspath(sys.argv[1])
 TMP = tempfile.mkdtemp(prefix="pp-fit-cli-")
 ENV = {**os.environ, "PP_PROFILE_CACHE": os.path.join(TMP, "unit-times.json")}
-failures = checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def run(*args, env=None):
@@ -183,5 +181,5 @@ def test_optimize():
 for t in [test_memory, test_caps, test_bad_options, test_optimize]:
     t()
 shutil.rmtree(TMP, True)
-print(f"fit cli: {checks} checks, {failures} failed", file=sys.stderr)
-sys.exit(1 if failures else 0)
+CHECKS.summary("fit cli")
+sys.exit(CHECKS.exit_code())

@@ -13,6 +13,7 @@
 #               run by run-all.sh on cuda:0), gpt2_check.py and gpt2_model.py (the
 #               GPT-2 check and the PyTorch GPT-2 of --part gpt2) with adamw_state.py
 #               and check_args.py (what the check imports)
+#   common/     checks.py, the counted checks these scripts import (../common)
 #   tools/      libcuda_count.so, the LD_PRELOAD allocation counter
 #               (tests/gpu/cuda_count.c, checked here by cuda_count_test.sh)
 #   data/       Debian's Fashion-MNIST (dataset-fashion-mnist) when installed here,
@@ -60,7 +61,7 @@ fi
 ninja -C "$build"
 
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/gpu" "$out/tools" "$out/torch"
+mkdir -p "$out/bin" "$out/lib" "$out/plans" "$out/gpu" "$out/tools" "$out/torch" "$out/common"
 
 # Tests as meson knows them: suite, name, executable, timeout, arguments.
 # Arguments naming this machine's source tree or build folder (absolute, or an
@@ -137,6 +138,7 @@ cp "$root"/tests/gpu/*.py "$out/gpu/"
 cp "$root"/tests/torch/bf16_check.py "$root"/tests/torch/crosscheck.py "$root"/tests/torch/st.py \
     "$root"/tests/torch/gpt2_check.py "$root"/tests/torch/gpt2_model.py \
     "$root"/tests/torch/adamw_state.py "$root"/tests/torch/check_args.py "$out/torch/"
+cp "$root"/tests/common/checks.py "$out/common/"
 
 # The allocation counter, built for this machine's (and the GPU machine's)
 # x86-64 glibc, and checked against a stand-in libcudart. A failed check is

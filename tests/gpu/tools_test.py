@@ -9,15 +9,14 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 here = os.path.dirname(os.path.abspath(__file__))
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAIL: " + what)
+CHECKS = Checks(stream=sys.stdout)
+check = CHECKS.check
 
 
 def run(script, *args):
@@ -90,5 +89,5 @@ with tempfile.TemporaryDirectory() as d:
     check(j["reports"] == 2 and j["ours"] == 1 and j["library"] == 1,
           "one report in our kernel, one in cuBLAS: %s" % out)
 
-print("gpu tools: %d failure(s)" % failures)
-sys.exit(1 if failures else 0)
+CHECKS.summary("gpu tools")
+sys.exit(CHECKS.exit_code())

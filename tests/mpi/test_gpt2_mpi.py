@@ -20,17 +20,16 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 BIN = os.path.abspath(sys.argv[1])
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MPIRUN = [os.path.join(ROOT, "tests", "comm", "mpirun.sh")]
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-    print(("ok    " if cond else "FAIL  ") + what, file=sys.stderr)
+CHECKS = Checks(verbose=True)
+check = CHECKS.check
 
 
 def run(*args, np=0, timeout=240, text=True):
@@ -106,5 +105,5 @@ check(g1.returncode == 0 and g2.returncode == 0 and g1.stdout == g2.stdout and
       f"{g1.stdout!r} vs {g2.stdout!r} {g2.stderr[-500:]!r}")
 
 shutil.rmtree(TMP, ignore_errors=True)
-print(f"test_gpt2_mpi: {failures} failure(s)", file=sys.stderr)
-sys.exit(1 if failures else 0)
+CHECKS.summary("test_gpt2_mpi")
+sys.exit(CHECKS.exit_code())

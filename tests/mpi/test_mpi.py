@@ -66,19 +66,16 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 BIN, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 HERE = os.path.join(ROOT, "tests", "mpi")
 MPIRUN = [os.path.join(ROOT, "tests", "comm", "mpirun.sh")]
-failures = 0
-checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def run(*args, np=0, timeout=240):
@@ -623,5 +620,5 @@ check(r.returncode == 2 and "--grad-allreduce whole on rank 1, buckets on rank 0
       f"mismatched --grad-allreduce: {r.returncode} {r.stderr[-800:]}")
 
 shutil.rmtree(TMP, ignore_errors=True)
-print(f"test_mpi: {checks} checks, {failures} failed", file=sys.stderr)
-sys.exit(1 if failures else 0)
+CHECKS.summary("test_mpi")
+sys.exit(CHECKS.exit_code())

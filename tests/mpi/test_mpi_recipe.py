@@ -20,20 +20,18 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 BIN, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 HERE = os.path.join(ROOT, "tests", "mpi")
 MPIRUN = [os.path.join(ROOT, "tests", "comm", "mpirun.sh")]
 RECIPE = ("optimizer: {type: adamw, lr: 0.002, weight_decay: 0.05, clip_grad_norm: 0.5}\n"
           "loss: {label_smoothing: 0.1}\n")
-failures = checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def run(*args, np=0):
@@ -102,5 +100,5 @@ try:
           f"replicas count the summed gradients once: norm {nr}, one process {n1}")
 finally:
     shutil.rmtree(TMP, True)
-print(f"test_mpi_recipe: {checks} checks, {failures} failed", file=sys.stderr)
-sys.exit(1 if failures else 0)
+CHECKS.summary("test_mpi_recipe")
+sys.exit(CHECKS.exit_code())

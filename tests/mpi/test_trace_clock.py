@@ -26,19 +26,16 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 BIN, ROOT = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 HERE = os.path.join(ROOT, "tests", "mpi")
 MPIRUN = [os.path.join(ROOT, "tests", "comm", "mpirun.sh")]
-failures = 0
-checks = 0
 
 
-def check(cond, what):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def run(*args, np=0, timeout=240):
@@ -138,5 +135,5 @@ check(two.get("stages") and all("grads_ms" not in s for s in two["stages"]),
 check("grads ms" not in err, "no replicas: a grads ms column")
 
 shutil.rmtree(TMP, ignore_errors=True)
-print(f"test_trace_clock: {checks} checks, {failures} failed", file=sys.stderr)
-sys.exit(1 if failures else 0)
+CHECKS.summary("test_trace_clock")
+sys.exit(CHECKS.exit_code())

@@ -57,6 +57,8 @@ except ImportError as e:  # the project's tests must not require PyTorch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
 
 CLASSES = 10
 BATCH = 8
@@ -101,13 +103,10 @@ stages:
     layers: [layer3, layer4, avgpool, fc]
 """
 
-failures = []
 
-
-def check(ok, msg):
-    print(("ok    " if ok else "FAIL  ") + msg)
-    if not ok:
-        failures.append(msg)
+CHECKS = Checks(verbose=True, stream=sys.stdout)
+check = CHECKS.check
+failures = CHECKS.failed  # the failed checks' messages, for the scripts importing this one
 
 
 def write_idx(path, arr):
@@ -371,11 +370,11 @@ def main():
     rel = abs(l64 - j2["losses"][1]) / abs(l64)
     check(rel <= LOSS_RTOL, f"our step-1 weights in torchvision (train mode, second batch): loss "
                             f"{l64:.7f}; ours printed {j2['losses'][1]:.7f} (rel {rel:.1e})")
-    return 1 if failures else 0
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":
     rc = main()
     if rc != 2:
-        print(f"\n{len(failures)} failure(s)" if rc else "\nall checks passed")
+        CHECKS.summary("crosscheck")
     sys.exit(rc)

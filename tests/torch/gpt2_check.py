@@ -70,6 +70,8 @@ import gpt2_model  # noqa: E402
 import adamw_state  # noqa: E402
 import check_args  # noqa: E402
 import st  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
 
 LAYERS, HEADS, EMBD, POSITIONS = 4, 4, 128, 64
 BATCH, MICRO = 4, 2
@@ -94,13 +96,9 @@ stages:
   - {{device: cpu:1, layers: [h.2, h.3, ln_f, lm_head]}}
 """
 
-failures = []
 
-
-def check(ok, msg):
-    print(("ok    " if ok else "FAIL  ") + msg)
-    if not ok:
-        failures.append(msg)
+CHECKS = Checks(verbose=True, stream=sys.stdout)
+check = CHECKS.check
 
 
 def GPT2(vocab, tied):
@@ -343,11 +341,11 @@ def main():
     DEVICE_MAP.extend(a.device_map)
     for vocab, tied in ((256, True), (256, False), (50257, True)):
         check_model(exe, work, vocab, tied)
-    return 1 if failures else 0
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":
     rc = main()
     if rc != 2:
-        print(f"\n{len(failures)} failure(s)" if rc else "\nall checks passed")
+        CHECKS.summary("gpt2_check")
     sys.exit(rc)

@@ -37,6 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2_model  # noqa: E402
 import st  # noqa: E402
 from gpt2_check import write_tokens  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
 
 LAYERS, HEADS, EMBD, T, VOCAB, BATCH, STEPS, LR, P = 2, 4, 64, 32, 256, 8, 40, 0.1, 0.2
 PLAN = """\
@@ -52,13 +54,10 @@ stages:
   - {{device: cpu:0, layers: [wte, wpe, h.0]}}
   - {{device: cpu:1, layers: [h.1, ln_f, lm_head]}}
 """
-failures = []
 
 
-def check(ok, msg):
-    print(("ok    " if ok else "FAIL  ") + msg)
-    if not ok:
-        failures.append(msg)
+CHECKS = Checks(verbose=True, stream=sys.stdout)
+check = CHECKS.check
 
 
 def corpus(n):
@@ -133,8 +132,8 @@ def main():
     check(abs(op - o0) > spread and (op > o0) == (mean > t0),
           f"dropout moves the loss the same way: ours {o0:.4f} -> {op:.4f}, PyTorch "
           f"{t0:.4f} -> {mean:.4f}")
-    print(f"gpt2_dropout_check: {len(failures)} failure(s)")
-    return 1 if failures else 0
+    CHECKS.summary("gpt2_dropout_check")
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":

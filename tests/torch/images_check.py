@@ -41,15 +41,14 @@ except ImportError as e:
     print(f"images_check: skipped ({e})")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 PROBE = sys.argv[1]
-failures = 0
 
 
-def check(cond, msg):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL: {msg}")
+CHECKS = Checks(stream=sys.stdout)
+check = CHECKS.check
 
 
 def probe(*args, raw=False):
@@ -277,8 +276,8 @@ def main():
         check_pixels(tmp)
     check_eval_boxes()
     check_distribution()
-    print(f"images_check: {'FAILED, ' + str(failures) + ' problems' if failures else 'ok'}")
-    return 1 if failures else 0
+    CHECKS.summary("images_check")
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":

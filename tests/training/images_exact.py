@@ -28,16 +28,15 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
 DATA = "/usr/share/datasets/fashion-mnist"
 N = 600
-failures = 0
 
 
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print(f"FAIL: {what}", file=sys.stderr)
+CHECKS = Checks()
+check = CHECKS.check
 
 
 def idx_read(path):
@@ -189,8 +188,8 @@ def main():
                       f"{'the same' if got[a] == got[b] else 'DIFFERENT'} checkpoint bits")
     finally:
         shutil.rmtree(tmp, True)
-    print(f"images_exact: {'FAILED' if failures else 'ok'}")
-    return 1 if failures else 0
+    CHECKS.summary("images_exact")
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":
