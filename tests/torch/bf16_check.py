@@ -328,5 +328,5 @@ def main():
 if __name__ == "__main__":
     rc = main()
     if rc in (0, 1):
-        print(f"\n{len(cc.failures)} failure(s)" if rc else "\nall checks passed")
+        cc.CHECKS.summary("bf16_check")
     sys.exit(rc)

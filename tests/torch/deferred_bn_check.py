@@ -153,5 +153,5 @@ def main():
 if __name__ == "__main__":
     rc_ = main()
     if rc_ != 2:
-        print(f"\n{len(cc.failures)} failure(s)" if rc_ else "\nall checks passed")
+        cc.CHECKS.summary("deferred_bn_check")
     sys.exit(rc_)

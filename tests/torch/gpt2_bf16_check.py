@@ -296,5 +296,5 @@ def main():
 if __name__ == "__main__":
     rc = main()
     if rc != 2:
-        print(f"\n{len(cc.failures)} failure(s)" if rc else "\nall checks passed")
+        cc.CHECKS.summary("gpt2_bf16_check")
     sys.exit(rc)
