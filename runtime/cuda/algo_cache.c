@@ -21,10 +21,11 @@ struct pp_algo_entry {
 static const char *const math_names[] = {"fp32", "tf32"};
 static const char *const dir_names[] = {"fwd", "bwd_data", "bwd_filter"};
 
-#define FIELDS 8 /* of an entry line */
+#define FIELDS 11   /* of an entry line */
+#define FIELDS_V1 8 /* of a version 1 line: no WS_MB, OVER, OVER_MB */
 
 void pp_algo_key_make(pp_algo_key *key, const char *gpu, int cudnn, pp_math_mode math,
-                      pp_algo_dir dir, const pp_conv2d_desc *d)
+                      int ws_mb, pp_algo_dir dir, const pp_conv2d_desc *d)
 {
     memset(key, 0, sizeof *key);
     size_t n = 0;
@@ -35,6 +36,7 @@ void pp_algo_key_make(pp_algo_key *key, const char *gpu, int cudnn, pp_math_mode
     if (n == 0) strcpy(key->gpu, "unknown");
     key->cudnn = cudnn;
     key->math = (int)math;
+    key->ws_mb = ws_mb;
     key->dir = (int)dir;
     const int g[PP_ALGO_GEOM] = {d->n, d->c, d->h, d->w, d->k, d->r, d->s,
                                  d->stride_h, d->stride_w, d->pad_h, d->pad_w};
@@ -122,14 +124,17 @@ static bool parse_ms(const char *s, size_t len, float *out)
     return true;
 }
 
-/* One entry line (without its end of line). */
-static bool parse_entry(const char *line, size_t len, pp_algo_key *key, pp_algo_choice *choice)
+/* One entry line (without its end of line) of a file of version 2, or of
+ * version 1 when v1. */
+static bool parse_entry(const char *line, size_t len, bool v1, pp_algo_key *key,
+                        pp_algo_choice *choice)
 {
+    const int fields = v1 ? FIELDS_V1 : FIELDS;
     const char *f[FIELDS];
     size_t flen[FIELDS];
     int nf = 0;
     size_t at = 0;
-    while (nf < FIELDS) {
+    while (nf < fields) {
         size_t end = at;
         while (end < len && line[end] != '\t') end++;
         f[nf] = line + at;
@@ -137,7 +142,7 @@ static bool parse_entry(const char *line, size_t len, pp_algo_key *key, pp_algo_
         if (end == len) break;
         at = end + 1;
     }
-    if (nf != FIELDS || f[FIELDS - 1] + flen[FIELDS - 1] != line + len) return false;
+    if (nf != fields || f[fields - 1] + flen[fields - 1] != line + len) return false;
 
     memset(key, 0, sizeof *key);
     if (flen[0] == 0 || flen[0] >= PP_ALGO_GPU_MAX) return false;
@@ -148,12 +153,23 @@ static bool parse_entry(const char *line, size_t len, pp_algo_key *key, pp_algo_
     memcpy(key->gpu, f[0], flen[0]);
     if (!parse_int(f[1], flen[1], 1, INT_MAX, &key->cudnn)) return false;
     key->math = parse_name(f[2], flen[2], math_names, 2);
-    key->dir = parse_name(f[3], flen[3], dir_names, 3);
+    key->ws_mb = PP_ALGO_WS_MB_DEFAULT;
+    choice->over = choice->over_mb = 0;
+    const int d = v1 ? 3 : 4; /* the field of DIRECTION */
+    if (!v1 && !parse_int(f[3], flen[3], 1, PP_ALGO_WS_MB_MAX, &key->ws_mb)) return false;
+    key->dir = parse_name(f[d], flen[d], dir_names, 3);
     if (key->math < 0 || key->dir < 0) return false;
-    if (!parse_geom(f[4], flen[4], key->geom)) return false;
-    return parse_int(f[5], flen[5], 0, 63, &choice->algo) &&
-           parse_int(f[6], flen[6], 0, 3, &choice->math_type) &&
-           parse_ms(f[7], flen[7], &choice->ms);
+    if (!parse_geom(f[d + 1], flen[d + 1], key->geom)) return false;
+    return parse_int(f[d + 2], flen[d + 2], 0, 63, &choice->algo) &&
+           parse_int(f[d + 3], flen[d + 3], 0, 3, &choice->math_type) &&
+           parse_ms(f[d + 4], flen[d + 4], &choice->ms) &&
+           (v1 || (parse_int(f[d + 5], flen[d + 5], 0, 1000, &choice->over) &&
+                   parse_int(f[d + 6], flen[d + 6], 0, INT_MAX, &choice->over_mb)));
+}
+
+static bool is_line(const char *line, size_t n, const char *text)
+{
+    return n == strlen(text) && memcmp(line, text, n) == 0;
 }
 
 /* Adds the entries of a cache file's text that c does not hold yet. False
@@ -163,7 +179,7 @@ static bool parse_text(pp_algo_cache *c, const char *text, size_t len, int *entr
 {
     if (len == 0) return true;
     size_t at = 0;
-    bool first = true;
+    bool first = true, v1 = false;
     while (at < len) {
         size_t end = at;
         while (end < len && text[end] != '\n') end++;
@@ -172,15 +188,15 @@ static bool parse_text(pp_algo_cache *c, const char *text, size_t len, int *entr
         const char *line = text + at;
         at = end + 1;
         if (first) {
-            if (n != strlen(PP_ALGO_FILE_HEADER) || memcmp(line, PP_ALGO_FILE_HEADER, n) != 0)
-                return false;
+            v1 = is_line(line, n, PP_ALGO_FILE_HEADER_V1);
+            if (!v1 && !is_line(line, n, PP_ALGO_FILE_HEADER)) return false;
             first = false;
             continue;
         }
         if (n == 0 || line[0] == '#') continue;
         pp_algo_key key;
         pp_algo_choice choice;
-        if (!parse_entry(line, n, &key, &choice)) {
+        if (!parse_entry(line, n, v1, &key, &choice)) {
             (*bad)++;
             continue;
         }
@@ -227,10 +243,11 @@ static void load_once(pp_algo_cache *c)
 static void write_entry(FILE *f, const pp_algo_entry *e)
 {
     const int *g = e->key.geom;
-    fprintf(f, "%s\t%d\t%s\t%s\t%d %d %d %d %d %d %d %d %d %d %d\t%d\t%d\t%.6g\n", e->key.gpu,
-            e->key.cudnn, math_names[e->key.math], dir_names[e->key.dir], g[0], g[1], g[2],
-            g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], e->choice.algo,
-            e->choice.math_type, (double)e->choice.ms);
+    fprintf(f, "%s\t%d\t%s\t%d\t%s\t%d %d %d %d %d %d %d %d %d %d %d\t%d\t%d\t%.6g\t%d\t%d\n",
+            e->key.gpu, e->key.cudnn, math_names[e->key.math], e->key.ws_mb,
+            dir_names[e->key.dir], g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9],
+            g[10], e->choice.algo, e->choice.math_type, (double)e->choice.ms, e->choice.over,
+            e->choice.over_mb);
 }
 
 static void save(pp_algo_cache *c)
@@ -301,6 +318,8 @@ void pp_algo_cache_insert(pp_algo_cache *c, const pp_algo_key *key, pp_algo_choi
         *choice = c->entries[i].choice;
     } else if (add_entry(c, key, choice)) {
         c->stats.inserted++;
+        c->stats.over += choice->over;
+        if (choice->over_mb > c->stats.over_mb) c->stats.over_mb = choice->over_mb;
         save(c);
     }
     pthread_mutex_unlock(&c->lock);
@@ -338,4 +357,17 @@ pp_status pp_algo_find_from_env(bool *on, pp_error *err)
                         "PP_CUDNN_FIND is '%s': use 1 to measure convolution algorithms (the "
                         "default) or 0 for cuDNN's heuristics only",
                         v);
+}
+
+pp_status pp_algo_ws_from_env(int *mb, pp_error *err)
+{
+    const char *v = getenv("PP_CUDA_CONV_WS_MB");
+    *mb = PP_ALGO_WS_MB_DEFAULT;
+    if (!v) return PP_OK;
+    if (parse_int(v, strlen(v), 1, PP_ALGO_WS_MB_MAX, mb)) return PP_OK;
+    *mb = PP_ALGO_WS_MB_DEFAULT;
+    return pp_error_set(err, PP_ERR_INPUT,
+                        "PP_CUDA_CONV_WS_MB is '%s': use the most cuDNN workspace a convolution "
+                        "algorithm may ask for, in MiB, 1 to %d (default %d)",
+                        v, PP_ALGO_WS_MB_MAX, PP_ALGO_WS_MB_DEFAULT);
 }

@@ -7,22 +7,32 @@
  * that the file format is tested on machines without a GPU.
  *
  * An entry maps a key (GPU name, cuDNN version, the device's math mode, the
- * direction and the convolution's geometry) to a choice (algorithm, cuDNN
- * math type, measured milliseconds). The first choice stored for a key wins:
+ * workspace cap the choice was measured under, the direction and the
+ * convolution's geometry) to a choice (algorithm, cuDNN math type, measured
+ * milliseconds, and how many algorithms were left out of the measurement for
+ * asking more workspace than the cap, with the most one of them asked).
+ * Choices made under different caps never mix: each cap has its own keys. The first choice stored for a key wins:
  * an exec that measured the same shape at the same time as another adopts
  * the stored one, so every exec of a device runs one algorithm per shape.
  *
  * The file is plain text, one entry per line, fields separated by one tab:
  *
- *   # pipeline-run cudnn algorithms 1
- *   GPU  CUDNN  MATH  DIRECTION  N C H W K R S STRIDE_H STRIDE_W PAD_H PAD_W  ALGO  MATH_TYPE  MS
+ *   # pipeline-run cudnn algorithms 2
+ *   GPU  CUDNN  MATH  WS_MB  DIRECTION  N C H W K R S STRIDE_H STRIDE_W PAD_H PAD_W  ALGO
+ *   MATH_TYPE  MS  OVER  OVER_MB
  *
- * for example "NVIDIA H100 80GB HBM3<TAB>91900<TAB>fp32<TAB>fwd<TAB>32 64 56
- * 56 64 1 1 1 1 0 0<TAB>1<TAB>3<TAB>0.0412". MATH is fp32 or tf32;
- * DIRECTION is fwd, bwd_data or bwd_filter; ALGO and MATH_TYPE are the
- * values of cudnnConvolution*Algo_t and cudnnMathType_t; MS is what the
- * measurement took (information only). The first line must be the header
- * above; further lines starting with '#', and empty lines, are ignored.
+ * (one line), for example "NVIDIA H100 80GB HBM3<TAB>91900<TAB>fp32<TAB>512
+ * <TAB>fwd<TAB>32 64 56 56 64 1 1 1 1 0 0<TAB>1<TAB>3<TAB>0.0412<TAB>1<TAB>
+ * 1830". MATH is fp32 or tf32; WS_MB is the workspace cap in MiB
+ * (PP_CUDA_CONV_WS_MB); DIRECTION is fwd, bwd_data or bwd_filter; ALGO and
+ * MATH_TYPE are the values of cudnnConvolution*Algo_t and cudnnMathType_t;
+ * MS is what the measurement took, OVER the number of algorithms left out of
+ * it for asking more than WS_MB and OVER_MB the most one of them asked
+ * (MiB, rounded up; 0 when OVER is 0): information only. The first line must
+ * be the header above; further lines starting with '#', and empty lines,
+ * are ignored. A file of version 1 (the header ending in 1, lines without
+ * WS_MB, OVER and OVER_MB) is read as chosen under the 512 MiB cap of its
+ * time with OVER unknown (read as 0), and is written back as version 2.
  *
  * Reading happens once, at the first lookup. A missing or empty file is an
  * empty cache. A file that cannot be read, is larger than PP_ALGO_FILE_MAX or does
@@ -48,7 +58,10 @@
 
 #include "runtime/core/ops.h"
 
-#define PP_ALGO_FILE_HEADER "# pipeline-run cudnn algorithms 1"
+#define PP_ALGO_FILE_HEADER "# pipeline-run cudnn algorithms 2"
+#define PP_ALGO_FILE_HEADER_V1 "# pipeline-run cudnn algorithms 1"
+#define PP_ALGO_WS_MB_DEFAULT 512 /* the workspace cap without PP_CUDA_CONV_WS_MB; version 1's */
+#define PP_ALGO_WS_MB_MAX 65536
 #define PP_ALGO_FILE_MAX ((size_t)16 << 20) /* bytes */
 #define PP_ALGO_GPU_MAX 64                  /* bytes of a GPU name with its terminator */
 #define PP_ALGO_GEOM 11                     /* n c h w k r s stride_h stride_w pad_h pad_w */
@@ -64,6 +77,7 @@ typedef struct pp_algo_key {
     char gpu[PP_ALGO_GPU_MAX]; /* printable, no tab; zero-padded */
     int cudnn;                 /* cudnnGetVersion() */
     int math;                  /* pp_math_mode */
+    int ws_mb;                 /* the workspace cap measured under, MiB */
     int dir;                   /* pp_algo_dir */
     int geom[PP_ALGO_GEOM];
 } pp_algo_key;
@@ -72,6 +86,8 @@ typedef struct pp_algo_choice {
     int algo;      /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
     int math_type; /* cudnnMathType_t */
     float ms;      /* measured time of one call */
+    int over;      /* algorithms left out of the measurement: more workspace than the cap */
+    int over_mb;   /* the most one of those asked, MiB rounded up (0: none) */
 } pp_algo_choice;
 
 typedef struct pp_algo_stats {
@@ -79,6 +95,8 @@ typedef struct pp_algo_stats {
     int bad_lines;     /* lines of the file skipped because they did not parse */
     bool foreign;      /* the file is not a cache file: not used, not replaced */
     int inserted;      /* new entries stored (measured here) */
+    int over;          /* their algorithms left out for asking more than the cap */
+    int over_mb;       /* the most one of those asked, MiB (0: none) */
     int hits;          /* lookups answered */
     int saves;         /* successful writes of the file */
     int save_failures; /* failed writes; save_error holds the last message */
@@ -96,11 +114,12 @@ typedef struct pp_algo_cache {
     pp_algo_stats stats;
 } pp_algo_cache;
 
-/* The key of convolution d in direction dir on a GPU named gpu. The name is
+/* The key of convolution d in direction dir on a GPU named gpu, measured
+ * with at most ws_mb MiB of workspace. The name is
  * cleaned for the file: tabs and control characters become '_', it is cut
  * to PP_ALGO_GPU_MAX - 1 bytes, and an empty name becomes "unknown". */
 void pp_algo_key_make(pp_algo_key *key, const char *gpu, int cudnn, pp_math_mode math,
-                      pp_algo_dir dir, const pp_conv2d_desc *d);
+                      int ws_mb, pp_algo_dir dir, const pp_conv2d_desc *d);
 
 /* An empty cache that reads and writes path (copied; NULL or "" for none).
  * PP_ERR_OOM when out of host memory. */
@@ -111,7 +130,8 @@ void pp_algo_cache_destroy(pp_algo_cache *c);
  * read yet; false when there is none. */
 bool pp_algo_cache_find(pp_algo_cache *c, const pp_algo_key *key, pp_algo_choice *out);
 /* Stores *choice for key unless a choice is stored already; either way
- * *choice becomes the stored one. A new entry is written to the file. */
+ * *choice becomes the stored one. A new entry is written to the file and
+ * its over-cap figures are added to the statistics. */
 void pp_algo_cache_insert(pp_algo_cache *c, const pp_algo_key *key, pp_algo_choice *choice);
 /* Forgets the choice for key (one cuDNN refused), so that a new one can be
  * stored. */
@@ -122,5 +142,9 @@ pp_algo_stats pp_algo_cache_stats(pp_algo_cache *c);
 /* PP_CUDNN_FIND: unset or "1" measures algorithms (*on = true), "0" uses
  * cuDNN's heuristics only (and no cache); anything else is PP_ERR_INPUT. */
 pp_status pp_algo_find_from_env(bool *on, pp_error *err);
+/* PP_CUDA_CONV_WS_MB: unset gives PP_ALGO_WS_MB_DEFAULT; a decimal number
+ * of MiB in 1..PP_ALGO_WS_MB_MAX is *mb; anything else is PP_ERR_INPUT
+ * naming the variable and the value. */
+pp_status pp_algo_ws_from_env(int *mb, pp_error *err);
 
 #endif

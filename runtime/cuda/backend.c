@@ -83,13 +83,15 @@ static void cuda_device_destroy(pp_device_ctx *dev)
     dev->backend = NULL;
 }
 
-/* The convolution algorithm settings: PP_CUDNN_FIND (measure or not) and
- * PP_CUDNN_CACHE (the cache file; unset or empty: none), the GPU's name and
- * cuDNN's version for the cache's keys. */
+/* The convolution algorithm settings: PP_CUDNN_FIND (measure or not),
+ * PP_CUDNN_CACHE (the cache file; unset or empty: none) and
+ * PP_CUDA_CONV_WS_MB (the workspace cap), the GPU's name and cuDNN's version
+ * for the cache's keys. */
 static pp_status algo_init(pp_device_ctx *dev, pp_cuda_device *cd, pp_error *err)
 {
     PP_TRY(pp_algo_cache_init(&cd->algos, getenv("PP_CUDNN_CACHE"), err));
     PP_TRY(pp_algo_find_from_env(&cd->find, err));
+    PP_TRY(pp_algo_ws_from_env(&cd->ws_mb, err));
     struct cudaDeviceProp prop;
     PP_TRY(PP_CUDA(dev, err, cudaGetDeviceProperties(&prop, cd->ordinal)));
     snprintf(cd->gpu_name, sizeof cd->gpu_name, "%.*s", (int)sizeof cd->gpu_name - 1, prop.name);

@@ -7,18 +7,23 @@
  * which may keep them in a file, see algo_cache.h):
  *   1. a choice stored already (by another exec, or read from the file) is
  *      used when cuDNN accepts it for this shape (its workspace size query
- *      succeeds within PP_CUDA_CONV_WS_MAX);
+ *      succeeds within the device's workspace cap, ws_max below);
  *   2. otherwise every algorithm is timed on the
  *      call's own tensors with cudnnFindConvolution*AlgorithmEx (as
  *      torch.backends.cudnn.benchmark does); a call that accumulates into
  *      its output (dw, and dx in the accumulating backward-data) measures
  *      into scratch instead; the workspace offered is the largest any
- *      algorithm asks for within the limit. Both are allocated for the
- *      measurement only. The fastest acceptable result is stored;
+ *      algorithm asks for within the cap. Both are allocated for the
+ *      measurement only. The fastest acceptable result is stored, with the
+ *      number of algorithms whose workspace size query asked for more than
+ *      the cap (left out of the timing: cuDNN cannot run them in the
+ *      workspace offered) and the most one of them asked;
  *   3. otherwise (measurement failed) cuDNN's heuristics
  *      (cudnnGet*Algorithm_v7): the first algorithm within the limit, by
  *      math type preference.
- * PP_CUDNN_FIND=0 skips 1 and 2: heuristics only, the cache unused.
+ * PP_CUDNN_FIND=0 skips 1 and 2: heuristics only, the cache unused. The cap
+ * is PP_CUDA_CONV_WS_MB MiB (default PP_ALGO_WS_MB_DEFAULT, 512), part of the
+ * cache's key: choices measured under another cap are not looked up.
  * Acceptable math: in fp32 mode only CUDNN_FMA_MATH results (IEEE fp32; the
  * descriptor always holds CUDNN_FMA_MATH, since CUDNN_DEFAULT_MATH permits
  * TF32 on Ampere and later); in tf32 mode tensor-op, default or FMA math, the
@@ -39,8 +44,11 @@
 #include "internal.h"
 #include "kernels.h"
 
-/* Largest cuDNN workspace a convolution algorithm may ask for. */
-#define PP_CUDA_CONV_WS_MAX ((size_t)512 << 20)
+/* Largest cuDNN workspace a convolution algorithm may ask for on ex's device. */
+static size_t ws_max(const pp_exec *ex)
+{
+    return (size_t)pp_cuda_dev(ex->dev)->ws_mb << 20;
+}
 
 static const float one = 1.0f, zero = 0.0f;
 
@@ -219,7 +227,7 @@ typedef struct algo_perf {
 
 /* Makes algo with math type math the plan's choice for dir, if cuDNN accepts
  * it here: an algorithm of the direction, math acceptable in the device's
- * mode, and a workspace within PP_CUDA_CONV_WS_MAX. */
+ * mode, and a workspace within ws_max. */
 static pp_status use_algo(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp_algo_dir dir,
                           int algo, int math, pp_error *err)
 {
@@ -233,7 +241,7 @@ static pp_status use_algo(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, p
     PP_TRY(set_desc_math(ex, p, (cudnnMathType_t)math, err));
     size_t bytes = 0;
     PP_TRY(PP_CUDA(ex->dev, err, ws_size(ce, p, dir, algo, &bytes)));
-    if (bytes > PP_CUDA_CONV_WS_MAX)
+    if (bytes > ws_max(ex))
         return pp_error_set(err, PP_ERR_BACKEND, "%s: %s algorithm %d needs %zu bytes of "
                             "workspace", ex->dev->name, dir_what[dir], algo, bytes);
     p->algo[dir] = (pp_cuda_conv_algo){true, algo, (cudnnMathType_t)math, bytes};
@@ -312,19 +320,25 @@ static cudnnStatus_t query(pp_cuda_exec *ce, const pp_cuda_conv_plan *p, pp_algo
 }
 
 /* Times every algorithm of dir on the call's tensors; *out gets the fastest
- * acceptable one. */
+ * acceptable one, with the algorithms left out for asking more than the cap. */
 static pp_status measure(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp_algo_dir dir,
                          const conv_args *args, pp_algo_choice *out, pp_error *err)
 {
     pp_device_ctx *dev = ex->dev;
     const bool tf32 = dev->math == PP_MATH_TF32;
     PP_TRY(set_desc_math(ex, p, base_math(dev), err));
-    size_t ws_bytes = 0;
+    const size_t cap = ws_max(ex);
+    size_t ws_bytes = 0, over_bytes = 0;
+    int over = 0;
     for (int a = 0; a < algo_count(dir); a++) {
         size_t b = 0;
-        if (ws_size(ce, p, dir, a, &b) == CUDNN_STATUS_SUCCESS && b <= PP_CUDA_CONV_WS_MAX &&
-            b > ws_bytes)
+        if (ws_size(ce, p, dir, a, &b) != CUDNN_STATUS_SUCCESS) continue;
+        if (b > cap) {
+            over++;
+            if (b > over_bytes) over_bytes = b;
+        } else if (b > ws_bytes) {
             ws_bytes = b;
+        }
     }
     /* the output's scratch first, when the call accumulates into its output */
     const size_t scratch = args->out ? 0 : (out_bytes(&p->key, dir) + 255) & ~(size_t)255;
@@ -353,7 +367,8 @@ static pp_status measure(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp
         bool math_ok = tf32 ? r->math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION
                             : r->math == CUDNN_FMA_MATH;
         if (r->status == CUDNN_STATUS_SUCCESS && r->memory <= ws_bytes && math_ok) {
-            *out = (pp_algo_choice){r->algo, (int)r->math, r->time};
+            int over_mb = (int)((over_bytes + ((size_t)1 << 20) - 1) >> 20);
+            *out = (pp_algo_choice){r->algo, (int)r->math, r->time, over, over_mb};
             return PP_OK;
         }
     }
@@ -384,7 +399,7 @@ static pp_status heuristic(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, 
     for (int pass = 0; pass < passes; pass++)
         for (int i = 0; i < n && i < ALGO_PERF_MAX; i++) {
             const algo_perf *r = &perf[i];
-            if (r->status != CUDNN_STATUS_SUCCESS || r->memory > PP_CUDA_CONV_WS_MAX ||
+            if (r->status != CUDNN_STATUS_SUCCESS || r->memory > ws_max(ex) ||
                 r->math != order[pass])
                 continue;
             pp_error tmp;
@@ -397,7 +412,7 @@ static pp_status heuristic(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, 
                         "%s: cuDNN offers no %s %s convolution algorithm within %zu MiB of "
                         "workspace for x %dx%dx%dx%d, w %dx%dx%dx%d, stride %d, pad %d",
                         dev->name, tf32 ? "tf32" : "fp32 (non-TF32)", dir_what[dir],
-                        PP_CUDA_CONV_WS_MAX >> 20, d->n, d->c, d->h, d->w, d->k, d->c, d->r,
+                        ws_max(ex) >> 20, d->n, d->c, d->h, d->w, d->k, d->c, d->r,
                         d->s, d->stride_h, d->pad_h);
 }
 
@@ -409,7 +424,8 @@ static pp_status conv_algo(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, 
     pp_cuda_device *cd = pp_cuda_dev(ex->dev);
     if (!p->algo[dir].have && cd->find) {
         pp_algo_key key;
-        pp_algo_key_make(&key, cd->gpu_name, cd->cudnn_version, ex->dev->math, dir, &p->key);
+        pp_algo_key_make(&key, cd->gpu_name, cd->cudnn_version, ex->dev->math, cd->ws_mb, dir,
+                         &p->key);
         pp_algo_choice c;
         pp_error tmp;
         if (pp_algo_cache_find(&cd->algos, &key, &c) &&

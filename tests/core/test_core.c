@@ -174,16 +174,18 @@ static void test_algo_key(void)
 {
     pp_conv2d_desc d = conv_of(8, 64, 56, 256, 1, 1, 0);
     pp_algo_key k;
-    pp_algo_key_make(&k, "NVIDIA\tH100\n80GB", 91900, PP_MATH_TF32, PP_ALGO_BWD_DATA, &d);
+    pp_algo_key_make(&k, "NVIDIA\tH100\n80GB", 91900, PP_MATH_TF32,
+                     PP_ALGO_WS_MB_DEFAULT, PP_ALGO_BWD_DATA, &d);
     CHECK(strcmp(k.gpu, "NVIDIA_H100_80GB") == 0);
     CHECK(k.cudnn == 91900 && k.math == PP_MATH_TF32 && k.dir == PP_ALGO_BWD_DATA);
+    CHECK(k.ws_mb == PP_ALGO_WS_MB_DEFAULT);
     CHECK(k.geom[0] == 8 && k.geom[1] == 64 && k.geom[4] == 256 && k.geom[10] == 0);
-    pp_algo_key_make(&k, "", 1, PP_MATH_FP32, PP_ALGO_FWD, &d);
+    pp_algo_key_make(&k, "", 1, PP_MATH_FP32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d);
     CHECK(strcmp(k.gpu, "unknown") == 0);
     char longname[200];
     memset(longname, 'x', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
-    pp_algo_key_make(&k, longname, 1, PP_MATH_FP32, PP_ALGO_FWD, &d);
+    pp_algo_key_make(&k, longname, 1, PP_MATH_FP32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d);
     CHECK(strlen(k.gpu) == PP_ALGO_GPU_MAX - 1);
 }
 
@@ -195,8 +197,9 @@ static void test_algo_cache_memory(void)
     CHECK_OK(pp_algo_cache_init(&c, NULL, &err), &err);
     pp_conv2d_desc d = conv_of(2, 3, 9, 4, 3, 1, 1);
     pp_algo_key k, k2;
-    pp_algo_key_make(&k, "GPU A", 90000, PP_MATH_FP32, PP_ALGO_FWD, &d);
-    pp_algo_key_make(&k2, "GPU A", 90000, PP_MATH_TF32, PP_ALGO_FWD, &d); /* another mode */
+    pp_algo_key_make(&k, "GPU A", 90000, PP_MATH_FP32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d);
+    pp_algo_key_make(&k2, "GPU A", 90000, PP_MATH_TF32,
+                     PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d); /* another mode */
     pp_algo_choice got = {0}, mine = {1, 3, 0.5f}, later = {6, 3, 0.25f};
     CHECK(!pp_algo_cache_find(&c, &k, &got));
     pp_algo_cache_insert(&c, &k, &mine);
@@ -216,6 +219,67 @@ static void test_algo_cache_memory(void)
 
 #define ENTRY_FWD "GPU X\t90100\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.125\n"
 
+/* Version 2 files: choices measured under different workspace caps are
+ * different keys (one shape, three caps), the over-cap figures are kept and
+ * summed into the statistics of the cache that measured them; lines with a
+ * bad WS_MB, OVER or OVER_MB are skipped. */
+static void test_algo_cache_caps(const char *path)
+{
+    pp_conv2d_desc d = conv_of(128, 64, 56, 64, 3, 1, 1);
+    static const struct {
+        int ws_mb;
+        pp_algo_choice choice;
+    } rows[] = {{512, {1, 3, 2.5f, 2, 1830}}, {4096, {6, 3, 1.25f, 0, 0}},
+                {1, {0, 3, 9.0f, 5, 1830}}};
+    enum { ROWS = sizeof rows / sizeof rows[0] };
+    pp_algo_key k[ROWS];
+    pp_algo_cache a, b;
+    pp_error err;
+    write_text(path, "");
+    CHECK_OK(pp_algo_cache_init(&a, path, &err), &err);
+    for (int i = 0; i < ROWS; i++) {
+        pp_algo_key_make(&k[i], "NVIDIA H200", 91900, PP_MATH_FP32, rows[i].ws_mb, PP_ALGO_FWD,
+                         &d);
+        pp_algo_choice c = rows[i].choice;
+        pp_algo_cache_insert(&a, &k[i], &c);
+    }
+    pp_algo_stats st = pp_algo_cache_stats(&a);
+    CHECK_MSG(st.inserted == ROWS && st.over == 7 && st.over_mb == 1830, "inserted %d, over %d "
+              "(largest %d MiB)", st.inserted, st.over, st.over_mb);
+    pp_algo_cache_destroy(&a);
+    CHECK_OK(pp_algo_cache_init(&b, path, &err), &err);
+    pp_algo_choice got;
+    for (int i = 0; i < ROWS; i++)
+        CHECK_MSG(pp_algo_cache_find(&b, &k[i], &got) && got.algo == rows[i].choice.algo &&
+                      got.over == rows[i].choice.over && got.over_mb == rows[i].choice.over_mb,
+                  "cap %d MiB: algo %d, over %d", rows[i].ws_mb, got.algo, got.over);
+    pp_algo_key other;
+    pp_algo_key_make(&other, "NVIDIA H200", 91900, PP_MATH_FP32, 2048, PP_ALGO_FWD, &d);
+    CHECK(!pp_algo_cache_find(&b, &other, &got)); /* no choice made under 2048 MiB */
+    st = pp_algo_cache_stats(&b);
+    CHECK(st.file_entries == ROWS && st.bad_lines == 0 && st.over == 0); /* read, not measured */
+    pp_algo_cache_destroy(&b);
+
+    write_text(path, PP_ALGO_FILE_HEADER "\n"
+               "G\t1\tfp32\t4096\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t3\t5000\n" /* good */
+               "G\t1\tfp32\t0\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t0\t0\n"
+               "G\t1\tfp32\t65537\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t0\t0\n"
+               "G\t1\tfp32\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t0\t0\n"
+               "G\t1\tfp32\t512\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t-1\t0\n"
+               "G\t1\tfp32\t512\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t0\n"
+               "G\t1\tfp32\t512\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\n" /* version 1's */
+               "G\t1\tfp32\t512\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t0\t0\t0\n");
+    CHECK_OK(pp_algo_cache_init(&a, path, &err), &err);
+    pp_conv2d_desc d1 = conv_of(2, 3, 9, 4, 3, 1, 1);
+    pp_algo_key kg;
+    pp_algo_key_make(&kg, "G", 1, PP_MATH_FP32, 4096, PP_ALGO_FWD, &d1);
+    CHECK(pp_algo_cache_find(&a, &kg, &got) && got.over == 3 && got.over_mb == 5000);
+    st = pp_algo_cache_stats(&a);
+    CHECK_MSG(st.file_entries == 1 && st.bad_lines == 7, "entries %d, bad lines %d",
+              st.file_entries, st.bad_lines);
+    pp_algo_cache_destroy(&a);
+}
+
 /* The file: written atomically after each new entry, read back by a fresh
  * cache, merged with what other writers added, bad lines skipped, foreign
  * files left alone, write failures counted. */
@@ -230,11 +294,16 @@ static void test_algo_cache_file(void)
     pp_error err;
     pp_conv2d_desc d1 = conv_of(2, 3, 9, 4, 3, 1, 1), d2 = conv_of(8, 64, 56, 256, 1, 1, 0);
     pp_algo_key ka, kb, kc, kd, ke;
-    pp_algo_key_make(&ka, "NVIDIA H100 80GB HBM3", 91900, PP_MATH_FP32, PP_ALGO_FWD, &d1);
-    pp_algo_key_make(&kb, "NVIDIA H100 80GB HBM3", 91900, PP_MATH_FP32, PP_ALGO_BWD_DATA, &d1);
-    pp_algo_key_make(&kc, "NVIDIA H100 80GB HBM3", 91900, PP_MATH_TF32, PP_ALGO_BWD_FILTER, &d2);
-    pp_algo_key_make(&kd, "NVIDIA H200", 91900, PP_MATH_FP32, PP_ALGO_FWD, &d2);
-    pp_algo_key_make(&ke, "NVIDIA H100 80GB HBM3", 91000, PP_MATH_FP32, PP_ALGO_FWD, &d1);
+    pp_algo_key_make(&ka, "NVIDIA H100 80GB HBM3", 91900, PP_MATH_FP32,
+                     PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d1);
+    pp_algo_key_make(&kb, "NVIDIA H100 80GB HBM3", 91900, PP_MATH_FP32,
+                     PP_ALGO_WS_MB_DEFAULT, PP_ALGO_BWD_DATA, &d1);
+    pp_algo_key_make(&kc, "NVIDIA H100 80GB HBM3", 91900, PP_MATH_TF32,
+                     PP_ALGO_WS_MB_DEFAULT, PP_ALGO_BWD_FILTER, &d2);
+    pp_algo_key_make(&kd, "NVIDIA H200", 91900, PP_MATH_FP32,
+                     PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d2);
+    pp_algo_key_make(&ke, "NVIDIA H100 80GB HBM3", 91000, PP_MATH_FP32,
+                     PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d1);
     pp_algo_choice ca = {1, 3, 0.0412f}, cb = {4, 3, 1.5f}, cc = {0, 1, 2e-3f};
     pp_algo_choice cd = {7, 3, 0.0f}, ce = {2, 3, 3.0f}, got;
 
@@ -253,8 +322,8 @@ static void test_algo_cache_file(void)
     unsigned char *text = check_read_file(path, &n);
     const char *header = PP_ALGO_FILE_HEADER "\n";
     CHECK(text && n > strlen(header) && memcmp(text, header, strlen(header)) == 0);
-    CHECK(text && strstr((char *)text, "NVIDIA H100 80GB HBM3\t91900\ttf32\tbwd_filter\t8 64 56 56 "
-                                        "256 1 1 1 1 0 0\t0\t1\t0.002\n"));
+    CHECK(text && strstr((char *)text, "NVIDIA H100 80GB HBM3\t91900\ttf32\t512\tbwd_filter\t8 64 "
+                                        "56 56 256 1 1 1 1 0 0\t0\t1\t0.002\t0\t0\n"));
     free(text);
 
     /* 2. a fresh cache reads it at its first lookup */
@@ -279,9 +348,10 @@ static void test_algo_cache_file(void)
     pp_algo_cache_destroy(&b);
     pp_algo_cache_destroy(&c);
 
-    /* 4. bad lines are skipped, the good ones used; duplicates: the first wins;
-     * the next write keeps only what parsed */
-    write_text(path, PP_ALGO_FILE_HEADER "\r\n"
+    /* 4. a file of version 1: read as chosen under the 512 MiB cap; bad lines
+     * are skipped, the good ones used; duplicates: the first wins; the next
+     * write (version 2) keeps only what parsed */
+    write_text(path, PP_ALGO_FILE_HEADER_V1 "\r\n"
                "# a comment\n"
                "\n"
                ENTRY_FWD
@@ -308,8 +378,8 @@ static void test_algo_cache_file(void)
                "GPU X\t90100\tfp32\tfwd"); /* cut short, no end of line */
     CHECK_OK(pp_algo_cache_init(&a, path, &err), &err);
     pp_algo_key kx, ky;
-    pp_algo_key_make(&kx, "GPU X", 90100, PP_MATH_FP32, PP_ALGO_FWD, &d1);
-    pp_algo_key_make(&ky, "GPU X", 90100, PP_MATH_TF32, PP_ALGO_FWD, &d1);
+    pp_algo_key_make(&kx, "GPU X", 90100, PP_MATH_FP32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d1);
+    pp_algo_key_make(&ky, "GPU X", 90100, PP_MATH_TF32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d1);
     CHECK(pp_algo_cache_find(&a, &kx, &got) && got.algo == 1 && got.ms == 0.125f);
     CHECK(pp_algo_cache_find(&a, &ky, &got) && got.algo == 6 && got.math_type == 1);
     st = pp_algo_cache_stats(&a);
@@ -318,14 +388,19 @@ static void test_algo_cache_file(void)
     pp_algo_cache_insert(&a, &ka, &ca);
     pp_algo_cache_destroy(&a);
     CHECK_OK(pp_algo_cache_init(&b, path, &err), &err);
-    CHECK(pp_algo_cache_find(&b, &kx, &got));
+    CHECK(pp_algo_cache_find(&b, &kx, &got) && got.algo == 1 && got.over == 0);
     st = pp_algo_cache_stats(&b);
     CHECK(st.file_entries == 3 && st.bad_lines == 0);
     pp_algo_cache_destroy(&b);
+    text = check_read_file(path, &n);
+    CHECK(text && n > strlen(header) && memcmp(text, header, strlen(header)) == 0);
+    CHECK(text && strstr((char *)text, "GPU X\t90100\tfp32\t512\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t"
+                                        "0.125\t0\t0\n"));
+    free(text);
 
     /* 5. a foreign file is neither used nor replaced; so is a folder */
     static const char *const foreign[] = {"hello world\n" ENTRY_FWD,
-                                          "# pipeline-run cudnn algorithms 2\n" ENTRY_FWD,
+                                          "# pipeline-run cudnn algorithms 3\n" ENTRY_FWD,
                                           ENTRY_FWD};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
         write_text(path, foreign[i]);
@@ -347,6 +422,8 @@ static void test_algo_cache_file(void)
     CHECK(pp_algo_cache_stats(&a).foreign && pp_algo_cache_find(&a, &ka, &got));
     pp_algo_cache_destroy(&a);
     rmdir(other);
+
+    test_algo_cache_caps(path);
 
     /* 6. an empty file is an empty cache; a path that cannot be written is counted */
     write_text(path, "");
@@ -384,7 +461,7 @@ static void *race_thread(void *p)
         pp_conv2d_desc d; /* no CHECK here: the counters are the main thread's */
         pp_conv2d_desc_init(&d, 1 + i, 3, 8, 8, 4, 3, 1, 1, NULL);
         pp_algo_key k;
-        pp_algo_key_make(&k, "GPU", 1, PP_MATH_FP32, PP_ALGO_FWD, &d);
+        pp_algo_key_make(&k, "GPU", 1, PP_MATH_FP32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d);
         pp_algo_choice ch = {r->id, 3, 1.0f}, got;
         if (!pp_algo_cache_find(r->c, &k, &got)) {
             pp_algo_cache_insert(r->c, &k, &ch);
@@ -414,6 +491,36 @@ static void test_algo_cache_threads(void)
     CHECK_MSG(differ == 0, "%d choices differ between threads", differ);
     CHECK(pp_algo_cache_stats(&c).inserted == 64);
     pp_algo_cache_destroy(&c);
+}
+
+/* PP_CUDA_CONV_WS_MB: the cap in MiB, 1 to 65536, 512 when unset. */
+static void test_algo_ws_env(void)
+{
+    static const struct {
+        const char *value; /* NULL: unset */
+        pp_status status;
+        int mb;
+    } cases[] = {{NULL, PP_OK, 512},           {"4096", PP_OK, 4096},
+                 {"1", PP_OK, 1},              {"65536", PP_OK, 65536},
+                 {"0", PP_ERR_INPUT, 512},     {"65537", PP_ERR_INPUT, 512},
+                 {"-5", PP_ERR_INPUT, 512},    {"", PP_ERR_INPUT, 512},
+                 {"4 GiB", PP_ERR_INPUT, 512}, {"4096 ", PP_ERR_INPUT, 512},
+                 {"+64", PP_ERR_INPUT, 512},   {"99999999999", PP_ERR_INPUT, 512}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value)
+            setenv("PP_CUDA_CONV_WS_MB", cases[i].value, 1);
+        else
+            unsetenv("PP_CUDA_CONV_WS_MB");
+        int mb = -1;
+        pp_error err;
+        pp_status s = pp_algo_ws_from_env(&mb, &err);
+        CHECK_MSG(s == cases[i].status && mb == cases[i].mb, "PP_CUDA_CONV_WS_MB=%s: %s, %d MiB",
+                  cases[i].value ? cases[i].value : "(unset)", pp_status_name(s), mb);
+        if (s != PP_OK)
+            CHECK_MSG(strstr(err.msg, "PP_CUDA_CONV_WS_MB") && strstr(err.msg, cases[i].value),
+                      "message: %s", err.msg);
+    }
+    unsetenv("PP_CUDA_CONV_WS_MB");
 }
 
 static void test_algo_find_env(void)
@@ -451,5 +558,6 @@ int main(void)
     test_algo_cache_file();
     test_algo_cache_threads();
     test_algo_find_env();
+    test_algo_ws_env();
     return check_summary("core");
 }
