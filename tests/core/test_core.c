@@ -200,7 +200,7 @@ static void test_algo_cache_memory(void)
     pp_algo_key_make(&k, "GPU A", 90000, PP_MATH_FP32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d);
     pp_algo_key_make(&k2, "GPU A", 90000, PP_MATH_TF32,
                      PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d); /* another mode */
-    pp_algo_choice got = {0}, mine = {1, 3, 0.5f}, later = {6, 3, 0.25f};
+    pp_algo_choice got = {0}, mine = {1, 3, 0.5f, 0, 0}, later = {6, 3, 0.25f, 0, 0};
     CHECK(!pp_algo_cache_find(&c, &k, &got));
     pp_algo_cache_insert(&c, &k, &mine);
     CHECK(pp_algo_cache_find(&c, &k, &got) && got.algo == 1 && got.math_type == 3);
@@ -209,7 +209,7 @@ static void test_algo_cache_memory(void)
     CHECK(later.algo == 1 && later.ms == 0.5f);
     pp_algo_cache_remove(&c, &k);
     CHECK(!pp_algo_cache_find(&c, &k, &got));
-    pp_algo_choice again = {6, 3, 0.25f};
+    pp_algo_choice again = {6, 3, 0.25f, 0, 0};
     pp_algo_cache_insert(&c, &k, &again);
     CHECK(pp_algo_cache_find(&c, &k, &got) && got.algo == 6);
     pp_algo_stats st = pp_algo_cache_stats(&c);
@@ -304,8 +304,8 @@ static void test_algo_cache_file(void)
                      PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d2);
     pp_algo_key_make(&ke, "NVIDIA H100 80GB HBM3", 91000, PP_MATH_FP32,
                      PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d1);
-    pp_algo_choice ca = {1, 3, 0.0412f}, cb = {4, 3, 1.5f}, cc = {0, 1, 2e-3f};
-    pp_algo_choice cd = {7, 3, 0.0f}, ce = {2, 3, 3.0f}, got;
+    pp_algo_choice ca = {1, 3, 0.0412f, 0, 0}, cb = {4, 3, 1.5f, 0, 0}, cc = {0, 1, 2e-3f, 0, 0};
+    pp_algo_choice cd = {7, 3, 0.0f, 0, 0}, ce = {2, 3, 3.0f, 0, 0}, got;
 
     /* 1. a new file, written after each entry, no temporary left behind */
     pp_algo_cache a, b;
@@ -462,7 +462,7 @@ static void *race_thread(void *p)
         pp_conv2d_desc_init(&d, 1 + i, 3, 8, 8, 4, 3, 1, 1, NULL);
         pp_algo_key k;
         pp_algo_key_make(&k, "GPU", 1, PP_MATH_FP32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d);
-        pp_algo_choice ch = {r->id, 3, 1.0f}, got;
+        pp_algo_choice ch = {r->id, 3, 1.0f, 0, 0}, got;
         if (!pp_algo_cache_find(r->c, &k, &got)) {
             pp_algo_cache_insert(r->c, &k, &ch);
             got = ch;
