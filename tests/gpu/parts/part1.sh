@@ -1,12 +1,47 @@
 # part1.sh - run-all.sh --part 1 (sourced by it): the whole CUDA test suite
 # (every suite with --all), then fp32 and TF32 images/s of ours against
-# PyTorch eager at the same batch, size and precision, and ours again with
-# the f32 batch norm through cuDNN (PP_CUDA_BN_CUDNN=1: what bn_nchw.cu's
-# kernels bring).
+# PyTorch eager at the same batch, size and precision, ours again with the
+# f32 batch norm through cuDNN (PP_CUDA_BN_CUDNN=1: what bn_nchw.cu's kernels
+# bring) and with 4 GiB of convolution workspace (PP_CUDA_CONV_WS_MB=4096:
+# whether the 512 MiB cap keeps the fastest algorithms out), with the
+# algorithms each cap left out (from the PP_CUDNN_CACHE file).
 #   correctness (180 s)  the suite, in meson's order, each test up to its timeout
-#   speed       (150 s)  fp32 (cudnn.benchmark off and on) and TF32, each with
-#                        PP_CUDA_BN_CUDNN=1 too
+#   speed       (190 s)  fp32 (cudnn.benchmark off and on) and TF32, each with
+#                        PP_CUDA_BN_CUDNN=1 and PP_CUDA_CONV_WS_MB=4096 too (the
+#                        latter measures every convolution's algorithms again)
 # shellcheck shell=bash disable=SC2154
+
+# p1_variant TAG VAR=VALUE WHAT: ours fp32 and tf32 1 stage again with VAR=VALUE
+# in the environment, each with its ratio to the plain rows' figures (ours,
+# ours_tf32: part1's) as "  WHAT, PRECISION".
+p1_variant() {
+    local tag=$1 env=$2 what=$3 prec plan base rt
+    for prec in fp32 tf32; do
+        plan=r50-1stage-full base=$ours
+        [ $prec = tf32 ] && plan=r50-1stage-full-tf32 base=$ours_tf32
+        pr_env=("$env")
+        if pr "1stage-$prec-$tag" "$res/$plan.yaml" --steps "$steps" --device-map "$map"; then
+            row "ours $prec 1 stage, batch $batch, $env" ok "$pr_fig" "$env $last_cmd"
+            rt=$(ratio "$pr_ips" "$base")
+            row "  $what, $prec" info "${rt:-?}: ${pr_ips:-?} / ${base:-?} img/s" ""
+        else
+            row "ours $prec 1 stage, batch $batch, $env" "$(result_of $?)" "$pr_fig" \
+                "$env $last_cmd"
+        fi
+        pr_env=()
+    done
+}
+
+# p1_over_cap MATH WS_MB: the algorithms the PP_CUDNN_CACHE file's entries of
+# that math mode and cap left out for asking more workspace than the cap.
+p1_over_cap() {
+    awk -F'\t' -v m="$1" -v ws="$2" '
+        $3 == m && $4 == ws && NF == 11 { n++; over += $10; if ($11 > big) big = $11 }
+        END {
+            if (!n) print "no convolution choices recorded (no cuDNN here, or no file)"
+            else printf "%d algorithms asked for more than the cap (largest %d MiB), over %d choices\n", over, big, n
+        }' "${PP_CUDNN_CACHE:-/dev/null}" 2>/dev/null
+}
 
 part1() {
     cur_part=1
@@ -16,7 +51,7 @@ part1() {
     row "test suite" "$(case $suite_fig in *" 0 failed"*) echo ok ;; *) echo FAIL ;; esac)" \
         "$suite_fig" ""
 
-    section speed 150
+    section speed 190
     echo "== fp32 throughput: pipeline-run 1 stage vs PyTorch eager (batch $batch, ${size}x$size)"
     local map; map=$(map_all)
     plan_for r50-1stage-full "$batch" "$batch" "$steps" "$size" "$stages1"
@@ -75,20 +110,15 @@ part1() {
             "$last_cmd"
     fi
 
-    echo "== f32 batch norm: ours (bn_nchw.cu) against cuDNN's with the elementwise ops"
-    local prec plan base rt
+    echo "== f32 batch norm: cuDNN's with the elementwise ops against ours (bn_nchw.cu)"
+    p1_variant bn-cudnn PP_CUDA_BN_CUDNN=1 "batch norm cuDNN's / ours"
+
+    echo "== convolution workspace: 4 GiB against the default 512 MiB cap"
+    p1_variant ws4096 PP_CUDA_CONV_WS_MB=4096 "workspace 4 GiB / 512 MiB"
+    local prec ws
     for prec in fp32 tf32; do
-        plan=r50-1stage-full base=$ours
-        [ $prec = tf32 ] && plan=r50-1stage-full-tf32 base=$ours_tf32
-        if PP_CUDA_BN_CUDNN=1 pr "1stage-$prec-bn-cudnn" "$res/$plan.yaml" --steps "$steps" \
-            --device-map "$map"; then
-            row "ours $prec 1 stage, batch $batch, PP_CUDA_BN_CUDNN=1" ok "$pr_fig" \
-                "PP_CUDA_BN_CUDNN=1 $last_cmd"
-            rt=$(ratio "$base" "$pr_ips")
-            row "  batch norm ours / cuDNN's, $prec" info "${rt:-?}: ${base:-?} / ${pr_ips:-?} img/s" ""
-        else
-            row "ours $prec 1 stage, batch $batch, PP_CUDA_BN_CUDNN=1" "$(result_of $?)" "$pr_fig" \
-                "PP_CUDA_BN_CUDNN=1 $last_cmd"
-        fi
+        for ws in 512 4096; do
+            row "  over the cap, $prec, $ws MiB" info "$(p1_over_cap "$prec" "$ws")" ""
+        done
     done
 }
