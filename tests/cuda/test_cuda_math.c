@@ -239,8 +239,9 @@ static int entry_lines(const char *path)
 /* Algorithms are measured once per shape, direction and mode on a device and
  * shared by its execs; PP_CUDNN_CACHE keeps them for the next device context
  * (no measurement then); PP_CUDNN_FIND=0 measures nothing and leaves the cache
- * alone; a foreign cache
- * file is left alone; a bad PP_CUDNN_FIND is refused when the device opens.
+ * alone; another PP_CUDA_CONV_WS_MB measures again under its own keys; a
+ * foreign cache file is left alone; a bad PP_CUDNN_FIND or
+ * PP_CUDA_CONV_WS_MB is refused when the device opens.
  * Every run's results match the CPU. */
 static void test_algo_cache(rig *r)
 {
@@ -285,8 +286,20 @@ static void test_algo_cache(rig *r)
     st = algo_run(r, &d2, false, false);
     CHECK_MSG(st.inserted == 0 && entry_lines(path) == 4, "PP_CUDNN_FIND=0: inserted %d",
               st.inserted);
-    /* 5. a foreign file is neither used nor replaced */
+    /* 5. another workspace cap is keyed apart: measured again, results still
+     * right; an algorithm left out asked for more than the cap */
     unsetenv("PP_CUDNN_FIND");
+    setenv("PP_CUDA_CONV_WS_MB", "1", 1);
+    st = algo_run(r, &d, false, false);
+    CHECK_MSG(st.inserted == 3 && entry_lines(path) == 7 && (st.over == 0) == (st.over_mb == 0) &&
+                  (st.over == 0 || st.over_mb > 1),
+              "PP_CUDA_CONV_WS_MB=1: inserted %d, %d entries, %d over the cap (largest %d MiB)",
+              st.inserted, entry_lines(path), st.over, st.over_mb);
+    unsetenv("PP_CUDA_CONV_WS_MB");
+    st = algo_run(r, &d, false, false);
+    CHECK_MSG(st.inserted == 0 && st.hits == 3, "back to 512 MiB: inserted %d, hits %d",
+              st.inserted, st.hits);
+    /* 6. a foreign file is neither used nor replaced */
     static const char foreign[] = "not an algorithm cache\n";
     FILE *f = fopen(path, "wb");
     if (f) {
@@ -301,15 +314,21 @@ static void test_algo_cache(rig *r)
               "foreign file: foreign %d, inserted %d, saves %d", st.foreign, st.inserted,
               st.saves);
     free(t);
-    /* 6. a bad PP_CUDNN_FIND is an input error when the device opens */
-    setenv("PP_CUDNN_FIND", "maybe", 1);
-    pp_registry *reg;
-    pp_device_ctx *g = NULL;
-    CHECK_OK(pp_registry_new(&reg, &e), &e);
-    pp_status s = pp_registry_get(reg, (pp_device_id){PP_DEVICE_CUDA, 0}, &g, &e);
-    CHECK_MSG(s == PP_ERR_INPUT && strstr(e.msg, "PP_CUDNN_FIND"), "PP_CUDNN_FIND=maybe: %s",
-              pp_status_name(s));
-    pp_registry_free(reg);
+    /* 7. a bad PP_CUDNN_FIND or PP_CUDA_CONV_WS_MB is an input error when the
+     * device opens */
+    static const char *const bad[][2] = {{"PP_CUDNN_FIND", "maybe"},
+                                         {"PP_CUDA_CONV_WS_MB", "0"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(bad[i][0], bad[i][1], 1);
+        pp_registry *reg;
+        pp_device_ctx *g = NULL;
+        CHECK_OK(pp_registry_new(&reg, &e), &e);
+        pp_status s = pp_registry_get(reg, (pp_device_id){PP_DEVICE_CUDA, 0}, &g, &e);
+        CHECK_MSG(s == PP_ERR_INPUT && strstr(e.msg, bad[i][0]), "%s=%s: %s", bad[i][0],
+                  bad[i][1], pp_status_name(s));
+        pp_registry_free(reg);
+        unsetenv(bad[i][0]);
+    }
 
     if (saved_cache)
         setenv("PP_CUDNN_CACHE", saved_cache, 1);
@@ -334,6 +353,7 @@ int main(void)
     /* the cache tests set these themselves; start from the defaults */
     unsetenv("PP_CUDNN_CACHE");
     unsetenv("PP_CUDNN_FIND");
+    unsetenv("PP_CUDA_CONV_WS_MB");
     rig r;
     if (!rig_open(&r, 4242)) return check_summary("test_cuda_math");
 
