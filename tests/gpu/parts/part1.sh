@@ -21,12 +21,11 @@ p1_variant() {
         [ $prec = tf32 ] && plan=r50-1stage-full-tf32 base=$ours_tf32
         pr_env=("$env")
         if pr "1stage-$prec-$tag" "$res/$plan.yaml" --steps "$steps" --device-map "$map"; then
-            row "ours $prec 1 stage, batch $batch, $env" ok "$pr_fig" "$env $last_cmd"
+            row "ours $prec 1 stage, batch $batch, $env" ok "$pr_fig" "$last_cmd"
             rt=$(ratio "$pr_ips" "$base")
             row "  $what, $prec" info "${rt:-?}: ${pr_ips:-?} / ${base:-?} img/s" ""
         else
-            row "ours $prec 1 stage, batch $batch, $env" "$(result_of $?)" "$pr_fig" \
-                "$env $last_cmd"
+            row "ours $prec 1 stage, batch $batch, $env" "$(result_of $?)" "$pr_fig" "$last_cmd"
         fi
         pr_env=()
     done
@@ -35,12 +34,14 @@ p1_variant() {
 # p1_over_cap MATH WS_MB: the algorithms the PP_CUDNN_CACHE file's entries of
 # that math mode and cap left out for asking more workspace than the cap.
 p1_over_cap() {
+    local file=${PP_CUDNN_CACHE:-}
+    [ -f "$file" ] || file=/dev/null
     awk -F'\t' -v m="$1" -v ws="$2" '
         $3 == m && $4 == ws && NF == 11 { n++; over += $10; if ($11 > big) big = $11 }
         END {
             if (!n) print "no convolution choices recorded (no cuDNN here, or no file)"
             else printf "%d algorithms asked for more than the cap (largest %d MiB), over %d choices\n", over, big, n
-        }' "${PP_CUDNN_CACHE:-/dev/null}" 2>/dev/null
+        }' "$file"
 }
 
 part1() {
