@@ -16,8 +16,9 @@
  *      algorithm asks for within the cap. Both are allocated for the
  *      measurement only. The fastest acceptable result is stored, with the
  *      number of algorithms whose workspace size query asked for more than
- *      the cap (left out of the timing: cuDNN cannot run them in the
- *      workspace offered) and the most one of them asked;
+ *      the cap (left out of the timing: cudnnFind*Ex reports them with
+ *      CUDNN_STATUS_ALLOC_FAILED, the workspace offered being insufficient)
+ *      and the most one of them asked;
  *   3. otherwise (measurement failed) cuDNN's heuristics
  *      (cudnnGet*Algorithm_v7): the first algorithm within the limit, by
  *      math type preference.
