@@ -13,7 +13,7 @@
  *   3. configs refused by their engines' numerical notes are skipped, the
  *      others finalized into execution plans until PP_GCONV_CANDIDATES are
  *      made (a config that does not finalize or wants more workspace than
- *      PP_GCONV_WS_MAX is skipped and counted);
+ *      the device's cap, PP_CUDA_CONV_WS_MB, is skipped and counted);
  *   4. each plan runs once untimed and once between two CUDA events; the
  *      fastest is kept with its workspace size, and the one that ran with the
  *      least workspace when it needs less (for when the fastest one's cannot
@@ -164,10 +164,11 @@ pp_status pp_gconv_make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
             s = gfail(g, st, "cudnnBackendGetAttribute", desc,
                       "CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE", __LINE__);
     }
-    if (s == PP_OK && (bytes < 0 || (uint64_t)bytes > PP_GCONV_WS_MAX))
+    const size_t cap = (size_t)pp_cuda_dev(g->ex->dev)->ws_mb << 20;
+    if (s == PP_OK && (bytes < 0 || (uint64_t)bytes > cap))
         s = pp_error_set(g->err, PP_ERR_UNSUPPORTED,
                          "%s: execution plan wants %lld bytes of workspace (at most %zu), for %s",
-                         g->ex->dev->name, (long long)bytes, PP_GCONV_WS_MAX, g->what);
+                         g->ex->dev->name, (long long)bytes, cap, g->what);
     if (s != PP_OK) {
         gdestroy(plan);
         return s;

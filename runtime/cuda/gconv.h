@@ -46,8 +46,8 @@
 
 /* Execution plans finalized and timed at a plan's first use. */
 #define PP_GCONV_CANDIDATES 4
-/* Largest cuDNN workspace a plan may ask for. */
-#define PP_GCONV_WS_MAX ((size_t)512 << 20)
+/* The most cuDNN workspace a plan may ask for is its device's cap for
+ * convolutions (pp_cuda_device.ws_mb: PP_CUDA_CONV_WS_MB, 512 MiB unless set). */
 
 typedef enum pp_gconv_dir { PP_GCONV_FWD = 0, PP_GCONV_DGRAD = 1, PP_GCONV_WGRAD = 2 } pp_gconv_dir;
 
@@ -77,7 +77,7 @@ typedef struct pp_gconv_plan_info {
     bool fallback;    /* the candidates came from heuristics mode FALLBACK, not mode A */
     int found;        /* engine configs that mode offered */
     int refused;      /* refused by numerical notes */
-    int failed;       /* did not finalize, or wanted more than PP_GCONV_WS_MAX */
+    int failed;       /* did not finalize, or wanted more than the workspace cap */
     int timed;        /* execution plans timed */
     long long engine; /* the chosen engine's global index */
     size_t ws;        /* its workspace bytes */

@@ -112,7 +112,8 @@ void pp_gconv_cfgs_free(cfg_list *l);
 pp_status pp_gconv_heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
                               cudnnBackendHeurMode_t mode, cfg_list *l);
 /* An execution plan of cfg and its workspace. Fails (the caller skips the
- * config) when it does not finalize or wants more than PP_GCONV_WS_MAX. */
+ * config) when it does not finalize or wants more than its device's
+ * workspace cap (pp_cuda_device.ws_mb MiB). */
 pp_status pp_gconv_make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
                              cudnnBackendDescriptor_t *plan, size_t *ws);
 /* Runs plan on ex's cuDNN handle: n tensors (uids[i] at ptrs[i]) and workspace ws. */

@@ -46,7 +46,8 @@ typedef struct pp_cuda_device {
     char gpu_name[PP_ALGO_GPU_MAX]; /* cudaDeviceProp.name, for the algorithm cache */
     int cudnn_version;    /* cudnnGetVersion() */
     bool find;            /* measure convolution algorithms (PP_CUDNN_FIND, default on) */
-    int ws_mb;            /* the most workspace a convolution algorithm may ask for, MiB
+    int ws_mb;            /* the most workspace a convolution algorithm, or an execution
+                             plan of the graph API (gconv.c), may ask for, MiB
                              (PP_CUDA_CONV_WS_MB, default PP_ALGO_WS_MB_DEFAULT) */
     pp_algo_cache algos;  /* the algorithms chosen on this device, shared by its execs;
                              file from PP_CUDNN_CACHE */

@@ -6,7 +6,7 @@
  * limits (c and hs multiples of 8 for 16-byte aligned views of qkv, hs at
  * most 128), the operation graph, the engine configs of heuristics mode A
  * (mode FALLBACK when A fails or offers none), the first that finalizes into
- * an execution plan within PP_GCONV_WS_MAX of workspace (the checked calls,
+ * an execution plan within the device's workspace cap (the checked calls,
  * heuristics and plans are gconv.c's). Every descriptor lives until the
  * cache is freed. A failure is remembered with its message: later calls are
  * refused at once.

@@ -13,8 +13,8 @@
  *
  * Plans: one per (shape, direction) and exec, made at its first use: the
  * operation graph, cuDNN's heuristics (mode A, then the fallback list), the
- * first engine config that finalizes with at most PP_GCONV_WS_MAX of
- * workspace. A shape cuDNN cannot take (c or hs not a multiple of 8, hs
+ * first engine config that finalizes within the device's workspace cap
+ * (PP_CUDA_CONV_WS_MB, 512 MiB unless set). A shape cuDNN cannot take (c or hs not a multiple of 8, hs
  * above 128, no engine, a failed cuDNN call) is remembered with why; every
  * call for it is then PP_ERR_UNSUPPORTED at once. Later calls look the plan
  * up and enqueue it on the exec's stream, with the workspace from
