@@ -331,17 +331,18 @@ def heading_anchors(text):
 
 
 def check_paths(root, name, text, read=None):
-    """Problems with the paths and relative links of the document root/name
-    whose text is given; read(path) gives another document's text (None if
-    it does not exist)."""
+    """(problems, paths named, relative links) of the document root/name whose
+    text is given; read(path) gives another document's text (None if it does
+    not exist)."""
     if read is None:
         def read(path):
             if not os.path.isfile(path):
                 return None
             with open(path, encoding="utf-8") as f:
                 return f.read()
-    problems = []
+    problems, paths, links = [], 0, 0
     for m in PATH_RE.finditer(text):
+        paths += 1
         path = m.group(1)
         if path not in GENERATED and not os.path.exists(os.path.join(root, path)):
             line = text.count("\n", 0, m.start()) + 1
@@ -351,6 +352,7 @@ def check_paths(root, name, text, read=None):
         link = m.group(1)
         if re.match(r"[a-z]+:", link):
             continue
+        links += 1
         line = text.count("\n", 0, m.start()) + 1
         base, _, anchor = link.partition("#")
         target = os.path.normpath(os.path.join(here, base)) if base else os.path.join(root, name)
@@ -362,7 +364,7 @@ def check_paths(root, name, text, read=None):
             if other is not None and anchor not in heading_anchors(other):
                 problems.append("%s:%d: links to %s, whose headings have no #%s" %
                                 (name, line, base or name, anchor))
-    return problems
+    return problems, paths, links
 
 
 def docs_paths(root):
@@ -373,9 +375,10 @@ def docs_paths(root):
     for name in names:
         with open(os.path.join(root, name), encoding="utf-8") as f:
             text = f.read()
-        paths += len(PATH_RE.findall(text))
-        links += len([l for l in LINK_RE.findall(text) if not re.match(r"[a-z]+:", l)])
-        problems += check_paths(root, name, text)
+        p, n_paths, n_links = check_paths(root, name, text)
+        problems += p
+        paths += n_paths
+        links += n_links
     return problems, paths, links
 
 
@@ -405,7 +408,7 @@ def self_check(accepted, documented, listed, cli_text, root):
             fails.append("self-check: an undocumented option was not reported")
     planted = ("See `examples/plans/zz-selfcheck.yaml`, [a](zz-selfcheck.md), "
                "[b](#zz-selfcheck) and [c](PLAN.md#zz-selfcheck).\n# Real\n[d](#real)\n")
-    probs = check_paths(root, "docs/SELFCHECK.md", planted,
+    probs, _, _ = check_paths(root, "docs/SELFCHECK.md", planted,
                         read=lambda path: "# Plan\n" if path.endswith("PLAN.md") else None)
     for what in ("examples/plans/zz-selfcheck.yaml", "to zz-selfcheck.md",
                  "SELFCHECK.md, whose", "PLAN.md, whose"):
