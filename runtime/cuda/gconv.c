@@ -12,8 +12,9 @@
  *      plan, from mode FALLBACK;
  *   3. configs refused by their engines' numerical notes are skipped, the
  *      others finalized into execution plans until PP_GCONV_CANDIDATES are
- *      made (a config that does not finalize or wants more workspace than
- *      the device's cap, PP_CUDA_CONV_WS_MB, is skipped and counted);
+ *      made (a config that does not finalize, or wants more workspace than
+ *      the device's cap, PP_CUDA_CONV_WS_MB, is skipped and counted: the
+ *      latter apart, with the most one wanted);
  *   4. each plan runs once untimed and once between two CUDA events; the
  *      fastest is kept with its workspace size, and the one that ran with the
  *      least workspace when it needs less (for when the fastest one's cannot
@@ -148,6 +149,7 @@ pp_status pp_gconv_make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
 {
     const char *desc = "execution plan";
     cudnnHandle_t h = g->ce->dnn;
+    *ws = 0;
     PP_TRY(pp_gconv_create(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, desc, plan));
     pp_status s = pp_gconv_set_attr(g, *plan, desc, CUDNN_ATTR_EXECUTION_PLAN_HANDLE,
                                     "CUDNN_ATTR_EXECUTION_PLAN_HANDLE", CUDNN_TYPE_HANDLE, &h);
@@ -169,12 +171,9 @@ pp_status pp_gconv_make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
         s = pp_error_set(g->err, PP_ERR_UNSUPPORTED,
                          "%s: execution plan wants %lld bytes of workspace (at most %zu), for %s",
                          g->ex->dev->name, (long long)bytes, cap, g->what);
-    if (s != PP_OK) {
-        gdestroy(plan);
-        return s;
-    }
-    *ws = (size_t)bytes;
-    return PP_OK;
+    if (bytes > 0) *ws = (size_t)bytes; /* over the cap too: the caller counts it */
+    if (s != PP_OK) gdestroy(plan);
+    return s;
 }
 
 /* ---- running ------------------------------------------------------------------- */
@@ -334,7 +333,14 @@ static pp_status candidates_of(const gbuild *g, gconv_entry *e, cudnnBackendHeur
         }
         candidate *c = &cand[*n];
         if (pp_gconv_make_plan(&gi, l.cfg[i], &c->plan, &c->ws) != PP_OK) {
-            e->stats.failed++;
+            if (c->ws > ((size_t)pp_cuda_dev(g->ex->dev)->ws_mb << 20)) { /* over the cap */
+                const int64_t mb = (int64_t)((c->ws + (1u << 20) - 1) >> 20);
+                e->stats.over++;
+                if (mb > e->stats.over_mb) e->stats.over_mb = mb;
+            } else {
+                e->stats.failed++;
+            }
+            c->ws = 0;
             continue;
         }
         c->engine = index;
@@ -398,11 +404,13 @@ static pp_status choose_plan(const gbuild *g, gconv_entry *e, const void *a, con
         if (s == PP_OK && n == 0)
             return pp_error_set(g->err, PP_ERR_UNSUPPORTED,
                                 "%s: cuDNN has no engine for %s: mode A offered %d (%d refused "
-                                "by numerical notes, %d did not finalize), fallback %d (%d "
-                                "refused, %d did not finalize)%s%s",
+                                "by numerical notes, %d did not finalize, %d over the "
+                                "workspace cap), fallback %d (%d refused, %d did not finalize, "
+                                "%d over the cap)%s%s",
                                 g->ex->dev->name, g->what, a_stats.found, a_stats.refused,
-                                a_stats.failed, e->stats.found, e->stats.refused,
-                                e->stats.failed, why.msg[0] ? "; last failure: " : "", why.msg);
+                                a_stats.failed, a_stats.over, e->stats.found, e->stats.refused,
+                                e->stats.failed, e->stats.over,
+                                why.msg[0] ? "; last failure: " : "", why.msg);
     }
     if (s != PP_OK) {
         candidates_free(cand, n, -1, -1);
@@ -617,8 +625,17 @@ bool pp_cuda_gconv_plan_info(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir 
     const gconv_entry *e = cache_find(ce->gconv, &k);
     if (!e || e->unsupported) return false;
     const gconv_stats *st = &e->stats;
-    *out = (pp_gconv_plan_info){st->mode == CUDNN_HEUR_MODE_FALLBACK, st->found, st->refused,
-                                st->failed, st->timed, (long long)st->engine, e->ws, st->ms,
-                                e->lean_plan != NULL, e->lean_ws};
+    *out = (pp_gconv_plan_info){.fallback = st->mode == CUDNN_HEUR_MODE_FALLBACK,
+                                .found = st->found,
+                                .refused = st->refused,
+                                .failed = st->failed,
+                                .over = st->over,
+                                .over_mb = (long long)st->over_mb,
+                                .timed = st->timed,
+                                .engine = (long long)st->engine,
+                                .ws = e->ws,
+                                .ms = st->ms,
+                                .lean = e->lean_plan != NULL,
+                                .lean_ws = e->lean_ws};
     return true;
 }

@@ -77,7 +77,9 @@ typedef struct pp_gconv_plan_info {
     bool fallback;    /* the candidates came from heuristics mode FALLBACK, not mode A */
     int found;        /* engine configs that mode offered */
     int refused;      /* refused by numerical notes */
-    int failed;       /* did not finalize, or wanted more than the workspace cap */
+    int failed;       /* did not finalize */
+    int over;         /* wanted more workspace than the cap (PP_CUDA_CONV_WS_MB) */
+    long long over_mb; /* the most one of those wanted, MiB rounded up (0: none) */
     int timed;        /* execution plans timed */
     long long engine; /* the chosen engine's global index */
     size_t ws;        /* its workspace bytes */

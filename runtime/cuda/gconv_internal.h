@@ -33,7 +33,9 @@ typedef struct gconv_stats {
     int mode;          /* CUDNN_HEUR_MODE_A or CUDNN_HEUR_MODE_FALLBACK: where configs came from */
     int found;         /* engine configs offered by that mode */
     int refused;       /* refused by numerical notes */
-    int failed;        /* did not finalize, or wanted too much workspace */
+    int failed;        /* did not finalize */
+    int over;          /* finalized but wanted more workspace than the cap */
+    int64_t over_mb;   /* the most one of those wanted, MiB rounded up */
     int timed;         /* execution plans timed */
     int64_t engine;    /* CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the chosen engine */
     float ms;          /* its timed run */
@@ -112,8 +114,9 @@ void pp_gconv_cfgs_free(cfg_list *l);
 pp_status pp_gconv_heuristics(const gbuild *g, cudnnBackendDescriptor_t graph,
                               cudnnBackendHeurMode_t mode, cfg_list *l);
 /* An execution plan of cfg and its workspace. Fails (the caller skips the
- * config) when it does not finalize or wants more than its device's
- * workspace cap (pp_cuda_device.ws_mb MiB). */
+ * config) when it does not finalize (*ws 0) or wants more than its device's
+ * workspace cap (pp_cuda_device.ws_mb MiB: PP_ERR_UNSUPPORTED, *ws the bytes
+ * it wanted, so that the caller can count what the cap left out). */
 pp_status pp_gconv_make_plan(const gbuild *g, cudnnBackendDescriptor_t cfg,
                              cudnnBackendDescriptor_t *plan, size_t *ws);
 /* Runs plan on ex's cuDNN handle: n tensors (uids[i] at ptrs[i]) and workspace ws. */

@@ -56,10 +56,11 @@ static pp_status probe_one(pp_exec *ex, pp_cuda_exec *ce, const pp_conv2d_desc *
         return s;
     }
     fprintf(out,
-            "heuristics %s: %d configs, %d refused by notes, %d failed, %d timed; engine %lld, "
-            "workspace %zu B, %.4f ms first, %.4f ms mean of 10\n",
-            info.fallback ? "FALLBACK" : "A", info.found, info.refused, info.failed, info.timed,
-            info.engine, info.ws, info.ms, mean);
+            "heuristics %s: %d configs, %d refused by notes, %d failed, %d over the workspace "
+            "cap (largest %lld MiB), %d timed; engine %lld, workspace %zu B, %.4f ms first, "
+            "%.4f ms mean of 10\n",
+            info.fallback ? "FALLBACK" : "A", info.found, info.refused, info.failed, info.over,
+            info.over_mb, info.timed, info.engine, info.ws, info.ms, mean);
     fflush(out);
     return PP_OK;
 }

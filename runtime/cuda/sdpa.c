@@ -95,6 +95,7 @@ static pp_status first_plan(const gbuild *g, sdpa_plan *p, cudnnBackendHeurMode_
             s = PP_ERR_UNSUPPORTED;
         }
     }
+    if (s != PP_OK) p->ws = 0; /* a plan over the cap leaves what it wanted */
     pp_gconv_cfgs_free(&l);
     return s;
 }

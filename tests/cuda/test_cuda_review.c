@@ -49,6 +49,7 @@
 #include "runtime/core/ops.h"
 #include "runtime/core/tensor.h"
 #include "runtime/cuda/gconv.h"
+#include "runtime/cuda/internal.h"
 #include "streams/executor.h"
 #include "streams/executor_internal.h"
 #include "streams/graph.h"
@@ -301,8 +302,13 @@ static void test_gconv_no_memory(void)
     CHECK_OK(pp_cuda_gconv(&ex, &d, PP_GCONV_FWD, PP_BF16, true, x, w, y, 1.0f, 0.0f, &err), &err);
     pp_gconv_plan_info info;
     CHECK(pp_cuda_gconv_plan_info(&ex, &d, PP_GCONV_FWD, PP_BF16, true, 1.0f, 0.0f, &info));
-    printf("graph-API conv: workspace %zu bytes; least-workspace candidate: %s (%zu bytes)\n",
-           info.ws, info.lean ? "kept" : "none", info.lean_ws);
+    printf("graph-API conv: workspace %zu bytes; least-workspace candidate: %s (%zu bytes); "
+           "%d over the workspace cap (largest %lld MiB)\n",
+           info.ws, info.lean ? "kept" : "none", info.lean_ws, info.over, info.over_mb);
+    /* a plan over the cap is counted with what it wanted, which passes the cap */
+    const long long cap_mb = (long long)pp_cuda_dev(g_gpu)->ws_mb;
+    CHECK_MSG(info.over >= 0 && (info.over > 0) == (info.over_mb > cap_mb),
+              "%d over the cap, largest %lld MiB, cap %lld MiB", info.over, info.over_mb, cap_mb);
     if (info.ws > 0) {
         /* the plan stays cached; its workspace is given back, then cannot be had */
         void *ws = ex.ws;

@@ -23,7 +23,7 @@
 #                    results.md then hold the rows of earlier parts written there
 #   --copy-to DIR    copy the results folder into DIR at the end
 #   --budget S       the invocation's time budget (default 350 s a part, 390
-#                    for part 1, the sum for all; three times that in a dry
+#                    for parts 1 and 4, the sum for all; three times that in a dry
 #                    run): nothing starts after it, and a command running is
 #                    cut at it; what is left reads SKIPPED
 #   --tutorial-steps N   pipeline-run steps per split in the tutorial sweep (8)
@@ -48,7 +48,8 @@
 #          off and on) and TF32 against PyTorch eager; ours with cuDNN's
 #          batch norm and with 4 GiB of convolution workspace
 #   4      (parts/part4.sh) bf16 at 2B and B against PyTorch eager
-#          channels_last, torch.compile at 2B, NHWC against NCHW
+#          channels_last, torch.compile at 2B, NHWC against NCHW, 4 GiB of
+#          convolution workspace against 512 MiB
 #   5      (parts/part5.sh) the bf16 cross-check with 1, 2 and 4 stages; peak
 #          memory bf16 against fp32; PyTorch's fp32 step against float64 (the
 #          conditioning the CUDA tests' tolerances stand on)
@@ -133,7 +134,7 @@ esac
 time_scale=1
 [ $dry = 1 ] && time_scale=3
 if [ -z "$budget" ]; then
-    case $part in all) budget=3890 ;; 1) budget=390 ;; *) budget=350 ;; esac
+    case $part in all) budget=3930 ;; 1|4) budget=390 ;; *) budget=350 ;; esac
     budget=$((budget * time_scale))
 fi
 py=${PYTHON:-python3}

@@ -3,8 +3,11 @@
 # bf16 autocast channels_last (cudnn.benchmark on) at batch 2B and B (256,
 # 128), torch.compile at 2B (goals: ours / eager >= 1.15, ours / compile >=
 # 1.00), then ours --layout nchw at 2B (what NHWC brings), and ours with
-# PP_CUDA_BN_SCALAR=1 at 2B (what the batch norm's 8-channel kernels bring).
-#   speed (330 s)
+# PP_CUDA_BN_SCALAR=1 at 2B (what the batch norm's 8-channel kernels bring),
+# and with PP_CUDA_CONV_WS_MB=4096 at 2B (whether the graph API's plans that
+# want more than the default 512 MiB of workspace are faster: part 6's probe
+# counts them per convolution).
+#   speed (370 s)
 # shellcheck shell=bash disable=SC2154
 
 # bf16_one B: ours bf16 1 stage at batch B (layout auto); sets bf16_ips[B].
@@ -27,7 +30,7 @@ part4() {
     local map tdev=cuda:0 b b1=$batch b2=$((batch * 2)) rt
     map=$(map_all)
     [ $dry = 1 ] && tdev=cpu
-    section speed 330
+    section speed 370
     for b in $b2 $b1; do
         echo "== bf16 throughput, batch $b, ${size}x$size: pipeline-run vs PyTorch eager"
         bf16_one "$b"
@@ -62,5 +65,17 @@ part4() {
     else
         row "ours bf16 1 stage, batch $b2, PP_CUDA_BN_SCALAR=1" "$(result_of $?)" "$pr_fig" \
             "PP_CUDA_BN_SCALAR=1 $last_cmd"
+    fi
+    echo "== bf16, batch $b2: PP_CUDA_CONV_WS_MB=4096 (whether the 512 MiB cap keeps plans out)"
+    if PP_CUDA_CONV_WS_MB=4096 pr "1stage-b$b2-bf16-ws4096" "$res/r50-1stage-b$b2-bf16.yaml" \
+        --steps "$steps" --device-map "$map" --layout auto; then
+        row "ours bf16 1 stage, batch $b2, PP_CUDA_CONV_WS_MB=4096" ok "$pr_fig" \
+            "PP_CUDA_CONV_WS_MB=4096 $last_cmd"
+        rt=$(ratio "$pr_ips" "${bf16_ips[$b2]:-}")
+        row "  workspace 4 GiB / 512 MiB, bf16 batch $b2" info \
+            "${rt:-?}: ${pr_ips:-?} / ${bf16_ips[$b2]:-?} img/s" ""
+    else
+        row "ours bf16 1 stage, batch $b2, PP_CUDA_CONV_WS_MB=4096" "$(result_of $?)" "$pr_fig" \
+            "PP_CUDA_CONV_WS_MB=4096 $last_cmd"
     fi
 }

@@ -1,9 +1,9 @@
 # part6.sh - run-all.sh --part 6 (sourced by it): the graph API support
 # probe: for each of ResNet-50's convolution geometries at the batch size,
 # every direction in bf16 and fp32 (IEEE), NHWC and NCHW, what cuDNN's graph
-# API offers (engines found, refused by numerical notes, timed; the one chosen
-# and its time), from bin/gconv_probe (its own budget: 300 s); its table in
-# gconv-probe.out.
+# API offers (engines found, refused by numerical notes, over the workspace
+# cap with the most one wanted, timed; the one chosen and its time), from
+# bin/gconv_probe (its own budget: 300 s); its table in gconv-probe.out.
 #   diagnostics (330 s)
 # shellcheck shell=bash disable=SC2154
 
