@@ -15,6 +15,8 @@
  * and row attention's log-sum-exp; no (T, T) matrix (ops.h). The backward
  * runs the chain back (c_fc and its GELU as one op each way, which a
  * backend may fuse: pp_dense_gelu_forward, pp_dense_backward_data_gelu;
+ * each dense layer's data and weight gradients as one op, pp_dense_backward,
+ * where the backward is whole;
  * likewise the attention's residual add with ln_2, pp_add_layernorm_forward,
  * and each layer norm's backward with the residual gradient beside it,
  * pp_layernorm_backward_add; ln_1 reads the block's input, a sum the unit
@@ -266,6 +268,22 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
     return st;
 }
 
+/* One dense layer's backward, (in, out) weight w, input x, output gradient
+ * dy into dx (through GELU'(h) where h is not NULL): with grad, the weight
+ * and bias (entries wi, bi; bi -1: none) gradients in the same call
+ * (pp_dense_backward: a backend may share the work of both); grad NULL, the
+ * data gradient alone (the weight part of a split backward adds the rest). */
+static pp_status dense_back(pp_exec *ex, const pp_tensor *w, const pp_tensor *x,
+                            const pp_tensor *dy, const pp_tensor *h, pp_tensor *dx,
+                            pp_tensor *grad, int wi, int bi, pp_error *err)
+{
+    if (grad)
+        return pp_dense_backward(ex, PP_WEIGHT_IN_OUT, w, x, dy, h, dx, &grad[wi],
+                                 bi >= 0 ? &grad[bi] : NULL, err);
+    return h ? pp_dense_backward_data_gelu(ex, PP_WEIGHT_IN_OUT, w, dy, h, dx, err)
+             : pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, w, dy, dx, err);
+}
+
 /* The backward of the chain. grad NULL: the input part of a split backward,
  * which leaves the parameters' gradients to the weight part: the dense
  * layers' output gradients go into the saved list, the layer norms'
@@ -330,30 +348,17 @@ static pp_status run_backward(pp_unit *u, pp_exec *ex, block_saved *s, const pp_
     pp_tensor *dxo = dx ? dx : &dxt;
     const bool lnb = m->ln1_b >= 0;
     /* mlp: y = x2 + g Wm + bm, g = gelu(h): dh through the GELU at once */
-    RUN(pp_dense_backward_data_gelu(ex, PP_WEIGHT_IN_OUT, &w.mlp, dm, &s->h, &dh,
-                                    err));
-    if (!split)
-        RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->g, dm, &grad[m->mlp_w],
-                                      m->mlp_b >= 0 ? &grad[m->mlp_b] : NULL, err));
-    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.fc, &dh, &dc, err));
-    if (!split)
-        RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->ln2, &dh, &grad[m->fc_w],
-                                      m->fc_b >= 0 ? &grad[m->fc_b] : NULL, err));
+    RUN(dense_back(ex, &w.mlp, &s->g, dm, &s->h, &dh, grad, m->mlp_w, m->mlp_b, err));
+    RUN(dense_back(ex, &w.fc, &s->ln2, &dh, NULL, &dc, grad, m->fc_w, m->fc_b, err));
     /* x2's gradient: through ln_2, plus the residual's dy */
     RUN(pp_layernorm_backward_add(ex, &s->x2, &dc, &u->value[m->ln2_w], &s->mean2, &s->rstd2, dy,
                                   &dx2, &p2g, lnb ? &p2b : NULL, err));
     /* attn: x2 = x + att Wp + bp */
     if (dr->proj.p > 0.0f) RUN(pp_dropout_backward(ex, &dr->proj, &dx2, dp, err));
-    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.proj, dp, &dc, err));
-    if (!split)
-        RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->att, dp, &grad[m->proj_w],
-                                      m->proj_b >= 0 ? &grad[m->proj_b] : NULL, err));
+    RUN(dense_back(ex, &w.proj, &s->att, dp, NULL, &dc, grad, m->proj_w, m->proj_b, err));
     RUN(pp_attention_backward_dropout(ex, u->spec.heads, &dr->att, &s->qkv, &s->att, &s->lse,
                                       &dc, &dqkv, err));
-    RUN(pp_dense_backward_data(ex, PP_WEIGHT_IN_OUT, &w.attn, &dqkv, &dc2, err));
-    if (!split)
-        RUN(pp_dense_backward_weights(ex, PP_WEIGHT_IN_OUT, &s->ln1, &dqkv, &grad[m->attn_w],
-                                      m->attn_b >= 0 ? &grad[m->attn_b] : NULL, err));
+    RUN(dense_back(ex, &w.attn, &s->ln1, &dqkv, NULL, &dc2, grad, m->attn_w, m->attn_b, err));
     /* x's gradient: through ln_1, plus the residual's dx2 */
     RUN(pp_layernorm_backward_add(ex, &s->x, &dc2, &u->value[m->ln1_w], &s->mean1, &s->rstd1,
                                   &dx2, dxo, &p1g, lnb ? &p1b : NULL, err));

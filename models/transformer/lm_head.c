@@ -68,8 +68,8 @@ static pp_status backward(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy
     head_saved *s = sv;
     pp_tensor w;
     PP_TRY(pp_unit_weight_like(u, ex, m->w, &s->x, &w, err));
-    if (dx) PP_TRY(pp_dense_backward_data(ex, PP_WEIGHT_OUT_IN, &w, dy, dx, err));
-    return pp_dense_backward_weights(ex, PP_WEIGHT_OUT_IN, &s->x, dy, &grad[m->w], NULL, err);
+    return pp_dense_backward(ex, PP_WEIGHT_OUT_IN, &w, &s->x, dy, NULL, dx, &grad[m->w], NULL,
+                             err);
 }
 
 static pp_status backward_input(pp_unit *u, pp_exec *ex, void *sv, const pp_tensor *dy,

@@ -365,6 +365,17 @@ typedef struct pp_backend_ops {
     pp_status (*dense_backward_weights_bf16)(pp_exec *ex, int64_t rows, int in, int out,
                                              bool w_out_in, pp_act x, pp_act dy, float *dw,
                                              float *db, pp_error *err);
+    /* a dense layer's whole backward (pp_dense_backward): dense_backward_data_bf16
+     * into dx (dx.data NULL: none), or with h (h.data not NULL)
+     * dense_backward_data_gelu_bf16 into dx, then dense_backward_weights_bf16
+     * (dw as there), the same bits as those entries one after the other, an
+     * f32 dy rounded once for both GEMMs. Declines where either would: having
+     * written nothing, or dx alone where the weight GEMM is refused after the
+     * data GEMM ran (the caller then runs the separate ops, which write dx
+     * again with the same bits) */
+    pp_status (*dense_backward_bf16)(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                     pp_act w, pp_act x, pp_act dy, pp_act h, pp_act dx,
+                                     float *dw, float *db, pp_error *err);
     /* the layer norm of a (add.data NULL), or of s = a + add written first (a,
      * add and s of one dtype); y, mean and rstd as layernorm_forward */
     pp_status (*layernorm_forward_bf16)(pp_exec *ex, int64_t rows, int c, float eps, pp_act a,

@@ -345,6 +345,18 @@ pp_status pp_dense_gelu_forward(pp_exec *ex, pp_weight_order order, const pp_ten
 pp_status pp_dense_backward_data_gelu(pp_exec *ex, pp_weight_order order, const pp_tensor *w,
                                       const pp_tensor *dy, const pp_tensor *h, pp_tensor *dh,
                                       pp_error *err);
+/* A dense layer's whole backward in one call: dx (..., in) = dy W^T, or
+ * with h (the pre-activation of the layer's input x = GELU(h), shaped like
+ * x) dx = (dy W^T) GELU'(h); then dw += x^T dy and db += the column sums of
+ * dy as pp_dense_backward_weights. dx may be NULL (no data gradient; then h
+ * must be NULL too), db may be NULL; w and dw have the same shape. The bits of
+ * pp_dense_backward_data (pp_dense_backward_data_gelu with h) then
+ * pp_dense_backward_weights, which is what runs where the backend has no
+ * combined entry or declines. (CUDA, bf16 x and W with an f32 dy: dy rounded
+ * to bf16 once for both GEMMs, where the separate ops round it once each.) */
+pp_status pp_dense_backward(pp_exec *ex, pp_weight_order order, const pp_tensor *w,
+                            const pp_tensor *x, const pp_tensor *dy, const pp_tensor *h,
+                            pp_tensor *dx, pp_tensor *dw, pp_tensor *db, pp_error *err);
 
 /* Layer normalisation over the last dimension C of x (..., C) (torch.nn.LayerNorm):
  * y = (x - mean) * rstd * gamma + beta, rstd = 1 / sqrt(var + eps) with the

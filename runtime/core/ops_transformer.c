@@ -14,7 +14,9 @@
  * the shape and every operand is f32, else the plain ops one after the other.
  * Where an operand is bf16 and the backend has the op's bf16 entry
  * (backend.h, "bf16 transformer entries"), that entry runs on the operands
- * as they are, unless it declines; then the stand-ins run.
+ * as they are, unless it declines; then the stand-ins run. A dense layer's
+ * whole backward (pp_dense_backward) offers the backend's combined bf16
+ * entry where x is bf16, else composes the data and weight ops.
  */
 #include "ops.h"
 
@@ -253,6 +255,58 @@ pp_status pp_dense_backward_data_gelu(pp_exec *ex, pp_weight_order order, const 
     if (done) return PP_OK;
     PP_TRY(pp_dense_backward_data(ex, order, w, dy, dh, err));
     return pp_gelu_backward(ex, h, dh, dh, err);
+}
+
+/* Runs the backend's dense_backward_bf16 when it has one and x is BF16 (the
+ * weight gradient's mixed precision: the entry forms the call's f32 gradient,
+ * rounded then added as pp_dense_backward_weights does): *done when it ran
+ * (or failed), else the caller composes the separate ops. */
+static pp_status dense_backward_bf16(pp_exec *ex, int64_t rows, int64_t in, int64_t out,
+                                     bool w_out_in, const pp_tensor *w, const pp_tensor *x,
+                                     const pp_tensor *dy, const pp_tensor *h, pp_tensor *dx,
+                                     pp_tensor *dw, pp_tensor *db, bool *done, pp_error *err)
+{
+    *done = false;
+    if (!ENTRY(dense_backward_bf16) || x->dtype != PP_BF16) return PP_OK;
+    pp_tensor pw = {0};
+    PP_TRY(pp_ops_low_begin(ex, dw, &pw, err));
+    const pp_status st = entry_status(
+        ex->dev->ops->dense_backward_bf16(ex, rows, (int)in, (int)out, w_out_in, act(w), act(x),
+                                          act(dy), act(h), act(dx), pw.data,
+                                          db ? db->data : NULL, err),
+        done);
+    if (*done) return pp_ops_low_end(ex, &pw, dw, st, err);
+    pp_tensor_free(&pw);
+    return PP_OK;
+}
+
+pp_status pp_dense_backward(pp_exec *ex, pp_weight_order order, const pp_tensor *w,
+                            const pp_tensor *x, const pp_tensor *dy, const pp_tensor *h,
+                            pp_tensor *dx, pp_tensor *dw, pp_tensor *db, pp_error *err)
+{
+    const char *op = "dense_backward";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    int64_t in = 0, out = 0, rows = 0, dw_in = 0, dw_out = 0;
+    PP_TRY(check_weight(ex, op, "w", order, w, PP_OPS_ACT, &in, &out, err));
+    PP_TRY(check_weight(ex, op, "dw", order, dw, PP_F32, &dw_in, &dw_out, err));
+    if (dw_in != in || dw_out != out)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: dw is not shaped like w", op);
+    PP_TRY(check_rows(ex, op, "x", x, in, &rows, err));
+    PP_TRY(check_rows_like(ex, op, "dy", dy, x, out, err));
+    if (db) PP_TRY(check_f32_vec(ex, op, "db", db, out, err));
+    if (h && !dx) return pp_error_set(err, PP_ERR_INVALID, "%s: h without dx", op);
+    if (h) PP_TRY(check_rows_like(ex, op, "h", h, x, in, err));
+    if (dx) PP_TRY(h ? pp_ops_check_like(ex, op, "dx", dx, h, err)
+                     : check_rows_like(ex, op, "dx", dx, x, in, err));
+    bool done = false;
+    PP_TRY(dense_backward_bf16(ex, rows, in, out, order == PP_WEIGHT_OUT_IN, w, x, dy, h, dx, dw,
+                               db, &done, err));
+    if (done) return PP_OK;
+    if (h)
+        PP_TRY(pp_dense_backward_data_gelu(ex, order, w, dy, h, dx, err));
+    else if (dx)
+        PP_TRY(pp_dense_backward_data(ex, order, w, dy, dx, err));
+    return pp_dense_backward_weights(ex, order, x, dy, dw, db, err);
 }
 
 /* A layer norm's operands as the forward sees them (eps, x, gamma, beta, y,

@@ -630,6 +630,7 @@ static const pp_backend_ops cuda_ops = {
     .dense_backward_data_bf16 = pp_cuda_dense_backward_data_bf16,
     .dense_backward_data_gelu_bf16 = pp_cuda_dense_backward_data_gelu_bf16,
     .dense_backward_weights_bf16 = pp_cuda_dense_backward_weights_bf16,
+    .dense_backward_bf16 = pp_cuda_dense_backward_bf16,
 };
 
 const pp_backend_ops *pp_backend_cuda(void)

@@ -192,7 +192,12 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
  * independent d's a random walk of sqrt(k) such terms, far below the bf16 unit (2^-8 of
  * the largest element) that TOL_BF16 allows for the rounded output (test_cuda_gpt2).
  * Where cuBLASLt then refuses the GEMM, the entry declines having enqueued only the
- * rounding into the scratch it frees (no operand or output written). An x or W f32
+ * rounding into the scratch it frees (no operand or output written). Each of those
+ * entries rounds dy for its own GEMM; the combined entry (pp_dense_backward's) rounds
+ * it once into one scratch and runs both GEMMs on it (the separate entries' code,
+ * data_of and weights_of below, so the same bits), halving those passes; where its
+ * weight GEMM is refused after the data GEMM ran it declines with dx written, and the
+ * separate ops then write dx again, the same bits. An x or W f32
  * with a bf16 partner, an empty product or other mixes decline (PP_ERR_UNSUPPORTED,
  * nothing enqueued): the f32 stand-ins then run; so does every call under
  * PP_CUDA_BF16_WIDE (to compare), the rounding included.
@@ -303,61 +308,39 @@ pp_status pp_cuda_dense_gelu_forward_bf16(pp_exec *ex, int64_t rows, int in, int
     return via_f32(ex, &mm, w.data, x.data, rows * out, gelu_then, h.data, g.data, err);
 }
 
-pp_status pp_cuda_dense_backward_data_bf16(pp_exec *ex, int64_t rows, int in, int out,
-                                           bool w_out_in, pp_act w, pp_act dy, pp_act dx,
-                                           pp_error *err)
+/* dx = dy W^T from d (dy as the bf16 GEMMs take it); with h (data not NULL) dx
+ * through GELU'(h) in place after it (gelu.cu) */
+static pp_status data_of(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, pp_act w,
+                         const uint16_t *d, pp_act h, pp_act dx, pp_error *err)
 {
-    PP_TRY(pp_cuda_bf16_wide(ex, "dense backward", err));
-    if (!w.bf16 || out == 0) return decline(ex, "dense backward", err);
-    if (rows == 0 || in == 0) return PP_OK;
     const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
                                   .lda = w_out_in ? in : out, .ldb = out, .ldd = in,
                                   .d_bf16 = dx.bf16};
-    the_dy d;
-    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
-    pp_status s = pp_cuda_lt_matmul_bf16(ex, &mm, w.data, d.data, dx.data, err);
-    the_dy_free(ex, &d);
-    return s;
-}
-
-pp_status pp_cuda_dense_backward_data_gelu_bf16(pp_exec *ex, int64_t rows, int in, int out,
-                                                bool w_out_in, pp_act w, pp_act dy, pp_act h,
-                                                pp_act dh, pp_error *err)
-{
-    PP_TRY(pp_cuda_bf16_wide(ex, "dense backward + GELU", err));
-    PP_TRY(pp_cuda_unfused(ex, "dense backward + GELU", err));
-    if (!h.bf16 || !dh.bf16) return decline(ex, "dense backward + GELU", err);
-    PP_TRY(pp_cuda_dense_backward_data_bf16(ex, rows, in, out, w_out_in, w, dy, dh, err));
-    if (rows == 0 || in == 0) return PP_OK;
+    PP_TRY(pp_cuda_lt_matmul_bf16(ex, &mm, w.data, d, dx.data, err));
+    if (!h.data) return PP_OK;
     pp_cuda_exec *ce;
     PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
     return PP_CUDA(ex->dev, err,
                    pp_cuda_launch_gelu_mixed(ce->stream, pp_cuda_max_grid(ex), rows * in, true,
-                                             h.data, dh.data, true, dh.data));
+                                             h.data, dx.data, true, dx.data));
 }
 
-pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in, int out,
-                                              bool w_out_in, pp_act x, pp_act dy, float *dw,
-                                              float *db, pp_error *err)
+/* dw += the product of x and d (dy as the bf16 GEMMs take it), db += the
+ * column sums of dy: an f32 dy's exact sums (bias_grad), a bf16 dy's by the
+ * GEMM's BGRAD epilogue */
+static pp_status weights_of(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, pp_act x,
+                            pp_act dy, const uint16_t *d, float *dw, float *db, pp_error *err)
 {
-    PP_TRY(pp_cuda_bf16_wide(ex, "dense weight gradient", err));
-    if (!x.bf16 || in == 0) return decline(ex, "dense weight gradient", err);
-    if (rows == 0 || out == 0) return PP_OK;
     pp_cuda_lt_matmul mm =
         w_out_in ? (pp_cuda_lt_matmul){.tb = true, .m = in, .n = out, .k = rows, .lda = in,
                                        .ldb = out, .ldd = in, .beta = 1.0f}
                  : (pp_cuda_lt_matmul){.tb = true, .m = out, .n = in, .k = rows, .lda = out,
                                        .ldb = in, .ldd = out, .beta = 1.0f};
+    const uint16_t *a = w_out_in ? x.data : d, *b = w_out_in ? d : x.data;
     if (!dy.bf16) { /* the GEMM on dy rounded, the bias gradient from the f32 dy */
-        the_dy d;
-        PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
-        pp_status s = w_out_in ? pp_cuda_lt_matmul_bf16(ex, &mm, x.data, d.data, dw, err)
-                               : pp_cuda_lt_matmul_bf16(ex, &mm, d.data, x.data, dw, err);
-        the_dy_free(ex, &d);
-        PP_TRY(s);
+        PP_TRY(pp_cuda_lt_matmul_bf16(ex, &mm, a, b, dw, err));
         return db ? bias_grad(ex, rows, out, dy.data, db, err) : PP_OK;
     }
-    const uint16_t *a = w_out_in ? x.data : dy.data, *b = w_out_in ? dy.data : x.data;
     if (!db) return pp_cuda_lt_matmul_bf16(ex, &mm, a, b, dw, err);
     pp_cuda_exec *ce;
     PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
@@ -372,5 +355,71 @@ pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in,
                     pp_cuda_launch_elementwise(ce->stream, pp_cuda_max_grid(ex), PP_CUDA_EW_ADD,
                                                out, part, db, db));
     pp_cuda_scratch_free(ex, part, bytes);
+    return s;
+}
+
+pp_status pp_cuda_dense_backward_data_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                           bool w_out_in, pp_act w, pp_act dy, pp_act dx,
+                                           pp_error *err)
+{
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense backward", err));
+    if (!w.bf16 || out == 0) return decline(ex, "dense backward", err);
+    if (rows == 0 || in == 0) return PP_OK;
+    the_dy d;
+    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
+    pp_status s = data_of(ex, rows, in, out, w_out_in, w, d.data, (pp_act){0}, dx, err);
+    the_dy_free(ex, &d);
+    return s;
+}
+
+pp_status pp_cuda_dense_backward_data_gelu_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                                bool w_out_in, pp_act w, pp_act dy, pp_act h,
+                                                pp_act dh, pp_error *err)
+{
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense backward + GELU", err));
+    PP_TRY(pp_cuda_unfused(ex, "dense backward + GELU", err));
+    if (!h.bf16 || !dh.bf16) return decline(ex, "dense backward + GELU", err);
+    if (!w.bf16 || out == 0) return decline(ex, "dense backward", err);
+    if (rows == 0 || in == 0) return PP_OK;
+    the_dy d;
+    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
+    pp_status s = data_of(ex, rows, in, out, w_out_in, w, d.data, h, dh, err);
+    the_dy_free(ex, &d);
+    return s;
+}
+
+pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in, int out,
+                                              bool w_out_in, pp_act x, pp_act dy, float *dw,
+                                              float *db, pp_error *err)
+{
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense weight gradient", err));
+    if (!x.bf16 || in == 0) return decline(ex, "dense weight gradient", err);
+    if (rows == 0 || out == 0) return PP_OK;
+    the_dy d;
+    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
+    pp_status s = weights_of(ex, rows, in, out, w_out_in, x, dy, d.data, dw, db, err);
+    the_dy_free(ex, &d);
+    return s;
+}
+
+/* The three entries above in one: the declines of each that runs, then dy
+ * as the GEMMs take it made once for both. */
+pp_status pp_cuda_dense_backward_bf16(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                      pp_act w, pp_act x, pp_act dy, pp_act h, pp_act dx,
+                                      float *dw, float *db, pp_error *err)
+{
+    PP_TRY(pp_cuda_bf16_wide(ex, "dense backward", err));
+    if (h.data) {
+        PP_TRY(pp_cuda_unfused(ex, "dense backward + GELU", err));
+        if (!h.bf16 || !dx.bf16) return decline(ex, "dense backward + GELU", err);
+    }
+    if (dx.data && (!w.bf16 || out == 0)) return decline(ex, "dense backward", err);
+    if (!x.bf16 || in == 0) return decline(ex, "dense weight gradient", err);
+    if (rows == 0 || out == 0) return PP_OK;
+    the_dy d;
+    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
+    pp_status s = dx.data ? data_of(ex, rows, in, out, w_out_in, w, d.data, h, dx, err) : PP_OK;
+    if (s == PP_OK) s = weights_of(ex, rows, in, out, w_out_in, x, dy, d.data, dw, db, err);
+    the_dy_free(ex, &d);
     return s;
 }

@@ -342,5 +342,8 @@ pp_status pp_cuda_dense_backward_data_gelu_bf16(pp_exec *ex, int64_t rows, int i
 pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in, int out,
                                               bool w_out_in, pp_act x, pp_act dy, float *dw,
                                               float *db, pp_error *err);
+pp_status pp_cuda_dense_backward_bf16(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                      pp_act w, pp_act x, pp_act dy, pp_act h, pp_act dx,
+                                      float *dw, float *db, pp_error *err);
 
 #endif

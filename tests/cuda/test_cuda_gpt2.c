@@ -27,7 +27,9 @@
  *          outputs within TOL_BF16 (a bf16 unit), f32 ones as above; an f32
  *          dy into bf16 GEMMs (c_proj's and the head's: rounded once on the
  *          GPU, not on the CPU) within TOL_BF16 too, its bias gradient
- *          exact (TOL_DB_F32_DY), dx and dw the bits of the rounded dy's.
+ *          exact (TOL_DB_F32_DY), dx and dw the bits of the rounded dy's;
+ *          a dense layer's whole backward in one call (dy rounded once)
+ *          the bits of its data and weight ops one after the other.
  *   steps  two SGD steps of a small GPT-2 whose head is tied to its token
  *          embedding, on cuda:0 in 1 stage and in 2 stages sharing the GPU
  *          (the tied embedding split: wte on the first, the head's copy on
@@ -245,6 +247,56 @@ static void check_rounded_dy(rig *r, pp_weight_order o, const pair *w, const pai
     free(a), free(b);
 }
 
+/* t's bytes on the host after ex's work (NULL t: none), appended at *at */
+static void snap(pp_exec *ex, const pp_tensor *t, unsigned char **at)
+{
+    pp_error e;
+    if (!t) return;
+    CHECK_OK(pp_exec_sync(ex, &e), &e);
+    CHECK_OK(pp_tensor_to_host(t, *at, pp_tensor_bytes(t), &e), &e);
+    *at += pp_tensor_bytes(t);
+}
+
+/* A dense layer's whole backward in one call (pp_dense_backward: the
+ * combined bf16 entry, an f32 dy rounded once for both GEMMs) against the
+ * data op (through GELU'(h) with h) then the weight op on the GPU, each
+ * output zeroed first: dx, dw and db the same bits; plain, with the GELU (h:
+ * x) and without dx (the head's). */
+static void check_combined(rig *r, pp_weight_order o, const pair *w, const pair *x,
+                           const pair *dyf, pair *dx, pair *dw, pair *db, size_t i)
+{
+    pp_error e;
+    pp_exec *ex = &r->egpu;
+    const size_t n = pp_tensor_bytes(&dx->g) + pp_tensor_bytes(&dw->g) +
+                     (db ? pp_tensor_bytes(&db->g) : 0);
+    unsigned char *buf[2] = {malloc(n), malloc(n)};
+    static const char *const names[3] = {"", " + GELU", " without dx"};
+    pp_tensor *dbg = db ? &db->g : NULL;
+    for (int v = 0; v < 3; v++) {
+        const pp_tensor *h = v == 1 ? &x->g : NULL;
+        pp_tensor *dxg = v == 2 ? NULL : &dx->g;
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(pp_zero(ex, &dx->g, &e), &e);
+            CHECK_OK(pp_zero(ex, &dw->g, &e), &e);
+            if (db) CHECK_OK(pp_zero(ex, dbg, &e), &e);
+            if (k == 0)
+                CHECK_OK(pp_dense_backward(ex, o, &w->g, &x->g, &dyf->g, h, dxg, &dw->g, dbg, &e),
+                         &e);
+            else if (h)
+                CHECK_OK(pp_dense_backward_data_gelu(ex, o, &w->g, &dyf->g, h, dxg, &e), &e);
+            else if (dxg)
+                CHECK_OK(pp_dense_backward_data(ex, o, &w->g, &dyf->g, dxg, &e), &e);
+            if (k == 1)
+                CHECK_OK(pp_dense_backward_weights(ex, o, &x->g, &dyf->g, &dw->g, dbg, &e), &e);
+            unsigned char *at = buf[k];
+            snap(ex, &dx->g, &at), snap(ex, &dw->g, &at), snap(ex, dbg, &at);
+        }
+        CHECK_MSG(memcmp(buf[0], buf[1], n) == 0, "dense backward in one call%s (f32 dy) case "
+                  "%zu: not the bits of the data and weight ops", names[v], i);
+    }
+    free(buf[0]), free(buf[1]);
+}
+
 /* GPT-2's mixes: bf16 activations and weight copies through the dense
  * layers (an f32 y too: a projection into the f32 stream; an f32 dy: the
  * stream's or the logits' gradient into c_proj and the head, rounded once
@@ -318,6 +370,7 @@ static void test_bf16(rig *r)
              pp_dense_backward_data_gelu(ex, o, &w.g, &dyf.g, &x.g, &dx.g, err));
         close_bf16(r, &dx, TOL_BF16, "dense backward data + GELU, f32 dy", i);
         if (cases[i].lt) check_rounded_dy(r, o, &w, &x, &dy, &dyf, &dx, &dw2, i);
+        check_combined(r, o, &w, &x, &dyf, &dx, &dw2, hb ? &db2 : NULL, i);
         pair *all[] = {&xf, &dyf, &wf, &yf, &x, &dy, &w, &y, &g, &dx, &dw, &db, &b, &dxf, &dw2,
                        &db2};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);

@@ -13,7 +13,7 @@
  *     the op rounds to bf16 and adds to the master gradient;
  *   - an entry's failure is the op's.
  * The ops: the dense layers (forward, + GELU, backward data, + GELU,
- * weights), the layer norms (plain, add + norm, backward, backward +
+ * weights, the whole backward with and without the GELU), the layer norms (plain, add + norm, backward, backward +
  * residual gradient) and GELU forward and backward, with GPT-2's mixes.
  * The attention's bf16 entries are offered with dropout too (a backend
  * with a dropout entry draws the masks in them), the op's drop in d.
@@ -100,6 +100,15 @@ static pp_status dense_bwd_w(pp_exec *ex, int64_t rows, int in, int out, bool w_
 {
     (void)ex, (void)rows, (void)w_out_in, (void)db;
     return HIT("dense_backward_weights", ((pp_act){dw, false}), (int64_t)in * out, x, dy);
+}
+
+static pp_status dense_bwd(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, pp_act w,
+                           pp_act x, pp_act dy, pp_act h, pp_act dx, float *dw, float *db,
+                           pp_error *err)
+{
+    (void)ex, (void)w_out_in, (void)db;
+    if (g_mode == RUN && dx.data) fill_act(dx, rows * in);
+    return HIT("dense_backward", ((pp_act){dw, false}), (int64_t)in * out, w, x, dy, h, dx);
 }
 
 static pp_status ln_fwd(pp_exec *ex, int64_t rows, int c, float eps, pp_act a, pp_act add,
@@ -217,6 +226,16 @@ static pp_status c_bwd_w(operands *o, pp_error *err)
     return pp_dense_backward_weights(EX, PP_WEIGHT_IN_OUT, &o->x16, &o->dy16, &o->dw, &o->db,
                                      err);
 }
+static pp_status c_bwd(operands *o, pp_error *err)
+{
+    return pp_dense_backward(EX, PP_WEIGHT_IN_OUT, &o->w16, &o->x16, &o->dy32, NULL, &o->dx16,
+                             &o->dw, &o->db, err);
+}
+static pp_status c_bwd_gelu(operands *o, pp_error *err)
+{
+    return pp_dense_backward(EX, PP_WEIGHT_IN_OUT, &o->w16, &o->x16, &o->dy32, &o->x16,
+                             &o->dx16, &o->dw, NULL, err);
+}
 static pp_status c_ln(operands *o, pp_error *err)
 {
     return pp_layernorm_forward(EX, 1e-5f, &o->x32, &o->gm, &o->be, &o->dx16, &o->mean, &o->rstd,
@@ -261,6 +280,8 @@ static const op_case cases[] = {
     {"dense_backward_data", {1, 1, 1}, 3, c_bwd_data, o_dx16},
     {"dense_backward_data_gelu", {1, 0, 1, 1}, 4, c_bwd_data_gelu, o_dx16},
     {"dense_backward_weights", {1, 1}, 2, c_bwd_w, o_dw},
+    {"dense_backward", {1, 1, 0, 0, 1}, 5, c_bwd, o_dw},
+    {"dense_backward", {1, 1, 0, 1, 1}, 5, c_bwd_gelu, o_dx16},
     {"layernorm_forward", {0, 1}, 2, c_ln, o_dx16},
     {"add_layernorm_forward", {0, 0, 0, 1}, 4, c_add_ln, o_dx16},
     {"layernorm_backward", {0, 1, 0}, 3, c_ln_bwd, o_dx32},
@@ -393,6 +414,7 @@ int main(void)
     with.dense_backward_data_bf16 = dense_bwd_data;
     with.dense_backward_data_gelu_bf16 = dense_bwd_data_gelu;
     with.dense_backward_weights_bf16 = dense_bwd_w;
+    with.dense_backward_bf16 = dense_bwd;
     with.layernorm_forward_bf16 = ln_fwd;
     with.layernorm_backward_bf16 = ln_bwd;
     with.gelu_forward_bf16 = gelu_fwd;

@@ -8,7 +8,8 @@
  * the add-once contract of parameter gradients, results bitwise the same on
  * devices of 1 and 3 worker threads, the dense layer fused with its GELU
  * and the layer norm with its residual add and gradient (the plain ops'
- * bits), and the boundary checks.
+ * bits), a dense layer's whole backward (the data and weight ops' bits),
+ * and the boundary checks.
  */
 #include "tests/ops/op_check.h"
 
@@ -623,6 +624,95 @@ static void test_dense_gelu(void)
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
 }
 
+/* A dense layer's whole backward in one call (pp_dense_backward): the bits
+ * of the data op (through the GELU with h) then the weight op, in both
+ * weight orders, f32 and bf16 operands (GPT-2's mixes: bf16 x, W, h and dx
+ * with an f32 or bf16 dy), with and without dx, h and db; and its checks. */
+typedef struct dense_bw_case {
+    pp_weight_order order;
+    bool bf16, dy16;    /* x, w, h and dx bf16; dy bf16 */
+    bool dx, gelu, db;  /* a data gradient (through GELU'(h)), a bias gradient */
+} dense_bw_case;
+
+static const dense_bw_case dense_bw_cases[] = {
+    {PP_WEIGHT_IN_OUT, false, false, true, false, true},
+    {PP_WEIGHT_OUT_IN, false, false, true, false, false},
+    {PP_WEIGHT_IN_OUT, false, false, true, true, true},
+    {PP_WEIGHT_OUT_IN, false, false, false, false, true},
+    {PP_WEIGHT_IN_OUT, true, false, true, false, true},  /* attn.c_proj */
+    {PP_WEIGHT_IN_OUT, true, false, true, true, true},   /* mlp.c_proj */
+    {PP_WEIGHT_OUT_IN, true, false, true, false, false}, /* the head */
+    {PP_WEIGHT_OUT_IN, true, false, false, false, false},
+    {PP_WEIGHT_IN_OUT, true, true, true, false, true},   /* c_fc, c_attn */
+    {PP_WEIGHT_OUT_IN, true, true, true, true, true},
+};
+
+/* t of dtype dt filled with scale * U[-1, 1) (bf16: rounded) */
+static pp_tensor tfill(pp_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2, double scale)
+{
+    pp_tensor t = tnew_on(g_dev, dt, ndim, d0, d1, d2, 1);
+    for (int64_t i = 0; i < pp_tensor_numel(&t); i++) {
+        const float v = (float)(scale * urand());
+        if (dt == PP_BF16)
+            ((uint16_t *)t.data)[i] = pp_bf16_from_f32(v);
+        else
+            fp(&t)[i] = v;
+    }
+    return t;
+}
+
+static bool same_bits(const pp_tensor *a, const pp_tensor *b)
+{
+    return !memcmp(a->data, b->data, pp_tensor_bytes(a));
+}
+
+static void test_dense_backward(void)
+{
+    pp_error err;
+    enum { N = 2, T = 5, IN = 7, OUT = 12 };
+    for (size_t i = 0; i < sizeof dense_bw_cases / sizeof dense_bw_cases[0]; i++) {
+        const dense_bw_case *c = &dense_bw_cases[i];
+        const pp_dtype dt = c->bf16 ? PP_BF16 : PP_F32, dyt = c->dy16 ? PP_BF16 : PP_F32;
+        const bool io = c->order == PP_WEIGHT_IN_OUT;
+        pp_tensor x = tfill(dt, 3, N, T, IN, 1), dy = tfill(dyt, 3, N, T, OUT, 1);
+        pp_tensor w = tfill(dt, 2, io ? IN : OUT, io ? OUT : IN, 1, 0.5);
+        pp_tensor h = tfill(dt, 3, N, T, IN, 1.5), dx = tfill(dt, 3, N, T, IN, 1);
+        pp_tensor dx2 = tnew_on(g_dev, dt, 3, N, T, IN, 1);
+        pp_tensor dw = tfill(PP_F32, 2, w.shape[0], w.shape[1], 1, 1);
+        pp_tensor dw2 = tnew(2, w.shape[0], w.shape[1], 1, 1), db = tfill(PP_F32, 1, OUT, 1, 1, 1);
+        pp_tensor db2 = tnew(1, OUT, 1, 1, 1);
+        memcpy(dx2.data, dx.data, pp_tensor_bytes(&dx));
+        memcpy(dw2.data, dw.data, pp_tensor_bytes(&dw));
+        memcpy(db2.data, db.data, pp_tensor_bytes(&db));
+        const pp_tensor *hh = c->gelu ? &h : NULL;
+        CHECK_OK(pp_dense_backward(&g_ex, c->order, &w, &x, &dy, hh, c->dx ? &dx : NULL, &dw,
+                                   c->db ? &db : NULL, &err), &err);
+        if (c->gelu)
+            CHECK_OK(pp_dense_backward_data_gelu(&g_ex, c->order, &w, &dy, &h, &dx2, &err), &err);
+        else if (c->dx)
+            CHECK_OK(pp_dense_backward_data(&g_ex, c->order, &w, &dy, &dx2, &err), &err);
+        CHECK_OK(pp_dense_backward_weights(&g_ex, c->order, &x, &dy, &dw2, c->db ? &db2 : NULL,
+                                           &err), &err);
+        CHECK_MSG(same_bits(&dx, &dx2) && same_bits(&dw, &dw2) && same_bits(&db, &db2),
+                  "dense backward (case %zu): dx %s, dw %s, db %s the separate ops' bits", i,
+                  same_bits(&dx, &dx2) ? "has" : "has not",
+                  same_bits(&dw, &dw2) ? "has" : "has not",
+                  same_bits(&db, &db2) ? "has" : "has not");
+        if (i == 0) { /* h without dx; dw, dx or h not the layer's */
+            CHECK(pp_dense_backward(&g_ex, c->order, &w, &x, &dy, &h, NULL, &dw, NULL, &err) ==
+                  PP_ERR_INVALID);
+            CHECK(pp_dense_backward(&g_ex, c->order, &w, &x, &dy, NULL, &dx, &db, NULL, &err) ==
+                  PP_ERR_INVALID);
+            CHECK(pp_dense_backward(&g_ex, c->order, &w, &x, &dy, NULL, &dy, &dw, NULL, &err) ==
+                  PP_ERR_INVALID);
+            CHECK(pp_dense_backward(&g_ex, c->order, &w, &x, &dy, &dy, &dx, &dw, NULL, &err) ==
+                  PP_ERR_INVALID);
+        }
+        pp_tensor *ts[] = {&x, &dy, &w, &h, &dx, &dx2, &dw, &dw2, &db, &db2};
+        for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) pp_tensor_free(ts[j]);
+    }
+}
+
 /* The layer norm with the residual add before it and the residual gradient
  * beside its backward: the bits of the plain ops one after the other. */
 static void test_layernorm_residual(void)
@@ -700,6 +790,7 @@ int main(void)
     test_threads();
     test_add_once();
     test_dense_gelu();
+    test_dense_backward();
     test_layernorm_residual();
     test_boundaries();
     CHECK(pp_device_bytes_in_use(g_one) == 0 && pp_device_bytes_in_use(g_three) == 0);
