@@ -26,8 +26,8 @@
  *          bf16 GEMMs, the mixed layer norms and GELU) with GPT-2's mixes of
  *          bf16 and f32 operands against the CPU's f32 stand-ins: bf16
  *          outputs within TOL_BF16 (a bf16 unit), f32 ones as above; an f32
- *          dy into bf16 GEMMs (c_proj's and the head's: rounded once on the
- *          GPU, not on the CPU) within TOL_BF16 too, its bias gradient
+ *          dy into bf16 GEMMs (c_proj's, from the f32 stream: rounded once on
+ *          the GPU, not on the CPU) within TOL_BF16 too, its bias gradient
  *          exact (TOL_DB_F32_DY), dx and dw the bits of the rounded dy's.
  *   steps  two SGD steps of a small GPT-2 whose head is tied to its token
  *          embedding, on cuda:0 in 1 stage and in 2 stages sharing the GPU
@@ -248,8 +248,8 @@ static void check_rounded_dy(rig *r, pp_weight_order o, const pair *w, const pai
 
 /* GPT-2's mixes: bf16 activations and weight copies through the dense
  * layers (an f32 y too: a projection into the f32 stream; an f32 dy: the
- * stream's or the logits' gradient into c_proj and the head, rounded once
- * on the GPU), the f32 stream into bf16 layer norm outputs and a bf16
+ * stream's gradient into c_proj, rounded once on the GPU; the head's dy,
+ * the logits' gradient, is bf16), the f32 stream into bf16 layer norm outputs and a bf16
  * gradient back into it, GELU. */
 static void test_bf16(rig *r)
 {
