@@ -268,7 +268,8 @@ pp_status pp_linear_backward_weights(pp_exec *ex, const pp_tensor *x, const pp_t
  * correct (I32, scalar) = number of n whose argmax equals the label;
  * dlogits (N,CLASSES) = (softmax - onehot) / divisor. loss and correct live on
  * ex->dev. A label outside [0, CLASSES) is PP_ERR_INPUT (checked on the host
- * for CPU; the CUDA kernel clamps and reports through correct = -1). */
+ * for CPU; the CUDA kernel clamps and reports through correct = -1).
+ * Logits and dlogits F32, or both BF16 (pp_softmax_xent_ex). */
 pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,
                           float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
                           pp_error *err);
