@@ -117,7 +117,7 @@ typedef struct pp_model_config {
     /* GPT-2 (kind PP_MODEL_GPT2) */
     pp_gpt2_config gpt2;
     /* bf16 mixed precision (the plan's precision: bf16): every unit's spec gets
-     * bf16, and the last unit's f32_out (pp_model_units); not for delay */
+     * bf16, and a final fc layer its f32_out (pp_model_units); not for delay */
     bool bf16;
     /* activations (4-D) and the bf16 copies of convolution weights in NHWC memory
      * order (runtime/core/tensor.h) instead of NCHW: set per stage by whoever builds

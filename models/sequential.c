@@ -165,12 +165,14 @@ pp_status pp_model_units(const pp_model_config *cfg, pp_unit_spec **specs, int *
     if (st != PP_OK || cfg->kind == PP_MODEL_DELAY) return st;
     for (int i = 0; i < *n; i++) (*specs)[i].nhwc = cfg->nhwc;
     if (!cfg->bf16) return PP_OK;
-    /* bf16: activations in bf16 throughout (GPT-2: but its residual stream); a
-     * final linear layer's (or GPT-2's output head's) logits in f32 (any other
-     * last layer hands bf16 to the loss, which widens it) */
+    /* bf16: activations in bf16 throughout (GPT-2: but its residual stream).
+     * A final linear layer's logits stay f32: a classifier's are tiny (batch x
+     * classes), so the f32 loss costs nothing. GPT-2's head's logits are bf16,
+     * as torch.autocast's (a bf16 matmul): at batch x tokens x vocabulary they
+     * are the step's largest tensor; the loss widens them (softmax and
+     * cross-entropy in f32) and rounds their gradient once to bf16. */
     for (int i = 0; i < *n; i++) (*specs)[i].bf16 = true;
-    const pp_unit_kind last = (*specs)[*n - 1].kind;
-    if (last == PP_UNIT_FC || last == PP_UNIT_LM_HEAD) (*specs)[*n - 1].f32_out = true;
+    if ((*specs)[*n - 1].kind == PP_UNIT_FC) (*specs)[*n - 1].f32_out = true;
     if (cfg->kind == PP_MODEL_GPT2) pp_gpt2_bf16_stream(*specs, *n);
     return PP_OK;
 }

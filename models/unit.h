@@ -119,8 +119,9 @@ typedef struct pp_unit_spec {
     pp_unit_init init;  /* conv and linear weights */
     double init_std;    /* PP_INIT_NORMAL's standard deviation */
     bool bf16;          /* mixed precision: activations and their gradients BF16 */
-    bool f32_out;       /* with bf16, a linear layer: the output (logits) and its
-                           gradient stay F32; GPT-2's residual stream likewise */
+    bool f32_out;       /* with bf16, a final fc layer: the output (logits) and its
+                           gradient stay F32; GPT-2's residual stream likewise (its
+                           head's logits are BF16) */
     bool f32_in;        /* with bf16: the input and its gradient stay F32 (GPT-2's
                            residual stream, as torch.autocast keeps it) */
     bool nhwc;          /* 4-D activations, their gradients and the unit's temporaries

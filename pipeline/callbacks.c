@@ -33,21 +33,9 @@ static pp_tensor scalar_view(const pp_tensor *vec, int i)
     return v;
 }
 
-/* pp_softmax_xent_ex on f32 logits: bf16 logits (a bf16 model not ending in
- * a linear layer) are widened first. */
-static pp_status xent_f32(pp_exec *ex, const pp_xent_desc *d, const pp_tensor *logits,
-                         const pp_tensor *labels, pp_tensor *loss, pp_tensor *correct,
-                         pp_tensor *correct_k, pp_tensor *dlogits, pp_error *err)
+pp_dtype pipe_logits_dtype(const struct pp_pipeline *p)
 {
-    if (logits->dtype == PP_F32)
-        return pp_softmax_xent_ex(ex, d, logits, labels, loss, correct, correct_k, dlogits, err);
-    pp_tensor wide;
-    PP_TRY(pp_tensor_alloc_on(&wide, ex, PP_F32, logits->ndim, logits->shape, err));
-    pp_status s = pp_cast(ex, logits, &wide, err);
-    if (s == PP_OK)
-        s = pp_softmax_xent_ex(ex, d, &wide, labels, loss, correct, correct_k, dlogits, err);
-    pp_tensor_free(&wide);
-    return s;
+    return pp_stage_output_dtype(p->stages[p->n_stages - 1].model);
 }
 
 /* Micro-batch mb's rows of dlogits (its targets' rows: mb_size * targets of
@@ -119,14 +107,14 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     PP_TRY(pp_copy_from_host(ex, io->host_labels + (int64_t)off * p->targets, &labels, err));
     if (io->logits) {
         pp_tensor row = pp_tensor_view0(&logits, io->logits_row, 1);
-        PP_TRY(pp_copy(ex, &row, io->logits, err));
+        PP_TRY(pp_cast(ex, &row, io->logits, err)); /* bf16 logits: widened */
     }
     /* the recipe's loss: label smoothing; evaluation counts the top 5 too */
     const pp_xent_desc xd = {.divisor = io->divisor, .label_smoothing = p->label_smoothing,
                              .top_k = 5};
     pp_tensor correct_k = io->corrects_k ? scalar_view(io->corrects_k, mb) : (pp_tensor){0};
-    PP_TRY(xent_f32(ex, &xd, &logits, &labels, &loss, &correct,
-                    io->corrects_k ? &correct_k : NULL, &dlogits, err));
+    PP_TRY(pp_softmax_xent_ex(ex, &xd, &logits, &labels, &loss, &correct,
+                              io->corrects_k ? &correct_k : NULL, &dlogits, err));
     if (io->corrects_k)
         PP_TRY(pp_copy_to_host(ex, &correct_k, io->host_corrects_k + mb, err));
     PP_TRY(pp_copy_to_host(ex, &loss, io->host_losses + mb, err));
@@ -144,35 +132,25 @@ static pp_status begin_grads(pipe_stage *st, pp_exec *ex, int mb, pp_error *err)
 }
 
 /* The gradient a backward (B or I) starts from: grad_out, or on the last
- * stage the loss's rows of dlogits (bf16 logits: cast into *narrow, which
- * the caller frees). */
-static pp_status start_gradient(pipe_stage *st, pp_exec *ex, int mb, int mb_size,
-                                const pp_tensor *grad_out, pp_tensor *dy, pp_tensor *narrow,
-                                const pp_tensor **out, pp_error *err)
+ * stage the loss's rows of dlogits (in the logits' dtype). */
+static pp_status start_gradient(pipe_stage *st, int mb, int mb_size, const pp_tensor *grad_out,
+                                pp_tensor *dy, const pp_tensor **out, pp_error *err)
 {
     *out = grad_out;
     if (grad_out) return PP_OK;
-    PP_TRY(logit_rows(st, mb, mb_size, dy, err));
     *out = dy;
-    if (pp_stage_output_dtype(st->model) == PP_F32) return PP_OK;
-    /* bf16 logits: a bf16 gradient */
-    PP_TRY(pp_tensor_alloc_on(narrow, ex, pp_stage_output_dtype(st->model), dy->ndim, dy->shape,
-                              err));
-    *out = narrow;
-    return pp_cast(ex, dy, narrow, err);
+    return logit_rows(st, mb, mb_size, dy, err);
 }
 
 static pp_status cb_backward(void *user, pp_exec *ex, int mb, int mb_size,
                              const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
 {
     pipe_stage *st = user;
-    pp_tensor dy, narrow = {0};
+    pp_tensor dy;
     const pp_tensor *g;
     PP_TRY(begin_grads(st, ex, mb, err));
-    pp_status s = start_gradient(st, ex, mb, mb_size, grad_out, &dy, &narrow, &g, err);
-    if (s == PP_OK) s = pp_stage_backward(st->model, ex, mb, g, grad_in, err);
-    pp_tensor_free(&narrow);
-    return s;
+    PP_TRY(start_gradient(st, mb, mb_size, grad_out, &dy, &g, err));
+    return pp_stage_backward(st->model, ex, mb, g, grad_in, err);
 }
 
 /* I: the input gradient; the stage keeps what its W needs. */
@@ -180,12 +158,10 @@ static pp_status cb_backward_input(void *user, pp_exec *ex, int mb, int mb_size,
                                    const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
 {
     pipe_stage *st = user;
-    pp_tensor dy, narrow = {0};
+    pp_tensor dy;
     const pp_tensor *g;
-    pp_status s = start_gradient(st, ex, mb, mb_size, grad_out, &dy, &narrow, &g, err);
-    if (s == PP_OK) s = pp_stage_backward_input(st->model, ex, mb, g, grad_in, err);
-    pp_tensor_free(&narrow);
-    return s;
+    PP_TRY(start_gradient(st, mb, mb_size, grad_out, &dy, &g, err));
+    return pp_stage_backward_input(st->model, ex, mb, g, grad_in, err);
 }
 
 /* W: the weight gradients, added in micro-batch order whatever the order W runs in. */

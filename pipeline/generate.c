@@ -13,6 +13,7 @@
  * for 0), drawing u in [0, 1) from the stream of (seed, token index).
  */
 #include "pipeline/generate.h"
+#include "pipeline/callbacks.h"
 #include "pipeline/schedules.h"
 #include "pipeline/step.h"
 
@@ -41,7 +42,7 @@ static pp_status bufs_new(struct pp_pipeline *p, gen_bufs *b, pp_error *err)
     PP_TRY(pp_tensor_zeros(&b->labels, last, PP_I32, 1, (int64_t[]){t}, err));
     PP_TRY(pp_tensor_zeros(&b->losses, last, PP_F32, 1, (int64_t[]){1}, err));
     PP_TRY(pp_tensor_zeros(&b->corrects, last, PP_I32, 1, (int64_t[]){1}, err));
-    PP_TRY(pp_tensor_alloc(&b->dlogits, last, PP_F32, 2, (int64_t[]){t, v}, err));
+    PP_TRY(pp_tensor_alloc(&b->dlogits, last, pipe_logits_dtype(p), 2, (int64_t[]){t, v}, err));
     PP_TRY(pp_tensor_alloc(&b->row, last, PP_F32, 2, (int64_t[]){1, v}, err));
     b->host_in = calloc((size_t)t, sizeof *b->host_in);
     b->host_labels = calloc((size_t)t, sizeof *b->host_labels);

@@ -505,10 +505,13 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
         if (plan->eval.enabled) o->batch += image * plan->eval.batch_size;
     }
     if (s == S - 1) {
-        o->batch += (int64_t)plan->batch_size * targets * (4 + 4 * classes) + (int64_t)m * 8;
+        /* per target: its label and its row of dlogits in the logits' dtype
+         * (GPT-2's under bf16: bf16) */
+        const int64_t row = 4 + out_b / targets;
+        o->batch += (int64_t)plan->batch_size * targets * row + (int64_t)m * 8;
         if (plan->eval.enabled) {
             int eb = plan->eval.batch_size, em = (eb + plan->split_size - 1) / plan->split_size;
-            o->batch += (int64_t)eb * targets * (4 + 4 * classes) + (int64_t)em * 8;
+            o->batch += (int64_t)eb * targets * row + (int64_t)em * 8;
         }
         o->slots += out_b * n_max; /* the last stage's output */
     }

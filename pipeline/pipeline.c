@@ -143,8 +143,8 @@ static pp_status open_eval(struct pp_pipeline *p, const pp_plan *plan, pp_error 
     PP_TRY(pp_tensor_zeros(&p->eval_corrects5, last, PP_I32, 1, (int64_t[]){m}, err));
     PP_TRY(pp_device_host_alloc(last, (size_t)m * sizeof(int32_t),
                                 (void **)&p->host_eval_corrects5, err));
-    return pp_tensor_alloc(&p->eval_dlogits, last, PP_F32, 2, (int64_t[]){labels, p->classes},
-                           err);
+    return pp_tensor_alloc(&p->eval_dlogits, last, pipe_logits_dtype(p), 2,
+                           (int64_t[]){labels, p->classes}, err);
 }
 
 /* Whether stage 0's batches go up ahead (upload.h): *on (a rank with stage
@@ -173,7 +173,8 @@ static pp_status alloc_buffers(struct pp_pipeline *p, bool images, pp_error *err
     PP_TRY(pp_tensor_alloc(&p->labels, last, PP_I32, 1, &labels, err));
     PP_TRY(pp_tensor_zeros(&p->losses, last, PP_F32, 1, (int64_t[]){p->m}, err));
     PP_TRY(pp_tensor_zeros(&p->corrects, last, PP_I32, 1, (int64_t[]){p->m}, err));
-    PP_TRY(pp_tensor_alloc(&p->dlogits, last, PP_F32, 2, (int64_t[]){labels, p->classes}, err));
+    PP_TRY(pp_tensor_alloc(&p->dlogits, last, pipe_logits_dtype(p), 2,
+                           (int64_t[]){labels, p->classes}, err));
     return PP_OK;
 }
 

@@ -94,8 +94,9 @@ typedef struct run_io {
                                   * this replica's sample 0 */
     pp_tensor *images, *labels;  /* on stage 0's / the last device */
     pp_tensor *losses, *corrects, *dlogits; /* on the last device; dlogits (batch * targets,
-                                  * classes): a token model's last stage writes its logits
-                                  * there and the loss turns them into their gradient in place */
+                                  * classes) in the logits' dtype (pipe_logits_dtype): a token
+                                  * model's last stage writes its logits there and the loss
+                                  * turns them into their gradient in place */
     float divisor;               /* the loss is summed over a micro-batch and divided by it */
     /* Host side, in memory the devices copy without staging (page-locked on
      * CUDA): each micro-batch's images and labels are copied in by the stage
@@ -111,8 +112,8 @@ typedef struct run_io {
     float *host_losses;          /* (m) */
     int32_t *host_corrects;      /* (m) */
     pp_tensor *logits;           /* generation: row logits_row of the last micro-batch's
-                                  * logits (1, classes) copied here before the loss (else
-                                  * NULL) */
+                                  * logits (1, classes) copied here before the loss, F32
+                                  * (bf16 logits widened) (else NULL) */
     int logits_row;
     pp_tensor *corrects_k;       /* (m) I32 on the last device: top-5 counts (evaluation);
                                   * NULL: none */

@@ -62,7 +62,7 @@ void pp_gpt2_bf16_stream(pp_unit_spec *specs, int n)
         const pp_unit_kind k = specs[i].kind;
         specs[i].f32_in = k == PP_UNIT_POSITION_EMBEDDING || k == PP_UNIT_GPT2_BLOCK ||
                           k == PP_UNIT_LAYERNORM;
-        specs[i].f32_out = k != PP_UNIT_LAYERNORM;
+        specs[i].f32_out = k != PP_UNIT_LAYERNORM && k != PP_UNIT_LM_HEAD;
     }
 }
 

@@ -47,7 +47,8 @@ bool pp_gpt2_rows_shape(const pp_unit_spec *s, int in_ndim, const int64_t *in, i
 /* bf16 mixed precision (every spec's bf16 set): the residual stream, from
  * the embeddings through the blocks to ln_f's input, and its gradient stay
  * F32 (f32_in, f32_out), as torch.autocast keeps GPT-2's; ln_f's output,
- * the head's input, is BF16. */
+ * the head's input, and the head's output (the logits) and their gradients
+ * are BF16, as torch.autocast's (the loss widens the logits). */
 void pp_gpt2_bf16_stream(pp_unit_spec *specs, int n);
 
 /* Row `row` of a (2, C) tensor as a (C) view: where a split backward's input

@@ -223,6 +223,15 @@ typedef struct pp_backend_ops {
                               const float *logits, const int32_t *labels, float *loss,
                               int32_t *correct, int32_t *correct_k, float *dlogits,
                               pp_error *err);
+    /* (optional) softmax_xent on bf16 logits with a bf16 gradient (bit
+     * patterns, uint16_t; dlogits may be logits): the f32 entry's arithmetic
+     * on the logits widened exactly, each gradient element rounded once
+     * (nearest, ties to even) as it is stored; loss and counts as the f32
+     * entry's. NULL: bf16 logits are PP_ERR_UNSUPPORTED */
+    pp_status (*softmax_xent_bf16)(pp_exec *ex, const pp_xent_desc *d, int n, int classes,
+                                   const uint16_t *logits, const int32_t *labels, float *loss,
+                                   int32_t *correct, int32_t *correct_k, uint16_t *dlogits,
+                                   pp_error *err);
 
     pp_status (*sgd_update)(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
                             const float *grad, float *momentum_buf, pp_error *err);

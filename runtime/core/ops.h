@@ -268,7 +268,8 @@ pp_status pp_linear_backward_weights(pp_exec *ex, const pp_tensor *x, const pp_t
  * correct (I32, scalar) = number of n whose argmax equals the label;
  * dlogits (N,CLASSES) = (softmax - onehot) / divisor. loss and correct live on
  * ex->dev. A label outside [0, CLASSES) is PP_ERR_INPUT (checked on the host
- * for CPU; the CUDA kernel clamps and reports through correct = -1). */
+ * for CPU; the CUDA kernel clamps and reports through correct = -1).
+ * Logits and dlogits F32, or both BF16 (pp_softmax_xent_ex). */
 pp_status pp_softmax_xent(pp_exec *ex, const pp_tensor *logits, const pp_tensor *labels,
                           float divisor, pp_tensor *loss, pp_tensor *correct, pp_tensor *dlogits,
                           pp_error *err);
@@ -482,7 +483,12 @@ typedef struct pp_xent_desc {
  *              counts what correct counts), torchvision's top-k accuracy.
  * Computed in double per row and rounded once; with eps = 0 the loss, correct
  * and dlogits are pp_softmax_xent's bits. The CPU and CUDA backends differ
- * within the rounding of the row sums' order. Labels as pp_softmax_xent's. */
+ * within the rounding of the row sums' order. Labels as pp_softmax_xent's.
+ * Logits F32, or BF16 (a mixed-precision language model's head, as
+ * torch.autocast's: cross-entropy widens): dlogits then BF16 too (it may be
+ * logits), the bits of the f32 op on the logits widened exactly with each
+ * gradient element rounded once to bf16 (nearest, ties to even); loss and
+ * counts those of the f32 op on the widened logits. */
 pp_status pp_softmax_xent_ex(pp_exec *ex, const pp_xent_desc *d, const pp_tensor *logits,
                              const pp_tensor *labels, pp_tensor *loss, pp_tensor *correct,
                              pp_tensor *correct_k, pp_tensor *dlogits, pp_error *err);

@@ -34,13 +34,17 @@ pp_status pp_softmax_xent_ex(pp_exec *ex, const pp_xent_desc *d, const pp_tensor
     if (correct_k && d->top_k < 1)
         return pp_error_set(err, PP_ERR_INVALID, "%s: top_k %d must be >= 1", op, d->top_k);
     int64_t n = logits->shape[0], classes = logits->shape[1];
-    PP_TRY(pp_ops_check(ex, op, "logits", logits, PP_F32, 2, n, classes, 1, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "logits", logits, PP_OPS_ACT, 2, n, classes, 1, 1, err));
     PP_TRY(pp_ops_check(ex, op, "labels", labels, PP_I32, 1, n, 1, 1, 1, err));
     PP_TRY(pp_ops_check(ex, op, "loss", loss, PP_F32, 0, 1, 1, 1, 1, err));
     PP_TRY(pp_ops_check(ex, op, "correct", correct, PP_I32, 0, 1, 1, 1, 1, err));
     if (correct_k)
         PP_TRY(pp_ops_check(ex, op, "correct_k", correct_k, PP_I32, 0, 1, 1, 1, 1, err));
     PP_TRY(pp_ops_check_like(ex, op, "dlogits", dlogits, logits, err));
+    if (logits->dtype == PP_BF16)
+        return DISPATCH(softmax_xent_bf16, d, (int)n, (int)classes, logits->data, labels->data,
+                        loss->data, correct->data, correct_k ? correct_k->data : NULL,
+                        dlogits->data, err);
     return DISPATCH(softmax_xent, d, (int)n, (int)classes, logits->data, labels->data, loss->data,
                     correct->data, correct_k ? correct_k->data : NULL, dlogits->data, err);
 }

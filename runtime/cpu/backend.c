@@ -237,6 +237,7 @@ static const pp_backend_ops cpu_ops = {
     .linear_backward_data = pp_cpu_linear_backward_data,
     .linear_backward_weights = pp_cpu_linear_backward_weights,
     .softmax_xent = pp_cpu_softmax_xent,
+    .softmax_xent_bf16 = pp_cpu_softmax_xent_bf16,
     .sgd_update = pp_cpu_sgd_update,
     .dense_forward = pp_cpu_dense_forward,
     .dense_backward_data = pp_cpu_dense_backward_data,

@@ -45,6 +45,7 @@ pp_status pp_cpu_linear_backward(pp_exec *ex, int n, int in, int out, const floa
 pp_status pp_cpu_linear_backward_data(pp_exec *ex, int n, int in, int out, const float *w, const float *dy, float *dx, pp_error *err);
 pp_status pp_cpu_linear_backward_weights(pp_exec *ex, int n, int in, int out, const float *x, const float *dy, float *dw, float *db, pp_error *err);
 pp_status pp_cpu_softmax_xent(pp_exec *ex, const pp_xent_desc *d, int n, int classes, const float *logits, const int32_t *labels, float *loss, int32_t *correct, int32_t *correct_k, float *dlogits, pp_error *err);
+pp_status pp_cpu_softmax_xent_bf16(pp_exec *ex, const pp_xent_desc *d, int n, int classes, const uint16_t *logits, const int32_t *labels, float *loss, int32_t *correct, int32_t *correct_k, uint16_t *dlogits, pp_error *err);
 pp_status pp_cpu_dense_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, const float *x, const float *w, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_dense_backward_data(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, const float *w, const float *dy, float *dx, pp_error *err);
 pp_status pp_cpu_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, const float *x, const float *dy, float *dw, float *db, pp_error *err);

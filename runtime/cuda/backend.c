@@ -446,10 +446,10 @@ static pp_status cuda_channel_bias_backward(pp_exec *ex, int64_t n, int64_t c, i
                    pp_cuda_launch_channel_bias_backward(ce->stream, n, c, hw, dy, db));
 }
 
-static pp_status cuda_softmax_xent(pp_exec *ex, const pp_xent_desc *d, int n, int classes,
-                                   const float *logits, const int32_t *labels, float *loss,
-                                   int32_t *correct, int32_t *correct_k, float *dlogits,
-                                   pp_error *err)
+/* The classifier's n rows of f32 (bf16 NULL) or bf16 (f32 NULL) logits. */
+static pp_status xent(pp_exec *ex, const pp_xent_desc *d, int n, int classes, const float *f32,
+                      const uint16_t *bf16, const int32_t *labels, float *loss, int32_t *correct,
+                      int32_t *correct_k, void *dlogits, pp_error *err)
 {
     BEGIN(ex, ce, err);
     if (n == 0) {
@@ -464,10 +464,32 @@ static pp_status cuda_softmax_xent(pp_exec *ex, const pp_xent_desc *d, int n, in
                              &ws, err));
     double *row_loss = ws;
     int32_t *row_correct = (int32_t *)(row_loss + (n > 0 ? n : 1));
+    if (bf16)
+        return PP_CUDA(ex->dev, err,
+                       pp_cuda_launch_classifier_bf16(ce->stream, n, classes, bf16, labels,
+                                                      d->divisor, d->label_smoothing, d->top_k,
+                                                      row_loss, row_correct, loss, correct,
+                                                      correct_k, dlogits));
     return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_classifier(ce->stream, n, classes, logits, labels, d->divisor,
+                   pp_cuda_launch_classifier(ce->stream, n, classes, f32, labels, d->divisor,
                                              d->label_smoothing, d->top_k, row_loss, row_correct,
                                              loss, correct, correct_k, dlogits));
+}
+
+static pp_status cuda_softmax_xent(pp_exec *ex, const pp_xent_desc *d, int n, int classes,
+                                   const float *logits, const int32_t *labels, float *loss,
+                                   int32_t *correct, int32_t *correct_k, float *dlogits,
+                                   pp_error *err)
+{
+    return xent(ex, d, n, classes, logits, NULL, labels, loss, correct, correct_k, dlogits, err);
+}
+
+static pp_status cuda_softmax_xent_bf16(pp_exec *ex, const pp_xent_desc *d, int n, int classes,
+                                        const uint16_t *logits, const int32_t *labels,
+                                        float *loss, int32_t *correct, int32_t *correct_k,
+                                        uint16_t *dlogits, pp_error *err)
+{
+    return xent(ex, d, n, classes, NULL, logits, labels, loss, correct, correct_k, dlogits, err);
 }
 
 static pp_status cuda_sgd_update(pp_exec *ex, const pp_sgd_desc *d, int64_t n, float *param,
@@ -588,6 +610,7 @@ static const pp_backend_ops cuda_ops = {
     .linear_backward_data = pp_cuda_linear_backward_data,
     .linear_backward_weights = pp_cuda_linear_backward_weights,
     .softmax_xent = cuda_softmax_xent,
+    .softmax_xent_bf16 = cuda_softmax_xent_bf16,
     .sgd_update = cuda_sgd_update,
     .sgd_update_multi = cuda_sgd_update_multi,
     .adamw_update_multi = pp_cuda_adamw_update_multi,

@@ -19,6 +19,10 @@
  *          scaling in double). A row reads its logits twice (the second
  *          time mostly from L2: a block's row of 50257 logits is 201 KB) and
  *          writes them once.
+ *          bf16 logits (the kernel is a template on the element type, as
+ *          layernorm.cu's): each element widened exactly as it is read,
+ *          the f32 arithmetic, each gradient element rounded once to bf16
+ *          as it is stored (a row then reads and writes half the bytes).
  *   total  one block: the rows' losses and hits summed by thread in row
  *          order, then in a fixed tree; correct (and correct_k) = -1 if a
  *          label was out of range (then read as the nearest class).
@@ -27,6 +31,7 @@
 
 #include <cmath>
 
+#include "bf16.cuh"
 #include "kernels.h"
 
 namespace {
@@ -60,9 +65,10 @@ __device__ __forceinline__ run_max merge(run_max a, run_max b)
     return r;
 }
 
+template <class T>
 __global__ void __launch_bounds__(ROW_THREADS)
-    rows_k(int classes, const float *logits, const int32_t *labels, float divisor, float eps,
-           int top_k, double *row_loss, int32_t *row_correct, float *dlogits)
+    rows_k(int classes, const T *logits, const int32_t *labels, float divisor, float eps,
+           int top_k, double *row_loss, int32_t *row_correct, T *dlogits)
 {
     __shared__ float s_m[ROW_THREADS];
     __shared__ int s_arg[ROW_THREADS];
@@ -71,18 +77,18 @@ __global__ void __launch_bounds__(ROW_THREADS)
     __shared__ int s_rank[ROW_THREADS]; /* classes before the label (top-k) */
     const int tid = threadIdx.x;
     const int64_t row = blockIdx.x;
-    const float *z = logits + row * classes;
-    float *g = dlogits + row * classes;
+    const T *z = logits + row * classes;
+    T *g = dlogits + row * classes;
     int label = labels[row];
     const bool bad = label < 0 || label >= classes;
     if (bad) label = label < 0 ? 0 : classes - 1;
-    const float zl = z[label]; /* before any thread writes the row */
+    const float zl = ld_f32(z, label); /* before any thread writes the row */
 
     run_max mine = {-INFINITY, -1, 0.0};
     double sz = 0.0;
     int rank = 0;
     for (int j = tid; j < classes; j += ROW_THREADS) {
-        const float v = z[j];
+        const float v = ld_f32(z, j);
         if (mine.arg < 0) {
             mine.m = v;
             mine.arg = j;
@@ -122,13 +128,15 @@ __global__ void __launch_bounds__(ROW_THREADS)
     if (eps == 0.0f) {
         const double scale = inv_div / se;
         for (int j = tid; j < classes; j += ROW_THREADS)
-            g[j] = (float)((double)expf(z[j] - zmax) * scale);
+            st_f32(g, j, (float)((double)expf(ld_f32(z, j) - zmax) * scale));
         __syncthreads(); /* the label's element last, by one thread */
-        if (tid == 0) g[label] = (float)(((double)expf(zl - zmax) / se - 1.0) * inv_div);
+        if (tid == 0) st_f32(g, label, (float)(((double)expf(zl - zmax) / se - 1.0) * inv_div));
     } else {
         const double e = eps, off = e / (double)classes, on = 1.0 - e + off;
         for (int j = tid; j < classes; j += ROW_THREADS)
-            g[j] = (float)(((double)expf(z[j] - zmax) / se - (j == label ? on : off)) * inv_div);
+            st_f32(g, j,
+                   (float)(((double)expf(ld_f32(z, j) - zmax) / se - (j == label ? on : off)) *
+                           inv_div));
     }
     if (tid == 0) {
         const double lse = (double)zmax + log(se);
@@ -181,6 +189,25 @@ __global__ void __launch_bounds__(TOTAL_THREADS)
     }
 }
 
+template <class T>
+cudaError_t classifier(cudaStream_t s, int64_t n, int classes, const T *logits,
+                       const int32_t *labels, float divisor, float eps, int top_k,
+                       double *row_loss, int32_t *row_correct, float *loss, int32_t *correct,
+                       int32_t *correct_k, T *dlogits)
+{
+    if (n > 2147483647 || classes <= 0) return cudaErrorInvalidValue;
+    if (n > 0) {
+        rows_k<T><<<(unsigned)n, ROW_THREADS, 0, s>>>(classes, logits, labels, divisor, eps,
+                                                      correct_k ? top_k : 0, row_loss,
+                                                      row_correct, dlogits);
+        const cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) return e;
+    }
+    total_k<<<1, TOTAL_THREADS, 0, s>>>(n, divisor, row_loss, row_correct, loss, correct,
+                                        correct_k);
+    return cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" {
@@ -191,17 +218,19 @@ cudaError_t pp_cuda_launch_classifier(cudaStream_t s, int64_t n, int classes,
                                       int32_t *row_correct, float *loss, int32_t *correct,
                                       int32_t *correct_k, float *dlogits)
 {
-    if (n > 2147483647 || classes <= 0) return cudaErrorInvalidValue;
-    if (n > 0) {
-        rows_k<<<(unsigned)n, ROW_THREADS, 0, s>>>(classes, logits, labels, divisor, eps,
-                                                   correct_k ? top_k : 0, row_loss, row_correct,
-                                                   dlogits);
-        const cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) return e;
-    }
-    total_k<<<1, TOTAL_THREADS, 0, s>>>(n, divisor, row_loss, row_correct, loss, correct,
-                                        correct_k);
-    return cudaGetLastError();
+    return classifier(s, n, classes, logits, labels, divisor, eps, top_k, row_loss, row_correct,
+                      loss, correct, correct_k, dlogits);
+}
+
+cudaError_t pp_cuda_launch_classifier_bf16(cudaStream_t s, int64_t n, int classes,
+                                           const uint16_t *logits, const int32_t *labels,
+                                           float divisor, float eps, int top_k,
+                                           double *row_loss, int32_t *row_correct, float *loss,
+                                           int32_t *correct, int32_t *correct_k,
+                                           uint16_t *dlogits)
+{
+    return classifier(s, n, classes, logits, labels, divisor, eps, top_k, row_loss, row_correct,
+                      loss, correct, correct_k, dlogits);
 }
 
 } // extern "C"

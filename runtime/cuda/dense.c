@@ -180,7 +180,7 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
  *                      A; BGRADB for (out, in), where dy is B) into an fp32 scratch, then
  *                      added to db; where cuBLASLt refuses the epilogue the entry declines
  * An f32 dy with a bf16 W or x (GPT-2's gradients of the f32 residual stream into
- * attn.c_proj and mlp.c_proj, and of the f32 logits into the head) is rounded once to
+ * attn.c_proj and mlp.c_proj; the head's, the logits' gradient, is bf16) is rounded once to
  * bf16 into a scratch (the_dy below) and the GEMMs run on that copy, as torch.autocast
  * rounds it before its bf16 GEMMs; the bias gradient is then the exact column sums of the
  * f32 dy (colsum.cu, as the f32 entry and the CPU), not the fused BGRAD of the copy, so

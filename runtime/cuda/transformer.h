@@ -182,6 +182,15 @@ cudaError_t pp_cuda_launch_classifier(cudaStream_t s, int64_t n, int classes,
                                       float eps, int top_k, double *row_loss,
                                       int32_t *row_correct, float *loss, int32_t *correct,
                                       int32_t *correct_k, float *dlogits);
+/* The same on bf16 logits (bit patterns) with a bf16 gradient (may be
+ * logits): each logit widened exactly as it is read, the f32 kernel's
+ * arithmetic, each gradient element rounded once (nearest, ties to even). */
+cudaError_t pp_cuda_launch_classifier_bf16(cudaStream_t s, int64_t n, int classes,
+                                           const uint16_t *logits, const int32_t *labels,
+                                           float divisor, float eps, int top_k,
+                                           double *row_loss, int32_t *row_correct, float *loss,
+                                           int32_t *correct, int32_t *correct_k,
+                                           uint16_t *dlogits);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,8 @@
  *          and 64; in f32 and in bf16, ours, ours on tensor cores (mma)
  *          and cuDNN's fused attention, the bf16 within 8e-3: two bf16
  *          steps), token and position embeddings, the classifier over 50257
- *          classes in place; dropout: the elementwise op (f32, bf16, in
+ *          classes in place (f32, and bf16 logits and gradient: within a
+ *          bf16 unit, aliased or not, smoothing, top-k); dropout: the elementwise op (f32, bf16, in
  *          place) the CPU's bits, attention with dropout on the
  *          probabilities (f32, bf16: the tensor-core kernels under cudnn and
  *          mma where they take the shape, else ours; ours under own) within
@@ -25,8 +26,8 @@
  *          bf16 GEMMs, the mixed layer norms and GELU) with GPT-2's mixes of
  *          bf16 and f32 operands against the CPU's f32 stand-ins: bf16
  *          outputs within TOL_BF16 (a bf16 unit), f32 ones as above; an f32
- *          dy into bf16 GEMMs (c_proj's and the head's: rounded once on the
- *          GPU, not on the CPU) within TOL_BF16 too, its bias gradient
+ *          dy into bf16 GEMMs (c_proj's, from the f32 stream: rounded once on
+ *          the GPU, not on the CPU) within TOL_BF16 too, its bias gradient
  *          exact (TOL_DB_F32_DY), dx and dw the bits of the rounded dy's;
  *          a dense layer's whole backward in one call (dy rounded once)
  *          the bits of its data and weight ops one after the other.
@@ -299,8 +300,8 @@ static void check_combined(rig *r, pp_weight_order o, const pair *w, const pair 
 
 /* GPT-2's mixes: bf16 activations and weight copies through the dense
  * layers (an f32 y too: a projection into the f32 stream; an f32 dy: the
- * stream's or the logits' gradient into c_proj and the head, rounded once
- * on the GPU), the f32 stream into bf16 layer norm outputs and a bf16
+ * stream's gradient into c_proj, rounded once on the GPU; the head's dy,
+ * the logits' gradient, is bf16), the f32 stream into bf16 layer norm outputs and a bf16
  * gradient back into it, GELU. */
 static void test_bf16(rig *r)
 {
@@ -597,28 +598,61 @@ static void test_embeddings(rig *r)
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
 }
 
+/* The classifier over f32 logits, and over bf16 logits with a bf16 gradient
+ * (GPT-2's head in bf16: the CUDA bf16 kernel against the CPU's, which
+ * widens, runs the f32 loop and rounds): the loss and counts within the f32
+ * tolerances, the f32 gradient within TOL_BWD, the bf16 one within a bf16
+ * unit; aliased or not, with label smoothing and top-k. */
 static void test_classifier(rig *r)
 {
-    const int n = 8 * 128, v = 50257;
-    pair z = pair_rand(r, 2, (int64_t[]){n, v}, -6, 6);
-    int32_t *lab = malloc((size_t)n * sizeof *lab);
-    for (int j = 0; j < n; j++) lab[j] = (int32_t)((r->rng >> 33) % (uint64_t)v), frand(r);
-    pair labels = pair_from(r, PP_I32, 1, (int64_t[]){n}, lab);
-    pair loss = pair_rand(r, 0, NULL, 0, 0);
-    int32_t zero = 0;
-    pair correct = pair_from(r, PP_I32, 0, NULL, &zero);
-    BOTH(r, pp_softmax_xent(ex, &z.c, &labels.c, (float)n, &loss.c, &correct.c, &z.c, err),
-         pp_softmax_xent(ex, &z.g, &labels.g, (float)n, &loss.g, &correct.g, &z.g, err));
-    CHECK_CLOSE(r, &loss, TOL_FWD, "classifier loss (50257 classes, in place)");
-    CHECK_CLOSE(r, &z, TOL_BWD, "classifier dlogits (50257 classes, in place)");
-    int32_t hc = -5, hg = -6;
-    pp_error e;
-    CHECK_OK(pp_tensor_to_host(&correct.c, &hc, sizeof hc, &e), &e);
-    CHECK_OK(pp_tensor_to_host(&correct.g, &hg, sizeof hg, &e), &e);
-    CHECK_MSG(hc == hg, "classifier correct: cpu %d cuda %d", hc, hg);
-    free(lab);
-    pair *all[] = {&z, &labels, &loss, &correct};
-    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+    static const struct {
+        int n, v;
+        bool bf16, in_place;
+        float eps;
+        int top_k; /* 0: no top-k count */
+    } cases[] = {{8 * 128, 50257, false, true, 0.0f, 0}, {2 * 128, 50257, true, true, 0.0f, 0},
+                 {2 * 128, 50257, true, false, 0.1f, 5}, {37, 1000, true, true, 0.1f, 5},
+                 {5, 1, true, false, 0.0f, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int n = cases[i].n, v = cases[i].v;
+        const bool bf16 = cases[i].bf16, k = cases[i].top_k > 0;
+        const int64_t shape[2] = {n, v};
+        pair z = pair_rand(r, 2, shape, -6, 6), dz = pair_rand(r, 2, shape, 0, 0);
+        pair zh = bf16 ? pair_bf16_of(r, &z) : z, dzh = bf16 ? pair_bf16_of(r, &z) : dz;
+        int32_t *lab = malloc((size_t)n * sizeof *lab);
+        for (int j = 0; j < n; j++) lab[j] = (int32_t)((r->rng >> 33) % (uint64_t)v), frand(r);
+        pair labels = pair_from(r, PP_I32, 1, (int64_t[]){n}, lab);
+        pair loss = pair_rand(r, 0, NULL, 0, 0);
+        int32_t zero = 0;
+        pair correct = pair_from(r, PP_I32, 0, NULL, &zero);
+        pair correct_k = pair_from(r, PP_I32, 0, NULL, &zero);
+        const pp_xent_desc d = {(float)n, cases[i].eps, k ? cases[i].top_k : 1};
+        pair *dst = cases[i].in_place ? &zh : &dzh;
+        BOTH(r,
+             pp_softmax_xent_ex(ex, &d, &zh.c, &labels.c, &loss.c, &correct.c,
+                                k ? &correct_k.c : NULL, &dst->c, err),
+             pp_softmax_xent_ex(ex, &d, &zh.g, &labels.g, &loss.g, &correct.g,
+                                k ? &correct_k.g : NULL, &dst->g, err));
+        CHECK_CLOSE(r, &loss, TOL_FWD, "classifier loss (%d classes%s) case %zu", v,
+                    bf16 ? ", bf16" : "", i);
+        if (bf16)
+            close_bf16(r, dst, TOL_BF16, "classifier dlogits", i);
+        else
+            CHECK_CLOSE(r, dst, TOL_BWD, "classifier dlogits (%d classes) case %zu", v, i);
+        int32_t h[4] = {-5, -6, -7, -8};
+        pp_error e;
+        CHECK_OK(pp_tensor_to_host(&correct.c, &h[0], sizeof h[0], &e), &e);
+        CHECK_OK(pp_tensor_to_host(&correct.g, &h[1], sizeof h[1], &e), &e);
+        CHECK_OK(pp_tensor_to_host(&correct_k.c, &h[2], sizeof h[2], &e), &e);
+        CHECK_OK(pp_tensor_to_host(&correct_k.g, &h[3], sizeof h[3], &e), &e);
+        CHECK_MSG(h[0] == h[1] && h[2] == h[3],
+                  "classifier case %zu: correct cpu %d cuda %d, top-k cpu %d cuda %d", i, h[0],
+                  h[1], h[2], h[3]);
+        free(lab);
+        if (bf16) pair_free(&zh), pair_free(&dzh);
+        pair *all[] = {&z, &dz, &labels, &loss, &correct, &correct_k};
+        for (size_t j = 0; j < sizeof all / sizeof all[0]; j++) pair_free(all[j]);
+    }
 }
 
 /* ---- dropout --------------------------------------------------------------------------- */

@@ -19,7 +19,10 @@
  *     (which rounds its f32 results once too), nearly all the same bits;
  *   - the classifier (label smoothing, top-k counts with ties to the label,
  *     in place): loss and dlogits within 1e-6, the correct and top-k counts
- *     exact, in place, a vocabulary of 50257, an out-of-range label.
+ *     exact, in place, a vocabulary of 50257, an out-of-range label; on bf16
+ *     logits and gradient (the bf16 kernel) the loss within 1e-6 too and the
+ *     gradient within one bf16 step of the CPU's (both round its f32 value
+ *     once), nearly all the same bits.
  */
 #include <math.h>
 #include <stdint.h>
@@ -305,6 +308,34 @@ static void test_attention_bf16(void)
 
 /* ---- the classifier ---------------------------------------------------------------------- */
 
+/* element i of f32 or bf16 logits, as f32; and set to v (rounded) */
+static float logit_at(const pp_tensor *t, int64_t i)
+{
+    return t->dtype == PP_BF16 ? pp_f32_from_bf16(((uint16_t *)t->data)[i]) : emu_f32(t)[i];
+}
+
+static void logit_set(pp_tensor *t, int64_t i, float v)
+{
+    if (t->dtype == PP_BF16)
+        ((uint16_t *)t->data)[i] = pp_bf16_from_f32(v);
+    else
+        emu_f32(t)[i] = v;
+}
+
+/* the f32 kernel, or the bf16 one (bf16 logits and gradient) */
+static cudaError_t launch_classifier(bool bf16, int n, int classes, void *kl,
+                                     const int32_t *labels, float eps, int top_k,
+                                     double *row_loss, int32_t *row_correct, float *loss,
+                                     int32_t *correct, int32_t *correct_k, void *kd)
+{
+    if (bf16)
+        return pp_emu_cuda_launch_classifier_bf16(0, n, classes, kl, labels, 8.0f, eps, top_k,
+                                                  row_loss, row_correct, loss, correct,
+                                                  correct_k, kd);
+    return pp_emu_cuda_launch_classifier(0, n, classes, kl, labels, 8.0f, eps, top_k, row_loss,
+                                         row_correct, loss, correct, correct_k, kd);
+}
+
 static void test_classifier(void)
 {
     static const struct {
@@ -312,30 +343,43 @@ static void test_classifier(void)
         bool in_place;
         float eps;
         int top_k;
-    } cases[] = {{37, 10, false, 0.0f, 0},  {37, 10, false, 0.1f, 5}, {37, 10, true, 0.3f, 3},
-                 {5, 1000, true, 0.0f, 5},  {2, 50257, true, 0.1f, 5}, {3, 1, false, 0.0f, 1}};
+        bool bf16; /* bf16 logits and gradient (a mixed-precision language model's head) */
+    } cases[] = {{37, 10, false, 0.0f, 0, false},  {37, 10, false, 0.1f, 5, false},
+                 {37, 10, true, 0.3f, 3, false},   {5, 1000, true, 0.0f, 5, false},
+                 {2, 50257, true, 0.1f, 5, false}, {3, 1, false, 0.0f, 1, false},
+                 {37, 10, false, 0.0f, 0, true},   {37, 10, true, 0.1f, 5, true},
+                 {5, 1000, false, 0.3f, 3, true},  {3, 50257, true, 0.0f, 5, true},
+                 {2, 50257, false, 0.1f, 1, true}, {3, 1, true, 0.0f, 1, true}};
     pp_error err;
     char what[128];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, classes = cases[i].classes, top_k = cases[i].top_k;
+        const bool bf16 = cases[i].bf16;
+        const pp_dtype dt = bf16 ? PP_BF16 : PP_F32;
         const int64_t ls[2] = {n, classes}, ns[1] = {n}, one[1] = {1};
-        pp_tensor logits = emu_tensor(PP_F32, 2, ls, PP_NCHW);
+        pp_tensor logits = emu_tensor(dt, 2, ls, PP_NCHW);
         pp_tensor labels = emu_tensor(PP_I32, 1, ns, PP_NCHW);
         pp_tensor loss = emu_tensor(PP_F32, 0, one, PP_NCHW);
         pp_tensor correct = emu_tensor(PP_I32, 0, one, PP_NCHW);
         pp_tensor correct_k = emu_tensor(PP_I32, 0, one, PP_NCHW);
-        pp_tensor dl = emu_tensor(PP_F32, 2, ls, PP_NCHW);
-        emu_fill(&logits, -4, 8);
+        pp_tensor dl = emu_tensor(dt, 2, ls, PP_NCHW);
+        if (bf16)
+            emu_fill_bf16(&logits, -4, 8);
+        else
+            emu_fill(&logits, -4, 8);
         for (int r = 0; r < n; r++) {
             const int label = (r * 7) % classes;
+            const int64_t z = (int64_t)r * classes;
             ((int32_t *)labels.data)[r] = label;
-            float *z = emu_f32(&logits) + (int64_t)r * classes;
-            if (r % 3 == 0) /* a tie for the maximum: the first index wins */
-                z[classes / 2] = z[classes - 1] = 9.0f;
-            if (r % 5 == 0 && classes > 3) z[3] = z[label]; /* a tie with the label (top-k) */
+            if (r % 3 == 0) { /* a tie for the maximum: the first index wins */
+                logit_set(&logits, z + classes / 2, 9.0f);
+                logit_set(&logits, z + classes - 1, 9.0f);
+            }
+            if (r % 5 == 0 && classes > 3) /* a tie with the label (top-k) */
+                logit_set(&logits, z + 3, logit_at(&logits, z + label));
         }
         void *bl, *bd;
-        float *kl = emu_copy(&logits, 0, &bl), *kd = cases[i].in_place ? kl : emu_copy(&dl, 0, &bd);
+        void *kl = emu_copy(&logits, 0, &bl), *kd = cases[i].in_place ? kl : emu_copy(&dl, 0, &bd);
         double *row_loss = malloc(sizeof(double) * (size_t)n);
         int32_t *row_correct = malloc(sizeof(int32_t) * (size_t)n), kcorrect = -5, kcorrect_k = -5;
         float kloss = 0;
@@ -344,12 +388,12 @@ static void test_classifier(void)
         CHECK_OK(pp_softmax_xent_ex(&g_ex, &xd, &logits, &labels, &loss, &correct,
                                     top_k ? &correct_k : NULL, dst, &err),
                  &err);
-        snprintf(what, sizeof what, "classifier %d x %d%s, smoothing %g, top-%d", n, classes,
-                 cases[i].in_place ? ", in place" : "", (double)cases[i].eps, top_k);
-        EMU_LAUNCHED(pp_emu_cuda_launch_classifier(0, n, classes, kl, labels.data, 8.0f,
-                                                   cases[i].eps, top_k, row_loss, row_correct,
-                                                   &kloss, &kcorrect, top_k ? &kcorrect_k : NULL,
-                                                   kd),
+        snprintf(what, sizeof what, "classifier %d x %d%s%s, smoothing %g, top-%d", n, classes,
+                 bf16 ? ", bf16" : "", cases[i].in_place ? ", in place" : "",
+                 (double)cases[i].eps, top_k);
+        EMU_LAUNCHED(launch_classifier(bf16, n, classes, kl, labels.data, cases[i].eps, top_k,
+                                       row_loss, row_correct, &kloss, &kcorrect,
+                                       top_k ? &kcorrect_k : NULL, kd),
                      what);
         CHECK_MSG(fabs(kloss - emu_f32(&loss)[0]) <= 1e-6 * fabs(emu_f32(&loss)[0]),
                   "%s: loss %.9g, the CPU's %.9g", what, kloss, emu_f32(&loss)[0]);
@@ -359,13 +403,15 @@ static void test_classifier(void)
             CHECK_MSG(kcorrect_k == ((int32_t *)correct_k.data)[0],
                       "%s: top-%d %d, the CPU's %d", what, top_k, kcorrect_k,
                       ((int32_t *)correct_k.data)[0]);
-        emu_close(dst, kd, 1e-6, what);
+        if (bf16)
+            emu_close_bf16(dst, kd, what);
+        else
+            emu_close(dst, kd, 1e-6, what);
         /* a label out of range: correct = -1, no access outside the row */
         ((int32_t *)labels.data)[n - 1] = classes;
-        EMU_LAUNCHED(pp_emu_cuda_launch_classifier(0, n, classes, kl, labels.data, 8.0f,
-                                                   cases[i].eps, top_k, row_loss, row_correct,
-                                                   &kloss, &kcorrect, top_k ? &kcorrect_k : NULL,
-                                                   kd),
+        EMU_LAUNCHED(launch_classifier(bf16, n, classes, kl, labels.data, cases[i].eps, top_k,
+                                       row_loss, row_correct, &kloss, &kcorrect,
+                                       top_k ? &kcorrect_k : NULL, kd),
                      what);
         CHECK_MSG(kcorrect == -1, "%s, a label out of range: correct %d (want -1)", what,
                   kcorrect);

@@ -336,11 +336,13 @@ static void test_boundaries(void)
     /* parameter gradients stay f32 */
     pp_tensor db = talloc(PP_BF16, 1, (int64_t[]){3});
     CHECK(pp_channel_bias_backward(&g_ex, &a, &db, &err) == PP_ERR_INVALID);
-    /* the loss takes f32 logits */
+    /* the loss's gradient has the logits' dtype (bf16 logits: bf16 dlogits) */
     pp_tensor lg = talloc(PP_BF16, 2, (int64_t[]){2, 3}), lab = talloc(PP_I32, 1, (int64_t[]){2});
     pp_tensor loss = talloc(PP_F32, 0, (int64_t[]){1}), cor = talloc(PP_I32, 0, (int64_t[]){1});
-    pp_tensor dl = talloc(PP_BF16, 2, (int64_t[]){2, 3});
+    pp_tensor dl = talloc(PP_F32, 2, (int64_t[]){2, 3});
     CHECK(pp_softmax_xent(&g_ex, &lg, &lab, 1.0f, &loss, &cor, &dl, &err) == PP_ERR_INVALID);
+    CHECK(strstr(err.msg, "dtype") != NULL);
+    CHECK(pp_softmax_xent(&g_ex, &dl, &lab, 1.0f, &loss, &cor, &lg, &err) == PP_ERR_INVALID);
     pp_tensor *all[] = {&a, &b, &i, &db, &lg, &lab, &loss, &cor, &dl};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pp_tensor_free(all[k]);
 }

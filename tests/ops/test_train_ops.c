@@ -4,6 +4,9 @@
  *   - pp_softmax_xent_ex: the smoothed loss and its gradient (finite
  *     differences), the top-k count with ties (a sort-free count of the
  *     definition), eps 0 giving pp_softmax_xent's bits, bad descriptors;
+ *     on bf16 logits and gradient (aliased or not, smoothing, top-k, rows of
+ *     GPT-2's vocabulary and small): the loss and counts of the f32 op on
+ *     the widened logits and its gradient rounded once to bf16, bit for bit;
  *   - pp_adamw_update_multi: three steps against torch.optim.AdamW's
  *     arithmetic in double (the first step, a later one, zero gradients,
  *     a large eps, weight decay 0, a gradient scale), each element within
@@ -175,6 +178,80 @@ static void test_xent_smoothing(void)
     }
     pp_tensor *ts[] = {&z, &dz, &lab, &loss, &corr};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+}
+
+/* bf16 logits: the bits of the f32 op on the logits widened, with its
+ * gradient rounded once (ops.h); the rows' logits drawn as bf16 values */
+static void test_xent_bf16(void)
+{
+    static const struct {
+        int n, classes, top_k; /* top_k 0: no top-k count */
+        float divisor, eps;
+        double offset, scale;
+        bool in_place, ties;
+    } cases[] = {
+        {4, 10, 5, 4.0f, 0.1f, 0.0, 3.0, false, false},
+        {4, 10, 0, 4.0f, 0.0f, 0.0, 3.0, true, true},
+        {1, 3, 1, 1.0f, 0.3f, 0.0, 1.0, true, false},
+        {6, 8, 3, 6.0f, 0.2f, 0.0, 1.0, false, true},
+        {3, 50257, 5, 24.0f, 0.0f, 0.0, 6.0, true, true},
+        {2, 50257, 0, 2.0f, 0.1f, 0.0, 6.0, false, false},
+        {5, 1000, 5, 5.0f, 0.0f, 100.0, 4.0, false, false},
+        {2, 1, 1, 2.0f, 0.0f, 0.0, 1.0, true, false},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int n = cases[ci].n, k = cases[ci].classes, top_k = cases[ci].top_k;
+        pp_error err;
+        pp_tensor z = tnew(PP_F32, 2, n, k, 1, 1), dz = tnew(PP_F32, 2, n, k, 1, 1);
+        pp_tensor h = tnew(PP_BF16, 2, n, k, 1, 1), dh = tnew(PP_BF16, 2, n, k, 1, 1);
+        pp_tensor lab = tnew(PP_I32, 1, n, 1, 1, 1);
+        pp_tensor loss[2], corr[2], corr_k[2];
+        for (int v = 0; v < 2; v++) {
+            loss[v] = tnew(PP_F32, 0, 1, 1, 1, 1);
+            corr[v] = tnew(PP_I32, 0, 1, 1, 1, 1);
+            corr_k[v] = tnew(PP_I32, 0, 1, 1, 1, 1);
+        }
+        fill(&z, cases[ci].offset, cases[ci].scale);
+        uint16_t *hz = h.data;
+        int32_t *labels = lab.data;
+        for (int64_t i = 0; i < (int64_t)n * k; i++) { /* bf16 values, widened */
+            hz[i] = pp_bf16_from_f32(fp(&z)[i]);
+            fp(&z)[i] = pp_f32_from_bf16(hz[i]);
+        }
+        for (int i = 0; i < n; i++) {
+            labels[i] = (int32_t)((urand() + 1.0) * 0.5 * k) % k;
+            if (cases[ci].ties) { /* the label's logit at a lower class, the maximum twice */
+                const int64_t r = (int64_t)i * k;
+                hz[r + (labels[i] + k - 1) % k] = hz[r + labels[i]];
+                hz[r + k / 2] = hz[r + k - 1] = pp_bf16_from_f32(10.0f);
+                for (int j = 0; j < k; j++) fp(&z)[r + j] = pp_f32_from_bf16(hz[r + j]);
+            }
+        }
+        const pp_xent_desc d = {cases[ci].divisor, cases[ci].eps, top_k > 0 ? top_k : 1};
+        CHECK_OK(pp_softmax_xent_ex(&g_ex, &d, &z, &lab, &loss[0], &corr[0],
+                                    top_k ? &corr_k[0] : NULL, &dz, &err),
+                 &err);
+        pp_tensor *dst = cases[ci].in_place ? &h : &dh;
+        CHECK_OK(pp_softmax_xent_ex(&g_ex, &d, &h, &lab, &loss[1], &corr[1],
+                                    top_k ? &corr_k[1] : NULL, dst, &err),
+                 &err);
+        int64_t differ = 0;
+        const uint16_t *g = dst->data;
+        for (int64_t i = 0; i < (int64_t)n * k; i++)
+            differ += g[i] != pp_bf16_from_f32(fp(&dz)[i]);
+        CHECK_MSG(differ == 0, "xent bf16 case %zu: %lld of %lld gradient elements not the f32 "
+                  "op's rounded", ci, (long long)differ, (long long)n * k);
+        CHECK_MSG(memcmp(loss[0].data, loss[1].data, 4) == 0, "xent bf16 case %zu: loss %.9g, "
+                  "the f32 op's %.9g", ci, (double)*fp(&loss[1]), (double)*fp(&loss[0]));
+        CHECK_MSG(*(int32_t *)corr[0].data == *(int32_t *)corr[1].data &&
+                      *(int32_t *)corr_k[0].data == *(int32_t *)corr_k[1].data,
+                  "xent bf16 case %zu: counts %d and %d, the f32 op's %d and %d", ci,
+                  *(int32_t *)corr[1].data, *(int32_t *)corr_k[1].data, *(int32_t *)corr[0].data,
+                  *(int32_t *)corr_k[0].data);
+        pp_tensor *ts[] = {&z, &dz, &h, &dh, &lab, &loss[0], &loss[1], &corr[0], &corr[1],
+                           &corr_k[0], &corr_k[1]};
+        for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+    }
 }
 
 /* ---- AdamW ---------------------------------------------------------------------- */
@@ -444,6 +521,7 @@ int main(void)
         return 1;
     }
     test_xent_smoothing();
+    test_xent_bf16();
     test_adamw();
     test_adamw_scale_misuse();
     test_sumsq_scale();
