@@ -1,7 +1,7 @@
 """fashion_subset.py - examples/plans/fashion-mnist-resnet18.yaml on a subset:
-one epoch over the first 3,000 Fashion-MNIST training images, evaluated on the
-first 1,000 test images, must learn: its loss falls and its test accuracy is
-well above chance, 0.1 (at least 0.4; 0.528 measured).
+one epoch over the first 1,500 Fashion-MNIST training images at batch 16,
+evaluated on the first 1,000 test images, must learn: its loss falls and its
+test accuracy is well above chance, 0.1 (at least 0.4; 0.525 measured).
 
 Usage: python3 fashion_subset.py PIPELINE_RUN SOURCE_ROOT [--train N] [--test N]
 Exit 77 (skip) when Debian's dataset-fashion-mnist is not installed (the setup
@@ -36,7 +36,7 @@ def subset(src, dst, n):
 
 def main():
     exe, root = sys.argv[1], sys.argv[2]
-    n_train = int(sys.argv[sys.argv.index("--train") + 1]) if "--train" in sys.argv else 3000
+    n_train = int(sys.argv[sys.argv.index("--train") + 1]) if "--train" in sys.argv else 1500
     n_test = int(sys.argv[sys.argv.index("--test") + 1]) if "--test" in sys.argv else 1000
     if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
         print(f"fashion_subset: {DATA} missing (dataset-fashion-mnist): skipped", file=sys.stderr)
@@ -51,9 +51,10 @@ def main():
             subset(src, dst, n)
             plan = plan.replace(src, dst)
     plan = plan.replace("epochs: 10", "epochs: 1")
-    # 3,000 images at batch 256 are 12 steps, too few for batch norm's running
-    # statistics to settle; batch 32 gives the subset 94
-    plan = plan.replace("size: 256\n  split_size: 64", "size: 32\n  split_size: 16")
+    # 1,500 images at batch 256 are 6 steps, too few for batch norm's running
+    # statistics to settle; batch 16 gives the subset 94 (the first 3,000 at
+    # batch 32, the same 94 steps at twice the cost, gave 0.528)
+    plan = plan.replace("size: 256\n  split_size: 64", "size: 16\n  split_size: 8")
     plan = plan.replace("lr: 0.1\n", "lr: 0.05\n")
     # one epoch: no room for the plan's warm-up and cosine decay
     plan = plan.replace("lr_schedule: {type: cosine, warmup: 1, warmup_start_factor: 0.1}",
