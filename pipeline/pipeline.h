@@ -160,7 +160,7 @@ typedef struct pp_eval_result {
     double images_per_s; /* pipelined inference throughput (samples per second) */
     double perplexity; /* exp(loss) */
     double top5_accuracy; /* the label among the five largest logits (ties to the lower
-                           * class, as top-1's argmax) */
+                           * class, as top-1's argmax; a token model's: per token) */
 } pp_eval_result;
 
 /* Per-stage figures, aggregated over the steps run so far (the first step is

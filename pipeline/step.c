@@ -641,9 +641,9 @@ pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
     loss /= p->replicas;
     correct /= p->replicas;
     correct5 /= p->replicas;
-    out->top5_accuracy = (double)correct5 / (double)p->eval_size;
     double secs = (double)(pp_stream_clock_ns() - t0) / 1e9;
     const double targets = (double)p->eval_size * p->targets;
+    out->top5_accuracy = (double)correct5 / targets;
     out->samples = p->eval_size;
     out->loss = loss / targets;
     out->accuracy = (double)correct / targets;

@@ -213,6 +213,9 @@ def test_train_eval_generate():
     check(r.returncode == 0 and "tokens/s" in r.stderr and ev.get("perplexity") and
           abs(ev["perplexity"] - math.exp(ev["loss"])) < 1e-6 * ev["perplexity"],
           f"training: tokens/s and perplexity: {r.returncode} {ev} {r.stderr[-400:]!r}")
+    # per token, as the top-1 accuracy: at least it and at most 1
+    check(0 <= ev.get("accuracy", -1) <= ev.get("top5_accuracy", -1) <= 1,
+          f"top-5 next-token accuracy per token: {ev}")
     check(re.search(r"test +loss \d+\.\d+, perplexity \d+\.\d+, next-token accuracy 0\.\d+ \(62 "
                     r"windows of 32 tokens", r.stderr) is not None, f"eval line: {r.stderr!r}")
     r = run(p2, "--load", ck, "--eval-only")
