@@ -341,7 +341,7 @@ def main():
         cc.check_torchvision_layout(f"{tag}step-2 checkpoint (weights)", weights)
     print(f"\nworst ratio {worst_seen[0]:.2f} ({worst_seen[1]}; limit {FACTOR:g} "
           f"+ floor), device {device}")
-    return 1 if cc.failures else 0
+    return cc.CHECKS.exit_code()
 
 
 if __name__ == "__main__":

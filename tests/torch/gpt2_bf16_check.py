@@ -55,7 +55,7 @@ except ImportError as e:  # the project's tests must not require PyTorch
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import crosscheck as cc  # noqa: E402  (check, failures, rel_err)
+import crosscheck as cc  # noqa: E402  (check, CHECKS, rel_err)
 import gpt2_model  # noqa: E402
 import check_args  # noqa: E402
 import st  # noqa: E402
@@ -290,7 +290,7 @@ def main():
     compare("step 2 (from our step-1 weights and AdamW state)", ours2, ref64b,
             [(r[0], r[3]) for r in bf], ours1)
     print(f"worst ratio to torch bf16 autocast's error: {worst_all[0]:.2f} ({worst_all[1]})")
-    return 1 if cc.failures else 0
+    return cc.CHECKS.exit_code()
 
 
 if __name__ == "__main__":

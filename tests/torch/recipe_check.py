@@ -335,7 +335,7 @@ def main():
              f"top-5: ours {ours5:.0f} of {TEST}, torchvision {hits5} ({amb} ambiguous); "
              f"top-1 ours {ours_1:.0f}, torchvision {hits1}")
     cc.check("top-5" in text, "the evaluation line prints top-5")
-    return 1 if cc.failures else 0
+    return cc.CHECKS.exit_code()
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ except ImportError as e:  # the project's tests must not require PyTorch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
-from crosscheck import check, failures, rel_err, write_idx  # noqa: E402
+from crosscheck import CHECKS, check, rel_err, write_idx  # noqa: E402
 
 CLASSES, BATCH, SPLIT, IMAGE = 5, 8, 4, 16
 LR, MOMENTUM, WD = 0.05, 0.9, 1e-4
@@ -278,8 +278,8 @@ def main():
           "batch norm starts at weight 1, bias 0")
 
     print(f"\nworst ratio ours/torch fp32: {worst:.2f}")
-    print("seq_check: " + ("FAILED: " + "; ".join(failures) if failures else "all passed"))
-    return 1 if failures else 0
+    print("seq_check: " + ("FAILED: " + "; ".join(CHECKS.failed) if CHECKS.failed else "all passed"))
+    return CHECKS.exit_code()
 
 
 if __name__ == "__main__":
