@@ -40,7 +40,7 @@
 #          most telling tests first, as far as 70 s go; the bf16 cross-check
 #          on cuda:0 (1 stage); fp32 and TF32 (batch B) and bf16 NHWC (2B)
 #          images/s, ours 1 stage against PyTorch eager measured in the same
-#          run (goals: 1.15x); host waits, allocations and graph launches per
+#          run (goals: 1.15x, bf16 1.35x); host waits, allocations and graph launches per
 #          steady step; compute-sanitizer memcheck over a 2-stage bf16 plan
 #   2      (parts/part2.sh) host waits, allocations, graph and kernel launches
 #          per steady step and images/s, graphs on and off, 1 and 2 stages
