@@ -121,14 +121,17 @@ static void test_dense(rig *r, bool tf32)
 }
 
 /* Runs call on the GPU into out twice (zeroed first each time when zero):
- * the two results' bits are equal. */
+ * the two results' bits are equal. The GPU's out is then given back the bits
+ * it held before, so that the pair's two sides still hold the same values
+ * (out may be an accumulator that later checks add to on both sides). */
 #define SAME_TWICE(r, out, zero, call, what)                                              \
     do {                                                                                  \
         pp_error e_;                                                                      \
         pp_exec *ex = &(r)->egpu;                                                         \
         pp_error *err = &e_;                                                              \
         const size_t bytes_ = pp_tensor_bytes(&(out)->g);                                 \
-        unsigned char *h_ = malloc(bytes_), *h2_ = malloc(bytes_);                        \
+        unsigned char *h_ = malloc(bytes_), *h2_ = malloc(bytes_), *h0_ = malloc(bytes_);  \
+        CHECK_OK(pp_tensor_to_host(&(out)->g, h0_, bytes_, err), err);                    \
         if (zero) CHECK_OK(pp_zero(ex, &(out)->g, err), err);                             \
         CHECK_OK(call, err);                                                              \
         CHECK_OK(pp_tensor_to_host(&(out)->g, h_, bytes_, err), err);                     \
@@ -136,7 +139,8 @@ static void test_dense(rig *r, bool tf32)
         CHECK_OK(call, err);                                                              \
         CHECK_OK(pp_tensor_to_host(&(out)->g, h2_, bytes_, err), err);                    \
         CHECK_MSG(memcmp(h_, h2_, bytes_) == 0, "%s: two runs differ", what);            \
-        free(h_), free(h2_);                                                              \
+        CHECK_OK(pp_tensor_from_host(&(out)->g, h0_, bytes_, err), err);                  \
+        free(h_), free(h2_), free(h0_);                                                   \
     } while (0)
 
 static void test_layernorm_gelu(rig *r)
