@@ -24,16 +24,22 @@ CHECKS = Checks()
 check = CHECKS.check
 
 
-# A sanitizer's instrumentation slows our code and not the sleeps of the
-# delay model, nor the waits: a measured step against the simulator's
-# prediction is checked in plain builds only, and printed in the others.
+# Ceilings on measured times (a delay stage's time, a measured step against
+# the simulator's prediction) hold on a quiet machine and fail on a loaded one
+# (a CI runner beside other jobs measured a 2 ms delay stage at 6.8 ms): they
+# are checked only where PP_TIMING_CHECKS=1 asks for it, never in a sanitizer
+# build (its instrumentation slows our code and not the sleeps), and printed
+# otherwise when they do not hold. Floors (a sleep never undershoots) are
+# plain checks.
 SANITIZED = os.environ.get("PP_SANITIZED") == "1"
+TIMING = os.environ.get("PP_TIMING_CHECKS") == "1" and not SANITIZED
 
 
 def timing_check(cond, what):
-    if SANITIZED:
+    if not TIMING:
         if not cond:
-            print(f"{os.path.basename(sys.argv[0])}: sanitizer build, not checked: {what}",
+            why = "sanitizer build" if SANITIZED else "PP_TIMING_CHECKS=1 not set"
+            print(f"{os.path.basename(sys.argv[0])}: timing not checked ({why}): {what}",
                   file=sys.stderr)
         return
     check(cond, what)
