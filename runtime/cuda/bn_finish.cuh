@@ -64,6 +64,28 @@ __device__ __forceinline__ void bn_backward_finish(int c, int ch, double m, doub
     coef[3 * c + ch] = mean[ch];
 }
 
+/* The per-element arithmetic of the batch norm, each f32 operation rounded
+ * on its own (__fmul_rn and kin: nvcc contracts none of them into an FMA) in
+ * the CPU backend's order (runtime/cpu/batchnorm.c): with the same
+ * coefficients, the CPU's bits. An FMA rounds once where the CPU rounds
+ * twice; near 0 its sign can differ from the CPU's, and a ReLU's mask with it
+ * (one flipped element moves a channel's bias gradient by that element's
+ * whole gradient). */
+
+/* y = x * alpha + beta */
+__device__ __forceinline__ float bn_y(float x, float alpha, float beta)
+{
+    return __fadd_rn(__fmul_rn(x, alpha), beta);
+}
+
+/* dx = (dy - grad_mean - (x - mean) * proj) * scale */
+__device__ __forceinline__ float bn_dx(float dy, float x, float grad_mean, float proj,
+                                       float scale, float mean)
+{
+    return __fmul_rn(__fsub_rn(__fsub_rn(dy, grad_mean), __fmul_rn(__fsub_rn(x, mean), proj)),
+                     scale);
+}
+
 /* from the shifted sums of m values per channel: bn_train_finish */
 __global__ void bn_finish_train_k(int c, int groups, double m, float eps, float momentum,
                                   const float *shift, const float *part1, const float *part2,

@@ -136,8 +136,8 @@ __global__ void __launch_bounds__(BNC_T) bnc_stats_k(bnc_geom g, const float *x,
     block_sums(a, b, part1, part2);
 }
 
-/* y = x * alpha + beta, + add, ReLU, in f32 (as the CPU's batch norm, add
- * and ReLU one after the other) */
+/* y = x * alpha + beta, + add, ReLU, in f32, each operation rounded on its
+ * own as the CPU's batch norm, add and ReLU one after the other (bn_y) */
 template <int V>
 __global__ void __launch_bounds__(BNC_T) bnc_apply_k(bnc_geom g, const float *x,
                                                      const float *coef, const float *add,
@@ -153,8 +153,8 @@ __global__ void __launch_bounds__(BNC_T) bnc_apply_k(bnc_geom g, const float *x,
         T a = v, out = v;
         if (add) a = av[i];
         for (int k = 0; k < V; k++) {
-            float o = vec<V>::get(v, k) * alpha + beta;
-            if (add) o += vec<V>::get(a, k);
+            float o = bn_y(vec<V>::get(v, k), alpha, beta);
+            if (add) o = __fadd_rn(o, vec<V>::get(a, k));
             if (relu) o = o > 0.0f ? o : 0.0f;
             vec<V>::set(out, k, o);
         }
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(BNC_T) bnc_bwd_sums_k(bnc_geom g, const float 
     block_sums(a, b, part1, part2);
 }
 
-/* dx = (dy - grad_mean - (x - mean) * proj) * scale, dy masked */
+/* dx = (dy - grad_mean - (x - mean) * proj) * scale, dy masked (bn_dx) */
 template <int V>
 __global__ void __launch_bounds__(BNC_T) bnc_dx_k(bnc_geom g, const float *x, const float *dy,
                                                   const float *mask, const float *coef, float *dx)
@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(BNC_T) bnc_dx_k(bnc_geom g, const float *x, co
         if (mask) mi = mv[i];
         for (int k = 0; k < V; k++) {
             const float d = grad(vec<V>::get(gi, k), mask, vec<V>::get(mi, k));
-            vec<V>::set(out, k, (d - gm - (vec<V>::get(xi, k) - mu) * proj) * scale);
+            vec<V>::set(out, k, bn_dx(d, vec<V>::get(xi, k), gm, proj, scale, mu));
         }
         dv[i] = out;
     }

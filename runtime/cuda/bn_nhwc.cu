@@ -47,26 +47,28 @@ __device__ __forceinline__ uint4 masked8(const uint4 &gv, const uint4 &mv)
 
 /* one element of the batch norm's output: x * alpha + beta rounded, then +
  * a (when has_add) and the ReLU as pp_add_relu, pp_add and pp_relu_forward
- * give them */
+ * give them, each f32 operation rounded on its own as the CPU rounds it
+ * (bn_y, bn_finish.cuh) */
 __device__ __forceinline__ uint16_t bn_out(uint16_t x, float alpha, float beta, bool has_add,
                                            uint16_t a, bool relu)
 {
-    const uint16_t o = narrow(widen(x) * alpha + beta);
+    const uint16_t o = narrow(bn_y(widen(x), alpha, beta));
     if (!has_add && !relu) return o;
     float v = widen(o);
-    if (has_add) v += widen(a);
+    if (has_add) v = __fadd_rn(v, widen(a));
     if (relu) v = v > 0.0f ? v : 0.0f;
     return narrow(v);
 }
 
 /* one element of dx from dy (zero where the mask is given and not positive),
- * x and the coefficients of the backward's finish (bn_finish.cuh) */
+ * x and the coefficients of the backward's finish (bn_finish.cuh), rounded
+ * op by op in the CPU's order (bn_dx) */
 __device__ __forceinline__ uint16_t bn_dx_one(uint16_t dy, bool has_mask, uint16_t m, uint16_t x,
                                               float grad_mean, float proj, float scale,
                                               float mean)
 {
-    const float g = has_mask && !(widen(m) > 0.0f) ? 0.0f : widen(dy), v = widen(x);
-    return narrow((g - grad_mean - (v - mean) * proj) * scale);
+    const float g = has_mask && !(widen(m) > 0.0f) ? 0.0f : widen(dy);
+    return narrow(bn_dx(g, widen(x), grad_mean, proj, scale, mean));
 }
 
 enum { BN_CX = 32, BN_RY = 8 }; /* block: 32 channels x 8 rows */
