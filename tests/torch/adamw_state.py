@@ -11,12 +11,15 @@ PREFIXES = ("optimizer.exp_avg.", "optimizer.exp_avg_sq.", "optimizer.step.")
 
 def load(opt, names, state, dtype):
     """Gives opt (an AdamW over the parameters of names, {parameter: name})
-    the state of every parameter that state holds, in dtype."""
+    the state of every parameter that state holds, in dtype, the moments on
+    their parameter's device (the step counts stay on the CPU, as AdamW keeps
+    them)."""
     for p, n in names.items():
         if PREFIXES[0] + n in state:
+            moment = lambda k: torch.from_numpy(state[k + n].copy()).to(  # noqa: E731
+                device=p.device, dtype=dtype)
             opt.state[p] = {"step": torch.tensor(float(state[PREFIXES[2] + n])),
-                            "exp_avg": torch.from_numpy(state[PREFIXES[0] + n].copy()).to(dtype),
-                            "exp_avg_sq": torch.from_numpy(state[PREFIXES[1] + n].copy()).to(dtype)}
+                            "exp_avg": moment(PREFIXES[0]), "exp_avg_sq": moment(PREFIXES[1])}
 
 
 def save(out, opt, names):
@@ -24,6 +27,6 @@ def save(out, opt, names):
     step counts as int64 scalars."""
     for p, n in names.items():
         s = opt.state[p]
-        out[PREFIXES[0] + n] = s["exp_avg"].contiguous().numpy().astype(np.float64)
-        out[PREFIXES[1] + n] = s["exp_avg_sq"].contiguous().numpy().astype(np.float64)
+        out[PREFIXES[0] + n] = s["exp_avg"].cpu().contiguous().numpy().astype(np.float64)
+        out[PREFIXES[1] + n] = s["exp_avg_sq"].cpu().contiguous().numpy().astype(np.float64)
         out[PREFIXES[2] + n] = np.array(int(s["step"]), dtype=np.int64)

@@ -4,6 +4,9 @@ Usage: /usr/bin/python3 gpt2_check.py PIPELINE_RUN [--keep DIR] [--device-map MA
 
 --device-map MAP goes to pipeline-run: cpu:*=cuda:0 runs both stages on
 one GPU (tests/gpu/run-all.sh --part gpt2), the tied embedding split there.
+PyTorch float32's runs (the yardstick below) then run on that GPU too,
+TF32 off: our GPU's sums are held to what PyTorch's fp32 error is on the
+CPU or on that GPU (cuBLAS's own sums), whichever is larger.
 
 The model: 4 blocks, n_embd 128, 4 heads, 64 positions, a vocabulary of 256
 (tied head, and untied) and of 50257 (tied), Hugging Face's GPT2LMHeadModel
@@ -37,7 +40,7 @@ For each model:
     for every key, so its update is lr x rounding / (|rounding| + eps) in
     every float run): PyTorch float32's error is the largest over its plain
     run and four runs from the weights moved one ulp each (as recipe_check.py
-    does);
+    does), on the CPU and on the GPU the device map names;
   - the gradient norm of --json (grad_norms, before clipping) against the
     value torch.nn.utils.clip_grad_norm_ returns in float64, within FACTOR of
     float32's error (1e-6 relative at least), and above the clip;
@@ -137,16 +140,17 @@ def param_groups(m):
     return [{"params": decay, "weight_decay": WD}, {"params": rest, "weight_decay": 0.0}]
 
 
-def torch_step(state, vocab, tied, dtype, x, y):
+def torch_step(state, vocab, tied, dtype, x, y, device="cpu"):
     """One step of our semantics from state (and its AdamW state, when it
-    holds optimizer.*). Returns (state after it in float64, with the AdamW
-    state under our names; the loss; the gradient norm before clipping)."""
-    m = build(state, vocab, tied, dtype)
+    holds optimizer.*) on device. Returns (state after it in float64, with
+    the AdamW state under our names; the loss; the gradient norm before
+    clipping)."""
+    m = build(state, vocab, tied, dtype).to(device)
     opt = torch.optim.AdamW(param_groups(m), lr=LR, betas=BETAS, eps=EPS)
     names = {p: n for n, p in m.named_parameters()}
     adamw_state.load(opt, names, state, dtype)
     opt.zero_grad(set_to_none=True)
-    xt, yt = torch.from_numpy(x).long(), torch.from_numpy(y).long()
+    xt, yt = torch.from_numpy(x).long().to(device), torch.from_numpy(y).long().to(device)
     total = 0.0
     per = BATCH // MICRO
     for i in range(0, BATCH, per):
@@ -157,7 +161,7 @@ def torch_step(state, vocab, tied, dtype, x, y):
         total += float(loss.detach())
     norm = float(torch.nn.utils.clip_grad_norm_(m.parameters(), CLIP))
     opt.step()
-    out = {k: v.detach().numpy().astype(np.float64) for k, v in m.state_dict().items()}
+    out = {k: v.detach().cpu().numpy().astype(np.float64) for k, v in m.state_dict().items()}
     adamw_state.save(out, opt, names)
     return out, total, norm
 
@@ -175,8 +179,9 @@ def moved(state, seed):
 
 def torch32(state, vocab, tied, x, y):
     """PyTorch float32's runs: plain and from the weights moved one ulp, four
-    ways (the states after the step, the gradient norms; the plain run's loss)"""
-    runs = [torch_step(s, vocab, tied, torch.float32, x, y)
+    ways, on each of TORCH_DEVICES (the states after the step, the gradient
+    norms; the CPU's plain run's loss)"""
+    runs = [torch_step(s, vocab, tied, torch.float32, x, y, dev) for dev in TORCH_DEVICES
             for s in [state] + [moved(state, seed) for seed in (5, 6, 7, 8)]]
     return [r[0] for r in runs], [r[2] for r in runs], runs[0][1]
 
@@ -207,6 +212,19 @@ def rel_err(x, ref, before):
     return diff / scale if scale > 0 else diff
 
 
+def adamw_scale(ref64, name, ours):
+    """Where a weight's worst element is (its largest |ours - ref64|) and
+    AdamW's denominator there, sqrt(v-hat) in units of eps: near 1 the update
+    g / (sqrt(v-hat) + eps) turns on the rounding of g itself, whichever
+    backend rounds it"""
+    v, t = ref64.get(PREFIXES[1] + name), ref64.get(PREFIXES[2] + name)
+    if v is None or t is None:
+        return ""
+    k = int(np.argmax(np.abs(ours[name].astype(np.float64) - ref64[name])))
+    vhat = float(v.reshape(-1)[k]) / (1.0 - BETAS[1] ** int(t))
+    return f"; its element {k}: sqrt(v-hat) {np.sqrt(vhat):.1e} = {np.sqrt(vhat) / EPS:.3g} eps"
+
+
 def compare(title, ours, ref64, runs32, before):
     """Each tensor: ours and torch fp32 (the largest error of its runs)
     against ref64; ours within FACTOR."""
@@ -222,7 +240,8 @@ def compare(title, ours, ref64, runs32, before):
         et = max(rel_err(r[name], ref64[name], b) for r in runs32)
         ratio = eo / et if et > 0 else 0.0
         if ratio > worst[0]:
-            worst = (ratio, f"{name}: {eo:.2e} vs torch fp32 {et:.2e}")
+            worst = (ratio, f"{name}: {eo:.2e} vs torch fp32 {et:.2e}"
+                     + ("" if b is None else adamw_scale(ref64, name, ours)))
         if eo > FACTOR * et + FLOOR:
             bad.append(f"{name}: {eo:.2e} vs {et:.2e}")
     n = sum(1 for k in ref64 if not k.startswith(PREFIXES[2]))
@@ -246,6 +265,22 @@ def write_tokens(path, tokens):
 
 
 DEVICE_MAP = []  # ["--device-map", MAP] when given
+TORCH_DEVICES = ["cpu"]  # where PyTorch's float32 runs: the CPU, and the GPU the map names
+
+
+def gpu_of(device_map):
+    """The CUDA device a --device-map MAP sends stages to ("cuda:N" after an
+    "="), when PyTorch sees it, with float32 matmuls kept IEEE (TF32 off);
+    else None."""
+    rules = device_map[1].split(",") if len(device_map) > 1 else []
+    targets = [r.split("=", 1)[1].strip() for r in rules if "=" in r]
+    gpus = [t for t in targets if t.startswith("cuda")]
+    if not gpus or not torch.cuda.is_available():
+        return None
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu"))
+    import torch_common  # noqa: E402  (tests/gpu, the bundle's gpu/: TF32 off on any PyTorch)
+    print(f"PyTorch float32's runs on cpu and {gpus[0]}: {torch_common.ieee_fp32(torch)}")
+    return gpus[0]
 
 
 def run(exe, work, load, steps, save, weights_only):
@@ -339,6 +374,9 @@ def main():
         return 2
     exe, work = a.exe, a.work
     DEVICE_MAP.extend(a.device_map)
+    gpu = gpu_of(DEVICE_MAP)
+    if gpu:
+        TORCH_DEVICES.append(gpu)
     for vocab, tied in ((256, True), (256, False), (50257, True)):
         check_model(exe, work, vocab, tied)
     return CHECKS.exit_code()

@@ -52,7 +52,7 @@ class Block(torch.nn.Module):
         hs = c // self.n_head
         q, k, v = (z.view(n, t, self.n_head, hs).transpose(1, 2) for z in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=att.device))
         att = F.softmax(att.masked_fill(~mask, float("-inf")), dim=-1)
         att = F.dropout(att, self.dropout, self.training) if self.dropout else att
         y = (att @ v).transpose(1, 2).contiguous().view(n, t, c)
@@ -85,7 +85,7 @@ class GPT2(torch.nn.Module):
 
     def forward(self, idx):
         tr = self.transformer
-        x = tr.wte(idx) + tr.wpe(torch.arange(idx.shape[1]))
+        x = tr.wte(idx) + tr.wpe(torch.arange(idx.shape[1], device=idx.device))
         if self.dropout:
             x = F.dropout(x, self.dropout, self.training)
         for b in tr.h:
