@@ -40,8 +40,12 @@ METRIC = "gpu__time_duration.sum"
 UNIT_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0,
            "ms": 1.0, "second": 1e3, "s": 1e3}
 
-# (family, pattern over the lower-case kernel name); the first match wins
+# (family, pattern over the lower-case kernel name); the first match wins.
+# Attention first: cuDNN's fused attention kernels name their direction as
+# the convolutions do (..._sdpa_..._fprop_...); ours are forward_k, dq_k,
+# dkv_k, delta_k (attention_tile.cuh) and their _mma_k forms.
 FAMILIES = [
+    ("attention", r"sdpa|fmha|flash|attention|attn|(^|[^a-z_])(forward|dq|dkv|delta)(_mma)?_k$"),
     ("conv wgrad", r"wgrad|backward_filter|bwd_filter|convolve_.*filter"),
     ("conv dgrad", r"dgrad|backward_data|bwd_data"),
     ("conv fprop", r"fprop|convolve|conv2d|conv_fwd|winograd|fft2d|fft_|computeoffsets"
@@ -51,6 +55,13 @@ FAMILIES = [
     ("transpose/cast", r"transpose|nchwtonhwc|nhwctonchw|bf16_from_f32|f32_from_bf16|cast"
                        r"|convert|permute|tensor_transform|reorder"),
     ("gemm", r"gemm|gemv|splitkreduce|cublas|dot_kernel|matmul"),
+    ("layer norm", r"(^|[^a-z])ln_|layernorm|layer_norm"),
+    ("gelu", r"gelu"),
+    ("loss", r"classifier|xent|cross_entropy|softmax|(^|[^a-z_])(rows|total)_k$"),
+    ("embedding", r"embedding|(^|[^a-z_])(gather|position)_k$"),
+    ("bias grad", r"colsum|(^|[^a-z_])parts_add_k$"),
+    ("dropout", r"dropout"),
+    ("adamw/clip", r"adamw|sumsq|scale_multi"),
     ("sgd", r"sgd|momentum|optimizer"),
     ("elementwise/relu/add", r"(^|[^a-z])ew_|elementwise|relu|add|accum|bias|scale|zero"
                              r"|fill|copy|axpy"),

@@ -23,7 +23,7 @@
 #                    results.md then hold the rows of earlier parts written there
 #   --copy-to DIR    copy the results folder into DIR at the end
 #   --budget S       the invocation's time budget (default 350 s a part, 390
-#                    for parts 1 and 4, the sum for all; three times that in a dry
+#                    for parts 1, 4 and gpt2, the sum for all; three times that in a dry
 #                    run): nothing starts after it, and a command running is
 #                    cut at it; what is left reads SKIPPED
 #   --tutorial-steps N   pipeline-run steps per split in the tutorial sweep (8)
@@ -71,7 +71,8 @@
 #   gpt2   (parts/gpt2.sh) GPT-2 on CUDA: test_cuda_gpt2; two stages on cuda:0 against PyTorch
 #          float64 (tests/torch/gpt2_check.py), then GPT-2 124M tokens/s at
 #          batch 8 x 1024, ours bf16 (native, and the f32 stand-ins), tf32 and fp32
-#          against PyTorch eager and torch.compile, with peak memory
+#          against PyTorch eager and torch.compile, with peak memory; the
+#          bf16 step's kernels under ncu by family
 # One GPU machine lent for about 15 minutes (its start included): check that
 # the bundle runs there, then run quick, then what time is left allows, each
 # part adding to the same results and copying them out (a folder left on the
@@ -134,7 +135,7 @@ esac
 time_scale=1
 [ $dry = 1 ] && time_scale=3
 if [ -z "$budget" ]; then
-    case $part in all) budget=3930 ;; 1|4) budget=390 ;; *) budget=350 ;; esac
+    case $part in all) budget=3970 ;; 1|4|gpt2) budget=390 ;; *) budget=350 ;; esac
     budget=$((budget * time_scale))
 fi
 py=${PYTHON:-python3}

@@ -43,14 +43,14 @@ with tempfile.TemporaryDirectory() as d:
         f.write(kernel(0, "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float>(int)", "1,000"))
         f.write(kernel(1, "void <unnamed>::ew_vec_k<relu_op>(long)", "500"))
         f.write(kernel(2, "void cudnn::bn_fw_tr_1C11_singleread<float>(args)", "nan"))
-        f.write(kernel(3, "void <unnamed>::softmax_xent_k(int)", "250"))
+        f.write(kernel(3, "void <unnamed>::mystery_k(int)", "250"))
     rc, out = run("kernel_table.py", ncu, "--step-ms", "2")
     check(rc == 0, "kernel_table.py exit %d" % rc)
     j = json.loads(out.strip().splitlines()[-1]) if out.strip() else {}
     check(j.get("kernels") == 4, "4 kernel rows: %s" % j.get("kernels"))
     check(abs(j.get("total_ms", -1) - 0.00175) < 1e-12,
           "total of the measured kernels 0.00175 ms, not nan: %s" % j.get("total_ms"))
-    check([o[0] for o in j.get("other", [])] == ["softmax_xent_k"]
+    check([o[0] for o in j.get("other", [])] == ["mystery_k"]
           and "longest of family other:" in out,
           "family other's kernels listed: %s" % j.get("other"))
     check(j.get("families", {}).get("batch norm", {}).get("ms") == 0.001,
@@ -59,6 +59,39 @@ with tempfile.TemporaryDirectory() as d:
           "the nan row listed as not measured: %s" % j.get("unmeasured"))
     check(j.get("ncu_errors") == ["==ERROR== LaunchFailed"], "ncu errors: %s" % j.get("ncu_errors"))
     check("nan" not in out.lower().replace("not measured", ""), "no nan printed:\n" + out)
+
+    # a GPT-2 step's kernels, each in its family (cuDNN's attention names
+    # its direction as a convolution does: attention first)
+    gpt = {"void (anonymous namespace)::forward_mma_k<64>(attn_args)": "attention",
+           "void (anonymous namespace)::dkv_k(attn_args)": "attention",
+           "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128":
+               "attention",
+           "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "gemm",
+           "void (anonymous namespace)::ln_backward_k<float, unsigned short>(ln_args)":
+               "layer norm",
+           "void (anonymous namespace)::gelu_k<unsigned short>(long)": "gelu",
+           "void (anonymous namespace)::rows_k<unsigned short>(cls_args)": "loss",
+           "void (anonymous namespace)::total_k(int)": "loss",
+           "void (anonymous namespace)::gather_k(emb_args)": "embedding",
+           "void (anonymous namespace)::colsum_parts_k(int)": "bias grad",
+           "void (anonymous namespace)::adamw_multi_k(multi_args)": "adamw/clip",
+           "void (anonymous namespace)::sumsq_total_k(int)": "adamw/clip",
+           "void (anonymous namespace)::dropout_vec_k(long)": "dropout",
+           "void cudnn::bn_bw_1C11_kernel_new<float>(int)": "batch norm",
+           "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc": "conv fprop"}
+    gncu = os.path.join(d, "gpt2.out")
+    with open(gncu, "w") as f:
+        f.write(HEAD)
+        for i, name in enumerate(gpt):
+            f.write(kernel(i, name, "100"))
+    rc, out = run("kernel_table.py", gncu)
+    fams = json.loads(out.strip().splitlines()[-1]).get("families", {}) if rc == 0 else {}
+    want = {}
+    for fam in gpt.values():
+        want[fam] = want.get(fam, 0) + 1
+    check(rc == 0 and {k: v["count"] for k, v in fams.items()} == want,
+          "GPT-2 kernels by family: %s, want %s" % ({k: v["count"] for k, v in fams.items()},
+                                                   want))
 
     lib = os.path.join(d, "lib.out")
     with open(lib, "w") as f:

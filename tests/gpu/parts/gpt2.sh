@@ -3,10 +3,12 @@
 #     against the CPU, two steps of a tied GPT-2 in 1 and 2 stages).
 #   correctness (110 s): tests/torch/gpt2_check.py with its two stages both
 #     on cuda:0 (the tied embedding on the first, the head's copy on the
-#     second): every tensor of two SGD steps within 3x PyTorch fp32's own
-#     error against float64 (PyTorch on the CPU), for vocabularies of 256
-#     (tied and untied) and 50257.
-#   speed (180 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
+#     second): every tensor of two AdamW steps within 3x PyTorch fp32's own
+#     error against float64 (float64 on the CPU; PyTorch fp32's error, the
+#     yardstick, the larger of its runs on the CPU and on cuda:0), for
+#     vocabularies of 256 (tied and untied) and 50257; the worst tensor's
+#     worst element with AdamW's denominator there in units of eps.
+#   speed (195 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
 #     batch 8 x 1024 tokens, 1 stage, SGD with momentum, random tokens:
 #     tokens/s and peak memory of ours in bf16, tf32 and fp32 (in that order:
 #     the issue's goal first), of PyTorch eager in bf16 autocast, tf32 and
@@ -26,6 +28,11 @@
 #     one per element at three sites a block, one per (query, key) in each
 #     attention pass; the attention is then our tensor-core kernels drawing
 #     the masks where cuDNN's ran: cuDNN's masks are not ours).
+#   diagnostics (90 s): the bf16 step's kernels under ncu (one steady step,
+#     as part 10 takes ResNet-50's), grouped by family by kernel_table.py
+#     (attention, gemm, layer norm, gelu, loss, embedding, bias grad, ...),
+#     against the step's median: where the time goes that torch.compile's
+#     step does not spend.
 # In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
 # shellcheck shell=bash disable=SC2154
 
@@ -124,7 +131,7 @@ gpt2_variant() {
 
 partgpt2() {
     cur_part=gpt2
-    local tdev=cuda:0 gmap="cpu:*=cuda:0" rc verdict
+    local tdev=cuda:0 gmap="cpu:*=cuda:0" rc verdict map
     g_layers=12 g_heads=12 g_embd=768 g_vocab=50257 g_t=1024 g_batch=8 g_steps=10 g_warm=3
     if [ $dry = 1 ]; then
         g_layers=2 g_heads=2 g_embd=64 g_vocab=256 g_t=64 g_batch=2 g_steps=3 g_warm=1
@@ -165,7 +172,7 @@ SH
         "$verdict" "$(grep -c '^ok ' "$res/gpt2-check.out" 2>/dev/null) checks passed; $(grep -m1 'step 1: ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-160); $(tail -n 1 "$res/gpt2-check.out" 2>/dev/null)" \
         "$last_cmd"
 
-    section speed 180
+    section speed 195
     echo "== GPT-2 $g_what, tokens/s: pipeline-run vs PyTorch"
     gpt2_tokens "$res/gpt2-tokens.bin" $((g_batch * (g_t + 1) * (g_steps + 4))) "$g_vocab"
     gpt2_ours bf16
@@ -183,4 +190,11 @@ SH
     gpt2_against fp32 "torch eager GPT-2 fp32"
     # last: the row the section's budget may cut
     gpt2_variant bf16 dropout model.dropout=0.1 "no dropout / dropout"
+
+    section diagnostics 90
+    echo "== kernels per step (ncu), GPT-2 $g_what, bf16, 1 stage"
+    map=$(map_all)
+    ktable gpt2-bf16 "GPT-2 bf16 1 stage, $g_what" "$res/gpt2-1stage-bf16.yaml" \
+        "$(jget "$res/pr-gpt2-1stage-bf16.out" 'j["step_ms"]["median"]')" \
+        "$(cat "$res/pr-gpt2-1stage-bf16.cmd" 2>/dev/null)"
 }
