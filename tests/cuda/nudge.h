@@ -30,9 +30,11 @@
  * (names ending in .weight or .bias, optimizer state excluded; zeros stay
  * zero) moved up or down (a fixed pseudo-random sign per value) by one fp32 ulp when scale is
  * 0, else by the relative amount scale (2^-9: half a bf16 step, for bf16
- * runs), metadata and everything else unchanged. Records a check failure and returns false when it cannot.
- * (In a header: the checks count in the including test's summary.) */
-static bool nudge_checkpoint(const char *src, const char *dst, double scale)
+ * runs), metadata and everything else unchanged; seed picks the signs (0:
+ * the sequence nudge_checkpoint uses, others independent of it). Records a
+ * check failure and returns false when it cannot. (In a header: the checks
+ * count in the including test's summary.) */
+static bool nudge_checkpoint_seed(const char *src, const char *dst, double scale, unsigned seed)
 {
     pp_error err = {0};
     pp_registry *reg = NULL;
@@ -52,7 +54,7 @@ static bool nudge_checkpoint(const char *src, const char *dst, double scale)
         list[built] = (pp_ckpt_tensor){e->name, &t[built]};
     }
     if (s == PP_OK) s = pp_checkpoint_load(src, list, info.n, false, &err);
-    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)seed * 0x2545f4914f6cdd1dull;
     size_t moved = 0;
     for (size_t i = 0; s == PP_OK && i < info.n; i++) {
         const pp_checkpoint_entry *e = &info.entries[i];
@@ -87,6 +89,12 @@ static bool nudge_checkpoint(const char *src, const char *dst, double scale)
     pp_checkpoint_info_free(&info);
     pp_registry_free(reg);
     return s == PP_OK;
+}
+
+/* nudge_checkpoint_seed with seed 0 */
+static inline bool nudge_checkpoint(const char *src, const char *dst, double scale)
+{
+    return nudge_checkpoint_seed(src, dst, scale, 0);
 }
 
 #endif

@@ -37,7 +37,7 @@
 # begins, and whatever did not run reads SKIPPED; the table and results.md
 # are written either way. In the order of what they tell:
 #   quick  (parts/quick.sh) the libraries and GPU loaded; the CUDA test suite,
-#          most telling tests first, as far as 70 s go; the bf16 cross-check
+#          most telling tests first, as far as 120 s go; the bf16 cross-check
 #          on cuda:0 (1 stage); fp32 and TF32 (batch B) and bf16 NHWC (2B)
 #          images/s, ours 1 stage against PyTorch eager measured in the same
 #          run (goals: 1.15x, bf16 1.35x); host waits, allocations and graph launches per
