@@ -285,9 +285,9 @@ typedef struct yardstick {
 
 /* The table of one configuration (only the rows above their tolerance when
  * brief): the device under test and the nudged CPU runs, each against the
- * CPU. A figure's tolerance is max(floor, NUDGE_K * its nudge figure, the
- * largest over the nudged runs). Returns the worst grad figure over its
- * tolerance. */
+ * CPU. A figure's tolerance is max(floor, NUDGE_K * its nudge figure), the
+ * nudge figure the largest over the nudged runs. Returns the worst grad
+ * figure over its tolerance. */
 static double table(const char *what, const ckpt *i0, const ckpt *cpu, const ckpt *dut,
                     const yardstick *yd, double floor, bool brief)
 {
