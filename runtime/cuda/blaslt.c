@@ -474,7 +474,95 @@ pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const 
     return s;
 }
 
+/* ---- operands of an unaligned pitch ----------------------------------------------------
+ * A leading dimension whose columns (row-major rows) do not start on 16-byte boundaries
+ * keeps cuBLASLt off its fast kernels: Hopper's are fed by the tensor memory accelerator,
+ * whose strides are multiples of 16 bytes, and the others load 16 bytes at a time. GPT-2's
+ * head has one (the logits and their gradient: 50257 columns, 100,514 bytes a bf16 row).
+ * lt_matmul then runs the GEMM on copies of such operands at a padded pitch (the next
+ * multiple of 16 bytes: cudaMemcpy2DAsync into a stream-ordered scratch, counted in the
+ * device's memory) and copies such a D back; the products are the same sums in the same
+ * order, only the pitch differs. Not with an aux matrix (the GELU epilogues: their
+ * shapes, GPT-2's MLP, are aligned). PP_CUDA_UNPADDED=1 turns it off (to compare). */
+
+/* rows rounded up to a whole number of 16 bytes */
+static int64_t padded_ld(int64_t rows, size_t es)
+{
+    const int64_t per = 16 / (int64_t)es;
+    return (rows + per - 1) / per * per;
+}
+
+static bool unaligned_ld(int64_t ld, size_t es)
+{
+    return ld * (int64_t)es % 16 != 0;
+}
+
+/* rows x cols, column-major, from pitch sld to pitch dld (elements of es bytes) */
+static pp_status copy_pitched(pp_exec *ex, cudaStream_t s, void *dst, int64_t dld,
+                              const void *src, int64_t sld, int64_t rows, int64_t cols,
+                              size_t es, pp_error *err)
+{
+    return PP_CUDA(ex->dev, err,
+                   cudaMemcpy2DAsync(dst, (size_t)dld * es, src, (size_t)sld * es,
+                                     (size_t)rows * es, (size_t)cols, cudaMemcpyDeviceToDevice,
+                                     s));
+}
+
+/* One operand (rows x cols, column-major, pitch ld) at a padded pitch: its
+ * copy in scratch (the contents when copy_in) with *ld the new pitch; p
+ * unchanged where the pitch is aligned. */
+typedef struct lt_pitched {
+    void *scratch;
+    size_t bytes;
+} lt_pitched;
+
+static pp_status pitch_in(pp_exec *ex, cudaStream_t s, const void **p, int64_t *ld, int64_t rows,
+                          int64_t cols, size_t es, bool copy_in, lt_pitched *out, pp_error *err)
+{
+    *out = (lt_pitched){0};
+    if (!unaligned_ld(*ld, es)) return PP_OK;
+    const int64_t pld = padded_ld(rows, es);
+    const size_t bytes = (size_t)pld * (size_t)cols * es;
+    PP_TRY(pp_cuda_scratch_alloc(ex, bytes, &out->scratch, err));
+    out->bytes = bytes;
+    if (copy_in) {
+        pp_status st = copy_pitched(ex, s, out->scratch, pld, *p, *ld, rows, cols, es, err);
+        if (st != PP_OK) return st; /* the caller frees out */
+    }
+    *p = out->scratch;
+    *ld = pld;
+    return PP_OK;
+}
+
 /* ---- fp32 products (dense.c) ----------------------------------------------------------- */
+
+/* gemm_aux on copies of the operands whose pitch is unaligned (see above):
+ * PP_ERR_UNSUPPORTED when cuBLASLt has no algorithm for the padded shapes
+ * (only the scratch written then) */
+static pp_status gemm_pitched(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm g,
+                              const pp_cuda_lt_matmul *mm, size_t es_ab, size_t es_cd,
+                              const void *a, const void *b, void *d, const float *bias,
+                              pp_error *err)
+{
+    lt_pitched pa, pb, pd;
+    const void *A = a, *B = b, *D = d;
+    pp_status s = pitch_in(ex, ce->stream, &A, &g.lda, mm->ta ? mm->k : mm->m,
+                           mm->ta ? mm->m : mm->k, es_ab, true, &pa, err);
+    pb = pd = (lt_pitched){0};
+    if (s == PP_OK)
+        s = pitch_in(ex, ce->stream, &B, &g.ldb, mm->tb ? mm->n : mm->k, mm->tb ? mm->k : mm->n,
+                     es_ab, true, &pb, err);
+    if (s == PP_OK) /* D's contents matter where the GEMM adds to it */
+        s = pitch_in(ex, ce->stream, &D, &g.ldc, mm->m, mm->n, es_cd, mm->beta != 0.0f, &pd,
+                     err);
+    if (s == PP_OK) s = gemm_aux(ex, ce, c, &g, A, B, (void *)D, bias, NULL, mm->beta, err);
+    if (s == PP_OK && pd.scratch)
+        s = copy_pitched(ex, ce->stream, d, mm->ldd, D, g.ldc, mm->m, mm->n, es_cd, err);
+    pp_cuda_scratch_free(ex, pd.scratch, pd.bytes);
+    pp_cuda_scratch_free(ex, pb.scratch, pb.bytes);
+    pp_cuda_scratch_free(ex, pa.scratch, pa.bytes);
+    return s;
+}
 
 /* pp_cuda_lt_matmul_f32 and _bf16: A and B of type ab, D of type cd */
 static pp_status lt_matmul(pp_exec *ex, const pp_cuda_lt_matmul *mm, int64_t kind,
@@ -496,8 +584,21 @@ static pp_status lt_matmul(pp_exec *ex, const pp_cuda_lt_matmul *mm, int64_t kin
                  .tb = mm->tb ? CUBLAS_OP_T : CUBLAS_OP_N, .m = mm->m, .n = mm->n, .k = mm->k,
                  .lda = mm->lda, .ldb = mm->ldb, .ldc = mm->ldd, .ab = ab, .cd = cd,
                  .compute = compute, .epi = mm->epi, .ld_aux = aux ? mm->ld_aux : 0};
-    return gemm_aux(ex, ce, c, &g, a, b, d, grad ? mm->dbias : mm->bias, (void *)mm->aux,
-                    mm->beta, err);
+    const float *bias = grad ? mm->dbias : mm->bias;
+    const size_t es_ab = ab == CUDA_R_16BF ? 2 : 4, es_cd = cd == CUDA_R_16BF ? 2 : 4;
+    static int unpadded = -1;
+    if (!aux && mm->k > 0 && !pp_cuda_env_on("PP_CUDA_UNPADDED", &unpadded) &&
+        (unaligned_ld(mm->lda, es_ab) || unaligned_ld(mm->ldb, es_ab) ||
+         unaligned_ld(mm->ldd, es_cd))) {
+        pp_error e1;
+        pp_status s = gemm_pitched(ex, ce, c, g, mm, es_ab, es_cd, a, b, d, bias, &e1);
+        if (s != PP_ERR_UNSUPPORTED) {
+            if (s != PP_OK && err) *err = e1;
+            return s;
+        }
+        /* no algorithm at the padded pitch: the GEMM as given, below */
+    }
+    return gemm_aux(ex, ce, c, &g, a, b, d, bias, (void *)mm->aux, mm->beta, err);
 }
 
 pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const float *a,

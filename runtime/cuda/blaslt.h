@@ -85,9 +85,12 @@ typedef struct pp_cuda_lt_matmul {
 /* D = the product of fp32 a and b as mm says, on ex's stream. Per exec,
  * each shape (with its epilogue, math and alignments) gets its descriptors
  * and cuBLASLt's first heuristic algorithm at its first use, as the bf16
- * GEMMs above. PP_ERR_UNSUPPORTED (nothing enqueued) when cuBLASLt has no
- * algorithm for it or refuses the combination: the caller then runs it
- * another way. */
+ * GEMMs above. An operand whose leading dimension is not a whole number of
+ * 16 bytes (GPT-2's logits: 50257 columns) is copied to a padded pitch in a
+ * stream-ordered scratch first, and such a D back after (blaslt.c says why;
+ * PP_CUDA_UNPADDED=1: not). PP_ERR_UNSUPPORTED (no operand or output
+ * written) when cuBLASLt has no algorithm for it or refuses the combination:
+ * the caller then runs it another way. */
 pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const float *a,
                                 const float *b, float *d, pp_error *err);
 

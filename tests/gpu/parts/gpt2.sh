@@ -8,7 +8,7 @@
 #     yardstick, the larger of its runs on the CPU and on cuda:0), for
 #     vocabularies of 256 (tied and untied) and 50257; the worst tensor's
 #     worst element with AdamW's denominator there in units of eps.
-#   speed (195 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
+#   speed (215 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
 #     batch 8 x 1024 tokens, 1 stage, SGD with momentum, random tokens:
 #     tokens/s and peak memory of ours in bf16, tf32 and fp32 (in that order:
 #     the issue's goal first), of PyTorch eager in bf16 autocast, tf32 and
@@ -20,6 +20,9 @@
 #     layer norms and GELU) against PyTorch's bf16 autocast, eager and
 #     compiled, and again with PP_CUDA_BF16_WIDE=1 (the f32 stand-ins: what
 #     the native path brings).
+#     ours bf16 again with PP_CUDA_UNPADDED=1 (the head's GEMMs on the
+#     logits at their own pitch, 50257 columns, not a whole number of 16
+#     bytes: what the padded copies bring, blaslt.c).
 #     ours bf16 again with PP_CUDA_ATTN=own and with PP_CUDA_ATTN=mma (the
 #     default run's cuDNN fused attention against our CUDA-core kernels and
 #     against our tensor-core kernels; which ran: test_cuda_gpt2's 'causal
@@ -172,12 +175,14 @@ SH
         "$verdict" "$(grep -c '^ok ' "$res/gpt2-check.out" 2>/dev/null) checks passed; $(grep -m1 'step 1: ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-160); $(tail -n 1 "$res/gpt2-check.out" 2>/dev/null)" \
         "$last_cmd"
 
-    section speed 195
+    section speed 215
     echo "== GPT-2 $g_what, tokens/s: pipeline-run vs PyTorch"
     gpt2_tokens "$res/gpt2-tokens.bin" $((g_batch * (g_t + 1) * (g_steps + 4))) "$g_vocab"
     gpt2_ours bf16
     gpt2_against bf16 "torch eager GPT-2 bf16 autocast"
     gpt2_against bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" --compile
+    # the head's GEMMs at the logits' own pitch (50257 columns: unaligned)
+    gpt2_variant bf16 unpadded PP_CUDA_UNPADDED=1 "padded / unpadded pitch"
     gpt2_variant bf16 wide PP_CUDA_BF16_WIDE=1 "native / stand-ins"
     # the default bf16 run above is PP_CUDA_ATTN=cudnn's
     gpt2_variant bf16 attn-own PP_CUDA_ATTN=own "attention cuDNN / own"
