@@ -509,8 +509,8 @@ static pp_status copy_pitched(pp_exec *ex, cudaStream_t s, void *dst, int64_t dl
 }
 
 /* One operand (rows x cols, column-major, pitch ld) at a padded pitch: its
- * copy in scratch (the contents when copy_in) with *ld the new pitch; p
- * unchanged where the pitch is aligned. */
+ * copy in out's scratch (the contents when copy_in) with *ld the new pitch;
+ * p and out (zeroed by the caller) unchanged where the pitch is aligned. */
 typedef struct lt_pitched {
     void *scratch;
     size_t bytes;
@@ -519,7 +519,6 @@ typedef struct lt_pitched {
 static pp_status pitch_in(pp_exec *ex, cudaStream_t s, const void **p, int64_t *ld, int64_t rows,
                           int64_t cols, size_t es, bool copy_in, lt_pitched *out, pp_error *err)
 {
-    *out = (lt_pitched){0};
     if (!unaligned_ld(*ld, es)) return PP_OK;
     const int64_t pld = padded_ld(rows, es);
     const size_t bytes = (size_t)pld * (size_t)cols * es;
@@ -544,11 +543,10 @@ static pp_status gemm_pitched(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c
                               const void *a, const void *b, void *d, const float *bias,
                               pp_error *err)
 {
-    lt_pitched pa, pb, pd;
+    lt_pitched pa = {0}, pb = {0}, pd = {0};
     const void *A = a, *B = b, *D = d;
     pp_status s = pitch_in(ex, ce->stream, &A, &g.lda, mm->ta ? mm->k : mm->m,
                            mm->ta ? mm->m : mm->k, es_ab, true, &pa, err);
-    pb = pd = (lt_pitched){0};
     if (s == PP_OK)
         s = pitch_in(ex, ce->stream, &B, &g.ldb, mm->tb ? mm->n : mm->k, mm->tb ? mm->k : mm->n,
                      es_ab, true, &pb, err);

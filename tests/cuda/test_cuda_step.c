@@ -387,14 +387,21 @@ static void path(char *buf, size_t n, const char *name)
     snprintf(buf, n, "%s/%s.safetensors", g_dir, name);
 }
 
+/* The path of nudged state name-K */
+static void nudged_path(char *buf, size_t n, const char *name, int k)
+{
+    char base[32];
+    snprintf(base, sizeof base, "%s-%d", name, k);
+    path(buf, n, base);
+}
+
 /* Writes the nudged initial states of state src: name-K, K < g_nudges
  * (nudge K: seed K of nudge_checkpoint_seed; 0 is nudge_checkpoint's). */
 static void nudge_inits(const char *src, const char *name)
 {
-    char base[32], p[256];
+    char p[256];
     for (int k = 0; k < g_nudges; k++) {
-        snprintf(base, sizeof base, "%s-%d", name, k);
-        path(p, sizeof p, base);
+        nudged_path(p, sizeof p, name, k);
         nudge_checkpoint_seed(src, p, 0, (unsigned)k);
     }
 }
@@ -404,14 +411,13 @@ static void nudge_inits(const char *src, const char *name)
 static void yard(yardstick *y, const char *name, int split, double lr, int steps,
                  const double *lc)
 {
-    char base[32], init[256], out[256];
+    char init[256], out[256];
     y->n = g_nudges;
     for (int s = 0; s < 3; s++) y->loss_dev[s] = 0;
     path(out, sizeof out, "nudged-run");
     for (int k = 0; k < y->n; k++) {
         double l[3] = {0};
-        snprintf(base, sizeof base, "%s-%d", name, k);
-        path(init, sizeof init, base);
+        nudged_path(init, sizeof init, name, k);
         run("cpu", split, lr, WD, steps, NULL, NULL, init, out, l);
         for (int s = 0; s < steps && s < 3; s++)
             y->loss_dev[s] = fmax(y->loss_dev[s], fabs(l[s] - lc[s]));
@@ -428,10 +434,9 @@ static void yard_free(yardstick *y)
 /* Removes the nudged states name-K. */
 static void unlink_inits(const char *name)
 {
-    char base[32], p[256];
+    char p[256];
     for (int k = 0; k < g_nudges; k++) {
-        snprintf(base, sizeof base, "%s-%d", name, k);
-        path(p, sizeof p, base);
+        nudged_path(p, sizeof p, name, k);
         unlink(p);
     }
 }
