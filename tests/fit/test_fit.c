@@ -325,6 +325,7 @@ static void test_error_table(void)
         for (size_t b = 0; b < 2; b++)
             for (size_t c = 0; c < 3; c++)
                 for (size_t d = 0; d < 3; d++) {
+                    if (a == 1 && splits[d] == 2) continue; /* ResNet-50: 4 and 8 (CI time) */
                     pp_plan *plan = resnet_plan(models[a], 64, 16, splits[d], schedules[b],
                                                 modes[c], TWO_STAGES);
                     if (!plan) continue;
