@@ -15,9 +15,19 @@
 
 #include "runtime/core/status.h"
 
-/* atomic: tests that check from several threads count every check */
+/* atomic: tests that check from several threads count every check. A test
+ * built from several files counts in one pair: the file with main defines
+ * PP_CHECK_COUNTERS before including this, the others PP_CHECK_SHARED. */
+#if defined(PP_CHECK_COUNTERS)
+_Atomic int check_failures_;
+_Atomic int check_total_;
+#elif defined(PP_CHECK_SHARED)
+extern _Atomic int check_failures_;
+extern _Atomic int check_total_;
+#else
 static _Atomic int check_failures_;
 static _Atomic int check_total_;
+#endif
 
 #define CHECK(cond) CHECK_MSG(cond, "%s", #cond)
 

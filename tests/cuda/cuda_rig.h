@@ -2,7 +2,7 @@
  * cuda_rig.h - what the CUDA tests share: a CPU and a CUDA device with an
  * exec each, tensors held on both ("pairs") with the same random contents,
  * and comparisons of the CUDA copy against the CPU one. Header-only (static
- * functions), included by one test file each.
+ * functions), included by every test file that uses them.
  */
 #ifndef PP_TESTS_CUDA_RIG_H
 #define PP_TESTS_CUDA_RIG_H
@@ -132,6 +132,18 @@ static pair pair_bf16_of(rig *r, const pair *f)
     CHECK_OK(pp_tensor_alloc(&h.g, r->gpu, PP_BF16, f->c.ndim, f->c.shape, &e), &e);
     BOTH(r, pp_cast(ex, &f->c, &h.c, err), pp_cast(ex, &f->g, &h.g, err));
     return h;
+}
+
+/* n labels below classes drawn from the rig, on both devices (an I32
+ * pair); *host, when not NULL, keeps the host copy (the caller frees it). */
+static pair pair_labels(rig *r, int n, int classes, int32_t **host)
+{
+    int32_t *lab = malloc((size_t)n * sizeof *lab);
+    for (int j = 0; j < n; j++) lab[j] = (int32_t)((r->rng >> 33) % (uint64_t)classes), frand(r);
+    pair p = pair_from(r, PP_I32, 1, (int64_t[]){n}, lab);
+    if (host) *host = lab;
+    else free(lab);
+    return p;
 }
 
 /* Rows [off, off + len) of p on both devices (a view: p keeps the storage). */

@@ -390,9 +390,8 @@ static void test_softmax_xent(rig *r)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, k = cases[i].classes;
         pair z = pair_rand(r, 2, (int64_t[]){n, k}, -4, 4);
-        int32_t *lab = malloc((size_t)n * sizeof *lab);
-        for (int j = 0; j < n; j++) lab[j] = (int32_t)((r->rng >> 33) % (uint64_t)k), frand(r);
-        pair labels = pair_from(r, PP_I32, 1, (int64_t[]){n}, lab);
+        int32_t *lab;
+        pair labels = pair_labels(r, n, k, &lab);
         pair loss = pair_rand(r, 0, NULL, 0, 0);
         int32_t zero = 0;
         pair correct = pair_from(r, PP_I32, 0, NULL, &zero);
