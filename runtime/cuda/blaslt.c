@@ -533,6 +533,32 @@ static pp_status pitch_in(pp_exec *ex, cudaStream_t s, const void **p, int64_t *
     return PP_OK;
 }
 
+/* whether unaligned operands are padded (PP_CUDA_UNPADDED unset) */
+static bool padding_on(void)
+{
+    static int unpadded = -1;
+    return !pp_cuda_env_on("PP_CUDA_UNPADDED", &unpadded);
+}
+
+pp_status pp_cuda_lt_pad(pp_exec *ex, const void **p, int64_t *ld, int64_t rows, int64_t cols,
+                         size_t es, void **scratch, size_t *bytes, pp_error *err)
+{
+    *scratch = NULL;
+    *bytes = 0;
+    if (!padding_on() || !unaligned_ld(*ld, es) || rows == 0 || cols == 0) return PP_OK;
+    pp_cuda_exec *ce;
+    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+    lt_pitched out = {0};
+    pp_status s = pitch_in(ex, ce->stream, p, ld, rows, cols, es, true, &out, err);
+    if (s != PP_OK) {
+        pp_cuda_scratch_free(ex, out.scratch, out.bytes);
+        return s;
+    }
+    *scratch = out.scratch;
+    *bytes = out.bytes;
+    return PP_OK;
+}
+
 /* ---- fp32 products (dense.c) ----------------------------------------------------------- */
 
 /* gemm_aux on copies of the operands whose pitch is unaligned (see above):
@@ -584,8 +610,7 @@ static pp_status lt_matmul(pp_exec *ex, const pp_cuda_lt_matmul *mm, int64_t kin
                  .compute = compute, .epi = mm->epi, .ld_aux = aux ? mm->ld_aux : 0};
     const float *bias = grad ? mm->dbias : mm->bias;
     const size_t es_ab = ab == CUDA_R_16BF ? 2 : 4, es_cd = cd == CUDA_R_16BF ? 2 : 4;
-    static int unpadded = -1;
-    if (!aux && mm->k > 0 && !pp_cuda_env_on("PP_CUDA_UNPADDED", &unpadded) &&
+    if (!aux && mm->k > 0 && padding_on() &&
         (unaligned_ld(mm->lda, es_ab) || unaligned_ld(mm->ldb, es_ab) ||
          unaligned_ld(mm->ldd, es_cd))) {
         pp_error e1;

@@ -103,6 +103,16 @@ pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const 
 pp_status pp_cuda_lt_matmul_bf16(pp_exec *ex, const pp_cuda_lt_matmul *mm, const uint16_t *a,
                                  const uint16_t *b, void *d, pp_error *err);
 
+/* An operand of rows x cols (column-major at pitch *ld, elements of es bytes)
+ * at the pitch the GEMMs above would copy it to: where *ld is not a whole
+ * number of 16 bytes (and PP_CUDA_UNPADDED is unset), a copy at the padded
+ * pitch in a stream-ordered scratch, *p and *ld then the copy's and *scratch,
+ * *bytes what to give pp_cuda_scratch_free after the last GEMM reading it;
+ * else nothing changes (*scratch NULL). For an operand that several GEMMs
+ * read (dense.c: a gradient dy), so that it is copied once. */
+pp_status pp_cuda_lt_pad(pp_exec *ex, const void **p, int64_t *ld, int64_t rows, int64_t cols,
+                         size_t es, void **scratch, size_t *bytes, pp_error *err);
+
 /* Releases ex's cuBLASLt handle, descriptors and ones vector (the exec's
  * destroy calls it). Safe to call more than once. */
 void pp_cuda_lt_cache_free(pp_exec *ex);

@@ -195,7 +195,10 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
  * rounding into the scratch it frees (no operand or output written). Each of those
  * entries rounds dy for its own GEMM; the combined entry (pp_dense_backward's) rounds
  * it once into one scratch and runs both GEMMs on it (the separate entries' code,
- * data_of and weights_of below, so the same bits), halving those passes; where its
+ * data_of and weights_of below, so the same bits), halving those passes; so too a dy
+ * whose rows do not start on 16 bytes (the head's: blaslt.c copies such operands to a
+ * padded pitch): copied once, the copy read by both GEMMs, at the pitch and so with the
+ * algorithms and bits each separate entry's GEMM gets from blaslt.c; where its
  * weight GEMM is refused after the data GEMM ran it declines with dx written, and the
  * separate ops then write dx again, the same bits. An x or W f32
  * with a bf16 partner, an empty product or other mixes decline (PP_ERR_UNSUPPORTED,
@@ -245,37 +248,53 @@ static cudaError_t gelu_then(pp_exec *ex, cudaStream_t s, int64_t n, const float
     return pp_cuda_launch_gelu_from_f32(s, pp_cuda_max_grid(ex), n, tmp, h, g);
 }
 
-/* dy as the bf16 GEMMs take it: a bf16 dy as it is; an f32 dy (n elements) rounded
- * once to bf16 (pp_bf16_from_f32's bits, kernels.cu) into a scratch that the_dy_free
- * releases */
+/* dy (rows x out) as the bf16 GEMMs take it, made once for every GEMM that
+ * reads it: a bf16 dy as it is; an f32 dy rounded once to bf16
+ * (pp_bf16_from_f32's bits, kernels.cu) into a scratch; and where its rows do
+ * not start on 16 bytes (the head's: 50257 columns) a copy at the padded
+ * pitch the GEMMs would otherwise each make (pp_cuda_lt_pad). the_dy_free
+ * releases both. */
 typedef struct the_dy {
     const uint16_t *data;
-    void *tmp;
-    size_t bytes;
+    int64_t ld; /* its pitch in elements: out, or out padded */
+    void *tmp, *pad;
+    size_t bytes, pad_bytes;
 } the_dy;
 
 static void the_dy_free(pp_exec *ex, the_dy *d)
 {
+    pp_cuda_scratch_free(ex, d->pad, d->pad_bytes);
     pp_cuda_scratch_free(ex, d->tmp, d->bytes);
     *d = (the_dy){0};
 }
 
-static pp_status the_dy_of(pp_exec *ex, int64_t n, pp_act dy, the_dy *d, pp_error *err)
+static pp_status the_dy_of(pp_exec *ex, int64_t rows, int out, pp_act dy, the_dy *d,
+                           pp_error *err)
 {
-    *d = (the_dy){.data = dy.data};
-    if (dy.bf16) return PP_OK;
-    pp_cuda_exec *ce;
-    PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
-    const size_t bytes = (size_t)n * sizeof(uint16_t);
-    void *tmp;
-    PP_TRY(pp_cuda_scratch_alloc(ex, bytes, &tmp, err));
-    *d = (the_dy){.data = tmp, .tmp = tmp, .bytes = bytes};
-    pp_status s = PP_CUDA(ex->dev, err,
-                          pp_cuda_launch_bf16_from_f32(ce->stream,
-                                                       pp_cuda_grid(ex, n, PP_CUDA_BLOCK), n,
-                                                       dy.data, tmp));
-    if (s != PP_OK) the_dy_free(ex, d);
-    return s;
+    *d = (the_dy){.data = dy.data, .ld = out};
+    pp_status s = PP_OK;
+    if (!dy.bf16) {
+        pp_cuda_exec *ce;
+        PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+        const int64_t n = rows * out;
+        const size_t bytes = (size_t)n * sizeof(uint16_t);
+        void *tmp;
+        PP_TRY(pp_cuda_scratch_alloc(ex, bytes, &tmp, err));
+        *d = (the_dy){.data = tmp, .ld = out, .tmp = tmp, .bytes = bytes};
+        s = PP_CUDA(ex->dev, err,
+                    pp_cuda_launch_bf16_from_f32(ce->stream, pp_cuda_grid(ex, n, PP_CUDA_BLOCK),
+                                                 n, dy.data, tmp));
+    }
+    const void *p = d->data;
+    if (s == PP_OK)
+        s = pp_cuda_lt_pad(ex, &p, &d->ld, out, rows, sizeof(uint16_t), &d->pad, &d->pad_bytes,
+                           err);
+    if (s != PP_OK) {
+        the_dy_free(ex, d);
+        return s;
+    }
+    d->data = p;
+    return PP_OK;
 }
 
 pp_status pp_cuda_dense_forward_bf16(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
@@ -311,12 +330,12 @@ pp_status pp_cuda_dense_gelu_forward_bf16(pp_exec *ex, int64_t rows, int in, int
 /* dx = dy W^T from d (dy as the bf16 GEMMs take it); with h (data not NULL) dx
  * through GELU'(h) in place after it (gelu.cu) */
 static pp_status data_of(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, pp_act w,
-                         const uint16_t *d, pp_act h, pp_act dx, pp_error *err)
+                         const the_dy *d, pp_act h, pp_act dx, pp_error *err)
 {
     const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
-                                  .lda = w_out_in ? in : out, .ldb = out, .ldd = in,
+                                  .lda = w_out_in ? in : out, .ldb = d->ld, .ldd = in,
                                   .d_bf16 = dx.bf16};
-    PP_TRY(pp_cuda_lt_matmul_bf16(ex, &mm, w.data, d, dx.data, err));
+    PP_TRY(pp_cuda_lt_matmul_bf16(ex, &mm, w.data, d->data, dx.data, err));
     if (!h.data) return PP_OK;
     pp_cuda_exec *ce;
     PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
@@ -329,14 +348,14 @@ static pp_status data_of(pp_exec *ex, int64_t rows, int in, int out, bool w_out_
  * column sums of dy: an f32 dy's exact sums (bias_grad), a bf16 dy's by the
  * GEMM's BGRAD epilogue */
 static pp_status weights_of(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, pp_act x,
-                            pp_act dy, const uint16_t *d, float *dw, float *db, pp_error *err)
+                            pp_act dy, const the_dy *d, float *dw, float *db, pp_error *err)
 {
     pp_cuda_lt_matmul mm =
         w_out_in ? (pp_cuda_lt_matmul){.tb = true, .m = in, .n = out, .k = rows, .lda = in,
-                                       .ldb = out, .ldd = in, .beta = 1.0f}
-                 : (pp_cuda_lt_matmul){.tb = true, .m = out, .n = in, .k = rows, .lda = out,
+                                       .ldb = d->ld, .ldd = in, .beta = 1.0f}
+                 : (pp_cuda_lt_matmul){.tb = true, .m = out, .n = in, .k = rows, .lda = d->ld,
                                        .ldb = in, .ldd = out, .beta = 1.0f};
-    const uint16_t *a = w_out_in ? x.data : d, *b = w_out_in ? d : x.data;
+    const uint16_t *a = w_out_in ? x.data : d->data, *b = w_out_in ? d->data : x.data;
     if (!dy.bf16) { /* the GEMM on dy rounded, the bias gradient from the f32 dy */
         PP_TRY(pp_cuda_lt_matmul_bf16(ex, &mm, a, b, dw, err));
         return db ? bias_grad(ex, rows, out, dy.data, db, err) : PP_OK;
@@ -366,8 +385,8 @@ pp_status pp_cuda_dense_backward_data_bf16(pp_exec *ex, int64_t rows, int in, in
     if (!w.bf16 || out == 0) return decline(ex, "dense backward", err);
     if (rows == 0 || in == 0) return PP_OK;
     the_dy d;
-    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
-    pp_status s = data_of(ex, rows, in, out, w_out_in, w, d.data, (pp_act){0}, dx, err);
+    PP_TRY(the_dy_of(ex, rows, out, dy, &d, err));
+    pp_status s = data_of(ex, rows, in, out, w_out_in, w, &d, (pp_act){0}, dx, err);
     the_dy_free(ex, &d);
     return s;
 }
@@ -382,8 +401,8 @@ pp_status pp_cuda_dense_backward_data_gelu_bf16(pp_exec *ex, int64_t rows, int i
     if (!w.bf16 || out == 0) return decline(ex, "dense backward", err);
     if (rows == 0 || in == 0) return PP_OK;
     the_dy d;
-    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
-    pp_status s = data_of(ex, rows, in, out, w_out_in, w, d.data, h, dh, err);
+    PP_TRY(the_dy_of(ex, rows, out, dy, &d, err));
+    pp_status s = data_of(ex, rows, in, out, w_out_in, w, &d, h, dh, err);
     the_dy_free(ex, &d);
     return s;
 }
@@ -396,8 +415,8 @@ pp_status pp_cuda_dense_backward_weights_bf16(pp_exec *ex, int64_t rows, int in,
     if (!x.bf16 || in == 0) return decline(ex, "dense weight gradient", err);
     if (rows == 0 || out == 0) return PP_OK;
     the_dy d;
-    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
-    pp_status s = weights_of(ex, rows, in, out, w_out_in, x, dy, d.data, dw, db, err);
+    PP_TRY(the_dy_of(ex, rows, out, dy, &d, err));
+    pp_status s = weights_of(ex, rows, in, out, w_out_in, x, dy, &d, dw, db, err);
     the_dy_free(ex, &d);
     return s;
 }
@@ -417,9 +436,9 @@ pp_status pp_cuda_dense_backward_bf16(pp_exec *ex, int64_t rows, int in, int out
     if (!x.bf16 || in == 0) return decline(ex, "dense weight gradient", err);
     if (rows == 0 || out == 0) return PP_OK;
     the_dy d;
-    PP_TRY(the_dy_of(ex, rows * out, dy, &d, err));
-    pp_status s = dx.data ? data_of(ex, rows, in, out, w_out_in, w, d.data, h, dx, err) : PP_OK;
-    if (s == PP_OK) s = weights_of(ex, rows, in, out, w_out_in, x, dy, d.data, dw, db, err);
+    PP_TRY(the_dy_of(ex, rows, out, dy, &d, err));
+    pp_status s = dx.data ? data_of(ex, rows, in, out, w_out_in, w, &d, h, dx, err) : PP_OK;
+    if (s == PP_OK) s = weights_of(ex, rows, in, out, w_out_in, x, dy, &d, dw, db, err);
     the_dy_free(ex, &d);
     return s;
 }
