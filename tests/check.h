@@ -83,6 +83,23 @@ static inline unsigned char *check_read_file(const char *path, size_t *n)
     return buf;
 }
 
+/* Writes an IDX file of unsigned bytes: its magic (two zero bytes, type 0x08,
+ * nd), the nd dims big-endian, then the n bytes of data. Returns 0, or 1 when
+ * it cannot. */
+static inline int check_write_idx(const char *path, int nd, const uint32_t *dims,
+                                  const uint8_t *data, size_t n)
+{
+    uint8_t hdr[4 + 4 * 8] = {0, 0, 0x08, (uint8_t)nd};
+    if (nd < 0 || nd > 8) return 1;
+    for (int i = 0; i < nd; i++)
+        for (int b = 0; b < 4; b++) hdr[4 + 4 * i + b] = (uint8_t)(dims[i] >> (24 - 8 * b));
+    FILE *f = fopen(path, "wb");
+    const size_t hl = 4 + 4 * (size_t)nd;
+    int ok = f && fwrite(hdr, 1, hl, f) == hl && fwrite(data, 1, n, f) == n;
+    if (f && fclose(f) != 0) ok = 0;
+    return ok ? 0 : 1;
+}
+
 /* Writes an llm.c token file (256 int32 of header: magic 20240520, version
  * 1, the count; then the ids as uint16) of n pseudo-random ids below vocab,
  * the same for every call. Returns 0, or 1 when it cannot. */

@@ -140,21 +140,6 @@ static void run_sequential(int n_stages, const char *kind, const char *init_path
     run_text(text, init_path, path, losses);
 }
 
-/* Writes an IDX file of unsigned bytes (magic, dims, data). */
-static void write_idx(const char *path, int nd, const int *dims, const unsigned char *data,
-                      size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f) return;
-    unsigned char hdr[4 + 16] = {0, 0, 8, (unsigned char)nd};
-    for (int i = 0; i < nd; i++)
-        for (int b = 0; b < 4; b++) hdr[4 + 4 * i + b] = (unsigned char)(dims[i] >> (24 - 8 * b));
-    CHECK(fwrite(hdr, 1, 4 + 4 * (size_t)nd, f) == 4 + 4 * (size_t)nd);
-    CHECK(fwrite(data, 1, n, f) == n);
-    fclose(f);
-}
-
 enum { GRAPH_STEPS = 9 }; /* 3 epochs of 20 images in batches of 8, 8, 4 */
 
 /* Trains the graphs plan (layout 0 or 1) with graphs on or off; saves the
@@ -175,8 +160,8 @@ static void run_graphs(const char *dir, int layout, bool on, const char *init_pa
             img[i * HW + k] = (unsigned char)((k % 32 < 3 * (lab[i] + 1) ? 180 : 40) +
                                               (i * 31 + k * 17) % 50);
     }
-    write_idx(images, 3, (int[]){N, 32, 32}, img, sizeof img);
-    write_idx(labels, 1, (int[]){N}, lab, sizeof lab);
+    CHECK(check_write_idx(images, 3, (uint32_t[]){N, 32, 32}, img, sizeof img) == 0);
+    CHECK(check_write_idx(labels, 1, (uint32_t[]){N}, lab, sizeof lab) == 0);
     snprintf(stages, sizeof stages, layouts[layout], "cuda", "cuda", "cuda", "cuda");
     snprintf(text, sizeof text,
              "model: {name: resnet50, num_classes: 10, in_channels: 1, stem: cifar}\n"

@@ -27,21 +27,6 @@ static void write_file(const char *path, const void *data, size_t n)
     if (f) fclose(f);
 }
 
-/* An IDX file of unsigned bytes with dims (nd of them) and the data. */
-static void write_idx(const char *path, int nd, const uint32_t *dims, const uint8_t *data,
-                      size_t n)
-{
-    size_t hl = 4 + 4 * (size_t)nd;
-    uint8_t *buf = calloc(1, hl + n);
-    buf[2] = 0x08;
-    buf[3] = (uint8_t)nd;
-    for (int i = 0; i < nd; i++)
-        for (int b = 0; b < 4; b++) buf[4 + 4 * i + b] = (uint8_t)(dims[i] >> (24 - 8 * b));
-    memcpy(buf + hl, data, n);
-    write_file(path, buf, hl + n);
-    free(buf);
-}
-
 /* The reads each source is checked on: (pos, count) in samples. */
 typedef struct span {
     int64_t pos;
@@ -177,8 +162,8 @@ static void test_idx(void)
     char ip[512], lp[512], cmd[2200];
     snprintf(ip, sizeof ip, "%s/img.idx", tmpdir);
     snprintf(lp, sizeof lp, "%s/lab.idx", tmpdir);
-    write_idx(ip, 3, (uint32_t[]){N, H, W}, img, sizeof img);
-    write_idx(lp, 1, (uint32_t[]){N}, lab, sizeof lab);
+    CHECK(check_write_idx(ip, 3, (uint32_t[]){N, H, W}, img, sizeof img) == 0);
+    CHECK(check_write_idx(lp, 1, (uint32_t[]){N}, lab, sizeof lab) == 0);
     pp_data_config_init(&cfg);
     cfg.format = PP_DATA_IDX;
     cfg.classes = 0;

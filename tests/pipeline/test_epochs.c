@@ -23,21 +23,6 @@
 
 static char tmpdir[200];
 
-/* Writes an IDX file of unsigned bytes (magic, dims, data). */
-static void write_idx(const char *path, int nd, const int *dims, const unsigned char *data,
-                      size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f) return;
-    unsigned char hdr[4 + 16] = {0, 0, 8, (unsigned char)nd};
-    for (int i = 0; i < nd; i++)
-        for (int b = 0; b < 4; b++) hdr[4 + 4 * i + b] = (unsigned char)(dims[i] >> (24 - 8 * b));
-    CHECK(fwrite(hdr, 1, 4 + 4 * (size_t)nd, f) == 4 + 4 * (size_t)nd);
-    CHECK(fwrite(data, 1, n, f) == n);
-    fclose(f);
-}
-
 /* n images 1x12x12 whose pixels depend on the label (learnable), and labels. */
 static void write_set(const char *images, const char *labels, int n, int seed)
 {
@@ -48,8 +33,9 @@ static void write_set(const char *images, const char *labels, int n, int seed)
             img[i * 144 + k] = (unsigned char)((k % 12 < 3 * (lab[i] + 1) ? 180 : 40) +
                                                (i * 31 + k * 17 + seed) % 50);
     }
-    write_idx(images, 3, (int[]){n, 12, 12}, img, (size_t)n * 144);
-    write_idx(labels, 1, (int[]){n}, lab, (size_t)n);
+    const uint32_t u = (uint32_t)n;
+    CHECK(check_write_idx(images, 3, (uint32_t[]){u, 12, 12}, img, (size_t)n * 144) == 0);
+    CHECK(check_write_idx(labels, 1, (uint32_t[]){u}, lab, (size_t)n) == 0);
     free(img);
     free(lab);
 }
