@@ -1,7 +1,8 @@
 """fashion_subset.py - examples/plans/fashion-mnist-resnet18.yaml on a subset:
 one epoch over the first 1,500 Fashion-MNIST training images at batch 16,
-evaluated on the first 1,000 test images, must learn: its loss falls and its
-test accuracy is well above chance, 0.1 (at least 0.4; 0.525 measured).
+evaluated on the first 500 test images, must learn: its loss falls and its
+test accuracy is well above chance, 0.1 (at least 0.4; 0.534 measured, 0.525
+on the first 1,000).
 
 Usage: python3 fashion_subset.py PIPELINE_RUN SOURCE_ROOT [--train N] [--test N]
 Exit 77 (skip) when Debian's dataset-fashion-mnist is not installed (the setup
@@ -37,7 +38,7 @@ def subset(src, dst, n):
 def main():
     exe, root = sys.argv[1], sys.argv[2]
     n_train = int(sys.argv[sys.argv.index("--train") + 1]) if "--train" in sys.argv else 1500
-    n_test = int(sys.argv[sys.argv.index("--test") + 1]) if "--test" in sys.argv else 1000
+    n_test = int(sys.argv[sys.argv.index("--test") + 1]) if "--test" in sys.argv else 500
     if not os.path.exists(os.path.join(DATA, "train-images-idx3-ubyte.gz")):
         print(f"fashion_subset: {DATA} missing (dataset-fashion-mnist): skipped", file=sys.stderr)
         return 77
