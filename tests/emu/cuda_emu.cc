@@ -63,9 +63,9 @@ struct rendezvous {
     }
 };
 
-enum warp_op : uint8_t { OP_SHUFFLE = 1, OP_MMA = 2, OP_LDMATRIX = 3 };
+enum warp_op : uint8_t { OP_SHUFFLE = 1, OP_MMA = 2, OP_LDMATRIX = 3, OP_MMA_TF32 = 4 };
 
-/* a lane's operands of an mma (mma_bf16.cuh's fragments) */
+/* a lane's operands of an mma (mma_bf16.cuh's and mma_tf32.cuh's fragments) */
 struct mma_frag {
     uint32_t a[4], b[2];
     float c[4];
@@ -376,9 +376,33 @@ float mma_b(const mma_frag *f, int k, int n)
     return bf16_at(f[4 * n + k % 8 / 2].b[k >= 8], k % 2);
 }
 
-} // namespace
+/* a TF32 register's value: its upper 19 bits, as the tensor core reads them */
+float tf32_at(uint32_t r)
+{
+    const uint32_t u = r & 0xffffe000u;
+    float f;
+    std::memcpy(&f, &u, sizeof f);
+    return f;
+}
 
-void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4])
+/* A[row][col] of m16n8k8's gathered TF32 fragments (mma_tf32.cuh's table:
+ * lane 4 (row % 8) + col % 4, register (row >= 8) + 2 (col >= 4)) */
+float mma_a_tf32(const mma_frag *f, int row, int col)
+{
+    return tf32_at(f[4 * (row % 8) + col % 4].a[(row >= 8) + 2 * (col >= 4)]);
+}
+
+/* B[k][n]: lane 4 n + k % 4, register k >= 4 */
+float mma_b_tf32(const mma_frag *f, int k, int n)
+{
+    return tf32_at(f[4 * n + k % 4].b[k >= 4]);
+}
+
+/* The warp's rendezvous at an mma of kind op (K terms a sum, A and B read by
+ * at and bt): this lane's D fragment */
+void mma_collective(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4],
+                    warp_op op, int K, float (*at)(const mma_frag *, int, int),
+                    float (*bt)(const mma_frag *, int, int))
 {
     block_run &br = the_run();
     const int t = br.cur, lane = t % WARP;
@@ -388,23 +412,35 @@ void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const 
     std::memcpy(mine.a, a, sizeof mine.a);
     std::memcpy(mine.b, b, sizeof mine.b);
     std::memcpy(mine.c, c, sizeof mine.c);
-    w.op[k & 1][lane] = OP_MMA;
+    w.op[k & 1][lane] = op;
     arrive(w.r, AT_WARP);
     /* every lane of the warp at this mma; the others' fragments read as zero
      * (reported once, by the lowest lane that is there) */
     mma_frag all[WARP];
     for (int l = 0; l < WARP; l++)
-        all[l] = at_same(w, l, k, OP_MMA, 0) ? w.frag[k & 1][l] : mma_frag{};
-    report_absent(w, lane, k, OP_MMA, 0, "mma.sync");
+        all[l] = at_same(w, l, k, op, 0) ? w.frag[k & 1][l] : mma_frag{};
+    report_absent(w, lane, k, op, 0, op == OP_MMA ? "mma.sync (bf16)" : "mma.sync (tf32)");
     const int g = lane / 4, q = lane % 4;
     float out[4];
     for (int i = 0; i < 4; i++) {
         const int row = g + 8 * (i / 2), col = 2 * q + i % 2;
-        float acc = c[i];
-        for (int kk = 0; kk < 16; kk++) acc += mma_a(all, row, kk) * mma_b(all, kk, col);
+        float acc = mine.c[i];
+        for (int kk = 0; kk < K; kk++) acc += at(all, row, kk) * bt(all, kk, col);
         out[i] = acc;
     }
     std::memcpy(d, out, sizeof out);
+}
+
+} // namespace
+
+void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4])
+{
+    mma_collective(d, a, b, c, OP_MMA, 16, mma_a, mma_b);
+}
+
+void mma_tf32_1688(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4])
+{
+    mma_collective(d, a, b, c, OP_MMA_TF32, 8, mma_a_tf32, mma_b_tf32);
 }
 
 void ldmatrix(uint32_t *r, int num, bool trans, const void *row)

@@ -98,6 +98,11 @@ uint64_t shuffle_xor(unsigned mask, uint64_t bits, unsigned lane_mask, int width
  * of the warp that has returned or is not in the block, or that meets the
  * others at a shuffle instead, is a fault (its fragments read as zero) */
 void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
+/* mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (runtime/cuda/mma_tf32.cuh
+ * states the fragment layout): the same rendezvous, A and B read as TF32
+ * (each register's upper 19 bits), their products exact, added to C in k
+ * order in f32; a lane at a bf16 mma meanwhile is at another collective */
+void mma_tf32_1688(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
 /* ldmatrix.sync.aligned.m8n8.{x1,x2,x4}[.trans].shared.b16 (runtime/cuda/ldmatrix.cuh
  * states the layout): a rendezvous of the warp's 32 lanes, lanes below
  * 8 num each offering the 16-byte row at row (row i % 8 of matrix i / 8,

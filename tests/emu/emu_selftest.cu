@@ -3,8 +3,10 @@
  * (test_emu_self.c): a block-wide sum through shared memory and
  * __syncthreads, a warp sum by shuffles (whole and partial warps), the
  * same by xor shuffles into every lane (a butterfly), a shuffle naming a lane that has returned (a fault the emulator must
- * report), the tensor cores' m16n8k16 bf16 product (every lane's fragments
- * given, its D fragment returned; lanes that return first are a fault),
+ * report), the tensor cores' m16n8k16 bf16 and m16n8k8 TF32 products (every
+ * lane's fragments given, its D fragment returned; lanes that return first
+ * are a fault), f32 products by 3xTF32 and by one TF32 rounding, the TF32
+ * rounding itself,
  * ldmatrix x4 and x4.trans from a padded shared tile (a lane returning
  * first or giving a misaligned row is a fault), cp.async's groups (what a
  * read sees before and after each wait; a misaligned copy and a copy never
@@ -17,6 +19,7 @@
 #include "cp_async.cuh"
 #include "ldmatrix.cuh"
 #include "mma_bf16.cuh"
+#include "mma_tf32.cuh"
 
 namespace {
 
@@ -70,6 +73,39 @@ __global__ void mma_k(const uint32_t *a, const uint32_t *b, const float *c, floa
     float out[4];
     pp_mma_bf16_16816(out, a + 4 * i, b + 2 * i, c + 4 * i);
     for (int r = 0; r < 4; r++) d[4 * i + r] = out[r];
+}
+
+/* the same with pp_mma_tf32_1688 (m16n8k8) */
+__global__ void mma_tf32_k(const uint32_t *a, const uint32_t *b, const float *c, float *d,
+                           int calls)
+{
+    const int i = threadIdx.x;
+    if (i >= calls) return;
+    float out[4];
+    pp_mma_tf32_1688(out, a + 4 * i, b + 2 * i, c + 4 * i);
+    for (int r = 0; r < 4; r++) d[4 * i + r] = out[r];
+}
+
+/* thread i's f32 fragments a[4i..], b[2i..] (A and B as f32 values) split
+ * and multiplied in 3xTF32 (split 1) or rounded once to TF32 (split 0) */
+__global__ void mma_f32_k(const float *a, const float *b, const float *c, float *d, int split)
+{
+    const int i = threadIdx.x;
+    uint32_t ah[4], al[4], bh[2], bl[2];
+    for (int r = 0; r < 4; r++) pp_tf32_split(a[4 * i + r], &ah[r], &al[r]);
+    for (int r = 0; r < 2; r++) pp_tf32_split(b[2 * i + r], &bh[r], &bl[r]);
+    float out[4];
+    if (split)
+        pp_mma_3xtf32_1688(out, ah, al, bh, bl, c + 4 * i);
+    else
+        pp_mma_tf32_1688(out, ah, bh, c + 4 * i);
+    for (int r = 0; r < 4; r++) d[4 * i + r] = out[r];
+}
+
+/* out[i] = pp_tf32_rna(in[i]) */
+__global__ void tf32_rna_k(const float *in, uint32_t *out, int n)
+{
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = pp_tf32_rna(in[i]);
 }
 
 /* ldmatrix x4 (trans: .trans) of the four 8x8 matrices src[64 j..] (row-major)
@@ -154,6 +190,26 @@ cudaError_t pp_emu_self_mma(int threads, int calls, const uint32_t *a, const uin
                             const float *c, float *d)
 {
     mma_k<<<1, threads>>>(a, b, c, d, calls);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_mma_tf32(int threads, int calls, const uint32_t *a, const uint32_t *b,
+                                 const float *c, float *d)
+{
+    mma_tf32_k<<<1, threads>>>(a, b, c, d, calls);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_mma_f32(const float *a, const float *b, const float *c, float *d,
+                                int split)
+{
+    mma_f32_k<<<1, 32>>>(a, b, c, d, split);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_tf32_rna(const float *in, uint32_t *out, int n)
+{
+    tf32_rna_k<<<1, 32>>>(in, out, n);
     return cudaGetLastError();
 }
 

@@ -23,6 +23,17 @@ cudaError_t pp_emu_self_early_return(float *out);
  * threads at or above `calls` return first */
 cudaError_t pp_emu_self_mma(int threads, int calls, const uint32_t *a, const uint32_t *b,
                             const float *c, float *d);
+/* pp_mma_tf32_1688 likewise (m16n8k8: A and B registers TF32 bit patterns) */
+cudaError_t pp_emu_self_mma_tf32(int threads, int calls, const uint32_t *a, const uint32_t *b,
+                                 const float *c, float *d);
+/* one warp: thread i's f32 fragments a[4i..4i+3] (of a 16x8 A) and
+ * b[2i, 2i+1] (of an 8x8 B) in the tf32 layout, split into TF32 parts and
+ * multiplied in 3xTF32 (split 1: pp_mma_3xtf32_1688) or rounded to TF32
+ * once (split 0), C from c[4i..], D into d[4i..] */
+cudaError_t pp_emu_self_mma_f32(const float *a, const float *b, const float *c, float *d,
+                                int split);
+/* out[i] = pp_tf32_rna(in[i]), i < n */
+cudaError_t pp_emu_self_tf32_rna(const float *in, uint32_t *out, int n);
 /* ldmatrix x4 (trans: .trans) by one warp of the four 8x8 matrices
  * src[64 j..64 j+63] (row-major), lane l's registers into out[4 l..4 l+3];
  * lane `absent` returns first, lane `skewed` gives a row address 2 bytes off

@@ -10,6 +10,10 @@
  * each lane's fragments placed by the PTX ISA's table (written here from
  * the ISA's formulas, apart from the emulator's inverse of them), one and
  * two warps, and a lane that returned before the mma counted as a fault;
+ * the m16n8k8 TF32 product (mma_tf32.cuh) likewise, with its own table;
+ * the TF32 rounding (cvt.rna.tf32.f32) against its definition in double on
+ * its ties, overflow, subnormals and random bit patterns; 3xTF32 products of
+ * f32 matrices within f32's rounding of double, one TF32 rounding far off;
  * ldmatrix x4 and x4.trans against a gather by the PTX ISA's table (written
  * here), a lane returning first and a misaligned row counted as faults;
  * cp.async's groups: a read before the wait, or after a __syncthreads
@@ -212,6 +216,207 @@ static void test_mma_fault(void)
     CHECK_MSG(pp_emu_faults() > before, "an mma without lane 31 went unreported");
 }
 
+/* The PTX ISA's fragments of mma.m16n8k8 with .tf32 A and B (one element a
+ * register): a0..a3 at (g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4); b0,
+ * b1 at (q, g), (q + 4, g); C as m16n8k16's (c_at). */
+static void a_at_tf32(int l, int i, int *row, int *col)
+{
+    const int g = l >> 2, q = l % 4;
+    *row = g + 8 * (i & 1);
+    *col = q + 4 * (i >> 1);
+}
+
+static void b_at_tf32(int l, int i, int *row, int *col)
+{
+    *row = l % 4 + 4 * i;
+    *col = l >> 2;
+}
+
+static float f32_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* x rounded to TF32 (11 significant bits, subnormals at 2^-136 steps), to
+ * nearest with ties away from zero, computed in double: the definition the
+ * emulated cvt.rna.tf32.f32 is held to */
+static float tf32_want(float x)
+{
+    if (!isfinite(x) || x == 0.0f) return x;
+    const double a = fabs((double)x);
+    int e;
+    frexp(a, &e); /* a = m 2^e, m in [0.5, 1) */
+    double unit = ldexp(1.0, e - 11);
+    if (unit < 0x1p-136) unit = 0x1p-136;
+    const double r = floor(a / unit + 0.5) * unit;
+    const float f = r >= 0x1p128 ? INFINITY : (float)r;
+    return x < 0 ? -f : f;
+}
+
+static void test_tf32_rna(void)
+{
+    enum { N = 4096 };
+    static float in[N];
+    static uint32_t out[N];
+    const float fixed[] = {1.0f, 1.0f + 0x1p-11f, 1.0f + 0x1p-11f - 0x1p-23f,
+                           -(1.0f + 0x1p-11f), 1.0f + 3 * 0x1p-11f, 0x1p-140f, 0x1p-137f,
+                           3 * 0x1p-138f, 0x1.fffffep127f, -0x1.fffffep127f, INFINITY,
+                           -INFINITY, 0.0f, -0.0f};
+    const int nf = (int)(sizeof fixed / sizeof fixed[0]);
+    for (int i = 0; i < nf; i++) in[i] = fixed[i];
+    uint32_t st = 777u;
+    for (int i = nf; i < N; i++) { /* random finite bit patterns */
+        st = st * 1664525u + 1013904223u;
+        uint32_t u = st;
+        if ((u & 0x7f800000u) == 0x7f800000u) u &= 0xbfffffffu;
+        in[i] = f32_of(u);
+    }
+    in[N - 1] = NAN;
+    CHECK(pp_emu_self_tf32_rna(in, out, N) == cudaSuccess);
+    int bad = 0;
+    for (int i = 0; i < N - 1; i++) {
+        const float want = tf32_want(in[i]);
+        if (out[i] != bits_of(want) || (out[i] & 0x1fffu)) {
+            if (bad++ < 5)
+                CHECK_MSG(0, "tf32 of %a (0x%08x): 0x%08x, expected 0x%08x (%a)", in[i],
+                          bits_of(in[i]), out[i], bits_of(want), want);
+        }
+    }
+    CHECK_MSG(bad == 0, "tf32 rounding: %d of %d values off", bad, N - 1);
+    CHECK_MSG(isnan(f32_of(out[N - 1])), "tf32 of NaN: 0x%08x", out[N - 1]);
+    /* the ties, explicitly: away from zero */
+    CHECK(f32_of(out[1]) == 1.0f + 0x1p-10f && f32_of(out[2]) == 1.0f);
+    CHECK(f32_of(out[3]) == -(1.0f + 0x1p-10f) && f32_of(out[4]) == 1.0f + 0x1p-9f);
+    CHECK(isinf(f32_of(out[8])) && f32_of(out[9]) == -INFINITY);
+}
+
+/* a TF32 value in [-2, 2): 11 significant bits */
+static float rnd_tf32(void)
+{
+    rnd_state = rnd_state * 1664525u + 1013904223u;
+    return (float)((int)(rnd_state >> 21) - 1024) / 512.0f;
+}
+
+/* an f32 in [-2, 2) with a full significand */
+static float rnd_f32(void)
+{
+    rnd_state = rnd_state * 1664525u + 1013904223u;
+    return (float)(rnd_state >> 8) / 4194304.0f - 2.0f;
+}
+
+static void test_mma_tf32(void)
+{
+    enum { MAXT = 64 };
+    for (int threads = 32; threads <= MAXT; threads += 32) {
+        float A[MAXT / 32][16][8], B[MAXT / 32][8][8], C[MAXT / 32][16][8];
+        uint32_t a[4 * MAXT], b[2 * MAXT];
+        float c[4 * MAXT], d[4 * MAXT];
+        for (int w = 0; w < threads / 32; w++) {
+            for (int r = 0; r < 16; r++)
+                for (int k = 0; k < 8; k++) A[w][r][k] = rnd_tf32();
+            for (int k = 0; k < 8; k++)
+                for (int n = 0; n < 8; n++) B[w][k][n] = rnd_tf32();
+            for (int r = 0; r < 16; r++)
+                for (int n = 0; n < 8; n++) C[w][r][n] = rnd_f32() * 3.0f;
+        }
+        for (int t = 0; t < threads; t++) {
+            const int w = t / 32, l = t % 32;
+            int row, col;
+            for (int i = 0; i < 4; i++) {
+                a_at_tf32(l, i, &row, &col);
+                a[4 * t + i] = bits_of(A[w][row][col]);
+                c_at(l, i, &row, &col);
+                c[4 * t + i] = C[w][row][col];
+            }
+            for (int i = 0; i < 2; i++) {
+                b_at_tf32(l, i, &row, &col);
+                b[2 * t + i] = bits_of(B[w][row][col]);
+            }
+        }
+        CHECK(pp_emu_self_mma_tf32(threads, threads, a, b, c, d) == cudaSuccess);
+        for (int t = 0; t < threads; t++)
+            for (int i = 0; i < 4; i++) {
+                const int w = t / 32;
+                int row, col;
+                c_at(t % 32, i, &row, &col);
+                double want = C[w][row][col], mag = fabs(want);
+                for (int k = 0; k < 8; k++) {
+                    const double p = (double)A[w][row][k] * B[w][k][col];
+                    want += p;
+                    mag += fabs(p);
+                }
+                /* 8 additions in f32 of exact products */
+                CHECK_MSG(fabs(d[4 * t + i] - want) <= 8 * 0x1p-24 * mag,
+                          "mma tf32, %d threads, thread %d, D[%d][%d]: %.9g, expected %.9g",
+                          threads, t, row, col, d[4 * t + i], want);
+            }
+    }
+    /* lane 31 returns before the others' tf32 mma */
+    const long before = pp_emu_faults();
+    fprintf(stderr, "test_emu_self: the tf32 mma fault reported next is expected\n");
+    uint32_t a[4 * 32] = {0}, b[2 * 32] = {0};
+    float c[4 * 32] = {0}, d[4 * 32];
+    CHECK(pp_emu_self_mma_tf32(32, 31, a, b, c, d) == cudaSuccess);
+    CHECK_MSG(pp_emu_faults() > before, "a tf32 mma without lane 31 went unreported");
+}
+
+/* f32 A and B (full significands) by 3xTF32 against double: within the f32
+ * rounding of its 24 additions and the split's 2^-22 per product; one TF32
+ * rounding is thousands of times further (2^-11 per operand) */
+static void test_3xtf32(void)
+{
+    float A[16][8], B[8][8], C[16][8], a[4 * 32], b[2 * 32], c[4 * 32], d3[4 * 32], d1[4 * 32];
+    for (int r = 0; r < 16; r++)
+        for (int k = 0; k < 8; k++) A[r][k] = rnd_f32();
+    for (int k = 0; k < 8; k++)
+        for (int n = 0; n < 8; n++) B[k][n] = rnd_f32();
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) C[r][n] = rnd_f32();
+    for (int l = 0; l < 32; l++) {
+        int row, col;
+        for (int i = 0; i < 4; i++) {
+            a_at_tf32(l, i, &row, &col);
+            a[4 * l + i] = A[row][col];
+            c_at(l, i, &row, &col);
+            c[4 * l + i] = C[row][col];
+        }
+        for (int i = 0; i < 2; i++) {
+            b_at_tf32(l, i, &row, &col);
+            b[2 * l + i] = B[row][col];
+        }
+    }
+    CHECK(pp_emu_self_mma_f32(a, b, c, d3, 1) == cudaSuccess);
+    CHECK(pp_emu_self_mma_f32(a, b, c, d1, 0) == cudaSuccess);
+    double worst3 = 0, worst1 = 0;
+    for (int l = 0; l < 32; l++)
+        for (int i = 0; i < 4; i++) {
+            int row, col;
+            c_at(l, i, &row, &col);
+            double want = C[row][col], mag = fabs(want);
+            for (int k = 0; k < 8; k++) {
+                want += (double)A[row][k] * B[k][col];
+                mag += fabs((double)A[row][k] * B[k][col]);
+            }
+            const double e3 = fabs(d3[4 * l + i] - want) / mag, e1 = fabs(d1[4 * l + i] - want) / mag;
+            CHECK_MSG(e3 <= 40 * 0x1p-24, "3xtf32 D[%d][%d]: %.9g, expected %.9g (%.2g of the "
+                      "magnitude)", row, col, d3[4 * l + i], want, e3);
+            if (e3 > worst3) worst3 = e3;
+            if (e1 > worst1) worst1 = e1;
+        }
+    fprintf(stderr, "3xtf32: worst error %.2e of the magnitude (one tf32 rounding: %.2e)\n",
+            worst3, worst1);
+    CHECK_MSG(worst1 >= 64 * worst3, "one tf32 rounding %.2e, 3xtf32 %.2e", worst1, worst3);
+}
+
 /* The PTX ISA's ldmatrix fragment of an 8x8 matrix M ("Warp-level matrix
  * load instruction: ldmatrix"): lane l's register j holds, of matrix j,
  * row l >> 2, columns 2 (l % 4) and 2 (l % 4) + 1 (low half first); .trans
@@ -303,6 +508,9 @@ int main(void)
     CHECK_MSG(pp_emu_faults() == 0, "faults before the faulty kernels: %ld", pp_emu_faults());
     test_fault();
     test_mma_fault();
+    test_tf32_rna();
+    test_mma_tf32();
+    test_3xtf32();
     test_ldmatrix_faults();
     test_cp_async_faults();
     return check_summary("test_emu_self");
