@@ -159,7 +159,7 @@ static void check_grad(const char *what, const float *got, const double *base, c
               what, wi, (double)got[wi] - (base ? base[wi] : 0.0), fd[wi]);
 }
 
-static double dot_r(const double *y, const double *r, size_t n)
+static inline double dot_r(const double *y, const double *r, size_t n)
 {
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += y[i] * r[i];
