@@ -70,12 +70,39 @@ __device__ __forceinline__ float pp_tf32_value(uint32_t bits)
 #endif
 }
 
+__device__ __forceinline__ uint32_t pp_f32_bits(float x)
+{
+#ifdef PP_CUDA_EMU
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof u);
+    return u;
+#else
+    return __float_as_uint(x);
+#endif
+}
+
+/* The bits of the f32 with bits u rounded to TF32 by integer operations:
+ * half of the dropped part's unit added to the magnitude, the low 13 bits
+ * cleared (to nearest, ties away from zero, a carry into the exponent the
+ * next binade or infinity): pp_tf32_rna's bits for every finite value; an
+ * infinity stays itself, a NaN may become an infinity. Two integer
+ * instructions at full rate, where cvt.rna.tf32.f32 is a conversion, which
+ * issues at a lower rate on these GPUs; the same code runs under the
+ * emulator, so its tests check this, not a model of it. */
+__device__ __forceinline__ uint32_t pp_tf32_round_bits(uint32_t u)
+{
+    return (u + 0x1000u) & 0xffffe000u;
+}
+
 /* x as hi + lo: hi = x rounded to TF32, lo = (x - hi) rounded to TF32 (the
- * difference is exact in f32); |x - hi - lo| <= 2^-22 |x| or so */
+ * difference is exact in f32), both by pp_tf32_round_bits (pp_tf32_rna's
+ * bits for finite x: emu_self checks it); |x - hi - lo| <= 2^-22 |x| or
+ * so. A NaN or an infinity in x gives a NaN or an infinity in hi or lo, so
+ * the products are not finite either. */
 __device__ __forceinline__ void pp_tf32_split(float x, uint32_t *hi, uint32_t *lo)
 {
-    *hi = pp_tf32_rna(x);
-    *lo = pp_tf32_rna(x - pp_tf32_value(*hi));
+    *hi = pp_tf32_round_bits(pp_f32_bits(x));
+    *lo = pp_tf32_round_bits(pp_f32_bits(x - pp_tf32_value(*hi)));
 }
 
 __device__ __forceinline__ void pp_mma_tf32_1688(float d[4], const uint32_t a[4],

@@ -108,6 +108,12 @@ __global__ void tf32_rna_k(const float *in, uint32_t *out, int n)
     for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = pp_tf32_rna(in[i]);
 }
 
+/* pp_tf32_split(in[i], &hi[i], &lo[i]) */
+__global__ void tf32_split_k(const float *in, uint32_t *hi, uint32_t *lo, int n)
+{
+    for (int i = threadIdx.x; i < n; i += blockDim.x) pp_tf32_split(in[i], &hi[i], &lo[i]);
+}
+
 /* ldmatrix x4 (trans: .trans) of the four 8x8 matrices src[64 j..] (row-major)
  * staged in shared memory at a pitch of 24 elements; out[4 lane + j] the
  * lane's register j; lane `absent` returns first, lane `skewed` gives its row
@@ -210,6 +216,12 @@ cudaError_t pp_emu_self_mma_f32(const float *a, const float *b, const float *c, 
 cudaError_t pp_emu_self_tf32_rna(const float *in, uint32_t *out, int n)
 {
     tf32_rna_k<<<1, 32>>>(in, out, n);
+    return cudaGetLastError();
+}
+
+cudaError_t pp_emu_self_tf32_split(const float *in, uint32_t *hi, uint32_t *lo, int n)
+{
+    tf32_split_k<<<1, 32>>>(in, hi, lo, n);
     return cudaGetLastError();
 }
 

@@ -34,6 +34,9 @@ cudaError_t pp_emu_self_mma_f32(const float *a, const float *b, const float *c, 
                                 int split);
 /* out[i] = pp_tf32_rna(in[i]), i < n */
 cudaError_t pp_emu_self_tf32_rna(const float *in, uint32_t *out, int n);
+
+/* pp_tf32_split(in[i], &hi[i], &lo[i]), i < n */
+cudaError_t pp_emu_self_tf32_split(const float *in, uint32_t *hi, uint32_t *lo, int n);
 /* ldmatrix x4 (trans: .trans) by one warp of the four 8x8 matrices
  * src[64 j..64 j+63] (row-major), lane l's registers into out[4 l..4 l+3];
  * lane `absent` returns first, lane `skewed` gives a row address 2 bytes off

@@ -11,7 +11,9 @@
  * the ISA's formulas, apart from the emulator's inverse of them), one and
  * two warps, and a lane that returned before the mma counted as a fault;
  * the m16n8k8 TF32 product (mma_tf32.cuh) likewise, with its own table;
- * the TF32 rounding (cvt.rna.tf32.f32) against its definition in double on
+ * the TF32 rounding (cvt.rna.tf32.f32), and the split by integer operations
+ * (pp_tf32_split: its hi the rounding's bits, its lo the remainder's),
+ * against its definition in double on
  * its ties, overflow, subnormals and random bit patterns; 3xTF32 products of
  * f32 matrices within f32's rounding of double, one TF32 rounding far off;
  * ldmatrix x4 and x4.trans against a gather by the PTX ISA's table (written
@@ -297,6 +299,21 @@ static void test_tf32_rna(void)
     CHECK(f32_of(out[1]) == 1.0f + 0x1p-10f && f32_of(out[2]) == 1.0f);
     CHECK(f32_of(out[3]) == -(1.0f + 0x1p-10f) && f32_of(out[4]) == 1.0f + 0x1p-9f);
     CHECK(isinf(f32_of(out[8])) && f32_of(out[9]) == -INFINITY);
+    /* the split by integer operations: hi the rounding's bits, lo the
+     * remainder's; an infinity's lo NaN, a NaN's hi NaN */
+    static uint32_t hi[N], lo[N];
+    CHECK(pp_emu_self_tf32_split(in, hi, lo, N) == cudaSuccess);
+    int split_bad = 0;
+    for (int i = 0; i < N - 1; i++) {
+        const bool ok = hi[i] == out[i] &&
+                        (isfinite(in[i]) ? lo[i] == bits_of(tf32_want(in[i] - f32_of(hi[i])))
+                                         : isnan(f32_of(lo[i])));
+        if (!ok && split_bad++ < 5)
+            CHECK_MSG(0, "tf32 split of %a (0x%08x): hi 0x%08x lo 0x%08x, expected hi 0x%08x",
+                      in[i], bits_of(in[i]), hi[i], lo[i], out[i]);
+    }
+    CHECK_MSG(split_bad == 0, "tf32 split: %d of %d values off", split_bad, N - 1);
+    CHECK_MSG(isnan(f32_of(hi[N - 1])), "tf32 split of NaN: hi 0x%08x", hi[N - 1]);
 }
 
 /* a TF32 value in [-2, 2): 11 significant bits */
