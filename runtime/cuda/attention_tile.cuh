@@ -2,7 +2,9 @@
  * attention_tile.cuh - the tiled causal attention shared by attention.cu
  * (f32 tiles) and attention_bf16.cu (bf16 tiles): the kernels, their launch
  * geometry and the host-side launches, templated on a tile type T that says
- * how a tile holds its rows in shared memory. The scheme (forward with an
+ * how a tile holds its rows in shared memory (the tensor-core kernels of
+ * attention_tc.cuh take their geometry, dropout's draw and the delta
+ * kernel from here). The scheme (forward with an
  * online softmax, backward in two passes writing every element of dqkv
  * from one block, delta in double) is described in attention.cu; the
  * sums' order is fixed here and is the same for both element types.
@@ -394,7 +396,7 @@ cudaError_t launch_forward(cudaStream_t s, const pp_cuda_attention_dims &d,
 }
 
 /* delta (n, heads, t) from y and dy on stream s, on at most max_grid blocks
- * (T: elem and wide() are all delta_k reads; attention_mma.cu launches it
+ * (T: elem and wide() are all delta_k reads; attention_tc.cuh launches it
  * too) */
 template <class T>
 cudaError_t launch_delta(cudaStream_t s, unsigned max_grid, const pp_cuda_attention_dims &d,

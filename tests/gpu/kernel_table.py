@@ -43,7 +43,8 @@ UNIT_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 
 # (family, pattern over the lower-case kernel name); the first match wins.
 # Attention first: cuDNN's fused attention kernels name their direction as
 # the convolutions do (..._sdpa_..._fprop_...); ours are forward_k, dq_k,
-# dkv_k, delta_k (attention_tile.cuh) and their _mma_k forms.
+# dkv_k, delta_k (attention_tile.cuh) and their _mma_k forms
+# (attention_tc.cuh: bf16, and f32 in 3xTF32).
 FAMILIES = [
     ("attention", r"sdpa|fmha|flash|attention|attn|(^|[^a-z_])(forward|dq|dkv|delta)(_mma)?_k$"),
     ("conv wgrad", r"wgrad|backward_filter|bwd_filter|convolve_.*filter"),

@@ -64,6 +64,9 @@ with tempfile.TemporaryDirectory() as d:
     # its direction as a convolution does: attention first)
     gpt = {"void (anonymous namespace)::forward_mma_k<64>(attn_args)": "attention",
            "void (anonymous namespace)::dkv_k(attn_args)": "attention",
+           "void (anonymous namespace)::dq_mma_k<(anonymous namespace)::tf32x3_mma, 64, false>"
+           "(att_geom, att_drop, const float *, const float *, const float *, const float *, "
+           "float *)": "attention",
            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128":
                "attention",
            "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "gemm",
