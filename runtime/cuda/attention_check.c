@@ -1,5 +1,5 @@
 /*
- * attention_check.c - the first call's check of a bf16 attention against
+ * attention_check.c - the first call's check of an attention against
  * ours (attention_check.h): twins of each output (the candidate's in place,
  * ours in scratch), copied to the host and compared there.
  */
@@ -79,7 +79,7 @@ static void scratch_free(pp_exec *ex, twin *tw, int n)
 }
 
 pp_status pp_cuda_attention_check(pp_exec *ex, pp_cuda_exec *ce, const pp_attention_desc *d,
-                                  pp_sdpa_dir dir, pp_attn_run_fn cand, pp_attn_run_fn own,
+                                  bool f32, pp_sdpa_dir dir, pp_attn_run_fn cand, pp_attn_run_fn own,
                                   void *arg, void *const out[2], pp_attn_verdict *v, char *msg,
                                   size_t cap, pp_error *err)
 {
@@ -90,7 +90,10 @@ pp_status pp_cuda_attention_check(pp_exec *ex, pp_cuda_exec *ce, const pp_attent
         return own(arg, out, err);
     }
     const size_t rows = (size_t)d->n * d->t;
-    twin tw[2] = {{out[0], NULL, rows * (dir == PP_SDPA_FWD ? 1 : 3) * d->c * 2, true, 0, 0},
+    const size_t esize = f32 ? 4 : 2;
+    const double tol_y = f32 ? PP_ATTN_TOL_Y_F32 : PP_ATTN_TOL_Y;
+    const double tol_lse = f32 ? PP_ATTN_TOL_LSE_F32 : PP_ATTN_TOL_LSE;
+    twin tw[2] = {{out[0], NULL, rows * (dir == PP_SDPA_FWD ? 1 : 3) * d->c * esize, !f32, 0, 0},
                   {out[1], NULL, rows * d->heads * 4, false, 0, 0}};
     const int n = dir == PP_SDPA_FWD ? 2 : 1;
     pp_status s = scratch(ex, tw, n, err);
@@ -104,17 +107,16 @@ pp_status pp_cuda_attention_check(pp_exec *ex, pp_cuda_exec *ce, const pp_attent
     if (s == PP_OK) s = own(arg, mine, err);
     if (s == PP_OK) s = compare(ex, ce, tw, n, err);
     if (s == PP_OK) {
-        const bool same = tw[0].off <= PP_ATTN_TOL_Y * tw[0].top &&
-                          (n == 1 || tw[1].off <= PP_ATTN_TOL_LSE);
+        const bool same = tw[0].off <= tol_y * tw[0].top && (n == 1 || tw[1].off <= tol_lse);
         const int w = snprintf(msg, cap,
                                "%s ours at the first call: %s off by %.2e (largest %.3g, "
                                "tolerance %.0e of it)",
                                same ? "agrees with" : "differs from",
                                dir == PP_SDPA_FWD ? "y" : "dqkv", tw[0].off, tw[0].top,
-                               PP_ATTN_TOL_Y);
+                               tol_y);
         if (n > 1 && w > 0 && (size_t)w < cap)
             snprintf(msg + w, cap - (size_t)w, ", lse off by %.2e (tolerance %.0e)", tw[1].off,
-                     PP_ATTN_TOL_LSE);
+                     tol_lse);
         *v = same ? PP_ATTN_AGREES : PP_ATTN_DIFFERS;
         if (!same) s = keep_own(ex, ce, tw, n, err);
     }

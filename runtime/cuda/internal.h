@@ -9,8 +9,8 @@
  * gconv_probe.c), the fully connected layer through cuBLAS (blas.c) and
  * cuBLASLt (blaslt.c), the native bf16/NHWC entry (native.c), own kernels
  * (kernels.cu, nhwc.cu), the transformer's ops (dense.c over cuBLASLt,
- * transformer.c over the kernels of transformer.h; the bf16 attention,
- * attention_bf16.c, over its kernels or cuDNN's fused attention, sdpa.c),
+ * transformer.c over the kernels of transformer.h; the attention,
+ * attention_run.c, over our kernels or cuDNN's fused attention, sdpa.c),
  * the algorithm cache (algo_cache.c); absent.c in a build without CUDA. Calls run from backend.c down to exec.c. It includes
  * runtime/core only.
  *
@@ -290,12 +290,12 @@ pp_status pp_cuda_layernorm_backward(pp_exec *ex, int64_t rows, int c, const flo
                                      const float *dy, const float *gamma, const float *mean,
                                      const float *rstd, float *dx, float *dgamma, float *dbeta,
                                      pp_error *err);
+/* attention_run.c */
 pp_status pp_cuda_attention_forward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
                                     float *y, float *lse, pp_error *err);
 pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
                                      const float *y, const float *lse, const float *dy,
                                      float *dqkv, pp_error *err);
-/* attention_bf16.c */
 pp_status pp_cuda_attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d,
                                          const uint16_t *qkv, uint16_t *y, float *lse,
                                          pp_error *err);

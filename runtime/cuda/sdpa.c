@@ -33,6 +33,7 @@ typedef struct sdpa_plan {
 
 typedef struct sdpa_entry {
     pp_attention_desc key;
+    bool f32; /* the key's element type: f32 (else bf16; cuDNN's plans are bf16's) */
     pp_sdpa_choice choice;
     sdpa_plan plan[2]; /* by pp_sdpa_dir */
 } sdpa_entry;
@@ -44,10 +45,11 @@ struct pp_cuda_sdpa_cache {
 
 static const char *const dir_name[2] = {"forward", "backward"};
 
-static void describe(char *buf, size_t n, const pp_attention_desc *d, pp_sdpa_dir dir)
+static void describe(char *buf, size_t n, const pp_attention_desc *d, bool f32,
+                     pp_sdpa_dir dir)
 {
-    snprintf(buf, n, "causal attention %s, bf16, n %d t %d heads %d hs %d", dir_name[dir], d->n,
-             d->t, d->heads, d->c / d->heads);
+    snprintf(buf, n, "causal attention %s, %s, n %d t %d heads %d hs %d", dir_name[dir],
+             f32 ? "f32" : "bf16", d->n, d->t, d->heads, d->c / d->heads);
 }
 
 /* ---- the plan ------------------------------------------------------------------- */
@@ -124,7 +126,7 @@ static pp_status make_plan(const gbuild *g, sdpa_plan *p, const pp_attention_des
 
 /* ---- the cache ---------------------------------------------------------------- */
 
-static pp_status entry_of(pp_exec *ex, const pp_attention_desc *d, sdpa_entry **out,
+static pp_status entry_of(pp_exec *ex, const pp_attention_desc *d, bool f32, sdpa_entry **out,
                           pp_error *err)
 {
     pp_cuda_exec *ce = pp_cuda_ex(ex);
@@ -133,7 +135,7 @@ static pp_status entry_of(pp_exec *ex, const pp_attention_desc *d, sdpa_entry **
                             ex->dev->name);
     pp_cuda_sdpa_cache *c = ce->sdpa;
     for (int i = 0; i < c->n; i++)
-        if (!memcmp(&c->e[i]->key, d, sizeof *d)) {
+        if (c->e[i]->f32 == f32 && !memcmp(&c->e[i]->key, d, sizeof *d)) {
             *out = c->e[i];
             return PP_OK;
         }
@@ -151,16 +153,17 @@ static pp_status entry_of(pp_exec *ex, const pp_attention_desc *d, sdpa_entry **
         return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory (attention plans)",
                             ex->dev->name);
     e->key = *d;
+    e->f32 = f32;
     c->e[c->n++] = e;
     *out = e;
     return PP_OK;
 }
 
-pp_status pp_cuda_sdpa_choice(pp_exec *ex, const pp_attention_desc *d, pp_sdpa_choice **out,
-                              pp_error *err)
+pp_status pp_cuda_sdpa_choice(pp_exec *ex, const pp_attention_desc *d, bool f32,
+                              pp_sdpa_choice **out, pp_error *err)
 {
     sdpa_entry *e;
-    PP_TRY(entry_of(ex, d, &e, err));
+    PP_TRY(entry_of(ex, d, f32, &e, err));
     *out = &e->choice;
     return PP_OK;
 }
@@ -171,13 +174,13 @@ static pp_status plan_for(pp_exec *ex, pp_cuda_exec *ce, const pp_attention_desc
                           pp_sdpa_dir dir, sdpa_plan **out, pp_error *err)
 {
     sdpa_entry *e;
-    PP_TRY(entry_of(ex, d, &e, err));
+    PP_TRY(entry_of(ex, d, false, &e, err));
     sdpa_plan *p = &e->plan[dir];
     *out = p;
     if (p->tried && !p->ok) return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s", p->why);
     if (p->tried) return PP_OK;
     gbuild g = {ex, ce, NULL, "", err};
-    describe(g.what, sizeof g.what, d, dir);
+    describe(g.what, sizeof g.what, d, false, dir);
     pp_status s = make_plan(&g, p, d, dir);
     if (s == PP_ERR_OOM) { /* not remembered: memory may be found later */
         plan_free(p);
@@ -222,7 +225,7 @@ static pp_status run(pp_exec *ex, const pp_attention_desc *d, pp_sdpa_dir dir, i
     }
     PP_TRY(s);
     gbuild g = {ex, ce, NULL, "", err};
-    describe(g.what, sizeof g.what, d, dir);
+    describe(g.what, sizeof g.what, d, false, dir);
     return pp_gconv_execute(&g, p->plan, n, uids, ptrs, ws);
 }
 
@@ -262,7 +265,7 @@ pp_status pp_cuda_sdpa_graph_check(pp_exec *ex, const pp_attention_desc *d, pp_s
     sdpa_plan p;
     memset(&p, 0, sizeof p);
     gbuild g = {ex, NULL, NULL, "", err};
-    describe(g.what, sizeof g.what, d, dir);
+    describe(g.what, sizeof g.what, d, false, dir);
     const char *no = shape_refusal(d);
     pp_status s = no ? pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: %s, for %s", ex->dev->name, no,
                                     g.what)
@@ -284,12 +287,13 @@ void pp_cuda_sdpa_report(pp_exec *ex, FILE *out)
         const sdpa_entry *e = ce->sdpa->e[i];
         for (int dir = 0; dir < 2; dir++) {
             char what[200];
-            describe(what, sizeof what, &e->key, (pp_sdpa_dir)dir);
+            describe(what, sizeof what, &e->key, e->f32, (pp_sdpa_dir)dir);
             const pp_sdpa_use u = e->choice.use[dir];
             const sdpa_plan *p = &e->plan[dir];
             fprintf(out, "%s: %s", what,
                     u == PP_SDPA_CUDNN ? "cuDNN"
-                    : u == PP_SDPA_MMA ? "ours on tensor cores (mma)"
+                    : u == PP_SDPA_MMA ? (e->f32 ? "ours on tensor cores (3xTF32)"
+                                                 : "ours on tensor cores (mma)")
                     : u == PP_SDPA_OWN ? "ours"
                                        : "not run yet");
             if (u == PP_SDPA_CUDNN && p->ok)

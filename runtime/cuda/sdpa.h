@@ -2,13 +2,13 @@
  * sdpa.h - causal self-attention on bf16 operands through cuDNN's fused
  * flash-attention engines (the graph API, sdpa.c over sdpa_graph.c), and
  * the record of which attention each shape runs (cuDNN's, ours on tensor
- * cores or ours, attention_bf16.c decides).
+ * cores or ours, attention_run.c decides).
  *
  * Operands as attention_bf16.h's: qkv and dqkv (n, t, 3c), y and dy
  * (n, t, c) bf16; lse (n, heads, t) f32, the natural log-sum-exp of a
  * query's scaled, masked scores (max + log(sum)): cuDNN's softmax stats are
  * that quantity by construction (sdpa_graph.c), and the first use of a shape
- * compares them with our kernel's before cuDNN is kept (attention_bf16.c),
+ * compares them with our kernel's before cuDNN is kept (attention_run.c),
  * so either backward may take either forward's lse.
  *
  * Plans: one per (shape, direction) and exec, made at its first use: the
@@ -58,24 +58,27 @@ pp_status pp_cuda_sdpa_graph_check(pp_exec *ex, const pp_attention_desc *d, pp_s
 typedef enum pp_sdpa_use {
     PP_SDPA_UNDECIDED = 0, /* not run yet outside a CUDA graph capture */
     PP_SDPA_CUDNN,         /* cuDNN's, checked against ours at its first use */
-    PP_SDPA_OWN,           /* ours (attention_bf16.cu) */
-    PP_SDPA_MMA            /* ours on tensor cores (attention_mma.cu), checked likewise */
+    PP_SDPA_OWN,           /* ours (attention_bf16.cu; f32: attention.cu) */
+    PP_SDPA_MMA            /* ours on tensor cores (attention_mma.cu; f32: attention_tf32.cu,
+                              3xTF32), checked likewise */
 } pp_sdpa_use;
 
 typedef struct pp_sdpa_choice {
     pp_sdpa_use use[2];  /* by pp_sdpa_dir */
-    int mode;            /* the PP_CUDA_ATTN setting use was decided under (attention_bf16.c's) */
+    int mode;            /* the PP_CUDA_ATTN setting use was decided under (attention_run.c's) */
     char why[2][sizeof(((pp_error *)0)->msg)]; /* the checks' figures, or why not */
 } pp_sdpa_choice;
 
-/* *out: the choice record of shape d on ex (made, undecided, at its first
- * lookup; it lives until the exec is destroyed). PP_ERR_OOM only. */
-pp_status pp_cuda_sdpa_choice(pp_exec *ex, const pp_attention_desc *d, pp_sdpa_choice **out,
-                              pp_error *err);
+/* *out: the choice record of shape d on f32 operands (f32) or bf16 on ex
+ * (made, undecided, at its first lookup; it lives until the exec is
+ * destroyed). PP_ERR_OOM only. */
+pp_status pp_cuda_sdpa_choice(pp_exec *ex, const pp_attention_desc *d, bool f32,
+                              pp_sdpa_choice **out, pp_error *err);
 
-/* One line per shape and direction of ex to out: the shape, which
- * attention runs and why, cuDNN's engine and workspace where it runs.
- * Writes nothing for an exec that ran no bf16 attention. */
+/* One line per shape, element type and direction of ex to out: the shape,
+ * which attention runs and why, cuDNN's engine and workspace where it runs.
+ * Writes nothing for an exec that ran no attention through a record (f32
+ * under PP_CUDA_ATTN=own keeps none). */
 void pp_cuda_sdpa_report(pp_exec *ex, FILE *out);
 
 /* Releases ex's plans and records (the exec's destroy calls it). Safe to

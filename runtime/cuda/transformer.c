@@ -1,15 +1,14 @@
 /*
  * transformer.c - the CUDA backend's entries for the transformer ops that
- * run its own kernels (transformer.h): layer norm, causal self-attention
- * (dropout's masks on its probabilities too),
+ * run its own kernels (transformer.h): layer norm,
  * token and position embeddings, the fused ones' switch (PP_CUDA_UNFUSED),
  * and the bf16 entries of the layer norms and GELU with their switch
  * (PP_CUDA_BF16_WIDE).
  * Each makes its device current, takes its
  * scratch from the exec's workspace (stream ordered, so a step captured in
  * a graph replays them) and enqueues on the exec's stream. (The dense
- * layers: dense.c; GELU and the classifier: backend.c's elementwise and
- * loss entries.)
+ * layers: dense.c; the attention: attention_run.c; GELU and the
+ * classifier: backend.c's elementwise and loss entries.)
  */
 #include "internal.h"
 #include "kernels.h"
@@ -106,45 +105,6 @@ pp_status pp_cuda_layernorm_backward(pp_exec *ex, int64_t rows, int c, const flo
 {
     return pp_cuda_layernorm_backward_add(ex, rows, c, x, dy, gamma, mean, rstd, NULL, dx,
                                           dgamma, dbeta, err);
-}
-
-static pp_status attention_dims(pp_exec *ex, const pp_attention_desc *d,
-                                pp_cuda_attention_dims *out, pp_error *err)
-{
-    *out = (pp_cuda_attention_dims){d->n, d->t, d->c, d->heads};
-    if (d->c / d->heads > PP_CUDA_ATTENTION_HS_MAX || d->n > 65535 || d->heads > 65535)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED,
-                            "%s: attention: heads of %d columns (the CUDA kernels take up to "
-                            "%d), %d samples and %d heads (up to 65535)",
-                            ex->dev->name, d->c / d->heads, PP_CUDA_ATTENTION_HS_MAX, d->n,
-                            d->heads);
-    return PP_OK;
-}
-
-pp_status pp_cuda_attention_forward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
-                                    float *y, float *lse, pp_error *err)
-{
-    if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
-    pp_cuda_attention_dims a;
-    PP_TRY(attention_dims(ex, d, &a, err));
-    BEGIN(ex, ce, err);
-    return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_attention_forward(ce->stream, a, &d->drop, qkv, y, lse));
-}
-
-pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
-                                     const float *y, const float *lse, const float *dy,
-                                     float *dqkv, pp_error *err)
-{
-    if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
-    pp_cuda_attention_dims a;
-    PP_TRY(attention_dims(ex, d, &a, err));
-    BEGIN(ex, ce, err);
-    void *delta;
-    PP_TRY(pp_exec_workspace(ex, (size_t)d->n * d->heads * d->t * sizeof(float), &delta, err));
-    return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_attention_backward(ce->stream, pp_cuda_max_grid(ex), a,
-                                                     &d->drop, qkv, y, lse, dy, delta, dqkv));
 }
 
 pp_status pp_cuda_embedding_forward(pp_exec *ex, int64_t rows, int vocab, int c,

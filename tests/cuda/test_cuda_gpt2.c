@@ -9,9 +9,10 @@
  *          after them, forward, and before them, backward), layer norm (with
  *          the residual add and gradient fused too), GELU,
  *          attention (heads of 64, 17, 24 and 128 columns, t = 1024, 77
- *          and 64; in f32 and in bf16, ours, ours on tensor cores (mma)
- *          and cuDNN's fused attention, the bf16 within 8e-3: two bf16
- *          steps), token and position embeddings, the classifier over 50257
+ *          and 64; in f32, ours on tensor cores in 3xTF32 where they take
+ *          the shape (the default) and ours (PP_CUDA_ATTN=own); in bf16,
+ *          ours, ours on tensor cores (mma) and cuDNN's fused attention,
+ *          the bf16 within 8e-3: two bf16 steps), token and position embeddings, the classifier over 50257
  *          classes in place (f32, and bf16 logits and gradient: within a
  *          bf16 unit, aliased or not, smoothing, top-k); dropout: the elementwise op (f32, bf16, in
  *          place) the CPU's bits, attention with dropout on the
@@ -213,7 +214,11 @@ static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
     return p;
 }
 
-/* Attention in f32, and in bf16 (qkv, y, dy and dqkv bf16: the CUDA
+/* Attention in f32 (by default our tensor-core kernels in 3xTF32,
+ * attention_tf32.cu, where they take the shape and agree with ours,
+ * attention.cu, at its first call; ours under PP_CUDA_ATTN=own: both
+ * within the suite's f32 tolerances, the record saying mma at heads of 64,
+ * 24 and 128 and ours at heads of 17, with dropout too), and in bf16 (qkv, y, dy and dqkv bf16: the CUDA
  * backend's bf16 entries against the CPU's f32 arithmetic on widened
  * operands, each output rounded once) with each PP_CUDA_ATTN: own (our
  * kernels, attention_bf16.cu), mma (our tensor-core kernels,
@@ -234,27 +239,32 @@ static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
  * ours"; every backward the same bits twice. */
 #define TOL_ATT_BF16 8e-3
 
-typedef enum attn_mode { ATTN_F32, ATTN_OWN, ATTN_CUDNN, ATTN_MMA } attn_mode;
+typedef enum attn_mode { ATTN_F32, ATTN_F32_OWN, ATTN_OWN, ATTN_CUDNN, ATTN_MMA } attn_mode;
 
-/* The record of shape d on the GPU's exec: want (PP_SDPA_UNDECIDED: any)
+/* The record of shape d with dropout p on f32 (f32) or bf16 operands on the
+ * GPU's exec (attention_run.c keys it so): want (PP_SDPA_UNDECIDED: any)
  * in both directions, the forward's reason holding the words `reason`
  * (NULL: any), printed either way. */
-static void check_choice(rig *r, const pp_attention_desc *d, pp_sdpa_use want,
-                         const char *reason, size_t i)
+static void check_choice(rig *r, const pp_attention_desc *d, float p, bool f32,
+                         pp_sdpa_use want, const char *reason, size_t i)
 {
     static const char *const uses[] = {"undecided", "cuDNN's", "ours", "mma's"};
+    pp_attention_desc key;
+    memset(&key, 0, sizeof key); /* compared bytewise */
+    key.n = d->n, key.t = d->t, key.c = d->c, key.heads = d->heads, key.drop.p = p;
     pp_sdpa_choice *ch;
     pp_error err;
-    CHECK_OK(pp_cuda_sdpa_choice(&r->egpu, d, &ch, &err), &err);
+    CHECK_OK(pp_cuda_sdpa_choice(&r->egpu, &key, f32, &ch, &err), &err);
     for (int dir = 0; want != PP_SDPA_UNDECIDED && dir < 2; dir++) {
         const char *dn = dir ? "backward" : "forward";
         CHECK_MSG(ch->use[dir] == want && (dir || !reason || strstr(ch->why[dir], reason)),
-                  "attention case %zu: %s not %s (for want of '%s'): %s", i, dn, uses[want],
-                  reason ? reason : "-", ch->why[dir]);
+                  "attention case %zu (%s, dropout %g): %s not %s (for want of '%s'): %s", i,
+                  f32 ? "f32" : "bf16", (double)p, dn, uses[want], reason ? reason : "-",
+                  ch->why[dir]);
     }
 }
 
-/* The record of shape d with drop's p (attention_bf16.c keys it so), both
+/* The bf16 record of shape d with drop's p (attention_run.c keys it so), both
  * directions: the tensor-core kernels ("dropout: mma") where mma, else ours
  * ("dropout runs ours"); never cuDNN's. */
 static void check_dropout(rig *r, const pp_attention_desc *d, float p, bool mma, size_t i)
@@ -264,7 +274,7 @@ static void check_dropout(rig *r, const pp_attention_desc *d, float p, bool mma,
     key.n = d->n, key.t = d->t, key.c = d->c, key.heads = d->heads, key.drop.p = p;
     pp_sdpa_choice *ch;
     pp_error err;
-    CHECK_OK(pp_cuda_sdpa_choice(&r->egpu, &key, &ch, &err), &err);
+    CHECK_OK(pp_cuda_sdpa_choice(&r->egpu, &key, false, &ch, &err), &err);
     const pp_sdpa_use want = mma ? PP_SDPA_MMA : PP_SDPA_OWN;
     const char *line = mma ? "dropout: mma" : "dropout runs ours";
     for (int dir = 0; dir < 2; dir++)
@@ -275,23 +285,24 @@ static void check_dropout(rig *r, const pp_attention_desc *d, float p, bool mma,
 
 static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
 {
-    /* cudnn, own: cuDNN's or ours must run under cudnn; mma: the
-     * tensor-core kernels must run under mma (else ours) */
-    static const struct { int n, t, c, heads; bool cudnn, own, mma; } cases[] = {
-        {2, 1024, 768, 12, true, false, true}, /* GPT-2 124M's, two samples */
-        {4, 64, 768, 12, true, false, true},   /* GPT-2's heads at t = 64 */
-        {3, 77, 51, 3, false, true, false},    /* heads of 17 */
-        {3, 77, 96, 4, false, false, false},   /* heads of 24, odd t */
-        {1, 300, 256, 2, false, false, true},  /* heads of 128 */
+    /* cudnn, own: cuDNN's or ours must run under cudnn; mma: the bf16
+     * tensor-core kernels must run under mma (else ours); tf32: the f32
+     * ones (3xTF32) must run by default (else ours) */
+    static const struct { int n, t, c, heads; bool cudnn, own, mma, tf32; } cases[] = {
+        {2, 1024, 768, 12, true, false, true, true}, /* GPT-2 124M's, two samples */
+        {4, 64, 768, 12, true, false, true, true},   /* GPT-2's heads at t = 64 */
+        {3, 77, 51, 3, false, true, false, false},   /* heads of 17 */
+        {3, 77, 96, 4, false, false, false, true},   /* heads of 24, odd t */
+        {1, 300, 256, 2, false, false, true, true},  /* heads of 128 */
     };
-    static const char *const names[] = {"f32", "bf16, PP_CUDA_ATTN=own", "bf16, PP_CUDA_ATTN=cudnn",
-                                        "bf16, PP_CUDA_ATTN=mma"};
-    static const char *const env[] = {NULL, "own", "cudnn", "mma"};
-    const bool bf16 = mode != ATTN_F32;
+    static const char *const names[] = {"f32", "f32, PP_CUDA_ATTN=own", "bf16, PP_CUDA_ATTN=own",
+                                        "bf16, PP_CUDA_ATTN=cudnn", "bf16, PP_CUDA_ATTN=mma"};
+    static const char *const env[] = {NULL, "own", "own", "cudnn", "mma"};
+    const bool bf16 = mode >= ATTN_OWN;
     char m[64];
     snprintf(m, sizeof m, "%s%s", names[mode], drop ? ", dropout" : "");
     const double fwd = bf16 ? TOL_ATT_BF16 : TOL_FWD, bwd = bf16 ? TOL_ATT_BF16 : TOL_BWD;
-    if (bf16) setenv("PP_CUDA_ATTN", env[mode], 1);
+    if (env[mode]) setenv("PP_CUDA_ATTN", env[mode], 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
         const int64_t qs[3] = {n, t, 3 * c}, ys[3] = {n, t, c}, ls[3] = {n, h, t};
@@ -320,21 +331,26 @@ static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
                                                      &dqkv.g, err),
                        "attention backward");
         const pp_attention_desc d = {.n = n, .t = t, .c = c, .heads = h};
-        if (drop && mode != ATTN_F32) /* cudnn and mma: mma's where they take the shape */
+        if (mode == ATTN_F32) /* 3xTF32 where it takes the shape, dropout or not */
+            check_choice(r, &d, drop ? drop->p : 0.0f, true,
+                         cases[i].tf32 ? PP_SDPA_MMA : PP_SDPA_OWN,
+                         cases[i].tf32 ? NULL : "multiples of 8", i);
+        else if (drop && bf16) /* cudnn and mma: mma's where they take the shape */
             check_dropout(r, &d, drop->p, mode != ATTN_OWN && cases[i].mma, i);
         else if (mode == ATTN_CUDNN)
-            check_choice(r, &d,
+            check_choice(r, &d, 0.0f, false,
                          cases[i].cudnn ? PP_SDPA_CUDNN
                          : cases[i].own ? PP_SDPA_OWN
                                         : PP_SDPA_UNDECIDED,
                          cases[i].own ? "multiples of 8" : NULL, i);
         else if (mode == ATTN_MMA)
-            check_choice(r, &d, cases[i].mma ? PP_SDPA_MMA : PP_SDPA_OWN,
+            check_choice(r, &d, 0.0f, false, cases[i].mma ? PP_SDPA_MMA : PP_SDPA_OWN,
                          cases[i].mma ? NULL : "multiples of 16", i);
         pair *all[] = {&qkv, &dqkv, &y, &dy, &lse, &qkv32, &dqkv32, &y32, &dy32};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
-    if (mode == ATTN_MMA) pp_cuda_sdpa_report(&r->egpu, stdout); /* which ran (with dropout too) */
+    if (mode == ATTN_MMA || mode == ATTN_F32) /* which ran (with dropout too) */
+        pp_cuda_sdpa_report(&r->egpu, stdout);
     if (mode == ATTN_CUDNN && !drop) { /* which attention ran, and a bad switch refused */
         pp_cuda_sdpa_report(&r->egpu, stdout);
         setenv("PP_CUDA_ATTN", "cuDNN", 1);
@@ -349,7 +365,7 @@ static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
         pair *all[] = {&qkv, &y, &lse, &qkvb, &yb};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
-    if (bf16) unsetenv("PP_CUDA_ATTN");
+    if (env[mode]) unsetenv("PP_CUDA_ATTN");
 }
 
 static void test_embeddings(rig *r)
@@ -596,11 +612,13 @@ int main(int argc, char **argv)
     test_layernorm_gelu(&r);
     gpt2_test_bf16(&r);
     test_attention(&r, ATTN_F32, NULL);
+    test_attention(&r, ATTN_F32_OWN, NULL);
     test_attention(&r, ATTN_OWN, NULL);
     test_attention(&r, ATTN_CUDNN, NULL);
     test_attention(&r, ATTN_MMA, NULL);
     const pp_dropout_desc drop = {0.1f, pp_dropout_key(7, 2, 4), 3};
     test_attention(&r, ATTN_F32, &drop);
+    test_attention(&r, ATTN_F32_OWN, &drop);
     test_attention(&r, ATTN_CUDNN, &drop);
     test_attention(&r, ATTN_MMA, &drop);
     test_attention(&r, ATTN_OWN, &drop);

@@ -27,6 +27,9 @@
 #     default run's cuDNN fused attention against our CUDA-core kernels and
 #     against our tensor-core kernels; which ran: test_cuda_gpt2's 'causal
 #     attention' lines).
+#     ours fp32 again with PP_CUDA_ATTN=own (the f32 attention on our
+#     CUDA-core kernels, attention.cu, against the default: our 3xTF32
+#     tensor-core kernels, attention_tf32.cu, where they agree with ours).
 #     ours bf16 again with model.dropout 0.1 (dropout's masks drawn by hash:
 #     one per element at three sites a block, one per (query, key) in each
 #     attention pass; the attention is then our tensor-core kernels drawing
@@ -151,8 +154,8 @@ partgpt2() {
         rc=$?
         case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
         grep -E '^gpt2 |FAIL' "$res/test-cuda_gpt2.log" 2>/dev/null | head -8 | cut -c1-200
-        # which bf16 attention ran (PP_CUDA_ATTN=cudnn and mma: cuDNN's, the
-        # tensor-core kernels or ours, and why)
+        # which attention ran (bf16 under PP_CUDA_ATTN=cudnn and mma: cuDNN's,
+        # the tensor-core kernels or ours; f32: 3xTF32 or ours; and why)
         grep -h '^causal attention' "$res/test-cuda_gpt2".{out,log} 2>/dev/null | sort -u | cut -c1-240
         row "test cuda/cuda_gpt2" "$verdict" \
             "$(grep -ho 'checks, [0-9]* failed' "$res/test-cuda_gpt2.out" "$res/test-cuda_gpt2.log" 2>/dev/null | tail -1); $(grep -h 'vs 1 stage' "$res/test-cuda_gpt2.log" 2>/dev/null | head -1 | cut -c1-160)" \
@@ -193,6 +196,8 @@ SH
     gpt2_variant tf32 unfused PP_CUDA_UNFUSED=1 "fused / unfused"
     gpt2_ours fp32
     gpt2_against fp32 "torch eager GPT-2 fp32"
+    # the f32 attention: our 3xTF32 tensor-core kernels (the default) / our CUDA-core ones
+    gpt2_variant fp32 attn-own PP_CUDA_ATTN=own "attention 3xTF32 / own"
     # last: the row the section's budget may cut
     gpt2_variant bf16 dropout model.dropout=0.1 "no dropout / dropout"
 

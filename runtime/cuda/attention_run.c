@@ -1,42 +1,47 @@
 /*
- * attention_bf16.c - the CUDA backend's attention entries on bf16 operands
- * (backend.h: attention_forward_bf16 / attention_backward_bf16): cuDNN's
- * fused attention (sdpa.h), our tensor-core kernels (attention_mma.h) or
- * our CUDA-core kernels of attention_bf16.cu ("ours": the reference and the
- * fallback), on the exec's stream. A shape ours do not take is declined
- * (PP_ERR_UNSUPPORTED, nothing enqueued): ops_transformer.c then runs the
- * f32 entries on stand-ins, which report it.
+ * attention_run.c - the CUDA backend's attention entries (backend.h:
+ * attention_forward / attention_backward on f32 operands,
+ * attention_forward_bf16 / attention_backward_bf16 on bf16), on the exec's
+ * stream, and which kernel each shape runs: on bf16, cuDNN's fused attention
+ * (sdpa.h), our tensor-core kernels (attention_mma.h) or our CUDA-core
+ * kernels of attention_bf16.cu; on f32, our tensor-core kernels in 3xTF32
+ * (attention_tf32.h) or our CUDA-core kernels of attention.cu (cuDNN's fused
+ * engines take no f32). The CUDA-core kernels are "ours": the reference and
+ * the fallback. A shape ours do not take is declined (PP_ERR_UNSUPPORTED,
+ * nothing enqueued): on bf16, ops_transformer.c then runs the f32 entries on
+ * stand-ins, which report it.
  *
- * Which one runs, per shape and direction and exec (pp_sdpa_choice), by
- * PP_CUDA_ATTN:
- *   cudnn (or unset: the default)  cuDNN's where its plan builds and agrees
- *        with ours at the shape's first call, else the tensor-core kernels
- *        where they take the shape and agree, else ours;
+ * Which one runs, per shape, element type and direction and exec
+ * (pp_sdpa_choice), by PP_CUDA_ATTN:
+ *   cudnn (or unset: the default)  bf16: cuDNN's where its plan builds and
+ *        agrees with ours at the shape's first call, else the tensor-core
+ *        kernels where they take the shape and agree, else ours; f32: the
+ *        tensor-core kernels where they take the shape and agree, else ours;
  *   mma  the tensor-core kernels where they take the shape and agree, else ours;
  *   own  ours.
  * The first call outside a CUDA graph capture checks each candidate in that
  * order against ours on the call's own operands (attention_check.h: both
- * run, the stream is synchronised, y within PP_ATTN_TOL_Y of the largest
- * element of ours and lse within PP_ATTN_TOL_LSE, or dqkv within
- * PP_ATTN_TOL_Y), keeping the first that agrees; ours stays in the outputs
- * where none does. Either backward may take either forward's lse (the same
- * quantity, held to ours by the forward's check), so the directions decide
- * apart. The record says which runs and each check's figures or why not
+ * run, the stream is synchronised, y within the element type's tolerance of
+ * the largest element of ours and lse within its own, or dqkv likewise),
+ * keeping the first that agrees; ours stays in the outputs where none does.
+ * Either backward may take either forward's lse (the same quantity, held to
+ * ours by the forward's check), so the directions decide apart. The record
+ * says which runs and each check's figures or why not
  * (pp_cuda_sdpa_report); a record decided under another PP_CUDA_ATTN is
- * decided again. Without device memory for the check's copies of
- * ours, ours runs and the shape stays undecided. A call under capture before
- * its shape is decided runs ours (the executor's first run of a step is
- * eager, so this does not happen in a pipeline). Our delta scratch and
- * cuDNN's workspace both come from the exec's workspace (stream ordered, so
- * a step captured in a graph replays them).
+ * decided again. Without device memory for the check's copies of ours, ours
+ * runs and the shape stays undecided. A call under capture before its shape
+ * is decided runs ours (the executor's first run of a step is eager, so this
+ * does not happen in a pipeline). Our delta scratch and cuDNN's workspace
+ * both come from the exec's workspace (stream ordered, so a step captured in
+ * a graph replays them).
  *
  * With dropout on the probabilities (d->drop.p > 0) cuDNN's never runs (its
  * graph does not draw dropout.h's masks): cudnn and mma both run the
  * tensor-core kernels where they take the shape and agree with ours (the
  * same first call's check, both drawing the call's masks), else ours; own
- * runs ours. The record is one per shape and p (not per step or
- * micro-batch: the key and first sample are left out of its key), and its
- * line says "dropout: mma" or "dropout runs ours" and why.
+ * runs ours. The record is one per shape, element type and p (not per step
+ * or micro-batch: the key and first sample are left out of its key), and a
+ * bf16 record's line says "dropout: mma" or "dropout runs ours" and why.
  */
 #include <stdarg.h>
 #include <stdint.h>
@@ -47,6 +52,7 @@
 #include "attention_bf16.h"
 #include "attention_check.h"
 #include "attention_mma.h"
+#include "attention_tf32.h"
 #include "internal.h"
 #include "sdpa.h"
 
@@ -55,8 +61,11 @@ static pp_status begin(pp_exec *ex, const pp_attention_desc *d, pp_cuda_exec **c
                        pp_error *err)
 {
     if (d->c / d->heads > PP_CUDA_ATTENTION_HS_MAX || d->n > 65535 || d->heads > 65535)
-        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: bf16 attention: shape not taken",
-                            ex->dev->name);
+        return pp_error_set(err, PP_ERR_UNSUPPORTED,
+                            "%s: attention: heads of %d columns (the CUDA kernels take up to "
+                            "%d), %d samples and %d heads (up to 65535)",
+                            ex->dev->name, d->c / d->heads, PP_CUDA_ATTENTION_HS_MAX, d->n,
+                            d->heads);
     return pp_cuda_exec_begin(ex, 0, 0, ce, err);
 }
 
@@ -101,8 +110,9 @@ typedef struct call {
     pp_exec *ex;
     pp_cuda_exec *ce;
     const pp_attention_desc *d;
-    const uint16_t *qkv, *y, *dy; /* y and dy: the backward's */
-    const float *lse;             /* the backward's */
+    bool f32;                 /* f32 operands (else bf16) */
+    const void *qkv, *y, *dy; /* y and dy: the backward's */
+    const float *lse;         /* the backward's */
 } call;
 
 static pp_cuda_attention_dims dims_of(const pp_attention_desc *d)
@@ -121,39 +131,58 @@ static pp_status delta_of(const call *c, float **delta, pp_error *err)
 static pp_status own_fwd(void *arg, void *const out[2], pp_error *err)
 {
     const call *c = arg;
-    return PP_CUDA(c->ex->dev, err,
-                   pp_cuda_launch_attention_forward_bf16(c->ce->stream, dims_of(c->d),
-                                                         &c->d->drop, c->qkv, out[0], out[1]));
+    const pp_cuda_attention_dims a = dims_of(c->d);
+    const cudaError_t e =
+        c->f32 ? pp_cuda_launch_attention_forward(c->ce->stream, a, &c->d->drop, c->qkv, out[0],
+                                                  out[1])
+               : pp_cuda_launch_attention_forward_bf16(c->ce->stream, a, &c->d->drop, c->qkv,
+                                                       out[0], out[1]);
+    return PP_CUDA(c->ex->dev, err, e);
 }
 
 static pp_status mma_fwd(void *arg, void *const out[2], pp_error *err)
 {
     const call *c = arg;
-    return PP_CUDA(c->ex->dev, err,
-                   pp_cuda_launch_attention_forward_mma(c->ce->stream, dims_of(c->d), &c->d->drop,
-                                                        c->qkv, out[0], out[1]));
+    const pp_cuda_attention_dims a = dims_of(c->d);
+    const cudaError_t e =
+        c->f32 ? pp_cuda_launch_attention_forward_tf32(c->ce->stream, a, &c->d->drop, c->qkv,
+                                                       out[0], out[1])
+               : pp_cuda_launch_attention_forward_mma(c->ce->stream, a, &c->d->drop, c->qkv,
+                                                      out[0], out[1]);
+    return PP_CUDA(c->ex->dev, err, e);
 }
 
 static pp_status own_bwd(void *arg, void *const out[2], pp_error *err)
 {
     const call *c = arg;
+    const pp_cuda_attention_dims a = dims_of(c->d);
+    const unsigned grid = pp_cuda_max_grid(c->ex);
     float *delta;
     PP_TRY(delta_of(c, &delta, err));
-    return PP_CUDA(c->ex->dev, err,
-                   pp_cuda_launch_attention_backward_bf16(
-                       c->ce->stream, pp_cuda_max_grid(c->ex), dims_of(c->d), &c->d->drop,
-                       c->qkv, c->y, c->lse, c->dy, delta, out[0]));
+    const cudaError_t e =
+        c->f32 ? pp_cuda_launch_attention_backward(c->ce->stream, grid, a, &c->d->drop, c->qkv,
+                                                   c->y, c->lse, c->dy, delta, out[0])
+               : pp_cuda_launch_attention_backward_bf16(c->ce->stream, grid, a, &c->d->drop,
+                                                        c->qkv, c->y, c->lse, c->dy, delta,
+                                                        out[0]);
+    return PP_CUDA(c->ex->dev, err, e);
 }
 
 static pp_status mma_bwd(void *arg, void *const out[2], pp_error *err)
 {
     const call *c = arg;
+    const pp_cuda_attention_dims a = dims_of(c->d);
+    const unsigned grid = pp_cuda_max_grid(c->ex);
     float *delta;
     PP_TRY(delta_of(c, &delta, err));
-    return PP_CUDA(c->ex->dev, err,
-                   pp_cuda_launch_attention_backward_mma(c->ce->stream, pp_cuda_max_grid(c->ex),
-                                                         dims_of(c->d), &c->d->drop, c->qkv,
-                                                         c->y, c->lse, c->dy, delta, out[0]));
+    const cudaError_t e =
+        c->f32 ? pp_cuda_launch_attention_backward_tf32(c->ce->stream, grid, a, &c->d->drop,
+                                                        c->qkv, c->y, c->lse, c->dy, delta,
+                                                        out[0])
+               : pp_cuda_launch_attention_backward_mma(c->ce->stream, grid, a, &c->d->drop,
+                                                       c->qkv, c->y, c->lse, c->dy, delta,
+                                                       out[0]);
+    return PP_CUDA(c->ex->dev, err, e);
 }
 
 static pp_status cudnn_fwd(void *arg, void *const out[2], pp_error *err)
@@ -180,6 +209,13 @@ static const char *name_of(pp_sdpa_use u)
     return u == PP_SDPA_CUDNN ? "cuDNN" : u == PP_SDPA_MMA ? "mma" : "ours";
 }
 
+/* whether the tensor-core kernels of c's element type take its shape */
+static bool mma_takes(const call *c)
+{
+    return c->f32 ? pp_cuda_attention_tf32_takes(dims_of(c->d))
+                  : pp_cuda_attention_mma_takes(dims_of(c->d));
+}
+
 /* ---- the first call: the candidates checked in turn ---------------------------- */
 
 static void append(char *why, size_t cap, const char *fmt, ...)
@@ -193,26 +229,29 @@ static void append(char *why, size_t cap, const char *fmt, ...)
 }
 
 /* Direction dir of call c into out at its shape's first call: the mode's
- * candidates (cudnn: cuDNN's, then mma's; mma: mma's) each checked against
- * ours until one agrees; ch records it, with every check's figures. */
+ * candidates (cudnn: cuDNN's, then mma's, on bf16; mma, and cudnn on f32:
+ * mma's) each checked against ours until one agrees; ch records it, with
+ * every check's figures. */
 static pp_status first_call(call *c, pp_sdpa_choice *ch, pp_sdpa_dir dir, attn_mode mode,
                             void *const out[2], pp_error *err)
 {
-    const pp_sdpa_use order[2] = {mode == MODE_CUDNN ? PP_SDPA_CUDNN : PP_SDPA_MMA,
-                                  mode == MODE_CUDNN ? PP_SDPA_MMA : PP_SDPA_OWN};
+    const bool cudnn = mode == MODE_CUDNN && !c->f32;
+    const pp_sdpa_use order[2] = {cudnn ? PP_SDPA_CUDNN : PP_SDPA_MMA,
+                                  cudnn ? PP_SDPA_MMA : PP_SDPA_OWN};
     char why[sizeof ch->why[0]] = "";
     bool ours_in_out = false;
     for (int k = 0; k < 2 && order[k] != PP_SDPA_OWN; k++) {
         const pp_sdpa_use u = order[k];
         const char *sep = why[0] ? "; " : "";
-        if (u == PP_SDPA_MMA && !pp_cuda_attention_mma_takes(dims_of(c->d))) {
-            append(why, sizeof why, "%smma: heads of %d columns (it takes multiples of 16 up "
-                   "to %d)", sep, c->d->c / c->d->heads, PP_CUDA_ATTENTION_HS_MAX);
+        if (u == PP_SDPA_MMA && !mma_takes(c)) {
+            append(why, sizeof why, "%smma: heads of %d columns (it takes multiples of %d up "
+                   "to %d)", sep, c->d->c / c->d->heads, c->f32 ? 8 : 16,
+                   PP_CUDA_ATTENTION_HS_MAX);
             continue;
         }
         pp_attn_verdict v;
         char msg[sizeof ch->why[0]];
-        PP_TRY(pp_cuda_attention_check(c->ex, c->ce, c->d, dir, runs[u][dir],
+        PP_TRY(pp_cuda_attention_check(c->ex, c->ce, c->d, c->f32, dir, runs[u][dir],
                                        runs[PP_SDPA_OWN][dir], c, out, &v, msg, sizeof msg, err));
         append(why, sizeof why, "%s%s: %s", sep, name_of(u), msg);
         ours_in_out = true;
@@ -230,16 +269,16 @@ static pp_status first_call(call *c, pp_sdpa_choice *ch, pp_sdpa_dir dir, attn_m
 
 /* ---- the record of a shape (and dropout's p) --------------------------------------- */
 
-/* *ch: the record of d's shape and dropout p, one per shape and p (not per
- * step or micro-batch: the key and first sample left out) */
-static pp_status choice_of(const pp_attention_desc *d, pp_exec *ex, pp_sdpa_choice **ch,
-                           pp_error *err)
+/* *ch: the record of d's shape, element type and dropout p, one per shape,
+ * type and p (not per step or micro-batch: the key and first sample left out) */
+static pp_status choice_of(const pp_attention_desc *d, bool f32, pp_exec *ex,
+                           pp_sdpa_choice **ch, pp_error *err)
 {
     pp_attention_desc shape;
     memset(&shape, 0, sizeof shape); /* the record's key is compared bytewise */
     shape.n = d->n, shape.t = d->t, shape.c = d->c, shape.heads = d->heads;
     shape.drop.p = d->drop.p;
-    return pp_cuda_sdpa_choice(ex, &shape, ch, err);
+    return pp_cuda_sdpa_choice(ex, &shape, f32, ch, err);
 }
 
 /* A decided record of direction dir under dropout says so first, then the
@@ -262,8 +301,8 @@ static void dropout_why(pp_sdpa_choice *ch, pp_sdpa_dir dir, const char *why)
 /* Direction dir of call c into out: ours (PP_CUDA_ATTN=own, or the first
  * call inside a CUDA graph capture), the first call's checks, or the
  * decided one (cuDNN's falling back to ours where its workspace cannot be
- * had this time: ours needs none). With dropout cuDNN's is never a
- * candidate: cudnn checks the tensor-core kernels as mma does. */
+ * had this time: ours needs none). With dropout, and on f32, cuDNN's is
+ * never a candidate: cudnn checks the tensor-core kernels as mma does. */
 static pp_status run(call *c, pp_sdpa_dir dir, void *const out[2], pp_error *err)
 {
     attn_mode mode;
@@ -271,12 +310,12 @@ static pp_status run(call *c, pp_sdpa_dir dir, void *const out[2], pp_error *err
     PP_TRY(begin(c->ex, c->d, &c->ce, err));
     PP_TRY(mode_of(&mode, err));
     const bool drop = c->d->drop.p > 0.0f;
-    if (mode == MODE_OWN && !drop) return runs[PP_SDPA_OWN][dir](c, out, err);
+    if (mode == MODE_OWN && (!drop || c->f32)) return runs[PP_SDPA_OWN][dir](c, out, err);
     if (drop && mode == MODE_CUDNN) mode = MODE_MMA;
-    PP_TRY(choice_of(c->d, c->ex, &ch, err));
+    PP_TRY(choice_of(c->d, c->f32, c->ex, &ch, err));
     if (ch->mode != (int)mode) /* decided under another setting: decided again */
         *ch = (pp_sdpa_choice){.mode = (int)mode};
-    if (mode == MODE_OWN) { /* with dropout: the record says so */
+    if (mode == MODE_OWN) { /* bf16 with dropout: the record says so */
         ch->use[dir] = PP_SDPA_OWN;
         dropout_why(ch, dir, "PP_CUDA_ATTN=own");
         return runs[PP_SDPA_OWN][dir](c, out, err);
@@ -287,12 +326,32 @@ static pp_status run(call *c, pp_sdpa_dir dir, void *const out[2], pp_error *err
         if (capturing(c->ce) || (dir == PP_SDPA_BWD && ch->use[PP_SDPA_FWD] == PP_SDPA_UNDECIDED))
             return runs[PP_SDPA_OWN][dir](c, out, err);
         PP_TRY(first_call(c, ch, dir, mode, out, err));
-        if (drop && ch->use[dir] != PP_SDPA_UNDECIDED) dropout_why(ch, dir, ch->why[dir]);
+        if (drop && !c->f32 && ch->use[dir] != PP_SDPA_UNDECIDED)
+            dropout_why(ch, dir, ch->why[dir]);
         return PP_OK;
     }
     const pp_status s = runs[u][dir](c, out, err);
     return s == PP_ERR_UNSUPPORTED && u == PP_SDPA_CUDNN ? runs[PP_SDPA_OWN][dir](c, out, err)
                                                          : s;
+}
+
+pp_status pp_cuda_attention_forward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                    float *y, float *lse, pp_error *err)
+{
+    if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
+    call c = {.ex = ex, .d = d, .f32 = true, .qkv = qkv};
+    void *const out[2] = {y, lse};
+    return run(&c, PP_SDPA_FWD, out, err);
+}
+
+pp_status pp_cuda_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv,
+                                     const float *y, const float *lse, const float *dy,
+                                     float *dqkv, pp_error *err)
+{
+    if (d->n == 0 || d->t == 0 || d->c == 0) return PP_OK;
+    call c = {.ex = ex, .d = d, .f32 = true, .qkv = qkv, .y = y, .dy = dy, .lse = lse};
+    void *const out[2] = {dqkv, NULL};
+    return run(&c, PP_SDPA_BWD, out, err);
 }
 
 pp_status pp_cuda_attention_forward_bf16(pp_exec *ex, const pp_attention_desc *d,
