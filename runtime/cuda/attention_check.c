@@ -79,9 +79,9 @@ static void scratch_free(pp_exec *ex, twin *tw, int n)
 }
 
 pp_status pp_cuda_attention_check(pp_exec *ex, pp_cuda_exec *ce, const pp_attention_desc *d,
-                                  bool f32, pp_sdpa_dir dir, pp_attn_run_fn cand, pp_attn_run_fn own,
-                                  void *arg, void *const out[2], pp_attn_verdict *v, char *msg,
-                                  size_t cap, pp_error *err)
+                                  bool f32, pp_sdpa_dir dir, pp_attn_run_fn cand,
+                                  pp_attn_run_fn own, void *arg, void *const out[2],
+                                  pp_attn_verdict *v, char *msg, size_t cap, pp_error *err)
 {
     pp_error why;
     if (cand(arg, out, &why) != PP_OK) {

@@ -65,8 +65,8 @@ typedef enum pp_attn_verdict {
  * synchronisation is the returned status (err filled); the candidate's
  * failure is a verdict. */
 pp_status pp_cuda_attention_check(pp_exec *ex, pp_cuda_exec *ce, const pp_attention_desc *d,
-                                  bool f32, pp_sdpa_dir dir, pp_attn_run_fn cand, pp_attn_run_fn own,
-                                  void *arg, void *const out[2], pp_attn_verdict *v, char *msg,
-                                  size_t cap, pp_error *err);
+                                  bool f32, pp_sdpa_dir dir, pp_attn_run_fn cand,
+                                  pp_attn_run_fn own, void *arg, void *const out[2],
+                                  pp_attn_verdict *v, char *msg, size_t cap, pp_error *err);
 
 #endif

@@ -12,8 +12,8 @@
  *          and 64; in f32, ours on tensor cores in 3xTF32 where they take
  *          the shape (the default) and ours (PP_CUDA_ATTN=own); in bf16,
  *          ours, ours on tensor cores (mma) and cuDNN's fused attention,
- *          the bf16 within 8e-3: two bf16 steps), token and position embeddings, the classifier over 50257
- *          classes in place (f32, and bf16 logits and gradient: within a
+ *          the bf16 within 8e-3: two bf16 steps), token and position
+ *          embeddings, the classifier over 50257 classes in place (f32, and bf16 logits and gradient: within a
  *          bf16 unit, aliased or not, smoothing, top-k); dropout: the elementwise op (f32, bf16, in
  *          place) the CPU's bits, attention with dropout on the
  *          probabilities (f32, bf16: the tensor-core kernels under cudnn and
@@ -218,8 +218,8 @@ static pair pair_cast(rig *r, const pair *f, pp_dtype dt)
  * attention_tf32.cu, where they take the shape and agree with ours,
  * attention.cu, at its first call; ours under PP_CUDA_ATTN=own: both
  * within the suite's f32 tolerances, the record saying mma at heads of 64,
- * 24 and 128 and ours at heads of 17, with dropout too), and in bf16 (qkv, y, dy and dqkv bf16: the CUDA
- * backend's bf16 entries against the CPU's f32 arithmetic on widened
+ * 24 and 128 and ours at heads of 17, with dropout too), and in bf16 (qkv,
+ * y, dy and dqkv bf16: the CUDA backend's bf16 entries against the CPU's f32 arithmetic on widened
  * operands, each output rounded once) with each PP_CUDA_ATTN: own (our
  * kernels, attention_bf16.cu), mma (our tensor-core kernels,
  * attention_mma.cu, where they agree with ours at a shape's first call) and
