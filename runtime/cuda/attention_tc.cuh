@@ -14,9 +14,9 @@
  * end of the forward's rows (sum, lse), a probability and its score
  * gradient with dropout's factor.
  *
- * P provides, as static __device__ members (and constexpr tile sizes); the
- * staging (16-byte cp.async copies) and the stores are the same for both,
- * here:
+ * The staging (16-byte cp.async copies) and the stores are the same for
+ * both and live here too. P provides, as static __device__ members (the
+ * tile sizes constexpr, __host__ too):
  *   elem, wide(e)        an element of qkv, y, dy, dqkv and it as f32 (what
  *                        attention_tile.cuh's delta kernel reads)
  *   afrag, K             an A fragment register, and the k of one mma step
