@@ -38,7 +38,8 @@
 #     as part 10 takes ResNet-50's), grouped by family by kernel_table.py
 #     (attention, gemm, layer norm, gelu, loss, embedding, bias grad, ...),
 #     against the step's median: where the time goes that torch.compile's
-#     step does not spend.
+#     step does not spend; then, as time allows, the fp32 step's (its
+#     attention the 3xTF32 kernels: section 8's ~5 ms a step).
 # In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
 # shellcheck shell=bash disable=SC2154
 
@@ -207,4 +208,11 @@ SH
     ktable gpt2-bf16 "GPT-2 bf16 1 stage, $g_what" "$res/gpt2-1stage-bf16.yaml" \
         "$(jget "$res/pr-gpt2-1stage-bf16.out" 'j["step_ms"]["median"]')" \
         "$(cat "$res/pr-gpt2-1stage-bf16.cmd" 2>/dev/null)"
+    # the fp32 step's (its attention: the 3xTF32 kernels), in what the part's
+    # budget has left
+    section diagnostics 60
+    echo "== kernels per step (ncu), GPT-2 $g_what, fp32, 1 stage"
+    ktable gpt2-fp32 "GPT-2 fp32 1 stage, $g_what" "$res/gpt2-1stage-fp32.yaml" \
+        "$(jget "$res/pr-gpt2-1stage-fp32.out" 'j["step_ms"]["median"]')" \
+        "$(cat "$res/pr-gpt2-1stage-fp32.cmd" 2>/dev/null)"
 }
