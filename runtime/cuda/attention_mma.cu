@@ -69,8 +69,9 @@
  * buffer is staged again.
  *
  * The kernels and their launches are attention_tc.cuh's (shared with the f32
- * ones of attention_tf32.cu, 3xTF32); this file gives them bf16's
- * operations (bf16_mma below): the staging, the fragments and the products.
+ * ones of attention_tf32.cu, 3xTF32, with the staging and the stores); this
+ * file gives them bf16's operations (bf16_mma below): the fragments and the
+ * products.
  *
  * Head sizes: multiples of 16 up to 128, run by the kernel of the smallest
  * of 16, 32, 64, 128 at or above (zero columns past the head). Tiles of 64

@@ -14,7 +14,7 @@
  *   forward   a block of 4 warps per (64 queries, head, sample), each warp
  *             16 query rows held in registers as f32 A fragments (split at
  *             each k step); key tiles staged in shared memory: S = Q K^T,
- *             attention_tile.cuh's online softmax on the fragments, O += P V;
+ *             attention_tc.cuh's online softmax on the fragments, O += P V;
  *             y = O / l, lse = m + log(l).
  *   backward  delta = rowsum(dy y) (attention_tile.cuh's kernel, double);
  *             dkv: a block per 64 keys, each warp 16 keys held as A
@@ -47,8 +47,9 @@
  * forward's K and V alternate; the backward's tiles are double-buffered).
  *
  * The kernels and their launches are attention_tc.cuh's (shared with the
- * bf16 ones); this file gives them f32's operations in 3xTF32 (tf32x3_mma
- * below): the staging, the fragments, the split and the products.
+ * bf16 ones, with the staging and the stores); this file gives them f32's
+ * operations in 3xTF32 (tf32x3_mma below): the fragments, the split and the
+ * products.
  *
  * Head sizes: multiples of 8 up to 128, run by the kernel of the smallest of
  * 16, 32, 64, 128 at or above (zero columns past the head). Tiles of the
