@@ -86,9 +86,11 @@ __device__ __forceinline__ uint32_t pp_f32_bits(float x)
  * cleared (to nearest, ties away from zero, a carry into the exponent the
  * next binade or infinity): pp_tf32_rna's bits for every finite value; an
  * infinity stays itself, a NaN may become an infinity. Two integer
- * instructions at full rate, where cvt.rna.tf32.f32 is a conversion, which
- * issues at a lower rate on these GPUs; the same code runs under the
- * emulator, so its tests check this, not a model of it. */
+ * instructions instead of a conversion (with cvt.rna.tf32.f32 for the split,
+ * ptxas gave attention_tf32.cu's dkv kernel 260 bytes of spills at heads of
+ * 64, with these 80; which issues faster on a GPU is not measured yet); the
+ * same code runs under the emulator, so its tests check this, not a model
+ * of it. */
 __device__ __forceinline__ uint32_t pp_tf32_round_bits(uint32_t u)
 {
     return (u + 0x1000u) & 0xffffe000u;
