@@ -83,6 +83,18 @@ static inline unsigned char *check_read_file(const char *path, size_t *n)
     return buf;
 }
 
+/* Writes n bytes of data to path, created or truncated; a failed check
+ * names the path when it cannot. */
+static inline void check_write_file(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK_MSG(f != NULL, "cannot create %s", path);
+    if (!f) return;
+    int ok = fwrite(data, 1, n, f) == n;
+    ok = fclose(f) == 0 && ok;
+    CHECK_MSG(ok, "cannot write %s", path);
+}
+
 /* Writes an IDX file of unsigned bytes: its magic (two zero bytes, type 0x08,
  * nd), the nd dims big-endian, then the n bytes of data. Returns 0, or 1 when
  * it cannot. */

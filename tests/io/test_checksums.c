@@ -29,15 +29,6 @@ static const char *tmp_path(const char *name, char *buf, size_t n)
     return buf;
 }
 
-static void write_bytes(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK_MSG(f != NULL, "cannot create %s", path);
-    if (!f) return;
-    CHECK(fwrite(data, 1, n, f) == n);
-    fclose(f);
-}
-
 static int count_tmp_files(void)
 {
     DIR *d = opendir(tmpdir);
@@ -215,7 +206,7 @@ static void test_damage(void)
         } else {
             for (int k = 0; k < 4; k++) b[data + cases[i].at + (size_t)k] ^= 0x5a;
         }
-        write_bytes(bad, b, n);
+        check_write_file(bad, b, n);
         free(b);
         pp_status st = pp_checkpoint_load(bad, d.list, 3, false, &err);
         CHECK_MSG(st == PP_ERR_INPUT && strstr(err.msg, cases[i].frag) &&
@@ -329,7 +320,7 @@ static void write_like_safetensors(const char *path, bool nan)
     memcpy(buf + 8, header, hl);
     memset(buf + 8 + hl, ' ', padded - hl);
     memcpy(buf + 8 + padded, data, sizeof data);
-    write_bytes(path, buf, 8 + padded + sizeof data);
+    check_write_file(path, buf, 8 + padded + sizeof data);
     free(buf);
 }
 

@@ -20,13 +20,6 @@
 
 static char tmpdir[256];
 
-static void write_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(data, 1, n, f) == n);
-    if (f) fclose(f);
-}
-
 /* The reads each source is checked on: (pos, count) in samples. */
 typedef struct span {
     int64_t pos;
@@ -101,7 +94,7 @@ static void test_tokens(void)
     const size_t n = 200000;
     uint8_t *text = malloc(n);
     for (size_t i = 0; i < n; i++) text[i] = (uint8_t)(32 + (i * 7919 + i / 13) % 95);
-    write_file(path, text, n);
+    check_write_file(path, text, n);
     free(text);
     pp_data_config cfg;
     pp_data_config_init(&cfg);

@@ -226,13 +226,6 @@ static membuf read_whole(const char *path)
     return m;
 }
 
-static void write_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(data, 1, n, f) == n);
-    if (f) fclose(f);
-}
-
 /* ---- decode --------------------------------------------------------------------- */
 
 static uint32_t rng_state = 12345;
@@ -575,7 +568,7 @@ static void put_file(const char *rel, const void *data, size_t n)
 {
     char p[1024];
     snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
-    write_file(p, data, n);
+    check_write_file(p, data, n);
 }
 
 static void test_index(void)

@@ -20,13 +20,6 @@
 
 static char tmpdir[256];
 
-static void write_file(const char *path, const void *data, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(data, 1, n, f) == n);
-    if (f) fclose(f);
-}
-
 /* An llm.c file: the header (magic, version, count as given) and tokens. */
 static void write_llmc(const char *path, int32_t magic, int32_t version, int32_t count,
                        const uint16_t *tokens, size_t n)
@@ -36,7 +29,7 @@ static void write_llmc(const char *path, int32_t magic, int32_t version, int32_t
     uint8_t *buf = malloc(bytes);
     memcpy(buf, header, sizeof header);
     memcpy(buf + sizeof header, tokens, n * sizeof *tokens);
-    write_file(path, buf, bytes);
+    check_write_file(path, buf, bytes);
     free(buf);
 }
 
@@ -65,10 +58,10 @@ static void test_formats(void)
     snprintf(nano, sizeof nano, "%s/nano.bin", tmpdir);
     snprintf(text, sizeof text, "%s/corpus.txt", tmpdir);
     write_llmc(llmc, PP_TOKENS_MAGIC, PP_TOKENS_VERSION, N, tok, N);
-    write_file(nano, tok, sizeof tok);
+    check_write_file(nano, tok, sizeof tok);
     uint8_t bytes[N];
     for (int i = 0; i < N; i++) bytes[i] = (uint8_t)tok[i];
-    write_file(text, bytes, N);
+    check_write_file(text, bytes, N);
     const struct {
         const char *path;
         pp_data_format format;
@@ -176,12 +169,12 @@ static void test_refusals(void)
         } else if (kind == 1) {
             uint8_t buf[2 * N + 1] = {0};
             memcpy(buf, t, sizeof t);
-            write_file(path, buf, cases[ci].n_tokens < 0 ? 2 * N + 1 : 2 * (size_t)cases[ci].n_tokens);
+            check_write_file(path, buf, cases[ci].n_tokens < 0 ? 2 * N + 1 : 2 * (size_t)cases[ci].n_tokens);
         } else if (kind == 2) {
-            write_file(path, "abcdefghi", (size_t)cases[ci].n_tokens);
+            check_write_file(path, "abcdefghi", (size_t)cases[ci].n_tokens);
         } else if (kind == 3) {
             int32_t h[25] = {cases[ci].magic, cases[ci].version, cases[ci].count};
-            write_file(path, h, sizeof h);
+            check_write_file(path, h, sizeof h);
         }
         pp_data *d = NULL;
         pp_error err;
