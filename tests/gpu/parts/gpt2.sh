@@ -84,9 +84,9 @@ gpt2_ours() {
         g_peak[$k]=$(jget "$res/pr-$name.out" '"%.2f" % (j["stages"][0]["peak_bytes"] / 2.0**30)')
         fig="${g_tps[$k]} tokens/s, $(jget "$res/pr-$name.out" '"%.1f ms/step median (min %.1f)" % (j["step_ms"]["median"], j["step_ms"]["min"])'), peak ${g_peak[$k]:-?} GiB"
         echo "ours $k: $fig"
-        row "ours GPT-2 $g_what, $k, 1 stage" ok "$fig" "${pr_env[*]}${pr_env[*]:+ }$last_cmd"
+        row "ours GPT-2 $g_what, $k, 1 stage" ok "$fig" "$last_cmd"
     else
-        row "ours GPT-2 $g_what, $k, 1 stage" "$(result_of $?)" "$pr_fig" "${pr_env[*]}${pr_env[*]:+ }$last_cmd"
+        row "ours GPT-2 $g_what, $k, 1 stage" "$(result_of $?)" "$pr_fig" "$last_cmd"
     fi
 }
 

@@ -12,7 +12,7 @@ part3() {
     section correctness 330
     echo "== training on Fashion-MNIST"
     if [ ! -f "$bundle/data/fashion-mnist/train-images-idx3-ubyte.gz" ]; then
-        row "Fashion-MNIST training" "MISSING" "$bundle/data/fashion-mnist (bundle.sh copies Debian's dataset-fashion-mnist)" ""
+        row "Fashion-MNIST training" "MISSING" "$bundle/data/fashion-mnist (bundle.sh copies Debian's dataset-fashion-mnist; with --small it writes it apart, BUNDLE-data.tar: tar -xf it beside the bundle)" ""
         return
     fi
     local map name example goal_acc goal_s rc acc sec ips
