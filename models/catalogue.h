@@ -48,7 +48,7 @@ typedef struct pp_gpt2_config {
     int seq_len;            /* T: the positions a sample holds (the data's windows, the
                                costs' input), 1..block_size; 0: block_size */
     bool bias;              /* the linear layers and layer norms have biases (default true) */
-    double dropout;         /* 0: none (the only value the runtime runs) */
+    double dropout;         /* training forwards' dropout probability, [0, 1); 0: none */
     bool tie_embeddings;    /* lm_head's weight is wte's (default true) */
 } pp_gpt2_config;
 

@@ -360,9 +360,18 @@ static pp_status setup_graphs(struct pp_pipeline *p, const pp_plan *plan, pp_pip
     bool cuda = pp_comm_size(p->comm) < 2;
     for (int s = 0; s < p->n_stages; s++)
         if (p->stages[s].dev->id.kind != PP_DEVICE_CUDA) cuda = false;
-    if (mode == PP_PIPELINE_GRAPHS_FORCE) on = true, cuda = true;
     if (mode == PP_PIPELINE_GRAPHS_ON) on = true;
     if (mode == PP_PIPELINE_GRAPHS_OFF) on = false;
+    /* Dropout's key (seed, step, site) reaches the kernels as an argument,
+     * so a replayed graph would draw the captured step's masks at every
+     * step: CUDA steps with dropout run eagerly. (FORCE's CPU replays call
+     * the stages again, which set each step's draw.) */
+    if (cuda && on && plan->model.kind == PP_MODEL_GPT2 && plan->model.gpt2.dropout > 0) {
+        on = false;
+        p->graphs_off_why = "model.dropout draws new masks each step, which a replayed graph "
+                            "would repeat: steps run eagerly";
+    }
+    if (mode == PP_PIPELINE_GRAPHS_FORCE) on = true, cuda = true;
     p->graphs_mode = !cuda ? 0 : on ? 1 : 2;
     pp_executor_set_graphs(p->exec, p->graphs_mode == 1);
     for (int s = 0; s < p->n_stages; s++) {

@@ -184,6 +184,8 @@ struct pp_pipeline {
     pp_plan_step_keys step_keys; /* what a step means, recorded in checkpoints */
     pp_plan_step_keys run_keys;  /* what else tells this run from another (recorded too) */
     int graphs_mode;             /* 0 n/a, 1 on, 2 off (pp_pipeline_report.graphs) */
+    const char *graphs_off_why;  /* graphs off although asked for, before any capture (a
+                                    static string), or NULL */
     int graph_captures, graph_replays, graph_launches;
     int steps_run;               /* steps run by this object (for the report) */
     int steps_cap;

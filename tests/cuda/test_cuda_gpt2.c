@@ -44,7 +44,10 @@
  *          gradient and weight by peer copies, pipeline/tied.c).
  *          Then the same in precision bf16 against the CPU's bf16 steps,
  *          each update within TOL_BF16_STEP (norm-wise) of the CPU's; and
- *          in fp32 with model.dropout 0.1 (the same masks on both).
+ *          in fp32 with model.dropout 0.1 for four steps (the same masks on
+ *          both, a new draw each step: with dropout the CUDA steps run
+ *          without graphs, which would replay step 1's masks). Each run's
+ *          report says graphs on, off with dropout (and why), or n/a.
  *          `test_cuda_gpt2 cpu` runs the steps with the CPU as the device
  *          under test, without a GPU: every figure 0, the yardstick not.
  */
@@ -496,6 +499,9 @@ static const char *const layout_names[3] = {"1 stage", "2 stages", "2 stages on 
 static const char *g_precision = "fp32";
 /* The plans' model.dropout: 0, then 0.1 in fp32 (the masks of both backends). */
 static double g_dropout = 0;
+/* steps per run: 2, and 4 with dropout (steps 2 and 3 are where a replayed
+ * CUDA graph would repeat step 1's masks: graphs are off with dropout) */
+static int g_steps = 2;
 
 /* bf16 steps against the CPU's bf16 steps: each tensor's update within this
  * norm-wise relative difference (bf16 activations rounded the other way
@@ -521,9 +527,9 @@ static void run_gpt2(const char *dir, int l, const char *kind, const char *init,
              "precision: %s\n"
              "optimizer: {type: sgd, lr: 0.01, momentum: 0.9, weight_decay: 0.0001}\n"
              "data: {format: text, file: \"%s/corpus.txt\", shuffle: true}\n"
-             "seed: 5\nsteps: 2\nstages:\n%s",
-             g_dropout, g_precision, dir, stages);
-    updates_run(text, 2, init, load, path, losses);
+             "seed: 5\nsteps: %d\nstages:\n%s",
+             g_dropout, g_precision, dir, g_steps, stages);
+    updates_run(text, g_steps, init, load, path, losses);
 }
 
 /* The kind of device under test: "cuda", or "cpu" to check the harness
@@ -546,32 +552,43 @@ static void test_steps(const char *dir)
     snprintf(init, sizeof init, "%s/gpt2-init.safetensors", dir);
     snprintf(nudged, sizeof nudged, "%s/gpt2-init-nudged.safetensors", dir);
     snprintf(ycpu, sizeof ycpu, "%s/gpt2-cpu-nudged.safetensors", dir);
-    double cpu_loss[2] = {0}, y_loss[2] = {0}, gpu_loss[3][2] = {{0}};
+    double cpu_loss[4] = {0}, y_loss[4] = {0}, gpu_loss[3][4] = {{0}};
+    const int last = g_steps - 1;
     run_gpt2(dir, 0, "cpu", init, NULL, cpu, cpu_loss);
     nudge_checkpoint(init, nudged, 0);
     run_gpt2(dir, 0, "cpu", NULL, nudged, ycpu, y_loss);
-    fprintf(stderr, "gpt2 %s cpu: losses %.7f %.7f; from the nudged weights %.7f %.7f\n",
-            g_precision, cpu_loss[0], cpu_loss[1], y_loss[0], y_loss[1]);
+    fprintf(stderr, "gpt2 %s cpu: losses %.7f .. %.7f; from the nudged weights %.7f .. %.7f\n",
+            g_precision, cpu_loss[0], cpu_loss[last], y_loss[0], y_loss[last]);
     const double loss_floor = strcmp(g_precision, "bf16") ? 1e-4 : 1e-2;
     /* two devices: a peer copy of the tied gradient and weight (pipeline/tied.c) */
     const int layouts_run = !strcmp(g_kind, "cpu") || pp_cuda_device_count() > 1 ? 3 : 2;
     for (int l = 0; l < layouts_run; l++) {
         snprintf(gpu[l], sizeof gpu[l], "%s/gpt2-cuda%d.safetensors", dir, l);
         run_gpt2(dir, l, g_kind, NULL, NULL, gpu[l], gpu_loss[l]);
-        for (int i = 0; i < 2; i++)
+        /* graphs: on (the plans' default), off with dropout (saying why), n/a on the CPU */
+        const bool cuda = strcmp(g_kind, "cpu") != 0;
+        const char *want = !cuda ? "n/a" : g_dropout > 0 ? "off" : "on";
+        CHECK_MSG(!strcmp(updates_graphs.graphs, want) &&
+                      (cuda && g_dropout > 0 ? strstr(updates_graphs.why, "model.dropout") != NULL
+                                             : !updates_graphs.why[0]),
+                  "gpt2 %s, %s, dropout %g: cuda graphs %s (want %s)%s%s", g_precision,
+                  layout_names[l], g_dropout, updates_graphs.graphs, want,
+                  updates_graphs.why[0] ? ": " : "", updates_graphs.why);
+        for (int i = 0; i < g_steps; i++)
             CHECK_MSG(loss_ok(gpu_loss[l][i], cpu_loss[i], y_loss[i], loss_floor),
                       "gpt2 %s, %s, step %d: loss %.7f on %s, %.7f on cpu (nudged %.7f)",
                       g_precision, layout_names[l], i, gpu_loss[l][i], g_kind, cpu_loss[i],
                       y_loss[i]);
         diff d = compare_with(gpu[l], cpu, init, ycpu, cpu);
-        fprintf(stderr, "gpt2 %s %s %s vs cpu: losses %.6f %.6f (cpu %.6f %.6f), worst update "
-                        "%s: %.2e, %.2f of its tolerance (nudge %.2e)\n",
-                g_kind, g_precision, layout_names[l], gpu_loss[l][0], gpu_loss[l][1],
-                cpu_loss[0], cpu_loss[1], d.name, d.rel, d.ratio, d.yard);
+        fprintf(stderr, "gpt2 %s %s %s vs cpu: losses %.6f .. %.6f (cpu %.6f .. %.6f), worst "
+                        "update %s: %.2e, %.2f of its tolerance (nudge %.2e); graphs %s\n",
+                g_kind, g_precision, layout_names[l], gpu_loss[l][0], gpu_loss[l][last],
+                cpu_loss[0], cpu_loss[last], d.name, d.rel, d.ratio, d.yard,
+                updates_graphs.graphs);
         CHECK_MSG(step_ok(&d), "gpt2 %s, %s vs cpu: %.2e at %s (nudge %.2e)", g_precision,
                   layout_names[l], d.rel, d.name, d.yard);
         if (!strcmp(g_kind, "cpu"))
-            CHECK_MSG(d.rel == 0 && d.yard > 0 && gpu_loss[l][1] == cpu_loss[1],
+            CHECK_MSG(d.rel == 0 && d.yard > 0 && gpu_loss[l][last] == cpu_loss[last],
                       "gpt2 on the cpu, %s: %.2e at %s, nudge %.2e (want 0 and > 0)",
                       layout_names[l], d.rel, d.name, d.yard);
         if (l == 0) continue;
@@ -595,8 +612,8 @@ int main(int argc, char **argv)
         test_steps(dir);
         g_precision = "bf16";
         test_steps(dir);
-        g_precision = "fp32", g_dropout = 0.1;
-        fprintf(stderr, "gpt2 fp32 with model.dropout %g:\n", g_dropout);
+        g_precision = "fp32", g_dropout = 0.1, g_steps = 4;
+        fprintf(stderr, "gpt2 fp32 with model.dropout %g, %d steps:\n", g_dropout, g_steps);
         test_steps(dir);
         rmdir(dir);
         return check_summary("test_cuda_gpt2 cpu");
@@ -628,11 +645,12 @@ int main(int argc, char **argv)
     rig_close(&r);
     char dir[200];
     if (!check_mkdtemp(dir, sizeof dir, "pp-cuda-gpt2")) return 1;
+    unsetenv("PP_CUDA_GRAPHS"); /* the plans' default: on */
     test_steps(dir);
     g_precision = "bf16";
     test_steps(dir);
-    g_precision = "fp32", g_dropout = 0.1;
-    fprintf(stderr, "gpt2 fp32 with model.dropout %g:\n", g_dropout);
+    g_precision = "fp32", g_dropout = 0.1, g_steps = 4;
+    fprintf(stderr, "gpt2 fp32 with model.dropout %g, %d steps:\n", g_dropout, g_steps);
     test_steps(dir);
     rmdir(dir);
     return check_summary("test_cuda_gpt2");

@@ -30,12 +30,21 @@
 #define FLOOR 1e-3 /* a figure's least tolerance (fp32 sums in other orders: ~1e-5) */
 #define NUDGE_K 10 /* PyTorch's fp32 step against float64: up to 3x its nudge */
 
+/* What the last updates_run's report said of CUDA graphs: "on", "off" or
+ * "n/a", its captures and why they were off ("" when not). */
+static struct {
+    char graphs[8], why[256];
+    int captures;
+} updates_graphs;
+
 /* Trains the plan text for steps steps (at most 8), from the checkpoint
  * load when it is not NULL, saving the initial state to init_path first
- * when it is not NULL and the final one to path; fills the losses. */
+ * when it is not NULL and the final one to path; fills the losses and
+ * updates_graphs. */
 static void updates_run(const char *text, int steps, const char *init_path, const char *load,
                         const char *path, double *losses)
 {
+    memset(&updates_graphs, 0, sizeof updates_graphs);
     pp_plan *plan = NULL;
     pp_diag diag;
     pp_error err;
@@ -52,7 +61,16 @@ static void updates_run(const char *text, int steps, const char *init_path, cons
         CHECK_OK(pp_pipeline_step(p, &r, &err), &err);
         losses[i] = r.loss;
     }
-    if (p) CHECK_OK(pp_pipeline_save(p, path, true, &err), &err);
+    if (p) {
+        pp_pipeline_report rep;
+        pp_pipeline_report_get(p, &rep);
+        snprintf(updates_graphs.graphs, sizeof updates_graphs.graphs, "%s",
+                 rep.graphs ? rep.graphs : "?");
+        snprintf(updates_graphs.why, sizeof updates_graphs.why, "%s",
+                 rep.graph_refusal ? rep.graph_refusal : "");
+        updates_graphs.captures = rep.graph_captures;
+        CHECK_OK(pp_pipeline_save(p, path, true, &err), &err);
+    }
     pp_pipeline_free(p);
     pp_plan_free(plan);
 }
