@@ -83,6 +83,9 @@ gpt2_ours() {
         g_tps[$k]=$(awk -v w="$pr_ips" -v t="$g_t" 'BEGIN { printf "%.0f", w * t }')
         g_peak[$k]=$(jget "$res/pr-$name.out" '"%.2f" % (j["stages"][0]["peak_bytes"] / 2.0**30)')
         fig="${g_tps[$k]} tokens/s, $(jget "$res/pr-$name.out" '"%.1f ms/step median (min %.1f)" % (j["step_ms"]["median"], j["step_ms"]["min"])'), peak ${g_peak[$k]:-?} GiB"
+        # whether the steady steps replayed a CUDA graph (a refused capture
+        # runs every step eagerly: its launches then count in the step)
+        fig+=", graphs $(jget "$res/pr-$name.out" '"%s (%d captured, %d replayed)%s" % (j["cuda_graphs"]["mode"], j["cuda_graphs"]["captured"], j["cuda_graphs"]["replayed"], "; refused: " + j["cuda_graphs"]["refused"] if j["cuda_graphs"]["refused"] else "")')"
         echo "ours $k: $fig"
         row "ours GPT-2 $g_what, $k, 1 stage" ok "$fig" "$last_cmd"
     else
