@@ -43,7 +43,8 @@
 #          run (goals: 1.15x, bf16 1.35x); host waits, allocations and graph launches per
 #          steady step; compute-sanitizer memcheck over a 2-stage bf16 plan
 #   2      (parts/part2.sh) host waits, allocations, graph and kernel launches
-#          per steady step and images/s, graphs on and off, 1 and 2 stages
+#          per steady step: GPT-2 124M bf16 (graphs on), then ResNet-50's
+#          images/s, graphs on and off, 1 and 2 stages
 #   1      (parts/part1.sh) the whole CUDA test suite; fp32 (cudnn.benchmark
 #          off and on) and TF32 against PyTorch eager; ours with cuDNN's
 #          batch norm and with 4 GiB of convolution workspace

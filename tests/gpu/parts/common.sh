@@ -542,9 +542,11 @@ vs_torch() {
     row "  ours / $1" "$(ge "$rt" "$4")" "${rt:-?} (goal >= $4): ${2:-?} / ${3:-?} img/s" ""
 }
 
-# counts STAGES GRAPHS N1 N2: cudaMalloc/cudaFree, host synchronisations and
-# launches per steady-state step of ResNet-50 at the batch in micro-batches
-# of SPLIT (the variable split), from the LD_PRELOAD interposer: the
+# counts STAGES GRAPHS N1 N2 [PLAN WHAT UNIT]: cudaMalloc/cudaFree, host
+# synchronisations and launches per steady-state step of ResNet-50 at the
+# batch in micro-batches of SPLIT (the variable split), or of the plan file
+# PLAN (rows saying WHAT instead of "STAGES stage(s)", its samples a second
+# in UNIT), from the LD_PRELOAD interposer: the
 # difference of an N2- and an N1-step run (the first steps warm up and
 # capture), divided by N2 - N1. Both runs measure their convolution
 # algorithms in their first step (no shared algorithm file), unless
@@ -553,7 +555,7 @@ vs_torch() {
 counts_heuristic=0
 counts() {
     local s=$1 g=$2 n1=$3 n2=$4 lib=$bundle/tools/libcuda_count.so map n rc tag c_lo="" c_hi="" cmd_hi=""
-    local per=$((n2 - n1)) sv=stages$1
+    local per=$((n2 - n1)) sv=stages$1 plan=${5:-} what=${6:-"$1 stage(s)"} unit=${7:-img/s}
     map=$(map_all)
     if [ ! -f "$lib" ]; then
         row "CUDA calls per step" "FAIL(no interposer)" "$lib missing (bundle.sh builds it)" ""
@@ -562,8 +564,12 @@ counts() {
         row "CUDA calls per step" "FAIL(static cudart)" "pipeline-run does not load libcudart.so: calls cannot be interposed" "ldd bin/pipeline-run"
         return
     fi
-    plan_for "r50-${s}stage-split$split" "$batch" "$split" "$steps" "$size" "${!sv}"
-    tag="${s}stage-graphs-$g"
+    if [ -z "$plan" ]; then
+        plan_for "r50-${s}stage-split$split" "$batch" "$split" "$steps" "$size" "${!sv}"
+        plan=$res/r50-${s}stage-split$split.yaml tag="${s}stage-graphs-$g"
+    else
+        tag="$(basename "$plan" .yaml)-graphs-$g"
+    fi
     local -a how=()
     [ "$counts_heuristic" = 1 ] && how=(PP_CUDNN_FIND=0)
     # The figures are differences of two runs ($n2 steps minus $n1), which
@@ -577,7 +583,7 @@ counts() {
         local cache="$res/counts-$tag-algos.txt"
         rm -f "$cache"
         run "count-$tag-algos" 180 env -u PP_CUDA_GRAPHS PP_CUDNN_CACHE="$cache" \
-            "$bin/pipeline-run" "$res/r50-${s}stage-split$split.yaml" --steps 1 \
+            "$bin/pipeline-run" "$plan" --steps 1 \
             --device-map "$map" --cuda-graphs "$g" --json
         how=(PP_CUDNN_CACHE="$cache")
     fi
@@ -585,11 +591,11 @@ counts() {
         rm -f "$res/counts-$tag-$n.txt"
         run "count-$tag-$n" 180 env -u PP_CUDNN_CACHE -u PP_CUDA_GRAPHS "${how[@]}" \
             LD_PRELOAD="$lib" PP_CUDA_COUNT_OUT="$res/counts-$tag-$n.txt" \
-            "$bin/pipeline-run" "$res/r50-${s}stage-split$split.yaml" --steps "$n" \
+            "$bin/pipeline-run" "$plan" --steps "$n" \
             --device-map "$map" --cuda-graphs "$g" --json
         rc=$?
         if [ $rc -ne 0 ]; then
-            row "CUDA calls per step, $s stage(s), $n steps, graphs $g" "$(result_of $rc)" \
+            row "CUDA calls per step, $what, $n steps, graphs $g" "$(result_of $rc)" \
                 "$(why $rc "count-$tag-$n")" "$last_cmd"
             return
         fi
@@ -597,7 +603,7 @@ counts() {
         [ "$n" = "$n2" ] && { c_hi=$(counts_of "$res/counts-$tag-$n.txt"); cmd_hi=$last_cmd; }
     done
     if [ -z "$c_lo" ] || [ -z "$c_hi" ]; then
-        row "CUDA calls per step, $s stage(s), graphs $g" "FAIL(no counts)" \
+        row "CUDA calls per step, $what, graphs $g" "FAIL(no counts)" \
             "the interposer wrote nothing (not preloaded?)" "$cmd_hi"
         return
     fi
@@ -628,15 +634,15 @@ counts() {
         fig="no allocation call seen at all ($n2 steps): the interposer did not see the runtime; $fig"
     fi
     local ps; ps=$(awk -v n=$syncs -v p=$per 'BEGIN { printf "%.1f", n / p }')
-    echo "$s stage(s), graphs $g, per $per steady-state steps: ${fig%, }"
-    row "CUDA allocation calls per $per steps, $s stage(s), graphs $g" "$verdict" \
+    echo "$what, graphs $g, per $per steady-state steps: ${fig%, }"
+    row "CUDA allocation calls per $per steps, $what, graphs $g" "$verdict" \
         "${fig%, } ($n2 steps minus $n1; goal cudaMalloc = cudaFree = 0; async pool calls allowed)" \
         "$cmd_hi (and --steps $n1)"
     # host waits: device, stream, event synchronisations, synchronous copies;
     # the goal is at most one per device and step
     local devs=1
     [ "$s" -gt 1 ] && [ "$ngpu" -gt 1 ] && devs=$s
-    row "host waits per steady step, $s stage(s), graphs $g" "$(le "$ps" "$devs")" \
+    row "host waits per steady step, $what, graphs $g" "$(le "$ps" "$devs")" \
         "$ps per step ($syncs in $per; goal at most $devs: one per device)" "$cmd_hi (and --steps $n1)"
     local gl kl bc mode refused verdict_g
     gl=$(( $(field "$c_hi" cudaGraphLaunch) - $(field "$c_lo" cudaGraphLaunch) ))
@@ -652,13 +658,15 @@ counts() {
     elif [ "$g" = off ] && [ "$gl" -ne 0 ]; then
         verdict_g="FAIL(graphs)"
     fi
-    row "graph launches per steady step, $s stage(s), graphs $g" "$verdict_g" \
+    row "graph launches per steady step, $what, graphs $g" "$verdict_g" \
         "$(awk -v n=$gl -v p=$per 'BEGIN { printf "%.1f", n / p }') graph launch(es) and $(awk -v n=$kl -v p=$per 'BEGIN { printf "%.1f", n / p }') runtime kernel launches per step, $bc capture(s) in $n2 steps; mode ${mode:-?}${refused:+; refused: $refused}" \
         "$cmd_hi (and --steps $n1)"
     counts_ips=$(jget "$res/count-$tag-$n2.out" 'j["images_per_s"]')
-    row "images/s, $s stage(s), split $split, graphs $g" \
+    local rate="images/s, $what, split $split"
+    [ -n "${5:-}" ] && rate="${unit%/s}/s, $what"
+    row "$rate, graphs $g" \
         "$([ -n "$counts_ips" ] && echo ok || echo 'FAIL(no figure)')" \
-        "${counts_ips:-?} img/s ($n2 steps under the interposer, first excluded)" "$cmd_hi"
+        "${counts_ips:-?} $unit ($n2 steps under the interposer, first excluded)" "$cmd_hi"
 }
 counts_ips=""
 

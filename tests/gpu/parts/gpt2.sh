@@ -139,15 +139,23 @@ gpt2_variant() {
         "$(ratio "${g_tps[$p]:-}" "${g_tps[$k]:-}"): ${g_tps[$p]:-?} / ${g_tps[$k]:-?} tokens/s" ""
 }
 
-partgpt2() {
-    cur_part=gpt2
-    local tdev=cuda:0 gmap="cpu:*=cuda:0" rc verdict map
+# gpt2_sizes: the part's GPT-2 (124M at batch 8 x 1024; tiny in a dry run)
+# and its token file, $res/gpt2-tokens.bin, enough for the steps of any run.
+gpt2_sizes() {
     g_layers=12 g_heads=12 g_embd=768 g_vocab=50257 g_t=1024 g_batch=8 g_steps=10 g_warm=3
     if [ $dry = 1 ]; then
         g_layers=2 g_heads=2 g_embd=64 g_vocab=256 g_t=64 g_batch=2 g_steps=3 g_warm=1
-        tdev=cpu gmap="cpu:*=cpu:0"
     fi
     g_what="$g_layers x $g_embd, batch $g_batch x $g_t"
+    [ -f "$res/gpt2-tokens.bin" ] ||
+        gpt2_tokens "$res/gpt2-tokens.bin" $((g_batch * (g_t + 1) * (g_steps + 4))) "$g_vocab"
+}
+
+partgpt2() {
+    cur_part=gpt2
+    local tdev=cuda:0 gmap="cpu:*=cuda:0" rc verdict map
+    [ $dry = 1 ] && tdev=cpu gmap="cpu:*=cpu:0"
+    gpt2_sizes
 
     section tests 60
     echo "== test_cuda_gpt2: the transformer ops and two GPT-2 steps on cuda:0 against the CPU"
@@ -184,7 +192,6 @@ SH
 
     section speed 215
     echo "== GPT-2 $g_what, tokens/s: pipeline-run vs PyTorch"
-    gpt2_tokens "$res/gpt2-tokens.bin" $((g_batch * (g_t + 1) * (g_steps + 4))) "$g_vocab"
     gpt2_ours bf16
     gpt2_against bf16 "torch eager GPT-2 bf16 autocast"
     gpt2_against bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" --compile

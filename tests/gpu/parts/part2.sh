@@ -4,8 +4,9 @@
 # device), graph and kernel launches, and images/s with CUDA graphs on and
 # off, for 1 and 2 stages on one GPU (micro-batches of 32). Each pair of runs
 # (4 and 9 steps; the first four warm up and capture) measures its own
-# convolution algorithms.
-#   host (330 s)  1 stage graphs on and off, then 2 stages on and off
+# convolution algorithms. First the same for GPT-2 124M (batch 8 x 1024,
+# bf16, 1 stage, graphs on; 3 and 6 steps).
+#   host (330 s)  GPT-2; ResNet-50 1 stage graphs on and off, then 2 stages
 # shellcheck shell=bash disable=SC2154
 
 part2() {
@@ -14,6 +15,11 @@ part2() {
     [ $dry = 1 ] && split=2
     section host 330
     echo "== CUDA calls per steady-state step (LD_PRELOAD interposer)"
+    # GPT-2 first (ResNet-50's counts have run on a GPU before): its bf16
+    # step with cuDNN's fused attention and cuBLASLt, graphs on
+    gpt2_sizes
+    gpt2_plan gpt2-counts-bf16 bf16
+    counts 1 on 3 6 "$res/gpt2-counts-bf16.yaml" "GPT-2 $g_what, bf16, 1 stage" sequences/s
     for s in 1 2; do
         ips_on="" ips_off=""
         for g in on off; do
