@@ -1,11 +1,16 @@
 #!/bin/sh
-# run.sh SECONDS [libFuzzer options...] - builds the plan fuzzer (clang,
+# run.sh [TARGET] SECONDS [libFuzzer options...] - builds a fuzzer (clang,
 # libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer) in build-fuzz/ and
 # runs it for SECONDS (default 60) from the repository root, starting from the
-# committed corpus. New inputs go to fuzz-out/corpus, crashing inputs to
-# fuzz-out/ (replay one with: build-fuzz/fuzz_plan fuzz-out/crash-...).
+# committed corpus. TARGET is plan (the default: the plan reader, corpus/),
+# schedule (schedule files in torch's CSV grammar: schedules/ and torch's own
+# files, tests/schedules/torch) or checkpoint (safetensors checkpoints:
+# checkpoints/). New inputs go to fuzz-out/TARGET/corpus, crashing inputs to
+# fuzz-out/TARGET/ (replay one with: build-fuzz/fuzz_TARGET fuzz-out/TARGET/crash-...).
 # Needs clang with the libFuzzer runtime (Debian: clang, libclang-rt-dev).
 set -eu
+target=plan
+case ${1:-} in plan|schedule|checkpoint) target=$1; shift ;; esac
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -17,11 +22,18 @@ if [ ! -f "$bdir/build.ninja" ]; then
         -Dc_args='-fsanitize=fuzzer-no-link -fno-sanitize-recover=all' >/dev/null
 fi
 ninja -C "$bdir" libpipeline-run.a >/dev/null
+case $target in
+    plan) seeds="tests/fuzz/corpus" extra="-max_len=8192 -dict=tests/fuzz/plan.dict" ;;
+    schedule) seeds="tests/fuzz/schedules tests/schedules/torch" extra="-max_len=16384" ;;
+    checkpoint) seeds="tests/fuzz/checkpoints" extra="-max_len=65536" ;;
+esac
 # shellcheck disable=SC2046
 clang -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    tests/fuzz/fuzz_plan.c "$bdir/libpipeline-run.a" \
-    $(pkg-config --libs yaml-0.1 openblas jansson) -lpthread -lm -o "$bdir/fuzz_plan"
-mkdir -p fuzz-out/corpus
-exec "$bdir/fuzz_plan" -max_total_time="$secs" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -dict=tests/fuzz/plan.dict -artifact_prefix=fuzz-out/ "$@" \
-    fuzz-out/corpus tests/fuzz/corpus
+    "tests/fuzz/fuzz_$target.c" "$bdir/libpipeline-run.a" \
+    $(pkg-config --libs yaml-0.1 openblas jansson libxxhash zlib libjpeg libpng libwebp \
+        libtiff-4 gdlib) -lnetpbm -lpthread -lm -o "$bdir/fuzz_$target"
+out=fuzz-out/$target
+mkdir -p "$out/corpus"
+# shellcheck disable=SC2086
+exec "$bdir/fuzz_$target" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 $extra -artifact_prefix="$out/" "$@" "$out/corpus" $seeds
