@@ -4,13 +4,13 @@
 # runs it for SECONDS (default 60) from the repository root, starting from the
 # committed corpus. TARGET is plan (the default: the plan reader, corpus/),
 # schedule (schedule files in torch's CSV grammar: schedules/ and torch's own
-# files, tests/schedules/torch) or checkpoint (safetensors checkpoints:
-# checkpoints/). New inputs go to fuzz-out/TARGET/corpus, crashing inputs to
+# files, tests/schedules/torch), checkpoint (safetensors checkpoints:
+# checkpoints/) or image (the image decoders: images/). New inputs go to fuzz-out/TARGET/corpus, crashing inputs to
 # fuzz-out/TARGET/ (replay one with: build-fuzz/fuzz_TARGET fuzz-out/TARGET/crash-...).
 # Needs clang with the libFuzzer runtime (Debian: clang, libclang-rt-dev).
 set -eu
 target=plan
-case ${1:-} in plan|schedule|checkpoint) target=$1; shift ;; esac
+case ${1:-} in plan|schedule|checkpoint|image) target=$1; shift ;; esac
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -26,6 +26,7 @@ case $target in
     plan) seeds="tests/fuzz/corpus" extra="-max_len=8192 -dict=tests/fuzz/plan.dict" ;;
     schedule) seeds="tests/fuzz/schedules tests/schedules/torch" extra="-max_len=16384" ;;
     checkpoint) seeds="tests/fuzz/checkpoints" extra="-max_len=65536" ;;
+    image) seeds="tests/fuzz/images" extra="-max_len=65536" ;;
 esac
 # shellcheck disable=SC2046
 clang -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
