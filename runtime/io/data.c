@@ -224,7 +224,6 @@ static pp_status open_imagefolder(pp_data *d, const pp_data_config *cfg, pp_erro
     return PP_OK;
 }
 
-/* Builds the lookup table from the normalisation settings once C is known. */
 /* A token stream: samples of 1 x 1 x block_size ids, the vocabulary as classes. */
 static pp_status open_tokens(pp_data *d, const pp_data_config *cfg, pp_error *err)
 {
@@ -238,6 +237,7 @@ static pp_status open_tokens(pp_data *d, const pp_data_config *cfg, pp_error *er
     return PP_OK;
 }
 
+/* Builds the lookup table from the normalisation settings once C is known. */
 static pp_status build_lut(pp_data *d, const pp_data_config *cfg, pp_error *err)
 {
     if (cfg->n_mean < 0 || cfg->n_mean > PP_DATA_MAX_CHANNELS ||

@@ -119,7 +119,8 @@ pp_status pp_tokens_open(const char *path, bool text, int vocab, int block_size,
         t->count = (int64_t)t->map_bytes;
     } else {
         st = read_header(path, t->map, t->map_bytes, &start, &t->count, err);
-        t->ids = (const uint16_t *)((const uint8_t *)t->map + start);
+        /* an empty file maps nothing: no pointer to offset */
+        t->ids = t->map ? (const uint16_t *)((const uint8_t *)t->map + start) : NULL;
     }
     if (st == PP_OK && t->count < (int64_t)block_size + 1)
         st = pp_error_set(err, PP_ERR_INPUT,

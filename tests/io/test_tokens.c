@@ -155,6 +155,9 @@ static void test_refusals(void)
         {0, PP_TOKENS_MAGIC, 2, N, N, 50, T, -1,
          "llm.c token file version 2 (version 1, uint16 tokens, is read)"},
         {1, 0, 0, 0, -1, 50, T, -1, "81 bytes is not a whole number of uint16 tokens"},
+        /* empty files (nothing to map) */
+        {1, 0, 0, 0, 0, 50, T, -1, "0 tokens are fewer than one window of block_size + 1 = 9"},
+        {2, 0, 0, 0, 0, 256, T, -1, "0 tokens are fewer than one window of block_size + 1 = 9"},
         {4, 0, 0, 0, 0, 50, T, -1, "No such file or directory"},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
