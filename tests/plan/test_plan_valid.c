@@ -2,7 +2,10 @@
  * test_plan_valid.c - the partitioner's valid plans: each round-trips through
  * emit; precision, CUDA graphs and the plan's fields; memory sizes;
  * schedules by name and from files, stages cut anew; a plan file loaded;
- * the keys a checkpoint records.
+ * the keys a checkpoint records; pp_plan_equal, on which every round trip
+ * rests, telling each key apart (one key changed at a time in ResNet, GPT-2,
+ * sequential, delay and image-folder plans: unequal both ways, the reason
+ * naming the key).
  *
  * Usage: test_plan_valid SOURCE_DIR (the folder holding data/ test files).
  */
@@ -11,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "partitioner/emit.h"
 #include "tests/check.h"
@@ -463,6 +468,217 @@ static void test_step_keys(void)
     }
 }
 
+/* ------------------------------------------------------------------ */
+/* pp_plan_equal tells every field apart                               */
+
+typedef struct mutation {
+    const char *why;     /* a fragment of pp_plan_equal's reason */
+    const char *edit[4]; /* from, to: a replacement in the base text; and a second one
+                          * after it (NULL: none) */
+} mutation;
+
+/* Each mutation of base (one key changed) parses, and pp_plan_equal finds it
+ * unequal to base, naming the difference; base equals itself parsed again.
+ * The round trips above rest on it: an equality that missed a field would
+ * pass them all. */
+static void check_mutations(const char *label, const char *base, const mutation *m, size_t n)
+{
+    pp_plan *a = NULL, *b = NULL;
+    pp_diag d;
+    char msg[2048], why[256];
+    CHECK_MSG(parse(base, strlen(base), &a, &d) == PP_OK, "[%s] base: %s", label,
+              pp_diag_format(&d, msg, sizeof msg));
+    CHECK_MSG(parse(base, strlen(base), &b, &d) == PP_OK, "[%s] base again", label);
+    if (!a || !b) {
+        pp_plan_free(a), pp_plan_free(b);
+        return;
+    }
+    CHECK_MSG(pp_plan_equal(a, b, why, sizeof why), "[%s] base differs from itself: %s", label,
+              why);
+    pp_plan_free(b);
+    for (size_t i = 0; i < n; i++) {
+        const char *at = strstr(base, m[i].edit[0]);
+        CHECK_MSG(at != NULL, "[%s] '%s' is not in the base", label, m[i].edit[0]);
+        if (!at) continue;
+        char text[4096], once[4096];
+        snprintf(text, sizeof text, "%.*s%s%s", (int)(at - base), base, m[i].edit[1],
+                 at + strlen(m[i].edit[0]));
+        if (m[i].edit[2]) {
+            memcpy(once, text, sizeof once);
+            at = strstr(once, m[i].edit[2]);
+            CHECK_MSG(at != NULL, "[%s] '%s' is not in the base", label, m[i].edit[2]);
+            if (!at) continue;
+            snprintf(text, sizeof text, "%.*s%s%s", (int)(at - once), once, m[i].edit[3],
+                     at + strlen(m[i].edit[2]));
+        }
+        b = NULL;
+        CHECK_MSG(parse(text, strlen(text), &b, &d) == PP_OK, "[%s] '%s' -> '%s': %s", label,
+                  m[i].edit[0], m[i].edit[1], pp_diag_format(&d, msg, sizeof msg));
+        if (!b) continue;
+        why[0] = '\0';
+        const bool eq = pp_plan_equal(a, b, why, sizeof why);
+        CHECK_MSG(!eq && strstr(why, m[i].why) != NULL,
+                  "[%s] '%s' -> '%s': %s (want a difference naming '%s')", label, m[i].edit[0],
+                  m[i].edit[1], eq ? "equal" : why, m[i].why);
+        CHECK_MSG(!pp_plan_equal(b, a, NULL, 0), "[%s] '%s' -> '%s': equal the other way",
+                  label, m[i].edit[0], m[i].edit[1]);
+        pp_plan_free(b);
+    }
+    pp_plan_free(a);
+}
+
+static void test_plan_equal(void)
+{
+    static const char resnet[] =
+        "model: {name: resnet18, num_classes: 10, in_channels: 3, stem: cifar, "
+        "zero_init_residual: false}\n"
+        "batch: {size: 8, split_size: 4, deferred_batch_norm: false}\n"
+        "schedule: 1f1b\nprecision: fp32\nrecompute: never\ncuda_graphs: on\n"
+        "optimizer: {type: sgd, lr: 0.1, momentum: 0.9, weight_decay: 0.0001, nesterov: false, "
+        "clip_grad_norm: 2, lr_schedule: {type: step, milestones: [2, 4], gamma: 0.5}}\n"
+        "loss: {label_smoothing: 0.05}\n"
+        "data: {format: synthetic, image_size: [32, 32], num_classes: 10, samples: 64, "
+        "shuffle: false, drop_last: false, workers: 2, prefetch: 1, mean: [0.5, 0.5, 0.5], "
+        "std: [0.25, 0.25, 0.25]}\n"
+        "eval: {format: synthetic, samples: 16, batch_size: 4, every: 1}\n"
+        "checkpoint: {path: \"ck-{epoch}.safetensors\", every: 1, keep: 2}\n"
+        "seed: 1\nepochs: 2\n"
+        "stages:\n"
+        "  - {device: cpu:0, layers: [conv1, bn1, relu, layer1, layer2]}\n"
+        "  - {device: cpu:1, layers: [layer3, layer4, avgpool, fc]}\n";
+    static const mutation rm[] = {
+        {"model resnet18 vs resnet34", {"name: resnet18", "name: resnet34"}},
+        {"model classes", {"num_classes: 10, in_channels", "num_classes: 12, in_channels"}},
+        {"stem/depth", {"stem: cifar", "stem: imagenet", "relu, layer1", "relu, maxpool, layer1"}},
+        {"zero_init_residual", {"zero_init_residual: false", "zero_init_residual: true"}},
+        {"batch 8/4/2 vs 8/3/3", {"split_size: 4", "split_size: 3"}},
+        {"deferred_batch_norm", {"deferred_batch_norm: false", "deferred_batch_norm: true"}},
+        {"schedule differs", {"schedule: 1f1b", "schedule: gpipe"}},
+        {"precision differs", {"precision: fp32", "precision: bf16"}},
+        {"recompute differs", {"recompute: never", "recompute: always"}},
+        {"cuda_graphs differs", {"cuda_graphs: on", "cuda_graphs: off"}},
+        {"optimizer differs", {"lr: 0.1", "lr: 0.2"}},
+        {"optimizer differs", {"momentum: 0.9", "momentum: 0.8"}},
+        {"optimizer differs", {"weight_decay: 0.0001", "weight_decay: 0.001"}},
+        {"optimizer differs", {"nesterov: false", "nesterov: true"}},
+        {"optimizer differs", {"clip_grad_norm: 2", "clip_grad_norm: 3"}},
+        {"lr_schedule differs", {"milestones: [2, 4]", "milestones: [2, 3]"}},
+        {"lr_schedule differs", {"gamma: 0.5", "gamma: 0.25"}},
+        {"loss.label_smoothing", {"label_smoothing: 0.05", "label_smoothing: 0.1"}},
+        {"data.samples differs", {"samples: 64", "samples: 32"}},
+        {"data.num_classes differs", {"num_classes: 10, samples", "num_classes: 5, samples"}},
+        {"data.shuffle differs", {"shuffle: false", "shuffle: true"}},
+        {"data.drop_last differs", {"drop_last: false", "drop_last: true"}},
+        {"data.workers or prefetch", {"workers: 2", "workers: 3"}},
+        {"data.workers or prefetch", {"prefetch: 1", "prefetch: 2"}},
+        {"data mean/std[2] differs", {"mean: [0.5, 0.5, 0.5]", "mean: [0.5, 0.5, 0.25]"}},
+        {"data mean/std[0] differs", {"std: [0.25, 0.25, 0.25]", "std: [0.5, 0.25, 0.25]"}},
+        {"image size", {"image_size: [32, 32]", "image_size: [32, 24]"}},
+        {"eval.samples differs", {"samples: 16", "samples: 8"}},
+        {"eval differs", {"batch_size: 4", "batch_size: 2"}},
+        {"eval differs", {"every: 1}\ncheckpoint", "every: 2}\ncheckpoint"}},
+        {"checkpoint differs", {"keep: 2", "keep: 3"}},
+        {"checkpoint differs", {"ck-{epoch}", "cp-{epoch}"}},
+        {"seed differs", {"seed: 1", "seed: 2"}},
+        {"epochs 2 vs 3", {"epochs: 2", "epochs: 3"}},
+        {"stage 1 device cpu:1 vs cpu:2", {"device: cpu:1", "device: cpu:2"}},
+        {"stage 0 units", {"layer2]}\n  - {device: cpu:1, layers: [layer3, ", "layer2, layer3]}\n  - {device: cpu:1, layers: ["}},
+        {"stage 0 memory", {"{device: cpu:0, layers", "{device: cpu:0, memory: 1GiB, layers"}},
+        {"stage 1 recompute", {"{device: cpu:1, layers", "{device: cpu:1, recompute: always, layers"}},
+    };
+    check_mutations("resnet18", resnet, rm, sizeof rm / sizeof rm[0]);
+
+    /* its text data in the test's folder (any bytes are text) */
+    static const char gpt2[] =
+        "model: {name: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: 256, "
+        "block_size: 16, bias: true, dropout: 0, tie_embeddings: true}\n"
+        "batch: {size: 4, micro_batches: 2}\n"
+        "optimizer: {type: adamw, lr: 0.001, betas: [0.9, 0.95], eps: 1.0e-8, "
+        "weight_decay: 0.1}\n"
+        "data: {format: text, file: data/two.csv, block_size: 16}\n"
+        "steps: 3\n"
+        "stages:\n  - {device: cpu:0, layers: [wte, wpe, h.0]}\n"
+        "  - {device: cpu:1, layers: [h.1, ln_f, lm_head]}\n";
+    static const mutation gm[] = {
+        {"gpt2 sizes differ", {"n_head: 2", "n_head: 4"}},
+        {"gpt2 sizes differ", {"bias: true", "bias: false"}},
+        {"gpt2 sizes differ", {"dropout: 0", "dropout: 0.1"}},
+        {"gpt2 sizes differ", {"tie_embeddings: true", "tie_embeddings: false"}},
+        {"batch", {"size: 4, micro_batches: 2", "size: 4, micro_batches: 4"}},
+        {"optimizer differs", {"type: adamw, lr: 0.001, betas: [0.9, 0.95], eps: 1.0e-8", "type: sgd, lr: 0.001"}},
+        {"optimizer differs", {"betas: [0.9, 0.95]", "betas: [0.9, 0.999]"}},
+        {"optimizer differs", {"eps: 1.0e-8", "eps: 1.0e-6"}},
+        /* the data's block_size is the model's seq_len: found there first */
+        {"gpt2 sizes differ", {"block_size: 16}\nsteps", "block_size: 8}\nsteps"}},
+        {"data.file or block_size", {"data/two.csv", "data/data_batch_1.bin"}},
+        {"steps 3 vs 4", {"steps: 3", "steps: 4"}},
+    };
+    check_mutations("gpt2", gpt2, gm, sizeof gm / sizeof gm[0]);
+
+    static const char seq[] =
+        "model:\n  name: sequential\n  in_channels: 1\n  layers:\n"
+        "    - {name: c1, type: conv, out_channels: 4, kernel: 3}\n"
+        "    - {name: f, type: flatten}\n"
+        "    - {name: fc, type: linear, out_features: 3}\n"
+        "data: {image_size: [8, 8]}\nbatch: {size: 4, split_size: 2}\n"
+        "stages:\n  - {device: cpu:0, layers: [c1, f, fc]}\n";
+    static const mutation sm[] = {
+        {"sequential layer 0 differs", {"out_channels: 4", "out_channels: 5"}},
+        {"sequential layer 0 differs", {"kernel: 3}", "kernel: 3, stride: 2}"}},
+        {"model classes", {"out_features: 3", "out_features: 4"}},
+    };
+    check_mutations("sequential", seq, sm, sizeof sm / sizeof sm[0]);
+
+    static const char delay[] =
+        "model: {name: delay, forward_ms: [1, 2], backward_input_ms: [2, 2], "
+        "backward_weight_ms: [1, 1]}\nbatch: {size: 4, split_size: 2}\n"
+        "stages:\n  - {device: cpu:0}\n  - {device: cpu:1}\n";
+    static const mutation dm[] = {
+        {"forward_ms[1] differs", {"forward_ms: [1, 2]", "forward_ms: [1, 3]"}},
+        {"backward", {"backward_input_ms: [2, 2]", "backward_input_ms: [2, 3]"}},
+        {"backward", {"backward_weight_ms: [1, 1]", "backward_weight_ms: [2, 1]"}},
+    };
+    check_mutations("delay", delay, dm, sizeof dm / sizeof dm[0]);
+
+    /* an image folder's transforms: two classes of one 2x2 grey PGM each */
+    char root[256], path[512], folder[2048];
+    if (!check_mkdtemp(root, sizeof root, "test_plan_valid")) return;
+    static const unsigned char pgm[] = "P5\n2 2\n255\n\x10\x20\x30\x40";
+    for (int c = 0; c < 2; c++) {
+        snprintf(path, sizeof path, "%s/%c", root, 'a' + c);
+        CHECK(mkdir(path, 0755) == 0);
+        snprintf(path, sizeof path, "%s/%c/x.pgm", root, 'a' + c);
+        check_write_file(path, pgm, sizeof pgm - 1);
+    }
+    snprintf(folder, sizeof folder,
+             "model: {name: resnet18, num_classes: 2, in_channels: 1, stem: cifar}\n"
+             "batch: {size: 4, split_size: 2}\n"
+             "data: {format: imagefolder, root: %s, "
+             "transforms: [{random_resized_crop: 8}, {horizontal_flip: 0.5}]}\n"
+             "stages:\n  - {device: cpu:0, layers: [conv1, bn1, relu, layer1, layer2, layer3, "
+             "layer4, avgpool, fc]}\n",
+             root);
+    static const mutation fm[] = {
+        /* (the crop's size is the model's image size: found there first) */
+        {"image size 8x8 vs 6x6", {"random_resized_crop: 8", "random_resized_crop: 6"}},
+        {"data.transforms differ",
+         {"random_resized_crop: 8", "random_resized_crop: {size: 8, scale: [0.5, 1.0]}"}},
+        {"data.transforms differ", {"horizontal_flip: 0.5", "horizontal_flip: 0.25"}},
+        {"data.transforms differ", {"{horizontal_flip: 0.5}", "{horizontal_flip: 0.5}, "
+                                                              "{horizontal_flip: 0.5}"}},
+        {"data.on_bad_image differs", {"format: imagefolder", "format: imagefolder, "
+                                                              "on_bad_image: skip"}},
+    };
+    check_mutations("imagefolder", folder, fm, sizeof fm / sizeof fm[0]);
+    for (int c = 0; c < 2; c++) {
+        snprintf(path, sizeof path, "%s/%c/x.pgm", root, 'a' + c);
+        remove(path);
+        snprintf(path, sizeof path, "%s/%c", root, 'a' + c);
+        rmdir(path);
+    }
+    rmdir(root);
+}
+
 int main(int argc, char **argv)
 {
     const char *dir = argc > 1 ? argv[1] : ".";
@@ -475,5 +691,6 @@ int main(int argc, char **argv)
     test_schedules(dir);
     test_step_keys();
     test_load_file(dir);
+    test_plan_equal();
     return check_summary("test_plan_valid");
 }
