@@ -68,6 +68,15 @@ static inline char *check_mkdtemp(char *buf, size_t n, const char *name)
     return NULL;
 }
 
+/* Removes dir and everything in it (a test's scratch directory), saying so
+ * on stderr when it cannot. */
+static inline void check_rmtree(const char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 /* The whole file, malloc'ed (NULL if absent); *n its size. */
 static inline unsigned char *check_read_file(const char *path, size_t *n)
 {

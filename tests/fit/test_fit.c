@@ -773,8 +773,6 @@ int main(int argc, char **argv)
     if (wanted(argc, argv, "planner_limit")) test_planner_memory_limit();
     if (wanted(argc, argv, "table")) test_error_table();
     if (wanted(argc, argv, "schedules")) test_schedules_table();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_rmtree(tmpdir);
     return check_summary("fit");
 }

@@ -508,8 +508,6 @@ int main(void)
     test_cifar();
     test_synthetic();
     test_shuffle();
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_rmtree(tmpdir);
     return check_summary("test_data");
 }

@@ -290,8 +290,6 @@ int main(void)
     test_idx();
     test_racing_reads();
     test_errors_and_env();
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_rmtree(tmpdir);
     return check_summary("test_data_read");
 }

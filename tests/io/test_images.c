@@ -792,8 +792,6 @@ int main(void)
     test_transforms();
     test_index();
     test_source();
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_rmtree(tmpdir);
     return check_summary("test_images");
 }

@@ -639,8 +639,6 @@ int main(void)
     test_ckpt_atomic();
 
     pp_registry_free(reg);
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    check_rmtree(tmpdir);
     return check_summary("test_io");
 }

@@ -32,11 +32,11 @@ static void test_trace(void)
     pp_step_stats steps[2];
     CHECK_OK(pp_executor_run(ex, &s, &steps[0], &err), &err);
     CHECK_OK(pp_executor_run(ex, &s, &steps[1], &err), &err);
-    char path[] = "/tmp/pp_trace_XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    if (fd >= 0) {
-        close(fd);
+    char dir[256], path[300];
+    const bool made = check_mkdtemp(dir, sizeof dir, "pp_trace") != NULL;
+    CHECK(made);
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    if (made) {
         CHECK_OK(pp_trace_write_chrome(path, steps, 2, &err), &err);
         json_error_t jerr;
         json_t *root = json_load_file(path, 0, &jerr);
@@ -64,6 +64,7 @@ static void test_trace(void)
             json_decref(root);
         }
         unlink(path);
+        rmdir(dir);
     }
     CHECK(pp_trace_write_chrome("/nonexistent-dir/trace.json", steps, 2, &err) == PP_ERR_IO);
     pp_step_stats_free(&steps[0]);
