@@ -58,8 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (s != PP_OK && s != PP_ERR_INPUT) fail("decode: unexpected status", err.msg);
         ok = ok && s == PP_OK;
     }
-    const pp_image_box mid = {w / 4, h / 4, w - w / 2 > 0 ? w - w / 2 : 1,
-                              h - h / 2 > 0 ? h - h / 2 : 1};
+    const pp_image_box mid = {w / 4, h / 4, w - w / 2, h - h / 2}; /* at least 1 x 1 */
     const pp_image_out planes = pp_image_out_rows(px, mid.w, mid.h);
     s = pp_image_decode_to(data, size, "input", &mid, 3, &planes, g_work, &err);
     if (s != PP_OK && s != PP_ERR_INPUT) fail("decode of a box: unexpected status", err.msg);

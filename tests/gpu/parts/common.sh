@@ -663,7 +663,7 @@ counts() {
         "$cmd_hi (and --steps $n1)"
     counts_ips=$(jget "$res/count-$tag-$n2.out" 'j["images_per_s"]')
     local rate="images/s, $what, split $split"
-    [ -n "${5:-}" ] && rate="${unit%/s}/s, $what"
+    [ -n "${5:-}" ] && rate="$unit, $what"
     row "$rate, graphs $g" \
         "$([ -n "$counts_ips" ] && echo ok || echo 'FAIL(no figure)')" \
         "${counts_ips:-?} $unit ($n2 steps under the interposer, first excluded)" "$cmd_hi"
