@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct pp_tensor; /* tensor.h */
+
 /* How the functions below are declared: static inline, and callable from
  * device code when nvcc compiles them (plain C elsewhere). */
 #ifdef __CUDACC__
@@ -39,6 +41,17 @@ typedef struct pp_dropout_desc {
     uint64_t key;         /* pp_dropout_key(seed, step, site) */
     int64_t first_sample; /* the global index (in the step's mini-batch) of the tensor's
                              sample 0; sample n of the tensor is first_sample + n */
+    /* Optional: the step in memory, for work that is replayed (a CUDA graph
+     * replays its kernels with the arguments they were captured with, so a
+     * key passed as one would draw the captured step's masks at every
+     * replay). step: one I64 element on the op's device, which its caller
+     * sets before each step; the op then draws from pp_dropout_key(seed,
+     * *step, site), read when it runs, and key must be that key (the CPU
+     * backend checks it: PP_ERR_INTERNAL where they differ). NULL: key
+     * alone, as given. */
+    const struct pp_tensor *step;
+    uint64_t seed;
+    int site;
 } pp_dropout_desc;
 
 PP_DROPOUT_FN uint64_t pp_dropout_mix(uint64_t z)
@@ -60,6 +73,14 @@ PP_DROPOUT_FN uint32_t pp_dropout_bits(uint64_t key, int64_t sample, int64_t ind
     uint64_t z = pp_dropout_mix(key ^ ((uint64_t)sample * 0x9e3779b97f4a7c15ull));
     z = pp_dropout_mix(z + ((uint64_t)index + 1) * 0xd6e8feb86659fd93ull);
     return (uint32_t)(z >> 32);
+}
+
+/* The key of a draw whose step may be in memory (pp_dropout_desc.step):
+ * from *step where there is one, else key. */
+PP_DROPOUT_FN uint64_t pp_dropout_key_at(uint64_t key, const int64_t *step, uint64_t seed,
+                                         int site)
+{
+    return step ? pp_dropout_key(seed, *step, site) : key;
 }
 
 /* The bits below which a value is dropped: p of the 2^32 values. */

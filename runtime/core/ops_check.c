@@ -100,3 +100,13 @@ pp_status pp_ops_check_any(pp_exec *ex, const char *op, const char *what, const 
     return pp_ops_check(ex, op, what, y, y->dtype, y->ndim, y->shape[0], y->shape[1], y->shape[2],
                         y->shape[3], err);
 }
+
+pp_status pp_ops_check_dropout(pp_exec *ex, const char *op, const pp_dropout_desc *d,
+                               pp_error *err)
+{
+    if (!(d->p >= 0.0f && d->p < 1.0f))
+        return pp_error_set(err, PP_ERR_INVALID, "%s: dropout %g is not in [0, 1)", op,
+                            (double)d->p);
+    if (!d->step) return PP_OK;
+    return pp_ops_check(ex, op, "the dropout's step", d->step, PP_I64, 1, 1, 0, 0, 0, err);
+}

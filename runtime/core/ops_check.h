@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "dropout.h"
 #include "exec.h"
 #include "status.h"
 #include "tensor.h"
@@ -39,5 +40,9 @@ pp_status pp_ops_check_act(pp_exec *ex, const char *op, const char *what, const 
 /* Any dtype and shape (the copies): on the exec's device, with data. */
 pp_status pp_ops_check_any(pp_exec *ex, const char *op, const char *what, const pp_tensor *y,
                            pp_error *err);
+/* A dropout's p in [0, 1), and its step in memory (NULL, or one I64
+ * element on the exec's device). */
+pp_status pp_ops_check_dropout(pp_exec *ex, const char *op, const pp_dropout_desc *d,
+                               pp_error *err);
 
 #endif

@@ -18,9 +18,7 @@ static pp_status dropout_run(pp_exec *ex, const char *op, const pp_dropout_desc 
 {
     PP_TRY(pp_ops_check_exec(ex, op, err));
     if (!d) return pp_error_set(err, PP_ERR_INVALID, "%s: NULL descriptor", op);
-    if (!(d->p >= 0.0f && d->p < 1.0f))
-        return pp_error_set(err, PP_ERR_INVALID, "%s: dropout %g is not in [0, 1)", op,
-                            (double)d->p);
+    PP_TRY(pp_ops_check_dropout(ex, op, d, err));
     PP_TRY(pp_ops_check_act(ex, op, "x", x, err));
     PP_TRY(pp_ops_check_like(ex, op, "y", y, x, err));
     if (x->ndim < 1 || x->shape[0] < 1)

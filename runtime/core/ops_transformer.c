@@ -495,9 +495,7 @@ static pp_status attention_drop(pp_exec *ex, const char *op, const pp_dropout_de
                                 pp_attention_desc *d, pp_error *err)
 {
     if (!drop || drop->p == 0.0f) return PP_OK;
-    if (!(drop->p > 0.0f && drop->p < 1.0f))
-        return pp_error_set(err, PP_ERR_INVALID, "%s: dropout %g is not in [0, 1)", op,
-                            (double)drop->p);
+    PP_TRY(pp_ops_check_dropout(ex, op, drop, err));
     if (!ENTRY(dropout))
         return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: the %s backend has no dropout", op,
                             ex->dev->name);

@@ -104,7 +104,9 @@ pp_status pp_cpu_attention_forward(pp_exec *ex, const pp_attention_desc *d, cons
     void *ws;
     PP_TRY(pp_exec_workspace(ex, (size_t)pp_cpu_threads(ex) * 2 * BLOCK * (size_t)d->t *
                                      sizeof(float), &ws, err));
-    att_job j = {.d = d, .qkv = qkv, .out = y, .out_lse = lse, .scratch = ws};
+    pp_attention_desc dd = *d;
+    PP_TRY(pp_cpu_dropout_resolve(&d->drop, "attention_forward", &dd.drop, err));
+    att_job j = {.d = &dd, .qkv = qkv, .out = y, .out_lse = lse, .scratch = ws};
     pp_cpu_parallel(ex, (int64_t)d->n * d->heads, forward_task, &j);
     return PP_OK;
 }
@@ -221,7 +223,10 @@ pp_status pp_cpu_attention_backward(pp_exec *ex, const pp_attention_desc *d, con
     void *ws;
     PP_TRY(pp_exec_workspace(ex, (size_t)pp_cpu_threads(ex) * 2 * BLOCK * (size_t)d->t *
                                      sizeof(float), &ws, err));
-    att_job j = {.d = d, .qkv = qkv, .y = y, .lse = lse, .dy = dy, .dqkv = dqkv, .scratch = ws};
+    pp_attention_desc dd = *d;
+    PP_TRY(pp_cpu_dropout_resolve(&d->drop, "attention_backward", &dd.drop, err));
+    att_job j = {.d = &dd, .qkv = qkv, .y = y, .lse = lse, .dy = dy, .dqkv = dqkv,
+                 .scratch = ws};
     pp_cpu_parallel(ex, (int64_t)d->n * d->heads, backward_task, &j);
     return PP_OK;
 }

@@ -3,7 +3,9 @@
  * of dropout.h's hash for (key, sample, index within the sample). Tasks are
  * fixed spans of one sample's values, so the bits do not depend on the
  * thread count (nor do they depend on anything but the element's value and
- * its coordinates).
+ * its coordinates). A step in memory (pp_dropout_desc.step) is read when the
+ * op runs and must be the key's: the CPU's check that whoever drives the
+ * steps sets it, for the backends whose replayed kernels draw from it.
  */
 #include "kernels.h"
 #include "workers.h"
@@ -33,11 +35,29 @@ static void dropout_task(void *arg, int64_t task, int worker)
         y[i] = x[i] * pp_dropout_factor(j->d->key, sample, i0 + i, j->threshold, j->scale);
 }
 
-pp_status pp_cpu_dropout(pp_exec *ex, const pp_dropout_desc *d, int64_t n, int64_t per_sample,
-                         const float *x, float *y, pp_error *err)
+pp_status pp_cpu_dropout_resolve(const pp_dropout_desc *d, const char *op, pp_dropout_desc *out,
+                                 pp_error *err)
 {
-    (void)err;
+    *out = *d;
+    if (!d->step || d->p == 0.0f) return PP_OK;
+    const int64_t step = *(const int64_t *)d->step->data;
+    out->key = pp_dropout_key(d->seed, step, d->site);
+    out->step = NULL;
+    if (out->key != d->key)
+        return pp_error_set(err, PP_ERR_INTERNAL,
+                            "%s: the dropout's step in memory (%lld) is not its key's step "
+                            "(site %d): the step was not set before the op ran",
+                            op, (long long)step, d->site);
+    return PP_OK;
+}
+
+pp_status pp_cpu_dropout(pp_exec *ex, const pp_dropout_desc *desc, int64_t n,
+                         int64_t per_sample, const float *x, float *y, pp_error *err)
+{
     if (per_sample == 0) return PP_OK;
+    pp_dropout_desc dd;
+    PP_TRY(pp_cpu_dropout_resolve(desc, "dropout", &dd, err));
+    const pp_dropout_desc *d = &dd;
     dropout_job j = {.d = d,
                      .per_sample = per_sample,
                      .tasks_per_sample = (per_sample + ELEMS_PER_TASK - 1) / ELEMS_PER_TASK,

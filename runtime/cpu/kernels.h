@@ -56,6 +56,9 @@ pp_status pp_cpu_gelu_backward(pp_exec *ex, int64_t n, const float *x, const flo
 pp_status pp_cpu_attention_forward(pp_exec *ex, const pp_attention_desc *d, const float *qkv, float *y, float *lse, pp_error *err);
 pp_status pp_cpu_attention_backward(pp_exec *ex, const pp_attention_desc *d, const float *qkv, const float *y, const float *lse, const float *dy, float *dqkv, pp_error *err);
 pp_status pp_cpu_dropout(pp_exec *ex, const pp_dropout_desc *d, int64_t n, int64_t per_sample, const float *x, float *y, pp_error *err);
+/* *out = *d with the key drawn from d's step in memory where it has one (and
+ * no step): PP_ERR_INTERNAL naming op where that key is not d->key. */
+pp_status pp_cpu_dropout_resolve(const pp_dropout_desc *d, const char *op, pp_dropout_desc *out, pp_error *err);
 pp_status pp_cpu_embedding_forward(pp_exec *ex, int64_t rows, int vocab, int c, const int32_t *ids, const float *table, float *y, pp_error *err);
 pp_status pp_cpu_embedding_backward(pp_exec *ex, int64_t rows, int vocab, int c, const int32_t *ids, const float *dy, float *dtable, pp_error *err);
 pp_status pp_cpu_position_forward(pp_exec *ex, int64_t n, int t, int c, const float *x, const float *table, float *y, pp_error *err);

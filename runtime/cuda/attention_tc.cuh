@@ -215,9 +215,10 @@ __device__ __forceinline__ void store_rows(typename P::elem *out, int64_t ld,
  * m and lse stay the undropped softmax's) */
 template <class P, int HS, bool DROP>
 __global__ void __launch_bounds__(MMA_THREADS)
-    forward_mma_k(att_geom g, att_drop dr, const typename P::elem *qkv, typename P::elem *y,
+    forward_mma_k(att_geom g, att_drop dr_in, const typename P::elem *qkv, typename P::elem *y,
                   float *lse)
 {
+    const att_drop dr = drop_read(dr_in);
     typedef typename P::elem E;
     constexpr int BK = P::template fwd_tile<HS>();
     constexpr int KS = HS / P::K, NT = HS / 8, NS = BK / 8, LD = HS + P::SKEW;
@@ -259,9 +260,10 @@ __global__ void __launch_bounds__(MMA_THREADS)
  * them; with DROP, dV from P^T M^T and dS^T = P^T (M^T dP^T - delta) scale */
 template <class P, int HS, bool DROP>
 __global__ void __launch_bounds__(MMA_THREADS)
-    dkv_mma_k(att_geom g, att_drop dr, const typename P::elem *qkv, const typename P::elem *dy,
+    dkv_mma_k(att_geom g, att_drop dr_in, const typename P::elem *qkv, const typename P::elem *dy,
               const float *lse, const float *delta, typename P::elem *dqkv)
 {
+    const att_drop dr = drop_read(dr_in);
     typedef typename P::elem E;
     constexpr int BQ = P::template back_tile<HS>();
     constexpr int KS = HS / P::K, NT = HS / 8, NQ = BQ / 8, LD = HS + P::SKEW;
@@ -323,9 +325,10 @@ __global__ void __launch_bounds__(MMA_THREADS)
  * DROP, dS = P (M dP - delta) scale */
 template <class P, int HS, bool DROP>
 __global__ void __launch_bounds__(MMA_THREADS)
-    dq_mma_k(att_geom g, att_drop dr, const typename P::elem *qkv, const typename P::elem *dy,
+    dq_mma_k(att_geom g, att_drop dr_in, const typename P::elem *qkv, const typename P::elem *dy,
              const float *lse, const float *delta, typename P::elem *dqkv)
 {
+    const att_drop dr = drop_read(dr_in);
     typedef typename P::elem E;
     constexpr int BK = P::template back_tile<HS>();
     constexpr int KS = HS / P::K, NT = HS / 8, NK = BK / 8, LD = HS + P::SKEW;

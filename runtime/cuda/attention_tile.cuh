@@ -19,6 +19,8 @@
  * P (M dP - delta) / sqrt(hs) with delta the row dot products of dy and
  * the dropped y, dv from P M. Without it (p == 0) the kernels are those
  * without dropout, the same instructions and bits: no factor is drawn.
+ * A draw whose step is in device memory (pp_dropout_desc.step) forms its key
+ * from it as each kernel starts (drop_read).
  *
  * T provides, as static __device__ members:
  *   elem                      an element of qkv, y, dy and dqkv in global memory
@@ -46,6 +48,7 @@
 #include <cmath>
 
 #include "kernels.h"
+#include "runtime/core/tensor.h"
 #include "transformer.h"
 
 namespace {
@@ -65,8 +68,21 @@ struct att_drop {
     uint64_t key;
     int64_t first_sample;
     uint32_t threshold;
-    float scale; /* 1 / (1 - p) */
+    float scale;         /* 1 / (1 - p) */
+    const int64_t *step; /* the step in device memory (NULL: key as given) */
+    uint64_t seed;
+    int site;
 };
+
+/* The draw a kernel runs with: its key from the step in memory where there
+ * is one, read at every run, so that a replayed graph (whose kernels keep
+ * their captured arguments) draws the replayed step's masks. */
+__device__ __forceinline__ att_drop drop_read(const att_drop &in)
+{
+    att_drop dr = in;
+    dr.key = pp_dropout_key_at(in.key, in.step, in.seed, in.site);
+    return dr;
+}
 
 /* The factor of (sample n, head h, query tq, key tk): 0 or 1 / (1 - p). */
 __device__ __forceinline__ float drop_factor(const att_geom &g, const att_drop &dr, int n, int h,
@@ -83,9 +99,10 @@ __device__ __forceinline__ float fmax2(float a, float b)
 
 template <class T, int HS, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(ATT_THREADS)
-    forward_k(att_geom g, att_drop dr, const typename T::elem *qkv, typename T::elem *y,
+    forward_k(att_geom g, att_drop dr_in, const typename T::elem *qkv, typename T::elem *y,
               float *lse)
 {
+    const att_drop dr = drop_read(dr_in);
     typedef typename T::elem E;
     typedef typename T::word W;
     constexpr int TPR = ATT_THREADS / BQ, KPT = BK / TPR, DPT = HS / TPR;
@@ -199,9 +216,10 @@ __device__ __forceinline__ void load_rows(float *s_lse, float *s_delta, const fl
  * holding the first key to the end */
 template <class T, int HS, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(ATT_THREADS)
-    dkv_k(att_geom g, att_drop dr, const typename T::elem *qkv, const typename T::elem *dy,
+    dkv_k(att_geom g, att_drop dr_in, const typename T::elem *qkv, const typename T::elem *dy,
           const float *lse, const float *delta, typename T::elem *dqkv)
 {
+    const att_drop dr = drop_read(dr_in);
     typedef typename T::elem E;
     typedef typename T::word W;
     constexpr int TPR = ATT_THREADS / BQ, TPK = ATT_THREADS / BK, DPT = HS / TPK;
@@ -243,9 +261,10 @@ __global__ void __launch_bounds__(ATT_THREADS)
 /* dq of a block of BQ queries: over the key tiles up to its last query */
 template <class T, int HS, int BQ, int BK, bool DROP>
 __global__ void __launch_bounds__(ATT_THREADS)
-    dq_k(att_geom g, att_drop dr, const typename T::elem *qkv, const typename T::elem *dy,
+    dq_k(att_geom g, att_drop dr_in, const typename T::elem *qkv, const typename T::elem *dy,
          const float *lse, const float *delta, typename T::elem *dqkv)
 {
+    const att_drop dr = drop_read(dr_in);
     typedef typename T::elem E;
     typedef typename T::word W;
     constexpr int TPR = ATT_THREADS / BQ, DPT = HS / TPR;
@@ -320,10 +339,13 @@ att_geom geom_of(const pp_cuda_attention_dims &d)
 /* The draw of drop (NULL or p == 0: none, *on false). */
 att_drop drop_of(const pp_dropout_desc *drop, bool *on)
 {
-    att_drop dr = {0, 0, 0, 1.0f};
+    att_drop dr = {0, 0, 0, 1.0f, nullptr, 0, 0};
     *on = drop && drop->p > 0.0f;
     if (*on) {
         dr.key = drop->key;
+        dr.step = drop->step ? (const int64_t *)drop->step->data : nullptr;
+        dr.seed = drop->seed;
+        dr.site = drop->site;
         dr.first_sample = drop->first_sample;
         dr.threshold = pp_dropout_threshold(drop->p);
         dr.scale = pp_dropout_scale(drop->p);

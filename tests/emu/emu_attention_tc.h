@@ -103,7 +103,8 @@ static inline void emu_tc_p0_bits(const emu_tc_kernels *K, pp_emu_cuda_attention
                                   const pp_dropout_desc *drop, const emu_attn *a, const void *kq,
                                   const void *kdy, float *delta, const char *what)
 {
-    const pp_dropout_desc none = {0.0f, drop->key, drop->first_sample};
+    const pp_dropout_desc none = {.p = 0.0f, .key = drop->key,
+                                  .first_sample = drop->first_sample};
     void *b[6];
     void *y0 = emu_copy(&a->y, 0, &b[0]), *y1 = emu_copy(&a->y, 0, &b[1]);
     float *l0 = emu_copy(&a->lse, 0, &b[2]), *l1 = emu_copy(&a->lse, 0, &b[3]);
@@ -134,7 +135,9 @@ static inline void emu_tc_run(const emu_tc_kernels *K, const emu_tc_case *cases,
         const emu_tc_case *e = &cases[i];
         const int n = e->n, t = e->t, c = e->c, h = e->heads;
         const size_t off = e->off, yoff = off + K->y_off;
-        const pp_dropout_desc dd = {e->p, pp_dropout_key(77, 5, key0 + (int)i), e->first_sample};
+        const pp_dropout_desc dd = {.p = e->p,
+                                    .key = pp_dropout_key(77, 5, key0 + (int)i),
+                                    .first_sample = e->first_sample};
         const pp_dropout_desc *drop = dd.p > 0 ? &dd : NULL;
         emu_attn a = emu_attn_case_of(K->dtype, n, t, c, h);
         void *bq, *by, *bl, *bdy, *bdq, *bdq2;
@@ -153,6 +156,21 @@ static inline void emu_tc_run(const emu_tc_kernels *K, const emu_tc_case *cases,
         if (drop) emu_tc_p0_bits(K, d, drop, &a, kq, kdy, delta, what);
         CHECK_OK(pp_attention_forward_dropout(&g_ex, h, drop, &a.qkv, &a.y, &a.lse, &err), &err);
         EMU_LAUNCHED(K->forward(d, drop, kq, ky, kl), what);
+        /* each kernel's second run as a replayed graph runs it: the key
+         * captured at another step, the step in memory (the same bits where
+         * the kernels read it; the backward's below) */
+        pp_tensor mem = emu_step_tensor();
+        const pp_dropout_desc rd = emu_replayed(&dd, 77, 5, key0 + (int)i, &mem);
+        if (drop) {
+            void *br, *brl;
+            void *ry = emu_copy(&a.y, yoff, &br);
+            float *rl = emu_copy(&a.lse, off, &brl);
+            EMU_LAUNCHED(K->forward(d, &rd, kq, ry, rl), what);
+            CHECK_MSG(!memcmp(ry, ky, pp_tensor_bytes(&a.y)) &&
+                          !memcmp(rl, kl, pp_tensor_bytes(&a.lse)),
+                      "%s: the step in memory is not the key's forward", what);
+            free(br), free(brl);
+        }
         /* ours (CUDA cores) on the same operands and masks: the first call's check */
         void *bo, *bol, *boq;
         void *oy = emu_copy(&a.y, 0, &bo), *odq = emu_copy(&a.dqkv, 0, &boq);
@@ -171,7 +189,7 @@ static inline void emu_tc_run(const emu_tc_kernels *K, const emu_tc_case *cases,
         memcpy(ky, a.y.data, pp_tensor_bytes(&a.y)); /* the backwards from the CPU's forward */
         memcpy(kl, a.lse.data, pp_tensor_bytes(&a.lse));
         EMU_LAUNCHED(K->backward(d, drop, kq, ky, kl, kdy, delta, kdq), what);
-        EMU_LAUNCHED(K->backward(d, drop, kq, ky, kl, kdy, delta, kdq2), what);
+        EMU_LAUNCHED(K->backward(d, drop ? &rd : NULL, kq, ky, kl, kdy, delta, kdq2), what);
         EMU_LAUNCHED(K->ours_backward(d, drop, kq, ky, kl, kdy, delta, odq), what);
         const double eq = emu_tc_off_rel(&a.dqkv, kdq), cq = emu_tc_off_rel(&odqt, kdq);
         CHECK_MSG(eq <= K->tol, "%s: dqkv off by %.3g of the largest (tolerance %g)", what, eq,
@@ -184,6 +202,7 @@ static inline void emu_tc_run(const emu_tc_kernels *K, const emu_tc_case *cases,
                ey, el, eq, cy, cl, cq);
         free(bo), free(bol), free(boq);
         free(delta);
+        pp_tensor_free(&mem);
         void *bases[] = {bq, by, bl, bdy, bdq, bdq2};
         pp_tensor *ts[] = {&a.qkv, &a.dqkv, &a.y, &a.dy, &a.lse};
         EMU_FREE_CASE(bases, ts);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "runtime/core/device.h"
+#include "runtime/core/dropout.h"
 #include "runtime/core/exec.h"
 #include "runtime/core/tensor.h"
 #include "tests/check.h"
@@ -142,5 +143,26 @@ static inline void emu_free_case(void *const *bases, size_t nb, pp_tensor *const
 }
 #define EMU_FREE_CASE(bases, ts)                                                                  \
     emu_free_case(bases, sizeof bases / sizeof bases[0], ts, sizeof ts / sizeof ts[0])
+
+/* One I64 element: a dropout step in memory (emu_replayed). */
+static inline pp_tensor emu_step_tensor(void)
+{
+    return emu_tensor(PP_I64, 1, (const int64_t[]){1}, PP_NCHW);
+}
+
+/* d as a replayed CUDA graph hands it to a kernel: the key captured at an
+ * earlier step (step - 1: stale), the step itself in memory (*mem, set to
+ * step here), from which the kernel must form its key. d's key must be
+ * pp_dropout_key(seed, step, site): the replayed draw gives d's masks only
+ * where the kernel reads the memory. */
+static inline pp_dropout_desc emu_replayed(const pp_dropout_desc *d, uint64_t seed, int64_t step,
+                                           int site, pp_tensor *mem)
+{
+    *(int64_t *)mem->data = step;
+    pp_dropout_desc r = *d;
+    r.key = pp_dropout_key(seed, step - 1, site);
+    r.step = mem, r.seed = seed, r.site = site;
+    return r;
+}
 
 #endif

@@ -14,7 +14,11 @@
  *     tolerances (f32 1e-6; bf16 a bf16 step), heads of 16 and 64, t not a
  *     multiple of the tiles, several samples, first_sample not 0, p 0.1 and
  *     0.5; the kernels with p == 0 give the bits of the kernels without
- *     dropout (NULL), and p > 0 changes y.
+ *     dropout (NULL), and p > 0 changes y;
+ *   - both as a replayed CUDA graph runs them (the key captured at another
+ *     step, the step in memory: pp_dropout_desc.step): the masks of the
+ *     step in memory (elementwise backward, attention forward: the bits of
+ *     the key; attention backward against the CPU).
  */
 #include <math.h>
 #include <stdint.h>
@@ -55,11 +59,12 @@ static void test_dropout(void)
     };
     pp_error err;
     char what[128];
+    pp_tensor mem = emu_step_tensor();
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const int64_t shape[2] = {cases[i].n, cases[i].per_sample};
         const size_t off = cases[i].off;
-        const pp_dropout_desc d = {cases[i].p, pp_dropout_key(1234, 7, (int)i),
-                                   cases[i].first_sample};
+        const pp_dropout_desc d = {.p = cases[i].p, .key = pp_dropout_key(1234, 7, (int)i),
+                                   .first_sample = cases[i].first_sample};
         pp_tensor x = emu_tensor(PP_F32, 2, shape, PP_NCHW), y = emu_tensor(PP_F32, 2, shape, PP_NCHW);
         pp_tensor dx = emu_tensor(PP_F32, 2, shape, PP_NCHW);
         emu_fill(&x, 0.5f, 1), emu_fill(&y, -1, 2);
@@ -75,6 +80,13 @@ static void test_dropout(void)
                                                 kdx),
                      what);
         emu_close(&dx, kdx, 0, what);
+        /* again as a replayed graph runs it: a stale key, the step in memory */
+        const pp_dropout_desc r = emu_replayed(&d, 1234, 7, (int)i, &mem);
+        memset(kdx, 0, pp_tensor_bytes(&dx));
+        EMU_LAUNCHED(pp_emu_cuda_launch_dropout(0, cases[i].max_grid, r, shape[0], shape[1], ky,
+                                                kdx),
+                     what);
+        emu_close(&dx, kdx, 0, "dropout backward, the step in memory");
         float *kout = cases[i].in_place ? kx : ky;
         pp_tensor *out = cases[i].in_place ? &x : &y;
         CHECK_OK(pp_dropout_forward(&g_ex, &d, &x, out, &err), &err);
@@ -94,6 +106,7 @@ static void test_dropout(void)
         pp_tensor *ts[] = {&x, &y, &dx};
         EMU_FREE_CASE(bases, ts);
     }
+    pp_tensor_free(&mem);
 }
 
 /* ---- attention with dropout on the probabilities ------------------------------------ */
@@ -111,8 +124,8 @@ static const struct {
 /* the case's drop: its p, a key of its own, its first sample */
 static pp_dropout_desc att_drop(size_t i)
 {
-    return (pp_dropout_desc){att_cases[i].p, pp_dropout_key(99, 3, 10 + (int)i),
-                             att_cases[i].first_sample};
+    return (pp_dropout_desc){.p = att_cases[i].p, .key = pp_dropout_key(99, 3, 10 + (int)i),
+                             .first_sample = att_cases[i].first_sample};
 }
 
 static bool same_bits(const void *a, const void *b, size_t bytes)
@@ -158,10 +171,12 @@ static void test_attention(bool bf16)
     pp_error err;
     char what[128];
     const pp_dtype dt = bf16 ? PP_BF16 : PP_F32;
+    pp_tensor mem = emu_step_tensor();
     for (size_t i = 0; i < sizeof att_cases / sizeof att_cases[0]; i++) {
         const int n = att_cases[i].n, t = att_cases[i].t, c = att_cases[i].c;
         const int h = att_cases[i].heads;
-        const pp_dropout_desc drop = att_drop(i), none = {0.0f, drop.key, drop.first_sample};
+        const pp_dropout_desc drop = att_drop(i);
+        const pp_dropout_desc none = {.p = 0.0f, .key = drop.key, .first_sample = drop.first_sample};
         const int64_t shapes[7][3] = {{n, t, 3 * c}, {n, t, 3 * c}, {n, t, c}, {n, t, c},
                                       {n, h, t},     {n, t, c},     {n, t, 3 * c}};
         pp_tensor ts[7];
@@ -193,16 +208,23 @@ static void test_attention(bool bf16)
         att_close(bf16, &ts[Y], k[Y], 1e-6, what);
         emu_close(&ts[LSE], kl, 5e-7, "attention with dropout: lse");
         CHECK_MSG(!same_bits(k[Y], k[Y0], yb), "%s: dropout left y as it was", what);
+        /* as a replayed graph runs them (a stale key, the step in memory): the
+         * forward's bits, and the backward below */
+        const pp_dropout_desc r = emu_replayed(&drop, 99, 3, 10 + (int)i, &mem);
+        EMU_LAUNCHED(att_forward(bf16, d, &r, k[QKV], k[Y0], kl), what);
+        CHECK_MSG(same_bits(k[Y], k[Y0], yb), "%s: the step in memory is not the key's forward",
+                  what);
         CHECK_OK(pp_attention_backward_dropout(&g_ex, h, &drop, &ts[QKV], &ts[Y], &ts[LSE],
                                                &ts[DY], &ts[DQKV], &err),
                  &err);
         memcpy(k[Y], ts[Y].data, yb); /* the backward from the CPU's forward */
         memcpy(kl, ts[LSE].data, pp_tensor_bytes(&ts[LSE]));
-        EMU_LAUNCHED(att_backward(bf16, d, &drop, k[QKV], k[Y], kl, k[DY], delta, k[DQKV]), what);
+        EMU_LAUNCHED(att_backward(bf16, d, &r, k[QKV], k[Y], kl, k[DY], delta, k[DQKV]), what);
         att_close(bf16, &ts[DQKV], k[DQKV], 1e-6, "attention with dropout: backward dqkv (=)");
         free(delta);
         for (int j = 0; j < 7; j++) free(bases[j]), pp_tensor_free(&ts[j]);
     }
+    pp_tensor_free(&mem);
 }
 
 int main(void)

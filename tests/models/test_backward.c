@@ -205,7 +205,8 @@ static bool run_actions(pp_stage *st, step_io *io, const char *order, bool dx_nu
         pp_status s = PP_OK;
         pp_tensor *dx = dx_null ? NULL : &io->dx[k];
         if (a == 'F' || a == 'R') /* each micro-batch its samples' draw (dropout) */
-            s = pp_stage_set_draw(st, k, &(pp_unit_draw){3, 10 + 3 * k}, &err);
+            s = pp_stage_set_draw(st, k, &(pp_unit_draw){.step = 3, .first_sample = 10 + 3 * k},
+                                  &err);
         if (s == PP_OK) switch (a) {
         case 'Z': s = pp_stage_zero_grads(st, &ex, &err); break;
         case 'F':

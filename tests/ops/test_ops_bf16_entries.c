@@ -386,11 +386,11 @@ static void test_attention(const pp_backend_ops *cpu, pp_backend_ops *with)
     with->attention_forward_bf16 = att_fwd;
     with->attention_backward_bf16 = att_bwd;
     g_dev->ops = with;
-    const pp_dropout_desc drop = {0.25f, 0x1234, 7};
+    const pp_dropout_desc drop = {.p = 0.25f, .key = 0x1234, .first_sample = 7};
     static const struct { bool drop; } rows[] = {{false}, {true}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const pp_dropout_desc *dp = rows[i].drop ? &drop : NULL;
-        g_calls = 0, g_drop = (pp_dropout_desc){-1.0f, 0, -1};
+        g_calls = 0, g_drop = (pp_dropout_desc){.p = -1.0f, .key = 0, .first_sample = -1};
         CHECK_OK(pp_attention_forward_dropout(EX, 2, dp, &qkv, &y, &lse, &err), &err);
         CHECK_OK(pp_attention_backward_dropout(EX, 2, dp, &qkv, &y, &lse, &y, &qkv, &err), &err);
         const pp_dropout_desc want = rows[i].drop ? drop : (pp_dropout_desc){0};

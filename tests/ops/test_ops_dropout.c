@@ -11,6 +11,8 @@
  *     kept at (1 - p)^2 within 4 sigma);
  *   - a tensor cut into micro-batches (first_sample moved along) draws the
  *     masks of the whole tensor: the property pipelines stay bitwise by;
+ *   - a step in memory (what replayed kernels read) draws its key's masks, and
+ *     one that is not its key's step is refused by name;
  *   - p outside [0, 1) refused.
  */
 #include "tests/ops/op_check.h"
@@ -41,7 +43,8 @@ static void test_elementwise(void)
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         pp_error err;
         char name[128];
-        const pp_dropout_desc d = {cases[ci].p, pp_dropout_key(11, 3, 4), 40};
+        const pp_dropout_desc d = {.p = cases[ci].p, .key = pp_dropout_key(11, 3, 4),
+                                   .first_sample = 40};
         const int n = cases[ci].n, per = cases[ci].per;
         pp_tensor x = tnew(2, n, per, 1, 1), y = tnew(2, n, per, 1, 1);
         pp_tensor dy = tnew(2, n, per, 1, 1), dx = tnew(2, n, per, 1, 1);
@@ -62,7 +65,7 @@ static void test_elementwise(void)
         CHECK_OK(pp_dropout_forward(&g_ex, &d, &x, &x, &err), &err);
         CHECK(memcmp(fp(&x), fp(&y), numel(&x) * sizeof(float)) == 0);
         /* p = 0: a copy */
-        const pp_dropout_desc off = {0.0f, d.key, d.first_sample};
+        const pp_dropout_desc off = {.p = 0.0f, .key = d.key, .first_sample = d.first_sample};
         CHECK_OK(pp_dropout_forward(&g_ex, &off, &dy, &y, &err), &err);
         CHECK(memcmp(fp(&dy), fp(&y), numel(&y) * sizeof(float)) == 0);
         free(xd), free(dyd);
@@ -123,7 +126,7 @@ static void test_statistics(void)
     pp_error err;
     pp_tensor x = tnew(2, 64, 16384, 1, 1);
     for (size_t i = 0; i < numel(&x); i++) fp(&x)[i] = 1.0f;
-    const pp_dropout_desc d = {0.5f, pp_dropout_key(5, 0, 0), 0};
+    const pp_dropout_desc d = {.p = 0.5f, .key = pp_dropout_key(5, 0, 0), .first_sample = 0};
     CHECK_OK(pp_dropout_forward(&g_ex, &d, &x, &x, &err), &err);
     int64_t kept = 0;
     double sum = 0;
@@ -139,13 +142,13 @@ static void test_statistics(void)
 static void test_micro_batches(void)
 {
     pp_error err;
-    const pp_dropout_desc d = {0.3f, pp_dropout_key(9, 1, 5), 0};
+    const pp_dropout_desc d = {.p = 0.3f, .key = pp_dropout_key(9, 1, 5), .first_sample = 0};
     pp_tensor x = tnew(3, 6, 5, 7, 1), y = tnew(3, 6, 5, 7, 1), z = tnew(3, 6, 5, 7, 1);
     free(fill(&x, 0.0, 1.0));
     CHECK_OK(pp_dropout_forward(&g_ex, &d, &x, &y, &err), &err);
     static const int cuts[][2] = {{0, 1}, {1, 2}, {3, 3}};
     for (int c = 0; c < 3; c++) {
-        const pp_dropout_desc dm = {d.p, d.key, cuts[c][0]};
+        const pp_dropout_desc dm = {.p = d.p, .key = d.key, .first_sample = cuts[c][0]};
         pp_tensor xs = pp_tensor_view0(&x, cuts[c][0], cuts[c][1]);
         pp_tensor zs = pp_tensor_view0(&z, cuts[c][0], cuts[c][1]);
         CHECK_OK(pp_dropout_forward(&g_ex, &dm, &xs, &zs, &err), &err);
@@ -153,7 +156,7 @@ static void test_micro_batches(void)
     CHECK_MSG(memcmp(fp(&y), fp(&z), numel(&y) * sizeof(float)) == 0,
               "micro-batches draw other masks than their mini-batch");
     /* a micro-batch index in place of the global sample would differ */
-    const pp_dropout_desc wrong = {d.p, d.key, 1};
+    const pp_dropout_desc wrong = {.p = d.p, .key = d.key, .first_sample = 1};
     pp_tensor zs = pp_tensor_view0(&z, 3, 3), xs = pp_tensor_view0(&x, 3, 3);
     CHECK_OK(pp_dropout_forward(&g_ex, &wrong, &xs, &zs, &err), &err);
     CHECK(memcmp(fp(&y), fp(&z), numel(&y) * sizeof(float)) != 0);
@@ -249,7 +252,8 @@ static void test_attention(void)
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         char name[128];
         const int n = cases[ci].n, t = cases[ci].t, c = cases[ci].c, heads = cases[ci].heads;
-        const pp_dropout_desc d = {cases[ci].p, pp_dropout_key(3, 2, 1), 17};
+        const pp_dropout_desc d = {.p = cases[ci].p, .key = pp_dropout_key(3, 2, 1),
+                                   .first_sample = 17};
         pp_tensor qkv = tnew(3, n, t, 3 * c, 1), dy = tnew(3, n, t, c, 1);
         const size_t nq = numel(&qkv), ny = numel(&dy);
         double *qd = fill(&qkv, 0.0, 1.5), *rd = fill(&dy, 0.0, 1.0), *yref = dalloc(ny);
@@ -270,7 +274,7 @@ static void test_attention(void)
         /* p = 0 through the dropout entry points: the plain ops' bits */
         pp_tensor *ts3[] = {&y3, &lse3, &dqkv3};
         for (size_t i = 0; i < 3; i++) pp_tensor_free(ts3[i]);
-        const pp_dropout_desc off = {0.0f, d.key, d.first_sample};
+        const pp_dropout_desc off = {.p = 0.0f, .key = d.key, .first_sample = d.first_sample};
         pp_tensor y0, lse0, dqkv0;
         run_attention(g_one, heads, &off, &qkv, &dy, &y3, &lse3, &dqkv3);
         run_attention(g_one, heads, NULL, &qkv, &dy, &y0, &lse0, &dqkv0);
@@ -288,6 +292,71 @@ static void test_attention(void)
     }
 }
 
+/* ---- the step in memory ------------------------------------------------------------- */
+
+/* A draw whose step is in memory (pp_dropout_desc.step: what a replayed
+ * graph's kernels read): the ops draw from pp_dropout_key(seed, *step,
+ * site) when they run, the bits of the key passed as a value; a step in
+ * memory that is not the key's is refused by name (PP_ERR_INTERNAL), and a
+ * step tensor of another dtype, shape or device by the op's checks. */
+static void test_step_in_memory(void)
+{
+    pp_error err;
+    const uint64_t seed = 41;
+    const int site = 6;
+    pp_tensor step = tnew_on(g_dev, PP_I64, 1, 1, 1, 1, 1);
+    *(int64_t *)step.data = 9;
+    const pp_dropout_desc by_key = {.p = 0.3f, .key = pp_dropout_key(seed, 9, site),
+                                    .first_sample = 2};
+    pp_dropout_desc at = by_key;
+    at.step = &step, at.seed = seed, at.site = site;
+    pp_tensor x = tnew(2, 3, 50, 1, 1), y = tnew(2, 3, 50, 1, 1), ym = tnew(2, 3, 50, 1, 1);
+    double *xd = fill(&x, 0.0, 1.0);
+    CHECK_OK(pp_dropout_forward(&g_ex, &by_key, &x, &y, &err), &err);
+    CHECK_OK(pp_dropout_forward(&g_ex, &at, &x, &ym, &err), &err);
+    CHECK_MSG(same(&y, &ym), "dropout: the step in memory draws another mask than its key");
+    const int n = 2, t = 9, c = 8, heads = 2;
+    pp_tensor qkv = tnew(3, n, t, 3 * c, 1), dy = tnew(3, n, t, c, 1);
+    double *qd = fill(&qkv, 0.0, 1.5), *rd = fill(&dy, 0.0, 1.0);
+    pp_tensor ay, al, ad, my, ml, md;
+    run_attention(g_dev, heads, &by_key, &qkv, &dy, &ay, &al, &ad);
+    run_attention(g_dev, heads, &at, &qkv, &dy, &my, &ml, &md);
+    CHECK_MSG(same(&ay, &my) && same(&al, &ml) && same(&ad, &md),
+              "attention: the step in memory draws other masks than its key");
+    /* the step moved on, the key not: refused by name */
+    *(int64_t *)step.data = 10;
+    pp_status s = pp_dropout_forward(&g_ex, &at, &x, &ym, &err);
+    CHECK_MSG(s == PP_ERR_INTERNAL && strstr(err.msg, "step in memory (10)"), "dropout: %s",
+              s == PP_OK ? "a stale key ran" : err.msg);
+    pp_tensor yl = tnew(3, n, t, c, 1), ll = tnew(3, n, heads, t, 1);
+    s = pp_attention_forward_dropout(&g_ex, heads, &at, &qkv, &yl, &ll, &err);
+    CHECK_MSG(s == PP_ERR_INTERNAL && strstr(err.msg, "attention_forward"), "attention: %s",
+              s == PP_OK ? "a stale key ran" : err.msg);
+    /* p 0 draws nothing, whatever the step says */
+    pp_dropout_desc off = at;
+    off.p = 0.0f;
+    CHECK_OK(pp_dropout_forward(&g_ex, &off, &x, &ym, &err), &err);
+    CHECK(same(&x, &ym));
+    /* the step tensor checked like an operand */
+    pp_tensor f32 = tnew(1, 1, 1, 1, 1), two = tnew_on(g_dev, PP_I64, 1, 2, 1, 1, 1);
+    pp_tensor other = tnew_on(g_dev1, PP_I64, 1, 1, 1, 1, 1);
+    const pp_tensor *bad[] = {&f32, &two, &other};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pp_dropout_desc b = at;
+        b.step = bad[i];
+        s = pp_dropout_forward(&g_ex, &b, &x, &ym, &err);
+        CHECK_MSG(s == PP_ERR_INVALID && strstr(err.msg, "the dropout's step"), "dropout: %s",
+                  s == PP_OK ? "a bad step tensor ran" : err.msg);
+        s = pp_attention_forward_dropout(&g_ex, heads, &b, &qkv, &yl, &ll, &err);
+        CHECK_MSG(s == PP_ERR_INVALID && strstr(err.msg, "the dropout's step"), "attention: %s",
+                  s == PP_OK ? "a bad step tensor ran" : err.msg);
+    }
+    free(xd), free(qd), free(rd);
+    pp_tensor *ts[] = {&step, &x, &y, &ym, &qkv, &dy, &ay, &al, &ad, &my, &ml, &md,
+                       &yl, &ll, &f32, &two, &other};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) pp_tensor_free(ts[i]);
+}
+
 /* ---- boundaries --------------------------------------------------------------------- */
 
 static void test_boundaries(void)
@@ -297,12 +366,12 @@ static void test_boundaries(void)
     pp_tensor qkv = tnew(3, 1, 2, 6, 1), a = tnew(3, 1, 2, 2, 1), lse = tnew(3, 1, 1, 2, 1);
     static const float bad[] = {1.0f, -0.1f, 1.5f, NAN};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        const pp_dropout_desc d = {bad[i], 0, 0};
+        const pp_dropout_desc d = {.p = bad[i], .key = 0, .first_sample = 0};
         CHECK(pp_dropout_forward(&g_ex, &d, &x, &y, &err) == PP_ERR_INVALID);
         CHECK(pp_attention_forward_dropout(&g_ex, 1, &d, &qkv, &a, &lse, &err) ==
               PP_ERR_INVALID);
     }
-    const pp_dropout_desc d = {0.5f, 0, 0};
+    const pp_dropout_desc d = {.p = 0.5f, .key = 0, .first_sample = 0};
     CHECK(pp_dropout_forward(&g_ex, &d, &x, &z, &err) == PP_ERR_INVALID); /* shapes */
     CHECK(pp_dropout_forward(&g_ex, NULL, &x, &y, &err) == PP_ERR_INVALID);
     pp_tensor *ts[] = {&x, &y, &z, &qkv, &a, &lse};
@@ -317,6 +386,7 @@ int main(void)
     test_statistics();
     test_micro_batches();
     test_attention();
+    test_step_in_memory();
     test_boundaries();
     CHECK(pp_device_bytes_in_use(g_one) == 0 && pp_device_bytes_in_use(g_three) == 0);
     op_check_teardown();
