@@ -99,9 +99,13 @@ void pp_unit_set_draw(pp_unit *u, const pp_unit_draw *d)
 pp_dropout_desc pp_unit_dropout(const pp_unit *u, int offset)
 {
     if (u->spec.dropout <= 0.0f) return (pp_dropout_desc){0};
+    const int site = u->spec.site + offset;
     return (pp_dropout_desc){.p = u->spec.dropout,
-                             .key = pp_dropout_key(u->seed, u->draw.step, u->spec.site + offset),
-                             .first_sample = u->draw.first_sample};
+                             .key = pp_dropout_key(u->seed, u->draw.step, site),
+                             .first_sample = u->draw.first_sample,
+                             .step = u->draw.step_at,
+                             .seed = u->seed,
+                             .site = site};
 }
 
 /* ---- shared activations --------------------------------------------------------- */

@@ -289,10 +289,14 @@ pp_status pp_unit_forward_pass(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
  * forward's draw again); the forward keeps what its backward needs of it.
  * Neither the micro-batch index nor the stage enters a mask. Inference
  * forwards draw nothing (dropout is off). The draw of a unit never set is
- * step 0, first sample 0. */
+ * step 0, first sample 0. step_at, where the caller replays captured work
+ * (graphs): the same step in memory on the unit's device (one I64 element,
+ * set by the caller before the forward runs and kept until the backward
+ * has), which the dropout ops then read as they run (pp_dropout_desc.step). */
 typedef struct pp_unit_draw {
-    int64_t step;         /* the training step */
-    int64_t first_sample; /* the global index of the micro-batch's sample 0 */
+    int64_t step;               /* the training step */
+    int64_t first_sample;       /* the global index of the micro-batch's sample 0 */
+    const pp_tensor *step_at;   /* NULL, or step in the device's memory */
 } pp_unit_draw;
 void pp_unit_set_draw(pp_unit *u, const pp_unit_draw *d);
 /* The dropout op of site spec.site + offset for the draw set: p, key and

@@ -85,7 +85,13 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
                                      (st->recompute == PP_PLAN_RECOMPUTE_EXCEPT_LAST &&
                                       mb != io->run->m - 1));
     if (io->train) { /* dropout's draws: by global sample, never by micro-batch */
-        const pp_unit_draw draw = {io->step, io->first_sample + off};
+        const pp_unit_draw draw = {io->step, io->first_sample + off,
+                                   st->step_at.data ? &st->step_at : NULL};
+        /* the step the dropout ops read as they run, from the host value the
+         * step set (a replayed graph copies it again: its own step's masks);
+         * copied at every forward, so that it precedes each micro-batch's
+         * draws whatever order the schedule gives */
+        if (st->step_at.data) PP_TRY(pp_copy_from_host(ex, st->host_step, &st->step_at, err));
         PP_TRY(pp_stage_set_draw(st->model, mb, &draw, err));
     }
     if (again)
@@ -176,7 +182,9 @@ static pp_status cb_backward_weight(void *user, pp_exec *ex, int mb, int mb_size
  * changes from one step to the next from buffers at fixed addresses: the
  * pinned host images and labels the data source refills (copied in by the
  * captured host-to-device copies), the device images, labels, losses and
- * dlogits, the pinned host losses read after the step. The loss divisor (the
+ * dlogits, the pinned host losses read after the step, dropout's step (its
+ * pinned host value copied into the stage's step_at by every training
+ * forward; the kernels form each mask's key from it). The loss divisor (the
  * global batch) is a kernel argument: it is the graph key's tag. The
  * optimizer runs after the executor, outside any graph, so a learning-rate
  * schedule needs nothing frozen. What the callbacks do on the host: batch

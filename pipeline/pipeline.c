@@ -344,6 +344,22 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     return pipe_recipe_init(p, plan, err); /* the optimizer, loss, clipping, batch norms */
 }
 
+/* A model with dropout: each stage's step in its device's memory and the
+ * page-locked host value it is copied from (pipe_stage.step_at). */
+static pp_status alloc_dropout_steps(struct pp_pipeline *p, const pp_plan *plan, pp_error *err)
+{
+    if (plan->model.kind != PP_MODEL_GPT2 || !(plan->model.gpt2.dropout > 0)) return PP_OK;
+    for (int k = 0; k < p->n_stages; k++) {
+        pipe_stage *st = &p->stages[k];
+        if (!st->model) continue; /* another rank's */
+        PP_TRY(pp_device_host_alloc(st->dev, sizeof *st->host_step, (void **)&st->host_step,
+                                    err));
+        *st->host_step = 0;
+        PP_TRY(pp_tensor_zeros(&st->step_at, st->dev, PP_I64, 1, (int64_t[]){1}, err));
+    }
+    return PP_OK;
+}
+
 /* Whether training steps use graphs (pp_pipeline_graphs), and room for each
  * stage's batch-norm counts. */
 static pp_status setup_graphs(struct pp_pipeline *p, const pp_plan *plan, pp_pipeline_graphs mode,
@@ -362,15 +378,6 @@ static pp_status setup_graphs(struct pp_pipeline *p, const pp_plan *plan, pp_pip
         if (p->stages[s].dev->id.kind != PP_DEVICE_CUDA) cuda = false;
     if (mode == PP_PIPELINE_GRAPHS_ON) on = true;
     if (mode == PP_PIPELINE_GRAPHS_OFF) on = false;
-    /* Dropout's key (seed, step, site) reaches the kernels as an argument,
-     * so a replayed graph would draw the captured step's masks at every
-     * step: CUDA steps with dropout run eagerly. (FORCE's CPU replays call
-     * the stages again, which set each step's draw.) */
-    if (cuda && on && plan->model.kind == PP_MODEL_GPT2 && plan->model.gpt2.dropout > 0) {
-        on = false;
-        p->graphs_off_why = "model.dropout draws new masks each step, which a replayed graph "
-                            "would repeat: steps run eagerly";
-    }
     if (mode == PP_PIPELINE_GRAPHS_FORCE) on = true, cuda = true;
     p->graphs_mode = !cuda ? 0 : on ? 1 : 2;
     pp_executor_set_graphs(p->exec, p->graphs_mode == 1);
@@ -491,6 +498,7 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
     if ((s = pipe_tied_init(p, err)) != PP_OK) goto fail;
     if ((s = pipe_clocks_sync(p, err)) != PP_OK) goto fail;
     if ((s = pipe_link_cost_measure(p, plan, err)) != PP_OK) goto fail;
+    if ((s = alloc_dropout_steps(p, plan, err)) != PP_OK) goto fail;
     if ((s = setup_graphs(p, plan, opts ? opts->graphs : PP_PIPELINE_GRAPHS_PLAN, err)) != PP_OK)
         goto fail;
     *out = p;
@@ -543,7 +551,12 @@ void pipe_free_rank(pp_pipeline *p)
         free(p->stages[s].counts);
     }
     pp_executor_free(p->exec); /* waits for the streams: the events are free to go */
-    for (int s = 0; p->stages && s < p->n_stages; s++) pp_event_free(p->stages[s].opt_done);
+    for (int s = 0; p->stages && s < p->n_stages; s++) {
+        pipe_stage *st = &p->stages[s];
+        pp_event_free(st->opt_done);
+        pp_tensor_free(&st->step_at);
+        if (st->host_step) pp_device_host_free(st->dev, st->host_step);
+    }
     pipe_replicas_free(p);
     pipe_tied_free(p);
     pipe_links_free(p, false);

@@ -90,9 +90,10 @@ typedef enum pp_pipeline_layout {
  * PLAN follows the plan's `cuda_graphs` (default on), overridden by the
  * environment variable PP_CUDA_GRAPHS=on|off; ON and OFF override both.
  * Graphs apply when every stage is on a CUDA device in one process, and are
- * "not applicable" otherwise; a model with dropout (GPT-2's model.dropout)
- * runs its CUDA steps eagerly, since a graph would repeat its masks
- * (pp_pipeline_report.graph_refusal says so). FORCE uses them on any
+ * "not applicable" otherwise. A model with dropout (GPT-2's model.dropout)
+ * replays too: its dropout ops read the step from device memory that each
+ * step sets before the graph runs, so a replay draws its own step's masks.
+ * FORCE uses them on any
  * backend (CPU stages replay a recorded item list: for tests of the replay
  * path). */
 typedef enum pp_pipeline_graphs {

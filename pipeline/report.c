@@ -177,7 +177,6 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
     out->graph_replays = p->graph_replays;
     out->graph_launches = p->graph_launches;
     out->graph_refusal = pp_executor_graph_refusal(p->exec);
-    if (!out->graph_refusal) out->graph_refusal = p->graphs_off_why;
     out->data_wait_ms = median_after_warmup(p->data_ms, n);
     out->data_workers = pipe_prefetch_threads(p->prefetch);
     out->data_prefetch = pipe_prefetch_ahead(p->prefetch);

@@ -60,6 +60,13 @@ typedef struct pipe_stage {
      * the capture's forwards if it is refused) */
     int64_t *counts;             /* (n_counts) */
     int n_counts;
+    /* dropout (model.dropout > 0): the step in the stage's device memory,
+     * which its dropout ops read as they run (pp_unit_draw.step_at), copied
+     * from host_step (page-locked, set by the step before the executor runs)
+     * at each training forward: a replayed graph copies it again and so
+     * draws its own step's masks. No data: no dropout. */
+    pp_tensor step_at;           /* (1) I64 */
+    int64_t *host_step;
 } pipe_stage;
 
 /* One way of running a batch of a given size: its micro-batches (the plan's
@@ -184,8 +191,6 @@ struct pp_pipeline {
     pp_plan_step_keys step_keys; /* what a step means, recorded in checkpoints */
     pp_plan_step_keys run_keys;  /* what else tells this run from another (recorded too) */
     int graphs_mode;             /* 0 n/a, 1 on, 2 off (pp_pipeline_report.graphs) */
-    const char *graphs_off_why;  /* graphs off although asked for, before any capture (a
-                                    static string), or NULL */
     int graph_captures, graph_replays, graph_launches;
     int steps_run;               /* steps run by this object (for the report) */
     int steps_cap;

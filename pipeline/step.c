@@ -513,6 +513,8 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
                               &wait_ms, err);
     if (ds != PP_OK) /* nothing ran: the pipeline stays usable (its last step can be saved) */
         return pp_error_prefix(err, "step %lld: the step's batch", (long long)p->steps_done);
+    for (int k = 0; k < p->n_stages; k++) /* dropout's step, copied in by the forwards */
+        if (p->stages[k].host_step) *p->stages[k].host_step = p->steps_done;
     pp_step_stats stats;
     memset(&stats, 0, sizeof stats);
     PP_TRY(mark_broken(p, pp_executor_run_replayable(p->exec, &run->sched, key, &stats, err),

@@ -44,10 +44,10 @@
  *          gradient and weight by peer copies, pipeline/tied.c).
  *          Then the same in precision bf16 against the CPU's bf16 steps,
  *          each update within TOL_BF16_STEP (norm-wise) of the CPU's; and
- *          in fp32 with model.dropout 0.1 for four steps (the same masks on
- *          both, a new draw each step: with dropout the CUDA steps run
- *          without graphs, which would replay step 1's masks). Each run's
- *          report says graphs on, off with dropout (and why), or n/a.
+ *          in fp32 with model.dropout 0.1 for six steps (the same masks on
+ *          both, a new draw each step: the last two steps replay graphs,
+ *          whose kernels read the step from memory). Each run's report
+ *          says graphs on (with two steps replayed under dropout) or n/a.
  *          `test_cuda_gpt2 cpu` runs the steps with the CPU as the device
  *          under test, without a GPU: every figure 0, the yardstick not.
  */
@@ -463,10 +463,11 @@ static void test_classifier(rig *r)
 /* ---- dropout --------------------------------------------------------------------------- */
 
 /* The elementwise op (dropout.cu) the CPU's bits, f32 and bf16, in place
- * too. (Attention with dropout: test_attention's rows with a drop.) */
+ * too, and with its step in device memory (what a replayed graph's kernels
+ * read). (Attention with dropout: test_attention's rows with a drop.) */
 static void test_dropout(rig *r)
 {
-    const pp_dropout_desc d = {0.1f, pp_dropout_key(7, 2, 3), 5};
+    const pp_dropout_desc d = {.p = 0.1f, .key = pp_dropout_key(7, 2, 3), .first_sample = 5};
     const int64_t sh[3] = {3, 77, 101};
     pair x = pair_rand(r, 3, sh, -1, 1), y = pair_rand(r, 3, sh, 0, 0);
     BOTH(r, pp_dropout_forward(ex, &d, &x.c, &y.c, err),
@@ -480,6 +481,26 @@ static void test_dropout(rig *r)
          pp_dropout_forward(ex, &d, &xb.g, &yb.g, err));
     BOTH(r, pp_cast(ex, &yb.c, &y.c, err), pp_cast(ex, &yb.g, &y.g, err));
     CHECK_CLOSE(r, &y, 0, "dropout forward (bf16)");
+    /* as a replayed graph's kernel gets it: the key of another step (the
+     * captured one), the step in device memory: the CPU's bits of its key;
+     * then the step moved on in memory, the same arguments: the new step's */
+    pp_error e;
+    pp_tensor step;
+    CHECK_OK(pp_tensor_alloc(&step, r->gpu, PP_I64, 1, (const int64_t[]){1}, &e), &e);
+    for (int64_t k = 2; k <= 3; k++) {
+        const pp_dropout_desc dk = {.p = d.p, .key = pp_dropout_key(7, k, 3),
+                                    .first_sample = d.first_sample};
+        const pp_dropout_desc replay = {.p = d.p, .key = pp_dropout_key(7, 1, 3),
+                                        .first_sample = d.first_sample, .step = &step,
+                                        .seed = 7, .site = 3};
+        CHECK_OK(pp_copy_from_host(&r->egpu, &k, &step, &e), &e);
+        CHECK_OK(pp_exec_sync(&r->egpu, &e), &e);
+        BOTH(r, pp_dropout_forward(ex, &dk, &x.c, &y.c, err),
+             pp_dropout_forward(ex, &replay, &x.g, &y.g, err));
+        CHECK_CLOSE(r, &y, 0, k == 2 ? "dropout forward, the step in memory"
+                                     : "dropout forward, the next step in memory");
+    }
+    pp_tensor_free(&step);
     pair *all[] = {&x, &y, &xb, &yb};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
 }
@@ -499,8 +520,10 @@ static const char *const layout_names[3] = {"1 stage", "2 stages", "2 stages on 
 static const char *g_precision = "fp32";
 /* The plans' model.dropout: 0, then 0.1 in fp32 (the masks of both backends). */
 static double g_dropout = 0;
-/* steps per run: 2, and 4 with dropout (steps 2 and 3 are where a replayed
- * CUDA graph would repeat step 1's masks: graphs are off with dropout) */
+/* steps per run: 2, and 6 with dropout (the batches alternate between two
+ * host buffers, each a graph key: steps 1 and 2 warm up, 3 and 4 are
+ * captured, 5 and 6 replayed, where a graph whose kernels took the step as
+ * an argument would repeat steps 3 and 4's masks) */
 static int g_steps = 2;
 
 /* bf16 steps against the CPU's bf16 steps: each tensor's update within this
@@ -513,9 +536,9 @@ static bool step_ok(const diff *d)
     return strcmp(g_precision, "bf16") ? d->ratio <= 1 : d->rel <= TOL_BF16_STEP;
 }
 
-/* Two steps of the small GPT-2 on kind ("cpu" or "cuda") in layout l. */
+/* g_steps steps of the small GPT-2 on kind ("cpu" or "cuda") in layout l. */
 static void run_gpt2(const char *dir, int l, const char *kind, const char *init,
-                     const char *load, const char *path, double losses[2])
+                     const char *load, const char *path, double *losses)
 {
     char stages[512], text[4096];
     snprintf(stages, sizeof stages, layouts[l], kind, kind);
@@ -552,7 +575,7 @@ static void test_steps(const char *dir)
     snprintf(init, sizeof init, "%s/gpt2-init.safetensors", dir);
     snprintf(nudged, sizeof nudged, "%s/gpt2-init-nudged.safetensors", dir);
     snprintf(ycpu, sizeof ycpu, "%s/gpt2-cpu-nudged.safetensors", dir);
-    double cpu_loss[4] = {0}, y_loss[4] = {0}, gpu_loss[3][4] = {{0}};
+    double cpu_loss[8] = {0}, y_loss[8] = {0}, gpu_loss[3][8] = {{0}};
     const int last = g_steps - 1;
     run_gpt2(dir, 0, "cpu", init, NULL, cpu, cpu_loss);
     nudge_checkpoint(init, nudged, 0);
@@ -565,15 +588,17 @@ static void test_steps(const char *dir)
     for (int l = 0; l < layouts_run; l++) {
         snprintf(gpu[l], sizeof gpu[l], "%s/gpt2-cuda%d.safetensors", dir, l);
         run_gpt2(dir, l, g_kind, NULL, NULL, gpu[l], gpu_loss[l]);
-        /* graphs: on (the plans' default), off with dropout (saying why), n/a on the CPU */
+        /* graphs: on (the plans' default, dropout or not: its steps replayed
+         * after two captures), n/a on the CPU */
         const bool cuda = strcmp(g_kind, "cpu") != 0;
-        const char *want = !cuda ? "n/a" : g_dropout > 0 ? "off" : "on";
-        CHECK_MSG(!strcmp(updates_graphs.graphs, want) &&
-                      (cuda && g_dropout > 0 ? strstr(updates_graphs.why, "model.dropout") != NULL
-                                             : !updates_graphs.why[0]),
-                  "gpt2 %s, %s, dropout %g: cuda graphs %s (want %s)%s%s", g_precision,
-                  layout_names[l], g_dropout, updates_graphs.graphs, want,
-                  updates_graphs.why[0] ? ": " : "", updates_graphs.why);
+        const char *want = !cuda ? "n/a" : "on";
+        const int replays = !cuda ? 0 : g_steps - 4 > 0 ? g_steps - 4 : 0;
+        CHECK_MSG(!strcmp(updates_graphs.graphs, want) && !updates_graphs.why[0] &&
+                      updates_graphs.replays == replays,
+                  "gpt2 %s, %s, dropout %g: cuda graphs %s (want %s), %d steps replayed (want "
+                  "%d)%s%s", g_precision, layout_names[l], g_dropout, updates_graphs.graphs,
+                  want, updates_graphs.replays, replays, updates_graphs.why[0] ? ": " : "",
+                  updates_graphs.why);
         for (int i = 0; i < g_steps; i++)
             CHECK_MSG(loss_ok(gpu_loss[l][i], cpu_loss[i], y_loss[i], loss_floor),
                       "gpt2 %s, %s, step %d: loss %.7f on %s, %.7f on cpu (nudged %.7f)",
@@ -612,7 +637,7 @@ int main(int argc, char **argv)
         test_steps(dir);
         g_precision = "bf16";
         test_steps(dir);
-        g_precision = "fp32", g_dropout = 0.1, g_steps = 4;
+        g_precision = "fp32", g_dropout = 0.1, g_steps = 6;
         fprintf(stderr, "gpt2 fp32 with model.dropout %g, %d steps:\n", g_dropout, g_steps);
         test_steps(dir);
         rmdir(dir);
@@ -633,7 +658,7 @@ int main(int argc, char **argv)
     test_attention(&r, ATTN_OWN, NULL);
     test_attention(&r, ATTN_CUDNN, NULL);
     test_attention(&r, ATTN_MMA, NULL);
-    const pp_dropout_desc drop = {0.1f, pp_dropout_key(7, 2, 4), 3};
+    const pp_dropout_desc drop = {.p = 0.1f, .key = pp_dropout_key(7, 2, 4), .first_sample = 3};
     test_attention(&r, ATTN_F32, &drop);
     test_attention(&r, ATTN_F32_OWN, &drop);
     test_attention(&r, ATTN_CUDNN, &drop);
@@ -649,7 +674,7 @@ int main(int argc, char **argv)
     test_steps(dir);
     g_precision = "bf16";
     test_steps(dir);
-    g_precision = "fp32", g_dropout = 0.1, g_steps = 4;
+    g_precision = "fp32", g_dropout = 0.1, g_steps = 6;
     fprintf(stderr, "gpt2 fp32 with model.dropout %g, %d steps:\n", g_dropout, g_steps);
     test_steps(dir);
     rmdir(dir);

@@ -31,10 +31,10 @@
 #define NUDGE_K 10 /* PyTorch's fp32 step against float64: up to 3x its nudge */
 
 /* What the last updates_run's report said of CUDA graphs: "on", "off" or
- * "n/a", its captures and why they were off ("" when not). */
+ * "n/a", its captures and replays, and why they were off ("" when not). */
 static struct {
     char graphs[8], why[256];
-    int captures;
+    int captures, replays;
 } updates_graphs;
 
 /* Trains the plan text for steps steps (at most 8), from the checkpoint
@@ -69,6 +69,7 @@ static void updates_run(const char *text, int steps, const char *init_path, cons
         snprintf(updates_graphs.why, sizeof updates_graphs.why, "%s",
                  rep.graph_refusal ? rep.graph_refusal : "");
         updates_graphs.captures = rep.graph_captures;
+        updates_graphs.replays = rep.graph_replays;
         CHECK_OK(pp_pipeline_save(p, path, true, &err), &err);
     }
     pp_pipeline_free(p);

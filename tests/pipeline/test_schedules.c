@@ -107,16 +107,24 @@ static void plan_text(char *out, size_t n, const char *model, const units *u, in
     }
 }
 
-/* Trains plan for its steps, saves, returns the file's bytes (caller frees). */
-static unsigned char *train(const pp_plan *plan, const char *tag, size_t *n)
+/* Trains plan for its steps with opts (NULL: the defaults), saves, returns
+ * the file's bytes (caller frees); *replays (unless NULL): the steps that
+ * replayed a graph. */
+static unsigned char *train_with(const pp_plan *plan, const pp_pipeline_options *opts,
+                                 const char *tag, size_t *n, int *replays)
 {
     pp_error err;
     pp_pipeline *p = NULL;
     char path[512];
     snprintf(path, sizeof path, "%s/%s.safetensors", tmpdir, tag);
-    pp_status st = pp_pipeline_new(plan, NULL, &p, &err);
+    pp_status st = pp_pipeline_new(plan, opts, &p, &err);
     for (int i = 0; i < plan->steps && st == PP_OK; i++) st = pp_pipeline_step(p, NULL, &err);
     if (st == PP_OK) st = pp_pipeline_save(p, path, true, &err);
+    if (st == PP_OK && replays) {
+        pp_pipeline_report r;
+        pp_pipeline_report_get(p, &r);
+        *replays = r.graph_replays;
+    }
     pp_pipeline_free(p);
     if (st != PP_OK) {
         CHECK_MSG(0, "%s: %s", tag, err.msg);
@@ -125,6 +133,11 @@ static unsigned char *train(const pp_plan *plan, const char *tag, size_t *n)
     unsigned char *bytes = check_read_file(path, n);
     unlink(path);
     return bytes;
+}
+
+static unsigned char *train(const pp_plan *plan, const char *tag, size_t *n)
+{
+    return train_with(plan, NULL, tag, n, NULL);
 }
 
 /* The 1-stage plan of model with split; fills its units. */
@@ -242,6 +255,49 @@ static void test_torch_files(const char *dir)
     CHECK_MSG(runs == 45, "%d torch files ran", runs);
 }
 
+/* Dropout under graphs: the dropout ops read the step from the stage's
+ * memory, copied in by every training forward from the step's host value,
+ * so that a replayed step draws its own masks (a CUDA graph keeps its
+ * kernels' arguments). CPU stages replay a recorded list (graphs forced):
+ * 6 steps (the batches alternate between two host buffers, each a graph
+ * key: two warm-ups, two captures, two replays) save the eager run's bytes
+ * on 1 and 3 stages, in fp32 and bf16. The CPU backend refuses
+ * a step in memory that is not its key's (PP_ERR_INTERNAL): a copy that a
+ * replay skipped, or one ordered after the draws, fails the run here. */
+static void test_gpt2_dropout_graphs(void)
+{
+    g_dropout = 0.1;
+    for (int b = 0; b < 2; b++) {
+        g_bf16 = b == 1;
+        units u;
+        pp_plan *one = one_stage("gpt2", 4, &u);
+        if (!one) continue;
+        for (int S = 1; S <= 3; S += 2) {
+            char text[4096];
+            const int dev[3] = {0, 1, 2};
+            plan_text(text, sizeof text, "gpt2", &u, S, dev, 4, "1f1b");
+            pp_plan *plan = parse(text);
+            if (!plan) continue;
+            plan->steps = 6;
+            size_t n_eager = 0, n_graph = 0;
+            int replays = 0;
+            const pp_pipeline_options force = {.graphs = PP_PIPELINE_GRAPHS_FORCE};
+            unsigned char *eager = train(plan, "gpt2-dropout-eager", &n_eager);
+            unsigned char *graph = train_with(plan, &force, "gpt2-dropout-graphs", &n_graph,
+                                              &replays);
+            CHECK_MSG(eager && graph && n_eager == n_graph && !memcmp(eager, graph, n_eager),
+                      "%s, %d stages: dropout with graphs replayed differs from eager",
+                      g_bf16 ? "bf16" : "fp32", S);
+            CHECK_MSG(replays == 2, "%d stages: %d steps replayed, expected 2", S, replays);
+            free(eager), free(graph);
+            pp_plan_free(plan);
+        }
+        pp_plan_free(one);
+    }
+    g_bf16 = false;
+    g_dropout = 0.0;
+}
+
 /* GPT-2, its head tied to its token embedding on the first stage (a copy on
  * the last, its gradient summed into the embedding's after the backward):
  * every built-in on 2 and 4 devices, 1, 4 and 8 micro-batches, without
@@ -289,6 +345,7 @@ static void test_gpt2(void)
               "dropout 0.1 trained the bits of dropout 0");
     free(b_on), free(b_off);
     pp_plan_free(on), pp_plan_free(off);
+    test_gpt2_dropout_graphs();
     unlink(path);
 }
 

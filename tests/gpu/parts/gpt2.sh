@@ -33,7 +33,9 @@
 #     ours bf16 again with model.dropout 0.1 (dropout's masks drawn by hash:
 #     one per element at three sites a block, one per (query, key) in each
 #     attention pass; the attention is then our tensor-core kernels drawing
-#     the masks where cuDNN's ran: cuDNN's masks are not ours).
+#     the masks where cuDNN's ran: cuDNN's masks are not ours; its steps
+#     replay graphs like the default run's, the kernels reading the step
+#     from device memory).
 #   diagnostics (90 s): the bf16 step's kernels under ncu (one steady step,
 #     as part 10 takes ResNet-50's), grouped by family by kernel_table.py
 #     (attention, gemm, layer norm, gelu, loss, embedding, bias grad, ...),
