@@ -36,6 +36,8 @@
 #     the masks where cuDNN's ran: cuDNN's masks are not ours; its steps
 #     replay graphs like the default run's, the kernels reading the step
 #     from device memory).
+#     ours bf16 again with PP_CUDA_GRAPHS=off (every step's kernels and
+#     cuBLASLt calls launched from the host: what the graphs bring).
 #   diagnostics (90 s): the bf16 step's kernels under ncu (one steady step,
 #     as part 10 takes ResNet-50's), grouped by family by kernel_table.py
 #     (attention, gemm, layer norm, gelu, loss, embedding, bias grad, ...),
@@ -211,8 +213,10 @@ SH
     gpt2_against fp32 "torch eager GPT-2 fp32"
     # the f32 attention: our 3xTF32 tensor-core kernels (the default) / our CUDA-core ones
     gpt2_variant fp32 attn-own PP_CUDA_ATTN=own "attention 3xTF32 / own"
-    # last: the row the section's budget may cut
+    # last: the rows the section's budget may cut
     gpt2_variant bf16 dropout model.dropout=0.1 "no dropout / dropout"
+    # what replaying the step's graph brings against launching it from the host
+    gpt2_variant bf16 eager PP_CUDA_GRAPHS=off "graphs / eager"
 
     section diagnostics 90
     echo "== kernels per step (ncu), GPT-2 $g_what, bf16, 1 stage"
