@@ -85,13 +85,16 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
                                      (st->recompute == PP_PLAN_RECOMPUTE_EXCEPT_LAST &&
                                       mb != io->run->m - 1));
     if (io->train) { /* dropout's draws: by global sample, never by micro-batch */
-        const pp_unit_draw draw = {io->step, io->first_sample + off,
-                                   st->step_at.data ? &st->step_at : NULL};
         /* the step the dropout ops read as they run, from the host value the
          * step set (a replayed graph copies it again: its own step's masks);
          * copied at every forward, so that it precedes each micro-batch's
          * draws whatever order the schedule gives */
-        if (st->step_at.data) PP_TRY(pp_copy_from_host(ex, st->host_step, &st->step_at, err));
+        const pp_tensor *step_at = NULL;
+        if (st->step_at.data) {
+            PP_TRY(pp_copy_from_host(ex, st->host_step, &st->step_at, err));
+            step_at = &st->step_at;
+        }
+        const pp_unit_draw draw = {io->step, io->first_sample + off, step_at};
         PP_TRY(pp_stage_set_draw(st->model, mb, &draw, err));
     }
     if (again)

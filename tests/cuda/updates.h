@@ -31,10 +31,11 @@
 #define NUDGE_K 10 /* PyTorch's fp32 step against float64: up to 3x its nudge */
 
 /* What the last updates_run's report said of CUDA graphs: "on", "off" or
- * "n/a", its captures and replays, and why they were off ("" when not). */
+ * "n/a", the steps that replayed a graph, and why graphs were off ("" when
+ * not). */
 static struct {
     char graphs[8], why[256];
-    int captures, replays;
+    int replays;
 } updates_graphs;
 
 /* Trains the plan text for steps steps (at most 8), from the checkpoint
@@ -68,7 +69,6 @@ static void updates_run(const char *text, int steps, const char *init_path, cons
                  rep.graphs ? rep.graphs : "?");
         snprintf(updates_graphs.why, sizeof updates_graphs.why, "%s",
                  rep.graph_refusal ? rep.graph_refusal : "");
-        updates_graphs.captures = rep.graph_captures;
         updates_graphs.replays = rep.graph_replays;
         CHECK_OK(pp_pipeline_save(p, path, true, &err), &err);
     }
