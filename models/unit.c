@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "models/unit_kind.h"
+#include "runtime/core/ranges.h"
 
 #define MAX_MB 65536
 
@@ -493,12 +494,20 @@ pp_status pp_unit_forward_shared(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *x
                                 train ? PP_UNIT_PASS_TRAIN : PP_UNIT_PASS_INFER, err);
 }
 
+/* a forward's name in profiler ranges (runtime/core/ranges.h) */
+static const char *pass_word(pp_unit_pass pass)
+{
+    return pass == PP_UNIT_PASS_RECOMPUTE ? "recompute" : "forward";
+}
+
 pp_status pp_unit_forward_pass(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
                                const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
                                pp_unit_pass pass, pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward: NULL unit");
+    pp_range_pushf("%s %s", u->spec.name, pass_word(pass));
     pp_status st = forward_impl(u, ex, mb, xa, x, ya, y, pass, false, err);
+    pp_range_pop();
     if (st != PP_OK) pp_error_prefix(err, "%s forward (micro-batch %d)", u->spec.name, mb);
     return st;
 }
@@ -576,7 +585,9 @@ pp_status pp_unit_backward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy,
                            pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward: NULL unit");
+    pp_range_pushf("%s backward", u->spec.name);
     pp_status st = backward_impl(u, ex, mb, PART_WHOLE, dy, dx, NULL, err);
+    pp_range_pop();
     if (st != PP_OK) pp_error_prefix(err, "%s backward (micro-batch %d)", u->spec.name, mb);
     return st;
 }
@@ -585,7 +596,9 @@ pp_status pp_unit_backward_input(pp_unit *u, pp_exec *ex, int mb, const pp_tenso
                                  pp_tensor *dx, pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_input: NULL unit");
+    pp_range_pushf("%s backward input", u->spec.name);
     pp_status st = backward_impl(u, ex, mb, PART_INPUT, dy, dx, NULL, err);
+    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s backward, input part (micro-batch %d)", u->spec.name, mb);
     return st;
@@ -594,7 +607,9 @@ pp_status pp_unit_backward_input(pp_unit *u, pp_exec *ex, int mb, const pp_tenso
 pp_status pp_unit_backward_weight(pp_unit *u, pp_exec *ex, int mb, pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_weight: NULL unit");
+    pp_range_pushf("%s backward weight", u->spec.name);
     pp_status st = backward_impl(u, ex, mb, PART_WEIGHT, NULL, NULL, NULL, err);
+    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s backward, weight part (micro-batch %d)", u->spec.name, mb);
     return st;
@@ -643,7 +658,9 @@ pp_status pp_unit_forward_relu_pair_pass(pp_unit *u, pp_unit *relu, pp_exec *ex,
                                          pp_tensor *y, pp_unit_pass pass, pp_error *err)
 {
     if (!u || !relu) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward_relu_pair: NULL unit");
+    pp_range_pushf("%s %s", u->spec.name, pass_word(pass));
     pp_status st = forward_pair(u, relu, ex, mb, xa, x, ya, y, pass, err);
+    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s and %s forward (micro-batch %d)", u->spec.name, relu->spec.name,
                         mb);
@@ -685,7 +702,9 @@ pp_status pp_unit_backward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int
 {
     if (!u || !relu)
         return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_relu_pair: NULL unit");
+    pp_range_pushf("%s backward", u->spec.name);
     pp_status st = backward_pair(u, relu, ex, mb, false, dy, dx, err);
+    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s and %s backward (micro-batch %d)", u->spec.name,
                         relu->spec.name, mb);
@@ -697,7 +716,9 @@ pp_status pp_unit_backward_input_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *e
 {
     if (!u || !relu)
         return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_input_relu_pair: NULL unit");
+    pp_range_pushf("%s backward input", u->spec.name);
     pp_status st = backward_pair(u, relu, ex, mb, true, dy, dx, err);
+    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s and %s backward, input part (micro-batch %d)", u->spec.name,
                         relu->spec.name, mb);

@@ -14,6 +14,7 @@
 
 #include "models/stage.h"
 #include "runtime/core/ops.h"
+#include "runtime/core/ranges.h"
 
 static pp_status cb_out_shape(void *user, int mb_size, pp_tensor *shape_only, pp_error *err)
 {
@@ -36,6 +37,38 @@ static pp_tensor scalar_view(const pp_tensor *vec, int i)
 pp_dtype pipe_logits_dtype(const struct pp_pipeline *p)
 {
     return pp_stage_output_dtype(p->stages[p->n_stages - 1].model);
+}
+
+/* The last stage's loss on micro-batch mb's logits y (out: the stage's output
+ * tensor; y is out unless the logits went to their gradient's rows), and the
+ * gradient the backward starts from. */
+static pp_status last_stage_loss(struct pp_pipeline *p, const run_io *io, pp_exec *ex, int mb,
+                                 int mb_size, int off, pp_tensor *y, pp_tensor *out,
+                                 pp_error *err)
+{
+    const int64_t n = (int64_t)mb_size * p->targets;
+    pp_tensor logits;
+    PP_TRY(pp_tensor_reshape(y, 2, (int64_t[]){n, pp_tensor_numel(y) / n}, &logits, err));
+    pp_tensor labels = pp_tensor_view0(io->labels, (int64_t)off * p->targets, n);
+    pp_tensor loss = scalar_view(io->losses, mb);
+    pp_tensor correct = scalar_view(io->corrects, mb);
+    pp_tensor dlogits = y == out ? pp_tensor_view0(io->dlogits, (int64_t)off * p->targets, n)
+                                 : logits;
+    PP_TRY(pp_copy_from_host(ex, io->host_labels + (int64_t)off * p->targets, &labels, err));
+    if (io->logits) {
+        pp_tensor row = pp_tensor_view0(&logits, io->logits_row, 1);
+        PP_TRY(pp_cast(ex, &row, io->logits, err)); /* bf16 logits: widened */
+    }
+    /* the recipe's loss: label smoothing; evaluation counts the top 5 too */
+    const pp_xent_desc xd = {.divisor = io->divisor, .label_smoothing = p->label_smoothing,
+                             .top_k = 5};
+    pp_tensor correct_k = io->corrects_k ? scalar_view(io->corrects_k, mb) : (pp_tensor){0};
+    PP_TRY(pp_softmax_xent_ex(ex, &xd, &logits, &labels, &loss, &correct,
+                              io->corrects_k ? &correct_k : NULL, &dlogits, err));
+    if (io->corrects_k)
+        PP_TRY(pp_copy_to_host(ex, &correct_k, io->host_corrects_k + mb, err));
+    PP_TRY(pp_copy_to_host(ex, &loss, io->host_losses + mb, err));
+    return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);
 }
 
 /* Micro-batch mb's rows of dlogits (its targets' rows: mb_size * targets of
@@ -105,29 +138,10 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
     if (held > st->max_in_flight) st->max_in_flight = held;
     if (!last) return PP_OK;
 
-    const int64_t n = (int64_t)mb_size * p->targets;
-    pp_tensor logits;
-    PP_TRY(pp_tensor_reshape(y, 2, (int64_t[]){n, pp_tensor_numel(y) / n}, &logits, err));
-    pp_tensor labels = pp_tensor_view0(io->labels, (int64_t)off * p->targets, n);
-    pp_tensor loss = scalar_view(io->losses, mb);
-    pp_tensor correct = scalar_view(io->corrects, mb);
-    pp_tensor dlogits = y == out ? pp_tensor_view0(io->dlogits, (int64_t)off * p->targets, n)
-                                 : logits;
-    PP_TRY(pp_copy_from_host(ex, io->host_labels + (int64_t)off * p->targets, &labels, err));
-    if (io->logits) {
-        pp_tensor row = pp_tensor_view0(&logits, io->logits_row, 1);
-        PP_TRY(pp_cast(ex, &row, io->logits, err)); /* bf16 logits: widened */
-    }
-    /* the recipe's loss: label smoothing; evaluation counts the top 5 too */
-    const pp_xent_desc xd = {.divisor = io->divisor, .label_smoothing = p->label_smoothing,
-                             .top_k = 5};
-    pp_tensor correct_k = io->corrects_k ? scalar_view(io->corrects_k, mb) : (pp_tensor){0};
-    PP_TRY(pp_softmax_xent_ex(ex, &xd, &logits, &labels, &loss, &correct,
-                              io->corrects_k ? &correct_k : NULL, &dlogits, err));
-    if (io->corrects_k)
-        PP_TRY(pp_copy_to_host(ex, &correct_k, io->host_corrects_k + mb, err));
-    PP_TRY(pp_copy_to_host(ex, &loss, io->host_losses + mb, err));
-    return pp_copy_to_host(ex, &correct, io->host_corrects + mb, err);
+    pp_range_push("loss");
+    pp_status ls = last_stage_loss(p, io, ex, mb, mb_size, off, y, out, err);
+    pp_range_pop();
+    return ls;
 }
 
 /* The step's gradients start from zero in the stage's own stream order, at

@@ -26,6 +26,7 @@
 
 #include "models/delay.h"
 #include "models/stage.h"
+#include "runtime/core/ranges.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/core/batch_split.h"
 #include "runtime/core/ops.h"
@@ -402,6 +403,7 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
                             "(call pp_pipeline_resolve_plan first)");
     PP_TRY(pipe_check_cudnn_limits(plan, err));
     PP_TRY(pp_plan_check_micro_batches(plan, err));
+    PP_TRY(pp_ranges_check_env(err)); /* PP_NVTX: profiler ranges */
     struct pp_pipeline *p = calloc(1, sizeof *p);
     if (!p) return pp_error_set(err, PP_ERR_OOM, "out of host memory");
     if (opts) {

@@ -25,6 +25,7 @@
 
 #include "models/stage.h"
 #include "runtime/core/ops.h"
+#include "runtime/core/ranges.h"
 #include "runtime/io/data.h"
 #include "runtime/train/optimizer.h"
 #include "streams/executor.h"
@@ -388,7 +389,10 @@ static pp_exec *opt_exec_for(void *user, pp_device_ctx *dev)
 
 static pp_status optimizer_step(struct pp_pipeline *p, pp_error *err)
 {
-    PP_TRY(pp_optimizer_step(p->opt, opt_exec_for, p, err));
+    pp_range_push("optimizer");
+    pp_status os = pp_optimizer_step(p->opt, opt_exec_for, p, err);
+    pp_range_pop();
+    PP_TRY(os);
     p->opt_pending = true;
     for (int s = 0; s < p->n_stages; s++) {
         if (!stage_here(p, s) || first_stage_on(p, p->stages[s].dev) != s) continue;
@@ -476,7 +480,7 @@ static pp_status step_batch(struct pp_pipeline *p, int64_t step, pipe_window wan
     return PP_OK;
 }
 
-pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
+static pp_status step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
     PP_TRY(check_usable(p, "step", err));
     PP_TRY(profile_range(p, true, err));
@@ -588,6 +592,14 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
         pp_step_stats_free(&stats);
     }
     return PP_OK;
+}
+
+pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
+{
+    pp_range_pushf("step %lld", p ? (long long)p->steps_done : -1LL);
+    pp_status s = step_rank(p, res, err);
+    pp_range_pop();
+    return s;
 }
 
 bool pp_pipeline_usable(const pp_pipeline *p)

@@ -38,6 +38,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "runtime/core/ranges.h"
 #include "streams/stream_impl.h"
 
 typedef enum cpu_item_kind {
@@ -228,16 +229,20 @@ static pp_status run_item(pp_stream *s, cpu_item *it, pp_error *e, int64_t *when
     case CPU_ITEM_NONE:
         break;
     case CPU_ITEM_LAUNCH:
+        pp_range_push(it->rec.label); /* on this stream's thread, while it runs */
         it->rec.start_ns = pp_stream_clock_ns();
         st = it->fn(&s->exec, it->arg, e);
         it->rec.end_ns = pp_stream_clock_ns();
+        pp_range_pop();
         if (st != PP_OK && e->code == PP_OK) e->code = st;
         *when = it->rec.end_ns;
         break;
     case CPU_ITEM_COPY:
+        pp_range_push(it->rec.label);
         it->rec.start_ns = pp_stream_clock_ns();
         memcpy(it->copy.dst, it->copy.src, it->copy.bytes);
         it->rec.end_ns = pp_stream_clock_ns();
+        pp_range_pop();
         break;
     case CPU_ITEM_WAIT_FOREIGN:
         st = it->foreign->ops->event_synchronize(it->foreign, e);

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/core/ranges.h"
 #include "streams/stream_cuda_internal.h"
 
 typedef struct cuda_event {
@@ -173,7 +174,9 @@ static pp_status cuda_launch(pp_stream *s, const char *label, pp_stream_fn fn, v
     timed_item *it = NULL;
     pp_status st = item_begin(s, label, PP_RECORD_LAUNCH, 0, &it, &e);
     if (st == PP_OK) {
+        pp_range_push(label); /* the enqueueing: a profiler projects it onto the GPU */
         st = fn(&s->exec, arg, &e);
+        pp_range_pop();
         st = item_end(s, it, st, &e);
         if (s->capture) s->capture->n_work++;
     }
@@ -229,6 +232,7 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
     pp_status st = peer ? prepare_peer_copy(s, c, &e) : PP_OK;
     if (st == PP_OK) st = item_begin(s, label, PP_RECORD_COPY, c->bytes, &it, &e);
     if (st == PP_OK) {
+        pp_range_push(label);
         if (peer)
             st = PP_CUDA(s->dev, &e,
                          cudaMemcpyPeerAsync(c->dst, c->dst_dev->id.index, c->src,
@@ -236,6 +240,7 @@ static pp_status cuda_copy(pp_stream *s, const pp_copy_args *c, const char *labe
         else
             st = PP_CUDA(s->dev, &e,
                          cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDefault, cs->st));
+        pp_range_pop();
         st = item_end(s, it, st, &e);
         if (s->capture) s->capture->n_work++;
     }
