@@ -25,7 +25,22 @@ Families, first match wins, on the kernel's name (lower case):
   and their helpers), batch norm, pooling, transpose/cast, gemm (cuBLAS),
   sgd, elementwise/relu/add, other (loss, anything unknown).
 
+With --ranges RANGES, the same profile imported again with ncu's
+--print-nvtx-rename kernel (each kernel named by the innermost profiler
+range it was launched in: pipeline-run's units and passes, "h.3 forward",
+"lm_head backward input", runtime/core/ranges.h), the kernels are joined by
+their ID (or, where the IDs differ, by their order when the counts agree)
+and also summed per range group, with each group's families:
+  the unit's numbered parts folded ("h.3 forward" and "h.7 forward" are
+  "h.* forward", "layer3.2 backward" is "layer3.* backward"); a task's
+  kernels outside any unit ("F3 stage1") are "F stage1, outside units"; a
+  step's outside any task "step, outside tasks"; copies "copies"; a kernel
+  in no range (ncu leaves its name) "(no range)". The JSON line then has
+  "ranges": {GROUP: {"count", "ms", "families": {FAMILY: ms}}} and
+  "ranges_joined" (kernels matched) beside "ranges_by" ("id" or "order").
+
 Usage: kernel_table.py NCU_OUTPUT [NCU_OUTPUT...] [--step-ms MS] [--csv FILE]
+                       [--ranges RANGES]
   several files: the first that holds kernel rows is read (ncu's log file,
   then the captured stdout, say). --csv writes one row per kernel name.
 Exit status: 0, 1 when no kernel row was found, 2 usage.
@@ -197,11 +212,74 @@ def read_rows(path):
     return [(k, n, ms) for k, (n, ms) in kernels.items()]
 
 
+_UNIT_PASS = re.compile(r"^(\S+) (forward|recompute|backward|backward input|backward weight)$")
+_TASK = re.compile(r"^([FBIW])\d+ stage(\d+)$")
+
+
+def range_group(rname, kname):
+    """The group of a kernel launched in range rname (kname: its own name)."""
+    if rname is None or rname.strip() == "" or rname == kname:
+        return "(no range)"
+    r = rname.strip()
+    m = _UNIT_PASS.match(r)
+    if m:
+        return "%s %s" % (re.sub(r"\.\d+(?=\.|$)", ".*", m.group(1)), m.group(2))
+    m = _TASK.match(r)
+    if m:
+        return "%s stage%s, outside units" % (m.group(1), m.group(2))
+    if re.match(r"^step -?\d+$", r):
+        return "step, outside tasks"
+    if r.startswith("copy "):
+        return "copies"
+    return re.sub(r" \d+$", "", r)  # "upload 3": "upload"
+
+
+def join_ranges(rows, rrows):
+    """[(group, family, ms)] of the measured kernels of rows, named by rrows;
+    and how they were joined ("id", "order" or "none")."""
+    by_id = {k: n for k, n, _ in rrows}
+    if rows and all(k in by_id for k, _, _ in rows):
+        named, how = [(by_id[k], n, ms) for k, n, ms in rows], "id"
+    elif len(rows) == len(rrows):
+        named, how = [(rn, n, ms) for (_, n, ms), (_, rn, _) in zip(rows, rrows)], "order"
+    else:
+        return [], "none"
+    return [(range_group(rn, n), family(n), ms) for rn, n, ms in named if measured(ms)], how
+
+
+def print_ranges(rows, rpath):
+    """The table per range group; the JSON's "ranges" entries."""
+    rrows = read_rows(rpath)
+    joined, how = join_ranges(rows, rrows)
+    out = {"ranges_by": how, "ranges_joined": len(joined), "ranges": {}}
+    if not joined:
+        print("ranges (%s): %d kernel rows against %d, not joined" % (rpath, len(rrows),
+                                                                    len(rows)))
+        return out
+    groups = {}
+    for g, f, ms in joined:
+        e = groups.setdefault(g, {"count": 0, "ms": 0.0, "families": {}})
+        e["count"] += 1
+        e["ms"] += ms
+        e["families"][f] = e["families"].get(f, 0.0) + ms
+    total = sum(e["ms"] for e in groups.values())
+    print("by range (%d kernels joined by %s):" % (len(joined), how))
+    print("%-34s %7s %10s %7s  families (ms)" % ("range", "count", "ms", "share"))
+    for g, e in sorted(groups.items(), key=lambda kv: -kv[1]["ms"]):
+        fams = sorted(e["families"].items(), key=lambda kv: -kv[1])
+        print("%-34s %7d %10.3f %6.1f%%  %s" % (
+            g[:34], e["count"], e["ms"], 100.0 * e["ms"] / total if total else 0,
+            ", ".join("%s %.3f" % (f, ms) for f, ms in fams[:4])))
+    out["ranges"] = groups
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--step-ms", type=float)
     ap.add_argument("--csv")
+    ap.add_argument("--ranges")
     a = ap.parse_args()
     rows, src = [], None
     for f in a.files:
@@ -260,6 +338,8 @@ def main():
            "other": [[n, c, ms] for n, c, ms in others],
            "unmeasured": [[n, f, c] for n, (f, c) in sorted(lost.items())],
            "ncu_errors": errors}
+    if a.ranges:
+        out.update(print_ranges(rows, a.ranges))
     if a.step_ms:
         out["step_ms"] = a.step_ms
         out["busy_frac"] = total / a.step_ms

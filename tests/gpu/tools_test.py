@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tools_test.py - the GPU runner's parsers, without a GPU: kernel_table.py on
 an ncu CSV with a kernel that has no time (nan: a launch that failed under
-ncu) and ==ERROR== lines, and san_classify.py on racecheck reports inside a
+ncu) and ==ERROR== lines, the same kernels named by profiler ranges (--ranges), and san_classify.py on racecheck reports inside a
 library kernel and inside one of ours. Exit 0 on success."""
 import json
 import os
@@ -95,6 +95,56 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 0 and {k: v["count"] for k, v in fams.items()} == want,
           "GPT-2 kernels by family: %s, want %s" % ({k: v["count"] for k, v in fams.items()},
                                                    want))
+
+    # the same profile named by its profiler ranges (ncu --print-nvtx-rename
+    # kernel): joined by ID, summed per range group with families
+    step = [("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "h.0 forward", "100"),
+            ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "h.11 forward", "300"),
+            ("void (anonymous namespace)::gelu_k<unsigned short>(long)", "h.3 forward", "50"),
+            ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n", "lm_head backward input", "2,000"),
+            ("void (anonymous namespace)::rows_k<unsigned short>(cls_args)", "loss", "40"),
+            ("void (anonymous namespace)::bf16_from_f32_k(long)", "F0 stage0", "10"),
+            ("void (anonymous namespace)::sgd_multi_k(multi_args)", "step 5", "30"),
+            ("void (anonymous namespace)::mystery_k(int)", None, "5"),
+            ("void (anonymous namespace)::ew_vec_k<relu_op>(long)", "layer3.2 backward", "nan")]
+    plain, named = os.path.join(d, "plain.out"), os.path.join(d, "named.out")
+    with open(plain, "w") as f, open(named, "w") as g:
+        f.write(HEAD)
+        g.write(HEAD)
+        for i, (k, r, v) in enumerate(step):
+            f.write(kernel(i, k, v))
+            g.write(kernel(i, r or k, v))
+    rc, out = run("kernel_table.py", plain, "--ranges", named)
+    j = json.loads(out.strip().splitlines()[-1]) if rc == 0 and out.strip() else {}
+    got = {k: (v["count"], round(v["ms"], 6), {f: round(m, 6) for f, m in v["families"].items()})
+           for k, v in j.get("ranges", {}).items()}
+    want = {"h.* forward": (3, 0.00045, {"gemm": 0.0004, "gelu": 0.00005}),
+            "lm_head backward input": (1, 0.002, {"gemm": 0.002}),
+            "loss": (1, 0.00004, {"loss": 0.00004}),
+            "F stage0, outside units": (1, 0.00001, {"transpose/cast": 0.00001}),
+            "step, outside tasks": (1, 0.00003, {"sgd": 0.00003}),
+            "(no range)": (1, 0.000005, {"other": 0.000005})}
+    check(rc == 0 and got == want and j.get("ranges_by") == "id" and j.get("ranges_joined") == 8,
+          "by range: %s (by %s, %s joined), want %s" % (got, j.get("ranges_by"),
+                                                        j.get("ranges_joined"), want))
+    check("by range (8 kernels joined by id)" in out and "lm_head backward input" in out,
+          "the range table printed:\n" + out)
+    with open(named, "w") as g:  # other IDs, the same kernels in the same order
+        g.write(HEAD)
+        for i, (k, r, v) in enumerate(step):
+            g.write(kernel(100 + i, r or k, v))
+    rc, out = run("kernel_table.py", plain, "--ranges", named)
+    j = json.loads(out.strip().splitlines()[-1]) if rc == 0 and out.strip() else {}
+    check(j.get("ranges_by") == "order" and len(j.get("ranges", {})) == 6,
+          "joined by order where the IDs differ: %s" % j.get("ranges_by"))
+    with open(named, "w") as g:  # one kernel short: not joined, said so
+        g.write(HEAD)
+        for i, (k, r, v) in enumerate(step[:-1]):
+            g.write(kernel(100 + i, r or k, v))
+    rc, out = run("kernel_table.py", plain, "--ranges", named)
+    j = json.loads(out.strip().splitlines()[-1]) if rc == 0 and out.strip() else {}
+    check(rc == 0 and j.get("ranges_by") == "none" and "not joined" in out,
+          "counts that differ: not joined, and the table says so: %s" % j.get("ranges_by"))
 
     lib = os.path.join(d, "lib.out")
     with open(lib, "w") as f:

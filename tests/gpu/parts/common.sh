@@ -274,10 +274,22 @@ PY
 # profile that ncu stopped at a kernel it got no time for (cuDNN's fp32
 # batch norm, bn_fw_tr_1C11_singleread, fails under ncu's replay) is taken
 # again with that kernel skipped.
+# With ktable_ranges=1 the profile also names each kernel by the profiler
+# range it was launched in (the unit and pass: runtime/core/ranges.h): ncu
+# writes a report (--nvtx -o), imported twice (kernel names; range names,
+# --print-nvtx-rename kernel) and joined by kernel_table.py --ranges, with
+# graphs off (PP_CUDA_GRAPHS=off: a replayed graph's kernels sit in the
+# step's range only; ncu times each kernel alone either way) and ranges on
+# (PP_NVTX=on); a second row gives the milliseconds per unit and pass.
+ktable_ranges=0
 ktable() {
     local name=$1 label=$2 plan=$3 step_ms=$4 step_cmd=$5 skip=${6:-} rc krc fig verdict errs
-    local filter=()
+    local filter=() out_args=(--csv --print-units base) renv=() kin=() kr=()
     [ -n "$skip" ] && filter=(--kernel-name-base function --kernel-name "regex:^(?!($skip)$)")
+    if [ "$ktable_ranges" = 1 ]; then
+        out_args=(--nvtx -f -o "$res/ncu-$name")
+        renv=(PP_CUDA_GRAPHS=off PP_NVTX=on)
+    fi
     if [ $dry = 1 ]; then
         row "kernels per step, $label (ncu)" "n/a" "not applicable in a dry run" ""
         return
@@ -290,14 +302,22 @@ ktable() {
     # clocks and caches as the plain run has them: ncu changes no GPU setting
     # step 5 (0-based) replays a graph: steps 0-3 are each buffer set's
     # eager warm-up and capture
-    run "ncu-$name" 300 env PP_PROFILE_STEP=5 "$ncu" --profile-from-start off --csv \
-        --print-units base --clock-control none --cache-control none "${filter[@]}" \
+    run "ncu-$name" 300 env PP_PROFILE_STEP=5 "${renv[@]}" "$ncu" --profile-from-start off \
+        "${out_args[@]}" --clock-control none --cache-control none "${filter[@]}" \
         --metrics gpu__time_duration.sum "$bin/pipeline-run" "$plan" --steps 6 \
         --device-map "$map" --json
     rc=$?
     local ncmd=$last_cmd
-    "$py" "$bundle/gpu/kernel_table.py" "$res/ncu-$name.out" "$res/ncu-$name.log" \
-        ${step_ms:+--step-ms "$step_ms"} --csv "$res/kernels-$name.csv" \
+    if [ "$ktable_ranges" = 1 ]; then # the report's kernels, by name and by range
+        run "ncu-$name-kernels" 60 "$ncu" --import "$res/ncu-$name.ncu-rep" --csv --page raw \
+            --print-units base
+        run "ncu-$name-ranges" 60 "$ncu" --import "$res/ncu-$name.ncu-rep" --csv --page raw \
+            --print-units base --print-nvtx-rename kernel
+        kin=("$res/ncu-$name-kernels.out")
+        kr=(--ranges "$res/ncu-$name-ranges.out")
+    fi
+    "$py" "$bundle/gpu/kernel_table.py" "${kin[@]}" "$res/ncu-$name.out" "$res/ncu-$name.log" \
+        ${step_ms:+--step-ms "$step_ms"} --csv "$res/kernels-$name.csv" "${kr[@]}" \
         >"$res/kernels-$name.txt" 2>&1
     krc=$?
     if [ $krc -ne 0 ]; then
@@ -315,6 +335,15 @@ ktable() {
     verdict=ok
     [ $rc -ne 0 ] && verdict="FAIL($rc)"
     row "kernels per step, $label (ncu)" "$verdict" "$fig (per kernel: kernels-$name.csv)" "$ncmd"
+    if [ "$ktable_ranges" = 1 ]; then
+        fig=$(jget "$res/kernels-$name.txt" '"%d kernels joined by %s; " % (j["ranges_joined"], j["ranges_by"]) + ", ".join("%s %.2f ms (%s)" % (g, v["ms"], ", ".join("%s %.2f" % fm for fm in sorted(v["families"].items(), key=lambda x: -x[1])[:2])) for g, v in sorted(j["ranges"].items(), key=lambda kv: -kv[1]["ms"])[:12])')
+        verdict=ok
+        [ "$(jget "$res/kernels-$name.txt" 'j["ranges_joined"]')" -gt 0 ] 2>/dev/null ||
+            verdict="FAIL(no ranges)"
+        row "  kernels per unit and pass, $label (ncu, ranges)" "$verdict" \
+            "${fig:-the ranges were not read: ncu-$name-ranges.out} (table: kernels-$name.txt)" \
+            "$last_cmd"
+    fi
     if [ -n "$incomplete" ]; then
         row "  GPU busy fraction, $label" "n/a" \
             "not computed: ncu stopped the program, the kernels cover part of the step" \

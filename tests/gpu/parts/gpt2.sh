@@ -42,7 +42,10 @@
 #     as part 10 takes ResNet-50's), grouped by family by kernel_table.py
 #     (attention, gemm, layer norm, gelu, loss, embedding, bias grad, ...),
 #     against the step's median: where the time goes that torch.compile's
-#     step does not spend; then, as time allows, the fp32 step's (its
+#     step does not spend; and per unit and pass by the profiler ranges the
+#     kernels were launched in (h.* forward, lm_head backward input, ...:
+#     the head's GEMMs against the blocks'; graphs off for that profile,
+#     ktable_ranges in common.sh); then, as time allows, the fp32 step's (its
 #     attention the 3xTF32 kernels: section 8's ~5 ms a step).
 # In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
 # shellcheck shell=bash disable=SC2154
@@ -221,9 +224,13 @@ SH
     section diagnostics 90
     echo "== kernels per step (ncu), GPT-2 $g_what, bf16, 1 stage"
     map=$(map_all)
+    # each kernel also named by its unit and pass (wte, h.*, ln_f, lm_head;
+    # forward, backward): where the head's GEMMs stand against the blocks'
+    ktable_ranges=1
     ktable gpt2-bf16 "GPT-2 bf16 1 stage, $g_what" "$res/gpt2-1stage-bf16.yaml" \
         "$(jget "$res/pr-gpt2-1stage-bf16.out" 'j["step_ms"]["median"]')" \
         "$(cat "$res/pr-gpt2-1stage-bf16.cmd" 2>/dev/null)"
+    ktable_ranges=0
     # the fp32 step's (its attention: the 3xTF32 kernels), in what the part's
     # budget has left
     section diagnostics 60

@@ -4,7 +4,9 @@
 # run, no GPU setting changed), grouped by family by tests/gpu/kernel_table.py,
 # for bf16 and fp32 at batch B, 1 stage, and the GPU busy fraction (kernel ms
 # / median step ms of the same plan without ncu, run first unless an earlier
-# part ran it into the same results folder). Rows read MISSING without ncu.
+# part ran it into the same results folder); the bf16 step's kernels also per
+# layer and pass, by the profiler ranges they were launched in (ktable_ranges,
+# common.sh). Rows read MISSING without ncu.
 #   diagnostics (330 s)
 # shellcheck shell=bash disable=SC2154
 
@@ -28,8 +30,10 @@ part10() {
     ms_bf16=$(jget "$res/pr-1stage-b$b1-bf16.out" 'j["step_ms"]["median"]')
     ms_fp32=$(jget "$res/pr-1stage-b$b1-fp32.out" 'j["step_ms"]["median"]')
     echo "== kernels per step (ncu), 1 stage, batch $b1"
+    ktable_ranges=1 # and per layer and pass (layer3.* forward, ...)
     ktable "bf16-b$b1" "bf16 1 stage, batch $b1" "$res/r50-1stage-b$b1-bf16.yaml" "$ms_bf16" \
         "$(cat "$res/pr-1stage-b$b1-bf16.cmd" 2>/dev/null)"
+    ktable_ranges=0
     ktable "fp32-b$b1" "fp32 1 stage, batch $b1" "$res/r50-1stage-b$b1-fp32.yaml" "$ms_fp32" \
         "$(cat "$res/pr-1stage-b$b1-fp32.cmd" 2>/dev/null)"
 }
