@@ -1,6 +1,36 @@
-# gpt2.sh - run-all.sh --part gpt2 (sourced by it): GPT-2 on CUDA.
+# gpt2.sh - run-all.sh --part gpt2 (sourced by it): GPT-2 on CUDA, in the
+# order of what decides the issue's goal (the part's budget, 390 s, cuts the
+# sections at the end first):
 #   tests (60 s): the CUDA suite's test_cuda_gpt2 (every transformer op
-#     against the CPU, two steps of a tied GPT-2 in 1 and 2 stages).
+#     against the CPU, two steps of a tied GPT-2 in 1 and 2 stages, six with
+#     dropout replaying graphs).
+#   speed (150 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
+#     batch 8 x 1024 tokens, 1 stage, SGD with momentum, random tokens:
+#     tokens/s and peak memory of ours in bf16 against PyTorch's bf16
+#     autocast, eager and torch.compile (tests/gpu/torch_gpt2.py,
+#     scaled_dot_product_attention; goal: >= 1.0 of torch.compile), and ours
+#     again with PP_CUDA_UNPADDED=1 (the head's GEMMs on the logits at their
+#     own pitch, 50257 columns, not a whole number of 16 bytes: what the
+#     padded copies bring, blaslt.c).
+#   diagnostics (80 s): the bf16 step's kernels under ncu (one steady step,
+#     as part 10 takes ResNet-50's), grouped by family by kernel_table.py
+#     (attention, gemm, layer norm, gelu, loss, embedding, bias grad, ...)
+#     against the step's median, and per unit and pass by the profiler
+#     ranges the kernels were launched in (h.* forward, lm_head backward,
+#     ...: the head's GEMMs against the blocks'; graphs off for that
+#     profile, ktable_ranges in common.sh).
+#   speed (150 s), the variants: ours bf16 with model.dropout 0.1 (masks
+#     drawn by hash in graphs that replay, the kernels reading the step from
+#     device memory) and with PP_CUDA_GRAPHS=off (what the graphs bring);
+#     ours fp32 against PyTorch eager fp32, and with PP_CUDA_ATTN=own (our
+#     CUDA-core attention, attention.cu, against the default 3xTF32
+#     tensor-core kernels, attention_tf32.cu); ours tf32 against PyTorch
+#     eager and torch.compile tf32, and with PP_CUDA_UNFUSED=1 (what the
+#     fused ops bring); ours bf16 with PP_CUDA_BF16_WIDE=1 (the f32
+#     stand-ins: what the native bf16 path brings), PP_CUDA_ATTN=own and
+#     PP_CUDA_ATTN=mma (cuDNN's fused attention, the default, against our
+#     CUDA-core and tensor-core kernels; which ran: test_cuda_gpt2's 'causal
+#     attention' lines).
 #   correctness (110 s): tests/torch/gpt2_check.py with its two stages both
 #     on cuda:0 (the tied embedding on the first, the head's copy on the
 #     second): every tensor of two AdamW steps within 3x PyTorch fp32's own
@@ -8,45 +38,10 @@
 #     yardstick, the larger of its runs on the CPU and on cuda:0), for
 #     vocabularies of 256 (tied and untied) and 50257; the worst tensor's
 #     worst element with AdamW's denominator there in units of eps.
-#   speed (215 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
-#     batch 8 x 1024 tokens, 1 stage, SGD with momentum, random tokens:
-#     tokens/s and peak memory of ours in bf16, tf32 and fp32 (in that order:
-#     the issue's goal first), of PyTorch eager in bf16 autocast, tf32 and
-#     fp32 and of torch.compile in bf16 and tf32
-#     (tests/gpu/torch_gpt2.py, scaled_dot_product_attention); ours / theirs
-#     at the same precision (goals: >= 1.0 of torch.compile, eager the floor);
-#     ours tf32 again with PP_CUDA_UNFUSED=1 (what the fused ops bring);
-#     ours in bf16 (the native bf16 path: cuBLASLt's bf16 GEMMs, our mixed
-#     layer norms and GELU) against PyTorch's bf16 autocast, eager and
-#     compiled, and again with PP_CUDA_BF16_WIDE=1 (the f32 stand-ins: what
-#     the native path brings).
-#     ours bf16 again with PP_CUDA_UNPADDED=1 (the head's GEMMs on the
-#     logits at their own pitch, 50257 columns, not a whole number of 16
-#     bytes: what the padded copies bring, blaslt.c).
-#     ours bf16 again with PP_CUDA_ATTN=own and with PP_CUDA_ATTN=mma (the
-#     default run's cuDNN fused attention against our CUDA-core kernels and
-#     against our tensor-core kernels; which ran: test_cuda_gpt2's 'causal
-#     attention' lines).
-#     ours fp32 again with PP_CUDA_ATTN=own (the f32 attention on our
-#     CUDA-core kernels, attention.cu, against the default: our 3xTF32
-#     tensor-core kernels, attention_tf32.cu, where they agree with ours).
-#     ours bf16 again with model.dropout 0.1 (dropout's masks drawn by hash:
-#     one per element at three sites a block, one per (query, key) in each
-#     attention pass; the attention is then our tensor-core kernels drawing
-#     the masks where cuDNN's ran: cuDNN's masks are not ours; its steps
-#     replay graphs like the default run's, the kernels reading the step
-#     from device memory).
-#     ours bf16 again with PP_CUDA_GRAPHS=off (every step's kernels and
-#     cuBLASLt calls launched from the host: what the graphs bring).
-#   diagnostics (90 s): the bf16 step's kernels under ncu (one steady step,
-#     as part 10 takes ResNet-50's), grouped by family by kernel_table.py
-#     (attention, gemm, layer norm, gelu, loss, embedding, bias grad, ...),
-#     against the step's median: where the time goes that torch.compile's
-#     step does not spend; and per unit and pass by the profiler ranges the
-#     kernels were launched in (h.* forward, lm_head backward input, ...:
-#     the head's GEMMs against the blocks'; graphs off for that profile,
-#     ktable_ranges in common.sh); then, as time allows, the fp32 step's (its
-#     attention the 3xTF32 kernels: section 8's ~5 ms a step).
+#   diagnostics (60 s): the fp32 step's kernels (its attention the 3xTF32
+#     kernels: section 8's ~5 ms a step).
+# With --budget 390 the last two sections run only where the others ended
+# early; give the part a larger budget (or run --part all) for all of it.
 # In a dry run: 2 blocks of 64, vocabulary 256, batch 2 x 64, PyTorch on the CPU.
 # shellcheck shell=bash disable=SC2154
 
@@ -181,6 +176,44 @@ partgpt2() {
             "$last_cmd"
     fi
 
+    section speed 150
+    echo "== GPT-2 $g_what, tokens/s: pipeline-run vs PyTorch (the goal's rows first)"
+    gpt2_ours bf16
+    gpt2_against bf16 "torch eager GPT-2 bf16 autocast"
+    gpt2_against bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" --compile
+    # the head's GEMMs at the logits' own pitch (50257 columns: unaligned)
+    gpt2_variant bf16 unpadded PP_CUDA_UNPADDED=1 "padded / unpadded pitch"
+
+    section diagnostics 80
+    echo "== kernels per step (ncu), GPT-2 $g_what, bf16, 1 stage"
+    map=$(map_all)
+    # each kernel also named by its unit and pass (wte, h.*, ln_f, lm_head;
+    # forward, backward): where the head's GEMMs stand against the blocks'
+    ktable_ranges=1
+    ktable gpt2-bf16 "GPT-2 bf16 1 stage, $g_what" "$res/gpt2-1stage-bf16.yaml" \
+        "$(jget "$res/pr-gpt2-1stage-bf16.out" 'j["step_ms"]["median"]')" \
+        "$(cat "$res/pr-gpt2-1stage-bf16.cmd" 2>/dev/null)"
+    ktable_ranges=0
+
+    section speed 150
+    echo "== GPT-2 $g_what, tokens/s: the variants"
+    # dropout's masks drawn in graphs that replay (the step in device memory)
+    gpt2_variant bf16 dropout model.dropout=0.1 "no dropout / dropout"
+    # what replaying the step's graph brings against launching it from the host
+    gpt2_variant bf16 eager PP_CUDA_GRAPHS=off "graphs / eager"
+    gpt2_ours fp32
+    gpt2_against fp32 "torch eager GPT-2 fp32"
+    # the f32 attention: our 3xTF32 tensor-core kernels (the default) / our CUDA-core ones
+    gpt2_variant fp32 attn-own PP_CUDA_ATTN=own "attention 3xTF32 / own"
+    gpt2_ours tf32
+    gpt2_against tf32 "torch eager GPT-2 tf32"
+    gpt2_against tf32 "torch.compile GPT-2 tf32" --compile
+    gpt2_variant tf32 unfused PP_CUDA_UNFUSED=1 "fused / unfused"
+    gpt2_variant bf16 wide PP_CUDA_BF16_WIDE=1 "native / stand-ins"
+    # the default bf16 run above is PP_CUDA_ATTN=cudnn's
+    gpt2_variant bf16 attn-own PP_CUDA_ATTN=own "attention cuDNN / own"
+    gpt2_variant bf16 attn-mma PP_CUDA_ATTN=mma "attention cuDNN / mma"
+
     section correctness 110
     echo "== GPT-2 against PyTorch float64, two stages on $tdev (the tied embedding split)"
     cat >"$res/pipeline-run.sh" <<SH
@@ -197,40 +230,6 @@ SH
         "$verdict" "$(grep -c '^ok ' "$res/gpt2-check.out" 2>/dev/null) checks passed; $(grep -m1 'step 1: ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-160); $(tail -n 1 "$res/gpt2-check.out" 2>/dev/null)" \
         "$last_cmd"
 
-    section speed 215
-    echo "== GPT-2 $g_what, tokens/s: pipeline-run vs PyTorch"
-    gpt2_ours bf16
-    gpt2_against bf16 "torch eager GPT-2 bf16 autocast"
-    gpt2_against bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" --compile
-    # the head's GEMMs at the logits' own pitch (50257 columns: unaligned)
-    gpt2_variant bf16 unpadded PP_CUDA_UNPADDED=1 "padded / unpadded pitch"
-    gpt2_variant bf16 wide PP_CUDA_BF16_WIDE=1 "native / stand-ins"
-    # the default bf16 run above is PP_CUDA_ATTN=cudnn's
-    gpt2_variant bf16 attn-own PP_CUDA_ATTN=own "attention cuDNN / own"
-    gpt2_variant bf16 attn-mma PP_CUDA_ATTN=mma "attention cuDNN / mma"
-    gpt2_ours tf32
-    gpt2_against tf32 "torch eager GPT-2 tf32"
-    gpt2_against tf32 "torch.compile GPT-2 tf32" --compile
-    gpt2_variant tf32 unfused PP_CUDA_UNFUSED=1 "fused / unfused"
-    gpt2_ours fp32
-    gpt2_against fp32 "torch eager GPT-2 fp32"
-    # the f32 attention: our 3xTF32 tensor-core kernels (the default) / our CUDA-core ones
-    gpt2_variant fp32 attn-own PP_CUDA_ATTN=own "attention 3xTF32 / own"
-    # last: the rows the section's budget may cut
-    gpt2_variant bf16 dropout model.dropout=0.1 "no dropout / dropout"
-    # what replaying the step's graph brings against launching it from the host
-    gpt2_variant bf16 eager PP_CUDA_GRAPHS=off "graphs / eager"
-
-    section diagnostics 90
-    echo "== kernels per step (ncu), GPT-2 $g_what, bf16, 1 stage"
-    map=$(map_all)
-    # each kernel also named by its unit and pass (wte, h.*, ln_f, lm_head;
-    # forward, backward): where the head's GEMMs stand against the blocks'
-    ktable_ranges=1
-    ktable gpt2-bf16 "GPT-2 bf16 1 stage, $g_what" "$res/gpt2-1stage-bf16.yaml" \
-        "$(jget "$res/pr-gpt2-1stage-bf16.out" 'j["step_ms"]["median"]')" \
-        "$(cat "$res/pr-gpt2-1stage-bf16.cmd" 2>/dev/null)"
-    ktable_ranges=0
     # the fp32 step's (its attention: the 3xTF32 kernels), in what the part's
     # budget has left
     section diagnostics 60
