@@ -23,6 +23,7 @@
 
 #include "runtime/comm/comm.h"
 #include "runtime/core/ops.h"
+#include "runtime/core/ranges.h"
 #include "streams/executor.h"
 
 
@@ -141,8 +142,8 @@ static pp_status check_args(const struct pp_pipeline *p, const int32_t *prompt, 
     return PP_OK;
 }
 
-pp_status pipe_generate_rank(struct pp_pipeline *p, const int32_t *prompt, int n_prompt,
-                             const pp_generate_options *o, int32_t *out, pp_error *err)
+static pp_status generate_rank(struct pp_pipeline *p, const int32_t *prompt, int n_prompt,
+                               const pp_generate_options *o, int32_t *out, pp_error *err)
 {
     PP_TRY(check_args(p, prompt, n_prompt, o, out, err));
     PP_TRY(pipe_settle(p, err));
@@ -177,4 +178,13 @@ pp_status pipe_generate_rank(struct pp_pipeline *p, const int32_t *prompt, int n
     bufs_free(&b);
     pipe_batch_run_free(&run);
     return st;
+}
+
+pp_status pipe_generate_rank(struct pp_pipeline *p, const int32_t *prompt, int n_prompt,
+                             const pp_generate_options *o, int32_t *out, pp_error *err)
+{
+    pp_range_push("generate");
+    pp_status s = generate_rank(p, prompt, n_prompt, o, out, err);
+    pp_range_pop();
+    return s;
 }

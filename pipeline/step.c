@@ -612,7 +612,7 @@ bool pp_pipeline_has_eval(const pp_pipeline *p)
     return p && p->eval_data;
 }
 
-pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
+static pp_status evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
 {
     PP_TRY(pipe_settle(p, err));
     memset(out, 0, sizeof *out);
@@ -665,6 +665,14 @@ pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
     out->seconds = secs;
     out->images_per_s = secs > 0 ? (double)p->eval_size / secs : 0;
     return PP_OK;
+}
+
+pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
+{
+    pp_range_push("evaluate"); /* its tasks' ranges (F0 stage1, ...) inside */
+    pp_status s = evaluate_rank(p, out, err);
+    pp_range_pop();
+    return s;
 }
 
 int64_t pp_pipeline_steps_done(const pp_pipeline *p)

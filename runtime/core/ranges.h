@@ -5,8 +5,9 @@
  *
  * The runtime opens a range around each training step ("step N"), each task
  * a stream runs ("F3 stage1", "copy act 3 s1->s2", the schedule's labels),
- * each unit's forward and backward ("h.3 forward", "lm_head backward input")
- * and the loss and the optimizer's update. Ranges nest per host thread: a
+ * each unit's forward and backward ("h.3 forward", "lm_head backward input"),
+ * the loss and the optimizer's update, and an evaluation ("evaluate") or a
+ * generation ("generate") as a whole. Ranges nest per host thread: a
  * CPU stream's tasks run on its own thread, so their ranges sit on that
  * thread's timeline for the time they run; a CUDA stream's task runs on the
  * thread that enqueues it, so its range spans the enqueueing, and a profiler

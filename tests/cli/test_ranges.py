@@ -8,14 +8,16 @@ none left open); a step's range holds the optimizer's; every task of the
 schedule has its range (F and B, or F, I and W of each micro-batch and
 stage) on the thread that ran it; every unit's forward and backward (input
 and weight parts, recomputation) sit inside their task's range; the loss
-inside the last stage's forwards; the run's results are those of a run
+inside the last stage's forwards; the test set's passes inside
+"evaluate", --generate's inside "generate"; the run's results are those of a run
 without ranges; PP_NVTX=off loads no collector, on without one runs, a bad
 value is refused. Exits 77 when the build has no NVTX (COLLECTOR empty).
 """
 import os
+import subprocess
 import sys
 
-from cli_common import TINY, TMP, check, jload, run, run_tests, write
+from cli_common import BIN, TINY, TMP, check, jload, run, run_tests, write
 
 COLLECTOR = os.path.abspath(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else ""
 if not COLLECTOR:
@@ -32,6 +34,7 @@ batch: {size: 4, micro_batches: 2}
 schedule: zbh1
 optimizer: {type: adamw, lr: 0.001}
 data: {format: text, file: ranges-corpus.txt}
+eval: {file: ranges-corpus.txt}
 seed: 5
 steps: 2
 stages:
@@ -40,8 +43,8 @@ stages:
 """)
 
 
-def record(plan, name, env_extra=None, collector=True):
-    """Runs plan with the collector (and env_extra); returns (result, lines)."""
+def record(plan, name, env_extra=None, collector=True, args=("--json",), text=True):
+    """Runs plan (with args) with the collector (and env_extra); returns (result, lines)."""
     path = os.path.join(TMP, name + ".rec")
     if os.path.exists(path):
         os.remove(path)
@@ -52,26 +55,32 @@ def record(plan, name, env_extra=None, collector=True):
         env["NVTX_INJECTION64_PATH"] = COLLECTOR
     env["NVTX_RECORD_FILE"] = path
     env.update(env_extra or {})
-    r = run(plan, "--json", env=env, cwd=TMP)
+    r = subprocess.run([BIN, plan, *args], capture_output=True, text=text, env=env, cwd=TMP,
+                       timeout=240)
     lines = open(path).read().splitlines() if os.path.exists(path) else []
     return r, lines
 
 
-def ranges(lines):
+def ranges(lines, outside=None):
     """(ranges, problems): each range as (thread, name, parents: the names
     open on its thread when it was pushed, outermost first); problems: pops
-    with nothing open, ranges left open, lines not understood."""
-    stacks, out, problems = {}, [], []
+    with nothing open, ranges left open, lines not understood. With outside
+    (a name), the ranges pushed on any thread while a range of that name was
+    open are left out (another thread's work is inside it by time, not by
+    nesting: a CPU stream's tasks run on the stream's thread)."""
+    stacks, out, problems, open_outside = {}, [], [], 0
     for ln in lines:
         parts = ln.split(" ", 2)
         if parts[0] == "push" and len(parts) == 3:
             st = stacks.setdefault(parts[1], [])
-            out.append((parts[1], parts[2], tuple(st)))
+            if not open_outside and parts[2] != outside:
+                out.append((parts[1], parts[2], tuple(st)))
+            open_outside += parts[2] == outside
             st.append(parts[2])
         elif parts[0] == "pop" and len(parts) == 2:
             st = stacks.setdefault(parts[1], [])
             if st:
-                st.pop()
+                open_outside -= st.pop() == outside
             else:
                 problems.append(f"pop on thread {parts[1]} with no range open")
         else:
@@ -80,6 +89,22 @@ def ranges(lines):
         if st:
             problems.append(f"thread {t} left {st} open")
     return out, problems
+
+
+def during(lines, name):
+    """The names of the ranges pushed, on any thread, while a range called
+    name was open (the file's lines are in the order of the calls)."""
+    stacks, out, depth = {}, [], 0
+    for ln in lines:
+        parts = ln.split(" ", 2)
+        if parts[0] == "push" and len(parts) == 3:
+            if depth and parts[2] != name:
+                out.append(parts[2])
+            depth += parts[2] == name
+            stacks.setdefault(parts[1], []).append(parts[2])
+        elif parts[0] == "pop" and len(parts) == 2 and stacks.get(parts[1]):
+            depth -= stacks[parts[1]].pop() == name
+    return out
 
 
 def losses(r):
@@ -136,9 +161,10 @@ def test_resnet():
 
 
 def test_gpt2():
-    r, lines = record(GPT2, "gpt2")
+    ck = os.path.join(TMP, "ranges-gpt2.safetensors")
+    r, lines = record(GPT2, "gpt2", args=("--json", "--save", ck))
     check(r.returncode == 0, f"gpt2 with the collector: exit {r.returncode} {r.stderr[-400:]!r}")
-    rs, problems = ranges(lines)
+    rs, problems = ranges(lines, outside="evaluate")  # the training steps
     check(len(rs) > 50 and not problems, f"gpt2: {len(rs)} ranges, nesting: {problems[:3]}")
     # zbh1 splits the backward: I and W tasks, and the units' input and weight parts
     for s in (0, 1):
@@ -153,6 +179,23 @@ def test_gpt2():
           f"gpt2: stage 0's recomputation inside its I tasks: "
           f"{inside(rs, 'h.0 recompute', 'I')}, {inside(rs, 'wte recompute', 'I')}")
     check(inside(rs, "h.0 forward", "F") == 4, "gpt2: stage 0's forwards inside F tasks")
+    # the test set after training: its own range, outermost on its thread, and
+    # while it is open its forward tasks (no backward) and their losses
+    ev = [par for _, n, par in ranges(lines)[0] if n == "evaluate"]
+    inner = during(lines, "evaluate")
+    check(ev == [()] and "F0 stage1" in inner and "h.1 forward" in inner and "loss" in inner and
+          not any(n[0] in "BIW" and " stage" in n for n in inner),
+          f"gpt2: one outermost 'evaluate' range, the test set's forwards and losses while it "
+          f"is open: {ev} {sorted(set(inner))[:12]}")
+    r, lines = record(GPT2, "generate", args=("--load", ck, "--generate", "A", "--tokens", "3",
+                                             "--temperature", "0"), text=False)
+    rs, problems = ranges(lines)
+    inner = during(lines, "generate")
+    check(r.returncode == 0 and not problems and count(rs, "generate") == 1 and
+          inner.count("lm_head forward") == 3 and inner.count("h.0 forward") == 3,
+          f"--generate: one 'generate' range, a forward of every unit a token while it is "
+          f"open: {r.returncode} {count(rs, 'generate')} {inner.count('lm_head forward')} "
+          f"{problems[:2]} {r.stderr[-300:]!r}")
 
 
 def test_env():
