@@ -300,8 +300,8 @@ ktable() {
         return
     fi
     # clocks and caches as the plain run has them: ncu changes no GPU setting
-    # step 5 (0-based) replays a graph: steps 0-3 are each buffer set's
-    # eager warm-up and capture
+    # step 5 (0-based) replays a graph where graphs are on (not in the
+    # ranges mode): steps 0-3 are each buffer set's eager warm-up and capture
     run "ncu-$name" 300 env PP_PROFILE_STEP=5 "${renv[@]}" "$ncu" --profile-from-start off \
         "${out_args[@]}" --clock-control none --cache-control none "${filter[@]}" \
         --metrics gpu__time_duration.sum "$bin/pipeline-run" "$plan" --steps 6 \
