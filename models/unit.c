@@ -446,7 +446,7 @@ static pp_status run_discard(pp_unit *u, pp_exec *ex, forward_fn fwd, const pp_t
 }
 
 /* A forward of u in a pass (with relu: the kind's forward_relu). */
-static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
+static pp_status forward_work(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
                               const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
                               pp_unit_pass pass, bool relu, pp_error *err)
 {
@@ -479,6 +479,19 @@ static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
     return st;
 }
 
+/* forward_work inside the profiler range "UNIT forward" ("UNIT recompute":
+ * runtime/core/ranges.h) */
+static pp_status forward_impl(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
+                              const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
+                              pp_unit_pass pass, bool relu, pp_error *err)
+{
+    pp_range_pushf("%s %s", u->spec.name,
+                   pass == PP_UNIT_PASS_RECOMPUTE ? "recompute" : "forward");
+    pp_status st = forward_work(u, ex, mb, xa, x, ya, y, pass, relu, err);
+    pp_range_pop();
+    return st;
+}
+
 pp_status pp_unit_forward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *x, pp_tensor *y,
                           bool train, pp_error *err)
 {
@@ -494,20 +507,12 @@ pp_status pp_unit_forward_shared(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *x
                                 train ? PP_UNIT_PASS_TRAIN : PP_UNIT_PASS_INFER, err);
 }
 
-/* a forward's name in profiler ranges (runtime/core/ranges.h) */
-static const char *pass_word(pp_unit_pass pass)
-{
-    return pass == PP_UNIT_PASS_RECOMPUTE ? "recompute" : "forward";
-}
-
 pp_status pp_unit_forward_pass(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
                                const pp_tensor *x, pp_unit_act *ya, pp_tensor *y,
                                pp_unit_pass pass, pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward: NULL unit");
-    pp_range_pushf("%s %s", u->spec.name, pass_word(pass));
     pp_status st = forward_impl(u, ex, mb, xa, x, ya, y, pass, false, err);
-    pp_range_pop();
     if (st != PP_OK) pp_error_prefix(err, "%s forward (micro-batch %d)", u->spec.name, mb);
     return st;
 }
@@ -521,7 +526,7 @@ typedef enum backward_part {
 } backward_part;
 
 /* A backward of u or one of its parts (with relu_y: the kind's relu variant). */
-static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, backward_part part,
+static pp_status backward_work(pp_unit *u, pp_exec *ex, int mb, backward_part part,
                                const pp_tensor *dy, pp_tensor *dx, const pp_tensor *relu_y,
                                pp_error *err)
 {
@@ -581,13 +586,26 @@ static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, backward_part pa
     return st;
 }
 
+/* backward_work inside the profiler range "UNIT backward" ("UNIT backward
+ * input", "UNIT backward weight": runtime/core/ranges.h) */
+static pp_status backward_impl(pp_unit *u, pp_exec *ex, int mb, backward_part part,
+                               const pp_tensor *dy, pp_tensor *dx, const pp_tensor *relu_y,
+                               pp_error *err)
+{
+    static const char *const word[] = {[PART_WHOLE] = "backward",
+                                       [PART_INPUT] = "backward input",
+                                       [PART_WEIGHT] = "backward weight"};
+    pp_range_pushf("%s %s", u->spec.name, word[part]);
+    pp_status st = backward_work(u, ex, mb, part, dy, dx, relu_y, err);
+    pp_range_pop();
+    return st;
+}
+
 pp_status pp_unit_backward(pp_unit *u, pp_exec *ex, int mb, const pp_tensor *dy, pp_tensor *dx,
                            pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward: NULL unit");
-    pp_range_pushf("%s backward", u->spec.name);
     pp_status st = backward_impl(u, ex, mb, PART_WHOLE, dy, dx, NULL, err);
-    pp_range_pop();
     if (st != PP_OK) pp_error_prefix(err, "%s backward (micro-batch %d)", u->spec.name, mb);
     return st;
 }
@@ -596,9 +614,7 @@ pp_status pp_unit_backward_input(pp_unit *u, pp_exec *ex, int mb, const pp_tenso
                                  pp_tensor *dx, pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_input: NULL unit");
-    pp_range_pushf("%s backward input", u->spec.name);
     pp_status st = backward_impl(u, ex, mb, PART_INPUT, dy, dx, NULL, err);
-    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s backward, input part (micro-batch %d)", u->spec.name, mb);
     return st;
@@ -607,9 +623,7 @@ pp_status pp_unit_backward_input(pp_unit *u, pp_exec *ex, int mb, const pp_tenso
 pp_status pp_unit_backward_weight(pp_unit *u, pp_exec *ex, int mb, pp_error *err)
 {
     if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_weight: NULL unit");
-    pp_range_pushf("%s backward weight", u->spec.name);
     pp_status st = backward_impl(u, ex, mb, PART_WEIGHT, NULL, NULL, NULL, err);
-    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s backward, weight part (micro-batch %d)", u->spec.name, mb);
     return st;
@@ -658,9 +672,7 @@ pp_status pp_unit_forward_relu_pair_pass(pp_unit *u, pp_unit *relu, pp_exec *ex,
                                          pp_tensor *y, pp_unit_pass pass, pp_error *err)
 {
     if (!u || !relu) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_forward_relu_pair: NULL unit");
-    pp_range_pushf("%s %s", u->spec.name, pass_word(pass));
     pp_status st = forward_pair(u, relu, ex, mb, xa, x, ya, y, pass, err);
-    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s and %s forward (micro-batch %d)", u->spec.name, relu->spec.name,
                         mb);
@@ -702,9 +714,7 @@ pp_status pp_unit_backward_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *ex, int
 {
     if (!u || !relu)
         return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_relu_pair: NULL unit");
-    pp_range_pushf("%s backward", u->spec.name);
     pp_status st = backward_pair(u, relu, ex, mb, false, dy, dx, err);
-    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s and %s backward (micro-batch %d)", u->spec.name,
                         relu->spec.name, mb);
@@ -716,9 +726,7 @@ pp_status pp_unit_backward_input_relu_pair(pp_unit *u, pp_unit *relu, pp_exec *e
 {
     if (!u || !relu)
         return pp_error_set(err, PP_ERR_INVALID, "pp_unit_backward_input_relu_pair: NULL unit");
-    pp_range_pushf("%s backward input", u->spec.name);
     pp_status st = backward_pair(u, relu, ex, mb, true, dy, dx, err);
-    pp_range_pop();
     if (st != PP_OK)
         pp_error_prefix(err, "%s and %s backward, input part (micro-batch %d)", u->spec.name,
                         relu->spec.name, mb);

@@ -669,7 +669,8 @@ static pp_status evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *er
 
 pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
 {
-    pp_range_push("evaluate"); /* its tasks' ranges (F0 stage1, ...) inside */
+    /* its tasks' ranges fall inside it in time (a CPU stream's on its own thread) */
+    pp_range_push("evaluate");
     pp_status s = evaluate_rank(p, out, err);
     pp_range_pop();
     return s;

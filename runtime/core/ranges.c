@@ -21,11 +21,6 @@
 #pragma GCC diagnostic pop
 #endif
 
-bool pp_ranges_built(void)
-{
-    return PP_HAVE_NVTX;
-}
-
 typedef enum env_choice { CHOICE_AUTO, CHOICE_ON, CHOICE_OFF, CHOICE_BAD } env_choice;
 
 static env_choice env_value(void)

@@ -20,7 +20,7 @@
  * its collector), on (or 1) always, off (or 0) never. Off, and with no
  * profiler attached, a range costs one test of a cached flag: no
  * formatting, no call. Built without the NVTX headers (the CUDA toolkit's
- * nvtx3/, header-only), ranges are never open and pp_ranges_built says so.
+ * nvtx3/, header-only), ranges are never open (meson's summary says so).
  *
  * Thread safety: any thread may push and pop; each thread's ranges nest on
  * their own. The decision is made once per process, at the first call.
@@ -35,9 +35,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Whether this build can open ranges (it found the NVTX headers). */
-bool pp_ranges_built(void);
 
 /* Whether ranges are open in this process (PP_NVTX, see above). */
 bool pp_ranges_on(void);

@@ -61,26 +61,24 @@ def record(plan, name, env_extra=None, collector=True, args=("--json",), text=Tr
     return r, lines
 
 
-def ranges(lines, outside=None):
+def parse(lines):
     """(ranges, problems): each range as (thread, name, parents: the names
-    open on its thread when it was pushed, outermost first); problems: pops
-    with nothing open, ranges left open, lines not understood. With outside
-    (a name), the ranges pushed on any thread while a range of that name was
-    open are left out (another thread's work is inside it by time, not by
-    nesting: a CPU stream's tasks run on the stream's thread)."""
-    stacks, out, problems, open_outside = {}, [], [], 0
+    open on its thread when it was pushed, outermost first, open: the names
+    open on any thread then; the file's lines are in the order of the
+    calls); problems: pops with nothing open, ranges left open, lines not
+    understood."""
+    stacks, out, problems = {}, [], []
     for ln in lines:
         parts = ln.split(" ", 2)
         if parts[0] == "push" and len(parts) == 3:
             st = stacks.setdefault(parts[1], [])
-            if not open_outside and parts[2] != outside:
-                out.append((parts[1], parts[2], tuple(st)))
-            open_outside += parts[2] == outside
+            out.append((parts[1], parts[2], tuple(st),
+                        {n for other in stacks.values() for n in other}))
             st.append(parts[2])
         elif parts[0] == "pop" and len(parts) == 2:
             st = stacks.setdefault(parts[1], [])
             if st:
-                open_outside -= st.pop() == outside
+                st.pop()
             else:
                 problems.append(f"pop on thread {parts[1]} with no range open")
         else:
@@ -91,20 +89,21 @@ def ranges(lines, outside=None):
     return out, problems
 
 
+def ranges(lines, outside=None):
+    """parse's ranges as (thread, name, parents) and its problems; with
+    outside (a name), the ranges pushed on any thread while a range of that
+    name was open are left out, and those ranges too (another thread's work
+    is inside it by time, not by nesting: a CPU stream's tasks run on the
+    stream's thread)."""
+    out, problems = parse(lines)
+    return [(t, n, par) for t, n, par, now in out
+            if outside is None or (n != outside and outside not in now)], problems
+
+
 def during(lines, name):
     """The names of the ranges pushed, on any thread, while a range called
-    name was open (the file's lines are in the order of the calls)."""
-    stacks, out, depth = {}, [], 0
-    for ln in lines:
-        parts = ln.split(" ", 2)
-        if parts[0] == "push" and len(parts) == 3:
-            if depth and parts[2] != name:
-                out.append(parts[2])
-            depth += parts[2] == name
-            stacks.setdefault(parts[1], []).append(parts[2])
-        elif parts[0] == "pop" and len(parts) == 2 and stacks.get(parts[1]):
-            depth -= stacks[parts[1]].pop() == name
-    return out
+    name was open."""
+    return [n for _, n, _par, now in parse(lines)[0] if name in now]
 
 
 def losses(r):
