@@ -3,7 +3,8 @@
  * transformer's layernorm.cu and gelu.cu): bf16
  * bits widened to f32 exactly and rounded back as pp_bf16_from_f32 rounds,
  * elements of either dtype read as f32 and written from f32 (ld_f32, st_f32),
- * the 8 bf16 lanes of a 16-byte vector, grid-stride indices, and the grid
+ * the 8 bf16 lanes of a 16-byte vector, eight elements of either dtype at a
+ * time (ld8, st8), grid-stride indices, and the grid
  * of their launchers (the alignment test: pp_cuda_aligned16, kernels.h).
  */
 #ifndef PP_CUDA_BF16_CUH
@@ -82,6 +83,38 @@ __device__ __forceinline__ void set16(uint4 &v, int k, uint16_t h)
 {
     uint32_t &w = (&v.x)[k >> 1];
     w = k & 1 ? (w & 0xffffu) | ((uint32_t)h << 16) : (w & 0xffff0000u) | h;
+}
+
+/* Eight consecutive elements, group i8 of p (elements 8 i8 .. 8 i8 + 7) as
+ * f32: one 16-byte load of bf16, two of f32 (p 16-byte aligned); and
+ * stored from f32, each rounded once where p holds bf16. The elementwise
+ * kernels' wide path: 16 bytes a load keep enough bytes in flight per SM for
+ * HBM's bandwidth, where one 2-byte element a thread keeps an eighth. */
+__device__ __forceinline__ void ld8(const uint16_t *p, int64_t i8, float (&v)[8])
+{
+    const uint4 u = reinterpret_cast<const uint4 *>(p)[i8];
+    for (int k = 0; k < 8; k++) v[k] = widen(lane16(u, k));
+}
+
+__device__ __forceinline__ void ld8(const float *p, int64_t i8, float (&v)[8])
+{
+    const float4 a = reinterpret_cast<const float4 *>(p)[2 * i8];
+    const float4 b = reinterpret_cast<const float4 *>(p)[2 * i8 + 1];
+    v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+__device__ __forceinline__ void st8(uint16_t *p, int64_t i8, const float (&v)[8])
+{
+    uint4 u = make_uint4(0u, 0u, 0u, 0u);
+    for (int k = 0; k < 8; k++) set16(u, k, narrow(v[k]));
+    reinterpret_cast<uint4 *>(p)[i8] = u;
+}
+
+__device__ __forceinline__ void st8(float *p, int64_t i8, const float (&v)[8])
+{
+    reinterpret_cast<float4 *>(p)[2 * i8] = make_float4(v[0], v[1], v[2], v[3]);
+    reinterpret_cast<float4 *>(p)[2 * i8 + 1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
 /* blocks of PP_CUDA_BLOCK threads for n elements, at most max_grid */

@@ -5,7 +5,8 @@
  *     grid-stride loops), SGD (one tensor, and the multi-tensor launch with aligned and unaligned
  *     tensors, momentum, Nesterov, weight decay, the first step): the CPU's
  *     bits, as ops.h promises (sigmoid within 2 ulps: exp is the library's);
- *   - the bf16 casts: pp_bf16_from_f32's bits, specials included;
+ *   - the bf16 casts: pp_bf16_from_f32's bits, specials included, eight at a
+ *     time (16-byte aligned) and one at a time;
  *   - multi-tensor zeroing: every byte of every buffer, none beside;
  *   - channel bias, window and global average pooling: within f32
  *     rounding of the CPU (1e-6 normalised; the softmax cross-entropy is
@@ -85,20 +86,30 @@ static void test_casts(void)
                                        0x00000001u, 0x00400000u, 0x7f7fffffu, 0x3f808000u,
                                        0x3f818000u, 0x80000000u};
     enum { N = 777 };
-    float x[N], back[N];
-    uint16_t y[N];
-    for (int i = 0; i < N; i++) x[i] = ldexpf(emu_urand(), (int)(emu_urand() * 40));
-    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) memcpy(&x[i], &special[i], 4);
-    EMU_LAUNCHED(pp_emu_cuda_launch_bf16_from_f32(0, 2, N, x, y), "bf16_from_f32");
-    EMU_LAUNCHED(pp_emu_cuda_launch_f32_from_bf16(0, 2, N, y, back), "f32_from_bf16");
-    int bad = 0, bad_back = 0;
-    for (int i = 0; i < N; i++) {
-        bad += y[i] != pp_bf16_from_f32(x[i]);
-        const float want = pp_f32_from_bf16(y[i]);
-        bad_back += memcmp(&back[i], &want, 4) != 0;
+    /* on 64-byte boundaries (eight at a time, then the tail), and one element
+     * off them (one at a time) */
+    for (int off = 0; off < 2; off++) {
+        void *bx, *by, *bback;
+        float *x = emu_alloc(N * sizeof(float), off * sizeof(float), &bx);
+        uint16_t *y = emu_alloc(N * sizeof(uint16_t), off * sizeof(uint16_t), &by);
+        float *back = emu_alloc(N * sizeof(float), off * sizeof(float), &bback);
+        for (int i = 0; i < N; i++) x[i] = ldexpf(emu_urand(), (int)(emu_urand() * 40));
+        for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+            memcpy(&x[i], &special[i], 4);
+        const char *how = off ? "one at a time" : "eight at a time";
+        EMU_LAUNCHED(pp_emu_cuda_launch_bf16_from_f32(0, 2, N, x, y), how);
+        EMU_LAUNCHED(pp_emu_cuda_launch_f32_from_bf16(0, 2, N, y, back), how);
+        int bad = 0, bad_back = 0;
+        for (int i = 0; i < N; i++) {
+            bad += y[i] != pp_bf16_from_f32(x[i]);
+            const float want = pp_f32_from_bf16(y[i]);
+            bad_back += memcmp(&back[i], &want, 4) != 0;
+        }
+        CHECK_MSG(bad == 0, "bf16_from_f32 (%s): %d of %d not pp_bf16_from_f32's bits", how, bad,
+                  N);
+        CHECK_MSG(bad_back == 0, "f32_from_bf16 (%s): %d of %d not exact", how, bad_back, N);
+        free(bx), free(by), free(bback);
     }
-    CHECK_MSG(bad == 0, "bf16_from_f32: %d of %d not pp_bf16_from_f32's bits", bad, N);
-    CHECK_MSG(bad_back == 0, "f32_from_bf16: %d of %d not exact", bad_back, N);
 }
 
 static void test_sgd(void)

@@ -181,6 +181,8 @@ static void test_gelu(void)
     static const struct { int n; bool x_bf16, y_bf16, in_place; size_t off; } cases[] = {
         {1, true, true, false, 0},      {1001, true, true, false, 2}, {3 * 256 + 5, true, true, true, 0},
         {777, false, false, false, 2},  {300, true, true, false, 0},  {64, true, true, true, 2},
+        /* f32, 16-byte aligned: eight at a time (two 16-byte loads) and the tail */
+        {1003, false, false, true, 0},  {259, false, false, false, 0},
     };
     pp_error err;
     char what[128];
