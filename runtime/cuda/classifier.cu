@@ -74,14 +74,15 @@ __device__ __forceinline__ run_max merge(run_max a, run_max b)
 
 /* A thread's next IN_FLIGHT logits of its row, j0, j0 + ROW_THREADS, ...,
  * all loaded before any is used: no branch between the loads (one past the
- * row's end reads its last element again, and is not used) */
+ * row's end reads the thread's own j0 again, not yet written over in place,
+ * and is not used) */
 template <class T>
 __device__ __forceinline__ void load_run(const T *z, int classes, int j0, float (&vs)[IN_FLIGHT])
 {
 #pragma unroll
     for (int u = 0; u < IN_FLIGHT; u++) {
         const int j = j0 + u * ROW_THREADS;
-        vs[u] = ld_f32(z, j < classes ? j : classes - 1);
+        vs[u] = ld_f32(z, j < classes ? j : j0);
     }
 }
 
