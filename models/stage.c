@@ -21,6 +21,7 @@ struct pp_stage {
     int n_kept_slots, n_kept;
     int in_ndim;
     int64_t in_sample[PP_MAX_DIMS]; /* input shape with batch 1 */
+    int64_t positions;              /* in_sample[1] as made (pp_stage_set_positions) */
     int n_params, n_buffers, n_state;
     const pp_named_tensor **params; /* views into the units */
     const pp_named_tensor **buffers;
@@ -95,6 +96,7 @@ pp_status pp_stage_new_from_specs(const pp_unit_spec *specs, int n, uint64_t see
     s->dev = dev;
     s->in_ndim = in_ndim;
     for (int i = 0; i < PP_MAX_DIMS; i++) s->in_sample[i] = i < in_ndim ? sample_shape[i] : 1;
+    s->positions = s->in_sample[1];
     s->units = calloc((size_t)n, sizeof *s->units);
     pp_status st = s->units ? PP_OK : pp_error_set(err, PP_ERR_OOM, "out of host memory (stage)");
     for (int i = 0; i < n && st == PP_OK; i++) {
@@ -176,6 +178,16 @@ pp_status pp_stage_input_shape(const pp_stage *s, int mb_size, int *ndim, int64_
     *ndim = s->in_ndim;
     memcpy(shape, s->in_sample, sizeof s->in_sample);
     shape[0] = mb_size;
+    return PP_OK;
+}
+
+pp_status pp_stage_set_positions(pp_stage *s, int t, pp_error *err)
+{
+    if (s->in_ndim < 2 || t < 1 || t > s->positions)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "stage input of %d dimensions: %d positions (the sample has %lld)",
+                            s->in_ndim, t, (long long)s->positions);
+    s->in_sample[1] = t;
     return PP_OK;
 }
 

@@ -57,6 +57,15 @@ pp_status pp_stage_input_shape(const pp_stage *s, int mb_size, int *ndim, int64_
                                pp_error *err);
 pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64_t *shape,
                                 pp_error *err);
+
+/* A token model's positions: the stage's input and output shapes (the
+ * sample's first dimension after the batch, (N, T) ids or (N, T, C)) take t
+ * positions instead of the sample's T (1 <= t <= T; t = T restores it), so
+ * that an inference forward computes a shorter window (generation). Nothing
+ * kept changes: the units' shape rules take any T up to their positions.
+ * PP_ERR_INVALID for a t outside [1, T] or a stage whose input is not (N,
+ * T, ...). */
+pp_status pp_stage_set_positions(pp_stage *s, int t, pp_error *err);
 /* The dtype of the stage's input: its first unit's (I32 for token ids; an
  * F32 input to bf16 units is rounded, pp_stage_forward). */
 pp_dtype pp_stage_input_dtype(const pp_stage *s);

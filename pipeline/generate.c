@@ -6,7 +6,12 @@
  * logits of the window's last filled position out before its loss (run_io's
  * logits), and its rank samples the token and tells the others. A causal
  * model's logits at a position do not depend on the positions after it, so
- * the padding never changes what is sampled.
+ * the padding never changes what is sampled; while the sequence is shorter
+ * than T, the run computes its n positions rounded up to a multiple of the
+ * window step (pp_stage_set_positions on every stage of this rank, and the
+ * run's targets), so that a short prompt does not pay for T positions a
+ * token, and the few distinct lengths keep the backends' per-shape plans
+ * (cuDNN's attention graphs, GEMM heuristics) few.
  *
  * Sampling: greedy (temperature 0: the first most likely id), or softmax
  * over logits / temperature (in double) among the top_k most likely ids (all
@@ -142,23 +147,40 @@ static pp_status check_args(const struct pp_pipeline *p, const int32_t *prompt, 
     return PP_OK;
 }
 
+/* Every stage of this rank computes t positions (the window's T restores
+ * them), and the run's loss takes t targets a sample. */
+static pp_status set_positions(struct pp_pipeline *p, int t, int targets, pp_error *err)
+{
+    for (int k = 0; k < p->n_stages; k++)
+        if (p->stages[k].model) PP_TRY(pp_stage_set_positions(p->stages[k].model, t, err));
+    p->targets = targets;
+    return PP_OK;
+}
+
 static pp_status generate_rank(struct pp_pipeline *p, const int32_t *prompt, int n_prompt,
                                const pp_generate_options *o, int32_t *out, pp_error *err)
 {
     PP_TRY(check_args(p, prompt, n_prompt, o, out, err));
     PP_TRY(pipe_settle(p, err));
+    pipe_params_changed(p); /* bf16 weight copies of the weights as they are now */
     memcpy(out, prompt, (size_t)n_prompt * sizeof *out);
     batch_run run = {0};
     gen_bufs b = {0};
     pp_status st = pipe_batch_run_make(p, &run, 1, true, err);
     if (st == PP_OK) st = bufs_new(p, &b, err);
-    const int t = p->in_w, last = p->n_stages - 1;
+    const int t = p->in_w, last = p->n_stages - 1, targets = p->targets;
+    const int step = o->window_step > 0 ? o->window_step : PP_GENERATE_WINDOW_STEP;
     const bool sampler = p->stage_rank[last] == p->rank;
     for (int i = 0, len = n_prompt; st == PP_OK && i < o->tokens; i++, len++) {
         const int n = len < t ? len : t;
+        /* the positions computed: n rounded up to the step, at most the window */
+        const int w = step >= t || n > t - step ? t : (n + step - 1) / step * step;
         memset(b.host_in, 0, (size_t)t * sizeof *b.host_in);
         memcpy(b.host_in, out + len - n, (size_t)n * sizeof *b.host_in);
-        p->io = (run_io){.run = &run, .train = false, .images = &b.in, .labels = &b.labels,
+        if ((st = set_positions(p, w, w, err)) != PP_OK) break;
+        pp_tensor in = b.in; /* (1, w) of the (1, t) buffer */
+        in.shape[1] = w;
+        p->io = (run_io){.run = &run, .train = false, .images = &in, .labels = &b.labels,
                          .losses = &b.losses, .corrects = &b.corrects, .dlogits = &b.dlogits,
                          .divisor = 1.0f, .host_images = (const float *)b.host_in,
                          .host_labels = b.host_labels, .host_losses = b.host_losses,
@@ -174,7 +196,13 @@ static pp_status generate_rank(struct pp_pipeline *p, const int32_t *prompt, int
             st = pp_comm_broadcast(p->comm, p->stage_rank[last], &token, sizeof token, err);
         out[len] = token;
     }
-    p->io.logits = NULL;
+    p->io = (run_io){0};
+    pp_error restore_err;
+    const pp_status rs = set_positions(p, t, targets, &restore_err);
+    if (st == PP_OK && rs != PP_OK) {
+        *err = restore_err;
+        st = rs;
+    }
     bufs_free(&b);
     pipe_batch_run_free(&run);
     return st;

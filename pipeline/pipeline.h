@@ -313,14 +313,21 @@ typedef struct pp_generate_options {
                             most likely token (greedy) */
     int top_k;           /* > 0: sample among the k most likely tokens only; 0: all */
     uint64_t seed;       /* the sampler's stream: token i draws from (seed, i) */
+    int window_step;     /* a forward computes the window's filled positions rounded up to
+                            a multiple of this, at most block_size (0: 64; block_size or
+                            more: the whole window every time) */
 } pp_generate_options;
 
 /* Continues a token sequence with a token model (GPT-2): out (n_prompt +
  * o->tokens ids) receives the prompt, then each new token, sampled from the
  * logits of the last position after a forward of the sequence's last
  * block_size tokens (data.block_size: the window) through the same stages
- * (inference, one sample, nothing trained; the window's free positions
- * hold id 0, which the causal attention keeps from the sampled position).
+ * (inference, one sample, nothing trained). While the sequence is shorter
+ * than the window a forward computes only its positions, rounded up to a
+ * multiple of o->window_step; the positions after the sequence hold id 0,
+ * which the causal attention keeps from the sampled position. A row's
+ * arithmetic does not depend on the rows after it, so the logits are those
+ * of the whole window's forward (on the CPU backend, its bits).
  * Every rank of a job calls it and gets the same tokens (the last stage's
  * rank samples and tells the others). PP_ERR_INVALID for a model without
  * token inputs, an empty prompt or an id outside the vocabulary;

@@ -344,10 +344,7 @@ static pp_status check_usable(const pp_pipeline *p, const char *what, pp_error *
                         what, p->broken);
 }
 
-/* The parameters may have changed since the stages last ran (an optimizer
- * step, a load, the replicas' state shared): bf16 weight copies are made anew
- * at their next use. */
-static void params_changed(struct pp_pipeline *p)
+void pipe_params_changed(struct pp_pipeline *p)
 {
     for (int s = 0; s < p->n_stages; s++)
         if (stage_here(p, s) && p->model.kind != PP_MODEL_DELAY)
@@ -484,7 +481,7 @@ static pp_status step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
     PP_TRY(check_usable(p, "step", err));
     PP_TRY(profile_range(p, true, err));
-    params_changed(p); /* by the last step's update, or a load */
+    pipe_params_changed(p); /* by the last step's update, or a load */
     int64_t t0 = pp_stream_clock_ns();
     PP_TRY(grow_history(p, err));
     int64_t pos, epoch;
@@ -620,7 +617,7 @@ static pp_status evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *er
         return pp_error_set(err, PP_ERR_INVALID, "evaluate: the plan has no eval section");
     PP_TRY(check_usable(p, "evaluate", err));
     PP_TRY(mark_broken(p, pipe_sync_replica_state(p, err), err));
-    params_changed(p);
+    pipe_params_changed(p);
     int64_t t0 = pp_stream_clock_ns();
     double loss = 0;
     int64_t correct = 0, correct5 = 0;

@@ -11,6 +11,12 @@
  * still run (step.c): before the host reads or writes parameters. */
 pp_status pipe_settle(struct pp_pipeline *p, pp_error *err);
 
+/* The parameters may have changed since the stages last ran (an optimizer
+ * step, a load, the replicas' state shared): every stage of this rank makes
+ * its bf16 weight copies anew at their next use. Called before a step, an
+ * evaluation and a generation. */
+void pipe_params_changed(struct pp_pipeline *p);
+
 /* One rank's step and evaluation (see pipeline_impl.h). */
 pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err);
 pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err);
