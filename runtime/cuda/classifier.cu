@@ -18,12 +18,13 @@
  *          classes / divisor elsewhere (the exponentials in f32, their
  *          scaling in double). A row reads its logits twice (the second
  *          time mostly from L2: a block's row of 50257 logits is 201 KB) and
- *          writes them once. Each thread loads its next IN_FLIGHT logits
- *          before it uses the first and then takes them in the same order
- *          (the bits of one at a time). Two blocks fit an SM (47 registers
- *          a thread), so one 2-byte bf16 logit in flight a thread kept 2 KB
- *          of loads in flight per SM, where HBM's bandwidth needs ~32 KB
- *          (4.8 TB/s x ~0.9 us over 132 SMs); sixteen keep 32 KB.
+ *          writes them once. Each thread loads its next 32 bytes of logits
+ *          (16 bf16 or 8 f32) before it uses the first and then takes them
+ *          in the same order (the bits of one at a time). Two blocks fit an
+ *          SM (at most 64 registers a thread), so one 2-byte bf16 logit in
+ *          flight a thread kept 2 KB of loads in flight per SM, where HBM's
+ *          bandwidth needs ~32 KB (4.8 TB/s x ~0.9 us over 132 SMs); 32
+ *          bytes a thread keep 32 KB.
  *          bf16 logits (the kernel is a template on the element type, as
  *          layernorm.cu's): each element widened exactly as it is read,
  *          the f32 arithmetic, each gradient element rounded once to bf16
@@ -43,8 +44,10 @@ namespace {
 
 constexpr int ROW_THREADS = 512;
 constexpr int TOTAL_THREADS = 256;
-/* the loads a row's thread issues before it uses the first of them */
-constexpr int IN_FLIGHT = 16;
+/* the loads a row's thread issues before it uses the first of them: 32
+ * bytes, 16 bf16 or 8 f32 logits */
+template <class T>
+constexpr int IN_FLIGHT = 32 / (int)sizeof(T);
 
 /* a thread's (or a group's) running maximum, its first index, and the sum
  * of exp(z - max) */
@@ -72,22 +75,39 @@ __device__ __forceinline__ run_max merge(run_max a, run_max b)
     return r;
 }
 
-/* A thread's next IN_FLIGHT logits of its row, j0, j0 + ROW_THREADS, ...,
+/* A thread's next IN_FLIGHT<T> logits of its row, j0, j0 + ROW_THREADS, ...,
  * all loaded before any is used: no branch between the loads (one past the
  * row's end reads the thread's own j0 again, not yet written over in place,
  * and is not used) */
 template <class T>
-__device__ __forceinline__ void load_run(const T *z, int classes, int j0, float (&vs)[IN_FLIGHT])
+__device__ __forceinline__ void load_run(const T *z, int classes, int j0,
+                                         float (&vs)[IN_FLIGHT<T>])
 {
 #pragma unroll
-    for (int u = 0; u < IN_FLIGHT; u++) {
+    for (int u = 0; u < IN_FLIGHT<T>; u++) {
         const int j = j0 + u * ROW_THREADS;
         vs[u] = ld_f32(z, j < classes ? j : j0);
     }
 }
 
+/* f(j, logit j) for the thread's logits of the row in order, IN_FLIGHT<T>
+ * loaded at a time */
+template <class T, class F>
+__device__ __forceinline__ void each_logit(const T *z, int classes, int tid, F f)
+{
+    for (int j0 = tid; j0 < classes; j0 += IN_FLIGHT<T> * ROW_THREADS) {
+        float vs[IN_FLIGHT<T>];
+        load_run(z, classes, j0, vs);
+        for (int u = 0; u < IN_FLIGHT<T>; u++) {
+            const int j = j0 + u * ROW_THREADS;
+            if (j >= classes) break;
+            f(j, vs[u]);
+        }
+    }
+}
+
 template <class T>
-__global__ void __launch_bounds__(ROW_THREADS)
+__global__ void __launch_bounds__(ROW_THREADS, 2) /* two blocks an SM: at most 64 registers */
     rows_k(int classes, const T *logits, const int32_t *labels, float divisor, float eps,
            int top_k, double *row_loss, int32_t *row_correct, T *dlogits)
 {
@@ -108,28 +128,21 @@ __global__ void __launch_bounds__(ROW_THREADS)
     run_max mine = {-INFINITY, -1, 0.0};
     double sz = 0.0;
     int rank = 0;
-    for (int j0 = tid; j0 < classes; j0 += IN_FLIGHT * ROW_THREADS) {
-        float vs[IN_FLIGHT];
-        load_run(z, classes, j0, vs);
-        for (int u = 0; u < IN_FLIGHT; u++) {
-            const int j = j0 + u * ROW_THREADS;
-            if (j >= classes) break;
-            const float v = vs[u];
-            if (mine.arg < 0) {
-                mine.m = v;
-                mine.arg = j;
-                mine.s = 1.0;
-            } else if (v > mine.m) {
-                mine.s = mine.s * (double)expf(mine.m - v) + 1.0;
-                mine.m = v;
-                mine.arg = j;
-            } else {
-                mine.s += (double)expf(v - mine.m);
-            }
-            sz += (double)v;
-            rank += v > zl || (v == zl && j < label);
+    each_logit(z, classes, tid, [&](int j, float v) {
+        if (mine.arg < 0) {
+            mine.m = v;
+            mine.arg = j;
+            mine.s = 1.0;
+        } else if (v > mine.m) {
+            mine.s = mine.s * (double)expf(mine.m - v) + 1.0;
+            mine.m = v;
+            mine.arg = j;
+        } else {
+            mine.s += (double)expf(v - mine.m);
         }
-    }
+        sz += (double)v;
+        rank += v > zl || (v == zl && j < label);
+    });
     s_m[tid] = mine.m;
     s_arg[tid] = mine.arg;
     s_s[tid] = mine.s;
@@ -154,30 +167,17 @@ __global__ void __launch_bounds__(ROW_THREADS)
     const double inv_div = 1.0 / (double)divisor;
     if (eps == 0.0f) {
         const double scale = inv_div / se;
-        for (int j0 = tid; j0 < classes; j0 += IN_FLIGHT * ROW_THREADS) {
-            float vs[IN_FLIGHT];
-            load_run(z, classes, j0, vs);
-            for (int u = 0; u < IN_FLIGHT; u++) {
-                const int j = j0 + u * ROW_THREADS;
-                if (j >= classes) break;
-                st_f32(g, j, (float)((double)expf(vs[u] - zmax) * scale));
-            }
-        }
+        each_logit(z, classes, tid, [&](int j, float v) {
+            st_f32(g, j, (float)((double)expf(v - zmax) * scale));
+        });
         __syncthreads(); /* the label's element last, by one thread */
         if (tid == 0) st_f32(g, label, (float)(((double)expf(zl - zmax) / se - 1.0) * inv_div));
     } else {
         const double e = eps, off = e / (double)classes, on = 1.0 - e + off;
-        for (int j0 = tid; j0 < classes; j0 += IN_FLIGHT * ROW_THREADS) {
-            float vs[IN_FLIGHT];
-            load_run(z, classes, j0, vs);
-            for (int u = 0; u < IN_FLIGHT; u++) {
-                const int j = j0 + u * ROW_THREADS;
-                if (j >= classes) break;
-                st_f32(g, j,
-                       (float)(((double)expf(vs[u] - zmax) / se - (j == label ? on : off)) *
-                               inv_div));
-            }
-        }
+        each_logit(z, classes, tid, [&](int j, float v) {
+            st_f32(g, j,
+                   (float)(((double)expf(v - zmax) / se - (j == label ? on : off)) * inv_div));
+        });
     }
     if (tid == 0) {
         const double lse = (double)zmax + log(se);

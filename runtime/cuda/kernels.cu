@@ -334,16 +334,19 @@ __global__ void delay_k(uint64_t ns)
     }
 }
 
-/* The bits of pp_bf16_from_f32 (runtime/core/tensor.c): bf16.cuh's narrow,
- * integer arithmetic only so that no rounding mode or flush-to-zero setting
- * can change them. One element a thread, or (x and y 16-byte aligned) eight
- * at a time, then the n % 8 last one a thread: the same bits. */
-__global__ void bf16_from_f32_k(int64_t n, const float *x, uint16_t *y)
+/* y = x in y's dtype: bf16 from f32 with pp_bf16_from_f32's bits
+ * (runtime/core/tensor.c; bf16.cuh's narrow, integer arithmetic only so that
+ * no rounding mode or flush-to-zero setting can change them), f32 from bf16
+ * exactly. One element a thread, or (x and y 16-byte aligned) eight at a
+ * time, then the n % 8 last one a thread: the same bits. */
+template <class TX, class TY>
+__global__ void cast_k(int64_t n, const TX *x, TY *y)
 {
-    for (int64_t i = gtid(); i < n; i += gstride()) y[i] = narrow(x[i]);
+    for (int64_t i = gtid(); i < n; i += gstride()) st_f32(y, i, ld_f32(x, i));
 }
 
-__global__ void bf16_from_f32_8_k(int64_t n, const float *x, uint16_t *y)
+template <class TX, class TY>
+__global__ void cast8_k(int64_t n, const TX *x, TY *y)
 {
     const int64_t n8 = n / 8;
     for (int64_t i = gtid(); i < n8; i += gstride()) {
@@ -352,31 +355,18 @@ __global__ void bf16_from_f32_8_k(int64_t n, const float *x, uint16_t *y)
         st8(y, i, v);
     }
     const int64_t i = 8 * n8 + gtid();
-    if (i < n) y[i] = narrow(x[i]);
+    if (i < n) st_f32(y, i, ld_f32(x, i));
 }
 
-__global__ void f32_from_bf16_k(int64_t n, const uint16_t *x, float *y)
+template <class TX, class TY>
+cudaError_t cast(cudaStream_t s, unsigned grid, int64_t n, const TX *x, TY *y)
 {
-    for (int64_t i = gtid(); i < n; i += gstride()) y[i] = widen(x[i]);
-}
-
-__global__ void f32_from_bf16_8_k(int64_t n, const uint16_t *x, float *y)
-{
-    const int64_t n8 = n / 8;
-    for (int64_t i = gtid(); i < n8; i += gstride()) {
-        float v[8];
-        ld8(x, i, v);
-        st8(y, i, v);
-    }
-    const int64_t i = 8 * n8 + gtid();
-    if (i < n) y[i] = widen(x[i]);
-}
-
-/* the grid for the eight-wide kernels: grid (the caller's, for n single
- * elements) at most, as many blocks as n / 8 groups need */
-unsigned grid8(unsigned grid, int64_t n)
-{
-    return grid_for((n + 7) / 8, grid);
+    if (n <= 0) return cudaSuccess;
+    if (pp_cuda_aligned16(x) && pp_cuda_aligned16(y))
+        cast8_k<<<grid_for((n + 7) / 8, grid), PP_CUDA_BLOCK, 0, s>>>(n, x, y);
+    else
+        cast_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
+    return cudaGetLastError();
 }
 
 } // namespace
@@ -395,23 +385,13 @@ bool pp_cuda_env_on(const char *name, int *cache)
 cudaError_t pp_cuda_launch_bf16_from_f32(cudaStream_t s, unsigned grid, int64_t n, const float *x,
                                          uint16_t *y)
 {
-    if (n <= 0) return cudaSuccess;
-    if (pp_cuda_aligned16(x) && pp_cuda_aligned16(y))
-        bf16_from_f32_8_k<<<grid8(grid, n), PP_CUDA_BLOCK, 0, s>>>(n, x, y);
-    else
-        bf16_from_f32_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
-    return cudaGetLastError();
+    return cast(s, grid, n, x, y);
 }
 
 cudaError_t pp_cuda_launch_f32_from_bf16(cudaStream_t s, unsigned grid, int64_t n,
                                          const uint16_t *x, float *y)
 {
-    if (n <= 0) return cudaSuccess;
-    if (pp_cuda_aligned16(x) && pp_cuda_aligned16(y))
-        f32_from_bf16_8_k<<<grid8(grid, n), PP_CUDA_BLOCK, 0, s>>>(n, x, y);
-    else
-        f32_from_bf16_k<<<grid, PP_CUDA_BLOCK, 0, s>>>(n, x, y);
-    return cudaGetLastError();
+    return cast(s, grid, n, x, y);
 }
 
 cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cuda_ew_kind kind,
