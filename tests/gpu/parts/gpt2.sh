@@ -19,6 +19,10 @@
 #     ranges the kernels were launched in (h.* forward, lm_head backward,
 #     ...: the head's GEMMs against the blocks'; graphs off for that
 #     profile, ktable_ranges in common.sh).
+#   correctness (45 s): --generate on the GPU, never run there before: 64
+#     tokens greedy from a 1-step fp32 checkpoint in fp32 and bf16, and in
+#     fp32 on the CPU backend; the wall time of each, and how many of the
+#     GPU's tokens equal the CPU's.
 #   speed (150 s), the variants: ours bf16 with model.dropout 0.1 (masks
 #     drawn by hash in graphs that replay, the kernels reading the step from
 #     device memory) and with PP_CUDA_GRAPHS=off (what the graphs bring);
@@ -141,6 +145,58 @@ gpt2_variant() {
         "$(ratio "${g_tps[$p]:-}" "${g_tps[$k]:-}"): ${g_tps[$p]:-?} / ${g_tps[$k]:-?} tokens/s" ""
 }
 
+# gpt2_generate: --generate on the GPU (never run there before): a 1-step
+# fp32 checkpoint of the part's GPT-2, then 64 tokens greedy from it in fp32
+# and bf16 on the GPU and in fp32 on the CPU backend; the wall time of each
+# and how many of the GPU's tokens the CPU's equal (greedy argmax: fp32 on
+# both should agree but for near-ties; bf16 rounds the logits).
+gpt2_generate() {
+    local ck="$res/gpt2-gen.safetensors" n=64 prompt="15496 11 995" p t0 t1 fig rc
+    local -A toks=() secs=()
+    [ $dry = 1 ] && prompt="15 11 99"
+    gpt2_plan gpt2-gen fp32
+    gpt2_plan gpt2-gen-bf16 bf16
+    run gpt2-gen-save 60 "$bin/pipeline-run" "$res/gpt2-gen.yaml" --steps 1 --save "$ck" \
+        --device-map "$(map_all)"
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        row "generate: a 1-step fp32 checkpoint" "$(result_of $rc)" "$(why $rc gpt2-gen-save)" "$last_cmd"
+        return
+    fi
+    for p in fp32 bf16 cpu; do
+        local plan=$res/gpt2-gen.yaml map
+        map=$(map_all)
+        [ $p = bf16 ] && plan=$res/gpt2-gen-bf16.yaml
+        [ $p = cpu ] && map="cuda:*=cpu"
+        t0=$(date +%s.%N)
+        run "gpt2-gen-$p" 90 "$bin/pipeline-run" "$plan" --load "$ck" --generate "$prompt" \
+            --tokens "$n" --temperature 0 --device-map "$map"
+        rc=$?
+        t1=$(date +%s.%N)
+        if [ $rc -ne 0 ]; then
+            row "generate $n tokens, $p" "$(result_of $rc)" "$(why $rc "gpt2-gen-$p")" "$last_cmd"
+            continue
+        fi
+        toks[$p]=$(tr -s ' \n' '\n\n' <"$res/gpt2-gen-$p.out" | grep -v '^$' | tail -n "$n" | tr '\n' ' ')
+        secs[$p]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+        fig="${secs[$p]} s wall (the process: start, load, $n forwards)"
+        row "generate $n tokens greedy, $([ $p = cpu ] && echo "fp32 on the CPU backend" || echo "$p on $tdev")" ok "$fig" "$last_cmd"
+    done
+    # the GPU's tokens against the CPU backend's, one by one until the first difference
+    for p in fp32 bf16; do
+        [ -n "${toks[$p]:-}" ] && [ -n "${toks[cpu]:-}" ] || continue
+        fig=$("$py" - "${toks[$p]}" "${toks[cpu]}" <<'PY'
+import sys
+a, b = sys.argv[1].split(), sys.argv[2].split()
+same = sum(x == y for x, y in zip(a, b))
+first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+print("%d of %d equal%s" % (same, len(b), "" if first is None else ", the first difference at token %d" % first))
+PY
+)
+        row "  $p on $tdev / the CPU backend's fp32 tokens" info "$fig" ""
+    done
+}
+
 # gpt2_sizes: the part's GPT-2 (124M at batch 8 x 1024; tiny in a dry run)
 # and its token file, $res/gpt2-tokens.bin, enough for the steps of any run.
 gpt2_sizes() {
@@ -194,6 +250,10 @@ partgpt2() {
         "$(jget "$res/pr-gpt2-1stage-bf16.out" 'j["step_ms"]["median"]')" \
         "$(cat "$res/pr-gpt2-1stage-bf16.cmd" 2>/dev/null)"
     ktable_ranges=0
+
+    section correctness 45
+    echo "== --generate: 64 tokens greedy on $tdev and on the CPU backend"
+    gpt2_generate
 
     section speed 150
     echo "== GPT-2 $g_what, tokens/s: the variants"
