@@ -86,8 +86,8 @@ static void usage(FILE *f)
           "Options that do not go together are refused, naming both (docs/CLI.md).\n"
           "\n"
           "SIGTERM or SIGINT stops after the step in flight and, with a checkpoint: section\n"
-          "or --save, writes a checkpoint of the step reached first; a second signal ends\n"
-          "the program at once without a partial file.\n"
+          "or --save, writes a checkpoint of the step reached first (--generate: after the\n"
+          "token in hand); a second signal ends the program at once without a partial file.\n"
           "\n"
           "exit status: 0 ok, 1 runtime failure, 2 bad input, 143 stopped by SIGTERM,\n"
           "130 stopped by SIGINT\n",

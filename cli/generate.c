@@ -4,6 +4,7 @@
  * pp_pipeline_generate, the text printed.
  */
 #include "cli/generate.h"
+#include "cli/signals.h"
 
 #include <errno.h>
 #include <math.h>
@@ -88,6 +89,41 @@ static int prompt_ids(const pp_plan *plan, const char *prompt, int32_t **out, in
     return 0;
 }
 
+/* One token as the output shows it: a byte of text, or an id after a space
+ * (none before the first of the line). */
+static void put_token(bool text, int32_t token, bool first)
+{
+    if (text)
+        putchar(token);
+    else
+        printf("%s%d", first ? "" : " ", token);
+}
+
+typedef struct shown {
+    bool text, printer; /* printer: this rank prints (rank 0) */
+    pp_comm *comm;      /* the job's, or NULL */
+    int tokens;         /* sampled so far */
+    int sig;            /* the signal that stopped the generation, 0 none */
+    pp_status failed;   /* of a failed agreement on stopping (then err) */
+    pp_error err;
+} shown;
+
+/* pp_generate_options.on_token: each new token printed as it comes; a
+ * SIGINT or SIGTERM ends the generation after the token in hand (every rank
+ * agreeing, as before a training step). */
+static bool show_token(void *user, int index, int32_t token)
+{
+    shown *sh = user;
+    (void)index;
+    sh->tokens++;
+    if (sh->printer) {
+        put_token(sh->text, token, false);
+        fflush(stdout);
+    }
+    if ((sh->failed = pp_cli_stop_agree(sh->comm, &sh->sig, &sh->err)) != PP_OK) return false;
+    return sh->sig == 0;
+}
+
 int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const char *load,
                     const pp_cli_generate_args *a)
 {
@@ -97,24 +133,37 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
         free(prompt);
         return rc;
     }
+    /* rank 0 prints the prompt once the checkpoint has loaded, then each
+     * token as it is sampled */
+    const bool printer = !opts->comm || pp_comm_rank(opts->comm) == 0;
+    shown sh = {.text = plan->data.format == PP_PLAN_DATA_TEXT, .printer = printer,
+                .comm = opts->comm};
     const pp_generate_options o = {.tokens = a->tokens_given ? a->tokens : 200,
                                    .temperature = a->temperature_given ? a->temperature : 1.0,
-                                   .top_k = a->top_k, .seed = a->seed_given ? a->seed : plan->seed};
+                                   .top_k = a->top_k, .seed = a->seed_given ? a->seed : plan->seed,
+                                   .on_token = show_token, .user = &sh};
     seq = malloc(((size_t)n + (size_t)o.tokens) * sizeof *seq);
     pp_pipeline *p = NULL;
     pp_error err;
     pp_status s = seq ? PP_OK : pp_error_set(&err, PP_ERR_OOM, "out of host memory");
     if (s == PP_OK) s = pp_pipeline_new(plan, opts, &p, &err);
     if (s == PP_OK) s = pp_pipeline_load(p, load, &err);
+    const bool shows = s == PP_OK && printer;
+    if (shows) {
+        for (int i = 0; i < n; i++) put_token(sh.text, prompt[i], i == 0);
+        fflush(stdout);
+    }
     if (s == PP_OK) s = pp_pipeline_generate(p, prompt, n, &o, seq, &err);
-    if (s == PP_OK && (!opts->comm || pp_comm_rank(opts->comm) == 0)) {
-        for (int i = 0; i < n + o.tokens; i++) {
-            if (plan->data.format == PP_PLAN_DATA_TEXT)
-                putchar(seq[i]);
-            else
-                printf("%s%d", i ? " " : "", seq[i]);
-        }
-        putchar('\n');
+    if (shows) putchar('\n'); /* after what was printed, also when it stopped */
+    if (s == PP_OK && sh.failed != PP_OK) {
+        err = sh.err;
+        s = sh.failed;
+    }
+    if (s == PP_OK && sh.sig) {
+        fflush(stdout);
+        fprintf(stderr, "pipeline-run: stopped by %s after %d of %d tokens\n",
+                pp_cli_signal_name(sh.sig), sh.tokens, o.tokens);
+        rc = 128 + sh.sig;
     }
     if (s != PP_OK) {
         fprintf(stderr, "pipeline-run: %s\n", err.msg);

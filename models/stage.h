@@ -66,6 +66,7 @@ pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64
  * PP_ERR_INVALID for a t outside [1, T] or a stage whose input is not (N,
  * T, ...). */
 pp_status pp_stage_set_positions(pp_stage *s, int t, pp_error *err);
+
 /* The dtype of the stage's input: its first unit's (I32 for token ids; an
  * F32 input to bf16 units is rounded, pp_stage_forward). */
 pp_dtype pp_stage_input_dtype(const pp_stage *s);

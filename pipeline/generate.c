@@ -195,6 +195,7 @@ static pp_status generate_rank(struct pp_pipeline *p, const int32_t *prompt, int
         if (st == PP_OK && pp_comm_size(p->comm) > 1)
             st = pp_comm_broadcast(p->comm, p->stage_rank[last], &token, sizeof token, err);
         out[len] = token;
+        if (st == PP_OK && o->on_token && !o->on_token(o->user, i, token)) break;
     }
     p->io = (run_io){0};
     pp_error restore_err;

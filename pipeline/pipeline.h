@@ -316,6 +316,13 @@ typedef struct pp_generate_options {
     int window_step;     /* a forward computes the window's filled positions rounded up to
                             a multiple of this, at most block_size (0: 64; block_size or
                             more: the whole window every time) */
+    bool (*on_token)(void *user, int index, int32_t token); /* NULL, or called on every
+                            rank with each new token as soon as it is known (index 0 the
+                            first after the prompt), in order, before the next forward: to
+                            show the text as it comes. Returning false ends the generation
+                            there (PP_OK; out holds the prompt and the index + 1 tokens so
+                            far): every rank must return the same */
+    void *user;          /* on_token's first argument */
 } pp_generate_options;
 
 /* Continues a token sequence with a token model (GPT-2): out (n_prompt +

@@ -9,6 +9,8 @@
  *            prompts of 1, 63, 64, 65 and 140 tokens (the lengths cross the
  *            steps' multiples and the window's end: 140 + 40 > 150), and on
  *            2 stages those of 1 stage
+ *   on_token each token in order as it is sampled; returning false ends the
+ *            generation there (PP_OK, nothing written after)
  *   after    a generation after a training step samples what one from the
  *            step's checkpoint samples (fp32 and bf16: the bf16 weight
  *            copies made anew), and a step after it has the loss of the same
@@ -165,6 +167,49 @@ static void test_after(bool bf16)
     pp_pipeline_free(loaded);
 }
 
+/* on_token: every token in order as it is sampled; false ends the generation */
+typedef struct seen {
+    int n, stop_at; /* stop_at: the index whose call returns false (-1: none) */
+    int index[TOKENS];
+    int32_t token[TOKENS];
+} seen;
+
+static bool see(void *user, int index, int32_t token)
+{
+    seen *s = user;
+    if (s->n < TOKENS) {
+        s->index[s->n] = index;
+        s->token[s->n] = token;
+    }
+    s->n++;
+    return index != s->stop_at;
+}
+
+static void test_on_token(void)
+{
+    pp_pipeline *p = make(2, false);
+    if (!p) return;
+    int32_t prompt[5] = {'t', 'h', 'e', ' ', 'p'}, all[5 + TOKENS], part[5 + TOKENS];
+    seen a = {.stop_at = -1}, b = {.stop_at = 6};
+    pp_generate_options o = {.tokens = TOKENS, .temperature = 0.9, .top_k = 20, .seed = 4,
+                             .on_token = see, .user = &a};
+    pp_error err;
+    CHECK_OK(pp_pipeline_generate(p, prompt, 5, &o, all, &err), &err);
+    CHECK_MSG(a.n == TOKENS, "on_token called %d times for %d tokens", a.n, TOKENS);
+    int bad = 0;
+    for (int i = 0; i < a.n && i < TOKENS; i++)
+        bad += a.index[i] != i || a.token[i] != all[5 + i];
+    CHECK_MSG(bad == 0, "on_token: %d of %d calls not (i, token i) in order", bad, a.n);
+    memset(part, 0xff, sizeof part);
+    o.user = &b;
+    CHECK_OK(pp_pipeline_generate(p, prompt, 5, &o, part, &err), &err);
+    CHECK_MSG(b.n == 7, "on_token returning false at index 6: %d calls (want 7)", b.n);
+    CHECK_MSG(!memcmp(part, all, (5 + 7) * sizeof *part),
+              "the tokens before the stop are not those of the whole run");
+    CHECK_MSG(part[5 + 7] == -1, "a token written after the stop: %d", part[5 + 7]);
+    pp_pipeline_free(p);
+}
+
 int main(void)
 {
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "pp-generate")) return 1;
@@ -176,6 +221,7 @@ int main(void)
     test_same(true);
     test_after(false);
     test_after(true);
+    test_on_token();
     check_rmtree(tmpdir);
     return check_summary("generate");
 }
