@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 bool pp_cli_generate_option(pp_cli_generate_args *a, const char *name, const char *value,
                             char *msg, size_t n)
@@ -153,7 +154,10 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
         for (int i = 0; i < n; i++) put_token(sh.text, prompt[i], i == 0);
         fflush(stdout);
     }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (s == PP_OK) s = pp_pipeline_generate(p, prompt, n, &o, seq, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (shows) putchar('\n'); /* after what was printed, also when it stopped */
     if (s == PP_OK && sh.failed != PP_OK) {
         err = sh.err;
@@ -164,6 +168,12 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
         fprintf(stderr, "pipeline-run: stopped by %s after %d of %d tokens\n",
                 pp_cli_signal_name(sh.sig), sh.tokens, o.tokens);
         rc = 128 + sh.sig;
+    } else if (s == PP_OK && shows && sh.tokens > 0) {
+        const double secs =
+            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        fflush(stdout);
+        fprintf(stderr, "generated %d tokens in %.2f s (%.1f tokens/s) from a prompt of %d\n",
+                sh.tokens, secs, secs > 0 ? sh.tokens / secs : 0.0, n);
     }
     if (s != PP_OK) {
         fprintf(stderr, "pipeline-run: %s\n", err.msg);

@@ -179,7 +179,7 @@ gpt2_generate() {
         fi
         toks[$p]=$(tr -s ' \n' '\n\n' <"$res/gpt2-gen-$p.out" | grep -v '^$' | tail -n "$n" | tr '\n' ' ')
         secs[$p]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-        fig="${secs[$p]} s wall (the process: start, load, $n forwards)"
+        fig="$(grep -h '^generated ' "$res/gpt2-gen-$p.log" 2>/dev/null | tail -1); ${secs[$p]} s wall (the process: start, load, $n forwards)"
         row "generate $n tokens greedy, $([ $p = cpu ] && echo "fp32 on the CPU backend" || echo "$p on $tdev")" ok "$fig" "$last_cmd"
     done
     # the GPU's tokens against the CPU backend's, one by one until the first difference
