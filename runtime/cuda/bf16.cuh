@@ -4,7 +4,9 @@
  * bits widened to f32 exactly and rounded back as pp_bf16_from_f32 rounds,
  * elements of either dtype read as f32 and written from f32 (ld_f32, st_f32),
  * the 8 bf16 lanes of a 16-byte vector, eight elements of either dtype at a
- * time (ld8, st8), grid-stride indices, and the grid
+ * time (ld8, st8), an elementwise map one or eight at a time (map_each,
+ * map_each8), a thread's strided loads in flight (strided_run), grid-stride
+ * indices, and the grid
  * of their launchers (the alignment test: pp_cuda_aligned16, kernels.h).
  */
 #ifndef PP_CUDA_BF16_CUH
@@ -115,6 +117,51 @@ __device__ __forceinline__ void st8(float *p, int64_t i8, const float (&v)[8])
 {
     reinterpret_cast<float4 *>(p)[2 * i8] = make_float4(v[0], v[1], v[2], v[3]);
     reinterpret_cast<float4 *>(p)[2 * i8 + 1] = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+/* y[i] = op(x[i], dy[i]) (dy NULL: op(x[i], 0)) for i < n, elements of
+ * either dtype read as f32 and stored rounded once (ld_f32, st_f32), by a
+ * kernel's grid: one element a thread (map_each), or (x, dy and y 16-byte
+ * aligned) eight at a time, then the last n % 8 one a thread by the grid's
+ * first threads (map_each8). Each element is computed alone, the same way
+ * on both: the same bits; each is read before it is written, so y may alias
+ * x or dy. */
+template <class TX, class TY, class Op>
+__device__ __forceinline__ void map_each(int64_t n, const TX *x, const TX *dy, TY *y, Op op)
+{
+    for (int64_t i = gtid(); i < n; i += gstride())
+        st_f32(y, i, op(ld_f32(x, i), dy ? ld_f32(dy, i) : 0.0f));
+}
+
+template <class TX, class TY, class Op>
+__device__ __forceinline__ void map_each8(int64_t n, const TX *x, const TX *dy, TY *y, Op op)
+{
+    const int64_t n8 = n / 8;
+    for (int64_t i = gtid(); i < n8; i += gstride()) {
+        float a[8], b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        ld8(x, i, a);
+        if (dy) ld8(dy, i, b);
+        for (int k = 0; k < 8; k++) a[k] = op(a[k], b[k]);
+        st8(y, i, a);
+    }
+    const int64_t i = 8 * n8 + gtid();
+    if (i < n) st_f32(y, i, op(ld_f32(x, i), dy ? ld_f32(dy, i) : 0.0f));
+}
+
+/* A thread's next N elements of p, i0, i0 + stride, ..., i0 + (N - 1)
+ * stride, all loaded before any is used, so that N loads are in flight
+ * where a store between them would keep the compiler from hoisting the next
+ * (the output may alias the input); one at or past n reads the thread's own
+ * i0 again (no element another thread may be writing) and is not to be
+ * used. The caller then takes them in the order one at a time would. */
+template <int N, class T>
+__device__ __forceinline__ void strided_run(const T *p, int n, int i0, int stride, float (&v)[N])
+{
+#pragma unroll
+    for (int u = 0; u < N; u++) {
+        const int i = i0 + u * stride;
+        v[u] = ld_f32(p, i < n ? i : i0);
+    }
 }
 
 /* blocks of PP_CUDA_BLOCK threads for n elements, at most max_grid */

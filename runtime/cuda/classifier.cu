@@ -75,29 +75,14 @@ __device__ __forceinline__ run_max merge(run_max a, run_max b)
     return r;
 }
 
-/* A thread's next IN_FLIGHT<T> logits of its row, j0, j0 + ROW_THREADS, ...,
- * all loaded before any is used: no branch between the loads (one past the
- * row's end reads the thread's own j0 again, not yet written over in place,
- * and is not used) */
-template <class T>
-__device__ __forceinline__ void load_run(const T *z, int classes, int j0,
-                                         float (&vs)[IN_FLIGHT<T>])
-{
-#pragma unroll
-    for (int u = 0; u < IN_FLIGHT<T>; u++) {
-        const int j = j0 + u * ROW_THREADS;
-        vs[u] = ld_f32(z, j < classes ? j : j0);
-    }
-}
-
 /* f(j, logit j) for the thread's logits of the row in order, IN_FLIGHT<T>
  * loaded at a time */
 template <class T, class F>
 __device__ __forceinline__ void each_logit(const T *z, int classes, int tid, F f)
 {
     for (int j0 = tid; j0 < classes; j0 += IN_FLIGHT<T> * ROW_THREADS) {
-        float vs[IN_FLIGHT<T>];
-        load_run(z, classes, j0, vs);
+        float vs[IN_FLIGHT<T>]; /* j0, j0 + ROW_THREADS, ... (bf16.cuh) */
+        strided_run(z, classes, j0, ROW_THREADS, vs);
         for (int u = 0; u < IN_FLIGHT<T>; u++) {
             const int j = j0 + u * ROW_THREADS;
             if (j >= classes) break;

@@ -24,30 +24,18 @@
 
 namespace {
 
-/* y[i] = op(x[i], dy[i]) (dy NULL: unary) */
+/* y[i] = op(x[i], dy[i]) (dy NULL: unary): bf16.cuh's map_each, one element a
+ * thread, or map_each8, eight at a time (every operand 16-byte aligned) */
 template <class TX, class TY, class Op>
 __global__ void gelu_k(int64_t n, const TX *x, const TX *dy, TY *y, Op op)
 {
-    for (int64_t i = gtid(); i < n; i += gstride())
-        st_f32(y, i, op(ld_f32(x, i), dy ? ld_f32(dy, i) : 0.0f));
+    map_each(n, x, dy, y, op);
 }
 
-/* gelu_k eight elements at a time over the first 8 n8, then the tail (n %
- * 8 elements) one a thread by the grid's first threads; every operand
- * 16-byte aligned */
 template <class TX, class TY, class Op>
 __global__ void gelu8_k(int64_t n, const TX *x, const TX *dy, TY *y, Op op)
 {
-    const int64_t n8 = n / 8;
-    for (int64_t i = gtid(); i < n8; i += gstride()) {
-        float a[8], b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        ld8(x, i, a);
-        if (dy) ld8(dy, i, b);
-        for (int k = 0; k < 8; k++) a[k] = op(a[k], b[k]);
-        st8(y, i, a);
-    }
-    const int64_t i = 8 * n8 + gtid();
-    if (i < n) st_f32(y, i, op(ld_f32(x, i), dy ? ld_f32(dy, i) : 0.0f));
+    map_each8(n, x, dy, y, op);
 }
 
 /* the eight-wide kernel where x, dy and y are 16-byte aligned, else gelu_k */

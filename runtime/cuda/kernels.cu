@@ -339,23 +339,20 @@ __global__ void delay_k(uint64_t ns)
  * no rounding mode or flush-to-zero setting can change them), f32 from bf16
  * exactly. One element a thread, or (x and y 16-byte aligned) eight at a
  * time, then the n % 8 last one a thread: the same bits. */
+struct same_op {
+    __device__ float operator()(float a, float) const { return a; }
+};
+
 template <class TX, class TY>
 __global__ void cast_k(int64_t n, const TX *x, TY *y)
 {
-    for (int64_t i = gtid(); i < n; i += gstride()) st_f32(y, i, ld_f32(x, i));
+    map_each(n, x, static_cast<const TX *>(nullptr), y, same_op());
 }
 
 template <class TX, class TY>
 __global__ void cast8_k(int64_t n, const TX *x, TY *y)
 {
-    const int64_t n8 = n / 8;
-    for (int64_t i = gtid(); i < n8; i += gstride()) {
-        float v[8];
-        ld8(x, i, v);
-        st8(y, i, v);
-    }
-    const int64_t i = 8 * n8 + gtid();
-    if (i < n) st_f32(y, i, ld_f32(x, i));
+    map_each8(n, x, static_cast<const TX *>(nullptr), y, same_op());
 }
 
 template <class TX, class TY>

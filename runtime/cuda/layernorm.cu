@@ -19,8 +19,8 @@
  *             on every run.
  * Rows are read with one lane per element (coalesced, any c and alignment);
  * where a pass writes as it reads (the residual sum, y, dx) each lane loads
- * its next RUN elements before it uses the first (lane_run), in the same
- * order: the bits of one at a time.
+ * its next RUN elements before it uses the first (bf16.cuh's strided_run),
+ * in the same order: the bits of one at a time.
  * The kernels are templates on the activations' element types (f32 or bf16:
  * the bf16 entries of mixed precision): bf16 elements are widened exactly,
  * the arithmetic is the f32 kernels', and each bf16 output is the f32 value
@@ -47,22 +47,6 @@ __device__ __forceinline__ double warp_allsum(double v)
     return v;
 }
 
-/* A lane's next RUN elements of a row, i0, i0 + WARP, ..., all loaded
- * before any is used (those past the row's end read the lane's own i0
- * again, and are not used): the lane then takes them in the order one at a
- * time would, with RUN loads in flight instead of one where a store between
- * them kept the compiler from hoisting the next (the output may alias the
- * input). */
-template <int RUN, class T>
-__device__ __forceinline__ void lane_run(const T *p, int c, int i0, float (&v)[RUN])
-{
-#pragma unroll
-    for (int u = 0; u < RUN; u++) {
-        const int i = i0 + u * WARP;
-        v[u] = ld_f32(p, i < c ? i : i0);
-    }
-}
-
 /* loads in flight a lane: the forward's 8 (48 registers, as before); the
  * backward's 4, three operands each (more would cost it blocks per SM) */
 constexpr int RUN = 8, RUN_BACK = 4;
@@ -83,8 +67,8 @@ __global__ void ln_forward_k(int64_t rows, int c, float eps, const TX *a, const 
             TX *sr = sum + r * c;
             for (int i0 = lane; i0 < c; i0 += RUN * WARP) {
                 float av[RUN], bv[RUN];
-                lane_run(ar, c, i0, av);
-                lane_run(br, c, i0, bv);
+                strided_run(ar, c, i0, WARP, av);
+                strided_run(br, c, i0, WARP, bv);
                 for (int u = 0; u < RUN && i0 + u * WARP < c; u++) {
                     const float v = rounded_as(sr, av[u] + bv[u]);
                     st_f32(sr, i0 + u * WARP, v);
@@ -105,7 +89,7 @@ __global__ void ln_forward_k(int64_t rows, int c, float eps, const TX *a, const 
         TY *yr = y + r * c;
         for (int i0 = lane; i0 < c; i0 += RUN * WARP) {
             float xv[RUN];
-            lane_run(xr, c, i0, xv);
+            strided_run(xr, c, i0, WARP, xv);
             for (int u = 0; u < RUN && i0 + u * WARP < c; u++) {
                 const int i = i0 + u * WARP;
                 double v = ((double)xv[u] - mu) * rs * (double)gamma[i];
@@ -143,9 +127,9 @@ __global__ void ln_backward_k(int64_t rows, int c, const TX *x, const TG *dy,
         const TD *rr = dres ? dres + r * c : nullptr;
         for (int i0 = lane; i0 < c; i0 += RUN_BACK * WARP) {
             float xv[RUN_BACK], gv[RUN_BACK], rv[RUN_BACK];
-            lane_run(xr, c, i0, xv);
-            lane_run(gr, c, i0, gv);
-            if (rr) lane_run(rr, c, i0, rv);
+            strided_run(xr, c, i0, WARP, xv);
+            strided_run(gr, c, i0, WARP, gv);
+            if (rr) strided_run(rr, c, i0, WARP, rv);
             for (int u = 0; u < RUN_BACK && i0 + u * WARP < c; u++) {
                 const int i = i0 + u * WARP;
                 const double xhat = ((double)xv[u] - mu) * rs;

@@ -151,8 +151,8 @@ gpt2_variant() {
 # and how many of the GPU's tokens the CPU's equal (greedy argmax: fp32 on
 # both should agree but for near-ties; bf16 rounds the logits).
 gpt2_generate() {
-    local ck="$res/gpt2-gen.safetensors" n=64 prompt="15496 11 995" p t0 t1 fig rc
-    local -A toks=() secs=()
+    local ck="$res/gpt2-gen.safetensors" n=64 prompt="15496 11 995" p plan map t0 t1 fig rc
+    local -A toks=()
     [ $dry = 1 ] && prompt="15 11 99"
     gpt2_plan gpt2-gen fp32
     gpt2_plan gpt2-gen-bf16 bf16
@@ -164,8 +164,7 @@ gpt2_generate() {
         return
     fi
     for p in fp32 bf16 cpu; do
-        local plan=$res/gpt2-gen.yaml map
-        map=$(map_all)
+        plan=$res/gpt2-gen.yaml map=$(map_all)
         [ $p = bf16 ] && plan=$res/gpt2-gen-bf16.yaml
         [ $p = cpu ] && map="cuda:*=cpu"
         t0=$(date +%s.%N)
@@ -178,8 +177,7 @@ gpt2_generate() {
             continue
         fi
         toks[$p]=$(tr -s ' \n' '\n\n' <"$res/gpt2-gen-$p.out" | grep -v '^$' | tail -n "$n" | tr '\n' ' ')
-        secs[$p]=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-        fig="$(grep -h '^generated ' "$res/gpt2-gen-$p.log" 2>/dev/null | tail -1); ${secs[$p]} s wall (the process: start, load, $n forwards)"
+        fig="$(grep -h '^generated ' "$res/gpt2-gen-$p.log" 2>/dev/null | tail -1); $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s wall (the process: start, load, $n forwards)"
         row "generate $n tokens greedy, $([ $p = cpu ] && echo "fp32 on the CPU backend" || echo "$p on $tdev")" ok "$fig" "$last_cmd"
     done
     # the GPU's tokens against the CPU backend's, one by one until the first difference
