@@ -51,11 +51,14 @@ typedef enum pp_native_op {
     PP_NATIVE_LINEAR_WGRAD,      /* x, dy, dw, db                            */
 } pp_native_op;
 
-/* The shape of an attention op (ops.h): qkv (n, t, 3c), y (n, t, c), lse
- * (n, heads, t); c a multiple of heads. */
+/* The shape of an attention op (ops.h): qkv (n, t, 3c), y (n, t - q0, c),
+ * lse (n, heads, t - q0); c a multiple of heads. q0 > 0 (forward only, no
+ * dropout: pp_attention_forward_from): the queries of positions q0..t-1
+ * alone, over the keys of positions 0.. up to each. */
 typedef struct pp_attention_desc {
     int n, t, c, heads;
     pp_dropout_desc drop; /* dropout on the probabilities (ops.h); p == 0: none */
+    int q0;               /* the first query's position (0: every position) */
 } pp_attention_desc;
 
 /* The descriptor of PP_NATIVE_BN_ACT (pp_batchnorm_forward_act). */

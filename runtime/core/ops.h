@@ -411,6 +411,14 @@ pp_status pp_gelu_backward(pp_exec *ex, const pp_tensor *x, const pp_tensor *dy,
  * at a time). */
 pp_status pp_attention_forward(pp_exec *ex, int heads, const pp_tensor *qkv, pp_tensor *y,
                                pp_tensor *lse, pp_error *err);
+/* The forward for the queries of positions q0..T-1 alone (0 <= q0 < T),
+ * each over the keys of positions 0 up to its own: y (N, T - q0, C) and lse
+ * (N, heads, T - q0) are the rows q0.. of pp_attention_forward's, within
+ * rounding (the products are of other shapes). For generation with a cache
+ * of keys and values: qkv holds the cached rows of the earlier positions and
+ * the new ones after them. Inference only (no dropout, no backward). */
+pp_status pp_attention_forward_from(pp_exec *ex, int heads, int q0, const pp_tensor *qkv,
+                                    pp_tensor *y, pp_tensor *lse, pp_error *err);
 /* dqkv (N, T, 3C) = the gradient of qkv (=) from dy (N, T, C), the forward's
  * qkv, output y and lse. */
 pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, const pp_tensor *y,

@@ -540,6 +540,25 @@ static pp_status attention_backward_bf16(pp_exec *ex, const pp_attention_desc *d
 
 /* ---- attention ---- */
 
+/* y (N, T - q0, C) and lse (N, heads, T - q0) checked, then the backend's
+ * bf16 entry where the operands are BF16 and it has one, else its f32 entry
+ * (on stand-ins where they are BF16). */
+static pp_status attention_forward_run(pp_exec *ex, const char *op, const pp_attention_desc *d,
+                                       const pp_tensor *qkv, pp_tensor *y, pp_tensor *lse,
+                                       pp_error *err)
+{
+    const int rows = d->t - d->q0;
+    PP_TRY(pp_ops_check(ex, op, "y", y, PP_OPS_ACT, 3, d->n, rows, d->c, 1, err));
+    PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d->n, d->heads, rows, 1, err));
+    bool done = false;
+    PP_TRY(attention_forward_bf16(ex, d, qkv, y, lse, &done, err));
+    if (done) return PP_OK;
+    wide v = {0};
+    const float *qkvd = WIDE_IN(v, qkv);
+    float *yd = WIDE_OUT(v, y);
+    return WIDE_RUN(v, DISPATCH(attention_forward, d, qkvd, yd, lse->data, err));
+}
+
 pp_status pp_attention_forward(pp_exec *ex, int heads, const pp_tensor *qkv, pp_tensor *y,
                                pp_tensor *lse, pp_error *err)
 {
@@ -555,15 +574,22 @@ pp_status pp_attention_forward_dropout(pp_exec *ex, int heads, const pp_dropout_
     pp_attention_desc d;
     PP_TRY(attention_desc(ex, op, heads, qkv, &d, err));
     PP_TRY(attention_drop(ex, op, drop, &d, err));
-    PP_TRY(pp_ops_check(ex, op, "y", y, PP_OPS_ACT, 3, d.n, d.t, d.c, 1, err));
-    PP_TRY(pp_ops_check(ex, op, "lse", lse, PP_F32, 3, d.n, d.heads, d.t, 1, err));
-    bool done = false;
-    PP_TRY(attention_forward_bf16(ex, &d, qkv, y, lse, &done, err));
-    if (done) return PP_OK;
-    wide v = {0};
-    const float *qkvd = WIDE_IN(v, qkv);
-    float *yd = WIDE_OUT(v, y);
-    return WIDE_RUN(v, DISPATCH(attention_forward, &d, qkvd, yd, lse->data, err));
+    return attention_forward_run(ex, op, &d, qkv, y, lse, err);
+}
+
+pp_status pp_attention_forward_from(pp_exec *ex, int heads, int q0, const pp_tensor *qkv,
+                                    pp_tensor *y, pp_tensor *lse, pp_error *err)
+{
+    const char *op = "attention_forward_from";
+    PP_TRY(pp_ops_check_exec(ex, op, err));
+    pp_attention_desc d;
+    PP_TRY(attention_desc(ex, op, heads, qkv, &d, err));
+    if (q0 < 0 || (q0 > 0 && q0 >= d.t))
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "%s: the first query's position %d is not below qkv's %d positions",
+                            op, q0, d.t);
+    d.q0 = q0;
+    return attention_forward_run(ex, op, &d, qkv, y, lse, err);
 }
 
 pp_status pp_attention_backward(pp_exec *ex, int heads, const pp_tensor *qkv, const pp_tensor *y,

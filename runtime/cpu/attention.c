@@ -17,6 +17,8 @@
  *             dP = dy v^T; dS = P (dP - D) / sqrt(hs), D the row dot product
  *             of dy and y; dq = dS k; dk += dS^T q. dk and dv gather the
  *             blocks in block order.
+ * With d->q0 > 0 the blocks start at query q0 and y and lse hold the rows
+ * of positions q0.. alone (pp_attention_forward_from).
  * Dropout (d->drop.p > 0): each probability of (sample, head, query, key)
  * is multiplied by its factor from dropout.h's hash (index (h T + i) T + j)
  * before P v in the forward; the backward draws the same factors: dv +=
@@ -71,10 +73,12 @@ static void forward_task(void *arg, int64_t task, int worker)
     const float scale = 1.0f / sqrtf((float)hs);
     const float *q = j->qkv + (size_t)n * t * ld + (size_t)h * hs;
     const float *k = q + d->c, *v = q + 2 * d->c;
-    float *y = j->out + (size_t)n * t * d->c + (size_t)h * hs;
-    float *lse = j->out_lse + ((size_t)n * d->heads + h) * t;
+    /* y and lse hold the rows of positions q0.. (every position where q0 is 0) */
+    const int q0 = d->q0, rows = t - q0;
+    float *y = j->out + (size_t)n * rows * d->c + (size_t)h * hs;
+    float *lse = j->out_lse + ((size_t)n * d->heads + h) * rows;
     float *s = j->scratch + (size_t)worker * 2 * BLOCK * t;
-    for (int r0 = 0; r0 < t; r0 += BLOCK) {
+    for (int r0 = q0; r0 < t; r0 += BLOCK) {
         const int rb = t - r0 < BLOCK ? t - r0 : BLOCK, kn = r0 + rb;
         scores(j, q, k, r0, rb, kn, scale, s);
         for (int i = 0; i < rb; i++) {
@@ -90,11 +94,11 @@ static void forward_task(void *arg, int64_t task, int worker)
             const float inv = (float)(1.0 / sum);
             for (int c = 0; c < keys; c++) row[c] *= inv;
             for (int c = keys; c < kn; c++) row[c] = 0.0f;
-            lse[r0 + i] = (float)((double)mx + log(sum));
+            lse[r0 - q0 + i] = (float)((double)mx + log(sum));
             if (d->drop.p > 0.0f) drop_row(d, n, h, r0 + i, row, keys);
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, hs, kn, 1.0f, s, kn, v, ld,
-                    0.0f, y + (size_t)r0 * d->c, d->c);
+                    0.0f, y + (size_t)(r0 - q0) * d->c, d->c);
     }
 }
 

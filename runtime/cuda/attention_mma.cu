@@ -211,7 +211,7 @@ extern "C" {
 
 bool pp_cuda_attention_mma_takes(pp_cuda_attention_dims d)
 {
-    return dims_ok(d) && (d.c / d.heads) % 16 == 0;
+    return dims_ok(d) && d.q0 == 0 && (d.c / d.heads) % 16 == 0;
 }
 
 cudaError_t pp_cuda_launch_attention_forward_mma(cudaStream_t s, pp_cuda_attention_dims d,

@@ -19,6 +19,9 @@
  *        tensor-core kernels where they take the shape and agree, else ours;
  *   mma  the tensor-core kernels where they take the shape and agree, else ours;
  *   own  ours.
+ * A forward of the queries from a position on (d->q0 > 0: generation's
+ * cache of keys and values, pp_attention_forward_from) runs ours, the
+ * kernels that take it, whatever PP_CUDA_ATTN says; nothing is decided.
  * The first call outside a CUDA graph capture checks each candidate in that
  * order against ours on the call's own operands (attention_check.h: both
  * run, the stream is synchronised, y within the element type's tolerance of
@@ -117,7 +120,7 @@ typedef struct call {
 
 static pp_cuda_attention_dims dims_of(const pp_attention_desc *d)
 {
-    return (pp_cuda_attention_dims){d->n, d->t, d->c, d->heads};
+    return (pp_cuda_attention_dims){d->n, d->t, d->c, d->heads, d->q0};
 }
 
 /* the backward's delta scratch (n, heads, t) from the exec's workspace */
@@ -308,6 +311,8 @@ static pp_status run(call *c, pp_sdpa_dir dir, void *const out[2], pp_error *err
     attn_mode mode;
     pp_sdpa_choice *ch;
     PP_TRY(begin(c->ex, c->d, &c->ce, err));
+    if (c->d->q0 > 0) /* the queries from a position on (generation's cache): ours take it */
+        return runs[PP_SDPA_OWN][dir](c, out, err);
     PP_TRY(mode_of(&mode, err));
     const bool drop = c->d->drop.p > 0.0f;
     if (mode == MODE_OWN && (!drop || c->f32)) return runs[PP_SDPA_OWN][dir](c, out, err);

@@ -183,7 +183,7 @@ extern "C" {
 
 bool pp_cuda_attention_tf32_takes(pp_cuda_attention_dims d)
 {
-    return dims_ok(d) && (d.c / d.heads) % 8 == 0;
+    return dims_ok(d) && d.q0 == 0 && (d.c / d.heads) % 8 == 0;
 }
 
 cudaError_t pp_cuda_launch_attention_forward_tf32(cudaStream_t s, pp_cuda_attention_dims d,

@@ -59,6 +59,7 @@ constexpr int ATT_THREADS = 128;
 
 struct att_geom {
     int t, c, hs, heads;
+    int q0;      /* the forward's first query (y and lse hold rows q0..t-1) */
     int64_t ld;  /* 3c: a row of qkv */
     float scale; /* 1 / sqrt(hs) */
 };
@@ -110,7 +111,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     __shared__ W sq[BQ * LD], sk[BK * LD], sv[BK * LD];
     __shared__ float sp[BQ * LP];
     const int tid = threadIdx.x, row = tid / TPR, lane = tid % TPR;
-    const int q0 = blockIdx.x * BQ, h = blockIdx.y, n = blockIdx.z;
+    const int q0 = g.q0 + blockIdx.x * BQ, h = blockIdx.y, n = blockIdx.z;
     const E *q = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
     T::template load<HS, BQ>(sq, q, g.ld, q0, g.t, g.hs);
     const int tq = q0 + row;
@@ -158,10 +159,11 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const float inv = 1.0f / l;
 #pragma unroll
     for (int j = 0; j < DPT; j++) o[j] *= inv;
-    T::template store<DPT, TPR>(y + ((int64_t)n * g.t + tq) * g.c + (int64_t)h * g.hs, o, lane,
+    const int rows = g.t - g.q0, r = tq - g.q0; /* y's and lse's rows */
+    T::template store<DPT, TPR>(y + ((int64_t)n * rows + r) * g.c + (int64_t)h * g.hs, o, lane,
                                 g.hs);
     if (lane == 0)
-        lse[((int64_t)n * g.heads + h) * g.t + tq] = (float)((double)m + log((double)l));
+        lse[((int64_t)n * g.heads + h) * rows + r] = (float)((double)m + log((double)l));
 }
 
 /* P and dS of query row `row` (of the block at q0) against keys kk = lane +
@@ -330,6 +332,7 @@ att_geom geom_of(const pp_cuda_attention_dims &d)
     g.t = d.t;
     g.c = d.c;
     g.heads = d.heads;
+    g.q0 = d.q0;
     g.hs = d.c / d.heads;
     g.ld = 3 * (int64_t)d.c;
     g.scale = 1.0f / sqrtf((float)g.hs);
@@ -358,7 +361,7 @@ cudaError_t forward_at(cudaStream_t s, const pp_cuda_attention_dims &d, const at
                        const pp_dropout_desc *drop, const typename T::elem *qkv,
                        typename T::elem *y, float *lse)
 {
-    const dim3 grid((unsigned)((d.t + BQ - 1) / BQ), (unsigned)d.heads, (unsigned)d.n);
+    const dim3 grid((unsigned)((d.t - d.q0 + BQ - 1) / BQ), (unsigned)d.heads, (unsigned)d.n);
     bool on;
     const att_drop dr = drop_of(drop, &on);
     if (on)
@@ -397,7 +400,8 @@ cudaError_t backward_at(cudaStream_t s, const pp_cuda_attention_dims &d, const a
 
 bool dims_ok(const pp_cuda_attention_dims &d)
 {
-    return d.n > 0 && d.t > 0 && d.heads > 0 && d.c % d.heads == 0 && d.n <= 65535 &&
+    return d.n > 0 && d.t > 0 && d.q0 >= 0 && d.q0 < d.t && d.heads > 0 &&
+           d.c % d.heads == 0 && d.n <= 65535 &&
            d.heads <= 65535 && d.c / d.heads <= PP_CUDA_ATTENTION_HS_MAX;
 }
 
@@ -434,14 +438,14 @@ cudaError_t launch_delta(cudaStream_t s, unsigned max_grid, const pp_cuda_attent
 
 /* The backward on stream s: delta (n, heads, t) from y and dy on at most
  * max_grid blocks, then dqkv, every element written, with the forward's
- * drop; the same refusal. */
+ * drop; the same refusal, and for q0 > 0. */
 template <class T>
 cudaError_t launch_backward(cudaStream_t s, unsigned max_grid, const pp_cuda_attention_dims &d,
                             const pp_dropout_desc *drop, const typename T::elem *qkv,
                             const typename T::elem *y, const float *lse,
                             const typename T::elem *dy, float *delta, typename T::elem *dqkv)
 {
-    if (!dims_ok(d)) return cudaErrorInvalidValue;
+    if (!dims_ok(d) || d.q0 != 0) return cudaErrorInvalidValue;
     const att_geom g = geom_of(d);
     const cudaError_t e = launch_delta<T>(s, max_grid, d, g, y, dy, delta);
     if (e != cudaSuccess) return e;

@@ -132,9 +132,12 @@ cudaError_t pp_cuda_launch_position_forward(cudaStream_t s, unsigned max_grid, i
 /* ---- causal self-attention (attention.cu) ------------------------------------------- */
 
 /* qkv (n, t, 3c): q, k, v side by side, heads of hs = c / heads columns;
- * y (n, t, c); lse (n, heads, t). */
+ * y (n, t - q0, c); lse (n, heads, t - q0). q0 > 0 (the forward of our
+ * CUDA-core kernels alone, without dropout): the queries of positions
+ * q0..t-1 only, over the keys up to each (generation's cache). */
 typedef struct pp_cuda_attention_dims {
     int n, t, c, heads;
+    int q0; /* the first query's position (0: every position) */
 } pp_cuda_attention_dims;
 
 /* The largest head size the kernels take. */

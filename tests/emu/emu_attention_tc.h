@@ -146,7 +146,7 @@ static inline void emu_tc_run(const emu_tc_kernels *K, const emu_tc_case *cases,
         void *kdq2 = emu_copy(&a.dqkv, off, &bdq2);
         float *kl = emu_copy(&a.lse, off, &bl);
         float *delta = malloc(sizeof(float) * (size_t)n * h * t);
-        const pp_emu_cuda_attention_dims d = {n, t, c, h};
+        const pp_emu_cuda_attention_dims d = {n, t, c, h, 0};
         int w = snprintf(what, sizeof what, "%s attention %d x %d, %d heads of %d%s", K->name, n,
                          t, h, c / h, off ? ", 4 bytes off" : "");
         if (drop)

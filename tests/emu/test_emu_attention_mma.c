@@ -97,6 +97,6 @@ int main(void)
     };
     emu_rig_open();
     emu_tc_run(&mma, cases, sizeof cases / sizeof cases[0], 20);
-    emu_tc_refused(&mma, (pp_emu_cuda_attention_dims){1, 4, 34, 2}); /* heads of 17 */
+    emu_tc_refused(&mma, (pp_emu_cuda_attention_dims){1, 4, 34, 2, 0}); /* heads of 17 */
     return emu_rig_close("test_emu_attention_mma");
 }

@@ -98,7 +98,7 @@ int main(void)
     };
     emu_rig_open();
     emu_tc_run(&tf32, cases, sizeof cases / sizeof cases[0], 40);
-    emu_tc_refused(&tf32, (pp_emu_cuda_attention_dims){1, 4, 24, 2}); /* heads of 12 */
-    emu_tc_refused(&tf32, (pp_emu_cuda_attention_dims){1, 4, 34, 2}); /* heads of 17 */
+    emu_tc_refused(&tf32, (pp_emu_cuda_attention_dims){1, 4, 24, 2, 0}); /* heads of 12 */
+    emu_tc_refused(&tf32, (pp_emu_cuda_attention_dims){1, 4, 34, 2, 0}); /* heads of 17 */
     return emu_rig_close("test_emu_attention_tf32");
 }

@@ -190,7 +190,7 @@ static void test_attention(bool bf16)
         for (int j = 0; j < 7; j++) k[j] = emu_copy(&ts[j], j == Y || j == DY ? 4 : 0, &bases[j]);
         float *kl = k[LSE], *delta = malloc(sizeof(float) * (size_t)n * h * t);
         const size_t yb = pp_tensor_bytes(&ts[Y]), qb = pp_tensor_bytes(&ts[QKV]);
-        const pp_emu_cuda_attention_dims d = {n, t, c, h};
+        const pp_emu_cuda_attention_dims d = {n, t, c, h, 0};
         snprintf(what, sizeof what, "%s attention, dropout %g, %d x %d, %d heads of %d, first %lld",
                  bf16 ? "bf16" : "f32", (double)drop.p, n, t, h, c / h,
                  (long long)drop.first_sample);

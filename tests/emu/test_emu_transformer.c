@@ -234,7 +234,7 @@ static void test_attention(void)
         void *bq, *by, *bl, *bdy, *bdq;
         float *kq = emu_copy(&qkv, off, &bq), *ky = emu_copy(&y, off, &by), *kl = emu_copy(&lse, off, &bl);
         float *kdy = emu_copy(&dy, off, &bdy), *kdq = emu_copy(&dqkv, off, &bdq);
-        const pp_emu_cuda_attention_dims d = {n, t, c, h};
+        const pp_emu_cuda_attention_dims d = {n, t, c, h, 0};
         snprintf(what, sizeof what, "attention %d x %d, %d heads of %d%s", n, t, h, c / h,
                  off ? ", 4 bytes off" : "");
         CHECK_OK(pp_attention_forward(&g_ex, h, &qkv, &y, &lse, &err), &err);
@@ -254,7 +254,7 @@ static void test_attention(void)
         EMU_FREE_CASE(bases, ts);
     }
     /* a head wider than the kernels take is refused before anything runs */
-    const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2};
+    const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2, 0};
     CHECK(pp_emu_cuda_launch_attention_forward(0, wide, NULL, NULL, NULL, NULL) ==
           cudaErrorInvalidValue);
 }
@@ -282,7 +282,7 @@ static void test_attention_bf16(void)
         uint16_t *kq = emu_copy(&a.qkv, 0, &bq), *ky = emu_copy(&a.y, 2, &by);
         uint16_t *kdy = emu_copy(&a.dy, 2, &bdy), *kdq = emu_copy(&a.dqkv, 0, &bdq);
         float *kl = emu_copy(&a.lse, 0, &bl);
-        const pp_emu_cuda_attention_dims d = {n, t, c, h};
+        const pp_emu_cuda_attention_dims d = {n, t, c, h, 0};
         snprintf(what, sizeof what, "bf16 attention %d x %d, %d heads of %d", n, t, h, c / h);
         CHECK_OK(pp_attention_forward(&g_ex, h, &a.qkv, &a.y, &a.lse, &err), &err);
         EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, d, NULL, kq, ky, kl), what);
@@ -301,8 +301,88 @@ static void test_attention_bf16(void)
         pp_tensor *ts[] = {&a.qkv, &a.dqkv, &a.y, &a.dy, &a.lse};
         EMU_FREE_CASE(bases, ts);
     }
-    const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2};
+    const pp_emu_cuda_attention_dims wide = {1, 4, 2 * (PP_CUDA_ATTENTION_HS_MAX + 1), 2, 0};
     CHECK(pp_emu_cuda_launch_attention_forward_bf16(0, wide, NULL, NULL, NULL, NULL) ==
+          cudaErrorInvalidValue);
+}
+
+/* ---- attention from a query position (generation's cache) --------------------------- */
+
+/* bytes of rows [r, r + count) of sample k of an (n, rows, width) tensor of es-byte elements */
+static const char *rows_at(const void *base, int k, int rows, int r, int width, size_t es)
+{
+    return (const char *)base + (((size_t)k * rows + r) * (size_t)width) * es;
+}
+
+/* The queries of positions q0.. alone (pp_attention_forward_from), f32 and
+ * bf16: y's rows and lse the bits of the whole forward's rows q0.. (a row's
+ * arithmetic does not depend on which rows share its block), and within the
+ * kernels' tolerance of the CPU backend's; the backward, and q0 at or past
+ * the last position, refused. */
+static void test_attention_from(void)
+{
+    static const struct { int n, t, c, heads, q0; } cases[] = {
+        {2, 70, 128, 2, 37}, /* heads of 64; the first block mid-tile */
+        {1, 33, 51, 3, 32},  /* one query; heads of 17 */
+        {1, 40, 256, 2, 39}, /* one query; heads of 128: tiles of 16 */
+        {3, 65, 96, 3, 1},   /* heads of 32; every row but the first */
+    };
+    pp_error err;
+    char what[96];
+    for (int bf = 0; bf < 2; bf++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
+            const int q0 = cases[i].q0, rows = t - q0;
+            const pp_dtype dt = bf ? PP_BF16 : PP_F32;
+            const size_t es = bf ? 2 : 4;
+            emu_attn a = emu_attn_case_of(dt, n, t, c, h);
+            pp_tensor yf = emu_tensor(dt, 3, (int64_t[]){n, rows, c}, PP_NCHW);
+            pp_tensor lf = emu_tensor(PP_F32, 3, (int64_t[]){n, h, rows}, PP_NCHW);
+            void *bq, *by, *bl, *byf, *blf;
+            void *kq = emu_copy(&a.qkv, 0, &bq), *ky = emu_copy(&a.y, 0, &by);
+            void *kyf = emu_copy(&yf, 0, &byf);
+            float *kl = emu_copy(&a.lse, 0, &bl), *klf = emu_copy(&lf, 0, &blf);
+            const pp_emu_cuda_attention_dims whole = {n, t, c, h, 0}, from = {n, t, c, h, q0};
+            snprintf(what, sizeof what, "%s attention %d x %d from %d, %d heads of %d",
+                     bf ? "bf16" : "f32", n, t, q0, h, c / h);
+            if (bf) {
+                EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, whole, NULL, kq, ky, kl),
+                             what);
+                EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, from, NULL, kq, kyf,
+                                                                       klf), what);
+            } else {
+                EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, whole, NULL, kq, ky, kl),
+                             what);
+                EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, from, NULL, kq, kyf, klf),
+                             what);
+            }
+            int differ = 0;
+            for (int k = 0; k < n; k++) {
+                differ += memcmp(rows_at(kyf, k, rows, 0, c, es), rows_at(ky, k, t, q0, c, es),
+                                 (size_t)rows * c * es) != 0;
+                for (int hh = 0; hh < h; hh++)
+                    differ += memcmp(rows_at(klf, k * h + hh, rows, 0, 1, 4),
+                                     rows_at(kl, k * h + hh, t, q0, 1, 4), (size_t)rows * 4) != 0;
+            }
+            CHECK_MSG(differ == 0, "%s: %d of %d row blocks not the whole forward's bits", what,
+                      differ, n * (h + 1));
+            CHECK_OK(pp_attention_forward_from(&g_ex, h, q0, &a.qkv, &yf, &lf, &err), &err);
+            if (bf)
+                emu_close_bf16(&yf, kyf, what);
+            else
+                emu_close(&yf, kyf, 1e-6, what);
+            emu_close(&lf, klf, 5e-7, "attention from a position: lse");
+            /* the backward takes no q0 */
+            float delta;
+            CHECK(pp_emu_cuda_launch_attention_backward(0, MAX_GRID, from, NULL, NULL, NULL, NULL,
+                                                        NULL, &delta, NULL) ==
+                  cudaErrorInvalidValue);
+            void *bases[] = {bq, by, bl, byf, blf};
+            pp_tensor *ts[] = {&a.qkv, &a.dqkv, &a.y, &a.dy, &a.lse, &yf, &lf};
+            EMU_FREE_CASE(bases, ts);
+        }
+    const pp_emu_cuda_attention_dims past = {1, 4, 64, 2, 4};
+    CHECK(pp_emu_cuda_launch_attention_forward(0, past, NULL, NULL, NULL, NULL) ==
           cudaErrorInvalidValue);
 }
 
@@ -430,6 +510,7 @@ int main(void)
     test_embedding();
     test_attention();
     test_attention_bf16();
+    test_attention_from();
     test_classifier();
     return emu_rig_close("test_emu_transformer");
 }

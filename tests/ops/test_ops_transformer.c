@@ -332,6 +332,25 @@ static void test_attention(void)
         CHECK_OK(pp_attention_forward(&g_ex, heads, &qkv, &y, &lse, &err), &err);
         check_close(name, fp(&y), yref, ny, 2e-6);
         check_close("attention lse", fp(&lse), lref, numel(&lse), 2e-6);
+        /* the queries from position q0 on (generation's cache): the reference's rows q0.. */
+        for (int q0 = t - 1; q0 > 0; q0 = q0 > 1 ? q0 / 2 : 0) {
+            const int rows = t - q0;
+            pp_tensor yf = tnew(3, n, rows, c, 1), lf = tnew(3, n, heads, rows, 1);
+            double *yr = dalloc(numel(&yf)), *lr = dalloc(numel(&lf));
+            for (int k = 0; k < n; k++) {
+                memcpy(yr + (size_t)k * rows * c, yref + ((size_t)k * t + q0) * c,
+                       (size_t)rows * c * sizeof *yr);
+                for (int h = 0; h < heads; h++)
+                    memcpy(lr + ((size_t)k * heads + h) * rows,
+                           lref + ((size_t)k * heads + h) * t + q0, (size_t)rows * sizeof *lr);
+            }
+            snprintf(name, sizeof name, "attention from position %d, %s", q0, cases[ci].what);
+            CHECK_OK(pp_attention_forward_from(&g_ex, heads, q0, &qkv, &yf, &lf, &err), &err);
+            check_close(name, fp(&yf), yr, numel(&yf), 2e-6);
+            check_close("attention from a position: lse", fp(&lf), lr, numel(&lf), 2e-6);
+            free(yr), free(lr);
+            pp_tensor_free(&yf), pp_tensor_free(&lf);
+        }
         CHECK_OK(pp_attention_backward(&g_ex, heads, &qkv, &y, &lse, &dy, &dqkv, &err), &err);
         double *g = dalloc(nq);
         unsigned char *mask = calloc(nq, 1);
@@ -770,6 +789,13 @@ static void test_boundaries(void)
     CHECK(pp_attention_forward(&g_ex, 3, &qkv, &x, &lse, &err) == PP_ERR_INVALID); /* 8 / 3 */
     CHECK(pp_attention_forward(&g_ex, 4, &qkv, &x, &lse, &err) == PP_ERR_INVALID); /* lse */
     CHECK(pp_attention_forward(&g_ex, 2, &x, &x, &lse, &err) == PP_ERR_INVALID);
+    pp_tensor y1 = tnew(3, 2, 1, 8, 1), l1 = tnew(3, 2, 2, 1, 1);
+    CHECK(pp_attention_forward_from(&g_ex, 2, 2, &qkv, &y1, &l1, &err) == PP_OK);
+    CHECK(pp_attention_forward_from(&g_ex, 2, 1, &qkv, &y1, &l1, &err) == PP_ERR_INVALID);
+    CHECK(pp_attention_forward_from(&g_ex, 2, 3, &qkv, &y1, &l1, &err) == PP_ERR_INVALID);
+    CHECK(pp_attention_forward_from(&g_ex, 2, -1, &qkv, &y1, &l1, &err) == PP_ERR_INVALID);
+    CHECK(pp_attention_forward_from(&g_ex, 2, 0, &qkv, &x, &lse, &err) == PP_OK);
+    pp_tensor_free(&y1), pp_tensor_free(&l1);
     pp_tensor ids = tnew_on(g_dev, PP_F32, 2, 2, 3, 1, 1);
     CHECK(pp_embedding_forward(&g_ex, &ids, &w, &x, &err) == PP_ERR_INVALID); /* F32 ids */
     CHECK(pp_gelu_forward(&g_ex, &x, &y, &err) == PP_ERR_INVALID);
