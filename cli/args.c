@@ -75,6 +75,8 @@ static void usage(FILE *f)
           "  --top-k K           with --generate: sample among the K most likely (default 0:\n"
           "                      all)\n"
           "  --seed S            with --generate: the sampler's seed (default: the plan's)\n"
+          "  --no-kv-cache       with --generate: no cache of keys and values (each token's\n"
+          "                      forward computes the window's positions again)\n"
           "  --layout L          activations' memory order: auto (NHWC where a device runs\n"
           "                      faster so: CUDA in bf16), nchw or nhwc; results do not change\n"
           "  --grad-allreduce M  replicas: buckets (default: each stage's gradients summed\n"
@@ -151,6 +153,7 @@ static int check_options(cli_args *a)
     g[PP_CLI_OPT_TEMPERATURE] = a->gen.temperature_given;
     g[PP_CLI_OPT_TOP_K] = a->gen.top_k_given;
     g[PP_CLI_OPT_SEED] = a->gen.seed_given;
+    g[PP_CLI_OPT_NO_KV_CACHE] = a->gen.no_cache;
     char msg[256];
     if (!pp_cli_options_check(g, msg, sizeof msg)) return pp_cli_bad_args("%s", msg);
     return 0;
@@ -162,7 +165,8 @@ int pp_cli_parse_args(int argc, char **argv, cli_args *a)
            O_SVG, O_SIM, O_WEIGHTS, O_METRICS, O_EVAL_ONLY, O_PLOT, O_RESUME, O_LAYOUT,
            O_GRAPHS, O_GRAD_ALLREDUCE, O_MEMORY, O_OPTIMIZE, O_MEMORY_LIMIT,
            O_PRINT_SCHEDULE, O_SWEEP_SCHEDULE, O_VERIFY, O_SHOW_DATA, O_DUMP_DATA, O_GENERATE,
-           O_TOKENS, O_TEMPERATURE, O_TOP_K, O_SEED, O_COUNT /* not an option */ };
+           O_TOKENS, O_TEMPERATURE, O_TOP_K, O_SEED, O_NO_KV_CACHE,
+           O_COUNT /* not an option */ };
     static const struct option opts[] = {
         {"steps", required_argument, 0, O_STEPS},
         {"validate", no_argument, 0, O_VALIDATE},
@@ -190,6 +194,7 @@ int pp_cli_parse_args(int argc, char **argv, cli_args *a)
         {"temperature", required_argument, 0, O_TEMPERATURE},
         {"top-k", required_argument, 0, O_TOP_K},
         {"seed", required_argument, 0, O_SEED},
+        {"no-kv-cache", no_argument, 0, O_NO_KV_CACHE},
         {"grad-allreduce", required_argument, 0, O_GRAD_ALLREDUCE},
         {"print-schedule", optional_argument, 0, O_PRINT_SCHEDULE},
         {"sweep-schedule", required_argument, 0, O_SWEEP_SCHEDULE},
@@ -334,6 +339,7 @@ int pp_cli_parse_args(int argc, char **argv, cli_args *a)
                 return pp_cli_bad_args("%s", msg);
             break;
         }
+        case O_NO_KV_CACHE: a->gen.no_cache = true; break;
         case 'h': usage(stdout); exit(0);
         case 'V': printf("pipeline-run %s\n", pp_version()); exit(0);
         case ':': return pp_cli_bad_args("option %s needs a value", argv[optind - 1]);

@@ -142,6 +142,7 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
     const pp_generate_options o = {.tokens = a->tokens_given ? a->tokens : 200,
                                    .temperature = a->temperature_given ? a->temperature : 1.0,
                                    .top_k = a->top_k, .seed = a->seed_given ? a->seed : plan->seed,
+                                   .no_cache = a->no_cache,
                                    .on_token = show_token, .user = &sh};
     seq = malloc(((size_t)n + (size_t)o.tokens) * sizeof *seq);
     pp_pipeline *p = NULL;

@@ -20,6 +20,7 @@ typedef struct pp_cli_generate_args {
     int top_k;           /* --top-k (default 0: all) */
     uint64_t seed;       /* --seed (default: the plan's) */
     bool tokens_given, temperature_given, top_k_given, seed_given;
+    bool no_cache;       /* --no-kv-cache */
 } pp_cli_generate_args;
 
 /* Reads the value of option name ("--generate", "--tokens", "--temperature",

@@ -85,6 +85,7 @@ static const struct {
     [PP_CLI_OPT_TEMPERATURE] = {"--temperature", RUN_GENERATE, PP_CLI_OPT_GENERATE, NONE, NONE},
     [PP_CLI_OPT_TOP_K] = {"--top-k", RUN_GENERATE, PP_CLI_OPT_GENERATE, NONE, NONE},
     [PP_CLI_OPT_SEED] = {"--seed", RUN_GENERATE, PP_CLI_OPT_GENERATE, NONE, NONE},
+    [PP_CLI_OPT_NO_KV_CACHE] = {"--no-kv-cache", RUN_GENERATE, PP_CLI_OPT_GENERATE, NONE, NONE},
 };
 
 /* The options that choose the kind of run, and the kind each chooses, in the

@@ -52,6 +52,7 @@ typedef enum pp_cli_opt {
     PP_CLI_OPT_TEMPERATURE,
     PP_CLI_OPT_TOP_K,
     PP_CLI_OPT_SEED,
+    PP_CLI_OPT_NO_KV_CACHE,
     PP_CLI_OPT_COUNT
 } pp_cli_opt;
 

@@ -191,6 +191,13 @@ pp_status pp_stage_set_positions(pp_stage *s, int t, pp_error *err)
     return PP_OK;
 }
 
+pp_status pp_stage_set_decode(pp_stage *s, int at, pp_error *err)
+{
+    for (int i = 0; i < s->n; i++)
+        PP_TRY(pp_unit_set_decode(s->units[i], at, (int)s->positions, err));
+    return PP_OK;
+}
+
 pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64_t *shape,
                                 pp_error *err)
 {

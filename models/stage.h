@@ -66,6 +66,12 @@ pp_status pp_stage_output_shape(const pp_stage *s, int mb_size, int *ndim, int64
  * PP_ERR_INVALID for a t outside [1, T] or a stage whose input is not (N,
  * T, ...). */
 pp_status pp_stage_set_positions(pp_stage *s, int t, pp_error *err);
+/* Incremental decoding on every unit (pp_unit_set_decode, with the sample's
+ * T as the cache's positions): the next inference forwards of one sample
+ * compute the positions at.. of a sequence whose earlier positions the
+ * stage's earlier decoding forwards computed (with pp_stage_set_positions
+ * for how many); at -1 ends it and frees the caches. */
+pp_status pp_stage_set_decode(pp_stage *s, int at, pp_error *err);
 
 /* The dtype of the stage's input: its first unit's (I32 for token ids; an
  * F32 input to bf16 units is rounded, pp_stage_forward). */

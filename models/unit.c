@@ -201,6 +201,7 @@ void pp_unit_free(pp_unit *u)
             pp_tensor_free(&u->low[i]);
         }
         for (int i = 0; i < u->n_bn; i++) pp_tensor_free(&u->bn[i]->slots);
+        pp_tensor_free(&u->cache);
         if (u->ops->release) u->ops->release(u);
     }
     free(u->impl);
@@ -463,6 +464,12 @@ static pp_status forward_work(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
     PP_TRY(pp_unit_output_shape(&u->spec, x->ndim, x->shape, &out_ndim, out, err));
     PP_TRY(check_tensor(u, "y", y, pp_unit_spec_out_dtype(&u->spec), out_ndim, out, err));
     const forward_fn fwd = relu ? u->ops->forward_relu : u->ops->forward;
+    if (u->decoding && (pass != PP_UNIT_PASS_INFER || x->ndim < 2 || x->shape[0] != 1 ||
+                        u->decode_at + x->shape[1] > u->decode_cap))
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "decoding from position %d of %d takes inference forwards of one "
+                            "sample of at most %d positions",
+                            u->decode_at, u->decode_cap, u->decode_cap - u->decode_at);
     if (pass == PP_UNIT_PASS_INFER) return fwd(u, ex, x, y, NULL, err);
     u->cur_mb = mb; /* the row of deferred batch-norm statistics (bn_defer.h) */
     if (pass == PP_UNIT_PASS_TRAIN_DISCARD) return run_discard(u, ex, fwd, x, y, err);
@@ -515,6 +522,24 @@ pp_status pp_unit_forward_pass(pp_unit *u, pp_exec *ex, int mb, pp_unit_act *xa,
     pp_status st = forward_impl(u, ex, mb, xa, x, ya, y, pass, false, err);
     if (st != PP_OK) pp_error_prefix(err, "%s forward (micro-batch %d)", u->spec.name, mb);
     return st;
+}
+
+pp_status pp_unit_set_decode(pp_unit *u, int at, int cap, pp_error *err)
+{
+    if (!u) return pp_error_set(err, PP_ERR_INVALID, "pp_unit_set_decode: NULL unit");
+    if (at < 0) {
+        u->decoding = false;
+        pp_tensor_free(&u->cache);
+        return PP_OK;
+    }
+    if (at >= cap || (u->cache.data && cap != u->decode_cap))
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "%s: decoding from position %d of %d (the cache holds %d)",
+                            u->spec.name, at, cap, u->cache.data ? u->decode_cap : cap);
+    u->decoding = true;
+    u->decode_at = at;
+    u->decode_cap = cap;
+    return PP_OK;
 }
 
 /* ---- backward ------------------------------------------------------------------------ */

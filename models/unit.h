@@ -303,6 +303,19 @@ void pp_unit_set_draw(pp_unit *u, const pp_unit_draw *d);
  * first sample (p 0 when spec.dropout is 0). */
 pp_dropout_desc pp_unit_dropout(const pp_unit *u, int offset);
 
+/* Incremental decoding, for a token model's generation with a cache of keys
+ * and values: after pp_unit_set_decode(u, at, cap) (0 <= at < cap), an
+ * inference forward of one sample, (1, t) or (1, t, C) with at + t <= cap,
+ * computes the positions at .. at + t - 1 of a sequence whose positions
+ * before at the unit's earlier decoding forwards computed: wpe adds its
+ * rows at.., a GPT-2 block writes the rows' q, k and v into its cache (cap
+ * rows, made at its first decoding forward) and attends its t queries over
+ * the cache's first at + t rows (pp_attention_forward_from); the other
+ * kinds compute row by row as ever. Training forwards are refused while it
+ * lasts; at -1 ends it and frees the cache. PP_ERR_INVALID for at or cap
+ * out of range. */
+pp_status pp_unit_set_decode(pp_unit *u, int at, int cap, pp_error *err);
+
 /* Backward of micro-batch mb: dx = dL/dx (skipped when dx is NULL, e.g. for
  * the first unit of the net), parameter gradients += dL/dparam. Frees the
  * micro-batch's saved state. PP_ERR_INVALID if mb has no training forward in

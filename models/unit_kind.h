@@ -194,6 +194,13 @@ struct pp_unit {
     int cur_mb;       /* the micro-batch of the forward running */
     uint64_t seed;    /* pp_unit_new's: dropout's masks draw from it too */
     pp_unit_draw draw; /* the next training forward's (pp_unit_set_draw) */
+    /* incremental decoding (pp_unit_set_decode): the next inference forward's
+     * first position and the sequence's most positions; a GPT-2 block's
+     * cache of its positions' q, k and v rows (decode_cap rows, made at its
+     * first decoding forward, freed when decoding ends) */
+    bool decoding;
+    int decode_at, decode_cap;
+    pp_tensor cache;
 };
 
 /* The table of a kind; NULL for an unknown kind. */

@@ -1,10 +1,17 @@
 /*
  * generate.c - a token model continuing a sequence through its stages
  * (pp_pipeline_generate, pipeline.h): per new token one forward-only run of
- * one sample, the sequence's last window of T tokens at positions 0.. and id
- * 0 after them, on the pipeline's executor; the last stage copies the
- * logits of the window's last filled position out before its loss (run_io's
- * logits), and its rank samples the token and tells the others. A causal
+ * one sample on the pipeline's executor; the last stage copies the logits
+ * of the run's last filled position out before its loss (run_io's logits),
+ * and its rank samples the token and tells the others.
+ *
+ * While the sequence fits the window of T positions, the stages decode
+ * (pp_stage_set_decode): each block keeps its positions' q, k and v rows,
+ * the first run computes the prompt's positions and every later one the
+ * newest position alone, its attention over the cache. Past the window (the
+ * positions shift, so what the cache holds no longer applies) and without
+ * the cache (no_cache), a run computes the sequence's last window of T
+ * tokens at positions 0.. and id 0 after them. A causal
  * model's logits at a position do not depend on the positions after it, so
  * the padding never changes what is sampled; while the sequence is shorter
  * than T, the run computes its n positions rounded up to a multiple of the
@@ -148,13 +155,38 @@ static pp_status check_args(const struct pp_pipeline *p, const int32_t *prompt, 
 }
 
 /* Every stage of this rank computes t positions (the window's T restores
- * them), and the run's loss takes t targets a sample. */
-static pp_status set_positions(struct pp_pipeline *p, int t, int targets, pp_error *err)
+ * them) from position at (decoding with the caches, pp_stage_set_decode; -1:
+ * the window's positions from 0, no cache), and the run's loss takes t
+ * targets a sample. */
+static pp_status set_positions(struct pp_pipeline *p, int t, int at, int targets, pp_error *err)
 {
     for (int k = 0; k < p->n_stages; k++)
-        if (p->stages[k].model) PP_TRY(pp_stage_set_positions(p->stages[k].model, t, err));
+        if (p->stages[k].model) {
+            PP_TRY(pp_stage_set_positions(p->stages[k].model, t, err));
+            PP_TRY(pp_stage_set_decode(p->stages[k].model, at, err));
+        }
     p->targets = targets;
     return PP_OK;
+}
+
+/* What token i's forward computes, for a sequence of len tokens in a window
+ * of t: count positions, the first `filled` of them the ids out[from..] (the
+ * rest id 0), from position at with the caches (-1: positions 0.., none).
+ * With the cache, while the sequence fits the window: the prompt's
+ * positions (i 0), then the last position alone. Else the window's last n
+ * tokens at positions 0.., rounded up to the step (at most the window). */
+typedef struct span {
+    int from, count, at, filled;
+} span;
+
+static span span_of(const pp_generate_options *o, int i, int len, int t)
+{
+    if (!o->no_cache && len <= t)
+        return i == 0 ? (span){0, len, 0, len} : (span){len - 1, 1, len - 1, 1};
+    const int step = o->window_step > 0 ? o->window_step : PP_GENERATE_WINDOW_STEP;
+    const int n = len < t ? len : t;
+    const int w = step >= t || n > t - step ? t : (n + step - 1) / step * step;
+    return (span){len - n, w, -1, n};
 }
 
 static pp_status generate_rank(struct pp_pipeline *p, const int32_t *prompt, int n_prompt,
@@ -169,15 +201,14 @@ static pp_status generate_rank(struct pp_pipeline *p, const int32_t *prompt, int
     pp_status st = pipe_batch_run_make(p, &run, 1, true, err);
     if (st == PP_OK) st = bufs_new(p, &b, err);
     const int t = p->in_w, last = p->n_stages - 1, targets = p->targets;
-    const int step = o->window_step > 0 ? o->window_step : PP_GENERATE_WINDOW_STEP;
     const bool sampler = p->stage_rank[last] == p->rank;
     for (int i = 0, len = n_prompt; st == PP_OK && i < o->tokens; i++, len++) {
-        const int n = len < t ? len : t;
-        /* the positions computed: n rounded up to the step, at most the window */
-        const int w = step >= t || n > t - step ? t : (n + step - 1) / step * step;
+        /* the positions computed: ids out[from..] (filled of them), then id 0 */
+        const span sp = span_of(o, i, len, t);
+        const int w = sp.count;
         memset(b.host_in, 0, (size_t)t * sizeof *b.host_in);
-        memcpy(b.host_in, out + len - n, (size_t)n * sizeof *b.host_in);
-        if ((st = set_positions(p, w, w, err)) != PP_OK) break;
+        memcpy(b.host_in, out + sp.from, (size_t)sp.filled * sizeof *b.host_in);
+        if ((st = set_positions(p, w, sp.at, w, err)) != PP_OK) break;
         pp_tensor in = b.in; /* (1, w) of the (1, t) buffer */
         in.shape[1] = w;
         p->io = (run_io){.run = &run, .train = false, .images = &in, .labels = &b.labels,
@@ -185,7 +216,7 @@ static pp_status generate_rank(struct pp_pipeline *p, const int32_t *prompt, int
                          .divisor = 1.0f, .host_images = (const float *)b.host_in,
                          .host_labels = b.host_labels, .host_losses = b.host_losses,
                          .host_corrects = b.host_corrects, .logits = &b.row,
-                         .logits_row = n - 1};
+                         .logits_row = sp.filled - 1};
         st = pp_executor_run(p->exec, &run.sched, NULL, err);
         int32_t token = 0;
         if (st == PP_OK && sampler) {
@@ -199,7 +230,7 @@ static pp_status generate_rank(struct pp_pipeline *p, const int32_t *prompt, int
     }
     p->io = (run_io){0};
     pp_error restore_err;
-    const pp_status rs = set_positions(p, t, targets, &restore_err);
+    const pp_status rs = set_positions(p, t, -1, targets, &restore_err);
     if (st == PP_OK && rs != PP_OK) {
         *err = restore_err;
         st = rs;

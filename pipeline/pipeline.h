@@ -323,18 +323,26 @@ typedef struct pp_generate_options {
                             there (PP_OK; out holds the prompt and the index + 1 tokens so
                             far): every rank must return the same */
     void *user;          /* on_token's first argument */
+    bool no_cache;       /* true: no cache of keys and values; every forward computes the
+                            window's positions (rounded up to window_step) again */
 } pp_generate_options;
 
 /* Continues a token sequence with a token model (GPT-2): out (n_prompt +
  * o->tokens ids) receives the prompt, then each new token, sampled from the
  * logits of the last position after a forward of the sequence's last
  * block_size tokens (data.block_size: the window) through the same stages
- * (inference, one sample, nothing trained). While the sequence is shorter
- * than the window a forward computes only its positions, rounded up to a
- * multiple of o->window_step; the positions after the sequence hold id 0,
- * which the causal attention keeps from the sampled position. A row's
- * arithmetic does not depend on the rows after it, so the logits are those
- * of the whole window's forward (on the CPU backend, its bits).
+ * (inference, one sample, nothing trained). While the sequence fits the
+ * window, each block keeps its positions' keys and values (a cache on its
+ * stage's device, freed at the end): the prompt's forward computes the
+ * prompt's positions, and each new token's forward its own position alone,
+ * its attention reading the cache; the logits are the whole window's
+ * forward's within rounding (the products are of other shapes). Past the
+ * window (the positions then shift), and with o->no_cache, a forward
+ * computes the window's filled positions, rounded up to a multiple of
+ * o->window_step; the positions after the sequence hold id 0, which the
+ * causal attention keeps from the sampled position. A row's arithmetic
+ * does not depend on the rows after it, so those logits are the whole
+ * window's forward's (on the CPU backend, its bits).
  * Every rank of a job calls it and gets the same tokens (the last stage's
  * rank samples and tells the others). PP_ERR_INVALID for a model without
  * token inputs, an empty prompt or an id outside the vocabulary;

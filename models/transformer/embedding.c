@@ -4,7 +4,8 @@
  *        its input has no gradient (dx must be NULL: it is the network's
  *        first unit).
  *   wpe  (N, T, C) -> x + weight[t] for position t (weight (positions, C),
- *        T <= positions); dx = dy. With spec.dropout, training forwards
+ *        T <= positions; decoding, pp_unit_set_decode: weight[at + t]);
+ *        dx = dy. With spec.dropout, training forwards
  *        drop from that sum (GPT-2's dropout after the embeddings, site
  *        spec.site: pp_unit_dropout) and the backward takes dy through the
  *        same mask first.
@@ -164,6 +165,10 @@ static pp_status position_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, p
 {
     emb_impl *m = u->impl;
     emb_saved *s = sv;
+    if (u->decoding) { /* the rows of positions decode_at.. (pp_unit_set_decode) */
+        const pp_tensor rows = pp_tensor_view0(&u->value[m->w], u->decode_at, x->shape[1]);
+        return pp_position_forward(ex, x, &rows, y, err);
+    }
     PP_TRY(pp_position_forward(ex, x, &u->value[m->w], y, err));
     if (!s || u->spec.dropout <= 0.0f) return PP_OK;
     s->drop = pp_unit_dropout(u, 0);

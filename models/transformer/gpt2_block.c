@@ -38,6 +38,11 @@
  * gradients through the same masks (into the split backward's dy and dx2,
  * which the weight part reads); the residual gradients pass unmasked.
  *
+ * Decoding (pp_unit_set_decode, generation): an inference forward writes
+ * qkv's rows into the unit's cache at their positions and attends its
+ * queries over the cache's rows up to them (pp_attention_forward_from), so
+ * that a new token's forward computes its own row alone.
+ *
  * In bf16 mixed precision (spec.bf16) ln1, qkv, att, ln2, h, g and their
  * gradients are BF16 and the dense layers take their weights' bf16 copies
  * (pp_unit_weight_like); the residual stream (x, x2, y) and its gradient
@@ -220,8 +225,11 @@ static pp_status weights_like(pp_unit *u, pp_exec *ex, const pp_tensor *x, block
     return pp_unit_weight_like(u, ex, m->mlp_w, x, &w->mlp, err);
 }
 
+/* keys NULL: attention over v->qkv; else (decoding) v->qkv is the cache's
+ * rows of the forward's positions and keys the cache's rows up to them. */
 static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y,
-                             block_vals *v, const block_drops *dr, pp_error *err)
+                             block_vals *v, const block_drops *dr, const pp_tensor *keys,
+                             pp_error *err)
 {
     block_impl *m = u->impl;
     const int heads = u->spec.heads;
@@ -231,7 +239,11 @@ static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_ten
                                 &v->ln1, &v->mean1, &v->rstd1, err));
     PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->ln1, &w.attn,
                             entry(u, m->attn_b), &v->qkv, err));
-    PP_TRY(pp_attention_forward_dropout(ex, heads, &dr->att, &v->qkv, &v->att, &v->lse, err));
+    if (keys)
+        PP_TRY(pp_attention_forward_from(ex, heads, u->decode_at, keys, &v->att, &v->lse, err));
+    else
+        PP_TRY(pp_attention_forward_dropout(ex, heads, &dr->att, &v->qkv, &v->att, &v->lse,
+                                            err));
     PP_TRY(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &v->att, &w.proj,
                             entry(u, m->proj_b), &v->x2, err));
     if (dr->proj.p > 0.0f) PP_TRY(pp_dropout_forward(ex, &dr->proj, &v->x2, &v->x2, err));
@@ -244,6 +256,23 @@ static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_ten
                             entry(u, m->mlp_b), y, err));
     if (dr->mlp.p > 0.0f) PP_TRY(pp_dropout_forward(ex, &dr->mlp, y, y, err));
     return pp_add(ex, &v->x2, y, y, err);
+}
+
+/* Decoding (pp_unit_set_decode): v->qkv becomes the cache's rows of the
+ * forward's positions (its temporary freed) and *keys the cache's rows of
+ * positions 0 up to them, both (1, rows, 3C); the cache is made at the first
+ * decoding forward. */
+static pp_status cache_rows(pp_unit *u, block_vals *v, pp_tensor *keys, pp_error *err)
+{
+    const int64_t t = v->qkv.shape[1], c3 = v->qkv.shape[2], at = u->decode_at;
+    if (!u->cache.data)
+        PP_TRY(pp_tensor_alloc(&u->cache, u->dev, v->qkv.dtype, 2,
+                               (int64_t[]){u->decode_cap, c3}, err));
+    pp_tensor_free(&v->qkv);
+    const pp_tensor mine = pp_tensor_view0(&u->cache, at, t);
+    const pp_tensor all = pp_tensor_view0(&u->cache, 0, at + t);
+    PP_TRY(pp_tensor_reshape(&mine, 3, (int64_t[]){1, t, c3}, &v->qkv, err));
+    return pp_tensor_reshape(&all, 3, (int64_t[]){1, at + t, c3}, keys, err);
 }
 
 static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor *y, void *sv,
@@ -259,11 +288,13 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
         if (u->spec.dropout > 0.0f)
             s->drop = (block_drops){pp_unit_dropout(u, 0), pp_unit_dropout(u, 1),
                                     pp_unit_dropout(u, 2)};
-        return run_forward(u, ex, x, y, &v, &s->drop, err);
+        return run_forward(u, ex, x, y, &v, &s->drop, NULL, err);
     }
     const block_drops none = {.att.p = 0.0f}; /* inference: dropout off */
+    pp_tensor keys = {0};
     pp_status st = vals_alloc(u, ex, x, &v, err);
-    if (st == PP_OK) st = run_forward(u, ex, x, y, &v, &none, err);
+    if (st == PP_OK && u->decoding) st = cache_rows(u, &v, &keys, err);
+    if (st == PP_OK) st = run_forward(u, ex, x, y, &v, &none, u->decoding ? &keys : NULL, err);
     vals_free(&v);
     return st;
 }

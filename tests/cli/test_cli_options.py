@@ -165,7 +165,8 @@ OPTION_ARGS = {"--steps": ["2"], "--validate": [], "--simulate": [], "--sweep-sp
                "--print-schedule": [], "--sweep-schedule": ["gpipe,1f1b"],
                "--verify": ["c.safetensors"], "--resume=auto": [], "--show-data": ["4"],
                "--dump-data": ["0"], "--generate": ["Hi"], "--tokens": ["5"],
-               "--temperature": ["0.5"], "--top-k": ["3"], "--seed": ["2"]}
+               "--temperature": ["0.5"], "--top-k": ["3"], "--seed": ["2"],
+               "--no-kv-cache": []}
 OPTION_RUNS = {"--steps": "twk", "--validate": "v", "--simulate": "sk", "--sweep-split": "w",
                "--eval-only": "e", "--json": "tvsmwkeo", "--trace": "t", "--load": "twen",
                "--save": "t", "--weights-only": "t", "--resume": "t",
@@ -175,14 +176,16 @@ OPTION_RUNS = {"--steps": "twk", "--validate": "v", "--simulate": "sk", "--sweep
                "--memory": "m", "--optimize": "o", "--memory-limit": "o", "-o": "ogx",
                "--print-schedule": "p", "--sweep-schedule": "k", "--verify": "f",
                "--resume=auto": "t", "--show-data": "g", "--dump-data": "x", "--generate": "n",
-               "--tokens": "n", "--temperature": "n", "--top-k": "n", "--seed": "n"}
+               "--tokens": "n", "--temperature": "n", "--top-k": "n", "--seed": "n",
+               "--no-kv-cache": "n"}
 OPTION_NEEDS = {"--eval-only": ["--load"], "--weights-only": ["--save"],
                 "--csv": ["--sweep-split", "--sweep-schedule"],
                 "--svg": ["--sweep-split", "--sweep-schedule"],
                 "--memory-limit": ["--optimize"],
                 "-o": ["--optimize", "--show-data", "--dump-data"], "--generate": ["--load"],
                 "--tokens": ["--generate"], "--temperature": ["--generate"],
-                "--top-k": ["--generate"], "--seed": ["--generate"]}
+                "--top-k": ["--generate"], "--seed": ["--generate"],
+                "--no-kv-cache": ["--generate"]}
 # the options that choose the kind, in the order in which they speak when two are given
 OPTION_KINDS = {"--verify": "f", "--optimize": "o", "--show-data": "g", "--dump-data": "x",
                 "--print-schedule": "p",

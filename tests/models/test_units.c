@@ -3,7 +3,8 @@
  * (checked before any arithmetic), gradients against central finite
  * differences (a unit or a few chained as a stage), the cost model against
  * the device bytes a training forward keeps (owned and shared operands),
- * batch-norm running statistics. (Whole models: test_models.c; stages
+ * batch-norm running statistics, decoding with GPT-2's cache of keys and
+ * values. (Whole models: test_models.c; stages
  * running: test_stages.c.)
  */
 #include <math.h>
@@ -529,6 +530,87 @@ static void test_unit_specs(void)
         CHECK(pp_unit_costs(&bad_specs[i], 4, in, &info, &err) == PP_ERR_INVALID);
     }
 }
+/* ---- decoding with a cache of keys and values ------------------------------------- */
+
+/* wpe then h.0 (width 16, 2 heads, 8 positions; fp32, and bf16 with GPT-2's
+ * f32 residual stream) over one sample: the inference forward of the whole
+ * sequence, then decoding (pp_unit_set_decode) the same positions in pieces
+ * of 3, 1, 1, 2 and 1: each piece's rows within rounding of the whole
+ * forward's (the attention's products are of other shapes; bf16 within a
+ * few of its steps). Refused while decoding: a training forward, a piece
+ * past the cache, two samples; a position at or past the cache; the cache
+ * freed when decoding ends. */
+static void test_decode(void)
+{
+    enum { T = 8, C = 16 };
+    static const int pieces[] = {3, 1, 1, 2, 1};
+    for (int bf = 0; bf < 2; bf++) {
+        pp_error err;
+        pp_unit_spec sw = spec_gpt2(PP_UNIT_POSITION_EMBEDDING, C, 2, 0.0f);
+        pp_unit_spec sb = spec_gpt2(PP_UNIT_GPT2_BLOCK, C, 2, 0.0f);
+        sb.bf16 = sw.bf16 = bf;
+        sb.f32_in = sb.f32_out = sw.f32_in = sw.f32_out = bf;
+        pp_unit *wpe = NULL, *blk = NULL;
+        CHECK_OK(pp_unit_new(&sw, 5, dev, &wpe, &err), &err);
+        CHECK_OK(pp_unit_new(&sb, 5, dev, &blk, &err), &err);
+        if (!wpe || !blk) {
+            pp_unit_free(wpe);
+            pp_unit_free(blk);
+            return;
+        }
+        pp_tensor x = {0}, a = {0}, y = {0};
+        CHECK_OK(alloc_shape(&x, 3, (int64_t[]){1, T, C}, &err), &err);
+        CHECK_OK(alloc_shape(&a, 3, (int64_t[]){1, T, C}, &err), &err);
+        CHECK_OK(alloc_shape(&y, 3, (int64_t[]){1, T, C}, &err), &err);
+        float *hx = malloc(sizeof(float) * T * C);
+        fill_normal(hx, T * C, 11, 1.0);
+        host_store(&x, hx);
+        CHECK_OK(pp_unit_forward(wpe, &ex, 0, &x, &a, false, &err), &err);
+        CHECK_OK(pp_unit_forward(blk, &ex, 0, &a, &y, false, &err), &err);
+        float *whole = host_copy(&y);
+        const int64_t before = used(); /* bf16: with the weights' bf16 copies */
+        double scale = 0, worst = 0;
+        for (int i = 0; i < T * C; i++) scale = fmax(scale, fabs(whole[i]));
+        for (int k = 0, at = 0; k < (int)(sizeof pieces / sizeof pieces[0]); at += pieces[k++]) {
+            const int t = pieces[k];
+            CHECK_OK(pp_unit_set_decode(wpe, at, T, &err), &err);
+            CHECK_OK(pp_unit_set_decode(blk, at, T, &err), &err);
+            pp_tensor px = pp_tensor_view0(&x, 0, 1), pa = pp_tensor_view0(&a, 0, 1);
+            pp_tensor py = pp_tensor_view0(&y, 0, 1);
+            px.shape[1] = pa.shape[1] = py.shape[1] = t;
+            host_store(&px, hx + (size_t)at * C);
+            CHECK_OK(pp_unit_forward(wpe, &ex, 0, &px, &pa, false, &err), &err);
+            CHECK_OK(pp_unit_forward(blk, &ex, 0, &pa, &py, false, &err), &err);
+            float *got = host_copy(&py);
+            for (int i = 0; i < t * C; i++)
+                worst = fmax(worst, fabs((double)got[i] - whole[(size_t)at * C + i]));
+            free(got);
+        }
+        CHECK_MSG(worst <= (bf ? 3e-2 : 2e-6) * scale,
+                  "%s: decoded rows differ from the whole forward's by %.3g of %.3g",
+                  bf ? "bf16" : "fp32", worst, scale);
+        /* refusals while decoding from position 7 */
+        pp_tensor p2 = pp_tensor_view0(&a, 0, 1), q2 = pp_tensor_view0(&y, 0, 1);
+        p2.shape[1] = q2.shape[1] = 2;
+        CHECK(pp_unit_forward(blk, &ex, 0, &p2, &q2, false, &err) == PP_ERR_INVALID);
+        p2.shape[1] = q2.shape[1] = 1;
+        CHECK(pp_unit_forward(blk, &ex, 0, &p2, &q2, true, &err) == PP_ERR_INVALID);
+        CHECK(pp_unit_set_decode(blk, T, T, &err) == PP_ERR_INVALID);
+        CHECK(pp_unit_set_decode(blk, 0, T + 1, &err) == PP_ERR_INVALID); /* the cache holds T */
+        CHECK_OK(pp_unit_set_decode(wpe, -1, 0, &err), &err);
+        CHECK_OK(pp_unit_set_decode(blk, -1, 0, &err), &err);
+        CHECK_MSG(used() == before, "%s: %lld bytes in use after decoding, %lld before",
+                  bf ? "bf16" : "fp32", (long long)used(), (long long)before);
+        /* not decoding: a training forward runs again */
+        CHECK_OK(pp_unit_forward(blk, &ex, 0, &a, &y, true, &err), &err);
+        pp_unit_release(blk, 0);
+        free(hx), free(whole);
+        pp_tensor_free(&x), pp_tensor_free(&a), pp_tensor_free(&y);
+        pp_unit_free(wpe);
+        pp_unit_free(blk);
+    }
+}
+
 int main(void)
 {
     model_rig_open();
@@ -536,5 +618,6 @@ int main(void)
     test_finite_differences();
     test_bn_running_stats();
     test_costs_match_forward();
+    test_decode();
     return model_rig_close("units");
 }

@@ -1,14 +1,17 @@
 /*
- * test_generate.c - pp_pipeline_generate's windows (pipeline.h): a forward
+ * test_generate.c - pp_pipeline_generate's forwards (pipeline.h): with the
+ * cache of keys and values each new token's forward computes its own
+ * position alone; without it (no_cache, and past the window) a forward
  * computes the sequence's positions rounded up to window_step, at most
  * block_size, instead of the whole window every time. A small GPT-2
  * (block_size 150) on 1 and 2 CPU stages, fp32 and bf16:
  *
- *   same     the tokens of window steps 64 (the default, 0), 7 and 1 are
- *            those of the whole window (step 150), greedy and sampled, from
- *            prompts of 1, 63, 64, 65 and 140 tokens (the lengths cross the
- *            steps' multiples and the window's end: 140 + 40 > 150), and on
- *            2 stages those of 1 stage
+ *   same     the tokens of window steps 64 (the default, 0), 7 and 1 without
+ *            the cache, and those with it, are those of the whole window
+ *            (step 150), greedy and sampled, from prompts of 1, 63, 64, 65
+ *            and 140 tokens (the lengths cross the steps' multiples and the
+ *            window's end, where the cache gives way to windows: 140 + 40 >
+ *            150), and on 2 stages (with the cache) those of 1 stage
  *   on_token each token in order as it is sampled; returning false ends the
  *            generation there (PP_OK, nothing written after)
  *   after    a generation after a training step samples what one from the
@@ -18,9 +21,12 @@
  *
  * The whole-window tokens come from the same call (window_step 150), so
  * what this holds is that the shorter forwards change nothing that is
- * sampled; the bits of their logits rows are those of the whole window's
- * on the CPU backend (checked by hand when the windows were written: 70
- * rows of an 85 M model, 200 of this one, fp32 and bf16).
+ * sampled; the bits of the windows' logits rows are those of the whole
+ * window's on the CPU backend (checked by hand when the windows were
+ * written: 70 rows of an 85 M model, 200 of this one, fp32 and bf16), the
+ * cache's within rounding of them (its products are of other shapes:
+ * tests/models/test_units.c holds a block's decoded rows to the whole
+ * forward's).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -86,16 +92,24 @@ static pp_pipeline *make(int stages, bool bf16)
 }
 
 /* out (n_prompt + TOKENS) from a prompt of n_prompt bytes of the corpus */
-static bool generate(pp_pipeline *p, int n_prompt, double temperature, int step, int32_t *out)
+static bool generate_as(pp_pipeline *p, int n_prompt, double temperature, int step,
+                        bool no_cache, int32_t *out)
 {
     int32_t prompt[BLOCK];
     for (int i = 0; i < n_prompt; i++) prompt[i] = "the pipe runs the stage "[i % 24];
     const pp_generate_options o = {.tokens = TOKENS, .temperature = temperature, .top_k = 20,
-                                   .seed = 9, .window_step = step};
+                                   .seed = 9, .window_step = step, .no_cache = no_cache};
     pp_error err;
     const pp_status st = pp_pipeline_generate(p, prompt, n_prompt, &o, out, &err);
-    CHECK_MSG(st == PP_OK, "generate (prompt %d, step %d): %s", n_prompt, step, err.msg);
+    CHECK_MSG(st == PP_OK, "generate (prompt %d, step %d%s): %s", n_prompt, step,
+              no_cache ? ", no cache" : "", err.msg);
     return st == PP_OK;
+}
+
+/* with the cache of keys and values (the default) */
+static bool generate(pp_pipeline *p, int n_prompt, double temperature, int step, int32_t *out)
+{
+    return generate_as(p, n_prompt, temperature, step, false, out);
 }
 
 static void test_same(bool bf16)
@@ -114,14 +128,19 @@ static void test_same(bool bf16)
         const int n = prompts[a], len = n + TOKENS;
         for (size_t b = 0; b < sizeof temps / sizeof temps[0]; b++) {
             const char *how = temps[b] == 0 ? "greedy" : "sampled";
-            if (!generate(one, n, temps[b], BLOCK, whole)) continue;
+            if (!generate_as(one, n, temps[b], BLOCK, true, whole)) continue;
             for (size_t c = 0; c < sizeof steps / sizeof steps[0]; c++) {
-                if (!generate(one, n, temps[b], steps[c], got)) continue;
+                if (!generate_as(one, n, temps[b], steps[c], true, got)) continue;
                 CHECK_MSG(!memcmp(got, whole, (size_t)len * sizeof *got),
                           "%s, %s, prompt %d: window step %d samples other tokens than the "
                           "whole window",
                           bf16 ? "bf16" : "fp32", how, n, steps[c]);
             }
+            if (generate(one, n, temps[b], 0, got))
+                CHECK_MSG(!memcmp(got, whole, (size_t)len * sizeof *got),
+                          "%s, %s, prompt %d: the cache of keys and values samples other "
+                          "tokens than the whole window",
+                          bf16 ? "bf16" : "fp32", how, n);
             if (generate(two, n, temps[b], 0, cut))
                 CHECK_MSG(!memcmp(cut, whole, (size_t)len * sizeof *cut),
                           "%s, %s, prompt %d: 2 stages sample other tokens than 1",

@@ -20,9 +20,11 @@
 #     ...: the head's GEMMs against the blocks'; graphs off for that
 #     profile, ktable_ranges in common.sh).
 #   correctness (45 s): --generate on the GPU, never run there before: 64
-#     tokens greedy from a 1-step fp32 checkpoint in fp32 and bf16, and in
-#     fp32 on the CPU backend; the wall time of each, and how many of the
-#     GPU's tokens equal the CPU's.
+#     tokens greedy from a 1-step fp32 checkpoint in fp32 and bf16 (each new
+#     token's forward over the cache of keys and values), in fp32 without
+#     the cache (--no-kv-cache), and in fp32 on the CPU backend; the rate
+#     and wall time of each, and how many of the GPU's tokens equal the
+#     CPU's (and the cache's the windows').
 #   speed (150 s), the variants: ours bf16 with model.dropout 0.1 (masks
 #     drawn by hash in graphs that replay, the kernels reading the step from
 #     device memory) and with PP_CUDA_GRAPHS=off (what the graphs bring);
@@ -147,11 +149,14 @@ gpt2_variant() {
 
 # gpt2_generate: --generate on the GPU (never run there before): a 1-step
 # fp32 checkpoint of the part's GPT-2, then 64 tokens greedy from it in fp32
-# and bf16 on the GPU and in fp32 on the CPU backend; the wall time of each
-# and how many of the GPU's tokens the CPU's equal (greedy argmax: fp32 on
-# both should agree but for near-ties; bf16 rounds the logits).
+# and bf16 on the GPU (the cache of keys and values: one position a
+# forward), in fp32 on the GPU without the cache (--no-kv-cache: the
+# windows of positions) and in fp32 on the CPU backend; the rate and wall
+# time of each and how many of the GPU's tokens the CPU's equal (greedy
+# argmax: fp32 on both should agree but for near-ties; bf16 rounds the
+# logits), and the cache's against the windows'.
 gpt2_generate() {
-    local ck="$res/gpt2-gen.safetensors" n=64 prompt="15496 11 995" p plan map t0 t1 fig rc
+    local ck="$res/gpt2-gen.safetensors" n=64 prompt="15496 11 995" p plan map t0 t1 fig rc extra what
     local -A toks=()
     [ $dry = 1 ] && prompt="15 11 99"
     gpt2_plan gpt2-gen fp32
@@ -163,13 +168,14 @@ gpt2_generate() {
         row "generate: a 1-step fp32 checkpoint" "$(result_of $rc)" "$(why $rc gpt2-gen-save)" "$last_cmd"
         return
     fi
-    for p in fp32 bf16 cpu; do
-        plan=$res/gpt2-gen.yaml map=$(map_all)
+    for p in fp32 bf16 fp32-windows cpu; do
+        plan=$res/gpt2-gen.yaml map=$(map_all) extra=()
         [ $p = bf16 ] && plan=$res/gpt2-gen-bf16.yaml
+        [ $p = fp32-windows ] && extra=(--no-kv-cache)
         [ $p = cpu ] && map="cuda:*=cpu"
         t0=$(date +%s.%N)
         run "gpt2-gen-$p" 90 "$bin/pipeline-run" "$plan" --load "$ck" --generate "$prompt" \
-            --tokens "$n" --temperature 0 --device-map "$map"
+            --tokens "$n" --temperature 0 --device-map "$map" "${extra[@]}"
         rc=$?
         t1=$(date +%s.%N)
         if [ $rc -ne 0 ]; then
@@ -178,12 +184,20 @@ gpt2_generate() {
         fi
         toks[$p]=$(tr -s ' \n' '\n\n' <"$res/gpt2-gen-$p.out" | grep -v '^$' | tail -n "$n" | tr '\n' ' ')
         fig="$(grep -h '^generated ' "$res/gpt2-gen-$p.log" 2>/dev/null | tail -1); $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s wall (the process: start, load, $n forwards)"
-        row "generate $n tokens greedy, $([ $p = cpu ] && echo "fp32 on the CPU backend" || echo "$p on $tdev")" ok "$fig" "$last_cmd"
+        case $p in
+            cpu) what="fp32 on the CPU backend" ;;
+            fp32-windows) what="fp32 on $tdev without the cache (--no-kv-cache)" ;;
+            *) what="$p on $tdev" ;;
+        esac
+        row "generate $n tokens greedy, $what" ok "$fig" "$last_cmd"
     done
-    # the GPU's tokens against the CPU backend's, one by one until the first difference
-    for p in fp32 bf16; do
-        [ -n "${toks[$p]:-}" ] && [ -n "${toks[cpu]:-}" ] || continue
-        fig=$("$py" - "${toks[$p]}" "${toks[cpu]}" <<'PY'
+    # the GPU's tokens against the CPU backend's (and the cache's against the
+    # windows'), one by one until the first difference
+    for p in fp32 bf16 fp32-windows; do
+        local q=cpu
+        [ $p = fp32-windows ] && q=fp32
+        [ -n "${toks[$p]:-}" ] && [ -n "${toks[$q]:-}" ] || continue
+        fig=$("$py" - "${toks[$p]}" "${toks[$q]}" <<'PY'
 import sys
 a, b = sys.argv[1].split(), sys.argv[2].split()
 same = sum(x == y for x, y in zip(a, b))
@@ -191,7 +205,11 @@ first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 print("%d of %d equal%s" % (same, len(b), "" if first is None else ", the first difference at token %d" % first))
 PY
 )
-        row "  $p on $tdev / the CPU backend's fp32 tokens" info "$fig" ""
+        if [ $p = fp32-windows ]; then
+            row "  fp32 on $tdev, the windows' tokens / the cache's" info "$fig" ""
+        else
+            row "  $p on $tdev / the CPU backend's fp32 tokens" info "$fig" ""
+        fi
     done
 }
 
