@@ -18,7 +18,9 @@
  *          place) the CPU's bits, attention with dropout on the
  *          probabilities (f32, bf16: the tensor-core kernels under cudnn and
  *          mma where they take the shape, else ours; ours under own) within
- *          the attention's tolerances.
+ *          the attention's tolerances; the forward of the queries from a
+ *          position on (generation's cache), f32 and bf16, one query over
+ *          GPT-2's 1024 keys and many.
  *          Normalised errors within the CUDA suite's tolerances (cuda_rig.h:
  *          1e-4 forward, 1e-3 gradients; TF32 1e-2); the embeddings' sums,
  *          in double in the CPU's order, give its bits; parameter gradients
@@ -371,6 +373,39 @@ static void test_attention(rig *r, attn_mode mode, const pp_dropout_desc *drop)
     if (env[mode]) unsetenv("PP_CUDA_ATTN");
 }
 
+/* The forward of the queries from a position on (pp_attention_forward_from:
+ * generation's cache of keys and values), f32 and bf16, under the default
+ * PP_CUDA_ATTN (only our CUDA-core kernels take it): against the CPU's within
+ * the attention's tolerances; one query at GPT-2's t and many. */
+static void test_attention_from(rig *r)
+{
+    static const struct { int n, t, c, heads, q0; } cases[] = {
+        {1, 1024, 768, 12, 1023}, /* a new token over GPT-2 124M's whole window */
+        {1, 1024, 768, 12, 512},
+        {2, 77, 96, 4, 40},       /* heads of 24, two samples */
+        {1, 300, 256, 2, 299},    /* heads of 128 */
+    };
+    for (int bf = 0; bf < 2; bf++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
+            const int q0 = cases[i].q0;
+            const int64_t qs[3] = {n, t, 3 * c}, ys[3] = {n, t - q0, c}, ls[3] = {n, h, t - q0};
+            pair qkv32 = pair_rand(r, 3, qs, -2, 2), y32 = pair_rand(r, 3, ys, 0, 0);
+            pair lse = pair_rand(r, 3, ls, 0, 0);
+            const pp_dtype dt = bf ? PP_BF16 : PP_F32;
+            pair qkv = pair_cast(r, &qkv32, dt), y = pair_cast(r, &y32, dt);
+            BOTH(r, pp_attention_forward_from(ex, h, q0, &qkv.c, &y.c, &lse.c, err),
+                 pp_attention_forward_from(ex, h, q0, &qkv.g, &y.g, &lse.g, err));
+            BOTH(r, pp_cast(ex, &y.c, &y32.c, err), pp_cast(ex, &y.g, &y32.g, err));
+            CHECK_CLOSE(r, &y32, bf ? TOL_ATT_BF16 : TOL_FWD,
+                        "attention from position %d (%s) case %zu", q0, bf ? "bf16" : "f32", i);
+            CHECK_CLOSE(r, &lse, TOL_FWD, "attention from position %d lse (%s) case %zu", q0,
+                        bf ? "bf16" : "f32", i);
+            pair *all[] = {&qkv, &y, &lse, &qkv32, &y32};
+            for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
+        }
+}
+
 static void test_embeddings(rig *r)
 {
     const int n = 8, t = 128, v = 50257, c = 768;
@@ -664,6 +699,7 @@ int main(int argc, char **argv)
     test_attention(&r, ATTN_CUDNN, &drop);
     test_attention(&r, ATTN_MMA, &drop);
     test_attention(&r, ATTN_OWN, &drop);
+    test_attention_from(&r);
     test_embeddings(&r);
     test_classifier(&r);
     test_dropout(&r);
