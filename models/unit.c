@@ -109,59 +109,12 @@ pp_dropout_desc pp_unit_dropout(const pp_unit *u, int offset)
                              .site = site};
 }
 
-/* ---- shared activations --------------------------------------------------------- */
-
-struct pp_unit_act {
-    pp_tensor t;
-    int refs;
-};
-
-pp_status pp_unit_act_new(pp_tensor *t, pp_unit_act **out, pp_error *err)
-{
-    *out = calloc(1, sizeof **out);
-    if (!*out) {
-        pp_tensor_free(t);
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory (activation)");
-    }
-    (*out)->t = *t;
-    (*out)->refs = 1;
-    *t = (pp_tensor){0};
-    return PP_OK;
-}
-
-pp_tensor *pp_unit_act_tensor(pp_unit_act *a)
-{
-    return &a->t;
-}
-
-void pp_unit_act_hold(pp_unit_act *a)
-{
-    a->refs++;
-}
-
-/* Drops one reference; the last frees the tensor, or abandons it (see
- * pp_unit_abandon). */
-static void act_unref(pp_unit_act *a, bool abandon)
-{
-    if (!a || --a->refs > 0) return;
-    if (abandon)
-        pp_tensor_abandon(&a->t);
-    else
-        pp_tensor_free(&a->t);
-    free(a);
-}
-
-void pp_unit_act_drop(pp_unit_act *a)
-{
-    act_unref(a, false);
-}
-
 static void slot_drop(pp_unit_slot *s, bool abandon)
 {
     for (int i = 0; i < s->list.n; i++) {
         pp_saved_tensor *it = &s->list.item[i];
         if (it->held) { /* a view of a shared activation */
-            act_unref(it->held, abandon);
+            pp_unit_act_unref(it->held, abandon);
             it->held = NULL;
             *it->t = (pp_tensor){0};
         } else if (abandon) {

@@ -203,6 +203,16 @@ struct pp_unit {
     pp_tensor cache;
 };
 
+/* A shared activation (unit.h): the tensor and its references. */
+struct pp_unit_act {
+    pp_tensor t;
+    int refs;
+};
+
+/* Drops one reference of a (NULL is ok); the last frees the tensor, or
+ * abandons it (abandon: see pp_unit_abandon). unit_act.c. */
+void pp_unit_act_unref(pp_unit_act *a, bool abandon);
+
 /* The table of a kind; NULL for an unknown kind. */
 const pp_unit_kind_ops *pp_unit_kind_ops_of(pp_unit_kind kind);
 
