@@ -105,6 +105,7 @@ typedef struct shown {
     pp_comm *comm;      /* the job's, or NULL */
     int tokens;         /* sampled so far */
     int sig;            /* the signal that stopped the generation, 0 none */
+    struct timespec first; /* when the first token came */
     pp_status failed;   /* of a failed agreement on stopping (then err) */
     pp_error err;
 } shown;
@@ -116,13 +117,18 @@ static bool show_token(void *user, int index, int32_t token)
 {
     shown *sh = user;
     (void)index;
-    sh->tokens++;
+    if (sh->tokens++ == 0) clock_gettime(CLOCK_MONOTONIC, &sh->first);
     if (sh->printer) {
         put_token(sh->text, token, false);
         fflush(stdout);
     }
     if ((sh->failed = pp_cli_stop_agree(sh->comm, &sh->sig, &sh->err)) != PP_OK) return false;
     return sh->sig == 0;
+}
+
+static double seconds(struct timespec a, struct timespec b)
+{
+    return (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9;
 }
 
 int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const char *load,
@@ -170,11 +176,15 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
                 pp_cli_signal_name(sh.sig), sh.tokens, o.tokens);
         rc = 128 + sh.sig;
     } else if (s == PP_OK && shows && sh.tokens > 0) {
-        const double secs =
-            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        /* the whole; the first token (the prompt's forward) and the others apart */
+        const double secs = seconds(t0, t1), first = seconds(t0, sh.first);
         fflush(stdout);
-        fprintf(stderr, "generated %d tokens in %.2f s (%.1f tokens/s) from a prompt of %d\n",
+        fprintf(stderr, "generated %d tokens in %.2f s (%.1f tokens/s) from a prompt of %d",
                 sh.tokens, secs, secs > 0 ? sh.tokens / secs : 0.0, n);
+        if (sh.tokens > 1 && secs > first)
+            fprintf(stderr, "; the first after %.3f s, the others at %.1f tokens/s", first,
+                    (sh.tokens - 1) / (secs - first));
+        fputc('\n', stderr);
     }
     if (s != PP_OK) {
         fprintf(stderr, "pipeline-run: %s\n", err.msg);
