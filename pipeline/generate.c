@@ -19,17 +19,14 @@
  * run's targets), so that a short prompt does not pay for T positions a
  * token, and the few distinct lengths keep the backends' per-shape plans
  * (cuDNN's attention graphs, GEMM heuristics) few.
- *
- * Sampling: greedy (temperature 0: the first most likely id), or softmax
- * over logits / temperature (in double) among the top_k most likely ids (all
- * for 0), drawing u in [0, 1) from the stream of (seed, token index).
+ * The last stage's rank samples (pipeline/sample.h).
  */
 #include "pipeline/generate.h"
 #include "pipeline/callbacks.h"
+#include "pipeline/sample.h"
 #include "pipeline/schedules.h"
 #include "pipeline/step.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,59 +73,6 @@ static void bufs_free(gen_bufs *b)
     free(b->host_corrects);
     free(b->host_losses);
     free(b->host_row);
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
-typedef struct scored {
-    float z;
-    int32_t id;
-} scored;
-
-/* Higher logits first; equal ones by id. */
-static int by_logit(const void *a, const void *b)
-{
-    const scored *x = a, *y = b;
-    if (x->z != y->z) return x->z > y->z ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* The token drawn from logits z (v of them) for token index i. */
-static pp_status sample(const float *z, int v, const pp_generate_options *o, int64_t i,
-                        int32_t *out, pp_error *err)
-{
-    int best = 0;
-    for (int c = 1; c < v; c++)
-        if (z[c] > z[best]) best = c;
-    if (o->temperature == 0) {
-        *out = best;
-        return PP_OK;
-    }
-    scored *s = malloc((size_t)v * sizeof *s);
-    if (!s) return pp_error_set(err, PP_ERR_OOM, "out of host memory (sampling)");
-    for (int c = 0; c < v; c++) s[c] = (scored){z[c], c};
-    qsort(s, (size_t)v, sizeof *s, by_logit);
-    const int k = o->top_k > 0 && o->top_k < v ? o->top_k : v;
-    double total = 0;
-    for (int c = 0; c < k; c++) total += exp(((double)s[c].z - (double)s[0].z) / o->temperature);
-    const double u = (double)(mix(mix(o->seed) ^ (uint64_t)i) >> 11) / 9007199254740992.0;
-    double acc = 0;
-    *out = s[k - 1].id;
-    for (int c = 0; c < k; c++) {
-        acc += exp(((double)s[c].z - (double)s[0].z) / o->temperature) / total;
-        if (u < acc) {
-            *out = s[c].id;
-            break;
-        }
-    }
-    free(s);
-    return PP_OK;
 }
 
 static pp_status check_args(const struct pp_pipeline *p, const int32_t *prompt, int n_prompt,
@@ -221,7 +165,10 @@ static pp_status generate_rank(struct pp_pipeline *p, const int32_t *prompt, int
         int32_t token = 0;
         if (st == PP_OK && sampler) {
             st = pp_tensor_to_host(&b.row, b.host_row, pp_tensor_bytes(&b.row), err);
-            if (st == PP_OK) st = sample(b.host_row, p->classes, o, i, &token, err);
+            if (st == PP_OK) st = pipe_sample(b.host_row, p->classes, o, i, &token, err);
+            if (st == PP_ERR_NUMERIC)
+                pp_error_prefix(err, "generate: token %d from stage %d's logits (%s)", i, last,
+                                p->stages[last].dev->name);
         }
         if (st == PP_OK && pp_comm_size(p->comm) > 1)
             st = pp_comm_broadcast(p->comm, p->stage_rank[last], &token, sizeof token, err);
