@@ -19,10 +19,11 @@
 #     ranges the kernels were launched in (h.* forward, lm_head backward,
 #     ...: the head's GEMMs against the blocks'; graphs off for that
 #     profile, ktable_ranges in common.sh).
-#   correctness (45 s): --generate on the GPU, never run there before: 64
+#   correctness (60 s): --generate on the GPU, never run there before: 64
 #     tokens greedy from a 1-step fp32 checkpoint in fp32 and bf16 (each new
 #     token's forward over the cache of keys and values), in fp32 without
-#     the cache (--no-kv-cache), and in fp32 on the CPU backend; the rate
+#     the cache (--no-kv-cache), and in fp32 on the CPU backend; in fp32
+#     with and without the cache after a prompt of 960 tokens; the rate
 #     and wall time of each, and how many of the GPU's tokens equal the
 #     CPU's (and the cache's the windows').
 #   speed (150 s), the variants: ours bf16 with model.dropout 0.1 (masks
@@ -151,12 +152,14 @@ gpt2_variant() {
 # fp32 checkpoint of the part's GPT-2, then 64 tokens greedy from it in fp32
 # and bf16 on the GPU (the cache of keys and values: one position a
 # forward), in fp32 on the GPU without the cache (--no-kv-cache: the
-# windows of positions) and in fp32 on the CPU backend; the rate and wall
-# time of each and how many of the GPU's tokens the CPU's equal (greedy
-# argmax: fp32 on both should agree but for near-ties; bf16 rounds the
-# logits), and the cache's against the windows'.
+# windows of positions) and in fp32 on the CPU backend; then in fp32 on the
+# GPU with and without the cache after a prompt that fills the window but
+# for the new tokens (where the windows cost a whole window a token); the
+# rate and wall time of each and how many of the GPU's tokens the CPU's
+# equal (greedy argmax: fp32 on both should agree but for near-ties; bf16
+# rounds the logits), and the cache's against the windows'.
 gpt2_generate() {
-    local ck="$res/gpt2-gen.safetensors" n=64 prompt="15496 11 995" p plan map t0 t1 fig rc extra what
+    local ck="$res/gpt2-gen.safetensors" n=64 prompt="15496 11 995" p plan map t0 t1 fig rc extra what text long k
     local -A toks=()
     [ $dry = 1 ] && prompt="15 11 99"
     gpt2_plan gpt2-gen fp32
@@ -168,34 +171,44 @@ gpt2_generate() {
         row "generate: a 1-step fp32 checkpoint" "$(result_of $rc)" "$(why $rc gpt2-gen-save)" "$last_cmd"
         return
     fi
-    for p in fp32 bf16 fp32-windows cpu; do
-        plan=$res/gpt2-gen.yaml map=$(map_all) extra=()
+    # a prompt that fills the window but for the new tokens (64; in a dry
+    # run's window of 64, half of it each)
+    local ln=$((g_t - n)) nl=$n
+    [ $ln -lt $((g_t / 2)) ] && ln=$((g_t / 2)) nl=$((g_t - g_t / 2))
+    long=$(awk -v n=$ln -v v="$g_vocab" \
+        'BEGIN { for (i = 0; i < n; i++) printf "%s%d", i ? " " : "", (i * 7919 + 13) % v }')
+    for p in fp32 bf16 fp32-windows cpu fp32-long fp32-long-windows; do
+        plan=$res/gpt2-gen.yaml map=$(map_all) extra=() text=$prompt k=$n
         [ $p = bf16 ] && plan=$res/gpt2-gen-bf16.yaml
-        [ $p = fp32-windows ] && extra=(--no-kv-cache)
+        case $p in *windows) extra=(--no-kv-cache) ;; esac
+        case $p in *long*) text=$long k=$nl ;; esac
         [ $p = cpu ] && map="cuda:*=cpu"
         t0=$(date +%s.%N)
-        run "gpt2-gen-$p" 90 "$bin/pipeline-run" "$plan" --load "$ck" --generate "$prompt" \
-            --tokens "$n" --temperature 0 --device-map "$map" "${extra[@]}"
+        run "gpt2-gen-$p" 90 "$bin/pipeline-run" "$plan" --load "$ck" --generate "$text" \
+            --tokens "$k" --temperature 0 --device-map "$map" "${extra[@]}"
         rc=$?
         t1=$(date +%s.%N)
         if [ $rc -ne 0 ]; then
-            row "generate $n tokens, $p" "$(result_of $rc)" "$(why $rc "gpt2-gen-$p")" "$last_cmd"
+            row "generate $k tokens, $p" "$(result_of $rc)" "$(why $rc "gpt2-gen-$p")" "$last_cmd"
             continue
         fi
-        toks[$p]=$(tr -s ' \n' '\n\n' <"$res/gpt2-gen-$p.out" | grep -v '^$' | tail -n "$n" | tr '\n' ' ')
-        fig="$(grep -h '^generated ' "$res/gpt2-gen-$p.log" 2>/dev/null | tail -1); $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s wall (the process: start, load, $n forwards)"
+        toks[$p]=$(tr -s ' \n' '\n\n' <"$res/gpt2-gen-$p.out" | grep -v '^$' | tail -n "$k" | tr '\n' ' ')
+        fig="$(grep -h '^generated ' "$res/gpt2-gen-$p.log" 2>/dev/null | tail -1); $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s wall (the process: start, load, $k forwards)"
         case $p in
             cpu) what="fp32 on the CPU backend" ;;
             fp32-windows) what="fp32 on $tdev without the cache (--no-kv-cache)" ;;
+            fp32-long) what="fp32 on $tdev after a prompt of $ln" ;;
+            fp32-long-windows) what="fp32 on $tdev after a prompt of $ln, --no-kv-cache" ;;
             *) what="$p on $tdev" ;;
         esac
-        row "generate $n tokens greedy, $what" ok "$fig" "$last_cmd"
+        row "generate $k tokens greedy, $what" ok "$fig" "$last_cmd"
     done
     # the GPU's tokens against the CPU backend's (and the cache's against the
     # windows'), one by one until the first difference
-    for p in fp32 bf16 fp32-windows; do
+    for p in fp32 bf16 fp32-windows fp32-long-windows; do
         local q=cpu
         [ $p = fp32-windows ] && q=fp32
+        [ $p = fp32-long-windows ] && q=fp32-long
         [ -n "${toks[$p]:-}" ] && [ -n "${toks[$q]:-}" ] || continue
         fig=$("$py" - "${toks[$p]}" "${toks[$q]}" <<'PY'
 import sys
@@ -207,6 +220,8 @@ PY
 )
         if [ $p = fp32-windows ]; then
             row "  fp32 on $tdev, the windows' tokens / the cache's" info "$fig" ""
+        elif [ $p = fp32-long-windows ]; then
+            row "  fp32 on $tdev after a prompt of $ln, the windows' tokens / the cache's" info "$fig" ""
         else
             row "  $p on $tdev / the CPU backend's fp32 tokens" info "$fig" ""
         fi
@@ -267,7 +282,7 @@ partgpt2() {
         "$(cat "$res/pr-gpt2-1stage-bf16.cmd" 2>/dev/null)"
     ktable_ranges=0
 
-    section correctness 45
+    section correctness 60
     echo "== --generate: 64 tokens greedy on $tdev and on the CPU backend"
     gpt2_generate
 
