@@ -313,8 +313,9 @@ typedef struct pp_generate_options {
                             most likely token (greedy) */
     int top_k;           /* > 0: sample among the k most likely tokens only; 0: all */
     uint64_t seed;       /* the sampler's stream: token i draws from (seed, i) */
-    int window_step;     /* a forward computes the window's filled positions rounded up to
-                            a multiple of this, at most block_size (0: 64; block_size or
+    int window_step;     /* without the cache (no_cache, or past the window), a forward
+                            computes the window's filled positions rounded up to a
+                            multiple of this, at most block_size (0: 64; block_size or
                             more: the whole window every time) */
     bool (*on_token)(void *user, int index, int32_t token); /* NULL, or called on every
                             rank with each new token as soon as it is known (index 0 the
