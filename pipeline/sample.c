@@ -25,18 +25,17 @@ typedef struct scored {
     int32_t id;
 } scored;
 
-/* Higher logits first; equal ones by id. */
-static int by_logit(const void *a, const void *b)
-{
-    const scored *x = a, *y = b;
-    if (x->z != y->z) return x->z > y->z ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* Whether a ranks before b in by_logit's order. */
+/* Whether a ranks before b: the higher logit, of equal ones the lower id. */
 static bool ahead(scored a, scored b)
 {
     return a.z > b.z || (a.z == b.z && a.id < b.id);
+}
+
+/* qsort's comparison of that order */
+static int by_logit(const void *a, const void *b)
+{
+    const scored *x = a, *y = b;
+    return ahead(*x, *y) ? -1 : ahead(*y, *x);
 }
 
 /* h[i] down a heap of n whose root is the first of them in by_logit's order
@@ -62,18 +61,13 @@ static void sift_down(scored *h, int n, int i, bool first)
  * GPU). */
 static void first_k(const float *z, int v, int k, scored *s)
 {
-    int n = 0;
-    for (int c = 0; c < v; c++) {
-        const scored x = {z[c], c};
-        if (n < k) { /* in at the bottom, up past the parents it ranks behind */
-            int i = n++;
-            for (; i > 0 && ahead(s[(i - 1) / 2], x); i = (i - 1) / 2) s[i] = s[(i - 1) / 2];
-            s[i] = x;
-        } else if (ahead(x, s[0])) { /* the last of the k out, x in */
-            s[0] = x;
+    for (int c = 0; c < k; c++) s[c] = (scored){z[c], c};
+    for (int i = k / 2 - 1; i >= 0; i--) sift_down(s, k, i, false);
+    for (int c = k; c < v; c++)
+        if (ahead((scored){z[c], c}, s[0])) { /* the last of the k out, id c in */
+            s[0] = (scored){z[c], c};
             sift_down(s, k, 0, false);
         }
-    }
     qsort(s, (size_t)k, sizeof *s, by_logit);
 }
 

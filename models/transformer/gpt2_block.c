@@ -189,7 +189,8 @@ static void vals_free(block_vals *v)
     for (size_t i = 0; i < sizeof *v / sizeof *t; i++) pp_tensor_free(&t[i]);
 }
 
-/* Temporaries of the forward's shapes for an input x (inference). */
+/* Temporaries of the forward's shapes for an input x (inference); decoding,
+ * all but qkv (the cache's rows: cache_rows). */
 static pp_status vals_alloc(pp_unit *u, pp_exec *ex, const pp_tensor *x, block_vals *v,
                             pp_error *err)
 {
@@ -203,7 +204,7 @@ static pp_status vals_alloc(pp_unit *u, pp_exec *ex, const pp_tensor *x, block_v
                          &shapes.rstd2, &shapes.ln2,   &shapes.h,   &shapes.g};
     for (size_t i = 0; i < sizeof out / sizeof out[0]; i++)
         for (int k = 0; k < l.n; k++)
-            if (l.item[k].t == from[i])
+            if (l.item[k].t == from[i] && !(u->decoding && out[i] == &v->qkv))
                 PP_TRY(pp_tensor_alloc_on(out[i], ex, l.item[k].dtype, l.item[k].ndim,
                                           l.item[k].shape, err));
     return PP_OK;
@@ -258,17 +259,17 @@ static pp_status run_forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_ten
     return pp_add(ex, &v->x2, y, y, err);
 }
 
-/* Decoding (pp_unit_set_decode): v->qkv becomes the cache's rows of the
- * forward's positions (its temporary freed) and *keys the cache's rows of
- * positions 0 up to them, both (1, rows, 3C); the cache is made at the first
+/* Decoding (pp_unit_set_decode), for an input x: v->qkv is the cache's rows
+ * of the forward's positions and *keys the cache's rows of positions 0 up to
+ * them, both (1, rows, 3C), in ln1's dtype; the cache is made at the first
  * decoding forward. */
-static pp_status cache_rows(pp_unit *u, block_vals *v, pp_tensor *keys, pp_error *err)
+static pp_status cache_rows(pp_unit *u, const pp_tensor *x, block_vals *v, pp_tensor *keys,
+                            pp_error *err)
 {
-    const int64_t t = v->qkv.shape[1], c3 = v->qkv.shape[2], at = u->decode_at;
+    const int64_t t = x->shape[1], c3 = 3 * (int64_t)u->spec.in_c, at = u->decode_at;
     if (!u->cache.data)
-        PP_TRY(pp_tensor_alloc(&u->cache, u->dev, v->qkv.dtype, 2,
+        PP_TRY(pp_tensor_alloc(&u->cache, u->dev, v->ln1.dtype, 2,
                                (int64_t[]){u->decode_cap, c3}, err));
-    pp_tensor_free(&v->qkv);
     const pp_tensor mine = pp_tensor_view0(&u->cache, at, t);
     const pp_tensor all = pp_tensor_view0(&u->cache, 0, at + t);
     PP_TRY(pp_tensor_reshape(&mine, 3, (int64_t[]){1, t, c3}, &v->qkv, err));
@@ -293,7 +294,7 @@ static pp_status forward(pp_unit *u, pp_exec *ex, const pp_tensor *x, pp_tensor 
     const block_drops none = {.att.p = 0.0f}; /* inference: dropout off */
     pp_tensor keys = {0};
     pp_status st = vals_alloc(u, ex, x, &v, err);
-    if (st == PP_OK && u->decoding) st = cache_rows(u, &v, &keys, err);
+    if (st == PP_OK && u->decoding) st = cache_rows(u, x, &v, &keys, err);
     if (st == PP_OK) st = run_forward(u, ex, x, y, &v, &none, u->decoding ? &keys : NULL, err);
     vals_free(&v);
     return st;
