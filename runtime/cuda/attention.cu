@@ -97,6 +97,11 @@ struct f32_tile {
     {
         return e;
     }
+
+    __device__ static __forceinline__ float to_elem(float v)
+    {
+        return v;
+    }
 };
 
 } // namespace
@@ -108,6 +113,12 @@ cudaError_t pp_cuda_launch_attention_forward(cudaStream_t s, pp_cuda_attention_d
                                              float *y, float *lse)
 {
     return launch_forward<f32_tile>(s, d, drop, qkv, y, lse);
+}
+
+cudaError_t pp_cuda_launch_attention_decode(cudaStream_t s, pp_cuda_attention_dims d,
+                                            const float *qkv, float *y, float *lse, float *part)
+{
+    return launch_decode<f32_tile>(s, d, qkv, y, lse, part);
 }
 
 cudaError_t pp_cuda_launch_attention_backward(cudaStream_t s, unsigned max_grid,

@@ -124,6 +124,11 @@ struct bf16_tile {
     {
         return widen(e);
     }
+
+    __device__ static __forceinline__ uint16_t to_elem(float v)
+    {
+        return narrow(v);
+    }
 };
 
 } // namespace
@@ -135,6 +140,13 @@ cudaError_t pp_cuda_launch_attention_forward_bf16(cudaStream_t s, pp_cuda_attent
                                                   const uint16_t *qkv, uint16_t *y, float *lse)
 {
     return launch_forward<bf16_tile>(s, d, drop, qkv, y, lse);
+}
+
+cudaError_t pp_cuda_launch_attention_decode_bf16(cudaStream_t s, pp_cuda_attention_dims d,
+                                                 const uint16_t *qkv, uint16_t *y, float *lse,
+                                                 float *part)
+{
+    return launch_decode<bf16_tile>(s, d, qkv, y, lse, part);
 }
 
 cudaError_t pp_cuda_launch_attention_backward_bf16(cudaStream_t s, unsigned max_grid,

@@ -28,6 +28,12 @@ cudaError_t pp_cuda_launch_attention_forward_bf16(cudaStream_t s, pp_cuda_attent
                                                   const pp_dropout_desc *drop,
                                                   const uint16_t *qkv, uint16_t *y, float *lse);
 
+/* y's one row (bf16, rounded once) and lse of the last query alone: as
+ * pp_cuda_launch_attention_decode (transformer.h). */
+cudaError_t pp_cuda_launch_attention_decode_bf16(cudaStream_t s, pp_cuda_attention_dims d,
+                                                 const uint16_t *qkv, uint16_t *y, float *lse,
+                                                 float *part);
+
 /* dqkv (=, bf16, rounded once) from dy, qkv, y and lse: as
  * pp_cuda_launch_attention_backward (the probabilities again from lse, one
  * pass per block of keys for dk and dv, one per block of queries for dq, no

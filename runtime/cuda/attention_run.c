@@ -22,6 +22,9 @@
  * A forward of the queries from a position on (d->q0 > 0: generation's
  * cache of keys and values, pp_attention_forward_from) runs ours, the
  * kernels that take it, whatever PP_CUDA_ATTN says; nothing is decided.
+ * Of the last query alone (a new token's: q0 == t - 1, no dropout) it runs
+ * the split-keys kernels (pp_cuda_launch_attention_decode: the keys over
+ * many blocks), their partials in the exec's workspace.
  * The first call outside a CUDA graph capture checks each candidate in that
  * order against ours on the call's own operands (attention_check.h: both
  * run, the stream is synchronised, y within the element type's tolerance of
@@ -140,6 +143,20 @@ static pp_status own_fwd(void *arg, void *const out[2], pp_error *err)
                                                   out[1])
                : pp_cuda_launch_attention_forward_bf16(c->ce->stream, a, &c->d->drop, c->qkv,
                                                        out[0], out[1]);
+    return PP_CUDA(c->ex->dev, err, e);
+}
+
+/* the last query alone (q0 == t - 1, no dropout): the split-keys kernels */
+static pp_status decode_fwd(const call *c, void *const out[2], pp_error *err)
+{
+    const pp_cuda_attention_dims a = dims_of(c->d);
+    float *part;
+    PP_TRY(pp_exec_workspace(c->ex, pp_cuda_attention_decode_floats(a) * sizeof(float),
+                             (void **)&part, err));
+    const cudaError_t e =
+        c->f32 ? pp_cuda_launch_attention_decode(c->ce->stream, a, c->qkv, out[0], out[1], part)
+               : pp_cuda_launch_attention_decode_bf16(c->ce->stream, a, c->qkv, out[0], out[1],
+                                                      part);
     return PP_CUDA(c->ex->dev, err, e);
 }
 
@@ -311,8 +328,11 @@ static pp_status run(call *c, pp_sdpa_dir dir, void *const out[2], pp_error *err
     attn_mode mode;
     pp_sdpa_choice *ch;
     PP_TRY(begin(c->ex, c->d, &c->ce, err));
-    if (c->d->q0 > 0) /* the queries from a position on (generation's cache): ours take it */
+    if (c->d->q0 > 0) { /* the queries from a position on (generation's cache): ours take it */
+        if (dir == PP_SDPA_FWD && c->d->q0 == c->d->t - 1 && !(c->d->drop.p > 0.0f))
+            return decode_fwd(c, out, err);
         return runs[PP_SDPA_OWN][dir](c, out, err);
+    }
     PP_TRY(mode_of(&mode, err));
     const bool drop = c->d->drop.p > 0.0f;
     if (mode == MODE_OWN && (!drop || c->f32)) return runs[PP_SDPA_OWN][dir](c, out, err);

@@ -39,6 +39,7 @@
  *   store<N, STEP>(out, acc, lane, hs)
  *                             the same N columns of out, below hs, = acc
  *   wide(e)                   an element as f32, exactly
+ *   to_elem(v)                f32 v as an element (bf16: rounded once)
  *
  * Included by one .cu file each: everything lives in an anonymous namespace.
  */
@@ -419,6 +420,117 @@ cudaError_t launch_forward(cudaStream_t s, const pp_cuda_attention_dims &d,
     if (g.hs <= 32) return forward_at<T, 32, 32, 32>(s, d, g, drop, qkv, y, lse);
     if (g.hs <= 64) return forward_at<T, 64, 32, 32>(s, d, g, drop, qkv, y, lse);
     return forward_at<T, 128, 16, 16>(s, d, g, drop, qkv, y, lse);
+}
+
+/* ---- one query: the last position against the cache (split keys) ------------------- */
+
+/* The forward of query t - 1 alone (generation's new token) in two kernels,
+ * as flash-decoding splits it: decode_k's blocks take the keys in chunks of
+ * PP_CUDA_ATTENTION_DECODE_KEYS (the chunks of a (sample, head) run on
+ * blocks of their own: the keys of a long sequence over many SMs, where
+ * forward_k walks them on one block with most of its rows idle), each
+ * writing its chunk's softmax partials (m = the chunk's largest scaled
+ * score, l = the sum of exp(s - m), o[d] = the sum of exp(s - m) v[d]) to
+ * part; decode_combine_k rescales the chunks' partials to their largest m
+ * and writes y = o / l and lse = m + log(l). Scores: a warp per key, the
+ * lanes over the head's columns; each exp(s - m) times v summed in key
+ * order per column. Within rounding of forward_k's row (other sums'
+ * order), not its bits. */
+template <class T, int HS>
+__global__ void __launch_bounds__(ATT_THREADS)
+    decode_k(att_geom g, int chunks, const typename T::elem *qkv, float *part)
+{
+    typedef typename T::elem E;
+    constexpr int KEYS = PP_CUDA_ATTENTION_DECODE_KEYS, WARPS = ATT_THREADS / WARP;
+    constexpr int GROUPS = ATT_THREADS / HS; /* threads a column of o */
+    __shared__ float sq[HS], sp[KEYS], so[ATT_THREADS];
+    const int chunk = blockIdx.x, h = blockIdx.y, n = blockIdx.z;
+    const int tq = g.t - 1, k0 = chunk * KEYS;
+    const int kn = g.t - k0 < KEYS ? g.t - k0 : KEYS;
+    const E *base = qkv + (int64_t)n * g.t * g.ld + (int64_t)h * g.hs;
+    for (int d = threadIdx.x; d < HS; d += ATT_THREADS)
+        sq[d] = d < g.hs ? T::wide(base[(int64_t)tq * g.ld + d]) : 0.0f;
+    __syncthreads();
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    for (int kk = warp; kk < kn; kk += WARPS) {
+        const E *kr = base + g.c + (int64_t)(k0 + kk) * g.ld;
+        float s = 0.0f;
+        for (int d = lane; d < g.hs; d += WARP) s += sq[d] * T::wide(kr[d]);
+        for (int w = WARP / 2; w > 0; w /= 2) s += __shfl_xor_sync(FULL, s, w);
+        if (lane == 0) sp[kk] = s * g.scale;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int kk = 0; kk < kn; kk++) m = fmax2(m, sp[kk]);
+    const int d = threadIdx.x % HS, grp = threadIdx.x / HS;
+    float o = 0.0f;
+    if (d < g.hs)
+        for (int kk = grp; kk < kn; kk += GROUPS)
+            o += expf(sp[kk] - m) * T::wide(base[2 * g.c + (int64_t)(k0 + kk) * g.ld + d]);
+    so[threadIdx.x] = o;
+    __syncthreads();
+    float *pp = part + (((int64_t)n * g.heads + h) * chunks + chunk) * (HS + 2);
+    if (threadIdx.x < HS) {
+        float sum = 0.0f;
+        for (int j = 0; j < GROUPS; j++) sum += so[j * HS + threadIdx.x];
+        pp[2 + threadIdx.x] = sum;
+    }
+    if (threadIdx.x == 0) {
+        float l = 0.0f;
+        for (int kk = 0; kk < kn; kk++) l += expf(sp[kk] - m);
+        pp[0] = m;
+        pp[1] = l;
+    }
+}
+
+/* y's one row and lse of (sample blockIdx.y, head blockIdx.x) from the
+ * chunks' partials (a thread per column of HS) */
+template <class T, int HS>
+__global__ void __launch_bounds__(HS)
+    decode_combine_k(att_geom g, int chunks, const float *part, typename T::elem *y, float *lse)
+{
+    const int h = blockIdx.x, n = blockIdx.y, d = threadIdx.x;
+    const float *pp = part + ((int64_t)n * g.heads + h) * chunks * (HS + 2);
+    float m = -INFINITY;
+    for (int k = 0; k < chunks; k++) m = fmax2(m, pp[(int64_t)k * (HS + 2)]);
+    float l = 0.0f, o = 0.0f;
+    for (int k = 0; k < chunks; k++) {
+        const float *pk = pp + (int64_t)k * (HS + 2);
+        const float f = expf(pk[0] - m);
+        l += pk[1] * f;
+        o += pk[2 + d] * f;
+    }
+    if (d < g.hs) y[(int64_t)n * g.c + (int64_t)h * g.hs + d] = T::to_elem(o / l);
+    if (d == 0) lse[(int64_t)n * g.heads + h] = (float)((double)m + log((double)l));
+}
+
+template <class T, int HS>
+cudaError_t decode_at(cudaStream_t s, const pp_cuda_attention_dims &d, const att_geom &g,
+                      const typename T::elem *qkv, typename T::elem *y, float *lse, float *part)
+{
+    const int chunks = (d.t + PP_CUDA_ATTENTION_DECODE_KEYS - 1) / PP_CUDA_ATTENTION_DECODE_KEYS;
+    const dim3 grid((unsigned)chunks, (unsigned)d.heads, (unsigned)d.n);
+    decode_k<T, HS><<<grid, ATT_THREADS, 0, s>>>(g, chunks, qkv, part);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return e;
+    decode_combine_k<T, HS><<<dim3((unsigned)d.heads, (unsigned)d.n), HS, 0, s>>>(g, chunks, part,
+                                                                                 y, lse);
+    return cudaGetLastError();
+}
+
+/* The forward of the last query alone (d.q0 == d.t - 1), on stream s, with
+ * part's pp_cuda_attention_decode_floats(d) floats of scratch; no dropout.
+ * cudaErrorInvalidValue (nothing enqueued) for other dimensions. */
+template <class T>
+cudaError_t launch_decode(cudaStream_t s, const pp_cuda_attention_dims &d,
+                          const typename T::elem *qkv, typename T::elem *y, float *lse,
+                          float *part)
+{
+    if (!dims_ok(d) || d.q0 != d.t - 1) return cudaErrorInvalidValue;
+    const att_geom g = geom_of(d);
+    if (g.hs <= 32) return decode_at<T, 32>(s, d, g, qkv, y, lse, part);
+    if (g.hs <= 64) return decode_at<T, 64>(s, d, g, qkv, y, lse, part);
+    return decode_at<T, 128>(s, d, g, qkv, y, lse, part);
 }
 
 /* delta (n, heads, t) from y and dy on stream s, on at most max_grid blocks

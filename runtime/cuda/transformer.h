@@ -22,6 +22,7 @@
 
 #include <cuda_runtime.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/core/dropout.h"
@@ -143,6 +144,21 @@ typedef struct pp_cuda_attention_dims {
 /* The largest head size the kernels take. */
 #define PP_CUDA_ATTENTION_HS_MAX 128
 
+/* Keys a block of the one-query forward takes (attention_tile.cuh: decode_k). */
+#define PP_CUDA_ATTENTION_DECODE_KEYS 64
+
+/* Floats of scratch the one-query forward of d needs: per sample, head and
+ * chunk of PP_CUDA_ATTENTION_DECODE_KEYS keys, a softmax's partials (2 and
+ * a padded head of 32, 64 or 128 columns). */
+static inline size_t pp_cuda_attention_decode_floats(pp_cuda_attention_dims d)
+{
+    const int hs = d.heads > 0 ? d.c / d.heads : 0;
+    const size_t pad = hs <= 32 ? 32 : hs <= 64 ? 64 : 128;
+    const size_t chunks = ((size_t)d.t + PP_CUDA_ATTENTION_DECODE_KEYS - 1) /
+                          PP_CUDA_ATTENTION_DECODE_KEYS;
+    return (size_t)d.n * (size_t)d.heads * chunks * (pad + 2);
+}
+
 /* y and lse from qkv: per (sample, head, block of queries) one block walks
  * the causal keys in tiles, the softmax kept online (flash-attention's
  * scheme); no (t, t) matrix in memory. drop (NULL or p == 0: none): each
@@ -154,6 +170,15 @@ typedef struct pp_cuda_attention_dims {
 cudaError_t pp_cuda_launch_attention_forward(cudaStream_t s, pp_cuda_attention_dims d,
                                              const pp_dropout_desc *drop, const float *qkv,
                                              float *y, float *lse);
+
+/* y's one row (n, 1, c) and lse (n, heads, 1) of the last query alone (d.q0
+ * == d.t - 1: generation's new token over the cache), without dropout: the
+ * keys split in chunks over blocks of their own, then the chunks combined
+ * (flash-decoding's scheme), within rounding of the forward's row. part:
+ * pp_cuda_attention_decode_floats(d) floats of scratch.
+ * cudaErrorInvalidValue (nothing enqueued) for other dimensions. */
+cudaError_t pp_cuda_launch_attention_decode(cudaStream_t s, pp_cuda_attention_dims d,
+                                            const float *qkv, float *y, float *lse, float *part);
 
 /* dqkv (=) from dy, qkv, y and lse: the probabilities computed again from
  * lse, tile by tile; one pass per block of keys (dk, dv) and one per block

@@ -308,6 +308,14 @@ static void test_attention_bf16(void)
 
 /* ---- attention from a query position (generation's cache) --------------------------- */
 
+/* the attention forward without dropout on f32 or bf16 operands */
+static cudaError_t attention_forward(bool bf16, pp_emu_cuda_attention_dims d, const void *qkv,
+                                     void *y, float *lse)
+{
+    return bf16 ? pp_emu_cuda_launch_attention_forward_bf16(0, d, NULL, qkv, y, lse)
+                : pp_emu_cuda_launch_attention_forward(0, d, NULL, qkv, y, lse);
+}
+
 /* bytes of rows [r, r + count) of sample k of an (n, rows, width) tensor of es-byte elements */
 static const char *rows_at(const void *base, int k, int rows, int r, int width, size_t es)
 {
@@ -345,17 +353,8 @@ static void test_attention_from(void)
             const pp_emu_cuda_attention_dims whole = {n, t, c, h, 0}, from = {n, t, c, h, q0};
             snprintf(what, sizeof what, "%s attention %d x %d from %d, %d heads of %d",
                      bf ? "bf16" : "f32", n, t, q0, h, c / h);
-            if (bf) {
-                EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, whole, NULL, kq, ky, kl),
-                             what);
-                EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward_bf16(0, from, NULL, kq, kyf,
-                                                                       klf), what);
-            } else {
-                EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, whole, NULL, kq, ky, kl),
-                             what);
-                EMU_LAUNCHED(pp_emu_cuda_launch_attention_forward(0, from, NULL, kq, kyf, klf),
-                             what);
-            }
+            EMU_LAUNCHED(attention_forward(bf, whole, kq, ky, kl), what);
+            EMU_LAUNCHED(attention_forward(bf, from, kq, kyf, klf), what);
             int differ = 0;
             for (int k = 0; k < n; k++) {
                 differ += memcmp(rows_at(kyf, k, rows, 0, c, es), rows_at(ky, k, t, q0, c, es),
@@ -383,6 +382,84 @@ static void test_attention_from(void)
         }
     const pp_emu_cuda_attention_dims past = {1, 4, 64, 2, 4};
     CHECK(pp_emu_cuda_launch_attention_forward(0, past, NULL, NULL, NULL, NULL) ==
+          cudaErrorInvalidValue);
+}
+
+/* ---- one query: the split-keys kernels ------------------------------------------------- */
+
+/* The last query alone (q0 = t - 1: a new token over the cache) by the
+ * split-keys kernels, f32 and bf16: y's row and lse within the kernels'
+ * tolerance of the CPU backend's pp_attention_forward_from and of the
+ * whole forward's last row (other sums' order: not its bits); the partials
+ * stay within the scratch pp_cuda_attention_decode_floats sizes (the rest
+ * of a guarded buffer untouched); other dimensions refused. */
+static void test_attention_decode(void)
+{
+    static const struct { int n, t, c, heads; } cases[] = {
+        {1, 2, 128, 2},    /* two keys, heads of 64 */
+        {2, 64, 96, 3},    /* one whole chunk, heads of 32 */
+        {1, 65, 51, 3},    /* a chunk and one key, heads of 17 */
+        {2, 200, 256, 2},  /* four chunks, the last of 8, heads of 128 */
+        {1, 1024, 192, 3}, /* GPT-2's window: 16 chunks, heads of 64 */
+    };
+    pp_error err;
+    char what[96];
+    for (int bf = 0; bf < 2; bf++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const int n = cases[i].n, t = cases[i].t, c = cases[i].c, h = cases[i].heads;
+            const pp_dtype dt = bf ? PP_BF16 : PP_F32;
+            const size_t es = bf ? 2 : 4;
+            emu_attn a = emu_attn_case_of(dt, n, t, c, h);
+            pp_tensor yf = emu_tensor(dt, 3, (int64_t[]){n, 1, c}, PP_NCHW);
+            pp_tensor lf = emu_tensor(PP_F32, 3, (int64_t[]){n, h, 1}, PP_NCHW);
+            const pp_emu_cuda_attention_dims whole = {n, t, c, h, 0}, last = {n, t, c, h, t - 1};
+            const size_t floats = pp_emu_cuda_attention_decode_floats(last), guard = 256;
+            void *bq, *by, *bl, *byf, *blf, *bp;
+            void *kq = emu_copy(&a.qkv, 0, &bq), *ky = emu_copy(&a.y, 0, &by);
+            void *kyf = emu_copy(&yf, 0, &byf);
+            float *kl = emu_copy(&a.lse, 0, &bl), *klf = emu_copy(&lf, 0, &blf);
+            float *part = emu_alloc((floats + guard) * sizeof(float), 0, &bp);
+            for (size_t k = 0; k < floats + guard; k++) part[k] = -7.0f;
+            snprintf(what, sizeof what, "%s decode %d x %d, %d heads of %d", bf ? "bf16" : "f32",
+                     n, t, h, c / h);
+            EMU_LAUNCHED(attention_forward(bf, whole, kq, ky, kl), what);
+            EMU_LAUNCHED(bf ? pp_emu_cuda_launch_attention_decode_bf16(0, last, kq, kyf, klf, part)
+                            : pp_emu_cuda_launch_attention_decode(0, last, kq, kyf, klf, part),
+                         what);
+            int spoiled = 0;
+            for (size_t k = floats; k < floats + guard; k++) spoiled += part[k] != -7.0f;
+            CHECK_MSG(spoiled == 0, "%s: %d floats written past the partials' %zu", what,
+                      spoiled, floats);
+            /* the CPU backend's row */
+            CHECK_OK(pp_attention_forward_from(&g_ex, h, t - 1, &a.qkv, &yf, &lf, &err), &err);
+            if (bf)
+                emu_close_bf16(&yf, kyf, what);
+            else
+                emu_close(&yf, kyf, 2e-6, what);
+            emu_close(&lf, klf, 1e-6, "decode: lse");
+            /* the whole forward's last row, as a tensor of its own */
+            pp_tensor yw = emu_tensor(dt, 3, (int64_t[]){n, 1, c}, PP_NCHW);
+            pp_tensor lw = emu_tensor(PP_F32, 3, (int64_t[]){n, h, 1}, PP_NCHW);
+            for (int k = 0; k < n; k++) {
+                memcpy((char *)yw.data + (size_t)k * c * es, rows_at(ky, k, t, t - 1, c, es),
+                       (size_t)c * es);
+                for (int hh = 0; hh < h; hh++)
+                    emu_f32(&lw)[k * h + hh] = *(const float *)rows_at(kl, k * h + hh, t, t - 1, 1, 4);
+            }
+            if (bf)
+                emu_close_bf16(&yw, kyf, "decode against the whole forward's last row");
+            else
+                emu_close(&yw, kyf, 2e-6, "decode against the whole forward's last row");
+            emu_close(&lw, klf, 1e-6, "decode against the whole forward's last lse");
+            void *bases[] = {bq, by, bl, byf, blf, bp};
+            pp_tensor *ts[] = {&a.qkv, &a.dqkv, &a.y, &a.dy, &a.lse, &yf, &lf, &yw, &lw};
+            EMU_FREE_CASE(bases, ts);
+        }
+    /* only the last query, heads the kernels take */
+    const pp_emu_cuda_attention_dims early = {1, 4, 64, 2, 2}, wide = {1, 4, 2 * 129, 2, 3};
+    CHECK(pp_emu_cuda_launch_attention_decode(0, early, NULL, NULL, NULL, NULL) ==
+          cudaErrorInvalidValue);
+    CHECK(pp_emu_cuda_launch_attention_decode_bf16(0, wide, NULL, NULL, NULL, NULL) ==
           cudaErrorInvalidValue);
 }
 
@@ -511,6 +588,7 @@ int main(void)
     test_attention();
     test_attention_bf16();
     test_attention_from();
+    test_attention_decode();
     test_classifier();
     return emu_rig_close("test_emu_transformer");
 }
