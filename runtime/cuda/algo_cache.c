@@ -20,9 +20,11 @@ struct pp_algo_entry {
 
 static const char *const math_names[] = {"fp32", "tf32"};
 static const char *const dir_names[] = {"fwd", "bwd_data", "bwd_filter"};
+static const char *const api_names[] = {"legacy", "graph"};
 
-#define FIELDS 11   /* of an entry line */
-#define FIELDS_V1 8 /* of a version 1 line: no WS_MB, OVER, OVER_MB */
+#define FIELDS 13   /* of an entry line */
+#define FIELDS_V2 11 /* of a version 2 line: no API, GRAPH_MS */
+#define FIELDS_V1 8 /* of a version 1 line: no WS_MB, OVER, OVER_MB, API, GRAPH_MS */
 
 void pp_algo_key_make(pp_algo_key *key, const char *gpu, int cudnn, pp_math_mode math,
                       int ws_mb, pp_algo_dir dir, const pp_conv2d_desc *d)
@@ -124,12 +126,11 @@ static bool parse_ms(const char *s, size_t len, float *out)
     return true;
 }
 
-/* One entry line (without its end of line) of a file of version 2, or of
- * version 1 when v1. */
-static bool parse_entry(const char *line, size_t len, bool v1, pp_algo_key *key,
+/* One entry line (without its end of line) of a file of version 3, 2 or 1. */
+static bool parse_entry(const char *line, size_t len, int version, pp_algo_key *key,
                         pp_algo_choice *choice)
 {
-    const int fields = v1 ? FIELDS_V1 : FIELDS;
+    const int fields = version == 1 ? FIELDS_V1 : version == 2 ? FIELDS_V2 : FIELDS;
     const char *f[FIELDS];
     size_t flen[FIELDS];
     int nf = 0;
@@ -145,6 +146,7 @@ static bool parse_entry(const char *line, size_t len, bool v1, pp_algo_key *key,
     if (nf != fields || f[fields - 1] + flen[fields - 1] != line + len) return false;
 
     memset(key, 0, sizeof *key);
+    memset(choice, 0, sizeof *choice); /* version 1 and 2: legacy, graph not timed */
     if (flen[0] == 0 || flen[0] >= PP_ALGO_GPU_MAX) return false;
     for (size_t i = 0; i < flen[0]; i++) {
         unsigned char ch = (unsigned char)f[0][i];
@@ -154,17 +156,25 @@ static bool parse_entry(const char *line, size_t len, bool v1, pp_algo_key *key,
     if (!parse_int(f[1], flen[1], 1, INT_MAX, &key->cudnn)) return false;
     key->math = parse_name(f[2], flen[2], math_names, 2);
     key->ws_mb = PP_ALGO_WS_MB_DEFAULT;
-    choice->over = choice->over_mb = 0;
-    const int d = v1 ? 3 : 4; /* the field of DIRECTION */
-    if (!v1 && !parse_int(f[3], flen[3], 1, PP_ALGO_WS_MB_MAX, &key->ws_mb)) return false;
+    const int d = version == 1 ? 3 : 4; /* the field of DIRECTION */
+    if (version > 1 && !parse_int(f[3], flen[3], 1, PP_ALGO_WS_MB_MAX, &key->ws_mb))
+        return false;
     key->dir = parse_name(f[d], flen[d], dir_names, 3);
     if (key->math < 0 || key->dir < 0) return false;
     if (!parse_geom(f[d + 1], flen[d + 1], key->geom)) return false;
-    return parse_int(f[d + 2], flen[d + 2], 0, 63, &choice->algo) &&
-           parse_int(f[d + 3], flen[d + 3], 0, 3, &choice->math_type) &&
-           parse_ms(f[d + 4], flen[d + 4], &choice->ms) &&
-           (v1 || (parse_int(f[d + 5], flen[d + 5], 0, 1000, &choice->over) &&
-                   parse_int(f[d + 6], flen[d + 6], 0, INT_MAX, &choice->over_mb)));
+    if (!parse_int(f[d + 2], flen[d + 2], 0, 63, &choice->algo) ||
+        !parse_int(f[d + 3], flen[d + 3], 0, 3, &choice->math_type) ||
+        !parse_ms(f[d + 4], flen[d + 4], &choice->ms))
+        return false;
+    if (version == 1) return true;
+    if (!parse_int(f[d + 5], flen[d + 5], 0, 1000, &choice->over) ||
+        !parse_int(f[d + 6], flen[d + 6], 0, INT_MAX, &choice->over_mb))
+        return false;
+    if (version == 2) return true;
+    choice->api = parse_name(f[d + 7], flen[d + 7], api_names, 2);
+    /* a graph choice has a time: the plan it names was timed */
+    return choice->api >= 0 && parse_ms(f[d + 8], flen[d + 8], &choice->graph_ms) &&
+           (choice->api == PP_ALGO_API_LEGACY || choice->graph_ms > 0);
 }
 
 static bool is_line(const char *line, size_t n, const char *text)
@@ -179,7 +189,8 @@ static bool parse_text(pp_algo_cache *c, const char *text, size_t len, int *entr
 {
     if (len == 0) return true;
     size_t at = 0;
-    bool first = true, v1 = false;
+    bool first = true;
+    int version = 3;
     while (at < len) {
         size_t end = at;
         while (end < len && text[end] != '\n') end++;
@@ -188,15 +199,19 @@ static bool parse_text(pp_algo_cache *c, const char *text, size_t len, int *entr
         const char *line = text + at;
         at = end + 1;
         if (first) {
-            v1 = is_line(line, n, PP_ALGO_FILE_HEADER_V1);
-            if (!v1 && !is_line(line, n, PP_ALGO_FILE_HEADER)) return false;
+            if (is_line(line, n, PP_ALGO_FILE_HEADER_V1))
+                version = 1;
+            else if (is_line(line, n, PP_ALGO_FILE_HEADER_V2))
+                version = 2;
+            else if (!is_line(line, n, PP_ALGO_FILE_HEADER))
+                return false;
             first = false;
             continue;
         }
         if (n == 0 || line[0] == '#') continue;
         pp_algo_key key;
         pp_algo_choice choice;
-        if (!parse_entry(line, n, v1, &key, &choice)) {
+        if (!parse_entry(line, n, version, &key, &choice)) {
             (*bad)++;
             continue;
         }
@@ -243,11 +258,14 @@ static void load_once(pp_algo_cache *c)
 static void write_entry(FILE *f, const pp_algo_entry *e)
 {
     const int *g = e->key.geom;
-    fprintf(f, "%s\t%d\t%s\t%d\t%s\t%d %d %d %d %d %d %d %d %d %d %d\t%d\t%d\t%.6g\t%d\t%d\n",
+    const pp_algo_choice *c = &e->choice;
+    fprintf(f,
+            "%s\t%d\t%s\t%d\t%s\t%d %d %d %d %d %d %d %d %d %d %d\t%d\t%d\t%.6g\t%d\t%d\t%s\t"
+            "%.6g\n",
             e->key.gpu, e->key.cudnn, math_names[e->key.math], e->key.ws_mb,
             dir_names[e->key.dir], g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9],
-            g[10], e->choice.algo, e->choice.math_type, (double)e->choice.ms, e->choice.over,
-            e->choice.over_mb);
+            g[10], c->algo, c->math_type, (double)c->ms, c->over, c->over_mb,
+            api_names[c->api == PP_ALGO_API_GRAPH], (double)c->graph_ms);
 }
 
 static void save(pp_algo_cache *c)
@@ -325,6 +343,23 @@ void pp_algo_cache_insert(pp_algo_cache *c, const pp_algo_key *key, pp_algo_choi
     pthread_mutex_unlock(&c->lock);
 }
 
+void pp_algo_cache_update(pp_algo_cache *c, const pp_algo_key *key, const pp_algo_choice *choice)
+{
+    pthread_mutex_lock(&c->lock);
+    load_once(c);
+    int i = find_index(c, key);
+    bool stored = true;
+    if (i >= 0)
+        c->entries[i].choice = *choice;
+    else
+        stored = add_entry(c, key, choice);
+    if (stored) {
+        c->stats.updated++;
+        save(c);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
 void pp_algo_cache_remove(pp_algo_cache *c, const pp_algo_key *key)
 {
     pthread_mutex_lock(&c->lock);
@@ -359,15 +394,46 @@ pp_status pp_algo_find_from_env(bool *on, pp_error *err)
                         v);
 }
 
+pp_status pp_algo_api_from_env(pp_algo_api *api, pp_error *err)
+{
+    const char *v = getenv("PP_CUDA_CONV_API");
+    *api = PP_ALGO_API_AUTO;
+    if (!v || strcmp(v, "auto") == 0) return PP_OK;
+    if (strcmp(v, "legacy") == 0 || strcmp(v, "graph") == 0) {
+        *api = v[0] == 'l' ? PP_ALGO_API_LEGACY : PP_ALGO_API_GRAPH;
+        return PP_OK;
+    }
+    return pp_error_set(err, PP_ERR_INPUT,
+                        "PP_CUDA_CONV_API is '%s': use auto (fp32 and tf32 convolutions run "
+                        "cuDNN's legacy algorithm or its graph API's plan, whichever timed "
+                        "faster; the default), legacy or graph",
+                        v);
+}
+
+/* The decimal number in the variable name, hi at most, into *n (def when
+ * unset); otherwise PP_ERR_INPUT naming the variable, its value and use. */
+static pp_status int_from_env(const char *name, int hi, int def, const char *use, int *n,
+                              pp_error *err)
+{
+    const char *v = getenv(name);
+    *n = def;
+    if (!v) return PP_OK;
+    if (parse_int(v, strlen(v), 1, hi, n)) return PP_OK;
+    *n = def;
+    return pp_error_set(err, PP_ERR_INPUT, "%s is '%s': use %s, 1 to %d (default %d)", name, v,
+                        use, hi, def);
+}
+
+pp_status pp_algo_plans_from_env(int *n, pp_error *err)
+{
+    return int_from_env("PP_CUDA_CONV_PLANS", PP_ALGO_PLANS_MAX, PP_ALGO_PLANS_DEFAULT,
+                        "how many of cuDNN's graph API's execution plans a convolution times",
+                        n, err);
+}
+
 pp_status pp_algo_ws_from_env(int *mb, pp_error *err)
 {
-    const char *v = getenv("PP_CUDA_CONV_WS_MB");
-    *mb = PP_ALGO_WS_MB_DEFAULT;
-    if (!v) return PP_OK;
-    if (parse_int(v, strlen(v), 1, PP_ALGO_WS_MB_MAX, mb)) return PP_OK;
-    *mb = PP_ALGO_WS_MB_DEFAULT;
-    return pp_error_set(err, PP_ERR_INPUT,
-                        "PP_CUDA_CONV_WS_MB is '%s': use the most cuDNN workspace a convolution "
-                        "algorithm may ask for, in MiB, 1 to %d (default %d)",
-                        v, PP_ALGO_WS_MB_MAX, PP_ALGO_WS_MB_DEFAULT);
+    return int_from_env("PP_CUDA_CONV_WS_MB", PP_ALGO_WS_MB_MAX, PP_ALGO_WS_MB_DEFAULT,
+                        "the most cuDNN workspace a convolution algorithm may ask for, in MiB",
+                        mb, err);
 }

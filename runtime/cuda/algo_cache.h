@@ -9,30 +9,38 @@
  * An entry maps a key (GPU name, cuDNN version, the device's math mode, the
  * workspace cap the choice was measured under, the direction and the
  * convolution's geometry) to a choice (algorithm, cuDNN math type, measured
- * milliseconds, and how many algorithms were left out of the measurement for
- * asking more workspace than the cap, with the most one of them asked).
+ * milliseconds, how many algorithms were left out of the measurement for
+ * asking more workspace than the cap, with the most one of them asked, and
+ * which of cuDNN's two APIs runs it: the algorithm of the legacy API, or the
+ * fastest execution plan of the graph API, with that plan's time).
  * Choices made under different caps never mix: each cap has its own keys. The first choice stored for a key wins:
  * an exec that measured the same shape at the same time as another adopts
  * the stored one, so every exec of a device runs one algorithm per shape.
  *
  * The file is plain text, one entry per line, fields separated by one tab:
  *
- *   # pipeline-run cudnn algorithms 2
+ *   # pipeline-run cudnn algorithms 3
  *   GPU  CUDNN  MATH  WS_MB  DIRECTION  N C H W K R S STRIDE_H STRIDE_W PAD_H PAD_W  ALGO
- *   MATH_TYPE  MS  OVER  OVER_MB
+ *   MATH_TYPE  MS  OVER  OVER_MB  API  GRAPH_MS
  *
  * (one line), for example "NVIDIA H100 80GB HBM3<TAB>91900<TAB>fp32<TAB>512
  * <TAB>fwd<TAB>32 64 56 56 64 1 1 1 1 0 0<TAB>1<TAB>3<TAB>0.0412<TAB>1<TAB>
- * 1830". MATH is fp32 or tf32; WS_MB is the workspace cap in MiB
- * (PP_CUDA_CONV_WS_MB); DIRECTION is fwd, bwd_data or bwd_filter; ALGO and
- * MATH_TYPE are the values of cudnnConvolution*Algo_t and cudnnMathType_t;
- * MS is what the measurement took, OVER the number of algorithms left out of
- * it for asking more than WS_MB and OVER_MB the most one of them asked
- * (MiB, rounded up; 0 when OVER is 0): information only. The first line must
- * be the header above; further lines starting with '#', and empty lines,
- * are ignored. A file of version 1 (the header ending in 1, lines without
- * WS_MB, OVER and OVER_MB) is read as chosen under the 512 MiB cap of its
- * time with OVER unknown (read as 0), and is written back as version 2.
+ * 1830<TAB>graph<TAB>0.0371". MATH is fp32 or tf32; WS_MB is the workspace
+ * cap in MiB (PP_CUDA_CONV_WS_MB); DIRECTION is fwd, bwd_data or
+ * bwd_filter; ALGO and MATH_TYPE are the values of cudnnConvolution*Algo_t
+ * and cudnnMathType_t; MS is what the measurement took, OVER the number of
+ * algorithms left out of it for asking more than WS_MB and OVER_MB the most
+ * one of them asked (MiB, rounded up; 0 when OVER is 0): information only.
+ * API is legacy (ALGO runs) or graph (the graph API's fastest execution
+ * plan runs, chosen again at each run's first use: plans are not kept);
+ * GRAPH_MS that plan's time when the choice was made, 0 when the graph API
+ * was not timed (PP_CUDA_CONV_API=legacy, or it offered no plan). The first
+ * line must be the header above; further lines starting with '#', and
+ * empty lines, are ignored. A file of version 2 (lines without API and
+ * GRAPH_MS) is read as legacy choices with the graph API not timed; one of
+ * version 1 (the header ending in 1, lines without WS_MB, OVER, OVER_MB,
+ * API and GRAPH_MS) likewise, chosen under the 512 MiB cap of its time with
+ * OVER unknown (read as 0). Either is written back as version 3.
  *
  * Reading happens once, at the first lookup. A missing or empty file is an
  * empty cache. A file that cannot be read, is larger than PP_ALGO_FILE_MAX or does
@@ -58,10 +66,13 @@
 
 #include "runtime/core/ops.h"
 
-#define PP_ALGO_FILE_HEADER "# pipeline-run cudnn algorithms 2"
+#define PP_ALGO_FILE_HEADER "# pipeline-run cudnn algorithms 3"
+#define PP_ALGO_FILE_HEADER_V2 "# pipeline-run cudnn algorithms 2"
 #define PP_ALGO_FILE_HEADER_V1 "# pipeline-run cudnn algorithms 1"
 #define PP_ALGO_WS_MB_DEFAULT 512 /* the workspace cap without PP_CUDA_CONV_WS_MB; version 1's */
 #define PP_ALGO_WS_MB_MAX 65536
+#define PP_ALGO_PLANS_DEFAULT 4 /* graph API plans timed per convolution without PP_CUDA_CONV_PLANS */
+#define PP_ALGO_PLANS_MAX 16
 #define PP_ALGO_FILE_MAX ((size_t)16 << 20) /* bytes */
 #define PP_ALGO_GPU_MAX 64                  /* bytes of a GPU name with its terminator */
 #define PP_ALGO_GEOM 11                     /* n c h w k r s stride_h stride_w pad_h pad_w */
@@ -73,6 +84,20 @@ typedef enum pp_algo_dir {
 } pp_algo_dir;
 
 /* Compared as bytes: made by pp_algo_key_make or the parser only. */
+/* Which of cuDNN's APIs runs a convolution (pp_algo_choice.api), and
+ * which the device may choose from (PP_CUDA_CONV_API). */
+typedef enum pp_algo_api {
+    PP_ALGO_API_LEGACY = 0, /* cudnnConvolution*(): the chosen algorithm */
+    PP_ALGO_API_GRAPH = 1,  /* the graph API's fastest execution plan (gconv.c) */
+    PP_ALGO_API_AUTO = 2,   /* the device setting only: whichever timed faster */
+} pp_algo_api;
+
+/* A graph API's plan replaces the legacy algorithm only when its timed call
+ * is faster by more than this fraction of the algorithm's measured time: the
+ * two are timed by different code (cudnnFind*, one timed call of each of up
+ * to PP_CUDA_CONV_PLANS plans), and a near tie is not worth a second API. */
+#define PP_ALGO_GRAPH_MARGIN 0.03f
+
 typedef struct pp_algo_key {
     char gpu[PP_ALGO_GPU_MAX]; /* printable, no tab; zero-padded */
     int cudnn;                 /* cudnnGetVersion() */
@@ -88,6 +113,8 @@ typedef struct pp_algo_choice {
     float ms;      /* measured time of one call */
     int over;      /* algorithms left out of the measurement: more workspace than the cap */
     int over_mb;   /* the most one of those asked, MiB rounded up (0: none) */
+    int api;       /* pp_algo_api: PP_ALGO_API_LEGACY (algo runs) or PP_ALGO_API_GRAPH */
+    float graph_ms; /* the graph API's fastest plan's time of one call; 0: not timed */
 } pp_algo_choice;
 
 typedef struct pp_algo_stats {
@@ -95,6 +122,7 @@ typedef struct pp_algo_stats {
     int bad_lines;     /* lines of the file skipped because they did not parse */
     bool foreign;      /* the file is not a cache file: not used, not replaced */
     int inserted;      /* new entries stored (measured here) */
+    int updated;       /* entries whose choice was replaced (pp_algo_cache_update) */
     int over;          /* their algorithms left out for asking more than the cap */
     int over_mb;       /* the most one of those asked, MiB (0: none) */
     int hits;          /* lookups answered */
@@ -133,6 +161,10 @@ bool pp_algo_cache_find(pp_algo_cache *c, const pp_algo_key *key, pp_algo_choice
  * *choice becomes the stored one. A new entry is written to the file and
  * its over-cap figures are added to the statistics. */
 void pp_algo_cache_insert(pp_algo_cache *c, const pp_algo_key *key, pp_algo_choice *choice);
+/* Replaces the stored choice for key by *choice (stores it when there is
+ * none) and writes the file: the graph API's plan first timed for a choice
+ * read from a file that had not timed it. */
+void pp_algo_cache_update(pp_algo_cache *c, const pp_algo_key *key, const pp_algo_choice *choice);
 /* Forgets the choice for key (one cuDNN refused), so that a new one can be
  * stored. */
 void pp_algo_cache_remove(pp_algo_cache *c, const pp_algo_key *key);
@@ -146,5 +178,17 @@ pp_status pp_algo_find_from_env(bool *on, pp_error *err);
  * of MiB in 1..PP_ALGO_WS_MB_MAX is *mb; anything else is PP_ERR_INPUT
  * naming the variable and the value. */
 pp_status pp_algo_ws_from_env(int *mb, pp_error *err);
+/* PP_CUDA_CONV_API: unset or "auto" gives PP_ALGO_API_AUTO (fp32 and tf32
+ * convolutions time the graph API's plans beside the legacy algorithms and
+ * run the faster), "legacy" the legacy algorithms only, "graph" the graph
+ * API's plans wherever it has one (the legacy algorithms elsewhere); anything
+ * else is PP_ERR_INPUT naming the variable and the value. */
+pp_status pp_algo_api_from_env(pp_algo_api *api, pp_error *err);
+/* PP_CUDA_CONV_PLANS: how many of the graph API's execution plans a
+ * convolution times at its first use (bf16, and fp32 and tf32 beside the
+ * algorithms): unset gives PP_ALGO_PLANS_DEFAULT; a decimal number in
+ * 1..PP_ALGO_PLANS_MAX is *n; anything else is PP_ERR_INPUT naming the
+ * variable and the value. */
+pp_status pp_algo_plans_from_env(int *n, pp_error *err);
 
 #endif

@@ -84,14 +84,17 @@ static void cuda_device_destroy(pp_device_ctx *dev)
 }
 
 /* The convolution algorithm settings: PP_CUDNN_FIND (measure or not),
- * PP_CUDNN_CACHE (the cache file; unset or empty: none) and
- * PP_CUDA_CONV_WS_MB (the workspace cap), the GPU's name and cuDNN's version
+ * PP_CUDNN_CACHE (the cache file; unset or empty: none), PP_CUDA_CONV_WS_MB
+ * (the workspace cap), PP_CUDA_CONV_API (which API) and PP_CUDA_CONV_PLANS
+ * (the graph API's plans timed), the GPU's name and cuDNN's version
  * for the cache's keys. */
 static pp_status algo_init(pp_device_ctx *dev, pp_cuda_device *cd, pp_error *err)
 {
     PP_TRY(pp_algo_cache_init(&cd->algos, getenv("PP_CUDNN_CACHE"), err));
     PP_TRY(pp_algo_find_from_env(&cd->find, err));
     PP_TRY(pp_algo_ws_from_env(&cd->ws_mb, err));
+    PP_TRY(pp_algo_api_from_env(&cd->conv_api, err));
+    PP_TRY(pp_algo_plans_from_env(&cd->conv_plans, err));
     struct cudaDeviceProp prop;
     PP_TRY(PP_CUDA(dev, err, cudaGetDeviceProperties(&prop, cd->ordinal)));
     snprintf(cd->gpu_name, sizeof cd->gpu_name, "%.*s", (int)sizeof cd->gpu_name - 1, prop.name);

@@ -22,7 +22,21 @@
  *   3. otherwise (measurement failed) cuDNN's heuristics
  *      (cudnnGet*Algorithm_v7): the first algorithm within the limit, by
  *      math type preference.
- * PP_CUDNN_FIND=0 skips 1 and 2: heuristics only, the cache unused. The cap
+ * PP_CUDNN_FIND=0 skips 1 and 2: heuristics only, the cache unused.
+ *
+ * Which API runs it (PP_CUDA_CONV_API; pp_cuda_device.conv_api), decided at
+ * the first use too: by default (auto), with measurement on, cuDNN's graph
+ * API also makes its execution plans for the convolution (gconv.c: f32 NCHW,
+ * up to PP_CUDA_CONV_PLANS from its heuristics, each timed once, the
+ * fastest kept; torch.backends.cudnn.benchmark searches the same API's
+ * plans), and that plan runs where its timed call is faster than the
+ * algorithm's measured time by more than PP_ALGO_GRAPH_MARGIN; the cache
+ * entry records the first comparison (API, GRAPH_MS). legacy: the algorithm
+ * always; graph: the plan wherever the graph API has one, the algorithm
+ * elsewhere. A call the plan refuses (a pointer not 16-byte aligned; its
+ * workspace or cuDNN's memory not to be had) runs the algorithm.
+ *
+ * The cap
  * is PP_CUDA_CONV_WS_MB MiB (default PP_ALGO_WS_MB_DEFAULT, 512), part of the
  * cache's key: choices measured under another cap are not looked up.
  * Acceptable math: in fp32 mode only CUDNN_FMA_MATH results (IEEE fp32; the
@@ -42,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gconv.h"
 #include "internal.h"
 #include "kernels.h"
 
@@ -245,17 +260,22 @@ static pp_status use_algo(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, p
     if (bytes > ws_max(ex))
         return pp_error_set(err, PP_ERR_BACKEND, "%s: %s algorithm %d needs %zu bytes of "
                             "workspace", ex->dev->name, dir_what[dir], algo, bytes);
-    p->algo[dir] = (pp_cuda_conv_algo){true, algo, (cudnnMathType_t)math, bytes};
+    pp_cuda_conv_algo *a = &p->algo[dir]; /* the route stays as decided */
+    a->have = true;
+    a->algo = algo;
+    a->math = (cudnnMathType_t)math;
+    a->ws = bytes;
     return PP_OK;
 }
 
-/* The operands of the call that chooses an algorithm, measured on:
- * forward x, w, y; backward-data w, dy, dx; backward-filter x, dy. out is
- * NULL when the call accumulates into its output (dw; dx when accumulating):
- * measuring, which overwrites its output, then writes into scratch. */
+/* The operands of a call, in the legacy API's order: forward x, w, y;
+ * backward-data w, dy, dx; backward-filter x, dy, dw. acc: the call adds
+ * to out (dw; dx when accumulating), so measuring, which overwrites its
+ * output, writes into scratch instead. */
 typedef struct conv_args {
     const void *a, *b;
     void *out;
+    bool acc;
 } conv_args;
 
 /* Bytes of the output of dir. */
@@ -342,14 +362,14 @@ static pp_status measure(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp
         }
     }
     /* the output's scratch first, when the call accumulates into its output */
-    const size_t scratch = args->out ? 0 : (out_bytes(&p->key, dir) + 255) & ~(size_t)255;
+    const size_t scratch = args->acc ? (out_bytes(&p->key, dir) + 255) & ~(size_t)255 : 0;
     const size_t bytes = scratch + ws_bytes;
     void *tmp = NULL;
     pp_status s = pp_cuda_scratch_alloc(ex, bytes, &tmp, err);
     /* the inputs and the allocation are ready for any stream cuDNN may use */
     if (s == PP_OK) s = PP_CUDA(dev, err, cudaStreamSynchronize(ce->stream));
     /* measuring overwrites the output: the call's own, or the scratch */
-    const conv_args on = {args->a, args->b, args->out ? args->out : tmp};
+    const conv_args on = {args->a, args->b, args->acc ? tmp : args->out, false};
     algo_perf perf[ALGO_PERF_MAX];
     int n = 0;
     const char *call = "";
@@ -369,7 +389,8 @@ static pp_status measure(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp
                             : r->math == CUDNN_FMA_MATH;
         if (r->status == CUDNN_STATUS_SUCCESS && r->memory <= ws_bytes && math_ok) {
             int over_mb = (int)((over_bytes + ((size_t)1 << 20) - 1) >> 20);
-            *out = (pp_algo_choice){r->algo, (int)r->math, r->time, over, over_mb};
+            *out = (pp_algo_choice){r->algo, (int)r->math, r->time, over, over_mb,
+                                    PP_ALGO_API_LEGACY, 0.0f};
             return PP_OK;
         }
     }
@@ -417,28 +438,114 @@ static pp_status heuristic(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, 
                         d->s, d->stride_h, d->pad_h);
 }
 
-/* The plan's algorithm for dir, chosen at its first use (see the top of this
- * file), with the descriptor's math type set for it. */
-static pp_status conv_algo(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p, pp_algo_dir dir,
-                           const conv_args *args, pp_error *err)
+/* The graph API's plan for the call (gconv.c, f32 NCHW): made and timed
+ * (*ms) without running it when prepare is set, else run. */
+static pp_status graph_call(pp_exec *ex, const pp_cuda_conv_plan *p, pp_algo_dir dir,
+                            const conv_args *args, bool prepare, float *ms, pp_error *err)
+{
+    static const pp_gconv_dir gdir[] = {PP_GCONV_FWD, PP_GCONV_DGRAD, PP_GCONV_WGRAD};
+    /* the graph API's dgrad takes dy first */
+    const void *a = dir == PP_ALGO_BWD_DATA ? args->b : args->a;
+    const void *b = dir == PP_ALGO_BWD_DATA ? args->a : args->b;
+    const float beta = args->acc ? 1.0f : 0.0f;
+    if (prepare)
+        return pp_cuda_gconv_prepare(ex, &p->key, gdir[dir], PP_F32, false, a, b, args->out,
+                                     1.0f, beta, ms, err);
+    return pp_cuda_gconv(ex, &p->key, gdir[dir], PP_F32, false, a, b, args->out, 1.0f, beta,
+                         err);
+}
+
+/* The graph API's plan for the call timed against the legacy algorithm's
+ * choice c: whether it runs instead (faster by more than
+ * PP_ALGO_GRAPH_MARGIN), and into *c the API and the plan's time when c has
+ * none yet (*timed: c changed). Any failure of the graph API leaves the
+ * algorithm. */
+static bool graph_wins(pp_exec *ex, const pp_cuda_conv_plan *p, pp_algo_dir dir,
+                       const conv_args *args, pp_algo_choice *c, bool *timed)
+{
+    float ms = 0.0f;
+    pp_error tmp;
+    if (graph_call(ex, p, dir, args, true, &ms, &tmp) != PP_OK) ms = 0.0f;
+    const bool wins = ms > 0.0f && ms < c->ms * (1.0f - PP_ALGO_GRAPH_MARGIN);
+    *timed = c->graph_ms == 0.0f && ms > 0.0f;
+    if (*timed) {
+        c->api = wins ? PP_ALGO_API_GRAPH : PP_ALGO_API_LEGACY;
+        c->graph_ms = ms;
+    }
+    return wins;
+}
+
+/* The legacy algorithm for dir, chosen at its first use (steps 1 to 3 at
+ * the top of this file) unless chosen already. With compare, a choice found
+ * or measured is also timed against the graph API's plan (graph_wins): the
+ * route follows, and the cache entry records the first comparison. */
+static pp_status legacy_algo(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p,
+                             pp_algo_dir dir, const conv_args *args, bool compare, pp_error *err)
 {
     pp_cuda_device *cd = pp_cuda_dev(ex->dev);
-    if (!p->algo[dir].have && cd->find) {
+    pp_cuda_conv_algo *a = &p->algo[dir];
+    if (!a->have && cd->find) {
         pp_algo_key key;
         pp_algo_key_make(&key, cd->gpu_name, cd->cudnn_version, ex->dev->math, cd->ws_mb, dir,
                          &p->key);
         pp_algo_choice c;
         pp_error tmp;
-        if (pp_algo_cache_find(&cd->algos, &key, &c) &&
-            use_algo(ex, ce, p, dir, c.algo, c.math_type, &tmp) != PP_OK)
-            pp_algo_cache_remove(&cd->algos, &key); /* refused here: measure again */
-        if (!p->algo[dir].have && measure(ex, ce, p, dir, args, &c, &tmp) == PP_OK) {
-            pp_algo_cache_insert(&cd->algos, &key, &c); /* c: whichever was stored first */
+        bool stored = false, fresh = false, timed = false;
+        if (pp_algo_cache_find(&cd->algos, &key, &c)) {
+            stored = use_algo(ex, ce, p, dir, c.algo, c.math_type, &tmp) == PP_OK;
+            if (!stored) pp_algo_cache_remove(&cd->algos, &key); /* refused here */
+        }
+        if (!stored) fresh = measure(ex, ce, p, dir, args, &c, &tmp) == PP_OK;
+        if (compare && (stored || fresh)) a->graph = graph_wins(ex, p, dir, args, &c, &timed);
+        if (stored && timed) pp_algo_cache_update(&cd->algos, &key, &c);
+        if (fresh) {
+            pp_algo_cache_insert(&cd->algos, &key, &c); /* c: the first stored */
             (void)use_algo(ex, ce, p, dir, c.algo, c.math_type, &tmp);
         }
     }
-    if (!p->algo[dir].have) PP_TRY(heuristic(ex, ce, p, dir, err));
-    return set_desc_math(ex, p, p->algo[dir].math, err);
+    if (!a->have) PP_TRY(heuristic(ex, ce, p, dir, err));
+    return set_desc_math(ex, p, a->math, err);
+}
+
+/* Which API runs dir, decided at its first use (the top of this file): the
+ * legacy algorithm, or with PP_CUDA_CONV_API=graph the graph API's plan
+ * wherever it has one, or by default (with measurement on) the faster of
+ * the two (legacy_algo). Decided once either is chosen. */
+static pp_status conv_route(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p,
+                            pp_algo_dir dir, const conv_args *args, pp_error *err)
+{
+    pp_cuda_conv_algo *a = &p->algo[dir];
+    if (a->graph || a->have) return PP_OK;
+    pp_cuda_device *cd = pp_cuda_dev(ex->dev);
+    if (cd->conv_api != PP_ALGO_API_GRAPH)
+        return legacy_algo(ex, ce, p, dir, args, cd->conv_api == PP_ALGO_API_AUTO, err);
+    /* the algorithm only where the plan refuses (conv_begin) */
+    float ms;
+    pp_error tmp;
+    a->graph = graph_call(ex, p, dir, args, true, &ms, &tmp) == PP_OK;
+    return PP_OK;
+}
+
+/* Runs the call by its route: the graph API's plan, or the legacy
+ * algorithm (also where the plan refuses the call: a pointer not 16-byte
+ * aligned, or its workspace or cuDNN's own memory not to be had), whose
+ * workspace (p->algo[dir].ws bytes) comes into *ws. *done: the graph API ran
+ * it; otherwise the caller runs the algorithm. */
+static pp_status conv_begin(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_conv_plan *p,
+                            pp_algo_dir dir, const conv_args *args, bool *done, void **ws,
+                            pp_error *err)
+{
+    *done = false;
+    PP_TRY(conv_route(ex, ce, p, dir, args, err));
+    if (p->algo[dir].graph) {
+        pp_status s = graph_call(ex, p, dir, args, false, NULL, err);
+        if (s != PP_ERR_UNSUPPORTED) {
+            *done = s == PP_OK;
+            return s;
+        }
+    }
+    PP_TRY(legacy_algo(ex, ce, p, dir, args, false, err));
+    return pp_exec_workspace(ex, p->algo[dir].ws, ws, err);
 }
 
 /* ---- convolution ------------------------------------------------------------- */
@@ -450,10 +557,11 @@ pp_status pp_cuda_conv2d_forward(pp_exec *ex, const pp_conv2d_desc *d, const flo
     pp_cuda_conv_plan *p;
     PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
     PP_TRY(conv_plan(ex, ce, d, &p, err));
-    PP_TRY(conv_algo(ex, ce, p, PP_ALGO_FWD, &(conv_args){x, w, y}, err));
-    const pp_cuda_conv_algo *a = &p->algo[PP_ALGO_FWD];
+    bool done;
     void *ws;
-    PP_TRY(pp_exec_workspace(ex, a->ws, &ws, err));
+    PP_TRY(conv_begin(ex, ce, p, PP_ALGO_FWD, &(conv_args){x, w, y, false}, &done, &ws, err));
+    if (done) return PP_OK;
+    const pp_cuda_conv_algo *a = &p->algo[PP_ALGO_FWD];
     return PP_CUDA(ex->dev, err,
                    cudnnConvolutionForward(ce->dnn, &one, p->x_desc, x, p->w_desc, w,
                                            p->conv_desc, (cudnnConvolutionFwdAlgo_t)a->algo, ws,
@@ -468,11 +576,12 @@ static pp_status conv2d_backward_data(pp_exec *ex, const pp_conv2d_desc *d, cons
     pp_cuda_conv_plan *p;
     PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
     PP_TRY(conv_plan(ex, ce, d, &p, err));
-    const bool acc = *beta != 0.0f;
-    PP_TRY(conv_algo(ex, ce, p, PP_ALGO_BWD_DATA, &(conv_args){w, dy, acc ? NULL : dx}, err));
-    const pp_cuda_conv_algo *a = &p->algo[PP_ALGO_BWD_DATA];
+    bool done;
     void *ws;
-    PP_TRY(pp_exec_workspace(ex, a->ws, &ws, err));
+    PP_TRY(conv_begin(ex, ce, p, PP_ALGO_BWD_DATA, &(conv_args){w, dy, dx, *beta != 0.0f},
+                      &done, &ws, err));
+    if (done) return PP_OK;
+    const pp_cuda_conv_algo *a = &p->algo[PP_ALGO_BWD_DATA];
     return PP_CUDA(ex->dev, err,
                    cudnnConvolutionBackwardData(ce->dnn, &one, p->w_desc, w, p->y_desc, dy,
                                                 p->conv_desc,
@@ -501,11 +610,13 @@ pp_status pp_cuda_conv2d_backward_filter(pp_exec *ex, const pp_conv2d_desc *d, c
     pp_cuda_conv_plan *p;
     PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
     PP_TRY(conv_plan(ex, ce, d, &p, err));
-    PP_TRY(conv_algo(ex, ce, p, PP_ALGO_BWD_FILTER, &(conv_args){x, dy, NULL}, err));
-    const pp_cuda_conv_algo *a = &p->algo[PP_ALGO_BWD_FILTER];
+    bool done;
     void *ws;
-    PP_TRY(pp_exec_workspace(ex, a->ws, &ws, err));
-    /* beta = 1: dw accumulates over micro-batches */
+    /* dw accumulates over micro-batches */
+    PP_TRY(conv_begin(ex, ce, p, PP_ALGO_BWD_FILTER, &(conv_args){x, dy, dw, true}, &done, &ws,
+                      err));
+    if (done) return PP_OK;
+    const pp_cuda_conv_algo *a = &p->algo[PP_ALGO_BWD_FILTER];
     return PP_CUDA(ex->dev, err,
                    cudnnConvolutionBackwardFilter(ce->dnn, &one, p->x_desc, x, p->y_desc, dy,
                                                   p->conv_desc,

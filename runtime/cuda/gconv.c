@@ -11,10 +11,10 @@
  *   2. engine configs from heuristics mode A; when that fails or leaves no
  *      plan, from mode FALLBACK;
  *   3. configs refused by their engines' numerical notes are skipped, the
- *      others finalized into execution plans until PP_GCONV_CANDIDATES are
- *      made (a config that does not finalize, or wants more workspace than
- *      the device's cap, PP_CUDA_CONV_WS_MB, is skipped and counted: the
- *      latter apart, with the most one wanted);
+ *      others finalized into execution plans until the device's conv_plans
+ *      (PP_CUDA_CONV_PLANS) are made (a config that does not finalize, or
+ *      wants more workspace than the device's cap, PP_CUDA_CONV_WS_MB, is
+ *      skipped and counted: the latter apart, with the most one wanted);
  *   4. each plan runs once untimed and once between two CUDA events; the
  *      fastest is kept with its workspace size, and the one that ran with the
  *      least workspace when it needs less (for when the fastest one's cannot
@@ -302,7 +302,7 @@ static void entry_free(gconv_entry *e)
     for (int i = 0; i < 3; i++) gdestroy(&e->tensor[i]);
 }
 
-/* Phases 2 and 3: up to PP_GCONV_CANDIDATES plans from heuristics mode. */
+/* Phases 2 and 3: up to the device's conv_plans plans from heuristics mode. */
 static pp_status candidates_of(const gbuild *g, gconv_entry *e, cudnnBackendHeurMode_t mode,
                                candidate *cand, int *n, pp_error *why)
 {
@@ -312,7 +312,8 @@ static pp_status candidates_of(const gbuild *g, gconv_entry *e, cudnnBackendHeur
     e->stats = (gconv_stats){.mode = (int)mode, .found = l.n, .engine = -1};
     pp_status s = PP_OK;
     *n = 0;
-    for (int i = 0; i < l.n && *n < PP_GCONV_CANDIDATES; i++) {
+    const int most = pp_cuda_dev(g->ex->dev)->conv_plans;
+    for (int i = 0; i < l.n && *n < most && *n < PP_GCONV_CANDIDATES; i++) {
         bool ok;
         int64_t index;
         gbuild gi = *g;
@@ -579,16 +580,24 @@ static pp_status entry_for(pp_exec *ex, pp_cuda_exec *ce, const gconv_key *k, co
     return PP_OK;
 }
 
+/* The call's exec state and entry (made at its first use). */
+static pp_status call_entry(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
+                            bool nhwc, const void *a, const void *b, void *out, float alpha,
+                            float beta, pp_cuda_exec **ce, gconv_entry **e, pp_error *err)
+{
+    PP_TRY(check_args(ex, d, dir, dt, a, b, out, err));
+    PP_TRY(pp_cuda_exec_begin(ex, 1, 0, ce, err));
+    const gconv_key k = key_of(ex, d, dir, dt, nhwc, alpha, beta);
+    return entry_for(ex, *ce, &k, a, b, out, e, err);
+}
+
 pp_status pp_cuda_gconv(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
                         bool nhwc, const void *a, const void *b, void *out, float alpha,
                         float beta, pp_error *err)
 {
-    PP_TRY(check_args(ex, d, dir, dt, a, b, out, err));
     pp_cuda_exec *ce;
-    PP_TRY(pp_cuda_exec_begin(ex, 1, 0, &ce, err));
-    const gconv_key k = key_of(ex, d, dir, dt, nhwc, alpha, beta);
     gconv_entry *e;
-    PP_TRY(entry_for(ex, ce, &k, a, b, out, &e, err));
+    PP_TRY(call_entry(ex, d, dir, dt, nhwc, a, b, out, alpha, beta, &ce, &e, err));
     gbuild g = {ex, ce, &e->key, "", err}; /* what: made by gfail if needed */
     void *ws;
     cudnnBackendDescriptor_t plan = e->plan;
@@ -601,6 +610,18 @@ pp_status pp_cuda_gconv(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, 
     PP_TRY(s);
     s = run_plan(&g, plan, a, b, out, ws);
     return s == PP_ERR_OOM ? no_memory(ex, "run", err) : s;
+}
+
+pp_status pp_cuda_gconv_prepare(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir,
+                                pp_dtype dt, bool nhwc, const void *a, const void *b, void *out,
+                                float alpha, float beta, float *ms, pp_error *err)
+{
+    *ms = 0.0f;
+    pp_cuda_exec *ce;
+    gconv_entry *e;
+    PP_TRY(call_entry(ex, d, dir, dt, nhwc, a, b, out, alpha, beta, &ce, &e, err));
+    *ms = e->stats.ms;
+    return PP_OK;
 }
 
 void pp_cuda_gconv_cache_free(pp_exec *ex)

@@ -16,7 +16,8 @@
  * Plans: one per (geometry, direction, dtype, layout, math mode, alpha,
  * beta) and exec, made at its first use: cuDNN's heuristics (mode A, then
  * the fallback list when A offers nothing), engines refused by their
- * numerical notes (below), up to PP_GCONV_CANDIDATES execution plans
+ * numerical notes (below), up to the device's PP_CUDA_CONV_PLANS (default
+ * PP_ALGO_PLANS_DEFAULT, 4; at most PP_GCONV_CANDIDATES) execution plans
  * finalized and each run once untimed and once timed with CUDA events on the
  * exec's stream; the fastest is kept (with PP_CUDNN_FIND=0 the first that
  * runs, in the heuristics' order: no measurement). Timing runs on the caller's own
@@ -43,9 +44,11 @@
 #include "runtime/core/exec.h"
 #include "runtime/core/ops.h"
 #include "runtime/core/tensor.h"
+#include "runtime/cuda/algo_cache.h"
 
-/* Execution plans finalized and timed at a plan's first use. */
-#define PP_GCONV_CANDIDATES 4
+/* The most execution plans finalized and timed at a plan's first use (the
+ * device's pp_cuda_device.conv_plans says how many). */
+#define PP_GCONV_CANDIDATES PP_ALGO_PLANS_MAX
 /* The most cuDNN workspace a plan may ask for is its device's cap for
  * convolutions (pp_cuda_device.ws_mb: PP_CUDA_CONV_WS_MB, 512 MiB unless set). */
 
@@ -67,6 +70,16 @@ typedef enum pp_gconv_dir { PP_GCONV_FWD = 0, PP_GCONV_DGRAD = 1, PP_GCONV_WGRAD
 pp_status pp_cuda_gconv(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dtype dt,
                         bool nhwc, const void *a, const void *b, void *out, float alpha,
                         float beta, pp_error *err);
+
+/* Makes the plan pp_cuda_gconv runs for these arguments, as its first use
+ * would (chosen on the call's tensors, out written when beta == 0), without
+ * running the convolution: the call that follows only enqueues it. *ms gets
+ * the chosen plan's timed call in milliseconds. Errors as pp_cuda_gconv's
+ * (PP_ERR_UNSUPPORTED: no plan; nothing of the call is enqueued but the
+ * timing). */
+pp_status pp_cuda_gconv_prepare(pp_exec *ex, const pp_conv2d_desc *d, pp_gconv_dir dir,
+                                pp_dtype dt, bool nhwc, const void *a, const void *b, void *out,
+                                float alpha, float beta, float *ms, pp_error *err);
 
 /* Releases ex's cached graph plans (the exec's destroy calls it). Safe to
  * call more than once. */

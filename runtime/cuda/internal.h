@@ -49,6 +49,10 @@ typedef struct pp_cuda_device {
     int ws_mb;            /* the most workspace a convolution algorithm, or an execution
                              plan of the graph API (gconv.c), may ask for, MiB
                              (PP_CUDA_CONV_WS_MB, default PP_ALGO_WS_MB_DEFAULT) */
+    int conv_plans;       /* the graph API's execution plans a convolution times
+                             (PP_CUDA_CONV_PLANS, default PP_ALGO_PLANS_DEFAULT) */
+    pp_algo_api conv_api; /* which API runs fp32 and tf32 convolutions
+                             (PP_CUDA_CONV_API, default PP_ALGO_API_AUTO: dnn.c) */
     pp_algo_cache algos;  /* the algorithms chosen on this device, shared by its execs;
                              file from PP_CUDNN_CACHE */
     /* The device's time anchor (streams/stream_cuda.c): an event whose
@@ -65,7 +69,9 @@ typedef struct pp_cuda_device {
 
 /* The algorithm of one direction of a convolution plan. */
 typedef struct pp_cuda_conv_algo {
-    bool have;            /* chosen */
+    bool graph;           /* runs the graph API's plan (gconv.c); the algorithm below
+                             where that plan refuses a call */
+    bool have;            /* the legacy algorithm chosen (graph or have: routed) */
     int algo;             /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
     cudnnMathType_t math; /* what the descriptor is set to when it runs */
     size_t ws;            /* workspace bytes */

@@ -200,7 +200,7 @@ static void test_algo_cache_memory(void)
     pp_algo_key_make(&k, "GPU A", 90000, PP_MATH_FP32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d);
     pp_algo_key_make(&k2, "GPU A", 90000, PP_MATH_TF32,
                      PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d); /* another mode */
-    pp_algo_choice got = {0}, mine = {1, 3, 0.5f, 0, 0}, later = {6, 3, 0.25f, 0, 0};
+    pp_algo_choice got = {0}, mine = {1, 3, 0.5f, 0, 0, 0, 0.0f}, later = {6, 3, 0.25f, 0, 0, 0, 0.0f};
     CHECK(!pp_algo_cache_find(&c, &k, &got));
     pp_algo_cache_insert(&c, &k, &mine);
     CHECK(pp_algo_cache_find(&c, &k, &got) && got.algo == 1 && got.math_type == 3);
@@ -209,7 +209,7 @@ static void test_algo_cache_memory(void)
     CHECK(later.algo == 1 && later.ms == 0.5f);
     pp_algo_cache_remove(&c, &k);
     CHECK(!pp_algo_cache_find(&c, &k, &got));
-    pp_algo_choice again = {6, 3, 0.25f, 0, 0};
+    pp_algo_choice again = {6, 3, 0.25f, 0, 0, 0, 0.0f};
     pp_algo_cache_insert(&c, &k, &again);
     CHECK(pp_algo_cache_find(&c, &k, &got) && got.algo == 6);
     pp_algo_stats st = pp_algo_cache_stats(&c);
@@ -229,8 +229,9 @@ static void test_algo_cache_caps(const char *path)
     static const struct {
         int ws_mb;
         pp_algo_choice choice;
-    } rows[] = {{512, {1, 3, 2.5f, 2, 1830}}, {4096, {6, 3, 1.25f, 0, 0}},
-                {1, {0, 3, 9.0f, 5, 1830}}};
+    } rows[] = {{512, {1, 3, 2.5f, 2, 1830, PP_ALGO_API_GRAPH, 2.25f}},
+                {4096, {6, 3, 1.25f, 0, 0, PP_ALGO_API_LEGACY, 1.5f}},
+                {1, {0, 3, 9.0f, 5, 1830, PP_ALGO_API_LEGACY, 0.0f}}};
     enum { ROWS = sizeof rows / sizeof rows[0] };
     pp_algo_key k[ROWS];
     pp_algo_cache a, b;
@@ -251,8 +252,10 @@ static void test_algo_cache_caps(const char *path)
     pp_algo_choice got;
     for (int i = 0; i < ROWS; i++)
         CHECK_MSG(pp_algo_cache_find(&b, &k[i], &got) && got.algo == rows[i].choice.algo &&
-                      got.over == rows[i].choice.over && got.over_mb == rows[i].choice.over_mb,
-                  "cap %d MiB: algo %d, over %d", rows[i].ws_mb, got.algo, got.over);
+                      got.over == rows[i].choice.over && got.over_mb == rows[i].choice.over_mb &&
+                      got.api == rows[i].choice.api && got.graph_ms == rows[i].choice.graph_ms,
+                  "cap %d MiB: algo %d, over %d, api %d (%g ms)", rows[i].ws_mb, got.algo,
+                  got.over, got.api, (double)got.graph_ms);
     pp_algo_key other;
     pp_algo_key_make(&other, "NVIDIA H200", 91900, PP_MATH_FP32, 2048, PP_ALGO_FWD, &d);
     CHECK(!pp_algo_cache_find(&b, &other, &got)); /* no choice made under 2048 MiB */
@@ -260,7 +263,7 @@ static void test_algo_cache_caps(const char *path)
     CHECK(st.file_entries == ROWS && st.bad_lines == 0 && st.over == 0); /* read, not measured */
     pp_algo_cache_destroy(&b);
 
-    write_text(path, PP_ALGO_FILE_HEADER "\n"
+    write_text(path, PP_ALGO_FILE_HEADER_V2 "\n"
                "G\t1\tfp32\t4096\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t3\t5000\n" /* good */
                "G\t1\tfp32\t0\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t0\t0\n"
                "G\t1\tfp32\t65537\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t0\t0\n"
@@ -273,10 +276,63 @@ static void test_algo_cache_caps(const char *path)
     pp_conv2d_desc d1 = conv_of(2, 3, 9, 4, 3, 1, 1);
     pp_algo_key kg;
     pp_algo_key_make(&kg, "G", 1, PP_MATH_FP32, 4096, PP_ALGO_FWD, &d1);
-    CHECK(pp_algo_cache_find(&a, &kg, &got) && got.over == 3 && got.over_mb == 5000);
+    CHECK(pp_algo_cache_find(&a, &kg, &got) && got.over == 3 && got.over_mb == 5000 &&
+          got.api == PP_ALGO_API_LEGACY && got.graph_ms == 0.0f); /* version 2: not timed */
     st = pp_algo_cache_stats(&a);
     CHECK_MSG(st.file_entries == 1 && st.bad_lines == 7, "entries %d, bad lines %d",
               st.file_entries, st.bad_lines);
+    pp_algo_cache_destroy(&a);
+
+    /* version 3's API and GRAPH_MS: a graph choice needs its plan's time */
+#define V3_LINE(ws, rest) "G\t1\tfp32\t" ws "\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t0.5\t0\t0" rest "\n"
+    write_text(path, PP_ALGO_FILE_HEADER "\n"
+               V3_LINE("100", "\tgraph\t0.25")  /* good */
+               V3_LINE("200", "\tlegacy\t0")    /* good: graph not timed */
+               V3_LINE("300", "\tlegacy\t0.75") /* good: graph timed, slower */
+               V3_LINE("400", "\tgraph\t0")     /* a graph choice without a time */
+               V3_LINE("500", "\tgraph\t-1")
+               V3_LINE("600", "\tsideways\t0.25")
+               V3_LINE("700", "\tgraph")
+               V3_LINE("800", "")                 /* version 2's line in version 3 */
+               V3_LINE("900", "\tlegacy\t0\t0"));
+#undef V3_LINE
+    CHECK_OK(pp_algo_cache_init(&a, path, &err), &err);
+    static const struct {
+        int ws_mb, api;
+        float graph_ms;
+    } v3[] = {{100, PP_ALGO_API_GRAPH, 0.25f}, {200, PP_ALGO_API_LEGACY, 0.0f},
+              {300, PP_ALGO_API_LEGACY, 0.75f}};
+    for (size_t i = 0; i < sizeof v3 / sizeof v3[0]; i++) {
+        pp_algo_key_make(&kg, "G", 1, PP_MATH_FP32, v3[i].ws_mb, PP_ALGO_FWD, &d1);
+        CHECK_MSG(pp_algo_cache_find(&a, &kg, &got) && got.api == v3[i].api &&
+                      got.graph_ms == v3[i].graph_ms,
+                  "version 3, cap %d: api %d, %g ms", v3[i].ws_mb, got.api,
+                  (double)got.graph_ms);
+    }
+    st = pp_algo_cache_stats(&a);
+    CHECK_MSG(st.file_entries == 3 && st.bad_lines == 6, "version 3: entries %d, bad lines %d",
+              st.file_entries, st.bad_lines);
+    /* an update replaces a stored choice (the graph API's plan first timed)
+     * and stores a missing one, in memory and in the file, counted apart */
+    pp_algo_key_make(&kg, "G", 1, PP_MATH_FP32, 200, PP_ALGO_FWD, &d1);
+    CHECK(pp_algo_cache_find(&a, &kg, &got));
+    got.api = PP_ALGO_API_GRAPH, got.graph_ms = 0.125f;
+    pp_algo_cache_update(&a, &kg, &got);
+    pp_algo_key kn;
+    pp_algo_key_make(&kn, "G", 1, PP_MATH_FP32, 1000, PP_ALGO_FWD, &d1);
+    const pp_algo_choice fresh = {2, 3, 1.0f, 0, 0, PP_ALGO_API_LEGACY, 1.5f};
+    pp_algo_cache_update(&a, &kn, &fresh);
+    st = pp_algo_cache_stats(&a);
+    CHECK_MSG(st.updated == 2 && st.inserted == 0 && st.saves == 2,
+              "updates: %d updated, %d inserted, %d saves", st.updated, st.inserted, st.saves);
+    pp_algo_cache_destroy(&a);
+    CHECK_OK(pp_algo_cache_init(&a, path, &err), &err);
+    CHECK(pp_algo_cache_find(&a, &kg, &got) && got.api == PP_ALGO_API_GRAPH &&
+          got.graph_ms == 0.125f && got.algo == 1);
+    CHECK(pp_algo_cache_find(&a, &kn, &got) && got.algo == 2 && got.graph_ms == 1.5f);
+    st = pp_algo_cache_stats(&a);
+    CHECK_MSG(st.file_entries == 4, "after the updates the file holds %d entries",
+              st.file_entries);
     pp_algo_cache_destroy(&a);
 }
 
@@ -304,8 +360,8 @@ static void test_algo_cache_file(void)
                      PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d2);
     pp_algo_key_make(&ke, "NVIDIA H100 80GB HBM3", 91000, PP_MATH_FP32,
                      PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d1);
-    pp_algo_choice ca = {1, 3, 0.0412f, 0, 0}, cb = {4, 3, 1.5f, 0, 0}, cc = {0, 1, 2e-3f, 0, 0};
-    pp_algo_choice cd = {7, 3, 0.0f, 0, 0}, ce = {2, 3, 3.0f, 0, 0}, got;
+    pp_algo_choice ca = {1, 3, 0.0412f, 0, 0, 0, 0.0f}, cb = {4, 3, 1.5f, 0, 0, 0, 0.0f}, cc = {0, 1, 2e-3f, 0, 0, 0, 0.0f};
+    pp_algo_choice cd = {7, 3, 0.0f, 0, 0, 0, 0.0f}, ce = {2, 3, 3.0f, 0, 0, 0, 0.0f}, got;
 
     /* 1. a new file, written after each entry, no temporary left behind */
     pp_algo_cache a, b;
@@ -323,7 +379,7 @@ static void test_algo_cache_file(void)
     const char *header = PP_ALGO_FILE_HEADER "\n";
     CHECK(text && n > strlen(header) && memcmp(text, header, strlen(header)) == 0);
     CHECK(text && strstr((char *)text, "NVIDIA H100 80GB HBM3\t91900\ttf32\t512\tbwd_filter\t8 64 "
-                                        "56 56 256 1 1 1 1 0 0\t0\t1\t0.002\t0\t0\n"));
+                                        "56 56 256 1 1 1 1 0 0\t0\t1\t0.002\t0\t0\tlegacy\t0\n"));
     free(text);
 
     /* 2. a fresh cache reads it at its first lookup */
@@ -395,12 +451,12 @@ static void test_algo_cache_file(void)
     text = check_read_file(path, &n);
     CHECK(text && n > strlen(header) && memcmp(text, header, strlen(header)) == 0);
     CHECK(text && strstr((char *)text, "GPU X\t90100\tfp32\t512\tfwd\t2 3 9 9 4 3 3 1 1 1 1\t1\t3\t"
-                                        "0.125\t0\t0\n"));
+                                        "0.125\t0\t0\tlegacy\t0\n"));
     free(text);
 
     /* 5. a foreign file is neither used nor replaced; so is a folder */
     static const char *const foreign[] = {"hello world\n" ENTRY_FWD,
-                                          "# pipeline-run cudnn algorithms 3\n" ENTRY_FWD,
+                                          "# pipeline-run cudnn algorithms 4\n" ENTRY_FWD,
                                           ENTRY_FWD};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
         write_text(path, foreign[i]);
@@ -462,7 +518,7 @@ static void *race_thread(void *p)
         pp_conv2d_desc_init(&d, 1 + i, 3, 8, 8, 4, 3, 1, 1, NULL);
         pp_algo_key k;
         pp_algo_key_make(&k, "GPU", 1, PP_MATH_FP32, PP_ALGO_WS_MB_DEFAULT, PP_ALGO_FWD, &d);
-        pp_algo_choice ch = {r->id, 3, 1.0f, 0, 0}, got;
+        pp_algo_choice ch = {r->id, 3, 1.0f, 0, 0, 0, 0.0f}, got;
         if (!pp_algo_cache_find(r->c, &k, &got)) {
             pp_algo_cache_insert(r->c, &k, &ch);
             got = ch;
@@ -493,34 +549,46 @@ static void test_algo_cache_threads(void)
     pp_algo_cache_destroy(&c);
 }
 
+/* A variable of a number: each value's status and number, and the message
+ * naming the variable and the value. */
+typedef struct int_case {
+    const char *value; /* NULL: unset */
+    pp_status status;
+    int n;
+} int_case;
+
+static void check_int_env(const char *name, pp_status (*parse)(int *, pp_error *),
+                          const int_case *cases, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (cases[i].value)
+            setenv(name, cases[i].value, 1);
+        else
+            unsetenv(name);
+        int n = -1;
+        pp_error err;
+        pp_status s = parse(&n, &err);
+        CHECK_MSG(s == cases[i].status && n == cases[i].n, "%s=%s: %s, %d", name,
+                  cases[i].value ? cases[i].value : "(unset)", pp_status_name(s), n);
+        if (s != PP_OK)
+            CHECK_MSG(strstr(err.msg, name) && strstr(err.msg, cases[i].value), "message: %s",
+                      err.msg);
+    }
+    unsetenv(name);
+}
+
 /* PP_CUDA_CONV_WS_MB: the cap in MiB, 1 to 65536, 512 when unset. */
 static void test_algo_ws_env(void)
 {
-    static const struct {
-        const char *value; /* NULL: unset */
-        pp_status status;
-        int mb;
-    } cases[] = {{NULL, PP_OK, 512},           {"4096", PP_OK, 4096},
-                 {"1", PP_OK, 1},              {"65536", PP_OK, 65536},
-                 {"0", PP_ERR_INPUT, 512},     {"65537", PP_ERR_INPUT, 512},
-                 {"-5", PP_ERR_INPUT, 512},    {"", PP_ERR_INPUT, 512},
-                 {"4 GiB", PP_ERR_INPUT, 512}, {"4096 ", PP_ERR_INPUT, 512},
-                 {"+64", PP_ERR_INPUT, 512},   {"99999999999", PP_ERR_INPUT, 512}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (cases[i].value)
-            setenv("PP_CUDA_CONV_WS_MB", cases[i].value, 1);
-        else
-            unsetenv("PP_CUDA_CONV_WS_MB");
-        int mb = -1;
-        pp_error err;
-        pp_status s = pp_algo_ws_from_env(&mb, &err);
-        CHECK_MSG(s == cases[i].status && mb == cases[i].mb, "PP_CUDA_CONV_WS_MB=%s: %s, %d MiB",
-                  cases[i].value ? cases[i].value : "(unset)", pp_status_name(s), mb);
-        if (s != PP_OK)
-            CHECK_MSG(strstr(err.msg, "PP_CUDA_CONV_WS_MB") && strstr(err.msg, cases[i].value),
-                      "message: %s", err.msg);
-    }
-    unsetenv("PP_CUDA_CONV_WS_MB");
+    static const int_case cases[] = {
+        {NULL, PP_OK, 512},           {"4096", PP_OK, 4096},
+        {"1", PP_OK, 1},              {"65536", PP_OK, 65536},
+        {"0", PP_ERR_INPUT, 512},     {"65537", PP_ERR_INPUT, 512},
+        {"-5", PP_ERR_INPUT, 512},    {"", PP_ERR_INPUT, 512},
+        {"4 GiB", PP_ERR_INPUT, 512}, {"4096 ", PP_ERR_INPUT, 512},
+        {"+64", PP_ERR_INPUT, 512},   {"99999999999", PP_ERR_INPUT, 512}};
+    check_int_env("PP_CUDA_CONV_WS_MB", pp_algo_ws_from_env, cases,
+                  sizeof cases / sizeof cases[0]);
 }
 
 static void test_algo_find_env(void)
@@ -547,6 +615,45 @@ static void test_algo_find_env(void)
     unsetenv("PP_CUDNN_FIND");
 }
 
+/* PP_CUDA_CONV_API: auto (the default), legacy or graph. */
+static void test_algo_api_env(void)
+{
+    static const struct {
+        const char *value; /* NULL: unset */
+        pp_status status;
+        pp_algo_api api;
+    } cases[] = {{NULL, PP_OK, PP_ALGO_API_AUTO},          {"auto", PP_OK, PP_ALGO_API_AUTO},
+                 {"legacy", PP_OK, PP_ALGO_API_LEGACY},    {"graph", PP_OK, PP_ALGO_API_GRAPH},
+                 {"Graph", PP_ERR_INPUT, PP_ALGO_API_AUTO}, {"", PP_ERR_INPUT, PP_ALGO_API_AUTO},
+                 {"graph ", PP_ERR_INPUT, PP_ALGO_API_AUTO}, {"1", PP_ERR_INPUT, PP_ALGO_API_AUTO}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].value)
+            setenv("PP_CUDA_CONV_API", cases[i].value, 1);
+        else
+            unsetenv("PP_CUDA_CONV_API");
+        pp_algo_api api = PP_ALGO_API_LEGACY;
+        pp_error err;
+        pp_status s = pp_algo_api_from_env(&api, &err);
+        CHECK_MSG(s == cases[i].status && api == cases[i].api, "PP_CUDA_CONV_API=%s: %s, %d",
+                  cases[i].value ? cases[i].value : "(unset)", pp_status_name(s), (int)api);
+        if (s != PP_OK)
+            CHECK_MSG(strstr(err.msg, "PP_CUDA_CONV_API") && strstr(err.msg, cases[i].value),
+                      "message: %s", err.msg);
+    }
+    unsetenv("PP_CUDA_CONV_API");
+}
+
+/* PP_CUDA_CONV_PLANS: 1 to 16 graph API plans timed, 4 when unset. */
+static void test_algo_plans_env(void)
+{
+    static const int_case cases[] = {
+        {NULL, PP_OK, 4},      {"10", PP_OK, 10},        {"1", PP_OK, 1},
+        {"16", PP_OK, 16},     {"0", PP_ERR_INPUT, 4},   {"17", PP_ERR_INPUT, 4},
+        {"", PP_ERR_INPUT, 4}, {"ten", PP_ERR_INPUT, 4}, {"4 ", PP_ERR_INPUT, 4}};
+    check_int_env("PP_CUDA_CONV_PLANS", pp_algo_plans_from_env, cases,
+                  sizeof cases / sizeof cases[0]);
+}
+
 int main(void)
 {
     test_device_parse();
@@ -559,5 +666,7 @@ int main(void)
     test_algo_cache_threads();
     test_algo_find_env();
     test_algo_ws_env();
+    test_algo_api_env();
+    test_algo_plans_env();
     return check_summary("core");
 }

@@ -39,6 +39,7 @@
 
 #include "runtime/cuda/blaslt.h"
 #include "runtime/cuda/gconv.h"
+#include "runtime/cuda/internal.h"
 /* the rig's pair helpers are not used here */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
@@ -320,7 +321,7 @@ static void gconv_case(rig *r, const pp_conv2d_desc *d, pp_gconv_dir dir, pp_dty
         if (s != PP_OK) break;
         pp_gconv_plan_info info;
         bool have = pp_cuda_gconv_plan_info(&r->egpu, d, dir, dt, nhwc, alpha, beta, &info);
-        CHECK_MSG(have && info.timed >= 1 && info.timed <= PP_GCONV_CANDIDATES &&
+        CHECK_MSG(have && info.timed >= 1 && info.timed <= pp_cuda_dev(r->gpu)->conv_plans &&
                       info.engine >= 0 && info.ms >= 0.0f,
                   "%s: plan info: cached %d, timed %d, engine %lld, %.4f ms", label, have,
                   have ? info.timed : 0, have ? info.engine : -1LL, have ? (double)info.ms : 0.0);

@@ -236,6 +236,41 @@ static int entry_lines(const char *path)
     return lines;
 }
 
+/* The cache file's entries whose API field reads api ("graph" or
+ * "legacy"); *bad counts entries that are not version 3's 13 fields, and
+ * graph entries whose GRAPH_MS does not beat MS by PP_ALGO_GRAPH_MARGIN
+ * (or is 0), *timed those with a GRAPH_MS above 0. */
+static int api_entries(const char *path, const char *api, int *timed, int *bad)
+{
+    size_t n;
+    char *t = (char *)check_read_file(path, &n);
+    int count = 0;
+    *timed = *bad = 0;
+    for (char *line = t ? strtok(t, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        char *f[14];
+        int nf = 0;
+        for (char *p = line; nf < 14;) {
+            f[nf++] = p;
+            p = strchr(p, '\t');
+            if (!p) break;
+            *p++ = '\0';
+        }
+        if (nf != 13) {
+            (*bad)++;
+            continue;
+        }
+        const double ms = atof(f[8]), graph_ms = atof(f[12]); /* MS, GRAPH_MS */
+        const bool graph = strcmp(f[11], "graph") == 0;
+        if (graph && !(graph_ms > 0 && graph_ms < ms * (1.0 - PP_ALGO_GRAPH_MARGIN))) (*bad)++;
+        if (!graph && strcmp(f[11], "legacy") != 0) (*bad)++;
+        *timed += graph_ms > 0;
+        count += strcmp(f[11], api) == 0;
+    }
+    free(t);
+    return count;
+}
+
 /* Algorithms are measured once per shape, direction and mode on a device and
  * shared by its execs; PP_CUDNN_CACHE keeps them for the next device context
  * (no measurement then); PP_CUDNN_FIND=0 measures nothing and leaves the cache
@@ -268,6 +303,15 @@ static void test_algo_cache(rig *r)
               "first run: inserted %d, hits %d, saves %d (%s)", st.inserted, st.hits, st.saves,
               st.save_error);
     CHECK_MSG(entry_lines(path) == 3, "cache file holds %d entries", entry_lines(path));
+    /* each entry says which API won, the graph API's plan timed beside the
+     * algorithm (PP_CUDA_CONV_API unset: auto) */
+    int timed, bad;
+    int graphs = api_entries(path, "graph", &timed, &bad);
+    int legacies = api_entries(path, "legacy", &timed, &bad);
+    CHECK_MSG(graphs + legacies == 3 && timed == 3 && bad == 0,
+              "API fields: %d graph, %d legacy, %d timed, %d bad", graphs, legacies, timed, bad);
+    printf("convolution APIs chosen in fp32 for one shape: %d graph, %d legacy\n", graphs,
+           legacies);
     /* 2. a new device context reads them: nothing measured */
     st = algo_run(r, &d, false, false);
     CHECK_MSG(st.file_entries == 3 && st.hits == 3 && st.inserted == 0 && st.bad_lines == 0,
@@ -299,6 +343,22 @@ static void test_algo_cache(rig *r)
     st = algo_run(r, &d, false, false);
     CHECK_MSG(st.inserted == 0 && st.hits == 3, "back to 512 MiB: inserted %d, hits %d",
               st.inserted, st.hits);
+    /* 5b. each API forced: results still right (algo_run compares every
+     * direction with the CPU); legacy times no graph plan, graph measures no
+     * algorithm where the graph API has a plan (the second shape, new keys) */
+    int timed_before;
+    (void)api_entries(path, "graph", &timed_before, &bad);
+    setenv("PP_CUDA_CONV_API", "legacy", 1);
+    st = algo_run(r, &d2, false, false);
+    (void)api_entries(path, "graph", &timed, &bad);
+    CHECK_MSG(st.inserted == 3 && bad == 0 && timed == timed_before,
+              "PP_CUDA_CONV_API=legacy: inserted %d, graph plans timed %d (before %d), %d bad",
+              st.inserted, timed, timed_before, bad);
+    setenv("PP_CUDA_CONV_API", "graph", 1);
+    CHECK_OK(pp_conv2d_desc_init(&d2, 2, 16, 9, 9, 24, 1, 1, 0, &e), &e);
+    st = algo_run(r, &d2, false, false);
+    CHECK_MSG(st.inserted == 0, "PP_CUDA_CONV_API=graph: %d algorithms measured", st.inserted);
+    unsetenv("PP_CUDA_CONV_API");
     /* 6. a foreign file is neither used nor replaced */
     static const char foreign[] = "not an algorithm cache\n";
     FILE *f = fopen(path, "wb");
@@ -314,20 +374,22 @@ static void test_algo_cache(rig *r)
               "foreign file: foreign %d, inserted %d, saves %d", st.foreign, st.inserted,
               st.saves);
     free(t);
-    /* 7. a bad PP_CUDNN_FIND or PP_CUDA_CONV_WS_MB is an input error when the
-     * device opens */
-    static const char *const bad[][2] = {{"PP_CUDNN_FIND", "maybe"},
-                                         {"PP_CUDA_CONV_WS_MB", "0"}};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        setenv(bad[i][0], bad[i][1], 1);
+    /* 7. a bad PP_CUDNN_FIND, PP_CUDA_CONV_WS_MB, PP_CUDA_CONV_API or
+     * PP_CUDA_CONV_PLANS is an input error when the device opens */
+    static const char *const wrong[][2] = {{"PP_CUDNN_FIND", "maybe"},
+                                           {"PP_CUDA_CONV_WS_MB", "0"},
+                                           {"PP_CUDA_CONV_API", "fastest"},
+                                           {"PP_CUDA_CONV_PLANS", "17"}};
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        setenv(wrong[i][0], wrong[i][1], 1);
         pp_registry *reg;
         pp_device_ctx *g = NULL;
         CHECK_OK(pp_registry_new(&reg, &e), &e);
         pp_status s = pp_registry_get(reg, (pp_device_id){PP_DEVICE_CUDA, 0}, &g, &e);
-        CHECK_MSG(s == PP_ERR_INPUT && strstr(e.msg, bad[i][0]), "%s=%s: %s", bad[i][0],
-                  bad[i][1], pp_status_name(s));
+        CHECK_MSG(s == PP_ERR_INPUT && strstr(e.msg, wrong[i][0]), "%s=%s: %s", wrong[i][0],
+                  wrong[i][1], pp_status_name(s));
         pp_registry_free(reg);
-        unsetenv(bad[i][0]);
+        unsetenv(wrong[i][0]);
     }
 
     if (saved_cache)
@@ -354,6 +416,8 @@ int main(void)
     unsetenv("PP_CUDNN_CACHE");
     unsetenv("PP_CUDNN_FIND");
     unsetenv("PP_CUDA_CONV_WS_MB");
+    unsetenv("PP_CUDA_CONV_API");
+    unsetenv("PP_CUDA_CONV_PLANS");
     rig r;
     if (!rig_open(&r, 4242)) return check_summary("test_cuda_math");
 

@@ -724,3 +724,20 @@ stages:
 $stages2
 YAML
 }
+
+# conv_apis MATH: of the PP_CUDNN_CACHE file's entries of that math mode under
+# the default cap, how many run the graph API's plan, and the time of one
+# call of each convolution by the algorithms and by the plans chosen.
+conv_apis() {
+    local file=${PP_CUDNN_CACHE:-}
+    [ -f "$file" ] || file=/dev/null
+    awk -F'\t' -v m="$1" '
+        $3 == m && $4 == 512 && NF == 13 {
+            n++; legacy += $9; if ($13 > 0) timed++
+            if ($12 == "graph") { g++; best += $13 } else best += $9
+        }
+        END {
+            if (!n) print "no convolution choices recorded (no cuDNN here, or no file)"
+            else printf "%d of %d convolutions run the graph API'"'"'s plan (%d timed); one call of each: %.3f ms by the algorithms, %.3f ms as chosen\n", g, n, timed, legacy, best
+        }' "$file"
+}

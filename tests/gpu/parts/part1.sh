@@ -4,11 +4,15 @@
 # f32 batch norm through cuDNN (PP_CUDA_BN_CUDNN=1: what bn_nchw.cu's kernels
 # bring) and with 4 GiB of convolution workspace (PP_CUDA_CONV_WS_MB=4096:
 # whether the 512 MiB cap keeps the fastest algorithms out), with the
-# algorithms each cap left out (from the PP_CUDNN_CACHE file).
+# algorithms each cap left out (from the PP_CUDNN_CACHE file), and with the
+# legacy API's algorithms only (PP_CUDA_CONV_API=legacy: what timing cuDNN's
+# graph API's plans beside them brings), with how many convolutions the
+# graph API's plan won (from the same file).
 #   correctness (180 s)  the suite, in meson's order, each test up to its timeout
 #   speed       (190 s)  fp32 (cudnn.benchmark off and on) and TF32, each with
-#                        PP_CUDA_BN_CUDNN=1 and PP_CUDA_CONV_WS_MB=4096 too (the
-#                        latter measures every convolution's algorithms again)
+#                        PP_CUDA_CONV_API=legacy, PP_CUDA_BN_CUDNN=1 and
+#                        PP_CUDA_CONV_WS_MB=4096 too (the last measures every
+#                        convolution's algorithms again)
 # shellcheck shell=bash disable=SC2154
 
 # p1_variant TAG VAR=VALUE WHAT: ours fp32 and tf32 1 stage again with VAR=VALUE
@@ -37,7 +41,7 @@ p1_over_cap() {
     local file=${PP_CUDNN_CACHE:-}
     [ -f "$file" ] || file=/dev/null
     awk -F'\t' -v m="$1" -v ws="$2" '
-        $3 == m && $4 == ws && NF == 11 { n++; over += $10; if ($11 > big) big = $11 }
+        $3 == m && $4 == ws && NF >= 11 { n++; over += $10; if ($11 > big) big = $11 }
         END {
             if (!n) print "no convolution choices recorded (no cuDNN here, or no file)"
             else printf "%d algorithms asked for more than the cap (largest %d MiB), over %d choices\n", over, big, n
@@ -110,6 +114,11 @@ part1() {
         row "torch eager tf32, cudnn.benchmark=1" "$(result_of $rc)" "$(why $rc torch-eager-tf32)" \
             "$last_cmd"
     fi
+
+    echo "== convolution APIs: cuDNN's graph API's plans where they time faster, against the legacy algorithms only"
+    row "  graph API plans chosen, fp32" info "$(conv_apis fp32)" ""
+    row "  graph API plans chosen, tf32" info "$(conv_apis tf32)" ""
+    p1_variant legacy PP_CUDA_CONV_API=legacy "legacy algorithms only / graph API where faster"
 
     echo "== f32 batch norm: cuDNN's with the elementwise ops against ours (bn_nchw.cu)"
     p1_variant bn-cudnn PP_CUDA_BN_CUDNN=1 "batch norm cuDNN's / ours"

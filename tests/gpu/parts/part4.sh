@@ -4,9 +4,11 @@
 # 128), torch.compile at 2B (goals: ours / eager >= 1.35 at 2B, 1.15 at B,
 # ours / compile >= 1.10), then ours --layout nchw at 2B (what NHWC brings), and ours with
 # PP_CUDA_BN_SCALAR=1 at 2B (what the batch norm's 8-channel kernels bring),
-# and with PP_CUDA_CONV_WS_MB=4096 at 2B (whether the graph API's plans that
+# with PP_CUDA_CONV_WS_MB=4096 at 2B (whether the graph API's plans that
 # want more than the default 512 MiB of workspace are faster: part 6's probe
-# counts them per convolution).
+# counts them per convolution), and with PP_CUDA_CONV_PLANS=10 at 2B (10 of
+# the graph API's plans timed per convolution, cudnn.benchmark's default
+# limit, against our 4).
 #   speed (370 s)
 # shellcheck shell=bash disable=SC2154
 
@@ -23,6 +25,25 @@ bf16_one() {
         row "ours bf16 1 stage, batch $b, layout auto (NHWC on CUDA)" "$(result_of $?)" \
             "$pr_fig" "$last_cmd"
     fi
+}
+
+# p4_variant B TAG VAR=VALUE WHAT [plain-first]: ours bf16 1 stage at batch
+# B again with VAR=VALUE in the environment, and its ratio to the plain row's
+# figure (with plain-first, the plain row's to its) as "  WHAT, bf16 batch B".
+p4_variant() {
+    local b=$1 tag=$2 env=$3 what=$4 order=${5:-} rt num den
+    pr_env=("$env")
+    if pr "1stage-b$b-bf16-$tag" "$res/r50-1stage-b$b-bf16.yaml" --steps "$steps" \
+        --device-map "$(map_all)" --layout auto; then
+        row "ours bf16 1 stage, batch $b, $env" ok "$pr_fig" "$last_cmd"
+        num=$pr_ips den=${bf16_ips[$b]:-}
+        [ "$order" = plain-first ] && num=${bf16_ips[$b]:-} den=$pr_ips
+        rt=$(ratio "$num" "$den")
+        row "  $what, bf16 batch $b" info "${rt:-?}: ${num:-?} / ${den:-?} img/s" ""
+    else
+        row "ours bf16 1 stage, batch $b, $env" "$(result_of $?)" "$pr_fig" "$last_cmd"
+    fi
+    pr_env=()
 }
 
 part4() {
@@ -58,26 +79,10 @@ part4() {
         row "ours bf16 1 stage, batch $b2, --layout nchw" "$(result_of $?)" "$pr_fig" "$last_cmd"
     fi
     echo "== bf16, batch $b2: PP_CUDA_BN_SCALAR=1 (batch norm one channel per thread)"
-    if PP_CUDA_BN_SCALAR=1 pr "1stage-b$b2-bf16-bn-scalar" "$res/r50-1stage-b$b2-bf16.yaml" \
-        --steps "$steps" --device-map "$map" --layout auto; then
-        row "ours bf16 1 stage, batch $b2, PP_CUDA_BN_SCALAR=1" ok "$pr_fig" "PP_CUDA_BN_SCALAR=1 $last_cmd"
-        rt=$(ratio "${bf16_ips[$b2]:-}" "$pr_ips")
-        row "  batch norm 8 channels / 1 channel per thread, batch $b2" info \
-            "${rt:-?}: ${bf16_ips[$b2]:-?} / ${pr_ips:-?} img/s" ""
-    else
-        row "ours bf16 1 stage, batch $b2, PP_CUDA_BN_SCALAR=1" "$(result_of $?)" "$pr_fig" \
-            "PP_CUDA_BN_SCALAR=1 $last_cmd"
-    fi
+    p4_variant "$b2" bn-scalar PP_CUDA_BN_SCALAR=1 "batch norm 8 channels / 1 channel per thread" \
+        plain-first
     echo "== bf16, batch $b2: PP_CUDA_CONV_WS_MB=4096 (whether the 512 MiB cap keeps plans out)"
-    if PP_CUDA_CONV_WS_MB=4096 pr "1stage-b$b2-bf16-ws4096" "$res/r50-1stage-b$b2-bf16.yaml" \
-        --steps "$steps" --device-map "$map" --layout auto; then
-        row "ours bf16 1 stage, batch $b2, PP_CUDA_CONV_WS_MB=4096" ok "$pr_fig" \
-            "PP_CUDA_CONV_WS_MB=4096 $last_cmd"
-        rt=$(ratio "$pr_ips" "${bf16_ips[$b2]:-}")
-        row "  workspace 4 GiB / 512 MiB, bf16 batch $b2" info \
-            "${rt:-?}: ${pr_ips:-?} / ${bf16_ips[$b2]:-?} img/s" ""
-    else
-        row "ours bf16 1 stage, batch $b2, PP_CUDA_CONV_WS_MB=4096" "$(result_of $?)" "$pr_fig" \
-            "PP_CUDA_CONV_WS_MB=4096 $last_cmd"
-    fi
+    p4_variant "$b2" ws4096 PP_CUDA_CONV_WS_MB=4096 "workspace 4 GiB / 512 MiB"
+    echo "== bf16, batch $b2: PP_CUDA_CONV_PLANS=10 (cudnn.benchmark's limit: more plans timed)"
+    p4_variant "$b2" plans10 PP_CUDA_CONV_PLANS=10 "graph API plans timed 10 / 4"
 }

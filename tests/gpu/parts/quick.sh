@@ -10,7 +10,9 @@
 #   speed       (145 s)  fp32 and TF32 at batch B, bf16 NHWC at 2B: ours, 1
 #                        stage, against PyTorch eager (cudnn.benchmark on;
 #                        bf16 channels_last autocast) measured here, with the
-#                        goal ratios (fp32 and TF32 1.15, bf16 at 2B 1.35)
+#                        goal ratios (fp32 and TF32 1.15, bf16 at 2B 1.35),
+#                        and how many fp32 and TF32 convolutions chose cuDNN's
+#                        graph API's plan
 #   host         (35 s)  host waits, CUDA allocations and graph launches per
 #                        steady step (the LD_PRELOAD interposer, 1 stage,
 #                        micro-batches of 32, graphs on, cuDNN's heuristic
@@ -71,6 +73,9 @@ part_quick() {
         --size "$size" --cudnn-benchmark 1 --device "$tdev" --precision tf32; then
         vs_torch "torch eager tf32" "$ours" "$te_ips" 1.15
     fi
+    # which API each fp32 and tf32 convolution chose (the runs' PP_CUDNN_CACHE file)
+    row "  graph API plans chosen, fp32" info "$(conv_apis fp32)" ""
+    row "  graph API plans chosen, tf32" info "$(conv_apis tf32)" ""
     plan_for "r50-1stage-b$b2-bf16" "$b2" "$b2" "$qs" "$size" "$stages1" bf16
     ours=""
     if pr "1stage-b$b2-bf16" "$res/r50-1stage-b$b2-bf16.yaml" --steps "$qs" --device-map "$map" \
