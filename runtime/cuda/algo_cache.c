@@ -379,6 +379,18 @@ pp_algo_stats pp_algo_cache_stats(pp_algo_cache *c)
     return s;
 }
 
+bool pp_algo_cache_entry(pp_algo_cache *c, int i, pp_algo_key *key, pp_algo_choice *choice)
+{
+    pthread_mutex_lock(&c->lock);
+    const bool ok = i >= 0 && i < c->n;
+    if (ok) {
+        *key = c->entries[i].key;
+        *choice = c->entries[i].choice;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return ok;
+}
+
 pp_status pp_algo_find_from_env(bool *on, pp_error *err)
 {
     const char *v = getenv("PP_CUDNN_FIND");

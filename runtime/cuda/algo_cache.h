@@ -170,6 +170,9 @@ void pp_algo_cache_update(pp_algo_cache *c, const pp_algo_key *key, const pp_alg
 void pp_algo_cache_remove(pp_algo_cache *c, const pp_algo_key *key);
 
 pp_algo_stats pp_algo_cache_stats(pp_algo_cache *c);
+/* Entry i of those held (0 <= i < c->n, in the order stored) into *key and
+ * *choice; false when there is no such entry. */
+bool pp_algo_cache_entry(pp_algo_cache *c, int i, pp_algo_key *key, pp_algo_choice *choice);
 
 /* PP_CUDNN_FIND: unset or "1" measures algorithms (*on = true), "0" uses
  * cuDNN's heuristics only (and no cache); anything else is PP_ERR_INPUT. */

@@ -6,12 +6,13 @@
 # schedule (schedule files in torch's CSV grammar: schedules/ and torch's own
 # files, tests/schedules/torch), checkpoint (safetensors checkpoints:
 # checkpoints/), image (the image decoders: images/) or data (token, text,
-# CIFAR-10 and IDX files: data/). New inputs go to fuzz-out/TARGET/corpus, crashing inputs to
+# CIFAR-10 and IDX files: data/) or algo (the convolution algorithm cache's
+# files, PP_CUDNN_CACHE: algos/). New inputs go to fuzz-out/TARGET/corpus, crashing inputs to
 # fuzz-out/TARGET/ (replay one with: build-fuzz/fuzz_TARGET fuzz-out/TARGET/crash-...).
 # Needs clang with the libFuzzer runtime (Debian: clang, libclang-rt-dev).
 set -eu
 target=plan
-case ${1:-} in plan|schedule|checkpoint|image|data) target=$1; shift ;; esac
+case ${1:-} in plan|schedule|checkpoint|image|data|algo) target=$1; shift ;; esac
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,6 +30,7 @@ case $target in
     checkpoint) seeds="tests/fuzz/checkpoints" extra="-max_len=65536" ;;
     image) seeds="tests/fuzz/images" extra="-max_len=65536" ;;
     data) seeds="tests/fuzz/data" extra="-max_len=16384" ;;
+    algo) seeds="tests/fuzz/algos" extra="-max_len=8192" ;;
 esac
 # shellcheck disable=SC2046
 clang -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
