@@ -236,16 +236,19 @@ static int entry_lines(const char *path)
     return lines;
 }
 
-/* The cache file's entries whose API field reads api ("graph" or
- * "legacy"); *bad counts entries that are not version 3's 13 fields, and
- * graph entries whose GRAPH_MS does not beat MS by PP_ALGO_GRAPH_MARGIN
- * (or is 0), *timed those with a GRAPH_MS above 0. */
-static int api_entries(const char *path, const char *api, int *timed, int *bad)
+/* The cache file's entries by API field (graph, legacy), those with a
+ * GRAPH_MS above 0 (timed), and the bad ones: not version 3's 13 fields,
+ * an API that is neither, or a graph entry whose GRAPH_MS does not beat MS
+ * by PP_ALGO_GRAPH_MARGIN (or is 0). */
+typedef struct api_count {
+    int graph, legacy, timed, bad;
+} api_count;
+
+static api_count api_entries(const char *path)
 {
     size_t n;
     char *t = (char *)check_read_file(path, &n);
-    int count = 0;
-    *timed = *bad = 0;
+    api_count c = {0, 0, 0, 0};
     for (char *line = t ? strtok(t, "\n") : NULL; line; line = strtok(NULL, "\n")) {
         if (line[0] == '#') continue;
         char *f[14];
@@ -257,18 +260,19 @@ static int api_entries(const char *path, const char *api, int *timed, int *bad)
             *p++ = '\0';
         }
         if (nf != 13) {
-            (*bad)++;
+            c.bad++;
             continue;
         }
         const double ms = atof(f[8]), graph_ms = atof(f[12]); /* MS, GRAPH_MS */
-        const bool graph = strcmp(f[11], "graph") == 0;
-        if (graph && !(graph_ms > 0 && graph_ms < ms * (1.0 - PP_ALGO_GRAPH_MARGIN))) (*bad)++;
-        if (!graph && strcmp(f[11], "legacy") != 0) (*bad)++;
-        *timed += graph_ms > 0;
-        count += strcmp(f[11], api) == 0;
+        const bool graph = strcmp(f[11], "graph") == 0, legacy = strcmp(f[11], "legacy") == 0;
+        if (graph && !(graph_ms > 0 && graph_ms < ms * (1.0 - PP_ALGO_GRAPH_MARGIN))) c.bad++;
+        if (!graph && !legacy) c.bad++;
+        c.timed += graph_ms > 0;
+        c.graph += graph;
+        c.legacy += legacy;
     }
     free(t);
-    return count;
+    return c;
 }
 
 /* Algorithms are measured once per shape, direction and mode on a device and
@@ -305,13 +309,12 @@ static void test_algo_cache(rig *r)
     CHECK_MSG(entry_lines(path) == 3, "cache file holds %d entries", entry_lines(path));
     /* each entry says which API won, the graph API's plan timed beside the
      * algorithm (PP_CUDA_CONV_API unset: auto) */
-    int timed, bad;
-    int graphs = api_entries(path, "graph", &timed, &bad);
-    int legacies = api_entries(path, "legacy", &timed, &bad);
-    CHECK_MSG(graphs + legacies == 3 && timed == 3 && bad == 0,
-              "API fields: %d graph, %d legacy, %d timed, %d bad", graphs, legacies, timed, bad);
-    printf("convolution APIs chosen in fp32 for one shape: %d graph, %d legacy\n", graphs,
-           legacies);
+    api_count ac = api_entries(path);
+    CHECK_MSG(ac.graph + ac.legacy == 3 && ac.timed == 3 && ac.bad == 0,
+              "API fields: %d graph, %d legacy, %d timed, %d bad", ac.graph, ac.legacy, ac.timed,
+              ac.bad);
+    printf("convolution APIs chosen in fp32 for one shape: %d graph, %d legacy\n", ac.graph,
+           ac.legacy);
     /* 2. a new device context reads them: nothing measured */
     st = algo_run(r, &d, false, false);
     CHECK_MSG(st.file_entries == 3 && st.hits == 3 && st.inserted == 0 && st.bad_lines == 0,
@@ -346,14 +349,13 @@ static void test_algo_cache(rig *r)
     /* 5b. each API forced: results still right (algo_run compares every
      * direction with the CPU); legacy times no graph plan, graph measures no
      * algorithm where the graph API has a plan (the second shape, new keys) */
-    int timed_before;
-    (void)api_entries(path, "graph", &timed_before, &bad);
+    const int timed_before = api_entries(path).timed;
     setenv("PP_CUDA_CONV_API", "legacy", 1);
     st = algo_run(r, &d2, false, false);
-    (void)api_entries(path, "graph", &timed, &bad);
-    CHECK_MSG(st.inserted == 3 && bad == 0 && timed == timed_before,
+    ac = api_entries(path);
+    CHECK_MSG(st.inserted == 3 && ac.bad == 0 && ac.timed == timed_before,
               "PP_CUDA_CONV_API=legacy: inserted %d, graph plans timed %d (before %d), %d bad",
-              st.inserted, timed, timed_before, bad);
+              st.inserted, ac.timed, timed_before, ac.bad);
     setenv("PP_CUDA_CONV_API", "graph", 1);
     CHECK_OK(pp_conv2d_desc_init(&d2, 2, 16, 9, 9, 24, 1, 1, 0, &e), &e);
     st = algo_run(r, &d2, false, false);

@@ -12,7 +12,7 @@
  * Any violation aborts. Built by tests/fuzz/run.sh algo; corpus_main.c
  * replays files without libFuzzer (test fuzz_algos).
  */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp (check_mkdtemp) */
 
 #include <math.h>
 #include <stdint.h>
@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "runtime/cuda/algo_cache.h"
+#define PP_CHECK_SHARED /* its scratch directory only: no checks counted here */
+#include "tests/check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -44,9 +46,8 @@ static void remove_files(void)
 static const char *file_path(void)
 {
     if (!g_path[0]) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(g_dir, sizeof g_dir, "%s/pp-fuzz-algo-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-        if (!mkdtemp(g_dir)) fail("cannot make a temporary folder", 0, 0);
+        if (!check_mkdtemp(g_dir, sizeof g_dir, "pp-fuzz-algo"))
+            fail("cannot make a temporary folder", 0, 0);
         snprintf(g_path, sizeof g_path, "%s/algos.txt", g_dir);
         atexit(remove_files);
     }
@@ -63,14 +64,10 @@ static void write_file(const char *path, const uint8_t *data, size_t size)
 /* The file's bytes equal data's. */
 static bool file_is(const char *path, const uint8_t *data, size_t size)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    bool same = true;
-    for (size_t i = 0; i <= size && same; i++) {
-        int ch = fgetc(f);
-        same = i == size ? ch == EOF : ch == data[i];
-    }
-    fclose(f);
+    size_t n;
+    unsigned char *text = check_read_file(path, &n);
+    const bool same = text && n == size && (size == 0 || memcmp(text, data, size) == 0);
+    free(text);
     return same;
 }
 
