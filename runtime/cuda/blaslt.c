@@ -34,7 +34,7 @@ static const char *const kind_name[] = {"forward y = x w^T + b", "backward dx = 
                                         "backward dw += dy^T x", "backward db += sum dy",
                                         "fp32 GEMM", "bf16 GEMM"};
 
-static const char *const epi_name[] = {"", ", fp32 bias epilogue", ", GELU + aux + bias epilogue",
+static const char *const epi_name[] = {"", ", bias epilogue", ", GELU + aux + bias epilogue",
                                        ", GELU + aux epilogue", ", GELU backward (aux) epilogue",
                                        ", fp32 bias gradient of A", ", fp32 bias gradient of B"};
 
@@ -47,7 +47,7 @@ typedef struct lt_gemm {
     int64_t lda, ldb, ldc;
     int64_t ab, cd;        /* cudaDataType_t of A, B and of C, D */
     int64_t compute;       /* cublasComputeType_t */
-    int64_t epi;           /* pp_cuda_lt_epi (an fp32 bias where it has one) */
+    int64_t epi;           /* pp_cuda_lt_epi (a bias of D's type, lt_bias_type) */
     int64_t ld_aux;        /* the aux matrix's leading dimension (GELU epilogues), else 0 */
     int64_t align[3];      /* bytes A, B, C = D are aligned to, at most 256 */
 } lt_gemm;
@@ -78,15 +78,38 @@ static int64_t align_of(const void *p)
     return r;
 }
 
+/* a bias read by the epilogue */
+static bool lt_reads_bias(const lt_gemm *g)
+{
+    return g->epi == PP_LT_EPI_BIAS || g->epi == PP_LT_EPI_GELU_AUX_BIAS;
+}
+
+/* a bias read (or, for the gradients, written) by the epilogue */
+static bool lt_has_bias(const lt_gemm *g)
+{
+    return lt_reads_bias(g) || g->epi == PP_LT_EPI_BGRADA || g->epi == PP_LT_EPI_BGRADB;
+}
+
+/* the bias's type: D's where the epilogue reads one (cuBLASLt reads a bias
+ * of D's type only: bf16 for a bf16 D), fp32 for the gradients (their D is
+ * fp32 here) */
+static cudaDataType_t lt_bias_type(const lt_gemm *g)
+{
+    return lt_reads_bias(g) && g->cd == CUDA_R_16BF ? CUDA_R_16BF : CUDA_R_32F;
+}
+
 static void describe(char *buf, size_t n, const lt_gemm *g)
 {
     snprintf(buf, n,
-             "cuBLASLt %s (m %lld, n %lld, k %lld, %s x %s -> %s%s%s, alignments "
+             "cuBLASLt %s (m %lld, n %lld, k %lld, %s x %s -> %s%s%s%s, alignments "
              "%lld/%lld/%lld)",
              kind_name[g->kind], (long long)g->m, (long long)g->n, (long long)g->k,
              g->ta == CUBLAS_OP_T ? "A^T" : "A", g->tb == CUBLAS_OP_T ? "B^T" : "B",
              g->cd == CUDA_R_32F ? "fp32" : "bf16",
              g->compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? " (TF32)" : "", epi_name[g->epi],
+             !lt_reads_bias(g)                   ? ""
+             : lt_bias_type(g) == CUDA_R_16BF ? " (bf16 bias)"
+                                              : " (fp32 bias)",
              (long long)g->align[0], (long long)g->align[1], (long long)g->align[2]);
 }
 
@@ -134,13 +157,6 @@ void pp_cuda_lt_cache_free(pp_exec *ex)
 
 /* ---- descriptors and the algorithm ---------------------------------------------- */
 
-/* an fp32 bias read (or, for the gradients, written) by the epilogue */
-static bool lt_has_bias(const lt_gemm *g)
-{
-    return g->epi == PP_LT_EPI_BIAS || g->epi == PP_LT_EPI_GELU_AUX_BIAS ||
-           g->epi == PP_LT_EPI_BGRADA || g->epi == PP_LT_EPI_BGRADB;
-}
-
 static pp_status make_descs(pp_exec *ex, const lt_gemm *g, lt_entry *e, pp_error *err)
 {
     pp_device_ctx *dev = ex->dev;
@@ -167,7 +183,7 @@ static pp_status make_descs(pp_exec *ex, const lt_gemm *g, lt_entry *e, pp_error
                                                       &epi, sizeof epi)));
     }
     if (lt_has_bias(g)) {
-        const int32_t bias_type = CUDA_R_32F;
+        const int32_t bias_type = lt_bias_type(g);
         PP_TRY(PP_CUDA(dev, err,
                        cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                       &bias_type, sizeof bias_type)));
@@ -294,7 +310,7 @@ static pp_status gemm_entry(pp_exec *ex, pp_cuda_lt_cache *c, lt_gemm *g, const 
  * with C = D; PP_ERR_UNSUPPORTED when cuBLASLt has no algorithm for g
  * (nothing enqueued then). */
 static pp_status gemm_aux(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm *g,
-                          const void *A, const void *B, void *D, const float *bias, void *aux,
+                          const void *A, const void *B, void *D, const void *bias, void *aux,
                           float beta, pp_error *err)
 {
     lt_entry *e = NULL;
@@ -330,7 +346,7 @@ static pp_status gemm_aux(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt
 }
 
 static pp_status gemm(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm *g,
-                      const void *A, const void *B, void *D, const float *bias, float beta,
+                      const void *A, const void *B, void *D, const void *bias, float beta,
                       pp_error *err)
 {
     return gemm_aux(ex, ce, c, g, A, B, D, bias, NULL, beta, err);
@@ -566,7 +582,7 @@ pp_status pp_cuda_lt_pad(pp_exec *ex, const void **p, int64_t *ld, int64_t rows,
  * (only the scratch written then) */
 static pp_status gemm_pitched(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm g,
                               const pp_cuda_lt_matmul *mm, size_t es_ab, size_t es_cd,
-                              const void *a, const void *b, void *d, const float *bias,
+                              const void *a, const void *b, void *d, const void *bias,
                               pp_error *err)
 {
     lt_pitched pa = {0}, pb = {0}, pd = {0};
@@ -608,7 +624,7 @@ static pp_status lt_matmul(pp_exec *ex, const pp_cuda_lt_matmul *mm, int64_t kin
                  .tb = mm->tb ? CUBLAS_OP_T : CUBLAS_OP_N, .m = mm->m, .n = mm->n, .k = mm->k,
                  .lda = mm->lda, .ldb = mm->ldb, .ldc = mm->ldd, .ab = ab, .cd = cd,
                  .compute = compute, .epi = mm->epi, .ld_aux = aux ? mm->ld_aux : 0};
-    const float *bias = grad ? mm->dbias : mm->bias;
+    const void *bias = grad ? (const void *)mm->dbias : mm->bias;
     const size_t es_ab = ab == CUDA_R_16BF ? 2 : 4, es_cd = cd == CUDA_R_16BF ? 2 : 4;
     if (!aux && mm->k > 0 && padding_on() &&
         (unaligned_ld(mm->lda, es_ab) || unaligned_ld(mm->ldb, es_ab) ||
@@ -634,9 +650,6 @@ pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const 
 pp_status pp_cuda_lt_matmul_bf16(pp_exec *ex, const pp_cuda_lt_matmul *mm, const uint16_t *a,
                                  const uint16_t *b, void *d, pp_error *err)
 {
-    if (mm->d_bf16 && (mm->epi == PP_LT_EPI_BIAS || mm->epi == PP_LT_EPI_GELU_AUX_BIAS))
-        return pp_error_set(err, PP_ERR_UNSUPPORTED,
-                            "%s: cuBLASLt reads no fp32 bias into a bf16 D", ex->dev->name);
     return lt_matmul(ex, mm, LT_BF16, CUDA_R_16BF, mm->d_bf16 ? CUDA_R_16BF : CUDA_R_32F,
                      CUBLAS_COMPUTE_32F, a, b, d, err);
 }

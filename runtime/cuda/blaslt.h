@@ -74,9 +74,11 @@ typedef struct pp_cuda_lt_matmul {
                                IEEE fp32 (CUBLAS_COMPUTE_32F) */
     float beta;             /* 0, or 1: D is added to (a parameter gradient) */
     pp_cuda_lt_epi epi;
-    const float *bias;      /* (m) for PP_LT_EPI_BIAS and _GELU_AUX_BIAS */
-    const float *aux;       /* (m, n), leading dimension ld_aux, for the GELU epilogues (written
-                               by _GELU_AUX*, read by _DGELU) */
+    const void *bias;       /* (m) for PP_LT_EPI_BIAS and _GELU_AUX_BIAS, in D's type: fp32
+                               (float) with an fp32 D, bf16 (uint16_t bit patterns) with a
+                               bf16 D (cuBLASLt reads a bias of D's type only) */
+    const void *aux;        /* (m, n) of D's type, leading dimension ld_aux, for the GELU
+                               epilogues (written by _GELU_AUX*, read by _DGELU) */
     int64_t ld_aux;
     float *dbias;           /* (m) or (n) fp32 for PP_LT_EPI_BGRADA and _BGRADB (written) */
     bool d_bf16;            /* pp_cuda_lt_matmul_bf16: D (and aux) bf16, else fp32 */
@@ -97,9 +99,8 @@ pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const 
 /* The same with bf16 a and b (bit patterns), fp32 accumulation and scale
  * (CUBLAS_COMPUTE_32F: bf16 tensor cores), D bf16 where mm->d_bf16 (aux
  * then bf16 too: cuBLASLt's aux takes D's type), else fp32; mm->tf32 is
- * ignored. An fp32 bias (PP_LT_EPI_BIAS, _GELU_AUX_BIAS) goes with an fp32
- * D only (cuBLASLt reads the bias in D's type, blaslt.c's forward): with a
- * bf16 D it is PP_ERR_UNSUPPORTED before anything is asked of cuBLASLt. */
+ * ignored. The bias (PP_LT_EPI_BIAS, _GELU_AUX_BIAS) is of D's type: with
+ * a bf16 D, bf16 bit patterns (the caller rounds an fp32 bias: dense.c). */
 pp_status pp_cuda_lt_matmul_bf16(pp_exec *ex, const pp_cuda_lt_matmul *mm, const uint16_t *a,
                                  const uint16_t *b, void *d, pp_error *err);
 

@@ -166,15 +166,30 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
 
 /* ---- the bf16 entries of mixed precision (backend.h) ----------------------------------
  * bf16 x, W and dy on bf16 tensor cores (CUBLAS_COMPUTE_32F: fp32 accumulation), the
- * shapes above. cuBLASLt takes A and B of one dtype and reads an fp32 bias into an fp32
- * D only (blaslt.h), so:
- *   forward            an f32 y or no bias: D = y; a bf16 y with a bias: an fp32 scratch
- *                      with the bias epilogue, rounded once into y
- *   dense + GELU       h and g bf16: the fp32 scratch with the bias, then one kernel
- *                      writes h = bf16(scratch) and g = bf16(GELU(h)) (gelu.cu), the
- *                      composition ops_transformer.c's stand-ins run
- *   backward data      D = dx (bf16 or f32); with the GELU: dh = the GEMM rounded, then
- *                      GELU'(h) in place (gelu.cu), again the stand-ins' composition
+ * shapes above. cuBLASLt takes A and B of one dtype and reads a bias of D's type only
+ * (blaslt.h), so:
+ *   forward            an f32 y or no bias: D = y; a bf16 y with a bias: D = y with the
+ *                      bias rounded to bf16 for the epilogue (epilogue_bf16 below)
+ *   dense + GELU       h and g bf16: GELU_AUX_BIAS writes h (its aux matrix) and g, the
+ *                      bias rounded likewise
+ *   backward data      D = dx (bf16 or f32); with the GELU: DGELU, dh = bf16(dy W^T *
+ *                      GELU'(h))
+ * Those three epilogues on a bf16 D are torch.autocast's arithmetic (its linear layer
+ * casts the bias to bf16 and rounds the output once; the GELU then reads the bf16 h),
+ * not quite the CPU's stand-ins': these add the f32 bias, take the GELU of the rounded
+ * h and round dh twice (the GEMM, then its product with GELU'(h)). Each differs by a
+ * rounding: bf16(b) = b (1 + d) with |d| <= 2^-9 moves y by at most 2^-9 |b|; the
+ * epilogue's GELU of the unrounded pre-activation a moves g by |GELU'| |a| 2^-9 at most
+ * (|GELU'| <= 1.13), as the rounding of h does; a single rounding of dh is the nearer
+ * one. All within a unit of bf16 of the largest element, which TOL_BF16 allows
+ * (test_cuda_gpt2). What they save is the f32 product's round trip through memory:
+ * for GPT-2's c_attn and c_fc, 8 bytes an output element written and read again, and
+ * for the backward's GELU a read of h and dh and a write of dh (2 bytes each).
+ * PP_CUDA_BF16_VIA_F32=1 runs the stand-ins' composition instead (to compare, and the
+ * CPU's arithmetic): a bf16 y with a bias from an fp32 scratch with the fp32 bias's
+ * epilogue, rounded once into y; h and g from that scratch by one kernel, h =
+ * bf16(scratch) and g = bf16(GELU(h)) (gelu.cu); dh = the GEMM rounded, then GELU'(h) in
+ * place (gelu.cu). So does every call whose epilogue cuBLASLt refuses.
  *   backward weights   dw += (beta 1, fp32 D) with the bias gradient fused in the same
  *                      GEMM (CUBLASLT_EPILOGUE_BGRADA for (in, out) weights, where dy^T is
  *                      A; BGRADB for (out, in), where dy is B) into an fp32 scratch, then
@@ -248,6 +263,44 @@ static cudaError_t gelu_then(pp_exec *ex, cudaStream_t s, int64_t n, const float
     return pp_cuda_launch_gelu_from_f32(s, pp_cuda_max_grid(ex), n, tmp, h, g);
 }
 
+/* mm on bf16 a and b, its epilogue writing D (and aux) in bf16, the fp32
+ * bias b (mm.m elements, or NULL) rounded to bf16 into a scratch for it to
+ * read (see above): *done when it ran (or failed); not done, no output
+ * written, where PP_CUDA_BF16_VIA_F32 is set or cuBLASLt refuses the
+ * epilogue: the caller then runs the composition through fp32. */
+static pp_status epilogue_bf16(pp_exec *ex, pp_cuda_lt_matmul mm, const float *b,
+                               const uint16_t *a, const uint16_t *bm, void *d, bool *done,
+                               pp_error *err)
+{
+    static int via = -1;
+    *done = false;
+    if (pp_cuda_env_on("PP_CUDA_BF16_VIA_F32", &via)) return PP_OK;
+    mm.d_bf16 = true;
+    uint16_t *copy = NULL;
+    const size_t bytes = b ? (size_t)mm.m * sizeof *copy : 0;
+    if (b) {
+        pp_cuda_exec *ce;
+        PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
+        PP_TRY(pp_cuda_scratch_alloc(ex, bytes, (void **)&copy, err));
+        pp_status s = PP_CUDA(ex->dev, err,
+                              pp_cuda_launch_bf16_from_f32(ce->stream,
+                                                           pp_cuda_grid(ex, mm.m, PP_CUDA_BLOCK),
+                                                           mm.m, b, copy));
+        if (s != PP_OK) {
+            pp_cuda_scratch_free(ex, copy, bytes);
+            return s;
+        }
+        mm.bias = copy;
+    }
+    pp_error e1;
+    pp_status s = pp_cuda_lt_matmul_bf16(ex, &mm, a, bm, d, &e1);
+    pp_cuda_scratch_free(ex, copy, bytes);
+    if (s == PP_ERR_UNSUPPORTED) return PP_OK;
+    *done = true;
+    if (s != PP_OK && err) *err = e1;
+    return s;
+}
+
 /* dy (rows x out) as the bf16 GEMMs take it, made once for every GEMM that
  * reads it: a bf16 dy as it is; an f32 dy rounded once to bf16
  * (pp_bf16_from_f32's bits, kernels.cu) into a scratch; and where its rows do
@@ -309,6 +362,9 @@ pp_status pp_cuda_dense_forward_bf16(pp_exec *ex, int64_t rows, int in, int out,
                                   .epi = b ? PP_LT_EPI_BIAS : PP_LT_EPI_NONE, .bias = b,
                                   .d_bf16 = y.bf16 && !b};
     if (!y.bf16 || !b) return pp_cuda_lt_matmul_bf16(ex, &mm, w.data, x.data, y.data, err);
+    bool done;
+    PP_TRY(epilogue_bf16(ex, mm, b, w.data, x.data, y.data, &done, err));
+    if (done) return PP_OK;
     return via_f32(ex, &mm, w.data, x.data, rows * out, round_then, y.data, NULL, err);
 }
 
@@ -324,17 +380,31 @@ pp_status pp_cuda_dense_gelu_forward_bf16(pp_exec *ex, int64_t rows, int in, int
     const pp_cuda_lt_matmul mm = {.ta = w_out_in, .m = out, .n = rows, .k = in,
                                   .lda = w_out_in ? in : out, .ldb = in, .ldd = out,
                                   .epi = b ? PP_LT_EPI_BIAS : PP_LT_EPI_NONE, .bias = b};
+    pp_cuda_lt_matmul fused = mm;
+    fused.epi = b ? PP_LT_EPI_GELU_AUX_BIAS : PP_LT_EPI_GELU_AUX, fused.aux = h.data;
+    fused.ld_aux = out;
+    bool done;
+    PP_TRY(epilogue_bf16(ex, fused, b, w.data, x.data, g.data, &done, err));
+    if (done) return PP_OK;
     return via_f32(ex, &mm, w.data, x.data, rows * out, gelu_then, h.data, g.data, err);
 }
 
-/* dx = dy W^T from d (dy as the bf16 GEMMs take it); with h (data not NULL) dx
- * through GELU'(h) in place after it (gelu.cu) */
+/* dx = dy W^T from d (dy as the bf16 GEMMs take it); with h (data not NULL,
+ * dx bf16) dx through GELU'(h): the DGELU epilogue, else (see above) in place
+ * after it (gelu.cu) */
 static pp_status data_of(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, pp_act w,
                          const the_dy *d, pp_act h, pp_act dx, pp_error *err)
 {
-    const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
-                                  .lda = w_out_in ? in : out, .ldb = d->ld, .ldd = in,
-                                  .d_bf16 = dx.bf16};
+    pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
+                            .lda = w_out_in ? in : out, .ldb = d->ld, .ldd = in,
+                            .d_bf16 = dx.bf16};
+    if (h.data) {
+        pp_cuda_lt_matmul fused = mm;
+        fused.epi = PP_LT_EPI_DGELU, fused.aux = h.data, fused.ld_aux = in;
+        bool done;
+        PP_TRY(epilogue_bf16(ex, fused, NULL, w.data, d->data, dx.data, &done, err));
+        if (done) return PP_OK;
+    }
     PP_TRY(pp_cuda_lt_matmul_bf16(ex, &mm, w.data, d->data, dx.data, err));
     if (!h.data) return PP_OK;
     pp_cuda_exec *ce;

@@ -11,7 +11,9 @@
 #     scaled_dot_product_attention; goal: >= 1.0 of torch.compile), and ours
 #     again with PP_CUDA_UNPADDED=1 (the head's GEMMs on the logits at their
 #     own pitch, 50257 columns, not a whole number of 16 bytes: what the
-#     padded copies bring, blaslt.c).
+#     padded copies bring, blaslt.c), and with PP_CUDA_BF16_VIA_F32=1 (c_attn's
+#     and c_fc's outputs through an fp32 product, what the bf16 epilogues
+#     bring, dense.c).
 #   diagnostics (80 s): the bf16 step's kernels under ncu (one steady step,
 #     as part 10 takes ResNet-50's), grouped by family by kernel_table.py
 #     (attention, gemm, layer norm, gelu, loss, embedding, bias grad, ...)
@@ -270,6 +272,9 @@ partgpt2() {
     gpt2_against bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" --compile
     # the head's GEMMs at the logits' own pitch (50257 columns: unaligned)
     gpt2_variant bf16 unpadded PP_CUDA_UNPADDED=1 "padded / unpadded pitch"
+    # c_attn's and c_fc's bias and GELU (and the backward's GELU') in cuBLASLt's
+    # bf16 epilogues against an fp32 product and kernels of ours after it
+    gpt2_variant bf16 via-f32 PP_CUDA_BF16_VIA_F32=1 "bf16 epilogues / via fp32"
 
     section diagnostics 80
     echo "== kernels per step (ncu), GPT-2 $g_what, bf16, 1 stage"
