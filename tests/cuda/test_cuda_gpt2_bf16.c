@@ -6,7 +6,8 @@
  * f32 ones within the suite's tolerances; an f32 dy into bf16 GEMMs rounded
  * once on the GPU (its bias gradient exact, dx and dw the bits of the rounded
  * dy's); a dense layer's whole backward in one call the bits of its data and
- * weight ops one after the other.
+ * weight ops one after the other; which arithmetic a bf16 output with a bias
+ * took at GPT-2's shapes (cuBLASLt's epilogue or the fp32 composition).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -119,6 +120,82 @@ static void check_combined(rig *r, pp_weight_order o, const pair *w, const pair 
     free(buf[0]), free(buf[1]);
 }
 
+/* Which arithmetic a bf16 dense layer with a bias ran (dense.c), told apart
+ * by one sum at GPT-2's shapes (R 8192, C 768: c_attn's and c_fc's GEMMs as
+ * cuBLASLt's heuristic sees them in the model): x W = 16 x 16 = 256 exactly
+ * and b = 1 + 2^-10, so that the fp32 bias added before the one rounding
+ * (the CPU's stand-ins; PP_CUDA_BF16_VIA_F32=1) gives bf16(257.0009765625) =
+ * 258 and the bias rounded to bf16 first (cuBLASLt's epilogue, torch.autocast's
+ * arithmetic) gives bf16(257) = 256, a tie to even; GELU(256) and GELU(258)
+ * are themselves, so c_fc's h and g say the same. Either is right, and the
+ * line "dense bf16 epilogues: ..." says which ran (part gpt2 prints it);
+ * every element must be one of the two, the same throughout, and the fp32
+ * one where PP_CUDA_BF16_VIA_F32 or PP_CUDA_BF16_WIDE is set. */
+enum { BIAS_NEITHER = -1, BIAS_F32 = 0, BIAS_BF16 = 1 };
+
+static int bias_arithmetic(const pp_tensor *t, const char *what, bool f32_only)
+{
+    pp_error e;
+    const int64_t n = pp_tensor_numel(t);
+    uint16_t *h = malloc((size_t)n * sizeof *h);
+    CHECK_OK(pp_tensor_to_host(t, h, (size_t)n * sizeof *h, &e), &e);
+    int64_t low = 0, high = 0; /* bf16 256 and 258 */
+    for (int64_t i = 0; i < n; i++) low += h[i] == 0x4380, high += h[i] == 0x4381;
+    free(h);
+    const int a = low == n ? BIAS_BF16 : high == n ? BIAS_F32 : BIAS_NEITHER;
+    CHECK_MSG(a != BIAS_NEITHER, "%s: %lld of %lld elements 256 (the bias rounded to bf16), "
+              "%lld 258 (the fp32 bias): want all one or all the other", what, (long long)low,
+              (long long)n, (long long)high);
+    CHECK_MSG(!f32_only || a == BIAS_F32, "%s: the bias rounded to bf16 (256) where the fp32 "
+              "composition was asked for", what);
+    return a;
+}
+
+static void check_bias_arithmetic(rig *r)
+{
+    enum { R = 8192, C = 768 };
+    pp_exec *ex = &r->egpu;
+    pp_error e;
+    const char *via = getenv("PP_CUDA_BF16_VIA_F32"), *wide = getenv("PP_CUDA_BF16_WIDE");
+    const bool f32_only =
+        (via && *via && strcmp(via, "0")) || (wide && *wide && strcmp(wide, "0"));
+    static const char *const names[] = {"the fp32 bias, one rounding (the fp32 composition)",
+                                        "the bias rounded to bf16 (cuBLASLt's epilogue)"};
+    uint16_t *xh = calloc((size_t)R * C, sizeof *xh);
+    uint16_t *wh = calloc((size_t)C * 4 * C, sizeof *wh);
+    float *bh = malloc(4 * C * sizeof *bh);
+    for (int i = 0; i < R; i++) xh[(size_t)i * C] = 0x4180; /* x[i][0] = 16 */
+    for (int j = 0; j < 4 * C; j++) bh[j] = 1.0f + 0x1p-10f;
+    pp_tensor x = {0}, w = {0}, b = {0}, y = {0}, g = {0};
+    CHECK_OK(pp_tensor_alloc(&x, r->gpu, PP_BF16, 2, (int64_t[]){R, C}, &e), &e);
+    CHECK_OK(pp_tensor_from_host(&x, xh, (size_t)R * C * sizeof *xh, &e), &e);
+    int got[3] = {BIAS_NEITHER, BIAS_NEITHER, BIAS_NEITHER};
+    for (int k = 0; k < 2; k++) { /* c_attn (3C), c_fc (4C) */
+        const int out = (3 + k) * C;
+        for (int j = 0; j < out; j++) wh[j] = 0x4180; /* w[0][j] = 16: (in, out) */
+        CHECK_OK(pp_tensor_alloc(&w, r->gpu, PP_BF16, 2, (int64_t[]){C, out}, &e), &e);
+        CHECK_OK(pp_tensor_from_host(&w, wh, (size_t)C * out * sizeof *wh, &e), &e);
+        CHECK_OK(pp_tensor_alloc(&b, r->gpu, PP_F32, 1, (int64_t[]){out}, &e), &e);
+        CHECK_OK(pp_tensor_from_host(&b, bh, (size_t)out * sizeof *bh, &e), &e);
+        CHECK_OK(pp_tensor_alloc(&y, r->gpu, PP_BF16, 2, (int64_t[]){R, out}, &e), &e);
+        CHECK_OK(pp_tensor_alloc(&g, r->gpu, PP_BF16, 2, (int64_t[]){R, out}, &e), &e);
+        if (k == 0)
+            CHECK_OK(pp_dense_forward(ex, PP_WEIGHT_IN_OUT, &x, &w, &b, &y, &e), &e);
+        else
+            CHECK_OK(pp_dense_gelu_forward(ex, PP_WEIGHT_IN_OUT, &x, &w, &b, &y, &g, &e), &e);
+        CHECK_OK(pp_exec_sync(ex, &e), &e);
+        got[k] = bias_arithmetic(&y, k ? "c_fc's h" : "c_attn's y", f32_only);
+        if (k) got[2] = bias_arithmetic(&g, "c_fc's g", f32_only);
+        pp_tensor *all[] = {&w, &b, &y, &g};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pp_tensor_free(all[i]);
+    }
+    CHECK_MSG(got[1] == got[2], "c_fc's h and g took different arithmetic");
+    fprintf(stderr, "dense bf16 epilogues: c_attn's y: %s; c_fc's h: %s\n",
+            got[0] < 0 ? "neither" : names[got[0]], got[1] < 0 ? "neither" : names[got[1]]);
+    pp_tensor_free(&x);
+    free(xh), free(wh), free(bh);
+}
+
 /* GPT-2's mixes: bf16 activations and weight copies through the dense
  * layers (an f32 y too: a projection into the f32 stream; an f32 dy: the
  * stream's gradient into c_proj, rounded once on the GPU; the head's dy,
@@ -197,6 +274,7 @@ void gpt2_test_bf16(rig *r)
                        &db2};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) pair_free(all[k]);
     }
+    check_bias_arithmetic(r);
     /* layer norms: the f32 stream in, bf16 out; a bf16 gradient into the f32 stream */
     const int rows = 8 * 33, c = 768;
     const int64_t xs[2] = {rows, c}, cs[1] = {c}, rs[1] = {rows};

@@ -3,7 +3,8 @@
 # sections at the end first):
 #   tests (60 s): the CUDA suite's test_cuda_gpt2 (every transformer op
 #     against the CPU, two steps of a tied GPT-2 in 1 and 2 stages, six with
-#     dropout replaying graphs).
+#     dropout replaying graphs; which attention and which dense arithmetic
+#     ran).
 #   speed (150 s): GPT-2 124M (12 blocks of 768, 12 heads, vocabulary 50257),
 #     batch 8 x 1024 tokens, 1 stage, SGD with momentum, random tokens:
 #     tokens/s and peak memory of ours in bf16 against PyTorch's bf16
@@ -260,6 +261,9 @@ partgpt2() {
         # which attention ran (bf16 under PP_CUDA_ATTN=cudnn and mma: cuDNN's,
         # the tensor-core kernels or ours; f32: 3xTF32 or ours; and why)
         grep -h '^causal attention' "$res/test-cuda_gpt2".{out,log} 2>/dev/null | sort -u | cut -c1-240
+        # which arithmetic the bf16 dense layers with a bias ran at GPT-2's
+        # shapes: cuBLASLt's bf16 epilogues, or through fp32 where it refused them
+        grep -h '^dense bf16 epilogues' "$res/test-cuda_gpt2".{out,log} 2>/dev/null | sort -u | cut -c1-240
         row "test cuda/cuda_gpt2" "$verdict" \
             "$(grep -ho 'checks, [0-9]* failed' "$res/test-cuda_gpt2.out" "$res/test-cuda_gpt2.log" 2>/dev/null | tail -1); $(grep -h 'vs 1 stage' "$res/test-cuda_gpt2.log" 2>/dev/null | head -1 | cut -c1-160)" \
             "$last_cmd"
