@@ -174,11 +174,15 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
  *                      bias rounded likewise
  *   backward data      D = dx (bf16 or f32); with the GELU: DGELU, dh = bf16(dy W^T *
  *                      GELU'(h))
- * Those three epilogues on a bf16 D are torch.autocast's arithmetic (its linear layer
- * casts the bias to bf16 and rounds the output once; the GELU then reads the bf16 h),
- * not quite the CPU's stand-ins': these add the f32 bias, take the GELU of the rounded
- * h and round dh twice (the GEMM, then its product with GELU'(h)). Each differs by a
- * rounding: bf16(b) = b (1 + d) with |d| <= 2^-9 moves y by at most 2^-9 |b|; the
+ *   backward weights   dw += (beta 1, fp32 D) with the bias gradient fused in the same
+ *                      GEMM (CUBLASLT_EPILOGUE_BGRADA for (in, out) weights, where dy^T is
+ *                      A; BGRADB for (out, in), where dy is B) into an fp32 scratch, then
+ *                      added to db; where cuBLASLt refuses the epilogue the entry declines
+ * Those three epilogues on a bf16 D add the bias as torch.autocast does (its linear
+ * layer casts the bias to bf16 and rounds the output once), take the GELU of the fp32
+ * pre-activation and round dh once, where the CPU's stand-ins add the f32 bias, take
+ * the GELU of the rounded h (as torch does) and round dh twice (the GEMM, then its
+ * product with GELU'(h)). Each differs by a rounding: bf16(b) = b (1 + d) with |d| <= 2^-9 moves y by at most 2^-9 |b|; the
  * epilogue's GELU of the unrounded pre-activation a moves g by |GELU'| |a| 2^-9 at most
  * (|GELU'| <= 1.13), as the rounding of h does; a single rounding of dh is the nearer
  * one. All within a unit of bf16 of the largest element, which TOL_BF16 allows
@@ -190,10 +194,6 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
  * epilogue, rounded once into y; h and g from that scratch by one kernel, h =
  * bf16(scratch) and g = bf16(GELU(h)) (gelu.cu); dh = the GEMM rounded, then GELU'(h) in
  * place (gelu.cu). So does every call whose epilogue cuBLASLt refuses.
- *   backward weights   dw += (beta 1, fp32 D) with the bias gradient fused in the same
- *                      GEMM (CUBLASLT_EPILOGUE_BGRADA for (in, out) weights, where dy^T is
- *                      A; BGRADB for (out, in), where dy is B) into an fp32 scratch, then
- *                      added to db; where cuBLASLt refuses the epilogue the entry declines
  * An f32 dy with a bf16 W or x (GPT-2's gradients of the f32 residual stream into
  * attn.c_proj and mlp.c_proj; the head's, the logits' gradient, is bf16) is rounded once to
  * bf16 into a scratch (the_dy below) and the GEMMs run on that copy, as torch.autocast
@@ -395,9 +395,9 @@ pp_status pp_cuda_dense_gelu_forward_bf16(pp_exec *ex, int64_t rows, int in, int
 static pp_status data_of(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in, pp_act w,
                          const the_dy *d, pp_act h, pp_act dx, pp_error *err)
 {
-    pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
-                            .lda = w_out_in ? in : out, .ldb = d->ld, .ldd = in,
-                            .d_bf16 = dx.bf16};
+    const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
+                                  .lda = w_out_in ? in : out, .ldb = d->ld, .ldd = in,
+                                  .d_bf16 = dx.bf16};
     if (h.data) {
         pp_cuda_lt_matmul fused = mm;
         fused.epi = PP_LT_EPI_DGELU, fused.aux = h.data, fused.ld_aux = in;
