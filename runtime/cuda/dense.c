@@ -182,13 +182,14 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
  * layer casts the bias to bf16 and rounds the output once), take the GELU of the fp32
  * pre-activation and round dh once, where the CPU's stand-ins add the f32 bias, take
  * the GELU of the rounded h (as torch does) and round dh twice (the GEMM, then its
- * product with GELU'(h)). Each differs by a rounding: bf16(b) = b (1 + d) with |d| <= 2^-9 moves y by at most 2^-9 |b|; the
- * epilogue's GELU of the unrounded pre-activation a moves g by |GELU'| |a| 2^-9 at most
- * (|GELU'| <= 1.13), as the rounding of h does; a single rounding of dh is the nearer
- * one. All within a unit of bf16 of the largest element, which TOL_BF16 allows
- * (test_cuda_gpt2). What they save is the f32 product's round trip through memory:
- * for GPT-2's c_attn and c_fc, 8 bytes an output element written and read again, and
- * for the backward's GELU a read of h and dh and a write of dh (2 bytes each).
+ * product with GELU'(h)). Each differs by a rounding: bf16(b) = b (1 + d) with
+ * |d| <= 2^-9 moves y by at most 2^-9 |b|; the epilogue's GELU of the unrounded
+ * pre-activation a moves g by |GELU'| |a| 2^-9 at most (|GELU'| <= 1.13), as the
+ * rounding of h does; a single rounding of dh is the nearer one. All within a unit
+ * of bf16 of the largest element, which TOL_BF16 allows (test_cuda_gpt2). What they
+ * save is the f32 product's round trip through memory: for GPT-2's c_attn and c_fc, 8
+ * bytes an output element written and read again, and for the backward's GELU a read
+ * of h and dh and a write of dh (2 bytes each).
  * PP_CUDA_BF16_VIA_F32=1 runs the stand-ins' composition instead (to compare, and the
  * CPU's arithmetic): a bf16 y with a bias from an fp32 scratch with the fp32 bias's
  * epilogue, rounded once into y; h and g from that scratch by one kernel, h =
