@@ -1,7 +1,8 @@
 /* test_core.c - device ids, registry, memory accounting, tensors and views,
- * the math mode, and the CUDA backend's algorithm cache and its file (plain
- * C, checked without a GPU). */
+ * the math mode, the CUDA backend's algorithm cache and its file, and the
+ * libraries opened on first use (plain C, checked without a GPU). */
 #include <dirent.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "runtime/core/device.h"
+#include "runtime/core/lazy_lib.h"
 #include "runtime/core/tensor.h"
 #include "runtime/cuda/algo_cache.h"
 #include "tests/check.h"
@@ -654,6 +656,42 @@ static void test_algo_plans_env(void)
                   sizeof cases / sizeof cases[0]);
 }
 
+/* a library opened on first use: its symbols, a missing library, a missing
+ * symbol (lazy_lib.h) */
+static void test_lazy_lib(void)
+{
+    static const char *const names[] = {"cos", "sqrt", NULL};
+    void *fns[2] = {0};
+    pp_lazy_lib ok = {.soname = "libm.so.6", .names = names, .fns = fns};
+    CHECK(pp_lazy_lib_ready(&ok));
+    CHECK(pp_lazy_lib_ready(&ok)); /* a second call: the same, nothing opened again */
+    double (*fn)(double);
+    memcpy(&fn, &fns[0], sizeof fn);
+    CHECK(fns[0] && fns[1] && fn(0.0) == 1.0);
+    CHECK_MSG(ok.why[0] == '\0', "why: %s", ok.why);
+
+    static const char *const one[] = {"cos", NULL};
+    void *none[1] = {0};
+    pp_lazy_lib missing = {.soname = "libpp-no-such-library.so.7", .names = one, .fns = none};
+    CHECK(!pp_lazy_lib_ready(&missing));
+    CHECK(!pp_lazy_lib_ready(&missing)); /* failed stays failed */
+    CHECK_MSG(strstr(missing.why, "libpp-no-such-library.so.7") != NULL, "why: %s", missing.why);
+    CHECK(none[0] == NULL);
+
+    /* with beside: a library not found by name is not found beside either when the
+     * folder lacks it (the fallback's own path runs only where the search misses) */
+    void *beside_fns[1] = {0};
+    pp_lazy_lib beside = {.soname = "libpp-no-such-library.so.7", .names = one,
+                          .fns = beside_fns, .beside = (void (*)(void))cos};
+    CHECK(!pp_lazy_lib_ready(&beside) && beside_fns[0] == NULL);
+
+    static const char *const typo[] = {"cos", "pp_no_such_symbol", NULL};
+    void *typo_fns[2] = {0};
+    pp_lazy_lib partial = {.soname = "libm.so.6", .names = typo, .fns = typo_fns};
+    CHECK(!pp_lazy_lib_ready(&partial));
+    CHECK_MSG(strstr(partial.why, "pp_no_such_symbol") != NULL, "why: %s", partial.why);
+}
+
 int main(void)
 {
     test_device_parse();
@@ -668,5 +706,6 @@ int main(void)
     test_algo_ws_env();
     test_algo_api_env();
     test_algo_plans_env();
+    test_lazy_lib();
     return check_summary("core");
 }

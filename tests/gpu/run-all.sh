@@ -78,7 +78,7 @@
 # the bundle runs there, then run quick, then what time is left allows, each
 # part adding to the same results and copying them out (a folder left on the
 # machine is gone when it is handed back):
-#   nvidia-smi; ldd BUNDLE/bin/pipeline-run | grep 'not found'
+#   nvidia-smi; ldd BUNDLE/bin/pipeline-run BUNDLE/bin/gpu_versions | grep 'not found'
 #   BUNDLE/run-all.sh BUNDLE --part quick --results /tmp/pp-gpu --copy-to "$OUT"
 #   BUNDLE/run-all.sh BUNDLE --part 2 --results /tmp/pp-gpu --copy-to "$OUT"
 # Without a GPU (PYTHON: a python3 with torch and torchvision; part 3 needs the
@@ -288,10 +288,14 @@ if [ -n "$missing" ]; then
     echo "missing libraries:"; echo "$missing"
     row "libraries" "MISSING" "$(echo "$missing" | awk '{print $1}' | tr '\n' ' ')" "ldd bin/*"
 else
-    for l in libcudart libcudnn.so libcublas.so; do
-        ldd "$bin/pipeline-run" | grep -m1 "$l" || true
+    # cuBLAS, cuBLASLt and NCCL: pipeline-run opens them on first use (dlopen, the
+    # same search path); gpu_versions links them, so its ldd names the files
+    libbin=$bin/gpu_versions
+    [ -x "$libbin" ] || libbin=$bin/pipeline-run
+    for l in libcudart libcudnn.so libcublas.so libcublasLt.so libnccl.so; do
+        ldd "$libbin" | grep -m1 "$l" || true
     done
-    row "libraries" "ok" "$(ldd "$bin/pipeline-run" | awk '/libcudnn.so|libcublas.so|libcudart.so/ {print $3}' | tr '\n' ' ')" "ldd bin/pipeline-run"
+    row "libraries" "ok" "$(ldd "$libbin" | awk '/libcudnn.so|libcublas.so|libcublasLt.so|libcudart.so|libnccl.so/ {print $3}' | tr '\n' ' ')" "ldd bin/$(basename "$libbin")"
 fi
 versions_row
 
