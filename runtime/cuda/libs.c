@@ -115,45 +115,43 @@ static pp_lazy_lib cublaslt_lib = {
     .fns = cublaslt_fns,
 };
 
-#define DEFINE(lib, fns, r, f, p, a)                                                             \
+#define DEFINE(lib, r, f, p, a)                                                                  \
     r f p                                                                                        \
     {                                                                                            \
         r(*fn) p;                                                                                \
         if (!pp_lazy_lib_ready(&lib)) return CUBLAS_STATUS_NOT_INITIALIZED;                      \
-        memcpy(&fn, &fns[I_##f], sizeof fn);                                                     \
+        memcpy(&fn, &lib.fns[I_##f], sizeof fn);                                                 \
         return fn a;                                                                             \
     }
-#define DEFINE_CUBLAS(r, f, p, a) DEFINE(cublas_lib, cublas_fns, r, f, p, a)
-#define DEFINE_CUBLASLT(r, f, p, a) DEFINE(cublaslt_lib, cublaslt_fns, r, f, p, a)
+#define DEFINE_CUBLAS(r, f, p, a) DEFINE(cublas_lib, r, f, p, a)
+#define DEFINE_CUBLASLT(r, f, p, a) DEFINE(cublaslt_lib, r, f, p, a)
 
 CUBLAS_FNS(DEFINE_CUBLAS)
 CUBLASLT_FNS(DEFINE_CUBLASLT)
 
-/* a status's name or string; where the library is missing, what was */
-static const char *status_text(pp_lazy_lib *lib, void *const *fns, int index,
-                               cublasStatus_t status, const char *missing)
+/* a status's name or string; where the library is missing, missing (NULL: what was) */
+static const char *status_text(pp_lazy_lib *lib, int index, cublasStatus_t status,
+                               const char *missing)
 {
     const char *(*fn)(cublasStatus_t);
     if (!pp_lazy_lib_ready(lib)) return missing ? missing : lib->why;
-    memcpy(&fn, &fns[index], sizeof fn);
+    memcpy(&fn, &lib->fns[index], sizeof fn);
     return fn(status);
 }
 
 const char *cublasGetStatusName(cublasStatus_t status)
 {
-    return status_text(&cublas_lib, cublas_fns, I_cublasGetStatusName, status,
-                       "cuBLAS not loaded");
+    return status_text(&cublas_lib, I_cublasGetStatusName, status, "cuBLAS not loaded");
 }
 
 const char *cublasGetStatusString(cublasStatus_t status)
 {
-    return status_text(&cublas_lib, cublas_fns, I_cublasGetStatusString, status, NULL);
+    return status_text(&cublas_lib, I_cublasGetStatusString, status, NULL);
 }
 
 const char *cublasLtGetStatusName(cublasStatus_t status)
 {
-    return status_text(&cublaslt_lib, cublaslt_fns, I_cublasLtGetStatusName, status,
-                       cublaslt_lib.why);
+    return status_text(&cublaslt_lib, I_cublasLtGetStatusName, status, NULL);
 }
 
 bool pp_cuda_libs_ready(const char **why)
