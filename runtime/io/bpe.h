@@ -1,0 +1,62 @@
+/*
+ * bpe.h - GPT-2's byte-level BPE tokenizer, from Hugging Face's two files
+ * (`vocab.json`: each token's string and id; `merges.txt`: the merges, most
+ * frequent first; OpenAI's `encoder.json` and `vocab.bpe` are the same two
+ * files). Internal to runtime/io (tokens.c tokenizes a text file with it)
+ * and to the CLI (--generate's prompt and output).
+ *
+ * Encoding is OpenAI's: the text, UTF-8, is cut into pieces by GPT-2's
+ * pattern (contractions, letters with an optional leading space, digits,
+ * other symbols, whitespace; PCRE2 with Unicode properties), and each
+ * piece's bytes are merged pair by pair, the pair of lowest rank in
+ * merges.txt first, every occurrence of it left to right, until no pair of
+ * neighbours has a merge. Special tokens such as "<|endoftext|>" are read
+ * as ordinary text (OpenAI's encoder, tiktoken's encode_ordinary). Decoding
+ * maps each id to its bytes (a token may hold part of a UTF-8 character:
+ * the whole sequence's bytes are the text).
+ *
+ * Both files are checked when opened; errors start with the file (and
+ * vocab.json's line and column, merges.txt's line) and name what is wrong:
+ * JSON that is not an object of string to id, an id out of range or twice,
+ * a character outside the byte alphabet, a byte with no token of its own, a
+ * merge line that is not two tokens, or that names a token (or a merged
+ * token) vocab.json lacks.
+ *
+ * Thread safety: encoding caches pieces in the tokenizer: one thread at a
+ * time per pp_bpe. Decoding (pp_bpe_token) is read-only.
+ */
+#ifndef PP_IO_BPE_H
+#define PP_IO_BPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/core/status.h"
+
+#define PP_BPE_MAX_ID ((1 << 24) - 1)
+
+typedef struct pp_bpe pp_bpe;
+
+/* Reads and checks both files (PP_ERR_INPUT for their content, PP_ERR_IO
+ * where the system refused, PP_ERR_OOM). */
+pp_status pp_bpe_open(const char *vocab_path, const char *merges_path, pp_bpe **out,
+                      pp_error *err);
+void pp_bpe_close(pp_bpe *b);
+
+/* The largest id + 1 (the vocabulary a model needs); the number of merges. */
+int pp_bpe_size(const pp_bpe *b);
+int pp_bpe_merges(const pp_bpe *b);
+
+/* The ids of text[0, len) into *ids (malloc'd, *n of them; NULL when 0);
+ * `what` names the text in errors. Bytes that are not UTF-8 (a stray
+ * Latin-1 byte, a cut sequence) are no character of the pattern's: each run
+ * of them is a piece of its own, merged as any other, so that any bytes
+ * encode and decode to themselves. */
+pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **ids,
+                        int64_t *n, pp_error *err);
+
+/* The bytes of token id (*len of them, not NUL-terminated), or NULL where
+ * vocab.json gives id no token. */
+const char *pp_bpe_token(const pp_bpe *b, int32_t id, size_t *len);
+
+#endif

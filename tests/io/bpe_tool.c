@@ -1,0 +1,81 @@
+/*
+ * bpe_tool.c - GPT-2's tokenizer (runtime/io/bpe.h) from the command line,
+ * for tests/io/bpe_check.py to compare with another implementation:
+ *
+ *   bpe_tool VOCAB MERGES encode FILE   the file's ids, one a line
+ *   bpe_tool VOCAB MERGES decode        ids on stdin (whitespace between),
+ *                                       their bytes on stdout
+ *
+ * Exit 0, 1 on a failure (the message on stderr), 2 on usage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/io/bpe.h"
+
+static char *read_all(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16;
+    char *buf = malloc(cap);
+    *n = 0;
+    size_t got;
+    while (buf && (got = fread(buf + *n, 1, cap - *n, f)) > 0) {
+        *n += got;
+        if (*n == cap) {
+            char *more = realloc(buf, cap *= 2);
+            if (!more) free(buf);
+            buf = more;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4 || (strcmp(argv[3], "encode") != 0 && strcmp(argv[3], "decode") != 0) ||
+        (!strcmp(argv[3], "encode") && argc != 5)) {
+        fprintf(stderr, "usage: bpe_tool VOCAB MERGES encode FILE | decode\n");
+        return 2;
+    }
+    pp_bpe *b;
+    pp_error err;
+    if (pp_bpe_open(argv[1], argv[2], &b, &err) != PP_OK) {
+        fprintf(stderr, "bpe_tool: %s\n", err.msg);
+        return 1;
+    }
+    int rc = 0;
+    if (!strcmp(argv[3], "encode")) {
+        size_t n;
+        char *text = read_all(argv[4], &n);
+        int32_t *ids = NULL;
+        int64_t count = 0;
+        if (!text) {
+            fprintf(stderr, "bpe_tool: cannot read %s\n", argv[4]);
+            rc = 1;
+        } else if (pp_bpe_encode(b, text, n, argv[4], &ids, &count, &err) != PP_OK) {
+            fprintf(stderr, "bpe_tool: %s\n", err.msg);
+            rc = 1;
+        }
+        for (int64_t i = 0; i < count; i++) printf("%d\n", (int)ids[i]);
+        free(ids);
+        free(text);
+    } else {
+        long id;
+        while (rc == 0 && scanf("%ld", &id) == 1) {
+            size_t len;
+            const char *p = pp_bpe_token(b, (int32_t)id, &len);
+            if (!p) {
+                fprintf(stderr, "bpe_tool: %ld is no token\n", id);
+                rc = 1;
+            } else {
+                fwrite(p, 1, len, stdout);
+            }
+        }
+    }
+    pp_bpe_close(b);
+    return rc;
+}
