@@ -24,7 +24,14 @@ static const char PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^"
                               "|[" WS "]+(?![^" WS "])|[" WS "]+";
 #undef WS
 
-enum { CACHE_SLOTS = 1 << 16, CACHE_PIECE_MAX = 64 };
+/* Pieces of up to SHORT_PIECE bytes merge by OpenAI's loop (each pass finds
+ * the lowest rank among the pairs); longer ones by a heap of pairs, the
+ * same merges in O(n log n). */
+enum { CACHE_SLOTS = 1 << 16, CACHE_PIECE_MAX = 64, SHORT_PIECE = 32 };
+
+typedef struct heap_entry {
+    int32_t rank, pos; /* a pair's rank; its left symbol's place in the piece */
+} heap_entry;
 
 typedef struct merge_slot {
     uint64_t key;   /* (left id + 1) << 32 | (right id + 1); 0 empty */
@@ -53,6 +60,9 @@ struct pp_bpe {
     pcre2_match_data *md;
     int32_t *sym;            /* a piece's symbols while merging */
     size_t sym_cap;
+    int32_t *next, *prev;    /* long pieces: the symbols as a list (-1 ends; sym -1: gone) */
+    heap_entry *heap, *pending;
+    size_t long_cap;
     cache_slot *cache;       /* pieces already encoded */
     int cache_used;
     char *cache_bytes;
@@ -414,6 +424,10 @@ void pp_bpe_close(pp_bpe *b)
     free(b->by_bytes);
     free(b->merges);
     free(b->sym);
+    free(b->next);
+    free(b->prev);
+    free(b->heap);
+    free(b->pending);
     free(b->cache);
     free(b->cache_bytes);
     free(b->cache_ids);
@@ -449,6 +463,89 @@ static bool ids_reserve(ids *o, int64_t more)
     return true;
 }
 
+static bool heap_less(heap_entry a, heap_entry b)
+{
+    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
+}
+
+static void heap_push(heap_entry *h, size_t *n, heap_entry e)
+{
+    size_t i = (*n)++;
+    while (i > 0 && heap_less(e, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = e;
+}
+
+static heap_entry heap_pop(heap_entry *h, size_t *n)
+{
+    const heap_entry top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && heap_less(h[c + 1], h[c])) c++;
+        if (!heap_less(h[c], last)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = last;
+    return top;
+}
+
+/* The rank of the pair at pos and the symbol after it, -1 for none. */
+static int32_t rank_at(const pp_bpe *b, int32_t pos)
+{
+    const int32_t r = pos >= 0 ? b->next[pos] : -1;
+    if (r < 0) return -1;
+    const merge_slot *ms = merge_at(b, b->sym[pos], b->sym[r]);
+    return ms->key ? ms->rank : -1;
+}
+
+/* A long piece's symbols (b->sym[0, n)) merged through a heap of its pairs
+ * ordered by (rank, place): every pair of the lowest rank, left to right
+ * (an occurrence overlapping one just merged is gone: its entry is stale),
+ * the pairs those merges make held back until that rank is done, then the
+ * next lowest: OpenAI's passes. The count of symbols left. */
+static size_t merge_long(pp_bpe *b, size_t n)
+{
+    int32_t *s = b->sym, *next = b->next, *prev = b->prev;
+    size_t hn = 0, pn = 0;
+    for (size_t i = 0; i < n; i++) {
+        next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
+        prev[i] = (int32_t)i - 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) {
+        const int32_t r = rank_at(b, (int32_t)i);
+        if (r >= 0) heap_push(b->heap, &hn, (heap_entry){r, (int32_t)i});
+    }
+    int32_t cur = -1;
+    for (;;) {
+        if (hn == 0 || b->heap[0].rank != cur) { /* this rank is done */
+            for (size_t i = 0; i < pn; i++) heap_push(b->heap, &hn, b->pending[i]);
+            pn = 0;
+            if (hn == 0) break;
+            cur = b->heap[0].rank;
+        }
+        const heap_entry e = heap_pop(b->heap, &hn);
+        if (s[e.pos] < 0 || rank_at(b, e.pos) != e.rank) continue; /* stale */
+        const int32_t r = next[e.pos];
+        s[e.pos] = merge_at(b, s[e.pos], s[r])->merged;
+        s[r] = -1;
+        next[e.pos] = next[r];
+        if (next[r] >= 0) prev[next[r]] = e.pos;
+        const int32_t around[2] = {prev[e.pos], e.pos};
+        for (int k = 0; k < 2; k++) {
+            const int32_t rk = around[k] >= 0 ? rank_at(b, around[k]) : -1;
+            if (rk >= 0) b->pending[pn++] = (heap_entry){rk, around[k]};
+        }
+    }
+    size_t m = 0;
+    for (int32_t i = 0; i >= 0; i = next[i]) s[m++] = s[i];
+    return m;
+}
+
 /* Merges piece p[0, n) into b->sym; the count of symbols left, -1 out of
  * memory. */
 static int64_t merge_piece(pp_bpe *b, const char *p, size_t n)
@@ -464,6 +561,25 @@ static int64_t merge_piece(pp_bpe *b, const char *p, size_t n)
     }
     int32_t *s = b->sym;
     for (size_t i = 0; i < n; i++) s[i] = b->byte_id[(unsigned char)p[i]];
+    if (n > SHORT_PIECE) {
+        if (b->long_cap < n) {
+            free(b->next);
+            free(b->prev);
+            free(b->heap);
+            free(b->pending);
+            b->long_cap = n * 2;
+            b->next = malloc(b->long_cap * sizeof *b->next);
+            b->prev = malloc(b->long_cap * sizeof *b->prev);
+            /* the heap: every pair at most once and two for each merge */
+            b->heap = malloc(3 * b->long_cap * sizeof *b->heap);
+            b->pending = malloc(2 * b->long_cap * sizeof *b->pending);
+            if (!b->next || !b->prev || !b->heap || !b->pending) {
+                b->long_cap = 0;
+                return -1;
+            }
+        }
+        return (int64_t)merge_long(b, n);
+    }
     size_t m = n;
     while (m > 1) {
         int32_t best = INT32_MAX, left = -1, right = -1, merged = -1;

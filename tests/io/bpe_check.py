@@ -13,7 +13,8 @@ JavaScript port of tiktoken, which reads neither file). Checks:
   and combining marks, emoji, digits of other scripts, contractions in
   both cases, long runs and Unicode's whitespace (but U+0085 and U+FEFF,
   where JavaScript's \\s departs from Unicode's White_Space, which ours
-  and tiktoken follow);
+  and tiktoken follow), and words of up to 900 letters (merged through the
+  heap of pairs);
 - decoding our ids gives each text's bytes back, the fortunes' own bytes
   (not UTF-8 in places) too.
 
@@ -125,6 +126,21 @@ else:
     print(f"bpe_check: no {FORTUNES} (Debian's fortunes): generated text only", file=sys.stderr)
 for seed in range(3):
     add(f"generated{seed}.txt", generated(seed, 20000).encode())
+
+
+def long_words(seed):
+    """Words of up to 900 letters (merged through the heap: pieces above 32 bytes)."""
+    r = random.Random(seed)
+    parts = []
+    for _ in range(60):
+        parts.append("".join(r.choice(["a", "b", "c", "e", "r", "s", "t", "ing", "the", "er",
+                                       "in", "on", "an", "é", "日"])
+                             for _ in range(r.choice([10, 40, 200, 900]))))
+        parts.append(r.choice([" ", "  " * 30 + " ", "\n", " 123456789012345 ", "!" * 40 + " "]))
+    return "".join(parts)
+
+
+add("long-words.txt", long_words(7).encode())
 
 r = subprocess.run(["node", "-e", REF_JS, REF] + [p for _, p, _ in texts], capture_output=True,
                    text=True, timeout=600)

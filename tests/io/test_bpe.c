@@ -2,8 +2,9 @@
  * test_bpe.c - GPT-2's tokenizer (runtime/io/bpe.h) on hand-made files: the
  * merges applied lowest rank first, every occurrence left to right, within
  * a piece of GPT-2's pattern and never across two (letters after a space,
- * contractions, symbols, whitespace before a word), bytes that are not UTF-8
- * as pieces of their own, the byte alphabet both ways, the cache giving
+ * contractions, symbols, whitespace before a word), long pieces (merged
+ * through a heap) as OpenAI's loop restated here merges them, bytes that
+ * are not UTF-8 as pieces of their own, the byte alphabet both ways, the cache giving
  * what the merges give, decoding; and every refusal of either file with
  * its message. tests/io/bpe_check.py compares the whole with another
  * implementation over GPT-2's own files.
@@ -205,6 +206,79 @@ static void test_encode(void)
     pp_bpe_close(b);
 }
 
+/* OpenAI's loop restated over byte strings with the test's merges: the ids
+ * of one piece p[0, n) (n < 512) into out; their count. */
+static int naive_piece(const char *p, int n, int32_t *out)
+{
+    static char sym[512][16];
+    int m = n;
+    for (int i = 0; i < n; i++) sym[i][0] = p[i], sym[i][1] = '\0';
+    for (;;) {
+        int best = N_MERGES;
+        for (int i = 0; i + 1 < m; i++)
+            for (int r = 0; r < best; r++)
+                if (!strcmp(sym[i], MERGES[r][0]) && !strcmp(sym[i + 1], MERGES[r][1])) best = r;
+        if (best == N_MERGES) break;
+        int j = 0;
+        for (int i = 0; i < m; j++) {
+            if (i + 1 < m && !strcmp(sym[i], MERGES[best][0]) &&
+                !strcmp(sym[i + 1], MERGES[best][1])) {
+                char joined[16];
+                snprintf(joined, sizeof joined, "%s%s", sym[i], sym[i + 1]);
+                memcpy(sym[j], joined, sizeof joined);
+                i += 2;
+            } else {
+                memmove(sym[j], sym[i], sizeof sym[j]);
+                i++;
+            }
+        }
+        m = j;
+    }
+    for (int i = 0; i < m; i++) {
+        out[i] = (unsigned char)sym[i][0];
+        for (int r = 0; sym[i][1] && r < N_MERGES; r++) {
+            char joined[16];
+            snprintf(joined, sizeof joined, "%s%s", MERGES[r][0], MERGES[r][1]);
+            if (!strcmp(joined, sym[i])) out[i] = 256 + r;
+        }
+    }
+    return m;
+}
+
+/* Pieces long and short (a word's letters: one piece) against the
+ * restatement: the heap's merges of long pieces are OpenAI's passes. */
+static void test_against_naive(void)
+{
+    char vocab[320], merges[320];
+    snprintf(vocab, sizeof vocab, "%s/vocab.json", tmpdir);
+    snprintf(merges, sizeof merges, "%s/merges.txt", tmpdir);
+    pp_bpe *b;
+    pp_error err;
+    CHECK_OK(pp_bpe_open(vocab, merges, &b, &err), &err);
+    if (!b) return;
+    uint64_t x = 99;
+    int differ = 0, longest = 0;
+    for (int t = 0; t < 400; t++) {
+        char piece[511];
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const int n = 1 + (int)((x >> 33) % (t < 200 ? 40 : 500));
+        for (int i = 0; i < n; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            piece[i] = "aaaabbcd"[(x >> 40) % 8];
+        }
+        int32_t want[512], *ids;
+        int64_t got;
+        const int nw = naive_piece(piece, n, want);
+        CHECK_OK(pp_bpe_encode(b, piece, (size_t)n, "piece", &ids, &got, &err), &err);
+        if (got != nw || memcmp(ids, want, (size_t)nw * sizeof *want) != 0) differ++;
+        if (n > longest) longest = n;
+        free(ids);
+    }
+    CHECK_MSG(differ == 0 && longest > 400, "%d of 400 pieces (up to %d bytes) merge otherwise "
+              "than OpenAI's loop", differ, longest);
+    pp_bpe_close(b);
+}
+
 /* Each bad file, with the message it must give. */
 static void test_refusals(void)
 {
@@ -293,6 +367,19 @@ static void test_refusals(void)
         EXPECT(b, "bcd", 257, 'd');
         pp_bpe_close(b);
     }
+    /* a merge's result whose pair with its neighbour ranks lower than the
+     * merge itself (no trained file does this): every (a, a) is merged
+     * first, as OpenAI's pass does, then (aa, a); a long piece (the heap)
+     * as a short one */
+    check_write_file(merges, "aa a\na a\n", 9);
+    CHECK_OK(pp_bpe_open(good_vocab, merges, &b, &err), &err);
+    if (b) {
+        EXPECT(b, "aaaa", 256, 256);
+        EXPECT(b, "aaaaa", 256, 258);
+        EXPECT(b, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 256, 256, 256, 256, 256, 256, 256,
+               256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256, 256);
+        pp_bpe_close(b);
+    }
     check_write_file(merges, "", 0);
     CHECK_OK(pp_bpe_open(good_vocab, merges, &b, &err), &err);
     if (b) {
@@ -306,6 +393,7 @@ int main(void)
 {
     check_mkdtemp(tmpdir, sizeof tmpdir, "bpe");
     test_encode();
+    test_against_naive();
     test_refusals();
     check_rmtree(tmpdir);
     return check_summary("bpe");
