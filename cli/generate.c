@@ -1,13 +1,16 @@
 /*
  * generate.c - pipeline-run's --generate (see generate.h): the prompt as
- * token ids (the bytes of a text model's prompt, or a token model's ids),
+ * token ids (a text model's bytes, or its GPT-2 tokens where the plan names
+ * a tokenizer; a token model's ids, or its tokenizer's tokens of the text),
  * pp_pipeline_generate, the text printed.
  */
 #include "cli/generate.h"
 #include "cli/signals.h"
+#include "runtime/io/bpe.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,12 +57,29 @@ bool pp_cli_generate_option(pp_cli_generate_args *a, const char *name, const cha
     return false;
 }
 
-/* The prompt as ids: a text model's bytes, or a token model's numbers. */
-static int prompt_ids(const pp_plan *plan, const char *prompt, int32_t **out, int *n)
+/* The prompt as ids: its tokens through bpe, else a text model's bytes or a
+ * token model's numbers. */
+static int prompt_ids(const pp_plan *plan, pp_bpe *bpe, const char *prompt, int32_t **out,
+                      int *n)
 {
     const size_t len = strlen(prompt);
-    *out = malloc((len + 1) * sizeof **out);
     *n = 0;
+    if (bpe) {
+        int64_t count = 0;
+        pp_error err;
+        if (pp_bpe_encode(bpe, prompt, len, "--generate", out, &count, &err) != PP_OK) {
+            fprintf(stderr, "pipeline-run: %s\n", err.msg);
+            return err.code == PP_ERR_INPUT ? 2 : 1;
+        }
+        if (count == 0 || count > INT32_MAX / 2) {
+            fprintf(stderr, "pipeline-run: --generate: the prompt is %s\n",
+                    count ? "too long" : "empty");
+            return 2;
+        }
+        *n = (int)count;
+        return 0;
+    }
+    *out = malloc((len + 1) * sizeof **out);
     if (!*out) {
         fprintf(stderr, "pipeline-run: out of host memory\n");
         return 1;
@@ -90,17 +110,25 @@ static int prompt_ids(const pp_plan *plan, const char *prompt, int32_t **out, in
     return 0;
 }
 
-/* One token as the output shows it: a byte of text, or an id after a space
+/* One token as the output shows it: its bytes through the tokenizer (an id
+ * it has no token for as <|ID|>), a byte of text, or an id after a space
  * (none before the first of the line). */
-static void put_token(bool text, int32_t token, bool first)
+static void put_token(const pp_bpe *bpe, bool text, int32_t token, bool first)
 {
-    if (text)
+    size_t len;
+    const char *bytes = bpe ? pp_bpe_token(bpe, token, &len) : NULL;
+    if (bytes)
+        fwrite(bytes, 1, len, stdout);
+    else if (bpe)
+        printf("<|%d|>", token);
+    else if (text)
         putchar(token);
     else
         printf("%s%d", first ? "" : " ", token);
 }
 
 typedef struct shown {
+    const pp_bpe *bpe;  /* the plan's tokenizer, or NULL */
     bool text, printer; /* printer: this rank prints (rank 0) */
     pp_comm *comm;      /* the job's, or NULL */
     int tokens;         /* sampled so far */
@@ -119,7 +147,7 @@ static bool show_token(void *user, int index, int32_t token)
     (void)index;
     if (sh->tokens++ == 0) clock_gettime(CLOCK_MONOTONIC, &sh->first);
     if (sh->printer) {
-        put_token(sh->text, token, false);
+        put_token(sh->bpe, sh->text, token, false);
         fflush(stdout);
     }
     if ((sh->failed = pp_cli_stop_agree(sh->comm, &sh->sig, &sh->err)) != PP_OK) return false;
@@ -135,15 +163,24 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
                     const pp_cli_generate_args *a)
 {
     int32_t *prompt = NULL, *seq = NULL;
-    int n = 0, rc = prompt_ids(plan, a->prompt, &prompt, &n);
+    pp_bpe *bpe = NULL;
+    if (plan->data.vocab) {
+        pp_error e;
+        if (pp_bpe_open(plan->data.vocab, plan->data.merges, &bpe, &e) != PP_OK) {
+            fprintf(stderr, "pipeline-run: data.tokenizer: %s\n", e.msg);
+            return e.code == PP_ERR_INPUT ? 2 : 1;
+        }
+    }
+    int n = 0, rc = prompt_ids(plan, bpe, a->prompt, &prompt, &n);
     if (rc != 0) {
         free(prompt);
+        pp_bpe_close(bpe);
         return rc;
     }
     /* rank 0 prints the prompt once the checkpoint has loaded, then each
      * token as it is sampled */
     const bool printer = !opts->comm || pp_comm_rank(opts->comm) == 0;
-    shown sh = {.text = plan->data.format == PP_PLAN_DATA_TEXT, .printer = printer,
+    shown sh = {.bpe = bpe, .text = plan->data.format == PP_PLAN_DATA_TEXT, .printer = printer,
                 .comm = opts->comm};
     const pp_generate_options o = {.tokens = a->tokens_given ? a->tokens : 200,
                                    .temperature = a->temperature_given ? a->temperature : 1.0,
@@ -158,7 +195,7 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
     if (s == PP_OK) s = pp_pipeline_load(p, load, &err);
     const bool shows = s == PP_OK && printer;
     if (shows) {
-        for (int i = 0; i < n; i++) put_token(sh.text, prompt[i], i == 0);
+        for (int i = 0; i < n; i++) put_token(bpe, sh.text, prompt[i], i == 0);
         fflush(stdout);
     }
     struct timespec t0, t1;
@@ -191,6 +228,7 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
         rc = s == PP_ERR_INPUT || s == PP_ERR_INVALID ? 2 : 1;
     }
     pp_pipeline_free(p);
+    pp_bpe_close(bpe);
     free(prompt);
     free(seq);
     return rc;

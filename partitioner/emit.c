@@ -136,6 +136,13 @@ static void emit_source(pp_text *t, const pp_plan *p, const pp_plan_data *d, boo
         put_quoted(t, d->file ? d->file : "");
         pp_text_put(t, "\n");
         if (!eval) pp_text_put(t, "  block_size: %d\n", d->block_size);
+        if (!eval && d->vocab) {
+            pp_text_put(t, "  tokenizer:\n    vocab: ");
+            put_quoted(t, d->vocab);
+            pp_text_put(t, "\n    merges: ");
+            put_quoted(t, d->merges ? d->merges : "");
+            pp_text_put(t, "\n");
+        }
         break;
     case PP_PLAN_DATA_CIFAR10:
         pp_text_put(t, "  files:\n");

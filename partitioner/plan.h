@@ -169,6 +169,10 @@ typedef struct pp_plan_data {
     pp_mark file_mark;
     int block_size;             /* tokens, text: positions per sample, at most the model's
                                  * block_size (its default); = model.gpt2.seq_len */
+    char *vocab, *merges;       /* data, tokens and text: `tokenizer: {vocab, merges}`, GPT-2's
+                                 * (runtime/io/bpe.h), absolute paths, or NULL: text is read
+                                 * as bytes; with tokens it serves --generate's text */
+    pp_mark tokenizer_mark;
     bool shuffle;
     bool has_norm;              /* mean/std given (in_channels values each) */
     double mean[PP_PLAN_MAX_CHANNELS];

@@ -178,6 +178,13 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
         put_file(&tf, d->file ? d->file : "");
         ok = ok && add(k, "data.file", &tf);
         KEY("data.block_size", "%d", d->block_size);
+        if (d->vocab) { /* the tokenizer decides the tokens of a text */
+            pp_text tv = {0};
+            put_file(&tv, d->vocab);
+            pp_text_put(&tv, ", ");
+            put_file(&tv, d->merges ? d->merges : "");
+            ok = ok && add(k, "data.tokenizer", &tv);
+        }
     }
     if (d->format == PP_PLAN_DATA_CIFAR10) {
         pp_text t = {0};

@@ -234,11 +234,12 @@ static void open_folder(pp_walk *w, const pp_ynode *root_node, const char *secti
  * walk_data_keys and walk_eval_keys), and which formats own which. */
 enum { K_FORMAT, K_SIZE, K_IMAGES, K_LABELS, K_FILES, K_CLASSES, K_SAMPLES, K_ROOT, K_TRANSFORMS,
        K_BAD, K_FILE, K_BLOCK, K_SHUFFLE, K_MEAN, K_STD, K_WORKERS, K_PREFETCH, K_DROP, K_BATCH,
-       K_EVERY, K_N };
+       K_EVERY, K_TOKENIZER, K_N };
 static const char *const source_keys[K_N] = {
     "format",  "image_size", "images",  "labels",  "files",   "num_classes",
     "samples", "root",       "transforms", "on_bad_image", "file", "block_size", "shuffle",
-    "mean",    "std",        "workers",    "prefetch",  "drop_last",  "batch_size",   "every"};
+    "mean",    "std",        "workers",    "prefetch",  "drop_last",  "batch_size",   "every",
+    "tokenizer"};
 #define FMT_SYNTH 1u
 #define FMT_IDX 2u
 #define FMT_CIFAR 4u
@@ -256,7 +257,7 @@ static void drop_foreign(pp_walk *w, const pp_ynode **f, int format, const char 
                   {K_IMAGES, FMT_IDX},      {K_LABELS, FMT_IDX},         {K_FILES, FMT_CIFAR},
                   {K_ROOT, FMT_FOLDER},     {K_TRANSFORMS, FMT_FOLDER},  {K_BAD, FMT_FOLDER},
                   {K_FILE, FMT_TOKENS},     {K_BLOCK, FMT_TOKENS},       {K_MEAN, FMT_IMAGES},
-                  {K_STD, FMT_IMAGES}};
+                  {K_STD, FMT_IMAGES},      {K_TOKENIZER, FMT_TOKENS}};
     static const char *const names[] = {"synthetic", "idx", "cifar10", "imagefolder", "tokens",
                                         "text"};
     for (size_t i = 0; i < sizeof owners / sizeof owners[0]; i++) {
@@ -363,7 +364,10 @@ static void walk_format_keys(pp_walk *w, const pp_ynode *n, const pp_ynode **f, 
         if (d->root && w->model_ok) open_folder(w, f[K_ROOT], section, d);
         break;
     case PP_PLAN_DATA_TOKENS:
-    case PP_PLAN_DATA_TEXT: pp_walk_token_file(w, n, f[K_FILE], f[K_BLOCK], eval, d); break;
+    case PP_PLAN_DATA_TEXT:
+        pp_walk_token_file(w, n, f[K_FILE], f[K_BLOCK], eval, d);
+        if (f[K_TOKENIZER]) pp_walk_tokenizer(w, f[K_TOKENIZER], d);
+        break;
     }
 }
 
@@ -381,7 +385,7 @@ static bool walk_data_keys(pp_walk *w, const pp_ynode *n, const pp_ynode **f)
     static const char *const keys[] = {"format", "image_size", "images", "labels", "files",
                                        "num_classes", "samples", "root", "transforms",
                                        "on_bad_image", "file", "block_size", "shuffle", "mean",
-                                       "std", "workers", "prefetch", "drop_last"};
+                                       "std", "workers", "prefetch", "drop_last", "tokenizer"};
     enum { N = sizeof keys / sizeof keys[0] };
     const pp_ynode *got[N];
     if (!pp_walk_map(w, n, "data", keys, N, got)) return false;
@@ -475,6 +479,8 @@ void pp_walk_source(pp_walk *w, const pp_ynode *n, bool eval)
 void pp_plan_data_free(pp_plan_data *d)
 {
     free(d->file);
+    free(d->vocab);
+    free(d->merges);
     free(d->images);
     free(d->labels);
     free(d->root);

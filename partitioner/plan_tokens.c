@@ -6,9 +6,13 @@
  * reads tokens, in fp32; image models read images) and both files read whole as a
  * run would open them (runtime/io/tokens.h), so `--validate` finds a bad
  * header, a file shorter than one window or an id at or above
- * model.vocab_size, each reported at the key that names the file.
+ * model.vocab_size, each reported at the key that names the file. A
+ * tokenizer (`data.tokenizer: {vocab, merges}`, GPT-2's: runtime/io/bpe.h)
+ * is read and checked likewise, against model.vocab_size, and a text file
+ * is read through it.
  */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "partitioner/plan_walk.h"
 #include "runtime/io/tokens.h"
@@ -57,13 +61,37 @@ void pp_walk_token_file(pp_walk *w, const pp_ynode *section, const pp_ynode *fil
     if (gpt2) p->model.gpt2.seq_len = d->block_size;
 }
 
-/* Opens path as a run would; a problem at n. */
-static void check_file(pp_walk *w, const pp_ynode *n, const char *key, const char *path)
+void pp_walk_tokenizer(pp_walk *w, const pp_ynode *n, pp_plan_data *d)
+{
+    static const char *const keys[] = {"vocab", "merges"};
+    const pp_ynode *f[2];
+    if (!pp_walk_map(w, n, "data.tokenizer", keys, 2, f)) return;
+    if (!f[0] || !f[1]) {
+        pp_walk_error(w, n, "data.tokenizer needs vocab and merges (Hugging Face's vocab.json "
+                      "and merges.txt, or OpenAI's encoder.json and vocab.bpe)");
+        return;
+    }
+    char *vocab = pp_walk_path(w, f[0], "data.tokenizer.vocab", false);
+    char *merges = pp_walk_path(w, f[1], "data.tokenizer.merges", false);
+    if (!vocab || !merges) {
+        free(vocab);
+        free(merges);
+        return;
+    }
+    d->vocab = vocab;
+    d->merges = merges;
+    d->tokenizer_mark = pp_walk_mark(n);
+    w->src[0].tokenizer = n;
+}
+
+/* Opens path as a run would (text through bpe when not NULL); a problem at n. */
+static void check_file(pp_walk *w, const pp_ynode *n, const char *key, const char *path,
+                       pp_bpe *bpe)
 {
     const pp_plan *p = w->plan;
     pp_tokens *t;
     pp_error e;
-    if (pp_tokens_open(path, p->data.format == PP_PLAN_DATA_TEXT, p->model.gpt2.vocab_size,
+    if (pp_tokens_open(path, p->data.format == PP_PLAN_DATA_TEXT, bpe, p->model.gpt2.vocab_size,
                        p->data.block_size, &t, &e) != PP_OK) {
         pp_walk_error(w, n, "%s: %s", key, e.msg);
         return;
@@ -89,7 +117,23 @@ void pp_walk_check_tokens(pp_walk *w)
         return;
     }
     if (!tokens) return;
-    if (p->data.file) check_file(w, w->src[0].file, "data.file", p->data.file);
+    pp_bpe *bpe = NULL;
+    if (p->data.vocab) {
+        pp_error e;
+        if (pp_bpe_open(p->data.vocab, p->data.merges, &bpe, &e) != PP_OK) {
+            pp_walk_error(w, w->src[0].tokenizer, "data.tokenizer: %s", e.msg);
+            return;
+        }
+        if (pp_bpe_size(bpe) > p->model.gpt2.vocab_size) {
+            pp_walk_error(w, w->src[0].tokenizer, "data.tokenizer has ids up to %d, beyond "
+                          "model.vocab_size %d", pp_bpe_size(bpe) - 1,
+                          p->model.gpt2.vocab_size);
+            pp_bpe_close(bpe);
+            return;
+        }
+    }
+    if (p->data.file) check_file(w, w->src[0].file, "data.file", p->data.file, bpe);
     if (p->eval.enabled && p->eval.data.file)
-        check_file(w, w->src[1].file, "eval.file", p->eval.data.file);
+        check_file(w, w->src[1].file, "eval.file", p->eval.data.file, bpe);
+    pp_bpe_close(bpe);
 }

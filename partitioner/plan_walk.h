@@ -21,6 +21,7 @@ typedef struct pp_walk_nodes {
     const pp_ynode *classes;                      /* synthetic num_classes */
     const pp_ynode *root;                         /* imagefolder */
     const pp_ynode *file;                         /* tokens, text */
+    const pp_ynode *tokenizer;                    /* tokens, text: data's tokenizer */
     const pp_ynode *section;                      /* the section's mapping */
 } pp_walk_nodes;
 
@@ -102,6 +103,8 @@ void pp_walk_gpt2(pp_walk *w, const pp_ynode *model, const pp_ynode *const *f);
  * window at least, every id below model.vocab_size). */
 void pp_walk_token_file(pp_walk *w, const pp_ynode *section, const pp_ynode *file,
                         const pp_ynode *block, bool eval, pp_plan_data *d);
+/* pp_walk_tokenizer: data's `tokenizer: {vocab, merges}` (n never NULL). */
+void pp_walk_tokenizer(pp_walk *w, const pp_ynode *n, pp_plan_data *d);
 void pp_walk_check_tokens(pp_walk *w);
 /* plan_recipe.c: the `optimizer` section (its type, decay groups, clipping and
  * lr_schedule) and the `loss` section (n never NULL). */

@@ -85,6 +85,10 @@ static pp_status make_config(const pp_plan *plan, const pp_plan_data *d, bool ev
         snprintf(cfg->file, sizeof cfg->file, "%s", d->file ? d->file : "");
         cfg->block_size = plan->data.block_size;
         cfg->classes = plan->model.gpt2.vocab_size;
+        if (plan->data.vocab) { /* data's tokenizer reads the test set too */
+            snprintf(cfg->vocab, sizeof cfg->vocab, "%s", plan->data.vocab);
+            snprintf(cfg->merges, sizeof cfg->merges, "%s", plan->data.merges);
+        }
         return PP_OK;
     }
     return norm_config(plan, cfg, err);

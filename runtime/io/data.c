@@ -229,7 +229,12 @@ static pp_status open_tokens(pp_data *d, const pp_data_config *cfg, pp_error *er
 {
     const bool text = cfg->format == PP_DATA_TEXT;
     const int vocab = cfg->classes > 0 ? cfg->classes : PP_TOKENS_TEXT_VOCAB;
-    PP_TRY(pp_tokens_open(cfg->file, text, vocab, cfg->block_size, &d->tokens, err));
+    pp_bpe *bpe = NULL;
+    if (text && cfg->vocab[0]) PP_TRY(pp_bpe_open(cfg->vocab, cfg->merges, &bpe, err));
+    const pp_status s = pp_tokens_open(cfg->file, text, bpe, vocab, cfg->block_size, &d->tokens,
+                                       err);
+    pp_bpe_close(bpe);
+    PP_TRY(s);
     d->c = d->h = 1;
     d->w = cfg->block_size;
     d->classes = vocab;

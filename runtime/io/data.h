@@ -14,7 +14,7 @@
  *     decoded and transformed when read, nothing loaded whole; a sample's
  *     random transforms are drawn from (seed, epoch, its index).
  * Pixels are u8 / 255, then (x - mean[c]) / std[c] per channel.
- * Token sources (tokens: llm.c's or nanoGPT's .bin; text: a file's bytes)
+ * Token sources (tokens: llm.c's or nanoGPT's .bin; text: a file's bytes, or its GPT-2 tokens)
  * serve windows of block_size + 1 tokens instead (io/tokens.h): a sample's
  * "image" is its block_size input ids as int32 (shape 1 x 1 x block_size),
  * and it has block_size labels, the ids that follow each input
@@ -104,6 +104,7 @@ typedef struct pp_data_config {
     /* tokens, text (io/tokens.h) */
     char file[PATH_MAX];
     int block_size;                         /* T: inputs per sample */
+    char vocab[PATH_MAX], merges[PATH_MAX]; /* text: GPT-2's tokenizer (io/bpe.h); "" bytes */
     /* synthetic */
     int channels, height, width;            /* image shape (default 3 x 32 x 32) */
     int64_t samples;                        /* data set size N; 0 = PP_DATA_SYNTHETIC_SAMPLES */

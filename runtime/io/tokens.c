@@ -20,6 +20,7 @@ struct pp_tokens {
     size_t map_bytes;
     const uint8_t *bytes;  /* text: the tokens */
     const uint16_t *ids;   /* .bin: the tokens */
+    int32_t *owned;        /* text through a tokenizer: the tokens */
     int64_t count;
     int block;
 };
@@ -34,7 +35,7 @@ static uint64_t mix(uint64_t x)
 
 static int64_t token_at(const pp_tokens *t, int64_t i)
 {
-    return t->bytes ? t->bytes[i] : t->ids[i];
+    return t->owned ? t->owned[i] : t->bytes ? t->bytes[i] : t->ids[i];
 }
 
 /* The header of a .bin: where the tokens start and how many (headerless:
@@ -79,7 +80,7 @@ static pp_status read_header(const char *path, const uint8_t *p, size_t size, si
     return PP_OK;
 }
 
-pp_status pp_tokens_open(const char *path, bool text, int vocab, int block_size,
+pp_status pp_tokens_open(const char *path, bool text, pp_bpe *bpe, int vocab, int block_size,
                          pp_tokens **out, pp_error *err)
 {
     *out = NULL;
@@ -114,7 +115,11 @@ pp_status pp_tokens_open(const char *path, bool text, int vocab, int block_size,
     close(fd);
     size_t start = 0;
     pp_status st = PP_OK;
-    if (text) {
+    if (text && bpe) { /* the ids kept, the file let go */
+        st = pp_bpe_encode(bpe, t->map, t->map_bytes, path, &t->owned, &t->count, err);
+        if (t->map) munmap(t->map, t->map_bytes);
+        t->map = NULL;
+    } else if (text) {
         t->bytes = t->map;
         t->count = (int64_t)t->map_bytes;
     } else {
@@ -144,6 +149,7 @@ void pp_tokens_close(pp_tokens *t)
 {
     if (!t) return;
     if (t->map) munmap(t->map, t->map_bytes);
+    free(t->owned);
     free(t);
 }
 

@@ -9,7 +9,9 @@
  *     version 1, the token count), then that many uint16 tokens;
  *   - nanoGPT's .bin: uint16 tokens, no header (a file whose first int32 is
  *     not a known magic);
- *   - text: any file, each byte one token (vocabulary 256).
+ *   - text: any file, each byte one token (vocabulary 256), or, with GPT-2's
+ *     tokenizer (io/bpe.h), the file's text in its tokens, tokenized when
+ *     opened (the ids kept in memory, 4 bytes a token).
  * The file is mapped read-only and validated whole when opened: the header
  * (a truncated file, another llm.c format), the count (at least one window),
  * every id below the vocabulary (the first one that is not is named by its
@@ -31,6 +33,7 @@
 #include <stdint.h>
 
 #include "runtime/core/status.h"
+#include "runtime/io/bpe.h"
 
 #define PP_TOKENS_MAGIC 20240520     /* llm.c's GPT-2 token files */
 #define PP_TOKENS_VERSION 1
@@ -39,9 +42,10 @@
 
 typedef struct pp_tokens pp_tokens;
 
-/* Opens path (text: bytes as tokens; else a .bin of either kind) for windows
- * of block_size + 1 tokens with ids below vocab. */
-pp_status pp_tokens_open(const char *path, bool text, int vocab, int block_size,
+/* Opens path (text: bytes as tokens, or bpe's tokens where bpe is not NULL;
+ * else a .bin of either kind) for windows of block_size + 1 tokens with ids
+ * below vocab. */
+pp_status pp_tokens_open(const char *path, bool text, pp_bpe *bpe, int vocab, int block_size,
                          pp_tokens **out, pp_error *err);
 void pp_tokens_close(pp_tokens *t);
 

@@ -83,6 +83,7 @@ SECTIONS = {
     "optimizer.lr_schedule": "optimizer.lr_schedule",
     "loss": "loss",
     "data": "data",
+    "data.tokenizer": "data.tokenizer",
     "eval": "eval",
     "walk_transforms": "transforms[]",
     "random_resized_crop": "transforms[].random_resized_crop",

@@ -6,13 +6,14 @@
 # schedule (schedule files in torch's CSV grammar: schedules/ and torch's own
 # files, tests/schedules/torch), checkpoint (safetensors checkpoints:
 # checkpoints/), image (the image decoders: images/) or data (token, text,
-# CIFAR-10 and IDX files: data/) or algo (the convolution algorithm cache's
-# files, PP_CUDNN_CACHE: algos/). New inputs go to fuzz-out/TARGET/corpus, crashing inputs to
+# CIFAR-10 and IDX files: data/), algo (the convolution algorithm cache's
+# files, PP_CUDNN_CACHE: algos/) or tokenizer (GPT-2's tokenizer: its two
+# files, and texts: tokenizer/). New inputs go to fuzz-out/TARGET/corpus, crashing inputs to
 # fuzz-out/TARGET/ (replay one with: build-fuzz/fuzz_TARGET fuzz-out/TARGET/crash-...).
 # Needs clang with the libFuzzer runtime (Debian: clang, libclang-rt-dev).
 set -eu
 target=plan
-case ${1:-} in plan|schedule|checkpoint|image|data|algo) target=$1; shift ;; esac
+case ${1:-} in plan|schedule|checkpoint|image|data|algo|tokenizer) target=$1; shift ;; esac
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,11 +32,12 @@ case $target in
     image) seeds="tests/fuzz/images" extra="-max_len=65536" ;;
     data) seeds="tests/fuzz/data" extra="-max_len=16384" ;;
     algo) seeds="tests/fuzz/algos" extra="-max_len=8192" ;;
+    tokenizer) seeds="tests/fuzz/tokenizer" extra="-max_len=16384" ;;
 esac
 # shellcheck disable=SC2046
 clang -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     "tests/fuzz/fuzz_$target.c" "$bdir/libpipeline-run.a" \
-    $(pkg-config --libs yaml-0.1 openblas jansson libxxhash zlib libjpeg libpng libwebp \
+    $(pkg-config --libs yaml-0.1 openblas jansson libxxhash zlib libpcre2-8 libjpeg libpng libwebp \
         libtiff-4 gdlib) -lnetpbm -lpthread -lm -o "$bdir/fuzz_$target"
 out=fuzz-out/$target
 mkdir -p "$out/corpus"

