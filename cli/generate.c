@@ -170,6 +170,11 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
             fprintf(stderr, "pipeline-run: data.tokenizer: %s\n", e.msg);
             return e.code == PP_ERR_INPUT ? 2 : 1;
         }
+        if (plan->data.tokenizer_special && pp_bpe_use_special(bpe) < 0) {
+            fprintf(stderr, "pipeline-run: out of host memory\n");
+            pp_bpe_close(bpe);
+            return 1;
+        }
     }
     int n = 0, rc = prompt_ids(plan, bpe, a->prompt, &prompt, &n);
     if (rc != 0) {

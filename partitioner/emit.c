@@ -141,7 +141,7 @@ static void emit_source(pp_text *t, const pp_plan *p, const pp_plan_data *d, boo
             put_quoted(t, d->vocab);
             pp_text_put(t, "\n    merges: ");
             put_quoted(t, d->merges ? d->merges : "");
-            pp_text_put(t, "\n");
+            pp_text_put(t, "\n    special: %s\n", d->tokenizer_special ? "true" : "false");
         }
         break;
     case PP_PLAN_DATA_CIFAR10:

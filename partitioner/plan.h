@@ -172,6 +172,7 @@ typedef struct pp_plan_data {
     char *vocab, *merges;       /* data, tokens and text: `tokenizer: {vocab, merges}`, GPT-2's
                                  * (runtime/io/bpe.h), absolute paths, or NULL: text is read
                                  * as bytes; with tokens it serves --generate's text */
+    bool tokenizer_special;     /* tokenizer.special: <|...|> tokens read as themselves */
     pp_mark tokenizer_mark;
     bool shuffle;
     bool has_norm;              /* mean/std given (in_channels values each) */

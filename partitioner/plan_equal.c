@@ -51,7 +51,8 @@ static bool source_equal(const pp_plan_data *da, const pp_plan_data *db, int cha
     if (!str_eq(da->root, db->root)) DIFF("%s.root differs", what);
     if (!str_eq(da->file, db->file) || da->block_size != db->block_size)
         DIFF("%s.file or block_size differs", what);
-    if (!str_eq(da->vocab, db->vocab) || !str_eq(da->merges, db->merges))
+    if (!str_eq(da->vocab, db->vocab) || !str_eq(da->merges, db->merges) ||
+        da->tokenizer_special != db->tokenizer_special)
         DIFF("%s.tokenizer differs", what);
     if (!transforms_eq(da, db)) DIFF("%s.transforms differ", what);
     if (da->skip_bad_images != db->skip_bad_images) DIFF("%s.on_bad_image differs", what);

@@ -183,6 +183,7 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
             put_file(&tv, d->vocab);
             pp_text_put(&tv, ", ");
             put_file(&tv, d->merges ? d->merges : "");
+            if (d->tokenizer_special) pp_text_put(&tv, ", special tokens");
             ok = ok && add(k, "data.tokenizer", &tv);
         }
     }

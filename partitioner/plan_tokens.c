@@ -63,9 +63,10 @@ void pp_walk_token_file(pp_walk *w, const pp_ynode *section, const pp_ynode *fil
 
 void pp_walk_tokenizer(pp_walk *w, const pp_ynode *n, pp_plan_data *d)
 {
-    static const char *const keys[] = {"vocab", "merges"};
-    const pp_ynode *f[2];
-    if (!pp_walk_map(w, n, "data.tokenizer", keys, 2, f)) return;
+    static const char *const keys[] = {"vocab", "merges", "special"};
+    const pp_ynode *f[3];
+    if (!pp_walk_map(w, n, "data.tokenizer", keys, 3, f)) return;
+    if (f[2]) pp_walk_bool(w, f[2], "data.tokenizer.special", &d->tokenizer_special);
     if (!f[0] || !f[1]) {
         pp_walk_error(w, n, "data.tokenizer needs vocab and merges (Hugging Face's vocab.json "
                       "and merges.txt, or OpenAI's encoder.json and vocab.bpe)");
@@ -122,6 +123,12 @@ void pp_walk_check_tokens(pp_walk *w)
         pp_error e;
         if (pp_bpe_open(p->data.vocab, p->data.merges, &bpe, &e) != PP_OK) {
             pp_walk_error(w, w->src[0].tokenizer, "data.tokenizer: %s", e.msg);
+            return;
+        }
+        if (p->data.tokenizer_special && pp_bpe_use_special(bpe) == 0) {
+            pp_walk_error(w, w->src[0].tokenizer, "data.tokenizer.special: the vocabulary has no "
+                          "token of the form <|...|>");
+            pp_bpe_close(bpe);
             return;
         }
         if (pp_bpe_size(bpe) > p->model.gpt2.vocab_size) {

@@ -88,6 +88,7 @@ static pp_status make_config(const pp_plan *plan, const pp_plan_data *d, bool ev
         if (plan->data.vocab) { /* data's tokenizer reads the test set too */
             snprintf(cfg->vocab, sizeof cfg->vocab, "%s", plan->data.vocab);
             snprintf(cfg->merges, sizeof cfg->merges, "%s", plan->data.merges);
+            cfg->special = plan->data.tokenizer_special;
         }
         return PP_OK;
     }

@@ -3,6 +3,7 @@
  * tables of ids (a token's bytes, bytes to id, a pair of ids to its merge),
  * pieces cut by PCRE2, each piece merged by ids, pieces cached.
  */
+#define _GNU_SOURCE /* memmem */
 #include "runtime/io/bpe.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -11,6 +12,7 @@
 #include <limits.h>
 #include <pcre2.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,8 @@ struct pp_bpe {
     merge_slot *merges;      /* pairs hashed (open addressing) */
     size_t merges_mask;
     int n_merges;
+    int32_t *special;        /* with pp_bpe_use_special: the <|...|> tokens */
+    int n_special;
     pcre2_code *re;
     pcre2_match_data *md;
     int32_t *sym;            /* a piece's symbols while merging */
@@ -423,6 +427,7 @@ void pp_bpe_close(pp_bpe *b)
     free(b->len);
     free(b->by_bytes);
     free(b->merges);
+    free(b->special);
     free(b->sym);
     free(b->next);
     free(b->prev);
@@ -661,37 +666,106 @@ static bool encode_piece(pp_bpe *b, const char *p, size_t n, ids *o)
     return true;
 }
 
+int pp_bpe_use_special(pp_bpe *b)
+{
+    free(b->special);
+    b->special = NULL;
+    b->n_special = 0;
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int32_t id = 0; id < b->size; id++) {
+            const uint32_t len = b->len[id];
+            const char *t = b->blob + b->off[id];
+            if (len == UINT32_MAX || len < 5 || memcmp(t, "<|", 2) != 0 ||
+                memcmp(t + len - 2, "|>", 2) != 0)
+                continue;
+            if (pass == 1) b->special[b->n_special++] = id;
+            else n++;
+        }
+        if (pass == 0 && (n == 0 || !(b->special = malloc((size_t)n * sizeof *b->special))))
+            return n == 0 ? 0 : -1;
+    }
+    return b->n_special;
+}
+
+/* Where special token k next stands in text[0, len) at or after at;
+ * SIZE_MAX where it does not. */
+static size_t special_at(const pp_bpe *b, int k, const char *text, size_t len, size_t at)
+{
+    const int32_t id = b->special[k];
+    const size_t tl = b->len[id];
+    const char *f = len - at >= tl ? memmem(text + at, len - at, b->blob + b->off[id], tl) : NULL;
+    return f ? (size_t)(f - text) : SIZE_MAX;
+}
+
+/* The ids of text[at, end) into o, piece by piece. */
+static pp_status encode_text(pp_bpe *b, const char *text, size_t at, size_t end, ids *o,
+                             const char *what, pp_error *err)
+{
+    while (at < end) {
+        /* bytes that are not UTF-8 match nothing (PCRE2_MATCH_INVALID_UTF):
+         * they are the gaps between the pattern's pieces, a piece each run */
+        const int rc = pcre2_match(b->re, (PCRE2_SPTR)text, end, at, 0, b->md, NULL);
+        size_t start = end, stop = end;
+        if (rc > 0) {
+            const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
+            start = ov[0];
+            stop = ov[1];
+        } else if (rc != PCRE2_ERROR_NOMATCH) {
+            PCRE2_UCHAR msg[160];
+            pcre2_get_error_message(rc, msg, sizeof msg);
+            return pp_error_set(err, PP_ERR_INTERNAL, "%s: the tokenizer's pattern at byte %zu: "
+                                "%s", what, at, (char *)msg);
+        }
+        if ((start > at && !encode_piece(b, text + at, start - at, o)) ||
+            (stop > start && !encode_piece(b, text + start, stop - start, o)))
+            return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
+        at = stop > at ? stop : end;
+    }
+    return PP_OK;
+}
+
 pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **out,
                         int64_t *n, pp_error *err)
 {
     *out = NULL;
     *n = 0;
     ids o = {0};
+    pp_status st = PP_OK;
     size_t at = 0;
-    while (at < len) {
-        /* bytes that are not UTF-8 match nothing (PCRE2_MATCH_INVALID_UTF):
-         * they are the gaps between the pattern's pieces, a piece each run */
-        const int rc = pcre2_match(b->re, (PCRE2_SPTR)text, len, at, 0, b->md, NULL);
-        size_t start = len, end = len;
-        if (rc > 0) {
-            const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
-            start = ov[0];
-            end = ov[1];
-        } else if (rc != PCRE2_ERROR_NOMATCH) {
-            PCRE2_UCHAR msg[160];
-            pcre2_get_error_message(rc, msg, sizeof msg);
-            free(o.v);
-            return pp_error_set(err, PP_ERR_INTERNAL, "%s: the tokenizer's pattern at byte %zu: "
-                                "%s", what, at, (char *)msg);
+    /* special tokens cut the text; the parts between them are encoded apart */
+    size_t *next = NULL; /* each special token's next place at or after at; SIZE_MAX none */
+    if (b->n_special > 0 && !(next = malloc((size_t)b->n_special * sizeof *next)))
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
+    for (int k = 0; k < b->n_special; k++) next[k] = special_at(b, k, text, len, 0);
+    while (st == PP_OK && at < len) {
+        size_t cut = len, cut_len = 0; /* the first special token (the longest there) */
+        int32_t cut_id = -1;
+        for (int k = 0; k < b->n_special; k++) {
+            if (next[k] != SIZE_MAX && next[k] < at) next[k] = special_at(b, k, text, len, at);
+            const size_t tl = b->len[b->special[k]];
+            if (next[k] != SIZE_MAX && (next[k] < cut || (next[k] == cut && tl > cut_len))) {
+                cut = next[k];
+                cut_len = tl;
+                cut_id = b->special[k];
+            }
         }
-        if (start > at && !encode_piece(b, text + at, start - at, &o)) goto oom;
-        if (end > start && !encode_piece(b, text + start, end - start, &o)) goto oom;
-        at = end > at ? end : len;
+        st = encode_text(b, text, at, cut, &o, what, err);
+        if (st == PP_OK && cut_id >= 0) {
+            if (!ids_reserve(&o, 1)) {
+                st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
+            } else {
+                o.v[o.n++] = cut_id;
+            }
+        }
+        at = cut_id >= 0 ? cut + cut_len : len;
+    }
+    free(next);
+    if (st != PP_OK) {
+        free(o.v);
+        return st;
     }
     *out = o.v;
     *n = o.n;
     return PP_OK;
-oom:
-    free(o.v);
-    return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
 }

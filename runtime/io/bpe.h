@@ -11,7 +11,8 @@
  * piece's bytes are merged pair by pair, the pair of lowest rank in
  * merges.txt first, every occurrence of it left to right, until no pair of
  * neighbours has a merge. Special tokens such as "<|endoftext|>" are read
- * as ordinary text (OpenAI's encoder, tiktoken's encode_ordinary). Decoding
+ * as ordinary text (OpenAI's encoder, tiktoken's encode_ordinary), unless
+ * pp_bpe_use_special asks otherwise (Hugging Face's tokenizers). Decoding
  * maps each id to its bytes (a token may hold part of a UTF-8 character:
  * the whole sequence's bytes are the text).
  *
@@ -54,6 +55,12 @@ int pp_bpe_merges(const pp_bpe *b);
  * encode and decode to themselves. */
 pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **ids,
                         int64_t *n, pp_error *err);
+
+/* From now on every token of the form <|...|> (GPT-2's <|endoftext|>) is
+ * read where it stands in a text as that token (the text cut there, the
+ * parts between encoded apart; the longest where two start at one place).
+ * The count of such tokens (0: none, nothing changes), -1 out of memory. */
+int pp_bpe_use_special(pp_bpe *b);
 
 /* The bytes of token id (*len of them, not NUL-terminated), or NULL where
  * vocab.json gives id no token. */

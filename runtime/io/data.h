@@ -105,6 +105,7 @@ typedef struct pp_data_config {
     char file[PATH_MAX];
     int block_size;                         /* T: inputs per sample */
     char vocab[PATH_MAX], merges[PATH_MAX]; /* text: GPT-2's tokenizer (io/bpe.h); "" bytes */
+    bool special;                           /* its <|...|> tokens read as themselves */
     /* synthetic */
     int channels, height, width;            /* image shape (default 3 x 32 x 32) */
     int64_t samples;                        /* data set size N; 0 = PP_DATA_SYNTHETIC_SAMPLES */

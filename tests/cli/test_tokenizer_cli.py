@@ -17,12 +17,16 @@ are ASCII's):
   repeats, and a token model (an llm.c .bin of the tokenizer's ids) with
   the same tokenizer takes a text prompt and prints text;
 - --resume refuses a checkpoint of a plan with another tokenizer;
+- special: true reads <|endoftext|> between stories as its one token (the
+  parts between encoded apart), false as text; true with a vocabulary
+  without such a token is refused;
 - bad input, each its exact message and exit 2: a tokenizer under eval, on
   image data, without merges, a missing file, a vocabulary that is not JSON
   (its line and column), ids beyond model.vocab_size, an unknown key.
 With NPM_DIR (GPT-2's own files, from .ci/setup.sh --tests): the text
 "Hello world. Hello world. ..." through GPT-2's tokenizer dumps the
-published ids 15496 995 13 18435 995 13 ...
+published ids 15496 995 13 18435 995 13 ..., and with special: true
+"Hello world.<|endoftext|>" is 15496 995 13 50256.
 """
 import json
 import math
@@ -261,6 +265,33 @@ def test_train_generate():
           f"{r.stderr[-400:]!r}")
 
 
+def test_special():
+    """<|endoftext|> as one token with special: true; as text without."""
+    eot = len(VOCAB)
+    write("vocab-eot.json", json.dumps(dict(VOCAB, **{"<|endoftext|>": eot}), ensure_ascii=False))
+    stories = [LINES[i % 4] * (1 + i % 3) for i in range(40)]
+    write("stories.txt", "<|endoftext|>".join(stories))
+    want = []
+    for i, story in enumerate(stories):
+        want += ([eot] if i else []) + encode(story, VOCAB, RANKS)
+    for special, expect in (("true", want), ("false", encode("<|endoftext|>".join(stories),
+                                                              VOCAB, RANKS))):
+        p = plan(f"special-{special}.yaml", swap=(
+            "tokenizer: {vocab: vocab.json, merges: merges.txt}",
+            f"tokenizer: {{vocab: vocab-eot.json, merges: merges.txt, special: {special}}}"))
+        p = write(f"special-{special}.yaml", open(p).read().replace("file: corpus.txt",
+                                                                    "file: stories.txt"))
+        got = windows(p, "0")
+        check(got == [expect[i * T:i * T + T + 1] for i in range(4)],
+              f"special: {special}: the windows of the stories' tokens ({eot} between them "
+              f"where true): {got[:1]} {expect[:T + 1]}")
+    r = run(plan("special-none.yaml", swap=("merges: merges.txt", "merges: merges.txt, "
+                                            "special: true")), "--validate")
+    check(r.returncode == 2 and "special-none.yaml:8:14: data.tokenizer.special: the vocabulary "
+          "has no token of the form <|...|>" in r.stderr,
+          f"special: true without such a token: {r.returncode} {r.stderr!r}")
+
+
 def test_bad_input():
     write("bad.json", '{"a": 0,\n  "b" 1}\n')
     tok = "  tokenizer: {vocab: vocab.json, merges: merges.txt}\n"
@@ -307,9 +338,17 @@ def test_gpt2_files():
     check(got[:1] == [[15496, 995, 13, 18435, 995, 13, 18435, 995, 13, 18435, 995, 13, 18435,
                        995, 13, 18435, 995]],
           f"GPT-2's tokenizer: the published ids of 'Hello world. Hello world.': {got[:1]}")
+    write("eot.txt", "Hello world.<|endoftext|>" * 40)
+    p = write("gpt2-eot.yaml", open(p).read().replace("hello.txt", "eot.txt").replace(
+        "vocab.bpe')}", "vocab.bpe')}, special: true").replace(
+        "/vocab.bpe}", "/vocab.bpe, special: true}"))
+    got = windows(p, "0")
+    check(got[:1] == [[15496, 995, 13, 50256, 15496, 995, 13, 50256, 15496, 995, 13, 50256,
+                       15496, 995, 13, 50256, 15496]],
+          f"GPT-2's tokenizer, special: true: <|endoftext|> is 50256: {got[:1]}")
 
 
-for t in (test_data, test_train_generate, test_bad_input, test_gpt2_files):
+for t in (test_data, test_train_generate, test_special, test_bad_input, test_gpt2_files):
     t()
 shutil.rmtree(TMP, ignore_errors=True)
 CHECKS.summary("tokenizer cli")

@@ -1,12 +1,14 @@
 /*
  * fuzz_tokenizer.c - libFuzzer target for GPT-2's tokenizer
  * (runtime/io/bpe.h). The input's first byte picks what is fuzzed: 0 the
- * rest is text, encoded by a fixed tokenizer (the 256 bytes and a few
- * merges): it must encode, every id below the vocabulary, and its ids must
- * decode to the same bytes; 1 the rest is a vocab.json and a merges.txt
+ * rest is text, encoded by a fixed tokenizer (the 256 bytes, a few merges
+ * and three special tokens, <|endoftext|> and two that overlap), read as
+ * text (0) or as special tokens (2): it must encode, every id below the
+ * vocabulary, and its ids must decode to the same bytes; 1 the rest is a
+ * vocab.json and a merges.txt
  * (the two bytes after the first give the vocabulary's length), opened:
  * PP_OK or PP_ERR_INPUT, and one that opens encodes a fixed text of many
- * kinds of character and decodes it back. Any violation aborts. Built by
+ * kinds of character and decodes it back (first byte mod 3 chooses). Any violation aborts. Built by
  * tests/fuzz/run.sh tokenizer; corpus_main.c replays files without
  * libFuzzer (test fuzz_tokenizer).
  */
@@ -27,7 +29,7 @@ static void fail(const char *what, const char *detail)
 }
 
 static char g_vocab[4096], g_merges[4096], g_fixed_vocab[4096], g_fixed_merges[4096];
-static pp_bpe *g_fixed;
+static pp_bpe *g_fixed, *g_special; /* the fixed tokenizer; the same with special tokens */
 
 static void cleanup(void)
 {
@@ -36,6 +38,7 @@ static void cleanup(void)
     unlink(g_fixed_vocab);
     unlink(g_fixed_merges);
     pp_bpe_close(g_fixed);
+    pp_bpe_close(g_special);
 }
 
 static void put(const char *path, const void *data, size_t n)
@@ -74,11 +77,13 @@ static void make_fixed(void)
         }
         fprintf(v, "\": %d", 256 + i);
     }
-    fputs("}\n", v);
+    fputs(", \"<|endoftext|>\": 264, \"<|a|>\": 265, \"<|a|>|>\": 266}\n", v);
     if (fclose(v) != 0 || fclose(m) != 0) fail("cannot write", g_fixed_merges);
     pp_error err;
-    if (pp_bpe_open(g_fixed_vocab, g_fixed_merges, &g_fixed, &err) != PP_OK)
+    if (pp_bpe_open(g_fixed_vocab, g_fixed_merges, &g_fixed, &err) != PP_OK ||
+        pp_bpe_open(g_fixed_vocab, g_fixed_merges, &g_special, &err) != PP_OK)
         fail("the fixed tokenizer does not open", err.msg);
+    if (pp_bpe_use_special(g_special) != 3) fail("the fixed tokenizer's special tokens", NULL);
 }
 
 /* Encodes text[0, n) with b; every id a token, and their bytes the text. */
@@ -115,8 +120,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         atexit(cleanup);
     }
     if (size < 1) return 0;
-    if (data[0] % 2 == 0) {
-        round_trip(g_fixed, (const char *)data + 1, size - 1);
+    if (data[0] % 3 != 1) {
+        round_trip(data[0] % 3 ? g_special : g_fixed, (const char *)data + 1, size - 1);
         return 0;
     }
     if (size < 3) return 0;

@@ -4,7 +4,8 @@
  * a piece of GPT-2's pattern and never across two (letters after a space,
  * contractions, symbols, whitespace before a word), long pieces (merged
  * through a heap) as OpenAI's loop restated here merges them, bytes that
- * are not UTF-8 as pieces of their own, the byte alphabet both ways, the cache giving
+ * are not UTF-8 as pieces of their own, special tokens read as text unless
+ * asked for, then cutting the text, the byte alphabet both ways, the cache giving
  * what the merges give, decoding; and every refusal of either file with
  * its message. tests/io/bpe_check.py compares the whole with another
  * implementation over GPT-2's own files.
@@ -65,7 +66,7 @@ static const char *const MERGES[][2] = {
     {"t", "'"},   /* 265: never applies (a letter and an apostrophe are two pieces) */
     {"'", "s"},   /* 266 */
 };
-enum { N_MERGES = sizeof MERGES / sizeof MERGES[0] };
+enum { N_MERGES = sizeof MERGES / sizeof MERGES[0], EOT = 256 + N_MERGES };
 
 /* The test's vocabulary (every byte as its own id, then the merges' tokens)
  * and merges, in dir. */
@@ -82,6 +83,7 @@ static void write_files(const char *vocab, const char *merges)
         snprintf(joined, sizeof joined, "%s%s", MERGES[m][0], MERGES[m][1]);
         put_entry(f, joined, strlen(joined), 256 + m, 1);
     }
+    put_entry(f, "<|eot|>", 7, EOT, 1); /* a special token */
     fputs("}\n", f);
     fclose(f);
     f = fopen(merges, "w");
@@ -129,7 +131,7 @@ static void test_encode(void)
     pp_error err;
     CHECK_OK(pp_bpe_open(vocab, merges, &b, &err), &err);
     if (!b) return;
-    CHECK(pp_bpe_size(b) == 256 + N_MERGES);
+    CHECK(pp_bpe_size(b) == EOT + 1);
     CHECK(pp_bpe_merges(b) == N_MERGES);
     for (int pass = 0; pass < 2; pass++) { /* the second from the cache */
         /* lowest rank first: b c (1) before c d (4) */
@@ -163,6 +165,16 @@ static void test_encode(void)
         /* UTF-8: a letter's bytes, unmerged here */
         EXPECT(b, "\xC3\xA9", 0xC3, 0xA9);
     }
+    /* special tokens: text, unless asked for */
+    EXPECT(b, "a<|eot|>b", 'a', '<', '|', 'e', 'o', 't', '|', '>', 'b');
+    CHECK(pp_bpe_use_special(b) == 1);
+    for (int pass = 0; pass < 2; pass++) {
+        EXPECT(b, "a<|eot|>b", 'a', EOT, 'b');
+        EXPECT(b, "<|eot|><|eot|>", EOT, EOT);
+        EXPECT(b, "x <|eot|> aa", 'x', ' ', EOT, ' ', 256); /* the space before: its own piece */
+        EXPECT(b, "<|eot|", '<', '|', 'e', 'o', 't', '|');
+        EXPECT(b, "<|eot|>", EOT);
+    }
     /* the empty text */
     int32_t *ids = (int32_t *)&ids;
     int64_t n = -1;
@@ -174,7 +186,7 @@ static void test_encode(void)
     CHECK(p && len == 2 && !memcmp(p, "  ", 2));
     p = pp_bpe_token(b, 0xE9, &len);
     CHECK(p && len == 1 && (unsigned char)p[0] == 0xE9);
-    CHECK(pp_bpe_token(b, 256 + N_MERGES, &len) == NULL);
+    CHECK(pp_bpe_token(b, EOT + 1, &len) == NULL);
     CHECK(pp_bpe_token(b, -1, &len) == NULL);
     /* any bytes round-trip, through pieces long and short (the cache holds
      * pieces of up to 64 bytes) */
@@ -188,6 +200,7 @@ static void test_encode(void)
         text[i] = (char)(r % 4 == 0 ? (int)(r >> 8) : r % 4 == 1 ? ' ' : r % 4 == 2 ? 'a' : 'b');
         if (i > 1000 && i < 1200) text[i] = 'a'; /* a piece of 200 bytes */
     }
+    for (int i = 3000; i + 7 < LEN; i += 2311) memcpy(text + i, "<|eot|>", 7);
     for (int pass = 0; pass < 2; pass++) {
         CHECK_OK(pp_bpe_encode(b, text, LEN, "random", &ids, &n, &err), &err);
         size_t at = 0;
