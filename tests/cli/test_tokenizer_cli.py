@@ -77,6 +77,19 @@ def symbols(piece):
     return [ALPHA[b] for b in piece.encode()]
 
 
+def merged(w, pair):
+    """w with every occurrence of pair merged, left to right."""
+    new, i = [], 0
+    while i < len(w):
+        if i + 1 < len(w) and (w[i], w[i + 1]) == pair:
+            new.append(w[i] + w[i + 1])
+            i += 2
+        else:
+            new.append(w[i])
+            i += 1
+    return new
+
+
 def train(text, merges):
     """Textbook BPE: the most frequent pair of neighbours within a piece, merged, again."""
     words = {}
@@ -92,18 +105,11 @@ def train(text, merges):
             break
         best = max(sorted(counts), key=lambda p: counts[p])
         out.append(best)
-        merged = {}
+        after = {}
         for w, n in words.items():
-            new, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    new.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    new.append(w[i])
-                    i += 1
-            merged[tuple(new)] = merged.get(tuple(new), 0) + n
-        words = merged
+            new = tuple(merged(w, best))
+            after[new] = after.get(new, 0) + n
+        words = after
     return out
 
 
@@ -117,15 +123,7 @@ def encode(text, vocab, ranks):
             best = min(pairs, key=lambda q: ranks.get(q, math.inf))
             if best not in ranks:
                 break
-            new, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    new.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    new.append(w[i])
-                    i += 1
-            w = new
+            w = merged(w, best)
         ids += [vocab[s] for s in w]
     return ids
 
