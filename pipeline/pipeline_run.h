@@ -134,6 +134,7 @@
 #include "runtime/io/checkpoint.h"
 #include "runtime/comm/comm.h"
 #include "runtime/io/data.h"
+#include "runtime/io/bpe.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/optimizer.h"
 

@@ -2,8 +2,9 @@
  * bpe.h - GPT-2's byte-level BPE tokenizer, from Hugging Face's two files
  * (`vocab.json`: each token's string and id; `merges.txt`: the merges, most
  * frequent first; OpenAI's `encoder.json` and `vocab.bpe` are the same two
- * files). Internal to runtime/io (tokens.c tokenizes a text file with it)
- * and to the CLI (--generate's prompt and output).
+ * files). Public (installed, exported): tokens.c tokenizes a text file
+ * with it, the CLI --generate's prompt and output, and an embedding program
+ * its own text around pp_pipeline_generate.
  *
  * Encoding is OpenAI's: the text, UTF-8, is cut into pieces by GPT-2's
  * pattern (contractions, letters with an optional leading space, digits,
@@ -33,6 +34,10 @@
 #include <stdint.h>
 
 #include "runtime/core/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define PP_BPE_MAX_ID ((1 << 24) - 1)
 
@@ -65,5 +70,9 @@ int pp_bpe_use_special(pp_bpe *b);
 /* The bytes of token id (*len of them, not NUL-terminated), or NULL where
  * vocab.json gives id no token. */
 const char *pp_bpe_token(const pp_bpe *b, int32_t id, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

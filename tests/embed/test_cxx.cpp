@@ -21,6 +21,10 @@ int main()
 
     pp_error err;
     pp_error_clear(&err);
+    pp_bpe *bpe = NULL; /* the tokenizer's declarations, from C++ */
+    CHECK(pp_bpe_open("/nonexistent/vocab.json", "/nonexistent/merges.txt", &bpe, &err) ==
+              PP_ERR_INPUT &&
+          bpe == NULL && std::strstr(err.msg, "vocab.json") != NULL);
     const int sizes[4] = {2, 2, 2, 2};
     pp_schedule s;
     std::memset(&s, 0, sizeof s);
