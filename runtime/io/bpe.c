@@ -237,12 +237,8 @@ static pp_status read_vocab(pp_bpe *b, const char *path, pp_error *err)
         b->off[id] = at;
         b->len[id] = (uint32_t)n;
         at += n;
-        const int32_t same = id_of_bytes(b, b->blob + b->off[id], n);
-        if (same >= 0) {
-            st = pp_error_set(err, PP_ERR_INPUT, "%s: ids %d and %d are the same token "
-                              "\"%.64s\"", path, (int)same, (int)id, key);
-            goto out;
-        }
+        /* distinct keys (jansson refuses a repeated one) are distinct bytes:
+         * the alphabet is one to one */
         size_t i = hash_bytes(b->blob + b->off[id], n) & b->by_bytes_mask;
         while (b->by_bytes[i] >= 0) i = (i + 1) & b->by_bytes_mask;
         b->by_bytes[i] = id;
@@ -450,22 +446,28 @@ const char *pp_bpe_token(const pp_bpe *b, int32_t id, size_t *len)
     return b->blob + b->off[id];
 }
 
+/* Grows *p (of *cap elements of elem bytes) to hold need, doubling. */
+static bool grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return true;
+    size_t c = *cap ? *cap : 4096;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = c;
+    return true;
+}
+
 /* A growable array of ids. */
 typedef struct ids {
     int32_t *v;
-    int64_t n, cap;
+    size_t n, cap;
 } ids;
 
-static bool ids_reserve(ids *o, int64_t more)
+static bool ids_reserve(ids *o, size_t more)
 {
-    if (o->n + more <= o->cap) return true;
-    int64_t cap = o->cap ? o->cap : 1024;
-    while (cap < o->n + more) cap *= 2;
-    int32_t *v = realloc(o->v, (size_t)cap * sizeof *v);
-    if (!v) return false;
-    o->v = v;
-    o->cap = cap;
-    return true;
+    return grow((void **)&o->v, &o->cap, o->n + more, sizeof *o->v);
 }
 
 static bool heap_less(heap_entry a, heap_entry b)
@@ -499,13 +501,13 @@ static heap_entry heap_pop(heap_entry *h, size_t *n)
     return top;
 }
 
-/* The rank of the pair at pos and the symbol after it, -1 for none. */
-static int32_t rank_at(const pp_bpe *b, int32_t pos)
+/* The merge of the pair at pos and the symbol after it, NULL for none. */
+static const merge_slot *pair_at(const pp_bpe *b, int32_t pos)
 {
     const int32_t r = pos >= 0 ? b->next[pos] : -1;
-    if (r < 0) return -1;
+    if (r < 0) return NULL;
     const merge_slot *ms = merge_at(b, b->sym[pos], b->sym[r]);
-    return ms->key ? ms->rank : -1;
+    return ms->key ? ms : NULL;
 }
 
 /* A long piece's symbols (b->sym[0, n)) merged through a heap of its pairs
@@ -522,8 +524,8 @@ static size_t merge_long(pp_bpe *b, size_t n)
         prev[i] = (int32_t)i - 1;
     }
     for (size_t i = 0; i + 1 < n; i++) {
-        const int32_t r = rank_at(b, (int32_t)i);
-        if (r >= 0) heap_push(b->heap, &hn, (heap_entry){r, (int32_t)i});
+        const merge_slot *ms = pair_at(b, (int32_t)i);
+        if (ms) heap_push(b->heap, &hn, (heap_entry){ms->rank, (int32_t)i});
     }
     int32_t cur = -1;
     for (;;) {
@@ -534,16 +536,17 @@ static size_t merge_long(pp_bpe *b, size_t n)
             cur = b->heap[0].rank;
         }
         const heap_entry e = heap_pop(b->heap, &hn);
-        if (s[e.pos] < 0 || rank_at(b, e.pos) != e.rank) continue; /* stale */
+        const merge_slot *ms = s[e.pos] < 0 ? NULL : pair_at(b, e.pos);
+        if (!ms || ms->rank != e.rank) continue; /* stale */
         const int32_t r = next[e.pos];
-        s[e.pos] = merge_at(b, s[e.pos], s[r])->merged;
+        s[e.pos] = ms->merged;
         s[r] = -1;
         next[e.pos] = next[r];
         if (next[r] >= 0) prev[next[r]] = e.pos;
         const int32_t around[2] = {prev[e.pos], e.pos};
         for (int k = 0; k < 2; k++) {
-            const int32_t rk = around[k] >= 0 ? rank_at(b, around[k]) : -1;
-            if (rk >= 0) b->pending[pn++] = (heap_entry){rk, around[k]};
+            const merge_slot *mk = pair_at(b, around[k]);
+            if (mk) b->pending[pn++] = (heap_entry){mk->rank, around[k]};
         }
     }
     size_t m = 0;
@@ -612,18 +615,6 @@ static int64_t merge_piece(pp_bpe *b, const char *p, size_t n)
     return (int64_t)m;
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return true;
-    size_t c = *cap ? *cap : 4096;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = c;
-    return true;
-}
-
 /* The piece's ids appended to o, from the cache where it is there. */
 static bool encode_piece(pp_bpe *b, const char *p, size_t n, ids *o)
 {
@@ -647,7 +638,7 @@ static bool encode_piece(pp_bpe *b, const char *p, size_t n, ids *o)
         }
     }
     const int64_t m = merge_piece(b, p, n);
-    if (m < 0 || !ids_reserve(o, m)) return false;
+    if (m < 0 || !ids_reserve(o, (size_t)m)) return false;
     memcpy(o->v + o->n, b->sym, (size_t)m * sizeof *o->v);
     o->n += m;
     /* cached while the table is at most half full (then lookups stay short) */
@@ -766,6 +757,6 @@ pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *wha
         return st;
     }
     *out = o.v;
-    *n = o.n;
+    *n = (int64_t)o.n;
     return PP_OK;
 }

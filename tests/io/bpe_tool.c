@@ -13,26 +13,7 @@
 #include <string.h>
 
 #include "runtime/io/bpe.h"
-
-static char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16;
-    char *buf = malloc(cap);
-    *n = 0;
-    size_t got;
-    while (buf && (got = fread(buf + *n, 1, cap - *n, f)) > 0) {
-        *n += got;
-        if (*n == cap) {
-            char *more = realloc(buf, cap *= 2);
-            if (!more) free(buf);
-            buf = more;
-        }
-    }
-    fclose(f);
-    return buf;
-}
+#include "tests/check.h"
 
 int main(int argc, char **argv)
 {
@@ -50,7 +31,7 @@ int main(int argc, char **argv)
     int rc = 0;
     if (!strcmp(argv[3], "encode")) {
         size_t n;
-        char *text = read_all(argv[4], &n);
+        char *text = (char *)check_read_file(argv[4], &n);
         int32_t *ids = NULL;
         int64_t count = 0;
         if (!text) {
