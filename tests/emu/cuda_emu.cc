@@ -1,7 +1,7 @@
 /*
  * cuda_emu.cc - the emulator's launches, rendezvous and checks (cuda_emu.h).
  *
- * A block's threads are fibers (ucontext) on the launching thread, run in
+ * A block's threads are fibers on the launching thread, run in
  * rounds: each runnable fiber in thread order until it returns or waits at a
  * rendezvous (__syncthreads: the block's; a shuffle, an mma or an ldmatrix:
  * its warp's); a rendezvous opens when every thread of its block or warp that has not
@@ -10,12 +10,22 @@
  * is reported with the waiting threads and aborts. Blocks run one after
  * another in reverse order, so a kernel whose results depend on its blocks'
  * order shows it against a reference. Deterministic: one schedule per launch.
+ *
+ * A fiber switch on x86-64 is a few instructions of our own (the
+ * callee-saved registers pushed, the stack pointer swapped): glibc's
+ * swapcontext makes a system call each switch (rt_sigprocmask, for a
+ * signal mask no fiber changes), and the tests switch tens of millions of
+ * times, which made half their time the kernel's. Elsewhere ucontext
+ * switches. Under AddressSanitizer each switch is announced
+ * (__sanitizer_start_switch_fiber / _finish_), so that it knows which stack
+ * is live.
  */
 #include "cuda_emu.h"
 #include "emu.h"
 
 #include <ucontext.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -29,6 +39,109 @@ namespace {
 
 enum { MAX_THREADS = 1024, WARP = 32, STACK_BYTES = 256 * 1024 };
 
+#if defined(__SANITIZE_ADDRESS__)
+#define PP_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PP_EMU_ASAN 1
+#endif
+#endif
+
+} // namespace
+} // namespace pp_emu
+
+#ifdef PP_EMU_ASAN
+extern "C" void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom,
+                                               size_t size);
+extern "C" void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old,
+                                                size_t *size_old);
+#endif
+
+#if defined(__x86_64__)
+/* pp_emu_switch(&from_sp, to_sp): pushes the callee-saved registers (System
+ * V), stores the stack pointer at *from_sp, takes to_sp as the stack and
+ * pops the registers saved there, returning where that context switched
+ * away (or, the first time, into the entry context_make placed). */
+extern "C" void pp_emu_switch(void **from_sp, void *to_sp);
+__asm__(".text\n"
+        ".globl pp_emu_switch\n"
+        ".type pp_emu_switch, @function\n"
+        "pp_emu_switch:\n"
+        "  pushq %rbp\n"
+        "  pushq %rbx\n"
+        "  pushq %r12\n"
+        "  pushq %r13\n"
+        "  pushq %r14\n"
+        "  pushq %r15\n"
+        "  movq %rsp, (%rdi)\n"
+        "  movq %rsi, %rsp\n"
+        "  popq %r15\n"
+        "  popq %r14\n"
+        "  popq %r13\n"
+        "  popq %r12\n"
+        "  popq %rbx\n"
+        "  popq %rbp\n"
+        "  ret\n"
+        ".size pp_emu_switch, .-pp_emu_switch\n");
+#define PP_EMU_OWN_SWITCH 1
+#endif
+
+namespace pp_emu {
+namespace {
+
+/* where a switched-away context resumes */
+struct context {
+#ifdef PP_EMU_OWN_SWITCH
+    void *sp = nullptr;
+#else
+    ucontext_t uc;
+#endif
+    void *fake = nullptr; /* AddressSanitizer's fake stack, while switched away */
+};
+
+/* to set to run entry on stack (entry never returns: it switches away for
+ * good); from: where it will switch back to */
+void context_make(context &to, std::vector<char> &stack, void (*entry)(), context &from)
+{
+#ifdef PP_EMU_OWN_SWITCH
+    (void)from;
+    /* entry's frame as a call would leave it: its address 16-byte aligned
+     * below a zero return address, six registers' zeros below that */
+    uintptr_t top = ((uintptr_t)stack.data() + stack.size()) & ~(uintptr_t)15;
+    void **sp = (void **)(top - 16);
+    sp[1] = nullptr;
+    sp[0] = (void *)entry;
+    for (int r = 0; r < 6; r++) *--sp = nullptr;
+    to.sp = sp;
+#else
+    getcontext(&to.uc);
+    to.uc.uc_stack.ss_sp = stack.data();
+    to.uc.uc_stack.ss_size = stack.size();
+    to.uc.uc_link = &from.uc;
+    makecontext(&to.uc, entry, 0);
+#endif
+}
+
+/* switches from the running context to `to`, whose stack is [bottom, bottom
+ * + size); returns when switched back to. `last`: from never resumes. */
+void context_switch(context &from, context &to, const void *bottom, size_t size,
+                    bool last = false)
+{
+#ifdef PP_EMU_ASAN
+    __sanitizer_start_switch_fiber(last ? nullptr : &from.fake, bottom, size);
+#else
+    (void)bottom, (void)size, (void)last;
+#endif
+#ifdef PP_EMU_OWN_SWITCH
+    pp_emu_switch(&from.sp, to.sp);
+#else
+    swapcontext(&from.uc, &to.uc);
+#endif
+#ifdef PP_EMU_ASAN
+    __sanitizer_finish_switch_fiber(from.fake, nullptr, nullptr);
+#endif
+}
+
 enum fiber_state { RUNNABLE, AT_BLOCK, AT_WARP, RETURNED };
 
 /* a cp.async the thread has issued and no wait has performed yet */
@@ -39,7 +152,7 @@ struct pending_copy {
 };
 
 struct fiber {
-    ucontext_t ctx;
+    context ctx;
     std::vector<char> stack;
     fiber_state state;
     uint64_t gen; /* the rendezvous' generation it waits on */
@@ -84,7 +197,11 @@ struct warp_state {
 };
 
 struct block_run {
-    ucontext_t sched;
+    context sched;
+    /* the launching thread's stack, as AddressSanitizer knows it (learned
+     * at a fiber's first start) */
+    const void *sched_bottom = nullptr;
+    size_t sched_size = 0;
     std::vector<fiber> fibers;
     int n = 0, cur = 0;
     const std::function<void()> *body = nullptr;
@@ -121,9 +238,13 @@ uint3 thread_of(int i, dim3 d)
     return make_uint3(i % d.x, i / d.x % d.y, i / (d.x * d.y));
 }
 
+/* a fiber's entry: the thread's body, then back to the scheduler for good */
 void fiber_main()
 {
     block_run &b = the_run();
+#ifdef PP_EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &b.sched_bottom, &b.sched_size);
+#endif
     const int i = b.cur;
     (*b.body)();
     if (!b.fibers[i].copies.empty())
@@ -136,7 +257,8 @@ void fiber_main()
     warp_state &w = b.warps[i / WARP];
     w.present[i % WARP] = false;
     w.r.leave();
-    /* returns to uc_link: the scheduler */
+    context_switch(b.fibers[i].ctx, b.sched, b.sched_bottom, b.sched_size, true);
+    std::abort(); /* never resumed: the next block starts it anew */
 }
 
 /* the calling fiber waits at r (of kind st) until it opens */
@@ -151,7 +273,7 @@ void arrive(rendezvous &r, fiber_state st)
     }
     f.state = st;
     f.gen = g;
-    swapcontext(&f.ctx, &b.sched);
+    context_switch(f.ctx, b.sched, b.sched_bottom, b.sched_size);
 }
 
 bool waiting(const block_run &b, const fiber &f, int i)
@@ -161,15 +283,10 @@ bool waiting(const block_run &b, const fiber &f, int i)
     return false;
 }
 
-/* f set to run fiber_main on its own stack, returning to the scheduler
- * (a function of its own: getcontext returns twice) */
+/* f set to run fiber_main on its own stack */
 void start_fiber(block_run &b, fiber &f)
 {
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack.data();
-    f.ctx.uc_stack.ss_size = f.stack.size();
-    f.ctx.uc_link = &b.sched;
-    makecontext(&f.ctx, fiber_main, 0);
+    context_make(f.ctx, f.stack, fiber_main, b.sched);
     f.state = RUNNABLE;
     f.copies.clear();
     f.committed = 0;
@@ -201,7 +318,7 @@ void run_block(block_run &b, const ids &id)
             here = id;
             here.thread = thread_of(i, id.block_dim);
             b.cur = i;
-            swapcontext(&b.sched, &f.ctx);
+            context_switch(b.sched, f.ctx, f.stack.data(), f.stack.size());
             ran = true;
         }
         if (!live) return;
