@@ -85,19 +85,16 @@ void pp_walk_tokenizer(pp_walk *w, const pp_ynode *n, pp_plan_data *d)
     w->src[0].tokenizer = n;
 }
 
-/* Opens path as a run would (text through bpe when not NULL); a problem at n. */
+/* What opening path as a run would refuse (text through bpe when not NULL,
+ * tokenized only where its size leaves its count in doubt); a problem at n. */
 static void check_file(pp_walk *w, const pp_ynode *n, const char *key, const char *path,
                        pp_bpe *bpe)
 {
     const pp_plan *p = w->plan;
-    pp_tokens *t;
     pp_error e;
-    if (pp_tokens_open(path, p->data.format == PP_PLAN_DATA_TEXT, bpe, p->model.gpt2.vocab_size,
-                       p->data.block_size, &t, &e) != PP_OK) {
+    if (pp_tokens_check(path, p->data.format == PP_PLAN_DATA_TEXT, bpe, p->model.gpt2.vocab_size,
+                        p->data.block_size, &e) != PP_OK)
         pp_walk_error(w, n, "%s: %s", key, e.msg);
-        return;
-    }
-    pp_tokens_close(t);
 }
 
 void pp_walk_check_tokens(pp_walk *w)

@@ -10,6 +10,7 @@
 
 #include "pipeline/state.h"
 #include "runtime/io/image_index.h"
+#include "runtime/io/reader.h"
 
 #define EVAL_SEED_TAG 0x7e57u /* a synthetic test set's seed: the plan's, xor this */
 
@@ -89,6 +90,9 @@ static pp_status make_config(const pp_plan *plan, const pp_plan_data *d, bool ev
             snprintf(cfg->vocab, sizeof cfg->vocab, "%s", plan->data.vocab);
             snprintf(cfg->merges, sizeof cfg->merges, "%s", plan->data.merges);
             cfg->special = plan->data.tokenizer_special;
+            /* the threads that read batches tokenize it */
+            cfg->workers = plan->data.workers;
+            if (cfg->workers < 1) PP_TRY(pp_data_reader_threads_from_env(&cfg->workers, err));
         }
         return PP_OK;
     }

@@ -2,9 +2,25 @@
  * bpe.c - GPT-2's byte-level BPE (see io/bpe.h): the two files read into
  * tables of ids (a token's bytes, bytes to id, a pair of ids to its merge),
  * pieces cut by PCRE2, each piece merged by ids, pieces cached.
+ *
+ * A long text is encoded by several threads (pp_bpe_set_threads), each a
+ * span of it with scratch and cache of its own (bpe_work), cut where the
+ * pattern always starts a piece and no special token stands across:
+ *   - after a newline, before a printable ASCII character other than space:
+ *     a piece holding the newline is all white space, and the character
+ *     after it is none;
+ *   - between an ASCII letter or digit and a space followed by one: the
+ *     letter's or digit's piece (a run of letters, of digits, or a
+ *     contraction) ends there, and ' ?\p{L}+' or ' ?\p{N}+' starts there.
+ * Every span matches the pattern against the text up to the next special
+ * token (or the end), as one thread would, so the lookahead of a white-space
+ * run at a span's end sees what follows: the ids are the same bits as one
+ * thread's, whatever the threads and spans.
  */
 #define _GNU_SOURCE /* memmem */
 #include "runtime/io/bpe.h"
+
+#include "runtime/core/thread_pool.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <errno.h>
@@ -47,6 +63,22 @@ typedef struct cache_slot {
     size_t key_off, ids_off; /* into cache_bytes, cache_ids */
 } cache_slot;
 
+/* One thread's scratch and cache while encoding. */
+typedef struct bpe_work {
+    pcre2_match_data *md;
+    int32_t *sym;            /* a piece's symbols while merging */
+    size_t sym_cap;
+    int32_t *next, *prev;    /* long pieces: the symbols as a list (-1 ends; sym -1: gone) */
+    heap_entry *heap, *pending;
+    size_t long_cap;
+    cache_slot *cache;       /* pieces already encoded */
+    int cache_used;
+    char *cache_bytes;
+    size_t cache_bytes_len, cache_bytes_cap;
+    int32_t *cache_ids;
+    size_t cache_ids_len, cache_ids_cap;
+} bpe_work;
+
 struct pp_bpe {
     int size;                /* the largest id + 1 */
     char *blob;              /* every token's bytes */
@@ -60,19 +92,12 @@ struct pp_bpe {
     int n_merges;
     int32_t *special;        /* with pp_bpe_use_special: the <|...|> tokens */
     int n_special;
-    pcre2_code *re;
-    pcre2_match_data *md;
-    int32_t *sym;            /* a piece's symbols while merging */
-    size_t sym_cap;
-    int32_t *next, *prev;    /* long pieces: the symbols as a list (-1 ends; sym -1: gone) */
-    heap_entry *heap, *pending;
-    size_t long_cap;
-    cache_slot *cache;       /* pieces already encoded */
-    int cache_used;
-    char *cache_bytes;
-    size_t cache_bytes_len, cache_bytes_cap;
-    int32_t *cache_ids;
-    size_t cache_ids_len, cache_ids_cap;
+    pcre2_code *re;          /* read-only once compiled: shared by the threads */
+    bpe_work *work;          /* work[0] the caller's, work[k] pool worker k's */
+    int n_work;              /* set up (work[0] always) */
+    int threads;             /* pp_bpe_set_threads */
+    size_t span;             /* the least bytes a thread's span holds */
+    pp_thread_pool *pool;    /* threads - 1 workers, started by the first long text */
 };
 
 static uint64_t hash_bytes(const char *p, size_t n)
@@ -381,6 +406,28 @@ static pp_status read_merges(pp_bpe *b, const char *path, pp_error *err)
     return st;
 }
 
+/* w's match data and cache (false: out of memory; work_free frees what was made) */
+static bool work_init(const pp_bpe *b, bpe_work *w)
+{
+    memset(w, 0, sizeof *w);
+    w->md = pcre2_match_data_create_from_pattern(b->re, NULL);
+    w->cache = calloc(CACHE_SLOTS, sizeof *w->cache);
+    return w->md && w->cache;
+}
+
+static void work_free(bpe_work *w)
+{
+    pcre2_match_data_free(w->md);
+    free(w->sym);
+    free(w->next);
+    free(w->prev);
+    free(w->heap);
+    free(w->pending);
+    free(w->cache);
+    free(w->cache_bytes);
+    free(w->cache_ids);
+}
+
 pp_status pp_bpe_open(const char *vocab_path, const char *merges_path, pp_bpe **out,
                       pp_error *err)
 {
@@ -397,13 +444,13 @@ pp_status pp_bpe_open(const char *vocab_path, const char *merges_path, pp_bpe **
         b->re = pcre2_compile((PCRE2_SPTR)PATTERN, PCRE2_ZERO_TERMINATED,
                               PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode, &at,
                               NULL);
-        if (b->re) {
-            (void)pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* else interpreted */
-            b->md = pcre2_match_data_create_from_pattern(b->re, NULL);
-        }
-        b->cache = calloc(CACHE_SLOTS, sizeof *b->cache);
-        if (!b->re || !b->md || !b->cache)
+        if (b->re) (void)pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* else interpreted */
+        b->threads = 1;
+        b->span = PP_BPE_SPAN_DEFAULT;
+        if (!b->re || !(b->work = calloc(1, sizeof *b->work)) || !work_init(b, &b->work[0]))
             st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer's pattern)");
+        else
+            b->n_work = 1;
     }
     if (st != PP_OK) {
         pp_bpe_close(b);
@@ -416,7 +463,10 @@ pp_status pp_bpe_open(const char *vocab_path, const char *merges_path, pp_bpe **
 void pp_bpe_close(pp_bpe *b)
 {
     if (!b) return;
-    pcre2_match_data_free(b->md);
+    pp_thread_pool_free(b->pool);
+    for (int k = 0; k < b->n_work; k++) work_free(&b->work[k]);
+    if (b->work && b->n_work == 0) work_free(&b->work[0]); /* open failed half way */
+    free(b->work);
     pcre2_code_free(b->re);
     free(b->blob);
     free(b->off);
@@ -424,14 +474,6 @@ void pp_bpe_close(pp_bpe *b)
     free(b->by_bytes);
     free(b->merges);
     free(b->special);
-    free(b->sym);
-    free(b->next);
-    free(b->prev);
-    free(b->heap);
-    free(b->pending);
-    free(b->cache);
-    free(b->cache_bytes);
-    free(b->cache_ids);
     free(b);
 }
 
@@ -502,41 +544,41 @@ static heap_entry heap_pop(heap_entry *h, size_t *n)
 }
 
 /* The merge of the pair at pos and the symbol after it, NULL for none. */
-static const merge_slot *pair_at(const pp_bpe *b, int32_t pos)
+static const merge_slot *pair_at(const pp_bpe *b, const bpe_work *w, int32_t pos)
 {
-    const int32_t r = pos >= 0 ? b->next[pos] : -1;
+    const int32_t r = pos >= 0 ? w->next[pos] : -1;
     if (r < 0) return NULL;
-    const merge_slot *ms = merge_at(b, b->sym[pos], b->sym[r]);
+    const merge_slot *ms = merge_at(b, w->sym[pos], w->sym[r]);
     return ms->key ? ms : NULL;
 }
 
-/* A long piece's symbols (b->sym[0, n)) merged through a heap of its pairs
+/* A long piece's symbols (w->sym[0, n)) merged through a heap of its pairs
  * ordered by (rank, place): every pair of the lowest rank, left to right
  * (an occurrence overlapping one just merged is gone: its entry is stale),
  * the pairs those merges make held back until that rank is done, then the
  * next lowest: OpenAI's passes. The count of symbols left. */
-static size_t merge_long(pp_bpe *b, size_t n)
+static size_t merge_long(const pp_bpe *b, bpe_work *w, size_t n)
 {
-    int32_t *s = b->sym, *next = b->next, *prev = b->prev;
+    int32_t *s = w->sym, *next = w->next, *prev = w->prev;
     size_t hn = 0, pn = 0;
     for (size_t i = 0; i < n; i++) {
         next[i] = i + 1 < n ? (int32_t)(i + 1) : -1;
         prev[i] = (int32_t)i - 1;
     }
     for (size_t i = 0; i + 1 < n; i++) {
-        const merge_slot *ms = pair_at(b, (int32_t)i);
-        if (ms) heap_push(b->heap, &hn, (heap_entry){ms->rank, (int32_t)i});
+        const merge_slot *ms = pair_at(b, w, (int32_t)i);
+        if (ms) heap_push(w->heap, &hn, (heap_entry){ms->rank, (int32_t)i});
     }
     int32_t cur = -1;
     for (;;) {
-        if (hn == 0 || b->heap[0].rank != cur) { /* this rank is done */
-            for (size_t i = 0; i < pn; i++) heap_push(b->heap, &hn, b->pending[i]);
+        if (hn == 0 || w->heap[0].rank != cur) { /* this rank is done */
+            for (size_t i = 0; i < pn; i++) heap_push(w->heap, &hn, w->pending[i]);
             pn = 0;
             if (hn == 0) break;
-            cur = b->heap[0].rank;
+            cur = w->heap[0].rank;
         }
-        const heap_entry e = heap_pop(b->heap, &hn);
-        const merge_slot *ms = s[e.pos] < 0 ? NULL : pair_at(b, e.pos);
+        const heap_entry e = heap_pop(w->heap, &hn);
+        const merge_slot *ms = s[e.pos] < 0 ? NULL : pair_at(b, w, e.pos);
         if (!ms || ms->rank != e.rank) continue; /* stale */
         const int32_t r = next[e.pos];
         s[e.pos] = ms->merged;
@@ -545,8 +587,8 @@ static size_t merge_long(pp_bpe *b, size_t n)
         if (next[r] >= 0) prev[next[r]] = e.pos;
         const int32_t around[2] = {prev[e.pos], e.pos};
         for (int k = 0; k < 2; k++) {
-            const merge_slot *mk = pair_at(b, around[k]);
-            if (mk) b->pending[pn++] = (heap_entry){mk->rank, around[k]};
+            const merge_slot *mk = pair_at(b, w, around[k]);
+            if (mk) w->pending[pn++] = (heap_entry){mk->rank, around[k]};
         }
     }
     size_t m = 0;
@@ -554,39 +596,39 @@ static size_t merge_long(pp_bpe *b, size_t n)
     return m;
 }
 
-/* Merges piece p[0, n) into b->sym; the count of symbols left, -1 out of
+/* Merges piece p[0, n) into w->sym; the count of symbols left, -1 out of
  * memory. */
-static int64_t merge_piece(pp_bpe *b, const char *p, size_t n)
+static int64_t merge_piece(const pp_bpe *b, bpe_work *w, const char *p, size_t n)
 {
-    if (b->sym_cap < n) {
-        free(b->sym);
-        b->sym_cap = n * 2;
-        b->sym = malloc(b->sym_cap * sizeof *b->sym);
-        if (!b->sym) {
-            b->sym_cap = 0;
+    if (w->sym_cap < n) {
+        free(w->sym);
+        w->sym_cap = n * 2;
+        w->sym = malloc(w->sym_cap * sizeof *w->sym);
+        if (!w->sym) {
+            w->sym_cap = 0;
             return -1;
         }
     }
-    int32_t *s = b->sym;
+    int32_t *s = w->sym;
     for (size_t i = 0; i < n; i++) s[i] = b->byte_id[(unsigned char)p[i]];
     if (n > SHORT_PIECE) {
-        if (b->long_cap < n) {
-            free(b->next);
-            free(b->prev);
-            free(b->heap);
-            free(b->pending);
-            b->long_cap = n * 2;
-            b->next = malloc(b->long_cap * sizeof *b->next);
-            b->prev = malloc(b->long_cap * sizeof *b->prev);
+        if (w->long_cap < n) {
+            free(w->next);
+            free(w->prev);
+            free(w->heap);
+            free(w->pending);
+            w->long_cap = n * 2;
+            w->next = malloc(w->long_cap * sizeof *w->next);
+            w->prev = malloc(w->long_cap * sizeof *w->prev);
             /* the heap: every pair at most once and two for each merge */
-            b->heap = malloc(3 * b->long_cap * sizeof *b->heap);
-            b->pending = malloc(2 * b->long_cap * sizeof *b->pending);
-            if (!b->next || !b->prev || !b->heap || !b->pending) {
-                b->long_cap = 0;
+            w->heap = malloc(3 * w->long_cap * sizeof *w->heap);
+            w->pending = malloc(2 * w->long_cap * sizeof *w->pending);
+            if (!w->next || !w->prev || !w->heap || !w->pending) {
+                w->long_cap = 0;
                 return -1;
             }
         }
-        return (int64_t)merge_long(b, n);
+        return (int64_t)merge_long(b, w, n);
     }
     size_t m = n;
     while (m > 1) {
@@ -616,7 +658,7 @@ static int64_t merge_piece(pp_bpe *b, const char *p, size_t n)
 }
 
 /* The piece's ids appended to o, from the cache where it is there. */
-static bool encode_piece(pp_bpe *b, const char *p, size_t n, ids *o)
+static bool encode_piece(const pp_bpe *b, bpe_work *w, const char *p, size_t n, ids *o)
 {
     const bool cacheable = n <= CACHE_PIECE_MAX;
     uint64_t h = 0;
@@ -624,35 +666,35 @@ static bool encode_piece(pp_bpe *b, const char *p, size_t n, ids *o)
     if (cacheable) {
         h = hash_bytes(p, n);
         for (size_t i = h & (CACHE_SLOTS - 1);; i = (i + 1) & (CACHE_SLOTS - 1)) {
-            cache_slot *c = &b->cache[i];
+            cache_slot *c = &w->cache[i];
             if (c->hash == 0) {
                 slot = c;
                 break;
             }
-            if (c->hash == h && c->key_len == n && !memcmp(b->cache_bytes + c->key_off, p, n)) {
+            if (c->hash == h && c->key_len == n && !memcmp(w->cache_bytes + c->key_off, p, n)) {
                 if (!ids_reserve(o, c->n_ids)) return false;
-                memcpy(o->v + o->n, b->cache_ids + c->ids_off, c->n_ids * sizeof *o->v);
+                memcpy(o->v + o->n, w->cache_ids + c->ids_off, c->n_ids * sizeof *o->v);
                 o->n += c->n_ids;
                 return true;
             }
         }
     }
-    const int64_t m = merge_piece(b, p, n);
+    const int64_t m = merge_piece(b, w, p, n);
     if (m < 0 || !ids_reserve(o, (size_t)m)) return false;
-    memcpy(o->v + o->n, b->sym, (size_t)m * sizeof *o->v);
+    memcpy(o->v + o->n, w->sym, (size_t)m * sizeof *o->v);
     o->n += m;
     /* cached while the table is at most half full (then lookups stay short) */
-    if (slot && b->cache_used < CACHE_SLOTS / 2 &&
-        grow((void **)&b->cache_bytes, &b->cache_bytes_cap, b->cache_bytes_len + n, 1) &&
-        grow((void **)&b->cache_ids, &b->cache_ids_cap, b->cache_ids_len + (size_t)m,
-             sizeof *b->cache_ids)) {
-        memcpy(b->cache_bytes + b->cache_bytes_len, p, n);
-        memcpy(b->cache_ids + b->cache_ids_len, b->sym, (size_t)m * sizeof *b->cache_ids);
+    if (slot && w->cache_used < CACHE_SLOTS / 2 &&
+        grow((void **)&w->cache_bytes, &w->cache_bytes_cap, w->cache_bytes_len + n, 1) &&
+        grow((void **)&w->cache_ids, &w->cache_ids_cap, w->cache_ids_len + (size_t)m,
+             sizeof *w->cache_ids)) {
+        memcpy(w->cache_bytes + w->cache_bytes_len, p, n);
+        memcpy(w->cache_ids + w->cache_ids_len, w->sym, (size_t)m * sizeof *w->cache_ids);
         *slot = (cache_slot){.hash = h, .key_len = (uint32_t)n, .n_ids = (uint32_t)m,
-                             .key_off = b->cache_bytes_len, .ids_off = b->cache_ids_len};
-        b->cache_bytes_len += n;
-        b->cache_ids_len += (size_t)m;
-        b->cache_used++;
+                             .key_off = w->cache_bytes_len, .ids_off = w->cache_ids_len};
+        w->cache_bytes_len += n;
+        w->cache_ids_len += (size_t)m;
+        w->cache_used++;
     }
     return true;
 }
@@ -679,61 +721,79 @@ int pp_bpe_use_special(pp_bpe *b)
     return b->n_special;
 }
 
-/* Where special token k next stands in text[0, len) at or after at;
- * SIZE_MAX where it does not. */
-static size_t special_at(const pp_bpe *b, int k, const char *text, size_t len, size_t at)
+/* Where special token k first starts in text[0, len) at or after at and
+ * before `to`; SIZE_MAX where it does not. */
+static size_t special_in(const pp_bpe *b, int k, const char *text, size_t len, size_t at,
+                         size_t to)
 {
     const int32_t id = b->special[k];
-    const size_t tl = b->len[id];
-    const char *f = len - at >= tl ? memmem(text + at, len - at, b->blob + b->off[id], tl) : NULL;
+    const size_t tl = b->len[id], hi = to + tl - 1 < len ? to + tl - 1 : len;
+    const char *f = hi > at && hi - at >= tl ? memmem(text + at, hi - at, b->blob + b->off[id], tl)
+                                             : NULL;
     return f ? (size_t)(f - text) : SIZE_MAX;
 }
 
-/* The ids of text[at, end) into o, piece by piece. */
-static pp_status encode_text(pp_bpe *b, const char *text, size_t at, size_t end, ids *o,
-                             const char *what, pp_error *err)
+/* The ids of text[at, stop) into o, piece by piece, the pattern matched
+ * against text[0, end) (end >= stop: the next special token, or the text's
+ * end). Where stop < end, stop is a place where a piece starts (see the
+ * top of the file): a piece found across it is a fault of ours, refused. */
+static pp_status encode_text(const pp_bpe *b, bpe_work *w, const char *text, size_t at,
+                             size_t stop, size_t end, ids *o, const char *what, pp_error *err)
 {
-    while (at < end) {
+    while (at < stop) {
         /* bytes that are not UTF-8 match nothing (PCRE2_MATCH_INVALID_UTF):
          * they are the gaps between the pattern's pieces, a piece each run */
-        const int rc = pcre2_match(b->re, (PCRE2_SPTR)text, end, at, 0, b->md, NULL);
-        size_t start = end, stop = end;
+        const int rc = pcre2_match(b->re, (PCRE2_SPTR)text, end, at, 0, w->md, NULL);
+        size_t start = end, past = end;
         if (rc > 0) {
-            const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(b->md);
+            const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(w->md);
             start = ov[0];
-            stop = ov[1];
+            past = ov[1];
         } else if (rc != PCRE2_ERROR_NOMATCH) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(rc, msg, sizeof msg);
             return pp_error_set(err, PP_ERR_INTERNAL, "%s: the tokenizer's pattern at byte %zu: "
                                 "%s", what, at, (char *)msg);
         }
-        if ((start > at && !encode_piece(b, text + at, start - at, o)) ||
-            (stop > start && !encode_piece(b, text + start, stop - start, o)))
+        if (start < stop && past > stop)
+            return pp_error_set(err, PP_ERR_INTERNAL, "%s: a piece of bytes %zu to %zu crosses "
+                                "the cut between two threads' spans at byte %zu", what, start,
+                                past, stop);
+        if (start > stop) { /* no piece starts before stop: a gap of invalid bytes up to it */
+            if (stop < end)
+                return pp_error_set(err, PP_ERR_INTERNAL, "%s: bytes that are not UTF-8 cross "
+                                    "the cut between two threads' spans at byte %zu", what, stop);
+            start = past = stop;
+        }
+        if ((start > at && !encode_piece(b, w, text + at, start - at, o)) ||
+            (past > start && !encode_piece(b, w, text + start, past - start, o)))
             return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
-        at = stop > at ? stop : end;
+        at = past > at ? past : stop;
     }
     return PP_OK;
 }
 
-pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **out,
-                        int64_t *n, pp_error *err)
+/* The ids of text[from, to) (of text[0, len)) into o: the special tokens
+ * that start in it cut it (the longest where two start at one place), the
+ * text between them encoded apart; `to` starts a piece and no special
+ * token stands across it; `after`: where the next special token after it
+ * starts (len: none), the end of the text its last part is matched in. */
+static pp_status encode_span(const pp_bpe *b, bpe_work *w, const char *text, size_t len,
+                             size_t from, size_t to, size_t after, ids *o, const char *what,
+                             pp_error *err)
 {
-    *out = NULL;
-    *n = 0;
-    ids o = {0};
     pp_status st = PP_OK;
-    size_t at = 0;
-    /* special tokens cut the text; the parts between them are encoded apart */
-    size_t *next = NULL; /* each special token's next place at or after at; SIZE_MAX none */
+    size_t at = from;
+    /* each special token's next place at or after at, before to; SIZE_MAX none */
+    size_t *next = NULL;
     if (b->n_special > 0 && !(next = malloc((size_t)b->n_special * sizeof *next)))
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
-    for (int k = 0; k < b->n_special; k++) next[k] = special_at(b, k, text, len, 0);
-    while (st == PP_OK && at < len) {
-        size_t cut = len, cut_len = 0; /* the first special token (the longest there) */
+    for (int k = 0; k < b->n_special; k++) next[k] = special_in(b, k, text, len, from, to);
+    while (st == PP_OK && at < to) {
+        size_t cut = SIZE_MAX, cut_len = 0; /* the first special token (the longest there) */
         int32_t cut_id = -1;
         for (int k = 0; k < b->n_special; k++) {
-            if (next[k] != SIZE_MAX && next[k] < at) next[k] = special_at(b, k, text, len, at);
+            if (next[k] != SIZE_MAX && next[k] < at) next[k] = special_in(b, k, text, len, at, to);
             const size_t tl = b->len[b->special[k]];
             if (next[k] != SIZE_MAX && (next[k] < cut || (next[k] == cut && tl > cut_len))) {
                 cut = next[k];
@@ -741,22 +801,167 @@ pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *wha
                 cut_id = b->special[k];
             }
         }
-        st = encode_text(b, text, at, cut, &o, what, err);
+        st = cut_id >= 0 ? encode_text(b, w, text, at, cut, cut, o, what, err)
+                         : encode_text(b, w, text, at, to, after, o, what, err);
         if (st == PP_OK && cut_id >= 0) {
-            if (!ids_reserve(&o, 1)) {
+            if (!ids_reserve(o, 1)) {
                 st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
             } else {
-                o.v[o.n++] = cut_id;
+                o->v[o->n++] = cut_id;
             }
         }
-        at = cut_id >= 0 ? cut + cut_len : len;
+        at = cut_id >= 0 ? cut + cut_len : to;
     }
     free(next);
-    if (st != PP_OK) {
-        free(o.v);
-        return st;
+    return st;
+}
+
+static bool ascii_alnum(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+}
+
+/* Whether p (0 < p < len) starts a piece whatever the text around (see the
+ * top of the file) with no special token standing across it. */
+static bool cut_at(const pp_bpe *b, const char *text, size_t len, size_t p)
+{
+    const unsigned char l = (unsigned char)text[p - 1], c = (unsigned char)text[p];
+    const bool starts = (l == '\n' && c > ' ' && c < 0x7f) ||
+                        (c == ' ' && p + 1 < len && ascii_alnum(l) &&
+                         ascii_alnum((unsigned char)text[p + 1]));
+    if (!starts) return false;
+    for (int k = 0; k < b->n_special; k++) {
+        const size_t tl = b->len[b->special[k]], lo = p >= tl - 1 ? p - (tl - 1) : 0;
+        const size_t hi = p + tl - 1 < len ? p + tl - 1 : len; /* occurrences starting < p */
+        if (memmem(text + lo, hi - lo, b->blob + b->off[b->special[k]], tl)) return false;
     }
-    *out = o.v;
-    *n = (int64_t)o.n;
+    return true;
+}
+
+typedef struct spans_job {
+    const pp_bpe *b;
+    const char *text, *what;
+    size_t len;
+    const size_t *cut;   /* span i: [cut[i], cut[i + 1]) */
+    const size_t *after; /* the first special token at or after cut[i + 1] (len: none) */
+    ids *out;          /* span i's ids */
+    pp_status *st;
+    pp_error *err;
+} spans_job;
+
+static void encode_one_span(void *arg, int64_t i, int worker)
+{
+    const spans_job *j = arg;
+    j->st[i] = encode_span(j->b, &j->b->work[worker], j->text, j->len, j->cut[i], j->cut[i + 1],
+                           j->after[i], &j->out[i], j->what, &j->err[i]);
+}
+
+void pp_bpe_set_threads(pp_bpe *b, int threads, size_t span)
+{
+    b->threads = threads < 1 ? 1 : threads > PP_BPE_MAX_THREADS ? PP_BPE_MAX_THREADS : threads;
+    b->span = span ? span : PP_BPE_SPAN_DEFAULT;
+}
+
+/* The pool of b->threads - 1 workers and every thread's work, started
+ * once; the threads to use: 1 where the system gave no thread or no memory. */
+static int start_threads(pp_bpe *b)
+{
+    if (b->pool && pp_thread_pool_workers(b->pool) + 1 != b->threads) {
+        pp_thread_pool_free(b->pool);
+        b->pool = NULL;
+    }
+    pp_error e;
+    if (!b->pool && pp_thread_pool_new(b->threads - 1, 0, &b->pool, &e) != PP_OK) return 1;
+    const int want = pp_thread_pool_workers(b->pool) + 1;
+    if (want > b->n_work) {
+        bpe_work *w = realloc(b->work, (size_t)want * sizeof *w);
+        if (w) {
+            b->work = w;
+            while (b->n_work < want && work_init(b, &b->work[b->n_work])) b->n_work++;
+            if (b->n_work < want) work_free(&b->work[b->n_work]); /* half made */
+        }
+    }
+    if (want < 2 || b->n_work < want) { /* a worker without work: none at all */
+        pp_thread_pool_free(b->pool);
+        b->pool = NULL;
+        return 1;
+    }
+    return want;
+}
+
+pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **out,
+                        int64_t *n, pp_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    /* the spans: up to four a thread (threads slowed by other work leave
+     * theirs to the others), each at least b->span bytes */
+    size_t want = 1;
+    if (b->threads > 1 && len / 2 >= b->span) {
+        const size_t threads = (size_t)start_threads(b);
+        if (threads > 1) want = len / b->span < threads * 4 ? len / b->span : threads * 4;
+    }
+    size_t *cut = malloc((want + 1) * sizeof *cut), *after = malloc(want * sizeof *after);
+    ids *spans = calloc(want, sizeof *spans);
+    pp_status *sts = calloc(want, sizeof *sts);
+    pp_error *errs = calloc(want, sizeof *errs);
+    if (!cut || !after || !spans || !sts || !errs) {
+        free(cut), free(after), free(spans), free(sts), free(errs);
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
+    }
+    size_t count = 1;
+    cut[0] = 0;
+    for (size_t i = 1; i < want; i++) { /* each cut at or after its share's place */
+        size_t p = len / want * i;
+        if (p <= cut[count - 1]) p = cut[count - 1] + 1;
+        while (p < len && !cut_at(b, text, len, p)) p++;
+        if (p >= len) break;
+        cut[count++] = p;
+    }
+    cut[count] = len;
+    /* from the last span back: the first special token at or after each span's end */
+    for (size_t i = count, first = len; i-- > 0;) {
+        after[i] = first;
+        for (int k = 0; i > 0 && k < b->n_special; k++) {
+            const size_t at = special_in(b, k, text, len, cut[i], cut[i + 1]);
+            if (at < first) first = at;
+        }
+    }
+    spans_job job = {.b = b, .text = text, .what = what, .len = len, .cut = cut, .after = after,
+                     .out = spans, .st = sts, .err = errs};
+    if (count > 1)
+        pp_thread_pool_run(b->pool, PP_THREAD_POOL_WITH_CALLER, (int64_t)count, encode_one_span,
+                           &job);
+    else
+        encode_one_span(&job, 0, 0);
+    pp_status st = PP_OK;
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (st == PP_OK && sts[i] != PP_OK) {
+            st = sts[i];
+            *err = errs[i];
+        }
+        total += spans[i].n;
+    }
+    int32_t *v = NULL;
+    if (st == PP_OK && count == 1) {
+        v = spans[0].v;
+        spans[0].v = NULL;
+    } else if (st == PP_OK && total > 0) {
+        if (!(v = malloc(total * sizeof *v))) {
+            st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
+        } else {
+            size_t at = 0;
+            for (size_t i = 0; i < count; i++) {
+                if (spans[i].n) memcpy(v + at, spans[i].v, spans[i].n * sizeof *v);
+                at += spans[i].n;
+            }
+        }
+    }
+    for (size_t i = 0; i < count; i++) free(spans[i].v);
+    free(cut), free(after), free(spans), free(sts), free(errs);
+    if (st != PP_OK) return st;
+    *out = v;
+    *n = (int64_t)total;
     return PP_OK;
 }

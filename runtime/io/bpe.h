@@ -24,8 +24,12 @@
  * merge line that is not two tokens, or that names a token (or a merged
  * token) vocab.json lacks.
  *
- * Thread safety: encoding caches pieces in the tokenizer: one thread at a
- * time per pp_bpe. Decoding (pp_bpe_token) is read-only.
+ * A long text may be encoded by several threads (pp_bpe_set_threads): the
+ * same ids, bit for bit, as one thread's.
+ *
+ * Thread safety: encoding caches pieces in the tokenizer: one call at a
+ * time per pp_bpe (which may itself run threads). Decoding (pp_bpe_token)
+ * is read-only.
  */
 #ifndef PP_IO_BPE_H
 #define PP_IO_BPE_H
@@ -40,6 +44,8 @@ extern "C" {
 #endif
 
 #define PP_BPE_MAX_ID ((1 << 24) - 1)
+#define PP_BPE_MAX_THREADS 64
+#define PP_BPE_SPAN_DEFAULT ((size_t)1 << 20) /* 1 MiB */
 
 typedef struct pp_bpe pp_bpe;
 
@@ -60,6 +66,17 @@ int pp_bpe_merges(const pp_bpe *b);
  * encode and decode to themselves. */
 pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **ids,
                         int64_t *n, pp_error *err);
+
+/* From now on a text of at least 2 * span bytes is encoded by up to
+ * `threads` threads (the caller one of them; 1, the default, encodes on
+ * the caller alone), each taking spans of at least span bytes (0: the
+ * default, PP_BPE_SPAN_DEFAULT) cut where GPT-2's pattern always starts a
+ * piece (after a newline before a printable character; at a space between
+ * ASCII letters or digits). A text with no such place is encoded by one
+ * thread. The threads start with the first such text and stop with
+ * pp_bpe_close; where the system refuses them, the caller encodes alone.
+ * threads is clamped to [1, PP_BPE_MAX_THREADS]. */
+void pp_bpe_set_threads(pp_bpe *b, int threads, size_t span);
 
 /* From now on every token of the form <|...|> (GPT-2's <|endoftext|>) is
  * read where it stands in a text as that token (the text cut there, the

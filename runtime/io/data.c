@@ -236,6 +236,7 @@ static pp_status open_tokens(pp_data *d, const pp_data_config *cfg, pp_error *er
             pp_bpe_close(bpe);
             return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
         }
+        pp_bpe_set_threads(bpe, cfg->workers, 0);
     }
     const pp_status s = pp_tokens_open(cfg->file, text, bpe, vocab, cfg->block_size, &d->tokens,
                                        err);

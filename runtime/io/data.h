@@ -106,6 +106,9 @@ typedef struct pp_data_config {
     int block_size;                         /* T: inputs per sample */
     char vocab[PATH_MAX], merges[PATH_MAX]; /* text: GPT-2's tokenizer (io/bpe.h); "" bytes */
     bool special;                           /* its <|...|> tokens read as themselves */
+    int workers;                            /* text: threads that tokenize it (0 or 1:
+                                               the caller alone; the CLI gives data.workers,
+                                               else PP_READ_THREADS, else the CPUs, <= 8) */
     /* synthetic */
     int channels, height, width;            /* image shape (default 3 x 32 x 32) */
     int64_t samples;                        /* data set size N; 0 = PP_DATA_SYNTHETIC_SAMPLES */

@@ -145,6 +145,28 @@ pp_status pp_tokens_open(const char *path, bool text, pp_bpe *bpe, int vocab, in
     return PP_OK;
 }
 
+pp_status pp_tokens_check(const char *path, bool text, pp_bpe *bpe, int vocab, int block_size,
+                          pp_error *err)
+{
+    if (text && bpe && path && block_size > 0) {
+        size_t longest = 1, len;
+        for (int32_t id = 0; id < pp_bpe_size(bpe); id++)
+            if (pp_bpe_token(bpe, id, &len) && len > longest) longest = len;
+        const int fd = open(path, O_RDONLY | O_CLOEXEC);
+        struct stat sb;
+        if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && pp_bpe_size(bpe) <= vocab &&
+            (uint64_t)sb.st_size / longest >= (uint64_t)block_size + 1) {
+            close(fd);
+            return PP_OK; /* at least block_size + 1 tokens, every id below vocab */
+        }
+        if (fd >= 0) close(fd);
+    }
+    pp_tokens *t;
+    PP_TRY(pp_tokens_open(path, text, bpe, vocab, block_size, &t, err));
+    pp_tokens_close(t);
+    return PP_OK;
+}
+
 void pp_tokens_close(pp_tokens *t)
 {
     if (!t) return;

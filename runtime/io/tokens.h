@@ -49,6 +49,16 @@ pp_status pp_tokens_open(const char *path, bool text, pp_bpe *bpe, int vocab, in
                          pp_tokens **out, pp_error *err);
 void pp_tokens_close(pp_tokens *t);
 
+/* What pp_tokens_open would refuse, as cheaply as can be told: a text
+ * that bpe encodes is tokenized only when its size leaves its count in
+ * doubt (fewer than (block_size + 1) times the longest token's bytes: the
+ * ids are bpe's, all below its size, and each token holds at most that many
+ * of the text's bytes); otherwise the file is only opened. Every other
+ * file is opened as pp_tokens_open opens it. The plan's check, which
+ * would otherwise tokenize a large text once more before the run does. */
+pp_status pp_tokens_check(const char *path, bool text, pp_bpe *bpe, int vocab, int block_size,
+                          pp_error *err);
+
 /* Tokens in the stream; windows (samples) per epoch. */
 int64_t pp_tokens_count(const pp_tokens *t);
 int64_t pp_tokens_windows(const pp_tokens *t);

@@ -290,8 +290,14 @@ def test_special():
           f"special: true without such a token: {r.returncode} {r.stderr!r}")
 
 
+SHORT = CORPUS[:(T + 1) * 5 // 4]
+
+
 def test_bad_input():
     write("bad.json", '{"a": 0,\n  "b" 1}\n')
+    check(len(encode(SHORT, VOCAB, RANKS)) < T + 1 < len(SHORT.encode()),
+          "short.txt: more bytes than a window, fewer tokens")
+    write("short.txt", SHORT)
     tok = "  tokenizer: {vocab: vocab.json, merges: merges.txt}\n"
     cases = [
         ("under eval", plan("e1.yaml", swap=("eval: {file: valid.txt, batch_size: 8}",
@@ -314,6 +320,10 @@ def test_bad_input():
          "e6.yaml:8:14: data.tokenizer: " + os.path.join(TMP, "bad.json") + ":2:"),
         ("beyond vocab_size", plan("e7.yaml", vocab=300),
          "e7.yaml:8:14: data.tokenizer has ids up to 315, beyond model.vocab_size 300"),
+        # more bytes than a window, fewer tokens: the file tokenized when the plan is read
+        ("fewer tokens than a window", plan("e8.yaml", file="short.txt"),
+         f"data.file: {os.path.join(TMP, 'short.txt')}: {len(encode(SHORT, VOCAB, RANKS))} "
+         f"tokens are fewer than one window of block_size + 1 = {T + 1}"),
     ]
     for name, path, want in cases:
         r = run(path, "--validate")

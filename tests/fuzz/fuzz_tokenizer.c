@@ -4,7 +4,9 @@
  * rest is text, encoded by a fixed tokenizer (the 256 bytes, a few merges
  * and three special tokens, <|endoftext|> and two that overlap), read as
  * text (0) or as special tokens (2): it must encode, every id below the
- * vocabulary, and its ids must decode to the same bytes; 1 the rest is a
+ * vocabulary, and its ids must decode to the same bytes, and the same
+ * tokenizer on three threads taking spans of a byte or more must give the
+ * same ids (the text cut wherever it may be); 1 the rest is a
  * vocab.json and a merges.txt
  * (the two bytes after the first give the vocabulary's length), opened:
  * PP_OK or PP_ERR_INPUT, and one that opens encodes a fixed text of many
@@ -29,7 +31,8 @@ static void fail(const char *what, const char *detail)
 }
 
 static char g_vocab[4096], g_merges[4096], g_fixed_vocab[4096], g_fixed_merges[4096];
-static pp_bpe *g_fixed, *g_special; /* the fixed tokenizer; the same with special tokens */
+/* the fixed tokenizer; the same with special tokens; both on three threads */
+static pp_bpe *g_fixed, *g_special, *g_threads[2];
 
 static void cleanup(void)
 {
@@ -39,6 +42,8 @@ static void cleanup(void)
     unlink(g_fixed_merges);
     pp_bpe_close(g_fixed);
     pp_bpe_close(g_special);
+    pp_bpe_close(g_threads[0]);
+    pp_bpe_close(g_threads[1]);
 }
 
 static void put(const char *path, const void *data, size_t n)
@@ -81,13 +86,19 @@ static void make_fixed(void)
     if (fclose(v) != 0 || fclose(m) != 0) fail("cannot write", g_fixed_merges);
     pp_error err;
     if (pp_bpe_open(g_fixed_vocab, g_fixed_merges, &g_fixed, &err) != PP_OK ||
-        pp_bpe_open(g_fixed_vocab, g_fixed_merges, &g_special, &err) != PP_OK)
+        pp_bpe_open(g_fixed_vocab, g_fixed_merges, &g_special, &err) != PP_OK ||
+        pp_bpe_open(g_fixed_vocab, g_fixed_merges, &g_threads[0], &err) != PP_OK ||
+        pp_bpe_open(g_fixed_vocab, g_fixed_merges, &g_threads[1], &err) != PP_OK)
         fail("the fixed tokenizer does not open", err.msg);
-    if (pp_bpe_use_special(g_special) != 3) fail("the fixed tokenizer's special tokens", NULL);
+    if (pp_bpe_use_special(g_special) != 3 || pp_bpe_use_special(g_threads[1]) != 3)
+        fail("the fixed tokenizer's special tokens", NULL);
+    pp_bpe_set_threads(g_threads[0], 3, 1);
+    pp_bpe_set_threads(g_threads[1], 3, 1);
 }
 
-/* Encodes text[0, n) with b; every id a token, and their bytes the text. */
-static void round_trip(pp_bpe *b, const char *text, size_t n)
+/* Encodes text[0, n) with b; every id a token, and their bytes the text;
+ * the ids (*count of them) into *out where out is not NULL. */
+static void round_trip(pp_bpe *b, const char *text, size_t n, int32_t **out, int64_t *count_out)
 {
     int32_t *ids;
     int64_t count;
@@ -103,7 +114,12 @@ static void round_trip(pp_bpe *b, const char *text, size_t n)
         at += len;
     }
     if (at != n) fail("ids that leave text out", NULL);
-    free(ids);
+    if (out) {
+        *out = ids;
+        *count_out = count;
+    } else {
+        free(ids);
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -121,7 +137,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size < 1) return 0;
     if (data[0] % 3 != 1) {
-        round_trip(data[0] % 3 ? g_special : g_fixed, (const char *)data + 1, size - 1);
+        const int special = data[0] % 3 == 2;
+        int32_t *one, *many;
+        int64_t n_one, n_many;
+        round_trip(special ? g_special : g_fixed, (const char *)data + 1, size - 1, &one, &n_one);
+        round_trip(g_threads[special], (const char *)data + 1, size - 1, &many, &n_many);
+        if (n_one != n_many || (n_one && memcmp(one, many, (size_t)n_one * sizeof *one) != 0))
+            fail("three threads' ids are not one thread's", NULL);
+        free(one);
+        free(many);
         return 0;
     }
     if (size < 3) return 0;
@@ -137,7 +161,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (pp_bpe_size(b) < 256) fail("a vocabulary without every byte opened", NULL);
         static const char text[] = "Hello world, it's 42! caf\xC3\xA9  \xE6\x97\xA5\xE6\x9C\xAC"
                                    "\t\n\xF0\x9F\x98\x80 \xFF\xFE the thing";
-        round_trip(b, text, sizeof text - 1);
+        round_trip(b, text, sizeof text - 1, NULL, NULL);
     }
     pp_bpe_close(b);
     return 0;

@@ -16,7 +16,9 @@ JavaScript port of tiktoken, which reads neither file). Checks:
   and tiktoken follow), and words of up to 900 letters (merged through the
   heap of pairs);
 - decoding our ids gives each text's bytes back, the fortunes' own bytes
-  (not UTF-8 in places) too.
+  (not UTF-8 in places) too;
+- on three threads, each text of more than 8 KB cut into spans of 4 KB or
+  more (pp_bpe_set_threads), the same ids as one thread's.
 
 Usage: bpe_check.py BPE_TOOL NPM_DIR. Exits 77 (skip) where node or the
 packages are missing (.ci/setup.sh --tests fetches them into BUILD/npm).
@@ -66,9 +68,9 @@ if probe.returncode != 0:
     skip(f"the reference does not load on this node: {probe.stderr.strip()[-300:]}")
 
 
-def ours(path):
-    r = subprocess.run([TOOL, VOCAB, MERGES, "encode", path], capture_output=True, text=True,
-                       timeout=300)
+def ours(path, threads=1, span=0):
+    r = subprocess.run([TOOL, VOCAB, MERGES, "encode", path, str(threads), str(span)],
+                       capture_output=True, text=True, timeout=300)
     check(r.returncode == 0, f"bpe_tool encode {os.path.basename(path)}: {r.stderr.strip()}")
     return [int(x) for x in r.stdout.split()]
 
@@ -162,6 +164,8 @@ for name, path, raw in texts:
           f"reference's {want[first:first + 8] if first is not None else ''}")
     if name in KNOWN:
         check(got == KNOWN[name], f"{name}: {got}, published {KNOWN[name]}")
+    if len(raw) > 8192:
+        check(ours(path, 3, 4096) == got, f"{name}: three threads' ids are one thread's")
     total += len(got)
     # ours decodes to the bytes; the fortunes' own bytes encode and decode to themselves
     check(decoded(got) == open(path, "rb").read(), f"{name}: decoded, its bytes")

@@ -7,7 +7,8 @@
  * are not UTF-8 as pieces of their own, special tokens read as text unless
  * asked for, then cutting the text, the byte alphabet both ways, the cache giving
  * what the merges give, decoding; and every refusal of either file with
- * its message. tests/io/bpe_check.py compares the whole with another
+ * its message; several threads giving one thread's ids, bit for bit.
+ * tests/io/bpe_check.py compares the whole with another
  * implementation over GPT-2's own files.
  */
 #include <stdio.h>
@@ -68,9 +69,11 @@ static const char *const MERGES[][2] = {
 };
 enum { N_MERGES = sizeof MERGES / sizeof MERGES[0], EOT = 256 + N_MERGES };
 
-/* The test's vocabulary (every byte as its own id, then the merges' tokens)
- * and merges, in dir. */
-static void write_files(const char *vocab, const char *merges)
+/* The test's vocabulary (every byte as its own id, then the merges' tokens,
+ * then <|eot|>; with more, two special tokens that hold places a text may
+ * be cut at, a space between letters and a newline before one, and merges
+ * of white space that tell how a run before a cut was matched) and merges. */
+static void write_files(const char *vocab, const char *merges, int more)
 {
     FILE *f = fopen(vocab, "w");
     fputs("{", f);
@@ -84,6 +87,12 @@ static void write_files(const char *vocab, const char *merges)
         put_entry(f, joined, strlen(joined), 256 + m, 1);
     }
     put_entry(f, "<|eot|>", 7, EOT, 1); /* a special token */
+    if (more) {
+        put_entry(f, "<|a b|>", 7, EOT + 1, 1);
+        put_entry(f, "<|x\ny|>", 7, EOT + 2, 1);
+        put_entry(f, "\n\n", 2, EOT + 3, 1);
+        put_entry(f, " \n", 2, EOT + 4, 1);
+    }
     fputs("}\n", f);
     fclose(f);
     f = fopen(merges, "w");
@@ -93,6 +102,10 @@ static void write_files(const char *vocab, const char *merges)
         fputc(' ', f);
         put_utf8(f, MERGES[m][1]);
         fputs(m == 3 ? "\r\n" : "\n", f); /* a CRLF line too */
+    }
+    if (more) { /* "\n" "\n", " " "\n" */
+        put_utf8(f, "\n"), fputc(' ', f), put_utf8(f, "\n"), fputc('\n', f);
+        put_utf8(f, " "), fputc(' ', f), put_utf8(f, "\n"), fputc('\n', f);
     }
     fclose(f);
 }
@@ -126,7 +139,7 @@ static void test_encode(void)
     char vocab[320], merges[320];
     snprintf(vocab, sizeof vocab, "%s/vocab.json", tmpdir);
     snprintf(merges, sizeof merges, "%s/merges.txt", tmpdir);
-    write_files(vocab, merges);
+    write_files(vocab, merges, 0);
     pp_bpe *b;
     pp_error err;
     CHECK_OK(pp_bpe_open(vocab, merges, &b, &err), &err);
@@ -292,6 +305,79 @@ static void test_against_naive(void)
     pp_bpe_close(b);
 }
 
+/* A text of lines, words, numbers, white space before words and line ends,
+ * contractions, UTF-8 letters, bytes that are not UTF-8, long runs and the
+ * special tokens (two holding places a text may be cut at), into text. */
+static void mixed_text(char *text, size_t len, uint64_t seed)
+{
+    static const char *const words[] = {
+        "aa", "abc", "bcd", "it's", "a1", "42", " ", "  ", "\n", "\n\n", " \n", "\t",
+        "!!", "caf\xC3\xA9", "\xE9", "\xFF\xFE", "<|eot|>", "<|a b|>", "<|x\ny|>", "\r\n",
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "\n a", "b c", "\n'", "<|eot|"};
+    enum { N_WORDS = sizeof words / sizeof *words };
+    uint64_t x = seed;
+    size_t at = 0;
+    while (at < len) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const unsigned r = (unsigned)(x >> 33);
+        /* mostly words between spaces and newlines, where the text may be cut */
+        const char *w = r % 3 ? (r % 7 ? " " : "\n") : words[(r >> 8) % N_WORDS];
+        for (const char *c = w; *c && at < len; c++) text[at++] = *c;
+        if (r % 3 && at < len) text[at++] = "abcdxy12"[(r >> 12) % 8];
+    }
+}
+
+/* Several threads give one thread's ids, bit for bit: texts cut wherever
+ * they may be (spans of 1 byte and more, 2 to 5 threads), special tokens
+ * read as text and as tokens, and a text with no place to cut (one line of
+ * one word). */
+static void test_threads(void)
+{
+    char vocab[320], merges[320];
+    snprintf(vocab, sizeof vocab, "%s/vocab-more.json", tmpdir);
+    snprintf(merges, sizeof merges, "%s/merges-more.txt", tmpdir);
+    write_files(vocab, merges, 1);
+    enum { LEN = 40000 };
+    char *text = malloc(LEN);
+    int cases = 0, differ = 0;
+    for (int special = 0; special < 2; special++) {
+        for (int t = 0; t < 4; t++) {
+            if (t < 3) {
+                mixed_text(text, LEN, 7 + (uint64_t)t);
+            } else {
+                memset(text, 'a', LEN); /* no place to cut: one thread */
+            }
+            pp_bpe *one, *many;
+            pp_error err;
+            CHECK_OK(pp_bpe_open(vocab, merges, &one, &err), &err);
+            CHECK_OK(pp_bpe_open(vocab, merges, &many, &err), &err);
+            if (!one || !many) break;
+            if (special) CHECK(pp_bpe_use_special(one) == 3 && pp_bpe_use_special(many) == 3);
+            int32_t *want, *got;
+            int64_t n_want, n_got;
+            CHECK_OK(pp_bpe_encode(one, text, LEN, "one", &want, &n_want, &err), &err);
+            static const struct { int threads; size_t span; } runs[] = {
+                {2, 1}, {3, 7}, {5, 1}, {4, 1000}, {2, 0}, {3, 64}};
+            for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+                pp_bpe_set_threads(many, runs[k].threads, runs[k].span);
+                for (int again = 0; again < 2; again++) { /* the second from the caches */
+                    CHECK_OK(pp_bpe_encode(many, text, LEN, "many", &got, &n_got, &err), &err);
+                    if (n_got != n_want || memcmp(got, want, (size_t)n_want * sizeof *want))
+                        differ++;
+                    cases++;
+                    free(got);
+                }
+            }
+            free(want);
+            pp_bpe_close(one);
+            pp_bpe_close(many);
+        }
+    }
+    CHECK_MSG(differ == 0 && cases == 96, "%d of %d threaded encodings differ from one thread's",
+              differ, cases);
+    free(text);
+}
+
 /* Each bad file, with the message it must give. */
 static void test_refusals(void)
 {
@@ -407,6 +493,7 @@ int main(void)
     check_mkdtemp(tmpdir, sizeof tmpdir, "bpe");
     test_encode();
     test_against_naive();
+    test_threads();
     test_refusals();
     check_rmtree(tmpdir);
     return check_summary("bpe");
