@@ -77,6 +77,7 @@ typedef struct bpe_work {
     size_t cache_bytes_len, cache_bytes_cap;
     int32_t *cache_ids;
     size_t cache_ids_len, cache_ids_cap;
+    char pad[64]; /* no cache line shared with the next thread's work */
 } bpe_work;
 
 struct pp_bpe {
@@ -852,8 +853,10 @@ typedef struct spans_job {
 static void encode_one_span(void *arg, int64_t i, int worker)
 {
     const spans_job *j = arg;
+    ids o = {0}; /* on this thread's stack: the spans' ids share cache lines */
     j->st[i] = encode_span(j->b, &j->b->work[worker], j->text, j->len, j->cut[i], j->cut[i + 1],
-                           j->after[i], &j->out[i], j->what, &j->err[i]);
+                           j->after[i], &o, j->what, &j->err[i]);
+    j->out[i] = o;
 }
 
 void pp_bpe_set_threads(pp_bpe *b, int threads, size_t span)
