@@ -1,32 +1,16 @@
 /*
  * bpe.c - GPT-2's byte-level BPE (see io/bpe.h): the two files read into
  * tables of ids (a token's bytes, bytes to id, a pair of ids to its merge),
- * pieces cut by PCRE2, each piece merged by ids, pieces cached.
- *
- * A long text is encoded by several threads (pp_bpe_set_threads), each a
- * span of it with scratch and cache of its own (bpe_work), cut where the
- * pattern always starts a piece and no special token stands across:
- *   - after a newline, before a printable ASCII character other than space:
- *     a piece holding the newline is all white space, and the character
- *     after it is none;
- *   - between an ASCII letter or digit and a space followed by one: the
- *     letter's or digit's piece (a run of letters, of digits, or a
- *     contraction) ends there, and ' ?\p{L}+' or ' ?\p{N}+' starts there.
- * Every span matches the pattern against the text up to the next special
- * token (or the end), as one thread would, so the lookahead of a white-space
- * run at a span's end sees what follows: the ids are the same bits as one
- * thread's, whatever the threads and spans.
+ * pieces cut by PCRE2, each piece merged by ids, pieces cached; a span of a
+ * text encoded with one thread's work (bpe_threads.c runs the spans).
  */
 #define _GNU_SOURCE /* memmem */
 #include "runtime/io/bpe.h"
+#include "runtime/io/bpe_internal.h"
 
-#include "runtime/core/thread_pool.h"
-
-#define PCRE2_CODE_UNIT_WIDTH 8
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
-#include <pcre2.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,65 +25,6 @@
 static const char PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS "\\p{L}\\p{N}]+"
                               "|[" WS "]+(?![^" WS "])|[" WS "]+";
 #undef WS
-
-/* Pieces of up to SHORT_PIECE bytes merge by OpenAI's loop (each pass finds
- * the lowest rank among the pairs); longer ones by a heap of pairs, the
- * same merges in O(n log n). */
-enum { CACHE_SLOTS = 1 << 16, CACHE_PIECE_MAX = 64, SHORT_PIECE = 32 };
-
-typedef struct heap_entry {
-    int32_t rank, pos; /* a pair's rank; its left symbol's place in the piece */
-} heap_entry;
-
-typedef struct merge_slot {
-    uint64_t key;   /* (left id + 1) << 32 | (right id + 1); 0 empty */
-    int32_t rank;   /* its line among the merges, 0 first */
-    int32_t merged; /* the id of left's bytes then right's */
-} merge_slot;
-
-typedef struct cache_slot {
-    uint64_t hash;           /* 0 empty */
-    uint32_t key_len, n_ids; /* the piece's bytes; its ids */
-    size_t key_off, ids_off; /* into cache_bytes, cache_ids */
-} cache_slot;
-
-/* One thread's scratch and cache while encoding. */
-typedef struct bpe_work {
-    pcre2_match_data *md;
-    int32_t *sym;            /* a piece's symbols while merging */
-    size_t sym_cap;
-    int32_t *next, *prev;    /* long pieces: the symbols as a list (-1 ends; sym -1: gone) */
-    heap_entry *heap, *pending;
-    size_t long_cap;
-    cache_slot *cache;       /* pieces already encoded */
-    int cache_used;
-    char *cache_bytes;
-    size_t cache_bytes_len, cache_bytes_cap;
-    int32_t *cache_ids;
-    size_t cache_ids_len, cache_ids_cap;
-    char pad[64]; /* no cache line shared with the next thread's work */
-} bpe_work;
-
-struct pp_bpe {
-    int size;                /* the largest id + 1 */
-    char *blob;              /* every token's bytes */
-    size_t *off;             /* token id's bytes at blob + off[id]; */
-    uint32_t *len;           /* len[id] of them; UINT32_MAX: no token */
-    int32_t *by_bytes;       /* ids hashed by their bytes (open addressing), -1 empty */
-    size_t by_bytes_mask;
-    int32_t byte_id[256];    /* each byte's own token */
-    merge_slot *merges;      /* pairs hashed (open addressing) */
-    size_t merges_mask;
-    int n_merges;
-    int32_t *special;        /* with pp_bpe_use_special: the <|...|> tokens */
-    int n_special;
-    pcre2_code *re;          /* read-only once compiled: shared by the threads */
-    bpe_work *work;          /* work[0] the caller's, work[k] pool worker k's */
-    int n_work;              /* set up (work[0] always) */
-    int threads;             /* pp_bpe_set_threads */
-    size_t span;             /* the least bytes a thread's span holds */
-    pp_thread_pool *pool;    /* threads - 1 workers, started by the first long text */
-};
 
 static uint64_t hash_bytes(const char *p, size_t n)
 {
@@ -407,8 +332,8 @@ static pp_status read_merges(pp_bpe *b, const char *path, pp_error *err)
     return st;
 }
 
-/* w's match data and cache (false: out of memory; work_free frees what was made) */
-static bool work_init(const pp_bpe *b, bpe_work *w)
+/* bpe_internal.h */
+bool pp_bpe_work_init(const pp_bpe *b, bpe_work *w)
 {
     memset(w, 0, sizeof *w);
     w->md = pcre2_match_data_create_from_pattern(b->re, NULL);
@@ -416,7 +341,7 @@ static bool work_init(const pp_bpe *b, bpe_work *w)
     return w->md && w->cache;
 }
 
-static void work_free(bpe_work *w)
+void pp_bpe_work_free(bpe_work *w)
 {
     pcre2_match_data_free(w->md);
     free(w->sym);
@@ -448,7 +373,8 @@ pp_status pp_bpe_open(const char *vocab_path, const char *merges_path, pp_bpe **
         if (b->re) (void)pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* else interpreted */
         b->threads = 1;
         b->span = PP_BPE_SPAN_DEFAULT;
-        if (!b->re || !(b->work = calloc(1, sizeof *b->work)) || !work_init(b, &b->work[0]))
+        if (!b->re || !(b->work = calloc(1, sizeof *b->work)) ||
+            !pp_bpe_work_init(b, &b->work[0]))
             st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer's pattern)");
         else
             b->n_work = 1;
@@ -465,8 +391,8 @@ void pp_bpe_close(pp_bpe *b)
 {
     if (!b) return;
     pp_thread_pool_free(b->pool);
-    for (int k = 0; k < b->n_work; k++) work_free(&b->work[k]);
-    if (b->work && b->n_work == 0) work_free(&b->work[0]); /* open failed half way */
+    for (int k = 0; k < b->n_work; k++) pp_bpe_work_free(&b->work[k]);
+    if (b->work && b->n_work == 0) pp_bpe_work_free(&b->work[0]); /* open failed half way */
     free(b->work);
     pcre2_code_free(b->re);
     free(b->blob);
@@ -501,12 +427,6 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem)
     *cap = c;
     return true;
 }
-
-/* A growable array of ids. */
-typedef struct ids {
-    int32_t *v;
-    size_t n, cap;
-} ids;
 
 static bool ids_reserve(ids *o, size_t more)
 {
@@ -722,9 +642,8 @@ int pp_bpe_use_special(pp_bpe *b)
     return b->n_special;
 }
 
-/* Where special token k first starts in text[0, len) at or after at and
- * before `to`; SIZE_MAX where it does not. */
-static size_t special_in(const pp_bpe *b, int k, const char *text, size_t len, size_t at,
+/* bpe_internal.h */
+size_t pp_bpe_special_in(const pp_bpe *b, int k, const char *text, size_t len, size_t at,
                          size_t to)
 {
     const int32_t id = b->special[k];
@@ -774,12 +693,8 @@ static pp_status encode_text(const pp_bpe *b, bpe_work *w, const char *text, siz
     return PP_OK;
 }
 
-/* The ids of text[from, to) (of text[0, len)) into o: the special tokens
- * that start in it cut it (the longest where two start at one place), the
- * text between them encoded apart; `to` starts a piece and no special
- * token stands across it; `after`: where the next special token after it
- * starts (len: none), the end of the text its last part is matched in. */
-static pp_status encode_span(const pp_bpe *b, bpe_work *w, const char *text, size_t len,
+/* bpe_internal.h */
+pp_status pp_bpe_encode_span(const pp_bpe *b, bpe_work *w, const char *text, size_t len,
                              size_t from, size_t to, size_t after, ids *o, const char *what,
                              pp_error *err)
 {
@@ -789,12 +704,14 @@ static pp_status encode_span(const pp_bpe *b, bpe_work *w, const char *text, siz
     size_t *next = NULL;
     if (b->n_special > 0 && !(next = malloc((size_t)b->n_special * sizeof *next)))
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
-    for (int k = 0; k < b->n_special; k++) next[k] = special_in(b, k, text, len, from, to);
+    for (int k = 0; k < b->n_special; k++)
+        next[k] = pp_bpe_special_in(b, k, text, len, from, to);
     while (st == PP_OK && at < to) {
         size_t cut = SIZE_MAX, cut_len = 0; /* the first special token (the longest there) */
         int32_t cut_id = -1;
         for (int k = 0; k < b->n_special; k++) {
-            if (next[k] != SIZE_MAX && next[k] < at) next[k] = special_in(b, k, text, len, at, to);
+            if (next[k] != SIZE_MAX && next[k] < at)
+                next[k] = pp_bpe_special_in(b, k, text, len, at, to);
             const size_t tl = b->len[b->special[k]];
             if (next[k] != SIZE_MAX && (next[k] < cut || (next[k] == cut && tl > cut_len))) {
                 cut = next[k];
@@ -815,156 +732,4 @@ static pp_status encode_span(const pp_bpe *b, bpe_work *w, const char *text, siz
     }
     free(next);
     return st;
-}
-
-static bool ascii_alnum(unsigned char c)
-{
-    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
-}
-
-/* Whether p (0 < p < len) starts a piece whatever the text around (see the
- * top of the file) with no special token standing across it. */
-static bool cut_at(const pp_bpe *b, const char *text, size_t len, size_t p)
-{
-    const unsigned char l = (unsigned char)text[p - 1], c = (unsigned char)text[p];
-    const bool starts = (l == '\n' && c > ' ' && c < 0x7f) ||
-                        (c == ' ' && p + 1 < len && ascii_alnum(l) &&
-                         ascii_alnum((unsigned char)text[p + 1]));
-    if (!starts) return false;
-    for (int k = 0; k < b->n_special; k++) {
-        const size_t tl = b->len[b->special[k]], lo = p >= tl - 1 ? p - (tl - 1) : 0;
-        const size_t hi = p + tl - 1 < len ? p + tl - 1 : len; /* occurrences starting < p */
-        if (memmem(text + lo, hi - lo, b->blob + b->off[b->special[k]], tl)) return false;
-    }
-    return true;
-}
-
-typedef struct spans_job {
-    const pp_bpe *b;
-    const char *text, *what;
-    size_t len;
-    const size_t *cut;   /* span i: [cut[i], cut[i + 1]) */
-    const size_t *after; /* the first special token at or after cut[i + 1] (len: none) */
-    ids *out;          /* span i's ids */
-    pp_status *st;
-    pp_error *err;
-} spans_job;
-
-static void encode_one_span(void *arg, int64_t i, int worker)
-{
-    const spans_job *j = arg;
-    ids o = {0}; /* on this thread's stack: the spans' ids share cache lines */
-    j->st[i] = encode_span(j->b, &j->b->work[worker], j->text, j->len, j->cut[i], j->cut[i + 1],
-                           j->after[i], &o, j->what, &j->err[i]);
-    j->out[i] = o;
-}
-
-void pp_bpe_set_threads(pp_bpe *b, int threads, size_t span)
-{
-    b->threads = threads < 1 ? 1 : threads > PP_BPE_MAX_THREADS ? PP_BPE_MAX_THREADS : threads;
-    b->span = span ? span : PP_BPE_SPAN_DEFAULT;
-}
-
-/* The pool of b->threads - 1 workers and every thread's work, started
- * once; the threads to use: 1 where the system gave no thread or no memory. */
-static int start_threads(pp_bpe *b)
-{
-    if (b->pool && pp_thread_pool_workers(b->pool) + 1 != b->threads) {
-        pp_thread_pool_free(b->pool);
-        b->pool = NULL;
-    }
-    pp_error e;
-    if (!b->pool && pp_thread_pool_new(b->threads - 1, 0, &b->pool, &e) != PP_OK) return 1;
-    const int want = pp_thread_pool_workers(b->pool) + 1;
-    if (want > b->n_work) {
-        bpe_work *w = realloc(b->work, (size_t)want * sizeof *w);
-        if (w) {
-            b->work = w;
-            while (b->n_work < want && work_init(b, &b->work[b->n_work])) b->n_work++;
-            if (b->n_work < want) work_free(&b->work[b->n_work]); /* half made */
-        }
-    }
-    if (want < 2 || b->n_work < want) { /* a worker without work: none at all */
-        pp_thread_pool_free(b->pool);
-        b->pool = NULL;
-        return 1;
-    }
-    return want;
-}
-
-pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **out,
-                        int64_t *n, pp_error *err)
-{
-    *out = NULL;
-    *n = 0;
-    /* the spans: up to four a thread (threads slowed by other work leave
-     * theirs to the others), each at least b->span bytes */
-    size_t want = 1;
-    if (b->threads > 1 && len / 2 >= b->span) {
-        const size_t threads = (size_t)start_threads(b);
-        if (threads > 1) want = len / b->span < threads * 4 ? len / b->span : threads * 4;
-    }
-    size_t *cut = malloc((want + 1) * sizeof *cut), *after = malloc(want * sizeof *after);
-    ids *spans = calloc(want, sizeof *spans);
-    pp_status *sts = calloc(want, sizeof *sts);
-    pp_error *errs = calloc(want, sizeof *errs);
-    if (!cut || !after || !spans || !sts || !errs) {
-        free(cut), free(after), free(spans), free(sts), free(errs);
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
-    }
-    size_t count = 1;
-    cut[0] = 0;
-    for (size_t i = 1; i < want; i++) { /* each cut at or after its share's place */
-        size_t p = len / want * i;
-        if (p <= cut[count - 1]) p = cut[count - 1] + 1;
-        while (p < len && !cut_at(b, text, len, p)) p++;
-        if (p >= len) break;
-        cut[count++] = p;
-    }
-    cut[count] = len;
-    /* from the last span back: the first special token at or after each span's end */
-    for (size_t i = count, first = len; i-- > 0;) {
-        after[i] = first;
-        for (int k = 0; i > 0 && k < b->n_special; k++) {
-            const size_t at = special_in(b, k, text, len, cut[i], cut[i + 1]);
-            if (at < first) first = at;
-        }
-    }
-    spans_job job = {.b = b, .text = text, .what = what, .len = len, .cut = cut, .after = after,
-                     .out = spans, .st = sts, .err = errs};
-    if (count > 1)
-        pp_thread_pool_run(b->pool, PP_THREAD_POOL_WITH_CALLER, (int64_t)count, encode_one_span,
-                           &job);
-    else
-        encode_one_span(&job, 0, 0);
-    pp_status st = PP_OK;
-    size_t total = 0;
-    for (size_t i = 0; i < count; i++) {
-        if (st == PP_OK && sts[i] != PP_OK) {
-            st = sts[i];
-            *err = errs[i];
-        }
-        total += spans[i].n;
-    }
-    int32_t *v = NULL;
-    if (st == PP_OK && count == 1) {
-        v = spans[0].v;
-        spans[0].v = NULL;
-    } else if (st == PP_OK && total > 0) {
-        if (!(v = malloc(total * sizeof *v))) {
-            st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
-        } else {
-            size_t at = 0;
-            for (size_t i = 0; i < count; i++) {
-                if (spans[i].n) memcpy(v + at, spans[i].v, spans[i].n * sizeof *v);
-                at += spans[i].n;
-            }
-        }
-    }
-    for (size_t i = 0; i < count; i++) free(spans[i].v);
-    free(cut), free(after), free(spans), free(sts), free(errs);
-    if (st != PP_OK) return st;
-    *out = v;
-    *n = (int64_t)total;
-    return PP_OK;
 }
