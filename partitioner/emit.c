@@ -137,10 +137,12 @@ static void emit_source(pp_text *t, const pp_plan *p, const pp_plan_data *d, boo
         pp_text_put(t, "\n");
         if (!eval) pp_text_put(t, "  block_size: %d\n", d->block_size);
         if (!eval && d->vocab) {
-            pp_text_put(t, "  tokenizer:\n    vocab: ");
+            pp_text_put(t, d->merges ? "  tokenizer:\n    vocab: " : "  tokenizer:\n    file: ");
             put_quoted(t, d->vocab);
-            pp_text_put(t, "\n    merges: ");
-            put_quoted(t, d->merges ? d->merges : "");
+            if (d->merges) {
+                pp_text_put(t, "\n    merges: ");
+                put_quoted(t, d->merges);
+            }
             pp_text_put(t, "\n    special: %s\n", d->tokenizer_special ? "true" : "false");
         }
         break;

@@ -171,7 +171,8 @@ typedef struct pp_plan_data {
                                  * block_size (its default); = model.gpt2.seq_len */
     char *vocab, *merges;       /* data, tokens and text: `tokenizer: {vocab, merges}`, GPT-2's
                                  * (runtime/io/bpe.h), absolute paths, or NULL: text is read
-                                 * as bytes; with tokens it serves --generate's text */
+                                 * as bytes; with tokens it serves --generate's text;
+                                 * `tokenizer: {file}`: vocab the tokenizer.json, merges NULL */
     bool tokenizer_special;     /* tokenizer.special: <|...|> tokens read as themselves */
     pp_mark tokenizer_mark;
     bool shuffle;

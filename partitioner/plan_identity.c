@@ -181,8 +181,10 @@ pp_status pp_plan_step_keys_get(const pp_plan *p, pp_plan_step_keys *k, pp_error
         if (d->vocab) { /* the tokenizer decides the tokens of a text */
             pp_text tv = {0};
             put_file(&tv, d->vocab);
-            pp_text_put(&tv, ", ");
-            put_file(&tv, d->merges ? d->merges : "");
+            if (d->merges) { /* else vocab is the one tokenizer.json */
+                pp_text_put(&tv, ", ");
+                put_file(&tv, d->merges);
+            }
             if (d->tokenizer_special) pp_text_put(&tv, ", special tokens");
             ok = ok && add(k, "data.tokenizer", &tv);
         }

@@ -7,7 +7,8 @@
  * run would open them (runtime/io/tokens.h), so `--validate` finds a bad
  * header, a file shorter than one window or an id at or above
  * model.vocab_size, each reported at the key that names the file. A
- * tokenizer (`data.tokenizer: {vocab, merges}`, GPT-2's: runtime/io/bpe.h)
+ * tokenizer (`data.tokenizer: {vocab, merges}` or `{file}`, Hugging Face's
+ * tokenizer.json; GPT-2's: runtime/io/bpe.h)
  * is read and checked likewise, against model.vocab_size, and a text file
  * is read through it.
  */
@@ -63,13 +64,26 @@ void pp_walk_token_file(pp_walk *w, const pp_ynode *section, const pp_ynode *fil
 
 void pp_walk_tokenizer(pp_walk *w, const pp_ynode *n, pp_plan_data *d)
 {
-    static const char *const keys[] = {"vocab", "merges", "special"};
-    const pp_ynode *f[3];
-    if (!pp_walk_map(w, n, "data.tokenizer", keys, 3, f)) return;
+    static const char *const keys[] = {"vocab", "merges", "special", "file"};
+    const pp_ynode *f[4];
+    if (!pp_walk_map(w, n, "data.tokenizer", keys, 4, f)) return;
     if (f[2]) pp_walk_bool(w, f[2], "data.tokenizer.special", &d->tokenizer_special);
+    if (f[3] && (f[0] || f[1])) {
+        pp_walk_error(w, f[0] ? f[0] : f[1], "data.tokenizer takes file (a tokenizer.json) or "
+                      "vocab and merges, not both");
+        return;
+    }
+    if (f[3]) { /* Hugging Face's one file */
+        d->vocab = pp_walk_path(w, f[3], "data.tokenizer.file", false);
+        if (!d->vocab) return;
+        d->tokenizer_mark = pp_walk_mark(n);
+        w->src[0].tokenizer = n;
+        return;
+    }
     if (!f[0] || !f[1]) {
         pp_walk_error(w, n, "data.tokenizer needs vocab and merges (Hugging Face's vocab.json "
-                      "and merges.txt, or OpenAI's encoder.json and vocab.bpe)");
+                      "and merges.txt, or OpenAI's encoder.json and vocab.bpe), or file (Hugging "
+                      "Face's tokenizer.json)");
         return;
     }
     char *vocab = pp_walk_path(w, f[0], "data.tokenizer.vocab", false);
@@ -118,13 +132,15 @@ void pp_walk_check_tokens(pp_walk *w)
     pp_bpe *bpe = NULL;
     if (p->data.vocab) {
         pp_error e;
-        if (pp_bpe_open(p->data.vocab, p->data.merges, &bpe, &e) != PP_OK) {
+        if ((p->data.merges ? pp_bpe_open(p->data.vocab, p->data.merges, &bpe, &e)
+                            : pp_bpe_open_json(p->data.vocab, &bpe, &e)) != PP_OK) {
             pp_walk_error(w, w->src[0].tokenizer, "data.tokenizer: %s", e.msg);
             return;
         }
         if (p->data.tokenizer_special && pp_bpe_use_special(bpe) == 0) {
-            pp_walk_error(w, w->src[0].tokenizer, "data.tokenizer.special: the vocabulary has no "
-                          "token of the form <|...|>");
+            pp_walk_error(w, w->src[0].tokenizer, "data.tokenizer.special: %s",
+                          p->data.merges ? "the vocabulary has no token of the form <|...|>"
+                                         : "the tokenizer.json lists no added_tokens");
             pp_bpe_close(bpe);
             return;
         }

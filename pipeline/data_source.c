@@ -88,7 +88,8 @@ static pp_status make_config(const pp_plan *plan, const pp_plan_data *d, bool ev
         cfg->classes = plan->model.gpt2.vocab_size;
         if (plan->data.vocab) { /* data's tokenizer reads the test set too */
             snprintf(cfg->vocab, sizeof cfg->vocab, "%s", plan->data.vocab);
-            snprintf(cfg->merges, sizeof cfg->merges, "%s", plan->data.merges);
+            snprintf(cfg->merges, sizeof cfg->merges, "%s",
+                     plan->data.merges ? plan->data.merges : ""); /* "": tokenizer.json */
             cfg->special = plan->data.tokenizer_special;
             /* the threads that read batches tokenize it */
             cfg->workers = plan->data.workers;

@@ -115,41 +115,24 @@ static size_t pow2_above(size_t n)
     return c;
 }
 
-/* vocab.json: an object of token string to id. */
-static pp_status read_vocab(pp_bpe *b, const char *path, pp_error *err)
+/* bpe_internal.h */
+pp_status pp_bpe_vocab_from_json(pp_bpe *b, const json_t *root, const char *what, pp_error *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return pp_error_set(err, errno == ENOENT || errno == EACCES ? PP_ERR_INPUT : PP_ERR_IO,
-                            "%s: %s", path, strerror(errno));
-    json_error_t je;
-    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
-    fclose(f);
-    if (!root)
-        return pp_error_set(err, PP_ERR_INPUT, "%s:%d:%d: %s", path, je.line, je.column,
-                            je.text);
-    pp_status st = PP_OK;
-    if (!json_is_object(root) || json_object_size(root) == 0) {
-        st = pp_error_set(err, PP_ERR_INPUT, "%s: not a tokenizer's vocabulary (a JSON object "
-                          "of token strings to ids)", path);
-        goto out;
-    }
+    if (!json_is_object(root) || json_object_size(root) == 0)
+        return pp_error_set(err, PP_ERR_INPUT, "%s: not a tokenizer's vocabulary (a JSON object "
+                            "of token strings to ids)", what);
     const char *key;
     json_t *v;
     size_t bytes = 0;
     int size = 0;
-    json_object_foreach(root, key, v) {
-        if (!json_is_integer(v)) {
-            st = pp_error_set(err, PP_ERR_INPUT, "%s: token \"%.64s\": its id is not an integer",
-                              path, key);
-            goto out;
-        }
+    json_object_foreach((json_t *)root, key, v) {
+        if (!json_is_integer(v))
+            return pp_error_set(err, PP_ERR_INPUT, "%s: token \"%.64s\": its id is not an "
+                                "integer", what, key);
         const json_int_t id = json_integer_value(v);
-        if (id < 0 || id > PP_BPE_MAX_ID) {
-            st = pp_error_set(err, PP_ERR_INPUT, "%s: token \"%.64s\" has id %lld (ids are 0 to "
-                              "%d)", path, key, (long long)id, PP_BPE_MAX_ID);
-            goto out;
-        }
+        if (id < 0 || id > PP_BPE_MAX_ID)
+            return pp_error_set(err, PP_ERR_INPUT, "%s: token \"%.64s\" has id %lld (ids are 0 "
+                                "to %d)", what, key, (long long)id, PP_BPE_MAX_ID);
         if ((int)id >= size) size = (int)id + 1;
         bytes += strlen(key);
     }
@@ -159,32 +142,24 @@ static pp_status read_vocab(pp_bpe *b, const char *path, pp_error *err)
     b->len = malloc((size_t)size * sizeof *b->len);
     b->by_bytes_mask = pow2_above(json_object_size(root)) - 1;
     b->by_bytes = malloc((b->by_bytes_mask + 1) * sizeof *b->by_bytes);
-    if (!b->blob || !b->off || !b->len || !b->by_bytes) {
-        st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
-        goto out;
-    }
+    if (!b->blob || !b->off || !b->len || !b->by_bytes)
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
     for (int i = 0; i < size; i++) b->len[i] = UINT32_MAX;
     memset(b->by_bytes, 0xFF, (b->by_bytes_mask + 1) * sizeof *b->by_bytes);
     size_t at = 0;
-    json_object_foreach(root, key, v) {
+    json_object_foreach((json_t *)root, key, v) {
         const int32_t id = (int32_t)json_integer_value(v);
         size_t n;
         uint32_t bad = 0xFFFD;
-        if (alphabet_bytes(key, b->blob + at, &n, &bad) != 0) {
-            st = pp_error_set(err, PP_ERR_INPUT, "%s: token \"%.64s\" (id %d) has U+%04X, a "
-                              "character outside GPT-2's byte alphabet", path, key, (int)id,
-                              (unsigned)bad);
-            goto out;
-        }
-        if (b->len[id] != UINT32_MAX) {
-            st = pp_error_set(err, PP_ERR_INPUT, "%s: id %d is given to two tokens (\"%.64s\" "
-                              "and another)", path, (int)id, key);
-            goto out;
-        }
-        if (n == 0) {
-            st = pp_error_set(err, PP_ERR_INPUT, "%s: the empty token (id %d)", path, (int)id);
-            goto out;
-        }
+        if (alphabet_bytes(key, b->blob + at, &n, &bad) != 0)
+            return pp_error_set(err, PP_ERR_INPUT, "%s: token \"%.64s\" (id %d) has U+%04X, a "
+                                "character outside GPT-2's byte alphabet", what, key, (int)id,
+                                (unsigned)bad);
+        if (b->len[id] != UINT32_MAX)
+            return pp_error_set(err, PP_ERR_INPUT, "%s: id %d is given to two tokens (\"%.64s\" "
+                                "and another)", what, (int)id, key);
+        if (n == 0) return pp_error_set(err, PP_ERR_INPUT, "%s: the empty token (id %d)", what,
+                                        (int)id);
         b->off[id] = at;
         b->len[id] = (uint32_t)n;
         at += n;
@@ -197,15 +172,38 @@ static pp_status read_vocab(pp_bpe *b, const char *path, pp_error *err)
     for (int c = 0; c < 256; c++) {
         const char byte = (char)c;
         b->byte_id[c] = id_of_bytes(b, &byte, 1);
-        if (b->byte_id[c] < 0) {
-            st = pp_error_set(err, PP_ERR_INPUT, "%s: byte 0x%02X has no token of its own (a "
-                              "byte-level vocabulary holds all 256)", path, c);
-            goto out;
-        }
+        if (b->byte_id[c] < 0)
+            return pp_error_set(err, PP_ERR_INPUT, "%s: byte 0x%02X has no token of its own (a "
+                                "byte-level vocabulary holds all 256)", what, c);
     }
-out:
+    return PP_OK;
+}
+
+/* vocab.json: an object of token string to id. */
+static pp_status read_vocab(pp_bpe *b, const char *path, pp_error *err)
+{
+    json_t *root;
+    PP_TRY(pp_bpe_load_json(path, &root, err));
+    const pp_status st = pp_bpe_vocab_from_json(b, root, path, err);
     json_decref(root);
     return st;
+}
+
+/* bpe_internal.h */
+pp_status pp_bpe_load_json(const char *path, json_t **root, pp_error *err)
+{
+    *root = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return pp_error_set(err, errno == ENOENT || errno == EACCES ? PP_ERR_INPUT : PP_ERR_IO,
+                            "%s: %s", path, strerror(errno));
+    json_error_t je;
+    *root = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    fclose(f);
+    if (!*root)
+        return pp_error_set(err, PP_ERR_INPUT, "%s:%d:%d: %s", path, je.line, je.column,
+                            je.text);
+    return PP_OK;
 }
 
 static merge_slot *merge_at(const pp_bpe *b, int32_t left, int32_t right)
@@ -215,27 +213,91 @@ static merge_slot *merge_at(const pp_bpe *b, int32_t left, int32_t right)
         if (b->merges[i].key == key || b->merges[i].key == 0) return &b->merges[i];
 }
 
-/* One token of a merge line, as bytes, to its id; -1 with err set. */
-static int32_t merge_token(const pp_bpe *b, const char *path, int line, const char *tok,
-                           char *scratch, pp_error *err)
+/* Where a merge was read, for errors: "FILE:LINE" (merges.txt) or
+ * "FILE: model.merges[K]" (tokenizer.json). */
+static const char *merge_where(char *buf, size_t cap, pp_bpe_at at)
+{
+    if (at.line > 0) snprintf(buf, cap, "%s:%d", at.file, at.line);
+    else snprintf(buf, cap, "%s: model.merges[%d]", at.file, at.index);
+    return buf;
+}
+
+/* One token of a merge, as bytes (into scratch), to its id; -1 with err set. */
+static int32_t merge_token(const pp_bpe *b, pp_bpe_at at, const char *tok, char *scratch,
+                           pp_error *err)
 {
     size_t n;
     uint32_t bad = 0xFFFD;
+    char where[PP_ERROR_MSG_MAX / 2];
     const int r = alphabet_bytes(tok, scratch, &n, &bad);
     if (r == 2) {
-        pp_error_set(err, PP_ERR_INPUT, "%s:%d: not UTF-8 text", path, line);
+        pp_error_set(err, PP_ERR_INPUT, "%s: not UTF-8 text",
+                     merge_where(where, sizeof where, at));
         return -1;
     }
     if (r == 1) {
-        pp_error_set(err, PP_ERR_INPUT, "%s:%d: \"%.64s\" has U+%04X, a character outside "
-                     "GPT-2's byte alphabet", path, line, tok, (unsigned)bad);
+        pp_error_set(err, PP_ERR_INPUT, "%s: \"%.64s\" has U+%04X, a character outside "
+                     "GPT-2's byte alphabet", merge_where(where, sizeof where, at), tok,
+                     (unsigned)bad);
         return -1;
     }
     const int32_t id = id_of_bytes(b, scratch, n);
     if (id < 0)
-        pp_error_set(err, PP_ERR_INPUT, "%s:%d: \"%.64s\" is not a token of the vocabulary",
-                     path, line, tok);
+        pp_error_set(err, PP_ERR_INPUT, "%s: \"%.64s\" is not a token of the vocabulary",
+                     merge_where(where, sizeof where, at), tok);
     return id;
+}
+
+/* bpe_internal.h */
+pp_status pp_bpe_add_merge(pp_bpe *b, const char *left_tok, const char *right_tok,
+                           pp_bpe_at at, pp_error *err)
+{
+    const size_t need = strlen(left_tok) + strlen(right_tok) + 1;
+    if (b->scratch_cap < need) {
+        free(b->scratch);
+        b->scratch_cap = 2 * need + 16;
+        if (!(b->scratch = malloc(b->scratch_cap))) {
+            b->scratch_cap = 0;
+            return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
+        }
+    }
+    const int32_t left = merge_token(b, at, left_tok, b->scratch, err);
+    const int32_t right = left < 0 ? -1 : merge_token(b, at, right_tok, b->scratch, err);
+    if (right < 0) return PP_ERR_INPUT;
+    /* a token's bytes are no more than its characters */
+    const size_t ln = b->len[left], rn = b->len[right];
+    memcpy(b->scratch, b->blob + b->off[left], ln);
+    memcpy(b->scratch + ln, b->blob + b->off[right], rn);
+    const int32_t merged = id_of_bytes(b, b->scratch, ln + rn);
+    if (merged < 0) {
+        char where[PP_ERROR_MSG_MAX / 2];
+        return pp_error_set(err, PP_ERR_INPUT, "%s: \"%.64s %.64s\" merges into a token the "
+                            "vocabulary lacks", merge_where(where, sizeof where, at), left_tok,
+                            right_tok);
+    }
+    if ((size_t)b->n_merges * 2 >= b->merges_mask) { /* grow: rehash */
+        merge_slot *old = b->merges;
+        const size_t old_n = b->merges_mask + 1;
+        merge_slot *grown = calloc(old_n * 2, sizeof *grown);
+        if (!grown) return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
+        b->merges = grown;
+        b->merges_mask = old_n * 2 - 1;
+        for (size_t i = 0; i < old_n; i++)
+            if (old[i].key) {
+                size_t j = mix64(old[i].key) & b->merges_mask;
+                while (b->merges[j].key) j = (j + 1) & b->merges_mask;
+                b->merges[j] = old[i];
+            }
+        free(old);
+    }
+    merge_slot *s = merge_at(b, left, right);
+    if (s->key == 0) { /* a pair given twice keeps its first (lower) rank */
+        s->key = (uint64_t)(left + 1) << 32 | (uint64_t)(right + 1);
+        s->rank = b->n_merges;
+        s->merged = merged;
+    }
+    b->n_merges++;
+    return PP_OK;
 }
 
 /* merges.txt: "#version..." lines, then a merge a line: two tokens and a
@@ -246,14 +308,11 @@ static pp_status read_merges(pp_bpe *b, const char *path, pp_error *err)
     if (!f)
         return pp_error_set(err, errno == ENOENT || errno == EACCES ? PP_ERR_INPUT : PP_ERR_IO,
                             "%s: %s", path, strerror(errno));
-    char *line = NULL, *scratch = NULL;
-    size_t cap = 0, scratch_cap = 0;
+    char *line = NULL;
+    size_t cap = 0;
     ssize_t got;
-    int lineno = 0, count = 0;
+    int lineno = 0;
     pp_status st = PP_OK;
-    b->merges_mask = 15;
-    b->merges = calloc(16, sizeof *b->merges);
-    if (!b->merges) st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
     while (st == PP_OK && (got = getline(&line, &cap, f)) >= 0) {
         lineno++;
         size_t n = (size_t)got;
@@ -270,64 +329,11 @@ static pp_status read_merges(pp_bpe *b, const char *path, pp_error *err)
             break;
         }
         *space = '\0';
-        if (scratch_cap < n + 1) {
-            free(scratch);
-            scratch_cap = 2 * n + 16;
-            scratch = malloc(scratch_cap);
-            if (!scratch) {
-                st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
-                break;
-            }
-        }
-        const int32_t left = merge_token(b, path, lineno, line, scratch, err);
-        const int32_t right = left < 0 ? -1 : merge_token(b, path, lineno, space + 1, scratch,
-                                                          err);
-        if (right < 0) {
-            st = PP_ERR_INPUT;
-            break;
-        }
-        const size_t ln = b->len[left], rn = b->len[right];
-        memcpy(scratch, b->blob + b->off[left], ln);
-        memcpy(scratch + ln, b->blob + b->off[right], rn);
-        const int32_t merged = id_of_bytes(b, scratch, ln + rn);
-        if (merged < 0) {
-            *space = ' ';
-            st = pp_error_set(err, PP_ERR_INPUT, "%s:%d: \"%.64s\" merges into a token the "
-                              "vocabulary lacks", path, lineno, line);
-            break;
-        }
-        if ((size_t)count * 2 >= b->merges_mask) { /* grow: rehash */
-            merge_slot *old = b->merges;
-            const size_t old_n = b->merges_mask + 1;
-            b->merges_mask = old_n * 2 - 1;
-            b->merges = calloc(old_n * 2, sizeof *b->merges);
-            if (!b->merges) {
-                b->merges = old;
-                b->merges_mask = old_n - 1;
-                st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
-                break;
-            }
-            for (size_t i = 0; i < old_n; i++)
-                if (old[i].key) {
-                    size_t j = mix64(old[i].key) & b->merges_mask;
-                    while (b->merges[j].key) j = (j + 1) & b->merges_mask;
-                    b->merges[j] = old[i];
-                }
-            free(old);
-        }
-        merge_slot *s = merge_at(b, left, right);
-        if (s->key == 0) { /* a pair given twice keeps its first (lower) rank */
-            s->key = (uint64_t)(left + 1) << 32 | (uint64_t)(right + 1);
-            s->rank = count;
-            s->merged = merged;
-        }
-        count++;
+        st = pp_bpe_add_merge(b, line, space + 1, (pp_bpe_at){path, lineno, 0}, err);
     }
     if (st == PP_OK && ferror(f))
         st = pp_error_set(err, PP_ERR_IO, "%s: %s", path, strerror(errno));
-    b->n_merges = count;
     free(line);
-    free(scratch);
     fclose(f);
     return st;
 }
@@ -354,31 +360,54 @@ void pp_bpe_work_free(bpe_work *w)
     free(w->cache_ids);
 }
 
+/* bpe_internal.h */
+pp_status pp_bpe_new(pp_bpe **out, pp_error *err)
+{
+    pp_bpe *b = calloc(1, sizeof *b);
+    if (b) {
+        b->merges_mask = 15;
+        b->merges = calloc(16, sizeof *b->merges);
+    }
+    if (!b || !b->merges) {
+        free(b);
+        *out = NULL;
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
+    }
+    b->threads = 1;
+    b->span = PP_BPE_SPAN_DEFAULT;
+    b->n_added = -1;
+    *out = b;
+    return PP_OK;
+}
+
+/* bpe_internal.h */
+pp_status pp_bpe_ready(pp_bpe *b, pp_error *err)
+{
+    free(b->scratch); /* the readers' */
+    b->scratch = NULL;
+    b->scratch_cap = 0;
+    int errcode;
+    PCRE2_SIZE at;
+    b->re = pcre2_compile((PCRE2_SPTR)PATTERN, PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode, &at, NULL);
+    if (b->re) (void)pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* else interpreted */
+    if (!b->re || !(b->work = calloc(1, sizeof *b->work)) || !pp_bpe_work_init(b, &b->work[0]))
+        return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer's pattern)");
+    b->n_work = 1;
+    return PP_OK;
+}
+
 pp_status pp_bpe_open(const char *vocab_path, const char *merges_path, pp_bpe **out,
                       pp_error *err)
 {
     *out = NULL;
     if (!vocab_path || !merges_path)
         return pp_error_set(err, PP_ERR_INVALID, "bpe: NULL path");
-    pp_bpe *b = calloc(1, sizeof *b);
-    if (!b) return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
+    pp_bpe *b;
+    PP_TRY(pp_bpe_new(&b, err));
     pp_status st = read_vocab(b, vocab_path, err);
     if (st == PP_OK) st = read_merges(b, merges_path, err);
-    if (st == PP_OK) {
-        int errcode;
-        PCRE2_SIZE at;
-        b->re = pcre2_compile((PCRE2_SPTR)PATTERN, PCRE2_ZERO_TERMINATED,
-                              PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode, &at,
-                              NULL);
-        if (b->re) (void)pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE); /* else interpreted */
-        b->threads = 1;
-        b->span = PP_BPE_SPAN_DEFAULT;
-        if (!b->re || !(b->work = calloc(1, sizeof *b->work)) ||
-            !pp_bpe_work_init(b, &b->work[0]))
-            st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer's pattern)");
-        else
-            b->n_work = 1;
-    }
+    if (st == PP_OK) st = pp_bpe_ready(b, err);
     if (st != PP_OK) {
         pp_bpe_close(b);
         return st;
@@ -401,6 +430,8 @@ void pp_bpe_close(pp_bpe *b)
     free(b->by_bytes);
     free(b->merges);
     free(b->special);
+    free(b->added);
+    free(b->scratch);
     free(b);
 }
 
@@ -625,6 +656,12 @@ int pp_bpe_use_special(pp_bpe *b)
     free(b->special);
     b->special = NULL;
     b->n_special = 0;
+    if (b->n_added >= 0) { /* tokenizer.json's added tokens */
+        if (b->n_added == 0) return 0;
+        if (!(b->special = malloc((size_t)b->n_added * sizeof *b->special))) return -1;
+        memcpy(b->special, b->added, (size_t)b->n_added * sizeof *b->special);
+        return b->n_special = b->n_added;
+    }
     int n = 0;
     for (int pass = 0; pass < 2; pass++) {
         for (int32_t id = 0; id < b->size; id++) {

@@ -2,7 +2,7 @@
  * bpe.h - GPT-2's byte-level BPE tokenizer, from Hugging Face's two files
  * (`vocab.json`: each token's string and id; `merges.txt`: the merges, most
  * frequent first; OpenAI's `encoder.json` and `vocab.bpe` are the same two
- * files). Public (installed, exported): tokens.c tokenizes a text file
+ * files), or from Hugging Face's one `tokenizer.json`. Public (installed, exported): tokens.c tokenizes a text file
  * with it, the CLI --generate's prompt and output, and an embedding program
  * its own text around pp_pipeline_generate.
  *
@@ -17,7 +17,7 @@
  * maps each id to its bytes (a token may hold part of a UTF-8 character:
  * the whole sequence's bytes are the text).
  *
- * Both files are checked when opened; errors start with the file (and
+ * The files are checked when opened; errors start with the file (and
  * vocab.json's line and column, merges.txt's line) and name what is wrong:
  * JSON that is not an object of string to id, an id out of range or twice,
  * a character outside the byte alphabet, a byte with no token of its own, a
@@ -53,6 +53,17 @@ typedef struct pp_bpe pp_bpe;
  * where the system refused, PP_ERR_OOM). */
 pp_status pp_bpe_open(const char *vocab_path, const char *merges_path, pp_bpe **out,
                       pp_error *err);
+/* Reads and checks Hugging Face's tokenizer.json: model.vocab and
+ * model.merges ("a b" strings or [a, b] pairs) as the two files, and
+ * added_tokens (each the token of its id in model.vocab, or added to the
+ * vocabulary where model.vocab lacks it). The file must describe GPT-2's
+ * encoding, the only one this tokenizer runs: model.type BPE, the
+ * ByteLevel pre_tokenizer with add_prefix_space false, no normalizer, no
+ * dropout, subword prefix or suffix, byte fallback or ignore_merges, added
+ * tokens without lstrip, rstrip or single_word, a ByteLevel decoder or
+ * none; otherwise PP_ERR_INPUT names the key. A post_processor is not
+ * applied: the ids are Hugging Face's encode(text, add_special_tokens=False). */
+pp_status pp_bpe_open_json(const char *path, pp_bpe **out, pp_error *err);
 void pp_bpe_close(pp_bpe *b);
 
 /* The largest id + 1 (the vocabulary a model needs); the number of merges. */
@@ -78,7 +89,8 @@ pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *wha
  * threads is clamped to [1, PP_BPE_MAX_THREADS]. */
 void pp_bpe_set_threads(pp_bpe *b, int threads, size_t span);
 
-/* From now on every token of the form <|...|> (GPT-2's <|endoftext|>) is
+/* From now on every special token (opened from tokenizer.json: its added
+ * tokens; else every token of the form <|...|>, GPT-2's <|endoftext|>) is
  * read where it stands in a text as that token (the text cut there, the
  * parts between encoded apart; the longest where two start at one place).
  * The count of such tokens (0: none, nothing changes), -1 out of memory. */

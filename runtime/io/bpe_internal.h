@@ -1,12 +1,14 @@
 /*
  * bpe_internal.h - the tokenizer's tables and a thread's work (internal to
- * runtime/io: bpe.c reads the files and encodes a span of a text;
- * bpe_threads.c cuts a text into spans and runs them on threads).
+ * runtime/io: bpe.c reads vocab.json and merges.txt and encodes a span of a
+ * text; bpe_json.c reads Hugging Face's tokenizer.json into the same
+ * tables; bpe_threads.c cuts a text into spans and runs them on threads).
  */
 #ifndef PP_IO_BPE_INTERNAL_H
 #define PP_IO_BPE_INTERNAL_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <jansson.h>
 #include <pcre2.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,7 +66,9 @@ struct pp_bpe {
     merge_slot *merges;      /* pairs hashed (open addressing) */
     size_t merges_mask;
     int n_merges;
-    int32_t *special;        /* with pp_bpe_use_special: the <|...|> tokens */
+    int32_t *special;        /* with pp_bpe_use_special: the special tokens */
+    int32_t *added;          /* tokenizer.json's added tokens */
+    int n_added;             /* how many; -1 from vocab.json (none read) */
     int n_special;
     pcre2_code *re;          /* read-only once compiled: shared by the threads */
     bpe_work *work;          /* work[0] the caller's, work[k] pool worker k's */
@@ -72,7 +76,33 @@ struct pp_bpe {
     int threads;             /* pp_bpe_set_threads */
     size_t span;             /* the least bytes a thread's span holds */
     pp_thread_pool *pool;    /* threads - 1 workers, started by the first long text */
+    char *scratch;           /* while the merges are read */
+    size_t scratch_cap;
 };
+
+/* Opening, in this order: pp_bpe_new, the vocabulary (pp_bpe_vocab_from_json),
+ * the merges one by one (pp_bpe_add_merge), then pp_bpe_ready; on any error
+ * pp_bpe_close frees what was made. */
+pp_status pp_bpe_new(pp_bpe **out, pp_error *err);
+/* A JSON file read whole (PP_ERR_INPUT at FILE:LINE:COL where it is not
+ * JSON or repeats a key). */
+pp_status pp_bpe_load_json(const char *path, json_t **root, pp_error *err);
+/* An object of token strings (GPT-2's byte alphabet) to ids; `what` starts
+ * each error (the file, and the key within it). */
+pp_status pp_bpe_vocab_from_json(pp_bpe *b, const json_t *vocab, const char *what,
+                                 pp_error *err);
+/* Where a merge was read: merges.txt's line (line > 0), or tokenizer.json's
+ * model.merges[index]. */
+typedef struct pp_bpe_at {
+    const char *file;
+    int line, index;
+} pp_bpe_at;
+/* The next merge (its rank: the merges before it), of two tokens in GPT-2's
+ * byte alphabet that the vocabulary holds, as is their concatenation. */
+pp_status pp_bpe_add_merge(pp_bpe *b, const char *left, const char *right, pp_bpe_at at,
+                           pp_error *err);
+/* The pattern compiled and the caller's work made. */
+pp_status pp_bpe_ready(pp_bpe *b, pp_error *err);
 
 /* A growable array of ids. */
 typedef struct ids {

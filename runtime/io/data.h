@@ -104,7 +104,8 @@ typedef struct pp_data_config {
     /* tokens, text (io/tokens.h) */
     char file[PATH_MAX];
     int block_size;                         /* T: inputs per sample */
-    char vocab[PATH_MAX], merges[PATH_MAX]; /* text: GPT-2's tokenizer (io/bpe.h); "" bytes */
+    char vocab[PATH_MAX], merges[PATH_MAX]; /* text: GPT-2's tokenizer (io/bpe.h); vocab ""
+                                             * bytes; merges "": vocab is tokenizer.json */
     bool special;                           /* its <|...|> tokens read as themselves */
     int workers;                            /* text: threads that tokenize it (0 or 1:
                                                the caller alone; the CLI gives data.workers,

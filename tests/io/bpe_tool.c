@@ -10,6 +10,8 @@
  *   bpe_tool VOCAB MERGES decode        ids on stdin (whitespace between),
  *                                       their bytes on stdout
  *
+ * MERGES "-": VOCAB is Hugging Face's tokenizer.json (pp_bpe_open_json).
+ *
  * Exit 0, 1 on a failure (the message on stderr), 2 on usage.
  */
 #include <stdio.h>
@@ -30,7 +32,8 @@ int main(int argc, char **argv)
     }
     pp_bpe *b;
     pp_error err;
-    if (pp_bpe_open(argv[1], argv[2], &b, &err) != PP_OK) {
+    if ((strcmp(argv[2], "-") != 0 ? pp_bpe_open(argv[1], argv[2], &b, &err)
+                                   : pp_bpe_open_json(argv[1], &b, &err)) != PP_OK) {
         fprintf(stderr, "bpe_tool: %s\n", err.msg);
         return 1;
     }

@@ -17,98 +17,11 @@
 
 #include "runtime/io/bpe.h"
 #include "tests/check.h"
+#include "tests/io/bpe_files.h"
+
+enum { N_MERGES = BPE_TEST_N_MERGES, EOT = BPE_TEST_EOT };
 
 static char tmpdir[256];
-
-/* GPT-2's character for byte b (the test's own statement of the alphabet). */
-static unsigned alpha(int b)
-{
-    static unsigned map[256];
-    static int made;
-    if (!made) {
-        int n = 0;
-        for (int c = 0; c < 256; c++) {
-            const int printable = (c >= '!' && c <= '~') || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE;
-            map[c] = printable ? (unsigned)c : 256u + (unsigned)n++;
-        }
-        made = 1;
-    }
-    return map[b];
-}
-
-/* Writes `"token": id` for the bytes s[0, n) into f, each character escaped. */
-static void put_entry(FILE *f, const char *s, size_t n, int id, int comma)
-{
-    fputs(comma ? ",\n\"" : "\"", f);
-    for (size_t i = 0; i < n; i++) fprintf(f, "\\u%04X", alpha((unsigned char)s[i]));
-    fprintf(f, "\": %d", id);
-}
-
-/* A merge line for the bytes a and b, in the alphabet (UTF-8). */
-static void put_utf8(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        const unsigned c = alpha((unsigned char)*s);
-        if (c < 0x80) fputc((int)c, f);
-        else fputc((int)(0xC0 | c >> 6), f), fputc((int)(0x80 | (c & 0x3F)), f);
-    }
-}
-
-static const char *const MERGES[][2] = {
-    {"a", "a"},   /* 256 */
-    {"b", "c"},   /* 257 */
-    {"aa", "a"},  /* 258 */
-    {" ", "a"},   /* 259 */
-    {"c", "d"},   /* 260 */
-    {"a", "bc"},  /* 261 */
-    {"!", "!"},   /* 262 */
-    {" ", " "},   /* 263 */
-    {" ", "b"},   /* 264 */
-    {"t", "'"},   /* 265: never applies (a letter and an apostrophe are two pieces) */
-    {"'", "s"},   /* 266 */
-};
-enum { N_MERGES = sizeof MERGES / sizeof MERGES[0], EOT = 256 + N_MERGES };
-
-/* The test's vocabulary (every byte as its own id, then the merges' tokens,
- * then <|eot|>; with more, two special tokens that hold places a text may
- * be cut at, a space between letters and a newline before one, and merges
- * of white space that tell how a run before a cut was matched) and merges. */
-static void write_files(const char *vocab, const char *merges, int more)
-{
-    FILE *f = fopen(vocab, "w");
-    fputs("{", f);
-    for (int c = 0; c < 256; c++) {
-        const char b = (char)c;
-        put_entry(f, &b, 1, c, c > 0);
-    }
-    for (int m = 0; m < N_MERGES; m++) {
-        char joined[16];
-        snprintf(joined, sizeof joined, "%s%s", MERGES[m][0], MERGES[m][1]);
-        put_entry(f, joined, strlen(joined), 256 + m, 1);
-    }
-    put_entry(f, "<|eot|>", 7, EOT, 1); /* a special token */
-    if (more) {
-        put_entry(f, "<|a b|>", 7, EOT + 1, 1);
-        put_entry(f, "<|x\ny|>", 7, EOT + 2, 1);
-        put_entry(f, "\n\n", 2, EOT + 3, 1);
-        put_entry(f, " \n", 2, EOT + 4, 1);
-    }
-    fputs("}\n", f);
-    fclose(f);
-    f = fopen(merges, "w");
-    fputs("#version: 0.2\n", f);
-    for (int m = 0; m < N_MERGES; m++) {
-        put_utf8(f, MERGES[m][0]);
-        fputc(' ', f);
-        put_utf8(f, MERGES[m][1]);
-        fputs(m == 3 ? "\r\n" : "\n", f); /* a CRLF line too */
-    }
-    if (more) { /* "\n" "\n", " " "\n" */
-        put_utf8(f, "\n"), fputc(' ', f), put_utf8(f, "\n"), fputc('\n', f);
-        put_utf8(f, " "), fputc(' ', f), put_utf8(f, "\n"), fputc('\n', f);
-    }
-    fclose(f);
-}
 
 static void expect(pp_bpe *b, const char *text, size_t len, const int32_t *want, int n_want)
 {
@@ -139,7 +52,7 @@ static void test_encode(void)
     char vocab[320], merges[320];
     snprintf(vocab, sizeof vocab, "%s/vocab.json", tmpdir);
     snprintf(merges, sizeof merges, "%s/merges.txt", tmpdir);
-    write_files(vocab, merges, 0);
+    bpe_test_write_files(vocab, merges, 0);
     pp_bpe *b;
     pp_error err;
     CHECK_OK(pp_bpe_open(vocab, merges, &b, &err), &err);
@@ -243,12 +156,12 @@ static int naive_piece(const char *p, int n, int32_t *out)
         int best = N_MERGES;
         for (int i = 0; i + 1 < m; i++)
             for (int r = 0; r < best; r++)
-                if (!strcmp(sym[i], MERGES[r][0]) && !strcmp(sym[i + 1], MERGES[r][1])) best = r;
+                if (!strcmp(sym[i], BPE_TEST_MERGES[r][0]) && !strcmp(sym[i + 1], BPE_TEST_MERGES[r][1])) best = r;
         if (best == N_MERGES) break;
         int j = 0;
         for (int i = 0; i < m; j++) {
-            if (i + 1 < m && !strcmp(sym[i], MERGES[best][0]) &&
-                !strcmp(sym[i + 1], MERGES[best][1])) {
+            if (i + 1 < m && !strcmp(sym[i], BPE_TEST_MERGES[best][0]) &&
+                !strcmp(sym[i + 1], BPE_TEST_MERGES[best][1])) {
                 char joined[16];
                 snprintf(joined, sizeof joined, "%s%s", sym[i], sym[i + 1]);
                 memcpy(sym[j], joined, sizeof joined);
@@ -264,7 +177,7 @@ static int naive_piece(const char *p, int n, int32_t *out)
         out[i] = (unsigned char)sym[i][0];
         for (int r = 0; sym[i][1] && r < N_MERGES; r++) {
             char joined[16];
-            snprintf(joined, sizeof joined, "%s%s", MERGES[r][0], MERGES[r][1]);
+            snprintf(joined, sizeof joined, "%s%s", BPE_TEST_MERGES[r][0], BPE_TEST_MERGES[r][1]);
             if (!strcmp(joined, sym[i])) out[i] = 256 + r;
         }
     }
@@ -305,28 +218,6 @@ static void test_against_naive(void)
     pp_bpe_close(b);
 }
 
-/* A text of lines, words, numbers, white space before words and line ends,
- * contractions, UTF-8 letters, bytes that are not UTF-8, long runs and the
- * special tokens (two holding places a text may be cut at), into text. */
-static void mixed_text(char *text, size_t len, uint64_t seed)
-{
-    static const char *const words[] = {
-        "aa", "abc", "bcd", "it's", "a1", "42", " ", "  ", "\n", "\n\n", " \n", "\t",
-        "!!", "caf\xC3\xA9", "\xE9", "\xFF\xFE", "<|eot|>", "<|a b|>", "<|x\ny|>", "\r\n",
-        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "\n a", "b c", "\n'", "<|eot|"};
-    enum { N_WORDS = sizeof words / sizeof *words };
-    uint64_t x = seed;
-    size_t at = 0;
-    while (at < len) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        const unsigned r = (unsigned)(x >> 33);
-        /* mostly words between spaces and newlines, where the text may be cut */
-        const char *w = r % 3 ? (r % 7 ? " " : "\n") : words[(r >> 8) % N_WORDS];
-        for (const char *c = w; *c && at < len; c++) text[at++] = *c;
-        if (r % 3 && at < len) text[at++] = "abcdxy12"[(r >> 12) % 8];
-    }
-}
-
 /* Several threads give one thread's ids, bit for bit: texts cut wherever
  * they may be (spans of 1 byte and more, 2 to 5 threads), special tokens
  * read as text and as tokens, and a text with no place to cut (one line of
@@ -336,14 +227,14 @@ static void test_threads(void)
     char vocab[320], merges[320];
     snprintf(vocab, sizeof vocab, "%s/vocab-more.json", tmpdir);
     snprintf(merges, sizeof merges, "%s/merges-more.txt", tmpdir);
-    write_files(vocab, merges, 1);
+    bpe_test_write_files(vocab, merges, 1);
     enum { LEN = 40000 };
     char *text = malloc(LEN);
     int cases = 0, differ = 0;
     for (int special = 0; special < 2; special++) {
         for (int t = 0; t < 4; t++) {
             if (t < 3) {
-                mixed_text(text, LEN, 7 + (uint64_t)t);
+                bpe_test_mixed_text(text, LEN, 7 + (uint64_t)t);
             } else {
                 memset(text, 'a', LEN); /* no place to cut: one thread */
             }
