@@ -21,6 +21,7 @@ struct pp_tokens {
     const uint8_t *bytes;  /* text: the tokens */
     const uint16_t *ids;   /* .bin: the tokens */
     int32_t *owned;        /* text through a tokenizer: the tokens */
+    uint16_t *owned16;     /* the same in 2 bytes each, where every id fits (GPT-2's) */
     int64_t count;
     int block;
 };
@@ -35,7 +36,8 @@ static uint64_t mix(uint64_t x)
 
 static int64_t token_at(const pp_tokens *t, int64_t i)
 {
-    return t->owned ? t->owned[i] : t->bytes ? t->bytes[i] : t->ids[i];
+    return t->owned16 ? t->owned16[i] : t->owned ? t->owned[i] : t->bytes ? t->bytes[i]
+                                                                         : t->ids[i];
 }
 
 /* The header of a .bin: where the tokens start and how many (headerless:
@@ -119,6 +121,14 @@ pp_status pp_tokens_open(const char *path, bool text, pp_bpe *bpe, int vocab, in
         st = pp_bpe_encode(bpe, t->map, t->map_bytes, path, &t->owned, &t->count, err);
         if (t->map) munmap(t->map, t->map_bytes);
         t->map = NULL;
+        /* kept in half the memory where the vocabulary allows (where the
+         * system refuses the copy, the ids stay as they are) */
+        if (st == PP_OK && t->count > 0 && pp_bpe_size(bpe) <= 65536 &&
+            (t->owned16 = malloc((size_t)t->count * sizeof *t->owned16))) {
+            for (int64_t i = 0; i < t->count; i++) t->owned16[i] = (uint16_t)t->owned[i];
+            free(t->owned);
+            t->owned = NULL;
+        }
     } else if (text) {
         t->bytes = t->map;
         t->count = (int64_t)t->map_bytes;
@@ -172,6 +182,7 @@ void pp_tokens_close(pp_tokens *t)
     if (!t) return;
     if (t->map) munmap(t->map, t->map_bytes);
     free(t->owned);
+    free(t->owned16);
     free(t);
 }
 

@@ -7,16 +7,20 @@
  * refused with its exact message: an id at or above the vocabulary (named
  * by file and position), fewer tokens than one window, a truncated header, a
  * count the file does not hold, another llm.c format, an unknown version, an
- * odd byte count, a missing file.
+ * odd byte count, a missing file. A text through a tokenizer gives its ids,
+ * kept in 2 bytes each where the vocabulary fits (ids up to 300) and in 4
+ * where it does not (an id of 70000).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "runtime/io/bpe.h"
 #include "runtime/io/data.h"
 #include "runtime/io/tokens.h"
 #include "tests/check.h"
+#include "tests/io/bpe_files.h"
 
 static char tmpdir[256];
 
@@ -191,11 +195,61 @@ static void test_refusals(void)
     remove(path);
 }
 
+/* A text through a tokenizer whose special token is id `special` (the 256
+ * bytes, no merges): the windows hold the text's ids, 300 or 70000 among
+ * them, whichever width keeps them. */
+static void test_tokenizer(int special)
+{
+    char vocab[320], merges[320], text[320];
+    snprintf(vocab, sizeof vocab, "%s/vocab.json", tmpdir);
+    snprintf(merges, sizeof merges, "%s/merges.txt", tmpdir);
+    snprintf(text, sizeof text, "%s/corpus.txt", tmpdir);
+    FILE *f = fopen(vocab, "w");
+    fputs("{", f);
+    for (int c = 0; c < 256; c++) {
+        const char b = (char)c;
+        bpe_test_put_entry(f, &b, 1, c, c > 0);
+    }
+    fprintf(f, ",\n\"<|s|>\": %d}\n", special);
+    fclose(f);
+    check_write_file(merges, "", 0);
+    enum { REPS = 20, T = 6 };
+    char body[REPS * 9 + 1] = "";
+    for (int r = 0; r < REPS; r++) strcat(body, "ab<|s|>cd");
+    check_write_file(text, body, strlen(body));
+    pp_bpe *bpe = NULL;
+    pp_tokens *t = NULL;
+    pp_error err;
+    CHECK_OK(pp_bpe_open(vocab, merges, &bpe, &err), &err);
+    if (!bpe) return;
+    CHECK(pp_bpe_use_special(bpe) == 1);
+    CHECK_OK(pp_tokens_open(text, true, bpe, special + 1, T, &t, &err), &err);
+    if (t) {
+        const int32_t one[5] = {'a', 'b', special, 'c', 'd'};
+        CHECK(pp_tokens_count(t) == 5 * REPS && pp_tokens_windows(t) == (5 * REPS - 1) / T);
+        int bad = 0;
+        for (int64_t w = 0; w < pp_tokens_windows(t); w++) {
+            int32_t in[T], out[T];
+            pp_tokens_read(t, false, 0, 0, w, in, out);
+            for (int k = 0; k < T; k++)
+                bad += in[k] != one[(w * T + k) % 5] || out[k] != one[(w * T + k + 1) % 5];
+        }
+        CHECK_MSG(bad == 0, "special id %d: %d of the windows' ids differ from the text's",
+                  special, bad);
+    }
+    pp_tokens_close(t);
+    pp_bpe_close(bpe);
+    remove(vocab);
+    remove(merges);
+}
+
 int main(void)
 {
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "test_tokens")) return 1;
     test_formats();
     test_refusals();
+    test_tokenizer(300);   /* kept in 2 bytes an id */
+    test_tokenizer(70000); /* in 4 */
     char path[320];
     const char *names[] = {"train.bin", "nano.bin", "corpus.txt"};
     for (int i = 0; i < 3; i++) {
