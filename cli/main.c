@@ -374,7 +374,8 @@ static int do_data_view(const pp_plan *plan, const cli_args *a)
     if (pp_comm_size(g_comm) > 1)
         return pp_cli_bad_args("%s runs in one process (start it without mpirun)", opt);
     if (!a->output)
-        return pp_cli_bad_args(a->show_data ? "%s needs -o FILE (the PNG to write)"
+        return pp_cli_bad_args(a->show_data ? "%s needs -o FILE (the PNG to write; token data: "
+                                              "a text file)"
                                      : "%s needs -o FILE (the safetensors file to write)", opt);
     pp_error err;
     pp_status s;

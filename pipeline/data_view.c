@@ -3,7 +3,8 @@
  * pipeline.h): a plan's training or test samples read as a run reads them
  * (the same source, draws, order and normalisation), drawn as a captioned
  * grid or written as tensors with each sample's file; a token source's
- * windows written as their input and target ids.
+ * windows written as their input and target ids, or shown as text: each
+ * window's ids and its tokens' bytes.
  */
 #include "pipeline/pipeline.h"
 
@@ -14,6 +15,7 @@
 
 #include "pipeline/data_source.h"
 #include "runtime/core/device.h"
+#include "runtime/io/bpe.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/grid.h"
 
@@ -52,17 +54,101 @@ static pp_status view_read(view *v, int64_t pos, int count, pp_error *err)
     return pp_data_read(v->src, pos, count, v->images, v->labels, err);
 }
 
+/* Bytes b[0, n) into f, escaped so that a line holds them and `sep` marks
+ * stand apart: \n \r \t \\ and \<sep>; \xHH for the other control bytes,
+ * and for bytes from 0x80 where b[0, n) is not UTF-8 by itself (a token that
+ * holds part of a character). */
+static void put_escaped(FILE *f, const char *b, size_t n, char sep)
+{
+    bool utf8 = true;
+    for (size_t i = 0; i < n && utf8;) {
+        const unsigned char c = (unsigned char)b[i];
+        const size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+                         : (c & 0xF8) == 0xF0 ? 4 : 0;
+        utf8 = k > 0 && i + k <= n && (k < 2 || c >= 0xC2);
+        for (size_t j = 1; utf8 && j < k; j++) utf8 = ((unsigned char)b[i + j] & 0xC0) == 0x80;
+        i += k ? k : 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)b[i];
+        if (c == '\n') fputs("\\n", f);
+        else if (c == '\r') fputs("\\r", f);
+        else if (c == '\t') fputs("\\t", f);
+        else if (c == '\\' || (sep && c == (unsigned char)sep)) fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c == 0x7F || (c >= 0x80 && !utf8)) fprintf(f, "\\x%02X", c);
+        else fputc(c, f);
+    }
+}
+
+/* A token source's first n windows as text into path: each window's ids
+ * (its inputs, then its last target) and, where the plan has a tokenizer or
+ * reads text as bytes, its tokens' bytes between | marks and its text. */
+static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *path,
+                             pp_error *err)
+{
+    const pp_plan_data *d = &plan->data;
+    const bool bytes = d->format == PP_PLAN_DATA_TEXT && !d->vocab;
+    pp_bpe *bpe = NULL;
+    if (d->vocab)
+        PP_TRY(d->merges ? pp_bpe_open(d->vocab, d->merges, &bpe, err)
+                         : pp_bpe_open_json(d->vocab, &bpe, err));
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp-show", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        pp_bpe_close(bpe);
+        return pp_error_set(err, PP_ERR_IO, "--show-data: cannot write %s", tmp);
+    }
+    const int t = v->w; /* inputs a window */
+    const int32_t *in = (const int32_t *)(const void *)v->images;
+    fprintf(f, "# the first %d training windows of %s as the model gets them (format %s, %s): "
+            "%d tokens each, %d inputs each followed by its target%s\n", n, d->file,
+            d->format == PP_PLAN_DATA_TEXT ? "text" : "tokens",
+            bpe ? "GPT-2's tokenizer" : bytes ? "a byte a token" : "no tokenizer: ids only",
+            t + 1, t, bpe || bytes ? "; a token's bytes between | marks, \\n \\r \\t \\| "
+                                     "\\\\ and \\xHH escaped" : "");
+    for (int j = 0; j < n; j++) {
+        fprintf(f, "\nwindow %lld\nids:", (long long)v->index[j]);
+        for (int k = 0; k <= t; k++)
+            fprintf(f, " %d", k < t ? in[(size_t)j * t + k] : v->labels[(size_t)j * t + t - 1]);
+        if (!bpe && !bytes) {
+            fputc('\n', f);
+            continue;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            fputs(pass ? "\ntext: " : "\ntokens: |", f);
+            for (int k = 0; k <= t; k++) {
+                const int32_t id = k < t ? in[(size_t)j * t + k] : v->labels[(size_t)j * t + t - 1];
+                char one = (char)id;
+                size_t len = 1;
+                const char *b = bpe ? pp_bpe_token(bpe, id, &len) : &one;
+                if (!b) fprintf(f, "<|%d|>", id); /* an id the tokenizer has no token for */
+                else put_escaped(f, b, len, pass ? 0 : '|');
+                if (!pass) fputc('|', f);
+            }
+        }
+        fputc('\n', f);
+    }
+    pp_bpe_close(bpe);
+    if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) != 0) {
+        remove(tmp);
+        return pp_error_set(err, PP_ERR_IO, "--show-data: cannot write %s", path);
+    }
+    return PP_OK;
+}
+
 pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_error *err)
 {
     if (n < 1 || n > 1024)
         return pp_error_set(err, PP_ERR_INPUT, "--show-data: %d samples (1 to 1024)", n);
     view v = {0};
     PP_TRY(pipe_data_open(plan, &plan->data, false, &v.src, err));
-    if (pp_data_targets_per_sample(v.src) > 1) {
-        pp_data_close(v.src);
-        return pp_error_set(err, PP_ERR_INPUT, "--show-data draws images; the plan's data are "
-                            "token windows (format %s): --dump-data STEP writes a step's tokens",
-                            plan->data.format == PP_PLAN_DATA_TEXT ? "text" : "tokens");
+    if (pp_data_targets_per_sample(v.src) > 1) { /* token windows: as text */
+        const int64_t have = pp_data_size(v.src);
+        pp_status s = view_read(&v, 0, have < n ? (int)have : n, err);
+        if (s == PP_OK) s = show_tokens(plan, &v, v.count, path, err);
+        view_free(&v);
+        return s;
     }
     pp_status s = view_read(&v, 0, n, err);
     uint8_t *px = NULL;

@@ -284,8 +284,11 @@ int64_t pp_pipeline_steps_per_epoch(const pp_pipeline *p);
  * the image folder) or "FORMAT sample I". A token source's step is written
  * as "inputs" and "targets" (i32 N x T: each window's ids and the ids after
  * them) with "windows", a JSON list of each window's position in the stream
- * of samples (epoch x windows per epoch + i); pp_plan_show_data refuses
- * token data (PP_ERR_INPUT). Errors: the data source's; an evaluation batch
+ * of samples (epoch x windows per epoch + i); pp_plan_show_data writes a
+ * token source's first n windows (at most the source's) as text: each
+ * window's ids (its inputs, then its last target) and, through the plan's
+ * tokenizer or a byte a token, its tokens' bytes between | marks and its
+ * text (\n \r \t \| \\ and \xHH escaped). Errors: the data source's; an evaluation batch
  * past the test set, or no eval section, PP_ERR_INPUT. */
 pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_error *err);
 pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const char *path,

@@ -326,9 +326,22 @@ def test_dump_data():
     check(meta.get("eval_batch") == "0" and len(vx) >= 1 and
           vx[0] == list(CORPUS[:2000].encode()[:32]),
           f"eval:0: the validation text's first windows: {meta} {len(vx)}")
-    refused("--show-data on text", p, "--show-data draws images; the plan's data are token "
-            "windows (format text): --dump-data STEP writes a step's tokens", "--show-data", "4",
-            "-o", "grid.png")
+    # --show-data: the first windows as text, a byte a token here (test_tokenizer_cli.py
+    # has GPT-2's tokens): ids, tokens and text, each the window's 33 bytes
+    out = os.path.join(TMP, "windows.txt")
+    r = subprocess.run([BIN, p, "--show-data", "3", "-o", out], capture_output=True, text=True,
+                       cwd=TMP)
+    lines = open(out, encoding="utf-8").read().splitlines() if r.returncode == 0 else []
+    ids = [[int(x) for x in line[5:].split()] for line in lines if line.startswith("ids: ")]
+    texts = [line[6:] for line in lines if line.startswith("text: ")]
+    x, y = shifted(dump(p, "0", "show.st")[1], "step 0 for --show-data")
+    esc = (lambda s: s.replace("\\", "\\\\").replace("\n", "\\n").replace("\t", "\\t")
+           .replace("\r", "\\r"))
+    check(r.returncode == 0 and len(ids) == 3 and ids == [a + b[-1:] for a, b in zip(x, y)][:3]
+          and texts == [esc(bytes(i).decode()) for i in ids] and
+          any(line.startswith("window 2") for line in lines),
+          f"--show-data 3 on text: the first step's windows as ids and text: {r.stderr[-300:]} "
+          f"{lines[:4]}")
 
 
 for t in (test_bad_input, test_describe, test_train_eval_generate, test_dump_data, test_dropout):

@@ -214,6 +214,21 @@ def test_data():
     again = write("resolved.yaml", r.stdout)
     r2 = run(again, "--validate")
     check(r2.returncode == 0 and r2.stdout == r.stdout, "the resolved plan validates as itself")
+    # --show-data: the first windows' ids, and each token's bytes between | marks
+    r = run(p, "--show-data", "2", "-o", "windows.txt")
+    lines = open(os.path.join(TMP, "windows.txt")).read().splitlines() if r.returncode == 0 else []
+    ids = [[int(x) for x in line[5:].split()] for line in lines if line.startswith("ids: ")]
+    toks = [line[len("tokens: |"):-1].split("|") for line in lines if line.startswith("tokens: ")]
+    inverse = {v: k for k, v in VOCAB.items()}
+    byte_of = {c: b for b, c in ALPHA.items()}
+
+    def shown(i):  # a token's bytes as --show-data escapes them (the corpus is ASCII)
+        s = bytes(byte_of[c] for c in inverse[i]).decode()
+        return s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "\\n")
+
+    check(r.returncode == 0 and ids == [TOKENS[i * T:i * T + T + 1] for i in range(2)] and
+          toks == [[shown(i) for i in w] for w in ids] and len(toks[0]) == T + 1,
+          f"--show-data 2: the windows' ids and tokens: {r.stderr[-300:]} {lines[:4]}")
 
 
 def test_train_generate():
