@@ -92,12 +92,12 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
     if (d->vocab)
         PP_TRY(d->merges ? pp_bpe_open(d->vocab, d->merges, &bpe, err)
                          : pp_bpe_open_json(d->vocab, &bpe, err));
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp-show", path);
-    FILE *f = fopen(tmp, "w");
+    char tmp[4200]; /* written whole, then renamed: never half a file at path */
+    const int tmp_len = snprintf(tmp, sizeof tmp, "%s.tmp-show", path);
+    FILE *f = tmp_len > 0 && (size_t)tmp_len < sizeof tmp ? fopen(tmp, "w") : NULL;
     if (!f) {
         pp_bpe_close(bpe);
-        return pp_error_set(err, PP_ERR_IO, "--show-data: cannot write %s", tmp);
+        return pp_error_set(err, PP_ERR_IO, "--show-data: cannot write %s", path);
     }
     const int t = v->w; /* inputs a window */
     const int32_t *in = (const int32_t *)(const void *)v->images;
