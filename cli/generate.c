@@ -166,8 +166,7 @@ int pp_cli_generate(const pp_plan *plan, const pp_pipeline_options *opts, const 
     pp_bpe *bpe = NULL;
     if (plan->data.vocab) {
         pp_error e;
-        if ((plan->data.merges ? pp_bpe_open(plan->data.vocab, plan->data.merges, &bpe, &e)
-                               : pp_bpe_open_json(plan->data.vocab, &bpe, &e)) != PP_OK) {
+        if (pp_bpe_open_files(plan->data.vocab, plan->data.merges, &bpe, &e) != PP_OK) {
             fprintf(stderr, "pipeline-run: data.tokenizer: %s\n", e.msg);
             return e.code == PP_ERR_INPUT ? 2 : 1;
         }

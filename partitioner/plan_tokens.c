@@ -132,8 +132,7 @@ void pp_walk_check_tokens(pp_walk *w)
     pp_bpe *bpe = NULL;
     if (p->data.vocab) {
         pp_error e;
-        if ((p->data.merges ? pp_bpe_open(p->data.vocab, p->data.merges, &bpe, &e)
-                            : pp_bpe_open_json(p->data.vocab, &bpe, &e)) != PP_OK) {
+        if (pp_bpe_open_files(p->data.vocab, p->data.merges, &bpe, &e) != PP_OK) {
             pp_walk_error(w, w->src[0].tokenizer, "data.tokenizer: %s", e.msg);
             return;
         }

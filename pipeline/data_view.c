@@ -80,6 +80,14 @@ static void put_escaped(FILE *f, const char *b, size_t n, char sep)
     }
 }
 
+/* Id k (0..T) of window j: its inputs, then its last target. */
+static int32_t window_id(const view *v, int j, int k)
+{
+    const int32_t *in = (const int32_t *)(const void *)v->images;
+    return k < v->w ? in[(size_t)j * v->w + k]
+                    : v->labels[(size_t)j * v->targets + v->targets - 1];
+}
+
 /* A token source's first n windows as text into path: each window's ids
  * (its inputs, then its last target) and, where the plan has a tokenizer or
  * reads text as bytes, its tokens' bytes between | marks and its text. */
@@ -90,8 +98,7 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
     const bool bytes = d->format == PP_PLAN_DATA_TEXT && !d->vocab;
     pp_bpe *bpe = NULL;
     if (d->vocab)
-        PP_TRY(d->merges ? pp_bpe_open(d->vocab, d->merges, &bpe, err)
-                         : pp_bpe_open_json(d->vocab, &bpe, err));
+        PP_TRY(pp_bpe_open_files(d->vocab, d->merges, &bpe, err));
     char tmp[4200]; /* written whole, then renamed: never half a file at path */
     const int tmp_len = snprintf(tmp, sizeof tmp, "%s.tmp-show", path);
     FILE *f = tmp_len > 0 && (size_t)tmp_len < sizeof tmp ? fopen(tmp, "w") : NULL;
@@ -100,7 +107,6 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
         return pp_error_set(err, PP_ERR_IO, "--show-data: cannot write %s", path);
     }
     const int t = v->w; /* inputs a window */
-    const int32_t *in = (const int32_t *)(const void *)v->images;
     fprintf(f, "# the first %d training windows of %s as the model gets them (format %s, %s): "
             "%d tokens each, %d inputs each followed by its target%s\n", n, d->file,
             d->format == PP_PLAN_DATA_TEXT ? "text" : "tokens",
@@ -109,8 +115,7 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
                                      "\\\\ and \\xHH escaped" : "");
     for (int j = 0; j < n; j++) {
         fprintf(f, "\nwindow %lld\nids:", (long long)v->index[j]);
-        for (int k = 0; k <= t; k++)
-            fprintf(f, " %d", k < t ? in[(size_t)j * t + k] : v->labels[(size_t)j * t + t - 1]);
+        for (int k = 0; k <= t; k++) fprintf(f, " %d", window_id(v, j, k));
         if (!bpe && !bytes) {
             fputc('\n', f);
             continue;
@@ -118,7 +123,7 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
         for (int pass = 0; pass < 2; pass++) {
             fputs(pass ? "\ntext: " : "\ntokens: |", f);
             for (int k = 0; k <= t; k++) {
-                const int32_t id = k < t ? in[(size_t)j * t + k] : v->labels[(size_t)j * t + t - 1];
+                const int32_t id = window_id(v, j, k);
                 char one = (char)id;
                 size_t len = 1;
                 const char *b = bpe ? pp_bpe_token(bpe, id, &len) : &one;

@@ -2,9 +2,10 @@
  * bpe.h - GPT-2's byte-level BPE tokenizer, from Hugging Face's two files
  * (`vocab.json`: each token's string and id; `merges.txt`: the merges, most
  * frequent first; OpenAI's `encoder.json` and `vocab.bpe` are the same two
- * files), or from Hugging Face's one `tokenizer.json`. Public (installed, exported): tokens.c tokenizes a text file
- * with it, the CLI --generate's prompt and output, and an embedding program
- * its own text around pp_pipeline_generate.
+ * files), or from Hugging Face's one `tokenizer.json`. Public (installed,
+ * exported): tokens.c tokenizes a text file with it, the CLI --generate's
+ * prompt and output, and an embedding program its own text around
+ * pp_pipeline_generate.
  *
  * Encoding is OpenAI's: the text, UTF-8, is cut into pieces by GPT-2's
  * pattern (contractions, letters with an optional leading space, digits,
@@ -64,6 +65,11 @@ pp_status pp_bpe_open(const char *vocab_path, const char *merges_path, pp_bpe **
  * none; otherwise PP_ERR_INPUT names the key. A post_processor is not
  * applied: the ids are Hugging Face's encode(text, add_special_tokens=False). */
 pp_status pp_bpe_open_json(const char *path, pp_bpe **out, pp_error *err);
+/* Either form, as a plan names it: vocab.json and merges.txt (pp_bpe_open),
+ * or, where merges_path is NULL or "", vocab_path a tokenizer.json
+ * (pp_bpe_open_json). */
+pp_status pp_bpe_open_files(const char *vocab_path, const char *merges_path, pp_bpe **out,
+                            pp_error *err);
 void pp_bpe_close(pp_bpe *b);
 
 /* The largest id + 1 (the vocabulary a model needs); the number of merges. */

@@ -109,10 +109,10 @@ static int alphabet_char(unsigned char c, char *out)
 }
 
 /* added_tokens: each {id, content, ...} a token of the vocabulary (the same
- * id where model.vocab has its bytes; added to a copy of model.vocab where
- * it has not, Hugging Face's added vocabulary). *vocab becomes that copy
- * where one is needed (the caller frees it); list and n the added tokens. */
-static pp_status read_added(const json_t *root, const char *path, json_t **vocab,
+ * id where model.vocab has its bytes; added to vocab, the file's own
+ * model.vocab, where it has not: Hugging Face's added vocabulary); list and
+ * n the added tokens. */
+static pp_status read_added(const json_t *root, const char *path, json_t *vocab,
                             int32_t **list, int *n, pp_error *err)
 {
     const json_t *added = json_object_get(root, "added_tokens");
@@ -152,13 +152,13 @@ static pp_status read_added(const json_t *root, const char *path, json_t **vocab
         for (size_t i = 0; i < len; i++) at += (size_t)alphabet_char((unsigned char)text[i],
                                                                       key + at);
         key[at] = '\0';
-        const json_t *had = json_object_get(*vocab, key);
+        const json_t *had = json_object_get(vocab, key);
         pp_status st = PP_OK;
         if (had && json_integer_value(had) != v)
             st = pp_error_set(err, PP_ERR_INPUT, "%s: added_tokens[%zu] (\"%.64s\") has id "
                               "%lld, model.vocab %lld", path, k, text, (long long)v,
                               (long long)json_integer_value(had));
-        else if (!had && json_object_set_new(*vocab, key, json_integer(v)) != 0)
+        else if (!had && json_object_set_new(vocab, key, json_integer(v)) != 0)
             st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
         free(key);
         if (st != PP_OK) return st;
@@ -215,6 +215,13 @@ static pp_status read_merges(pp_bpe *b, const json_t *merges, const char *path, 
     return st;
 }
 
+pp_status pp_bpe_open_files(const char *vocab_path, const char *merges_path, pp_bpe **out,
+                            pp_error *err)
+{
+    return merges_path && merges_path[0] ? pp_bpe_open(vocab_path, merges_path, out, err)
+                                         : pp_bpe_open_json(vocab_path, out, err);
+}
+
 pp_status pp_bpe_open_json(const char *path, pp_bpe **out, pp_error *err)
 {
     *out = NULL;
@@ -222,19 +229,17 @@ pp_status pp_bpe_open_json(const char *path, pp_bpe **out, pp_error *err)
     json_t *root;
     PP_TRY(pp_bpe_load_json(path, &root, err));
     pp_bpe *b = NULL;
-    json_t *vocab = NULL;
     pp_status st = json_is_object(root) ? check_encoding(root, path, err)
                                         : pp_error_set(err, PP_ERR_INPUT, "%s: not a "
                                                        "tokenizer.json (a JSON object)", path);
     const json_t *model = json_object_get(root, "model");
-    if (st == PP_OK && !json_is_object(json_object_get(model, "vocab")))
+    json_t *vocab = json_object_get(model, "vocab"); /* root's, which is ours to change */
+    if (st == PP_OK && !json_is_object(vocab))
         st = pp_error_set(err, PP_ERR_INPUT, "%s: model.vocab is not an object of token "
                           "strings to ids", path);
-    if (st == PP_OK && !(vocab = json_copy(json_object_get(model, "vocab"))))
-        st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");
     int32_t *added = NULL;
     int n_added = 0;
-    if (st == PP_OK) st = read_added(root, path, &vocab, &added, &n_added, err);
+    if (st == PP_OK) st = read_added(root, path, vocab, &added, &n_added, err);
     if (st == PP_OK) st = pp_bpe_new(&b, err);
     if (st == PP_OK) {
         char what[PP_ERROR_MSG_MAX / 2];
@@ -243,7 +248,6 @@ pp_status pp_bpe_open_json(const char *path, pp_bpe **out, pp_error *err)
     }
     if (st == PP_OK) st = read_merges(b, json_object_get(model, "merges"), path, err);
     if (st == PP_OK) st = pp_bpe_ready(b, err);
-    json_decref(vocab);
     json_decref(root);
     if (st != PP_OK) {
         free(added);

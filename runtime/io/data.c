@@ -231,8 +231,7 @@ static pp_status open_tokens(pp_data *d, const pp_data_config *cfg, pp_error *er
     const int vocab = cfg->classes > 0 ? cfg->classes : PP_TOKENS_TEXT_VOCAB;
     pp_bpe *bpe = NULL;
     if (text && cfg->vocab[0]) {
-        PP_TRY(cfg->merges[0] ? pp_bpe_open(cfg->vocab, cfg->merges, &bpe, err)
-                              : pp_bpe_open_json(cfg->vocab, &bpe, err));
+        PP_TRY(pp_bpe_open_files(cfg->vocab, cfg->merges, &bpe, err));
         if (cfg->special && pp_bpe_use_special(bpe) < 0) {
             pp_bpe_close(bpe);
             return pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizer)");

@@ -27,6 +27,8 @@ int main()
           bpe == NULL && std::strstr(err.msg, "vocab.json") != NULL);
     CHECK(pp_bpe_open_json("/nonexistent/tokenizer.json", &bpe, &err) == PP_ERR_INPUT &&
           bpe == NULL && std::strstr(err.msg, "tokenizer.json") != NULL);
+    CHECK(pp_bpe_open_files("/nonexistent/tokenizer.json", NULL, &bpe, &err) == PP_ERR_INPUT &&
+          bpe == NULL && std::strstr(err.msg, "tokenizer.json") != NULL);
     const int sizes[4] = {2, 2, 2, 2};
     pp_schedule s;
     std::memset(&s, 0, sizeof s);
