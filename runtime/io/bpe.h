@@ -83,6 +83,13 @@ int pp_bpe_merges(const pp_bpe *b);
  * encode and decode to themselves. */
 pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **ids,
                         int64_t *n, pp_error *err);
+/* The same ids in 2 bytes each, where every id fits (pp_bpe_size(b) <=
+ * 65536, GPT-2's 50257; otherwise PP_ERR_INVALID): each thread narrows its
+ * span's ids as it ends, so the text's ids never stand in 4 bytes each all
+ * at once (the peak 4 bytes an id, against pp_bpe_encode's 8: the spans',
+ * then the whole). */
+pp_status pp_bpe_encode16(pp_bpe *b, const char *text, size_t len, const char *what,
+                          uint16_t **ids, int64_t *n, pp_error *err);
 
 /* From now on a text of at least 2 * span bytes is encoded by up to
  * `threads` threads (the caller one of them; 1, the default, encodes on

@@ -52,9 +52,26 @@ typedef struct spans_job {
     const size_t *cut;   /* span i: [cut[i], cut[i + 1]) */
     const size_t *after; /* the first special token at or after cut[i + 1] (len: none) */
     ids *out;          /* span i's ids */
+    bool narrow;       /* each span's ids narrowed to 2 bytes once encoded */
     pp_status *st;
     pp_error *err;
 } spans_job;
+
+/* o's ids in 2 bytes each in the front of their own buffer, which then
+ * gives back the rest (where the system keeps it, the ids are as good).
+ * Front to back: element i's 2 bytes go below element i + 1's 4, so no
+ * store reaches an id not yet read; each store by memcpy, which may alias
+ * the int32 loads. */
+static void narrow_ids(ids *o)
+{
+    char *at = (char *)o->v;
+    for (size_t i = 0; i < o->n; i++) {
+        const uint16_t x = (uint16_t)o->v[i];
+        memcpy(at + i * sizeof x, &x, sizeof x);
+    }
+    void *v = realloc(o->v, o->n * sizeof(uint16_t));
+    if (v) o->v = v;
+}
 
 static void encode_one_span(void *arg, int64_t i, int worker)
 {
@@ -62,6 +79,7 @@ static void encode_one_span(void *arg, int64_t i, int worker)
     ids o = {0}; /* on this thread's stack: the spans' ids share cache lines */
     j->st[i] = pp_bpe_encode_span(j->b, &j->b->work[worker], j->text, j->len, j->cut[i],
                                   j->cut[i + 1], j->after[i], &o, j->what, &j->err[i]);
+    if (j->narrow && j->st[i] == PP_OK && o.n > 0) narrow_ids(&o);
     j->out[i] = o;
 }
 
@@ -98,8 +116,10 @@ static int start_threads(pp_bpe *b)
     return want;
 }
 
-pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **out,
-                        int64_t *n, pp_error *err)
+/* pp_bpe_encode, or with narrow, pp_bpe_encode16: each span's ids
+ * narrowed by the thread that made them, then put together. */
+static pp_status encode(pp_bpe *b, const char *text, size_t len, const char *what, bool narrow,
+                        void **out, int64_t *n, pp_error *err)
 {
     *out = NULL;
     *n = 0;
@@ -137,7 +157,7 @@ pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *wha
         }
     }
     spans_job job = {.b = b, .text = text, .what = what, .len = len, .cut = cut, .after = after,
-                     .out = spans, .st = sts, .err = errs};
+                     .out = spans, .narrow = narrow, .st = sts, .err = errs};
     if (count > 1)
         pp_thread_pool_run(b->pool, PP_THREAD_POOL_WITH_CALLER, (int64_t)count, encode_one_span,
                            &job);
@@ -152,18 +172,22 @@ pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *wha
         }
         total += spans[i].n;
     }
-    int32_t *v = NULL;
+    /* put together, each span let go as soon as it is copied */
+    const size_t width = narrow ? sizeof(uint16_t) : sizeof(int32_t);
+    char *v = NULL;
     if (st == PP_OK && count == 1) {
-        v = spans[0].v;
+        v = (char *)spans[0].v;
         spans[0].v = NULL;
     } else if (st == PP_OK && total > 0) {
-        if (!(v = malloc(total * sizeof *v))) {
+        if (!(v = malloc(total * width))) {
             st = pp_error_set(err, PP_ERR_OOM, "out of host memory (tokenizing %s)", what);
         } else {
             size_t at = 0;
             for (size_t i = 0; i < count; i++) {
-                if (spans[i].n) memcpy(v + at, spans[i].v, spans[i].n * sizeof *v);
+                if (spans[i].n) memcpy(v + at * width, spans[i].v, spans[i].n * width);
                 at += spans[i].n;
+                free(spans[i].v);
+                spans[i].v = NULL;
             }
         }
     }
@@ -173,4 +197,28 @@ pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *wha
     *out = v;
     *n = (int64_t)total;
     return PP_OK;
+}
+
+pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **ids,
+                        int64_t *n, pp_error *err)
+{
+    void *v;
+    const pp_status st = encode(b, text, len, what, false, &v, n, err);
+    *ids = v;
+    return st;
+}
+
+pp_status pp_bpe_encode16(pp_bpe *b, const char *text, size_t len, const char *what,
+                          uint16_t **ids, int64_t *n, pp_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (pp_bpe_size(b) > 65536)
+        return pp_error_set(err, PP_ERR_INVALID,
+                            "tokenizing %s in 2 bytes an id: the vocabulary has ids up to %d",
+                            what, pp_bpe_size(b) - 1);
+    void *v;
+    const pp_status st = encode(b, text, len, what, true, &v, n, err);
+    *ids = v;
+    return st;
 }

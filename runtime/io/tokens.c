@@ -118,17 +118,12 @@ pp_status pp_tokens_open(const char *path, bool text, pp_bpe *bpe, int vocab, in
     size_t start = 0;
     pp_status st = PP_OK;
     if (text && bpe) { /* the ids kept, the file let go */
-        st = pp_bpe_encode(bpe, t->map, t->map_bytes, path, &t->owned, &t->count, err);
+        /* in half the memory where the vocabulary allows */
+        st = pp_bpe_size(bpe) <= 65536
+                 ? pp_bpe_encode16(bpe, t->map, t->map_bytes, path, &t->owned16, &t->count, err)
+                 : pp_bpe_encode(bpe, t->map, t->map_bytes, path, &t->owned, &t->count, err);
         if (t->map) munmap(t->map, t->map_bytes);
         t->map = NULL;
-        /* kept in half the memory where the vocabulary allows (where the
-         * system refuses the copy, the ids stay as they are) */
-        if (st == PP_OK && t->count > 0 && pp_bpe_size(bpe) <= 65536 &&
-            (t->owned16 = malloc((size_t)t->count * sizeof *t->owned16))) {
-            for (int64_t i = 0; i < t->count; i++) t->owned16[i] = (uint16_t)t->owned[i];
-            free(t->owned);
-            t->owned = NULL;
-        }
     } else if (text) {
         t->bytes = t->map;
         t->count = (int64_t)t->map_bytes;

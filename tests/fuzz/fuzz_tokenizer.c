@@ -6,7 +6,8 @@
  * text (0) or as special tokens (2): it must encode, every id below the
  * vocabulary, and its ids must decode to the same bytes, and the same
  * tokenizer on three threads taking spans of a byte or more must give the
- * same ids (the text cut wherever it may be); 1 the rest is a
+ * same ids (the text cut wherever it may be), and in 2 bytes an id the
+ * same (pp_bpe_encode16); 1 the rest is a
  * vocab.json and a merges.txt
  * (the two bytes after the first give the vocabulary's length), opened:
  * PP_OK or PP_ERR_INPUT, and one that opens encodes a fixed text of many
@@ -150,6 +151,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         round_trip(g_threads[special], (const char *)data + 1, size - 1, &many, &n_many);
         if (n_one != n_many || (n_one && memcmp(one, many, (size_t)n_one * sizeof *one) != 0))
             fail("three threads' ids are not one thread's", NULL);
+        uint16_t *narrow; /* the same in 2 bytes each, the spans narrowed by their threads */
+        int64_t n_narrow;
+        pp_error err;
+        if (pp_bpe_encode16(g_threads[special], (const char *)data + 1, size - 1, "fuzz",
+                            &narrow, &n_narrow, &err) != PP_OK)
+            fail("encoding in 2 bytes an id failed", err.msg);
+        for (int64_t i = 0; i < n_one || n_narrow != n_one; i++)
+            if (n_narrow != n_one || narrow[i] != one[i])
+                fail("three threads' ids in 2 bytes are not one thread's", NULL);
+        free(narrow);
         free(one);
         free(many);
         return 0;

@@ -223,6 +223,14 @@ static void test_tokenizer(int special)
     CHECK_OK(pp_bpe_open(vocab, merges, &bpe, &err), &err);
     if (!bpe) return;
     CHECK(pp_bpe_use_special(bpe) == 1);
+    if (special > 65535) { /* no id of this vocabulary's in 2 bytes */
+        uint16_t *ids = (uint16_t *)1;
+        int64_t n = -1;
+        CHECK(pp_bpe_encode16(bpe, "ab", 2, "narrow", &ids, &n, &err) == PP_ERR_INVALID);
+        CHECK(ids == NULL && n == 0);
+        CHECK_MSG(strstr(err.msg, "narrow in 2 bytes an id: the vocabulary has ids up to 70000"),
+                  "%s", err.msg);
+    }
     CHECK_OK(pp_tokens_open(text, true, bpe, special + 1, T, &t, &err), &err);
     if (t) {
         const int32_t one[5] = {'a', 'b', special, 'c', 'd'};
