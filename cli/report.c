@@ -96,6 +96,16 @@ static void print_data_line(FILE *f, const pp_pipeline_report *r)
         fprintf(f, "data         the loader, not the pipeline, limits the step: it waits %.0f%% "
                    "of the step for data (raise data.workers, now %d, or data.prefetch, now %d; "
                    "or decode smaller files)\n", 100 * frac, r->data_workers, r->data_prefetch);
+    if (r->text_tokens > 0 && r->text_from_cache)
+        fprintf(f, "data         %lld tokens of the text from the token cache in %.2f s (%s)\n",
+                (long long)r->text_tokens, r->text_tokenize_s,
+                r->text_cache_path ? r->text_cache_path : "?");
+    else if (r->text_tokens > 0)
+        fprintf(f, "data         %lld tokens of the text, tokenized in %.2f s%s%s%s\n",
+                (long long)r->text_tokens, r->text_tokenize_s,
+                r->text_cached ? " and cached (" : "",
+                r->text_cached && r->text_cache_path ? r->text_cache_path : "",
+                r->text_cached ? ")" : "");
     if (r->bad_images > 0)
         fprintf(f, "data         %lld bad image%s skipped and replaced (data.on_bad_image: skip); "
                    "the first: %s\n", (long long)r->bad_images, r->bad_images == 1 ? "" : "s",
@@ -353,6 +363,13 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
                   r.data_prefetch, "wait_ms", json_num(r.data_wait_ms), "wait_frac",
                   json_num(r.step_ms_median > 0 ? r.data_wait_ms / r.step_ms_median : 0),
                   "loader_limited", loader_limited(&r), "bad_images", (json_int_t)r.bad_images));
+    json_t *dj = json_object_get(o, "data");
+    if (dj && r.text_tokens > 0) /* a text through the tokenizer: how its ids came */
+        json_object_set_new(
+            dj, "tokenized",
+            json_pack("{s:I, s:b, s:b, s:o, s:s?}", "tokens", (json_int_t)r.text_tokens,
+                      "from_cache", r.text_from_cache, "cached", r.text_cached, "seconds",
+                      json_num(r.text_tokenize_s), "cache", r.text_cache_path));
     if (r.schedule_note) json_object_set_new(o, "schedule_note", json_string(r.schedule_note));
     for (int i = 0; i < n_losses; i++) json_array_append_new(lj, json_num(losses[i]));
     json_object_set_new(o, "losses", lj);

@@ -11,6 +11,7 @@
 #include "pipeline/state.h"
 #include "runtime/io/image_index.h"
 #include "runtime/io/reader.h"
+#include "runtime/io/tokens.h"
 
 #define EVAL_SEED_TAG 0x7e57u /* a synthetic test set's seed: the plan's, xor this */
 
@@ -91,6 +92,8 @@ static pp_status make_config(const pp_plan *plan, const pp_plan_data *d, bool ev
             snprintf(cfg->merges, sizeof cfg->merges, "%s",
                      plan->data.merges ? plan->data.merges : ""); /* "": tokenizer.json */
             cfg->special = plan->data.tokenizer_special;
+            if (!pp_tokens_cache_dir(cfg->token_cache, sizeof cfg->token_cache))
+                cfg->token_cache[0] = '\0';
             /* the threads that read batches tokenize it */
             cfg->workers = plan->data.workers;
             if (cfg->workers < 1) PP_TRY(pp_data_reader_threads_from_env(&cfg->workers, err));

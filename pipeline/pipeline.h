@@ -237,6 +237,13 @@ typedef struct pp_pipeline_report {
                                      training and test sets */
     const char *bad_image_first;  /* the first one's message, or NULL; valid until the next
                                      call */
+    int64_t text_tokens;          /* training data read as text through GPT-2's tokenizer: its
+                                     tokens (0: other data) */
+    bool text_from_cache;         /* its ids mapped from the cache of texts tokenized */
+    bool text_cached;             /* it was tokenized and its ids cached */
+    double text_tokenize_s;       /* tokenizing it, or checking and mapping the cache file */
+    const char *text_cache_path;  /* the cache file read or written, or NULL; valid until the
+                                     next call */
 } pp_pipeline_report;
 
 /* Figures of one data-parallel replica (plan `replicas`), aggregated like

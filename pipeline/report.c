@@ -188,6 +188,13 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
         if (!q->bad_first[0]) memcpy(q->bad_first, eval_first, sizeof eval_first);
     }
     out->bad_image_first = q->bad_first[0] ? q->bad_first : NULL;
+    if (q->data && pp_data_tokenizing_of(q->data, &q->tokenizing)) {
+        out->text_tokens = q->tokenizing.tokens;
+        out->text_from_cache = q->tokenizing.from_cache;
+        out->text_cached = q->tokenizing.cached;
+        out->text_tokenize_s = q->tokenizing.seconds;
+        out->text_cache_path = q->tokenizing.cache_path[0] ? q->tokenizing.cache_path : NULL;
+    }
 
     pp_sim_result r;
     pp_error err;

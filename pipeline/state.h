@@ -198,6 +198,7 @@ struct pp_pipeline {
     bool drop_last;              /* plan data.drop_last: epochs of whole batches only */
     double *data_ms;             /* (steps_run) of it, the wait for the step's batch */
     char bad_first[512];         /* the first bad image skipped (report.c) */
+    pp_data_tokenizing tokenizing; /* the training text's, for the report (report.c) */
     double *bubble;              /* (steps_run) */
     double *copy_ms;             /* (steps_run) every copy between stages, the sender's side
                                   * (a message's send; its receive waits for the sender) */

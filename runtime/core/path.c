@@ -87,3 +87,34 @@ pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err)
     pp_atomic_abort(af);
     return s;
 }
+
+bool pp_cache_dir(const char *env, const char *sub, char *dir, size_t n)
+{
+    const char *set = getenv(env);
+    if (set && *set) {
+        if (strcmp(set, "off") == 0) return false;
+        snprintf(dir, n, "%s", set);
+        return true;
+    }
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+        snprintf(dir, n, "%s/pipeline-run/%s", xdg, sub);
+    else if (home && *home)
+        snprintf(dir, n, "%s/.cache/pipeline-run/%s", home, sub);
+    else
+        return false;
+    return true;
+}
+
+void pp_make_dirs(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *c = p + 1; *c; c++) {
+        if (*c != '/') continue;
+        *c = '\0';
+        mkdir(p, 0755);
+        *c = '/';
+    }
+    mkdir(p, 0755);
+}

@@ -1,10 +1,13 @@
 /*
- * path.h - file helpers shared by the plan parser, checkpoint I/O and the
- * trace writer: the folder of a path, and atomic replacement of a file.
+ * path.h - file helpers shared by the plan parser, checkpoint I/O, the
+ * trace writer and the data caches: the folder of a path, atomic replacement
+ * of a file, and the caches' folder.
  */
 #ifndef PP_PATH_H
 #define PP_PATH_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "status.h"
@@ -32,5 +35,14 @@ pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err);
 /* Closes and removes the temporary file and releases the object. Safe on a
  * zeroed or already released object. */
 void pp_atomic_abort(pp_atomic_file *af);
+
+
+/* A cache's folder: the environment variable env where set ("off": no
+ * cache, false), else $XDG_CACHE_HOME/pipeline-run/SUB, else
+ * ~/.cache/pipeline-run/SUB (false without HOME either). */
+bool pp_cache_dir(const char *env, const char *sub, char *dir, size_t n);
+/* mkdir -p: each missing folder of dir made (0755); failures are left to
+ * the file written there next to report. */
+void pp_make_dirs(const char *dir);
 
 #endif

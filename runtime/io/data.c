@@ -59,6 +59,8 @@ struct pp_data {
     uint8_t *pixels;        /* n * sample_bytes (idx, cifar10) */
     uint8_t *labels;        /* n (idx, cifar10) */
     pp_tokens *tokens;      /* tokens, text: the stream (w is its block_size) */
+    bool tokenized;         /* a text through the tokenizer: how, in tokenizing */
+    pp_data_tokenizing tokenizing;
     void *raw[2];           /* buffers that pixels/labels point into */
     pp_images *images;      /* imagefolder */
     float *lut;             /* c * 256: pixel value per channel and byte */
@@ -238,10 +240,18 @@ static pp_status open_tokens(pp_data *d, const pp_data_config *cfg, pp_error *er
         }
         pp_bpe_set_threads(bpe, cfg->workers, 0);
     }
-    const pp_status s = pp_tokens_open(cfg->file, text, bpe, vocab, cfg->block_size, &d->tokens,
-                                       err);
+    pp_tokens_cache cache = {.dir = cfg->token_cache, .min_bytes = PP_TOKENS_CACHE_MIN_BYTES};
+    const pp_status s = pp_tokens_open(cfg->file, text, bpe, vocab, cfg->block_size, &cache,
+                                       &d->tokens, err);
     pp_bpe_close(bpe);
     PP_TRY(s);
+    if (bpe) {
+        d->tokenized = true;
+        d->tokenizing = (pp_data_tokenizing){.tokens = pp_tokens_count(d->tokens),
+                                             .from_cache = cache.from_cache,
+                                             .cached = cache.written, .seconds = cache.seconds};
+        snprintf(d->tokenizing.cache_path, sizeof d->tokenizing.cache_path, "%s", cache.path);
+    }
     d->c = d->h = 1;
     d->w = cfg->block_size;
     d->classes = vocab;
@@ -373,6 +383,13 @@ const char *pp_data_class_name(const pp_data *src, int c, char *buf, size_t n)
     else
         snprintf(buf, n, "%d", c);
     return buf;
+}
+
+bool pp_data_tokenizing_of(const pp_data *src, pp_data_tokenizing *out)
+{
+    if (!src->tokenized) return false;
+    *out = src->tokenizing;
+    return true;
 }
 
 int64_t pp_data_bad_images(pp_data *src, char *first, size_t n)

@@ -110,6 +110,8 @@ typedef struct pp_data_config {
     int workers;                            /* text: threads that tokenize it (0 or 1:
                                                the caller alone; the CLI gives data.workers,
                                                else PP_READ_THREADS, else the CPUs, <= 8) */
+    char token_cache[PATH_MAX];             /* text through the tokenizer: the folder of the
+                                               cache of texts tokenized; "" for none */
     /* synthetic */
     int channels, height, width;            /* image shape (default 3 x 32 x 32) */
     int64_t samples;                        /* data set size N; 0 = PP_DATA_SYNTHETIC_SAMPLES */
@@ -175,6 +177,20 @@ const char *pp_data_class_name(const pp_data *src, int c, char *buf, size_t n);
 /* Bad images skipped so far (imagefolder with on_bad_image: skip; else 0)
  * and the first one's message (empty when none). */
 int64_t pp_data_bad_images(pp_data *src, char *first, size_t n);
+
+/* A text read through GPT-2's tokenizer: its tokens, and how its ids came:
+ * from the cache of texts tokenized, or tokenized (and then cached), and
+ * in how long. */
+typedef struct pp_data_tokenizing {
+    int64_t tokens;
+    bool from_cache;           /* mapped from the cache file */
+    bool cached;               /* tokenized, and the cache file written */
+    double seconds;            /* tokenizing, or checking and mapping the cache file */
+    char cache_path[PATH_MAX]; /* the cache file read or written; "" neither */
+} pp_data_tokenizing;
+/* That of src into *out; false (out untouched) where src is no text read
+ * through the tokenizer. */
+bool pp_data_tokenizing_of(const pp_data *src, pp_data_tokenizing *out);
 
 /* The data set index of the sample at position pos (>= 0) of the stream of
  * samples (pos = step * batch + j): for tests and tracing. */

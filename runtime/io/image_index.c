@@ -310,40 +310,13 @@ static pp_status scan_all(pp_image_index *ix, pp_error *err)
 
 bool pp_image_index_cache_dir(char *dir, size_t n)
 {
-    const char *env = getenv("PP_IMAGE_INDEX_CACHE");
-    if (env && *env) {
-        if (strcmp(env, "off") == 0) return false;
-        snprintf(dir, n, "%s", env);
-        return true;
-    }
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        snprintf(dir, n, "%s/pipeline-run/image-index", xdg);
-    else if (home && *home)
-        snprintf(dir, n, "%s/.cache/pipeline-run/image-index", home);
-    else
-        return false;
-    return true;
+    return pp_cache_dir("PP_IMAGE_INDEX_CACHE", "image-index", dir, n);
 }
 
 static void cache_file(const char *dir, const char *root, char *path, size_t n)
 {
     snprintf(path, n, "%s/%016llx.idx", dir,
              (unsigned long long)pp_cksum_data(root, strlen(root)));
-}
-
-/* mkdir -p */
-static void make_dirs(const char *dir)
-{
-    char p[4096];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *c = p + 1; *c; c++) {
-        if (*c != '/') continue;
-        *c = '\0';
-        mkdir(p, 0755);
-        *c = '/';
-    }
-    mkdir(p, 0755);
 }
 
 typedef struct wbuf {
@@ -525,7 +498,7 @@ pp_status pp_image_index_open(const char *root, const char *cache_dir, int64_t c
     if (!note->from_cache) {
         s = scan_all(ix, err);
         if (s == PP_OK && cache_dir && ix->n >= cache_min_files) {
-            make_dirs(cache_dir);
+            pp_make_dirs(cache_dir);
             cache_write(ix, path);
             struct stat sb;
             note->cache_written = stat(path, &sb) == 0;

@@ -4,22 +4,27 @@
  */
 #include "runtime/io/tokens.h"
 
+#include "runtime/core/path.h"
+#include "runtime/io/token_cache.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* llm.c's header for Llama 3 (uint32 tokens): named when met */
 #define LLAMA3_MAGIC 20240801
 
 struct pp_tokens {
-    void *map;             /* the file */
+    void *map;             /* the file (text through a tokenizer: its cache file, or none) */
     size_t map_bytes;
     const uint8_t *bytes;  /* text: the tokens */
-    const uint16_t *ids;   /* .bin: the tokens */
+    const uint16_t *ids;   /* .bin, or a text's ids from the cache: the tokens */
     int32_t *owned;        /* text through a tokenizer: the tokens */
     uint16_t *owned16;     /* the same in 2 bytes each, where every id fits (GPT-2's) */
     int64_t count;
@@ -82,10 +87,70 @@ static pp_status read_header(const char *path, const uint8_t *p, size_t size, si
     return PP_OK;
 }
 
+bool pp_tokens_cache_dir(char *dir, size_t n)
+{
+    return pp_cache_dir("PP_TOKEN_CACHE", "tokens", dir, n);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The ids of the mapped text (t->map) through bpe, the text let go: from
+ * the cache where it holds them, else tokenized (in 2 bytes an id where the
+ * vocabulary allows), and cached where the text is large enough. */
+static pp_status tokenize(pp_tokens *t, const char *path, pp_bpe *bpe, pp_tokens_cache *cache,
+                          pp_error *err)
+{
+    const double t0 = now_s();
+    const bool narrow = pp_bpe_size(bpe) <= 65536;
+    pp_token_cache_key key = {0};
+    bool cached = false;
+    if (cache && cache->dir && cache->dir[0] && narrow &&
+        t->map_bytes >= (size_t)(cache->min_bytes > 0 ? cache->min_bytes : 0)) {
+        char *real = realpath(path, NULL);
+        const uint64_t fp = real ? pp_token_cache_fingerprint(bpe) : 0;
+        if (fp) {
+            pp_token_cache_key_of(cache->dir, real, t->map, t->map_bytes, fp, &key);
+            cached = true;
+        }
+        free(real);
+    }
+    void *ids_map = NULL;
+    size_t ids_bytes = 0;
+    if (cached &&
+        pp_token_cache_read(&key, &ids_map, &ids_bytes, &t->ids, &t->count)) { /* mapped */
+        cache->from_cache = true;
+        snprintf(cache->path, sizeof cache->path, "%s", key.path);
+    }
+    pp_status st = PP_OK;
+    if (!ids_map) {
+        st = narrow ? pp_bpe_encode16(bpe, t->map, t->map_bytes, path, &t->owned16, &t->count, err)
+                    : pp_bpe_encode(bpe, t->map, t->map_bytes, path, &t->owned, &t->count, err);
+        if (st == PP_OK && cached && pp_token_cache_write(&key, t->owned16, t->count)) {
+            cache->written = true;
+            snprintf(cache->path, sizeof cache->path, "%s", key.path);
+        }
+    }
+    if (t->map) munmap(t->map, t->map_bytes); /* the text */
+    t->map = ids_map;
+    t->map_bytes = ids_bytes;
+    if (cache) cache->seconds = now_s() - t0;
+    return st;
+}
+
 pp_status pp_tokens_open(const char *path, bool text, pp_bpe *bpe, int vocab, int block_size,
-                         pp_tokens **out, pp_error *err)
+                         pp_tokens_cache *cache, pp_tokens **out, pp_error *err)
 {
     *out = NULL;
+    if (cache) {
+        cache->from_cache = cache->written = false;
+        cache->seconds = 0;
+        cache->path[0] = '\0';
+    }
     if (!path || vocab < 1 || block_size < 1)
         return pp_error_set(err, PP_ERR_INVALID, "tokens: bad arguments");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -117,13 +182,8 @@ pp_status pp_tokens_open(const char *path, bool text, pp_bpe *bpe, int vocab, in
     close(fd);
     size_t start = 0;
     pp_status st = PP_OK;
-    if (text && bpe) { /* the ids kept, the file let go */
-        /* in half the memory where the vocabulary allows */
-        st = pp_bpe_size(bpe) <= 65536
-                 ? pp_bpe_encode16(bpe, t->map, t->map_bytes, path, &t->owned16, &t->count, err)
-                 : pp_bpe_encode(bpe, t->map, t->map_bytes, path, &t->owned, &t->count, err);
-        if (t->map) munmap(t->map, t->map_bytes);
-        t->map = NULL;
+    if (text && bpe) {
+        st = tokenize(t, path, bpe, cache, err);
     } else if (text) {
         t->bytes = t->map;
         t->count = (int64_t)t->map_bytes;
@@ -167,7 +227,7 @@ pp_status pp_tokens_check(const char *path, bool text, pp_bpe *bpe, int vocab, i
         if (fd >= 0) close(fd);
     }
     pp_tokens *t;
-    PP_TRY(pp_tokens_open(path, text, bpe, vocab, block_size, &t, err));
+    PP_TRY(pp_tokens_open(path, text, bpe, vocab, block_size, NULL, &t, err));
     pp_tokens_close(t);
     return PP_OK;
 }

@@ -465,8 +465,80 @@ def test_gpt2_files():
           f"GPT-2's tokenizer.json, special: true: the same ids: {got[:1]} {open(p).read()!r}")
 
 
+def test_token_cache():
+    """A text of a megabyte or more is tokenized once and cached: the next run maps its ids
+    (the same losses), the cache file is an llm.c token file of the test's own ids, an
+    edited text or a damaged file is tokenized again, PP_TOKEN_CACHE=off caches nothing."""
+    memo = {}
+    def ids_of(text):
+        out = []
+        for p in PIECES.findall(text):
+            if p not in memo:
+                memo[p] = encode(p, VOCAB, RANKS)
+            out += memo[p]
+        return out
+    big = CORPUS * (1 + (1 << 20) // len(CORPUS))
+    write("big.txt", big)
+    p = plan("big.yaml", file="big.txt", steps=2)
+    cache = os.path.join(TMP, "token-cache")
+    env = dict(os.environ, PP_TOKEN_CACHE=cache)
+
+    def go(*extra, environ=env):
+        r = subprocess.run([BIN, p, "--json", *extra], capture_output=True, text=True,
+                           timeout=240, cwd=TMP, env=environ)
+        check(r.returncode == 0, f"token cache run: {r.returncode} {r.stderr[-300:]!r}")
+        try:
+            j = json.loads(r.stdout)
+        except ValueError:
+            return {}, []
+        return j["data"].get("tokenized", {}), j["losses"]
+
+    first, losses = go()
+    check(first.get("tokens") == len(ids_of(big)) and first.get("cached") is True and
+          first.get("from_cache") is False and str(first.get("cache")).startswith(cache + "/"),
+          f"the first run tokenizes and caches: {first}")
+    path = first.get("cache") or ""
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            raw = f.read()
+        head = struct.unpack("<3i", raw[:12])
+        got = list(struct.unpack(f"<{(len(raw) - 1024) // 2}H", raw[1024:]))
+        check(head == (20240520, 1, len(got)) and got == ids_of(big),
+              f"the cache file is an llm.c token file of the text's ids: {head}")
+        tp = plan("cached-bin.yaml", fmt="tokens", file=path, valid=path, swap=(
+            "  tokenizer: {vocab: vocab.json, merges: merges.txt}\n", ""))
+        check(windows(tp, "0") == windows(p, "0") != [],
+              "the cache file read as format: tokens: the text's windows")
+    second, losses2 = go()
+    check(second.get("from_cache") is True and second.get("cached") is False and
+          second.get("cache") == path and losses2 == losses,
+          f"the second run maps the cache, the same losses: {second} {losses2} {losses}")
+    r = subprocess.run([BIN, p], capture_output=True, text=True, timeout=240, cwd=TMP, env=env)
+    check(f"data         {len(ids_of(big))} tokens of the text from the token cache in " in
+          r.stdout + r.stderr, f"the summary's line: {(r.stdout + r.stderr)[-600:]!r}")
+    edited = big[:1000] + "Q" + big[1001:]  # the same size
+    write("big.txt", edited)
+    third, _ = go()
+    check(third.get("cached") is True and third.get("tokens") == len(ids_of(edited)) and
+          third.get("cache") == path, f"an edited text is tokenized again: {third}")
+    if os.path.exists(path):
+        with open(path, "r+b") as f:  # one id changed
+            f.seek(1024 + 600)
+            b = f.read(1)
+            f.seek(1024 + 600)
+            f.write(bytes([b[0] ^ 1]))
+    fourth, losses4 = go()
+    fifth, losses5 = go()
+    check(fourth.get("cached") is True and fifth.get("from_cache") is True and
+          losses4 == losses5, f"a damaged cache is tokenized again: {fourth} {fifth}")
+    off, losses_off = go(environ=dict(os.environ, PP_TOKEN_CACHE="off"))
+    check(off.get("cached") is False and off.get("from_cache") is False and
+          off.get("cache") is None and losses_off == losses5,
+          f"PP_TOKEN_CACHE=off: tokenized, not cached, the same losses: {off}")
+
+
 for t in (test_data, test_train_generate, test_special, test_bad_input, test_tokenizer_json,
-          test_gpt2_files):
+          test_gpt2_files, test_token_cache):
     t()
 shutil.rmtree(TMP, ignore_errors=True)
 CHECKS.summary("tokenizer cli")

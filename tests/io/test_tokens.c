@@ -231,7 +231,7 @@ static void test_tokenizer(int special)
         CHECK_MSG(strstr(err.msg, "narrow in 2 bytes an id: the vocabulary has ids up to 70000"),
                   "%s", err.msg);
     }
-    CHECK_OK(pp_tokens_open(text, true, bpe, special + 1, T, &t, &err), &err);
+    CHECK_OK(pp_tokens_open(text, true, bpe, special + 1, T, NULL, &t, &err), &err);
     if (t) {
         const int32_t one[5] = {'a', 'b', special, 'c', 'd'};
         CHECK(pp_tokens_count(t) == 5 * REPS && pp_tokens_windows(t) == (5 * REPS - 1) / T);
