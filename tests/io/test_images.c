@@ -13,7 +13,9 @@
  *              kept from image to image)
  *   bad input  empty file, text named .jpg, truncated JPEG (box above the
  *              cut too) and PNG, corrupt JPEG, an image too large (header
- *              only), an unsupported format: each an error naming the file
+ *              only: a PNG, a BMP, the BMP's size refused too), a BMP too
+ *              short for its pixels or its header, an unsupported format:
+ *              each an error naming the file
  *   transforms resize's truncation, center_crop's boxes and padding,
  *              random_resized_crop's boxes inside the image, its fallback,
  *              random_crop with padding, flips (the last left to the reader,
@@ -400,6 +402,14 @@ static void test_bad_images(void)
             corrupt[k + 4] = 99;
             break;
         }
+    /* BMP headers (54 bytes, 24 bits, uncompressed) claiming 9 x 50,356,230 pixels
+     * (libgd would allocate 1.8 GB before reading a pixel) and 1000 x 1000 */
+    uint8_t bomb[54] = {'B', 'M', 54, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0,
+                        9, 0, 0, 0, 0x06, 0x60, 0x00, 0x03, 1, 0, 24, 0};
+    uint8_t short_bmp[54];
+    memcpy(short_bmp, bomb, sizeof bomb);
+    const uint8_t thousand[8] = {0xe8, 3, 0, 0, 0xe8, 3, 0, 0};
+    memcpy(short_bmp + 18, thousand, 8);
     static const char gif[] = "GIF89a\1\0\1\0\0\0\0;";
     static const char text[] = "this is not a picture\n";
     struct {
@@ -417,6 +427,11 @@ static void test_bad_images(void)
         {"truncated png", png.b, png.n / 2, {0, 0, 64, 64}, "truncated"},
         {"corrupt jpeg", corrupt, jn, {0, 0, 64, 64}, "JPEG"},
         {"too large png", huge.b, huge.n, {0, 0, 1, 1}, "too large"},
+        {"too large bmp", bomb, sizeof bomb, {0, 0, 1, 1}, "too large (9 x 50356230 pixels"},
+        {"truncated bmp", short_bmp, sizeof short_bmp, {0, 0, 1, 1},
+         "truncated (1000 x 1000 pixels of 24 bits from byte 54 need 3000054 bytes, the file "
+         "has 54)"},
+        {"bmp header cut", short_bmp, 20, {0, 0, 1, 1}, "truncated (a BMP header of 20 bytes)"},
     };
     uint8_t out[64 * 64 * 3];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -428,6 +443,17 @@ static void test_bad_images(void)
                   "%s: message '%s' (wanted the path and '%s')", cases[i].what, err.msg,
                   cases[i].says);
     }
+    int w = 0, h = 0;
+    pp_error err = {0};
+    CHECK(pp_image_size(bomb, sizeof bomb, "bomb.bmp", &w, &h, NULL, &err) == PP_ERR_INPUT &&
+          strstr(err.msg, "bomb.bmp: too large"));
+    uint8_t small[54 + 6 * 28] = {0}; /* 9 x 6 (rows of 28 bytes): its size from the header */
+    memcpy(small, bomb, sizeof bomb);
+    small[22] = 6, small[23] = small[24] = small[25] = 0;
+    CHECK(pp_image_size(small, sizeof small, "small.bmp", &w, &h, NULL, &err) == PP_OK &&
+          w == 9 && h == 6);
+    CHECK(pp_image_size(small, sizeof small - 29, "small.bmp", &w, &h, NULL, &err) ==
+              PP_ERR_INPUT && strstr(err.msg, "small.bmp: truncated"));
     free(corrupt);
     free(jpg);
     free(png.b);
