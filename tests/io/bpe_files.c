@@ -30,6 +30,19 @@ void bpe_test_put_entry(FILE *f, const char *s, size_t n, int id, int comma)
     fprintf(f, "\": %d", id);
 }
 
+void bpe_test_write_bytes_vocab(const char *path, const char *special, int id)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fputs("{", f);
+    for (int c = 0; c < 256; c++) {
+        const char b = (char)c;
+        bpe_test_put_entry(f, &b, 1, c, c > 0);
+    }
+    fprintf(f, ",\n\"%s\": %d}\n", special, id);
+    fclose(f);
+}
+
 /* A merge line for the bytes a and b, in the alphabet (UTF-8). */
 static void put_utf8(FILE *f, const char *s)
 {

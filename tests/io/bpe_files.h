@@ -20,6 +20,9 @@ unsigned bpe_test_alpha(int b);
 /* `"token": id` for the bytes s[0, n) into f, each character escaped (a
  * comma and a newline first where comma). */
 void bpe_test_put_entry(FILE *f, const char *s, size_t n, int id, int comma);
+/* A vocabulary of the 256 bytes (each its own id) and one token, special
+ * (ASCII, written as it is), of that id, into path. */
+void bpe_test_write_bytes_vocab(const char *path, const char *special, int id);
 /* The vocabulary (every byte its own id, then the merges' tokens, then
  * <|eot|>; with more, <|a b|> and <|x\ny|>, and "\n\n" and " \n" with
  * their merges) into vocab, the merges into merges. */

@@ -178,14 +178,7 @@ static void test_wide(void)
 {
     char wide[320];
     snprintf(wide, sizeof wide, "%s/wide.json", tmpdir);
-    FILE *f = fopen(wide, "w");
-    fputs("{", f);
-    for (int c = 0; c < 256; c++) {
-        const char ch = (char)c;
-        bpe_test_put_entry(f, &ch, 1, c, c > 0);
-    }
-    fputs(",\n\"<|w|>\": 70000}\n", f);
-    fclose(f);
+    bpe_test_write_bytes_vocab(wide, "<|w|>", 70000);
     char empty[320];
     snprintf(empty, sizeof empty, "%s/empty.txt", tmpdir);
     check_write_file(empty, "", 0);

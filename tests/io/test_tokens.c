@@ -204,14 +204,7 @@ static void test_tokenizer(int special)
     snprintf(vocab, sizeof vocab, "%s/vocab.json", tmpdir);
     snprintf(merges, sizeof merges, "%s/merges.txt", tmpdir);
     snprintf(text, sizeof text, "%s/corpus.txt", tmpdir);
-    FILE *f = fopen(vocab, "w");
-    fputs("{", f);
-    for (int c = 0; c < 256; c++) {
-        const char b = (char)c;
-        bpe_test_put_entry(f, &b, 1, c, c > 0);
-    }
-    fprintf(f, ",\n\"<|s|>\": %d}\n", special);
-    fclose(f);
+    bpe_test_write_bytes_vocab(vocab, "<|s|>", special);
     check_write_file(merges, "", 0);
     enum { REPS = 20, T = 6 };
     char body[REPS * 9 + 1] = "";
