@@ -199,19 +199,19 @@ static pp_status encode(pp_bpe *b, const char *text, size_t len, const char *wha
     return PP_OK;
 }
 
-pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **ids,
+pp_status pp_bpe_encode(pp_bpe *b, const char *text, size_t len, const char *what, int32_t **out,
                         int64_t *n, pp_error *err)
 {
     void *v;
     const pp_status st = encode(b, text, len, what, false, &v, n, err);
-    *ids = v;
+    *out = v;
     return st;
 }
 
 pp_status pp_bpe_encode16(pp_bpe *b, const char *text, size_t len, const char *what,
-                          uint16_t **ids, int64_t *n, pp_error *err)
+                          uint16_t **out, int64_t *n, pp_error *err)
 {
-    *ids = NULL;
+    *out = NULL;
     *n = 0;
     if (pp_bpe_size(b) > 65536)
         return pp_error_set(err, PP_ERR_INVALID,
@@ -219,6 +219,6 @@ pp_status pp_bpe_encode16(pp_bpe *b, const char *text, size_t len, const char *w
                             what, pp_bpe_size(b) - 1);
     void *v;
     const pp_status st = encode(b, text, len, what, true, &v, n, err);
-    *ids = v;
+    *out = v;
     return st;
 }
