@@ -86,6 +86,21 @@ static bool loader_limited(const pp_pipeline_report *r)
 
 /* The loader's line: its threads and depth, the wait per step, and what to
  * do when it, not the pipeline, limits the step; bad images skipped. */
+/* How a text's ids came (what is a text read through the tokenizer; tokens
+ * 0: none): from the token cache, or tokenized (and cached). */
+static void tokenized_line(FILE *f, const char *what, int64_t tokens, bool from_cache,
+                           bool cached, double seconds, const char *cache)
+{
+    if (tokens <= 0) return;
+    if (from_cache)
+        fprintf(f, "data         %lld tokens of %s from the token cache in %.2f s (%s)\n",
+                (long long)tokens, what, seconds, cache ? cache : "?");
+    else
+        fprintf(f, "data         %lld tokens of %s, tokenized in %.2f s%s%s%s\n",
+                (long long)tokens, what, seconds, cached ? " and cached (" : "",
+                cached && cache ? cache : "", cached ? ")" : "");
+}
+
 static void print_data_line(FILE *f, const pp_pipeline_report *r)
 {
     const double frac = r->step_ms_median > 0 ? r->data_wait_ms / r->step_ms_median : 0;
@@ -96,16 +111,15 @@ static void print_data_line(FILE *f, const pp_pipeline_report *r)
         fprintf(f, "data         the loader, not the pipeline, limits the step: it waits %.0f%% "
                    "of the step for data (raise data.workers, now %d, or data.prefetch, now %d; "
                    "or decode smaller files)\n", 100 * frac, r->data_workers, r->data_prefetch);
-    if (r->text_tokens > 0 && r->text_from_cache)
-        fprintf(f, "data         %lld tokens of the text from the token cache in %.2f s (%s)\n",
-                (long long)r->text_tokens, r->text_tokenize_s,
-                r->text_cache_path ? r->text_cache_path : "?");
-    else if (r->text_tokens > 0)
-        fprintf(f, "data         %lld tokens of the text, tokenized in %.2f s%s%s%s\n",
-                (long long)r->text_tokens, r->text_tokenize_s,
-                r->text_cached ? " and cached (" : "",
-                r->text_cached && r->text_cache_path ? r->text_cache_path : "",
-                r->text_cached ? ")" : "");
+    tokenized_line(f, "the text", r->text_tokens, r->text_from_cache, r->text_cached,
+                   r->text_tokenize_s, r->text_cache_path);
+    tokenized_line(f, "the test set's text", r->eval_text_tokens, r->eval_text_from_cache,
+                   r->eval_text_cached, r->eval_text_tokenize_s, r->eval_text_cache_path);
+    if (r->text_cache_evicted > 0)
+        fprintf(f, "data         %d file%s (%.1f MB) evicted from the token cache, the least "
+                   "recently used, to keep it within PP_TOKEN_CACHE_MAX\n",
+                r->text_cache_evicted, r->text_cache_evicted == 1 ? "" : "s",
+                (double)r->text_cache_evicted_bytes / 1e6);
     if (r->bad_images > 0)
         fprintf(f, "data         %lld bad image%s skipped and replaced (data.on_bad_image: skip); "
                    "the first: %s\n", (long long)r->bad_images, r->bad_images == 1 ? "" : "s",
@@ -257,6 +271,14 @@ static json_t *json_num(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* data.tokenized: {tokens, from_cache, cached, seconds, cache} */
+static json_t *tokenized_json(int64_t tokens, bool from_cache, bool cached, double seconds,
+                              const char *cache)
+{
+    return json_pack("{s:I, s:b, s:b, s:o, s:s?}", "tokens", (json_int_t)tokens, "from_cache",
+                     from_cache, "cached", cached, "seconds", json_num(seconds), "cache", cache);
+}
+
 /* The keys every JSON output starts with: what ran. */
 /* per_replica: [{replica, ranks, batch, step_ms, run_ms, images_per_s}] */
 static json_t *replicas_array(const pp_pipeline *p, int replicas)
@@ -365,11 +387,18 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
                   "loader_limited", loader_limited(&r), "bad_images", (json_int_t)r.bad_images));
     json_t *dj = json_object_get(o, "data");
     if (dj && r.text_tokens > 0) /* a text through the tokenizer: how its ids came */
-        json_object_set_new(
-            dj, "tokenized",
-            json_pack("{s:I, s:b, s:b, s:o, s:s?}", "tokens", (json_int_t)r.text_tokens,
-                      "from_cache", r.text_from_cache, "cached", r.text_cached, "seconds",
-                      json_num(r.text_tokenize_s), "cache", r.text_cache_path));
+        json_object_set_new(dj, "tokenized",
+                            tokenized_json(r.text_tokens, r.text_from_cache, r.text_cached,
+                                           r.text_tokenize_s, r.text_cache_path));
+    if (dj && r.eval_text_tokens > 0)
+        json_object_set_new(dj, "eval_tokenized",
+                            tokenized_json(r.eval_text_tokens, r.eval_text_from_cache,
+                                           r.eval_text_cached, r.eval_text_tokenize_s,
+                                           r.eval_text_cache_path));
+    if (dj && (r.text_tokens > 0 || r.eval_text_tokens > 0))
+        json_object_set_new(dj, "token_cache_evicted",
+                            json_pack("{s:i, s:I}", "files", r.text_cache_evicted, "bytes",
+                                      (json_int_t)r.text_cache_evicted_bytes));
     if (r.schedule_note) json_object_set_new(o, "schedule_note", json_string(r.schedule_note));
     for (int i = 0; i < n_losses; i++) json_array_append_new(lj, json_num(losses[i]));
     json_object_set_new(o, "losses", lj);

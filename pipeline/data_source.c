@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "pipeline/state.h"
 #include "runtime/io/image_index.h"
@@ -26,6 +27,24 @@ static pp_data_format data_format(pp_plan_data_format f)
     case PP_PLAN_DATA_SYNTHETIC: break;
     }
     return PP_DATA_SYNTHETIC;
+}
+
+/* The token cache's size: PP_TOKEN_CACHE_MAX (a size, or none: no limit),
+ * else PP_TOKENS_CACHE_MAX_BYTES. */
+static pp_status token_cache_max(int64_t *max, pp_error *err)
+{
+    const char *s = getenv("PP_TOKEN_CACHE_MAX");
+    *max = PP_TOKENS_CACHE_MAX_BYTES;
+    if (!s || !*s) return PP_OK;
+    if (strcmp(s, "none") == 0) {
+        *max = 0;
+        return PP_OK;
+    }
+    if (pp_plan_parse_bytes(s, max, err) == PP_OK) return PP_OK;
+    return pp_error_set(err, PP_ERR_INPUT,
+                        "PP_TOKEN_CACHE_MAX='%.64s': expected a size (e.g. 16GiB, 512MiB, a "
+                        "byte count) or none",
+                        s);
 }
 
 /* The normalisation of the plan's data section (the test set's too). */
@@ -94,6 +113,8 @@ static pp_status make_config(const pp_plan *plan, const pp_plan_data *d, bool ev
             cfg->special = plan->data.tokenizer_special;
             if (!pp_tokens_cache_dir(cfg->token_cache, sizeof cfg->token_cache))
                 cfg->token_cache[0] = '\0';
+            else
+                PP_TRY(token_cache_max(&cfg->token_cache_max, err));
             /* the threads that read batches tokenize it */
             cfg->workers = plan->data.workers;
             if (cfg->workers < 1) PP_TRY(pp_data_reader_threads_from_env(&cfg->workers, err));

@@ -244,6 +244,15 @@ typedef struct pp_pipeline_report {
     double text_tokenize_s;       /* tokenizing it, or checking and mapping the cache file */
     const char *text_cache_path;  /* the cache file read or written, or NULL; valid until the
                                      next call */
+    int text_cache_evicted;       /* files evicted from the token cache (least recently used)
+                                     after its writes, to keep it within PP_TOKEN_CACHE_MAX */
+    int64_t text_cache_evicted_bytes; /* their sizes */
+    int64_t eval_text_tokens;     /* the test set read as text through the tokenizer: its
+                                     tokens (0: no such test set) */
+    bool eval_text_from_cache;    /* as text_from_cache, for the test set */
+    bool eval_text_cached;        /* as text_cached */
+    double eval_text_tokenize_s;  /* as text_tokenize_s */
+    const char *eval_text_cache_path; /* as text_cache_path */
 } pp_pipeline_report;
 
 /* Figures of one data-parallel replica (plan `replicas`), aggregated like

@@ -194,6 +194,18 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out)
         out->text_cached = q->tokenizing.cached;
         out->text_tokenize_s = q->tokenizing.seconds;
         out->text_cache_path = q->tokenizing.cache_path[0] ? q->tokenizing.cache_path : NULL;
+        out->text_cache_evicted = q->tokenizing.evicted;
+        out->text_cache_evicted_bytes = q->tokenizing.evicted_bytes;
+    }
+    if (q->eval_data && pp_data_tokenizing_of(q->eval_data, &q->eval_tokenizing)) {
+        const pp_data_tokenizing *e = &q->eval_tokenizing;
+        out->eval_text_tokens = e->tokens;
+        out->eval_text_from_cache = e->from_cache;
+        out->eval_text_cached = e->cached;
+        out->eval_text_tokenize_s = e->seconds;
+        out->eval_text_cache_path = e->cache_path[0] ? e->cache_path : NULL;
+        out->text_cache_evicted += e->evicted;
+        out->text_cache_evicted_bytes += e->evicted_bytes;
     }
 
     pp_sim_result r;

@@ -199,6 +199,7 @@ struct pp_pipeline {
     double *data_ms;             /* (steps_run) of it, the wait for the step's batch */
     char bad_first[512];         /* the first bad image skipped (report.c) */
     pp_data_tokenizing tokenizing; /* the training text's, for the report (report.c) */
+    pp_data_tokenizing eval_tokenizing; /* the test text's, likewise */
     double *bubble;              /* (steps_run) */
     double *copy_ms;             /* (steps_run) every copy between stages, the sender's side
                                   * (a message's send; its receive waits for the sender) */

@@ -1,11 +1,13 @@
 /* path.c - file path helpers and atomic file replacement (path.h). */
 #include "path.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 char *pp_path_dir(const char *path)
@@ -117,4 +119,83 @@ void pp_make_dirs(const char *dir)
         *c = '/';
     }
     mkdir(p, 0755);
+}
+
+/* A file of a cache folder: its name, size and last use. */
+typedef struct cache_file {
+    char *name;
+    int64_t bytes;
+    struct timespec used;
+} cache_file;
+
+static int least_recent_first(const void *a, const void *b)
+{
+    const cache_file *x = a, *y = b;
+    if (x->used.tv_sec != y->used.tv_sec) return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+    if (x->used.tv_nsec != y->used.tv_nsec) return x->used.tv_nsec < y->used.tv_nsec ? -1 : 1;
+    return strcmp(x->name, y->name);
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    const size_t n = strlen(s), k = strlen(suffix);
+    return n > k && strcmp(s + n - k, suffix) == 0;
+}
+
+/* NAME + suffix + ".tmp-XXXXXX": a temporary file of pp_atomic_open's */
+static bool is_temporary(const char *name, const char *suffix)
+{
+    const size_t n = strlen(name), k = strlen(suffix), t = sizeof ".tmp-XXXXXX" - 1;
+    return n > k + t && strncmp(name + n - t, ".tmp-", 5) == 0 &&
+           strncmp(name + n - t - k, suffix, k) == 0;
+}
+
+pp_cache_trimmed pp_cache_trim(const char *dir, const char *suffix, int64_t max_bytes,
+                               const char *keep)
+{
+    pp_cache_trimmed out = {0};
+    DIR *d = opendir(dir);
+    if (!d) return out;
+    const char *keep_name = keep ? strrchr(keep, '/') : NULL;
+    keep_name = keep_name ? keep_name + 1 : keep;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    cache_file *files = NULL;
+    size_t n = 0, cap = 0;
+    int64_t total = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        struct stat sb;
+        if (fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        if (is_temporary(e->d_name, suffix)) {
+            if (now.tv_sec - sb.st_mtim.tv_sec > PP_CACHE_TEMPORARY_S &&
+                unlinkat(dirfd(d), e->d_name, 0) == 0) {
+                out.files++;
+                out.bytes += sb.st_size;
+            }
+            continue;
+        }
+        if (!ends_with(e->d_name, suffix)) continue;
+        total += sb.st_size;
+        if (keep_name && strcmp(e->d_name, keep_name) == 0) continue;
+        if (n == cap) {
+            cache_file *more = realloc(files, (cap = cap ? 2 * cap : 16) * sizeof *more);
+            if (!more) break;
+            files = more;
+        }
+        files[n] = (cache_file){strdup(e->d_name), sb.st_size, sb.st_mtim};
+        if (files[n].name) n++;
+    }
+    if (files) qsort(files, n, sizeof *files, least_recent_first);
+    for (size_t i = 0; i < n; i++) {
+        if (total > max_bytes && unlinkat(dirfd(d), files[i].name, 0) == 0) {
+            total -= files[i].bytes;
+            out.files++;
+            out.bytes += files[i].bytes;
+        }
+        free(files[i].name);
+    }
+    free(files);
+    closedir(d);
+    return out;
 }

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "status.h"
@@ -36,7 +37,6 @@ pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err);
  * zeroed or already released object. */
 void pp_atomic_abort(pp_atomic_file *af);
 
-
 /* A cache's folder: the environment variable env where set ("off": no
  * cache, false), else $XDG_CACHE_HOME/pipeline-run/SUB, else
  * ~/.cache/pipeline-run/SUB (false without HOME either). */
@@ -44,5 +44,26 @@ bool pp_cache_dir(const char *env, const char *sub, char *dir, size_t n);
 /* mkdir -p: each missing folder of dir made (0755); failures are left to
  * the file written there next to report. */
 void pp_make_dirs(const char *dir);
+
+/* What pp_cache_trim removed. */
+typedef struct pp_cache_trimmed {
+    int files;     /* files removed */
+    int64_t bytes; /* their sizes */
+} pp_cache_trimmed;
+
+/* A temporary file of pp_atomic_open's in a cache folder, unchanged for this
+ * long, is a write that died with its process. */
+#define PP_CACHE_TEMPORARY_S 3600
+
+/* Bounds a cache folder: of the regular files in dir whose names end in
+ * suffix, the least recently modified are removed, one at a time, until those
+ * left (keep among them) total at most max_bytes; keep (a path in dir, or
+ * NULL) is never removed, however large. A cache marks a file it reads as
+ * used by its modification time (futimens). Temporary files of those names
+ * (pp_atomic_open's "NAME.tmp-XXXXXX") unchanged for PP_CACHE_TEMPORARY_S
+ * are removed too, whatever max_bytes. Best effort: a file that cannot be
+ * read or removed is left (another process may be removing it too). */
+pp_cache_trimmed pp_cache_trim(const char *dir, const char *suffix, int64_t max_bytes,
+                               const char *keep);
 
 #endif

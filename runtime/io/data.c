@@ -240,7 +240,8 @@ static pp_status open_tokens(pp_data *d, const pp_data_config *cfg, pp_error *er
         }
         pp_bpe_set_threads(bpe, cfg->workers, 0);
     }
-    pp_tokens_cache cache = {.dir = cfg->token_cache, .min_bytes = PP_TOKENS_CACHE_MIN_BYTES};
+    pp_tokens_cache cache = {.dir = cfg->token_cache, .min_bytes = PP_TOKENS_CACHE_MIN_BYTES,
+                             .max_bytes = cfg->token_cache_max};
     const pp_status s = pp_tokens_open(cfg->file, text, bpe, vocab, cfg->block_size, &cache,
                                        &d->tokens, err);
     pp_bpe_close(bpe);
@@ -249,7 +250,9 @@ static pp_status open_tokens(pp_data *d, const pp_data_config *cfg, pp_error *er
         d->tokenized = true;
         d->tokenizing = (pp_data_tokenizing){.tokens = pp_tokens_count(d->tokens),
                                              .from_cache = cache.from_cache,
-                                             .cached = cache.written, .seconds = cache.seconds};
+                                             .cached = cache.written, .seconds = cache.seconds,
+                                             .evicted = cache.evicted,
+                                             .evicted_bytes = cache.evicted_bytes};
         snprintf(d->tokenizing.cache_path, sizeof d->tokenizing.cache_path, "%s", cache.path);
     }
     d->c = d->h = 1;

@@ -112,6 +112,8 @@ typedef struct pp_data_config {
                                                else PP_READ_THREADS, else the CPUs, <= 8) */
     char token_cache[PATH_MAX];             /* text through the tokenizer: the folder of the
                                                cache of texts tokenized; "" for none */
+    int64_t token_cache_max;                /* its size, least recently used files evicted
+                                               after a write; 0: no limit */
     /* synthetic */
     int channels, height, width;            /* image shape (default 3 x 32 x 32) */
     int64_t samples;                        /* data set size N; 0 = PP_DATA_SYNTHETIC_SAMPLES */
@@ -187,6 +189,8 @@ typedef struct pp_data_tokenizing {
     bool cached;               /* tokenized, and the cache file written */
     double seconds;            /* tokenizing, or checking and mapping the cache file */
     char cache_path[PATH_MAX]; /* the cache file read or written; "" neither */
+    int evicted;               /* cached: the files evicted to keep the cache's size */
+    int64_t evicted_bytes;     /* their sizes */
 } pp_data_tokenizing;
 /* That of src into *out; false (out untouched) where src is no text read
  * through the tokenizer. */

@@ -87,15 +87,7 @@ void pp_token_cache_key_of(const char *dir, const char *real_path, const void *t
     key->text_bytes = len;
     key->text_sum = pp_cksum_data(text, len);
     key->fingerprint = fingerprint;
-    const size_t n = strlen(real_path);
-    char *name = malloc(n + sizeof fingerprint);
-    uint64_t file = fingerprint; /* without memory: the fingerprint alone names the file */
-    if (name) {
-        memcpy(name, real_path, n);
-        memcpy(name + n, &fingerprint, sizeof fingerprint);
-        file = pp_cksum_data(name, n + sizeof fingerprint);
-        free(name);
-    }
+    const uint64_t file = pp_cksum_data(real_path, strlen(real_path)) ^ fingerprint;
     snprintf(key->path, sizeof key->path, "%s/%016llx.tokens", dir, (unsigned long long)file);
 }
 
@@ -121,6 +113,7 @@ bool pp_token_cache_read(const pp_token_cache_key *key, void **map, size_t *map_
     void *m = MAP_FAILED;
     if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (size_t)sb.st_size >= header)
         m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m != MAP_FAILED) futimens(fd, NULL); /* used now: the last a full cache evicts */
     close(fd);
     if (m == MAP_FAILED) return false;
     const size_t bytes = (size_t)sb.st_size;

@@ -4,7 +4,7 @@
  * maps its ids from here).
  *
  * One file per text and tokenizer, in the cache folder (pp_tokens_cache_dir),
- * named after the XXH3-64 of the text's real path and the tokenizer's
+ * named after the XXH3-64 of the text's real path xor the tokenizer's
  * fingerprint. The file is an llm.c token file (a header of 256 int32:
  * magic 20240520, version 1, the count; then the ids as uint16), whose
  * header also holds, from its fourth int32 on, a tag, this cache's version,
@@ -13,7 +13,9 @@
  * an edited text, another tokenizer (its tables, its special tokens, the
  * cache's version or the encoder's ids) or a damaged file is tokenized
  * again and the file replaced. Written atomically (pp_atomic_open); a cache that
- * cannot be written is skipped.
+ * cannot be written is skipped. A file read is marked used (its modification
+ * time), which is what the cache's bound (pp_cache_trim, called by tokens.c
+ * after a write) evicts by.
  */
 #ifndef PP_IO_TOKEN_CACHE_H
 #define PP_IO_TOKEN_CACHE_H

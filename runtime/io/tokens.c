@@ -133,6 +133,11 @@ static pp_status tokenize(pp_tokens *t, const char *path, pp_bpe *bpe, pp_tokens
         if (st == PP_OK && cached && pp_token_cache_write(&key, t->owned16, t->count)) {
             cache->written = true;
             snprintf(cache->path, sizeof cache->path, "%s", key.path);
+            const pp_cache_trimmed gone = pp_cache_trim(
+                cache->dir, ".tokens", cache->max_bytes > 0 ? cache->max_bytes : INT64_MAX,
+                key.path);
+            cache->evicted = gone.files;
+            cache->evicted_bytes = gone.bytes;
         }
     }
     if (t->map) munmap(t->map, t->map_bytes); /* the text */
@@ -150,6 +155,8 @@ pp_status pp_tokens_open(const char *path, bool text, pp_bpe *bpe, int vocab, in
         cache->from_cache = cache->written = false;
         cache->seconds = 0;
         cache->path[0] = '\0';
+        cache->evicted = 0;
+        cache->evicted_bytes = 0;
     }
     if (!path || vocab < 1 || block_size < 1)
         return pp_error_set(err, PP_ERR_INVALID, "tokens: bad arguments");

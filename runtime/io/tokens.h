@@ -51,16 +51,23 @@ typedef struct pp_tokens pp_tokens;
 typedef struct pp_tokens_cache {
     const char *dir;   /* the cache folder (made when missing); NULL or "": none */
     int64_t min_bytes; /* the smallest text cached */
+    int64_t max_bytes; /* the cache's size: after a file is written, the least recently
+                          used others are evicted down to it (pp_cache_trim); 0: no limit */
     /* set by pp_tokens_open */
     bool from_cache;   /* the ids mapped from the cache */
     bool written;      /* the text tokenized and its ids cached */
     double seconds;    /* tokenizing, or checking and mapping the cache */
     char path[4096];   /* the cache file read or written ("": neither) */
+    int evicted;           /* files evicted after the write */
+    int64_t evicted_bytes; /* their sizes */
 } pp_tokens_cache;
 
 /* The text of the smallest size cached by the data sources: tokenizing a
  * megabyte takes about a tenth of a second on one core. */
 #define PP_TOKENS_CACHE_MIN_BYTES (1 << 20)
+/* The cache's size by default (PP_TOKEN_CACHE_MAX): 2 bytes a token, so the
+ * ids of some 8 G tokens of text. */
+#define PP_TOKENS_CACHE_MAX_BYTES (INT64_C(16) << 30)
 
 /* The cache folder: PP_TOKEN_CACHE where set ("off": none, false), else
  * $XDG_CACHE_HOME/pipeline-run/tokens, else ~/.cache/pipeline-run/tokens. */

@@ -537,8 +537,74 @@ def test_token_cache():
           f"PP_TOKEN_CACHE=off: tokenized, not cached, the same losses: {off}")
 
 
+
+def test_token_cache_bound():
+    """The test set's text is cached and reported too; PP_TOKEN_CACHE_MAX bounds the cache:
+    a write evicts the least recently used files (the summary and --json say so), never the
+    run's own; a bad PP_TOKEN_CACHE_MAX is refused."""
+    big = CORPUS * (1 + (1 << 20) // len(CORPUS))
+    write("train-a.txt", big)
+    write("valid-a.txt", CORPUS[7:] + big)
+    write("train-b.txt", big[:-5] + "\n")
+    cache = os.path.join(TMP, "token-cache-bound")
+    pa = plan("bound-a.yaml", file="train-a.txt", valid="valid-a.txt", steps=1)
+    pb = plan("bound-b.yaml", file="train-b.txt", valid="valid-a.txt", steps=1)
+
+    def go(p, limit=None):
+        env = dict(os.environ, PP_TOKEN_CACHE=cache)
+        if limit is not None:
+            env["PP_TOKEN_CACHE_MAX"] = limit
+        r = subprocess.run([BIN, p, "--json"], capture_output=True, text=True, timeout=240,
+                           cwd=TMP, env=env)
+        try:
+            return r, json.loads(r.stdout)["data"]
+        except (ValueError, KeyError):
+            return r, {}
+
+    r, d = go(pa)
+    ev = d.get("eval_tokenized", {})
+    check(r.returncode == 0 and d.get("tokenized", {}).get("cached") is True and
+          ev.get("cached") is True and ev.get("cache") != d["tokenized"].get("cache") and
+          d.get("token_cache_evicted") == {"files": 0, "bytes": 0},
+          f"the test set's text cached and reported: {d} {r.stderr[-300:]!r}")
+    r, d = go(pa)
+    check(d.get("eval_tokenized", {}).get("from_cache") is True,
+          f"the test set's text from the cache: {d}")
+    r = subprocess.run([BIN, pa], capture_output=True, text=True, timeout=240, cwd=TMP,
+                       env=dict(os.environ, PP_TOKEN_CACHE=cache))
+    check(" tokens of the test set's text from the token cache in " in r.stdout,
+          f"the summary's line for the test set: {r.stdout[-600:]!r}")
+    a_train = os.path.basename(d.get("tokenized", {}).get("cache", ""))
+    a_valid = os.path.basename(d.get("eval_tokenized", {}).get("cache", ""))
+    size = {f: os.path.getsize(os.path.join(cache, f)) for f in os.listdir(cache)}
+    # b's training text is new: written, and with room for it and one more file of its size,
+    # the least recently used goes: a's training text's (a's test set is b's too, and read)
+    limit = size.get(a_train, 0) + size.get(a_valid, 0) + 16
+    r, d = go(pb, str(limit))
+    left = sorted(os.listdir(cache))
+    b_train = os.path.basename(d.get("tokenized", {}).get("cache", ""))
+    check(r.returncode == 0 and d.get("tokenized", {}).get("cached") is True and
+          d.get("eval_tokenized", {}).get("from_cache") is True and
+          d.get("token_cache_evicted") == {"files": 1, "bytes": size.get(a_train)} and
+          left == sorted([b_train, a_valid]),
+          f"PP_TOKEN_CACHE_MAX={limit}: left {left} of {sorted(size)}, {d}")
+    r = subprocess.run([BIN, pb], capture_output=True, text=True, timeout=240, cwd=TMP,
+                       env=dict(os.environ, PP_TOKEN_CACHE=cache, PP_TOKEN_CACHE_MAX="1KiB"))
+    check(r.returncode == 0 and "evicted" not in r.stdout and sorted(os.listdir(cache)) == left,
+          f"nothing evicted without a write: {r.stdout[-400:]!r}")
+    r = subprocess.run([BIN, pa], capture_output=True, text=True, timeout=240, cwd=TMP,
+                       env=dict(os.environ, PP_TOKEN_CACHE=cache, PP_TOKEN_CACHE_MAX="1KiB"))
+    check(re.search(r"\ndata +\d+ files? \([0-9.]+ MB\) evicted from the token cache, the "
+                    r"least recently used, to keep it within PP_TOKEN_CACHE_MAX\n", r.stdout),
+          f"the summary's eviction line: {r.stdout[-800:]!r}")
+    r = subprocess.run([BIN, pa], capture_output=True, text=True, timeout=240, cwd=TMP,
+                       env=dict(os.environ, PP_TOKEN_CACHE=cache, PP_TOKEN_CACHE_MAX="lots"))
+    check(r.returncode == 2 and "PP_TOKEN_CACHE_MAX='lots': expected a size" in r.stderr,
+          f"a bad PP_TOKEN_CACHE_MAX: {r.returncode} {r.stderr[-300:]!r}")
+
+
 for t in (test_data, test_train_generate, test_special, test_bad_input, test_tokenizer_json,
-          test_gpt2_files, test_token_cache):
+          test_gpt2_files, test_token_cache, test_token_cache_bound):
     t()
 shutil.rmtree(TMP, ignore_errors=True)
 CHECKS.summary("tokenizer cli")

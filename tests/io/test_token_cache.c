@@ -7,13 +7,17 @@
  * and another tokenizer (special tokens on) are tokenized again, each with
  * the ids of a run without the cache; a text under min_bytes, a vocabulary
  * beyond 16 bits and a cache folder that cannot be made are not cached and
- * still open; the folder from PP_TOKEN_CACHE, XDG_CACHE_HOME and HOME.
+ * still open; the folder from PP_TOKEN_CACHE, XDG_CACHE_HOME and HOME; the
+ * cache's bound (a read marks its file used, a write evicts the least
+ * recently used others).
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "runtime/io/bpe.h"
@@ -173,6 +177,71 @@ static void test_cache(void)
     free(body);
 }
 
+/* An open of the text through b with the cache bounded to max_bytes (0:
+ * no bound): what it did. */
+static pp_tokens_cache open_cached(pp_bpe *b, int64_t max_bytes)
+{
+    pp_tokens_cache c = {.dir = cache_dir, .min_bytes = 0, .max_bytes = max_bytes};
+    int32_t *ids = NULL;
+    int64_t n;
+    open_text(b, &c, &ids, &n);
+    free(ids);
+    return c;
+}
+
+static time_t mtime_of(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? sb.st_mtim.tv_sec : -1;
+}
+
+static void make_older(const char *path, long seconds)
+{
+    const struct timespec t[2] = {{time(NULL) - seconds, 0}, {time(NULL) - seconds, 0}};
+    CHECK(utimensat(AT_FDCWD, path, t, 0) == 0);
+}
+
+/* The cache's bound: a read marks its file used; a write evicts the least
+ * recently used files down to the bound, never its own. */
+static void test_evict(void)
+{
+    pp_bpe *plain = NULL, *special = NULL;
+    pp_error err;
+    CHECK_OK(pp_bpe_open(vocab, merges, &plain, &err), &err);
+    CHECK_OK(pp_bpe_open(vocab, merges, &special, &err), &err);
+    if (!plain || !special || pp_bpe_use_special(special) != 1) goto done;
+    pp_tokens_cache a = open_cached(plain, 0), s = open_cached(special, 0);
+    CHECK_MSG(a.from_cache && s.from_cache && strcmp(a.path, s.path) != 0,
+              "test_cache's two files: %s, %s", a.path, s.path);
+    make_older(a.path, 1000);
+    make_older(s.path, 2000);
+    a = open_cached(plain, 0);
+    CHECK_MSG(a.from_cache && mtime_of(a.path) > time(NULL) - 100,
+              "a read marks its file used (%lld s ago)", (long long)(time(NULL) -
+                                                                    mtime_of(a.path)));
+    CHECK(mtime_of(s.path) <= time(NULL) - 2000);
+
+    struct stat ss;
+    CHECK(stat(s.path, &ss) == 0);
+    flip(text, 100); /* tokenized again: a write, with a bound below its own file */
+    a = open_cached(plain, 1);
+    CHECK_MSG(a.written && a.evicted == 1 && a.evicted_bytes == ss.st_size,
+              "the write evicted %d files, %lld bytes (want 1, %lld)", a.evicted,
+              (long long)a.evicted_bytes, (long long)ss.st_size);
+    CHECK(access(s.path, F_OK) != 0 && access(a.path, F_OK) == 0);
+    char file[512];
+    CHECK(cache_files(file, sizeof file) == 1);
+
+    s = open_cached(special, 0); /* written again; no bound, nothing evicted */
+    CHECK(s.written && s.evicted == 0 && s.evicted_bytes == 0);
+    CHECK(cache_files(file, sizeof file) == 2);
+    s = open_cached(special, INT64_MAX / 2); /* read: never evicts */
+    CHECK(s.from_cache && s.evicted == 0);
+done:
+    pp_bpe_close(plain);
+    pp_bpe_close(special);
+}
+
 /* A vocabulary with an id beyond 16 bits is not cached. */
 static void test_wide(void)
 {
@@ -216,6 +285,7 @@ int main(void)
     snprintf(cache_dir, sizeof cache_dir, "%s/cache/tokens", tmpdir); /* made when written */
     bpe_test_write_files(vocab, merges, 0);
     test_cache();
+    test_evict();
     test_wide();
     test_dir();
     check_rmtree(tmpdir);

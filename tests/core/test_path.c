@@ -1,0 +1,151 @@
+/*
+ * test_path.c - the caches' folder helpers (runtime/core/path.h):
+ * pp_make_dirs makes every missing folder; pp_cache_trim bounds a cache
+ * folder by evicting its least recently modified files of one suffix down to
+ * the limit, never the file kept, nor files of other names, folders or
+ * links; a temporary file of pp_atomic_open's is removed once stale, left
+ * while fresh; nothing happens within the limit or in a missing folder.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/core/path.h"
+#include "tests/check.h"
+
+static char tmpdir[256];
+
+/* dir/name of n bytes, last modified `age` seconds ago. */
+static void put(const char *dir, const char *name, size_t n, long age)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    static char zeros[4096];
+    FILE *f = fopen(path, "wb");
+    CHECK_MSG(f != NULL, "cannot create %s", path);
+    for (size_t done = 0; f && done < n;) {
+        const size_t k = n - done < sizeof zeros ? n - done : sizeof zeros;
+        done += fwrite(zeros, 1, k, f);
+    }
+    if (f) fclose(f);
+    const struct timespec t[2] = {{time(NULL) - age, 0}, {time(NULL) - age, 0}};
+    CHECK(utimensat(AT_FDCWD, path, t, 0) == 0);
+}
+
+static bool exists(const char *dir, const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+static void test_make_dirs(void)
+{
+    char deep[400];
+    snprintf(deep, sizeof deep, "%s/a/b/c", tmpdir);
+    pp_make_dirs(deep);
+    struct stat sb;
+    CHECK(stat(deep, &sb) == 0 && S_ISDIR(sb.st_mode));
+    pp_make_dirs(deep); /* already there */
+    CHECK(stat(deep, &sb) == 0 && S_ISDIR(sb.st_mode));
+}
+
+static void test_trim(void)
+{
+    char dir[400], keep[600];
+    snprintf(dir, sizeof dir, "%s/cache", tmpdir);
+    pp_make_dirs(dir);
+    put(dir, "old.tokens", 3000, 400);    /* least recently used */
+    put(dir, "mid.tokens", 2000, 300);
+    put(dir, "new.tokens", 1000, 200);
+    put(dir, "kept.tokens", 5000, 500);   /* the oldest, but kept */
+    put(dir, "other.index", 9000, 900);   /* another suffix: not counted */
+    put(dir, "x.tokens.tmp-a1B2c3", 7000, 2 * PP_CACHE_TEMPORARY_S); /* a write that died */
+    put(dir, "y.tokens.tmp-d4E5f6", 7000, 10); /* a write under way */
+    char sub[500];
+    snprintf(sub, sizeof sub, "%s/folder.tokens", dir);
+    pp_make_dirs(sub); /* a folder of that suffix: left */
+    char link[500], target[600];
+    snprintf(link, sizeof link, "%s/link.tokens", dir);
+    snprintf(target, sizeof target, "%s/other.index", dir);
+    CHECK(symlink(target, link) == 0); /* a link: left, its target too */
+    snprintf(keep, sizeof keep, "%s/kept.tokens", dir);
+
+    /* 11000 bytes of .tokens: within 11000 only the dead temporary goes */
+    pp_cache_trimmed t = pp_cache_trim(dir, ".tokens", 11000, keep);
+    CHECK_MSG(t.files == 1 && t.bytes == 7000, "within the limit: %d files, %lld bytes",
+              t.files, (long long)t.bytes);
+    CHECK(!exists(dir, "x.tokens.tmp-a1B2c3") && exists(dir, "y.tokens.tmp-d4E5f6"));
+    CHECK(exists(dir, "old.tokens") && exists(dir, "mid.tokens") && exists(dir, "new.tokens"));
+
+    /* 9000: the least recently used goes first, and no more than needed */
+    t = pp_cache_trim(dir, ".tokens", 9000, keep);
+    CHECK_MSG(t.files == 1 && t.bytes == 3000, "to 9000: %d files, %lld bytes", t.files,
+              (long long)t.bytes);
+    CHECK(!exists(dir, "old.tokens") && exists(dir, "mid.tokens") && exists(dir, "new.tokens"));
+
+    /* a file used since (its time now) outlives one used before it */
+    put(dir, "mid.tokens", 2000, 0);
+    t = pp_cache_trim(dir, ".tokens", 7500, keep);
+    CHECK_MSG(t.files == 1 && t.bytes == 1000, "to 7500: %d files, %lld bytes", t.files,
+              (long long)t.bytes);
+    CHECK(exists(dir, "mid.tokens") && !exists(dir, "new.tokens"));
+
+    /* a limit below the kept file alone: everything else goes, it stays */
+    t = pp_cache_trim(dir, ".tokens", 1, keep);
+    CHECK_MSG(t.files == 1 && t.bytes == 2000, "to 1: %d files, %lld bytes", t.files,
+              (long long)t.bytes);
+    CHECK(exists(dir, "kept.tokens") && !exists(dir, "mid.tokens"));
+    CHECK(exists(dir, "other.index") && exists(dir, "folder.tokens") &&
+          exists(dir, "link.tokens") && exists(dir, "y.tokens.tmp-d4E5f6"));
+
+    /* without a file kept, the last goes too */
+    t = pp_cache_trim(dir, ".tokens", 1, NULL);
+    CHECK(t.files == 1 && t.bytes == 5000 && !exists(dir, "kept.tokens"));
+
+    /* a folder that is not there: nothing */
+    char missing[500];
+    snprintf(missing, sizeof missing, "%s/missing", tmpdir);
+    t = pp_cache_trim(missing, ".tokens", 1, NULL);
+    CHECK(t.files == 0 && t.bytes == 0);
+}
+
+/* More files than the listing's first allocation, evicted in the order of
+ * their use. */
+static void test_many(void)
+{
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/many", tmpdir);
+    pp_make_dirs(dir);
+    enum { N = 40 };
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "f%02d.tokens", i);
+        put(dir, name, 100, 1000 - i); /* f00 the least recently used */
+    }
+    const pp_cache_trimmed t = pp_cache_trim(dir, ".tokens", 25 * 100, NULL);
+    CHECK_MSG(t.files == N - 25 && t.bytes == (N - 25) * 100, "%d files, %lld bytes", t.files,
+              (long long)t.bytes);
+    for (int i = 0; i < N; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "f%02d.tokens", i);
+        CHECK_MSG(exists(dir, name) == (i >= N - 25), "%s %s", name,
+                  exists(dir, name) ? "kept" : "evicted");
+    }
+}
+
+int main(void)
+{
+    if (!check_mkdtemp(tmpdir, sizeof tmpdir, "test_path")) return 1;
+    test_make_dirs();
+    test_trim();
+    test_many();
+    check_rmtree(tmpdir);
+    return check_summary("test_path");
+}
