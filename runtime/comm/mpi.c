@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "runtime/comm/transport.h"
+#include "runtime/core/clock.h"
 
 /* Whether a launcher started this process as a rank of a job. */
 static bool mpi_launched(void)
@@ -65,13 +66,6 @@ static pp_status mpi_init(int *argc, char ***argv, pp_comm *c, pp_error *err)
 
 static void mpi_finalize(pp_comm *c) { MPI_Finalize(); }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* How a request that timed out is let go: MPI allows cancelling receives
  * and freeing sends; a collective's request may be neither (it is left). */
 typedef enum req_kind { REQ_SEND, REQ_RECV, REQ_COLLECTIVE } req_kind;
@@ -81,7 +75,7 @@ typedef enum req_kind { REQ_SEND, REQ_RECV, REQ_COLLECTIVE } req_kind;
 static pp_status wait_until(pp_comm *c, MPI_Request *req, req_kind kind, MPI_Status *st,
                             const char *fmt, const char *what, int peer, pp_error *err)
 {
-    double start = now_s();
+    double start = pp_now_s();
     long sleep_ns = 1000;
     int spins = 0;
     for (;;) {
@@ -89,7 +83,7 @@ static pp_status wait_until(pp_comm *c, MPI_Request *req, req_kind kind, MPI_Sta
         int rc = MPI_Test(req, &done, st);
         if (rc != MPI_SUCCESS) return mpi_fail(c, err, rc, fmt, what, peer);
         if (done) return PP_OK;
-        double waited = now_s() - start;
+        double waited = pp_now_s() - start;
         if (c->timeout_s > 0 && waited > c->timeout_s) {
             char head[160];
             snprintf(head, sizeof head, fmt, what, peer);

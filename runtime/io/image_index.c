@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "runtime/io/image_index.h"
 
+#include "runtime/core/clock.h"
 #include "runtime/core/path.h"
 #include "runtime/io/checksum.h"
 #include "runtime/io/idx.h"
@@ -23,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #define CACHE_MAGIC "PPIMGIX1"
 #define MAX_SAMPLES 0x7fffffffLL
@@ -478,8 +478,7 @@ pp_status pp_image_index_open(const char *root, const char *cache_dir, int64_t c
     pp_image_index_note local;
     if (!note) note = &local;
     memset(note, 0, sizeof *note);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = pp_now_s();
     pp_image_index *ix = calloc(1, sizeof *ix);
     if (!ix) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", root);
     ix->root = realpath(root, NULL);
@@ -510,8 +509,7 @@ pp_status pp_image_index_open(const char *root, const char *cache_dir, int64_t c
     }
     if (note->from_cache || note->cache_written)
         snprintf(note->cache_path, sizeof note->cache_path, "%s", path);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    note->seconds = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    note->seconds = pp_now_s() - t0;
     *out = ix;
     return PP_OK;
 }

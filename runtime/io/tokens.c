@@ -4,6 +4,7 @@
  */
 #include "runtime/io/tokens.h"
 
+#include "runtime/core/clock.h"
 #include "runtime/core/path.h"
 #include "runtime/io/token_cache.h"
 
@@ -14,7 +15,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 /* llm.c's header for Llama 3 (uint32 tokens): named when met */
@@ -92,20 +92,13 @@ bool pp_tokens_cache_dir(char *dir, size_t n)
     return pp_cache_dir("PP_TOKEN_CACHE", "tokens", dir, n);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The ids of the mapped text (t->map) through bpe, the text let go: from
  * the cache where it holds them, else tokenized (in 2 bytes an id where the
  * vocabulary allows), and cached where the text is large enough. */
 static pp_status tokenize(pp_tokens *t, const char *path, pp_bpe *bpe, pp_tokens_cache *cache,
                           pp_error *err)
 {
-    const double t0 = now_s();
+    const double t0 = pp_now_s();
     const bool narrow = pp_bpe_size(bpe) <= 65536;
     pp_token_cache_key key = {0};
     bool cached = false;
@@ -143,7 +136,7 @@ static pp_status tokenize(pp_tokens *t, const char *path, pp_bpe *bpe, pp_tokens
     if (t->map) munmap(t->map, t->map_bytes); /* the text */
     t->map = ids_map;
     t->map_bytes = ids_bytes;
-    if (cache) cache->seconds = now_s() - t0;
+    if (cache) cache->seconds = pp_now_s() - t0;
     return st;
 }
 
