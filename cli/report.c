@@ -84,10 +84,8 @@ static bool loader_limited(const pp_pipeline_report *r)
     return r->step_ms_median > 0 && r->data_wait_ms > LOADER_LIMIT * r->step_ms_median;
 }
 
-/* The loader's line: its threads and depth, the wait per step, and what to
- * do when it, not the pipeline, limits the step; bad images skipped. */
-/* How a text's ids came (what is a text read through the tokenizer; tokens
- * 0: none): from the token cache, or tokenized (and cached). */
+/* The line of a text read through the tokenizer (tokens 0: none): how its
+ * ids came, from the token cache or tokenized (and cached). */
 static void tokenized_line(FILE *f, const char *what, int64_t tokens, bool from_cache,
                            bool cached, double seconds, const char *cache)
 {
@@ -101,6 +99,9 @@ static void tokenized_line(FILE *f, const char *what, int64_t tokens, bool from_
                 cached && cache ? cache : "", cached ? ")" : "");
 }
 
+/* The loader's line: its threads and depth, the wait per step, and what to
+ * do when it, not the pipeline, limits the step; how the texts' tokens came
+ * and what the token cache evicted; bad images skipped. */
 static void print_data_line(FILE *f, const pp_pipeline_report *r)
 {
     const double frac = r->step_ms_median > 0 ? r->data_wait_ms / r->step_ms_median : 0;
