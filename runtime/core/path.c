@@ -177,7 +177,9 @@ pp_cache_trimmed pp_cache_trim(const char *dir, const char *suffix, int64_t max_
         }
         if (!ends_with(e->d_name, suffix)) continue;
         total += sb.st_size;
-        if (keep_name && strcmp(e->d_name, keep_name) == 0) continue;
+        if ((keep_name && strcmp(e->d_name, keep_name) == 0) ||
+            now.tv_sec - sb.st_mtim.tv_sec < PP_CACHE_RECENT_S)
+            continue;
         if (n == cap) {
             cache_file *more = realloc(files, (cap = cap ? 2 * cap : 16) * sizeof *more);
             if (!more) break;

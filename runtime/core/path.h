@@ -54,15 +54,20 @@ typedef struct pp_cache_trimmed {
 /* A temporary file of pp_atomic_open's in a cache folder, unchanged for this
  * long, is a write that died with its process. */
 #define PP_CACHE_TEMPORARY_S 3600
+/* A cache file used this recently may belong to a run under way (a text and
+ * its test set, read one after the other): never evicted. */
+#define PP_CACHE_RECENT_S 600
 
 /* Bounds a cache folder: of the regular files in dir whose names end in
  * suffix, the least recently modified are removed, one at a time, until those
  * left (keep among them) total at most max_bytes; keep (a path in dir, or
- * NULL) is never removed, however large. A cache marks a file it reads as
- * used by its modification time (futimens). Temporary files of those names
- * (pp_atomic_open's "NAME.tmp-XXXXXX") unchanged for PP_CACHE_TEMPORARY_S
- * are removed too, whatever max_bytes. Best effort: a file that cannot be
- * read or removed is left (another process may be removing it too). */
+ * NULL) and the files modified in the last PP_CACHE_RECENT_S are never
+ * removed, however large (the folder then stays above max_bytes until they
+ * age). A cache marks a file it reads as used by its modification time
+ * (futimens). Temporary files of those names (pp_atomic_open's
+ * "NAME.tmp-XXXXXX") unchanged for PP_CACHE_TEMPORARY_S are removed too,
+ * whatever max_bytes. Best effort: a file that cannot be read or removed is
+ * left (another process may be removing it too). */
 pp_cache_trimmed pp_cache_trim(const char *dir, const char *suffix, int64_t max_bytes,
                                const char *keep);
 

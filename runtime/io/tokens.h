@@ -52,7 +52,8 @@ typedef struct pp_tokens_cache {
     const char *dir;   /* the cache folder (made when missing); NULL or "": none */
     int64_t min_bytes; /* the smallest text cached */
     int64_t max_bytes; /* the cache's size: after a file is written, the least recently
-                          used others are evicted down to it (pp_cache_trim); 0: no limit */
+                          used others are evicted down to it (pp_cache_trim: not those
+                          used in the last PP_CACHE_RECENT_S); 0: no limit */
     /* set by pp_tokens_open */
     bool from_cache;   /* the ids mapped from the cache */
     bool written;      /* the text tokenized and its ids cached */

@@ -43,6 +43,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_raw  # noqa: E402
@@ -577,6 +578,21 @@ def test_token_cache_bound():
     a_train = os.path.basename(d.get("tokenized", {}).get("cache", ""))
     a_valid = os.path.basename(d.get("eval_tokenized", {}).get("cache", ""))
     size = {f: os.path.getsize(os.path.join(cache, f)) for f in os.listdir(cache)}
+
+    def used_ago(seconds, *names):  # files used this recently are never evicted: age them
+        for f in names or os.listdir(cache):
+            t = time.time() - seconds
+            os.utime(os.path.join(cache, f), (t, t))
+    # nothing goes while all were used within the last ten minutes (a run under way)
+    write("train-c.txt", big[:-9] + "\n")
+    pc = plan("bound-c.yaml", file="train-c.txt", valid="valid-a.txt", steps=1)
+    r, d = go(pc, "1")
+    check(r.returncode == 0 and d.get("tokenized", {}).get("cached") is True and
+          d.get("token_cache_evicted") == {"files": 0, "bytes": 0} and
+          len(os.listdir(cache)) == 3, f"files used in the last ten minutes stay: {d}")
+    os.remove(d.get("tokenized", {}).get("cache", ""))
+    used_ago(3600)
+    used_ago(100, a_valid)
     # b's training text is new: written, and with room for it and one more file of its size,
     # the least recently used goes: a's training text's (a's test set is b's too, and read)
     limit = size.get(a_train, 0) + size.get(a_valid, 0) + 16
@@ -592,6 +608,7 @@ def test_token_cache_bound():
                        env=dict(os.environ, PP_TOKEN_CACHE=cache, PP_TOKEN_CACHE_MAX="1KiB"))
     check(r.returncode == 0 and "evicted" not in r.stdout and sorted(os.listdir(cache)) == left,
           f"nothing evicted without a write: {r.stdout[-400:]!r}")
+    used_ago(3600)
     r = subprocess.run([BIN, pa], capture_output=True, text=True, timeout=240, cwd=TMP,
                        env=dict(os.environ, PP_TOKEN_CACHE=cache, PP_TOKEN_CACHE_MAX="1KiB"))
     check(re.search(r"\ndata +\d+ files? \([0-9.]+ MB\) evicted from the token cache, the "

@@ -2,8 +2,8 @@
  * test_path.c - the caches' folder helpers (runtime/core/path.h):
  * pp_make_dirs makes every missing folder; pp_cache_trim bounds a cache
  * folder by evicting its least recently modified files of one suffix down to
- * the limit, never the file kept, nor files of other names, folders or
- * links; a temporary file of pp_atomic_open's is removed once stale, left
+ * the limit, never the file kept or a file used within PP_CACHE_RECENT_S,
+ * nor files of other names, folders or links; a temporary file of pp_atomic_open's is removed once stale, left
  * while fresh; nothing happens within the limit or in a missing folder.
  */
 #include <dirent.h>
@@ -61,11 +61,11 @@ static void test_trim(void)
     char dir[400], keep[600];
     snprintf(dir, sizeof dir, "%s/cache", tmpdir);
     pp_make_dirs(dir);
-    put(dir, "old.tokens", 3000, 400);    /* least recently used */
-    put(dir, "mid.tokens", 2000, 300);
-    put(dir, "new.tokens", 1000, 200);
-    put(dir, "kept.tokens", 5000, 500);   /* the oldest, but kept */
-    put(dir, "other.index", 9000, 900);   /* another suffix: not counted */
+    put(dir, "old.tokens", 3000, 4000);    /* least recently used */
+    put(dir, "mid.tokens", 2000, 3000);
+    put(dir, "new.tokens", 1000, 2000);
+    put(dir, "kept.tokens", 5000, 5000);   /* the oldest, but kept */
+    put(dir, "other.index", 9000, 9000);   /* another suffix: not counted */
     put(dir, "x.tokens.tmp-a1B2c3", 7000, 2 * PP_CACHE_TEMPORARY_S); /* a write that died */
     put(dir, "y.tokens.tmp-d4E5f6", 7000, 10); /* a write under way */
     char sub[500];
@@ -90,14 +90,22 @@ static void test_trim(void)
               (long long)t.bytes);
     CHECK(!exists(dir, "old.tokens") && exists(dir, "mid.tokens") && exists(dir, "new.tokens"));
 
-    /* a file used since (its time now) outlives one used before it */
-    put(dir, "mid.tokens", 2000, 0);
+    /* a file used since outlives one used before it */
+    put(dir, "mid.tokens", 2000, 1000);
     t = pp_cache_trim(dir, ".tokens", 7500, keep);
     CHECK_MSG(t.files == 1 && t.bytes == 1000, "to 7500: %d files, %lld bytes", t.files,
               (long long)t.bytes);
     CHECK(exists(dir, "mid.tokens") && !exists(dir, "new.tokens"));
 
+    /* a file used within PP_CACHE_RECENT_S (a run under way may read it) is
+     * not evicted, whatever the limit */
+    put(dir, "mid.tokens", 2000, PP_CACHE_RECENT_S / 2);
+    t = pp_cache_trim(dir, ".tokens", 1, keep);
+    CHECK_MSG(t.files == 0 && exists(dir, "mid.tokens"), "a recent file: %d files evicted",
+              t.files);
+
     /* a limit below the kept file alone: everything else goes, it stays */
+    put(dir, "mid.tokens", 2000, PP_CACHE_RECENT_S + 100);
     t = pp_cache_trim(dir, ".tokens", 1, keep);
     CHECK_MSG(t.files == 1 && t.bytes == 2000, "to 1: %d files, %lld bytes", t.files,
               (long long)t.bytes);
