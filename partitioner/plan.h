@@ -459,6 +459,10 @@ const char *pp_plan_spell_units(const pp_catalogue *cat, int first, int last, ch
 /* Parses a size as plans write `memory:` ("40GiB", "512MiB", "1.5 GB", a byte
  * count; 1 byte to 1 EiB) into *out. PP_ERR_INPUT naming the text otherwise. */
 pp_status pp_plan_parse_bytes(const char *text, int64_t *out, pp_error *err);
+/* A cache folder's bound from the environment variable env: a size as above,
+ * or "none" (0: no bound); dflt where env is unset or empty. PP_ERR_INPUT
+ * naming env and its text otherwise. */
+pp_status pp_plan_cache_max(const char *env, int64_t dflt, int64_t *max, pp_error *err);
 
 /* Static names: "gpipe", "1f1b", "interleaved1f1b", ..., "file"; "synthetic", ...; "time", ... */
 const char *pp_plan_schedule_name(pp_plan_schedule s);

@@ -216,11 +216,18 @@ static void open_folder(pp_walk *w, const pp_ynode *root_node, const char *secti
     }
     char cache[4096];
     const bool cached = pp_image_index_cache_dir(cache, sizeof cache);
-    pp_images_config ic = {.root = d->root, .cache_dir = cached ? cache : NULL,
-                           .cache_min_files = PP_IMAGE_INDEX_CACHE_MIN_FILES, .channels = c,
-                           .n_transforms = d->n_transforms, .transforms = d->transforms};
+    pp_images_config ic = {.root = d->root,
+                           .cache = {.dir = cached ? cache : NULL,
+                                     .min_files = PP_IMAGE_INDEX_CACHE_MIN_FILES},
+                           .channels = c, .n_transforms = d->n_transforms,
+                           .transforms = d->transforms};
     pp_images *im;
     pp_error e;
+    if (cached && pp_plan_cache_max("PP_IMAGE_INDEX_CACHE_MAX", PP_IMAGE_INDEX_CACHE_MAX_BYTES,
+                                    &ic.cache.max_bytes, &e) != PP_OK) {
+        pp_walk_error(w, root_node, "%s.root: %s", section, e.msg);
+        return;
+    }
     if (pp_images_open(&ic, &im, &e) != PP_OK) {
         pp_walk_error(w, root_node, "%s.root: %s", section, e.msg);
         return;

@@ -349,6 +349,21 @@ pp_status pp_plan_parse_bytes(const char *text, int64_t *out, pp_error *err)
     return PP_OK;
 }
 
+pp_status pp_plan_cache_max(const char *env, int64_t dflt, int64_t *max, pp_error *err)
+{
+    const char *s = getenv(env);
+    *max = dflt;
+    if (!s || !*s) return PP_OK;
+    if (strcmp(s, "none") == 0) {
+        *max = 0;
+        return PP_OK;
+    }
+    if (pp_plan_parse_bytes(s, max, err) == PP_OK) return PP_OK;
+    return pp_error_set(err, PP_ERR_INPUT,
+                        "%s='%.64s': expected a size (e.g. 16GiB, 512MiB, a byte count) or none",
+                        env, s);
+}
+
 void pp_plan_size_format(int64_t bytes, char *buf, size_t n)
 {
     static const struct {

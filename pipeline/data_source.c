@@ -29,24 +29,6 @@ static pp_data_format data_format(pp_plan_data_format f)
     return PP_DATA_SYNTHETIC;
 }
 
-/* The token cache's size: PP_TOKEN_CACHE_MAX (a size, or none: no limit),
- * else PP_TOKENS_CACHE_MAX_BYTES. */
-static pp_status token_cache_max(int64_t *max, pp_error *err)
-{
-    const char *s = getenv("PP_TOKEN_CACHE_MAX");
-    *max = PP_TOKENS_CACHE_MAX_BYTES;
-    if (!s || !*s) return PP_OK;
-    if (strcmp(s, "none") == 0) {
-        *max = 0;
-        return PP_OK;
-    }
-    if (pp_plan_parse_bytes(s, max, err) == PP_OK) return PP_OK;
-    return pp_error_set(err, PP_ERR_INPUT,
-                        "PP_TOKEN_CACHE_MAX='%.64s': expected a size (e.g. 16GiB, 512MiB, a "
-                        "byte count) or none",
-                        s);
-}
-
 /* The normalisation of the plan's data section (the test set's too). */
 static pp_status norm_config(const pp_plan *plan, pp_data_config *cfg, pp_error *err)
 {
@@ -99,6 +81,9 @@ static pp_status make_config(const pp_plan *plan, const pp_plan_data *d, bool ev
         cfg->skip_bad_images = d->skip_bad_images;
         if (!pp_image_index_cache_dir(cfg->index_cache, sizeof cfg->index_cache))
             cfg->index_cache[0] = '\0';
+        else
+            PP_TRY(pp_plan_cache_max("PP_IMAGE_INDEX_CACHE_MAX", PP_IMAGE_INDEX_CACHE_MAX_BYTES,
+                                     &cfg->index_cache_max, err));
         cfg->index_cache_min = PP_IMAGE_INDEX_CACHE_MIN_FILES;
         break;
     case PP_PLAN_DATA_TOKENS:
@@ -114,7 +99,8 @@ static pp_status make_config(const pp_plan *plan, const pp_plan_data *d, bool ev
             if (!pp_tokens_cache_dir(cfg->token_cache, sizeof cfg->token_cache))
                 cfg->token_cache[0] = '\0';
             else
-                PP_TRY(token_cache_max(&cfg->token_cache_max, err));
+                PP_TRY(pp_plan_cache_max("PP_TOKEN_CACHE_MAX", PP_TOKENS_CACHE_MAX_BYTES,
+                                         &cfg->token_cache_max, err));
             /* the threads that read batches tokenize it */
             cfg->workers = plan->data.workers;
             if (cfg->workers < 1) PP_TRY(pp_data_reader_threads_from_env(&cfg->workers, err));

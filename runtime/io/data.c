@@ -208,8 +208,9 @@ static pp_status open_synthetic(pp_data *d, const pp_data_config *cfg, pp_error 
 static pp_status open_imagefolder(pp_data *d, const pp_data_config *cfg, pp_error *err)
 {
     pp_images_config ic = {.root = cfg->root,
-                           .cache_dir = cfg->index_cache[0] ? cfg->index_cache : NULL,
-                           .cache_min_files = cfg->index_cache_min,
+                           .cache = {.dir = cfg->index_cache,
+                                     .min_files = cfg->index_cache_min,
+                                     .max_bytes = cfg->index_cache_max},
                            .channels = cfg->channels,
                            .n_transforms = cfg->n_transforms,
                            .transforms = cfg->transforms,
@@ -299,6 +300,8 @@ void pp_data_config_init(pp_data_config *cfg)
     cfg->width = 32;
     cfg->classes = 10;
     cfg->seed = 1;
+    cfg->token_cache_max = PP_TOKENS_CACHE_MAX_BYTES;
+    cfg->index_cache_max = PP_IMAGE_INDEX_CACHE_MAX_BYTES;
 }
 
 pp_status pp_data_open(const pp_data_config *cfg, pp_data **out, pp_error *err)

@@ -113,7 +113,8 @@ typedef struct pp_data_config {
     char token_cache[PATH_MAX];             /* text through the tokenizer: the folder of the
                                                cache of texts tokenized; "" for none */
     int64_t token_cache_max;                /* its size, least recently used files evicted
-                                               after a write; 0: no limit */
+                                               after a write (PP_TOKENS_CACHE_MAX_BYTES by
+                                               default); 0: no limit */
     /* synthetic */
     int channels, height, width;            /* image shape (default 3 x 32 x 32) */
     int64_t samples;                        /* data set size N; 0 = PP_DATA_SYNTHETIC_SAMPLES */
@@ -124,6 +125,8 @@ typedef struct pp_data_config {
     bool skip_bad_images;                   /* on_bad_image: skip */
     char index_cache[PATH_MAX];             /* the index cache folder; "" for none */
     int64_t index_cache_min;                /* the smallest folder whose index is cached */
+    int64_t index_cache_max;                /* the folder's size, as token_cache_max
+                                               (PP_IMAGE_INDEX_CACHE_MAX_BYTES by default) */
     /* all formats */
     int classes;   /* synthetic: number of classes (default 10); idx: 0 = max label + 1,
                       otherwise every label must be < classes; cifar10: 0 or 10 */

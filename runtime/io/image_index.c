@@ -20,6 +20,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,7 +472,7 @@ static void clear(pp_image_index *ix)
     *ix = (pp_image_index){.root = root};
 }
 
-pp_status pp_image_index_open(const char *root, const char *cache_dir, int64_t cache_min_files,
+pp_status pp_image_index_open(const char *root, const pp_image_index_cache *cache,
                               pp_image_index **out, pp_image_index_note *note, pp_error *err)
 {
     *out = NULL;
@@ -487,20 +488,30 @@ pp_status pp_image_index_open(const char *root, const char *cache_dir, int64_t c
         free(ix);
         return PP_ERR_INPUT;
     }
+    const char *dir = cache && cache->dir && cache->dir[0] ? cache->dir : NULL;
     char path[4096] = "";
-    if (cache_dir) {
-        cache_file(cache_dir, ix->root, path, sizeof path);
+    if (dir) {
+        cache_file(dir, ix->root, path, sizeof path);
         note->from_cache = cache_read(ix, path);
-        if (!note->from_cache) clear(ix);
+        if (note->from_cache)
+            utimensat(AT_FDCWD, path, NULL, 0); /* used now: the last the bound evicts */
+        else
+            clear(ix);
     }
     pp_status s = PP_OK;
     if (!note->from_cache) {
         s = scan_all(ix, err);
-        if (s == PP_OK && cache_dir && ix->n >= cache_min_files) {
-            pp_make_dirs(cache_dir);
+        if (s == PP_OK && dir && ix->n >= cache->min_files) {
+            pp_make_dirs(dir);
             cache_write(ix, path);
             struct stat sb;
             note->cache_written = stat(path, &sb) == 0;
+            if (note->cache_written) {
+                const pp_cache_trimmed gone = pp_cache_trim(
+                    dir, ".idx", cache->max_bytes > 0 ? cache->max_bytes : INT64_MAX, path);
+                note->evicted = gone.files;
+                note->evicted_bytes = gone.bytes;
+            }
         }
     }
     if (s != PP_OK) {

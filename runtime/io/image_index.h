@@ -27,7 +27,11 @@
  * file changes its folder's time), and otherwise scans again and replaces
  * it. A damaged or foreign cache file is ignored (and replaced). The cache
  * folder is created when missing; a cache that cannot be written is skipped
- * silently (the index is right without it).
+ * silently (the index is right without it). The folder is bounded: after a
+ * write, the least recently used other index files (a read marks its file
+ * used) are evicted until the folder's index files fit max_bytes
+ * (pp_cache_trim, runtime/core/path.h: never a file used in the last ten
+ * minutes).
  *
  * Ownership: the index owns its strings; free with pp_image_index_free.
  * Thread safety: after open, every call may run on many threads at once.
@@ -43,22 +47,33 @@
 
 /* The smallest folder whose index the plan and the pipeline cache. */
 #define PP_IMAGE_INDEX_CACHE_MIN_FILES 10000
+/* The cache folder's default bound (ImageNet's training set's index is some
+ * 50 MB). */
+#define PP_IMAGE_INDEX_CACHE_MAX_BYTES (INT64_C(1) << 30)
 
 typedef struct pp_image_index pp_image_index;
+
+/* Where an index is cached. */
+typedef struct pp_image_index_cache {
+    const char *dir;   /* the cache folder, or NULL for none */
+    int64_t min_files; /* the smallest scan that is cached */
+    int64_t max_bytes; /* the folder's bound, kept after each write; 0: none */
+} pp_image_index_cache;
 
 /* How an open went: from the cache or a scan, and the cache file (empty
  * when none was used or written). */
 typedef struct pp_image_index_note {
     bool from_cache;
     bool cache_written;
+    int evicted;           /* index files evicted after the write */
+    int64_t evicted_bytes; /* and their sizes */
     double seconds;
     char cache_path[4096];
 } pp_image_index_note;
 
-/* Opens the index of root (a folder). cache_dir: the cache folder, or NULL
- * for none; cache_min_files: the smallest scan that is cached. note may be
+/* Opens the index of root (a folder). cache: NULL for none. note may be
  * NULL. */
-pp_status pp_image_index_open(const char *root, const char *cache_dir, int64_t cache_min_files,
+pp_status pp_image_index_open(const char *root, const pp_image_index_cache *cache,
                               pp_image_index **out, pp_image_index_note *note, pp_error *err);
 void pp_image_index_free(pp_image_index *ix);
 

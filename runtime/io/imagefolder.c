@@ -146,8 +146,7 @@ pp_status pp_images_open(const pp_images_config *cfg, pp_images **out, pp_error 
     im->c = cfg->channels;
     im->skip_bad = cfg->skip_bad;
     im->seed = cfg->seed;
-    pp_status s = pp_image_index_open(cfg->root, cfg->cache_dir, cfg->cache_min_files,
-                                      &im->index, NULL, err);
+    pp_status s = pp_image_index_open(cfg->root, &cfg->cache, &im->index, NULL, err);
     if (s == PP_OK && !pp_transform_fixed_size(im->tf, im->n_tf, &im->w, &im->h)) {
         pp_image_work *work;
         s = pp_image_work_new(&work, err);

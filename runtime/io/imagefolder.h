@@ -41,8 +41,7 @@
 
 typedef struct pp_images_config {
     const char *root;               /* the folder */
-    const char *cache_dir;          /* index cache folder, or NULL */
-    int64_t cache_min_files;        /* the smallest folder whose index is cached */
+    pp_image_index_cache cache;     /* the index's cache (dir NULL: none) */
     int channels;                   /* 1 or 3 */
     int n_transforms;
     const pp_transform *transforms;

@@ -27,6 +27,7 @@ has PIL and numpy to write the fixtures; exits 77 without them)
 """
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -54,8 +55,8 @@ CHECKS = Checks()
 check = CHECKS.check
 
 
-def run(*args, timeout=300):
-    env = dict(os.environ, PP_IMAGE_INDEX_CACHE=os.path.join(TMP, "index-cache"))
+def run(*args, timeout=300, **env_extra):
+    env = dict(os.environ, PP_IMAGE_INDEX_CACHE=os.path.join(TMP, "index-cache"), **env_extra)
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout,
                           env=env)
 
@@ -233,6 +234,14 @@ def test_plan_errors():
     r = run(p, "--validate")
     check(r.returncode == 2 and "data.images applies only to format idx" in r.stderr,
           f"foreign key: {r.stderr[-300:]}")
+    # the index cache's bound is not a size
+    p = plan("plan-cache-bound", good)
+    r = run(p, "--validate", PP_IMAGE_INDEX_CACHE_MAX="lots")
+    check(r.returncode == 2 and re.search(re.escape(p) + r":\d+:\d+: data.root: "
+                                          r"PP_IMAGE_INDEX_CACHE_MAX='lots': expected a size",
+                                          r.stderr), f"cache bound: {r.stderr[-300:]}")
+    r = run(p, "--validate", PP_IMAGE_INDEX_CACHE_MAX="64KiB")
+    check(r.returncode == 0, f"cache bound 64KiB: {r.stderr[-300:]}")
 
 
 def test_run_report_and_views():

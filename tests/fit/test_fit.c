@@ -138,6 +138,20 @@ static void test_plan_keys(void)
     CHECK(pp_plan_parse_bytes("12 XB", &b, &err) == PP_ERR_INPUT &&
           strstr(err.msg, "'12 XB' is not a size"));
     CHECK(pp_plan_parse_bytes("0", &b, &err) == PP_ERR_INPUT && strstr(err.msg, "out of range"));
+    /* a cache's bound from the environment: unset, a size, none, not a size */
+    static const struct { const char *v; pp_status st; int64_t b; } caps[] = {
+        {NULL, PP_OK, 7}, {"", PP_OK, 7}, {"2MiB", PP_OK, 2 << 20}, {"none", PP_OK, 0},
+        {"lots", PP_ERR_INPUT, 0}, {"0", PP_ERR_INPUT, 0}};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        if (caps[i].v) setenv("PP_TEST_CACHE_MAX", caps[i].v, 1);
+        else unsetenv("PP_TEST_CACHE_MAX");
+        const pp_status st = pp_plan_cache_max("PP_TEST_CACHE_MAX", 7, &b, &err);
+        CHECK_MSG(st == caps[i].st && (st != PP_OK || b == caps[i].b), "'%s': %d, %lld",
+                  caps[i].v ? caps[i].v : "(unset)", st, (long long)b);
+        if (st != PP_OK)
+            CHECK(strstr(err.msg, "PP_TEST_CACHE_MAX=") && strstr(err.msg, "or none"));
+    }
+    unsetenv("PP_TEST_CACHE_MAX");
 }
 
 /* ---- in flight ----------------------------------------------------------------------- */

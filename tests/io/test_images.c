@@ -25,12 +25,14 @@
  *              decode and drawn operations normalised (mirrored as the last
  *              flip says), labels only, on_bad_image error and skip
  */
+#include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jpeglib.h>
@@ -477,6 +479,14 @@ static void put_file(const char *rel, const void *data, size_t n)
     check_write_file(p, data, n);
 }
 
+static bool exists(const char *rel)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, rel);
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
 static void test_index(void)
 {
     /* classes b, a, "a b" (sorted: "a", "a b", "b"); nested folders; a linked folder */
@@ -510,7 +520,8 @@ static void test_index(void)
         pp_image_index *ix;
         pp_image_index_note note;
         pp_error err;
-        CHECK_OK(pp_image_index_open(root, cache, 0, &ix, &note, &err), &err);
+        const pp_image_index_cache ic = {.dir = cache};
+        CHECK_OK(pp_image_index_open(root, &ic, &ix, &note, &err), &err);
         if (!ix) return;
         CHECK_MSG(note.from_cache == (pass == 1), "pass %d: from cache %d", pass, note.from_cache);
         CHECK(pass == 1 || note.cache_written);
@@ -555,10 +566,70 @@ static void test_index(void)
         snprintf(p, sizeof p, "%s/%s", tmpdir, bad[i].rel);
         pp_image_index *ix;
         pp_error err = {0};
-        CHECK(pp_image_index_open(p, NULL, 0, &ix, NULL, &err) == PP_ERR_INPUT && !ix);
+        CHECK(pp_image_index_open(p, NULL, &ix, NULL, &err) == PP_ERR_INPUT && !ix);
         CHECK_MSG(strstr(err.msg, bad[i].says) && strstr(err.msg, bad[i].rel),
                   "%s: '%s'", bad[i].rel, err.msg);
     }
+}
+
+/* tmpdir/rel, n bytes, last modified `age` seconds ago (n < 0: the file as it is). */
+static void aged_file(const char *rel, long n, long age)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, rel);
+    if (n >= 0) {
+        char *zeros = calloc(1, (size_t)n + 1);
+        put_file(rel, zeros, (size_t)n);
+        free(zeros);
+    }
+    const struct timespec t[2] = {{time(NULL) - age, 0}, {time(NULL) - age, 0}};
+    CHECK(utimensat(AT_FDCWD, path, t, 0) == 0);
+}
+
+static long file_age(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (long)(time(NULL) - sb.st_mtime) : -1;
+}
+
+/* The cache folder's bound: a write evicts the least recently used other
+ * index files down to it; a read marks its file used; 0 bounds nothing. */
+static void test_index_cache_bound(void)
+{
+    char root[512], cache[512];
+    snprintf(root, sizeof root, "%s/tree", tmpdir); /* test_index's folder */
+    snprintf(cache, sizeof cache, "%s/cache/bounded", tmpdir);
+    mkdirs("cache/bounded");
+    aged_file("cache/bounded/0000000000000001.idx", 4000, 7200);
+    aged_file("cache/bounded/0000000000000002.idx", 4000, 3600);
+    aged_file("cache/bounded/notes.txt", 100000, 9999); /* not an index: left */
+    pp_image_index_cache ic = {.dir = cache, .max_bytes = 4000 + 4096};
+    pp_image_index *ix = NULL;
+    pp_image_index_note note;
+    pp_error err;
+    CHECK_OK(pp_image_index_open(root, &ic, &ix, &note, &err), &err);
+    pp_image_index_free(ix);
+    struct stat sb;
+    CHECK(note.cache_written && stat(note.cache_path, &sb) == 0 && sb.st_size < 4096);
+    CHECK_MSG(note.evicted == 1 && note.evicted_bytes == 4000, "evicted %d files, %lld bytes",
+              note.evicted, (long long)note.evicted_bytes);
+    CHECK(!exists("cache/bounded/0000000000000001.idx")); /* the least recently used */
+    CHECK(exists("cache/bounded/0000000000000002.idx") && exists("cache/bounded/notes.txt"));
+    /* a read marks its file used (and evicts nothing) */
+    aged_file(note.cache_path + strlen(tmpdir) + 1, -1, 5000);
+    CHECK(file_age(note.cache_path) >= 4999);
+    CHECK_OK(pp_image_index_open(root, &ic, &ix, &note, &err), &err);
+    pp_image_index_free(ix);
+    CHECK(note.from_cache && note.evicted == 0 && file_age(note.cache_path) < 100);
+    /* no bound */
+    remove(note.cache_path);
+    aged_file("cache/bounded/0000000000000003.idx", 100000, 7200);
+    ic.max_bytes = 0;
+    CHECK_OK(pp_image_index_open(root, &ic, &ix, &note, &err), &err);
+    pp_image_index_free(ix);
+    CHECK(note.cache_written && note.evicted == 0);
+    CHECK(exists("cache/bounded/0000000000000002.idx") &&
+          exists("cache/bounded/0000000000000003.idx"));
 }
 
 /* ---- the data source ------------------------------------------------------------- */
@@ -697,6 +768,7 @@ int main(void)
     test_png();
     test_bad_images();
     test_index();
+    test_index_cache_bound();
     test_source();
     check_rmtree(tmpdir);
     return check_summary("test_images");

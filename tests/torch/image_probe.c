@@ -86,7 +86,7 @@ int main(int argc, char **argv)
     pp_error err;
     if (argc == 3 && strcmp(argv[1], "index") == 0) {
         pp_image_index *ix;
-        if (pp_image_index_open(argv[2], NULL, 0, &ix, NULL, &err) != PP_OK) return fail(&err);
+        if (pp_image_index_open(argv[2], NULL, &ix, NULL, &err) != PP_OK) return fail(&err);
         for (int c = 0; c < pp_image_index_classes(ix); c++)
             printf("class\t%s\n", pp_image_index_class(ix, c));
         for (int64_t i = 0; i < pp_image_index_size(ix); i++)
