@@ -170,8 +170,8 @@ pp_cache_trimmed pp_cache_trim(const char *dir, const char *suffix, int64_t max_
         if (is_temporary(e->d_name, suffix)) {
             if (now.tv_sec - sb.st_mtim.tv_sec > PP_CACHE_TEMPORARY_S &&
                 unlinkat(dirfd(d), e->d_name, 0) == 0) {
-                out.files++;
-                out.bytes += sb.st_size;
+                out.temporaries++;
+                out.temporary_bytes += sb.st_size;
             }
             continue;
         }

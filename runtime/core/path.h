@@ -47,8 +47,10 @@ void pp_make_dirs(const char *dir);
 
 /* What pp_cache_trim removed. */
 typedef struct pp_cache_trimmed {
-    int files;     /* files removed */
-    int64_t bytes; /* their sizes */
+    int files;               /* cache files evicted */
+    int64_t bytes;           /* their sizes */
+    int temporaries;         /* stale temporary files removed */
+    int64_t temporary_bytes; /* their sizes */
 } pp_cache_trimmed;
 
 /* A temporary file of pp_atomic_open's in a cache folder, unchanged for this

@@ -79,8 +79,9 @@ static void test_trim(void)
 
     /* 11000 bytes of .tokens: within 11000 only the dead temporary goes */
     pp_cache_trimmed t = pp_cache_trim(dir, ".tokens", 11000, keep);
-    CHECK_MSG(t.files == 1 && t.bytes == 7000, "within the limit: %d files, %lld bytes",
-              t.files, (long long)t.bytes);
+    CHECK_MSG(t.files == 0 && t.bytes == 0 && t.temporaries == 1 && t.temporary_bytes == 7000,
+              "within the limit: %d files, %lld bytes; %d temporaries, %lld bytes", t.files,
+              (long long)t.bytes, t.temporaries, (long long)t.temporary_bytes);
     CHECK(!exists(dir, "x.tokens.tmp-a1B2c3") && exists(dir, "y.tokens.tmp-d4E5f6"));
     CHECK(exists(dir, "old.tokens") && exists(dir, "mid.tokens") && exists(dir, "new.tokens"));
 
