@@ -7,14 +7,15 @@
 # files, tests/schedules/torch), checkpoint (safetensors checkpoints:
 # checkpoints/), image (the image decoders: images/) or data (token, text,
 # CIFAR-10 and IDX files: data/), algo (the convolution algorithm cache's
-# files, PP_CUDNN_CACHE: algos/) or tokenizer (GPT-2's tokenizer: its two
-# files or its tokenizer.json, and texts: tokenizer/). New inputs go to
+# files, PP_CUDNN_CACHE: algos/), tokenizer (GPT-2's tokenizer: its two
+# files or its tokenizer.json, and texts: tokenizer/) or index (the image
+# index's cache files: index/). New inputs go to
 # fuzz-out/TARGET/corpus, crashing inputs to fuzz-out/TARGET/ (replay one
 # with: build-fuzz/fuzz_TARGET fuzz-out/TARGET/crash-...).
 # Needs clang with the libFuzzer runtime (Debian: clang, libclang-rt-dev).
 set -eu
 target=plan
-case ${1:-} in plan|schedule|checkpoint|image|data|algo|tokenizer) target=$1; shift ;; esac
+case ${1:-} in plan|schedule|checkpoint|image|data|algo|tokenizer|index) target=$1; shift ;; esac
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,6 +35,7 @@ case $target in
     data) seeds="tests/fuzz/data" extra="-max_len=16384" ;;
     algo) seeds="tests/fuzz/algos" extra="-max_len=8192" ;;
     tokenizer) seeds="tests/fuzz/tokenizer" extra="-max_len=16384" ;;
+    index) seeds="tests/fuzz/index" extra="-max_len=4096" ;;
 esac
 # shellcheck disable=SC2046
 clang -std=c11 -g -O1 -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
