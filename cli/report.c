@@ -84,25 +84,57 @@ static bool loader_limited(const pp_pipeline_report *r)
     return r->step_ms_median > 0 && r->data_wait_ms > LOADER_LIMIT * r->step_ms_median;
 }
 
-/* The line of a text read through the tokenizer (tokens 0: none): how its
- * ids came, from the token cache or tokenized (and cached). */
-static void tokenized_line(FILE *f, const char *what, int64_t tokens, bool from_cache,
+/* A source's line where a cache may stand behind it (what: "N tokens of the
+ * text"; made: how it is made without the cache, "tokenized"): from the
+ * cache, or made (and cached). */
+static void cached_line(FILE *f, const char *what, const char *cache_name, const char *made,
+                        bool from_cache, bool cached, double seconds, const char *cache)
+{
+    if (from_cache)
+        fprintf(f, "data         %s from the %s in %.2f s (%s)\n", what, cache_name, seconds,
+                cache ? cache : "?");
+    else
+        fprintf(f, "data         %s, %s in %.2f s%s%s%s\n", what, made, seconds,
+                cached ? " and cached (" : "", cached && cache ? cache : "", cached ? ")" : "");
+}
+
+static void evicted_line(FILE *f, int files, int64_t bytes, const char *cache_name,
+                         const char *env)
+{
+    if (files > 0)
+        fprintf(f, "data         %d file%s (%.1f MB) evicted from the %s, the least recently "
+                   "used, to keep it within %s\n", files, files == 1 ? "" : "s",
+                (double)bytes / 1e6, cache_name, env);
+}
+
+/* The line of a text read through the tokenizer (tokens 0: none). */
+static void tokenized_line(FILE *f, const char *of, int64_t tokens, bool from_cache,
                            bool cached, double seconds, const char *cache)
 {
+    char what[128];
     if (tokens <= 0) return;
-    if (from_cache)
-        fprintf(f, "data         %lld tokens of %s from the token cache in %.2f s (%s)\n",
-                (long long)tokens, what, seconds, cache ? cache : "?");
-    else
-        fprintf(f, "data         %lld tokens of %s, tokenized in %.2f s%s%s%s\n",
-                (long long)tokens, what, seconds, cached ? " and cached (" : "",
-                cached && cache ? cache : "", cached ? ")" : "");
+    snprintf(what, sizeof what, "%lld tokens of %s", (long long)tokens, of);
+    cached_line(f, what, "token cache", "tokenized", from_cache, cached, seconds, cache);
+}
+
+/* The line of an image folder indexed when the plan was read. */
+static void indexed_line(FILE *f, const char *of, const pp_plan_data *d)
+{
+    char what[160];
+    if (d->format != PP_PLAN_DATA_IMAGEFOLDER || d->images_found <= 0) return;
+    snprintf(what, sizeof what, "%lld images in %d classes (%s)", (long long)d->images_found,
+             d->classes_found, of);
+    cached_line(f, what, "image index cache", "indexed", d->index.from_cache,
+                d->index.cache_written, d->index.seconds, d->index.cache_path);
+    evicted_line(f, d->index.evicted, d->index.evicted_bytes, "image index cache",
+                 "PP_IMAGE_INDEX_CACHE_MAX");
 }
 
 /* The loader's line: its threads and depth, the wait per step, and what to
- * do when it, not the pipeline, limits the step; how the texts' tokens came
- * and what the token cache evicted; bad images skipped. */
-static void print_data_line(FILE *f, const pp_pipeline_report *r)
+ * do when it, not the pipeline, limits the step; how the image folders'
+ * indexes and the texts' tokens came and what their caches evicted; bad
+ * images skipped. */
+static void print_data_line(FILE *f, const pp_plan *plan, const pp_pipeline_report *r)
 {
     const double frac = r->step_ms_median > 0 ? r->data_wait_ms / r->step_ms_median : 0;
     fprintf(f, "data         %d thread%s, %d batch%s ahead: %.2f ms wait per step (%.1f%% of "
@@ -112,15 +144,14 @@ static void print_data_line(FILE *f, const pp_pipeline_report *r)
         fprintf(f, "data         the loader, not the pipeline, limits the step: it waits %.0f%% "
                    "of the step for data (raise data.workers, now %d, or data.prefetch, now %d; "
                    "or decode smaller files)\n", 100 * frac, r->data_workers, r->data_prefetch);
+    indexed_line(f, "the folder", &plan->data);
+    if (plan->eval.enabled) indexed_line(f, "the test set's folder", &plan->eval.data);
     tokenized_line(f, "the text", r->text_tokens, r->text_from_cache, r->text_cached,
                    r->text_tokenize_s, r->text_cache_path);
     tokenized_line(f, "the test set's text", r->eval_text_tokens, r->eval_text_from_cache,
                    r->eval_text_cached, r->eval_text_tokenize_s, r->eval_text_cache_path);
-    if (r->text_cache_evicted > 0)
-        fprintf(f, "data         %d file%s (%.1f MB) evicted from the token cache, the least "
-                   "recently used, to keep it within PP_TOKEN_CACHE_MAX\n",
-                r->text_cache_evicted, r->text_cache_evicted == 1 ? "" : "s",
-                (double)r->text_cache_evicted_bytes / 1e6);
+    evicted_line(f, r->text_cache_evicted, r->text_cache_evicted_bytes, "token cache",
+                 "PP_TOKEN_CACHE_MAX");
     if (r->bad_images > 0)
         fprintf(f, "data         %lld bad image%s skipped and replaced (data.on_bad_image: skip); "
                    "the first: %s\n", (long long)r->bad_images, r->bad_images == 1 ? "" : "s",
@@ -242,7 +273,7 @@ void pp_cli_print_summary(FILE *f, const pp_plan *plan, const pp_pipeline *p,
                        "latency, measured at start\n", s, s + 1, a.rank, b.rank, a.link_gbps,
                     1e3 * a.link_latency_ms);
     }
-    print_data_line(f, &r);
+    print_data_line(f, plan, &r);
     if (strcmp(r.graphs, "n/a") != 0)
         fprintf(f, "cuda graphs  %s: %d step%s captured, %d replayed%s%s\n", r.graphs,
                 r.graph_captures, r.graph_captures == 1 ? "" : "s", r.graph_replays,
@@ -278,6 +309,18 @@ static json_t *tokenized_json(int64_t tokens, bool from_cache, bool cached, doub
 {
     return json_pack("{s:I, s:b, s:b, s:o, s:s?}", "tokens", (json_int_t)tokens, "from_cache",
                      from_cache, "cached", cached, "seconds", json_num(seconds), "cache", cache);
+}
+
+/* data.indexed: {images, classes, from_cache, cached, seconds, cache,
+ * evicted: {files, bytes}} */
+static json_t *indexed_json(const pp_plan_data *d)
+{
+    const pp_image_index_note *n = &d->index;
+    return json_pack("{s:I, s:i, s:b, s:b, s:o, s:s?, s:{s:i, s:I}}", "images",
+                     (json_int_t)d->images_found, "classes", d->classes_found, "from_cache",
+                     n->from_cache, "cached", n->cache_written, "seconds", json_num(n->seconds),
+                     "cache", n->cache_path[0] ? n->cache_path : NULL, "evicted", "files",
+                     n->evicted, "bytes", (json_int_t)n->evicted_bytes);
 }
 
 /* The keys every JSON output starts with: what ran. */
@@ -387,6 +430,10 @@ bool pp_cli_print_json(FILE *f, const pp_plan *plan, const pp_pipeline *p, const
                   json_num(r.step_ms_median > 0 ? r.data_wait_ms / r.step_ms_median : 0),
                   "loader_limited", loader_limited(&r), "bad_images", (json_int_t)r.bad_images));
     json_t *dj = json_object_get(o, "data");
+    if (dj && plan->data.format == PP_PLAN_DATA_IMAGEFOLDER) /* how the index came */
+        json_object_set_new(dj, "indexed", indexed_json(&plan->data));
+    if (dj && plan->eval.enabled && plan->eval.data.format == PP_PLAN_DATA_IMAGEFOLDER)
+        json_object_set_new(dj, "eval_indexed", indexed_json(&plan->eval.data));
     if (dj && r.text_tokens > 0) /* a text through the tokenizer: how its ids came */
         json_object_set_new(dj, "tokenized",
                             tokenized_json(r.text_tokens, r.text_from_cache, r.text_cached,

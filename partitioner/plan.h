@@ -40,6 +40,7 @@
 
 #include "models/catalogue.h"
 #include "runtime/io/data.h"
+#include "runtime/io/image_index.h"
 #include "partitioner/diag.h"
 #include "runtime/core/device.h"
 #include "runtime/core/status.h"
@@ -155,6 +156,8 @@ typedef struct pp_plan_data {
     pp_mark transforms_mark;
     bool skip_bad_images;       /* imagefolder: `on_bad_image: skip` (default: error) */
     int classes_found;          /* imagefolder: class folders found when the plan was read */
+    int64_t images_found;       /* imagefolder: and images */
+    pp_image_index_note index;  /* imagefolder: how that index came (scan or cache) */
     int workers;                /* data: threads reading a batch (0: the default, from the
                                  * cores and PP_READ_THREADS) */
     int prefetch;               /* data: batches read ahead while steps run (default 1) */

@@ -234,6 +234,8 @@ static void open_folder(pp_walk *w, const pp_ynode *root_node, const char *secti
     }
     pp_images_shape(im, NULL, &d->image_h, &d->image_w);
     d->classes_found = pp_image_index_classes(pp_images_index(im));
+    d->images_found = pp_image_index_size(pp_images_index(im));
+    d->index = *pp_images_index_note(im);
     pp_images_free(im);
 }
 

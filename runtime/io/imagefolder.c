@@ -17,6 +17,7 @@
 
 struct pp_images {
     pp_image_index *index;
+    pp_image_index_note index_note;
     pp_transform tf[PP_TRANSFORMS_MAX];
     int n_tf;
     int c, h, w;
@@ -146,7 +147,7 @@ pp_status pp_images_open(const pp_images_config *cfg, pp_images **out, pp_error 
     im->c = cfg->channels;
     im->skip_bad = cfg->skip_bad;
     im->seed = cfg->seed;
-    pp_status s = pp_image_index_open(cfg->root, &cfg->cache, &im->index, NULL, err);
+    pp_status s = pp_image_index_open(cfg->root, &cfg->cache, &im->index, &im->index_note, err);
     if (s == PP_OK && !pp_transform_fixed_size(im->tf, im->n_tf, &im->w, &im->h)) {
         pp_image_work *work;
         s = pp_image_work_new(&work, err);
@@ -183,6 +184,11 @@ void pp_images_shape(const pp_images *im, int *c, int *h, int *w)
 const pp_image_index *pp_images_index(const pp_images *im)
 {
     return im->index;
+}
+
+const pp_image_index_note *pp_images_index_note(const pp_images *im)
+{
+    return &im->index_note;
 }
 
 pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, pp_image_work *work,

@@ -58,6 +58,8 @@ void pp_images_free(pp_images *im);
 
 void pp_images_shape(const pp_images *im, int *c, int *h, int *w);
 const pp_image_index *pp_images_index(const pp_images *im);
+/* How the index came: from its cache or a scan (seconds, the cache file, evictions). */
+const pp_image_index_note *pp_images_index_note(const pp_images *im);
 
 /* Sample `index` as drawn in `epoch`: its pixels, c planes of h x w bytes
  * row after row, at *px in work's memory (until the work's next use), to be

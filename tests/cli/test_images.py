@@ -33,6 +33,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 import zlib
 
 try:
@@ -56,7 +57,8 @@ check = CHECKS.check
 
 
 def run(*args, timeout=300, **env_extra):
-    env = dict(os.environ, PP_IMAGE_INDEX_CACHE=os.path.join(TMP, "index-cache"), **env_extra)
+    env = dict(os.environ, PP_IMAGE_INDEX_CACHE=os.path.join(TMP, "index-cache"))
+    env.update(env_extra)
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout,
                           env=env)
 
@@ -244,6 +246,51 @@ def test_plan_errors():
     check(r.returncode == 0, f"cache bound 64KiB: {r.stderr[-300:]}")
 
 
+def test_index_cache():
+    """A folder of 10,000 images has its index cached: indexed and cached, then read from
+    the cache, each said by the summary; a write evicts an index used least recently."""
+    root = make_folder("ten-thousand", per_class=2)
+    first = os.path.join(root, "c0", "0.jpg")
+    for i in range(10000 - 6):
+        os.link(first, os.path.join(root, f"c{i % 3}", f"x{i:05d}.jpg"))
+    cache = os.path.join(TMP, "bounded-index-cache")
+    os.makedirs(cache)
+    p = plan("ten-thousand", root, transforms="[{center_crop: 16}]")
+    said = []
+    for k in range(2):
+        r = run(p, PP_IMAGE_INDEX_CACHE=cache)
+        check(r.returncode == 0, f"run {k}: exit {r.returncode}: {r.stderr[-300:]}")
+        said += [line for line in r.stdout.splitlines() if "10000 images" in line]
+    idx = [f for f in os.listdir(cache) if f.endswith(".idx")]
+    path = os.path.join(cache, idx[0]) if len(idx) == 1 else "?"
+    check(len(said) == 2 and re.fullmatch(
+        r"data         10000 images in 3 classes \(the folder\), indexed in \d+\.\d\d s and "
+        r"cached \(" + re.escape(path) + r"\)", said[0]) and said[1].startswith(
+        "data         10000 images in 3 classes (the folder) from the image index cache in ")
+        and said[1].endswith(f"({path})"), f"the index lines: {said}, {idx}")
+    # another index, used two hours ago, evicted by the next write over the bound
+    old = os.path.join(cache, "0123456789abcdef.idx")
+    with open(old, "wb") as f:
+        f.write(b"\0" * 200000)
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    if os.path.exists(path):
+        os.remove(path)
+    r = run(p, "--json", PP_IMAGE_INDEX_CACHE=cache, PP_IMAGE_INDEX_CACHE_MAX="300KB")
+    ix = json.loads(r.stdout).get("data", {}).get("indexed", {}) if r.returncode == 0 else {}
+    check(ix.get("cached") and ix.get("evicted") == {"files": 1, "bytes": 200000}
+          and not os.path.exists(old) and os.path.exists(path), f"eviction: {ix}")
+    r = run(p, PP_IMAGE_INDEX_CACHE=cache)
+    check(r.returncode == 0 and "evicted" not in r.stdout, "a read evicts nothing")
+    os.remove(path)
+    with open(old, "wb") as f:
+        f.write(b"\0" * 200000)
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    r = run(p, PP_IMAGE_INDEX_CACHE=cache, PP_IMAGE_INDEX_CACHE_MAX="300KB")
+    check("data         1 file (0.2 MB) evicted from the image index cache, the least recently "
+          "used, to keep it within PP_IMAGE_INDEX_CACHE_MAX\n" in r.stdout,
+          f"the eviction line: {r.stdout[-500:]}")
+
+
 def test_run_report_and_views():
     root = make_folder("views")
     val = make_folder("views-val", per_class=2)
@@ -259,6 +306,16 @@ def test_run_report_and_views():
               and d.get("bad_images") == 0, f"JSON data: {d}")
         check("data         2 threads, 2 batches ahead" in r.stderr, "the data line")
         check("test" in r.stderr, "the test set was evaluated")
+        # both folders' indexes: too small to be cached
+        ix, ev = d.get("indexed", {}), d.get("eval_indexed", {})
+        check(ix.get("images") == 12 and ix.get("classes") == 3 and not ix.get("cached")
+              and not ix.get("from_cache") and ix.get("cache") is None
+              and ix.get("evicted") == {"files": 0, "bytes": 0}, f"JSON data.indexed: {ix}")
+        check(ev.get("images") == 6 and ev.get("classes") == 3, f"JSON eval_indexed: {ev}")
+        check(re.search(r"data         12 images in 3 classes \(the folder\), indexed in "
+                        r"\d+\.\d\d s\n", r.stderr) and
+              "data         6 images in 3 classes (the test set's folder), indexed in" in r.stderr,
+              f"the index lines: {r.stderr[-600:]}")
     # --validate writes the sections back; the written plan validates again
     r = run(p, "--validate")
     check(r.returncode == 0 and "format: imagefolder" in r.stdout and "center_crop" in r.stdout,
@@ -361,6 +418,7 @@ def main():
         test_bad_images()
         test_plan_errors()
         test_run_report_and_views()
+        test_index_cache()
         test_other_formats()
         test_drop_last()
         test_loader_settings()
