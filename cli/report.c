@@ -121,11 +121,11 @@ static void tokenized_line(FILE *f, const char *of, int64_t tokens, bool from_ca
 static void indexed_line(FILE *f, const char *of, const pp_plan_data *d)
 {
     char what[160];
-    if (d->format != PP_PLAN_DATA_IMAGEFOLDER || d->images_found <= 0) return;
-    snprintf(what, sizeof what, "%lld images in %d classes (%s)", (long long)d->images_found,
+    if (d->format != PP_PLAN_DATA_IMAGEFOLDER || d->index.images <= 0) return;
+    snprintf(what, sizeof what, "%lld images in %d classes (%s)", (long long)d->index.images,
              d->classes_found, of);
     cached_line(f, what, "image index cache", "indexed", d->index.from_cache,
-                d->index.cache_written, d->index.seconds, d->index.cache_path);
+                d->index.cached, d->index.seconds, d->index.cache_path);
     evicted_line(f, d->index.evicted, d->index.evicted_bytes, "image index cache",
                  "PP_IMAGE_INDEX_CACHE_MAX");
 }
@@ -315,10 +315,10 @@ static json_t *tokenized_json(int64_t tokens, bool from_cache, bool cached, doub
  * evicted: {files, bytes}} */
 static json_t *indexed_json(const pp_plan_data *d)
 {
-    const pp_image_index_note *n = &d->index;
+    const pp_plan_index *n = &d->index;
     return json_pack("{s:I, s:i, s:b, s:b, s:o, s:s?, s:{s:i, s:I}}", "images",
-                     (json_int_t)d->images_found, "classes", d->classes_found, "from_cache",
-                     n->from_cache, "cached", n->cache_written, "seconds", json_num(n->seconds),
+                     (json_int_t)n->images, "classes", d->classes_found, "from_cache",
+                     n->from_cache, "cached", n->cached, "seconds", json_num(n->seconds),
                      "cache", n->cache_path[0] ? n->cache_path : NULL, "evicted", "files",
                      n->evicted, "bytes", (json_int_t)n->evicted_bytes);
 }

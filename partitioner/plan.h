@@ -40,7 +40,6 @@
 
 #include "models/catalogue.h"
 #include "runtime/io/data.h"
-#include "runtime/io/image_index.h"
 #include "partitioner/diag.h"
 #include "runtime/core/device.h"
 #include "runtime/core/status.h"
@@ -141,6 +140,18 @@ typedef struct pp_plan_loss {
     pp_mark mark;
 } pp_plan_loss;
 
+/* An image folder's index as the plan's reading found it: by a scan (and
+ * cached) or from the image index cache (runtime/io/image_index.h). */
+typedef struct pp_plan_index {
+    int64_t images;         /* the images found */
+    bool from_cache;        /* read from the cache */
+    bool cached;            /* scanned, and written to the cache */
+    double seconds;
+    int evicted;            /* index files a write evicted from the cache */
+    int64_t evicted_bytes;
+    char cache_path[4096];  /* the cache file ("": none) */
+} pp_plan_index;
+
 /* A data source: the `data` section, or the test set of `eval`. */
 typedef struct pp_plan_data {
     pp_plan_data_format format;
@@ -156,8 +167,7 @@ typedef struct pp_plan_data {
     pp_mark transforms_mark;
     bool skip_bad_images;       /* imagefolder: `on_bad_image: skip` (default: error) */
     int classes_found;          /* imagefolder: class folders found when the plan was read */
-    int64_t images_found;       /* imagefolder: and images */
-    pp_image_index_note index;  /* imagefolder: how that index came (scan or cache) */
+    pp_plan_index index;        /* imagefolder: its images, and how the index came */
     int workers;                /* data: threads reading a batch (0: the default, from the
                                  * cores and PP_READ_THREADS) */
     int prefetch;               /* data: batches read ahead while steps run (default 1) */

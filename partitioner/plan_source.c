@@ -234,8 +234,14 @@ static void open_folder(pp_walk *w, const pp_ynode *root_node, const char *secti
     }
     pp_images_shape(im, NULL, &d->image_h, &d->image_w);
     d->classes_found = pp_image_index_classes(pp_images_index(im));
-    d->images_found = pp_image_index_size(pp_images_index(im));
-    d->index = *pp_images_index_note(im);
+    const pp_image_index_note *note = pp_images_index_note(im);
+    d->index = (pp_plan_index){.images = pp_image_index_size(pp_images_index(im)),
+                               .from_cache = note->from_cache,
+                               .cached = note->cache_written,
+                               .seconds = note->seconds,
+                               .evicted = note->evicted,
+                               .evicted_bytes = note->evicted_bytes};
+    snprintf(d->index.cache_path, sizeof d->index.cache_path, "%s", note->cache_path);
     pp_images_free(im);
 }
 
