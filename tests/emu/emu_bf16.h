@@ -17,7 +17,9 @@
 /* The kernel's bf16 k against the CPU's bf16 t: every element within one
  * bf16 step of the CPU's (both round an f32 result once; the f32 sums' order
  * differs), or within 1e-5 of the largest (a sum that cancels), and at most
- * one element in 200 not the CPU's bits. How many differ depends on the
+ * one element in 200, and one more, not the CPU's bits (a near-tie may fall
+ * either way in a tensor of any size: 1 of the 192 of a decode's row, 3
+ * heads of 64, with one seed's draws). How many differ depends on the
  * order of the CPU's sums, which OpenBLAS picks by the CPU it runs on: 6 of
  * 148,268 with its SkylakeX kernels, 70 of 53,760 (1.3 in 1000) in the bf16
  * attention's dqkv with those of a CPU with AVX512-BF16 (Cooperlake); an
@@ -44,7 +46,7 @@ static inline void emu_close_bf16(const pp_tensor *t, const uint16_t *k, const c
     CHECK_MSG(far == 0, "%s: %lld of %lld elements more than a bf16 step off (element %lld: "
               "%.6g, the CPU's %.6g)", what, (long long)far, (long long)n, (long long)worst,
               pp_f32_from_bf16(k[worst]), pp_f32_from_bf16(c[worst]));
-    CHECK_MSG(differ * 200 <= n, "%s: %lld of %lld elements not the CPU's bits", what,
+    CHECK_MSG(differ <= n / 200 + 1, "%s: %lld of %lld elements not the CPU's bits", what,
               (long long)differ, (long long)n);
 }
 
