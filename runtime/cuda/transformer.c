@@ -124,9 +124,11 @@ pp_status pp_cuda_embedding_backward(pp_exec *ex, int64_t rows, int vocab, int c
 {
     if (rows == 0 || c == 0) return PP_OK;
     BEGIN(ex, ce, err);
+    void *ws;
+    PP_TRY(pp_exec_workspace(ex, pp_cuda_embedding_backward_ws(rows, vocab), &ws, err));
     return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_embedding_backward(ce->stream, rows, vocab, c, ids, dy,
-                                                     dtable));
+                   pp_cuda_launch_embedding_backward(ce->stream, pp_cuda_max_grid(ex), rows,
+                                                     vocab, c, ids, dy, dtable, ws));
 }
 
 pp_status pp_cuda_position_forward(pp_exec *ex, int64_t n, int t, int c, const float *x,

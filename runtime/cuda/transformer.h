@@ -117,12 +117,17 @@ cudaError_t pp_cuda_launch_embedding_forward(cudaStream_t s, unsigned max_grid, 
                                              const float *table, float *y);
 
 /* dtable (vocab, c) += the sums of dy's rows per id, in double in position
- * order, each table row added once. One block per position: the first
- * position of an id gathers all of its positions (a scan of the ids, no
- * atomics); others return. An id outside [0, vocab) is skipped. */
-cudaError_t pp_cuda_launch_embedding_backward(cudaStream_t s, int64_t rows, int vocab, int c,
-                                              const int32_t *ids, const float *dy,
-                                              float *dtable);
+ * order, each table row added once: a counting sort of the positions by id,
+ * then a block per id and 256 columns (embedding.cu). ws: stream-ordered
+ * scratch of pp_cuda_embedding_backward_ws bytes, 4-byte aligned; after the
+ * call pp_cuda_embedding_order(ws, vocab) holds the valid positions sorted
+ * by id, each id's in increasing order. An id outside [0, vocab) is
+ * skipped. cudaErrorInvalidValue where rows exceeds 2^31 - 1. */
+size_t pp_cuda_embedding_backward_ws(int64_t rows, int vocab);
+const uint32_t *pp_cuda_embedding_order(const void *ws, int vocab);
+cudaError_t pp_cuda_launch_embedding_backward(cudaStream_t s, unsigned max_grid, int64_t rows,
+                                              int vocab, int c, const int32_t *ids,
+                                              const float *dy, float *dtable, void *ws);
 
 /* y (n, t, c) = x + table[t] (table (>= t, c)); y may be x. The backward,
  * dtable[t] += the sum over n of dy[n, t], is a column sum of dy seen as

@@ -154,6 +154,14 @@ template <typename T, typename F> T shfl(F exchange, unsigned mask, T v, unsigne
 #define cudaGetLastError pp_emu::last_error
 
 inline void __syncthreads() { pp_emu::sync_block(); }
+/* a block's threads are fibers of one CPU thread, switched only at a
+ * rendezvous, and blocks run one after another: a read-modify-write is atomic */
+inline unsigned atomicAdd(unsigned *p, unsigned v)
+{
+    const unsigned old = *p;
+    *p = old + v;
+    return old;
+}
 template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32)
 {
     return pp_emu::shfl(pp_emu::shuffle_down, mask, v, delta, width);

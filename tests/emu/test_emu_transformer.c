@@ -148,13 +148,33 @@ static void test_layernorm(void)
 
 /* ---- embeddings ------------------------------------------------------------------------ */
 
+/* the kernels' sorted positions: those of valid ids by id, each id's in
+ * increasing order (a stable counting sort's) */
+static void check_embedding_order(const uint32_t *order, const int32_t *id, int64_t rows,
+                                  int vocab, const char *what)
+{
+    int64_t at = 0, bad = 0;
+    for (int v = 0; v < vocab; v++)
+        for (int64_t r = 0; r < rows; r++)
+            if (id[r] == v) bad += order[at++] != (uint32_t)r;
+    CHECK_MSG(bad == 0, "%s: positions sorted by id, in order (%lld of %lld misplaced)", what,
+              (long long)bad, (long long)at);
+}
+
 static void test_embedding(void)
 {
-    static const struct { int n, t, vocab, c; size_t off; } cases[] = {
-        {2, 5, 7, 3, 0},      /* many repeats, 3 columns */
-        {3, 111, 50, 64, 0},  /* 16-byte rows; ids in two tiles */
-        {1, 300, 1000, 37, 4}, /* few repeats, single floats */
-        {2, 20, 13, 1100, 0}, /* two column passes */
+    /* ids: 0 skewed (low ids repeat most), 1 one id only, 2 ids outside
+     * [0, vocab) among them (skipped: their rows of dy zeroed for the CPU,
+     * which reads them as id 0), 3 every id distinct */
+    static const struct { int n, t, vocab, c, ids; size_t off; } cases[] = {
+        {2, 5, 7, 3, 0, 0},        /* many repeats, 3 columns */
+        {3, 111, 50, 64, 0, 0},    /* 16-byte rows; runs across blocks */
+        {1, 300, 1000, 37, 0, 4},  /* few repeats, single floats */
+        {2, 20, 13, 1100, 0, 0},   /* five column blocks */
+        {1, 600, 9, 40, 1, 0},     /* one run of 600 positions */
+        {2, 150, 3000, 33, 2, 0},  /* ids of -1 and vocab skipped */
+        {1, 700, 701, 5, 3, 0},    /* no repeats */
+        {1, 3000, 5000, 2, 0, 0},  /* the scan's threads take 5 ids each */
     };
     pp_error err;
     char what[96];
@@ -172,7 +192,14 @@ static void test_embedding(void)
         int32_t *id = ids.data;
         for (int64_t r = 0; r < rows; r++) /* skewed: low ids repeat most */
             id[r] = (int32_t)((emu_urand() + 1.0f) * (emu_urand() + 1.0f) * 0.25f * (float)v) % v;
+        if (cases[i].ids == 1)
+            for (int64_t r = 0; r < rows; r++) id[r] = v / 2;
+        if (cases[i].ids == 3)
+            for (int64_t r = 0; r < rows; r++) id[r] = (int32_t)((r * 7 + 3) % v);
         emu_fill(&table, -1, 2), emu_fill(&dtable, -1, 2), emu_fill(&dy, -1, 2);
+        /* magnitudes 2^-20 to 2^20: a run's double sum then depends on its order */
+        for (int64_t k = 0; k < rows * c; k++)
+            ((float *)dy.data)[k] = ldexpf(((float *)dy.data)[k], (int)(k % 41) - 20);
         emu_fill(&pos, -1, 2), emu_fill(&dpos, -1, 2);
         void *by, *bdt, *bdy, *bp, *bdp, *bt;
         float *ky = emu_copy(&y, off, &by), *kdt = emu_copy(&dtable, off, &bdt);
@@ -185,9 +212,24 @@ static void test_embedding(void)
         EMU_LAUNCHED(pp_emu_cuda_launch_embedding_forward(0, MAX_GRID, rows, v, c, id, kt, ky),
                      what);
         emu_close(&y, ky, 0, what);
+        int32_t *kid = malloc(sizeof(int32_t) * (size_t)rows); /* the kernels' ids */
+        memcpy(kid, id, sizeof(int32_t) * (size_t)rows);
+        if (cases[i].ids == 2)
+            for (int64_t r = 0; r < rows; r += 5) { /* out of range: skipped */
+                kid[r] = r % 10 == 0 ? -1 : v;
+                id[r] = 0;
+                memset((float *)dy.data + r * c, 0, sizeof(float) * (size_t)c);
+                memset(kdy + r * c, 0, sizeof(float) * (size_t)c);
+            }
         CHECK_OK(pp_embedding_backward(&g_ex, &ids, &dy, &dtable, &err), &err);
-        EMU_LAUNCHED(pp_emu_cuda_launch_embedding_backward(0, rows, v, c, id, kdy, kdt), what);
+        void *ws = malloc(pp_emu_cuda_embedding_backward_ws(rows, v));
+        EMU_LAUNCHED(pp_emu_cuda_launch_embedding_backward(0, MAX_GRID, rows, v, c, kid, kdy,
+                                                           kdt, ws),
+                     what);
         emu_close(&dtable, kdt, 0, "token embedding backward (+=)");
+        check_embedding_order(pp_emu_cuda_embedding_order(ws, v), kid, rows, v, what);
+        free(ws);
+        free(kid);
 
         /* position: y = y + pos[t] in place, then its backward */
         CHECK_OK(pp_position_forward(&g_ex, &y, &pos, &y, &err), &err);

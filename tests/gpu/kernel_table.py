@@ -74,7 +74,7 @@ FAMILIES = [
     ("layer norm", r"(^|[^a-z])ln_|layernorm|layer_norm"),
     ("gelu", r"gelu"),
     ("loss", r"classifier|xent|cross_entropy|softmax|(^|[^a-z_])(rows|total)_k$"),
-    ("embedding", r"embedding|(^|[^a-z_])(gather|position)_k$"),
+    ("embedding", r"embedding|(^|[^a-z])emb_|(^|[^a-z_])(gather|position)_k$"),
     ("bias grad", r"colsum|(^|[^a-z_])parts_add_k$"),
     ("dropout", r"dropout"),
     ("adamw/clip", r"adamw|sumsq|scale_multi"),

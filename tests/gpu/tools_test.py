@@ -76,6 +76,8 @@ with tempfile.TemporaryDirectory() as d:
            "void (anonymous namespace)::rows_k<unsigned short>(cls_args)": "loss",
            "void (anonymous namespace)::total_k(int)": "loss",
            "void (anonymous namespace)::gather_k(emb_args)": "embedding",
+           "void (anonymous namespace)::emb_zero_k(long, unsigned int *)": "embedding",
+           "void (anonymous namespace)::emb_sum_k(int, int, const int *)": "embedding",
            "void (anonymous namespace)::colsum_parts_k(int)": "bias grad",
            "void (anonymous namespace)::adamw_multi_k(multi_args)": "adamw/clip",
            "void (anonymous namespace)::sumsq_total_k(int)": "adamw/clip",
