@@ -74,6 +74,57 @@ static void test_colsum(void)
     }
 }
 
+/* parts_add alone: each column's partials added in chunk order in double,
+ * rounded once, added to out (columns below split) or out2 (the rest), the
+ * bits of that sum one partial at a time; partials of +-2^60 amid small
+ * ones, which another order keeps or loses; chunks of whole runs of loads in
+ * flight and a tail (37), fewer than a run (5), one, two runs (16) */
+/* in [-1, 1), from a xorshift of its own */
+static double small_draw(uint32_t *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 17, *s ^= *s << 5;
+    return (double)*s / 2147483648.0 - 1.0;
+}
+
+static void test_parts_add(void)
+{
+    static const int chunk_cases[] = {37, 5, 1, 16};
+    const int64_t cols = 70, split = 50;
+    uint32_t rng = 12345; /* its own draws: the other tests' stay as they were */
+    for (size_t i = 0; i < sizeof chunk_cases / sizeof chunk_cases[0]; i++) {
+        const int64_t chunks = chunk_cases[i];
+        double *part = malloc(sizeof(double) * (size_t)(chunks * cols));
+        float *out = malloc(sizeof(float) * (size_t)split), *want = malloc(sizeof(float) * cols);
+        float *out2 = malloc(sizeof(float) * (size_t)(cols - split));
+        for (int64_t k = 0; k < chunks; k++) /* +-2^60 amid small ones: they cancel */
+            for (int64_t j = 0; j < cols; j++)
+                part[k * cols + j] = (k + j) % 3 == 0 ? ldexp((k + j) % 2 ? -1.0 : 1.0, 60)
+                                                      : small_draw(&rng);
+        for (int64_t j = 0; j < cols; j++) {
+            const float v = (float)small_draw(&rng);
+            if (j < split)
+                out[j] = v;
+            else
+                out2[j - split] = v;
+            double acc = 0.0;
+            for (int64_t k = 0; k < chunks; k++) acc += part[k * cols + j];
+            want[j] = v + (float)acc;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "parts_add of %lld chunks", (long long)chunks);
+        EMU_LAUNCHED(pp_emu_cuda_launch_parts_add(0, MAX_GRID, chunks, cols, split, part, out,
+                                                  out2), what);
+        int64_t bad = 0;
+        for (int64_t j = 0; j < cols; j++) {
+            const float got = j < split ? out[j] : out2[j - split];
+            bad += memcmp(&got, &want[j], sizeof got) != 0;
+        }
+        CHECK_MSG(bad == 0, "%s: %lld of %lld columns not the bits of the sum in chunk order",
+                  what, (long long)bad, (long long)cols);
+        free(part), free(out), free(out2), free(want);
+    }
+}
+
 /* ---- layer norm ------------------------------------------------------------------------ */
 
 /* Plain, or fused with the residual add before it (s = a + b written over
@@ -625,6 +676,7 @@ int main(void)
 {
     emu_rig_open();
     test_colsum();
+    test_parts_add();
     test_layernorm();
     test_embedding();
     test_attention();
