@@ -111,8 +111,9 @@ __global__ void __launch_bounds__(ROW_THREADS, 2) /* two blocks an SM: at most 6
     const float zl = ld_f32(z, label); /* before any thread writes the row */
 
     run_max mine = {-INFINITY, -1, 0.0};
-    double sz = 0.0;
+    double sz = 0.0; /* only with label smoothing: a conversion and an add an element */
     int rank = 0;
+    const bool smooth = eps != 0.0f, ranks = top_k > 0;
     each_logit(z, classes, tid, [&](int j, float v) {
         if (mine.arg < 0) {
             mine.m = v;
@@ -125,8 +126,8 @@ __global__ void __launch_bounds__(ROW_THREADS, 2) /* two blocks an SM: at most 6
         } else {
             mine.s += (double)expf(v - mine.m);
         }
-        sz += (double)v;
-        rank += v > zl || (v == zl && j < label);
+        if (smooth) sz += (double)v;
+        if (ranks) rank += v > zl || (v == zl && j < label);
     });
     s_m[tid] = mine.m;
     s_arg[tid] = mine.arg;
