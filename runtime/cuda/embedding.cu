@@ -25,7 +25,8 @@
  *                      threads); the scan of the ids it replaced (a block
  *                      per position) cost up to rows^2 / 2 compares in a
  *                      block's serial loop (34 million at 8 x 1024 random
- *                      tokens: ~1.5 ms of an H200 by its issue rate).
+ *                      tokens, one shared-memory load each: ~1 ms of an
+ *                      H200, GPU.md section 8.1).
  *   position forward   y[n, t] = x[n, t] + table[t], 16 bytes a thread where
  *                      the rows allow. (Its backward is a column sum,
  *                      colsum.cu.)
