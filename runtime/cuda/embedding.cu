@@ -4,7 +4,7 @@
  *   token forward      y[r] = table[ids[r]]: a gather, 16 bytes a thread
  *                      where the rows allow.
  *   token backward     deterministic, in linear time: a counting sort of the
- *                      positions by id, then one sum per id. Five kernels
+ *                      positions by id, then one sum per id. Six kernels
  *                      over a workspace of 2 (vocab + 1) + 2 rows words:
  *                      the counts zeroed; each position counts its id (an
  *                      integer atomicAdd: the counts do not depend on the

@@ -74,11 +74,6 @@ static void test_colsum(void)
     }
 }
 
-/* parts_add alone: each column's partials added in chunk order in double,
- * rounded once, added to out (columns below split) or out2 (the rest), the
- * bits of that sum one partial at a time; partials of +-2^60 amid small
- * ones, which another order keeps or loses; chunks of whole runs of loads in
- * flight and a tail (37), fewer than a run (5), one, two runs (16) */
 /* in [-1, 1), from a xorshift of its own */
 static double small_draw(uint32_t *s)
 {
@@ -86,6 +81,11 @@ static double small_draw(uint32_t *s)
     return (double)*s / 2147483648.0 - 1.0;
 }
 
+/* parts_add alone: each column's partials added in chunk order in double,
+ * rounded once, added to out (columns below split) or out2 (the rest), the
+ * bits of that sum one partial at a time; partials of +-2^60 amid small
+ * ones, which another order keeps or loses; chunks of whole runs of loads in
+ * flight and a tail (37), fewer than a run (5), one, two runs (16) */
 static void test_parts_add(void)
 {
     static const int chunk_cases[] = {37, 5, 1, 16};
@@ -248,7 +248,8 @@ static void test_embedding(void)
         if (cases[i].ids == 3)
             for (int64_t r = 0; r < rows; r++) id[r] = (int32_t)((r * 7 + 3) % v);
         emu_fill(&table, -1, 2), emu_fill(&dtable, -1, 2), emu_fill(&dy, -1, 2);
-        /* magnitudes 2^-20 to 2^20: a run's double sum then depends on its order */
+        /* magnitudes 2^-20 to 2^20 (a run's double sum seldom shows its order
+         * once rounded to f32: check_embedding_order checks the order itself) */
         for (int64_t k = 0; k < rows * c; k++)
             ((float *)dy.data)[k] = ldexpf(((float *)dy.data)[k], (int)(k % 41) - 20);
         emu_fill(&pos, -1, 2), emu_fill(&dpos, -1, 2);
