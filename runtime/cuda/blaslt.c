@@ -496,10 +496,13 @@ pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const 
  * whose strides are multiples of 16 bytes, and the others load 16 bytes at a time. GPT-2's
  * head has one (the logits and their gradient: 50257 columns, 100,514 bytes a bf16 row).
  * lt_matmul then runs the GEMM on copies of such operands at a padded pitch (the next
- * multiple of 16 bytes: cudaMemcpy2DAsync into a stream-ordered scratch, counted in the
- * device's memory) and copies such a D back; the products are the same sums in the same
- * order, only the pitch differs. Not with an aux matrix (the GELU epilogues: their
- * shapes, GPT-2's MLP, are aligned). PP_CUDA_UNPADDED=1 turns it off (to compare). */
+ * multiple of 16 bytes, in a stream-ordered scratch counted in the device's memory) and
+ * copies such a D back; the products are the same sums in the same order, only the pitch
+ * differs. The copies are a kernel of ours (kernels.cu's copy_pitched_k), not
+ * cudaMemcpy2DAsync: its speed on rows of 2-byte alignment is not documented, and a
+ * kernel's time shows in the profile's kernel table (copies do not). Not with an aux
+ * matrix (the GELU epilogues: their shapes, GPT-2's MLP, are aligned). PP_CUDA_UNPADDED=1
+ * turns it off (to compare). */
 
 /* rows rounded up to a whole number of 16 bytes */
 static int64_t padded_ld(int64_t rows, size_t es)
@@ -519,9 +522,8 @@ static pp_status copy_pitched(pp_exec *ex, cudaStream_t s, void *dst, int64_t dl
                               size_t es, pp_error *err)
 {
     return PP_CUDA(ex->dev, err,
-                   cudaMemcpy2DAsync(dst, (size_t)dld * es, src, (size_t)sld * es,
-                                     (size_t)rows * es, (size_t)cols, cudaMemcpyDeviceToDevice,
-                                     s));
+                   pp_cuda_launch_copy_pitched(s, pp_cuda_max_grid(ex), cols, rows, es, src, sld,
+                                               dst, dld));
 }
 
 /* One operand (rows x cols, column-major, pitch ld) at a padded pitch: its

@@ -366,6 +366,44 @@ cudaError_t cast(cudaStream_t s, unsigned grid, int64_t n, const TX *x, TY *y)
     return cudaGetLastError();
 }
 
+/* ---- a matrix copied from one pitch to another ---------------------------------------
+ * lines of len elements each, line k at src + k sld and dst + k dld. A group of tpl threads
+ * a line (a warp for lines of at most COPY_RUN x 32 elements, else the block), each thread
+ * loading its next COPY_RUN elements before it stores the first: a pitch of any 2-byte
+ * alignment, read and written at one element a thread, coalesced. */
+constexpr int COPY_RUN = 8;
+
+template <class T>
+__global__ void copy_pitched_k(int64_t lines, int64_t len, int tpl, const T *src, int64_t sld,
+                               T *dst, int64_t dld)
+{
+    const int groups = blockDim.x / tpl, t = threadIdx.x % tpl;
+    for (int64_t l = (int64_t)blockIdx.x * groups + threadIdx.x / tpl; l < lines;
+         l += (int64_t)gridDim.x * groups) {
+        const T *sr = src + l * sld;
+        T *dr = dst + l * dld;
+        for (int64_t i0 = t; i0 < len; i0 += (int64_t)COPY_RUN * tpl) {
+            T v[COPY_RUN];
+            for (int u = 0; u < COPY_RUN; u++)
+                if (i0 + u * tpl < len) v[u] = sr[i0 + u * tpl];
+            for (int u = 0; u < COPY_RUN; u++)
+                if (i0 + u * tpl < len) dr[i0 + u * tpl] = v[u];
+        }
+    }
+}
+
+template <class T>
+cudaError_t copy_pitched(cudaStream_t s, unsigned max_grid, int64_t lines, int64_t len,
+                         const void *src, int64_t sld, void *dst, int64_t dld)
+{
+    const int tpl = len <= (int64_t)COPY_RUN * 32 ? 32 : PP_CUDA_BLOCK;
+    const int64_t groups = PP_CUDA_BLOCK / tpl, need = (lines + groups - 1) / groups;
+    const unsigned grid = need < (int64_t)max_grid ? (unsigned)need : max_grid;
+    copy_pitched_k<T><<<grid, PP_CUDA_BLOCK, 0, s>>>(lines, len, tpl, static_cast<const T *>(src),
+                                                     sld, static_cast<T *>(dst), dld);
+    return cudaGetLastError();
+}
+
 } // namespace
 
 extern "C" {
@@ -377,6 +415,17 @@ bool pp_cuda_env_on(const char *name, int *cache)
         *cache = e && *e && strcmp(e, "0") != 0;
     }
     return *cache == 1;
+}
+
+cudaError_t pp_cuda_launch_copy_pitched(cudaStream_t s, unsigned max_grid, int64_t lines,
+                                        int64_t len, size_t es, const void *src, int64_t sld,
+                                        void *dst, int64_t dld)
+{
+    if (lines < 0 || len < 0 || sld < len || dld < len || (es != 2 && es != 4))
+        return cudaErrorInvalidValue;
+    if (lines == 0 || len == 0) return cudaSuccess;
+    return es == 2 ? copy_pitched<uint16_t>(s, max_grid, lines, len, src, sld, dst, dld)
+                   : copy_pitched<uint32_t>(s, max_grid, lines, len, src, sld, dst, dld);
 }
 
 cudaError_t pp_cuda_launch_bf16_from_f32(cudaStream_t s, unsigned grid, int64_t n, const float *x,

@@ -11,7 +11,8 @@
  *   - channel bias, window and global average pooling: within f32
  *     rounding of the CPU (1e-6 normalised; the softmax cross-entropy is
  *     classifier.cu's, test_emu_transformer.c's);
- *   - the delay kernel: it occupies its launch for the time asked.
+ *   - the delay kernel: it occupies its launch for the time asked;
+ *   - the copies between pitches: every element, no padding written.
  */
 #include <math.h>
 #include <stdint.h>
@@ -273,6 +274,63 @@ static void test_delay(void)
     CHECK_MSG(ms >= 3.0, "a 3 ms delay returned after %.2f ms", ms);
 }
 
+/* The copies between pitches (cuBLASLt's operands at a padded pitch, blaslt.c): every
+ * line's elements at the new pitch, the padding and the bytes past the last line
+ * untouched, at 2- and 4-byte elements, bases off 16 bytes, lines a warp takes (at most
+ * 256 elements) and lines a block takes, more lines than the grid has groups, from an
+ * unaligned pitch to a padded one and back. */
+static void test_copy_pitched(void)
+{
+    static const struct {
+        int64_t lines, len, sld, dld;
+        unsigned grid;
+    } cases[] = {
+        {11, 37, 37, 40, 2},      /* the tied test head's shape, padded */
+        {11, 37, 40, 37, 2},      /* and back */
+        {40, 5, 7, 8, 2},         /* short lines, 8 a block, 16 a pass of the grid */
+        {9, 256, 259, 264, 1},    /* the longest a warp takes */
+        {5, 257, 257, 264, 2},    /* the shortest a block takes */
+        {3, 5000, 5001, 5008, 2}, /* runs of 8 x 256 and a tail */
+        {3, 5000, 5008, 5001, 64},
+        {0, 5, 5, 8, 2},          /* nothing to copy */
+    };
+    enum { SENT = 0xa5 };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (size_t es = 2; es <= 4; es += 2) {
+            const int64_t L = cases[c].lines, n = cases[c].len, sld = cases[c].sld,
+                          dld = cases[c].dld;
+            const size_t sbytes = (size_t)(L * sld + 8) * es, dbytes = (size_t)(L * dld + 8) * es;
+            void *bs, *bd;
+            unsigned char *src = emu_alloc(sbytes, 2, &bs), *dst = emu_alloc(dbytes, 2, &bd);
+            for (size_t i = 0; i < sbytes; i++) src[i] = (unsigned char)(i * 2654435761u >> 13);
+            memset(dst, SENT, dbytes);
+            char what[96];
+            snprintf(what, sizeof what, "copy_pitched %lld x %lld, pitch %lld to %lld, %zu bytes",
+                     (long long)L, (long long)n, (long long)sld, (long long)dld, es);
+            EMU_LAUNCHED(pp_emu_cuda_launch_copy_pitched(0, cases[c].grid, L, n, es, src, sld,
+                                                         dst, dld),
+                         what);
+            int64_t bad = 0, touched = 0;
+            for (int64_t l = 0; l < L; l++)
+                for (int64_t i = 0; i < dld; i++) {
+                    const unsigned char *d = dst + (size_t)(l * dld + i) * es;
+                    if (i < n)
+                        bad += memcmp(d, src + (size_t)(l * sld + i) * es, es) != 0;
+                    else
+                        for (size_t b = 0; b < es; b++) touched += d[b] != SENT;
+                }
+            for (size_t b = (size_t)(L * dld) * es; b < dbytes; b++) touched += dst[b] != SENT;
+            CHECK_MSG(bad == 0, "%s: %lld elements not the source's", what, (long long)bad);
+            CHECK_MSG(touched == 0, "%s: %lld bytes of padding written", what, (long long)touched);
+            free(bs), free(bd);
+        }
+    }
+    /* refused: an element size of 3 bytes, a pitch shorter than a line */
+    CHECK(pp_emu_cuda_launch_copy_pitched(0, 2, 2, 8, 3, NULL, 8, NULL, 8) != cudaSuccess);
+    CHECK(pp_emu_cuda_launch_copy_pitched(0, 2, 2, 8, 2, NULL, 7, NULL, 8) != cudaSuccess);
+    CHECK(pp_emu_cuda_launch_copy_pitched(0, 2, 2, 8, 2, NULL, 8, NULL, 7) != cudaSuccess);
+}
+
 int main(void)
 {
     emu_rig_open();
@@ -282,5 +340,6 @@ int main(void)
     test_zero_multi();
     test_bias_pool();
     test_delay();
+    test_copy_pitched();
     return emu_rig_close("test_emu_kernels");
 }
