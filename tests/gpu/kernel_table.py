@@ -76,6 +76,7 @@ FAMILIES = [
     ("loss", r"classifier|xent|cross_entropy|softmax|(^|[^a-z_])(rows|total)_k$"),
     ("embedding", r"embedding|(^|[^a-z])emb_|(^|[^a-z_])(gather|position)_k$"),
     ("bias grad", r"colsum|(^|[^a-z_])parts_add_k$"),
+    ("padded copy", r"copy_pitched"),
     ("dropout", r"dropout"),
     ("adamw/clip", r"adamw|sumsq|scale_multi"),
     ("sgd", r"sgd|momentum|optimizer"),

@@ -79,6 +79,8 @@ with tempfile.TemporaryDirectory() as d:
            "void (anonymous namespace)::emb_zero_k(long, unsigned int *)": "embedding",
            "void (anonymous namespace)::emb_sum_k(int, int, const int *)": "embedding",
            "void (anonymous namespace)::colsum_parts_k(int)": "bias grad",
+           "void (anonymous namespace)::copy_pitched_k<unsigned short>(long, long, int, "
+           "const unsigned short *, long, unsigned short *, long)": "padded copy",
            "void (anonymous namespace)::adamw_multi_k(multi_args)": "adamw/clip",
            "void (anonymous namespace)::sumsq_total_k(int)": "adamw/clip",
            "void (anonymous namespace)::dropout_vec_k(long)": "dropout",
