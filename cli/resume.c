@@ -177,11 +177,18 @@ bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chose
                 steps = v ? atoll(v) : 0;
                 pp_checkpoint_info_free(&info);
             }
-            files[n++] = (pp_cli_ckpt_file){copy, steps};
+            /* in the series' order by steps (a file recording none counts as step 0,
+             * an unreadable one as -1): after every file of its step or before */
+            int at = n;
+            while (at > 0 && files[at - 1].steps > steps) at--;
+            memmove(&files[at + 1], &files[at], (size_t)(n - at) * sizeof *files);
+            files[at] = (pp_cli_ckpt_file){copy, steps};
+            n++;
         }
     }
-    /* newest first, by recorded steps; unreadable ones are reported as skipped,
-     * and so are those another run wrote (under the same names) */
+    /* newest first, by recorded steps (of one step, --save's file first);
+     * unreadable ones are reported as skipped, and so are those another run
+     * wrote (under the same names) */
     bool ok = true;
     for (int i = n - 1; i >= 0 && !*chosen && ok; i--) {
         pp_error err;

@@ -145,6 +145,23 @@ def test_resume_auto_other_run():
           f"a file named on purpose: allowed, its changes said: {r.stderr}")
 
 
+def test_resume_auto_newest_with_save():
+    """--resume auto --save FILE takes the newest file by step among the series
+    and --save's, wherever --save's file stands among them."""
+    series = 'checkpoint: {path: "ck6/ck-{step}.safetensors", every: 2}\n'
+    p = plan("newest.yaml", steps=6, extra=series)
+    r = run(p, "--steps", "2", "--save", "ck6final.safetensors")
+    check(r.returncode == 0, f"first start: {r.stderr}")
+    r = run(p, "--resume", "auto")  # the series goes on to step 6; --save's file stays at 2
+    check(r.returncode == 0 and files("ck6")[-1] == "ck-6.safetensors", f"{files('ck6')}")
+    r = run(p, "--resume", "auto", "--save", "ck6final.safetensors", "--steps", "1")
+    check(r.returncode == 0 and "resuming ck6/ck-6.safetensors after step 6" in r.stderr,
+          f"the series' newer file, not --save's older one: {r.stderr}")
+    r = run(p, "--resume", "auto", "--save", "ck6final.safetensors", "--steps", "1")
+    check(r.returncode == 0 and "resuming ck6final.safetensors after step 7" in r.stderr,
+          f"--save's file when it is the newest: {r.stderr}")
+
+
 def test_resumed_header():
     """The plan's steps count from the start of the run, --steps N are N more:
     the first line says which steps run."""
@@ -254,7 +271,8 @@ stages:
 
 
 for t in (test_output_folders, test_failed_checkpoint, test_failed_step_not_saved,
-          test_resume_auto_other_run, test_resumed_header, test_sweep_checkpoints,
+          test_resume_auto_other_run, test_resume_auto_newest_with_save, test_resumed_header,
+          test_sweep_checkpoints,
           test_validate_reads_schedule_file, test_schedule_note, test_options_once,
           test_delay_backward_from_parts):
     t()
