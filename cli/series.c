@@ -35,27 +35,42 @@ void pp_cli_series_free(pp_cli_series *s)
     memset(s, 0, sizeof *s);
 }
 
-/* The pattern's pieces: folder ("." when none), and the file name's text
- * before and after the tag. false when the plan has no series or the tag is
- * in the folder part. Strings malloc'ed. */
-static bool pattern(const pp_plan *plan, char **dir, char **pre, char **post)
+/* The pattern's pieces: the folder before the component holding the tag
+ * ("." when none), that component's text before and after the tag, and what
+ * follows the component ("" when the tag is in the file's name, else "/..."
+ * under a folder named by the tag). false when the plan has no series.
+ * Strings malloc'ed; free with pattern_free. */
+typedef struct pattern {
+    char *dir, *pre, *post, *rest;
+} pattern;
+
+static void pattern_free(pattern *pt)
 {
-    *dir = *pre = *post = NULL;
+    free(pt->dir);
+    free(pt->pre);
+    free(pt->post);
+    free(pt->rest);
+    memset(pt, 0, sizeof *pt);
+}
+
+static bool pattern_get(const pp_plan *plan, pattern *pt)
+{
+    memset(pt, 0, sizeof *pt);
     if (!plan->checkpoint.enabled || !plan->checkpoint.path) return false;
     const char *path = plan->checkpoint.path;
     const char *tag = plan->epochs ? "{epoch}" : "{step}";
     const char *at = strstr(path, tag);
-    const char *slash = strrchr(path, '/');
-    if (!at || (slash && slash > at)) return false;
-    *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    const char *base = slash ? slash + 1 : path;
-    *pre = strndup(base, (size_t)(at - base));
-    *post = strdup(at + strlen(tag));
-    if (*dir && *pre && *post) return true;
-    free(*dir);
-    free(*pre);
-    free(*post);
-    *dir = *pre = *post = NULL;
+    if (!at) return false;
+    const char *start = at, *end = strchr(at, '/'); /* the component holding the tag */
+    while (start > path && start[-1] != '/') start--;
+    if (!end) end = at + strlen(at);
+    const char *slash = start > path ? start - 1 : NULL;
+    pt->dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    pt->pre = strndup(start, (size_t)(at - start));
+    pt->post = strndup(at + strlen(tag), (size_t)(end - at - strlen(tag)));
+    pt->rest = strdup(end);
+    if (pt->dir && pt->pre && pt->post && pt->rest) return true;
+    pattern_free(pt);
     return false;
 }
 
@@ -103,6 +118,24 @@ static bool keep_file(pp_cli_series *s, const char *path, int64_t steps)
     return true;
 }
 
+/* After file was removed: the folders the series' tag named for it, when
+ * now empty (ck/{step}/model.safetensors: ck/4/). */
+static void remove_empty_folders(const pp_plan *plan, const char *file)
+{
+    const char *at = strstr(plan->checkpoint.path, plan->epochs ? "{epoch}" : "{step}");
+    const char *rest = at ? strchr(at, '/') : NULL;
+    size_t lf = strlen(file), lr = rest ? strlen(rest) : 0;
+    if (!rest || lf <= lr || strcmp(file + lf - lr, rest) != 0) return;
+    char *buf = strdup(file);
+    const size_t stop = lf - lr; /* where the tag's folder's name ends */
+    for (char *slash = buf ? strrchr(buf, '/') : NULL; slash && (size_t)(slash - buf) >= stop;
+         slash = strrchr(buf, '/')) {
+        *slash = '\0';
+        if (rmdir(buf) != 0) break; /* not empty: something else is there */
+    }
+    free(buf);
+}
+
 /* Drops the oldest files beyond keep (rank 0 deletes them). */
 static void trim(pp_cli_series *s)
 {
@@ -111,6 +144,8 @@ static void trim(pp_cli_series *s)
         if (s->rank == 0 && unlink(s->kept[0].path) != 0 && errno != ENOENT)
             fprintf(stderr, "pipeline-run: cannot remove %s: %s\n", s->kept[0].path,
                     strerror(errno));
+        else if (s->rank == 0)
+            remove_empty_folders(s->plan, s->kept[0].path);
         free(s->kept[0].path);
         memmove(s->kept, s->kept + 1, (size_t)(--s->n) * sizeof *s->kept);
     }
@@ -192,18 +227,25 @@ bool pp_cli_series_scan(const pp_plan *plan, pp_cli_ckpt_file **files, int *n)
 {
     *files = NULL;
     *n = 0;
-    char *dir, *pre, *post;
-    if (!pattern(plan, &dir, &pre, &post)) return true;
+    pattern pt;
+    if (!pattern_get(plan, &pt)) return true;
     bool ok = true;
-    DIR *d = opendir(dir);
+    DIR *d = opendir(pt.dir);
     struct dirent *e;
     while (ok && d && (e = readdir(d))) {
-        if (!name_matches(e->d_name, pre, post, plan->epochs > 0)) continue;
-        pp_cli_ckpt_file *grown = realloc(*files, (size_t)(*n + 1) * sizeof *grown);
-        char *path = join(dir, e->d_name);
-        if (!grown || !path) {
+        if (!name_matches(e->d_name, pt.pre, pt.post, plan->epochs > 0)) continue;
+        char *named = join(pt.dir, e->d_name);
+        char *path = named && pt.rest[0] ? join(named, pt.rest + 1) : named;
+        if (path != named) free(named);
+        struct stat st; /* under a folder named by the tag: the file, when there */
+        if (path && pt.rest[0] && (stat(path, &st) != 0 || !S_ISREG(st.st_mode))) {
             free(path);
-            if (grown) *files = grown;
+            continue;
+        }
+        pp_cli_ckpt_file *grown = path ? realloc(*files, (size_t)(*n + 1) * sizeof *grown)
+                                       : NULL;
+        if (!grown) {
+            free(path);
             ok = false;
             break;
         }
@@ -220,9 +262,7 @@ bool pp_cli_series_scan(const pp_plan *plan, pp_cli_ckpt_file **files, int *n)
     }
     if (d) closedir(d);
     if (*n) qsort(*files, (size_t)*n, sizeof **files, by_steps);
-    free(dir);
-    free(pre);
-    free(post);
+    pattern_free(&pt);
     return ok;
 }
 
@@ -274,39 +314,50 @@ static int remove_temp(const char *dir, const char *name, FILE *log)
     return removed;
 }
 
+/* Removes the temporaries of path's saves, beside it. */
+static int clean_beside(const char *path, FILE *log)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    const char *base = slash ? slash + 1 : path;
+    int removed = 0;
+    DIR *d = dir ? opendir(dir) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (is_temporary_of(e->d_name, base)) removed += remove_temp(dir, e->d_name, log);
+    if (d) closedir(d);
+    free(dir);
+    return removed;
+}
+
 int pp_cli_clean_temporaries(const pp_plan *plan, const char *save_path, FILE *log)
 {
     int removed = 0;
-    char *dir, *pre, *post;
-    if (pattern(plan, &dir, &pre, &post)) {
-        DIR *d = opendir(dir);
+    pattern pt;
+    if (pattern_get(plan, &pt)) {
+        DIR *d = opendir(pt.dir);
         struct dirent *e;
         while (d && (e = readdir(d))) {
+            if (pt.rest[0]) { /* a folder named by the tag: the temporaries in it */
+                if (!name_matches(e->d_name, pt.pre, pt.post, plan->epochs > 0)) continue;
+                char *named = join(pt.dir, e->d_name);
+                char *path = named ? join(named, pt.rest + 1) : NULL;
+                if (path) removed += clean_beside(path, log);
+                free(named);
+                free(path);
+                continue;
+            }
             const char *tmp = strstr(e->d_name, ".tmp-");
             if (!tmp) continue;
             char *base = strndup(e->d_name, (size_t)(tmp - e->d_name));
-            if (base && name_matches(base, pre, post, plan->epochs > 0) &&
+            if (base && name_matches(base, pt.pre, pt.post, plan->epochs > 0) &&
                 is_temporary_of(e->d_name, base))
-                removed += remove_temp(dir, e->d_name, log);
+                removed += remove_temp(pt.dir, e->d_name, log);
             free(base);
         }
         if (d) closedir(d);
-        free(dir);
-        free(pre);
-        free(post);
+        pattern_free(&pt);
     }
-    if (save_path && save_path[0]) {
-        const char *slash = strrchr(save_path, '/');
-        char *sdir = slash ? strndup(save_path, slash == save_path ? 1
-                                                                   : (size_t)(slash - save_path))
-                           : strdup(".");
-        const char *base = slash ? slash + 1 : save_path;
-        DIR *d = sdir ? opendir(sdir) : NULL;
-        struct dirent *e;
-        while (d && (e = readdir(d)))
-            if (is_temporary_of(e->d_name, base)) removed += remove_temp(sdir, e->d_name, log);
-        if (d) closedir(d);
-        free(sdir);
-    }
+    if (save_path && save_path[0]) removed += clean_beside(save_path, log);
     return removed;
 }

@@ -11,6 +11,8 @@
  * keep: the newest K files of the series stay: those this run wrote and,
  * when it resumed from the series, those it found up to the step it resumed
  * at (so a job preempted again and again keeps K files, not K per start).
+ * The tag may name a folder ("ck/{step}/model.safetensors"): the series is
+ * then those folders' files, and keep removes the folders it empties.
  * Temporaries: a save writes "NAME.tmp-XXXXXX" beside NAME and renames it;
  * one killed (kill -9, a node lost) leaves that file, which the next start
  * removes for the series' names and --save's.

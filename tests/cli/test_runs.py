@@ -162,6 +162,28 @@ def test_resume_auto_newest_with_save():
           f"--save's file when it is the newest: {r.stderr}")
 
 
+def test_step_in_folder():
+    """A {step} in a folder's name: the series is found there by --resume auto,
+    keep and the fresh run's warning, the temporaries of a killed save are
+    removed, and keep removes the folders it empties."""
+    series = 'checkpoint: {path: "ck7/{step}/model.safetensors", every: 2, keep: 2}\n'
+    p = plan("infolder.yaml", steps=6, extra=series)
+    r = run(p, "--steps", "4")
+    check(r.returncode == 0 and files("ck7") == ["2", "4"], f"{files('ck7')} {r.stderr}")
+    os.makedirs(os.path.join(TMP, "ck7/6"))
+    write("ck7/6/model.safetensors.tmp-a1B2c3", "partial")
+    r = run(p, "--resume", "auto")
+    check(r.returncode == 0 and "resuming ck7/4/model.safetensors after step 4" in r.stderr,
+          f"--resume auto finds the series: {r.stderr}")
+    check("removed ck7/6/model.safetensors.tmp-a1B2c3" in r.stderr and
+          files("ck7/6") == ["model.safetensors"], f"the temporary removed: {r.stderr}")
+    check(files("ck7") == ["4", "6"], f"keep: 2 counts the earlier files, and the emptied "
+          f"folder goes: {files('ck7')}")
+    r = run(p, "--steps", "1")
+    check(r.returncode == 0 and "2 checkpoint files of an earlier run match checkpoint.path "
+          "(newest: ck7/6/model.safetensors, step 6)" in r.stderr, f"the warning: {r.stderr}")
+
+
 def test_resumed_header():
     """The plan's steps count from the start of the run, --steps N are N more:
     the first line says which steps run."""
@@ -272,7 +294,7 @@ stages:
 
 for t in (test_output_folders, test_failed_checkpoint, test_failed_step_not_saved,
           test_resume_auto_other_run, test_resume_auto_newest_with_save, test_resumed_header,
-          test_sweep_checkpoints,
+          test_step_in_folder, test_sweep_checkpoints,
           test_validate_reads_schedule_file, test_schedule_note, test_options_once,
           test_delay_backward_from_parts):
     t()
