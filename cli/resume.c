@@ -114,8 +114,9 @@ bool pp_cli_plan_matches(const pp_plan *plan, const pp_checkpoint_info *info, co
                              "else under %s:\n",
                              f, &said, NULL, 0);
     if (differ)
-        fprintf(f, "(--resume continues a run under the plan it ran with; --load starts a new "
-                   "run from the checkpoint's weights)\n");
+        fprintf(f, "(--resume continues a run under the plan it ran with; --load reads the "
+                   "same weights, optimizer state and step under any plan, without this "
+                   "check)\n");
     pp_plan_step_keys_free(&k);
     return differ == 0;
 }

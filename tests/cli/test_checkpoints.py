@@ -399,8 +399,14 @@ def test_resume_checks():
     check(r.returncode == 2 and "batch.size: 4 in the checkpoint, 8 in the plan" in r.stderr and
           "seed: 3 in the checkpoint, 4 in the plan" in r.stderr,
           f"--resume with another batch size: {r.returncode} {r.stderr}")
+    check("--load reads the same weights, optimizer state and step under any plan, without "
+          "this check" in r.stderr, f"and says what --load does: {r.stderr}")
     r = run(other, "--resume", "auto")
     check(r.returncode == 2 and "batch.size" in r.stderr, f"--resume auto too: {r.stderr}")
+    # --load takes the file under any plan, and its step: --steps 1 is step 4
+    r = run(other, "--load", path("chk.safetensors"), "--steps", "1", "--json")
+    check(r.returncode == 0 and json.loads(r.stdout or "{}").get("steps_done") == 4,
+          f"--load continues from the file's step: {r.stderr[-300:]}")
     # what does not change a step's meaning may change: stages, schedule, lr, steps
     moved = write("chk-moved.yaml", open(plan).read().replace("schedule: 1f1b", "schedule: gpipe")
                   .replace("lr: 0.01", "lr: 0.005").replace("steps: 3", "steps: 4")
