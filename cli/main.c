@@ -442,6 +442,13 @@ static int run(int argc, char **argv)
         pp_plan_free(plan);
         return rc;
     }
+    if (a.n_sweep || a.n_sweep_kinds) { /* the table's files, before the first run */
+        const pp_cli_outputs outs = {.csv = a.csv, .svg = a.svg};
+        if ((rc = pp_cli_outputs_prepare(plan, &outs, false)) != 0) {
+            pp_plan_free(plan);
+            return rc;
+        }
+    }
     if (a.validate)
         rc = do_validate(plan, a.json);
     else if (a.print_schedule)

@@ -108,14 +108,22 @@ char *pp_cli_outputs_series_dir(const pp_plan *plan)
     return strndup(c->path, n - 1);
 }
 
-/* One output's folder: made (make) or checked. what names the output. */
+/* How a missing folder is taken: made, left for the run to make, or refused. */
+typedef enum { MAKE, LATER, MUST_EXIST } missing_rule;
+
+/* One output's folder: made, checked, or (MUST_EXIST) required. what names
+ * the output. */
 static int one(const char *what, const char *dir, const pp_plan *plan, const pp_mark *mark,
-               bool make)
+               missing_rule rule)
 {
     char why[1024];
     bool missing = false, made = false;
     bool ok = check_dir(dir, &missing, why, sizeof why);
-    if (ok && missing && make) ok = make_dirs(dir, &made, why, sizeof why);
+    if (ok && missing && rule == MAKE) ok = make_dirs(dir, &made, why, sizeof why);
+    if (ok && missing && rule == MUST_EXIST) {
+        ok = false;
+        snprintf(why, sizeof why, "%s: no such folder (it is not made for %s)", dir, what);
+    }
     if (ok) {
         if (made) fprintf(stderr, "made folder %s/ for %s\n", dir, what);
         return 0;
@@ -128,17 +136,22 @@ static int one(const char *what, const char *dir, const pp_plan *plan, const pp_
     return 2;
 }
 
-/* The folder of an output file given on the command line (made for --save
- * when make). */
-static int file(const char *what, const char *path, const pp_plan *plan, bool make)
+/* An output file given on the command line: not a folder itself, and its
+ * folder made or checked as rule says. */
+static int file(const char *what, const char *path, const pp_plan *plan, missing_rule rule)
 {
     if (!path) return 0;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "pipeline-run: %s: %s: is a folder (give a file's name)\n", what, path);
+        return 2;
+    }
     char *dir = dir_of(path);
     if (!dir) {
         fprintf(stderr, "pipeline-run: out of host memory\n");
         return 1;
     }
-    int rc = one(what, dir, plan, NULL, make);
+    int rc = one(what, dir, plan, NULL, rule);
     free(dir);
     return rc;
 }
@@ -146,16 +159,17 @@ static int file(const char *what, const char *path, const pp_plan *plan, bool ma
 int pp_cli_outputs_prepare(const pp_plan *plan, const pp_cli_outputs *o, bool make)
 {
     int rc = 0;
+    const missing_rule made = make ? MAKE : LATER;
     char *dir = pp_cli_outputs_series_dir(plan);
-    if (dir) rc = one("checkpoint.path", dir, plan, &plan->checkpoint.mark, make);
+    if (dir) rc = one("checkpoint.path", dir, plan, &plan->checkpoint.mark, made);
     free(dir);
     if (!rc && o) {
-        rc = file("--save", o->save, plan, make);
-        if (!rc) rc = file("--trace", o->trace, plan, false);
-        if (!rc) rc = file("--metrics", o->metrics, plan, false);
-        if (!rc) rc = file("--plot", o->plot, plan, false);
-        if (!rc) rc = file("--csv", o->csv, plan, false);
-        if (!rc) rc = file("--svg", o->svg, plan, false);
+        rc = file("--save", o->save, plan, made);
+        if (!rc) rc = file("--trace", o->trace, plan, MUST_EXIST);
+        if (!rc) rc = file("--metrics", o->metrics, plan, MUST_EXIST);
+        if (!rc) rc = file("--plot", o->plot, plan, MUST_EXIST);
+        if (!rc) rc = file("--csv", o->csv, plan, MUST_EXIST);
+        if (!rc) rc = file("--svg", o->svg, plan, MUST_EXIST);
     }
     return rc;
 }

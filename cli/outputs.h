@@ -25,8 +25,10 @@ typedef struct pp_cli_outputs {
 
 /* Checks plan's checkpoint series and o's files; with make, makes the
  * folders of the series and of o->save that are missing ("made folder ck/
- * for checkpoint.path" on stderr). A problem is printed as "pipeline-run:
- * WHAT: PATH: why" (the series' at its FILE:LINE:COL) and returns 2. */
+ * for checkpoint.path" on stderr), else leaves them to the run. The folders
+ * of the other outputs must exist, and no output may name a folder. A
+ * problem is printed as "pipeline-run: WHAT: PATH: why" (the series' at its
+ * FILE:LINE:COL) and returns 2. */
 int pp_cli_outputs_prepare(const pp_plan *plan, const pp_cli_outputs *o, bool make);
 
 /* Makes the folder path's file goes in (and those above it) when missing,

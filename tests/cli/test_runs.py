@@ -90,6 +90,44 @@ def test_output_folders():
           f"--validate makes nothing: {r.stderr}")
 
 
+def epochs_plan(name, epochs=2, extra=""):
+    """2 steps an epoch (8 samples, batch 4), a test set of 4."""
+    return write(name, f"""\
+model: {{name: resnet18, num_classes: 10, stem: cifar}}
+batch: {{size: 4, split_size: 2}}
+schedule: gpipe
+optimizer: {{type: sgd, lr: 0.05, momentum: 0.9}}
+data: {{format: synthetic, image_size: [8, 8], samples: 8}}
+eval: {{format: synthetic, samples: 4, batch_size: 4}}
+epochs: {epochs}
+{extra}stages:
+  - {{device: cpu:0, layers: [conv1, bn1, relu, layer1, layer2]}}
+  - {{device: cpu:1, layers: [layer3, layer4, avgpool, fc]}}
+""")
+
+
+def test_outputs_refused_first():
+    """An output into a missing folder, or naming a folder, is refused before
+    anything runs, exit 2, naming the path and why: training's --trace,
+    --metrics, --plot and --save, the sweeps' --csv and --svg."""
+    p = plan("missing.yaml", steps=2)
+    e = epochs_plan("missing-e.yaml")
+    os.makedirs(os.path.join(TMP, "afolder"), exist_ok=True)
+    cases = [((p, "--trace", "nodir/t.json"), "--trace: nodir: no such folder"),
+             ((p, "--metrics", "nodir/m.csv"), "--metrics: nodir: no such folder"),
+             ((e, "--plot", "nodir/p.svg"), "--plot: nodir: no such folder"),
+             ((p, "--save", "afolder"), "--save: afolder: is a folder"),
+             ((p, "--trace", "afolder"), "--trace: afolder: is a folder"),
+             ((p, "--sweep-split", "2", "--csv", "nodir/s.csv"), "--csv: nodir: no such folder"),
+             ((p, "--sweep-schedule", "gpipe", "--svg", "nodir/s.svg"),
+              "--svg: nodir: no such folder"),
+             ((p, "--sweep-split", "2", "--svg", "afolder"), "--svg: afolder: is a folder")]
+    for args, want in cases:
+        r = run(*args)
+        check(r.returncode == 2 and f"pipeline-run: {want}" in r.stderr and
+              "step" not in r.stderr, f"{args[1:]}: {r.returncode} {r.stderr}")
+
+
 def test_failed_checkpoint():
     """A checkpoint that cannot be written is not a failed step: the run goes
     on, writes the later ones and --save, says so, and exits 1."""
@@ -292,7 +330,7 @@ stages:
     check(abs(sim.get("predicted_step_ms", 0) - 9 * 12) < 1e-6, f"1f1b: {r.stdout} {r.stderr}")
 
 
-for t in (test_output_folders, test_failed_checkpoint, test_failed_step_not_saved,
+for t in (test_output_folders, test_outputs_refused_first, test_failed_checkpoint, test_failed_step_not_saved,
           test_resume_auto_other_run, test_resume_auto_newest_with_save, test_resumed_header,
           test_step_in_folder, test_sweep_checkpoints,
           test_validate_reads_schedule_file, test_schedule_note, test_options_once,
