@@ -412,7 +412,13 @@ static int run(int argc, char **argv)
     if ((rc = pp_cli_load_plan(a.plan, a.device_map, true, &plan)) != 0) return rc;
     int steps = a.steps ? a.steps : plan->steps;
 
-    pp_cli_signals_install();
+    /* training, --sweep-split and --generate stop after the step (token) in
+     * hand; the other modes have none to stop after, and end at once */
+    if (!a.validate && !a.print_schedule && !a.n_sweep_kinds && !a.simulate && !a.memory &&
+        !a.optimize && !a.eval_only && !a.show_data && !a.dump_data)
+        pp_cli_signals_install();
+    else
+        pp_cli_signals_install_end();
 
     if (a.show_data || a.dump_data) { /* reads the data as a run would; runs nothing */
         rc = do_data_view(plan, &a);

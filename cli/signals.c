@@ -43,6 +43,21 @@ void pp_cli_signals_install(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+static void on_signal_end(int sig)
+{
+    _exit(128 + sig);
+}
+
+void pp_cli_signals_install_end(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal_end;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 int pp_cli_signal_first(void)
 {
     return g_first;

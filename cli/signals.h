@@ -25,6 +25,12 @@
 /* Installs the handlers of SIGTERM and SIGINT (system calls restart). */
 void pp_cli_signals_install(void);
 
+/* For the modes that have no step to stop after (--validate, --simulate,
+ * --eval-only, --sweep-schedule, --optimize ...): SIGTERM and SIGINT end
+ * the process at once with 128 + the signal, writing nothing more (their
+ * outputs are written whole at the end, or not at all). */
+void pp_cli_signals_install_end(void);
+
 /* The first signal this process received, 0 when none. */
 int pp_cli_signal_first(void);
 

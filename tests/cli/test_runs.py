@@ -14,9 +14,11 @@ import atexit
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from checks import Checks  # noqa: E402
@@ -252,6 +254,32 @@ def test_sweep_checkpoints():
           f"the plan's own series is untouched: {r.stderr}")
 
 
+def test_signal_ends_other_modes():
+    """Modes with no step to stop after end at once on SIGINT or SIGTERM, exit
+    130 or 143, instead of finishing their work."""
+    p = write("slow.yaml", """\
+model: {name: delay, num_classes: 4, forward_ms: 50, backward_ms: 100}
+batch: {size: 8, split_size: 2}
+schedule: 1f1b
+data: {format: synthetic, image_size: [4, 4]}
+steps: 2
+stages:
+  - {device: cpu:0}
+  - {device: cpu:1}
+  - {device: cpu:2}
+""")
+    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        pr = subprocess.Popen([BIN, p, "--sweep-schedule", "gpipe,1f1b,zbh1", "--csv", "s.csv"],
+                              cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        t0 = time.monotonic()
+        pr.send_signal(sig)
+        out, err = pr.communicate(timeout=60)
+        check(pr.returncode == code and time.monotonic() - t0 < 1.5 and
+              "schedule zbh1" not in err and not os.path.exists(os.path.join(TMP, "s.csv")),
+              f"--sweep-schedule stopped by {sig.name}: {pr.returncode} {err}")
+
+
 def test_validate_reads_schedule_file():
     """--validate and --memory read and check the schedule's file as a run
     does, whatever PP_MEMORY_CHECK says."""
@@ -333,7 +361,7 @@ stages:
 for t in (test_output_folders, test_outputs_refused_first, test_failed_checkpoint, test_failed_step_not_saved,
           test_resume_auto_other_run, test_resume_auto_newest_with_save, test_resumed_header,
           test_step_in_folder, test_sweep_checkpoints,
-          test_validate_reads_schedule_file, test_schedule_note, test_options_once,
+          test_signal_ends_other_modes, test_validate_reads_schedule_file, test_schedule_note, test_options_once,
           test_delay_backward_from_parts):
     t()
 CHECKS.summary("test_runs")
