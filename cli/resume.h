@@ -54,9 +54,10 @@ bool pp_cli_plan_matches(const pp_plan *plan, const pp_checkpoint_info *info, co
 
 /* --resume auto: the newest checkpoint by recorded steps among the plan's
  * series and save_path (when given and present; a file recording no step
- * counts as step 0, and of one step save_path is tried first) that verifies whole (pp_checkpoint_verify), was
- * written by this plan's run (its step keys and run keys, pp_plan_run_keys,
- * are the plan's: files of another run under the same names are skipped)
+ * counts as step 0, and of one step save_path is tried first) that
+ * verifies whole (pp_checkpoint_verify), was written by this plan's run
+ * (its step keys and run keys, pp_plan_run_keys, are the plan's: files of
+ * another run under the same names are skipped)
  * and holds optimizer state where the plan's optimizer keeps some, warning
  * on log for each newer one skipped and why. *chosen (malloc'ed) is NULL
  * when there is none; *other (malloc'ed) the newest file of another run, or
