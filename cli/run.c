@@ -131,7 +131,10 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
                      pp_error *err)
 {
     rr->losses = calloc((size_t)steps, sizeof(double));
-    int max_epochs = plan->epochs > 0 ? plan->epochs + 1 : 1;
+    /* a row per epoch that ends (--steps may run past the plan's epochs, a
+     * resumed run may end its first after one step) and the partial last */
+    const int64_t spe = pp_pipeline_steps_per_epoch(p);
+    const int max_epochs = plan->epochs > 0 ? (int)(steps / (spe > 0 ? spe : 1)) + 2 : 1;
     rr->epochs = calloc((size_t)max_epochs, sizeof *rr->epochs);
     const bool clip = plan->optimizer.clip_grad_norm > 0;
     if (clip) rr->grad_norms = calloc((size_t)steps, sizeof(double));
@@ -183,7 +186,7 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
             rc = periodic_save(p, plan, series, rr, progress, err);
         if (!r.epoch_end) continue;
         if (progress) fputc('\n', stderr);
-        pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs - 1 ? rr->n_epochs++ : 0];
+        pp_epoch_row *row = &rr->epochs[rr->n_epochs++]; /* (max_epochs: room for each) */
         *row = (pp_epoch_row){0};
         bool due = pp_pipeline_has_eval(p) &&
                    ((r.epoch + 1) % plan->eval.every == 0 || i == steps - 1);
@@ -198,8 +201,7 @@ int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int ste
     if (progress) fputc('\n', stderr);
     if (rr->interrupted || rr->n_losses == 0) return 0;
     if (plan->epochs && et.steps > 0) { /* --steps ended the run inside an epoch */
-        const int64_t spe = pp_pipeline_steps_per_epoch(p);
-        pp_epoch_row *row = &rr->epochs[rr->n_epochs < max_epochs ? rr->n_epochs++ : 0];
+        pp_epoch_row *row = &rr->epochs[rr->n_epochs++];
         *row = (pp_epoch_row){.partial = true,
                               .steps = (int)(pp_pipeline_steps_done(p) % spe),
                               .steps_of = (int)spe};

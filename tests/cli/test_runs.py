@@ -13,6 +13,7 @@ Usage: test_runs.py PIPELINE_RUN"""
 import atexit
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -128,6 +129,21 @@ def test_outputs_refused_first():
         r = run(*args)
         check(r.returncode == 2 and f"pipeline-run: {want}" in r.stderr and
               "step" not in r.stderr, f"{args[1:]}: {r.returncode} {r.stderr}")
+
+
+def test_steps_past_epochs():
+    """--steps past the plan's last epoch: every epoch in order in --json and
+    on the --plot's axis, the partial last one too."""
+    e = epochs_plan("past.yaml", epochs=2)
+    r = run(e, "--steps", "7", "--json", "--plot", "past.svg")
+    rows = json.loads(r.stdout).get("epochs", []) if r.returncode == 0 else []
+    check([(x["epoch"], x.get("partial", False)) for x in rows] ==
+          [(1, False), (2, False), (3, False), (4, True)], f"epochs: {rows} {r.stderr}")
+    svg = open(os.path.join(TMP, "past.svg")).read() if r.returncode == 0 else ""
+    ticks = re.findall(r'<text x="([-0-9.]+)" y="[^"]+" text-anchor="middle">(\d+)</text>', svg)
+    check([t[1] for t in ticks] == ["1", "2", "3", "4"] and
+          all(float(a[0]) < float(b[0]) for a, b in zip(ticks, ticks[1:])) and
+          float(ticks[0][0]) >= 0, f"the plot's epochs: {ticks}")
 
 
 def test_failed_checkpoint():
@@ -358,10 +374,11 @@ stages:
     check(abs(sim.get("predicted_step_ms", 0) - 9 * 12) < 1e-6, f"1f1b: {r.stdout} {r.stderr}")
 
 
-for t in (test_output_folders, test_outputs_refused_first, test_failed_checkpoint, test_failed_step_not_saved,
-          test_resume_auto_other_run, test_resume_auto_newest_with_save, test_resumed_header,
-          test_step_in_folder, test_sweep_checkpoints,
-          test_signal_ends_other_modes, test_validate_reads_schedule_file, test_schedule_note, test_options_once,
+for t in (test_output_folders, test_outputs_refused_first, test_steps_past_epochs,
+          test_failed_checkpoint, test_failed_step_not_saved, test_resume_auto_other_run,
+          test_resume_auto_newest_with_save, test_resumed_header, test_step_in_folder,
+          test_sweep_checkpoints, test_signal_ends_other_modes,
+          test_validate_reads_schedule_file, test_schedule_note, test_options_once,
           test_delay_backward_from_parts):
     t()
 CHECKS.summary("test_runs")
