@@ -305,6 +305,16 @@ int pp_cli_run_sweep_steps(void *arg, pp_pipeline *p, const pp_plan *plan, int s
     pp_cli_series_init(&series, plan, 0, pp_pipeline_steps_per_epoch(p));
     int rc = pp_cli_run_steps(p, plan, (pp_comm *)arg, steps, isatty(2), NULL, &series, &rr,
                               err);
+    /* as a training run: the series' file of the step reached, at the end or
+     * when stopped (unless that step's was just written) */
+    if ((!rc || rr.data_failed) && rr.n_losses > 0 && plan->checkpoint.enabled) {
+        pp_error serr;
+        int src = pp_cli_run_series_save(p, plan, &series, &rr, NULL, &serr);
+        if (src && !rc) { /* the size's row says why */
+            rc = src;
+            *err = serr;
+        }
+    }
     pp_cli_series_free(&series);
     *last_loss = rr.n_losses ? rr.losses[rr.n_losses - 1] : 0;
     if (!rc && rr.interrupted) rc = 128 + rr.signal;

@@ -256,13 +256,14 @@ def test_resumed_header():
 
 def test_sweep_checkpoints():
     """Each split size of a sweep writes its checkpoints in a folder of its own,
-    and --resume auto under the plan is not confused by them."""
+    the last step's too as a training run does, and --resume auto under the
+    plan is not confused by them."""
     series = 'checkpoint: {path: "ck5/ck-{step}.safetensors", every: 2}\n'
     p = plan("sweep.yaml", steps=2, extra=series)
-    r = run(p, "--sweep-split", "2,4")
+    r = run(p, "--sweep-split", "2,4", "--steps", "3")
     check(r.returncode == 0, f"the sweep runs: {r.stderr}")
-    check(files("ck5/split-2") == ["ck-2.safetensors"] and
-          files("ck5/split-4") == ["ck-2.safetensors"] and
+    check(files("ck5/split-2") == ["ck-2.safetensors", "ck-3.safetensors"] and
+          files("ck5/split-4") == ["ck-2.safetensors", "ck-3.safetensors"] and
           not os.path.exists(os.path.join(TMP, "ck5/ck-2.safetensors")),
           f"one folder per size: {files('ck5')}")
     r = run(p, "--resume", "auto")
