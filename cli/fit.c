@@ -270,8 +270,9 @@ int pp_cli_optimize(const pp_plan *plan, int64_t memory_limit, const char *outpu
     } else if (output) {
         fprintf(stderr, "wrote %s (candidate 1: predicted %.1f ms per step, %.1f images/s)\n",
                 output, res.best[0].step_ms, res.best[0].images_per_s);
-    } else if (!json) {
-        fwrite(text, 1, len, stdout);
+    } else { /* with --json, stdout is the JSON object's: the plan goes with the text */
+        if (json) fprintf(stderr, "the best plan (candidate 1; -o FILE writes it to a file):\n");
+        fwrite(text, 1, len, json ? stderr : stdout);
     }
     free(text);
     pp_fit_result_free(&res);

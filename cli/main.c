@@ -116,8 +116,11 @@ static int do_optimize(const pp_plan *plan, const cli_args *a)
 {
     if (pp_comm_size(g_comm) > 1)
         return pp_cli_bad_args("%s runs in one process (start it without mpirun)", "--optimize");
+    const pp_cli_outputs outs = {.output = a->output}; /* before the search */
+    int rc = pp_cli_outputs_prepare(plan, &outs, false);
+    if (rc) return rc;
     pp_error err;
-    int rc = pp_cli_optimize(plan, a->memory_limit, a->output, a->json, &err);
+    rc = pp_cli_optimize(plan, a->memory_limit, a->output, a->json, &err);
     return rc == 1 ? fail(&err) : rc;
 }
 
@@ -271,6 +274,9 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
             if (!rc) rc = 1;
         }
     }
+    if (a->plot && rr.n_epochs == 0)
+        fprintf(stderr, "pipeline-run: --plot: %s not written: this run ended no epoch (the "
+                        "plot draws the epochs a run ends)\n", a->plot);
     if (a->plot && rr.n_epochs > 0 &&
         !pp_cli_write_training_svg(a->plot, plan->path, rr.epochs, rr.n_epochs)) {
         fprintf(stderr, "pipeline-run: cannot write %s\n", a->plot);

@@ -170,6 +170,7 @@ int pp_cli_outputs_prepare(const pp_plan *plan, const pp_cli_outputs *o, bool ma
         if (!rc) rc = file("--plot", o->plot, plan, MUST_EXIST);
         if (!rc) rc = file("--csv", o->csv, plan, MUST_EXIST);
         if (!rc) rc = file("--svg", o->svg, plan, MUST_EXIST);
+        if (!rc) rc = file("-o", o->output, plan, MUST_EXIST);
     }
     return rc;
 }

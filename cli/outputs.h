@@ -21,6 +21,7 @@
 /* The outputs given on the command line (NULL: not given). */
 typedef struct pp_cli_outputs {
     const char *save, *trace, *metrics, *plot, *csv, *svg;
+    const char *output; /* --optimize's -o */
 } pp_cli_outputs;
 
 /* Checks plan's checkpoint series and o's files; with make, makes the

@@ -146,6 +146,38 @@ def test_steps_past_epochs():
           float(ticks[0][0]) >= 0, f"the plot's epochs: {ticks}")
 
 
+def test_nothing_dropped_silently():
+    """--plot of a run that ends no epoch says it writes nothing; --optimize
+    --json without -o writes the best plan beside the text (stdout is the
+    JSON's), and -o into a missing folder is refused before the search."""
+    e = epochs_plan("noplot.yaml", extra='checkpoint: {path: "ck8/ck-{epoch}.safetensors"}\n')
+    r = run(e)
+    check(r.returncode == 0, f"the run: {r.stderr}")
+    r = run(e, "--resume", "auto", "--plot", "noplot.svg")
+    check(r.returncode == 0 and "pipeline-run: --plot: noplot.svg not written: this run ended no "
+          "epoch" in r.stderr, f"a finished run's --plot: {r.stderr}")
+    d = write("opt.yaml", """\
+model: {name: delay, num_classes: 4, forward_ms: 2, backward_ms: 4}
+batch: {size: 8, split_size: 2}
+schedule: 1f1b
+data: {format: synthetic, image_size: [4, 4]}
+steps: 1
+stages:
+  - {device: cpu:0}
+  - {device: cpu:1}
+""")
+    r = run(d, "--optimize", "--json")
+    try:
+        out = json.loads(r.stdout)
+    except ValueError:
+        out = None
+    check(r.returncode == 0 and out is not None and "the best plan (candidate 1" in r.stderr and
+          "stages:\n  - device: cpu:0" in r.stderr, f"--optimize --json: {r.stderr}")
+    r = run(d, "--optimize", "-o", "nodir/best.yaml")
+    check(r.returncode == 2 and "pipeline-run: -o: nodir: no such folder" in r.stderr and
+          "searching" not in r.stderr, f"-o into a missing folder: {r.stderr}")
+
+
 def test_failed_checkpoint():
     """A checkpoint that cannot be written is not a failed step: the run goes
     on, writes the later ones and --save, says so, and exits 1."""
@@ -376,6 +408,7 @@ stages:
 
 
 for t in (test_output_folders, test_outputs_refused_first, test_steps_past_epochs,
+          test_nothing_dropped_silently,
           test_failed_checkpoint, test_failed_step_not_saved, test_resume_auto_other_run,
           test_resume_auto_newest_with_save, test_resumed_header, test_step_in_folder,
           test_sweep_checkpoints, test_signal_ends_other_modes,
