@@ -199,9 +199,13 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         resumed_from = done;
         rr.sums = start.sums; /* the epoch in progress, from its start */
         pp_cli_series_adopt(&series, start.series, start.n_series, done, start.from);
-        if (plan->epochs)
-            fprintf(stderr, "resuming %s after step %lld (epoch %lld of %d)\n", start.from,
-                    (long long)done, (long long)(done / spe), plan->epochs);
+        if (plan->epochs && done % spe == 0)
+            fprintf(stderr, "resuming %s after step %lld (the end of epoch %lld of %d)\n",
+                    start.from, (long long)done, (long long)(done / spe), plan->epochs);
+        else if (plan->epochs)
+            fprintf(stderr, "resuming %s after step %lld (%lld of the %lld steps of epoch %lld "
+                    "of %d)\n", start.from, (long long)done, (long long)(done % spe),
+                    (long long)spe, (long long)(done / spe + 1), plan->epochs);
         else
             fprintf(stderr, "resuming %s after step %lld\n", start.from, (long long)done);
         if (!plan->epochs && a->steps == 0) { /* the plan's steps count from the start */

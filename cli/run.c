@@ -272,6 +272,9 @@ static void describe_steps(const pp_plan *plan, const pp_pipeline *p, bool steps
         snprintf(buf, n, " (--steps %d: epochs %lld to %lld of %d, %lld steps each, the last "
                  "one %lld step%s in%s)", steps, first, last, plan->epochs, spe, left,
                  left == 1 ? "" : "s", eval);
+    else if (first == last && d0 % spe) /* resumed inside the epoch: its last steps */
+        snprintf(buf, n, " (--steps %d: the last %d of the %lld steps of epoch %lld of %d%s)",
+                 steps, steps, spe, first, plan->epochs, eval);
     else if (first == last)
         snprintf(buf, n, " (--steps %d: epoch %lld of %d, %lld steps)", steps, first,
                  plan->epochs, spe);

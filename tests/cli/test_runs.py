@@ -99,7 +99,7 @@ def epochs_plan(name, epochs=2, extra=""):
 model: {{name: resnet18, num_classes: 10, stem: cifar}}
 batch: {{size: 4, split_size: 2}}
 schedule: gpipe
-optimizer: {{type: sgd, lr: 0.05, momentum: 0.9}}
+optimizer: {{type: sgd, lr: 0.01, momentum: 0.9}}
 data: {{format: synthetic, image_size: [8, 8], samples: 8}}
 eval: {{format: synthetic, samples: 4, batch_size: 4}}
 epochs: {epochs}
@@ -286,6 +286,21 @@ def test_resumed_header():
           in r.stderr, f"resumed with --steps: {r.stderr}")
 
 
+def test_resumed_header_mid_epoch():
+    """Resumed inside an epoch, the first lines name the step within it and
+    the steps that run."""
+    e = epochs_plan("mid.yaml", extra='checkpoint: {path: "ck9/ck-{epoch}.safetensors"}\n')
+    r = run(e, "--steps", "1")
+    check(r.returncode == 0 and files("ck9") == ["ck-0+1.safetensors"], f"{r.stderr}")
+    r = run(e, "--resume", "auto", "--steps", "1")
+    check("resuming ck9/ck-0+1.safetensors after step 1 (1 of the 2 steps of epoch 1 of 2)"
+          in r.stderr and "1 step (--steps 1: the last 1 of the 2 steps of epoch 1 of 2, then "
+          "the test set)" in r.stderr, f"mid-epoch: {r.stderr}")
+    r = run(e, "--resume", "auto", "--steps", "2")
+    check("resuming ck9/ck-1.safetensors after step 2 (the end of epoch 1 of 2)" in r.stderr,
+          f"at an epoch's end: {r.stderr}")
+
+
 def test_sweep_checkpoints():
     """Each split size of a sweep writes its checkpoints in a folder of its own,
     the last step's too as a training run does, and --resume auto under the
@@ -410,7 +425,8 @@ stages:
 for t in (test_output_folders, test_outputs_refused_first, test_steps_past_epochs,
           test_nothing_dropped_silently,
           test_failed_checkpoint, test_failed_step_not_saved, test_resume_auto_other_run,
-          test_resume_auto_newest_with_save, test_resumed_header, test_step_in_folder,
+          test_resume_auto_newest_with_save, test_resumed_header, test_resumed_header_mid_epoch,
+          test_step_in_folder,
           test_sweep_checkpoints, test_signal_ends_other_modes,
           test_validate_reads_schedule_file, test_schedule_note, test_options_once,
           test_delay_backward_from_parts):
