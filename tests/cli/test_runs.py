@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """What a run writes and what it continues: the folders of its outputs made or
-checked before the first step, a checkpoint that cannot be written (training
+checked before the first step (a missing one or a folder named as a file
+refused, sweeps' and -o's too), --steps past the plan's epochs, what is not
+written said (--plot, --optimize --json), --resume auto with --save and with
+{step} in a folder, a mid-epoch resume's header, signals ending the modes
+that train no steps, a checkpoint that cannot be written (training
 goes on, exit 1, --save still written), a failed step's "not saved" line,
 --resume auto choosing this plan's run among another run's files (or refusing,
 naming the difference), --resume FILE naming the settings it changes, the
