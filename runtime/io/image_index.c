@@ -28,6 +28,7 @@
 
 #define CACHE_MAGIC "PPIMGIX1"
 #define MAX_SAMPLES 0x7fffffffLL
+#define PATH_BUF 8192 /* a folder's path, root included */
 
 typedef struct pool {
     char *s;
@@ -100,7 +101,8 @@ typedef struct scan {
     size_t n_names, cap_names;
     dir_rec *dirs;        /* this class's folders */
     size_t n_dirs, cap_dirs;
-    uint64_t *seen;       /* (dev, ino) hashes of folders entered (this class) */
+    struct stat *seen;    /* the folders being walked: the current one and its
+                           * ancestors in the class (st_dev, st_ino) */
     size_t n_seen, cap_seen;
     pp_error *err;
     bool oom;
@@ -112,27 +114,41 @@ static pp_status oom(scan *s)
     return pp_error_set(s->err, PP_ERR_OOM, "%s: out of host memory indexing", s->root);
 }
 
-/* Whether the folder (dev, ino) was entered already; records it if not. */
-static bool seen_before(scan *s, dev_t dev, ino_t ino)
+/* Whether the folder sb is one of those being walked (it is its own
+ * ancestor: a loop of links). The same folder reached twice by paths that
+ * are not a loop (two links to it) is walked twice, as os.walk does. */
+static bool is_ancestor(const scan *s, const struct stat *sb)
 {
-    const uint64_t key = ((uint64_t)dev * 0x9E3779B97F4A7C15ull) ^ (uint64_t)ino;
     for (size_t i = 0; i < s->n_seen; i++)
-        if (s->seen[i] == key) return true;
-    if (grow((void **)&s->seen, &s->cap_seen, s->n_seen + 1, sizeof *s->seen))
-        s->seen[s->n_seen++] = key;
+        if (s->seen[i].st_dev == sb->st_dev && s->seen[i].st_ino == sb->st_ino) return true;
     return false;
 }
+
+static pp_status walk_folder(scan *s, pool *into, size_t rel_off, const char *full,
+                             const struct stat *sb);
 
 /* Walks the folder at relative path rel (pool `into`'s string at rel_off). */
 static pp_status walk(scan *s, pool *into, size_t rel_off)
 {
-    char full[8192];
+    char full[PATH_BUF];
     snprintf(full, sizeof full, "%s/%s", s->root, into->s + rel_off);
     struct stat sb;
     if (stat(full, &sb) != 0)
         return pp_error_set(s->err, PP_ERR_INPUT, "%s: cannot read folder '%s': %s", s->root,
                             into->s + rel_off, strerror(errno));
-    if (seen_before(s, sb.st_dev, sb.st_ino)) return PP_OK; /* a loop of links */
+    if (is_ancestor(s, &sb)) return PP_OK; /* a loop of links */
+    if (!grow((void **)&s->seen, &s->cap_seen, s->n_seen + 1, sizeof *s->seen)) return oom(s);
+    s->seen[s->n_seen++] = sb;
+    pp_status st = walk_folder(s, into, rel_off, full, &sb);
+    s->n_seen--;
+    return st;
+}
+
+/* Lists the folder full (relative path at rel_off in `into`, stat sb), then
+ * walks its subfolders. */
+static pp_status walk_folder(scan *s, pool *into, size_t rel_off, const char *full,
+                             const struct stat *sb)
+{
     DIR *d = opendir(full);
     if (!d)
         return pp_error_set(s->err, PP_ERR_INPUT, "%s: cannot read folder '%s': %s", s->root,
@@ -142,8 +158,8 @@ static pp_status walk(scan *s, pool *into, size_t rel_off)
         return oom(s);
     }
     const size_t me = s->n_dirs++;
-    s->dirs[me] = (dir_rec){.path = rel_off, .sec = sb.st_mtim.tv_sec,
-                            .nsec = sb.st_mtim.tv_nsec, .first = s->n_names};
+    s->dirs[me] = (dir_rec){.path = rel_off, .sec = sb->st_mtim.tv_sec,
+                            .nsec = sb->st_mtim.tv_nsec, .first = s->n_names};
     /* the subfolders are walked after the listing (their names go to `into`) */
     size_t *subs = NULL, n_subs = 0, cap_subs = 0;
     pp_status st = PP_OK;
@@ -153,14 +169,14 @@ static pp_status walk(scan *s, pool *into, size_t rel_off)
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
         bool is_dir = e->d_type == DT_DIR;
         if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
-            char p[sizeof full + sizeof e->d_name + 1];
+            char p[PATH_BUF + sizeof e->d_name + 1];
             snprintf(p, sizeof p, "%s/%s", full, e->d_name);
             struct stat eb;
             is_dir = stat(p, &eb) == 0 && S_ISDIR(eb.st_mode);
         }
         const size_t nl = strlen(e->d_name);
         if (is_dir) {
-            char rel[8192];
+            char rel[PATH_BUF];
             int k = snprintf(rel, sizeof rel, "%s%s%s", into->s + rel_off, rel_len ? "/" : "",
                              e->d_name);
             size_t off;
@@ -218,7 +234,7 @@ static pp_status scan_class(pp_image_index *ix, scan *s, int c, size_t rel_off)
             if (ix->n >= MAX_SAMPLES)
                 return pp_error_set(s->err, PP_ERR_INPUT, "%s: more than %lld images", s->root,
                                     MAX_SAMPLES);
-            char rel[8192];
+            char rel[PATH_BUF];
             int len = snprintf(rel, sizeof rel, "%s/%s", ix->str.s + dr->path, name);
             if (len < 0 || (size_t)len >= sizeof rel)
                 return pp_error_set(s->err, PP_ERR_INPUT, "%s: path too long: %s/%s", s->root,

@@ -6,8 +6,11 @@
  * Classes are the sorted names (byte order, which is Python's code-point
  * order for UTF-8 names) of the root's subfolders, links followed, labelled
  * 0..C-1. A class's samples are the files found by walking its folder
- * recursively (links followed; a folder already visited on the walk, a loop
- * of links, is not entered again), visited as sorted(os.walk(...)) does:
+ * recursively (links followed: a folder reached by two links is walked
+ * twice, as os.walk(followlinks=True) walks it; a link to a folder's own
+ * ancestor, a loop, is not entered, where os.walk follows the loop until the
+ * system refuses the path, 40 links deep, listing its files again each
+ * time), visited as sorted(os.walk(...)) does:
  * folders by their whole path, files by name within a folder; a file is a
  * sample when its name ends, ignoring case, in one of torchvision's
  * IMG_EXTENSIONS: .jpg .jpeg .png .ppm .bmp .pgm .tif .tiff .webp. Samples

@@ -489,7 +489,7 @@ static bool exists(const char *rel)
 
 static void test_index(void)
 {
-    /* classes b, a, "a b" (sorted: "a", "a b", "b"); nested folders; a linked folder */
+    /* classes b, a, "a b" (sorted: "a", "a b", "b"); nested folders; linked folders */
     static const char *const files[] = {
         "tree/b/2.png", "tree/b/10.PNG", "tree/b/x/1.jpg", "tree/b/x y/0.jpg", "tree/b/x-y/5.jpeg",
         "tree/b/notes.txt", "tree/a/z.webp", "tree/a/a.TIFF", "tree/a b/k.bmp", "tree/a b/.jpg",
@@ -506,11 +506,18 @@ static void test_index(void)
     snprintf(link, sizeof link, "%s/tree/b/linked", tmpdir);
     snprintf(target, sizeof target, "%s/elsewhere/linked", tmpdir);
     CHECK(symlink(target, link) == 0);
+    /* a second link to the same folder is walked again (as os.walk does); a
+     * link to an ancestor (a loop) is not entered */
+    snprintf(link, sizeof link, "%s/tree/b/linked2", tmpdir);
+    CHECK(symlink(target, link) == 0);
+    snprintf(link, sizeof link, "%s/tree/b/x/up", tmpdir);
+    CHECK(symlink("..", link) == 0);
     put_file("tree/stray.jpg", "x", 1); /* a file beside the classes: not a sample */
     static const char *const want[][2] = {
         {"0", "a/a.TIFF"},      {"0", "a/z.webp"},     {"1", "a b/.jpg"},
         {"1", "a b/k.bmp"},     {"1", "a b/sub/p.pgm"}, {"2", "b/10.PNG"},
-        {"2", "b/2.png"},       {"2", "b/linked/m.png"}, {"2", "b/x/1.jpg"},
+        {"2", "b/2.png"},       {"2", "b/linked/m.png"}, {"2", "b/linked2/m.png"},
+        {"2", "b/x/1.jpg"},
         {"2", "b/x y/0.jpg"},   {"2", "b/x-y/5.jpeg"},
     };
     char root[512], cache[512];

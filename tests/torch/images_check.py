@@ -6,7 +6,7 @@
 IMAGE_PROBE is tests/torch/image_probe (the runtime/io code on the command
 line). Checks, with files made here by PIL:
   1. the class list and the samples (path, label) of a folder equal
-     torchvision's ImageFolder's: nested folders, a linked folder, every
+     torchvision's ImageFolder's: nested folders, two links to a folder, every
      extension in mixed case, files that are not images;
   2. decoding: every kind of file (JPEG RGB, gray, CMYK; PNG RGB, RGBA, L, LA,
      P, P with transparency, 16-bit gray, 1-bit; WebP, BMP, TIFF, PPM, PGM)
@@ -104,6 +104,7 @@ def check_index(tmp):
     with open(os.path.join(tmp, "elsewhere", "m.png"), "wb") as fh:
         fh.write(b"x")
     os.symlink(os.path.join(tmp, "elsewhere"), os.path.join(root, "b", "linked"))
+    os.symlink(os.path.join(tmp, "elsewhere"), os.path.join(root, "b", "linked again"))
     os.symlink(os.path.join(tmp, "elsewhere"), os.path.join(root, "d-linked-class"))
     ds = datasets.ImageFolder(root)
     out = probe("index", root).splitlines()
