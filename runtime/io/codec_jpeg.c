@@ -3,8 +3,9 @@
  *
  * Decoded as PIL decodes it (PIL links the same library with the same
  * defaults: islow DCT, fancy upsampling): gray JPEGs as gray, CMYK and YCCK
- * as CMYK (inverted when an Adobe marker says so), the rest as RGB. A box is
- * decoded from the rows and iMCU columns it needs only: jpeg_crop_scanline
+ * as CMYK, read as inverted (Adobe's convention, which PIL assumes of every
+ * CMYK JPEG, Adobe marker or not), the rest as RGB. A box is decoded from
+ * the rows and iMCU columns it needs only: jpeg_crop_scanline
  * and jpeg_skip_scanlines, each widened by MARGIN pixels (clamped to the
  * image) so that the upsampler's neighbours of the box's pixels are real
  * ones (fancy upsampling reaches one chroma sample, two pixels, across the
@@ -154,7 +155,7 @@ static pp_px_layout choose_output(struct jpeg_decompress_struct *d)
     case JCS_CMYK:
     case JCS_YCCK:
         d->out_color_space = JCS_CMYK;
-        return d->saw_Adobe_marker ? PP_PX_CMYK_INVERTED : PP_PX_CMYK;
+        return PP_PX_CMYK_INVERTED; /* as PIL: Adobe's polarity, marker or not */
     default:
         d->out_color_space = JCS_RGB;
         return PP_PX_RGB;

@@ -13,8 +13,8 @@
  *   RGB -> L           (R*19595 + G*38470 + B*7471 + 0x8000) >> 16
  *   alpha              dropped (not composited)
  *   palette            looked up (transparency ignored)
- *   CMYK -> RGB        nk = 255 - K; X = nk - muldiv255(C|M|Y, nk) (Adobe
- *                      JPEGs are stored inverted and read back uninverted)
+ *   CMYK -> RGB        nk = 255 - K; X = nk - muldiv255(C|M|Y, nk) (CMYK
+ *                      JPEGs are read as inverted, Adobe marker or not)
  *   16-bit RGB(A)/LA   the high byte
  *   16-bit gray        min(value, 255) (PIL reads it as mode "I" and clips)
  * The other formats are decoded to 8-bit RGB(A) or gray by their library

@@ -153,6 +153,13 @@ def make_kinds(tmp):
         p = os.path.join(tmp, name)
         im.save(p, **kw)
         paths.append((name, p))
+    # a CMYK JPEG without its Adobe segment (FF EE): PIL reads it inverted all the same
+    data = open(os.path.join(tmp, "cmyk.jpg"), "rb").read()
+    k = data.index(b"\xff\xee")
+    data = data[:k] + data[k + 2 + int.from_bytes(data[k + 2:k + 4], "big"):]
+    paths.append(("cmyk-no-adobe.jpg", os.path.join(tmp, "cmyk-no-adobe.jpg")))
+    with open(paths[-1][1], "wb") as f:
+        f.write(data)
     return paths
 
 
