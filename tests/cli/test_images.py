@@ -16,10 +16,10 @@ has PIL and numpy to write the fixtures; exits 77 without them)
   the run; a test folder whose classes are not the training folder's (exit
   2);
 - a training run reports the loader's line and JSON `data`;
-- --show-data writes a PNG grid; --dump-data STEP and eval:K write the exact
-  inputs (equal to a second dump; labels and files as the folder has them)
-  for an image folder, IDX and synthetic data; eval takes cifar10 and
-  synthetic test sets;
+- --show-data writes a PNG grid (every pixel of a tall sample's tile
+  right); --dump-data STEP and eval:K write the exact inputs (equal to a
+  second dump; labels and files as the folder has them) for an image folder,
+  IDX and synthetic data; eval takes cifar10 and synthetic test sets;
 - --validate writes imagefolder sections back, and the written plan
   validates again;
 - data.drop_last leaves an epoch's short last batch out; data.workers and
@@ -118,6 +118,35 @@ def plan(name, root, classes=3, batch=12, split=6, steps=1,
     with open(path, "w") as f:
         f.write(PLAN.format(classes=classes, batch=batch, split=split, steps=steps, root=root,
                             transforms=transforms, extra=extra, tail=tail))
+    return path
+
+
+GAP_PLAN = """model:
+  name: sequential
+  in_channels: 3
+  num_classes: {classes}
+  layers:
+    - {{name: gap, type: global_avgpool}}
+    - {{name: fc, type: linear, out_features: {classes}}}
+batch: {{size: {batch}, split_size: {batch}}}
+data:
+  format: imagefolder
+  root: {root}
+  transforms: {transforms}
+  workers: 1
+{extra}seed: 5
+stages:
+  - device: cpu:0
+    layers: [gap, fc]
+"""
+
+
+def gap_plan(name, root, classes=2, batch=1, transforms="[]", extra=""):
+    """A plan whose model takes images of any size (global_avgpool first)."""
+    path = os.path.join(TMP, name + ".yaml")
+    with open(path, "w") as f:
+        f.write(GAP_PLAN.format(classes=classes, batch=batch, root=root, transforms=transforms,
+                                extra=extra))
     return path
 
 
@@ -353,6 +382,25 @@ def test_run_report_and_views():
     check(r.returncode == 2 and "needs -o" in r.stderr, f"--show-data without -o: {r.stderr}")
 
 
+def test_show_data_tall():
+    """--show-data on samples 16384 x 10 (each tile 100 x 163840 pixels, row times height
+    past 2^31): every pixel of a uniform gray sample's tile comes out the same."""
+    root = os.path.join(TMP, "tall")
+    for c in ("a", "b"):
+        os.makedirs(os.path.join(root, c))
+        Image.new("RGB", (8, 8), (128, 128, 128)).save(os.path.join(root, c, "0.png"))
+    png = os.path.join(TMP, "tall.png")
+    r = run(gap_plan("tall", root, transforms="[{resize: [16384, 10]}]"), "--show-data", "1",
+            "-o", png)
+    check(r.returncode == 0, f"--show-data of a tall sample: {r.stderr[-300:]}")
+    if r.returncode == 0:
+        tile = np.asarray(Image.open(png).convert("RGB"))[4:4 + 163840, 4:4 + 100]
+        odd = np.argwhere((tile != tile[0, 0]).any(axis=2))
+        check(tile.shape == (163840, 100, 3) and len(odd) == 0,
+              f"--show-data of a tall sample: tile {tile.shape}, {len(odd)} pixels unlike "
+              f"the first {tile[0, 0]}, from (row, column) {odd[:1]}")
+
+
 def test_drop_last():
     """12 samples in batches of 5: 3 steps an epoch, 2 with drop_last (whole batches)."""
     root = make_folder("drop")
@@ -420,6 +468,7 @@ def main():
         test_run_report_and_views()
         test_index_cache()
         test_other_formats()
+        test_show_data_tall()
         test_drop_last()
         test_loader_settings()
     finally:
