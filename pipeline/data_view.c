@@ -20,7 +20,8 @@
 #include "runtime/io/grid.h"
 
 /* count samples from position pos of the source: images, labels and the
- * data set index of each. A token source's images are its windows' input
+ * data set index of each (of the sample read: a bad image's replacement
+ * where one was skipped). A token source's images are its windows' input
  * ids (int32, T a sample: w) and its labels their targets (T a sample); its
  * index is each window's position in the stream of samples. */
 typedef struct view {
@@ -49,9 +50,7 @@ static pp_status view_read(view *v, int64_t pos, int count, pp_error *err)
     v->index = malloc((size_t)count * sizeof *v->index);
     if (!v->images || !v->labels || !v->index)
         return pp_error_set(err, PP_ERR_OOM, "out of host memory (%d samples)", count);
-    for (int j = 0; j < count; j++)
-        v->index[j] = v->targets > 1 ? pos + j : pp_data_sample_index(v->src, pos + j);
-    return pp_data_read(v->src, pos, count, v->images, v->labels, err);
+    return pp_data_read_indexed(v->src, pos, count, v->images, v->labels, v->index, err);
 }
 
 /* Bytes b[0, n) into f, escaped so that a line holds them and `sep` marks

@@ -551,11 +551,11 @@ static void table_row(const float *lut, const uint8_t *row, int w, bool mirror, 
  * decoded, for its label), through the planes the transforms leave in work:
  * each channel's table, read mirrored when the last flips say so. */
 static pp_status image_sample(const pp_data *d, pp_image_work *work, int64_t idx, int64_t epoch,
-                              float *out, int32_t *label, pp_error *err)
+                              float *out, int32_t *label, int64_t *used, pp_error *err)
 {
     const uint8_t *px;
     bool mirror;
-    PP_TRY(pp_images_sample(d->images, idx, epoch, work, &px, &mirror, label, err));
+    PP_TRY(pp_images_sample(d->images, idx, epoch, work, &px, &mirror, label, used, err));
     if (!out) return PP_OK;
     const int64_t plane = (int64_t)d->h * d->w;
     for (int c = 0; c < d->c; c++)
@@ -568,9 +568,10 @@ static pp_status image_sample(const pp_data *d, pp_image_work *work, int64_t idx
     return PP_OK;
 }
 
-/* The labels of samples pos .. pos + count - 1 (pp_data_read without images). */
+/* The labels of samples pos .. pos + count - 1 (pp_data_read without images);
+ * index as pp_data_read_indexed says, when not NULL. */
 static pp_status read_labels(pp_data *src, pp_image_work *work, int64_t pos, int count,
-                             int32_t *labels, pp_error *err)
+                             int32_t *labels, int64_t *index, pp_error *err)
 {
     if (src->tokens) { /* a window's targets: read with its inputs, which are dropped */
         int32_t *ids = malloc((size_t)src->w * sizeof *ids);
@@ -579,6 +580,7 @@ static pp_status read_labels(pp_data *src, pp_image_work *work, int64_t pos, int
             const int64_t p = pos + j;
             pp_tokens_read(src->tokens, src->shuffle, src->seed, p / src->n, p % src->n, ids,
                            labels + (int64_t)j * src->w);
+            if (index) index[j] = p;
         }
         free(ids);
         return PP_OK;
@@ -588,10 +590,12 @@ static pp_status read_labels(pp_data *src, pp_image_work *work, int64_t pos, int
     pp_status s = PP_OK;
     for (int j = 0; j < count && s == PP_OK; j++) {
         const int64_t idx = pp_data_sample_index(src, pos + j), epoch = (pos + j) / src->n;
+        if (index) index[j] = idx;
         if (idx < 0) {
             s = pp_error_set(err, PP_ERR_OOM, "data: out of host memory (shuffle)");
         } else if (decode) {
-            s = image_sample(src, work, idx, epoch, NULL, &labels[j], err);
+            s = image_sample(src, work, idx, epoch, NULL, &labels[j], index ? &index[j] : NULL,
+                             err);
         } else if (src->images) {
             labels[j] = pp_image_index_label(pp_images_index(src->images), idx);
         } else if (src->format == PP_DATA_SYNTHETIC) {
@@ -615,16 +619,17 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, void *images, int
     return pp_data_read(src, step * batch, batch, images, labels, err);
 }
 
-pp_status pp_data_read_work(pp_data *src, pp_image_work *work, int64_t pos, int count,
-                            void *images, int32_t *labels, pp_error *err)
+/* pp_data_read_work, and each sample's index as pp_data_read_indexed says
+ * (index may be NULL). */
+static pp_status read_work(pp_data *src, pp_image_work *work, int64_t pos, int count,
+                           void *images, int32_t *labels, int64_t *index, pp_error *err)
 {
     if (!src || !labels)
         return pp_error_set(err, PP_ERR_INVALID, "data: NULL source or output buffer");
     if (pos < 0 || count <= 0 || pos > INT64_MAX - count)
         return pp_error_set(err, PP_ERR_INVALID, "data: bad position %lld or count %d",
                             (long long)pos, count);
-    if (src->images && !work) return pp_data_read(src, pos, count, images, labels, err);
-    if (!images) return read_labels(src, work, pos, count, labels, err);
+    if (!images) return read_labels(src, work, pos, count, labels, index, err);
     /* one segment per epoch the range touches */
     for (int j = 0; j < count;) {
         const int64_t epoch = (pos + j) / src->n, r = (pos + j) % src->n;
@@ -634,6 +639,7 @@ pp_status pp_data_read_work(pp_data *src, pp_image_work *work, int64_t pos, int 
         for (int k = 0; k < seg; k++, j++) {
             const int64_t idx = slot ? slot->perm[r + k] : r + k;
             float *dst = (float *)images + (int64_t)j * src->sample_bytes;
+            if (index) index[j] = src->tokens ? pos + j : idx;
             if (src->tokens) {
                 pp_tokens_read(src->tokens, src->shuffle, src->seed, epoch, r + k,
                                (int32_t *)images + (int64_t)j * src->w,
@@ -641,7 +647,8 @@ pp_status pp_data_read_work(pp_data *src, pp_image_work *work, int64_t pos, int 
             } else if (src->format == PP_DATA_SYNTHETIC) {
                 labels[j] = synthetic_sample(src, idx, dst);
             } else if (src->images) {
-                pp_status s = image_sample(src, work, idx, epoch, dst, &labels[j], err);
+                pp_status s = image_sample(src, work, idx, epoch, dst, &labels[j],
+                                           index ? &index[j] : NULL, err);
                 if (s != PP_OK) {
                     if (slot) release_perm(src, slot);
                     return s;
@@ -656,13 +663,26 @@ pp_status pp_data_read_work(pp_data *src, pp_image_work *work, int64_t pos, int 
     return PP_OK;
 }
 
+pp_status pp_data_read_work(pp_data *src, pp_image_work *work, int64_t pos, int count,
+                            void *images, int32_t *labels, pp_error *err)
+{
+    if (src && src->images && !work) return pp_data_read(src, pos, count, images, labels, err);
+    return read_work(src, work, pos, count, images, labels, NULL, err);
+}
+
+pp_status pp_data_read_indexed(pp_data *src, int64_t pos, int count, void *images,
+                               int32_t *labels, int64_t *index, pp_error *err)
+{
+    if (!src || !src->images) return read_work(src, NULL, pos, count, images, labels, index, err);
+    pp_image_work *work; /* this call's: the data reader keeps one per thread instead */
+    PP_TRY(pp_image_work_new(&work, err));
+    pp_status s = read_work(src, work, pos, count, images, labels, index, err);
+    pp_image_work_free(work);
+    return s;
+}
+
 pp_status pp_data_read(pp_data *src, int64_t pos, int count, void *images, int32_t *labels,
                        pp_error *err)
 {
-    if (!src || !src->images) return pp_data_read_work(src, NULL, pos, count, images, labels, err);
-    pp_image_work *work; /* this call's: the data reader keeps one per thread instead */
-    PP_TRY(pp_image_work_new(&work, err));
-    pp_status s = pp_data_read_work(src, work, pos, count, images, labels, err);
-    pp_image_work_free(work);
-    return s;
+    return pp_data_read_indexed(src, pos, count, images, labels, NULL, err);
 }

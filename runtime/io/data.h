@@ -174,6 +174,14 @@ pp_status pp_data_batch(pp_data *src, int64_t step, int batch, void *images, int
 pp_status pp_data_read(pp_data *src, int64_t pos, int count, void *images, int32_t *labels,
                        pp_error *err);
 
+/* pp_data_read, and index[j] the data set index of the sample read at
+ * position pos + j: pp_data_sample_index's, or, for an image folder that
+ * skips bad images, that of the good sample that replaced a bad one (the
+ * sample whose pixels and label were read); a token source's: the window's
+ * position pos + j. */
+pp_status pp_data_read_indexed(pp_data *src, int64_t pos, int count, void *images,
+                               int32_t *labels, int64_t *index, pp_error *err);
+
 /* Sample idx's name for people: its file relative to the image folder, or
  * "FORMAT sample IDX" for the other formats; into buf (n bytes). */
 const char *pp_data_sample_name(const pp_data *src, int64_t idx, char *buf, size_t n);

@@ -192,7 +192,8 @@ const pp_image_index_note *pp_images_index_note(const pp_images *im)
 }
 
 pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, pp_image_work *work,
-                           const uint8_t **px, bool *mirror, int32_t *label, pp_error *err)
+                           const uint8_t **px, bool *mirror, int32_t *label, int64_t *used,
+                           pp_error *err)
 {
     const int64_t n = pp_image_index_size(im->index);
     pp_status s = PP_ERR_IO;
@@ -202,6 +203,7 @@ pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, pp_image
         s = load(im, i, epoch, work, px, mirror, NULL, NULL, &e);
         if (s == PP_OK) {
             *label = pp_image_index_label(im->index, i);
+            if (used) *used = i;
         } else if (s == PP_ERR_OOM || !im->skip_bad) {
             if (s == PP_ERR_INPUT) s = PP_ERR_IO; /* a failure of the run, not of the plan */
             if (err) {

@@ -63,9 +63,12 @@ const pp_image_index_note *pp_images_index_note(const pp_images *im);
 
 /* Sample `index` as drawn in `epoch`: its pixels, c planes of h x w bytes
  * row after row, at *px in work's memory (until the work's next use), to be
- * read mirrored left to right when *mirror; its label into *label. */
+ * read mirrored left to right when *mirror; its label into *label; the
+ * index of the sample read into *used (when not NULL): `index`, or the good
+ * sample that replaced it. */
 pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, pp_image_work *work,
-                           const uint8_t **px, bool *mirror, int32_t *label, pp_error *err);
+                           const uint8_t **px, bool *mirror, int32_t *label, int64_t *used,
+                           pp_error *err);
 
 /* Whether bad images are skipped (on_bad_image: skip). */
 bool pp_images_skips(const pp_images *im);

@@ -382,6 +382,41 @@ def test_run_report_and_views():
     check(r.returncode == 2 and "needs -o" in r.stderr, f"--show-data without -o: {r.stderr}")
 
 
+def test_skipped_names():
+    """on_bad_image: skip. --dump-data names the file whose pixels and label are in the
+    batch (the good image that replaced a bad one)."""
+    def folder(name, files):
+        root = os.path.join(TMP, name)
+        for rel, what in files.items():
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            if isinstance(what, bytes):
+                with open(os.path.join(root, rel), "wb") as f:
+                    f.write(what)
+            else:
+                what.save(os.path.join(root, rel))
+        return root
+
+    def dump(name, root, transforms):
+        out = os.path.join(TMP, name + ".st")
+        r = run(gap_plan(name, root, batch=4, transforms=transforms,
+                         extra="  on_bad_image: skip\n"), "--dump-data", "0", "-o", out)
+        check(r.returncode == 0, f"{name}: exit {r.returncode}: {r.stderr[-300:]}")
+        if r.returncode != 0:
+            return None, None, None
+        meta, tensors = read_safetensors(out)
+        images = np.frombuffer(tensors["images"][2], np.float32).reshape(tensors["images"][1])
+        return json.loads(meta["paths"]), list(np.frombuffer(tensors["labels"][2], np.int32)), \
+            images
+
+    root = folder("named", {"a/0.png": picture(20, 20, 1), "a/1.jpg": b"garbage",
+                            "b/2.png": picture(20, 20, 2), "b/3.png": picture(20, 20, 3)})
+    paths, labels, images = dump("named", root, "[{center_crop: 16}]")
+    if paths is not None:
+        check(paths == ["a/0.png", "b/2.png", "b/2.png", "b/3.png"] and labels == [0, 1, 1, 1]
+              and (images[1] == images[2]).all(),
+              f"a replaced image: paths {paths}, labels {labels}")
+
+
 def test_show_data_tall():
     """--show-data on samples 16384 x 10 (each tile 100 x 163840 pixels, row times height
     past 2^31): every pixel of a uniform gray sample's tile comes out the same."""
@@ -469,6 +504,7 @@ def main():
         test_index_cache()
         test_other_formats()
         test_show_data_tall()
+        test_skipped_names()
         test_drop_last()
         test_loader_settings()
     finally:
