@@ -220,7 +220,7 @@ static void open_folder(pp_walk *w, const pp_ynode *root_node, const char *secti
                            .cache = {.dir = cached ? cache : NULL,
                                      .min_files = PP_IMAGE_INDEX_CACHE_MIN_FILES},
                            .channels = c, .n_transforms = d->n_transforms,
-                           .transforms = d->transforms};
+                           .transforms = d->transforms, .skip_bad = d->skip_bad_images};
     pp_images *im;
     pp_error e;
     if (cached && pp_plan_cache_max("PP_IMAGE_INDEX_CACHE_MAX", PP_IMAGE_INDEX_CACHE_MAX_BYTES,

@@ -130,6 +130,44 @@ static pp_status load(const pp_images *im, int64_t index, int64_t epoch, pp_imag
     return pp_transform_apply(ops, n_ops, &in, im->w, im->h, work, px, mirror, err);
 }
 
+/* The samples' size when no transform fixes it: the first image's. With
+ * skip_bad, the first image that decodes (of the first PP_IMAGES_MAX_SKIP),
+ * as the samples that replace bad ones are found. */
+static pp_status size_from_first_image(pp_images *im, pp_error *err)
+{
+    pp_image_work *work;
+    PP_TRY(pp_image_work_new(&work, err));
+    const int64_t n = pp_image_index_size(im->index);
+    const int64_t tries = !im->skip_bad ? 1 : n < PP_IMAGES_MAX_SKIP ? n : PP_IMAGES_MAX_SKIP;
+    pp_status s = PP_OK;
+    pp_error first = {0};
+    for (int64_t i = 0; i < tries; i++) {
+        pp_error e;
+        s = load(im, i, 0, work, NULL, NULL, &im->w, &im->h, &e);
+        if (s == PP_OK && im->skip_bad) { /* the whole image decodes, not only its header */
+            const uint8_t *px;
+            bool mirror;
+            s = load(im, i, 0, work, &px, &mirror, NULL, NULL, &e);
+        }
+        if (s == PP_OK || s == PP_ERR_OOM) {
+            if (s != PP_OK && err) *err = e;
+            break;
+        }
+        if (i == 0) first = e;
+    }
+    pp_image_work_free(work);
+    if (s == PP_OK || s == PP_ERR_OOM) return s;
+    if (err) *err = first;
+    if (tries > 1)
+        pp_error_prefix(err, "the data's image size comes from its first image that decodes (no "
+                        "transform fixes it), and none of the first %lld does; the first",
+                        (long long)tries);
+    else
+        pp_error_prefix(err, "the data's image size comes from its first image (no transform "
+                        "fixes it)");
+    return s;
+}
+
 pp_status pp_images_open(const pp_images_config *cfg, pp_images **out, pp_error *err)
 {
     *out = NULL;
@@ -148,15 +186,8 @@ pp_status pp_images_open(const pp_images_config *cfg, pp_images **out, pp_error 
     im->skip_bad = cfg->skip_bad;
     im->seed = cfg->seed;
     pp_status s = pp_image_index_open(cfg->root, &cfg->cache, &im->index, &im->index_note, err);
-    if (s == PP_OK && !pp_transform_fixed_size(im->tf, im->n_tf, &im->w, &im->h)) {
-        pp_image_work *work;
-        s = pp_image_work_new(&work, err);
-        if (s == PP_OK) s = load(im, 0, 0, work, NULL, NULL, &im->w, &im->h, err);
-        pp_image_work_free(work);
-        if (s != PP_OK)
-            pp_error_prefix(err, "the data's image size comes from its first image (no "
-                            "transform fixes it)");
-    }
+    if (s == PP_OK && !pp_transform_fixed_size(im->tf, im->n_tf, &im->w, &im->h))
+        s = size_from_first_image(im, err);
     if (s != PP_OK) {
         pp_images_free(im);
         return s;

@@ -52,7 +52,10 @@ typedef struct pp_images_config {
 typedef struct pp_images pp_images;
 
 /* Indexes the folder and finds the shape. Errors: the index's
- * (PP_ERR_INPUT), or sample 0's when the shape depends on it. */
+ * (PP_ERR_INPUT), or sample 0's when the shape depends on it (with
+ * skip_bad: the shape is the first sample's that decodes whole, and the
+ * error, naming sample 0's problem, comes when none of the first
+ * PP_IMAGES_MAX_SKIP does). */
 pp_status pp_images_open(const pp_images_config *cfg, pp_images **out, pp_error *err);
 void pp_images_free(pp_images *im);
 

@@ -384,7 +384,8 @@ def test_run_report_and_views():
 
 def test_skipped_names():
     """on_bad_image: skip. --dump-data names the file whose pixels and label are in the
-    batch (the good image that replaced a bad one)."""
+    batch (the good image that replaced a bad one); with no transform fixing the size, it
+    comes from the first image that decodes, and a clear error when none of them does."""
     def folder(name, files):
         root = os.path.join(TMP, name)
         for rel, what in files.items():
@@ -415,6 +416,17 @@ def test_skipped_names():
         check(paths == ["a/0.png", "b/2.png", "b/2.png", "b/3.png"] and labels == [0, 1, 1, 1]
               and (images[1] == images[2]).all(),
               f"a replaced image: paths {paths}, labels {labels}")
+    root = folder("first-bad", {"a/0.jpg": b"", "a/1.png": picture(8, 8, 1),
+                                "b/2.png": picture(8, 8, 2), "b/3.png": picture(8, 8, 3)})
+    paths, labels, images = dump("first-bad", root, "[]")
+    if paths is not None:
+        check(paths == ["a/1.png", "a/1.png", "b/2.png", "b/3.png"] and labels == [0, 0, 1, 1]
+              and images.shape == (4, 3, 8, 8),
+              f"a bad first image: paths {paths}, labels {labels}, shape {images.shape}")
+    root = folder("all-bad", {"a/0.jpg": b"", "b/1.png": b"no picture"})
+    r = run(gap_plan("all-bad", root, extra="  on_bad_image: skip\n"), "--validate")
+    check(r.returncode == 2 and "none of the first 2 does" in r.stderr
+          and "a/0.jpg: not an image" in r.stderr, f"no image decodes: {r.stderr[-300:]}")
 
 
 def test_show_data_tall():
