@@ -1,7 +1,9 @@
 /*
- * codec_pnm.c - PPM, PGM and PBM through libnetpbm (see image.h): the file
- * is read with pnm_readpnm from memory; samples of another maximum than 255
- * are scaled to 8 bits, rounded. libnetpbm reports a problem by calling a
+ * codec_pnm.c - PPM, PGM and PBM through libnetpbm (see image.h): the
+ * header is read first (pnm_readpnminit: a size past PP_IMAGE_MAX_PIXELS is
+ * refused before any pixel is read), then the file with pnm_readpnm from
+ * memory; samples of another maximum than 255 are scaled as PIL 9.4 scales
+ * them (see scale). libnetpbm reports a problem by calling a
  * process-wide message function and jumping to a process-wide buffer, so
  * decodes take a lock (these formats are rare in image folders); the lock
  * also covers the message.
@@ -10,6 +12,7 @@
 #include "runtime/io/codecs.h"
 #include "runtime/io/pixels.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -38,8 +41,9 @@ static bool pnm_sniff(const uint8_t *buf, size_t n)
             buf[2] == '#');
 }
 
-/* Reads the whole image under pnm_mu into *xels (rows of cols xels);
- * *gray: a PGM or PBM. */
+/* Reads the header, and the whole image when xels is not NULL (rows of
+ * cols xels, after the header's size passed pp_px_check_size), under
+ * pnm_mu; *gray: a PGM or PBM. */
 static pp_status read_pnm(const uint8_t *buf, size_t n, const char *path, xel ***xels, int *cols,
                           int *rows, xelval *maxval, bool *gray, pp_error *err)
 {
@@ -52,38 +56,49 @@ static pp_status read_pnm(const uint8_t *buf, size_t n, const char *path, xel **
     pm_setusermessagefn(on_message);
     pm_setjmpbufsave(&jump, &saved);
     xel **volatile got = NULL;
+    volatile int stage = 0; /* 1: the header read; 2: its size refused; 3: the image read */
     int format = 0;
-    if (setjmp(jump) == 0) got = pnm_readpnm(f, cols, rows, maxval, &format);
+    if (setjmp(jump) == 0) {
+        pnm_readpnminit(f, cols, rows, maxval, &format);
+        stage = pp_px_check_size(path, *cols, *rows, err) == PP_OK ? 1 : 2;
+        if (stage == 1 && xels) {
+            rewind(f);
+            got = pnm_readpnm(f, cols, rows, maxval, &format);
+            stage = 3;
+        }
+    }
     pm_setjmpbuf(saved);
     pp_status s = PP_OK;
-    if (!got)
+    if (stage == 2)
+        s = PP_ERR_INPUT; /* "too large", set by pp_px_check_size */
+    else if (stage == 0 || (xels && !got))
         s = pp_error_set(err, PP_ERR_INPUT, "%s: corrupt or truncated PPM/PGM: %s", path,
                          pnm_msg[0] ? pnm_msg : "libnetpbm cannot read it");
     pthread_mutex_unlock(&pnm_mu);
     fclose(f);
-    *xels = got;
+    if (xels) *xels = got;
     *gray = PNM_FORMAT_TYPE(format) != PPM_TYPE;
-    if (s == PP_OK && (s = pp_px_check_size(path, *cols, *rows, err)) != PP_OK) {
-        pnm_freearray(got, *rows);
-        *xels = NULL;
-    }
     return s;
 }
 
 static pp_status pnm_size(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
                           pp_image_work *work, pp_error *err)
 {
-    xel **xels;
     xelval maxval;
     bool gray;
-    PP_TRY(read_pnm(buf, n, path, &xels, w, h, &maxval, &gray, err));
-    pnm_freearray(xels, *h);
-    return PP_OK;
+    return read_pnm(buf, n, path, NULL, w, h, &maxval, &gray, err);
 }
 
-static uint8_t scale(xelval v, xelval maxval)
+/* A sample as PIL 9.4's PPM decoder gives it, then converted to 8 bits:
+ * round(v / maxval * out_max) in doubles, half to even (Python's round), with
+ * out_max 255, except a PGM of maxval above 255 (PIL's mode I: out_max
+ * 65535), which convert clips to 255. */
+static uint8_t scale(xelval v, xelval maxval, bool gray)
 {
-    return maxval == 255 ? (uint8_t)v : (uint8_t)(((uint64_t)v * 255 + maxval / 2) / maxval);
+    if (maxval == 255) return (uint8_t)v;
+    const double out_max = gray && maxval > 255 ? 65535.0 : 255.0;
+    const double r = nearbyint((double)v / (double)maxval * out_max);
+    return (uint8_t)(r > 255.0 ? 255.0 : r);
 }
 
 static pp_status pnm_decode(const uint8_t *buf, size_t n, const char *path,
@@ -108,11 +123,11 @@ static pp_status pnm_decode(const uint8_t *buf, size_t n, const char *path,
         const xel *src = xels[box->y + y] + box->x;
         for (int x = 0; x < box->w; x++) {
             if (gray) {
-                row[x] = scale(PNM_GET1(src[x]), maxval);
+                row[x] = scale(PNM_GET1(src[x]), maxval, true);
             } else {
-                row[3 * x] = scale(PPM_GETR(src[x]), maxval);
-                row[3 * x + 1] = scale(PPM_GETG(src[x]), maxval);
-                row[3 * x + 2] = scale(PPM_GETB(src[x]), maxval);
+                row[3 * x] = scale(PPM_GETR(src[x]), maxval, false);
+                row[3 * x + 1] = scale(PPM_GETG(src[x]), maxval, false);
+                row[3 * x + 2] = scale(PPM_GETB(src[x]), maxval, false);
             }
         }
         pp_px_put_row(row, gray ? PP_PX_GRAY : PP_PX_RGB, box->w, channels, out, y);

@@ -17,8 +17,10 @@
  *                      JPEGs are read as inverted, Adobe marker or not)
  *   16-bit RGB(A)/LA   the high byte
  *   16-bit gray        min(value, 255) (PIL reads it as mode "I" and clips)
+ *   PPM/PGM maxval M   round(v / M * 255), half to even (PIL's PPM decoder);
+ *                      a PGM with M > 255: min(round(v / M * 65535), 255)
  * The other formats are decoded to 8-bit RGB(A) or gray by their library
- * (16-bit TIFF and PPM scaled by it), then converted as above.
+ * (16-bit TIFF scaled by it), then converted as above.
  *
  * Regions and layouts: a decode writes only the pixels of a box of the
  * image, where its output says (pp_image_out: interleaved HWC, planes of

@@ -177,6 +177,8 @@ def bad_file(kind, path):
         data = open(buf, "rb").read()
     elif kind == "huge":
         data = png_header_only(30000, 30000)
+    elif kind == "huge-ppm":
+        data = b"P6\n20000 20000\n255\n" + bytes(64)
     with open(path, "wb") as f:
         f.write(data)
 
@@ -189,6 +191,7 @@ def test_bad_images():
         ("text", "c1/0.jpg", "not an image"),
         ("gif", "c1/1.png", "not an image"),
         ("huge", "c1/1.png", "too large"),
+        ("huge-ppm", "c1/1.png", "too large"),
     ]
     for kind, rel, words in cases:
         root = make_folder(f"bad-{kind}")

@@ -9,7 +9,8 @@ line). Checks, with files made here by PIL:
      torchvision's ImageFolder's: nested folders, two links to a folder, every
      extension in mixed case, files that are not images;
   2. decoding: every kind of file (JPEG RGB, gray, CMYK; PNG RGB, RGBA, L, LA,
-     P, P with transparency, 16-bit gray, 1-bit; WebP, BMP, TIFF, PPM, PGM)
+     P, P with transparency, 16-bit gray, 1-bit; WebP, BMP, TIFF, PPM, PGM;
+     PPM and PGM of other maxima than 255, 16-bit and plain)
      gives PIL's Image.open(f).convert("RGB") and .convert("L") pixels;
   3. random_resized_crop's boxes: 100,000 draws of ours against 100,000 of
      RandomResizedCrop.get_params on a 500x375 and a 400x40 image: two-sample
@@ -153,6 +154,23 @@ def make_kinds(tmp):
         p = os.path.join(tmp, name)
         im.save(p, **kw)
         paths.append((name, p))
+    # PGM and PPM of other maxima than 255, raw and plain: PIL rounds v / maxval * 255
+    # half to even; a PGM past 255 is its mode I (v / maxval * 65535), clipped
+    rng = np.random.default_rng(5)
+    for name, magic, maxval, c in (("g6.pgm", "P5", 6, 1), ("rgb6.ppm", "P6", 6, 3),
+                                   ("g1000.pgm", "P5", 1000, 1), ("g16.pgm", "P5", 65535, 1),
+                                   ("rgb16.ppm", "P6", 65535, 3), ("rgb1000.ppm", "P6", 1000, 3),
+                                   ("g6plain.pgm", "P2", 6, 1), ("g9plain.ppm", "P3", 9, 3)):
+        v = rng.integers(0, maxval + 1, (47, 61, c))
+        v[0, :8, 0] = np.arange(8) * maxval // 7  # every value of the small maxima
+        head = f"{magic}\n61 47\n{maxval}\n".encode()
+        if magic in ("P2", "P3"):
+            body = "\n".join(" ".join(map(str, row.ravel())) for row in v).encode() + b"\n"
+        else:
+            body = v.astype(">u2" if maxval > 255 else "u1").tobytes()
+        paths.append((name, os.path.join(tmp, name)))
+        with open(paths[-1][1], "wb") as f:
+            f.write(head + body)
     # a CMYK JPEG without its Adobe segment (FF EE): PIL reads it inverted all the same
     data = open(os.path.join(tmp, "cmyk.jpg"), "rb").read()
     k = data.index(b"\xff\xee")
