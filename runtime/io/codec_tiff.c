@@ -1,8 +1,16 @@
 /*
- * codec_tiff.c - TIFF through libtiff (see image.h): the first page read
- * with TIFFReadRGBAImageOriented (every photometric interpretation libtiff
- * knows, 16-bit samples scaled to 8 by libtiff), alpha dropped, the box
- * copied. libtiff's errors and warnings go to handlers that keep the first
+ * codec_tiff.c - TIFF through libtiff (see image.h): the first page, as
+ * PIL 9.4 reads it. Gray, gray and alpha, RGB, RGB and alpha and CMYK of 8
+ * or 16 unsigned bits a sample, interleaved, are read as stored (strips or
+ * tiles decoded by libtiff) and taken to 8 bits as PIL's unpackers take
+ * them (to_8bit); every other kind (palette, YCbCr, bits other than 8 and
+ * 16, separate planes, ...) through TIFFReadRGBAImageOriented (16-bit
+ * samples scaled to 8 bits by libtiff). Alpha is dropped; the RGBA reader
+ * multiplies unassociated alpha into the colours, which PIL does not, so
+ * alpha differs from PIL's only in the kinds left to it (alpha with
+ * separate planes, 16-bit gray and alpha, ...). The Orientation tag is applied as PIL's
+ * exif_transpose applies it (5 to 8 swap the sides), then the box copied.
+ * libtiff's errors and warnings go to handlers that keep the first
  * error's words per thread (TIFFOpenOptionsSetErrorHandlerExtR needs a
  * newer libtiff than Debian 12's, so the process-wide handlers are set once
  * and write into thread-local storage).
@@ -11,6 +19,7 @@
 #include "runtime/io/pixels.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,54 +113,228 @@ static pp_status tiff_fail(const char *path, pp_error *err)
                         tiff_msg[0] ? tiff_msg : "libtiff cannot read it");
 }
 
+/* What decides how a TIFF's first page is read. */
+typedef struct tiff_info {
+    uint32_t w, h;                   /* as stored */
+    uint16_t orientation;            /* 1 .. 8 (another value: 1) */
+    uint16_t photometric, bps, spp, planar, format, inkset;
+    uint16_t n_extra, extra_type;    /* extra samples, and the first one's kind */
+    bool has_photometric;
+} tiff_info;
+
+static void read_info(TIFF *t, tiff_info *i)
+{
+    *i = (tiff_info){0};
+    TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &i->w);
+    TIFFGetField(t, TIFFTAG_IMAGELENGTH, &i->h);
+    TIFFGetFieldDefaulted(t, TIFFTAG_ORIENTATION, &i->orientation);
+    if (i->orientation < 1 || i->orientation > 8) i->orientation = 1;
+    i->has_photometric = TIFFGetField(t, TIFFTAG_PHOTOMETRIC, &i->photometric) == 1;
+    TIFFGetFieldDefaulted(t, TIFFTAG_BITSPERSAMPLE, &i->bps);
+    TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLESPERPIXEL, &i->spp);
+    TIFFGetFieldDefaulted(t, TIFFTAG_PLANARCONFIG, &i->planar);
+    TIFFGetFieldDefaulted(t, TIFFTAG_SAMPLEFORMAT, &i->format);
+    TIFFGetFieldDefaulted(t, TIFFTAG_INKSET, &i->inkset);
+    uint16_t *types = NULL;
+    TIFFGetFieldDefaulted(t, TIFFTAG_EXTRASAMPLES, &i->n_extra, &types);
+    i->extra_type = i->n_extra > 0 && types ? types[0] : EXTRASAMPLE_UNSPECIFIED;
+}
+
+/* Orientations 5 to 8 swap the sides (PIL transposes the image as its
+ * exif_transpose does). */
+static bool transposed(const tiff_info *i)
+{
+    return i->orientation >= 5;
+}
+
+/* The layout of the samples when they are read as stored (8 or 16 bits,
+ * unsigned, interleaved; gray, gray and alpha, RGB, RGB and alpha, CMYK),
+ * or -1: libtiff's RGBA reader reads the rest. */
+static int direct_layout(const tiff_info *i)
+{
+    if (!i->has_photometric || i->format != SAMPLEFORMAT_UINT || (i->bps != 8 && i->bps != 16))
+        return -1;
+    if (i->spp > 1 && i->planar != PLANARCONFIG_CONTIG) return -1;
+    const bool assoc = i->n_extra > 0 && i->extra_type == EXTRASAMPLE_ASSOCALPHA;
+    switch (i->photometric) {
+    case PHOTOMETRIC_MINISBLACK:
+        if (i->spp == 1) return PP_PX_GRAY;
+        if (i->spp == 2 && i->bps == 8 && i->n_extra == 1 &&
+            i->extra_type == EXTRASAMPLE_UNASSALPHA)
+            return PP_PX_GRAY_ALPHA;
+        return -1;
+    case PHOTOMETRIC_RGB:
+        if (i->spp == 3) return PP_PX_RGB;
+        if (i->spp == 4 && i->n_extra <= 1 && !(assoc && i->bps == 16)) return PP_PX_RGBA;
+        return -1;
+    case PHOTOMETRIC_SEPARATED:
+        return i->spp == 4 && i->n_extra == 0 && i->inkset == INKSET_CMYK ? PP_PX_CMYK : -1;
+    default:
+        return -1;
+    }
+}
+
+/* The first page's samples as stored, rows of row_bytes, into raw. */
+static bool read_stored(TIFF *t, const tiff_info *i, uint8_t *raw, size_t row_bytes)
+{
+    if ((uint64_t)TIFFScanlineSize64(t) != row_bytes) return false;
+    if (!TIFFIsTiled(t)) {
+        uint32_t rps = i->h;
+        TIFFGetFieldDefaulted(t, TIFFTAG_ROWSPERSTRIP, &rps);
+        if (rps == 0) return false;
+        for (uint32_t s = 0; (uint64_t)s * rps < i->h; s++) {
+            const uint64_t y = (uint64_t)s * rps, rows = i->h - y < rps ? i->h - y : rps;
+            const tmsize_t want = (tmsize_t)(rows * row_bytes);
+            if (s >= TIFFNumberOfStrips(t) ||
+                TIFFReadEncodedStrip(t, s, raw + y * row_bytes, want) != want)
+                return false;
+        }
+        return true;
+    }
+    uint32_t tw = 0, th = 0;
+    TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
+    TIFFGetField(t, TIFFTAG_TILELENGTH, &th);
+    const tmsize_t tile_bytes = TIFFTileSize(t), tile_row = TIFFTileRowSize(t);
+    if (tw == 0 || th == 0 || tile_bytes <= 0 || tile_row <= 0) return false;
+    uint8_t *tile = malloc((size_t)tile_bytes);
+    if (!tile) return false;
+    const size_t px_bytes = row_bytes / i->w;
+    bool ok = true;
+    for (uint32_t y = 0; ok && y < i->h; y += th)
+        for (uint32_t x = 0; ok && x < i->w; x += tw) {
+            ok = TIFFReadTile(t, tile, x, y, 0, 0) >= 0;
+            const uint32_t rows = i->h - y < th ? i->h - y : th;
+            const uint32_t cols = i->w - x < tw ? i->w - x : tw;
+            for (uint32_t r = 0; ok && r < rows; r++)
+                memcpy(raw + (size_t)(y + r) * row_bytes + (size_t)x * px_bytes,
+                       tile + (size_t)r * (size_t)tile_row, (size_t)cols * px_bytes);
+            if (y > UINT32_MAX - th || x > UINT32_MAX - tw) ok = false;
+        }
+    free(tile);
+    return ok;
+}
+
+/* n samples of raw (as stored) to 8 bits in place, as PIL's unpackers take
+ * them: 16-bit gray clipped to 255 (PIL's mode I;16, clipped by convert),
+ * other 16-bit samples their high byte; 8-bit RGB with associated alpha
+ * unpremultiplied (min(255, v * 255 / a), 0 where a is 0: PIL's RGBa). */
+static void to_8bit(uint8_t *raw, int64_t n, const tiff_info *i, pp_px_layout layout)
+{
+    if (i->bps == 16) {
+        const uint16_t *v = (const uint16_t *)raw; /* libtiff gives native byte order */
+        for (int64_t k = 0; k < n; k++)
+            raw[k] = layout == PP_PX_GRAY ? (uint8_t)(v[k] > 255 ? 255 : v[k])
+                                          : (uint8_t)(v[k] >> 8);
+        return;
+    }
+    if (layout == PP_PX_RGBA && i->n_extra > 0 && i->extra_type == EXTRASAMPLE_ASSOCALPHA)
+        for (int64_t k = 0; k + 4 <= n; k += 4) {
+            const unsigned a = raw[k + 3];
+            for (int c = 0; c < 3; c++) {
+                const unsigned v = a == 0 ? 0 : raw[k + c] * 255u / a;
+                raw[k + c] = (uint8_t)(v > 255 ? 255 : v);
+            }
+        }
+}
+
+/* The box (in the image as PIL shows it, orientation applied) of img (w x h
+ * pixels as stored, ns bytes each) into out. */
+static pp_status put_oriented(const uint8_t *img, const tiff_info *i, pp_px_layout layout,
+                              const pp_image_box *box, int channels, const pp_image_out *out)
+{
+    const int64_t W = i->w, H = i->h, ns = pp_px_samples(layout);
+    if (i->orientation == 1) {
+        pp_px_copy_box(img, W * ns, layout, box, channels, out);
+        return PP_OK;
+    }
+    uint8_t *row = malloc((size_t)box->w * (size_t)ns);
+    if (!row) return PP_ERR_OOM;
+    for (int j = 0; j < box->h; j++) {
+        const int64_t y = box->y + j;
+        for (int k = 0; k < box->w; k++) {
+            const int64_t x = box->x + k;
+            int64_t sx = x, sy = y;
+            switch (i->orientation) {
+            case 2: sx = W - 1 - x; break;                    /* FLIP_LEFT_RIGHT */
+            case 3: sx = W - 1 - x; sy = H - 1 - y; break;    /* ROTATE_180 */
+            case 4: sy = H - 1 - y; break;                    /* FLIP_TOP_BOTTOM */
+            case 5: sx = y; sy = x; break;                    /* TRANSPOSE */
+            case 6: sx = y; sy = H - 1 - x; break;            /* ROTATE_270 */
+            case 7: sx = W - 1 - y; sy = H - 1 - x; break;    /* TRANSVERSE */
+            case 8: sx = W - 1 - y; sy = x; break;            /* ROTATE_90 */
+            default: break;
+            }
+            memcpy(row + k * ns, img + (sy * W + sx) * ns, (size_t)ns);
+        }
+        pp_px_put_row(row, layout, box->w, channels, out, j);
+    }
+    free(row);
+    return PP_OK;
+}
+
 static pp_status tiff_size(const uint8_t *buf, size_t n, const char *path, int *w, int *h,
                            pp_image_work *work, pp_error *err)
 {
     tiff_mem m;
     TIFF *t = open_tiff(&m, buf, n);
     if (!t) return tiff_fail(path, err);
-    uint32_t tw = 0, th = 0;
-    TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &tw);
-    TIFFGetField(t, TIFFTAG_IMAGELENGTH, &th);
+    tiff_info i;
+    read_info(t, &i);
     TIFFClose(t);
+    const uint32_t tw = transposed(&i) ? i.h : i.w, th = transposed(&i) ? i.w : i.h;
     *w = tw > 0x7fffffff ? -1 : (int)tw;
     *h = th > 0x7fffffff ? -1 : (int)th;
     return pp_px_check_size(path, *w, *h, err);
+}
+
+/* The first page through libtiff's RGBA reader (rows as stored: the
+ * orientation asked for is the file's own), as RGBA bytes into img. */
+static bool read_rgba(TIFF *t, const tiff_info *i, uint8_t *img)
+{
+    uint32_t *px = (uint32_t *)img;
+    if (!TIFFReadRGBAImageOriented(t, i->w, i->h, px, i->orientation, 0)) return false;
+    for (int64_t k = 0; k < (int64_t)i->w * i->h; k++) {
+        const uint32_t p = px[k];
+        img[4 * k] = (uint8_t)TIFFGetR(p);
+        img[4 * k + 1] = (uint8_t)TIFFGetG(p);
+        img[4 * k + 2] = (uint8_t)TIFFGetB(p);
+        img[4 * k + 3] = (uint8_t)TIFFGetA(p);
+    }
+    return true;
 }
 
 static pp_status tiff_decode(const uint8_t *buf, size_t n, const char *path,
                              const pp_image_box *box, int channels, const pp_image_out *out,
                              pp_image_work *work, pp_error *err)
 {
-    int w, h;
+    int w = 0, h = 0;
     PP_TRY(tiff_size(buf, n, path, &w, &h, work, err));
     PP_TRY(pp_px_check_box(path, box, w, h, err));
     tiff_mem m;
     TIFF *t = open_tiff(&m, buf, n);
     if (!t) return tiff_fail(path, err);
-    uint32_t *img = malloc((size_t)w * (size_t)h * sizeof *img);
+    tiff_info i;
+    read_info(t, &i);
+    const int direct = direct_layout(&i);
+    const pp_px_layout layout = direct >= 0 ? (pp_px_layout)direct : PP_PX_RGBA;
+    const size_t samples = (size_t)i.w * i.h * (direct >= 0 ? i.spp : 4);
+    uint8_t *img = malloc(samples * (direct >= 0 && i.bps == 16 ? 2 : 1));
     if (!img) {
         TIFFClose(t);
         return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory decoding", path);
     }
-    int ok = TIFFReadRGBAImageOriented(t, (uint32_t)w, (uint32_t)h, img, ORIENTATION_TOPLEFT, 0);
+    bool ok;
+    if (direct >= 0) {
+        ok = read_stored(t, &i, img, (size_t)i.w * i.spp * (i.bps / 8));
+        if (ok) to_8bit(img, (int64_t)samples, &i, layout);
+    } else {
+        ok = read_rgba(t, &i, img);
+    }
     TIFFClose(t);
-    if (!ok) {
-        free(img);
-        return tiff_fail(path, err);
-    }
-    /* ABGR words: bytes R, G, B, A in memory on a little-endian host */
-    uint8_t *rgba = (uint8_t *)img;
-    for (int64_t i = 0; i < (int64_t)w * h; i++) {
-        const uint32_t p = img[i];
-        rgba[4 * i] = (uint8_t)TIFFGetR(p);
-        rgba[4 * i + 1] = (uint8_t)TIFFGetG(p);
-        rgba[4 * i + 2] = (uint8_t)TIFFGetB(p);
-        rgba[4 * i + 3] = (uint8_t)TIFFGetA(p);
-    }
-    pp_px_copy_box(rgba, (int64_t)w * 4, PP_PX_RGBA, box, channels, out);
+    pp_status s = ok ? put_oriented(img, &i, layout, box, channels, out) : tiff_fail(path, err);
     free(img);
-    return PP_OK;
+    if (s == PP_ERR_OOM) return pp_error_set(err, s, "%s: out of host memory decoding", path);
+    return s;
 }
 
 const pp_image_codec_ops pp_codec_tiff = {

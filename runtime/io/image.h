@@ -19,8 +19,13 @@
  *   16-bit gray        min(value, 255) (PIL reads it as mode "I" and clips)
  *   PPM/PGM maxval M   round(v / M * 255), half to even (PIL's PPM decoder);
  *                      a PGM with M > 255: min(round(v / M * 65535), 255)
- * The other formats are decoded to 8-bit RGB(A) or gray by their library
- * (16-bit TIFF scaled by it), then converted as above.
+ *   TIFF               8/16-bit gray, gray+alpha, RGB(A), CMYK read as stored
+ *                      (16-bit: the high byte; gray clipped as above;
+ *                      associated alpha divided out as PIL's RGBa), the rest
+ *                      by libtiff's RGBA reader (which multiplies alpha in);
+ *                      the Orientation tag applied as PIL's exif_transpose
+ * The other formats are decoded to 8-bit RGB(A) or gray by their library,
+ * then converted as above.
  *
  * Regions and layouts: a decode writes only the pixels of a box of the
  * image, where its output says (pp_image_out: interleaved HWC, planes of

@@ -9,7 +9,8 @@ line). Checks, with files made here by PIL:
      torchvision's ImageFolder's: nested folders, two links to a folder, every
      extension in mixed case, files that are not images;
   2. decoding: every kind of file (JPEG RGB, gray, CMYK; PNG RGB, RGBA, L, LA,
-     P, P with transparency, 16-bit gray, 1-bit; WebP, BMP, TIFF, PPM, PGM;
+     P, P with transparency, 16-bit gray, 1-bit; WebP, BMP, TIFF (RGBA with
+     either alpha, LA, CMYK, 16-bit gray, palette, the 8 orientations), PPM, PGM;
      PPM and PGM of other maxima than 255, 16-bit and plain)
      gives PIL's Image.open(f).convert("RGB") and .convert("L") pixels;
   3. random_resized_crop's boxes: 100,000 draws of ours against 100,000 of
@@ -154,6 +155,23 @@ def make_kinds(tmp):
         p = os.path.join(tmp, name)
         im.save(p, **kw)
         paths.append((name, p))
+    # TIFF: alpha (unassociated, as PIL writes it, also compressed; associated) dropped
+    # without premultiplying, CMYK, 16-bit gray, every orientation (PIL's exif_transpose)
+    g16 = Image.fromarray((np.arange(61 * 47).reshape(47, 61) * 37 % 700).astype(np.uint16))
+    cmyk = Image.fromarray(np.random.default_rng(4).integers(0, 256, (47, 61, 4), np.uint8), "CMYK")
+    tiffs = {"rgba.tif": (rgba, {}), "rgba-lzw.tif": (rgba, {"compression": "tiff_lzw"}),
+             "la.tif": (rgba.convert("LA"), {}), "cmyk.tif": (cmyk, {}),
+             "l.tif": (base.convert("L"), {"compression": "tiff_adobe_deflate"}),
+             "g16.tif": (g16, {}), "p.tif": (pal, {})}
+    tiffs.update({f"orient{k}.tif": (base, {"tiffinfo": {274: k}}) for k in range(2, 9)})
+    for name, (im, kw) in tiffs.items():
+        paths.append((name, os.path.join(tmp, name)))
+        im.save(paths[-1][1], **kw)
+    data = open(os.path.join(tmp, "rgba.tif"), "rb").read()  # ExtraSamples: 2 -> 1
+    k = data.index(bytes.fromhex("5201030001000000020000"))
+    paths.append(("rgba-assoc.tif", os.path.join(tmp, "rgba-assoc.tif")))
+    with open(paths[-1][1], "wb") as f:
+        f.write(data[:k + 8] + b"\x01" + data[k + 9:])
     # PGM and PPM of other maxima than 255, raw and plain: PIL rounds v / maxval * 255
     # half to even; a PGM past 255 is its mode I (v / maxval * 65535), clipped
     rng = np.random.default_rng(5)
@@ -184,6 +202,7 @@ def make_kinds(tmp):
 def check_decoding(tmp):
     for name, p in make_kinds(tmp):
         pil = Image.open(p)
+        pil.load()  # the size after the load (TIFF's orientation applied)
         w, h = pil.size
         for c, mode in ((3, "RGB"), (1, "L")):
             want = np.asarray(Image.open(p).convert(mode)).reshape(h, w, c)
