@@ -280,6 +280,48 @@ static bool has_entry(const pp_checkpoint_info *info, const char *name)
     return false;
 }
 
+/* Whether the file's tensor `name` is one a load may leave unread: optimizer
+ * state (of another kind of optimizer, or the plan's when the run keeps none),
+ * the attention masks of Hugging Face's GPT-2 (h.K.attn.bias and
+ * masked_bias: buffers, not weights), or lm_head.weight beside a tied head
+ * (PyTorch's state_dict names the tied weight twice). */
+static bool may_skip(const pp_pipeline *p, const char *name)
+{
+    if (strncmp(name, PP_OPTIMIZER_STATE_PREFIX, strlen(PP_OPTIMIZER_STATE_PREFIX)) == 0)
+        return true;
+    if (p->model.kind != PP_MODEL_GPT2) return false;
+    if (strcmp(name, "lm_head.weight") == 0) return p->model.gpt2.tie_embeddings;
+    const char *at = strstr(name, ".attn.");
+    if (!at || (strcmp(at, ".attn.bias") != 0 && strcmp(at, ".attn.masked_bias") != 0))
+        return false;
+    const char *h = strncmp(name, HF_SCOPE, strlen(HF_SCOPE)) == 0 ? name + strlen(HF_SCOPE)
+                                                                    : name;
+    return strncmp(h, "h.", 2) == 0;
+}
+
+/* Every tensor of the file has a place in the model (list: n entries, names
+ * as the file's) or may be skipped: a file of another model (more blocks
+ * than the plan's, a deeper ResNet) is refused, naming what has no place,
+ * instead of loading part of it. */
+static pp_status check_places(const pp_pipeline *p, const char *path,
+                              const pp_checkpoint_info *info, const pp_ckpt_tensor *list,
+                              size_t n, pp_error *err)
+{
+    size_t odd = 0, first = 0;
+    for (size_t i = 0; i < info->n; i++) {
+        const char *name = info->entries[i].name;
+        bool found = may_skip(p, name);
+        for (size_t k = 0; k < n && !found; k++) found = strcmp(list[k].name, name) == 0;
+        if (!found && odd++ == 0) first = i;
+    }
+    if (odd == 0) return PP_OK;
+    return pp_error_set(err, PP_ERR_INPUT,
+                        "%s: %zu tensor%s of the file %s no place in the plan's model (%s%s): "
+                        "a checkpoint of another model (more blocks or layers, other names)?",
+                        path, odd, odd == 1 ? "" : "s", odd == 1 ? "has" : "have",
+                        info->entries[first].name, odd > 1 ? ", ..." : "");
+}
+
 pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
 {
     PP_TRY(pipe_settle(p, err)); /* the last update, before writing parameters */
@@ -295,7 +337,6 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
                           !has_entry(&info, HF_SCOPE "wte.weight") && has_entry(&info, "wte.weight");
     const char *steps = pp_checkpoint_info_meta(&info, "pipeline-run.steps");
     long long steps_done = steps ? atoll(steps) : 0;
-    pp_checkpoint_info_free(&info);
 
     pp_status s = PP_OK;
     if (has_opt) s = pp_optimizer_alloc_state(p->opt, err);
@@ -306,6 +347,8 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
     for (size_t i = 0; s == PP_OK && unscoped && i < n; i++)
         if (strncmp(list[i].name, HF_SCOPE, strlen(HF_SCOPE)) == 0)
             list[i].name += strlen(HF_SCOPE);
+    if (s == PP_OK) s = check_places(p, path, &info, list, n, err);
+    pp_checkpoint_info_free(&info);
     if (s == PP_OK) {
         if (n_opt) n += pp_optimizer_state(p->opt, list + n, n_opt);
         /* optimizer state of another configuration (e.g. momentum 0) is ignored;

@@ -220,6 +220,15 @@ def test_train_eval_generate():
                     r"windows of 32 tokens", r.stderr) is not None, f"eval line: {r.stderr!r}")
     r = run(p2, "--load", ck, "--eval-only")
     check(r.returncode == 0 and "perplexity" in r.stdout, f"--eval-only: {r.stdout!r}")
+    # a file of another model: its third block has no place in a model of two
+    fewer = plan("fewer.yaml", stages=ONE, swap=("n_layer: 3", "n_layer: 2"))
+    for extra in (["--eval-only"], ["--generate", "A", "--tokens", "3"], ["--steps", "1"]):
+        r = run(fewer, "--load", ck, *extra)
+        check(r.returncode == 2 and "tensors of the file have no place in the plan's model "
+              "(transformer.h.2." in r.stderr, f"--load of 3 blocks into 2 {extra}: "
+              f"{r.returncode} {r.stderr[-300:]!r}")
+    r = run("--verify", ck, fewer)
+    check(r.returncode == 2, f"--verify of 3 blocks against 2: {r.returncode} {r.stderr!r}")
     outs = {}
     for name, stages in (("one", ONE), ("two", TWO), ("three", THREE)):
         pp = plan(f"g-{name}.yaml", stages=stages)
