@@ -111,15 +111,16 @@ static int prompt_ids(const pp_plan *plan, pp_bpe *bpe, const char *prompt, int3
 }
 
 /* One token as the output shows it: its bytes through the tokenizer (an id
- * it has no token for as <|ID|>), a byte of text, or an id after a space
- * (none before the first of the line). */
+ * it has no token for as <|ID|>), a byte of text (an id above the bytes, of
+ * a vocabulary padded past 256, as <|ID|>), or an id after a space (none
+ * before the first of the line). */
 static void put_token(const pp_bpe *bpe, bool text, int32_t token, bool first)
 {
     size_t len;
     const char *bytes = bpe ? pp_bpe_token(bpe, token, &len) : NULL;
     if (bytes)
         fwrite(bytes, 1, len, stdout);
-    else if (bpe)
+    else if (bpe || (text && (token < 0 || token > 255)))
         printf("<|%d|>", token);
     else if (text)
         putchar(token);

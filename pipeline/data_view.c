@@ -27,6 +27,7 @@
 typedef struct view {
     pp_data *src;
     int count, c, h, w, targets;
+    bool tokens; /* token windows (targets may be 1) */
     float *images;
     int32_t *labels;
     int64_t *index;
@@ -44,6 +45,7 @@ static pp_status view_read(view *v, int64_t pos, int count, pp_error *err)
 {
     pp_data_shape(v->src, &v->c, &v->h, &v->w, NULL);
     v->targets = pp_data_targets_per_sample(v->src);
+    v->tokens = pp_data_is_tokens(v->src);
     v->count = count;
     v->images = malloc((size_t)count * v->c * v->h * v->w * sizeof(float));
     v->labels = malloc((size_t)count * v->targets * sizeof *v->labels);
@@ -107,10 +109,10 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
     }
     const int t = v->w; /* inputs a window */
     fprintf(f, "# the first %d training windows of %s as the model gets them (format %s, %s): "
-            "%d tokens each, %d inputs each followed by its target%s\n", n, d->file,
+            "%d tokens each, %d input%s each followed by its target%s\n", n, d->file,
             d->format == PP_PLAN_DATA_TEXT ? "text" : "tokens",
             bpe ? "GPT-2's tokenizer" : bytes ? "a byte a token" : "no tokenizer: ids only",
-            t + 1, t, bpe || bytes ? "; a token's bytes between | marks, \\n \\r \\t \\| "
+            t + 1, t, t == 1 ? "" : "s", bpe || bytes ? "; a token's bytes between | marks, \\n \\r \\t \\| "
                                      "\\\\ and \\xHH escaped" : "");
     for (int j = 0; j < n; j++) {
         fprintf(f, "\nwindow %lld\nids:", (long long)v->index[j]);
@@ -147,7 +149,7 @@ pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_err
         return pp_error_set(err, PP_ERR_INPUT, "--show-data: %d samples (1 to 1024)", n);
     view v = {0};
     PP_TRY(pipe_data_open(plan, &plan->data, false, &v.src, err));
-    if (pp_data_targets_per_sample(v.src) > 1) { /* token windows: as text */
+    if (pp_data_is_tokens(v.src)) { /* token windows: as text */
         const int64_t have = pp_data_size(v.src);
         pp_status s = view_read(&v, 0, have < n ? (int)have : n, err);
         if (s == PP_OK) s = show_tokens(plan, &v, v.count, path, err);
@@ -221,7 +223,7 @@ static char *names_json(const view *v)
     for (int j = 0; j < v->count; j++) {
         char name[512];
         if (j) t[k++] = ',';
-        if (v->targets > 1) {
+        if (v->tokens) {
             k += (size_t)snprintf(t + k, cap - k, "%lld", (long long)v->index[j]);
             continue;
         }
@@ -239,7 +241,7 @@ static char *names_json(const view *v)
 static pp_status write_view(const view *v, const char *path, const char *what, const char *which,
                             pp_error *err)
 {
-    const bool tok = v->targets > 1;
+    const bool tok = v->tokens;
     pp_registry *reg;
     PP_TRY(pp_registry_new(&reg, err));
     pp_device_ctx *cpu;

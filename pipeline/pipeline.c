@@ -321,10 +321,11 @@ static pp_status build_stages(struct pp_pipeline *p, const pp_plan *plan, pp_err
     for (int i = 1; i < ndim; i++) per_sample *= shape[i];
     if (per_sample != (int64_t)p->classes * p->targets)
         return pipe_plan_error(plan, plan->stages[p->n_stages - 1].layers_mark, err, PP_ERR_INPUT,
-                               p->targets > 1 ? "the last stage must end with lm_head (its "
-                                                "output feeds the loss)"
-                                              : "the last stage must end with fc (its output "
-                                                "feeds the loss)");
+                               p->model.kind == PP_MODEL_GPT2
+                                   ? "the last stage must end with lm_head (its output feeds "
+                                     "the loss)"
+                                   : "the last stage must end with fc (its output feeds the "
+                                     "loss)");
 
     /* the optimizer updates this process's stages */
     p->params = calloc((size_t)(n_params ? n_params : 1), sizeof *p->params);

@@ -371,6 +371,8 @@ int64_t pp_data_size(const pp_data *src) { return src->n; }
 
 int pp_data_targets_per_sample(const pp_data *src) { return src->tokens ? src->w : 1; }
 
+bool pp_data_is_tokens(const pp_data *src) { return src->tokens != NULL; }
+
 const char *pp_data_sample_name(const pp_data *src, int64_t idx, char *buf, size_t n)
 {
     static const char *const names[] = {"synthetic", "idx", "cifar10", "imagefolder", "tokens",

@@ -155,6 +155,9 @@ void pp_data_shape(const pp_data *src, int *c, int *h, int *w, int *classes);
 int64_t pp_data_size(const pp_data *src);
 /* Labels per sample: 1, or a token source's block_size. */
 int pp_data_targets_per_sample(const pp_data *src);
+/* Whether the source gives token windows (formats tokens and text), whose
+ * block_size may be 1. */
+bool pp_data_is_tokens(const pp_data *src);
 
 /* Fills images (batch * C * H * W floats, NCHW; int32 token ids for a token
  * source) and labels (batch * pp_data_targets_per_sample int32s) with the

@@ -15,11 +15,15 @@
   next-token accuracy (also in --json), --eval-only too;
 - --generate: greedy (temperature 0) and sampled text repeat for a seed, and
   a checkpoint trained on 2 stages generates the same text on 1 and on 3;
+  a checkpoint of 3 blocks is refused by a plan of 2 (--load, --eval-only,
+  --generate, --verify); on text without a tokenizer and a vocabulary of
+  300, an id past the bytes prints as <|290|>;
 - --dump-data STEP and eval:K write a step's `inputs` and `targets` (i32, N x
   T): in order, step 3's windows are the text's bytes from 24 x 32 on, the
   targets the inputs shifted by one; shuffled, each window is the text's 33
   bytes at some offset and a second dump is the same file; eval:0 reads the
-  validation text; --show-data refuses token data (exit 2).
+  validation text; --show-data writes the first windows as ids and text;
+  windows of block_size 1 are token data too (inputs and targets; text).
 - dropout 0.1: training runs and its losses differ from dropout 0's; the
   evaluation and --generate of a checkpoint are those of dropout 0 (dropout
   off); 2 replicas in one process give the first step's loss of 1 replica
@@ -287,12 +291,14 @@ def test_dropout():
 
 
 def read_tokens(path):
-    """A dump's metadata and its 2-D int32 tensors as lists of rows."""
+    """A dump's metadata and its 2-D int32 tensors as lists of rows (others
+    as one list of their 4-byte words)."""
     meta, raw = safetensors_raw.read(path)
     out = {}
     for name, (dtype, shape, body) in raw.items():
         ids = list(struct.unpack(f"<{len(body) // 4}i", body))
-        out[name] = (dtype, [ids[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])])
+        out[name] = (dtype, [ids[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])]
+                     if len(shape) == 2 else ids)
     return meta, out
 
 
@@ -352,8 +358,53 @@ def test_dump_data():
           f"--show-data 3 on text: the first step's windows as ids and text: {r.stderr[-300:]} "
           f"{lines[:4]}")
 
+    # windows of one token (block_size 1) are token data still: inputs and
+    # targets, and text
+    p1 = plan("dump-t1.yaml", data=", block_size: 1")
+    meta, t = dump(p1, "0", "t1.st")
+    check(t.get("inputs", ("", []))[0] == "I32" and len(t.get("targets", ("", []))[1]) == 8 and
+          "windows" in meta and "images" not in t,
+          f"--dump-data at block_size 1: inputs and targets: {sorted(t)} {sorted(meta)}")
+    out1 = os.path.join(TMP, "t1.txt")
+    r = run(p1, "--show-data", "2", "-o", out1, text=False)
+    head = open(out1, "rb").read(200) if r.returncode == 0 else b""
+    check(head.startswith(b"# the first 2 training windows") and b"1 input each" in head,
+          f"--show-data at block_size 1: text: {r.returncode} {head[:80]!r}")
 
-for t in (test_bad_input, test_describe, test_train_eval_generate, test_dump_data, test_dropout):
+
+def test_padded_vocabulary():
+    """--generate on text without a tokenizer, a vocabulary of 300: an id past
+    the bytes prints as <|ID|>, not as its low byte"""
+    p = plan("v300.yaml", stages=ONE, steps=1, swap=("vocab_size: 256", "vocab_size: 300"))
+    ck = os.path.join(TMP, "v300.safetensors")
+    r = run(p, "--save", ck, "--weights-only")
+    check(r.returncode == 0, f"vocabulary 300: training: {r.returncode} {r.stderr[-300:]!r}")
+    if r.returncode:
+        return
+    # ln_f's output made all ones and id 290's row of the tied head all ones:
+    # 290 has the largest logit; the file rewritten without checksums
+    _, tensors = safetensors_raw.read(ck)
+    c = 32
+    ones = struct.pack(f"<{c}f", *[1.0] * c)
+    tensors["transformer.ln_f.weight"] = ("F32", [c], struct.pack(f"<{c}f", *[0.0] * c))
+    tensors["transformer.ln_f.bias"] = ("F32", [c], ones)
+    dt, shape, raw = tensors["transformer.wte.weight"]
+    tensors["transformer.wte.weight"] = (dt, shape, raw[:290 * c * 4] + ones +
+                                         raw[291 * c * 4:])
+    head, data = {}, b""
+    for name, (dt, shape, raw) in sorted(tensors.items()):
+        head[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(head).encode()
+    edited = write("v300-edited.safetensors", struct.pack("<Q", len(h)) + h + data)
+    r = run(p, "--load", edited, "--generate", "Hi", "--tokens", "3", "--temperature", "0",
+            text=False)
+    check(r.returncode == 0 and r.stdout == b"Hi<|290|><|290|><|290|>\n",
+          f"--generate with a vocabulary of 300: {r.returncode} {r.stdout!r} {r.stderr[-300:]!r}")
+
+
+for t in (test_bad_input, test_describe, test_train_eval_generate, test_dump_data, test_dropout,
+          test_padded_vocabulary):
     t()
 shutil.rmtree(TMP, ignore_errors=True)
 CHECKS.summary("gpt2 cli")
