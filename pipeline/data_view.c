@@ -112,8 +112,10 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
             "%d tokens each, %d input%s each followed by its target%s\n", n, d->file,
             d->format == PP_PLAN_DATA_TEXT ? "text" : "tokens",
             bpe ? "GPT-2's tokenizer" : bytes ? "a byte a token" : "no tokenizer: ids only",
-            t + 1, t, t == 1 ? "" : "s", bpe || bytes ? "; a token's bytes between | marks, \\n \\r \\t \\| "
-                                     "\\\\ and \\xHH escaped" : "");
+            t + 1, t, t == 1 ? "" : "s",
+            bpe || bytes ? "; a token's bytes between | marks, \\n \\r \\t \\| \\\\ and "
+                           "\\xHH escaped"
+                         : "");
     for (int j = 0; j < n; j++) {
         fprintf(f, "\nwindow %lld\nids:", (long long)v->index[j]);
         for (int k = 0; k <= t; k++) fprintf(f, " %d", window_id(v, j, k));

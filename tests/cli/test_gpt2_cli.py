@@ -393,7 +393,8 @@ def test_padded_vocabulary():
                                          raw[291 * c * 4:])
     head, data = {}, b""
     for name, (dt, shape, raw) in sorted(tensors.items()):
-        head[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        head[name] = {"dtype": dt, "shape": shape,
+                      "data_offsets": [len(data), len(data) + len(raw)]}
         data += raw
     h = json.dumps(head).encode()
     edited = write("v300-edited.safetensors", struct.pack("<Q", len(h)) + h + data)
