@@ -54,7 +54,9 @@ static void note_bad(pp_images *im, int64_t i, const char *msg)
 static pp_status read_file(const char *path, pp_image_work *work, const uint8_t **buf, size_t *n,
                            pp_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO under an image's name opens without a writer (and is
+     * then refused as no regular file) instead of blocking the reader */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return pp_error_set(err, PP_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {

@@ -179,6 +179,10 @@ def bad_file(kind, path):
         data = png_header_only(30000, 30000)
     elif kind == "huge-ppm":
         data = b"P6\n20000 20000\n255\n" + bytes(64)
+    elif kind == "fifo":  # no writer: opening it to read must not block the run
+        os.remove(path)
+        os.mkfifo(path)
+        return
     with open(path, "wb") as f:
         f.write(data)
 
@@ -192,6 +196,7 @@ def test_bad_images():
         ("gif", "c1/1.png", "not an image"),
         ("huge", "c1/1.png", "too large"),
         ("huge-ppm", "c1/1.png", "too large"),
+        ("fifo", "c1/0.jpg", "not a regular file"),
     ]
     for kind, rel, words in cases:
         root = make_folder(f"bad-{kind}")
