@@ -85,7 +85,20 @@ static int prompt_ids(const pp_plan *plan, pp_bpe *bpe, const char *prompt, int3
         return 1;
     }
     if (plan->data.format == PP_PLAN_DATA_TEXT) {
-        for (size_t i = 0; i < len; i++) (*out)[(*n)++] = (unsigned char)prompt[i];
+        for (size_t i = 0; i < len; i++) {
+            const int byte = (unsigned char)prompt[i];
+            if (byte >= plan->model.gpt2.vocab_size) {
+                fprintf(stderr, "pipeline-run: --generate: the prompt's byte 0x%02x (at %zu) is "
+                        "not below the vocabulary size %d\n", byte, i,
+                        plan->model.gpt2.vocab_size);
+                return 2;
+            }
+            (*out)[(*n)++] = byte;
+        }
+        if (*n == 0) {
+            fprintf(stderr, "pipeline-run: --generate: the prompt is empty\n");
+            return 2;
+        }
         return 0;
     }
     for (const char *p = prompt; *p;) {

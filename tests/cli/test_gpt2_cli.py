@@ -7,6 +7,7 @@
   foreign llm.c header, a data.block_size above the model's positions, token
   data for an image model and image data for gpt2, a stage list leaving out
   lm_head, --generate on a ResNet plan, a prompt id outside the vocabulary,
+  an empty text prompt and a prompt byte past a vocabulary of 64,
   bad --tokens/--temperature/--top-k/--seed values;
 - --validate prints the resolved plan, which validates again as the same;
   --simulate, --memory and stages: auto (FLOPs) run on a GPT-2 plan, and auto
@@ -168,6 +169,20 @@ def test_bad_input():
                                           "layer4, avgpool, fc]}\n"),
             "--generate continues text with a language model, and the plan's model is resnet18",
             "--load", ck, "--generate", "x")
+    # a text prompt's bytes are its ids: empty, or a byte past a small vocabulary, is refused
+    # before the checkpoint is read, and nothing is printed
+    write("digits.txt", "".join(str(i % 10) for i in range(3000)))
+    p64 = plan("v64.yaml", swap=("vocab_size: 256, block_size: 32",
+                                 "vocab_size: 64, block_size: 32"))
+    p64 = write("v64.yaml", open(p64).read().replace("corpus.txt", "digits.txt")
+                .replace("valid.txt", "digits.txt"))
+    for prompt, want in (("", "--generate: the prompt is empty"),
+                         ("4a", "--generate: the prompt's byte 0x61 (at 1) is not below the "
+                                "vocabulary size 64")):
+        r = run(p64, "--load", ck, "--generate", prompt)
+        check(r.returncode == 2 and want in r.stderr and r.stdout == "",
+              f"--generate {prompt!r}: want exit 2, {want!r} and no output: {r.returncode} "
+              f"{r.stdout!r} {r.stderr!r}")
     for opt, value, want in (("--tokens", "-1", "--tokens: '-1' is not a number of tokens"),
                              ("--temperature", "hot", "--temperature: 'hot' is not a number"),
                              ("--top-k", "1.5", "--top-k: '1.5' is not a count of tokens"),
