@@ -286,6 +286,9 @@ int pp_cli_parse_args(int argc, char **argv, cli_args *a)
             break;
         case O_SWEEP: {
             char buf[512];
+            if (strlen(optarg) >= sizeof buf)
+                return pp_cli_bad_args("--sweep-split: the list is longer than %s characters",
+                                       "511");
             snprintf(buf, sizeof buf, "%s", optarg);
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
                 if (a->n_sweep == MAX_SWEEP)
@@ -293,6 +296,9 @@ int pp_cli_parse_args(int argc, char **argv, cli_args *a)
                 if (!parse_int(tok, 1, PP_PLAN_MAX_BATCH, &a->sweep[a->n_sweep++]))
                     return pp_cli_bad_args("--sweep-split: '%s' is not a list of positive integers",
                                     optarg);
+                for (int k = 0; k < a->n_sweep - 1; k++)
+                    if (a->sweep[k] == a->sweep[a->n_sweep - 1]) /* one series folder a size */
+                        return pp_cli_bad_args("--sweep-split: '%s' names a size twice", optarg);
             }
             if (a->n_sweep == 0) return pp_cli_bad_args("--sweep-split: empty list '%s'", optarg);
             break;
@@ -305,6 +311,9 @@ int pp_cli_parse_args(int argc, char **argv, cli_args *a)
         case O_SWEEP_SCHEDULE: {
             char buf[512];
             pp_error err;
+            if (strlen(optarg) >= sizeof buf)
+                return pp_cli_bad_args("--sweep-schedule: the list is longer than %s characters",
+                                       "511");
             snprintf(buf, sizeof buf, "%s", optarg);
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
                 pp_schedule_kind k;
@@ -322,6 +331,10 @@ int pp_cli_parse_args(int argc, char **argv, cli_args *a)
                             list);
                     return 2;
                 }
+                for (int j = 0; j < a->n_sweep_kinds; j++)
+                    if (a->sweep_kinds[j] == k)
+                        return pp_cli_bad_args("--sweep-schedule: '%s' names a schedule twice",
+                                               optarg);
                 if (a->n_sweep_kinds == PP_SCHEDULE_KINDS)
                     return pp_cli_bad_args("--sweep-schedule: too many schedules in '%s'", optarg);
                 a->sweep_kinds[a->n_sweep_kinds++] = k;
