@@ -291,6 +291,13 @@ static void decide(const pp_plan *plan, const char *resume, const char *save_pat
         d->code = 1;
         return;
     }
+    if (strlen(chosen) >= sizeof d->from) { /* (the decision travels to every rank whole) */
+        fprintf(stderr, "pipeline-run: --resume: a path of %zu characters is longer than the "
+                        "%zu taken\n", strlen(chosen), sizeof d->from - 1);
+        free(chosen);
+        d->code = 2;
+        return;
+    }
     snprintf(d->from, sizeof d->from, "%s", chosen);
     free(chosen);
     pp_checkpoint_info info;

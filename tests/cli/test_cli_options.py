@@ -43,6 +43,7 @@ def test_bad_arguments():
          "--sweep-split: the list is longer than 511 characters"),
         ([DELAY, "--sweep-schedule", "gpipe,1f1b,gpipe"],
          "--sweep-schedule: 'gpipe,1f1b,gpipe' names a schedule twice"),
+        ([DELAY, "--resume", "a/" * 2100 + "x"], "--resume: a path of 4201 characters is longer"),
         ([DELAY, "--validate", "--simulate"], "exclude"),
         ([DELAY, "extra.yaml"], "unexpected argument"),
         ([DELAY, "--device-map", "cuda:0"], "device"),
