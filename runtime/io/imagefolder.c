@@ -230,9 +230,9 @@ pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, pp_image
 {
     const int64_t n = pp_image_index_size(im->index);
     pp_status s = PP_ERR_IO;
+    pp_error e = {0}; /* the last bad image's */
     for (int k = 0; k < PP_IMAGES_MAX_SKIP && s != PP_OK; k++) {
         const int64_t i = (index + k) % n;
-        pp_error e;
         s = load(im, i, epoch, work, px, mirror, NULL, NULL, &e);
         if (s == PP_OK) {
             *label = pp_image_index_label(im->index, i);
@@ -253,9 +253,9 @@ pp_status pp_images_sample(pp_images *im, int64_t index, int64_t epoch, pp_image
     }
     pp_image_work_trim(work);
     if (s != PP_OK)
-        return pp_error_set(err, PP_ERR_IO, "%s: %d bad images in a row from sample %lld",
-                            pp_image_index_root(im->index), PP_IMAGES_MAX_SKIP,
-                            (long long)index);
+        return pp_error_set(err, PP_ERR_IO, "%s: %d bad images in a row from sample %lld (the "
+                            "last: %s)", pp_image_index_root(im->index), PP_IMAGES_MAX_SKIP,
+                            (long long)index, e.msg);
     return PP_OK;
 }
 

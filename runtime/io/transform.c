@@ -173,7 +173,13 @@ pp_status pp_transform_draw(const pp_transform *t, int n, uint64_t seed, int64_t
         drawer d = drawer_of(seed, epoch, index, i);
         switch (t[i].kind) {
         case PP_TF_RANDOM_RESIZED_CROP:
-            ops[k++] = rrc_box(&d, &t[i], w, h);
+            ops[k] = rrc_box(&d, &t[i], w, h);
+            if (ops[k].box.w < 1 || ops[k].box.h < 1) /* the fallback, at an extreme ratio */
+                return pp_error_set(err, PP_ERR_INPUT, "%s: random_resized_crop's box on this "
+                                    "%dx%d image is %dx%d pixels (ratio [%g, %g]): nothing to "
+                                    "resize (torchvision gives a black image)", path, w, h, ops[k].box.w,
+                                    ops[k].box.h, t[i].ratio[0], t[i].ratio[1]);
+            k++;
             ops[k++] = (pp_tf_op){.kind = PP_TF_OP_RESIZE, .w = t[i].w, .h = t[i].h};
             w = t[i].w;
             h = t[i].h;

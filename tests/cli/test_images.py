@@ -216,6 +216,18 @@ def test_bad_images():
     r = run(plan("sizes", root, transforms="[{horizontal_flip: 0.5}]"))
     check(r.returncode == 1 and "fixes the size" in r.stderr and "c0/1.png" in r.stderr,
           f"sizes: exit {r.returncode}: {r.stderr[-300:]}")
+    # random_resized_crop's fallback box of 0 columns (ratio 0.001 on 40x30 images): a bad
+    # image naming the box; skipped, 64 in a row stop the run, naming the last one's problem
+    r = run(plan("thin-box", root, transforms="[{random_resized_crop: {size: 8, ratio: "
+                                              "[0.001, 0.001]}}]"))
+    check(r.returncode == 1 and "random_resized_crop's box on this" in r.stderr and
+          "is 0x" in r.stderr, f"a box of 0 columns: exit {r.returncode}: {r.stderr[-300:]}")
+    r = run(plan("thin-box-skip", root, transforms="[{random_resized_crop: {size: 8, ratio: "
+                                                   "[0.001, 0.001]}}]",
+                 extra="  on_bad_image: skip\n"))
+    check(r.returncode == 1 and "64 bad images in a row from sample" in r.stderr and
+          "(the last: " in r.stderr and "random_resized_crop's box" in r.stderr,
+          f"every image bad, skipped: exit {r.returncode}: {r.stderr[-400:]}")
     # random_crop larger than the image
     r = run(plan("bigcrop", root, transforms="[{random_crop: 64}]"))
     check(r.returncode == 1 and "random_crop of 64x64" in r.stderr,

@@ -87,6 +87,18 @@ static void test_transforms(void)
     CHECK_MSG(flips > 900 && flips < 1100, "flips %d of 2000", flips);
     CHECK_MSG(differ > 1900, "only %d of 2000 boxes change with the epoch", differ);
     CHECK_MSG(fallbacks > 1500, "fallbacks %d of 2000 on a 2000x20 image", fallbacks);
+    /* a fallback box of 0 rows (ratio 1000 on a square image) is an error naming the file */
+    {
+        pp_transform wide = tf(PP_TF_RANDOM_RESIZED_CROP, 8, 8);
+        wide.ratio[0] = wide.ratio[1] = 1000;
+        pp_tf_op o[2];
+        int n;
+        pp_error err;
+        const pp_status s = pp_transform_draw(&wide, 1, 1, 0, 0, 8, 8, "sq.png", o, &n, &err);
+        CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, "sq.png: random_resized_crop's box on "
+                                                       "this 8x8 image is 8x0 pixels"),
+                  "a box of 0 rows: %d %s", (int)s, s ? err.msg : "");
+    }
     /* random_crop with padding 4 of a 32x32 image: boxes from -4 to +4 */
     pp_transform rc = tf(PP_TF_RANDOM_CROP, 32, 32);
     for (int k = 0; k < 4; k++) rc.pad[k] = 4;
