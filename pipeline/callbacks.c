@@ -108,7 +108,7 @@ static pp_status cb_forward(void *user, pp_exec *ex, int mb, int mb_size, const 
      * vocabulary-sized tensor per micro-batch */
     pp_tensor rows;
     pp_tensor *y = out;
-    if (last && p->targets > 1) {
+    if (last && p->model.kind == PP_MODEL_GPT2) { /* (generation's windows of 1 too) */
         PP_TRY(logit_rows(st, mb, mb_size, &rows, err));
         y = &rows;
     }

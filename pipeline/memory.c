@@ -513,7 +513,9 @@ void pipe_fit_stage_predict(const pp_plan *plan, const pipe_fit_units *fu, pipe_
             int eb = plan->eval.batch_size, em = (eb + plan->split_size - 1) / plan->split_size;
             o->batch += (int64_t)eb * targets * row + (int64_t)em * 8;
         }
-        o->slots += out_b * n_max; /* the last stage's output */
+        /* the last stage's output; GPT-2's goes to its gradient's rows (the
+         * executor's own_output) */
+        if (plan->model.kind != PP_MODEL_GPT2) o->slots += out_b * n_max;
     }
     /* a tied head's copy on another device: the stage holding the token
      * embedding (unit 0) stages the copy's gradient there (pipeline/tied.c) */

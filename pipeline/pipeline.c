@@ -490,6 +490,11 @@ pp_status pipe_new_rank(const pp_plan *plan, const pp_pipeline_options *opts, pp
     for (int k = 0; k < p->n_stages; k++)
         if (p->stages[k].bucket_in_lane) p->descs[k].ops = &pipe_stage_ops_bucketed;
     if ((s = pp_executor_new(p->descs, p->n_stages, p->slots, &p->exec, err)) != PP_OK) goto fail;
+    /* a token model's last stage writes its logits into their gradient's rows
+     * (callbacks.c): no output buffer of the executor's beside them */
+    if (p->model.kind == PP_MODEL_GPT2 &&
+        (s = pp_executor_set_own_output(p->exec, true, err)) != PP_OK)
+        goto fail;
     for (int k = 0; k < p->n_stages; k++) /* the optimizer's mark on its stream (step.c) */
         if (stage_here(p, k) &&
             (s = pp_event_new(p->stages[k].dev, &p->stages[k].opt_done, err)) != PP_OK)

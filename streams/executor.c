@@ -210,6 +210,15 @@ pp_status pp_executor_new(const pp_stage_desc *stages, int n, int slots, pp_exec
     return PP_OK;
 }
 
+pp_status pp_executor_set_own_output(pp_executor *ex, bool own, pp_error *err)
+{
+    if (!ex) return pp_error_set(err, PP_ERR_INVALID, "executor: NULL");
+    if (ex->slots)
+        return pp_error_set(err, PP_ERR_INVALID, "executor: own_output set after the first run");
+    ex->own_output = own;
+    return PP_OK;
+}
+
 pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks, int n,
                                 pp_error *err)
 {
@@ -357,7 +366,8 @@ static size_t max_bytes(const pp_executor *ex, int st, int m)
 static pp_status ensure_buffers(pp_executor *ex, const pp_program *p, int m, pp_error *err)
 {
     int S = ex->S, slots = p->slots;
-    bool ok = ex->slots >= slots && ex->last_bytes >= max_bytes(ex, S - 1, m);
+    const bool own = ex->own_output; /* no buffer for the last stage's output */
+    bool ok = ex->slots >= slots && (own || ex->last_bytes >= max_bytes(ex, S - 1, m));
     for (int b = 0; ok && b < S - 1; b++)
         ok = ex->bufs[b].bytes >= max_bytes(ex, b, m) && ex->bufs[b].cross == p->cross[b];
     if (ok) return PP_OK;
@@ -391,6 +401,7 @@ static pp_status ensure_buffers(pp_executor *ex, const pp_program *p, int m, pp_
             return st;
         }
     }
+    if (own) return PP_OK;
     ex->last_bytes = max_bytes(ex, S - 1, m);
     if (ex->last_bytes == 0) ex->last_bytes = 1;
     if (!local(ex, S - 1)) return PP_OK;

@@ -203,6 +203,13 @@ pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks
 pp_status pp_executor_set_link(pp_executor *ex, int b, pp_nccl *act, pp_nccl *grad,
                                pp_error *err);
 
+/* own: the last stage's forward writes its output where it chooses (its out
+ * tensor then carries the output's shape with data NULL), so the executor
+ * allocates no buffer for it; a language model's head, say, writing its
+ * logits over their gradient's rows keeps no second tensor of vocabulary
+ * size. Off by default; call before the first run (PP_ERR_INVALID after). */
+pp_status pp_executor_set_own_output(pp_executor *ex, bool own, pp_error *err);
+
 /* Runs one step of s (validated first; s->stages must equal n) and waits for
  * it. On success fills *stats if stats is non-NULL (pp_step_stats_free it).
  * On failure returns the first failing action's error, its message prefixed

@@ -78,6 +78,7 @@ struct pp_executor {
     boundary_buf *bufs;        /* (S-1) */
     size_t last_bytes;
     void *last_out;            /* last stage's output buffer */
+    bool own_output;           /* none: the last stage writes its own (set_own_output) */
 
     /* stages on several processes (pp_executor_set_ranks); NULL: all local */
     pp_comm *comm;

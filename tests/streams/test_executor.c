@@ -150,6 +150,37 @@ static void test_error(void)
     CHECK(pp_executor_new(&none, 1, 0, &ex, &err) == PP_ERR_INVALID);
 }
 
+/* pp_executor_set_own_output: the last stage's forward gets its output's
+ * shape without a buffer and writes its own; the step equals the reference
+ * (training and forward-only), and setting it after the first run is refused. */
+static void test_own_output(void)
+{
+    const pp_schedule_kind kinds[] = {PP_SCHEDULE_1F1B, PP_SCHEDULE_FORWARD};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        pp_schedule s;
+        pp_error err;
+        CHECK_OK(pp_schedule_build(&s, kinds[k], 3, 4, NULL, &err), &err);
+        toy_stage st[3];
+        pp_stage_desc desc[3];
+        setup_stages(st, desc, 3, (int[]){0, 1, 1}, &s);
+        st[2].own_out = true;
+        float dw[3], out_sum[MAX_MB];
+        reference(&s, st, dw, out_sum);
+        pp_executor *ex;
+        CHECK_OK(pp_executor_new(desc, 3, 0, &ex, &err), &err);
+        CHECK_OK(pp_executor_set_own_output(ex, true, &err), &err);
+        CHECK_OK(pp_executor_run(ex, &s, NULL, &err), &err);
+        for (int i = 0; i < s.micro_batches; i++)
+            CHECK_MSG(st[2].out_sum[i] == out_sum[i], "%s: micro-batch %d's output", s.name, i);
+        for (int j = 0; j < 3; j++)
+            CHECK_MSG(st[j].bad_args == 0 && (s.forward_only || st[j].dw == dw[j]),
+                      "%s: stage %d: %d bad calls", s.name, j, st[j].bad_args);
+        CHECK(pp_executor_set_own_output(ex, false, &err) == PP_ERR_INVALID);
+        pp_executor_free(ex);
+        pp_schedule_free(&s);
+    }
+}
+
 /* A forward-only schedule (evaluation, inference) validates, runs every
  * forward once per stage in any placement, no backward or step, and gives the
  * reference outputs; schedules that mix in a backward are refused. */
@@ -439,6 +470,7 @@ int main(void)
     test_graphs();
     test_graph_refused();
     test_forward_only();
+    test_own_output();
     test_error();
     test_grads_ready();
     toy_devices_close();

@@ -57,8 +57,12 @@ pp_status toy_forward(void *user, pp_exec *ex, int mb, int mb_size, const pp_ten
     toy_stage *ts = user;
     if (ts->fwd_ms > 0) PP_TRY(pp_delay(ex, ts->fwd_ms, err));
     if (mb == ts->fail_mb) return pp_error_set(err, PP_ERR_NUMERIC, "loss is NaN");
-    if (ex->dev != ts->dev || (ts->index == 0) != (in == NULL) || !shape_ok(ts, out, mb_size) ||
-        (in && !shape_ok(ts, in, mb_size)) || mb_size > MAX_SIZE)
+    const bool own = ts->own_out && ts->index == ts->S - 1;
+    pp_tensor shaped = *out;
+    if (own) shaped.data = out->data ? NULL : ts->own; /* out's data must be NULL */
+    if (ex->dev != ts->dev || (ts->index == 0) != (in == NULL) ||
+        !shape_ok(ts, &shaped, mb_size) || (in && !shape_ok(ts, in, mb_size)) ||
+        mb_size > MAX_SIZE)
         ts->bad_args++;
     ts->f_count[mb]++;
     int n = mb_size * D;
@@ -68,10 +72,11 @@ pp_status toy_forward(void *user, pp_exec *ex, int mb, int mb_size, const pp_ten
     } else {
         memcpy(ts->saved[mb], in->data, (size_t)n * sizeof(float));
     }
-    toy_forward_math(ts->saved[mb], ts->w, n, out->data);
+    float *y = own ? ts->own : out->data;
+    toy_forward_math(ts->saved[mb], ts->w, n, y);
     if (ts->index == ts->S - 1) {
         float s = 0;
-        for (int k = 0; k < n; k++) s += ((float *)out->data)[k];
+        for (int k = 0; k < n; k++) s += y[k];
         ts->out_sum[mb] = s;
     }
     return PP_OK;

@@ -39,6 +39,10 @@ typedef struct toy_stage {
     atomic_int *hook_flag;             /* set when grads_ready starts */
     atomic_int *wait_flag;             /* last backward waits for it (<= 30 s) */
     int saw_flag;                      /* ... and found it set */
+    /* the last stage writes its output into own (pp_executor_set_own_output):
+     * out must come with its shape and no data */
+    bool own_out;
+    float own[MAX_SIZE * D];
 } toy_stage;
 
 /* cpu:0 .. cpu:3, open between toy_devices_open and toy_devices_close (which
