@@ -421,7 +421,8 @@ cudaError_t pp_cuda_launch_copy_pitched(cudaStream_t s, unsigned max_grid, int64
                                         int64_t len, size_t es, const void *src, int64_t sld,
                                         void *dst, int64_t dld)
 {
-    if (lines < 0 || len < 0 || sld < len || dld < len || (es != 2 && es != 4))
+    if (lines < 0 || len < 0 || sld < len || dld < len || (es != 2 && es != 4) ||
+        (uintptr_t)src % es || (uintptr_t)dst % es)
         return cudaErrorInvalidValue;
     if (lines == 0 || len == 0) return cudaSuccess;
     return es == 2 ? copy_pitched<uint16_t>(s, max_grid, lines, len, src, sld, dst, dld)

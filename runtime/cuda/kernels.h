@@ -59,8 +59,8 @@ cudaError_t pp_cuda_launch_bf16_from_f32(cudaStream_t s, unsigned grid, int64_t 
 cudaError_t pp_cuda_launch_f32_from_bf16(cudaStream_t s, unsigned grid, int64_t n,
                                          const uint16_t *x, float *y);
 /* lines x len elements of es bytes (2 or 4) from src at pitch sld to dst at pitch dld
- * (elements; both at least len): line k's len elements, dst's padding untouched. Any
- * 2-byte alignment (cuBLASLt's operands at a padded pitch, blaslt.c). */
+ * (elements; both at least len): line k's len elements, dst's padding untouched. Pointers
+ * aligned to es, pitches any (cuBLASLt's operands at a padded pitch, blaslt.c). */
 cudaError_t pp_cuda_launch_copy_pitched(cudaStream_t s, unsigned max_grid, int64_t lines,
                                         int64_t len, size_t es, const void *src, int64_t sld,
                                         void *dst, int64_t dld);

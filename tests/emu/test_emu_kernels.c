@@ -276,7 +276,7 @@ static void test_delay(void)
 
 /* The copies between pitches (cuBLASLt's operands at a padded pitch, blaslt.c): every
  * line's elements at the new pitch, the padding and the bytes past the last line
- * untouched, at 2- and 4-byte elements, bases off 16 bytes, lines a warp takes (at most
+ * untouched, at 2- and 4-byte elements, bases an element off 16 bytes, lines a warp takes (at most
  * 256 elements) and lines a block takes, more lines than the grid has groups, from an
  * unaligned pitch to a padded one and back. */
 static void test_copy_pitched(void)
@@ -301,7 +301,8 @@ static void test_copy_pitched(void)
                           dld = cases[c].dld;
             const size_t sbytes = (size_t)(L * sld + 8) * es, dbytes = (size_t)(L * dld + 8) * es;
             void *bs, *bd;
-            unsigned char *src = emu_alloc(sbytes, 2, &bs), *dst = emu_alloc(dbytes, 2, &bd);
+            /* bases an element off 16 bytes (an element's own alignment, as tensors have) */
+            unsigned char *src = emu_alloc(sbytes, es, &bs), *dst = emu_alloc(dbytes, es, &bd);
             for (size_t i = 0; i < sbytes; i++) src[i] = (unsigned char)(i * 2654435761u >> 13);
             memset(dst, SENT, dbytes);
             char what[96];
@@ -325,8 +326,12 @@ static void test_copy_pitched(void)
             free(bs), free(bd);
         }
     }
-    /* refused: an element size of 3 bytes, a pitch shorter than a line */
+    /* refused: an element size of 3 bytes, a pitch shorter than a line, 4-byte
+     * elements off their alignment */
     CHECK(pp_emu_cuda_launch_copy_pitched(0, 2, 2, 8, 3, NULL, 8, NULL, 8) != cudaSuccess);
+    static uint32_t words[4];
+    CHECK(pp_emu_cuda_launch_copy_pitched(0, 2, 1, 1, 4, (const char *)words + 2, 1, words + 2,
+                                          1) != cudaSuccess);
     CHECK(pp_emu_cuda_launch_copy_pitched(0, 2, 2, 8, 2, NULL, 7, NULL, 8) != cudaSuccess);
     CHECK(pp_emu_cuda_launch_copy_pitched(0, 2, 2, 8, 2, NULL, 8, NULL, 7) != cudaSuccess);
 }
