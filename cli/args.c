@@ -55,7 +55,8 @@ static void usage(FILE *f)
           "                      (or --save's file) that verifies; a fresh start when none\n"
           "  --verify FILE...    check checkpoint files (header, offsets, checksums, finite\n"
           "                      values; with a PLAN.yaml also that it loads into its model\n"
-          "                      and would resume under it), run nothing; exit 0 or 2\n"
+          "                      and would resume under it), run nothing; exit 0, 2 (a file\n"
+          "                      failed) or 3 (each loads, but --resume would refuse one)\n"
           "  --device-map MAP    remap devices, e.g. cuda:1=cuda:0 or cuda=cpu\n"
           "  --cuda-graphs on|off  replay each CUDA training step as graphs after the first\n"
           "                      (default: the plan's cuda_graphs, or PP_CUDA_GRAPHS, else on)\n"
@@ -94,7 +95,8 @@ static void usage(FILE *f)
           "token in hand); a second signal ends the program at once without a partial file.\n"
           "\n"
           "exit status: 0 ok, 1 runtime failure, 2 bad input, 143 stopped by SIGTERM,\n"
-          "130 stopped by SIGINT\n",
+          "130 stopped by SIGINT, 3 (--verify with a plan) every file loads but --resume\n"
+          "would refuse one\n",
           f);
 }
 

@@ -48,6 +48,26 @@ bool pp_cli_has_optimizer_state(const pp_plan *plan, const pp_checkpoint_info *i
     return false;
 }
 
+const char *pp_cli_optimizer_state_held(const pp_checkpoint_info *info)
+{
+    static const struct {
+        const char *prefix, *words;
+    } kinds[] = {{PP_OPTIMIZER_EXP_AVG_PREFIX, "AdamW state"},
+                 {PP_OPTIMIZER_MOMENTUM_PREFIX, "SGD momentum"}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (size_t i = 0; i < info->n; i++)
+            if (strncmp(info->entries[i].name, kinds[k].prefix, strlen(kinds[k].prefix)) == 0)
+                return kinds[k].words;
+    return "no optimizer state";
+}
+
+const char *pp_cli_optimizer_state_needed(const pp_plan *plan)
+{
+    const char *prefix = pp_plan_optimizer_state_prefix(plan);
+    if (!prefix) return NULL;
+    return strcmp(prefix, PP_OPTIMIZER_EXP_AVG_PREFIX) == 0 ? "AdamW state" : "SGD momentum";
+}
+
 /* The keys of k that differ from what info records under prefix (and the
  * keys under prefix only info has): printed on f (may be NULL) after a line
  * naming path and the plan once (*said); returns how many. */

@@ -45,6 +45,14 @@ void pp_cli_epoch_sums_read(const pp_checkpoint_info *info, pp_cli_epoch_sums *s
  * AdamW); true when that optimizer keeps none. */
 bool pp_cli_has_optimizer_state(const pp_plan *plan, const pp_checkpoint_info *info);
 
+/* The optimizer state a file holds, in words: "AdamW state", "SGD momentum"
+ * or "no optimizer state". */
+const char *pp_cli_optimizer_state_held(const pp_checkpoint_info *info);
+
+/* The state the plan's optimizer resumes from, in words ("AdamW state",
+ * "SGD momentum"); NULL when it keeps none. */
+const char *pp_cli_optimizer_state_needed(const pp_plan *plan);
+
 /* Compares the plan's step keys with those info (of file path) records.
  * Prints each difference on f ("  batch.size: 256 in the checkpoint, 128 in
  * the plan") after a line naming both files, and returns false when any

@@ -4,11 +4,15 @@
  *
  * Each file: its header and data offsets, every checksum (when it has them)
  * and that no float tensor holds NaN or Inf (pp_checkpoint_verify). With a
- * plan: also that a run of the plan could resume from it (the step keys the
- * file records equal the plan's) and load it (every parameter, buffer and
+ * plan: also that the plan's model loads it (every parameter, buffer and
  * optimizer tensor the plan's model has, with its shape and dtype), checked
- * by building the model on CPU devices. One line per file on stdout,
- * problems on stderr; exit 0 when every file passes, else 2.
+ * by building the model on CPU devices, and whether --resume under the plan
+ * would take it as well (the step keys the file records equal the plan's,
+ * and it holds the state of the plan's optimizer: resume.h). One line per
+ * good file on stdout, saying why --resume would refuse it where it would,
+ * problems on stderr. Exit 0 when every file passes (and, with a plan,
+ * would resume), 2 when any fails, 3 when every file passes and loads but
+ * --resume would refuse some (--load takes them).
  */
 #ifndef PP_CLI_VERIFY_H
 #define PP_CLI_VERIFY_H

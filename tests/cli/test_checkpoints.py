@@ -2,7 +2,8 @@
 """Checkpoint integrity and long-run robustness of the pipeline-run program:
 damaged files refused naming the tensor (4 bytes changed in one tensor, NaN
 in a weight), files written the way the safetensors library writes them still
-load, --verify, SIGTERM and SIGINT a few steps in (exit 143 / 130, a
+load, --verify (exit 3 for a file that loads but does not resume: weights
+alone, another batch size), SIGTERM and SIGINT a few steps in (exit 143 / 130, a
 checkpoint of the step reached, --resume auto ending bitwise where a run that
 never stopped ends), a second signal during a save, kill -9 during saves
 (repeated: every file verifies or is absent, no temporary left once the next
@@ -198,6 +199,33 @@ def test_integrity():
           "a file of the library's layout loads to the same state (bitwise the same next save)")
     r = run("--verify", lib)
     check(r.returncode == 0 and "no checksums (values checked)" in r.stdout, f"--verify: {r.stdout}")
+
+    # weights alone (as --weights-only, torch or Hugging Face write them): they load, and
+    # --resume refuses them; --verify with the plan says so, exit 3
+    weights = path("weights.safetensors")
+    st_save_like_library(weights, {k: v for k, v in tensors.items()
+                                   if not k.startswith("optimizer.")}, {})
+    r = run(plan, "--resume", weights)
+    check(r.returncode == 2, f"--resume of weights alone: {r.returncode} {r.stderr[-300:]}")
+    r = run("--verify", weights, plan)
+    check(r.returncode == 3 and "weights.safetensors: ok: 122 tensors" in r.stdout and
+          f"; no optimizer state; --resume refuses it: no SGD momentum, which {plan}'s "
+          "optimizer resumes from (--load takes it)\n" in r.stdout and
+          "1 of 1 file would not resume under" in r.stderr,
+          f"--verify of weights alone with the plan: {r.returncode} {r.stdout!r} {r.stderr!r}")
+    r = run("--verify", good, weights, plan)
+    check(r.returncode == 3 and r.stdout.count("--resume refuses it") == 1 and
+          r.stdout.startswith(f"{good}: ok:") and "; SGD momentum\n" in r.stdout,
+          f"--verify of a good file and weights alone: {r.returncode} {r.stdout!r}")
+    r = run("--verify", weights)
+    check(r.returncode == 0 and "--resume" not in r.stdout + r.stderr,
+          f"--verify of weights alone without a plan: {r.returncode} {r.stdout!r}")
+    # another batch size: the file loads, and its steps mean something else
+    b8 = write("b8.yaml", open(plan).read().replace("size: 4, split", "size: 8, split"))
+    r = run("--verify", good, b8)
+    check(r.returncode == 3 and "batch.size: 4 in the checkpoint, 8 in the plan" in r.stderr and
+          "--resume refuses it: its steps mean something else under" in r.stdout,
+          f"--verify under another batch size: {r.returncode} {r.stdout!r} {r.stderr!r}")
 
     # NaN inside a weight (a file without checksums, as torch would write it): exit 2
     dtype, shape, raw = tensors["layer1.0.conv2.weight"]

@@ -10,8 +10,9 @@ all on.
   --json's losses and gradient norms are the same numbers.
 - Resume: the step-1 checkpoint (AdamW state) resumed for one step saves the
   bits of the 2-step run; --verify names the AdamW state; an SGD plan with
-  momentum refuses to resume from it (no momentum state, exit 2); a
-  weights-only file refused by --resume under the AdamW plan.
+  momentum refuses to resume from it (no momentum state, exit 2), and
+  --verify under that plan says so (exit 3); a weights-only file refused by
+  --resume under the AdamW plan.
 - The report: the summary's grad norm line, the progress line's norm, the
   --metrics grad_norm column on step rows (the top5_accuracy column on
   evaluation rows, with the eval line's top-5), --json's grad_norms.
@@ -148,6 +149,9 @@ def test_resume(f2):
     r = run(sgd, "--resume", s1)
     check(r.returncode == 2 and "no optimizer state" in r.stderr,
           f"an SGD plan with momentum refuses AdamW's state: {r.returncode} {r.stderr[-300:]}")
+    r = run("--verify", s1, sgd)
+    check(r.returncode == 3 and "; AdamW state; --resume refuses it: no SGD momentum" in r.stdout,
+          f"--verify under the SGD plan says --resume refuses it: {r.returncode} {r.stdout!r}")
     w = os.path.join(TMP, "w.safetensors")
     run(plan("one", one), "--steps", "1", "--save", w, "--weights-only")
     r = run(plan("one", one), "--resume", w)
