@@ -68,6 +68,16 @@ const char *pp_cli_optimizer_state_needed(const pp_plan *plan)
     return strcmp(prefix, PP_OPTIMIZER_EXP_AVG_PREFIX) == 0 ? "AdamW state" : "SGD momentum";
 }
 
+/* Why a file without the state of the plan's optimizer cannot be resumed,
+ * on f; held: the state it holds (pp_cli_optimizer_state_held). */
+static void say_no_state(FILE *f, const pp_plan *plan, const char *held)
+{
+    const bool none = strcmp(held, "no optimizer state") == 0;
+    fprintf(f, "no %s, which %s's optimizer resumes from (the file holds %s%s)",
+            pp_cli_optimizer_state_needed(plan), plan->path, held,
+            none ? ": saved with --weights-only?" : "");
+}
+
 /* The keys of k that differ from what info records under prefix (and the
  * keys under prefix only info has): printed on f (may be NULL) after a line
  * naming path and the plan once (*said); returns how many. */
@@ -222,8 +232,10 @@ bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chose
         pp_checkpoint_info info;
         bool opt = false, mine = true;
         char key[64] = "";
+        const char *held = "no optimizer state"; /* a static string: outlives info */
         if (pp_checkpoint_list(files[i].path, &info, &err) == PP_OK) {
             opt = pp_cli_has_optimizer_state(plan, &info);
+            held = pp_cli_optimizer_state_held(&info);
             mine = same_run(plan, &info, files[i].path, NULL, key, sizeof key);
             if (!mine && !*other) {
                 *other = strdup(files[i].path);
@@ -237,8 +249,9 @@ bool pp_cli_resume_auto(const pp_plan *plan, const char *save_path, char **chose
             continue;
         }
         if (!opt) {
-            fprintf(log, "pipeline-run: warning: --resume auto skips %s: no optimizer state "
-                         "(saved with --weights-only?)\n", files[i].path);
+            fprintf(log, "pipeline-run: warning: --resume auto skips %s: ", files[i].path);
+            say_no_state(log, plan, held);
+            fputc('\n', log);
             continue;
         }
         *chosen = strdup(files[i].path);
@@ -328,8 +341,9 @@ static void decide(const pp_plan *plan, const char *resume, const char *save_pat
         return;
     }
     if (!pp_cli_has_optimizer_state(plan, &info)) {
-        fprintf(stderr, "pipeline-run: %s: no optimizer state (saved with --weights-only?); "
-                        "--resume needs it, --load starts from the weights alone\n", d->from);
+        fprintf(stderr, "pipeline-run: %s: ", d->from);
+        say_no_state(stderr, plan, pp_cli_optimizer_state_held(&info));
+        fprintf(stderr, "; --resume needs it, --load starts from the weights alone\n");
         d->code = 2;
     } else if (!pp_cli_plan_matches(plan, &info, d->from, stderr, NULL)) {
         d->code = 2;

@@ -10,9 +10,10 @@ all on.
   --json's losses and gradient norms are the same numbers.
 - Resume: the step-1 checkpoint (AdamW state) resumed for one step saves the
   bits of the 2-step run; --verify names the AdamW state; an SGD plan with
-  momentum refuses to resume from it (no momentum state, exit 2), and
-  --verify under that plan says so (exit 3); a weights-only file refused by
-  --resume under the AdamW plan.
+  momentum refuses to resume from it (no momentum state, exit 2, naming the
+  AdamW state it holds) and --verify under that plan says so (exit 3); a
+  weights-only file refused by --resume under the AdamW plan, and skipped by
+  --resume auto saying why.
 - The report: the summary's grad norm line, the progress line's norm, the
   --metrics grad_norm column on step rows (the top5_accuracy column on
   evaluation rows, with the eval line's top-5), --json's grad_norms.
@@ -147,7 +148,8 @@ def test_resume(f2):
           f"--verify names the AdamW state: {r.stdout!r} {r.stderr!r}")
     sgd = plan("sgd", one, optimizer="{type: sgd, lr: 0.1, momentum: 0.9}")
     r = run(sgd, "--resume", s1)
-    check(r.returncode == 2 and "no optimizer state" in r.stderr,
+    check(r.returncode == 2 and f"s1.safetensors: no SGD momentum, which {sgd}'s optimizer "
+          "resumes from (the file holds AdamW state); --resume needs it" in r.stderr,
           f"an SGD plan with momentum refuses AdamW's state: {r.returncode} {r.stderr[-300:]}")
     r = run("--verify", s1, sgd)
     check(r.returncode == 3 and "; AdamW state; --resume refuses it: no SGD momentum" in r.stdout,
@@ -155,8 +157,15 @@ def test_resume(f2):
     w = os.path.join(TMP, "w.safetensors")
     run(plan("one", one), "--steps", "1", "--save", w, "--weights-only")
     r = run(plan("one", one), "--resume", w)
-    check(r.returncode == 2 and "no optimizer state" in r.stderr,
+    check(r.returncode == 2 and "w.safetensors: no AdamW state, which" in r.stderr and
+          "(the file holds no optimizer state: saved with --weights-only?)" in r.stderr,
           f"--resume of a weights-only file under AdamW: {r.returncode} {r.stderr[-300:]}")
+    auto = os.path.join(TMP, "auto.safetensors")  # (the run then saves over it)
+    shutil.copyfile(w, auto)
+    r = run(plan("one", one), "--resume", "auto", "--save", auto, "--steps", "1")
+    check(r.returncode == 0 and f"--resume auto skips {auto}: no AdamW state, which" in r.stderr
+          and "(the file holds no optimizer state: saved with --weights-only?)\n" in r.stderr,
+          f"--resume auto says why it skips a weights-only file: {r.stderr[-400:]}")
 
 
 def write_idx(name, dims, data):
