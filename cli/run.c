@@ -80,9 +80,11 @@ static int periodic_save(pp_pipeline *p, const pp_plan *plan, pp_cli_series *ser
     const int64_t steps = pp_pipeline_steps_done(p);
     if (rr->save_failures++ == 0) rr->first_failed_save = steps;
     if (progress) fputc('\n', stderr);
-    fprintf(stderr, "pipeline-run: %s\npipeline-run: the checkpoint after step %lld was not "
-            "written; training goes on (the run will exit with status 1)\n", err->msg,
-            (long long)steps);
+    fprintf(stderr, "pipeline-run: %s\npipeline-run: the checkpoint after step %lld %s; training "
+            "goes on (the run will exit with status 1)\n", err->msg, (long long)steps,
+            series->failed_in_place ? "is in place but its folder was not synced (it may not "
+                                      "survive a crash)"
+                                    : "was not written");
     return 0;
 }
 

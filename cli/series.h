@@ -46,6 +46,8 @@ typedef struct pp_cli_series {
     int n;
     int64_t last_steps;          /* steps of the newest file this run wrote (or adopted) */
     char *last_path;
+    bool failed_in_place;        /* the last save failed after its file was renamed into
+                                  * place (its folder's fsync): that file is counted */
 } pp_cli_series;
 
 void pp_cli_series_init(pp_cli_series *s, const pp_plan *plan, int rank,
@@ -61,7 +63,11 @@ char *pp_cli_series_path(const pp_cli_series *s, int64_t steps);
  * written), and drops the oldest beyond keep. o->with_optimizer is forced
  * on. The save is abandoned by a second signal (signals.h). On success
  * *path_out (may be NULL) names the file (owned by s). Returns PP_OK or the
- * save's status (PP_ERR_INTERRUPTED when abandoned). */
+ * save's status (PP_ERR_INTERRUPTED when abandoned). A save that fails
+ * after its file took its name (the folder could not be synced) leaves a
+ * whole file there: keep counts it as this run's (s->failed_in_place), so
+ * the files kept are the newest on disk; it is written again when a later
+ * save is due at the same step. */
 pp_status pp_cli_series_save(pp_cli_series *s, pp_pipeline *p, const pp_pipeline_save_options *o,
                              const char **path_out, bool *written, pp_error *err);
 
