@@ -107,6 +107,19 @@ static void series_legend(const chart *c, const chart_series *s, int k, double x
     fprintf(c->f, "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", x + 30, ly + 4, s->label);
 }
 
+/* The row after prev (-1: the first) by increasing split size, rows of one
+ * size in their order; -1 after the last. */
+static int next_by_size(const pp_sweep_row *rows, int n, int prev)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++) {
+        const bool after = prev < 0 || rows[i].split_size > rows[prev].split_size ||
+                           (rows[i].split_size == rows[prev].split_size && i > prev);
+        if (after && (best < 0 || rows[i].split_size < rows[best].split_size)) best = i;
+    }
+    return best;
+}
+
 bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_row *rows, int n)
 {
     FILE *f = fopen(path, "w");
@@ -150,7 +163,8 @@ bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_
                                           {"#b34", "6 4", "bubble (predicted)", 2}};
     for (int k = 0; k < 3; k++) {
         series_open(&c, &series[k]);
-        for (int i = 0; i < n; i++) {
+        /* by increasing split size, whatever the list's order: lines that do not zig-zag */
+        for (int i = next_by_size(rows, n, -1); i >= 0; i = next_by_size(rows, n, i)) {
             if (rows[i].failed) continue;
             double v = series[k].which == 0   ? YPOS(rows[i].images_per_s)
                        : series[k].which == 1 ? BPOS(rows[i].bubble)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """End-to-end tests of what the pipeline-run program reports about its runs:
 --simulate, the JSON's keys and types, traces, --sweep-split (tables, CSV, SVG; failed
-sizes and the whole list checked first), schedules (--print-schedule, programs from files,
-bad programs, --sweep-schedule). Usage: test_cli_reports.py PIPELINE_RUN SOURCE_ROOT"""
+sizes and the whole list checked first; a list out of order), schedules
+(--print-schedule, programs from files, bad programs, --sweep-schedule).
+Usage: test_cli_reports.py PIPELINE_RUN SOURCE_ROOT"""
 import csv
 import json
 import os
@@ -268,6 +269,25 @@ stages:
     check(os.path.exists(svg_path) and "failed" in open(svg_path).read(), "SVG marks the failures")
 
 
+def test_sweep_unsorted():
+    """a list out of order: the sizes run, and the table, CSV and JSON list them, in the
+    list's order; the chart's lines join them by increasing split size"""
+    csv_path, svg_path = os.path.join(TMP, "u.csv"), os.path.join(TMP, "u.svg")
+    r = run(DELAY, "--sweep-split", "8,2,4,1", "--steps", "1", "--csv", csv_path, "--svg",
+            svg_path, "--json")
+    check(r.returncode == 0, f"--sweep-split 8,2,4,1: exit {r.returncode} {r.stderr}")
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    check([int(row["split_size"]) for row in rows] == [8, 2, 4, 1], f"CSV in list order: {rows}")
+    sweep = jload(r.stdout).get("sweep", [])
+    check([row.get("split_size") for row in sweep] == [8, 2, 4, 1], f"JSON in list order {sweep}")
+    root = ET.parse(svg_path).getroot()
+    lines = root.findall(".//{http://www.w3.org/2000/svg}polyline")
+    xs = [[float(p.split(",")[0]) for p in line.get("points").split()] for line in lines]
+    check(len(xs) == 3 and all(len(x) == 4 and x == sorted(x) for x in xs),
+          f"SVG lines by increasing split size: {xs}")
+
+
 run_tests("cli_reports", [
     test_simulate,
     test_json_and_trace,
@@ -275,4 +295,5 @@ run_tests("cli_reports", [
     test_sweep_past_failure,
     test_schedules,
     test_sweep_whole_list,
+    test_sweep_unsorted,
 ])
