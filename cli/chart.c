@@ -7,6 +7,8 @@
 
 #include <math.h>
 
+#include "cli/outputs.h"
+
 /* A "nice" axis maximum: 1, 2 or 5 times a power of ten, >= v. */
 static double nice_max(double v)
 {
@@ -122,7 +124,8 @@ static int next_by_size(const pp_sweep_row *rows, int n, int prev)
 
 bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_row *rows, int n)
 {
-    FILE *f = fopen(path, "w");
+    pp_cli_output out;
+    FILE *f = pp_cli_output_open(&out, path);
     if (!f) return false;
     chart c;
     chart_begin(&c, f, title, "throughput and bubble against split size");
@@ -184,13 +187,14 @@ bool pp_cli_write_sweep_svg(const char *path, const char *title, const pp_sweep_
 #undef YPOS
 #undef BPOS
     fprintf(f, "</svg>\n");
-    return fclose(f) == 0;
+    return pp_cli_output_commit(&out);
 }
 
 bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epoch_row *rows,
                                int n)
 {
-    FILE *f = fopen(path, "w");
+    pp_cli_output out;
+    FILE *f = pp_cli_output_open(&out, path);
     if (!f) return false;
     chart c;
     chart_begin(&c, f, title, "loss and test accuracy per epoch");
@@ -228,13 +232,14 @@ bool pp_cli_write_training_svg(const char *path, const char *title, const pp_epo
 #undef YPOS
 #undef APOS
     fprintf(f, "</svg>\n");
-    return fclose(f) == 0;
+    return pp_cli_output_commit(&out);
 }
 
 bool pp_cli_write_schedule_sweep_svg(const char *path, const char *title,
                                      const pp_schedule_row *rows, int n)
 {
-    FILE *f = fopen(path, "w");
+    pp_cli_output out;
+    FILE *f = pp_cli_output_open(&out, path);
     if (!f) return false;
     chart c;
     chart_begin(&c, f, title, "step time and bubble per schedule");
@@ -276,5 +281,5 @@ bool pp_cli_write_schedule_sweep_svg(const char *path, const char *title,
                                            2}};
     for (int k = 0; k < 3; k++) series_legend(&c, &legend[k], k, c.L + 10);
     fprintf(f, "</svg>\n");
-    return fclose(f) == 0;
+    return pp_cli_output_commit(&out);
 }

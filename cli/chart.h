@@ -2,7 +2,8 @@
  * chart.h - the SVG charts of the pipeline-run program: a split-size sweep,
  * a schedule sweep, and training per epoch. Each writes a whole file (720 x
  * 440, self-contained, no script) at path, titled with title (the plan's
- * path), and returns false when the file cannot be opened or written.
+ * path), beside it first and then moved into place (pp_cli_output_open), and
+ * returns false (the reason on stderr) when the file cannot be written.
  * Output only; the rows are report.h's.
  */
 #ifndef PP_CLI_CHART_H

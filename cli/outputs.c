@@ -1,6 +1,6 @@
 /*
  * outputs.c - the folders of a run's outputs, made or checked before it
- * trains (outputs.h).
+ * trains, and its tables and charts written whole (outputs.h).
  */
 #include "cli/outputs.h"
 
@@ -182,4 +182,35 @@ void pp_cli_outputs_make_parent(const char *path)
     bool made;
     if (dir && dir_state(dir) == ENOENT) make_dirs(dir, &made, why, sizeof why);
     free(dir);
+}
+
+FILE *pp_cli_output_open(pp_cli_output *o, const char *path)
+{
+    memset(o, 0, sizeof *o);
+    o->path = path;
+    struct stat st; /* a link (/dev/stdout), a device, a pipe: written through, never replaced */
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (!(o->direct = fopen(path, "w")))
+            fprintf(stderr, "pipeline-run: %s: %s\n", path, strerror(errno));
+        return o->direct;
+    }
+    pp_error err;
+    if (pp_atomic_open(&o->af, path, &err) == PP_OK) return o->af.f;
+    fprintf(stderr, "pipeline-run: %s\n", err.msg);
+    return NULL;
+}
+
+bool pp_cli_output_commit(pp_cli_output *o)
+{
+    if (o->direct) {
+        bool ok = !ferror(o->direct);
+        if (fclose(o->direct) != 0) ok = false;
+        o->direct = NULL;
+        if (!ok) fprintf(stderr, "pipeline-run: %s: write failed\n", o->path);
+        return ok;
+    }
+    pp_error err;
+    if (pp_atomic_commit(&o->af, &err) == PP_OK) return true;
+    fprintf(stderr, "pipeline-run: %s\n", err.msg);
+    return false;
 }

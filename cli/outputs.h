@@ -7,16 +7,19 @@
  * that no run trains for hours and then loses its result to a missing or
  * read-only folder; --validate checks the same without making anything.
  *
- * Contract: every rank of a job calls it alike (the folders are made where
- * each rank runs; a folder another rank made at the same time is no error).
- * Messages go to stderr; the return value is an exit code (0, or 2).
+ * Contract: every rank of a job calls pp_cli_outputs_prepare alike (the
+ * folders are made where each rank runs; a folder another rank made at the
+ * same time is no error). Messages go to stderr; its return value is an
+ * exit code (0, or 2).
  */
 #ifndef PP_CLI_OUTPUTS_H
 #define PP_CLI_OUTPUTS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "partitioner/plan.h"
+#include "runtime/core/path.h"
 
 /* The outputs given on the command line (NULL: not given). */
 typedef struct pp_cli_outputs {
@@ -42,5 +45,23 @@ void pp_cli_outputs_make_parent(const char *path);
  * that is the first). malloc'ed; NULL without a checkpoint section or when
  * out of memory. */
 char *pp_cli_outputs_series_dir(const pp_plan *plan);
+
+/* A table or chart (a sweep's --csv and --svg, --plot) written whole or not
+ * at all: pp_cli_output_open makes the temporary file beside path and
+ * returns it for writing (NULL when it cannot); pp_cli_output_commit moves
+ * it into place when every write went through, else removes it, so a
+ * failed or interrupted write leaves what was at path as it was. A path
+ * that is a symbolic link or something else than a regular file
+ * (/dev/stdout, a FIFO) is written through, in place: it is never
+ * replaced. A failure is said on stderr ("pipeline-run: PATH: why").
+ * Returns whether path took the whole text. */
+typedef struct pp_cli_output {
+    pp_atomic_file af; /* a regular file, or none yet */
+    FILE *direct;      /* else: path itself, opened for writing */
+    const char *path;
+} pp_cli_output;
+
+FILE *pp_cli_output_open(pp_cli_output *o, const char *path);
+bool pp_cli_output_commit(pp_cli_output *o);
 
 #endif

@@ -1,5 +1,6 @@
 /* report.c - tables, JSON and CSV output of the pipeline-run program (report.h). */
 #include "cli/report.h"
+#include "cli/outputs.h"
 
 #include "pipeline/fit.h"
 
@@ -603,7 +604,8 @@ void pp_cli_print_sweep(FILE *f, const pp_sweep_row *rows, int n)
 
 bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n)
 {
-    FILE *f = fopen(path, "w");
+    pp_cli_output out;
+    FILE *f = pp_cli_output_open(&out, path);
     if (!f) return false;
     fprintf(f, "split_size,micro_batches,step_ms,images_per_s,predicted_step_ms,bubble_frac,"
                "bubble_frac_predicted,loss,error\n");
@@ -619,7 +621,7 @@ bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n)
                 rows[i].predicted_step_ms, rows[i].bubble, rows[i].bubble_predicted,
                 rows[i].loss);
     }
-    return fclose(f) == 0;
+    return pp_cli_output_commit(&out);
 }
 
 bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n)
@@ -689,7 +691,8 @@ void pp_cli_print_schedule_sweep(FILE *f, const pp_schedule_row *rows, int n)
 
 bool pp_cli_write_schedule_sweep_csv(const char *path, const pp_schedule_row *rows, int n)
 {
-    FILE *f = fopen(path, "w");
+    pp_cli_output out;
+    FILE *f = pp_cli_output_open(&out, path);
     if (!f) return false;
     fprintf(f, "schedule,stages,devices,micro_batches,simulated,step_ms,bubble_frac,"
                "predicted_step_ms,bubble_frac_predicted,peak_bytes,in_flight,note,error\n");
@@ -715,7 +718,7 @@ bool pp_cli_write_schedule_sweep_csv(const char *path, const pp_schedule_row *ro
             fputc(k ? '\n' : ',', f);
         }
     }
-    return fclose(f) == 0;
+    return pp_cli_output_commit(&out);
 }
 
 bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_row *rows, int n)

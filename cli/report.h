@@ -113,6 +113,10 @@ bool pp_cli_print_simulation_json(FILE *f, const pp_plan *plan, const pp_pipelin
 void pp_cli_progress(FILE *f, int done, int total, double loss, double grad_norm,
                      double images_per_s, double seconds_left);
 
+/* A split-size sweep as a table, CSV and JSON (its SVG chart: chart.h). The
+ * CSV writers write the whole file beside path, then move it into place
+ * (pp_cli_output_open), and return false (the reason on stderr) when it
+ * cannot be written. */
 void pp_cli_print_sweep(FILE *f, const pp_sweep_row *rows, int n);
 bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n);
 bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n);

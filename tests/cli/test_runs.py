@@ -13,7 +13,8 @@ more), --sweep-split's checkpoints per split size, --validate reading the
 schedule's file as a run does (also with PP_MEMORY_CHECK=off), the schedule's
 note on stderr, options given twice, the delay model's whole backward
 defaulting to its parts, and a checkpoint whose folder cannot be synced after
-its rename (FSYNC_FAIL, fsync_fail.c: in place, counted by keep).
+its rename (FSYNC_FAIL, fsync_fail.c: in place, counted by keep), and a
+sweep's CSV whose write fails (the file that was there left as it was).
 Usage: test_runs.py PIPELINE_RUN [FSYNC_FAIL]"""
 import atexit
 import json
@@ -224,6 +225,42 @@ def test_unsynced_checkpoint():
           "survive a crash); training goes on" in r.stderr, f"the failure said: {r.stderr}")
     check(files("ck10") == ["ck-5.safetensors", "ck-6.safetensors"],
           f"keep: 2 counts the unsynced file: {files('ck10')}")
+
+
+def test_tables_written_whole():
+    """A sweep's --csv and --svg are written beside their names and moved into
+    place: a write that fails (here the fsync of the CSV's temporary file)
+    leaves the file that was there as it was, and no temporary; exit 1. A
+    name that is a symbolic link is written through the link."""
+    if not FSYNC_FAIL:
+        print("test_tables_written_whole: skipped (no fsync_fail module given)")
+        return
+    p = write("whole.yaml", """\
+model: {name: delay, num_classes: 4, forward_ms: 1, backward_ms: 2}
+batch: {size: 8, split_size: 2}
+schedule: 1f1b
+data: {format: synthetic, image_size: [4, 4]}
+steps: 1
+stages:
+  - {device: cpu:0}
+  - {device: cpu:1}
+""")
+    old = write("whole.csv", "the previous table\n")
+    r = run(p, "--sweep-split", "2,4", "--csv", "whole.csv", "--svg", "whole.svg",
+            env=fsync_fails(old, 1))
+    check(r.returncode == 1 and "whole.csv.tmp-" in r.stderr and "Input/output error" in r.stderr
+          and "pipeline-run: cannot write whole.csv" in r.stderr, f"the failure said: {r.stderr}")
+    check(open(old).read() == "the previous table\n" and
+          not [f for f in os.listdir(TMP) if f.startswith("whole.csv.tmp-")] and
+          open(os.path.join(TMP, "whole.svg")).read().endswith("</svg>\n"),
+          f"the CSV as it was, no temporary, the SVG written: {sorted(os.listdir(TMP))}")
+    # a symbolic link is written through, not replaced (as /dev/stdout must be)
+    link = os.path.join(TMP, "link.csv")
+    os.symlink("linked.csv", link)
+    r = run(p, "--sweep-split", "2", "--csv", "link.csv")
+    check(r.returncode == 0 and os.path.islink(link) and
+          open(os.path.join(TMP, "linked.csv")).read().startswith("split_size,"),
+          f"--csv through a link: {r.returncode} {os.path.islink(link)} {r.stderr}")
 
 
 def test_failed_step_not_saved():
@@ -455,7 +492,8 @@ stages:
 
 for t in (test_output_folders, test_outputs_refused_first, test_steps_past_epochs,
           test_nothing_dropped_silently,
-          test_failed_checkpoint, test_unsynced_checkpoint, test_failed_step_not_saved,
+          test_failed_checkpoint, test_unsynced_checkpoint, test_tables_written_whole,
+          test_failed_step_not_saved,
           test_resume_auto_other_run,
           test_resume_auto_newest_with_save, test_resumed_header, test_resumed_header_mid_epoch,
           test_step_in_folder,
