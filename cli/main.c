@@ -422,10 +422,10 @@ static int run(int argc, char **argv)
     if ((rc = pp_cli_load_plan(a.plan, a.device_map, true, &plan)) != 0) return rc;
     int steps = a.steps ? a.steps : plan->steps;
 
-    /* training, --sweep-split and --generate stop after the step (token) in
+    /* training, the sweeps and --generate stop after the step (token) in
      * hand; the other modes have none to stop after, and end at once */
-    if (!a.validate && !a.print_schedule && !a.n_sweep_kinds && !a.simulate && !a.memory &&
-        !a.optimize && !a.eval_only && !a.show_data && !a.dump_data)
+    if (a.n_sweep_kinds || (!a.validate && !a.print_schedule && !a.simulate && !a.memory &&
+                            !a.optimize && !a.eval_only && !a.show_data && !a.dump_data))
         pp_cli_signals_install();
     else
         pp_cli_signals_install_end();

@@ -13,6 +13,7 @@
 #include "cli/fit.h"
 #include "cli/chart.h"
 #include "cli/report.h"
+#include "cli/signals.h"
 #include "pipeline/fit.h"
 #include "streams/schedule.h"
 
@@ -134,8 +135,9 @@ static pp_status fit_plan(pp_plan *plan, pp_schedule_kind kind, pp_error *err)
 }
 
 /* One schedule of the sweep on a fresh copy of the plan: simulated, or run
- * for `steps` steps. */
-static void sweep_one(const pp_cli_sweep_args *a, pp_schedule_kind kind, pp_schedule_row *row)
+ * for `steps` steps. Returns false when a signal stopped it before its last
+ * step (row unfinished). */
+static bool sweep_one(const pp_cli_sweep_args *a, pp_schedule_kind kind, pp_schedule_row *row)
 {
     memset(row, 0, sizeof *row);
     snprintf(row->schedule, sizeof row->schedule, "%s", pp_schedule_kind_name(kind));
@@ -164,10 +166,14 @@ static void sweep_one(const pp_cli_sweep_args *a, pp_schedule_kind kind, pp_sche
         }
     }
     pp_pipeline *p = NULL;
+    bool stopped = false;
     if (st == PP_OK && !a->simulate) {
         const pp_pipeline_options opts = {.layout = a->layout};
         st = pp_pipeline_new(plan, &opts, &p, &err);
-        for (int k = 0; k < a->steps && st == PP_OK; k++) st = pp_pipeline_step(p, NULL, &err);
+        for (int k = 0; k < a->steps && st == PP_OK && !stopped; k++) {
+            stopped = pp_cli_signal_first() != 0; /* stop after the step in flight */
+            if (!stopped) st = pp_pipeline_step(p, NULL, &err);
+        }
     }
     if (st == PP_OK && p) {
         pp_pipeline_report r;
@@ -190,30 +196,38 @@ static void sweep_one(const pp_cli_sweep_args *a, pp_schedule_kind kind, pp_sche
     pp_pipeline_free(p);
     free(pr);
     pp_plan_free(plan);
+    return !stopped;
 }
 
 int pp_cli_sweep_schedules(const pp_cli_sweep_args *a, const pp_plan *plan)
 {
     pp_schedule_row *rows = calloc((size_t)a->n_kinds, sizeof *rows);
     if (!rows) return 1;
-    int failed = 0;
-    for (int i = 0; i < a->n_kinds; i++) {
+    /* a signal stops the sweep after the step in flight: the schedules that
+     * finished are written, the one it stopped is not */
+    int failed = 0, done = 0;
+    for (int i = 0; i < a->n_kinds && !pp_cli_signal_first(); i++) {
         fprintf(stderr, "schedule %s\n", pp_schedule_kind_name(a->kinds[i]));
-        sweep_one(a, a->kinds[i], &rows[i]);
-        failed += rows[i].failed;
+        if (!sweep_one(a, a->kinds[i], &rows[done])) break;
+        failed += rows[done++].failed;
     }
     FILE *human = a->json ? stderr : stdout;
-    pp_cli_print_schedule_sweep(human, rows, a->n_kinds);
-    int rc = failed == a->n_kinds ? 1 : 0;
-    if (a->csv && !pp_cli_write_schedule_sweep_csv(a->csv, rows, a->n_kinds)) {
+    pp_cli_print_schedule_sweep(human, rows, done);
+    int rc = failed == done ? 1 : 0;
+    if (a->csv && !pp_cli_write_schedule_sweep_csv(a->csv, rows, done)) {
         fprintf(stderr, "pipeline-run: cannot write %s\n", a->csv);
         rc = 1;
     }
-    if (a->svg && !pp_cli_write_schedule_sweep_svg(a->svg, plan->path, rows, a->n_kinds)) {
+    if (a->svg && !pp_cli_write_schedule_sweep_svg(a->svg, plan->path, rows, done)) {
         fprintf(stderr, "pipeline-run: cannot write %s\n", a->svg);
         rc = 1;
     }
-    if (a->json && !pp_cli_schedule_sweep_json(stdout, plan, rows, a->n_kinds)) rc = 1;
+    if (a->json && !pp_cli_schedule_sweep_json(stdout, plan, rows, done)) rc = 1;
     free(rows);
+    if (done < a->n_kinds) { /* stopped by a signal */
+        fprintf(stderr, "pipeline-run: interrupted by %s\n",
+                pp_cli_signal_name(pp_cli_signal_first()));
+        return 128 + pp_cli_signal_first();
+    }
     return rc;
 }

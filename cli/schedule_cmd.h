@@ -39,7 +39,10 @@ typedef struct pp_cli_sweep_args {
 /* --sweep-schedule LIST: each schedule on the plan (its stages placed as the
  * schedule needs on the plan's devices, cut anew where they are not:
  * pp_plan_restage), run or simulated; a table, and CSV, SVG and JSON. plan is
- * the loaded plan (for titles). Exit 1 only when no schedule could run. */
+ * the loaded plan (for titles). Exit 1 only when no schedule could run. The
+ * first SIGTERM or SIGINT (signals.h) stops the sweep after the step in
+ * flight: the outputs hold the schedules that finished, and the exit status
+ * is 128 + the signal. */
 int pp_cli_sweep_schedules(const pp_cli_sweep_args *a, const pp_plan *plan);
 
 #endif

@@ -26,7 +26,7 @@
 void pp_cli_signals_install(void);
 
 /* For the modes that have no step to stop after (--validate, --simulate,
- * --eval-only, --sweep-schedule, --optimize ...): SIGTERM and SIGINT end
+ * --eval-only, --optimize ...): SIGTERM and SIGINT end
  * the process at once with 128 + the signal, writing nothing more (their
  * outputs are written whole at the end, or not at all). */
 void pp_cli_signals_install_end(void);

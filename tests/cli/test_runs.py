@@ -4,7 +4,8 @@ checked before the first step (a missing one or a folder named as a file
 refused, sweeps' and -o's too), --steps past the plan's epochs, what is not
 written said (--plot, --optimize --json), --resume auto with --save and with
 {step} in a folder, a mid-epoch resume's header, signals ending the modes
-that train no steps, a checkpoint that cannot be written (training
+that train no steps and stopping --sweep-schedule (the schedules that
+finished written), a checkpoint that cannot be written (training
 goes on, exit 1, --save still written), a failed step's "not saved" line,
 --resume auto choosing this plan's run among another run's files (or refusing,
 naming the difference), --resume FILE naming the settings it changes, the
@@ -17,6 +18,7 @@ its rename (FSYNC_FAIL, fsync_fail.c: in place, counted by keep), and a
 sweep's CSV whose write fails (the file that was there left as it was).
 Usage: test_runs.py PIPELINE_RUN [FSYNC_FAIL]"""
 import atexit
+import csv
 import json
 import os
 import re
@@ -386,9 +388,48 @@ def test_sweep_checkpoints():
           f"the plan's own series is untouched: {r.stderr}")
 
 
+def until_line(pr, text):
+    """Reads pr's stderr up to the first line holding text; returns what it read."""
+    seen = ""
+    for line in pr.stderr:
+        seen += line
+        if text in line:
+            break
+    return seen
+
+
 def test_signal_ends_other_modes():
     """Modes with no step to stop after end at once on SIGINT or SIGTERM, exit
-    130 or 143, instead of finishing their work."""
+    130 or 143, instead of finishing their work (here --optimize measuring
+    unit times), writing nothing."""
+    p = write("measure.yaml", """\
+model: {name: resnet50, num_classes: 10}
+batch: {size: 8, split_size: 2}
+schedule: 1f1b
+data: {format: synthetic, image_size: [64, 64]}
+steps: 1
+stages:
+  - {device: cpu:0, layers: [conv1, bn1, relu, maxpool, layer1, layer2]}
+  - {device: cpu:1, layers: [layer3, layer4, avgpool, fc]}
+""")
+    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        pr = subprocess.Popen([BIN, p, "--optimize", "-o", "best.yaml"], cwd=TMP, text=True,
+                              env={**os.environ, "PP_PROFILE_CACHE": "off"},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        seen = until_line(pr, "measure.yaml: searching cuts")  # then it measures
+        t0 = time.monotonic()
+        pr.send_signal(sig)
+        out, err = pr.communicate(timeout=60)
+        check(pr.returncode == code and time.monotonic() - t0 < 1.5 and
+              not os.path.exists(os.path.join(TMP, "best.yaml")),
+              f"--optimize stopped by {sig.name}: {pr.returncode} {seen + err}")
+
+
+def test_signal_stops_sweep_schedule():
+    """--sweep-schedule stops after the step in flight on SIGINT or SIGTERM,
+    exit 130 or 143, and writes the schedules that finished (table, CSV, SVG,
+    JSON), as --sweep-split writes its sizes: here gpipe, not the 1f1b it was
+    starting nor the zbh1 after it."""
     p = write("slow.yaml", """\
 model: {name: delay, num_classes: 4, forward_ms: 50, backward_ms: 100}
 batch: {size: 8, split_size: 2}
@@ -400,16 +441,32 @@ stages:
   - {device: cpu:1}
   - {device: cpu:2}
 """)
-    for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
-        pr = subprocess.Popen([BIN, p, "--sweep-schedule", "gpipe,1f1b,zbh1", "--csv", "s.csv"],
+    csv_path, svg_path = os.path.join(TMP, "s.csv"), os.path.join(TMP, "s.svg")
+    for sig, code, json_out in ((signal.SIGINT, 130, True), (signal.SIGTERM, 143, False)):
+        for f in (csv_path, svg_path):
+            if os.path.exists(f):
+                os.remove(f)
+        pr = subprocess.Popen([BIN, p, "--sweep-schedule", "gpipe,1f1b,zbh1", "--steps", "1",
+                               "--csv", "s.csv", "--svg", "s.svg"] + ["--json"] * json_out,
                               cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
-        t0 = time.monotonic()
+        seen = until_line(pr, "schedule 1f1b\n")
         pr.send_signal(sig)
         out, err = pr.communicate(timeout=60)
-        check(pr.returncode == code and time.monotonic() - t0 < 1.5 and
-              "schedule zbh1" not in err and not os.path.exists(os.path.join(TMP, "s.csv")),
+        err = seen + err
+        check(pr.returncode == code and "schedule zbh1" not in err and
+              f"pipeline-run: interrupted by {sig.name}" in err,
               f"--sweep-schedule stopped by {sig.name}: {pr.returncode} {err}")
+        rows = list(csv.DictReader(open(csv_path))) if os.path.exists(csv_path) else None
+        svg = open(svg_path).read() if os.path.exists(svg_path) else ""
+        check(rows is not None and [r["schedule"] for r in rows] == ["gpipe"] and
+              ">gpipe<" in svg and ">1f1b<" not in svg and svg.endswith("</svg>\n"),
+              f"{sig.name}: CSV and SVG of the schedules that finished: {rows} {svg[-300:]!r}")
+        table = err if json_out else out
+        check(re.search(r"^gpipe +3 ", table, re.M) and not re.search(r"^1f1b ", table, re.M),
+              f"{sig.name}: the table of the schedules that finished: {table!r}")
+        if json_out:
+            names = [r.get("schedule") for r in json.loads(out or "{}").get("schedules", [])]
+            check(names == ["gpipe"], f"{sig.name}: the JSON's schedules: {out!r}")
 
 
 def test_validate_reads_schedule_file():
@@ -497,7 +554,7 @@ for t in (test_output_folders, test_outputs_refused_first, test_steps_past_epoch
           test_resume_auto_other_run,
           test_resume_auto_newest_with_save, test_resumed_header, test_resumed_header_mid_epoch,
           test_step_in_folder,
-          test_sweep_checkpoints, test_signal_ends_other_modes,
+          test_sweep_checkpoints, test_signal_ends_other_modes, test_signal_stops_sweep_schedule,
           test_validate_reads_schedule_file, test_schedule_note, test_options_once,
           test_delay_backward_from_parts):
     t()
