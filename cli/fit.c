@@ -1,12 +1,12 @@
 /* fit.c - the memory table of --memory and --simulate, and its JSON. */
 #include "cli/fit.h"
 
-#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/outputs.h"
 #include "cli/report.h"
 
 void pp_cli_print_memory(FILE *f, const pp_plan *plan, const pp_fit_stage *pred)
@@ -216,16 +216,15 @@ pp_status pp_cli_memory(const pp_plan *plan, bool json, pp_error *err)
     return pp_fit_check(plan, pred, err);
 }
 
-/* Writes len bytes of text to path; false (errno set) when it cannot. */
+/* Writes len bytes of text to path, whole or not at all (pp_cli_output:
+ * what was there stays when it cannot; the reason on stderr). */
 static bool write_file(const char *path, const char *text, size_t len)
 {
-    FILE *f = fopen(path, "w");
-    bool ok = f && fwrite(text, 1, len, f) == len;
-    int saved = errno;
-    if (f && fclose(f) != 0 && ok) ok = false, saved = errno;
-    if (!ok && f) unlink(path);
-    errno = saved;
-    return ok;
+    pp_cli_output out;
+    FILE *f = pp_cli_output_open(&out, path);
+    if (!f) return false;
+    fwrite(text, 1, len, f);
+    return pp_cli_output_commit(&out);
 }
 
 int pp_cli_optimize(const pp_plan *plan, int64_t memory_limit, const char *output, bool json,
@@ -265,7 +264,7 @@ int pp_cli_optimize(const pp_plan *plan, int64_t memory_limit, const char *outpu
     }
     int rc = 0;
     if (output && !write_file(output, text, len)) {
-        fprintf(stderr, "pipeline-run: %s: cannot write: %s\n", output, strerror(errno));
+        fprintf(stderr, "pipeline-run: cannot write %s\n", output);
         rc = 2;
     } else if (output) {
         fprintf(stderr, "wrote %s (candidate 1: predicted %.1f ms per step, %.1f images/s)\n",

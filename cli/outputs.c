@@ -188,13 +188,7 @@ FILE *pp_cli_output_open(pp_cli_output *o, const char *path)
 {
     memset(o, 0, sizeof *o);
     o->path = path;
-    struct stat st; /* a link (/dev/stdout), a device, a pipe: written through, never replaced */
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (!(o->direct = fopen(path, "w")))
-            fprintf(stderr, "pipeline-run: %s: %s\n", path, strerror(errno));
-        return o->direct;
-    }
-    pp_error err;
+    pp_error err; /* (a link, a device, a FIFO: path.h says how each is written) */
     if (pp_atomic_open(&o->af, path, &err) == PP_OK) return o->af.f;
     fprintf(stderr, "pipeline-run: %s\n", err.msg);
     return NULL;
@@ -202,13 +196,6 @@ FILE *pp_cli_output_open(pp_cli_output *o, const char *path)
 
 bool pp_cli_output_commit(pp_cli_output *o)
 {
-    if (o->direct) {
-        bool ok = !ferror(o->direct);
-        if (fclose(o->direct) != 0) ok = false;
-        o->direct = NULL;
-        if (!ok) fprintf(stderr, "pipeline-run: %s: write failed\n", o->path);
-        return ok;
-    }
     pp_error err;
     if (pp_atomic_commit(&o->af, &err) == PP_OK) return true;
     fprintf(stderr, "pipeline-run: %s\n", err.msg);

@@ -46,18 +46,17 @@ void pp_cli_outputs_make_parent(const char *path);
  * out of memory. */
 char *pp_cli_outputs_series_dir(const pp_plan *plan);
 
-/* A table or chart (a sweep's --csv and --svg, --plot) written whole or not
- * at all: pp_cli_output_open makes the temporary file beside path and
- * returns it for writing (NULL when it cannot); pp_cli_output_commit moves
- * it into place when every write went through, else removes it, so a
- * failed or interrupted write leaves what was at path as it was. A path
- * that is a symbolic link or something else than a regular file
- * (/dev/stdout, a FIFO) is written through, in place: it is never
- * replaced. A failure is said on stderr ("pipeline-run: PATH: why").
- * Returns whether path took the whole text. */
+/* A table or chart (a sweep's --csv and --svg, --plot, --optimize -o)
+ * written whole or not at all: pp_cli_output_open makes the temporary file
+ * beside path and returns it for writing (NULL when it cannot);
+ * pp_cli_output_commit moves it into place when every write went through,
+ * else removes it, so a failed or interrupted write leaves what was at path
+ * as it was. A link to a file keeps its link; a device, a FIFO or
+ * /dev/stdout is written through, in place, never replaced (pp_atomic_open,
+ * runtime/core/path.h). A failure is said on stderr ("pipeline-run: PATH:
+ * why"). Returns whether path took the whole text. */
 typedef struct pp_cli_output {
-    pp_atomic_file af; /* a regular file, or none yet */
-    FILE *direct;      /* else: path itself, opened for writing */
+    pp_atomic_file af;
     const char *path;
 } pp_cli_output;
 

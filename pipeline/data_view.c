@@ -15,6 +15,7 @@
 
 #include "pipeline/data_source.h"
 #include "runtime/core/device.h"
+#include "runtime/core/path.h"
 #include "runtime/io/bpe.h"
 #include "runtime/io/checkpoint.h"
 #include "runtime/io/grid.h"
@@ -100,13 +101,13 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
     pp_bpe *bpe = NULL;
     if (d->vocab)
         PP_TRY(pp_bpe_open_files(d->vocab, d->merges, &bpe, err));
-    char tmp[4200]; /* written whole, then renamed: never half a file at path */
-    const int tmp_len = snprintf(tmp, sizeof tmp, "%s.tmp-show", path);
-    FILE *f = tmp_len > 0 && (size_t)tmp_len < sizeof tmp ? fopen(tmp, "w") : NULL;
-    if (!f) {
+    pp_atomic_file af; /* written whole, then renamed: never half a file at path */
+    pp_status s = pp_atomic_open(&af, path, err);
+    if (s != PP_OK) {
         pp_bpe_close(bpe);
-        return pp_error_set(err, PP_ERR_IO, "--show-data: cannot write %s", path);
+        return pp_error_prefix(err, "--show-data");
     }
+    FILE *f = af.f;
     const int t = v->w; /* inputs a window */
     fprintf(f, "# the first %d training windows of %s as the model gets them (format %s, %s): "
             "%d tokens each, %d input%s each followed by its target%s\n", n, d->file,
@@ -138,11 +139,8 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
         fputc('\n', f);
     }
     pp_bpe_close(bpe);
-    if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) != 0) {
-        remove(tmp);
-        return pp_error_set(err, PP_ERR_IO, "--show-data: cannot write %s", path);
-    }
-    return PP_OK;
+    if ((s = pp_atomic_commit(&af, err)) != PP_OK) pp_error_prefix(err, "--show-data");
+    return s;
 }
 
 pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_error *err)

@@ -118,7 +118,7 @@ pp_status pp_trace_write_chrome_aligned(const char *path, const pp_step_stats *s
     pp_atomic_file af;
     pp_status s = pp_atomic_open(&af, path, err);
     if (s == PP_OK && json_dumpf(root, af.f, JSON_PRESERVE_ORDER | JSON_INDENT(0)) != 0)
-        s = pp_error_set(err, PP_ERR_IO, "%s: write failed", af.tmp);
+        s = pp_error_set(err, PP_ERR_IO, "%s: write failed", pp_atomic_name(&af));
     if (s == PP_OK) s = pp_atomic_commit(&af, err);
     pp_atomic_abort(&af);
     json_decref(root);

@@ -23,16 +23,56 @@ char *pp_path_dir(const char *path)
     return d;
 }
 
+/* Whether path's file (links followed) is the one fd writes to. */
+static bool same_file_as_fd(const struct stat *st, int fd)
+{
+    struct stat o;
+    return fstat(fd, &o) == 0 && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
+}
+
+/* How path is written (path.h): through, in place (*direct), or replaced
+ * at *target (malloc'ed: path itself, or the regular file a link leads to). */
+static pp_status atomic_target(const char *path, bool *direct, char **target, pp_error *err)
+{
+    struct stat l, st;
+    *direct = false;
+    *target = NULL;
+    if (lstat(path, &l) != 0 || S_ISREG(l.st_mode)) { /* nothing there, or a file */
+        *target = strdup(path);
+    } else if (S_ISDIR(l.st_mode) || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+        return pp_error_set(err, PP_ERR_IO, "%s: a folder, not a file", path);
+    } else if (!S_ISLNK(l.st_mode) || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+               same_file_as_fd(&st, STDOUT_FILENO) || same_file_as_fd(&st, STDERR_FILENO)) {
+        *direct = true; /* a device, FIFO or socket, a link to one, to nothing or to stdout */
+        *target = strdup(path);
+    } else if (!(*target = realpath(path, NULL))) { /* a link to a regular file */
+        return pp_error_set(err, PP_ERR_IO, "%s: cannot resolve the link: %s", path,
+                            strerror(errno));
+    }
+    if (!*target) return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", path);
+    return PP_OK;
+}
+
 pp_status pp_atomic_open(pp_atomic_file *af, const char *path, pp_error *err)
 {
     memset(af, 0, sizeof *af);
-    af->path = strdup(path);
-    af->tmp = malloc(strlen(path) + 16);
-    if (!af->path || !af->tmp) {
+    bool direct;
+    PP_TRY(atomic_target(path, &direct, &af->path, err));
+    if (direct) {
+        if (!(af->f = fopen(path, "wb"))) {
+            pp_status s = pp_error_set(err, PP_ERR_IO, "%s: cannot open for writing: %s", path,
+                                       strerror(errno));
+            pp_atomic_abort(af);
+            return s;
+        }
+        return PP_OK;
+    }
+    af->tmp = malloc(strlen(af->path) + 16);
+    if (!af->tmp) {
         pp_atomic_abort(af);
         return pp_error_set(err, PP_ERR_OOM, "%s: out of host memory", path);
     }
-    sprintf(af->tmp, "%s.tmp-XXXXXX", path);
+    sprintf(af->tmp, "%s.tmp-XXXXXX", af->path);
     int fd = mkstemp(af->tmp);
     if (fd < 0) {
         pp_status s = pp_error_set(err, PP_ERR_IO, "%s: cannot create a temporary file: %s",
@@ -63,13 +103,19 @@ void pp_atomic_abort(pp_atomic_file *af)
 pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err)
 {
     pp_status s = PP_OK;
-    if (ferror(af->f) || fflush(af->f) != 0 || fsync(fileno(af->f)) != 0)
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot write or flush: %s", af->tmp,
-                         strerror(errno));
+    const char *name = af->tmp ? af->tmp : af->path;
+    /* written in place: a device or FIFO need not sync (EINVAL), a file must */
+    if (ferror(af->f) || fflush(af->f) != 0 ||
+        (fsync(fileno(af->f)) != 0 && (af->tmp || errno != EINVAL)))
+        s = pp_error_set(err, PP_ERR_IO, "%s: cannot write or flush: %s", name, strerror(errno));
     int rc = fclose(af->f);
     af->f = NULL;
     if (s == PP_OK && rc != 0)
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot close: %s", af->tmp, strerror(errno));
+        s = pp_error_set(err, PP_ERR_IO, "%s: cannot close: %s", name, strerror(errno));
+    if (!af->tmp) { /* in place: nothing to rename */
+        pp_atomic_abort(af);
+        return s;
+    }
     if (s == PP_OK && rename(af->tmp, af->path) != 0)
         s = pp_error_set(err, PP_ERR_IO, "%s: cannot rename the temporary file into place: %s",
                          af->path, strerror(errno));

@@ -420,8 +420,8 @@ pp_status pp_checkpoint_save_cancellable(const char *path, const pp_ckpt_tensor 
 
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
-    if ((s = write_all(af.f, lenbuf, 8, af.tmp, err)) != PP_OK) goto out;
-    if ((s = write_all(af.f, header, hlen, af.tmp, err)) != PP_OK) goto out;
+    if ((s = write_all(af.f, lenbuf, 8, pp_atomic_name(&af), err)) != PP_OK) goto out;
+    if ((s = write_all(af.f, header, hlen, pp_atomic_name(&af), err)) != PP_OK) goto out;
     /* 2. the data, digested on the way */
     for (size_t i = 0; i < n; i++) {
         if ((s = check_cancel(path, cancelled, arg, err)) != PP_OK) goto out;
@@ -432,7 +432,7 @@ pp_status pp_checkpoint_save_cancellable(const char *path, const pp_ckpt_tensor 
             goto out;
         }
         pp_cksum_format(pp_cksum_data(buf, bytes), fm.values[i]);
-        if ((s = write_all(af.f, buf, bytes, af.tmp, err)) != PP_OK) goto out;
+        if ((s = write_all(af.f, buf, bytes, pp_atomic_name(&af), err)) != PP_OK) goto out;
     }
     /* 3. the header again, with the digests (the same length) */
     if ((s = file_meta_seal(&fm, sorted, err)) != PP_OK) goto out;
@@ -446,13 +446,15 @@ pp_status pp_checkpoint_save_cancellable(const char *path, const pp_ckpt_tensor 
         goto out;
     }
     if (fflush(af.f) != 0 || fseek(af.f, 8, SEEK_SET) != 0) {
-        s = pp_error_set(err, PP_ERR_IO, "%s: write failed: %s", af.tmp, strerror(errno));
+        s = pp_error_set(err, PP_ERR_IO, "%s: write failed: %s", pp_atomic_name(&af),
+                         strerror(errno));
         goto out;
     }
-    if ((s = write_all(af.f, header, hlen, af.tmp, err)) != PP_OK) goto out;
+    if ((s = write_all(af.f, header, hlen, pp_atomic_name(&af), err)) != PP_OK) goto out;
     /* 4. on disk, then (unless abandoned meanwhile) in place */
-    if (fflush(af.f) != 0 || fsync(fileno(af.f)) != 0) {
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot write or flush: %s", af.tmp,
+    if (fflush(af.f) != 0 || /* (written in place, a device need not sync: path.h) */
+        (fsync(fileno(af.f)) != 0 && (af.tmp || errno != EINVAL))) {
+        s = pp_error_set(err, PP_ERR_IO, "%s: cannot write or flush: %s", pp_atomic_name(&af),
                          strerror(errno));
         goto out;
     }

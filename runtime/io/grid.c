@@ -2,6 +2,7 @@
  * grid.c - samples drawn as a captioned grid, PNG through libgd (grid.h).
  */
 #include "runtime/io/grid.h"
+#include "runtime/core/path.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -52,14 +53,12 @@ pp_status pp_grid_write_png(const char *path, const uint8_t *pixels, int n, int 
         if ((int)strlen(cap) > fit && fit >= 0) cap[fit] = '\0';
         gdImageString(im, font, x0, y0 + th + PAD / 2, (unsigned char *)cap, gdTrueColor(0, 0, 0));
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        int e = errno;
-        gdImageDestroy(im);
-        return pp_error_set(err, PP_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    pp_atomic_file af; /* written whole, then renamed: never half a picture at path */
+    pp_status s = pp_atomic_open(&af, path, err);
+    if (s == PP_OK) {
+        gdImagePng(im, af.f);
+        s = pp_atomic_commit(&af, err);
     }
-    gdImagePng(im, f);
     gdImageDestroy(im);
-    if (fclose(f) != 0) return pp_error_set(err, PP_ERR_IO, "%s: write failed", path);
-    return PP_OK;
+    return s;
 }

@@ -194,7 +194,7 @@ def test_failed_checkpoint():
     os.makedirs(os.path.join(TMP, "ck2/ck-4.safetensors"))  # a folder where the file goes
     r = run(p, "--save", "ck2/final.safetensors")
     check(r.returncode == 1, f"exit 1: {r.returncode}")
-    check("ck2/ck-4.safetensors: cannot rename the temporary file into place" in r.stderr and
+    check("ck2/ck-4.safetensors: a folder, not a file" in r.stderr and
           "the checkpoint after step 4 was not written; training goes on" in r.stderr,
           f"the failure said: {r.stderr}")
     check("saved ck2/ck-6.safetensors" in r.stderr and
@@ -232,8 +232,9 @@ def test_unsynced_checkpoint():
 def test_tables_written_whole():
     """A sweep's --csv and --svg are written beside their names and moved into
     place: a write that fails (here the fsync of the CSV's temporary file)
-    leaves the file that was there as it was, and no temporary; exit 1. A
-    name that is a symbolic link is written through the link."""
+    leaves the file that was there as it was, and no temporary; exit 1.
+    --optimize -o likewise (exit 2). A name that is a symbolic link stays
+    one (to nothing: written through it; to a file: the file replaced)."""
     if not FSYNC_FAIL:
         print("test_tables_written_whole: skipped (no fsync_fail module given)")
         return
@@ -263,6 +264,19 @@ stages:
     check(r.returncode == 0 and os.path.islink(link) and
           open(os.path.join(TMP, "linked.csv")).read().startswith("split_size,"),
           f"--csv through a link: {r.returncode} {os.path.islink(link)} {r.stderr}")
+    # --optimize -o likewise: a failed write leaves the plan that was there
+    kept = write("kept.yaml", "# the previous plan\n")
+    r = run(p, "--optimize", "-o", "kept.yaml", env=fsync_fails(kept, 1))
+    check(r.returncode == 2 and "kept.yaml.tmp-" in r.stderr and
+          "pipeline-run: cannot write kept.yaml" in r.stderr, f"--optimize -o: {r.stderr}")
+    check(open(kept).read() == "# the previous plan\n" and
+          not [f for f in os.listdir(TMP) if f.startswith("kept.yaml.tmp-")],
+          f"the plan as it was, no temporary: {sorted(os.listdir(TMP))}")
+    # and a link to a file stays a link, the file it leads to taking the plan
+    os.symlink("kept.yaml", os.path.join(TMP, "kept-link.yaml"))
+    r = run(p, "--optimize", "-o", "kept-link.yaml")
+    check(r.returncode == 0 and os.path.islink(os.path.join(TMP, "kept-link.yaml")) and
+          "stages:" in open(kept).read(), f"--optimize -o through a link: {r.stderr}")
 
 
 def test_failed_step_not_saved():

@@ -3,8 +3,10 @@
  * pp_make_dirs makes every missing folder; pp_cache_trim bounds a cache
  * folder by evicting its least recently modified files of one suffix down to
  * the limit, never the file kept or a file used within PP_CACHE_RECENT_S,
- * nor files of other names, folders or links; a temporary file of pp_atomic_open's is removed once stale, left
- * while fresh; nothing happens within the limit or in a missing folder.
+ * nor files of other names, folders or links; a temporary file of pp_atomic_open's is removed
+ * once stale, left while fresh; nothing happens within the limit or in a missing folder.
+ * pp_atomic_open replaces nothing but a regular file: a link to a file stays a link, a FIFO,
+ * a link to nothing and a link to stdout's file are written in place.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -149,12 +151,112 @@ static void test_many(void)
     }
 }
 
+/* The whole of path as a string (at most 255 bytes; "" when unreadable). */
+static const char *slurp(const char *path)
+{
+    static char buf[256];
+    buf[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f) return buf;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* text into path by pp_atomic_open; returns whether it went in place (no
+ * temporary) and checks that it succeeded. */
+static bool atomic_write(const char *path, const char *text)
+{
+    pp_atomic_file af;
+    pp_error err;
+    if (pp_atomic_open(&af, path, &err) != PP_OK) {
+        CHECK_MSG(false, "pp_atomic_open(%s): %s", path, err.msg);
+        return false;
+    }
+    const bool in_place = af.tmp == NULL;
+    fputs(text, af.f);
+    CHECK_MSG(pp_atomic_commit(&af, &err) == PP_OK, "commit %s: %s", path, err.msg);
+    return in_place;
+}
+
+static bool is(const char *path, mode_t type)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
+
+/* pp_atomic_open never replaces anything at a path but a regular file: a
+ * link to a file keeps its link (the file is replaced beside it); a FIFO, a
+ * link to nothing and a link to the process's stdout are written in place. */
+static void test_atomic_kinds(void)
+{
+    char dir[400], file[500], link[500], other[500], fifo[500];
+    snprintf(dir, sizeof dir, "%s/atomic", tmpdir);
+    pp_make_dirs(dir);
+    /* a plain file: replaced through a temporary */
+    snprintf(file, sizeof file, "%s/f.txt", dir);
+    CHECK(!atomic_write(file, "one"));
+    CHECK(strcmp(slurp(file), "one") == 0 && is(file, S_IFREG));
+    /* a link to it: the link stays, the file takes the text */
+    snprintf(link, sizeof link, "%s/latest.txt", dir);
+    CHECK(symlink("f.txt", link) == 0);
+    CHECK(!atomic_write(link, "two"));
+    CHECK_MSG(is(link, S_IFLNK), "%s is no longer a link", link);
+    CHECK_MSG(strcmp(slurp(file), "two") == 0, "%s holds '%s'", file, slurp(file));
+    /* a link to nothing: written through it */
+    snprintf(link, sizeof link, "%s/dangling.txt", dir);
+    snprintf(other, sizeof other, "%s/new.txt", dir);
+    CHECK(symlink("new.txt", link) == 0);
+    CHECK(atomic_write(link, "three"));
+    CHECK(is(link, S_IFLNK) && strcmp(slurp(other), "three") == 0);
+    /* a FIFO with a reader: the reader gets the bytes, the FIFO stays */
+    snprintf(fifo, sizeof fifo, "%s/pipe", dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    int r = open(fifo, O_RDONLY | O_NONBLOCK);
+    CHECK(r >= 0);
+    CHECK(atomic_write(fifo, "four"));
+    char got[16] = "";
+    CHECK(r >= 0 && read(r, got, sizeof got - 1) == 4 && strcmp(got, "four") == 0);
+    if (r >= 0) close(r);
+    CHECK_MSG(is(fifo, S_IFIFO), "%s is no longer a FIFO", fifo);
+    /* a link to the file stdout writes to (/dev/stdout redirected): in place */
+    snprintf(other, sizeof other, "%s/stdout.txt", dir);
+    snprintf(link, sizeof link, "%s/stdout", dir);
+    fflush(stdout);
+    const int saved = dup(STDOUT_FILENO), fd = open(other, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    CHECK(saved >= 0 && fd >= 0 && dup2(fd, STDOUT_FILENO) == STDOUT_FILENO);
+    CHECK(symlink(other, link) == 0);
+    const bool in_place = atomic_write(link, "five");
+    CHECK(dup2(saved, STDOUT_FILENO) == STDOUT_FILENO);
+    close(saved);
+    close(fd);
+    CHECK_MSG(in_place, "a link to stdout's file was replaced through a temporary");
+    CHECK(is(link, S_IFLNK) && strcmp(slurp(other), "five") == 0);
+    /* a folder: refused at once; one made there while the file is written:
+     * the rename fails, the temporary is removed */
+    pp_atomic_file af;
+    pp_error err;
+    CHECK(pp_atomic_open(&af, dir, &err) == PP_ERR_IO && strstr(err.msg, "a folder, not a file"));
+    snprintf(file, sizeof file, "%s/late", dir);
+    if (pp_atomic_open(&af, file, &err) == PP_OK) {
+        char tmp[600];
+        snprintf(tmp, sizeof tmp, "%s", af.tmp);
+        fputs("six", af.f);
+        CHECK(mkdir(file, 0755) == 0);
+        put(file, "x", 1, 0);
+        CHECK(pp_atomic_commit(&af, &err) == PP_ERR_IO && strstr(err.msg, "cannot rename"));
+        CHECK_MSG(access(tmp, F_OK) != 0, "%s left behind", tmp);
+    }
+}
+
 int main(void)
 {
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "test_path")) return 1;
     test_make_dirs();
     test_trim();
     test_many();
+    test_atomic_kinds();
     check_rmtree(tmpdir);
     return check_summary("test_path");
 }
