@@ -10,7 +10,7 @@
  * image) so that the upsampler's neighbours of the box's pixels are real
  * ones (fancy upsampling reaches one chroma sample, two pixels, across the
  * crop's edge, which libjpeg treats as the image's); the box's pixels are
- * then those of the whole image's decode (test_images checks every
+ * then those of the whole image's decode (test_images_decode checks every
  * subsampling against whole decodes; with 3,000 boxes each, a margin of 2
  * gave every pixel, 1 did not). A stream
  * that ends early is an error ("truncated"), as in PIL without

@@ -1,0 +1,307 @@
+/*
+ * test_images_decode.c - the image decoders (runtime/io/image.h): pixels
+ * and boxes (tests/torch/images_check.py compares every kind with PIL;
+ * bad files, the index and the data source: test_images.c).
+ *
+ *   jpeg       4:4:4, 4:2:2, 4:2:0, 4:4:0, 4:1:1, gray, progressive, CMYK
+ *              fixtures written here with libjpeg: every box decoded alone
+ *              equals the same box of the whole image's decode (200 boxes
+ *              each, as HWC, planes of rows and planes of columns, through
+ *              one work kept from image to image)
+ *   png        RGB, RGBA, RGB 16-bit, gray, gray 16-bit, gray 2-bit,
+ *              palette, gray + alpha 16-bit, interlaced, written with
+ *              libpng: pixels equal the values written, converted as PIL's
+ *              convert does; boxes in every layout
+ *   tiff       RGBA (unassociated alpha) in tiles and in strips, two
+ *              orientations: the colours as stored, turned as the tag says,
+ *              50 boxes each equal to the whole decode's
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <png.h>
+#include <tiffio.h>
+
+#include "runtime/io/image.h"
+#include "tests/check.h"
+#include "tests/io/image_files.h"
+
+static char tmpdir[256];
+
+/* ---- fixtures ------------------------------------------------------------------- */
+
+/* What PIL's convert("RGB") gives for pixel (x, y) of the fixture. */
+static void png_expected(const png_fixture *f, int x, int y, uint8_t rgb[3])
+{
+    const int d = f->depth;
+    switch (f->color_type) {
+    case PNG_COLOR_TYPE_PALETTE: {
+        int i = pattern(x, y, 0) % 16;
+        rgb[0] = (uint8_t)i, rgb[1] = (uint8_t)(255 - i), rgb[2] = (uint8_t)(3 * i);
+        return;
+    }
+    case PNG_COLOR_TYPE_GRAY:
+    case PNG_COLOR_TYPE_GRAY_ALPHA: {
+        unsigned v = png_value(x, y, 0, d);
+        uint8_t g = d == 16 ? (f->color_type == PNG_COLOR_TYPE_GRAY ? (v > 255 ? 255 : v) : v >> 8)
+                    : d < 8 ? (uint8_t)(v * (255 / ((1 << d) - 1)))
+                            : (uint8_t)v;
+        rgb[0] = rgb[1] = rgb[2] = g;
+        return;
+    }
+    default:
+        for (int k = 0; k < 3; k++) {
+            unsigned v = png_value(x, y, k, d);
+            rgb[k] = (uint8_t)(d == 16 ? v >> 8 : v);
+        }
+    }
+}
+
+/* ---- decode --------------------------------------------------------------------- */
+
+static uint32_t rng_state = 12345;
+static int rnd(int n)
+{
+    rng_state = rng_state * 1103515245u + 12345u;
+    return (int)((rng_state >> 8) % (uint32_t)n);
+}
+
+/* Whether out (a box decoded in layout `out`) holds the box b of whole (w
+ * pixels a row, c channels, HWC); the rows that differ. */
+static int box_differs(const uint8_t *whole, int w, int c, pp_image_box b, const pp_image_out *out)
+{
+    int bad = 0;
+    for (int y = 0; y < b.h; y++) {
+        int off = 0;
+        for (int x = 0; x < b.w; x++)
+            for (int k = 0; k < c; k++)
+                off |= out->px[k * out->plane + x * out->xstep + y * out->ystep] !=
+                       whole[((size_t)(b.y + y) * w + b.x + x) * c + k];
+        bad += off;
+    }
+    return bad;
+}
+
+static void test_jpeg_boxes(void)
+{
+    static const jpeg_fixture fx[] = {
+        {"4:4:4", 61, 45, 3, 1, 1, false},  {"4:2:2", 77, 53, 3, 2, 1, false},
+        {"4:2:0", 123, 91, 3, 2, 2, false}, {"4:4:0", 70, 66, 3, 1, 2, false},
+        {"gray", 50, 41, 1, 1, 1, false},   {"progressive 4:2:0", 97, 83, 3, 2, 2, true},
+        {"cmyk", 40, 33, 4, 1, 1, false},   {"4:1:1", 90, 37, 3, 4, 1, false},
+        {"4:2:0, many iMCU rows", 260, 190, 3, 2, 2, false},
+    };
+    /* one work for every decode below, as a reading thread keeps it: its
+     * decompressor and buffers carry nothing from one image to the next */
+    pp_image_work *work;
+    pp_error err;
+    CHECK_OK(pp_image_work_new(&work, &err), &err);
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        unsigned long n;
+        uint8_t *jpg = make_jpeg(&fx[i], 90, &n);
+        int w, h;
+        CHECK_OK(pp_image_size(jpg, n, fx[i].name, &w, &h, NULL, &err), &err);
+        CHECK(w == fx[i].w && h == fx[i].h);
+        for (int ch = 1; ch <= 3; ch += 2) {
+            uint8_t *whole = malloc((size_t)w * h * ch), *part = malloc((size_t)w * h * ch);
+            pp_image_box all = {0, 0, w, h};
+            CHECK_OK(pp_image_decode(jpg, n, fx[i].name, &all, ch, whole, &err), &err);
+            int bad = 0;
+            for (int t = 0; t < 200; t++) {
+                pp_image_box b = {rnd(w), rnd(h), 0, 0};
+                b.w = 1 + rnd(w - b.x);
+                b.h = 1 + rnd(h - b.y);
+                /* in turn: HWC alone, then rows and columns with the work (its
+                 * header read by pp_image_size, or not) */
+                const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, ch),
+                                              pp_image_out_rows(part, b.w, b.h),
+                                              pp_image_out_columns(part, b.w, b.h)};
+                const pp_image_out *o = &outs[t % 3];
+                pp_status s;
+                if (t % 3 == 0) {
+                    s = pp_image_decode(jpg, n, fx[i].name, &b, ch, part, &err);
+                } else {
+                    int sw, sh;
+                    if (t % 2) CHECK_OK(pp_image_size(jpg, n, "x", &sw, &sh, work, &err), &err);
+                    s = pp_image_decode_to(jpg, n, fx[i].name, &b, ch, o, work, &err);
+                }
+                if (s != PP_OK) {
+                    bad++;
+                    continue;
+                }
+                bad += box_differs(whole, w, ch, b, o);
+            }
+            CHECK_MSG(bad == 0, "jpeg %s, %d channel(s): %d box rows differ from the whole decode",
+                      fx[i].name, ch, bad);
+            /* a header read and not decoded (a sample refused by its size)
+             * leaves nothing for the next image's */
+            if (i > 0) {
+                unsigned long pn;
+                uint8_t *prev = make_jpeg(&fx[i - 1], 90, &pn);
+                int pw, ph;
+                CHECK_OK(pp_image_size(prev, pn, "prev", &pw, &ph, work, &err), &err);
+                CHECK_OK(pp_image_size(jpg, n, "this", &pw, &ph, work, &err), &err);
+                CHECK(pw == w && ph == h);
+                const pp_image_out o = pp_image_out_rows(part, w, h);
+                CHECK_OK(pp_image_decode_to(jpg, n, "this", &all, ch, &o, work, &err), &err);
+                CHECK(box_differs(whole, w, ch, all, &o) == 0);
+                free(prev);
+            }
+            free(whole);
+            free(part);
+        }
+        free(jpg);
+    }
+    pp_image_work_free(work);
+}
+
+/* An RGBA TIFF (unassociated alpha) of w x h written to path by libtiff, in
+ * tiles of 16 x 16 or strips of 7 rows, orientation `orient`. */
+static void write_tiff(const char *path, int w, int h, bool tiled, int orient)
+{
+    TIFF *t = TIFFOpen(path, "w");
+    CHECK(t != NULL);
+    if (!t) return;
+    const uint16_t extra[] = {EXTRASAMPLE_UNASSALPHA};
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, (uint32_t)w);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, (uint32_t)h);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 4);
+    TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 1, extra);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_RGB);
+    TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
+    TIFFSetField(t, TIFFTAG_ORIENTATION, (uint16_t)orient);
+    uint8_t px[16 * 16 * 4];
+    if (tiled) {
+        TIFFSetField(t, TIFFTAG_TILEWIDTH, 16);
+        TIFFSetField(t, TIFFTAG_TILELENGTH, 16);
+        for (int ty = 0; ty < h; ty += 16)
+            for (int tx = 0; tx < w; tx += 16) {
+                for (int y = 0; y < 16; y++)
+                    for (int x = 0; x < 16; x++)
+                        for (int k = 0; k < 4; k++)
+                            px[(y * 16 + x) * 4 + k] = pattern(tx + x, ty + y, k);
+                CHECK(TIFFWriteTile(t, px, (uint32_t)tx, (uint32_t)ty, 0, 0) >= 0);
+            }
+    } else {
+        TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, 7);
+        uint8_t *row = malloc((size_t)w * 4);
+        for (int y = 0; row && y < h; y++) {
+            for (int x = 0; x < w; x++)
+                for (int k = 0; k < 4; k++) row[x * 4 + k] = pattern(x, y, k);
+            CHECK(TIFFWriteScanline(t, row, (uint32_t)y, 0) == 1);
+        }
+        free(row);
+    }
+    TIFFClose(t);
+}
+
+/* RGBA TIFFs in tiles and in strips: the colours as stored (alpha dropped,
+ * not multiplied in), turned as the Orientation tag says (6: 90 degrees
+ * clockwise, the sides swapped), every box equal to the whole decode's. */
+static void test_tiff(void)
+{
+    const int w = 37, h = 21;
+    for (int tiled = 0; tiled < 2; tiled++)
+        for (int orient = 1; orient <= 6; orient += 5) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/t%d-%d.tif", tmpdir, tiled, orient);
+            write_tiff(path, w, h, tiled, orient);
+            membuf f = read_whole(path);
+            int iw = 0, ih = 0;
+            pp_error err;
+            CHECK_OK(pp_image_size(f.b, f.n, path, &iw, &ih, NULL, &err), &err);
+            const int ow = orient == 6 ? h : w, oh = orient == 6 ? w : h;
+            CHECK_MSG(iw == ow && ih == oh, "%s: %d x %d", path, iw, ih);
+            uint8_t *whole = malloc((size_t)ow * oh * 3);
+            const pp_image_box all = {0, 0, ow, oh};
+            CHECK_OK(pp_image_decode(f.b, f.n, path, &all, 3, whole, &err), &err);
+            int bad = 0;
+            for (int y = 0; y < oh; y++)
+                for (int x = 0; x < ow; x++)
+                    for (int k = 0; k < 3; k++) { /* 6: stored (sx, sy) = (y, h - 1 - x) */
+                        const int sx = orient == 6 ? y : x, sy = orient == 6 ? h - 1 - x : y;
+                        bad += whole[(y * ow + x) * 3 + k] != pattern(sx, sy, k);
+                    }
+            CHECK_MSG(bad == 0, "%s: %d samples differ from those stored", path, bad);
+            for (int i = 0; i < 50; i++) {
+                pp_image_box b = {rnd(ow), rnd(oh), 0, 0};
+                b.w = 1 + rnd(ow - b.x);
+                b.h = 1 + rnd(oh - b.y);
+                uint8_t *part = malloc((size_t)b.w * b.h * 3);
+                CHECK_OK(pp_image_decode(f.b, f.n, path, &b, 3, part, &err), &err);
+                const pp_image_out out = pp_image_out_hwc(part, b.w, b.h, 3);
+                CHECK_MSG(!box_differs(whole, ow, 3, b, &out), "%s: box %d %d %d %d", path, b.x,
+                          b.y, b.w, b.h);
+                free(part);
+            }
+            free(whole);
+            free(f.b);
+        }
+}
+
+static void test_png(void)
+{
+    static const png_fixture fx[] = {
+        {"rgb", PNG_COLOR_TYPE_RGB, 8, false},
+        {"rgba", PNG_COLOR_TYPE_RGB_ALPHA, 8, false},
+        {"rgb16", PNG_COLOR_TYPE_RGB, 16, false},
+        {"gray", PNG_COLOR_TYPE_GRAY, 8, false},
+        {"gray16", PNG_COLOR_TYPE_GRAY, 16, false},
+        {"gray2", PNG_COLOR_TYPE_GRAY, 2, false},
+        {"gray-alpha16", PNG_COLOR_TYPE_GRAY_ALPHA, 16, false},
+        {"palette", PNG_COLOR_TYPE_PALETTE, 8, false},
+        {"interlaced", PNG_COLOR_TYPE_RGB, 8, true},
+    };
+    const int w = 37, h = 29;
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        membuf m = make_png(&fx[i], w, h);
+        pp_error err;
+        uint8_t rgb[37 * 29 * 3], l[37 * 29];
+        pp_image_box all = {0, 0, w, h};
+        CHECK_OK(pp_image_decode(m.b, m.n, fx[i].name, &all, 3, rgb, &err), &err);
+        CHECK_OK(pp_image_decode(m.b, m.n, fx[i].name, &all, 1, l, &err), &err);
+        int bad = 0;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                uint8_t e[3];
+                png_expected(&fx[i], x, y, e);
+                const uint8_t *g = rgb + (y * w + x) * 3;
+                uint8_t le = (uint8_t)((e[0] * 19595u + e[1] * 38470u + e[2] * 7471u + 0x8000u) >> 16);
+                int off = g[0] != e[0] || g[1] != e[1] || g[2] != e[2] || l[y * w + x] != le;
+                if (off && bad < 3)
+                    fprintf(stderr, "png %s (%d, %d): got %d %d %d / %d, wanted %d %d %d / %d\n",
+                            fx[i].name, x, y, g[0], g[1], g[2], l[y * w + x], e[0], e[1], e[2], le);
+                bad += off;
+            }
+        CHECK_MSG(bad == 0, "png %s: %d pixels differ from what was written", fx[i].name, bad);
+        /* a box, as HWC, planes of rows and planes of columns */
+        const pp_image_box boxes[2] = {{5, 7, 20, 11}, {3, 1, 33, 27}};
+        for (int k = 0; k < 2; k++) {
+            const pp_image_box b = boxes[k];
+            uint8_t part[33 * 27 * 3];
+            const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, 3),
+                                          pp_image_out_rows(part, b.w, b.h),
+                                          pp_image_out_columns(part, b.w, b.h)};
+            for (int o = 0; o < 3; o++) {
+                CHECK_OK(pp_image_decode_to(m.b, m.n, fx[i].name, &b, 3, &outs[o], NULL, &err),
+                         &err);
+                CHECK_MSG(box_differs(rgb, w, 3, b, &outs[o]) == 0, "png %s: box %d, layout %d",
+                          fx[i].name, k, o);
+            }
+        }
+        free(m.b);
+    }
+}
+
+int main(void)
+{
+    if (!check_mkdtemp(tmpdir, sizeof tmpdir, "test_images_decode")) return 1;
+    test_jpeg_boxes();
+    test_png();
+    test_tiff();
+    check_rmtree(tmpdir);
+    return check_summary("test_images_decode");
+}
