@@ -126,6 +126,58 @@ membuf make_png(const png_fixture *f, int w, int h)
     return m;
 }
 
+static void put16(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    put16(p, v);
+    put16(p + 2, v >> 16);
+}
+
+uint16_t bmp16_value(int x, int y)
+{
+    /* a field's values in turn, flipped by a row's bits (a bijection of each field) */
+    const unsigned k = (unsigned)x % 64, fields = (k & 31) | k << 5 | (k & 31) << 11;
+    return (uint16_t)~(fields ^ (unsigned)(x / 64 + y) * 0x9E37u);
+}
+
+membuf make_bmp16(const bmp16_fixture *f)
+{
+    const size_t stride = ((size_t)f->w * 2 + 3) / 4 * 4;
+    const size_t head = 14 + f->header + (f->header == 40 && f->compression == 3 ? 12 : 0);
+    const size_t n = head + stride * (size_t)f->h;
+    membuf m = {calloc(1, n), n, n};
+    uint8_t *b = m.b;
+    b[0] = 'B', b[1] = 'M';
+    put32(b + 2, (uint32_t)n);
+    put32(b + 10, f->offset_zero ? 0 : (uint32_t)head);
+    put32(b + 14, f->header);
+    if (f->header == 12) {
+        put16(b + 18, (uint32_t)f->w);
+        put16(b + 20, (uint32_t)f->h);
+        put16(b + 22, 1);
+        put16(b + 24, 16);
+    } else {
+        put32(b + 18, (uint32_t)f->w);
+        put32(b + 22, f->top_down ? (uint32_t)-f->h : (uint32_t)f->h);
+        put16(b + 26, 1);
+        put16(b + 28, 16);
+        put32(b + 30, f->compression);
+        put32(b + 34, (uint32_t)(stride * (size_t)f->h));
+        if (f->compression == 3)
+            for (int k = 0; k < 3; k++) put32(b + 54 + 4 * k, f->masks[k]);
+    }
+    for (int y = 0; y < f->h; y++) {
+        uint8_t *row = b + head + stride * (size_t)(f->top_down ? y : f->h - 1 - y);
+        for (int x = 0; x < f->w; x++) put16(row + 2 * x, bmp16_value(x, y));
+    }
+    return m;
+}
+
 /* The file at path, malloc'ed (b NULL if it cannot be read). */
 membuf read_whole(const char *path)
 {

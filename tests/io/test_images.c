@@ -8,8 +8,9 @@
  *   bad input  empty file, text named .jpg, truncated JPEG (box above the
  *              cut too) and PNG, corrupt JPEG, an image too large (header
  *              only: a PNG, a BMP, the BMP's size refused too), a BMP too
- *              short for its pixels or its header, an unsupported format:
- *              each an error naming the file
+ *              short for its pixels or its header, 16-bit BMPs cut or of a
+ *              kind PIL does not read (their sizes refused too), an
+ *              unsupported format: each an error naming the file
  *   index      classes and samples in torchvision's order (nested folders,
  *              a linked folder, extensions in any case, files that are not
  *              images), the cache written, used, and refreshed when a folder
@@ -72,6 +73,18 @@ static void test_bad_images(void)
     memcpy(short_bmp, bomb, sizeof bomb);
     const uint8_t thousand[8] = {0xe8, 3, 0, 0, 0xe8, 3, 0, 0};
     memcpy(short_bmp + 18, thousand, 8);
+    /* 16-bit BMPs of 3 x 4 pixels (rows of 8 bytes from byte 54, 66 with bit
+     * fields): cut in their pixels, cut in their masks, of masks, a
+     * compression and a header size PIL does not read */
+    const bmp16_fixture b16 = {"b16", 3, 4, 40, 0, {0}, false, false};
+    bmp16_fixture b16f = b16;
+    b16f.compression = 3;
+    b16f.masks[0] = 0xF00, b16f.masks[1] = 0xF0, b16f.masks[2] = 0xF;
+    bmp16_fixture b16h = b16;
+    b16h.header = 52;
+    membuf bmp16 = make_bmp16(&b16), bmp16_masks = make_bmp16(&b16f),
+           bmp16_header = make_bmp16(&b16h), bmp16_rle = make_bmp16(&b16);
+    bmp16_rle.b[30] = 1;
     static const char gif[] = "GIF89a\1\0\1\0\0\0\0;";
     static const char text[] = "this is not a picture\n";
     struct {
@@ -94,6 +107,16 @@ static void test_bad_images(void)
          "truncated (1000 x 1000 pixels of 24 bits from byte 54 need 3000054 bytes, the file "
          "has 54)"},
         {"bmp header cut", short_bmp, 20, {0, 0, 1, 1}, "truncated (a BMP header of 20 bytes)"},
+        {"16-bit bmp cut in its pixels", bmp16.b, bmp16.n - 3, {0, 0, 1, 1},
+         "truncated (3 x 4 pixels of 16 bits from byte 54 need 84 bytes, the file has 83)"},
+        {"16-bit bmp cut in its masks", bmp16_masks.b, 60, {0, 0, 1, 1},
+         "truncated (a BMP header of 60 bytes)"},
+        {"16-bit bmp, masks 4-4-4", bmp16_masks.b, bmp16_masks.n, {0, 0, 1, 1},
+         "unsupported BMP (16 bits a pixel, bit fields red 0xf00, green 0xf0, blue 0xf"},
+        {"16-bit bmp, header of 52 bytes", bmp16_header.b, bmp16_header.n, {0, 0, 1, 1},
+         "unsupported BMP (16 bits a pixel, an information header of 52 bytes)"},
+        {"16-bit bmp, run lengths", bmp16_rle.b, bmp16_rle.n, {0, 0, 1, 1},
+         "unsupported BMP (16 bits a pixel, compression 1)"},
     };
     uint8_t out[64 * 64 * 3];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -116,6 +139,17 @@ static void test_bad_images(void)
           w == 9 && h == 6);
     CHECK(pp_image_size(small, sizeof small - 29, "small.bmp", &w, &h, NULL, &err) ==
               PP_ERR_INPUT && strstr(err.msg, "small.bmp: truncated"));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) { /* the size refused too */
+        if (strncmp(cases[i].what, "16-bit", 6) != 0) continue;
+        err = (pp_error){0};
+        pp_status s = pp_image_size(cases[i].buf, cases[i].n, "b.bmp", &w, &h, NULL, &err);
+        CHECK_MSG(s == PP_ERR_INPUT && strstr(err.msg, cases[i].says), "%s: size %s '%s'",
+                  cases[i].what, pp_status_name(s), err.msg);
+    }
+    free(bmp16.b);
+    free(bmp16_masks.b);
+    free(bmp16_header.b);
+    free(bmp16_rle.b);
     free(corrupt);
     free(jpg);
     free(png.b);

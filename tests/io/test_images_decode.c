@@ -15,6 +15,9 @@
  *   tiff       RGBA (unassociated alpha) in tiles and in strips, two
  *              orientations: the colours as stored, turned as the tag says,
  *              50 boxes each equal to the whole decode's
+ *   bmp        16-bit BMPs written byte by byte (5-5-5, bit fields 5-6-5
+ *              and 5-5-5, bottom up and top down, every header size PIL
+ *              reads): pixels as PIL widens the fields; boxes in every layout
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,12 +299,97 @@ static void test_png(void)
     }
 }
 
+/* What PIL 9.4 gives for pixel (x, y) of a 16-bit BMP: 5-5-5 (BI_RGB, the
+ * top bit unused) or the masks' 5-6-5 or 5-5-5, each field of b bits
+ * widened to v * 255 / (2^b - 1), truncated (its unpackers BGR;15 and
+ * BGR;16: white is 255). */
+static void bmp16_expected(const bmp16_fixture *f, int x, int y, uint8_t rgb[3])
+{
+    const unsigned v = bmp16_value(x, y);
+    const unsigned gbits = f->compression == 3 && f->masks[1] == 0x7E0 ? 6 : 5;
+    const unsigned gmax = (1u << gbits) - 1;
+    rgb[0] = (uint8_t)(((v >> (5 + gbits)) & 31) * 255 / 31);
+    rgb[1] = (uint8_t)(((v >> 5) & gmax) * 255 / gmax);
+    rgb[2] = (uint8_t)((v & 31) * 255 / 31);
+}
+
+/* 16-bit BMPs as PIL reads them: 5-5-5 and bit fields 5-6-5 and 5-5-5, rows
+ * bottom up and top down (an odd width: rows padded), every header size PIL
+ * reads, bfOffBits 0 (the pixels after the headers), the last row's padding
+ * cut (PIL needs no more than its pixels); as RGB and L, and boxes in every
+ * layout equal to the whole decode's. */
+static void test_bmp16(void)
+{
+    static const bmp16_fixture fx[] = {
+        {"5-5-5", 37, 29, 40, 0, {0}, false, false},
+        {"5-5-5 top down", 37, 29, 40, 0, {0}, true, false},
+        {"5-5-5 OS/2 header", 37, 29, 12, 0, {0}, false, false},
+        {"5-5-5 v4 header, bfOffBits 0", 70, 29, 108, 0, {0}, false, true},
+        {"5-6-5", 37, 29, 40, 3, {0xF800, 0x7E0, 0x1F}, false, false},
+        {"5-6-5 v5 header, top down", 37, 29, 124, 3, {0xF800, 0x7E0, 0x1F}, true, false},
+        {"5-6-5 OS/2 v2 header", 38, 29, 64, 3, {0xF800, 0x7E0, 0x1F}, false, false},
+        {"bit fields 5-5-5, bfOffBits 0", 37, 29, 40, 3, {0x7C00, 0x3E0, 0x1F}, false, true},
+    };
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        const int w = fx[i].w, h = fx[i].h;
+        membuf m = make_bmp16(&fx[i]);
+        pp_error err;
+        int iw = 0, ih = 0;
+        CHECK_OK(pp_image_size(m.b, m.n, fx[i].name, &iw, &ih, NULL, &err), &err);
+        CHECK(iw == w && ih == h);
+        uint8_t *rgb = malloc((size_t)w * h * 3), *l = malloc((size_t)w * h);
+        const pp_image_box all = {0, 0, w, h};
+        /* the whole image with the last row's padding cut (the boxes below
+         * have it): the same pixels */
+        const size_t n = m.n - (w % 2 ? 2 : 0);
+        CHECK_OK(pp_image_decode(m.b, n, fx[i].name, &all, 3, rgb, &err), &err);
+        CHECK_OK(pp_image_decode(m.b, n, fx[i].name, &all, 1, l, &err), &err);
+        int bad = 0;
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                uint8_t e[3];
+                bmp16_expected(&fx[i], x, y, e);
+                const uint8_t *g = rgb + (y * w + x) * 3;
+                const uint8_t le =
+                    (uint8_t)((e[0] * 19595u + e[1] * 38470u + e[2] * 7471u + 0x8000u) >> 16);
+                const int off = g[0] != e[0] || g[1] != e[1] || g[2] != e[2] || l[y * w + x] != le;
+                if (off && bad < 3)
+                    fprintf(stderr, "bmp %s (%d, %d): got %d %d %d / %d, wanted %d %d %d / %d\n",
+                            fx[i].name, x, y, g[0], g[1], g[2], l[y * w + x], e[0], e[1], e[2],
+                            le);
+                bad += off;
+            }
+        CHECK_MSG(bad == 0, "bmp %s: %d pixels differ from PIL's", fx[i].name, bad);
+        CHECK_MSG(rgb[0] == 255 && rgb[1] == 255 && rgb[2] == 255, "bmp %s: white is %d %d %d",
+                  fx[i].name, rgb[0], rgb[1], rgb[2]);
+        const pp_image_box boxes[2] = {{5, 7, 20, 11}, {1, 3, w - 1, h - 4}};
+        uint8_t *part = malloc((size_t)w * h * 3);
+        for (int k = 0; k < 2; k++) {
+            const pp_image_box b = boxes[k];
+            const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, 3),
+                                          pp_image_out_rows(part, b.w, b.h),
+                                          pp_image_out_columns(part, b.w, b.h)};
+            for (int o = 0; o < 3; o++) {
+                CHECK_OK(pp_image_decode_to(m.b, m.n, fx[i].name, &b, 3, &outs[o], NULL, &err),
+                         &err);
+                CHECK_MSG(box_differs(rgb, w, 3, b, &outs[o]) == 0, "bmp %s: box %d, layout %d",
+                          fx[i].name, k, o);
+            }
+        }
+        free(part);
+        free(rgb);
+        free(l);
+        free(m.b);
+    }
+}
+
 int main(void)
 {
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "test_images_decode")) return 1;
     test_jpeg_boxes();
     test_png();
     test_tiff();
+    test_bmp16();
     check_rmtree(tmpdir);
     return check_summary("test_images_decode");
 }
