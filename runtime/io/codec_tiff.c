@@ -1,14 +1,19 @@
 /*
  * codec_tiff.c - TIFF through libtiff (see image.h): the first page, as
- * PIL 9.4 reads it. Gray, gray and alpha, RGB, RGB and alpha and CMYK of 8
- * or 16 unsigned bits a sample, interleaved, are read as stored (strips or
- * tiles decoded by libtiff) and taken to 8 bits as PIL's unpackers take
- * them (to_8bit); every other kind (palette, YCbCr, bits other than 8 and
- * 16, separate planes, ...) through TIFFReadRGBAImageOriented (16-bit
- * samples scaled to 8 bits by libtiff). Alpha is dropped; the RGBA reader
- * multiplies unassociated alpha into the colours, which PIL does not, so
- * alpha differs from PIL's only in the kinds left to it (alpha with
- * separate planes, 16-bit gray and alpha, ...). The Orientation tag is applied as PIL's
+ * PIL 9.4 reads it. Gray, gray and alpha (8 bits, unassociated), RGB, RGB
+ * and alpha and CMYK of 8 or 16 unsigned bits a sample, interleaved or in
+ * separate planes, are read as stored (strips or tiles decoded by libtiff,
+ * a plane's samples put among the others') and taken to 8 bits as PIL's
+ * unpackers take them (to_8bit: alpha dropped, never multiplied in, an
+ * associated one divided out); every other kind (palette, YCbCr, bits other
+ * than 8 and 16, gray with associated or 16-bit alpha, which PIL 9.4 does
+ * not open, ...) through TIFFReadRGBAImageOriented (16-bit samples scaled
+ * to 8 bits by libtiff, unassociated alpha multiplied into the colours).
+ * PIL reads separate planes as interleaved ones, except its own reader of
+ * uncompressed files (libtiff reads the compressed ones), which refuses
+ * associated alpha, gray and alpha, and 16-bit gray, and misreads other
+ * 16-bit samples as 8-bit ones: those files are read here as PIL reads
+ * their compressed twins. The Orientation tag is applied as PIL's
  * exif_transpose applies it (5 to 8 swap the sides), then the box copied.
  * libtiff's errors and warnings go to handlers that keep the first
  * error's words per thread (TIFFOpenOptionsSetErrorHandlerExtR needs a
@@ -147,15 +152,21 @@ static bool transposed(const tiff_info *i)
     return i->orientation >= 5;
 }
 
+/* Whether the samples lie in separate planes (one strip or tile a sample). */
+static bool separate(const tiff_info *i)
+{
+    return i->spp > 1 && i->planar == PLANARCONFIG_SEPARATE;
+}
+
 /* The layout of the samples when they are read as stored (8 or 16 bits,
- * unsigned, interleaved; gray, gray and alpha, RGB, RGB and alpha, CMYK),
- * or -1: libtiff's RGBA reader reads the rest. */
+ * unsigned, interleaved or in separate planes; gray, gray and alpha, RGB,
+ * RGB and alpha, CMYK), or -1: libtiff's RGBA reader reads the rest. */
 static int direct_layout(const tiff_info *i)
 {
     if (!i->has_photometric || i->format != SAMPLEFORMAT_UINT || (i->bps != 8 && i->bps != 16))
         return -1;
-    if (i->spp > 1 && i->planar != PLANARCONFIG_CONTIG) return -1;
-    const bool assoc = i->n_extra > 0 && i->extra_type == EXTRASAMPLE_ASSOCALPHA;
+    if (i->spp > 1 && i->planar != PLANARCONFIG_CONTIG && i->planar != PLANARCONFIG_SEPARATE)
+        return -1;
     switch (i->photometric) {
     case PHOTOMETRIC_MINISBLACK:
         if (i->spp == 1) return PP_PX_GRAY;
@@ -165,7 +176,7 @@ static int direct_layout(const tiff_info *i)
         return -1;
     case PHOTOMETRIC_RGB:
         if (i->spp == 3) return PP_PX_RGB;
-        if (i->spp == 4 && i->n_extra <= 1 && !(assoc && i->bps == 16)) return PP_PX_RGBA;
+        if (i->spp == 4 && i->n_extra <= 1) return PP_PX_RGBA;
         return -1;
     case PHOTOMETRIC_SEPARATED:
         return i->spp == 4 && i->n_extra == 0 && i->inkset == INKSET_CMYK ? PP_PX_CMYK : -1;
@@ -174,22 +185,48 @@ static int direct_layout(const tiff_info *i)
     }
 }
 
-/* The first page's samples as stored, rows of row_bytes, into raw. */
+/* cols pixels of unit bytes from src to dst, px bytes apart there (a
+ * plane's samples into their places among the others'). */
+static void scatter(uint8_t *dst, const uint8_t *src, size_t cols, size_t unit, size_t px)
+{
+    if (unit == px) {
+        memcpy(dst, src, cols * unit);
+        return;
+    }
+    for (size_t c = 0; c < cols; c++) memcpy(dst + c * px, src + c * unit, unit);
+}
+
+/* The first page's samples as stored, interleaved in rows of row_bytes,
+ * into raw: strips or tiles of every sample, or of one sample each
+ * (separate planes: each put in its place). */
 static bool read_stored(TIFF *t, const tiff_info *i, uint8_t *raw, size_t row_bytes)
 {
-    if ((uint64_t)TIFFScanlineSize64(t) != row_bytes) return false;
+    const size_t px_bytes = row_bytes / i->w, sample = i->bps / 8;
+    const size_t unit = separate(i) ? sample : px_bytes; /* bytes a pixel in a strip or tile */
+    const uint16_t planes = separate(i) ? i->spp : 1;
+    if ((uint64_t)TIFFScanlineSize64(t) != (uint64_t)i->w * unit) return false;
     if (!TIFFIsTiled(t)) {
         uint32_t rps = i->h;
         TIFFGetFieldDefaulted(t, TIFFTAG_ROWSPERSTRIP, &rps);
         if (rps == 0) return false;
-        for (uint32_t s = 0; (uint64_t)s * rps < i->h; s++) {
-            const uint64_t y = (uint64_t)s * rps, rows = i->h - y < rps ? i->h - y : rps;
-            const tmsize_t want = (tmsize_t)(rows * row_bytes);
-            if (s >= TIFFNumberOfStrips(t) ||
-                TIFFReadEncodedStrip(t, s, raw + y * row_bytes, want) != want)
-                return false;
-        }
-        return true;
+        if (rps > i->h) rps = i->h;
+        /* interleaved strips are read in place; a plane's through a strip's buffer */
+        uint8_t *strip = separate(i) ? malloc((size_t)rps * i->w * unit) : NULL;
+        if (separate(i) && !strip) return false;
+        bool ok = true;
+        for (uint16_t p = 0; ok && p < planes; p++)
+            for (uint64_t y = 0; ok && y < i->h; y += rps) {
+                const uint64_t rows = i->h - y < rps ? i->h - y : rps;
+                const tmsize_t want = (tmsize_t)(rows * i->w * unit);
+                const uint32_t s = TIFFComputeStrip(t, (uint32_t)y, p);
+                uint8_t *to = strip ? strip : raw + y * row_bytes;
+                ok = s < TIFFNumberOfStrips(t) && TIFFReadEncodedStrip(t, s, to, want) == want;
+                for (uint64_t r = 0; ok && strip && r < rows; r++)
+                    scatter(raw + (y + r) * row_bytes + p * sample, strip + r * i->w * unit,
+                            i->w, unit, px_bytes);
+            }
+        free(strip);
+        return ok;
     }
     uint32_t tw = 0, th = 0;
     TIFFGetField(t, TIFFTAG_TILEWIDTH, &tw);
@@ -198,26 +235,27 @@ static bool read_stored(TIFF *t, const tiff_info *i, uint8_t *raw, size_t row_by
     if (tw == 0 || th == 0 || tile_bytes <= 0 || tile_row <= 0) return false;
     uint8_t *tile = malloc((size_t)tile_bytes);
     if (!tile) return false;
-    const size_t px_bytes = row_bytes / i->w;
     bool ok = true;
-    for (uint32_t y = 0; ok && y < i->h; y += th)
-        for (uint32_t x = 0; ok && x < i->w; x += tw) {
-            ok = TIFFReadTile(t, tile, x, y, 0, 0) >= 0;
-            const uint32_t rows = i->h - y < th ? i->h - y : th;
-            const uint32_t cols = i->w - x < tw ? i->w - x : tw;
-            for (uint32_t r = 0; ok && r < rows; r++)
-                memcpy(raw + (size_t)(y + r) * row_bytes + (size_t)x * px_bytes,
-                       tile + (size_t)r * (size_t)tile_row, (size_t)cols * px_bytes);
-            if (y > UINT32_MAX - th || x > UINT32_MAX - tw) ok = false;
-        }
+    for (uint16_t p = 0; ok && p < planes; p++)
+        for (uint32_t y = 0; ok && y < i->h; y += th)
+            for (uint32_t x = 0; ok && x < i->w; x += tw) {
+                ok = TIFFReadTile(t, tile, x, y, 0, p) >= 0;
+                const uint32_t rows = i->h - y < th ? i->h - y : th;
+                const uint32_t cols = i->w - x < tw ? i->w - x : tw;
+                for (uint32_t r = 0; ok && r < rows; r++)
+                    scatter(raw + (size_t)(y + r) * row_bytes + (size_t)x * px_bytes + p * sample,
+                            tile + (size_t)r * (size_t)tile_row, cols, unit, px_bytes);
+                if (y > UINT32_MAX - th || x > UINT32_MAX - tw) ok = false;
+            }
     free(tile);
     return ok;
 }
 
 /* n samples of raw (as stored) to 8 bits in place, as PIL's unpackers take
  * them: 16-bit gray clipped to 255 (PIL's mode I;16, clipped by convert),
- * other 16-bit samples their high byte; 8-bit RGB with associated alpha
- * unpremultiplied (min(255, v * 255 / a), 0 where a is 0: PIL's RGBa). */
+ * other 16-bit samples their high byte; RGB with associated alpha then
+ * unpremultiplied (min(255, v * 255 / a), 0 where a is 0: PIL's RGBa, and
+ * RGBa;16 on the high bytes). */
 static void to_8bit(uint8_t *raw, int64_t n, const tiff_info *i, pp_px_layout layout)
 {
     if (i->bps == 16) {
@@ -225,7 +263,6 @@ static void to_8bit(uint8_t *raw, int64_t n, const tiff_info *i, pp_px_layout la
         for (int64_t k = 0; k < n; k++)
             raw[k] = layout == PP_PX_GRAY ? (uint8_t)(v[k] > 255 ? 255 : v[k])
                                           : (uint8_t)(v[k] >> 8);
-        return;
     }
     if (layout == PP_PX_RGBA && i->n_extra > 0 && i->extra_type == EXTRASAMPLE_ASSOCALPHA)
         for (int64_t k = 0; k + 4 <= n; k += 4) {

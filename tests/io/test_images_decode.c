@@ -14,7 +14,10 @@
  *              convert does; boxes in every layout
  *   tiff       RGBA (unassociated alpha) in tiles and in strips, two
  *              orientations: the colours as stored, turned as the tag says,
- *              50 boxes each equal to the whole decode's
+ *              50 boxes each equal to the whole decode's; RGBA (either
+ *              alpha, 8 and 16 bits), gray + alpha, RGB 16-bit and CMYK
+ *              (8 and 16 bits) in separate planes equal to the same samples
+ *              interleaved, those with alpha PIL's values
  *   bmp        16-bit BMPs written byte by byte (5-5-5, bit fields 5-6-5
  *              and 5-5-5, bottom up and top down, every header size PIL
  *              reads): pixels as PIL widens the fields; boxes in every layout
@@ -159,45 +162,71 @@ static void test_jpeg_boxes(void)
     pp_image_work_free(work);
 }
 
-/* An RGBA TIFF (unassociated alpha) of w x h written to path by libtiff, in
- * tiles of 16 x 16 or strips of 7 rows, orientation `orient`. */
-static void write_tiff(const char *path, int w, int h, bool tiled, int orient)
+/* A kind of TIFF: samples a pixel, bits a sample, photometric, the extra
+ * sample's kind (the last sample; 0: none). */
+typedef struct tiff_kind {
+    const char *name;
+    int spp, bps, photometric, extra;
+} tiff_kind;
+
+static const tiff_kind rgba_unassoc8 = {"rgba", 4, 8, PHOTOMETRIC_RGB, EXTRASAMPLE_UNASSALPHA};
+
+/* The value stored for sample k of pixel (x, y): the pattern's, in the high
+ * byte of a 16-bit sample (its low byte another's). */
+static unsigned tiff_value(int x, int y, int k, int bps)
+{
+    return bps == 16 ? (unsigned)pattern(x, y, k) << 8 | pattern(y, x, k) : pattern(x, y, k);
+}
+
+/* A TIFF of the kind, w x h, written to path by libtiff (deflated), its
+ * samples interleaved or in separate planes, in tiles of 16 x 16 or strips
+ * of 7 rows, orientation `orient`. */
+static void write_tiff(const char *path, const tiff_kind *kd, int w, int h, int planar,
+                       bool tiled, int orient)
 {
     TIFF *t = TIFFOpen(path, "w");
     CHECK(t != NULL);
     if (!t) return;
-    const uint16_t extra[] = {EXTRASAMPLE_UNASSALPHA};
+    const uint16_t extra[] = {(uint16_t)kd->extra};
     TIFFSetField(t, TIFFTAG_IMAGEWIDTH, (uint32_t)w);
     TIFFSetField(t, TIFFTAG_IMAGELENGTH, (uint32_t)h);
-    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
-    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 4);
-    TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 1, extra);
-    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_RGB);
-    TIFFSetField(t, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, kd->bps);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, kd->spp);
+    if (kd->extra) TIFFSetField(t, TIFFTAG_EXTRASAMPLES, 1, extra);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, kd->photometric);
+    TIFFSetField(t, TIFFTAG_PLANARCONFIG, planar);
     TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
     TIFFSetField(t, TIFFTAG_ORIENTATION, (uint16_t)orient);
-    uint8_t px[16 * 16 * 4];
+    /* planes: one of all samples, or one a sample; n: samples a pixel in each */
+    const int planes = planar == PLANARCONFIG_SEPARATE ? kd->spp : 1, n = kd->spp / planes;
+    const int tw = tiled ? 16 : w, th = tiled ? 16 : 1;
+    uint16_t *px = calloc((size_t)tw * th * n, sizeof *px);
+    uint8_t *px8 = (uint8_t *)px;
     if (tiled) {
         TIFFSetField(t, TIFFTAG_TILEWIDTH, 16);
         TIFFSetField(t, TIFFTAG_TILELENGTH, 16);
-        for (int ty = 0; ty < h; ty += 16)
-            for (int tx = 0; tx < w; tx += 16) {
-                for (int y = 0; y < 16; y++)
-                    for (int x = 0; x < 16; x++)
-                        for (int k = 0; k < 4; k++)
-                            px[(y * 16 + x) * 4 + k] = pattern(tx + x, ty + y, k);
-                CHECK(TIFFWriteTile(t, px, (uint32_t)tx, (uint32_t)ty, 0, 0) >= 0);
-            }
     } else {
         TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, 7);
-        uint8_t *row = malloc((size_t)w * 4);
-        for (int y = 0; row && y < h; y++) {
-            for (int x = 0; x < w; x++)
-                for (int k = 0; k < 4; k++) row[x * 4 + k] = pattern(x, y, k);
-            CHECK(TIFFWriteScanline(t, row, (uint32_t)y, 0) == 1);
-        }
-        free(row);
     }
+    for (int p = 0; px && p < planes; p++)
+        for (int ty = 0; ty < h; ty += th)
+            for (int tx = 0; tx < w; tx += tw) {
+                for (int y = 0; y < th; y++)
+                    for (int x = 0; x < tw; x++)
+                        for (int k = 0; k < n; k++) {
+                            const unsigned v = tiff_value(tx + x, ty + y, p + k, kd->bps);
+                            const size_t i = ((size_t)y * tw + x) * n + k;
+                            if (kd->bps == 16)
+                                px[i] = (uint16_t)v;
+                            else
+                                px8[i] = (uint8_t)v;
+                        }
+                if (tiled)
+                    CHECK(TIFFWriteTile(t, px, (uint32_t)tx, (uint32_t)ty, 0, (uint16_t)p) >= 0);
+                else
+                    CHECK(TIFFWriteScanline(t, px, (uint32_t)ty, (uint16_t)p) == 1);
+            }
+    free(px);
     TIFFClose(t);
 }
 
@@ -211,7 +240,7 @@ static void test_tiff(void)
         for (int orient = 1; orient <= 6; orient += 5) {
             char path[512];
             snprintf(path, sizeof path, "%s/t%d-%d.tif", tmpdir, tiled, orient);
-            write_tiff(path, w, h, tiled, orient);
+            write_tiff(path, &rgba_unassoc8, w, h, PLANARCONFIG_CONTIG, tiled, orient);
             membuf f = read_whole(path);
             int iw = 0, ih = 0;
             pp_error err;
@@ -243,6 +272,94 @@ static void test_tiff(void)
             free(whole);
             free(f.b);
         }
+}
+
+/* What PIL's convert("RGB") gives for pixel (x, y) of a TIFF of the kind
+ * (RGB or gray, with alpha or not): the stored values (the high bytes of
+ * 16-bit ones), divided by an associated alpha (min(255, v * 255 / a), 0
+ * where a is 0: PIL's RGBa and RGBa;16), alpha dropped. */
+static void tiff_expected(const tiff_kind *kd, int x, int y, uint8_t rgb[3])
+{
+    const int colours = kd->photometric == PHOTOMETRIC_RGB ? 3 : 1;
+    const unsigned a = pattern(x, y, colours);
+    for (int k = 0; k < 3; k++) {
+        unsigned v = pattern(x, y, colours == 3 ? k : 0);
+        if (kd->extra == EXTRASAMPLE_ASSOCALPHA) {
+            v = a == 0 ? 0 : v * 255 / a;
+            if (v > 255) v = 255;
+        }
+        rgb[k] = (uint8_t)v;
+    }
+}
+
+/* TIFFs of separate planes (PLANARCONFIG_SEPARATE), in strips and in
+ * tiles, equal the same samples interleaved, as RGB and as L (PIL reads
+ * both alike), and boxes equal the whole decode's; the interleaved ones of
+ * alpha, RGB 16-bit included, equal PIL's values (alpha dropped, never
+ * multiplied in; associated alpha divided out, 16-bit as 8-bit). */
+static void test_tiff_planes(void)
+{
+    static const tiff_kind kinds[] = {
+        {"rgba", 4, 8, PHOTOMETRIC_RGB, EXTRASAMPLE_UNASSALPHA},
+        {"rgba associated", 4, 8, PHOTOMETRIC_RGB, EXTRASAMPLE_ASSOCALPHA},
+        {"rgba 16-bit", 4, 16, PHOTOMETRIC_RGB, EXTRASAMPLE_UNASSALPHA},
+        {"rgba 16-bit associated", 4, 16, PHOTOMETRIC_RGB, EXTRASAMPLE_ASSOCALPHA},
+        {"rgb + unspecified", 4, 8, PHOTOMETRIC_RGB, EXTRASAMPLE_UNSPECIFIED},
+        {"gray + alpha", 2, 8, PHOTOMETRIC_MINISBLACK, EXTRASAMPLE_UNASSALPHA},
+        {"rgb 16-bit", 3, 16, PHOTOMETRIC_RGB, 0},
+        {"cmyk", 4, 8, PHOTOMETRIC_SEPARATED, 0},
+        {"cmyk 16-bit", 4, 16, PHOTOMETRIC_SEPARATED, 0},
+    };
+    const int w = 37, h = 21;
+    const pp_image_box all = {0, 0, w, h};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const tiff_kind *kd = &kinds[i];
+        uint8_t *want[2] = {malloc((size_t)w * h * 3), malloc((size_t)w * h)};
+        uint8_t *got[2] = {malloc((size_t)w * h * 3), malloc((size_t)w * h)};
+        for (int f = 0; f < 3; f++) { /* interleaved strips, separate strips, separate tiles */
+            char path[512];
+            snprintf(path, sizeof path, "%s/planes-%zu-%d.tif", tmpdir, i, f);
+            write_tiff(path, kd, w, h, f ? PLANARCONFIG_SEPARATE : PLANARCONFIG_CONTIG, f == 2, 1);
+            membuf m = read_whole(path);
+            pp_error err;
+            for (int c = 0; c < 2; c++)
+                CHECK_OK(pp_image_decode(m.b, m.n, path, &all, c ? 1 : 3, f ? got[c] : want[c],
+                                         &err), &err);
+            if (f == 0 && kd->photometric != PHOTOMETRIC_SEPARATED) {
+                int bad = 0;
+                for (int y = 0; y < h; y++)
+                    for (int x = 0; x < w; x++) {
+                        uint8_t e[3];
+                        tiff_expected(kd, x, y, e);
+                        bad += memcmp(want[0] + ((size_t)y * w + x) * 3, e, 3) != 0;
+                    }
+                CHECK_MSG(bad == 0, "tiff %s: %d pixels differ from PIL's", kd->name, bad);
+            }
+            if (f > 0) {
+                int bad = 0;
+                for (size_t k = 0; k < (size_t)w * h * 3; k++)
+                    bad += got[0][k] != want[0][k] ||
+                           (k < (size_t)w * h && got[1][k] != want[1][k]);
+                CHECK_MSG(bad == 0, "tiff %s in separate %s: %d samples differ from interleaved",
+                          kd->name, f == 2 ? "tiles" : "strips", bad);
+                for (int t = 0; t < 10; t++) {
+                    pp_image_box b = {rnd(w), rnd(h), 0, 0};
+                    b.w = 1 + rnd(w - b.x);
+                    b.h = 1 + rnd(h - b.y);
+                    uint8_t part[37 * 21 * 3];
+                    const pp_image_out o = pp_image_out_rows(part, b.w, b.h);
+                    CHECK_OK(pp_image_decode_to(m.b, m.n, path, &b, 3, &o, NULL, &err), &err);
+                    CHECK_MSG(!box_differs(got[0], w, 3, b, &o), "%s: box %d %d %d %d", path,
+                              b.x, b.y, b.w, b.h);
+                }
+            }
+            free(m.b);
+        }
+        for (int c = 0; c < 2; c++) {
+            free(want[c]);
+            free(got[c]);
+        }
+    }
 }
 
 static void test_png(void)
@@ -389,6 +506,7 @@ int main(void)
     test_jpeg_boxes();
     test_png();
     test_tiff();
+    test_tiff_planes();
     test_bmp16();
     check_rmtree(tmpdir);
     return check_summary("test_images_decode");

@@ -11,7 +11,9 @@ line). Checks, with files made here by PIL:
   2. decoding: every kind of file (JPEG RGB, gray, CMYK; PNG RGB, RGBA, L, LA,
      P, P with transparency, 16-bit gray, 1-bit; WebP, BMP (24-bit, palette,
      16-bit 5-5-5 and bit fields 5-6-5 and 5-5-5), TIFF (RGBA with
-     either alpha, LA, CMYK, 16-bit gray, palette, the 8 orientations), PPM, PGM;
+     either alpha, 16-bit too, LA, CMYK, 16-bit gray, palette, the 8
+     orientations; in separate planes RGBA with either alpha, RGBA and RGB of
+     16 bits, LA, CMYK of 8 and 16 bits), PPM, PGM;
      PPM and PGM of other maxima than 255, 16-bit and plain)
      gives PIL's Image.open(f).convert("RGB") and .convert("L") pixels;
   3. random_resized_crop's boxes: 100,000 draws of ours against 100,000 of
@@ -32,6 +34,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 try:
     import numpy as np
@@ -121,6 +124,41 @@ def check_index(tmp):
     print(f"index: {len(classes)} classes, {len(samples)} samples, as ImageFolder")
 
 
+def tiff_bytes(px, photometric, extra=None, planar=1, deflate=True):
+    """A little-endian TIFF of px (H x W x S, uint8 or uint16) in strips of 8
+    rows, its samples interleaved (planar 1) or in separate planes (2): the
+    header, the strips, the tags' arrays, then the directory."""
+    h, w, spp = px.shape
+    planes = [px] if planar == 1 else [px[:, :, k:k + 1] for k in range(spp)]
+    out = bytearray(8)
+    offsets, counts = [], []
+    for plane in planes:
+        for y in range(0, h, 8):
+            raw = np.ascontiguousarray(plane[y:y + 8]).astype("<u%d" % px.itemsize).tobytes()
+            strip = zlib.compress(raw) if deflate else raw
+            offsets.append(len(out))
+            counts.append(len(strip))
+            out += strip
+    tags = [(256, "I", [w]), (257, "I", [h]), (258, "H", [8 * px.itemsize] * spp),
+            (259, "H", [8 if deflate else 1]), (262, "H", [photometric]), (273, "I", offsets),
+            (277, "H", [spp]), (278, "I", [8]), (279, "I", counts), (284, "H", [planar])]
+    if extra is not None:
+        tags.append((338, "H", [extra]))
+    entries = b""
+    for tag, fmt, values in tags:
+        value = struct.pack("<%d%s" % (len(values), fmt), *values)
+        if len(value) > 4:  # the array elsewhere, its offset here
+            out += bytes(len(out) % 2)
+            at = len(out)
+            out += value
+            value = struct.pack("<I", at)
+        entry = struct.pack("<HHI", tag, 3 if fmt == "H" else 4, len(values))
+        entries += entry + value.ljust(4, b"\0")
+    out += bytes(len(out) % 2)
+    out[:8] = b"II*\0" + struct.pack("<I", len(out))
+    return bytes(out + struct.pack("<H", len(tags)) + entries + bytes(4))
+
+
 def make_kinds(tmp):
     """Files of every kind: (name, path)."""
     base = picture(61, 47, seed=3)
@@ -174,6 +212,29 @@ def make_kinds(tmp):
     paths.append(("rgba-assoc.tif", os.path.join(tmp, "rgba-assoc.tif")))
     with open(paths[-1][1], "wb") as f:
         f.write(data[:k + 8] + b"\x01" + data[k + 9:])
+    # TIFF in separate planes (deflated, as PIL's libtiff reader reads them right;
+    # one 8-bit file plain): RGBA of either alpha, RGBA and RGB of 16 bits, LA,
+    # CMYK of 8 and 16 bits; and RGBA of 16 bits with associated alpha
+    # interleaved. The colours as stored (16 bits: the high byte), associated
+    # alpha divided out, alpha dropped
+    rng = np.random.default_rng(6)
+    px8 = rng.integers(0, 256, (47, 61, 4), np.uint8)
+    px8[0, :3, 3] = (0, 255, 1)
+    px16 = rng.integers(0, 65536, (47, 61, 4)).astype(np.uint16)
+    px16[0, :3, 3] = (0, 65535, 300)
+    for name, px, photo, extra, planar, deflate in (
+            ("rgba-planes.tif", px8, 2, 2, 2, True),
+            ("rgba-planes-plain.tif", px8, 2, 2, 2, False),
+            ("rgba-assoc-planes.tif", px8, 2, 1, 2, True),
+            ("rgba16-planes.tif", px16, 2, 2, 2, True),
+            ("rgb16-planes.tif", px16[:, :, :3], 2, None, 2, True),
+            ("la-planes.tif", px8[:, :, 2:], 1, 2, 2, True),
+            ("cmyk-planes.tif", px8, 5, None, 2, True),
+            ("cmyk16-planes.tif", px16, 5, None, 2, True),
+            ("rgba16-assoc.tif", px16, 2, 1, 1, True)):
+        paths.append((name, os.path.join(tmp, name)))
+        with open(paths[-1][1], "wb") as f:
+            f.write(tiff_bytes(px, photo, extra, planar, deflate))
     # PGM and PPM of other maxima than 255, raw and plain: PIL rounds v / maxval * 255
     # half to even; a PGM past 255 is its mode I (v / maxval * 65535), clipped
     rng = np.random.default_rng(5)
