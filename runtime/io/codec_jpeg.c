@@ -12,16 +12,18 @@
  * crop's edge, which libjpeg treats as the image's); the box's pixels are
  * then those of the whole image's decode (test_images_decode checks every
  * subsampling against whole decodes; with 3,000 boxes each, a margin of 2
- * gave every pixel, 1 did not). A stream
- * that ends early is an error ("truncated"), as in PIL without
- * LOAD_TRUNCATED_IMAGES; the library's other warnings are ignored, as PIL
- * ignores them.
+ * gave every pixel, 1 did not). A stream that ends early is an error
+ * ("truncated"), as in PIL without LOAD_TRUNCATED_IMAGES, whatever the box:
+ * the rows below it are read unless an end-of-image marker lies near the
+ * file's end, after the scan's start (has_eoi); the library's other
+ * warnings are ignored, as PIL ignores them.
  */
 #include "runtime/io/codecs.h"
 #include "runtime/io/image_work.h"
 #include "runtime/io/pixels.h"
 
 #include <setjmp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,11 +61,15 @@ static bool jpeg_sniff(const uint8_t *buf, size_t n)
     return n >= 3 && buf[0] == 0xFF && buf[1] == 0xD8 && buf[2] == 0xFF;
 }
 
-/* Whether the end-of-image marker (FF D9) is in the last EOI_TAIL bytes. */
+/* Whether the end-of-image marker (FF D9) is in the last EOI_TAIL bytes, at
+ * or after byte `from`, where the first scan's data starts: after it, FF D9
+ * is a marker (the scan's own FF bytes are followed by 00 or a restart's
+ * D0 to D7); before it, in the metadata (an EXIF thumbnail's end of image),
+ * it says nothing of where the image ends. */
 #define EOI_TAIL 4096
-static bool has_eoi(const uint8_t *buf, size_t n)
+static bool has_eoi(const uint8_t *buf, size_t n, size_t from)
 {
-    for (size_t i = n >= 2 ? n - 2 : 0; i + 1 < n && n - i <= EOI_TAIL; i--) {
+    for (size_t i = n >= 2 ? n - 2 : 0; i + 1 < n && n - i <= EOI_TAIL && i >= from; i--) {
         if (buf[i] == 0xFF && buf[i + 1] == 0xD9) return true;
         if (i == 0) break;
     }
@@ -217,6 +223,10 @@ static pp_status jpeg_decode(const uint8_t *buf, size_t n, const char *path,
         jpeg_abort_decompress(d);
         return s;
     }
+    /* where the first scan's data starts: the source stands there after the
+     * header (its buffer, unless libjpeg has put its own end marker there) */
+    const uintptr_t at = (uintptr_t)d->src->next_input_byte, b0 = (uintptr_t)buf;
+    const size_t scan = at >= b0 && at - b0 <= n ? (size_t)(at - b0) : n;
     const pp_px_layout layout = choose_output(d);
     jpeg_start_decompress(d);
     const int W = (int)d->output_width, H = (int)d->output_height;
@@ -230,9 +240,11 @@ static pp_status jpeg_decode(const uint8_t *buf, size_t n, const char *path,
     if (y0 > 0) jpeg_skip_scanlines(d, (JDIMENSION)y0);
     s = read_rows(st, y0, box->y + box->h, box, (int)xoff, layout, channels, out, work);
     /* The rows below the box are not needed, unless the stream looks cut
-     * short (no end-of-image marker near its end): then they are read, so
-     * that a truncated file fails whatever the box, as it fails in PIL. */
-    if (s == PP_OK && box->y + box->h < H && !has_eoi(buf, n))
+     * short (no end-of-image marker near its end, after the scan's start):
+     * then they are read, so that a truncated file fails whatever the box,
+     * as it fails in PIL. (A stream of several scans, progressive, has been
+     * read whole by jpeg_start_decompress.) */
+    if (s == PP_OK && box->y + box->h < H && !has_eoi(buf, n, scan))
         s = read_rows(st, box->y + box->h, H, box, (int)xoff, layout, channels, NULL, work);
     jpeg_abort_decompress(d);
     if (s == PP_ERR_OOM) return pp_error_set(err, s, "%s: out of host memory decoding", path);

@@ -6,11 +6,12 @@
  * test_transforms.c).
  *
  *   bad input  empty file, text named .jpg, truncated JPEG (box above the
- *              cut too) and PNG, corrupt JPEG, an image too large (header
- *              only: a PNG, a BMP, the BMP's size refused too), a BMP too
- *              short for its pixels or its header, 16-bit BMPs cut or of a
- *              kind PIL does not read (their sizes refused too), an
- *              unsupported format: each an error naming the file
+ *              cut too; after an EXIF thumbnail too) and PNG, corrupt JPEG,
+ *              an image too large (header only: a PNG, a BMP, the BMP's
+ *              size refused too), a BMP too short for its pixels or its
+ *              header, 16-bit BMPs cut or of a kind PIL does not read
+ *              (their sizes refused too), an unsupported format: each an
+ *              error naming the file
  *   index      classes and samples in torchvision's order (nested folders,
  *              a linked folder, extensions in any case, files that are not
  *              images), the cache written, used, and refreshed when a folder
@@ -43,6 +44,31 @@ static char tmpdir[256];
 
 /* ---- bad input ------------------------------------------------------------------ */
 
+/* jpg (n bytes) with an EXIF segment after its start of image holding a
+ * thumbnail JPEG (IFD1's JPEGInterchangeFormat), as cameras write it;
+ * *out_n its size. */
+static uint8_t *with_exif_thumbnail(const uint8_t *jpg, size_t n, const uint8_t *thumb,
+                                    size_t tn, size_t *out_n)
+{
+    /* "Exif\0\0", a little-endian TIFF header, IFD0 (no entry) and IFD1 (the
+     * thumbnail's offset and length, from the TIFF header), the thumbnail */
+    const size_t thumb_at = 8 + 6 + 2 + 2 * 12 + 4, seg = 4 + 6 + thumb_at + tn;
+    uint8_t *f = calloc(1, n + seg);
+    memcpy(f, jpg, 2);
+    uint8_t *p = f + 2;
+    const uint8_t head[] = {0xFF, 0xE1, (uint8_t)((seg - 2) >> 8), (uint8_t)(seg - 2), 'E', 'x',
+                            'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0, 0, 0, /* IFD0 at 8 */
+                            0, 0, 14, 0, 0, 0, /* no entry; IFD1 at 14 */
+                            2, 0, 0x01, 0x02, 4, 0, 1, 0, 0, 0, (uint8_t)thumb_at,
+                            (uint8_t)(thumb_at >> 8), 0, 0, 0x02, 0x02, 4, 0, 1, 0, 0, 0,
+                            (uint8_t)tn, (uint8_t)(tn >> 8), 0, 0, 0, 0, 0, 0};
+    memcpy(p, head, sizeof head);
+    memcpy(p + sizeof head, thumb, tn);
+    memcpy(f + 2 + seg, jpg + 2, n - 2);
+    *out_n = n + seg;
+    return f;
+}
+
 /* Bad inputs: each must fail with PP_ERR_INPUT naming the file and saying why. */
 static void test_bad_images(void)
 {
@@ -58,6 +84,15 @@ static void test_bad_images(void)
     memcpy(huge.b + 20, side, 4);
     const uint32_t crc = (uint32_t)crc32(0, huge.b + 12, 17);
     for (int k = 0; k < 4; k++) huge.b[29 + k] = (uint8_t)(crc >> (24 - 8 * k));
+    /* the same JPEG after an EXIF thumbnail, cut as above: the thumbnail's end
+     * of image within the last 4 KB says nothing of the image's end */
+    jpeg_fixture tf = {"t", 16, 16, 3, 2, 2, false};
+    unsigned long tn;
+    uint8_t *thumb = make_jpeg(&tf, 75, &tn);
+    size_t xn;
+    uint8_t *exif = with_exif_thumbnail(jpg, jn, thumb, tn, &xn);
+    const size_t xcut = (xn - jn) + jn / 2;
+    CHECK(xcut - (xn - jn) < 4096); /* the thumbnail's FF D9 in the cut file's last 4 KB */
     uint8_t *corrupt = malloc(jn);
     memcpy(corrupt, jpg, jn);
     for (unsigned long k = 2; k + 4 < jn; k++) /* the frame header's precision: 99 bits */
@@ -99,6 +134,9 @@ static void test_bad_images(void)
         {"gif (unsupported)", (const uint8_t *)gif, sizeof gif - 1, {0, 0, 1, 1}, "not an image"},
         {"truncated jpeg", jpg, jn / 2, {0, 0, 64, 64}, "truncated"},
         {"truncated jpeg, box above the cut", jpg, jn / 2, {0, 0, 8, 8}, "truncated"},
+        {"truncated jpeg after an exif thumbnail", exif, xcut, {0, 0, 64, 64}, "truncated"},
+        {"truncated jpeg after an exif thumbnail, box above the cut", exif, xcut, {0, 0, 8, 8},
+         "truncated"},
         {"truncated png", png.b, png.n / 2, {0, 0, 64, 64}, "truncated"},
         {"corrupt jpeg", corrupt, jn, {0, 0, 64, 64}, "JPEG"},
         {"too large png", huge.b, huge.n, {0, 0, 1, 1}, "too large"},
@@ -150,6 +188,14 @@ static void test_bad_images(void)
     free(bmp16_masks.b);
     free(bmp16_header.b);
     free(bmp16_rle.b);
+    /* whole, it decodes, and its box is the plain JPEG's */
+    uint8_t a[8 * 8 * 3], b[8 * 8 * 3];
+    const pp_image_box top = {0, 0, 8, 8};
+    CHECK_OK(pp_image_decode(exif, xn, "exif.jpg", &top, 3, a, &err), &err);
+    CHECK_OK(pp_image_decode(jpg, jn, "plain.jpg", &top, 3, b, &err), &err);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    free(thumb);
+    free(exif);
     free(corrupt);
     free(jpg);
     free(png.b);

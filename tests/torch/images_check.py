@@ -15,7 +15,8 @@ line). Checks, with files made here by PIL:
      orientations; in separate planes RGBA with either alpha, RGBA and RGB of
      16 bits, LA, CMYK of 8 and 16 bits), PPM, PGM;
      PPM and PGM of other maxima than 255, 16-bit and plain)
-     gives PIL's Image.open(f).convert("RGB") and .convert("L") pixels;
+     gives PIL's Image.open(f).convert("RGB") and .convert("L") pixels; a
+     JPEG cut less than 4 KB after an EXIF thumbnail is refused by both;
   3. random_resized_crop's boxes: 100,000 draws of ours against 100,000 of
      RandomResizedCrop.get_params on a 500x375 and a 400x40 image: two-sample
      Kolmogorov-Smirnov tests of the area fraction and the log aspect ratio
@@ -28,6 +29,7 @@ line). Checks, with files made here by PIL:
      sizes, and the same pixels on the JPEG and the PNG.
 Exits 77 (skipped) without torch, torchvision, PIL or numpy.
 """
+import io
 import math
 import os
 import struct
@@ -299,6 +301,39 @@ def check_decoding(tmp):
     print("decoding: every kind of file equals PIL's convert('RGB') and convert('L')")
 
 
+def check_truncated(tmp):
+    """A JPEG after an EXIF thumbnail (IFD1's JPEGInterchangeFormat), cut in its
+    scan less than 4 KB after the thumbnail's end of image: PIL refuses it
+    (LOAD_TRUNCATED_IMAGES off), and so do we, a box above the cut too."""
+    main, thumb = io.BytesIO(), io.BytesIO()
+    picture(64, 64, seed=8).save(main, "JPEG", quality=90)
+    picture(16, 16, seed=9).save(thumb, "JPEG", quality=70)
+    main, thumb = main.getvalue(), thumb.getvalue()
+    at = 8 + 6 + 2 + 2 * 12 + 4  # the thumbnail, after the TIFF header, IFD0 and IFD1
+    tiff = (b"II*\0" + struct.pack("<IHI", 8, 0, 14) + struct.pack("<H", 2)
+            + struct.pack("<HHII", 0x201, 4, 1, at) + struct.pack("<HHII", 0x202, 4, 1, len(thumb))
+            + bytes(4) + thumb)
+    app1 = b"\xff\xe1" + struct.pack(">H", 2 + 6 + len(tiff)) + b"Exif\0\0" + tiff
+    whole = main[:2] + app1 + main[2:]
+    cut = whole[:len(app1) + len(main) // 2]
+    check(len(cut) - (2 + len(app1)) < 4096, "the cut is not within 4 KB of the thumbnail")
+    path = os.path.join(tmp, "exif-cut.jpg")
+    with open(path, "wb") as f:
+        f.write(cut)
+    try:
+        Image.open(path).convert("RGB")
+        pil = "decodes it"
+    except OSError as e:
+        pil = f"refuses it ({e})"
+    check(pil.startswith("refuses"), f"exif-cut.jpg: PIL {pil}")
+    for box in ((0, 0, 8, 8), (0, 0, 64, 64)):
+        r = subprocess.run([PROBE, "pixels", path, *map(str, (3, *box, box[2], box[3], 0))],
+                           capture_output=True, check=False)
+        check(r.returncode != 0 and b"truncated" in r.stderr,
+              f"exif-cut.jpg, box {box}: ours rc {r.returncode} {r.stderr.decode().strip()}")
+    print(f"truncated: a JPEG cut after an EXIF thumbnail: PIL {pil.split(' (')[0]}, and we do")
+
+
 def draws_torch(w, h, n, scale, ratio):
     img = Image.new("RGB", (w, h))
     torch.manual_seed(0)
@@ -403,6 +438,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         check_index(tmp)
         check_decoding(tmp)
+        check_truncated(tmp)
         check_pixels(tmp)
     check_eval_boxes()
     check_distribution()
