@@ -89,6 +89,27 @@ static int box_differs(const uint8_t *whole, int w, int c, pp_image_box b, const
     return bad;
 }
 
+/* Each box of the file (buf, n bytes, named name) decoded as HWC, planes of
+ * rows and planes of columns equals that box of whole (w pixels wide, RGB). */
+static void check_box_layouts(const char *kind, const char *name, const uint8_t *buf, size_t n,
+                              const uint8_t *whole, int w, const pp_image_box *boxes, int nb)
+{
+    for (int k = 0; k < nb; k++) {
+        const pp_image_box b = boxes[k];
+        uint8_t *part = malloc((size_t)b.w * (size_t)b.h * 3);
+        const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, 3),
+                                      pp_image_out_rows(part, b.w, b.h),
+                                      pp_image_out_columns(part, b.w, b.h)};
+        for (int o = 0; part && o < 3; o++) {
+            pp_error err;
+            CHECK_OK(pp_image_decode_to(buf, n, name, &b, 3, &outs[o], NULL, &err), &err);
+            CHECK_MSG(box_differs(whole, w, 3, b, &outs[o]) == 0, "%s %s: box %d, layout %d",
+                      kind, name, k, o);
+        }
+        free(part);
+    }
+}
+
 static void test_jpeg_boxes(void)
 {
     static const jpeg_fixture fx[] = {
@@ -399,19 +420,7 @@ static void test_png(void)
         CHECK_MSG(bad == 0, "png %s: %d pixels differ from what was written", fx[i].name, bad);
         /* a box, as HWC, planes of rows and planes of columns */
         const pp_image_box boxes[2] = {{5, 7, 20, 11}, {3, 1, 33, 27}};
-        for (int k = 0; k < 2; k++) {
-            const pp_image_box b = boxes[k];
-            uint8_t part[33 * 27 * 3];
-            const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, 3),
-                                          pp_image_out_rows(part, b.w, b.h),
-                                          pp_image_out_columns(part, b.w, b.h)};
-            for (int o = 0; o < 3; o++) {
-                CHECK_OK(pp_image_decode_to(m.b, m.n, fx[i].name, &b, 3, &outs[o], NULL, &err),
-                         &err);
-                CHECK_MSG(box_differs(rgb, w, 3, b, &outs[o]) == 0, "png %s: box %d, layout %d",
-                          fx[i].name, k, o);
-            }
-        }
+        check_box_layouts("png", fx[i].name, m.b, m.n, rgb, w, boxes, 2);
         free(m.b);
     }
 }
@@ -480,20 +489,7 @@ static void test_bmp16(void)
         CHECK_MSG(rgb[0] == 255 && rgb[1] == 255 && rgb[2] == 255, "bmp %s: white is %d %d %d",
                   fx[i].name, rgb[0], rgb[1], rgb[2]);
         const pp_image_box boxes[2] = {{5, 7, 20, 11}, {1, 3, w - 1, h - 4}};
-        uint8_t *part = malloc((size_t)w * h * 3);
-        for (int k = 0; k < 2; k++) {
-            const pp_image_box b = boxes[k];
-            const pp_image_out outs[3] = {pp_image_out_hwc(part, b.w, b.h, 3),
-                                          pp_image_out_rows(part, b.w, b.h),
-                                          pp_image_out_columns(part, b.w, b.h)};
-            for (int o = 0; o < 3; o++) {
-                CHECK_OK(pp_image_decode_to(m.b, m.n, fx[i].name, &b, 3, &outs[o], NULL, &err),
-                         &err);
-                CHECK_MSG(box_differs(rgb, w, 3, b, &outs[o]) == 0, "bmp %s: box %d, layout %d",
-                          fx[i].name, k, o);
-            }
-        }
-        free(part);
+        check_box_layouts("bmp", fx[i].name, m.b, m.n, rgb, w, boxes, 2);
         free(rgb);
         free(l);
         free(m.b);
