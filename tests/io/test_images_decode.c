@@ -410,7 +410,8 @@ static void test_png(void)
                 uint8_t e[3];
                 png_expected(&fx[i], x, y, e);
                 const uint8_t *g = rgb + (y * w + x) * 3;
-                uint8_t le = (uint8_t)((e[0] * 19595u + e[1] * 38470u + e[2] * 7471u + 0x8000u) >> 16);
+                const uint8_t le =
+                    (uint8_t)((e[0] * 19595u + e[1] * 38470u + e[2] * 7471u + 0x8000u) >> 16);
                 int off = g[0] != e[0] || g[1] != e[1] || g[2] != e[2] || l[y * w + x] != le;
                 if (off && bad < 3)
                     fprintf(stderr, "png %s (%d, %d): got %d %d %d / %d, wanted %d %d %d / %d\n",
