@@ -624,7 +624,8 @@ bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n)
     return pp_cli_output_commit(&out);
 }
 
-bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n)
+bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n,
+                       const char *interrupted)
 {
     json_t *o = plan_object(plan);
     json_t *arr = json_array();
@@ -644,6 +645,7 @@ bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, i
         json_array_append_new(arr, row);
     }
     json_object_set_new(o, "sweep", arr);
+    if (interrupted) json_object_set_new(o, "interrupted", json_string(interrupted));
     return dump(f, o);
 }
 
@@ -721,7 +723,8 @@ bool pp_cli_write_schedule_sweep_csv(const char *path, const pp_schedule_row *ro
     return pp_cli_output_commit(&out);
 }
 
-bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_row *rows, int n)
+bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_row *rows, int n,
+                                const char *interrupted)
 {
     json_t *o = plan_object(plan);
     json_t *arr = json_array();
@@ -751,5 +754,6 @@ bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_
         json_array_append_new(arr, row);
     }
     json_object_set_new(o, "schedules", arr);
+    if (interrupted) json_object_set_new(o, "interrupted", json_string(interrupted));
     return dump(f, o);
 }

@@ -119,13 +119,17 @@ void pp_cli_progress(FILE *f, int done, int total, double loss, double grad_norm
  * cannot be written. */
 void pp_cli_print_sweep(FILE *f, const pp_sweep_row *rows, int n);
 bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n);
-bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n);
+/* JSON: interrupted (may be NULL) names the signal that stopped the sweep
+ * ("interrupted": "SIGINT"), the rows being those that finished. */
+bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n,
+                       const char *interrupted);
 
 /* A schedule sweep as a table, CSV (per-stage lists joined with ';') and
  * JSON (its SVG chart: chart.h). */
 void pp_cli_print_schedule_sweep(FILE *f, const pp_schedule_row *rows, int n);
 bool pp_cli_write_schedule_sweep_csv(const char *path, const pp_schedule_row *rows, int n);
-bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_row *rows, int n);
+bool pp_cli_schedule_sweep_json(FILE *f, const pp_plan *plan, const pp_schedule_row *rows, int n,
+                                const char *interrupted);
 
 /* Formats a byte count as "12.3 MiB". Returns buf. */
 const char *pp_cli_bytes(double bytes, char *buf, size_t n);

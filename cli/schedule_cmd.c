@@ -214,15 +214,20 @@ int pp_cli_sweep_schedules(const pp_cli_sweep_args *a, const pp_plan *plan)
     FILE *human = a->json ? stderr : stdout;
     pp_cli_print_schedule_sweep(human, rows, done);
     int rc = failed == done ? 1 : 0;
-    if (a->csv && !pp_cli_write_schedule_sweep_csv(a->csv, rows, done)) {
+    const char *stopped = done < a->n_kinds ? pp_cli_signal_name(pp_cli_signal_first()) : NULL;
+    const bool files = done > 0 || !stopped; /* none finished: the files there stay */
+    if (!files && (a->csv || a->svg))
+        fprintf(stderr, "pipeline-run: no schedule finished: %s%s%s not written\n",
+                a->csv ? a->csv : "", a->csv && a->svg ? " and " : "", a->svg ? a->svg : "");
+    if (files && a->csv && !pp_cli_write_schedule_sweep_csv(a->csv, rows, done)) {
         fprintf(stderr, "pipeline-run: cannot write %s\n", a->csv);
         rc = 1;
     }
-    if (a->svg && !pp_cli_write_schedule_sweep_svg(a->svg, plan->path, rows, done)) {
+    if (files && a->svg && !pp_cli_write_schedule_sweep_svg(a->svg, plan->path, rows, done)) {
         fprintf(stderr, "pipeline-run: cannot write %s\n", a->svg);
         rc = 1;
     }
-    if (a->json && !pp_cli_schedule_sweep_json(stdout, plan, rows, done)) rc = 1;
+    if (a->json && !pp_cli_schedule_sweep_json(stdout, plan, rows, done, stopped)) rc = 1;
     free(rows);
     if (done < a->n_kinds) { /* stopped by a signal */
         fprintf(stderr, "pipeline-run: interrupted by %s\n",

@@ -131,21 +131,27 @@ static int run_pipeline(pp_plan *plan, const pp_cli_sweep *sw, pp_sweep_row *row
     return 0;
 }
 
-/* The table, CSV, SVG and JSON of rows[0..n). Returns 0 or 1. */
+/* The table, CSV, SVG and JSON of rows[0..n); stopped: the signal that
+ * stopped the sweep, or NULL. A sweep stopped before any size finished
+ * leaves the CSV and SVG that were there. Returns 0 or 1. */
 static int write_outputs(const pp_plan *plan, const pp_cli_sweep *sw, const pp_sweep_row *rows,
-                         int n)
+                         int n, const char *stopped)
 {
     int rc = 0;
     pp_cli_print_sweep(sw->json ? stderr : stdout, rows, n);
-    if (sw->csv && !pp_cli_write_sweep_csv(sw->csv, rows, n)) {
+    const bool files = n > 0 || !stopped;
+    if (!files && (sw->csv || sw->svg))
+        fprintf(stderr, "pipeline-run: no split size finished: %s%s%s not written\n",
+                sw->csv ? sw->csv : "", sw->csv && sw->svg ? " and " : "", sw->svg ? sw->svg : "");
+    if (files && sw->csv && !pp_cli_write_sweep_csv(sw->csv, rows, n)) {
         fprintf(stderr, "pipeline-run: cannot write %s\n", sw->csv);
         rc = 1;
     }
-    if (sw->svg && !pp_cli_write_sweep_svg(sw->svg, plan->path, rows, n)) {
+    if (files && sw->svg && !pp_cli_write_sweep_svg(sw->svg, plan->path, rows, n)) {
         fprintf(stderr, "pipeline-run: cannot write %s\n", sw->svg);
         rc = 1;
     }
-    if (sw->json && !pp_cli_sweep_json(stdout, plan, rows, n)) rc = 1;
+    if (sw->json && !pp_cli_sweep_json(stdout, plan, rows, n, stopped)) rc = 1;
     return rc;
 }
 
@@ -170,7 +176,8 @@ int pp_cli_sweep_run(pp_plan *plan, const pp_cli_sweep *sw)
         done++;
         if (rc == 0) ran++;
     }
-    int rc = write_outputs(plan, sw, rows, done);
+    int rc = write_outputs(plan, sw, rows, done,
+                           stopped ? pp_cli_signal_name(stopped - 128) : NULL);
     free(rows);
     if (stopped) {
         fprintf(stderr, "pipeline-run: interrupted by %s\n", pp_cli_signal_name(stopped - 128));

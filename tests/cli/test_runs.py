@@ -442,8 +442,9 @@ stages:
 def test_signal_stops_sweep_schedule():
     """--sweep-schedule stops after the step in flight on SIGINT or SIGTERM,
     exit 130 or 143, and writes the schedules that finished (table, CSV, SVG,
-    JSON), as --sweep-split writes its sizes: here gpipe, not the 1f1b it was
-    starting nor the zbh1 after it."""
+    JSON, which names the signal), as --sweep-split writes its sizes: here
+    gpipe, not the 1f1b it was starting nor the zbh1 after it. Stopped before
+    any schedule finished, it leaves the CSV and SVG that were there."""
     p = write("slow.yaml", """\
 model: {name: delay, num_classes: 4, forward_ms: 50, backward_ms: 100}
 batch: {size: 8, split_size: 2}
@@ -479,8 +480,67 @@ stages:
         check(re.search(r"^gpipe +3 ", table, re.M) and not re.search(r"^1f1b ", table, re.M),
               f"{sig.name}: the table of the schedules that finished: {table!r}")
         if json_out:
-            names = [r.get("schedule") for r in json.loads(out or "{}").get("schedules", [])]
-            check(names == ["gpipe"], f"{sig.name}: the JSON's schedules: {out!r}")
+            doc = json.loads(out or "{}")
+            names = [r.get("schedule") for r in doc.get("schedules", [])]
+            check(names == ["gpipe"] and doc.get("interrupted") == "SIGINT",
+                  f"{sig.name}: the JSON's schedules, and what stopped them: {out!r}")
+    # stopped before any schedule finished: the CSV and SVG there stay
+    for f in (csv_path, svg_path):
+        write(f, "the previous one\n")
+    pr = subprocess.Popen([BIN, p, "--sweep-schedule", "gpipe,1f1b", "--steps", "1",
+                           "--csv", "s.csv", "--svg", "s.svg", "--json"],
+                          cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = until_line(pr, "schedule gpipe\n")
+    pr.send_signal(signal.SIGTERM)
+    out, err = pr.communicate(timeout=60)
+    err = seen + err
+    doc = json.loads(out or "{}")
+    check(pr.returncode == 143 and "pipeline-run: no schedule finished: s.csv and s.svg not "
+          "written" in err and doc.get("schedules") == [] and doc.get("interrupted") == "SIGTERM",
+          f"stopped in the first schedule: {pr.returncode} {err} {out!r}")
+    check(all(open(f).read() == "the previous one\n" for f in (csv_path, svg_path)),
+          "stopped in the first schedule: the CSV and SVG there stay")
+
+
+def test_signal_stops_sweep_split():
+    """--sweep-split likewise: SIGTERM while the second size runs writes the
+    first (CSV, SVG, JSON naming the signal), exit 143; SIGINT in the first
+    size leaves the CSV and SVG that were there, exit 130."""
+    p = write("slow-split.yaml", """\
+model: {name: delay, num_classes: 4, forward_ms: 50, backward_ms: 100}
+batch: {size: 8, split_size: 2}
+schedule: 1f1b
+data: {format: synthetic, image_size: [4, 4]}
+steps: 2
+stages:
+  - {device: cpu:0}
+  - {device: cpu:1}
+""")
+    csv_path, svg_path = os.path.join(TMP, "sp.csv"), os.path.join(TMP, "sp.svg")
+    for f in (csv_path, svg_path):
+        write(f, "the previous one\n")
+    for sig, code, after in ((signal.SIGINT, 130, "split_size 2 "),
+                             (signal.SIGTERM, 143, "split_size 4 ")):
+        pr = subprocess.Popen([BIN, p, "--sweep-split", "2,4,8", "--steps", "1", "--csv", "sp.csv",
+                               "--svg", "sp.svg", "--json"],
+                              cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = until_line(pr, after)
+        pr.send_signal(sig)
+        out, err = pr.communicate(timeout=60)
+        err = seen + err
+        doc = json.loads(out or "{}")
+        sizes = [r.get("split_size") for r in doc.get("sweep", [])]
+        want = [] if sig == signal.SIGINT else [2]
+        check(pr.returncode == code and sizes == want and doc.get("interrupted") == sig.name and
+              "split_size 8 " not in err, f"{sig.name}: {pr.returncode} {sizes} {err}")
+        if sig == signal.SIGINT:
+            check("pipeline-run: no split size finished: sp.csv and sp.svg not written" in err and
+                  all(open(f).read() == "the previous one\n" for f in (csv_path, svg_path)),
+                  f"stopped in the first size, the files there stay: {err}")
+        else:
+            rows = list(csv.DictReader(open(csv_path)))
+            check([r["split_size"] for r in rows] == ["2"] and
+                  open(svg_path).read().endswith("</svg>\n"), f"the first size's CSV: {rows}")
 
 
 def test_validate_reads_schedule_file():
@@ -569,6 +629,7 @@ for t in (test_output_folders, test_outputs_refused_first, test_steps_past_epoch
           test_resume_auto_newest_with_save, test_resumed_header, test_resumed_header_mid_epoch,
           test_step_in_folder,
           test_sweep_checkpoints, test_signal_ends_other_modes, test_signal_stops_sweep_schedule,
+          test_signal_stops_sweep_split,
           test_validate_reads_schedule_file, test_schedule_note, test_options_once,
           test_delay_backward_from_parts):
     t()
