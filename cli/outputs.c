@@ -188,7 +188,7 @@ FILE *pp_cli_output_open(pp_cli_output *o, const char *path)
 {
     memset(o, 0, sizeof *o);
     o->path = path;
-    pp_error err; /* (a link, a device, a FIFO: path.h says how each is written) */
+    pp_error err; /* (a link, a device, a FIFO: atomic_file.h says how each is written) */
     if (pp_atomic_open(&o->af, path, &err) == PP_OK) return o->af.f;
     fprintf(stderr, "pipeline-run: %s\n", err.msg);
     return NULL;

@@ -19,7 +19,7 @@
 #include <stdio.h>
 
 #include "partitioner/plan.h"
-#include "runtime/core/path.h"
+#include "runtime/core/atomic_file.h"
 
 /* The outputs given on the command line (NULL: not given). */
 typedef struct pp_cli_outputs {
@@ -53,7 +53,7 @@ char *pp_cli_outputs_series_dir(const pp_plan *plan);
  * else removes it, so a failed or interrupted write leaves what was at path
  * as it was. A link to a file keeps its link; a device, a FIFO or
  * /dev/stdout is written through, in place, never replaced (pp_atomic_open,
- * runtime/core/path.h). A failure is said on stderr ("pipeline-run: PATH:
+ * runtime/core/atomic_file.h). A failure is said on stderr ("pipeline-run: PATH:
  * why"). Returns whether path took the whole text. */
 typedef struct pp_cli_output {
     pp_atomic_file af;

@@ -47,6 +47,8 @@
  *   runtime/train/lr_schedule.h   learning-rate schedules (torch.optim.lr_scheduler values)
  *   runtime/io/checkpoint.h    safetensors read/write of named tensors
  *   runtime/io/data.h          IDX, CIFAR-10 and synthetic batch sources
+ *   runtime/core/atomic_file.h a file written whole or not at all (pp_atomic_open,
+ *                              pp_atomic_commit), as checkpoints are
  *
  * A custom-stage step is: pp_optimizer_zero_grad, pp_executor_run (forwards
  * and backwards of every micro-batch; parameter gradients accumulate in
@@ -120,6 +122,7 @@
 
 #include "runtime/version.h"
 
+#include "runtime/core/atomic_file.h"
 #include "runtime/core/device.h"
 #include "runtime/core/exec.h"
 #include "runtime/core/ops.h"

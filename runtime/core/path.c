@@ -91,6 +91,11 @@ pp_status pp_atomic_open(pp_atomic_file *af, const char *path, pp_error *err)
     return PP_OK;
 }
 
+const char *pp_atomic_name(const pp_atomic_file *af)
+{
+    return af->tmp ? af->tmp : af->path;
+}
+
 void pp_atomic_abort(pp_atomic_file *af)
 {
     if (af->f) fclose(af->f);

@@ -11,50 +11,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "atomic_file.h"
 #include "status.h"
 
 /* The folder part of path: "a/b.yaml" -> "a", "b.yaml" -> ".", "/b" -> "/".
  * Returns a malloc'ed string the caller frees, or NULL when out of memory. */
 char *pp_path_dir(const char *path);
 
-/* A file written under a temporary name beside its final path and moved into
- * place only when complete, so that readers see the old file or the whole new
- * one, never part of it (also after a crash: data and folder are fsynced).
- * Usage: pp_atomic_open, write to af.f, then pp_atomic_commit (on success)
- * or pp_atomic_abort (on any failure; removes the temporary). Every error
- * message starts with the path it concerns. Not thread-safe per object.
- *
- * What is at path is never replaced by anything but a regular file:
- * - a symbolic link to a regular file stays: the file it leads to is
- *   replaced, beside it (`latest.safetensors -> ck-40.safetensors`);
- * - a path that is not a regular file (a device such as /dev/null, a FIFO,
- *   a socket), a link leading to one or to nothing, and a link to the very
- *   file of the process's stdout or stderr (/dev/stdout redirected to a
- *   file) are written through, in place (af.tmp NULL): no temporary, no
- *   rename, so that /dev/stdout stays a link even for root. A reader of a
- *   FIFO sees the bytes as they come; a writer that seeks (a checkpoint's
- *   header) fails on what cannot seek, naming the path;
- * - a folder (or a link to one) is refused at once: "PATH: a folder, not a
- *   file". */
-typedef struct pp_atomic_file {
-    FILE *f;      /* open for writing ("wb"), mode 0644 */
-    char *path;   /* final path (copy; a link's target when it is replaced) */
-    char *tmp;    /* "PATH.tmp-XXXXXX"; NULL when written in place */
-} pp_atomic_file;
-
-pp_status pp_atomic_open(pp_atomic_file *af, const char *path, pp_error *err);
-/* The name of the file being written, for messages: the temporary, or the
- * path itself when written in place. */
-static inline const char *pp_atomic_name(const pp_atomic_file *af)
-{
-    return af->tmp ? af->tmp : af->path;
-}
-/* Flushes, fsyncs, renames over the final path and fsyncs its folder. The
- * object is released in every case. */
-pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err);
-/* Closes and removes the temporary file and releases the object. Safe on a
- * zeroed or already released object. */
-void pp_atomic_abort(pp_atomic_file *af);
+/* Files written whole (pp_atomic_open ...): runtime/core/atomic_file.h. */
 
 /* A cache's folder: the environment variable env where set ("off": no
  * cache, false), else $XDG_CACHE_HOME/pipeline-run/SUB, else

@@ -444,7 +444,8 @@ def test_signal_stops_sweep_schedule():
     exit 130 or 143, and writes the schedules that finished (table, CSV, SVG,
     JSON, which names the signal), as --sweep-split writes its sizes: here
     gpipe, not the 1f1b it was starting nor the zbh1 after it. Stopped before
-    any schedule finished, it leaves the CSV and SVG that were there."""
+    any schedule finished, it leaves the CSV and SVG that were there. (3 steps
+    a schedule: the signal lands before the last step of the one in flight.)"""
     p = write("slow.yaml", """\
 model: {name: delay, num_classes: 4, forward_ms: 50, backward_ms: 100}
 batch: {size: 8, split_size: 2}
@@ -461,7 +462,7 @@ stages:
         for f in (csv_path, svg_path):
             if os.path.exists(f):
                 os.remove(f)
-        pr = subprocess.Popen([BIN, p, "--sweep-schedule", "gpipe,1f1b,zbh1", "--steps", "1",
+        pr = subprocess.Popen([BIN, p, "--sweep-schedule", "gpipe,1f1b,zbh1", "--steps", "3",
                                "--csv", "s.csv", "--svg", "s.svg"] + ["--json"] * json_out,
                               cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         seen = until_line(pr, "schedule 1f1b\n")
@@ -487,7 +488,7 @@ stages:
     # stopped before any schedule finished: the CSV and SVG there stay
     for f in (csv_path, svg_path):
         write(f, "the previous one\n")
-    pr = subprocess.Popen([BIN, p, "--sweep-schedule", "gpipe,1f1b", "--steps", "1",
+    pr = subprocess.Popen([BIN, p, "--sweep-schedule", "gpipe,1f1b", "--steps", "3",
                            "--csv", "s.csv", "--svg", "s.svg", "--json"],
                           cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = until_line(pr, "schedule gpipe\n")
@@ -521,7 +522,7 @@ stages:
         write(f, "the previous one\n")
     for sig, code, after in ((signal.SIGINT, 130, "split_size 2 "),
                              (signal.SIGTERM, 143, "split_size 4 ")):
-        pr = subprocess.Popen([BIN, p, "--sweep-split", "2,4,8", "--steps", "1", "--csv", "sp.csv",
+        pr = subprocess.Popen([BIN, p, "--sweep-split", "2,4,8", "--steps", "3", "--csv", "sp.csv",
                                "--svg", "sp.svg", "--json"],
                               cwd=TMP, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         seen = until_line(pr, after)
