@@ -602,6 +602,16 @@ void pp_cli_print_sweep(FILE *f, const pp_sweep_row *rows, int n)
     }
 }
 
+bool pp_cli_sweep_writes_files(const char *csv, const char *svg, int done, const char *stopped,
+                               const char *what)
+{
+    if (done > 0 || !stopped) return true;
+    if (csv || svg)
+        fprintf(stderr, "pipeline-run: no %s finished: %s%s%s not written\n", what,
+                csv ? csv : "", csv && svg ? " and " : "", svg ? svg : "");
+    return false;
+}
+
 bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n)
 {
     pp_cli_output out;

@@ -119,6 +119,13 @@ void pp_cli_progress(FILE *f, int done, int total, double loss, double grad_norm
  * cannot be written. */
 void pp_cli_print_sweep(FILE *f, const pp_sweep_row *rows, int n);
 bool pp_cli_write_sweep_csv(const char *path, const pp_sweep_row *rows, int n);
+/* Whether a sweep writes its --csv and --svg files (either may be NULL):
+ * not when a signal (stopped, its name; NULL: none) came before any of its
+ * rows finished (done), which it says on stderr naming the rows (what:
+ * "split size", "schedule"), so that the files there stay. */
+bool pp_cli_sweep_writes_files(const char *csv, const char *svg, int done, const char *stopped,
+                               const char *what);
+
 /* JSON: interrupted (may be NULL) names the signal that stopped the sweep
  * ("interrupted": "SIGINT"), the rows being those that finished. */
 bool pp_cli_sweep_json(FILE *f, const pp_plan *plan, const pp_sweep_row *rows, int n,

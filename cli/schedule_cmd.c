@@ -215,10 +215,7 @@ int pp_cli_sweep_schedules(const pp_cli_sweep_args *a, const pp_plan *plan)
     pp_cli_print_schedule_sweep(human, rows, done);
     int rc = failed == done ? 1 : 0;
     const char *stopped = done < a->n_kinds ? pp_cli_signal_name(pp_cli_signal_first()) : NULL;
-    const bool files = done > 0 || !stopped; /* none finished: the files there stay */
-    if (!files && (a->csv || a->svg))
-        fprintf(stderr, "pipeline-run: no schedule finished: %s%s%s not written\n",
-                a->csv ? a->csv : "", a->csv && a->svg ? " and " : "", a->svg ? a->svg : "");
+    const bool files = pp_cli_sweep_writes_files(a->csv, a->svg, done, stopped, "schedule");
     if (files && a->csv && !pp_cli_write_schedule_sweep_csv(a->csv, rows, done)) {
         fprintf(stderr, "pipeline-run: cannot write %s\n", a->csv);
         rc = 1;
@@ -229,9 +226,8 @@ int pp_cli_sweep_schedules(const pp_cli_sweep_args *a, const pp_plan *plan)
     }
     if (a->json && !pp_cli_schedule_sweep_json(stdout, plan, rows, done, stopped)) rc = 1;
     free(rows);
-    if (done < a->n_kinds) { /* stopped by a signal */
-        fprintf(stderr, "pipeline-run: interrupted by %s\n",
-                pp_cli_signal_name(pp_cli_signal_first()));
+    if (stopped) {
+        fprintf(stderr, "pipeline-run: interrupted by %s\n", stopped);
         return 128 + pp_cli_signal_first();
     }
     return rc;

@@ -139,10 +139,7 @@ static int write_outputs(const pp_plan *plan, const pp_cli_sweep *sw, const pp_s
 {
     int rc = 0;
     pp_cli_print_sweep(sw->json ? stderr : stdout, rows, n);
-    const bool files = n > 0 || !stopped;
-    if (!files && (sw->csv || sw->svg))
-        fprintf(stderr, "pipeline-run: no split size finished: %s%s%s not written\n",
-                sw->csv ? sw->csv : "", sw->csv && sw->svg ? " and " : "", sw->svg ? sw->svg : "");
+    const bool files = pp_cli_sweep_writes_files(sw->csv, sw->svg, n, stopped, "split size");
     if (files && sw->csv && !pp_cli_write_sweep_csv(sw->csv, rows, n)) {
         fprintf(stderr, "pipeline-run: cannot write %s\n", sw->csv);
         rc = 1;

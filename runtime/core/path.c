@@ -37,11 +37,12 @@ static pp_status atomic_target(const char *path, bool *direct, char **target, pp
     struct stat l, st;
     *direct = false;
     *target = NULL;
-    if (lstat(path, &l) != 0 || S_ISREG(l.st_mode)) { /* nothing there, or a file */
+    const bool there = lstat(path, &l) == 0, leads = there && stat(path, &st) == 0;
+    if (!there || S_ISREG(l.st_mode)) { /* nothing there, or a file */
         *target = strdup(path);
-    } else if (S_ISDIR(l.st_mode) || (stat(path, &st) == 0 && S_ISDIR(st.st_mode))) {
+    } else if (leads && S_ISDIR(st.st_mode)) {
         return pp_error_set(err, PP_ERR_IO, "%s: a folder, not a file", path);
-    } else if (!S_ISLNK(l.st_mode) || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+    } else if (!S_ISLNK(l.st_mode) || !leads || !S_ISREG(st.st_mode) ||
                same_file_as_fd(&st, STDOUT_FILENO) || same_file_as_fd(&st, STDERR_FILENO)) {
         *direct = true; /* a device, FIFO or socket, a link to one, to nothing or to stdout */
         *target = strdup(path);
@@ -108,7 +109,7 @@ void pp_atomic_abort(pp_atomic_file *af)
 pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err)
 {
     pp_status s = PP_OK;
-    const char *name = af->tmp ? af->tmp : af->path;
+    const char *name = pp_atomic_name(af);
     /* written in place: a device or FIFO need not sync (EINVAL), a file must */
     if (ferror(af->f) || fflush(af->f) != 0 ||
         (fsync(fileno(af->f)) != 0 && (af->tmp || errno != EINVAL)))
