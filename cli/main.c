@@ -257,10 +257,17 @@ static int do_train(const pp_plan *plan, const cli_args *a, int steps)
         if (src && !rr.abandoned) print_error(serr.msg);
         if (src && !rc) rc = src;
     }
-    if (rr.save_failures && !rr.abandoned) { /* the run went on: say so once more */
-        fprintf(stderr, "pipeline-run: %d checkpoint%s of the series could not be written "
-                "(the first after step %lld); training went on\n", rr.save_failures,
-                rr.save_failures == 1 ? "" : "s", (long long)rr.first_failed_save);
+    if ((rr.save_failures || rr.save_unsynced) && !rr.abandoned) { /* said once more */
+        if (rr.save_failures)
+            fprintf(stderr, "pipeline-run: %d checkpoint%s of the series could not be written "
+                    "(the first after step %lld); training went on\n", rr.save_failures,
+                    rr.save_failures == 1 ? "" : "s", (long long)rr.first_failed_save);
+        if (rr.save_unsynced)
+            fprintf(stderr, "pipeline-run: %d checkpoint%s of the series %s in place but not "
+                    "synced (the first after step %lld): %s may not survive a crash; training "
+                    "went on\n", rr.save_unsynced, rr.save_unsynced == 1 ? "" : "s",
+                    rr.save_unsynced == 1 ? "is" : "are", (long long)rr.first_unsynced_save,
+                    rr.save_unsynced == 1 ? "it" : "they");
         if (!rc) rc = 1;
     }
     if (rr.abandoned) { /* a second signal: end now, no partial file left */

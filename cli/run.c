@@ -78,7 +78,11 @@ static int periodic_save(pp_pipeline *p, const pp_plan *plan, pp_cli_series *ser
     int rc = pp_cli_run_series_save(p, plan, series, rr, NULL, err);
     if (rc == 0 || rr->abandoned) return rc;
     const int64_t steps = pp_pipeline_steps_done(p);
-    if (rr->save_failures++ == 0) rr->first_failed_save = steps;
+    if (series->failed_in_place) {
+        if (rr->save_unsynced++ == 0) rr->first_unsynced_save = steps;
+    } else if (rr->save_failures++ == 0) {
+        rr->first_failed_save = steps;
+    }
     if (progress) fputc('\n', stderr);
     fprintf(stderr, "pipeline-run: %s\npipeline-run: the checkpoint after step %lld %s; training "
             "goes on (the run will exit with status 1)\n", err->msg, (long long)steps,

@@ -45,6 +45,9 @@ typedef struct pp_cli_run_result {
     int save_failures;         /* periodic checkpoints that could not be written (the run
                                   went on: a failed save is not a failed step) */
     int64_t first_failed_save; /* the steps done at the first of them */
+    int save_unsynced;         /* periodic checkpoints whole and in place whose folder could
+                                  not be synced (counted by keep; not in save_failures) */
+    int64_t first_unsynced_save;
 } pp_cli_run_result;
 
 void pp_cli_run_result_free(pp_cli_run_result *rr);
@@ -60,7 +63,7 @@ void pp_cli_metrics_header(FILE *metrics);
  * end. Stops before a step when a signal came (rr->interrupted, every rank
  * after the same step). A periodic checkpoint that cannot be written stops
  * nothing: the error is printed with "training goes on", counted in
- * rr->save_failures, and the caller ends with exit status 1 after its final
+ * rr->save_failures (or rr->save_unsynced), and the caller ends with exit status 1 after its final
  * saves. metrics and series may be NULL. */
 int pp_cli_run_steps(pp_pipeline *p, const pp_plan *plan, pp_comm *comm, int steps, bool progress,
                      FILE *metrics, pp_cli_series *series, pp_cli_run_result *rr,

@@ -167,21 +167,14 @@ pp_status pp_cli_series_save(pp_cli_series *s, pp_pipeline *p, const pp_pipeline
     pp_pipeline_save_options so = *o;
     so.with_optimizer = true;
     so.cancelled = pp_cli_signal_again;
-    struct stat before, after;
-    const bool existed = stat(path, &before) == 0;
     pp_cli_signal_saving(true);
     pp_status st = pp_pipeline_save_with(p, path, &so, err);
     pp_cli_signal_saving(false);
-    s->failed_in_place = false;
+    s->failed_in_place = st == PP_ERR_UNSYNCED; /* whole and in place: keep counts it */
+    if (s->failed_in_place && keep_file(s, path, steps)) trim(s);
     if (st != PP_OK) {
-        /* failed after the rename (the folder's fsync): the whole file is there
-         * under its name, a new one (not the file that was there before) */
-        if (stat(path, &after) == 0 && S_ISREG(after.st_mode) &&
-            (!existed || after.st_dev != before.st_dev || after.st_ino != before.st_ino) &&
-            keep_file(s, path, steps)) {
-            s->failed_in_place = true;
-            trim(s);
-        }
+        if (s->rank == 0 && !s->failed_in_place)
+            remove_empty_folders(s->plan, path); /* ck/{step}/ made for nothing */
         free(path);
         return st;
     }

@@ -388,7 +388,8 @@ void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out);
  * to a safetensors file, atomically, with checksums (io/checkpoint.h). The
  * metadata records the steps run ("pipeline-run.steps") and what a step
  * means under the plan: "pipeline-run.plan.<key>" for each of
- * pp_plan_step_keys. */
+ * pp_plan_step_keys. PP_ERR_UNSYNCED: the file is whole and in place but its
+ * folder could not be synced (io/checkpoint.h). */
 pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer, pp_error *err);
 
 typedef struct pp_pipeline_save_options {

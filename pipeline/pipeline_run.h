@@ -62,7 +62,8 @@
  * fills a pp_diag instead (several "FILE:LINE:COL: message" problems). The
  * library never prints and never exits. PP_ERR_INPUT means bad input (plan,
  * data, checkpoint file); PP_ERR_INVALID means API misuse; errors raised
- * inside a step name the stage, device and micro-batch.
+ * inside a step name the stage, device and micro-batch. PP_ERR_UNSYNCED: a
+ * file written whole is in place but its folder could not be synced.
  *
  * ---- Ownership, per handle --------------------------------------------------------
  *

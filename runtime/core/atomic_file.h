@@ -41,7 +41,10 @@ pp_status pp_atomic_open(pp_atomic_file *af, const char *path, pp_error *err);
  * path itself when written in place. */
 const char *pp_atomic_name(const pp_atomic_file *af);
 /* Flushes, fsyncs, renames over the final path and fsyncs its folder. The
- * object is released in every case. */
+ * object is released in every case. PP_ERR_UNSYNCED when only the folder's
+ * sync failed: the new file is whole and in place (readers see it), but its
+ * name may not survive a crash; PP_ERR_IO when the file could not be
+ * written, synced or renamed: what was at the path is as it was. */
 pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err);
 /* Closes and removes the temporary file and releases the object. Safe on a
  * zeroed or already released object. */

@@ -133,8 +133,8 @@ pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err)
     af->tmp = NULL; /* renamed: nothing to remove */
     char *dir = pp_path_dir(af->path);
     int dfd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (dfd < 0 || fsync(dfd) != 0)
-        s = pp_error_set(err, PP_ERR_IO, "%s: cannot sync directory '%s': %s", af->path,
+    if (dfd < 0 || fsync(dfd) != 0) /* the file is whole and in place */
+        s = pp_error_set(err, PP_ERR_UNSYNCED, "%s: cannot sync directory '%s': %s", af->path,
                          dir ? dir : "?", strerror(errno));
     if (dfd >= 0) close(dfd);
     free(dir);

@@ -61,6 +61,7 @@ const char *pp_status_name(pp_status s)
     case PP_ERR_UNSUPPORTED: return "unsupported";
     case PP_ERR_INTERRUPTED: return "interrupted";
     case PP_ERR_INTERNAL: return "internal error";
+    case PP_ERR_UNSYNCED: return "in place, not synced";
     }
     return "unknown status";
 }

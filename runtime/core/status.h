@@ -26,6 +26,8 @@ typedef enum pp_status {
     PP_ERR_UNSUPPORTED, /* feature not built in (e.g. CUDA backend absent) */
     PP_ERR_INTERRUPTED, /* stopped on request (SIGINT) */
     PP_ERR_INTERNAL,    /* broken invariant inside the library */
+    PP_ERR_UNSYNCED,    /* a file written whole and renamed into place, but its folder
+                         * could not be synced: it may not survive a crash (atomic_file.h) */
 } pp_status;
 
 #define PP_ERROR_MSG_MAX 1024

@@ -77,8 +77,9 @@ typedef struct pp_checkpoint_meta {
 /* Writes tensors[0..n) and the metadata to path atomically: the data goes to
  * a temporary file in the same directory, which is flushed, fsync'ed and
  * renamed over path, then the directory is fsync'ed. On any failure before
- * the rename, path is untouched and the temporary file is removed (a failure
- * to sync the directory is reported after the new file is in place).
+ * the rename, path is untouched and the temporary file is removed; a failure
+ * to sync the directory after the rename is PP_ERR_UNSYNCED: the new file is
+ * whole and in place, but may not survive a crash (atomic_file.h).
  * Names must be non-empty, distinct, valid UTF-8 and not "__metadata__";
  * metadata keys distinct. */
 pp_status pp_checkpoint_save(const char *path, const pp_ckpt_tensor *tensors, size_t n,

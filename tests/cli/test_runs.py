@@ -227,6 +227,25 @@ def test_unsynced_checkpoint():
           "survive a crash); training goes on" in r.stderr, f"the failure said: {r.stderr}")
     check(files("ck10") == ["ck-5.safetensors", "ck-6.safetensors"],
           f"keep: 2 counts the unsynced file: {files('ck10')}")
+    check("1 checkpoint of the series is in place but not synced (the first after step 3): it "
+          "may not survive a crash; training went on" in r.stderr and
+          "could not be written" not in r.stderr, f"summed up apart: {r.stderr}")
+
+
+def test_failed_save_leaves_no_folder():
+    """A save into a {step} folder that fails before its rename (the sync of
+    its temporary file) leaves no empty folder behind; the run goes on."""
+    if not FSYNC_FAIL:
+        print("test_failed_save_leaves_no_folder: skipped (no fsync_fail module given)")
+        return
+    p = plan("nofolder.yaml", steps=3,
+             extra='checkpoint: {path: "ck11/{step}/model.safetensors", every: 1}\n')
+    os.makedirs(os.path.join(TMP, "ck11"))
+    r = run(p, env=fsync_fails(os.path.join(TMP, "ck11/2/model.safetensors"), 1))
+    check(r.returncode == 1 and "the checkpoint after step 2 was not written" in r.stderr and
+          "1 checkpoint of the series could not be written (the first after step 2)" in r.stderr,
+          f"the failure said: {r.stderr}")
+    check(files("ck11") == ["1", "3"], f"no empty folder 2: {files('ck11')}")
 
 
 def test_tables_written_whole():
@@ -624,7 +643,8 @@ stages:
 
 for t in (test_output_folders, test_outputs_refused_first, test_steps_past_epochs,
           test_nothing_dropped_silently,
-          test_failed_checkpoint, test_unsynced_checkpoint, test_tables_written_whole,
+          test_failed_checkpoint, test_unsynced_checkpoint, test_failed_save_leaves_no_folder,
+          test_tables_written_whole,
           test_failed_step_not_saved,
           test_resume_auto_other_run,
           test_resume_auto_newest_with_save, test_resumed_header, test_resumed_header_mid_epoch,
