@@ -239,7 +239,9 @@ static int entry_lines(const char *path)
 /* The cache file's entries by API field (graph, legacy), those with a
  * GRAPH_MS above 0 (timed), and the bad ones: not version 3's 13 fields,
  * an API that is neither, or a graph entry whose GRAPH_MS does not beat MS
- * by PP_ALGO_GRAPH_MARGIN (or is 0). */
+ * by PP_ALGO_GRAPH_MARGIN (or is 0), within the file's 6 significant digits
+ * (dnn.c compares the float times before they are written). Each bad entry
+ * is printed. */
 typedef struct api_count {
     int graph, legacy, timed, bad;
 } api_count;
@@ -251,6 +253,9 @@ static api_count api_entries(const char *path)
     api_count c = {0, 0, 0, 0};
     for (char *line = t ? strtok(t, "\n") : NULL; line; line = strtok(NULL, "\n")) {
         if (line[0] == '#') continue;
+        char whole[512];
+        snprintf(whole, sizeof whole, "%s", line);
+        const int bad = c.bad;
         char *f[14];
         int nf = 0;
         for (char *p = line; nf < 14;) {
@@ -261,12 +266,18 @@ static api_count api_entries(const char *path)
         }
         if (nf != 13) {
             c.bad++;
+            fprintf(stderr, "bad cache entry (%d fields): %s\n", nf, whole);
             continue;
         }
         const double ms = atof(f[8]), graph_ms = atof(f[12]); /* MS, GRAPH_MS */
         const bool graph = strcmp(f[11], "graph") == 0, legacy = strcmp(f[11], "legacy") == 0;
-        if (graph && !(graph_ms > 0 && graph_ms < ms * (1.0 - PP_ALGO_GRAPH_MARGIN))) c.bad++;
+        const double beat = ms * (1.0 - PP_ALGO_GRAPH_MARGIN) * (1.0 + 1e-5);
+        if (graph && !(graph_ms > 0 && graph_ms < beat)) c.bad++;
         if (!graph && !legacy) c.bad++;
+        if (c.bad != bad)
+            fprintf(stderr, "bad cache entry (graph %s %.6g ms against %.6g * %.2f): %s\n",
+                    graph ? "chosen" : "API neither", graph_ms, ms,
+                    1.0 - PP_ALGO_GRAPH_MARGIN, whole);
         c.timed += graph_ms > 0;
         c.graph += graph;
         c.legacy += legacy;

@@ -294,6 +294,7 @@ ktable() {
         row "kernels per step, $label (ncu)" "n/a" "not applicable in a dry run" ""
         return
     fi
+    [ -n "$ncu" ] || tools >/dev/null # a part that did not look yet (gpt2 did not)
     if [ -z "$ncu" ]; then
         row "kernels per step, $label (ncu)" "MISSING" \
             "ncu (Nsight Compute) not found on PATH nor under /usr/local/cuda*, /opt/nvidia" ""
@@ -376,6 +377,7 @@ san() {
         row "compute-sanitizer $tool, $label" "n/a" "not applicable in a dry run" ""
         return
     fi
+    [ -n "$sanitizer" ] || tools >/dev/null
     if [ -z "$sanitizer" ]; then
         row "compute-sanitizer $tool, $label" "MISSING" \
             "compute-sanitizer not found on PATH nor under /usr/local/cuda*" ""
