@@ -77,7 +77,8 @@ static inline void check_rmtree(const char *dir)
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
-/* The whole file, malloc'ed (NULL if absent); *n its size. */
+/* The whole file, malloc'ed (NULL if absent), followed by a 0 byte, so that
+ * a text can be read as a string (strtok, strstr); *n its size. */
 static inline unsigned char *check_read_file(const char *path, size_t *n)
 {
     *n = 0;
@@ -86,8 +87,11 @@ static inline unsigned char *check_read_file(const char *path, size_t *n)
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc(size > 0 ? (size_t)size : 1);
-    if (buf) *n = fread(buf, 1, size > 0 ? (size_t)size : 0, f);
+    unsigned char *buf = malloc(size > 0 ? (size_t)size + 1 : 1);
+    if (buf) {
+        *n = fread(buf, 1, size > 0 ? (size_t)size : 0, f);
+        buf[*n] = 0;
+    }
     fclose(f);
     return buf;
 }
