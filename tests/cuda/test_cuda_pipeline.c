@@ -323,8 +323,8 @@ int main(void)
     }
     /* graphs on against graphs off, held to what two graphs-off runs differ by */
     for (int l = 0; l < 2; l++) {
-        double on_loss[GRAPH_STEPS] = {0}, off_loss[GRAPH_STEPS] = {0}, off2_loss[GRAPH_STEPS] = {0};
-        double off3_loss[GRAPH_STEPS] = {0};
+        double on_loss[GRAPH_STEPS] = {0}, off_loss[GRAPH_STEPS] = {0};
+        double off2_loss[GRAPH_STEPS] = {0}, off3_loss[GRAPH_STEPS] = {0};
         pp_pipeline_report r_on, r_off, r_off2, r_off3;
         char why[256] = "", third[320];
         snprintf(third, sizeof third, "%s/graphs-off3.safetensors", dir);
