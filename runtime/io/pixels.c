@@ -254,7 +254,9 @@ pp_status pp_px_check_size(const char *path, int64_t w, int64_t h, pp_error *err
     if (w <= 0 || h <= 0)
         return pp_error_set(err, PP_ERR_INPUT, "%s: not an image (size %lld x %lld)", path,
                             (long long)w, (long long)h);
-    if (w * h > PP_IMAGE_MAX_PIXELS)
+    /* a side past the limit first: the product of two 32-bit sides (BMP's)
+     * may not fit in 64 bits */
+    if (w > PP_IMAGE_MAX_PIXELS || h > PP_IMAGE_MAX_PIXELS || w * h > PP_IMAGE_MAX_PIXELS)
         return pp_error_set(err, PP_ERR_INPUT, "%s: too large (%lld x %lld pixels, at most %lld "
                             "in all)", path, (long long)w, (long long)h, PP_IMAGE_MAX_PIXELS);
     return PP_OK;

@@ -7,8 +7,9 @@
  *
  *   bad input  empty file, text named .jpg, truncated JPEG (box above the
  *              cut too; after an EXIF thumbnail too) and PNG, corrupt JPEG,
- *              an image too large (header only: a PNG, a BMP, the BMP's
- *              size refused too), a BMP too short for its pixels or its
+ *              an image too large (header only: a PNG, a BMP, one of two
+ *              32-bit sides, the BMP's size refused too), a BMP too short
+ *              for its pixels or its
  *              header, 16-bit BMPs cut or of a kind PIL does not read
  *              (their sizes refused too), an unsupported format: each an
  *              error naming the file
@@ -101,9 +102,15 @@ static void test_bad_images(void)
             break;
         }
     /* BMP headers (54 bytes, 24 bits, uncompressed) claiming 9 x 50,356,230 pixels
-     * (libgd would allocate 1.8 GB before reading a pixel) and 1000 x 1000 */
+     * (refused from the header, before anything is allocated) and 1000 x 1000 */
     uint8_t bomb[54] = {'B', 'M', 54, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0, 40, 0, 0, 0,
                         9, 0, 0, 0, 0x06, 0x60, 0x00, 0x03, 1, 0, 24, 0};
+    /* sides of 4,177,065,485 and 3,305,110,265 (unsigned, as PIL reads
+     * them): their product does not fit in 64 bits */
+    uint8_t wide_bmp[54];
+    memcpy(wide_bmp, bomb, sizeof bomb);
+    const uint8_t sides[8] = {0x0d, 0xf6, 0xf8, 0xf8, 0xf9, 0xfa, 0xff, 0xc4};
+    memcpy(wide_bmp + 18, sides, 8);
     uint8_t short_bmp[54];
     memcpy(short_bmp, bomb, sizeof bomb);
     const uint8_t thousand[8] = {0xe8, 3, 0, 0, 0xe8, 3, 0, 0};
@@ -141,6 +148,8 @@ static void test_bad_images(void)
         {"corrupt jpeg", corrupt, jn, {0, 0, 64, 64}, "JPEG"},
         {"too large png", huge.b, huge.n, {0, 0, 1, 1}, "too large"},
         {"too large bmp", bomb, sizeof bomb, {0, 0, 1, 1}, "too large (9 x 50356230 pixels"},
+        {"bmp of two 32-bit sides", wide_bmp, sizeof wide_bmp, {0, 0, 1, 1},
+         "too large (4177065485 x 3305110265 pixels"},
         {"truncated bmp", short_bmp, sizeof short_bmp, {0, 0, 1, 1},
          "truncated (1000 x 1000 pixels of 24 bits from byte 54 need 3000054 bytes, the file "
          "has 54)"},
@@ -150,11 +159,13 @@ static void test_bad_images(void)
         {"16-bit bmp cut in its masks", bmp16_masks.b, 60, {0, 0, 1, 1},
          "truncated (a BMP header of 60 bytes)"},
         {"16-bit bmp, masks 4-4-4", bmp16_masks.b, bmp16_masks.n, {0, 0, 1, 1},
-         "unsupported BMP (16 bits a pixel, bit fields red 0xf00, green 0xf0, blue 0xf"},
+         "unsupported BMP (16 bits a pixel in bit fields red 0xf00, green 0xf0, blue 0xf, "
+         "alpha 0)"},
         {"16-bit bmp, header of 52 bytes", bmp16_header.b, bmp16_header.n, {0, 0, 1, 1},
-         "unsupported BMP (16 bits a pixel, an information header of 52 bytes)"},
+         "unsupported BMP (an information header of 52 bytes; 12, 40, 64, 108 and 124 "
+         "are read)"},
         {"16-bit bmp, run lengths", bmp16_rle.b, bmp16_rle.n, {0, 0, 1, 1},
-         "unsupported BMP (16 bits a pixel, compression 1)"},
+         "unsupported BMP (compression 1 with 16 bits a pixel)"},
     };
     uint8_t out[64 * 64 * 3];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

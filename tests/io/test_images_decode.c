@@ -20,7 +20,11 @@
  *              interleaved, those with alpha PIL's values
  *   bmp        16-bit BMPs written byte by byte (5-5-5, bit fields 5-6-5
  *              and 5-5-5, bottom up and top down, every header size PIL
- *              reads): pixels as PIL widens the fields; boxes in every layout
+ *              reads): pixels as PIL widens the fields; palettes of 1, 4
+ *              and 8 bits, RLE8 and RLE4 (a delta, an early end of bitmap,
+ *              odd absolute runs) and 32-bit ABGR bit fields: the pixels the
+ *              file says; boxes in every layout (tests/torch/bmp_check.py
+ *              compares every layout with PIL)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -440,6 +444,19 @@ static void bmp16_expected(const bmp16_fixture *f, int x, int y, uint8_t rgb[3])
     rgb[2] = (uint8_t)((v & 31) * 255 / 31);
 }
 
+/* Whether pixel (x, y) of a BMP's decode, g as RGB and l as L, differs
+ * from the RGB e and PIL's L of it; printed while fewer than 3 (bad) have. */
+static int bmp_pixel_differs(const char *name, int x, int y, const uint8_t *g, uint8_t l,
+                             const uint8_t e[3], int bad)
+{
+    const uint8_t le = (uint8_t)((e[0] * 19595u + e[1] * 38470u + e[2] * 7471u + 0x8000u) >> 16);
+    const int off = g[0] != e[0] || g[1] != e[1] || g[2] != e[2] || l != le;
+    if (off && bad < 3)
+        fprintf(stderr, "bmp %s (%d, %d): got %d %d %d / %d, wanted %d %d %d / %d\n", name, x, y,
+                g[0], g[1], g[2], l, e[0], e[1], e[2], le);
+    return off;
+}
+
 /* 16-bit BMPs as PIL reads them: 5-5-5 and bit fields 5-6-5 and 5-5-5, rows
  * bottom up and top down (an odd width: rows padded), every header size PIL
  * reads, bfOffBits 0 (the pixels after the headers), the last row's padding
@@ -476,15 +493,8 @@ static void test_bmp16(void)
             for (int x = 0; x < w; x++) {
                 uint8_t e[3];
                 bmp16_expected(&fx[i], x, y, e);
-                const uint8_t *g = rgb + (y * w + x) * 3;
-                const uint8_t le =
-                    (uint8_t)((e[0] * 19595u + e[1] * 38470u + e[2] * 7471u + 0x8000u) >> 16);
-                const int off = g[0] != e[0] || g[1] != e[1] || g[2] != e[2] || l[y * w + x] != le;
-                if (off && bad < 3)
-                    fprintf(stderr, "bmp %s (%d, %d): got %d %d %d / %d, wanted %d %d %d / %d\n",
-                            fx[i].name, x, y, g[0], g[1], g[2], l[y * w + x], e[0], e[1], e[2],
-                            le);
-                bad += off;
+                bad += bmp_pixel_differs(fx[i].name, x, y, rgb + (y * w + x) * 3, l[y * w + x],
+                                         e, bad);
             }
         CHECK_MSG(bad == 0, "bmp %s: %d pixels differ from PIL's", fx[i].name, bad);
         CHECK_MSG(rgb[0] == 255 && rgb[1] == 255 && rgb[2] == 255, "bmp %s: white is %d %d %d",
@@ -497,6 +507,152 @@ static void test_bmp16(void)
     }
 }
 
+/* A BMP written here: the 40-byte header (v4's 108 with bit fields), a
+ * palette of ncolors (colour i = pal_rgb(i)), then the pixel bytes. */
+typedef struct bmp_file {
+    uint8_t b[1 << 16];
+    size_t n;
+} bmp_file;
+
+static void pal_rgb(int i, uint8_t rgb[3])
+{
+    rgb[0] = (uint8_t)(40 + 37 * i), rgb[1] = (uint8_t)(200 - 23 * i), rgb[2] = (uint8_t)(7 * i);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++) p[k] = (uint8_t)(v >> 8 * k);
+}
+
+static void bmp_start(bmp_file *f, int w, int h, int bpp, int compression, int ncolors,
+                      const uint32_t *masks)
+{
+    const uint32_t info = masks ? 108 : 40;
+    memset(f->b, 0, 14 + info);
+    f->b[0] = 'B', f->b[1] = 'M';
+    put32(f->b + 10, 14 + info + 4 * (uint32_t)ncolors);
+    put32(f->b + 14, info);
+    put32(f->b + 18, (uint32_t)w);
+    put32(f->b + 22, (uint32_t)h);
+    f->b[26] = 1, f->b[28] = (uint8_t)bpp;
+    put32(f->b + 30, (uint32_t)compression);
+    put32(f->b + 46, (uint32_t)ncolors);
+    for (int k = 0; masks && k < 4; k++) put32(f->b + 54 + 4 * k, masks[k]);
+    f->n = 14 + info;
+    for (int i = 0; i < ncolors; i++) {
+        uint8_t rgb[3];
+        pal_rgb(i, rgb);
+        f->b[f->n++] = rgb[2], f->b[f->n++] = rgb[1], f->b[f->n++] = rgb[0], f->b[f->n++] = 0;
+    }
+}
+
+/* Palette BMPs of 1, 4 and 8 bits (an odd width: rows end inside a byte
+ * and are padded; 8 bits with indices past its 5 colours, which are grays),
+ * RLE8 (encoded runs, a delta, an end of bitmap before the last rows: index
+ * 0 there) and RLE4 (encoded runs of two indices in turn, absolute runs of 3
+ * indices: all three, where PIL 9.4 drops the last), and 32 bits in bit
+ * fields ABGR: every pixel as the file says, as RGB and L; boxes in every
+ * layout equal to the whole decode's. */
+static void test_bmp_palettes(void)
+{
+    enum { W = 37, H = 29 };
+    static bmp_file f;
+    static uint8_t idx[H][W]; /* the indices the file holds, image rows top down */
+    const uint32_t abgr[4] = {0xFF000000u, 0xFF0000u, 0xFF00u, 0xFFu};
+    for (int kind = 0; kind < 6; kind++) {
+        static const char *const names[] = {"1 bit", "4 bits", "8 bits, 5 colours", "RLE8",
+                                            "RLE4", "32 bits ABGR"};
+        static const int bpps[] = {1, 4, 8, 8, 4, 32}, comps[] = {0, 0, 0, 1, 2, 3};
+        static const int colors[] = {2, 16, 5, 12, 16, 0};
+        const int bpp = bpps[kind];
+        bmp_start(&f, W, H, bpp, comps[kind], colors[kind], kind == 5 ? abgr : NULL);
+        memset(idx, 0, sizeof idx);
+        const int stride = (W * bpp + 31) / 32 * 4;
+        for (int fy = 0; fy < H; fy++) { /* file rows, bottom up */
+            const int y = H - 1 - fy;
+            uint8_t *row = f.b + f.n;
+            if (kind <= 2 || kind == 5) {
+                memset(row, 0, (size_t)stride);
+                for (int x = 0; x < W; x++) {
+                    const int v = (x * 7 + y * 3 + x * y) % (kind == 0 ? 2 : kind == 1 ? 16 : 10);
+                    idx[y][x] = (uint8_t)v;
+                    if (bpp == 1) row[x / 8] |= (uint8_t)(v << (7 - x % 8));
+                    if (bpp == 4) row[x / 2] |= (uint8_t)(v << (x % 2 ? 0 : 4));
+                    if (bpp == 8) row[x] = (uint8_t)v;
+                    if (bpp == 32) { /* A B G R, alpha ignored */
+                        row[4 * x] = (uint8_t)(x * 5), row[4 * x + 1] = (uint8_t)(y * 8);
+                        row[4 * x + 2] = (uint8_t)(x + y), row[4 * x + 3] = (uint8_t)(255 - x);
+                    }
+                }
+                f.n += (size_t)stride;
+            } else if (kind == 3) { /* RLE8 */
+                if (fy == H - 3) { /* the last 3 rows (the image's first) are left out */
+                    f.b[f.n++] = 0, f.b[f.n++] = 1;
+                    break;
+                }
+                int x = 0;
+                if (fy == 4) { /* a delta: 5 right, 0 up */
+                    f.b[f.n++] = 0, f.b[f.n++] = 2, f.b[f.n++] = 5, f.b[f.n++] = 0;
+                    x = 5;
+                }
+                while (x < W) {
+                    const int k = x + 6 <= W ? 6 : W - x, v = (x / 6 + fy) % 12;
+                    f.b[f.n++] = (uint8_t)k, f.b[f.n++] = (uint8_t)v;
+                    memset(&idx[y][x], v, (size_t)k);
+                    x += k;
+                }
+                f.b[f.n++] = 0, f.b[f.n++] = 0;
+            } else { /* RLE4: encoded runs of 8, absolute runs of 3, a short run last */
+                int x = 0;
+                while (x < W) {
+                    const int a = (x + fy) % 16, c = (x * 3 + 1) % 16;
+                    if ((x % 2 == 0 && x + 8 <= W) || x + 3 > W) { /* (0, 1 or 2): escapes */
+                        const int k = x + 8 <= W ? 8 : W - x;
+                        f.b[f.n++] = (uint8_t)k, f.b[f.n++] = (uint8_t)(a << 4 | c);
+                        for (int i = 0; i < k; i++) idx[y][x + i] = (uint8_t)(i % 2 ? c : a);
+                        x += k;
+                    } else {
+                        const int k = 3;
+                        f.b[f.n++] = 0, f.b[f.n++] = (uint8_t)k;
+                        f.b[f.n++] = (uint8_t)(a << 4 | c), f.b[f.n++] = (uint8_t)(a << 4);
+                        const uint8_t v3[3] = {(uint8_t)a, (uint8_t)c, (uint8_t)a};
+                        memcpy(&idx[y][x], v3, (size_t)k);
+                        x += k;
+                    }
+                }
+                f.b[f.n++] = 0, f.b[f.n++] = 0;
+            }
+        }
+        if (kind == 4) f.b[f.n++] = 0, f.b[f.n++] = 1;
+        uint8_t *rgb = malloc((size_t)W * H * 3), *l = malloc((size_t)W * H);
+        const pp_image_box all = {0, 0, W, H};
+        pp_error err;
+        CHECK_OK(pp_image_decode(f.b, f.n, names[kind], &all, 3, rgb, &err), &err);
+        CHECK_OK(pp_image_decode(f.b, f.n, names[kind], &all, 1, l, &err), &err);
+        int bad = 0;
+        for (int y = 0; y < H; y++)
+            for (int x = 0; x < W; x++) {
+                uint8_t e[3];
+                const int v = idx[y][x];
+                if (kind == 5) {
+                    const uint8_t *px = f.b + f.n - (size_t)(y + 1) * W * 4 + 4 * x;
+                    e[0] = px[3], e[1] = px[2], e[2] = px[1];
+                } else if (v < colors[kind]) {
+                    pal_rgb(v, e);
+                } else {
+                    e[0] = e[1] = e[2] = (uint8_t)v;
+                }
+                bad += bmp_pixel_differs(names[kind], x, y, rgb + (y * W + x) * 3, l[y * W + x],
+                                         e, bad);
+            }
+        CHECK_MSG(bad == 0, "bmp %s: %d pixels differ from the file's", names[kind], bad);
+        const pp_image_box boxes[2] = {{5, 7, 20, 11}, {1, 3, W - 1, H - 4}};
+        check_box_layouts("bmp", names[kind], f.b, f.n, rgb, W, boxes, 2);
+        free(rgb);
+        free(l);
+    }
+}
+
 int main(void)
 {
     if (!check_mkdtemp(tmpdir, sizeof tmpdir, "test_images_decode")) return 1;
@@ -505,6 +661,7 @@ int main(void)
     test_tiff();
     test_tiff_planes();
     test_bmp16();
+    test_bmp_palettes();
     check_rmtree(tmpdir);
     return check_summary("test_images_decode");
 }

@@ -9,8 +9,8 @@ line). Checks, with files made here by PIL:
      torchvision's ImageFolder's: nested folders, two links to a folder, every
      extension in mixed case, files that are not images;
   2. decoding: every kind of file (JPEG RGB, gray, CMYK; PNG RGB, RGBA, L, LA,
-     P, P with transparency, 16-bit gray, 1-bit; WebP, BMP (24-bit, palette,
-     16-bit 5-5-5 and bit fields 5-6-5 and 5-5-5), TIFF (RGBA with
+     P, P with transparency, 16-bit gray, 1-bit; WebP, BMP (24-bit and
+     palette as PIL writes them; bmp_check.py has every other layout), TIFF (RGBA with
      either alpha, 16-bit too, LA, CMYK, 16-bit gray, palette, the 8
      orientations; in separate planes RGBA with either alpha, RGBA and RGB of
      16 bits, LA, CMYK of 8 and 16 bits), PPM, PGM;
@@ -254,28 +254,6 @@ def make_kinds(tmp):
         paths.append((name, os.path.join(tmp, name)))
         with open(paths[-1][1], "wb") as f:
             f.write(head + body)
-    # 16-bit BMPs, written byte by byte (PIL writes none): 5-5-5 (BI_RGB, the top
-    # bit set at random), bit fields 5-6-5 rows top down, bit fields 5-5-5 in a
-    # v5 header with bfOffBits 0; odd widths, so rows are padded
-    for name, header, masks, top_down, offset in (
-            ("rgb555.bmp", 40, None, False, True),
-            ("rgb565.bmp", 40, (0xF800, 0x7E0, 0x1F), True, True),
-            ("bf555-v5.bmp", 124, (0x7C00, 0x3E0, 0x1F), False, False)):
-        px = rng.integers(0, 65536, (47, 61)).astype("<u2")
-        px[0, :4] = (0xFFFF, 0x7FFF, 0, 0x8000)
-        stride = (61 * 2 + 3) // 4 * 4
-        rows = [r.tobytes() + bytes(stride - 122) for r in px]
-        body = b"".join(rows if top_down else rows[::-1])
-        info = struct.pack("<IiiHHIIiiII", header, 61, -47 if top_down else 47, 1, 16,
-                           3 if masks else 0, len(body), 2835, 2835, 0, 0)
-        if masks:
-            info += struct.pack("<3I", *masks)
-        info += bytes(header + (12 if masks and header == 40 else 0) - len(info))
-        start = 14 + len(info)
-        head = b"BM" + struct.pack("<IHHI", start + len(body), 0, 0, start if offset else 0)
-        paths.append((name, os.path.join(tmp, name)))
-        with open(paths[-1][1], "wb") as f:
-            f.write(head + info + body)
     # a CMYK JPEG without its Adobe segment (FF EE): PIL reads it inverted all the same
     data = open(os.path.join(tmp, "cmyk.jpg"), "rb").read()
     k = data.index(b"\xff\xee")
