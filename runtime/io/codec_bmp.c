@@ -33,16 +33,18 @@
  *
  * Where this reads otherwise than PIL 9.4 (docs/RUNNING.md lists them):
  * PIL reads a palette of 2 colours black and white as 1 bit a pixel, and a
- * palette of more than 2 whose colour i is (i, i, i) as 8 bits a pixel,
- * whatever the file's depth (for 4 and 8 bits, and 1 bit past 2 colours,
- * that misreads the rows); here the palette is read as any other. In RLE,
+ * palette whose every colour i is (i, i, i) (a single black one too) as 8
+ * bits a pixel, whatever the file's depth: at 4 and 8 bits (black and
+ * white) and at 1 and 4 bits (grays) it then misreads the rows or refuses
+ * the file ("codec configuration error"); here the palette is read as any
+ * other. In RLE,
  * a delta (0, 2) takes its two bytes (PIL takes the two after them); an
  * absolute run of an odd count in RLE4 gives all its pixels (PIL drops the
  * last); runs are aligned to 2 bytes from the pixel data's start (PIL: from
  * the file's); a stream that ends with its end-of-bitmap before all the
  * rows leaves the rest index 0 (PIL refuses it: "not enough image data"),
- * and one that runs out of bytes before is "truncated"; 8 bits with more
- * than 256 colours reads the first 256 (PIL refuses the palette).
+ * and one that runs out of bytes before is "truncated"; more than 256
+ * colours (at any depth) reads the first 256 (PIL refuses the palette).
  */
 #include "runtime/io/codecs.h"
 #include "runtime/io/pixels.h"
@@ -74,7 +76,8 @@ typedef struct bmp_info {
 
 static pp_status truncated_header(const char *path, size_t n, pp_error *err)
 {
-    return pp_error_set(err, PP_ERR_INPUT, "%s: truncated (a BMP header of %zu bytes)", path, n);
+    return pp_error_set(err, PP_ERR_INPUT, "%s: truncated (a file of %zu bytes, shorter than its "
+                        "BMP headers)", path, n);
 }
 
 /* The information header: size, depth, compression, direction. */
@@ -181,11 +184,9 @@ static pp_status bmp_header(const uint8_t *buf, size_t n, const char *path, bmp_
         const uint64_t there = n > end ? (n - end) / entry : 0;
         const uint64_t held = colors < there ? colors : there;
         for (unsigned k = 0; k < 256; k++) {
-            const uint8_t *e = buf + end + (uint64_t)k * entry;
-            const bool in = k < held;
-            b->palette[k][0] = in ? e[2] : (uint8_t)k;
-            b->palette[k][1] = in ? e[1] : (uint8_t)k;
-            b->palette[k][2] = in ? e[0] : (uint8_t)k;
+            const uint8_t gray[3] = {(uint8_t)k, (uint8_t)k, (uint8_t)k};
+            const uint8_t *e = k < held ? buf + end + (uint64_t)k * entry : gray; /* B G R */
+            b->palette[k][0] = e[2], b->palette[k][1] = e[1], b->palette[k][2] = e[0];
         }
         end = n - end < colors * entry ? n : end + colors * entry;
     }
@@ -237,15 +238,20 @@ static pp_status rle_decode(const uint8_t *buf, size_t n, const char *path, cons
             pos += buf[p] + (uint64_t)buf[p + 1] * w;
             p += 2;
             x = pos % w;
-        } else { /* absolute: v indices, padded to 2 bytes */
-            const uint64_t bytes = rle4 ? (v + 1) / 2 : v;
-            if (n - p < bytes) goto short_data;
-            for (uint64_t i = 0; i < v && pos + i < total; i++) {
+        } else { /* absolute: v indices, padded to 2 bytes; cut by the
+                  * file's end, those there (short only if more are due) */
+            const uint64_t bytes = rle4 ? (v + 1) / 2 : v, there = n - p < bytes ? n - p : bytes;
+            const uint64_t k = there == bytes ? v : rle4 ? 2 * there : there;
+            for (uint64_t i = 0; i < k && pos + i < total; i++) {
                 const uint8_t c = buf[p + (rle4 ? i / 2 : i)];
                 idx[pos + i] = !rle4 ? c : i % 2 ? c & 15 : c >> 4;
             }
-            p += bytes;
-            pos += v, x += v;
+            p += there;
+            pos += k, x += k;
+            if (there < bytes) {
+                if (pos < total) goto short_data;
+                break;
+            }
             if ((p - b->offset) % 2 && p < n) p++;
         }
     }

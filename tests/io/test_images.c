@@ -153,11 +153,12 @@ static void test_bad_images(void)
         {"truncated bmp", short_bmp, sizeof short_bmp, {0, 0, 1, 1},
          "truncated (1000 x 1000 pixels of 24 bits from byte 54 need 3000054 bytes, the file "
          "has 54)"},
-        {"bmp header cut", short_bmp, 20, {0, 0, 1, 1}, "truncated (a BMP header of 20 bytes)"},
+        {"bmp header cut", short_bmp, 20, {0, 0, 1, 1},
+         "truncated (a file of 20 bytes, shorter than its BMP headers)"},
         {"16-bit bmp cut in its pixels", bmp16.b, bmp16.n - 3, {0, 0, 1, 1},
          "truncated (3 x 4 pixels of 16 bits from byte 54 need 84 bytes, the file has 83)"},
         {"16-bit bmp cut in its masks", bmp16_masks.b, 60, {0, 0, 1, 1},
-         "truncated (a BMP header of 60 bytes)"},
+         "truncated (a file of 60 bytes, shorter than its BMP headers)"},
         {"16-bit bmp, masks 4-4-4", bmp16_masks.b, bmp16_masks.n, {0, 0, 1, 1},
          "unsupported BMP (16 bits a pixel in bit fields red 0xf00, green 0xf0, blue 0xf, "
          "alpha 0)"},

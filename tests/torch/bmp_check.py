@@ -13,13 +13,15 @@ byte (PIL writes few of these layouts):
      layouts, alpha dropped), every information header (12, 40, 64, 108, 124
      bytes), rows top down, bfOffBits 0 and pointing at the palette, the last
      row without its padding, RLE8 and RLE4 (encoded and absolute runs, ends
-     of line, a run cut at its row's end, the other compression's nibbles);
+     of line, a run cut at its row's end, the other compression's nibbles,
+     an absolute run cut by the file's end after the pixels it needs);
   2. refused as PIL refuses them, with our message: other header sizes,
      depths, compressions and bit fields, files cut in their pixels, RLE of
      24 bits, palettes past 65536 colours, RLE cut before its end;
   3. read otherwise than PIL, as docs/RUNNING.md lists: PIL's gray-palette
-     shortcut at depths it misreads, RLE deltas, odd absolute RLE4 runs, RLE
-     ended early, 8 bits with more than 256 colours: our pixels are the
+     shortcut at depths it misreads (a single black colour too), RLE deltas,
+     odd absolute RLE4 runs, RLE ended early, palettes of more than 256
+     colours: our pixels are the
      specification's (each index through the palette), and PIL's are not.
 Exits 77 (skipped) without PIL or numpy.
 """
@@ -253,6 +255,11 @@ def rle_files():
     body = rle4_encode(idx4)
     out.append(("rle4.bmp", bmp(W, H, 4, body, comp=2, palette=colours(16)), W, H))
     out.append(("rle4-in-8.bmp", bmp(W, H, 8, body, comp=2, palette=colours(256)), W, H))
+    # an absolute run cut by the file's end after the last pixels it needs
+    out.append(("rle8-abs-cut.bmp", bmp(4, 1, 8, bytes([0, 6, 1, 0, 1, 0]), comp=1,
+                                        palette=colours(2)), 4, 1))
+    out.append(("rle4-abs-cut.bmp", bmp(4, 1, 4, bytes([0, 8, 0x10, 0x10]), comp=2,
+                                        palette=colours(2)), 4, 1))
     return out
 
 
@@ -308,6 +315,11 @@ def differing():
     ramp = [(i, i, i) for i in range(16)]
     idx = rng.integers(0, 16, (H, W))
     out.append(("ramp4.bmp", bmp(W, H, 4, pack(idx, 4), palette=ramp), W, H, spec(idx, ramp, True)))
+    black = [(0, 0, 0)]
+    for bpp in (1, 4):
+        idx = rng.integers(0, 2, (H, W))
+        out.append((f"black{bpp}.bmp", bmp(W, H, bpp, pack(idx, bpp), palette=black), W, H,
+                    spec(idx, black, True)))
     ramp3 = [(i, i, i) for i in range(3)]
     idx = rng.integers(0, 2, (H, W))
     out.append(("ramp1.bmp", bmp(W, H, 1, pack(idx, 1), palette=ramp3), W, H,
@@ -332,9 +344,10 @@ def differing():
     out.append(("rle-eob.bmp", bmp(4, 3, 8, body, comp=1, palette=pal), 4, 3,
                 spec(rows, pal, True)))
     pal300 = colours(300)
-    idx = rng.integers(0, 256, (H, W))
-    out.append(("pal8-300.bmp", bmp(W, H, 8, pack(idx, 8), palette=pal300), W, H,
-                spec(idx, pal300, True)))
+    for bpp in (4, 8):
+        idx = rng.integers(0, 1 << bpp, (H, W))
+        out.append((f"pal{bpp}-300.bmp", bmp(W, H, bpp, pack(idx, bpp), palette=pal300), W, H,
+                    spec(idx, pal300, True)))
     return out
 
 
