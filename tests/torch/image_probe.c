@@ -52,10 +52,14 @@ static int run_apply(const char *path, int c, const pp_tf_op *ops, int n_ops, in
     uint8_t *file = read_all(path, &n);
     if (!file) return 1;
     pp_error err;
-    pp_image_work *work;
-    if (pp_image_work_new(&work, &err) != PP_OK) return fail(&err);
+    pp_image_work *work = NULL;
     int w, h;
-    if (pp_image_size(file, n, path, &w, &h, work, &err) != PP_OK) return fail(&err);
+    if (pp_image_work_new(&work, &err) != PP_OK ||
+        pp_image_size(file, n, path, &w, &h, work, &err) != PP_OK) {
+        pp_image_work_free(work);
+        free(file);
+        return fail(&err);
+    }
     const pp_image_box box = pp_transform_first_box(ops, n_ops, w, h);
     uint8_t *px = malloc((size_t)box.w * box.h * c), *hwc = malloc((size_t)ow * oh * c);
     const pp_image_out o = pp_transform_wants_columns(ops, n_ops, &box, w, h)
@@ -65,20 +69,26 @@ static int run_apply(const char *path, int c, const pp_tf_op *ops, int n_ops, in
                             .xstep = o.xstep, .ystep = o.ystep};
     const uint8_t *out;
     bool mirror;
-    if (pp_image_decode_to(file, n, path, &box, c, &o, work, &err) != PP_OK ||
-        pp_transform_apply(ops, n_ops, &in, ow, oh, work, &out, &mirror, &err) != PP_OK)
-        return fail(&err);
-    for (int y = 0; y < oh; y++)
-        for (int x = 0; x < ow; x++)
-            for (int k = 0; k < c; k++)
-                hwc[((size_t)y * ow + x) * c + k] =
-                    out[((size_t)k * oh + y) * ow + (mirror ? ow - 1 - x : x)];
-    fwrite(hwc, 1, (size_t)ow * oh * c, stdout);
+    int rc = 0;
+    if (!px || !hwc) {
+        fprintf(stderr, "image_probe: out of memory\n");
+        rc = 1;
+    } else if (pp_image_decode_to(file, n, path, &box, c, &o, work, &err) != PP_OK ||
+               pp_transform_apply(ops, n_ops, &in, ow, oh, work, &out, &mirror, &err) != PP_OK) {
+        rc = fail(&err);
+    } else {
+        for (int y = 0; y < oh; y++)
+            for (int x = 0; x < ow; x++)
+                for (int k = 0; k < c; k++)
+                    hwc[((size_t)y * ow + x) * c + k] =
+                        out[((size_t)k * oh + y) * ow + (mirror ? ow - 1 - x : x)];
+        fwrite(hwc, 1, (size_t)ow * oh * c, stdout);
+    }
     pp_image_work_free(work);
     free(px);
     free(hwc);
     free(file);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
