@@ -247,6 +247,8 @@ pp_status pipe_save_rank(pp_pipeline *p, const char *path, const pp_pipeline_sav
                          pp_error *err)
 {
     const bool with_optimizer = o->with_optimizer;
+    /* a failed step may have updated some parameters and not others */
+    PP_TRY(pipe_check_usable(p, "save", err));
     PP_TRY(pipe_settle(p, err)); /* the last update, before reading parameters */
     if (pp_comm_size(p->comm) < 2) return save_file(p, path, o, NULL, err);
     /* a job of several processes: rank 0 gathers the whole model and writes
@@ -324,6 +326,8 @@ static pp_status check_places(const pp_pipeline *p, const char *path,
 
 pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
 {
+    /* its links are freed: a load would not make it step again */
+    PP_TRY(pipe_check_usable(p, "load", err));
     PP_TRY(pipe_settle(p, err)); /* the last update, before writing parameters */
     pp_checkpoint_info info;
     PP_TRY(pp_checkpoint_list(path, &info, err));

@@ -212,16 +212,24 @@ void pp_pipeline_free(pp_pipeline *p)
     local_free(L);
 }
 
+/* PP_ERR_INVALID for a call on no pipeline (NULL). */
+static pp_status no_pipeline(const char *fn, pp_error *err)
+{
+    return pp_error_set(err, PP_ERR_INVALID, "%s: no pipeline (NULL)", fn);
+}
+
 pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
-    if (!p || !p->local) return pipe_step_rank(p, res, err);
+    if (!p) return no_pipeline("pp_pipeline_step", err);
+    if (!p->local) return pipe_step_rank(p, res, err);
     pp_step_result mine;
     return run_all(p->local, &(rank_call){.kind = CALL_STEP, .step = res ? res : &mine}, err);
 }
 
 pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err)
 {
-    if (!p || !p->local) return pipe_evaluate_rank(p, out, err);
+    if (!p) return no_pipeline("pp_pipeline_evaluate", err);
+    if (!p->local) return pipe_evaluate_rank(p, out, err);
     pp_eval_result mine;
     return run_all(p->local, &(rank_call){.kind = CALL_EVAL, .eval = out ? out : &mine}, err);
 }
@@ -247,18 +255,27 @@ pp_status pp_pipeline_save_with(pp_pipeline *p, const char *path,
 {
     const pp_pipeline_save_options none = {0};
     if (!opts) opts = &none;
-    if (!p || !p->local) return pipe_save_rank(p, path, opts, err);
+    if (!p) return no_pipeline("pp_pipeline_save", err);
+    if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_save: no path (NULL)");
+    if (opts->n_meta && !opts->meta)
+        return pp_error_set(err, PP_ERR_INVALID, "%s: %zu metadata entries and no array (NULL)",
+                            path, opts->n_meta);
+    if (!p->local) return pipe_save_rank(p, path, opts, err);
     return run_all(p->local, &(rank_call){.kind = CALL_SAVE, .path = path, .save = opts}, err);
 }
 
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
 {
-    if (!p || !p->local) return pipe_load_rank(p, path, err);
+    if (!p) return no_pipeline("pp_pipeline_load", err);
+    if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_load: no path (NULL)");
+    if (!p->local) return pipe_load_rank(p, path, err);
     return run_all(p->local, &(rank_call){.kind = CALL_LOAD, .path = path}, err);
 }
 
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err)
 {
-    if (!p || !p->local) return pipe_write_trace_rank(p, path, err);
+    if (!p) return no_pipeline("pp_pipeline_write_trace", err);
+    if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_write_trace: no path (NULL)");
+    if (!p->local) return pipe_write_trace_rank(p, path, err);
     return run_all(p->local, &(rank_call){.kind = CALL_TRACE, .path = path}, err);
 }

@@ -310,10 +310,12 @@ pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_err
 pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const char *path,
                             pp_error *err);
 
-/* Whether the pipeline can still step, evaluate and save: false after a step
- * or evaluation failed midway (a failure to read the step's batch, which
- * comes before any work, leaves it usable: its last whole step can be
- * saved). */
+/* Whether the pipeline can still step, evaluate, save and load: false after
+ * a step or evaluation failed midway (a failure to read the step's batch,
+ * which comes before any work, leaves it usable: its last whole step can be
+ * saved). Once false, each of those calls returns PP_ERR_INVALID ("an earlier
+ * step or evaluation of this pipeline failed"): free it, make a new one and
+ * load a checkpoint into that. */
 bool pp_pipeline_usable(const pp_pipeline *p);
 
 /* True when the plan has an eval section. */
@@ -322,7 +324,8 @@ bool pp_pipeline_has_eval(const pp_pipeline *p);
 /* Evaluates on the eval data: every test sample once, in batches of
  * eval.batch_size through a forward-only pipelined schedule over the same
  * stages, batch norm in inference mode (running statistics), nothing
- * trained. PP_ERR_INVALID without an eval section. */
+ * trained. PP_ERR_INVALID without an eval section. out may be NULL (the
+ * figures not wanted). */
 pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err);
 
 /* How pp_pipeline_generate samples. */
@@ -380,7 +383,8 @@ int pp_pipeline_stage_count(const pp_pipeline *p);
 void pp_pipeline_stage_report(const pp_pipeline *p, int stage, pp_stage_report *out);
 /* Replica 0..replicas-1 (pp_pipeline_report.replicas); zeroed outside. */
 void pp_pipeline_replica_report(const pp_pipeline *p, int replica, pp_replica_report *out);
-/* Fills *out with the pipeline's figures so far (all zero before the first step). */
+/* Fills *out with the pipeline's figures so far: the steps' figures zero
+ * before the first step; devices, replicas and the schedule always set. */
 void pp_pipeline_report_get(const pp_pipeline *p, pp_pipeline_report *out);
 
 /* Writes every parameter and buffer under its torchvision state_dict name,

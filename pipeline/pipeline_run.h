@@ -134,11 +134,13 @@
 #include "streams/schedule.h"
 #include "streams/simulate.h"
 #include "streams/stream.h"
+#include "streams/trace.h"
 
 #include "runtime/io/checkpoint.h"
 #include "runtime/comm/comm.h"
 #include "runtime/io/data.h"
 #include "runtime/io/bpe.h"
+#include "runtime/train/clip.h"
 #include "runtime/train/lr_schedule.h"
 #include "runtime/train/optimizer.h"
 

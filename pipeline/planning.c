@@ -89,6 +89,9 @@ static void plan_costs(const pp_plan *plan, pp_pipeline_prediction *out, double 
 pp_status pp_pipeline_predict_plan(const pp_plan *plan, pp_pipeline_prediction *out,
                                    pp_error *err)
 {
+    if (!plan || !out)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_predict_plan: no %s (NULL)",
+                            plan ? "prediction to fill" : "plan");
     memset(out, 0, sizeof *out);
     int n = plan->n_stages;
     if (plan->stages_auto)
@@ -224,5 +227,6 @@ pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *er
 
 pp_status pp_pipeline_resolve_plan(pp_plan *plan, pp_error *err)
 {
+    if (!plan) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_resolve_plan: no plan (NULL)");
     return pp_fit_resolve_plan(plan, NULL, err);
 }

@@ -335,12 +335,12 @@ static pp_status mark_broken(pp_pipeline *p, pp_status s, const pp_error *err)
     return s;
 }
 
-static pp_status check_usable(const pp_pipeline *p, const char *what, pp_error *err)
+pp_status pipe_check_usable(const pp_pipeline *p, const char *what, pp_error *err)
 {
     if (!p->broken[0]) return PP_OK;
     return pp_error_set(err, PP_ERR_INVALID,
                         "%s: an earlier step or evaluation of this pipeline failed (%.200s); "
-                        "free it and create a new one (or --load a checkpoint)",
+                        "free it and create a new one (and load a checkpoint into that)",
                         what, p->broken);
 }
 
@@ -479,7 +479,7 @@ static pp_status step_batch(struct pp_pipeline *p, int64_t step, pipe_window wan
 
 static pp_status step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
-    PP_TRY(check_usable(p, "step", err));
+    PP_TRY(pipe_check_usable(p, "step", err));
     PP_TRY(profile_range(p, true, err));
     pipe_params_changed(p); /* by the last step's update, or a load */
     int64_t t0 = pp_stream_clock_ns();
@@ -611,11 +611,13 @@ bool pp_pipeline_has_eval(const pp_pipeline *p)
 
 static pp_status evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err)
 {
-    PP_TRY(pipe_settle(p, err));
+    pp_eval_result unused;
+    if (!out) out = &unused; /* the figures not wanted (as with replicas in process) */
     memset(out, 0, sizeof *out);
+    PP_TRY(pipe_settle(p, err));
     if (!p->eval_data)
         return pp_error_set(err, PP_ERR_INVALID, "evaluate: the plan has no eval section");
-    PP_TRY(check_usable(p, "evaluate", err));
+    PP_TRY(pipe_check_usable(p, "evaluate", err));
     PP_TRY(mark_broken(p, pipe_sync_replica_state(p, err), err));
     pipe_params_changed(p);
     int64_t t0 = pp_stream_clock_ns();

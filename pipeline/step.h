@@ -17,6 +17,12 @@ pp_status pipe_settle(struct pp_pipeline *p, pp_error *err);
  * evaluation and a generation. */
 void pipe_params_changed(struct pp_pipeline *p);
 
+/* PP_ERR_INVALID ("WHAT: an earlier step or evaluation of this pipeline
+ * failed ...") once a step or an evaluation failed midway: the pipeline's
+ * links are freed and its state may be half updated, so it neither steps,
+ * evaluates, saves nor loads again. */
+pp_status pipe_check_usable(const pp_pipeline *p, const char *what, pp_error *err);
+
 /* One rank's step and evaluation (see pipeline_impl.h). */
 pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err);
 pp_status pipe_evaluate_rank(pp_pipeline *p, pp_eval_result *out, pp_error *err);

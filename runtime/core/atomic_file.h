@@ -36,6 +36,7 @@ typedef struct pp_atomic_file {
     char *tmp;    /* "PATH.tmp-XXXXXX"; NULL when written in place */
 } pp_atomic_file;
 
+/* PP_ERR_INVALID for a NULL or empty path. */
 pp_status pp_atomic_open(pp_atomic_file *af, const char *path, pp_error *err);
 /* The name of the file being written, for messages: the temporary, or the
  * path itself when written in place. */
@@ -44,7 +45,9 @@ const char *pp_atomic_name(const pp_atomic_file *af);
  * object is released in every case. PP_ERR_UNSYNCED when only the folder's
  * sync failed: the new file is whole and in place (readers see it), but its
  * name may not survive a crash; PP_ERR_IO when the file could not be
- * written, synced or renamed: what was at the path is as it was. */
+ * written, synced or renamed: what was at the path is as it was (written
+ * in place, a device or FIFO: what was written reached it). PP_ERR_INVALID
+ * on an object not open (zeroed, committed or abandoned already). */
 pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err);
 /* Closes and removes the temporary file and releases the object. Safe on a
  * zeroed or already released object. */

@@ -57,6 +57,9 @@ static pp_status atomic_target(const char *path, bool *direct, char **target, pp
 pp_status pp_atomic_open(pp_atomic_file *af, const char *path, pp_error *err)
 {
     memset(af, 0, sizeof *af);
+    if (!path || !*path)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_atomic_open: no path (%s)",
+                            path ? "empty" : "NULL");
     bool direct;
     PP_TRY(atomic_target(path, &direct, &af->path, err));
     if (direct) {
@@ -108,6 +111,8 @@ void pp_atomic_abort(pp_atomic_file *af)
 
 pp_status pp_atomic_commit(pp_atomic_file *af, pp_error *err)
 {
+    if (!af->f) /* never opened, or committed or abandoned already */
+        return pp_error_set(err, PP_ERR_INVALID, "pp_atomic_commit: no file open");
     pp_status s = PP_OK;
     const char *name = pp_atomic_name(af);
     /* written in place: a device or FIFO need not sync (EINVAL), a file must */

@@ -6,6 +6,10 @@
  *     a missing checkpoint PP_ERR_INPUT naming the file; nothing is printed;
  *   - ownership: the plan is freed right after pp_pipeline_new and the
  *     pipeline keeps working (AddressSanitizer watches);
+ *   - no object: a NULL pipeline, plan, path or metadata array, and an
+ *     atomic file not open, give PP_ERR_INVALID, never a crash; the one
+ *     header declares every public header's functions (clip.h's, trace.h's);
+ *     evaluate takes a NULL result;
  *   - threading: two pipelines driven from two threads at once give the same
  *     losses, bitwise, as one pipeline run alone (no global state; clean
  *     under ThreadSanitizer);
@@ -169,6 +173,54 @@ static void test_pipeline_api(void)
     CHECK(s == PP_ERR_INPUT && strstr(err.msg, "/nonexistent/ckpt.safetensors"));
     CHECK(pp_pipeline_steps_done(pipe) == STEPS);
     pp_pipeline_free(pipe);
+}
+
+/* Calls on no object: PP_ERR_INVALID with the function's name. */
+static void test_null_arguments(void)
+{
+    pp_error err;
+    pp_step_result r;
+    pp_eval_result e;
+    pp_pipeline_prediction pr;
+    pp_atomic_file af = {0};
+    const pp_pipeline_save_options no_meta = {.n_meta = 2};
+    struct {
+        const char *what;
+        pp_status s;
+    } calls[] = {
+        {"pp_pipeline_step", pp_pipeline_step(NULL, &r, &err)},
+        {"pp_pipeline_evaluate", pp_pipeline_evaluate(NULL, &e, &err)},
+        {"pp_pipeline_save", pp_pipeline_save(NULL, "x.safetensors", true, &err)},
+        {"pp_pipeline_load", pp_pipeline_load(NULL, "x.safetensors", &err)},
+        {"pp_pipeline_write_trace", pp_pipeline_write_trace(NULL, "x.json", &err)},
+        {"pp_pipeline_predict_plan", pp_pipeline_predict_plan(NULL, &pr, &err)},
+        {"pp_pipeline_resolve_plan", pp_pipeline_resolve_plan(NULL, &err)},
+        {"pp_atomic_open", pp_atomic_open(&af, NULL, &err)},
+        {"pp_atomic_commit", pp_atomic_commit(&af, &err)},
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++)
+        CHECK_MSG(calls[i].s == PP_ERR_INVALID, "%s(NULL): %s", calls[i].what,
+                  pp_status_name(calls[i].s));
+    pp_atomic_abort(&af);
+    pp_pipeline *pipe = NULL;
+    CHECK_OK(make_pipeline(&pipe, &err), &err);
+    if (!pipe) return;
+    pp_status s = pp_pipeline_save(pipe, NULL, true, &err);
+    CHECK_MSG(s == PP_ERR_INVALID, "save to NULL: %s", pp_status_name(s));
+    s = pp_pipeline_save_with(pipe, "meta.safetensors", &no_meta, &err);
+    CHECK_MSG(s == PP_ERR_INVALID && strstr(err.msg, "2 metadata entries") &&
+                  access("meta.safetensors", F_OK) != 0,
+              "metadata NULL: %s (%s)", pp_status_name(s), err.msg);
+    s = pp_pipeline_load(pipe, NULL, &err);
+    CHECK_MSG(s == PP_ERR_INVALID, "load from NULL: %s", pp_status_name(s));
+    /* evaluate with no result wanted: the plan has no eval section */
+    s = pp_pipeline_evaluate(pipe, NULL, &err);
+    CHECK_MSG(s == PP_ERR_INVALID && strstr(err.msg, "no eval section"), "evaluate(NULL): %s",
+              err.msg);
+    pp_pipeline_free(pipe);
+    /* every public header's declarations through the one include */
+    const pp_trace_clock clock = {0};
+    CHECK(fabsf(pp_clip_coefficient(2.0f, 1.0) - 0.5f) < 1e-6f && sizeof clock > 0);
 }
 
 /* Two pipelines on two threads at once, against one run alone. */
@@ -491,6 +543,7 @@ int main(void)
     test_version();
     test_plan_errors();
     test_pipeline_api();
+    test_null_arguments();
     test_threads();
     test_replicas_in_process();
     test_stage_error();

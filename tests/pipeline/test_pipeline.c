@@ -416,7 +416,9 @@ static void test_bf16_pooled_logits(void)
 
 /* A step that fails midway (here a NaN loss from a huge learning rate) leaves
  * the pipeline refusing further steps and evaluations with that failure's
- * message, instead of running on from half-done state. */
+ * message, instead of running on from half-done state; and saves (a file
+ * of half-updated parameters: none is written) and loads (its links are
+ * freed: a load would not make it step again) alike. */
 static void test_failed_step(void)
 {
     const char *text =
@@ -436,6 +438,10 @@ static void test_failed_step(void)
     pp_error err;
     pp_pipeline *p = NULL;
     CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
+    char good[256], broken[256];
+    snprintf(good, sizeof good, "%s/before-nan.safetensors", tmpdir);
+    snprintf(broken, sizeof broken, "%s/after-nan.safetensors", tmpdir);
+    if (p) CHECK_OK(pp_pipeline_save(p, good, true, &err), &err);
     int failed_at = -1;
     for (int i = 0; p && i < plan->steps && failed_at < 0; i++) {
         pp_step_result r;
@@ -450,8 +456,18 @@ static void test_failed_step(void)
     CHECK_MSG(strstr(err.msg, "an earlier step or evaluation of this pipeline failed") &&
                   strstr(err.msg, first),
               "after a failed step: %s", err.msg);
+    CHECK(!pp_pipeline_usable(p));
+    pp_status s2 = pp_pipeline_save(p, broken, true, &err);
+    CHECK_MSG(s2 == PP_ERR_INVALID && strstr(err.msg, "save: an earlier step") &&
+                  access(broken, F_OK) != 0,
+              "save after a failed step: %s (%s)", pp_status_name(s2), err.msg);
+    s2 = pp_pipeline_load(p, good, &err);
+    CHECK_MSG(s2 == PP_ERR_INVALID && strstr(err.msg, "load: an earlier step"),
+              "load after a failed step: %s (%s)", pp_status_name(s2), err.msg);
     pp_pipeline_free(p);
     pp_plan_free(plan);
+    unlink(good);
+    unlink(broken);
 }
 
 static void test_memory(void)
