@@ -80,6 +80,7 @@ static pp_status check_args(const struct pp_pipeline *p, const int32_t *prompt, 
 {
     if (!p || !prompt || !o || !out)
         return pp_error_set(err, PP_ERR_INVALID, "generate: NULL argument");
+    PP_TRY(pipe_check_usable(p, "generate", err)); /* its links are freed */
     if (p->in_dtype != PP_I32)
         return pp_error_set(err, PP_ERR_INVALID,
                             "generate: the model does not read tokens (model %s)", p->model.name);

@@ -220,6 +220,8 @@ static pp_status no_pipeline(const char *fn, pp_error *err)
 
 pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
+    pp_error unread;
+    if (!err) err = &unread; /* the ranks copy their errors into it */
     if (!p) return no_pipeline("pp_pipeline_step", err);
     if (!p->local) return pipe_step_rank(p, res, err);
     pp_step_result mine;
@@ -228,6 +230,8 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
 
 pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err)
 {
+    pp_error unread;
+    if (!err) err = &unread; /* the ranks copy their errors into it */
     if (!p) return no_pipeline("pp_pipeline_evaluate", err);
     if (!p->local) return pipe_evaluate_rank(p, out, err);
     pp_eval_result mine;
@@ -253,6 +257,8 @@ pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer
 pp_status pp_pipeline_save_with(pp_pipeline *p, const char *path,
                                 const pp_pipeline_save_options *opts, pp_error *err)
 {
+    pp_error unread;
+    if (!err) err = &unread; /* the ranks copy their errors into it */
     const pp_pipeline_save_options none = {0};
     if (!opts) opts = &none;
     if (!p) return no_pipeline("pp_pipeline_save", err);
@@ -266,6 +272,8 @@ pp_status pp_pipeline_save_with(pp_pipeline *p, const char *path,
 
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
 {
+    pp_error unread;
+    if (!err) err = &unread; /* the ranks copy their errors into it */
     if (!p) return no_pipeline("pp_pipeline_load", err);
     if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_load: no path (NULL)");
     if (!p->local) return pipe_load_rank(p, path, err);
@@ -274,6 +282,8 @@ pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
 
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err)
 {
+    pp_error unread;
+    if (!err) err = &unread; /* the ranks copy their errors into it */
     if (!p) return no_pipeline("pp_pipeline_write_trace", err);
     if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_write_trace: no path (NULL)");
     if (!p->local) return pipe_write_trace_rank(p, path, err);

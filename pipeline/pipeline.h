@@ -310,10 +310,10 @@ pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_err
 pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const char *path,
                             pp_error *err);
 
-/* Whether the pipeline can still step, evaluate, save and load: false after
- * a step or evaluation failed midway (a failure to read the step's batch,
- * which comes before any work, leaves it usable: its last whole step can be
- * saved). Once false, each of those calls returns PP_ERR_INVALID ("an earlier
+/* Whether the pipeline can still step, evaluate, save, load and generate:
+ * false after a step or evaluation failed midway (a failure to read the
+ * step's batch, which comes before any work, leaves it usable: its last
+ * whole step can be saved). Once false, each of those calls returns PP_ERR_INVALID ("an earlier
  * step or evaluation of this pipeline failed"): free it, make a new one and
  * load a checkpoint into that. */
 bool pp_pipeline_usable(const pp_pipeline *p);

@@ -7,7 +7,8 @@
  *   - ownership: the plan is freed right after pp_pipeline_new and the
  *     pipeline keeps working (AddressSanitizer watches);
  *   - no object: a NULL pipeline, plan, path or metadata array, and an
- *     atomic file not open, give PP_ERR_INVALID, never a crash; the one
+ *     atomic file not open, give PP_ERR_INVALID, never a crash (a NULL
+ *     pp_error too, replicas in one process included); the one
  *     header declares every public header's functions (clip.h's, trace.h's);
  *     evaluate takes a NULL result;
  *   - threading: two pipelines driven from two threads at once give the same
@@ -314,6 +315,9 @@ static void test_replicas_in_process(void)
         pp_pipeline_replica_report(pipe, 1, &rr);
         CHECK(rr.batch == 2 && rr.step_ms > 0);
         CHECK_OK(pp_pipeline_save(pipe, auto_path, true, &err), &err);
+        /* a failure with no error wanted (NULL): the replicas' errors are
+         * copied into one of the library's own */
+        CHECK(pp_pipeline_load(pipe, "/nonexistent/ckpt.safetensors", NULL) == PP_ERR_INPUT);
     }
     pp_pipeline_free(pipe);
 

@@ -464,6 +464,12 @@ static void test_failed_step(void)
     s2 = pp_pipeline_load(p, good, &err);
     CHECK_MSG(s2 == PP_ERR_INVALID && strstr(err.msg, "load: an earlier step"),
               "load after a failed step: %s (%s)", pp_status_name(s2), err.msg);
+    const int32_t prompt[1] = {0};
+    int32_t tokens[2];
+    const pp_generate_options go = {.tokens = 1};
+    s2 = pp_pipeline_generate(p, prompt, 1, &go, tokens, &err);
+    CHECK_MSG(s2 == PP_ERR_INVALID && strstr(err.msg, "generate: an earlier step"),
+              "generate after a failed step: %s (%s)", pp_status_name(s2), err.msg);
     pp_pipeline_free(p);
     pp_plan_free(plan);
     unlink(good);
