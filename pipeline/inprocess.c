@@ -212,17 +212,27 @@ void pp_pipeline_free(pp_pipeline *p)
     local_free(L);
 }
 
-/* PP_ERR_INVALID for a call on no pipeline (NULL). */
-static pp_status no_pipeline(const char *fn, pp_error *err)
+/* PP_ERR_INVALID for a call on no pipeline, or with no path where it takes
+ * one (NULL). */
+static pp_status entry_check(const pp_pipeline *p, const char *fn, bool takes_path,
+                             const char *path, pp_error *err)
 {
-    return pp_error_set(err, PP_ERR_INVALID, "%s: no pipeline (NULL)", fn);
+    if (!p) return pp_error_set(err, PP_ERR_INVALID, "%s: no pipeline (NULL)", fn);
+    if (takes_path && !path) return pp_error_set(err, PP_ERR_INVALID, "%s: no path (NULL)", fn);
+    return PP_OK;
 }
+
+/* Every public call's first lines: an error to fill (the caller's, or the
+ * call's own where the caller passed NULL: the code beneath writes into it,
+ * and the replicas copy theirs into it), then entry_check. */
+#define PUBLIC_ENTRY(fn, takes_path, path)                                                  \
+    pp_error unread;                                                                        \
+    if (!err) err = &unread;                                                                \
+    PP_TRY(entry_check(p, fn, takes_path, path, err))
 
 pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
 {
-    pp_error unread;
-    if (!err) err = &unread; /* the ranks copy their errors into it */
-    if (!p) return no_pipeline("pp_pipeline_step", err);
+    PUBLIC_ENTRY("pp_pipeline_step", false, NULL);
     if (!p->local) return pipe_step_rank(p, res, err);
     pp_step_result mine;
     return run_all(p->local, &(rank_call){.kind = CALL_STEP, .step = res ? res : &mine}, err);
@@ -230,9 +240,7 @@ pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
 
 pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *err)
 {
-    pp_error unread;
-    if (!err) err = &unread; /* the ranks copy their errors into it */
-    if (!p) return no_pipeline("pp_pipeline_evaluate", err);
+    PUBLIC_ENTRY("pp_pipeline_evaluate", false, NULL);
     if (!p->local) return pipe_evaluate_rank(p, out, err);
     pp_eval_result mine;
     return run_all(p->local, &(rank_call){.kind = CALL_EVAL, .eval = out ? out : &mine}, err);
@@ -257,12 +265,9 @@ pp_status pp_pipeline_save(pp_pipeline *p, const char *path, bool with_optimizer
 pp_status pp_pipeline_save_with(pp_pipeline *p, const char *path,
                                 const pp_pipeline_save_options *opts, pp_error *err)
 {
-    pp_error unread;
-    if (!err) err = &unread; /* the ranks copy their errors into it */
+    PUBLIC_ENTRY("pp_pipeline_save", true, path);
     const pp_pipeline_save_options none = {0};
     if (!opts) opts = &none;
-    if (!p) return no_pipeline("pp_pipeline_save", err);
-    if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_save: no path (NULL)");
     if (opts->n_meta && !opts->meta)
         return pp_error_set(err, PP_ERR_INVALID, "%s: %zu metadata entries and no array (NULL)",
                             path, opts->n_meta);
@@ -272,20 +277,14 @@ pp_status pp_pipeline_save_with(pp_pipeline *p, const char *path,
 
 pp_status pp_pipeline_load(pp_pipeline *p, const char *path, pp_error *err)
 {
-    pp_error unread;
-    if (!err) err = &unread; /* the ranks copy their errors into it */
-    if (!p) return no_pipeline("pp_pipeline_load", err);
-    if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_load: no path (NULL)");
+    PUBLIC_ENTRY("pp_pipeline_load", true, path);
     if (!p->local) return pipe_load_rank(p, path, err);
     return run_all(p->local, &(rank_call){.kind = CALL_LOAD, .path = path}, err);
 }
 
 pp_status pp_pipeline_write_trace(const pp_pipeline *p, const char *path, pp_error *err)
 {
-    pp_error unread;
-    if (!err) err = &unread; /* the ranks copy their errors into it */
-    if (!p) return no_pipeline("pp_pipeline_write_trace", err);
-    if (!path) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_write_trace: no path (NULL)");
+    PUBLIC_ENTRY("pp_pipeline_write_trace", true, path);
     if (!p->local) return pipe_write_trace_rank(p, path, err);
     return run_all(p->local, &(rank_call){.kind = CALL_TRACE, .path = path}, err);
 }
