@@ -490,19 +490,34 @@ pp_status pp_cuda_lt_linear_backward(pp_exec *ex, int n, int in, int out, const 
     return s;
 }
 
-/* ---- operands of an unaligned pitch ----------------------------------------------------
+/* ---- operands of an unaligned pitch or extent -------------------------------------------
  * A leading dimension whose columns (row-major rows) do not start on 16-byte boundaries
  * keeps cuBLASLt off its fast kernels: Hopper's are fed by the tensor memory accelerator,
  * whose strides are multiples of 16 bytes, and the others load 16 bytes at a time. GPT-2's
  * head has one (the logits and their gradient: 50257 columns, 100,514 bytes a bf16 row).
  * lt_matmul then runs the GEMM on copies of such operands at a padded pitch (the next
  * multiple of 16 bytes, in a stream-ordered scratch counted in the device's memory) and
- * copies such a D back; the products are the same sums in the same order, only the pitch
- * differs. The copies are a kernel of ours (kernels.cu's copy_pitched_k), not
- * cudaMemcpy2DAsync: its speed on rows of 2-byte alignment is not documented, and a
- * kernel's time shows in the profile's kernel table (copies do not). Not with an aux
- * matrix (the GELU epilogues: their shapes, GPT-2's MLP, are aligned). PP_CUDA_UNPADDED=1
- * turns it off (to compare). */
+ * copies such a D back.
+ * The pitch is not all. A GEMM's m (D's rows, stored contiguously, and A's where it is not
+ * transposed) or k where an operand stores it contiguously (A transposed, B not) that is
+ * not a whole number of 16 bytes keeps it on kernels of 1-element alignment even at padded
+ * pitches: in the sixth GPU run (docs/GPU.md) GPT-2's head, m = 50257 in the forward and
+ * k = 50257 in the backward's dx = dy W, ran cutlass_75_..._align1 kernels, 6.6 and 4.8 ms
+ * of a 31.7 ms bf16 step (95 and 130 TFLOPS, where the blocks' GEMMs run at ~490), while
+ * the weight gradient, whose 50257 is the n of a transposed B, got an align8 kernel (1.3
+ * ms). So such an m or k is padded too, to the next whole number of 16 bytes of its
+ * operands' narrowest element (50264 for bf16): A and B are copied with the new rows or
+ * columns zero, so the padded k adds terms 0 x 0 to each sum (its value unchanged) and the
+ * padded m adds rows to D that are not copied back; a bias is copied zero-padded, and the
+ * BGRADA gradient (m) written to a scratch and its first m copied back. n is left as it is
+ * (the run measured no need, and padding it would copy the added-to weight gradient).
+ * The copies are a kernel of ours (kernels.cu's copy_pitched_k), not cudaMemcpy2DAsync:
+ * its speed on rows of 2-byte alignment is not documented, and a kernel's time shows in
+ * the profile's kernel table (copies do not). The head's weight is copied for each of its
+ * two GEMMs (77 MB in bf16, ~0.05 ms each on an H200; predicted gain of the extents ~8 ms
+ * of the step). Not with an aux matrix (the GELU epilogues: their shapes, GPT-2's MLP, are
+ * aligned). PP_CUDA_UNPADDED=1 turns all of it off, PP_CUDA_PITCH_ONLY=1 the extents only
+ * (to compare). */
 
 /* rows rounded up to a whole number of 16 bytes */
 static int64_t padded_ld(int64_t rows, size_t es)
@@ -516,46 +531,61 @@ static bool unaligned_ld(int64_t ld, size_t es)
     return ld * (int64_t)es % 16 != 0;
 }
 
-/* rows x cols, column-major, from pitch sld to pitch dld (elements of es bytes) */
-static pp_status copy_pitched(pp_exec *ex, cudaStream_t s, void *dst, int64_t dld,
-                              const void *src, int64_t sld, int64_t rows, int64_t cols,
-                              size_t es, pp_error *err)
+/* rows x cols, column-major, from pitch sld to pitch dld (elements of es bytes); with
+ * rows_to >= rows and cols_to >= cols, the new rows and columns zero (src_cols: how many
+ * columns to copy, 0 for none: zeros only) */
+static pp_status copy_padded(pp_exec *ex, cudaStream_t s, void *dst, int64_t dld,
+                             const void *src, int64_t sld, int64_t rows, int64_t src_cols,
+                             int64_t rows_to, int64_t cols_to, size_t es, pp_error *err)
 {
     return PP_CUDA(ex->dev, err,
-                   pp_cuda_launch_copy_pitched(s, pp_cuda_max_grid(ex), cols, rows, es, src, sld,
-                                               dst, dld));
+                   pp_cuda_launch_copy_padded(s, pp_cuda_max_grid(ex), cols_to, rows, src_cols,
+                                              rows_to, es, src, sld, dst, dld));
 }
 
-/* One operand (rows x cols, column-major, pitch ld) at a padded pitch: its
- * copy in out's scratch (the contents when copy_in) with *ld the new pitch;
- * p and out (zeroed by the caller) unchanged where the pitch is aligned. */
+/* A scratch the padding below made (NULL: none), for pp_cuda_scratch_free. */
 typedef struct lt_pitched {
     void *scratch;
     size_t bytes;
 } lt_pitched;
 
-static pp_status pitch_in(pp_exec *ex, cudaStream_t s, const void **p, int64_t *ld, int64_t rows,
-                          int64_t cols, size_t es, bool copy_in, lt_pitched *out, pp_error *err)
+/* One operand, stored rows x cols (column-major, pitch *ld), as a GEMM of padded extents
+ * reads it: rows_to x cols_to (>= rows, cols) at an aligned pitch, the new rows and columns
+ * zero. Where nothing changes (the pitch aligned, the extents the same, or only the rows
+ * padded up to the pitch where zero_tail says the rows past rows are zeros) p and out stay
+ * as they are; else a copy in out's scratch (contents: copy_in, else none) and *p, *ld the
+ * copy's. out zeroed by the caller, who frees it. */
+static pp_status pad_in(pp_exec *ex, cudaStream_t s, const void **p, int64_t *ld, int64_t rows,
+                        int64_t cols, int64_t rows_to, int64_t cols_to, size_t es,
+                        bool zero_tail, bool copy_in, lt_pitched *out, pp_error *err)
 {
-    if (!unaligned_ld(*ld, es)) return PP_OK;
-    const int64_t pld = padded_ld(rows, es);
-    const size_t bytes = (size_t)pld * (size_t)cols * es;
+    const bool aligned = !unaligned_ld(*ld, es);
+    if (aligned && cols_to == cols && (rows_to == rows || (zero_tail && rows_to <= *ld)))
+        return PP_OK;
+    const int64_t pld = padded_ld(rows_to, es);
+    const size_t bytes = (size_t)pld * (size_t)cols_to * es;
     PP_TRY(pp_cuda_scratch_alloc(ex, bytes, &out->scratch, err));
     out->bytes = bytes;
-    if (copy_in) {
-        pp_status st = copy_pitched(ex, s, out->scratch, pld, *p, *ld, rows, cols, es, err);
-        if (st != PP_OK) return st; /* the caller frees out */
-    }
+    if (copy_in)
+        PP_TRY(copy_padded(ex, s, out->scratch, pld, *p, *ld, rows, cols, rows_to, cols_to, es,
+                           err));
     *p = out->scratch;
     *ld = pld;
     return PP_OK;
 }
 
-/* whether unaligned operands are padded (PP_CUDA_UNPADDED unset) */
+/* whether unaligned operands are padded (PP_CUDA_UNPADDED unset), and their extents with
+ * them (PP_CUDA_PITCH_ONLY unset too) */
 static bool padding_on(void)
 {
     static int unpadded = -1;
     return !pp_cuda_env_on("PP_CUDA_UNPADDED", &unpadded);
+}
+
+static bool extents_on(void)
+{
+    static int pitch_only = -1;
+    return padding_on() && !pp_cuda_env_on("PP_CUDA_PITCH_ONLY", &pitch_only);
 }
 
 pp_status pp_cuda_lt_pad(pp_exec *ex, const void **p, int64_t *ld, int64_t rows, int64_t cols,
@@ -566,8 +596,9 @@ pp_status pp_cuda_lt_pad(pp_exec *ex, const void **p, int64_t *ld, int64_t rows,
     if (!padding_on() || !unaligned_ld(*ld, es) || rows == 0 || cols == 0) return PP_OK;
     pp_cuda_exec *ce;
     PP_TRY(pp_cuda_exec_begin(ex, 0, 0, &ce, err));
-    lt_pitched out = {0};
-    pp_status s = pitch_in(ex, ce->stream, p, ld, rows, cols, es, true, &out, err);
+    lt_pitched out = {0}; /* the rows past rows zero: a k padded up to the pitch reads them */
+    pp_status s = pad_in(ex, ce->stream, p, ld, rows, cols, padded_ld(rows, es), cols, es,
+                         false, true, &out, err);
     if (s != PP_OK) {
         pp_cuda_scratch_free(ex, out.scratch, out.bytes);
         return s;
@@ -579,27 +610,58 @@ pp_status pp_cuda_lt_pad(pp_exec *ex, const void **p, int64_t *ld, int64_t rows,
 
 /* ---- fp32 products (dense.c) ----------------------------------------------------------- */
 
-/* gemm_aux on copies of the operands whose pitch is unaligned (see above):
- * PP_ERR_UNSUPPORTED when cuBLASLt has no algorithm for the padded shapes
- * (only the scratch written then) */
+/* The extents a GEMM runs at (see above): m and k padded where they must be. */
+typedef struct lt_extents {
+    int64_t m, k;
+} lt_extents;
+
+static lt_extents padded_extents(const pp_cuda_lt_matmul *mm, size_t es_ab, size_t es_cd)
+{
+    lt_extents e = {mm->m, mm->k};
+    if (!extents_on()) return e;
+    /* m: D's rows, and A's when not transposed; k: A's rows transposed, B's not */
+    const size_t es_m = !mm->ta && es_ab < es_cd ? es_ab : es_cd;
+    if (unaligned_ld(mm->m, es_m)) e.m = padded_ld(mm->m, es_m);
+    if ((mm->ta || !mm->tb) && unaligned_ld(mm->k, es_ab)) e.k = padded_ld(mm->k, es_ab);
+    return e;
+}
+
+/* gemm_aux on padded copies of the operands whose pitch or extents are unaligned (see
+ * above), at the extents x: PP_ERR_UNSUPPORTED when cuBLASLt has no algorithm for the
+ * padded shapes (only scratches written then) */
 static pp_status gemm_pitched(pp_exec *ex, pp_cuda_exec *ce, pp_cuda_lt_cache *c, lt_gemm g,
                               const pp_cuda_lt_matmul *mm, size_t es_ab, size_t es_cd,
-                              const void *a, const void *b, void *d, const void *bias,
-                              pp_error *err)
+                              lt_extents x, const void *a, const void *b, void *d,
+                              const void *bias, pp_error *err)
 {
-    lt_pitched pa = {0}, pb = {0}, pd = {0};
-    const void *A = a, *B = b, *D = d;
-    pp_status s = pitch_in(ex, ce->stream, &A, &g.lda, mm->ta ? mm->k : mm->m,
-                           mm->ta ? mm->m : mm->k, es_ab, true, &pa, err);
+    lt_pitched pa = {0}, pb = {0}, pd = {0}, pv = {0};
+    const void *A = a, *B = b, *D = d, *V = bias;
+    const bool bgrad_a = mm->epi == PP_LT_EPI_BGRADA;
+    const bool bias_m = x.m != mm->m && (mm->epi == PP_LT_EPI_BIAS || bgrad_a);
+    cudaStream_t st = ce->stream;
+    pp_status s = pad_in(ex, st, &A, &g.lda, mm->ta ? mm->k : mm->m, mm->ta ? mm->m : mm->k,
+                         mm->ta ? x.k : x.m, mm->ta ? x.m : x.k, es_ab, mm->a_zero_tail, true,
+                         &pa, err);
     if (s == PP_OK)
-        s = pitch_in(ex, ce->stream, &B, &g.ldb, mm->tb ? mm->n : mm->k, mm->tb ? mm->k : mm->n,
-                     es_ab, true, &pb, err);
+        s = pad_in(ex, st, &B, &g.ldb, mm->tb ? mm->n : mm->k, mm->tb ? mm->k : mm->n,
+                   mm->tb ? mm->n : x.k, mm->tb ? x.k : mm->n, es_ab, mm->b_zero_tail, true,
+                   &pb, err);
     if (s == PP_OK) /* D's contents matter where the GEMM adds to it */
-        s = pitch_in(ex, ce->stream, &D, &g.ldc, mm->m, mm->n, es_cd, mm->beta != 0.0f, &pd,
-                     err);
-    if (s == PP_OK) s = gemm_aux(ex, ce, c, &g, A, B, (void *)D, bias, NULL, mm->beta, err);
+        s = pad_in(ex, st, &D, &g.ldc, mm->m, mm->n, x.m, mm->n, es_cd, false, mm->beta != 0.0f,
+                   &pd, err);
+    if (s == PP_OK && bias_m) { /* (m): a bias of D's type, or BGRADA's fp32 output */
+        int64_t one = mm->m;
+        s = pad_in(ex, st, &V, &one, mm->m, 1, x.m, 1, bgrad_a ? sizeof(float) : es_cd, false,
+                   !bgrad_a, &pv, err);
+    }
+    g.m = x.m, g.k = x.k;
+    if (s == PP_OK) s = gemm_aux(ex, ce, c, &g, A, B, (void *)D, V, NULL, mm->beta, err);
     if (s == PP_OK && pd.scratch)
-        s = copy_pitched(ex, ce->stream, d, mm->ldd, D, g.ldc, mm->m, mm->n, es_cd, err);
+        s = copy_padded(ex, st, d, mm->ldd, D, g.ldc, mm->m, mm->n, mm->m, mm->n, es_cd, err);
+    if (s == PP_OK && pv.scratch && bgrad_a)
+        s = copy_padded(ex, st, mm->dbias, mm->m, V, x.m, mm->m, 1, mm->m, 1, sizeof(float),
+                        err);
+    pp_cuda_scratch_free(ex, pv.scratch, pv.bytes);
     pp_cuda_scratch_free(ex, pd.scratch, pd.bytes);
     pp_cuda_scratch_free(ex, pb.scratch, pb.bytes);
     pp_cuda_scratch_free(ex, pa.scratch, pa.bytes);
@@ -628,16 +690,17 @@ static pp_status lt_matmul(pp_exec *ex, const pp_cuda_lt_matmul *mm, int64_t kin
                  .compute = compute, .epi = mm->epi, .ld_aux = aux ? mm->ld_aux : 0};
     const void *bias = grad ? (const void *)mm->dbias : mm->bias;
     const size_t es_ab = ab == CUDA_R_16BF ? 2 : 4, es_cd = cd == CUDA_R_16BF ? 2 : 4;
+    const lt_extents x = padded_extents(mm, es_ab, es_cd);
     if (!aux && mm->k > 0 && padding_on() &&
         (unaligned_ld(mm->lda, es_ab) || unaligned_ld(mm->ldb, es_ab) ||
-         unaligned_ld(mm->ldd, es_cd))) {
+         unaligned_ld(mm->ldd, es_cd) || x.m != mm->m || x.k != mm->k)) {
         pp_error e1;
-        pp_status s = gemm_pitched(ex, ce, c, g, mm, es_ab, es_cd, a, b, d, bias, &e1);
+        pp_status s = gemm_pitched(ex, ce, c, g, mm, es_ab, es_cd, x, a, b, d, bias, &e1);
         if (s != PP_ERR_UNSUPPORTED) {
             if (s != PP_OK && err) *err = e1;
             return s;
         }
-        /* no algorithm at the padded pitch: the GEMM as given, below */
+        /* no algorithm at the padded shape: the GEMM as given, below */
     }
     return gemm_aux(ex, ce, c, &g, a, b, d, bias, (void *)mm->aux, mm->beta, err);
 }

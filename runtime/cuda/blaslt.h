@@ -82,6 +82,9 @@ typedef struct pp_cuda_lt_matmul {
     int64_t ld_aux;
     float *dbias;           /* (m) or (n) fp32 for PP_LT_EPI_BGRADA and _BGRADB (written) */
     bool d_bf16;            /* pp_cuda_lt_matmul_bf16: D (and aux) bf16, else fp32 */
+    bool a_zero_tail;       /* A's elements past its stored rows, up to lda, are zeros (a
+                               pp_cuda_lt_pad copy): a k or m padded up to lda reads them */
+    bool b_zero_tail;       /* the same for B and ldb */
 } pp_cuda_lt_matmul;
 
 /* D = the product of fp32 a and b as mm says, on ex's stream. Per exec,
@@ -89,8 +92,11 @@ typedef struct pp_cuda_lt_matmul {
  * and cuBLASLt's first heuristic algorithm at its first use, as the bf16
  * GEMMs above. An operand whose leading dimension is not a whole number of
  * 16 bytes (GPT-2's logits: 50257 columns) is copied to a padded pitch in a
- * stream-ordered scratch first, and such a D back after (blaslt.c says why;
- * PP_CUDA_UNPADDED=1: not). PP_ERR_UNSUPPORTED (no operand or output
+ * stream-ordered scratch first, and such a D back after; an m, or a k that an
+ * operand stores contiguously, that is not a whole number of 16 bytes (the
+ * head's vocabulary) is padded likewise, the operands copied with zero rows
+ * or columns (blaslt.c says why; PP_CUDA_UNPADDED=1: neither,
+ * PP_CUDA_PITCH_ONLY=1: the pitch only). PP_ERR_UNSUPPORTED (no operand or output
  * written) when cuBLASLt has no algorithm for it or refuses the combination:
  * the caller then runs it another way. */
 pp_status pp_cuda_lt_matmul_f32(pp_exec *ex, const pp_cuda_lt_matmul *mm, const float *a,
@@ -107,7 +113,9 @@ pp_status pp_cuda_lt_matmul_bf16(pp_exec *ex, const pp_cuda_lt_matmul *mm, const
 /* An operand of rows x cols (column-major at pitch *ld, elements of es bytes)
  * at the pitch the GEMMs above would copy it to: where *ld is not a whole
  * number of 16 bytes (and PP_CUDA_UNPADDED is unset), a copy at the padded
- * pitch in a stream-ordered scratch, *p and *ld then the copy's and *scratch,
+ * pitch in a stream-ordered scratch, its rows past rows zero (a GEMM given
+ * a_zero_tail or b_zero_tail for it pads its k over them without a copy), *p
+ * and *ld then the copy's and *scratch,
  * *bytes what to give pp_cuda_scratch_free after the last GEMM reading it;
  * else nothing changes (*scratch NULL). For an operand that several GEMMs
  * read (dense.c: a gradient dy), so that it is copied once. */

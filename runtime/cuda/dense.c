@@ -306,8 +306,9 @@ static pp_status epilogue_bf16(pp_exec *ex, pp_cuda_lt_matmul mm, const float *b
  * reads it: a bf16 dy as it is; an f32 dy rounded once to bf16
  * (pp_bf16_from_f32's bits, kernels.cu) into a scratch; and where its rows do
  * not start on 16 bytes (the head's: 50257 columns) a copy at the padded
- * pitch the GEMMs would otherwise each make (pp_cuda_lt_pad). the_dy_free
- * releases both. */
+ * pitch the GEMMs would otherwise each make (pp_cuda_lt_pad), zeros past
+ * out in each row, so that the data GEMM pads its k (out) over them without
+ * another copy (b_zero_tail, blaslt.c). the_dy_free releases both. */
 typedef struct the_dy {
     const uint16_t *data;
     int64_t ld; /* its pitch in elements: out, or out padded */
@@ -398,7 +399,7 @@ static pp_status data_of(pp_exec *ex, int64_t rows, int in, int out, bool w_out_
 {
     const pp_cuda_lt_matmul mm = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
                                   .lda = w_out_in ? in : out, .ldb = d->ld, .ldd = in,
-                                  .d_bf16 = dx.bf16};
+                                  .d_bf16 = dx.bf16, .b_zero_tail = true};
     if (h.data) {
         pp_cuda_lt_matmul fused = mm;
         fused.epi = PP_LT_EPI_DGELU, fused.aux = h.data, fused.ld_aux = in;
@@ -425,7 +426,8 @@ static pp_status weights_of(pp_exec *ex, int64_t rows, int in, int out, bool w_o
         w_out_in ? (pp_cuda_lt_matmul){.tb = true, .m = in, .n = out, .k = rows, .lda = in,
                                        .ldb = d->ld, .ldd = in, .beta = 1.0f}
                  : (pp_cuda_lt_matmul){.tb = true, .m = out, .n = in, .k = rows, .lda = d->ld,
-                                       .ldb = in, .ldd = out, .beta = 1.0f};
+                                       .ldb = in, .ldd = out, .beta = 1.0f,
+                                       .a_zero_tail = true};
     const uint16_t *a = w_out_in ? x.data : d->data, *b = w_out_in ? d->data : x.data;
     if (!dy.bf16) { /* the GEMM on dy rounded, the bias gradient from the f32 dy */
         PP_TRY(pp_cuda_lt_matmul_bf16(ex, &mm, a, b, dw, err));

@@ -367,40 +367,47 @@ cudaError_t cast(cudaStream_t s, unsigned grid, int64_t n, const TX *x, TY *y)
 }
 
 /* ---- a matrix copied from one pitch to another ---------------------------------------
- * lines of len elements each, line k at src + k sld and dst + k dld. A group of tpl threads
- * a line (a warp for lines of at most COPY_RUN x 32 elements, else the block), each thread
- * loading its next COPY_RUN elements before it stores the first: a pitch of any 2-byte
- * alignment, read and written at one element a thread, coalesced. */
+ * lines of fill elements each, line k at dst + k dld: the first len elements of line k from
+ * src + k sld where k < src_lines, zeros elsewhere (the rest of the line, and the lines from
+ * src_lines on). A group of tpl threads a line (a warp for lines of at most COPY_RUN x 32
+ * elements, else the block), each thread loading its next COPY_RUN elements before it
+ * stores the first: a pitch of any 2-byte alignment, read and written at one element a
+ * thread, coalesced. */
 constexpr int COPY_RUN = 8;
 
 template <class T>
-__global__ void copy_pitched_k(int64_t lines, int64_t len, int tpl, const T *src, int64_t sld,
-                               T *dst, int64_t dld)
+__global__ void copy_pitched_k(int64_t lines, int64_t len, int64_t src_lines, int64_t fill,
+                               int tpl, const T *src, int64_t sld, T *dst, int64_t dld)
 {
     const int groups = blockDim.x / tpl, t = threadIdx.x % tpl;
     for (int64_t l = (int64_t)blockIdx.x * groups + threadIdx.x / tpl; l < lines;
          l += (int64_t)gridDim.x * groups) {
-        const T *sr = src + l * sld;
+        const int64_t have = l < src_lines ? len : 0;
+        const T *sr = have ? src + l * sld : nullptr;
         T *dr = dst + l * dld;
-        for (int64_t i0 = t; i0 < len; i0 += (int64_t)COPY_RUN * tpl) {
+        for (int64_t i0 = t; i0 < fill; i0 += (int64_t)COPY_RUN * tpl) {
             T v[COPY_RUN];
+            for (int u = 0; u < COPY_RUN; u++) {
+                const int64_t i = i0 + u * tpl;
+                v[u] = i < have ? sr[i] : T(0);
+            }
             for (int u = 0; u < COPY_RUN; u++)
-                if (i0 + u * tpl < len) v[u] = sr[i0 + u * tpl];
-            for (int u = 0; u < COPY_RUN; u++)
-                if (i0 + u * tpl < len) dr[i0 + u * tpl] = v[u];
+                if (i0 + u * tpl < fill) dr[i0 + u * tpl] = v[u];
         }
     }
 }
 
 template <class T>
 cudaError_t copy_pitched(cudaStream_t s, unsigned max_grid, int64_t lines, int64_t len,
-                         const void *src, int64_t sld, void *dst, int64_t dld)
+                         int64_t src_lines, int64_t fill, const void *src, int64_t sld,
+                         void *dst, int64_t dld)
 {
-    const int tpl = len <= (int64_t)COPY_RUN * 32 ? 32 : PP_CUDA_BLOCK;
+    const int tpl = fill <= (int64_t)COPY_RUN * 32 ? 32 : PP_CUDA_BLOCK;
     const int64_t groups = PP_CUDA_BLOCK / tpl, need = (lines + groups - 1) / groups;
     const unsigned grid = need < (int64_t)max_grid ? (unsigned)need : max_grid;
-    copy_pitched_k<T><<<grid, PP_CUDA_BLOCK, 0, s>>>(lines, len, tpl, static_cast<const T *>(src),
-                                                     sld, static_cast<T *>(dst), dld);
+    copy_pitched_k<T><<<grid, PP_CUDA_BLOCK, 0, s>>>(lines, len, src_lines, fill, tpl,
+                                                     static_cast<const T *>(src), sld,
+                                                     static_cast<T *>(dst), dld);
     return cudaGetLastError();
 }
 
@@ -417,16 +424,29 @@ bool pp_cuda_env_on(const char *name, int *cache)
     return *cache == 1;
 }
 
+cudaError_t pp_cuda_launch_copy_padded(cudaStream_t s, unsigned max_grid, int64_t lines,
+                                       int64_t len, int64_t src_lines, int64_t fill, size_t es,
+                                       const void *src, int64_t sld, void *dst, int64_t dld)
+{
+    if (lines < 0 || len < 0 || src_lines < 0 || src_lines > lines || fill < len ||
+        dld < fill || (src_lines > 0 && sld < len) || (es != 2 && es != 4) ||
+        (uintptr_t)src % es || (uintptr_t)dst % es)
+        return cudaErrorInvalidValue;
+    if (lines == 0 || fill == 0) return cudaSuccess;
+    if (src_lines == 0) len = 0;
+    return es == 2 ? copy_pitched<uint16_t>(s, max_grid, lines, len, src_lines, fill, src, sld,
+                                            dst, dld)
+                   : copy_pitched<uint32_t>(s, max_grid, lines, len, src_lines, fill, src, sld,
+                                            dst, dld);
+}
+
 cudaError_t pp_cuda_launch_copy_pitched(cudaStream_t s, unsigned max_grid, int64_t lines,
                                         int64_t len, size_t es, const void *src, int64_t sld,
                                         void *dst, int64_t dld)
 {
-    if (lines < 0 || len < 0 || sld < len || dld < len || (es != 2 && es != 4) ||
-        (uintptr_t)src % es || (uintptr_t)dst % es)
-        return cudaErrorInvalidValue;
-    if (lines == 0 || len == 0) return cudaSuccess;
-    return es == 2 ? copy_pitched<uint16_t>(s, max_grid, lines, len, src, sld, dst, dld)
-                   : copy_pitched<uint32_t>(s, max_grid, lines, len, src, sld, dst, dld);
+    if (sld < len) return cudaErrorInvalidValue;
+    return pp_cuda_launch_copy_padded(s, max_grid, lines, len, lines, len, es, src, sld, dst,
+                                      dld);
 }
 
 cudaError_t pp_cuda_launch_bf16_from_f32(cudaStream_t s, unsigned grid, int64_t n, const float *x,

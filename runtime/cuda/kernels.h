@@ -64,6 +64,14 @@ cudaError_t pp_cuda_launch_f32_from_bf16(cudaStream_t s, unsigned grid, int64_t 
 cudaError_t pp_cuda_launch_copy_pitched(cudaStream_t s, unsigned max_grid, int64_t lines,
                                         int64_t len, size_t es, const void *src, int64_t sld,
                                         void *dst, int64_t dld);
+/* The same, padded with zeros: lines x fill elements at pitch dld (fill <= dld), line k's
+ * first len (<= fill) elements from src where k < src_lines (<= lines; 0: src not read, may
+ * be NULL), every other element 0 (the operands of a GEMM whose extents blaslt.c pads: zero
+ * rows and columns add nothing to its sums). dst's elements past fill in each line
+ * untouched. */
+cudaError_t pp_cuda_launch_copy_padded(cudaStream_t s, unsigned max_grid, int64_t lines,
+                                       int64_t len, int64_t src_lines, int64_t fill, size_t es,
+                                       const void *src, int64_t sld, void *dst, int64_t dld);
 /* y (rows, cols) += b (cols) broadcast over rows */
 cudaError_t pp_cuda_launch_bias_add(cudaStream_t s, unsigned grid, int64_t rows, int64_t cols,
                                     const float *b, float *y);

@@ -336,6 +336,65 @@ static void test_copy_pitched(void)
     CHECK(pp_emu_cuda_launch_copy_pitched(0, 2, 2, 8, 2, NULL, 8, NULL, 7) != cudaSuccess);
 }
 
+/* The padded copies (the operands of a GEMM whose extents blaslt.c pads): line k's first
+ * len elements the source's where k < src_lines, every other element up to fill zero, the
+ * bytes past fill in each line and past the last line untouched; no source read at all
+ * where src_lines is 0 (NULL given); refused: fill under len, a pitch under fill, more
+ * source lines than lines. */
+static void test_copy_padded(void)
+{
+    static const struct {
+        int64_t lines, len, src_lines, fill, sld, dld;
+        unsigned grid;
+    } cases[] = {
+        {12, 37, 11, 40, 37, 40, 2},     /* the head's weight: rows to the pitch, a zero column */
+        {11, 37, 11, 40, 40, 48, 2},     /* an aligned source, a wider pitch */
+        {3, 5000, 3, 5008, 5001, 5008, 2}, /* runs of 8 x 256 and a tail */
+        {9, 256, 2, 256, 256, 264, 1},   /* whole zero lines a warp takes */
+        {4, 0, 0, 9, 1, 16, 2},          /* zeros only */
+        {1, 37, 1, 40, 37, 40, 1},       /* a bias vector */
+    };
+    enum { SENT = 0xa5 };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (size_t es = 2; es <= 4; es += 2) {
+            const int64_t L = cases[c].lines, n = cases[c].len, S = cases[c].src_lines,
+                          F = cases[c].fill, sld = cases[c].sld, dld = cases[c].dld;
+            const size_t sbytes = (size_t)(S * sld + 8) * es, dbytes = (size_t)(L * dld + 8) * es;
+            void *bs, *bd;
+            unsigned char *src = emu_alloc(sbytes, es, &bs), *dst = emu_alloc(dbytes, es, &bd);
+            for (size_t i = 0; i < sbytes; i++) src[i] = (unsigned char)(i * 2654435761u >> 13 | 1);
+            memset(dst, SENT, dbytes);
+            char what[128];
+            snprintf(what, sizeof what, "copy_padded %lld (%lld from the source) x %lld to %lld, "
+                     "pitch %lld to %lld, %zu bytes", (long long)L, (long long)S, (long long)n,
+                     (long long)F, (long long)sld, (long long)dld, es);
+            EMU_LAUNCHED(pp_emu_cuda_launch_copy_padded(0, cases[c].grid, L, n, S, F, es,
+                                                        S ? src : NULL, sld, dst, dld),
+                         what);
+            int64_t bad = 0, nonzero = 0, touched = 0;
+            for (int64_t l = 0; l < L; l++)
+                for (int64_t i = 0; i < dld; i++) {
+                    const unsigned char *d = dst + (size_t)(l * dld + i) * es;
+                    if (l < S && i < n)
+                        bad += memcmp(d, src + (size_t)(l * sld + i) * es, es) != 0;
+                    else if (i < F)
+                        for (size_t b = 0; b < es; b++) nonzero += d[b] != 0;
+                    else
+                        for (size_t b = 0; b < es; b++) touched += d[b] != SENT;
+                }
+            for (size_t b = (size_t)(L * dld) * es; b < dbytes; b++) touched += dst[b] != SENT;
+            CHECK_MSG(bad == 0, "%s: %lld elements not the source's", what, (long long)bad);
+            CHECK_MSG(nonzero == 0, "%s: %lld padding bytes not zero", what, (long long)nonzero);
+            CHECK_MSG(touched == 0, "%s: %lld bytes past fill written", what, (long long)touched);
+            free(bs), free(bd);
+        }
+    }
+    CHECK(pp_emu_cuda_launch_copy_padded(0, 2, 2, 8, 2, 7, 2, NULL, 8, NULL, 8) != cudaSuccess);
+    CHECK(pp_emu_cuda_launch_copy_padded(0, 2, 2, 8, 2, 9, 2, NULL, 8, NULL, 8) != cudaSuccess);
+    CHECK(pp_emu_cuda_launch_copy_padded(0, 2, 2, 8, 3, 8, 2, NULL, 8, NULL, 8) != cudaSuccess);
+    CHECK(pp_emu_cuda_launch_copy_padded(0, 2, 2, 8, 2, 8, 2, NULL, 7, NULL, 8) != cudaSuccess);
+}
+
 int main(void)
 {
     emu_rig_open();
@@ -346,5 +405,6 @@ int main(void)
     test_bias_pool();
     test_delay();
     test_copy_pitched();
+    test_copy_padded();
     return emu_rig_close("test_emu_kernels");
 }
