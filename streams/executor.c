@@ -227,21 +227,29 @@ pp_status pp_executor_set_ranks(pp_executor *ex, pp_comm *comm, const int *ranks
                             n, ex ? ex->S : 0);
     if (ex->slots)
         return pp_error_set(err, PP_ERR_INVALID, "executor: ranks set after the first run");
-    free(ex->ranks);
-    ex->ranks = NULL;
-    ex->comm = NULL;
-    if (!comm) return PP_OK;
-    for (int s = 0; s < n; s++)
+    /* checked and allocated before anything is replaced: a refusal leaves the
+     * executor as it was */
+    for (int s = 0; comm && s < n; s++)
         if (ranks[s] < 0 || ranks[s] >= pp_comm_size(comm))
             return pp_error_set(err, PP_ERR_INVALID, "executor: stage %d on rank %d, the job has "
                                 "%d process%s", s, ranks[s], pp_comm_size(comm),
                                 pp_comm_size(comm) == 1 ? "" : "es");
-    ex->ranks = malloc((size_t)n * sizeof *ex->ranks);
+    int *nr = NULL;
+    pp_nccl **nl = NULL;
+    if (comm) {
+        nr = malloc((size_t)n * sizeof *nr);
+        nl = n > 1 ? calloc((size_t)(2 * (n - 1)), sizeof *nl) : NULL;
+        if (!nr || (n > 1 && !nl)) {
+            free(nr);
+            free(nl);
+            return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
+        }
+        memcpy(nr, ranks, (size_t)n * sizeof *ranks);
+    }
+    free(ex->ranks);
     free(ex->links);
-    ex->links = n > 1 ? calloc((size_t)(2 * (n - 1)), sizeof *ex->links) : NULL;
-    if (!ex->ranks || (n > 1 && !ex->links))
-        return pp_error_set(err, PP_ERR_OOM, "out of host memory (executor)");
-    memcpy(ex->ranks, ranks, (size_t)n * sizeof *ranks);
+    ex->ranks = nr;
+    ex->links = nl;
     ex->comm = comm;
     return PP_OK;
 }

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/comm/comm.h"
 #include "runtime/core/device.h"
 #include "runtime/core/ops.h"
 #include "streams/executor.h"
@@ -463,6 +464,42 @@ static void test_grads_ready(void)
     }
 }
 
+/* pp_executor_set_ranks refuses a rank outside the job and leaves the ranks
+ * set before as they were (it freed them first: the next link was then
+ * refused as "needs ranks set first"); NULL comm makes every stage local. */
+static void test_set_ranks(void)
+{
+    pp_schedule s;
+    pp_error err;
+    CHECK_OK(pp_schedule_build(&s, PP_SCHEDULE_1F1B, 3, 2, NULL, &err), &err);
+    toy_stage st[3];
+    pp_stage_desc desc[3];
+    setup_stages(st, desc, 3, (int[]){0, 1, 2}, &s);
+    pp_comm *comms[2];
+    CHECK_OK(pp_comm_local_new(2, comms, &err), &err);
+    pp_executor *ex;
+    CHECK_OK(pp_executor_new(desc, 3, 0, &ex, &err), &err);
+    CHECK_OK(pp_executor_set_ranks(ex, comms[0], (int[]){0, 0, 1}, 3, &err), &err);
+    CHECK(pp_executor_set_ranks(ex, comms[0], (int[]){0, 2, 1}, 3, &err) == PP_ERR_INVALID);
+    CHECK_MSG(strstr(err.msg, "stage 1 on rank 2, the job has 2 processes") != NULL, "%s",
+              err.msg);
+    CHECK(pp_executor_set_ranks(ex, comms[0], (int[]){0, 1}, 2, &err) == PP_ERR_INVALID);
+    /* the ranks {0, 0, 1} stand: boundary 1 (ranks 0 and 1) takes a link, boundary
+     * 0 (both on rank 0) does not. The links are only stored, never used here. */
+    char a, g;
+    pp_nccl *act = (pp_nccl *)(void *)&a, *grad = (pp_nccl *)(void *)&g;
+    CHECK_OK(pp_executor_set_link(ex, 1, act, grad, &err), &err);
+    CHECK(pp_executor_set_link(ex, 0, act, grad, &err) == PP_ERR_INVALID);
+    /* NULL comm: every stage local, a link then refused for want of ranks */
+    CHECK_OK(pp_executor_set_ranks(ex, NULL, NULL, 0, &err), &err);
+    CHECK(pp_executor_set_link(ex, 1, act, grad, &err) == PP_ERR_INVALID);
+    CHECK_OK(pp_executor_run(ex, &s, NULL, &err), &err);
+    pp_executor_free(ex);
+    pp_comm_free(comms[0]);
+    pp_comm_free(comms[1]);
+    pp_schedule_free(&s);
+}
+
 int main(void)
 {
     if (!toy_devices_open()) return 1;
@@ -472,6 +509,7 @@ int main(void)
     test_forward_only();
     test_own_output();
     test_error();
+    test_set_ranks();
     test_grads_ready();
     toy_devices_close();
     return check_summary("executor");
