@@ -22,6 +22,7 @@
 
 #include "models/stage.h"
 #include "runtime/io/checkpoint.h"
+#include "runtime/io/checkpoint_internal.h" /* pp_ckpt_load: whether writing began */
 #include "runtime/comm/comm.h"
 #include "runtime/train/optimizer.h"
 
@@ -326,8 +327,9 @@ static pp_status check_places(const pp_pipeline *p, const char *path,
 
 pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
 {
-    /* its links are freed: a load would not make it step again */
-    PP_TRY(pipe_check_usable(p, "load", err));
+    /* its links are freed: a load would not make it step again (a load that
+     * failed midway before is what a load repairs) */
+    PP_TRY(pipe_check_links(p, "load", err));
     PP_TRY(pipe_settle(p, err)); /* the last update, before writing parameters */
     pp_checkpoint_info info;
     PP_TRY(pp_checkpoint_list(path, &info, err));
@@ -343,6 +345,7 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
     long long steps_done = steps ? atoll(steps) : 0;
 
     pp_status s = PP_OK;
+    bool wrote = false;
     if (has_opt) s = pp_optimizer_alloc_state(p->opt, err);
     size_t n_opt = has_opt ? pp_optimizer_state(p->opt, NULL, 0) : 0;
     pp_ckpt_tensor *list = NULL;
@@ -358,17 +361,26 @@ pp_status pipe_load_rank(pp_pipeline *p, const char *path, pp_error *err)
         /* optimizer state of another configuration (e.g. momentum 0) is ignored;
          * NaN or Inf in what is loaded is refused */
         const pp_checkpoint_load_options lo = {.allow_extra = true, .finite = true};
-        s = pp_checkpoint_load_with(path, list, n, &lo, err);
+        s = pp_ckpt_load(path, list, n, &lo, &wrote, err);
     }
     free(list);
     if (s == PP_OK && has_opt) s = pp_optimizer_state_loaded(p->opt, err);
-    if (s != PP_OK) {
-        pp_optimizer_reset_state(p->opt);
-        return s;
+    if (s == PP_OK) {
+        if (!has_opt) pp_optimizer_reset_state(p->opt);
+        p->steps_done = steps_done > 0 ? steps_done : 0;
+        pp_optimizer_set_steps(p->opt, has_opt ? p->steps_done : 0);
+        s = pipe_tied_refresh(p, err);
     }
-    if (!has_opt) pp_optimizer_reset_state(p->opt);
-    p->steps_done = steps_done > 0 ? steps_done : 0;
-    pp_optimizer_set_steps(p->opt, has_opt ? p->steps_done : 0);
-    return pipe_tied_refresh(p, err);
+    if (s == PP_OK) {
+        p->partial[0] = '\0';
+        return PP_OK;
+    }
+    pp_optimizer_reset_state(p->opt);
+    /* written, then refused (a read or copy failing after the file's checks, a step
+     * count below 1, ...): the parameters are neither the earlier ones nor the file's */
+    if (wrote)
+        snprintf(p->partial, sizeof p->partial, "%.255s",
+                 err && err->msg[0] ? err->msg : "failed");
+    return s;
 }
 

@@ -315,7 +315,13 @@ pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const
  * step's batch, which comes before any work, leaves it usable: its last
  * whole step can be saved). Once false, each of those calls returns PP_ERR_INVALID ("an earlier
  * step or evaluation of this pipeline failed"): free it, make a new one and
- * load a checkpoint into that. */
+ * load a checkpoint into that. Also false while a load that failed after it
+ * began writing the parameters (a read failing after the file's checks, a
+ * step count below 1) has left them partly the file's: step, evaluate, save
+ * and generate then return PP_ERR_INVALID ("an earlier load failed after it
+ * began writing the parameters"), and a load that succeeds makes it usable
+ * again. A load refused before writing (a missing or corrupt file, another
+ * model's) leaves the pipeline as it was. */
 bool pp_pipeline_usable(const pp_pipeline *p);
 
 /* True when the plan has an eval section. */

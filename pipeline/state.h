@@ -129,6 +129,9 @@ typedef struct run_io {
 
 struct pp_pipeline {
     char broken[256];            /* why a step or evaluation failed midway; "" while usable */
+    char partial[256];           /* why the parameters are partly a file's (a load failed
+                                  * after it began writing them); "" else: a load that
+                                  * succeeds clears it (pipe_check_usable) */
     bool opt_pending;            /* the last step's optimizer may still run on the stages'
                                   * streams (CUDA): pipe_settle before the host reads or
                                   * writes parameters */

@@ -335,13 +335,23 @@ static pp_status mark_broken(pp_pipeline *p, pp_status s, const pp_error *err)
     return s;
 }
 
-pp_status pipe_check_usable(const pp_pipeline *p, const char *what, pp_error *err)
+pp_status pipe_check_links(const pp_pipeline *p, const char *what, pp_error *err)
 {
     if (!p->broken[0]) return PP_OK;
     return pp_error_set(err, PP_ERR_INVALID,
                         "%s: an earlier step or evaluation of this pipeline failed (%.200s); "
                         "free it and create a new one (and load a checkpoint into that)",
                         what, p->broken);
+}
+
+pp_status pipe_check_usable(const pp_pipeline *p, const char *what, pp_error *err)
+{
+    PP_TRY(pipe_check_links(p, what, err));
+    if (!p->partial[0]) return PP_OK;
+    return pp_error_set(err, PP_ERR_INVALID,
+                        "%s: an earlier load failed after it began writing the parameters "
+                        "(%.200s): they are partly the file's; load a checkpoint again", what,
+                        p->partial);
 }
 
 void pipe_params_changed(struct pp_pipeline *p)
@@ -601,7 +611,7 @@ pp_status pipe_step_rank(pp_pipeline *p, pp_step_result *res, pp_error *err)
 
 bool pp_pipeline_usable(const pp_pipeline *p)
 {
-    return p && !p->broken[0];
+    return p && !p->broken[0] && !p->partial[0];
 }
 
 bool pp_pipeline_has_eval(const pp_pipeline *p)

@@ -21,6 +21,12 @@ void pipe_params_changed(struct pp_pipeline *p);
  * failed ...") once a step or an evaluation failed midway: the pipeline's
  * links are freed and its state may be half updated, so it neither steps,
  * evaluates, saves nor loads again. */
+pp_status pipe_check_links(const pp_pipeline *p, const char *what, pp_error *err);
+
+/* pipe_check_links, and PP_ERR_INVALID ("WHAT: an earlier load failed after
+ * it began writing the parameters ...") while a failed load has left the
+ * parameters partly a file's: no step, evaluation, save or generation
+ * until a load succeeds. */
 pp_status pipe_check_usable(const pp_pipeline *p, const char *what, pp_error *err);
 
 /* One rank's step and evaluation (see pipeline_impl.h). */

@@ -87,6 +87,13 @@ pp_status pp_checkpoint_load(const char *path, const pp_ckpt_tensor *tensors, si
 pp_status pp_checkpoint_load_with(const char *path, const pp_ckpt_tensor *tensors, size_t n,
                                   const pp_checkpoint_load_options *opts, pp_error *err)
 {
+    return pp_ckpt_load(path, tensors, n, opts, NULL, err);
+}
+
+pp_status pp_ckpt_load(const char *path, const pp_ckpt_tensor *tensors, size_t n,
+                       const pp_checkpoint_load_options *opts, bool *wrote, pp_error *err)
+{
+    if (wrote) *wrote = false;
     const pp_checkpoint_load_options o = opts ? *opts : (pp_checkpoint_load_options){0};
     if (!path) return pp_error_set(err, PP_ERR_INVALID, "checkpoint: NULL path");
     const pp_ckpt_tensor **want;
@@ -162,6 +169,7 @@ pp_status pp_checkpoint_load_with(const char *path, const pp_ckpt_tensor *tensor
         size_t bytes = pp_tensor_bytes(want[i]->tensor);
         if ((s = pp_ckpt_read_checked(fd, path, &info, match[i], false, buf, err)) != PP_OK)
             goto out;
+        if (wrote) *wrote = true;
         if ((s = pp_tensor_from_host(want[i]->tensor, buf, bytes, err)) != PP_OK) {
             pp_error_prefix(err, "%s: tensor '%s'", path, want[i]->name);
             goto out;
