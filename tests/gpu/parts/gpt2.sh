@@ -12,7 +12,10 @@
 #     scaled_dot_product_attention; goal: >= 1.0 of torch.compile), and ours
 #     again with PP_CUDA_UNPADDED=1 (the head's GEMMs on the logits at their
 #     own pitch, 50257 columns, not a whole number of 16 bytes: what the
-#     padded copies bring, blaslt.c), and with PP_CUDA_BF16_VIA_F32=1 (c_attn's
+#     padded copies bring, blaslt.c), with PP_CUDA_PITCH_ONLY=1 (the pitch
+#     padded but not the vocabulary's extent, m in the head's forward and k
+#     in its dx: the sixth run's align1 kernels), and with
+#     PP_CUDA_BF16_VIA_F32=1 (c_attn's
 #     and c_fc's outputs through an fp32 product, what the bf16 epilogues
 #     bring, dense.c).
 #   diagnostics (80 s): the bf16 step's kernels under ncu (one steady step,
@@ -29,6 +32,17 @@
 #     with and without the cache after a prompt of 960 tokens; the rate
 #     and wall time of each, and how many of the GPU's tokens equal the
 #     CPU's (and the cache's the windows').
+#   correctness (110 s): tests/torch/gpt2_check.py with its two stages both
+#     on cuda:0 (the tied embedding on the first, the head's copy on the
+#     second): every tensor of two AdamW steps within 3x PyTorch fp32's own
+#     error against float64 (float64 on the CPU; PyTorch fp32's error, the
+#     yardstick, the larger of its runs on the CPU and on cuda:0; a
+#     weight's elements whose AdamW denominator is under 100 eps left out,
+#     and each update checked instead against float64 AdamW on our own
+#     moments), for vocabularies of 256 (tied and untied) and 50257; the
+#     worst tensor's worst element with AdamW's denominator there in units
+#     of eps. Before the variants: ~50 s on an H200, and the sixth run's
+#     budget cut it where it came after them.
 #   speed (150 s), the variants: ours bf16 with model.dropout 0.1 (masks
 #     drawn by hash in graphs that replay, the kernels reading the step from
 #     device memory) and with PP_CUDA_GRAPHS=off (what the graphs bring);
@@ -41,13 +55,6 @@
 #     PP_CUDA_ATTN=mma (cuDNN's fused attention, the default, against our
 #     CUDA-core and tensor-core kernels; which ran: test_cuda_gpt2's 'causal
 #     attention' lines).
-#   correctness (110 s): tests/torch/gpt2_check.py with its two stages both
-#     on cuda:0 (the tied embedding on the first, the head's copy on the
-#     second): every tensor of two AdamW steps within 3x PyTorch fp32's own
-#     error against float64 (float64 on the CPU; PyTorch fp32's error, the
-#     yardstick, the larger of its runs on the CPU and on cuda:0), for
-#     vocabularies of 256 (tied and untied) and 50257; the worst tensor's
-#     worst element with AdamW's denominator there in units of eps.
 #   diagnostics (60 s): the fp32 step's kernels (its attention the 3xTF32
 #     kernels: section 8's ~5 ms a step).
 # With --budget 390 the last two sections run only where the others ended
@@ -276,6 +283,9 @@ partgpt2() {
     gpt2_against bf16 "torch.compile GPT-2 bf16 autocast (the issue's goal)" --compile
     # the head's GEMMs at the logits' own pitch (50257 columns: unaligned)
     gpt2_variant bf16 unpadded PP_CUDA_UNPADDED=1 "padded / unpadded pitch"
+    # the head's m (forward) and k (dx) padded to 50264 as well as the pitch,
+    # against the pitch only (the sixth run's align1 kernels: blaslt.c)
+    gpt2_variant bf16 pitch-only PP_CUDA_PITCH_ONLY=1 "padded extents / pitch only"
     # c_attn's and c_fc's bias and GELU (and the backward's GELU') in cuBLASLt's
     # bf16 epilogues against an fp32 product and kernels of ours after it
     gpt2_variant bf16 via-f32 PP_CUDA_BF16_VIA_F32=1 "bf16 epilogues / via fp32"
@@ -295,6 +305,22 @@ partgpt2() {
     echo "== --generate: 64 tokens greedy on $tdev and on the CPU backend"
     gpt2_generate
 
+    section correctness 110
+    echo "== GPT-2 against PyTorch float64, two stages on $tdev (the tied embedding split)"
+    cat >"$res/pipeline-run.sh" <<SH
+#!/bin/sh
+LD_LIBRARY_PATH='$LD_LIBRARY_PATH' exec '$bin/pipeline-run' "\$@"
+SH
+    chmod +x "$res/pipeline-run.sh"
+    run gpt2-check 105 "${pyrun[@]}" "$bundle/torch/gpt2_check.py" "$res/pipeline-run.sh" \
+        --device-map "$gmap"
+    rc=$?
+    case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
+    grep -E '^FAIL ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-200
+    row "GPT-2 vs PyTorch float64, 2 stages on $tdev (goal: within 3x PyTorch fp32's error)" \
+        "$verdict" "$(grep -c '^ok ' "$res/gpt2-check.out" 2>/dev/null) checks passed; $(grep -m1 'step 1: ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-160); $(tail -n 1 "$res/gpt2-check.out" 2>/dev/null)" \
+        "$last_cmd"
+
     section speed 150
     echo "== GPT-2 $g_what, tokens/s: the variants"
     # dropout's masks drawn in graphs that replay (the step in device memory)
@@ -313,22 +339,6 @@ partgpt2() {
     # the default bf16 run above is PP_CUDA_ATTN=cudnn's
     gpt2_variant bf16 attn-own PP_CUDA_ATTN=own "attention cuDNN / own"
     gpt2_variant bf16 attn-mma PP_CUDA_ATTN=mma "attention cuDNN / mma"
-
-    section correctness 110
-    echo "== GPT-2 against PyTorch float64, two stages on $tdev (the tied embedding split)"
-    cat >"$res/pipeline-run.sh" <<SH
-#!/bin/sh
-LD_LIBRARY_PATH='$LD_LIBRARY_PATH' exec '$bin/pipeline-run' "\$@"
-SH
-    chmod +x "$res/pipeline-run.sh"
-    run gpt2-check 105 "${pyrun[@]}" "$bundle/torch/gpt2_check.py" "$res/pipeline-run.sh" \
-        --device-map "$gmap"
-    rc=$?
-    case $rc in 0) verdict=PASS ;; 77) verdict=SKIP ;; *) verdict=$(result_of $rc) ;; esac
-    grep -E '^FAIL ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-200
-    row "GPT-2 vs PyTorch float64, 2 stages on $tdev (goal: within 3x PyTorch fp32's error)" \
-        "$verdict" "$(grep -c '^ok ' "$res/gpt2-check.out" 2>/dev/null) checks passed; $(grep -m1 'step 1: ' "$res/gpt2-check.out" 2>/dev/null | cut -c1-160); $(tail -n 1 "$res/gpt2-check.out" 2>/dev/null)" \
-        "$last_cmd"
 
     # the fp32 step's (its attention: the 3xTF32 kernels), in what the part's
     # budget has left
