@@ -162,6 +162,11 @@ typedef struct pp_backend_ops {
     pp_status (*add)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                      pp_error *err);
     pp_status (*accumulate)(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+    /* y += f32(bf16(x)): x rounded to bf16 (pp_bf16_from_f32's bits), then added: what
+     * bf16_from_f32, f32_from_bf16 and accumulate give, in one pass (mixed precision's
+     * parameter gradients, ops_adapt.h's pp_ops_low_end); NULL: those three */
+    pp_status (*accumulate_bf16)(pp_exec *ex, int64_t n, const float *x, float *y,
+                                 pp_error *err);
     pp_status (*add_relu)(pp_exec *ex, int64_t n, const float *a, const float *b, float *y,
                           pp_error *err);
     /* stream-ordered copies between host memory and the device (the host memory

@@ -172,6 +172,11 @@ pp_status pp_ops_low_end(pp_exec *ex, pp_tensor *part, pp_tensor *dst, pp_status
 {
     pp_tensor low = {0};
     const int64_t n = pp_tensor_numel(dst);
+    if (st == PP_OK && ex->dev->ops->accumulate_bf16) { /* the three below in one pass */
+        st = ex->dev->ops->accumulate_bf16(ex, n, part->data, dst->data, err);
+        pp_tensor_free(part);
+        return st;
+    }
     if (st == PP_OK) st = pp_tensor_alloc_on(&low, ex, PP_BF16, dst->ndim, dst->shape, err);
     if (st == PP_OK) st = DISPATCH(bf16_from_f32, n, part->data, low.data, err);
     if (st == PP_OK) st = DISPATCH(f32_from_bf16, n, low.data, part->data, err);

@@ -218,6 +218,7 @@ static const pp_backend_ops cpu_ops = {
     .relu_backward = pp_cpu_relu_backward,
     .add = pp_cpu_add,
     .accumulate = pp_cpu_accumulate,
+    .accumulate_bf16 = pp_cpu_accumulate_bf16,
     .add_relu = pp_cpu_add_relu,
     .bf16_from_f32 = pp_cpu_bf16_from_f32,
     .f32_from_bf16 = pp_cpu_f32_from_bf16,

@@ -22,13 +22,14 @@ typedef enum ew_kind {
     EW_SIGMOID_BACKWARD,
     EW_ADD,
     EW_ACCUMULATE,
+    EW_ACCUMULATE_BF16,
     EW_ADD_RELU,
 } ew_kind;
 
 typedef struct ew_job {
     ew_kind kind;
     int64_t n;
-    const float *a, *b; /* inputs: x; y, dy; x; y, dy; a, b; x; a, b */
+    const float *a, *b; /* inputs: x; y, dy; x; y, dy; a, b; x; x; a, b */
     float *y;           /* output */
 } ew_job;
 
@@ -58,6 +59,9 @@ static void ew_task(void *arg, int64_t t, int worker)
         break;
     case EW_ACCUMULATE:
         for (int64_t i = 0; i < n; i++) y[i] += a[i];
+        break;
+    case EW_ACCUMULATE_BF16: /* the bits of bf16_from_f32, f32_from_bf16, accumulate */
+        for (int64_t i = 0; i < n; i++) y[i] += pp_f32_from_bf16(pp_bf16_from_f32(a[i]));
         break;
     case EW_ADD_RELU: /* the float sum, then the ReLU of EW_RELU */
         for (int64_t i = 0; i < n; i++) {
@@ -114,6 +118,14 @@ pp_status pp_cpu_add(pp_exec *ex, int64_t n, const float *a, const float *b, flo
 pp_status pp_cpu_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err)
 {
     ew_job j = {.kind = EW_ACCUMULATE, .n = n, .a = x, .y = y};
+    ew_run(ex, &j);
+    return PP_OK;
+}
+
+pp_status pp_cpu_accumulate_bf16(pp_exec *ex, int64_t n, const float *x, float *y,
+                                 pp_error *err)
+{
+    ew_job j = {.kind = EW_ACCUMULATE_BF16, .n = n, .a = x, .y = y};
     ew_run(ex, &j);
     return PP_OK;
 }

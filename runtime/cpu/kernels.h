@@ -27,6 +27,8 @@ pp_status pp_cpu_sigmoid_forward(pp_exec *ex, int64_t n, const float *x, float *
 pp_status pp_cpu_sigmoid_backward(pp_exec *ex, int64_t n, const float *y, const float *dy, float *dx, pp_error *err);
 pp_status pp_cpu_add(pp_exec *ex, int64_t n, const float *a, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_accumulate(pp_exec *ex, int64_t n, const float *x, float *y, pp_error *err);
+pp_status pp_cpu_accumulate_bf16(pp_exec *ex, int64_t n, const float *x, float *y,
+                                 pp_error *err);
 pp_status pp_cpu_add_relu(pp_exec *ex, int64_t n, const float *a, const float *b, float *y, pp_error *err);
 pp_status pp_cpu_bf16_from_f32(pp_exec *ex, int64_t n, const float *x, uint16_t *y, pp_error *err);
 pp_status pp_cpu_f32_from_bf16(pp_exec *ex, int64_t n, const uint16_t *x, float *y, pp_error *err);

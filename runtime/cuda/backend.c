@@ -302,6 +302,13 @@ static pp_status cuda_accumulate(pp_exec *ex, int64_t n, const float *x, float *
     return cuda_elementwise(ex, PP_CUDA_EW_ADD, n, x, y, y, err);
 }
 
+/* y += f32(bf16(x)), one pass (kernels.cu's add_bf16_op) */
+static pp_status cuda_accumulate_bf16(pp_exec *ex, int64_t n, const float *x, float *y,
+                                      pp_error *err)
+{
+    return cuda_elementwise(ex, PP_CUDA_EW_ADD_BF16, n, x, y, y, err);
+}
+
 static pp_status cuda_gelu_forward(pp_exec *ex, int64_t n, const float *x, float *y,
                                    pp_error *err)
 {
@@ -590,6 +597,7 @@ static const pp_backend_ops cuda_ops = {
     .relu_backward = cuda_relu_backward,
     .add = cuda_add,
     .accumulate = cuda_accumulate,
+    .accumulate_bf16 = cuda_accumulate_bf16,
     .add_relu = cuda_add_relu,
     .bf16_from_f32 = cuda_bf16_from_f32,
     .f32_from_bf16 = cuda_f32_from_bf16,

@@ -33,6 +33,9 @@ struct sigmoid_backward_op { /* dy * (1 - y) * y, the CPU's order */
 struct add_op {
     __device__ float operator()(float a, float b) const { return a + b; }
 };
+struct add_bf16_op { /* the bits of bf16_from_f32, f32_from_bf16, then accumulate */
+    __device__ float operator()(float a, float b) const { return widen(narrow(a)) + b; }
+};
 struct add_relu_op {
     __device__ float operator()(float a, float b) const
     {
@@ -472,6 +475,7 @@ cudaError_t pp_cuda_launch_elementwise(cudaStream_t s, unsigned max_grid, pp_cud
     case PP_CUDA_EW_SIGMOID_BACKWARD:
         return ew_launch(s, max_grid, n, a, b, y, sigmoid_backward_op());
     case PP_CUDA_EW_ADD: return ew_launch(s, max_grid, n, a, b, y, add_op());
+    case PP_CUDA_EW_ADD_BF16: return ew_launch(s, max_grid, n, a, b, y, add_bf16_op());
     case PP_CUDA_EW_ADD_RELU: return ew_launch(s, max_grid, n, a, b, y, add_relu_op());
     case PP_CUDA_EW_GELU: return ew_launch(s, max_grid, n, a, nullptr, y, gelu_op());
     case PP_CUDA_EW_GELU_BACKWARD: return ew_launch(s, max_grid, n, a, b, y, gelu_backward_op());

@@ -41,6 +41,8 @@ typedef enum pp_cuda_ew_kind {
     PP_CUDA_EW_SIGMOID,       /* y = 1 / (1 + exp(-a)) */
     PP_CUDA_EW_SIGMOID_BACKWARD, /* y = b * (1 - a) * a (a: the forward output, b: its gradient) */
     PP_CUDA_EW_ADD,           /* y = a + b (accumulate: a = x, b = y) */
+    PP_CUDA_EW_ADD_BF16,      /* y = f32(bf16(a)) + b: a rounded to bf16 (pp_bf16_from_f32's
+                                 bits) then added (mixed precision's parameter gradients) */
     PP_CUDA_EW_ADD_RELU,      /* y = max(a + b, 0), the sum rounded first as pp_add does */
     PP_CUDA_EW_GELU,          /* y = GELU(a), tanh approximation (runtime/cpu/gelu.c's formula) */
     PP_CUDA_EW_GELU_BACKWARD, /* y = b GELU'(a) (a: the forward's input, b: its gradient) */

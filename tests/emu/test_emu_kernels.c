@@ -40,6 +40,7 @@ static void test_elementwise(void)
         {PP_CUDA_EW_RELU, "relu"},       {PP_CUDA_EW_RELU_BACKWARD, "relu backward"},
         {PP_CUDA_EW_SIGMOID, "sigmoid"}, {PP_CUDA_EW_SIGMOID_BACKWARD, "sigmoid backward"},
         {PP_CUDA_EW_ADD, "add"},         {PP_CUDA_EW_ADD_RELU, "add + relu"},
+        {PP_CUDA_EW_ADD_BF16, "add of a rounded to bf16"},
         {PP_CUDA_EW_GELU, "gelu"},       {PP_CUDA_EW_GELU_BACKWARD, "gelu backward"},
     };
     const int64_t shape[1] = {1003};
@@ -65,6 +66,13 @@ static void test_elementwise(void)
                 break;
             case PP_CUDA_EW_ADD: CHECK_OK(pp_add(&g_ex, &a, &b, &y, &err), &err); break;
             case PP_CUDA_EW_ADD_RELU: CHECK_OK(pp_add_relu(&g_ex, &a, &b, &y, &err), &err); break;
+            case PP_CUDA_EW_ADD_BF16: { /* the three ops it stands for */
+                const float *pa = a.data, *pb = b.data;
+                float *py = y.data;
+                for (int64_t k = 0; k < shape[0]; k++)
+                    py[k] = pp_f32_from_bf16(pp_bf16_from_f32(pa[k])) + pb[k];
+                break;
+            }
             case PP_CUDA_EW_GELU: CHECK_OK(pp_gelu_forward(&g_ex, &a, &y, &err), &err); break;
             case PP_CUDA_EW_GELU_BACKWARD:
                 CHECK_OK(pp_gelu_backward(&g_ex, &a, &b, &y, &err), &err);
