@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "partitioner/plan.h"
+#include "partitioner/plan_walk_internal.h" /* pp_plan_size_format */
 
 #define MAP_MAX_RULES 64
 
@@ -184,9 +185,30 @@ pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err
         return pp_error_set(err, PP_ERR_INPUT, "device map names %s, which the plan does not use "
                             "(its devices: %s)", from, devices);
     }
+    /* A device has one memory figure (the plan's own rule, plan_stages.c): stages
+     * that the map puts on one device must not cap it differently. Checked
+     * before anything changes. */
+    pp_device_id to[PP_PLAN_MAX_STAGES];
+    for (int s = 0; s < plan->n_stages; s++) to[s] = map_device(rules, n, plan->stages[s].device);
+    for (int s = 0; s < plan->n_stages; s++)
+        for (int t = 0; t < s; t++) {
+            const pp_plan_stage *a = &plan->stages[s], *b = &plan->stages[t];
+            if (a->memory_bytes <= 0 || b->memory_bytes <= 0 || a->rank != b->rank ||
+                !pp_device_id_equal(to[s], to[t]) || a->memory_bytes == b->memory_bytes)
+                continue;
+            char dev[16], x[40], y[40];
+            pp_device_id_format(to[s], dev, sizeof dev);
+            pp_plan_size_format(a->memory_bytes, x, sizeof x);
+            pp_plan_size_format(b->memory_bytes, y, sizeof y);
+            return pp_error_set(err, PP_ERR_INPUT,
+                                "device map puts stage %d (%s, memory %s) and stage %d (%s, "
+                                "memory %s) on %s: a device has one memory figure (map them "
+                                "apart, or give the stages the same memory)",
+                                s, a->device_name, x, t, b->device_name, y, dev);
+        }
     for (int s = 0; s < plan->n_stages; s++) {
         pp_plan_stage *st = &plan->stages[s];
-        st->device = map_device(rules, n, st->device);
+        st->device = to[s];
         pp_device_id_format(st->device, st->device_name, sizeof st->device_name);
         st->replica_device[0] = st->device;
         for (int r = 1; r < plan->replicas && r < PP_PLAN_MAX_REPLICAS; r++)

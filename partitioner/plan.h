@@ -404,7 +404,9 @@ pp_status pp_plan_restage(pp_plan *plan, int n_stages, const int *stage_device, 
  * cpu:*, cuda:*) for a wildcard source, which keeps the index: "cuda:*=cpu"
  * maps cuda:N to cpu:N. Exact sources take precedence over wildcards; every
  * device is mapped once (no chaining). On a syntax error the plan is left
- * unchanged and PP_ERR_INPUT names the bad entry. */
+ * unchanged and PP_ERR_INPUT names the bad entry; so too where the map puts
+ * stages that cap their devices' memory differently on one device (a device
+ * has one memory figure, as in a plan). */
 pp_status pp_plan_apply_device_map(pp_plan *plan, const char *map, pp_error *err);
 
 /* Semantic equality of two plans (ignores path and marks). When they differ

@@ -323,6 +323,42 @@ static void test_device_map(void)
         CHECK(p->stages[1].device_mark.line == 3);
         pp_plan_free(p);
     }
+    /* stages that cap their devices' memory differently may not share one after the
+     * map (the plan itself refuses that); the same cap may */
+    const char *capped = "model: {name: delay}\nbatch: {size: 4, split_size: 1}\n"
+                         "stages: [{device: cuda:0, memory: 40GiB}, {device: cuda:1, memory: "
+                         "80GiB}, {device: cuda:2, memory: 40GiB}]\n";
+    static const struct {
+        const char *map;
+        pp_status status;
+        const char *result;
+    } caps[] = {
+        {"cuda:*=cuda:0", PP_ERR_INPUT, "device map puts stage 1 (cuda:1, memory 80GiB) and "
+                                        "stage 0 (cuda:0, memory 40GiB) on cuda:0: a device "
+                                        "has one memory figure"},
+        {"cuda:2=cuda:0", PP_OK, "cuda:0 cuda:1 cuda:0"},
+        {"cuda:*=cpu", PP_OK, "cpu:0 cpu:1 cpu:2"},
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        pp_plan *p;
+        pp_diag d;
+        CHECK(parse(capped, strlen(capped), &p, &d) == PP_OK);
+        if (!p) return;
+        pp_error err;
+        pp_status s = pp_plan_apply_device_map(p, caps[i].map, &err);
+        char got[128] = "";
+        size_t k = 0;
+        for (int st = 0; st < p->n_stages; st++)
+            k += (size_t)snprintf(got + k, sizeof got - k, "%s%s", st ? " " : "",
+                                  p->stages[st].device_name);
+        CHECK_MSG(s == caps[i].status, "map '%s': %s", caps[i].map, pp_status_name(s));
+        if (s == PP_OK)
+            CHECK_MSG(strcmp(got, caps[i].result) == 0, "map '%s': got '%s'", caps[i].map, got);
+        else
+            CHECK_MSG(strstr(err.msg, caps[i].result) && !strcmp(got, "cuda:0 cuda:1 cuda:2"),
+                      "map '%s': %s (devices %s)", caps[i].map, err.msg, got);
+        pp_plan_free(p);
+    }
 }
 
 int main(int argc, char **argv)
