@@ -279,6 +279,13 @@ typedef struct pp_backend_ops {
     pp_status (*dense_backward_weights)(pp_exec *ex, int64_t rows, int in, int out,
                                         bool w_out_in, const float *x, const float *dy,
                                         float *dw, float *db, pp_error *err);
+    /* f32 dense_backward_data then dense_backward_weights (with db) in one call, for a
+     * backend that shares work between them (CUDA: one copy of a dy whose pitch its
+     * GEMMs pad); the same results. PP_ERR_UNSUPPORTED, nothing written, where it has
+     * nothing to share: the caller runs the two entries. NULL: always those. */
+    pp_status (*dense_backward)(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                const float *w, const float *x, const float *dy, float *dx,
+                                float *dw, float *db, pp_error *err);
     /* (optional) the dense layer with its GELU, h = x W + b, g = GELU(h), and
      * the data gradient through a GELU, dh = (dy W^T) GELU'(h) (ops.h); NULL,
      * or PP_ERR_UNSUPPORTED having enqueued nothing: the caller runs the

@@ -302,6 +302,17 @@ pp_status pp_dense_backward(pp_exec *ex, pp_weight_order order, const pp_tensor 
     PP_TRY(dense_backward_bf16(ex, rows, in, out, order == PP_WEIGHT_OUT_IN, w, x, dy, h, dx, dw,
                                db, &done, err));
     if (done) return PP_OK;
+    /* all f32, no GELU: the backend's combined entry where it shares work (CUDA: one copy
+     * of a dy at a padded pitch), else the two entries below */
+    if (!h && dx && ENTRY(dense_backward) && w->dtype == PP_F32 && x->dtype == PP_F32 &&
+        dy->dtype == PP_F32 && dx->dtype == PP_F32) {
+        PP_TRY(entry_status(ex->dev->ops->dense_backward(ex, rows, (int)in, (int)out,
+                                                         order == PP_WEIGHT_OUT_IN, w->data,
+                                                         x->data, dy->data, dx->data, dw->data,
+                                                         db ? db->data : NULL, err),
+                            &done));
+        if (done) return PP_OK;
+    }
     if (h)
         PP_TRY(pp_dense_backward_data_gelu(ex, order, w, dy, h, dx, err));
     else if (dx)

@@ -637,6 +637,7 @@ static const pp_backend_ops cuda_ops = {
     .dense_forward = pp_cuda_dense_forward,
     .dense_backward_data = pp_cuda_dense_backward_data,
     .dense_backward_weights = pp_cuda_dense_backward_weights,
+    .dense_backward = pp_cuda_dense_backward,
     .dense_gelu_forward = pp_cuda_dense_gelu_forward,
     .dense_backward_data_gelu = pp_cuda_dense_backward_data_gelu,
     .layernorm_forward = pp_cuda_layernorm_forward,

@@ -164,6 +164,55 @@ pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int 
     return db ? bias_grad(ex, rows, out, dy, db, err) : PP_OK;
 }
 
+/* dx = dy W^T and dw += (with db) of one f32 dy whose rows do not start on 16 bytes (the
+ * head's logits' gradient: 50257 columns): the two entries above on one copy of dy at the
+ * padded pitch (pp_cuda_lt_pad, zeros past out in each row), where each GEMM made its
+ * own (blaslt.c); the same sums (a padded k adds zeros). PP_ERR_UNSUPPORTED, nothing
+ * written, where there is nothing to share (dy's pitch aligned, an empty product): the
+ * separate entries then run. */
+pp_status pp_cuda_dense_backward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                 const float *w, const float *x, const float *dy, float *dx,
+                                 float *dw, float *db, pp_error *err)
+{
+    if (rows == 0 || in == 0 || out == 0 || !dx)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: dense backward: nothing to share",
+                            ex->dev->name);
+    const void *p = dy;
+    int64_t ld = out;
+    void *pad;
+    size_t bytes;
+    PP_TRY(pp_cuda_lt_pad(ex, &p, &ld, out, rows, sizeof(float), &pad, &bytes, err));
+    if (!pad)
+        return pp_error_set(err, PP_ERR_UNSUPPORTED, "%s: dense backward: dy's pitch is "
+                            "aligned, nothing to share", ex->dev->name);
+    const float *d = p;
+    const pp_cuda_lt_matmul data = {.ta = !w_out_in, .m = in, .n = rows, .k = out,
+                                    .lda = w_out_in ? in : out, .ldb = ld, .ldd = in,
+                                    .tf32 = tf32(ex), .b_zero_tail = true};
+    pp_status s = matmul(ex, &data, w, d, dx, err);
+    if (s == PP_OK) {
+        const pp_cuda_lt_matmul weights =
+            w_out_in ? (pp_cuda_lt_matmul){.tb = true, .m = in, .n = out, .k = rows, .lda = in,
+                                           .ldb = ld, .ldd = in, .tf32 = tf32(ex), .beta = 1.0f,
+                                           .b_zero_tail = true}
+                     : (pp_cuda_lt_matmul){.tb = true, .m = out, .n = in, .k = rows, .lda = ld,
+                                           .ldb = in, .ldd = out, .tf32 = tf32(ex), .beta = 1.0f,
+                                           .a_zero_tail = true};
+        s = w_out_in ? matmul(ex, &weights, x, d, dw, err) : matmul(ex, &weights, d, x, dw, err);
+        if (s == PP_ERR_UNSUPPORTED) { /* dx is written: no other way can finish dw */
+            if (err) {
+                pp_error_prefix(err, "dense backward: dx was written, then the weight GEMM "
+                                     "refused");
+                err->code = PP_ERR_BACKEND;
+            }
+            s = PP_ERR_BACKEND;
+        }
+    }
+    pp_cuda_scratch_free(ex, pad, bytes);
+    if (s != PP_OK || !db) return s;
+    return bias_grad(ex, rows, out, dy, db, err); /* the exact sums of the f32 dy */
+}
+
 /* ---- the bf16 entries of mixed precision (backend.h) ----------------------------------
  * bf16 x, W and dy on bf16 tensor cores (CUBLAS_COMPUTE_32F: fp32 accumulation), the
  * shapes above. cuBLASLt takes A and B of one dtype and reads a bias of D's type only

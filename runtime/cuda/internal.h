@@ -275,6 +275,9 @@ pp_status pp_cuda_dense_backward_data(pp_exec *ex, int64_t rows, int in, int out
 pp_status pp_cuda_dense_backward_weights(pp_exec *ex, int64_t rows, int in, int out,
                                          bool w_out_in, const float *x, const float *dy,
                                          float *dw, float *db, pp_error *err);
+pp_status pp_cuda_dense_backward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
+                                 const float *w, const float *x, const float *dy, float *dx,
+                                 float *dw, float *db, pp_error *err);
 pp_status pp_cuda_dense_gelu_forward(pp_exec *ex, int64_t rows, int in, int out, bool w_out_in,
                                      const float *x, const float *w, const float *b, float *h,
                                      float *g, pp_error *err);
