@@ -422,6 +422,23 @@ static void test_bf16_pooled_logits(void)
  * message, instead of running on from half-done state; and saves (a file
  * of half-updated parameters: none is written) and loads (its links are
  * freed: a load would not make it step again) alike. */
+/* The plan of YAML text (named name in messages) in *plan, and a pipeline of it
+ * (NULL, with a failed check, where either fails; *plan NULL where the plan does). */
+static pp_pipeline *pipeline_from_text(const char *name, const char *text, pp_plan **plan)
+{
+    pp_diag diag;
+    pp_diag_clear(&diag);
+    char buf[2048];
+    *plan = NULL;
+    pp_status s = pp_plan_parse_string(name, text, strlen(text), plan, &diag);
+    CHECK_MSG(s == PP_OK, "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
+    if (!*plan) return NULL;
+    pp_error err;
+    pp_pipeline *p = NULL;
+    CHECK_OK(pp_pipeline_new(*plan, NULL, &p, &err), &err);
+    return p;
+}
+
 static void test_failed_step(void)
 {
     const char *text =
@@ -432,15 +449,9 @@ static void test_failed_step(void)
         "data: {format: synthetic, image_size: [6, 6]}\nsteps: 20\n"
         "stages:\n  - {device: cpu:0, layers: [c]}\n  - {device: cpu:1, layers: [f, fc]}\n";
     pp_plan *plan = NULL;
-    pp_diag diag;
-    pp_diag_clear(&diag);
-    char buf[2048];
-    pp_status s = pp_plan_parse_string("nan.yaml", text, strlen(text), &plan, &diag);
-    CHECK_MSG(s == PP_OK, "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
+    pp_pipeline *p = pipeline_from_text("nan.yaml", text, &plan);
     if (!plan) return;
     pp_error err;
-    pp_pipeline *p = NULL;
-    CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
     char good[256], broken[256];
     snprintf(good, sizeof good, "%s/before-nan.safetensors", tmpdir);
     snprintf(broken, sizeof broken, "%s/after-nan.safetensors", tmpdir);
@@ -597,15 +608,10 @@ static void test_partial_load(void)
         "data: {format: synthetic, image_size: [4, 4]}\nsteps: 2\n"
         "stages:\n  - {device: cpu:0, layers: [f, fc]}\n";
     pp_plan *plan = NULL;
-    pp_diag diag;
-    pp_diag_clear(&diag);
-    char buf[2048];
-    pp_status s = pp_plan_parse_string("adamw.yaml", text, strlen(text), &plan, &diag);
-    CHECK_MSG(s == PP_OK, "plan: %s", pp_diag_format(&diag, buf, sizeof buf));
+    pp_pipeline *p = pipeline_from_text("adamw.yaml", text, &plan);
     if (!plan) return;
     pp_error err;
-    pp_pipeline *p = NULL;
-    CHECK_OK(pp_pipeline_new(plan, NULL, &p, &err), &err);
+    pp_status s;
     char good[256], bad[256], torn[256], after[256];
     snprintf(good, sizeof good, "%s/adamw.safetensors", tmpdir);
     snprintf(bad, sizeof bad, "%s/adamw-step0.safetensors", tmpdir);
