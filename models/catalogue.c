@@ -117,16 +117,17 @@ pp_status pp_catalogue_build_at(const pp_model_config *cfg, pp_catalogue *out, i
         pp_status s = pp_unit_costs(&specs[i], ndim, shape, &units[i], err);
         if (s == PP_OK) s = pp_unit_output_shape(&specs[i], ndim, shape, &ndim, next, err);
         if (s == PP_OK) memcpy(shape, next, sizeof shape);
-        if (s != PP_OK && tokens) {
-            pp_error_prefix(err, "%s (at %s)", cfg->name, specs[i].name);
-            err->code = PP_ERR_INPUT;
-        } else if (s != PP_OK) {
+        if (s == PP_OK) continue;
+        if (!tokens) { /* an image model: the image is too small */
             pp_error_set(err, PP_ERR_INPUT, "image size %dx%d is too small for %s (at %s)",
                          cfg->image_h, cfg->image_w, cfg->name, specs[i].name);
-            free(specs);
-            free(units);
-            return PP_ERR_INPUT;
+        } else if (err) { /* GPT-2: the unit's own message, named */
+            pp_error_prefix(err, "%s (at %s)", cfg->name, specs[i].name);
+            err->code = PP_ERR_INPUT;
         }
+        free(specs);
+        free(units);
+        return PP_ERR_INPUT;
     }
     free(specs);
     out->n = n;

@@ -105,7 +105,8 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
     pp_status s = pp_atomic_open(&af, path, err);
     if (s != PP_OK) {
         pp_bpe_close(bpe);
-        return pp_error_prefix(err, "--show-data");
+        pp_error_prefix(err, "--show-data");
+        return s;
     }
     FILE *f = af.f;
     const int t = v->w; /* inputs a window */

@@ -154,6 +154,13 @@ static void local_free(pipe_local *L)
     free(L);
 }
 
+/* The first line of every public call here: an error to fill (the caller's,
+ * or the call's own where the caller passed NULL: the code beneath writes
+ * into it, and the replicas copy theirs into it). */
+#define ERROR_TO_FILL                                                                       \
+    pp_error unread;                                                                        \
+    if (!err) err = &unread
+
 /* Whether pp_pipeline_new makes the job of threads itself. */
 static bool makes_local_job(const pp_plan *plan, const pp_pipeline_options *opts)
 {
@@ -163,6 +170,7 @@ static bool makes_local_job(const pp_plan *plan, const pp_pipeline_options *opts
 pp_status pp_pipeline_new(const pp_plan *plan, const pp_pipeline_options *opts, pp_pipeline **out,
                           pp_error *err)
 {
+    ERROR_TO_FILL;
     if (!out) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_new: out is NULL");
     if (!makes_local_job(plan, opts)) return pipe_new_rank(plan, opts, out, err);
     *out = NULL;
@@ -222,12 +230,10 @@ static pp_status entry_check(const pp_pipeline *p, const char *fn, bool takes_pa
     return PP_OK;
 }
 
-/* Every public call's first lines: an error to fill (the caller's, or the
- * call's own where the caller passed NULL: the code beneath writes into it,
- * and the replicas copy theirs into it), then entry_check. */
+/* The first lines of a public call on a pipeline: ERROR_TO_FILL, then
+ * entry_check. */
 #define PUBLIC_ENTRY(fn, takes_path, path)                                                  \
-    pp_error unread;                                                                        \
-    if (!err) err = &unread;                                                                \
+    ERROR_TO_FILL;                                                                          \
     PP_TRY(entry_check(p, fn, takes_path, path, err))
 
 pp_status pp_pipeline_step(pp_pipeline *p, pp_step_result *res, pp_error *err)
@@ -249,6 +255,7 @@ pp_status pp_pipeline_evaluate(pp_pipeline *p, pp_eval_result *out, pp_error *er
 pp_status pp_pipeline_generate(pp_pipeline *p, const int32_t *prompt, int n_prompt,
                                const pp_generate_options *o, int32_t *out, pp_error *err)
 {
+    ERROR_TO_FILL;
     if (p && p->local)
         return pp_error_set(err, PP_ERR_UNSUPPORTED,
                             "generation runs one replica (the plan has replicas in this "

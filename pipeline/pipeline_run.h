@@ -63,7 +63,9 @@
  * library never prints and never exits. PP_ERR_INPUT means bad input (plan,
  * data, checkpoint file); PP_ERR_INVALID means API misuse; errors raised
  * inside a step name the stage, device and micro-batch. PP_ERR_UNSYNCED: a
- * file written whole is in place but its folder could not be synced.
+ * file written whole is in place but its folder could not be synced. Every
+ * call that takes a pp_error also takes NULL (no message wanted) and returns
+ * the same status as with one (pp_error_prefix aside: status.h).
  *
  * ---- Ownership, per handle --------------------------------------------------------
  *

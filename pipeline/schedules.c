@@ -76,7 +76,7 @@ pp_status pipe_sched_init(pipe_sched *ps, const pp_plan *plan, int m, const int 
         pp_schedule_free(&s);
         return PP_OK;
     }
-    if (st != PP_ERR_INPUT) return st;
+    if (st != PP_ERR_INPUT || !err) return st; /* no message wanted (NULL): the status alone */
     char msg[PP_ERROR_MSG_MAX + 160];
     snprintf(msg, sizeof msg, "%.700s (list the stages' devices in the order the schedule "
              "places them, or choose a schedule for this placement: docs/SCHEDULES.md)", err->msg);

@@ -786,6 +786,8 @@ pp_status pp_executor_run_eager(pp_executor *ex, const pp_program *p, pp_step_st
 pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *stats,
                           pp_error *err)
 {
+    pp_error unread; /* where the caller wants no message (NULL): out_shape still gets one */
+    if (!err) err = &unread;
     if (stats) memset(stats, 0, sizeof *stats);
     pp_program p;
     PP_TRY(pp_executor_prepare(ex, s, &p, err));

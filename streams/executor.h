@@ -51,6 +51,8 @@ extern "C" {
  * buffers on the stage's device, valid only for the duration of the call in
  * stream order: a stage copies (on ex) what it keeps, e.g. the inputs its
  * backward needs. mb is the micro-batch index (0..m-1), mb_size its samples.
+ * A callback's err is always an error to fill, never NULL (also when the run
+ * was given none).
  */
 typedef struct pp_stage_ops {
     /* Fills shape_only (dtype, ndim, shape; data NULL) with the stage's output
@@ -214,8 +216,9 @@ pp_status pp_executor_set_own_output(pp_executor *ex, bool own, pp_error *err);
  * it. On success fills *stats if stats is non-NULL (pp_step_stats_free it).
  * On failure returns the first failing action's error, its message prefixed
  * "stage 1 (cpu:1) micro-batch 3: " (copies: "copy act 3 s0->s1 (cpu:1): "),
- * and the executor stays usable. With stages on several ranks, every rank
- * calls it with the same schedule; stats then hold this rank's lanes only. */
+ * and the executor stays usable (err NULL: the status alone). With stages on
+ * several ranks, every rank calls it with the same schedule; stats then hold
+ * this rank's lanes only. */
 pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *stats,
                           pp_error *err);
 

@@ -49,8 +49,9 @@ pp_status pp_comm_group_share_devices(pp_comm_group *g, pp_device_ctx *dev, pp_e
         pp_status a = pp_device_peer_access(dev, devs[m], &e);
         if (a != PP_OK && a != PP_ERR_UNSUPPORTED) {
             if (err) *err = e;
-            st = pp_error_prefix(err, "rank %d (%s): access for member %d (%s)", g->comm->rank,
-                                 dev->name, m, devs[m]->name);
+            pp_error_prefix(err, "rank %d (%s): access for member %d (%s)", g->comm->rank,
+                            dev->name, m, devs[m]->name);
+            st = a;
         }
     }
     free(devs);

@@ -163,7 +163,8 @@ static pp_status claim_agreed(pp_comm_group *g, pp_device_ctx *dev, int rank, pp
     if (st != PP_OK) return st;
     if (mine != PP_OK) {
         if (err) *err = why;
-        return pp_error_prefix(err, "NCCL");
+        pp_error_prefix(err, "NCCL");
+        return mine;
     }
     return pp_error_set(err, PP_ERR_UNSUPPORTED, "rank %d (%s): NCCL: another member's GPU "
                         "carries the collectives of another rank of its process", rank,

@@ -322,9 +322,13 @@ pp_status pp_zero_multi(pp_exec *ex, int n, pp_tensor *const *ys, pp_error *err)
     PP_TRY(pp_ops_check_exec(ex, op, err));
     if (n < 0 || (n > 0 && !ys))
         return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor list", op);
-    for (int i = 0; i < n; i++)
-        if (pp_ops_check_any(ex, op, "y", ys[i], err) != PP_OK)
-            return pp_error_prefix(err, "tensor %d", i);
+    for (int i = 0; i < n; i++) {
+        pp_status s = pp_ops_check_any(ex, op, "y", ys[i], err);
+        if (s != PP_OK) {
+            pp_error_prefix(err, "tensor %d", i);
+            return s;
+        }
+    }
     if (!ex->dev->ops->zero_multi) {
         for (int i = 0; i < n; i++)
             PP_TRY(DISPATCH(zero, pp_tensor_bytes(ys[i]), ys[i]->data, err));
@@ -618,7 +622,10 @@ pp_status pp_sgd_update_multi(pp_exec *ex, const pp_sgd_desc *d, int n, pp_tenso
     for (int i = 0; i < n; i++) {
         pp_status s = check_sgd_tensors(ex, op, d, params[i], grads[i],
                                         d->momentum != 0 ? bufs[i] : NULL, err);
-        if (s != PP_OK) return pp_error_prefix(err, "tensor %d", i);
+        if (s != PP_OK) {
+            pp_error_prefix(err, "tensor %d", i);
+            return s;
+        }
     }
     if (!ex->dev->ops->sgd_update_multi) { /* one call per tensor, same arithmetic */
         for (int i = 0; i < n; i++)

@@ -102,7 +102,10 @@ pp_status pp_adamw_update_multi(pp_exec *ex, const pp_adamw_desc *d, int n,
         if (s == PP_OK) s = pp_ops_check_like(ex, op, "exp_avg", exp_avgs[i], params[i], err);
         if (s == PP_OK)
             s = pp_ops_check_like(ex, op, "exp_avg_sq", exp_avg_sqs[i], params[i], err);
-        if (s != PP_OK) return pp_error_prefix(err, "tensor %d", i);
+        if (s != PP_OK) {
+            pp_error_prefix(err, "tensor %d", i);
+            return s;
+        }
     }
     if (!ex->dev->ops->adamw_update_multi) return pp_ops_unsupported(ex, op, err);
     const pp_adamw_scalars sc = adamw_scalars(d);
@@ -130,9 +133,13 @@ pp_status pp_sumsq_multi(pp_exec *ex, int n, const pp_tensor *const *xs, double 
     PP_TRY(pp_ops_check_exec(ex, op, err));
     if (n < 0 || (n > 0 && (!xs || !sums)))
         return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor list", op);
-    for (int i = 0; i < n; i++)
-        if (pp_ops_check_f32(ex, op, "x", xs[i], err) != PP_OK)
-            return pp_error_prefix(err, "tensor %d", i);
+    for (int i = 0; i < n; i++) {
+        pp_status st = pp_ops_check_f32(ex, op, "x", xs[i], err);
+        if (st != PP_OK) {
+            pp_error_prefix(err, "tensor %d", i);
+            return st;
+        }
+    }
     if (!ex->dev->ops->sumsq_multi) return pp_ops_unsupported(ex, op, err);
     const float *x[CHUNK];
     int64_t sizes[CHUNK];
@@ -155,9 +162,13 @@ pp_status pp_scale_multi(pp_exec *ex, float s, int n, pp_tensor *const *xs, pp_e
                                           (double)s);
     if (n < 0 || (n > 0 && !xs))
         return pp_error_set(err, PP_ERR_INVALID, "%s: NULL tensor list", op);
-    for (int i = 0; i < n; i++)
-        if (pp_ops_check_f32(ex, op, "x", xs[i], err) != PP_OK)
-            return pp_error_prefix(err, "tensor %d", i);
+    for (int i = 0; i < n; i++) {
+        pp_status st = pp_ops_check_f32(ex, op, "x", xs[i], err);
+        if (st != PP_OK) {
+            pp_error_prefix(err, "tensor %d", i);
+            return st;
+        }
+    }
     if (!ex->dev->ops->scale_multi) return pp_ops_unsupported(ex, op, err);
     float *x[CHUNK];
     int64_t sizes[CHUNK];
@@ -206,7 +217,10 @@ pp_status pp_batchnorm_stats_combine(pp_exec *ex, const pp_bn_stats_desc *d, int
             st = pp_ops_check(ex, op, "running_mean", running_mean[i], PP_F32, 1, c, 1, 1, 1, err);
         if (st == PP_OK)
             st = pp_ops_check(ex, op, "running_var", running_var[i], PP_F32, 1, c, 1, 1, 1, err);
-        if (st != PP_OK) return pp_error_prefix(err, "layer %d", i);
+        if (st != PP_OK) {
+            pp_error_prefix(err, "layer %d", i);
+            return st;
+        }
     }
     if (!ex->dev->ops->bn_stats_combine) return pp_ops_unsupported(ex, op, err);
     int c[CHUNK];

@@ -5,6 +5,9 @@
  * message in a caller-owned pp_error. The library never prints and never exits;
  * only the CLI maps statuses to exit codes (PP_ERR_INPUT -> 2, others -> 1).
  * A pp_error is plain data: no allocation, safe to copy, one per thread.
+ * Every function that takes a pp_error takes NULL as well: no message is
+ * wanted, and the call returns the same status as with one (pp_error_prefix
+ * aside: see there).
  */
 #ifndef PP_STATUS_H
 #define PP_STATUS_H
@@ -47,7 +50,9 @@ pp_status pp_error_set(pp_error *err, pp_status code, const char *fmt, ...)
 pp_status pp_error_setv(pp_error *err, pp_status code, const char *fmt, va_list ap);
 
 /* Prepends "prefix: " to the message already in err (for adding context such
- * as "stage 1 (cuda:1) micro-batch 3"). Returns err->code. */
+ * as "stage 1 (cuda:1) micro-batch 3"). Returns err->code; with err NULL there
+ * is no code to return (PP_ERR_INTERNAL), so a caller that may be given NULL
+ * returns the status it has instead. */
 pp_status pp_error_prefix(pp_error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

@@ -168,7 +168,7 @@ static pp_status encode(pp_bpe *b, const char *text, size_t len, const char *wha
     for (size_t i = 0; i < count; i++) {
         if (st == PP_OK && sts[i] != PP_OK) {
             st = sts[i];
-            *err = errs[i];
+            if (err) *err = errs[i];
         }
         total += spans[i].n;
     }

@@ -27,6 +27,7 @@
  *     trains with the same losses; a bad program's error names its place;
  *     custom stages run a zero-bubble V program once they split their
  *     backward (I, W), and are told clearly when they do not.
+ * Every call given a NULL pp_error: test_null_error.c.
  */
 #include <math.h>
 #include <pthread.h>
@@ -37,6 +38,7 @@
 #include "pipeline/pipeline_run.h"
 #include "pipeline/pipeline_run.h" /* include guards: a second include is harmless */
 #include "tests/check.h"
+#include "tests/embed/fail_stage.h"
 
 enum { STEPS = 2 };
 
@@ -351,43 +353,6 @@ static void test_replicas_in_process(void)
     remove(dir);
 }
 
-/* A custom stage that passes its input through and fails on request. */
-typedef struct fail_stage {
-    int index;
-    int fail_mb; /* forward of this micro-batch fails; -1: never */
-} fail_stage;
-
-static pp_status fs_shape(void *user, int mb_size, pp_tensor *t, pp_error *err)
-{
-    t->dtype = PP_F32;
-    t->ndim = 2;
-    t->shape[0] = mb_size;
-    t->shape[1] = 3;
-    return PP_OK;
-}
-
-static pp_status fs_forward(void *user, pp_exec *ex, int mb, int mb_size, const pp_tensor *in,
-                            pp_tensor *out, pp_error *err)
-{
-    fail_stage *fs = user;
-    if (mb == fs->fail_mb) return pp_error_set(err, PP_ERR_NUMERIC, "loss is NaN");
-    return in ? pp_copy(ex, in, out, err) : pp_zero(ex, out, err);
-}
-
-static pp_status fs_backward(void *user, pp_exec *ex, int mb, int mb_size,
-                             const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
-{
-    if (!grad_in) return PP_OK;
-    return grad_out ? pp_copy(ex, grad_out, grad_in, err) : pp_zero(ex, grad_in, err);
-}
-
-static const pp_stage_ops fail_ops = {
-    .out_shape = fs_shape,
-    .forward = fs_forward,
-    .backward = fs_backward,
-    .step = NULL,
-};
-
 static void test_stage_error(void)
 {
     pp_error err;
@@ -396,7 +361,7 @@ static void test_stage_error(void)
     pp_executor *exec = NULL;
     pp_schedule sched = {0};
     pp_device_ctx *dev[2] = {NULL, NULL};
-    fail_stage fs[2] = {{0, -1}, {1, 2}};
+    pp_test_fail_stage fs[2] = {{0, -1}, {1, 2}};
     CHECK_OK(pp_registry_new(&reg, &err), &err);
     for (int i = 0; reg && i < 2; i++)
         CHECK_OK(pp_registry_get(reg, (pp_device_id){PP_DEVICE_CPU, i}, &dev[i], &err), &err);
@@ -404,7 +369,8 @@ static void test_stage_error(void)
         pp_registry_free(reg);
         return;
     }
-    pp_stage_desc desc[2] = {{dev[0], &fail_ops, &fs[0]}, {dev[1], &fail_ops, &fs[1]}};
+    pp_stage_desc desc[2] = {{dev[0], &pp_test_fail_ops, &fs[0]},
+                             {dev[1], &pp_test_fail_ops, &fs[1]}};
     CHECK_OK(pp_executor_new(desc, 2, 0, &exec, &err), &err);
     CHECK_OK(pp_schedule_build(&sched, PP_SCHEDULE_GPIPE, 2, 4, NULL, &err), &err);
     if (exec && sched.stages == 2) {
@@ -426,7 +392,7 @@ static void test_stage_error(void)
 static pp_status fs_input(void *user, pp_exec *ex, int mb, int mb_size,
                           const pp_tensor *grad_out, pp_tensor *grad_in, pp_error *err)
 {
-    return fs_backward(user, ex, mb, mb_size, grad_out, grad_in, err);
+    return pp_test_fail_backward(user, ex, mb, mb_size, grad_out, grad_in, err);
 }
 
 static pp_status fs_weight(void *user, pp_exec *ex, int mb, int mb_size, pp_error *err)
@@ -435,9 +401,9 @@ static pp_status fs_weight(void *user, pp_exec *ex, int mb, int mb_size, pp_erro
 }
 
 static const pp_stage_ops split_ops = {
-    .out_shape = fs_shape,
-    .forward = fs_forward,
-    .backward = fs_backward,
+    .out_shape = pp_test_fail_shape,
+    .forward = pp_test_fail_forward,
+    .backward = pp_test_fail_backward,
     .backward_input = fs_input,
     .backward_weight = fs_weight,
 };
@@ -523,11 +489,11 @@ static void test_programs(void)
     CHECK_OK(pp_schedule_place(PP_PLACEMENT_V, 4, 2, place, &err), &err);
     pp_schedule_shape shape = {4, 2, 4, place, NULL};
     CHECK_OK(pp_schedule_generate(&s, PP_SCHEDULE_ZBV, &shape, &err), &err);
-    fail_stage fs[4] = {{0, -1}, {1, -1}, {2, -1}, {3, -1}};
+    pp_test_fail_stage fs[4] = {{0, -1}, {1, -1}, {2, -1}, {3, -1}};
     for (int pass = 0; pass < 2 && dev[0] && dev[1]; pass++) {
         pp_stage_desc desc[4];
         for (int k = 0; k < 4; k++)
-            desc[k] = (pp_stage_desc){dev[place[k]], pass ? &split_ops : &fail_ops, &fs[k]};
+            desc[k] = (pp_stage_desc){dev[place[k]], pass ? &split_ops : &pp_test_fail_ops, &fs[k]};
         pp_executor *exec = NULL;
         CHECK_OK(pp_executor_new(desc, 4, 0, &exec, &err), &err);
         pp_status st = pp_executor_run(exec, &s, NULL, &err);
