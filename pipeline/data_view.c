@@ -146,6 +146,9 @@ static pp_status show_tokens(const pp_plan *plan, view *v, int n, const char *pa
 
 pp_status pp_plan_show_data(const pp_plan *plan, int n, const char *path, pp_error *err)
 {
+    if (!plan || !path)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_plan_show_data: no %s (NULL)",
+                            plan ? "path" : "plan");
     if (n < 1 || n > 1024)
         return pp_error_set(err, PP_ERR_INPUT, "--show-data: %d samples (1 to 1024)", n);
     view v = {0};
@@ -280,6 +283,9 @@ static pp_status write_view(const view *v, const char *path, const char *what, c
 pp_status pp_plan_dump_data(const pp_plan *plan, int64_t index, bool eval, const char *path,
                             pp_error *err)
 {
+    if (!plan || !path)
+        return pp_error_set(err, PP_ERR_INVALID, "pp_plan_dump_data: no %s (NULL)",
+                            plan ? "path" : "plan");
     if (eval && !plan->eval.enabled)
         return pp_error_set(err, PP_ERR_INPUT, "--dump-data eval:%lld: the plan has no eval "
                             "section", (long long)index);

@@ -204,6 +204,7 @@ static pp_status schedule_in_flight(const pp_plan *plan, int *in_flight, pp_erro
 
 pp_status pp_fit_resolve_plan(pp_plan *plan, pp_profile_note *note, pp_error *err)
 {
+    if (!plan) return pp_error_set(err, PP_ERR_INVALID, "pp_fit_resolve_plan: no plan (NULL)");
     if (!plan->stages_auto) return pipe_check_cudnn_limits(plan, err);
     int in_flight[PP_PLAN_MAX_STAGES];
     for (int s = 0; s < plan->n_stages; s++) in_flight[s] = pp_plan_in_flight(plan, s);

@@ -154,6 +154,7 @@ pp_status pipe_batch_run_make(const struct pp_pipeline *p, batch_run *r, int bat
 
 pp_status pp_pipeline_plan_schedule(const pp_plan *plan, pp_schedule *out, pp_error *err)
 {
+    if (!out) return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_plan_schedule: out is NULL");
     memset(out, 0, sizeof *out);
     if (!plan || plan->stages_auto)
         return pp_error_set(err, PP_ERR_INVALID, "pp_pipeline_plan_schedule: %s",

@@ -789,6 +789,7 @@ pp_status pp_executor_run(pp_executor *ex, const pp_schedule *s, pp_step_stats *
     pp_error unread; /* where the caller wants no message (NULL): out_shape still gets one */
     if (!err) err = &unread;
     if (stats) memset(stats, 0, sizeof *stats);
+    if (!ex) return pp_error_set(err, PP_ERR_INVALID, "pp_executor_run: no executor (NULL)");
     pp_program p;
     PP_TRY(pp_executor_prepare(ex, s, &p, err));
     pp_status rc = pp_executor_run_eager(ex, &p, stats, err);

@@ -217,6 +217,8 @@ pp_status pp_executor_run_replayable(pp_executor *ex, const pp_schedule *s, int 
 {
     pp_error unread; /* where the caller wants no message (NULL): out_shape still gets one */
     if (!err) err = &unread;
+    if (!ex) return pp_error_set(err, PP_ERR_INVALID, "pp_executor_run_replayable: no executor "
+                                 "(NULL)");
     if (!ex->graphs_on || ex->comm) return pp_executor_run(ex, s, stats, err);
     if (stats) memset(stats, 0, sizeof *stats);
     pp_program p;

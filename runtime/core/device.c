@@ -158,6 +158,7 @@ pp_status pp_device_set_math(pp_device_ctx *dev, pp_math_mode mode, pp_error *er
 
 pp_status pp_device_profiler(pp_device_ctx *dev, bool start, pp_error *err)
 {
+    if (!dev) return pp_error_set(err, PP_ERR_INVALID, "pp_device_profiler: no device (NULL)");
     return dev->ops->profiler ? dev->ops->profiler(dev, start, err) : PP_OK;
 }
 

@@ -577,6 +577,21 @@ static void null_error_sources(void)
 /* Every public call with no error wanted (NULL): the status alone, never a
  * crash, where the failure is found deep inside the call as much as at its
  * arguments, and on success. */
+/* NULL handles where one is due: PP_ERR_INVALID, never a crash */
+static void null_handles(void)
+{
+    pp_error err;
+    pp_schedule sched;
+    CHECK(pp_fit_resolve_plan(NULL, NULL, &err) == PP_ERR_INVALID);
+    CHECK(pp_plan_show_data(NULL, 1, "x.png", &err) == PP_ERR_INVALID);
+    CHECK(pp_plan_dump_data(NULL, 0, false, "x.safetensors", &err) == PP_ERR_INVALID);
+    CHECK(pp_pipeline_plan_schedule(NULL, NULL, &err) == PP_ERR_INVALID);
+    CHECK(pp_pipeline_plan_schedule(NULL, &sched, &err) == PP_ERR_INVALID);
+    CHECK(pp_executor_run(NULL, NULL, NULL, &err) == PP_ERR_INVALID);
+    CHECK(pp_executor_run_replayable(NULL, NULL, 0, NULL, &err) == PP_ERR_INVALID);
+    CHECK(pp_device_profiler(NULL, true, NULL) == PP_ERR_INVALID);
+}
+
 static void test_null_error(void)
 {
     char dir[256];
@@ -587,6 +602,7 @@ static void test_null_error(void)
     null_error_plans(dir);
     null_error_runtime(dir);
     null_error_sources();
+    null_handles();
     check_rmtree(dir);
 }
 
